@@ -1,0 +1,108 @@
+# drover - build, test, demo. `make help` lists the targets.
+#
+# `make test` and `make demo` install missing Debian packages first (see
+# tools/deps.sh), so on a fresh Debian 12 machine they are all the set-up.
+
+PREFIX       ?= /usr/local
+BUILD        ?= build
+OPTIMIZATION ?= -O2
+SANITIZE     ?=
+CC           ?= cc
+V            ?= 0
+
+PKGS    = lua5.4 libuv libedit openblas
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPTIMIZATION) \
+	-MMD -MP -Isrc -I$(BUILD) $(SANITIZE) \
+	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS)
+LDLIBS_ALL = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm $(LDLIBS)
+LDFLAGS_ALL = $(SANITIZE) $(LDFLAGS)
+
+ifeq ($(V),0)
+Q = @
+say = @printf '  %-6s %s\n' $(1) $(2);
+else
+Q =
+say =
+endif
+
+# One concept per .c/.h pair; the object list is explicit on purpose.
+LIB_SRCS = err rng tensor nn optim data train embed \
+	l_drover l_tensor l_nn l_optim l_data l_train repl
+LIB_OBJS = $(LIB_SRCS:%=$(BUILD)/%.o) $(BUILD)/embedded.o
+MAIN_OBJ = $(BUILD)/main.o
+UNIT_SRCS = $(wildcard tests/unit/*.c)
+UNIT_OBJS = $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/unit/%.o)
+EMBEDDED = $(sort $(wildcard lua/*.lua lua/*/*.lua themes/*))
+
+.PHONY: all deps test test-run unit demo asan bench bench-deps install clean help
+all: drover
+
+drover: $(BUILD)/drover
+	$(Q)cp $< $@
+
+$(BUILD)/drover: $(LIB_OBJS) $(MAIN_OBJ)
+	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/%.o: src/%.c | $(BUILD)
+	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -c -o $@ $<
+
+$(BUILD)/unit/%.o: tests/unit/%.c | $(BUILD)
+	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -Itests/unit -c -o $@ $<
+
+$(BUILD)/unit_tests: $(LIB_OBJS) $(UNIT_OBJS)
+	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
+# lua/ and themes/ are compiled into the binary so it runs from anywhere.
+$(BUILD)/embed: tools/embed.c | $(BUILD)
+	$(call say,CC,$<)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -o $@ $<
+
+$(BUILD)/embedded.c: $(BUILD)/embed $(EMBEDDED)
+	$(call say,EMBED,$@)$(BUILD)/embed $@ $(EMBEDDED)
+
+$(BUILD)/embedded.o: $(BUILD)/embedded.c
+	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -c -o $@ $<
+
+$(BUILD):
+	$(Q)mkdir -p $(BUILD)/unit
+
+deps:
+	$(Q)sh tools/deps.sh
+
+unit: $(BUILD)/unit_tests
+
+# Installs what is missing, builds, runs every test; last line "N passed, N failed".
+test: deps
+	$(Q)$(MAKE) --no-print-directory all unit
+	$(Q)DROVER=$(CURDIR)/$(BUILD)/drover UNIT=$(CURDIR)/$(BUILD)/unit_tests sh tests/run.sh
+
+# The same suite on an ASan+UBSan build (objects in build/asan).
+asan: deps
+	$(Q)$(MAKE) --no-print-directory BUILD=build/asan OPTIMIZATION=-O1 \
+		SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+		build/asan/drover build/asan/unit_tests
+	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		DROVER=$(CURDIR)/build/asan/drover UNIT=$(CURDIR)/build/asan/unit_tests SANITIZED=1 \
+		sh tests/run.sh
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	./drover run examples/digits.lua
+
+bench-deps: deps
+	$(Q)sh tools/deps.sh bench
+
+bench: bench-deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)sh tests/bench/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 drover $(DESTDIR)$(PREFIX)/bin/drover
+
+clean:
+	rm -rf build drover
+
+help:
+	@echo "targets: all deps test demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
+
+-include $(wildcard $(BUILD)/*.d $(BUILD)/unit/*.d)

@@ -1,0 +1,116 @@
+/* data.h - datasets: readers, seeded operations, batching, sharding.
+ *
+ * A dataset is an immutable pair of dense float32 tensors in memory:
+ * x [n, features] and y [n] (a label or class id per example) or [n, k]
+ * (multi-output targets). Every operation returns a NEW dataset and leaves
+ * its input untouched; each dataset owns its tensors and is freed with
+ * data_free(). Readers either return a complete dataset or fail with a
+ * message naming the file, the line (or byte offset) and what was wrong;
+ * nothing is half-loaded.
+ */
+#ifndef DROVER_DATA_H
+#define DROVER_DATA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rng.h"
+#include "tensor.h"
+
+typedef struct dataset {
+  tensor *x;        /* [n, features], contiguous, owned */
+  tensor *y;        /* [n] or [n, k], contiguous, owned */
+  int64_t n;        /* examples */
+  int64_t features; /* x columns */
+  int64_t classes;  /* max label + 1 when every y is a non-negative integer
+                       and y is 1-D; else 0 */
+  char source[256]; /* where it came from ("digits.csv", "synthetic"), for
+                       messages and printing */
+} dataset;
+
+void data_free(dataset *d); /* NULL is fine */
+
+/* ---- readers ----------------------------------------------------------- */
+
+typedef struct data_csv_opts {
+  int label;       /* label column; negative counts from the end (-1 = last) */
+  int header;      /* 1 skip the first line, 0 none, -1 detect (non-numeric) */
+  char delimiter;  /* ',' by default; 0 means ',' */
+} data_csv_opts;
+
+/* CSV of numbers; every row must have the same number of fields. Blank
+ * lines are skipped. */
+int data_read_csv(const char *path, const data_csv_opts *o, dataset **out);
+/* libsvm/svmlight: "label idx:val idx:val ..." with 1-based ascending
+ * indices; densified. features == 0 infers it from the largest index. */
+int data_read_libsvm(const char *path, int64_t features, dataset **out);
+/* IDX (MNIST) files: images of any unsigned byte/int/float IDX type,
+ * flattened to rows; labels a 1-D IDX file (may be NULL: y is zeros).
+ * Values are kept as stored (pixels stay 0..255). */
+int data_read_idx(const char *images, const char *labels, dataset **out);
+/* NumPy .npy (format 1.0/2.0/3.0), C order, dtypes <f4 <f8 |u1 <i8 (and
+ * <i4): x is 2-D (or N-D, flattened to rows), labels 1-D (may be NULL). */
+int data_read_npy(const char *x_path, const char *y_path, dataset **out);
+
+typedef struct data_synth_opts {
+  int64_t n, features, classes;
+  uint64_t seed;
+} data_synth_opts;
+
+/* MNIST-shaped data: x uniform in [0, 1), y = argmax(W (x - 0.5)) for a
+ * fixed random teacher W ~ N(0, 1) drawn from the seed, so that a model can
+ * really learn it. */
+int data_synthetic(const data_synth_opts *o, dataset **out);
+
+/* ---- operations (all return new datasets) ------------------------------ */
+
+/* Seeded shuffle, then the first round(frac * n) examples go to *a, the
+ * rest to *b. 0 < frac < 1. */
+int data_split(const dataset *d, double frac, uint64_t seed, dataset **a, dataset **b);
+int data_shuffle(const dataset *d, uint64_t seed, dataset **out);
+/* Examples i, i+n, i+2n, ... (0 <= i < n), like tf.data's shard(n, i). */
+int data_shard(const dataset *d, int64_t i, int64_t n, dataset **out);
+/* Rows idx[0..k) in that order. */
+int data_subset(const dataset *d, const int64_t *idx, int64_t k, dataset **out);
+
+typedef struct data_stats {
+  int64_t features;
+  float *mean; /* owned */
+  float *std;  /* owned; a constant feature gets 1 so it maps to 0 */
+} data_stats;
+
+/* Standardises x per feature: (x - mean) / std. With stats == NULL the
+ * statistics are fitted on d and returned in *stats_out (caller frees with
+ * data_stats_free); otherwise the given ones are applied (feature count
+ * must match). stats_out may be NULL. */
+int data_standardize(const dataset *d, const data_stats *stats, dataset **out,
+                     data_stats **stats_out);
+void data_stats_free(data_stats *s);
+
+/* ---- batching ---------------------------------------------------------- */
+
+/* Iterates over batches of a dataset, one epoch per data_iter_reset().
+ * With shuffle, epoch e uses the permutation seeded by rng_derive(seed, e),
+ * so a run is reproducible and resumable. The last batch of an epoch may be
+ * smaller. The iterator borrows d (which must outlive it) and owns the
+ * batch tensors it hands out (valid until the next call). */
+typedef struct data_iter {
+  const dataset *d;
+  int64_t batch;
+  bool shuffle;
+  uint64_t seed;
+  int64_t epoch;  /* epoch of the current pass, 0-based */
+  int64_t pos;    /* next example position in this epoch */
+  int64_t *perm;  /* owned, n entries */
+  tensor *bx, *by;
+} data_iter;
+
+int data_iter_init(data_iter *it, const dataset *d, int64_t batch, bool shuffle,
+                   uint64_t seed);
+/* Next batch into *x, *y: returns 1, or 0 at the end of the epoch. */
+int data_iter_next(data_iter *it, const tensor **x, const tensor **y);
+/* Starts the next epoch (reshuffling when shuffle). */
+void data_iter_reset(data_iter *it);
+void data_iter_free(data_iter *it);
+
+#endif

@@ -1,0 +1,54 @@
+/* err.h - drover's error codes and the thread's last error message.
+ *
+ * Every library function returns 0 (or a count) on success and a negative
+ * DRV_E* code on failure. Alongside the code, the failing function leaves a
+ * human-readable message (naming the file, line, shape... that was wrong) in
+ * a thread-local buffer, read with drv_errmsg(). The message stays valid
+ * until the next drv_error() on the same thread.
+ */
+#ifndef DROVER_ERR_H
+#define DROVER_ERR_H
+
+#include <signal.h>
+
+/* One table: code, short message. */
+#define DRV_ERRNO_MAP(XX)                                   \
+  XX(NOMEM, "out of memory")                                \
+  XX(INVAL, "invalid argument")                             \
+  XX(SHAPE, "shape mismatch")                               \
+  XX(IO, "i/o error")                                       \
+  XX(PARSE, "malformed input")                              \
+  XX(RANGE, "value out of range")                           \
+  XX(UNSUPPORTED, "unsupported")                            \
+  XX(INTERRUPTED, "interrupted")
+
+enum drv_errno {
+  DRV_OK = 0,
+  DRV__EBASE = -1000,
+#define XX(code, _) DRV_E##code,
+  DRV_ERRNO_MAP(XX)
+#undef XX
+  DRV__ELAST
+};
+
+/* Records a formatted message for the calling thread and returns `code`,
+ * so that error paths read `return drv_error(DRV_EPARSE, "%s:%d: ...", ...)`. */
+int drv_error(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The last message recorded on this thread ("" when none). Never NULL. */
+const char *drv_errmsg(void);
+
+/* Static short description and name ("DRV_EPARSE") of a code. Never NULL. */
+const char *drv_strerror(int code);
+const char *drv_err_name(int code);
+
+/* Cooperative interruption (Ctrl-C). A SIGINT handler calls
+ * drv_interrupt_request(); long-running C loops (training, readers) poll
+ * drv_interrupted() and return DRV_EINTERRUPTED. Whoever resumes normal work
+ * calls drv_interrupt_clear(). Async-signal-safe. */
+void drv_interrupt_request(void);
+int drv_interrupted(void);
+void drv_interrupt_clear(void);
+
+#endif

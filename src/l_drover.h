@@ -1,0 +1,34 @@
+/* l_drover.h - the `drover` Lua library: one entry point for every Lua
+ * state drover makes (scripts, the REPL, later nodes).
+ *
+ * Modules: drover.tensor (l_tensor.c), drover.nn (l_nn.c), drover.optim
+ * (l_optim.c), drover.data (l_data.c), training (l_train.c); the Lua side
+ * lives in lua/ and is embedded at build time: `require "drover.X"` finds
+ * lua/X.lua (after the user's own package.path, so users may override).
+ */
+#ifndef DROVER_L_DROVER_H
+#define DROVER_L_DROVER_H
+
+#include <lua.h>
+
+/* Opens the standard libraries and drover into L: the global `drover`
+ * (also `require "drover"`), then runs lua/init.lua (help(), experiment,
+ * pretty printing). Returns 0, or a negative code with drv_errmsg() set. */
+int drover_lua_init(lua_State *L);
+
+/* lua_pcall message handler: appends a traceback to the error. */
+int drover_lua_traceback(lua_State *L);
+
+/* Runs the chunk on top of the stack with nargs arguments under
+ * drover_lua_traceback; on error prints "drover: MSG" to stderr and
+ * returns -1 (the message is popped). */
+int drover_lua_pcall(lua_State *L, int nargs, int nresults);
+
+/* Each returns the module table (luaL_Reg style). */
+int luaopen_drover_tensor(lua_State *L);
+int luaopen_drover_nn(lua_State *L);
+int luaopen_drover_optim(lua_State *L);
+int luaopen_drover_data(lua_State *L);
+int luaopen_drover_train(lua_State *L); /* C primitives behind experiment:fit */
+
+#endif

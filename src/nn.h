@@ -1,0 +1,148 @@
+/* nn.h - layers and losses: forward, backward, parameters and gradients.
+ *
+ * A module is a refcounted object behind a const ops table (htop-style
+ * "classes"). Modules own their parameters, their gradient buffers and
+ * their output/grad-input buffers; buffers are reused across calls and
+ * resized when the batch size changes, so a training step allocates nothing
+ * once warm.
+ *
+ * Calling convention (all modules, including Sequential):
+ *   nn_forward(m, x, &y)      y is owned by m, valid until m's next forward.
+ *   nn_backward(m, x, dy, &dx) x must be the same input given to the last
+ *                             forward (and still hold the same values); dy
+ *                             has y's shape. Parameter gradients are
+ *                             ACCUMULATED (+=) into the grad buffers; call
+ *                             nn_zero_grad() between steps. dx is owned by m,
+ *                             valid until m's next backward. Passing dx ==
+ *                             NULL skips computing the input gradient (the
+ *                             first layer of a model never needs it).
+ * Inputs are 2-D [batch, features]; every layer works row-wise.
+ *
+ * Losses are reduced by the mean over the batch. Targets are float tensors:
+ *   CrossEntropy  pred [N, C] logits, target [N] class ids 0..C-1 (stored as
+ *                 floats; a non-integral or out-of-range id is DRV_ERANGE).
+ *   MSE           pred [N, K], target [N, K] (or [N] when K == 1).
+ *   BCEWithLogits pred [N, K] logits, target same shape in [0, 1]
+ *                 (or [N] when K == 1).
+ */
+#ifndef DROVER_NN_H
+#define DROVER_NN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rng.h"
+#include "tensor.h"
+
+/* ---- parameters -------------------------------------------------------- */
+
+typedef struct nn_param {
+  char name[64];  /* "weight", "bias"; qualified "1.weight" when collected */
+  tensor *value;  /* owned by the module */
+  tensor *grad;   /* same shape as value, owned by the module */
+} nn_param;
+
+/* A growable list of borrowed parameter references (the tensors stay owned
+ * by their modules; the list must not outlive the model). */
+typedef struct nn_param_list {
+  nn_param *items;
+  int n, cap;
+} nn_param_list;
+
+void nn_param_list_free(nn_param_list *l);  /* frees items, not tensors */
+
+/* ---- modules ----------------------------------------------------------- */
+
+typedef struct nn_module nn_module;
+
+typedef struct nn_module_ops {
+  const char *type; /* "Linear", "ReLU", "Sequential", ... */
+  int (*forward)(nn_module *m, const tensor *x, const tensor **y);
+  int (*backward)(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx);
+  /* Appends a one-line description ("nn.Linear(64 -> 128)"); Sequential
+   * appends its multi-line Torch7-style listing indented by `indent`. */
+  int (*describe)(const nn_module *m, char *buf, size_t n, int indent);
+  void (*destroy)(nn_module *m); /* frees what the module owns beyond the base */
+} nn_module_ops;
+
+struct nn_module {
+  const nn_module_ops *ops;
+  int refs;
+  bool training;       /* Dropout is the identity when false */
+  nn_param params[2];  /* own parameters (Linear: weight, bias) */
+  int nparams;
+  nn_module **children; /* Sequential only; each holds one reference */
+  int nchildren, capchildren;
+  tensor *out;         /* forward output buffer */
+  tensor *dx;          /* input-gradient buffer */
+  tensor *mask;        /* Dropout mask */
+  int64_t in_features, out_features; /* Linear */
+  float p;             /* Dropout probability */
+  rng_t rng;           /* Dropout */
+};
+
+/* Constructors return a module with one reference, or NULL (drv_errmsg()).
+ * Linear initialises weight [out, in] and bias [out] uniformly in
+ * +-1/sqrt(in) from `r` (PyTorch's default), so a seed fixes the model. */
+nn_module *nn_linear(int64_t in, int64_t out, rng_t *r);
+nn_module *nn_relu(void);
+nn_module *nn_tanh(void);
+nn_module *nn_sigmoid(void);
+nn_module *nn_softmax(void);         /* row-wise */
+nn_module *nn_dropout(float p, uint64_t seed);
+nn_module *nn_sequential(void);
+/* Appends child to a Sequential, taking a new reference to it. */
+int nn_sequential_add(nn_module *seq, nn_module *child);
+
+nn_module *nn_ref(nn_module *m);  /* returns m */
+void nn_unref(nn_module *m);      /* NULL is fine */
+
+int nn_forward(nn_module *m, const tensor *x, const tensor **y);
+int nn_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx);
+void nn_set_training(nn_module *m, bool training); /* recursive */
+void nn_zero_grad(nn_module *m);                   /* recursive */
+
+/* Appends m's parameters (recursively, in order) to `out`, names qualified
+ * Torch7-style by 1-based child position: "1.weight", "3.bias". */
+int nn_collect_params(nn_module *m, nn_param_list *out);
+int64_t nn_num_params(nn_module *m);
+
+/* Writes the Torch7-style description of m into buf (truncated to n). */
+int nn_describe(const nn_module *m, char *buf, size_t n);
+
+/* ---- losses ------------------------------------------------------------ */
+
+typedef struct nn_loss nn_loss;
+
+typedef struct nn_loss_ops {
+  const char *type; /* "CrossEntropy", "MSE", "BCEWithLogits" */
+  /* Mean loss over the batch into *loss. */
+  int (*forward)(nn_loss *l, const tensor *pred, const tensor *target, float *loss);
+  /* d(mean loss)/d(pred) into a buffer owned by l, valid until the next call. */
+  int (*backward)(nn_loss *l, const tensor *pred, const tensor *target, const tensor **dpred);
+} nn_loss_ops;
+
+struct nn_loss {
+  const nn_loss_ops *ops;
+  int refs;
+  tensor *grad;    /* dpred buffer */
+  tensor *scratch; /* e.g. softmax probabilities */
+};
+
+nn_loss *nn_cross_entropy(void);
+nn_loss *nn_mse(void);
+nn_loss *nn_bce_with_logits(void);
+nn_loss *nn_loss_ref(nn_loss *l);
+void nn_loss_unref(nn_loss *l);
+
+int nn_loss_forward(nn_loss *l, const tensor *pred, const tensor *target, float *loss);
+int nn_loss_backward(nn_loss *l, const tensor *pred, const tensor *target, const tensor **dpred);
+
+/* Number of correct predictions in the batch, for classification losses:
+ * CrossEntropy compares the row argmax with the class id, BCEWithLogits
+ * compares (logit > 0) with (target > 0.5). Returns -1 for MSE (accuracy
+ * does not apply). */
+int64_t nn_loss_correct(const nn_loss *l, const tensor *pred, const tensor *target);
+
+#endif

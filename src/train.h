@@ -1,0 +1,79 @@
+/* train.h - the in-process training loop: steps, epochs, evaluation,
+ * progress reporting.
+ *
+ * train_step() is the unit a worker runs (forward, loss, backward into the
+ * model's grad buffers); train_fit() drives epochs of steps with an
+ * optimizer in this process; train_evaluate() measures a dataset. All math
+ * runs in C; callers (Lua bindings, later the worker role) only configure.
+ * train_fit() polls drv_interrupted() between steps and returns
+ * DRV_EINTERRUPTED when asked to stop (the model keeps what it learnt).
+ */
+#ifndef DROVER_TRAIN_H
+#define DROVER_TRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "data.h"
+#include "nn.h"
+#include "optim.h"
+
+/* What a progress or eval callback sees. */
+typedef struct train_progress {
+  int64_t step, total_steps;   /* steps done so far, planned */
+  int64_t epoch, epochs;       /* 1-based current epoch */
+  double loss;                 /* mean training loss of the current epoch so far */
+  double accuracy;             /* same for accuracy; NAN when it does not apply */
+  double examples_per_sec;     /* since the start of fit */
+  double elapsed, eta;         /* seconds */
+  bool is_eval;                /* an eval just ran: eval_* are set */
+  double eval_loss, eval_accuracy;
+} train_progress;
+
+typedef struct train_cfg {
+  int64_t batch;        /* > 0 */
+  int64_t epochs;       /* > 0 */
+  bool shuffle;
+  uint64_t seed;        /* shuffling seed */
+  int64_t max_steps;    /* 0 = no limit */
+  const dataset *eval;  /* may be NULL */
+  int64_t eval_every;   /* steps between evals; 0 = at the end only */
+  /* Progress output: NULL for none, else lines (or a one-line bar with \r
+   * when `progress_tty`) written to this stream about every 0.25 s on a TTY,
+   * every 5 s otherwise, and once at the end. */
+  FILE *progress;
+  bool progress_tty;
+  /* Called after each logged step, each eval and at the end; may be NULL.
+   * A non-zero return stops training (train_fit returns it). */
+  int (*on_progress)(void *ud, const train_progress *p);
+  void *ud;
+} train_cfg;
+
+typedef struct train_result {
+  int64_t steps;
+  int64_t epochs;
+  double loss;             /* mean training loss over the last epoch */
+  double accuracy;         /* mean training accuracy over the last epoch, or NAN */
+  double eval_loss;        /* on cfg->eval at the end, NAN without eval */
+  double eval_accuracy;    /* NAN without eval or when it does not apply */
+  double examples_per_sec; /* training examples / wall seconds of the steps */
+  double seconds;
+} train_result;
+
+/* One training step on a batch: forward, loss, backward (gradients
+ * accumulate into the model's grad buffers; zeroing is the caller's). Sets
+ * *loss and, when `correct` is not NULL, the number of correct predictions
+ * (-1 when accuracy does not apply). */
+int train_step(nn_module *model, nn_loss *loss, const tensor *x, const tensor *y,
+               float *loss_out, int64_t *correct);
+
+int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *train,
+              const train_cfg *cfg, train_result *res);
+
+/* Mean loss and accuracy (NAN when it does not apply) of the model on d in
+ * evaluation mode (dropout off), in batches of `batch`. */
+int train_evaluate(nn_module *model, nn_loss *loss, const dataset *d, int64_t batch,
+                   double *loss_out, double *accuracy_out);
+
+#endif

@@ -1,0 +1,9 @@
+# lib.sh - helpers for CLI tests (sourced). Each case prints PASS/FAIL lines
+# that tests/run.sh counts.
+: "${DROVER:=$PWD/drover}"
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/drover-cli-XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; }
+# check NAME CONDITION-COMMAND... : PASS when the command succeeds.
+check() { name=$1; shift; if "$@"; then pass "$name"; else fail "$name" "$*"; fi; }

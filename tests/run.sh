@@ -1,0 +1,50 @@
+#!/bin/sh
+# run.sh - runs every test and prints the closing line "N passed, N failed".
+#
+# Each test program prints "PASS name" / "FAIL name: why" lines; this script
+# counts them. A program that exits non-zero without printing a FAIL line
+# counts as one failure under its own name, so a crash is never a pass.
+# Environment: DROVER (binary under test), UNIT (unit test binary),
+# ONLY (substring: run only test files whose path contains it).
+set -u
+cd "$(dirname "$0")/.." || exit 2
+: "${DROVER:=$PWD/drover}" "${UNIT:=$PWD/build/unit_tests}"
+export DROVER
+log=$(mktemp -d "${TMPDIR:-/tmp}/drover-tests-XXXXXX")
+pass=0
+fail=0
+
+run() { # name timeout cmd...
+  name=$1; limit=$2; shift 2
+  out="$log/$(echo "$name" | tr '/ ' '__').out"
+  timeout -k 5 "$limit" "$@" >"$out" 2>&1
+  rc=$?
+  p=$(grep -c '^PASS ' "$out")
+  f=$(grep -c '^FAIL ' "$out")
+  grep -E '^(PASS|FAIL) ' "$out" | sed "s|^|[$name] |"
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    f=1
+    echo "[$name] FAIL $name: exit status $rc$( [ "$rc" -eq 124 ] && echo ' (timeout)')"
+  fi
+  if [ "$f" -ne 0 ]; then
+    echo "---- output of $name (last 40 lines) ----"
+    tail -n 40 "$out"
+    echo "----"
+  fi
+  pass=$((pass + p))
+  fail=$((fail + f))
+}
+
+want() { [ -z "${ONLY:-}" ] || case "$1" in *"$ONLY"*) return 0 ;; *) return 1 ;; esac; }
+
+if want unit; then run unit 900 "$UNIT"; fi
+for t in tests/lua/test_*.lua; do
+  [ -e "$t" ] && want "$t" && run "$t" 300 "$DROVER" run "$t"
+done
+for t in tests/cli/test_*.sh; do
+  [ -e "$t" ] && want "$t" && run "$t" 300 sh "$t"
+done
+
+rm -rf "$log"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
