@@ -11,7 +11,7 @@ CC           ?= cc
 V            ?= 0
 
 PKGS    = lua5.4 libuv libedit openblas
-CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPTIMIZATION) \
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPTIMIZATION) -fno-math-errno -fvect-cost-model=dynamic \
 	-MMD -MP -Isrc -I$(BUILD) $(SANITIZE) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS)
 LDLIBS_ALL = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm $(LDLIBS)
@@ -26,7 +26,7 @@ say =
 endif
 
 # One concept per .c/.h pair; the object list is explicit on purpose.
-LIB_SRCS = err rng tensor nn optim data train embed \
+LIB_SRCS = err rng tensor nn nn_loss optim data data_read data_bin train embed \
 	l_drover l_tensor l_nn l_optim l_data l_train repl
 LIB_OBJS = $(LIB_SRCS:%=$(BUILD)/%.o) $(BUILD)/embedded.o
 MAIN_OBJ = $(BUILD)/main.o
@@ -49,6 +49,12 @@ $(BUILD)/%.o: src/%.c | $(BUILD)
 $(BUILD)/unit/%.o: tests/unit/%.c | $(BUILD)
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -Itests/unit -c -o $@ $<
 
+$(BUILD)/bench/%.o: tests/bench/%.c | $(BUILD)
+	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -c -o $@ $<
+
+$(BUILD)/bench_mlp: $(LIB_OBJS) $(BUILD)/bench/bench_mlp.o
+	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
 $(BUILD)/unit_tests: $(LIB_OBJS) $(UNIT_OBJS)
 	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
@@ -63,7 +69,7 @@ $(BUILD)/embedded.o: $(BUILD)/embedded.c
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -c -o $@ $<
 
 $(BUILD):
-	$(Q)mkdir -p $(BUILD)/unit
+	$(Q)mkdir -p $(BUILD)/unit $(BUILD)/bench
 
 deps:
 	$(Q)sh tools/deps.sh
@@ -92,7 +98,7 @@ bench-deps: deps
 	$(Q)sh tools/deps.sh bench
 
 bench: bench-deps
-	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench_mlp
 	$(Q)sh tests/bench/run.sh
 
 install: all
@@ -105,4 +111,4 @@ clean:
 help:
 	@echo "targets: all deps test demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
 
--include $(wildcard $(BUILD)/*.d $(BUILD)/unit/*.d)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/unit/*.d $(BUILD)/bench/*.d)

@@ -18,12 +18,18 @@
  *                             first layer of a model never needs it).
  * Inputs are 2-D [batch, features]; every layer works row-wise.
  *
- * Losses are reduced by the mean over the batch. Targets are float tensors:
- *   CrossEntropy  pred [N, C] logits, target [N] class ids 0..C-1 (stored as
- *                 floats; a non-integral or out-of-range id is DRV_ERANGE).
+ * Losses are means, as PyTorch's default reduction: CrossEntropy over the
+ * N rows, MSE and BCEWithLogits over all N*K elements. Targets are float
+ * tensors:
+ *   CrossEntropy  pred [N, C] logits, target [N] (or [N, 1]) class ids
+ *                 0..C-1 (a non-integral or out-of-range id is DRV_ERANGE).
  *   MSE           pred [N, K], target [N, K] (or [N] when K == 1).
  *   BCEWithLogits pred [N, K] logits, target same shape in [0, 1]
  *                 (or [N] when K == 1).
+ *
+ * A module instance may appear once in one model (it keeps its last output
+ * for backward); nn_sequential_add refuses repeats and cycles. Errors from
+ * inside a Sequential are prefixed with the layer's position ("layer 2.1:").
  */
 #ifndef DROVER_NN_H
 #define DROVER_NN_H
@@ -108,7 +114,8 @@ void nn_zero_grad(nn_module *m);                   /* recursive */
 int nn_collect_params(nn_module *m, nn_param_list *out);
 int64_t nn_num_params(nn_module *m);
 
-/* Writes the Torch7-style description of m into buf (truncated to n). */
+/* Writes the Torch7-style description of m into buf (truncated to n);
+ * returns the length it needed, like snprintf. */
 int nn_describe(const nn_module *m, char *buf, size_t n);
 
 /* ---- losses ------------------------------------------------------------ */
@@ -141,8 +148,9 @@ int nn_loss_backward(nn_loss *l, const tensor *pred, const tensor *target, const
 
 /* Number of correct predictions in the batch, for classification losses:
  * CrossEntropy compares the row argmax with the class id, BCEWithLogits
- * compares (logit > 0) with (target > 0.5). Returns -1 for MSE (accuracy
- * does not apply). */
+ * counts a row correct when every (logit > 0) matches (target > 0.5).
+ * Returns -1 for MSE (accuracy does not apply), another negative code on
+ * bad input. */
 int64_t nn_loss_correct(const nn_loss *l, const tensor *pred, const tensor *target);
 
 #endif

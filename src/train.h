@@ -44,8 +44,9 @@ typedef struct train_cfg {
    * every 5 s otherwise, and once at the end. */
   FILE *progress;
   bool progress_tty;
-  /* Called after each logged step, each eval and at the end; may be NULL.
-   * A non-zero return stops training (train_fit returns it). */
+  /* Called after every training step and every eval; may be NULL. Cheap
+   * callers throttle themselves. A non-zero return stops training
+   * (train_fit returns it) and skips the final evaluation. */
   int (*on_progress)(void *ud, const train_progress *p);
   void *ud;
 } train_cfg;

@@ -1,0 +1,227 @@
+-- experiment.lua - drover.experiment { ... }: checks an experiment's
+-- description (errors name the field) and trains it in this process
+-- through the C loop (drover.train): exp:fit(), exp:evaluate(ds).
+
+local ctrain = require "drover.train"
+
+local Experiment = { __name = "drover.Experiment" }
+Experiment.__index = Experiment
+
+-- "drover.Module" for drover userdata, else the Lua type.
+local function kind(v)
+  local mt = getmetatable(v)
+  if type(v) == "userdata" and type(mt) == "table" and mt.__name then return mt.__name end
+  return type(v)
+end
+
+local function show(v)
+  if type(v) == "string" then return string.format("%q", v) end
+  return kind(v) == type(v) and tostring(v) or kind(v)
+end
+
+-- Validation raises plain messages (level 0); experiment() re-raises them
+-- at the caller's line.
+local function fail(fmt, ...) error("experiment: " .. string.format(fmt, ...), 0) end
+
+local function check_fields(t, allowed, where)
+  for k in pairs(t) do
+    if not allowed[k] then
+      local names = {}
+      for name in pairs(allowed) do names[#names + 1] = name end
+      table.sort(names)
+      fail("unknown field '%s%s' (valid: %s)", where, tostring(k), table.concat(names, ", "))
+    end
+  end
+end
+
+local function want(v, expected, field, article)
+  if kind(v) ~= expected then
+    fail("%s must be %s (got %s)", field, article, v == nil and "nothing" or show(v))
+  end
+end
+
+local function int_field(v, field, default, min)
+  if v == nil then return default end
+  local n = math.tointeger(v) -- integral floats (2.0) count as integers
+  if n == nil or n < min then
+    fail("%s must be a %s integer (got %s)", field, min > 0 and "positive" or "non-negative",
+      show(v))
+  end
+  return n
+end
+
+local function bool_field(v, field, default)
+  if v == nil then return default end
+  if type(v) ~= "boolean" then fail("%s must be true or false (got %s)", field, show(v)) end
+  return v
+end
+
+-- A sub-table such as train = { ... }: a table with known fields only.
+local function table_field(v, field, example, allowed)
+  if type(v) ~= "table" then fail("%s must be a table %s (got %s)", field, example, show(v)) end
+  check_fields(v, allowed, field .. ".")
+end
+
+local function set_of(list)
+  local s = {}
+  for _, v in ipairs(list) do s[v] = true end
+  return s
+end
+
+local top_fields = set_of { "name", "model", "loss", "optimizer", "train", "eval", "seed",
+  "verbose", "progress", "mode", "checkpoint" }
+local train_fields = set_of { "data", "batch", "epochs", "shuffle", "max_steps" }
+local eval_fields = set_of { "data", "every", "batch" }
+local checkpoint_fields = set_of { "every", "keep" }
+
+local function validate_train(t)
+  table_field(t, "train", "{ data = ..., batch = ..., epochs = ... }", train_fields)
+  want(t.data, "drover.Dataset", "train.data", "a dataset")
+  return {
+    data = t.data,
+    batch = int_field(t.batch, "train.batch", 32, 1),
+    epochs = int_field(t.epochs, "train.epochs", 1, 1),
+    shuffle = bool_field(t.shuffle, "train.shuffle", true),
+    max_steps = int_field(t.max_steps, "train.max_steps", 0, 0),
+  }
+end
+
+local function validate_eval(t, train)
+  if t == nil then return nil end
+  table_field(t, "eval", "{ data = ..., every = ... }", eval_fields)
+  want(t.data, "drover.Dataset", "eval.data", "a dataset")
+  if t.data.features ~= train.data.features then
+    fail("eval.data has %d features but train.data has %d", t.data.features, train.data.features)
+  end
+  return {
+    data = t.data,
+    every = int_field(t.every, "eval.every", 0, 0),
+    batch = int_field(t.batch, "eval.batch", train.batch, 1),
+  }
+end
+
+-- Fields for later cluster runs, checked now so that typos surface early.
+local function validate_cluster(cfg, e)
+  e.mode = cfg.mode == nil and "async" or cfg.mode
+  if e.mode ~= "async" and e.mode ~= "sync" then
+    fail('mode must be "async" or "sync" (got %s)', show(cfg.mode))
+  end
+  if cfg.checkpoint ~= nil then
+    table_field(cfg.checkpoint, "checkpoint", "{ every = ..., keep = ... }", checkpoint_fields)
+    e.checkpoint = {
+      every = int_field(cfg.checkpoint.every, "checkpoint.every", 0, 0),
+      keep = int_field(cfg.checkpoint.keep, "checkpoint.keep", 0, 0),
+    }
+  end
+end
+
+local function validate(cfg)
+  if type(cfg) ~= "table" then
+    fail("expected a table { name = ..., model = ..., ... } (got %s)", show(cfg))
+  end
+  check_fields(cfg, top_fields, "")
+  local e = {}
+  e.name = cfg.name == nil and "experiment" or cfg.name
+  if type(e.name) ~= "string" or e.name == "" then
+    fail("name must be a non-empty string (got %s)", show(cfg.name))
+  end
+  want(cfg.model, "drover.Module", "model", "an nn module, e.g. nn.Sequential { ... }")
+  want(cfg.loss, "drover.Loss", "loss", "an nn loss, e.g. nn.CrossEntropy()")
+  want(cfg.optimizer, "drover.Optimizer", "optimizer", "an optimizer, e.g. optim.SGD { lr = 0.1 }")
+  e.model, e.loss, e.optimizer = cfg.model, cfg.loss, cfg.optimizer
+  e.train = validate_train(cfg.train)
+  e.eval = validate_eval(cfg.eval, e.train)
+  e.seed = int_field(cfg.seed, "seed", 0, 0)
+  e.verbose = bool_field(cfg.verbose, "verbose", true)
+  if cfg.progress ~= nil and type(cfg.progress) ~= "function" then
+    fail("progress must be a function (got %s)", show(cfg.progress))
+  end
+  e.progress = cfg.progress
+  validate_cluster(cfg, e)
+  return e
+end
+
+-- Private state per experiment: its trainer (model + optimizer state)
+-- and how many fits it ran.
+local state = setmetatable({}, { __mode = "k" })
+
+-- Removes the "[drover]/lua/x.lua:12: " position that C errors raised on
+-- our behalf carry, so that the re-raised error names the user's line.
+local function strip(msg)
+  if type(msg) ~= "string" then return msg end
+  return (msg:gsub("^%[drover%][^:]*:%d+: ", ""))
+end
+
+local function call(level, f, ...)
+  local ok, res = pcall(f, ...)
+  if not ok then error(strip(res), level + 1) end
+  return res
+end
+
+local function trainer(self)
+  local s = state[self]
+  if not s.trainer then s.trainer = call(3, ctrain.new, self.model, self.loss, self.optimizer) end
+  return s.trainer
+end
+
+--- exp:fit() -> { loss, accuracy, steps, epochs, examples_per_sec,
+--- eval_loss, eval_accuracy, seconds, evals }
+function Experiment:fit()
+  if getmetatable(self) ~= Experiment then error("experiment: call fit as exp:fit()", 2) end
+  local s, tr = state[self], trainer(self)
+  local t, ev = self.train, self.eval
+  -- A later fit continues training: new shuffles, same optimizer state.
+  local seed = self.seed + 7919 * s.fits
+  s.fits = s.fits + 1
+  local res = call(2, tr.fit, tr, t.data, {
+    batch = t.batch, epochs = t.epochs, shuffle = t.shuffle, seed = seed,
+    max_steps = t.max_steps, eval = ev and ev.data, eval_every = ev and ev.every or 0,
+    verbose = self.verbose, progress = self.progress,
+  })
+  self.result = res
+  return res
+end
+
+--- exp:evaluate([dataset]) -> { loss = ..., accuracy = ... }
+function Experiment:evaluate(ds)
+  if getmetatable(self) ~= Experiment then
+    error("experiment: call evaluate as exp:evaluate(ds)", 2)
+  end
+  ds = ds or (self.eval and self.eval.data)
+  if ds == nil then
+    error("experiment: evaluate needs a dataset (or an eval = { data = ... } field)", 2)
+  end
+  if kind(ds) ~= "drover.Dataset" then
+    error("experiment: evaluate expects a dataset (got " .. show(ds) .. ")", 2)
+  end
+  local tr = trainer(self)
+  return call(2, tr.evaluate, tr, ds, self.eval and self.eval.batch or self.train.batch)
+end
+
+function Experiment:__tostring()
+  local function indent(s) return (tostring(s):gsub("\n", "\n            ")) end
+  local t = self.train
+  local lines = {
+    "drover.experiment " .. self.name,
+    "  model     " .. indent(self.model),
+    "  loss      " .. tostring(self.loss),
+    "  optimizer " .. tostring(self.optimizer),
+    string.format("  train     %s; batch %d, %d epoch%s%s", tostring(t.data), t.batch, t.epochs,
+      t.epochs == 1 and "" or "s", t.shuffle and ", shuffled" or ""),
+  }
+  if self.eval then
+    lines[#lines + 1] = "  eval      " .. tostring(self.eval.data) ..
+      (self.eval.every > 0 and ("; every " .. self.eval.every .. " steps") or "; at the end")
+  end
+  lines[#lines + 1] = "  seed      " .. self.seed
+  return table.concat(lines, "\n")
+end
+
+--- drover.experiment { name, model, loss, optimizer, train = { data, batch,
+--- epochs, shuffle }, eval = { data, every }, seed } -> experiment
+return function(cfg)
+  local ok, e = pcall(validate, cfg)
+  if not ok then error(e, 2) end
+  state[e] = { fits = 0 }
+  return setmetatable(e, Experiment)
+end

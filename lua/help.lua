@@ -1,0 +1,231 @@
+-- help.lua - help() and help(obj): short texts on drover, its modules and
+-- its objects. help(x) finds the text by x's value (drover.nn.Linear), by
+-- the kind of object x is (a model, a dataset...) or by name ("nn.Linear").
+
+local M = {}
+
+local T = {}
+
+T.drover = [[
+drover - define and train models from Lua; the math runs in C (OpenBLAS).
+
+  drover.tensor    float32 tensors          help(drover.tensor)
+  drover.nn        layers and losses        help(drover.nn)
+  drover.optim     optimizers               help(drover.optim)
+  drover.data      datasets                 help(drover.data)
+  drover.experiment { ... }                 help(drover.experiment)
+  drover.seed(n)   seed layer initialisation (and rand/randn, dropout)
+
+A first model:
+  local nn, optim, data = drover.nn, drover.optim, drover.data
+  local train, test = data.csv("examples/data/digits.csv", { label = -1 }):split(0.8, { seed = 1 })
+  local exp = drover.experiment {
+    name = "digits", model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
+    loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+    train = { data = train, batch = 64, epochs = 10 }, eval = { data = test },
+  }
+  print(exp:fit())
+
+help(obj) explains any drover value: help(model), help(drover.nn.Linear), help("Dataset").]]
+
+T["drover.tensor"] = [[
+drover.tensor - float32 tensors (up to 4-D). Lua explores them; C does the math.
+
+  drover.tensor{ {1, 2}, {3, 4} }     from nested tables (also drover.tensor.new)
+  drover.tensor.zeros(r, c)           also ones(...), full(v, ...)
+  drover.tensor.rand(r, c)            uniform [0, 1); randn(...) normal; both follow drover.seed
+  drover.tensor.is_tensor(x)
+
+Methods: help("Tensor").]]
+
+T.Tensor = [[
+drover tensor - a float32 array over shared storage (views share memory).
+
+  t:shape()          { rows, cols }          t:size([d])   elements, or size of dimension d
+  t:dim()            number of dimensions    #t            size of the first dimension
+  t[i]               element i (1-D) or a view of row i; t[i] = v assigns
+  t:get(i, j) / t:set(i, j, v)               1-based indices
+  t:totable()        nested Lua tables       t:clone()     a copy
+  t:reshape(r, c)    a view (one size may be -1)           t:t()  transposed view
+  t:fill(v)  t:sum()  t:mean()  t:argmax()   argmax: 0-based class ids per row
+  t:close()          free it now (also `local t <close> = ...`)]]
+
+T["drover.nn"] = [[
+drover.nn - layers and losses. Models print like Torch7.
+
+Layers:  Linear(in, out)  ReLU()  Tanh()  Sigmoid()  Softmax()  Dropout(p = 0.5)
+Container: Sequential { layer, layer, ... }
+Losses:  CrossEntropy()   logits [N, C], class ids 0..C-1
+         MSE()            predictions and targets of the same shape
+         BCEWithLogits()  logits and targets in [0, 1]
+
+Layers are initialised from the generator drover.seed(n) sets.
+Methods: help("Module"), help("Loss").]]
+
+T.Module = [[
+nn module - a layer or a container; m(x) is m:forward(x).
+
+  m:forward(x)       x [batch, features] (or one example [features]) -> new tensor
+  m:backward(x, dy)  gradient w.r.t. x; parameter gradients accumulate
+  m:zero_grad()      m:parameters()  { { name = "1.weight", value = t, grad = g }, ... }
+  m:num_params()     m:type()        "Linear", "Sequential", ...
+  m:training([on])   m:evaluate()    dropout on / off (both return m)
+  #seq, seq[i]       the layers of a Sequential; seq:add(layer) appends one]]
+
+T.Loss = [[
+nn loss - reduces a batch to its mean loss; loss(pred, target) is loss:forward(...).
+
+  loss:forward(pred, target)   -> number
+  loss:backward(pred, target)  -> d(loss)/d(pred)
+  loss:type()                  "CrossEntropy", "MSE", "BCEWithLogits"]]
+
+T["nn.Sequential"] = [[
+nn.Sequential { layer, ... } - applies its layers in order.
+  seq:add(layer) appends; #seq and seq[i] reach the layers; a layer may appear once per model.]]
+T["nn.Linear"] = [[
+nn.Linear(in, out) - y = x W^T + b; W [out, in] and b [out] drawn uniformly in
++-1/sqrt(in) (PyTorch's default) from the generator drover.seed sets.]]
+T["nn.ReLU"] = "nn.ReLU() - max(0, x), element-wise."
+T["nn.Tanh"] = "nn.Tanh() - tanh(x), element-wise."
+T["nn.Sigmoid"] = "nn.Sigmoid() - 1 / (1 + exp(-x)), element-wise."
+T["nn.Softmax"] = "nn.Softmax() - row-wise softmax (for outputs; CrossEntropy takes logits)."
+T["nn.Dropout"] = [[
+nn.Dropout(p = 0.5) - zeroes inputs with probability p while training and scales
+the rest by 1/(1-p); the identity after m:evaluate().]]
+T["nn.CrossEntropy"] = [[
+nn.CrossEntropy() - softmax cross-entropy from logits [N, C] and class ids [N]
+(0..C-1, as dataset labels are); reports accuracy.]]
+T["nn.MSE"] = "nn.MSE() - mean squared error; targets shaped like the predictions."
+T["nn.BCEWithLogits"] = [[
+nn.BCEWithLogits() - binary cross-entropy on logits, targets in [0, 1]; a row
+counts as correct when every (logit > 0) matches (target > 0.5).]]
+
+T["drover.optim"] = [[
+drover.optim - optimizers, configured by a table (PyTorch semantics and defaults):
+
+  optim.SGD     { lr = 0.01, momentum = 0, dampening = 0, nesterov = false, weight_decay = 0 }
+  optim.Adam    { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0 }
+                (betas = { b1, b2 } also sets beta1 and beta2)
+  optim.AdamW   as Adam, with decoupled weight_decay = 0.01
+  optim.Adagrad { lr = 0.01, lr_decay = 0, initial_accumulator = 0, eps = 1e-10, weight_decay = 0 }
+  optim.RMSprop { lr = 0.01, alpha = 0.99, momentum = 0, eps = 1e-8, weight_decay = 0 }
+
+Unknown options are errors. Methods: help("Optimizer").]]
+
+T.Optimizer = [[
+optimizer - a configuration; an experiment binds it to its model when it trains.
+
+  opt:config()   every option of its kind, as a table
+  opt:kind()     "SGD", "Adam", ...
+  print(opt)     optim.SGD { lr = 0.1, momentum = 0.9 } (options that differ from the defaults)]]
+
+T["drover.data"] = [[
+drover.data - datasets: x [n, features] and y [n] (class ids or values) in memory.
+
+  data.csv(path, { label = -1, header = false, delimiter = "," })
+        label: column index, 1 = first, -1 = last; header: absent = detect
+  data.libsvm(path, { features = n })      sparse rows, densified
+  data.idx(images [, labels])              MNIST's IDX files
+  data.npy(x [, y])                        NumPy .npy (f4, f8, u1, i4, i8)
+  data.synthetic { n = 60000, features = 784, classes = 10, seed = 1 }
+
+Operations return new datasets: help("Dataset").]]
+
+T.Dataset = [[
+dataset - immutable; every operation returns new datasets.
+
+  train, test = ds:split(0.8, { seed = 1 })   seeded shuffle, then the first 80%
+  ds2, stats = ds:standardize()                fit per-feature mean/std on ds
+  test2 = test:standardize(stats)              apply them to another dataset
+  ds:shuffle { seed = 1 }    ds:shard(i, n)  examples i, i+n, ... (i from 0, like task indices)
+  ds:size() / #ds    ds.features  ds.classes  ds.source  ds.x  ds.y (tensor views)
+  for x, y in ds:batch(64, { shuffle = true, seed = 1 }) do ... end   one epoch]]
+
+T.Stats = [[
+standardisation statistics - from ds:standardize(); apply with other:standardize(stats).
+  stats:mean(), stats:std()   per-feature tensors]]
+
+T["drover.experiment"] = [[
+drover.experiment { ... } - a model, a loss, an optimizer and data, trained in this process.
+
+  name       string (default "experiment")
+  model      an nn module            loss       an nn loss
+  optimizer  an optim.* value
+  train      { data = ds, batch = 32, epochs = 1, shuffle = true, max_steps = 0 }
+  eval       { data = ds, every = 0, batch = train.batch }
+             every: steps between evaluations, 0 = only at the end
+  seed       shuffling seed (default 0)       verbose = false silences progress
+  progress   function(p) called after each step and eval (return false to stop)
+  mode, checkpoint   accepted for clusters; ignored in process
+
+exp:fit()            -> { loss, accuracy, steps, epochs, examples_per_sec,
+                          eval_loss, eval_accuracy, seconds, evals }
+exp:evaluate([ds])   -> { loss = ..., accuracy = ... }   (ds defaults to eval.data)
+A second fit() continues training, optimizer state included.]]
+T.Experiment = T["drover.experiment"]
+
+T["drover.seed"] = [[
+drover.seed(n) - reseeds the generator behind layer initialisation, dropout masks
+and tensor.rand/randn: a script that seeds first is reproducible bit for bit.
+Data operations take their own seeds ({ seed = n }).]]
+
+T.help = "help() - an overview; help(x) - what x is and what it offers."
+
+-- Values -> topic names, built on first use from the drover tables.
+local by_value
+
+local function index_values()
+  by_value = {
+    [drover] = "drover", [drover.seed] = "drover.seed", [drover.experiment] = "drover.experiment",
+  }
+  for _, mod in ipairs { "tensor", "nn", "optim", "data" } do
+    local t = drover[mod]
+    by_value[t] = "drover." .. mod
+    for name, v in pairs(t) do
+      local topic = mod .. "." .. name
+      if T[topic] then by_value[v] = topic
+      elseif mod == "optim" then by_value[v] = "drover.optim"
+      elseif by_value[v] == nil then by_value[v] = "drover." .. mod end
+    end
+  end
+  by_value[M.help] = "help"
+end
+
+-- The topic of a drover object, by its metatable's name.
+local function object_topic(x)
+  local mt = getmetatable(x)
+  local name = type(mt) == "table" and rawget(mt, "__name")
+  if type(name) ~= "string" then return nil end
+  name = name:gsub("^drover%.", "")
+  return T[name] and name or nil
+end
+
+--- text(x) -> string, or nil and a message when there is no help for x.
+function M.text(x)
+  if x == nil then return T.drover end
+  if not by_value then index_values() end
+  local topic = by_value[x]
+  if topic then return T[topic] end
+  if type(x) == "string" then
+    local t = T[x] or T["drover." .. x] or T["nn." .. x]
+    if t then return t end
+    return nil, "no help on '" .. x .. "'; help() lists the topics"
+  end
+  local name = object_topic(x)
+  if name == "Module" then -- the layer itself, then what every module offers
+    local layer = T["nn." .. x:type()]
+    return (layer and layer .. "\n\n" or "") .. T.Module
+  end
+  if name then return T[name] end
+  return nil, "no help on this " .. type(x) .. "; help() lists the topics"
+end
+
+--- help([x]): prints the text for x (an overview without x).
+function M.help(...)
+  local x = ...
+  local text, err = M.text(x)
+  print(text or err)
+end
+
+M.topics = T
+return M

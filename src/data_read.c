@@ -1,0 +1,541 @@
+/* data_read.c - text dataset readers (CSV, libsvm/svmlight) and the
+ * helpers every reader shares (data_int.h); IDX and .npy are in data_bin.c.
+ *
+ * Every reader loads the whole file into memory, validates all of it and only
+ * then hands back a dataset. On any error it frees what it built and returns
+ * a negative DRV_E* code whose message names the file (as the caller spelled
+ * it), the line (text formats) or the byte offset (binary formats), and what
+ * was wrong. Sizes read from a file are checked for overflow and for absurd
+ * values before anything is allocated from them.
+ */
+#include "data.h"
+
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "data_int.h"
+#include "err.h"
+
+/* Lines between polls of the interrupt flag. */
+#define POLL_LINES 8192
+#define QUOTE_MAX DATA__QUOTE_MAX
+
+/* ======================================================================
+ * Shared helpers
+ * ==================================================================== */
+
+/* See data_int.h for the contracts of the data__ helpers. */
+int data__read_all(const char *path, filebuf *fb) {
+  fb->data = NULL;
+  fb->len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return drv_error(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
+  size_t cap = (size_t)1 << 16, len = 0;
+  struct stat st;
+  /* Size the buffer from the file when we can; +2 so EOF is seen without
+   * growing. */
+  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+      (uint64_t)st.st_size < SIZE_MAX / 2)
+    cap = (size_t)st.st_size + 2;
+  char *buf = malloc(cap);
+  if (!buf) {
+    fclose(f);
+    return drv_error(DRV_ENOMEM, "%s: out of memory reading the file", path);
+  }
+  for (;;) {
+    if (len + 1 >= cap) {
+      if (cap > SIZE_MAX / 2) break; /* cannot grow: treated as a read error */
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        free(buf);
+        fclose(f);
+        return drv_error(DRV_ENOMEM, "%s: out of memory reading the file", path);
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    size_t got = fread(buf + len, 1, cap - 1 - len, f);
+    len += got;
+    if (got == 0) break;
+  }
+  if (ferror(f) || len + 1 >= cap) {
+    int e = errno;
+    free(buf);
+    fclose(f);
+    return drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(e ? e : EIO));
+  }
+  fclose(f);
+  buf[len] = '\0';
+  fb->data = buf;
+  fb->len = len;
+  return 0;
+}
+
+/* The last component of a path, for dataset->source. */
+static const char *base_name(const char *path) {
+  const char *s = strrchr(path, '/');
+  return s ? s + 1 : path;
+}
+
+int data__wrap(tensor *x, tensor *y, const char *path, dataset **out) {
+  dataset *d = calloc(1, sizeof *d);
+  if (!d) {
+    tensor_free(x);
+    tensor_free(y);
+    return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+  }
+  d->x = x;
+  d->y = y;
+  d->n = x->shape[0];
+  d->features = x->shape[1];
+  snprintf(d->source, sizeof d->source, "%s", base_name(path));
+  /* classes = max + 1 only when every label is a small non-negative
+   * integer, i.e. when the labels can be class ids. */
+  const float *yv = tensor_data(y);
+  int64_t ny = tensor_numel(y);
+  float max = 0;
+  bool ids = y->ndim == 1;
+  for (int64_t i = 0; ids && i < ny; i++) {
+    float v = yv[i];
+    if (!(v >= 0 && v < 16777216.0f) || v != floorf(v)) ids = false;
+    else if (v > max) max = v;
+  }
+  d->classes = ids ? (int64_t)max + 1 : 0;
+  *out = d;
+  return 0;
+}
+
+int data__alloc_xy(const char *path, int64_t rows, int64_t cols, tensor **x, tensor **y) {
+  int64_t total;
+  *x = *y = NULL;
+  if (rows <= 0 || cols <= 0 || __builtin_mul_overflow(rows, cols, &total) ||
+      total > DATA__MAX_ELEMS)
+    return drv_error(DRV_ERANGE, "%s: %lld x %lld values is too large", path,
+                     (long long)rows, (long long)cols);
+  *x = tensor_new2(rows, cols);
+  *y = *x ? tensor_new1(rows) : NULL;
+  if (!*y) {
+    tensor_free(*x);
+    *x = NULL;
+    return drv_error(DRV_ENOMEM, "%s: out of memory for %lld x %lld values", path,
+                     (long long)rows, (long long)cols);
+  }
+  return 0;
+}
+
+/* strtof must not depend on the process locale (a REPL may have called
+ * setlocale and made ',' the decimal point), so numbers parse in "C". */
+static locale_t c_locale;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+static void c_locale_init(void) { c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0); }
+
+enum { NUM_OK = 0, NUM_BAD = 1, NUM_INF = 2 };
+
+static bool is_blank_char(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+/* Parses all of the NUL-terminated s (blanks around it allowed) as a finite
+ * float. */
+static int parse_float(const char *s, float *v) {
+  while (is_blank_char(*s)) s++;
+  if (!*s) return NUM_BAD;
+  /* Fast path for short integers (pixels, counts, labels), which are most
+   * fields of most files: exact in a double, so one rounding to float, the
+   * same as strtof's. */
+  const char *p = s + (*s == '-' || *s == '+');
+  int64_t iv = 0;
+  int digits = 0;
+  while (*p >= '0' && *p <= '9' && digits < 15) iv = iv * 10 + (*p++ - '0'), digits++;
+  if (digits > 0 && (*p == '\0' || is_blank_char(*p))) {
+    while (is_blank_char(*p)) p++;
+    if (!*p) {
+      *v = (float)(*s == '-' ? -(double)iv : (double)iv);
+      return NUM_OK;
+    }
+  }
+  pthread_once(&c_locale_once, c_locale_init);
+  char *e;
+  float f = c_locale ? strtof_l(s, &e, c_locale) : strtof(s, &e);
+  if (e == s) return NUM_BAD;
+  while (is_blank_char(*e)) e++;
+  if (*e) return NUM_BAD;
+  if (!isfinite(f)) return NUM_INF;
+  *v = f;
+  return NUM_OK;
+}
+
+/* s without surrounding blanks, for quoting a field back in a message. */
+static const char *trimmed(const char *s, int *len) {
+  while (is_blank_char(*s)) s++;
+  size_t n = strlen(s);
+  while (n && is_blank_char(s[n - 1])) n--;
+  *len = n > QUOTE_MAX ? QUOTE_MAX : (int)n;
+  return s;
+}
+
+/* Walks a text buffer line by line; lines end in LF or CRLF. */
+typedef struct line_iter {
+  char *p, *end;
+  int64_t lineno; /* 1-based number of the line last returned */
+} line_iter;
+
+/* Next line as [*s, *e) without its line ending; false at the end. The
+ * byte at *e may be overwritten with a NUL by the caller. */
+static bool next_line(line_iter *li, char **s, char **e) {
+  if (li->p >= li->end) return false;
+  char *nl = memchr(li->p, '\n', (size_t)(li->end - li->p));
+  char *stop = nl ? nl : li->end;
+  *s = li->p;
+  *e = stop;
+  if (*e > *s && (*e)[-1] == '\r') (*e)--;
+  li->p = nl ? nl + 1 : li->end;
+  li->lineno++;
+  return true;
+}
+
+static bool is_blank_line(const char *s, const char *e) {
+  for (; s < e; s++)
+    if (!is_blank_char(*s)) return false;
+  return true;
+}
+
+static int interrupted(const char *path) {
+  return drv_error(DRV_EINTERRUPTED, "%s: interrupted", path);
+}
+
+/* ======================================================================
+ * CSV
+ * ==================================================================== */
+
+/* Splits [s, e) in place at each `delim` into NUL-terminated fields, storing
+ * at most `max` field starts; returns how many fields the line has. */
+static int64_t split_fields(char *s, char *e, char delim, char **fields, int64_t max) {
+  int64_t n = 0;
+  char *start = s;
+  for (char *p = s;; p++) {
+    if (p == e || *p == delim) {
+      if (n < max) fields[n] = start;
+      n++;
+      if (p == e) {
+        *p = '\0';
+        return n;
+      }
+      *p = '\0';
+      start = p + 1;
+    }
+  }
+}
+
+static int64_t count_fields(const char *s, const char *e, char delim) {
+  int64_t n = 1;
+  for (; s < e; s++) n += *s == delim;
+  return n;
+}
+
+/* True when some field of the line [s, e) is not a number: the line is a
+ * header. Works on a copy so the buffer stays intact. */
+static int line_has_text(const char *s, const char *e, char delim, bool *text) {
+  size_t len = (size_t)(e - s);
+  char *copy = malloc(len + 1);
+  if (!copy) return drv_error(DRV_ENOMEM, "out of memory");
+  memcpy(copy, s, len);
+  copy[len] = '\0';
+  *text = false;
+  char *p = copy;
+  for (;;) {
+    char *d = strchr(p, delim);
+    if (d) *d = '\0';
+    float v;
+    if (parse_float(p, &v) != NUM_OK) *text = true;
+    if (!d || *text) break;
+    p = d + 1;
+  }
+  free(copy);
+  return 0;
+}
+
+/* Parses one data row (already split into `nf` fields) into x_row / *y. */
+static int csv_row(const char *path, int64_t lineno, char **fields, int64_t nf,
+                   int64_t label, float *x_row, float *y) {
+  for (int64_t j = 0, k = 0; j < nf; j++) {
+    float v;
+    int rc = parse_float(fields[j], &v);
+    if (rc != NUM_OK) {
+      int len;
+      const char *t = trimmed(fields[j], &len);
+      if (len == 0)
+        return drv_error(DRV_EPARSE, "%s:%lld: field %lld is empty", path,
+                         (long long)lineno, (long long)j + 1);
+      return drv_error(DRV_EPARSE, "%s:%lld: field %lld: '%.*s' is not a %snumber", path,
+                       (long long)lineno, (long long)j + 1, len, t,
+                       rc == NUM_INF ? "finite " : "");
+    }
+    if (j == label) *y = v;
+    else x_row[k++] = v;
+  }
+  return 0;
+}
+
+/* Fills x and y from the buffer: second pass, after the shape is known. */
+static int csv_fill(const char *path, filebuf *fb, char delim, bool skip_first,
+                    int64_t nf, int64_t label, tensor *x, tensor *y) {
+  char **fields = malloc((size_t)nf * sizeof *fields);
+  if (!fields) return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+  line_iter li = {fb->data, fb->data + fb->len, 0};
+  float *xv = tensor_data(x), *yv = tensor_data(y);
+  int64_t row = 0, cols = nf - 1;
+  char *s, *e;
+  int rc = 0;
+  while (rc == 0 && next_line(&li, &s, &e)) {
+    if (li.lineno % POLL_LINES == 0 && drv_interrupted()) {
+      rc = interrupted(path);
+      break;
+    }
+    if (is_blank_line(s, e)) continue;
+    if (skip_first) {
+      skip_first = false;
+      continue;
+    }
+    int64_t got = split_fields(s, e, delim, fields, nf);
+    if (got != nf)
+      rc = drv_error(DRV_EPARSE, "%s:%lld: expected %lld fields, found %lld", path,
+                     (long long)li.lineno, (long long)nf, (long long)got);
+    else
+      rc = csv_row(path, li.lineno, fields, nf, label, xv + row * cols, yv + row);
+    row++;
+  }
+  free(fields);
+  return rc;
+}
+
+int data_read_csv(const char *path, const data_csv_opts *o, dataset **out) {
+  *out = NULL;
+  data_csv_opts def = {.label = -1, .header = -1, .delimiter = ','};
+  if (!o) o = &def;
+  char delim = o->delimiter ? o->delimiter : ',';
+  if (delim == '\n' || delim == '\r' || delim == '.' || delim == '-' || delim == '+')
+    return drv_error(DRV_EINVAL, "%s: delimiter '%c' cannot separate numbers", path, delim);
+  filebuf fb;
+  int rc = data__read_all(path, &fb);
+  if (rc < 0) return rc;
+  /* A UTF-8 byte order mark is not part of the first field. */
+  char *text = fb.data;
+  if (fb.len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3;
+  filebuf body = {text, fb.len - (size_t)(text - fb.data)};
+
+  /* Pass 1: count the non-blank lines and take the shape from the first. */
+  line_iter li = {body.data, body.data + body.len, 0};
+  char *s, *e, *first_s = NULL, *first_e = NULL;
+  int64_t lines = 0, first_no = 0;
+  while (next_line(&li, &s, &e)) {
+    if (is_blank_line(s, e)) continue;
+    if (!first_s) {
+      first_s = s;
+      first_e = e;
+      first_no = li.lineno;
+    }
+    lines++;
+  }
+  tensor *x = NULL, *y = NULL;
+  if (!first_s) {
+    rc = drv_error(DRV_EPARSE, "%s: %s", path, fb.len ? "no data, only blank lines" : "empty file");
+    goto fail;
+  }
+  int64_t nf = count_fields(first_s, first_e, delim);
+  if (nf < 2) {
+    rc = drv_error(DRV_EPARSE, "%s:%lld: one field per line: need features and a label",
+                   path, (long long)first_no);
+    goto fail;
+  }
+  int64_t label = o->label < 0 ? nf + o->label : o->label;
+  if (label < 0 || label >= nf) {
+    rc = drv_error(DRV_EINVAL, "%s:%lld: label column %d is out of range for %lld fields",
+                   path, (long long)first_no, o->label, (long long)nf);
+    goto fail;
+  }
+  bool header = o->header > 0;
+  if (o->header < 0 && (rc = line_has_text(first_s, first_e, delim, &header)) < 0) goto fail;
+  int64_t rows = lines - header;
+  if (rows == 0) {
+    rc = drv_error(DRV_EPARSE, "%s: no data rows after the header", path);
+    goto fail;
+  }
+  if ((rc = data__alloc_xy(path, rows, nf - 1, &x, &y)) < 0) goto fail;
+  /* Pass 2: parse. */
+  if ((rc = csv_fill(path, &body, delim, header, nf, label, x, y)) < 0) goto fail;
+  free(fb.data);
+  return data__wrap(x, y, path, out);
+fail:
+  tensor_free(x);
+  tensor_free(y);
+  free(fb.data);
+  return rc;
+}
+
+/* ======================================================================
+ * libsvm / svmlight
+ * ==================================================================== */
+
+/* The sparse rows as parsed, before densifying. */
+typedef struct sparse {
+  float *labels;     /* [n] */
+  int64_t *rowptr;   /* [n + 1]: row i holds entries [rowptr[i], rowptr[i+1]) */
+  int64_t cap_rows;  /* capacity of labels and rowptr */
+  int32_t *col;      /* 0-based feature index per entry */
+  float *val;        /* value per entry */
+  int64_t cap_nnz;   /* capacity of col and val */
+  int64_t n, nnz;
+  int64_t max_index; /* largest 1-based index seen */
+} sparse;
+
+static void sparse_free(sparse *sp) {
+  free(sp->labels);
+  free(sp->rowptr);
+  free(sp->col);
+  free(sp->val);
+}
+
+/* Reallocates *p to hold `n` elements of `size` bytes; false on failure
+ * (*p is then unchanged). */
+static bool resize_array(void **p, int64_t n, size_t size) {
+  if ((uint64_t)n > SIZE_MAX / size) return false;
+  void *np = realloc(*p, (size_t)n * size);
+  if (!np) return false;
+  *p = np;
+  return true;
+}
+
+/* Makes room for `rows` rows (plus the closing rowptr) and `nnz` entries. */
+static bool sparse_reserve(sparse *sp, int64_t rows, int64_t nnz) {
+  if (rows + 1 > sp->cap_rows) {
+    int64_t c = sp->cap_rows ? sp->cap_rows * 2 : 1024;
+    if (!resize_array((void **)&sp->labels, c, sizeof(float)) ||
+        !resize_array((void **)&sp->rowptr, c, sizeof(int64_t)))
+      return false;
+    sp->cap_rows = c;
+  }
+  if (nnz > sp->cap_nnz) {
+    int64_t c = sp->cap_nnz ? sp->cap_nnz * 2 : 4096;
+    if (!resize_array((void **)&sp->col, c, sizeof(int32_t)) ||
+        !resize_array((void **)&sp->val, c, sizeof(float)))
+      return false;
+    sp->cap_nnz = c;
+  }
+  return true;
+}
+
+/* Parses one "idx:val" token of line `lineno` and appends it to the row. */
+static int svm_entry(const char *path, int64_t lineno, char *tok, int64_t features,
+                     int64_t *prev, sparse *sp) {
+  char *colon = strchr(tok, ':');
+  int len = (int)strnlen(tok, QUOTE_MAX);
+  if (!colon)
+    return drv_error(DRV_EPARSE, "%s:%lld: '%.*s' is not index:value", path,
+                     (long long)lineno, len, tok);
+  if (colon - tok == 3 && memcmp(tok, "qid", 3) == 0) return 0; /* svmlight query id */
+  char *end;
+  errno = 0;
+  long long idx = strtoll(tok, &end, 10);
+  if (end != colon || colon == tok || errno == ERANGE)
+    return drv_error(DRV_EPARSE, "%s:%lld: '%.*s': bad feature index", path,
+                     (long long)lineno, len, tok);
+  if (idx < 1)
+    return drv_error(DRV_EPARSE, "%s:%lld: index %lld: indices start at 1", path,
+                     (long long)lineno, idx);
+  if (idx <= *prev)
+    return drv_error(DRV_EPARSE, "%s:%lld: index %lld after %lld: indices must be ascending",
+                     path, (long long)lineno, idx, (long long)*prev);
+  if (features > 0 && idx > features)
+    return drv_error(DRV_ERANGE, "%s:%lld: index %lld is beyond the %lld features", path,
+                     (long long)lineno, idx, (long long)features);
+  if (idx > INT32_MAX)
+    return drv_error(DRV_ERANGE, "%s:%lld: index %lld is too large", path,
+                     (long long)lineno, idx);
+  float v;
+  int rc = parse_float(colon + 1, &v);
+  if (rc != NUM_OK)
+    return drv_error(DRV_EPARSE, "%s:%lld: index %lld: '%.*s' is not a %snumber", path,
+                     (long long)lineno, idx, (int)strnlen(colon + 1, QUOTE_MAX), colon + 1,
+                     rc == NUM_INF ? "finite " : "");
+  if (!sparse_reserve(sp, sp->n + 1, sp->nnz + 1))
+    return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+  sp->col[sp->nnz] = (int32_t)(idx - 1);
+  sp->val[sp->nnz] = v;
+  sp->nnz++;
+  *prev = idx;
+  if (idx > sp->max_index) sp->max_index = idx;
+  return 0;
+}
+
+/* Parses one non-blank, comment-stripped line [s, e) into a sparse row. */
+static int svm_line(const char *path, int64_t lineno, char *s, char *e, int64_t features,
+                    sparse *sp) {
+  *e = '\0';
+  char *save = NULL;
+  char *tok = strtok_r(s, " \t\r\f\v", &save);
+  float label;
+  int rc = parse_float(tok, &label);
+  if (rc != NUM_OK)
+    return drv_error(DRV_EPARSE, "%s:%lld: label '%.*s' is not a %snumber", path,
+                     (long long)lineno, (int)strnlen(tok, QUOTE_MAX), tok,
+                     rc == NUM_INF ? "finite " : "");
+  if (!sparse_reserve(sp, sp->n + 1, sp->nnz))
+    return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+  sp->labels[sp->n] = label;
+  sp->rowptr[sp->n] = sp->nnz;
+  int64_t prev = 0;
+  while ((tok = strtok_r(NULL, " \t\r\f\v", &save)))
+    if ((rc = svm_entry(path, lineno, tok, features, &prev, sp)) < 0) return rc;
+  sp->n++;
+  sp->rowptr[sp->n] = sp->nnz;
+  return 0;
+}
+
+int data_read_libsvm(const char *path, int64_t features, dataset **out) {
+  *out = NULL;
+  if (features < 0)
+    return drv_error(DRV_EINVAL, "%s: feature count %lld is negative", path, (long long)features);
+  filebuf fb;
+  int rc = data__read_all(path, &fb);
+  if (rc < 0) return rc;
+  sparse sp = {0};
+  line_iter li = {fb.data, fb.data + fb.len, 0};
+  char *s, *e;
+  while (next_line(&li, &s, &e)) {
+    if (li.lineno % POLL_LINES == 0 && drv_interrupted()) {
+      rc = interrupted(path);
+      goto done;
+    }
+    char *hash = memchr(s, '#', (size_t)(e - s));
+    if (hash) e = hash;
+    if (is_blank_line(s, e)) continue;
+    if ((rc = svm_line(path, li.lineno, s, e, features, &sp)) < 0) goto done;
+  }
+  if (sp.n == 0) {
+    rc = drv_error(DRV_EPARSE, "%s: %s", path, fb.len ? "no examples" : "empty file");
+    goto done;
+  }
+  int64_t nfeat = features ? features : sp.max_index;
+  if (nfeat == 0) {
+    rc = drv_error(DRV_EPARSE, "%s: no feature indices, cannot infer the feature count", path);
+    goto done;
+  }
+  tensor *x, *y;
+  if ((rc = data__alloc_xy(path, sp.n, nfeat, &x, &y)) < 0) goto done;
+  float *xv = tensor_data(x), *yv = tensor_data(y);
+  for (int64_t i = 0; i < sp.n; i++) {
+    yv[i] = sp.labels[i];
+    for (int64_t k = sp.rowptr[i]; k < sp.rowptr[i + 1]; k++) xv[i * nfeat + sp.col[k]] = sp.val[k];
+  }
+  rc = data__wrap(x, y, path, out);
+done:
+  sparse_free(&sp);
+  free(fb.data);
+  return rc;
+}
+

@@ -1,0 +1,452 @@
+/* l_nn.c - drover.nn: layers, containers and losses as Lua userdata.
+ *
+ * A "drover.Module" userdata holds one reference to a refcounted C module
+ * (nn_ref/nn_unref); a Sequential holds its own references to its
+ * children, so `seq[2]` hands out another reference to the same layer.
+ * A weak registry table maps each live C module to its userdata, so the
+ * same layer is always the same Lua value. Losses ("drover.Loss") work the
+ * same way and are callable: loss(pred, target) is loss:forward(...).
+ */
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "l_drover.h"
+#include "nn.h"
+#include "tensor.h"
+
+#define MODULE_MT "drover.Module"
+#define LOSS_MT "drover.Loss"
+#define MODULES_KEY "drover.modules" /* weak: lightuserdata(nn_module*) -> userdata */
+
+/* From l_tensor.c (no private header for the bindings). */
+tensor *ltensor_check(lua_State *L, int idx);
+tensor *ltensor_arg(lua_State *L, int idx);
+tensor *ltensor_push(lua_State *L, tensor *t);
+rng_t *ldrv_rng(lua_State *L);
+
+nn_module *lnn_check_module(lua_State *L, int idx);
+nn_loss *lnn_check_loss(lua_State *L, int idx);
+void lnn_push_module(lua_State *L, nn_module *m);
+
+/* ============================== modules ================================= */
+
+/* Pushes the userdata of m, creating it (with a new reference) if m has
+ * none alive. The caller keeps its own reference, if any. */
+void lnn_push_module(lua_State *L, nn_module *m) {
+  lua_getfield(L, LUA_REGISTRYINDEX, MODULES_KEY);
+  if (lua_rawgetp(L, -1, m) == LUA_TUSERDATA) {
+    lua_remove(L, -2);
+    return;
+  }
+  lua_pop(L, 1);
+  nn_module **box = lua_newuserdatauv(L, sizeof *box, 0);
+  *box = nn_ref(m);
+  luaL_setmetatable(L, MODULE_MT);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, -3, m);
+  lua_remove(L, -2);
+}
+
+/* Pushes a module just built (one reference, which the userdata takes
+ * over); NULL raises the library error. */
+static void push_new_module(lua_State *L, nn_module *m) {
+  if (!m) luaL_error(L, "%s", drv_errmsg());
+  lnn_push_module(L, m);
+  nn_unref(m); /* the userdata holds its own reference now */
+}
+
+nn_module *lnn_check_module(lua_State *L, int idx) {
+  nn_module **box = luaL_checkudata(L, idx, MODULE_MT);
+  return *box;
+}
+
+static int is_sequential(const nn_module *m) { return strcmp(m->ops->type, "Sequential") == 0; }
+
+static int m_gc(lua_State *L) {
+  nn_module **box = luaL_checkudata(L, 1, MODULE_MT);
+  nn_unref(*box);
+  *box = NULL;
+  return 0;
+}
+
+/* Text of nn_describe(), grown until it fits. */
+static void push_description(lua_State *L, const nn_module *m) {
+  size_t n = 4096;
+  for (;;) {
+    char *buf = malloc(n);
+    if (!buf) luaL_error(L, "out of memory describing a module");
+    int len = nn_describe(m, buf, n);
+    if (len < 0 || (size_t)len + 1 < n) {
+      lua_pushstring(L, len < 0 ? drv_errmsg() : buf);
+      free(buf);
+      return;
+    }
+    free(buf);
+    n *= 4;
+  }
+}
+
+static int m_tostring(lua_State *L) {
+  nn_module **box = luaL_checkudata(L, 1, MODULE_MT);
+  if (!*box) lua_pushliteral(L, "nn module (collected)");
+  else push_description(L, *box);
+  return 1;
+}
+
+/* A contiguous 2-D view of the input: one example given as a 1-D tensor
+ * becomes a batch of one. Sets *single for the caller to undo it. */
+static const tensor *batch_input(lua_State *L, int idx, int *single) {
+  tensor *x = ltensor_arg(L, idx);
+  *single = x->ndim == 1;
+  if (!tensor_is_contiguous(x)) x = ltensor_push(L, tensor_clone(x));
+  if (*single) {
+    int64_t shape[2] = {1, x->shape[0]};
+    x = ltensor_push(L, tensor_reshape(x, 2, shape));
+  }
+  if (x->ndim != 2) {
+    char s[64];
+    luaL_error(L, "forward: input %s must be [batch, features] (or one example [features])",
+               tensor_shape_str(x, s, sizeof s));
+  }
+  return x;
+}
+
+/* A copy of a module-owned buffer (the module reuses it on the next
+ * call), reshaped back to 1-D when the input was a single example. */
+static void push_result(lua_State *L, const tensor *y, int single) {
+  tensor *c = ltensor_push(L, tensor_clone(y));
+  if (single && c->ndim == 2 && c->shape[0] == 1) {
+    int64_t n = c->shape[1];
+    ltensor_push(L, tensor_reshape(c, 1, &n));
+  }
+}
+
+static int m_forward(lua_State *L) {
+  nn_module *m = lnn_check_module(L, 1);
+  int single;
+  const tensor *x = batch_input(L, 2, &single), *y;
+  if (nn_forward(m, x, &y) < 0) return luaL_error(L, "%s", drv_errmsg());
+  push_result(L, y, single);
+  return 1;
+}
+
+/* m(x) is m:forward(x). */
+static int m_call(lua_State *L) { return m_forward(L); }
+
+/* m:backward(x, dy): accumulates parameter gradients, returns dx. x must
+ * be the input of the last forward. */
+static int m_backward(lua_State *L) {
+  nn_module *m = lnn_check_module(L, 1);
+  int single, dsingle;
+  const tensor *x = batch_input(L, 2, &single), *dx;
+  const tensor *dy = batch_input(L, 3, &dsingle);
+  if (nn_backward(m, x, dy, &dx) < 0) return luaL_error(L, "%s", drv_errmsg());
+  push_result(L, dx, single);
+  return 1;
+}
+
+static int m_zero_grad(lua_State *L) {
+  nn_zero_grad(lnn_check_module(L, 1));
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* A list of { name = "1.weight", value = tensor, grad = tensor }: views
+ * sharing the module's storage, so writing them changes the model. */
+static int m_parameters(lua_State *L) {
+  nn_module *m = lnn_check_module(L, 1);
+  nn_param_list pl = {0};
+  if (nn_collect_params(m, &pl) < 0) {
+    nn_param_list_free(&pl);
+    return luaL_error(L, "%s", drv_errmsg());
+  }
+  lua_createtable(L, pl.n, 0);
+  for (int i = 0; i < pl.n; i++) {
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, pl.items[i].name);
+    lua_setfield(L, -2, "name");
+    tensor *v = tensor_view(pl.items[i].value), *g = v ? tensor_view(pl.items[i].grad) : NULL;
+    if (!v || !g) {
+      tensor_free(v);
+      nn_param_list_free(&pl);
+      return luaL_error(L, "%s", drv_errmsg());
+    }
+    ltensor_push(L, v); /* cannot fail now: v is not NULL */
+    lua_setfield(L, -2, "value");
+    ltensor_push(L, g);
+    lua_setfield(L, -2, "grad");
+    lua_rawseti(L, -2, i + 1);
+  }
+  nn_param_list_free(&pl);
+  return 1;
+}
+
+static int m_num_params(lua_State *L) {
+  lua_pushinteger(L, nn_num_params(lnn_check_module(L, 1)));
+  return 1;
+}
+
+/* m:training([on]) switches training mode (dropout active), recursively;
+ * m:evaluate() switches it off. Both return m, for chaining. */
+static int m_training(lua_State *L) {
+  nn_module *m = lnn_check_module(L, 1);
+  nn_set_training(m, lua_isnone(L, 2) ? 1 : lua_toboolean(L, 2));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_evaluate(lua_State *L) {
+  nn_set_training(lnn_check_module(L, 1), 0);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_is_training(lua_State *L) {
+  lua_pushboolean(L, lnn_check_module(L, 1)->training);
+  return 1;
+}
+
+static int m_type(lua_State *L) {
+  lua_pushstring(L, lnn_check_module(L, 1)->ops->type);
+  return 1;
+}
+
+/* seq:add(module): appends a layer; returns seq. */
+static int m_add(lua_State *L) {
+  nn_module *m = lnn_check_module(L, 1);
+  nn_module *child = lnn_check_module(L, 2);
+  if (!is_sequential(m)) return luaL_error(L, "add: only an nn.Sequential takes layers");
+  if (nn_sequential_add(m, child) < 0) return luaL_error(L, "%s", drv_errmsg());
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* seq[i] is the i-th layer (nil out of range); other keys are methods. */
+static int m_index(lua_State *L) {
+  nn_module *m = lnn_check_module(L, 1);
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    int isint;
+    lua_Integer i = lua_tointegerx(L, 2, &isint);
+    if (!isint || i < 1 || i > m->nchildren) return 0;
+    lnn_push_module(L, m->children[i - 1]);
+    return 1;
+  }
+  lua_getmetatable(L, 1);
+  lua_getfield(L, -1, "__methods");
+  lua_pushvalue(L, 2);
+  lua_rawget(L, -2);
+  return 1;
+}
+
+static int m_len(lua_State *L) {
+  lua_pushinteger(L, lnn_check_module(L, 1)->nchildren);
+  return 1;
+}
+
+/* ============================== constructors ============================ */
+
+static lua_Integer check_size(lua_State *L, int arg, const char *what) {
+  int isint;
+  lua_Integer n = lua_tointegerx(L, arg, &isint);
+  if (!isint || n <= 0)
+    luaL_error(L, "nn.Linear: %s must be a positive integer (got %s)", what,
+               lua_isnoneornil(L, arg) ? "nothing" : luaL_tolstring(L, arg, NULL));
+  return n;
+}
+
+static int l_linear(lua_State *L) {
+  lua_Integer in = check_size(L, 1, "the input size"), out = check_size(L, 2, "the output size");
+  push_new_module(L, nn_linear(in, out, ldrv_rng(L)));
+  return 1;
+}
+
+static int l_relu(lua_State *L) {
+  push_new_module(L, nn_relu());
+  return 1;
+}
+
+static int l_tanh(lua_State *L) {
+  push_new_module(L, nn_tanh());
+  return 1;
+}
+
+static int l_sigmoid(lua_State *L) {
+  push_new_module(L, nn_sigmoid());
+  return 1;
+}
+
+static int l_softmax(lua_State *L) {
+  push_new_module(L, nn_softmax());
+  return 1;
+}
+
+/* nn.Dropout(p = 0.5); its mask stream is seeded from the global RNG, so
+ * drover.seed() fixes it too. */
+static int l_dropout(lua_State *L) {
+  lua_Number p = luaL_optnumber(L, 1, 0.5);
+  if (!(p >= 0 && p < 1)) luaL_argerror(L, 1, "nn.Dropout: p must be in [0, 1)");
+  push_new_module(L, nn_dropout((float)p, rng_u64(ldrv_rng(L))));
+  return 1;
+}
+
+/* nn.Sequential { layer, layer, ... } (or layers as arguments, or none). */
+static int l_sequential(lua_State *L) {
+  int list = lua_istable(L, 1) && !luaL_testudata(L, 1, MODULE_MT);
+  int n = list ? (int)luaL_len(L, 1) : lua_gettop(L);
+  nn_module *seq = nn_sequential();
+  push_new_module(L, seq);
+  for (int i = 1; i <= n; i++) {
+    if (list) lua_rawgeti(L, 1, i);
+    else lua_pushvalue(L, i);
+    nn_module **box = luaL_testudata(L, -1, MODULE_MT);
+    if (!box)
+      return luaL_error(L, "nn.Sequential: element %d is a %s, expected a layer (nn.Linear(...), "
+                        "nn.ReLU(), ...)", i, luaL_typename(L, -1));
+    if (nn_sequential_add(seq, *box) < 0)
+      return luaL_error(L, "nn.Sequential: element %d: %s", i, drv_errmsg());
+    lua_pop(L, 1);
+  }
+  return 1;
+}
+
+/* ============================== losses ================================== */
+
+nn_loss *lnn_check_loss(lua_State *L, int idx) {
+  nn_loss **box = luaL_checkudata(L, idx, LOSS_MT);
+  return *box;
+}
+
+static void push_loss(lua_State *L, nn_loss *l) {
+  if (!l) luaL_error(L, "%s", drv_errmsg());
+  nn_loss **box = lua_newuserdatauv(L, sizeof *box, 0);
+  *box = l;
+  luaL_setmetatable(L, LOSS_MT);
+}
+
+static int loss_gc(lua_State *L) {
+  nn_loss **box = luaL_checkudata(L, 1, LOSS_MT);
+  nn_loss_unref(*box);
+  *box = NULL;
+  return 0;
+}
+
+static int loss_tostring(lua_State *L) {
+  nn_loss **box = luaL_checkudata(L, 1, LOSS_MT);
+  lua_pushfstring(L, "nn.%s()", *box ? (*box)->ops->type : "Loss");
+  return 1;
+}
+
+/* Prediction as a batch; a 1-D target stays as given (class ids). */
+static void loss_args(lua_State *L, const tensor **pred, const tensor **target, int *single) {
+  *pred = batch_input(L, 2, single);
+  if (lua_isnoneornil(L, 3)) luaL_argerror(L, 3, "a target is required");
+  if (lua_type(L, 3) == LUA_TNUMBER) { /* one class id or value */
+    tensor *one = ltensor_push(L, tensor_new1(1));
+    tensor_data(one)[0] = (float)lua_tonumber(L, 3);
+    lua_replace(L, 3);
+  }
+  tensor *t = ltensor_arg(L, 3);
+  if (*single && (*pred)->shape[1] > 1 && t->ndim == 1 && t->shape[0] == (*pred)->shape[1]) {
+    int64_t shape[2] = {1, t->shape[0]}; /* one example's target vector */
+    if (!tensor_is_contiguous(t)) t = ltensor_push(L, tensor_clone(t));
+    t = ltensor_push(L, tensor_reshape(t, 2, shape));
+  } else if (!tensor_is_contiguous(t)) {
+    t = ltensor_push(L, tensor_clone(t));
+  }
+  *target = t;
+}
+
+static int loss_forward(lua_State *L) {
+  nn_loss *l = lnn_check_loss(L, 1);
+  const tensor *pred, *target;
+  int single;
+  loss_args(L, &pred, &target, &single);
+  float v;
+  if (nn_loss_forward(l, pred, target, &v) < 0) return luaL_error(L, "%s", drv_errmsg());
+  lua_pushnumber(L, v);
+  return 1;
+}
+
+/* loss:backward(pred, target) -> d(loss)/d(pred). */
+static int loss_backward(lua_State *L) {
+  nn_loss *l = lnn_check_loss(L, 1);
+  const tensor *pred, *target, *g;
+  int single;
+  loss_args(L, &pred, &target, &single);
+  if (nn_loss_backward(l, pred, target, &g) < 0) return luaL_error(L, "%s", drv_errmsg());
+  push_result(L, g, single);
+  return 1;
+}
+
+static int loss_type(lua_State *L) {
+  lua_pushstring(L, lnn_check_loss(L, 1)->ops->type);
+  return 1;
+}
+
+static int l_cross_entropy(lua_State *L) {
+  push_loss(L, nn_cross_entropy());
+  return 1;
+}
+
+static int l_mse(lua_State *L) {
+  push_loss(L, nn_mse());
+  return 1;
+}
+
+static int l_bce(lua_State *L) {
+  push_loss(L, nn_bce_with_logits());
+  return 1;
+}
+
+/* ============================== registration ============================ */
+
+static const luaL_Reg module_methods[] = {
+    {"forward", m_forward},       {"backward", m_backward},     {"zero_grad", m_zero_grad},
+    {"parameters", m_parameters}, {"num_params", m_num_params}, {"training", m_training},
+    {"evaluate", m_evaluate},     {"is_training", m_is_training}, {"type", m_type},
+    {"add", m_add},               {NULL, NULL}};
+
+static const luaL_Reg module_meta[] = {{"__index", m_index},       {"__len", m_len},
+                                       {"__call", m_call},         {"__tostring", m_tostring},
+                                       {"__gc", m_gc},             {NULL, NULL}};
+
+static const luaL_Reg loss_methods[] = {
+    {"forward", loss_forward}, {"backward", loss_backward}, {"type", loss_type}, {NULL, NULL}};
+
+static const luaL_Reg loss_meta[] = {{"__call", loss_forward}, {"__tostring", loss_tostring},
+                                     {"__gc", loss_gc},        {NULL, NULL}};
+
+static const luaL_Reg funcs[] = {
+    {"Sequential", l_sequential}, {"Linear", l_linear},
+    {"ReLU", l_relu},             {"Tanh", l_tanh},
+    {"Sigmoid", l_sigmoid},       {"Softmax", l_softmax},
+    {"Dropout", l_dropout},       {"CrossEntropy", l_cross_entropy},
+    {"MSE", l_mse},               {"BCEWithLogits", l_bce},
+    {NULL, NULL}};
+
+int luaopen_drover_nn(lua_State *L) {
+  luaL_newmetatable(L, MODULE_MT);
+  luaL_setfuncs(L, module_meta, 0);
+  luaL_newlib(L, module_methods);
+  lua_setfield(L, -2, "__methods");
+  lua_pop(L, 1);
+
+  luaL_newmetatable(L, LOSS_MT);
+  luaL_setfuncs(L, loss_meta, 0);
+  luaL_newlib(L, loss_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+
+  lua_newtable(L); /* weak map C module -> its userdata */
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, MODULES_KEY);
+
+  luaL_newlib(L, funcs);
+  return 1;
+}

@@ -1,0 +1,275 @@
+/* main.c - the drover binary: argument parsing and subcommand dispatch.
+ *
+ * `drover` alone opens the REPL; `drover CMD ...` runs a subcommand from
+ * the table below; `drover --help`, `drover --version`, `drover CMD --help`.
+ * Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.
+ */
+#include <cblas.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "err.h"
+#include "l_drover.h"
+#include "repl.h"
+
+#ifndef DROVER_VERSION
+#define DROVER_VERSION "0.1.0"
+#endif
+
+#define EXIT_USAGE 2
+#define EXIT_INTERRUPTED 130 /* 128 + SIGINT, as a shell reports it */
+
+static int cmd_repl(int argc, char **argv);
+static int cmd_run(int argc, char **argv);
+static int cmd_help(int argc, char **argv);
+
+/* One row per subcommand, Redis style:
+ *   name     the word after `drover`
+ *   handler  runs it; argv[0] is the command's name, argv[argc] is NULL, the
+ *            return value is the exit status. `CMD --help` and `CMD -h` are
+ *            answered before the handler is called.
+ *   summary  one line for `drover --help`
+ *   usage    synopsis and options for `drover CMD --help`
+ * Later issues add rows here: node (a cluster process started by a
+ * launcher), attach RUN (the dashboard of a running coordinator), ls (runs).
+ */
+typedef struct command {
+  const char *name;
+  int (*handler)(int argc, char **argv);
+  const char *summary;
+  const char *usage;
+} command;
+
+static const command commands[] = {
+    {"repl", cmd_repl, "interactive Lua prompt (also what `drover` alone does)",
+     "usage: drover repl\n"
+     "\n"
+     "An interactive Lua prompt with the drover library loaded as the global\n"
+     "`drover`. Expressions print their value; an unfinished statement continues\n"
+     "on the next line (prompt \">> \"). Tab completes globals, fields after '.'\n"
+     "and methods after ':'. Ctrl-C stops the running command or drops the line\n"
+     "being typed; Ctrl-D on an empty line leaves. help() lists what there is.\n"
+     "\n"
+     "History: ~/.drover_history, or the file named by DROVER_HISTORY (empty:\n"
+     "no history). Without a terminal on stdin, lines are read and evaluated\n"
+     "without prompts, and the exit status is 1 if any of them failed.\n"},
+    {"run", cmd_run, "run a Lua script",
+     "usage: drover run FILE.lua [ARG...]\n"
+     "       drover run - [ARG...]        (the script from stdin)\n"
+     "\n"
+     "Runs FILE.lua with the drover library loaded. The global `arg` holds the\n"
+     "arguments as in lua(1): arg[0] is the script, arg[1..n] the ARGs, arg[-1]\n"
+     "and below the interpreter; they are also the script's `...`.\n"
+     "\n"
+     "Exit status: 0 on success (or os.exit's), 1 when the script cannot be\n"
+     "read, does not compile or raises an error (the message names FILE:LINE\n"
+     "and a stack traceback follows), 2 on a usage error, 130 when Ctrl-C\n"
+     "interrupted it (a second Ctrl-C kills a script stuck in C code).\n"},
+    {"help", cmd_help, "show help for drover or for one command",
+     "usage: drover help [COMMAND]\n"},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+/* ============================== help and usage ========================== */
+
+static void print_usage(FILE *f) {
+  fprintf(f,
+          "usage: drover [COMMAND] [ARGS...]\n"
+          "       drover --help | --version\n"
+          "       drover COMMAND --help\n"
+          "\n"
+          "Without a command, drover opens the REPL.\n"
+          "\n"
+          "commands:\n");
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+}
+
+/* Prints "drover: MSG" and the usage (of cmd, or of drover when NULL) to
+ * stderr; returns EXIT_USAGE. */
+__attribute__((format(printf, 2, 3)))
+static int usage_error(const command *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("drover: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs("\n\n", stderr);
+  if (cmd)
+    fputs(cmd->usage, stderr);
+  else
+    print_usage(stderr);
+  return EXIT_USAGE;
+}
+
+static bool is_help(const char *s) { return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0; }
+
+static const command *find_command(const char *name) {
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    if (strcmp(commands[i].name, name) == 0) return &commands[i];
+  return NULL;
+}
+
+static void print_version(void) {
+  /* openblas_get_config() reads "OpenBLAS 0.3.21 DYNAMIC_ARCH ...": keep
+   * the name and the version. */
+  char blas[64];
+  snprintf(blas, sizeof blas, "%s", openblas_get_config());
+  char *sp = strchr(blas, ' ');
+  if (sp && (sp = strchr(sp + 1, ' '))) *sp = '\0';
+  printf("drover %s\n%s, %s, libuv %s\n", DROVER_VERSION, LUA_RELEASE, blas,
+         uv_version_string());
+}
+
+static int cmd_help(int argc, char **argv) {
+  if (argc > 2) return usage_error(find_command("help"), "too many arguments");
+  if (argc == 2) {
+    const command *c = find_command(argv[1]);
+    if (!c) return usage_error(NULL, "unknown command '%s'", argv[1]);
+    fputs(c->usage, stdout);
+    return 0;
+  }
+  print_usage(stdout);
+  return 0;
+}
+
+/* ============================== Lua states ============================== */
+
+/* A fresh state with the drover library, or NULL after printing why. */
+static lua_State *new_state(void) {
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    fputs("drover: cannot create a Lua state (out of memory)\n", stderr);
+    return NULL;
+  }
+  if (drover_lua_init(L) < 0) {
+    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    lua_close(L);
+    return NULL;
+  }
+  return L;
+}
+
+static int cmd_repl(int argc, char **argv) {
+  if (argc > 1) {
+    const command *c = find_command("repl");
+    return argv[1][0] == '-' ? usage_error(c, "unknown option '%s'", argv[1])
+                             : usage_error(c, "unexpected argument '%s'", argv[1]);
+  }
+  lua_State *L = new_state();
+  if (!L) return 1;
+  uv_loop_t loop;
+  int rc = uv_loop_init(&loop);
+  if (rc < 0) {
+    fprintf(stderr, "drover: cannot start the event loop: %s\n", uv_strerror(rc));
+    lua_close(L);
+    return 1;
+  }
+  int status = repl_run(L, &loop);
+  lua_close(L);
+  uv_run(&loop, UV_RUN_NOWAIT); /* close callbacks of handles Lua held */
+  if (uv_loop_close(&loop) != 0) fputs("drover: event loop closed with live handles\n", stderr);
+  return status;
+}
+
+/* ============================== run ===================================== */
+
+/* The global `arg`, as lua.c builds it: argv[script] is arg[0], what
+ * follows counts up from 1, what precedes counts down from -1. */
+static void set_arg_table(lua_State *L, int argc, char **argv, int script) {
+  lua_createtable(L, argc - script - 1, script + 1);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - script);
+  }
+  lua_setglobal(L, "arg");
+}
+
+/* Prints the error on top of L for `drover run`: "drover: FILE:LINE: msg"
+ * and the traceback, or "drover: interrupted" and the traceback. */
+static void report_run_error(lua_State *L, bool interrupted) {
+  const char *msg = lua_tostring(L, -1);
+  if (!msg) msg = "(error object is not a string)";
+  if (interrupted) {
+    const char *tb = strstr(msg, "\nstack traceback:");
+    fprintf(stderr, "drover: interrupted%s\n", tb ? tb : "");
+  } else {
+    fprintf(stderr, "drover: %s\n", msg);
+  }
+}
+
+static int cmd_run(int argc, char **argv) {
+  const command *self = find_command("run");
+  int script = 1;
+  if (script < argc && strcmp(argv[script], "--") == 0) script++;
+  else if (script < argc && argv[script][0] == '-' && argv[script][1] != '\0')
+    return usage_error(self, "unknown option '%s'", argv[script]);
+  if (script >= argc) return usage_error(self, "run needs a script");
+
+  /* argv as the script sees it starts at the binary's name. */
+  char **all = argv - 1;
+  int all_argc = argc + 1;
+  int all_script = script + 1;
+
+  lua_State *L = new_state();
+  if (!L) return 1;
+  set_arg_table(L, all_argc, all, all_script);
+
+  const char *file = argv[script];
+  int st = luaL_loadfile(L, strcmp(file, "-") == 0 ? NULL : file);
+  if (st != LUA_OK) {
+    /* LUA_ERRFILE: "cannot open FILE (No such file or directory)";
+     * LUA_ERRSYNTAX: "FILE:LINE: message near 'x'". */
+    fprintf(stderr, "drover: %s\n", lua_tostring(L, -1));
+    lua_close(L);
+    return 1;
+  }
+  int nargs = argc - script - 1;
+  luaL_checkstack(L, nargs + 3, "too many arguments to the script");
+  for (int i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);
+
+  bool interrupted = false;
+  st = repl_pcall(L, nargs, 0, true, &interrupted);
+  int status = 0;
+  if (st != LUA_OK) {
+    report_run_error(L, interrupted);
+    lua_pop(L, 1);
+    status = interrupted ? EXIT_INTERRUPTED : 1;
+  }
+  fflush(stdout);
+  lua_close(L);
+  return status;
+}
+
+/* ============================== dispatch ================================ */
+
+int main(int argc, char **argv) {
+  if (argc < 2) return cmd_repl(1, (char *[]){"repl", NULL});
+
+  const char *first = argv[1];
+  if (is_help(first)) {
+    print_usage(stdout);
+    return 0;
+  }
+  if (strcmp(first, "--version") == 0 || strcmp(first, "-V") == 0) {
+    print_version();
+    return 0;
+  }
+  if (first[0] == '-') return usage_error(NULL, "unknown option '%s'", first);
+
+  const command *cmd = find_command(first);
+  if (!cmd) return usage_error(NULL, "unknown command '%s'", first);
+  if (argc > 2 && is_help(argv[2])) {
+    fputs(cmd->usage, stdout);
+    return 0;
+  }
+  return cmd->handler(argc - 1, argv + 1);
+}

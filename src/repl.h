@@ -1,0 +1,43 @@
+/* repl.h - the interactive Lua prompt (libedit on the libuv loop) and the
+ * interruptible call both the prompt and `drover run` use.
+ *
+ * The prompt reads keys from a uv_poll on stdin through libedit's callback
+ * interface, so everything else on the loop (later: the cluster, the network,
+ * the dashboard) keeps moving while the user types. A finished chunk runs
+ * outside any libuv callback, so Lua code may itself pump the loop with
+ * uv_run(loop, UV_RUN_ONCE) while it waits.
+ */
+#ifndef DROVER_REPL_H
+#define DROVER_REPL_H
+
+#include <lua.h>
+#include <stdbool.h>
+#include <uv.h>
+
+/* Runs the prompt on `loop` with the state L (made by drover_lua_init; the
+ * caller keeps owning both) until Ctrl-D on an empty line or end of input.
+ * With a terminal on stdin: banner, prompt "> " (">> " while a chunk is
+ * incomplete), history in $DROVER_HISTORY or ~/.drover_history (an empty
+ * DROVER_HISTORY turns it off), tab completion, results pretty-printed,
+ * Ctrl-C stopping the running chunk or abandoning the line being typed.
+ * Without a terminal it evaluates stdin line by line the same way, with no
+ * prompt and no editing. The REPL's handles are closed before it returns;
+ * SIGINT gets back the disposition it had on entry.
+ * Returns the exit status: 0, or 1 when input was not a terminal and some
+ * chunk failed (so `drover < file` reports errors), or 1 when the terminal
+ * could not be set up. */
+int repl_run(lua_State *L, uv_loop_t *loop);
+
+/* Like lua_pcall(L, nargs, nresults, drover_lua_traceback) on the function
+ * below the nargs arguments, but interruptible: a SIGINT during the call
+ * calls drv_interrupt_request() (so C loops such as training stop) and sets
+ * a hook that raises "interrupted" at the next Lua instruction. When
+ * `second_kills` is true a second SIGINT during the same call kills the
+ * process (as lua.c does, for scripts stuck in C code); otherwise it only
+ * repeats the request. On return the hook is gone, the interrupt flag is
+ * cleared and SIGINT's previous disposition is back. *interrupted (may be
+ * NULL) tells whether a SIGINT arrived during the call; the status and the
+ * stack are as lua_pcall leaves them (message with traceback on error). */
+int repl_pcall(lua_State *L, int nargs, int nresults, bool second_kills, bool *interrupted);
+
+#endif

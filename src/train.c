@@ -1,0 +1,348 @@
+/* train.c - the in-process training loop: steps, epochs, periodic
+ * evaluation, and progress output (a redrawn one-line bar on a terminal,
+ * plain periodic lines otherwise).
+ *
+ * Callback cadence (train_cfg.on_progress): after every training step
+ * (is_eval false) and after every evaluation, periodic or final (is_eval
+ * true). The last step's call and the final evaluation's call are the "end"
+ * calls. Printing is throttled separately (0.25 s on a TTY, 5 s otherwise,
+ * and always once at the end), so a callback sees every step even when the
+ * console does not.
+ */
+#include "train.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "err.h"
+
+#define TTY_INTERVAL 0.25  /* seconds between redraws of the bar */
+#define LINE_INTERVAL 5.0  /* seconds between plain progress lines */
+#define BAR_WIDTH 20
+
+static double now_sec(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- steps and evaluation ------------------------------------------------ */
+
+int train_step(nn_module *model, nn_loss *loss, const tensor *x, const tensor *y,
+               float *loss_out, int64_t *correct) {
+  const tensor *out, *dout;
+  int rc;
+  if ((rc = nn_forward(model, x, &out)) < 0) return rc;
+  if ((rc = nn_loss_forward(loss, out, y, loss_out)) < 0) return rc;
+  if (correct) *correct = nn_loss_correct(loss, out, y);
+  if ((rc = nn_loss_backward(loss, out, y, &dout)) < 0) return rc;
+  /* dx == NULL: nothing upstream of the model needs an input gradient. */
+  return nn_backward(model, x, dout, NULL);
+}
+
+/* Evaluation with the model already in eval mode. */
+static int evaluate_batches(nn_module *model, nn_loss *loss, const dataset *d,
+                            int64_t batch, double *loss_out, double *accuracy_out) {
+  data_iter it;
+  int rc = data_iter_init(&it, d, batch, false, 0);
+  if (rc < 0) return rc;
+  double sum = 0;
+  int64_t seen = 0, correct = 0;
+  bool has_acc = true;
+  const tensor *x, *y, *out;
+  while ((rc = data_iter_next(&it, &x, &y)) > 0) {
+    if (drv_interrupted()) {
+      rc = drv_error(DRV_EINTERRUPTED, "evaluation interrupted");
+      break;
+    }
+    float l;
+    if ((rc = nn_forward(model, x, &out)) < 0) break;
+    if ((rc = nn_loss_forward(loss, out, y, &l)) < 0) break;
+    int64_t c = nn_loss_correct(loss, out, y);
+    if (c < 0)
+      has_acc = false;
+    else
+      correct += c;
+    int64_t bs = x->shape[0];
+    sum += (double)l * (double)bs;
+    seen += bs;
+  }
+  data_iter_free(&it);
+  if (rc < 0) return rc;
+  *loss_out = sum / (double)seen;
+  *accuracy_out = has_acc ? (double)correct / (double)seen : NAN;
+  return 0;
+}
+
+int train_evaluate(nn_module *model, nn_loss *loss, const dataset *d, int64_t batch,
+                   double *loss_out, double *accuracy_out) {
+  if (!model || !loss || !d) return drv_error(DRV_EINVAL, "evaluate: missing model, loss or data");
+  if (batch <= 0)
+    return drv_error(DRV_EINVAL, "evaluate: batch must be > 0 (got %lld)", (long long)batch);
+  if (d->n <= 0) return drv_error(DRV_EINVAL, "evaluate: dataset %s is empty", d->source);
+  bool was = model->training;
+  nn_set_training(model, false);
+  int rc = evaluate_batches(model, loss, d, batch, loss_out, accuracy_out);
+  nn_set_training(model, was);
+  return rc;
+}
+
+/* ---- progress output ------------------------------------------------------ */
+
+/* "12,345" */
+static void fmt_thousands(char *buf, size_t n, double v) {
+  char digits[32];
+  snprintf(digits, sizeof digits, "%.0f", v < 0 ? 0 : v);
+  size_t len = strlen(digits), o = 0;
+  for (size_t i = 0; i < len && o + 1 < n; i++) {
+    if (i > 0 && (len - i) % 3 == 0 && o + 2 < n) buf[o++] = ',';
+    buf[o++] = digits[i];
+  }
+  buf[o] = '\0';
+}
+
+/* TTY form "0:05", "1:02:03"; plain form "5s", "2m05s", "1h02m". */
+static void fmt_eta(char *buf, size_t n, double secs, bool tty) {
+  long long s = isfinite(secs) && secs > 0 ? (long long)(secs + 0.5) : 0;
+  long long h = s / 3600, m = (s / 60) % 60, r = s % 60;
+  if (tty) {
+    if (h)
+      snprintf(buf, n, "%lld:%02lld:%02lld", h, m, r);
+    else
+      snprintf(buf, n, "%lld:%02lld", m, r);
+  } else if (h) {
+    snprintf(buf, n, "%lldh%02lldm", h, m);
+  } else if (m) {
+    snprintf(buf, n, "%lldm%02llds", m, r);
+  } else {
+    snprintf(buf, n, "%llds", r);
+  }
+}
+
+static void print_bar(FILE *f, const train_progress *p) {
+  char bar[BAR_WIDTH + 1], rate[32], eta[32];
+  int filled = p->total_steps > 0 ? (int)(BAR_WIDTH * p->step / p->total_steps) : 0;
+  for (int i = 0; i < BAR_WIDTH; i++)
+    bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
+  bar[BAR_WIDTH] = '\0';
+  fmt_thousands(rate, sizeof rate, p->examples_per_sec);
+  fmt_eta(eta, sizeof eta, p->eta, true);
+  fprintf(f, "\rstep %lld/%lld [%s] epoch %lld/%lld loss %.4f", (long long)p->step,
+          (long long)p->total_steps, bar, (long long)p->epoch, (long long)p->epochs, p->loss);
+  if (!isnan(p->accuracy)) fprintf(f, " acc %.3f", p->accuracy);
+  fprintf(f, " %s ex/s ETA %s\033[K", rate, eta);
+}
+
+static void print_line(FILE *f, const train_progress *p) {
+  char eta[32];
+  fmt_eta(eta, sizeof eta, p->eta, false);
+  fprintf(f, "step %lld/%lld epoch %lld/%lld loss %.4f", (long long)p->step,
+          (long long)p->total_steps, (long long)p->epoch, (long long)p->epochs, p->loss);
+  if (!isnan(p->accuracy)) fprintf(f, " acc %.3f", p->accuracy);
+  fprintf(f, " %.0f ex/s eta %s\n", p->examples_per_sec, eta);
+}
+
+/* ---- the fit loop ---------------------------------------------------------- */
+
+typedef struct fit {
+  nn_module *model;
+  nn_loss *loss;
+  optim_t *opt;
+  const train_cfg *cfg;
+  train_progress p;
+  double t0;
+  double eval_secs;     /* wall time spent evaluating, kept out of throughput */
+  double last_print;    /* when progress was last written */
+  int64_t printed_step; /* step of the last progress output, -1 none */
+  bool bar_shown;       /* a TTY bar is on the current line */
+  int64_t examples;     /* training examples consumed */
+  double epoch_loss;    /* sum of loss * batch size in this epoch */
+  int64_t epoch_seen, epoch_correct;
+  bool epoch_has_acc;
+} fit;
+
+static void fit_update_times(fit *f) {
+  train_progress *p = &f->p;
+  p->elapsed = now_sec() - f->t0;
+  double train_secs = p->elapsed - f->eval_secs;
+  p->examples_per_sec = train_secs > 0 ? (double)f->examples / train_secs : 0;
+  p->eta = p->step > 0 ? train_secs / (double)p->step * (double)(p->total_steps - p->step) : 0;
+}
+
+static void fit_print(fit *f, bool force) {
+  FILE *out = f->cfg->progress;
+  if (!out || f->p.step == 0) return;
+  double t = now_sec();
+  double every = f->cfg->progress_tty ? TTY_INTERVAL : LINE_INTERVAL;
+  if (!force && t - f->last_print < every) return;
+  if (force && !f->cfg->progress_tty && f->printed_step == f->p.step) return;
+  if (f->cfg->progress_tty) {
+    print_bar(out, &f->p);
+    f->bar_shown = true;
+  } else {
+    print_line(out, &f->p);
+  }
+  fflush(out);
+  f->last_print = t;
+  f->printed_step = f->p.step;
+}
+
+static int fit_eval(fit *f) {
+  const train_cfg *cfg = f->cfg;
+  double t = now_sec();
+  int rc = train_evaluate(f->model, f->loss, cfg->eval, cfg->batch, &f->p.eval_loss,
+                          &f->p.eval_accuracy);
+  f->eval_secs += now_sec() - t;
+  if (rc < 0) return rc;
+  FILE *out = cfg->progress;
+  if (out) {
+    if (f->bar_shown) fputs("\r\033[K", out);
+    fprintf(out, "eval step %lld: loss %.4f", (long long)f->p.step, f->p.eval_loss);
+    if (!isnan(f->p.eval_accuracy)) fprintf(out, " accuracy %.4f", f->p.eval_accuracy);
+    fputc('\n', out);
+    fflush(out);
+    if (f->bar_shown) {
+      f->bar_shown = false;
+      f->last_print = -INFINITY; /* redraw the bar below the eval line at once */
+    }
+  }
+  fit_update_times(f);
+  if (!cfg->on_progress) return 0;
+  f->p.is_eval = true;
+  rc = cfg->on_progress(cfg->ud, &f->p);
+  f->p.is_eval = false;
+  return rc;
+}
+
+static void fit_epoch_begin(fit *f, int64_t epoch) {
+  f->p.epoch = epoch;
+  f->epoch_loss = 0;
+  f->epoch_seen = f->epoch_correct = 0;
+  f->epoch_has_acc = true;
+}
+
+/* One optimizer step on the iterator's next batch; 1 done, 0 epoch over. */
+static int fit_one_step(fit *f, data_iter *it) {
+  const tensor *x, *y;
+  int rc = data_iter_next(it, &x, &y);
+  if (rc <= 0) return rc;
+  float l;
+  int64_t correct;
+  nn_zero_grad(f->model);
+  if ((rc = train_step(f->model, f->loss, x, y, &l, &correct)) < 0) return rc;
+  if ((rc = optim_step(f->opt)) < 0) return rc;
+  int64_t bs = x->shape[0];
+  f->p.step++;
+  f->examples += bs;
+  f->epoch_loss += (double)l * (double)bs;
+  f->epoch_seen += bs;
+  if (correct < 0)
+    f->epoch_has_acc = false;
+  else
+    f->epoch_correct += correct;
+  f->p.loss = f->epoch_loss / (double)f->epoch_seen;
+  f->p.accuracy = f->epoch_has_acc ? (double)f->epoch_correct / (double)f->epoch_seen : NAN;
+  fit_update_times(f);
+  return 1;
+}
+
+/* Runs steps until the plan is done, an error, an interrupt or a stop
+ * request from the callback. */
+static int fit_loop(fit *f, data_iter *it) {
+  const train_cfg *cfg = f->cfg;
+  for (int64_t epoch = 1; epoch <= cfg->epochs && f->p.step < f->p.total_steps; epoch++) {
+    if (epoch > 1) data_iter_reset(it);
+    fit_epoch_begin(f, epoch);
+    while (f->p.step < f->p.total_steps) {
+      if (drv_interrupted())
+        return drv_error(DRV_EINTERRUPTED, "training interrupted at step %lld",
+                         (long long)f->p.step);
+      int rc = fit_one_step(f, it);
+      if (rc < 0) return rc;
+      if (rc == 0) break;
+      fit_print(f, false);
+      if (cfg->on_progress && (rc = cfg->on_progress(cfg->ud, &f->p)) != 0) return rc;
+      if (cfg->eval && cfg->eval_every > 0 && f->p.step % cfg->eval_every == 0 &&
+          (rc = fit_eval(f)) != 0)
+        return rc;
+    }
+  }
+  return 0;
+}
+
+static int fit_check(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *train,
+                     const train_cfg *cfg) {
+  if (!model || !loss || !opt || !train || !cfg)
+    return drv_error(DRV_EINVAL, "fit: missing model, loss, optimizer, data or config");
+  if (cfg->batch <= 0)
+    return drv_error(DRV_EINVAL, "fit: batch must be > 0 (got %lld)", (long long)cfg->batch);
+  if (cfg->epochs <= 0)
+    return drv_error(DRV_EINVAL, "fit: epochs must be > 0 (got %lld)", (long long)cfg->epochs);
+  if (cfg->max_steps < 0)
+    return drv_error(DRV_EINVAL, "fit: max_steps must be >= 0 (got %lld)",
+                     (long long)cfg->max_steps);
+  if (cfg->eval_every < 0)
+    return drv_error(DRV_EINVAL, "fit: eval_every must be >= 0 (got %lld)",
+                     (long long)cfg->eval_every);
+  if (train->n <= 0) return drv_error(DRV_EINVAL, "fit: dataset %s is empty", train->source);
+  if (cfg->eval && cfg->eval->n <= 0)
+    return drv_error(DRV_EINVAL, "fit: eval dataset %s is empty", cfg->eval->source);
+  return 0;
+}
+
+/* Final evaluation (unless the last step was just evaluated), last output
+ * line, and the result. */
+static int fit_finish(fit *f, int rc, train_result *res) {
+  const train_cfg *cfg = f->cfg;
+  bool evaluated_last = cfg->eval_every > 0 && f->p.step > 0 &&
+                        f->p.step % cfg->eval_every == 0;
+  if (rc == 0 && cfg->eval && !evaluated_last) rc = fit_eval(f);
+  fit_update_times(f);
+  fit_print(f, true);
+  if (cfg->progress && f->bar_shown) {
+    fputc('\n', cfg->progress);
+    fflush(cfg->progress);
+  }
+  if (res) {
+    res->steps = f->p.step;
+    res->epochs = f->p.epoch;
+    res->loss = f->p.loss;
+    res->accuracy = f->p.accuracy;
+    res->eval_loss = f->p.eval_loss;
+    res->eval_accuracy = f->p.eval_accuracy;
+    res->examples_per_sec = f->p.examples_per_sec;
+    res->seconds = f->p.elapsed;
+  }
+  return rc;
+}
+
+int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *train,
+              const train_cfg *cfg, train_result *res) {
+  if (res) {
+    memset(res, 0, sizeof *res);
+    res->loss = res->accuracy = res->eval_loss = res->eval_accuracy = NAN;
+  }
+  int rc = fit_check(model, loss, opt, train, cfg);
+  if (rc < 0) return rc;
+  fit f = {.model = model, .loss = loss, .opt = opt, .cfg = cfg};
+  int64_t per_epoch = (train->n + cfg->batch - 1) / cfg->batch;
+  f.p.total_steps = cfg->epochs * per_epoch;
+  if (cfg->max_steps > 0 && cfg->max_steps < f.p.total_steps)
+    f.p.total_steps = cfg->max_steps;
+  f.p.epochs = cfg->epochs;
+  f.p.loss = f.p.accuracy = f.p.eval_loss = f.p.eval_accuracy = NAN;
+  f.printed_step = -1;
+  /* The bar appears after the first step; plain lines only after 5 s. */
+  f.t0 = now_sec();
+  f.last_print = cfg->progress_tty ? -INFINITY : f.t0;
+  data_iter it;
+  if ((rc = data_iter_init(&it, train, cfg->batch, cfg->shuffle, cfg->seed)) < 0) return rc;
+  bool was = model->training;
+  nn_set_training(model, true);
+  rc = fit_loop(&f, &it);
+  data_iter_free(&it);
+  rc = fit_finish(&f, rc, res);
+  nn_set_training(model, was);
+  return rc;
+}

@@ -1,0 +1,21 @@
+#!/bin/sh
+# run.sh - benchmarks with their references measured in the same run.
+# `make bench` runs it. BENCH_SECONDS sets each measurement's length.
+set -eu
+cd "$(dirname "$0")/../.."
+secs=${BENCH_SECONDS:-6}
+build=${BUILD:-build}
+export OPENBLAS_NUM_THREADS=1
+
+echo "== MLP 784-256-256-10, batch 128, SGD momentum, float32, 1 thread"
+out=$("$build/bench_mlp" "$secs")
+echo "$out"
+ours=$(echo "$out" | awk '/^drover_samples_per_sec/ {print $2}')
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  ref=$(/usr/bin/python3 tests/bench/torch_mlp.py "$secs")
+  echo "$ref"
+  theirs=$(echo "$ref" | awk '/^torch_samples_per_sec/ {print $2}')
+  awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "ratio_vs_pytorch %.2f\n", a / b }'
+else
+  echo "ratio_vs_pytorch skipped: /usr/bin/python3 has no torch (make bench-deps installs python3-torch)"
+fi
