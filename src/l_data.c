@@ -13,20 +13,14 @@
 #include "data.h"
 #include "err.h"
 #include "l_drover.h"
+#include "l_util.h"
 #include "tensor.h"
 
 #define DATASET_MT "drover.Dataset"
 #define STATS_MT "drover.Stats"
 #define BATCHES_MT "drover.Batches"
 
-/* From l_tensor.c (no private header for the bindings). */
-tensor *ltensor_push(lua_State *L, tensor *t);
-void ldrv_check_keys(lua_State *L, int idx, const char *what, const char *const *keys);
-lua_Integer ldrv_opt_integer(lua_State *L, int idx, const char *key, lua_Integer def,
-                             const char *what);
-int ldrv_opt_bool(lua_State *L, int idx, const char *key, int def, const char *what);
 
-dataset *ldata_check(lua_State *L, int idx);
 
 /* ============================== boxes =================================== */
 

@@ -14,6 +14,7 @@
 
 #include "err.h"
 #include "l_drover.h"
+#include "l_util.h"
 #include "nn.h"
 #include "tensor.h"
 
@@ -21,15 +22,7 @@
 #define LOSS_MT "drover.Loss"
 #define MODULES_KEY "drover.modules" /* weak: lightuserdata(nn_module*) -> userdata */
 
-/* From l_tensor.c (no private header for the bindings). */
-tensor *ltensor_check(lua_State *L, int idx);
-tensor *ltensor_arg(lua_State *L, int idx);
-tensor *ltensor_push(lua_State *L, tensor *t);
-rng_t *ldrv_rng(lua_State *L);
 
-nn_module *lnn_check_module(lua_State *L, int idx);
-nn_loss *lnn_check_loss(lua_State *L, int idx);
-void lnn_push_module(lua_State *L, nn_module *m);
 
 /* ============================== modules ================================= */
 

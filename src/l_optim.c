@@ -13,17 +13,12 @@
 
 #include "err.h"
 #include "l_drover.h"
+#include "l_util.h"
 #include "optim.h"
 
 #define OPTIM_MT "drover.Optimizer"
 
-/* From l_tensor.c (no private header for the bindings). */
-void ldrv_check_keys(lua_State *L, int idx, const char *what, const char *const *keys);
-lua_Number ldrv_opt_number(lua_State *L, int idx, const char *key, lua_Number def,
-                           const char *what);
-int ldrv_opt_bool(lua_State *L, int idx, const char *key, int def, const char *what);
 
-const optim_cfg *loptim_check(lua_State *L, int idx);
 
 /* The options each kind accepts, in optim_describe's order. */
 static const char *const sgd_keys[] = {"lr", "momentum", "dampening", "nesterov",

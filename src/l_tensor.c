@@ -18,6 +18,7 @@
 
 #include "err.h"
 #include "l_drover.h"
+#include "l_util.h"
 #include "rng.h"
 #include "tensor.h"
 
@@ -25,19 +26,7 @@
 #define RNG_KEY "drover.rng"
 
 /* ============================== shared helpers ========================== */
-/* Exported to the other l_*.c files, which repeat these prototypes (there
- * is no private header for the bindings). */
-
-tensor *ltensor_check(lua_State *L, int idx);
-tensor *ltensor_arg(lua_State *L, int idx);
-tensor *ltensor_push(lua_State *L, tensor *t);
-rng_t *ldrv_rng(lua_State *L);
-void ldrv_check_keys(lua_State *L, int idx, const char *what, const char *const *keys);
-lua_Number ldrv_opt_number(lua_State *L, int idx, const char *key, lua_Number def,
-                           const char *what);
-lua_Integer ldrv_opt_integer(lua_State *L, int idx, const char *key, lua_Integer def,
-                             const char *what);
-int ldrv_opt_bool(lua_State *L, int idx, const char *key, int def, const char *what);
+/* Declared in l_util.h for the other bindings. */
 
 /* The process-wide RNG behind layer initialisation and tensor.rand*,
  * kept in the registry (not a C global) so that each Lua state has its own

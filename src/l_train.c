@@ -16,22 +16,13 @@
 #include "data.h"
 #include "err.h"
 #include "l_drover.h"
+#include "l_util.h"
 #include "nn.h"
 #include "optim.h"
 #include "train.h"
 
 #define TRAINER_MT "drover.Trainer"
 
-/* From the other bindings (no private header for them). */
-rng_t *ldrv_rng(lua_State *L);
-void ldrv_check_keys(lua_State *L, int idx, const char *what, const char *const *keys);
-lua_Integer ldrv_opt_integer(lua_State *L, int idx, const char *key, lua_Integer def,
-                             const char *what);
-int ldrv_opt_bool(lua_State *L, int idx, const char *key, int def, const char *what);
-nn_module *lnn_check_module(lua_State *L, int idx);
-nn_loss *lnn_check_loss(lua_State *L, int idx);
-const optim_cfg *loptim_check(lua_State *L, int idx);
-dataset *ldata_check(lua_State *L, int idx);
 
 typedef struct trainer {
   nn_module *model; /* one reference */

@@ -81,6 +81,9 @@ typedef struct optim optim_t;
 optim_t *optim_new(const optim_cfg *cfg, const nn_param_list *params);
 /* Applies one update to every parameter from its grad buffer. */
 int optim_step(optim_t *o);
+/* The same, then zeroes each grad buffer (the next step's nn_zero_grad,
+ * done while the gradient is in cache). The training loop uses it. */
+int optim_step_zero_grad(optim_t *o);
 int64_t optim_steps(const optim_t *o);
 const optim_cfg *optim_config(const optim_t *o);
 void optim_free(optim_t *o);

@@ -229,9 +229,10 @@ static int fit_one_step(fit *f, data_iter *it) {
   if (rc <= 0) return rc;
   float l;
   int64_t correct;
-  nn_zero_grad(f->model);
+  /* Gradients are zero here: fit_loop clears them once, and every step's
+   * optimizer update clears them again while they are in cache. */
   if ((rc = train_step(f->model, f->loss, x, y, &l, &correct)) < 0) return rc;
-  if ((rc = optim_step(f->opt)) < 0) return rc;
+  if ((rc = optim_step_zero_grad(f->opt)) < 0) return rc;
   int64_t bs = x->shape[0];
   f->p.step++;
   f->examples += bs;
@@ -251,6 +252,7 @@ static int fit_one_step(fit *f, data_iter *it) {
  * request from the callback. */
 static int fit_loop(fit *f, data_iter *it) {
   const train_cfg *cfg = f->cfg;
+  nn_zero_grad(f->model);
   for (int64_t epoch = 1; epoch <= cfg->epochs && f->p.step < f->p.total_steps; epoch++) {
     if (epoch > 1) data_iter_reset(it);
     fit_epoch_begin(f, epoch);

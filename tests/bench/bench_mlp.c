@@ -27,7 +27,8 @@ static void die(const char *what) {
   exit(1);
 }
 
-/* Full training steps: zero_grad, forward, loss, backward, SGD update. */
+/* Full training steps as train_fit runs them: next batch, forward, loss,
+ * backward, SGD update (which also clears the gradients). */
 static double train_rate(double seconds) {
   rng_t r;
   rng_seed(&r, 1);
@@ -60,10 +61,9 @@ static double train_rate(double seconds) {
       continue;
     }
     if (x->shape[0] != BATCH) continue;
-    float l;
-    nn_zero_grad(m);
+    float l; /* grads start at zero; each update clears them (as train_fit) */
     if (train_step(m, loss, x, y, &l, NULL) < 0) die("step");
-    if (optim_step(opt) < 0) die("optim");
+    if (optim_step_zero_grad(opt) < 0) die("optim");
     if (++steps == 20) t0 = now(); /* warm-up done */
     if (steps > 20 && now() - t0 >= seconds) break;
   }

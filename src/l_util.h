@@ -1,0 +1,47 @@
+/* l_util.h - helpers shared by the Lua bindings (l_*.c); not for use
+ * outside them. Every function raises a Lua error (never returns) on bad
+ * input, naming `what` and the offending key or argument.
+ */
+#ifndef DROVER_L_UTIL_H
+#define DROVER_L_UTIL_H
+
+#include <lua.h>
+
+#include "data.h"
+#include "nn.h"
+#include "optim.h"
+#include "rng.h"
+#include "tensor.h"
+
+/* ---- l_tensor.c ---- */
+/* The Tensor userdata at idx (borrowed from it). */
+tensor *ltensor_check(lua_State *L, int idx);
+/* A Tensor, or a (nested) table of numbers converted to a new tensor that
+ * lives on the Lua stack; borrowed either way. */
+tensor *ltensor_arg(lua_State *L, int idx);
+/* Pushes a Tensor userdata taking ownership of t; returns t. */
+tensor *ltensor_push(lua_State *L, tensor *t);
+/* The state's RNG for initialisation (registry; drover.seed resets it). */
+rng_t *ldrv_rng(lua_State *L);
+/* Raises if the table at idx has a key not in the NULL-ended `keys`. */
+void ldrv_check_keys(lua_State *L, int idx, const char *what, const char *const *keys);
+/* Optional typed fields of the table at idx (def when absent). */
+lua_Number ldrv_opt_number(lua_State *L, int idx, const char *key, lua_Number def,
+                           const char *what);
+lua_Integer ldrv_opt_integer(lua_State *L, int idx, const char *key, lua_Integer def,
+                             const char *what);
+int ldrv_opt_bool(lua_State *L, int idx, const char *key, int def, const char *what);
+
+/* ---- l_nn.c ---- */
+nn_module *lnn_check_module(lua_State *L, int idx);
+nn_loss *lnn_check_loss(lua_State *L, int idx);
+/* Pushes a Module userdata holding a new reference to m. */
+void lnn_push_module(lua_State *L, nn_module *m);
+
+/* ---- l_optim.c ---- */
+const optim_cfg *loptim_check(lua_State *L, int idx);
+
+/* ---- l_data.c ---- */
+dataset *ldata_check(lua_State *L, int idx);
+
+#endif
