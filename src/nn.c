@@ -8,6 +8,7 @@
  * kernels section says how they are made to vectorize).
  */
 #include "nn.h"
+#include "nn_int.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -18,26 +19,6 @@
 #include "err.h"
 
 /* ============================== helpers ================================= */
-
-/* GCC's -O2 vectorizer (the "very cheap" cost model) only takes loops whose
- * trip count is a known multiple of the vector width. A fixed eight-wide
- * inner block gives it one, so these passes compile to packed SIMD code
- * at the project's default optimization level; the tail runs scalar.
- * The statement is written for one element index `i`. */
-#define EACH(i, n, ...)                                       \
-  do {                                                        \
-    int64_t blk_ = 0, n_ = (n);                               \
-    for (; blk_ + 8 <= n_; blk_ += 8)                         \
-      for (int k_ = 0; k_ < 8; k_++) {                        \
-        int64_t i = blk_ + k_;                                \
-        __VA_ARGS__;                                          \
-      }                                                       \
-    for (int64_t i = blk_; i < n_; i++) {                     \
-      __VA_ARGS__;                                            \
-    }                                                         \
-  } while (0)
-
-#define SHAPE(t, buf) tensor_shape_str((t), (buf), sizeof(buf))
 
 /* Makes *t a contiguous tensor of the given shape: allocated on first use,
  * afterwards resized in place (no allocation while the capacity lasts). */

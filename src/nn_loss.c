@@ -10,25 +10,9 @@
 
 #include "err.h"
 #include "nn.h"
+#include "nn_int.h"
 
 /* ============================== helpers ================================= */
-
-/* Blocks of eight with a fixed trip count, which GCC's -O2 vectorizer
- * accepts (as in nn.c); the statement is written for one index `i`. */
-#define EACH(i, n, ...)                                       \
-  do {                                                        \
-    int64_t blk_ = 0, n_ = (n);                               \
-    for (; blk_ + 8 <= n_; blk_ += 8)                         \
-      for (int k_ = 0; k_ < 8; k_++) {                        \
-        int64_t i = blk_ + k_;                                \
-        __VA_ARGS__;                                          \
-      }                                                       \
-    for (int64_t i = blk_; i < n_; i++) {                     \
-      __VA_ARGS__;                                            \
-    }                                                         \
-  } while (0)
-
-#define SHAPE(t, buf) tensor_shape_str((t), (buf), sizeof(buf))
 
 /* Makes *t a contiguous tensor shaped like `like`: allocated on first use,
  * afterwards resized in place. */
