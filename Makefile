@@ -10,7 +10,7 @@ SANITIZE     ?=
 CC           ?= cc
 V            ?= 0
 
-PKGS    = lua5.4 libuv libedit openblas
+PKGS    = lua5.4 libuv libedit openblas libsodium
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPTIMIZATION) -fno-math-errno -fvect-cost-model=dynamic \
 	-MMD -MP -Isrc -I$(BUILD) $(SANITIZE) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS)

@@ -153,4 +153,17 @@ int nn_loss_backward(nn_loss *l, const tensor *pred, const tensor *target, const
  * bad input. */
 int64_t nn_loss_correct(const nn_loss *l, const tensor *pred, const tensor *target);
 
+/* ---- specs: a model's architecture as text, to rebuild it elsewhere ---- */
+
+/* Writes m's architecture (no parameter values) into buf, e.g.
+ * "Sequential(Linear(64,128),ReLU,Dropout(0.5),Linear(128,10))"; returns
+ * the length needed, like snprintf. Dropout's p is printed exactly (%.9g). */
+int nn_spec(const nn_module *m, char *buf, size_t n);
+/* Builds a fresh model from a spec (weights initialised from r; the
+ * caller then overwrites them). NULL with a message naming the position of
+ * a syntax error or an unknown layer. Dropout layers are seeded from r. */
+nn_module *nn_from_spec(const char *spec, rng_t *r);
+/* Loss by its type name ("CrossEntropy", "MSE", "BCEWithLogits"). */
+nn_loss *nn_loss_from_name(const char *name);
+
 #endif

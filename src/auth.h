@@ -1,0 +1,53 @@
+/* auth.h - the run's secret and the challenge/response every connection
+ * starts with (libsodium: HMAC-SHA-256, random nonces, constant-time
+ * comparison).
+ *
+ * Handshake, after TCP connect (conn.c drives it):
+ *   server -> HELLO   { ns }                         ns: 32 random bytes
+ *   client -> AUTH    { nc, mac_c = H(key, "drover client" || ns || nc) }
+ *   server -> AUTH_OK { mac_s = H(key, "drover server" || nc || ns) }
+ * The server drops a client whose mac_c is wrong; the client drops a server
+ * whose mac_s is wrong, so each side proves it holds the secret and neither
+ * reveals it. Fresh nonces on both sides prevent replays.
+ *
+ * The secret lives in the run directory as 64 hex characters in a file of
+ * mode 0600 and reaches nodes through DROVER_SECRET_FILE (a path) - never
+ * on a command line.
+ */
+#ifndef DROVER_AUTH_H
+#define DROVER_AUTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define AUTH_KEY_SIZE 32
+#define AUTH_NONCE_SIZE 32
+#define AUTH_MAC_SIZE 32
+
+typedef struct auth_secret {
+  uint8_t key[AUTH_KEY_SIZE];
+} auth_secret;
+
+/* Initialises libsodium (idempotent, thread-safe). 0 or DRV_EUNSUPPORTED. */
+int auth_init(void);
+/* A new random secret. */
+int auth_secret_generate(auth_secret *s);
+/* Writes the secret as hex to a new file created with mode 0600 (fails if
+ * the file exists). Errors name the path. */
+int auth_secret_save(const auth_secret *s, const char *path);
+/* Reads a secret file; refuses one that group or others may read
+ * ("secret file 'x' is readable by others (mode 0644); chmod 600 it"). */
+int auth_secret_load(const char *path, auth_secret *s);
+/* Loads the file named by $DROVER_SECRET_FILE. */
+int auth_secret_from_env(auth_secret *s);
+
+void auth_nonce(uint8_t out[AUTH_NONCE_SIZE]);
+/* mac_c and mac_s of the handshake above. */
+void auth_client_mac(const auth_secret *s, const uint8_t ns[AUTH_NONCE_SIZE],
+                     const uint8_t nc[AUTH_NONCE_SIZE], uint8_t mac[AUTH_MAC_SIZE]);
+void auth_server_mac(const auth_secret *s, const uint8_t nc[AUTH_NONCE_SIZE],
+                     const uint8_t ns[AUTH_NONCE_SIZE], uint8_t mac[AUTH_MAC_SIZE]);
+/* Constant-time equality of two MACs. */
+bool auth_mac_equal(const uint8_t a[AUTH_MAC_SIZE], const uint8_t b[AUTH_MAC_SIZE]);
+
+#endif

@@ -1,0 +1,95 @@
+/* conn.h - framed, authenticated TCP connections on a libuv loop.
+ *
+ * A conn reads frames (wire.h), validates each header before buffering its
+ * payload, runs the auth.h handshake before anything else, and hands whole
+ * authenticated frames to its owner's on_frame callback. Writes are queued;
+ * a frame's buffer belongs to the conn from conn_send() on.
+ *
+ * Lifetimes follow libuv: the conn module owns the conn and its handle,
+ * frees them only in the close callback, and calls on_close exactly once
+ * (also for a conn that never authenticated, and for one closed by the
+ * owner). After on_close returns the conn pointer is invalid. A protocol
+ * error (bad frame, failed handshake, a peer that times out during the
+ * handshake) closes that connection only, with the reason logged and passed
+ * to on_close; the process goes on.
+ *
+ * Servers: conn_listen() accepts connections, each a conn with the
+ * server's callbacks, calling on_ready once authenticated. Clients:
+ * conn_connect() resolves nothing (numeric addresses only), connects,
+ * authenticates and calls on_ready, or on_close on failure.
+ */
+#ifndef DROVER_CONN_H
+#define DROVER_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "auth.h"
+#include "wire.h"
+
+typedef struct conn conn;
+typedef struct conn_server conn_server;
+
+typedef struct conn_cbs {
+  /* The handshake finished; frames may flow. May be NULL. */
+  void (*on_ready)(conn *c);
+  /* One authenticated frame. `payload` (h->len bytes) is valid only during
+   * the call. The callback may call conn_close(c) or conn_send(c). */
+  void (*on_frame)(conn *c, const wire_header *h, const uint8_t *payload);
+  /* The connection is gone: `err` 0 for a clean close by either side (EOF
+   * or conn_close), else a negative code with `why` naming the reason
+   * ("bad magic 0x41414141 from 127.0.0.1:40312"). */
+  void (*on_close)(conn *c, int err, const char *why);
+} conn_cbs;
+
+typedef struct conn_opts {
+  const auth_secret *secret; /* required; borrowed for the conn's life */
+  const conn_cbs *cbs;       /* required; borrowed */
+  void *ud;                  /* the owner's pointer, read with conn_ud() */
+  uint32_t max_frame;        /* 0: WIRE_DEFAULT_MAX_FRAME */
+  uint8_t server_kind;       /* sent in HELLO (0 coordinator, 1 ps) */
+  uint32_t handshake_ms;     /* 0: 5000; a peer silent that long is dropped */
+} conn_opts;
+
+/* Listens on host:port (numeric IPv4/IPv6; port 0 picks a free one, whose
+ * number goes to *bound_port). Every accepted conn gets `o`'s callbacks and
+ * ud (conn_set_ud can change it per conn). */
+int conn_listen(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
+                conn_server **out, int *bound_port);
+/* Stops accepting and closes the listener (not the accepted conns). The
+ * server is freed once its handle closes. */
+void conn_server_close(conn_server *s);
+
+/* Starts connecting to host:port; *out is valid at once (for conn_close).
+ * Returns a negative code only for immediate failures, after which no
+ * callback is called. */
+int conn_connect(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
+                 conn **out);
+
+/* Queues a whole frame (header included, as from wire_wr_finish). Takes
+ * ownership of `frame` (malloc'd) in every case. Returns DRV_EIO once the
+ * conn is closing. */
+int conn_send(conn *c, uint8_t *frame, size_t len);
+/* wire_wr_finish(w, type, req) and conn_send; w is consumed. */
+int conn_send_wr(conn *c, wire_wr *w, uint8_t type, uint32_t req);
+/* A frame that sends a payload the caller keeps alive until `done` runs
+ * (called once, from the loop, when the write completed or failed): for
+ * large tensors without a copy. The header is built here. */
+int conn_send_ref(conn *c, uint8_t type, uint32_t req, const void *payload, size_t len,
+                  void (*done)(void *arg), void *arg);
+
+/* Closes the conn (idempotent); on_close follows from the loop with err 0
+ * and `why`. Queued writes are dropped. */
+void conn_close(conn *c, const char *why);
+
+void *conn_ud(const conn *c);
+void conn_set_ud(conn *c, void *ud);
+bool conn_is_ready(const conn *c);
+/* "127.0.0.1:40312" (the peer as accepted or dialled). */
+const char *conn_peer(const conn *c);
+/* Bytes queued for writing and not yet written. */
+size_t conn_pending(const conn *c);
+
+#endif

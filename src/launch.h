@@ -1,0 +1,63 @@
+/* launch.h - launchers: start a node process for a (role, index), stop it,
+ * learn that it exited. One small interface; backends in launch_*.c
+ * (local now; ssh and Slurm later).
+ *
+ * A node is the same drover binary run as
+ *   drover node --coord HOST:PORT --role ROLE --index I --run-dir DIR
+ *               --bind HOST [--cpus N] --heartbeat-ms MS --timeout-ms MS
+ * with the run's secret reachable through $DROVER_SECRET_FILE (never on the
+ * command line), and its stdout and stderr appended to DIR/logs/ROLE-I.log.
+ */
+#ifndef DROVER_LAUNCH_H
+#define DROVER_LAUNCH_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+typedef struct launch_task {
+  int role, index;           /* wire_role, index within the role */
+  const char *coord;         /* "127.0.0.1:40001" */
+  const char *run_dir;       /* absolute path */
+  const char *secret_file;   /* absolute path of the 0600 secret */
+  const char *bind_host;     /* address nodes listen on ("127.0.0.1") */
+  int cpus;                  /* 0 = leave thread counts alone */
+  uint32_t heartbeat_ms;     /* passed as --heartbeat-ms */
+  uint32_t timeout_ms;       /* passed as --timeout-ms */
+} launch_task;
+
+typedef struct launcher launcher;
+
+/* Called from the loop when a started task's process ends (exit_status
+ * from exit(), or term_signal when killed). `task_ud` is start's. */
+typedef void (*launch_exit_cb)(launcher *l, void *task_ud, int64_t exit_status,
+                               int term_signal);
+
+typedef struct launch_ops {
+  const char *name; /* "local" */
+  /* Starts the task; *pid gets its process id (local) or 0. */
+  int (*start)(launcher *l, const launch_task *t, void *task_ud, pid_t *pid);
+  /* Sends `sig` to the task started with task_ud (no-op if it ended). */
+  int (*signal)(launcher *l, void *task_ud, int sig);
+  /* Number of started tasks whose exit has not been reported yet. */
+  int (*running)(launcher *l);
+  /* Frees the launcher; tasks still running are sent SIGKILL first and
+   * their handles closed (exit callbacks are not called after this). */
+  void (*destroy)(launcher *l);
+} launch_ops;
+
+struct launcher {
+  const launch_ops *ops;
+  uv_loop_t *loop;
+  launch_exit_cb on_exit;
+  void *ud; /* the owner's (the coordinator) */
+};
+
+/* The local launcher: node processes on this machine (uv_spawn of this
+ * very binary, found through /proc/self/exe). */
+launcher *launch_local_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud);
+
+/* The absolute path of the running drover binary (static buffer). */
+const char *launch_self_exe(void);
+
+#endif

@@ -1,0 +1,37 @@
+/* rundir.h - the run directory: everything a run produces.
+ *
+ *   runs/<name>-<yyyymmdd-hhmmss>[-N]/
+ *     coordinator   "host:port pid" of the coordinator (while it runs)
+ *     secret        the run's secret, 0600
+ *     events.log    one line per event: node up, lost, errors, shutdown
+ *     logs/<role>-<i>.log   each node's stdout and stderr
+ *     logs/coordinator.log  the coordinator's own log records
+ */
+#ifndef DROVER_RUNDIR_H
+#define DROVER_RUNDIR_H
+
+#include <stdio.h>
+#include <sys/types.h>
+
+typedef struct rundir {
+  char path[1024]; /* absolute */
+  FILE *events;    /* events.log, line-buffered */
+} rundir;
+
+/* Creates base/<name>-<stamp> (base and logs/ too) and opens events.log.
+ * A name with '/' or starting with '.' is refused; a taken directory gets
+ * a -2, -3... suffix. Errors name the path and the reason ("cannot create
+ * 'runs': Permission denied"). */
+int rundir_create(const char *base, const char *name, rundir *rd);
+/* Appends "2026-11-21T10:53:06.123Z <text>" to events.log and flushes. */
+void rundir_event(rundir *rd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes (replacing) a file in the run directory with the given mode. */
+int rundir_write(const rundir *rd, const char *name, const char *content, mode_t mode);
+/* "<dir>/<name>" into buf; returns buf. */
+const char *rundir_file(const rundir *rd, const char *name, char *buf, size_t n);
+/* The last `lines` lines of a file into buf (for error messages naming a
+ * node's last log lines); "" when unreadable. Returns buf. */
+const char *rundir_tail(const char *path, int lines, char *buf, size_t n);
+void rundir_close(rundir *rd);
+
+#endif

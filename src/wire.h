@@ -1,0 +1,232 @@
+/* wire.h - drover's framed binary protocol: headers, message types,
+ * payload encoding and validation.
+ *
+ * Every message is one frame: a 16-byte little-endian header followed by
+ * `len` payload bytes.
+ *
+ *   offset size field
+ *   0      4    magic    "DRV1" (0x31565244 read as little-endian u32)
+ *   4      1    version  WIRE_VERSION
+ *   5      1    type     a wire_type below
+ *   6      2    flags    WIRE_F_* (0 unless stated)
+ *   8      4    req      request id: a reply carries its request's id
+ *   12     4    len      payload length, <= the receiver's maximum
+ *
+ * Payloads are sequences of fields, little-endian, without padding:
+ *   u8 u16 u32 u64 i32 f64    fixed-size integers and doubles
+ *   str     u32 length + that many bytes (no NUL; at most WIRE_MAX_STR)
+ *   bytes   u32 length + bytes (at most the frame)
+ *   tensor  u8 ndim (1..4), ndim x u64 dims, then prod(dims) float32 raw
+ *           (little-endian IEEE; the element count is checked against the
+ *           bytes that remain, overflow-safe)
+ * The layouts of each message are in the table in wire.c and below. Every
+ * field read goes through a wire_rd that checks bounds and remembers the
+ * first failure, so a decoder reads its fields straight through and checks
+ * wire_rd_ok() once at the end (and that no bytes are left over).
+ *
+ * A frame that fails validation (bad magic or version, unknown type, a
+ * length over the maximum or outside the type's limits, a malformed
+ * payload) is a protocol error: the connection that sent it is closed
+ * with a logged reason; the process goes on.
+ */
+#ifndef DROVER_WIRE_H
+#define DROVER_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "optim.h"
+#include "tensor.h"
+
+#define WIRE_MAGIC 0x31565244u /* "DRV1" */
+#define WIRE_VERSION 1
+#define WIRE_HEADER_SIZE 16
+#define WIRE_MAX_STR 4096
+#define WIRE_DEFAULT_MAX_FRAME (256u << 20) /* 256 MiB: a dataset shard fits */
+#define WIRE_NONCE_SIZE 32
+#define WIRE_MAC_SIZE 32
+
+/* Message types. Direction: C = coordinator, N = any node, W = worker or
+ * chief, E = evaluator, P = ps. Payload layouts:
+ *
+ * Handshake (the only frames allowed before authentication):
+ *  HELLO      server -> client   nonce[32] (bytes), server_kind u8 (0 coord, 1 ps)
+ *  AUTH       client -> server   nonce[32], mac[32]   mac over both nonces
+ *  AUTH_OK    server -> client   mac[32]              proves the server's secret
+ * Control (node <-> coordinator):
+ *  REGISTER   N -> C   role u8, index u32, pid u32, host str, port u16
+ *                      (ps data port; 0 otherwise), cpus u32, memory u64
+ *  REGISTERED C -> N   (reply) ok u8, message str (refusal reason when !ok)
+ *  SPEC       C -> N   count u32, then per node: role u8, index u32, host str,
+ *                      port u16 - the cluster, sent once all registered
+ *  HEARTBEAT  both     seq u64, rss u64 (bytes; 0 from the coordinator),
+ *                      cpu_ms u64 (process CPU time)
+ *  SHUTDOWN   C -> N   grace_ms u32: finish the running task, then exit 0
+ *  ERROR      any      code i32, message str (the sender then closes)
+ * Training setup (coordinator -> nodes, once per fit):
+ *  VAR_INIT   C -> P   var u32, row0 u64 (first row of this shard), optim
+ *                      cfg (WIRE optim layout: kind u8, lr, momentum,
+ *                      dampening, weight_decay, beta1, beta2, eps, alpha,
+ *                      lr_decay, initial_accumulator as f64, nesterov u8),
+ *                      value tensor; reply VAR_INIT_OK (req echoed)
+ *  SETUP      C -> W,E model str (nn spec, see nn_spec), loss str, batch u64,
+ *                      seed u64, count u32 vars, then per var: name str,
+ *                      ndim u8 + dims u64, shards u32, per shard: ps u32
+ *                      (index), row0 u64, rows u64; then x tensor, y tensor
+ *                      (this node's data: worker i's shard, or eval data);
+ *                      reply SETUP_OK
+ * Tasks (coordinator -> worker; at most a few in flight per worker):
+ *  TASK       C -> W   task u64, kind u8 (WIRE_TASK_*), arg u64
+ *  RESULT     W -> C   task u64, status i32 (0 ok), loss f64, correct i64
+ *                      (-1 when accuracy does not apply), examples u64,
+ *                      message str (error text when status != 0)
+ *  EVAL       C -> E   step u64: pull the latest parameters, evaluate
+ *  EVAL_RESULT E -> C  step u64, status i32, loss f64, accuracy f64, examples
+ *                      u64, message str
+ * Parameters (worker/evaluator/coordinator -> ps):
+ *  PULL       -> P     count u32, var u32 each
+ *  PULL_REPLY P ->     count u32, per var: var u32, tensor (the shard)
+ *  PUSH       -> P     count u32, per var: var u32, tensor (gradient of the
+ *                      shard, same shape); applied on arrival (async)
+ *  PUSH_OK    P ->     step u64 (updates applied to this ps so far)
+ */
+#define WIRE_TYPE_MAP(XX)       \
+  XX(1, HELLO)                  \
+  XX(2, AUTH)                   \
+  XX(3, AUTH_OK)                \
+  XX(10, REGISTER)              \
+  XX(11, REGISTERED)            \
+  XX(12, SPEC)                  \
+  XX(13, HEARTBEAT)             \
+  XX(14, SHUTDOWN)              \
+  XX(15, ERROR)                 \
+  XX(20, VAR_INIT)              \
+  XX(21, VAR_INIT_OK)           \
+  XX(22, SETUP)                 \
+  XX(23, SETUP_OK)              \
+  XX(30, TASK)                  \
+  XX(31, RESULT)                \
+  XX(32, EVAL)                  \
+  XX(33, EVAL_RESULT)           \
+  XX(40, PULL)                  \
+  XX(41, PULL_REPLY)            \
+  XX(42, PUSH)                  \
+  XX(43, PUSH_OK)
+
+typedef enum wire_type {
+#define XX(num, name) WIRE_##name = num,
+  WIRE_TYPE_MAP(XX)
+#undef XX
+} wire_type;
+
+enum { WIRE_TASK_TRAIN_STEP = 1 };
+
+/* Roles, in TensorFlowOnSpark's order (ps first). */
+typedef enum wire_role { ROLE_PS = 0, ROLE_CHIEF = 1, ROLE_WORKER = 2, ROLE_EVALUATOR = 3 } wire_role;
+#define ROLE_COUNT 4
+const char *wire_role_name(int role); /* "ps", ...; "?" when out of range */
+int wire_role_from_name(const char *name); /* -1 when unknown */
+
+/* ---- message table ------------------------------------------------------ */
+
+typedef struct wire_msg_info {
+  uint8_t type;
+  const char *name;  /* "PUSH" */
+  uint32_t min_len;  /* smallest valid payload */
+  uint32_t max_len;  /* largest valid payload (UINT32_MAX: the frame max) */
+  bool pre_auth;     /* may be sent before authentication completes */
+} wire_msg_info;
+
+/* The table entry for `type`, or NULL for an unknown type. */
+const wire_msg_info *wire_msg(uint8_t type);
+const char *wire_type_name(uint8_t type); /* "PUSH"; "type 0x7f" style when unknown (static buffer) */
+
+/* ---- header --------------------------------------------------------------- */
+
+typedef struct wire_header {
+  uint8_t type;
+  uint16_t flags;
+  uint32_t req;
+  uint32_t len;
+} wire_header;
+
+/* Encodes h into out[WIRE_HEADER_SIZE]. */
+void wire_header_encode(const wire_header *h, uint8_t *out);
+/* Decodes and validates a header: magic, version, known type, len within
+ * max_frame and within the type's limits, and (when !authed) that the type
+ * may come before authentication. Returns 0 or DRV_EPARSE with the reason
+ * in drv_errmsg() ("frame type PUSH before authentication"). */
+int wire_header_decode(const uint8_t *in, uint32_t max_frame, bool authed, wire_header *h);
+
+/* ---- payload writer ------------------------------------------------------- */
+
+/* A growable buffer that starts with room for the header; wire_wr_finish
+ * writes the header in front. On allocation failure it records the error
+ * and ignores further writes (check wire_wr_finish's return). */
+typedef struct wire_wr {
+  uint8_t *buf; /* owned; WIRE_HEADER_SIZE reserved at the front */
+  size_t len, cap;
+  int err;
+} wire_wr;
+
+void wire_wr_init(wire_wr *w);
+void wire_wr_u8(wire_wr *w, uint8_t v);
+void wire_wr_u16(wire_wr *w, uint16_t v);
+void wire_wr_u32(wire_wr *w, uint32_t v);
+void wire_wr_u64(wire_wr *w, uint64_t v);
+void wire_wr_i32(wire_wr *w, int32_t v);
+void wire_wr_i64(wire_wr *w, int64_t v);
+void wire_wr_f64(wire_wr *w, double v);
+void wire_wr_str(wire_wr *w, const char *s); /* truncated at WIRE_MAX_STR */
+void wire_wr_bytes(wire_wr *w, const void *p, uint32_t n);
+void wire_wr_raw(wire_wr *w, const void *p, size_t n); /* no length prefix */
+void wire_wr_tensor(wire_wr *w, const tensor *t); /* any strides */
+/* The optimizer config as VAR_INIT carries it (layout in the table above). */
+void wire_wr_optim(wire_wr *w, const optim_cfg *c);
+/* Writes the header for (type, req) in front. On success the caller owns
+ * w->buf (w->len bytes: a whole frame) and frees it with free(). Returns 0
+ * or a negative code (the buffer is then freed). */
+int wire_wr_finish(wire_wr *w, uint8_t type, uint32_t req);
+void wire_wr_free(wire_wr *w);
+
+/* ---- payload reader ------------------------------------------------------- */
+
+/* Reads fields from a payload it borrows. The first failure (reading past
+ * the end, a string over WIRE_MAX_STR or with a NUL, a bad tensor header)
+ * is remembered with a message; later reads return zeros. */
+typedef struct wire_rd {
+  const uint8_t *p;
+  size_t len, off;
+  int err;          /* 0 or DRV_EPARSE */
+  char why[160];    /* the first failure */
+} wire_rd;
+
+void wire_rd_init(wire_rd *r, const uint8_t *payload, size_t len);
+uint8_t wire_rd_u8(wire_rd *r);
+uint16_t wire_rd_u16(wire_rd *r);
+uint32_t wire_rd_u32(wire_rd *r);
+uint64_t wire_rd_u64(wire_rd *r);
+int32_t wire_rd_i32(wire_rd *r);
+int64_t wire_rd_i64(wire_rd *r);
+double wire_rd_f64(wire_rd *r);
+/* Copies a string into out[n] (NUL-terminated); fails if it does not fit. */
+void wire_rd_str(wire_rd *r, char *out, size_t n);
+/* Points *p at `n` bytes of a length-prefixed field (borrowed). */
+uint32_t wire_rd_bytes(wire_rd *r, const uint8_t **p);
+/* Reads a tensor header and points *data at its float32 payload
+ * (borrowed, possibly unaligned: memcpy it). shape[] gets the dims. */
+int wire_rd_tensor_view(wire_rd *r, int *ndim, int64_t shape[TENSOR_MAXDIM],
+                        const uint8_t **data);
+/* Reads a tensor into a new one (caller frees), or NULL on failure. */
+tensor *wire_rd_tensor(wire_rd *r);
+/* Reads a tensor into dst, whose shape must match exactly. */
+int wire_rd_tensor_into(wire_rd *r, tensor *dst);
+/* Reads an optimizer config and validates it (optim_cfg_check). */
+int wire_rd_optim(wire_rd *r, optim_cfg *c);
+/* 0 when every read succeeded and the payload was consumed exactly; else
+ * DRV_EPARSE with "PUSH: ..." (the type's name and the first failure). */
+int wire_rd_done(wire_rd *r, uint8_t type);
+static inline bool wire_rd_ok(const wire_rd *r) { return r->err == 0; }
+
+#endif
