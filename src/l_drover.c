@@ -52,6 +52,21 @@ static void set_module(lua_State *L, const char *field, lua_CFunction open) {
   lua_setfield(L, -2, field + 7);   /* drover.tensor etc. */
 }
 
+#define LOOP_KEY "drover.loop"
+
+void drover_lua_set_loop(lua_State *L, uv_loop_t *loop) {
+  lua_pushlightuserdata(L, loop);
+  lua_setfield(L, LUA_REGISTRYINDEX, LOOP_KEY);
+}
+
+uv_loop_t *drover_lua_loop(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, LOOP_KEY);
+  uv_loop_t *loop = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (!loop) luaL_error(L, "drover: this Lua state has no event loop");
+  return loop;
+}
+
 int drover_lua_traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
   if (msg == NULL) {

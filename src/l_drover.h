@@ -10,11 +10,19 @@
 #define DROVER_L_DROVER_H
 
 #include <lua.h>
+#include <uv.h>
 
 /* Opens the standard libraries and drover into L: the global `drover`
  * (also `require "drover"`), then runs lua/init.lua (help(), experiment,
  * pretty printing). Returns 0, or a negative code with drv_errmsg() set. */
 int drover_lua_init(lua_State *L);
+
+/* The event loop that Lua code pumps while it waits (c:fit, c:shutdown):
+ * set by whoever made the state, before running any Lua; borrowed, and it
+ * must outlive lua_close(L) (cluster finalizers pump it). */
+void drover_lua_set_loop(lua_State *L, uv_loop_t *loop);
+/* The loop, or a Lua error when the state has none. */
+uv_loop_t *drover_lua_loop(lua_State *L);
 
 /* lua_pcall message handler: appends a traceback to the error. */
 int drover_lua_traceback(lua_State *L);

@@ -143,13 +143,15 @@ static int cmd_help(int argc, char **argv) {
 
 /* ============================== Lua states ============================== */
 
-/* A fresh state with the drover library, or NULL after printing why. */
-static lua_State *new_state(void) {
+/* A fresh state with the drover library on `loop`, or NULL after printing
+ * why. The loop must outlive the state (finalizers pump it). */
+static lua_State *new_state(uv_loop_t *loop) {
   lua_State *L = luaL_newstate();
   if (!L) {
     fputs("drover: cannot create a Lua state (out of memory)\n", stderr);
     return NULL;
   }
+  drover_lua_set_loop(L, loop);
   if (drover_lua_init(L) < 0) {
     fprintf(stderr, "drover: %s\n", drv_errmsg());
     lua_close(L);
@@ -158,26 +160,33 @@ static lua_State *new_state(void) {
   return L;
 }
 
+static int open_loop(uv_loop_t *loop) {
+  int rc = uv_loop_init(loop);
+  if (rc < 0) fprintf(stderr, "drover: cannot start the event loop: %s\n", uv_strerror(rc));
+  return rc;
+}
+
+/* Runs the close callbacks of handles the Lua state released, closes the
+ * loop, and passes `status` through. */
+static int close_loop(uv_loop_t *loop, int status) {
+  uv_run(loop, UV_RUN_NOWAIT);
+  if (uv_loop_close(loop) != 0) fputs("drover: event loop closed with live handles\n", stderr);
+  return status;
+}
+
 static int cmd_repl(int argc, char **argv) {
   if (argc > 1) {
     const command *c = find_command("repl");
     return argv[1][0] == '-' ? usage_error(c, "unknown option '%s'", argv[1])
                              : usage_error(c, "unexpected argument '%s'", argv[1]);
   }
-  lua_State *L = new_state();
-  if (!L) return 1;
   uv_loop_t loop;
-  int rc = uv_loop_init(&loop);
-  if (rc < 0) {
-    fprintf(stderr, "drover: cannot start the event loop: %s\n", uv_strerror(rc));
-    lua_close(L);
-    return 1;
-  }
+  if (open_loop(&loop) < 0) return 1;
+  lua_State *L = new_state(&loop);
+  if (!L) return close_loop(&loop, 1);
   int status = repl_run(L, &loop);
   lua_close(L);
-  uv_run(&loop, UV_RUN_NOWAIT); /* close callbacks of handles Lua held */
-  if (uv_loop_close(&loop) != 0) fputs("drover: event loop closed with live handles\n", stderr);
-  return status;
+  return close_loop(&loop, status);
 }
 
 /* ============================== run ===================================== */
@@ -219,8 +228,10 @@ static int cmd_run(int argc, char **argv) {
   int all_argc = argc + 1;
   int all_script = script + 1;
 
-  lua_State *L = new_state();
-  if (!L) return 1;
+  uv_loop_t loop;
+  if (open_loop(&loop) < 0) return 1;
+  lua_State *L = new_state(&loop);
+  if (!L) return close_loop(&loop, 1);
   set_arg_table(L, all_argc, all, all_script);
 
   const char *file = argv[script];
@@ -230,7 +241,7 @@ static int cmd_run(int argc, char **argv) {
      * LUA_ERRSYNTAX: "FILE:LINE: message near 'x'". */
     fprintf(stderr, "drover: %s\n", lua_tostring(L, -1));
     lua_close(L);
-    return 1;
+    return close_loop(&loop, 1);
   }
   int nargs = argc - script - 1;
   luaL_checkstack(L, nargs + 3, "too many arguments to the script");
@@ -246,7 +257,7 @@ static int cmd_run(int argc, char **argv) {
   }
   fflush(stdout);
   lua_close(L);
-  return status;
+  return close_loop(&loop, status);
 }
 
 /* ============================== dispatch ================================ */
