@@ -26,7 +26,7 @@ say =
 endif
 
 # One concept per .c/.h pair; the object list is explicit on purpose.
-LIB_SRCS = err rng tensor nn nn_loss optim data data_read data_bin train embed \
+LIB_SRCS = err rng tensor nn nn_loss optim data data_read data_bin train progress embed \
 	l_drover l_tensor l_nn l_optim l_data l_train repl
 LIB_OBJS = $(LIB_SRCS:%=$(BUILD)/%.o) $(BUILD)/embedded.o
 MAIN_OBJ = $(BUILD)/main.o

@@ -16,16 +16,9 @@
 #include <time.h>
 
 #include "err.h"
+#include "progress.h"
 
-#define TTY_INTERVAL 0.25  /* seconds between redraws of the bar */
-#define LINE_INTERVAL 5.0  /* seconds between plain progress lines */
-#define BAR_WIDTH 20
-
-static double now_sec(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#define now_sec progress_now
 
 /* ---- steps and evaluation ------------------------------------------------ */
 
@@ -88,61 +81,6 @@ int train_evaluate(nn_module *model, nn_loss *loss, const dataset *d, int64_t ba
   return rc;
 }
 
-/* ---- progress output ------------------------------------------------------ */
-
-/* "12,345" */
-static void fmt_thousands(char *buf, size_t n, double v) {
-  char digits[32];
-  snprintf(digits, sizeof digits, "%.0f", v < 0 ? 0 : v);
-  size_t len = strlen(digits), o = 0;
-  for (size_t i = 0; i < len && o + 1 < n; i++) {
-    if (i > 0 && (len - i) % 3 == 0 && o + 2 < n) buf[o++] = ',';
-    buf[o++] = digits[i];
-  }
-  buf[o] = '\0';
-}
-
-/* TTY form "0:05", "1:02:03"; plain form "5s", "2m05s", "1h02m". */
-static void fmt_eta(char *buf, size_t n, double secs, bool tty) {
-  long long s = isfinite(secs) && secs > 0 ? (long long)(secs + 0.5) : 0;
-  long long h = s / 3600, m = (s / 60) % 60, r = s % 60;
-  if (tty) {
-    if (h)
-      snprintf(buf, n, "%lld:%02lld:%02lld", h, m, r);
-    else
-      snprintf(buf, n, "%lld:%02lld", m, r);
-  } else if (h) {
-    snprintf(buf, n, "%lldh%02lldm", h, m);
-  } else if (m) {
-    snprintf(buf, n, "%lldm%02llds", m, r);
-  } else {
-    snprintf(buf, n, "%llds", r);
-  }
-}
-
-static void print_bar(FILE *f, const train_progress *p) {
-  char bar[BAR_WIDTH + 1], rate[32], eta[32];
-  int filled = p->total_steps > 0 ? (int)(BAR_WIDTH * p->step / p->total_steps) : 0;
-  for (int i = 0; i < BAR_WIDTH; i++)
-    bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
-  bar[BAR_WIDTH] = '\0';
-  fmt_thousands(rate, sizeof rate, p->examples_per_sec);
-  fmt_eta(eta, sizeof eta, p->eta, true);
-  fprintf(f, "\rstep %lld/%lld [%s] epoch %lld/%lld loss %.4f", (long long)p->step,
-          (long long)p->total_steps, bar, (long long)p->epoch, (long long)p->epochs, p->loss);
-  if (!isnan(p->accuracy)) fprintf(f, " acc %.3f", p->accuracy);
-  fprintf(f, " %s ex/s ETA %s\033[K", rate, eta);
-}
-
-static void print_line(FILE *f, const train_progress *p) {
-  char eta[32];
-  fmt_eta(eta, sizeof eta, p->eta, false);
-  fprintf(f, "step %lld/%lld epoch %lld/%lld loss %.4f", (long long)p->step,
-          (long long)p->total_steps, (long long)p->epoch, (long long)p->epochs, p->loss);
-  if (!isnan(p->accuracy)) fprintf(f, " acc %.3f", p->accuracy);
-  fprintf(f, " %.0f ex/s eta %s\n", p->examples_per_sec, eta);
-}
-
 /* ---- the fit loop ---------------------------------------------------------- */
 
 typedef struct fit {
@@ -153,9 +91,7 @@ typedef struct fit {
   train_progress p;
   double t0;
   double eval_secs;     /* wall time spent evaluating, kept out of throughput */
-  double last_print;    /* when progress was last written */
-  int64_t printed_step; /* step of the last progress output, -1 none */
-  bool bar_shown;       /* a TTY bar is on the current line */
+  progress out;         /* progress output */
   int64_t examples;     /* training examples consumed */
   double epoch_loss;    /* sum of loss * batch size in this epoch */
   int64_t epoch_seen, epoch_correct;
@@ -170,23 +106,7 @@ static void fit_update_times(fit *f) {
   p->eta = p->step > 0 ? train_secs / (double)p->step * (double)(p->total_steps - p->step) : 0;
 }
 
-static void fit_print(fit *f, bool force) {
-  FILE *out = f->cfg->progress;
-  if (!out || f->p.step == 0) return;
-  double t = now_sec();
-  double every = f->cfg->progress_tty ? TTY_INTERVAL : LINE_INTERVAL;
-  if (!force && t - f->last_print < every) return;
-  if (force && !f->cfg->progress_tty && f->printed_step == f->p.step) return;
-  if (f->cfg->progress_tty) {
-    print_bar(out, &f->p);
-    f->bar_shown = true;
-  } else {
-    print_line(out, &f->p);
-  }
-  fflush(out);
-  f->last_print = t;
-  f->printed_step = f->p.step;
-}
+static void fit_print(fit *f, bool force) { progress_step(&f->out, &f->p, force); }
 
 static int fit_eval(fit *f) {
   const train_cfg *cfg = f->cfg;
@@ -195,18 +115,7 @@ static int fit_eval(fit *f) {
                           &f->p.eval_accuracy);
   f->eval_secs += now_sec() - t;
   if (rc < 0) return rc;
-  FILE *out = cfg->progress;
-  if (out) {
-    if (f->bar_shown) fputs("\r\033[K", out);
-    fprintf(out, "eval step %lld: loss %.4f", (long long)f->p.step, f->p.eval_loss);
-    if (!isnan(f->p.eval_accuracy)) fprintf(out, " accuracy %.4f", f->p.eval_accuracy);
-    fputc('\n', out);
-    fflush(out);
-    if (f->bar_shown) {
-      f->bar_shown = false;
-      f->last_print = -INFINITY; /* redraw the bar below the eval line at once */
-    }
-  }
+  progress_eval(&f->out, &f->p);
   fit_update_times(f);
   if (!cfg->on_progress) return 0;
   f->p.is_eval = true;
@@ -302,10 +211,7 @@ static int fit_finish(fit *f, int rc, train_result *res) {
   if (rc == 0 && cfg->eval && !evaluated_last) rc = fit_eval(f);
   fit_update_times(f);
   fit_print(f, true);
-  if (cfg->progress && f->bar_shown) {
-    fputc('\n', cfg->progress);
-    fflush(cfg->progress);
-  }
+  progress_end(&f->out);
   if (res) {
     res->steps = f->p.step;
     res->epochs = f->p.epoch;
@@ -334,10 +240,9 @@ int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *trai
     f.p.total_steps = cfg->max_steps;
   f.p.epochs = cfg->epochs;
   f.p.loss = f.p.accuracy = f.p.eval_loss = f.p.eval_accuracy = NAN;
-  f.printed_step = -1;
   /* The bar appears after the first step; plain lines only after 5 s. */
+  progress_init(&f.out, cfg->progress, cfg->progress_tty);
   f.t0 = now_sec();
-  f.last_print = cfg->progress_tty ? -INFINITY : f.t0;
   data_iter it;
   if ((rc = data_iter_init(&it, train, cfg->batch, cfg->shuffle, cfg->seed)) < 0) return rc;
   bool was = model->training;
