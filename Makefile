@@ -26,8 +26,9 @@ say =
 endif
 
 # One concept per .c/.h pair; the object list is explicit on purpose.
-LIB_SRCS = err rng tensor nn nn_loss optim data data_read data_bin train progress embed \
-	l_drover l_tensor l_nn l_optim l_data l_train repl
+LIB_SRCS = err rng tensor nn nn_loss nn_spec optim data data_read data_bin train progress embed \
+	log wire auth conn rundir launch_local coord coord_fit node ps worker worker_setup \
+	l_drover l_tensor l_nn l_optim l_data l_train l_cluster repl
 LIB_OBJS = $(LIB_SRCS:%=$(BUILD)/%.o) $(BUILD)/embedded.o
 MAIN_OBJ = $(BUILD)/main.o
 UNIT_SRCS = $(wildcard tests/unit/*.c)
@@ -112,3 +113,34 @@ help:
 	@echo "targets: all deps test demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
 
 -include $(wildcard $(BUILD)/*.d $(BUILD)/unit/*.d $(BUILD)/bench/*.d)
+
+# ---- fuzzing ------------------------------------------------------------------
+# `make fuzz` builds tests/fuzz/fuzz_wire.c as a libFuzzer target (clang,
+# ASan + UBSan), writes a seed corpus (one valid frame per message type, from
+# the same file built with -DFUZZ_WIRE_SEEDS) and fuzzes the wire decoder for
+# FUZZ_TIME seconds. Inputs it finds collect in $(BUILD)/fuzz/corpus and are
+# reused next time; a crash leaves $(BUILD)/fuzz/crash-* and fails the target.
+FUZZ_CC    ?= clang
+FUZZ_TIME  ?= 60
+FUZZ_SRCS   = src/wire.c src/tensor.c src/optim.c src/rng.c src/err.c
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Isrc \
+	$(shell pkg-config --cflags openblas 2>/dev/null)
+FUZZ_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null) -lm
+
+.PHONY: fuzz
+fuzz: $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/seeds_wire
+	$(Q)rm -rf $(BUILD)/fuzz/seeds && mkdir -p $(BUILD)/fuzz/seeds $(BUILD)/fuzz/corpus
+	$(Q)$(BUILD)/fuzz/seeds_wire $(BUILD)/fuzz/seeds
+	$(Q)OPENBLAS_NUM_THREADS=1 $(BUILD)/fuzz/fuzz_wire -max_total_time=$(FUZZ_TIME) \
+		-max_len=8192 -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ \
+		$(BUILD)/fuzz/corpus $(BUILD)/fuzz/seeds
+
+$(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(FUZZ_SRCS) $(wildcard src/*.h)
+	$(Q)mkdir -p $(BUILD)/fuzz
+	$(call say,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=undefined -o $@ tests/fuzz/fuzz_wire.c $(FUZZ_SRCS) $(FUZZ_LIBS)
+
+$(BUILD)/fuzz/seeds_wire: tests/fuzz/fuzz_wire.c $(FUZZ_SRCS) $(wildcard src/*.h)
+	$(Q)mkdir -p $(BUILD)/fuzz
+	$(call say,CC,$@)$(CC) $(FUZZ_CFLAGS) -DFUZZ_WIRE_SEEDS -o $@ tests/fuzz/fuzz_wire.c \
+		$(FUZZ_SRCS) $(FUZZ_LIBS)

@@ -51,6 +51,9 @@ typedef struct conn_opts {
   uint32_t max_frame;        /* 0: WIRE_DEFAULT_MAX_FRAME */
   uint8_t server_kind;       /* sent in HELLO (0 coordinator, 1 ps) */
   uint32_t handshake_ms;     /* 0: 5000; a peer silent that long is dropped */
+  bool opaque;               /* skip the payload layout check (wire_validate_payload)
+                                that every authenticated frame gets: only for tests of
+                                the transport itself, which carry arbitrary bytes */
 } conn_opts;
 
 /* Listens on host:port (numeric IPv4/IPv6; port 0 picks a free one, whose

@@ -20,7 +20,10 @@
   XX(PARSE, "malformed input")                              \
   XX(RANGE, "value out of range")                           \
   XX(UNSUPPORTED, "unsupported")                            \
-  XX(INTERRUPTED, "interrupted")
+  XX(INTERRUPTED, "interrupted")                            \
+  XX(TIMEDOUT, "timed out")                                 \
+  XX(NODE, "a cluster node failed")                         \
+  XX(PROTO, "protocol error")
 
 enum drv_errno {
   DRV_OK = 0,

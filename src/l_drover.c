@@ -5,10 +5,12 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "embed.h"
 #include "err.h"
+#include "progress.h"
 
 #ifndef DROVER_VERSION
 #define DROVER_VERSION "0.1.0"
@@ -92,6 +94,33 @@ int drover_lua_pcall(lua_State *L, int nargs, int nresults) {
   return 0;
 }
 
+/* drover.clock() -> monotonic seconds, for timing from scripts. */
+static int l_clock(lua_State *L) {
+  lua_pushnumber(L, progress_now());
+  return 1;
+}
+
+static void on_wake(uv_timer_t *t) { *(int *)t->data = 1; }
+static void free_timer(uv_handle_t *h) { free(h); }
+
+/* drover.sleep(seconds): waits while the event loop keeps running, so a
+ * script can let its cluster work (a plain os.execute("sleep") would stall
+ * every connection). Ctrl-C ends it with an error. */
+static int l_sleep(lua_State *L) {
+  double secs = luaL_checknumber(L, 1);
+  uv_loop_t *loop = drover_lua_loop(L);
+  uv_timer_t *t = malloc(sizeof *t);
+  if (!t) return luaL_error(L, "out of memory");
+  int done = 0;
+  uv_timer_init(loop, t);
+  t->data = &done;
+  uv_timer_start(t, on_wake, secs > 0 ? (uint64_t)(secs * 1000) : 0, 0);
+  while (!done && !drv_interrupted()) uv_run(loop, UV_RUN_ONCE);
+  uv_close((uv_handle_t *)t, free_timer);
+  if (!done) return luaL_error(L, "interrupted");
+  return 0;
+}
+
 int drover_lua_init(lua_State *L) {
   luaL_openlibs(L);
   add_searcher(L);
@@ -99,11 +128,16 @@ int drover_lua_init(lua_State *L) {
   lua_newtable(L);
   lua_pushliteral(L, DROVER_VERSION);
   lua_setfield(L, -2, "version");
+  lua_pushcfunction(L, l_clock);
+  lua_setfield(L, -2, "clock");
+  lua_pushcfunction(L, l_sleep);
+  lua_setfield(L, -2, "sleep");
   set_module(L, "drover.tensor", luaopen_drover_tensor);
   set_module(L, "drover.nn", luaopen_drover_nn);
   set_module(L, "drover.optim", luaopen_drover_optim);
   set_module(L, "drover.data", luaopen_drover_data);
   set_module(L, "drover.train", luaopen_drover_train);
+  set_module(L, "drover.cluster", luaopen_drover_cluster);
   lua_pushvalue(L, -1);
   lua_setglobal(L, "drover");
   lua_getglobal(L, "package");

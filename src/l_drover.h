@@ -38,5 +38,11 @@ int luaopen_drover_nn(lua_State *L);
 int luaopen_drover_optim(lua_State *L);
 int luaopen_drover_data(lua_State *L);
 int luaopen_drover_train(lua_State *L); /* C primitives behind experiment:fit */
+int luaopen_drover_cluster(lua_State *L); /* returns the drover.cluster function */
+
+/* Node failures of clusters that were shut down by their finalizer (a
+ * script that never called c:shutdown): main turns them into a non-zero
+ * exit status. */
+int drover_cluster_failures(void);
 
 #endif

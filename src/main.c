@@ -17,7 +17,9 @@
 
 #include "err.h"
 #include "l_drover.h"
+#include "node.h"
 #include "repl.h"
+#include "wire.h"
 
 #ifndef DROVER_VERSION
 #define DROVER_VERSION "0.1.0"
@@ -29,6 +31,7 @@
 static int cmd_repl(int argc, char **argv);
 static int cmd_run(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
+static int cmd_node(int argc, char **argv);
 
 /* One row per subcommand, Redis style:
  *   name     the word after `drover`
@@ -72,6 +75,19 @@ static const command commands[] = {
      "read, does not compile or raises an error (the message names FILE:LINE\n"
      "and a stack traceback follows), 2 on a usage error, 130 when Ctrl-C\n"
      "interrupted it (a second Ctrl-C kills a script stuck in C code).\n"},
+    {"node", cmd_node, "run one cluster process (started by a launcher, not by hand)",
+     "usage: drover node --coord HOST:PORT --role ROLE --index I --run-dir DIR\n"
+     "                   --bind HOST [--cpus N] --heartbeat-ms MS --timeout-ms MS\n"
+     "\n"
+     "One process of a cluster: ROLE is ps, chief, worker or evaluator. It connects\n"
+     "to the coordinator at HOST:PORT (numeric; [v6]:PORT for IPv6), proves it holds\n"
+     "the run's secret (the 0600 file named by DROVER_SECRET_FILE), registers, and\n"
+     "plays its role until told to stop. A ps listens for workers on --bind, port 0.\n"
+     "--cpus sets its BLAS and thread-pool threads. It heartbeats every MS and exits\n"
+     "when the coordinator is silent for --timeout-ms or its connection closes.\n"
+     "\n"
+     "Exit status: 0 after SHUTDOWN, 1 on a setup or protocol failure, 2 on a usage\n"
+     "error, 3 when the coordinator was lost. It logs to stderr.\n"},
     {"help", cmd_help, "show help for drover or for one command",
      "usage: drover help [COMMAND]\n"},
 };
@@ -256,8 +272,79 @@ static int cmd_run(int argc, char **argv) {
     status = interrupted ? EXIT_INTERRUPTED : 1;
   }
   fflush(stdout);
-  lua_close(L);
+  lua_close(L); /* also shuts down clusters the script left running */
+  if (status == 0 && drover_cluster_failures() > 0) status = 1;
   return close_loop(&loop, status);
+}
+
+/* ============================== node ==================================== */
+
+/* "HOST:PORT" or "[HOST]:PORT" into host (numeric) and port. */
+static bool split_hostport(const char *s, char *host, size_t n, int *port) {
+  const char *colon = strrchr(s, ':');
+  if (!colon || colon == s) return false;
+  const char *h = s, *hend = colon;
+  if (s[0] == '[') {
+    if (hend[-1] != ']') return false;
+    h = s + 1;
+    hend--;
+  }
+  if ((size_t)(hend - h) >= n || hend == h) return false;
+  memcpy(host, h, (size_t)(hend - h));
+  host[hend - h] = '\0';
+  char *end;
+  long p = strtol(colon + 1, &end, 10);
+  if (*end || end == colon + 1 || p <= 0 || p > 65535) return false;
+  *port = (int)p;
+  return true;
+}
+
+/* A whole non-negative decimal number no larger than max. */
+static bool parse_count(const char *s, long max, long *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || v < 0 || v > max) return false;
+  *out = v;
+  return true;
+}
+
+static int cmd_node(int argc, char **argv) {
+  const command *self = find_command("node");
+  static const char *const names[] = {"--coord", "--role", "--index", "--run-dir",
+                                      "--bind", "--cpus", "--heartbeat-ms", "--timeout-ms"};
+  const char *val[8] = {0};
+  for (int i = 1; i < argc; i++) {
+    size_t k = 0;
+    while (k < 8 && strcmp(argv[i], names[k]) != 0) k++;
+    if (k == 8) return usage_error(self, "unknown argument '%s'", argv[i]);
+    if (i + 1 >= argc) return usage_error(self, "%s needs a value", argv[i]);
+    val[k] = argv[++i];
+  }
+  for (size_t k = 0; k < 8; k++)
+    if (!val[k] && k != 5) return usage_error(self, "%s is required", names[k]);
+  char host[256];
+  long index, cpus = 0, hb, to;
+  node_opts o = {0};
+  if (!split_hostport(val[0], host, sizeof host, &o.coord_port))
+    return usage_error(self, "--coord '%s' is not HOST:PORT", val[0]);
+  if ((o.role = wire_role_from_name(val[1])) < 0)
+    return usage_error(self, "unknown role '%s' (ps, chief, worker, evaluator)", val[1]);
+  if (!parse_count(val[2], 1 << 20, &index))
+    return usage_error(self, "--index '%s' is not a valid index", val[2]);
+  if (val[5] && (!parse_count(val[5], 4096, &cpus) || cpus == 0))
+    return usage_error(self, "--cpus '%s' is not a positive count", val[5]);
+  if (!parse_count(val[6], 3600000, &hb) || hb == 0)
+    return usage_error(self, "--heartbeat-ms '%s' is not a positive count", val[6]);
+  if (!parse_count(val[7], 86400000, &to) || to == 0)
+    return usage_error(self, "--timeout-ms '%s' is not a positive count", val[7]);
+  o.coord_host = host;
+  o.index = (int)index;
+  o.run_dir = val[3];
+  o.bind_host = val[4];
+  o.cpus = (int)cpus;
+  o.heartbeat_ms = (uint32_t)hb;
+  o.timeout_ms = (uint32_t)to;
+  return node_main(&o);
 }
 
 /* ============================== dispatch ================================ */

@@ -63,13 +63,17 @@ static void storage_unref(tensor_storage *s) {
 static int check_shape(int ndim, const int64_t *shape, int64_t *numel) {
   if (ndim < 0 || ndim > TENSOR_MAXDIM)
     return drv_error(DRV_EINVAL, "tensor: %d dimensions (at most %d)", ndim, TENSOR_MAXDIM);
-  int64_t n = 1;
+  /* Strides are products of the sizes, so bound the product of the
+   * non-zero sizes: a [0, 2^40, 2^40] tensor has no elements but would
+   * still overflow its strides. */
+  int64_t n = 1, nonzero = 1;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0)
       return drv_error(DRV_EINVAL, "tensor: negative size %lld in dimension %d",
                        (long long)shape[i], i + 1);
-    if (shape[i] && n > INT64_MAX / 4 / shape[i])
+    if (shape[i] && nonzero > INT64_MAX / 4 / shape[i])
       return drv_error(DRV_ENOMEM, "tensor: shape too large");
+    if (shape[i]) nonzero *= shape[i];
     n *= shape[i];
   }
   *numel = n;

@@ -51,9 +51,9 @@
  * chief, E = evaluator, P = ps. Payload layouts:
  *
  * Handshake (the only frames allowed before authentication):
- *  HELLO      server -> client   nonce[32] (bytes), server_kind u8 (0 coord, 1 ps)
- *  AUTH       client -> server   nonce[32], mac[32]   mac over both nonces
- *  AUTH_OK    server -> client   mac[32]              proves the server's secret
+ *  HELLO      server -> client   nonce[32] (raw), server_kind u8 (0 coord, 1 ps)
+ *  AUTH       client -> server   nonce[32], mac[32] (raw)   mac over both nonces
+ *  AUTH_OK    server -> client   mac[32] (raw)              proves the server's secret
  * Control (node <-> coordinator):
  *  REGISTER   N -> C   role u8, index u32, pid u32, host str, port u16
  *                      (ps data port; 0 otherwise), cpus u32, memory u64
@@ -141,6 +141,13 @@ typedef struct wire_msg_info {
 /* The table entry for `type`, or NULL for an unknown type. */
 const wire_msg_info *wire_msg(uint8_t type);
 const char *wire_type_name(uint8_t type); /* "PUSH"; "type 0x7f" style when unknown (static buffer) */
+
+/* Checks an authenticated payload against its type's documented layout
+ * (lengths, counts that fit the bytes left, roles and flags in range,
+ * tensor headers) without allocating or copying. conn.c runs it on every
+ * frame before its owner sees it, so handlers may read fields knowing
+ * they are there. 0 or DRV_EPARSE with the reason. */
+int wire_validate_payload(uint8_t type, const uint8_t *p, size_t n);
 
 /* ---- header --------------------------------------------------------------- */
 

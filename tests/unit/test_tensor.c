@@ -32,6 +32,18 @@ TEST(tensor_bad_shape_is_an_error) {
   CHECK(tensor_new(5, big) == NULL);
 }
 
+TEST(tensor_empty_but_huge_shape_is_refused) {
+  /* Found by fuzzing the wire decoder: no elements, overflowing strides. */
+  int64_t shape[4] = {0, (int64_t)1 << 40, (int64_t)1 << 40, 1};
+  CHECK(tensor_new(4, shape) == NULL);
+  CHECK_STR_CONTAINS(drv_errmsg(), "too large");
+  int64_t ok[3] = {0, 1000, 1000};
+  tensor *t = tensor_new(3, ok);
+  CHECK(t != NULL);
+  CHECK_INT_EQ(tensor_numel(t), 0);
+  tensor_free(t);
+}
+
 TEST(tensor_views_share_storage) {
   tensor *t = seq2(4, 3);
   tensor *row = tensor_narrow(t, 0, 1, 2); /* rows 1..2 */

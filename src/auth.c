@@ -1,0 +1,215 @@
+/* auth.c - the run's secret (generated, saved 0600, loaded with a
+ * permission check) and the HMAC-SHA-256 challenge/response of auth.h,
+ * on libsodium.
+ *
+ * The secret file holds 64 lowercase hex characters and a newline. Loading
+ * is strict on purpose: a secret that others can read is no secret, and a
+ * file that is not exactly what we write is more likely the wrong file than
+ * a secret in another spelling.
+ */
+#include "auth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "err.h"
+
+#define HEX_LEN (2 * AUTH_KEY_SIZE)
+
+int auth_init(void) {
+  /* 0 on the first call, 1 on later ones, -1 on failure. */
+  if (sodium_init() < 0)
+    return drv_error(DRV_EUNSUPPORTED, "libsodium failed to initialise");
+  return 0;
+}
+
+int auth_secret_generate(auth_secret *s) {
+  int rc = auth_init();
+  if (rc < 0) return rc;
+  randombytes_buf(s->key, sizeof s->key);
+  return 0;
+}
+
+/* ======================================================================
+ * The secret file
+ * ==================================================================== */
+
+static int write_all(int fd, const char *p, size_t n) {
+  while (n) {
+    ssize_t k = write(fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+int auth_secret_save(const auth_secret *s, const char *path) {
+  char hex[HEX_LEN + 2]; /* digits, newline, NUL */
+  sodium_bin2hex(hex, HEX_LEN + 1, s->key, sizeof s->key);
+  hex[HEX_LEN] = '\n';
+  hex[HEX_LEN + 1] = '\0';
+  /* O_EXCL: never follow a planted symlink, never overwrite another run's
+   * secret. */
+  int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    int e = errno;
+    sodium_memzero(hex, sizeof hex);
+    if (e == EEXIST)
+      return drv_error(DRV_EIO, "secret file '%s' already exists; refusing to overwrite it", path);
+    return drv_error(DRV_EIO, "cannot create secret file '%s': %s", path, strerror(e));
+  }
+  /* The umask can only remove bits, but make the mode exact and check it
+   * before the secret is written, whatever the umask was. */
+  struct stat st;
+  const char *what = NULL;
+  if (fchmod(fd, 0600) < 0)
+    what = "chmod";
+  else if (fstat(fd, &st) < 0)
+    what = "stat";
+  else if ((st.st_mode & 0777) != 0600) {
+    errno = EPERM;
+    what = "set mode 0600 on";
+  } else if (write_all(fd, hex, HEX_LEN + 1) < 0)
+    what = "write";
+  else if (fsync(fd) < 0)
+    what = "sync";
+  int e = errno;
+  sodium_memzero(hex, sizeof hex);
+  if (close(fd) < 0 && !what) {
+    e = errno;
+    what = "close";
+  }
+  if (what) {
+    unlink(path); /* a partial secret must not be mistaken for one */
+    return drv_error(DRV_EIO, "cannot %s secret file '%s': %s", what, path, strerror(e));
+  }
+  return 0;
+}
+
+/* Reads at most n bytes; returns the count or -1. */
+static ssize_t read_some(int fd, char *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = read(fd, buf + got, n - got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -1;
+    if (k == 0) break;
+    got += (size_t)k;
+  }
+  return (ssize_t)got;
+}
+
+static int check_mode(const char *path, const struct stat *st) {
+  if (!S_ISREG(st->st_mode))
+    return drv_error(DRV_EINVAL, "secret file '%s' is not a regular file", path);
+  unsigned mode = st->st_mode & 07777;
+  if (mode & 0044)
+    return drv_error(DRV_EINVAL, "secret file '%s' is readable by others (mode %04o); chmod 600 it",
+                     path, mode);
+  if (mode & 0077)
+    return drv_error(DRV_EINVAL,
+                     "secret file '%s' is open to group or others (mode %04o); chmod 600 it",
+                     path, mode);
+  return 0;
+}
+
+/* 64 lowercase hex digits and an optional final newline; `more` when the
+ * file went on past the n bytes read. */
+static int parse_hex(const char *path, const char *buf, size_t n, bool more, auth_secret *s) {
+  size_t digits = n && buf[n - 1] == '\n' ? n - 1 : n;
+  for (size_t i = 0; i < digits && i < HEX_LEN; i++) {
+    char c = buf[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return drv_error(DRV_EPARSE,
+                       "secret file '%s' is malformed: byte %zu is not a lowercase hex digit "
+                       "(0x%02x)",
+                       path, i, (unsigned char)c);
+  }
+  if (digits != HEX_LEN)
+    return drv_error(DRV_EPARSE,
+                     "secret file '%s' is malformed: %zu%s characters where %d lowercase hex "
+                     "digits and a newline were expected",
+                     path, digits, more ? " or more" : "", HEX_LEN);
+  if (sodium_hex2bin(s->key, sizeof s->key, buf, HEX_LEN, NULL, NULL, NULL) != 0)
+    return drv_error(DRV_EPARSE, "secret file '%s' is malformed", path);
+  return 0;
+}
+
+int auth_secret_load(const char *path, auth_secret *s) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return drv_error(DRV_EIO, "cannot open secret file '%s': %s", path, strerror(errno));
+  struct stat st;
+  int rc;
+  if (fstat(fd, &st) < 0) {
+    rc = drv_error(DRV_EIO, "cannot stat secret file '%s': %s", path, strerror(errno));
+    close(fd);
+    return rc;
+  }
+  if ((rc = check_mode(path, &st)) < 0) {
+    close(fd);
+    return rc;
+  }
+  /* Room for a well-formed file and two bytes more: enough to describe a
+   * near miss exactly (an extra newline, a CRLF) and to see a long one. */
+  char buf[HEX_LEN + 3];
+  ssize_t n = read_some(fd, buf, sizeof buf);
+  int e = errno;
+  close(fd);
+  if (n < 0) return drv_error(DRV_EIO, "cannot read secret file '%s': %s", path, strerror(e));
+  rc = parse_hex(path, buf, (size_t)n, (size_t)n == sizeof buf, s);
+  sodium_memzero(buf, sizeof buf);
+  return rc;
+}
+
+int auth_secret_from_env(auth_secret *s) {
+  const char *path = getenv("DROVER_SECRET_FILE");
+  if (!path || !*path)
+    return drv_error(DRV_EINVAL,
+                     "DROVER_SECRET_FILE is not set: a node needs the path of its run's secret "
+                     "file (the launcher sets it)");
+  return auth_secret_load(path, s);
+}
+
+/* ======================================================================
+ * Challenge/response
+ * ==================================================================== */
+
+void auth_nonce(uint8_t out[AUTH_NONCE_SIZE]) {
+  (void)auth_init(); /* randombytes works regardless; init picks the best source */
+  randombytes_buf(out, AUTH_NONCE_SIZE);
+}
+
+/* H(key, label || a || b). The two labels keep a client MAC from ever
+ * being replayed as a server MAC, even with the nonces swapped. */
+static void mac3(const auth_secret *s, const char *label, const uint8_t a[AUTH_NONCE_SIZE],
+                 const uint8_t b[AUTH_NONCE_SIZE], uint8_t mac[AUTH_MAC_SIZE]) {
+  crypto_auth_hmacsha256_state st;
+  crypto_auth_hmacsha256_init(&st, s->key, sizeof s->key);
+  crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, strlen(label));
+  crypto_auth_hmacsha256_update(&st, a, AUTH_NONCE_SIZE);
+  crypto_auth_hmacsha256_update(&st, b, AUTH_NONCE_SIZE);
+  crypto_auth_hmacsha256_final(&st, mac);
+  sodium_memzero(&st, sizeof st);
+}
+
+void auth_client_mac(const auth_secret *s, const uint8_t ns[AUTH_NONCE_SIZE],
+                     const uint8_t nc[AUTH_NONCE_SIZE], uint8_t mac[AUTH_MAC_SIZE]) {
+  mac3(s, "drover client", ns, nc, mac);
+}
+
+void auth_server_mac(const auth_secret *s, const uint8_t nc[AUTH_NONCE_SIZE],
+                     const uint8_t ns[AUTH_NONCE_SIZE], uint8_t mac[AUTH_MAC_SIZE]) {
+  mac3(s, "drover server", nc, ns, mac);
+}
+
+bool auth_mac_equal(const uint8_t a[AUTH_MAC_SIZE], const uint8_t b[AUTH_MAC_SIZE]) {
+  return sodium_memcmp(a, b, AUTH_MAC_SIZE) == 0;
+}

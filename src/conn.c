@@ -1,0 +1,676 @@
+/* conn.c - framed, authenticated libuv TCP connections: read framing, the
+ * HELLO/AUTH/AUTH_OK handshake, write queue and lifetimes (see conn.h).
+ *
+ * Reading. Each conn has one read buffer holding [rstart, rend) of bytes
+ * not yet dispatched. A frame's 16-byte header is validated with
+ * wire_header_decode() as soon as it is complete, before any room is made
+ * for its payload, so an oversized or unknown frame never allocates. Once
+ * valid, the buffer is grown to hold exactly that frame, and libuv reads
+ * straight into the rest of it: a payload of hundreds of MB is copied at
+ * most once (only the few KB that arrived with its header) and never read
+ * into a second buffer. Buffers above RBUF_RETAIN are released after their
+ * frame so that an idle conn does not pin a huge allocation.
+ *
+ * Closing. Every path (owner, protocol error, I/O error, handshake timeout)
+ * goes through conn_fail(), which records the first reason and closes both
+ * handles; the conn is freed when the second close callback runs, after
+ * libuv has cancelled queued writes (their buffers freed, `done` called)
+ * and right after on_close. Error codes passed to on_close: DRV_EPARSE for
+ * a malformed or unexpected frame, DRV_EIO for I/O failures, a failed
+ * handshake (wrong secret) and timeouts, DRV_ERANGE for an unsendable
+ * frame; 0 for a clean close.
+ */
+#include "conn.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "log.h"
+
+#define LISTEN_BACKLOG 128
+#define DEFAULT_HANDSHAKE_MS 5000
+#define RBUF_DEFAULT (64u << 10)
+#define RBUF_RETAIN (32u << 20)
+/* Move a short partial frame to the front when less than this is left at
+ * the buffer's end, so that reads of small frames stay large. */
+#define RBUF_MIN_TAIL 4096u
+
+enum conn_state {
+  ST_CONNECTING, /* client: TCP connect in progress */
+  ST_WAIT_HELLO, /* client: connected, waiting for HELLO */
+  ST_WAIT_AUTH,  /* server: HELLO sent, waiting for AUTH */
+  ST_WAIT_OK,    /* client: AUTH sent, waiting for AUTH_OK */
+  ST_READY,      /* authenticated both ways */
+};
+
+/* One queued write. `frame` is owned (conn_send) or NULL (conn_send_ref,
+ * whose payload is borrowed until `done`). */
+typedef struct wreq {
+  uv_write_t req;
+  conn *c;
+  uint8_t *frame;
+  size_t bytes; /* counted in conn_pending */
+  void (*done)(void *arg);
+  void *arg;
+  struct wreq *next; /* in conn.dropped */
+  uint8_t hdr[WIRE_HEADER_SIZE];
+} wreq;
+
+struct conn {
+  uv_tcp_t tcp; /* tcp.data == timer.data == this conn */
+  uv_timer_t timer;
+  uv_connect_t connect_req;
+  const auth_secret *secret;
+  const conn_cbs *cbs;
+  void *ud;
+  uint32_t max_frame, handshake_ms;
+  bool opaque; /* payloads are not checked against their layouts */
+  uint8_t server_kind;
+  enum conn_state state;
+  bool closing;
+  int open_handles; /* freed when it drops to 0 */
+  uint8_t ns[AUTH_NONCE_SIZE], nc[AUTH_NONCE_SIZE];
+  /* read buffer */
+  uint8_t *rbuf;
+  size_t rcap, rstart, rend;
+  bool have_hdr; /* `cur` holds the validated header at rstart */
+  wire_header cur;
+  size_t pending;
+  wreq *dropped; /* send_ref writes never queued: done runs at close */
+  int close_err;
+  /* While handshaking on a server: its list of such conns, so that
+   * conn_server_close can drop them (the owner cannot: it has not seen
+   * them yet). */
+  conn_server *srv;
+  conn *prev, *next;
+  char peer[64];
+  char why[320];
+};
+
+struct conn_server {
+  uv_tcp_t tcp;
+  conn_opts o;
+  conn *handshaking; /* accepted conns not yet ready */
+  char addr[64];
+};
+
+static void conn_fail(conn *c, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/* A write to a peer that has gone raises SIGPIPE, whose default action ends
+ * the process; a network peer must never be able to do that, so the conn
+ * module ignores it unless the program installed a handler of its own. */
+static void ignore_sigpipe(void) {
+  static bool done;
+  struct sigaction sa;
+  if (done) return;
+  done = true;
+  if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) {
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPIPE, &sa, NULL);
+  }
+}
+
+/* Parses a numeric IPv4 or IPv6 address (a ':' means IPv6). */
+static int parse_addr(const char *host, int port, struct sockaddr_storage *ss) {
+  int rc;
+  if (!host || port < 0 || port > 65535)
+    return drv_error(DRV_EINVAL, "bad address %s:%d", host ? host : "(null)", port);
+  if (strchr(host, ':'))
+    rc = uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss);
+  else
+    rc = uv_ip4_addr(host, port, (struct sockaddr_in *)ss);
+  if (rc < 0)
+    return drv_error(DRV_EINVAL, "'%s' is not a numeric IPv4 or IPv6 address", host);
+  return 0;
+}
+
+/* "1.2.3.4:5" or "[::1]:5". */
+static void format_addr(const struct sockaddr *sa, char *out, size_t n) {
+  char ip[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  uv_ip_name(sa, ip, sizeof ip);
+  if (sa->sa_family == AF_INET6) {
+    port = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+    snprintf(out, n, "[%s]:%d", ip, port);
+  } else {
+    port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    snprintf(out, n, "%s:%d", ip, port);
+  }
+}
+
+static uint32_t opt_max_frame(const conn_opts *o) {
+  return o->max_frame ? o->max_frame : WIRE_DEFAULT_MAX_FRAME;
+}
+
+/* A conn with its two handles initialised (timer not started). */
+static conn *conn_new(uv_loop_t *loop, const conn_opts *o) {
+  conn *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  if (uv_tcp_init(loop, &c->tcp) < 0) {
+    free(c);
+    return NULL;
+  }
+  uv_timer_init(loop, &c->timer); /* cannot fail */
+  c->tcp.data = c->timer.data = c;
+  c->open_handles = 2;
+  c->secret = o->secret;
+  c->cbs = o->cbs;
+  c->ud = o->ud;
+  c->max_frame = opt_max_frame(o);
+  c->handshake_ms = o->handshake_ms ? o->handshake_ms : DEFAULT_HANDSHAKE_MS;
+  c->opaque = o->opaque;
+  c->server_kind = o->server_kind;
+  strcpy(c->peer, "?");
+  return c;
+}
+
+/* Validates the options and readies libsodium and SIGPIPE. */
+static int conn_prepare(const conn_opts *o) {
+  if (!o || !o->secret || !o->cbs)
+    return drv_error(DRV_EINVAL, "conn: options need a secret and callbacks");
+  ignore_sigpipe();
+  return auth_init();
+}
+
+static void unlink_server(conn *c) {
+  if (!c->srv) return;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    c->srv->handshaking = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->srv = NULL;
+  c->prev = c->next = NULL;
+}
+
+/* ---- closing ------------------------------------------------------------- */
+
+static void finish_wreq(wreq *w) {
+  free(w->frame);
+  if (w->done) w->done(w->arg);
+  free(w);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  conn *c = h->data;
+  if (--c->open_handles > 0) return;
+  while (c->dropped) {
+    wreq *w = c->dropped;
+    c->dropped = w->next;
+    finish_wreq(w);
+  }
+  free(c->rbuf);
+  if (c->cbs->on_close) c->cbs->on_close(c, c->close_err, c->why);
+  free(c);
+}
+
+/* Closes the conn with the first reason given (later calls do nothing).
+ * Queued writes are cancelled by libuv before the close callbacks run. */
+static void conn_fail(conn *c, int err, const char *fmt, ...) {
+  va_list ap;
+  if (c->closing) return;
+  c->closing = true;
+  c->close_err = err;
+  unlink_server(c);
+  va_start(ap, fmt);
+  vsnprintf(c->why, sizeof c->why, fmt, ap);
+  va_end(ap);
+  if (err)
+    log_warn("conn: %s", c->why); /* every error reason names the peer */
+  else
+    log_debug("conn %s: closed (%s)", c->peer, c->why);
+  uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+  uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+}
+
+void conn_close(conn *c, const char *why) {
+  if (c) conn_fail(c, 0, "%s", why ? why : "closed");
+}
+
+static void on_handshake_timeout(uv_timer_t *t) {
+  conn *c = t->data;
+  conn_fail(c, DRV_EIO, "handshake with %s timed out after %u ms", c->peer,
+            (unsigned)c->handshake_ms);
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+static void on_written(uv_write_t *req, int status) {
+  wreq *w = (wreq *)req;
+  conn *c = w->c;
+  c->pending -= w->bytes;
+  if (status < 0 && status != UV_ECANCELED)
+    conn_fail(c, DRV_EIO, "write to %s failed: %s", c->peer, uv_strerror(status));
+  finish_wreq(w);
+}
+
+/* Queues w's buffers; on failure w goes to the dropped list (finished in
+ * the close callback) and the conn closes. */
+static int queue_write(conn *c, wreq *w, uv_buf_t *bufs, unsigned nbufs) {
+  int rc;
+  if (c->closing) {
+    w->next = c->dropped;
+    c->dropped = w;
+    return drv_error(DRV_EIO, "conn %s is closing", c->peer);
+  }
+  w->c = c;
+  rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, on_written);
+  if (rc < 0) {
+    w->next = c->dropped;
+    c->dropped = w;
+    conn_fail(c, DRV_EIO, "write to %s failed: %s", c->peer, uv_strerror(rc));
+    return drv_error(DRV_EIO, "%s", c->why);
+  }
+  c->pending += w->bytes;
+  return 0;
+}
+
+int conn_send(conn *c, uint8_t *frame, size_t len) {
+  wreq *w;
+  uv_buf_t buf;
+  if (c->closing) {
+    free(frame);
+    return drv_error(DRV_EIO, "conn %s is closing", c->peer);
+  }
+  if (len < WIRE_HEADER_SIZE) {
+    free(frame);
+    return drv_error(DRV_EINVAL, "conn_send: a frame of %zu bytes has no header", len);
+  }
+  if (len > UINT32_MAX) { /* wire lengths (and uv_buf_t's) are 32-bit */
+    free(frame);
+    conn_fail(c, DRV_ERANGE, "frame of %zu bytes to %s is too large", len, c->peer);
+    return drv_error(DRV_ERANGE, "%s", c->why);
+  }
+  w = calloc(1, sizeof *w);
+  if (!w) {
+    free(frame);
+    return drv_error(DRV_ENOMEM, "conn_send: out of memory");
+  }
+  w->frame = frame;
+  w->bytes = len;
+  buf = uv_buf_init((char *)frame, (unsigned)len);
+  return queue_write(c, w, &buf, 1);
+}
+
+int conn_send_wr(conn *c, wire_wr *w, uint8_t type, uint32_t req) {
+  int rc = wire_wr_finish(w, type, req);
+  uint8_t *frame = w->buf;
+  size_t len = w->len;
+  w->buf = NULL;
+  w->len = w->cap = 0;
+  if (rc < 0) return rc;
+  return conn_send(c, frame, len);
+}
+
+int conn_send_ref(conn *c, uint8_t type, uint32_t req, const void *payload, size_t len,
+                  void (*done)(void *arg), void *arg) {
+  uv_buf_t bufs[2];
+  wire_header h = {.type = type, .flags = 0, .req = req, .len = (uint32_t)len};
+  wreq *w = calloc(1, sizeof *w);
+  if (!w) {
+    /* Nowhere to remember `done` for later: the only synchronous call. */
+    if (done) done(arg);
+    return drv_error(DRV_ENOMEM, "conn_send_ref: out of memory");
+  }
+  w->done = done;
+  w->arg = arg;
+  w->bytes = WIRE_HEADER_SIZE + len;
+  if (len > UINT32_MAX - WIRE_HEADER_SIZE && !c->closing) {
+    /* Closing keeps the "done runs once, from the loop" promise. */
+    conn_fail(c, DRV_ERANGE, "payload of %zu bytes to %s does not fit a frame", len,
+              c->peer);
+    queue_write(c, w, NULL, 0);
+    return drv_error(DRV_ERANGE, "%s", c->why);
+  }
+  wire_header_encode(&h, w->hdr);
+  bufs[0] = uv_buf_init((char *)w->hdr, WIRE_HEADER_SIZE);
+  bufs[1] = uv_buf_init((char *)payload, (unsigned)len);
+  return queue_write(c, w, bufs, len ? 2 : 1);
+}
+
+/* ---- handshake ----------------------------------------------------------- */
+
+static int send_hello(conn *c) {
+  wire_wr w;
+  wire_wr_init(&w);
+  auth_nonce(c->ns);
+  wire_wr_raw(&w, c->ns, AUTH_NONCE_SIZE);
+  wire_wr_u8(&w, c->server_kind);
+  return conn_send_wr(c, &w, WIRE_HELLO, 0);
+}
+
+/* Handshake payloads are fixed-size raw fields (nonce[32], mac[32], as
+ * wire.c's limits have them); the header check already enforced the exact
+ * length, the test here only guards against a change of those limits. */
+static bool handshake_len_ok(conn *c, const wire_header *h, uint32_t want) {
+  if (h->len == want) return true;
+  conn_fail(c, DRV_EPARSE, "%s payload of %u bytes from %s, expected %u",
+            wire_type_name(h->type), (unsigned)h->len, c->peer, (unsigned)want);
+  return false;
+}
+
+/* Client: HELLO { ns, server_kind } -> AUTH { nc, mac_c }. The server kind
+ * is not checked: what we dialled is what we meant. */
+static void on_hello(conn *c, const wire_header *h, const uint8_t *payload) {
+  wire_wr w;
+  uint8_t mac[AUTH_MAC_SIZE];
+  if (!handshake_len_ok(c, h, AUTH_NONCE_SIZE + 1)) return;
+  memcpy(c->ns, payload, AUTH_NONCE_SIZE);
+  auth_nonce(c->nc);
+  auth_client_mac(c->secret, c->ns, c->nc, mac);
+  wire_wr_init(&w);
+  wire_wr_raw(&w, c->nc, AUTH_NONCE_SIZE);
+  wire_wr_raw(&w, mac, AUTH_MAC_SIZE);
+  c->state = ST_WAIT_OK;
+  if (conn_send_wr(c, &w, WIRE_AUTH, 0) < 0)
+    conn_fail(c, DRV_EIO, "cannot send AUTH to %s: %s", c->peer, drv_errmsg());
+}
+
+static void become_ready(conn *c) {
+  c->state = ST_READY;
+  unlink_server(c);
+  uv_timer_stop(&c->timer);
+  log_debug("conn %s: authenticated", c->peer);
+  if (c->cbs->on_ready) c->cbs->on_ready(c);
+}
+
+/* Server: AUTH { nc, mac_c } -> AUTH_OK { mac_s } and ready. */
+static void on_auth(conn *c, const wire_header *h, const uint8_t *payload) {
+  wire_wr w;
+  uint8_t mac[AUTH_MAC_SIZE], want[AUTH_MAC_SIZE];
+  if (!handshake_len_ok(c, h, AUTH_NONCE_SIZE + AUTH_MAC_SIZE)) return;
+  memcpy(c->nc, payload, AUTH_NONCE_SIZE);
+  memcpy(mac, payload + AUTH_NONCE_SIZE, AUTH_MAC_SIZE);
+  auth_client_mac(c->secret, c->ns, c->nc, want);
+  if (!auth_mac_equal(mac, want)) {
+    conn_fail(c, DRV_EIO, "authentication failed: %s does not hold the run's secret",
+              c->peer);
+    return;
+  }
+  auth_server_mac(c->secret, c->nc, c->ns, mac);
+  wire_wr_init(&w);
+  wire_wr_raw(&w, mac, AUTH_MAC_SIZE);
+  if (conn_send_wr(c, &w, WIRE_AUTH_OK, 0) < 0) {
+    conn_fail(c, DRV_EIO, "cannot send AUTH_OK to %s: %s", c->peer, drv_errmsg());
+    return;
+  }
+  become_ready(c);
+}
+
+/* Client: AUTH_OK { mac_s } proves the server's secret. */
+static void on_auth_ok(conn *c, const wire_header *h, const uint8_t *payload) {
+  uint8_t want[AUTH_MAC_SIZE];
+  if (!handshake_len_ok(c, h, AUTH_MAC_SIZE)) return;
+  auth_server_mac(c->secret, c->nc, c->ns, want);
+  if (!auth_mac_equal(payload, want)) {
+    conn_fail(c, DRV_EIO, "authentication failed: server %s does not hold the run's secret",
+              c->peer);
+    return;
+  }
+  become_ready(c);
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+/* One whole frame, header already validated. */
+static void dispatch(conn *c, const wire_header *h, const uint8_t *payload) {
+  static const enum conn_state expect[] = {
+      [WIRE_HELLO] = ST_WAIT_HELLO, [WIRE_AUTH] = ST_WAIT_AUTH, [WIRE_AUTH_OK] = ST_WAIT_OK};
+  bool handshake = h->type == WIRE_HELLO || h->type == WIRE_AUTH || h->type == WIRE_AUTH_OK;
+  if (c->state == ST_READY && !handshake) {
+    /* Every payload is checked against its layout here, once, so that no
+     * handler meets a malformed one. */
+    if (!c->opaque && wire_validate_payload(h->type, payload, h->len) < 0) {
+      conn_fail(c, DRV_EPARSE, "malformed %s from %s: %s", wire_type_name(h->type), c->peer,
+                drv_errmsg());
+      return;
+    }
+    if (c->cbs->on_frame) c->cbs->on_frame(c, h, payload);
+    return;
+  }
+  if (!handshake || expect[h->type] != c->state) {
+    conn_fail(c, DRV_EPARSE, "unexpected %s frame from %s %s", wire_type_name(h->type),
+              c->peer, c->state == ST_READY ? "after authentication" : "during the handshake");
+    return;
+  }
+  if (h->type == WIRE_HELLO)
+    on_hello(c, h, payload);
+  else if (h->type == WIRE_AUTH)
+    on_auth(c, h, payload);
+  else
+    on_auth_ok(c, h, payload);
+}
+
+/* Makes room after rend for the rest of the frame at rstart (or of its
+ * header): compacts, or moves the partial frame into a buffer of exactly
+ * the frame's size. */
+static int make_room(conn *c) {
+  size_t avail = c->rend - c->rstart;
+  size_t need = c->have_hdr ? WIRE_HEADER_SIZE + (size_t)c->cur.len : WIRE_HEADER_SIZE;
+  if (c->rcap < need) {
+    size_t cap = need > RBUF_DEFAULT ? need : RBUF_DEFAULT;
+    uint8_t *nb = malloc(cap);
+    if (!nb) return drv_error(DRV_ENOMEM, "no memory for a frame of %zu bytes", need);
+    if (avail) memcpy(nb, c->rbuf + c->rstart, avail);
+    free(c->rbuf);
+    c->rbuf = nb;
+    c->rcap = cap;
+  } else if (c->rcap - c->rstart < need ||
+             (c->rstart > 0 && avail <= RBUF_MIN_TAIL && c->rcap - c->rend < RBUF_MIN_TAIL)) {
+    memmove(c->rbuf, c->rbuf + c->rstart, avail);
+  } else {
+    return 0;
+  }
+  c->rstart = 0;
+  c->rend = avail;
+  return 0;
+}
+
+/* Dispatches every whole frame in the buffer. */
+static void process(conn *c) {
+  while (!c->closing) {
+    size_t avail = c->rend - c->rstart;
+    if (!c->have_hdr) {
+      if (avail < WIRE_HEADER_SIZE) break;
+      if (wire_header_decode(c->rbuf + c->rstart, c->max_frame, c->state == ST_READY,
+                             &c->cur) < 0) {
+        conn_fail(c, DRV_EPARSE, "%s from %s", drv_errmsg(), c->peer);
+        return;
+      }
+      c->have_hdr = true;
+    }
+    if (avail - WIRE_HEADER_SIZE < c->cur.len) break;
+    c->have_hdr = false;
+    c->rstart += WIRE_HEADER_SIZE + (size_t)c->cur.len;
+    dispatch(c, &c->cur, c->rbuf + c->rstart - c->cur.len);
+  }
+  if (c->closing) return;
+  if (c->rstart == c->rend) c->rstart = c->rend = 0;
+  if (c->rcap > RBUF_RETAIN && c->rend == 0 && !c->have_hdr) {
+    free(c->rbuf); /* the next frame gets a buffer of its own size */
+    c->rbuf = NULL;
+    c->rcap = 0;
+    return;
+  }
+  if (make_room(c) < 0) conn_fail(c, DRV_ENOMEM, "%s from %s", drv_errmsg(), c->peer);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  conn *c = h->data;
+  (void)suggested;
+  if (!c->rbuf) {
+    c->rbuf = malloc(RBUF_DEFAULT);
+    c->rcap = c->rbuf ? RBUF_DEFAULT : 0;
+    c->rstart = c->rend = 0;
+  }
+  /* Never past the current frame when the buffer was sized for it. */
+  size_t room = c->rcap - c->rend;
+  if (room > UINT32_MAX) room = UINT32_MAX;
+  *buf = uv_buf_init(c->rbuf ? (char *)c->rbuf + c->rend : NULL, (unsigned)room);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  conn *c = s->data;
+  (void)buf;
+  if (c->closing) return;
+  if (nread == UV_EOF) {
+    if (c->state == ST_READY)
+      conn_fail(c, 0, "closed by %s", c->peer);
+    else
+      conn_fail(c, DRV_EIO, "%s closed the connection during the handshake%s", c->peer,
+                c->state == ST_WAIT_OK ? " (wrong secret?)" : "");
+    return;
+  }
+  if (nread == UV_ENOBUFS) {
+    conn_fail(c, DRV_ENOMEM, "no memory to read from %s", c->peer);
+    return;
+  }
+  if (nread < 0) {
+    conn_fail(c, DRV_EIO, "read from %s failed: %s", c->peer, uv_strerror((int)nread));
+    return;
+  }
+  c->rend += (size_t)nread;
+  process(c);
+}
+
+/* Sets TCP_NODELAY and starts reading and the handshake timer. */
+static int start_conn(conn *c) {
+  int rc;
+  uv_tcp_nodelay(&c->tcp, 1);
+  rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  if (rc < 0) return rc;
+  return 0;
+}
+
+/* ---- server -------------------------------------------------------------- */
+
+static void on_connection(uv_stream_t *ls, int status) {
+  conn_server *s = ls->data;
+  struct sockaddr_storage ss;
+  int len = sizeof ss, rc;
+  conn *c;
+  if (status < 0) {
+    log_warn("conn: accept on %s failed: %s", s->addr, uv_strerror(status));
+    return;
+  }
+  c = conn_new(ls->loop, &s->o);
+  if (!c) {
+    /* libuv stops polling the listener until this connection is
+     * accepted; nothing better to do when out of memory. */
+    log_error("conn: no memory for a connection on %s", s->addr);
+    return;
+  }
+  c->state = ST_WAIT_AUTH;
+  c->srv = s;
+  c->next = s->handshaking;
+  if (c->next) c->next->prev = c;
+  s->handshaking = c;
+  rc = uv_accept(ls, (uv_stream_t *)&c->tcp);
+  if (rc == 0 && uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+    format_addr((const struct sockaddr *)&ss, c->peer, sizeof c->peer);
+  if (rc == 0) rc = start_conn(c);
+  if (rc < 0) {
+    conn_fail(c, DRV_EIO, "accept on %s failed: %s", s->addr, uv_strerror(rc));
+    return;
+  }
+  uv_timer_start(&c->timer, on_handshake_timeout, c->handshake_ms, 0);
+  log_debug("conn %s: accepted on %s", c->peer, s->addr);
+  if (send_hello(c) < 0)
+    conn_fail(c, DRV_EIO, "cannot send HELLO to %s: %s", c->peer, drv_errmsg());
+}
+
+static void free_server(uv_handle_t *h) { free(h->data); }
+
+int conn_listen(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
+                conn_server **out, int *bound_port) {
+  struct sockaddr_storage ss;
+  int len = sizeof ss, rc;
+  conn_server *s;
+  if ((rc = conn_prepare(o)) < 0 || (rc = parse_addr(host, port, &ss)) < 0) return rc;
+  s = calloc(1, sizeof *s);
+  if (!s) return drv_error(DRV_ENOMEM, "conn_listen: out of memory");
+  s->o = *o;
+  s->o.max_frame = opt_max_frame(o);
+  s->tcp.data = s;
+  uv_tcp_init(loop, &s->tcp); /* cannot fail without AF_ flags */
+  rc = uv_tcp_bind(&s->tcp, (const struct sockaddr *)&ss, 0);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&s->tcp, LISTEN_BACKLOG, on_connection);
+  if (rc == 0) rc = uv_tcp_getsockname(&s->tcp, (struct sockaddr *)&ss, &len);
+  if (rc < 0) {
+    uv_close((uv_handle_t *)&s->tcp, free_server);
+    return drv_error(DRV_EIO, "cannot listen on %s:%d: %s", host, port, uv_strerror(rc));
+  }
+  format_addr((const struct sockaddr *)&ss, s->addr, sizeof s->addr);
+  if (bound_port)
+    *bound_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                           : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  log_debug("conn: listening on %s", s->addr);
+  *out = s;
+  return 0;
+}
+
+/* Also closes the conns still in their handshake (err 0): nobody else can,
+ * and they would keep the loop alive until their timeout. */
+void conn_server_close(conn_server *s) {
+  if (!s || uv_is_closing((uv_handle_t *)&s->tcp)) return;
+  while (s->handshaking) conn_fail(s->handshaking, 0, "server %s closed", s->addr);
+  uv_close((uv_handle_t *)&s->tcp, free_server);
+}
+
+/* ---- client -------------------------------------------------------------- */
+
+static void on_connected(uv_connect_t *req, int status) {
+  conn *c = req->data;
+  int rc;
+  if (c->closing) return; /* conn_close before the connect finished */
+  if (status < 0) {
+    conn_fail(c, DRV_EIO, "connect to %s failed: %s", c->peer, uv_strerror(status));
+    return;
+  }
+  c->state = ST_WAIT_HELLO;
+  if ((rc = start_conn(c)) < 0)
+    conn_fail(c, DRV_EIO, "cannot read from %s: %s", c->peer, uv_strerror(rc));
+}
+
+int conn_connect(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
+                 conn **out) {
+  struct sockaddr_storage ss;
+  int rc;
+  conn *c;
+  if ((rc = conn_prepare(o)) < 0 || (rc = parse_addr(host, port, &ss)) < 0) return rc;
+  c = conn_new(loop, o);
+  if (!c) return drv_error(DRV_ENOMEM, "conn_connect: out of memory");
+  format_addr((const struct sockaddr *)&ss, c->peer, sizeof c->peer);
+  c->state = ST_CONNECTING;
+  c->connect_req.data = c;
+  rc = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&ss, on_connected);
+  if (rc < 0) {
+    /* No callback for an immediate failure: close the handles quietly. */
+    static const conn_cbs none = {0};
+    c->cbs = &none;
+    conn_fail(c, DRV_EIO, "connect to %s failed: %s", c->peer, uv_strerror(rc));
+    return drv_error(DRV_EIO, "%s", c->why);
+  }
+  /* The timer covers the TCP connect too: a black-holed address must not
+   * hang the caller. */
+  uv_timer_start(&c->timer, on_handshake_timeout, c->handshake_ms, 0);
+  *out = c;
+  return 0;
+}
+
+/* ---- accessors ----------------------------------------------------------- */
+
+void *conn_ud(const conn *c) { return c->ud; }
+void conn_set_ud(conn *c, void *ud) { c->ud = ud; }
+bool conn_is_ready(const conn *c) { return c->state == ST_READY && !c->closing; }
+const char *conn_peer(const conn *c) { return c->peer; }
+size_t conn_pending(const conn *c) { return c->pending; }

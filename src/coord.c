@@ -1,0 +1,642 @@
+/* coord.c - the coordinator's cluster lifecycle: run directory, listener,
+ * launching, reservation, heartbeats, failure detection, shutdown.
+ * Training on the cluster is in coord_fit.c; shared state in coord_int.h.
+ *
+ * Callbacks (network, timers, child exits) only record what happened;
+ * the waiting functions decide what to do next between turns of the loop
+ * (coord_pump). That keeps every decision in one place and makes the
+ * callbacks safe to run at any time.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coord_int.h"
+#include "err.h"
+#include "log.h"
+#include "progress.h"
+
+/* ============================== small helpers ============================ */
+
+const char *coord_state_name(coord_node_state s) {
+  static const char *const names[] = {"starting", "ready", "busy", "lost", "done", "failed"};
+  return (unsigned)s < sizeof names / sizeof *names ? names[s] : "?";
+}
+
+void coord_opts_default(coord_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->name = "cluster";
+  o->runs_base = "runs";
+  o->launcher = "local";
+  o->bind_host = "127.0.0.1";
+  o->reservation_timeout = 60;
+  o->heartbeat_ms = 500;
+  o->heartbeat_timeout_ms = 5000;
+  o->split_threshold = 65536;
+}
+
+const char *coord_node_name(const coord_node *n, char *buf, size_t len) {
+  snprintf(buf, len, "%s:%d", wire_role_name(n->role), n->index);
+  return buf;
+}
+
+int coord_find_node(const coord *c, int role, int index) {
+  for (int i = 0; i < c->nnodes; i++)
+    if (c->nodes[i].role == role && c->nodes[i].index == index) return i;
+  return -1;
+}
+
+/* Records the run's first failure (later ones go to the log and events). */
+void coord_fail(coord *c, const char *fmt, ...) {
+  char msg[sizeof c->failure];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  log_error("%s", msg);
+  rundir_event(&c->rd, "error %s", msg);
+  if (!c->failure[0]) snprintf(c->failure, sizeof c->failure, "%s", msg);
+}
+
+/* "worker:1 lost: <why>" plus the last lines of its log, as a failure. */
+static void node_lost(coord *c, int i, const char *why) {
+  coord_node *n = &c->nodes[i];
+  if (n->state == NODE_LOST || n->state == NODE_DONE || n->state == NODE_FAILED) return;
+  char name[32], tail[1200];
+  coord_node_name(n, name, sizeof name);
+  n->state = NODE_LOST;
+  c->failures++;
+  rundir_tail(n->log, 8, tail, sizeof tail);
+  coord_fail(c, "%s lost: %s%s%s", name, why, tail[0] ? "; last lines of its log:\n" : "",
+             tail);
+  rundir_event(&c->rd, "node lost %s: %s", name, why);
+  if (!n->exited && c->launch) c->launch->ops->signal(c->launch, n, SIGKILL);
+}
+
+/* ============================== control connections ===================== */
+
+typedef struct peer {
+  coord *c;
+  int node; /* index into c->nodes once registered, else -1 */
+} peer;
+
+static void send_registered(conn *cn, const char *msg) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u8(&w, 1);
+  wire_wr_str(&w, msg);
+  conn_send_wr(cn, &w, WIRE_REGISTERED, 0);
+}
+
+typedef struct refusal {
+  conn *cn;
+  wire_wr w;
+} refusal;
+
+static void refusal_sent(void *arg) {
+  refusal *r = arg;
+  conn_close(r->cn, "registration refused");
+  wire_wr_free(&r->w);
+  free(r);
+}
+
+/* REGISTERED { ok = 0, why }, and the close only once it is written:
+ * conn_close drops queued writes, and the node should learn why. */
+static void refuse(conn *cn, const char *why) {
+  refusal *r = malloc(sizeof *r);
+  if (!r) {
+    conn_close(cn, why);
+    return;
+  }
+  r->cn = cn;
+  wire_wr_init(&r->w);
+  wire_wr_u8(&r->w, 0);
+  wire_wr_str(&r->w, why);
+  if (r->w.err) {
+    conn_close(cn, why);
+    wire_wr_free(&r->w);
+    free(r);
+    return;
+  }
+  conn_send_ref(cn, WIRE_REGISTERED, 0, r->w.buf + WIRE_HEADER_SIZE,
+                r->w.len - WIRE_HEADER_SIZE, refusal_sent, r);
+}
+
+static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t len) {
+  wire_rd r;
+  wire_rd_init(&r, pl, len);
+  int role = wire_rd_u8(&r), index = (int)wire_rd_u32(&r);
+  pid_t pid = (pid_t)wire_rd_u32(&r);
+  char host[64];
+  wire_rd_str(&r, host, sizeof host);
+  int port = wire_rd_u16(&r), cpus = (int)wire_rd_u32(&r);
+  uint64_t memory = wire_rd_u64(&r);
+  if (wire_rd_done(&r, WIRE_REGISTER) < 0) {
+    log_warn("%s: %s", conn_peer(cn), drv_errmsg());
+    conn_close(cn, "malformed REGISTER");
+    return;
+  }
+  char name[32];
+  snprintf(name, sizeof name, "%s:%d", wire_role_name(role), index);
+  int i = coord_find_node(c, role, index);
+  char msg[160] = "";
+  if (p->node >= 0)
+    snprintf(msg, sizeof msg, "this connection already registered");
+  else if (i < 0)
+    snprintf(msg, sizeof msg, "%s is not part of this cluster", name);
+  else if (c->ctl[i])
+    snprintf(msg, sizeof msg, "duplicate %s: already registered by pid %d", name,
+             (int)c->nodes[i].pid);
+  if (msg[0]) {
+    log_warn("refused REGISTER from %s (pid %d): %s", conn_peer(cn), (int)pid, msg);
+    rundir_event(&c->rd, "refused %s (pid %d): %s", name, (int)pid, msg);
+    refuse(cn, msg);
+    return;
+  }
+  coord_node *n = &c->nodes[i];
+  p->node = i;
+  c->ctl[i] = cn;
+  n->pid = pid;
+  snprintf(n->host, sizeof n->host, "%s", host);
+  n->port = port;
+  n->cpus = cpus;
+  n->memory = memory;
+  n->state = NODE_READY;
+  n->last_seen = progress_now();
+  c->registered++;
+  send_registered(cn, "");
+  log_info("%s registered from %s (pid %d)", name, conn_peer(cn), (int)pid);
+  rundir_event(&c->rd, "node up %s pid %d host %s%s%.0d", name, (int)pid, host,
+               port ? " port " : "", port);
+}
+
+static void on_heartbeat(coord_node *n, const uint8_t *pl, uint32_t len) {
+  wire_rd r;
+  wire_rd_init(&r, pl, len);
+  wire_rd_u64(&r);
+  uint64_t rss = wire_rd_u64(&r), cpu = wire_rd_u64(&r);
+  if (wire_rd_ok(&r)) n->rss = rss, n->cpu_ms = cpu;
+}
+
+static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
+  peer *p = conn_ud(cn);
+  coord *c = p->c;
+  if (h->type == WIRE_REGISTER) {
+    on_register(c, cn, p, pl, h->len);
+    return;
+  }
+  if (p->node < 0) {
+    log_warn("%s sent %s before REGISTER", conn_peer(cn), wire_type_name(h->type));
+    conn_close(cn, "frame before REGISTER");
+    return;
+  }
+  coord_node *n = &c->nodes[p->node];
+  n->last_seen = progress_now();
+  switch (h->type) {
+  case WIRE_HEARTBEAT:
+    on_heartbeat(n, pl, h->len);
+    break;
+  case WIRE_ERROR: {
+    wire_rd r;
+    char msg[512];
+    wire_rd_init(&r, pl, h->len);
+    wire_rd_i32(&r);
+    wire_rd_str(&r, msg, sizeof msg);
+    char name[32];
+    coord_node_name(n, name, sizeof name);
+    coord_fail(c, "%s reported: %s", name, wire_rd_ok(&r) ? msg : "(malformed ERROR)");
+    c->failures++;
+    break;
+  }
+  default:
+    if (coord_fit_frame(c, p->node, h, pl) < 0) {
+      log_warn("%s: %s", conn_peer(cn), drv_errmsg());
+      conn_close(cn, "unexpected frame");
+    }
+  }
+}
+
+static void ctl_ready(conn *cn) {
+  peer *p = malloc(sizeof *p);
+  coord *c = conn_ud(cn);
+  if (!p) {
+    conn_close(cn, "out of memory");
+    return;
+  }
+  p->c = c;
+  p->node = -1;
+  conn_set_ud(cn, p);
+}
+
+static void ctl_close(conn *cn, int err, const char *why) {
+  if (!conn_is_ready(cn)) {
+    if (err) log_warn("connection from %s dropped: %s", conn_peer(cn), why);
+    return; /* never authenticated: ud is the coord, nothing of ours */
+  }
+  peer *p = conn_ud(cn);
+  coord *c = p->c;
+  if (p->node >= 0 && c->ctl[p->node] == cn) {
+    c->ctl[p->node] = NULL;
+    coord_node *n = &c->nodes[p->node];
+    /* A process that dies closes its socket and exits at about the same
+     * time; the exit status says more, so wait a moment for it (on_tick). */
+    if (!c->shutting_down && n->state != NODE_DONE) {
+      n->closed_at = progress_now();
+      if (err) log_warn("%s: connection closed: %s", conn_peer(cn), why);
+    }
+  }
+  free(p);
+}
+
+static const conn_cbs ctl_cbs = {ctl_ready, ctl_frame, ctl_close};
+
+void coord_send(coord *c, int node, wire_wr *w, uint8_t type, uint32_t req) {
+  if (c->ctl[node])
+    conn_send_wr(c->ctl[node], w, type, req);
+  else
+    wire_wr_free(w);
+}
+
+/* ============================== the tick ================================= */
+
+static void send_heartbeats(coord *c) {
+  for (int i = 0; i < c->nnodes; i++) {
+    if (!c->ctl[i]) continue;
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_wr_u64(&w, c->hb_seq);
+    wire_wr_u64(&w, 0);
+    wire_wr_u64(&w, 0);
+    conn_send_wr(c->ctl[i], &w, WIRE_HEARTBEAT, 0);
+  }
+  c->hb_seq++;
+}
+
+#define CLOSE_GRACE 1.0 /* seconds between a closed connection and "lost" */
+
+static void check_silence(coord *c, double now) {
+  double limit = c->opts.heartbeat_timeout_ms / 1000.0;
+  for (int i = 0; i < c->nnodes; i++) {
+    coord_node *n = &c->nodes[i];
+    if (n->closed_at > 0 && !n->exited && now - n->closed_at > CLOSE_GRACE)
+      node_lost(c, i, "its connection closed");
+    if (!c->ctl[i] || n->state == NODE_LOST || now - n->last_seen <= limit) continue;
+    char why[96];
+    snprintf(why, sizeof why, "silent for %.1f s (heartbeat timeout %.1f s)",
+             now - n->last_seen, limit);
+    node_lost(c, i, why);
+  }
+}
+
+/* Runs every TICK_MS while the cluster lives: heartbeats out, silence in.
+ * It also keeps uv_run(UV_RUN_ONCE) returning often enough for the pump to
+ * notice Ctrl-C. */
+static void on_tick(uv_timer_t *t) {
+  coord *c = t->data;
+  double now = progress_now();
+  /* If the loop was not pumped for a while (Lua busy elsewhere), nobody
+   * could read heartbeats: restart the silence clocks rather than blame
+   * the nodes for our own absence. */
+  if (now - c->last_tick > 2.0 * (TICK_MS / 1000.0) + 0.5)
+    for (int i = 0; i < c->nnodes; i++) c->nodes[i].last_seen = now;
+  c->last_tick = now;
+  if (now - c->last_heartbeat >= c->opts.heartbeat_ms / 1000.0) {
+    send_heartbeats(c);
+    c->last_heartbeat = now;
+  }
+  if (!c->shutting_down) check_silence(c, now);
+}
+
+/* ============================== launching ================================ */
+
+static void on_exit_cb(launcher *l, void *task_ud, int64_t status, int sig) {
+  coord *c = l->ud;
+  coord_node *n = task_ud;
+  int i = (int)(n - c->nodes);
+  char name[32], why[96];
+  coord_node_name(n, name, sizeof name);
+  n->exited = true;
+  n->exit_status = status;
+  n->term_signal = sig;
+  if (sig)
+    snprintf(why, sizeof why, "killed by signal %d", sig);
+  else
+    snprintf(why, sizeof why, "exited with status %lld", (long long)status);
+  rundir_event(&c->rd, "node exit %s: %s", name, why);
+  log_info("%s %s", name, why);
+  if (c->shutting_down) {
+    if (n->state != NODE_LOST) {
+      bool clean = !sig && status == 0;
+      n->state = clean ? NODE_DONE : NODE_FAILED;
+      if (!clean) c->failures++;
+    }
+  } else {
+    node_lost(c, i, why);
+  }
+}
+
+static int launch_all(coord *c) {
+  char secret[1200];
+  rundir_file(&c->rd, "secret", secret, sizeof secret);
+  for (int i = 0; i < c->nnodes; i++) {
+    coord_node *n = &c->nodes[i];
+    launch_task t = {
+        .role = n->role, .index = n->index, .coord = c->addr, .run_dir = c->rd.path,
+        .secret_file = secret, .bind_host = c->opts.bind_host, .cpus = c->opts.cpus,
+        .heartbeat_ms = c->opts.heartbeat_ms,
+        /* Nodes tolerate a long silence from us (Lua may be busy between
+         * pumps); a dead coordinator closes their sockets at once anyway. */
+        .timeout_ms = c->opts.heartbeat_timeout_ms > 60000 ? c->opts.heartbeat_timeout_ms : 60000,
+    };
+    char name[32];
+    coord_node_name(n, name, sizeof name);
+    snprintf(n->log, sizeof n->log, "%s/logs/%s-%d.log", c->rd.path, wire_role_name(n->role),
+             n->index);
+    int rc = c->launch->ops->start(c->launch, &t, n, &n->pid);
+    if (rc < 0) return drv_error(rc, "launching %s: %s", name, drv_errmsg());
+    rundir_event(&c->rd, "node start %s pid %d", name, (int)n->pid);
+  }
+  return 0;
+}
+
+static int make_nodes(coord *c) {
+  int total = 0;
+  for (int r = 0; r < ROLE_COUNT; r++) total += c->opts.count[r];
+  c->nodes = calloc((size_t)total, sizeof *c->nodes);
+  c->ctl = calloc((size_t)total, sizeof *c->ctl);
+  if (!c->nodes || !c->ctl) return drv_error(DRV_ENOMEM, "out of memory");
+  for (int r = 0; r < ROLE_COUNT; r++)
+    for (int k = 0; k < c->opts.count[r]; k++) {
+      coord_node *n = &c->nodes[c->nnodes++];
+      n->role = r;
+      n->index = k;
+      n->state = NODE_STARTING;
+    }
+  return 0;
+}
+
+/* ============================== pumping ================================== */
+
+int coord_pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double timeout,
+               bool fail_on_loss) {
+  double deadline = timeout > 0 ? progress_now() + timeout : 0;
+  while (!done(c, arg)) {
+    if (drv_interrupted()) return drv_error(DRV_EINTERRUPTED, "interrupted");
+    if (fail_on_loss && c->failures) return drv_error(DRV_ENODE, "%s", c->failure);
+    if (deadline && progress_now() > deadline) return DRV_ETIMEDOUT;
+    uv_run(c->loop, UV_RUN_ONCE);
+  }
+  return 0;
+}
+
+static bool all_registered(coord *c, void *arg) {
+  (void)arg;
+  return c->registered == c->nnodes;
+}
+
+static int reservation_error(coord *c) {
+  char msg[8192];
+  size_t len = (size_t)snprintf(msg, sizeof msg,
+                                "reservation timed out after %g s: %d of %d nodes registered; missing",
+                                c->opts.reservation_timeout, c->registered, c->nnodes);
+  for (int i = 0; i < c->nnodes && len < sizeof msg; i++) {
+    if (c->ctl[i]) continue;
+    char name[32];
+    len += (size_t)snprintf(msg + len, sizeof msg - len, " %s",
+                            coord_node_name(&c->nodes[i], name, sizeof name));
+  }
+  for (int i = 0; i < c->nnodes && len < sizeof msg; i++) {
+    if (c->ctl[i]) continue;
+    char name[32], tail[1200];
+    rundir_tail(c->nodes[i].log, 5, tail, sizeof tail);
+    len += (size_t)snprintf(msg + len, sizeof msg - len, "\n--- %s (%s)%s%s",
+                            coord_node_name(&c->nodes[i], name, sizeof name), c->nodes[i].log,
+                            tail[0] ? ":\n" : ": (empty log)", tail);
+  }
+  rundir_event(&c->rd, "reservation timed out");
+  return drv_error(DRV_ETIMEDOUT, "%s", msg);
+}
+
+static void send_spec(coord *c) {
+  for (int i = 0; i < c->nnodes; i++) {
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_wr_u32(&w, (uint32_t)c->nnodes);
+    for (int k = 0; k < c->nnodes; k++) {
+      const coord_node *n = &c->nodes[k];
+      wire_wr_u8(&w, (uint8_t)n->role);
+      wire_wr_u32(&w, (uint32_t)n->index);
+      wire_wr_str(&w, n->host);
+      wire_wr_u16(&w, (uint16_t)n->port);
+    }
+    coord_send(c, i, &w, WIRE_SPEC, 0);
+  }
+  rundir_event(&c->rd, "cluster ready: %d nodes", c->nnodes);
+}
+
+/* ============================== start ==================================== */
+
+static int write_coordinator_file(coord *c) {
+  char line[128];
+  snprintf(line, sizeof line, "%s %d\n", c->addr, (int)getpid());
+  return rundir_write(&c->rd, "coordinator", line, 0644);
+}
+
+static int start_listener(coord *c) {
+  conn_opts o = {.secret = &c->secret, .cbs = &ctl_cbs, .ud = c, .server_kind = 0};
+  int rc = conn_listen(c->loop, c->opts.bind_host, 0, &o, &c->server, &c->port);
+  if (rc < 0) return rc;
+  snprintf(c->addr, sizeof c->addr, "%s:%d", c->opts.bind_host, c->port);
+  return 0;
+}
+
+static int start_tick(coord *c) {
+  c->tick = malloc(sizeof *c->tick);
+  if (!c->tick) return drv_error(DRV_ENOMEM, "out of memory");
+  uv_timer_init(c->loop, c->tick);
+  c->tick->data = c;
+  c->last_tick = c->last_heartbeat = progress_now();
+  uv_timer_start(c->tick, on_tick, TICK_MS, TICK_MS);
+  return 0;
+}
+
+static int start_run(coord *c) {
+  int rc;
+  char path[1200];
+  if ((rc = auth_init()) < 0 || (rc = rundir_create(c->opts.runs_base, c->opts.name, &c->rd)) < 0)
+    return rc;
+  /* "e": close-on-exec, or every node would inherit the descriptor. */
+  c->log = fopen(rundir_file(&c->rd, "logs/coordinator.log", path, sizeof path), "ae");
+  if (!c->log) return drv_error(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
+  log_setup(c->log, "coordinator", LOG_INFO);
+  if ((rc = auth_secret_generate(&c->secret)) < 0 ||
+      (rc = auth_secret_save(&c->secret, rundir_file(&c->rd, "secret", path, sizeof path))) < 0)
+    return rc;
+  if ((rc = start_listener(c)) < 0 || (rc = write_coordinator_file(c)) < 0 ||
+      (rc = start_tick(c)) < 0)
+    return rc;
+  if (strcmp(c->opts.launcher, "local") != 0)
+    return drv_error(DRV_EUNSUPPORTED, "launcher '%s' is not available (only \"local\" for now)",
+                     c->opts.launcher);
+  c->launch = launch_local_new(c->loop, on_exit_cb, c);
+  if (!c->launch) return DRV_ENOMEM;
+  log_info("listening on %s; run directory %s", c->addr, c->rd.path);
+  return 0;
+}
+
+static int check_opts(const coord_opts *o) {
+  if (o->count[ROLE_PS] < 1) return drv_error(DRV_EINVAL, "cluster: needs at least one ps");
+  if (o->count[ROLE_WORKER] + o->count[ROLE_CHIEF] < 1)
+    return drv_error(DRV_EINVAL, "cluster: needs at least one worker or a chief");
+  if (o->count[ROLE_CHIEF] > 1 || o->count[ROLE_EVALUATOR] > 1)
+    return drv_error(DRV_EINVAL, "cluster: chief and evaluator take 0 or 1");
+  for (int r = 0; r < ROLE_COUNT; r++)
+    if (o->count[r] < 0 || o->count[r] > 1024)
+      return drv_error(DRV_EINVAL, "cluster: %s = %d is out of range (0..1024)",
+                       wire_role_name(r), o->count[r]);
+  if (o->reservation_timeout <= 0 || o->heartbeat_ms == 0 ||
+      o->heartbeat_timeout_ms <= o->heartbeat_ms)
+    return drv_error(DRV_EINVAL, "cluster: timeouts must be positive, and the heartbeat "
+                                 "timeout longer than the heartbeat");
+  return 0;
+}
+
+int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
+  *out = NULL;
+  int rc = check_opts(o);
+  if (rc < 0) return rc;
+  coord *c = calloc(1, sizeof *c);
+  if (!c) return drv_error(DRV_ENOMEM, "out of memory");
+  c->loop = loop;
+  c->opts = *o;
+  if ((rc = make_nodes(c)) < 0 || (rc = start_run(c)) < 0 || (rc = launch_all(c)) < 0)
+    goto fail;
+  rc = coord_pump(c, all_registered, NULL, o->reservation_timeout, true);
+  if (rc == DRV_ETIMEDOUT) rc = reservation_error(c);
+  if (rc < 0) goto fail;
+  send_spec(c);
+  *out = c;
+  return 0;
+fail: {
+  /* coord_free logs and kills; keep the message of the real failure. */
+  char msg[8192];
+  snprintf(msg, sizeof msg, "%s", drv_errmsg());
+  if (c->rd.events) rundir_event(&c->rd, "start failed: %s", msg);
+  coord_free(c);
+  return drv_error(rc, "%s", msg);
+}
+}
+
+/* ============================== shutdown ================================= */
+
+static bool roles_exited(coord *c, void *arg) {
+  bool ps = *(bool *)arg;
+  for (int i = 0; i < c->nnodes; i++)
+    if ((c->nodes[i].role == ROLE_PS) == ps && !c->nodes[i].exited) return false;
+  return true;
+}
+
+/* SHUTDOWN to every node of one group (ps or not), then wait. */
+static void stop_group(coord *c, bool ps, double grace, double deadline) {
+  for (int i = 0; i < c->nnodes; i++) {
+    if ((c->nodes[i].role == ROLE_PS) != ps || c->nodes[i].exited) continue;
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_wr_u32(&w, (uint32_t)(grace * 1000));
+    coord_send(c, i, &w, WIRE_SHUTDOWN, 0);
+  }
+  double left = deadline - progress_now();
+  if (left > 0) coord_pump(c, roles_exited, &ps, left, false);
+}
+
+static bool none_running(coord *c, void *arg) {
+  (void)arg;
+  return !c->launch || c->launch->ops->running(c->launch) == 0;
+}
+
+static int failure_report(coord *c, char *buf, size_t n) {
+  size_t len = 0;
+  if (n) buf[0] = '\0';
+  for (int i = 0; i < c->nnodes && len < n; i++) {
+    coord_node *nd = &c->nodes[i];
+    if (nd->state != NODE_LOST && nd->state != NODE_FAILED) continue;
+    char name[32];
+    coord_node_name(nd, name, sizeof name);
+    len += (size_t)snprintf(buf + len, n - len, "%s%s %s", len ? "; " : "", name,
+                            coord_state_name(nd->state));
+    if (nd->exited && len < n) {
+      if (nd->term_signal)
+        len += (size_t)snprintf(buf + len, n - len, " (signal %d)", nd->term_signal);
+      else
+        len += (size_t)snprintf(buf + len, n - len, " (status %lld)", (long long)nd->exit_status);
+    }
+  }
+  if (c->failure[0] && len < n)
+    snprintf(buf + len, n - len, "%sfirst failure: %s", len ? "\n" : "", c->failure);
+  return c->failures;
+}
+
+int coord_shutdown(coord *c, double grace, double timeout, char *buf, size_t n) {
+  if (c->shut_down) return failure_report(c, buf, n);
+  c->shutting_down = true;
+  rundir_event(&c->rd, "shutdown (grace %.1f s, timeout %.1f s)", grace, timeout);
+  double deadline = progress_now() + (timeout > 0 ? timeout : 0);
+  stop_group(c, false, grace, deadline);
+  stop_group(c, true, grace, deadline);
+  if (c->launch && c->launch->ops->running(c->launch) > 0) {
+    for (int i = 0; i < c->nnodes; i++)
+      if (!c->nodes[i].exited) {
+        char name[32];
+        log_warn("%s did not stop in time; killing it",
+                 coord_node_name(&c->nodes[i], name, sizeof name));
+        c->launch->ops->signal(c->launch, &c->nodes[i], SIGKILL);
+      }
+    coord_pump(c, none_running, NULL, 5.0, false);
+  }
+  for (int i = 0; i < c->nnodes; i++)
+    if (c->ctl[i]) conn_close(c->ctl[i], "shutdown");
+  coord_fit_close(c);
+  c->shut_down = true;
+  rundir_event(&c->rd, "shutdown complete: %d node failure%s", c->failures,
+               c->failures == 1 ? "" : "s");
+  unlink(rundir_file(&c->rd, "coordinator", (char[1200]){0}, 1200));
+  return failure_report(c, buf, n);
+}
+
+static void free_handle(uv_handle_t *h) { free(h); }
+
+void coord_free(coord *c) {
+  if (!c) return;
+  c->shutting_down = true; /* what closes from here on is not a failure */
+  if (c->launch) c->launch->ops->destroy(c->launch); /* SIGKILLs what is left */
+  c->launch = NULL;
+  for (int i = 0; i < c->nnodes; i++)
+    if (c->ctl[i]) conn_close(c->ctl[i], "coordinator closing");
+  coord_fit_close(c);
+  if (c->server) conn_server_close(c->server);
+  if (c->tick) uv_close((uv_handle_t *)c->tick, free_handle);
+  /* Close callbacks run on the next turns of the loop; they still use c
+   * (through the peers) and the fit state (through the ps links). */
+  for (int i = 0; i < 3; i++) uv_run(c->loop, UV_RUN_NOWAIT);
+  coord_fit_free(c);
+  log_setup(NULL, "drover", LOG_INFO);
+  if (c->log) fclose(c->log);
+  rundir_close(&c->rd);
+  free(c->nodes);
+  free(c->ctl);
+  free(c);
+}
+
+/* ============================== queries ================================== */
+
+const char *coord_run_dir(const coord *c) { return c->rd.path; }
+const char *coord_failure(const coord *c) { return c->failure; }
+const char *coord_address(const coord *c) { return c->addr; }
+
+const coord_node *coord_nodes(const coord *c, int *count) {
+  *count = c->nnodes;
+  return c->nodes;
+}

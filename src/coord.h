@@ -1,0 +1,129 @@
+/* coord.h - the coordinator: the run directory, the reservation (gang
+ * start), the cluster table, heartbeats, failure detection, training on the
+ * cluster, and shutdown.
+ *
+ * The coordinator lives in the user's process, on the loop Lua runs on.
+ * Functions that must wait (coord_start, coord_fit, coord_shutdown) pump
+ * that loop (uv_run UV_RUN_ONCE) until their condition holds, so sockets,
+ * timers and child processes keep moving while a script "blocks"; they
+ * return DRV_EINTERRUPTED when drv_interrupted() is set (Ctrl-C).
+ *
+ * Failure model (this issue): a node that exits or stays silent past the
+ * heartbeat timeout is marked lost; the event is logged to events.log and
+ * any training in progress fails with an error that names the node and
+ * quotes the last lines of its log. Recovery comes later.
+ */
+#ifndef DROVER_COORD_H
+#define DROVER_COORD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "data.h"
+#include "nn.h"
+#include "optim.h"
+#include "train.h"
+#include "wire.h"
+
+typedef enum coord_node_state {
+  NODE_STARTING, /* launched, not registered */
+  NODE_READY,    /* registered; idle */
+  NODE_BUSY,     /* running tasks */
+  NODE_LOST,     /* exited or silent while it was needed */
+  NODE_DONE,     /* exited cleanly after SHUTDOWN */
+  NODE_FAILED    /* exited with an error status or was killed at shutdown */
+} coord_node_state;
+
+const char *coord_state_name(coord_node_state s); /* "starting", ... */
+
+/* One task of the cluster: what the dashboard and c:nodes() show. */
+typedef struct coord_node {
+  int role, index;
+  coord_node_state state;
+  pid_t pid;
+  char host[64];
+  int port;               /* ps data port */
+  int cpus;
+  uint64_t memory;        /* bytes, as the node reported */
+  uint64_t rss, cpu_ms;   /* from its last heartbeat */
+  double last_seen;       /* monotonic seconds of its last frame */
+  int64_t steps;          /* train steps completed */
+  int inflight;           /* tasks sent, not answered */
+  double closed_at;       /* its connection closed unexpectedly (0: no) */
+  bool exited;
+  int64_t exit_status;
+  int term_signal;
+  char log[1024];         /* absolute path of its log file */
+} coord_node;
+
+typedef struct coord_opts {
+  const char *name;              /* run name ("cluster") */
+  const char *runs_base;         /* "runs" */
+  int count[ROLE_COUNT];         /* ps, chief (0/1), worker, evaluator (0/1) */
+  const char *launcher;          /* "local" */
+  const char *bind_host;         /* "127.0.0.1" */
+  double reservation_timeout;    /* seconds (60) */
+  uint32_t heartbeat_ms;         /* 500 */
+  uint32_t heartbeat_timeout_ms; /* 5000 */
+  int64_t split_threshold;       /* variables with at least this many
+                                    elements are split across ps nodes
+                                    along their first dimension (65536) */
+  int cpus;                      /* per node; 0 = leave alone */
+} coord_opts;
+
+void coord_opts_default(coord_opts *o);
+
+typedef struct coord coord;
+
+/* Creates the run directory and secret, listens (bind_host, port 0),
+ * launches every node, and pumps the loop until all have registered and
+ * received the cluster spec. On failure (reservation timeout: the message
+ * names each missing role:index and quotes its log; a node that exits
+ * early; a launcher error) everything started is stopped and *out is NULL.
+ * The coordinator's own log goes to <run>/logs/coordinator.log. */
+int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out);
+
+/* What a cluster fit needs; all borrowed for the call. The model's
+ * current weights are the starting point; afterwards they hold the
+ * trained values (pulled back from the ps nodes). */
+typedef struct coord_fit_args {
+  nn_module *model;
+  nn_loss *loss;
+  const optim_cfg *optim;
+  const dataset *train;
+  const train_cfg *cfg; /* batch, epochs, shuffle, seed, max_steps, eval,
+                           eval_every, progress output, on_progress */
+} coord_fit_args;
+
+/* Trains on the cluster (async: each ps applies every push on arrival).
+ * Worker i of n trains on shard i of the training data. With an evaluator,
+ * it evaluates every eval_every steps; the final evaluation runs here on
+ * the pulled-back model. Fills *res like train_fit. */
+int coord_fit(coord *c, const coord_fit_args *a, train_result *res);
+
+/* Copies the current parameters from the ps nodes into `model` (whose
+ * architecture must be the one last fitted). A no-op before any fit. */
+int coord_pull(coord *c, nn_module *model);
+
+/* Stops the cluster: SHUTDOWN to workers, chief and evaluator, wait for
+ * them (grace seconds), then the ps nodes; whoever is still running after
+ * `timeout` seconds is killed. Reaps every child. Returns the number of
+ * nodes that failed during the run (lost, non-zero exit, killed), and a
+ * report of them in buf. Idempotent. */
+int coord_shutdown(coord *c, double grace, double timeout, char *buf, size_t n);
+
+/* Kills what is left, frees everything (closing handles; the loop may
+ * need a UV_RUN_NOWAIT afterwards for close callbacks). NULL is fine. */
+void coord_free(coord *c);
+
+const char *coord_run_dir(const coord *c);
+/* The cluster table (count entries, ps first). Borrowed. */
+const coord_node *coord_nodes(const coord *c, int *count);
+/* The first failure message of the run ("" when none). */
+const char *coord_failure(const coord *c);
+/* "127.0.0.1:40123" */
+const char *coord_address(const coord *c);
+
+#endif

@@ -1,0 +1,691 @@
+/* coord_fit.c - training on the cluster: variable placement over the ps
+ * nodes, their initial values, SETUP of workers and the evaluator, the
+ * stream of train-step tasks and their results, evaluation, and pulling the
+ * trained values back into the caller's model.
+ *
+ * Async data parallelism: each worker pulls the current values, computes
+ * a gradient on a batch of its own data shard, and pushes it; each ps
+ * applies pushes on arrival with the shard's own optimizer state. A
+ * worker answers RESULT only once every ps acknowledged its push, so a
+ * RESULT means "this step's update is applied".
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_int.h"
+#include "err.h"
+#include "log.h"
+#include "progress.h"
+
+#define INFLIGHT_PER_WORKER 2 /* a queued task hides the RESULT -> TASK round trip */
+#define PS_CONNECT_TIMEOUT 10.0
+#define MAX_SHARDS 1024
+
+typedef struct shard {
+  int ps;
+  int64_t row0, rows;
+} shard;
+
+typedef struct fvar {
+  tensor *value; /* the model's parameter (borrowed) */
+  int nshards;
+  shard *sh;
+} fvar;
+
+typedef struct pslink {
+  coord_fit_state *f;
+  int ps;
+} pslink;
+
+struct coord_fit_state {
+  coord *c;
+  int nps;
+  conn **ps;       /* coordinator -> ps data connections */
+  pslink *links;
+  int ps_ready;
+  nn_param_list params;
+  fvar *vars;
+  int nvars;
+  bool placed;
+  int pending; /* replies outstanding: VAR_INIT_OK, PULL_REPLY, SETUP_OK */
+  /* the fit in progress (cfg NULL when none) */
+  const train_cfg *cfg;
+  int *trainers; /* node indices of chief and workers, shard order */
+  int ntrainers;
+  int evaluator; /* node index or -1 */
+  int64_t total, sent, done, per_epoch, examples;
+  int64_t epoch_seen, epoch_correct, epoch_no;
+  double epoch_loss;
+  bool epoch_has_acc;
+  int evals_out;           /* EVAL sent, EVAL_RESULT not yet back */
+  int64_t last_eval_step;  /* step of the last finished evaluation */
+  int64_t local_eval_due;  /* step at which a local eval is owed, 0 none */
+  bool eval_fresh;         /* an eval finished since the last on_progress */
+  train_progress p;
+  progress out;
+  double t0;
+  FILE *metrics;
+};
+
+/* ============================== ps connections ============================ */
+
+static void fail_fit(coord_fit_state *f, const char *fmt, const char *a, const char *b) {
+  coord *c = f->c;
+  c->failures++;
+  coord_fail(c, fmt, a, b);
+}
+
+static void copy_shard(coord_fit_state *f, int ps, uint32_t var, const int64_t *shape, int ndim,
+                       const uint8_t *data) {
+  if (var >= (uint32_t)f->nvars) return;
+  fvar *v = &f->vars[var];
+  for (int s = 0; s < v->nshards; s++) {
+    if (v->sh[s].ps != ps) continue;
+    int64_t row = tensor_numel(v->value) / (v->value->shape[0] ? v->value->shape[0] : 1);
+    if (ndim != v->value->ndim || shape[0] != v->sh[s].rows) return;
+    memcpy(tensor_data(v->value) + v->sh[s].row0 * row, data,
+           (size_t)(v->sh[s].rows * row) * sizeof(float));
+  }
+}
+
+static int on_pull_reply(coord_fit_state *f, int ps, const uint8_t *pl, uint32_t len) {
+  wire_rd r;
+  wire_rd_init(&r, pl, len);
+  uint32_t n = wire_rd_u32(&r);
+  for (uint32_t i = 0; i < n && wire_rd_ok(&r); i++) {
+    uint32_t var = wire_rd_u32(&r);
+    int ndim;
+    int64_t shape[TENSOR_MAXDIM];
+    const uint8_t *data;
+    if (wire_rd_tensor_view(&r, &ndim, shape, &data) == 0) copy_shard(f, ps, var, shape, ndim, data);
+  }
+  return wire_rd_done(&r, WIRE_PULL_REPLY);
+}
+
+static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
+  pslink *l = conn_ud(cn);
+  coord_fit_state *f = l->f;
+  char name[32];
+  snprintf(name, sizeof name, "ps:%d", l->ps);
+  switch (h->type) {
+  case WIRE_VAR_INIT_OK:
+    f->pending--;
+    return;
+  case WIRE_PULL_REPLY:
+    if (on_pull_reply(f, l->ps, pl, h->len) < 0) {
+      fail_fit(f, "%s: %s", name, drv_errmsg());
+      conn_close(cn, "bad PULL_REPLY");
+    }
+    f->pending--;
+    return;
+  case WIRE_PUSH_OK:
+    return;
+  case WIRE_ERROR: {
+    wire_rd r;
+    char msg[512];
+    wire_rd_init(&r, pl, h->len);
+    wire_rd_i32(&r);
+    wire_rd_str(&r, msg, sizeof msg);
+    fail_fit(f, "%s refused a request: %s", name, wire_rd_ok(&r) ? msg : "(malformed)");
+    return;
+  }
+  default:
+    log_warn("%s sent an unexpected %s", name, wire_type_name(h->type));
+    conn_close(cn, "unexpected frame");
+  }
+}
+
+static void ps_ready(conn *cn) {
+  pslink *l = conn_ud(cn);
+  l->f->ps_ready++;
+}
+
+static void ps_close(conn *cn, int err, const char *why) {
+  pslink *l = conn_ud(cn);
+  coord_fit_state *f = l->f;
+  if (f->ps[l->ps] == cn) f->ps[l->ps] = NULL;
+  if (conn_is_ready(cn)) f->ps_ready--;
+  if (!f->c->shutting_down && (err || f->cfg)) {
+    char name[32];
+    snprintf(name, sizeof name, "ps:%d", l->ps);
+    fail_fit(f, "lost the connection to %s: %s", name, err ? why : "closed");
+  }
+}
+
+static const conn_cbs ps_cbs = {ps_ready, ps_frame, ps_close};
+
+static bool ps_all_ready(coord *c, void *arg) {
+  (void)arg;
+  return c->fit->ps_ready == c->fit->nps;
+}
+
+static bool nothing_pending(coord *c, void *arg) {
+  (void)arg;
+  return c->fit->pending == 0;
+}
+
+static coord_fit_state *fit_state(coord *c) {
+  if (c->fit) return c->fit;
+  coord_fit_state *f = calloc(1, sizeof *f);
+  if (!f) return NULL;
+  f->c = c;
+  f->nps = c->opts.count[ROLE_PS];
+  f->ps = calloc((size_t)f->nps, sizeof *f->ps);
+  f->links = calloc((size_t)f->nps, sizeof *f->links);
+  f->evaluator = -1;
+  if (!f->ps || !f->links) {
+    free(f->ps), free(f->links), free(f);
+    return NULL;
+  }
+  c->fit = f;
+  return f;
+}
+
+static int connect_ps(coord *c) {
+  coord_fit_state *f = c->fit;
+  for (int k = 0; k < f->nps; k++) {
+    if (f->ps[k]) continue;
+    int i = coord_find_node(c, ROLE_PS, k);
+    f->links[k] = (pslink){f, k};
+    conn_opts o = {.secret = &c->secret, .cbs = &ps_cbs, .ud = &f->links[k]};
+    int rc = conn_connect(c->loop, c->nodes[i].host, c->nodes[i].port, &o, &f->ps[k]);
+    if (rc < 0) return rc;
+  }
+  int rc = coord_pump(c, ps_all_ready, NULL, PS_CONNECT_TIMEOUT, true);
+  if (rc == DRV_ETIMEDOUT) return drv_error(rc, "could not reach every ps within %g s", PS_CONNECT_TIMEOUT);
+  return rc;
+}
+
+/* ============================== placement ================================= */
+
+static void free_vars(coord_fit_state *f) {
+  for (int i = 0; i < f->nvars; i++) free(f->vars[i].sh);
+  free(f->vars);
+  f->vars = NULL;
+  f->nvars = 0;
+  nn_param_list_free(&f->params);
+  f->placed = false;
+}
+
+/* Large variables are split by rows over every ps; the others go whole to
+ * the least loaded ps, largest first (TensorFlow's greedy byte-size
+ * strategy), so the load is balanced and the placement deterministic. */
+static int place(coord_fit_state *f, nn_module *model) {
+  free_vars(f);
+  int rc = nn_collect_params(model, &f->params);
+  if (rc < 0) return rc;
+  f->nvars = f->params.n;
+  f->vars = calloc((size_t)f->nvars, sizeof *f->vars);
+  int *order = malloc((size_t)f->nvars * sizeof *order);
+  int64_t *load = calloc((size_t)f->nps, sizeof *load);
+  if (!f->vars || !order || !load) {
+    free(order), free(load);
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < f->nvars; i++) order[i] = i, f->vars[i].value = f->params.items[i].value;
+  for (int i = 1; i < f->nvars; i++) /* stable insertion sort, largest first */
+    for (int j = i; j > 0 && tensor_numel(f->vars[order[j]].value) >
+                                 tensor_numel(f->vars[order[j - 1]].value); j--) {
+      int t = order[j];
+      order[j] = order[j - 1], order[j - 1] = t;
+    }
+  for (int k = 0; k < f->nvars && rc == 0; k++) {
+    fvar *v = &f->vars[order[k]];
+    int64_t rows = v->value->shape[0], numel = tensor_numel(v->value);
+    bool split = f->nps > 1 && numel >= f->c->opts.split_threshold && rows >= f->nps;
+    v->nshards = split ? f->nps : 1;
+    v->sh = calloc((size_t)v->nshards, sizeof *v->sh);
+    if (!v->sh) {
+      rc = drv_error(DRV_ENOMEM, "out of memory");
+      break;
+    }
+    if (split) {
+      int64_t row0 = 0;
+      for (int s = 0; s < f->nps; s++) {
+        int64_t r = rows / f->nps + (s < rows % f->nps);
+        v->sh[s] = (shard){s, row0, r};
+        load[s] += r * (numel / rows);
+        row0 += r;
+      }
+    } else {
+      int best = 0;
+      for (int s = 1; s < f->nps; s++)
+        if (load[s] < load[best]) best = s;
+      v->sh[0] = (shard){best, 0, rows};
+      load[best] += numel;
+    }
+  }
+  free(order);
+  free(load);
+  if (rc == 0) f->placed = true;
+  for (int i = 0; i < f->nvars && rc == 0; i++) {
+    char where[512];
+    size_t len = 0;
+    for (int s = 0; s < f->vars[i].nshards && len < sizeof where; s++) {
+      const shard *sh = &f->vars[i].sh[s];
+      len += (size_t)snprintf(where + len, sizeof where - len, "%sps:%d rows %lld-%lld",
+                              s ? ", " : "", sh->ps, (long long)sh->row0,
+                              (long long)(sh->row0 + sh->rows - 1));
+    }
+    rundir_event(&f->c->rd, "placement %s: %s", f->params.items[i].name, where);
+  }
+  return rc;
+}
+
+static int init_vars(coord_fit_state *f, const optim_cfg *opt) {
+  for (int i = 0; i < f->nvars; i++) {
+    fvar *v = &f->vars[i];
+    for (int s = 0; s < v->nshards; s++) {
+      tensor *part = tensor_narrow(v->value, 0, v->sh[s].row0, v->sh[s].rows);
+      if (!part) return DRV_ENOMEM;
+      wire_wr w;
+      wire_wr_init(&w);
+      wire_wr_u32(&w, (uint32_t)i);
+      wire_wr_u64(&w, (uint64_t)v->sh[s].row0);
+      wire_wr_optim(&w, opt);
+      wire_wr_tensor(&w, part);
+      tensor_free(part);
+      if (!f->ps[v->sh[s].ps]) return drv_error(DRV_ENODE, "ps:%d is not connected", v->sh[s].ps);
+      f->pending++;
+      int rc = conn_send_wr(f->ps[v->sh[s].ps], &w, WIRE_VAR_INIT, (uint32_t)i);
+      if (rc < 0) return rc;
+    }
+  }
+  return 0;
+}
+
+/* One PULL per ps for the variables (or shards) it holds. */
+static int pull_all(coord *c) {
+  coord_fit_state *f = c->fit;
+  for (int k = 0; k < f->nps; k++) {
+    wire_wr w;
+    wire_wr_init(&w);
+    uint32_t n = 0;
+    for (int i = 0; i < f->nvars; i++)
+      for (int s = 0; s < f->vars[i].nshards; s++) n += f->vars[i].sh[s].ps == k;
+    if (n == 0) {
+      wire_wr_free(&w);
+      continue;
+    }
+    wire_wr_u32(&w, n);
+    for (int i = 0; i < f->nvars; i++)
+      for (int s = 0; s < f->vars[i].nshards; s++)
+        if (f->vars[i].sh[s].ps == k) wire_wr_u32(&w, (uint32_t)i);
+    if (!f->ps[k]) {
+      wire_wr_free(&w);
+      return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+    }
+    f->pending++;
+    conn_send_wr(f->ps[k], &w, WIRE_PULL, 0);
+  }
+  return coord_pump(c, nothing_pending, NULL, 0, true);
+}
+
+int coord_pull(coord *c, nn_module *model) {
+  if (!c->fit || !c->fit->placed) return 0;
+  nn_param_list now = {0};
+  int rc = nn_collect_params(model, &now);
+  bool same = rc == 0 && now.n == c->fit->nvars;
+  for (int i = 0; same && i < now.n; i++) same = now.items[i].value == c->fit->vars[i].value;
+  nn_param_list_free(&now);
+  if (rc < 0) return rc;
+  if (!same) return drv_error(DRV_EINVAL, "cluster: this model is not the one the cluster trained");
+  return pull_all(c);
+}
+
+/* ============================== setup ===================================== */
+
+static void write_var_table(wire_wr *w, coord_fit_state *f) {
+  wire_wr_u32(w, (uint32_t)f->nvars);
+  for (int i = 0; i < f->nvars; i++) {
+    fvar *v = &f->vars[i];
+    wire_wr_str(w, f->params.items[i].name);
+    wire_wr_u8(w, (uint8_t)v->value->ndim);
+    for (int d = 0; d < v->value->ndim; d++) wire_wr_u64(w, (uint64_t)v->value->shape[d]);
+    wire_wr_u32(w, (uint32_t)v->nshards);
+    for (int s = 0; s < v->nshards; s++) {
+      wire_wr_u32(w, (uint32_t)v->sh[s].ps);
+      wire_wr_u64(w, (uint64_t)v->sh[s].row0);
+      wire_wr_u64(w, (uint64_t)v->sh[s].rows);
+    }
+  }
+}
+
+static int send_setup(coord *c, int node, const coord_fit_args *a, const char *spec,
+                      const dataset *d) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_str(&w, spec);
+  wire_wr_str(&w, a->loss->ops->type);
+  wire_wr_u64(&w, (uint64_t)a->cfg->batch);
+  wire_wr_u64(&w, a->cfg->seed);
+  write_var_table(&w, c->fit);
+  wire_wr_tensor(&w, d->x);
+  wire_wr_tensor(&w, d->y);
+  c->fit->pending++;
+  coord_send(c, node, &w, WIRE_SETUP, 0);
+  return 0;
+}
+
+static int setup_nodes(coord *c, const coord_fit_args *a) {
+  coord_fit_state *f = c->fit;
+  char spec[8192];
+  int len = nn_spec(a->model, spec, sizeof spec);
+  if (len < 0) return len;
+  if ((size_t)len >= sizeof spec || len >= WIRE_MAX_STR)
+    return drv_error(DRV_EINVAL, "cluster: the model's description (%d characters) is longer than "
+                                 "the protocol's %d", len, WIRE_MAX_STR - 1);
+  for (int t = 0; t < f->ntrainers; t++) {
+    dataset *part;
+    int rc = data_shard(a->train, t, f->ntrainers, &part);
+    if (rc < 0)
+      return drv_error(rc, "cluster: shard %d of %d of the training data: %s", t, f->ntrainers,
+                       drv_errmsg());
+    send_setup(c, f->trainers[t], a, spec, part);
+    data_free(part);
+  }
+  if (f->evaluator >= 0 && a->cfg->eval) send_setup(c, f->evaluator, a, spec, a->cfg->eval);
+  int rc = coord_pump(c, nothing_pending, NULL, 0, true);
+  return rc;
+}
+
+/* ============================== task results ============================== */
+
+static void metrics_line(coord_fit_state *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void metrics_line(coord_fit_state *f, const char *fmt, ...) {
+  if (!f->metrics) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(f->metrics, "{\"time\":%.3f,", progress_now() - f->t0);
+  vfprintf(f->metrics, fmt, ap);
+  fputs("}\n", f->metrics);
+  va_end(ap);
+}
+
+static int on_result(coord_fit_state *f, int node, const uint8_t *pl, uint32_t len) {
+  wire_rd r;
+  char msg[1024];
+  wire_rd_init(&r, pl, len);
+  wire_rd_u64(&r);
+  int32_t status = wire_rd_i32(&r);
+  double loss = wire_rd_f64(&r);
+  int64_t correct = wire_rd_i64(&r);
+  uint64_t examples = wire_rd_u64(&r);
+  wire_rd_str(&r, msg, sizeof msg);
+  int rc = wire_rd_done(&r, WIRE_RESULT);
+  if (rc < 0) return rc;
+  coord_node *n = &f->c->nodes[node];
+  char name[32];
+  coord_node_name(n, name, sizeof name);
+  if (n->inflight > 0) n->inflight--;
+  if (status != 0) {
+    fail_fit(f, "%s: train step failed: %s", name, msg);
+    return 0;
+  }
+  n->steps++;
+  f->done++;
+  f->examples += (int64_t)examples;
+  int64_t epoch = (f->done - 1) / f->per_epoch + 1;
+  if (epoch != f->epoch_no) {
+    f->epoch_no = epoch;
+    f->epoch_loss = 0, f->epoch_seen = f->epoch_correct = 0, f->epoch_has_acc = true;
+  }
+  f->epoch_loss += loss * (double)examples;
+  f->epoch_seen += (int64_t)examples;
+  if (correct < 0) f->epoch_has_acc = false;
+  else f->epoch_correct += correct;
+  metrics_line(f, "\"step\":%" PRId64 ",\"node\":\"%s\",\"loss\":%.6g,\"examples\":%" PRIu64, f->done,
+               name, loss, examples);
+  const train_cfg *cfg = f->cfg;
+  if (cfg->eval && cfg->eval_every > 0 && f->done % cfg->eval_every == 0) {
+    if (f->evaluator >= 0) {
+      wire_wr w;
+      wire_wr_init(&w);
+      wire_wr_u64(&w, (uint64_t)f->done);
+      f->evals_out++;
+      coord_send(f->c, f->evaluator, &w, WIRE_EVAL, 0);
+    } else {
+      f->local_eval_due = f->done;
+    }
+  }
+  return 0;
+}
+
+static void eval_done(coord_fit_state *f, int64_t step, double loss, double acc) {
+  f->p.eval_loss = loss;
+  f->p.eval_accuracy = acc;
+  f->last_eval_step = step;
+  f->eval_fresh = true;
+  train_progress p = f->p;
+  p.step = step;
+  progress_eval(&f->out, &p);
+  metrics_line(f, "\"step\":%" PRId64 ",\"eval_loss\":%.6g,\"eval_accuracy\":%.6g", step, loss,
+               isnan(acc) ? -1.0 : acc);
+}
+
+static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {
+  wire_rd r;
+  char msg[1024];
+  wire_rd_init(&r, pl, len);
+  uint64_t step = wire_rd_u64(&r);
+  int32_t status = wire_rd_i32(&r);
+  double loss = wire_rd_f64(&r), acc = wire_rd_f64(&r);
+  wire_rd_u64(&r);
+  wire_rd_str(&r, msg, sizeof msg);
+  int rc = wire_rd_done(&r, WIRE_EVAL_RESULT);
+  if (rc < 0) return rc;
+  if (f->evals_out > 0) f->evals_out--;
+  if (status != 0) {
+    fail_fit(f, "%s: evaluation failed: %s", "evaluator:0", msg);
+    return 0;
+  }
+  eval_done(f, (int64_t)step, loss, acc);
+  return 0;
+}
+
+int coord_fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl) {
+  coord_fit_state *f = c->fit;
+  if (!f) return drv_error(DRV_EPROTO, "%s outside a fit", wire_type_name(h->type));
+  switch (h->type) {
+  case WIRE_SETUP_OK:
+    f->pending--;
+    return 0;
+  case WIRE_RESULT:
+    return f->cfg ? on_result(f, node, pl, h->len) : 0;
+  case WIRE_EVAL_RESULT:
+    return f->cfg ? on_eval_result(f, pl, h->len) : 0;
+  default:
+    return drv_error(DRV_EPROTO, "unexpected %s", wire_type_name(h->type));
+  }
+}
+
+/* ============================== the fit loop ============================== */
+
+static void dispatch(coord_fit_state *f) {
+  for (int t = 0; t < f->ntrainers && f->sent < f->total; t++) {
+    coord_node *n = &f->c->nodes[f->trainers[t]];
+    while (n->inflight < INFLIGHT_PER_WORKER && f->sent < f->total) {
+      wire_wr w;
+      wire_wr_init(&w);
+      wire_wr_u64(&w, (uint64_t)++f->sent);
+      wire_wr_u8(&w, WIRE_TASK_TRAIN_STEP);
+      wire_wr_u64(&w, 0);
+      n->inflight++;
+      n->state = NODE_BUSY;
+      coord_send(f->c, f->trainers[t], &w, WIRE_TASK, 0);
+    }
+  }
+}
+
+static void update_progress(coord_fit_state *f) {
+  train_progress *p = &f->p;
+  p->step = f->done;
+  p->epoch = f->epoch_no ? f->epoch_no : 1;
+  p->loss = f->epoch_seen ? f->epoch_loss / (double)f->epoch_seen : NAN;
+  p->accuracy = f->epoch_seen && f->epoch_has_acc ? (double)f->epoch_correct / (double)f->epoch_seen
+                                                  : NAN;
+  p->elapsed = progress_now() - f->t0;
+  p->examples_per_sec = p->elapsed > 0 ? (double)f->examples / p->elapsed : 0;
+  p->eta = p->step > 0 ? p->elapsed / (double)p->step * (double)(p->total_steps - p->step) : 0;
+}
+
+static int local_eval(coord *c, const coord_fit_args *a, int64_t step) {
+  coord_fit_state *f = c->fit;
+  int rc = pull_all(c);
+  double loss, acc;
+  if (rc == 0)
+    rc = train_evaluate(a->model, a->loss, a->cfg->eval, a->cfg->batch, &loss, &acc);
+  if (rc < 0) return rc;
+  eval_done(f, step, loss, acc);
+  return 0;
+}
+
+static bool fit_finished(coord *c, void *arg) {
+  (void)arg;
+  coord_fit_state *f = c->fit;
+  for (int t = 0; t < f->ntrainers; t++)
+    if (c->nodes[f->trainers[t]].inflight) return false;
+  return f->done >= f->total && f->evals_out == 0;
+}
+
+static bool turn_done(coord *c, void *arg) {
+  (void)c;
+  return *(int *)arg > 0 ? true : (++*(int *)arg, false);
+}
+
+/* Pumps one turn of the loop at a time, acting between turns. */
+static int fit_loop(coord *c, const coord_fit_args *a) {
+  coord_fit_state *f = c->fit;
+  const train_cfg *cfg = a->cfg;
+  while (!fit_finished(c, NULL)) {
+    dispatch(f);
+    int turn = 0;
+    int rc = coord_pump(c, turn_done, &turn, 0, true);
+    if (rc < 0) return rc;
+    if (f->local_eval_due) {
+      int64_t step = f->local_eval_due;
+      f->local_eval_due = 0;
+      if ((rc = local_eval(c, a, step)) < 0) return rc;
+    }
+    update_progress(f);
+    progress_step(&f->out, &f->p, false);
+    if (cfg->on_progress) {
+      f->p.is_eval = f->eval_fresh;
+      f->eval_fresh = false;
+      if ((rc = cfg->on_progress(cfg->ud, &f->p)) != 0) return rc;
+      f->p.is_eval = false;
+    }
+  }
+  return 0;
+}
+
+static int plan(coord *c, const coord_fit_args *a) {
+  coord_fit_state *f = c->fit;
+  free(f->trainers);
+  f->trainers = malloc((size_t)c->nnodes * sizeof *f->trainers);
+  if (!f->trainers) return drv_error(DRV_ENOMEM, "out of memory");
+  f->ntrainers = 0;
+  f->evaluator = -1;
+  for (int i = 0; i < c->nnodes; i++) {
+    int role = c->nodes[i].role;
+    if (role == ROLE_CHIEF || role == ROLE_WORKER) f->trainers[f->ntrainers++] = i;
+    if (role == ROLE_EVALUATOR) f->evaluator = i;
+  }
+  if (a->train->n < f->ntrainers)
+    return drv_error(DRV_EINVAL, "cluster: %lld training examples for %d workers",
+                     (long long)a->train->n, f->ntrainers);
+  const train_cfg *cfg = a->cfg;
+  f->per_epoch = (a->train->n + cfg->batch - 1) / cfg->batch;
+  f->total = cfg->epochs * f->per_epoch;
+  if (cfg->max_steps > 0 && cfg->max_steps < f->total) f->total = cfg->max_steps;
+  f->sent = f->done = f->examples = 0;
+  f->epoch_no = 0;
+  f->evals_out = 0;
+  f->last_eval_step = -1;
+  f->local_eval_due = 0;
+  memset(&f->p, 0, sizeof f->p);
+  f->p.total_steps = f->total;
+  f->p.epochs = cfg->epochs;
+  f->p.loss = f->p.accuracy = f->p.eval_loss = f->p.eval_accuracy = NAN;
+  return 0;
+}
+
+static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *res) {
+  coord_fit_state *f = c->fit;
+  if (rc == 0) rc = pull_all(c);
+  if (rc == 0 && a->cfg->eval && f->last_eval_step != f->done) rc = local_eval(c, a, f->done);
+  update_progress(f);
+  progress_step(&f->out, &f->p, true);
+  progress_end(&f->out);
+  if (res) {
+    res->steps = f->done;
+    res->epochs = f->p.epoch;
+    res->loss = f->p.loss;
+    res->accuracy = f->p.accuracy;
+    res->eval_loss = f->p.eval_loss;
+    res->eval_accuracy = f->p.eval_accuracy;
+    res->examples_per_sec = f->p.examples_per_sec;
+    res->seconds = f->p.elapsed;
+  }
+  for (int i = 0; i < c->nnodes; i++)
+    if (c->nodes[i].state == NODE_BUSY) c->nodes[i].state = NODE_READY;
+  if (f->metrics) fclose(f->metrics);
+  f->metrics = NULL;
+  f->cfg = NULL;
+  rundir_event(&c->rd, "fit %s: %lld steps", rc == 0 ? "done" : "failed", (long long)f->done);
+  return rc;
+}
+
+int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
+  if (res) {
+    memset(res, 0, sizeof *res);
+    res->loss = res->accuracy = res->eval_loss = res->eval_accuracy = NAN;
+  }
+  if (c->shut_down || c->shutting_down) return drv_error(DRV_EINVAL, "cluster: it was shut down");
+  if (c->failures) return drv_error(DRV_ENODE, "cluster: %s", c->failure);
+  const train_cfg *cfg = a->cfg;
+  if (cfg->batch <= 0 || cfg->epochs <= 0)
+    return drv_error(DRV_EINVAL, "cluster: batch and epochs must be positive");
+  coord_fit_state *f = fit_state(c);
+  if (!f) return drv_error(DRV_ENOMEM, "out of memory");
+  int rc;
+  if ((rc = plan(c, a)) < 0 || (rc = connect_ps(c)) < 0 || (rc = place(f, a->model)) < 0 ||
+      (rc = init_vars(f, a->optim)) < 0 || (rc = coord_pump(c, nothing_pending, NULL, 0, true)) < 0 ||
+      (rc = setup_nodes(c, a)) < 0)
+    return rc;
+  char path[1200];
+  f->metrics = fopen(rundir_file(&c->rd, "metrics.jsonl", path, sizeof path), "a");
+  f->cfg = cfg;
+  progress_init(&f->out, cfg->progress, cfg->progress_tty);
+  f->t0 = progress_now();
+  rundir_event(&c->rd, "fit: %lld steps on %d workers, %d variables over %d ps",
+               (long long)f->total, f->ntrainers, f->nvars, f->nps);
+  rc = fit_loop(c, a);
+  return fit_finish(c, a, rc, res);
+}
+
+/* ============================== teardown ================================== */
+
+void coord_fit_close(coord *c) {
+  coord_fit_state *f = c->fit;
+  if (!f) return;
+  for (int k = 0; k < f->nps; k++)
+    if (f->ps[k]) conn_close(f->ps[k], "coordinator done");
+}
+
+void coord_fit_free(coord *c) {
+  coord_fit_state *f = c->fit;
+  if (!f) return;
+  /* The ps connections were closed and their close callbacks have run:
+   * coord_free pumps the loop before calling this. */
+  c->fit = NULL;
+  free_vars(f);
+  free(f->trainers);
+  if (f->metrics) fclose(f->metrics);
+  free(f->ps);
+  free(f->links);
+  free(f);
+}

@@ -1,0 +1,359 @@
+/* l_cluster.c - drover.cluster { ... }: a cluster of ps, worker, chief and
+ * evaluator processes, c:fit(exp), c:evaluate(exp), c:nodes(),
+ * c:shutdown { grace, timeout }.
+ *
+ * A cluster left without c:shutdown() is shut down when it is collected or
+ * when the script ends (lua_close); failures found then still make the
+ * script's exit status non-zero (drover_cluster_failures).
+ */
+#include <lauxlib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coord.h"
+#include "err.h"
+#include "l_drover.h"
+#include "l_util.h"
+
+#define CLUSTER_MT "drover.Cluster"
+
+typedef struct lcluster {
+  coord *c;          /* NULL once shut down */
+  char run_dir[1024];
+  char address[80];
+} lcluster;
+
+/* Failures of clusters shut down by their finalizer, for the exit status. */
+static int finalizer_failures;
+
+int drover_cluster_failures(void) { return finalizer_failures; }
+
+static lcluster *check_cluster(lua_State *L, int idx) {
+  return luaL_checkudata(L, idx, CLUSTER_MT);
+}
+
+static coord *live(lua_State *L, lcluster *lc) {
+  if (!lc->c) luaL_error(L, "cluster: it was shut down (run directory %s)", lc->run_dir);
+  return lc->c;
+}
+
+/* ============================== creation ================================= */
+
+static const char *const cluster_keys[] = {
+    "launcher", "ps", "worker", "chief", "evaluator", "reservation_timeout", "heartbeat",
+    "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", NULL};
+
+static const char *opt_string(lua_State *L, const char *key, const char *def) {
+  lua_getfield(L, 1, key);
+  const char *s = lua_isnil(L, -1) ? def : lua_tostring(L, -1);
+  if (!s || (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING))
+    luaL_error(L, "cluster: %s must be a string", key);
+  lua_pop(L, 1); /* the string stays alive in the options table */
+  return s;
+}
+
+static int l_cluster(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  ldrv_check_keys(L, 1, "cluster", cluster_keys);
+  coord_opts o;
+  coord_opts_default(&o);
+  o.launcher = opt_string(L, "launcher", o.launcher);
+  o.name = opt_string(L, "name", o.name);
+  o.runs_base = opt_string(L, "runs", o.runs_base);
+  o.count[ROLE_PS] = (int)ldrv_opt_integer(L, 1, "ps", 1, "cluster");
+  o.count[ROLE_WORKER] = (int)ldrv_opt_integer(L, 1, "worker", 1, "cluster");
+  o.count[ROLE_CHIEF] = (int)ldrv_opt_integer(L, 1, "chief", 0, "cluster");
+  o.count[ROLE_EVALUATOR] = (int)ldrv_opt_integer(L, 1, "evaluator", 0, "cluster");
+  o.reservation_timeout = ldrv_opt_number(L, 1, "reservation_timeout", 60, "cluster");
+  o.heartbeat_ms = (uint32_t)(ldrv_opt_number(L, 1, "heartbeat", 0.5, "cluster") * 1000);
+  o.heartbeat_timeout_ms = (uint32_t)(ldrv_opt_number(L, 1, "heartbeat_timeout", 5, "cluster") * 1000);
+  o.split_threshold = ldrv_opt_integer(L, 1, "split_threshold", o.split_threshold, "cluster");
+  o.cpus = (int)ldrv_opt_integer(L, 1, "cpus", 0, "cluster");
+  uv_loop_t *loop = drover_lua_loop(L);
+
+  lcluster *lc = lua_newuserdatauv(L, sizeof *lc, 0);
+  memset(lc, 0, sizeof *lc);
+  luaL_setmetatable(L, CLUSTER_MT);
+  int rc = coord_start(loop, &o, &lc->c);
+  if (rc < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
+  snprintf(lc->run_dir, sizeof lc->run_dir, "%s", coord_run_dir(lc->c));
+  snprintf(lc->address, sizeof lc->address, "%s", coord_address(lc->c));
+  return 1;
+}
+
+/* ============================== fit ====================================== */
+
+typedef struct fit_ctx {
+  lua_State *L;
+  int progress_fn; /* stack index of the progress function, 0 none */
+  bool failed;     /* the progress function raised; its error is in the registry */
+} fit_ctx;
+
+static void set_num(lua_State *L, const char *k, double v) {
+  if (isnan(v)) return;
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void set_int(lua_State *L, const char *k, int64_t v) {
+  lua_pushinteger(L, (lua_Integer)v);
+  lua_setfield(L, -2, k);
+}
+
+static int call_progress(void *ud, const train_progress *p) {
+  fit_ctx *x = ud;
+  lua_State *L = x->L;
+  lua_pushvalue(L, x->progress_fn);
+  lua_createtable(L, 0, 12);
+  set_int(L, "step", p->step);
+  set_int(L, "total_steps", p->total_steps);
+  set_int(L, "epoch", p->epoch);
+  set_int(L, "epochs", p->epochs);
+  set_num(L, "loss", p->loss);
+  set_num(L, "accuracy", p->accuracy);
+  set_num(L, "examples_per_sec", p->examples_per_sec);
+  set_num(L, "elapsed", p->elapsed);
+  set_num(L, "eta", p->eta);
+  lua_pushboolean(L, p->is_eval);
+  lua_setfield(L, -2, "is_eval");
+  if (p->is_eval) {
+    set_num(L, "eval_loss", p->eval_loss);
+    set_num(L, "eval_accuracy", p->eval_accuracy);
+  }
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    lua_setfield(L, LUA_REGISTRYINDEX, "drover.cluster.error");
+    x->failed = true;
+    return 1;
+  }
+  int stop = lua_toboolean(L, -1) == 0 && !lua_isnil(L, -1);
+  lua_pop(L, 1);
+  return stop;
+}
+
+/* Pushes field k of the table at idx (drover.experiment validated them). */
+static int field(lua_State *L, int idx, const char *k) {
+  return lua_getfield(L, idx, k);
+}
+
+static void push_result(lua_State *L, const train_result *r) {
+  lua_createtable(L, 0, 8);
+  set_num(L, "loss", r->loss);
+  set_num(L, "accuracy", r->accuracy);
+  set_int(L, "steps", r->steps);
+  set_int(L, "epochs", r->epochs);
+  set_num(L, "examples_per_sec", r->examples_per_sec);
+  set_num(L, "eval_loss", r->eval_loss);
+  set_num(L, "eval_accuracy", r->eval_accuracy);
+  set_num(L, "seconds", r->seconds);
+}
+
+static void check_experiment(lua_State *L, int idx) {
+  if (lua_getmetatable(L, idx)) {
+    lua_getfield(L, -1, "__name");
+    bool ok = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "drover.Experiment") == 0;
+    lua_pop(L, 2);
+    if (ok) return;
+  }
+  luaL_argerror(L, idx, "expected an experiment (drover.experiment { ... })");
+}
+
+/* c:fit(exp) -> the result table of exp:fit(), trained on the cluster. */
+static int l_fit(lua_State *L) {
+  coord *c = live(L, check_cluster(L, 1));
+  check_experiment(L, 2);
+  field(L, 2, "model");     /* 3 */
+  field(L, 2, "loss");      /* 4 */
+  field(L, 2, "optimizer"); /* 5 */
+  field(L, 2, "train");     /* 6 */
+  field(L, 2, "eval");      /* 7 */
+  field(L, 2, "progress");  /* 8 */
+  field(L, 6, "data");      /* 9 */
+  if (!lua_isnil(L, 7)) field(L, 7, "data"); else lua_pushnil(L); /* 10 */
+  train_cfg cfg = {0};
+  field(L, 6, "batch"), cfg.batch = lua_tointeger(L, -1), lua_pop(L, 1);
+  field(L, 6, "epochs"), cfg.epochs = lua_tointeger(L, -1), lua_pop(L, 1);
+  field(L, 6, "shuffle"), cfg.shuffle = lua_toboolean(L, -1), lua_pop(L, 1);
+  field(L, 6, "max_steps"), cfg.max_steps = lua_tointeger(L, -1), lua_pop(L, 1);
+  field(L, 2, "seed"), cfg.seed = (uint64_t)lua_tointeger(L, -1), lua_pop(L, 1);
+  if (!lua_isnil(L, 7)) field(L, 7, "every"), cfg.eval_every = lua_tointeger(L, -1), lua_pop(L, 1);
+  field(L, 2, "verbose");
+  bool verbose = lua_isnil(L, -1) || lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  cfg.eval = lua_isnil(L, 10) ? NULL : ldata_check(L, 10);
+  cfg.progress = verbose ? stdout : NULL;
+  cfg.progress_tty = verbose && isatty(fileno(stdout));
+  fit_ctx x = {.L = L, .progress_fn = lua_isfunction(L, 8) ? 8 : 0};
+  if (x.progress_fn) cfg.on_progress = call_progress, cfg.ud = &x;
+  coord_fit_args a = {
+      .model = lnn_check_module(L, 3),
+      .loss = lnn_check_loss(L, 4),
+      .optim = loptim_check(L, 5),
+      .train = ldata_check(L, 9),
+      .cfg = &cfg,
+  };
+  train_result res;
+  int rc = coord_fit(c, &a, &res);
+  fflush(stdout);
+  if (x.failed) {
+    lua_getfield(L, LUA_REGISTRYINDEX, "drover.cluster.error");
+    return lua_error(L);
+  }
+  if (rc < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
+  push_result(L, &res);
+  return 1;
+}
+
+/* c:evaluate(exp [, dataset]) -> { loss, accuracy } of the cluster's
+ * current parameters (pulled from the ps nodes into exp.model). */
+static int l_evaluate(lua_State *L) {
+  coord *c = live(L, check_cluster(L, 1));
+  check_experiment(L, 2);
+  bool given = !lua_isnoneornil(L, 3);
+  lua_settop(L, 3);
+  field(L, 2, "model"); /* 4 */
+  field(L, 2, "loss");  /* 5 */
+  field(L, 2, "train"); /* 6 */
+  field(L, 2, "eval");  /* 7 */
+  const dataset *d;
+  if (given) {
+    d = ldata_check(L, 3);
+  } else {
+    if (lua_isnil(L, 7)) return luaL_error(L, "cluster: evaluate needs a dataset (or exp.eval.data)");
+    field(L, 7, "data");
+    d = ldata_check(L, -1);
+  }
+  field(L, 6, "batch");
+  int64_t batch = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  nn_module *model = lnn_check_module(L, 4);
+  int rc = coord_pull(c, model);
+  double loss, acc;
+  if (rc == 0)
+    rc = train_evaluate(model, lnn_check_loss(L, 5), d, batch > 0 ? batch : 256, &loss, &acc);
+  if (rc < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
+  lua_createtable(L, 0, 2);
+  set_num(L, "loss", loss);
+  set_num(L, "accuracy", acc);
+  return 1;
+}
+
+/* ============================== shutdown ================================= */
+
+static int do_shutdown(lcluster *lc, double grace, double timeout, char *report, size_t n) {
+  int failures = coord_shutdown(lc->c, grace, timeout, report, n);
+  coord_free(lc->c);
+  lc->c = NULL;
+  return failures;
+}
+
+/* c:shutdown { grace = 5, timeout = 30 }: raises if any node failed. */
+static int l_shutdown(lua_State *L) {
+  lcluster *lc = check_cluster(L, 1);
+  if (!lc->c) return 0;
+  double grace = 5, timeout = 30;
+  if (lua_istable(L, 2)) {
+    static const char *const keys[] = {"grace", "timeout", NULL};
+    ldrv_check_keys(L, 2, "shutdown", keys);
+    grace = ldrv_opt_number(L, 2, "grace", grace, "shutdown");
+    timeout = ldrv_opt_number(L, 2, "timeout", timeout, "shutdown");
+  }
+  char report[8192];
+  int failures = do_shutdown(lc, grace, timeout, report, sizeof report);
+  if (failures > 0)
+    return luaL_error(L, "cluster: %d node failure%s: %s", failures, failures == 1 ? "" : "s", report);
+  return 0;
+}
+
+static int l_gc(lua_State *L) {
+  lcluster *lc = check_cluster(L, 1);
+  if (!lc->c) return 0;
+  char report[8192];
+  int failures = do_shutdown(lc, 0, 5, report, sizeof report);
+  if (failures > 0) {
+    finalizer_failures += failures;
+    fprintf(stderr, "drover: cluster %s: %d node failure%s: %s\n", lc->run_dir, failures,
+            failures == 1 ? "" : "s", report);
+  }
+  return 0;
+}
+
+/* ============================== queries ================================== */
+
+static int l_nodes(lua_State *L) {
+  coord *c = live(L, check_cluster(L, 1));
+  int n;
+  const coord_node *nodes = coord_nodes(c, &n);
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    const coord_node *nd = &nodes[i];
+    lua_createtable(L, 0, 10);
+    lua_pushstring(L, wire_role_name(nd->role));
+    lua_setfield(L, -2, "role");
+    set_int(L, "index", nd->index);
+    lua_pushstring(L, coord_state_name(nd->state));
+    lua_setfield(L, -2, "state");
+    set_int(L, "pid", nd->pid);
+    lua_pushstring(L, nd->host);
+    lua_setfield(L, -2, "host");
+    if (nd->port) set_int(L, "port", nd->port);
+    set_int(L, "cpus", nd->cpus);
+    set_int(L, "memory", (int64_t)nd->memory);
+    set_int(L, "rss", (int64_t)nd->rss);
+    set_int(L, "steps", nd->steps);
+    lua_pushstring(L, nd->log);
+    lua_setfield(L, -2, "log");
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int l_tostring(lua_State *L) {
+  lcluster *lc = check_cluster(L, 1);
+  if (!lc->c) {
+    lua_pushfstring(L, "drover.cluster (shut down) %s", lc->run_dir);
+    return 1;
+  }
+  int n, counts[ROLE_COUNT] = {0};
+  const coord_node *nodes = coord_nodes(lc->c, &n);
+  for (int i = 0; i < n; i++) counts[nodes[i].role]++;
+  lua_pushfstring(L, "drover.cluster %s: %d ps, %d chief, %d worker, %d evaluator; run %s",
+                  lc->address, counts[ROLE_PS], counts[ROLE_CHIEF], counts[ROLE_WORKER],
+                  counts[ROLE_EVALUATOR], lc->run_dir);
+  return 1;
+}
+
+static int l_index(lua_State *L) {
+  lcluster *lc = check_cluster(L, 1);
+  const char *k = luaL_checkstring(L, 2);
+  if (strcmp(k, "run_dir") == 0) {
+    lua_pushstring(L, lc->run_dir);
+    return 1;
+  }
+  if (strcmp(k, "address") == 0) {
+    lua_pushstring(L, lc->address);
+    return 1;
+  }
+  luaL_getmetafield(L, 1, "__methods");
+  lua_getfield(L, -1, k);
+  return 1;
+}
+
+static const luaL_Reg methods[] = {
+    {"fit", l_fit}, {"evaluate", l_evaluate}, {"shutdown", l_shutdown}, {"nodes", l_nodes},
+    {NULL, NULL}};
+
+static const luaL_Reg meta[] = {
+    {"__gc", l_gc}, {"__close", l_gc}, {"__tostring", l_tostring}, {"__index", l_index},
+    {NULL, NULL}};
+
+int luaopen_drover_cluster(lua_State *L) {
+  luaL_newmetatable(L, CLUSTER_MT);
+  luaL_setfuncs(L, meta, 0);
+  luaL_newlib(L, methods);
+  lua_setfield(L, -2, "__methods");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_cluster);
+  return 1;
+}

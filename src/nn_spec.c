@@ -1,0 +1,309 @@
+/* nn_spec.c - a model's architecture as one line of text, and back.
+ *
+ * The coordinator sends workers the model as a spec such as
+ *   Sequential(Linear(64,128),ReLU,Dropout(0.5),Linear(128,10))
+ * and the values of its variables separately, so a spec carries structure
+ * only. Grammar (spaces between tokens are allowed when parsing; nn_spec
+ * never writes any):
+ *   layer  := "Sequential" "(" [layer ("," layer)*] ")"
+ *           | "Linear" "(" size "," size ")"
+ *           | "Dropout" "(" prob ")"
+ *           | "ReLU" | "Tanh" | "Sigmoid" | "Softmax"
+ *   size   := decimal digits, 1 .. 2^31-1
+ *   prob   := a decimal float in [0, 1]
+ * Specs may come off the network, so the parser is strict, bounds nesting
+ * and names the 1-based character position of the first problem.
+ */
+#include "nn.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+
+/* Deeper nesting than this is refused rather than recursed into. */
+#define SPEC_MAX_DEPTH 64
+#define SPEC_MAX_SIZE INT32_MAX
+
+/* ============================== writing ================================== */
+
+/* snprintf-style accumulator: `len` counts what the whole text needs even
+ * after buf is full, so nn_spec can report the size to allocate. */
+typedef struct spec_out {
+  char *buf;
+  size_t n, len;
+} spec_out;
+
+static void out_printf(spec_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_printf(spec_out *o, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  size_t room = o->len < o->n ? o->n - o->len : 0;
+  int k = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
+  va_end(ap);
+  if (k > 0) o->len += (size_t)k;
+}
+
+static int spec_write(const nn_module *m, spec_out *o) {
+  const char *type = m->ops->type;
+  if (strcmp(type, "Sequential") == 0) {
+    out_printf(o, "Sequential(");
+    for (int i = 0; i < m->nchildren; i++) {
+      if (i) out_printf(o, ",");
+      int rc = spec_write(m->children[i], o);
+      if (rc < 0) return rc;
+    }
+    out_printf(o, ")");
+  } else if (strcmp(type, "Linear") == 0) {
+    out_printf(o, "Linear(%lld,%lld)", (long long)m->in_features, (long long)m->out_features);
+  } else if (strcmp(type, "Dropout") == 0) {
+    /* %.9g round-trips any float exactly through strtof. */
+    out_printf(o, "Dropout(%.9g)", (double)m->p);
+  } else if (strcmp(type, "ReLU") == 0 || strcmp(type, "Tanh") == 0 ||
+             strcmp(type, "Sigmoid") == 0 || strcmp(type, "Softmax") == 0) {
+    out_printf(o, "%s", type);
+  } else {
+    return drv_error(DRV_EUNSUPPORTED, "model spec: layer type '%s' has no spec", type);
+  }
+  return 0;
+}
+
+int nn_spec(const nn_module *m, char *buf, size_t n) {
+  if (!m) return drv_error(DRV_EINVAL, "nn_spec: NULL module");
+  spec_out o = {buf, buf ? n : 0, 0};
+  if (o.n) buf[0] = '\0';
+  int rc = spec_write(m, &o);
+  if (rc < 0) return rc;
+  if (o.len > INT32_MAX) return drv_error(DRV_ERANGE, "model spec: longer than 2 GiB");
+  return (int)o.len;
+}
+
+/* ============================== parsing ================================== */
+
+typedef struct spec_in {
+  const char *s; /* the whole spec, for positions */
+  const char *p; /* cursor */
+  rng_t *r;
+} spec_in;
+
+static int pos(const spec_in *in, const char *at) { return (int)(at - in->s) + 1; }
+
+static void skip_space(spec_in *in) {
+  while (*in->p == ' ' || *in->p == '\t' || *in->p == '\n' || *in->p == '\r') in->p++;
+}
+
+/* What the cursor points at, for "expected X, found Y" messages. */
+static const char *found(const spec_in *in, char *buf, size_t n) {
+  if (!*in->p) return "end of spec";
+  snprintf(buf, n, "'%c'", *in->p);
+  return buf;
+}
+
+static int expect_char(spec_in *in, char c) {
+  skip_space(in);
+  if (*in->p == c) {
+    in->p++;
+    return 0;
+  }
+  char f[8];
+  return drv_error(DRV_EPARSE, "model spec: position %d: expected '%c', found %s",
+                   pos(in, in->p), c, found(in, f, sizeof f));
+}
+
+static int parse_size(spec_in *in, const char *what, int64_t *v) {
+  skip_space(in);
+  const char *start = in->p;
+  int64_t x = 0;
+  if (*in->p < '0' || *in->p > '9') {
+    char f[8];
+    return drv_error(DRV_EPARSE, "model spec: position %d: expected %s (a positive integer), "
+                     "found %s", pos(in, start), what, found(in, f, sizeof f));
+  }
+  while (*in->p >= '0' && *in->p <= '9') {
+    x = x * 10 + (*in->p++ - '0');
+    if (x > SPEC_MAX_SIZE)
+      return drv_error(DRV_ERANGE, "model spec: position %d: %s is larger than %d",
+                       pos(in, start), what, SPEC_MAX_SIZE);
+  }
+  if (x == 0)
+    return drv_error(DRV_ERANGE, "model spec: position %d: %s must be positive, got 0",
+                     pos(in, start), what);
+  *v = x;
+  return 0;
+}
+
+static int parse_prob(spec_in *in, float *v) {
+  skip_space(in);
+  const char *start = in->p;
+  char tok[64];
+  size_t k = 0;
+  /* Scan the token ourselves: strtof alone would take "nan", "inf", hex
+   * floats and leading spaces, none of which a spec should carry. */
+  while (*in->p && strchr("0123456789.eE+-", *in->p) && k + 1 < sizeof tok) tok[k++] = *in->p++;
+  tok[k] = '\0';
+  char *end = NULL;
+  errno = 0;
+  float p = k ? strtof(tok, &end) : 0.0f;
+  if (!k || *end || errno == ERANGE) {
+    char f[8];
+    in->p = start;
+    return drv_error(DRV_EPARSE, "model spec: position %d: expected a dropout probability, "
+                     "found %s", pos(in, start), found(in, f, sizeof f));
+  }
+  if (!(p >= 0.0f && p <= 1.0f))
+    return drv_error(DRV_ERANGE, "model spec: position %d: dropout probability %s is outside "
+                     "[0, 1]", pos(in, start), tok);
+  *v = p;
+  return 0;
+}
+
+static nn_module *parse_layer(spec_in *in, int depth);
+
+/* The children list of a Sequential, cursor after its '('. */
+static int parse_children(spec_in *in, nn_module *seq, int depth) {
+  skip_space(in);
+  if (*in->p == ')') {
+    in->p++;
+    return 0;
+  }
+  for (;;) {
+    const char *at = in->p;
+    nn_module *child = parse_layer(in, depth + 1);
+    if (!child) return DRV_EPARSE;
+    int rc = nn_sequential_add(seq, child);
+    nn_unref(child);
+    if (rc < 0)
+      return drv_error(rc, "model spec: position %d: %s", pos(in, at), drv_errmsg());
+    skip_space(in);
+    if (*in->p == ')') {
+      in->p++;
+      return 0;
+    }
+    if (*in->p != ',') {
+      char f[8];
+      return drv_error(DRV_EPARSE, "model spec: position %d: expected ',' or ')', found %s",
+                       pos(in, in->p), found(in, f, sizeof f));
+    }
+    in->p++;
+  }
+}
+
+/* Wraps a constructor's failure with the layer's position. */
+static nn_module *built(spec_in *in, const char *at, nn_module *m) {
+  if (!m) drv_error(DRV_EINVAL, "model spec: position %d: %s", pos(in, at), drv_errmsg());
+  return m;
+}
+
+static nn_module *parse_linear(spec_in *in, const char *at) {
+  int64_t a = 0, b = 0;
+  if (expect_char(in, '(') < 0 || parse_size(in, "Linear input size", &a) < 0 ||
+      expect_char(in, ',') < 0 || parse_size(in, "Linear output size", &b) < 0 ||
+      expect_char(in, ')') < 0)
+    return NULL;
+  if (!in->r) {
+    drv_error(DRV_EINVAL, "model spec: position %d: Linear needs an rng to initialise its "
+              "weights", pos(in, at));
+    return NULL;
+  }
+  return built(in, at, nn_linear(a, b, in->r));
+}
+
+static nn_module *parse_dropout(spec_in *in, const char *at) {
+  float p = 0.0f;
+  if (expect_char(in, '(') < 0 || parse_prob(in, &p) < 0 || expect_char(in, ')') < 0)
+    return NULL;
+  if (!in->r) {
+    drv_error(DRV_EINVAL, "model spec: position %d: Dropout needs an rng for its seed",
+              pos(in, at));
+    return NULL;
+  }
+  return built(in, at, nn_dropout(p, rng_u64(in->r)));
+}
+
+static nn_module *parse_layer(spec_in *in, int depth) {
+  skip_space(in);
+  const char *at = in->p;
+  if (depth > SPEC_MAX_DEPTH) {
+    drv_error(DRV_ERANGE, "model spec: position %d: nested deeper than %d levels", pos(in, at),
+              SPEC_MAX_DEPTH);
+    return NULL;
+  }
+  size_t len = 0;
+  while ((at[len] >= 'A' && at[len] <= 'Z') || (at[len] >= 'a' && at[len] <= 'z') ||
+         (at[len] >= '0' && at[len] <= '9') || at[len] == '_')
+    len++;
+  in->p = at + len;
+  if (len == 0) {
+    char f[8];
+    in->p = at;
+    drv_error(DRV_EPARSE, "model spec: position %d: expected a layer name, found %s",
+              pos(in, at), found(in, f, sizeof f));
+    return NULL;
+  }
+#define IS(name) (len == strlen(name) && memcmp(at, name, len) == 0)
+  if (IS("Linear")) return parse_linear(in, at);
+  if (IS("Dropout")) return parse_dropout(in, at);
+  if (IS("ReLU")) return built(in, at, nn_relu());
+  if (IS("Tanh")) return built(in, at, nn_tanh());
+  if (IS("Sigmoid")) return built(in, at, nn_sigmoid());
+  if (IS("Softmax")) return built(in, at, nn_softmax());
+  if (IS("Sequential")) {
+    if (expect_char(in, '(') < 0) return NULL;
+    nn_module *seq = built(in, at, nn_sequential());
+    if (seq && parse_children(in, seq, depth) < 0) {
+      nn_unref(seq);
+      return NULL;
+    }
+    return seq;
+  }
+#undef IS
+  drv_error(DRV_EPARSE, "model spec: unknown layer '%.*s' at position %d (known: Sequential, "
+            "Linear, ReLU, Tanh, Sigmoid, Softmax, Dropout)", (int)(len > 64 ? 64 : len), at,
+            pos(in, at));
+  return NULL;
+}
+
+nn_module *nn_from_spec(const char *spec, rng_t *r) {
+  if (!spec) {
+    drv_error(DRV_EINVAL, "nn_from_spec: NULL spec");
+    return NULL;
+  }
+  spec_in in = {spec, spec, r};
+  nn_module *m = parse_layer(&in, 0);
+  if (!m) return NULL;
+  skip_space(&in);
+  if (*in.p) {
+    drv_error(DRV_EPARSE, "model spec: position %d: expected end of spec, found '%c'",
+              pos(&in, in.p), *in.p);
+    nn_unref(m);
+    return NULL;
+  }
+  return m;
+}
+
+/* ============================== losses =================================== */
+
+/* Constructors by type name, in the order the message lists them. */
+static const struct {
+  const char *name;
+  nn_loss *(*make)(void);
+} loss_table[] = {
+    {"CrossEntropy", nn_cross_entropy},
+    {"MSE", nn_mse},
+    {"BCEWithLogits", nn_bce_with_logits},
+};
+
+nn_loss *nn_loss_from_name(const char *name) {
+  if (!name) {
+    drv_error(DRV_EINVAL, "nn_loss_from_name: NULL name");
+    return NULL;
+  }
+  for (size_t i = 0; i < sizeof loss_table / sizeof loss_table[0]; i++)
+    if (strcmp(name, loss_table[i].name) == 0) return loss_table[i].make();
+  drv_error(DRV_EINVAL, "unknown loss '%.64s' (known: CrossEntropy, MSE, BCEWithLogits)", name);
+  return NULL;
+}

@@ -1,0 +1,428 @@
+/* node.c - the node agent (`drover node`): one libuv loop that connects to
+ * the coordinator, registers, watches the coordinator's heartbeats, sends
+ * its own, and hands the frames of its role to ps.c or worker.c.
+ *
+ * Life of a node:
+ *   start     a ps first listens on its data port (REGISTER carries it)
+ *   connect   to the coordinator; authenticate (conn.c)
+ *   register  REGISTER -> REGISTERED (a refusal ends the node: status 1)
+ *   run       SPEC (workers connect to every ps), SETUP, TASK, EVAL ...
+ *             HEARTBEAT out every heartbeat_ms; the coordinator watched
+ *   stop      SHUTDOWN: queued work is dropped, the running task finishes
+ *             (within grace_ms), the last replies are flushed, status 0
+ * The coordinator's connection closing, or staying silent past timeout_ms,
+ * ends the node with status 3 at once: nodes never outlive it. Stopping
+ * closes every handle and lets uv_run return; node_main then closes the
+ * loop and returns the status.
+ */
+#include "node.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "auth.h"
+#include "conn.h"
+#include "err.h"
+#include "log.h"
+#include "ps.h"
+#include "tensor.h"
+#include "wire.h"
+#include "worker.h"
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_LOST = 3 };
+
+#define DRAIN_POLL_MS 5
+#define FAIL_FLUSH_MS 1000 /* how long an ERROR may take to leave */
+
+typedef struct node {
+  uv_loop_t loop;
+  const node_opts *o;
+  uint32_t heartbeat_ms, timeout_ms;
+  char who[32];
+  auth_secret secret;
+  conn_opts copts;
+  conn *coord;
+  ps_server *ps;
+  int data_port;
+  worker *wk;
+  uv_timer_t hb, watch, drain;
+  bool timers_live;
+  uint64_t hb_seq;
+  bool registered;
+  bool shutting_down;   /* SHUTDOWN received (or failing): draining */
+  bool failing;         /* a fatal protocol or setup error: frames ignored */
+  uint64_t drain_deadline;
+  bool stopping;        /* everything is being closed */
+  int status;
+} node;
+
+static void node_stop(node *n, int status);
+
+/* ============================== resources ================================ */
+
+static uint64_t total_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+static uint64_t rss_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long long size = 0, resident = 0;
+  if (!f) return 0;
+  int got = fscanf(f, "%llu %llu", &size, &resident);
+  fclose(f);
+  long page = sysconf(_SC_PAGESIZE);
+  return got == 2 && page > 0 ? (uint64_t)resident * (uint64_t)page : 0;
+}
+
+static uint64_t cpu_ms(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+         (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+/* ============================== sending ================================== */
+
+static int send_coord(void *ud, wire_wr *w, uint8_t type, uint32_t req) {
+  node *n = ud;
+  if (!n->coord) {
+    wire_wr_free(w);
+    return drv_error(DRV_EIO, "no coordinator connection");
+  }
+  return conn_send_wr(n->coord, w, type, req);
+}
+
+static void send_error(node *n, int code, const char *msg) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_i32(&w, code);
+  wire_wr_str(&w, msg);
+  send_coord(n, &w, WIRE_ERROR, 0);
+}
+
+static void send_register(node *n) {
+  const node_opts *o = n->o;
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  uint32_t cpus = o->cpus > 0 ? (uint32_t)o->cpus : online > 0 ? (uint32_t)online : 1;
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u8(&w, (uint8_t)o->role);
+  wire_wr_u32(&w, (uint32_t)o->index);
+  wire_wr_u32(&w, (uint32_t)getpid());
+  wire_wr_str(&w, o->bind_host);
+  wire_wr_u16(&w, (uint16_t)n->data_port);
+  wire_wr_u32(&w, cpus);
+  wire_wr_u64(&w, total_memory());
+  send_coord(n, &w, WIRE_REGISTER, 0);
+}
+
+/* ============================== timers =================================== */
+
+static void on_heartbeat(uv_timer_t *t) {
+  node *n = t->data;
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u64(&w, n->hb_seq++);
+  wire_wr_u64(&w, rss_bytes());
+  wire_wr_u64(&w, cpu_ms());
+  send_coord(n, &w, WIRE_HEARTBEAT, 0);
+}
+
+static void on_silence(uv_timer_t *t) {
+  node *n = t->data;
+  log_error("no word from the coordinator for %u ms; exiting", n->timeout_ms);
+  node_stop(n, EXIT_LOST);
+}
+
+/* Any frame from the coordinator proves it alive: restart the clock. */
+static void watch_restart(node *n) {
+  if (n->registered && !n->shutting_down && !n->stopping)
+    uv_timer_start(&n->watch, on_silence, n->timeout_ms, 0);
+}
+
+/* After SHUTDOWN (or a fatal error): polls until the running task is done
+ * and the last replies have left, or the grace is over; then stops. */
+static void on_drain(uv_timer_t *t) {
+  node *n = t->data;
+  bool busy = n->wk && worker_pending(n->wk) > 0;
+  bool flushed = !n->coord || conn_pending(n->coord) == 0;
+  if ((!busy && flushed) || uv_now(&n->loop) >= n->drain_deadline) node_stop(n, n->status);
+}
+
+static void begin_drain(node *n, uint32_t grace_ms) {
+  n->shutting_down = true;
+  n->drain_deadline = uv_now(&n->loop) + grace_ms;
+  uv_timer_stop(&n->hb);
+  uv_timer_stop(&n->watch);
+  uv_timer_start(&n->drain, on_drain, 0, DRAIN_POLL_MS);
+}
+
+/* The worker's last job is over: check at once rather than at the next poll. */
+static void work_idle(void *ud) {
+  node *n = ud;
+  if (!n->stopping) on_drain(&n->drain);
+}
+
+static void close_timer(uv_timer_t *t) {
+  if (!uv_is_closing((uv_handle_t *)t)) uv_close((uv_handle_t *)t, NULL);
+}
+
+/* Closes everything; uv_run returns once the last handle is gone (a task
+ * on the thread pool finishes first). The first status wins. */
+static void node_stop(node *n, int status) {
+  if (n->stopping) return;
+  n->stopping = true;
+  n->status = status;
+  log_info("stopping (status %d)", status);
+  if (n->timers_live) {
+    close_timer(&n->hb);
+    close_timer(&n->watch);
+    close_timer(&n->drain);
+  }
+  if (n->wk) worker_close(n->wk);
+  if (n->ps) ps_stop(n->ps);
+  if (n->coord) {
+    conn *c = n->coord;
+    n->coord = NULL;
+    conn_close(c, "node stopping");
+  }
+}
+
+/* ============================== control frames =========================== */
+
+static int on_registered(node *n, const uint8_t *pl, uint32_t len) {
+  wire_rd r;
+  char msg[WIRE_MAX_STR + 1];
+  wire_rd_init(&r, pl, len);
+  uint8_t ok = wire_rd_u8(&r);
+  wire_rd_str(&r, msg, sizeof msg);
+  int rc = wire_rd_done(&r, WIRE_REGISTERED);
+  if (rc < 0) return rc;
+  if (!ok) {
+    log_error("the coordinator refused this node: %s", msg);
+    node_stop(n, EXIT_FAIL);
+    return 0;
+  }
+  if (n->registered) return 0;
+  n->registered = true;
+  log_info("registered");
+  uv_timer_start(&n->hb, on_heartbeat, 0, n->heartbeat_ms);
+  watch_restart(n);
+  return 0;
+}
+
+static int on_spec(node *n, const uint8_t *pl, uint32_t len) {
+  wire_rd r;
+  wire_rd_init(&r, pl, len);
+  uint32_t count = wire_rd_u32(&r);
+  if (wire_rd_ok(&r) && (size_t)count > (len - 4) / (1 + 4 + 4 + 2))
+    return drv_error(DRV_EPARSE, "SPEC: %u nodes cannot fit in %u bytes", count, len);
+  node_addr *a = calloc((size_t)count + 1, sizeof *a);
+  if (!a) return drv_error(DRV_ENOMEM, "out of memory");
+  int nps = 0;
+  for (uint32_t i = 0; i < count && wire_rd_ok(&r); i++) {
+    a[i].role = wire_rd_u8(&r);
+    a[i].index = wire_rd_u32(&r);
+    wire_rd_str(&r, a[i].host, sizeof a[i].host);
+    a[i].port = wire_rd_u16(&r);
+    if (a[i].role == ROLE_PS) nps++;
+  }
+  int rc = wire_rd_done(&r, WIRE_SPEC);
+  if (rc == 0) {
+    log_info("cluster spec: %u nodes, %d ps", count, nps);
+    if (n->wk) rc = worker_spec(n->wk, a, (int)count);
+  }
+  free(a);
+  return rc;
+}
+
+static int on_shutdown(node *n, const uint8_t *pl, uint32_t len) {
+  wire_rd r;
+  wire_rd_init(&r, pl, len);
+  uint32_t grace = wire_rd_u32(&r);
+  int rc = wire_rd_done(&r, WIRE_SHUTDOWN);
+  if (rc < 0) return rc;
+  if (n->shutting_down) return 0;
+  log_info("shutdown requested (grace %u ms)", grace);
+  begin_drain(n, grace);
+  if (n->wk) worker_drain(n->wk, work_idle, n);
+  return 0;
+}
+
+/* A frame of a kind this node's role does not take is a protocol error. */
+static int wrong_frame(node *n, const wire_header *h) {
+  return drv_error(DRV_EPARSE, "a %s does not take %s from the coordinator",
+                   wire_role_name(n->o->role), wire_type_name(h->type));
+}
+
+static int dispatch(node *n, const wire_header *h, const uint8_t *pl) {
+  if (!n->registered && h->type != WIRE_REGISTERED && h->type != WIRE_ERROR)
+    return drv_error(DRV_EPARSE, "%s before REGISTERED", wire_type_name(h->type));
+  switch (h->type) {
+  case WIRE_REGISTERED: return on_registered(n, pl, h->len);
+  case WIRE_HEARTBEAT: return 0; /* its arrival is what counts */
+  case WIRE_SPEC: return on_spec(n, pl, h->len);
+  case WIRE_SHUTDOWN: return on_shutdown(n, pl, h->len);
+  case WIRE_ERROR: {
+    wire_rd r;
+    char msg[WIRE_MAX_STR + 1];
+    wire_rd_init(&r, pl, h->len);
+    wire_rd_i32(&r);
+    wire_rd_str(&r, msg, sizeof msg);
+    log_error("the coordinator reported an error: %s", wire_rd_ok(&r) ? msg : "(malformed)");
+    node_stop(n, EXIT_FAIL);
+    return 0;
+  }
+  case WIRE_SETUP:
+  case WIRE_TASK:
+  case WIRE_EVAL:
+    if (!n->wk) return wrong_frame(n, h);
+    if (n->shutting_down) return 0; /* too late for new work */
+    if (h->type == WIRE_SETUP) return worker_setup(n->wk, h->req, pl, h->len);
+    if (h->type == WIRE_TASK) return worker_task(n->wk, h->req, pl, h->len);
+    return worker_eval(n->wk, h->req, pl, h->len);
+  default: return wrong_frame(n, h);
+  }
+}
+
+static void coord_ready(conn *c) {
+  node *n = conn_ud(c);
+  log_info("connected to the coordinator at %s", conn_peer(c));
+  send_register(n);
+}
+
+static void coord_frame(conn *c, const wire_header *h, const uint8_t *pl) {
+  node *n = conn_ud(c);
+  if (n->stopping || c != n->coord) return;
+  watch_restart(n);
+  if (n->failing) return;
+  int rc = dispatch(n, h, pl);
+  if (rc < 0) {
+    /* A setup we cannot build or a frame we cannot take: tell the
+     * coordinator why, let it go out (bounded), and stop with status 1. */
+    log_error("%s", drv_errmsg());
+    send_error(n, rc, drv_errmsg());
+    n->failing = true;
+    n->status = EXIT_FAIL;
+    begin_drain(n, FAIL_FLUSH_MS);
+    if (n->wk) worker_drain(n->wk, work_idle, n);
+  }
+}
+
+static void coord_close(conn *c, int err, const char *why) {
+  node *n = conn_ud(c);
+  if (c != n->coord) return; /* our own close in node_stop */
+  n->coord = NULL;
+  if (n->shutting_down) {
+    node_stop(n, n->status); /* the coordinator went first: fine */
+    return;
+  }
+  (void)err; /* clean or not, the coordinator is gone */
+  log_error("lost the coordinator: %s", why && why[0] ? why : "connection closed");
+  node_stop(n, EXIT_LOST);
+}
+
+static const conn_cbs coord_cbs = {coord_ready, coord_frame, coord_close};
+
+/* ============================== main ===================================== */
+
+static int start(node *n) {
+  const node_opts *o = n->o;
+  int rc;
+  if ((rc = auth_init()) < 0 || (rc = auth_secret_from_env(&n->secret)) < 0) return rc;
+  if (o->role == ROLE_PS) {
+    if ((rc = ps_start(&n->loop, &n->secret, o->bind_host, &n->ps, &n->data_port)) < 0)
+      return rc;
+    log_info("serving parameters on %s:%d", o->bind_host, n->data_port);
+  } else if (!(n->wk = worker_new(&n->loop, &n->secret, o->role, o->index, send_coord, n))) {
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  n->copts = (conn_opts){.secret = &n->secret, .cbs = &coord_cbs, .ud = n};
+  return conn_connect(&n->loop, o->coord_host, o->coord_port, &n->copts, &n->coord);
+}
+
+static int check_opts(const node_opts *o) {
+  if (!o->coord_host || o->coord_port <= 0 || o->coord_port > 65535)
+    return drv_error(DRV_EINVAL, "node: a coordinator address is required");
+  if (o->role < 0 || o->role >= ROLE_COUNT)
+    return drv_error(DRV_EINVAL, "node: unknown role %d", o->role);
+  if (o->index < 0) return drv_error(DRV_EINVAL, "node: index %d is negative", o->index);
+  if (!o->bind_host || !o->bind_host[0]) return drv_error(DRV_EINVAL, "node: no bind address");
+  return 0;
+}
+
+/* The thread pool and BLAS get `cpus` threads; libuv reads its pool size
+ * from the environment when the pool first starts. */
+static void set_threads(int cpus) {
+  if (cpus <= 0) return;
+  char v[16];
+  snprintf(v, sizeof v, "%d", cpus);
+  setenv("UV_THREADPOOL_SIZE", v, 0);
+  tensor_set_threads(cpus);
+}
+
+/* Fault injection for tests (SQLite-style): DROVER_FAULT=hang:ROLE:INDEX
+ * makes that one node hang before it contacts the coordinator, as a node
+ * stuck on a slow file system or a dead host would, so that the
+ * reservation timeout can be tested with real processes. */
+static void maybe_hang(const char *who) {
+  const char *f = getenv("DROVER_FAULT");
+  if (!f || strncmp(f, "hang:", 5) != 0 || strcmp(f + 5, who) != 0) return;
+  log_warn("DROVER_FAULT=%s: hanging before registration", f);
+  for (;;) pause();
+}
+
+int node_main(const node_opts *o) {
+  char who[32];
+  snprintf(who, sizeof who, "%s:%d", wire_role_name(o->role), o->index);
+  log_setup(stderr, who, LOG_INFO);
+  maybe_hang(who);
+  int rc = check_opts(o);
+  if (rc < 0) {
+    log_error("%s", drv_errmsg());
+    return EXIT_FAIL;
+  }
+  node *n = calloc(1, sizeof *n);
+  if (!n) {
+    log_error("out of memory");
+    return EXIT_FAIL;
+  }
+  n->o = o;
+  n->heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : 500;
+  n->timeout_ms = o->timeout_ms ? o->timeout_ms : 5000;
+  set_threads(o->cpus);
+  if ((rc = uv_loop_init(&n->loop)) < 0) {
+    log_error("cannot start the event loop: %s", uv_strerror(rc));
+    free(n);
+    return EXIT_FAIL;
+  }
+  uv_timer_init(&n->loop, &n->hb);
+  uv_timer_init(&n->loop, &n->watch);
+  uv_timer_init(&n->loop, &n->drain);
+  n->hb.data = n->watch.data = n->drain.data = n;
+  n->timers_live = true;
+  n->status = EXIT_OK;
+  if ((rc = start(n)) < 0) {
+    log_error("%s", drv_errmsg());
+    n->coord = NULL; /* never connected: no callback follows */
+    node_stop(n, EXIT_FAIL);
+  }
+  uv_run(&n->loop, UV_RUN_DEFAULT);
+  if (!n->stopping) { /* the loop ran dry without a decision: cannot happen */
+    node_stop(n, EXIT_FAIL);
+    uv_run(&n->loop, UV_RUN_DEFAULT);
+  }
+  int status = n->status;
+  if (uv_loop_close(&n->loop) != 0) log_warn("event loop closed with live handles");
+  worker_free(n->wk);
+  ps_free(n->ps);
+  free(n);
+  log_info("exit status %d", status);
+  return status;
+}

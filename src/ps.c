@@ -1,0 +1,518 @@
+/* ps.c - the parameter server role: variable shards with their optimizer
+ * state, served over the ps's data port (VAR_INIT, PULL, PUSH).
+ *
+ * Each shard keeps its values in a refcounted "blob" laid out as the whole
+ * PULL_REPLY payload for that shard alone: count (1), var id, tensor header,
+ * then the floats, 64-byte aligned for the optimizer kernels. A PULL of one
+ * variable is then sent without copying (conn_send_ref), while a PULL of
+ * several copies each shard's header+floats into one frame.
+ *
+ * Zero-copy and async updates: conn_send_ref only borrows the bytes until
+ * the write completes, and a PUSH may arrive (and be applied) before that.
+ * So the reply holds a reference on the blob, and a PUSH that finds its
+ * shard's blob shared updates a fresh copy instead (copy-on-write): a reply
+ * in flight always carries the values as they were when the PULL was
+ * served, never a half-applied update.
+ */
+#include "ps.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "err.h"
+#include "log.h"
+#include "optim.h"
+#include "wire.h"
+
+/* ============================== shards =================================== */
+
+typedef struct ps_blob {
+  int refs;
+  uint8_t *payload; /* PULL_REPLY payload for this shard alone */
+  size_t len;       /* its bytes */
+  size_t hdr;       /* bytes before the floats: count, var, ndim, dims */
+  float *data;      /* the values, 64-byte aligned, inside payload */
+  void *mem;        /* the allocation */
+} ps_blob;
+
+typedef struct shard {
+  uint32_t var;
+  int ndim;
+  int64_t shape[TENSOR_MAXDIM];
+  size_t n;         /* elements */
+  uint64_t row0;    /* first row of the whole variable held here (informative) */
+  optim_cfg cfg;
+  float *slots[OPTIM_MAX_SLOTS];
+  int64_t updates;  /* this shard's update count: optim_update's t */
+  ps_blob *val;
+} shard;
+
+/* A conn's ud is the server before authentication and its peer after;
+ * both start with a tag so that on_close can tell which. */
+enum { TAG_SERVER = 0x5053, TAG_PEER = 0x5045 };
+
+/* An authenticated data connection (its conn's ud; before authentication
+ * the ud is the server itself). */
+typedef struct peer {
+  int tag;     /* TAG_PEER */
+  ps_server *ps;
+  conn *c;
+  bool doomed; /* rejected: its ERROR is going out, then it closes */
+} peer;
+
+typedef struct peer_list {
+  peer **items;
+  int n, cap;
+} peer_list;
+
+struct ps_server {
+  int tag; /* TAG_SERVER */
+  uv_loop_t *loop;
+  const auth_secret *secret;
+  conn_server *server;
+  conn_opts opts;
+  shard *shards; /* sorted by var id */
+  int nshards, capshards;
+  peer_list peers; /* authenticated data connections */
+  uint64_t pushes;
+  float *scratch;  /* aligned copy of one incoming gradient */
+  size_t scratch_cap;
+  bool stopping;
+};
+
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static void put_le(uint8_t *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A blob for `var` with the given shape; values uninitialised. */
+static ps_blob *blob_new(uint32_t var, int ndim, const int64_t *shape, size_t n) {
+  ps_blob *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->hdr = 4 + 4 + 1 + 8 * (size_t)ndim;
+  size_t pre = round64(b->hdr);
+  b->mem = aligned_alloc(64, pre + round64(n * sizeof(float) + 1));
+  if (!b->mem) {
+    free(b);
+    return NULL;
+  }
+  b->data = (float *)((uint8_t *)b->mem + pre);
+  b->payload = (uint8_t *)b->data - b->hdr;
+  b->len = b->hdr + n * sizeof(float);
+  b->refs = 1;
+  uint8_t *p = b->payload;
+  put_le(p, 1, 4);
+  put_le(p + 4, var, 4);
+  p[8] = (uint8_t)ndim;
+  for (int d = 0; d < ndim; d++) put_le(p + 9 + 8 * d, (uint64_t)shape[d], 8);
+  return b;
+}
+
+static void blob_unref(void *arg) {
+  ps_blob *b = arg;
+  if (!b || --b->refs > 0) return;
+  free(b->mem);
+  free(b);
+}
+
+static void shard_clear(shard *s) {
+  blob_unref(s->val);
+  for (int k = 0; k < OPTIM_MAX_SLOTS; k++) free(s->slots[k]);
+  memset(s, 0, sizeof *s);
+}
+
+/* Index of var's shard, or -(insertion point) - 1. */
+static int shard_find(const ps_server *ps, uint32_t var) {
+  int lo = 0, hi = ps->nshards - 1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (ps->shards[mid].var == var) return mid;
+    if (ps->shards[mid].var < var)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  return -lo - 1;
+}
+
+static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+  size_t len = (size_t)snprintf(buf, n, "[");
+  for (int d = 0; d < ndim && len < n; d++)
+    len += (size_t)snprintf(buf + len, n - len, "%s%lld", d ? ", " : "", (long long)shape[d]);
+  if (len < n) snprintf(buf + len, n - len, "]");
+  return buf;
+}
+
+/* ============================== replies ================================== */
+
+/* An ERROR on its way out; the conn closes once it has been written
+ * (conn_close would cancel a queued write, and with it the reason). */
+typedef struct parting {
+  conn *c;
+  uint8_t *frame; /* header space + payload, from wire_wr */
+} parting;
+
+static void close_after_error(void *arg) {
+  parting *pt = arg;
+  /* Runs after the write completed or was cancelled by a close: the conn
+   * is still allocated in both cases, and conn_close is idempotent. */
+  conn_close(pt->c, "bad request");
+  free(pt->frame);
+  free(pt);
+}
+
+/* Sends ERROR {code, message} and closes the connection after it: a bad
+ * request ends that client's connection only. Frames it sent after the
+ * bad one are ignored. */
+static void reject(peer *pe, conn *c, int code, const char *msg) {
+  log_warn("closing data connection %s: %s", conn_peer(c), msg);
+  pe->doomed = true;
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_i32(&w, code);
+  wire_wr_str(&w, msg);
+  parting *pt = malloc(sizeof *pt);
+  if (w.err || !pt) {
+    free(pt);
+    wire_wr_free(&w);
+    conn_close(c, msg);
+    return;
+  }
+  pt->c = c;
+  pt->frame = w.buf;
+  conn_send_ref(c, WIRE_ERROR, 0, w.buf + WIRE_HEADER_SIZE, w.len - WIRE_HEADER_SIZE,
+                close_after_error, pt);
+}
+
+static void reply_empty(conn *c, uint8_t type, uint32_t req) {
+  wire_wr w;
+  wire_wr_init(&w);
+  conn_send_wr(c, &w, type, req);
+}
+
+/* ============================== VAR_INIT ================================= */
+
+static int store_shard(ps_server *ps, const shard *s) {
+  int i = shard_find(ps, s->var);
+  if (i >= 0) {
+    shard_clear(&ps->shards[i]);
+    ps->shards[i] = *s;
+    return 0;
+  }
+  i = -i - 1;
+  if (ps->nshards == ps->capshards) {
+    int cap = ps->capshards ? 2 * ps->capshards : 16;
+    shard *ns = realloc(ps->shards, (size_t)cap * sizeof *ns);
+    if (!ns) return drv_error(DRV_ENOMEM, "out of memory for the shard table");
+    ps->shards = ns;
+    ps->capshards = cap;
+  }
+  memmove(&ps->shards[i + 1], &ps->shards[i], (size_t)(ps->nshards - i) * sizeof *ps->shards);
+  ps->shards[i] = *s;
+  ps->nshards++;
+  return 0;
+}
+
+static int on_var_init(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
+  wire_rd r;
+  wire_rd_init(&r, pl, h->len);
+  shard s = {0};
+  s.var = wire_rd_u32(&r);
+  s.row0 = wire_rd_u64(&r);
+  if (wire_rd_optim(&r, &s.cfg) < 0) return wire_rd_done(&r, h->type);
+  const uint8_t *data;
+  wire_rd_tensor_view(&r, &s.ndim, s.shape, &data);
+  int rc = wire_rd_done(&r, h->type);
+  if (rc < 0) return rc;
+  s.n = 1;
+  for (int d = 0; d < s.ndim; d++) s.n *= (size_t)s.shape[d];
+  s.val = blob_new(s.var, s.ndim, s.shape, s.n);
+  if (!s.val) return drv_error(DRV_ENOMEM, "out of memory for var %u", s.var);
+  memcpy(s.val->data, data, s.n * sizeof(float));
+  int ns = optim_nslots(&s.cfg);
+  for (int k = 0; k < ns; k++)
+    if (!(s.slots[k] = aligned_alloc(64, round64(s.n * sizeof(float) + 1)))) {
+      shard_clear(&s);
+      return drv_error(DRV_ENOMEM, "out of memory for var %u's optimizer state", s.var);
+    }
+  optim_slots_init(&s.cfg, s.slots, s.n);
+  if ((rc = store_shard(ps, &s)) < 0) {
+    shard_clear(&s);
+    return rc;
+  }
+  char shp[96];
+  log_info("var %u: %s from row %llu, %s", s.var, shape_str(s.ndim, s.shape, shp, sizeof shp),
+           (unsigned long long)s.row0, optim_kind_name(s.cfg.kind));
+  reply_empty(c, WIRE_VAR_INIT_OK, h->req);
+  return 0;
+}
+
+/* ============================== PULL ===================================== */
+
+static int on_pull(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
+  wire_rd r;
+  wire_rd_init(&r, pl, h->len);
+  uint32_t count = wire_rd_u32(&r);
+  if (wire_rd_ok(&r) && (size_t)count > (h->len - 4) / 4)
+    return drv_error(DRV_EPARSE, "PULL: %u variables in %u bytes", count, h->len);
+  int *idx = malloc(((size_t)count + 1) * sizeof *idx);
+  if (!idx) return drv_error(DRV_ENOMEM, "out of memory");
+  for (uint32_t k = 0; k < count && wire_rd_ok(&r); k++) {
+    uint32_t var = wire_rd_u32(&r);
+    int i = shard_find(ps, var);
+    if (wire_rd_ok(&r) && i < 0) {
+      free(idx);
+      return drv_error(DRV_EINVAL, "PULL: unknown var %u", var);
+    }
+    idx[k] = i;
+  }
+  int rc = wire_rd_done(&r, h->type);
+  if (rc < 0) {
+    free(idx);
+    return rc;
+  }
+  if (count == 1) {
+    /* Zero-copy: the conn borrows the blob until the write is done; the
+     * reference taken here keeps it (see the file comment for PUSH). */
+    ps_blob *b = ps->shards[idx[0]].val;
+    free(idx);
+    b->refs++;
+    return conn_send_ref(c, WIRE_PULL_REPLY, h->req, b->payload, b->len, blob_unref, b);
+  }
+  /* Several shards in one frame: one copy each (the frame must be
+   * contiguous), after which later pushes may update in place. */
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u32(&w, count);
+  for (uint32_t k = 0; k < count; k++) {
+    const ps_blob *b = ps->shards[idx[k]].val;
+    wire_wr_raw(&w, b->payload + 4, b->len - 4); /* var id, tensor header, floats */
+  }
+  free(idx);
+  return conn_send_wr(c, &w, WIRE_PULL_REPLY, h->req);
+}
+
+/* ============================== PUSH ===================================== */
+
+typedef struct push_item {
+  shard *s;
+  const uint8_t *grad; /* unaligned bytes in the frame */
+} push_item;
+
+/* Reads and checks every gradient of a PUSH before applying any, so that a
+ * bad request changes nothing. */
+static int push_parse(ps_server *ps, const wire_header *h, const uint8_t *pl, push_item **out,
+                      uint32_t *nout) {
+  wire_rd r;
+  wire_rd_init(&r, pl, h->len);
+  uint32_t count = wire_rd_u32(&r);
+  /* Every entry takes at least a var id and a 1-D tensor header. */
+  if (wire_rd_ok(&r) && (size_t)count > (h->len - 4) / (4 + 1 + 8))
+    return drv_error(DRV_EPARSE, "PUSH: %u variables in %u bytes", count, h->len);
+  push_item *it = calloc((size_t)count + 1, sizeof *it);
+  if (!it) return drv_error(DRV_ENOMEM, "out of memory");
+  int rc = 0;
+  for (uint32_t k = 0; k < count && rc == 0; k++) {
+    uint32_t var = wire_rd_u32(&r);
+    int nd;
+    int64_t shape[TENSOR_MAXDIM];
+    if (wire_rd_tensor_view(&r, &nd, shape, &it[k].grad) < 0) break;
+    int i = shard_find(ps, var);
+    if (i < 0) {
+      rc = drv_error(DRV_EINVAL, "PUSH: unknown var %u", var);
+      break;
+    }
+    shard *s = &ps->shards[i];
+    bool same = nd == s->ndim;
+    for (int d = 0; same && d < nd; d++) same = shape[d] == s->shape[d];
+    if (!same) {
+      char a[96], b[96];
+      rc = drv_error(DRV_ESHAPE, "PUSH: gradient for var %u is %s but the shard is %s", var,
+                     shape_str(nd, shape, a, sizeof a), shape_str(s->ndim, s->shape, b, sizeof b));
+      break;
+    }
+    for (uint32_t j = 0; j < k; j++)
+      if (it[j].s == s) {
+        rc = drv_error(DRV_EINVAL, "PUSH: var %u appears twice", var);
+        break;
+      }
+    it[k].s = s;
+  }
+  if (rc == 0) rc = wire_rd_done(&r, h->type);
+  if (rc < 0) {
+    free(it);
+    return rc;
+  }
+  *out = it;
+  *nout = count;
+  return 0;
+}
+
+static int grow_scratch(ps_server *ps, size_t n) {
+  if (n <= ps->scratch_cap) return 0;
+  float *p = aligned_alloc(64, round64(n * sizeof(float)));
+  if (!p) return drv_error(DRV_ENOMEM, "out of memory for a %zu-element gradient", n);
+  free(ps->scratch);
+  ps->scratch = p;
+  ps->scratch_cap = n;
+  return 0;
+}
+
+/* One update of s from its gradient bytes. */
+static int apply(ps_server *ps, shard *s, const uint8_t *grad) {
+  int rc = grow_scratch(ps, s->n);
+  if (rc < 0) return rc;
+  /* The frame's floats are not aligned (their offset depends on the header
+   * sizes before them): copy them where the kernels may load them. */
+  memcpy(ps->scratch, grad, s->n * sizeof(float));
+  if (s->val->refs > 1) { /* a zero-copy reply still reads it */
+    ps_blob *nb = blob_new(s->var, s->ndim, s->shape, s->n);
+    if (!nb) return drv_error(DRV_ENOMEM, "out of memory for var %u", s->var);
+    memcpy(nb->data, s->val->data, s->n * sizeof(float));
+    blob_unref(s->val);
+    s->val = nb;
+  }
+  optim_update(&s->cfg, s->val->data, ps->scratch, s->slots, s->n, ++s->updates);
+  return 0;
+}
+
+static int on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
+  push_item *it = NULL;
+  uint32_t n = 0;
+  int rc = push_parse(ps, h, pl, &it, &n);
+  if (rc < 0) return rc;
+  for (uint32_t k = 0; k < n && rc == 0; k++) rc = apply(ps, it[k].s, it[k].grad);
+  free(it);
+  if (rc < 0) return rc;
+  ps->pushes++;
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u64(&w, ps->pushes);
+  return conn_send_wr(c, &w, WIRE_PUSH_OK, h->req);
+}
+
+/* ============================== connections ============================== */
+
+static void peers_remove(peer_list *l, peer *pe) {
+  for (int i = 0; i < l->n; i++)
+    if (l->items[i] == pe) {
+      l->items[i] = l->items[--l->n];
+      return;
+    }
+}
+
+static void free_shards(ps_server *ps) {
+  for (int i = 0; i < ps->nshards; i++) shard_clear(&ps->shards[i]);
+  free(ps->shards);
+  ps->shards = NULL;
+  ps->nshards = ps->capshards = 0;
+  free(ps->scratch);
+  ps->scratch = NULL;
+  ps->scratch_cap = 0;
+}
+
+static void data_ready(conn *c) {
+  ps_server *ps = conn_ud(c);
+  peer_list *l = &ps->peers;
+  if (ps->stopping) {
+    conn_close(c, "ps stopping");
+    return;
+  }
+  peer *pe = calloc(1, sizeof *pe);
+  if (pe && l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 8;
+    peer **ni = realloc(l->items, (size_t)cap * sizeof *ni);
+    if (ni) {
+      l->items = ni;
+      l->cap = cap;
+    }
+  }
+  if (!pe || l->n == l->cap) {
+    free(pe);
+    conn_close(c, "out of memory");
+    return;
+  }
+  pe->tag = TAG_PEER;
+  pe->ps = ps;
+  pe->c = c;
+  l->items[l->n++] = pe;
+  conn_set_ud(c, pe);
+  log_info("data connection from %s", conn_peer(c));
+}
+
+static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
+  peer *pe = conn_ud(c);
+  ps_server *ps = pe->ps;
+  int rc;
+  if (pe->doomed) return;
+  switch (h->type) {
+  case WIRE_VAR_INIT: rc = on_var_init(ps, c, h, pl); break;
+  case WIRE_PULL: rc = on_pull(ps, c, h, pl); break;
+  case WIRE_PUSH: rc = on_push(ps, c, h, pl); break;
+  case WIRE_HEARTBEAT: return; /* harmless keep-alive from a client */
+  default:
+    rc = drv_error(DRV_EPARSE, "a ps does not serve %s", wire_type_name(h->type));
+  }
+  if (rc < 0) reject(pe, c, rc, drv_errmsg());
+}
+
+static void data_close(conn *c, int err, const char *why) {
+  const int *tag = conn_ud(c);
+  if (*tag == TAG_SERVER) { /* never authenticated */
+    const ps_server *ps = conn_ud(c);
+    if (err && !ps->stopping) log_warn("data connection %s dropped: %s", conn_peer(c), why);
+    return;
+  }
+  peer *pe = conn_ud(c);
+  if (err && !pe->ps->stopping) log_warn("data connection %s closed: %s", conn_peer(c), why);
+  peers_remove(&pe->ps->peers, pe);
+  free(pe);
+}
+
+static const conn_cbs data_cbs = {data_ready, data_frame, data_close};
+
+/* ============================== lifetime ================================= */
+
+int ps_start(uv_loop_t *loop, const auth_secret *secret, const char *host, ps_server **out,
+             int *port) {
+  *out = NULL;
+  ps_server *ps = calloc(1, sizeof *ps);
+  if (!ps) return drv_error(DRV_ENOMEM, "out of memory");
+  ps->tag = TAG_SERVER;
+  ps->loop = loop;
+  ps->secret = secret;
+  ps->opts = (conn_opts){.secret = secret, .cbs = &data_cbs, .ud = ps, .server_kind = 1};
+  int rc = conn_listen(loop, host, 0, &ps->opts, &ps->server, port);
+  if (rc < 0) {
+    free(ps);
+    return rc;
+  }
+  *out = ps;
+  return 0;
+}
+
+void ps_stop(ps_server *ps) {
+  if (!ps || ps->stopping) return;
+  ps->stopping = true;
+  conn_server_close(ps->server);
+  ps->server = NULL;
+  /* Blobs lent to queued zero-copy replies stay alive through their own
+   * references until conn drops those writes. */
+  free_shards(ps);
+  /* on_close removes each conn from the list (from the loop, later). */
+  for (int i = 0; i < ps->peers.n; i++) conn_close(ps->peers.items[i]->c, "ps stopping");
+}
+
+void ps_free(ps_server *ps) {
+  if (!ps) return;
+  free_shards(ps);
+  if (ps->server) conn_server_close(ps->server);
+  free(ps->peers.items);
+  free(ps);
+}
+
+uint64_t ps_updates(const ps_server *ps) { return ps->pushes; }

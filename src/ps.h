@@ -1,0 +1,41 @@
+/* ps.h - the parameter server role: variable shards, their optimizer
+ * state, and the data port that serves VAR_INIT, PULL and PUSH.
+ *
+ * A ps holds one shard per variable id (a run places at most one shard of
+ * a variable on each ps). Each shard owns its values, its optimizer config
+ * and slots, and its update count; PUSH applies the gradient on arrival
+ * (async training) with optim_update. Frames arrive on the ps's own
+ * listening socket (server_kind 1), one connection per worker, evaluator or
+ * coordinator. A bad request (unknown variable, wrong shape, malformed
+ * payload, a frame type a ps does not serve) is answered with ERROR and
+ * closes that connection only: the ps keeps serving the others.
+ */
+#ifndef DROVER_PS_H
+#define DROVER_PS_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "auth.h"
+
+typedef struct ps_server ps_server;
+
+/* Starts listening on host:0 (a free port, written to *port). `secret` is
+ * borrowed and must outlive the server. Returns 0 or a negative code
+ * (message in drv_errmsg()); *out is NULL on failure. */
+int ps_start(uv_loop_t *loop, const auth_secret *secret, const char *host, ps_server **out,
+             int *port);
+
+/* Stops accepting, closes every authenticated data connection and frees
+ * the shards (idempotent). Connections still in their handshake close by
+ * themselves and still call back into `ps`, so its memory stays until
+ * ps_free. NULL is fine. */
+void ps_stop(ps_server *ps);
+/* Frees the server after ps_stop, once the loop has run to completion (no
+ * connection of the ps left). NULL is fine. */
+void ps_free(ps_server *ps);
+
+/* PUSH frames applied so far (what PUSH_OK reports). */
+uint64_t ps_updates(const ps_server *ps);
+
+#endif

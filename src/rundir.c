@@ -1,0 +1,258 @@
+/* rundir.c - the run directory: creation with a unique stamped name, the
+ * events log, atomic file writes and reading the tail of a node's log.
+ *
+ * Every file descriptor opened here is close-on-exec: the coordinator
+ * spawns node processes, which must not inherit its files.
+ */
+#include "rundir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "err.h"
+
+/* A run name that is taken this many times over is a bug, not bad luck. */
+#define RUNDIR_MAX_SUFFIX 1000
+#define TAIL_CHUNK 4096
+
+/* ============================== creation ================================= */
+
+/* mkdir -p: creates every missing component of `path`. The error names the
+ * path asked for, and the component that failed when it is a different one
+ * (a regular file in the way, a read-only parent). */
+static int mkdir_p(const char *path) {
+  char tmp[PATH_MAX];
+  size_t len = strlen(path);
+  if (len == 0) return drv_error(DRV_EINVAL, "cannot create '': empty path");
+  if (len >= sizeof tmp) return drv_error(DRV_ERANGE, "cannot create '%.64s...': path too long", path);
+  memcpy(tmp, path, len + 1);
+  for (size_t i = 1; i <= len; i++) {
+    if (tmp[i] != '/' && tmp[i] != '\0') continue;
+    if (tmp[i - 1] == '/') continue; /* "a//b" */
+    char saved = tmp[i];
+    tmp[i] = '\0';
+    if (mkdir(tmp, 0755) != 0) {
+      int e = errno;
+      struct stat st;
+      if (e == EEXIST && stat(tmp, &st) == 0 && S_ISDIR(st.st_mode)) {
+        tmp[i] = saved;
+        continue;
+      }
+      const char *why = e == EEXIST ? "exists and is not a directory" : strerror(e);
+      if (strcmp(tmp, path) == 0) return drv_error(DRV_EIO, "cannot create '%s': %s", path, why);
+      if (e == EEXIST) return drv_error(DRV_EIO, "cannot create '%s': '%s' %s", path, tmp, why);
+      return drv_error(DRV_EIO, "cannot create '%s': mkdir '%s': %s", path, tmp, why);
+    }
+    tmp[i] = saved;
+  }
+  return 0;
+}
+
+static int check_name(const char *name) {
+  if (!name || !*name) return drv_error(DRV_EINVAL, "run name is empty");
+  if (strchr(name, '/'))
+    return drv_error(DRV_EINVAL, "run name '%s' contains '/': give a plain name", name);
+  if (name[0] == '.')
+    return drv_error(DRV_EINVAL, "run name '%s' starts with '.': give a plain name", name);
+  if (strlen(name) > 200) return drv_error(DRV_EINVAL, "run name '%.32s...' is too long", name);
+  return 0;
+}
+
+/* "yyyymmdd-hhmmss" in local time: run directories sort by start. */
+static void stamp_now(char out[32]) {
+  time_t now = time(NULL);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  strftime(out, 32, "%Y%m%d-%H%M%S", &tm);
+}
+
+/* Makes <abs>/<name>-<stamp>[-N] and leaves it in rd->path. mkdir itself
+ * decides who got a name, so two coordinators starting in the same second
+ * never share a directory. */
+static int make_unique_dir(const char *abs, const char *name, rundir *rd) {
+  char stamp[32];
+  stamp_now(stamp);
+  for (int n = 1; n <= RUNDIR_MAX_SUFFIX; n++) {
+    int k = n == 1 ? snprintf(rd->path, sizeof rd->path, "%s/%s-%s", abs, name, stamp)
+                   : snprintf(rd->path, sizeof rd->path, "%s/%s-%s-%d", abs, name, stamp, n);
+    if (k < 0 || (size_t)k >= sizeof rd->path)
+      return drv_error(DRV_ERANGE, "cannot create a run directory in '%s': path too long", abs);
+    if (mkdir(rd->path, 0755) == 0) return 0;
+    if (errno != EEXIST)
+      return drv_error(DRV_EIO, "cannot create '%s': %s", rd->path, strerror(errno));
+  }
+  return drv_error(DRV_EIO, "cannot create a run directory for '%s' in '%s': %d names taken",
+                   name, abs, RUNDIR_MAX_SUFFIX);
+}
+
+int rundir_create(const char *base, const char *name, rundir *rd) {
+  if (!rd) return drv_error(DRV_EINVAL, "rundir_create: NULL rundir");
+  memset(rd, 0, sizeof *rd);
+  if (!base) return drv_error(DRV_EINVAL, "rundir_create: NULL base");
+  int rc = check_name(name);
+  if (rc < 0 || (rc = mkdir_p(base)) < 0) return rc;
+  char abs[PATH_MAX];
+  if (!realpath(base, abs))
+    return drv_error(DRV_EIO, "cannot resolve '%s': %s", base, strerror(errno));
+  if ((rc = make_unique_dir(abs, name, rd)) < 0) {
+    rd->path[0] = '\0';
+    return rc;
+  }
+  char p[sizeof rd->path + 32];
+  snprintf(p, sizeof p, "%s/logs", rd->path);
+  if (mkdir(p, 0755) != 0)
+    return drv_error(DRV_EIO, "cannot create '%s': %s", p, strerror(errno));
+  snprintf(p, sizeof p, "%s/events.log", rd->path);
+  rd->events = fopen(p, "ae"); /* "e": O_CLOEXEC */
+  if (!rd->events) return drv_error(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
+  setvbuf(rd->events, NULL, _IOLBF, 0);
+  return 0;
+}
+
+/* ============================== events =================================== */
+
+void rundir_event(rundir *rd, const char *fmt, ...) {
+  if (!rd || !rd->events || !fmt) return;
+  char text[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  /* One event, one line: readers split the file on newlines. */
+  for (char *c = text; *c; c++)
+    if (*c == '\n' || *c == '\r') *c = ' ';
+
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  char when[32];
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+  fprintf(rd->events, "%s.%03ldZ %s\n", when, ts.tv_nsec / 1000000L, text);
+  fflush(rd->events);
+}
+
+/* ============================== files ==================================== */
+
+const char *rundir_file(const rundir *rd, const char *name, char *buf, size_t n) {
+  if (n) snprintf(buf, n, "%s/%s", rd->path, name);
+  return buf;
+}
+
+/* Refuses names that would leave the run directory. */
+static int check_file_name(const char *name) {
+  if (!name || !*name) return drv_error(DRV_EINVAL, "rundir_write: empty file name");
+  if (name[0] == '/')
+    return drv_error(DRV_EINVAL, "rundir_write: '%s' is absolute; give a name inside the run "
+                     "directory", name);
+  for (const char *c = name; *c; c = strchr(c, '/') ? strchr(c, '/') + 1 : c + strlen(c))
+    if (strncmp(c, "..", 2) == 0 && (c[2] == '/' || c[2] == '\0'))
+      return drv_error(DRV_EINVAL, "rundir_write: '%s' leaves the run directory", name);
+  return 0;
+}
+
+static int write_all(int fd, const char *p, size_t len) {
+  while (len) {
+    ssize_t k = write(fd, p, len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -1;
+    p += k;
+    len -= (size_t)k;
+  }
+  return 0;
+}
+
+int rundir_write(const rundir *rd, const char *name, const char *content, mode_t mode) {
+  if (!rd || !content) return drv_error(DRV_EINVAL, "rundir_write: NULL argument");
+  int rc = check_file_name(name);
+  if (rc < 0) return rc;
+  char path[sizeof rd->path + 256], tmp[sizeof path + 16];
+  int k = snprintf(path, sizeof path, "%s/%s", rd->path, name);
+  if (k < 0 || (size_t)k >= sizeof path)
+    return drv_error(DRV_ERANGE, "rundir_write: '%s': path too long", name);
+  snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
+
+  /* The temporary sits beside the target so that rename() is atomic:
+   * readers see the old file or the new one, never half of one. mkostemp
+   * creates it 0600, so even a secret is never briefly world-readable;
+   * fchmod then applies `mode` exactly, regardless of the umask. */
+  int fd = mkostemp(tmp, O_CLOEXEC);
+  if (fd < 0) return drv_error(DRV_EIO, "cannot write '%s': %s", path, strerror(errno));
+  const char *failed = NULL;
+  if (write_all(fd, content, strlen(content)) < 0) failed = "write";
+  else if (fchmod(fd, mode & 07777) < 0) failed = "chmod";
+  else if (fsync(fd) < 0) failed = "sync";
+  int e = errno;
+  if (close(fd) < 0 && !failed) {
+    failed = "close";
+    e = errno;
+  }
+  if (!failed && rename(tmp, path) < 0) {
+    failed = "rename";
+    e = errno;
+  }
+  if (!failed) return 0;
+  unlink(tmp);
+  return drv_error(DRV_EIO, "cannot write '%s': %s failed: %s", path, failed, strerror(e));
+}
+
+/* ============================== tail ===================================== */
+
+/* Offset where the last `lines` lines of the fd's `size` bytes begin. A
+ * final newline ends the last line rather than starting an empty one.
+ * Reads backwards in chunks, so a long log costs only its tail. */
+static off_t tail_start(int fd, off_t size, int lines) {
+  char chunk[TAIL_CHUNK];
+  off_t end = size;
+  int seen = 0;
+  char last;
+  if (end > 0 && pread(fd, &last, 1, end - 1) == 1 && last == '\n') end--;
+  while (end > 0) {
+    off_t from = end > TAIL_CHUNK ? end - TAIL_CHUNK : 0;
+    ssize_t k = pread(fd, chunk, (size_t)(end - from), from);
+    if (k != end - from) return -1;
+    for (ssize_t i = k - 1; i >= 0; i--)
+      if (chunk[i] == '\n' && ++seen == lines) return from + i + 1;
+    end = from;
+  }
+  return 0;
+}
+
+const char *rundir_tail(const char *path, int lines, char *buf, size_t n) {
+  if (!buf || n == 0) return buf;
+  buf[0] = '\0';
+  if (!path || lines <= 0) return buf;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return buf;
+  struct stat st;
+  off_t start;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      (start = tail_start(fd, st.st_size, lines)) >= 0) {
+    /* When the lines do not fit, keep their end: the newest is what
+     * explains a failure. */
+    if (st.st_size - start > (off_t)(n - 1)) start = st.st_size - (off_t)(n - 1);
+    size_t want = (size_t)(st.st_size - start), got = 0;
+    while (got < want) {
+      ssize_t k = pread(fd, buf + got, want - got, start + (off_t)got);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) break;
+      got += (size_t)k;
+    }
+    buf[got] = '\0';
+  }
+  close(fd);
+  return buf;
+}
+
+void rundir_close(rundir *rd) {
+  if (!rd || !rd->events) return;
+  fclose(rd->events);
+  rd->events = NULL;
+}

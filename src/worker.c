@@ -1,0 +1,591 @@
+/* worker.c - the worker, chief and evaluator roles: the job queue, the ps
+ * client connections, pull -> compute (thread pool) -> push, and replies.
+ * SETUP parsing and the model/data state it builds are in worker_setup.c.
+ *
+ * One job runs at a time and moves through phases:
+ *   LINKS    wait until every ps holding a variable is connected
+ *   PULL     one PULL per ps listing its variables; each reply is copied
+ *            into the model's parameter rows (on the loop thread: a copy)
+ *   COMPUTE  uv_queue_work: next batch, zero grads, forward/backward (or
+ *            the evaluation); the loop keeps serving heartbeats meanwhile
+ *   PUSH     one PUSH per ps with the gradient rows of its shards; the
+ *            RESULT goes out once every ps acknowledged (PUSH_OK), so a
+ *            reported step is an applied step
+ * A failure at any phase ends the job with a negative status in its reply;
+ * replies to requests of a job already over are recognised by their
+ * request id and ignored.
+ */
+#include "worker.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "err.h"
+#include "log.h"
+#include "train.h"
+#include "worker_int.h"
+
+enum { PH_IDLE, PH_LINKS, PH_PULL, PH_COMPUTE, PH_PUSH };
+
+/* ============================== jobs ===================================== */
+
+static job *job_new(worker *w, int kind, uint32_t req) {
+  job *j = calloc(1, sizeof *j);
+  if (!j) return NULL;
+  j->w = w;
+  j->kind = kind;
+  j->req = req;
+  j->correct = -1;
+  j->loss = NAN;
+  j->eval_loss = j->eval_acc = NAN;
+  return j;
+}
+
+static void job_free(job *j) {
+  if (!j) return;
+  wstate_free(j->setup);
+  free(j);
+}
+
+static void enqueue(worker *w, job *j) {
+  if (w->tail)
+    w->tail->next = j;
+  else
+    w->head = j;
+  w->tail = j;
+  w->njobs++;
+}
+
+static void pump(worker *w);
+
+/* ============================== replies ================================== */
+
+static void reply(worker *w, job *j) {
+  wire_wr m;
+  wire_wr_init(&m);
+  switch (j->kind) {
+  case JOB_SETUP:
+    w->send(w->ud, &m, WIRE_SETUP_OK, j->req);
+    return;
+  case JOB_TRAIN:
+    wire_wr_u64(&m, j->id);
+    wire_wr_i32(&m, j->rc);
+    wire_wr_f64(&m, j->rc < 0 ? NAN : (double)j->loss);
+    wire_wr_i64(&m, j->rc < 0 ? -1 : j->correct);
+    wire_wr_u64(&m, j->rc < 0 ? 0 : (uint64_t)j->examples);
+    wire_wr_str(&m, j->msg);
+    w->send(w->ud, &m, WIRE_RESULT, j->req);
+    return;
+  case JOB_EVAL:
+    wire_wr_u64(&m, j->id);
+    wire_wr_i32(&m, j->rc);
+    wire_wr_f64(&m, j->rc < 0 ? NAN : j->eval_loss);
+    wire_wr_f64(&m, j->rc < 0 ? NAN : j->eval_acc);
+    wire_wr_u64(&m, j->rc < 0 ? 0 : (uint64_t)j->examples);
+    wire_wr_str(&m, j->msg);
+    w->send(w->ud, &m, WIRE_EVAL_RESULT, j->req);
+    return;
+  }
+  wire_wr_free(&m);
+}
+
+/* Ends the running job: reply, forget outstanding requests, next job. */
+static void finish(worker *w) {
+  job *j = w->cur;
+  w->cur = NULL;
+  w->phase = PH_IDLE;
+  w->waiting = 0;
+  for (int i = 0; i < w->nlinks; i++)
+    if (w->links[i]) w->links[i]->wait_req = 0;
+  if (j->rc < 0)
+    log_warn("%s %llu failed: %s", j->kind == JOB_EVAL ? "eval" : "task",
+             (unsigned long long)j->id, j->msg);
+  if (!w->closed) reply(w, j);
+  w->njobs--;
+  job_free(j);
+  if (w->idle && !w->cur) {
+    void (*idle)(void *) = w->idle;
+    w->idle = NULL;
+    idle(w->idle_ud);
+    return;
+  }
+  pump(w);
+}
+
+__attribute__((format(printf, 3, 4)))
+static void fail(worker *w, int rc, const char *fmt, ...) {
+  job *j = w->cur;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(j->msg, sizeof j->msg, fmt, ap);
+  va_end(ap);
+  j->rc = rc < 0 ? rc : DRV_EIO;
+  finish(w);
+}
+
+/* ============================== compute ================================== */
+
+/* On a thread-pool thread: touches only the job and the state, which the
+ * loop thread leaves alone while w->in_pool. */
+static void work_cb(uv_work_t *req) {
+  job *j = req->data;
+  wstate *st = j->st;
+  int rc;
+  if (j->kind == JOB_EVAL) {
+    rc = train_evaluate(st->model, st->loss, st->data, st->batch, &j->eval_loss, &j->eval_acc);
+    j->examples = st->data->n;
+  } else {
+    const tensor *x, *y;
+    rc = data_iter_next(&st->it, &x, &y);
+    if (rc == 0) { /* epoch over: the next one, as train_fit does */
+      data_iter_reset(&st->it);
+      rc = data_iter_next(&st->it, &x, &y);
+    }
+    if (rc > 0) {
+      nn_zero_grad(st->model);
+      j->examples = x->shape[0];
+      rc = train_step(st->model, st->loss, x, y, &j->loss, &j->correct);
+    } else if (rc == 0) {
+      rc = drv_error(DRV_EINVAL, "the training data is empty");
+    }
+  }
+  j->rc = rc < 0 ? rc : 0;
+  if (rc < 0) snprintf(j->msg, sizeof j->msg, "%s", drv_errmsg());
+}
+
+static void go_push(worker *w);
+
+static void after_work_cb(uv_work_t *req, int status) {
+  job *j = req->data;
+  worker *w = j->w;
+  w->in_pool = false;
+  if (w->closed) { /* the node is going away: drop the result */
+    w->cur = NULL;
+    w->njobs--;
+    job_free(j);
+    return;
+  }
+  if (status < 0) {
+    fail(w, DRV_EIO, "thread pool: %s", uv_strerror(status));
+    return;
+  }
+  if (j->rc < 0 || j->kind == JOB_EVAL) {
+    finish(w);
+    return;
+  }
+  go_push(w);
+}
+
+static void go_compute(worker *w) {
+  job *j = w->cur;
+  w->phase = PH_COMPUTE;
+  j->st = w->st;
+  w->work.data = j;
+  int rc = uv_queue_work(w->loop, &w->work, work_cb, after_work_cb);
+  if (rc < 0) {
+    fail(w, DRV_EIO, "cannot queue work: %s", uv_strerror(rc));
+    return;
+  }
+  w->in_pool = true;
+}
+
+/* ============================== pull and push ============================ */
+
+static uint32_t link_request(ps_link *l, uint8_t type) {
+  if (++l->next_req == 0) l->next_req = 1; /* 0 means "nothing outstanding" */
+  l->wait_req = l->next_req;
+  l->wait_type = type;
+  return l->wait_req;
+}
+
+static void go_pull(worker *w) {
+  wstate *st = w->st;
+  w->phase = PH_PULL;
+  w->waiting = 0;
+  for (int p = 0; p < st->nparts; p++) {
+    const ps_part *part = &st->parts[p];
+    if (part->n == 0) continue;
+    ps_link *l = w->links[p];
+    wire_wr m;
+    wire_wr_init(&m);
+    wire_wr_u32(&m, (uint32_t)part->n);
+    for (int k = 0; k < part->n; k++) wire_wr_u32(&m, part->var[k]);
+    if (conn_send_wr(l->c, &m, WIRE_PULL, link_request(l, WIRE_PULL_REPLY)) < 0) {
+      fail(w, DRV_EIO, "cannot send PULL to ps:%d", p);
+      return;
+    }
+    w->waiting++;
+  }
+  if (w->waiting == 0) go_compute(w); /* a model without parameters */
+}
+
+/* Copies one PULL_REPLY into the model's parameter rows. */
+static int take_pull_reply(worker *w, int p, const uint8_t *pl, size_t len) {
+  wstate *st = w->st;
+  const ps_part *part = &st->parts[p];
+  wire_rd r;
+  wire_rd_init(&r, pl, len);
+  uint32_t count = wire_rd_u32(&r);
+  if (wire_rd_ok(&r) && count != (uint32_t)part->n)
+    return drv_error(DRV_EPARSE, "PULL_REPLY from ps:%d has %u variables, expected %d", p, count,
+                     part->n);
+  for (int k = 0; k < part->n && wire_rd_ok(&r); k++) {
+    uint32_t var = wire_rd_u32(&r);
+    int nd;
+    int64_t shape[TENSOR_MAXDIM];
+    const uint8_t *data;
+    if (wire_rd_tensor_view(&r, &nd, shape, &data) < 0) break;
+    if (var != part->var[k])
+      return drv_error(DRV_EPARSE, "PULL_REPLY from ps:%d: var %u where var %u was expected", p,
+                       var, part->var[k]);
+    const wvar *v = &st->vars[var];
+    const wshard *s = &v->shards[part->shard[k]];
+    bool same = nd == v->ndim && (uint64_t)shape[0] == s->rows;
+    for (int d = 1; same && d < nd; d++) same = shape[d] == v->dims[d];
+    if (!same)
+      return drv_error(DRV_ESHAPE, "PULL_REPLY from ps:%d: var %u (%s) has the wrong shape", p,
+                       var, v->name);
+    memcpy(tensor_data(v->value) + s->row0 * v->row_elems, data,
+           (size_t)s->rows * v->row_elems * sizeof(float));
+  }
+  return wire_rd_done(&r, WIRE_PULL_REPLY);
+}
+
+/* PUSH for ps p: the gradient rows of each of its shards, as tensors
+ * [rows, dims[1..]] (written field by field: a row range of a contiguous
+ * gradient is contiguous, so the floats go in as one raw copy; the wire is
+ * little-endian like every host drover runs on). */
+static void write_push(const wstate *st, const ps_part *part, wire_wr *m) {
+  wire_wr_u32(m, (uint32_t)part->n);
+  for (int k = 0; k < part->n; k++) {
+    const wvar *v = &st->vars[part->var[k]];
+    const wshard *s = &v->shards[part->shard[k]];
+    wire_wr_u32(m, part->var[k]);
+    wire_wr_u8(m, (uint8_t)v->ndim);
+    wire_wr_u64(m, s->rows);
+    for (int d = 1; d < v->ndim; d++) wire_wr_u64(m, (uint64_t)v->dims[d]);
+    wire_wr_raw(m, tensor_data(v->grad) + s->row0 * v->row_elems,
+                (size_t)s->rows * v->row_elems * sizeof(float));
+  }
+}
+
+static void go_push(worker *w) {
+  wstate *st = w->st;
+  w->phase = PH_PUSH;
+  w->waiting = 0;
+  for (int p = 0; p < st->nparts; p++) {
+    const ps_part *part = &st->parts[p];
+    if (part->n == 0) continue;
+    ps_link *l = w->links[p];
+    if (!l || !l->c) {
+      fail(w, DRV_EIO, "lost the connection to ps:%d before pushing", p);
+      return;
+    }
+    wire_wr m;
+    wire_wr_init(&m);
+    write_push(st, part, &m);
+    if (conn_send_wr(l->c, &m, WIRE_PUSH, link_request(l, WIRE_PUSH_OK)) < 0) {
+      fail(w, DRV_EIO, "cannot send PUSH to ps:%d", p);
+      return;
+    }
+    w->waiting++;
+  }
+  if (w->waiting == 0) finish(w);
+}
+
+/* Starts the pull once every ps the model lives on is connected. */
+static void go_links(worker *w) {
+  wstate *st = w->st;
+  w->phase = PH_LINKS;
+  for (int p = 0; p < st->nparts; p++) {
+    if (st->parts[p].n == 0) continue;
+    ps_link *l = p < w->nlinks ? w->links[p] : NULL;
+    if (!l) {
+      fail(w, DRV_EINVAL, "ps:%d is not in the cluster spec%s", p,
+           w->have_spec ? "" : " (no SPEC received yet)");
+      return;
+    }
+    if (!l->c) {
+      fail(w, DRV_EIO, "not connected to ps:%d (%s:%d)%s%s", p, l->host, l->port,
+           l->last_error[0] ? ": " : "", l->last_error);
+      return;
+    }
+    if (!conn_is_ready(l->c)) return; /* link_ready resumes */
+  }
+  go_pull(w);
+}
+
+/* ============================== running jobs ============================= */
+
+static void start(worker *w) {
+  job *j = w->cur;
+  if (j->kind == JOB_SETUP) {
+    wstate_free(w->st);
+    w->st = j->setup;
+    j->setup = NULL;
+    log_info("setup: %s", w->st->summary);
+    finish(w);
+    return;
+  }
+  if (!w->st) {
+    fail(w, DRV_EINVAL, "no SETUP received yet");
+    return;
+  }
+  if (j->kind == JOB_TRAIN && j->task_kind != WIRE_TASK_TRAIN_STEP) {
+    fail(w, DRV_EINVAL, "unknown task kind %u", j->task_kind);
+    return;
+  }
+  go_links(w);
+}
+
+static void pump(worker *w) {
+  if (w->cur || w->closed || !w->head) return;
+  w->cur = w->head;
+  w->head = w->head->next;
+  if (!w->head) w->tail = NULL;
+  w->cur->next = NULL;
+  start(w);
+}
+
+/* ============================== ps links ================================= */
+
+static void link_ready(conn *c) {
+  ps_link *l = conn_ud(c);
+  worker *w = l->w;
+  if (l->c != c) return;
+  l->last_error[0] = '\0';
+  log_info("connected to ps:%d at %s", l->index, conn_peer(c));
+  if (w->cur && w->phase == PH_LINKS) go_links(w);
+}
+
+/* What losing link l means for the running job: a job waiting on it
+ * fails; one waiting for links looks again (it may not need this ps). */
+static void link_lost(worker *w, ps_link *l) {
+  log_warn("lost ps:%d (%s:%d): %s", l->index, l->host, l->port, l->last_error);
+  if (!w->cur || w->closed) return;
+  if (w->phase == PH_LINKS)
+    go_links(w);
+  else if (l->wait_req != 0)
+    fail(w, DRV_EIO, "ps:%d: %s", l->index, l->last_error);
+  /* In COMPUTE the job notices the missing link when it pushes. */
+}
+
+/* Closes a link's connection ourselves (after a protocol error). */
+static void link_drop(worker *w, ps_link *l) {
+  conn *c = l->c;
+  l->c = NULL; /* link_close then ignores it */
+  conn_close(c, l->last_error);
+  link_lost(w, l);
+}
+
+static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
+  ps_link *l = conn_ud(c);
+  worker *w = l->w;
+  if (l->c != c) return;
+  if (h->type == WIRE_ERROR) {
+    wire_rd r;
+    wire_rd_init(&r, pl, h->len);
+    wire_rd_i32(&r);
+    wire_rd_str(&r, l->last_error, sizeof l->last_error);
+    if (!wire_rd_ok(&r)) snprintf(l->last_error, sizeof l->last_error, "(malformed ERROR)");
+    link_drop(w, l);
+    return;
+  }
+  if (h->type != WIRE_PULL_REPLY && h->type != WIRE_PUSH_OK) {
+    snprintf(l->last_error, sizeof l->last_error, "unexpected %s from the ps",
+             wire_type_name(h->type));
+    link_drop(w, l);
+    return;
+  }
+  if (!w->cur || h->req == 0 || h->req != l->wait_req || h->type != l->wait_type)
+    return; /* the reply to a job that already failed */
+  if (h->type == WIRE_PULL_REPLY && take_pull_reply(w, l->index, pl, h->len) < 0) {
+    snprintf(l->last_error, sizeof l->last_error, "%s", drv_errmsg());
+    link_drop(w, l); /* still waited on: the job fails */
+    return;
+  }
+  l->wait_req = 0;
+  if (--w->waiting > 0) return;
+  if (w->phase == PH_PULL)
+    go_compute(w);
+  else
+    finish(w);
+}
+
+static void link_close(conn *c, int err, const char *why) {
+  ps_link *l = conn_ud(c);
+  worker *w = l->w;
+  (void)err;
+  if (l->c != c) return; /* a connection this link already dropped or replaced */
+  l->c = NULL;
+  if (w->closed) return;
+  if (!l->last_error[0])
+    snprintf(l->last_error, sizeof l->last_error, "%s", why && why[0] ? why : "connection closed");
+  link_lost(w, l);
+}
+
+static const conn_cbs link_cbs = {link_ready, link_frame, link_close};
+
+static int link_connect(worker *w, ps_link *l) {
+  l->opts = (conn_opts){.secret = w->secret, .cbs = &link_cbs, .ud = l};
+  l->last_error[0] = '\0';
+  int rc = conn_connect(w->loop, l->host, l->port, &l->opts, &l->c);
+  if (rc < 0) {
+    l->c = NULL;
+    snprintf(l->last_error, sizeof l->last_error, "%s", drv_errmsg());
+    log_error("cannot connect to ps:%d at %s:%d: %s", l->index, l->host, l->port, drv_errmsg());
+  }
+  return rc;
+}
+
+int worker_spec(worker *w, const node_addr *nodes, int n) {
+  for (int i = 0; i < n; i++) {
+    const node_addr *a = &nodes[i];
+    if (a->role != ROLE_PS) continue;
+    if (a->index >= WORKER_MAX_PS)
+      return drv_error(DRV_ERANGE, "SPEC: ps index %u is over the limit %d", a->index,
+                       WORKER_MAX_PS);
+    int p = (int)a->index;
+    if (p >= w->nlinks) {
+      ps_link **nl = realloc(w->links, (size_t)(p + 1) * sizeof *nl);
+      if (!nl) return drv_error(DRV_ENOMEM, "out of memory");
+      for (int k = w->nlinks; k <= p; k++) nl[k] = NULL;
+      w->links = nl;
+      w->nlinks = p + 1;
+    }
+    ps_link *l = w->links[p];
+    if (!l) {
+      if (!(l = calloc(1, sizeof *l))) return drv_error(DRV_ENOMEM, "out of memory");
+      l->w = w;
+      l->index = p;
+      w->links[p] = l;
+    } else if (l->c && strcmp(l->host, a->host) == 0 && l->port == a->port) {
+      continue; /* already connected (or connecting) there */
+    } else if (l->c) {
+      conn *old = l->c;
+      l->c = NULL;
+      conn_close(old, "the ps moved");
+    }
+    snprintf(l->host, sizeof l->host, "%s", a->host);
+    l->port = a->port;
+    link_connect(w, l);
+  }
+  w->have_spec = true;
+  return 0;
+}
+
+/* ============================== frames from the coordinator ============== */
+
+int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+  wstate *st;
+  int rc = wstate_parse(w->role, w->index, payload, len, &st);
+  if (rc < 0) return rc;
+  job *j = job_new(w, JOB_SETUP, req);
+  if (!j) {
+    wstate_free(st);
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  j->setup = st;
+  enqueue(w, j);
+  pump(w);
+  return 0;
+}
+
+int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+  if (w->role == ROLE_EVALUATOR) return drv_error(DRV_EINVAL, "TASK sent to an evaluator");
+  wire_rd r;
+  wire_rd_init(&r, payload, len);
+  uint64_t id = wire_rd_u64(&r);
+  uint8_t kind = wire_rd_u8(&r);
+  wire_rd_u64(&r); /* arg: unused by TRAIN_STEP */
+  int rc = wire_rd_done(&r, WIRE_TASK);
+  if (rc < 0) return rc;
+  job *j = job_new(w, JOB_TRAIN, req);
+  if (!j) return drv_error(DRV_ENOMEM, "out of memory");
+  j->id = id;
+  j->task_kind = kind;
+  enqueue(w, j);
+  pump(w);
+  return 0;
+}
+
+int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+  if (w->role != ROLE_EVALUATOR)
+    return drv_error(DRV_EINVAL, "EVAL sent to a %s", wire_role_name(w->role));
+  wire_rd r;
+  wire_rd_init(&r, payload, len);
+  uint64_t step = wire_rd_u64(&r);
+  int rc = wire_rd_done(&r, WIRE_EVAL);
+  if (rc < 0) return rc;
+  job *j = job_new(w, JOB_EVAL, req);
+  if (!j) return drv_error(DRV_ENOMEM, "out of memory");
+  j->id = step;
+  enqueue(w, j);
+  pump(w);
+  return 0;
+}
+
+/* ============================== lifetime ================================= */
+
+worker *worker_new(uv_loop_t *loop, const auth_secret *secret, int role, int index,
+                   worker_send_fn send, void *ud) {
+  worker *w = calloc(1, sizeof *w);
+  if (!w) return NULL;
+  w->loop = loop;
+  w->secret = secret;
+  w->role = role;
+  w->index = index;
+  w->send = send;
+  w->ud = ud;
+  return w;
+}
+
+static void drop_queue(worker *w) {
+  while (w->head) {
+    job *j = w->head;
+    w->head = j->next;
+    w->njobs--;
+    job_free(j);
+  }
+  w->tail = NULL;
+}
+
+void worker_drain(worker *w, void (*idle)(void *ud), void *ud) {
+  drop_queue(w);
+  if (!w->cur) {
+    idle(ud);
+    return;
+  }
+  w->idle = idle;
+  w->idle_ud = ud;
+}
+
+void worker_close(worker *w) {
+  if (!w || w->closed) return;
+  w->closed = true;
+  w->idle = NULL;
+  drop_queue(w);
+  if (w->cur && !w->in_pool) { /* waiting on the network: just drop it */
+    job_free(w->cur);
+    w->cur = NULL;
+    w->njobs--;
+  }
+  for (int i = 0; i < w->nlinks; i++)
+    if (w->links[i] && w->links[i]->c) conn_close(w->links[i]->c, "worker closing");
+}
+
+void worker_free(worker *w) {
+  if (!w) return;
+  for (int i = 0; i < w->nlinks; i++) free(w->links[i]);
+  free(w->links);
+  job_free(w->cur);
+  drop_queue(w);
+  wstate_free(w->st);
+  free(w);
+}
+
+int worker_pending(const worker *w) { return w->njobs; }

@@ -1,0 +1,81 @@
+/* worker.h - the worker, chief and evaluator roles: a model replica that
+ * pulls its parameters from the ps nodes, computes on the libuv thread
+ * pool, and (workers) pushes gradients back.
+ *
+ * The node agent (node.c) owns the coordinator connection and hands the
+ * worker the frames meant for it; the worker answers through a send
+ * callback and owns its own client connections to every ps. Work runs one
+ * job at a time, in arrival order: SETUP (swap in a new model, data and
+ * variable table; reply SETUP_OK), TASK (a training step; reply RESULT),
+ * EVAL (an evaluation; reply EVAL_RESULT). The loop thread never runs the
+ * math: forward, backward and evaluation go through uv_queue_work.
+ *
+ * Variable numbering: the SETUP table lists variable i as the model's
+ * parameter i in nn_collect_params order, and var id i on the wire (in
+ * VAR_INIT, PULL and PUSH) is that table index.
+ */
+#ifndef DROVER_WORKER_H
+#define DROVER_WORKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "auth.h"
+#include "wire.h"
+
+/* One node of the cluster spec (SPEC). */
+typedef struct node_addr {
+  int role;
+  uint32_t index;
+  char host[64]; /* numeric address */
+  uint16_t port; /* a ps's data port; 0 for other roles */
+} node_addr;
+
+typedef struct worker worker;
+
+/* How the worker replies to the coordinator: sends the frame in `w` (which
+ * it consumes) with (type, req). */
+typedef int (*worker_send_fn)(void *ud, wire_wr *w, uint8_t type, uint32_t req);
+
+/* A worker for `role` (ROLE_WORKER, ROLE_CHIEF or ROLE_EVALUATOR) and
+ * `index`. `secret` is borrowed for the worker's life. NULL when out of
+ * memory. */
+worker *worker_new(uv_loop_t *loop, const auth_secret *secret, int role, int index,
+                   worker_send_fn send, void *ud);
+
+/* The cluster spec: connects to every ps listed (again, for one whose
+ * address changed or whose connection was lost). Returns 0 or a negative
+ * code. `nodes` is borrowed for the call. */
+int worker_spec(worker *w, const node_addr *nodes, int n);
+
+/* Frames from the coordinator (payload borrowed for the call):
+ *   worker_setup  parses and builds the new model and data at once; the
+ *                 job that swaps them in (and replies SETUP_OK) queues
+ *                 behind the jobs already queued.
+ *   worker_task   queues a TASK (workers and chief).
+ *   worker_eval   queues an EVAL (evaluator).
+ * A negative return is a failure the node reports with ERROR: a payload
+ * that does not parse, a model spec that does not build, a variable table
+ * that does not match the model, a frame for another role. Failures of a
+ * task itself are answered with a RESULT whose status is negative. */
+int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len);
+int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len);
+int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len);
+
+/* Drops the queued jobs and calls idle(ud) once no job is running (at
+ * once, from this call, if none is). The running job finishes normally,
+ * reply included. */
+void worker_drain(worker *w, void (*idle)(void *ud), void *ud);
+
+/* Closes the ps connections and drops every queued job. A job running on
+ * the thread pool finishes there and is then discarded. Call once; the
+ * memory goes with worker_free, after the loop has run to completion. */
+void worker_close(worker *w);
+void worker_free(worker *w); /* NULL is fine */
+
+/* Jobs queued or running (for tests and logs). */
+int worker_pending(const worker *w);
+
+#endif

@@ -1,0 +1,128 @@
+/* worker_int.h - internals shared by worker.c (jobs, ps links) and
+ * worker_setup.c (the state a SETUP builds). Not a public API: include
+ * worker.h instead.
+ */
+#ifndef DROVER_WORKER_INT_H
+#define DROVER_WORKER_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "conn.h"
+#include "data.h"
+#include "nn.h"
+#include "worker.h"
+
+/* Highest ps index a SETUP or SPEC may name (plus one). */
+#define WORKER_MAX_PS 4096
+
+/* One shard of a variable: rows [row0, row0 + rows) live on ps `ps`. */
+typedef struct wshard {
+  uint32_t ps;
+  uint64_t row0, rows;
+} wshard;
+
+/* A model variable as SETUP describes it, bound to the model's parameter
+ * of the same position. */
+typedef struct wvar {
+  char *name;                      /* owned */
+  int ndim;
+  int64_t dims[TENSOR_MAXDIM];
+  size_t row_elems;                /* elements per row: prod(dims[1..]) */
+  uint32_t nshards;
+  wshard *shards;                  /* owned */
+  tensor *value, *grad;            /* the model's parameter (borrowed) */
+} wvar;
+
+/* What one ps holds of the model, in the order PULL and PUSH list it. */
+typedef struct ps_part {
+  int n;
+  uint32_t *var;   /* var ids (table indices) */
+  uint32_t *shard; /* the shard of that var held by this ps */
+} ps_part;
+
+/* Everything a SETUP builds; swapped in whole between jobs. */
+typedef struct wstate {
+  nn_module *model;
+  nn_loss *loss;
+  nn_param_list params;
+  wvar *vars;
+  uint32_t nvars;
+  ps_part *parts; /* indexed by ps index */
+  int nparts;
+  dataset *data;
+  data_iter it;   /* workers: shuffled batches of `data` */
+  bool has_iter;
+  int64_t batch;
+  uint64_t seed;
+  char summary[160]; /* for the log */
+} wstate;
+
+/* Builds the state a SETUP describes (see wire.h for the layout): the
+ * model from its spec with weights drawn from `seed` (they are overwritten
+ * by the first pull), the loss, the variable table checked against the
+ * model's parameters, the data, and for workers and the chief the batch
+ * iterator, shuffled with seed (index 0) or rng_derive(seed, index).
+ * Returns 0 with *out owned by the caller, or a negative code. */
+int wstate_parse(int role, int index, const uint8_t *p, size_t len, wstate **out);
+void wstate_free(wstate *st); /* NULL is fine */
+
+enum { JOB_SETUP, JOB_TRAIN, JOB_EVAL };
+
+typedef struct worker worker;
+
+typedef struct job {
+  worker *w;
+  int kind;
+  uint32_t req;       /* the coordinator's request id, echoed in the reply */
+  uint64_t id;        /* task id, or eval step */
+  uint8_t task_kind;
+  wstate *setup;      /* JOB_SETUP: the state to swap in (owned) */
+  wstate *st;         /* the state the compute phase uses */
+  struct job *next;
+  /* outcome */
+  int rc;
+  char msg[512];
+  float loss;
+  int64_t correct, examples;
+  double eval_loss, eval_acc;
+} job;
+
+/* A client connection to one ps. */
+typedef struct ps_link {
+  worker *w;
+  int index;
+  char host[64];
+  int port;
+  conn_opts opts;     /* kept for the conn's life */
+  conn *c;            /* NULL when not connected */
+  uint32_t next_req;
+  uint32_t wait_req;  /* outstanding request (0: none) */
+  uint8_t wait_type;  /* the reply it expects */
+  char last_error[256];
+} ps_link;
+
+struct worker {
+  uv_loop_t *loop;
+  const auth_secret *secret;
+  int role, index;
+  worker_send_fn send;
+  void *ud;
+  ps_link **links;    /* indexed by ps index; NULL entries for unknown ones */
+  int nlinks;
+  bool have_spec;
+  wstate *st;         /* current state, NULL before the first SETUP */
+  job *head, *tail;   /* queued */
+  int njobs;          /* queued + running */
+  job *cur;           /* running */
+  int phase;
+  int waiting;        /* replies the current phase still waits for */
+  uv_work_t work;
+  bool in_pool;
+  bool closed;
+  void (*idle)(void *ud);
+  void *idle_ud;
+};
+
+#endif

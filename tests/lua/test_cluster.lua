@@ -1,0 +1,182 @@
+-- test_cluster.lua - clusters of real processes on loopback: training,
+-- variable splitting against in-process training, bad peers, failures.
+local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local DROVER = os.getenv("DROVER") or arg[-1]
+local RUNS = os.getenv("TMPDIR") and (os.getenv("TMPDIR") .. "/drover-runs") or "/tmp/drover-test-runs"
+
+local digits = data.csv("examples/data/digits.csv", { label = -1 })
+local train, test_ds = digits:split(0.8, { seed = 1 })
+local train_std, stats = train:standardize()
+local test_std = test_ds:standardize(stats)
+
+local function experiment(extra)
+  local e = {
+    name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+    model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
+    train = { data = train_std, batch = 32, epochs = 10 },
+    eval = { data = test_std, every = 100 }, seed = 1, verbose = false,
+  }
+  for k, v in pairs(extra or {}) do e[k] = v end
+  return drover.experiment(e)
+end
+
+local function read(path)
+  local f = assert(io.open(path))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function sh(cmd) -- exit status of a shell command
+  local ok, how, code = os.execute(cmd)
+  return ok and 0 or code
+end
+
+local function alive(pid) return sh("kill -0 " .. pid .. " 2>/dev/null") == 0 end
+
+test("cluster-01 1 ps + 2 workers + evaluator learns digits", function()
+  drover.seed(1)
+  local exp = experiment()
+  local c <close> = drover.cluster { ps = 1, worker = 2, evaluator = 1, runs = RUNS, name = "c01" }
+  local nodes = c:nodes()
+  eq(#nodes, 4, "nodes")
+  for _, n in ipairs(nodes) do
+    eq(n.state, "ready", n.role .. " state")
+    assert(alive(n.pid), n.role .. " process alive")
+  end
+  local r = c:fit(exp)
+  assert(r.eval_accuracy >= 0.95, "eval accuracy " .. tostring(r.eval_accuracy))
+  eq(r.steps, 10 * math.ceil(#train_std / 32), "steps")
+  assert(r.loss and r.accuracy and r.examples_per_sec > 0, "result fields")
+  local ev = c:evaluate(exp)
+  near(ev.accuracy, r.eval_accuracy, 1e-9, "evaluate after fit")
+  local steps = 0
+  for _, n in ipairs(c:nodes()) do steps = steps + n.steps end
+  eq(steps, r.steps, "steps done by the workers")
+  local dir = c.run_dir
+  c:shutdown { grace = 5 }
+  for _, n in ipairs(nodes) do assert(not alive(n.pid), n.role .. " reaped") end
+  local events = read(dir .. "/events.log")
+  assert(events:find("cluster ready: 4 nodes", 1, true), "events.log: ready")
+  assert(events:find("shutdown complete: 0 node failures", 1, true), "events.log: shutdown")
+  local mode = io.popen("stat -c %a " .. dir .. "/secret"):read("l")
+  eq(mode, "600", "secret mode")
+  assert(read(dir .. "/logs/worker-1.log"), "worker log")
+  assert(read(dir .. "/metrics.jsonl"):find('"eval_accuracy"', 1, true), "metrics stream")
+end)
+
+test("cluster-02 a variable split over 2 ps trains like one process", function()
+  drover.seed(7)
+  local local_exp = experiment { eval = nil, train = { data = train_std, batch = 64, epochs = 3 } }
+  local_exp:fit()
+  drover.seed(7)
+  local exp = experiment { eval = nil, train = { data = train_std, batch = 64, epochs = 3 } }
+  local c <close> = drover.cluster { ps = 2, worker = 1, split_threshold = 1000, runs = RUNS,
+                                     name = "c02" }
+  c:fit(exp)
+  local a, b = local_exp.model:parameters(), exp.model:parameters()
+  eq(#a, #b, "parameter count")
+  for i = 1, #a do
+    local x, y = a[i].value:totable(), b[i].value:totable()
+    local worst = 0
+    local function walk(u, v)
+      if type(u) == "table" then for k = 1, #u do walk(u[k], v[k]) end
+      else worst = math.max(worst, math.abs(u - v)) end
+    end
+    walk(x, y)
+    assert(worst < 1e-5, a[i].name .. " differs by " .. worst)
+  end
+  local events = read(c.run_dir .. "/events.log")
+  assert(events:find("placement 1.weight: ps:0 rows 0-63, ps:1 rows 64-127", 1, true),
+    "1.weight split over both ps")
+  c:shutdown()
+end)
+
+test("cluster-03 bad options are named", function()
+  raises(function() drover.cluster { ps = 0, worker = 1, runs = RUNS } end, "at least one ps")
+  raises(function() drover.cluster { ps = 1, workers = 2, runs = RUNS } end, "workers")
+  raises(function() drover.cluster { ps = 1, launcher = "yarn", runs = RUNS } end, "yarn")
+end)
+
+-- Sends bytes to host:port with bash's /dev/tcp and closes.
+local function poke(port, bytes)
+  return sh(string.format("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d; printf \"%s\" >&3; sleep 0.2' 2>/dev/null",
+    port, bytes))
+end
+
+test("cluster-04 random, truncated and oversized frames leave coordinator and ps running", function()
+  drover.seed(1)
+  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "c04" }
+  local cport = tonumber(c.address:match(":(%d+)$"))
+  local psport = c:nodes()[1].port
+  assert(psport and psport > 0, "ps port")
+  for _, port in ipairs { cport, psport } do
+    poke(port, "hello there, this is not a frame")
+    poke(port, "DRV1")                                            -- truncated header
+    poke(port, "DRV1\\001\\052\\000\\000\\000\\000\\000\\000\\377\\377\\377\\177") -- 2 GiB PUSH
+    poke(port, "\\377\\377\\377\\377\\377\\377\\377\\377\\377\\377\\377\\377\\377\\377\\377\\377")
+  end
+  for _, n in ipairs(c:nodes()) do eq(n.state, "ready", n.role .. " still ready") end
+  local r = c:fit(experiment { eval = nil, train = { data = train_std, batch = 64, epochs = 1 } })
+  assert(r.steps > 0, "training still works")
+  c:shutdown()
+  local log = read(c.run_dir .. "/logs/coordinator.log")
+  assert(log:find("magic", 1, true) or log:find("before authentication", 1, true),
+    "the coordinator logged why it closed the bad connections")
+end)
+
+-- Starts `drover node` in the background with the given secret file and
+-- waits (pumping the loop, so the coordinator answers) until it exits.
+local function rogue_node(c, secret, out)
+  local node = string.format("%s node --coord %s --role worker --index 0 --run-dir %s --bind 127.0.0.1 --heartbeat-ms 500 --timeout-ms 5000",
+    DROVER, c.address, c.run_dir)
+  os.remove(out .. ".rc")
+  os.execute(string.format("(DROVER_SECRET_FILE=%s timeout 20 %s > %s 2>&1; echo $? > %s.rc) &",
+    secret, node, out, out))
+  for _ = 1, 200 do
+    local f = io.open(out .. ".rc")
+    if f then
+      local rc = tonumber(f:read("l"))
+      f:close()
+      if rc then return rc, read(out) end
+    end
+    drover.sleep(0.1)
+  end
+  error("the rogue node did not finish")
+end
+
+test("cluster-05 a wrong secret is refused; a duplicate task is refused", function()
+  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "c05" }
+  local tmp = os.tmpname()
+  local f = io.open(tmp, "w")
+  f:write(string.rep("ab", 32) .. "\n")
+  f:close()
+  os.execute("chmod 600 " .. tmp)
+  local rc, out = rogue_node(c, tmp, tmp .. ".out")
+  assert(rc ~= 0 and rc ~= 124, "a node with the wrong secret exits non-zero, got " .. rc)
+  assert(out:find("wrong secret", 1, true) or out:find("authentication", 1, true),
+    "the node says why: " .. out)
+  assert(read(c.run_dir .. "/logs/coordinator.log"):find("authentication failed", 1, true),
+    "the coordinator logged the refusal")
+  rc, out = rogue_node(c, c.run_dir .. "/secret", tmp .. ".out")
+  eq(rc, 1, "a duplicate worker:0 exits 1")
+  assert(out:find("duplicate worker:0", 1, true), "the duplicate is named: " .. out)
+  os.remove(tmp)
+  os.remove(tmp .. ".out")
+  os.remove(tmp .. ".out.rc")
+  for _, n in ipairs(c:nodes()) do eq(n.state, "ready", n.role .. " unaffected") end
+  local r = c:fit(experiment { eval = nil, train = { data = train_std, batch = 64, epochs = 1 } })
+  assert(r.steps > 0, "the cluster still trains")
+  c:shutdown()
+end)
+
+test("cluster-06 a killed worker fails the run, named with its log", function()
+  local c = drover.cluster { ps = 1, worker = 2, runs = RUNS, name = "c06" }
+  local victim
+  for _, n in ipairs(c:nodes()) do if n.role == "worker" and n.index == 1 then victim = n end end
+  os.execute("kill -9 " .. victim.pid)
+  local err = raises(function() c:fit(experiment()) end, "worker:1 lost")
+  assert(tostring(err):find("signal 9", 1, true), "the cause is named: " .. tostring(err))
+  raises(function() c:shutdown() end, "1 node failure")
+end)

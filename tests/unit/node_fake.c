@@ -1,0 +1,382 @@
+/* node_fake.c - the fake coordinator of the node tests (node_fake.h).
+ *
+ * Frames from every peer are copied into a per-peer queue by the conn
+ * callbacks; the helpers pump the loop (bounded by a timer) until what they
+ * wait for is there. If a case fails midway, its children are not left
+ * behind: their coordinator connection closes with the test process, and a
+ * node exits when it loses its coordinator.
+ */
+#include "node_fake.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "node.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define CHILD_LEAKED() (__lsan_do_recoverable_leak_check() != 0)
+#else
+#define CHILD_LEAKED() 0
+#endif
+
+static fake *g_fake; /* one per case (each case is its own process) */
+
+static void peer_frame(conn *c, const wire_header *h, const uint8_t *p) {
+  peer *pe = conn_ud(c);
+  fk_frame *f = calloc(1, sizeof *f);
+  CHECK(f != NULL);
+  f->h = *h;
+  f->p = malloc(h->len + 1);
+  CHECK(f->p != NULL);
+  memcpy(f->p, p, h->len);
+  if (pe->tail)
+    pe->tail->next = f;
+  else
+    pe->head = f;
+  pe->tail = f;
+}
+
+static void peer_close(conn *c, int err, const char *why) {
+  peer *pe = conn_ud(c);
+  if (!pe) return; /* a server conn that never authenticated */
+  pe->c = NULL;
+  pe->closed = true;
+  pe->err = err;
+  snprintf(pe->why, sizeof pe->why, "%s", why ? why : "");
+}
+
+static void server_ready(conn *c) {
+  fake *f = g_fake;
+  peer *pe = calloc(1, sizeof *pe);
+  CHECK(pe != NULL && f->naccepted < 8);
+  pe->c = c;
+  conn_set_ud(c, pe);
+  f->accepted[f->naccepted++] = pe;
+}
+
+static const conn_cbs server_cbs = {server_ready, peer_frame, peer_close};
+static const conn_cbs client_cbs = {NULL, peer_frame, peer_close};
+
+static void on_timer(uv_timer_t *t) { ((fake *)t->data)->timed_out = true; }
+
+bool nf_pump(fake *f, bool (*cond)(void *), void *arg, int ms) {
+  f->timed_out = false;
+  uv_timer_start(&f->timer, on_timer, (uint64_t)ms, 0);
+  while (!cond(arg) && !f->timed_out) uv_run(&f->loop, UV_RUN_ONCE);
+  uv_timer_stop(&f->timer);
+  return cond(arg);
+}
+
+static bool never(void *arg) {
+  (void)arg;
+  return false;
+}
+
+void nf_pump_for(fake *f, int ms) { nf_pump(f, never, NULL, ms); }
+
+void nf_fake_start(fake *f) {
+  memset(f, 0, sizeof *f);
+  g_fake = f;
+  CHECK_OK(auth_init());
+  CHECK_OK(auth_secret_generate(&f->secret));
+  char cwd[1024], path[1100];
+  CHECK(getcwd(cwd, sizeof cwd) != NULL);
+  snprintf(path, sizeof path, "%s/secret", cwd);
+  CHECK_OK(auth_secret_save(&f->secret, path));
+  CHECK(setenv("DROVER_SECRET_FILE", path, 1) == 0);
+  CHECK(uv_loop_init(&f->loop) == 0);
+  uv_timer_init(&f->loop, &f->timer);
+  f->timer.data = f;
+  f->sopts = (conn_opts){.secret = &f->secret, .cbs = &server_cbs};
+  CHECK_OK(conn_listen(&f->loop, "127.0.0.1", 0, &f->sopts, &f->srv, &f->port));
+}
+
+static void free_frames(peer *pe) {
+  while (pe->head) {
+    fk_frame *fr = pe->head;
+    pe->head = fr->next;
+    free(fr->p);
+    free(fr);
+  }
+  pe->tail = NULL;
+}
+
+/* Closes everything the fake holds and frees it (peers included). */
+void nf_fake_stop(fake *f, peer **dialed, int ndialed) {
+  for (int i = 0; i < f->naccepted; i++)
+    if (f->accepted[i]->c) conn_close(f->accepted[i]->c, "test over");
+  for (int i = 0; i < ndialed; i++)
+    if (dialed[i]->c) conn_close(dialed[i]->c, "test over");
+  conn_server_close(f->srv);
+  uv_close((uv_handle_t *)&f->timer, NULL);
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  CHECK(uv_loop_close(&f->loop) == 0);
+  for (int i = 0; i < f->naccepted; i++) {
+    free_frames(f->accepted[i]);
+    free(f->accepted[i]);
+  }
+  for (int i = 0; i < ndialed; i++) {
+    free_frames(dialed[i]);
+    free(dialed[i]);
+  }
+}
+
+static bool has_accepted(void *arg) {
+  int *want = arg;
+  return g_fake->naccepted >= *want;
+}
+
+/* Waits for `n` node connections in total. */
+void nf_accept_n(fake *f, int n) {
+  if (!nf_pump(f, has_accepted, &n, WAIT_MS))
+    harness_fail(__FILE__, __LINE__, "only %d of %d nodes connected", f->naccepted, n);
+}
+
+static bool peer_ready(void *arg) {
+  peer *pe = arg;
+  return pe->closed || (pe->c && conn_is_ready(pe->c));
+}
+
+/* Dials a ps data port like a worker does; returns the authenticated peer. */
+peer *nf_dial(fake *f, int port) {
+  peer *pe = calloc(1, sizeof *pe);
+  CHECK(pe != NULL);
+  conn_opts o = {.secret = &f->secret, .cbs = &client_cbs, .ud = pe};
+  CHECK_OK(conn_connect(&f->loop, "127.0.0.1", port, &o, &pe->c));
+  CHECK(nf_pump(f, peer_ready, pe, WAIT_MS));
+  CHECK(!pe->closed);
+  return pe;
+}
+
+static bool peer_has_frame(void *arg) {
+  peer *pe = arg;
+  return pe->head || pe->closed;
+}
+
+fk_frame *nf_expect(fake *f, peer *pe, uint8_t type, const char *file, int line) {
+  for (;;) {
+    if (!nf_pump(f, peer_has_frame, pe, WAIT_MS))
+      harness_fail(file, line, "no %s within %d ms", wire_type_name(type), WAIT_MS);
+    if (!pe->head)
+      harness_fail(file, line, "connection closed while waiting for %s: %s",
+                   wire_type_name(type), pe->why);
+    fk_frame *fr = pe->head;
+    pe->head = fr->next;
+    if (!pe->head) pe->tail = NULL;
+    if (fr->h.type == WIRE_HEARTBEAT && type != WIRE_HEARTBEAT) {
+      free(fr->p);
+      free(fr);
+      continue;
+    }
+    if (fr->h.type != type)
+      harness_fail(file, line, "got %s while waiting for %s", wire_type_name(fr->h.type),
+                   wire_type_name(type));
+    return fr;
+  }
+}
+
+void nf_frame_free(fk_frame *fr) {
+  free(fr->p);
+  free(fr);
+}
+
+void nf_send_wr(peer *pe, wire_wr *w, uint8_t type, uint32_t req) {
+  CHECK(pe->c != NULL);
+  CHECK_OK(conn_send_wr(pe->c, w, type, req));
+}
+
+bool nf_peer_closed(void *arg) { return ((peer *)arg)->closed; }
+
+/* ============================== children ================================= */
+
+pid_t nf_spawn_node(fake *f, int role, int index, uint32_t hb_ms, uint32_t timeout_ms) {
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    node_opts o = {.coord_host = "127.0.0.1", .coord_port = f->port, .role = role,
+                   .index = index, .bind_host = "127.0.0.1", .cpus = 1,
+                   .heartbeat_ms = hb_ms, .timeout_ms = timeout_ms};
+    int status = node_main(&o);
+    fflush(NULL);
+    _exit(CHILD_LEAKED() ? LEAKED : status);
+  }
+  return pid;
+}
+
+double nf_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int nf_reap(fake *f, pid_t pid, int ms) {
+  double end = nf_now_ms() + ms;
+  int st;
+  for (;;) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (nf_now_ms() > end) break;
+    nf_pump_for(f, 10);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &st, 0);
+  return -1;
+}
+
+/* ============================== protocol helpers ========================= */
+
+void nf_read_register(fake *f, peer *pe, reg *r) {
+  fk_frame *fr = NF_EXPECT(f, pe, WIRE_REGISTER);
+  wire_rd rd;
+  wire_rd_init(&rd, fr->p, fr->h.len);
+  r->role = wire_rd_u8(&rd);
+  r->index = (int)wire_rd_u32(&rd);
+  r->pid = wire_rd_u32(&rd);
+  wire_rd_str(&rd, r->host, sizeof r->host);
+  r->port = wire_rd_u16(&rd);
+  r->cpus = wire_rd_u32(&rd);
+  r->memory = wire_rd_u64(&rd);
+  CHECK_OK(wire_rd_done(&rd, WIRE_REGISTER));
+  r->ctl = pe;
+  nf_frame_free(fr);
+}
+
+/* Accepts n nodes, reads their REGISTERs, answers REGISTERED ok, and
+ * sends every one the SPEC of all of them. regs[] in arrival order. */
+void nf_register_all(fake *f, reg *regs, int n) {
+  nf_accept_n(f, n);
+  for (int i = 0; i < n; i++) nf_read_register(f, f->accepted[i], &regs[i]);
+  wire_wr w;
+  for (int i = 0; i < n; i++) {
+    wire_wr_init(&w);
+    wire_wr_u8(&w, 1);
+    wire_wr_str(&w, "");
+    nf_send_wr(regs[i].ctl, &w, WIRE_REGISTERED, 0);
+  }
+  for (int i = 0; i < n; i++) {
+    wire_wr_init(&w);
+    wire_wr_u32(&w, (uint32_t)n);
+    for (int k = 0; k < n; k++) {
+      wire_wr_u8(&w, (uint8_t)regs[k].role);
+      wire_wr_u32(&w, (uint32_t)regs[k].index);
+      wire_wr_str(&w, regs[k].host);
+      wire_wr_u16(&w, (uint16_t)regs[k].port);
+    }
+    nf_send_wr(regs[i].ctl, &w, WIRE_SPEC, 0);
+  }
+}
+
+reg *nf_find_reg(reg *regs, int n, int role, int index) {
+  for (int i = 0; i < n; i++)
+    if (regs[i].role == role && regs[i].index == index) return &regs[i];
+  harness_fail(__FILE__, __LINE__, "%s:%d did not register", wire_role_name(role), index);
+}
+
+void nf_send_shutdown(peer *ctl) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u32(&w, 2000);
+  nf_send_wr(ctl, &w, WIRE_SHUTDOWN, 0);
+}
+
+void nf_var_init(fake *f, peer *pe, uint32_t var, uint64_t row0, const optim_cfg *cfg,
+                 const tensor *value, uint32_t req) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u32(&w, var);
+  wire_wr_u64(&w, row0);
+  wire_wr_optim(&w, cfg);
+  wire_wr_tensor(&w, value);
+  nf_send_wr(pe, &w, WIRE_VAR_INIT, req);
+  fk_frame *fr = NF_EXPECT(f, pe, WIRE_VAR_INIT_OK);
+  CHECK_INT_EQ(fr->h.req, req);
+  CHECK_INT_EQ(fr->h.len, 0);
+  nf_frame_free(fr);
+}
+
+void nf_send_pull(peer *pe, const uint32_t *vars, uint32_t n, uint32_t req) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u32(&w, n);
+  for (uint32_t i = 0; i < n; i++) wire_wr_u32(&w, vars[i]);
+  nf_send_wr(pe, &w, WIRE_PULL, req);
+}
+
+void nf_send_push1(peer *pe, uint32_t var, const tensor *grad, uint32_t req) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u32(&w, 1);
+  wire_wr_u32(&w, var);
+  wire_wr_tensor(&w, grad);
+  nf_send_wr(pe, &w, WIRE_PUSH, req);
+}
+
+/* Reads a PULL_REPLY's tensors into out[] (new tensors), checking the ids. */
+void nf_read_pull_reply(fk_frame *fr, const uint32_t *vars, uint32_t n, tensor **out) {
+  wire_rd rd;
+  wire_rd_init(&rd, fr->p, fr->h.len);
+  CHECK_INT_EQ(wire_rd_u32(&rd), n);
+  for (uint32_t i = 0; i < n; i++) {
+    CHECK_INT_EQ(wire_rd_u32(&rd), vars[i]);
+    out[i] = wire_rd_tensor(&rd);
+    CHECK(out[i] != NULL);
+  }
+  CHECK_OK(wire_rd_done(&rd, WIRE_PULL_REPLY));
+}
+
+tensor *nf_pull1(fake *f, peer *pe, uint32_t var, uint32_t req) {
+  tensor *t;
+  nf_send_pull(pe, &var, 1, req);
+  fk_frame *fr = NF_EXPECT(f, pe, WIRE_PULL_REPLY);
+  CHECK_INT_EQ(fr->h.req, req);
+  nf_read_pull_reply(fr, &var, 1, &t);
+  nf_frame_free(fr);
+  return t;
+}
+
+uint64_t nf_read_push_ok(fake *f, peer *pe, uint32_t req) {
+  fk_frame *fr = NF_EXPECT(f, pe, WIRE_PUSH_OK);
+  CHECK_INT_EQ(fr->h.req, req);
+  wire_rd rd;
+  wire_rd_init(&rd, fr->p, fr->h.len);
+  uint64_t step = wire_rd_u64(&rd);
+  CHECK_OK(wire_rd_done(&rd, WIRE_PUSH_OK));
+  nf_frame_free(fr);
+  return step;
+}
+
+/* An ERROR frame followed by the close of that connection; returns the
+ * message (static). */
+const char *nf_expect_error_and_close(fake *f, peer *pe) {
+  static char msg[WIRE_MAX_STR + 1];
+  fk_frame *fr = NF_EXPECT(f, pe, WIRE_ERROR);
+  wire_rd rd;
+  wire_rd_init(&rd, fr->p, fr->h.len);
+  CHECK(wire_rd_i32(&rd) < 0);
+  wire_rd_str(&rd, msg, sizeof msg);
+  CHECK_OK(wire_rd_done(&rd, WIRE_ERROR));
+  nf_frame_free(fr);
+  CHECK(nf_pump(f, nf_peer_closed, pe, WAIT_MS));
+  return msg;
+}
+
+bool nf_same_bits(const tensor *a, const tensor *b) {
+  return tensor_same_shape(a, b) &&
+         memcmp(tensor_data(a), tensor_data(b), (size_t)tensor_numel(a) * sizeof(float)) == 0;
+}
+
+tensor *nf_filled(int ndim, const int64_t *shape, float base, float step) {
+  tensor *t = tensor_new(ndim, shape);
+  CHECK(t != NULL);
+  float *d = tensor_data(t);
+  for (int64_t i = 0; i < tensor_numel(t); i++) d[i] = base + step * (float)i;
+  return t;
+}
+

@@ -1,0 +1,114 @@
+/* node_fake.h - a fake coordinator for the node tests: a conn_listen
+ * server on the test's own loop that takes the nodes' connections, queues
+ * every frame they send, and speaks the coordinator's side of the protocol
+ * (REGISTERED, SPEC, VAR_INIT, PULL, PUSH ...). Nodes run node_main in
+ * forked children; every wait is bounded.
+ *
+ * Fork the children before the fake accepts any connection, so that no
+ * child holds a copy of a socket the test later closes.
+ */
+#ifndef DROVER_NODE_FAKE_H
+#define DROVER_NODE_FAKE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "auth.h"
+#include "conn.h"
+#include "optim.h"
+#include "tensor.h"
+#include "wire.h"
+
+/* A child that leaks exits with LEAKED, a status no node uses, so that the
+ * exit-status checks also catch leaks under AddressSanitizer. */
+#define LEAKED 99
+#define WAIT_MS 10000 /* the longest any single expected event may take */
+
+typedef struct fk_frame {
+  wire_header h;
+  uint8_t *p; /* owned copy of the payload */
+  struct fk_frame *next;
+} fk_frame;
+
+typedef struct peer {
+  conn *c;      /* NULL once closed */
+  bool closed;
+  int err;
+  char why[256];
+  fk_frame *head, *tail;
+} peer;
+
+typedef struct fake {
+  uv_loop_t loop;
+  uv_timer_t timer;
+  bool timed_out;
+  auth_secret secret;
+  conn_server *srv;
+  int port;
+  conn_opts sopts;
+  peer *accepted[8];
+  int naccepted;
+} fake;
+
+typedef struct reg {
+  int role, index, port;
+  uint32_t pid, cpus;
+  uint64_t memory;
+  char host[64];
+  peer *ctl;
+} reg;
+
+/* Starts the fake: a secret file (0600) named by DROVER_SECRET_FILE for
+ * the children, and a listener on 127.0.0.1:0. */
+void nf_fake_start(fake *f);
+/* Closes everything the fake holds (and the peers it dialled) and frees it. */
+void nf_fake_stop(fake *f, peer **dialed, int ndialed);
+/* Runs the fake's loop until cond(arg) holds or `ms` pass; returns cond. */
+bool nf_pump(fake *f, bool (*cond)(void *), void *arg, int ms);
+void nf_pump_for(fake *f, int ms);
+bool nf_peer_closed(void *arg);
+/* Waits for `n` node connections in total. */
+void nf_accept_n(fake *f, int n);
+/* Dials a ps data port like a worker does; returns the authenticated peer
+ * (freed by nf_fake_stop when passed in `dialed`). */
+peer *nf_dial(fake *f, int port);
+/* The next frame from pe that is not a HEARTBEAT (unless one is asked
+ * for), or a failure naming what was expected. Free with nf_frame_free. */
+fk_frame *nf_expect(fake *f, peer *pe, uint8_t type, const char *file, int line);
+#define NF_EXPECT(f, pe, type) nf_expect((f), (pe), (type), __FILE__, __LINE__)
+void nf_frame_free(fk_frame *fr);
+void nf_send_wr(peer *pe, wire_wr *w, uint8_t type, uint32_t req);
+
+/* node_main in a forked child (cpus 1, bind 127.0.0.1). */
+pid_t nf_spawn_node(fake *f, int role, int index, uint32_t hb_ms, uint32_t timeout_ms);
+double nf_now_ms(void);
+/* The child's exit status (128 + signal when killed), pumping the fake's
+ * loop meanwhile; after `ms` it is killed and -1 returned. */
+int nf_reap(fake *f, pid_t pid, int ms);
+
+void nf_read_register(fake *f, peer *pe, reg *r);
+/* Accepts n nodes, reads their REGISTERs, answers REGISTERED ok, and
+ * sends every one the SPEC of all of them. regs[] in arrival order. */
+void nf_register_all(fake *f, reg *regs, int n);
+reg *nf_find_reg(reg *regs, int n, int role, int index);
+void nf_send_shutdown(peer *ctl);
+/* VAR_INIT and its VAR_INIT_OK (req echoed, empty). */
+void nf_var_init(fake *f, peer *pe, uint32_t var, uint64_t row0, const optim_cfg *cfg,
+                 const tensor *value, uint32_t req);
+void nf_send_pull(peer *pe, const uint32_t *vars, uint32_t n, uint32_t req);
+void nf_send_push1(peer *pe, uint32_t var, const tensor *grad, uint32_t req);
+/* Reads a PULL_REPLY's tensors into out[] (new tensors), checking the ids. */
+void nf_read_pull_reply(fk_frame *fr, const uint32_t *vars, uint32_t n, tensor **out);
+tensor *nf_pull1(fake *f, peer *pe, uint32_t var, uint32_t req);
+uint64_t nf_read_push_ok(fake *f, peer *pe, uint32_t req);
+/* An ERROR frame followed by the close of that connection; returns the
+ * message (static storage). */
+const char *nf_expect_error_and_close(fake *f, peer *pe);
+
+bool nf_same_bits(const tensor *a, const tensor *b);
+/* A new tensor with d[i] = base + step * i. */
+tensor *nf_filled(int ndim, const int64_t *shape, float base, float step);
+
+#endif

@@ -1,0 +1,827 @@
+/* test_conn.c - conn: handshake, framing both ways (small, many, 64 MiB),
+ * refusal of wrong secrets and of hostile raw peers, timeouts, close and
+ * send_ref lifetimes. Each case runs its own loop on 127.0.0.1 with a
+ * watchdog timer that fails it if a wait never ends. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "auth.h"
+#include "conn.h"
+#include "harness.h"
+#include "log.h"
+#include "wire.h"
+
+/* ---- fixture ------------------------------------------------------------- */
+
+typedef struct fx fx;
+
+/* What happened on one conn (the ud of a client conn, and of a server conn
+ * once ready). */
+enum { KIND_FX = 0x4658, KIND_REC = 0x5245 };
+
+typedef struct rec {
+  int kind; /* KIND_REC; conn_ud is a rec or, before ready, the fx */
+  bool server;
+  fx *f;
+  conn *c;
+  int ready, closed, err, frames;
+  char why[400];
+  uint8_t last_type;
+  uint32_t last_req;
+  uint8_t *last; /* copy of the last payload */
+  size_t last_len;
+  long n1, n2; /* per-test counters */
+} rec;
+
+typedef void (*frame_hook)(rec *r, const wire_header *h, const uint8_t *p);
+
+struct fx {
+  int kind; /* KIND_FX */
+  uv_loop_t loop;
+  uv_timer_t watchdog;
+  auth_secret secret;
+  conn_opts so;
+  conn_server *srv;
+  int port;
+  rec srv_recs[16];
+  int nsrv;
+  /* every server-side on_close, in order: refusals and ready conns alike */
+  struct {
+    int err;
+    char why[400];
+  } closes[32];
+  int ncloses;
+  frame_hook srv_frame, cli_frame;
+  void (*cli_ready)(rec *r);
+  void (*srv_ready)(rec *r);
+  void (*cli_closed)(rec *r);
+  long counter; /* send_ref done calls, ... */
+};
+
+static void watchdog_fired(uv_timer_t *t) {
+  harness_fail(__FILE__, __LINE__, "watchdog: %s did not finish in time", (char *)t->data);
+}
+
+/* Waits on the loop; the watchdog ends a wait that never does. */
+#define RUN_UNTIL(f, cond) \
+  while (!(cond)) uv_run(&(f)->loop, UV_RUN_ONCE)
+
+static void on_ready_cb(conn *c);
+static void on_frame_cb(conn *c, const wire_header *h, const uint8_t *p);
+static void on_close_cb(conn *c, int err, const char *why);
+static const conn_cbs cbs = {on_ready_cb, on_frame_cb, on_close_cb};
+
+static void fx_init(fx *f, const char *name, uint64_t ms) {
+  memset(f, 0, sizeof *f);
+  f->kind = KIND_FX;
+  CHECK_INT_EQ(uv_loop_init(&f->loop), 0);
+  uv_timer_init(&f->loop, &f->watchdog);
+  f->watchdog.data = (void *)name;
+  uv_timer_start(&f->watchdog, watchdog_fired, ms, 0);
+  CHECK_OK(auth_secret_generate(&f->secret));
+  f->so.secret = &f->secret;
+  f->so.cbs = &cbs;
+  f->so.ud = f;
+  log_setup(NULL, "test", LOG_WARN);
+}
+
+static void fx_listen(fx *f, uint32_t handshake_ms) {
+  f->so.handshake_ms = handshake_ms;
+  f->so.opaque = true; /* these cases carry arbitrary bytes in PUSH frames */
+  CHECK_OK(conn_listen(&f->loop, "127.0.0.1", 0, &f->so, &f->srv, &f->port));
+  CHECK(f->port > 0);
+}
+
+static void rec_init(fx *f, rec *r) {
+  memset(r, 0, sizeof *r);
+  r->kind = KIND_REC;
+  r->f = f;
+}
+
+static void fx_connect_with(fx *f, rec *r, const auth_secret *s, uint32_t handshake_ms,
+                            int port) {
+  conn_opts o = {.secret = s, .cbs = &cbs, .ud = r, .handshake_ms = handshake_ms, .opaque = true};
+  rec_init(f, r);
+  CHECK_OK(conn_connect(&f->loop, "127.0.0.1", port, &o, &r->c));
+}
+
+static void fx_connect(fx *f, rec *r) { fx_connect_with(f, r, &f->secret, 0, f->port); }
+
+/* Closes what is still open, drains the loop and checks nothing is left. */
+static void fx_finish(fx *f, rec *clients, int n) {
+  for (int i = 0; i < n; i++)
+    if (!clients[i].closed) conn_close(clients[i].c, "test over");
+  for (int i = 0; i < f->nsrv; i++)
+    if (!f->srv_recs[i].closed) conn_close(f->srv_recs[i].c, "test over");
+  if (f->srv) conn_server_close(f->srv);
+  uv_close((uv_handle_t *)&f->watchdog, NULL);
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  CHECK_INT_EQ(uv_loop_close(&f->loop), 0);
+  for (int i = 0; i < n; i++) free(clients[i].last);
+  for (int i = 0; i < f->nsrv; i++) free(f->srv_recs[i].last);
+}
+
+/* ---- callbacks ----------------------------------------------------------- */
+
+/* Server conns carry the fixture until ready, then their rec. */
+static fx *pending_fx(conn *c) {
+  int *kind = conn_ud(c);
+  CHECK(*kind == KIND_FX || *kind == KIND_REC);
+  return *kind == KIND_FX ? (fx *)kind : NULL;
+}
+
+static void on_ready_cb(conn *c) {
+  fx *f = pending_fx(c);
+  rec *r;
+  if (f) {
+    CHECK(f->nsrv < 16);
+    r = &f->srv_recs[f->nsrv++];
+    rec_init(f, r);
+    r->server = true;
+    r->c = c;
+    conn_set_ud(c, r);
+    r->ready++;
+    if (f->srv_ready) f->srv_ready(r);
+    return;
+  }
+  r = conn_ud(c);
+  r->ready++;
+  CHECK(conn_is_ready(c));
+  if (r->f->cli_ready) r->f->cli_ready(r);
+}
+
+static void record_frame(rec *r, const wire_header *h, const uint8_t *p) {
+  free(r->last);
+  r->last = malloc(h->len ? h->len : 1);
+  CHECK(r->last);
+  memcpy(r->last, p, h->len);
+  r->last_len = h->len;
+  r->last_type = h->type;
+  r->last_req = h->req;
+}
+
+/* The server's default: echo the frame back, same type and req. */
+static void echo(rec *r, const wire_header *h, const uint8_t *p) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_raw(&w, p, h->len);
+  CHECK_OK(conn_send_wr(r->c, &w, h->type, h->req));
+}
+
+static void on_frame_cb(conn *c, const wire_header *h, const uint8_t *p) {
+  rec *r = conn_ud(c);
+  CHECK(r->kind == KIND_REC);
+  r->frames++;
+  if (r->server) {
+    (r->f->srv_frame ? r->f->srv_frame : echo)(r, h, p);
+  } else if (r->f->cli_frame) {
+    r->f->cli_frame(r, h, p);
+  } else {
+    record_frame(r, h, p);
+  }
+}
+
+static void log_close(fx *f, int err, const char *why) {
+  CHECK(f->ncloses < 32);
+  f->closes[f->ncloses].err = err;
+  snprintf(f->closes[f->ncloses++].why, 400, "%s", why);
+}
+
+static void on_close_cb(conn *c, int err, const char *why) {
+  fx *f = pending_fx(c);
+  rec *r = conn_ud(c);
+  CHECK(why != NULL);
+  if (f) { /* a server conn that never became ready */
+    log_close(f, err, why);
+    return;
+  }
+  if (r->closed) harness_fail(__FILE__, __LINE__, "on_close called twice (%s)", why);
+  r->closed++;
+  r->err = err;
+  snprintf(r->why, sizeof r->why, "%s", why);
+  if (r->server)
+    log_close(r->f, err, why);
+  else if (r->f->cli_closed)
+    r->f->cli_closed(r);
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static uint64_t xorshift(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static void fill_pattern(uint8_t *p, size_t n, uint64_t seed) {
+  uint64_t s = seed | 1;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v = xorshift(&s);
+    memcpy(p + i, &v, 8);
+  }
+  for (; i < n; i++) p[i] = (uint8_t)xorshift(&s);
+}
+
+static void send_push(conn *c, const void *p, size_t n, uint32_t req) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_raw(&w, p, n);
+  CHECK_OK(conn_send_wr(c, &w, WIRE_PUSH, req));
+}
+
+/* ---- round trips ------------------------------------------------------- */
+
+static void hb_to_client(rec *r) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u64(&w, 7);
+  wire_wr_u64(&w, 123456789);
+  wire_wr_u64(&w, 42);
+  CHECK_OK(conn_send_wr(r->c, &w, WIRE_HEARTBEAT, 5));
+}
+
+static void push_on_ready(rec *r) { send_push(r->c, "hello, ps: payload", 18, 42); }
+
+static void cli_collect(rec *r, const wire_header *h, const uint8_t *p) {
+  if (h->type == WIRE_HEARTBEAT) {
+    wire_rd rd;
+    wire_rd_init(&rd, p, h->len);
+    CHECK_INT_EQ(wire_rd_u64(&rd), 7);
+    CHECK_INT_EQ(wire_rd_u64(&rd), 123456789);
+    CHECK_INT_EQ(wire_rd_u64(&rd), 42);
+    CHECK_OK(wire_rd_done(&rd, WIRE_HEARTBEAT));
+    CHECK_INT_EQ(h->req, 5);
+    r->n1++;
+    return;
+  }
+  record_frame(r, h, p);
+}
+
+TEST(conn_roundtrip_both_ways) {
+  fx f;
+  rec cl;
+  char want[64];
+  fx_init(&f, "roundtrip", 5000);
+  fx_listen(&f, 0);
+  f.srv_ready = hb_to_client;
+  f.cli_ready = push_on_ready;
+  f.cli_frame = cli_collect;
+  fx_connect(&f, &cl);
+  snprintf(want, sizeof want, "127.0.0.1:%d", f.port);
+  CHECK_STR_CONTAINS(conn_peer(cl.c), want);
+  CHECK(!conn_is_ready(cl.c));
+  RUN_UNTIL(&f, cl.n1 == 1 && cl.last_len > 0);
+  CHECK_INT_EQ(cl.ready, 1);
+  CHECK_INT_EQ(f.nsrv, 1);
+  CHECK(conn_is_ready(f.srv_recs[0].c));
+  CHECK_STR_CONTAINS(conn_peer(f.srv_recs[0].c), "127.0.0.1:");
+  /* the echo of the PUSH: same type, req and bytes */
+  CHECK_INT_EQ(cl.last_type, WIRE_PUSH);
+  CHECK_INT_EQ(cl.last_req, 42);
+  CHECK_INT_EQ(cl.last_len, 18);
+  CHECK(memcmp(cl.last, "hello, ps: payload", 18) == 0);
+  CHECK_INT_EQ(f.srv_recs[0].frames, 1);
+  /* a clean close on one side is a clean close (err 0) on both */
+  conn_close(cl.c, "bye");
+  conn_close(cl.c, "again"); /* idempotent */
+  RUN_UNTIL(&f, cl.closed && f.srv_recs[0].closed);
+  CHECK_INT_EQ(cl.err, 0);
+  CHECK_STR_CONTAINS(cl.why, "bye");
+  CHECK_INT_EQ(f.srv_recs[0].err, 0);
+  CHECK_STR_CONTAINS(f.srv_recs[0].why, "closed by 127.0.0.1:");
+  fx_finish(&f, &cl, 1);
+}
+
+/* 64 MiB out with conn_send_ref, checked at the server, echoed back with
+ * conn_send and compared at the client. */
+#define BIG (64u << 20)
+static uint8_t *big_payload;
+
+static void big_done(void *arg) { ((fx *)arg)->counter++; }
+
+static void big_send(rec *r) {
+  CHECK_OK(conn_send_ref(r->c, WIRE_PUSH, 9, big_payload, BIG, big_done, r->f));
+  CHECK_INT_EQ(conn_pending(r->c), BIG + WIRE_HEADER_SIZE);
+  CHECK_INT_EQ(r->f->counter, 0); /* never synchronously */
+}
+
+static void big_check_at_server(rec *r, const wire_header *h, const uint8_t *p) {
+  CHECK_INT_EQ(h->len, BIG);
+  CHECK(memcmp(p, big_payload, BIG) == 0); /* it crossed the socket */
+  echo(r, h, p);
+}
+
+static void big_check_at_client(rec *r, const wire_header *h, const uint8_t *p) {
+  CHECK_INT_EQ(h->type, WIRE_PUSH);
+  CHECK_INT_EQ(h->req, 9);
+  CHECK_INT_EQ(h->len, BIG);
+  CHECK(memcmp(p, big_payload, BIG) == 0);
+  r->n1++;
+}
+
+TEST(conn_64mib_roundtrip) {
+  fx f;
+  rec cl;
+  fx_init(&f, "64 MiB round trip", 20000);
+  big_payload = malloc(BIG);
+  CHECK(big_payload);
+  fill_pattern(big_payload, BIG, 99);
+  fx_listen(&f, 0);
+  f.cli_ready = big_send;
+  f.srv_frame = big_check_at_server;
+  f.cli_frame = big_check_at_client;
+  fx_connect(&f, &cl);
+  RUN_UNTIL(&f, cl.n1 == 1);
+  CHECK_INT_EQ(f.counter, 1);
+  CHECK_INT_EQ(conn_pending(cl.c), 0);
+  CHECK_INT_EQ(f.srv_recs[0].frames, 1);
+  fx_finish(&f, &cl, 1);
+  free(big_payload);
+}
+
+/* Many small frames of varying length: both directions keep order. */
+#define NSMALL 20000
+
+static size_t small_len(long i) { return 4 + (size_t)(i % 61); }
+
+static void small_fill(uint8_t *p, long i) {
+  uint32_t v = (uint32_t)i;
+  memcpy(p, &v, 4);
+  for (size_t k = 4; k < small_len(i); k++) p[k] = (uint8_t)(i * 31 + (long)k);
+}
+
+static void small_check(rec *r, const wire_header *h, const uint8_t *p) {
+  uint8_t want[64];
+  long i = r->n1++;
+  CHECK_INT_EQ(h->req, i);
+  CHECK_INT_EQ(h->len, small_len(i));
+  small_fill(want, i);
+  CHECK(memcmp(p, want, h->len) == 0);
+}
+
+static void small_at_server(rec *r, const wire_header *h, const uint8_t *p) {
+  small_check(r, h, p);
+  echo(r, h, p);
+}
+
+static void small_send_all(rec *r) {
+  uint8_t buf[64];
+  size_t total = 0;
+  for (long i = 0; i < NSMALL; i++) {
+    small_fill(buf, i);
+    send_push(r->c, buf, small_len(i), (uint32_t)i);
+    total += WIRE_HEADER_SIZE + small_len(i);
+  }
+  /* nothing has completed yet: write callbacks run from the loop */
+  CHECK_INT_EQ(conn_pending(r->c), total);
+}
+
+TEST(conn_many_small_frames_in_order) {
+  fx f;
+  rec cl;
+  fx_init(&f, "many small frames", 10000);
+  fx_listen(&f, 0);
+  f.cli_ready = small_send_all;
+  f.srv_frame = small_at_server;
+  f.cli_frame = small_check;
+  fx_connect(&f, &cl);
+  RUN_UNTIL(&f, cl.n1 == NSMALL);
+  CHECK_INT_EQ(f.srv_recs[0].n1, NSMALL);
+  RUN_UNTIL(&f, conn_pending(cl.c) == 0);
+  fx_finish(&f, &cl, 1);
+}
+
+/* ---- refusals ---------------------------------------------------------- */
+
+TEST(conn_wrong_secret_refused) {
+  fx f;
+  rec cl[2];
+  auth_secret other;
+  char logline[4096] = "";
+  FILE *log = tmpfile();
+  CHECK(log);
+  fx_init(&f, "wrong secret", 5000);
+  log_setup(log, "test", LOG_WARN);
+  fx_listen(&f, 0);
+  CHECK_OK(auth_secret_generate(&other));
+  f.cli_ready = push_on_ready;
+  fx_connect_with(&f, &cl[0], &other, 0, f.port);
+  RUN_UNTIL(&f, cl[0].closed && f.ncloses == 1);
+  CHECK_INT_EQ(cl[0].ready, 0);
+  CHECK(cl[0].err < 0);
+  CHECK_STR_CONTAINS(cl[0].why, "closed the connection during the handshake (wrong secret?)");
+  CHECK_INT_EQ(f.nsrv, 0);
+  CHECK(f.closes[0].err < 0);
+  CHECK_STR_CONTAINS(f.closes[0].why, "authentication failed");
+  CHECK_STR_CONTAINS(f.closes[0].why, "127.0.0.1:");
+  /* logged as a warning that names the peer */
+  rewind(log);
+  CHECK(fread(logline, 1, sizeof logline - 1, log) > 0);
+  CHECK_STR_CONTAINS(logline, " W conn: authentication failed: 127.0.0.1:");
+  fclose(log);
+  log_setup(NULL, "test", LOG_WARN);
+  /* the server still takes a client that holds the secret */
+  fx_connect(&f, &cl[1]);
+  RUN_UNTIL(&f, cl[1].last_len > 0);
+  CHECK_INT_EQ(cl[1].ready, 1);
+  CHECK_INT_EQ(cl[1].last_len, 18);
+  fx_finish(&f, cl, 2);
+}
+
+/* ---- hostile raw peers (blocking sockets in a thread) -------------------- */
+
+static int raw_connect(int port) {
+  struct sockaddr_in a;
+  struct timeval tv = {5, 0};
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(fd >= 0);
+  CHECK_INT_EQ(uv_ip4_addr("127.0.0.1", port, &a), 0);
+  CHECK_INT_EQ(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+/* The server may close before all is sent: errors are fine here. */
+static void raw_send(int fd, const void *p, size_t n) {
+  while (n) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k <= 0) return;
+    p = (const uint8_t *)p + k;
+    n -= (size_t)k;
+  }
+}
+
+static void raw_recv(int fd, void *p, size_t n) {
+  while (n) {
+    ssize_t k = recv(fd, p, n, 0);
+    CHECK(k > 0);
+    p = (uint8_t *)p + k;
+    n -= (size_t)k;
+  }
+}
+
+/* Reads until the server closes; fails on the receive timeout. */
+static void raw_expect_closed(int fd) {
+  uint8_t buf[4096];
+  for (;;) {
+    ssize_t k = recv(fd, buf, sizeof buf, 0);
+    if (k == 0 || (k < 0 && errno == ECONNRESET)) break;
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) harness_fail(__FILE__, __LINE__, "server did not close: %s", strerror(errno));
+  }
+  close(fd);
+}
+
+static void raw_header(uint8_t *out, uint8_t type, uint32_t len) {
+  wire_header h = {.type = type, .flags = 0, .req = 0, .len = len};
+  wire_header_encode(&h, out);
+}
+
+/* A correct client handshake done by hand; `good_mac` false sends a MAC
+ * under the wrong key. */
+static void raw_handshake(int fd, const auth_secret *s, bool good_mac) {
+  uint8_t in[WIRE_HEADER_SIZE + 33], out[WIRE_HEADER_SIZE + 64], nc[32], mac[32];
+  wire_header h;
+  auth_secret wrong;
+  raw_recv(fd, in, sizeof in);
+  CHECK_OK(wire_header_decode(in, WIRE_DEFAULT_MAX_FRAME, false, &h));
+  CHECK_INT_EQ(h.type, WIRE_HELLO);
+  auth_nonce(nc);
+  memset(&wrong, 0x5a, sizeof wrong);
+  auth_client_mac(good_mac ? s : &wrong, in + WIRE_HEADER_SIZE, nc, mac);
+  raw_header(out, WIRE_AUTH, 64);
+  memcpy(out + WIRE_HEADER_SIZE, nc, 32);
+  memcpy(out + WIRE_HEADER_SIZE + 32, mac, 32);
+  raw_send(fd, out, sizeof out);
+  if (!good_mac) return;
+  raw_recv(fd, out, WIRE_HEADER_SIZE + 32);
+  CHECK_OK(wire_header_decode(out, WIRE_DEFAULT_MAX_FRAME, false, &h));
+  CHECK_INT_EQ(h.type, WIRE_AUTH_OK);
+  auth_server_mac(s, nc, in + WIRE_HEADER_SIZE, mac);
+  CHECK(auth_mac_equal(out + WIRE_HEADER_SIZE, mac));
+}
+
+/* One hostile client: an optional handshake, then `send` bytes that start
+ * with a header (type, len) or with garbage, then maybe EOF. `reason` is
+ * what the server must say when it closes the connection. */
+enum { HS_NONE, HS_GOOD, HS_BAD_MAC };
+static const struct hostile_case {
+  int handshake;
+  bool garbage;
+  uint8_t type;
+  uint32_t len;
+  size_t send;
+  bool eof;
+  const char *reason;
+} hostile_cases[] = {
+    {HS_NONE, true, 0, 0, 256, false, "bad magic"},
+    {HS_NONE, false, WIRE_AUTH, 64, 9, true, "closed the connection during the handshake"},
+    {HS_NONE, false, WIRE_AUTH, 1u << 30, 116, false, "frame of 1073741824 bytes exceeds"},
+    {HS_NONE, false, 0x7f, 4, 20, false, "unknown frame type 0x7f"},
+    {HS_NONE, false, WIRE_PUSH, 8, 24, false, "frame type PUSH before authentication"},
+    {HS_NONE, false, WIRE_HELLO, 33, 49, false, "unexpected HELLO frame"},
+    {HS_BAD_MAC, false, 0, 0, 0, false, "authentication failed"},
+    {HS_GOOD, true, 0, 0, 256, false, "bad magic"},
+    {HS_GOOD, false, WIRE_PUSH, 1u << 30, 80, false, "frame of 1073741824 bytes exceeds"},
+    {HS_GOOD, false, WIRE_AUTH, 64, 80, false, "unexpected AUTH frame from 127.0.0.1:"},
+};
+#define NHOSTILE (int)(sizeof hostile_cases / sizeof hostile_cases[0])
+
+typedef struct hostile {
+  fx *f;
+  uv_async_t done;
+  bool finished;
+} hostile;
+
+static void hostile_thread(void *arg) {
+  hostile *H = arg;
+  uint8_t buf[256];
+  for (int i = 0; i < NHOSTILE; i++) {
+    const struct hostile_case *k = &hostile_cases[i];
+    int fd = raw_connect(H->f->port);
+    if (k->handshake != HS_NONE) raw_handshake(fd, &H->f->secret, k->handshake == HS_GOOD);
+    fill_pattern(buf, sizeof buf, (uint64_t)i + 1);
+    if (k->garbage)
+      buf[0] = 'X'; /* never the magic */
+    else
+      raw_header(buf, k->type, k->len);
+    raw_send(fd, buf, k->send);
+    if (k->eof) shutdown(fd, SHUT_WR);
+    raw_expect_closed(fd);
+  }
+  uv_async_send(&H->done);
+}
+
+static void hostile_done(uv_async_t *a) { ((hostile *)a->data)->finished = true; }
+
+TEST(conn_hostile_raw_clients_close_only_themselves) {
+  fx f;
+  rec good;
+  hostile H = {.f = &f};
+  uv_thread_t th;
+  fx_init(&f, "hostile clients", 10000);
+  fx_listen(&f, 0);
+  fx_connect(&f, &good);
+  RUN_UNTIL(&f, good.ready && f.nsrv == 1);
+  uv_async_init(&f.loop, &H.done, hostile_done);
+  H.done.data = &H;
+  CHECK_INT_EQ(uv_thread_create(&th, hostile_thread, &H), 0);
+  RUN_UNTIL(&f, H.finished && f.ncloses == NHOSTILE);
+  uv_thread_join(&th);
+  for (int i = 0; i < NHOSTILE; i++) {
+    if (!strstr(f.closes[i].why, hostile_cases[i].reason) ||
+        !strstr(f.closes[i].why, "127.0.0.1:") || f.closes[i].err >= 0)
+      harness_fail(__FILE__, __LINE__, "case %d: \"%s\" (err %d), wanted \"%s\"", i,
+                   f.closes[i].why, f.closes[i].err, hostile_cases[i].reason);
+  }
+  /* the three that authenticated were ready before they misbehaved */
+  CHECK_INT_EQ(f.nsrv, 4);
+  /* the good conn never noticed */
+  CHECK(!good.closed && !f.srv_recs[0].closed);
+  send_push(good.c, "still here", 10, 77);
+  RUN_UNTIL(&f, good.last_len > 0);
+  CHECK_INT_EQ(good.last_req, 77);
+  CHECK(memcmp(good.last, "still here", 10) == 0);
+  uv_close((uv_handle_t *)&H.done, NULL);
+  fx_finish(&f, &good, 1);
+}
+
+/* ---- timeouts ------------------------------------------------------------ */
+
+/* A listening socket that is never accepted from: the kernel completes
+ * the connect, and then nothing is ever sent. */
+static int raw_listener(int *port) {
+  struct sockaddr_in a;
+  socklen_t alen = sizeof a;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(fd >= 0);
+  uv_ip4_addr("127.0.0.1", 0, &a);
+  CHECK_INT_EQ(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  CHECK_INT_EQ(listen(fd, 4), 0);
+  CHECK_INT_EQ(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+TEST(conn_silent_peers_time_out) {
+  fx f;
+  rec cl;
+  uint8_t hello[WIRE_HEADER_SIZE + 33];
+  uint64_t t0;
+  int fd, port;
+  fx_init(&f, "silent peers", 5000);
+  fx_listen(&f, 300);
+  /* a client that connects and never answers HELLO */
+  t0 = uv_now(&f.loop);
+  fd = raw_connect(f.port);
+  RUN_UNTIL(&f, f.ncloses == 1);
+  CHECK(uv_now(&f.loop) - t0 >= 290);
+  CHECK(f.closes[0].err < 0);
+  CHECK_STR_CONTAINS(f.closes[0].why, "timed out after 300 ms");
+  CHECK_STR_CONTAINS(f.closes[0].why, "127.0.0.1:");
+  raw_recv(fd, hello, sizeof hello); /* the HELLO, then EOF */
+  raw_expect_closed(fd);
+  /* a server that never sends HELLO */
+  fd = raw_listener(&port);
+  uv_update_time(&f.loop);
+  t0 = uv_now(&f.loop);
+  fx_connect_with(&f, &cl, &f.secret, 250, port);
+  RUN_UNTIL(&f, cl.closed);
+  CHECK(uv_now(&f.loop) - t0 >= 240);
+  CHECK_INT_EQ(cl.ready, 0);
+  CHECK(cl.err < 0);
+  CHECK_STR_CONTAINS(cl.why, "timed out after 250 ms");
+  close(fd);
+  fx_finish(&f, &cl, 1);
+}
+
+/* A fake server that answers AUTH with a wrong AUTH_OK MAC: the client
+ * must refuse it. */
+static void fake_server_thread(void *arg) {
+  int *fds = arg, fd;
+  uint8_t out[WIRE_HEADER_SIZE + 33], in[WIRE_HEADER_SIZE + 64];
+  struct timeval tv = {5, 0};
+  fd = accept(fds[0], NULL, NULL);
+  CHECK(fd >= 0);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  raw_header(out, WIRE_HELLO, 33);
+  auth_nonce(out + WIRE_HEADER_SIZE);
+  out[WIRE_HEADER_SIZE + 32] = 1;
+  raw_send(fd, out, sizeof out);
+  raw_recv(fd, in, sizeof in);
+  raw_header(out, WIRE_AUTH_OK, 32);
+  memset(out + WIRE_HEADER_SIZE, 0xab, 32);
+  raw_send(fd, out, WIRE_HEADER_SIZE + 32);
+  raw_expect_closed(fd);
+}
+
+TEST(conn_client_refuses_server_without_secret) {
+  fx f;
+  rec cl;
+  int fds[1], port;
+  uv_thread_t th;
+  fx_init(&f, "fake server", 5000);
+  fds[0] = raw_listener(&port);
+  CHECK_INT_EQ(uv_thread_create(&th, fake_server_thread, fds), 0);
+  fx_connect_with(&f, &cl, &f.secret, 0, port);
+  RUN_UNTIL(&f, cl.closed);
+  uv_thread_join(&th);
+  close(fds[0]);
+  CHECK_INT_EQ(cl.ready, 0);
+  CHECK(cl.err < 0);
+  CHECK_STR_CONTAINS(cl.why, "authentication failed: server 127.0.0.1:");
+  fx_finish(&f, &cl, 1);
+}
+
+/* ---- closing ------------------------------------------------------------- */
+
+static void close_on_first(rec *r, const wire_header *h, const uint8_t *p) {
+  (void)h;
+  (void)p;
+  conn_close(r->c, "enough");
+  conn_close(r->c, "twice");
+  CHECK_ERR(conn_send(r->c, malloc(WIRE_HEADER_SIZE), WIRE_HEADER_SIZE), DRV_EIO, "closing");
+  CHECK(!conn_is_ready(r->c));
+}
+
+static void three_frames(rec *r) {
+  for (uint32_t i = 0; i < 3; i++) send_push(r->c, "abcd", 4, i);
+}
+
+static void close_when_ready(rec *r) { conn_close(r->c, "ready, going"); }
+
+TEST(conn_close_inside_callbacks_and_before_ready) {
+  fx f;
+  rec cl[3];
+  fx_init(&f, "close in callbacks", 5000);
+  fx_listen(&f, 0);
+  f.srv_frame = close_on_first;
+  f.cli_ready = three_frames;
+  fx_connect(&f, &cl[0]);
+  RUN_UNTIL(&f, cl[0].closed && f.nsrv == 1 && f.srv_recs[0].closed);
+  CHECK_INT_EQ(f.srv_recs[0].frames, 1); /* the rest were dropped */
+  CHECK_INT_EQ(f.srv_recs[0].err, 0);
+  CHECK_STR_CONTAINS(f.srv_recs[0].why, "enough");
+  CHECK_INT_EQ(cl[0].err, 0);
+  /* closed before the connect completed: on_close once, err 0 */
+  f.cli_ready = NULL;
+  fx_connect(&f, &cl[1]);
+  conn_close(cl[1].c, "never mind");
+  conn_close(cl[1].c, "twice");
+  RUN_UNTIL(&f, cl[1].closed);
+  CHECK_INT_EQ(cl[1].ready, 0);
+  CHECK_INT_EQ(cl[1].err, 0);
+  CHECK_STR_CONTAINS(cl[1].why, "never mind");
+  /* closed by the owner inside on_ready */
+  f.cli_ready = close_when_ready;
+  fx_connect(&f, &cl[2]);
+  RUN_UNTIL(&f, cl[2].closed);
+  CHECK_INT_EQ(cl[2].ready, 1);
+  CHECK_STR_CONTAINS(cl[2].why, "ready, going");
+  /* a few more turns: no second on_close anywhere (on_close_cb fails) */
+  for (int i = 0; i < 5; i++) uv_run(&f.loop, UV_RUN_NOWAIT);
+  fx_finish(&f, cl, 3);
+}
+
+/* send_ref: done once after the write, once for a write dropped by a close,
+ * and once for a send refused because the conn is closing - always before
+ * on_close and never synchronously. */
+static void ref_done(void *arg) { ((rec *)arg)->n1++; }
+
+static void ref_closed(rec *r) { r->n2 = r->n1; /* done calls seen by on_close */ }
+
+static const char ref_payload[] = "borrowed payload, kept alive by the caller";
+static uint8_t one_mib[1u << 20];
+
+TEST(conn_send_ref_done_runs_once) {
+  fx f;
+  rec cl[2];
+  fx_init(&f, "send_ref", 5000);
+  fx_listen(&f, 0);
+  f.cli_closed = ref_closed;
+  fx_connect(&f, &cl[0]);
+  RUN_UNTIL(&f, cl[0].ready);
+  CHECK_OK(conn_send_ref(cl[0].c, WIRE_PUSH, 3, ref_payload, sizeof ref_payload, ref_done,
+                         &cl[0]));
+  CHECK_INT_EQ(cl[0].n1, 0);
+  RUN_UNTIL(&f, cl[0].last_len > 0);
+  CHECK_INT_EQ(cl[0].n1, 1);
+  CHECK_INT_EQ(cl[0].last_req, 3);
+  CHECK_INT_EQ(cl[0].last_len, sizeof ref_payload);
+  CHECK(memcmp(cl[0].last, ref_payload, sizeof ref_payload) == 0);
+  /* queued, then the conn closes at once; then a send on the closing conn */
+  fx_connect(&f, &cl[1]);
+  RUN_UNTIL(&f, cl[1].ready);
+  CHECK_OK(conn_send_ref(cl[1].c, WIRE_PUSH, 4, one_mib, 1u << 20,
+                         ref_done, &cl[1]));
+  conn_close(cl[1].c, "drop it");
+  CHECK_ERR(conn_send_ref(cl[1].c, WIRE_PUSH, 5, ref_payload, sizeof ref_payload, ref_done,
+                          &cl[1]),
+            DRV_EIO, "closing");
+  CHECK_INT_EQ(cl[1].n1, 0);
+  RUN_UNTIL(&f, cl[1].closed);
+  CHECK_INT_EQ(cl[1].n2, 2); /* both done calls came before on_close */
+  for (int i = 0; i < 5; i++) uv_run(&f.loop, UV_RUN_NOWAIT);
+  CHECK_INT_EQ(cl[1].n1, 2);
+  CHECK_INT_EQ(cl[0].n1, 1);
+  fx_finish(&f, cl, 2);
+}
+
+/* ---- listening and connecting -------------------------------------------- */
+
+TEST(conn_listen_connect_errors) {
+  fx f;
+  rec cl;
+  conn *c = NULL;
+  conn_server *s2 = NULL;
+  int port = 0, used;
+  conn_opts bad = {0};
+  fx_init(&f, "errors", 5000);
+  CHECK_ERR(conn_listen(&f.loop, "localhost", 0, &f.so, &s2, &port), DRV_EINVAL, "numeric");
+  CHECK_ERR(conn_listen(&f.loop, "127.0.0.1", 0, &bad, &s2, &port), DRV_EINVAL, "secret");
+  CHECK_ERR(conn_connect(&f.loop, "example.org", 80, &f.so, &c), DRV_EINVAL, "numeric");
+  CHECK_ERR(conn_connect(&f.loop, "127.0.0.1", 70000, &f.so, &c), DRV_EINVAL, "70000");
+  fx_listen(&f, 0);
+  used = f.port;
+  CHECK_ERR(conn_listen(&f.loop, "127.0.0.1", used, &f.so, &s2, &port), DRV_EIO,
+            "address already in use");
+  /* nothing listens on a port once its server is closed: refused */
+  conn_server_close(f.srv);
+  f.srv = NULL;
+  uv_run(&f.loop, UV_RUN_NOWAIT);
+  fx_connect_with(&f, &cl, &f.secret, 0, used);
+  RUN_UNTIL(&f, cl.closed);
+  CHECK(cl.err < 0);
+  CHECK_STR_CONTAINS(cl.why, "connect to 127.0.0.1:");
+  CHECK_STR_CONTAINS(cl.why, "refused");
+  fx_finish(&f, &cl, 1);
+}
+
+/* conn_server_close also drops conns still in their handshake, so a loop
+ * can end without waiting for their timeout. */
+TEST(conn_server_close_drops_handshakes) {
+  fx f;
+  uint8_t hello[WIRE_HEADER_SIZE + 33];
+  int fd;
+  fx_init(&f, "server close", 3000);
+  fx_listen(&f, 60000);
+  fd = raw_connect(f.port);
+  /* wait for the accept, which sends HELLO */
+  while (recv(fd, hello, sizeof hello, MSG_DONTWAIT | MSG_PEEK) < (ssize_t)sizeof hello)
+    uv_run(&f.loop, UV_RUN_NOWAIT);
+  conn_server_close(f.srv);
+  f.srv = NULL;
+  RUN_UNTIL(&f, f.ncloses == 1);
+  CHECK_INT_EQ(f.closes[0].err, 0);
+  CHECK_STR_CONTAINS(f.closes[0].why, "server 127.0.0.1:");
+  raw_recv(fd, hello, sizeof hello);
+  raw_expect_closed(fd);
+  fx_finish(&f, NULL, 0);
+}
