@@ -56,6 +56,15 @@ $(BUILD)/bench/%.o: tests/bench/%.c | $(BUILD)
 $(BUILD)/bench_mlp: $(LIB_OBJS) $(BUILD)/bench/bench_mlp.o
 	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
+$(BUILD)/bench/node_fake.o: tests/unit/node_fake.c | $(BUILD)
+	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -Itests/unit -c -o $@ $<
+
+$(BUILD)/bench/bench_pushpull.o: tests/bench/bench_pushpull.c | $(BUILD)
+	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -Itests/unit -c -o $@ $<
+
+$(BUILD)/bench_pushpull: $(LIB_OBJS) $(BUILD)/bench/bench_pushpull.o $(BUILD)/bench/node_fake.o
+	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
 $(BUILD)/unit_tests: $(LIB_OBJS) $(UNIT_OBJS)
 	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
@@ -94,12 +103,13 @@ asan: deps
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	./drover run examples/digits.lua
+	./drover run examples/cluster_digits.lua
 
 bench-deps: deps
 	$(Q)sh tools/deps.sh bench
 
 bench: bench-deps
-	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench_mlp
+	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench_mlp $(BUILD)/bench_pushpull
 	$(Q)sh tests/bench/run.sh
 
 install: all

@@ -78,8 +78,9 @@ int conn_send(conn *c, uint8_t *frame, size_t len);
 /* wire_wr_finish(w, type, req) and conn_send; w is consumed. */
 int conn_send_wr(conn *c, wire_wr *w, uint8_t type, uint32_t req);
 /* A frame that sends a payload the caller keeps alive until `done` runs
- * (called once, from the loop, when the write completed or failed): for
- * large tensors without a copy. The header is built here. */
+ * (called once, from the loop, when the write completed or failed; may be
+ * NULL when the payload outlives the conn anyway): for large tensors
+ * without a copy. The header is built here. */
 int conn_send_ref(conn *c, uint8_t type, uint32_t req, const void *payload, size_t len,
                   void (*done)(void *arg), void *arg);
 

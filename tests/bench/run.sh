@@ -19,3 +19,22 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 else
   echo "ratio_vs_pytorch skipped: /usr/bin/python3 has no torch (make bench-deps installs python3-torch)"
 fi
+
+echo
+echo "== push+pull of a 1 MiB tensor through a ps process vs loopback TCP"
+"$build/bench_pushpull" "$secs" 2>/dev/null
+
+echo
+echo "== local cluster: start-up, and 1 ps + 2 workers training the same MLP"
+out=$(BENCH_RUNS="${TMPDIR:-/tmp}/drover-bench-runs" ./drover run tests/bench/cluster.lua "$secs")
+echo "$out"
+rm -rf "${TMPDIR:-/tmp}/drover-bench-runs"
+ours=$(echo "$out" | awk '/^cluster_samples_per_sec/ {print $2}')
+if /usr/bin/python3 -c 'import torch.distributed.rpc' 2>/dev/null; then
+  ref=$(/usr/bin/python3 tests/bench/torch_rpc_ps.py "$secs" 2>/dev/null | tail -n 1)
+  echo "$ref"
+  theirs=$(echo "$ref" | awk '/^torch_rpc_samples_per_sec/ {print $2}')
+  awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "cluster_ratio_vs_torch_rpc %.2f\n", a / b }'
+else
+  echo "cluster_ratio_vs_torch_rpc skipped: no torch.distributed.rpc in /usr/bin/python3"
+fi

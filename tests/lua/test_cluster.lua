@@ -180,3 +180,18 @@ test("cluster-06 a killed worker fails the run, named with its log", function()
   assert(tostring(err):find("signal 9", 1, true), "the cause is named: " .. tostring(err))
   raises(function() c:shutdown() end, "1 node failure")
 end)
+
+test("cluster-07 a silent worker (SIGSTOP) is detected and named", function()
+  local c = drover.cluster { ps = 1, worker = 2, heartbeat = 0.2, heartbeat_timeout = 1.5,
+                             runs = RUNS, name = "c07" }
+  local victim
+  for _, n in ipairs(c:nodes()) do if n.role == "worker" and n.index == 0 then victim = n end end
+  os.execute("kill -STOP " .. victim.pid)
+  local t0 = drover.clock()
+  local err = raises(function() c:fit(experiment { train = { data = train_std, batch = 32, epochs = 50 } }) end,
+    "worker:0 lost: silent for")
+  local waited = drover.clock() - t0
+  assert(waited < 10, "detected within the timeout, took " .. waited .. " s")
+  raises(function() c:shutdown() end, "worker:0 lost")
+  assert(not alive(victim.pid), "the stopped worker was killed")
+end)
