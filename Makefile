@@ -137,8 +137,12 @@ FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Isrc \
 	$(shell pkg-config --cflags openblas 2>/dev/null)
 FUZZ_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null) -lm
 
-.PHONY: fuzz
-fuzz: $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/seeds_wire
+.PHONY: fuzz fuzz-deps
+fuzz-deps:
+	$(Q)sh tools/deps.sh fuzz
+
+fuzz: fuzz-deps
+	$(Q)$(MAKE) --no-print-directory $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/seeds_wire
 	$(Q)rm -rf $(BUILD)/fuzz/seeds && mkdir -p $(BUILD)/fuzz/seeds $(BUILD)/fuzz/corpus
 	$(Q)$(BUILD)/fuzz/seeds_wire $(BUILD)/fuzz/seeds
 	$(Q)OPENBLAS_NUM_THREADS=1 $(BUILD)/fuzz/fuzz_wire -max_total_time=$(FUZZ_TIME) \

@@ -672,5 +672,6 @@ int conn_connect(uv_loop_t *loop, const char *host, int port, const conn_opts *o
 void *conn_ud(const conn *c) { return c->ud; }
 void conn_set_ud(conn *c, void *ud) { c->ud = ud; }
 bool conn_is_ready(const conn *c) { return c->state == ST_READY && !c->closing; }
+bool conn_was_ready(const conn *c) { return c->state == ST_READY; }
 const char *conn_peer(const conn *c) { return c->peer; }
 size_t conn_pending(const conn *c) { return c->pending; }

@@ -90,7 +90,10 @@ void conn_close(conn *c, const char *why);
 
 void *conn_ud(const conn *c);
 void conn_set_ud(conn *c, void *ud);
-bool conn_is_ready(const conn *c);
+bool conn_is_ready(const conn *c); /* authenticated and not closing */
+/* The handshake completed at some point: still true while closing and
+ * inside on_close, where the owner learns which kind of conn is going. */
+bool conn_was_ready(const conn *c);
 /* "127.0.0.1:40312" (the peer as accepted or dialled). */
 const char *conn_peer(const conn *c);
 /* Bytes queued for writing and not yet written. */

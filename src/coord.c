@@ -223,6 +223,7 @@ static void ctl_ready(conn *cn) {
   peer *p = malloc(sizeof *p);
   coord *c = conn_ud(cn);
   if (!p) {
+    conn_set_ud(cn, NULL); /* ctl_close: nothing of ours */
     conn_close(cn, "out of memory");
     return;
   }
@@ -232,11 +233,12 @@ static void ctl_ready(conn *cn) {
 }
 
 static void ctl_close(conn *cn, int err, const char *why) {
-  if (!conn_is_ready(cn)) {
+  if (!conn_was_ready(cn)) {
     if (err) log_warn("connection from %s dropped: %s", conn_peer(cn), why);
     return; /* never authenticated: ud is the coord, nothing of ours */
   }
   peer *p = conn_ud(cn);
+  if (!p) return;
   coord *c = p->c;
   if (p->node >= 0 && c->ctl[p->node] == cn) {
     c->ctl[p->node] = NULL;

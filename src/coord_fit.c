@@ -147,7 +147,7 @@ static void ps_close(conn *cn, int err, const char *why) {
   pslink *l = conn_ud(cn);
   coord_fit_state *f = l->f;
   if (f->ps[l->ps] == cn) f->ps[l->ps] = NULL;
-  if (conn_is_ready(cn)) f->ps_ready--;
+  if (conn_was_ready(cn)) f->ps_ready--;
   if (!f->c->shutting_down && (err || f->cfg)) {
     char name[32];
     snprintf(name, sizeof name, "ps:%d", l->ps);
