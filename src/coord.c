@@ -200,14 +200,10 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     on_heartbeat(n, pl, h->len);
     break;
   case WIRE_ERROR: {
-    wire_rd r;
-    char msg[512];
-    wire_rd_init(&r, pl, h->len);
-    wire_rd_i32(&r);
-    wire_rd_str(&r, msg, sizeof msg);
-    char name[32];
+    char msg[512], name[32];
+    wire_rd_error(pl, h->len, msg, sizeof msg);
     coord_node_name(n, name, sizeof name);
-    coord_fail(c, "%s reported: %s", name, wire_rd_ok(&r) ? msg : "(malformed ERROR)");
+    coord_fail(c, "%s reported: %s", name, msg);
     c->failures++;
     break;
   }

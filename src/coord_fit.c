@@ -124,12 +124,9 @@ static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   case WIRE_PUSH_OK:
     return;
   case WIRE_ERROR: {
-    wire_rd r;
     char msg[512];
-    wire_rd_init(&r, pl, h->len);
-    wire_rd_i32(&r);
-    wire_rd_str(&r, msg, sizeof msg);
-    fail_fit(f, "%s refused a request: %s", name, wire_rd_ok(&r) ? msg : "(malformed)");
+    wire_rd_error(pl, h->len, msg, sizeof msg);
+    fail_fit(f, "%s refused a request: %s", name, msg);
     return;
   }
   default:
@@ -620,16 +617,7 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
   update_progress(f);
   progress_step(&f->out, &f->p, true);
   progress_end(&f->out);
-  if (res) {
-    res->steps = f->done;
-    res->epochs = f->p.epoch;
-    res->loss = f->p.loss;
-    res->accuracy = f->p.accuracy;
-    res->eval_loss = f->p.eval_loss;
-    res->eval_accuracy = f->p.eval_accuracy;
-    res->examples_per_sec = f->p.examples_per_sec;
-    res->seconds = f->p.elapsed;
-  }
+  if (res) train_result_set(res, &f->p);
   for (int i = 0; i < c->nnodes; i++)
     if (c->nodes[i].state == NODE_BUSY) c->nodes[i].state = NODE_READY;
   if (f->metrics) fclose(f->metrics);

@@ -91,37 +91,14 @@ typedef struct fit_ctx {
   bool failed;     /* the progress function raised; its error is in the registry */
 } fit_ctx;
 
-static void set_num(lua_State *L, const char *k, double v) {
-  if (isnan(v)) return;
-  lua_pushnumber(L, v);
-  lua_setfield(L, -2, k);
-}
-
-static void set_int(lua_State *L, const char *k, int64_t v) {
-  lua_pushinteger(L, (lua_Integer)v);
-  lua_setfield(L, -2, k);
-}
+#define set_num ldrv_set_num
+#define set_int ldrv_set_int
 
 static int call_progress(void *ud, const train_progress *p) {
   fit_ctx *x = ud;
   lua_State *L = x->L;
   lua_pushvalue(L, x->progress_fn);
-  lua_createtable(L, 0, 12);
-  set_int(L, "step", p->step);
-  set_int(L, "total_steps", p->total_steps);
-  set_int(L, "epoch", p->epoch);
-  set_int(L, "epochs", p->epochs);
-  set_num(L, "loss", p->loss);
-  set_num(L, "accuracy", p->accuracy);
-  set_num(L, "examples_per_sec", p->examples_per_sec);
-  set_num(L, "elapsed", p->elapsed);
-  set_num(L, "eta", p->eta);
-  lua_pushboolean(L, p->is_eval);
-  lua_setfield(L, -2, "is_eval");
-  if (p->is_eval) {
-    set_num(L, "eval_loss", p->eval_loss);
-    set_num(L, "eval_accuracy", p->eval_accuracy);
-  }
+  ltrain_push_progress(L, p);
   if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
     lua_setfield(L, LUA_REGISTRYINDEX, "drover.cluster.error");
     x->failed = true;
@@ -135,18 +112,6 @@ static int call_progress(void *ud, const train_progress *p) {
 /* Pushes field k of the table at idx (drover.experiment validated them). */
 static int field(lua_State *L, int idx, const char *k) {
   return lua_getfield(L, idx, k);
-}
-
-static void push_result(lua_State *L, const train_result *r) {
-  lua_createtable(L, 0, 8);
-  set_num(L, "loss", r->loss);
-  set_num(L, "accuracy", r->accuracy);
-  set_int(L, "steps", r->steps);
-  set_int(L, "epochs", r->epochs);
-  set_num(L, "examples_per_sec", r->examples_per_sec);
-  set_num(L, "eval_loss", r->eval_loss);
-  set_num(L, "eval_accuracy", r->eval_accuracy);
-  set_num(L, "seconds", r->seconds);
 }
 
 static void check_experiment(lua_State *L, int idx) {
@@ -201,7 +166,7 @@ static int l_fit(lua_State *L) {
     return lua_error(L);
   }
   if (rc < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
-  push_result(L, &res);
+  ltrain_push_result(L, &res);
   return 1;
 }
 

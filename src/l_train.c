@@ -77,18 +77,21 @@ typedef struct fit_ctx {
   int stopped; /* the Lua callback returned false */
 } fit_ctx;
 
-static void set_num(lua_State *L, const char *k, double v) {
+void ldrv_set_num(lua_State *L, const char *k, double v) {
   if (isnan(v)) return; /* "does not apply": leave the field nil */
   lua_pushnumber(L, v);
   lua_setfield(L, -2, k);
 }
 
-static void set_int(lua_State *L, const char *k, int64_t v) {
+void ldrv_set_int(lua_State *L, const char *k, int64_t v) {
   lua_pushinteger(L, (lua_Integer)v);
   lua_setfield(L, -2, k);
 }
 
-static void push_progress(lua_State *L, const train_progress *p) {
+#define set_num ldrv_set_num
+#define set_int ldrv_set_int
+
+void ltrain_push_progress(lua_State *L, const train_progress *p) {
   lua_createtable(L, 0, 12);
   set_int(L, "step", p->step);
   set_int(L, "total_steps", p->total_steps);
@@ -107,6 +110,18 @@ static void push_progress(lua_State *L, const train_progress *p) {
   }
 }
 
+void ltrain_push_result(lua_State *L, const train_result *r) {
+  lua_createtable(L, 0, 10);
+  set_num(L, "loss", r->loss);
+  set_num(L, "accuracy", r->accuracy);
+  set_int(L, "steps", r->steps);
+  set_int(L, "epochs", r->epochs);
+  set_num(L, "examples_per_sec", r->examples_per_sec);
+  set_num(L, "eval_loss", r->eval_loss);
+  set_num(L, "eval_accuracy", r->eval_accuracy);
+  set_num(L, "seconds", r->seconds);
+}
+
 /* Runs under lua_pcall (so no Lua error escapes into train_fit) with
  * (ctx, progress, evals, fn or nil): records an eval in the history and
  * calls the user's function. Returns whether training should stop. */
@@ -122,7 +137,7 @@ static int progress_lua(lua_State *L) {
   }
   if (lua_isnil(L, 4)) return 0;
   lua_pushvalue(L, 4);
-  push_progress(L, p);
+  ltrain_push_progress(L, p);
   lua_call(L, 1, 1);
   lua_pushboolean(L, lua_isboolean(L, -1) && !lua_toboolean(L, -1));
   return 1;
@@ -155,15 +170,7 @@ static const char *const fit_keys[] = {"batch", "epochs",     "shuffle", "seed",
                                        "eval",  "eval_every", "verbose", "progress", NULL};
 
 static void push_result(lua_State *L, const train_result *r, int evals, int stopped) {
-  lua_createtable(L, 0, 10);
-  set_num(L, "loss", r->loss);
-  set_num(L, "accuracy", r->accuracy);
-  set_int(L, "steps", r->steps);
-  set_int(L, "epochs", r->epochs);
-  set_num(L, "examples_per_sec", r->examples_per_sec);
-  set_num(L, "eval_loss", r->eval_loss);
-  set_num(L, "eval_accuracy", r->eval_accuracy);
-  set_num(L, "seconds", r->seconds);
+  ltrain_push_result(L, r);
   lua_pushvalue(L, evals);
   lua_setfield(L, -2, "evals");
   if (stopped) {

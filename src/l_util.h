@@ -12,6 +12,7 @@
 #include "optim.h"
 #include "rng.h"
 #include "tensor.h"
+#include "train.h"
 
 /* ---- l_tensor.c ---- */
 /* The Tensor userdata at idx (borrowed from it). */
@@ -40,6 +41,14 @@ void lnn_push_module(lua_State *L, nn_module *m);
 
 /* ---- l_optim.c ---- */
 const optim_cfg *loptim_check(lua_State *L, int idx);
+
+/* ---- l_train.c ---- */
+/* t[k] = v on the table on top; NaN ("does not apply") leaves k nil. */
+void ldrv_set_num(lua_State *L, const char *k, double v);
+void ldrv_set_int(lua_State *L, const char *k, int64_t v);
+/* Pushes the table a progress callback receives / exp:fit() returns. */
+void ltrain_push_progress(lua_State *L, const train_progress *p);
+void ltrain_push_result(lua_State *L, const train_result *r);
 
 /* ---- l_data.c ---- */
 dataset *ldata_check(lua_State *L, int idx);

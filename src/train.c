@@ -212,17 +212,19 @@ static int fit_finish(fit *f, int rc, train_result *res) {
   fit_update_times(f);
   fit_print(f, true);
   progress_end(&f->out);
-  if (res) {
-    res->steps = f->p.step;
-    res->epochs = f->p.epoch;
-    res->loss = f->p.loss;
-    res->accuracy = f->p.accuracy;
-    res->eval_loss = f->p.eval_loss;
-    res->eval_accuracy = f->p.eval_accuracy;
-    res->examples_per_sec = f->p.examples_per_sec;
-    res->seconds = f->p.elapsed;
-  }
+  if (res) train_result_set(res, &f->p);
   return rc;
+}
+
+void train_result_set(train_result *r, const train_progress *p) {
+  r->steps = p->step;
+  r->epochs = p->epoch;
+  r->loss = p->loss;
+  r->accuracy = p->accuracy;
+  r->eval_loss = p->eval_loss;
+  r->eval_accuracy = p->eval_accuracy;
+  r->examples_per_sec = p->examples_per_sec;
+  r->seconds = p->elapsed;
 }
 
 int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *train,

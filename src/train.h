@@ -62,6 +62,9 @@ typedef struct train_result {
   double seconds;
 } train_result;
 
+/* Fills r from the state of a finished fit (both fit loops end so). */
+void train_result_set(train_result *r, const train_progress *p);
+
 /* One training step on a batch: forward, loss, backward (gradients
  * accumulate into the model's grad buffers; zeroing is the caller's). Sets
  * *loss and, when `correct` is not NULL, the number of correct predictions

@@ -742,3 +742,15 @@ int wire_validate_payload(uint8_t type, const uint8_t *p, size_t n) {
   rd_layout(&r, type);
   return wire_rd_done(&r, type);
 }
+
+int32_t wire_rd_error(const uint8_t *payload, size_t len, char *msg, size_t n) {
+  wire_rd r;
+  wire_rd_init(&r, payload, len);
+  int32_t code = wire_rd_i32(&r);
+  wire_rd_str(&r, msg, n);
+  if (wire_rd_done(&r, WIRE_ERROR) < 0) {
+    snprintf(msg, n, "(malformed ERROR)");
+    return DRV_EPARSE;
+  }
+  return code;
+}

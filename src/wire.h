@@ -231,6 +231,9 @@ tensor *wire_rd_tensor(wire_rd *r);
 int wire_rd_tensor_into(wire_rd *r, tensor *dst);
 /* Reads an optimizer config and validates it (optim_cfg_check). */
 int wire_rd_optim(wire_rd *r, optim_cfg *c);
+/* Reads an ERROR payload's message into msg[n] ("(malformed ERROR)" when
+ * it is not one); returns its code. */
+int32_t wire_rd_error(const uint8_t *payload, size_t len, char *msg, size_t n);
 /* 0 when every read succeeded and the payload was consumed exactly; else
  * DRV_EPARSE with "PUSH: ..." (the type's name and the first failure). */
 int wire_rd_done(wire_rd *r, uint8_t type);

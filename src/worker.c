@@ -387,11 +387,7 @@ static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   worker *w = l->w;
   if (l->c != c) return;
   if (h->type == WIRE_ERROR) {
-    wire_rd r;
-    wire_rd_init(&r, pl, h->len);
-    wire_rd_i32(&r);
-    wire_rd_str(&r, l->last_error, sizeof l->last_error);
-    if (!wire_rd_ok(&r)) snprintf(l->last_error, sizeof l->last_error, "(malformed ERROR)");
+    wire_rd_error(pl, h->len, l->last_error, sizeof l->last_error);
     link_drop(w, l);
     return;
   }
