@@ -50,6 +50,8 @@ typedef struct coord_node {
   uint64_t rss, cpu_ms;   /* from its last heartbeat */
   double last_seen;       /* monotonic seconds of its last frame */
   int64_t steps;          /* train steps completed */
+  int64_t examples;       /* training examples in those steps */
+  double examples_per_sec; /* over the last fit so far */
   int inflight;           /* tasks sent, not answered */
   double closed_at;       /* its connection closed unexpectedly (0: no) */
   bool exited;

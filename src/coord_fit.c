@@ -54,6 +54,7 @@ struct coord_fit_state {
   /* the fit in progress (cfg NULL when none) */
   const train_cfg *cfg;
   int *trainers; /* node indices of chief and workers, shard order */
+  int64_t *examples0; /* each trainer's example count when this fit began */
   int ntrainers;
   int evaluator; /* node index or -1 */
   int64_t total, sent, done, per_epoch, examples;
@@ -423,6 +424,7 @@ static int on_result(coord_fit_state *f, int node, const uint8_t *pl, uint32_t l
     return 0;
   }
   n->steps++;
+  n->examples += (int64_t)examples;
   f->done++;
   f->examples += (int64_t)examples;
   int64_t epoch = (f->done - 1) / f->per_epoch + 1;
@@ -527,6 +529,10 @@ static void update_progress(coord_fit_state *f) {
   p->elapsed = progress_now() - f->t0;
   p->examples_per_sec = p->elapsed > 0 ? (double)f->examples / p->elapsed : 0;
   p->eta = p->step > 0 ? p->elapsed / (double)p->step * (double)(p->total_steps - p->step) : 0;
+  for (int t = 0; t < f->ntrainers; t++) {
+    coord_node *n = &f->c->nodes[f->trainers[t]];
+    n->examples_per_sec = p->elapsed > 0 ? (double)(n->examples - f->examples0[t]) / p->elapsed : 0;
+  }
 }
 
 static int local_eval(coord *c, const coord_fit_args *a, int64_t step) {
@@ -582,13 +588,18 @@ static int fit_loop(coord *c, const coord_fit_args *a) {
 static int plan(coord *c, const coord_fit_args *a) {
   coord_fit_state *f = c->fit;
   free(f->trainers);
+  free(f->examples0);
   f->trainers = malloc((size_t)c->nnodes * sizeof *f->trainers);
-  if (!f->trainers) return drv_error(DRV_ENOMEM, "out of memory");
+  f->examples0 = malloc((size_t)c->nnodes * sizeof *f->examples0);
+  if (!f->trainers || !f->examples0) return drv_error(DRV_ENOMEM, "out of memory");
   f->ntrainers = 0;
   f->evaluator = -1;
   for (int i = 0; i < c->nnodes; i++) {
     int role = c->nodes[i].role;
-    if (role == ROLE_CHIEF || role == ROLE_WORKER) f->trainers[f->ntrainers++] = i;
+    if (role == ROLE_CHIEF || role == ROLE_WORKER) {
+      f->examples0[f->ntrainers] = c->nodes[i].examples;
+      f->trainers[f->ntrainers++] = i;
+    }
     if (role == ROLE_EVALUATOR) f->evaluator = i;
   }
   if (a->train->n < f->ntrainers)
@@ -672,6 +683,7 @@ void coord_fit_free(coord *c) {
   c->fit = NULL;
   free_vars(f);
   free(f->trainers);
+  free(f->examples0);
   if (f->metrics) fclose(f->metrics);
   free(f->ps);
   free(f->links);

@@ -267,6 +267,8 @@ static int l_nodes(lua_State *L) {
     set_int(L, "memory", (int64_t)nd->memory);
     set_int(L, "rss", (int64_t)nd->rss);
     set_int(L, "steps", nd->steps);
+    if (nd->role == ROLE_WORKER || nd->role == ROLE_CHIEF)
+      set_num(L, "examples_per_sec", nd->examples_per_sec);
     lua_pushstring(L, nd->log);
     lua_setfield(L, -2, "log");
     lua_rawseti(L, -2, i + 1);

@@ -52,7 +52,10 @@ test("cluster-01 1 ps + 2 workers + evaluator learns digits", function()
   local ev = c:evaluate(exp)
   near(ev.accuracy, r.eval_accuracy, 1e-9, "evaluate after fit")
   local steps = 0
-  for _, n in ipairs(c:nodes()) do steps = steps + n.steps end
+  for _, n in ipairs(c:nodes()) do
+    steps = steps + n.steps
+    if n.role == "worker" then assert(n.steps > 0 and n.examples_per_sec > 0, "per-node rate") end
+  end
   eq(steps, r.steps, "steps done by the workers")
   local dir = c.run_dir
   c:shutdown { grace = 5 }
