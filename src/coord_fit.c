@@ -17,6 +17,7 @@
 
 #include "coord_int.h"
 #include "err.h"
+#include "events.h"
 #include "log.h"
 #include "progress.h"
 
@@ -69,6 +70,7 @@ struct coord_fit_state {
   progress out;
   double t0;
   FILE *metrics;
+  events_writer *events; /* events/coordinator/: TensorBoard's global view */
 };
 
 /* ============================== ps connections ============================ */
@@ -438,6 +440,12 @@ static int on_result(coord_fit_state *f, int node, const uint8_t *pl, uint32_t l
   else f->epoch_correct += correct;
   metrics_line(f, "\"step\":%" PRId64 ",\"node\":\"%s\",\"loss\":%.6g,\"examples\":%" PRIu64, f->done,
                name, loss, examples);
+  events_run_scalar(f->events, "train/loss", f->done, loss);
+  if (correct >= 0 && examples > 0)
+    events_run_scalar(f->events, "train/accuracy", f->done, (double)correct / (double)examples);
+  double elapsed = progress_now() - f->t0;
+  if (elapsed > 0)
+    events_run_scalar(f->events, "train/examples_per_sec", f->done, (double)f->examples / elapsed);
   const train_cfg *cfg = f->cfg;
   if (cfg->eval && cfg->eval_every > 0 && f->done % cfg->eval_every == 0) {
     if (f->evaluator >= 0) {
@@ -463,6 +471,8 @@ static void eval_done(coord_fit_state *f, int64_t step, double loss, double acc)
   progress_eval(&f->out, &p);
   metrics_line(f, "\"step\":%" PRId64 ",\"eval_loss\":%.6g,\"eval_accuracy\":%.6g", step, loss,
                isnan(acc) ? -1.0 : acc);
+  events_run_scalar(f->events, "eval/loss", step, loss);
+  events_run_scalar(f->events, "eval/accuracy", step, acc); /* NaN: skipped */
 }
 
 static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {
@@ -633,6 +643,7 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
     if (c->nodes[i].state == NODE_BUSY) c->nodes[i].state = NODE_READY;
   if (f->metrics) fclose(f->metrics);
   f->metrics = NULL;
+  events_run_flush(f->events);
   f->cfg = NULL;
   rundir_event(&c->rd, "fit %s: %lld steps", rc == 0 ? "done" : "failed", (long long)f->done);
   return rc;
@@ -657,6 +668,7 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
     return rc;
   char path[1200];
   f->metrics = fopen(rundir_file(&c->rd, "metrics.jsonl", path, sizeof path), "a");
+  if (!f->events) f->events = events_run_open(c->rd.path, "coordinator");
   f->cfg = cfg;
   progress_init(&f->out, cfg->progress, cfg->progress_tty);
   f->t0 = progress_now();
@@ -685,6 +697,7 @@ void coord_fit_free(coord *c) {
   free(f->trainers);
   free(f->examples0);
   if (f->metrics) fclose(f->metrics);
+  events_run_close(f->events);
   free(f->ps);
   free(f->links);
   free(f);

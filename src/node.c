@@ -28,6 +28,7 @@
 #include "auth.h"
 #include "conn.h"
 #include "err.h"
+#include "events.h"
 #include "log.h"
 #include "ps.h"
 #include "tensor.h"
@@ -50,6 +51,7 @@ typedef struct node {
   ps_server *ps;
   int data_port;
   worker *wk;
+  events_writer *summaries; /* the chief's TensorBoard file (events.c) */
   uv_timer_t hb, watch, drain;
   bool timers_live;
   uint64_t hb_seq;
@@ -95,6 +97,7 @@ static int send_coord(void *ud, wire_wr *w, uint8_t type, uint32_t req) {
     wire_wr_free(w);
     return drv_error(DRV_EIO, "no coordinator connection");
   }
+  if (type == WIRE_RESULT) events_run_result(n->summaries, w); /* NULL unless chief */
   return conn_send_wr(n->coord, w, type, req);
 }
 
@@ -132,6 +135,7 @@ static void on_heartbeat(uv_timer_t *t) {
   wire_wr_u64(&w, rss_bytes());
   wire_wr_u64(&w, cpu_ms());
   send_coord(n, &w, WIRE_HEARTBEAT, 0);
+  events_run_tick(n->summaries); /* the last steps before a pause reach the disk */
 }
 
 static void on_silence(uv_timer_t *t) {
@@ -343,6 +347,7 @@ static int start(node *n) {
   } else if (!(n->wk = worker_new(&n->loop, &n->secret, o->role, o->index, send_coord, n))) {
     return drv_error(DRV_ENOMEM, "out of memory");
   }
+  if (o->role == ROLE_CHIEF) n->summaries = events_run_open(o->run_dir, "chief");
   n->copts = (conn_opts){.secret = &n->secret, .cbs = &coord_cbs, .ud = n};
   return conn_connect(&n->loop, o->coord_host, o->coord_port, &n->copts, &n->coord);
 }
@@ -421,6 +426,7 @@ int node_main(const node_opts *o) {
   int status = n->status;
   if (uv_loop_close(&n->loop) != 0) log_warn("event loop closed with live handles");
   worker_free(n->wk);
+  events_run_close(n->summaries);
   ps_free(n->ps);
   free(n);
   log_info("exit status %d", status);

@@ -6,6 +6,8 @@
  *     events.log    one line per event: node up, lost, errors, shutdown
  *     logs/<role>-<i>.log   each node's stdout and stderr
  *     logs/coordinator.log  the coordinator's own log records
+ *     metrics.jsonl one JSON object per train step and per evaluation
+ *     events/coordinator/, events/chief/   TensorBoard event files
  */
 #ifndef DROVER_RUNDIR_H
 #define DROVER_RUNDIR_H

@@ -198,3 +198,58 @@ test("cluster-07 a silent worker (SIGSTOP) is detected and named", function()
   raises(function() c:shutdown() end, "worker:0 lost")
   assert(not alive(victim.pid), "the stopped worker was killed")
 end)
+
+-- Walks the TFRecord framing of a tfevents file (lengths only: the CRCs
+-- and the protobuf inside are checked by tests/unit/test_events.c).
+-- Returns the number of records and the bytes, or nil and why.
+local function tfrecords(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  local pos, n = 1, 0
+  while pos <= #s do
+    if pos + 11 > #s then return nil, "truncated header at byte " .. pos end
+    pos = pos + 12 + string.unpack("<I8", s, pos) + 4
+    if pos - 1 > #s then return nil, "record " .. (n + 1) .. " runs past the end" end
+    n = n + 1
+  end
+  return n, s
+end
+
+-- The one events file in dir/events/<who>, named as TensorFlow names them.
+local function only_file(dir, who)
+  local p = io.popen("ls " .. dir)
+  local names = {}
+  for name in p:lines() do names[#names + 1] = name end
+  p:close()
+  eq(#names, 1, "files in " .. dir)
+  assert(names[1]:match("^events%.out%.tfevents%.%d%d%d%d%d%d%d%d%d%d%..+%." .. who .. "$"),
+    "TensorBoard's file name: " .. names[1])
+  return dir .. "/" .. names[1]
+end
+
+test("cluster-08 a chief writes TensorBoard summaries", function()
+  drover.seed(1)
+  local c <close> = drover.cluster { ps = 1, chief = 1, worker = 1, runs = RUNS, name = "c08" }
+  local r = c:fit(experiment { train = { data = train_std, batch = 64, epochs = 1 },
+                               eval = { data = test_std, every = 10 } })
+  local chief_steps
+  for _, n in ipairs(c:nodes()) do if n.role == "chief" then chief_steps = n.steps end end
+  assert(chief_steps and chief_steps > 0, "the chief trained")
+  local dir = c.run_dir
+  c:shutdown { grace = 5 } -- the chief's file is complete once it has exited
+  -- The chief: the version record, then train/loss and train/accuracy per step it ran.
+  local n, s = tfrecords(only_file(dir .. "/events/chief", "chief"))
+  assert(n, s)
+  eq(string.unpack("<I8", s, 1), 24, "the first record is Event{wall_time, file_version}")
+  assert(s:find("brain.Event:2", 1, true), "file_version")
+  eq(n, 1 + 2 * chief_steps, "chief records")
+  assert(s:find("train/accuracy", 1, true) and not s:find("eval/", 1, true), "chief tags")
+  -- The coordinator: every step (loss, accuracy, examples/s) and each evaluation.
+  n, s = tfrecords(only_file(dir .. "/events/coordinator", "coordinator"))
+  assert(n, s)
+  assert(n >= 1 + 3 * r.steps + 2 * math.floor(r.steps / 10), "coordinator records: " .. n)
+  for _, tag in ipairs { "train/loss", "train/examples_per_sec", "eval/loss", "eval/accuracy" } do
+    assert(s:find(tag, 1, true), "coordinator tag " .. tag)
+  end
+end)
