@@ -2,7 +2,7 @@
  * client connections, pull -> compute (thread pool) -> push, and replies.
  * SETUP parsing and the model/data state it builds are in worker_setup.c.
  *
- * One job runs at a time and moves through phases:
+ * A job moves through phases:
  *   LINKS    wait until every ps holding a variable is connected
  *   PULL     one PULL per ps listing its variables; each reply is copied
  *            into the model's parameter rows (on the loop thread: a copy)
@@ -11,9 +11,24 @@
  *   PUSH     one PUSH per ps with the gradient rows of its shards; the
  *            RESULT goes out once every ps acknowledged (PUSH_OK), so a
  *            reported step is an applied step
- * A failure at any phase ends the job with a negative status in its reply;
- * replies to requests of a job already over are recognised by their
- * request id and ignored.
+ *
+ * Pipelining: one job at a time pulls or computes (w->cur), but once a
+ * training job has sent its pushes, the next queued one starts its pull
+ * while the first still waits for its PUSH_OKs: the worker no longer idles
+ * for a round trip per step. This is safe because a ps serves the frames
+ * of one connection in order: it applies the push before it serves the
+ * pull queued behind it, so the pull sees the update exactly as if the
+ * worker had waited (one worker still reproduces in-process training bit
+ * for bit). The push frames hold copies of the gradients, so the next job
+ * may overwrite parameters and gradients at once. A ps also replies in
+ * order, so each link keeps its outstanding requests as a FIFO and a reply
+ * must answer the oldest. SETUP starts only once no job is started (it
+ * swaps the state they use).
+ *
+ * Replies go to the coordinator in the jobs' order: a job that is over
+ * waits for the earlier ones (settle). A failure at any phase ends the job
+ * with a negative status in its reply; losing a ps fails every job waiting
+ * on it; replies to requests of a job already over are dropped.
  */
 #include "worker.h"
 
@@ -29,7 +44,7 @@
 #include "train.h"
 #include "worker_int.h"
 
-enum { PH_IDLE, PH_LINKS, PH_PULL, PH_COMPUTE, PH_PUSH };
+enum { PH_LINKS, PH_PULL, PH_COMPUTE, PH_PUSH };
 
 /* ============================== jobs ===================================== */
 
@@ -60,7 +75,7 @@ static void enqueue(worker *w, job *j) {
   w->njobs++;
 }
 
-static void pump(worker *w);
+static void settle(worker *w);
 
 /* ============================== replies ================================== */
 
@@ -93,38 +108,48 @@ static void reply(worker *w, job *j) {
   wire_wr_free(&m);
 }
 
-/* Ends the running job: reply, forget outstanding requests, next job. */
-static void finish(worker *w) {
-  job *j = w->cur;
-  w->cur = NULL;
-  w->phase = PH_IDLE;
-  w->waiting = 0;
-  for (int i = 0; i < w->nlinks; i++)
-    if (w->links[i]) w->links[i]->wait_req = 0;
-  if (j->rc < 0)
-    log_warn("%s %llu failed: %s", j->kind == JOB_EVAL ? "eval" : "task",
-             (unsigned long long)j->id, j->msg);
-  if (!w->closed) reply(w, j);
-  w->njobs--;
-  job_free(j);
-  if (w->idle && !w->cur) {
-    void (*idle)(void *) = w->idle;
-    w->idle = NULL;
-    idle(w->idle_ud);
-    return;
+/* Marks j over (its outcome is set): its outstanding requests are
+ * forgotten (their replies will be dropped) and the next job may pull.
+ * The reply goes out from settle(), in order. */
+static void job_over(worker *w, job *j) {
+  j->done = true;
+  for (int i = 0; i < w->nlinks; i++) {
+    ps_link *l = w->links[i];
+    for (int k = 0; l && k < l->nwaits; k++)
+      if (l->waits[k].j == j) l->waits[k].j = NULL;
   }
-  pump(w);
+  if (w->cur == j) w->cur = NULL;
 }
 
-__attribute__((format(printf, 3, 4)))
-static void fail(worker *w, int rc, const char *fmt, ...) {
-  job *j = w->cur;
+static void finish(worker *w, job *j) {
+  job_over(w, j);
+  settle(w);
+}
+
+/* Ends j with an error (once: a job already over keeps its outcome). */
+__attribute__((format(printf, 4, 0)))
+static void vdoom(worker *w, job *j, int rc, const char *fmt, va_list ap) {
+  if (j->done) return;
+  vsnprintf(j->msg, sizeof j->msg, fmt, ap);
+  j->rc = rc < 0 ? rc : DRV_EIO;
+  job_over(w, j);
+}
+
+__attribute__((format(printf, 4, 5)))
+static void doom(worker *w, job *j, int rc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(j->msg, sizeof j->msg, fmt, ap);
+  vdoom(w, j, rc, fmt, ap);
   va_end(ap);
-  j->rc = rc < 0 ? rc : DRV_EIO;
-  finish(w);
+}
+
+__attribute__((format(printf, 4, 5)))
+static void fail(worker *w, job *j, int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vdoom(w, j, rc, fmt, ap);
+  va_end(ap);
+  settle(w);
 }
 
 /* ============================== compute ================================== */
@@ -157,37 +182,35 @@ static void work_cb(uv_work_t *req) {
   if (rc < 0) snprintf(j->msg, sizeof j->msg, "%s", drv_errmsg());
 }
 
-static void go_push(worker *w);
+static void go_push(worker *w, job *j);
 
 static void after_work_cb(uv_work_t *req, int status) {
   job *j = req->data;
   worker *w = j->w;
   w->in_pool = false;
-  if (w->closed) { /* the node is going away: drop the result */
+  if (w->closed) { /* the node is going away: worker_close left this job to us */
     w->cur = NULL;
     w->njobs--;
     job_free(j);
     return;
   }
   if (status < 0) {
-    fail(w, DRV_EIO, "thread pool: %s", uv_strerror(status));
+    fail(w, j, DRV_EIO, "thread pool: %s", uv_strerror(status));
     return;
   }
   if (j->rc < 0 || j->kind == JOB_EVAL) {
-    finish(w);
+    finish(w, j);
     return;
   }
-  go_push(w);
+  go_push(w, j);
 }
 
-static void go_compute(worker *w) {
-  job *j = w->cur;
-  w->phase = PH_COMPUTE;
-  j->st = w->st;
+static void go_compute(worker *w, job *j) {
+  j->phase = PH_COMPUTE;
   w->work.data = j;
   int rc = uv_queue_work(w->loop, &w->work, work_cb, after_work_cb);
   if (rc < 0) {
-    fail(w, DRV_EIO, "cannot queue work: %s", uv_strerror(rc));
+    fail(w, j, DRV_EIO, "cannot queue work: %s", uv_strerror(rc));
     return;
   }
   w->in_pool = true;
@@ -195,17 +218,30 @@ static void go_compute(worker *w) {
 
 /* ============================== pull and push ============================ */
 
-static uint32_t link_request(ps_link *l, uint8_t type) {
-  if (++l->next_req == 0) l->next_req = 1; /* 0 means "nothing outstanding" */
-  l->wait_req = l->next_req;
-  l->wait_type = type;
-  return l->wait_req;
+/* Sends m (consumed) as a request of job j on link l, expecting `reply`
+ * back; on failure nothing stays expected. */
+static int link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *j) {
+  if (l->nwaits == l->capwaits) {
+    int cap = l->capwaits ? 2 * l->capwaits : WORKER_PIPE_MAX;
+    link_wait *nw = realloc(l->waits, (size_t)cap * sizeof *nw);
+    if (!nw) {
+      wire_wr_free(m);
+      return drv_error(DRV_ENOMEM, "out of memory");
+    }
+    l->waits = nw;
+    l->capwaits = cap;
+  }
+  if (++l->next_req == 0) l->next_req = 1; /* 0 is for unsolicited frames */
+  int rc = conn_send_wr(l->c, m, type, l->next_req);
+  if (rc < 0) return rc;
+  l->waits[l->nwaits++] = (link_wait){.req = l->next_req, .type = reply, .j = j};
+  return 0;
 }
 
-static void go_pull(worker *w) {
-  wstate *st = w->st;
-  w->phase = PH_PULL;
-  w->waiting = 0;
+static void go_pull(worker *w, job *j) {
+  wstate *st = j->st;
+  j->phase = PH_PULL;
+  j->waiting = 0;
   for (int p = 0; p < st->nparts; p++) {
     const ps_part *part = &st->parts[p];
     if (part->n == 0) continue;
@@ -214,18 +250,18 @@ static void go_pull(worker *w) {
     wire_wr_init(&m);
     wire_wr_u32(&m, (uint32_t)part->n);
     for (int k = 0; k < part->n; k++) wire_wr_u32(&m, part->var[k]);
-    if (conn_send_wr(l->c, &m, WIRE_PULL, link_request(l, WIRE_PULL_REPLY)) < 0) {
-      fail(w, DRV_EIO, "cannot send PULL to ps:%d", p);
+    if (link_send(l, &m, WIRE_PULL, WIRE_PULL_REPLY, j) < 0) {
+      fail(w, j, DRV_EIO, "cannot send PULL to ps:%d: %s", p, drv_errmsg());
       return;
     }
-    w->waiting++;
+    j->waiting++;
   }
-  if (w->waiting == 0) go_compute(w); /* a model without parameters */
+  if (j->waiting == 0) go_compute(w, j); /* a model without parameters */
 }
 
 /* Copies one PULL_REPLY into the model's parameter rows. */
-static int take_pull_reply(worker *w, int p, const uint8_t *pl, size_t len) {
-  wstate *st = w->st;
+static int take_pull_reply(const job *j, int p, const uint8_t *pl, size_t len) {
+  const wstate *st = j->st;
   const ps_part *part = &st->parts[p];
   wire_rd r;
   wire_rd_init(&r, pl, len);
@@ -273,82 +309,139 @@ static void write_push(const wstate *st, const ps_part *part, wire_wr *m) {
   }
 }
 
-static void go_push(worker *w) {
-  wstate *st = w->st;
-  w->phase = PH_PUSH;
-  w->waiting = 0;
+/* Sends j's pushes, then lets the next job pull behind them (see the file
+ * comment) while j waits for its PUSH_OKs. */
+static void go_push(worker *w, job *j) {
+  wstate *st = j->st;
+  j->phase = PH_PUSH;
+  j->waiting = 0;
   for (int p = 0; p < st->nparts; p++) {
     const ps_part *part = &st->parts[p];
     if (part->n == 0) continue;
     ps_link *l = w->links[p];
     if (!l || !l->c) {
-      fail(w, DRV_EIO, "lost the connection to ps:%d before pushing", p);
+      fail(w, j, DRV_EIO, "lost the connection to ps:%d before pushing", p);
       return;
     }
     wire_wr m;
     wire_wr_init(&m);
     write_push(st, part, &m);
-    if (conn_send_wr(l->c, &m, WIRE_PUSH, link_request(l, WIRE_PUSH_OK)) < 0) {
-      fail(w, DRV_EIO, "cannot send PUSH to ps:%d", p);
+    if (link_send(l, &m, WIRE_PUSH, WIRE_PUSH_OK, j) < 0) {
+      fail(w, j, DRV_EIO, "cannot send PUSH to ps:%d: %s", p, drv_errmsg());
       return;
     }
-    w->waiting++;
+    j->waiting++;
   }
-  if (w->waiting == 0) finish(w);
+  if (w->cur == j) w->cur = NULL;
+  if (j->waiting == 0) job_over(w, j);
+  settle(w);
 }
 
 /* Starts the pull once every ps the model lives on is connected. */
-static void go_links(worker *w) {
-  wstate *st = w->st;
-  w->phase = PH_LINKS;
+static void go_links(worker *w, job *j) {
+  wstate *st = j->st;
+  j->phase = PH_LINKS;
   for (int p = 0; p < st->nparts; p++) {
     if (st->parts[p].n == 0) continue;
     ps_link *l = p < w->nlinks ? w->links[p] : NULL;
     if (!l) {
-      fail(w, DRV_EINVAL, "ps:%d is not in the cluster spec%s", p,
+      fail(w, j, DRV_EINVAL, "ps:%d is not in the cluster spec%s", p,
            w->have_spec ? "" : " (no SPEC received yet)");
       return;
     }
     if (!l->c) {
-      fail(w, DRV_EIO, "not connected to ps:%d (%s:%d)%s%s", p, l->host, l->port,
+      fail(w, j, DRV_EIO, "not connected to ps:%d (%s:%d)%s%s", p, l->host, l->port,
            l->last_error[0] ? ": " : "", l->last_error);
       return;
     }
     if (!conn_is_ready(l->c)) return; /* link_ready resumes */
   }
-  go_pull(w);
+  go_pull(w, j);
 }
 
 /* ============================== running jobs ============================= */
 
-static void start(worker *w) {
-  job *j = w->cur;
+static void start(worker *w, job *j) {
   if (j->kind == JOB_SETUP) {
     wstate_free(w->st);
     w->st = j->setup;
     j->setup = NULL;
     log_info("setup: %s", w->st->summary);
-    finish(w);
+    finish(w, j);
     return;
   }
   if (!w->st) {
-    fail(w, DRV_EINVAL, "no SETUP received yet");
+    fail(w, j, DRV_EINVAL, "no SETUP received yet");
     return;
   }
   if (j->kind == JOB_TRAIN && j->task_kind != WIRE_TASK_TRAIN_STEP) {
-    fail(w, DRV_EINVAL, "unknown task kind %u", j->task_kind);
+    fail(w, j, DRV_EINVAL, "unknown task kind %u", j->task_kind);
     return;
   }
-  go_links(w);
+  j->st = w->st;
+  go_links(w, j);
 }
 
-static void pump(worker *w) {
-  if (w->cur || w->closed || !w->head) return;
-  w->cur = w->head;
-  w->head = w->head->next;
+/* Whether the first queued job may start now. */
+static bool may_start(const worker *w) {
+  const job *j = w->head;
+  if (!j || w->closed || w->cur) return false;
+  if (j->kind == JOB_SETUP) return w->nrun == 0; /* it swaps the state started jobs use */
+  return w->nrun < WORKER_PIPE_MAX;
+}
+
+static void start_next(worker *w) {
+  job *j = w->head;
+  w->head = j->next;
   if (!w->head) w->tail = NULL;
-  w->cur->next = NULL;
-  start(w);
+  j->next = NULL;
+  if (w->run_tail)
+    w->run_tail->next = j;
+  else
+    w->run = j;
+  w->run_tail = j;
+  w->nrun++;
+  w->cur = j;
+  start(w, j);
+}
+
+/* Sends the replies of the jobs over at the front of the started list, in
+ * order; calls the drain callback once no job is started; starts queued
+ * jobs when they may. A call from inside (a job that ends as it starts)
+ * only makes the outer one go round again. */
+static void settle(worker *w) {
+  if (w->settling) {
+    w->resettle = true;
+    return;
+  }
+  w->settling = true;
+  do {
+    w->resettle = false;
+    while (w->run && w->run->done) {
+      job *j = w->run;
+      w->run = j->next;
+      if (!w->run) w->run_tail = NULL;
+      w->nrun--;
+      if (j->rc < 0)
+        log_warn("%s %llu failed: %s", j->kind == JOB_EVAL ? "eval" : "task",
+                 (unsigned long long)j->id, j->msg);
+      if (!w->closed) reply(w, j);
+      w->njobs--;
+      job_free(j);
+    }
+    if (w->idle && w->nrun == 0) {
+      void (*idle)(void *) = w->idle;
+      w->idle = NULL;
+      w->settling = false;
+      idle(w->idle_ud); /* may close the worker */
+      return;
+    }
+    if (may_start(w)) {
+      start_next(w);
+      w->resettle = true; /* perhaps another one */
+    }
+  } while (w->resettle);
+  w->settling = false;
 }
 
 /* ============================== ps links ================================= */
@@ -359,19 +452,26 @@ static void link_ready(conn *c) {
   if (l->c != c) return;
   l->last_error[0] = '\0';
   log_info("connected to ps:%d at %s", l->index, conn_peer(c));
-  if (w->cur && w->phase == PH_LINKS) go_links(w);
+  if (w->cur && w->cur->phase == PH_LINKS) go_links(w, w->cur);
 }
 
-/* What losing link l means for the running job: a job waiting on it
- * fails; one waiting for links looks again (it may not need this ps). */
+/* Fails every job waiting on a reply from l (its connection is gone) and
+ * forgets the requests. The caller settles. */
+static void link_fail_waits(worker *w, ps_link *l, const char *why) {
+  for (int k = 0; k < l->nwaits; k++)
+    if (l->waits[k].j) doom(w, l->waits[k].j, DRV_EIO, "ps:%d: %s", l->index, why);
+  l->nwaits = 0;
+}
+
+/* What losing link l means for the started jobs: those waiting on it
+ * fail; one waiting for links looks again (it may not need this ps). A
+ * job computing notices the missing link when it pushes. */
 static void link_lost(worker *w, ps_link *l) {
   log_warn("lost ps:%d (%s:%d): %s", l->index, l->host, l->port, l->last_error);
-  if (!w->cur || w->closed) return;
-  if (w->phase == PH_LINKS)
-    go_links(w);
-  else if (l->wait_req != 0)
-    fail(w, DRV_EIO, "ps:%d: %s", l->index, l->last_error);
-  /* In COMPUTE the job notices the missing link when it pushes. */
+  if (w->closed) return;
+  link_fail_waits(w, l, l->last_error);
+  if (w->cur && w->cur->phase == PH_LINKS) go_links(w, w->cur);
+  settle(w);
 }
 
 /* Closes a link's connection ourselves (after a protocol error). */
@@ -385,31 +485,32 @@ static void link_drop(worker *w, ps_link *l) {
 static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   ps_link *l = conn_ud(c);
   worker *w = l->w;
-  if (l->c != c) return;
+  if (l->c != c || w->closed) return;
   if (h->type == WIRE_ERROR) {
     wire_rd_error(pl, h->len, l->last_error, sizeof l->last_error);
     link_drop(w, l);
     return;
   }
-  if (h->type != WIRE_PULL_REPLY && h->type != WIRE_PUSH_OK) {
-    snprintf(l->last_error, sizeof l->last_error, "unexpected %s from the ps",
-             wire_type_name(h->type));
+  if (l->nwaits == 0 || h->req != l->waits[0].req || h->type != l->waits[0].type) {
+    snprintf(l->last_error, sizeof l->last_error, "unexpected %s (request %u) from the ps",
+             wire_type_name(h->type), h->req);
     link_drop(w, l);
     return;
   }
-  if (!w->cur || h->req == 0 || h->req != l->wait_req || h->type != l->wait_type)
-    return; /* the reply to a job that already failed */
-  if (h->type == WIRE_PULL_REPLY && take_pull_reply(w, l->index, pl, h->len) < 0) {
+  job *j = l->waits[0].j;
+  memmove(&l->waits[0], &l->waits[1], (size_t)--l->nwaits * sizeof *l->waits);
+  if (!j) return; /* the reply to a job that already failed */
+  if (h->type == WIRE_PULL_REPLY && take_pull_reply(j, l->index, pl, h->len) < 0) {
     snprintf(l->last_error, sizeof l->last_error, "%s", drv_errmsg());
-    link_drop(w, l); /* still waited on: the job fails */
+    doom(w, j, DRV_EIO, "ps:%d: %s", l->index, l->last_error);
+    link_drop(w, l);
     return;
   }
-  l->wait_req = 0;
-  if (--w->waiting > 0) return;
-  if (w->phase == PH_PULL)
-    go_compute(w);
+  if (--j->waiting > 0) return;
+  if (j->phase == PH_PULL)
+    go_compute(w, j);
   else
-    finish(w);
+    finish(w, j);
 }
 
 static void link_close(conn *c, int err, const char *why) {
@@ -463,14 +564,16 @@ int worker_spec(worker *w, const node_addr *nodes, int n) {
       continue; /* already connected (or connecting) there */
     } else if (l->c) {
       conn *old = l->c;
-      l->c = NULL;
+      l->c = NULL; /* link_close then ignores it */
       conn_close(old, "the ps moved");
+      link_fail_waits(w, l, "the ps moved");
     }
     snprintf(l->host, sizeof l->host, "%s", a->host);
     l->port = a->port;
     link_connect(w, l);
   }
   w->have_spec = true;
+  settle(w); /* replies of jobs failed above */
   return 0;
 }
 
@@ -487,7 +590,7 @@ int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   }
   j->setup = st;
   enqueue(w, j);
-  pump(w);
+  settle(w);
   return 0;
 }
 
@@ -505,7 +608,7 @@ int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   j->id = id;
   j->task_kind = kind;
   enqueue(w, j);
-  pump(w);
+  settle(w);
   return 0;
 }
 
@@ -521,7 +624,7 @@ int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   if (!j) return drv_error(DRV_ENOMEM, "out of memory");
   j->id = step;
   enqueue(w, j);
-  pump(w);
+  settle(w);
   return 0;
 }
 
@@ -552,7 +655,7 @@ static void drop_queue(worker *w) {
 
 void worker_drain(worker *w, void (*idle)(void *ud), void *ud) {
   drop_queue(w);
-  if (!w->cur) {
+  if (w->nrun == 0) {
     idle(ud);
     return;
   }
@@ -565,20 +668,41 @@ void worker_close(worker *w) {
   w->closed = true;
   w->idle = NULL;
   drop_queue(w);
-  if (w->cur && !w->in_pool) { /* waiting on the network: just drop it */
-    job_free(w->cur);
-    w->cur = NULL;
-    w->njobs--;
+  /* Jobs waiting on the network are just dropped; one on the thread pool
+   * stays w->cur until after_work_cb frees it. */
+  job *pooled = w->in_pool ? w->cur : NULL;
+  while (w->run) {
+    job *j = w->run;
+    w->run = j->next;
+    if (j != pooled) {
+      w->njobs--;
+      job_free(j);
+    }
   }
-  for (int i = 0; i < w->nlinks; i++)
-    if (w->links[i] && w->links[i]->c) conn_close(w->links[i]->c, "worker closing");
+  w->run_tail = NULL;
+  w->nrun = 0;
+  w->cur = pooled;
+  for (int i = 0; i < w->nlinks; i++) {
+    ps_link *l = w->links[i];
+    if (!l) continue;
+    l->nwaits = 0;
+    if (l->c) conn_close(l->c, "worker closing");
+  }
 }
 
 void worker_free(worker *w) {
   if (!w) return;
-  for (int i = 0; i < w->nlinks; i++) free(w->links[i]);
+  for (int i = 0; i < w->nlinks; i++) {
+    if (w->links[i]) free(w->links[i]->waits);
+    free(w->links[i]);
+  }
   free(w->links);
-  job_free(w->cur);
+  if (w->closed) job_free(w->cur); /* a pooled job whose callback never ran */
+  while (w->run) {
+    job *j = w->run;
+    w->run = j->next;
+    job_free(j);
+  }
   drop_queue(w);
   wstate_free(w->st);
   free(w);

@@ -4,10 +4,13 @@
  *
  * The node agent (node.c) owns the coordinator connection and hands the
  * worker the frames meant for it; the worker answers through a send
- * callback and owns its own client connections to every ps. Work runs one
- * job at a time, in arrival order: SETUP (swap in a new model, data and
- * variable table; reply SETUP_OK), TASK (a training step; reply RESULT),
- * EVAL (an evaluation; reply EVAL_RESULT). The loop thread never runs the
+ * callback and owns its own client connections to every ps. Jobs are
+ * SETUP (swap in a new model, data and variable table; reply SETUP_OK),
+ * TASK (a training step; reply RESULT) and EVAL (an evaluation; reply
+ * EVAL_RESULT). One job at a time pulls or computes; once a training job
+ * has sent its pushes, the next may pull on the same connections while the
+ * first waits for its PUSH_OKs (TCP order makes the pull see the push).
+ * Replies still go out in arrival order. The loop thread never runs the
  * math: forward, backward and evaluation go through uv_queue_work.
  *
  * Variable numbering: the SETUP table lists variable i as the model's
@@ -65,8 +68,8 @@ int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 
 /* Drops the queued jobs and calls idle(ud) once no job is running (at
- * once, from this call, if none is). The running job finishes normally,
- * reply included. */
+ * once, from this call, if none is). The started jobs finish normally,
+ * replies included. */
 void worker_drain(worker *w, void (*idle)(void *ud), void *ud);
 
 /* Closes the ps connections and drops every queued job. A job running on

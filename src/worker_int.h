@@ -72,6 +72,10 @@ enum { JOB_SETUP, JOB_TRAIN, JOB_EVAL };
 
 typedef struct worker worker;
 
+/* Jobs started and not yet answered, at most: one pulling or computing,
+ * the others waiting for their PUSH_OKs (see worker.c). */
+#define WORKER_PIPE_MAX 4
+
 typedef struct job {
   worker *w;
   int kind;
@@ -80,7 +84,10 @@ typedef struct job {
   uint8_t task_kind;
   wstate *setup;      /* JOB_SETUP: the state to swap in (owned) */
   wstate *st;         /* the state the compute phase uses */
-  struct job *next;
+  struct job *next;   /* in the queue, then in the started list */
+  int phase;          /* PH_* in worker.c */
+  int waiting;        /* ps replies the current phase still waits for */
+  bool done;          /* outcome known; the reply waits for earlier jobs' */
   /* outcome */
   int rc;
   char msg[512];
@@ -88,6 +95,14 @@ typedef struct job {
   int64_t correct, examples;
   double eval_loss, eval_acc;
 } job;
+
+/* A request sent on a ps link and not yet answered. A ps answers the
+ * requests of one connection in order, so these form a FIFO. */
+typedef struct link_wait {
+  uint32_t req;
+  uint8_t type;       /* the reply it expects */
+  job *j;             /* NULL once that job is over: the reply is dropped */
+} link_wait;
 
 /* A client connection to one ps. */
 typedef struct ps_link {
@@ -98,8 +113,8 @@ typedef struct ps_link {
   conn_opts opts;     /* kept for the conn's life */
   conn *c;            /* NULL when not connected */
   uint32_t next_req;
-  uint32_t wait_req;  /* outstanding request (0: none) */
-  uint8_t wait_type;  /* the reply it expects */
+  link_wait *waits;   /* outstanding requests, oldest first (owned) */
+  int nwaits, capwaits;
   char last_error[256];
 } ps_link;
 
@@ -114,13 +129,14 @@ struct worker {
   bool have_spec;
   wstate *st;         /* current state, NULL before the first SETUP */
   job *head, *tail;   /* queued */
-  int njobs;          /* queued + running */
-  job *cur;           /* running */
-  int phase;
-  int waiting;        /* replies the current phase still waits for */
+  job *run, *run_tail; /* started and not yet answered, in start order */
+  int nrun;
+  int njobs;          /* queued + started */
+  job *cur;           /* the started job pulling or computing (at most one) */
   uv_work_t work;
   bool in_pool;
   bool closed;
+  bool settling, resettle; /* settle() is running / must run again */
   void (*idle)(void *ud);
   void *idle_ud;
 };

@@ -62,7 +62,8 @@ static const place PLACES[] = {
     {0, 1, 5, 3}, {0, 0, 0, 5}, {1, 1, 0, 8}, {2, 0, 0, 3}, {3, 1, 0, 3}};
 #define NPLACES (sizeof PLACES / sizeof PLACES[0])
 
-static void write_var_table(wire_wr *w, const nn_param_list *pl) {
+static void write_var_table(wire_wr *w, const nn_param_list *pl, const place *places,
+                            size_t nplaces) {
   wire_wr_u32(w, (uint32_t)pl->n);
   for (int i = 0; i < pl->n; i++) {
     const tensor *t = pl->items[i].value;
@@ -70,29 +71,34 @@ static void write_var_table(wire_wr *w, const nn_param_list *pl) {
     wire_wr_u8(w, (uint8_t)t->ndim);
     for (int k = 0; k < t->ndim; k++) wire_wr_u64(w, (uint64_t)t->shape[k]);
     uint32_t ns = 0;
-    for (size_t p = 0; p < NPLACES; p++) ns += PLACES[p].var == (uint32_t)i;
+    for (size_t p = 0; p < nplaces; p++) ns += places[p].var == (uint32_t)i;
     wire_wr_u32(w, ns);
-    for (size_t p = 0; p < NPLACES; p++)
-      if (PLACES[p].var == (uint32_t)i) {
-        wire_wr_u32(w, PLACES[p].ps);
-        wire_wr_u64(w, PLACES[p].row0);
-        wire_wr_u64(w, PLACES[p].rows);
+    for (size_t p = 0; p < nplaces; p++)
+      if (places[p].var == (uint32_t)i) {
+        wire_wr_u32(w, places[p].ps);
+        wire_wr_u64(w, places[p].row0);
+        wire_wr_u64(w, places[p].rows);
       }
   }
 }
 
-static void send_setup(peer *ctl, const nn_param_list *pl, const dataset *d, int64_t batch,
-                       uint32_t req) {
+static void send_setup_placed(peer *ctl, const nn_param_list *pl, const dataset *d,
+                              int64_t batch, uint32_t req, const place *places, size_t nplaces) {
   wire_wr w;
   wire_wr_init(&w);
   wire_wr_str(&w, SPEC);
   wire_wr_str(&w, "CrossEntropy");
   wire_wr_u64(&w, (uint64_t)batch);
   wire_wr_u64(&w, SEED);
-  write_var_table(&w, pl);
+  write_var_table(&w, pl, places, nplaces);
   wire_wr_tensor(&w, d->x);
   wire_wr_tensor(&w, d->y);
   nf_send_wr(ctl, &w, WIRE_SETUP, req);
+}
+
+static void send_setup(peer *ctl, const nn_param_list *pl, const dataset *d, int64_t batch,
+                       uint32_t req) {
+  send_setup_placed(ctl, pl, d, batch, req, PLACES, NPLACES);
 }
 
 static void send_task(peer *ctl, uint64_t id, uint32_t req) {
@@ -387,5 +393,182 @@ TEST(node_worker_reports_failures) {
   nf_fake_stop(&f, ps, 2);
   nn_param_list_free(&pl);
   nn_unref(init);
+  data_free(train);
+}
+
+/* ============================== pipelining =================================== */
+
+/* The fake plays ps:0 itself (the worker dials the fake's own port), so it
+ * decides when each reply goes out. */
+static const place ONE_PS[] = {{0, 0, 0, 8}, {1, 0, 0, 8}, {2, 0, 0, 3}, {3, 0, 0, 3}};
+#define NONE_PS (sizeof ONE_PS / sizeof ONE_PS[0])
+
+static void send_spec_ps0(peer *ctl, int port) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u32(&w, 1);
+  wire_wr_u8(&w, ROLE_PS);
+  wire_wr_u32(&w, 0);
+  wire_wr_str(&w, "127.0.0.1");
+  wire_wr_u16(&w, (uint16_t)port);
+  nf_send_wr(ctl, &w, WIRE_SPEC, 0);
+}
+
+/* A PULL of every variable (0..n-1, as one ps holding all of them gets
+ * it); answered with the values vals[]. */
+static void answer_pull(fake *f, peer *ps, int n, tensor *const *vals) {
+  fk_frame *fr = NF_EXPECT(f, ps, WIRE_PULL);
+  wire_rd rd;
+  wire_rd_init(&rd, fr->p, fr->h.len);
+  CHECK_INT_EQ(wire_rd_u32(&rd), n);
+  for (int i = 0; i < n; i++) CHECK_INT_EQ(wire_rd_u32(&rd), i);
+  CHECK_OK(wire_rd_done(&rd, WIRE_PULL));
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u32(&w, (uint32_t)n);
+  for (int i = 0; i < n; i++) {
+    wire_wr_u32(&w, (uint32_t)i);
+    wire_wr_tensor(&w, vals[i]);
+  }
+  nf_send_wr(ps, &w, WIRE_PULL_REPLY, fr->h.req);
+  nf_frame_free(fr);
+}
+
+/* A PUSH of every variable, whose gradients must be want[] bit for bit;
+ * returns its request id (the PUSH_OK is the caller's to send). */
+static uint32_t read_push(fake *f, peer *ps, int n, tensor *const *want) {
+  fk_frame *fr = NF_EXPECT(f, ps, WIRE_PUSH);
+  uint32_t req = fr->h.req;
+  wire_rd rd;
+  wire_rd_init(&rd, fr->p, fr->h.len);
+  CHECK_INT_EQ(wire_rd_u32(&rd), n);
+  for (int i = 0; i < n; i++) {
+    CHECK_INT_EQ(wire_rd_u32(&rd), i);
+    tensor *g = wire_rd_tensor(&rd);
+    CHECK(g != NULL && nf_same_bits(g, want[i]));
+    tensor_free(g);
+  }
+  CHECK_OK(wire_rd_done(&rd, WIRE_PUSH));
+  nf_frame_free(fr);
+  return req;
+}
+
+static void send_push_ok(peer *ps, uint64_t step, uint32_t req) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u64(&w, step);
+  nf_send_wr(ps, &w, WIRE_PUSH_OK, req);
+}
+
+/* The gradients worker 0 must push for its next batch at parameters vals:
+ * the in-process step on the same batch, into grads[] (new tensors). */
+static void expected_grads(nn_module *m, nn_loss *loss, const nn_param_list *pl, data_iter *it,
+                           tensor *const *vals, tensor **grads) {
+  for (int i = 0; i < pl->n; i++) CHECK_OK(tensor_copy(pl->items[i].value, vals[i]));
+  const tensor *x, *y;
+  CHECK(data_iter_next(it, &x, &y) == 1);
+  nn_zero_grad(m);
+  float l;
+  int64_t correct;
+  CHECK_OK(train_step(m, loss, x, y, &l, &correct));
+  for (int i = 0; i < pl->n; i++) grads[i] = tensor_clone(pl->items[i].grad);
+}
+
+static bool has_result(const peer *ctl) {
+  for (const fk_frame *fr = ctl->head; fr; fr = fr->next)
+    if (fr->h.type == WIRE_RESULT) return true;
+  return false;
+}
+
+TEST(node_worker_pulls_behind_its_push) {
+  fake f;
+  nf_fake_start(&f);
+  dataset *train = toy_data(12, 5);
+  pid_t pid = nf_spawn_node(&f, ROLE_WORKER, 0, 100, 10000);
+  reg regs[1];
+  nf_register_all(&f, regs, 1);
+  peer *ctl = regs[0].ctl;
+  send_spec_ps0(ctl, f.port);
+  nf_accept_n(&f, 2);
+  peer *ps = f.accepted[1];
+
+  rng_t r;
+  rng_seed(&r, SEED);
+  nn_module *m = nn_from_spec(SPEC, &r);
+  nn_loss *loss = nn_cross_entropy();
+  nn_param_list pl = {0};
+  CHECK(m && loss);
+  CHECK_OK(nn_collect_params(m, &pl));
+  CHECK_INT_EQ(pl.n, 4);
+  send_setup_placed(ctl, &pl, train, 4, 2, ONE_PS, NONE_PS);
+  nf_frame_free(NF_EXPECT(&f, ctl, WIRE_SETUP_OK));
+  for (uint32_t t = 1; t <= 3; t++) send_task(ctl, t, 10 + t);
+
+  /* Two sets of values the "ps" serves: v1 for task 1, v2 for task 2. */
+  tensor *v1[4], *v2[4], *g1[4], *g2[4];
+  for (int i = 0; i < 4; i++) {
+    const tensor *t = pl.items[i].value;
+    v1[i] = nf_filled(t->ndim, t->shape, -0.5f, 0.03f);
+    v2[i] = nf_filled(t->ndim, t->shape, 0.4f, -0.02f);
+  }
+  data_iter it;
+  CHECK_OK(data_iter_init(&it, train, 4, true, SEED)); /* worker 0's batches */
+  expected_grads(m, loss, &pl, &it, v1, g1);
+  expected_grads(m, loss, &pl, &it, v2, g2);
+
+  answer_pull(&f, ps, 4, v1);
+  uint32_t push1 = read_push(&f, ps, 4, g1);
+  /* Task 1's PUSH_OK is held back, yet task 2 pulls right behind the push
+   * (the ps would apply the push first), and task 1 is not reported. */
+  fk_frame *pull2 = NF_EXPECT(&f, ps, WIRE_PULL);
+  CHECK(pull2->h.req != push1);
+  nf_pump_for(&f, 100);
+  CHECK(!has_result(ctl));
+  CHECK(ps->head == NULL); /* task 3 waits: one job pulls or computes at a time */
+  /* Replies in order on the connection: the PUSH_OK, then the pull. */
+  send_push_ok(ps, 1, push1);
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u32(&w, 4);
+  for (int i = 0; i < 4; i++) {
+    wire_wr_u32(&w, (uint32_t)i);
+    wire_wr_tensor(&w, v2[i]);
+  }
+  nf_send_wr(ps, &w, WIRE_PULL_REPLY, pull2->h.req);
+  nf_frame_free(pull2);
+  result res;
+  read_result(&f, ctl, &res);
+  if (res.status != 0) harness_fail(__FILE__, __LINE__, "task failed: %s", res.msg);
+  CHECK_INT_EQ(res.task, 1);
+  CHECK_INT_EQ(res.examples, 4);
+
+  /* Task 2 computed on the values its own pull returned; task 3 pulls
+   * behind its push. Then the ps goes away with both waiting on it: both
+   * fail, reported in order. */
+  read_push(&f, ps, 4, g2);
+  fk_frame *pull3 = NF_EXPECT(&f, ps, WIRE_PULL);
+  nf_frame_free(pull3);
+  CHECK(!has_result(ctl));
+  conn_close(ps->c, "test: the ps goes away");
+  for (uint32_t t = 2; t <= 3; t++) {
+    read_result(&f, ctl, &res);
+    CHECK_INT_EQ(res.task, t);
+    CHECK(res.status < 0);
+    CHECK_STR_CONTAINS(res.msg, "ps:0");
+  }
+
+  nf_send_shutdown(ctl);
+  CHECK_INT_EQ(nf_reap(&f, pid, WAIT_MS), 0);
+  nf_fake_stop(&f, NULL, 0);
+  for (int i = 0; i < 4; i++) {
+    tensor_free(v1[i]);
+    tensor_free(v2[i]);
+    tensor_free(g1[i]);
+    tensor_free(g2[i]);
+  }
+  data_iter_free(&it);
+  nn_param_list_free(&pl);
+  nn_loss_unref(loss);
+  nn_unref(m);
   data_free(train);
 }
