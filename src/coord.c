@@ -22,7 +22,8 @@
 /* ============================== small helpers ============================ */
 
 const char *coord_state_name(coord_node_state s) {
-  static const char *const names[] = {"starting", "ready", "busy", "lost", "done", "failed"};
+  static const char *const names[] = {"starting", "ready", "busy",      "lost",
+                                      "done",     "failed", "restarting"};
   return (unsigned)s < sizeof names / sizeof *names ? names[s] : "?";
 }
 
@@ -36,6 +37,7 @@ void coord_opts_default(coord_opts *o) {
   o->heartbeat_ms = 500;
   o->heartbeat_timeout_ms = 5000;
   o->split_threshold = 65536;
+  o->max_restarts = 3;
 }
 
 const char *coord_node_name(const coord_node *n, char *buf, size_t len) {
@@ -61,22 +63,58 @@ void coord_fail(coord *c, const char *fmt, ...) {
   if (!c->failure[0]) snprintf(c->failure, sizeof c->failure, "%s", msg);
 }
 
-/* "worker:1 lost: <why>" plus the last lines of its log, as a failure. */
+#define RESTART_BACKOFF 0.2 /* seconds before the first restart of a node */
+#define RESTART_BACKOFF_MAX 5.0
+
+/* Workers and the chief hold nothing that training cannot rebuild (their
+ * shard comes again with SETUP; the variables live on the ps nodes). */
+static bool recoverable(const coord *c, const coord_node *n) {
+  return !c->shutting_down && (n->role == ROLE_WORKER || n->role == ROLE_CHIEF) &&
+         n->restarts < c->opts.max_restarts;
+}
+
+/* "worker:1 lost: <why>": a recoverable node is queued for a restart (its
+ * work goes back to the queue); any other loss is a failure of the run,
+ * with the last lines of the node's log. Either way a process still
+ * running (silent) is killed: it must not come back on its own. */
 static void node_lost(coord *c, int i, const char *why) {
   coord_node *n = &c->nodes[i];
-  if (n->state == NODE_LOST || n->state == NODE_DONE || n->state == NODE_FAILED) return;
+  if (n->state == NODE_LOST || n->state == NODE_DONE || n->state == NODE_FAILED ||
+      (n->state == NODE_RESTARTING && !n->relaunched))
+    return;
   char name[32], tail[1200];
   coord_node_name(n, name, sizeof name);
-  n->state = NODE_LOST;
-  c->failures++;
-  rundir_tail(n->log, 8, tail, sizeof tail);
-  coord_fail(c, "%s lost: %s%s%s", name, why, tail[0] ? "; last lines of its log:\n" : "",
-             tail);
   rundir_event(&c->rd, "node lost %s: %s", name, why);
+  if (c->ctl[i]) { /* a silent node: its connection is no longer its */
+    conn *cn = c->ctl[i];
+    c->ctl[i] = NULL;
+    conn_close(cn, "node lost");
+  }
+  if (recoverable(c, n)) {
+    double delay = RESTART_BACKOFF * (double)(1u << (n->restarts < 8 ? n->restarts : 8));
+    n->state = NODE_RESTARTING;
+    n->relaunched = false;
+    n->restart_at = progress_now() + (delay < RESTART_BACKOFF_MAX ? delay : RESTART_BACKOFF_MAX);
+    n->inflight = 0;
+    log_warn("%s lost: %s; restarting it in %.1f s", name, why, n->restart_at - progress_now());
+    coord_fit_node_lost(c, i);
+  } else {
+    char extra[96] = "";
+    if (!c->shutting_down && (n->role == ROLE_WORKER || n->role == ROLE_CHIEF))
+      snprintf(extra, sizeof extra, " (restarts exhausted: %d of %d)", n->restarts,
+               c->opts.max_restarts);
+    n->state = NODE_LOST;
+    c->failures++;
+    rundir_tail(n->log, 8, tail, sizeof tail);
+    coord_fail(c, "%s lost: %s%s%s%s", name, why, extra,
+               tail[0] ? "; last lines of its log:\n" : "", tail);
+  }
   if (!n->exited && c->launch) c->launch->ops->signal(c->launch, n, SIGKILL);
 }
 
 /* ============================== control connections ===================== */
+
+static void send_spec(coord *c, int to);
 
 typedef struct peer {
   coord *c;
@@ -150,6 +188,11 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   else if (c->ctl[i])
     snprintf(msg, sizeof msg, "duplicate %s: already registered by pid %d", name,
              (int)c->nodes[i].pid);
+  /* Besides the first start, only the process the coordinator started
+   * again after a loss may register. */
+  bool again = i >= 0 && c->nodes[i].state == NODE_RESTARTING && c->nodes[i].relaunched;
+  if (!msg[0] && c->nodes[i].state != NODE_STARTING && !again)
+    snprintf(msg, sizeof msg, "%s is %s", name, coord_state_name(c->nodes[i].state));
   if (msg[0]) {
     log_warn("refused REGISTER from %s (pid %d): %s", conn_peer(cn), (int)pid, msg);
     rundir_event(&c->rd, "refused %s (pid %d): %s", name, (int)pid, msg);
@@ -166,11 +209,18 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   n->memory = memory;
   n->state = NODE_READY;
   n->last_seen = progress_now();
-  c->registered++;
+  n->closed_at = 0;
+  n->relaunched = false;
+  if (!n->joined) c->registered++; /* a node lost before it registered comes here once */
+  n->joined = true;
   send_registered(cn, "");
   log_info("%s registered from %s (pid %d)", name, conn_peer(cn), (int)pid);
   rundir_event(&c->rd, "node up %s pid %d host %s%s%.0d", name, (int)pid, host,
                port ? " port " : "", port);
+  if (again && c->spec_sent) {
+    send_spec(c, i);
+    coord_fit_node_back(c, i);
+  }
 }
 
 static void on_heartbeat(coord_node *n, const uint8_t *pl, uint32_t len) {
@@ -193,6 +243,8 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     conn_close(cn, "frame before REGISTER");
     return;
   }
+  /* A node declared lost is no longer heard: its work went elsewhere. */
+  if (c->ctl[p->node] != cn) return;
   coord_node *n = &c->nodes[p->node];
   n->last_seen = progress_now();
   switch (h->type) {
@@ -289,6 +341,8 @@ static void check_silence(coord *c, double now) {
   }
 }
 
+static void check_restarts(coord *c, double now);
+
 /* Runs every TICK_MS while the cluster lives: heartbeats out, silence in.
  * It also keeps uv_run(UV_RUN_ONCE) returning often enough for the pump to
  * notice Ctrl-C. */
@@ -305,7 +359,10 @@ static void on_tick(uv_timer_t *t) {
     send_heartbeats(c);
     c->last_heartbeat = now;
   }
-  if (!c->shutting_down) check_silence(c, now);
+  if (!c->shutting_down) {
+    check_silence(c, now);
+    check_restarts(c, now);
+  }
 }
 
 /* ============================== launching ================================ */
@@ -336,28 +393,75 @@ static void on_exit_cb(launcher *l, void *task_ud, int64_t status, int sig) {
   }
 }
 
-static int launch_all(coord *c) {
+static int launch_node(coord *c, int i) {
   char secret[1200];
   rundir_file(&c->rd, "secret", secret, sizeof secret);
+  coord_node *n = &c->nodes[i];
+  launch_task t = {
+      .role = n->role, .index = n->index, .coord = c->addr, .run_dir = c->rd.path,
+      .secret_file = secret, .bind_host = c->opts.bind_host, .cpus = c->opts.cpus,
+      .heartbeat_ms = c->opts.heartbeat_ms,
+      /* Nodes tolerate a long silence from us (Lua may be busy between
+       * pumps); a dead coordinator closes their sockets at once anyway. */
+      .timeout_ms = c->opts.heartbeat_timeout_ms > 60000 ? c->opts.heartbeat_timeout_ms : 60000,
+  };
+  char name[32];
+  coord_node_name(n, name, sizeof name);
+  snprintf(n->log, sizeof n->log, "%s/logs/%s-%d.log", c->rd.path, wire_role_name(n->role),
+           n->index);
+  int rc = c->launch->ops->start(c->launch, &t, n, &n->pid);
+  if (rc < 0) return drv_error(rc, "launching %s: %s", name, drv_errmsg());
+  return 0;
+}
+
+static int launch_all(coord *c) {
   for (int i = 0; i < c->nnodes; i++) {
-    coord_node *n = &c->nodes[i];
-    launch_task t = {
-        .role = n->role, .index = n->index, .coord = c->addr, .run_dir = c->rd.path,
-        .secret_file = secret, .bind_host = c->opts.bind_host, .cpus = c->opts.cpus,
-        .heartbeat_ms = c->opts.heartbeat_ms,
-        /* Nodes tolerate a long silence from us (Lua may be busy between
-         * pumps); a dead coordinator closes their sockets at once anyway. */
-        .timeout_ms = c->opts.heartbeat_timeout_ms > 60000 ? c->opts.heartbeat_timeout_ms : 60000,
-    };
+    int rc = launch_node(c, i);
+    if (rc < 0) return rc;
     char name[32];
-    coord_node_name(n, name, sizeof name);
-    snprintf(n->log, sizeof n->log, "%s/logs/%s-%d.log", c->rd.path, wire_role_name(n->role),
-             n->index);
-    int rc = c->launch->ops->start(c->launch, &t, n, &n->pid);
-    if (rc < 0) return drv_error(rc, "launching %s: %s", name, drv_errmsg());
-    rundir_event(&c->rd, "node start %s pid %d", name, (int)n->pid);
+    rundir_event(&c->rd, "node start %s pid %d",
+                 coord_node_name(&c->nodes[i], name, sizeof name), (int)c->nodes[i].pid);
   }
   return 0;
+}
+
+/* Starts lost nodes again once their back-off is over and the old
+ * process is gone (the launcher knows a task by its node). */
+static void check_restarts(coord *c, double now) {
+  for (int i = 0; i < c->nnodes; i++) {
+    coord_node *n = &c->nodes[i];
+    if (n->state != NODE_RESTARTING) continue;
+    char name[32];
+    coord_node_name(n, name, sizeof name);
+    if (n->relaunched) {
+      if (now - n->restart_at > c->opts.reservation_timeout) {
+        char why[96];
+        snprintf(why, sizeof why, "did not register within %g s of its restart",
+                 c->opts.reservation_timeout);
+        node_lost(c, i, why);
+      }
+      continue;
+    }
+    if (!n->exited || now < n->restart_at) continue;
+    n->restarts++;
+    n->exited = false;
+    n->exit_status = 0;
+    n->term_signal = 0;
+    n->closed_at = 0;
+    n->relaunched = true;
+    n->restart_at = now;
+    if (launch_node(c, i) < 0) {
+      n->exited = true;
+      n->state = NODE_LOST;
+      c->failures++;
+      coord_fail(c, "%s lost and not restarted: %s", name, drv_errmsg());
+      continue;
+    }
+    rundir_event(&c->rd, "node restart %s (%d of %d) pid %d", name, n->restarts,
+                 c->opts.max_restarts, (int)n->pid);
+    log_info("%s restarted (%d of %d), pid %d", name, n->restarts, c->opts.max_restarts,
+             (int)n->pid);
+  }
 }
 
 static int make_nodes(coord *c) {
@@ -418,20 +522,24 @@ static int reservation_error(coord *c) {
   return drv_error(DRV_ETIMEDOUT, "%s", msg);
 }
 
-static void send_spec(coord *c) {
-  for (int i = 0; i < c->nnodes; i++) {
-    wire_wr w;
-    wire_wr_init(&w);
-    wire_wr_u32(&w, (uint32_t)c->nnodes);
-    for (int k = 0; k < c->nnodes; k++) {
-      const coord_node *n = &c->nodes[k];
-      wire_wr_u8(&w, (uint8_t)n->role);
-      wire_wr_u32(&w, (uint32_t)n->index);
-      wire_wr_str(&w, n->host);
-      wire_wr_u16(&w, (uint16_t)n->port);
-    }
-    coord_send(c, i, &w, WIRE_SPEC, 0);
+/* SPEC to node `to`: every node's role, index, host and ps port. */
+static void send_spec(coord *c, int to) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u32(&w, (uint32_t)c->nnodes);
+  for (int k = 0; k < c->nnodes; k++) {
+    const coord_node *n = &c->nodes[k];
+    wire_wr_u8(&w, (uint8_t)n->role);
+    wire_wr_u32(&w, (uint32_t)n->index);
+    wire_wr_str(&w, n->host);
+    wire_wr_u16(&w, (uint16_t)n->port);
   }
+  coord_send(c, to, &w, WIRE_SPEC, 0);
+}
+
+static void send_spec_all(coord *c) {
+  for (int i = 0; i < c->nnodes; i++) send_spec(c, i);
+  c->spec_sent = true;
   rundir_event(&c->rd, "cluster ready: %d nodes", c->nnodes);
 }
 
@@ -495,6 +603,9 @@ static int check_opts(const coord_opts *o) {
     if (o->count[r] < 0 || o->count[r] > 1024)
       return drv_error(DRV_EINVAL, "cluster: %s = %d is out of range (0..1024)",
                        wire_role_name(r), o->count[r]);
+  if (o->max_restarts < 0 || o->max_restarts > 1000)
+    return drv_error(DRV_EINVAL, "cluster: max_restarts = %d is out of range (0..1000)",
+                     o->max_restarts);
   if (o->reservation_timeout <= 0 || o->heartbeat_ms == 0 ||
       o->heartbeat_timeout_ms <= o->heartbeat_ms)
     return drv_error(DRV_EINVAL, "cluster: timeouts must be positive, and the heartbeat "
@@ -515,7 +626,7 @@ int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
   rc = coord_pump(c, all_registered, NULL, o->reservation_timeout, true);
   if (rc == DRV_ETIMEDOUT) rc = reservation_error(c);
   if (rc < 0) goto fail;
-  send_spec(c);
+  send_spec_all(c);
   *out = c;
   return 0;
 fail: {

@@ -8,10 +8,17 @@
  * timers and child processes keep moving while a script "blocks"; they
  * return DRV_EINTERRUPTED when drv_interrupted() is set (Ctrl-C).
  *
- * Failure model (this issue): a node that exits or stays silent past the
- * heartbeat timeout is marked lost; the event is logged to events.log and
- * any training in progress fails with an error that names the node and
- * quotes the last lines of its log. Recovery comes later.
+ * Failure model: a node that exits or stays silent past the heartbeat
+ * timeout is marked lost and the event is logged to events.log. A lost
+ * worker or chief is recovered: a silent one is killed, its in-flight
+ * train steps go back to the front of the queue (at-least-once), and the
+ * launcher starts it again with its role and index after a back-off
+ * (0.2 s, doubled per restart of that node, at most 5 s), up to
+ * max_restarts times per node; once it registers again, a fit in progress
+ * sets it up again (its data shard) and sends it work. Recovered losses
+ * are not failures of the run. A lost ps or evaluator, or a node out of
+ * restarts, fails any training in progress with an error that names the
+ * node and quotes the last lines of its log.
  */
 #ifndef DROVER_COORD_H
 #define DROVER_COORD_H
@@ -33,7 +40,9 @@ typedef enum coord_node_state {
   NODE_BUSY,     /* running tasks */
   NODE_LOST,     /* exited or silent while it was needed */
   NODE_DONE,     /* exited cleanly after SHUTDOWN */
-  NODE_FAILED    /* exited with an error status or was killed at shutdown */
+  NODE_FAILED,   /* exited with an error status or was killed at shutdown */
+  NODE_RESTARTING /* lost and recoverable: waiting to be started again and
+                     to register */
 } coord_node_state;
 
 const char *coord_state_name(coord_node_state s); /* "starting", ... */
@@ -54,6 +63,10 @@ typedef struct coord_node {
   double examples_per_sec; /* over the last fit so far */
   int inflight;           /* tasks sent, not answered */
   double closed_at;       /* its connection closed unexpectedly (0: no) */
+  int restarts;           /* times it was started again after a loss */
+  double restart_at;      /* RESTARTING: when to start it again */
+  bool relaunched;        /* RESTARTING: started again, not registered yet */
+  bool joined;            /* registered at least once */
   bool exited;
   int64_t exit_status;
   int term_signal;
@@ -73,6 +86,7 @@ typedef struct coord_opts {
                                     elements are split across ps nodes
                                     along their first dimension (65536) */
   int cpus;                      /* per node; 0 = leave alone */
+  int max_restarts;              /* per worker or chief (3); 0 = none */
 } coord_opts;
 
 void coord_opts_default(coord_opts *o);

@@ -24,6 +24,8 @@
 #define INFLIGHT_PER_WORKER 2 /* a queued task hides the RESULT -> TASK round trip */
 #define PS_CONNECT_TIMEOUT 10.0
 #define MAX_SHARDS 1024
+#define TASK_QUEUED (-1) /* task owner: not sent yet, or back in the queue */
+#define TASK_DONE (-2)
 
 typedef struct shard {
   int ps;
@@ -51,14 +53,24 @@ struct coord_fit_state {
   fvar *vars;
   int nvars;
   bool placed;
-  int pending; /* replies outstanding: VAR_INIT_OK, PULL_REPLY, SETUP_OK */
+  int pending; /* ps replies outstanding: VAR_INIT_OK, PULL_REPLY */
   /* the fit in progress (cfg NULL when none) */
   const train_cfg *cfg;
   int *trainers; /* node indices of chief and workers, shard order */
   int64_t *examples0; /* each trainer's example count when this fit began */
   int ntrainers;
   int evaluator; /* node index or -1 */
-  int64_t total, sent, done, per_epoch, examples;
+  const coord_fit_args *args; /* while a fit sets up or runs */
+  bool *setup_ok;  /* per node: SETUP_OK came for this fit */
+  /* Train-step tasks 1..total: owner[id] is the node running it, or
+   * TASK_QUEUED / TASK_DONE, so a step retried after a loss counts once.
+   * Steps of a lost node wait in `retry` (a ring) ahead of new ones. */
+  int32_t *owner;
+  uint64_t id_base; /* task k of this fit goes out as id_base + k: ids
+                       stay unique across fits, so a late RESULT of an
+                       earlier (interrupted) fit is told apart */
+  int64_t *retry, retry_head, retry_len;
+  int64_t total, next, done, per_epoch, examples;
   int64_t epoch_seen, epoch_correct, epoch_no;
   double epoch_loss;
   bool epoch_has_acc;
@@ -365,31 +377,88 @@ static int send_setup(coord *c, int node, const coord_fit_args *a, const char *s
   write_var_table(&w, c->fit);
   wire_wr_tensor(&w, d->x);
   wire_wr_tensor(&w, d->y);
-  c->fit->pending++;
+  c->fit->setup_ok[node] = false;
   coord_send(c, node, &w, WIRE_SETUP, 0);
   return 0;
 }
 
+static int model_spec(const coord_fit_args *a, char *spec, size_t n) {
+  int len = nn_spec(a->model, spec, n);
+  if (len < 0) return len;
+  if ((size_t)len >= n || len >= WIRE_MAX_STR)
+    return drv_error(DRV_EINVAL, "cluster: the model's description (%d characters) is longer than "
+                                 "the protocol's %d", len, WIRE_MAX_STR - 1);
+  return 0;
+}
+
+/* SETUP for trainer t (shard t of the training data). */
+static int setup_trainer(coord *c, int t, const char *spec) {
+  coord_fit_state *f = c->fit;
+  const coord_fit_args *a = f->args;
+  dataset *part;
+  int rc = data_shard(a->train, t, f->ntrainers, &part);
+  if (rc < 0)
+    return drv_error(rc, "cluster: shard %d of %d of the training data: %s", t, f->ntrainers,
+                     drv_errmsg());
+  send_setup(c, f->trainers[t], a, spec, part);
+  data_free(part);
+  return 0;
+}
+
+static bool all_set_up(coord *c, void *arg) {
+  (void)arg;
+  coord_fit_state *f = c->fit;
+  for (int t = 0; t < f->ntrainers; t++)
+    if (!f->setup_ok[f->trainers[t]]) return false;
+  return f->evaluator < 0 || !f->args->cfg->eval || f->setup_ok[f->evaluator];
+}
+
+/* A node restarting now gets its SETUP when it registers again
+ * (coord_fit_node_back); the wait covers it too. */
 static int setup_nodes(coord *c, const coord_fit_args *a) {
   coord_fit_state *f = c->fit;
   char spec[8192];
-  int len = nn_spec(a->model, spec, sizeof spec);
-  if (len < 0) return len;
-  if ((size_t)len >= sizeof spec || len >= WIRE_MAX_STR)
-    return drv_error(DRV_EINVAL, "cluster: the model's description (%d characters) is longer than "
-                                 "the protocol's %d", len, WIRE_MAX_STR - 1);
-  for (int t = 0; t < f->ntrainers; t++) {
-    dataset *part;
-    int rc = data_shard(a->train, t, f->ntrainers, &part);
-    if (rc < 0)
-      return drv_error(rc, "cluster: shard %d of %d of the training data: %s", t, f->ntrainers,
-                       drv_errmsg());
-    send_setup(c, f->trainers[t], a, spec, part);
-    data_free(part);
-  }
+  int rc = model_spec(a, spec, sizeof spec);
+  for (int t = 0; t < f->ntrainers && rc == 0; t++) rc = setup_trainer(c, t, spec);
+  if (rc < 0) return rc;
   if (f->evaluator >= 0 && a->cfg->eval) send_setup(c, f->evaluator, a, spec, a->cfg->eval);
-  int rc = coord_pump(c, nothing_pending, NULL, 0, true);
-  return rc;
+  return coord_pump(c, all_set_up, NULL, 0, true);
+}
+
+static int trainer_of(const coord_fit_state *f, int node) {
+  for (int t = 0; t < f->ntrainers; t++)
+    if (f->trainers[t] == node) return t;
+  return -1;
+}
+
+void coord_fit_node_back(coord *c, int node) {
+  coord_fit_state *f = c->fit;
+  if (!f || !f->args) return;
+  int t = trainer_of(f, node);
+  char spec[8192];
+  if (t < 0) return; /* only trainers come back */
+  if (model_spec(f->args, spec, sizeof spec) < 0 || setup_trainer(c, t, spec) < 0) {
+    char name[32];
+    fail_fit(f, "%s: %s", coord_node_name(&c->nodes[node], name, sizeof name), drv_errmsg());
+  }
+}
+
+void coord_fit_node_lost(coord *c, int node) {
+  coord_fit_state *f = c->fit;
+  if (!f) return;
+  if (f->setup_ok) f->setup_ok[node] = false;
+  if (!f->owner || !f->cfg) return;
+  int64_t n = 0;
+  for (int64_t id = 1; id <= f->next; id++) {
+    if (f->owner[id] != node) continue;
+    f->owner[id] = TASK_QUEUED;
+    f->retry[(f->retry_head + f->retry_len++) % f->total] = id;
+    n++;
+  }
+  char name[32];
+  if (n)
+    rundir_event(&c->rd, "retry %lld train step%s of %s", (long long)n, n == 1 ? "" : "s",
+                 coord_node_name(&c->nodes[node], name, sizeof name));
 }
 
 /* ============================== task results ============================== */
@@ -409,7 +478,7 @@ static int on_result(coord_fit_state *f, int node, const uint8_t *pl, uint32_t l
   wire_rd r;
   char msg[1024];
   wire_rd_init(&r, pl, len);
-  wire_rd_u64(&r);
+  uint64_t id = wire_rd_u64(&r);
   int32_t status = wire_rd_i32(&r);
   double loss = wire_rd_f64(&r);
   int64_t correct = wire_rd_i64(&r);
@@ -417,14 +486,28 @@ static int on_result(coord_fit_state *f, int node, const uint8_t *pl, uint32_t l
   wire_rd_str(&r, msg, sizeof msg);
   int rc = wire_rd_done(&r, WIRE_RESULT);
   if (rc < 0) return rc;
+  if (id <= f->id_base || id - f->id_base > (uint64_t)f->total) {
+    log_info("RESULT for task %llu of an earlier fit; ignored", (unsigned long long)id);
+    return 0;
+  }
+  id -= f->id_base;
+  if (id > (uint64_t)f->next)
+    return drv_error(DRV_EPROTO, "RESULT for task %llu, which was never sent",
+                     (unsigned long long)(id + f->id_base));
   coord_node *n = &f->c->nodes[node];
   char name[32];
   coord_node_name(n, name, sizeof name);
-  if (n->inflight > 0) n->inflight--;
+  int32_t owner = f->owner[id];
+  if (owner >= 0 && f->c->nodes[owner].inflight > 0) f->c->nodes[owner].inflight--;
+  if (owner == TASK_DONE) {
+    log_info("%s: task %llu had already completed; ignored", name, (unsigned long long)id);
+    return 0;
+  }
   if (status != 0) {
     fail_fit(f, "%s: train step failed: %s", name, msg);
     return 0;
   }
+  f->owner[id] = TASK_DONE;
   n->steps++;
   n->examples += (int64_t)examples;
   f->done++;
@@ -500,7 +583,7 @@ int coord_fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl)
   if (!f) return drv_error(DRV_EPROTO, "%s outside a fit", wire_type_name(h->type));
   switch (h->type) {
   case WIRE_SETUP_OK:
-    f->pending--;
+    if (f->setup_ok) f->setup_ok[node] = true;
     return 0;
   case WIRE_RESULT:
     return f->cfg ? on_result(f, node, pl, h->len) : 0;
@@ -513,18 +596,35 @@ int coord_fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl)
 
 /* ============================== the fit loop ============================== */
 
+/* The next task to send: a retried one first, else a new one; 0: none. */
+static int64_t next_task(coord_fit_state *f) {
+  while (f->retry_len > 0) {
+    int64_t id = f->retry[f->retry_head];
+    f->retry_head = (f->retry_head + 1) % f->total;
+    f->retry_len--;
+    if (f->owner[id] == TASK_QUEUED) return id; /* else it completed after all */
+  }
+  return f->next < f->total ? ++f->next : 0;
+}
+
 static void dispatch(coord_fit_state *f) {
-  for (int t = 0; t < f->ntrainers && f->sent < f->total; t++) {
-    coord_node *n = &f->c->nodes[f->trainers[t]];
-    while (n->inflight < INFLIGHT_PER_WORKER && f->sent < f->total) {
+  coord *c = f->c;
+  for (int t = 0; t < f->ntrainers; t++) {
+    int i = f->trainers[t];
+    coord_node *n = &c->nodes[i];
+    if (!c->ctl[i] || !f->setup_ok[i] || (n->state != NODE_READY && n->state != NODE_BUSY))
+      continue;
+    int64_t id;
+    while (n->inflight < INFLIGHT_PER_WORKER && (id = next_task(f)) > 0) {
       wire_wr w;
       wire_wr_init(&w);
-      wire_wr_u64(&w, (uint64_t)++f->sent);
+      wire_wr_u64(&w, f->id_base + (uint64_t)id);
       wire_wr_u8(&w, WIRE_TASK_TRAIN_STEP);
       wire_wr_u64(&w, 0);
+      f->owner[id] = i;
       n->inflight++;
       n->state = NODE_BUSY;
-      coord_send(f->c, f->trainers[t], &w, WIRE_TASK, 0);
+      coord_send(c, i, &w, WIRE_TASK, 0);
     }
   }
 }
@@ -619,7 +719,18 @@ static int plan(coord *c, const coord_fit_args *a) {
   f->per_epoch = (a->train->n + cfg->batch - 1) / cfg->batch;
   f->total = cfg->epochs * f->per_epoch;
   if (cfg->max_steps > 0 && cfg->max_steps < f->total) f->total = cfg->max_steps;
-  f->sent = f->done = f->examples = 0;
+  free(f->owner);
+  free(f->retry);
+  free(f->setup_ok);
+  f->id_base += (uint64_t)f->next; /* past every id the previous fit sent */
+  for (int t = 0; t < f->ntrainers; t++) c->nodes[f->trainers[t]].inflight = 0;
+  f->owner = calloc((size_t)f->total + 1, sizeof *f->owner);
+  f->retry = malloc((size_t)f->total * sizeof *f->retry);
+  f->setup_ok = calloc((size_t)c->nnodes, sizeof *f->setup_ok);
+  if (!f->owner || !f->retry || !f->setup_ok) return drv_error(DRV_ENOMEM, "out of memory");
+  for (int64_t id = 0; id <= f->total; id++) f->owner[id] = TASK_QUEUED;
+  f->retry_head = f->retry_len = 0;
+  f->next = f->done = f->examples = 0;
   f->epoch_no = 0;
   f->evals_out = 0;
   f->last_eval_step = -1;
@@ -645,6 +756,7 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
   f->metrics = NULL;
   events_run_flush(f->events);
   f->cfg = NULL;
+  f->args = NULL;
   rundir_event(&c->rd, "fit %s: %lld steps", rc == 0 ? "done" : "failed", (long long)f->done);
   return rc;
 }
@@ -662,10 +774,13 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   coord_fit_state *f = fit_state(c);
   if (!f) return drv_error(DRV_ENOMEM, "out of memory");
   int rc;
+  f->args = a;
   if ((rc = plan(c, a)) < 0 || (rc = connect_ps(c)) < 0 || (rc = place(f, a->model)) < 0 ||
       (rc = init_vars(f, a->optim)) < 0 || (rc = coord_pump(c, nothing_pending, NULL, 0, true)) < 0 ||
-      (rc = setup_nodes(c, a)) < 0)
+      (rc = setup_nodes(c, a)) < 0) {
+    f->args = NULL;
     return rc;
+  }
   char path[1200];
   f->metrics = fopen(rundir_file(&c->rd, "metrics.jsonl", path, sizeof path), "a");
   if (!f->events) f->events = events_run_open(c->rd.path, "coordinator");
@@ -696,6 +811,9 @@ void coord_fit_free(coord *c) {
   free_vars(f);
   free(f->trainers);
   free(f->examples0);
+  free(f->owner);
+  free(f->retry);
+  free(f->setup_ok);
   if (f->metrics) fclose(f->metrics);
   events_run_close(f->events);
   free(f->ps);

@@ -32,6 +32,7 @@ struct coord {
   double last_tick, last_heartbeat;
   uint64_t hb_seq;
   bool shutting_down, shut_down;
+  bool spec_sent; /* the reservation is over; SPEC went to everyone */
   int failures;
   char failure[4096];
   coord_fit_state *fit; /* placement and ps connections, kept across fits */
@@ -52,6 +53,12 @@ int coord_pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double ti
  * connections (RESULT, EVAL_RESULT, SETUP_OK); negative for a frame that
  * has no business there. */
 int coord_fit_frame(coord *c, int node, const wire_header *h, const uint8_t *payload);
+/* Node `node` (a worker or chief) was lost and will be restarted: its
+ * in-flight train steps go back to the front of the queue. */
+void coord_fit_node_lost(coord *c, int node);
+/* Node `node` registered again after a restart: a fit in progress (or
+ * setting up) sends it SETUP again before any work. */
+void coord_fit_node_back(coord *c, int node);
 /* Closes the coordinator's connections to the ps nodes. */
 void coord_fit_close(coord *c);
 void coord_fit_free(coord *c);

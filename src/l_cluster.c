@@ -43,7 +43,7 @@ static coord *live(lua_State *L, lcluster *lc) {
 
 static const char *const cluster_keys[] = {
     "launcher", "ps", "worker", "chief", "evaluator", "reservation_timeout", "heartbeat",
-    "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", NULL};
+    "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", "max_restarts", NULL};
 
 static const char *opt_string(lua_State *L, const char *key, const char *def) {
   lua_getfield(L, 1, key);
@@ -71,6 +71,7 @@ static int l_cluster(lua_State *L) {
   o.heartbeat_timeout_ms = (uint32_t)(ldrv_opt_number(L, 1, "heartbeat_timeout", 5, "cluster") * 1000);
   o.split_threshold = ldrv_opt_integer(L, 1, "split_threshold", o.split_threshold, "cluster");
   o.cpus = (int)ldrv_opt_integer(L, 1, "cpus", 0, "cluster");
+  o.max_restarts = (int)ldrv_opt_integer(L, 1, "max_restarts", o.max_restarts, "cluster");
   uv_loop_t *loop = drover_lua_loop(L);
 
   lcluster *lc = lua_newuserdatauv(L, sizeof *lc, 0);
@@ -267,6 +268,7 @@ static int l_nodes(lua_State *L) {
     set_int(L, "memory", (int64_t)nd->memory);
     set_int(L, "rss", (int64_t)nd->rss);
     set_int(L, "steps", nd->steps);
+    set_int(L, "restarts", nd->restarts);
     if (nd->role == ROLE_WORKER || nd->role == ROLE_CHIEF)
       set_num(L, "examples_per_sec", nd->examples_per_sec);
     lua_pushstring(L, nd->log);

@@ -35,6 +35,10 @@ end
 
 local function alive(pid) return sh("kill -0 " .. pid .. " 2>/dev/null") == 0 end
 
+local function node(c, role, index)
+  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
+end
+
 test("cluster-01 1 ps + 2 workers + evaluator learns digits", function()
   drover.seed(1)
   local exp = experiment()
@@ -174,8 +178,8 @@ test("cluster-05 a wrong secret is refused; a duplicate task is refused", functi
   c:shutdown()
 end)
 
-test("cluster-06 a killed worker fails the run, named with its log", function()
-  local c = drover.cluster { ps = 1, worker = 2, runs = RUNS, name = "c06" }
+test("cluster-06 without restarts a killed worker fails the run, named with its log", function()
+  local c = drover.cluster { ps = 1, worker = 2, max_restarts = 0, runs = RUNS, name = "c06" }
   local victim
   for _, n in ipairs(c:nodes()) do if n.role == "worker" and n.index == 1 then victim = n end end
   os.execute("kill -9 " .. victim.pid)
@@ -186,7 +190,7 @@ end)
 
 test("cluster-07 a silent worker (SIGSTOP) is detected and named", function()
   local c = drover.cluster { ps = 1, worker = 2, heartbeat = 0.2, heartbeat_timeout = 1.5,
-                             runs = RUNS, name = "c07" }
+                             max_restarts = 0, runs = RUNS, name = "c07" }
   local victim
   for _, n in ipairs(c:nodes()) do if n.role == "worker" and n.index == 0 then victim = n end end
   os.execute("kill -STOP " .. victim.pid)
@@ -252,4 +256,115 @@ test("cluster-08 a chief writes TensorBoard summaries", function()
   for _, tag in ipairs { "train/loss", "train/examples_per_sec", "eval/loss", "eval/accuracy" } do
     assert(s:find(tag, 1, true), "coordinator tag " .. tag)
   end
+end)
+
+
+test("cluster-09 SIGKILL of a worker in the middle of fit: the run finishes", function()
+  drover.seed(1)
+  local c <close> = drover.cluster { ps = 1, worker = 2, runs = RUNS, name = "c09" }
+  local victim = node(c, "worker", 1)
+  local killed_at, back_steps
+  local exp = experiment {
+    train = { data = train_std, batch = 32, epochs = 20 }, eval = { data = test_std, every = 200 },
+    progress = function(p)
+      if killed_at then return end
+      if p.step < 100 then return end
+      killed_at = p.step
+      os.execute("kill -9 " .. victim.pid)
+      -- Wait here (the loop keeps running) until it is back and set up
+      -- again, so that the rest of the fit uses it.
+      for _ = 1, 100 do
+        local n = node(c, "worker", 1)
+        if n.pid ~= victim.pid and n.state == "ready" then back_steps = n.steps break end
+        drover.sleep(0.1)
+      end
+      assert(back_steps, "worker:1 came back within 10 s")
+    end,
+  }
+  local r = c:fit(exp)
+  assert(killed_at, "the worker was killed during the fit")
+  assert(node(c, "worker", 1).steps > back_steps, "the restarted worker trained in the same fit")
+  eq(r.steps, 20 * math.ceil(#train_std / 32), "every planned step completed, once")
+  assert(r.eval_accuracy >= 0.9, "eval accuracy " .. tostring(r.eval_accuracy))
+  local back = node(c, "worker", 1)
+  eq(back.state, "ready", "worker:1 is back")
+  eq(back.restarts, 1, "worker:1 restarts")
+  assert(back.pid ~= victim.pid and alive(back.pid), "a new worker:1 process")
+  assert(not alive(victim.pid), "the old one is gone")
+  local steps = 0
+  for _, n in ipairs(c:nodes()) do steps = steps + n.steps end
+  eq(steps, r.steps, "steps counted per node")
+  -- A second fit uses the restarted worker from the start.
+  local before = back.steps
+  local r2 = c:fit(experiment { eval = nil, train = { data = train_std, batch = 64, epochs = 1 } })
+  eq(r2.steps, math.ceil(#train_std / 64), "second fit steps")
+  assert(node(c, "worker", 1).steps > before, "worker:1 trained in the second fit")
+  local dir = c.run_dir
+  c:shutdown { grace = 5 }
+  local events = read(dir .. "/events.log")
+  assert(events:find("node lost worker:1: killed by signal 9", 1, true), "events.log: the loss")
+  assert(events:find("node restart worker:1 (1 of 3)", 1, true), "events.log: the restart")
+  assert(events:find("shutdown complete: 0 node failures", 1, true), "a recovered loss is no failure")
+end)
+
+test("cluster-10 restarts are bounded", function()
+  drover.seed(1)
+  local c = drover.cluster { ps = 1, worker = 2, max_restarts = 1, runs = RUNS, name = "c10" }
+  local pids, kills = { node(c, "worker", 1).pid }, 0
+  local exp = experiment {
+    train = { data = train_std, batch = 32, epochs = 50 }, eval = nil,
+    progress = function(p)
+      local n = node(c, "worker", 1)
+      if kills == 0 and p.step >= 50 then
+        kills = 1
+        os.execute("kill -9 " .. pids[1])
+      elseif kills == 1 and n.state == "busy" and n.pid ~= pids[1] then
+        kills = 2
+        pids[2] = n.pid
+        os.execute("kill -9 " .. n.pid)
+      end
+    end,
+  }
+  local err = raises(function() c:fit(exp) end, "worker:1 lost")
+  eq(kills, 2, "killed twice")
+  assert(tostring(err):find("restarts exhausted: 1 of 1", 1, true),
+    "the message says the restarts ran out: " .. tostring(err))
+  eq(node(c, "worker", 1).state, "lost", "worker:1 state")
+  raises(function() c:shutdown() end, "1 node failure")
+  for _, pid in ipairs(pids) do assert(not alive(pid), "worker:1 pid " .. pid .. " is gone") end
+end)
+
+test("cluster-11 a silent worker (SIGSTOP) is killed and restarted; the run finishes", function()
+  drover.seed(1)
+  local c <close> = drover.cluster { ps = 1, worker = 2, heartbeat = 0.2, heartbeat_timeout = 1,
+                                     runs = RUNS, name = "c11" }
+  local victim = node(c, "worker", 0)
+  local stopped
+  local r = c:fit(experiment {
+    train = { data = train_std, batch = 32, epochs = 20 }, eval = nil,
+    progress = function(p)
+      if not stopped and p.step >= 50 then
+        stopped = true
+        os.execute("kill -STOP " .. victim.pid)
+      end
+    end,
+  })
+  eq(r.steps, 20 * math.ceil(#train_std / 32), "every planned step completed, once")
+  local steps = 0
+  for _, n in ipairs(c:nodes()) do steps = steps + n.steps end
+  eq(steps, r.steps, "steps counted per node")
+  for _ = 1, 100 do
+    if node(c, "worker", 0).state == "ready" then break end
+    drover.sleep(0.1)
+  end
+  local back = node(c, "worker", 0)
+  eq(back.state, "ready", "worker:0 is back")
+  eq(back.restarts, 1, "worker:0 restarts")
+  assert(back.pid ~= victim.pid, "a new process")
+  assert(not alive(victim.pid), "the stopped process was killed")
+  local dir = c.run_dir
+  c:shutdown { grace = 5 }
+  local events = read(dir .. "/events.log")
+  assert(events:find("node lost worker:0: silent for", 1, true), "events.log: silent")
+  assert(events:find("node restart worker:0 (1 of 3)", 1, true), "events.log: the restart")
 end)
