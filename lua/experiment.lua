@@ -69,7 +69,7 @@ local function set_of(list)
 end
 
 local top_fields = set_of { "name", "model", "loss", "optimizer", "train", "eval", "seed",
-  "verbose", "progress", "mode", "checkpoint" }
+  "verbose", "progress", "mode", "backup_workers", "checkpoint" }
 local train_fields = set_of { "data", "batch", "epochs", "shuffle", "max_steps" }
 local eval_fields = set_of { "data", "every", "batch" }
 local checkpoint_fields = set_of { "every", "keep" }
@@ -106,6 +106,9 @@ local function validate_cluster(cfg, e)
   if e.mode ~= "async" and e.mode ~= "sync" then
     fail('mode must be "async" or "sync" (got %s)', show(cfg.mode))
   end
+  -- Sync only: gradients a step may go without (checked against the
+  -- cluster's trainers when it fits).
+  e.backup_workers = int_field(cfg.backup_workers, "backup_workers", 0, 0)
   if cfg.checkpoint ~= nil then
     table_field(cfg.checkpoint, "checkpoint", "{ every = ..., keep = ... }", checkpoint_fields)
     e.checkpoint = {

@@ -111,13 +111,28 @@ typedef struct coord_fit_args {
   const dataset *train;
   const train_cfg *cfg; /* batch, epochs, shuffle, seed, max_steps, eval,
                            eval_every, progress output, on_progress */
+  bool sync;            /* sync training (see coord_fit) */
+  int backup_workers;   /* sync: k, 0 <= k < trainers */
 } coord_fit_args;
 
 /* Trains on the cluster (async: each ps applies every push on arrival).
  * Worker i of n trains on shard i of the training data. With an evaluator,
  * it evaluates every eval_every steps; the final evaluation runs here on
- * the pulled-back model. Fills *res like train_fit. */
+ * the pulled-back model. Fills *res like train_fit: res->steps counts the
+ * train steps the workers ran (one batch each), in both modes.
+ *
+ * Sync (a->sync): each ps applies one update per global step, with the
+ * average of the first n - k gradients computed on that step's values
+ * (n trainers, k = backup_workers); later ones are dropped. The fit runs
+ * ceil(W / (n - k)) global steps, W being the worker steps an async fit
+ * would run (epochs x batches, or max_steps), so both see about as many
+ * examples; workers get tasks until every ps has applied them, then the
+ * fit ends. coord_global_steps() tells how many were applied. */
 int coord_fit(coord *c, const coord_fit_args *a, train_result *res);
+
+/* Global steps (updates applied by every ps) of the last sync fit; 0 for
+ * an async one or before any fit. */
+int64_t coord_global_steps(const coord *c);
 
 /* Copies the current parameters from the ps nodes into `model` (whose
  * architecture must be the one last fitted). A no-op before any fit. */

@@ -8,6 +8,15 @@
  * applies pushes on arrival with the shard's own optimizer state. A
  * worker answers RESULT only once every ps acknowledged its push, so a
  * RESULT means "this step's update is applied".
+ *
+ * Sync (see coord_fit in coord.h and ps.c): VAR_INIT tells each ps the
+ * mode, the gradients per update (n - k) and the fit's global steps. The
+ * task stream is no longer a fixed count: trainers get tasks until every
+ * ps has applied the last global step, which the coordinator learns from
+ * a PULL of no variables with that min_version (the ps holds it until
+ * then). Past that step a ps holds nothing and ignores pushes, so steps
+ * still running end at once. A RESULT then means "this gradient was
+ * accepted or dropped", and res->steps counts them all.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -26,6 +35,7 @@
 #define MAX_SHARDS 1024
 #define TASK_QUEUED (-1) /* task owner: not sent yet, or back in the queue */
 #define TASK_DONE (-2)
+#define SYNC_PROBE_REQ 0xfffffff0u /* the PULL that waits for the last global step */
 
 typedef struct shard {
   int ps;
@@ -71,6 +81,12 @@ struct coord_fit_state {
                        earlier (interrupted) fit is told apart */
   int64_t *retry, retry_head, retry_len;
   int64_t total, next, done, per_epoch, examples;
+  /* sync: global steps to apply, gradients per step, ps that applied
+   * them all (replies to the probe) */
+  int64_t sync_target, sync_applied;
+  uint32_t replicas;
+  int sync_reached;
+  bool sync;
   int64_t epoch_seen, epoch_correct, epoch_no;
   double epoch_loss;
   bool epoch_has_acc;
@@ -106,9 +122,11 @@ static void copy_shard(coord_fit_state *f, int ps, uint32_t var, const int64_t *
   }
 }
 
-static int on_pull_reply(coord_fit_state *f, int ps, const uint8_t *pl, uint32_t len) {
+static int on_pull_reply(coord_fit_state *f, int ps, const uint8_t *pl, uint32_t len,
+                         uint64_t *version) {
   wire_rd r;
   wire_rd_init(&r, pl, len);
+  *version = wire_rd_u64(&r);
   uint32_t n = wire_rd_u32(&r);
   for (uint32_t i = 0; i < n && wire_rd_ok(&r); i++) {
     uint32_t var = wire_rd_u32(&r);
@@ -129,13 +147,23 @@ static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   case WIRE_VAR_INIT_OK:
     f->pending--;
     return;
-  case WIRE_PULL_REPLY:
-    if (on_pull_reply(f, l->ps, pl, h->len) < 0) {
+  case WIRE_PULL_REPLY: {
+    uint64_t version = 0;
+    if (on_pull_reply(f, l->ps, pl, h->len, &version) < 0) {
       fail_fit(f, "%s: %s", name, drv_errmsg());
       conn_close(cn, "bad PULL_REPLY");
     }
+    if (h->req == SYNC_PROBE_REQ) {
+      f->sync_reached++;
+      if (f->sync_applied == 0 || (int64_t)version < f->sync_applied)
+        f->sync_applied = (int64_t)version;
+      rundir_event(&f->c->rd, "sync: %s applied %llu global steps", name,
+                   (unsigned long long)version);
+      return;
+    }
     f->pending--;
     return;
+  }
   case WIRE_PUSH_OK:
     return;
   case WIRE_ERROR: {
@@ -297,6 +325,9 @@ static int init_vars(coord_fit_state *f, const optim_cfg *opt) {
       wire_wr_init(&w);
       wire_wr_u32(&w, (uint32_t)i);
       wire_wr_u64(&w, (uint64_t)v->sh[s].row0);
+      wire_wr_u8(&w, f->sync);
+      wire_wr_u32(&w, f->replicas);
+      wire_wr_u64(&w, (uint64_t)f->sync_target);
       wire_wr_optim(&w, opt);
       wire_wr_tensor(&w, part);
       tensor_free(part);
@@ -322,6 +353,7 @@ static int pull_all(coord *c) {
       wire_wr_free(&w);
       continue;
     }
+    wire_wr_u64(&w, 0); /* min_version: the values as they are */
     wire_wr_u32(&w, n);
     for (int i = 0; i < f->nvars; i++)
       for (int s = 0; s < f->vars[i].nshards; s++)
@@ -607,8 +639,29 @@ static int64_t next_task(coord_fit_state *f) {
   return f->next < f->total ? ++f->next : 0;
 }
 
+/* Sync: asks every ps to answer once it applied the last global step. */
+static int send_sync_probes(coord_fit_state *f) {
+  /* Probes of an interrupted earlier fit were answered by VAR_INIT (their
+   * replies came before its VAR_INIT_OK): count this fit's only. */
+  f->sync_reached = 0;
+  f->sync_applied = 0;
+  for (int k = 0; k < f->nps; k++) {
+    if (!f->ps[k]) return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_wr_u64(&w, (uint64_t)f->sync_target);
+    wire_wr_u32(&w, 0);
+    int rc = conn_send_wr(f->ps[k], &w, WIRE_PULL, SYNC_PROBE_REQ);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+static bool sync_over(const coord_fit_state *f) { return f->sync_reached >= f->nps; }
+
 static void dispatch(coord_fit_state *f) {
   coord *c = f->c;
+  if (f->sync && sync_over(f)) return;
   for (int t = 0; t < f->ntrainers; t++) {
     int i = f->trainers[t];
     coord_node *n = &c->nodes[i];
@@ -661,6 +714,7 @@ static bool fit_finished(coord *c, void *arg) {
   coord_fit_state *f = c->fit;
   for (int t = 0; t < f->ntrainers; t++)
     if (c->nodes[f->trainers[t]].inflight) return false;
+  if (f->sync) return sync_over(f) && f->evals_out == 0;
   return f->done >= f->total && f->evals_out == 0;
 }
 
@@ -719,6 +773,22 @@ static int plan(coord *c, const coord_fit_args *a) {
   f->per_epoch = (a->train->n + cfg->batch - 1) / cfg->batch;
   f->total = cfg->epochs * f->per_epoch;
   if (cfg->max_steps > 0 && cfg->max_steps < f->total) f->total = cfg->max_steps;
+  int64_t worker_steps = f->total;
+  f->sync = a->sync;
+  f->sync_target = f->sync_applied = 0;
+  f->sync_reached = 0;
+  f->replicas = 0;
+  if (a->sync) {
+    if (a->backup_workers < 0 || a->backup_workers >= f->ntrainers)
+      return drv_error(DRV_EINVAL, "cluster: backup_workers is %d but there %s %d trainer%s",
+                       a->backup_workers, f->ntrainers == 1 ? "is" : "are", f->ntrainers,
+                       f->ntrainers == 1 ? "" : "s");
+    f->replicas = (uint32_t)(f->ntrainers - a->backup_workers);
+    f->sync_target = (worker_steps + f->replicas - 1) / f->replicas;
+    /* Task ids: each trainer pushes at most once per global step (its
+     * pushed versions only grow), plus the tasks in flight at the end. */
+    f->total = f->ntrainers * (f->sync_target + 2 * INFLIGHT_PER_WORKER);
+  }
   free(f->owner);
   free(f->retry);
   free(f->setup_ok);
@@ -736,7 +806,7 @@ static int plan(coord *c, const coord_fit_args *a) {
   f->last_eval_step = -1;
   f->local_eval_due = 0;
   memset(&f->p, 0, sizeof f->p);
-  f->p.total_steps = f->total;
+  f->p.total_steps = f->sync ? f->sync_target * (int64_t)f->replicas : f->total;
   f->p.epochs = cfg->epochs;
   f->p.loss = f->p.accuracy = f->p.eval_loss = f->p.eval_accuracy = NAN;
   return 0;
@@ -777,7 +847,7 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   f->args = a;
   if ((rc = plan(c, a)) < 0 || (rc = connect_ps(c)) < 0 || (rc = place(f, a->model)) < 0 ||
       (rc = init_vars(f, a->optim)) < 0 || (rc = coord_pump(c, nothing_pending, NULL, 0, true)) < 0 ||
-      (rc = setup_nodes(c, a)) < 0) {
+      (rc = setup_nodes(c, a)) < 0 || (f->sync && (rc = send_sync_probes(f)) < 0)) {
     f->args = NULL;
     return rc;
   }
@@ -787,10 +857,19 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   f->cfg = cfg;
   progress_init(&f->out, cfg->progress, cfg->progress_tty);
   f->t0 = progress_now();
-  rundir_event(&c->rd, "fit: %lld steps on %d workers, %d variables over %d ps",
-               (long long)f->total, f->ntrainers, f->nvars, f->nps);
+  if (f->sync)
+    rundir_event(&c->rd, "fit: sync, %lld global steps of %u gradients on %d workers, "
+                 "%d variables over %d ps", (long long)f->sync_target, f->replicas, f->ntrainers,
+                 f->nvars, f->nps);
+  else
+    rundir_event(&c->rd, "fit: %lld steps on %d workers, %d variables over %d ps",
+                 (long long)f->total, f->ntrainers, f->nvars, f->nps);
   rc = fit_loop(c, a);
   return fit_finish(c, a, rc, res);
+}
+
+int64_t coord_global_steps(const coord *c) {
+  return c->fit && c->fit->sync ? c->fit->sync_applied : 0;
 }
 
 /* ============================== teardown ================================== */

@@ -159,6 +159,9 @@ static int l_fit(lua_State *L) {
       .train = ldata_check(L, 9),
       .cfg = &cfg,
   };
+  field(L, 2, "mode"), a.sync = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "sync") == 0;
+  lua_pop(L, 1);
+  field(L, 2, "backup_workers"), a.backup_workers = (int)lua_tointeger(L, -1), lua_pop(L, 1);
   train_result res;
   int rc = coord_fit(c, &a, &res);
   fflush(stdout);
@@ -168,6 +171,10 @@ static int l_fit(lua_State *L) {
   }
   if (rc < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
   ltrain_push_result(L, &res);
+  if (a.sync) {
+    lua_pushinteger(L, coord_global_steps(c));
+    lua_setfield(L, -2, "global_steps");
+  }
   return 1;
 }
 

@@ -1,6 +1,21 @@
 /* ps.c - the parameter server role: variable shards with their optimizer
  * state, served over the ps's data port (VAR_INIT, PULL, PUSH).
  *
+ * Async (the default): each PUSH is applied on arrival. Sync (VAR_INIT's
+ * mode 1, like SyncReplicasOptimizer): the ps has a version, the number of
+ * updates it applied this fit. A PUSH names the version its gradient was
+ * computed on: one for the current version is summed into each shard's
+ * accumulator, and the `replicas`-th of them applies ONE update with the
+ * average; one for an older version is late and dropped (counted, logged).
+ * A PULL with min_version above the version is held until that update, so
+ * a worker's pull right behind its push gets the values after the
+ * aggregation. Held replies may overtake later requests of the same
+ * connection (clients match replies by request id; a worker sends nothing
+ * while its pull is held). Once the version reaches the fit's target,
+ * nothing is held any more and further pushes are ignored, so workers
+ * still running steps at the end never wait for gradients that will not
+ * come.
+ *
  * Each shard keeps its values in a refcounted "blob" laid out as the whole
  * PULL_REPLY payload for that shard alone: count (1), var id, tensor header,
  * then the floats, 64-byte aligned for the optimizer kernels. A PULL of one
@@ -48,7 +63,18 @@ typedef struct shard {
   float *slots[OPTIM_MAX_SLOTS];
   int64_t updates;  /* this shard's update count: optim_update's t */
   ps_blob *val;
+  float *acc;       /* sync: the sum of this version's gradients (aligned) */
+  uint32_t acc_n;   /* gradients in it */
 } shard;
+
+/* A PULL waiting for the ps's version to reach min_version (sync). */
+typedef struct held_pull {
+  struct peer *pe;
+  uint32_t req;
+  uint64_t min_version;
+  uint8_t *payload; /* a copy of the request */
+  uint32_t len;
+} held_pull;
 
 /* A conn's ud is the server before authentication and its peer after;
  * both start with a tag so that on_close can tell which. */
@@ -78,6 +104,13 @@ struct ps_server {
   int nshards, capshards;
   peer_list peers; /* authenticated data connections */
   uint64_t pushes;
+  /* sync training (see the file comment) */
+  bool sync;
+  uint32_t replicas;
+  uint64_t target, version, dropped;
+  uint32_t agg;        /* gradients summed for this version */
+  held_pull *held;
+  int nheld, capheld;
   float *scratch;  /* aligned copy of one incoming gradient */
   size_t scratch_cap;
   bool stopping;
@@ -93,7 +126,7 @@ static void put_le(uint8_t *p, uint64_t v, int n) {
 static ps_blob *blob_new(uint32_t var, int ndim, const int64_t *shape, size_t n) {
   ps_blob *b = calloc(1, sizeof *b);
   if (!b) return NULL;
-  b->hdr = 4 + 4 + 1 + 8 * (size_t)ndim;
+  b->hdr = 8 + 4 + 4 + 1 + 8 * (size_t)ndim;
   size_t pre = round64(b->hdr);
   b->mem = aligned_alloc(64, pre + round64(n * sizeof(float) + 1));
   if (!b->mem) {
@@ -105,10 +138,11 @@ static ps_blob *blob_new(uint32_t var, int ndim, const int64_t *shape, size_t n)
   b->len = b->hdr + n * sizeof(float);
   b->refs = 1;
   uint8_t *p = b->payload;
-  put_le(p, 1, 4);
-  put_le(p + 4, var, 4);
-  p[8] = (uint8_t)ndim;
-  for (int d = 0; d < ndim; d++) put_le(p + 9 + 8 * d, (uint64_t)shape[d], 8);
+  put_le(p, 0, 8); /* version: set when served */
+  put_le(p + 8, 1, 4);
+  put_le(p + 12, var, 4);
+  p[16] = (uint8_t)ndim;
+  for (int d = 0; d < ndim; d++) put_le(p + 17 + 8 * d, (uint64_t)shape[d], 8);
   return b;
 }
 
@@ -119,8 +153,21 @@ static void blob_unref(void *arg) {
   free(b);
 }
 
+/* Makes s's blob private before it changes: a zero-copy reply may still
+ * be reading the current one (copy-on-write, see the file comment). */
+static int blob_own(shard *s) {
+  if (s->val->refs == 1) return 0;
+  ps_blob *nb = blob_new(s->var, s->ndim, s->shape, s->n);
+  if (!nb) return drv_error(DRV_ENOMEM, "out of memory for var %u", s->var);
+  memcpy(nb->data, s->val->data, s->n * sizeof(float));
+  blob_unref(s->val);
+  s->val = nb;
+  return 0;
+}
+
 static void shard_clear(shard *s) {
   blob_unref(s->val);
+  free(s->acc);
   for (int k = 0; k < OPTIM_MAX_SLOTS; k++) free(s->slots[k]);
   memset(s, 0, sizeof *s);
 }
@@ -196,6 +243,23 @@ static void reply_empty(conn *c, uint8_t type, uint32_t req) {
 
 /* ============================== VAR_INIT ================================= */
 
+static void serve_held(ps_server *ps);
+
+/* A new fit: its mode, version 0, no gradient summed. */
+static void sync_reset(ps_server *ps, bool sync, uint32_t replicas, uint64_t target) {
+  ps->target = 0; /* PULLs held from an earlier fit wait no more */
+  serve_held(ps);
+  if (sync && (!ps->sync || ps->replicas != replicas || ps->target != target))
+    log_info("sync training: %u gradients per update, %llu updates", replicas,
+             (unsigned long long)target);
+  ps->sync = sync;
+  ps->replicas = replicas;
+  ps->target = target;
+  ps->version = ps->dropped = 0;
+  ps->agg = 0;
+  for (int i = 0; i < ps->nshards; i++) ps->shards[i].acc_n = 0;
+}
+
 static int store_shard(ps_server *ps, const shard *s) {
   int i = shard_find(ps, s->var);
   if (i >= 0) {
@@ -223,6 +287,11 @@ static int on_var_init(ps_server *ps, conn *c, const wire_header *h, const uint8
   shard s = {0};
   s.var = wire_rd_u32(&r);
   s.row0 = wire_rd_u64(&r);
+  uint8_t mode = wire_rd_u8(&r);
+  uint32_t replicas = wire_rd_u32(&r);
+  uint64_t target = wire_rd_u64(&r);
+  if (wire_rd_ok(&r) && mode == 1 && replicas == 0)
+    return drv_error(DRV_EINVAL, "VAR_INIT: sync training with 0 replicas");
   if (wire_rd_optim(&r, &s.cfg) < 0) return wire_rd_done(&r, h->type);
   const uint8_t *data;
   wire_rd_tensor_view(&r, &s.ndim, s.shape, &data);
@@ -244,6 +313,7 @@ static int on_var_init(ps_server *ps, conn *c, const wire_header *h, const uint8
     shard_clear(&s);
     return rc;
   }
+  sync_reset(ps, mode == 1, replicas, target);
   char shp[96];
   log_info("var %u: %s from row %llu, %s", s.var, shape_str(s.ndim, s.shape, shp, sizeof shp),
            (unsigned long long)s.row0, optim_kind_name(s.cfg.kind));
@@ -253,12 +323,15 @@ static int on_var_init(ps_server *ps, conn *c, const wire_header *h, const uint8
 
 /* ============================== PULL ===================================== */
 
-static int on_pull(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
+/* Reads a PULL's variables into a new array of shard indices. */
+static int pull_parse(ps_server *ps, const uint8_t *pl, uint32_t len, uint64_t *min_version,
+                      int **out, uint32_t *nout) {
   wire_rd r;
-  wire_rd_init(&r, pl, h->len);
+  wire_rd_init(&r, pl, len);
+  *min_version = wire_rd_u64(&r);
   uint32_t count = wire_rd_u32(&r);
-  if (wire_rd_ok(&r) && (size_t)count > (h->len - 4) / 4)
-    return drv_error(DRV_EPARSE, "PULL: %u variables in %u bytes", count, h->len);
+  if (wire_rd_ok(&r) && (size_t)count > (len - 12) / 4)
+    return drv_error(DRV_EPARSE, "PULL: %u variables in %u bytes", count, len);
   int *idx = malloc(((size_t)count + 1) * sizeof *idx);
   if (!idx) return drv_error(DRV_ENOMEM, "out of memory");
   for (uint32_t k = 0; k < count && wire_rd_ok(&r); k++) {
@@ -270,30 +343,118 @@ static int on_pull(ps_server *ps, conn *c, const wire_header *h, const uint8_t *
     }
     idx[k] = i;
   }
-  int rc = wire_rd_done(&r, h->type);
+  int rc = wire_rd_done(&r, WIRE_PULL);
   if (rc < 0) {
     free(idx);
     return rc;
   }
+  *out = idx;
+  *nout = count;
+  return 0;
+}
+
+/* Sends the PULL_REPLY for the shards idx[0..count) (consumed). */
+static int pull_reply(ps_server *ps, conn *c, uint32_t req, int *idx, uint32_t count) {
   if (count == 1) {
     /* Zero-copy: the conn borrows the blob until the write is done; the
-     * reference taken here keeps it (see the file comment for PUSH). */
-    ps_blob *b = ps->shards[idx[0]].val;
+     * reference taken here keeps it (see the file comment for PUSH). The
+     * version in its header is rewritten only in a blob no reply reads. */
+    shard *s = &ps->shards[idx[0]];
     free(idx);
+    ps_blob *b = s->val;
+    uint64_t have = 0;
+    for (int i = 0; i < 8; i++) have |= (uint64_t)b->payload[i] << (8 * i);
+    if (have != ps->version) {
+      int rc = blob_own(s);
+      if (rc < 0) return rc;
+      b = s->val;
+      put_le(b->payload, ps->version, 8);
+    }
     b->refs++;
-    return conn_send_ref(c, WIRE_PULL_REPLY, h->req, b->payload, b->len, blob_unref, b);
+    return conn_send_ref(c, WIRE_PULL_REPLY, req, b->payload, b->len, blob_unref, b);
   }
   /* Several shards in one frame: one copy each (the frame must be
    * contiguous), after which later pushes may update in place. */
   wire_wr w;
   wire_wr_init(&w);
+  wire_wr_u64(&w, ps->version);
   wire_wr_u32(&w, count);
   for (uint32_t k = 0; k < count; k++) {
     const ps_blob *b = ps->shards[idx[k]].val;
-    wire_wr_raw(&w, b->payload + 4, b->len - 4); /* var id, tensor header, floats */
+    wire_wr_raw(&w, b->payload + 12, b->len - 12); /* var id, tensor header, floats */
   }
   free(idx);
-  return conn_send_wr(c, &w, WIRE_PULL_REPLY, h->req);
+  return conn_send_wr(c, &w, WIRE_PULL_REPLY, req);
+}
+
+/* Whether a PULL for min_version must wait (sync, before the target). */
+static bool must_hold(const ps_server *ps, uint64_t min_version) {
+  return ps->sync && !ps->stopping && min_version > ps->version && ps->version < ps->target;
+}
+
+static int hold(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl,
+                uint64_t min_version) {
+  if (ps->nheld == ps->capheld) {
+    int cap = ps->capheld ? 2 * ps->capheld : 8;
+    held_pull *nh = realloc(ps->held, (size_t)cap * sizeof *nh);
+    if (!nh) return drv_error(DRV_ENOMEM, "out of memory");
+    ps->held = nh;
+    ps->capheld = cap;
+  }
+  uint8_t *copy = malloc(h->len + 1);
+  if (!copy) return drv_error(DRV_ENOMEM, "out of memory");
+  memcpy(copy, pl, h->len);
+  ps->held[ps->nheld++] = (held_pull){pe, h->req, min_version, copy, h->len};
+  return 0;
+}
+
+static void reject(peer *pe, conn *c, int code, const char *msg);
+
+/* Answers the held PULLs that need wait no more, in arrival order. */
+static void serve_held(ps_server *ps) {
+  int keep = 0;
+  for (int k = 0; k < ps->nheld; k++) {
+    held_pull hp = ps->held[k];
+    if (must_hold(ps, hp.min_version) && !hp.pe->doomed) {
+      ps->held[keep++] = hp;
+      continue;
+    }
+    uint64_t mv;
+    int *idx;
+    uint32_t count;
+    int rc = 0;
+    if (!hp.pe->doomed) {
+      rc = pull_parse(ps, hp.payload, hp.len, &mv, &idx, &count);
+      if (rc == 0) rc = pull_reply(ps, hp.pe->c, hp.req, idx, count);
+      if (rc < 0) reject(hp.pe, hp.pe->c, rc, drv_errmsg());
+    }
+    free(hp.payload);
+  }
+  ps->nheld = keep;
+}
+
+/* Forgets the held PULLs of a connection that closed. */
+static void drop_held(ps_server *ps, const peer *pe) {
+  int keep = 0;
+  for (int k = 0; k < ps->nheld; k++)
+    if (ps->held[k].pe == pe)
+      free(ps->held[k].payload);
+    else
+      ps->held[keep++] = ps->held[k];
+  ps->nheld = keep;
+}
+
+static int on_pull(ps_server *ps, peer *pe, conn *c, const wire_header *h, const uint8_t *pl) {
+  uint64_t min_version;
+  int *idx;
+  uint32_t count;
+  int rc = pull_parse(ps, pl, h->len, &min_version, &idx, &count);
+  if (rc < 0) return rc;
+  if (must_hold(ps, min_version)) {
+    free(idx);
+    return hold(ps, pe, h, pl, min_version);
+  }
+  return pull_reply(ps, c, h->req, idx, count);
 }
 
 /* ============================== PUSH ===================================== */
@@ -306,12 +467,13 @@ typedef struct push_item {
 /* Reads and checks every gradient of a PUSH before applying any, so that a
  * bad request changes nothing. */
 static int push_parse(ps_server *ps, const wire_header *h, const uint8_t *pl, push_item **out,
-                      uint32_t *nout) {
+                      uint32_t *nout, uint64_t *version) {
   wire_rd r;
   wire_rd_init(&r, pl, h->len);
+  *version = wire_rd_u64(&r);
   uint32_t count = wire_rd_u32(&r);
   /* Every entry takes at least a var id and a 1-D tensor header. */
-  if (wire_rd_ok(&r) && (size_t)count > (h->len - 4) / (4 + 1 + 8))
+  if (wire_rd_ok(&r) && (size_t)count > (h->len - 12) / (4 + 1 + 8))
     return drv_error(DRV_EPARSE, "PUSH: %u variables in %u bytes", count, h->len);
   push_item *it = calloc((size_t)count + 1, sizeof *it);
   if (!it) return drv_error(DRV_ENOMEM, "out of memory");
@@ -369,29 +531,95 @@ static int apply(ps_server *ps, shard *s, const uint8_t *grad) {
   /* The frame's floats are not aligned (their offset depends on the header
    * sizes before them): copy them where the kernels may load them. */
   memcpy(ps->scratch, grad, s->n * sizeof(float));
-  if (s->val->refs > 1) { /* a zero-copy reply still reads it */
-    ps_blob *nb = blob_new(s->var, s->ndim, s->shape, s->n);
-    if (!nb) return drv_error(DRV_ENOMEM, "out of memory for var %u", s->var);
-    memcpy(nb->data, s->val->data, s->n * sizeof(float));
-    blob_unref(s->val);
-    s->val = nb;
-  }
+  if ((rc = blob_own(s)) < 0) return rc;
   optim_update(&s->cfg, s->val->data, ps->scratch, s->slots, s->n, ++s->updates);
   return 0;
+}
+
+/* Sync: adds one gradient to s's sum for this version (the first one is
+ * copied, so one replica's update is bit for bit an async one). */
+static int accumulate(shard *s, const uint8_t *grad) {
+  if (!s->acc && !(s->acc = aligned_alloc(64, round64(s->n * sizeof(float) + 1))))
+    return drv_error(DRV_ENOMEM, "out of memory for var %u's gradient sum", s->var);
+  if (s->acc_n++ == 0) {
+    memcpy(s->acc, grad, s->n * sizeof(float));
+    return 0;
+  }
+  for (size_t i = 0; i < s->n; i++) {
+    float g;
+    memcpy(&g, grad + 4 * i, sizeof g);
+    s->acc[i] += g;
+  }
+  return 0;
+}
+
+/* Sync: ONE update per shard with the average of its summed gradients;
+ * then the version moves on and the PULLs waiting for it are answered. */
+static int apply_sync(ps_server *ps) {
+  for (int i = 0; i < ps->nshards; i++) {
+    shard *s = &ps->shards[i];
+    if (s->acc_n == 0) continue;
+    if (s->acc_n > 1) {
+      float scale = 1.0f / (float)s->acc_n;
+      for (size_t k = 0; k < s->n; k++) s->acc[k] *= scale;
+    }
+    int rc = blob_own(s);
+    if (rc < 0) return rc;
+    optim_update(&s->cfg, s->val->data, s->acc, s->slots, s->n, ++s->updates);
+    s->acc_n = 0;
+  }
+  ps->agg = 0;
+  if (++ps->version == ps->target)
+    log_info("sync training: %llu updates applied, dropped %llu late gradients",
+             (unsigned long long)ps->version, (unsigned long long)ps->dropped);
+  serve_held(ps);
+  return 0;
+}
+
+/* Sync: what a PUSH computed on `version` does; *applied says whether it
+ * counts (0: late or past the target). */
+static int push_sync(ps_server *ps, const push_item *it, uint32_t n, uint64_t version,
+                     bool *applied) {
+  *applied = false;
+  if (ps->version >= ps->target) return 0; /* the fit's updates are done */
+  if (version > ps->version)
+    return drv_error(DRV_EINVAL, "PUSH: gradient for version %llu but the ps is at version %llu",
+                     (unsigned long long)version, (unsigned long long)ps->version);
+  if (version < ps->version) {
+    ps->dropped++;
+    log_info("dropped a late gradient for version %llu (now %llu): %llu late gradients dropped",
+             (unsigned long long)version, (unsigned long long)ps->version,
+             (unsigned long long)ps->dropped);
+    return 0;
+  }
+  for (uint32_t k = 0; k < n; k++) {
+    int rc = accumulate(it[k].s, it[k].grad);
+    if (rc < 0) return rc;
+  }
+  *applied = true;
+  return ++ps->agg >= ps->replicas ? apply_sync(ps) : 0;
 }
 
 static int on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
   push_item *it = NULL;
   uint32_t n = 0;
-  int rc = push_parse(ps, h, pl, &it, &n);
+  uint64_t version;
+  int rc = push_parse(ps, h, pl, &it, &n, &version);
   if (rc < 0) return rc;
-  for (uint32_t k = 0; k < n && rc == 0; k++) rc = apply(ps, it[k].s, it[k].grad);
+  bool applied = true;
+  if (ps->sync) {
+    rc = push_sync(ps, it, n, version, &applied);
+  } else {
+    for (uint32_t k = 0; k < n && rc == 0; k++) rc = apply(ps, it[k].s, it[k].grad);
+    if (rc == 0) ps->version++;
+  }
   free(it);
   if (rc < 0) return rc;
-  ps->pushes++;
+  if (applied) ps->pushes++;
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u64(&w, ps->pushes);
+  wire_wr_u64(&w, ps->sync ? ps->version : ps->pushes);
+  wire_wr_u8(&w, applied);
   return conn_send_wr(c, &w, WIRE_PUSH_OK, h->req);
 }
 
@@ -413,6 +641,8 @@ static void free_shards(ps_server *ps) {
   free(ps->scratch);
   ps->scratch = NULL;
   ps->scratch_cap = 0;
+  for (int k = 0; k < ps->nheld; k++) free(ps->held[k].payload);
+  ps->nheld = 0;
 }
 
 static void data_ready(conn *c) {
@@ -451,7 +681,7 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   if (pe->doomed) return;
   switch (h->type) {
   case WIRE_VAR_INIT: rc = on_var_init(ps, c, h, pl); break;
-  case WIRE_PULL: rc = on_pull(ps, c, h, pl); break;
+  case WIRE_PULL: rc = on_pull(ps, pe, c, h, pl); break;
   case WIRE_PUSH: rc = on_push(ps, c, h, pl); break;
   case WIRE_HEARTBEAT: return; /* harmless keep-alive from a client */
   default:
@@ -470,6 +700,7 @@ static void data_close(conn *c, int err, const char *why) {
   peer *pe = conn_ud(c);
   if (err && !pe->ps->stopping) log_warn("data connection %s closed: %s", conn_peer(c), why);
   peers_remove(&pe->ps->peers, pe);
+  drop_held(pe->ps, pe);
   free(pe);
 }
 
@@ -512,6 +743,7 @@ void ps_free(ps_server *ps) {
   free_shards(ps);
   if (ps->server) conn_server_close(ps->server);
   free(ps->peers.items);
+  free(ps->held);
   free(ps);
 }
 

@@ -4,7 +4,9 @@
  * A ps holds one shard per variable id (a run places at most one shard of
  * a variable on each ps). Each shard owns its values, its optimizer config
  * and slots, and its update count; PUSH applies the gradient on arrival
- * (async training) with optim_update. Frames arrive on the ps's own
+ * (async training) with optim_update, or, in sync training (VAR_INIT's
+ * mode), adds it to the sum of its version's gradients, applied as one
+ * update once `replicas` of them arrived (see ps.c). Frames arrive on the ps's own
  * listening socket (server_kind 1), one connection per worker, evaluator or
  * coordinator. A bad request (unknown variable, wrong shape, malformed
  * payload, a frame type a ps does not serve) is answered with ERROR and
@@ -35,7 +37,7 @@ void ps_stop(ps_server *ps);
  * connection of the ps left). NULL is fine. */
 void ps_free(ps_server *ps);
 
-/* PUSH frames applied so far (what PUSH_OK reports). */
+/* PUSH frames applied (async) or summed into an update (sync) so far. */
 uint64_t ps_updates(const ps_server *ps);
 
 #endif

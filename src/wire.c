@@ -54,7 +54,7 @@
 #define LIMITS_HEARTBEAT 24, 24, false
 #define LIMITS_SHUTDOWN 4, 4, false
 #define LIMITS_ERROR 4 + 4, 4 + STR_MAX, false
-#define LIMITS_VAR_INIT 4 + 8 + OPTIM_SIZE + TENSOR_MIN, FRAME_MAX, false
+#define LIMITS_VAR_INIT 4 + 8 + 1 + 4 + 8 + OPTIM_SIZE + TENSOR_MIN, FRAME_MAX, false
 #define LIMITS_VAR_INIT_OK 0, 0, false
 #define LIMITS_SETUP 4 + 4 + 8 + 8 + 4 + 2 * TENSOR_MIN, FRAME_MAX, false
 #define LIMITS_SETUP_OK 0, 0, false
@@ -62,10 +62,10 @@
 #define LIMITS_RESULT 40, 36 + STR_MAX, false
 #define LIMITS_EVAL 8, 8, false
 #define LIMITS_EVAL_RESULT 40, 36 + STR_MAX, false
-#define LIMITS_PULL 4, 4 + 4 * PULL_MAX_VARS, false
-#define LIMITS_PULL_REPLY 4, FRAME_MAX, false
-#define LIMITS_PUSH 4, FRAME_MAX, false
-#define LIMITS_PUSH_OK 8, 8, false
+#define LIMITS_PULL 8 + 4, 8 + 4 + 4 * PULL_MAX_VARS, false
+#define LIMITS_PULL_REPLY 8 + 4, FRAME_MAX, false
+#define LIMITS_PUSH 8 + 4, FRAME_MAX, false
+#define LIMITS_PUSH_OK 9, 9, false
 
 /* Indexed by type number, so that a lookup is one load; unknown types are
  * the rows left zero (name NULL). */
@@ -698,6 +698,9 @@ static void rd_layout(wire_rd *r, uint8_t type) {
     optim_cfg c;
     wire_rd_u32(r);
     wire_rd_u64(r);
+    rd_flag(r, "VAR_INIT mode");
+    wire_rd_u32(r); /* replicas */
+    wire_rd_u64(r); /* target */
     wire_rd_optim(r, &c);
     rd_skip_tensor(r);
     break;
@@ -719,15 +722,25 @@ static void rd_layout(wire_rd *r, uint8_t type) {
     rd_take(r, 36, type == WIRE_RESULT ? "result" : "eval result");
     rd_skip_str(r);
     break;
-  case WIRE_EVAL:
-  case WIRE_PUSH_OK: wire_rd_u64(r); break;
+  case WIRE_EVAL: wire_rd_u64(r); break;
+  case WIRE_PUSH_OK:
+    wire_rd_u64(r);
+    rd_flag(r, "PUSH_OK applied");
+    break;
   case WIRE_PULL: {
+    wire_rd_u64(r); /* min_version */
     uint32_t n = rd_count(r, 4, "PULL variable");
     rd_take(r, (size_t)n * 4, "variable numbers");
     break;
   }
-  case WIRE_PULL_REPLY: rd_var_tensors(r, "PULL_REPLY variable"); break;
-  case WIRE_PUSH: rd_var_tensors(r, "PUSH variable"); break;
+  case WIRE_PULL_REPLY:
+    wire_rd_u64(r); /* version */
+    rd_var_tensors(r, "PULL_REPLY variable");
+    break;
+  case WIRE_PUSH:
+    wire_rd_u64(r); /* version */
+    rd_var_tensors(r, "PUSH variable");
+    break;
   }
 }
 

@@ -65,11 +65,16 @@
  *  SHUTDOWN   C -> N   grace_ms u32: finish the running task, then exit 0
  *  ERROR      any      code i32, message str (the sender then closes)
  * Training setup (coordinator -> nodes, once per fit):
- *  VAR_INIT   C -> P   var u32, row0 u64 (first row of this shard), optim
+ *  VAR_INIT   C -> P   var u32, row0 u64 (first row of this shard), mode u8
+ *                      (0 async, 1 sync), replicas u32 (sync: gradients
+ *                      averaged per update, n - backup workers), target u64
+ *                      (sync: updates of the fit; past it pulls are never
+ *                      held and pushes are ignored), optim
  *                      cfg (WIRE optim layout: kind u8, lr, momentum,
  *                      dampening, weight_decay, beta1, beta2, eps, alpha,
  *                      lr_decay, initial_accumulator as f64, nesterov u8),
- *                      value tensor; reply VAR_INIT_OK (req echoed)
+ *                      value tensor; reply VAR_INIT_OK (req echoed). It
+ *                      resets the ps's version to 0.
  *  SETUP      C -> W,E model str (nn spec, see nn_spec), loss str, batch u64,
  *                      seed u64, count u32 vars, then per var: name str,
  *                      ndim u8 + dims u64, shards u32, per shard: ps u32
@@ -85,11 +90,19 @@
  *  EVAL_RESULT E -> C  step u64, status i32, loss f64, accuracy f64, examples
  *                      u64, message str
  * Parameters (worker/evaluator/coordinator -> ps):
- *  PULL       -> P     count u32, var u32 each
- *  PULL_REPLY P ->     count u32, per var: var u32, tensor (the shard)
- *  PUSH       -> P     count u32, per var: var u32, tensor (gradient of the
- *                      shard, same shape); applied on arrival (async)
- *  PUSH_OK    P ->     step u64 (updates applied to this ps so far)
+ *  PULL       -> P     min_version u64, count u32, var u32 each. Sync: the
+ *                      reply waits until the ps's version is >= min_version
+ *                      (0: any; async ps never wait)
+ *  PULL_REPLY P ->     version u64 (the ps's updates so far: pushes applied
+ *                      in async, aggregated updates in sync), count u32,
+ *                      per var: var u32, tensor (the shard)
+ *  PUSH       -> P     version u64 (of the values the gradient was computed
+ *                      on), count u32, per var: var u32, tensor (gradient of
+ *                      the shard, same shape). Async: applied on arrival;
+ *                      sync: summed into the update of that version, or
+ *                      dropped when that version is already applied (late)
+ *  PUSH_OK    P ->     step u64 (the ps's version after this push), applied
+ *                      u8 (0: dropped as late or past the target)
  */
 #define WIRE_TYPE_MAP(XX)       \
   XX(1, HELLO)                  \

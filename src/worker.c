@@ -25,6 +25,13 @@
  * must answer the oldest. SETUP starts only once no job is started (it
  * swaps the state they use).
  *
+ * Sync training (wire.h, ps.c): each PUSH carries the version its values
+ * were pulled at, and the pull behind it asks for a later version, which
+ * a sync ps holds until its aggregated update is applied; a gradient the
+ * ps drops as late is logged and counted, and the next pull simply gets
+ * the newest values. Async ps ignore both, so the worker does not need to
+ * know the mode.
+ *
  * Replies go to the coordinator in the jobs' order: a job that is over
  * waits for the earlier ones (settle). A failure at any phase ends the job
  * with a negative status in its reply; losing a ps fails every job waiting
@@ -32,6 +39,7 @@
  */
 #include "worker.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -174,6 +182,7 @@ static void work_cb(uv_work_t *req) {
       nn_zero_grad(st->model);
       j->examples = x->shape[0];
       rc = train_step(st->model, st->loss, x, y, &j->loss, &j->correct);
+      if (j->w->slow_ms) uv_sleep(j->w->slow_ms); /* DROVER_FAULT=slow:... */
     } else if (rc == 0) {
       rc = drv_error(DRV_EINVAL, "the training data is empty");
     }
@@ -248,6 +257,7 @@ static void go_pull(worker *w, job *j) {
     ps_link *l = w->links[p];
     wire_wr m;
     wire_wr_init(&m);
+    wire_wr_u64(&m, l->pushed ? l->pushed_version + 1 : 0); /* min_version */
     wire_wr_u32(&m, (uint32_t)part->n);
     for (int k = 0; k < part->n; k++) wire_wr_u32(&m, part->var[k]);
     if (link_send(l, &m, WIRE_PULL, WIRE_PULL_REPLY, j) < 0) {
@@ -259,12 +269,15 @@ static void go_pull(worker *w, job *j) {
   if (j->waiting == 0) go_compute(w, j); /* a model without parameters */
 }
 
-/* Copies one PULL_REPLY into the model's parameter rows. */
-static int take_pull_reply(const job *j, int p, const uint8_t *pl, size_t len) {
+/* Copies one PULL_REPLY into the model's parameter rows; its version
+ * goes to *version. */
+static int take_pull_reply(const job *j, int p, const uint8_t *pl, size_t len,
+                           uint64_t *version) {
   const wstate *st = j->st;
   const ps_part *part = &st->parts[p];
   wire_rd r;
   wire_rd_init(&r, pl, len);
+  *version = wire_rd_u64(&r);
   uint32_t count = wire_rd_u32(&r);
   if (wire_rd_ok(&r) && count != (uint32_t)part->n)
     return drv_error(DRV_EPARSE, "PULL_REPLY from ps:%d has %u variables, expected %d", p, count,
@@ -295,7 +308,8 @@ static int take_pull_reply(const job *j, int p, const uint8_t *pl, size_t len) {
  * [rows, dims[1..]] (written field by field: a row range of a contiguous
  * gradient is contiguous, so the floats go in as one raw copy; the wire is
  * little-endian like every host drover runs on). */
-static void write_push(const wstate *st, const ps_part *part, wire_wr *m) {
+static void write_push(const wstate *st, const ps_part *part, uint64_t version, wire_wr *m) {
+  wire_wr_u64(m, version);
   wire_wr_u32(m, (uint32_t)part->n);
   for (int k = 0; k < part->n; k++) {
     const wvar *v = &st->vars[part->var[k]];
@@ -325,11 +339,13 @@ static void go_push(worker *w, job *j) {
     }
     wire_wr m;
     wire_wr_init(&m);
-    write_push(st, part, &m);
+    write_push(st, part, l->version, &m);
     if (link_send(l, &m, WIRE_PUSH, WIRE_PUSH_OK, j) < 0) {
       fail(w, j, DRV_EIO, "cannot send PUSH to ps:%d: %s", p, drv_errmsg());
       return;
     }
+    l->pushed = true;
+    l->pushed_version = l->version;
     j->waiting++;
   }
   if (w->cur == j) w->cur = NULL;
@@ -366,6 +382,8 @@ static void start(worker *w, job *j) {
     wstate_free(w->st);
     w->st = j->setup;
     j->setup = NULL;
+    for (int i = 0; i < w->nlinks; i++) /* a new fit starts at version 0 */
+      if (w->links[i]) w->links[i]->pushed = false;
     log_info("setup: %s", w->st->summary);
     finish(w, j);
     return;
@@ -482,6 +500,18 @@ static void link_drop(worker *w, ps_link *l) {
   link_lost(w, l);
 }
 
+/* Counts a gradient the ps dropped as late (sync training). */
+static void note_push_ok(worker *w, const ps_link *l, const uint8_t *pl, size_t len) {
+  wire_rd r;
+  wire_rd_init(&r, pl, len);
+  uint64_t version = wire_rd_u64(&r);
+  uint8_t applied = wire_rd_u8(&r);
+  if (wire_rd_done(&r, WIRE_PUSH_OK) < 0 || applied) return;
+  w->dropped++;
+  log_info("ps:%d dropped a late gradient (the ps is at version %" PRIu64 "): %" PRIu64
+           " dropped", l->index, version, w->dropped);
+}
+
 static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   ps_link *l = conn_ud(c);
   worker *w = l->w;
@@ -499,8 +529,9 @@ static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   }
   job *j = l->waits[0].j;
   memmove(&l->waits[0], &l->waits[1], (size_t)--l->nwaits * sizeof *l->waits);
+  if (h->type == WIRE_PUSH_OK) note_push_ok(w, l, pl, h->len);
   if (!j) return; /* the reply to a job that already failed */
-  if (h->type == WIRE_PULL_REPLY && take_pull_reply(j, l->index, pl, h->len) < 0) {
+  if (h->type == WIRE_PULL_REPLY && take_pull_reply(j, l->index, pl, h->len, &l->version) < 0) {
     snprintf(l->last_error, sizeof l->last_error, "%s", drv_errmsg());
     doom(w, j, DRV_EIO, "ps:%d: %s", l->index, l->last_error);
     link_drop(w, l);
@@ -530,6 +561,7 @@ static const conn_cbs link_cbs = {link_ready, link_frame, link_close};
 static int link_connect(worker *w, ps_link *l) {
   l->opts = (conn_opts){.secret = w->secret, .cbs = &link_cbs, .ud = l};
   l->last_error[0] = '\0';
+  l->pushed = false; /* perhaps a new ps process: no version to wait for */
   int rc = conn_connect(w->loop, l->host, l->port, &l->opts, &l->c);
   if (rc < 0) {
     l->c = NULL;
@@ -630,6 +662,19 @@ int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
 
 /* ============================== lifetime ================================= */
 
+/* Fault injection for tests: DROVER_FAULT=slow:ROLE:INDEX:MS makes that
+ * node sleep MS milliseconds after each train step's computation, a
+ * straggler for the backup-worker tests (see node.c for hang:). */
+static unsigned fault_slow_ms(int role, int index) {
+  const char *f = getenv("DROVER_FAULT");
+  char want[48];
+  snprintf(want, sizeof want, "slow:%s:%d:", wire_role_name(role), index);
+  if (!f || strncmp(f, want, strlen(want)) != 0) return 0;
+  unsigned ms = (unsigned)strtoul(f + strlen(want), NULL, 10);
+  if (ms) log_warn("DROVER_FAULT=%s: %u ms slower per train step", f, ms);
+  return ms;
+}
+
 worker *worker_new(uv_loop_t *loop, const auth_secret *secret, int role, int index,
                    worker_send_fn send, void *ud) {
   worker *w = calloc(1, sizeof *w);
@@ -640,6 +685,7 @@ worker *worker_new(uv_loop_t *loop, const auth_secret *secret, int role, int ind
   w->index = index;
   w->send = send;
   w->ud = ud;
+  w->slow_ms = fault_slow_ms(role, index);
   return w;
 }
 

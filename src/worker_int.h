@@ -115,6 +115,12 @@ typedef struct ps_link {
   uint32_t next_req;
   link_wait *waits;   /* outstanding requests, oldest first (owned) */
   int nwaits, capwaits;
+  /* Versions (see PULL and PUSH in wire.h): of the values last pulled,
+   * and of the last gradient pushed (when `pushed`). The next pull asks
+   * for a version past the pushed one, so in sync training it waits for
+   * the update that gradient is part of. Reset by SETUP and reconnects. */
+  uint64_t version, pushed_version;
+  bool pushed;
   char last_error[256];
 } ps_link;
 
@@ -139,6 +145,8 @@ struct worker {
   bool settling, resettle; /* settle() is running / must run again */
   void (*idle)(void *ud);
   void *idle_ud;
+  uint64_t dropped;   /* gradients a ps dropped as late (sync) */
+  unsigned slow_ms;   /* fault injection: sleep per train step (tests) */
 };
 
 #endif

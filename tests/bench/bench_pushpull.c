@@ -88,7 +88,7 @@ static double loopback_rate(double seconds) {
  * without a copy, PULL_REPLY values copied into the parameter buffer. */
 typedef struct client {
   conn *c;
-  uint8_t *push;      /* a PUSH payload: count, var, 1-D tensor of MIB/4 */
+  uint8_t *push;      /* a PUSH payload: version, count, var, 1-D tensor of MIB/4 */
   size_t push_len;
   float *param;       /* where pulled values land */
   long rounds;
@@ -105,6 +105,7 @@ static void cl_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   if (h->type == WIRE_PUSH_OK) {
     wire_wr w;
     wire_wr_init(&w);
+    wire_wr_u64(&w, 0); /* min_version: any */
     wire_wr_u32(&w, 1);
     wire_wr_u32(&w, 0);
     conn_send_wr(c, &w, WIRE_PULL, 2);
@@ -116,6 +117,7 @@ static void cl_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   }
   wire_rd r;
   wire_rd_init(&r, pl, h->len);
+  wire_rd_u64(&r); /* version */
   wire_rd_u32(&r);
   wire_rd_u32(&r);
   int ndim;
@@ -166,6 +168,7 @@ static double pushpull_rate(double seconds) {
   client cl = {.seconds = seconds};
   wire_wr w;
   wire_wr_init(&w);
+  wire_wr_u64(&w, 0); /* version: an async ps ignores it */
   wire_wr_u32(&w, 1);
   wire_wr_u32(&w, 0);
   wire_wr_tensor(&w, grad);

@@ -45,12 +45,14 @@ static uint8_t *exact_copy(const uint8_t *p, size_t n) {
   return b;
 }
 
-/* Decodes the (count, var, tensor)* layout and writes it back. */
+/* Decodes the version, (count, var, tensor)* layout of PUSH and
+ * PULL_REPLY and writes it back. */
 static void tensor_round_trip(uint8_t type, const uint8_t *p, size_t n) {
   wire_rd r;
   wire_rd_init(&r, p, n);
   wire_wr w;
   wire_wr_init(&w);
+  wire_wr_u64(&w, wire_rd_u64(&r));
   uint32_t count = wire_rd_u32(&r);
   wire_wr_u32(&w, count);
   for (uint32_t i = 0; i < count && wire_rd_ok(&r); i++) {
@@ -114,7 +116,8 @@ static void sample(wire_wr *w, uint8_t type, const tensor *t) {
   case WIRE_SHUTDOWN: wire_wr_u32(w, 5000); break;
   case WIRE_ERROR: wire_wr_i32(w, -1005); wire_wr_str(w, "bad frame"); break;
   case WIRE_VAR_INIT:
-    wire_wr_u32(w, 0); wire_wr_u64(w, 0); wire_wr_optim(w, &c); wire_wr_tensor(w, t);
+    wire_wr_u32(w, 0); wire_wr_u64(w, 0); wire_wr_u8(w, 1); wire_wr_u32(w, 2);
+    wire_wr_u64(w, 50); wire_wr_optim(w, &c); wire_wr_tensor(w, t);
     break;
   case WIRE_VAR_INIT_OK:
   case WIRE_SETUP_OK: break;
@@ -130,15 +133,18 @@ static void sample(wire_wr *w, uint8_t type, const tensor *t) {
     wire_wr_u64(w, 1); wire_wr_i32(w, 0); wire_wr_f64(w, 0.5); wire_wr_i64(w, 30);
     wire_wr_u64(w, 32); wire_wr_str(w, "");
     break;
-  case WIRE_EVAL:
-  case WIRE_PUSH_OK: wire_wr_u64(w, 10); break;
+  case WIRE_EVAL: wire_wr_u64(w, 10); break;
+  case WIRE_PUSH_OK: wire_wr_u64(w, 10); wire_wr_u8(w, 1); break;
   case WIRE_EVAL_RESULT:
     wire_wr_u64(w, 10); wire_wr_i32(w, 0); wire_wr_f64(w, 0.2); wire_wr_f64(w, 0.9);
     wire_wr_u64(w, 100); wire_wr_str(w, "");
     break;
-  case WIRE_PULL: wire_wr_u32(w, 2); wire_wr_u32(w, 0); wire_wr_u32(w, 1); break;
+  case WIRE_PULL:
+    wire_wr_u64(w, 3); wire_wr_u32(w, 2); wire_wr_u32(w, 0); wire_wr_u32(w, 1);
+    break;
   case WIRE_PULL_REPLY:
   case WIRE_PUSH:
+    wire_wr_u64(w, 3);
     wire_wr_u32(w, 2);
     wire_wr_u32(w, 0); wire_wr_tensor(w, t);
     wire_wr_u32(w, 1); wire_wr_tensor(w, t);

@@ -368,3 +368,122 @@ test("cluster-11 a silent worker (SIGSTOP) is killed and restarted; the run fini
   assert(events:find("node lost worker:0: silent for", 1, true), "events.log: silent")
   assert(events:find("node restart worker:0 (1 of 3)", 1, true), "events.log: the restart")
 end)
+
+-- Sync training: r.steps counts the train steps the workers ran (each one
+-- batch, each a pushed gradient, applied or dropped); r.global_steps the
+-- updates every ps applied, ceil(W / (n - k)) for the W steps an async fit
+-- would run.
+local function node_steps(c, role)
+  local t, all = {}, 0
+  for _, n in ipairs(c:nodes()) do
+    if n.role == role then t[n.index] = n.steps end
+    all = all + n.steps
+  end
+  return t, all
+end
+
+test("cluster-12 sync, 1 ps + 2 workers, learns digits", function()
+  drover.seed(1)
+  local exp = experiment { mode = "sync", train = { data = train_std, batch = 32, epochs = 20 } }
+  local c <close> = drover.cluster { ps = 1, worker = 2, runs = RUNS, name = "c12" }
+  raises(function() experiment { mode = "sync", backup_workers = -1 } end, "backup_workers")
+  raises(function() c:fit(experiment { mode = "sync", backup_workers = 2 }) end,
+    "backup_workers is 2 but there are 2 trainers")
+  local r = c:fit(exp)
+  assert(r.eval_accuracy >= 0.95, "eval accuracy " .. tostring(r.eval_accuracy))
+  local w = 20 * math.ceil(#train_std / 32)
+  eq(r.global_steps, w // 2, "global steps: 2 gradients each")
+  local per, all = node_steps(c, "worker")
+  eq(all, r.steps, "r.steps are the workers' steps")
+  -- Without backup workers every gradient is part of an update; a step or
+  -- two per worker may run once the last update is applied (ignored).
+  assert(r.steps >= 2 * r.global_steps and r.steps <= 2 * r.global_steps + 8,
+    "worker steps " .. r.steps)
+  assert(per[0] >= r.global_steps and per[1] >= r.global_steps, "each worker in every step")
+  local dir = c.run_dir
+  c:shutdown { grace = 5 }
+  local events = read(dir .. "/events.log")
+  assert(events:find("fit: sync, " .. r.global_steps .. " global steps of 2 gradients", 1, true),
+    "events.log: the sync plan")
+  assert(events:find("sync: ps:0 applied " .. r.global_steps .. " global steps", 1, true),
+    "events.log: the ps reached the last step")
+  assert(read(dir .. "/logs/ps-0.log"):find("dropped 0 late gradients", 1, true),
+    "ps log: nothing dropped without backup workers")
+end)
+
+test("cluster-13 sync with one worker is async with one worker, bit for bit", function()
+  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "c13" }
+  local function run(mode)
+    drover.seed(5)
+    local exp = experiment { mode = mode, eval = nil,
+                             train = { data = train_std, batch = 64, epochs = 2 } }
+    local r = c:fit(exp)
+    return r, exp.model:parameters()
+  end
+  local ra, a = run("async")
+  local rs, s = run("sync")
+  eq(rs.global_steps, ra.steps, "one update per async step")
+  eq(ra.global_steps, nil, "async results have no global steps")
+  for i = 1, #a do
+    local x, y = a[i].value:totable(), s[i].value:totable()
+    local differ = 0
+    local function walk(u, v)
+      if type(u) == "table" then for k = 1, #u do walk(u[k], v[k]) end
+      elseif u ~= v then differ = differ + 1 end
+    end
+    walk(x, y)
+    eq(differ, 0, a[i].name .. ": values that differ")
+  end
+  c:shutdown()
+end)
+
+test("cluster-14 sync with a backup worker: a slowed worker's gradients are dropped", function()
+  -- DROVER_FAULT reaches the nodes through the environment, so the run
+  -- is a child drover; it prints what the checks below need.
+  local script = os.tmpname()
+  local f = assert(io.open(script, "w"))
+  f:write(string.format([[
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local d = data.csv("examples/data/digits.csv", { label = -1 }):standardize()
+drover.seed(3)
+local exp = drover.experiment {
+  name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+  model = nn.Sequential { nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10) },
+  train = { data = d, batch = 32, epochs = 2 }, seed = 3, verbose = false,
+  mode = "sync", backup_workers = 1,
+}
+local c <close> = drover.cluster { ps = 1, worker = 3, runs = %q, name = "c14" }
+local r = c:fit(exp)
+local s = {}
+for _, n in ipairs(c:nodes()) do if n.role == "worker" then s[n.index] = n.steps end end
+print(string.format("OUT %%d %%d %%d %%d %%d %%s", r.steps, r.global_steps, s[0], s[1], s[2],
+  c.run_dir))
+c:shutdown { grace = 5 }
+]], RUNS))
+  f:close()
+  local p = io.popen("DROVER_FAULT=slow:worker:2:50 " .. DROVER .. " run " .. script .. " 2>&1")
+  local out = p:read("a")
+  p:close()
+  os.remove(script)
+  local steps, global, s0, s1, s2, dir = out:match("OUT (%d+) (%d+) (%d+) (%d+) (%d+) (%S+)")
+  assert(steps, "the run finished: " .. out)
+  steps, global = tonumber(steps), tonumber(global)
+  local per = { [0] = tonumber(s0), tonumber(s1), tonumber(s2) }
+  eq(global, math.ceil(2 * math.ceil(1797 / 32) / 2), "global steps: 2 gradients each")
+  eq(per[0] + per[1] + per[2], steps, "r.steps are the workers' steps")
+  local applied = {}
+  for i = 0, 2 do
+    local log = read(dir .. "/logs/worker-" .. i .. ".log")
+    local dropped = select(2, log:gsub("dropped a late gradient", ""))
+    applied[i] = per[i] - dropped
+  end
+  assert(read(dir .. "/logs/worker-2.log"):find("DROVER_FAULT=slow:worker:2:50", 1, true),
+    "the fault reached worker:2")
+  assert(applied[2] < applied[0] and applied[2] < applied[1],
+    string.format("applied gradients: worker:2 %d, worker:0 %d, worker:1 %d", applied[2],
+      applied[0], applied[1]))
+  -- Every update took 2 gradients; the ones past the end are not counted.
+  assert(applied[0] + applied[1] + applied[2] >= 2 * global, "every update had its gradients")
+  assert(read(dir .. "/logs/ps-0.log"):find("sync training: " .. global .. " updates applied, dropped",
+    1, true), "ps log: late gradients counted")
+end)

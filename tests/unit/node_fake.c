@@ -288,10 +288,19 @@ void nf_send_shutdown(peer *ctl) {
 
 void nf_var_init(fake *f, peer *pe, uint32_t var, uint64_t row0, const optim_cfg *cfg,
                  const tensor *value, uint32_t req) {
+  nf_var_init_mode(f, pe, var, row0, false, 0, 0, cfg, value, req);
+}
+
+void nf_var_init_mode(fake *f, peer *pe, uint32_t var, uint64_t row0, bool sync,
+                      uint32_t replicas, uint64_t target, const optim_cfg *cfg,
+                      const tensor *value, uint32_t req) {
   wire_wr w;
   wire_wr_init(&w);
   wire_wr_u32(&w, var);
   wire_wr_u64(&w, row0);
+  wire_wr_u8(&w, sync);
+  wire_wr_u32(&w, replicas);
+  wire_wr_u64(&w, target);
   wire_wr_optim(&w, cfg);
   wire_wr_tensor(&w, value);
   nf_send_wr(pe, &w, WIRE_VAR_INIT, req);
@@ -302,16 +311,28 @@ void nf_var_init(fake *f, peer *pe, uint32_t var, uint64_t row0, const optim_cfg
 }
 
 void nf_send_pull(peer *pe, const uint32_t *vars, uint32_t n, uint32_t req) {
+  nf_send_pull_v(pe, 0, vars, n, req);
+}
+
+void nf_send_pull_v(peer *pe, uint64_t min_version, const uint32_t *vars, uint32_t n,
+                    uint32_t req) {
   wire_wr w;
   wire_wr_init(&w);
+  wire_wr_u64(&w, min_version);
   wire_wr_u32(&w, n);
   for (uint32_t i = 0; i < n; i++) wire_wr_u32(&w, vars[i]);
   nf_send_wr(pe, &w, WIRE_PULL, req);
 }
 
 void nf_send_push1(peer *pe, uint32_t var, const tensor *grad, uint32_t req) {
+  nf_send_push1_v(pe, 0, var, grad, req);
+}
+
+void nf_send_push1_v(peer *pe, uint64_t version, uint32_t var, const tensor *grad,
+                     uint32_t req) {
   wire_wr w;
   wire_wr_init(&w);
+  wire_wr_u64(&w, version);
   wire_wr_u32(&w, 1);
   wire_wr_u32(&w, var);
   wire_wr_tensor(&w, grad);
@@ -320,8 +341,13 @@ void nf_send_push1(peer *pe, uint32_t var, const tensor *grad, uint32_t req) {
 
 /* Reads a PULL_REPLY's tensors into out[] (new tensors), checking the ids. */
 void nf_read_pull_reply(fk_frame *fr, const uint32_t *vars, uint32_t n, tensor **out) {
+  nf_read_pull_reply_v(fr, vars, n, out);
+}
+
+uint64_t nf_read_pull_reply_v(fk_frame *fr, const uint32_t *vars, uint32_t n, tensor **out) {
   wire_rd rd;
   wire_rd_init(&rd, fr->p, fr->h.len);
+  uint64_t version = wire_rd_u64(&rd);
   CHECK_INT_EQ(wire_rd_u32(&rd), n);
   for (uint32_t i = 0; i < n; i++) {
     CHECK_INT_EQ(wire_rd_u32(&rd), vars[i]);
@@ -329,6 +355,7 @@ void nf_read_pull_reply(fk_frame *fr, const uint32_t *vars, uint32_t n, tensor *
     CHECK(out[i] != NULL);
   }
   CHECK_OK(wire_rd_done(&rd, WIRE_PULL_REPLY));
+  return version;
 }
 
 tensor *nf_pull1(fake *f, peer *pe, uint32_t var, uint32_t req) {
@@ -342,11 +369,17 @@ tensor *nf_pull1(fake *f, peer *pe, uint32_t var, uint32_t req) {
 }
 
 uint64_t nf_read_push_ok(fake *f, peer *pe, uint32_t req) {
+  return nf_read_push_ok_v(f, pe, req, NULL);
+}
+
+uint64_t nf_read_push_ok_v(fake *f, peer *pe, uint32_t req, bool *applied) {
   fk_frame *fr = NF_EXPECT(f, pe, WIRE_PUSH_OK);
   CHECK_INT_EQ(fr->h.req, req);
   wire_rd rd;
   wire_rd_init(&rd, fr->p, fr->h.len);
   uint64_t step = wire_rd_u64(&rd);
+  uint8_t ok = wire_rd_u8(&rd);
+  if (applied) *applied = ok;
   CHECK_OK(wire_rd_done(&rd, WIRE_PUSH_OK));
   nf_frame_free(fr);
   return step;

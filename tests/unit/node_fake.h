@@ -99,6 +99,18 @@ void nf_var_init(fake *f, peer *pe, uint32_t var, uint64_t row0, const optim_cfg
                  const tensor *value, uint32_t req);
 void nf_send_pull(peer *pe, const uint32_t *vars, uint32_t n, uint32_t req);
 void nf_send_push1(peer *pe, uint32_t var, const tensor *grad, uint32_t req);
+/* Sync training: VAR_INIT with mode/replicas/target (nf_var_init sends
+ * async), PULL with a min_version, PUSH naming its version, and the
+ * version / applied flag of the replies. */
+void nf_var_init_mode(fake *f, peer *pe, uint32_t var, uint64_t row0, bool sync,
+                      uint32_t replicas, uint64_t target, const optim_cfg *cfg,
+                      const tensor *value, uint32_t req);
+void nf_send_pull_v(peer *pe, uint64_t min_version, const uint32_t *vars, uint32_t n,
+                    uint32_t req);
+void nf_send_push1_v(peer *pe, uint64_t version, uint32_t var, const tensor *grad,
+                     uint32_t req);
+uint64_t nf_read_pull_reply_v(fk_frame *fr, const uint32_t *vars, uint32_t n, tensor **out);
+uint64_t nf_read_push_ok_v(fake *f, peer *pe, uint32_t req, bool *applied);
 /* Reads a PULL_REPLY's tensors into out[] (new tensors), checking the ids. */
 void nf_read_pull_reply(fk_frame *fr, const uint32_t *vars, uint32_t n, tensor **out);
 tensor *nf_pull1(fake *f, peer *pe, uint32_t var, uint32_t req);

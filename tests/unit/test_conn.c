@@ -349,7 +349,8 @@ TEST(conn_64mib_roundtrip) {
 /* Many small frames of varying length: both directions keep order. */
 #define NSMALL 20000
 
-static size_t small_len(long i) { return 4 + (size_t)(i % 61); }
+/* At least PUSH's smallest payload (version and count: 12 bytes). */
+static size_t small_len(long i) { return 12 + (size_t)(i % 53); }
 
 static void small_fill(uint8_t *p, long i) {
   uint32_t v = (uint32_t)i;
@@ -525,7 +526,7 @@ static const struct hostile_case {
     {HS_NONE, false, WIRE_AUTH, 64, 9, true, "closed the connection during the handshake"},
     {HS_NONE, false, WIRE_AUTH, 1u << 30, 116, false, "frame of 1073741824 bytes exceeds"},
     {HS_NONE, false, 0x7f, 4, 20, false, "unknown frame type 0x7f"},
-    {HS_NONE, false, WIRE_PUSH, 8, 24, false, "frame type PUSH before authentication"},
+    {HS_NONE, false, WIRE_PUSH, 12, 28, false, "frame type PUSH before authentication"},
     {HS_NONE, false, WIRE_HELLO, 33, 49, false, "unexpected HELLO frame"},
     {HS_BAD_MAC, false, 0, 0, 0, false, "authentication failed"},
     {HS_GOOD, true, 0, 0, 256, false, "bad magic"},
@@ -585,10 +586,10 @@ TEST(conn_hostile_raw_clients_close_only_themselves) {
   CHECK_INT_EQ(f.nsrv, 4);
   /* the good conn never noticed */
   CHECK(!good.closed && !f.srv_recs[0].closed);
-  send_push(good.c, "still here", 10, 77);
+  send_push(good.c, "still here, ps", 14, 77);
   RUN_UNTIL(&f, good.last_len > 0);
   CHECK_INT_EQ(good.last_req, 77);
-  CHECK(memcmp(good.last, "still here", 10) == 0);
+  CHECK(memcmp(good.last, "still here, ps", 14) == 0);
   uv_close((uv_handle_t *)&H.done, NULL);
   fx_finish(&f, &good, 1);
 }
@@ -692,7 +693,7 @@ static void close_on_first(rec *r, const wire_header *h, const uint8_t *p) {
 }
 
 static void three_frames(rec *r) {
-  for (uint32_t i = 0; i < 3; i++) send_push(r->c, "abcd", 4, i);
+  for (uint32_t i = 0; i < 3; i++) send_push(r->c, "abcdefghijkl", 12, i);
 }
 
 static void close_when_ready(rec *r) { conn_close(r->c, "ready, going"); }

@@ -415,16 +415,20 @@ static void send_spec_ps0(peer *ctl, int port) {
 }
 
 /* A PULL of every variable (0..n-1, as one ps holding all of them gets
- * it); answered with the values vals[]. */
-static void answer_pull(fake *f, peer *ps, int n, tensor *const *vals) {
+ * it) that asks for min_version; answered with the values vals[] as the
+ * ps's `version`. */
+static void answer_pull(fake *f, peer *ps, int n, tensor *const *vals, uint64_t min_version,
+                        uint64_t version) {
   fk_frame *fr = NF_EXPECT(f, ps, WIRE_PULL);
   wire_rd rd;
   wire_rd_init(&rd, fr->p, fr->h.len);
+  CHECK_INT_EQ(wire_rd_u64(&rd), min_version);
   CHECK_INT_EQ(wire_rd_u32(&rd), n);
   for (int i = 0; i < n; i++) CHECK_INT_EQ(wire_rd_u32(&rd), i);
   CHECK_OK(wire_rd_done(&rd, WIRE_PULL));
   wire_wr w;
   wire_wr_init(&w);
+  wire_wr_u64(&w, version);
   wire_wr_u32(&w, (uint32_t)n);
   for (int i = 0; i < n; i++) {
     wire_wr_u32(&w, (uint32_t)i);
@@ -434,13 +438,15 @@ static void answer_pull(fake *f, peer *ps, int n, tensor *const *vals) {
   nf_frame_free(fr);
 }
 
-/* A PUSH of every variable, whose gradients must be want[] bit for bit;
- * returns its request id (the PUSH_OK is the caller's to send). */
-static uint32_t read_push(fake *f, peer *ps, int n, tensor *const *want) {
+/* A PUSH of every variable computed on `version`, whose gradients must be
+ * want[] bit for bit; returns its request id (the PUSH_OK is the caller's
+ * to send). */
+static uint32_t read_push(fake *f, peer *ps, int n, tensor *const *want, uint64_t version) {
   fk_frame *fr = NF_EXPECT(f, ps, WIRE_PUSH);
   uint32_t req = fr->h.req;
   wire_rd rd;
   wire_rd_init(&rd, fr->p, fr->h.len);
+  CHECK_INT_EQ(wire_rd_u64(&rd), version);
   CHECK_INT_EQ(wire_rd_u32(&rd), n);
   for (int i = 0; i < n; i++) {
     CHECK_INT_EQ(wire_rd_u32(&rd), i);
@@ -453,10 +459,11 @@ static uint32_t read_push(fake *f, peer *ps, int n, tensor *const *want) {
   return req;
 }
 
-static void send_push_ok(peer *ps, uint64_t step, uint32_t req) {
+static void send_push_ok(peer *ps, uint64_t step, bool applied, uint32_t req) {
   wire_wr w;
   wire_wr_init(&w);
   wire_wr_u64(&w, step);
+  wire_wr_u8(&w, applied);
   nf_send_wr(ps, &w, WIRE_PUSH_OK, req);
 }
 
@@ -516,19 +523,24 @@ TEST(node_worker_pulls_behind_its_push) {
   expected_grads(m, loss, &pl, &it, v1, g1);
   expected_grads(m, loss, &pl, &it, v2, g2);
 
-  answer_pull(&f, ps, 4, v1);
-  uint32_t push1 = read_push(&f, ps, 4, g1);
+  /* The first pull takes any version; the push names the version pulled
+   * (5) and the pull behind it asks for the next one (the sync wait). */
+  answer_pull(&f, ps, 4, v1, 0, 5);
+  uint32_t push1 = read_push(&f, ps, 4, g1, 5);
   /* Task 1's PUSH_OK is held back, yet task 2 pulls right behind the push
    * (the ps would apply the push first), and task 1 is not reported. */
   fk_frame *pull2 = NF_EXPECT(&f, ps, WIRE_PULL);
   CHECK(pull2->h.req != push1);
+  CHECK_INT_EQ(pull2->h.len, 8 + 4 + 4 * 4);
+  CHECK(pull2->p[0] == 6 && pull2->p[1] == 0); /* min_version 6, little-endian */
   nf_pump_for(&f, 100);
   CHECK(!has_result(ctl));
   CHECK(ps->head == NULL); /* task 3 waits: one job pulls or computes at a time */
   /* Replies in order on the connection: the PUSH_OK, then the pull. */
-  send_push_ok(ps, 1, push1);
+  send_push_ok(ps, 6, false, push1); /* dropped as late: the task still succeeds */
   wire_wr w;
   wire_wr_init(&w);
+  wire_wr_u64(&w, 9); /* a newer version than asked for: what a late worker gets */
   wire_wr_u32(&w, 4);
   for (int i = 0; i < 4; i++) {
     wire_wr_u32(&w, (uint32_t)i);
@@ -545,8 +557,9 @@ TEST(node_worker_pulls_behind_its_push) {
   /* Task 2 computed on the values its own pull returned; task 3 pulls
    * behind its push. Then the ps goes away with both waiting on it: both
    * fail, reported in order. */
-  read_push(&f, ps, 4, g2);
+  read_push(&f, ps, 4, g2, 9);
   fk_frame *pull3 = NF_EXPECT(&f, ps, WIRE_PULL);
+  CHECK(pull3->p[0] == 10);
   nf_frame_free(pull3);
   CHECK(!has_result(ctl));
   conn_close(ps->c, "test: the ps goes away");

@@ -99,7 +99,7 @@ TEST(wire_header_rejections_name_the_reason) {
             "ERROR payload of 5000 bytes");
   header_bytes(b, WIRE_PUSH, 2);
   CHECK_ERR(wire_header_decode(b, WIRE_DEFAULT_MAX_FRAME, true, &g), DRV_EPARSE,
-            "PUSH payload of 2 bytes, expected at least 4");
+            "PUSH payload of 2 bytes, expected at least 12");
   header_bytes(b, WIRE_TASK, 16);
   CHECK_ERR(wire_header_decode(b, WIRE_DEFAULT_MAX_FRAME, true, &g), DRV_EPARSE,
             "TASK payload of 16 bytes, expected 17");
@@ -556,10 +556,11 @@ TEST(wire_reads_after_a_failure_return_zero) {
 }
 
 TEST(wire_rd_done_rejects_trailing_bytes) {
-  const uint8_t p[9] = {1, 0, 0, 0, 0, 0, 0, 0, 9};
+  const uint8_t p[10] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 9};
   wire_rd r;
   wire_rd_init(&r, p, sizeof p);
   CHECK_INT_EQ(wire_rd_u64(&r), 1);
+  CHECK_INT_EQ(wire_rd_u8(&r), 1);
   CHECK_ERR(wire_rd_done(&r, WIRE_PUSH_OK), DRV_EPARSE, "PUSH_OK: 1 unexpected bytes");
   CHECK_ERR(wire_validate_payload(WIRE_PUSH_OK, p, sizeof p), DRV_EPARSE, "PUSH_OK");
 }
@@ -666,7 +667,8 @@ static void sample(wire_wr *w, uint8_t type) {
   case WIRE_SHUTDOWN: wire_wr_u32(w, 5000); break;
   case WIRE_ERROR: wire_wr_i32(w, DRV_EPARSE); wire_wr_str(w, "bad frame"); break;
   case WIRE_VAR_INIT:
-    wire_wr_u32(w, 1); wire_wr_u64(w, 0); wire_wr_optim(w, &c); wire_wr_tensor(w, t);
+    wire_wr_u32(w, 1); wire_wr_u64(w, 0); wire_wr_u8(w, 1); wire_wr_u32(w, 2);
+    wire_wr_u64(w, 100); wire_wr_optim(w, &c); wire_wr_tensor(w, t);
     break;
   case WIRE_VAR_INIT_OK:
   case WIRE_SETUP_OK: break;
@@ -684,15 +686,18 @@ static void sample(wire_wr *w, uint8_t type) {
     wire_wr_u64(w, 9); wire_wr_i32(w, 0); wire_wr_f64(w, 0.25); wire_wr_i64(w, -1);
     wire_wr_u64(w, 64); wire_wr_str(w, "");
     break;
-  case WIRE_EVAL:
-  case WIRE_PUSH_OK: wire_wr_u64(w, 200); break;
+  case WIRE_EVAL: wire_wr_u64(w, 200); break;
+  case WIRE_PUSH_OK: wire_wr_u64(w, 200); wire_wr_u8(w, 0); break;
   case WIRE_EVAL_RESULT:
     wire_wr_u64(w, 200); wire_wr_i32(w, 0); wire_wr_f64(w, 0.1); wire_wr_f64(w, 0.97);
     wire_wr_u64(w, 360); wire_wr_str(w, "");
     break;
-  case WIRE_PULL: wire_wr_u32(w, 2); wire_wr_u32(w, 0); wire_wr_u32(w, 1); break;
+  case WIRE_PULL:
+    wire_wr_u64(w, 7); wire_wr_u32(w, 2); wire_wr_u32(w, 0); wire_wr_u32(w, 1);
+    break;
   case WIRE_PULL_REPLY:
   case WIRE_PUSH:
+    wire_wr_u64(w, 7);
     wire_wr_u32(w, 2);
     wire_wr_u32(w, 0); wire_wr_tensor(w, t);
     wire_wr_u32(w, 1); wire_wr_tensor(w, t);
@@ -738,7 +743,7 @@ TEST(wire_validator_checks_roles_and_counts) {
             "REGISTER: unknown role 4");
   wire_wr_free(&w);
   /* A count far beyond the bytes is refused before any loop runs. */
-  const uint8_t pull[8] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
+  const uint8_t pull[16] = {[8] = 0xff, 0xff, 0xff, 0xff};
   CHECK_ERR(wire_validate_payload(WIRE_PULL, pull, sizeof pull), DRV_EPARSE,
             "PULL variable count 4294967295 cannot fit in the 4 bytes left");
   const uint8_t hello[33] = {[32] = 2};
