@@ -24,361 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord_int.h"
+#include "coord_fit_int.h"
 #include "err.h"
 #include "events.h"
 #include "log.h"
 #include "progress.h"
-
-#define INFLIGHT_PER_WORKER 2 /* a queued task hides the RESULT -> TASK round trip */
-#define PS_CONNECT_TIMEOUT 10.0
-#define MAX_SHARDS 1024
-#define TASK_QUEUED (-1) /* task owner: not sent yet, or back in the queue */
-#define TASK_DONE (-2)
-#define SYNC_PROBE_REQ 0xfffffff0u /* the PULL that waits for the last global step */
-
-typedef struct shard {
-  int ps;
-  int64_t row0, rows;
-} shard;
-
-typedef struct fvar {
-  tensor *value; /* the model's parameter (borrowed) */
-  int nshards;
-  shard *sh;
-} fvar;
-
-typedef struct pslink {
-  coord_fit_state *f;
-  int ps;
-} pslink;
-
-struct coord_fit_state {
-  coord *c;
-  int nps;
-  conn **ps;       /* coordinator -> ps data connections */
-  pslink *links;
-  int ps_ready;
-  nn_param_list params;
-  fvar *vars;
-  int nvars;
-  bool placed;
-  int pending; /* ps replies outstanding: VAR_INIT_OK, PULL_REPLY */
-  /* the fit in progress (cfg NULL when none) */
-  const train_cfg *cfg;
-  int *trainers; /* node indices of chief and workers, shard order */
-  int64_t *examples0; /* each trainer's example count when this fit began */
-  int ntrainers;
-  int evaluator; /* node index or -1 */
-  const coord_fit_args *args; /* while a fit sets up or runs */
-  bool *setup_ok;  /* per node: SETUP_OK came for this fit */
-  /* Train-step tasks 1..total: owner[id] is the node running it, or
-   * TASK_QUEUED / TASK_DONE, so a step retried after a loss counts once.
-   * Steps of a lost node wait in `retry` (a ring) ahead of new ones. */
-  int32_t *owner;
-  uint64_t id_base; /* task k of this fit goes out as id_base + k: ids
-                       stay unique across fits, so a late RESULT of an
-                       earlier (interrupted) fit is told apart */
-  int64_t *retry, retry_head, retry_len;
-  int64_t total, next, done, per_epoch, examples;
-  /* sync: global steps to apply, gradients per step, ps that applied
-   * them all (replies to the probe) */
-  int64_t sync_target, sync_applied;
-  uint32_t replicas;
-  int sync_reached;
-  bool sync;
-  int64_t epoch_seen, epoch_correct, epoch_no;
-  double epoch_loss;
-  bool epoch_has_acc;
-  int evals_out;           /* EVAL sent, EVAL_RESULT not yet back */
-  int64_t last_eval_step;  /* step of the last finished evaluation */
-  int64_t local_eval_due;  /* step at which a local eval is owed, 0 none */
-  bool eval_fresh;         /* an eval finished since the last on_progress */
-  train_progress p;
-  progress out;
-  double t0;
-  FILE *metrics;
-  events_writer *events; /* events/coordinator/: TensorBoard's global view */
-};
-
-/* ============================== ps connections ============================ */
-
-static void fail_fit(coord_fit_state *f, const char *fmt, const char *a, const char *b) {
-  coord *c = f->c;
-  c->failures++;
-  coord_fail(c, fmt, a, b);
-}
-
-static void copy_shard(coord_fit_state *f, int ps, uint32_t var, const int64_t *shape, int ndim,
-                       const uint8_t *data) {
-  if (var >= (uint32_t)f->nvars) return;
-  fvar *v = &f->vars[var];
-  for (int s = 0; s < v->nshards; s++) {
-    if (v->sh[s].ps != ps) continue;
-    int64_t row = tensor_numel(v->value) / (v->value->shape[0] ? v->value->shape[0] : 1);
-    if (ndim != v->value->ndim || shape[0] != v->sh[s].rows) return;
-    memcpy(tensor_data(v->value) + v->sh[s].row0 * row, data,
-           (size_t)(v->sh[s].rows * row) * sizeof(float));
-  }
-}
-
-static int on_pull_reply(coord_fit_state *f, int ps, const uint8_t *pl, uint32_t len,
-                         uint64_t *version) {
-  wire_rd r;
-  wire_rd_init(&r, pl, len);
-  *version = wire_rd_u64(&r);
-  uint32_t n = wire_rd_u32(&r);
-  for (uint32_t i = 0; i < n && wire_rd_ok(&r); i++) {
-    uint32_t var = wire_rd_u32(&r);
-    int ndim;
-    int64_t shape[TENSOR_MAXDIM];
-    const uint8_t *data;
-    if (wire_rd_tensor_view(&r, &ndim, shape, &data) == 0) copy_shard(f, ps, var, shape, ndim, data);
-  }
-  return wire_rd_done(&r, WIRE_PULL_REPLY);
-}
-
-static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
-  pslink *l = conn_ud(cn);
-  coord_fit_state *f = l->f;
-  char name[32];
-  snprintf(name, sizeof name, "ps:%d", l->ps);
-  switch (h->type) {
-  case WIRE_VAR_INIT_OK:
-    f->pending--;
-    return;
-  case WIRE_PULL_REPLY: {
-    uint64_t version = 0;
-    if (on_pull_reply(f, l->ps, pl, h->len, &version) < 0) {
-      fail_fit(f, "%s: %s", name, drv_errmsg());
-      conn_close(cn, "bad PULL_REPLY");
-    }
-    if (h->req == SYNC_PROBE_REQ) {
-      f->sync_reached++;
-      if (f->sync_applied == 0 || (int64_t)version < f->sync_applied)
-        f->sync_applied = (int64_t)version;
-      rundir_event(&f->c->rd, "sync: %s applied %llu global steps", name,
-                   (unsigned long long)version);
-      return;
-    }
-    f->pending--;
-    return;
-  }
-  case WIRE_PUSH_OK:
-    return;
-  case WIRE_ERROR: {
-    char msg[512];
-    wire_rd_error(pl, h->len, msg, sizeof msg);
-    fail_fit(f, "%s refused a request: %s", name, msg);
-    return;
-  }
-  default:
-    log_warn("%s sent an unexpected %s", name, wire_type_name(h->type));
-    conn_close(cn, "unexpected frame");
-  }
-}
-
-static void ps_ready(conn *cn) {
-  pslink *l = conn_ud(cn);
-  l->f->ps_ready++;
-}
-
-static void ps_close(conn *cn, int err, const char *why) {
-  pslink *l = conn_ud(cn);
-  coord_fit_state *f = l->f;
-  if (f->ps[l->ps] == cn) f->ps[l->ps] = NULL;
-  if (conn_was_ready(cn)) f->ps_ready--;
-  if (!f->c->shutting_down && (err || f->cfg)) {
-    char name[32];
-    snprintf(name, sizeof name, "ps:%d", l->ps);
-    fail_fit(f, "lost the connection to %s: %s", name, err ? why : "closed");
-  }
-}
-
-static const conn_cbs ps_cbs = {ps_ready, ps_frame, ps_close};
-
-static bool ps_all_ready(coord *c, void *arg) {
-  (void)arg;
-  return c->fit->ps_ready == c->fit->nps;
-}
-
-static bool nothing_pending(coord *c, void *arg) {
-  (void)arg;
-  return c->fit->pending == 0;
-}
-
-static coord_fit_state *fit_state(coord *c) {
-  if (c->fit) return c->fit;
-  coord_fit_state *f = calloc(1, sizeof *f);
-  if (!f) return NULL;
-  f->c = c;
-  f->nps = c->opts.count[ROLE_PS];
-  f->ps = calloc((size_t)f->nps, sizeof *f->ps);
-  f->links = calloc((size_t)f->nps, sizeof *f->links);
-  f->evaluator = -1;
-  if (!f->ps || !f->links) {
-    free(f->ps), free(f->links), free(f);
-    return NULL;
-  }
-  c->fit = f;
-  return f;
-}
-
-static int connect_ps(coord *c) {
-  coord_fit_state *f = c->fit;
-  for (int k = 0; k < f->nps; k++) {
-    if (f->ps[k]) continue;
-    int i = coord_find_node(c, ROLE_PS, k);
-    f->links[k] = (pslink){f, k};
-    conn_opts o = {.secret = &c->secret, .cbs = &ps_cbs, .ud = &f->links[k]};
-    int rc = conn_connect(c->loop, c->nodes[i].host, c->nodes[i].port, &o, &f->ps[k]);
-    if (rc < 0) return rc;
-  }
-  int rc = coord_pump(c, ps_all_ready, NULL, PS_CONNECT_TIMEOUT, true);
-  if (rc == DRV_ETIMEDOUT) return drv_error(rc, "could not reach every ps within %g s", PS_CONNECT_TIMEOUT);
-  return rc;
-}
-
-/* ============================== placement ================================= */
-
-static void free_vars(coord_fit_state *f) {
-  for (int i = 0; i < f->nvars; i++) free(f->vars[i].sh);
-  free(f->vars);
-  f->vars = NULL;
-  f->nvars = 0;
-  nn_param_list_free(&f->params);
-  f->placed = false;
-}
-
-/* Large variables are split by rows over every ps; the others go whole to
- * the least loaded ps, largest first (TensorFlow's greedy byte-size
- * strategy), so the load is balanced and the placement deterministic. */
-static int place(coord_fit_state *f, nn_module *model) {
-  free_vars(f);
-  int rc = nn_collect_params(model, &f->params);
-  if (rc < 0) return rc;
-  f->nvars = f->params.n;
-  f->vars = calloc((size_t)f->nvars, sizeof *f->vars);
-  int *order = malloc((size_t)f->nvars * sizeof *order);
-  int64_t *load = calloc((size_t)f->nps, sizeof *load);
-  if (!f->vars || !order || !load) {
-    free(order), free(load);
-    return drv_error(DRV_ENOMEM, "out of memory");
-  }
-  for (int i = 0; i < f->nvars; i++) order[i] = i, f->vars[i].value = f->params.items[i].value;
-  for (int i = 1; i < f->nvars; i++) /* stable insertion sort, largest first */
-    for (int j = i; j > 0 && tensor_numel(f->vars[order[j]].value) >
-                                 tensor_numel(f->vars[order[j - 1]].value); j--) {
-      int t = order[j];
-      order[j] = order[j - 1], order[j - 1] = t;
-    }
-  for (int k = 0; k < f->nvars && rc == 0; k++) {
-    fvar *v = &f->vars[order[k]];
-    int64_t rows = v->value->shape[0], numel = tensor_numel(v->value);
-    bool split = f->nps > 1 && numel >= f->c->opts.split_threshold && rows >= f->nps;
-    v->nshards = split ? f->nps : 1;
-    v->sh = calloc((size_t)v->nshards, sizeof *v->sh);
-    if (!v->sh) {
-      rc = drv_error(DRV_ENOMEM, "out of memory");
-      break;
-    }
-    if (split) {
-      int64_t row0 = 0;
-      for (int s = 0; s < f->nps; s++) {
-        int64_t r = rows / f->nps + (s < rows % f->nps);
-        v->sh[s] = (shard){s, row0, r};
-        load[s] += r * (numel / rows);
-        row0 += r;
-      }
-    } else {
-      int best = 0;
-      for (int s = 1; s < f->nps; s++)
-        if (load[s] < load[best]) best = s;
-      v->sh[0] = (shard){best, 0, rows};
-      load[best] += numel;
-    }
-  }
-  free(order);
-  free(load);
-  if (rc == 0) f->placed = true;
-  for (int i = 0; i < f->nvars && rc == 0; i++) {
-    char where[512];
-    size_t len = 0;
-    for (int s = 0; s < f->vars[i].nshards && len < sizeof where; s++) {
-      const shard *sh = &f->vars[i].sh[s];
-      len += (size_t)snprintf(where + len, sizeof where - len, "%sps:%d rows %lld-%lld",
-                              s ? ", " : "", sh->ps, (long long)sh->row0,
-                              (long long)(sh->row0 + sh->rows - 1));
-    }
-    rundir_event(&f->c->rd, "placement %s: %s", f->params.items[i].name, where);
-  }
-  return rc;
-}
-
-static int init_vars(coord_fit_state *f, const optim_cfg *opt) {
-  for (int i = 0; i < f->nvars; i++) {
-    fvar *v = &f->vars[i];
-    for (int s = 0; s < v->nshards; s++) {
-      tensor *part = tensor_narrow(v->value, 0, v->sh[s].row0, v->sh[s].rows);
-      if (!part) return DRV_ENOMEM;
-      wire_wr w;
-      wire_wr_init(&w);
-      wire_wr_u32(&w, (uint32_t)i);
-      wire_wr_u64(&w, (uint64_t)v->sh[s].row0);
-      wire_wr_u8(&w, f->sync);
-      wire_wr_u32(&w, f->replicas);
-      wire_wr_u64(&w, (uint64_t)f->sync_target);
-      wire_wr_optim(&w, opt);
-      wire_wr_tensor(&w, part);
-      tensor_free(part);
-      if (!f->ps[v->sh[s].ps]) return drv_error(DRV_ENODE, "ps:%d is not connected", v->sh[s].ps);
-      f->pending++;
-      int rc = conn_send_wr(f->ps[v->sh[s].ps], &w, WIRE_VAR_INIT, (uint32_t)i);
-      if (rc < 0) return rc;
-    }
-  }
-  return 0;
-}
-
-/* One PULL per ps for the variables (or shards) it holds. */
-static int pull_all(coord *c) {
-  coord_fit_state *f = c->fit;
-  for (int k = 0; k < f->nps; k++) {
-    wire_wr w;
-    wire_wr_init(&w);
-    uint32_t n = 0;
-    for (int i = 0; i < f->nvars; i++)
-      for (int s = 0; s < f->vars[i].nshards; s++) n += f->vars[i].sh[s].ps == k;
-    if (n == 0) {
-      wire_wr_free(&w);
-      continue;
-    }
-    wire_wr_u64(&w, 0); /* min_version: the values as they are */
-    wire_wr_u32(&w, n);
-    for (int i = 0; i < f->nvars; i++)
-      for (int s = 0; s < f->vars[i].nshards; s++)
-        if (f->vars[i].sh[s].ps == k) wire_wr_u32(&w, (uint32_t)i);
-    if (!f->ps[k]) {
-      wire_wr_free(&w);
-      return drv_error(DRV_ENODE, "ps:%d is not connected", k);
-    }
-    f->pending++;
-    conn_send_wr(f->ps[k], &w, WIRE_PULL, 0);
-  }
-  return coord_pump(c, nothing_pending, NULL, 0, true);
-}
-
-int coord_pull(coord *c, nn_module *model) {
-  if (!c->fit || !c->fit->placed) return 0;
-  nn_param_list now = {0};
-  int rc = nn_collect_params(model, &now);
-  bool same = rc == 0 && now.n == c->fit->nvars;
-  for (int i = 0; same && i < now.n; i++) same = now.items[i].value == c->fit->vars[i].value;
-  nn_param_list_free(&now);
-  if (rc < 0) return rc;
-  if (!same) return drv_error(DRV_EINVAL, "cluster: this model is not the one the cluster trained");
-  return pull_all(c);
-}
 
 /* ============================== setup ===================================== */
 
@@ -471,7 +121,7 @@ void coord_fit_node_back(coord *c, int node) {
   if (t < 0) return; /* only trainers come back */
   if (model_spec(f->args, spec, sizeof spec) < 0 || setup_trainer(c, t, spec) < 0) {
     char name[32];
-    fail_fit(f, "%s: %s", coord_node_name(&c->nodes[node], name, sizeof name), drv_errmsg());
+    coord__fail_fit(f, "%s: %s", coord_node_name(&c->nodes[node], name, sizeof name), drv_errmsg());
   }
 }
 
@@ -536,7 +186,7 @@ static int on_result(coord_fit_state *f, int node, const uint8_t *pl, uint32_t l
     return 0;
   }
   if (status != 0) {
-    fail_fit(f, "%s: train step failed: %s", name, msg);
+    coord__fail_fit(f, "%s: train step failed: %s", name, msg);
     return 0;
   }
   f->owner[id] = TASK_DONE;
@@ -603,7 +253,7 @@ static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {
   if (rc < 0) return rc;
   if (f->evals_out > 0) f->evals_out--;
   if (status != 0) {
-    fail_fit(f, "%s: evaluation failed: %s", "evaluator:0", msg);
+    coord__fail_fit(f, "%s: evaluation failed: %s", "evaluator:0", msg);
     return 0;
   }
   eval_done(f, (int64_t)step, loss, acc);
@@ -700,7 +350,7 @@ static void update_progress(coord_fit_state *f) {
 
 static int local_eval(coord *c, const coord_fit_args *a, int64_t step) {
   coord_fit_state *f = c->fit;
-  int rc = pull_all(c);
+  int rc = coord__pull_all(c);
   double loss, acc;
   if (rc == 0)
     rc = train_evaluate(a->model, a->loss, a->cfg->eval, a->cfg->batch, &loss, &acc);
@@ -814,7 +464,7 @@ static int plan(coord *c, const coord_fit_args *a) {
 
 static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *res) {
   coord_fit_state *f = c->fit;
-  if (rc == 0) rc = pull_all(c);
+  if (rc == 0) rc = coord__pull_all(c);
   if (rc == 0 && a->cfg->eval && f->last_eval_step != f->done) rc = local_eval(c, a, f->done);
   update_progress(f);
   progress_step(&f->out, &f->p, true);
@@ -841,12 +491,12 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   const train_cfg *cfg = a->cfg;
   if (cfg->batch <= 0 || cfg->epochs <= 0)
     return drv_error(DRV_EINVAL, "cluster: batch and epochs must be positive");
-  coord_fit_state *f = fit_state(c);
+  coord_fit_state *f = coord__fit_state(c);
   if (!f) return drv_error(DRV_ENOMEM, "out of memory");
   int rc;
   f->args = a;
-  if ((rc = plan(c, a)) < 0 || (rc = connect_ps(c)) < 0 || (rc = place(f, a->model)) < 0 ||
-      (rc = init_vars(f, a->optim)) < 0 || (rc = coord_pump(c, nothing_pending, NULL, 0, true)) < 0 ||
+  if ((rc = plan(c, a)) < 0 || (rc = coord__connect_ps(c)) < 0 || (rc = coord__place(f, a->model)) < 0 ||
+      (rc = coord__init_vars(f, a->optim)) < 0 || (rc = coord_pump(c, coord__nothing_pending, NULL, 0, true)) < 0 ||
       (rc = setup_nodes(c, a)) < 0 || (f->sync && (rc = send_sync_probes(f)) < 0)) {
     f->args = NULL;
     return rc;
@@ -887,7 +537,7 @@ void coord_fit_free(coord *c) {
   /* The ps connections were closed and their close callbacks have run:
    * coord_free pumps the loop before calling this. */
   c->fit = NULL;
-  free_vars(f);
+  coord__free_vars(f);
   free(f->trainers);
   free(f->examples0);
   free(f->owner);

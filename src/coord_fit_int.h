@@ -1,0 +1,102 @@
+/* coord_fit_int.h - the state of training on the cluster, shared by
+ * coord_fit.c (setup, the task stream, evaluation) and coord_vars.c (the
+ * variables on the ps nodes: connections, placement, initial values,
+ * pulls); not a public API. */
+#ifndef DROVER_COORD_FIT_INT_H
+#define DROVER_COORD_FIT_INT_H
+
+#include <stdio.h>
+
+#include "coord_int.h"
+#include "events.h"
+#include "progress.h"
+
+#define INFLIGHT_PER_WORKER 2 /* a queued task hides the RESULT -> TASK round trip */
+#define PS_CONNECT_TIMEOUT 10.0
+#define MAX_SHARDS 1024
+#define TASK_QUEUED (-1) /* task owner: not sent yet, or back in the queue */
+#define TASK_DONE (-2)
+#define SYNC_PROBE_REQ 0xfffffff0u /* the PULL that waits for the last global step */
+
+typedef struct shard {
+  int ps;
+  int64_t row0, rows;
+} shard;
+
+typedef struct fvar {
+  tensor *value; /* the model's parameter (borrowed) */
+  int nshards;
+  shard *sh;
+} fvar;
+
+typedef struct pslink {
+  coord_fit_state *f;
+  int ps;
+} pslink;
+
+struct coord_fit_state {
+  coord *c;
+  int nps;
+  conn **ps;       /* coordinator -> ps data connections */
+  pslink *links;
+  int ps_ready;
+  nn_param_list params;
+  fvar *vars;
+  int nvars;
+  bool placed;
+  int pending; /* ps replies outstanding: VAR_INIT_OK, PULL_REPLY */
+  /* the fit in progress (cfg NULL when none) */
+  const train_cfg *cfg;
+  int *trainers; /* node indices of chief and workers, shard order */
+  int64_t *examples0; /* each trainer's example count when this fit began */
+  int ntrainers;
+  int evaluator; /* node index or -1 */
+  const coord_fit_args *args; /* while a fit sets up or runs */
+  bool *setup_ok;  /* per node: SETUP_OK came for this fit */
+  /* Train-step tasks 1..total: owner[id] is the node running it, or
+   * TASK_QUEUED / TASK_DONE, so a step retried after a loss counts once.
+   * Steps of a lost node wait in `retry` (a ring) ahead of new ones. */
+  int32_t *owner;
+  uint64_t id_base; /* task k of this fit goes out as id_base + k: ids
+                       stay unique across fits, so a late RESULT of an
+                       earlier (interrupted) fit is told apart */
+  int64_t *retry, retry_head, retry_len;
+  int64_t total, next, done, per_epoch, examples;
+  /* sync: global steps to apply, gradients per step, ps that applied
+   * them all (replies to the probe) */
+  int64_t sync_target, sync_applied;
+  uint32_t replicas;
+  int sync_reached;
+  bool sync;
+  int64_t epoch_seen, epoch_correct, epoch_no;
+  double epoch_loss;
+  bool epoch_has_acc;
+  int evals_out;           /* EVAL sent, EVAL_RESULT not yet back */
+  int64_t last_eval_step;  /* step of the last finished evaluation */
+  int64_t local_eval_due;  /* step at which a local eval is owed, 0 none */
+  bool eval_fresh;         /* an eval finished since the last on_progress */
+  train_progress p;
+  progress out;
+  double t0;
+  FILE *metrics;
+  events_writer *events; /* events/coordinator/: TensorBoard's global view */
+};
+
+/* coord_vars.c */
+/* Records a failure of the run found by the fit (fmt takes two strings). */
+void coord__fail_fit(coord_fit_state *f, const char *fmt, const char *a, const char *b);
+/* coord_pump condition: no VAR_INIT_OK or PULL_REPLY outstanding. */
+bool coord__nothing_pending(coord *c, void *arg);
+/* The fit state, made on first use (NULL when out of memory). */
+coord_fit_state *coord__fit_state(coord *c);
+/* Connects to every ps not connected yet and waits until all are ready. */
+int coord__connect_ps(coord *c);
+/* Places the model's variables over the ps nodes (events.log records it). */
+int coord__place(coord_fit_state *f, nn_module *model);
+/* VAR_INIT of every shard; replies counted in f->pending. */
+int coord__init_vars(coord_fit_state *f, const optim_cfg *opt);
+/* Pulls every variable back into the model, pumping until all replied. */
+int coord__pull_all(coord *c);
+void coord__free_vars(coord_fit_state *f);
+
+#endif

@@ -1,0 +1,292 @@
+/* coord_vars.c - the model's variables on the ps nodes, seen from the
+ * coordinator: connections to each ps, placement (greedy by size, large
+ * variables split by rows), initial values (VAR_INIT) and pulling the
+ * values back. The fit itself is in coord_fit.c. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_fit_int.h"
+#include "err.h"
+#include "log.h"
+
+/* ============================== ps connections ============================ */
+
+void coord__fail_fit(coord_fit_state *f, const char *fmt, const char *a, const char *b) {
+  coord *c = f->c;
+  c->failures++;
+  coord_fail(c, fmt, a, b);
+}
+
+static void copy_shard(coord_fit_state *f, int ps, uint32_t var, const int64_t *shape, int ndim,
+                       const uint8_t *data) {
+  if (var >= (uint32_t)f->nvars) return;
+  fvar *v = &f->vars[var];
+  for (int s = 0; s < v->nshards; s++) {
+    if (v->sh[s].ps != ps) continue;
+    int64_t row = tensor_numel(v->value) / (v->value->shape[0] ? v->value->shape[0] : 1);
+    if (ndim != v->value->ndim || shape[0] != v->sh[s].rows) return;
+    memcpy(tensor_data(v->value) + v->sh[s].row0 * row, data,
+           (size_t)(v->sh[s].rows * row) * sizeof(float));
+  }
+}
+
+static int on_pull_reply(coord_fit_state *f, int ps, const uint8_t *pl, uint32_t len,
+                         uint64_t *version) {
+  wire_rd r;
+  wire_rd_init(&r, pl, len);
+  *version = wire_rd_u64(&r);
+  uint32_t n = wire_rd_u32(&r);
+  for (uint32_t i = 0; i < n && wire_rd_ok(&r); i++) {
+    uint32_t var = wire_rd_u32(&r);
+    int ndim;
+    int64_t shape[TENSOR_MAXDIM];
+    const uint8_t *data;
+    if (wire_rd_tensor_view(&r, &ndim, shape, &data) == 0) copy_shard(f, ps, var, shape, ndim, data);
+  }
+  return wire_rd_done(&r, WIRE_PULL_REPLY);
+}
+
+static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
+  pslink *l = conn_ud(cn);
+  coord_fit_state *f = l->f;
+  char name[32];
+  snprintf(name, sizeof name, "ps:%d", l->ps);
+  switch (h->type) {
+  case WIRE_VAR_INIT_OK:
+    f->pending--;
+    return;
+  case WIRE_PULL_REPLY: {
+    uint64_t version = 0;
+    if (on_pull_reply(f, l->ps, pl, h->len, &version) < 0) {
+      coord__fail_fit(f, "%s: %s", name, drv_errmsg());
+      conn_close(cn, "bad PULL_REPLY");
+    }
+    if (h->req == SYNC_PROBE_REQ) {
+      f->sync_reached++;
+      if (f->sync_applied == 0 || (int64_t)version < f->sync_applied)
+        f->sync_applied = (int64_t)version;
+      rundir_event(&f->c->rd, "sync: %s applied %llu global steps", name,
+                   (unsigned long long)version);
+      return;
+    }
+    f->pending--;
+    return;
+  }
+  case WIRE_PUSH_OK:
+    return;
+  case WIRE_ERROR: {
+    char msg[512];
+    wire_rd_error(pl, h->len, msg, sizeof msg);
+    coord__fail_fit(f, "%s refused a request: %s", name, msg);
+    return;
+  }
+  default:
+    log_warn("%s sent an unexpected %s", name, wire_type_name(h->type));
+    conn_close(cn, "unexpected frame");
+  }
+}
+
+static void ps_ready(conn *cn) {
+  pslink *l = conn_ud(cn);
+  l->f->ps_ready++;
+}
+
+static void ps_close(conn *cn, int err, const char *why) {
+  pslink *l = conn_ud(cn);
+  coord_fit_state *f = l->f;
+  if (f->ps[l->ps] == cn) f->ps[l->ps] = NULL;
+  if (conn_was_ready(cn)) f->ps_ready--;
+  if (!f->c->shutting_down && (err || f->cfg)) {
+    char name[32];
+    snprintf(name, sizeof name, "ps:%d", l->ps);
+    coord__fail_fit(f, "lost the connection to %s: %s", name, err ? why : "closed");
+  }
+}
+
+static const conn_cbs ps_cbs = {ps_ready, ps_frame, ps_close};
+
+static bool ps_all_ready(coord *c, void *arg) {
+  (void)arg;
+  return c->fit->ps_ready == c->fit->nps;
+}
+
+bool coord__nothing_pending(coord *c, void *arg) {
+  (void)arg;
+  return c->fit->pending == 0;
+}
+
+coord_fit_state *coord__fit_state(coord *c) {
+  if (c->fit) return c->fit;
+  coord_fit_state *f = calloc(1, sizeof *f);
+  if (!f) return NULL;
+  f->c = c;
+  f->nps = c->opts.count[ROLE_PS];
+  f->ps = calloc((size_t)f->nps, sizeof *f->ps);
+  f->links = calloc((size_t)f->nps, sizeof *f->links);
+  f->evaluator = -1;
+  if (!f->ps || !f->links) {
+    free(f->ps), free(f->links), free(f);
+    return NULL;
+  }
+  c->fit = f;
+  return f;
+}
+
+int coord__connect_ps(coord *c) {
+  coord_fit_state *f = c->fit;
+  for (int k = 0; k < f->nps; k++) {
+    if (f->ps[k]) continue;
+    int i = coord_find_node(c, ROLE_PS, k);
+    f->links[k] = (pslink){f, k};
+    conn_opts o = {.secret = &c->secret, .cbs = &ps_cbs, .ud = &f->links[k]};
+    int rc = conn_connect(c->loop, c->nodes[i].host, c->nodes[i].port, &o, &f->ps[k]);
+    if (rc < 0) return rc;
+  }
+  int rc = coord_pump(c, ps_all_ready, NULL, PS_CONNECT_TIMEOUT, true);
+  if (rc == DRV_ETIMEDOUT) return drv_error(rc, "could not reach every ps within %g s", PS_CONNECT_TIMEOUT);
+  return rc;
+}
+
+/* ============================== placement ================================= */
+
+void coord__free_vars(coord_fit_state *f) {
+  for (int i = 0; i < f->nvars; i++) free(f->vars[i].sh);
+  free(f->vars);
+  f->vars = NULL;
+  f->nvars = 0;
+  nn_param_list_free(&f->params);
+  f->placed = false;
+}
+
+/* Large variables are split by rows over every ps; the others go whole to
+ * the least loaded ps, largest first (TensorFlow's greedy byte-size
+ * strategy), so the load is balanced and the placement deterministic. */
+int coord__place(coord_fit_state *f, nn_module *model) {
+  coord__free_vars(f);
+  int rc = nn_collect_params(model, &f->params);
+  if (rc < 0) return rc;
+  f->nvars = f->params.n;
+  f->vars = calloc((size_t)f->nvars, sizeof *f->vars);
+  int *order = malloc((size_t)f->nvars * sizeof *order);
+  int64_t *load = calloc((size_t)f->nps, sizeof *load);
+  if (!f->vars || !order || !load) {
+    free(order), free(load);
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < f->nvars; i++) order[i] = i, f->vars[i].value = f->params.items[i].value;
+  for (int i = 1; i < f->nvars; i++) /* stable insertion sort, largest first */
+    for (int j = i; j > 0 && tensor_numel(f->vars[order[j]].value) >
+                                 tensor_numel(f->vars[order[j - 1]].value); j--) {
+      int t = order[j];
+      order[j] = order[j - 1], order[j - 1] = t;
+    }
+  for (int k = 0; k < f->nvars && rc == 0; k++) {
+    fvar *v = &f->vars[order[k]];
+    int64_t rows = v->value->shape[0], numel = tensor_numel(v->value);
+    bool split = f->nps > 1 && numel >= f->c->opts.split_threshold && rows >= f->nps;
+    v->nshards = split ? f->nps : 1;
+    v->sh = calloc((size_t)v->nshards, sizeof *v->sh);
+    if (!v->sh) {
+      rc = drv_error(DRV_ENOMEM, "out of memory");
+      break;
+    }
+    if (split) {
+      int64_t row0 = 0;
+      for (int s = 0; s < f->nps; s++) {
+        int64_t r = rows / f->nps + (s < rows % f->nps);
+        v->sh[s] = (shard){s, row0, r};
+        load[s] += r * (numel / rows);
+        row0 += r;
+      }
+    } else {
+      int best = 0;
+      for (int s = 1; s < f->nps; s++)
+        if (load[s] < load[best]) best = s;
+      v->sh[0] = (shard){best, 0, rows};
+      load[best] += numel;
+    }
+  }
+  free(order);
+  free(load);
+  if (rc == 0) f->placed = true;
+  for (int i = 0; i < f->nvars && rc == 0; i++) {
+    char where[512];
+    size_t len = 0;
+    for (int s = 0; s < f->vars[i].nshards && len < sizeof where; s++) {
+      const shard *sh = &f->vars[i].sh[s];
+      len += (size_t)snprintf(where + len, sizeof where - len, "%sps:%d rows %lld-%lld",
+                              s ? ", " : "", sh->ps, (long long)sh->row0,
+                              (long long)(sh->row0 + sh->rows - 1));
+    }
+    rundir_event(&f->c->rd, "placement %s: %s", f->params.items[i].name, where);
+  }
+  return rc;
+}
+
+int coord__init_vars(coord_fit_state *f, const optim_cfg *opt) {
+  for (int i = 0; i < f->nvars; i++) {
+    fvar *v = &f->vars[i];
+    for (int s = 0; s < v->nshards; s++) {
+      tensor *part = tensor_narrow(v->value, 0, v->sh[s].row0, v->sh[s].rows);
+      if (!part) return DRV_ENOMEM;
+      wire_wr w;
+      wire_wr_init(&w);
+      wire_wr_u32(&w, (uint32_t)i);
+      wire_wr_u64(&w, (uint64_t)v->sh[s].row0);
+      wire_wr_u8(&w, f->sync);
+      wire_wr_u32(&w, f->replicas);
+      wire_wr_u64(&w, (uint64_t)f->sync_target);
+      wire_wr_optim(&w, opt);
+      wire_wr_tensor(&w, part);
+      tensor_free(part);
+      if (!f->ps[v->sh[s].ps]) return drv_error(DRV_ENODE, "ps:%d is not connected", v->sh[s].ps);
+      f->pending++;
+      int rc = conn_send_wr(f->ps[v->sh[s].ps], &w, WIRE_VAR_INIT, (uint32_t)i);
+      if (rc < 0) return rc;
+    }
+  }
+  return 0;
+}
+
+/* One PULL per ps for the variables (or shards) it holds. */
+int coord__pull_all(coord *c) {
+  coord_fit_state *f = c->fit;
+  for (int k = 0; k < f->nps; k++) {
+    wire_wr w;
+    wire_wr_init(&w);
+    uint32_t n = 0;
+    for (int i = 0; i < f->nvars; i++)
+      for (int s = 0; s < f->vars[i].nshards; s++) n += f->vars[i].sh[s].ps == k;
+    if (n == 0) {
+      wire_wr_free(&w);
+      continue;
+    }
+    wire_wr_u64(&w, 0); /* min_version: the values as they are */
+    wire_wr_u32(&w, n);
+    for (int i = 0; i < f->nvars; i++)
+      for (int s = 0; s < f->vars[i].nshards; s++)
+        if (f->vars[i].sh[s].ps == k) wire_wr_u32(&w, (uint32_t)i);
+    if (!f->ps[k]) {
+      wire_wr_free(&w);
+      return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+    }
+    f->pending++;
+    conn_send_wr(f->ps[k], &w, WIRE_PULL, 0);
+  }
+  return coord_pump(c, coord__nothing_pending, NULL, 0, true);
+}
+
+int coord_pull(coord *c, nn_module *model) {
+  if (!c->fit || !c->fit->placed) return 0;
+  nn_param_list now = {0};
+  int rc = nn_collect_params(model, &now);
+  bool same = rc == 0 && now.n == c->fit->nvars;
+  for (int i = 0; same && i < now.n; i++) same = now.items[i].value == c->fit->vars[i].value;
+  nn_param_list_free(&now);
+  if (rc < 0) return rc;
+  if (!same) return drv_error(DRV_EINVAL, "cluster: this model is not the one the cluster trained");
+  return coord__pull_all(c);
+}
+
