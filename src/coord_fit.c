@@ -1,7 +1,8 @@
-/* coord_fit.c - training on the cluster: variable placement over the ps
- * nodes, their initial values, SETUP of workers and the evaluator, the
- * stream of train-step tasks and their results, evaluation, and pulling the
- * trained values back into the caller's model.
+/* coord_fit.c - training on the cluster: SETUP of workers and the
+ * evaluator, the stream of train-step tasks and their results (retried
+ * once lost, counted once), evaluation, and the result. The variables on
+ * the ps nodes (placement, initial values, pulling them back into the
+ * caller's model) are in coord_vars.c.
  *
  * Async data parallelism: each worker pulls the current values, computes
  * a gradient on a batch of its own data shard, and pushes it; each ps
