@@ -27,9 +27,7 @@
 
 #include "coord_fit_int.h"
 #include "err.h"
-#include "events.h"
 #include "log.h"
-#include "progress.h"
 
 /* ============================== setup ===================================== */
 

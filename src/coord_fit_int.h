@@ -13,7 +13,6 @@
 
 #define INFLIGHT_PER_WORKER 2 /* a queued task hides the RESULT -> TASK round trip */
 #define PS_CONNECT_TIMEOUT 10.0
-#define MAX_SHARDS 1024
 #define TASK_QUEUED (-1) /* task owner: not sent yet, or back in the queue */
 #define TASK_DONE (-2)
 #define SYNC_PROBE_REQ 0xfffffff0u /* the PULL that waits for the last global step */

@@ -110,11 +110,6 @@ static int call_progress(void *ud, const train_progress *p) {
   return stop;
 }
 
-/* Pushes field k of the table at idx (drover.experiment validated them). */
-static int field(lua_State *L, int idx, const char *k) {
-  return lua_getfield(L, idx, k);
-}
-
 static void check_experiment(lua_State *L, int idx) {
   if (lua_getmetatable(L, idx)) {
     lua_getfield(L, -1, "__name");
@@ -129,22 +124,22 @@ static void check_experiment(lua_State *L, int idx) {
 static int l_fit(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
   check_experiment(L, 2);
-  field(L, 2, "model");     /* 3 */
-  field(L, 2, "loss");      /* 4 */
-  field(L, 2, "optimizer"); /* 5 */
-  field(L, 2, "train");     /* 6 */
-  field(L, 2, "eval");      /* 7 */
-  field(L, 2, "progress");  /* 8 */
-  field(L, 6, "data");      /* 9 */
-  if (!lua_isnil(L, 7)) field(L, 7, "data"); else lua_pushnil(L); /* 10 */
+  lua_getfield(L, 2, "model");     /* 3 */
+  lua_getfield(L, 2, "loss");      /* 4 */
+  lua_getfield(L, 2, "optimizer"); /* 5 */
+  lua_getfield(L, 2, "train");     /* 6 */
+  lua_getfield(L, 2, "eval");      /* 7 */
+  lua_getfield(L, 2, "progress");  /* 8 */
+  lua_getfield(L, 6, "data");      /* 9 */
+  if (!lua_isnil(L, 7)) lua_getfield(L, 7, "data"); else lua_pushnil(L); /* 10 */
   train_cfg cfg = {0};
-  field(L, 6, "batch"), cfg.batch = lua_tointeger(L, -1), lua_pop(L, 1);
-  field(L, 6, "epochs"), cfg.epochs = lua_tointeger(L, -1), lua_pop(L, 1);
-  field(L, 6, "shuffle"), cfg.shuffle = lua_toboolean(L, -1), lua_pop(L, 1);
-  field(L, 6, "max_steps"), cfg.max_steps = lua_tointeger(L, -1), lua_pop(L, 1);
-  field(L, 2, "seed"), cfg.seed = (uint64_t)lua_tointeger(L, -1), lua_pop(L, 1);
-  if (!lua_isnil(L, 7)) field(L, 7, "every"), cfg.eval_every = lua_tointeger(L, -1), lua_pop(L, 1);
-  field(L, 2, "verbose");
+  lua_getfield(L, 6, "batch"), cfg.batch = lua_tointeger(L, -1), lua_pop(L, 1);
+  lua_getfield(L, 6, "epochs"), cfg.epochs = lua_tointeger(L, -1), lua_pop(L, 1);
+  lua_getfield(L, 6, "shuffle"), cfg.shuffle = lua_toboolean(L, -1), lua_pop(L, 1);
+  lua_getfield(L, 6, "max_steps"), cfg.max_steps = lua_tointeger(L, -1), lua_pop(L, 1);
+  lua_getfield(L, 2, "seed"), cfg.seed = (uint64_t)lua_tointeger(L, -1), lua_pop(L, 1);
+  if (!lua_isnil(L, 7)) lua_getfield(L, 7, "every"), cfg.eval_every = lua_tointeger(L, -1), lua_pop(L, 1);
+  lua_getfield(L, 2, "verbose");
   bool verbose = lua_isnil(L, -1) || lua_toboolean(L, -1);
   lua_pop(L, 1);
   cfg.eval = lua_isnil(L, 10) ? NULL : ldata_check(L, 10);
@@ -159,9 +154,9 @@ static int l_fit(lua_State *L) {
       .train = ldata_check(L, 9),
       .cfg = &cfg,
   };
-  field(L, 2, "mode"), a.sync = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "sync") == 0;
+  lua_getfield(L, 2, "mode"), a.sync = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "sync") == 0;
   lua_pop(L, 1);
-  field(L, 2, "backup_workers"), a.backup_workers = (int)lua_tointeger(L, -1), lua_pop(L, 1);
+  lua_getfield(L, 2, "backup_workers"), a.backup_workers = (int)lua_tointeger(L, -1), lua_pop(L, 1);
   train_result res;
   int rc = coord_fit(c, &a, &res);
   fflush(stdout);
@@ -185,19 +180,19 @@ static int l_evaluate(lua_State *L) {
   check_experiment(L, 2);
   bool given = !lua_isnoneornil(L, 3);
   lua_settop(L, 3);
-  field(L, 2, "model"); /* 4 */
-  field(L, 2, "loss");  /* 5 */
-  field(L, 2, "train"); /* 6 */
-  field(L, 2, "eval");  /* 7 */
+  lua_getfield(L, 2, "model"); /* 4 */
+  lua_getfield(L, 2, "loss");  /* 5 */
+  lua_getfield(L, 2, "train"); /* 6 */
+  lua_getfield(L, 2, "eval");  /* 7 */
   const dataset *d;
   if (given) {
     d = ldata_check(L, 3);
   } else {
     if (lua_isnil(L, 7)) return luaL_error(L, "cluster: evaluate needs a dataset (or exp.eval.data)");
-    field(L, 7, "data");
+    lua_getfield(L, 7, "data");
     d = ldata_check(L, -1);
   }
-  field(L, 6, "batch");
+  lua_getfield(L, 6, "batch");
   int64_t batch = lua_tointeger(L, -1);
   lua_pop(L, 1);
   nn_module *model = lnn_check_module(L, 4);
