@@ -62,6 +62,8 @@
 #define LIMITS_RESULT 40, 36 + STR_MAX, false
 #define LIMITS_EVAL 8, 8, false
 #define LIMITS_EVAL_RESULT 40, 36 + STR_MAX, false
+#define LIMITS_CALL 8 + 4, FRAME_MAX, false
+#define LIMITS_CALL_RESULT 8 + 4 + 4, FRAME_MAX, false
 #define LIMITS_PULL 8 + 4, 8 + 4 + 4 * PULL_MAX_VARS, false
 #define LIMITS_PULL_REPLY 8 + 4, FRAME_MAX, false
 #define LIMITS_PUSH 8 + 4, FRAME_MAX, false
@@ -723,6 +725,19 @@ static void rd_layout(wire_rd *r, uint8_t type) {
     rd_skip_str(r);
     break;
   case WIRE_EVAL: wire_rd_u64(r); break;
+  case WIRE_CALL: {
+    const uint8_t *b;
+    wire_rd_u64(r);
+    wire_rd_bytes(r, &b);
+    break;
+  }
+  case WIRE_CALL_RESULT: {
+    const uint8_t *b;
+    wire_rd_u64(r);
+    wire_rd_i32(r);
+    wire_rd_bytes(r, &b);
+    break;
+  }
   case WIRE_PUSH_OK:
     wire_rd_u64(r);
     rd_flag(r, "PUSH_OK applied");

@@ -86,6 +86,11 @@
  *  RESULT     W -> C   task u64, status i32 (0 ok), loss f64, correct i64
  *                      (-1 when accuracy does not apply), examples u64,
  *                      message str (error text when status != 0)
+ *  CALL       C -> W   task u64, closure bytes (closure_encode: a Lua function,
+ *                      its upvalues and arguments; c:schedule)
+ *  CALL_RESULT W -> C  task u64, status i32 (0 ok), data bytes: on success
+ *                      the results (closure_encode_values), else the error
+ *                      message with its traceback (text)
  *  EVAL       C -> E   step u64: pull the latest parameters, evaluate
  *  EVAL_RESULT E -> C  step u64, status i32, loss f64, accuracy f64, examples
  *                      u64, message str
@@ -122,6 +127,8 @@
   XX(31, RESULT)                \
   XX(32, EVAL)                  \
   XX(33, EVAL_RESULT)           \
+  XX(34, CALL)                  \
+  XX(35, CALL_RESULT)           \
   XX(40, PULL)                  \
   XX(41, PULL_REPLY)            \
   XX(42, PUSH)                  \

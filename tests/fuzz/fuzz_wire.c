@@ -134,6 +134,8 @@ static void sample(wire_wr *w, uint8_t type, const tensor *t) {
     wire_wr_u64(w, 32); wire_wr_str(w, "");
     break;
   case WIRE_EVAL: wire_wr_u64(w, 10); break;
+  case WIRE_CALL: wire_wr_u64(w, 3); wire_wr_bytes(w, "\x1bLua", 4); break;
+  case WIRE_CALL_RESULT: wire_wr_u64(w, 3); wire_wr_i32(w, -1); wire_wr_bytes(w, "boom", 4); break;
   case WIRE_PUSH_OK: wire_wr_u64(w, 10); wire_wr_u8(w, 1); break;
   case WIRE_EVAL_RESULT:
     wire_wr_u64(w, 10); wire_wr_i32(w, 0); wire_wr_f64(w, 0.2); wire_wr_f64(w, 0.9);
