@@ -38,6 +38,7 @@ void coord_opts_default(coord_opts *o) {
   o->heartbeat_timeout_ms = 5000;
   o->split_threshold = 65536;
   o->max_restarts = 3;
+  o->max_queue = 1024;
 }
 
 const char *coord_node_name(const coord_node *n, char *buf, size_t len) {
@@ -97,6 +98,7 @@ static void node_lost(coord *c, int i, const char *why) {
     n->restart_at = progress_now() + (delay < RESTART_BACKOFF_MAX ? delay : RESTART_BACKOFF_MAX);
     n->inflight = 0;
     log_warn("%s lost: %s; restarting it in %.1f s", name, why, n->restart_at - progress_now());
+    coord__sched_node_lost(c, i);
     coord_fit_node_lost(c, i);
   } else {
     char extra[96] = "";
@@ -260,7 +262,8 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     break;
   }
   default:
-    if (coord_fit_frame(c, p->node, h, pl) < 0) {
+    if ((h->type == WIRE_CALL_RESULT ? coord__sched_frame(c, p->node, h, pl)
+                                     : coord_fit_frame(c, p->node, h, pl)) < 0) {
       log_warn("%s: %s", conn_peer(cn), drv_errmsg());
       conn_close(cn, "unexpected frame");
     }
@@ -606,6 +609,9 @@ static int check_opts(const coord_opts *o) {
   if (o->max_restarts < 0 || o->max_restarts > 1000)
     return drv_error(DRV_EINVAL, "cluster: max_restarts = %d is out of range (0..1000)",
                      o->max_restarts);
+  if (o->max_queue < 1 || o->max_queue > (1 << 24))
+    return drv_error(DRV_EINVAL, "cluster: max_queue = %d is out of range (1..16777216)",
+                     o->max_queue);
   if (o->reservation_timeout <= 0 || o->heartbeat_ms == 0 ||
       o->heartbeat_timeout_ms <= o->heartbeat_ms)
     return drv_error(DRV_EINVAL, "cluster: timeouts must be positive, and the heartbeat "
@@ -731,6 +737,7 @@ void coord_free(coord *c) {
    * (through the peers) and the fit state (through the ps links). */
   for (int i = 0; i < 3; i++) uv_run(c->loop, UV_RUN_NOWAIT);
   coord_fit_free(c);
+  coord__sched_free(c);
   log_setup(NULL, "drover", LOG_INFO);
   if (c->log) fclose(c->log);
   rundir_close(&c->rd);

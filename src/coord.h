@@ -87,6 +87,8 @@ typedef struct coord_opts {
                                     along their first dimension (65536) */
   int cpus;                      /* per node; 0 = leave alone */
   int max_restarts;              /* per worker or chief (3); 0 = none */
+  int max_queue;                 /* closures queued at most (1024):
+                                    coord_schedule waits beyond */
 } coord_opts;
 
 void coord_opts_default(coord_opts *o);
@@ -137,6 +139,55 @@ int64_t coord_global_steps(const coord *c);
 /* Copies the current parameters from the ps nodes into `model` (whose
  * architecture must be the one last fitted). A no-op before any fit. */
 int coord_pull(coord *c, nn_module *model);
+
+/* ---- scheduled closures (coord_sched.c) ---------------------------------
+ * ClusterCoordinator semantics. A closure is the output of closure_encode
+ * (a Lua function, its upvalues and arguments); it runs on a worker or the
+ * chief, which answers with its results (closure_encode_values) or its
+ * error and traceback. Closures and c:fit's train steps share one FIFO:
+ * each goes to the least busy worker that can take it, and back to the
+ * front of the queue when that worker is lost (at-least-once: a closure
+ * may run more than once; its first result counts).
+ *
+ * The first closure that fails is remembered and every closure still
+ * queued is cancelled; the error is returned once, as DRV_ECLOSURE, by the
+ * next coord_schedule, coord_join or coord_done (then cleared, so the
+ * cluster can be used again). A node failure the coordinator cannot
+ * recover (coord_failure) makes them return DRV_ENODE. */
+
+/* Queues a closure (n bytes, copied); waits, pumping the loop, while
+ * max_queue closures are queued. Returns its id (> 0), or DRV_ECLOSURE (an
+ * earlier closure failed: drv_errmsg() has "closure 7 failed on worker:1:
+ * MESSAGE\nstack traceback: ..."; this one was not queued), DRV_ENODE,
+ * DRV_EINTERRUPTED, DRV_ENOMEM. */
+int64_t coord_schedule(coord *c, const void *closure, size_t n);
+
+/* Waits for closure id. 0 with *res, *n its encoded results (borrowed
+ * until coord_release(id)); DRV_ECLOSURE with its own error; DRV_ECANCELLED
+ * when it was cancelled by an earlier failure; DRV_ENODE, DRV_EINTERRUPTED;
+ * DRV_EINVAL for an id that is not a closure held. */
+int coord_fetch(coord *c, int64_t id, const uint8_t **res, size_t *n);
+
+/* Waits until no closure is queued or running; 0, or the pending error
+ * (DRV_ECLOSURE, as soon as a closure fails), DRV_ENODE, DRV_EINTERRUPTED. */
+int coord_join(coord *c);
+
+/* Never waits (handles what already arrived): 1 when no closure is queued
+ * or running, 0 when some are, or the pending error as coord_join. */
+int coord_done(coord *c);
+
+/* The future of closure id is gone: its outcome may be dropped. */
+void coord_release(coord *c, int64_t id);
+
+/* "queued", "running", "done", "failed", "cancelled" ("unknown" when
+ * released). Static. */
+const char *coord_call_state(coord *c, int64_t id);
+
+/* The queue as the dashboard shows it (closures and train steps). */
+typedef struct coord_queue {
+  int64_t queued, capacity, running, done, failed, retried, cancelled;
+} coord_queue;
+void coord_queue_stats(const coord *c, coord_queue *q);
 
 /* Stops the cluster: SHUTDOWN to workers, chief and evaluator, wait for
  * them (grace seconds), then the ps nodes; whoever is still running after

@@ -126,20 +126,12 @@ void coord_fit_node_back(coord *c, int node) {
 
 void coord_fit_node_lost(coord *c, int node) {
   coord_fit_state *f = c->fit;
-  if (!f) return;
-  if (f->setup_ok) f->setup_ok[node] = false;
-  if (!f->owner || !f->cfg) return;
-  int64_t n = 0;
-  for (int64_t id = 1; id <= f->next; id++) {
-    if (f->owner[id] != node) continue;
-    f->owner[id] = TASK_QUEUED;
-    f->retry[(f->retry_head + f->retry_len++) % f->total] = id;
-    n++;
-  }
-  char name[32];
-  if (n)
-    rundir_event(&c->rd, "retry %lld train step%s of %s", (long long)n, n == 1 ? "" : "s",
-                 coord_node_name(&c->nodes[node], name, sizeof name));
+  if (f && f->setup_ok) f->setup_ok[node] = false; /* SETUP again when it is back */
+}
+
+bool coord__fit_ready(coord *c, int node) {
+  coord_fit_state *f = c->fit;
+  return f && f->cfg && f->setup_ok && f->setup_ok[node];
 }
 
 /* ============================== task results ============================== */
@@ -167,28 +159,18 @@ static int on_result(coord_fit_state *f, int node, const uint8_t *pl, uint32_t l
   wire_rd_str(&r, msg, sizeof msg);
   int rc = wire_rd_done(&r, WIRE_RESULT);
   if (rc < 0) return rc;
-  if (id <= f->id_base || id - f->id_base > (uint64_t)f->total) {
-    log_info("RESULT for task %llu of an earlier fit; ignored", (unsigned long long)id);
-    return 0;
-  }
-  id -= f->id_base;
-  if (id > (uint64_t)f->next)
-    return drv_error(DRV_EPROTO, "RESULT for task %llu, which was never sent",
-                     (unsigned long long)(id + f->id_base));
+  /* Counted once: only the node holding the step completes it. A step of
+   * an earlier (interrupted) fit completes and is forgotten. */
+  if (!coord__task_complete(f->c, node, id, TK_TRAIN)) return 0;
+  coord__release_train_task(f->c, id);
+  if (!f->cfg) return 0;
   coord_node *n = &f->c->nodes[node];
   char name[32];
   coord_node_name(n, name, sizeof name);
-  int32_t owner = f->owner[id];
-  if (owner >= 0 && f->c->nodes[owner].inflight > 0) f->c->nodes[owner].inflight--;
-  if (owner == TASK_DONE) {
-    log_info("%s: task %llu had already completed; ignored", name, (unsigned long long)id);
-    return 0;
-  }
   if (status != 0) {
     coord__fail_fit(f, "%s: train step failed: %s", name, msg);
     return 0;
   }
-  f->owner[id] = TASK_DONE;
   n->steps++;
   n->examples += (int64_t)examples;
   f->done++;
@@ -261,13 +243,16 @@ static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {
 
 int coord_fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl) {
   coord_fit_state *f = c->fit;
+  int rc;
   if (!f) return drv_error(DRV_EPROTO, "%s outside a fit", wire_type_name(h->type));
   switch (h->type) {
   case WIRE_SETUP_OK:
     if (f->setup_ok) f->setup_ok[node] = true;
     return 0;
   case WIRE_RESULT:
-    return f->cfg ? on_result(f, node, pl, h->len) : 0;
+    rc = on_result(f, node, pl, h->len);
+    coord__dispatch(c);
+    return rc;
   case WIRE_EVAL_RESULT:
     return f->cfg ? on_eval_result(f, pl, h->len) : 0;
   default:
@@ -276,17 +261,6 @@ int coord_fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl)
 }
 
 /* ============================== the fit loop ============================== */
-
-/* The next task to send: a retried one first, else a new one; 0: none. */
-static int64_t next_task(coord_fit_state *f) {
-  while (f->retry_len > 0) {
-    int64_t id = f->retry[f->retry_head];
-    f->retry_head = (f->retry_head + 1) % f->total;
-    f->retry_len--;
-    if (f->owner[id] == TASK_QUEUED) return id; /* else it completed after all */
-  }
-  return f->next < f->total ? ++f->next : 0;
-}
 
 /* Sync: asks every ps to answer once it applied the last global step. */
 static int send_sync_probes(coord_fit_state *f) {
@@ -308,26 +282,22 @@ static int send_sync_probes(coord_fit_state *f) {
 
 static bool sync_over(const coord_fit_state *f) { return f->sync_reached >= f->nps; }
 
-static void dispatch(coord_fit_state *f) {
-  coord *c = f->c;
-  if (f->sync && sync_over(f)) return;
-  for (int t = 0; t < f->ntrainers; t++) {
-    int i = f->trainers[t];
-    coord_node *n = &c->nodes[i];
-    if (!c->ctl[i] || !f->setup_ok[i] || (n->state != NODE_READY && n->state != NODE_BUSY))
-      continue;
-    int64_t id;
-    while (n->inflight < INFLIGHT_PER_WORKER && (id = next_task(f)) > 0) {
-      wire_wr w;
-      wire_wr_init(&w);
-      wire_wr_u64(&w, f->id_base + (uint64_t)id);
-      wire_wr_u8(&w, WIRE_TASK_TRAIN_STEP);
-      wire_wr_u64(&w, 0);
-      f->owner[id] = i;
-      n->inflight++;
-      n->state = NODE_BUSY;
-      coord_send(c, i, &w, WIRE_TASK, 0);
+/* Keeps enough of the fit's train steps queued for every trainer; the
+ * queue (coord_sched.c) sends them, retries them, and counts them once. */
+void coord__refill(coord *c) {
+  coord_fit_state *f = c->fit;
+  if (!f || !f->looping) return;
+  if (f->sync && sync_over(f)) { /* every ps applied the last step */
+    coord__end_train_tasks(c, false);
+    return;
+  }
+  int64_t want = (int64_t)f->ntrainers * INFLIGHT_PER_WORKER;
+  while (c->sched.trains_queued < want && (f->sync || f->produced < f->total)) {
+    if (coord__add_train_task(c) < 0) {
+      coord__fail_fit(f, "%s%s", "cannot queue a train step: ", drv_errmsg());
+      return;
     }
+    f->produced++;
   }
 }
 
@@ -361,8 +331,7 @@ static int local_eval(coord *c, const coord_fit_args *a, int64_t step) {
 static bool fit_finished(coord *c, void *arg) {
   (void)arg;
   coord_fit_state *f = c->fit;
-  for (int t = 0; t < f->ntrainers; t++)
-    if (c->nodes[f->trainers[t]].inflight) return false;
+  if (c->sched.trains_running > 0) return false;
   if (f->sync) return sync_over(f) && f->evals_out == 0;
   return f->done >= f->total && f->evals_out == 0;
 }
@@ -377,7 +346,7 @@ static int fit_loop(coord *c, const coord_fit_args *a) {
   coord_fit_state *f = c->fit;
   const train_cfg *cfg = a->cfg;
   while (!fit_finished(c, NULL)) {
-    dispatch(f);
+    coord__dispatch(c);
     int turn = 0;
     int rc = coord_pump(c, turn_done, &turn, 0, true);
     if (rc < 0) return rc;
@@ -434,22 +403,11 @@ static int plan(coord *c, const coord_fit_args *a) {
                        f->ntrainers == 1 ? "" : "s");
     f->replicas = (uint32_t)(f->ntrainers - a->backup_workers);
     f->sync_target = (worker_steps + f->replicas - 1) / f->replicas;
-    /* Task ids: each trainer pushes at most once per global step (its
-     * pushed versions only grow), plus the tasks in flight at the end. */
-    f->total = f->ntrainers * (f->sync_target + 2 * INFLIGHT_PER_WORKER);
   }
-  free(f->owner);
-  free(f->retry);
   free(f->setup_ok);
-  f->id_base += (uint64_t)f->next; /* past every id the previous fit sent */
-  for (int t = 0; t < f->ntrainers; t++) c->nodes[f->trainers[t]].inflight = 0;
-  f->owner = calloc((size_t)f->total + 1, sizeof *f->owner);
-  f->retry = malloc((size_t)f->total * sizeof *f->retry);
   f->setup_ok = calloc((size_t)c->nnodes, sizeof *f->setup_ok);
-  if (!f->owner || !f->retry || !f->setup_ok) return drv_error(DRV_ENOMEM, "out of memory");
-  for (int64_t id = 0; id <= f->total; id++) f->owner[id] = TASK_QUEUED;
-  f->retry_head = f->retry_len = 0;
-  f->next = f->done = f->examples = 0;
+  if (!f->setup_ok) return drv_error(DRV_ENOMEM, "out of memory");
+  f->produced = f->done = f->examples = 0;
   f->epoch_no = 0;
   f->evals_out = 0;
   f->last_eval_step = -1;
@@ -463,14 +421,14 @@ static int plan(coord *c, const coord_fit_args *a) {
 
 static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *res) {
   coord_fit_state *f = c->fit;
+  f->looping = false;
+  coord__end_train_tasks(c, true);
   if (rc == 0) rc = coord__pull_all(c);
   if (rc == 0 && a->cfg->eval && f->last_eval_step != f->done) rc = local_eval(c, a, f->done);
   update_progress(f);
   progress_step(&f->out, &f->p, true);
   progress_end(&f->out);
   if (res) train_result_set(res, &f->p);
-  for (int i = 0; i < c->nnodes; i++)
-    if (c->nodes[i].state == NODE_BUSY) c->nodes[i].state = NODE_READY;
   if (f->metrics) fclose(f->metrics);
   f->metrics = NULL;
   events_run_flush(f->events);
@@ -513,6 +471,7 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   else
     rundir_event(&c->rd, "fit: %lld steps on %d workers, %d variables over %d ps",
                  (long long)f->total, f->ntrainers, f->nvars, f->nps);
+  f->looping = true;
   rc = fit_loop(c, a);
   return fit_finish(c, a, rc, res);
 }
@@ -539,8 +498,6 @@ void coord_fit_free(coord *c) {
   coord__free_vars(f);
   free(f->trainers);
   free(f->examples0);
-  free(f->owner);
-  free(f->retry);
   free(f->setup_ok);
   if (f->metrics) fclose(f->metrics);
   events_run_close(f->events);

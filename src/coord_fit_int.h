@@ -13,8 +13,6 @@
 
 #define INFLIGHT_PER_WORKER 2 /* a queued task hides the RESULT -> TASK round trip */
 #define PS_CONNECT_TIMEOUT 10.0
-#define TASK_QUEUED (-1) /* task owner: not sent yet, or back in the queue */
-#define TASK_DONE (-2)
 #define SYNC_PROBE_REQ 0xfffffff0u /* the PULL that waits for the last global step */
 
 typedef struct shard {
@@ -52,15 +50,11 @@ struct coord_fit_state {
   int evaluator; /* node index or -1 */
   const coord_fit_args *args; /* while a fit sets up or runs */
   bool *setup_ok;  /* per node: SETUP_OK came for this fit */
-  /* Train-step tasks 1..total: owner[id] is the node running it, or
-   * TASK_QUEUED / TASK_DONE, so a step retried after a loss counts once.
-   * Steps of a lost node wait in `retry` (a ring) ahead of new ones. */
-  int32_t *owner;
-  uint64_t id_base; /* task k of this fit goes out as id_base + k: ids
-                       stay unique across fits, so a late RESULT of an
-                       earlier (interrupted) fit is told apart */
-  int64_t *retry, retry_head, retry_len;
-  int64_t total, next, done, per_epoch, examples;
+  /* Train steps: `total` to run (async), `produced` queued so far (the
+   * queue holds a few per trainer; coord__refill tops it up), `done`
+   * counted. Sync runs until every ps applied sync_target updates. */
+  int64_t total, produced, done, per_epoch, examples;
+  bool looping; /* in fit_loop: train steps may be queued */
   /* sync: global steps to apply, gradients per step, ps that applied
    * them all (replies to the probe) */
   int64_t sync_target, sync_applied;

@@ -15,6 +15,35 @@
 
 typedef struct coord_fit_state coord_fit_state; /* coord_fit.c */
 
+/* ---- the task queue (coord_sched.c) ---- */
+enum { TK_TRAIN = 1, TK_CALL = 2 };
+enum { TS_QUEUED, TS_RUNNING, TS_DONE, TS_FAILED, TS_CANCELLED, TS_FREE };
+
+typedef struct task {
+  uint8_t kind, state;
+  bool released;  /* no future holds it (a train step: the fit let go) */
+  int32_t owner;  /* RUNNING: the node it was sent to */
+  uint32_t runs;  /* times sent */
+  uint8_t *data;  /* CALL: the closure until it runs, then its encoded
+                     results or its error message (owned) */
+  uint32_t len;
+} task;
+
+typedef struct coord_sched {
+  task *t;             /* t[i] is task base + i; ids start at 1 */
+  int64_t n, cap;
+  uint64_t base;
+  uint64_t *q;         /* ring of queued task ids; retries go in front */
+  int64_t qhead, qlen, qcap;
+  int64_t calls_queued, calls_running, trains_queued, trains_running;
+  int64_t scheduled, done, failed, retried, cancelled;
+  int rr;              /* round-robin start of pick_node */
+  bool dispatching;
+  bool error_pending;  /* the first failure, not raised yet */
+  uint64_t error_id;
+  char *error;
+} coord_sched;
+
 struct coord {
   uv_loop_t *loop;
   coord_opts opts;
@@ -36,6 +65,7 @@ struct coord {
   int failures;
   char failure[4096];
   coord_fit_state *fit; /* placement and ps connections, kept across fits */
+  coord_sched sched;
 };
 
 const char *coord_node_name(const coord_node *n, char *buf, size_t len);
@@ -48,6 +78,29 @@ void coord_send(coord *c, int node, wire_wr *w, uint8_t type, uint32_t req);
  * fails and fail_on_loss. */
 int coord_pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double timeout,
                bool fail_on_loss);
+
+/* coord_sched.c (internal): sends queued tasks to nodes that can take
+ * them (refilling train steps first). */
+void coord__dispatch(coord *c);
+/* A result for task id of `kind` came from node: 1 when it completes the
+ * task (the node held it), 0 when it is to be ignored. */
+int coord__task_complete(coord *c, int node, uint64_t id, uint8_t kind);
+/* CALL_RESULT from node. Negative for a malformed frame. */
+int coord__sched_frame(coord *c, int node, const wire_header *h, const uint8_t *payload);
+/* Node was lost: the tasks it held go back to the front of the queue. */
+void coord__sched_node_lost(coord *c, int node);
+/* Queues one more train step (the fit's); its id, or negative. */
+int64_t coord__add_train_task(coord *c);
+/* The fit counted train step id: forget it. */
+void coord__release_train_task(coord *c, uint64_t id);
+/* Drops queued train steps; with `all`, running ones are let go too
+ * (their results will be ignored): the fit is over. */
+void coord__end_train_tasks(coord *c, bool all);
+void coord__sched_free(coord *c);
+/* coord_fit.c, for the queue: whether node may take train steps now, and
+ * topping up the queue with the fit's next steps. */
+bool coord__fit_ready(coord *c, int node);
+void coord__refill(coord *c);
 
 /* coord_fit.c: frames from workers and the evaluator on their control
  * connections (RESULT, EVAL_RESULT, SETUP_OK); negative for a frame that

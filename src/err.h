@@ -23,7 +23,9 @@
   XX(INTERRUPTED, "interrupted")                            \
   XX(TIMEDOUT, "timed out")                                 \
   XX(NODE, "a cluster node failed")                         \
-  XX(PROTO, "protocol error")
+  XX(PROTO, "protocol error")                               \
+  XX(CLOSURE, "a scheduled closure failed")                 \
+  XX(CANCELLED, "cancelled")
 
 enum drv_errno {
   DRV_OK = 0,

@@ -1,6 +1,6 @@
 /* l_cluster.c - drover.cluster { ... }: a cluster of ps, worker, chief and
  * evaluator processes, c:fit(exp), c:evaluate(exp), c:nodes(),
- * c:shutdown { grace, timeout }.
+ * c:shutdown { grace, timeout } (c:schedule, c:join, c:done: l_schedule.c).
  *
  * A cluster left without c:shutdown() is shut down when it is collected or
  * when the script ends (lua_close); failures found then still make the
@@ -39,11 +39,19 @@ static coord *live(lua_State *L, lcluster *lc) {
   return lc->c;
 }
 
+coord *lcluster_live(lua_State *L, int idx) { return live(L, check_cluster(L, idx)); }
+
+coord *lcluster_get(lua_State *L, int idx) {
+  lcluster *lc = luaL_testudata(L, idx, CLUSTER_MT);
+  return lc ? lc->c : NULL;
+}
+
 /* ============================== creation ================================= */
 
 static const char *const cluster_keys[] = {
     "launcher", "ps", "worker", "chief", "evaluator", "reservation_timeout", "heartbeat",
-    "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", "max_restarts", NULL};
+    "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", "max_restarts", "max_queue",
+    NULL};
 
 static const char *opt_string(lua_State *L, const char *key, const char *def) {
   lua_getfield(L, 1, key);
@@ -72,6 +80,7 @@ static int l_cluster(lua_State *L) {
   o.split_threshold = ldrv_opt_integer(L, 1, "split_threshold", o.split_threshold, "cluster");
   o.cpus = (int)ldrv_opt_integer(L, 1, "cpus", 0, "cluster");
   o.max_restarts = (int)ldrv_opt_integer(L, 1, "max_restarts", o.max_restarts, "cluster");
+  o.max_queue = (int)ldrv_opt_integer(L, 1, "max_queue", o.max_queue, "cluster");
   uv_loop_t *loop = drover_lua_loop(L);
 
   lcluster *lc = lua_newuserdatauv(L, sizeof *lc, 0);
@@ -323,6 +332,7 @@ int luaopen_drover_cluster(lua_State *L) {
   luaL_newmetatable(L, CLUSTER_MT);
   luaL_setfuncs(L, meta, 0);
   luaL_newlib(L, methods);
+  lschedule_open(L);
   lua_setfield(L, -2, "__methods");
   lua_pop(L, 1);
   lua_pushcfunction(L, l_cluster);

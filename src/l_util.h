@@ -50,6 +50,19 @@ void ldrv_set_int(lua_State *L, const char *k, int64_t v);
 void ltrain_push_progress(lua_State *L, const train_progress *p);
 void ltrain_push_result(lua_State *L, const train_result *r);
 
+/* ---- l_cluster.c ---- */
+struct coord;
+/* The coordinator of the Cluster userdata at idx; raises when it was shut
+ * down. Borrowed. */
+struct coord *lcluster_live(lua_State *L, int idx);
+/* The same without raising: NULL when shut down or not a Cluster. */
+struct coord *lcluster_get(lua_State *L, int idx);
+
+/* ---- l_schedule.c ---- */
+/* Adds schedule, join and done to the Cluster methods table on top of the
+ * stack, and makes the RemoteValue metatable. */
+void lschedule_open(lua_State *L);
+
 /* ---- l_data.c ---- */
 dataset *ldata_check(lua_State *L, int idx);
 

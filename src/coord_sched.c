@@ -1,0 +1,508 @@
+/* coord_sched.c - the coordinator's task queue, ClusterCoordinator-style:
+ * closures (c:schedule) and train steps (c:fit) wait in one FIFO, go to
+ * idle workers, come back to the front of the queue when their worker is
+ * lost (at-least-once), and keep their outcome until the future lets go.
+ *
+ * A task is a CALL (a closure_encode'd Lua function, answered by
+ * CALL_RESULT) or a TRAIN step (TASK of kind TRAIN_STEP, answered by
+ * RESULT, whose accounting is coord_fit.c's). Both kinds share the ids,
+ * the queue, the per-node in-flight limits, the retry on loss and the
+ * "counted once" rule: a task completes the first time a result for it
+ * comes from the node that holds it; a result from anyone else (a node
+ * since declared lost) is ignored.
+ *
+ * Errors follow TensorFlow's ClusterCoordinator: the first closure that
+ * raises is remembered; every closure still queued is cancelled; the
+ * error is raised once, by the next schedule, join or done. Closures
+ * running elsewhere finish and keep their results.
+ *
+ * Tasks live in an array indexed by id - base. A task is freed once it is
+ * over and released (its future collected, or a train step counted); the
+ * array drops its freed prefix now and then, so memory follows the tasks
+ * still referenced, not the run's total.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_fit_int.h"
+#include "err.h"
+#include "log.h"
+
+/* Closures in flight per worker: enough to hide the round trip when they
+ * are short; a train step's limit is INFLIGHT_PER_WORKER. */
+#define CALL_INFLIGHT_PER_WORKER 16
+
+/* ============================== the table ================================ */
+
+static task *task_get(coord_sched *s, uint64_t id) {
+  if (id < s->base || id - s->base >= (uint64_t)s->n) return NULL;
+  task *t = &s->t[id - s->base];
+  return t->state == TS_FREE ? NULL : t;
+}
+
+static bool over(const task *t) {
+  return t->state == TS_DONE || t->state == TS_FAILED || t->state == TS_CANCELLED;
+}
+
+/* Drops the freed prefix once it is worth a memmove. */
+static void compact(coord_sched *s) {
+  int64_t k = 0;
+  while (k < s->n && s->t[k].state == TS_FREE) k++;
+  if (k == s->n) {
+    s->base += (uint64_t)k;
+    s->n = 0;
+    return;
+  }
+  if (k < 1024 || k < s->n / 2) return;
+  memmove(s->t, s->t + k, (size_t)(s->n - k) * sizeof *s->t);
+  s->n -= k;
+  s->base += (uint64_t)k;
+}
+
+static void task_free(coord_sched *s, task *t) {
+  free(t->data);
+  t->data = NULL;
+  t->len = 0;
+  t->state = TS_FREE;
+  if (t == &s->t[0]) compact(s);
+}
+
+static int64_t task_new(coord_sched *s, uint8_t kind, uint8_t *data, uint32_t len) {
+  if (s->n == s->cap) {
+    int64_t cap = s->cap ? 2 * s->cap : 256;
+    task *nt = realloc(s->t, (size_t)cap * sizeof *nt);
+    if (!nt) return drv_error(DRV_ENOMEM, "out of memory");
+    s->t = nt;
+    s->cap = cap;
+  }
+  task *t = &s->t[s->n++];
+  *t = (task){.kind = kind, .state = TS_QUEUED, .owner = -1, .data = data, .len = len};
+  return (int64_t)(s->base + (uint64_t)(s->n - 1));
+}
+
+/* ============================== the queue ================================ */
+
+static int queue_grow(coord_sched *s) {
+  if (s->qlen < s->qcap) return 0;
+  int64_t cap = s->qcap ? 2 * s->qcap : 256;
+  uint64_t *nq = malloc((size_t)cap * sizeof *nq);
+  if (!nq) return drv_error(DRV_ENOMEM, "out of memory");
+  for (int64_t i = 0; i < s->qlen; i++) nq[i] = s->q[(s->qhead + i) % s->qcap];
+  free(s->q);
+  s->q = nq;
+  s->qcap = cap;
+  s->qhead = 0;
+  return 0;
+}
+
+static void count(coord_sched *s, const task *t, int delta_queued, int delta_running) {
+  if (t->kind == TK_CALL)
+    s->calls_queued += delta_queued, s->calls_running += delta_running;
+  else
+    s->trains_queued += delta_queued, s->trains_running += delta_running;
+}
+
+static int push_back(coord_sched *s, uint64_t id) {
+  int rc = queue_grow(s);
+  if (rc < 0) return rc;
+  s->q[(s->qhead + s->qlen++) % s->qcap] = id;
+  return 0;
+}
+
+static int push_front(coord_sched *s, uint64_t id) {
+  int rc = queue_grow(s);
+  if (rc < 0) return rc;
+  s->qhead = (s->qhead + s->qcap - 1) % s->qcap;
+  s->q[s->qhead] = id;
+  s->qlen++;
+  return 0;
+}
+
+static uint64_t queue_front(const coord_sched *s) { return s->q[s->qhead]; }
+
+static void pop_front(coord_sched *s) {
+  s->qhead = (s->qhead + 1) % s->qcap;
+  s->qlen--;
+}
+
+/* Removes from the queue every task for which drop() says so. */
+static void queue_filter(coord_sched *s, bool (*drop)(coord_sched *s, task *t)) {
+  int64_t kept = 0;
+  for (int64_t i = 0; i < s->qlen; i++) {
+    uint64_t id = s->q[(s->qhead + i) % s->qcap];
+    task *t = task_get(s, id);
+    if (t && drop(s, t)) continue;
+    s->q[(s->qhead + kept++) % s->qcap] = id;
+  }
+  s->qlen = kept;
+}
+
+/* ============================== dispatch ================================= */
+
+static bool is_trainer(const coord_node *n) {
+  return n->role == ROLE_WORKER || n->role == ROLE_CHIEF;
+}
+
+/* The least busy node that may take a task of this kind now, or -1;
+ * ties go round-robin so that short closures spread over the workers. */
+static int pick_node(coord *c, uint8_t kind) {
+  coord_sched *s = &c->sched;
+  int limit = kind == TK_CALL ? CALL_INFLIGHT_PER_WORKER : INFLIGHT_PER_WORKER;
+  int best = -1;
+  for (int k = 0; k < c->nnodes; k++) {
+    int i = (s->rr + k) % c->nnodes;
+    coord_node *n = &c->nodes[i];
+    if (!is_trainer(n) || !c->ctl[i] || (n->state != NODE_READY && n->state != NODE_BUSY))
+      continue;
+    if (n->inflight >= limit) continue;
+    if (kind == TK_TRAIN && !coord__fit_ready(c, i)) continue;
+    if (best < 0 || n->inflight < c->nodes[best].inflight) best = i;
+  }
+  if (best >= 0) s->rr = (best + 1) % c->nnodes;
+  return best;
+}
+
+static void send_task(coord *c, int node, uint64_t id, task *t) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_u64(&w, id);
+  if (t->kind == TK_CALL) {
+    wire_wr_bytes(&w, t->data, t->len);
+    coord_send(c, node, &w, WIRE_CALL, 0);
+  } else {
+    wire_wr_u8(&w, WIRE_TASK_TRAIN_STEP);
+    wire_wr_u64(&w, 0);
+    coord_send(c, node, &w, WIRE_TASK, 0);
+  }
+}
+
+void coord__dispatch(coord *c) {
+  coord_sched *s = &c->sched;
+  if (s->dispatching) return; /* coord__refill may come back here */
+  s->dispatching = true;
+  coord__refill(c);
+  while (s->qlen > 0) {
+    uint64_t id = queue_front(s);
+    task *t = task_get(s, id);
+    if (!t || t->state != TS_QUEUED) { /* cancelled or dropped while queued */
+      pop_front(s);
+      continue;
+    }
+    int node = pick_node(c, t->kind);
+    if (node < 0) break; /* FIFO: the head waits for a worker */
+    pop_front(s);
+    t->state = TS_RUNNING;
+    t->owner = node;
+    t->runs++;
+    count(s, t, -1, +1);
+    c->nodes[node].inflight++;
+    c->nodes[node].state = NODE_BUSY;
+    send_task(c, node, id, t);
+  }
+  s->dispatching = false;
+}
+
+/* ============================== outcomes ================================= */
+
+/* The node gave back a task it held: one fewer in flight. */
+static void node_returned(coord *c, int node) {
+  coord_node *n = &c->nodes[node];
+  if (n->inflight > 0 && --n->inflight == 0 && n->state == NODE_BUSY) n->state = NODE_READY;
+}
+
+int coord__task_complete(coord *c, int node, uint64_t id, uint8_t kind) {
+  coord_sched *s = &c->sched;
+  task *t = task_get(s, id);
+  if (!t || t->kind != kind || t->state != TS_RUNNING || t->owner != node) {
+    log_info("a result for task %" PRIu64 " that node %d does not hold; ignored", id, node);
+    return 0;
+  }
+  node_returned(c, node);
+  count(s, t, 0, -1);
+  t->state = TS_DONE;
+  t->owner = -1;
+  s->done++;
+  return 1;
+}
+
+static bool cancel_queued_call(coord_sched *s, task *t) {
+  if (t->kind != TK_CALL || t->state != TS_QUEUED) return false;
+  count(s, t, -1, 0);
+  free(t->data);
+  t->data = NULL;
+  t->len = 0;
+  t->state = TS_CANCELLED;
+  s->cancelled++;
+  if (t->released) task_free(s, t);
+  return true;
+}
+
+/* The first failure: kept for the next schedule/join/done, and the
+ * closures still queued are cancelled. */
+static void first_error(coord *c, uint64_t id, const char *msg) {
+  coord_sched *s = &c->sched;
+  if (s->error_pending) return;
+  s->error_pending = true;
+  s->error_id = id;
+  free(s->error);
+  s->error = strdup(msg);
+  int64_t before = s->cancelled;
+  queue_filter(s, cancel_queued_call);
+  if (s->cancelled > before)
+    rundir_event(&c->rd, "cancel %" PRId64 " queued closure%s after closure %" PRIu64 " failed",
+                 s->cancelled - before, s->cancelled - before == 1 ? "" : "s", id);
+}
+
+static int on_call_result(coord *c, int node, const uint8_t *pl, uint32_t len) {
+  wire_rd r;
+  const uint8_t *data;
+  wire_rd_init(&r, pl, len);
+  uint64_t id = wire_rd_u64(&r);
+  int32_t status = wire_rd_i32(&r);
+  uint32_t n = wire_rd_bytes(&r, &data);
+  int rc = wire_rd_done(&r, WIRE_CALL_RESULT);
+  if (rc < 0) return rc;
+  if (!coord__task_complete(c, node, id, TK_CALL)) return 0;
+  coord_sched *s = &c->sched;
+  task *t = task_get(s, id);
+  char name[32];
+  coord_node_name(&c->nodes[node], name, sizeof name);
+  free(t->data);
+  t->data = NULL;
+  t->len = 0;
+  if (status != 0) {
+    t->state = TS_FAILED;
+    s->done--;
+    s->failed++;
+    /* The message says where it ran: "closure 7 failed on worker:1: ..." */
+    size_t cap = (size_t)n + 64;
+    char *msg = malloc(cap);
+    if (msg) {
+      int k = snprintf(msg, cap, "closure %" PRIu64 " failed on %s: ", id, name);
+      memcpy(msg + k, data, n);
+      msg[k + (int)n] = '\0';
+      t->data = (uint8_t *)msg;
+      t->len = (uint32_t)strlen(msg);
+    }
+    rundir_event(&c->rd, "closure %" PRIu64 " failed on %s", id, name);
+    first_error(c, id, msg ? msg : "a closure failed (out of memory for its message)");
+  } else if (n > 0 && !t->released) {
+    if (!(t->data = malloc(n))) return drv_error(DRV_ENOMEM, "out of memory");
+    memcpy(t->data, data, n);
+    t->len = n;
+  }
+  if (t->released) task_free(s, t);
+  coord__dispatch(c);
+  return 0;
+}
+
+int coord__sched_frame(coord *c, int node, const wire_header *h, const uint8_t *pl) {
+  return on_call_result(c, node, pl, h->len);
+}
+
+/* ============================== losses =================================== */
+
+void coord__sched_node_lost(coord *c, int node) {
+  coord_sched *s = &c->sched;
+  int64_t calls = 0, steps = 0;
+  /* Back to the front of the queue in id order: walk backwards. */
+  for (int64_t i = s->n - 1; i >= 0; i--) {
+    task *t = &s->t[i];
+    if (t->state != TS_RUNNING || t->owner != node) continue;
+    count(s, t, +1, -1);
+    t->state = TS_QUEUED;
+    t->owner = -1;
+    if (t->kind == TK_TRAIN && t->released) { /* a step of a fit that is over */
+      count(s, t, -1, 0);
+      task_free(s, t);
+      continue;
+    }
+    if (push_front(s, s->base + (uint64_t)i) < 0) {
+      coord_fail(c, "cannot requeue task %" PRIu64 ": out of memory", s->base + (uint64_t)i);
+      c->failures++;
+      return;
+    }
+    s->retried++;
+    if (t->kind == TK_CALL) calls++;
+    else steps++;
+  }
+  c->nodes[node].inflight = 0;
+  char name[32];
+  coord_node_name(&c->nodes[node], name, sizeof name);
+  if (calls)
+    rundir_event(&c->rd, "retry %" PRId64 " closure%s of %s", calls, calls == 1 ? "" : "s", name);
+  if (steps)
+    rundir_event(&c->rd, "retry %" PRId64 " train step%s of %s", steps, steps == 1 ? "" : "s", name);
+}
+
+/* ============================== train steps ============================== */
+
+int64_t coord__add_train_task(coord *c) {
+  coord_sched *s = &c->sched;
+  int64_t id = task_new(s, TK_TRAIN, NULL, 0);
+  if (id < 0) return id;
+  int rc = push_back(s, (uint64_t)id);
+  if (rc < 0) {
+    task_free(s, task_get(s, (uint64_t)id));
+    return rc;
+  }
+  s->trains_queued++;
+  return id;
+}
+
+void coord__release_train_task(coord *c, uint64_t id) {
+  task *t = task_get(&c->sched, id);
+  if (t && t->kind == TK_TRAIN && over(t)) task_free(&c->sched, t);
+}
+
+static bool drop_queued_train(coord_sched *s, task *t) {
+  if (t->kind != TK_TRAIN) return false;
+  count(s, t, -1, 0);
+  task_free(s, t);
+  return true;
+}
+
+void coord__end_train_tasks(coord *c, bool all) {
+  coord_sched *s = &c->sched;
+  queue_filter(s, drop_queued_train);
+  if (!all) return;
+  for (int64_t i = 0; i < s->n; i++) /* still running: freed when they end */
+    if (s->t[i].kind == TK_TRAIN && s->t[i].state == TS_RUNNING) s->t[i].released = true;
+}
+
+/* ============================== the public side ========================== */
+
+static int pending_error(coord *c) {
+  coord_sched *s = &c->sched;
+  if (!s->error_pending) return 0;
+  s->error_pending = false; /* raised once, as TensorFlow does */
+  return drv_error(DRV_ECLOSURE, "%s", s->error ? s->error : "a closure failed");
+}
+
+static int cluster_state(coord *c) {
+  if (c->failures) return drv_error(DRV_ENODE, "%s", c->failure);
+  if (c->shut_down || c->shutting_down) return drv_error(DRV_EINVAL, "the cluster was shut down");
+  return 0;
+}
+
+static bool queue_has_room(coord *c, void *arg) {
+  (void)arg;
+  return c->sched.calls_queued < c->opts.max_queue || c->sched.error_pending;
+}
+
+int64_t coord_schedule(coord *c, const void *closure, size_t n) {
+  coord_sched *s = &c->sched;
+  int rc;
+  if ((rc = cluster_state(c)) < 0 || (rc = pending_error(c)) < 0) return rc;
+  if (n > UINT32_MAX) return drv_error(DRV_ERANGE, "a closure of %zu bytes", n);
+  if (!queue_has_room(c, NULL)) {
+    coord__dispatch(c);
+    if ((rc = coord_pump(c, queue_has_room, NULL, 0, true)) < 0) return rc;
+    if ((rc = pending_error(c)) < 0) return rc;
+  }
+  uint8_t *copy = malloc(n ? n : 1);
+  if (!copy) return drv_error(DRV_ENOMEM, "out of memory");
+  memcpy(copy, closure, n);
+  int64_t id = task_new(s, TK_CALL, copy, (uint32_t)n);
+  if (id < 0) {
+    free(copy);
+    return id;
+  }
+  if ((rc = push_back(s, (uint64_t)id)) < 0) {
+    task_free(s, task_get(s, (uint64_t)id));
+    return rc;
+  }
+  s->calls_queued++;
+  s->scheduled++;
+  coord__dispatch(c);
+  /* Let results in now and then, so a long loop of schedule calls keeps
+   * the workers fed without waiting for the queue to fill. */
+  if ((s->scheduled & 31) == 0) uv_run(c->loop, UV_RUN_NOWAIT);
+  return id;
+}
+
+static bool call_over(coord *c, void *arg) {
+  task *t = task_get(&c->sched, *(uint64_t *)arg);
+  return !t || over(t);
+}
+
+int coord_fetch(coord *c, int64_t id, const uint8_t **res, size_t *n) {
+  coord_sched *s = &c->sched;
+  uint64_t uid = (uint64_t)id;
+  task *t = task_get(s, uid);
+  if (!t || t->kind != TK_CALL) return drv_error(DRV_EINVAL, "no closure %" PRId64, id);
+  if (!over(t)) {
+    coord__dispatch(c);
+    int rc = coord_pump(c, call_over, &uid, 0, true);
+    if (rc < 0) return rc;
+    t = task_get(s, uid);
+  }
+  switch (t->state) {
+  case TS_DONE:
+    *res = t->data;
+    *n = t->len;
+    return 0;
+  case TS_FAILED:
+    return drv_error(DRV_ECLOSURE, "%s", t->data ? (const char *)t->data : "the closure failed");
+  default:
+    return drv_error(DRV_ECANCELLED,
+                     "closure %" PRId64 " was cancelled: closure %" PRIu64
+                     " failed before it could run", id, s->error_id);
+  }
+}
+
+static bool calls_over(coord *c, void *arg) {
+  (void)arg;
+  coord_sched *s = &c->sched;
+  return s->error_pending || (s->calls_queued == 0 && s->calls_running == 0);
+}
+
+int coord_join(coord *c) {
+  int rc = cluster_state(c);
+  if (rc < 0) return rc;
+  coord__dispatch(c);
+  if ((rc = coord_pump(c, calls_over, NULL, 0, true)) < 0) return rc;
+  return pending_error(c);
+}
+
+int coord_done(coord *c) {
+  int rc = cluster_state(c);
+  if (rc < 0) return rc;
+  uv_run(c->loop, UV_RUN_NOWAIT);
+  if ((rc = pending_error(c)) < 0) return rc;
+  return c->sched.calls_queued == 0 && c->sched.calls_running == 0;
+}
+
+void coord_release(coord *c, int64_t id) {
+  task *t = task_get(&c->sched, (uint64_t)id);
+  if (!t || t->kind != TK_CALL) return;
+  t->released = true;
+  if (over(t)) task_free(&c->sched, t);
+}
+
+const char *coord_call_state(coord *c, int64_t id) {
+  static const char *const names[] = {"queued", "running", "done", "failed", "cancelled"};
+  task *t = task_get(&c->sched, (uint64_t)id);
+  return t && t->state < TS_FREE ? names[t->state] : "unknown";
+}
+
+void coord_queue_stats(const coord *c, coord_queue *q) {
+  const coord_sched *s = &c->sched;
+  *q = (coord_queue){.queued = s->calls_queued + s->trains_queued,
+                     .capacity = c->opts.max_queue,
+                     .running = s->calls_running + s->trains_running,
+                     .done = s->done,
+                     .failed = s->failed,
+                     .retried = s->retried,
+                     .cancelled = s->cancelled};
+}
+
+void coord__sched_free(coord *c) {
+  coord_sched *s = &c->sched;
+  for (int64_t i = 0; i < s->n; i++) free(s->t[i].data);
+  free(s->t);
+  free(s->q);
+  free(s->error);
+  memset(s, 0, sizeof *s);
+}
