@@ -733,6 +733,7 @@ void coord_free(coord *c) {
   coord_fit_close(c);
   if (c->server) conn_server_close(c->server);
   if (c->tick) uv_close((uv_handle_t *)c->tick, free_handle);
+  coord__sched_close(c);
   /* Close callbacks run on the next turns of the loop; they still use c
    * (through the peers) and the fit state (through the ps links). */
   for (int i = 0; i < 3; i++) uv_run(c->loop, UV_RUN_NOWAIT);

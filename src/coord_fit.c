@@ -251,7 +251,7 @@ int coord_fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl)
     return 0;
   case WIRE_RESULT:
     rc = on_result(f, node, pl, h->len);
-    coord__dispatch(c);
+    coord__dispatch_later(c);
     return rc;
   case WIRE_EVAL_RESULT:
     return f->cfg ? on_eval_result(f, pl, h->len) : 0;

@@ -39,6 +39,9 @@ typedef struct coord_sched {
   int64_t scheduled, done, failed, retried, cancelled;
   int rr;              /* round-robin start of pick_node */
   bool dispatching;
+  bool later;          /* coord__dispatch_later: serve the queue after the reads */
+  uv_check_t *check;
+  wire_wr *out;        /* per node: the frames of the dispatch in progress */
   bool error_pending;  /* the first failure, not raised yet */
   uint64_t error_id;
   char *error;
@@ -82,6 +85,10 @@ int coord_pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double ti
 /* coord_sched.c (internal): sends queued tasks to nodes that can take
  * them (refilling train steps first). */
 void coord__dispatch(coord *c);
+/* The same, once the loop's current round of reads is handled. */
+void coord__dispatch_later(coord *c);
+/* Closes the queue's loop handle (before the loop's last turns). */
+void coord__sched_close(coord *c);
 /* A result for task id of `kind` came from node: 1 when it completes the
  * task (the node held it), 0 when it is to be ignored. */
 int coord__task_complete(coord *c, int node, uint64_t id, uint8_t kind);

@@ -163,23 +163,62 @@ static int pick_node(coord *c, uint8_t kind) {
   return best;
 }
 
-static void send_task(coord *c, int node, uint64_t id, task *t) {
-  wire_wr w;
-  wire_wr_init(&w);
-  wire_wr_u64(&w, id);
+/* Appends task t's frame to node's batch: the tasks one dispatch sends to
+ * a node go out in one write (one syscall, not one per closure). The
+ * batch's first frame uses the header room wire_wr reserves. */
+static void batch_task(coord_sched *s, int node, uint64_t id, const task *t) {
+  static const uint8_t room[WIRE_HEADER_SIZE];
+  wire_wr *w = &s->out[node];
+  if (!w->buf) wire_wr_init(w);
+  size_t at = 0;
+  if (w->len > WIRE_HEADER_SIZE) {
+    at = w->len;
+    wire_wr_raw(w, room, sizeof room);
+  }
+  wire_wr_u64(w, id);
+  uint8_t type;
   if (t->kind == TK_CALL) {
-    wire_wr_bytes(&w, t->data, t->len);
-    coord_send(c, node, &w, WIRE_CALL, 0);
+    wire_wr_bytes(w, t->data, t->len);
+    type = WIRE_CALL;
   } else {
-    wire_wr_u8(&w, WIRE_TASK_TRAIN_STEP);
-    wire_wr_u64(&w, 0);
-    coord_send(c, node, &w, WIRE_TASK, 0);
+    wire_wr_u8(w, WIRE_TASK_TRAIN_STEP);
+    wire_wr_u64(w, 0);
+    type = WIRE_TASK;
+  }
+  if (w->err) return; /* flush_batches drops it */
+  wire_header h = {type, 0, 0, (uint32_t)(w->len - at - WIRE_HEADER_SIZE)};
+  wire_header_encode(&h, w->buf + at);
+}
+
+static void flush_batches(coord *c) {
+  coord_sched *s = &c->sched;
+  for (int i = 0; i < c->nnodes; i++) {
+    wire_wr *w = &s->out[i];
+    if (!w->buf) continue;
+    if (w->err || !c->ctl[i]) {
+      /* The node went away meanwhile (its tasks were requeued), or out of
+       * memory: the coordinator's log says so and the silence timer or
+       * the retry covers the tasks. */
+      if (w->err) log_error("cannot send tasks to node %d: out of memory", i);
+      wire_wr_free(w);
+    } else {
+      conn_send(c->ctl[i], w->buf, w->len);
+    }
+    w->buf = NULL;
+    w->len = w->cap = 0;
+    w->err = 0;
   }
 }
 
 void coord__dispatch(coord *c) {
   coord_sched *s = &c->sched;
   if (s->dispatching) return; /* coord__refill may come back here */
+  s->later = false;
+  if (!s->out && !(s->out = calloc((size_t)c->nnodes, sizeof *s->out))) {
+    coord_fail(c, "cannot dispatch tasks: out of memory");
+    c->failures++;
+    return;
+  }
   s->dispatching = true;
   coord__refill(c);
   while (s->qlen > 0) {
@@ -198,9 +237,40 @@ void coord__dispatch(coord *c) {
     count(s, t, -1, +1);
     c->nodes[node].inflight++;
     c->nodes[node].state = NODE_BUSY;
-    send_task(c, node, id, t);
+    batch_task(s, node, id, t);
   }
+  flush_batches(c);
   s->dispatching = false;
+}
+
+/* Results arrive in bursts (one read holds many frames): the queue is
+ * served once per loop iteration, after the reads, so a burst's
+ * replacements share a write per node. */
+static void on_check(uv_check_t *h) {
+  coord *c = h->data;
+  if (c->sched.later) coord__dispatch(c);
+}
+
+void coord__dispatch_later(coord *c) {
+  coord_sched *s = &c->sched;
+  s->later = true;
+  if (s->check) return;
+  if (!(s->check = malloc(sizeof *s->check))) {
+    coord__dispatch(c);
+    return;
+  }
+  uv_check_init(c->loop, s->check);
+  s->check->data = c;
+  uv_check_start(s->check, on_check);
+  uv_unref((uv_handle_t *)s->check); /* never what keeps a loop running */
+}
+
+static void free_handle(uv_handle_t *h) { free(h); }
+
+void coord__sched_close(coord *c) {
+  if (!c->sched.check) return;
+  uv_close((uv_handle_t *)c->sched.check, free_handle);
+  c->sched.check = NULL;
 }
 
 /* ============================== outcomes ================================= */
@@ -293,7 +363,7 @@ static int on_call_result(coord *c, int node, const uint8_t *pl, uint32_t len) {
     t->len = n;
   }
   if (t->released) task_free(s, t);
-  coord__dispatch(c);
+  coord__dispatch_later(c);
   return 0;
 }
 
@@ -504,5 +574,7 @@ void coord__sched_free(coord *c) {
   free(s->t);
   free(s->q);
   free(s->error);
+  for (int i = 0; s->out && i < c->nnodes; i++) wire_wr_free(&s->out[i]);
+  free(s->out);
   memset(s, 0, sizeof *s);
 }
