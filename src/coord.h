@@ -132,6 +132,17 @@ typedef struct coord_fit_args {
  * fit ends. coord_global_steps() tells how many were applied. */
 int coord_fit(coord *c, const coord_fit_args *a, train_result *res);
 
+/* What c:fit does before training, without training: places the model's
+ * variables on the ps nodes with its current weights and sets every
+ * worker up (model, loss, its shard of a->train, batch, seed), so that
+ * scheduled closures can train through w. a->cfg needs batch and epochs.
+ *
+ * After coord_setup or coord_fit, a worker or chief restarted later is
+ * set up again from a->model, a->loss and a->train: the caller keeps them
+ * alive and unchanged in shape until the next setup or fit (or the
+ * coordinator's end); the rest of *a is copied. */
+int coord_setup(coord *c, const coord_fit_args *a);
+
 /* Global steps (updates applied by every ps) of the last sync fit; 0 for
  * an async one or before any fit. */
 int64_t coord_global_steps(const coord *c);

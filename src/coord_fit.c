@@ -419,6 +419,20 @@ static int plan(coord *c, const coord_fit_args *a) {
   return 0;
 }
 
+/* After a fit or a setup the nodes keep the model and their shard, and a
+ * worker restarted later is set up again from these (closures may train
+ * through w): the caller keeps the model, loss and data alive (coord.h). */
+static void keep_args(coord_fit_state *f, const coord_fit_args *a) {
+  f->kept_cfg = *a->cfg;
+  f->kept_cfg.eval = NULL;
+  f->kept_cfg.progress = NULL;
+  f->kept_cfg.on_progress = NULL;
+  f->kept_cfg.ud = NULL;
+  f->kept = *a;
+  f->kept.cfg = &f->kept_cfg;
+  f->args = &f->kept;
+}
+
 static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *res) {
   coord_fit_state *f = c->fit;
   f->looping = false;
@@ -433,16 +447,14 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
   f->metrics = NULL;
   events_run_flush(f->events);
   f->cfg = NULL;
-  f->args = NULL;
+  keep_args(f, a);
   rundir_event(&c->rd, "fit %s: %lld steps", rc == 0 ? "done" : "failed", (long long)f->done);
   return rc;
 }
 
-int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
-  if (res) {
-    memset(res, 0, sizeof *res);
-    res->loss = res->accuracy = res->eval_loss = res->eval_accuracy = NAN;
-  }
+/* Everything before the train steps: the plan, the ps connections, the
+ * placement, the initial values, SETUP of every node. */
+static int prepare(coord *c, const coord_fit_args *a) {
   if (c->shut_down || c->shutting_down) return drv_error(DRV_EINVAL, "cluster: it was shut down");
   if (c->failures) return drv_error(DRV_ENODE, "cluster: %s", c->failure);
   const train_cfg *cfg = a->cfg;
@@ -454,7 +466,32 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   f->args = a;
   if ((rc = plan(c, a)) < 0 || (rc = coord__connect_ps(c)) < 0 || (rc = coord__place(f, a->model)) < 0 ||
       (rc = coord__init_vars(f, a->optim)) < 0 || (rc = coord_pump(c, coord__nothing_pending, NULL, 0, true)) < 0 ||
-      (rc = setup_nodes(c, a)) < 0 || (f->sync && (rc = send_sync_probes(f)) < 0)) {
+      (rc = setup_nodes(c, a)) < 0) {
+    f->args = NULL;
+    return rc;
+  }
+  return 0;
+}
+
+int coord_setup(coord *c, const coord_fit_args *a) {
+  int rc = prepare(c, a);
+  if (rc < 0) return rc;
+  keep_args(c->fit, a);
+  rundir_event(&c->rd, "setup: %d workers, %d variables over %d ps", c->fit->ntrainers,
+               c->fit->nvars, c->fit->nps);
+  return 0;
+}
+
+int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
+  if (res) {
+    memset(res, 0, sizeof *res);
+    res->loss = res->accuracy = res->eval_loss = res->eval_accuracy = NAN;
+  }
+  int rc = prepare(c, a);
+  if (rc < 0) return rc;
+  coord_fit_state *f = c->fit;
+  const train_cfg *cfg = a->cfg;
+  if (f->sync && (rc = send_sync_probes(f)) < 0) {
     f->args = NULL;
     return rc;
   }

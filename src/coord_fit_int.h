@@ -48,7 +48,9 @@ struct coord_fit_state {
   int64_t *examples0; /* each trainer's example count when this fit began */
   int ntrainers;
   int evaluator; /* node index or -1 */
-  const coord_fit_args *args; /* while a fit sets up or runs */
+  const coord_fit_args *args; /* while a fit sets up or runs; then &kept */
+  coord_fit_args kept;        /* the last fit's or setup's (keep_args) */
+  train_cfg kept_cfg;
   bool *setup_ok;  /* per node: SETUP_OK came for this fit */
   /* Train steps: `total` to run (async), `produced` queued so far (the
    * queue holds a few per trainer; coord__refill tops it up), `done`

@@ -83,7 +83,7 @@ static int l_cluster(lua_State *L) {
   o.max_queue = (int)ldrv_opt_integer(L, 1, "max_queue", o.max_queue, "cluster");
   uv_loop_t *loop = drover_lua_loop(L);
 
-  lcluster *lc = lua_newuserdatauv(L, sizeof *lc, 0);
+  lcluster *lc = lua_newuserdatauv(L, sizeof *lc, 1); /* 1: what workers were set up from */
   memset(lc, 0, sizeof *lc);
   luaL_setmetatable(L, CLUSTER_MT);
   int rc = coord_start(loop, &o, &lc->c);
@@ -129,10 +129,11 @@ static void check_experiment(lua_State *L, int idx) {
   luaL_argerror(L, idx, "expected an experiment (drover.experiment { ... })");
 }
 
-/* c:fit(exp) -> the result table of exp:fit(), trained on the cluster. */
-static int l_fit(lua_State *L) {
-  coord *c = live(L, check_cluster(L, 1));
+/* Reads exp (at 2) into cfg and a; leaves model, loss, optimizer, train,
+ * eval, progress, train data and eval data at 3..10. */
+static void read_experiment(lua_State *L, fit_ctx *x, train_cfg *cfg, coord_fit_args *a) {
   check_experiment(L, 2);
+  lua_settop(L, 2);
   lua_getfield(L, 2, "model");     /* 3 */
   lua_getfield(L, 2, "loss");      /* 4 */
   lua_getfield(L, 2, "optimizer"); /* 5 */
@@ -141,34 +142,55 @@ static int l_fit(lua_State *L) {
   lua_getfield(L, 2, "progress");  /* 8 */
   lua_getfield(L, 6, "data");      /* 9 */
   if (!lua_isnil(L, 7)) lua_getfield(L, 7, "data"); else lua_pushnil(L); /* 10 */
-  train_cfg cfg = {0};
-  lua_getfield(L, 6, "batch"), cfg.batch = lua_tointeger(L, -1), lua_pop(L, 1);
-  lua_getfield(L, 6, "epochs"), cfg.epochs = lua_tointeger(L, -1), lua_pop(L, 1);
-  lua_getfield(L, 6, "shuffle"), cfg.shuffle = lua_toboolean(L, -1), lua_pop(L, 1);
-  lua_getfield(L, 6, "max_steps"), cfg.max_steps = lua_tointeger(L, -1), lua_pop(L, 1);
-  lua_getfield(L, 2, "seed"), cfg.seed = (uint64_t)lua_tointeger(L, -1), lua_pop(L, 1);
-  if (!lua_isnil(L, 7)) lua_getfield(L, 7, "every"), cfg.eval_every = lua_tointeger(L, -1), lua_pop(L, 1);
+  memset(cfg, 0, sizeof *cfg);
+  lua_getfield(L, 6, "batch"), cfg->batch = lua_tointeger(L, -1), lua_pop(L, 1);
+  lua_getfield(L, 6, "epochs"), cfg->epochs = lua_tointeger(L, -1), lua_pop(L, 1);
+  lua_getfield(L, 6, "shuffle"), cfg->shuffle = lua_toboolean(L, -1), lua_pop(L, 1);
+  lua_getfield(L, 6, "max_steps"), cfg->max_steps = lua_tointeger(L, -1), lua_pop(L, 1);
+  lua_getfield(L, 2, "seed"), cfg->seed = (uint64_t)lua_tointeger(L, -1), lua_pop(L, 1);
+  if (!lua_isnil(L, 7)) lua_getfield(L, 7, "every"), cfg->eval_every = lua_tointeger(L, -1), lua_pop(L, 1);
   lua_getfield(L, 2, "verbose");
   bool verbose = lua_isnil(L, -1) || lua_toboolean(L, -1);
   lua_pop(L, 1);
-  cfg.eval = lua_isnil(L, 10) ? NULL : ldata_check(L, 10);
-  cfg.progress = verbose ? stdout : NULL;
-  cfg.progress_tty = verbose && isatty(fileno(stdout));
-  fit_ctx x = {.L = L, .progress_fn = lua_isfunction(L, 8) ? 8 : 0};
-  if (x.progress_fn) cfg.on_progress = call_progress, cfg.ud = &x;
-  coord_fit_args a = {
+  cfg->eval = lua_isnil(L, 10) ? NULL : ldata_check(L, 10);
+  cfg->progress = verbose ? stdout : NULL;
+  cfg->progress_tty = verbose && isatty(fileno(stdout));
+  *x = (fit_ctx){.L = L, .progress_fn = lua_isfunction(L, 8) ? 8 : 0};
+  if (x->progress_fn) cfg->on_progress = call_progress, cfg->ud = x;
+  *a = (coord_fit_args){
       .model = lnn_check_module(L, 3),
       .loss = lnn_check_loss(L, 4),
       .optim = loptim_check(L, 5),
       .train = ldata_check(L, 9),
-      .cfg = &cfg,
+      .cfg = cfg,
   };
-  lua_getfield(L, 2, "mode"), a.sync = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "sync") == 0;
+  lua_getfield(L, 2, "mode"), a->sync = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "sync") == 0;
   lua_pop(L, 1);
-  lua_getfield(L, 2, "backup_workers"), a.backup_workers = (int)lua_tointeger(L, -1), lua_pop(L, 1);
+  lua_getfield(L, 2, "backup_workers"), a->backup_workers = (int)lua_tointeger(L, -1), lua_pop(L, 1);
+}
+
+/* The workers now hold this model and data: a worker restarted later is
+ * set up from them (coord_setup's contract), so the cluster keeps them. */
+static void anchor_experiment(lua_State *L) {
+  lua_createtable(L, 4, 0);
+  lua_pushvalue(L, 3), lua_rawseti(L, -2, 1); /* model */
+  lua_pushvalue(L, 4), lua_rawseti(L, -2, 2); /* loss */
+  lua_pushvalue(L, 5), lua_rawseti(L, -2, 3); /* optimizer */
+  lua_pushvalue(L, 9), lua_rawseti(L, -2, 4); /* train data */
+  lua_setiuservalue(L, 1, 1);
+}
+
+/* c:fit(exp) -> the result table of exp:fit(), trained on the cluster. */
+static int l_fit(lua_State *L) {
+  coord *c = live(L, check_cluster(L, 1));
+  fit_ctx x;
+  train_cfg cfg;
+  coord_fit_args a;
+  read_experiment(L, &x, &cfg, &a);
   train_result res;
   int rc = coord_fit(c, &a, &res);
   fflush(stdout);
+  anchor_experiment(L);
   if (x.failed) {
     lua_getfield(L, LUA_REGISTRYINDEX, "drover.cluster.error");
     return lua_error(L);
@@ -180,6 +202,19 @@ static int l_fit(lua_State *L) {
     lua_setfield(L, -2, "global_steps");
   }
   return 1;
+}
+
+/* c:setup(exp): the ps nodes get exp.model's variables and the workers
+ * the model and their shards, without training: closures train via w. */
+static int l_setup(lua_State *L) {
+  coord *c = live(L, check_cluster(L, 1));
+  fit_ctx x;
+  train_cfg cfg;
+  coord_fit_args a;
+  read_experiment(L, &x, &cfg, &a);
+  if (coord_setup(c, &a) < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
+  anchor_experiment(L);
+  return 0;
 }
 
 /* c:evaluate(exp [, dataset]) -> { loss, accuracy } of the cluster's
@@ -321,7 +356,7 @@ static int l_index(lua_State *L) {
 }
 
 static const luaL_Reg methods[] = {
-    {"fit", l_fit}, {"evaluate", l_evaluate}, {"shutdown", l_shutdown}, {"nodes", l_nodes},
+    {"fit", l_fit}, {"setup", l_setup}, {"evaluate", l_evaluate}, {"shutdown", l_shutdown}, {"nodes", l_nodes},
     {NULL, NULL}};
 
 static const luaL_Reg meta[] = {
