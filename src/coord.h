@@ -194,6 +194,11 @@ void coord_release(coord *c, int64_t id);
  * released). Static. */
 const char *coord_call_state(coord *c, int64_t id);
 
+/* The same, with how many times it was sent to a node (more than once:
+ * it was retried after a loss) and the node it was last sent to (index
+ * into coord_nodes, -1 when never sent). */
+const char *coord_call_info(coord *c, int64_t id, int *runs, int *node);
+
 /* The queue as the dashboard shows it (closures and train steps). */
 typedef struct coord_queue {
   int64_t queued, capacity, running, done, failed, retried, cancelled;

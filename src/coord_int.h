@@ -23,6 +23,7 @@ typedef struct task {
   uint8_t kind, state;
   bool released;  /* no future holds it (a train step: the fit let go) */
   int32_t owner;  /* RUNNING: the node it was sent to */
+  int32_t ran_on; /* the node it was last sent to (-1: none yet) */
   uint32_t runs;  /* times sent */
   uint8_t *data;  /* CALL: the closure until it runs, then its encoded
                      results or its error message (owned) */

@@ -77,7 +77,8 @@ static int64_t task_new(coord_sched *s, uint8_t kind, uint8_t *data, uint32_t le
     s->cap = cap;
   }
   task *t = &s->t[s->n++];
-  *t = (task){.kind = kind, .state = TS_QUEUED, .owner = -1, .data = data, .len = len};
+  *t = (task){.kind = kind, .state = TS_QUEUED, .owner = -1, .ran_on = -1, .data = data,
+               .len = len};
   return (int64_t)(s->base + (uint64_t)(s->n - 1));
 }
 
@@ -232,7 +233,7 @@ void coord__dispatch(coord *c) {
     if (node < 0) break; /* FIFO: the head waits for a worker */
     pop_front(s);
     t->state = TS_RUNNING;
-    t->owner = node;
+    t->owner = t->ran_on = node;
     t->runs++;
     count(s, t, -1, +1);
     c->nodes[node].inflight++;
@@ -555,6 +556,13 @@ const char *coord_call_state(coord *c, int64_t id) {
   static const char *const names[] = {"queued", "running", "done", "failed", "cancelled"};
   task *t = task_get(&c->sched, (uint64_t)id);
   return t && t->state < TS_FREE ? names[t->state] : "unknown";
+}
+
+const char *coord_call_info(coord *c, int64_t id, int *runs, int *node) {
+  task *t = task_get(&c->sched, (uint64_t)id);
+  *runs = t ? (int)t->runs : 0;
+  *node = t ? t->ran_on : -1;
+  return coord_call_state(c, id);
 }
 
 void coord_queue_stats(const coord *c, coord_queue *q) {

@@ -97,6 +97,26 @@ static int l_state(lua_State *L) {
   return 1;
 }
 
+/* rv:info() -> { state = "done", runs = 1, node = "worker:0" }: runs > 1
+ * means it was retried after its worker was lost. */
+static int l_info(lua_State *L) {
+  future *f = check_future(L, 1);
+  coord *c = future_coord(L, 1);
+  int runs, node, n;
+  const char *state = coord_call_info(c, f->id, &runs, &node);
+  const coord_node *nodes = coord_nodes(c, &n);
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, state);
+  lua_setfield(L, -2, "state");
+  lua_pushinteger(L, runs);
+  lua_setfield(L, -2, "runs");
+  if (node >= 0 && node < n) {
+    lua_pushfstring(L, "%s:%d", wire_role_name(nodes[node].role), nodes[node].index);
+    lua_setfield(L, -2, "node");
+  }
+  return 1;
+}
+
 static int l_future_gc(lua_State *L) {
   future *f = check_future(L, 1);
   lua_getiuservalue(L, 1, 1);
@@ -117,7 +137,7 @@ static int l_future_tostring(lua_State *L) {
 void lschedule_open(lua_State *L) {
   static const luaL_Reg cluster_methods[] = {
       {"schedule", l_schedule}, {"join", l_join}, {"done", l_done}, {NULL, NULL}};
-  static const luaL_Reg future_methods[] = {{"fetch", l_fetch}, {"state", l_state}, {NULL, NULL}};
+  static const luaL_Reg future_methods[] = {{"fetch", l_fetch}, {"state", l_state}, {"info", l_info}, {NULL, NULL}};
   static const luaL_Reg future_meta[] = {
       {"__gc", l_future_gc}, {"__tostring", l_future_tostring}, {NULL, NULL}};
   luaL_setfuncs(L, cluster_methods, 0);
