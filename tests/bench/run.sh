@@ -34,7 +34,14 @@ if /usr/bin/python3 -c 'import torch.distributed.rpc' 2>/dev/null; then
   ref=$(/usr/bin/python3 tests/bench/torch_rpc_ps.py "$secs" 2>/dev/null | tail -n 1)
   echo "$ref"
   theirs=$(echo "$ref" | awk '/^torch_rpc_samples_per_sec/ {print $2}')
+  sync=$(echo "$out" | awk '/^cluster_sync_samples_per_sec/ {print $2}')
   awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "cluster_ratio_vs_torch_rpc %.2f\n", a / b }'
+  awk -v a="$sync" -v b="$theirs" 'BEGIN { printf "cluster_sync_ratio_vs_torch_rpc %.2f\n", a / b }'
 else
   echo "cluster_ratio_vs_torch_rpc skipped: no torch.distributed.rpc in /usr/bin/python3"
 fi
+
+echo
+echo "== ClusterCoordinator: closures through the coordinator, and recovery"
+BENCH_RUNS="${TMPDIR:-/tmp}/drover-bench-runs" ./drover run tests/bench/schedule.lua "$secs"
+rm -rf "${TMPDIR:-/tmp}/drover-bench-runs"
