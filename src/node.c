@@ -6,7 +6,7 @@
  *   start     a ps first listens on its data port (REGISTER carries it)
  *   connect   to the coordinator; authenticate (conn.c)
  *   register  REGISTER -> REGISTERED (a refusal ends the node: status 1)
- *   run       SPEC (workers connect to every ps), SETUP, TASK, EVAL ...
+ *   run       SPEC (workers connect to every ps), SETUP, TASK, CALL, EVAL ...
  *             HEARTBEAT out every heartbeat_ms; the coordinator watched
  *   stop      SHUTDOWN: queued work is dropped, the running task finishes
  *             (within grace_ms), the last replies are flushed, status 0
@@ -285,11 +285,13 @@ static int dispatch(node *n, const wire_header *h, const uint8_t *pl) {
   }
   case WIRE_SETUP:
   case WIRE_TASK:
+  case WIRE_CALL:
   case WIRE_EVAL:
     if (!n->wk) return wrong_frame(n, h);
     if (n->shutting_down) return 0; /* too late for new work */
     if (h->type == WIRE_SETUP) return worker_setup(n->wk, h->req, pl, h->len);
     if (h->type == WIRE_TASK) return worker_task(n->wk, h->req, pl, h->len);
+    if (h->type == WIRE_CALL) return worker_call(n->wk, h->req, pl, h->len);
     return worker_eval(n->wk, h->req, pl, h->len);
   default: return wrong_frame(n, h);
   }

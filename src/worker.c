@@ -32,6 +32,11 @@
  * the newest values. Async ps ignore both, so the worker does not need to
  * know the mode.
  *
+ * The methods of a scheduled function's `w` (worker_lua.c) queue jobs
+ * that run one phase each (pull, compute, push, or a copy of the next
+ * batch), or all three for w:train_step, in the same queue and with the
+ * same rules as TASKs; their outcome goes back to Lua instead of a reply.
+ *
  * Replies go to the coordinator in the jobs' order: a job that is over
  * waits for the earlier ones (settle). A failure at any phase ends the job
  * with a negative status in its reply; losing a ps fails every job waiting
@@ -71,6 +76,8 @@ static job *job_new(worker *w, int kind, uint32_t req) {
 static void job_free(job *j) {
   if (!j) return;
   wstate_free(j->setup);
+  tensor_free(j->bx);
+  tensor_free(j->by);
   free(j);
 }
 
@@ -162,6 +169,36 @@ static void fail(worker *w, job *j, int rc, const char *fmt, ...) {
 
 /* ============================== compute ================================== */
 
+/* The next batch of the shard; at the end of an epoch, the first of the
+ * next one (as train_fit does). */
+static int next_batch(wstate *st, const tensor **x, const tensor **y) {
+  int rc = data_iter_next(&st->it, x, y);
+  if (rc == 0) {
+    data_iter_reset(&st->it);
+    rc = data_iter_next(&st->it, x, y);
+  }
+  return rc == 0 ? drv_error(DRV_EINVAL, "the training data is empty") : rc;
+}
+
+/* A training job's compute phase: forward/backward on the next batch, the
+ * gradients left in the model; or (JP_BATCH) only a copy of that batch. */
+static int compute(job *j) {
+  wstate *st = j->st;
+  const tensor *x, *y;
+  int rc = next_batch(st, &x, &y);
+  if (rc < 0) return rc;
+  j->examples = x->shape[0];
+  if (j->phases & JP_BATCH) {
+    if (!(j->bx = tensor_clone(x)) || !(j->by = tensor_clone(y)))
+      return drv_error(DRV_ENOMEM, "out of memory");
+    return 0;
+  }
+  nn_zero_grad(st->model);
+  rc = train_step(st->model, st->loss, x, y, &j->loss, &j->correct);
+  if (j->w->slow_ms) uv_sleep(j->w->slow_ms); /* DROVER_FAULT=slow:... */
+  return rc;
+}
+
 /* On a thread-pool thread: touches only the job and the state, which the
  * loop thread leaves alone while w->in_pool. */
 static void work_cb(uv_work_t *req) {
@@ -172,20 +209,7 @@ static void work_cb(uv_work_t *req) {
     rc = train_evaluate(st->model, st->loss, st->data, st->batch, &j->eval_loss, &j->eval_acc);
     j->examples = st->data->n;
   } else {
-    const tensor *x, *y;
-    rc = data_iter_next(&st->it, &x, &y);
-    if (rc == 0) { /* epoch over: the next one, as train_fit does */
-      data_iter_reset(&st->it);
-      rc = data_iter_next(&st->it, &x, &y);
-    }
-    if (rc > 0) {
-      nn_zero_grad(st->model);
-      j->examples = x->shape[0];
-      rc = train_step(st->model, st->loss, x, y, &j->loss, &j->correct);
-      if (j->w->slow_ms) uv_sleep(j->w->slow_ms); /* DROVER_FAULT=slow:... */
-    } else if (rc == 0) {
-      rc = drv_error(DRV_EINVAL, "the training data is empty");
-    }
+    rc = compute(j);
   }
   j->rc = rc < 0 ? rc : 0;
   if (rc < 0) snprintf(j->msg, sizeof j->msg, "%s", drv_errmsg());
@@ -207,7 +231,7 @@ static void after_work_cb(uv_work_t *req, int status) {
     fail(w, j, DRV_EIO, "thread pool: %s", uv_strerror(status));
     return;
   }
-  if (j->rc < 0 || j->kind == JOB_EVAL) {
+  if (j->rc < 0 || !(j->phases & JP_PUSH)) {
     finish(w, j);
     return;
   }
@@ -247,6 +271,14 @@ static int link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *j
   return 0;
 }
 
+/* The pull is complete: compute, or (a pull alone) the job is over. */
+static void pulled(worker *w, job *j) {
+  if (j->phases & (JP_COMPUTE | JP_BATCH))
+    go_compute(w, j);
+  else
+    finish(w, j);
+}
+
 static void go_pull(worker *w, job *j) {
   wstate *st = j->st;
   j->phase = PH_PULL;
@@ -266,7 +298,7 @@ static void go_pull(worker *w, job *j) {
     }
     j->waiting++;
   }
-  if (j->waiting == 0) go_compute(w, j); /* a model without parameters */
+  if (j->waiting == 0) pulled(w, j); /* a model without parameters */
 }
 
 /* Copies one PULL_REPLY into the model's parameter rows; its version
@@ -372,7 +404,10 @@ static void go_links(worker *w, job *j) {
     }
     if (!conn_is_ready(l->c)) return; /* link_ready resumes */
   }
-  go_pull(w, j);
+  if (j->phases & JP_PULL)
+    go_pull(w, j);
+  else
+    go_push(w, j);
 }
 
 /* ============================== running jobs ============================= */
@@ -389,7 +424,9 @@ static void start(worker *w, job *j) {
     return;
   }
   if (!w->st) {
-    fail(w, j, DRV_EINVAL, "no SETUP received yet");
+    fail(w, j, DRV_EINVAL, "%s",
+         j->on_done ? "this worker has no model yet (run c:fit or c:setup first)"
+                    : "no SETUP received yet");
     return;
   }
   if (j->kind == JOB_TRAIN && j->task_kind != WIRE_TASK_TRAIN_STEP) {
@@ -397,7 +434,10 @@ static void start(worker *w, job *j) {
     return;
   }
   j->st = w->st;
-  go_links(w, j);
+  if (j->phases & (JP_PULL | JP_PUSH))
+    go_links(w, j);
+  else
+    go_compute(w, j); /* the ps are not involved */
 }
 
 /* Whether the first queued job may start now. */
@@ -440,10 +480,14 @@ static void settle(worker *w) {
       w->run = j->next;
       if (!w->run) w->run_tail = NULL;
       w->nrun--;
-      if (j->rc < 0)
+      if (j->rc < 0 && !j->on_done) /* (a scheduled function's job fails in Lua) */
         log_warn("%s %llu failed: %s", j->kind == JOB_EVAL ? "eval" : "task",
                  (unsigned long long)j->id, j->msg);
-      if (!w->closed) reply(w, j);
+      if (j->kind == JOB_TRAIN && j->phases == JP_TRAIN && j->rc == 0) w->steps++;
+      if (!w->closed && j->on_done)
+        j->on_done(j); /* runs Lua, which may queue jobs: settle goes round again */
+      else if (!w->closed)
+        reply(w, j);
       w->njobs--;
       job_free(j);
     }
@@ -539,7 +583,7 @@ static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   }
   if (--j->waiting > 0) return;
   if (j->phase == PH_PULL)
-    go_compute(w, j);
+    pulled(w, j);
   else
     finish(w, j);
 }
@@ -639,6 +683,7 @@ int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   if (!j) return drv_error(DRV_ENOMEM, "out of memory");
   j->id = id;
   j->task_kind = kind;
+  j->phases = JP_TRAIN;
   enqueue(w, j);
   settle(w);
   return 0;
@@ -655,6 +700,21 @@ int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   job *j = job_new(w, JOB_EVAL, req);
   if (!j) return drv_error(DRV_ENOMEM, "out of memory");
   j->id = step;
+  j->phases = JP_PULL | JP_COMPUTE;
+  enqueue(w, j);
+  settle(w);
+  return 0;
+}
+
+int worker_submit(worker *w, unsigned phases, void (*on_done)(job *j), void *ud) {
+  if (w->closed || w->draining)
+    return drv_error(DRV_EINVAL, "the node is shutting down");
+  job *j = job_new(w, JOB_TRAIN, 0);
+  if (!j) return drv_error(DRV_ENOMEM, "out of memory");
+  j->task_kind = WIRE_TASK_TRAIN_STEP;
+  j->phases = phases;
+  j->on_done = on_done;
+  j->ud = ud;
   enqueue(w, j);
   settle(w);
   return 0;
@@ -700,6 +760,7 @@ static void drop_queue(worker *w) {
 }
 
 void worker_drain(worker *w, void (*idle)(void *ud), void *ud) {
+  w->draining = true;
   drop_queue(w);
   if (w->nrun == 0) {
     idle(ud);
@@ -714,6 +775,7 @@ void worker_close(worker *w) {
   w->closed = true;
   w->idle = NULL;
   drop_queue(w);
+  wlua_close(w->lua);
   /* Jobs waiting on the network are just dropped; one on the thread pool
    * stays w->cur until after_work_cb frees it. */
   job *pooled = w->in_pool ? w->cur : NULL;
@@ -750,6 +812,7 @@ void worker_free(worker *w) {
     job_free(j);
   }
   drop_queue(w);
+  wlua_free(w->lua); /* after the jobs: none calls back into it any more */
   wstate_free(w->st);
   free(w);
 }

@@ -7,10 +7,12 @@
  * callback and owns its own client connections to every ps. Jobs are
  * SETUP (swap in a new model, data and variable table; reply SETUP_OK),
  * TASK (a training step; reply RESULT) and EVAL (an evaluation; reply
- * EVAL_RESULT). One job at a time pulls or computes; once a training job
- * has sent its pushes, the next may pull on the same connections while the
- * first waits for its PUSH_OKs (TCP order makes the pull see the push).
- * Replies still go out in arrival order. The loop thread never runs the
+ * EVAL_RESULT); a CALL runs a scheduled Lua function whose `w` methods
+ * queue jobs of their own (worker_lua.c). One job at a time pulls or
+ * computes; once a training job has sent its pushes, the next may pull on
+ * the same connections while the first waits for its PUSH_OKs (TCP order
+ * makes the pull see the push). Replies still go out in arrival order
+ * (CALL_RESULTs excepted: a call ends when its function does). The loop thread never runs the
  * math: forward, backward and evaluation go through uv_queue_work.
  *
  * Variable numbering: the SETUP table lists variable i as the model's
@@ -66,6 +68,26 @@ int worker_spec(worker *w, const node_addr *nodes, int n);
 int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len);
+
+/* A CALL (payload borrowed for the call): runs the scheduled function it
+ * carries (closure.h) as a coroutine of the worker's Lua state, made at the
+ * first CALL, with a `w` object in front of its arguments:
+ *   w.index, w.role ("worker", "chief"), w.name ("worker:1"), w.steps
+ *   (whole train steps run by this process, TASKs included);
+ *   w:train_step() -> loss, examples, correct (nil when accuracy does
+ *   not apply): a step exactly as a TASK runs it
+ *   w:pull()  w:compute() -> loss, examples, correct  w:push()   one phase each
+ *   w:batch() -> x, y   copies of the shard's next batch (tensors)
+ * The methods are jobs in the same queue as TASKs, in order with them; the
+ * coroutine yields until its job is over (the loop keeps running), and a
+ * failed job raises in Lua. When the function returns or raises, the
+ * worker sends CALL_RESULT (task echoed, req echoed): status 0 and its
+ * results (closure_encode_values), or a negative status and the message
+ * with the coroutine's traceback (also when the closure does not decode,
+ * or a result cannot be sent). Calls may finish in any order. A negative
+ * return is only for a payload that does not parse or a CALL sent to an
+ * evaluator (the node reports it with ERROR). */
+int worker_call(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 
 /* Drops the queued jobs and calls idle(ud) once no job is running (at
  * once, from this call, if none is). The started jobs finish normally,

@@ -1,6 +1,6 @@
-/* worker_int.h - internals shared by worker.c (jobs, ps links) and
- * worker_setup.c (the state a SETUP builds). Not a public API: include
- * worker.h instead.
+/* worker_int.h - internals shared by worker.c (jobs, ps links),
+ * worker_setup.c (the state a SETUP builds) and worker_lua.c (scheduled
+ * closures). Not a public API: include worker.h instead.
  */
 #ifndef DROVER_WORKER_INT_H
 #define DROVER_WORKER_INT_H
@@ -70,6 +70,17 @@ void wstate_free(wstate *st); /* NULL is fine */
 
 enum { JOB_SETUP, JOB_TRAIN, JOB_EVAL };
 
+/* The phases a JOB_TRAIN runs: a TASK runs JP_TRAIN; the methods of the
+ * `w` object of a scheduled function (worker_lua.c) run one phase each.
+ * JP_BATCH is a compute phase that only copies the next batch. */
+enum {
+  JP_PULL = 1,
+  JP_COMPUTE = 2,
+  JP_PUSH = 4,
+  JP_BATCH = 8,
+  JP_TRAIN = JP_PULL | JP_COMPUTE | JP_PUSH,
+};
+
 typedef struct worker worker;
 
 /* Jobs started and not yet answered, at most: one pulling or computing,
@@ -82,6 +93,11 @@ typedef struct job {
   uint32_t req;       /* the coordinator's request id, echoed in the reply */
   uint64_t id;        /* task id, or eval step */
   uint8_t task_kind;
+  unsigned phases;    /* JP_* (JOB_TRAIN, JOB_EVAL) */
+  /* A job of a scheduled function: on_done(j) replaces the reply (see
+   * worker_submit). */
+  void (*on_done)(struct job *j);
+  void *ud;
   wstate *setup;      /* JOB_SETUP: the state to swap in (owned) */
   wstate *st;         /* the state the compute phase uses */
   struct job *next;   /* in the queue, then in the started list */
@@ -94,6 +110,7 @@ typedef struct job {
   float loss;
   int64_t correct, examples;
   double eval_loss, eval_acc;
+  tensor *bx, *by;    /* JP_BATCH: copies of the batch (owned; on_done may take them) */
 } job;
 
 /* A request sent on a ps link and not yet answered. A ps answers the
@@ -145,8 +162,26 @@ struct worker {
   bool settling, resettle; /* settle() is running / must run again */
   void (*idle)(void *ud);
   void *idle_ud;
+  bool draining;      /* worker_drain was called: no new jobs from Lua */
   uint64_t dropped;   /* gradients a ps dropped as late (sync) */
+  uint64_t steps;     /* whole train steps completed (TASKs and w:train_step) */
   unsigned slow_ms;   /* fault injection: sleep per train step (tests) */
+  struct wlua *lua;   /* scheduled closures (worker_lua.c); NULL until the first CALL */
 };
+
+/* Queues a job for a scheduled function (worker_lua.c): a JOB_TRAIN that
+ * runs `phases` (JP_*) in order with the other jobs. Once it is over,
+ * on_done(j) is called from settle, in job order, instead of a reply to
+ * the coordinator; j (j->ud == ud) is freed when it returns, so on_done
+ * copies the outcome (rc, msg, loss, examples) and takes bx/by (setting
+ * them NULL). on_done is never called once the worker is closed.
+ * Returns 0, or DRV_EINVAL when the worker is draining or closed,
+ * DRV_ENOMEM (nothing queued then). */
+int worker_submit(worker *w, unsigned phases, void (*on_done)(job *j), void *ud);
+
+/* worker_lua.c: stops timers and resumes (from worker_close), then frees
+ * the Lua state and the calls (from worker_free). NULL is fine. */
+void wlua_close(struct wlua *l);
+void wlua_free(struct wlua *l);
 
 #endif

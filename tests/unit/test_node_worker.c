@@ -16,221 +16,12 @@
 #include "node_fake.h"
 #include "optim.h"
 #include "train.h"
-
-/* ============================== workers ====================================== */
-
-#define SPEC "Sequential(Linear(4,8),ReLU,Linear(8,3))"
-#define SEED 42
-#define BATCH 6
-#define STEPS 9
-
-/* n examples, 4 features in [0, 1), class = argmax of three fixed linear
- * scores (no BLAS: children are forked after this). */
-static dataset *toy_data(int64_t n, uint64_t seed) {
-  dataset *d = calloc(1, sizeof *d);
-  CHECK(d != NULL);
-  d->x = tensor_new2(n, 4);
-  d->y = tensor_new1(n);
-  rng_t r;
-  rng_seed(&r, seed);
-  static const float w[3][4] = {{1, -1, 0.5f, 0}, {-0.5f, 1, 0, 1}, {0, 0.2f, -1, 0.7f}};
-  for (int64_t i = 0; i < n; i++) {
-    float *x = tensor_data(d->x) + 4 * i, best = -1e9f;
-    for (int k = 0; k < 4; k++) x[k] = rng_uniform(&r);
-    for (int c = 0; c < 3; c++) {
-      float s = 0;
-      for (int k = 0; k < 4; k++) s += w[c][k] * x[k];
-      if (s > best) best = s, tensor_data(d->y)[i] = (float)c;
-    }
-  }
-  d->n = n;
-  d->features = 4;
-  d->classes = 3;
-  snprintf(d->source, sizeof d->source, "toy");
-  return d;
-}
-
-/* Placement used by the worker test: var 0 (1.weight [8, 4]) split over
- * both ps (rows 0-4 on ps 0, rows 5-7 on ps 1, listed in that reverse
- * order), var 1 (1.bias) on ps 1, var 2 (3.weight) on ps 0, var 3
- * (3.bias) on ps 1. */
-typedef struct place {
-  uint32_t var, ps;
-  uint64_t row0, rows;
-} place;
-static const place PLACES[] = {
-    {0, 1, 5, 3}, {0, 0, 0, 5}, {1, 1, 0, 8}, {2, 0, 0, 3}, {3, 1, 0, 3}};
-#define NPLACES (sizeof PLACES / sizeof PLACES[0])
-
-static void write_var_table(wire_wr *w, const nn_param_list *pl, const place *places,
-                            size_t nplaces) {
-  wire_wr_u32(w, (uint32_t)pl->n);
-  for (int i = 0; i < pl->n; i++) {
-    const tensor *t = pl->items[i].value;
-    wire_wr_str(w, pl->items[i].name);
-    wire_wr_u8(w, (uint8_t)t->ndim);
-    for (int k = 0; k < t->ndim; k++) wire_wr_u64(w, (uint64_t)t->shape[k]);
-    uint32_t ns = 0;
-    for (size_t p = 0; p < nplaces; p++) ns += places[p].var == (uint32_t)i;
-    wire_wr_u32(w, ns);
-    for (size_t p = 0; p < nplaces; p++)
-      if (places[p].var == (uint32_t)i) {
-        wire_wr_u32(w, places[p].ps);
-        wire_wr_u64(w, places[p].row0);
-        wire_wr_u64(w, places[p].rows);
-      }
-  }
-}
-
-static void send_setup_placed(peer *ctl, const nn_param_list *pl, const dataset *d,
-                              int64_t batch, uint32_t req, const place *places, size_t nplaces) {
-  wire_wr w;
-  wire_wr_init(&w);
-  wire_wr_str(&w, SPEC);
-  wire_wr_str(&w, "CrossEntropy");
-  wire_wr_u64(&w, (uint64_t)batch);
-  wire_wr_u64(&w, SEED);
-  write_var_table(&w, pl, places, nplaces);
-  wire_wr_tensor(&w, d->x);
-  wire_wr_tensor(&w, d->y);
-  nf_send_wr(ctl, &w, WIRE_SETUP, req);
-}
-
-static void send_setup(peer *ctl, const nn_param_list *pl, const dataset *d, int64_t batch,
-                       uint32_t req) {
-  send_setup_placed(ctl, pl, d, batch, req, PLACES, NPLACES);
-}
-
-static void send_task(peer *ctl, uint64_t id, uint32_t req) {
-  wire_wr w;
-  wire_wr_init(&w);
-  wire_wr_u64(&w, id);
-  wire_wr_u8(&w, WIRE_TASK_TRAIN_STEP);
-  wire_wr_u64(&w, 0);
-  nf_send_wr(ctl, &w, WIRE_TASK, req);
-}
-
-typedef struct result {
-  uint64_t task;
-  int32_t status;
-  double loss;
-  int64_t correct;
-  uint64_t examples;
-  char msg[1024];
-} result;
-
-static void read_result(fake *f, peer *ctl, result *res) {
-  fk_frame *fr = NF_EXPECT(f, ctl, WIRE_RESULT);
-  wire_rd rd;
-  wire_rd_init(&rd, fr->p, fr->h.len);
-  res->task = wire_rd_u64(&rd);
-  res->status = wire_rd_i32(&rd);
-  res->loss = wire_rd_f64(&rd);
-  res->correct = wire_rd_i64(&rd);
-  res->examples = wire_rd_u64(&rd);
-  wire_rd_str(&rd, res->msg, sizeof res->msg);
-  CHECK_OK(wire_rd_done(&rd, WIRE_RESULT));
-  nf_frame_free(fr);
-}
-
-/* VAR_INITs every shard of the model's parameters to the two ps. */
-static void init_vars(fake *f, peer *ps[2], const nn_param_list *pl, const optim_cfg *cfg) {
-  for (size_t p = 0; p < NPLACES; p++) {
-    const place *pc = &PLACES[p];
-    tensor *rows = tensor_narrow(pl->items[pc->var].value, 0, (int64_t)pc->row0, (int64_t)pc->rows);
-    nf_var_init(f, ps[pc->ps], pc->var, pc->row0, cfg, rows, (uint32_t)(100 + p));
-    tensor_free(rows);
-  }
-}
-
-/* Pulls every shard back and assembles the variables into out[] (clones
- * of the shapes in pl). */
-static void pull_model(fake *f, peer *ps[2], const nn_param_list *pl, tensor **out) {
-  for (int i = 0; i < pl->n; i++) out[i] = tensor_clone(pl->items[i].value);
-  for (size_t p = 0; p < NPLACES; p++) {
-    const place *pc = &PLACES[p];
-    tensor *t = nf_pull1(f, ps[pc->ps], pc->var, (uint32_t)(200 + p));
-    int64_t row = (int64_t)tensor_numel(out[pc->var]) / out[pc->var]->shape[0];
-    CHECK_INT_EQ(t->shape[0], (int64_t)pc->rows);
-    memcpy(tensor_data(out[pc->var]) + (int64_t)pc->row0 * row, tensor_data(t),
-           (size_t)tensor_numel(t) * sizeof(float));
-    tensor_free(t);
-  }
-}
-
-/* The in-process reference: STEPS steps of the same model on the same
- * data, recording each step's loss and correct count. */
-typedef struct reference {
-  nn_module *model;
-  nn_loss *loss;
-  nn_param_list params;
-  float losses[STEPS];
-  int64_t correct[STEPS], examples[STEPS];
-} reference;
-
-static void run_reference(reference *ref, const dataset *d, const optim_cfg *cfg) {
-  memset(ref, 0, sizeof *ref);
-  rng_t r;
-  rng_seed(&r, SEED);
-  ref->model = nn_from_spec(SPEC, &r);
-  ref->loss = nn_cross_entropy();
-  CHECK(ref->model && ref->loss);
-  CHECK_OK(nn_collect_params(ref->model, &ref->params));
-  optim_t *opt = optim_new(cfg, &ref->params);
-  CHECK(opt != NULL);
-  data_iter it;
-  CHECK_OK(data_iter_init(&it, d, BATCH, true, SEED));
-  nn_zero_grad(ref->model);
-  for (int s = 0; s < STEPS; s++) {
-    const tensor *x, *y;
-    int rc = data_iter_next(&it, &x, &y);
-    if (rc == 0) {
-      data_iter_reset(&it);
-      rc = data_iter_next(&it, &x, &y);
-    }
-    CHECK(rc == 1);
-    ref->examples[s] = x->shape[0];
-    CHECK_OK(train_step(ref->model, ref->loss, x, y, &ref->losses[s], &ref->correct[s]));
-    CHECK_OK(optim_step_zero_grad(opt));
-  }
-  data_iter_free(&it);
-  optim_free(opt);
-
-  /* The loop above is what train_fit does: check it against train_fit
-   * itself, so that "matches the reference" means "matches exp:fit()". */
-  rng_seed(&r, SEED);
-  nn_module *m2 = nn_from_spec(SPEC, &r);
-  nn_param_list p2 = {0};
-  CHECK_OK(nn_collect_params(m2, &p2));
-  optim_t *o2 = optim_new(cfg, &p2);
-  train_cfg tc = {.batch = BATCH, .epochs = 100, .shuffle = true, .seed = SEED,
-                  .max_steps = STEPS};
-  train_result tr;
-  CHECK_OK(train_fit(m2, ref->loss, o2, d, &tc, &tr));
-  CHECK_INT_EQ(tr.steps, STEPS);
-  for (int i = 0; i < p2.n; i++) CHECK(nf_same_bits(p2.items[i].value, ref->params.items[i].value));
-  optim_free(o2);
-  nn_param_list_free(&p2);
-  nn_unref(m2);
-}
-
-static void free_reference(reference *ref) {
-  nn_param_list_free(&ref->params);
-  nn_loss_unref(ref->loss);
-  nn_unref(ref->model);
-}
-
-static optim_cfg adam_cfg(void) {
-  optim_cfg c;
-  optim_cfg_default(&c, OPTIM_ADAM);
-  c.lr = 0.05f;
-  return c;
-}
+#include "worker_fixture.h"
 
 TEST(node_worker_matches_in_process_training) {
   fake f;
   nf_fake_start(&f);
-  dataset *train = toy_data(20, 7), *evald = toy_data(10, 8);
+  dataset *train = wf_toy_data(20, 7), *evald = wf_toy_data(10, 8);
   pid_t pids[4] = {nf_spawn_node(&f, ROLE_PS, 0, 100, 10000),
                    nf_spawn_node(&f, ROLE_PS, 1, 100, 10000),
                    nf_spawn_node(&f, ROLE_WORKER, 0, 100, 10000),
@@ -244,28 +35,28 @@ TEST(node_worker_matches_in_process_training) {
 
   /* The coordinator's side: the initial model, its variables on the ps. */
   rng_t r;
-  rng_seed(&r, SEED);
-  nn_module *init = nn_from_spec(SPEC, &r);
+  rng_seed(&r, WF_SEED);
+  nn_module *init = nn_from_spec(WF_SPEC, &r);
   nn_param_list pl = {0};
   CHECK_OK(nn_collect_params(init, &pl));
   CHECK_INT_EQ(pl.n, 4);
-  optim_cfg cfg = adam_cfg();
-  init_vars(&f, ps, &pl, &cfg);
+  optim_cfg cfg = wf_adam_cfg();
+  wf_init_vars(&f, ps, &pl, &cfg);
 
-  send_setup(wk->ctl, &pl, train, BATCH, 5);
-  send_setup(ev->ctl, &pl, evald, 4, 6);
+  wf_send_setup(wk->ctl, &pl, train, WF_BATCH, 5);
+  wf_send_setup(ev->ctl, &pl, evald, 4, 6);
   fk_frame *fr = NF_EXPECT(&f, wk->ctl, WIRE_SETUP_OK);
   CHECK_INT_EQ(fr->h.req, 5);
   nf_frame_free(fr);
   nf_frame_free(NF_EXPECT(&f, ev->ctl, WIRE_SETUP_OK));
 
   /* All tasks at once: the worker queues them and runs them in order. */
-  for (int s = 0; s < STEPS; s++) send_task(wk->ctl, 1000 + (uint64_t)s, 50 + (uint32_t)s);
-  reference ref;
-  run_reference(&ref, train, &cfg);
-  for (int s = 0; s < STEPS; s++) {
-    result res;
-    read_result(&f, wk->ctl, &res);
+  for (int s = 0; s < WF_STEPS; s++) wf_send_task(wk->ctl, 1000 + (uint64_t)s, 50 + (uint32_t)s);
+  wf_reference ref;
+  wf_run_reference(&ref, train, &cfg);
+  for (int s = 0; s < WF_STEPS; s++) {
+    wf_result res;
+    wf_read_result(&f, wk->ctl, &res);
     if (res.status != 0) harness_fail(__FILE__, __LINE__, "task failed: %s", res.msg);
     CHECK_INT_EQ(res.task, 1000 + s);
     CHECK_INT_EQ(res.examples, ref.examples[s]);
@@ -276,7 +67,7 @@ TEST(node_worker_matches_in_process_training) {
 
   /* The parameters on the ps are the in-process ones, bit for bit. */
   tensor *got[4];
-  pull_model(&f, ps, &pl, got);
+  wf_pull_model(&f, ps, &pl, got);
   for (int i = 0; i < 4; i++) {
     CHECK(nf_same_bits(got[i], ref.params.items[i].value));
     CHECK(!nf_same_bits(got[i], pl.items[i].value)); /* and training moved them */
@@ -286,13 +77,13 @@ TEST(node_worker_matches_in_process_training) {
   /* The evaluator pulls the same parameters and evaluates like train_evaluate. */
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u64(&w, STEPS);
+  wire_wr_u64(&w, WF_STEPS);
   nf_send_wr(ev->ctl, &w, WIRE_EVAL, 77);
   fr = NF_EXPECT(&f, ev->ctl, WIRE_EVAL_RESULT);
   CHECK_INT_EQ(fr->h.req, 77);
   wire_rd rd;
   wire_rd_init(&rd, fr->p, fr->h.len);
-  CHECK_INT_EQ(wire_rd_u64(&rd), STEPS);
+  CHECK_INT_EQ(wire_rd_u64(&rd), WF_STEPS);
   CHECK_INT_EQ(wire_rd_i32(&rd), 0);
   double el = wire_rd_f64(&rd), ea = wire_rd_f64(&rd);
   CHECK_INT_EQ(wire_rd_u64(&rd), 10);
@@ -307,7 +98,7 @@ TEST(node_worker_matches_in_process_training) {
   for (int i = 0; i < 4; i++) nf_send_shutdown(regs[i].ctl);
   for (int i = 0; i < 4; i++) CHECK_INT_EQ(nf_reap(&f, pids[i], WAIT_MS), 0);
   nf_fake_stop(&f, ps, 2);
-  free_reference(&ref);
+  wf_free_reference(&ref);
   nn_param_list_free(&pl);
   nn_unref(init);
   data_free(train);
@@ -317,18 +108,18 @@ TEST(node_worker_matches_in_process_training) {
 TEST(node_worker_reports_failures) {
   fake f;
   nf_fake_start(&f);
-  dataset *train = toy_data(12, 3);
+  dataset *train = wf_toy_data(12, 3);
   pid_t pids[3] = {nf_spawn_node(&f, ROLE_PS, 0, 100, 10000),
                    nf_spawn_node(&f, ROLE_PS, 1, 100, 10000),
                    nf_spawn_node(&f, ROLE_WORKER, 1, 100, 10000)};
   reg regs[3];
   nf_register_all(&f, regs, 3);
   reg *wk = nf_find_reg(regs, 3, ROLE_WORKER, 1);
-  result res;
+  wf_result res;
 
   /* A task before any SETUP fails, and says why. */
-  send_task(wk->ctl, 1, 1);
-  read_result(&f, wk->ctl, &res);
+  wf_send_task(wk->ctl, 1, 1);
+  wf_read_result(&f, wk->ctl, &res);
   CHECK(res.status < 0);
   CHECK_INT_EQ(res.task, 1);
   CHECK_STR_CONTAINS(res.msg, "SETUP");
@@ -336,14 +127,14 @@ TEST(node_worker_reports_failures) {
   /* Variables the ps never received: the ps refuses the pull, the task
    * fails with its message. */
   rng_t r;
-  rng_seed(&r, SEED);
-  nn_module *init = nn_from_spec(SPEC, &r);
+  rng_seed(&r, WF_SEED);
+  nn_module *init = nn_from_spec(WF_SPEC, &r);
   nn_param_list pl = {0};
   CHECK_OK(nn_collect_params(init, &pl));
-  send_setup(wk->ctl, &pl, train, 4, 2);
+  wf_send_setup(wk->ctl, &pl, train, 4, 2);
   nf_frame_free(NF_EXPECT(&f, wk->ctl, WIRE_SETUP_OK));
-  send_task(wk->ctl, 2, 3);
-  read_result(&f, wk->ctl, &res);
+  wf_send_task(wk->ctl, 2, 3);
+  wf_read_result(&f, wk->ctl, &res);
   CHECK(res.status < 0);
   CHECK_STR_CONTAINS(res.msg, "unknown var");
 
@@ -353,7 +144,7 @@ TEST(node_worker_reports_failures) {
                  nf_dial(&f, nf_find_reg(regs, 3, ROLE_PS, 1)->port)};
   optim_cfg cfg;
   optim_cfg_default(&cfg, OPTIM_SGD);
-  init_vars(&f, ps, &pl, &cfg);
+  wf_init_vars(&f, ps, &pl, &cfg);
   wire_wr w;
   wire_wr_init(&w);
   wire_wr_u32(&w, 3);
@@ -364,8 +155,8 @@ TEST(node_worker_reports_failures) {
     wire_wr_u16(&w, (uint16_t)regs[k].port);
   }
   nf_send_wr(wk->ctl, &w, WIRE_SPEC, 0);
-  send_task(wk->ctl, 3, 4);
-  read_result(&f, wk->ctl, &res);
+  wf_send_task(wk->ctl, 3, 4);
+  wf_read_result(&f, wk->ctl, &res);
   if (res.status != 0) harness_fail(__FILE__, __LINE__, "task failed: %s", res.msg);
   CHECK_INT_EQ(res.examples, 4);
   CHECK(res.loss > 0 && res.correct >= 0 && res.correct <= 4);
@@ -375,7 +166,7 @@ TEST(node_worker_reports_failures) {
   int64_t odd[2] = {8, 5};
   tensor *saved = pl.items[0].value;
   pl.items[0].value = tensor_new(2, odd);
-  send_setup(wk->ctl, &pl, train, 4, 5);
+  wf_send_setup(wk->ctl, &pl, train, 4, 5);
   fk_frame *fr = NF_EXPECT(&f, wk->ctl, WIRE_ERROR);
   wire_rd rd;
   wire_rd_init(&rd, fr->p, fr->h.len);
@@ -400,7 +191,7 @@ TEST(node_worker_reports_failures) {
 
 /* The fake plays ps:0 itself (the worker dials the fake's own port), so it
  * decides when each reply goes out. */
-static const place ONE_PS[] = {{0, 0, 0, 8}, {1, 0, 0, 8}, {2, 0, 0, 3}, {3, 0, 0, 3}};
+static const wf_place ONE_PS[] = {{0, 0, 0, 8}, {1, 0, 0, 8}, {2, 0, 0, 3}, {3, 0, 0, 3}};
 #define NONE_PS (sizeof ONE_PS / sizeof ONE_PS[0])
 
 static void send_spec_ps0(peer *ctl, int port) {
@@ -490,7 +281,7 @@ static bool has_result(const peer *ctl) {
 TEST(node_worker_pulls_behind_its_push) {
   fake f;
   nf_fake_start(&f);
-  dataset *train = toy_data(12, 5);
+  dataset *train = wf_toy_data(12, 5);
   pid_t pid = nf_spawn_node(&f, ROLE_WORKER, 0, 100, 10000);
   reg regs[1];
   nf_register_all(&f, regs, 1);
@@ -500,16 +291,16 @@ TEST(node_worker_pulls_behind_its_push) {
   peer *ps = f.accepted[1];
 
   rng_t r;
-  rng_seed(&r, SEED);
-  nn_module *m = nn_from_spec(SPEC, &r);
+  rng_seed(&r, WF_SEED);
+  nn_module *m = nn_from_spec(WF_SPEC, &r);
   nn_loss *loss = nn_cross_entropy();
   nn_param_list pl = {0};
   CHECK(m && loss);
   CHECK_OK(nn_collect_params(m, &pl));
   CHECK_INT_EQ(pl.n, 4);
-  send_setup_placed(ctl, &pl, train, 4, 2, ONE_PS, NONE_PS);
+  wf_send_setup_placed(ctl, &pl, train, 4, 2, ONE_PS, NONE_PS);
   nf_frame_free(NF_EXPECT(&f, ctl, WIRE_SETUP_OK));
-  for (uint32_t t = 1; t <= 3; t++) send_task(ctl, t, 10 + t);
+  for (uint32_t t = 1; t <= 3; t++) wf_send_task(ctl, t, 10 + t);
 
   /* Two sets of values the "ps" serves: v1 for task 1, v2 for task 2. */
   tensor *v1[4], *v2[4], *g1[4], *g2[4];
@@ -519,7 +310,7 @@ TEST(node_worker_pulls_behind_its_push) {
     v2[i] = nf_filled(t->ndim, t->shape, 0.4f, -0.02f);
   }
   data_iter it;
-  CHECK_OK(data_iter_init(&it, train, 4, true, SEED)); /* worker 0's batches */
+  CHECK_OK(data_iter_init(&it, train, 4, true, WF_SEED)); /* worker 0's batches */
   expected_grads(m, loss, &pl, &it, v1, g1);
   expected_grads(m, loss, &pl, &it, v2, g2);
 
@@ -548,8 +339,8 @@ TEST(node_worker_pulls_behind_its_push) {
   }
   nf_send_wr(ps, &w, WIRE_PULL_REPLY, pull2->h.req);
   nf_frame_free(pull2);
-  result res;
-  read_result(&f, ctl, &res);
+  wf_result res;
+  wf_read_result(&f, ctl, &res);
   if (res.status != 0) harness_fail(__FILE__, __LINE__, "task failed: %s", res.msg);
   CHECK_INT_EQ(res.task, 1);
   CHECK_INT_EQ(res.examples, 4);
@@ -564,7 +355,7 @@ TEST(node_worker_pulls_behind_its_push) {
   CHECK(!has_result(ctl));
   conn_close(ps->c, "test: the ps goes away");
   for (uint32_t t = 2; t <= 3; t++) {
-    read_result(&f, ctl, &res);
+    wf_read_result(&f, ctl, &res);
     CHECK_INT_EQ(res.task, t);
     CHECK(res.status < 0);
     CHECK_STR_CONTAINS(res.msg, "ps:0");
