@@ -1,8 +1,7 @@
 -- schedule.lua - ClusterCoordinator benchmarks (run by tests/bench/run.sh):
 --  1. no-op closures scheduled and fetched per second through the
 --     coordinator with 2 workers (best of 3), against the issue's target
---     of 100k/s and against a reference measured here: the same closures
---     encoded, decoded and called in this process (no network);
+--     of 100k/s (run.sh prints loopback's small-message rate beside it);
 --  2. recovery: a worker SIGKILLed while it holds closures; the time
 --     until every closure it held has completed elsewhere, and until the
 --     worker is back (restarted and registered).
@@ -38,16 +37,9 @@ for i = 1, m do rvs[i]:fetch() end
 local fetched = m / (drover.clock() - t0)
 rvs = nil
 
--- Reference: the codec and the call alone, in this process.
-local k = 20000
-local r0 = drover.clock()
-for _ = 1, k do drover._closure_roundtrip(noop) end
-local local_rate = k / (drover.clock() - r0)
-
 print(string.format("closures_per_sec_2workers %.0f", best))
 print(string.format("closures_per_sec_fetched %.0f", fetched))
 print(string.format("closures_ratio_vs_target_100k %.2f", best / 100000))
-print(string.format("closure_roundtrip_in_process_per_sec %.0f", local_rate))
 
 -- 2. recovery
 local function node(role, index)
