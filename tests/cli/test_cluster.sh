@@ -80,3 +80,12 @@ dir=$(ls -d "$TMP"/runs/cluster-digits-* | head -n 1)
 check "cluster-t04 its run directory exists" [ -d "$dir" ]
 pids=$(node_pids "$dir")
 check "cluster-t04 every node was reaped" wait_gone 2 $pids
+
+# cluster-t05: the ClusterCoordinator example trains through scheduled closures
+( cd "$TMP" && timeout 120 "$DROVER" run "$OLDPWD/examples/coordinator.lua" >"$TMP/coord.out" 2>&1 )
+check "cluster-t05 examples/coordinator.lua succeeds" [ $? -eq 0 ]
+check "cluster-t05 both workers ran closures" grep -q "worker:0 ran [1-9].*worker:1 ran [1-9]" "$TMP/coord.out"
+check "cluster-t05 it reports test accuracy" grep -q "test loss" "$TMP/coord.out"
+dir=$(ls -d "$TMP"/runs/coordinator-* | head -n 1)
+pids=$(node_pids "$dir")
+check "cluster-t05 every node was reaped" wait_gone 2 $pids
