@@ -42,6 +42,14 @@ else
 fi
 
 echo
+echo "== sync, 1 ps + 3 workers, backup_workers = 1: without and with a straggler (worker:2 +20 ms a step)"
+base=$(BENCH_RUNS="${TMPDIR:-/tmp}/drover-bench-runs" ./drover run tests/bench/backup.lua "$secs" | awk '/^sync_backup/ {print $2}')
+slow=$(DROVER_FAULT=slow:worker:2:20 BENCH_RUNS="${TMPDIR:-/tmp}/drover-bench-runs" ./drover run tests/bench/backup.lua "$secs" 2>/dev/null | awk '/^sync_backup/ {print $2}')
+echo "sync_backup_global_steps_per_sec $base"
+echo "sync_backup_global_steps_per_sec_with_straggler $slow"
+awk -v a="$slow" -v b="$base" 'BEGIN { printf "straggler_step_rate_ratio %.2f (its share would allow 0.67)\n", a / b }'
+
+echo
 echo "== ClusterCoordinator: closures through the coordinator, and recovery"
 BENCH_RUNS="${TMPDIR:-/tmp}/drover-bench-runs" ./drover run tests/bench/schedule.lua "$secs"
 rm -rf "${TMPDIR:-/tmp}/drover-bench-runs"
