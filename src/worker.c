@@ -1,6 +1,7 @@
-/* worker.c - the worker, chief and evaluator roles: the job queue, the ps
- * client connections, pull -> compute (thread pool) -> push, and replies.
- * SETUP parsing and the model/data state it builds are in worker_setup.c.
+/* worker.c - the worker, chief and evaluator roles: the job queue, pull ->
+ * compute (thread pool) -> push, and replies. The ps client connections
+ * (links) are in worker_ps.c; SETUP parsing and the model/data state it
+ * builds are in worker_setup.c.
  *
  * A job moves through phases:
  *   LINKS    wait until every ps holding a variable is connected
@@ -22,8 +23,8 @@
  * for bit). The push frames hold copies of the gradients, so the next job
  * may overwrite parameters and gradients at once. A ps also replies in
  * order, so each link keeps its outstanding requests as a FIFO and a reply
- * must answer the oldest. SETUP starts only once no job is started (it
- * swaps the state they use).
+ * must answer the oldest (worker_ps.c). SETUP starts only once no job is
+ * started (it swaps the state they use).
  *
  * Sync training (wire.h, ps.c): each PUSH carries the version its values
  * were pulled at, and the pull behind it asks for a later version, which
@@ -44,7 +45,6 @@
  */
 #include "worker.h"
 
-#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -56,8 +56,6 @@
 #include "log.h"
 #include "train.h"
 #include "worker_int.h"
-
-enum { PH_LINKS, PH_PULL, PH_COMPUTE, PH_PUSH };
 
 /* ============================== jobs ===================================== */
 
@@ -89,8 +87,6 @@ static void enqueue(worker *w, job *j) {
   w->tail = j;
   w->njobs++;
 }
-
-static void settle(worker *w);
 
 /* ============================== replies ================================== */
 
@@ -125,7 +121,7 @@ static void reply(worker *w, job *j) {
 
 /* Marks j over (its outcome is set): its outstanding requests are
  * forgotten (their replies will be dropped) and the next job may pull.
- * The reply goes out from settle(), in order. */
+ * The reply goes out from worker__settle(), in order. */
 static void job_over(worker *w, job *j) {
   j->done = true;
   for (int i = 0; i < w->nlinks; i++) {
@@ -136,9 +132,9 @@ static void job_over(worker *w, job *j) {
   if (w->cur == j) w->cur = NULL;
 }
 
-static void finish(worker *w, job *j) {
+void worker__finish(worker *w, job *j) {
   job_over(w, j);
-  settle(w);
+  worker__settle(w);
 }
 
 /* Ends j with an error (once: a job already over keeps its outcome). */
@@ -151,7 +147,7 @@ static void vdoom(worker *w, job *j, int rc, const char *fmt, va_list ap) {
 }
 
 __attribute__((format(printf, 4, 5)))
-static void doom(worker *w, job *j, int rc, const char *fmt, ...) {
+void worker__doom(worker *w, job *j, int rc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vdoom(w, j, rc, fmt, ap);
@@ -164,7 +160,7 @@ static void fail(worker *w, job *j, int rc, const char *fmt, ...) {
   va_start(ap, fmt);
   vdoom(w, j, rc, fmt, ap);
   va_end(ap);
-  settle(w);
+  worker__settle(w);
 }
 
 /* ============================== compute ================================== */
@@ -232,7 +228,7 @@ static void after_work_cb(uv_work_t *req, int status) {
     return;
   }
   if (j->rc < 0 || !(j->phases & JP_PUSH)) {
-    finish(w, j);
+    worker__finish(w, j);
     return;
   }
   go_push(w, j);
@@ -251,32 +247,12 @@ static void go_compute(worker *w, job *j) {
 
 /* ============================== pull and push ============================ */
 
-/* Sends m (consumed) as a request of job j on link l, expecting `reply`
- * back; on failure nothing stays expected. */
-static int link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *j) {
-  if (l->nwaits == l->capwaits) {
-    int cap = l->capwaits ? 2 * l->capwaits : WORKER_PIPE_MAX;
-    link_wait *nw = realloc(l->waits, (size_t)cap * sizeof *nw);
-    if (!nw) {
-      wire_wr_free(m);
-      return drv_error(DRV_ENOMEM, "out of memory");
-    }
-    l->waits = nw;
-    l->capwaits = cap;
-  }
-  if (++l->next_req == 0) l->next_req = 1; /* 0 is for unsolicited frames */
-  int rc = conn_send_wr(l->c, m, type, l->next_req);
-  if (rc < 0) return rc;
-  l->waits[l->nwaits++] = (link_wait){.req = l->next_req, .type = reply, .j = j};
-  return 0;
-}
-
 /* The pull is complete: compute, or (a pull alone) the job is over. */
-static void pulled(worker *w, job *j) {
+void worker__pulled(worker *w, job *j) {
   if (j->phases & (JP_COMPUTE | JP_BATCH))
     go_compute(w, j);
   else
-    finish(w, j);
+    worker__finish(w, j);
 }
 
 static void go_pull(worker *w, job *j) {
@@ -292,67 +268,13 @@ static void go_pull(worker *w, job *j) {
     wire_wr_u64(&m, l->pushed ? l->pushed_version + 1 : 0); /* min_version */
     wire_wr_u32(&m, (uint32_t)part->n);
     for (int k = 0; k < part->n; k++) wire_wr_u32(&m, part->var[k]);
-    if (link_send(l, &m, WIRE_PULL, WIRE_PULL_REPLY, j) < 0) {
+    if (worker__link_send(l, &m, WIRE_PULL, WIRE_PULL_REPLY, j) < 0) {
       fail(w, j, DRV_EIO, "cannot send PULL to ps:%d: %s", p, drv_errmsg());
       return;
     }
     j->waiting++;
   }
-  if (j->waiting == 0) pulled(w, j); /* a model without parameters */
-}
-
-/* Copies one PULL_REPLY into the model's parameter rows; its version
- * goes to *version. */
-static int take_pull_reply(const job *j, int p, const uint8_t *pl, size_t len,
-                           uint64_t *version) {
-  const wstate *st = j->st;
-  const ps_part *part = &st->parts[p];
-  wire_rd r;
-  wire_rd_init(&r, pl, len);
-  *version = wire_rd_u64(&r);
-  uint32_t count = wire_rd_u32(&r);
-  if (wire_rd_ok(&r) && count != (uint32_t)part->n)
-    return drv_error(DRV_EPARSE, "PULL_REPLY from ps:%d has %u variables, expected %d", p, count,
-                     part->n);
-  for (int k = 0; k < part->n && wire_rd_ok(&r); k++) {
-    uint32_t var = wire_rd_u32(&r);
-    int nd;
-    int64_t shape[TENSOR_MAXDIM];
-    const uint8_t *data;
-    if (wire_rd_tensor_view(&r, &nd, shape, &data) < 0) break;
-    if (var != part->var[k])
-      return drv_error(DRV_EPARSE, "PULL_REPLY from ps:%d: var %u where var %u was expected", p,
-                       var, part->var[k]);
-    const wvar *v = &st->vars[var];
-    const wshard *s = &v->shards[part->shard[k]];
-    bool same = nd == v->ndim && (uint64_t)shape[0] == s->rows;
-    for (int d = 1; same && d < nd; d++) same = shape[d] == v->dims[d];
-    if (!same)
-      return drv_error(DRV_ESHAPE, "PULL_REPLY from ps:%d: var %u (%s) has the wrong shape", p,
-                       var, v->name);
-    memcpy(tensor_data(v->value) + s->row0 * v->row_elems, data,
-           (size_t)s->rows * v->row_elems * sizeof(float));
-  }
-  return wire_rd_done(&r, WIRE_PULL_REPLY);
-}
-
-/* PUSH for ps p: the gradient rows of each of its shards, as tensors
- * [rows, dims[1..]] (written field by field: a row range of a contiguous
- * gradient is contiguous, so the floats go in as one raw copy; the wire is
- * little-endian like every host drover runs on). */
-static void write_push(const wstate *st, const ps_part *part, uint64_t version, wire_wr *m) {
-  wire_wr_u64(m, version);
-  wire_wr_u32(m, (uint32_t)part->n);
-  for (int k = 0; k < part->n; k++) {
-    const wvar *v = &st->vars[part->var[k]];
-    const wshard *s = &v->shards[part->shard[k]];
-    wire_wr_u32(m, part->var[k]);
-    wire_wr_u8(m, (uint8_t)v->ndim);
-    wire_wr_u64(m, s->rows);
-    for (int d = 1; d < v->ndim; d++) wire_wr_u64(m, (uint64_t)v->dims[d]);
-    wire_wr_raw(m, tensor_data(v->grad) + s->row0 * v->row_elems,
-                (size_t)s->rows * v->row_elems * sizeof(float));
-  }
+  if (j->waiting == 0) worker__pulled(w, j); /* a model without parameters */
 }
 
 /* Sends j's pushes, then lets the next job pull behind them (see the file
@@ -371,8 +293,8 @@ static void go_push(worker *w, job *j) {
     }
     wire_wr m;
     wire_wr_init(&m);
-    write_push(st, part, l->version, &m);
-    if (link_send(l, &m, WIRE_PUSH, WIRE_PUSH_OK, j) < 0) {
+    worker__write_push(st, part, l->version, &m);
+    if (worker__link_send(l, &m, WIRE_PUSH, WIRE_PUSH_OK, j) < 0) {
       fail(w, j, DRV_EIO, "cannot send PUSH to ps:%d: %s", p, drv_errmsg());
       return;
     }
@@ -382,11 +304,11 @@ static void go_push(worker *w, job *j) {
   }
   if (w->cur == j) w->cur = NULL;
   if (j->waiting == 0) job_over(w, j);
-  settle(w);
+  worker__settle(w);
 }
 
 /* Starts the pull once every ps the model lives on is connected. */
-static void go_links(worker *w, job *j) {
+void worker__go_links(worker *w, job *j) {
   wstate *st = j->st;
   j->phase = PH_LINKS;
   for (int p = 0; p < st->nparts; p++) {
@@ -420,7 +342,7 @@ static void start(worker *w, job *j) {
     for (int i = 0; i < w->nlinks; i++) /* a new fit starts at version 0 */
       if (w->links[i]) w->links[i]->pushed = false;
     log_info("setup: %s", w->st->summary);
-    finish(w, j);
+    worker__finish(w, j);
     return;
   }
   if (!w->st) {
@@ -435,7 +357,7 @@ static void start(worker *w, job *j) {
   }
   j->st = w->st;
   if (j->phases & (JP_PULL | JP_PUSH))
-    go_links(w, j);
+    worker__go_links(w, j);
   else
     go_compute(w, j); /* the ps are not involved */
 }
@@ -467,7 +389,7 @@ static void start_next(worker *w) {
  * order; calls the drain callback once no job is started; starts queued
  * jobs when they may. A call from inside (a job that ends as it starts)
  * only makes the outer one go round again. */
-static void settle(worker *w) {
+void worker__settle(worker *w) {
   if (w->settling) {
     w->resettle = true;
     return;
@@ -506,153 +428,6 @@ static void settle(worker *w) {
   w->settling = false;
 }
 
-/* ============================== ps links ================================= */
-
-static void link_ready(conn *c) {
-  ps_link *l = conn_ud(c);
-  worker *w = l->w;
-  if (l->c != c) return;
-  l->last_error[0] = '\0';
-  log_info("connected to ps:%d at %s", l->index, conn_peer(c));
-  if (w->cur && w->cur->phase == PH_LINKS) go_links(w, w->cur);
-}
-
-/* Fails every job waiting on a reply from l (its connection is gone) and
- * forgets the requests. The caller settles. */
-static void link_fail_waits(worker *w, ps_link *l, const char *why) {
-  for (int k = 0; k < l->nwaits; k++)
-    if (l->waits[k].j) doom(w, l->waits[k].j, DRV_EIO, "ps:%d: %s", l->index, why);
-  l->nwaits = 0;
-}
-
-/* What losing link l means for the started jobs: those waiting on it
- * fail; one waiting for links looks again (it may not need this ps). A
- * job computing notices the missing link when it pushes. */
-static void link_lost(worker *w, ps_link *l) {
-  log_warn("lost ps:%d (%s:%d): %s", l->index, l->host, l->port, l->last_error);
-  if (w->closed) return;
-  link_fail_waits(w, l, l->last_error);
-  if (w->cur && w->cur->phase == PH_LINKS) go_links(w, w->cur);
-  settle(w);
-}
-
-/* Closes a link's connection ourselves (after a protocol error). */
-static void link_drop(worker *w, ps_link *l) {
-  conn *c = l->c;
-  l->c = NULL; /* link_close then ignores it */
-  conn_close(c, l->last_error);
-  link_lost(w, l);
-}
-
-/* Counts a gradient the ps dropped as late (sync training). */
-static void note_push_ok(worker *w, const ps_link *l, const uint8_t *pl, size_t len) {
-  wire_rd r;
-  wire_rd_init(&r, pl, len);
-  uint64_t version = wire_rd_u64(&r);
-  uint8_t applied = wire_rd_u8(&r);
-  if (wire_rd_done(&r, WIRE_PUSH_OK) < 0 || applied) return;
-  w->dropped++;
-  log_info("ps:%d dropped a late gradient (the ps is at version %" PRIu64 "): %" PRIu64
-           " dropped", l->index, version, w->dropped);
-}
-
-static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
-  ps_link *l = conn_ud(c);
-  worker *w = l->w;
-  if (l->c != c || w->closed) return;
-  if (h->type == WIRE_ERROR) {
-    wire_rd_error(pl, h->len, l->last_error, sizeof l->last_error);
-    link_drop(w, l);
-    return;
-  }
-  if (l->nwaits == 0 || h->req != l->waits[0].req || h->type != l->waits[0].type) {
-    snprintf(l->last_error, sizeof l->last_error, "unexpected %s (request %u) from the ps",
-             wire_type_name(h->type), h->req);
-    link_drop(w, l);
-    return;
-  }
-  job *j = l->waits[0].j;
-  memmove(&l->waits[0], &l->waits[1], (size_t)--l->nwaits * sizeof *l->waits);
-  if (h->type == WIRE_PUSH_OK) note_push_ok(w, l, pl, h->len);
-  if (!j) return; /* the reply to a job that already failed */
-  if (h->type == WIRE_PULL_REPLY && take_pull_reply(j, l->index, pl, h->len, &l->version) < 0) {
-    snprintf(l->last_error, sizeof l->last_error, "%s", drv_errmsg());
-    doom(w, j, DRV_EIO, "ps:%d: %s", l->index, l->last_error);
-    link_drop(w, l);
-    return;
-  }
-  if (--j->waiting > 0) return;
-  if (j->phase == PH_PULL)
-    pulled(w, j);
-  else
-    finish(w, j);
-}
-
-static void link_close(conn *c, int err, const char *why) {
-  ps_link *l = conn_ud(c);
-  worker *w = l->w;
-  (void)err;
-  if (l->c != c) return; /* a connection this link already dropped or replaced */
-  l->c = NULL;
-  if (w->closed) return;
-  if (!l->last_error[0])
-    snprintf(l->last_error, sizeof l->last_error, "%s", why && why[0] ? why : "connection closed");
-  link_lost(w, l);
-}
-
-static const conn_cbs link_cbs = {link_ready, link_frame, link_close};
-
-static int link_connect(worker *w, ps_link *l) {
-  l->opts = (conn_opts){.secret = w->secret, .cbs = &link_cbs, .ud = l};
-  l->last_error[0] = '\0';
-  l->pushed = false; /* perhaps a new ps process: no version to wait for */
-  int rc = conn_connect(w->loop, l->host, l->port, &l->opts, &l->c);
-  if (rc < 0) {
-    l->c = NULL;
-    snprintf(l->last_error, sizeof l->last_error, "%s", drv_errmsg());
-    log_error("cannot connect to ps:%d at %s:%d: %s", l->index, l->host, l->port, drv_errmsg());
-  }
-  return rc;
-}
-
-int worker_spec(worker *w, const node_addr *nodes, int n) {
-  for (int i = 0; i < n; i++) {
-    const node_addr *a = &nodes[i];
-    if (a->role != ROLE_PS) continue;
-    if (a->index >= WORKER_MAX_PS)
-      return drv_error(DRV_ERANGE, "SPEC: ps index %u is over the limit %d", a->index,
-                       WORKER_MAX_PS);
-    int p = (int)a->index;
-    if (p >= w->nlinks) {
-      ps_link **nl = realloc(w->links, (size_t)(p + 1) * sizeof *nl);
-      if (!nl) return drv_error(DRV_ENOMEM, "out of memory");
-      for (int k = w->nlinks; k <= p; k++) nl[k] = NULL;
-      w->links = nl;
-      w->nlinks = p + 1;
-    }
-    ps_link *l = w->links[p];
-    if (!l) {
-      if (!(l = calloc(1, sizeof *l))) return drv_error(DRV_ENOMEM, "out of memory");
-      l->w = w;
-      l->index = p;
-      w->links[p] = l;
-    } else if (l->c && strcmp(l->host, a->host) == 0 && l->port == a->port) {
-      continue; /* already connected (or connecting) there */
-    } else if (l->c) {
-      conn *old = l->c;
-      l->c = NULL; /* link_close then ignores it */
-      conn_close(old, "the ps moved");
-      link_fail_waits(w, l, "the ps moved");
-    }
-    snprintf(l->host, sizeof l->host, "%s", a->host);
-    l->port = a->port;
-    link_connect(w, l);
-  }
-  w->have_spec = true;
-  settle(w); /* replies of jobs failed above */
-  return 0;
-}
-
 /* ============================== frames from the coordinator ============== */
 
 int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
@@ -666,7 +441,7 @@ int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   }
   j->setup = st;
   enqueue(w, j);
-  settle(w);
+  worker__settle(w);
   return 0;
 }
 
@@ -685,7 +460,7 @@ int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   j->task_kind = kind;
   j->phases = JP_TRAIN;
   enqueue(w, j);
-  settle(w);
+  worker__settle(w);
   return 0;
 }
 
@@ -702,7 +477,7 @@ int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   j->id = step;
   j->phases = JP_PULL | JP_COMPUTE;
   enqueue(w, j);
-  settle(w);
+  worker__settle(w);
   return 0;
 }
 
@@ -716,7 +491,7 @@ int worker_submit(worker *w, unsigned phases, void (*on_done)(job *j), void *ud)
   j->on_done = on_done;
   j->ud = ud;
   enqueue(w, j);
-  settle(w);
+  worker__settle(w);
   return 0;
 }
 

@@ -1,6 +1,7 @@
-/* worker_int.h - internals shared by worker.c (jobs, ps links),
- * worker_setup.c (the state a SETUP builds) and worker_lua.c (scheduled
- * closures). Not a public API: include worker.h instead.
+/* worker_int.h - internals shared by worker.c (jobs and their phases),
+ * worker_ps.c (the ps links), worker_setup.c (the state a SETUP builds)
+ * and worker_lua.c (scheduled closures). Not a public API: include
+ * worker.h instead.
  */
 #ifndef DROVER_WORKER_INT_H
 #define DROVER_WORKER_INT_H
@@ -83,6 +84,9 @@ enum {
 
 typedef struct worker worker;
 
+/* Where a started job is (job.phase); see the file comment of worker.c. */
+enum { PH_LINKS, PH_PULL, PH_COMPUTE, PH_PUSH };
+
 /* Jobs started and not yet answered, at most: one pulling or computing,
  * the others waiting for their PUSH_OKs (see worker.c). */
 #define WORKER_PIPE_MAX 4
@@ -101,7 +105,7 @@ typedef struct job {
   wstate *setup;      /* JOB_SETUP: the state to swap in (owned) */
   wstate *st;         /* the state the compute phase uses */
   struct job *next;   /* in the queue, then in the started list */
-  int phase;          /* PH_* in worker.c */
+  int phase;          /* PH_* */
   int waiting;        /* ps replies the current phase still waits for */
   bool done;          /* outcome known; the reply waits for earlier jobs' */
   /* outcome */
@@ -178,6 +182,40 @@ struct worker {
  * Returns 0, or DRV_EINVAL when the worker is draining or closed,
  * DRV_ENOMEM (nothing queued then). */
 int worker_submit(worker *w, unsigned phases, void (*on_done)(job *j), void *ud);
+
+/* worker.c (internal), for the ps links: */
+
+/* Sends the replies of the jobs that are over, in order, and starts queued
+ * jobs when they may. A call from inside itself only makes the outer one
+ * go round again. Jobs that are over are freed, and the drain callback
+ * may close the worker, before it returns. */
+void worker__settle(worker *w);
+/* Marks j over (its outcome is set: its outstanding requests are
+ * forgotten) and settles; j may be freed by the time it returns. */
+void worker__finish(worker *w, job *j);
+/* Ends j with status rc (DRV_EIO when rc is not negative) and the message,
+ * unless j is already over (it then keeps its outcome). Does not settle:
+ * the caller does. */
+__attribute__((format(printf, 4, 5)))
+void worker__doom(worker *w, job *j, int rc, const char *fmt, ...);
+/* j's LINKS phase, run again when a link becomes ready or is lost: fails j
+ * when a ps it needs is unknown or not connected, returns while one is
+ * still connecting, and goes on to the pull (or the push) once every one
+ * is ready. */
+void worker__go_links(worker *w, job *j);
+/* Every PULL_REPLY of j is in: compute next, or (a pull alone) j is over. */
+void worker__pulled(worker *w, job *j);
+
+/* worker_ps.c (internal), for the phases: */
+
+/* Sends m (consumed, also on failure) on l's open connection as a request
+ * of `type` for job j, expecting a `reply` frame back; link_frame hands
+ * that reply to j (and decrements j->waiting). Returns 0, or a negative
+ * code with nothing left expected. */
+int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *j);
+/* Writes the PUSH payload for one ps into m: `version`, then the gradient
+ * rows of each of part's shards, from st's parameters' gradients. */
+void worker__write_push(const wstate *st, const ps_part *part, uint64_t version, wire_wr *m);
 
 /* worker_lua.c: stops timers and resumes (from worker_close), then frees
  * the Lua state and the calls (from worker_free). NULL is fine. */
