@@ -65,6 +65,10 @@ $(BUILD)/bench/bench_pushpull.o: tests/bench/bench_pushpull.c | $(BUILD)
 $(BUILD)/bench_pushpull: $(LIB_OBJS) $(BUILD)/bench/bench_pushpull.o $(BUILD)/bench/node_fake.o
 	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
+# Plain sockets, no drover code: the reference for closures/s.
+$(BUILD)/bench_msgrate: $(BUILD)/bench/bench_msgrate.o
+	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^
+
 $(BUILD)/unit_tests: $(LIB_OBJS) $(UNIT_OBJS)
 	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
@@ -109,7 +113,7 @@ bench-deps: deps
 	$(Q)sh tools/deps.sh bench
 
 bench: bench-deps
-	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench_mlp $(BUILD)/bench_pushpull
+	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench_mlp $(BUILD)/bench_pushpull $(BUILD)/bench_msgrate
 	$(Q)sh tests/bench/run.sh
 
 install: all

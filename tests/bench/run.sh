@@ -51,5 +51,13 @@ awk -v a="$slow" -v b="$base" 'BEGIN { printf "straggler_step_rate_ratio %.2f (i
 
 echo
 echo "== ClusterCoordinator: closures through the coordinator, and recovery"
-BENCH_RUNS="${TMPDIR:-/tmp}/drover-bench-runs" ./drover run tests/bench/schedule.lua "$secs"
+out=$(BENCH_RUNS="${TMPDIR:-/tmp}/drover-bench-runs" ./drover run tests/bench/schedule.lua "$secs")
+echo "$out"
 rm -rf "${TMPDIR:-/tmp}/drover-bench-runs"
+ours=$(echo "$out" | awk '/^closures_per_sec_2workers/ {print $2}')
+# The reference: CALL/CALL_RESULT-sized request/reply messages between one
+# process and 2 workers over loopback TCP, 16 in flight per worker.
+ref=$("$build/bench_msgrate" "$secs")
+echo "$ref"
+theirs=$(echo "$ref" | awk '/^loopback_msgs_per_sec_2workers/ {print $2}')
+awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "closures_ratio_vs_loopback_msgs %.2f\n", a / b }'
