@@ -14,6 +14,7 @@ drover - define and train models from Lua; the math runs in C (OpenBLAS).
   drover.optim     optimizers               help(drover.optim)
   drover.data      datasets                 help(drover.data)
   drover.experiment { ... }                 help(drover.experiment)
+  drover.cluster { ps = 1, worker = 2 }     help(drover.cluster)
   drover.seed(n)   seed layer initialisation (and rand/randn, dropout)
 
 A first model:
@@ -169,6 +170,30 @@ drover.seed(n) - reseeds the generator behind layer initialisation, dropout mask
 and tensor.rand/randn: a script that seeds first is reproducible bit for bit.
 Data operations take their own seeds ({ seed = n }).]]
 
+T["drover.cluster"] = [[
+drover.cluster { ... } - parameter servers and workers as processes (local launcher).
+
+  local c = drover.cluster { ps = 1, worker = 2, chief = 0, evaluator = 0,
+                             max_restarts = 3, max_queue = 1024, heartbeat_timeout = 5 }
+  c:fit(exp)            train exp on the cluster (exp.mode = "sync" for sync training)
+  c:setup(exp)          give the workers the model and their data shards, no training
+  c:evaluate(exp [, ds])  the cluster's parameters on ds
+  c:schedule(fn, ...)   run fn(w, ...) on an idle worker -> a RemoteValue (help("RemoteValue"))
+  c:join()  c:done()    wait for / poll everything scheduled; raise the first error
+  c:nodes()  c:shutdown { grace = 5, timeout = 30 }  c.run_dir  c.address
+
+In a scheduled fn, w is the worker: w.index, w.name, w:train_step(), w:pull(),
+w:compute(), w:push(), w:batch(). fn, its upvalues and arguments must be plain
+data (nil, booleans, numbers, strings, tables of them).]]
+T.Cluster = T["drover.cluster"]
+
+T.RemoteValue = [[
+RemoteValue - the future c:schedule returns.
+
+  rv:fetch()   wait; fn's results (raises fn's error, or "cancelled")
+  rv:state()   "queued", "running", "done", "failed", "cancelled"
+  rv:info()    { state, runs, node }: runs > 1 means retried after a worker was lost]]
+
 T.help = "help() - an overview; help(x) - what x is and what it offers."
 
 -- Values -> topic names, built on first use from the drover tables.
@@ -178,6 +203,7 @@ local function index_values()
   by_value = {
     [drover] = "drover", [drover.seed] = "drover.seed", [drover.experiment] = "drover.experiment",
   }
+  if drover.cluster then by_value[drover.cluster] = "drover.cluster" end
   for _, mod in ipairs { "tensor", "nn", "optim", "data" } do
     local t = drover[mod]
     by_value[t] = "drover." .. mod

@@ -69,6 +69,7 @@ static void task_free(coord_sched *s, task *t) {
 }
 
 static int64_t task_new(coord_sched *s, uint8_t kind, uint8_t *data, uint32_t len) {
+  if (s->base == 0) s->base = 1; /* ids start at 1: "closure 1" is the first */
   if (s->n == s->cap) {
     int64_t cap = s->cap ? 2 * s->cap : 256;
     task *nt = realloc(s->t, (size_t)cap * sizeof *nt);
