@@ -386,7 +386,9 @@ static void on_exit_cb(launcher *l, void *task_ud, int64_t status, int sig) {
   rundir_event(&c->rd, "node exit %s: %s", name, why);
   log_info("%s %s", name, why);
   if (c->shutting_down) {
-    if (n->state != NODE_LOST) {
+    if (n->state == NODE_RESTARTING || n->state == NODE_STARTING) {
+      n->state = NODE_DONE; /* stopped before it had registered: nothing lost */
+    } else if (n->state != NODE_LOST) {
       bool clean = !sig && status == 0;
       n->state = clean ? NODE_DONE : NODE_FAILED;
       if (!clean) c->failures++;
@@ -431,6 +433,7 @@ static int launch_all(coord *c) {
 /* Starts lost nodes again once their back-off is over and the old
  * process is gone (the launcher knows a task by its node). */
 static void check_restarts(coord *c, double now) {
+  if (c->shutting_down) return;
   for (int i = 0; i < c->nnodes; i++) {
     coord_node *n = &c->nodes[i];
     if (n->state != NODE_RESTARTING) continue;
@@ -658,6 +661,10 @@ static bool roles_exited(coord *c, void *arg) {
 static void stop_group(coord *c, bool ps, double grace, double deadline) {
   for (int i = 0; i < c->nnodes; i++) {
     if ((c->nodes[i].role == ROLE_PS) != ps || c->nodes[i].exited) continue;
+    if (!c->ctl[i]) { /* restarted and not registered yet: it holds nothing */
+      if (c->launch) c->launch->ops->signal(c->launch, &c->nodes[i], SIGTERM);
+      continue;
+    }
     wire_wr w;
     wire_wr_init(&w);
     wire_wr_u32(&w, (uint32_t)(grace * 1000));
@@ -699,6 +706,9 @@ int coord_shutdown(coord *c, double grace, double timeout, char *buf, size_t n) 
   c->shutting_down = true;
   rundir_event(&c->rd, "shutdown (grace %.1f s, timeout %.1f s)", grace, timeout);
   double deadline = progress_now() + (timeout > 0 ? timeout : 0);
+  for (int i = 0; i < c->nnodes; i++) /* lost, waiting out its back-off: not started again */
+    if (c->nodes[i].state == NODE_RESTARTING && !c->nodes[i].relaunched)
+      c->nodes[i].state = NODE_DONE;
   stop_group(c, false, grace, deadline);
   stop_group(c, true, grace, deadline);
   if (c->launch && c->launch->ops->running(c->launch) > 0) {

@@ -257,3 +257,18 @@ test("sched-09 w needs a model: a clear error before any fit", function()
   raises(function() c:join() end, "no model yet")
   c:shutdown()
 end)
+
+test("sched-10 shutdown while a lost worker waits for its restart is not a failure", function()
+  local c <close> = drover.cluster { ps = 1, worker = 2, runs = RUNS, name = "s10" }
+  local victim = node(c, "worker", 1)
+  os.execute("kill -9 " .. victim.pid)
+  local st
+  for _ = 1, 200 do
+    st = node(c, "worker", 1).state
+    if st == "restarting" then break end
+    drover.sleep(0.005)
+  end
+  eq(st, "restarting", "worker:1 state")
+  c:shutdown { grace = 1, timeout = 5 } -- raises if it counted a failure
+  for _, n in ipairs({ victim }) do assert(not alive(n.pid), "the old worker:1 is gone") end
+end)
