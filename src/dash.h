@@ -1,0 +1,63 @@
+/* dash.h - the live dashboard: an ncurses view of a run (nodes, queues,
+ * throughput, TensorBoard-style metrics, events), drawn on the event loop
+ * from a dash_model snapshot (dash_model.h), with keys like top/htop.
+ *
+ * The dashboard knows its data only through a dash_source: in the
+ * coordinator's process the source reads the coordinator (coord_dash.c);
+ * in `drover attach` it is the attach client's copy of the model. Drawing
+ * and input never touch sockets; model (dash_model.c), drawing
+ * (dash_view.c, dash_chart.c), input (dash_input.c) and themes
+ * (dash_theme.c) are separate modules.
+ */
+#ifndef DROVER_DASH_H
+#define DROVER_DASH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <uv.h>
+
+#include "dash_model.h"
+
+typedef struct dash_source {
+  /* The model to draw now (borrowed until the next call). Called once per
+   * frame, on the loop thread. */
+  const dash_model *(*get)(void *ud);
+  /* ':' - one line of Lua for the coordinator; the reply (a value, or an
+   * error message) goes to out. NULL when the source does not allow it
+   * (read-only attach): the dashboard then says so. */
+  int (*command)(void *ud, const char *line, char *out, size_t n);
+  /* 'k' - stop node `name` ("worker:1"), after the user confirmed. NULL
+   * when not allowed. Returns 0 or a negative code (message in out). */
+  int (*kill_node)(void *ud, const char *name, char *out, size_t n);
+  void *ud;
+} dash_source;
+
+typedef struct dash_opts {
+  double hz;              /* redraws per second (4) */
+  const char *theme;      /* theme name ("default"); NULL: $DROVER_THEME or default */
+  FILE *in, *out;         /* the terminal (stdin, stdout) */
+  /* Called once when the user leaves the dashboard (q), after the
+   * terminal was restored; the dashboard is closed then. */
+  void (*on_quit)(void *ud);
+  void *ud;
+} dash_opts;
+
+void dash_opts_default(dash_opts *o);
+
+typedef struct dash dash;
+
+/* Takes over the terminal (ncurses newterm on o->in/o->out; honours
+ * NO_COLOR and monochrome terminals) and redraws at o->hz from `src` on
+ * `loop`, reading keys as they come. Returns 0 with *out, or a negative
+ * code (not a terminal, terminfo missing) with the terminal untouched. */
+int dash_open(uv_loop_t *loop, const dash_opts *o, dash_source src, dash **out);
+
+/* Restores the terminal and stops drawing; handles close on later loop
+ * turns. NULL is fine; safe after q. */
+void dash_close(dash *d);
+
+/* Whether the user has left (q) or dash_close ran. */
+bool dash_closed(const dash *d);
+
+#endif

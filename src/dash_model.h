@@ -1,0 +1,100 @@
+/* dash_model.h - what the dashboard draws: a snapshot of one run, as plain
+ * data. The coordinator fills one from its own state (dash_model_fill, in
+ * dash_model.c); an attach client rebuilds one from the frames it receives
+ * (dash_model_apply). The dashboard's drawing and input code reads only
+ * this struct: it never touches sockets or the coordinator.
+ *
+ * Ownership: a dash_model owns every array it points to; dash_model_free
+ * releases them. Strings are fixed-size, NUL-terminated, truncated.
+ */
+#ifndef DROVER_DASH_MODEL_H
+#define DROVER_DASH_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DASH_SERIES_MAX 4096 /* points kept per series (oldest dropped) */
+#define DASH_EVENTS_MAX 256  /* events kept (oldest dropped) */
+
+typedef struct dash_node {
+  char name[32];          /* "worker:1" */
+  int role, index;        /* wire_role, index */
+  char host[64];
+  int pid;
+  char state[16];         /* coord_state_name(): "starting", "ready", "busy",
+                             "lost", "restarting", "done", "failed" */
+  int restarts;
+  int64_t steps;          /* train steps completed */
+  double examples_per_sec;
+  double cpu_pct;         /* of one core, over the last heartbeats; <0 unknown */
+  uint64_t rss;           /* bytes; 0 unknown */
+  double heartbeat_age;   /* seconds since its last frame; <0 unknown */
+  int inflight;           /* tasks (closures, train steps) it holds */
+  int64_t backlog;        /* input batches waiting on it; <0 unknown */
+  char log[512];          /* path of its log file (for the detail view) */
+} dash_node;
+
+/* One scalar series, TensorBoard-style: points in arrival order. */
+typedef struct dash_point {
+  double step;            /* global step (x axis "step") */
+  double wall;            /* seconds since the run started (x axis "wall") */
+  double value;
+} dash_point;
+
+typedef struct dash_series {
+  char tag[64];           /* "train/loss", "eval/accuracy", ... */
+  dash_point *pts;        /* ring of at most DASH_SERIES_MAX (owned) */
+  int n, head, cap;       /* n points; oldest at pts[head] */
+} dash_series;
+
+typedef struct dash_event {
+  double wall;            /* seconds since the run started */
+  char text[200];         /* "node lost worker:1: killed by signal 9" */
+} dash_event;
+
+typedef struct dash_model {
+  /* header */
+  char run[160];          /* run directory's base name */
+  char launcher[16];      /* "local" */
+  char state[16];         /* "starting", "running", "training", "idle",
+                             "failed", "shut down" */
+  char mode[8];           /* "async" / "sync" / "" (no fit yet) */
+  double uptime;          /* seconds */
+  int64_t step, total_steps; /* of the fit in progress (or the last) */
+  double examples_per_sec, eta; /* eta: seconds, <0 unknown */
+  int attach_clients;
+  /* nodes, in the coordinator's order (ps first) */
+  dash_node *nodes;
+  int nnodes, capnodes;
+  /* the task queue (coord_queue_stats) */
+  int64_t queued, capacity, running, done, failed, retried, cancelled;
+  /* charts */
+  dash_series throughput; /* tag "examples/s", over wall time */
+  dash_series *metrics;   /* one per tag, in first-seen order */
+  int nmetrics, capmetrics;
+  /* events, oldest first (a ring like the series) */
+  dash_event *events;
+  int nevents, events_head, capevents;
+  uint64_t version;       /* bumped by every fill/apply that changed something */
+} dash_model;
+
+void dash_model_init(dash_model *m);
+void dash_model_free(dash_model *m);
+
+/* Appends a point to the series `tag` (made on first use). 0 or DRV_ENOMEM. */
+int dash_model_add_point(dash_model *m, const char *tag, dash_point p);
+/* The series `tag`, or NULL. */
+const dash_series *dash_model_series(const dash_model *m, const char *tag);
+/* Point i (0 = oldest) of a series. */
+static inline const dash_point *dash_series_at(const dash_series *s, int i) {
+  return &s->pts[(s->head + i) % s->cap];
+}
+/* Appends an event (the oldest goes when DASH_EVENTS_MAX are kept). */
+int dash_model_add_event(dash_model *m, double wall, const char *text);
+/* Event i, 0 = oldest. */
+static inline const dash_event *dash_model_event(const dash_model *m, int i) {
+  return &m->events[(m->events_head + i) % m->capevents];
+}
+
+#endif
