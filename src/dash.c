@@ -257,6 +257,7 @@ int dash_open(uv_loop_t *loop, const dash_opts *o, dash_source src, dash **out) 
     start_color();
     use_default_colors();
   }
+  d->ui.now = now_seconds(); /* status messages last from now */
   const char *want = opts.theme ? opts.theme : getenv("DROVER_THEME");
   init_themes(d, want && *want ? want : "default");
   apply_theme(d);

@@ -221,9 +221,12 @@ static void plot_line(dash_canvas *c, int layer, const double *xs, const double 
     }
     if (logy) v = log10(v);
     double fx = xspan > 0 ? (xs[i] - st->x0) / xspan : 0;
+    /* Points outside the range are drawn off the canvas, whose edge clips
+     * the line towards them; bounded, so that a wild point costs a short
+     * line, not a billion dots. */
     double fy = (v - st->y.lo) / yspan;
-    if (fy < 0) fy = 0;
-    if (fy > 1) fy = 1;
+    if (fy < -1) fy = -1;
+    if (fy > 2) fy = 2;
     int x = (int)lround(fx * (W - 1));
     int y = (int)lround((1 - fy) * (H - 1));
     if (have_prev)

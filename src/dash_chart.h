@@ -82,8 +82,8 @@ typedef struct dash_chart_stats {
 } dash_chart_stats;
 
 /* Draws series s into c (cleared first): the raw line on DASH_LAYER_RAW,
- * the smoothed one on DASH_LAYER_SMOOTH; points outside the y range are
- * clamped to the edge. Fills *st. 0, or DRV_ENOMEM. */
+ * the smoothed one on DASH_LAYER_SMOOTH; lines towards points outside the
+ * y range are clipped at the edge. Fills *st. 0, or DRV_ENOMEM. */
 int dash_chart_plot(const dash_series *s, const dash_chart_opts *o, dash_canvas *c,
                     dash_chart_stats *st);
 

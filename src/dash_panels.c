@@ -289,19 +289,19 @@ void dash__queue_box(dash_ui *ui, const dash_model *m, int y, int x, int h, int 
 
 /* ============================== charts =================================== */
 
-/* An axis value with enough digits to tell the labels of a narrow range
- * apart (0.04999 and 0.05 rather than 0.05 twice). */
+/* An axis value in at most 7 columns, with the decimals the range needs
+ * to tell its labels apart (0.04998 and 0.05000 rather than 0.05 twice). */
 static void axis_label(double v, const dash_range *r, bool log, char *out, int n) {
-  if (log) {
-    dash_fmt_num(pow(10, v), out, n);
+  if (log || fabs(v) >= 1e5) {
+    dash_fmt_num(log ? pow(10, v) : v, out, n);
     return;
   }
-  double mag = fmax(fabs(r->lo), fabs(r->hi)), span = r->hi - r->lo;
-  int digits = span > 0 && mag > 0 ? (int)ceil(log10(mag / span)) + 2 : 3;
-  if (digits < 3 || mag >= 1e4) digits = 3;
-  if (digits > 5) digits = 5; /* "-0.04999" still fits 8 columns */
-  if (fabs(v) >= 1e4) dash_fmt_num(v, out, n);
-  else snprintf(out, (size_t)n, "%.*g", digits, v);
+  double span = r->hi - r->lo;
+  int d = span > 0 ? 2 - (int)floor(log10(span)) : 3;
+  if (d < 0) d = 0;
+  for (; d > 6 || (d > 0 && snprintf(out, (size_t)n, "%.*f", d, v) > 7); d--) {
+  }
+  if (snprintf(out, (size_t)n, "%.*f", d, v) > 7) dash_fmt_num(v, out, n);
 }
 
 static void x_label(double v, bool wall, char *out, size_t n) {

@@ -121,9 +121,9 @@ static void tick_node(dash_sim *s, int i) {
     n->backlog = (int64_t)fmax(0, (double)n->backlog + (urand(s) < 0.5 ? -1 : 1));
     if (n->backlog > 8) n->backlog = 8;
     s->steps_per_sec += sn->rate;
-    if (n->index != 1 || s->scripted_loss) {
-      if (urand(s) < LOSS_RATE) lose(s, i, "killed by signal 9 (simulated)");
-    }
+    /* Random losses spare worker:1, whose story is scripted (see tick). */
+    if (urand(s) < LOSS_RATE && !(n->role == ROLE_WORKER && n->index == 1))
+      lose(s, i, "killed by signal 9 (simulated)");
   } else if (alive) {
     n->cpu_pct = n->role == ROLE_PS && !s->finished ? fmin(100, 35 + 5 * gauss(s)) : 1 + urand(s);
     n->examples_per_sec = 0;
@@ -268,6 +268,8 @@ int dash_sim_new(const dash_sim_opts *o, dash_sim **out) {
   m->capacity = 1024;
   m->eta = -1;
   event(s, "cluster up: %d nodes (%d ps, %d workers)", n, nps, workers + chief);
+  if (o->warp > 0)
+    while (s->t + DT <= o->warp) dash_sim_advance(s, o->warp);
   *out = s;
   return 0;
 }
@@ -290,7 +292,7 @@ static const dash_model *src_get(void *ud) {
   dash_sim *s = ud;
   double now = (double)uv_hrtime() / 1e9;
   if (s->clock0 < 0) s->clock0 = now;
-  return dash_sim_advance(s, now - s->clock0);
+  return dash_sim_advance(s, s->o.warp + now - s->clock0);
 }
 
 static int src_command(void *ud, const char *line, char *out, size_t n) {

@@ -20,6 +20,7 @@ typedef struct dash_sim_opts {
   uint64_t seed;       /* same seed, same run (1) */
   bool read_only;      /* the source has no ':' and no 'k' */
   const char *log_dir; /* when set, each node appends lines to DIR/<role>-<i>.log */
+  double warp;         /* start this many simulated seconds in (full charts) */
   /* for dash_sim_run */
   double hz;           /* redraws per second (4) */
   double seconds;      /* leave after this long; <= 0: only on q */

@@ -94,11 +94,12 @@ static const command commands[] = {
      "error, 3 when the coordinator was lost. It logs to stderr.\n"},
     {"_dash-sim", cmd_dash_sim, "the dashboard on a simulated run (tests, benchmarks, demos)",
      "usage: drover _dash-sim [--nodes N] [--hz H] [--seconds S] [--theme T]\n"
-     "                        [--seed N] [--log-dir DIR] [--read-only]\n"
+     "                        [--seed N] [--warp S] [--log-dir DIR] [--read-only]\n"
      "\n"
      "Opens the dashboard on a simulated run of N nodes (8): states that change,\n"
      "worker:1 lost at 6 s and back, loss and accuracy curves, evals, events.\n"
      "It redraws H times a second (4) and leaves on q, or after S seconds.\n"
+     "--warp starts the run S simulated seconds in, with full charts.\n"
      "--log-dir makes each node append to DIR/<role>-<i>.log (the detail view\n"
      "shows it); --read-only leaves ':' and 'k' out, as a read-only attach does.\n"},
     {"help", cmd_help, "show help for drover or for one command",
@@ -380,6 +381,7 @@ static int cmd_dash_sim(int argc, char **argv) {
     else if (strcmp(a, "--theme") == 0) o.theme = v;
     else if (strcmp(a, "--log-dir") == 0) o.log_dir = v;
     else if (strcmp(a, "--hz") == 0 && (o.hz = strtod(v, &end)) > 0 && o.hz <= 60 && !*end) continue;
+    else if (strcmp(a, "--warp") == 0 && (o.warp = strtod(v, &end)) >= 0 && o.warp <= 1e6 && !*end) continue;
     else if (strcmp(a, "--seconds") == 0 && (o.seconds = strtod(v, &end)) >= 0 && !*end) continue;
     else return usage_error(self, "bad option '%s %s'", a, v);
   }

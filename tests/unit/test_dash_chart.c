@@ -233,3 +233,28 @@ TEST(dash_fmt_num_is_short) {
   dash_fmt_num(NAN, b, sizeof b);
   CHECK(strcmp(b, "-") == 0);
 }
+
+static double spiky(int i) { return i == 60 ? 1e300 : 1 + (i % 3) * 0.01; }
+
+TEST(dash_chart_clips_lines_to_wild_points) {
+  dash_model m;
+  dash_model_init(&m);
+  fill(&m, "spiky", 100, spiky);
+  dash_canvas c = {0};
+  CHECK_OK(dash_canvas_resize(&c, 50, 6, true));
+  dash_chart_opts o = {0, false, false};
+  dash_chart_stats st;
+  CHECK_OK(dash_chart_plot(dash_model_series(&m, "spiky"), &o, &c, &st)); /* returns: bounded */
+  CHECK(st.y.hi < 1.1);    /* the robust range ignores the spike */
+  CHECK(st.max == 1e300);  /* but max reports it */
+  /* the line towards it leaves through the top edge near x = 60%: the
+   * topmost dots (bits 0x01, 0x08) of the first cell row are set there */
+  int col = (int)lround(60.0 / 99 * (2 * 50 - 1)) / 2;
+  CHECK(c.bits[DASH_LAYER_RAW][col] & 0x09);
+  /* and nowhere else: the other values sit below the padded top */
+  int top = 0;
+  for (int x = 0; x < 50; x++) top += (c.bits[DASH_LAYER_RAW][x] & 0x09) != 0;
+  CHECK(top <= 2);
+  dash_canvas_free(&c);
+  dash_model_free(&m);
+}
