@@ -185,13 +185,13 @@ static void on_winch(uv_signal_t *h, int signo) {
 
 /* ============================== open and close =========================== */
 
-/* Once per process: the user's locale for characters (UTF-8 gets
- * Braille), but C numbers, since Lua and the logs print with it. */
+/* Once per process: the user's character set (UTF-8 gets Braille). Only
+ * LC_CTYPE: LC_NUMERIC would change how Lua and the logs write numbers,
+ * LC_COLLATE how Lua compares strings. */
 static bool locale_utf8(void) {
   static int done;
   if (!done) {
-    setlocale(LC_ALL, "");
-    setlocale(LC_NUMERIC, "C");
+    setlocale(LC_CTYPE, "");
     done = 1;
   }
   const char *cs = nl_langinfo(CODESET);
