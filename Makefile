@@ -10,7 +10,7 @@ SANITIZE     ?=
 CC           ?= cc
 V            ?= 0
 
-PKGS    = lua5.4 libuv libedit openblas libsodium
+PKGS    = lua5.4 libuv libedit openblas libsodium ncursesw
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPTIMIZATION) -fno-math-errno -fvect-cost-model=dynamic \
 	-MMD -MP -Isrc -I$(BUILD) $(SANITIZE) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS)
@@ -28,7 +28,8 @@ endif
 # One concept per .c/.h pair; the object list is explicit on purpose.
 LIB_SRCS = err rng tensor nn nn_loss nn_spec optim data data_read data_bin train progress embed \
 	log wire closure closure_bc auth conn rundir launch_local coord coord_fit coord_sched coord_vars node ps worker worker_ps worker_setup worker_lua events \
-	l_drover l_tensor l_nn l_optim l_data l_train l_cluster l_schedule repl
+	l_drover l_tensor l_nn l_optim l_data l_train l_cluster l_schedule repl \
+	dash dash_model dash_chart dash_view dash_panels dash_input dash_theme dash_sim
 LIB_OBJS = $(LIB_SRCS:%=$(BUILD)/%.o) $(BUILD)/embedded.o
 MAIN_OBJ = $(BUILD)/main.o
 UNIT_SRCS = $(wildcard tests/unit/*.c)

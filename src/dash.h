@@ -34,7 +34,7 @@ typedef struct dash_source {
 } dash_source;
 
 typedef struct dash_opts {
-  double hz;              /* redraws per second (4) */
+  double hz;              /* redraws per second (4; at most 60) */
   const char *theme;      /* theme name ("default"); NULL: $DROVER_THEME or default */
   FILE *in, *out;         /* the terminal (stdin, stdout) */
   /* Called once when the user leaves the dashboard (q), after the
@@ -50,14 +50,25 @@ typedef struct dash dash;
 /* Takes over the terminal (ncurses newterm on o->in/o->out; honours
  * NO_COLOR and monochrome terminals) and redraws at o->hz from `src` on
  * `loop`, reading keys as they come. Returns 0 with *out, or a negative
- * code (not a terminal, terminfo missing) with the terminal untouched. */
+ * code (not a terminal, terminfo missing) with the terminal untouched.
+ * o NULL: the defaults. One dashboard per process at a time (ncurses has
+ * one current screen). The first call sets LC_CTYPE from the environment
+ * (so that UTF-8 terminals get Braille), and only LC_CTYPE: numbers and
+ * string comparisons in Lua stay as they were. Keys are
+ * read from a dup() of fileno(o->in), so a stopped uv_poll on the same
+ * descriptor (the REPL's) does not get in the way; while the dashboard is
+ * open nothing else may read that terminal or write to o->out. A hang-up
+ * on the input (SSH gone) counts as q. */
 int dash_open(uv_loop_t *loop, const dash_opts *o, dash_source src, dash **out);
 
-/* Restores the terminal and stops drawing; handles close on later loop
- * turns. NULL is fine; safe after q. */
+/* Restores the terminal (if q did not already) and stops drawing; d is
+ * the dashboard's from then on: its handles close on later loop turns,
+ * which free it, so the loop must run again and d must not be used after
+ * this call. NULL is fine; safe after q, and from inside on_quit. */
 void dash_close(dash *d);
 
-/* Whether the user has left (q) or dash_close ran. */
+/* Whether the user has left (q, a hang-up): the terminal is restored and
+ * the view is dead, waiting for dash_close. True for NULL. */
 bool dash_closed(const dash *d);
 
 #endif

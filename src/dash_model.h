@@ -14,7 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DASH_SERIES_MAX 4096 /* points kept per series (oldest dropped) */
+/* Points kept per series. A full series drops every second point (keeping
+ * its first and newest), so the whole history stays at a lower resolution. */
+#define DASH_SERIES_MAX 4096
 #define DASH_EVENTS_MAX 256  /* events kept (oldest dropped) */
 
 typedef struct dash_node {
@@ -44,7 +46,8 @@ typedef struct dash_point {
 
 typedef struct dash_series {
   char tag[64];           /* "train/loss", "eval/accuracy", ... */
-  dash_point *pts;        /* ring of at most DASH_SERIES_MAX (owned) */
+  dash_point *pts;        /* ring of at most DASH_SERIES_MAX (owned); cap > 0
+                             whenever n > 0 */
   int n, head, cap;       /* n points; oldest at pts[head] */
 } dash_series;
 
@@ -79,10 +82,17 @@ typedef struct dash_model {
   uint64_t version;       /* bumped by every fill/apply that changed something */
 } dash_model;
 
+/* An empty model (throughput's tag set). dash_model_free releases every
+ * array it owns and leaves it empty again; NULL is fine. */
 void dash_model_init(dash_model *m);
 void dash_model_free(dash_model *m);
 
-/* Appends a point to the series `tag` (made on first use). 0 or DRV_ENOMEM. */
+/* Makes the model hold n nodes: nodes kept keep their fields, new ones are
+ * zeroed. 0 or DRV_ENOMEM (the model unchanged). */
+int dash_model_set_nnodes(dash_model *m, int n);
+
+/* Appends a point to the series `tag` (made on first use; "examples/s" is
+ * the throughput series) and bumps m->version. 0 or DRV_ENOMEM. */
 int dash_model_add_point(dash_model *m, const char *tag, dash_point p);
 /* The series `tag`, or NULL. */
 const dash_series *dash_model_series(const dash_model *m, const char *tag);
@@ -90,7 +100,8 @@ const dash_series *dash_model_series(const dash_model *m, const char *tag);
 static inline const dash_point *dash_series_at(const dash_series *s, int i) {
   return &s->pts[(s->head + i) % s->cap];
 }
-/* Appends an event (the oldest goes when DASH_EVENTS_MAX are kept). */
+/* Appends an event, text truncated to fit (the oldest goes when
+ * DASH_EVENTS_MAX are kept), and bumps m->version. 0 or DRV_ENOMEM. */
 int dash_model_add_event(dash_model *m, double wall, const char *text);
 /* Event i, 0 = oldest. */
 static inline const dash_event *dash_model_event(const dash_model *m, int i) {

@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <lauxlib.h>
 #include <lua.h>
+#include <limits.h>
 #include <lualib.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "dash_sim.h"
 #include "err.h"
 #include "l_drover.h"
 #include "node.h"
@@ -32,6 +34,7 @@ static int cmd_repl(int argc, char **argv);
 static int cmd_run(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 static int cmd_node(int argc, char **argv);
+static int cmd_dash_sim(int argc, char **argv);
 
 /* One row per subcommand, Redis style:
  *   name     the word after `drover`
@@ -42,6 +45,7 @@ static int cmd_node(int argc, char **argv);
  *   usage    synopsis and options for `drover CMD --help`
  * Later issues add rows here: node (a cluster process started by a
  * launcher), attach RUN (the dashboard of a running coordinator), ls (runs).
+ * A name starting with '_' is hidden from `drover --help` (for tests).
  */
 typedef struct command {
   const char *name;
@@ -88,6 +92,16 @@ static const command commands[] = {
      "\n"
      "Exit status: 0 after SHUTDOWN, 1 on a setup or protocol failure, 2 on a usage\n"
      "error, 3 when the coordinator was lost. It logs to stderr.\n"},
+    {"_dash-sim", cmd_dash_sim, "the dashboard on a simulated run (tests, benchmarks, demos)",
+     "usage: drover _dash-sim [--nodes N] [--hz H] [--seconds S] [--theme T]\n"
+     "                        [--seed N] [--warp S] [--log-dir DIR] [--read-only]\n"
+     "\n"
+     "Opens the dashboard on a simulated run of N nodes (8): states that change,\n"
+     "worker:1 lost at 6 s and back, loss and accuracy curves, evals, events.\n"
+     "It redraws H times a second (4) and leaves on q, or after S seconds.\n"
+     "--warp starts the run S simulated seconds in, with full charts.\n"
+     "--log-dir makes each node append to DIR/<role>-<i>.log (the detail view\n"
+     "shows it); --read-only leaves ':' and 'k' out, as a read-only attach does.\n"},
     {"help", cmd_help, "show help for drover or for one command",
      "usage: drover help [COMMAND]\n"},
 };
@@ -106,7 +120,7 @@ static void print_usage(FILE *f) {
           "\n"
           "commands:\n");
   for (size_t i = 0; i < NCOMMANDS; i++)
-    fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    if (commands[i].name[0] != '_') fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
 }
 
 /* Prints "drover: MSG" and the usage (of cmd, or of drover when NULL) to
@@ -345,6 +359,33 @@ static int cmd_node(int argc, char **argv) {
   o.heartbeat_ms = (uint32_t)hb;
   o.timeout_ms = (uint32_t)to;
   return node_main(&o);
+}
+
+/* ============================== _dash-sim =============================== */
+
+static int cmd_dash_sim(int argc, char **argv) {
+  const command *self = find_command("_dash-sim");
+  dash_sim_opts o = {.nodes = 8, .seed = 1, .hz = 4};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    long n;
+    char *end;
+    if (strcmp(a, "--read-only") == 0) {
+      o.read_only = true;
+      continue;
+    }
+    if (!v) return usage_error(self, "unknown option '%s' (or it needs a value)", a);
+    i++;
+    if (strcmp(a, "--nodes") == 0 && parse_count(v, 100000, &n) && n > 0) o.nodes = (int)n;
+    else if (strcmp(a, "--seed") == 0 && parse_count(v, LONG_MAX, &n)) o.seed = (uint64_t)n;
+    else if (strcmp(a, "--theme") == 0) o.theme = v;
+    else if (strcmp(a, "--log-dir") == 0) o.log_dir = v;
+    else if (strcmp(a, "--hz") == 0 && (o.hz = strtod(v, &end)) > 0 && o.hz <= 60 && !*end) continue;
+    else if (strcmp(a, "--warp") == 0 && (o.warp = strtod(v, &end)) >= 0 && o.warp <= 1e6 && !*end) continue;
+    else if (strcmp(a, "--seconds") == 0 && (o.seconds = strtod(v, &end)) >= 0 && !*end) continue;
+    else return usage_error(self, "bad option '%s %s'", a, v);
+  }
+  return dash_sim_run(&o);
 }
 
 /* ============================== dispatch ================================ */

@@ -61,3 +61,7 @@ ref=$("$build/bench_msgrate" "$secs")
 echo "$ref"
 theirs=$(echo "$ref" | awk '/^loopback_msgs_per_sec_2workers/ {print $2}')
 awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "closures_ratio_vs_loopback_msgs %.2f\n", a / b }'
+
+echo
+echo "== dashboard: CPU of the dashboard process, 256 simulated nodes, 10 redraws/s, 200x60 tmux pane"
+DROVER=./drover DASH_SECONDS="$secs" sh tests/bench/dash.sh

@@ -1,0 +1,131 @@
+/* dash_model.c - the dashboard's snapshot of a run: nodes, series and
+ * events as plain owned arrays (see dash_model.h).
+ *
+ * A series keeps its whole history: when it holds DASH_SERIES_MAX points,
+ * every second point goes (the first and the newest stay), so a long run
+ * is drawn at a lower resolution instead of losing its beginning, as
+ * TensorBoard's downsampling does. Events are a ring: the oldest go.
+ */
+#include "dash_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+
+#define SERIES_CAP0 256 /* first allocation of a series; doubles up to the max */
+
+void dash_model_init(dash_model *m) {
+  memset(m, 0, sizeof *m);
+  snprintf(m->throughput.tag, sizeof m->throughput.tag, "%s", "examples/s");
+}
+
+void dash_model_free(dash_model *m) {
+  if (!m) return;
+  free(m->nodes);
+  free(m->throughput.pts);
+  for (int i = 0; i < m->nmetrics; i++) free(m->metrics[i].pts);
+  free(m->metrics);
+  free(m->events);
+  memset(m, 0, sizeof *m);
+}
+
+/* ============================== nodes =================================== */
+
+int dash_model_set_nnodes(dash_model *m, int n) {
+  if (n < 0) return drv_error(DRV_EINVAL, "dash_model_set_nnodes: negative count %d", n);
+  if (n > m->capnodes) {
+    int cap = m->capnodes ? m->capnodes : 8;
+    while (cap < n) cap *= 2;
+    dash_node *p = realloc(m->nodes, (size_t)cap * sizeof *p);
+    if (!p) return drv_error(DRV_ENOMEM, "out of memory for %d dashboard nodes", n);
+    m->nodes = p;
+    m->capnodes = cap;
+  }
+  if (n > m->nnodes) memset(m->nodes + m->nnodes, 0, (size_t)(n - m->nnodes) * sizeof *m->nodes);
+  m->nnodes = n;
+  return 0;
+}
+
+/* ============================== series ================================== */
+
+/* Drops every second point of a full series, walking back from the newest
+ * so that it stays, and keeps the first: n points become 1 + n/2. In place:
+ * point k is written only after every point it overwrites was read. */
+static void series_decimate(dash_series *s) {
+  int k = 1; /* point 0 stays */
+  for (int i = (s->n - 1) % 2 == 0 ? 2 : 1; i < s->n; i += 2)
+    s->pts[(s->head + k++) % s->cap] = *dash_series_at(s, i);
+  s->n = k;
+}
+
+static int series_push(dash_series *s, dash_point p) {
+  if (s->n == s->cap) {
+    if (s->cap >= DASH_SERIES_MAX) {
+      series_decimate(s);
+    } else {
+      int cap = s->cap ? s->cap * 2 : SERIES_CAP0;
+      if (cap > DASH_SERIES_MAX) cap = DASH_SERIES_MAX;
+      dash_point *np = malloc((size_t)cap * sizeof *np);
+      if (!np) return drv_error(DRV_ENOMEM, "out of memory for series '%s'", s->tag);
+      for (int i = 0; i < s->n; i++) np[i] = *dash_series_at(s, i);
+      free(s->pts);
+      s->pts = np;
+      s->cap = cap;
+      s->head = 0;
+    }
+  }
+  s->pts[(s->head + s->n) % s->cap] = p;
+  s->n++;
+  return 0;
+}
+
+const dash_series *dash_model_series(const dash_model *m, const char *tag) {
+  if (strcmp(tag, m->throughput.tag) == 0) return &m->throughput;
+  for (int i = 0; i < m->nmetrics; i++)
+    if (strcmp(m->metrics[i].tag, tag) == 0) return &m->metrics[i];
+  return NULL;
+}
+
+int dash_model_add_point(dash_model *m, const char *tag, dash_point p) {
+  dash_series *s = (dash_series *)dash_model_series(m, tag);
+  if (!s) {
+    if (m->nmetrics == m->capmetrics) {
+      int cap = m->capmetrics ? m->capmetrics * 2 : 8;
+      dash_series *ns = realloc(m->metrics, (size_t)cap * sizeof *ns);
+      if (!ns) return drv_error(DRV_ENOMEM, "out of memory for series '%s'", tag);
+      m->metrics = ns;
+      m->capmetrics = cap;
+    }
+    s = &m->metrics[m->nmetrics++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->tag, sizeof s->tag, "%s", tag);
+  }
+  int rc = series_push(s, p);
+  if (rc == 0) m->version++;
+  return rc;
+}
+
+/* ============================== events ================================== */
+
+int dash_model_add_event(dash_model *m, double wall, const char *text) {
+  if (!m->events) {
+    m->events = calloc(DASH_EVENTS_MAX, sizeof *m->events);
+    if (!m->events) return drv_error(DRV_ENOMEM, "out of memory for dashboard events");
+    m->capevents = DASH_EVENTS_MAX;
+    m->nevents = m->events_head = 0;
+  }
+  dash_event *e;
+  if (m->nevents < m->capevents) {
+    e = &m->events[(m->events_head + m->nevents) % m->capevents];
+    m->nevents++;
+  } else {
+    e = &m->events[m->events_head];
+    m->events_head = (m->events_head + 1) % m->capevents;
+  }
+  e->wall = wall;
+  snprintf(e->text, sizeof e->text, "%s", text);
+  m->version++;
+  return 0;
+}

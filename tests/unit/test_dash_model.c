@@ -1,0 +1,171 @@
+/* test_dash_model.c - the dashboard model: series decimation keeps the
+ * first and newest points in order, lookups, first-seen order of tags,
+ * the events ring, node resizing, version bumps; and the simulated run
+ * behind `drover _dash-sim` (its scripted lost worker, falling loss). */
+#include "dash_model.h"
+#include "dash_sim.h"
+#include "harness.h"
+
+TEST(dash_model_series_grows_then_decimates_in_order) {
+  dash_model m;
+  dash_model_init(&m);
+  for (int i = 0; i < DASH_SERIES_MAX; i++)
+    CHECK_OK(dash_model_add_point(&m, "loss", (dash_point){i, i, 100 - i}));
+  const dash_series *s = dash_model_series(&m, "loss");
+  CHECK(s);
+  CHECK_INT_EQ(s->n, DASH_SERIES_MAX);
+  /* one more: every second point goes, the first and the newest stay */
+  CHECK_OK(dash_model_add_point(&m, "loss", (dash_point){DASH_SERIES_MAX, 0, 0}));
+  CHECK_INT_EQ(s->n, DASH_SERIES_MAX / 2 + 2);
+  CHECK(dash_series_at(s, 0)->step == 0);
+  CHECK(dash_series_at(s, 1)->step == 1);
+  CHECK(dash_series_at(s, 2)->step == 3);
+  CHECK(dash_series_at(s, s->n - 2)->step == DASH_SERIES_MAX - 1);
+  CHECK(dash_series_at(s, s->n - 1)->step == DASH_SERIES_MAX);
+  CHECK(dash_series_at(s, 2)->value == 97); /* points move whole */
+  dash_model_free(&m);
+}
+
+TEST(dash_model_long_series_keeps_its_whole_history) {
+  dash_model m;
+  dash_model_init(&m);
+  const int total = 5 * DASH_SERIES_MAX + 123;
+  for (int i = 0; i < total; i++) CHECK_OK(dash_model_add_point(&m, "x", (dash_point){i, 0, i}));
+  const dash_series *s = dash_model_series(&m, "x");
+  CHECK(s->n <= DASH_SERIES_MAX && s->n > DASH_SERIES_MAX / 4);
+  CHECK(dash_series_at(s, 0)->step == 0);
+  CHECK(dash_series_at(s, s->n - 1)->step == total - 1);
+  for (int i = 1; i < s->n; i++) CHECK(dash_series_at(s, i)->step > dash_series_at(s, i - 1)->step);
+  dash_model_free(&m);
+}
+
+TEST(dash_model_tags_in_first_seen_order_and_throughput) {
+  dash_model m;
+  dash_model_init(&m);
+  uint64_t v0 = m.version;
+  CHECK_OK(dash_model_add_point(&m, "train/loss", (dash_point){0, 0, 1}));
+  CHECK_OK(dash_model_add_point(&m, "eval/loss", (dash_point){0, 0, 2}));
+  CHECK_OK(dash_model_add_point(&m, "train/loss", (dash_point){1, 1, 3}));
+  CHECK_OK(dash_model_add_point(&m, "examples/s", (dash_point){1, 1, 500}));
+  CHECK(m.version == v0 + 4);
+  CHECK_INT_EQ(m.nmetrics, 2);
+  CHECK(strcmp(m.metrics[0].tag, "train/loss") == 0);
+  CHECK(strcmp(m.metrics[1].tag, "eval/loss") == 0);
+  CHECK_INT_EQ(m.metrics[0].n, 2);
+  CHECK(dash_model_series(&m, "examples/s") == &m.throughput);
+  CHECK_INT_EQ(m.throughput.n, 1);
+  CHECK(dash_model_series(&m, "nope") == NULL);
+  dash_model_free(&m);
+  dash_model_free(NULL);
+}
+
+TEST(dash_model_events_ring_drops_the_oldest) {
+  dash_model m;
+  dash_model_init(&m);
+  for (int i = 0; i < DASH_EVENTS_MAX + 44; i++) {
+    char t[32];
+    snprintf(t, sizeof t, "event %d", i);
+    CHECK_OK(dash_model_add_event(&m, i, t));
+  }
+  CHECK_INT_EQ(m.nevents, DASH_EVENTS_MAX);
+  CHECK(strcmp(dash_model_event(&m, 0)->text, "event 44") == 0);
+  CHECK(dash_model_event(&m, 0)->wall == 44);
+  char last[32];
+  snprintf(last, sizeof last, "event %d", DASH_EVENTS_MAX + 43);
+  CHECK(strcmp(dash_model_event(&m, m.nevents - 1)->text, last) == 0);
+  /* a long text is cut, not overflowed */
+  char big[400];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  CHECK_OK(dash_model_add_event(&m, 0, big));
+  CHECK_INT_EQ(strlen(dash_model_event(&m, m.nevents - 1)->text), sizeof m.events[0].text - 1);
+  dash_model_free(&m);
+}
+
+TEST(dash_model_set_nnodes_keeps_and_zeroes) {
+  dash_model m;
+  dash_model_init(&m);
+  CHECK_OK(dash_model_set_nnodes(&m, 3));
+  snprintf(m.nodes[2].name, sizeof m.nodes[2].name, "worker:1");
+  m.nodes[2].steps = 42;
+  CHECK_OK(dash_model_set_nnodes(&m, 100));
+  CHECK(strcmp(m.nodes[2].name, "worker:1") == 0 && m.nodes[2].steps == 42);
+  CHECK(m.nodes[99].steps == 0 && m.nodes[99].name[0] == '\0');
+  CHECK_OK(dash_model_set_nnodes(&m, 1));
+  CHECK_INT_EQ(m.nnodes, 1);
+  CHECK_ERR(dash_model_set_nnodes(&m, -1), DRV_EINVAL, "negative");
+  dash_model_free(&m);
+}
+
+/* ============================== the simulation =========================== */
+
+static const dash_node *node(const dash_model *m, const char *name) {
+  for (int i = 0; i < m->nnodes; i++)
+    if (strcmp(m->nodes[i].name, name) == 0) return &m->nodes[i];
+  return NULL;
+}
+
+static bool has_event(const dash_model *m, const char *needle) {
+  for (int i = 0; i < m->nevents; i++)
+    if (strstr(dash_model_event(m, i)->text, needle)) return true;
+  return false;
+}
+
+static double mean(const dash_series *s, int from, int n) {
+  double t = 0;
+  for (int i = from; i < from + n; i++) t += dash_series_at(s, i)->value;
+  return t / n;
+}
+
+TEST(dash_sim_loses_worker_1_and_brings_it_back) {
+  dash_sim *s;
+  dash_sim_opts o = {.nodes = 8, .seed = 1};
+  CHECK_OK(dash_sim_new(&o, &s));
+  const dash_model *m = dash_sim_advance(s, 3);
+  CHECK_INT_EQ(m->nnodes, 8);
+  CHECK(strcmp(m->nodes[0].name, "ps:0") == 0); /* ps first */
+  CHECK(strcmp(node(m, "worker:1")->state, "busy") == 0);
+  m = dash_sim_advance(s, 6.5);
+  CHECK(strcmp(node(m, "worker:1")->state, "lost") == 0);
+  CHECK(has_event(m, "node lost worker:1"));
+  m = dash_sim_advance(s, 12);
+  CHECK(strcmp(node(m, "worker:1")->state, "busy") == 0);
+  CHECK_INT_EQ(node(m, "worker:1")->restarts, 1);
+  CHECK(has_event(m, "node restarting worker:1"));
+  CHECK(has_event(m, "node back worker:1"));
+  CHECK(m->step > 0 && m->retried >= 1);
+  /* the source: kill from the dashboard, a read-only source has none */
+  dash_source src = dash_sim_source(s);
+  char out[128];
+  CHECK_OK(src.kill_node(src.ud, "worker:2", out, sizeof out));
+  CHECK(strcmp(node(m, "worker:2")->state, "lost") == 0);
+  CHECK(src.kill_node(src.ud, "worker:2", out, sizeof out) < 0);
+  CHECK_STR_CONTAINS(out, "already lost");
+  CHECK(src.kill_node(src.ud, "worker:99", out, sizeof out) < 0);
+  dash_sim_free(s);
+  o.read_only = true;
+  CHECK_OK(dash_sim_new(&o, &s));
+  src = dash_sim_source(s);
+  CHECK(src.command == NULL && src.kill_node == NULL && src.get != NULL);
+  dash_sim_free(s);
+}
+
+TEST(dash_sim_loss_falls_and_accuracy_rises) {
+  dash_sim *s;
+  dash_sim_opts o = {.nodes = 16, .seed = 7};
+  CHECK_OK(dash_sim_new(&o, &s));
+  const dash_model *m = dash_sim_advance(s, 400);
+  const dash_series *loss = dash_model_series(m, "train/loss"),
+                    *acc = dash_model_series(m, "train/accuracy"),
+                    *ev = dash_model_series(m, "eval/loss");
+  CHECK(loss && acc && ev);
+  CHECK(loss->n > 200);
+  CHECK(mean(loss, loss->n - 50, 50) < 0.5 * mean(loss, 0, 50));
+  CHECK(mean(acc, acc->n - 50, 50) > mean(acc, 0, 50) + 0.3);
+  CHECK(ev->n >= 20); /* every 15 s */
+  CHECK(m->throughput.n > 500);
+  dash_sim_free(s);
+  dash_sim *none = NULL;
+  CHECK_ERR(dash_sim_new(&(dash_sim_opts){.nodes = 0}, &none), DRV_EINVAL, "1 to 100000");
+  CHECK(none == NULL);
+}

@@ -1,0 +1,374 @@
+/* test_dash_ui.c - the dashboard's keys and panels without a terminal:
+ * keys drive the view state (filter, sort, smoothing bounds, panels,
+ * detail, kill with confirmation, ':' commands, read-only sources), and
+ * frames drawn on an ncurses screen writing to /dev/null are read back
+ * cell by cell (layouts at 80x24 and 120x40, "terminal too small", help,
+ * the detail view's log tail, a filtered table). */
+#include <curses.h>
+#include <stdlib.h>
+
+#include "dash_int.h"
+#include "harness.h"
+
+#define ESC 27
+
+/* ============================== fixtures ================================= */
+
+static void model_with_nodes(dash_model *m) {
+  static const char *const names[] = {"ps:0", "chief:0", "worker:0", "worker:1", "worker:2", "evaluator:0"};
+  static const char *const states[] = {"ready", "busy", "busy", "lost", "restarting", "idle"};
+  dash_model_init(m);
+  CHECK_OK(dash_model_set_nnodes(m, 6));
+  for (int i = 0; i < 6; i++) {
+    dash_node *n = &m->nodes[i];
+    snprintf(n->name, sizeof n->name, "%s", names[i]);
+    snprintf(n->state, sizeof n->state, "%s", states[i]);
+    snprintf(n->host, sizeof n->host, "host%d", i);
+    n->steps = 100 * i;
+    n->examples_per_sec = 10.0 * (6 - i);
+    n->cpu_pct = -1;
+    n->heartbeat_age = i;
+    n->backlog = -1;
+  }
+  snprintf(m->run, sizeof m->run, "exp-7");
+  snprintf(m->state, sizeof m->state, "training");
+  m->step = 1234;
+  m->total_steps = 5000;
+  for (int i = 0; i < 50; i++) {
+    dash_model_add_point(m, "train/loss", (dash_point){i, i, 2.0 / (1 + i)});
+    dash_model_add_point(m, "examples/s", (dash_point){i, i, 500 + i});
+  }
+  dash_model_add_event(m, 3, "node lost worker:1: killed by signal 9");
+}
+
+static struct {
+  int kills, commands;
+  char last[256];
+} calls;
+
+static const dash_model *fake_get(void *ud) { return ud; }
+static int fake_kill(void *ud, const char *name, char *out, size_t n) {
+  (void)ud;
+  calls.kills++;
+  snprintf(calls.last, sizeof calls.last, "%s", name);
+  snprintf(out, n, "signalled");
+  return 0;
+}
+static int fake_command(void *ud, const char *line, char *out, size_t n) {
+  (void)ud;
+  calls.commands++;
+  snprintf(calls.last, sizeof calls.last, "%s", line);
+  snprintf(out, n, "reply to %s", line);
+  return 0;
+}
+
+static void keys(dash_ui *ui, const dash_model *m, const char *s) {
+  for (; *s; s++) {
+    dash_view_rows(ui, m);
+    dash_input_key(ui, m, (unsigned char)*s);
+  }
+  dash_view_rows(ui, m);
+}
+
+static int key(dash_ui *ui, const dash_model *m, int k) {
+  dash_view_rows(ui, m);
+  int r = dash_input_key(ui, m, k);
+  dash_view_rows(ui, m);
+  return r;
+}
+
+/* ============================== keys ===================================== */
+
+TEST(dash_keys_smoothing_stays_within_bounds) {
+  dash_model m;
+  model_with_nodes(&m);
+  dash_ui ui;
+  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  CHECK_NEAR(ui.smoothing, 0.6, 1e-12);
+  key(&ui, &m, '+');
+  CHECK_NEAR(ui.smoothing, 0.65, 1e-12);
+  for (int i = 0; i < 20; i++) key(&ui, &m, '+');
+  CHECK_NEAR(ui.smoothing, 0.99, 1e-12);
+  key(&ui, &m, '-');
+  CHECK_NEAR(ui.smoothing, 0.94, 1e-12);
+  for (int i = 0; i < 40; i++) key(&ui, &m, '-');
+  CHECK_NEAR(ui.smoothing, 0, 1e-12);
+  key(&ui, &m, 'l');
+  CHECK(ui.logy);
+  key(&ui, &m, 'x');
+  CHECK(ui.wall_x);
+  dash_ui_free(&ui);
+  dash_model_free(&m);
+}
+
+TEST(dash_keys_filter_sort_and_selection) {
+  dash_model m;
+  model_with_nodes(&m);
+  dash_ui ui;
+  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  dash_view_rows(&ui, &m);
+  CHECK_INT_EQ(ui.nrows, 6);
+  keys(&ui, &m, "/worker");
+  CHECK_INT_EQ(ui.mode, DASH_MODE_FILTER);
+  CHECK_INT_EQ(ui.nrows, 3); /* the table follows the typing */
+  keys(&ui, &m, ":1\r");
+  CHECK_INT_EQ(ui.mode, DASH_MODE_NORMAL);
+  CHECK(strcmp(ui.filter, "worker:1") == 0);
+  CHECK_INT_EQ(ui.nrows, 1);
+  CHECK(strcmp(m.nodes[ui.rows[0]].name, "worker:1") == 0);
+  /* Esc while editing brings the previous filter back */
+  keys(&ui, &m, "/xyz");
+  CHECK_INT_EQ(ui.nrows, 0);
+  key(&ui, &m, ESC);
+  CHECK(strcmp(ui.filter, "worker:1") == 0);
+  /* Esc in the table clears it; a state filters too */
+  key(&ui, &m, ESC);
+  CHECK_INT_EQ(ui.nrows, 6);
+  keys(&ui, &m, "/busy\r");
+  CHECK_INT_EQ(ui.nrows, 2);
+  key(&ui, &m, KEY_DOWN);
+  key(&ui, &m, ESC);
+  CHECK(strcmp(m.nodes[ui.rows[ui.sel]].name, "worker:0") == 0); /* still selected */
+  /* sorting by state puts the trouble first; the selection follows its node */
+  key(&ui, &m, KEY_HOME);
+  key(&ui, &m, KEY_DOWN);
+  key(&ui, &m, KEY_DOWN);
+  CHECK(strcmp(ui.sel_name, "worker:0") == 0);
+  key(&ui, &m, 's'); /* name */
+  key(&ui, &m, 's'); /* state */
+  CHECK_INT_EQ(ui.sort, DASH_SORT_STATE);
+  CHECK(strcmp(m.nodes[ui.rows[0]].name, "worker:1") == 0);   /* lost */
+  CHECK(strcmp(m.nodes[ui.rows[1]].name, "worker:2") == 0);   /* restarting */
+  CHECK(strcmp(m.nodes[ui.rows[ui.sel]].name, "worker:0") == 0);
+  for (int i = 0; i < DASH_NSORTS - 2; i++) key(&ui, &m, 's');
+  CHECK_INT_EQ(ui.sort, DASH_SORT_NONE);
+  key(&ui, &m, KEY_END);
+  CHECK_INT_EQ(ui.sel, 5);
+  key(&ui, &m, KEY_DOWN);
+  CHECK_INT_EQ(ui.sel, 5);
+  key(&ui, &m, KEY_HOME);
+  CHECK_INT_EQ(ui.sel, 0);
+  dash_ui_free(&ui);
+  dash_model_free(&m);
+}
+
+TEST(dash_keys_kill_asks_first_and_commands_reply) {
+  dash_model m;
+  model_with_nodes(&m);
+  dash_ui ui;
+  dash_ui_init(&ui, (dash_source){fake_get, fake_command, fake_kill, &m});
+  memset(&calls, 0, sizeof calls);
+  key(&ui, &m, KEY_DOWN);
+  key(&ui, &m, KEY_DOWN);
+  key(&ui, &m, 'k');
+  CHECK_INT_EQ(ui.mode, DASH_MODE_CONFIRM);
+  key(&ui, &m, 'n');
+  CHECK_INT_EQ(calls.kills, 0);
+  CHECK_STR_CONTAINS(ui.status, "not stopped");
+  key(&ui, &m, 'k');
+  key(&ui, &m, 'y');
+  CHECK_INT_EQ(calls.kills, 1);
+  CHECK(strcmp(calls.last, "worker:0") == 0);
+  CHECK_STR_CONTAINS(ui.status, "stopping worker:0");
+  keys(&ui, &m, ":c:fit()");
+  CHECK_INT_EQ(ui.mode, DASH_MODE_COMMAND);
+  key(&ui, &m, KEY_BACKSPACE);
+  keys(&ui, &m, ")\r");
+  CHECK_INT_EQ(calls.commands, 1);
+  CHECK(strcmp(calls.last, "c:fit()") == 0);
+  CHECK(strcmp(ui.status, "reply to c:fit()") == 0);
+  /* Esc abandons a command */
+  keys(&ui, &m, ":boom");
+  key(&ui, &m, ESC);
+  CHECK_INT_EQ(calls.commands, 1);
+  CHECK_INT_EQ(ui.mode, DASH_MODE_NORMAL);
+  dash_ui_free(&ui);
+  dash_model_free(&m);
+}
+
+TEST(dash_keys_read_only_source_says_so) {
+  dash_model m;
+  model_with_nodes(&m);
+  dash_ui ui;
+  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  key(&ui, &m, 'k');
+  CHECK_INT_EQ(ui.mode, DASH_MODE_NORMAL);
+  CHECK_STR_CONTAINS(ui.status, "read-only: attach with --control");
+  ui.status[0] = '\0';
+  key(&ui, &m, ':');
+  CHECK_INT_EQ(ui.mode, DASH_MODE_NORMAL);
+  CHECK_STR_CONTAINS(ui.status, "read-only");
+  dash_ui_free(&ui);
+  dash_model_free(&m);
+}
+
+TEST(dash_keys_panels_detail_help_quit_theme) {
+  dash_model m;
+  model_with_nodes(&m);
+  dash_ui ui;
+  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  ui.nthemes = 3;
+  CHECK(key(&ui, &m, 'q') & DASH_DO_QUIT);
+  key(&ui, &m, '\t');
+  CHECK_INT_EQ(ui.panel, DASH_PANEL_CHARTS);
+  key(&ui, &m, KEY_RIGHT);
+  CHECK_INT_EQ(ui.panel, DASH_PANEL_EVENTS);
+  key(&ui, &m, '\t');
+  CHECK_INT_EQ(ui.panel, DASH_PANEL_NODES);
+  key(&ui, &m, KEY_BTAB);
+  CHECK_INT_EQ(ui.panel, DASH_PANEL_EVENTS);
+  key(&ui, &m, KEY_LEFT);
+  key(&ui, &m, KEY_LEFT);
+  CHECK_INT_EQ(ui.panel, DASH_PANEL_NODES);
+  key(&ui, &m, KEY_DOWN);
+  key(&ui, &m, '\r');
+  CHECK_INT_EQ(ui.mode, DASH_MODE_DETAIL);
+  CHECK(strcmp(ui.detail, "chief:0") == 0);
+  key(&ui, &m, '?'); /* help over the detail view, then back to it */
+  CHECK_INT_EQ(ui.mode, DASH_MODE_HELP);
+  key(&ui, &m, 'z');
+  CHECK_INT_EQ(ui.mode, DASH_MODE_DETAIL);
+  CHECK(!(key(&ui, &m, 'q') & DASH_DO_QUIT)); /* q leaves the view, not the dashboard */
+  CHECK_INT_EQ(ui.mode, DASH_MODE_NORMAL);
+  CHECK(key(&ui, &m, 't') & DASH_DO_THEME);
+  CHECK_INT_EQ(ui.theme, 1);
+  key(&ui, &m, 't');
+  key(&ui, &m, 't');
+  CHECK_INT_EQ(ui.theme, 0);
+  const char *const *k, *const *h;
+  int n = dash_input_help(&k, &h);
+  CHECK(n >= 15);
+  bool slash = false;
+  for (int i = 0; i < n; i++) slash |= strcmp(k[i], "/") == 0 && strstr(h[i], "filter");
+  CHECK(slash);
+  dash_ui_free(&ui);
+  dash_model_free(&m);
+}
+
+/* ============================== frames =================================== */
+
+static SCREEN *screen_open(int rows, int cols) {
+  setenv("TERM", "xterm", 1);
+  FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
+  CHECK(out && in);
+  SCREEN *s = newterm(NULL, out, in);
+  CHECK(s);
+  set_term(s);
+  resizeterm(rows, cols);
+  return s;
+}
+
+/* The whole screen as text, one line per row. */
+static char *screen_text(void) {
+  static char buf[300 * 100];
+  size_t k = 0;
+  for (int y = 0; y < LINES; y++) {
+    for (int x = 0; x < COLS; x++) buf[k++] = (char)(mvinch(y, x) & A_CHARTEXT);
+    buf[k++] = '\n';
+  }
+  buf[k] = '\0';
+  return buf;
+}
+
+static void frame(dash_ui *ui, const dash_model *m) {
+  dash_theme t;
+  dash_theme_fallback(&t);
+  dash_theme_apply(&t, false, &ui->pal);
+  ui->now = 100;
+  dash_view_draw(ui, m, LINES, COLS);
+}
+
+TEST(dash_frame_small_terminal_layout) {
+  screen_open(24, 80);
+  dash_model m;
+  model_with_nodes(&m);
+  dash_ui ui;
+  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  frame(&ui, &m);
+  char *s = screen_text();
+  CHECK_STR_CONTAINS(s, "exp-7");
+  CHECK_STR_CONTAINS(s, "step 1234/5000 24%");
+  CHECK_STR_CONTAINS(s, "queue 0/0");
+  CHECK_STR_CONTAINS(s, "ps:0");
+  CHECK_STR_CONTAINS(s, "worker:1    lost");
+  CHECK_STR_CONTAINS(s, "examples/s");
+  CHECK_STR_CONTAINS(s, "train/loss");
+  CHECK_STR_CONTAINS(s, "node lost worker:1: killed by signal 9");
+  CHECK_STR_CONTAINS(s, "? help  q quit");
+  CHECK(!strstr(s, "HOST")); /* no room at 80 columns */
+  endwin();
+  dash_ui_free(&ui);
+  dash_model_free(&m);
+}
+
+TEST(dash_frame_large_terminal_and_too_small) {
+  screen_open(40, 120);
+  dash_model m;
+  model_with_nodes(&m);
+  dash_ui ui;
+  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  frame(&ui, &m);
+  char *s = screen_text();
+  CHECK_STR_CONTAINS(s, "HOST");
+  CHECK_STR_CONTAINS(s, "host3");
+  CHECK_STR_CONTAINS(s, " queue ");
+  CHECK_STR_CONTAINS(s, "evaluator:0");
+  resizeterm(15, 60);
+  frame(&ui, &m);
+  s = screen_text();
+  CHECK_STR_CONTAINS(s, "terminal too small (need 64x18)");
+  CHECK(!strstr(s, "ps:0"));
+  resizeterm(40, 120);
+  ui.mode = DASH_MODE_HELP;
+  frame(&ui, &m);
+  s = screen_text();
+  CHECK_STR_CONTAINS(s, "filter nodes by name");
+  CHECK_STR_CONTAINS(s, "any key closes");
+  ui.mode = DASH_MODE_NORMAL;
+  snprintf(ui.filter, sizeof ui.filter, "chief");
+  frame(&ui, &m);
+  s = screen_text();
+  CHECK_STR_CONTAINS(s, "nodes 1/6");
+  CHECK(!strstr(s, "worker:0"));
+  endwin();
+  dash_ui_free(&ui);
+  dash_model_free(&m);
+}
+
+TEST(dash_frame_detail_view_shows_the_log_tail) {
+  char log[8000] = "";
+  for (int i = 0; i < 60; i++) {
+    size_t l = strlen(log);
+    snprintf(log + l, sizeof log - l, "log line %d\n", i);
+  }
+  harness_write_str("worker-0.log", log);
+  char cwd[256];
+  CHECK(getcwd(cwd, sizeof cwd));
+  screen_open(30, 100);
+  dash_model m;
+  model_with_nodes(&m);
+  snprintf(m.nodes[2].log, sizeof m.nodes[2].log, "%s/worker-0.log", cwd);
+  snprintf(m.nodes[3].log, sizeof m.nodes[3].log, "%s/missing.log", cwd);
+  dash_ui ui;
+  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  key(&ui, &m, KEY_DOWN);
+  key(&ui, &m, KEY_DOWN);
+  key(&ui, &m, '\n');
+  frame(&ui, &m);
+  char *s = screen_text();
+  CHECK_STR_CONTAINS(s, "node worker:0");
+  CHECK_STR_CONTAINS(s, "log line 59"); /* the newest */
+  CHECK_STR_CONTAINS(s, "log line 50");
+  CHECK(!strstr(s, "log line 5\n") && !strstr(s, "log line 10 ")); /* the oldest did not fit */
+  CHECK_STR_CONTAINS(s, "Esc back");
+  key(&ui, &m, ESC);
+  key(&ui, &m, KEY_DOWN);
+  key(&ui, &m, '\n');
+  frame(&ui, &m);
+  s = screen_text();
+  CHECK_STR_CONTAINS(s, "node worker:1");
+  CHECK_STR_CONTAINS(s, "missing.log: No such file or directory");
+  endwin();
+  dash_ui_free(&ui);
+  dash_model_free(&m);
+}
