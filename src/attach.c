@@ -343,10 +343,14 @@ static int resolve(const attach_opts *o, target *t) {
     snprintf(t->label, sizeof t->label, "the coordinator at %s", o->target);
     if (!o->secret_file)
       return drv_error(DRV_EINVAL, "attach %s needs --secret-file (the run's secret)", o->target);
+  } else if (stat(o->target, &st) != 0) {
+    return drv_error(DRV_EINVAL, "run directory '%s' does not exist (nor is it HOST:PORT)",
+                     o->target);
   } else {
-    return drv_error(DRV_EINVAL, "'%s' is neither a run directory nor HOST:PORT", o->target);
+    return drv_error(DRV_EINVAL, "'%s' is not a run directory", o->target);
   }
-  if (rc == 0 && o->secret_file) snprintf(t->secret_file, sizeof t->secret_file, "%s", o->secret_file);
+  if (rc == 0 && o->secret_file)
+    snprintf(t->secret_file, sizeof t->secret_file, "%s", o->secret_file);
   return rc;
 }
 
@@ -428,7 +432,8 @@ static int run_dashboard(attach_client *a, const attach_opts *o) {
     uv_close((uv_handle_t *)&l.timer, NULL);
   }
   for (int i = 0; i < 4; i++) uv_run(&outer, UV_RUN_NOWAIT);
-  if (uv_loop_close(&outer) != 0) fputs("drover: dashboard loop closed with live handles\n", stderr);
+  if (uv_loop_close(&outer) != 0)
+    fputs("drover: dashboard loop closed with live handles\n", stderr);
   return status;
 }
 

@@ -8,8 +8,9 @@
  * the first one is ATTACH. Like the rest of the coordinator, callbacks
  * only record: SNAPSHOTs go out from the tick, and Lua lines wait in their
  * client's queue until coord_run_commands runs them between loop turns.
- * Every client is bounded: one frame in flight per period at most, none
- * while 1 MiB is still queued to it, a few commands waiting.
+ * Every client is bounded: one frame per period at most, none while 1 MiB
+ * is still queued to it (closed when that lasts 30 s), a few commands
+ * waiting.
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #define ATTACH_MAX_HZ 10.0          /* the tick's rate */
 #define ATTACH_MAX_PENDING (1u << 20) /* bytes queued to a client: skip its snapshots */
 #define ATTACH_MAX_COMMANDS 4       /* Lua lines waiting per client */
+#define ATTACH_MAX_STALL 30.0       /* seconds a client may stay over ATTACH_MAX_PENDING */
 #define THROUGHPUT_PERIOD 1.0       /* seconds between examples/s points */
 
 typedef struct pending_cmd {
@@ -41,6 +43,7 @@ typedef struct attach_peer {
   dash_cursor cursor;   /* what it has received */
   uint64_t bytes, frames, skipped;
   double since;
+  double stalled;       /* since when its link has been too slow (0: it is not) */
   pending_cmd cmds[ATTACH_MAX_COMMANDS];
   int ncmds;
   struct attach_peer *link;
@@ -110,7 +113,7 @@ static void sample_throughput(coord *c, double now) {
   coord_dash_state *d = c->dash;
   coord_fit_state *f = c->fit;
   if (!f || !f->cfg) {
-    d->tp_at = 0;
+    d->tp_at = d->tp_last = 0;
     return;
   }
   if (d->tp_at <= 0 || f->examples < d->tp_examples) { /* a new fit */
@@ -224,11 +227,14 @@ const dash_model *coord_dash(coord *c) {
 
 /* ============================== attach clients ============================ */
 
-static void send_snapshot(coord *c, attach_peer *a) {
+static void send_snapshot(coord *c, attach_peer *a, double now) {
   if (conn_pending(a->cn) > ATTACH_MAX_PENDING) { /* a slow link: it gets the next one */
     a->skipped++;
+    if (!a->stalled) a->stalled = now;
+    if (now - a->stalled > ATTACH_MAX_STALL) conn_close(a->cn, "attach client too slow");
     return;
   }
+  a->stalled = 0;
   wire_wr w;
   wire_wr_init(&w);
   if (dash_snap_encode(&c->dash->store, c->rd.path, &a->cursor, &w) < 0) {
@@ -255,7 +261,7 @@ void coord__dash_tick(coord *c, double now) {
   for (attach_peer *a = d->clients; a; a = a->link) {
     if (now < a->due) continue;
     if (!fresh) refresh(c), fresh = true;
-    send_snapshot(c, a);
+    send_snapshot(c, a, now);
     a->due += a->period;
     if (a->due < now) a->due = now + a->period; /* the loop was not pumped for a while */
   }
@@ -336,7 +342,7 @@ static void on_attach(coord *c, conn *cn, void **slot, const uint8_t *pl, uint32
            1.0 / a->period);
   rundir_event(&c->rd, "attach %s (%s)", conn_peer(cn), control ? "control" : "read-only");
   refresh(c); /* the first snapshot at once: `drover attach --print` waits for it */
-  send_snapshot(c, a);
+  send_snapshot(c, a, a->since);
 }
 
 void coord__attach_gone(coord *c, void *attach) {

@@ -71,8 +71,10 @@ int dash_store_point(dash_store *s, const char *tag, dash_point p) {
   if ((rc = dash_model_add_point(&s->m, tag, p)) < 0) return rc;
   se = series_no(&s->m, i);
   if (!se) return drv_error(DRV_EINVAL, "dash store: series '%s' did not appear", tag);
+  /* An append, or an append to a full ring that dropped its oldest. */
   bool appended = (se->n == n0 + 1 && se->head == head0) ||
-                  (se->n == n0 && n0 == se->cap && se->cap > 0 && se->head == (head0 + 1) % se->cap);
+                  (se->n == n0 && n0 == se->cap && se->cap > 0 &&
+                   se->head == (head0 + 1) % se->cap);
   if (!appended) t->gen++;
   t->added++;
   t->n = se->n;

@@ -34,7 +34,7 @@
 #define DASH_THROUGHPUT_TAG "examples/s" /* dash_model.throughput's tag */
 #define DASH_SNAP_MAX_SERIES 64    /* metric tags kept (more are dropped) */
 #define DASH_SNAP_MAX_NODES 65536  /* nodes a client accepts in one frame */
-#define DASH_SNAP_MAX_POINTS 256   /* points of one series per frame */
+#define DASH_SNAP_MAX_POINTS 128   /* points of one series per frame */
 
 /* What the store knows of one series' history. */
 typedef struct dash_track {

@@ -127,7 +127,8 @@ static void report_exit(pid_t pid, const char *log) {
   while ((r = waitpid(pid, &st, WNOHANG)) == 0 && progress_now() < deadline) usleep(20000);
   char how[64] = "it is still running";
   if (r == pid && WIFEXITED(st)) snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(st));
-  else if (r == pid && WIFSIGNALED(st)) snprintf(how, sizeof how, "killed by signal %d", WTERMSIG(st));
+  else if (r == pid && WIFSIGNALED(st))
+    snprintf(how, sizeof how, "killed by signal %d", WTERMSIG(st));
   char tail[4096];
   rundir_tail(log, 15, tail, sizeof tail);
   fprintf(stderr, "drover: the detached run ended before its cluster started (%s); the end of "

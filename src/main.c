@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "attach.h"
@@ -67,7 +68,8 @@ static const command commands[] = {
      "no history). Without a terminal on stdin, lines are read and evaluated\n"
      "without prompts, and the exit status is 1 if any of them failed.\n"},
     {"run", cmd_run, "run a Lua script",
-     "usage: drover run [--detach] FILE.lua [ARG...]\n"
+     "usage: drover run FILE.lua [ARG...]\n"
+     "       drover run --detach FILE.lua [ARG...]\n"
      "       drover run - [ARG...]        (the script from stdin)\n"
      "\n"
      "Runs FILE.lua with the drover library loaded. The global `arg` holds the\n"
@@ -438,6 +440,10 @@ static int cmd_attach(int argc, char **argv) {
 static int cmd_ls(int argc, char **argv) {
   if (argc > 2) return usage_error(find_command("ls"), "unexpected argument '%s'", argv[2]);
   const char *dir = argc == 2 ? argv[1] : "runs";
+  if (argc < 2 && access(dir, F_OK) != 0) { /* no ./runs yet: no runs */
+    printf("no runs in %s\n", dir);
+    return 0;
+  }
   int n = runs_list(dir, stdout);
   if (n < 0) {
     fprintf(stderr, "drover: %s\n", drv_errmsg());

@@ -2,9 +2,9 @@
  * from what each run directory holds (see rundir.h):
  *   running  its coordinator file is there and names a live process
  *   done     events.log says "shutdown complete: 0 node failures" and no
- *            error was logged
- *   failed   an error, a failed start or fit, node failures at shutdown,
- *            or a coordinator that is gone without shutting down
+ *            error was logged (a fit stopped early is not a failure)
+ *   failed   an error, a failed start, node failures at shutdown, or a
+ *            coordinator that is gone without shutting down
  */
 #include "runs.h"
 
@@ -48,7 +48,7 @@ static void read_events(const char *dir, run_info *r, bool *shutdown_ok, bool *f
     int n, fails;
     if (sscanf(text, "cluster ready: %d nodes", &n) == 1) r->nodes = n;
     if (starts(text, "node start ")) started++;
-    if (starts(text, "error ") || starts(text, "start failed") || starts(text, "fit failed") ||
+    if (starts(text, "error ") || starts(text, "start failed") ||
         starts(text, "reservation timed out"))
       *failed = true;
     if (sscanf(text, "shutdown complete: %d node failure", &fails) == 1) {
@@ -73,7 +73,7 @@ static bool coordinator_alive(const char *dir, run_info *r) {
   *sp = '\0';
   long pid = strtol(sp + 1, NULL, 10);
   if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) return false;
-  snprintf(r->address, sizeof r->address, "%s", line);
+  snprintf(r->address, sizeof r->address, "%.79s", line);
   return true;
 }
 

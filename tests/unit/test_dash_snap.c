@@ -225,8 +225,8 @@ TEST(dash_snap_full_ring_keeps_client_in_step) {
   dash_model c;
   dash_model_init(&c);
   /* Past the ring's size, synced often enough to get every point. */
-  for (int from = 0; from < DASH_SERIES_MAX + 1500; from += 200) {
-    add_points(&s, "train/loss", from, 200);
+  for (int from = 0; from < DASH_SERIES_MAX + 1500; from += DASH_SNAP_MAX_POINTS) {
+    add_points(&s, "train/loss", from, DASH_SNAP_MAX_POINTS);
     send_to(&s, &k, &c);
     check_same_series(&s.m, &c, "train/loss");
   }
