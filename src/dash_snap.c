@@ -3,10 +3,11 @@
  * client from its cursor, and applying a snapshot to a client's model
  * (see dash_snap.h; the layout is in wire.h).
  *
- * The store never looks inside dash_model_add_point: it compares the
- * series' (n, head) before and after, so whatever the model does when a
- * series is full (drop the oldest, decimate) is either recognised as an
- * append or turns into a whole resend.
+ * The store never looks inside dash_model_add_point: a client replays the
+ * same appends on its copy, so whatever the model does to a full series
+ * (decimate it, drop the oldest) happens there too. Only a series found
+ * changed since the store last left it (its n or head moved) is resent
+ * whole.
  */
 #include "dash_snap.h"
 
@@ -25,6 +26,7 @@ void dash_store_init(dash_store *s) {
 
 void dash_store_free(dash_store *s) {
   dash_model_free(&s->m);
+  for (int i = 0; i < s->ntrack; i++) free(s->track[i].log);
   free(s->track);
   memset(s, 0, sizeof *s);
 }
@@ -65,17 +67,14 @@ int dash_store_point(dash_store *s, const char *tag, dash_point p) {
   int rc = grow_track(s, i + 1);
   if (rc < 0) return rc;
   dash_track *t = &s->track[i];
+  if (!t->log && !(t->log = malloc(DASH_SNAP_LOG * sizeof *t->log)))
+    return drv_error(DRV_ENOMEM, "out of memory");
   const dash_series *se = series_no(&s->m, i);
-  int n0 = se ? se->n : 0, head0 = se ? se->head : 0;
-  if (n0 != t->n || head0 != t->head) t->gen++; /* changed behind the store's back */
+  if ((se ? se->n : 0) != t->n || (se ? se->head : 0) != t->head) t->gen++; /* behind our back */
   if ((rc = dash_model_add_point(&s->m, tag, p)) < 0) return rc;
   se = series_no(&s->m, i);
   if (!se) return drv_error(DRV_EINVAL, "dash store: series '%s' did not appear", tag);
-  /* An append, or an append to a full ring that dropped its oldest. */
-  bool appended = (se->n == n0 + 1 && se->head == head0) ||
-                  (se->n == n0 && n0 == se->cap && se->cap > 0 &&
-                   se->head == (head0 + 1) % se->cap);
-  if (!appended) t->gen++;
+  t->log[t->added % DASH_SNAP_LOG] = p;
   t->added++;
   t->n = se->n;
   t->head = se->head;
@@ -95,35 +94,47 @@ void dash_cursor_free(dash_cursor *k) {
 
 /* ============================== encoding ================================== */
 
-/* How many of series i's newest points client k lacks; *reset when it
- * needs the whole series. */
-static int points_due(const dash_store *s, const dash_cursor *k, int i, bool *reset) {
+/* What client k lacks of series i: 0 (nothing), the whole series
+ * (*reset), or the points appended since its cursor. */
+static uint64_t points_due(const dash_store *s, const dash_cursor *k, int i, bool *reset) {
   const dash_series *se = series_no((dash_model *)&s->m, i);
   const dash_track *t = &s->track[i];
-  *reset = false;
-  if (!se || se->n == 0) return 0;
   const dash_seen *seen = i < k->nseries ? &k->series[i] : NULL;
-  if (!seen || !seen->known || seen->gen != t->gen || t->added - seen->added > (uint64_t)se->n) {
-    *reset = true;
-    return se->n;
-  }
-  return (int)(t->added - seen->added);
+  *reset = !seen || !seen->known || seen->gen != t->gen;
+  if (*reset) return se ? (uint64_t)se->n : 0;
+  return t->added - seen->added;
 }
 
-/* The newest `due` points of a series, or DASH_SNAP_MAX_POINTS of them
- * evenly spaced (the newest included) when there are more. */
-static void write_series(wire_wr *w, const dash_series *se, int due, bool reset) {
-  int sent = due > DASH_SNAP_MAX_POINTS ? DASH_SNAP_MAX_POINTS : due;
-  double stride = (double)due / sent;
+/* Index j of `sent` evenly spaced over [0, count): the first at 0 and the
+ * last at count - 1 (just the last when sent is 1). */
+static uint64_t spaced(int j, int sent, uint64_t count) {
+  if (sent <= 1) return count - 1;
+  return (uint64_t)((double)j * (double)(count - 1) / (sent - 1) + 0.5);
+}
+
+static void write_point(wire_wr *w, const dash_point *p) {
+  wire_wr_f64(w, p->step);
+  wire_wr_f64(w, p->wall);
+  wire_wr_f64(w, p->value);
+}
+
+/* A reset: the series (at most DASH_SNAP_MAX_RESET of it). A delta: the
+ * `due` points appended since the client's cursor, from the log (at most
+ * DASH_SNAP_MAX_POINTS of them; of more than the log holds, its newest). */
+static void write_series(wire_wr *w, const dash_series *se, const dash_track *t, uint64_t due,
+                         bool reset) {
+  uint64_t avail = reset || due < DASH_SNAP_LOG ? due : DASH_SNAP_LOG;
+  int most = reset ? DASH_SNAP_MAX_RESET : DASH_SNAP_MAX_POINTS;
+  int sent = avail > (uint64_t)most ? most : (int)avail;
   wire_wr_str(w, se->tag);
   wire_wr_u8(w, reset ? 1 : 0);
   wire_wr_u32(w, (uint32_t)sent);
   for (int j = 0; j < sent; j++) {
-    int at = se->n - due + (int)((j + 1) * stride) - 1;
-    const dash_point *p = dash_series_at(se, at);
-    wire_wr_f64(w, p->step);
-    wire_wr_f64(w, p->wall);
-    wire_wr_f64(w, p->value);
+    uint64_t x = spaced(j, sent, avail);
+    if (reset)
+      write_point(w, dash_series_at(se, (int)x));
+    else
+      write_point(w, &t->log[(t->added - avail + x) % DASH_SNAP_LOG]);
   }
 }
 
@@ -192,8 +203,8 @@ int dash_snap_encode(const dash_store *s, const char *run_dir, dash_cursor *k, w
   for (int i = 0; i < s->ntrack; i++) nseries += points_due(s, k, i, &reset) > 0;
   wire_wr_u32(w, nseries);
   for (int i = 0; i < s->ntrack; i++) {
-    int due = points_due(s, k, i, &reset);
-    if (due > 0) write_series(w, series_no((dash_model *)m, i), due, reset);
+    uint64_t due = points_due(s, k, i, &reset);
+    if (due > 0) write_series(w, series_no((dash_model *)m, i), &s->track[i], due, reset);
   }
   uint64_t fresh = s->events_added - k->events_added;
   int nev = fresh > (uint64_t)m->nevents ? m->nevents : (int)fresh;

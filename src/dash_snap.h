@@ -4,18 +4,20 @@
  *
  * Header, queue and nodes travel whole in every SNAPSHOT. Series and
  * events travel as deltas: a client's cursor remembers, per series, how
- * many points it has received and the series' generation then. Appending
- * a point (also when the ring drops its oldest) keeps the generation; any
- * other change of a series (the model decimating it, say) bumps it, and
- * the next SNAPSHOT to each client carries that series whole, flagged
- * reset. Events are append-only; a client that fell further behind than
- * the ring holds gets the ring.
+ * many points it has received and the series' generation then, and the
+ * store keeps the last DASH_SNAP_LOG points appended to each series as
+ * they came. A client gets the points appended since its cursor, in order,
+ * and appends them to its copy with dash_model_add_point: whatever the
+ * model does to a full series (drop every second point, or the oldest)
+ * then happens to its copy as it did to the store's. A series that
+ * changed other than through dash_store_point gets a new generation, and
+ * travels whole (reset) to each client, as it does to a new client.
  *
- * Bytes are bounded: a frame carries at most DASH_SNAP_MAX_POINTS points
- * of a series; a client further behind (a fast fit records a loss per
- * step) gets that many of the points it lacks, evenly spaced, the newest
- * always among them. Its copy of the series is then thinner than the
- * store's, never out of order.
+ * Bytes are bounded: a delta carries at most DASH_SNAP_MAX_POINTS points
+ * of a series, a reset at most DASH_SNAP_MAX_RESET. A client further
+ * behind (a fast fit records a loss per step) gets that many of the points
+ * it lacks, evenly spaced, the newest always among them; its copy is then
+ * thinner than the store's, never out of order.
  *
  * Series are numbered in the store: 0 is the throughput chart (tag
  * "examples/s"), 1 + i is m.metrics[i]. On the wire a series is named by
@@ -34,13 +36,16 @@
 #define DASH_THROUGHPUT_TAG "examples/s" /* dash_model.throughput's tag */
 #define DASH_SNAP_MAX_SERIES 64    /* metric tags kept (more are dropped) */
 #define DASH_SNAP_MAX_NODES 65536  /* nodes a client accepts in one frame */
-#define DASH_SNAP_MAX_POINTS 128   /* points of one series per frame */
+#define DASH_SNAP_MAX_POINTS 128   /* points of one series per delta */
+#define DASH_SNAP_MAX_RESET 1024   /* points of one series sent whole */
+#define DASH_SNAP_LOG 1024         /* points appended kept per series for deltas */
 
 /* What the store knows of one series' history. */
 typedef struct dash_track {
-  uint64_t added; /* points ever appended */
-  uint32_t gen;   /* bumped by any change that is not an append */
-  int n, head;    /* the series as the store left it */
+  uint64_t added;  /* points ever appended */
+  uint32_t gen;    /* bumped when the series changed behind the store */
+  int n, head;     /* the series as the store left it */
+  dash_point *log; /* point number a at log[a % DASH_SNAP_LOG] (owned) */
 } dash_track;
 
 typedef struct dash_store {

@@ -218,14 +218,15 @@ TEST(dash_snap_events_ring_overflow) {
   dash_store_free(&s);
 }
 
-TEST(dash_snap_full_ring_keeps_client_in_step) {
+/* A client that gets every point mirrors the store exactly, also through
+ * what the model does to a full series (it replays the same appends). */
+TEST(dash_snap_client_mirrors_a_full_series) {
   dash_store s;
   dash_store_init(&s);
   dash_cursor k = {0};
   dash_model c;
   dash_model_init(&c);
-  /* Past the ring's size, synced often enough to get every point. */
-  for (int from = 0; from < DASH_SERIES_MAX + 1500; from += DASH_SNAP_MAX_POINTS) {
+  for (int from = 0; from < 3 * DASH_SERIES_MAX + 100; from += DASH_SNAP_MAX_POINTS) {
     add_points(&s, "train/loss", from, DASH_SNAP_MAX_POINTS);
     send_to(&s, &k, &c);
     check_same_series(&s.m, &c, "train/loss");
@@ -247,17 +248,37 @@ TEST(dash_snap_points_per_frame_are_bounded) {
   send_to(&s, &k, &c);
   const dash_series *se = dash_model_series(&c, "train/loss");
   CHECK_INT_EQ(se->n, 10 + DASH_SNAP_MAX_POINTS);
-  CHECK(dash_series_at(se, se->n - 1)->step == 1009); /* the newest is always there */
-  for (int i = 1; i < se->n; i++) CHECK(dash_series_at(se, i)->step > dash_series_at(se, i - 1)->step);
-  CHECK(dash_series_at(se, 10)->step < 20); /* spread over the whole gap */
+  CHECK(dash_series_at(se, 10)->step == 10);          /* the whole gap, */
+  CHECK(dash_series_at(se, se->n - 1)->step == 1009); /* the newest always */
+  for (int i = 1; i < se->n; i++)
+    CHECK(dash_series_at(se, i)->step > dash_series_at(se, i - 1)->step);
+  /* Further behind than the store's log: its newest DASH_SNAP_LOG points. */
+  add_points(&s, "train/loss", 1010, 5000);
+  send_to(&s, &k, &c);
+  se = dash_model_series(&c, "train/loss");
+  CHECK(dash_series_at(se, se->n - DASH_SNAP_MAX_POINTS)->step == 6010 - DASH_SNAP_LOG);
+  CHECK(dash_series_at(se, se->n - 1)->step == 6009);
+  /* A new client gets the series whole, up to DASH_SNAP_MAX_RESET points,
+   * from its first point to its newest. */
+  dash_cursor k2 = {0};
+  dash_model fresh;
+  dash_model_init(&fresh);
+  send_to(&s, &k2, &fresh);
+  const dash_series *all = dash_model_series(&s.m, "train/loss");
+  se = dash_model_series(&fresh, "train/loss");
+  CHECK_INT_EQ(se->n, all->n < DASH_SNAP_MAX_RESET ? all->n : DASH_SNAP_MAX_RESET);
+  CHECK(dash_series_at(se, 0)->step == dash_series_at(all, 0)->step);
+  CHECK(dash_series_at(se, se->n - 1)->step == 6009);
+  dash_cursor_free(&k2);
+  dash_model_free(&fresh);
   dash_cursor_free(&k);
   dash_model_free(&c);
   dash_store_free(&s);
 }
 
-/* A store that changes a series other than by appending (as a model that
- * decimates a full series does) sends that series whole, flagged reset. */
-TEST(dash_snap_decimation_bumps_the_generation) {
+/* A series changed behind the store (not through dash_store_point) gets a
+ * new generation: it travels whole, flagged reset, to every client. */
+TEST(dash_snap_series_changed_behind_the_store_travels_whole) {
   dash_store s;
   dash_store_init(&s);
   dash_cursor k = {0};
