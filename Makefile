@@ -27,9 +27,9 @@ endif
 
 # One concept per .c/.h pair; the object list is explicit on purpose.
 LIB_SRCS = err rng tensor nn nn_loss nn_spec optim data data_read data_bin train progress embed \
-	log wire closure closure_bc auth conn rundir launch_local coord coord_fit coord_sched coord_vars node ps worker worker_ps worker_setup worker_lua events \
+	log wire wire_check closure closure_bc auth conn rundir launch_local coord coord_fit coord_sched coord_vars coord_dash node ps worker worker_ps worker_setup worker_lua events \
 	l_drover l_tensor l_nn l_optim l_data l_train l_cluster l_schedule repl \
-	dash dash_model dash_chart dash_view dash_panels dash_input dash_theme dash_sim
+	dash dash_model dash_chart dash_view dash_panels dash_input dash_theme dash_sim dash_snap attach detach runs
 LIB_OBJS = $(LIB_SRCS:%=$(BUILD)/%.o) $(BUILD)/embedded.o
 MAIN_OBJ = $(BUILD)/main.o
 UNIT_SRCS = $(wildcard tests/unit/*.c)
@@ -137,7 +137,7 @@ help:
 # reused next time; a crash leaves $(BUILD)/fuzz/crash-* and fails the target.
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 60
-FUZZ_SRCS   = src/wire.c src/tensor.c src/optim.c src/rng.c src/err.c
+FUZZ_SRCS   = src/wire.c src/wire_check.c src/tensor.c src/optim.c src/rng.c src/err.c
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Isrc \
 	$(shell pkg-config --cflags openblas 2>/dev/null)
 FUZZ_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null) -lm

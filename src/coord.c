@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "coord_int.h"
+#include "detach.h"
 #include "err.h"
 #include "log.h"
 #include "progress.h"
@@ -120,7 +121,8 @@ static void send_spec(coord *c, int to);
 
 typedef struct peer {
   coord *c;
-  int node; /* index into c->nodes once registered, else -1 */
+  int node;     /* index into c->nodes once registered, else -1 */
+  void *attach; /* an attach client's state once it sent ATTACH (coord_dash.c) */
 } peer;
 
 static void send_registered(conn *cn, const char *msg) {
@@ -230,12 +232,16 @@ static void on_heartbeat(coord_node *n, const uint8_t *pl, uint32_t len) {
   wire_rd_init(&r, pl, len);
   wire_rd_u64(&r);
   uint64_t rss = wire_rd_u64(&r), cpu = wire_rd_u64(&r);
-  if (wire_rd_ok(&r)) n->rss = rss, n->cpu_ms = cpu;
+  if (wire_rd_ok(&r)) n->rss = rss, n->cpu_ms = cpu, n->cpu_at = progress_now();
 }
 
 static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   peer *p = conn_ud(cn);
   coord *c = p->c;
+  if (p->attach || h->type == WIRE_ATTACH) {
+    coord__attach_frame(c, cn, &p->attach, p->node >= 0, h, pl);
+    return;
+  }
   if (h->type == WIRE_REGISTER) {
     on_register(c, cn, p, pl, h->len);
     return;
@@ -280,6 +286,7 @@ static void ctl_ready(conn *cn) {
   }
   p->c = c;
   p->node = -1;
+  p->attach = NULL;
   conn_set_ud(cn, p);
 }
 
@@ -291,6 +298,7 @@ static void ctl_close(conn *cn, int err, const char *why) {
   peer *p = conn_ud(cn);
   if (!p) return;
   coord *c = p->c;
+  if (p->attach) coord__attach_gone(c, p->attach);
   if (p->node >= 0 && c->ctl[p->node] == cn) {
     c->ctl[p->node] = NULL;
     coord_node *n = &c->nodes[p->node];
@@ -366,6 +374,7 @@ static void on_tick(uv_timer_t *t) {
     check_silence(c, now);
     check_restarts(c, now);
   }
+  coord__dash_tick(c, now);
 }
 
 /* ============================== launching ================================ */
@@ -495,6 +504,7 @@ int coord_pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double ti
     if (drv_interrupted()) return drv_error(DRV_EINTERRUPTED, "interrupted");
     if (fail_on_loss && c->failures) return drv_error(DRV_ENODE, "%s", c->failure);
     if (deadline && progress_now() > deadline) return DRV_ETIMEDOUT;
+    coord_run_commands(c); /* attach clients' Lua lines: between turns, never in a callback */
     uv_run(c->loop, UV_RUN_ONCE);
   }
   return 0;
@@ -578,7 +588,8 @@ static int start_tick(coord *c) {
 static int start_run(coord *c) {
   int rc;
   char path[1200];
-  if ((rc = auth_init()) < 0 || (rc = rundir_create(c->opts.runs_base, c->opts.name, &c->rd)) < 0)
+  if ((rc = auth_init()) < 0 || (rc = rundir_create(c->opts.runs_base, c->opts.name, &c->rd)) < 0 ||
+      (rc = coord__dash_start(c)) < 0)
     return rc;
   /* "e": close-on-exec, or every node would inherit the descriptor. */
   c->log = fopen(rundir_file(&c->rd, "logs/coordinator.log", path, sizeof path), "ae");
@@ -636,6 +647,7 @@ int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
   if (rc == DRV_ETIMEDOUT) rc = reservation_error(c);
   if (rc < 0) goto fail;
   send_spec_all(c);
+  detach_notify(c->rd.path); /* `drover run --detach`: the parent waits for this */
   *out = c;
   return 0;
 fail: {
@@ -741,6 +753,7 @@ void coord_free(coord *c) {
   for (int i = 0; i < c->nnodes; i++)
     if (c->ctl[i]) conn_close(c->ctl[i], "coordinator closing");
   coord_fit_close(c);
+  coord__dash_close(c);
   if (c->server) conn_server_close(c->server);
   if (c->tick) uv_close((uv_handle_t *)c->tick, free_handle);
   coord__sched_close(c);
@@ -749,6 +762,7 @@ void coord_free(coord *c) {
   for (int i = 0; i < 3; i++) uv_run(c->loop, UV_RUN_NOWAIT);
   coord_fit_free(c);
   coord__sched_free(c);
+  coord__dash_free(c);
   log_setup(NULL, "drover", LOG_INFO);
   if (c->log) fclose(c->log);
   rundir_close(&c->rd);

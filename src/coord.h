@@ -28,6 +28,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "dash_model.h"
 #include "data.h"
 #include "nn.h"
 #include "optim.h"
@@ -57,6 +58,7 @@ typedef struct coord_node {
   int cpus;
   uint64_t memory;        /* bytes, as the node reported */
   uint64_t rss, cpu_ms;   /* from its last heartbeat */
+  double cpu_at;          /* monotonic seconds when cpu_ms arrived (0: never) */
   double last_seen;       /* monotonic seconds of its last frame */
   int64_t steps;          /* train steps completed */
   int64_t examples;       /* training examples in those steps */
@@ -223,5 +225,49 @@ const coord_node *coord_nodes(const coord *c, int *count);
 const char *coord_failure(const coord *c);
 /* "127.0.0.1:40123" */
 const char *coord_address(const coord *c);
+
+/* ---- the dashboard's data (coord_dash.c) --------------------------------
+ * The coordinator keeps a dash_model as its metric store: train/loss and
+ * train/accuracy per train step, eval/loss and eval/accuracy per
+ * evaluation, examples/s once a second while a fit runs, and every
+ * events.log line as an event. Attach clients (`drover attach`) connect to
+ * the coordinator's address, authenticate like nodes, send ATTACH and get
+ * SNAPSHOTs at up to 10 Hz from the loop; clients attached with control
+ * may send commands (a Lua line, or stop a node). A client that goes away
+ * never affects the run. */
+
+/* Refreshes the model's header (run, launcher, state, uptime, step,
+ * total_steps, examples/s and ETA of the fit in progress or the last,
+ * mode, attach clients), its nodes (CPU % from heartbeat CPU time over
+ * time, heartbeat age, ...) and queue, and returns it. Borrowed: valid
+ * until coord_free; refreshed again by the next call. */
+const dash_model *coord_dash(coord *c);
+
+/* Runs one line of Lua for an attach client: the reply (a value or an
+ * error message) goes to out[n]; returns 0 or a negative code. */
+typedef int (*coord_command_fn)(void *ud, const char *line, char *out, size_t n);
+
+/* Sets who runs the Lua lines attach clients send (NULL: they are refused
+ * with "this run takes no Lua commands"). The coordinator has no Lua
+ * state: the caller (l_cluster.c) does. */
+void coord_set_command_handler(coord *c, coord_command_fn fn, void *ud);
+
+/* Runs the Lua lines attach clients sent since the last call, in order,
+ * each through the handler, and sends each reply. The handler may run Lua
+ * that pumps the loop (a line may call c:fit), so call this between turns
+ * of the loop, never from a libuv callback: coord_pump does it, and so
+ * must any other place that runs the loop while Lua waits (the REPL's
+ * prompt, drover.sleep). A handler running Lua that pumps does not run
+ * the next line before it returns (no nesting); the handler must not free
+ * the coordinator. Nothing runs once shutdown began. Returns the number
+ * of lines run. */
+int coord_run_commands(coord *c);
+
+/* Stops node `name` ("worker:1"): the launcher sends it SIGTERM; it is
+ * then lost like any other node that exits (a worker or chief restarted,
+ * a ps failing the run). 0 with "stopping worker:1 (pid 123)" in out, or
+ * DRV_EINVAL with the reason in out and drv_errmsg() (no such node, not
+ * running, shutting down). */
+int coord_stop_node(coord *c, const char *name, char *out, size_t n);
 
 #endif

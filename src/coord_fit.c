@@ -187,8 +187,12 @@ static int on_result(coord_fit_state *f, int node, const uint8_t *pl, uint32_t l
   metrics_line(f, "\"step\":%" PRId64 ",\"node\":\"%s\",\"loss\":%.6g,\"examples\":%" PRIu64, f->done,
                name, loss, examples);
   events_run_scalar(f->events, "train/loss", f->done, loss);
-  if (correct >= 0 && examples > 0)
-    events_run_scalar(f->events, "train/accuracy", f->done, (double)correct / (double)examples);
+  coord__dash_point(f->c, "train/loss", f->done, loss);
+  if (correct >= 0 && examples > 0) {
+    double acc = (double)correct / (double)examples;
+    events_run_scalar(f->events, "train/accuracy", f->done, acc);
+    coord__dash_point(f->c, "train/accuracy", f->done, acc);
+  }
   double elapsed = progress_now() - f->t0;
   if (elapsed > 0)
     events_run_scalar(f->events, "train/examples_per_sec", f->done, (double)f->examples / elapsed);
@@ -219,6 +223,8 @@ static void eval_done(coord_fit_state *f, int64_t step, double loss, double acc)
                isnan(acc) ? -1.0 : acc);
   events_run_scalar(f->events, "eval/loss", step, loss);
   events_run_scalar(f->events, "eval/accuracy", step, acc); /* NaN: skipped */
+  coord__dash_point(f->c, "eval/loss", step, loss);
+  coord__dash_point(f->c, "eval/accuracy", step, acc);
 }
 
 static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {

@@ -14,6 +14,7 @@
 #define TICK_MS 100 /* heartbeat/silence timer period */
 
 typedef struct coord_fit_state coord_fit_state; /* coord_fit.c */
+typedef struct coord_dash_state coord_dash_state; /* coord_dash.c */
 
 /* ---- the task queue (coord_sched.c) ---- */
 enum { TK_TRAIN = 1, TK_CALL = 2 };
@@ -70,6 +71,7 @@ struct coord {
   char failure[4096];
   coord_fit_state *fit; /* placement and ps connections, kept across fits */
   coord_sched sched;
+  coord_dash_state *dash; /* the metric store and attach clients */
 };
 
 const char *coord_node_name(const coord_node *n, char *buf, size_t len);
@@ -123,5 +125,35 @@ void coord_fit_node_back(coord *c, int node);
 /* Closes the coordinator's connections to the ps nodes. */
 void coord_fit_close(coord *c);
 void coord_fit_free(coord *c);
+
+/* coord_dash.c (internal). After the run directory exists: the store, its
+ * events hook and the run's start time. */
+int coord__dash_start(coord *c);
+/* Every tick: the throughput sample, SNAPSHOTs to the clients due. */
+void coord__dash_tick(coord *c, double now);
+/* A point of series tag at the fit's step (non-finite values skipped). */
+void coord__dash_point(coord *c, const char *tag, int64_t step, double value);
+/* A frame on a control connection that is, or becomes, an attach client
+ * (*attach: NULL until ATTACH). Closes that connection when the frame has
+ * no business there (an ATTACH on a node's connection, a REGISTER after
+ * ATTACH...). */
+void coord__attach_frame(coord *c, conn *cn, void **attach, bool is_node, const wire_header *h,
+                         const uint8_t *payload);
+/* The attach client's connection closed: forget it. */
+void coord__attach_gone(coord *c, void *attach);
+/* Closes every attach connection (coord_free, before the loop's last turns). */
+void coord__dash_close(coord *c);
+void coord__dash_free(coord *c);
+
+/* CPU % of one core of a node, from the CPU time its heartbeats report:
+ * the previous sample is kept, and a new one (a later `at`) gives the
+ * share over the time between them. A new process (pid) or CPU time going
+ * back starts over (-1: unknown until the next sample). Returns pct. */
+typedef struct coord_cpu {
+  pid_t pid;
+  uint64_t ms;
+  double at, pct;
+} coord_cpu;
+double coord__cpu_update(coord_cpu *s, pid_t pid, uint64_t cpu_ms, double at);
 
 #endif

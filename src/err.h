@@ -25,7 +25,8 @@
   XX(NODE, "a cluster node failed")                         \
   XX(PROTO, "protocol error")                               \
   XX(CLOSURE, "a scheduled closure failed")                 \
-  XX(CANCELLED, "cancelled")
+  XX(CANCELLED, "cancelled")                                \
+  XX(PERM, "not permitted")
 
 enum drv_errno {
   DRV_OK = 0,

@@ -14,13 +14,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "dash_sim.h"
+#include "attach.h"
+#include "detach.h"
 #include "err.h"
 #include "l_drover.h"
 #include "node.h"
 #include "repl.h"
+#include "runs.h"
 #include "wire.h"
 
 #ifndef DROVER_VERSION
@@ -35,6 +39,8 @@ static int cmd_run(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 static int cmd_node(int argc, char **argv);
 static int cmd_dash_sim(int argc, char **argv);
+static int cmd_attach(int argc, char **argv);
+static int cmd_ls(int argc, char **argv);
 
 /* One row per subcommand, Redis style:
  *   name     the word after `drover`
@@ -43,8 +49,6 @@ static int cmd_dash_sim(int argc, char **argv);
  *            answered before the handler is called.
  *   summary  one line for `drover --help`
  *   usage    synopsis and options for `drover CMD --help`
- * Later issues add rows here: node (a cluster process started by a
- * launcher), attach RUN (the dashboard of a running coordinator), ls (runs).
  * A name starting with '_' is hidden from `drover --help` (for tests).
  */
 typedef struct command {
@@ -69,6 +73,7 @@ static const command commands[] = {
      "without prompts, and the exit status is 1 if any of them failed.\n"},
     {"run", cmd_run, "run a Lua script",
      "usage: drover run FILE.lua [ARG...]\n"
+     "       drover run --detach FILE.lua [ARG...]\n"
      "       drover run - [ARG...]        (the script from stdin)\n"
      "\n"
      "Runs FILE.lua with the drover library loaded. The global `arg` holds the\n"
@@ -78,7 +83,15 @@ static const command commands[] = {
      "Exit status: 0 on success (or os.exit's), 1 when the script cannot be\n"
      "read, does not compile or raises an error (the message names FILE:LINE\n"
      "and a stack traceback follows), 2 on a usage error, 130 when Ctrl-C\n"
-     "interrupted it (a second Ctrl-C kills a script stuck in C code).\n"},
+     "interrupted it (a second Ctrl-C kills a script stuck in C code).\n"
+     "\n"
+     "--detach  runs the script in the background, in a session of its own (it\n"
+     "          survives the terminal and an SSH session closing), and returns once\n"
+     "          its cluster has started: it prints the run directory and how to\n"
+     "          attach. Its output goes to RUN_DIR/logs/script.log (until the run\n"
+     "          directory exists, to ./runs/detached-STAMP-PID.log). Exit status 1,\n"
+     "          with the end of that log, when the script ends before a cluster\n"
+     "          started (or none started within $DROVER_DETACH_TIMEOUT s, 120).\n"},
     {"node", cmd_node, "run one cluster process (started by a launcher, not by hand)",
      "usage: drover node --coord HOST:PORT --role ROLE --index I --run-dir DIR\n"
      "                   --bind HOST [--cpus N] --heartbeat-ms MS --timeout-ms MS\n"
@@ -102,6 +115,33 @@ static const command commands[] = {
      "--warp starts the run S simulated seconds in, with full charts.\n"
      "--log-dir makes each node append to DIR/<role>-<i>.log (the detail view\n"
      "shows it); --read-only leaves ':' and 'k' out, as a read-only attach does.\n"},
+    {"attach", cmd_attach, "watch (and steer) a running cluster from another terminal",
+     "usage: drover attach [OPTIONS] RUN_DIR\n"
+     "       drover attach [OPTIONS] --secret-file FILE HOST:PORT\n"
+     "\n"
+     "Connects to the coordinator of a running cluster (RUN_DIR/coordinator has its\n"
+     "address, RUN_DIR/secret the run's secret) and opens the dashboard on it. Any\n"
+     "number of clients may attach; leaving never stops the run.\n"
+     "\n"
+     "  --control        allow commands (':' Lua lines and 'k' in the dashboard)\n"
+     "  --print          print one snapshot as plain text and exit (no terminal needed)\n"
+     "  --command LINE   send one line of Lua to the coordinator, print the reply, exit\n"
+     "  --stop NODE      stop NODE (\"worker:1\"): it is lost, then restarted, like any\n"
+     "                   node that dies; print the reply and exit\n"
+     "  --secret-file F  the run's secret (needed with HOST:PORT)\n"
+     "  --hz N           dashboard updates per second (4; the coordinator sends at most 10)\n"
+     "  --timeout S      seconds to wait for the coordinator (10)\n"
+     "\n"
+     "Commands need --control: without it the coordinator refuses them.\n"
+     "Exit status: 0; 1 when the run is not running, cannot be reached, refuses the\n"
+     "secret or a command; 2 on a usage error.\n"},
+    {"ls", cmd_ls, "list the runs in a runs directory and their state",
+     "usage: drover ls [RUNS_DIR]\n"
+     "\n"
+     "One line per run directory in RUNS_DIR (./runs by default), oldest first:\n"
+     "its name, state (running: its coordinator is alive; done: it shut down\n"
+     "without failures; failed), node count, start time and, while it runs, the\n"
+     "coordinator's address (for `drover attach`).\n"},
     {"help", cmd_help, "show help for drover or for one command",
      "usage: drover help [COMMAND]\n"},
 };
@@ -247,11 +287,23 @@ static void report_run_error(lua_State *L, bool interrupted) {
 
 static int cmd_run(int argc, char **argv) {
   const command *self = find_command("run");
+  detach_child_init(); /* a detached run's own process: before any node starts */
   int script = 1;
-  if (script < argc && strcmp(argv[script], "--") == 0) script++;
-  else if (script < argc && argv[script][0] == '-' && argv[script][1] != '\0')
-    return usage_error(self, "unknown option '%s'", argv[script]);
+  bool detach = false;
+  for (; script < argc && argv[script][0] == '-' && argv[script][1] != '\0'; script++) {
+    if (strcmp(argv[script], "--") == 0) {
+      script++;
+      break;
+    }
+    if (strcmp(argv[script], "--detach") == 0) detach = true;
+    else return usage_error(self, "unknown option '%s'", argv[script]);
+  }
   if (script >= argc) return usage_error(self, "run needs a script");
+  if (detach) {
+    if (strcmp(argv[script], "-") == 0)
+      return usage_error(self, "--detach needs a script file (stdin is not kept)");
+    return detach_run(argc - script, argv + script);
+  }
 
   /* argv as the script sees it starts at the binary's name. */
   char **all = argv - 1;
@@ -359,6 +411,60 @@ static int cmd_node(int argc, char **argv) {
   o.heartbeat_ms = (uint32_t)hb;
   o.timeout_ms = (uint32_t)to;
   return node_main(&o);
+}
+
+/* ============================== attach, ls =============================== */
+
+static bool parse_seconds(const char *s, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (!*s || *end || !(v > 0) || v > 86400) return false;
+  *out = v;
+  return true;
+}
+
+static int cmd_attach(int argc, char **argv) {
+  const command *self = find_command("attach");
+  attach_opts o = {.hz = 4, .timeout = 10};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    bool takes = strcmp(a, "--command") == 0 || strcmp(a, "--stop") == 0 ||
+                 strcmp(a, "--secret-file") == 0 || strcmp(a, "--hz") == 0 ||
+                 strcmp(a, "--timeout") == 0;
+    if (takes && i + 1 >= argc) return usage_error(self, "%s needs a value", a);
+    if (strcmp(a, "--control") == 0) o.control = true;
+    else if (strcmp(a, "--print") == 0) o.print = true;
+    else if (strcmp(a, "--command") == 0) o.command = argv[++i];
+    else if (strcmp(a, "--stop") == 0) o.stop = argv[++i];
+    else if (strcmp(a, "--secret-file") == 0) o.secret_file = argv[++i];
+    else if (strcmp(a, "--hz") == 0 && !parse_seconds(argv[++i], &o.hz))
+      return usage_error(self, "--hz '%s' is not a positive number", argv[i]);
+    else if (strcmp(a, "--timeout") == 0 && !parse_seconds(argv[++i], &o.timeout))
+      return usage_error(self, "--timeout '%s' is not a positive number of seconds", argv[i]);
+    else if (takes) continue;
+    else if (a[0] == '-') return usage_error(self, "unknown option '%s'", a);
+    else if (o.target) return usage_error(self, "unexpected argument '%s'", a);
+    else o.target = a;
+  }
+  if (!o.target) return usage_error(self, "attach needs a run directory or HOST:PORT");
+  if (o.command && o.stop) return usage_error(self, "--command and --stop go one at a time");
+  return attach_main(&o);
+}
+
+static int cmd_ls(int argc, char **argv) {
+  if (argc > 2) return usage_error(find_command("ls"), "unexpected argument '%s'", argv[2]);
+  const char *dir = argc == 2 ? argv[1] : "runs";
+  if (argc < 2 && access(dir, F_OK) != 0) { /* no ./runs yet: no runs */
+    printf("no runs in %s\n", dir);
+    return 0;
+  }
+  int n = runs_list(dir, stdout);
+  if (n < 0) {
+    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    return 1;
+  }
+  if (n == 0) printf("no runs in %s\n", dir);
+  return 0;
 }
 
 /* ============================== _dash-sim =============================== */

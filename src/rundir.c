@@ -137,6 +137,12 @@ void rundir_event(rundir *rd, const char *fmt, ...) {
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
   fprintf(rd->events, "%s.%03ldZ %s\n", when, ts.tv_nsec / 1000000L, text);
   fflush(rd->events);
+  if (rd->hook) rd->hook(rd->hook_ud, text);
+}
+
+void rundir_set_hook(rundir *rd, void (*fn)(void *ud, const char *text), void *ud) {
+  rd->hook = fn;
+  rd->hook_ud = ud;
 }
 
 /* ============================== files ==================================== */

@@ -18,6 +18,8 @@
 typedef struct rundir {
   char path[1024]; /* absolute */
   FILE *events;    /* events.log, line-buffered */
+  void (*hook)(void *ud, const char *text); /* rundir_set_hook */
+  void *hook_ud;
 } rundir;
 
 /* Creates base/<name>-<stamp> (base and logs/ too) and opens events.log.
@@ -27,6 +29,10 @@ typedef struct rundir {
 int rundir_create(const char *base, const char *name, rundir *rd);
 /* Appends "2026-11-21T10:53:06.123Z <text>" to events.log and flushes. */
 void rundir_event(rundir *rd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* After each event is written, fn(ud, text) gets its text (one line, no
+ * time stamp; valid during the call): the coordinator's dashboard keeps
+ * its own copy. NULL removes the hook. Set it after rundir_create. */
+void rundir_set_hook(rundir *rd, void (*fn)(void *ud, const char *text), void *ud);
 /* Writes (replacing) a file in the run directory with the given mode. */
 int rundir_write(const rundir *rd, const char *name, const char *content, mode_t mode);
 /* "<dir>/<name>" into buf; returns buf. */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "wire_int.h"
 
 /* A tensor dimension must be below 2^40: far beyond any real tensor, and
  * small enough that four of them cannot overflow int64 in any product
@@ -32,7 +33,6 @@
 /* Sizes of the fixed parts of the layouts in wire.h, for the limits below. */
 #define STR_MAX (4 + WIRE_MAX_STR)   /* a str field at its longest */
 #define OPTIM_SIZE (1 + 10 * 8 + 1)  /* kind u8, ten f64, nesterov u8 */
-#define TENSOR_MIN (1 + 8)           /* a 1-D tensor of zero elements */
 #define FRAME_MAX UINT32_MAX         /* bounded by the receiver's max_frame */
 /* PULL names variables by number; 64 Ki of them is beyond any model. */
 #define PULL_MAX_VARS 65536
@@ -68,6 +68,10 @@
 #define LIMITS_PULL_REPLY 8 + 4, FRAME_MAX, false
 #define LIMITS_PUSH 8 + 4, FRAME_MAX, false
 #define LIMITS_PUSH_OK 9, 9, false
+#define LIMITS_ATTACH 1 + 8, 1 + 8, false
+#define LIMITS_SNAPSHOT 4 * 4 + 5 * 8 + 4 + 7 * 8 + 3 * 4, FRAME_MAX, false
+#define LIMITS_COMMAND 1 + 4, 1 + STR_MAX, false
+#define LIMITS_COMMAND_REPLY 4 + 4, 4 + STR_MAX, false
 
 /* Indexed by type number, so that a lookup is one load; unknown types are
  * the rows left zero (name NULL). */
@@ -587,188 +591,23 @@ int wire_rd_done(wire_rd *r, uint8_t type) {
   return 0;
 }
 
-/* ======================================================================
- * Structural validation of every layout
- *
- * wire_validate_payload() walks a payload exactly as its receiver will,
- * with no allocation and no copy of tensor data, and checks what a
- * receiver would otherwise index with (roles) or branch on (flags). It is
- * the executable form of the layouts in wire.h: the fuzz target and the
- * unit tests run it, and a receiver may call it before dispatching.
- * ==================================================================== */
-
-int wire_validate_payload(uint8_t type, const uint8_t *p, size_t n);
-
-/* A u32 count of items each at least min_item bytes long; refusing counts
- * that cannot fit keeps a hostile count from spinning a loop. */
-static uint32_t rd_count(wire_rd *r, size_t min_item, const char *what) {
-  uint32_t n = wire_rd_u32(r);
-  if (!r->err && n > rd_left(r) / min_item)
-    rd_fail(r, "%s count %" PRIu32 " cannot fit in the %zu bytes left", what, n, rd_left(r));
-  return r->err ? 0 : n;
+/* The reader's internals, for the layout validator (wire_check.c). */
+void wire__rd_fail(wire_rd *r, const char *fmt, ...) {
+  if (r->err) return;
+  char why[sizeof r->why];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  rd_fail(r, "%s", why);
 }
 
-static void rd_role(wire_rd *r) {
-  unsigned role = wire_rd_u8(r);
-  if (!r->err && role >= ROLE_COUNT) rd_fail(r, "unknown role %u", role);
+const uint8_t *wire__rd_take(wire_rd *r, size_t n, const char *what) {
+  return rd_take(r, n, what);
 }
 
-static void rd_flag(wire_rd *r, const char *what) {
-  unsigned v = wire_rd_u8(r);
-  if (!r->err && v > 1) rd_fail(r, "%s is %u (expected 0 or 1)", what, v);
-}
-
-static void rd_skip_str(wire_rd *r) {
-  char s[WIRE_MAX_STR + 1];
-  wire_rd_str(r, s, sizeof s);
-}
-
-static void rd_skip_tensor(wire_rd *r) {
-  int nd;
-  int64_t shape[TENSOR_MAXDIM];
-  const uint8_t *data;
-  wire_rd_tensor_view(r, &nd, shape, &data);
-}
-
-/* SETUP's variable table: name, shape header without data, shards. */
-static void rd_setup_vars(wire_rd *r) {
-  uint32_t nvars = rd_count(r, 4 + 1 + 8 + 4, "SETUP variable");
-  for (uint32_t v = 0; v < nvars && !r->err; v++) {
-    rd_skip_str(r);
-    size_t at = r->off;
-    unsigned nd = wire_rd_u8(r);
-    int64_t dims[TENSOR_MAXDIM];
-    if (!r->err && (nd < 1 || nd > TENSOR_MAXDIM))
-      rd_fail(r, "variable %" PRIu32 " has %u dimensions (expected 1 to %d)", v, nd,
-              TENSOR_MAXDIM);
-    if (!r->err) rd_shape(r, "variable shape", at, nd, dims);
-    uint32_t nshards = rd_count(r, 4 + 8 + 8, "SETUP shard");
-    for (uint32_t s = 0; s < nshards && !r->err; s++) {
-      wire_rd_u32(r);
-      wire_rd_u64(r);
-      wire_rd_u64(r);
-    }
-  }
-}
-
-static void rd_var_tensors(wire_rd *r, const char *what) {
-  uint32_t n = rd_count(r, 4 + TENSOR_MIN, what);
-  for (uint32_t i = 0; i < n && !r->err; i++) {
-    wire_rd_u32(r);
-    rd_skip_tensor(r);
-  }
-}
-
-static void rd_layout(wire_rd *r, uint8_t type) {
-  switch ((wire_type)type) {
-  case WIRE_HELLO:
-    rd_take(r, WIRE_NONCE_SIZE, "nonce");
-    rd_flag(r, "server kind");
-    break;
-  case WIRE_AUTH: rd_take(r, WIRE_NONCE_SIZE + WIRE_MAC_SIZE, "nonce and MAC"); break;
-  case WIRE_AUTH_OK: rd_take(r, WIRE_MAC_SIZE, "MAC"); break;
-  case WIRE_REGISTER:
-    rd_role(r);
-    wire_rd_u32(r); /* index */
-    wire_rd_u32(r); /* pid */
-    rd_skip_str(r); /* host */
-    wire_rd_u16(r); /* port */
-    wire_rd_u32(r); /* cpus */
-    wire_rd_u64(r); /* memory */
-    break;
-  case WIRE_REGISTERED:
-    rd_flag(r, "REGISTERED ok");
-    rd_skip_str(r);
-    break;
-  case WIRE_SPEC: {
-    uint32_t n = rd_count(r, 1 + 4 + 4 + 2, "SPEC node");
-    for (uint32_t i = 0; i < n && !r->err; i++) {
-      rd_role(r);
-      wire_rd_u32(r);
-      rd_skip_str(r);
-      wire_rd_u16(r);
-    }
-    break;
-  }
-  case WIRE_HEARTBEAT: rd_take(r, 24, "heartbeat"); break;
-  case WIRE_SHUTDOWN: wire_rd_u32(r); break;
-  case WIRE_ERROR:
-    wire_rd_i32(r);
-    rd_skip_str(r);
-    break;
-  case WIRE_VAR_INIT: {
-    optim_cfg c;
-    wire_rd_u32(r);
-    wire_rd_u64(r);
-    rd_flag(r, "VAR_INIT mode");
-    wire_rd_u32(r); /* replicas */
-    wire_rd_u64(r); /* target */
-    wire_rd_optim(r, &c);
-    rd_skip_tensor(r);
-    break;
-  }
-  case WIRE_VAR_INIT_OK:
-  case WIRE_SETUP_OK: break;
-  case WIRE_SETUP:
-    rd_skip_str(r); /* model spec */
-    rd_skip_str(r); /* loss */
-    wire_rd_u64(r); /* batch */
-    wire_rd_u64(r); /* seed */
-    rd_setup_vars(r);
-    rd_skip_tensor(r); /* x */
-    rd_skip_tensor(r); /* y */
-    break;
-  case WIRE_TASK: rd_take(r, 17, "task"); break;
-  case WIRE_RESULT:
-  case WIRE_EVAL_RESULT:
-    rd_take(r, 36, type == WIRE_RESULT ? "result" : "eval result");
-    rd_skip_str(r);
-    break;
-  case WIRE_EVAL: wire_rd_u64(r); break;
-  case WIRE_CALL: {
-    const uint8_t *b;
-    wire_rd_u64(r);
-    wire_rd_bytes(r, &b);
-    break;
-  }
-  case WIRE_CALL_RESULT: {
-    const uint8_t *b;
-    wire_rd_u64(r);
-    wire_rd_i32(r);
-    wire_rd_bytes(r, &b);
-    break;
-  }
-  case WIRE_PUSH_OK:
-    wire_rd_u64(r);
-    rd_flag(r, "PUSH_OK applied");
-    break;
-  case WIRE_PULL: {
-    wire_rd_u64(r); /* min_version */
-    uint32_t n = rd_count(r, 4, "PULL variable");
-    rd_take(r, (size_t)n * 4, "variable numbers");
-    break;
-  }
-  case WIRE_PULL_REPLY:
-    wire_rd_u64(r); /* version */
-    rd_var_tensors(r, "PULL_REPLY variable");
-    break;
-  case WIRE_PUSH:
-    wire_rd_u64(r); /* version */
-    rd_var_tensors(r, "PUSH variable");
-    break;
-  }
-}
-
-int wire_validate_payload(uint8_t type, const uint8_t *p, size_t n) {
-  const wire_msg_info *m = wire_msg(type);
-  if (!m) return drv_error(DRV_EPARSE, "unknown frame type 0x%02x", type);
-  if (n < m->min_len || n > m->max_len)
-    return drv_error(DRV_EPARSE, "%s payload of %zu bytes, expected %" PRIu32 " to %" PRIu32,
-                     m->name, n, m->min_len, m->max_len);
-  wire_rd r;
-  wire_rd_init(&r, p, n);
-  rd_layout(&r, type);
-  return wire_rd_done(&r, type);
+int64_t wire__rd_shape(wire_rd *r, const char *what, size_t at, unsigned nd, int64_t *dims) {
+  return rd_shape(r, what, at, nd, dims);
 }
 
 int32_t wire_rd_error(const uint8_t *payload, size_t len, char *msg, size_t n) {

@@ -108,6 +108,32 @@
  *                      dropped when that version is already applied (late)
  *  PUSH_OK    P ->     step u64 (the ps's version after this push), applied
  *                      u8 (0: dropped as late or past the target)
+ * Attach (a dashboard client A <-> the coordinator, on its control port; A
+ * authenticates like a node, then sends ATTACH where a node sends REGISTER):
+ *  ATTACH     A -> C   control u8 (1: may send COMMAND), hz f64 (snapshots
+ *                      per second wanted, finite and > 0; at most 10 come)
+ *  SNAPSHOT   C -> A   the run as dash_model.h has it (dash_snap.h):
+ *                      run_dir str, launcher str, state str, mode str,
+ *                      uptime f64, step i64, total_steps i64,
+ *                      examples_per_sec f64, eta f64, attach_clients u32;
+ *                      queue: queued, capacity, running, done, failed,
+ *                      retried, cancelled as i64;
+ *                      count u32 nodes, per node: role u8, index u32, pid
+ *                      u32, restarts u32, inflight u32, steps i64, backlog
+ *                      i64, rss u64, examples_per_sec f64, cpu_pct f64,
+ *                      heartbeat_age f64, state str, host str, log str
+ *                      ("": run_dir/logs/ROLE-INDEX.log; a relative path
+ *                      is under run_dir);
+ *                      count u32 series, per series: tag str, reset u8 (1:
+ *                      replace the client's copy, 0: append), count u32
+ *                      points, per point: step f64, wall f64, value f64;
+ *                      count u32 events, per event: wall f64, text str.
+ *                      Header, queue and nodes are whole in every frame;
+ *                      series and events carry only what that client has
+ *                      not received yet.
+ *  COMMAND    A -> C   kind u8 (0: a line of Lua, 1: stop the node named in
+ *                      text, "worker:1"), text str; reply COMMAND_REPLY
+ *  COMMAND_REPLY C -> A (req echoed) status i32 (0 or a DRV_E* code), text str
  */
 #define WIRE_TYPE_MAP(XX)       \
   XX(1, HELLO)                  \
@@ -132,7 +158,11 @@
   XX(40, PULL)                  \
   XX(41, PULL_REPLY)            \
   XX(42, PUSH)                  \
-  XX(43, PUSH_OK)
+  XX(43, PUSH_OK)               \
+  XX(50, ATTACH)                \
+  XX(51, SNAPSHOT)              \
+  XX(52, COMMAND)               \
+  XX(53, COMMAND_REPLY)
 
 typedef enum wire_type {
 #define XX(num, name) WIRE_##name = num,
@@ -141,6 +171,7 @@ typedef enum wire_type {
 } wire_type;
 
 enum { WIRE_TASK_TRAIN_STEP = 1 };
+enum { WIRE_COMMAND_LUA = 0, WIRE_COMMAND_STOP_NODE = 1 }; /* COMMAND kind */
 
 /* Roles, in TensorFlowOnSpark's order (ps first). */
 typedef enum wire_role { ROLE_PS = 0, ROLE_CHIEF = 1, ROLE_WORKER = 2, ROLE_EVALUATOR = 3 } wire_role;
@@ -258,5 +289,7 @@ int32_t wire_rd_error(const uint8_t *payload, size_t len, char *msg, size_t n);
  * DRV_EPARSE with "PUSH: ..." (the type's name and the first failure). */
 int wire_rd_done(wire_rd *r, uint8_t type);
 static inline bool wire_rd_ok(const wire_rd *r) { return r->err == 0; }
+/* Bytes not read yet (to bound a count before looping over it). */
+static inline size_t wire_rd_left(const wire_rd *r) { return r->len - r->off; }
 
 #endif

@@ -151,6 +151,30 @@ static void sample(wire_wr *w, uint8_t type, const tensor *t) {
     wire_wr_u32(w, 0); wire_wr_tensor(w, t);
     wire_wr_u32(w, 1); wire_wr_tensor(w, t);
     break;
+  case WIRE_ATTACH: wire_wr_u8(w, 0); wire_wr_f64(w, 10.0); break;
+  case WIRE_SNAPSHOT:
+    wire_wr_str(w, "/tmp/runs/cluster-1"); wire_wr_str(w, "local"); wire_wr_str(w, "idle");
+    wire_wr_str(w, "sync");
+    wire_wr_f64(w, 3.0); wire_wr_i64(w, 10); wire_wr_i64(w, 10); wire_wr_f64(w, 100.0);
+    wire_wr_f64(w, 0.0); wire_wr_u32(w, 1);
+    for (int i = 0; i < 7; i++) wire_wr_i64(w, 7 - i);
+    wire_wr_u32(w, 2);
+    for (int k = 0; k < 2; k++) {
+      wire_wr_u8(w, k ? ROLE_WORKER : ROLE_PS); wire_wr_u32(w, 0); wire_wr_u32(w, 100 + k);
+      wire_wr_u32(w, k); wire_wr_u32(w, 0); wire_wr_i64(w, 5 * k); wire_wr_i64(w, -1);
+      wire_wr_u64(w, 1u << 20); wire_wr_f64(w, 10.0); wire_wr_f64(w, -1); wire_wr_f64(w, 0.1);
+      wire_wr_str(w, "ready"); wire_wr_str(w, "127.0.0.1"); wire_wr_str(w, "logs/ps-0.log");
+    }
+    wire_wr_u32(w, 2);
+    wire_wr_str(w, "examples/s"); wire_wr_u8(w, 0); wire_wr_u32(w, 1);
+    wire_wr_f64(w, 10); wire_wr_f64(w, 2.0); wire_wr_f64(w, 100.0);
+    wire_wr_str(w, "eval/accuracy"); wire_wr_u8(w, 1); wire_wr_u32(w, 0);
+    wire_wr_u32(w, 2);
+    wire_wr_f64(w, 0.1); wire_wr_str(w, "cluster ready: 2 nodes");
+    wire_wr_f64(w, 2.9); wire_wr_str(w, "fit done: 10 steps");
+    break;
+  case WIRE_COMMAND: wire_wr_u8(w, WIRE_COMMAND_STOP_NODE); wire_wr_str(w, "worker:0"); break;
+  case WIRE_COMMAND_REPLY: wire_wr_i32(w, -1013); wire_wr_str(w, "refused: read-only"); break;
   }
 }
 

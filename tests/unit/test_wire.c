@@ -704,6 +704,25 @@ static void sample(wire_wr *w, uint8_t type) {
     wire_wr_u32(w, 0); wire_wr_tensor(w, t);
     wire_wr_u32(w, 1); wire_wr_tensor(w, t);
     break;
+  case WIRE_ATTACH: wire_wr_u8(w, 1); wire_wr_f64(w, 4.0); break;
+  case WIRE_SNAPSHOT:
+    wire_wr_str(w, "/runs/mnist-1"); wire_wr_str(w, "local"); wire_wr_str(w, "training");
+    wire_wr_str(w, "async");
+    wire_wr_f64(w, 12.5); wire_wr_i64(w, 40); wire_wr_i64(w, 400); wire_wr_f64(w, 900.0);
+    wire_wr_f64(w, 30.0); wire_wr_u32(w, 2);
+    for (int i = 0; i < 7; i++) wire_wr_i64(w, i);
+    wire_wr_u32(w, 1);
+    wire_wr_u8(w, ROLE_WORKER); wire_wr_u32(w, 1); wire_wr_u32(w, 4242); wire_wr_u32(w, 0);
+    wire_wr_u32(w, 2); wire_wr_i64(w, 20); wire_wr_i64(w, -1); wire_wr_u64(w, 1u << 24);
+    wire_wr_f64(w, 450.0); wire_wr_f64(w, 97.5); wire_wr_f64(w, 0.2);
+    wire_wr_str(w, "busy"); wire_wr_str(w, "127.0.0.1"); wire_wr_str(w, "logs/worker-1.log");
+    wire_wr_u32(w, 1);
+    wire_wr_str(w, "train/loss"); wire_wr_u8(w, 1); wire_wr_u32(w, 2);
+    for (int i = 0; i < 6; i++) wire_wr_f64(w, i * 0.5);
+    wire_wr_u32(w, 1); wire_wr_f64(w, 1.5); wire_wr_str(w, "node up worker:1");
+    break;
+  case WIRE_COMMAND: wire_wr_u8(w, WIRE_COMMAND_LUA); wire_wr_str(w, "c:nodes()"); break;
+  case WIRE_COMMAND_REPLY: wire_wr_i32(w, 0); wire_wr_str(w, "4 nodes"); break;
   }
   tensor_free(t);
 }

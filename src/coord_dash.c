@@ -1,0 +1,542 @@
+/* coord_dash.c - the coordinator's side of the dashboard: its metric store
+ * (a dash_store: series and events as the run goes), the snapshot of the
+ * run it refreshes on demand (header, nodes, queue), the attach clients
+ * (ATTACH, SNAPSHOT at their rate, COMMAND), and stopping a node.
+ *
+ * Attach clients arrive on the control listener like nodes and prove the
+ * run's secret the same way (conn.c); coord.c hands their frames here once
+ * the first one is ATTACH. Like the rest of the coordinator, callbacks
+ * only record: SNAPSHOTs go out from the tick, and Lua lines wait in their
+ * client's queue until coord_run_commands runs them between loop turns.
+ * Every client is bounded: one frame per period at most, none while 1 MiB
+ * is still queued to it (closed when that lasts 30 s), a few commands
+ * waiting.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_fit_int.h"
+#include "dash_snap.h"
+#include "err.h"
+#include "log.h"
+
+#define ATTACH_MAX_CLIENTS 64
+#define ATTACH_MAX_HZ 10.0          /* the tick's rate */
+#define ATTACH_MAX_PENDING (1u << 20) /* bytes queued to a client: skip its snapshots */
+#define ATTACH_MAX_COMMANDS 4       /* Lua lines waiting per client */
+#define ATTACH_MAX_STALL 30.0       /* seconds a client may stay over ATTACH_MAX_PENDING */
+#define THROUGHPUT_PERIOD 1.0       /* seconds between examples/s points */
+
+typedef struct pending_cmd {
+  uint32_t req;
+  char *line; /* owned */
+} pending_cmd;
+
+typedef struct attach_peer {
+  coord *c;
+  conn *cn;
+  uint64_t id;          /* for finding it again after a handler ran */
+  bool control;
+  double period, due;   /* seconds between snapshots; when the next is due */
+  dash_cursor cursor;   /* what it has received */
+  uint64_t bytes, frames, skipped;
+  double since;
+  double stalled;       /* since when its link has been too slow (0: it is not) */
+  pending_cmd cmds[ATTACH_MAX_COMMANDS];
+  int ncmds;
+  struct attach_peer *link;
+} attach_peer;
+
+struct coord_dash_state {
+  dash_store store;
+  double t0;            /* the run's start (monotonic) */
+  coord_cpu *cpu;       /* per node */
+  attach_peer *clients;
+  int nclients;
+  uint64_t next_id;
+  coord_command_fn handler;
+  void *handler_ud;
+  bool in_command;      /* a handler is running (no nesting) */
+  bool closing;         /* coord_free: no more events for detaches */
+  double tp_at;         /* throughput: the last sample (0: none) */
+  int64_t tp_examples;
+  double tp_last;       /* examples/s of the last sample */
+};
+
+/* ============================== the store ================================= */
+
+double coord__cpu_update(coord_cpu *s, pid_t pid, uint64_t cpu_ms, double at) {
+  if (at <= 0) return s->pct = -1; /* no heartbeat yet */
+  if (s->at <= 0 || pid != s->pid || cpu_ms < s->ms) {
+    *s = (coord_cpu){pid, cpu_ms, at, -1};
+    return s->pct;
+  }
+  if (at > s->at) {
+    /* ms of CPU per second of wall time: 10 ms/s is 1 % of one core */
+    s->pct = (double)(cpu_ms - s->ms) / ((at - s->at) * 10.0);
+    s->ms = cpu_ms;
+    s->at = at;
+  }
+  return s->pct;
+}
+
+static void on_event(void *ud, const char *text) {
+  coord *c = ud;
+  coord_dash_state *d = c->dash;
+  if (d) dash_store_event(&d->store, progress_now() - d->t0, text);
+}
+
+int coord__dash_start(coord *c) {
+  coord_dash_state *d = calloc(1, sizeof *d);
+  if (!d || !(d->cpu = calloc((size_t)(c->nnodes ? c->nnodes : 1), sizeof *d->cpu))) {
+    free(d);
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < c->nnodes; i++) d->cpu[i].pct = -1;
+  dash_store_init(&d->store);
+  d->t0 = progress_now();
+  c->dash = d;
+  rundir_set_hook(&c->rd, on_event, c);
+  return 0;
+}
+
+void coord__dash_point(coord *c, const char *tag, int64_t step, double value) {
+  coord_dash_state *d = c->dash;
+  if (!d || !isfinite(value)) return;
+  dash_store_point(&d->store, tag, (dash_point){(double)step, progress_now() - d->t0, value});
+}
+
+/* Once a second while a fit runs: examples/s since the last sample. */
+static void sample_throughput(coord *c, double now) {
+  coord_dash_state *d = c->dash;
+  coord_fit_state *f = c->fit;
+  if (!f || !f->cfg) {
+    d->tp_at = d->tp_last = 0;
+    return;
+  }
+  if (d->tp_at <= 0 || f->examples < d->tp_examples) { /* a new fit */
+    d->tp_at = now;
+    d->tp_examples = f->examples;
+    return;
+  }
+  if (now - d->tp_at < THROUGHPUT_PERIOD) return;
+  d->tp_last = (double)(f->examples - d->tp_examples) / (now - d->tp_at);
+  dash_store_point(&d->store, DASH_THROUGHPUT_TAG,
+                   (dash_point){(double)f->done, now - d->t0, d->tp_last});
+  d->tp_at = now;
+  d->tp_examples = f->examples;
+}
+
+/* ============================== the snapshot ============================== */
+
+/* Copies s into dst[n], truncated (model strings are fixed-size). */
+static void put(char *dst, size_t n, const char *s) {
+  size_t k = strlen(s);
+  if (k >= n) k = n - 1;
+  memcpy(dst, s, k);
+  dst[k] = '\0';
+}
+
+static const char *run_state(const coord *c) {
+  if (c->shut_down) return "shut down";
+  if (c->shutting_down) return "stopping";
+  if (c->failures || c->failure[0]) return "failed";
+  if (!c->spec_sent) return "starting";
+  if (c->fit && c->fit->cfg) return "training";
+  const coord_sched *s = &c->sched;
+  if (s->calls_queued + s->calls_running + s->trains_queued + s->trains_running > 0)
+    return "running";
+  return "idle";
+}
+
+static void fill_header(coord *c, dash_model *m, double now) {
+  coord_dash_state *d = c->dash;
+  const char *base = strrchr(c->rd.path, '/');
+  put(m->run, sizeof m->run, base ? base + 1 : c->rd.path);
+  put(m->launcher, sizeof m->launcher, c->opts.launcher);
+  put(m->state, sizeof m->state, run_state(c));
+  m->uptime = now - d->t0;
+  m->attach_clients = d->nclients;
+  const coord_fit_state *f = c->fit;
+  bool fitted = f && (f->cfg || f->p.total_steps > 0);
+  put(m->mode, sizeof m->mode, !fitted ? "" : f->sync ? "sync" : "async");
+  m->step = fitted ? f->done : 0;
+  m->total_steps = fitted ? f->p.total_steps : 0;
+  if (!fitted) {
+    m->examples_per_sec = 0;
+    m->eta = -1;
+  } else if (f->cfg) { /* in progress: the latest rate */
+    m->examples_per_sec = d->tp_last > 0 ? d->tp_last : f->p.examples_per_sec;
+    m->eta = f->done > 0 ? f->p.eta : -1;
+  } else { /* the last fit: its average */
+    m->examples_per_sec = f->p.examples_per_sec;
+    m->eta = 0;
+  }
+}
+
+static int fill_nodes(coord *c, dash_model *m, double now) {
+  coord_dash_state *d = c->dash;
+  if (m->capnodes < c->nnodes) {
+    dash_node *nn = realloc(m->nodes, (size_t)c->nnodes * sizeof *nn);
+    if (!nn) return drv_error(DRV_ENOMEM, "out of memory");
+    m->nodes = nn;
+    m->capnodes = c->nnodes;
+  }
+  m->nnodes = c->nnodes;
+  for (int i = 0; i < c->nnodes; i++) {
+    const coord_node *n = &c->nodes[i];
+    dash_node *o = &m->nodes[i];
+    memset(o, 0, sizeof *o);
+    coord_node_name(n, o->name, sizeof o->name);
+    o->role = n->role;
+    o->index = n->index;
+    put(o->host, sizeof o->host, n->host);
+    o->pid = (int)n->pid;
+    put(o->state, sizeof o->state, coord_state_name(n->state));
+    o->restarts = n->restarts;
+    o->steps = n->steps;
+    o->examples_per_sec = n->examples_per_sec;
+    o->cpu_pct = d->cpu[i].pct; /* sampled every tick */
+    o->rss = n->rss;
+    o->heartbeat_age = c->ctl[i] ? now - n->last_seen : -1;
+    o->inflight = n->inflight;
+    o->backlog = -1; /* workers do not report their input queue */
+    put(o->log, sizeof o->log, n->log);
+  }
+  return 0;
+}
+
+static void refresh(coord *c) {
+  dash_model *m = &c->dash->store.m;
+  double now = progress_now();
+  fill_header(c, m, now);
+  fill_nodes(c, m, now);
+  coord_queue q;
+  coord_queue_stats(c, &q);
+  m->queued = q.queued, m->capacity = q.capacity, m->running = q.running, m->done = q.done;
+  m->failed = q.failed, m->retried = q.retried, m->cancelled = q.cancelled;
+  m->version++;
+}
+
+const dash_model *coord_dash(coord *c) {
+  refresh(c);
+  return &c->dash->store.m;
+}
+
+/* ============================== attach clients ============================ */
+
+static void send_snapshot(coord *c, attach_peer *a, double now) {
+  if (conn_pending(a->cn) > ATTACH_MAX_PENDING) { /* a slow link: it gets the next one */
+    a->skipped++;
+    if (!a->stalled) a->stalled = now;
+    if (now - a->stalled > ATTACH_MAX_STALL) conn_close(a->cn, "attach client too slow");
+    return;
+  }
+  a->stalled = 0;
+  wire_wr w;
+  wire_wr_init(&w);
+  if (dash_snap_encode(&c->dash->store, c->rd.path, &a->cursor, &w) < 0) {
+    log_warn("attach %s: %s", conn_peer(a->cn), drv_errmsg());
+    wire_wr_free(&w);
+    return;
+  }
+  size_t bytes = w.len;
+  if (conn_send_wr(a->cn, &w, WIRE_SNAPSHOT, 0) == 0) {
+    a->bytes += bytes;
+    a->frames++;
+  }
+}
+
+void coord__dash_tick(coord *c, double now) {
+  coord_dash_state *d = c->dash;
+  if (!d) return;
+  sample_throughput(c, now);
+  for (int i = 0; i < c->nnodes; i++) {
+    const coord_node *n = &c->nodes[i];
+    coord__cpu_update(&d->cpu[i], n->pid, n->cpu_ms, n->cpu_at);
+  }
+  bool fresh = false;
+  for (attach_peer *a = d->clients; a; a = a->link) {
+    if (now < a->due) continue;
+    if (!fresh) refresh(c), fresh = true;
+    send_snapshot(c, a, now);
+    a->due += a->period;
+    if (a->due < now) a->due = now + a->period; /* the loop was not pumped for a while */
+  }
+}
+
+static void reply(attach_peer *a, uint32_t req, int status, const char *text) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_i32(&w, status);
+  wire_wr_str(&w, text);
+  conn_send_wr(a->cn, &w, WIRE_COMMAND_REPLY, req);
+}
+
+typedef struct parting {
+  conn *cn;
+  wire_wr w;
+} parting;
+
+static void parting_sent(void *arg) {
+  parting *p = arg;
+  conn_close(p->cn, "attach refused");
+  wire_wr_free(&p->w);
+  free(p);
+}
+
+/* ERROR { code, why }, and the close once it is written (conn_close drops
+ * queued writes, and the client should learn why). */
+static void refuse(conn *cn, int code, const char *why) {
+  log_warn("attach from %s refused: %s", conn_peer(cn), why);
+  parting *p = malloc(sizeof *p);
+  if (p) {
+    p->cn = cn;
+    wire_wr_init(&p->w);
+    wire_wr_i32(&p->w, code);
+    wire_wr_str(&p->w, why);
+    if (!p->w.err && conn_send_ref(cn, WIRE_ERROR, 0, p->w.buf + WIRE_HEADER_SIZE,
+                                   p->w.len - WIRE_HEADER_SIZE, parting_sent, p) == 0)
+      return;
+    wire_wr_free(&p->w);
+    free(p);
+  }
+  conn_close(cn, why);
+}
+
+static void on_attach(coord *c, conn *cn, void **slot, const uint8_t *pl, uint32_t len) {
+  coord_dash_state *d = c->dash;
+  wire_rd r;
+  wire_rd_init(&r, pl, len);
+  bool control = wire_rd_u8(&r) == 1;
+  double hz = wire_rd_f64(&r);
+  if (wire_rd_done(&r, WIRE_ATTACH) < 0) { /* conn.c validated it: cannot happen */
+    conn_close(cn, "malformed ATTACH");
+    return;
+  }
+  if (d->nclients >= ATTACH_MAX_CLIENTS) {
+    char why[80];
+    snprintf(why, sizeof why, "too many attach clients (%d)", ATTACH_MAX_CLIENTS);
+    refuse(cn, DRV_ERANGE, why);
+    return;
+  }
+  attach_peer *a = calloc(1, sizeof *a);
+  if (!a) {
+    conn_close(cn, "out of memory");
+    return;
+  }
+  a->c = c;
+  a->cn = cn;
+  a->id = ++d->next_id;
+  a->control = control;
+  a->period = 1.0 / (hz < ATTACH_MAX_HZ ? hz : ATTACH_MAX_HZ);
+  a->since = progress_now();
+  a->due = a->since + a->period;
+  a->link = d->clients;
+  d->clients = a;
+  d->nclients++;
+  *slot = a;
+  log_info("attach from %s (%s, %.3g Hz)", conn_peer(cn), control ? "control" : "read-only",
+           1.0 / a->period);
+  rundir_event(&c->rd, "attach %s (%s)", conn_peer(cn), control ? "control" : "read-only");
+  refresh(c); /* the first snapshot at once: `drover attach --print` waits for it */
+  send_snapshot(c, a, a->since);
+}
+
+void coord__attach_gone(coord *c, void *attach) {
+  coord_dash_state *d = c->dash;
+  attach_peer *a = attach;
+  for (attach_peer **p = &d->clients; *p; p = &(*p)->link)
+    if (*p == a) {
+      *p = a->link;
+      d->nclients--;
+      break;
+    }
+  double t = progress_now() - a->since;
+  char what[160];
+  int k = snprintf(what, sizeof what, "after %.1f s: %llu snapshots, %llu bytes", t,
+                   (unsigned long long)a->frames, (unsigned long long)a->bytes);
+  if (t >= 1 && k > 0 && (size_t)k < sizeof what)
+    k += snprintf(what + k, sizeof what - (size_t)k, " (%.0f bytes/s)", (double)a->bytes / t);
+  if (a->skipped && k > 0 && (size_t)k < sizeof what)
+    snprintf(what + k, sizeof what - (size_t)k, ", %llu skipped (slow link)",
+             (unsigned long long)a->skipped);
+  log_info("detach %s %s", conn_peer(a->cn), what);
+  if (!d->closing) rundir_event(&c->rd, "detach %s %s", conn_peer(a->cn), what);
+  for (int i = 0; i < a->ncmds; i++) free(a->cmds[i].line);
+  dash_cursor_free(&a->cursor);
+  free(a);
+}
+
+/* ============================== commands ================================== */
+
+void coord_set_command_handler(coord *c, coord_command_fn fn, void *ud) {
+  c->dash->handler = fn;
+  c->dash->handler_ud = ud;
+}
+
+static void on_command(coord *c, attach_peer *a, uint32_t req, const uint8_t *pl, uint32_t len) {
+  wire_rd r;
+  char text[WIRE_MAX_STR + 1], out[1024];
+  wire_rd_init(&r, pl, len);
+  unsigned kind = wire_rd_u8(&r);
+  wire_rd_str(&r, text, sizeof text);
+  if (wire_rd_done(&r, WIRE_COMMAND) < 0) {
+    conn_close(a->cn, "malformed COMMAND");
+    return;
+  }
+  if (!a->control) {
+    reply(a, req, DRV_EPERM, "refused: this client attached read-only (attach with --control "
+                             "to send commands)");
+    return;
+  }
+  if (kind == WIRE_COMMAND_STOP_NODE) {
+    char who[96];
+    snprintf(who, sizeof who, "attach %s", conn_peer(a->cn));
+    int rc = coord_stop_node(c, text, out, sizeof out);
+    log_info("%s: stop %s: %s", who, text, out);
+    reply(a, req, rc, out);
+    return;
+  }
+  if (a->ncmds == ATTACH_MAX_COMMANDS) {
+    reply(a, req, DRV_ERANGE, "refused: too many commands waiting to run");
+    return;
+  }
+  char *line = strdup(text);
+  if (!line) {
+    reply(a, req, DRV_ENOMEM, "out of memory");
+    return;
+  }
+  a->cmds[a->ncmds++] = (pending_cmd){req, line};
+}
+
+static attach_peer *find_client(coord_dash_state *d, uint64_t id) {
+  for (attach_peer *a = d->clients; a; a = a->link)
+    if (a->id == id) return a;
+  return NULL;
+}
+
+int coord_run_commands(coord *c) {
+  coord_dash_state *d = c->dash;
+  int ran = 0;
+  if (!d || d->in_command) return 0;
+  for (;;) {
+    attach_peer *a = d->clients;
+    while (a && a->ncmds == 0) a = a->link;
+    if (!a) break;
+    pending_cmd cmd = a->cmds[0];
+    memmove(a->cmds, a->cmds + 1, (size_t)--a->ncmds * sizeof *a->cmds);
+    uint64_t id = a->id;
+    char out[WIRE_MAX_STR];
+    int rc;
+    out[0] = '\0';
+    if (c->shutting_down || c->shut_down) {
+      rc = DRV_EINVAL;
+      snprintf(out, sizeof out, "refused: the cluster is shutting down");
+    } else if (!d->handler) {
+      rc = DRV_EUNSUPPORTED;
+      snprintf(out, sizeof out, "refused: this run takes no Lua commands");
+    } else {
+      d->in_command = true;
+      rc = d->handler(d->handler_ud, cmd.line, out, sizeof out);
+      d->in_command = false;
+    }
+    free(cmd.line);
+    ran++;
+    /* The handler may have pumped the loop: the client may be gone. */
+    if ((a = find_client(d, id)) != NULL) reply(a, cmd.req, rc, out);
+  }
+  return ran;
+}
+
+/* ============================== frames ==================================== */
+
+void coord__attach_frame(coord *c, conn *cn, void **attach, bool is_node, const wire_header *h,
+                         const uint8_t *pl) {
+  attach_peer *a = *attach;
+  if (!a && h->type == WIRE_ATTACH && !is_node) {
+    on_attach(c, cn, attach, pl, h->len);
+    return;
+  }
+  if (a && h->type == WIRE_COMMAND) {
+    on_command(c, a, h->req, pl, h->len);
+    return;
+  }
+  log_warn("%s sent %s %s", conn_peer(cn), wire_type_name(h->type),
+           is_node ? "on a node's connection" : a ? "after ATTACH" : "before ATTACH");
+  conn_close(cn, "unexpected frame");
+}
+
+/* ============================== stopping a node =========================== */
+
+/* "worker:1" into role and index. */
+static bool parse_name(const char *name, int *role, int *index) {
+  const char *colon = strchr(name, ':');
+  char r[16];
+  if (!colon || (size_t)(colon - name) >= sizeof r) return false;
+  memcpy(r, name, (size_t)(colon - name));
+  r[colon - name] = '\0';
+  char *end;
+  long i = strtol(colon + 1, &end, 10);
+  if (end == colon + 1 || *end || i < 0 || i > 1 << 20) return false;
+  *role = wire_role_from_name(r);
+  *index = (int)i;
+  return *role >= 0;
+}
+
+static bool running(const coord_node *n) {
+  if (n->exited || n->pid <= 0) return false;
+  switch (n->state) {
+  case NODE_LOST:
+  case NODE_DONE:
+  case NODE_FAILED: return false;
+  case NODE_RESTARTING: return n->relaunched;
+  default: return true;
+  }
+}
+
+int coord_stop_node(coord *c, const char *name, char *out, size_t n) {
+  int role, index, i = -1;
+  if (parse_name(name, &role, &index)) i = coord_find_node(c, role, index);
+  int rc = 0;
+  if (i < 0)
+    rc = drv_error(DRV_EINVAL, "no node '%s' in this cluster", name);
+  else if (c->shutting_down || c->shut_down || !c->launch)
+    rc = drv_error(DRV_EINVAL, "the cluster is shutting down");
+  else if (!running(&c->nodes[i]))
+    rc = drv_error(DRV_EINVAL, "%s is not running (%s)", name,
+                   coord_state_name(c->nodes[i].state));
+  if (rc < 0) {
+    snprintf(out, n, "%s", drv_errmsg());
+    return rc;
+  }
+  coord_node *nd = &c->nodes[i];
+  char who[32];
+  coord_node_name(nd, who, sizeof who);
+  rundir_event(&c->rd, "node stop %s pid %d: requested from the dashboard", who, (int)nd->pid);
+  c->launch->ops->signal(c->launch, nd, SIGTERM);
+  snprintf(out, n, "stopping %s (pid %d)", who, (int)nd->pid);
+  return 0;
+}
+
+/* ============================== teardown ================================== */
+
+void coord__dash_close(coord *c) {
+  coord_dash_state *d = c->dash;
+  if (!d) return;
+  d->closing = true;
+  for (attach_peer *a = d->clients; a; a = a->link) conn_close(a->cn, "the run ended");
+}
+
+void coord__dash_free(coord *c) {
+  coord_dash_state *d = c->dash;
+  if (!d) return;
+  rundir_set_hook(&c->rd, NULL, NULL);
+  while (d->clients) coord__attach_gone(c, d->clients); /* their close callbacks never came */
+  dash_store_free(&d->store);
+  free(d->cpu);
+  free(d);
+  c->dash = NULL;
+}

@@ -1,0 +1,153 @@
+/* runs.c - `drover ls`: the runs in a runs directory and their state, read
+ * from what each run directory holds (see rundir.h):
+ *   running  its coordinator file is there and names a live process
+ *   done     events.log says "shutdown complete: 0 node failures" and no
+ *            error was logged (a fit stopped early is not a failure)
+ *   failed   an error, a failed start, node failures at shutdown, or a
+ *            coordinator that is gone without shutting down
+ */
+#include "runs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "err.h"
+
+typedef struct run_info {
+  char name[256];
+  char state[16];
+  char started[32]; /* events.log's first time stamp (UTC, sortable) */
+  char address[80];
+  int nodes;        /* -1 unknown */
+} run_info;
+
+static bool starts(const char *s, const char *prefix) {
+  return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Reads events.log: start time, node count, and how the run ended. */
+static void read_events(const char *dir, run_info *r, bool *shutdown_ok, bool *failed) {
+  char path[PATH_MAX + 32], line[2400];
+  snprintf(path, sizeof path, "%s/events.log", dir);
+  FILE *f = fopen(path, "r");
+  *shutdown_ok = *failed = false;
+  if (!f) return;
+  int started = 0;
+  while (fgets(line, sizeof line, f)) {
+    char *text = strchr(line, ' ');
+    if (!text) continue;
+    *text++ = '\0';
+    if (!r->started[0]) snprintf(r->started, sizeof r->started, "%.31s", line);
+    int n, fails;
+    if (sscanf(text, "cluster ready: %d nodes", &n) == 1) r->nodes = n;
+    if (starts(text, "node start ")) started++;
+    if (starts(text, "error ") || starts(text, "start failed") ||
+        starts(text, "reservation timed out"))
+      *failed = true;
+    if (sscanf(text, "shutdown complete: %d node failure", &fails) == 1) {
+      *shutdown_ok = fails == 0;
+      *failed |= fails != 0;
+    }
+  }
+  fclose(f);
+  if (r->nodes < 0 && started > 0) r->nodes = started;
+}
+
+/* "HOST:PORT PID" while the coordinator lives. */
+static bool coordinator_alive(const char *dir, run_info *r) {
+  char path[PATH_MAX + 32], line[256] = "";
+  snprintf(path, sizeof path, "%s/coordinator", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  bool got = fgets(line, sizeof line, f) != NULL;
+  fclose(f);
+  char *sp = got ? strchr(line, ' ') : NULL;
+  if (!sp) return false;
+  *sp = '\0';
+  long pid = strtol(sp + 1, NULL, 10);
+  if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) return false;
+  snprintf(r->address, sizeof r->address, "%.79s", line);
+  return true;
+}
+
+static bool read_run(const char *base, const char *name, run_info *r) {
+  char dir[PATH_MAX];
+  struct stat st;
+  if (snprintf(dir, sizeof dir, "%s/%s", base, name) >= (int)sizeof dir) return false;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  char ev[PATH_MAX + 16];
+  snprintf(ev, sizeof ev, "%s/events.log", dir);
+  if (stat(ev, &st) != 0) return false; /* not a run directory */
+  memset(r, 0, sizeof *r);
+  r->nodes = -1;
+  snprintf(r->name, sizeof r->name, "%s", name);
+  bool shutdown_ok, failed;
+  read_events(dir, r, &shutdown_ok, &failed);
+  if (coordinator_alive(dir, r))
+    snprintf(r->state, sizeof r->state, "running");
+  else
+    snprintf(r->state, sizeof r->state, "%s", shutdown_ok && !failed ? "done" : "failed");
+  if (!r->started[0]) { /* an empty events.log: its time of creation */
+    struct tm tm;
+    gmtime_r(&st.st_mtime, &tm);
+    strftime(r->started, sizeof r->started, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+  }
+  return true;
+}
+
+static int by_start(const void *a, const void *b) {
+  const run_info *x = a, *y = b;
+  int c = strcmp(x->started, y->started);
+  return c ? c : strcmp(x->name, y->name);
+}
+
+/* "2026-11-21T10:53:06.123Z" (UTC) as local "2026-11-21 11:53:06". */
+static const char *local_time(const char *utc, char *buf, size_t n) {
+  struct tm tm = {0};
+  if (!strptime(utc, "%Y-%m-%dT%H:%M:%S", &tm)) return utc;
+  time_t t = timegm(&tm);
+  localtime_r(&t, &tm);
+  strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+int runs_list(const char *base, FILE *out) {
+  DIR *d = opendir(base);
+  if (!d) return drv_error(DRV_EIO, "cannot list runs in '%s': %s", base, strerror(errno));
+  run_info *runs = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 16;
+      run_info *nr = realloc(runs, cap * sizeof *nr);
+      if (!nr) {
+        closedir(d);
+        free(runs);
+        return drv_error(DRV_ENOMEM, "out of memory");
+      }
+      runs = nr;
+    }
+    if (read_run(base, e->d_name, &runs[n])) n++;
+  }
+  closedir(d);
+  qsort(runs, n, sizeof *runs, by_start);
+  if (n) fprintf(out, "%-40s %-8s %5s  %-19s  %s\n", "RUN", "STATE", "NODES", "STARTED", "ADDRESS");
+  for (size_t i = 0; i < n; i++) {
+    char when[32], nodes[16];
+    if (runs[i].nodes >= 0) snprintf(nodes, sizeof nodes, "%d", runs[i].nodes);
+    else snprintf(nodes, sizeof nodes, "-");
+    fprintf(out, "%-40s %-8s %5s  %-19s  %s\n", runs[i].name, runs[i].state, nodes,
+            local_time(runs[i].started, when, sizeof when), runs[i].address);
+  }
+  free(runs);
+  return (int)n;
+}
