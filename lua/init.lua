@@ -12,5 +12,6 @@ local help = require "drover.help"
 drover.help = help.help
 help = help.help
 _G.help = help
+_G.dash = drover.dash -- dash([c]): the dashboard over c (or the newest cluster) until q
 
 return drover

@@ -65,6 +65,15 @@ void coord_fail(coord *c, const char *fmt, ...) {
   if (!c->failure[0]) snprintf(c->failure, sizeof c->failure, "%s", msg);
 }
 
+void coord_note(coord *c, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  rundir_event(&c->rd, "%s", msg);
+}
+
 #define RESTART_BACKOFF 0.2 /* seconds before the first restart of a node */
 #define RESTART_BACKOFF_MAX 5.0
 

@@ -221,6 +221,9 @@ void coord_free(coord *c);
 const char *coord_run_dir(const coord *c);
 /* The cluster table (count entries, ps first). Borrowed. */
 const coord_node *coord_nodes(const coord *c, int *count);
+/* Records a line in events.log (and the dashboard's events pane). */
+void coord_note(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* The first failure message of the run ("" when none). */
 const char *coord_failure(const coord *c);
 /* "127.0.0.1:40123" */
@@ -262,6 +265,12 @@ void coord_set_command_handler(coord *c, coord_command_fn fn, void *ud);
  * the coordinator. Nothing runs once shutdown began. Returns the number
  * of lines run. */
 int coord_run_commands(coord *c);
+
+/* Queues one line of Lua from the in-process dashboard (':'): it runs
+ * through the handler at the next coord_run_commands, and its reply is
+ * recorded as an event ("command LINE -> REPLY"). out[n] gets "queued..."
+ * or why not (no handler; a line already waiting). 0 or negative. */
+int coord_queue_command(coord *c, const char *line, char *out, size_t n);
 
 /* Stops node `name` ("worker:1"): the launcher sends it SIGTERM; it is
  * then lost like any other node that exits (a worker or chief restarted,

@@ -59,6 +59,7 @@ struct coord_dash_state {
   coord_command_fn handler;
   void *handler_ud;
   bool in_command;      /* a handler is running (no nesting) */
+  char *local_cmd;      /* a line from the in-process dashboard, waiting */
   bool closing;         /* coord_free: no more events for detaches */
   double tp_at;         /* throughput: the last sample (0: none) */
   int64_t tp_examples;
@@ -418,10 +419,45 @@ static attach_peer *find_client(coord_dash_state *d, uint64_t id) {
   return NULL;
 }
 
+int coord_queue_command(coord *c, const char *line, char *out, size_t n) {
+  coord_dash_state *d = c->dash;
+  if (!d || !d->handler) {
+    snprintf(out, n, "this run takes no Lua commands");
+    return DRV_EUNSUPPORTED;
+  }
+  if (d->local_cmd) {
+    snprintf(out, n, "a command is already waiting to run");
+    return DRV_ERANGE;
+  }
+  if (!(d->local_cmd = strdup(line))) {
+    snprintf(out, n, "out of memory");
+    return DRV_ENOMEM;
+  }
+  snprintf(out, n, "queued; its reply goes to the events");
+  return 0;
+}
+
+/* The in-process dashboard's line: its reply becomes an event. */
+static void run_local_command(coord *c) {
+  coord_dash_state *d = c->dash;
+  char *line = d->local_cmd, out[WIRE_MAX_STR];
+  d->local_cmd = NULL;
+  out[0] = '\0';
+  d->in_command = true;
+  int rc = d->handler(d->handler_ud, line, out, sizeof out);
+  d->in_command = false;
+  rundir_event(&c->rd, "command %s %s %s", line, rc < 0 ? "failed:" : "->", out);
+  free(line);
+}
+
 int coord_run_commands(coord *c) {
   coord_dash_state *d = c->dash;
   int ran = 0;
   if (!d || d->in_command) return 0;
+  if (d->local_cmd && d->handler && !c->shutting_down && !c->shut_down) {
+    run_local_command(c);
+    ran++;
+  }
   for (;;) {
     attach_peer *a = d->clients;
     while (a && a->ncmds == 0) a = a->link;
@@ -537,6 +573,7 @@ void coord__dash_free(coord *c) {
   while (d->clients) coord__attach_gone(c, d->clients); /* their close callbacks never came */
   dash_store_free(&d->store);
   free(d->cpu);
+  free(d->local_cmd);
   free(d);
   c->dash = NULL;
 }

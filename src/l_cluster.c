@@ -83,13 +83,15 @@ static int l_cluster(lua_State *L) {
   o.max_queue = (int)ldrv_opt_integer(L, 1, "max_queue", o.max_queue, "cluster");
   uv_loop_t *loop = drover_lua_loop(L);
 
-  lcluster *lc = lua_newuserdatauv(L, sizeof *lc, 1); /* 1: what workers were set up from */
+  /* user values: 1 what workers were set up from, 2 the ':' command thread */
+  lcluster *lc = lua_newuserdatauv(L, sizeof *lc, 2);
   memset(lc, 0, sizeof *lc);
   luaL_setmetatable(L, CLUSTER_MT);
   int rc = coord_start(loop, &o, &lc->c);
   if (rc < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
   snprintf(lc->run_dir, sizeof lc->run_dir, "%s", coord_run_dir(lc->c));
   snprintf(lc->address, sizeof lc->address, "%s", coord_address(lc->c));
+  ldash_cluster_up(L, -1, lc->c);
   return 1;
 }
 
@@ -254,6 +256,7 @@ static int l_evaluate(lua_State *L) {
 /* ============================== shutdown ================================= */
 
 static int do_shutdown(lcluster *lc, double grace, double timeout, char *report, size_t n) {
+  ldash_cluster_down(lc->c);
   int failures = coord_shutdown(lc->c, grace, timeout, report, n);
   coord_free(lc->c);
   lc->c = NULL;
@@ -368,6 +371,7 @@ int luaopen_drover_cluster(lua_State *L) {
   luaL_setfuncs(L, meta, 0);
   luaL_newlib(L, methods);
   lschedule_open(L);
+  ldash_open(L);
   lua_setfield(L, -2, "__methods");
   lua_pop(L, 1);
   lua_pushcfunction(L, l_cluster);

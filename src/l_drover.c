@@ -1,6 +1,7 @@
 /* l_drover.c - builds the `drover` library in a Lua state: C modules, the
  * embedded Lua modules and their searcher, the error handler. */
 #include "l_drover.h"
+#include "l_util.h"
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -140,6 +141,7 @@ int drover_lua_init(lua_State *L) {
   set_module(L, "drover.data", luaopen_drover_data);
   set_module(L, "drover.train", luaopen_drover_train);
   set_module(L, "drover.cluster", luaopen_drover_cluster);
+  ldash_open_global(L);
   lua_pushvalue(L, -1);
   lua_setglobal(L, "drover");
   lua_getglobal(L, "package");

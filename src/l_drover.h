@@ -24,6 +24,9 @@ void drover_lua_set_loop(lua_State *L, uv_loop_t *loop);
 /* The loop, or a Lua error when the state has none. */
 uv_loop_t *drover_lua_loop(lua_State *L);
 
+/* `drover run --dash`: the script's first cluster opens the dashboard. */
+void drover_lua_set_dash(lua_State *L);
+
 /* lua_pcall message handler: appends a traceback to the error. */
 int drover_lua_traceback(lua_State *L);
 

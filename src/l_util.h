@@ -63,6 +63,18 @@ struct coord *lcluster_get(lua_State *L, int idx);
  * stack, and makes the RemoteValue metatable. */
 void lschedule_open(lua_State *L);
 
+/* ---- l_dash.c ---- */
+/* A cluster (the userdata at idx, coordinator c) is up: its ':' command
+ * thread, the newest cluster for drover.dash(), and with `drover run
+ * --dash` the dashboard. */
+void ldash_cluster_up(lua_State *L, int idx, struct coord *c);
+/* c is being shut down: a dashboard showing it closes first. */
+void ldash_cluster_down(struct coord *c);
+/* Adds c:dash to the Cluster methods table on top of the stack. */
+void ldash_open(lua_State *L);
+/* Sets drover.dash on the table on top of the stack. */
+void ldash_open_global(lua_State *L);
+
 /* ---- l_data.c ---- */
 dataset *ldata_check(lua_State *L, int idx);
 

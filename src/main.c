@@ -73,6 +73,7 @@ static const command commands[] = {
      "without prompts, and the exit status is 1 if any of them failed.\n"},
     {"run", cmd_run, "run a Lua script",
      "usage: drover run FILE.lua [ARG...]\n"
+     "       drover run --dash FILE.lua [ARG...]\n"
      "       drover run --detach FILE.lua [ARG...]\n"
      "       drover run - [ARG...]        (the script from stdin)\n"
      "\n"
@@ -85,6 +86,9 @@ static const command commands[] = {
      "and a stack traceback follows), 2 on a usage error, 130 when Ctrl-C\n"
      "interrupted it (a second Ctrl-C kills a script stuck in C code).\n"
      "\n"
+     "--dash    shows the dashboard once the script's first cluster is up (q leaves\n"
+     "          it; the run goes on with plain progress lines). Meanwhile the\n"
+     "          script's print() lines go to the dashboard's events pane.\n"
      "--detach  runs the script in the background, in a session of its own (it\n"
      "          survives the terminal and an SSH session closing), and returns once\n"
      "          its cluster has started: it prints the run directory and how to\n"
@@ -289,16 +293,18 @@ static int cmd_run(int argc, char **argv) {
   const command *self = find_command("run");
   detach_child_init(); /* a detached run's own process: before any node starts */
   int script = 1;
-  bool detach = false;
+  bool detach = false, dash = false;
   for (; script < argc && argv[script][0] == '-' && argv[script][1] != '\0'; script++) {
     if (strcmp(argv[script], "--") == 0) {
       script++;
       break;
     }
     if (strcmp(argv[script], "--detach") == 0) detach = true;
+    else if (strcmp(argv[script], "--dash") == 0) dash = true;
     else return usage_error(self, "unknown option '%s'", argv[script]);
   }
   if (script >= argc) return usage_error(self, "run needs a script");
+  if (detach && dash) return usage_error(self, "--dash and --detach: attach to a detached run instead");
   if (detach) {
     if (strcmp(argv[script], "-") == 0)
       return usage_error(self, "--detach needs a script file (stdin is not kept)");
@@ -315,6 +321,7 @@ static int cmd_run(int argc, char **argv) {
   lua_State *L = new_state(&loop);
   if (!L) return close_loop(&loop, 1);
   set_arg_table(L, all_argc, all, all_script);
+  if (dash) drover_lua_set_dash(L);
 
   const char *file = argv[script];
   int st = luaL_loadfile(L, strcmp(file, "-") == 0 ? NULL : file);

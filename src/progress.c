@@ -77,8 +77,14 @@ void progress_init(progress *pr, FILE *out, bool tty) {
   pr->last_print = tty ? -INFINITY : progress_now();
 }
 
+/* While a dashboard owns the terminal, progress output would scribble on
+ * it: it is held back (the dashboard shows the same figures). */
+static bool muted;
+
+void progress_mute(bool on) { muted = on; }
+
 void progress_step(progress *pr, const train_progress *p, bool force) {
-  if (!pr->out || p->step == 0) return;
+  if (!pr->out || p->step == 0 || muted) return;
   double t = progress_now();
   double every = pr->tty ? TTY_INTERVAL : LINE_INTERVAL;
   if (!force && t - pr->last_print < every) return;
@@ -96,7 +102,7 @@ void progress_step(progress *pr, const train_progress *p, bool force) {
 
 void progress_eval(progress *pr, const train_progress *p) {
   FILE *out = pr->out;
-  if (!out) return;
+  if (!out || muted) return;
   if (pr->bar_shown) fputs("\r\033[K", out);
   fprintf(out, "eval step %lld: loss %.4f", (long long)p->step, p->eval_loss);
   if (!isnan(p->eval_accuracy)) fprintf(out, " accuracy %.4f", p->eval_accuracy);
@@ -109,7 +115,7 @@ void progress_eval(progress *pr, const train_progress *p) {
 }
 
 void progress_end(progress *pr) {
-  if (pr->out && pr->bar_shown) {
+  if (pr->out && pr->bar_shown && !muted) {
     fputc('\n', pr->out);
     fflush(pr->out);
     pr->bar_shown = false;

@@ -27,6 +27,9 @@ void progress_step(progress *pr, const train_progress *p, bool force);
 void progress_eval(progress *pr, const train_progress *p);
 /* Ends the bar's line, if one is shown. */
 void progress_end(progress *pr);
+/* Holds every progress output back (on) or lets it through again (off):
+ * for a dashboard that owns the terminal. Process-wide. */
+void progress_mute(bool on);
 /* Monotonic clock in seconds. */
 double progress_now(void);
 
