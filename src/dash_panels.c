@@ -297,6 +297,10 @@ static void axis_label(double v, const dash_range *r, bool log, char *out, int n
     return;
   }
   double span = r->hi - r->lo;
+  if (span > 0 && span < 1e-4) { /* a loss near zero: 3.1e-07, not 0.00000 */
+    snprintf(out, (size_t)n, v < 0 ? "%.0e" : "%.1e", v);
+    return;
+  }
   int d = span > 0 ? 2 - (int)floor(log10(span)) : 3;
   if (d < 0) d = 0;
   for (; d > 6 || (d > 0 && snprintf(out, (size_t)n, "%.*f", d, v) > 7); d--) {
