@@ -15,6 +15,7 @@ drover - define and train models from Lua; the math runs in C (OpenBLAS).
   drover.data      datasets                 help(drover.data)
   drover.experiment { ... }                 help(drover.experiment)
   drover.cluster { ps = 1, worker = 2 }     help(drover.cluster)
+  dash()           the live dashboard of the newest cluster (q leaves)
   drover.seed(n)   seed layer initialisation (and rand/randn, dropout)
 
 A first model:
@@ -181,6 +182,7 @@ drover.cluster { ... } - parameter servers and workers as processes (local launc
   c:schedule(fn, ...)   run fn(w, ...) on an idle worker -> a RemoteValue (help("RemoteValue"))
   c:join()  c:done()    wait for / poll everything scheduled; raise the first error
   c:nodes()  c:shutdown { grace = 5, timeout = 30 }  c.run_dir  c.address
+  c:dash()              the live dashboard until q (also dash() for the newest cluster)
 
 In a scheduled fn, w is the worker: w.index, w.name, w:train_step(), w:pull(),
 w:compute(), w:push(), w:batch(). fn, its upvalues and arguments must be plain
