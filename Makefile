@@ -114,7 +114,7 @@ bench-deps: deps
 	$(Q)sh tools/deps.sh bench
 
 bench: bench-deps
-	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench_mlp $(BUILD)/bench_pushpull $(BUILD)/bench_msgrate
+	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench_mlp $(BUILD)/bench_pushpull $(BUILD)/bench_msgrate $(BUILD)/unit_tests
 	$(Q)sh tests/bench/run.sh
 
 install: all

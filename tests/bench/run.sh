@@ -65,3 +65,7 @@ awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "closures_ratio_vs_loopback_msgs
 echo
 echo "== dashboard: CPU of the dashboard process, 256 simulated nodes, 10 redraws/s, 200x60 tmux pane"
 DROVER=./drover DASH_SECONDS="$secs" sh tests/bench/dash.sh
+
+echo
+echo "== attach: bytes sent to one attach client (a 1 ps + 2 worker fit at 4 and 10 Hz; one update of a 256-node model)"
+DROVER_BENCH=1 DROVER="$PWD/drover" "$build/unit_tests" coord_dash_bytes dash_snap_256 2>&1 | grep -v '^PASS\|^unit:'
