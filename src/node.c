@@ -53,7 +53,10 @@ typedef struct node {
   worker *wk;
   events_writer *summaries; /* the chief's TensorBoard file (events.c) */
   uv_timer_t hb, watch, drain;
+  uv_check_t flush;     /* sends the batched CALL_RESULTs after the reads */
   bool timers_live;
+  uint8_t *batch;       /* whole CALL_RESULT frames waiting (owned) */
+  size_t batch_len, batch_cap;
   uint64_t hb_seq;
   bool registered;
   bool shutting_down;   /* SHUTDOWN received (or failing): draining */
@@ -91,12 +94,55 @@ static uint64_t cpu_ms(void) {
 
 /* ============================== sending ================================== */
 
+/* CALL_RESULTs are batched: a burst of short closures (one read of many
+ * CALLs) answers with one write instead of a syscall each. The batch
+ * leaves after the loop's reads (a uv_check), and before any other frame,
+ * so the order on the wire is the order sent. */
+static void flush_batch(node *n) {
+  if (!n->batch_len) return;
+  uint8_t *b = n->batch;
+  size_t len = n->batch_len;
+  n->batch = NULL;
+  n->batch_len = n->batch_cap = 0;
+  if (n->coord) conn_send(n->coord, b, len); /* takes b */
+  else free(b);
+}
+
+static void on_flush(uv_check_t *h) {
+  node *n = h->data;
+  flush_batch(n);
+  uv_check_stop(h);
+}
+
+static int batch_frame(node *n, wire_wr *w, uint8_t type, uint32_t req) {
+  int rc = wire_wr_finish(w, type, req);
+  if (rc < 0) return rc;
+  if (n->batch_len + w->len > n->batch_cap) {
+    size_t cap = n->batch_cap ? 2 * n->batch_cap : 4096;
+    while (cap < n->batch_len + w->len) cap *= 2;
+    uint8_t *nb = realloc(n->batch, cap);
+    if (!nb) {
+      wire_wr_free(w);
+      return drv_error(DRV_ENOMEM, "out of memory");
+    }
+    n->batch = nb;
+    n->batch_cap = cap;
+  }
+  memcpy(n->batch + n->batch_len, w->buf, w->len);
+  n->batch_len += w->len;
+  wire_wr_free(w);
+  if (!n->stopping) uv_check_start(&n->flush, on_flush);
+  return 0;
+}
+
 static int send_coord(void *ud, wire_wr *w, uint8_t type, uint32_t req) {
   node *n = ud;
   if (!n->coord) {
     wire_wr_free(w);
     return drv_error(DRV_EIO, "no coordinator connection");
   }
+  if (type == WIRE_CALL_RESULT) return batch_frame(n, w, type, req);
+  flush_batch(n);
   if (type == WIRE_RESULT) events_run_result(n->summaries, w); /* NULL unless chief */
   return conn_send_wr(n->coord, w, type, req);
 }
@@ -184,10 +230,12 @@ static void node_stop(node *n, int status) {
   n->stopping = true;
   n->status = status;
   log_info("stopping (status %d)", status);
+  flush_batch(n);
   if (n->timers_live) {
     close_timer(&n->hb);
     close_timer(&n->watch);
     close_timer(&n->drain);
+    if (!uv_is_closing((uv_handle_t *)&n->flush)) uv_close((uv_handle_t *)&n->flush, NULL);
   }
   if (n->wk) worker_close(n->wk);
   if (n->ps) ps_stop(n->ps);
@@ -412,7 +460,9 @@ int node_main(const node_opts *o) {
   uv_timer_init(&n->loop, &n->hb);
   uv_timer_init(&n->loop, &n->watch);
   uv_timer_init(&n->loop, &n->drain);
+  uv_check_init(&n->loop, &n->flush);
   n->hb.data = n->watch.data = n->drain.data = n;
+  n->flush.data = n;
   n->timers_live = true;
   n->status = EXIT_OK;
   if ((rc = start(n)) < 0) {
@@ -430,6 +480,7 @@ int node_main(const node_opts *o) {
   worker_free(n->wk);
   events_run_close(n->summaries);
   ps_free(n->ps);
+  free(n->batch);
   free(n);
   log_info("exit status %d", status);
   return status;
