@@ -93,7 +93,12 @@ if slurm_ours_alive && SLURM_CONF=$CONF sinfo -h -N -o '%T' 2>/dev/null | grep -
   exit 0
 fi
 bash "$HERE/stop.sh" >/dev/null 2>&1 || true
+for p in "$PORT" $((PORT + 1)); do
+  if port_listening "$p"; then skip "TCP port $p is in use (set DROVER_SLURM_PORT)"; fi
+done
 mkdir -p "$DIR" "$PIDS" "$LOGS"
+# From here on, a failed start (a SKIP included) stops what it started.
+trap 'rc=$?; if [ $rc -ne 0 ]; then bash "$HERE/stop.sh" >/dev/null 2>&1; fi; exit $rc' EXIT
 
 # ============================== munge ======================================
 if [ ! -s /etc/munge/munge.key ]; then # the package's postinst normally makes it
@@ -121,9 +126,6 @@ H=$(hostname -s)
 [ -n "$H" ] || skip "hostname -s is empty"
 getent hosts "$H" >/dev/null || skip "this host's name '$H' does not resolve"
 mem_mb=$(awk '/^MemTotal:/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)
-for p in "$PORT" $((PORT + 1)); do
-  if port_listening "$p"; then skip "TCP port $p is in use (set DROVER_SLURM_PORT)"; fi
-done
 rm -rf "$DIR/ctld" "$DIR/d" # fresh state: no recovered jobs or drained node
 mkdir -p "$DIR/ctld" "$DIR/d"
 for f in "$LOGS"/*.log; do [ -e "$f" ] && mv -f "$f" "$f.prev"; done
