@@ -610,11 +610,15 @@ static int start_run(coord *c) {
   if ((rc = start_listener(c)) < 0 || (rc = write_coordinator_file(c)) < 0 ||
       (rc = start_tick(c)) < 0)
     return rc;
-  if (strcmp(c->opts.launcher, "local") != 0)
-    return drv_error(DRV_EUNSUPPORTED, "launcher '%s' is not available (only \"local\" for now)",
+  if (strcmp(c->opts.launcher, "slurm") == 0) {
+    if ((rc = launch_slurm_new(c->loop, on_exit_cb, c, &c->launch)) < 0) return rc;
+  } else if (strcmp(c->opts.launcher, "local") == 0) {
+    c->launch = launch_local_new(c->loop, on_exit_cb, c);
+    if (!c->launch) return DRV_ENOMEM;
+  } else {
+    return drv_error(DRV_EUNSUPPORTED, "launcher '%s' is not available (\"local\" or \"slurm\")",
                      c->opts.launcher);
-  c->launch = launch_local_new(c->loop, on_exit_cb, c);
-  if (!c->launch) return DRV_ENOMEM;
+  }
   log_info("listening on %s; run directory %s", c->addr, c->rd.path);
   return 0;
 }

@@ -1,6 +1,6 @@
 /* launch.h - launchers: start a node process for a (role, index), stop it,
  * learn that it exited. One small interface; backends in launch_*.c
- * (local now; ssh and Slurm later).
+ * (local and Slurm now; ssh later).
  *
  * A node is the same drover binary run as
  *   drover node --coord HOST:PORT --role ROLE --index I --run-dir DIR
@@ -56,6 +56,13 @@ struct launcher {
 /* The local launcher: node processes on this machine (uv_spawn of this
  * very binary, found through /proc/self/exe). */
 launcher *launch_local_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud);
+
+/* The Slurm launcher (launch_slurm.c): each node a job step of the
+ * allocation we run in ($SLURM_JOB_ID), started with srun. On success
+ * *out is the launcher (freed by its destroy) and 0 is returned; outside
+ * an allocation, DRV_EUNSUPPORTED with a message saying so, and *out is
+ * NULL. A task's pid is that of its srun. */
+int launch_slurm_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud, launcher **out);
 
 /* The absolute path of the running drover binary (static buffer). */
 const char *launch_self_exe(void);
