@@ -21,7 +21,7 @@ run() { # name timeout cmd...
   rc=$?
   p=$(grep -c '^PASS ' "$out")
   f=$(grep -c '^FAIL ' "$out")
-  grep -E '^(PASS|FAIL) ' "$out" | sed "s|^|[$name] |"
+  grep -E '^(PASS|FAIL|SKIP) ' "$out" | sed "s|^|[$name] |"
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
     f=1
     echo "[$name] FAIL $name: exit status $rc$( [ "$rc" -eq 124 ] && echo ' (timeout)')"
