@@ -78,7 +78,8 @@ MaxSessions 64
 LogLevel VERBOSE
 CFG
   : > "$dir/sshd.log"
-  "$SSHD" -D -f "$dir/sshd_config" -E "$dir/sshd.log" </dev/null &
+  # Its stdout and stderr too: a caller's $(...) waits for every holder.
+  "$SSHD" -D -f "$dir/sshd_config" -E "$dir/sshd.log" </dev/null >/dev/null 2>&1 &
   pid=$!
   echo $pid > "$dir/sshd.pid"
   echo $port > "$dir/port"
