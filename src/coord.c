@@ -614,7 +614,8 @@ static int start_run(coord *c) {
     c->launch = launch_local_new(c->loop, on_exit_cb, c);
     if (!c->launch) return DRV_ENOMEM;
   } else if (strcmp(c->opts.launcher, "ssh") == 0) {
-    const char *cfg = c->opts.ssh_config ? c->opts.ssh_config : getenv("DROVER_SSH_CONFIG");
+    const char *cfg = c->opts.ssh_config && *c->opts.ssh_config ? c->opts.ssh_config
+                                                                : getenv("DROVER_SSH_CONFIG");
     c->launch = launch_ssh_new(c->loop, c->opts.hosts, c->opts.nhosts, cfg, on_exit_cb, c);
     c->opts.hosts = NULL; /* borrowed for the call: the launcher keeps copies */
     c->opts.ssh_config = NULL;

@@ -84,8 +84,8 @@ typedef struct coord_opts {
   const char *const *hosts;      /* launcher "ssh": "name[:slots]"; borrowed
                                     until coord_start returns */
   int nhosts;
-  const char *ssh_config;        /* launcher "ssh": ssh -F (NULL: the
-                                    user's config, or $DROVER_SSH_CONFIG) */
+  const char *ssh_config;        /* launcher "ssh": ssh -F (NULL or "":
+                                    $DROVER_SSH_CONFIG, else the user's) */
   double reservation_timeout;    /* seconds (60) */
   uint32_t heartbeat_ms;         /* 500 */
   uint32_t heartbeat_timeout_ms; /* 5000 */

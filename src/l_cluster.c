@@ -106,7 +106,7 @@ static int l_cluster(lua_State *L) {
   o.cpus = (int)ldrv_opt_integer(L, 1, "cpus", 0, "cluster");
   o.max_restarts = (int)ldrv_opt_integer(L, 1, "max_restarts", o.max_restarts, "cluster");
   o.max_queue = (int)ldrv_opt_integer(L, 1, "max_queue", o.max_queue, "cluster");
-  o.ssh_config = opt_string(L, "ssh_config", NULL);
+  o.ssh_config = opt_string(L, "ssh_config", ""); /* "": ssh's own config */
   o.hosts = opt_hosts(L, &o.nhosts); /* a userdata (or nil) stays on the stack */
   if (o.nhosts && strcmp(o.launcher, "ssh") != 0)
     return luaL_error(L, "cluster: hosts is for launcher = \"ssh\"");
