@@ -81,6 +81,11 @@ typedef struct coord_opts {
   int count[ROLE_COUNT];         /* ps, chief (0/1), worker, evaluator (0/1) */
   const char *launcher;          /* "local" */
   const char *bind_host;         /* "127.0.0.1" */
+  const char *const *hosts;      /* launcher "ssh": "name[:slots]"; borrowed
+                                    until coord_start returns */
+  int nhosts;
+  const char *ssh_config;        /* launcher "ssh": ssh -F (NULL or "":
+                                    $DROVER_SSH_CONFIG, else the user's) */
   double reservation_timeout;    /* seconds (60) */
   uint32_t heartbeat_ms;         /* 500 */
   uint32_t heartbeat_timeout_ms; /* 5000 */

@@ -51,7 +51,7 @@ coord *lcluster_get(lua_State *L, int idx) {
 static const char *const cluster_keys[] = {
     "launcher", "ps", "worker", "chief", "evaluator", "reservation_timeout", "heartbeat",
     "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", "max_restarts", "max_queue",
-    NULL};
+    "hosts", "ssh_config", NULL};
 
 static const char *opt_string(lua_State *L, const char *key, const char *def) {
   lua_getfield(L, 1, key);
@@ -60,6 +60,31 @@ static const char *opt_string(lua_State *L, const char *key, const char *def) {
     luaL_error(L, "cluster: %s must be a string", key);
   lua_pop(L, 1); /* the string stays alive in the options table */
   return s;
+}
+
+/* hosts = { "a", "b:2" } (launcher "ssh") into a C array of the table's
+ * strings, owned by a userdata left on the stack (so a Lua error frees it);
+ * the strings live in the options table, which stays at index 1. */
+static const char *const *opt_hosts(lua_State *L, int *n) {
+  *n = 0;
+  if (lua_getfield(L, 1, "hosts") == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_pushnil(L); /* keeps the stack shape */
+    return NULL;
+  }
+  if (!lua_istable(L, -1)) luaL_error(L, "cluster: hosts must be a list of strings");
+  lua_Integer len = luaL_len(L, -1);
+  if (len < 1 || len > 4096) luaL_error(L, "cluster: hosts must list 1..4096 hosts");
+  const char **a = lua_newuserdatauv(L, (size_t)len * sizeof *a, 0);
+  for (lua_Integer i = 1; i <= len; i++) {
+    if (lua_rawgeti(L, -2, i) != LUA_TSTRING)
+      luaL_error(L, "cluster: hosts[%d] must be a string (\"host\" or \"host:slots\")", (int)i);
+    a[i - 1] = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_remove(L, -2); /* the list; its strings are in the options table's list */
+  *n = (int)len;
+  return a;
 }
 
 static int l_cluster(lua_State *L) {
@@ -81,6 +106,10 @@ static int l_cluster(lua_State *L) {
   o.cpus = (int)ldrv_opt_integer(L, 1, "cpus", 0, "cluster");
   o.max_restarts = (int)ldrv_opt_integer(L, 1, "max_restarts", o.max_restarts, "cluster");
   o.max_queue = (int)ldrv_opt_integer(L, 1, "max_queue", o.max_queue, "cluster");
+  o.ssh_config = opt_string(L, "ssh_config", ""); /* "": ssh's own config */
+  o.hosts = opt_hosts(L, &o.nhosts); /* a userdata (or nil) stays on the stack */
+  if (o.nhosts && strcmp(o.launcher, "ssh") != 0)
+    return luaL_error(L, "cluster: hosts is for launcher = \"ssh\"");
   uv_loop_t *loop = drover_lua_loop(L);
 
   /* user values: 1 what workers were set up from, 2 the ':' command thread */

@@ -1,6 +1,6 @@
 /* launch.h - launchers: start a node process for a (role, index), stop it,
  * learn that it exited. One small interface; backends in launch_*.c
- * (local and Slurm now; ssh later).
+ * (local, Slurm and ssh).
  *
  * A node is the same drover binary run as
  *   drover node --coord HOST:PORT --role ROLE --index I --run-dir DIR
@@ -63,6 +63,14 @@ launcher *launch_local_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud);
  * an allocation, DRV_EUNSUPPORTED with a message saying so, and *out is
  * NULL. A task's pid is that of its srun. */
 int launch_slurm_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud, launcher **out);
+
+/* The ssh launcher (launch_ssh.c): each node started on a host by the
+ * system ssh client, which is its local handle. `hosts` are "name" or
+ * "name:slots" (1 slot by default), copied; `ssh_config`, when not NULL or
+ * empty, is passed to ssh as -F (else the user's config applies), copied.
+ * Returns NULL with the error set on a malformed host or no hosts. */
+launcher *launch_ssh_new(uv_loop_t *loop, const char *const *hosts, int nhosts,
+                         const char *ssh_config, launch_exit_cb on_exit, void *ud);
 
 /* The absolute path of the running drover binary (static buffer). */
 const char *launch_self_exe(void);

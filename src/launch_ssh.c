@@ -1,0 +1,501 @@
+/* launch_ssh.c - the ssh launcher: node processes on other hosts, each
+ * started by the system `ssh` client, whose local process is the node's
+ * handle (its exit is the node's exit).
+ *
+ * Hosts are "name" or "name:slots" (1 slot by default); a node (role,
+ * index) is placed on its first start, round-robin over the hosts that have
+ * a free slot (so two ps land on two hosts when they can), and keeps that
+ * host across restarts. More nodes than slots is an error of that start.
+ *
+ * Each task runs, with its stdout and stderr appended to the local
+ * <run_dir>/logs/<role>-<index>.log (ssh forwards the remote output):
+ *   ssh [-F CONFIG] -T -o BatchMode=yes -o ServerAliveInterval=5
+ *       -o ServerAliveCountMax=3 -- HOST sh -c '<WRAPPER>' drover-node
+ *       [env OPENBLAS_NUM_THREADS=N] EXE node --coord ... (launch.h)
+ * CONFIG is the launcher's ssh_config (a test's private sshd), else the
+ * user's own config and keys apply. EXE is the same path as this binary
+ * (launch_self_exe): the host must have it there. Shipping the binary to a
+ * per-run directory when the host lacks it is the next step (issue 6).
+ *
+ * The remote wrapper (WRAPPER below, run by sh whatever the login shell):
+ *  - reads the secret's one line from stdin into a 0600 file in a fresh
+ *    mktemp -d directory and points DROVER_SECRET_FILE at it: the secret is
+ *    never in an argument list or an environment, on either side;
+ *  - starts the node in the background, and a watcher that reads signal
+ *    names from the rest of stdin ("TERM\n") and kills the node with each;
+ *    at EOF (we closed ssh's stdin, or ssh died and sshd closed the session)
+ *    the watcher sends TERM and, 5 s later, KILL: a node never outlives its
+ *    ssh process for long, without a pty (which would echo the secret and
+ *    mangle the log);
+ *  - waits for the node, removes the directory and exits with the node's
+ *    status (128 + signal when killed), which ssh passes on.
+ * So `signal` writes the signal's name to ssh's stdin, and destroy kills
+ * the ssh processes (their remote nodes end through the watcher).
+ *
+ * Exit statuses: ssh's 255 is its own failure (connection refused, host
+ * unknown, authentication); the launcher appends a line naming the host to
+ * the node's log, which the coordinator quotes. 129..192 is reported as
+ * term_signal = status - 128 (the wrapper's rendering of a killed node).
+ *
+ * Not done yet (issue 6): shipping the binary and the script's files; the
+ * coordinator listening on a routable address and nodes binding to their
+ * host's address (the loopback test needs neither); the run directory on
+ * the host (only the chief writes there: summaries).
+ *
+ * Lifetimes: a task owns a uv_process_t (first member) and the uv_pipe_t
+ * of ssh's stdin; it is freed when both close callbacks have run. Write
+ * requests carry their own buffers and are freed in their callbacks, which
+ * libuv runs before the pipe's close callback.
+ */
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "wire.h"
+
+#define MAX_HOSTS 4096
+#define MAX_SLOTS 4096
+#define REAP_TIMEOUT_MS 2000
+
+/* Double quotes only: the whole script travels inside single quotes. */
+static const char WRAPPER[] =
+    "umask 077; "
+    "d=$(mktemp -d \"${TMPDIR:-/tmp}/drover-node-XXXXXX\") || exit 125; "
+    "IFS= read -r s || { rm -rf \"$d\"; echo \"drover: no secret on stdin\" >&2; exit 125; }; "
+    "printf \"%s\\n\" \"$s\" > \"$d/secret\"; s=; "
+    "exec 3<&0; "
+    "DROVER_SECRET_FILE=\"$d/secret\" \"$@\" </dev/null & p=$!; "
+    "( while IFS= read -r g; do kill -s \"$g\" $p 2>/dev/null; done; "
+    "kill -s TERM $p 2>/dev/null; sleep 5; kill -s KILL $p 2>/dev/null ) <&3 >/dev/null 2>&1 & "
+    "w=$!; exec 3<&-; "
+    "wait $p; st=$?; kill $w 2>/dev/null; rm -rf \"$d\"; exit $st";
+
+typedef struct ssh_launcher ssh_launcher;
+
+typedef struct ssh_host {
+  char *name;
+  int slots, used;
+} ssh_host;
+
+typedef struct ssh_place {
+  int role, index, host;
+} ssh_place;
+
+typedef struct ssh_task {
+  uv_process_t proc;     /* first member; proc.data points back */
+  uv_pipe_t in;          /* ssh's stdin: the secret, then signal names */
+  ssh_launcher *owner;   /* valid while the task is in owner's list */
+  void *ud;              /* start's task_ud */
+  int host;
+  int open_handles;      /* freed when both close callbacks ran */
+  char log[PATH_MAX];    /* the node's log, for the line on ssh's failure */
+  struct ssh_task *next;
+} ssh_task;
+
+struct ssh_launcher {
+  launcher base; /* first member */
+  ssh_host *hosts;
+  int nhosts, cursor;
+  char *config;  /* -F, or NULL */
+  ssh_place *places;
+  int nplaces, cap_places;
+  ssh_task *tasks;
+};
+
+typedef struct ssh_write {
+  uv_write_t req;
+  size_t len;
+  char buf[]; /* zeroed before free: it may hold the secret */
+} ssh_write;
+
+static const char *const role_names[] = {
+    [ROLE_PS] = "ps", [ROLE_CHIEF] = "chief", [ROLE_WORKER] = "worker",
+    [ROLE_EVALUATOR] = "evaluator"};
+
+static const char *role_name(int role) {
+  if (role < 0 || role >= (int)(sizeof role_names / sizeof role_names[0])) return NULL;
+  return role_names[role];
+}
+
+/* ============================== hosts ==================================== */
+
+/* "name" or "name:slots" into h (name copied). */
+static int parse_host(const char *spec, ssh_host *h) {
+  const char *colon = strrchr(spec, ':');
+  size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
+  h->slots = 1;
+  if (colon) {
+    char *end;
+    errno = 0;
+    long v = strtol(colon + 1, &end, 10);
+    if (colon[1] == '\0' || *end || errno || v < 1 || v > MAX_SLOTS)
+      return drv_error(DRV_EINVAL, "ssh: host '%s': slots must be an integer in 1..%d", spec,
+                       MAX_SLOTS);
+    h->slots = (int)v;
+  }
+  if (n == 0) return drv_error(DRV_EINVAL, "ssh: host '%s' has an empty name", spec);
+  if (spec[0] == '-') return drv_error(DRV_EINVAL, "ssh: host '%s' starts with '-'", spec);
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)spec[i] <= ' ' || spec[i] == '\'' || spec[i] == '"')
+      return drv_error(DRV_EINVAL, "ssh: host '%s' has a space, quote or control character",
+                       spec);
+  h->name = strndup(spec, n);
+  if (!h->name) return drv_error(DRV_ENOMEM, "out of memory");
+  return 0;
+}
+
+/* The host of (role, index): the one it had, or the next with a free slot. */
+static int place(ssh_launcher *l, int role, int index) {
+  for (int i = 0; i < l->nplaces; i++)
+    if (l->places[i].role == role && l->places[i].index == index) return l->places[i].host;
+  int total = 0;
+  for (int k = 0; k < l->nhosts; k++) total += l->hosts[k].slots;
+  int h = -1;
+  for (int k = 0; k < l->nhosts && h < 0; k++) {
+    int c = (l->cursor + k) % l->nhosts;
+    if (l->hosts[c].used < l->hosts[c].slots) h = c;
+  }
+  if (h < 0)
+    return drv_error(DRV_EINVAL, "ssh: no free slot for %s-%d: the hosts have %d slots in all",
+                     role_name(role), index, total);
+  if (l->nplaces == l->cap_places) {
+    int cap = l->cap_places ? 2 * l->cap_places : 16;
+    ssh_place *p = realloc(l->places, (size_t)cap * sizeof *p);
+    if (!p) return drv_error(DRV_ENOMEM, "out of memory");
+    l->places = p;
+    l->cap_places = cap;
+  }
+  l->places[l->nplaces++] = (ssh_place){role, index, h};
+  l->hosts[h].used++;
+  l->cursor = (h + 1) % l->nhosts;
+  return h;
+}
+
+/* ============================== command ================================== */
+
+/* Appends s to out in single quotes (' as '\''), for the remote login
+ * shell. Returns false when it does not fit. */
+static bool put_quoted(char *out, size_t cap, size_t *len, const char *s) {
+  size_t k = *len;
+  if (k + 3 > cap) return false;
+  if (k) out[k++] = ' ';
+  out[k++] = '\'';
+  for (; *s; s++) {
+    if (*s == '\'') {
+      if (k + 5 > cap) return false;
+      memcpy(out + k, "'\\''", 4);
+      k += 4;
+    } else {
+      if (k + 2 > cap) return false;
+      out[k++] = *s;
+    }
+  }
+  if (k + 2 > cap) return false;
+  out[k++] = '\'';
+  out[k] = '\0';
+  *len = k;
+  return true;
+}
+
+/* The remote command: sh -c '<WRAPPER>' drover-node [env ...] EXE node ARGS. */
+static int remote_command(const launch_task *t, char *out, size_t cap) {
+  char index[16], cpus[16], hb[16], to[16], blas[48];
+  snprintf(index, sizeof index, "%d", t->index);
+  snprintf(cpus, sizeof cpus, "%d", t->cpus);
+  snprintf(hb, sizeof hb, "%u", (unsigned)t->heartbeat_ms);
+  snprintf(to, sizeof to, "%u", (unsigned)t->timeout_ms);
+  snprintf(blas, sizeof blas, "OPENBLAS_NUM_THREADS=%d", t->cpus);
+  const char *args[32];
+  int n = 0;
+  args[n++] = "sh", args[n++] = "-c", args[n++] = WRAPPER, args[n++] = "drover-node";
+  if (t->cpus > 0) args[n++] = "env", args[n++] = blas;
+  args[n++] = launch_self_exe(), args[n++] = "node", args[n++] = "--coord", args[n++] = t->coord;
+  args[n++] = "--role", args[n++] = role_name(t->role), args[n++] = "--index", args[n++] = index;
+  args[n++] = "--run-dir", args[n++] = t->run_dir, args[n++] = "--bind", args[n++] = t->bind_host;
+  if (t->cpus > 0) args[n++] = "--cpus", args[n++] = cpus;
+  args[n++] = "--heartbeat-ms", args[n++] = hb, args[n++] = "--timeout-ms", args[n++] = to;
+  size_t len = 0;
+  out[0] = '\0';
+  for (int i = 0; i < n; i++)
+    if (!put_quoted(out, cap, &len, args[i]))
+      return drv_error(DRV_ERANGE, "ssh %s-%d: command too long", role_name(t->role), t->index);
+  return 0;
+}
+
+/* ============================== tasks ==================================== */
+
+static ssh_task *find_task(ssh_launcher *l, void *ud) {
+  for (ssh_task *t = l->tasks; t; t = t->next)
+    if (t->ud == ud) return t;
+  return NULL;
+}
+
+static void unlink_task(ssh_launcher *l, ssh_task *t) {
+  for (ssh_task **p = &l->tasks; *p; p = &(*p)->next)
+    if (*p == t) {
+      *p = t->next;
+      return;
+    }
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  ssh_task *t = h->data;
+  if (--t->open_handles == 0) free(t);
+}
+
+static void close_task(ssh_task *t) {
+  if (!uv_is_closing((uv_handle_t *)&t->in)) uv_close((uv_handle_t *)&t->in, on_handle_closed);
+  if (!uv_is_closing((uv_handle_t *)&t->proc)) uv_close((uv_handle_t *)&t->proc, on_handle_closed);
+}
+
+static void on_written(uv_write_t *req, int status) {
+  (void)status; /* a failed write shows as ssh's exit */
+  ssh_write *w = (ssh_write *)req;
+  memset(w->buf, 0, w->len);
+  free(w);
+}
+
+/* Queues `len` bytes for ssh's stdin (copied). */
+static int send_line(ssh_task *t, const char *s, size_t len) {
+  ssh_write *w = malloc(sizeof *w + len);
+  if (!w) return drv_error(DRV_ENOMEM, "out of memory");
+  memcpy(w->buf, s, len);
+  w->len = len;
+  uv_buf_t b = uv_buf_init(w->buf, (unsigned)len);
+  int err = uv_write(&w->req, (uv_stream_t *)&t->in, &b, 1, on_written);
+  if (err < 0) {
+    memset(w->buf, 0, len);
+    free(w);
+    return drv_error(DRV_EIO, "ssh: cannot write to ssh's stdin: %s", uv_strerror(err));
+  }
+  return 0;
+}
+
+/* Appends one line to the node's log (ssh's own failure, named). */
+static void log_line(const ssh_task *t, const char *fmt, const char *a, long long b) {
+  FILE *f = fopen(t->log, "ae");
+  if (!f) return;
+  fprintf(f, fmt, a, b);
+  fclose(f);
+}
+
+static void on_process_exit(uv_process_t *proc, int64_t status, int term_signal) {
+  ssh_task *t = proc->data;
+  ssh_launcher *l = t->owner;
+  void *ud = t->ud;
+  const char *host = l->hosts[t->host].name;
+  if (!term_signal && status == 255)
+    log_line(t, "drover: ssh to host '%s' failed (ssh exit status %lld): the lines above say why\n",
+             host, (long long)status);
+  else if (!term_signal && status > 128 && status <= 128 + 64) {
+    term_signal = (int)(status - 128);
+    status = 0;
+  }
+  unlink_task(l, t);
+  close_task(t);
+  if (l->base.on_exit) l->base.on_exit(&l->base, ud, status, term_signal);
+}
+
+static int check_task(const launch_task *t) {
+  if (!t || !role_name(t->role)) return drv_error(DRV_EINVAL, "launch: bad task");
+  if (t->index < 0 || t->cpus < 0 || !t->coord || !t->run_dir || !t->secret_file || !t->bind_host)
+    return drv_error(DRV_EINVAL, "launch %s-%d: incomplete task", role_name(t->role), t->index);
+  return 0;
+}
+
+/* The secret file's one line (hex and a newline), into buf. */
+static int read_secret(const char *path, char *buf, size_t cap, size_t *len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return drv_error(DRV_EIO, "cannot open secret file '%s': %s", path, strerror(errno));
+  ssize_t n = read(fd, buf, cap);
+  close(fd);
+  if (n <= 1 || (size_t)n == cap || buf[n - 1] != '\n' || memchr(buf, '\n', (size_t)n - 1))
+    return drv_error(DRV_EIO, "secret file '%s' is not one line", path);
+  *len = (size_t)n;
+  return 0;
+}
+
+static int spawn_ssh(ssh_launcher *l, ssh_task *task, const char *host, const char *cmd,
+                     int log_fd) {
+  char *args[20];
+  int n = 0;
+  args[n++] = "ssh";
+  if (l->config) args[n++] = "-F", args[n++] = l->config;
+  args[n++] = "-T", args[n++] = "-o", args[n++] = "BatchMode=yes";
+  args[n++] = "-o", args[n++] = "ServerAliveInterval=5";
+  args[n++] = "-o", args[n++] = "ServerAliveCountMax=3";
+  args[n++] = "--", args[n++] = (char *)host, args[n++] = (char *)cmd, args[n] = NULL;
+  uv_stdio_container_t stdio[3] = {
+      {.flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&task->in},
+      {.flags = UV_INHERIT_FD, .data.fd = log_fd},
+      {.flags = UV_INHERIT_FD, .data.fd = log_fd},
+  };
+  uv_process_options_t o = {0};
+  o.exit_cb = on_process_exit;
+  o.file = "ssh";
+  o.args = args;
+  o.stdio = stdio;
+  o.stdio_count = 3;
+  /* Own session: the terminal's Ctrl-C is the coordinator's, not ssh's
+   * (launch_local.c explains why). */
+  o.flags = UV_PROCESS_DETACHED;
+  return uv_spawn(l->base.loop, &task->proc, &o);
+}
+
+static int ssh_start(launcher *base, const launch_task *t, void *task_ud, pid_t *pid) {
+  ssh_launcher *l = (ssh_launcher *)base;
+  if (pid) *pid = 0;
+  int rc = check_task(t);
+  if (rc < 0) return rc;
+  const char *r = role_name(t->role);
+  int h = place(l, t->role, t->index);
+  if (h < 0) return h;
+  char cmd[16384];
+  char secret[256];
+  size_t slen = 0;
+  if ((rc = remote_command(t, cmd, sizeof cmd)) < 0 ||
+      (rc = read_secret(t->secret_file, secret, sizeof secret, &slen)) < 0)
+    return rc;
+  ssh_task *task = calloc(1, sizeof *task);
+  if (!task) return drv_error(DRV_ENOMEM, "out of memory");
+  snprintf(task->log, sizeof task->log, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
+  int log_fd = open(task->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    rc = drv_error(DRV_EIO, "launch %s-%d: cannot open '%s': %s", r, t->index, task->log,
+                   strerror(errno));
+    free(task);
+    memset(secret, 0, sizeof secret);
+    return rc;
+  }
+  uv_pipe_init(l->base.loop, &task->in, 0);
+  task->in.data = task->proc.data = task;
+  task->open_handles = 2;
+  int err = spawn_ssh(l, task, l->hosts[h].name, cmd, log_fd);
+  close(log_fd);
+  if (err < 0) {
+    close_task(task);
+    memset(secret, 0, sizeof secret);
+    return drv_error(DRV_EIO, "launch %s-%d on host '%s': cannot run ssh: %s", r, t->index,
+                     l->hosts[h].name, uv_strerror(err));
+  }
+  task->owner = l;
+  task->ud = task_ud;
+  task->host = h;
+  task->next = l->tasks;
+  l->tasks = task;
+  rc = send_line(task, secret, slen);
+  memset(secret, 0, sizeof secret);
+  if (rc < 0) uv_process_kill(&task->proc, SIGKILL); /* its exit is reported as usual */
+  if (pid) *pid = task->proc.pid;
+  return 0;
+}
+
+/* ============================== control ================================== */
+
+static int ssh_signal(launcher *base, void *task_ud, int sig) {
+  ssh_task *t = find_task((ssh_launcher *)base, task_ud);
+  if (!t) return 0;
+  const char *name = sig == SIGTERM ? "TERM" : sig == SIGKILL ? "KILL" : sig == SIGINT ? "INT"
+                     : sig == SIGHUP ? "HUP" : sig == SIGQUIT ? "QUIT" : NULL;
+  if (!name) return drv_error(DRV_EINVAL, "ssh: signal %d is not forwarded", sig);
+  char line[8];
+  int n = snprintf(line, sizeof line, "%s\n", name);
+  return send_line(t, line, (size_t)n);
+}
+
+static int ssh_running(launcher *base) {
+  int n = 0;
+  for (ssh_task *t = ((ssh_launcher *)base)->tasks; t; t = t->next) n++;
+  return n;
+}
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reaps the killed ssh processes (libuv never reaps a closed handle's
+ * child), bounded. */
+static void reap(pid_t *pids, int n) {
+  long long deadline = now_ms() + REAP_TIMEOUT_MS;
+  int left = n;
+  while (left > 0 && now_ms() < deadline) {
+    for (int i = 0; i < n; i++)
+      if (pids[i] > 0) {
+        pid_t k = waitpid(pids[i], NULL, WNOHANG);
+        if (k == pids[i] || (k < 0 && errno != EINTR)) pids[i] = 0, left--;
+      }
+    struct timespec pause = {0, 2 * 1000000L};
+    if (left) nanosleep(&pause, NULL);
+  }
+}
+
+/* Kills every ssh: sshd closes each session, the wrapper's watcher sees
+ * EOF and stops its node (TERM, then KILL 5 s later). */
+static void ssh_destroy(launcher *base) {
+  ssh_launcher *l = (ssh_launcher *)base;
+  if (!l) return;
+  int n = ssh_running(base), k = 0;
+  pid_t *pids = n ? malloc((size_t)n * sizeof *pids) : NULL;
+  for (ssh_task *t = l->tasks, *next; t; t = next) {
+    next = t->next;
+    uv_process_kill(&t->proc, SIGKILL);
+    if (pids) pids[k++] = t->proc.pid;
+    close_task(t);
+  }
+  l->tasks = NULL;
+  if (pids) reap(pids, k);
+  free(pids);
+  for (int i = 0; i < l->nhosts; i++) free(l->hosts[i].name);
+  free(l->hosts);
+  free(l->places);
+  free(l->config);
+  free(l);
+}
+
+static const launch_ops ssh_ops = {"ssh", ssh_start, ssh_signal, ssh_running, ssh_destroy};
+
+launcher *launch_ssh_new(uv_loop_t *loop, const char *const *hosts, int nhosts,
+                         const char *ssh_config, launch_exit_cb on_exit, void *ud) {
+  if (!loop || (nhosts > 0 && !hosts)) {
+    drv_error(DRV_EINVAL, "launch_ssh_new: NULL argument");
+    return NULL;
+  }
+  if (nhosts < 1 || nhosts > MAX_HOSTS) {
+    drv_error(DRV_EINVAL, "ssh launcher: needs hosts = { \"host\", \"host:slots\", ... } "
+                          "(1..%d of them)", MAX_HOSTS);
+    return NULL;
+  }
+  ssh_launcher *l = calloc(1, sizeof *l);
+  if (l) l->hosts = calloc((size_t)nhosts, sizeof *l->hosts);
+  if (l && ssh_config && *ssh_config) l->config = strdup(ssh_config);
+  if (!l || !l->hosts || (ssh_config && *ssh_config && !l->config)) {
+    drv_error(DRV_ENOMEM, "out of memory creating the ssh launcher");
+    goto fail;
+  }
+  l->base.ops = &ssh_ops;
+  l->base.loop = loop;
+  l->base.on_exit = on_exit;
+  l->base.ud = ud;
+  for (int i = 0; i < nhosts; i++, l->nhosts++)
+    if (!hosts[i] || parse_host(hosts[i], &l->hosts[i]) < 0) {
+      if (!hosts[i]) drv_error(DRV_EINVAL, "ssh launcher: host %d is NULL", i + 1);
+      goto fail;
+    }
+  return &l->base;
+fail:
+  ssh_destroy(l ? &l->base : NULL);
+  return NULL;
+}
