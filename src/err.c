@@ -3,15 +3,21 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char errbuf[1024];
 static volatile sig_atomic_t interrupt_flag;
 
 int drv_error(int code, const char *fmt, ...) {
+  /* Callers often wrap the previous message ("launching %s: %s", ...,
+   * drv_errmsg()): format aside, then copy, so that source and target of
+   * vsnprintf never overlap. */
+  char msg[sizeof errbuf];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  memcpy(errbuf, msg, sizeof errbuf);
   return code;
 }
 
