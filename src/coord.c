@@ -610,22 +610,11 @@ static int start_run(coord *c) {
   if ((rc = start_listener(c)) < 0 || (rc = write_coordinator_file(c)) < 0 ||
       (rc = start_tick(c)) < 0)
     return rc;
-  if (strcmp(c->opts.launcher, "local") == 0) {
-    c->launch = launch_local_new(c->loop, on_exit_cb, c);
-    if (!c->launch) return DRV_ENOMEM;
-  } else if (strcmp(c->opts.launcher, "slurm") == 0) {
-    if ((rc = launch_slurm_new(c->loop, on_exit_cb, c, &c->launch)) < 0) return rc;
-  } else if (strcmp(c->opts.launcher, "ssh") == 0) {
-    const char *cfg = c->opts.ssh_config && *c->opts.ssh_config ? c->opts.ssh_config
-                                                                : getenv("DROVER_SSH_CONFIG");
-    c->launch = launch_ssh_new(c->loop, c->opts.hosts, c->opts.nhosts, cfg, on_exit_cb, c);
-    c->opts.hosts = NULL; /* borrowed for the call: the launcher keeps copies */
-    c->opts.ssh_config = NULL;
-    if (!c->launch) return DRV_EINVAL; /* the message names the host */
-  } else {
-    return drv_error(DRV_EUNSUPPORTED, "launcher '%s' is not available (\"local\", \"slurm\" or \"ssh\")",
-                     c->opts.launcher);
-  }
+  launch_config lc = {c->opts.hosts, c->opts.nhosts, c->opts.ssh_config};
+  rc = launch_open(c->opts.launcher, &lc, c->loop, on_exit_cb, c, &c->launch);
+  c->opts.hosts = NULL; /* borrowed for the call: the launcher keeps copies */
+  c->opts.ssh_config = NULL;
+  if (rc < 0) return rc;
   log_info("listening on %s; run directory %s", c->addr, c->rd.path);
   return 0;
 }

@@ -72,6 +72,18 @@ int launch_slurm_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud, launcher
 launcher *launch_ssh_new(uv_loop_t *loop, const char *const *hosts, int nhosts,
                          const char *ssh_config, launch_exit_cb on_exit, void *ud);
 
+/* What a launcher needs beyond the loop (all borrowed for the call). */
+typedef struct launch_config {
+  const char *const *hosts; /* "ssh": "name[:slots]" each */
+  int nhosts;
+  const char *ssh_config;   /* "ssh": -F FILE ("" or NULL: $DROVER_SSH_CONFIG, else none) */
+} launch_config;
+
+/* The launcher called `name` ("local", "slurm", "ssh"): 0 with *out, or a
+ * negative code with the reason (an unknown name lists the known ones). */
+int launch_open(const char *name, const launch_config *cfg, uv_loop_t *loop,
+                launch_exit_cb on_exit, void *ud, launcher **out);
+
 /* The absolute path of the running drover binary (static buffer). */
 const char *launch_self_exe(void);
 

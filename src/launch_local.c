@@ -42,6 +42,7 @@
  * launcher, so the launcher may be destroyed from inside on_exit.
  */
 #include "launch.h"
+#include "launch_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -76,17 +77,6 @@ struct local_launcher {
   launcher base;     /* first member: launcher * and local_launcher * convert */
   local_task *tasks; /* started, exit not reported yet, handle open */
 };
-
-/* Our own copy of the role names (wire_role order), so this file does not
- * need wire.c to link. */
-static const char *const role_names[] = {
-    [ROLE_PS] = "ps", [ROLE_CHIEF] = "chief", [ROLE_WORKER] = "worker",
-    [ROLE_EVALUATOR] = "evaluator"};
-
-static const char *role_name(int role) {
-  if (role < 0 || role >= (int)(sizeof role_names / sizeof role_names[0])) return NULL;
-  return role_names[role];
-}
 
 /* ============================== self ===================================== */
 
@@ -144,67 +134,6 @@ static void on_process_exit(uv_process_t *proc, int64_t exit_status, int term_si
   if (l->base.on_exit) l->base.on_exit(&l->base, ud, exit_status, term_signal);
 }
 
-/* The child's environment: ours minus the variables we set, then them.
- * Returns a malloc'd array (free only the array: the strings belong to
- * environ and to the two caller buffers), or NULL. */
-static char **child_env(const launch_task *t, char *secret_var, size_t secret_n, char *blas_var,
-                        size_t blas_n) {
-  size_t n = 0;
-  while (environ && environ[n]) n++;
-  char **env = malloc((n + 3) * sizeof *env);
-  if (!env) return NULL;
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (strncmp(environ[i], "DROVER_SECRET_FILE=", 19) == 0) continue;
-    if (t->cpus > 0 && strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) == 0) continue;
-    env[k++] = environ[i];
-  }
-  snprintf(secret_var, secret_n, "DROVER_SECRET_FILE=%s", t->secret_file);
-  env[k++] = secret_var;
-  if (t->cpus > 0) {
-    snprintf(blas_var, blas_n, "OPENBLAS_NUM_THREADS=%d", t->cpus);
-    env[k++] = blas_var;
-  }
-  env[k] = NULL;
-  return env;
-}
-
-static int check_task(const launch_task *t) {
-  if (!t) return drv_error(DRV_EINVAL, "launch: NULL task");
-  if (!role_name(t->role)) return drv_error(DRV_EINVAL, "launch: unknown role %d", t->role);
-  const char *r = role_name(t->role);
-  if (t->index < 0) return drv_error(DRV_EINVAL, "launch %s: index %d is negative", r, t->index);
-  if (!t->coord || !t->run_dir || !t->secret_file || !t->bind_host)
-    return drv_error(DRV_EINVAL, "launch %s-%d: coord, run_dir, secret_file and bind_host are "
-                     "all required", r, t->index);
-  if (t->cpus < 0)
-    return drv_error(DRV_EINVAL, "launch %s-%d: cpus %d is negative", r, t->index, t->cpus);
-  return 0;
-}
-
-/* Opens the node's log for appending (a restarted node adds to the same
- * file) and /dev/null for its stdin. Close-on-exec: libuv dup2()s them onto
- * the child's 0-2, and no other child should inherit them. */
-static int open_stdio(const launch_task *t, int *log_fd, int *null_fd) {
-  const char *r = role_name(t->role);
-  char path[PATH_MAX];
-  int k = snprintf(path, sizeof path, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
-  if (k < 0 || (size_t)k >= sizeof path)
-    return drv_error(DRV_ERANGE, "launch %s-%d: log path too long", r, t->index);
-  *log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (*log_fd < 0)
-    return drv_error(DRV_EIO, "launch %s-%d: cannot open '%s': %s", r, t->index, path,
-                     strerror(errno));
-  *null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (*null_fd < 0) {
-    int e = errno;
-    close(*log_fd);
-    return drv_error(DRV_EIO, "launch %s-%d: cannot open /dev/null: %s", r, t->index,
-                     strerror(e));
-  }
-  return 0;
-}
-
 static int spawn_task(local_launcher *l, local_task *task, const launch_task *t,
                       const char *exe, char **env, int log_fd, int null_fd) {
   char index[16], cpus[16], hb[16], to[16];
@@ -215,7 +144,7 @@ static int spawn_task(local_launcher *l, local_task *task, const launch_task *t,
   char *args[24];
   int n = 0;
 #define ARG(s) (args[n++] = (char *)(s))
-  ARG(exe), ARG("node"), ARG("--coord"), ARG(t->coord), ARG("--role"), ARG(role_name(t->role));
+  ARG(exe), ARG("node"), ARG("--coord"), ARG(t->coord), ARG("--role"), ARG(launch__role_name(t->role));
   ARG("--index"), ARG(index), ARG("--run-dir"), ARG(t->run_dir), ARG("--bind"), ARG(t->bind_host);
   if (t->cpus > 0) ARG("--cpus"), ARG(cpus);
   ARG("--heartbeat-ms"), ARG(hb), ARG("--timeout-ms"), ARG(to), ARG(NULL);
@@ -241,13 +170,13 @@ static int spawn_task(local_launcher *l, local_task *task, const launch_task *t,
 static int local_start(launcher *base, const launch_task *t, void *task_ud, pid_t *pid) {
   local_launcher *l = (local_launcher *)base;
   if (pid) *pid = 0;
-  int rc = check_task(t);
+  int rc = launch__check_task(t);
   if (rc < 0) return rc;
-  const char *r = role_name(t->role);
+  const char *r = launch__role_name(t->role);
   const char *exe = launch_self_exe();
 
   char secret_var[PATH_MAX + 32], blas_var[48];
-  char **env = child_env(t, secret_var, sizeof secret_var, blas_var, sizeof blas_var);
+  char **env = launch__child_env(t, secret_var, sizeof secret_var, blas_var, sizeof blas_var);
   local_task *task = calloc(1, sizeof *task);
   if (!env || !task) {
     free(env);
@@ -255,7 +184,7 @@ static int local_start(launcher *base, const launch_task *t, void *task_ud, pid_
     return drv_error(DRV_ENOMEM, "launch %s-%d: out of memory", r, t->index);
   }
   int log_fd = -1, null_fd = -1;
-  if ((rc = open_stdio(t, &log_fd, &null_fd)) < 0) {
+  if ((rc = launch__open_stdio(t, &log_fd, &null_fd)) < 0) {
     free(env);
     free(task);
     return rc;
@@ -300,37 +229,6 @@ static int local_running(launcher *base) {
   return n;
 }
 
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Reaps the given pids, waiting at most REAP_TIMEOUT_MS in all. libuv
- * never reaps a child whose handle was closed, so without this every
- * killed node would stay a zombie until we exit. */
-static void reap(pid_t *pids, int n) {
-  long long deadline = now_ms() + REAP_TIMEOUT_MS;
-  int left = n;
-  while (left > 0) {
-    for (int i = 0; i < n; i++) {
-      if (pids[i] <= 0) continue;
-      pid_t k = waitpid(pids[i], NULL, WNOHANG);
-      if (k == pids[i] || (k < 0 && errno != EINTR)) {
-        pids[i] = 0;
-        left--;
-      }
-    }
-    if (left == 0 || now_ms() >= deadline) break;
-    struct timespec pause = {0, 2 * 1000000L};
-    nanosleep(&pause, NULL);
-  }
-  for (int i = 0; i < n; i++)
-    if (pids[i] > 0)
-      fprintf(stderr, "drover: node pid %d did not end within %d ms of SIGKILL\n", (int)pids[i],
-              REAP_TIMEOUT_MS);
-}
-
 static void local_destroy(launcher *base) {
   local_launcher *l = (local_launcher *)base;
   if (!l) return;
@@ -344,7 +242,7 @@ static void local_destroy(launcher *base) {
     uv_close((uv_handle_t *)&t->proc, free_task);
   }
   l->tasks = NULL;
-  if (pids) reap(pids, k);
+  if (pids) launch__reap(pids, k, REAP_TIMEOUT_MS);
   free(pids);
   free(l);
 }

@@ -38,6 +38,7 @@
  * resources; a routable coordinator address for nodes on other hosts.
  */
 #include "launch.h"
+#include "launch_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -79,26 +80,6 @@ struct slurm_launcher {
   slurm_task *tasks;
 };
 
-static const char *const role_names[] = {
-    [ROLE_PS] = "ps", [ROLE_CHIEF] = "chief", [ROLE_WORKER] = "worker",
-    [ROLE_EVALUATOR] = "evaluator"};
-
-static const char *role_name(int role) {
-  if (role < 0 || role >= (int)(sizeof role_names / sizeof role_names[0])) return NULL;
-  return role_names[role];
-}
-
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void pause_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 /* ============================== helpers ================================== */
 
 /* Runs argv (searched in PATH) with stdin from /dev/null, its stdout into
@@ -124,10 +105,10 @@ static int run_helper(char *const argv[], char *out, size_t n) {
     return drv_error(DRV_EIO, "cannot run %s: %s", argv[0], strerror(e));
   }
   size_t len = 0;
-  long long deadline = now_ms() + HELPER_TIMEOUT_MS;
+  long long deadline = launch__now_ms() + HELPER_TIMEOUT_MS;
   bool timed_out = false;
   for (;;) {
-    long long left = deadline - now_ms();
+    long long left = deadline - launch__now_ms();
     if (left <= 0) {
       timed_out = true;
       break;
@@ -220,63 +201,6 @@ static void on_srun_exit(uv_process_t *proc, int64_t exit_status, int term_signa
   if (l->base.on_exit) l->base.on_exit(&l->base, ud, exit_status, term_signal);
 }
 
-/* Ours minus the variables we set, then them; see launch_local.c. */
-static char **child_env(const launch_task *t, char *secret_var, size_t secret_n, char *blas_var,
-                        size_t blas_n) {
-  size_t n = 0;
-  while (environ && environ[n]) n++;
-  char **env = malloc((n + 3) * sizeof *env);
-  if (!env) return NULL;
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (strncmp(environ[i], "DROVER_SECRET_FILE=", 19) == 0) continue;
-    if (t->cpus > 0 && strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) == 0) continue;
-    env[k++] = environ[i];
-  }
-  snprintf(secret_var, secret_n, "DROVER_SECRET_FILE=%s", t->secret_file);
-  env[k++] = secret_var;
-  if (t->cpus > 0) {
-    snprintf(blas_var, blas_n, "OPENBLAS_NUM_THREADS=%d", t->cpus);
-    env[k++] = blas_var;
-  }
-  env[k] = NULL;
-  return env;
-}
-
-static int check_task(const launch_task *t) {
-  if (!t) return drv_error(DRV_EINVAL, "launch: NULL task");
-  const char *r = role_name(t->role);
-  if (!r) return drv_error(DRV_EINVAL, "launch: unknown role %d", t->role);
-  if (t->index < 0) return drv_error(DRV_EINVAL, "launch %s: index %d is negative", r, t->index);
-  if (!t->coord || !t->run_dir || !t->secret_file || !t->bind_host)
-    return drv_error(DRV_EINVAL, "launch %s-%d: coord, run_dir, secret_file and bind_host are "
-                     "all required", r, t->index);
-  if (t->cpus < 0)
-    return drv_error(DRV_EINVAL, "launch %s-%d: cpus %d is negative", r, t->index, t->cpus);
-  return 0;
-}
-
-/* The node's log, for appending, and /dev/null; both close-on-exec. */
-static int open_stdio(const launch_task *t, int *log_fd, int *null_fd) {
-  const char *r = role_name(t->role);
-  char path[PATH_MAX];
-  int k = snprintf(path, sizeof path, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
-  if (k < 0 || (size_t)k >= sizeof path)
-    return drv_error(DRV_ERANGE, "launch %s-%d: log path too long", r, t->index);
-  *log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (*log_fd < 0)
-    return drv_error(DRV_EIO, "launch %s-%d: cannot open '%s': %s", r, t->index, path,
-                     strerror(errno));
-  *null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (*null_fd < 0) {
-    int e = errno;
-    close(*log_fd);
-    return drv_error(DRV_EIO, "launch %s-%d: cannot open /dev/null: %s", r, t->index,
-                     strerror(e));
-  }
-  return 0;
-}
-
 static int spawn_srun(slurm_launcher *l, slurm_task *task, const launch_task *t, char **env,
                       int log_fd, int null_fd) {
   char index[16], cpt[32], hb[16], to[16], cpus[16], jobname[64];
@@ -294,7 +218,7 @@ static int spawn_srun(slurm_launcher *l, slurm_task *task, const launch_task *t,
   ARG("srun"), ARG("--ntasks=1"), ARG("--nodes=1"), ARG(cpt), ARG("--exact"), ARG(jobname);
   ARG("--input=none");
   ARG(launch_self_exe()), ARG("node"), ARG("--coord"), ARG(t->coord);
-  ARG("--role"), ARG(role_name(t->role)), ARG("--index"), ARG(index);
+  ARG("--role"), ARG(launch__role_name(t->role)), ARG("--index"), ARG(index);
   ARG("--run-dir"), ARG(t->run_dir), ARG("--bind"), ARG(t->bind_host);
   if (t->cpus > 0) ARG("--cpus"), ARG(cpus);
   ARG("--heartbeat-ms"), ARG(hb), ARG("--timeout-ms"), ARG(to), ARG(NULL);
@@ -319,11 +243,11 @@ static int spawn_srun(slurm_launcher *l, slurm_task *task, const launch_task *t,
 static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_t *pid) {
   slurm_launcher *l = (slurm_launcher *)base;
   if (pid) *pid = 0;
-  int rc = check_task(t);
+  int rc = launch__check_task(t);
   if (rc < 0) return rc;
-  const char *r = role_name(t->role);
+  const char *r = launch__role_name(t->role);
   char secret_var[PATH_MAX + 32], blas_var[48];
-  char **env = child_env(t, secret_var, sizeof secret_var, blas_var, sizeof blas_var);
+  char **env = launch__child_env(t, secret_var, sizeof secret_var, blas_var, sizeof blas_var);
   slurm_task *task = calloc(1, sizeof *task);
   if (!env || !task) {
     free(env);
@@ -333,7 +257,7 @@ static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_
   snprintf(task->name, sizeof task->name, "drover-%s-%d", r, t->index);
   task->step = -1;
   int log_fd = -1, null_fd = -1;
-  if ((rc = open_stdio(t, &log_fd, &null_fd)) < 0) {
+  if ((rc = launch__open_stdio(t, &log_fd, &null_fd)) < 0) {
     free(env);
     free(task);
     return rc;
@@ -389,26 +313,6 @@ static int slurm_running(launcher *base) {
   return n;
 }
 
-/* Waits until every pid is reaped or ms pass; reaped ones become 0.
- * Returns how many are left. */
-static int reap(pid_t *pids, int n, long ms) {
-  long long deadline = now_ms() + ms;
-  int left = n;
-  for (;;) {
-    left = 0;
-    for (int i = 0; i < n; i++) {
-      if (pids[i] <= 0) continue;
-      pid_t k = waitpid(pids[i], NULL, WNOHANG);
-      if (k == pids[i] || (k < 0 && errno != EINTR))
-        pids[i] = 0;
-      else
-        left++;
-    }
-    if (left == 0 || now_ms() >= deadline) return left;
-    pause_ms(5);
-  }
-}
-
 static void slurm_destroy(launcher *base) {
   slurm_launcher *l = (slurm_launcher *)base;
   if (!l) return;
@@ -437,10 +341,10 @@ static void slurm_destroy(launcher *base) {
     uv_close((uv_handle_t *)&t->proc, free_task); /* no exit callback now */
   }
   l->tasks = NULL;
-  if (pids && reap(pids, k, SRUN_END_MS) > 0) {
+  if (pids && launch__reap(pids, k, SRUN_END_MS) > 0) {
     for (int i = 0; i < k; i++)
       if (pids[i] > 0) kill(pids[i], SIGKILL);
-    if (reap(pids, k, REAP_TIMEOUT_MS) > 0)
+    if (launch__reap(pids, k, REAP_TIMEOUT_MS) > 0)
       fprintf(stderr, "drover: an srun did not end within %d ms of SIGKILL\n", REAP_TIMEOUT_MS);
   }
   free(pids);

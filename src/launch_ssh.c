@@ -48,6 +48,7 @@
  * libuv runs before the pipe's close callback.
  */
 #include "launch.h"
+#include "launch_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -119,15 +120,6 @@ typedef struct ssh_write {
   char buf[]; /* zeroed before free: it may hold the secret */
 } ssh_write;
 
-static const char *const role_names[] = {
-    [ROLE_PS] = "ps", [ROLE_CHIEF] = "chief", [ROLE_WORKER] = "worker",
-    [ROLE_EVALUATOR] = "evaluator"};
-
-static const char *role_name(int role) {
-  if (role < 0 || role >= (int)(sizeof role_names / sizeof role_names[0])) return NULL;
-  return role_names[role];
-}
-
 /* ============================== hosts ==================================== */
 
 /* "name" or "name:slots" into h (name copied). */
@@ -168,7 +160,7 @@ static int place(ssh_launcher *l, int role, int index) {
   }
   if (h < 0)
     return drv_error(DRV_EINVAL, "ssh: no free slot for %s-%d: the hosts have %d slots in all",
-                     role_name(role), index, total);
+                     launch__role_name(role), index, total);
   if (l->nplaces == l->cap_places) {
     int cap = l->cap_places ? 2 * l->cap_places : 16;
     ssh_place *p = realloc(l->places, (size_t)cap * sizeof *p);
@@ -221,7 +213,7 @@ static int remote_command(const launch_task *t, char *out, size_t cap) {
   args[n++] = "sh", args[n++] = "-c", args[n++] = WRAPPER, args[n++] = "drover-node";
   if (t->cpus > 0) args[n++] = "env", args[n++] = blas;
   args[n++] = launch_self_exe(), args[n++] = "node", args[n++] = "--coord", args[n++] = t->coord;
-  args[n++] = "--role", args[n++] = role_name(t->role), args[n++] = "--index", args[n++] = index;
+  args[n++] = "--role", args[n++] = launch__role_name(t->role), args[n++] = "--index", args[n++] = index;
   args[n++] = "--run-dir", args[n++] = t->run_dir, args[n++] = "--bind", args[n++] = t->bind_host;
   if (t->cpus > 0) args[n++] = "--cpus", args[n++] = cpus;
   args[n++] = "--heartbeat-ms", args[n++] = hb, args[n++] = "--timeout-ms", args[n++] = to;
@@ -229,7 +221,7 @@ static int remote_command(const launch_task *t, char *out, size_t cap) {
   out[0] = '\0';
   for (int i = 0; i < n; i++)
     if (!put_quoted(out, cap, &len, args[i]))
-      return drv_error(DRV_ERANGE, "ssh %s-%d: command too long", role_name(t->role), t->index);
+      return drv_error(DRV_ERANGE, "ssh %s-%d: command too long", launch__role_name(t->role), t->index);
   return 0;
 }
 
@@ -307,13 +299,6 @@ static void on_process_exit(uv_process_t *proc, int64_t status, int term_signal)
   if (l->base.on_exit) l->base.on_exit(&l->base, ud, status, term_signal);
 }
 
-static int check_task(const launch_task *t) {
-  if (!t || !role_name(t->role)) return drv_error(DRV_EINVAL, "launch: bad task");
-  if (t->index < 0 || t->cpus < 0 || !t->coord || !t->run_dir || !t->secret_file || !t->bind_host)
-    return drv_error(DRV_EINVAL, "launch %s-%d: incomplete task", role_name(t->role), t->index);
-  return 0;
-}
-
 /* The secret file's one line (hex and a newline), into buf. */
 static int read_secret(const char *path, char *buf, size_t cap, size_t *len) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -356,9 +341,9 @@ static int spawn_ssh(ssh_launcher *l, ssh_task *task, const char *host, const ch
 static int ssh_start(launcher *base, const launch_task *t, void *task_ud, pid_t *pid) {
   ssh_launcher *l = (ssh_launcher *)base;
   if (pid) *pid = 0;
-  int rc = check_task(t);
+  int rc = launch__check_task(t);
   if (rc < 0) return rc;
-  const char *r = role_name(t->role);
+  const char *r = launch__role_name(t->role);
   int h = place(l, t->role, t->index);
   if (h < 0) return h;
   char cmd[16384];
@@ -420,28 +405,6 @@ static int ssh_running(launcher *base) {
   return n;
 }
 
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Reaps the killed ssh processes (libuv never reaps a closed handle's
- * child), bounded. */
-static void reap(pid_t *pids, int n) {
-  long long deadline = now_ms() + REAP_TIMEOUT_MS;
-  int left = n;
-  while (left > 0 && now_ms() < deadline) {
-    for (int i = 0; i < n; i++)
-      if (pids[i] > 0) {
-        pid_t k = waitpid(pids[i], NULL, WNOHANG);
-        if (k == pids[i] || (k < 0 && errno != EINTR)) pids[i] = 0, left--;
-      }
-    struct timespec pause = {0, 2 * 1000000L};
-    if (left) nanosleep(&pause, NULL);
-  }
-}
-
 /* Kills every ssh: sshd closes each session, the wrapper's watcher sees
  * EOF and stops its node (TERM, then KILL 5 s later). */
 static void ssh_destroy(launcher *base) {
@@ -456,7 +419,7 @@ static void ssh_destroy(launcher *base) {
     close_task(t);
   }
   l->tasks = NULL;
-  if (pids) reap(pids, k);
+  if (pids) launch__reap(pids, k, REAP_TIMEOUT_MS);
   free(pids);
   for (int i = 0; i < l->nhosts; i++) free(l->hosts[i].name);
   free(l->hosts);
