@@ -14,8 +14,7 @@ fi
 
 # A private tmux server, so that no user session is touched; always killed.
 SOCK=drover-dash-$$
-tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
-SOCKPATH="${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$SOCK"
+. tests/cli/tmux.sh
 trap 'tm kill-server >/dev/null 2>&1; rm -f "$SOCKPATH"; rm -rf "$TMP"' EXIT
 trap 'exit 1' INT TERM HUP
 
@@ -35,44 +34,7 @@ start() {
      s=\$?; stty -g >'$TMP/$1.stty1'; echo \$s >'$TMP/$1.status'; printf 'PROMPT\$ '; sleep 60"
 }
 
-screen() { tm capture-pane -p -t "$1" 2>/dev/null; }
 
-# wait_re NAME REGEX: waits until a line of the screen matches REGEX.
-wait_re() {
-  n=$LIMIT
-  until screen "$1" | grep -qE -- "$2"; do
-    n=$((n - 1))
-    [ "$n" -le 0 ] && return 1
-    sleep 0.1
-  done
-}
-
-# gone NAME REGEX: waits until no line matches REGEX.
-gone() {
-  n=$LIMIT
-  while screen "$1" | grep -qE -- "$2"; do
-    n=$((n - 1))
-    [ "$n" -le 0 ] && return 1
-    sleep 0.1
-  done
-}
-
-expect() {
-  s=$1
-  c=$2
-  shift 2
-  if "$@"; then
-    pass "$c"
-  else
-    fail "$c" "$* -- screen: $(screen "$s" | grep -v '^ *$' | tail -n 14 | tr '\n' '|')"
-  fi
-}
-
-key() {
-  t=$1
-  shift
-  tm send-keys -t "$t" "$@" 2>/dev/null
-}
 type_text() { tm send-keys -t "$1" -l "$2" 2>/dev/null; }
 
 # sgr NAME: the parameters of the SGR sequences on the screen, one a line.

@@ -12,8 +12,7 @@ if ! command -v tmux >/dev/null 2>&1; then
 fi
 
 SOCK=drover-live-$$
-tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
-SOCKPATH="${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$SOCK"
+. tests/cli/tmux.sh
 COORDS=""
 cleanup() {
   tm kill-server >/dev/null 2>&1
@@ -29,23 +28,6 @@ LIMIT=200 # tenths of a second
 export RUNS="$TMP/runs"
 SCRIPT="$PWD/tests/cli/dash_train.lua"
 
-screen() { tm capture-pane -p -t "$1" 2>/dev/null; }
-wait_re() {
-  n=$LIMIT
-  until screen "$1" | grep -qE -- "$2"; do
-    n=$((n - 1))
-    [ "$n" -le 0 ] && return 1
-    sleep 0.1
-  done
-}
-expect() {
-  s=$1 c=$2
-  shift 2
-  if "$@"; then pass "$c"; else
-    fail "$c" "$* -- screen: $(screen "$s" | grep -v '^ *$' | tail -n 14 | tr '\n' '|')"
-  fi
-}
-key() { t=$1; shift; tm send-keys -t "$t" "$@" 2>/dev/null; }
 # The coordinators we start, by pid, from their run directories.
 note_coord() {
   for f in "$RUNS"/*/coordinator; do

@@ -11,8 +11,7 @@ fi
 
 # A private tmux server, so that no user session is touched; always killed.
 SOCK=drover-test-$$
-tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
-SOCKPATH="${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$SOCK"
+. tests/cli/tmux.sh
 trap 'tm kill-server >/dev/null 2>&1; rm -f "$SOCKPATH"; rm -rf "$TMP"' EXIT
 trap 'exit 1' INT TERM HUP
 
@@ -30,54 +29,8 @@ start() {
      s=\$?; stty -g >'$TMP/$1.stty1'; echo \$s >'$TMP/$1.status'"
 }
 
+# The REPL scrolls: read the history too (tmux.sh reads the visible pane).
 screen() { tm capture-pane -p -t "$1" -S -1000 2>/dev/null; }
-
-# wait_line NAME LINE: waits until the screen shows LINE as a whole line.
-wait_line() {
-  n=$LIMIT
-  until screen "$1" | grep -qxF -- "$2"; do
-    n=$((n - 1))
-    [ "$n" -le 0 ] && return 1
-    sleep 0.1
-  done
-}
-
-# wait_text NAME TEXT: waits until TEXT appears anywhere on the screen.
-wait_text() {
-  n=$LIMIT
-  until screen "$1" | grep -qF -- "$2"; do
-    n=$((n - 1))
-    [ "$n" -le 0 ] && return 1
-    sleep 0.1
-  done
-}
-
-# expect NAME CASE CONDITION...: PASS when the command succeeds, else FAIL
-# with the screen attached.
-expect() {
-  s=$1
-  c=$2
-  shift 2
-  if "$@"; then
-    pass "$c"
-  else
-    fail "$c" "$* -- screen: $(screen "$s" | grep -v '^$' | tail -n 12 | tr '\n' '|')"
-  fi
-}
-
-# send NAME TEXT [KEY...]: types TEXT literally (tmux would read "end" as
-# the End key), then presses the named keys.
-send() {
-  t=$1
-  tm send-keys -t "$t" -l "$2" 2>/dev/null
-  shift 2
-  if [ $# -gt 0 ]; then tm send-keys -t "$t" "$@" 2>/dev/null; fi
-}
-key() {
-  t=$1
-  shift
-  tm send-keys -t "$t" "$@" 2>/dev/null
-}
 
 # ---------------------------------------------------------------- session 1
 start s1

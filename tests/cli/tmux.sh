@@ -1,0 +1,54 @@
+# tmux.sh - helpers for the screen tests (sourced after lib.sh): a private
+# tmux server named $SOCK, reading the screen, bounded waits for what it
+# shows, typing. The caller sets SOCK and LIMIT (tenths of a second a wait
+# may take) and kills the server in its EXIT trap (`tm kill-server`).
+tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
+SOCKPATH="${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$SOCK"
+
+# screen NAME: the visible pane (a test may redefine it, e.g. with history).
+screen() { tm capture-pane -p -t "$1" 2>/dev/null; }
+
+# until_grep NAME GREP-FLAGS PATTERN: waits until grep finds PATTERN.
+until_grep() {
+  n=$LIMIT
+  until screen "$1" | grep -q"$2" -- "$3"; do
+    n=$((n - 1))
+    [ "$n" -le 0 ] && return 1
+    sleep 0.1
+  done
+}
+wait_re() { until_grep "$1" E "$2"; }    # a line matches REGEX
+wait_text() { until_grep "$1" F "$2"; }  # TEXT appears anywhere
+wait_line() { until_grep "$1" xF "$2"; } # LINE is a whole line
+
+# gone NAME REGEX: waits until no line matches REGEX.
+gone() {
+  n=$LIMIT
+  while screen "$1" | grep -qE -- "$2"; do
+    n=$((n - 1))
+    [ "$n" -le 0 ] && return 1
+    sleep 0.1
+  done
+}
+
+# expect NAME CASE CONDITION...: PASS when the command succeeds, else FAIL
+# with the end of the screen attached.
+expect() {
+  s=$1 c=$2
+  shift 2
+  if "$@"; then
+    pass "$c"
+  else
+    fail "$c" "$* -- screen: $(screen "$s" | grep -v '^ *$' | tail -n 14 | tr '\n' '|')"
+  fi
+}
+
+# key NAME KEY...: presses tmux keys. send NAME TEXT [KEY...]: types TEXT
+# literally (tmux would read "end" as the End key), then presses the keys.
+key() { t=$1; shift; tm send-keys -t "$t" "$@" 2>/dev/null; }
+send() {
+  t=$1
+  tm send-keys -t "$t" -l "$2" 2>/dev/null
+  shift 2
+  if [ $# -gt 0 ]; then tm send-keys -t "$t" "$@" 2>/dev/null; fi
+}
