@@ -177,6 +177,17 @@ test("sched-07 SIGKILL of a worker during 1,000 closures: every result arrives, 
   for i = 1, 1000 do rvs[i] = c:schedule(spin, i, 1) end
   -- Kill worker:1 once a tenth of the closures are through.
   rvs[100]:fetch()
+  -- ... at a moment worker:1 holds closures (its results come in bursts).
+  local holds
+  for _ = 1, 2000 do
+    for i = 100, 1000 do
+      local info = rvs[i]:info()
+      if info.state == "running" and info.node == "worker:1" then holds = true break end
+    end
+    if holds then break end
+    drover.sleep(0.001)
+  end
+  assert(holds, "worker:1 held closures before the kill")
   os.execute("kill -9 " .. victim.pid)
   c:join()
   for i = 1, 1000 do eq((rvs[i]:fetch()), i, "result of closure " .. i) end
