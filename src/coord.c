@@ -422,7 +422,8 @@ static int launch_node(coord *c, int i) {
   coord_node *n = &c->nodes[i];
   launch_task t = {
       .role = n->role, .index = n->index, .coord = c->addr, .run_dir = c->rd.path,
-      .secret_file = secret, .bind_host = c->opts.bind_host, .cpus = c->opts.cpus,
+      .secret_file = secret, .bind_host = c->opts.bind_host, .cpus = c->opts.res[n->role].cpus,
+      .memory = c->opts.res[n->role].memory, .gpus = c->opts.res[n->role].gpus,
       .heartbeat_ms = c->opts.heartbeat_ms,
       /* Nodes tolerate a long silence from us (Lua may be busy between
        * pumps); a dead coordinator closes their sockets at once anyway. */
@@ -594,6 +595,15 @@ static int start_tick(coord *c) {
   return 0;
 }
 
+/* A launcher's news while the start waits (a pending Slurm job): events
+ * and the user's terminal. */
+static void launcher_note(void *ud, const char *msg) {
+  coord *c = ud;
+  rundir_event(&c->rd, "launcher: %s", msg);
+  log_info("launcher: %s", msg);
+  fprintf(stderr, "drover: %s\n", msg);
+}
+
 static int start_run(coord *c) {
   int rc;
   char path[1200];
@@ -610,9 +620,15 @@ static int start_run(coord *c) {
   if ((rc = start_listener(c)) < 0 || (rc = write_coordinator_file(c)) < 0 ||
       (rc = start_tick(c)) < 0)
     return rc;
-  launch_config lc = {c->opts.hosts, c->opts.nhosts, c->opts.ssh_config};
+  launch_config lc = {.hosts = c->opts.hosts, .nhosts = c->opts.nhosts,
+                      .ssh_config = c->opts.ssh_config, .run_dir = c->rd.path,
+                      .slurm = c->opts.slurm, .files = c->opts.files, .nfiles = c->opts.nfiles,
+                      .note = launcher_note, .note_ud = c};
+  memcpy(lc.count, c->opts.count, sizeof lc.count);
+  memcpy(lc.res, c->opts.res, sizeof lc.res);
   rc = launch_open(c->opts.launcher, &lc, c->loop, on_exit_cb, c, &c->launch);
-  c->opts.hosts = NULL; /* borrowed for the call: the launcher keeps copies */
+  /* borrowed for the call: the launcher keeps copies */
+  c->opts.hosts = c->opts.files = c->opts.slurm.sbatch = NULL;
   c->opts.ssh_config = NULL;
   if (rc < 0) return rc;
   log_info("listening on %s; run directory %s", c->addr, c->rd.path);
@@ -650,6 +666,7 @@ int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
   if (!c) return drv_error(DRV_ENOMEM, "out of memory");
   c->loop = loop;
   c->opts = *o;
+  if (!c->opts.bind_host) c->opts.bind_host = "127.0.0.1";
   if ((rc = make_nodes(c)) < 0 || (rc = start_run(c)) < 0 || (rc = launch_all(c)) < 0)
     goto fail;
   rc = coord_pump(c, all_registered, NULL, o->reservation_timeout, true);

@@ -29,6 +29,7 @@
 #include <uv.h>
 
 #include "dash_model.h"
+#include "launch.h"
 #include "data.h"
 #include "nn.h"
 #include "optim.h"
@@ -93,6 +94,13 @@ typedef struct coord_opts {
                                     elements are split across ps nodes
                                     along their first dimension (65536) */
   int cpus;                      /* per node; 0 = leave alone */
+  launch_resources res[ROLE_COUNT]; /* per role (cpus 0: `cpus` above) */
+  launch_slurm_opts slurm;       /* launcher "slurm": job submission */
+  const char *address;           /* host nodes dial to reach us (NULL:
+                                    bind_host, or found for remote launchers) */
+  const char *const *files;      /* launcher "ssh": files to ship; borrowed
+                                    until coord_start returns */
+  int nfiles;
   int max_restarts;              /* per worker or chief (3); 0 = none */
   int max_queue;                 /* closures queued at most (1024):
                                     coord_schedule waits beyond */

@@ -15,6 +15,7 @@
 #include "coord.h"
 #include "err.h"
 #include "l_drover.h"
+#include "l_cluster_opts.h"
 #include "l_util.h"
 
 #define CLUSTER_MT "drover.Cluster"
@@ -48,68 +49,9 @@ coord *lcluster_get(lua_State *L, int idx) {
 
 /* ============================== creation ================================= */
 
-static const char *const cluster_keys[] = {
-    "launcher", "ps", "worker", "chief", "evaluator", "reservation_timeout", "heartbeat",
-    "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", "max_restarts", "max_queue",
-    "hosts", "ssh_config", NULL};
-
-static const char *opt_string(lua_State *L, const char *key, const char *def) {
-  lua_getfield(L, 1, key);
-  const char *s = lua_isnil(L, -1) ? def : lua_tostring(L, -1);
-  if (!s || (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING))
-    luaL_error(L, "cluster: %s must be a string", key);
-  lua_pop(L, 1); /* the string stays alive in the options table */
-  return s;
-}
-
-/* hosts = { "a", "b:2" } (launcher "ssh") into a C array of the table's
- * strings, owned by a userdata left on the stack (so a Lua error frees it);
- * the strings live in the options table, which stays at index 1. */
-static const char *const *opt_hosts(lua_State *L, int *n) {
-  *n = 0;
-  if (lua_getfield(L, 1, "hosts") == LUA_TNIL) {
-    lua_pop(L, 1);
-    lua_pushnil(L); /* keeps the stack shape */
-    return NULL;
-  }
-  if (!lua_istable(L, -1)) luaL_error(L, "cluster: hosts must be a list of strings");
-  lua_Integer len = luaL_len(L, -1);
-  if (len < 1 || len > 4096) luaL_error(L, "cluster: hosts must list 1..4096 hosts");
-  const char **a = lua_newuserdatauv(L, (size_t)len * sizeof *a, 0);
-  for (lua_Integer i = 1; i <= len; i++) {
-    if (lua_rawgeti(L, -2, i) != LUA_TSTRING)
-      luaL_error(L, "cluster: hosts[%d] must be a string (\"host\" or \"host:slots\")", (int)i);
-    a[i - 1] = lua_tostring(L, -1);
-    lua_pop(L, 1);
-  }
-  lua_remove(L, -2); /* the list; its strings are in the options table's list */
-  *n = (int)len;
-  return a;
-}
-
 static int l_cluster(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  ldrv_check_keys(L, 1, "cluster", cluster_keys);
   coord_opts o;
-  coord_opts_default(&o);
-  o.launcher = opt_string(L, "launcher", o.launcher);
-  o.name = opt_string(L, "name", o.name);
-  o.runs_base = opt_string(L, "runs", o.runs_base);
-  o.count[ROLE_PS] = (int)ldrv_opt_integer(L, 1, "ps", 1, "cluster");
-  o.count[ROLE_WORKER] = (int)ldrv_opt_integer(L, 1, "worker", 1, "cluster");
-  o.count[ROLE_CHIEF] = (int)ldrv_opt_integer(L, 1, "chief", 0, "cluster");
-  o.count[ROLE_EVALUATOR] = (int)ldrv_opt_integer(L, 1, "evaluator", 0, "cluster");
-  o.reservation_timeout = ldrv_opt_number(L, 1, "reservation_timeout", 60, "cluster");
-  o.heartbeat_ms = (uint32_t)(ldrv_opt_number(L, 1, "heartbeat", 0.5, "cluster") * 1000);
-  o.heartbeat_timeout_ms = (uint32_t)(ldrv_opt_number(L, 1, "heartbeat_timeout", 5, "cluster") * 1000);
-  o.split_threshold = ldrv_opt_integer(L, 1, "split_threshold", o.split_threshold, "cluster");
-  o.cpus = (int)ldrv_opt_integer(L, 1, "cpus", 0, "cluster");
-  o.max_restarts = (int)ldrv_opt_integer(L, 1, "max_restarts", o.max_restarts, "cluster");
-  o.max_queue = (int)ldrv_opt_integer(L, 1, "max_queue", o.max_queue, "cluster");
-  o.ssh_config = opt_string(L, "ssh_config", ""); /* "": ssh's own config */
-  o.hosts = opt_hosts(L, &o.nhosts); /* a userdata (or nil) stays on the stack */
-  if (o.nhosts && strcmp(o.launcher, "ssh") != 0)
-    return luaL_error(L, "cluster: hosts is for launcher = \"ssh\"");
+  lcluster_read_opts(L, &o); /* what it pushes keeps o's arrays alive */
   uv_loop_t *loop = drover_lua_loop(L);
 
   /* user values: 1 what workers were set up from, 2 the ':' command thread */

@@ -15,6 +15,17 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "wire.h"
+
+/* What a node of one role asks for, from drover.cluster's
+ * `worker = { instances = 4, cpus = 2, memory = "4G", gpus = 0 }`.
+ * Zero means "not given": each launcher documents what it does then. */
+typedef struct launch_resources {
+  int cpus;        /* per node: BLAS and thread-pool threads, Slurm's --cpus-per-task */
+  uint64_t memory; /* bytes per node: Slurm's --mem */
+  int gpus;        /* per node: Slurm's --gres=gpu:N */
+} launch_resources;
+
 typedef struct launch_task {
   int role, index;           /* wire_role, index within the role */
   const char *coord;         /* "127.0.0.1:40001" */
@@ -22,6 +33,8 @@ typedef struct launch_task {
   const char *secret_file;   /* absolute path of the 0600 secret */
   const char *bind_host;     /* address nodes listen on ("127.0.0.1") */
   int cpus;                  /* 0 = leave thread counts alone */
+  uint64_t memory;           /* bytes asked for (0: not given) */
+  int gpus;                  /* GPUs asked for (0: none) */
   uint32_t heartbeat_ms;     /* passed as --heartbeat-ms */
   uint32_t timeout_ms;       /* passed as --timeout-ms */
 } launch_task;
@@ -72,11 +85,33 @@ int launch_slurm_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud, launcher
 launcher *launch_ssh_new(uv_loop_t *loop, const char *const *hosts, int nhosts,
                          const char *ssh_config, launch_exit_cb on_exit, void *ud);
 
+/* drover.cluster{ slurm = { ... } }: how "slurm" submits a job of its own
+ * when drover runs outside an allocation. NULL strings: Slurm's default. */
+typedef struct launch_slurm_opts {
+  const char *partition, *time, *account, *qos, *constraint;
+  const char *const *sbatch; /* extra sbatch options, passed verbatim */
+  int nsbatch;
+  double pending_timeout;    /* seconds a submitted job may pend (0: 300) */
+} launch_slurm_opts;
+
+/* Called by a launcher with news the user should see while a start waits
+ * ("job 12 pending: Resources"); the coordinator logs it to events.log
+ * and shows it. */
+typedef void (*launch_note_cb)(void *ud, const char *msg);
+
 /* What a launcher needs beyond the loop (all borrowed for the call). */
 typedef struct launch_config {
   const char *const *hosts; /* "ssh": "name[:slots]" each */
   int nhosts;
   const char *ssh_config;   /* "ssh": -F FILE ("" or NULL: $DROVER_SSH_CONFIG, else none) */
+  const char *run_dir;      /* the run's directory (absolute) */
+  int count[ROLE_COUNT];    /* the whole cluster: nodes per role ... */
+  launch_resources res[ROLE_COUNT]; /* ... and what each node of a role asks for */
+  launch_slurm_opts slurm;  /* "slurm", outside an allocation */
+  const char *const *files; /* "ssh": the script's files, shipped with the binary */
+  int nfiles;
+  launch_note_cb note;      /* may be NULL */
+  void *note_ud;
 } launch_config;
 
 /* The launcher called `name` ("local", "slurm", "ssh"): 0 with *out, or a
