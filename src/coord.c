@@ -28,20 +28,6 @@ const char *coord_state_name(coord_node_state s) {
   return (unsigned)s < sizeof names / sizeof *names ? names[s] : "?";
 }
 
-void coord_opts_default(coord_opts *o) {
-  memset(o, 0, sizeof *o);
-  o->name = "cluster";
-  o->runs_base = "runs";
-  o->launcher = "local";
-  o->bind_host = "127.0.0.1";
-  o->reservation_timeout = 60;
-  o->heartbeat_ms = 500;
-  o->heartbeat_timeout_ms = 5000;
-  o->split_threshold = 65536;
-  o->max_restarts = 3;
-  o->max_queue = 1024;
-}
-
 const char *coord_node_name(const coord_node *n, char *buf, size_t len) {
   snprintf(buf, len, "%s:%d", wire_role_name(n->role), n->index);
   return buf;
@@ -183,8 +169,9 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   pid_t pid = (pid_t)wire_rd_u32(&r);
   char host[64];
   wire_rd_str(&r, host, sizeof host);
-  int port = wire_rd_u16(&r), cpus = (int)wire_rd_u32(&r);
-  uint64_t memory = wire_rd_u64(&r);
+  int port = wire_rd_u16(&r);
+  node_info got;
+  nodeinfo_read(&r, &got);
   if (wire_rd_done(&r, WIRE_REGISTER) < 0) {
     log_warn("%s: %s", conn_peer(cn), drv_errmsg());
     conn_close(cn, "malformed REGISTER");
@@ -218,9 +205,8 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   n->pid = pid;
   snprintf(n->host, sizeof n->host, "%s", host);
   n->port = port;
-  n->cpus = cpus;
-  n->memory = memory;
   n->state = NODE_READY;
+  coord__node_info(c, i, &got);
   n->last_seen = progress_now();
   n->closed_at = 0;
   n->relaunched = false;
@@ -635,32 +621,9 @@ static int start_run(coord *c) {
   return 0;
 }
 
-static int check_opts(const coord_opts *o) {
-  if (o->count[ROLE_PS] < 1) return drv_error(DRV_EINVAL, "cluster: needs at least one ps");
-  if (o->count[ROLE_WORKER] + o->count[ROLE_CHIEF] < 1)
-    return drv_error(DRV_EINVAL, "cluster: needs at least one worker or a chief");
-  if (o->count[ROLE_CHIEF] > 1 || o->count[ROLE_EVALUATOR] > 1)
-    return drv_error(DRV_EINVAL, "cluster: chief and evaluator take 0 or 1");
-  for (int r = 0; r < ROLE_COUNT; r++)
-    if (o->count[r] < 0 || o->count[r] > 1024)
-      return drv_error(DRV_EINVAL, "cluster: %s = %d is out of range (0..1024)",
-                       wire_role_name(r), o->count[r]);
-  if (o->max_restarts < 0 || o->max_restarts > 1000)
-    return drv_error(DRV_EINVAL, "cluster: max_restarts = %d is out of range (0..1000)",
-                     o->max_restarts);
-  if (o->max_queue < 1 || o->max_queue > (1 << 24))
-    return drv_error(DRV_EINVAL, "cluster: max_queue = %d is out of range (1..16777216)",
-                     o->max_queue);
-  if (o->reservation_timeout <= 0 || o->heartbeat_ms == 0 ||
-      o->heartbeat_timeout_ms <= o->heartbeat_ms)
-    return drv_error(DRV_EINVAL, "cluster: timeouts must be positive, and the heartbeat "
-                                 "timeout longer than the heartbeat");
-  return 0;
-}
-
 int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
   *out = NULL;
-  int rc = check_opts(o);
+  int rc = coord__check_opts(o);
   if (rc < 0) return rc;
   coord *c = calloc(1, sizeof *c);
   if (!c) return drv_error(DRV_ENOMEM, "out of memory");

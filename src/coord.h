@@ -30,6 +30,7 @@
 
 #include "dash_model.h"
 #include "launch.h"
+#include "nodeinfo.h"
 #include "data.h"
 #include "nn.h"
 #include "optim.h"
@@ -56,8 +57,9 @@ typedef struct coord_node {
   pid_t pid;
   char host[64];
   int port;               /* ps data port */
-  int cpus;
-  uint64_t memory;        /* bytes, as the node reported */
+  int cpus;               /* BLAS threads, as the node reported */
+  uint64_t memory;        /* bytes it may use, as the node reported */
+  node_info got;          /* all it reported of where it runs */
   uint64_t rss, cpu_ms;   /* from its last heartbeat */
   double cpu_at;          /* monotonic seconds when cpu_ms arrived (0: never) */
   double last_seen;       /* monotonic seconds of its last frame */

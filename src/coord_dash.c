@@ -193,7 +193,13 @@ static int fill_nodes(coord *c, dash_model *m, double now) {
     coord_node_name(n, o->name, sizeof o->name);
     o->role = n->role;
     o->index = n->index;
-    put(o->host, sizeof o->host, n->host);
+    /* the machine's name when known; its address goes in `got` */
+    put(o->host, sizeof o->host, n->got.hostname[0] ? n->got.hostname : n->host);
+    if (n->joined) {
+      char what[160];
+      snprintf(o->got, sizeof o->got, "%s  %s", n->host,
+               nodeinfo_format(&n->got, what, sizeof what));
+    }
     o->pid = (int)n->pid;
     put(o->state, sizeof o->state, coord_state_name(n->state));
     o->restarts = n->restarts;

@@ -85,6 +85,13 @@ void coord_send(coord *c, int node, wire_wr *w, uint8_t type, uint32_t req);
 int coord_pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double timeout,
                bool fail_on_loss);
 
+/* ---- coord_nodes.c ---- */
+/* 0, or DRV_EINVAL naming the option out of range. */
+int coord__check_opts(const coord_opts *o);
+/* Node i registered with what it got: kept, logged to events.log, and
+ * <run>/nodes.tsv rewritten. */
+void coord__node_info(coord *c, int i, const node_info *got);
+
 /* coord_sched.c (internal): sends queued tasks to nodes that can take
  * them (refilling train steps first). */
 void coord__dispatch(coord *c);

@@ -35,6 +35,8 @@ typedef struct dash_node {
   int inflight;           /* tasks (closures, train steps) it holds */
   int64_t backlog;        /* input batches waiting on it; <0 unknown */
   char log[512];          /* path of its log file (for the detail view) */
+  char got[192];          /* what it got where it runs: address, threads,
+                             cpus, memory, GPUs, Slurm job.step (detail view) */
 } dash_node;
 
 /* One scalar series, TensorBoard-style: points in arrival order. */

@@ -252,6 +252,8 @@ int dash_sim_new(const dash_sim_opts *o, dash_sim **out) {
     snprintf(d->name, sizeof d->name, "%s:%d", wire_role_name(d->role), d->index);
     snprintf(d->host, sizeof d->host, "node%02d.sim", i / 8);
     d->pid = 40000 + i * 7;
+    snprintf(d->got, sizeof d->got, "10.1.%d.%d  2 threads, 2 cpus, 4.0G, slurm 4242.%d on node%02d",
+             i / 8, i % 8 + 10, i, i / 8);
     set_state(d, "starting");
     d->backlog = is_trainer(d) ? 0 : -1;
     d->heartbeat_age = urand(s);

@@ -89,6 +89,7 @@ int dash_store_event(dash_store *s, double wall, const char *text) {
 
 void dash_cursor_free(dash_cursor *k) {
   free(k->series);
+  free(k->got);
   memset(k, 0, sizeof *k);
 }
 
@@ -166,7 +167,24 @@ static void write_header(wire_wr *w, const dash_model *m, const char *run_dir) {
   for (int i = 0; i < 7; i++) wire_wr_i64(w, q[i]);
 }
 
-static void write_nodes(wire_wr *w, const dash_model *m, const char *run_dir) {
+/* FNV-1a, never 0 (0 marks "not sent yet"). */
+static uint32_t hash_str(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+  return h ? h : 1;
+}
+
+/* A node's `got` changes only when it registers: a client gets it once
+ * per change, and "" otherwise (the decoder keeps what it had), which
+ * keeps a 256-node frame small. k->got has room for every node. */
+static const char *got_on_wire(const dash_node *d, dash_cursor *k, int i) {
+  uint32_t h = hash_str(d->got);
+  if (k->got[i] == h) return "";
+  k->got[i] = h;
+  return d->got;
+}
+
+static void write_nodes(wire_wr *w, const dash_model *m, const char *run_dir, dash_cursor *k) {
   wire_wr_u32(w, (uint32_t)m->nnodes);
   for (int i = 0; i < m->nnodes; i++) {
     const dash_node *d = &m->nodes[i];
@@ -184,6 +202,7 @@ static void write_nodes(wire_wr *w, const dash_model *m, const char *run_dir) {
     wire_wr_str(w, d->state);
     wire_wr_str(w, d->host);
     wire_wr_str(w, log_on_wire(d, run_dir));
+    wire_wr_str(w, got_on_wire(d, k, i));
   }
 }
 
@@ -197,7 +216,14 @@ int dash_snap_encode(const dash_store *s, const char *run_dir, dash_cursor *k, w
     k->nseries = s->ntrack;
   }
   write_header(w, m, run_dir);
-  write_nodes(w, m, run_dir);
+  if (k->ngot < m->nnodes) {
+    uint32_t *ng = realloc(k->got, (size_t)m->nnodes * sizeof *ng);
+    if (!ng) return drv_error(DRV_ENOMEM, "out of memory");
+    memset(ng + k->ngot, 0, (size_t)(m->nnodes - k->ngot) * sizeof *ng);
+    k->got = ng;
+    k->ngot = m->nnodes;
+  }
+  write_nodes(w, m, run_dir, k);
   uint32_t nseries = 0;
   bool reset;
   for (int i = 0; i < s->ntrack; i++) nseries += points_due(s, k, i, &reset) > 0;
@@ -214,7 +240,10 @@ int dash_snap_encode(const dash_store *s, const char *run_dir, dash_cursor *k, w
     wire_wr_f64(w, e->wall);
     wire_wr_str(w, e->text);
   }
-  if (w->err) return drv_error(DRV_ENOMEM, "out of memory encoding a snapshot");
+  if (w->err) {
+    memset(k->got, 0, (size_t)k->ngot * sizeof *k->got); /* the frame is dropped: send again */
+    return drv_error(DRV_ENOMEM, "out of memory encoding a snapshot");
+  }
   for (int i = 0; i < s->ntrack; i++)
     k->series[i] = (dash_seen){true, s->track[i].gen, s->track[i].added};
   k->events_added = s->events_added;
@@ -247,6 +276,8 @@ static int apply_header(dash_model *m, wire_rd *r, char *run_dir, size_t n) {
 }
 
 static int read_node(wire_rd *r, dash_node *d, const char *run_dir) {
+  char got[sizeof d->got];
+  memcpy(got, d->got, sizeof got); /* "" on the wire: unchanged */
   memset(d, 0, sizeof *d);
   d->role = wire_rd_u8(r);
   d->index = (int)(wire_rd_u32(r) & 0x7fffffff);
@@ -263,7 +294,9 @@ static int read_node(wire_rd *r, dash_node *d, const char *run_dir) {
   wire_rd_str(r, d->host, sizeof d->host);
   char log[sizeof d->log];
   wire_rd_str(r, log, sizeof log);
+  wire_rd_str(r, d->got, sizeof d->got);
   if (!wire_rd_ok(r)) return DRV_EPARSE;
+  if (!d->got[0]) memcpy(d->got, got, sizeof got);
   if (d->role < 0 || d->role >= ROLE_COUNT)
     return drv_error(DRV_EPARSE, "SNAPSHOT: node role %d", d->role);
   snprintf(d->name, sizeof d->name, "%s:%d", wire_role_name(d->role), d->index);
@@ -288,6 +321,7 @@ static int apply_nodes(dash_model *m, wire_rd *r, const char *run_dir) {
   if ((int)count > m->capnodes) {
     dash_node *nn = realloc(m->nodes, count * sizeof *nn);
     if (!nn) return drv_error(DRV_ENOMEM, "out of memory");
+    memset(nn + m->capnodes, 0, (count - (uint32_t)m->capnodes) * sizeof *nn);
     m->nodes = nn;
     m->capnodes = (int)count;
   }

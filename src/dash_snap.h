@@ -75,6 +75,8 @@ typedef struct dash_cursor {
   dash_seen *series; /* per series number (owned) */
   int nseries;
   uint64_t events_added;
+  uint32_t *got;     /* per node: hash of the `got` it last had (owned) */
+  int ngot;
 } dash_cursor;
 
 void dash_cursor_free(dash_cursor *k);

@@ -230,6 +230,8 @@ static void draw_detail(dash_ui *ui, const dash_model *m, int y, int h, int cols
   dash__put(y + 3, 12 + cw, cw - 10, text, hb);
   dash__put(y + 4, 2 + cw, 10, dim, "in flight");
   dash__putf(y + 4, 12 + cw, cw - 10, text, "%d  backlog %s", n->inflight, bl);
+  dash__put(y + 5, 2, 8, dim, "got");
+  dash__put(y + 5, 12, cols - 14, text, n->got[0] ? n->got : "-");
   dash__put(y + 6, 2, 8, dim, "log");
   dash__put(y + 6, 12, cols - 14, text, n->log[0] ? n->log : "-");
 

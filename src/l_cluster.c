@@ -267,6 +267,13 @@ static int l_gc(lua_State *L) {
 
 /* ============================== queries ================================== */
 
+/* t[k] = s on the table on top, unless s is empty. */
+static void set_str(lua_State *L, const char *k, const char *s) {
+  if (!s[0]) return;
+  lua_pushstring(L, s);
+  lua_setfield(L, -2, k);
+}
+
 static int l_nodes(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
   int n;
@@ -284,8 +291,14 @@ static int l_nodes(lua_State *L) {
     lua_pushstring(L, nd->host);
     lua_setfield(L, -2, "host");
     if (nd->port) set_int(L, "port", nd->port);
-    set_int(L, "cpus", nd->cpus);
+    set_int(L, "cpus", nd->cpus); /* BLAS threads */
+    set_int(L, "affinity", nd->got.affinity);
     set_int(L, "memory", (int64_t)nd->memory);
+    set_str(L, "hostname", nd->got.hostname);
+    set_str(L, "gpus", nd->got.gpus);
+    set_str(L, "slurm_job", nd->got.slurm_job);
+    set_str(L, "slurm_step", nd->got.slurm_step);
+    set_str(L, "slurm_node", nd->got.slurm_node);
     set_int(L, "rss", (int64_t)nd->rss);
     set_int(L, "steps", nd->steps);
     set_int(L, "restarts", nd->restarts);

@@ -30,6 +30,7 @@
 #include "err.h"
 #include "events.h"
 #include "log.h"
+#include "nodeinfo.h"
 #include "ps.h"
 #include "tensor.h"
 #include "wire.h"
@@ -69,11 +70,6 @@ typedef struct node {
 static void node_stop(node *n, int status);
 
 /* ============================== resources ================================ */
-
-static uint64_t total_memory(void) {
-  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-  return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
-}
 
 static uint64_t rss_bytes(void) {
   FILE *f = fopen("/proc/self/statm", "r");
@@ -157,8 +153,8 @@ static void send_error(node *n, int code, const char *msg) {
 
 static void send_register(node *n) {
   const node_opts *o = n->o;
-  long online = sysconf(_SC_NPROCESSORS_ONLN);
-  uint32_t cpus = o->cpus > 0 ? (uint32_t)o->cpus : online > 0 ? (uint32_t)online : 1;
+  node_info ni;
+  nodeinfo_probe(&ni);
   wire_wr w;
   wire_wr_init(&w);
   wire_wr_u8(&w, (uint8_t)o->role);
@@ -166,8 +162,7 @@ static void send_register(node *n) {
   wire_wr_u32(&w, (uint32_t)getpid());
   wire_wr_str(&w, o->bind_host);
   wire_wr_u16(&w, (uint16_t)n->data_port);
-  wire_wr_u32(&w, cpus);
-  wire_wr_u64(&w, total_memory());
+  nodeinfo_write(&w, &ni);
   send_coord(n, &w, WIRE_REGISTER, 0);
 }
 

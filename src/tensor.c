@@ -566,3 +566,5 @@ float tensor_max_abs_diff(const tensor *a, const tensor *b) {
 void tensor_set_threads(int n) {
   if (n > 0) openblas_set_num_threads(n);
 }
+
+int tensor_threads(void) { return openblas_get_num_threads(); }

@@ -118,5 +118,7 @@ float tensor_max_abs_diff(const tensor *a, const tensor *b);
 
 /* Sets the number of BLAS threads (OpenBLAS); n <= 0 leaves the default. */
 void tensor_set_threads(int n);
+/* The BLAS threads in effect. */
+int tensor_threads(void);
 
 #endif

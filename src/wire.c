@@ -48,7 +48,7 @@
 #define LIMITS_HELLO 32 + 1, 32 + 1, true
 #define LIMITS_AUTH 32 + 32, 32 + 32, true
 #define LIMITS_AUTH_OK 32, 32, true
-#define LIMITS_REGISTER 27, 27 + WIRE_MAX_STR, false
+#define LIMITS_REGISTER 51, 51 + 6 * WIRE_MAX_STR, false
 #define LIMITS_REGISTERED 1 + 4, 1 + STR_MAX, false
 #define LIMITS_SPEC 4, 1u << 20, false /* thousands of nodes */
 #define LIMITS_HEARTBEAT 24, 24, false

@@ -56,7 +56,9 @@
  *  AUTH_OK    server -> client   mac[32] (raw)              proves the server's secret
  * Control (node <-> coordinator):
  *  REGISTER   N -> C   role u8, index u32, pid u32, host str, port u16
- *                      (ps data port; 0 otherwise), cpus u32, memory u64
+ *                      (ps data port; 0 otherwise), then what the node got
+ *                      (nodeinfo.h): hostname str, threads u32, cpus u32,
+ *                      memory u64, gpus str, slurm job str, step str, node str
  *  REGISTERED C -> N   (reply) ok u8, message str (refusal reason when !ok)
  *  SPEC       C -> N   count u32, then per node: role u8, index u32, host str,
  *                      port u16 - the cluster, sent once all registered

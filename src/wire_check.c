@@ -78,11 +78,11 @@ static void rd_var_tensors(wire_rd *r, const char *what) {
 static void rd_snapshot(wire_rd *r) {
   for (int i = 0; i < 4; i++) rd_skip_str(r); /* run_dir, launcher, state, mode */
   wire__rd_take(r, 5 * 8 + 4 + 7 * 8, "snapshot header and queue");
-  uint32_t n = rd_count(r, 1 + 4 * 4 + 6 * 8 + 3 * 4, "SNAPSHOT node");
+  uint32_t n = rd_count(r, 1 + 4 * 4 + 6 * 8 + 4 * 4, "SNAPSHOT node");
   for (uint32_t i = 0; i < n && !r->err; i++) {
     rd_role(r);
     wire__rd_take(r, 4 * 4 + 6 * 8, "node");
-    for (int k = 0; k < 3; k++) rd_skip_str(r); /* state, host, log */
+    for (int k = 0; k < 4; k++) rd_skip_str(r); /* state, host, log, got */
   }
   n = rd_count(r, 4 + 1 + 4, "SNAPSHOT series");
   for (uint32_t i = 0; i < n && !r->err; i++) {
@@ -112,8 +112,11 @@ static void rd_layout(wire_rd *r, uint8_t type) {
     wire_rd_u32(r); /* pid */
     rd_skip_str(r); /* host */
     wire_rd_u16(r); /* port */
+    rd_skip_str(r); /* hostname */
+    wire_rd_u32(r); /* threads */
     wire_rd_u32(r); /* cpus */
     wire_rd_u64(r); /* memory */
+    for (int i = 0; i < 4; i++) rd_skip_str(r); /* gpus, slurm job, step, node */
     break;
   case WIRE_REGISTERED:
     rd_flag(r, "REGISTERED ok");

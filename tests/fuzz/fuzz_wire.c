@@ -105,7 +105,9 @@ static void sample(wire_wr *w, uint8_t type, const tensor *t) {
   case WIRE_AUTH_OK: wire_wr_raw(w, nonce, 32); break;
   case WIRE_REGISTER:
     wire_wr_u8(w, ROLE_PS); wire_wr_u32(w, 0); wire_wr_u32(w, 100); wire_wr_str(w, "127.0.0.1");
-    wire_wr_u16(w, 4100); wire_wr_u32(w, 2); wire_wr_u64(w, 1u << 30);
+    wire_wr_u16(w, 4100); wire_wr_str(w, "n01"); wire_wr_u32(w, 2); wire_wr_u32(w, 2);
+    wire_wr_u64(w, 1u << 30); wire_wr_str(w, ""); wire_wr_str(w, "12"); wire_wr_str(w, "0");
+    wire_wr_str(w, "n01");
     break;
   case WIRE_REGISTERED: wire_wr_u8(w, 1); wire_wr_str(w, ""); break;
   case WIRE_SPEC:
@@ -164,6 +166,7 @@ static void sample(wire_wr *w, uint8_t type, const tensor *t) {
       wire_wr_u32(w, k); wire_wr_u32(w, 0); wire_wr_i64(w, 5 * k); wire_wr_i64(w, -1);
       wire_wr_u64(w, 1u << 20); wire_wr_f64(w, 10.0); wire_wr_f64(w, -1); wire_wr_f64(w, 0.1);
       wire_wr_str(w, "ready"); wire_wr_str(w, "127.0.0.1"); wire_wr_str(w, "logs/ps-0.log");
+      wire_wr_str(w, "127.0.0.1  2 threads, 2 cpus, 1.0G");
     }
     wire_wr_u32(w, 2);
     wire_wr_str(w, "examples/s"); wire_wr_u8(w, 0); wire_wr_u32(w, 1);

@@ -104,6 +104,44 @@ test("cluster-03 bad options are named", function()
   raises(function() drover.cluster { ps = 0, worker = 1, runs = RUNS } end, "at least one ps")
   raises(function() drover.cluster { ps = 1, workers = 2, runs = RUNS } end, "workers")
   raises(function() drover.cluster { ps = 1, launcher = "yarn", runs = RUNS } end, "yarn")
+  raises(function() drover.cluster { worker = { instance = 2 }, runs = RUNS } end, "instance")
+  raises(function() drover.cluster { worker = { memory = "4Q" }, runs = RUNS } end, "4Q")
+  raises(function() drover.cluster { worker = { cpus = -1 }, runs = RUNS } end, "cpus")
+  raises(function() drover.cluster { worker = "two", runs = RUNS } end, "count or a table")
+  raises(function() drover.cluster { slurm = { partition = 1 }, runs = RUNS } end, "partition")
+  raises(function() drover.cluster { slurm = { queue = "x" }, runs = RUNS } end, "queue")
+  raises(function() drover.cluster { files = { "a" }, runs = RUNS } end, "launcher = \"ssh\"")
+end)
+
+test("cluster-15 per-role resources: cpus reach each node's threads; every node reports what it got",
+  function()
+  local c = drover.cluster { ps = { instances = 1, cpus = 2 }, worker = { instances = 2, cpus = 1,
+    memory = "256M" }, runs = RUNS, name = "res" }
+  local host = io.popen("hostname"):read("l")
+  for _, n in ipairs(c:nodes()) do
+    eq(n.cpus, n.role == "ps" and 2 or 1, n.role .. " threads")
+    assert(n.affinity >= 1, "affinity reported")
+    assert(n.memory > 0, "memory reported")
+    eq(n.hostname, host, "hostname")
+    eq(n.slurm_job, nil, "no Slurm job outside Slurm")
+  end
+  local tsv = read(c.run_dir .. "/nodes.tsv")
+  local rows = {}
+  for line in tsv:gmatch("[^\n]+") do rows[#rows + 1] = line end
+  eq(#rows, 4, "a header and 3 nodes in nodes.tsv")
+  assert(rows[1]:find("^node\tpid\thost\taddress\tcpus_asked\tthreads"), rows[1])
+  -- worker:1, asked 1 cpu and 256 MiB: got 1 thread
+  local w1 = tsv:match("\nworker:1\t[^\n]+")
+  assert(w1, tsv)
+  local f = {}
+  for v in w1:gmatch("[^\t]+") do f[#f + 1] = v end
+  eq(f[4], "127.0.0.1", "address")
+  eq(f[5], "1", "cpus asked")
+  eq(f[6], "1", "threads")
+  eq(f[8], tostring(256 * 1024 * 1024), "memory asked")
+  assert(read(c.run_dir .. "/events.log"):find("node got worker:1 on " .. host .. ": 1 threads", 1, true),
+    "events.log says what worker:1 got")
+  c:shutdown()
 end)
 
 -- Sends bytes to host:port with bash's /dev/tcp and closes.

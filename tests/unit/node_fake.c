@@ -17,6 +17,7 @@
 
 #include "harness.h"
 #include "node.h"
+#include "nodeinfo.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -241,8 +242,12 @@ void nf_read_register(fake *f, peer *pe, reg *r) {
   r->pid = wire_rd_u32(&rd);
   wire_rd_str(&rd, r->host, sizeof r->host);
   r->port = wire_rd_u16(&rd);
-  r->cpus = wire_rd_u32(&rd);
-  r->memory = wire_rd_u64(&rd);
+  node_info ni;
+  nodeinfo_read(&rd, &ni);
+  r->cpus = ni.threads;
+  r->memory = ni.memory;
+  r->affinity = ni.affinity;
+  snprintf(r->hostname, sizeof r->hostname, "%s", ni.hostname);
   CHECK_OK(wire_rd_done(&rd, WIRE_REGISTER));
   r->ctl = pe;
   nf_frame_free(fr);

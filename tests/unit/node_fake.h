@@ -54,8 +54,9 @@ typedef struct fake {
 
 typedef struct reg {
   int role, index, port;
-  uint32_t pid, cpus;
+  uint32_t pid, cpus, affinity; /* cpus: BLAS threads */
   uint64_t memory;
+  char hostname[64];
   char host[64];
   peer *ctl;
 } reg;

@@ -32,6 +32,8 @@ static void fill_node(dash_node *d, int role, int index, const char *state) {
   d->heartbeat_age = 0.25 * index;
   d->inflight = index % 3;
   d->backlog = -1;
+  snprintf(d->got, sizeof d->got, "10.0.0.%d  2 threads, 4 cpus, 8.0G, slurm 77.%d on n%d", index,
+           index, index);
   if (index == 2)
     snprintf(d->log, sizeof d->log, "/var/log/elsewhere-%d.log", index);
   else if (index == 3)
@@ -126,6 +128,7 @@ TEST(dash_snap_header_nodes_queue_round_trip) {
     CHECK(a->rss == b->rss && a->heartbeat_age == b->heartbeat_age && a->backlog == b->backlog);
   }
   CHECK(strcmp(c.nodes[2].log, RUN_DIR "/logs/worker-1.log") == 0);
+  CHECK(strcmp(c.nodes[2].got, "10.0.0.1  2 threads, 4 cpus, 8.0G, slurm 77.1 on n1") == 0);
   CHECK(strcmp(c.nodes[3].log, "/var/log/elsewhere-2.log") == 0);
   CHECK(strcmp(c.nodes[4].log, RUN_DIR "/logs/other/worker-3.log") == 0);
   /* The nodes shrink with the cluster's table, too. */
@@ -161,6 +164,9 @@ TEST(dash_snap_series_and_events_travel_as_deltas) {
   k2.series = malloc((size_t)k.nseries * sizeof *k2.series);
   CHECK(k2.series);
   memcpy(k2.series, k.series, (size_t)k.nseries * sizeof *k.series);
+  k2.got = calloc((size_t)k.ngot + 1, sizeof *k2.got);
+  CHECK(k2.got);
+  memcpy(k2.got, k.got, (size_t)k.ngot * sizeof *k.got);
   dash_model only;
   dash_model_init(&only);
   send_to(&s, &k2, &only);
@@ -341,7 +347,7 @@ static void snapshot_payload(wire_wr *w, const char *state, uint32_t nodes, int 
     wire_wr_u8(w, (uint8_t)role);
     for (int f = 0; f < 4; f++) wire_wr_u32(w, 1);
     for (int f = 0; f < 6; f++) wire_wr_u64(w, 0);
-    wire_wr_str(w, state); wire_wr_str(w, "h"); wire_wr_str(w, "logs/x.log");
+    wire_wr_str(w, state); wire_wr_str(w, "h"); wire_wr_str(w, "logs/x.log"); wire_wr_str(w, "");
   }
   wire_wr_u32(w, 0);
   wire_wr_u32(w, 0);
@@ -444,6 +450,12 @@ TEST(dash_snap_256_nodes_frame_size) {
   CHECK_OK(dash_store_event(&s, 9, "node restart worker:17 (1 of 3) pid 4242"));
   size_t steady = send_to(&s, &k, &c);
   CHECK_INT_EQ(c.nnodes, 256);
+  /* `got` went in the first frame only, and the client kept it. */
+  CHECK(strcmp(c.nodes[200].got, s.m.nodes[200].got) == 0 && c.nodes[200].got[0]);
+  snprintf(s.m.nodes[7].got, sizeof s.m.nodes[7].got, "moved  1 threads, 1 cpus, 2.0G");
+  send_to(&s, &k, &c);
+  CHECK(strcmp(c.nodes[7].got, "moved  1 threads, 1 cpus, 2.0G") == 0);
+  CHECK(strcmp(c.nodes[8].got, s.m.nodes[8].got) == 0);
   /* ~90 bytes a node: the whole table stays under 26 KiB a frame. */
   CHECK(steady < 26 * 1024);
   CHECK(first > steady);

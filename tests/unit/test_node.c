@@ -29,6 +29,10 @@ TEST(node_ps_registers_and_serves_var_init_pull_push) {
   CHECK(r.port > 0 && r.port != f.port);
   CHECK_INT_EQ(r.cpus, 1);
   CHECK(r.memory > ((uint64_t)1 << 20));
+  CHECK(r.affinity >= 1);
+  char host[64] = "";
+  gethostname(host, sizeof host);
+  CHECK(strcmp(r.hostname, host) == 0);
 
   /* Heartbeats start after REGISTERED and carry the node's RSS. */
   fk_frame *hb = NF_EXPECT(&f, r.ctl, WIRE_HEARTBEAT);

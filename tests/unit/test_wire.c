@@ -93,7 +93,7 @@ TEST(wire_header_rejections_name_the_reason) {
             "HELLO payload of 5 bytes, expected 33");
   header_bytes(b, WIRE_REGISTER, 5);
   CHECK_ERR(wire_header_decode(b, WIRE_DEFAULT_MAX_FRAME, true, &g), DRV_EPARSE,
-            "REGISTER payload of 5 bytes, expected 27 to 4123");
+            "REGISTER payload of 5 bytes, expected 51 to 24627");
   header_bytes(b, WIRE_ERROR, 5000);
   CHECK_ERR(wire_header_decode(b, WIRE_DEFAULT_MAX_FRAME, true, &g), DRV_EPARSE,
             "ERROR payload of 5000 bytes");
@@ -655,7 +655,9 @@ static void sample(wire_wr *w, uint8_t type) {
   case WIRE_AUTH_OK: wire_wr_raw(w, nonce, 32); break;
   case WIRE_REGISTER:
     wire_wr_u8(w, ROLE_WORKER); wire_wr_u32(w, 1); wire_wr_u32(w, 4242);
-    wire_wr_str(w, "127.0.0.1"); wire_wr_u16(w, 0); wire_wr_u32(w, 2); wire_wr_u64(w, 1u << 30);
+    wire_wr_str(w, "127.0.0.1"); wire_wr_u16(w, 0);
+    wire_wr_str(w, "n01"); wire_wr_u32(w, 2); wire_wr_u32(w, 4); wire_wr_u64(w, 1u << 30);
+    wire_wr_str(w, "0,1"); wire_wr_str(w, "12"); wire_wr_str(w, "3"); wire_wr_str(w, "n01");
     break;
   case WIRE_REGISTERED: wire_wr_u8(w, 0); wire_wr_str(w, "duplicate worker:1"); break;
   case WIRE_SPEC:
@@ -716,6 +718,7 @@ static void sample(wire_wr *w, uint8_t type) {
     wire_wr_u32(w, 2); wire_wr_i64(w, 20); wire_wr_i64(w, -1); wire_wr_u64(w, 1u << 24);
     wire_wr_f64(w, 450.0); wire_wr_f64(w, 97.5); wire_wr_f64(w, 0.2);
     wire_wr_str(w, "busy"); wire_wr_str(w, "127.0.0.1"); wire_wr_str(w, "logs/worker-1.log");
+    wire_wr_str(w, "127.0.0.1  1 threads, 2 cpus, 1.0G");
     wire_wr_u32(w, 1);
     wire_wr_str(w, "train/loss"); wire_wr_u8(w, 1); wire_wr_u32(w, 2);
     for (int i = 0; i < 6; i++) wire_wr_f64(w, i * 0.5);
