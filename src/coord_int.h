@@ -57,7 +57,9 @@ struct coord {
   auth_secret secret;
   conn_server *server;
   int port;
-  char addr[80];
+  char addr[80];      /* where a process on this machine dials us (coord_addr.c) */
+  char node_addr[80]; /* what nodes are told to dial; a wildcard host: found by each */
+  const char *node_bind; /* where nodes listen (static) */
   launcher *launch;
   coord_node *nodes; /* nnodes entries, ps first (role order) */
   conn **ctl;        /* control connection per node, NULL until registered */
@@ -84,6 +86,10 @@ void coord_send(coord *c, int node, wire_wr *w, uint8_t type, uint32_t req);
  * fails and fail_on_loss. */
 int coord_pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double timeout,
                bool fail_on_loss);
+
+/* coord_addr.c: listens with o (where: see there), sets addr, node_addr
+ * and node_bind, and writes the run's coordinator file. */
+int coord__listen(coord *c, const conn_opts *o);
 
 /* coord_sched.c (internal): sends queued tasks to nodes that can take
  * them (refilling train steps first). */

@@ -65,8 +65,15 @@ acc=$(sed -n 's/^accuracy //p' "$TMP/fit.out")
 check "ssh-t01 eval accuracy >= 0.95 (got ${acc:-none})" awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.95) }'
 dir=$(ls -d "$RUNS"/fit-* | head -n 1)
 check "ssh-t01 three nodes came up" [ "$(grep -c 'node up' "$dir/events.log")" -eq 3 ]
-check "ssh-t01 one ssh session on host a" [ $(( $(conns 127.0.0.1) - a0 )) -eq 1 ]
-check "ssh-t01 two ssh sessions on host b (2 slots)" [ $(( $(conns 127.0.0.2) - b0 )) -eq 2 ]
+# One session per host checks for drover (same binary here: nothing shipped).
+check "ssh-t01 a check and one node session on host a" [ $(( $(conns 127.0.0.1) - a0 )) -eq 2 ]
+check "ssh-t01 a check and two node sessions on host b (2 slots)" [ $(( $(conns 127.0.0.2) - b0 )) -eq 3 ]
+nothing_shipped() {
+  [ "$(grep -c "has this drover at" "$1/events.log")" -eq 2 ] && ! grep -q "shipped" "$1/events.log"
+}
+check "ssh-t01 both hosts have this drover: nothing shipped" nothing_shipped "$dir"
+check "ssh-t01 the coordinator listened on 0.0.0.0 (a remote launcher)" \
+  grep -q "coordinator listening on 0.0.0.0:[0-9]*; nodes dial 0.0.0.0:" "$dir/events.log"
 check "ssh-t01 every node exited with status 0" [ "$(grep -c 'exited with status 0' "$dir/events.log")" -eq 3 ]
 check "ssh-t01 no node or ssh outlives the run" wait_none 10 "$dir"
 
