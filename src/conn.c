@@ -675,3 +675,12 @@ bool conn_is_ready(const conn *c) { return c->state == ST_READY && !c->closing; 
 bool conn_was_ready(const conn *c) { return c->state == ST_READY; }
 const char *conn_peer(const conn *c) { return c->peer; }
 size_t conn_pending(const conn *c) { return c->pending; }
+
+int conn_local_host(const conn *c, char *out, size_t n) {
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  int rc = uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&ss, &len);
+  if (rc == 0) rc = uv_ip_name((const struct sockaddr *)&ss, out, n);
+  if (rc < 0) return drv_error(DRV_EIO, "conn %s: no local address: %s", c->peer, uv_strerror(rc));
+  return 0;
+}

@@ -98,5 +98,9 @@ bool conn_was_ready(const conn *c);
 const char *conn_peer(const conn *c);
 /* Bytes queued for writing and not yet written. */
 size_t conn_pending(const conn *c);
+/* This end's IP address as the peer sees it routed (getsockname: the
+ * interface the connection left by), without port or brackets, into out.
+ * 0, or DRV_EIO when the socket is not connected. */
+int conn_local_host(const conn *c, char *out, size_t n);
 
 #endif

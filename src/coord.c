@@ -407,8 +407,8 @@ static int launch_node(coord *c, int i) {
   rundir_file(&c->rd, "secret", secret, sizeof secret);
   coord_node *n = &c->nodes[i];
   launch_task t = {
-      .role = n->role, .index = n->index, .coord = c->addr, .run_dir = c->rd.path,
-      .secret_file = secret, .bind_host = c->opts.bind_host, .cpus = c->opts.res[n->role].cpus,
+      .role = n->role, .index = n->index, .coord = c->node_addr, .run_dir = c->rd.path,
+      .secret_file = secret, .bind_host = c->node_bind, .cpus = c->opts.res[n->role].cpus,
       .memory = c->opts.res[n->role].memory, .gpus = c->opts.res[n->role].gpus,
       .heartbeat_ms = c->opts.heartbeat_ms,
       /* Nodes tolerate a long silence from us (Lua may be busy between
@@ -557,20 +557,6 @@ static void send_spec_all(coord *c) {
 
 /* ============================== start ==================================== */
 
-static int write_coordinator_file(coord *c) {
-  char line[128];
-  snprintf(line, sizeof line, "%s %d\n", c->addr, (int)getpid());
-  return rundir_write(&c->rd, "coordinator", line, 0644);
-}
-
-static int start_listener(coord *c) {
-  conn_opts o = {.secret = &c->secret, .cbs = &ctl_cbs, .ud = c, .server_kind = 0};
-  int rc = conn_listen(c->loop, c->opts.bind_host, 0, &o, &c->server, &c->port);
-  if (rc < 0) return rc;
-  snprintf(c->addr, sizeof c->addr, "%s:%d", c->opts.bind_host, c->port);
-  return 0;
-}
-
 static int start_tick(coord *c) {
   c->tick = malloc(sizeof *c->tick);
   if (!c->tick) return drv_error(DRV_ENOMEM, "out of memory");
@@ -603,9 +589,8 @@ static int start_run(coord *c) {
   if ((rc = auth_secret_generate(&c->secret)) < 0 ||
       (rc = auth_secret_save(&c->secret, rundir_file(&c->rd, "secret", path, sizeof path))) < 0)
     return rc;
-  if ((rc = start_listener(c)) < 0 || (rc = write_coordinator_file(c)) < 0 ||
-      (rc = start_tick(c)) < 0)
-    return rc;
+  conn_opts co = {.secret = &c->secret, .cbs = &ctl_cbs, .ud = c, .server_kind = 0};
+  if ((rc = coord__listen(c, &co)) < 0 || (rc = start_tick(c)) < 0) return rc;
   launch_config lc = {.hosts = c->opts.hosts, .nhosts = c->opts.nhosts,
                       .ssh_config = c->opts.ssh_config, .run_dir = c->rd.path,
                       .slurm = c->opts.slurm, .files = c->opts.files, .nfiles = c->opts.nfiles,
@@ -629,7 +614,6 @@ int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
   if (!c) return drv_error(DRV_ENOMEM, "out of memory");
   c->loop = loop;
   c->opts = *o;
-  if (!c->opts.bind_host) c->opts.bind_host = "127.0.0.1";
   if ((rc = make_nodes(c)) < 0 || (rc = start_run(c)) < 0 || (rc = launch_all(c)) < 0)
     goto fail;
   rc = coord_pump(c, all_registered, NULL, o->reservation_timeout, true);

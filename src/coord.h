@@ -83,7 +83,8 @@ typedef struct coord_opts {
   const char *runs_base;         /* "runs" */
   int count[ROLE_COUNT];         /* ps, chief (0/1), worker, evaluator (0/1) */
   const char *launcher;          /* "local" */
-  const char *bind_host;         /* "127.0.0.1" */
+  const char *bind_host;         /* where we listen (NULL: 127.0.0.1, or
+                                    0.0.0.0 for "ssh" and "slurm") */
   const char *const *hosts;      /* launcher "ssh": "name[:slots]"; borrowed
                                     until coord_start returns */
   int nhosts;

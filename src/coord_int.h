@@ -57,7 +57,9 @@ struct coord {
   auth_secret secret;
   conn_server *server;
   int port;
-  char addr[80];
+  char addr[80];      /* where a process on this machine dials us (coord_addr.c) */
+  char node_addr[80]; /* what nodes are told to dial; a wildcard host: found by each */
+  const char *node_bind; /* where nodes listen (static) */
   launcher *launch;
   coord_node *nodes; /* nnodes entries, ps first (role order) */
   conn **ctl;        /* control connection per node, NULL until registered */
@@ -91,6 +93,9 @@ int coord__check_opts(const coord_opts *o);
 /* Node i registered with what it got: kept, logged to events.log, and
  * <run>/nodes.tsv rewritten. */
 void coord__node_info(coord *c, int i, const node_info *got);
+/* coord_addr.c: listens with o (where: see there), sets addr, node_addr
+ * and node_bind, and writes the run's coordinator file. */
+int coord__listen(coord *c, const conn_opts *o);
 
 /* coord_sched.c (internal): sends queued tasks to nodes that can take
  * them (refilling train steps first). */

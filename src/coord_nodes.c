@@ -16,7 +16,6 @@ void coord_opts_default(coord_opts *o) {
   o->name = "cluster";
   o->runs_base = "runs";
   o->launcher = "local";
-  o->bind_host = "127.0.0.1";
   o->reservation_timeout = 60;
   o->heartbeat_ms = 500;
   o->heartbeat_timeout_ms = 5000;

@@ -77,14 +77,6 @@ launcher *launch_local_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud);
  * NULL. A task's pid is that of its srun. */
 int launch_slurm_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud, launcher **out);
 
-/* The ssh launcher (launch_ssh.c): each node started on a host by the
- * system ssh client, which is its local handle. `hosts` are "name" or
- * "name:slots" (1 slot by default), copied; `ssh_config`, when not NULL or
- * empty, is passed to ssh as -F (else the user's config applies), copied.
- * Returns NULL with the error set on a malformed host or no hosts. */
-launcher *launch_ssh_new(uv_loop_t *loop, const char *const *hosts, int nhosts,
-                         const char *ssh_config, launch_exit_cb on_exit, void *ud);
-
 /* drover.cluster{ slurm = { ... } }: how "slurm" submits a job of its own
  * when drover runs outside an allocation. NULL strings: Slurm's default. */
 typedef struct launch_slurm_opts {
@@ -113,6 +105,18 @@ typedef struct launch_config {
   launch_note_cb note;      /* may be NULL */
   void *note_ud;
 } launch_config;
+
+/* The ssh launcher (launch_ssh.c): each node started on a host by the
+ * system ssh client, which is its local handle. Uses cfg's hosts ("name"
+ * or "name:slots", 1 slot by default), ssh_config (-F when not NULL or
+ * empty, else the user's config applies), run_dir, files, note (all
+ * copied or used during the call). Before returning it checks every host
+ * for this drover and ships the binary and files where needed (blocking,
+ * bounded; launch_ship.c). Returns NULL with the error set on a malformed
+ * host, no hosts, or a host that ssh cannot reach (named, with ssh's
+ * words). */
+launcher *launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit,
+                         void *ud);
 
 /* The launcher called `name` ("local", "slurm", "ssh"): 0 with *out, or a
  * negative code with the reason (an unknown name lists the known ones). */

@@ -114,8 +114,9 @@ int launch_open(const char *name, const launch_config *cfg, uv_loop_t *loop,
   }
   if (strcmp(name, "slurm") == 0) return launch_slurm_new(loop, on_exit, ud, out);
   if (strcmp(name, "ssh") == 0) {
-    const char *sc = cfg->ssh_config && *cfg->ssh_config ? cfg->ssh_config : getenv("DROVER_SSH_CONFIG");
-    *out = launch_ssh_new(loop, cfg->hosts, cfg->nhosts, sc, on_exit, ud);
+    launch_config c = *cfg;
+    if (!c.ssh_config || !*c.ssh_config) c.ssh_config = getenv("DROVER_SSH_CONFIG");
+    *out = launch_ssh_new(loop, &c, on_exit, ud);
     return *out ? 0 : DRV_EINVAL; /* the message names the host */
   }
   return drv_error(DRV_EUNSUPPORTED, "launcher '%s' is not available (\"local\", \"slurm\" or \"ssh\")",

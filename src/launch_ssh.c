@@ -7,17 +7,30 @@
  * a free slot (so two ps land on two hosts when they can), and keeps that
  * host across restarts. More nodes than slots is an error of that start.
  *
+ * Before any node starts, every host is checked for this very binary and,
+ * where it lacks it (or the run has `files`), gets a per-run directory
+ * with a copy of drover and the files (launch_ship.c has the layout).
+ *
  * Each task runs, with its stdout and stderr appended to the local
  * <run_dir>/logs/<role>-<index>.log (ssh forwards the remote output):
  *   ssh [-F CONFIG] -T -o BatchMode=yes -o ServerAliveInterval=5
  *       -o ServerAliveCountMax=3 -- HOST sh -c '<WRAPPER>' drover-node
- *       [env OPENBLAS_NUM_THREADS=N] EXE node --coord ... (launch.h)
+ *       DIR [env OPENBLAS_NUM_THREADS=N] EXE node --coord ... (launch.h)
  * CONFIG is the launcher's ssh_config (a test's private sshd), else the
- * user's own config and keys apply. EXE is the same path as this binary
- * (launch_self_exe): the host must have it there. Shipping the binary to a
- * per-run directory when the host lacks it is the next step (issue 6).
+ * user's own config and keys apply. DIR is the host's per-run directory
+ * (the node's working directory) or "." (the login directory); EXE the
+ * drover shipped there, or this binary's own path when the host has the
+ * same file there.
+ *
+ * Addresses (coord_addr.c): nodes bind 0.0.0.0 and advertise the address
+ * their coordinator connection leaves by. Unless the cluster's `address`
+ * says where the coordinator is, --coord gets "@ssh:PORT", which the
+ * wrapper replaces with the first field of the host's $SSH_CONNECTION: our
+ * address as that host sees it (wrong behind a jump host or NAT: set
+ * `address` then).
  *
  * The remote wrapper (WRAPPER below, run by sh whatever the login shell):
+ *  - enters DIR and fills in "@ssh:PORT";
  *  - reads the secret's one line from stdin into a 0600 file in a fresh
  *    mktemp -d directory and points DROVER_SECRET_FILE at it: the secret is
  *    never in an argument list or an environment, on either side;
@@ -37,10 +50,8 @@
  * the node's log, which the coordinator quotes. 129..192 is reported as
  * term_signal = status - 128 (the wrapper's rendering of a killed node).
  *
- * Not done yet (issue 6): shipping the binary and the script's files; the
- * coordinator listening on a routable address and nodes binding to their
- * host's address (the loopback test needs neither); the run directory on
- * the host (only the chief writes there: summaries).
+ * Not done: the run directory on the host (only the chief writes there:
+ * its summaries, lost when the host does not share the path).
  *
  * Lifetimes: a task owns a uv_process_t (first member) and the uv_pipe_t
  * of ssh's stdin; it is freed when both close callbacks have run. Write
@@ -69,9 +80,15 @@
 #define MAX_SLOTS 4096
 #define REAP_TIMEOUT_MS 2000
 
-/* Double quotes only: the whole script travels inside single quotes. */
+/* Double quotes only: the whole script travels inside single quotes.
+ * $1 is the working directory, then come the node's command and arguments,
+ * among which "@ssh:PORT" stands for our address as this host sees it. */
 static const char WRAPPER[] =
     "umask 077; "
+    "cd \"$1\" || exit 125; shift; "
+    "for a do shift; case $a in @ssh:*) h=${SSH_CONNECTION%% *}; "
+    "[ -n \"$h\" ] || { echo \"drover: no SSH_CONNECTION: set the cluster's address\" >&2; exit 125; }; "
+    "case $h in *:*) h=\"[$h]\";; esac; a=\"$h:${a#@ssh:}\";; esac; set -- \"$@\" \"$a\"; done; "
     "d=$(mktemp -d \"${TMPDIR:-/tmp}/drover-node-XXXXXX\") || exit 125; "
     "IFS= read -r s || { rm -rf \"$d\"; echo \"drover: no secret on stdin\" >&2; exit 125; }; "
     "printf \"%s\\n\" \"$s\" > \"$d/secret\"; s=; "
@@ -83,11 +100,6 @@ static const char WRAPPER[] =
     "wait $p; st=$?; kill $w 2>/dev/null; rm -rf \"$d\"; exit $st";
 
 typedef struct ssh_launcher ssh_launcher;
-
-typedef struct ssh_host {
-  char *name;
-  int slots, used;
-} ssh_host;
 
 typedef struct ssh_place {
   int role, index, host;
@@ -106,9 +118,10 @@ typedef struct ssh_task {
 
 struct ssh_launcher {
   launcher base; /* first member */
-  ssh_host *hosts;
+  launch_site *hosts;
   int nhosts, cursor;
   char *config;  /* -F, or NULL */
+  char *run_dir;
   ssh_place *places;
   int nplaces, cap_places;
   ssh_task *tasks;
@@ -123,7 +136,7 @@ typedef struct ssh_write {
 /* ============================== hosts ==================================== */
 
 /* "name" or "name:slots" into h (name copied). */
-static int parse_host(const char *spec, ssh_host *h) {
+static int parse_host(const char *spec, launch_site *h) {
   const char *colon = strrchr(spec, ':');
   size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
   h->slots = 1;
@@ -176,33 +189,24 @@ static int place(ssh_launcher *l, int role, int index) {
 
 /* ============================== command ================================== */
 
-/* Appends s to out in single quotes (' as '\''), for the remote login
- * shell. Returns false when it does not fit. */
-static bool put_quoted(char *out, size_t cap, size_t *len, const char *s) {
-  size_t k = *len;
-  if (k + 3 > cap) return false;
-  if (k) out[k++] = ' ';
-  out[k++] = '\'';
-  for (; *s; s++) {
-    if (*s == '\'') {
-      if (k + 5 > cap) return false;
-      memcpy(out + k, "'\\''", 4);
-      k += 4;
-    } else {
-      if (k + 2 > cap) return false;
-      out[k++] = *s;
-    }
+/* The coordinator's address for the node's --coord: a wildcard host
+ * (coord_addr.c: nobody told us where we are) becomes "@ssh:PORT", which
+ * the wrapper fills in from $SSH_CONNECTION on the host. */
+static const char *coord_arg(const char *coord, char *buf, size_t n) {
+  const char *colon = strrchr(coord, ':');
+  if (!colon) return coord;
+  size_t h = (size_t)(colon - coord);
+  if ((h == 7 && strncmp(coord, "0.0.0.0", 7) == 0) || (h == 4 && strncmp(coord, "[::]", 4) == 0)) {
+    snprintf(buf, n, "@ssh%s", colon);
+    return buf;
   }
-  if (k + 2 > cap) return false;
-  out[k++] = '\'';
-  out[k] = '\0';
-  *len = k;
-  return true;
+  return coord;
 }
 
-/* The remote command: sh -c '<WRAPPER>' drover-node [env ...] EXE node ARGS. */
-static int remote_command(const launch_task *t, char *out, size_t cap) {
-  char index[16], cpus[16], hb[16], to[16], blas[48];
+/* The remote command: sh -c '<WRAPPER>' drover-node DIR [env ...] EXE node
+ * ARGS, DIR being the host's per-run directory, or "." (ssh's home). */
+static int remote_command(const launch_site *site, const launch_task *t, char *out, size_t cap) {
+  char index[16], cpus[16], hb[16], to[16], blas[48], coord[96];
   snprintf(index, sizeof index, "%d", t->index);
   snprintf(cpus, sizeof cpus, "%d", t->cpus);
   snprintf(hb, sizeof hb, "%u", (unsigned)t->heartbeat_ms);
@@ -211,8 +215,10 @@ static int remote_command(const launch_task *t, char *out, size_t cap) {
   const char *args[32];
   int n = 0;
   args[n++] = "sh", args[n++] = "-c", args[n++] = WRAPPER, args[n++] = "drover-node";
+  args[n++] = site->dir ? site->dir : ".";
   if (t->cpus > 0) args[n++] = "env", args[n++] = blas;
-  args[n++] = launch_self_exe(), args[n++] = "node", args[n++] = "--coord", args[n++] = t->coord;
+  args[n++] = site->exe ? site->exe : launch_self_exe(), args[n++] = "node";
+  args[n++] = "--coord", args[n++] = coord_arg(t->coord, coord, sizeof coord);
   args[n++] = "--role", args[n++] = launch__role_name(t->role), args[n++] = "--index", args[n++] = index;
   args[n++] = "--run-dir", args[n++] = t->run_dir, args[n++] = "--bind", args[n++] = t->bind_host;
   if (t->cpus > 0) args[n++] = "--cpus", args[n++] = cpus;
@@ -220,7 +226,7 @@ static int remote_command(const launch_task *t, char *out, size_t cap) {
   size_t len = 0;
   out[0] = '\0';
   for (int i = 0; i < n; i++)
-    if (!put_quoted(out, cap, &len, args[i]))
+    if (!launch__sh_quote(out, cap, &len, args[i]))
       return drv_error(DRV_ERANGE, "ssh %s-%d: command too long", launch__role_name(t->role), t->index);
   return 0;
 }
@@ -349,7 +355,7 @@ static int ssh_start(launcher *base, const launch_task *t, void *task_ud, pid_t 
   char cmd[16384];
   char secret[256];
   size_t slen = 0;
-  if ((rc = remote_command(t, cmd, sizeof cmd)) < 0 ||
+  if ((rc = remote_command(&l->hosts[h], t, cmd, sizeof cmd)) < 0 ||
       (rc = read_secret(t->secret_file, secret, sizeof secret, &slen)) < 0)
     return rc;
   ssh_task *task = calloc(1, sizeof *task);
@@ -363,6 +369,10 @@ static int ssh_start(launcher *base, const launch_task *t, void *task_ud, pid_t 
     memset(secret, 0, sizeof secret);
     return rc;
   }
+  const launch_site *site = &l->hosts[h];
+  dprintf(log_fd, "drover: starting %s-%d on host '%s': %s%s, in %s\n", r, t->index, site->name,
+          site->exe ? site->exe : launch_self_exe(), site->exe ? " (shipped)" : " (the host's own)",
+          site->dir ? site->dir : "the login directory");
   uv_pipe_init(l->base.loop, &task->in, 0);
   task->in.data = task->proc.data = task;
   task->open_handles = 2;
@@ -421,21 +431,31 @@ static void ssh_destroy(launcher *base) {
   l->tasks = NULL;
   if (pids) launch__reap(pids, k, REAP_TIMEOUT_MS);
   free(pids);
-  for (int i = 0; i < l->nhosts; i++) free(l->hosts[i].name);
+  launch_ship_ctx x = {.config = l->config, .run_dir = l->run_dir};
+  if (l->run_dir) launch__ship_clean(&x, l->hosts, l->nhosts);
+  for (int i = 0; i < l->nhosts; i++) {
+    free(l->hosts[i].name);
+    free(l->hosts[i].dir);
+    free(l->hosts[i].exe);
+  }
   free(l->hosts);
   free(l->places);
   free(l->config);
+  free(l->run_dir);
   free(l);
 }
 
 static const launch_ops ssh_ops = {"ssh", ssh_start, ssh_signal, ssh_running, ssh_destroy};
 
-launcher *launch_ssh_new(uv_loop_t *loop, const char *const *hosts, int nhosts,
-                         const char *ssh_config, launch_exit_cb on_exit, void *ud) {
-  if (!loop || (nhosts > 0 && !hosts)) {
+launcher *launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit,
+                         void *ud) {
+  if (!loop || !cfg || (cfg->nhosts > 0 && !cfg->hosts) || !cfg->run_dir ||
+      (cfg->nfiles > 0 && !cfg->files)) {
     drv_error(DRV_EINVAL, "launch_ssh_new: NULL argument");
     return NULL;
   }
+  int nhosts = cfg->nhosts;
+  const char *sc = cfg->ssh_config;
   if (nhosts < 1 || nhosts > MAX_HOSTS) {
     drv_error(DRV_EINVAL, "ssh launcher: needs hosts = { \"host\", \"host:slots\", ... } "
                           "(1..%d of them)", MAX_HOSTS);
@@ -443,8 +463,8 @@ launcher *launch_ssh_new(uv_loop_t *loop, const char *const *hosts, int nhosts,
   }
   ssh_launcher *l = calloc(1, sizeof *l);
   if (l) l->hosts = calloc((size_t)nhosts, sizeof *l->hosts);
-  if (l && ssh_config && *ssh_config) l->config = strdup(ssh_config);
-  if (!l || !l->hosts || (ssh_config && *ssh_config && !l->config)) {
+  if (l && sc && *sc) l->config = strdup(sc);
+  if (!l || !l->hosts || (sc && *sc && !l->config)) {
     drv_error(DRV_ENOMEM, "out of memory creating the ssh launcher");
     goto fail;
   }
@@ -453,12 +473,24 @@ launcher *launch_ssh_new(uv_loop_t *loop, const char *const *hosts, int nhosts,
   l->base.on_exit = on_exit;
   l->base.ud = ud;
   for (int i = 0; i < nhosts; i++, l->nhosts++)
-    if (!hosts[i] || parse_host(hosts[i], &l->hosts[i]) < 0) {
-      if (!hosts[i]) drv_error(DRV_EINVAL, "ssh launcher: host %d is NULL", i + 1);
+    if (!cfg->hosts[i] || parse_host(cfg->hosts[i], &l->hosts[i]) < 0) {
+      if (!cfg->hosts[i]) drv_error(DRV_EINVAL, "ssh launcher: host %d is NULL", i + 1);
       goto fail;
     }
+  /* From here on destroy removes whatever was shipped. */
+  if (!(l->run_dir = strdup(cfg->run_dir))) {
+    drv_error(DRV_ENOMEM, "out of memory creating the ssh launcher");
+    goto fail;
+  }
+  launch_ship_ctx x = {.config = l->config, .run_dir = l->run_dir, .files = cfg->files,
+                       .nfiles = cfg->nfiles, .note = cfg->note, .note_ud = cfg->note_ud};
+  if (launch__ship(&x, l->hosts, l->nhosts) < 0) goto fail;
   return &l->base;
-fail:
+fail: {
+  char msg[4096];
+  snprintf(msg, sizeof msg, "%s", drv_errmsg()); /* clean's ssh must not replace it */
   ssh_destroy(l ? &l->base : NULL);
+  drv_error(DRV_EINVAL, "%s", msg);
   return NULL;
+}
 }

@@ -151,6 +151,20 @@ static void send_error(node *n, int code, const char *msg) {
   send_coord(n, &w, WIRE_ERROR, 0);
 }
 
+/* The host other nodes dial for our data port: bind_host, unless that is
+ * a wildcard (remote launchers bind 0.0.0.0 so that any interface takes
+ * workers): then the local address of our connection to the coordinator,
+ * the interface that routes towards the cluster. (One node per process:
+ * the static buffer is ours.) */
+static const char *advertised_host(node *n) {
+  static char buf[64];
+  const char *b = n->o->bind_host;
+  if (strcmp(b, "0.0.0.0") != 0 && strcmp(b, "::") != 0) return b;
+  if (n->coord && conn_local_host(n->coord, buf, sizeof buf) == 0) return buf;
+  log_warn("no local address for the coordinator connection: advertising %s", b);
+  return b;
+}
+
 static void send_register(node *n) {
   const node_opts *o = n->o;
   node_info ni;
@@ -160,7 +174,7 @@ static void send_register(node *n) {
   wire_wr_u8(&w, (uint8_t)o->role);
   wire_wr_u32(&w, (uint32_t)o->index);
   wire_wr_u32(&w, (uint32_t)getpid());
-  wire_wr_str(&w, o->bind_host);
+  wire_wr_str(&w, advertised_host(n));
   wire_wr_u16(&w, (uint16_t)n->data_port);
   nodeinfo_write(&w, &ni);
   send_coord(n, &w, WIRE_REGISTER, 0);

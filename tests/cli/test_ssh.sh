@@ -2,16 +2,26 @@
 # starts on loopback (hosts "a" = 127.0.0.1 and "b" = 127.0.0.2, one
 # sshd): training over ssh, placement by slots, a refusing host, the secret
 # kept off every command line, and no node left once the coordinator dies.
-# Skips with the reason when sshd cannot be had. Only processes this test
+# As root, also host "c" in a network namespace of its own (10.77.X.2, its
+# own sshd, and no view of $TMP/bin, where the binary under test is copied)
+# with "r" (10.77.X.1, this machine as c sees it): routable addresses,
+# shipping the binary and `files`, a restart on the remote host. A local
+# run still listens on loopback only.
+# Skips with the reason when sshd (or the namespace) cannot be had;
+# DROVER_SSH_REQUIRED=1 makes that a failure. Only processes this test
 # started are signalled, by pid; every wait is bounded.
 . tests/cli/lib.sh
 [ -x "$DROVER" ] || { fail "ssh-t00 the binary" "DROVER=$DROVER is not executable"; exit 1; }
 SSHD=$TMP/sshd
 trap 'sh tests/ssh/stop.sh "$SSHD"; rm -rf "$TMP"' EXIT
-out=$(sh tests/ssh/start.sh "$SSHD" 2>&1)
+# The binary under test, copied where host c cannot see it.
+mkdir -p "$TMP/bin" && cp "$DROVER" "$TMP/bin/drover"
+out=$(sh tests/ssh/start.sh "$SSHD" "$TMP/bin" 2>&1)
 rc=$?
 if [ $rc -eq 77 ]; then echo "$out" | sed 's/^SKIP /SKIP test_ssh.sh: /'; exit 0; fi
 if [ $rc -ne 0 ]; then fail "ssh-t00 sshd starts" "$out"; exit 1; fi
+echo "$out" | sed -n 's/^SKIP /SKIP test_ssh.sh: /p'
+case " $(cat "$SSHD/hosts") " in *" c "*) have_c=1 ;; *) have_c=0 ;; esac
 RUNS=$TMP/runs
 CFG=$SSHD/ssh_config
 
@@ -65,8 +75,15 @@ acc=$(sed -n 's/^accuracy //p' "$TMP/fit.out")
 check "ssh-t01 eval accuracy >= 0.95 (got ${acc:-none})" awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.95) }'
 dir=$(ls -d "$RUNS"/fit-* | head -n 1)
 check "ssh-t01 three nodes came up" [ "$(grep -c 'node up' "$dir/events.log")" -eq 3 ]
-check "ssh-t01 one ssh session on host a" [ $(( $(conns 127.0.0.1) - a0 )) -eq 1 ]
-check "ssh-t01 two ssh sessions on host b (2 slots)" [ $(( $(conns 127.0.0.2) - b0 )) -eq 2 ]
+# One session per host checks for drover (same binary here: nothing shipped).
+check "ssh-t01 a check and one node session on host a" [ $(( $(conns 127.0.0.1) - a0 )) -eq 2 ]
+check "ssh-t01 a check and two node sessions on host b (2 slots)" [ $(( $(conns 127.0.0.2) - b0 )) -eq 3 ]
+nothing_shipped() {
+  [ "$(grep -c "has this drover at" "$1/events.log")" -eq 2 ] && ! grep -q "shipped" "$1/events.log"
+}
+check "ssh-t01 both hosts have this drover: nothing shipped" nothing_shipped "$dir"
+check "ssh-t01 the coordinator listened on 0.0.0.0 (a remote launcher)" \
+  grep -q "coordinator listening on 0.0.0.0:[0-9]*; nodes dial 0.0.0.0:" "$dir/events.log"
 check "ssh-t01 every node exited with status 0" [ "$(grep -c 'exited with status 0' "$dir/events.log")" -eq 3 ]
 check "ssh-t01 no node or ssh outlives the run" wait_none 10 "$dir"
 
@@ -120,3 +137,162 @@ for p in $(sed -n 's/.*node start [a-z]*:[0-9]* pid \([0-9]*\).*/\1/p' "$dir/eve
   c=$(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null)
   case "$c" in "ssh "*"$dir"*) kill -9 "$p" 2>/dev/null ;; esac
 done
+
+# Local IPv4/IPv6 addresses (hex, as /proc/net/tcp* has them) of the
+# sockets listening on port $1 in this network namespace.
+listen_addrs() {
+  hex=$(printf '%04X' "$1")
+  cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+    awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { sub(/:.*/, "", $2); print $2 }' |
+    sort -u | tr '\n' ' '
+}
+# wait_for SECONDS FILE PATTERN: true once FILE has a line matching PATTERN.
+wait_for() {
+  i=0
+  while [ $i -lt $(( $1 * 10 )) ]; do
+    grep -q "$3" "$2" 2>/dev/null && return 0
+    sleep 0.1; i=$((i + 1))
+  done
+  return 1
+}
+
+# ssh-t06: a local run listens on 127.0.0.1 only (nodes too)
+cat > "$TMP/local.lua" <<LUA
+local c = drover.cluster { ps = 1, worker = 1, runs = "$RUNS", name = "local" }
+io.stdout:write("ready\\n"); io.stdout:flush()
+for _ = 1, 600 do
+  local f = io.open("$TMP/local.go") if f then f:close() break end
+  drover.sleep(0.1)
+end
+c:shutdown()
+LUA
+timeout 90 "$DROVER" run "$TMP/local.lua" >"$TMP/local.out" 2>&1 &
+coord=$!
+wait_for 30 "$TMP/local.out" ready
+dir=$(ls -d "$RUNS"/local-* | head -n 1)
+port=$(sed -n 's/^127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$dir/coordinator" 2>/dev/null)
+check "ssh-t06 the local coordinator file names 127.0.0.1 (got '$(cat "$dir/coordinator" 2>/dev/null)')" [ -n "$port" ]
+check "ssh-t06 the local coordinator listens on 127.0.0.1 only (got '$(listen_addrs "${port:-0}")')" \
+  [ "$(listen_addrs "${port:-0}")" = "0100007F " ]
+psport=$(sed -n 's/.*node up ps:0 pid [0-9]* host \([^ ]*\) port \([0-9]*\).*/\1 \2/p' "$dir/events.log")
+check "ssh-t06 the local ps advertises 127.0.0.1 (got '$psport')" [ "${psport% *}" = 127.0.0.1 ]
+check "ssh-t06 the local ps listens on 127.0.0.1 only (got '$(listen_addrs "${psport#* }")')" \
+  [ "$(listen_addrs "${psport#* }")" = "0100007F " ]
+touch "$TMP/local.go"
+wait $coord
+check "ssh-t06 the local run ends cleanly" [ $? -eq 0 ]
+
+if [ "$have_c" != 1 ]; then
+  echo "SKIP test_ssh.sh: ssh-t04/t05 (host c): $(cat "$SSHD/no_c" 2>/dev/null)"
+  exit 0
+fi
+net=$(sed -n 's/^Host c$//; /HostName 10\.77\./{s/.*HostName \(10\.77\.[0-9]*\)\.2$/\1/p}' "$CFG" | head -n 1)
+BIN=$TMP/bin/drover
+
+# ssh-t04: 1 ps + 2 workers over c (own namespace, lacks the binary) and
+# r: the coordinator listens on 0.0.0.0, c's nodes find it from
+# $SSH_CONNECTION and advertise 10.77.X.2, worker:0 on r reaches the ps on c
+sed 's/hosts = { "a", "b:2" }/hosts = { "c:2", "r" }/; s/name = "fit"/name = "ns"/' "$TMP/fit.lua" > "$TMP/ns.lua"
+timeout 120 "$BIN" run "$TMP/ns.lua" >"$TMP/ns.out" 2>&1
+check "ssh-t04 the run over hosts c and r succeeds" [ $? -eq 0 ]
+acc=$(sed -n 's/^accuracy //p' "$TMP/ns.out")
+check "ssh-t04 eval accuracy >= 0.95 (got ${acc:-none})" awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.95) }'
+dir=$(ls -d "$RUNS"/ns-* | head -n 1)
+ev=$dir/events.log
+check "ssh-t04 the coordinator listened on 0.0.0.0" grep -q "coordinator listening on 0.0.0.0:" "$ev"
+check "ssh-t04 the ps registered from c, advertising $net.2" grep -q "node up ps:0 pid [0-9]* host $net.2 port [0-9]" "$ev"
+check "ssh-t04 worker:1 registered from c ($net.2)" grep -q "node up worker:1 pid [0-9]* host $net.2$" "$ev"
+check "ssh-t04 worker:0 registered from r ($net.1)" grep -q "node up worker:0 pid [0-9]* host $net.1$" "$ev"
+check "ssh-t04 host c lacked drover: shipped" grep -q "host 'c' lacks this drover: shipped it to /" "$ev"
+check "ssh-t04 host r has the same drover: not shipped" grep -q "host 'r' has this drover at $BIN" "$ev"
+check "ssh-t04 r's node ran the host's own binary" grep -q "on host 'r': $BIN (the host's own)" "$dir/logs/worker-0.log"
+check "ssh-t04 c's ps ran the shipped copy" grep -q "on host 'c': /.*/drover-run-[^/]*/drover (shipped)" "$dir/logs/ps-0.log"
+shipped=$(sed -n "s/.*host 'c' lacks this drover: shipped it to \(.*\)/\1/p" "$ev")
+check "ssh-t04 c's per-run directory is gone after the run" \
+  timeout 20 ssh -F "$CFG" c "test -n '$shipped' && test ! -e '$shipped'"
+check "ssh-t04 every node exited with status 0" [ "$(grep -c 'exited with status 0' "$ev")" -eq 3 ]
+check "ssh-t04 no node or ssh outlives the run" wait_none 10 "$dir"
+
+# ssh-t05: `files` reach both hosts' per-run directories (relative paths
+# in closures read them); worker:1, killed on c by its pid there, comes back
+# (the shipped binary is still there for it) and the run finishes
+mkdir -p "$TMP/ship/sub" "$TMP/abs"
+printf 'x-contents' > "$TMP/ship/x.txt"
+printf 'y-contents' > "$TMP/ship/sub/y.txt"
+printf 'z-contents' > "$TMP/abs/z.txt"
+cat > "$TMP/ship.lua" <<LUA
+local cfg = "$CFG"
+local c = drover.cluster { launcher = "ssh", hosts = { "c:2", "r" }, ssh_config = cfg,
+  ps = 1, worker = 2, runs = "$RUNS", name = "ship", reservation_timeout = 30,
+  files = { "x.txt", "sub/y.txt", "$TMP/abs/z.txt" } }
+local function node(role, index)
+  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
+end
+local function wait_file(path)
+  for _ = 1, 600 do
+    local f = io.open(path) if f then f:close() return end
+    drover.sleep(0.1)
+  end
+  error("no " .. path .. " within 60 s")
+end
+local victim = node("worker", 1)
+print("victim " .. victim.pid .. " " .. victim.host)
+io.stdout:write("ready\\n"); io.stdout:flush()
+wait_file("$TMP/ship.go")
+assert(os.execute("timeout 20 ssh -F " .. cfg .. " c kill -9 " .. victim.pid))
+local back
+for _ = 1, 300 do
+  local n = node("worker", 1)
+  if n.pid ~= victim.pid and n.state == "ready" then back = n break end
+  drover.sleep(0.1)
+end
+assert(back, "worker:1 is not back within 30 s")
+print("back " .. back.pid .. " " .. back.host .. " restarts " .. back.restarts)
+local rvs = {}
+for i = 1, 8 do
+  rvs[i] = c:schedule(function(w)
+    local function read(p) local f = assert(io.open(p)) local s = f:read("a") f:close() return s end
+    return w.name, read("x.txt"), read("sub/y.txt"), read("z.txt"), os.getenv("SSH_CONNECTION")
+  end)
+end
+for _, rv in ipairs(rvs) do print("got", rv:fetch()) end
+c:shutdown()
+print("finished")
+LUA
+( cd "$TMP/ship" && exec timeout 120 "$BIN" run "$TMP/ship.lua" ) >"$TMP/ship.out" 2>&1 &
+coord=$!
+wait_for 40 "$TMP/ship.out" '^ready'
+check "ssh-t05 the cluster with files came up" grep -q '^ready' "$TMP/ship.out"
+dir=$(ls -d "$RUNS"/ship-* | head -n 1)
+ev=$dir/events.log
+cdir=$(sed -n "s/.*host 'c' lacks this drover: shipped it to \(.*\)/\1/p" "$ev")
+rdir=$(sed -n "s/.*host 'r': the run's files shipped to \(.*\)/\1/p" "$ev")
+check "ssh-t05 c got the binary ('$cdir')" [ -n "$cdir" ]
+check "ssh-t05 r, with the same binary, got only the files ('$rdir')" [ -n "$rdir" ]
+check "ssh-t05 c does not see the binary under test at its own path" \
+  timeout 20 ssh -F "$CFG" c "test ! -e '$BIN'"
+sum=$(sha256sum "$BIN" | cut -d' ' -f1)
+check "ssh-t05 c's per-run directory holds the same binary, 0755, in a 0700 directory" \
+  timeout 20 ssh -F "$CFG" c "sha256sum '$cdir/drover' | grep -q '^$sum ' && test \"\$(stat -c %a '$cdir/drover')\" = 755 && test \"\$(stat -c %a '$cdir')\" = 700"
+check "ssh-t05 r's per-run directory has no binary" timeout 20 ssh -F "$CFG" r "test -f '$rdir/x.txt' && test ! -e '$rdir/drover'"
+vpid=$(sed -n 's/^victim \([0-9]*\) .*/\1/p' "$TMP/ship.out")
+check "ssh-t05 worker:1 on c runs the shipped binary in its directory (pid ${vpid:-none})" \
+  timeout 20 ssh -F "$CFG" c "test \"\$(readlink /proc/${vpid:-0}/exe)\" = '$cdir/drover' && test \"\$(readlink /proc/${vpid:-0}/cwd)\" = '$cdir'"
+cport=$(sed -n 's/^[^ ]*:\([0-9]*\) .*/\1/p' "$dir/coordinator")
+check "ssh-t05 the coordinator listens on 0.0.0.0 (got '$(listen_addrs "${cport:-0}")')" \
+  [ "$(listen_addrs "${cport:-0}")" = "00000000 " ]
+touch "$TMP/ship.go"
+wait $coord
+check "ssh-t05 the run exits with status 0 after the kill" [ $? -eq 0 ]
+check "ssh-t05 the script got to its end" grep -q '^finished' "$TMP/ship.out"
+check "ssh-t05 worker:1 was lost to signal 9" grep -q "node lost worker:1: killed by signal 9" "$ev"
+check "ssh-t05 and restarted" grep -q "node restart worker:1 (1 of" "$ev"
+check "ssh-t05 the restarted worker:1 is on c again" grep -q "^back [0-9]* $net.2 restarts 1" "$TMP/ship.out"
+got_ok() { # every closure read the three files; at least one ran on c
+  [ "$(grep -c "^got	worker:[01]	x-contents	y-contents	z-contents	" "$TMP/ship.out")" -eq 8 ] &&
+    grep -q "^got	worker:1	x-contents	y-contents	z-contents	$net.1 [0-9]* $net.2 " "$TMP/ship.out"
+}
+check "ssh-t05 closures read the shipped files by relative path, on c too" got_ok
+check "ssh-t05 both per-run directories are removed at shutdown" \
+  timeout 20 ssh -F "$CFG" c "test ! -e '$cdir' && test ! -e '$rdir'"
+check "ssh-t05 no node or ssh outlives the run" wait_none 10 "$dir"
