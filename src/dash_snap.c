@@ -206,23 +206,24 @@ static void write_nodes(wire_wr *w, const dash_model *m, const char *run_dir, da
   }
 }
 
+/* Grows the array *p of *n elements of `size` bytes to `want`, the new
+ * ones zeroed: 0, or -1 (unchanged) when out of memory. */
+static int grow_zeroed(void **p, int *n, int want, size_t size) {
+  if (*n >= want) return 0;
+  char *a = realloc(*p, (size_t)want * size);
+  if (!a) return -1;
+  memset(a + (size_t)*n * size, 0, (size_t)(want - *n) * size);
+  *p = a;
+  *n = want;
+  return 0;
+}
+
 int dash_snap_encode(const dash_store *s, const char *run_dir, dash_cursor *k, wire_wr *w) {
   const dash_model *m = &s->m;
-  if (k->nseries < s->ntrack) {
-    dash_seen *ns = realloc(k->series, (size_t)s->ntrack * sizeof *ns);
-    if (!ns) return drv_error(DRV_ENOMEM, "out of memory");
-    memset(ns + k->nseries, 0, (size_t)(s->ntrack - k->nseries) * sizeof *ns);
-    k->series = ns;
-    k->nseries = s->ntrack;
-  }
+  if (grow_zeroed((void **)&k->series, &k->nseries, s->ntrack, sizeof *k->series) < 0 ||
+      grow_zeroed((void **)&k->got, &k->ngot, m->nnodes, sizeof *k->got) < 0)
+    return drv_error(DRV_ENOMEM, "out of memory");
   write_header(w, m, run_dir);
-  if (k->ngot < m->nnodes) {
-    uint32_t *ng = realloc(k->got, (size_t)m->nnodes * sizeof *ng);
-    if (!ng) return drv_error(DRV_ENOMEM, "out of memory");
-    memset(ng + k->ngot, 0, (size_t)(m->nnodes - k->ngot) * sizeof *ng);
-    k->got = ng;
-    k->ngot = m->nnodes;
-  }
   write_nodes(w, m, run_dir, k);
   uint32_t nseries = 0;
   bool reset;
