@@ -112,7 +112,7 @@ int launch_open(const char *name, const launch_config *cfg, uv_loop_t *loop,
     if (!(*out = launch_local_new(loop, on_exit, ud))) return drv_error(DRV_ENOMEM, "out of memory");
     return 0;
   }
-  if (strcmp(name, "slurm") == 0) return launch_slurm_new(loop, on_exit, ud, out);
+  if (strcmp(name, "slurm") == 0) return launch_slurm_new(loop, cfg, on_exit, ud, out);
   if (strcmp(name, "ssh") == 0) {
     const char *sc = cfg->ssh_config && *cfg->ssh_config ? cfg->ssh_config : getenv("DROVER_SSH_CONFIG");
     *out = launch_ssh_new(loop, cfg->hosts, cfg->nhosts, sc, on_exit, ud);

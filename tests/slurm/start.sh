@@ -151,7 +151,12 @@ JobCompLoc=$LOGS/jobcomp.log
 SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0,bf_interval=1,sched_interval=2
 SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
+# memory is a consumable, as on most clusters: the launcher's --mem per step
+# is then enforced in scheduling and shown by scontrol (a step without --mem
+# would take all of its job's memory and make the next step wait); with a
+# default per CPU so that a job without --mem does not take the whole node
+SelectTypeParameters=CR_CPU_Memory
+DefMemPerCPU=100
 # CPUs=$CPUS on a smaller host is trusted, not drained
 SlurmdParameters=config_overrides
 # a job that can never fit is rejected, not left pending forever
