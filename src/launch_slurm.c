@@ -38,8 +38,9 @@
  * limit, preemption, node failure) also exits 137 - indistinguishable by
  * status from a task that died of SIGKILL - and after a stalled teardown
  * srun may even exit 0 (NOTES.md pitfall 11). So on exit we read what srun
- * and slurmstepd printed into the node's log since the start ("*** STEP
- * J.S ON host CANCELLED AT ... [DUE TO ...] ***") and append one line
+ * and slurmstepd printed into the node's log since the start (srun's "Job
+ * step aborted", slurmstepd's "*** STEP J.S ON host CANCELLED AT ... [DUE
+ * TO ...] ***" when it arrives before srun ends) and append one line
  * "drover: step J.S ended: ..." saying which it was: cancelled by drover,
  * cancelled by Slurm (with Slurm's words), killed by a signal, or an exit
  * status. A cancelled step that srun reports as 0 is passed on as
@@ -86,8 +87,8 @@
 #define STOP_GRACE_MS 3000 /* destroy: steps to end after scancel --signal=TERM */
 #define SRUN_END_MS 8000   /* destroy: sruns to end after the KILL (KillWait + 2 s is usual) */
 #define REAP_TIMEOUT_MS 2000 /* destroy: sruns to be reaped after SIGKILL */
-#define LEARN_FIRST_MS 1000  /* after a start: look up the new step's id */
-#define LEARN_AGAIN_MS 3000  /* ... again while srun waits for its step */
+#define LEARN_FIRST_MS 300   /* after a start: look up the new step's id */
+#define LEARN_AGAIN_MS 1000  /* ... again while srun waits for its step */
 
 typedef struct slurm_launcher slurm_launcher;
 
@@ -197,28 +198,35 @@ static void read_step_output(const slurm_task *t, char *buf, size_t n) {
     if (!buf[i]) buf[i] = ' '; /* keep the string whole */
 }
 
-/* Slurm's "*** STEP 12.3 ON vm CANCELLED AT 2026-... [DUE TO ...] ***" (or
- * JOB), copied without the stars into out; false when there is none. */
-static bool slurm_cancel_line(const char *text, char *out, size_t n) {
+/* Whether Slurm aborted the step, from srun's and slurmstepd's words: srun
+ * prints "Job step aborted" when slurmctld tells it the step was cancelled
+ * (scancel, time limit, preemption); slurmstepd's "*** STEP 12.3 ON vm
+ * CANCELLED AT ... [DUE TO ...] ***" (or JOB) follows when it arrives in
+ * time, and is then copied into out without the stars. */
+static bool slurm_cancelled(const char *text, char *out, size_t n) {
   const char *s = NULL;
   for (const char *p = text; (p = strstr(p, "*** ")); p += 4)
     if ((strncmp(p + 4, "STEP ", 5) == 0 || strncmp(p + 4, "JOB ", 4) == 0) &&
         strstr(p, " CANCELLED AT ") && strstr(p, " CANCELLED AT ") < strchrnul(p, '\n'))
-      s = p + 4; /* the last one wins: an earlier restart's is not ours */
-  if (!s) return false;
-  size_t k = strcspn(s, "\n");
-  while (k && (s[k - 1] == '*' || s[k - 1] == ' ')) k--;
-  snprintf(out, n, "%.*s", (int)k, s);
-  return true;
+      s = p + 4; /* the last one wins */
+  if (s) {
+    size_t k = strcspn(s, "\n");
+    while (k && (s[k - 1] == '*' || s[k - 1] == ' ')) k--;
+    snprintf(out, n, "%.*s", (int)k, s);
+    return true;
+  }
+  snprintf(out, n, "srun: Job step aborted");
+  return strstr(text, "srun: Job step aborted") != NULL;
 }
 
 /* Writes the node's end as Slurm saw it into its log; may turn a 0 into
  * SIGKILL (see the top of the file). */
 static void report_end(slurm_launcher *l, slurm_task *t, int64_t *status, int *sig) {
-  char text[8192], line[512], step[64] = "(no step id seen)";
+  char text[8192], line[512], step[64];
   read_step_output(t, text, sizeof text);
   if (t->step >= 0) snprintf(step, sizeof step, "%s.%ld", l->job, t->step);
-  bool cancelled = slurm_cancel_line(text, line, sizeof line);
+  else snprintf(step, sizeof step, "of job %s", l->job); /* ended before we looked it up */
+  bool cancelled = slurm_cancelled(text, line, sizeof line);
   char how[700];
   if (cancelled && t->sent)
     snprintf(how, sizeof how, "cancelled by drover (scancel --signal=%d): %s", t->sent, line);
@@ -427,8 +435,9 @@ static int reap_logged(slurm_launcher *l, slurm_task **ts, pid_t *pids, int n, l
         continue;
       }
       pids[i] = 0;
-      char step[64] = "(no step id seen)";
+      char step[64];
       if (ts[i]->step >= 0) snprintf(step, sizeof step, "%s.%ld", l->job, ts[i]->step);
+      else snprintf(step, sizeof step, "of job %s", l->job);
       if (k > 0 && WIFEXITED(st))
         slurm__log_line(ts[i]->log, "drover: step %s (%s) ended at shutdown %s: srun status %d",
                         step, ts[i]->name, when, WEXITSTATUS(st));
