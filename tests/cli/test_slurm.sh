@@ -203,6 +203,24 @@ pend_dir=$(ls -d "$RUNS"/pend-* | head -n 1)
 check "slurm-t06 and logged to events.log" grep -q "launcher: job [0-9]* pending: BeginTime" "$pend_dir/events.log"
 check "slurm-t06 the job is cancelled: squeue is empty" wait_no_jobs 15
 
+# slurm-t06: Ctrl-C while the job pends: the start fails at once and the
+# job is cancelled
+cat >"$TMP/intr.lua" <<LUA
+drover.cluster { launcher = "slurm", ps = 1, worker = 1, runs = "$RUNS", name = "intr",
+                 slurm = { options = { "--begin=now+3600" }, pending_timeout = 60 } }
+LUA
+env -u SLURM_JOB_ID -u SLURM_JOBID "$DROVER" run "$TMP/intr.lua" >"$TMP/intr.out" 2>&1 &
+ipid=$!
+i=0; while [ $i -lt 100 ] && ! grep -q "pending: BeginTime" "$TMP/intr.out"; do sleep 0.1; i=$((i + 1)); done
+kill -INT $ipid
+i=0; while [ $i -lt 100 ] && kill -0 $ipid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+check "slurm-t06 Ctrl-C ends a start whose job pends within 10 s" sh -c "! kill -0 $ipid 2>/dev/null"
+kill -KILL $ipid 2>/dev/null
+wait $ipid 2>/dev/null
+intr_dir=$(ls -d "$RUNS"/intr-* | head -n 1)
+check "slurm-t06 saying so" grep -q "interrupted while Slurm job [0-9]* was pending; cancelled" "$intr_dir/events.log"
+check "slurm-t06 and the job is cancelled" wait_no_jobs 15
+
 # slurm-t07: SIGKILL of a coordinator that submitted its own job: the job
 # does not outlive it
 cat >"$TMP/kill.lua" <<LUA
@@ -240,7 +258,7 @@ check "slurm-t08 its nodes were steps of the batch job" grep -Eq "^$bj\.[0-9]+ d
 # slurm-t02 (continued): the cancelled step's log says Slurm cancelled it
 restart_dir=$(ls -d "$RUNS"/restart-* | head -n 1)
 check "slurm-t02 the worker's log says its step was cancelled by Slurm, not a crash" \
-  grep -q "ended: cancelled by Slurm or a user's scancel: STEP [0-9]*\.[0-9]* ON .* CANCELLED AT" \
+  grep -Eq "ended: cancelled by Slurm or a user's scancel: (STEP [0-9]+\.[0-9]+ ON .* CANCELLED AT|srun: Job step aborted)" \
   "$restart_dir/logs/worker-1.log"
 
 # slurm-t09: nothing of ours is left in Slurm
