@@ -199,6 +199,7 @@ static int write_holder(const char *run_dir, char *path, size_t n) {
 
 /* The watchdog (see the top of the file): $1 job, $2 heartbeat file. */
 static const char watchdog_sh[] =
+    "echo \"drover watchdog: pid $$, guarding job $1\"\n"
     "( while kill -0 $$ 2>/dev/null; do touch \"$2\"; sleep 3; done ) &\n"
     "read -r word\n"
     "kill $! 2>/dev/null\n"

@@ -240,6 +240,20 @@ check "slurm-t07 no job is left 15 s after the coordinator's SIGKILL" wait_no_jo
 kill_dir=$(ls -d "$RUNS"/kill-* | head -n 1)
 check "slurm-t07 the watchdog said why it cancelled" grep -q "coordinator is gone; cancelling job" "$kill_dir/logs/slurm-job.log"
 
+# slurm-t07: the watchdog killed too (as when the submit host dies): the
+# batch script ends the job once the heartbeat file stops changing (30 s)
+env -u SLURM_JOB_ID -u SLURM_JOBID "$DROVER" run "$TMP/kill.lua" >"$TMP/kill2.out" 2>&1 &
+pid=$!
+i=0; while [ $i -lt 300 ] && ! grep -q '^up' "$TMP/kill2.out"; do sleep 0.1; i=$((i + 1)); done
+kill2_dir=$(ls -td "$RUNS"/kill-* | head -n 1)
+wd=$(sed -n 's/^drover watchdog: pid \([0-9]*\),.*/\1/p' "$kill2_dir/logs/slurm-job.log" | head -n 1)
+check "slurm-t07 the watchdog logged its pid ($wd)" sh -c "[ -n '$wd' ] && kill -0 '$wd'"
+[ -n "$wd" ] && kill -KILL "$wd"
+kill -KILL $pid
+wait $pid 2>/dev/null
+check "slurm-t07 without the watchdog no job is left 50 s after the SIGKILL" wait_no_jobs 50
+check "slurm-t07 the batch script said why it ended" grep -q "no heartbeat in .* for 30 s" "$kill2_dir/logs/slurm-job.log"
+
 # slurm-t08: drover run inside an sbatch script (not salloc): the nodes are
 # steps of that batch job, and the script ends cleanly
 cat >"$TMP/batch.lua" <<LUA
