@@ -17,6 +17,9 @@
 #  - is idempotent: when the daemons it recorded are alive and the node is
 #    idle it reuses them; otherwise it stops what is left (stop.sh) and
 #    starts afresh, with wiped state;
+#  - tracks memory (CR_CPU_Memory with DefMemPerCPU=100, where the recipe
+#    has CR_CPU), so the launcher's per-step --mem is scheduled and shown
+#    by `scontrol show step`, as on most production clusters;
 #  - bounds every wait (DROVER_SLURM_TIMEOUT seconds, default 60).
 #
 # Exit status: 0 started (or already running); 77 SKIP, with a line
