@@ -232,6 +232,9 @@ static void report_end(slurm_launcher *l, slurm_task *t, int64_t *status, int *s
     snprintf(how, sizeof how, "cancelled by drover (scancel --signal=%d): %s", t->sent, line);
   else if (cancelled)
     snprintf(how, sizeof how, "cancelled by Slurm or a user's scancel: %s", line);
+  else if (*sig && t->sent)
+    snprintf(how, sizeof how, "the task was killed by signal %d after drover's scancel "
+             "--signal=%d", *sig, t->sent);
   else if (*sig)
     snprintf(how, sizeof how, "the task was killed by signal %d (not cancelled by Slurm)", *sig);
   else if (strstr(text, "srun: error: Unable to create step") ||
