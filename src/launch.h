@@ -70,12 +70,6 @@ struct launcher {
  * very binary, found through /proc/self/exe). */
 launcher *launch_local_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud);
 
-/* The Slurm launcher (launch_slurm.c): each node a job step of the
- * allocation we run in ($SLURM_JOB_ID), started with srun. On success
- * *out is the launcher (freed by its destroy) and 0 is returned; outside
- * an allocation, DRV_EUNSUPPORTED with a message saying so, and *out is
- * NULL. A task's pid is that of its srun. */
-int launch_slurm_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud, launcher **out);
 
 /* drover.cluster{ slurm = { ... } }: how "slurm" submits a job of its own
  * when drover runs outside an allocation. NULL strings: Slurm's default. */
@@ -117,6 +111,19 @@ typedef struct launch_config {
  * words). */
 launcher *launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit,
                          void *ud);
+
+/* The Slurm launcher (launch_slurm.c, launch_slurm_job.c): each node a job
+ * step, started with srun, of the allocation we run in ($SLURM_JOB_ID) or,
+ * outside one, of a job submitted here with sbatch (sized from cfg's
+ * counts and resources, with cfg->slurm's options) and waited for: this
+ * call blocks until that job runs, reporting its pending reasons through
+ * cfg->note, and fails (the job cancelled) on a rejected or unschedulable
+ * job, after cfg->slurm.pending_timeout, or on Ctrl-C. cfg is borrowed for
+ * the call. On success *out is the launcher (freed by its destroy, which
+ * also cancels a job it submitted) and 0 is returned; else a negative code
+ * with Slurm's reason, and *out is NULL. A task's pid is that of its srun. */
+int launch_slurm_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
+                     launcher **out);
 
 /* The launcher called `name` ("local", "slurm", "ssh"): 0 with *out, or a
  * negative code with the reason (an unknown name lists the known ones). */

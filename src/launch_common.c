@@ -112,7 +112,7 @@ int launch_open(const char *name, const launch_config *cfg, uv_loop_t *loop,
     if (!(*out = launch_local_new(loop, on_exit, ud))) return drv_error(DRV_ENOMEM, "out of memory");
     return 0;
   }
-  if (strcmp(name, "slurm") == 0) return launch_slurm_new(loop, on_exit, ud, out);
+  if (strcmp(name, "slurm") == 0) return launch_slurm_new(loop, cfg, on_exit, ud, out);
   if (strcmp(name, "ssh") == 0) {
     launch_config c = *cfg;
     if (!c.ssh_config || !*c.ssh_config) c.ssh_config = getenv("DROVER_SSH_CONFIG");

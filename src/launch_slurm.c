@@ -1,55 +1,82 @@
-/* launch_slurm.c - the Slurm launcher: each node is a job step of the
- * allocation drover runs in, started with `srun`.
+/* launch_slurm.c - the Slurm launcher: each node is a job step, started
+ * with `srun`, of the allocation drover runs in ($SLURM_JOB_ID, under
+ * salloc or in an sbatch script) or, outside one, of a job drover submits
+ * for itself (launch_slurm_job.c).
  *
- * Only the commands are used (srun, squeue, scancel), never libslurm, so
- * the binary does not depend on one Slurm version.
+ * Only the commands are used (srun, sbatch, squeue, scancel), never
+ * libslurm, so the binary does not depend on one Slurm version.
  *
  * A task is
- *   srun --ntasks=1 --nodes=1 --cpus-per-task=N --exact
- *        --job-name=drover-ROLE-I --input=none  <self> node ... (launch.h)
+ *   srun [--jobid=JOB] --ntasks=1 --nodes=1 --cpus-per-task=C [--mem=M]
+ *        [--gres=gpu:G] --exact --job-name=drover-ROLE-I --input=none
+ *        <self> node ... (launch.h)
  * spawned with libuv like a local node: srun is the local handle, and its
  * exit is the node's exit. srun's stdout and stderr (which carry the
- * task's, plus srun's own messages) are appended to the node's log; the
- * environment is ours plus DROVER_SECRET_FILE and OPENBLAS_NUM_THREADS,
- * which srun exports to the task (--export=ALL is its default). srun runs
- * in its own session for the reason launch_local.c gives: the terminal's
- * Ctrl-C is the coordinator's alone (one SIGINT makes srun print status,
- * two kill the step).
+ * task's, plus srun's and slurmstepd's own messages) are appended to the
+ * node's log; the environment is ours plus DROVER_SECRET_FILE and
+ * OPENBLAS_NUM_THREADS, which srun exports to the task (--export=ALL is its
+ * default). srun runs in its own session for the reason launch_local.c
+ * gives: the terminal's Ctrl-C is the coordinator's alone (one SIGINT
+ * makes srun print status, two kill the step).
  *
- * Exit statuses. srun exits with its task's status, or 128+S when the task
- * was killed by signal S; 129..159 is reported as term_signal S.
+ * Resources. C is the role's `cpus` (1 when not given), G its `gpus`, M its
+ * `memory` in MiB. A role without `memory`: where Slurm tracks memory, a
+ * step without --mem is given all of its job's memory on the node. In our
+ * own job we know how the job was sized (launch_slurm_job.c), so such a
+ * step gets an explicit share instead, C times the job's memory per CPU:
+ * the shares of all nodes add up to at most the job's memory, so no step
+ * waits for another's, and each node is bounded where memory is enforced.
+ * In an allocation the user made we cannot know how its memory is meant to
+ * be split, so no --mem is passed: Slurm 22.05 then does not count the
+ * step's memory against the other steps (measured: a step without --mem
+ * ran beside steps whose --mem used up the job), whereas a guessed share
+ * could exceed what the roles with `memory` leave and make a node wait.
+ *
+ * How a node ended, as far as Slurm tells. srun exits with its task's
+ * status, or 128+S when the task was killed by signal S (129..159 is
+ * reported as term_signal S). A step cancelled by Slurm (scancel, time
+ * limit, preemption, node failure) also exits 137 - indistinguishable by
+ * status from a task that died of SIGKILL - and after a stalled teardown
+ * srun may even exit 0 (NOTES.md pitfall 11). So on exit we read what srun
+ * and slurmstepd printed into the node's log since the start (srun's "Job
+ * step aborted", slurmstepd's "*** STEP J.S ON host CANCELLED AT ... [DUE
+ * TO ...] ***" when it arrives before srun ends) and append one line
+ * "drover: step J.S ended: ..." saying which it was: cancelled by drover,
+ * cancelled by Slurm (with Slurm's words), killed by a signal, or an exit
+ * status. A cancelled step that srun reports as 0 is passed on as
+ * SIGKILL: the node did not finish its work. What we cannot tell: who ran
+ * a scancel (a user, an admin), or why a task that Slurm did not cancel
+ * got its signal (the OOM killer and a user's kill -9 look the same).
  *
  * Signals. SIGTERM to srun kills the step at once without giving the task
- * a SIGTERM (../shared/slurm/NOTES.md, section 6), so a signal goes through
- * Slurm: `scancel --signal=SIG JOB.STEP`, with the step id found by name
+ * a SIGTERM (NOTES.md, section 6), so a signal goes through Slurm:
+ * `scancel --signal=SIG JOB.STEP`, with the step id found by name
  * (`squeue -s`). Until the step exists (srun is still waiting for it), the
  * signal goes to srun, which then gives up on the step.
  *
- * destroy cancels every step still running (`scancel --signal=KILL` by
- * step id), sends srun SIGTERM, waits a bounded time for the sruns to end,
- * then SIGKILLs what is left and reaps it.
+ * destroy (after the coordinator's SHUTDOWN let the nodes exit) sends the
+ * steps still running `scancel --signal=TERM`, waits STOP_GRACE_MS for
+ * their sruns to end, then `scancel --signal=KILL`, waits for the sruns
+ * (KillWait + 2 s is usual), SIGKILLs what is left and reaps it; finally
+ * it cancels our own job, if we submitted one (launch_slurm_job.c).
  *
- * Helper commands (squeue, scancel) run synchronously with a bounded wait
- * (HELPER_TIMEOUT_MS): they take milliseconds and are needed only for
- * signals and teardown, never on the training path.
- *
- * Not yet: submitting a job when outside an allocation (sbatch, waiting
- * with the pending reason, scancel at shutdown); --mem/--gres from per-role
- * resources; a routable coordinator address for nodes on other hosts.
+ * Helper commands run synchronously with a bounded wait (launch_slurm_int.h):
+ * they take milliseconds and are needed only for signals, teardown and the
+ * job's start, never on the training path.
  */
 #include "launch.h"
 #include "launch_int.h"
+#include "launch_slurm_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,11 +84,11 @@
 #include "err.h"
 #include "wire.h"
 
-extern char **environ;
-
-#define HELPER_TIMEOUT_MS 5000 /* one squeue or scancel */
-#define SRUN_END_MS 8000       /* destroy: sruns to end after the cancel (KillWait + 2 s is usual) */
-#define REAP_TIMEOUT_MS 2000   /* destroy: sruns to be reaped after SIGKILL */
+#define STOP_GRACE_MS 3000 /* destroy: steps to end after scancel --signal=TERM */
+#define SRUN_END_MS 8000   /* destroy: sruns to end after the KILL (KillWait + 2 s is usual) */
+#define REAP_TIMEOUT_MS 2000 /* destroy: sruns to be reaped after SIGKILL */
+#define LEARN_FIRST_MS 300   /* after a start: look up the new step's id */
+#define LEARN_AGAIN_MS 1000  /* ... again while srun waits for its step */
 
 typedef struct slurm_launcher slurm_launcher;
 
@@ -71,74 +98,23 @@ typedef struct slurm_task {
   void *ud;              /* start's task_ud */
   char name[48];         /* step name: drover-ROLE-I */
   long step;             /* step id once known, else -1 */
+  int sent;              /* the last signal we sent through Slurm, else 0 */
+  bool told;             /* its step id was written to its log */
+  char *log;             /* the node's log (owned) */
+  off_t log_start;       /* its size when srun started: what follows is this step's */
   struct slurm_task *next;
 } slurm_task;
 
 struct slurm_launcher {
   launcher base; /* first member */
-  char job[32];  /* SLURM_JOB_ID of the allocation */
+  char job[32];  /* the allocation's job id */
+  slurm_job own; /* the job we submitted (own.own), else unused */
+  uint64_t share_mib;  /* our job: MiB per CPU for a role without `memory` (0: none) */
+  uv_timer_t *learn;    /* after starts: learn the new steps' ids (heap: closed by destroy) */
   slurm_task *tasks;
 };
 
-/* ============================== helpers ================================== */
-
-/* Runs argv (searched in PATH) with stdin from /dev/null, its stdout into
- * out (NUL-terminated, truncated to n - 1; may be NULL) and its stderr
- * discarded, for at most HELPER_TIMEOUT_MS (then SIGKILL). Returns its exit
- * status (0..255), or a negative code. The child is reaped here: libuv only
- * waits for the pids of its own process handles. */
-static int run_helper(char *const argv[], char *out, size_t n) {
-  if (out && n) out[0] = '\0';
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) < 0) return drv_error(DRV_EIO, "pipe: %s", strerror(errno));
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid;
-  int e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  close(fds[1]);
-  if (e != 0) {
-    close(fds[0]);
-    return drv_error(DRV_EIO, "cannot run %s: %s", argv[0], strerror(e));
-  }
-  size_t len = 0;
-  long long deadline = launch__now_ms() + HELPER_TIMEOUT_MS;
-  bool timed_out = false;
-  for (;;) {
-    long long left = deadline - launch__now_ms();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    struct pollfd p = {.fd = fds[0], .events = POLLIN};
-    int k = poll(&p, 1, (int)left);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) continue;
-    char buf[4096];
-    ssize_t r = read(fds[0], buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break; /* EOF: the helper closed its stdout */
-    if (out && n && len < n - 1) {
-      size_t c = (size_t)r < n - 1 - len ? (size_t)r : n - 1 - len;
-      memcpy(out + len, buf, c);
-      len += c;
-      out[len] = '\0';
-    }
-  }
-  close(fds[0]);
-  if (timed_out) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out)
-    return drv_error(DRV_ETIMEDOUT, "%s did not answer within %d ms", argv[0], HELPER_TIMEOUT_MS);
-  if (WIFSIGNALED(status))
-    return drv_error(DRV_EIO, "%s killed by signal %d", argv[0], WTERMSIG(status));
-  return WEXITSTATUS(status);
-}
+/* ============================== steps ==================================== */
 
 /* Fills in the step id of every task that lacks one, from one
  * `squeue -s` of our job: lines "JOB.STEP NAME". A name that appears more
@@ -150,7 +126,7 @@ static void learn_steps(slurm_launcher *l) {
   if (!need) return;
   char out[16384];
   char *argv[] = {"squeue", "-h", "-s", "-j", l->job, "-o", "%i %j", NULL};
-  if (run_helper(argv, out, sizeof out) != 0) return;
+  if (slurm__run(argv, out, sizeof out, NULL, 0) != 0) return;
   size_t jl = strlen(l->job);
   char *save = NULL;
   for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -163,6 +139,21 @@ static void learn_steps(slurm_launcher *l) {
     for (slurm_task *t = l->tasks; t; t = t->next)
       if (strcmp(t->name, name) == 0 && step > t->step) t->step = step;
   }
+}
+
+/* A while after a start: which step each new node is, in its log (and for
+ * the end report). Again later for a step srun is still waiting for. */
+static void on_learn(uv_timer_t *h) {
+  slurm_launcher *l = h->data;
+  learn_steps(l);
+  bool unknown = false;
+  for (slurm_task *t = l->tasks; t; t = t->next) {
+    if (t->step >= 0 && !t->told)
+      slurm__log_line(t->log, "drover: %s runs as Slurm step %s.%ld", t->name, l->job, t->step);
+    t->told |= t->step >= 0;
+    unknown |= t->step < 0;
+  }
+  if (unknown) uv_timer_start(h, on_learn, LEARN_AGAIN_MS, 0);
 }
 
 /* ============================== list ===================================== */
@@ -181,10 +172,79 @@ static void unlink_task(slurm_launcher *l, slurm_task *t) {
     }
 }
 
-static void free_task(uv_handle_t *h) { free(h); }
+static void free_timer(uv_handle_t *h) { free(h); }
+
+static void free_task(uv_handle_t *h) {
+  free(((slurm_task *)h)->log);
+  free(h);
+}
 _Static_assert(offsetof(slurm_task, proc) == 0, "proc must be slurm_task's first member");
 
-/* ============================== start ==================================== */
+/* ============================== exit ===================================== */
+
+/* What srun and slurmstepd printed since the step started (at most the
+ * last 8 KiB of it), NUL-terminated in buf. */
+static void read_step_output(const slurm_task *t, char *buf, size_t n) {
+  buf[0] = '\0';
+  int fd = open(t->log, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  struct stat st;
+  off_t from = t->log_start;
+  if (fstat(fd, &st) == 0 && st.st_size - from > (off_t)(n - 1)) from = st.st_size - (off_t)(n - 1);
+  ssize_t r = pread(fd, buf, n - 1, from);
+  close(fd);
+  buf[r > 0 ? r : 0] = '\0';
+  for (ssize_t i = 0; i < r; i++)
+    if (!buf[i]) buf[i] = ' '; /* keep the string whole */
+}
+
+/* Whether Slurm aborted the step, from srun's and slurmstepd's words: srun
+ * prints "Job step aborted" when slurmctld tells it the step was cancelled
+ * (scancel, time limit, preemption); slurmstepd's "*** STEP 12.3 ON vm
+ * CANCELLED AT ... [DUE TO ...] ***" (or JOB) follows when it arrives in
+ * time, and is then copied into out without the stars. */
+static bool slurm_cancelled(const char *text, char *out, size_t n) {
+  const char *s = NULL;
+  for (const char *p = text; (p = strstr(p, "*** ")); p += 4)
+    if ((strncmp(p + 4, "STEP ", 5) == 0 || strncmp(p + 4, "JOB ", 4) == 0) &&
+        strstr(p, " CANCELLED AT ") && strstr(p, " CANCELLED AT ") < strchrnul(p, '\n'))
+      s = p + 4; /* the last one wins */
+  if (s) {
+    size_t k = strcspn(s, "\n");
+    while (k && (s[k - 1] == '*' || s[k - 1] == ' ')) k--;
+    snprintf(out, n, "%.*s", (int)k, s);
+    return true;
+  }
+  snprintf(out, n, "srun: Job step aborted");
+  return strstr(text, "srun: Job step aborted") != NULL;
+}
+
+/* Writes the node's end as Slurm saw it into its log; may turn a 0 into
+ * SIGKILL (see the top of the file). */
+static void report_end(slurm_launcher *l, slurm_task *t, int64_t *status, int *sig) {
+  char text[8192], line[512], step[64];
+  read_step_output(t, text, sizeof text);
+  if (t->step >= 0) snprintf(step, sizeof step, "%s.%ld", l->job, t->step);
+  else snprintf(step, sizeof step, "of job %s", l->job); /* ended before we looked it up */
+  bool cancelled = slurm_cancelled(text, line, sizeof line);
+  char how[700];
+  if (cancelled && t->sent)
+    snprintf(how, sizeof how, "cancelled by drover (scancel --signal=%d): %s", t->sent, line);
+  else if (cancelled)
+    snprintf(how, sizeof how, "cancelled by Slurm or a user's scancel: %s", line);
+  else if (*sig && t->sent)
+    snprintf(how, sizeof how, "the task was killed by signal %d after drover's scancel "
+             "--signal=%d", *sig, t->sent);
+  else if (*sig)
+    snprintf(how, sizeof how, "the task was killed by signal %d (not cancelled by Slurm)", *sig);
+  else if (strstr(text, "srun: error: Unable to create step") ||
+           strstr(text, "srun: error: Unable to allocate resources"))
+    snprintf(how, sizeof how, "Slurm could not start the step (see srun's error above)");
+  else
+    snprintf(how, sizeof how, "the task exited with status %lld", (long long)*status);
+  slurm__log_line(t->log, "drover: step %s (%s) ended: %s", step, t->name, how);
+  if (cancelled && !*sig && *status == 0) *sig = SIGKILL;
+}
 
 /* srun ended. As in launch_local.c, the task leaves the list and its handle
  * is closed before on_exit, which may start a replacement or destroy us. */
@@ -193,29 +253,44 @@ static void on_srun_exit(uv_process_t *proc, int64_t exit_status, int term_signa
   slurm_launcher *l = t->owner;
   void *ud = t->ud;
   unlink_task(l, t);
-  uv_close((uv_handle_t *)proc, free_task);
   if (!term_signal && exit_status > 128 && exit_status < 160) {
     term_signal = (int)(exit_status - 128); /* the task's signal, as srun reports it */
     exit_status = 0;
   }
+  report_end(l, t, &exit_status, &term_signal);
+  uv_close((uv_handle_t *)proc, free_task);
   if (l->base.on_exit) l->base.on_exit(&l->base, ud, exit_status, term_signal);
 }
 
+/* ============================== start ==================================== */
+
 static int spawn_srun(slurm_launcher *l, slurm_task *task, const launch_task *t, char **env,
                       int log_fd, int null_fd) {
-  char index[16], cpt[32], hb[16], to[16], cpus[16], jobname[64];
+  char index[16], cpt[32], hb[16], to[16], cpus[16], jobname[64], jobid[48], mem[48], gres[32];
+  int c = t->cpus > 0 ? t->cpus : 1;
   snprintf(index, sizeof index, "%d", t->index);
   snprintf(cpus, sizeof cpus, "%d", t->cpus);
-  snprintf(cpt, sizeof cpt, "--cpus-per-task=%d", t->cpus > 0 ? t->cpus : 1);
+  snprintf(cpt, sizeof cpt, "--cpus-per-task=%d", c);
   snprintf(hb, sizeof hb, "%u", (unsigned)t->heartbeat_ms);
   snprintf(to, sizeof to, "%u", (unsigned)t->timeout_ms);
   snprintf(jobname, sizeof jobname, "--job-name=%s", task->name);
-  char *args[32];
+  snprintf(jobid, sizeof jobid, "--jobid=%s", l->job);
+  snprintf(gres, sizeof gres, "--gres=gpu:%d", t->gpus);
+  mem[0] = '\0';
+  if (t->memory) /* MiB, rounded up: Slurm takes no bytes */
+    snprintf(mem, sizeof mem, "--mem=%lluM", (unsigned long long)((t->memory + (1u << 20) - 1) >> 20));
+  else if (l->share_mib) /* see the top of the file */
+    snprintf(mem, sizeof mem, "--mem=%lluM", (unsigned long long)(l->share_mib * (uint64_t)c));
+  char *args[40];
   int n = 0;
 #define ARG(s) (args[n++] = (char *)(s))
   /* --exact: the step gets only the CPUs it asks for, so the nodes' steps
    * run side by side in the allocation instead of waiting for each other. */
-  ARG("srun"), ARG("--ntasks=1"), ARG("--nodes=1"), ARG(cpt), ARG("--exact"), ARG(jobname);
+  ARG("srun");
+  if (l->own.own) ARG(jobid); /* not ours to run in: the job's */
+  ARG("--ntasks=1"), ARG("--nodes=1"), ARG(cpt), ARG("--exact"), ARG(jobname);
+  if (mem[0]) ARG(mem);
+  if (t->gpus > 0) ARG(gres);
   ARG("--input=none");
   ARG(launch_self_exe()), ARG("node"), ARG("--coord"), ARG(t->coord);
   ARG("--role"), ARG(launch__role_name(t->role)), ARG("--index"), ARG(index);
@@ -245,12 +320,16 @@ static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_
   if (pid) *pid = 0;
   int rc = launch__check_task(t);
   if (rc < 0) return rc;
+  if (t->gpus < 0) return drv_error(DRV_EINVAL, "launch: gpus %d is negative", t->gpus);
   const char *r = launch__role_name(t->role);
-  char secret_var[PATH_MAX + 32], blas_var[48];
+  char secret_var[PATH_MAX + 32], blas_var[48], logp[PATH_MAX];
+  snprintf(logp, sizeof logp, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
   char **env = launch__child_env(t, secret_var, sizeof secret_var, blas_var, sizeof blas_var);
   slurm_task *task = calloc(1, sizeof *task);
-  if (!env || !task) {
+  if (task) task->log = strdup(logp);
+  if (!env || !task || !task->log) {
     free(env);
+    if (task) free(task->log);
     free(task);
     return drv_error(DRV_ENOMEM, "launch %s-%d: out of memory", r, t->index);
   }
@@ -259,9 +338,12 @@ static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_
   int log_fd = -1, null_fd = -1;
   if ((rc = launch__open_stdio(t, &log_fd, &null_fd)) < 0) {
     free(env);
+    free(task->log);
     free(task);
     return rc;
   }
+  struct stat st;
+  task->log_start = fstat(log_fd, &st) == 0 ? st.st_size : 0;
   int err = spawn_srun(l, task, t, env, log_fd, null_fd);
   close(log_fd);
   close(null_fd);
@@ -276,20 +358,36 @@ static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_
   task->next = l->tasks;
   l->tasks = task;
   if (pid) *pid = task->proc.pid; /* srun's: the local handle of the step */
+  if (!uv_is_active((uv_handle_t *)l->learn)) {
+    uv_update_time(l->base.loop); /* the loop's clock may be stale (a blocking start) */
+    uv_timer_start(l->learn, on_learn, LEARN_FIRST_MS, 0);
+  }
   return 0;
 }
 
 /* ============================== control ================================== */
 
-/* scancel --signal=SIG JOB.STEP for one task; < 0 if it could not be. */
-static int cancel_step(slurm_launcher *l, slurm_task *t, int sig) {
-  char step[64], sigopt[32]; /* job <= 31 chars, step <= 20 */
-  snprintf(step, sizeof step, "%s.%ld", l->job, t->step);
-  snprintf(sigopt, sizeof sigopt, "--signal=%d", sig);
-  char *argv[] = {"scancel", sigopt, step, NULL};
-  int rc = run_helper(argv, NULL, 0);
-  if (rc > 0) return drv_error(DRV_EIO, "scancel %s %s exited with status %d", sigopt, step, rc);
-  return rc;
+/* scancel --signal=SIG for the steps of tasks (at most 64 per call), each
+ * marked as sent sig; the number of steps named. */
+static int cancel_steps(slurm_launcher *l, slurm_task **tasks, int n, int sig) {
+  int named = 0;
+  for (int i = 0; i < n;) {
+    char *argv[3 + 64], ids[64][56], sigopt[32];
+    int a = 0, k = 0;
+    snprintf(sigopt, sizeof sigopt, "--signal=%d", sig);
+    argv[a++] = "scancel";
+    argv[a++] = sigopt;
+    for (; i < n && k < 64; i++)
+      if (tasks[i]->step >= 0) {
+        snprintf(ids[k], sizeof ids[k], "%s.%ld", l->job, tasks[i]->step);
+        argv[a++] = ids[k++];
+        tasks[i]->sent = sig;
+      }
+    argv[a] = NULL;
+    if (k > 0) slurm__run(argv, NULL, 0, NULL, 0);
+    named += k;
+  }
+  return named;
 }
 
 static int slurm_signal(launcher *base, void *task_ud, int sig) {
@@ -297,7 +395,16 @@ static int slurm_signal(launcher *base, void *task_ud, int sig) {
   slurm_task *t = find_task(l, task_ud);
   if (!t) return 0; /* its exit was reported */
   learn_steps(l);
-  if (t->step >= 0 && cancel_step(l, t, sig) == 0) return 0;
+  if (t->step >= 0) {
+    char step[64], sigopt[32], err[512];
+    snprintf(step, sizeof step, "%s.%ld", l->job, t->step);
+    snprintf(sigopt, sizeof sigopt, "--signal=%d", sig);
+    char *argv[] = {"scancel", sigopt, step, NULL};
+    int prev = t->sent;
+    t->sent = sig;
+    if (slurm__run(argv, NULL, 0, err, sizeof err) == 0) return 0;
+    t->sent = prev;
+  }
   /* No step yet (srun still waiting for it), or scancel failed: srun
    * abandons or kills the step on SIGTERM/SIGKILL. */
   int err = uv_process_kill(&t->proc, sig == SIGKILL ? SIGKILL : SIGTERM);
@@ -313,40 +420,76 @@ static int slurm_running(launcher *base) {
   return n;
 }
 
+/* ============================== destroy ================================== */
+
+/* Waits at most ms for the sruns (pids[i] > 0) to end, logging each end in
+ * its node's log as `when`; returns how many are left. */
+static int reap_logged(slurm_launcher *l, slurm_task **ts, pid_t *pids, int n, long ms,
+                       const char *when) {
+  long long deadline = launch__now_ms() + ms;
+  for (;;) {
+    int left = 0;
+    for (int i = 0; i < n; i++) {
+      if (pids[i] <= 0) continue;
+      int st = 0;
+      pid_t k = waitpid(pids[i], &st, WNOHANG);
+      if (k == 0 || (k < 0 && errno == EINTR)) {
+        left++;
+        continue;
+      }
+      pids[i] = 0;
+      char step[64];
+      if (ts[i]->step >= 0) snprintf(step, sizeof step, "%s.%ld", l->job, ts[i]->step);
+      else snprintf(step, sizeof step, "of job %s", l->job);
+      if (k > 0 && WIFEXITED(st))
+        slurm__log_line(ts[i]->log, "drover: step %s (%s) ended at shutdown %s: srun status %d",
+                        step, ts[i]->name, when, WEXITSTATUS(st));
+      else if (k > 0)
+        slurm__log_line(ts[i]->log, "drover: step %s (%s) ended at shutdown %s: srun signal %d",
+                        step, ts[i]->name, when, WTERMSIG(st));
+    }
+    if (left == 0 || launch__now_ms() >= deadline) return left;
+    struct timespec pause = {0, 5 * 1000000L};
+    nanosleep(&pause, NULL);
+  }
+}
+
 static void slurm_destroy(launcher *base) {
   slurm_launcher *l = (slurm_launcher *)base;
   if (!l) return;
   int n = slurm_running(base), k = 0;
-  learn_steps(l);
-  /* scancel every step we know of, 64 per call. */
-  slurm_task *t = l->tasks;
-  while (t) {
-    char *argv[3 + 64], ids[64][56];
-    int a = 0, k = 0;
-    argv[a++] = "scancel";
-    argv[a++] = "--signal=KILL";
-    for (; t && k < 64; t = t->next)
-      if (t->step >= 0) {
-        snprintf(ids[k], sizeof ids[k], "%s.%ld", l->job, t->step);
-        argv[a++] = ids[k++];
-      }
-    argv[a] = NULL;
-    if (k > 0) run_helper(argv, NULL, 0);
+  slurm_task **ts = n ? calloc((size_t)n, sizeof *ts) : NULL;
+  pid_t *pids = n ? calloc((size_t)n, sizeof *pids) : NULL;
+  if (n && (!ts || !pids)) { /* no memory: the job's cancel below still ends our own steps */
+    free(ts), free(pids);
+    ts = NULL, pids = NULL;
   }
-  pid_t *pids = n ? malloc((size_t)n * sizeof *pids) : NULL;
-  for (slurm_task *t = l->tasks, *next; t; t = next) {
-    next = t->next;
-    uv_process_kill(&t->proc, SIGTERM); /* srun: kill the step and end */
-    if (pids) pids[k++] = t->proc.pid;
-    uv_close((uv_handle_t *)&t->proc, free_task); /* no exit callback now */
+  learn_steps(l);
+  for (slurm_task *t = l->tasks; t; t = t->next) {
+    if (ts) ts[k] = t, pids[k++] = t->proc.pid;
+    /* No exit callback from now on; the task is freed by a later turn of
+     * the loop, so it stays valid for the rest of this call. */
+    uv_close((uv_handle_t *)&t->proc, free_task);
   }
   l->tasks = NULL;
-  if (pids && launch__reap(pids, k, SRUN_END_MS) > 0) {
+  int left = k;
+  if (k && cancel_steps(l, ts, k, SIGTERM) > 0)
+    left = reap_logged(l, ts, pids, k, STOP_GRACE_MS, "after scancel --signal=TERM");
+  if (left) {
+    cancel_steps(l, ts, k, SIGKILL);
+    for (int i = 0; i < k; i++) /* a step not created yet: srun gives up on it */
+      if (pids[i] > 0 && ts[i]->step < 0) kill(pids[i], SIGTERM);
+    left = reap_logged(l, ts, pids, k, SRUN_END_MS, "after scancel --signal=KILL");
+  }
+  if (left) {
     for (int i = 0; i < k; i++)
       if (pids[i] > 0) kill(pids[i], SIGKILL);
-    if (launch__reap(pids, k, REAP_TIMEOUT_MS) > 0)
+    if (reap_logged(l, ts, pids, k, REAP_TIMEOUT_MS, "after SIGKILL to srun") > 0)
       fprintf(stderr, "drover: an srun did not end within %d ms of SIGKILL\n", REAP_TIMEOUT_MS);
   }
+  slurm__job_cancel(&l->own); /* our own job, with whatever still runs in it */
+  uv_close((uv_handle_t *)l->learn, free_timer);
+  free(ts);
   free(pids);
   free(l);
 }
@@ -354,24 +497,43 @@ static void slurm_destroy(launcher *base) {
 static const launch_ops slurm_ops = {"slurm", slurm_start, slurm_signal, slurm_running,
                                      slurm_destroy};
 
-int launch_slurm_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud, launcher **out) {
+/* ============================== new ====================================== */
+
+int launch_slurm_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
+                     launcher **out) {
   *out = NULL;
-  if (!loop) return drv_error(DRV_EINVAL, "launch_slurm_new: NULL loop");
-  const char *job = getenv("SLURM_JOB_ID");
-  if (!job || !*job)
-    return drv_error(DRV_EUNSUPPORTED,
-                     "launcher \"slurm\": not inside a Slurm allocation (SLURM_JOB_ID is not "
-                     "set); run drover under salloc or in an sbatch script (submitting a job "
-                     "itself is not implemented yet)");
-  if (strlen(job) >= sizeof((slurm_launcher *)0)->job || strspn(job, "0123456789") != strlen(job))
-    return drv_error(DRV_EINVAL, "launcher \"slurm\": SLURM_JOB_ID '%.40s' is not a job id", job);
+  if (!loop || !cfg) return drv_error(DRV_EINVAL, "launch_slurm_new: NULL loop or config");
   slurm_launcher *l = calloc(1, sizeof *l);
   if (!l) return drv_error(DRV_ENOMEM, "out of memory creating the Slurm launcher");
-  snprintf(l->job, sizeof l->job, "%s", job);
+  l->own.watch_fd = -1;
+  if (!(l->learn = malloc(sizeof *l->learn))) {
+    free(l);
+    return drv_error(DRV_ENOMEM, "out of memory creating the Slurm launcher");
+  }
+  const char *job = getenv("SLURM_JOB_ID");
+  if (job && *job) {
+    if (strlen(job) >= sizeof l->job || strspn(job, "0123456789") != strlen(job)) {
+      free(l->learn);
+      free(l);
+      return drv_error(DRV_EINVAL, "launcher \"slurm\": SLURM_JOB_ID '%.40s' is not a job id", job);
+    }
+    snprintf(l->job, sizeof l->job, "%s", job);
+  } else {
+    int rc = slurm__job_submit(cfg, &l->own);
+    if (rc < 0) {
+      free(l->learn);
+      free(l);
+      return rc;
+    }
+    snprintf(l->job, sizeof l->job, "%s", l->own.id);
+    l->share_mib = l->own.mem_per_cpu;
+  }
   l->base.ops = &slurm_ops;
   l->base.loop = loop;
   l->base.on_exit = on_exit;
   l->base.ud = ud;
+  uv_timer_init(loop, l->learn);
+  l->learn->data = l;
   *out = &l->base;
   return 0;
 }

@@ -17,6 +17,9 @@
 #  - is idempotent: when the daemons it recorded are alive and the node is
 #    idle it reuses them; otherwise it stops what is left (stop.sh) and
 #    starts afresh, with wiped state;
+#  - tracks memory (CR_CPU_Memory with DefMemPerCPU=100, where the recipe
+#    has CR_CPU), so the launcher's per-step --mem is scheduled and shown
+#    by `scontrol show step`, as on most production clusters;
 #  - bounds every wait (DROVER_SLURM_TIMEOUT seconds, default 60).
 #
 # Exit status: 0 started (or already running); 77 SKIP, with a line
@@ -151,7 +154,12 @@ JobCompLoc=$LOGS/jobcomp.log
 SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0,bf_interval=1,sched_interval=2
 SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
+# memory is a consumable, as on most clusters: the launcher's --mem per step
+# is then enforced in scheduling and shown by scontrol (a step without --mem
+# would take all of its job's memory and make the next step wait); with a
+# default per CPU so that a job without --mem does not take the whole node
+SelectTypeParameters=CR_CPU_Memory
+DefMemPerCPU=100
 # CPUs=$CPUS on a smaller host is trusted, not drained
 SlurmdParameters=config_overrides
 # a job that can never fit is rejected, not left pending forever
