@@ -264,12 +264,34 @@ static void on_srun_exit(uv_process_t *proc, int64_t exit_status, int term_signa
 
 /* ============================== start ==================================== */
 
+/* The step's --mem in MiB, 0 for none: the node's memory rounded up (Slurm
+ * takes no bytes), else its CPUs' share of our own job (the top of the
+ * file says why). */
+static uint64_t step_mem_mib(const slurm_launcher *l, const launch_task *t) {
+  if (t->memory) return (t->memory + (1u << 20) - 1) >> 20;
+  return l->share_mib * (uint64_t)(t->cpus > 0 ? t->cpus : 1);
+}
+
+/* env (malloc'd, NULL-ended, strings borrowed) with s appended: the grown
+ * array, or NULL (env freed) when out of memory. */
+static char **env_add(char **env, char *s) {
+  size_t n = 0;
+  while (env[n]) n++;
+  char **e = realloc(env, (n + 2) * sizeof *e);
+  if (!e) {
+    free(env);
+    return NULL;
+  }
+  e[n] = s, e[n + 1] = NULL;
+  return e;
+}
+
 static int spawn_srun(slurm_launcher *l, slurm_task *task, const launch_task *t, char **env,
                       int log_fd, int null_fd) {
   char index[16], cpt[32], hb[16], to[16], cpus[16], jobname[64], jobid[48], mem[48], gres[32];
   int c = t->cpus > 0 ? t->cpus : 1;
   snprintf(index, sizeof index, "%d", t->index);
-  snprintf(cpus, sizeof cpus, "%d", t->cpus);
+  snprintf(cpus, sizeof cpus, "%d", c); /* the node's threads: what the step got */
   snprintf(cpt, sizeof cpt, "--cpus-per-task=%d", c);
   snprintf(hb, sizeof hb, "%u", (unsigned)t->heartbeat_ms);
   snprintf(to, sizeof to, "%u", (unsigned)t->timeout_ms);
@@ -277,10 +299,8 @@ static int spawn_srun(slurm_launcher *l, slurm_task *task, const launch_task *t,
   snprintf(jobid, sizeof jobid, "--jobid=%s", l->job);
   snprintf(gres, sizeof gres, "--gres=gpu:%d", t->gpus);
   mem[0] = '\0';
-  if (t->memory) /* MiB, rounded up: Slurm takes no bytes */
-    snprintf(mem, sizeof mem, "--mem=%lluM", (unsigned long long)((t->memory + (1u << 20) - 1) >> 20));
-  else if (l->share_mib) /* see the top of the file */
-    snprintf(mem, sizeof mem, "--mem=%lluM", (unsigned long long)(l->share_mib * (uint64_t)c));
+  uint64_t mib = step_mem_mib(l, t);
+  if (mib) snprintf(mem, sizeof mem, "--mem=%lluM", (unsigned long long)mib);
   char *args[40];
   int n = 0;
 #define ARG(s) (args[n++] = (char *)(s))
@@ -295,7 +315,7 @@ static int spawn_srun(slurm_launcher *l, slurm_task *task, const launch_task *t,
   ARG(launch_self_exe()), ARG("node"), ARG("--coord"), ARG(t->coord);
   ARG("--role"), ARG(launch__role_name(t->role)), ARG("--index"), ARG(index);
   ARG("--run-dir"), ARG(t->run_dir), ARG("--bind"), ARG(t->bind_host);
-  if (t->cpus > 0) ARG("--cpus"), ARG(cpus);
+  ARG("--cpus"), ARG(cpus);
   ARG("--heartbeat-ms"), ARG(hb), ARG("--timeout-ms"), ARG(to), ARG(NULL);
 #undef ARG
   uv_stdio_container_t stdio[3] = {
@@ -325,6 +345,12 @@ static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_
   char secret_var[PATH_MAX + 32], blas_var[48], logp[PATH_MAX];
   snprintf(logp, sizeof logp, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
   char **env = launch__child_env(t, secret_var, sizeof secret_var, blas_var, sizeof blas_var);
+  /* The step's memory grant (its --mem, see spawn_srun) is not in a step's
+   * environment: DROVER_SLURM_MEM_MIB tells the node, which reports it. */
+  char mem_var[64];
+  uint64_t mib = step_mem_mib(l, t);
+  snprintf(mem_var, sizeof mem_var, "DROVER_SLURM_MEM_MIB=%llu", (unsigned long long)mib);
+  if (env && mib) env = env_add(env, mem_var);
   slurm_task *task = calloc(1, sizeof *task);
   if (task) task->log = strdup(logp);
   if (!env || !task || !task->log) {

@@ -33,6 +33,21 @@ static uint64_t cgroup_memory_max(void) {
   return got == 1 ? (uint64_t)v : 0;
 }
 
+/* What Slurm granted, in bytes (0: not under Slurm): the job's
+ * SLURM_MEM_PER_NODE (MiB), or SLURM_MEM_PER_CPU (MiB) times the step's
+ * CPUs per task. A step's own --mem is not in its environment: the Slurm
+ * launcher passes it as DROVER_SLURM_MEM_MIB. */
+static uint64_t slurm_memory(void) {
+  const char *step = getenv("DROVER_SLURM_MEM_MIB"); /* launch_slurm.c: the step's --mem */
+  if (step && *step) return (uint64_t)strtoull(step, NULL, 10) << 20;
+  const char *node = getenv("SLURM_MEM_PER_NODE"), *cpu = getenv("SLURM_MEM_PER_CPU");
+  if (node && *node) return (uint64_t)strtoull(node, NULL, 10) << 20;
+  if (!cpu || !*cpu) return 0;
+  const char *cpt = getenv("SLURM_CPUS_PER_TASK");
+  unsigned long long n = cpt && *cpt ? strtoull(cpt, NULL, 10) : 1;
+  return ((uint64_t)strtoull(cpu, NULL, 10) << 20) * (n ? n : 1);
+}
+
 static uint64_t least(uint64_t a, uint64_t b) { return !a ? b : !b ? a : a < b ? a : b; }
 
 void nodeinfo_probe(node_info *ni) {
@@ -47,9 +62,7 @@ void nodeinfo_probe(node_info *ni) {
                                                             : 1;
   long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
   uint64_t ram = pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
-  const char *slurm_mem = getenv("SLURM_MEM_PER_NODE"); /* MiB, set when --mem was given */
-  uint64_t slurm = slurm_mem ? (uint64_t)strtoull(slurm_mem, NULL, 10) << 20 : 0;
-  ni->memory = least(least(ram, cgroup_memory_max()), slurm);
+  ni->memory = least(least(ram, cgroup_memory_max()), slurm_memory());
   const char *gpus = getenv("SLURM_STEP_GPUS");
   if (!gpus || !*gpus) gpus = getenv("CUDA_VISIBLE_DEVICES");
   snprintf(ni->gpus, sizeof ni->gpus, "%s", gpus ? gpus : "");

@@ -167,6 +167,20 @@ own_dir=$(ls -d "$RUNS"/own-* | head -n 1)
 check "slurm-t04 each node's log names its step" grep -q "runs as Slurm step [0-9]*\.[0-9]" "$own_dir/logs/worker-1.log"
 check "slurm-t04 and how it ended" grep -Eq "step [0-9]+\.[0-9]+ \(drover-worker-1\) ended: the task exited with status 0" "$own_dir/logs/worker-1.log"
 check "slurm-t04 the job's output is in the run's logs" test -f "$own_dir/logs/slurm-job.log"
+# What every node reported of where it runs: nodes.tsv (node pid host address
+# cpus_asked threads cpus memory_asked memory gpus_asked gpus slurm_job
+# slurm_step slurm_node restarts) and events.log.
+job=$(sed -n 's/^drover: submitted Slurm job \([0-9]*\).*/\1/p' "$TMP/own.err" | head -n 1)
+me=$(hostname -s)
+for n in ps:0 worker:0 worker:1; do
+  check "slurm-t04 nodes.tsv: $n reports job $job, a step and Slurm node $me" \
+    awk -F'\t' -v n="$n" -v j="$job" -v h="$me" \
+      '$1 == n && $12 == j && $13 ~ /^[0-9]+$/ && $14 == h { ok = 1 } END { exit !ok }' "$own_dir/nodes.tsv"
+done
+check "slurm-t04 nodes.tsv: the workers got 2 threads and Slurm's 300M" \
+  sh -c "[ \$(awk -F'\t' '\$1 ~ /^worker/ && \$6 == 2 && \$9 == 300 * 1048576' '$own_dir/nodes.tsv' | wc -l) -eq 2 ]"
+check "slurm-t04 events.log: what worker:1 got, with its Slurm job and node" \
+  grep -Eq "node got worker:1 on .*: 2 threads, .*slurm $job\.[0-9]+ on $me" "$own_dir/events.log"
 check "slurm-t04 squeue is empty after the run" wait_no_jobs 15
 
 # slurm-t05: a job Slurm cannot schedule fails at once with Slurm's reason
