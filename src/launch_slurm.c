@@ -545,7 +545,7 @@ int launch_slurm_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb o
     }
     snprintf(l->job, sizeof l->job, "%s", job);
   } else {
-    int rc = slurm__job_submit(cfg, &l->own);
+    int rc = slurm__job_submit(loop, cfg, &l->own);
     if (rc < 0) {
       free(l->learn);
       free(l);

@@ -36,8 +36,9 @@ typedef struct slurm_job {
  * largest cpus/memory/gpus asked), waits for it to run (reporting each new
  * pending reason through cfg->note, at most cfg->slurm.pending_timeout
  * seconds, interruptible), and fills *job. On failure the job, if any, is
- * cancelled and a negative code returned with Slurm's reason. */
-int slurm__job_submit(const launch_config *cfg, slurm_job *job);
+ * cancelled and a negative code returned with Slurm's reason. While it
+ * waits, `loop` (may be NULL) keeps turning between squeue calls. */
+int slurm__job_submit(uv_loop_t *loop, const launch_config *cfg, slurm_job *job);
 
 /* Cancels a job we submitted (and so every step) and waits, bounded, until
  * squeue no longer lists it; then retires the watchdog. A no-op for an

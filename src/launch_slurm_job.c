@@ -369,11 +369,16 @@ static bool reason_permanent(const char *r) {
   return limit && (strstr(r, "PerJob") || strstr(r, "PerNode") || strstr(r, "MinCpu"));
 }
 
-/* A pause of ms, cut short by Ctrl-C. */
-static void nap(long ms) {
+/* A pause of ms, cut short by Ctrl-C, during which the coordinator's loop
+ * keeps turning (UV_RUN_NOWAIT every 20 ms), so attach clients and its
+ * timers are served while a job pends: `drover attach` shows the pending
+ * reasons. Safe where coord_pump is, as we are called from coord_start,
+ * never from a callback of that loop. */
+static void nap(uv_loop_t *loop, long ms) {
   long long end = launch__now_ms() + ms;
   while (!drv_interrupted() && launch__now_ms() < end) {
-    struct timespec ts = {0, 50 * 1000000L};
+    if (loop) uv_run(loop, UV_RUN_NOWAIT);
+    struct timespec ts = {0, 20 * 1000000L};
     nanosleep(&ts, NULL);
   }
 }
@@ -413,7 +418,7 @@ static int look(const launch_config *cfg, slurm_job *job, char *last, size_t n) 
   return 0;
 }
 
-static int wait_running(const launch_config *cfg, slurm_job *job) {
+static int wait_running(uv_loop_t *loop, const launch_config *cfg, slurm_job *job) {
   double limit = cfg->slurm.pending_timeout > 0 ? cfg->slurm.pending_timeout : 300;
   long long deadline = launch__now_ms() + (long long)(limit * 1000);
   char last[256] = "";
@@ -426,11 +431,11 @@ static int wait_running(const launch_config *cfg, slurm_job *job) {
     if (launch__now_ms() >= deadline)
       return drv_error(DRV_ETIMEDOUT, "Slurm job %s still pending after %g s (reason: %s); "
                        "cancelled", job->id, limit, last[0] ? last : "none given");
-    nap(pause);
+    nap(loop, pause);
   }
 }
 
-int slurm__job_submit(const launch_config *cfg, slurm_job *job) {
+int slurm__job_submit(uv_loop_t *loop, const launch_config *cfg, slurm_job *job) {
   memset(job, 0, sizeof *job);
   job->watch_fd = -1;
   if (!cfg || !cfg->run_dir) return drv_error(DRV_EINVAL, "launcher \"slurm\": no run directory");
@@ -438,7 +443,7 @@ int slurm__job_submit(const launch_config *cfg, slurm_job *job) {
   if (rc < 0) return rc;
   job->own = true;
   note(cfg, "submitted Slurm job %s (%s/slurm-job.sh)", job->id, cfg->run_dir);
-  if ((rc = start_watchdog(job, cfg->run_dir)) < 0 || (rc = wait_running(cfg, job)) < 0) {
+  if ((rc = start_watchdog(job, cfg->run_dir)) < 0 || (rc = wait_running(loop, cfg, job)) < 0) {
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", drv_errmsg());
     slurm__job_cancel(job);

@@ -226,12 +226,16 @@ LUA
 env -u SLURM_JOB_ID -u SLURM_JOBID "$DROVER" run "$TMP/intr.lua" >"$TMP/intr.out" 2>&1 &
 ipid=$!
 i=0; while [ $i -lt 100 ] && ! grep -q "pending: BeginTime" "$TMP/intr.out"; do sleep 0.1; i=$((i + 1)); done
+# The coordinator keeps serving attach clients while its job pends.
+intr_dir=$(ls -d "$RUNS"/intr-* | head -n 1)
+timeout 10 "$DROVER" attach "$intr_dir" --print >"$TMP/intr.attach" 2>&1
+check "slurm-t06 drover attach --print answers while the job pends, with the reason" \
+  grep -q "launcher: job [0-9]* pending: BeginTime" "$TMP/intr.attach"
 kill -INT $ipid
 i=0; while [ $i -lt 100 ] && kill -0 $ipid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
 check "slurm-t06 Ctrl-C ends a start whose job pends within 10 s" sh -c "! kill -0 $ipid 2>/dev/null"
 kill -KILL $ipid 2>/dev/null
 wait $ipid 2>/dev/null
-intr_dir=$(ls -d "$RUNS"/intr-* | head -n 1)
 check "slurm-t06 saying so" grep -q "interrupted while Slurm job [0-9]* was pending; cancelled" "$intr_dir/events.log"
 check "slurm-t06 and the job is cancelled" wait_no_jobs 15
 
