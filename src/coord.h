@@ -57,9 +57,8 @@ typedef struct coord_node {
   pid_t pid;
   char host[64];
   int port;               /* ps data port */
-  int cpus;               /* BLAS threads, as the node reported */
-  uint64_t memory;        /* bytes it may use, as the node reported */
-  node_info got;          /* all it reported of where it runs */
+  node_info got;          /* what it reported of where it runs (threads,
+                             memory, host, Slurm job...) */
   uint64_t rss, cpu_ms;   /* from its last heartbeat */
   double cpu_at;          /* monotonic seconds when cpu_ms arrived (0: never) */
   double last_seen;       /* monotonic seconds of its last frame */

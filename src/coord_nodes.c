@@ -83,8 +83,6 @@ static void write_nodes_file(coord *c) {
 void coord__node_info(coord *c, int i, const node_info *got) {
   coord_node *n = &c->nodes[i];
   n->got = *got;
-  n->cpus = (int)got->threads;
-  n->memory = got->memory;
   char name[32], what[256];
   rundir_event(&c->rd, "node got %s on %s: %s", coord_node_name(n, name, sizeof name),
                got->hostname[0] ? got->hostname : "?", nodeinfo_format(got, what, sizeof what));

@@ -291,9 +291,9 @@ static int l_nodes(lua_State *L) {
     lua_pushstring(L, nd->host);
     lua_setfield(L, -2, "host");
     if (nd->port) set_int(L, "port", nd->port);
-    set_int(L, "cpus", nd->cpus); /* BLAS threads */
+    set_int(L, "cpus", nd->got.threads); /* BLAS threads */
     set_int(L, "affinity", nd->got.affinity);
-    set_int(L, "memory", (int64_t)nd->memory);
+    set_int(L, "memory", (int64_t)nd->got.memory);
     set_str(L, "hostname", nd->got.hostname);
     set_str(L, "gpus", nd->got.gpus);
     set_str(L, "slurm_job", nd->got.slurm_job);
