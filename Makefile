@@ -26,7 +26,7 @@ say =
 endif
 
 # One concept per .c/.h pair; the object list is explicit on purpose.
-LIB_SRCS = err nodeinfo coord_nodes rng tensor nn nn_loss nn_spec optim data data_read data_bin train progress embed \
+LIB_SRCS = err util nodeinfo coord_nodes rng tensor nn nn_loss nn_spec optim data data_read data_bin train progress embed \
 	log wire wire_check closure closure_bc auth conn rundir launch_common launch_local launch_slurm launch_slurm_job launch_ssh launch_ship coord coord_addr coord_fit coord_sched coord_vars coord_dash node ps worker worker_ps worker_setup worker_lua events \
 	l_drover l_tensor l_nn l_optim l_data l_train l_cluster l_cluster_opts l_schedule l_dash repl \
 	dash dash_model dash_chart dash_view dash_panels dash_input dash_theme dash_sim dash_snap attach detach runs

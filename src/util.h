@@ -1,0 +1,41 @@
+/* util.h - the base layer's small helpers: growing an array, and the
+ * close callback that frees a malloc'ed libuv handle.
+ *
+ * Base layer: includes nothing of drover's but err.h.
+ */
+#ifndef DROVER_UTIL_H
+#define DROVER_UTIL_H
+
+#include <stddef.h>
+
+#include <uv.h>
+
+/* Makes room in the array *pp (of *cap elements of `size` bytes) for at
+ * least `need` elements: the capacity doubles from at least `min_cap`, so n
+ * appends cost O(n). `pp` is the address of the array pointer (any element
+ * type: `util_grow(&s->items, &s->cap, s->n + 1, sizeof *s->items, 16)`).
+ * Elements past the old capacity are zeroed when `zero` is set (use
+ * util_grow_zeroed). Returns 0, or DRV_ENOMEM / DRV_ERANGE with a message
+ * when the size overflows or memory runs out; *pp and *cap are then
+ * unchanged. The caller keeps owning the array. */
+int util_grow_(void *pp, size_t *cap, size_t need, size_t size, size_t min_cap, int zero);
+static inline int util_grow(void *pp, size_t *cap, size_t need, size_t size, size_t min_cap) {
+  return need <= *cap ? 0 : util_grow_(pp, cap, need, size, min_cap, 0);
+}
+static inline int util_grow_zeroed(void *pp, size_t *cap, size_t need, size_t size,
+                                   size_t min_cap) {
+  return need <= *cap ? 0 : util_grow_(pp, cap, need, size, min_cap, 1);
+}
+
+/* a * b into *out; false (and *out untouched) when it overflows size_t. */
+static inline int util_mul_ok(size_t a, size_t b, size_t *out) {
+  size_t r;
+  if (__builtin_mul_overflow(a, b, &r)) return 0;
+  *out = r;
+  return 1;
+}
+
+/* uv_close callback for a handle that was malloc'ed on its own. */
+void util_free_handle(uv_handle_t *h);
+
+#endif
