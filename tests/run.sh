@@ -37,6 +37,8 @@ run() { # name timeout cmd...
 
 want() { [ -z "${ONLY:-}" ] || case "$1" in *"$ONLY"*) return 0 ;; *) return 1 ;; esac; }
 
+# The include layering (Makefile LAYERS): one PASS/FAIL line.
+if want layers; then run layers 60 make -s --no-print-directory layers; fi
 if want unit; then run unit 900 "$UNIT"; fi
 for t in tests/lua/test_*.lua; do
   [ -e "$t" ] && want "$t" && run "$t" 300 "$DROVER" run "$t"

@@ -33,8 +33,8 @@ static void expect_bad(const char *spec, const char *needle, int line) {
 TEST(nn_spec_roundtrip_nested) {
   const char *specs[] = {
       "Sequential(Linear(64,128),ReLU,Dropout(0.5),Linear(128,10))",
-      "Sequential(Sequential(Linear(3,4),Tanh),Sequential(),Sequential(Sequential(Sigmoid)),"
-      "Linear(4,2),Softmax)",
+      ("Sequential(Sequential(Linear(3,4),Tanh),Sequential(),Sequential(Sequential(Sigmoid)),"
+       "Linear(4,2),Softmax)"),
       "Linear(1,1)",
       "Dropout(0)",
       "Sequential()",
