@@ -39,6 +39,8 @@ want() { [ -z "${ONLY:-}" ] || case "$1" in *"$ONLY"*) return 0 ;; *) return 1 ;
 
 # The include layering (Makefile LAYERS): one PASS/FAIL line.
 if want layers; then run layers 60 make -s --no-print-directory layers; fi
+# No function in src/ over 80 lines without a "Long:" comment saying why.
+if want funclen; then run funclen 60 sh tools/funclen.sh; fi
 if want unit; then run unit 900 "$UNIT"; fi
 for t in tests/lua/test_*.lua; do
   [ -e "$t" ] && want "$t" && run "$t" 300 "$DROVER" run "$t"
