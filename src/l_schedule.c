@@ -3,7 +3,7 @@
  * c:join() waits for everything scheduled; c:done() never waits.
  *
  * The closure runs on a worker as fn(w, ...) (w: the worker object, see
- * worker_lua.c). It travels as bytecode with its upvalues and arguments
+ * l_worker.c). It travels as bytecode with its upvalues and arguments
  * (closure.h says what may be sent). Errors follow TensorFlow: the first
  * closure to fail is raised, with its remote traceback, by the next
  * schedule, join or done, and the closures still queued are cancelled;

@@ -22,6 +22,7 @@
 #include "detach.h"
 #include "err.h"
 #include "l_drover.h"
+#include "l_worker.h"
 #include "node.h"
 #include "repl.h"
 #include "runs.h"
@@ -417,6 +418,7 @@ static int cmd_node(int argc, char **argv) {
   o.cpus = (int)cpus;
   o.heartbeat_ms = (uint32_t)hb;
   o.timeout_ms = (uint32_t)to;
+  o.calls = &lworker_calls;
   return node_main(&o);
 }
 

@@ -405,6 +405,8 @@ static int start(node *n) {
     log_info("serving parameters on %s:%d", o->bind_host, n->data_port);
   } else if (!(n->wk = worker_new(&n->loop, &n->secret, o->role, o->index, send_coord, n))) {
     return drv_error(DRV_ENOMEM, "out of memory");
+  } else {
+    worker_set_calls(n->wk, o->calls);
   }
   if (o->role == ROLE_CHIEF) n->summaries = events_run_open(o->run_dir, "chief");
   n->copts = (conn_opts){.secret = &n->secret, .cbs = &coord_cbs, .ud = n};

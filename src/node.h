@@ -24,6 +24,8 @@
 
 #include <stdint.h>
 
+#include "worker.h"
+
 typedef struct node_opts {
   const char *coord_host;  /* numeric address of the coordinator */
   int coord_port;
@@ -31,6 +33,8 @@ typedef struct node_opts {
   const char *run_dir;     /* for logs and files; may be NULL */
   const char *bind_host;   /* where a ps listens ("127.0.0.1") */
   int cpus;                /* > 0: BLAS and thread-pool threads */
+  const worker_calls *calls; /* scheduled functions (worker_set_calls);
+                              NULL: CALLs are refused */
   uint32_t heartbeat_ms;   /* 0: 500 */
   uint32_t timeout_ms;     /* 0: 5000. Silence from the coordinator this
                               long ends the node. (The wait for SPEC is

@@ -33,7 +33,7 @@
  * the newest values. Async ps ignore both, so the worker does not need to
  * know the mode.
  *
- * The methods of a scheduled function's `w` (worker_lua.c) queue jobs
+ * The methods of a scheduled function's `w` (l_worker.c) queue jobs
  * that run one phase each (pull, compute, push, or a copy of the next
  * batch), or all three for w:train_step, in the same queue and with the
  * same rules as TASKs; their outcome goes back to Lua instead of a reply.
@@ -510,6 +510,13 @@ static unsigned fault_slow_ms(int role, int index) {
   return ms;
 }
 
+void worker_set_calls(worker *w, const worker_calls *calls) { w->calls = calls; }
+
+int worker_call(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+  if (!w->calls) return drv_error(DRV_EINVAL, "this node runs no Lua: it cannot take a CALL");
+  return w->calls->call(w, req, payload, len);
+}
+
 worker *worker_new(uv_loop_t *loop, const auth_secret *secret, int role, int index,
                    worker_send_fn send, void *ud) {
   worker *w = calloc(1, sizeof *w);
@@ -550,7 +557,7 @@ void worker_close(worker *w) {
   w->closed = true;
   w->idle = NULL;
   drop_queue(w);
-  wlua_close(w->lua);
+  if (w->calls) w->calls->close(w);
   /* Jobs waiting on the network are just dropped; one on the thread pool
    * stays w->cur until after_work_cb frees it. */
   job *pooled = w->in_pool ? w->cur : NULL;
@@ -587,7 +594,7 @@ void worker_free(worker *w) {
     job_free(j);
   }
   drop_queue(w);
-  wlua_free(w->lua); /* after the jobs: none calls back into it any more */
+  if (w->calls) w->calls->free(w); /* after the jobs: none calls back into them any more */
   wstate_free(w->st);
   free(w);
 }

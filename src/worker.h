@@ -8,7 +8,7 @@
  * SETUP (swap in a new model, data and variable table; reply SETUP_OK),
  * TASK (a training step; reply RESULT) and EVAL (an evaluation; reply
  * EVAL_RESULT); a CALL runs a scheduled Lua function whose `w` methods
- * queue jobs of their own (worker_lua.c). One job at a time pulls or
+ * queue jobs of their own (l_worker.c, through worker_calls). One job at a time pulls or
  * computes; once a training job has sent its pushes, the next may pull on
  * the same connections while the first waits for its PUSH_OKs (TCP order
  * makes the pull see the push). Replies still go out in arrival order
@@ -49,6 +49,17 @@ typedef int (*worker_send_fn)(void *ud, wire_wr *w, uint8_t type, uint32_t req);
  * memory. */
 worker *worker_new(uv_loop_t *loop, const auth_secret *secret, int role, int index,
                    worker_send_fn send, void *ud);
+
+/* Scheduled functions (CALL) run in Lua, and the Lua bindings sit a layer
+ * above the worker: the binary hands each worker the Lua side
+ * (l_worker.c's lworker_calls) rather than the worker calling up. Without
+ * it, a CALL is refused with an error. `calls` is borrowed (static). */
+typedef struct worker_calls {
+  int (*call)(worker *w, uint32_t req, const uint8_t *payload, size_t len); /* worker_call */
+  void (*close)(worker *w); /* stops the calls' timers and coroutines (worker_close) */
+  void (*free)(worker *w);  /* frees them, after the jobs (worker_free) */
+} worker_calls;
+void worker_set_calls(worker *w, const worker_calls *calls);
 
 /* The cluster spec: connects to every ps listed (again, for one whose
  * address changed or whose connection was lost). Returns 0 or a negative

@@ -1,6 +1,6 @@
 /* worker_int.h - internals shared by worker.c (jobs and their phases),
  * worker_ps.c (the ps links), worker_setup.c (the state a SETUP builds)
- * and worker_lua.c (scheduled closures). Not a public API: include
+ * and l_worker.c (scheduled closures). Not a public API: include
  * worker.h instead.
  */
 #ifndef DROVER_WORKER_INT_H
@@ -72,7 +72,7 @@ void wstate_free(wstate *st); /* NULL is fine */
 enum { JOB_SETUP, JOB_TRAIN, JOB_EVAL };
 
 /* The phases a JOB_TRAIN runs: a TASK runs JP_TRAIN; the methods of the
- * `w` object of a scheduled function (worker_lua.c) run one phase each.
+ * `w` object of a scheduled function (l_worker.c) run one phase each.
  * JP_BATCH is a compute phase that only copies the next batch. */
 enum {
   JP_PULL = 1,
@@ -170,10 +170,11 @@ struct worker {
   uint64_t dropped;   /* gradients a ps dropped as late (sync) */
   uint64_t steps;     /* whole train steps completed (TASKs and w:train_step) */
   unsigned slow_ms;   /* fault injection: sleep per train step (tests) */
-  struct wlua *lua;   /* scheduled closures (worker_lua.c); NULL until the first CALL */
+  const worker_calls *calls; /* worker_set_calls; may be NULL */
+  struct wlua *lua;   /* scheduled closures (l_worker.c); NULL until the first CALL */
 };
 
-/* Queues a job for a scheduled function (worker_lua.c): a JOB_TRAIN that
+/* Queues a job for a scheduled function (l_worker.c): a JOB_TRAIN that
  * runs `phases` (JP_*) in order with the other jobs. Once it is over,
  * on_done(j) is called from settle, in job order, instead of a reply to
  * the coordinator; j (j->ud == ud) is freed when it returns, so on_done
@@ -217,9 +218,5 @@ int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *
  * rows of each of part's shards, from st's parameters' gradients. */
 void worker__write_push(const wstate *st, const ps_part *part, uint64_t version, wire_wr *m);
 
-/* worker_lua.c: stops timers and resumes (from worker_close), then frees
- * the Lua state and the calls (from worker_free). NULL is fine. */
-void wlua_close(struct wlua *l);
-void wlua_free(struct wlua *l);
 
 #endif

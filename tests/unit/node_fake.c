@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "l_worker.h"
 #include "node.h"
 #include "nodeinfo.h"
 
@@ -203,7 +204,8 @@ pid_t nf_spawn_node(fake *f, int role, int index, uint32_t hb_ms, uint32_t timeo
   if (pid == 0) {
     node_opts o = {.coord_host = "127.0.0.1", .coord_port = f->port, .role = role,
                    .index = index, .bind_host = "127.0.0.1", .cpus = 1,
-                   .heartbeat_ms = hb_ms, .timeout_ms = timeout_ms};
+                   .heartbeat_ms = hb_ms, .timeout_ms = timeout_ms,
+                   .calls = &lworker_calls};
     int status = node_main(&o);
     fflush(NULL);
     _exit(CHILD_LEAKED() ? LEAKED : status);

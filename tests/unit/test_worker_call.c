@@ -1,5 +1,5 @@
 /* test_worker_call.c - scheduled closures on workers (CALL -> CALL_RESULT,
- * worker_lua.c): results and the `w` fields, errors with their traceback,
+ * l_worker.c): results and the `w` fields, errors with their traceback,
  * malformed closures, unsendable results, misuse of the w methods, and
  * w:train_step/pull/compute/push/batch against real ps processes, which
  * must train exactly like the TASK path and in-process training. Nodes are
@@ -14,6 +14,7 @@
 
 #include "closure.h"
 #include "harness.h"
+#include "l_worker.h"
 #include "node_fake.h"
 #include "progress.h"
 #include "worker.h"
@@ -603,6 +604,7 @@ TEST(worker_call_per_call_cost) {
   sink s = {.L = new_state()};
   worker *w = worker_new(&loop, &secret, ROLE_WORKER, 0, sink_send, &s);
   CHECK(w != NULL);
+  worker_set_calls(w, &lworker_calls);
   lua_State *L = new_state();
   lua_pushinteger(L, 0);
   wire_wr p = call_payload(L, "return function(w, i) return i end", 0, 1);

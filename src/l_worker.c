@@ -1,4 +1,4 @@
-/* worker_lua.c - scheduled closures on a worker or the chief (CALL ->
+/* l_worker.c - scheduled closures on a worker or the chief (CALL ->
  * CALL_RESULT): the node's Lua state, one coroutine per call, and the `w`
  * object whose methods queue jobs in worker.c and yield until they are
  * over.
@@ -34,6 +34,7 @@
 #include "err.h"
 #include "l_drover.h"
 #include "l_util.h"
+#include "l_worker.h"
 #include "log.h"
 #include "worker_int.h"
 
@@ -507,7 +508,7 @@ static int make_lua(worker *w) {
 
 /* ============================== CALL ===================================== */
 
-int worker_call(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+static int call(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   if (w->role == ROLE_EVALUATOR) return drv_error(DRV_EINVAL, "CALL sent to an evaluator");
   wire_rd r;
   wire_rd_init(&r, payload, len);
@@ -547,13 +548,13 @@ int worker_call(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
 
 /* ============================== lifetime ================================= */
 
-void wlua_close(wlua *l) {
+static void wlua_close(wlua *l) {
   if (!l || l->closed) return;
   l->closed = true;
   for (int i = 0; i < l->nall; i++) free_call(l->all[i]); /* timers closed */
 }
 
-void wlua_free(wlua *l) {
+static void wlua_free(wlua *l) {
   if (!l) return;
   wlua_close(l);
   lua_close(l->L); /* collects the threads, suspended or not */
@@ -561,3 +562,8 @@ void wlua_free(wlua *l) {
   free(l->all);
   free(l);
 }
+
+static void close_calls(worker *w) { wlua_close(w->lua); }
+static void free_calls(worker *w) { wlua_free(w->lua); }
+
+const worker_calls lworker_calls = {.call = call, .close = close_calls, .free = free_calls};
