@@ -632,3 +632,28 @@ TEST(worker_call_per_call_cost) {
   lua_close(L);
   lua_close(s.L);
 }
+
+/* A worker made without the Lua side (worker_set_calls) refuses a CALL
+ * with an error rather than crashing or calling up into a Lua it lacks. */
+TEST(worker_call_without_lua_is_refused) {
+  uv_loop_t loop;
+  CHECK(uv_loop_init(&loop) == 0);
+  auth_secret secret;
+  memset(&secret, 0, sizeof secret);
+  sink s = {.L = new_state()};
+  worker *w = worker_new(&loop, &secret, ROLE_WORKER, 0, sink_send, &s);
+  CHECK(w != NULL);
+  lua_State *L = new_state();
+  lua_pushinteger(L, 0);
+  wire_wr p = call_payload(L, "return function(w, i) return i end", 0, 1);
+  CHECK_ERR(worker_call(w, 1, p.buf + WIRE_HEADER_SIZE, p.len - WIRE_HEADER_SIZE), DRV_EINVAL,
+            "cannot take a CALL");
+  CHECK_INT_EQ(s.answered, 0);
+  worker_close(w);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  worker_free(w);
+  CHECK(uv_loop_close(&loop) == 0);
+  wire_wr_free(&p);
+  lua_close(L);
+  lua_close(s.L);
+}
