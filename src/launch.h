@@ -66,11 +66,6 @@ struct launcher {
   void *ud; /* the owner's (the coordinator) */
 };
 
-/* The local launcher: node processes on this machine (uv_spawn of this
- * very binary, found through /proc/self/exe). */
-launcher *launch_local_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud);
-
-
 /* drover.cluster{ slurm = { ... } }: how "slurm" submits a job of its own
  * when drover runs outside an allocation. NULL strings: Slurm's default. */
 typedef struct launch_slurm_opts {
@@ -100,28 +95,41 @@ typedef struct launch_config {
   void *note_ud;
 } launch_config;
 
+/* Every launcher is made alike: from the loop its tasks' processes run on,
+ * the configuration (borrowed for the call: what the launcher keeps, it
+ * copies), and the callback for its tasks' exits with the owner's ud. On
+ * success *out is the launcher (freed by its ops->destroy) and 0 is
+ * returned; else a negative code with the reason, and *out is NULL. */
+typedef int (*launch_new_fn)(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit,
+                             void *ud, launcher **out);
+
+/* The local launcher: node processes on this machine (uv_spawn of this
+ * very binary, found through /proc/self/exe). cfg is not used (may be
+ * NULL). */
+int launch_local_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
+                     launcher **out);
+
 /* The ssh launcher (launch_ssh.c): each node started on a host by the
  * system ssh client, which is its local handle. Uses cfg's hosts ("name"
- * or "name:slots", 1 slot by default), ssh_config (-F when not NULL or
- * empty, else the user's config applies), run_dir, files, note (all
- * copied or used during the call). Before returning it checks every host
- * for this drover and ships the binary and files where needed (blocking,
- * bounded; launch_ship.c). Returns NULL with the error set on a malformed
+ * or "name:slots", 1 slot by default), ssh_config (-F FILE; when NULL or
+ * empty, $DROVER_SSH_CONFIG, and when that is unset too the user's own
+ * config applies), run_dir, files, note. Before returning it checks every
+ * host for this drover and ships the binary and files where needed
+ * (blocking, bounded; launch_ship.c). Fails with DRV_EINVAL on a malformed
  * host, no hosts, or a host that ssh cannot reach (named, with ssh's
  * words). */
-launcher *launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit,
-                         void *ud);
+int launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
+                   launcher **out);
 
 /* The Slurm launcher (launch_slurm.c, launch_slurm_job.c): each node a job
  * step, started with srun, of the allocation we run in ($SLURM_JOB_ID) or,
  * outside one, of a job submitted here with sbatch (sized from cfg's
  * counts and resources, with cfg->slurm's options) and waited for: this
  * call blocks until that job runs, reporting its pending reasons through
- * cfg->note, and fails (the job cancelled) on a rejected or unschedulable
- * job, after cfg->slurm.pending_timeout, or on Ctrl-C. cfg is borrowed for
- * the call. On success *out is the launcher (freed by its destroy, which
- * also cancels a job it submitted) and 0 is returned; else a negative code
- * with Slurm's reason, and *out is NULL. A task's pid is that of its srun. */
+ * cfg->note, and fails (the job cancelled, Slurm's reason in the message)
+ * on a rejected or unschedulable job, after cfg->slurm.pending_timeout, or
+ * on Ctrl-C. destroy also cancels a job it submitted. A task's pid is that
+ * of its srun. */
 int launch_slurm_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
                      launcher **out);
 

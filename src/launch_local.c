@@ -33,13 +33,12 @@
  *    needed.
  *
  * Test hook: $DROVER_LAUNCH_EXE, when set, replaces the binary that is
- * spawned (launch_self_exe), so tests can run a fake node and a developer
- * can put a wrapper (valgrind, strace) in front of the real one.
+ * spawned (launch_self_exe, launch_common.c), so tests can run a fake node
+ * and a developer can put a wrapper (valgrind, strace) in front of the
+ * real one.
  *
- * Lifetimes follow libuv: a task's uv_process_t is freed in its close
- * callback; a task leaves the launcher's list when its exit is reported or
- * when the launcher is destroyed, and its close callback never touches the
- * launcher, so the launcher may be destroyed from inside on_exit.
+ * A task is the task base's launch_proc alone (launch_int.h), which also
+ * keeps the list, reports exits and frees tasks.
  */
 #include "launch.h"
 #include "launch_int.h"
@@ -47,94 +46,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "err.h"
 #include "wire.h"
 
-extern char **environ;
-
-/* How long destroy waits for SIGKILLed nodes to be reaped. */
-#define REAP_TIMEOUT_MS 2000
-
-typedef struct local_launcher local_launcher;
-
-typedef struct local_task {
-  uv_process_t proc;      /* proc.data points back at the task */
-  local_launcher *owner;  /* valid while the task is in owner's list */
-  void *ud;               /* start's task_ud */
-  struct local_task *next;
-} local_task;
-
-struct local_launcher {
-  launcher base;     /* first member: launcher * and local_launcher * convert */
-  local_task *tasks; /* started, exit not reported yet, handle open */
-};
-
-/* ============================== self ===================================== */
-
-const char *launch_self_exe(void) {
-  static char path[PATH_MAX];
-  const char *over = getenv("DROVER_LAUNCH_EXE");
-  if (over && *over) {
-    snprintf(path, sizeof path, "%s", over);
-    return path;
-  }
-  ssize_t k = readlink("/proc/self/exe", path, sizeof path - 1);
-  static const char deleted[] = " (deleted)";
-  size_t dl = sizeof deleted - 1;
-  /* The binary was replaced while we run (a rebuild): its old path now
-   * names another program, perhaps speaking another protocol version.
-   * /proc/self/exe still reaches our own image, in the child too. */
-  if (k <= 0 || (size_t)k >= sizeof path - 1 ||
-      ((size_t)k > dl && memcmp(path + k - dl, deleted, dl) == 0))
-    return "/proc/self/exe";
-  path[k] = '\0';
-  return path;
-}
-
-/* ============================== list ===================================== */
-
-static local_task *find_task(local_launcher *l, void *ud) {
-  for (local_task *t = l->tasks; t; t = t->next)
-    if (t->ud == ud) return t;
-  return NULL;
-}
-
-static void unlink_task(local_launcher *l, local_task *t) {
-  for (local_task **p = &l->tasks; *p; p = &(*p)->next)
-    if (*p == t) {
-      *p = t->next;
-      return;
-    }
-}
-
-/* The handle is the task's first member, so the handle is the task. */
-static void free_task(uv_handle_t *h) { free(h); }
-_Static_assert(offsetof(local_task, proc) == 0, "proc must be local_task's first member");
-
 /* ============================== start ==================================== */
 
-/* libuv reaped the child. The task leaves the list and its handle is
- * closed before on_exit runs, so on_exit may start a replacement with the
- * same task_ud, or destroy the launcher. */
-static void on_process_exit(uv_process_t *proc, int64_t exit_status, int term_signal) {
-  local_task *t = proc->data;
-  local_launcher *l = t->owner;
-  void *ud = t->ud;
-  unlink_task(l, t);
-  uv_close((uv_handle_t *)proc, free_task);
-  if (l->base.on_exit) l->base.on_exit(&l->base, ud, exit_status, term_signal);
-}
-
-static int spawn_task(local_launcher *l, local_task *task, const launch_task *t,
+static int spawn_task(launch_base *l, launch_proc *task, const launch_task *t, void *task_ud,
                       const char *exe, char **env, int log_fd, int null_fd) {
   char index[16], cpus[16], hb[16], to[16];
   snprintf(index, sizeof index, "%d", t->index);
@@ -149,26 +72,13 @@ static int spawn_task(local_launcher *l, local_task *task, const launch_task *t,
   if (t->cpus > 0) ARG("--cpus"), ARG(cpus);
   ARG("--heartbeat-ms"), ARG(hb), ARG("--timeout-ms"), ARG(to), ARG(NULL);
 #undef ARG
-
-  uv_stdio_container_t stdio[3] = {
-      {.flags = UV_INHERIT_FD, .data.fd = null_fd},
-      {.flags = UV_INHERIT_FD, .data.fd = log_fd},
-      {.flags = UV_INHERIT_FD, .data.fd = log_fd},
-  };
-  uv_process_options_t o = {0};
-  o.exit_cb = on_process_exit;
-  o.file = exe;
-  o.args = args;
-  o.env = env;
-  o.stdio = stdio;
-  o.stdio_count = 3;
-  o.flags = UV_PROCESS_DETACHED; /* own session and group: see the top of the file */
-  task->proc.data = task;
-  return uv_spawn(l->base.loop, &task->proc, &o);
+  /* In its own session and group: see the top of the file. */
+  uv_stdio_container_t in = {.flags = UV_INHERIT_FD, .data.fd = null_fd};
+  return launch__spawn(l, task, exe, args, env, in, log_fd, task_ud);
 }
 
 static int local_start(launcher *base, const launch_task *t, void *task_ud, pid_t *pid) {
-  local_launcher *l = (local_launcher *)base;
+  launch_base *l = (launch_base *)base;
   if (pid) *pid = 0;
   int rc = launch__check_task(t);
   if (rc < 0) return rc;
@@ -177,7 +87,7 @@ static int local_start(launcher *base, const launch_task *t, void *task_ud, pid_
 
   char secret_var[PATH_MAX + 32], blas_var[48];
   char **env = launch__child_env(t, secret_var, sizeof secret_var, blas_var, sizeof blas_var);
-  local_task *task = calloc(1, sizeof *task);
+  launch_proc *task = calloc(1, sizeof *task);
   if (!env || !task) {
     free(env);
     free(task);
@@ -189,22 +99,14 @@ static int local_start(launcher *base, const launch_task *t, void *task_ud, pid_
     free(task);
     return rc;
   }
-  int err = spawn_task(l, task, t, exe, env, log_fd, null_fd);
+  int err = spawn_task(l, task, t, task_ud, exe, env, log_fd, null_fd);
   /* The child has its own copies now (uv_spawn returns after its exec). */
   close(log_fd);
   close(null_fd);
   free(env);
-  if (err < 0) {
-    /* uv_spawn initialised the handle even though it failed: close it,
-     * and the close callback frees the task. */
-    uv_close((uv_handle_t *)&task->proc, free_task);
+  if (err < 0) /* the task is freed */
     return drv_error(DRV_EIO, "launch %s-%d: cannot start '%s': %s", r, t->index, exe,
                      uv_strerror(err));
-  }
-  task->owner = l;
-  task->ud = task_ud;
-  task->next = l->tasks;
-  l->tasks = task;
   if (pid) *pid = task->proc.pid;
   return 0;
 }
@@ -212,8 +114,7 @@ static int local_start(launcher *base, const launch_task *t, void *task_ud, pid_
 /* ============================== control ================================== */
 
 static int local_signal(launcher *base, void *task_ud, int sig) {
-  local_launcher *l = (local_launcher *)base;
-  local_task *t = find_task(l, task_ud);
+  launch_proc *t = launch__find((launch_base *)base, task_ud);
   if (!t) return 0; /* its exit was reported: nothing to signal */
   int err = uv_process_kill(&t->proc, sig);
   /* ESRCH: it exited and libuv has not reaped it yet; on_exit follows. */
@@ -223,46 +124,23 @@ static int local_signal(launcher *base, void *task_ud, int sig) {
   return 0;
 }
 
-static int local_running(launcher *base) {
-  int n = 0;
-  for (local_task *t = ((local_launcher *)base)->tasks; t; t = t->next) n++;
-  return n;
-}
-
 static void local_destroy(launcher *base) {
-  local_launcher *l = (local_launcher *)base;
-  if (!l) return;
-  int n = local_running(base), k = 0;
-  pid_t *pids = n ? malloc((size_t)n * sizeof *pids) : NULL;
-  for (local_task *t = l->tasks, *next; t; t = next) {
-    next = t->next;
-    uv_process_kill(&t->proc, SIGKILL);
-    if (pids) pids[k++] = t->proc.pid;
-    /* Closing stops libuv from watching the pid: no exit callback now. */
-    uv_close((uv_handle_t *)&t->proc, free_task);
-  }
-  l->tasks = NULL;
-  if (pids) launch__reap(pids, k, REAP_TIMEOUT_MS);
-  free(pids);
-  free(l);
+  if (!base) return;
+  launch__kill_all((launch_base *)base);
+  free(base);
 }
 
-static const launch_ops local_ops = {"local", local_start, local_signal, local_running,
+static const launch_ops local_ops = {"local", local_start, local_signal, launch__running,
                                      local_destroy};
 
-launcher *launch_local_new(uv_loop_t *loop, launch_exit_cb on_exit, void *ud) {
-  if (!loop) {
-    drv_error(DRV_EINVAL, "launch_local_new: NULL loop");
-    return NULL;
-  }
-  local_launcher *l = calloc(1, sizeof *l);
-  if (!l) {
-    drv_error(DRV_ENOMEM, "out of memory creating the local launcher");
-    return NULL;
-  }
-  l->base.ops = &local_ops;
-  l->base.loop = loop;
-  l->base.on_exit = on_exit;
-  l->base.ud = ud;
-  return &l->base;
+int launch_local_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
+                     launcher **out) {
+  (void)cfg;
+  *out = NULL;
+  if (!loop) return drv_error(DRV_EINVAL, "launch_local_new: NULL loop");
+  launch_base *l = calloc(1, sizeof *l); /* nothing of its own: the base is all */
+  if (!l) return drv_error(DRV_ENOMEM, "out of memory creating the local launcher");
+  launch__base_init(l, &local_ops, loop, on_exit, ud, NULL);
+  *out = &l->pub;
+  return 0;
 }

@@ -82,36 +82,39 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "util.h"
 #include "wire.h"
 
 #define STOP_GRACE_MS 3000 /* destroy: steps to end after scancel --signal=TERM */
 #define SRUN_END_MS 8000   /* destroy: sruns to end after the KILL (KillWait + 2 s is usual) */
-#define REAP_TIMEOUT_MS 2000 /* destroy: sruns to be reaped after SIGKILL */
 #define LEARN_FIRST_MS 300   /* after a start: look up the new step's id */
 #define LEARN_AGAIN_MS 1000  /* ... again while srun waits for its step */
 
 typedef struct slurm_launcher slurm_launcher;
 
 typedef struct slurm_task {
-  uv_process_t proc;     /* srun; proc.data points back at the task */
-  slurm_launcher *owner; /* valid while the task is in owner's list */
-  void *ud;              /* start's task_ud */
+  launch_proc p;         /* first member: srun's process */
   char name[48];         /* step name: drover-ROLE-I */
   long step;             /* step id once known, else -1 */
   int sent;              /* the last signal we sent through Slurm, else 0 */
   bool told;             /* its step id was written to its log */
-  char *log;             /* the node's log (owned) */
+  char log[PATH_MAX];    /* the node's log */
   off_t log_start;       /* its size when srun started: what follows is this step's */
-  struct slurm_task *next;
 } slurm_task;
+_Static_assert(offsetof(slurm_task, p) == 0, "p must be slurm_task's first member");
+
+/* Every task of l whose exit is not reported yet. */
+#define FOR_TASKS(t, l) \
+  for (slurm_task *t = (slurm_task *)(l)->base.procs; t; t = (slurm_task *)t->p.next)
+/* The i-th of an array of tasks (launch__close_all's). */
+#define TASK(ps, i) ((slurm_task *)(ps)[i])
 
 struct slurm_launcher {
-  launcher base; /* first member */
+  launch_base base; /* first member */
   char job[32];  /* the allocation's job id */
   slurm_job own; /* the job we submitted (own.own), else unused */
   uint64_t share_mib;  /* our job: MiB per CPU for a role without `memory` (0: none) */
   uv_timer_t *learn;    /* after starts: learn the new steps' ids (heap: closed by destroy) */
-  slurm_task *tasks;
 };
 
 /* ============================== steps ==================================== */
@@ -122,7 +125,7 @@ struct slurm_launcher {
  * the highest step id, the newest. */
 static void learn_steps(slurm_launcher *l) {
   bool need = false;
-  for (slurm_task *t = l->tasks; t; t = t->next) need |= t->step < 0;
+  FOR_TASKS(t, l) need |= t->step < 0;
   if (!need) return;
   char out[16384];
   char *argv[] = {"squeue", "-h", "-s", "-j", l->job, "-o", "%i %j", NULL};
@@ -136,7 +139,7 @@ static void learn_steps(slurm_launcher *l) {
     char *end;
     long step = strtol(id + jl + 1, &end, 10);
     if (end == id + jl + 1 || *end) continue; /* "batch", "extern" */
-    for (slurm_task *t = l->tasks; t; t = t->next)
+    FOR_TASKS(t, l)
       if (strcmp(t->name, name) == 0 && step > t->step) t->step = step;
   }
 }
@@ -147,7 +150,7 @@ static void on_learn(uv_timer_t *h) {
   slurm_launcher *l = h->data;
   learn_steps(l);
   bool unknown = false;
-  for (slurm_task *t = l->tasks; t; t = t->next) {
+  FOR_TASKS(t, l) {
     if (t->step >= 0 && !t->told)
       slurm__log_line(t->log, "drover: %s runs as Slurm step %s.%ld", t->name, l->job, t->step);
     t->told |= t->step >= 0;
@@ -155,30 +158,6 @@ static void on_learn(uv_timer_t *h) {
   }
   if (unknown) uv_timer_start(h, on_learn, LEARN_AGAIN_MS, 0);
 }
-
-/* ============================== list ===================================== */
-
-static slurm_task *find_task(slurm_launcher *l, void *ud) {
-  for (slurm_task *t = l->tasks; t; t = t->next)
-    if (t->ud == ud) return t;
-  return NULL;
-}
-
-static void unlink_task(slurm_launcher *l, slurm_task *t) {
-  for (slurm_task **p = &l->tasks; *p; p = &(*p)->next)
-    if (*p == t) {
-      *p = t->next;
-      return;
-    }
-}
-
-static void free_timer(uv_handle_t *h) { free(h); }
-
-static void free_task(uv_handle_t *h) {
-  free(((slurm_task *)h)->log);
-  free(h);
-}
-_Static_assert(offsetof(slurm_task, proc) == 0, "proc must be slurm_task's first member");
 
 /* ============================== exit ===================================== */
 
@@ -246,20 +225,14 @@ static void report_end(slurm_launcher *l, slurm_task *t, int64_t *status, int *s
   if (cancelled && !*sig && *status == 0) *sig = SIGKILL;
 }
 
-/* srun ended. As in launch_local.c, the task leaves the list and its handle
- * is closed before on_exit, which may start a replacement or destroy us. */
-static void on_srun_exit(uv_process_t *proc, int64_t exit_status, int term_signal) {
-  slurm_task *t = proc->data;
-  slurm_launcher *l = t->owner;
-  void *ud = t->ud;
-  unlink_task(l, t);
-  if (!term_signal && exit_status > 128 && exit_status < 160) {
-    term_signal = (int)(exit_status - 128); /* the task's signal, as srun reports it */
-    exit_status = 0;
+/* srun ended (launch_ended_fn): the task's signal as srun reports it, and
+ * the end as Slurm saw it in the node's log. */
+static void srun_ended(launch_base *b, launch_proc *p, int64_t *exit_status, int *term_signal) {
+  if (!*term_signal && *exit_status > 128 && *exit_status < 160) {
+    *term_signal = (int)(*exit_status - 128);
+    *exit_status = 0;
   }
-  report_end(l, t, &exit_status, &term_signal);
-  uv_close((uv_handle_t *)proc, free_task);
-  if (l->base.on_exit) l->base.on_exit(&l->base, ud, exit_status, term_signal);
+  report_end((slurm_launcher *)b, (slurm_task *)p, exit_status, term_signal);
 }
 
 /* ============================== start ==================================== */
@@ -286,8 +259,8 @@ static char **env_add(char **env, char *s) {
   return e;
 }
 
-static int spawn_srun(slurm_launcher *l, slurm_task *task, const launch_task *t, char **env,
-                      int log_fd, int null_fd) {
+static int spawn_srun(slurm_launcher *l, slurm_task *task, const launch_task *t, void *task_ud,
+                      char **env, int log_fd, int null_fd) {
   char index[16], cpt[32], hb[16], to[16], cpus[16], jobname[64], jobid[48], mem[48], gres[32];
   int c = t->cpus > 0 ? t->cpus : 1;
   snprintf(index, sizeof index, "%d", t->index);
@@ -318,21 +291,9 @@ static int spawn_srun(slurm_launcher *l, slurm_task *task, const launch_task *t,
   ARG("--cpus"), ARG(cpus);
   ARG("--heartbeat-ms"), ARG(hb), ARG("--timeout-ms"), ARG(to), ARG(NULL);
 #undef ARG
-  uv_stdio_container_t stdio[3] = {
-      {.flags = UV_INHERIT_FD, .data.fd = null_fd},
-      {.flags = UV_INHERIT_FD, .data.fd = log_fd},
-      {.flags = UV_INHERIT_FD, .data.fd = log_fd},
-  };
-  uv_process_options_t o = {0};
-  o.exit_cb = on_srun_exit;
-  o.file = "srun"; /* libuv searches PATH (execvp) */
-  o.args = args;
-  o.env = env;
-  o.stdio = stdio;
-  o.stdio_count = 3;
-  o.flags = UV_PROCESS_DETACHED; /* own session: see the top of the file */
-  task->proc.data = task;
-  return uv_spawn(l->base.loop, &task->proc, &o);
+  /* In its own session: see the top of the file. */
+  uv_stdio_container_t in = {.flags = UV_INHERIT_FD, .data.fd = null_fd};
+  return launch__spawn(&l->base, &task->p, "srun", args, env, in, log_fd, task_ud);
 }
 
 static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_t *pid) {
@@ -342,8 +303,7 @@ static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_
   if (rc < 0) return rc;
   if (t->gpus < 0) return drv_error(DRV_EINVAL, "launch: gpus %d is negative", t->gpus);
   const char *r = launch__role_name(t->role);
-  char secret_var[PATH_MAX + 32], blas_var[48], logp[PATH_MAX];
-  snprintf(logp, sizeof logp, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
+  char secret_var[PATH_MAX + 32], blas_var[48];
   char **env = launch__child_env(t, secret_var, sizeof secret_var, blas_var, sizeof blas_var);
   /* The step's memory grant (its --mem, see spawn_srun) is not in a step's
    * environment: DROVER_SLURM_MEM_MIB tells the node, which reports it. */
@@ -352,40 +312,32 @@ static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_
   snprintf(mem_var, sizeof mem_var, "DROVER_SLURM_MEM_MIB=%llu", (unsigned long long)mib);
   if (env && mib) env = env_add(env, mem_var);
   slurm_task *task = calloc(1, sizeof *task);
-  if (task) task->log = strdup(logp);
-  if (!env || !task || !task->log) {
+  if (!env || !task) {
     free(env);
-    if (task) free(task->log);
     free(task);
     return drv_error(DRV_ENOMEM, "launch %s-%d: out of memory", r, t->index);
   }
+  snprintf(task->log, sizeof task->log, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
   snprintf(task->name, sizeof task->name, "drover-%s-%d", r, t->index);
   task->step = -1;
   int log_fd = -1, null_fd = -1;
   if ((rc = launch__open_stdio(t, &log_fd, &null_fd)) < 0) {
     free(env);
-    free(task->log);
     free(task);
     return rc;
   }
   struct stat st;
   task->log_start = fstat(log_fd, &st) == 0 ? st.st_size : 0;
-  int err = spawn_srun(l, task, t, env, log_fd, null_fd);
+  int err = spawn_srun(l, task, t, task_ud, env, log_fd, null_fd);
   close(log_fd);
   close(null_fd);
   free(env);
-  if (err < 0) {
-    uv_close((uv_handle_t *)&task->proc, free_task);
+  if (err < 0) /* the task is freed */
     return drv_error(DRV_EIO, "launch %s-%d: cannot start srun: %s", r, t->index,
                      uv_strerror(err));
-  }
-  task->owner = l;
-  task->ud = task_ud;
-  task->next = l->tasks;
-  l->tasks = task;
-  if (pid) *pid = task->proc.pid; /* srun's: the local handle of the step */
+  if (pid) *pid = task->p.proc.pid; /* srun's: the local handle of the step */
   if (!uv_is_active((uv_handle_t *)l->learn)) {
-    uv_update_time(l->base.loop); /* the loop's clock may be stale (a blocking start) */
+    uv_update_time(l->base.pub.loop); /* the loop's clock may be stale (a blocking start) */
     uv_timer_start(l->learn, on_learn, LEARN_FIRST_MS, 0);
   }
   return 0;
@@ -395,7 +347,7 @@ static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_
 
 /* scancel --signal=SIG for the steps of tasks (at most 64 per call), each
  * marked as sent sig; the number of steps named. */
-static int cancel_steps(slurm_launcher *l, slurm_task **tasks, int n, int sig) {
+static int cancel_steps(slurm_launcher *l, launch_proc **tasks, int n, int sig) {
   int named = 0;
   for (int i = 0; i < n;) {
     char *argv[3 + 64], ids[64][56], sigopt[32];
@@ -404,10 +356,10 @@ static int cancel_steps(slurm_launcher *l, slurm_task **tasks, int n, int sig) {
     argv[a++] = "scancel";
     argv[a++] = sigopt;
     for (; i < n && k < 64; i++)
-      if (tasks[i]->step >= 0) {
-        snprintf(ids[k], sizeof ids[k], "%s.%ld", l->job, tasks[i]->step);
+      if (TASK(tasks, i)->step >= 0) {
+        snprintf(ids[k], sizeof ids[k], "%s.%ld", l->job, TASK(tasks, i)->step);
         argv[a++] = ids[k++];
-        tasks[i]->sent = sig;
+        TASK(tasks, i)->sent = sig;
       }
     argv[a] = NULL;
     if (k > 0) slurm__run(argv, NULL, 0, NULL, 0);
@@ -418,7 +370,7 @@ static int cancel_steps(slurm_launcher *l, slurm_task **tasks, int n, int sig) {
 
 static int slurm_signal(launcher *base, void *task_ud, int sig) {
   slurm_launcher *l = (slurm_launcher *)base;
-  slurm_task *t = find_task(l, task_ud);
+  slurm_task *t = (slurm_task *)launch__find(&l->base, task_ud);
   if (!t) return 0; /* its exit was reported */
   learn_steps(l);
   if (t->step >= 0) {
@@ -433,24 +385,18 @@ static int slurm_signal(launcher *base, void *task_ud, int sig) {
   }
   /* No step yet (srun still waiting for it), or scancel failed: srun
    * abandons or kills the step on SIGTERM/SIGKILL. */
-  int err = uv_process_kill(&t->proc, sig == SIGKILL ? SIGKILL : SIGTERM);
+  int err = uv_process_kill(&t->p.proc, sig == SIGKILL ? SIGKILL : SIGTERM);
   if (err < 0 && err != UV_ESRCH)
-    return drv_error(DRV_EIO, "cannot signal srun (pid %d) of %s: %s", t->proc.pid, t->name,
+    return drv_error(DRV_EIO, "cannot signal srun (pid %d) of %s: %s", t->p.proc.pid, t->name,
                      uv_strerror(err));
   return 0;
-}
-
-static int slurm_running(launcher *base) {
-  int n = 0;
-  for (slurm_task *t = ((slurm_launcher *)base)->tasks; t; t = t->next) n++;
-  return n;
 }
 
 /* ============================== destroy ================================== */
 
 /* Waits at most ms for the sruns (pids[i] > 0) to end, logging each end in
  * its node's log as `when`; returns how many are left. */
-static int reap_logged(slurm_launcher *l, slurm_task **ts, pid_t *pids, int n, long ms,
+static int reap_logged(slurm_launcher *l, launch_proc **ts, pid_t *pids, int n, long ms,
                        const char *when) {
   long long deadline = launch__now_ms() + ms;
   for (;;) {
@@ -465,14 +411,14 @@ static int reap_logged(slurm_launcher *l, slurm_task **ts, pid_t *pids, int n, l
       }
       pids[i] = 0;
       char step[64];
-      if (ts[i]->step >= 0) snprintf(step, sizeof step, "%s.%ld", l->job, ts[i]->step);
+      if (TASK(ts, i)->step >= 0) snprintf(step, sizeof step, "%s.%ld", l->job, TASK(ts, i)->step);
       else snprintf(step, sizeof step, "of job %s", l->job);
       if (k > 0 && WIFEXITED(st))
-        slurm__log_line(ts[i]->log, "drover: step %s (%s) ended at shutdown %s: srun status %d",
-                        step, ts[i]->name, when, WEXITSTATUS(st));
+        slurm__log_line(TASK(ts, i)->log, "drover: step %s (%s) ended at shutdown %s: srun status %d",
+                        step, TASK(ts, i)->name, when, WEXITSTATUS(st));
       else if (k > 0)
-        slurm__log_line(ts[i]->log, "drover: step %s (%s) ended at shutdown %s: srun signal %d",
-                        step, ts[i]->name, when, WTERMSIG(st));
+        slurm__log_line(TASK(ts, i)->log, "drover: step %s (%s) ended at shutdown %s: srun signal %d",
+                        step, TASK(ts, i)->name, when, WTERMSIG(st));
     }
     if (left == 0 || launch__now_ms() >= deadline) return left;
     struct timespec pause = {0, 5 * 1000000L};
@@ -483,44 +429,36 @@ static int reap_logged(slurm_launcher *l, slurm_task **ts, pid_t *pids, int n, l
 static void slurm_destroy(launcher *base) {
   slurm_launcher *l = (slurm_launcher *)base;
   if (!l) return;
-  int n = slurm_running(base), k = 0;
-  slurm_task **ts = n ? calloc((size_t)n, sizeof *ts) : NULL;
-  pid_t *pids = n ? calloc((size_t)n, sizeof *pids) : NULL;
-  if (n && (!ts || !pids)) { /* no memory: the job's cancel below still ends our own steps */
-    free(ts), free(pids);
-    ts = NULL, pids = NULL;
-  }
   learn_steps(l);
-  for (slurm_task *t = l->tasks; t; t = t->next) {
-    if (ts) ts[k] = t, pids[k++] = t->proc.pid;
-    /* No exit callback from now on; the task is freed by a later turn of
-     * the loop, so it stays valid for the rest of this call. */
-    uv_close((uv_handle_t *)&t->proc, free_task);
-  }
-  l->tasks = NULL;
+  /* No exit callback from now on; the tasks stay readable for the rest of
+   * this call. Out of memory (k = 0): the job's cancel below still ends
+   * our own steps. */
+  pid_t *pids;
+  launch_proc **ts;
+  int k = launch__close_all(&l->base, 0, &pids, &ts);
   int left = k;
   if (k && cancel_steps(l, ts, k, SIGTERM) > 0)
     left = reap_logged(l, ts, pids, k, STOP_GRACE_MS, "after scancel --signal=TERM");
   if (left) {
     cancel_steps(l, ts, k, SIGKILL);
     for (int i = 0; i < k; i++) /* a step not created yet: srun gives up on it */
-      if (pids[i] > 0 && ts[i]->step < 0) kill(pids[i], SIGTERM);
+      if (pids[i] > 0 && TASK(ts, i)->step < 0) kill(pids[i], SIGTERM);
     left = reap_logged(l, ts, pids, k, SRUN_END_MS, "after scancel --signal=KILL");
   }
   if (left) {
     for (int i = 0; i < k; i++)
       if (pids[i] > 0) kill(pids[i], SIGKILL);
-    if (reap_logged(l, ts, pids, k, REAP_TIMEOUT_MS, "after SIGKILL to srun") > 0)
-      fprintf(stderr, "drover: an srun did not end within %d ms of SIGKILL\n", REAP_TIMEOUT_MS);
+    if (reap_logged(l, ts, pids, k, LAUNCH__REAP_MS, "after SIGKILL to srun") > 0)
+      fprintf(stderr, "drover: an srun did not end within %d ms of SIGKILL\n", LAUNCH__REAP_MS);
   }
   slurm__job_cancel(&l->own); /* our own job, with whatever still runs in it */
-  uv_close((uv_handle_t *)l->learn, free_timer);
+  uv_close((uv_handle_t *)l->learn, util_free_handle);
   free(ts);
   free(pids);
   free(l);
 }
 
-static const launch_ops slurm_ops = {"slurm", slurm_start, slurm_signal, slurm_running,
+static const launch_ops slurm_ops = {"slurm", slurm_start, slurm_signal, launch__running,
                                      slurm_destroy};
 
 /* ============================== new ====================================== */
@@ -554,12 +492,9 @@ int launch_slurm_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb o
     snprintf(l->job, sizeof l->job, "%s", l->own.id);
     l->share_mib = l->own.mem_per_cpu;
   }
-  l->base.ops = &slurm_ops;
-  l->base.loop = loop;
-  l->base.on_exit = on_exit;
-  l->base.ud = ud;
+  launch__base_init(&l->base, &slurm_ops, loop, on_exit, ud, srun_ended);
   uv_timer_init(loop, l->learn);
   l->learn->data = l;
-  *out = &l->base;
+  *out = &l->base.pub;
   return 0;
 }

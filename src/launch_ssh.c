@@ -53,10 +53,11 @@
  * Not done: the run directory on the host (only the chief writes there:
  * its summaries, lost when the host does not share the path).
  *
- * Lifetimes: a task owns a uv_process_t (first member) and the uv_pipe_t
- * of ssh's stdin; it is freed when both close callbacks have run. Write
- * requests carry their own buffers and are freed in their callbacks, which
- * libuv runs before the pipe's close callback.
+ * Lifetimes: a task is the task base's launch_proc (launch_int.h) plus
+ * the uv_pipe_t of ssh's stdin, its second handle; it is freed when both
+ * close callbacks have run. Write requests carry their own buffers and are
+ * freed in their callbacks, which libuv runs before the pipe's close
+ * callback.
  */
 #include "launch.h"
 #include "launch_int.h"
@@ -78,7 +79,6 @@
 
 #define MAX_HOSTS 4096
 #define MAX_SLOTS 4096
-#define REAP_TIMEOUT_MS 2000
 
 /* Double quotes only: the whole script travels inside single quotes.
  * $1 is the working directory, then come the node's command and arguments,
@@ -106,25 +106,21 @@ typedef struct ssh_place {
 } ssh_place;
 
 typedef struct ssh_task {
-  uv_process_t proc;     /* first member; proc.data points back */
+  launch_proc p;         /* first member; p.also is `in` */
   uv_pipe_t in;          /* ssh's stdin: the secret, then signal names */
-  ssh_launcher *owner;   /* valid while the task is in owner's list */
-  void *ud;              /* start's task_ud */
   int host;
-  int open_handles;      /* freed when both close callbacks ran */
   char log[PATH_MAX];    /* the node's log, for the line on ssh's failure */
-  struct ssh_task *next;
 } ssh_task;
+_Static_assert(offsetof(ssh_task, p) == 0, "p must be ssh_task's first member");
 
 struct ssh_launcher {
-  launcher base; /* first member */
+  launch_base base; /* first member */
   launch_site *hosts;
   int nhosts, cursor;
   char *config;  /* -F, or NULL */
   char *run_dir;
   ssh_place *places;
   int nplaces, cap_places;
-  ssh_task *tasks;
 };
 
 typedef struct ssh_write {
@@ -233,30 +229,6 @@ static int remote_command(const launch_site *site, const launch_task *t, char *o
 
 /* ============================== tasks ==================================== */
 
-static ssh_task *find_task(ssh_launcher *l, void *ud) {
-  for (ssh_task *t = l->tasks; t; t = t->next)
-    if (t->ud == ud) return t;
-  return NULL;
-}
-
-static void unlink_task(ssh_launcher *l, ssh_task *t) {
-  for (ssh_task **p = &l->tasks; *p; p = &(*p)->next)
-    if (*p == t) {
-      *p = t->next;
-      return;
-    }
-}
-
-static void on_handle_closed(uv_handle_t *h) {
-  ssh_task *t = h->data;
-  if (--t->open_handles == 0) free(t);
-}
-
-static void close_task(ssh_task *t) {
-  if (!uv_is_closing((uv_handle_t *)&t->in)) uv_close((uv_handle_t *)&t->in, on_handle_closed);
-  if (!uv_is_closing((uv_handle_t *)&t->proc)) uv_close((uv_handle_t *)&t->proc, on_handle_closed);
-}
-
 static void on_written(uv_write_t *req, int status) {
   (void)status; /* a failed write shows as ssh's exit */
   ssh_write *w = (ssh_write *)req;
@@ -288,21 +260,18 @@ static void log_line(const ssh_task *t, const char *fmt, const char *a, long lon
   fclose(f);
 }
 
-static void on_process_exit(uv_process_t *proc, int64_t status, int term_signal) {
-  ssh_task *t = proc->data;
-  ssh_launcher *l = t->owner;
-  void *ud = t->ud;
-  const char *host = l->hosts[t->host].name;
-  if (!term_signal && status == 255)
+/* ssh ended (launch_ended_fn): its own failure named in the node's log,
+ * the wrapper's 128 + S read as signal S. */
+static void ssh_ended(launch_base *b, launch_proc *p, int64_t *status, int *term_signal) {
+  ssh_task *t = (ssh_task *)p;
+  const char *host = ((ssh_launcher *)b)->hosts[t->host].name;
+  if (!*term_signal && *status == 255)
     log_line(t, "drover: ssh to host '%s' failed (ssh exit status %lld): the lines above say why\n",
-             host, (long long)status);
-  else if (!term_signal && status > 128 && status <= 128 + 64) {
-    term_signal = (int)(status - 128);
-    status = 0;
+             host, (long long)*status);
+  else if (!*term_signal && *status > 128 && *status <= 128 + 64) {
+    *term_signal = (int)(*status - 128);
+    *status = 0;
   }
-  unlink_task(l, t);
-  close_task(t);
-  if (l->base.on_exit) l->base.on_exit(&l->base, ud, status, term_signal);
 }
 
 /* The secret file's one line (hex and a newline), into buf. */
@@ -317,8 +286,8 @@ static int read_secret(const char *path, char *buf, size_t cap, size_t *len) {
   return 0;
 }
 
-static int spawn_ssh(ssh_launcher *l, ssh_task *task, const char *host, const char *cmd,
-                     int log_fd) {
+static int spawn_ssh(ssh_launcher *l, ssh_task *task, void *task_ud, const char *host,
+                     const char *cmd, int log_fd) {
   char *args[20];
   int n = 0;
   args[n++] = "ssh";
@@ -327,21 +296,11 @@ static int spawn_ssh(ssh_launcher *l, ssh_task *task, const char *host, const ch
   args[n++] = "-o", args[n++] = "ServerAliveInterval=5";
   args[n++] = "-o", args[n++] = "ServerAliveCountMax=3";
   args[n++] = "--", args[n++] = (char *)host, args[n++] = (char *)cmd, args[n] = NULL;
-  uv_stdio_container_t stdio[3] = {
-      {.flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&task->in},
-      {.flags = UV_INHERIT_FD, .data.fd = log_fd},
-      {.flags = UV_INHERIT_FD, .data.fd = log_fd},
-  };
-  uv_process_options_t o = {0};
-  o.exit_cb = on_process_exit;
-  o.file = "ssh";
-  o.args = args;
-  o.stdio = stdio;
-  o.stdio_count = 3;
-  /* Own session: the terminal's Ctrl-C is the coordinator's, not ssh's
-   * (launch_local.c explains why). */
-  o.flags = UV_PROCESS_DETACHED;
-  return uv_spawn(l->base.loop, &task->proc, &o);
+  /* stdin: the secret, then signal names. Own session: the terminal's
+   * Ctrl-C is the coordinator's, not ssh's (launch_local.c explains why). */
+  uv_stdio_container_t in = {.flags = UV_CREATE_PIPE | UV_READABLE_PIPE,
+                             .data.stream = (uv_stream_t *)&task->in};
+  return launch__spawn(&l->base, &task->p, "ssh", args, NULL, in, log_fd, task_ud);
 }
 
 static int ssh_start(launcher *base, const launch_task *t, void *task_ud, pid_t *pid) {
@@ -373,33 +332,27 @@ static int ssh_start(launcher *base, const launch_task *t, void *task_ud, pid_t 
   dprintf(log_fd, "drover: starting %s-%d on host '%s': %s%s, in %s\n", r, t->index, site->name,
           site->exe ? site->exe : launch_self_exe(), site->exe ? " (shipped)" : " (the host's own)",
           site->dir ? site->dir : "the login directory");
-  uv_pipe_init(l->base.loop, &task->in, 0);
-  task->in.data = task->proc.data = task;
-  task->open_handles = 2;
-  int err = spawn_ssh(l, task, l->hosts[h].name, cmd, log_fd);
+  uv_pipe_init(l->base.pub.loop, &task->in, 0);
+  task->p.also = (uv_handle_t *)&task->in;
+  task->host = h;
+  int err = spawn_ssh(l, task, task_ud, l->hosts[h].name, cmd, log_fd);
   close(log_fd);
-  if (err < 0) {
-    close_task(task);
+  if (err < 0) { /* the task is freed */
     memset(secret, 0, sizeof secret);
     return drv_error(DRV_EIO, "launch %s-%d on host '%s': cannot run ssh: %s", r, t->index,
                      l->hosts[h].name, uv_strerror(err));
   }
-  task->owner = l;
-  task->ud = task_ud;
-  task->host = h;
-  task->next = l->tasks;
-  l->tasks = task;
   rc = send_line(task, secret, slen);
   memset(secret, 0, sizeof secret);
-  if (rc < 0) uv_process_kill(&task->proc, SIGKILL); /* its exit is reported as usual */
-  if (pid) *pid = task->proc.pid;
+  if (rc < 0) uv_process_kill(&task->p.proc, SIGKILL); /* its exit is reported as usual */
+  if (pid) *pid = task->p.proc.pid;
   return 0;
 }
 
 /* ============================== control ================================== */
 
 static int ssh_signal(launcher *base, void *task_ud, int sig) {
-  ssh_task *t = find_task((ssh_launcher *)base, task_ud);
+  ssh_task *t = (ssh_task *)launch__find((launch_base *)base, task_ud);
   if (!t) return 0;
   const char *name = sig == SIGTERM ? "TERM" : sig == SIGKILL ? "KILL" : sig == SIGINT ? "INT"
                      : sig == SIGHUP ? "HUP" : sig == SIGQUIT ? "QUIT" : NULL;
@@ -409,28 +362,12 @@ static int ssh_signal(launcher *base, void *task_ud, int sig) {
   return send_line(t, line, (size_t)n);
 }
 
-static int ssh_running(launcher *base) {
-  int n = 0;
-  for (ssh_task *t = ((ssh_launcher *)base)->tasks; t; t = t->next) n++;
-  return n;
-}
-
 /* Kills every ssh: sshd closes each session, the wrapper's watcher sees
  * EOF and stops its node (TERM, then KILL 5 s later). */
 static void ssh_destroy(launcher *base) {
   ssh_launcher *l = (ssh_launcher *)base;
   if (!l) return;
-  int n = ssh_running(base), k = 0;
-  pid_t *pids = n ? malloc((size_t)n * sizeof *pids) : NULL;
-  for (ssh_task *t = l->tasks, *next; t; t = next) {
-    next = t->next;
-    uv_process_kill(&t->proc, SIGKILL);
-    if (pids) pids[k++] = t->proc.pid;
-    close_task(t);
-  }
-  l->tasks = NULL;
-  if (pids) launch__reap(pids, k, REAP_TIMEOUT_MS);
-  free(pids);
+  launch__kill_all(&l->base);
   launch_ship_ctx x = {.config = l->config, .run_dir = l->run_dir};
   if (l->run_dir) launch__ship_clean(&x, l->hosts, l->nhosts);
   for (int i = 0; i < l->nhosts; i++) {
@@ -445,33 +382,30 @@ static void ssh_destroy(launcher *base) {
   free(l);
 }
 
-static const launch_ops ssh_ops = {"ssh", ssh_start, ssh_signal, ssh_running, ssh_destroy};
+static const launch_ops ssh_ops = {"ssh", ssh_start, ssh_signal, launch__running, ssh_destroy};
 
-launcher *launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit,
-                         void *ud) {
+int launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
+                   launcher **out) {
+  *out = NULL;
   if (!loop || !cfg || (cfg->nhosts > 0 && !cfg->hosts) || !cfg->run_dir ||
-      (cfg->nfiles > 0 && !cfg->files)) {
-    drv_error(DRV_EINVAL, "launch_ssh_new: NULL argument");
-    return NULL;
-  }
+      (cfg->nfiles > 0 && !cfg->files))
+    return drv_error(DRV_EINVAL, "launch_ssh_new: NULL argument");
   int nhosts = cfg->nhosts;
   const char *sc = cfg->ssh_config;
-  if (nhosts < 1 || nhosts > MAX_HOSTS) {
-    drv_error(DRV_EINVAL, "ssh launcher: needs hosts = { \"host\", \"host:slots\", ... } "
-                          "(1..%d of them)", MAX_HOSTS);
-    return NULL;
-  }
+  if (!sc || !*sc) sc = getenv("DROVER_SSH_CONFIG");
+  if (nhosts < 1 || nhosts > MAX_HOSTS)
+    return drv_error(DRV_EINVAL, "ssh launcher: needs hosts = { \"host\", \"host:slots\", ... } "
+                                 "(1..%d of them)", MAX_HOSTS);
   ssh_launcher *l = calloc(1, sizeof *l);
-  if (l) l->hosts = calloc((size_t)nhosts, sizeof *l->hosts);
+  if (l) {
+    launch__base_init(&l->base, &ssh_ops, loop, on_exit, ud, ssh_ended);
+    l->hosts = calloc((size_t)nhosts, sizeof *l->hosts);
+  }
   if (l && sc && *sc) l->config = strdup(sc);
   if (!l || !l->hosts || (sc && *sc && !l->config)) {
     drv_error(DRV_ENOMEM, "out of memory creating the ssh launcher");
     goto fail;
   }
-  l->base.ops = &ssh_ops;
-  l->base.loop = loop;
-  l->base.on_exit = on_exit;
-  l->base.ud = ud;
   for (int i = 0; i < nhosts; i++, l->nhosts++)
     if (!cfg->hosts[i] || parse_host(cfg->hosts[i], &l->hosts[i]) < 0) {
       if (!cfg->hosts[i]) drv_error(DRV_EINVAL, "ssh launcher: host %d is NULL", i + 1);
@@ -485,12 +419,12 @@ launcher *launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_
   launch_ship_ctx x = {.config = l->config, .run_dir = l->run_dir, .files = cfg->files,
                        .nfiles = cfg->nfiles, .note = cfg->note, .note_ud = cfg->note_ud};
   if (launch__ship(&x, l->hosts, l->nhosts) < 0) goto fail;
-  return &l->base;
+  *out = &l->base.pub;
+  return 0;
 fail: {
   char msg[4096];
   snprintf(msg, sizeof msg, "%s", drv_errmsg()); /* clean's ssh must not replace it */
-  ssh_destroy(l ? &l->base : NULL);
-  drv_error(DRV_EINVAL, "%s", msg);
-  return NULL;
+  ssh_destroy(l ? &l->base.pub : NULL);
+  return drv_error(DRV_EINVAL, "%s", msg); /* the message names the host */
 }
 }

@@ -75,7 +75,7 @@ static void setup(fixture *f) {
   setenv("DROVER_LAUNCH_EXE", f->exe, 1);
   unsetenv("DROVER_SECRET_FILE");
   unsetenv("OPENBLAS_NUM_THREADS");
-  f->l = launch_local_new(&f->loop, on_exit_cb, f);
+  CHECK_OK(launch_local_new(&f->loop, NULL, on_exit_cb, f, &f->l));
   CHECK(f->l != NULL);
 }
 
