@@ -152,18 +152,16 @@ static bool client_done(void *arg) { return ((client *)arg)->done; }
 /* Bytes per second moved by push(1 MiB gradient) + pull(1 MiB value)
  * rounds: 2 MiB of tensor data a round. */
 static double pushpull_rate(double seconds) {
-  fake f;
-  nf_fake_start(&f);
-  pid_t ps = nf_spawn_node(&f, ROLE_PS, 0, 500, 60000);
-  reg r;
-  nf_register_all(&f, &r, 1);
-  peer *pe = nf_dial(&f, r.port);
+  nf_cluster c;
+  nf_cluster_up(&c, &(nf_node){ROLE_PS, 0}, 1, 500, 60000);
+  fake *f = &c.f;
+  peer *pe = nf_cluster_dial(&c, ROLE_PS, 0);
   optim_cfg cfg;
   optim_cfg_default(&cfg, OPTIM_SGD);
   cfg.lr = 0;
   int64_t shape[1] = {MIB / 4};
   tensor *value = nf_filled(1, shape, 0, 1e-6f), *grad = nf_filled(1, shape, 1, 0);
-  nf_var_init(&f, pe, 0, 0, &cfg, value, 1);
+  nf_var_init(f, pe, 0, 0, &cfg, value, 1);
 
   client cl = {.seconds = seconds};
   wire_wr w;
@@ -175,17 +173,15 @@ static double pushpull_rate(double seconds) {
   cl.push = w.buf + WIRE_HEADER_SIZE;
   cl.push_len = w.len - WIRE_HEADER_SIZE;
   cl.param = malloc(MIB);
-  conn_opts o = {.secret = &f.secret, .cbs = &cl_cbs, .ud = &cl};
-  if (conn_connect(&f.loop, "127.0.0.1", r.port, &o, &cl.c) < 0 ||
-      !nf_pump(&f, client_done, &cl, 120000) || cl.failed) {
+  conn_opts o = {.secret = &f->secret, .cbs = &cl_cbs, .ud = &cl};
+  if (conn_connect(&f->loop, "127.0.0.1", c.regs[0].port, &o, &cl.c) < 0 ||
+      !nf_pump(f, client_done, &cl, 120000) || cl.failed) {
     fprintf(stderr, "bench_pushpull: the push/pull loop failed\n");
     exit(1);
   }
   if (cl.c) conn_close(cl.c, "done");
-  nf_pump_for(&f, 50);
-  nf_send_shutdown(r.ctl);
-  nf_reap(&f, ps, 10000);
-  nf_fake_stop(&f, &pe, 1);
+  nf_pump_for(f, 50);
+  nf_cluster_down(&c); /* the ps must exit 0 within 10 s */
   wire_wr_free(&w);
   free(cl.param);
   tensor_free(value);

@@ -407,6 +407,62 @@ const char *nf_expect_error_and_close(fake *f, peer *pe) {
   return msg;
 }
 
+/* ============================== a fake cluster ============================ */
+
+void nf_cluster_up(nf_cluster *c, const nf_node *nodes, int n, uint32_t hb_ms,
+                   uint32_t timeout_ms) {
+  CHECK(n >= 1 && n <= NF_MAX_NODES);
+  nf_fake_start(&c->f);
+  c->n = n;
+  c->ndialed = 0;
+  /* Every child forked before the fake accepts (node_fake.h says why). */
+  for (int i = 0; i < n; i++) {
+    c->nodes[i] = nodes[i];
+    c->pids[i] = nf_spawn_node(&c->f, nodes[i].role, nodes[i].index, hb_ms, timeout_ms);
+  }
+  nf_register_all(&c->f, c->regs, n);
+}
+
+reg *nf_cluster_reg(nf_cluster *c, int role, int index) {
+  return nf_find_reg(c->regs, c->n, role, index);
+}
+
+peer *nf_cluster_dial(nf_cluster *c, int role, int index) {
+  CHECK(c->ndialed < NF_MAX_DIALED);
+  peer *pe = nf_dial(&c->f, nf_cluster_reg(c, role, index)->port);
+  c->dialed[c->ndialed++] = pe;
+  return pe;
+}
+
+static int node_at(const nf_cluster *c, int role, int index) {
+  for (int i = 0; i < c->n; i++)
+    if (c->nodes[i].role == role && c->nodes[i].index == index) return i;
+  harness_fail(__FILE__, __LINE__, "%s:%d is not in the cluster", wire_role_name(role), index);
+}
+
+int nf_cluster_reap(nf_cluster *c, int role, int index, int ms) {
+  int i = node_at(c, role, index);
+  CHECK(c->pids[i] > 0);
+  int st = nf_reap(&c->f, c->pids[i], ms);
+  c->pids[i] = 0;
+  return st;
+}
+
+void nf_cluster_down(nf_cluster *c) {
+  for (int i = 0; i < c->n; i++)
+    if (c->pids[i] > 0) nf_send_shutdown(nf_cluster_reg(c, c->nodes[i].role, c->nodes[i].index)->ctl);
+  for (int i = 0; i < c->n; i++) {
+    if (c->pids[i] <= 0) continue;
+    int st = nf_reap(&c->f, c->pids[i], WAIT_MS);
+    c->pids[i] = 0;
+    if (st != 0)
+      harness_fail(__FILE__, __LINE__, "%s:%d exited with %d after SHUTDOWN, not 0",
+                   wire_role_name(c->nodes[i].role), c->nodes[i].index, st);
+  }
+  nf_fake_stop(&c->f, c->dialed, c->ndialed);
+  c->ndialed = 0;
+}
+
 bool nf_same_bits(const tensor *a, const tensor *b) {
   return tensor_same_shape(a, b) &&
          memcmp(tensor_data(a), tensor_data(b), (size_t)tensor_numel(a) * sizeof(float)) == 0;

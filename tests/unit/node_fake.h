@@ -120,6 +120,46 @@ uint64_t nf_read_push_ok(fake *f, peer *pe, uint32_t req);
  * message (static storage). */
 const char *nf_expect_error_and_close(fake *f, peer *pe);
 
+/* ============================== a fake cluster ============================ */
+
+#define NF_MAX_NODES 8
+#define NF_MAX_DIALED 8
+
+/* One node of a fake cluster. */
+typedef struct nf_node {
+  int role, index;
+} nf_node;
+
+/* The fake coordinator with node_main children registered to it: the
+ * set-up and tear-down the multi-process node tests share. Keep it where
+ * it was made (the fake's loop and g_fake point into it). */
+typedef struct nf_cluster {
+  fake f;                       /* the coordinator: pass &c->f to the nf_ helpers */
+  int n;
+  nf_node nodes[NF_MAX_NODES];  /* as asked */
+  pid_t pids[NF_MAX_NODES];     /* nodes[i]'s child; 0 once reaped */
+  reg regs[NF_MAX_NODES];       /* their REGISTERs, in arrival order */
+  peer *dialed[NF_MAX_DIALED];  /* nf_cluster_dial's, freed by nf_cluster_down */
+  int ndialed;
+} nf_cluster;
+
+/* Starts the fake, forks a node_main child for each of the n nodes (all
+ * with heartbeat hb_ms and timeout timeout_ms), and registers them all
+ * (nf_register_all: REGISTERED and the SPEC of all of them). */
+void nf_cluster_up(nf_cluster *c, const nf_node *nodes, int n, uint32_t hb_ms,
+                   uint32_t timeout_ms);
+/* The REGISTER of (role, index); fails the case when it did not register. */
+reg *nf_cluster_reg(nf_cluster *c, int role, int index);
+/* Dials the data port of (role, index) like a worker does; the peer is
+ * closed and freed by nf_cluster_down. */
+peer *nf_cluster_dial(nf_cluster *c, int role, int index);
+/* nf_reap of (role, index)'s child, which nf_cluster_down then leaves alone. */
+int nf_cluster_reap(nf_cluster *c, int role, int index, int ms);
+/* Sends SHUTDOWN to every child not reaped yet, fails the case unless each
+ * exits 0 within WAIT_MS, then stops the fake (nf_fake_stop, with the
+ * dialed peers). */
+void nf_cluster_down(nf_cluster *c);
+
 bool nf_same_bits(const tensor *a, const tensor *b);
 /* A new tensor with d[i] = base + step * i. */
 tensor *nf_filled(int ndim, const int64_t *shape, float base, float step);

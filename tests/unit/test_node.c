@@ -17,46 +17,45 @@
 /* ============================== ps =========================================== */
 
 TEST(node_ps_registers_and_serves_var_init_pull_push) {
-  fake f;
-  nf_fake_start(&f);
-  pid_t pid = nf_spawn_node(&f, ROLE_PS, 0, 50, 5000);
-  reg r;
-  nf_register_all(&f, &r, 1);
-  CHECK_INT_EQ(r.role, ROLE_PS);
-  CHECK_INT_EQ(r.index, 0);
-  CHECK_INT_EQ(r.pid, pid);
-  CHECK(strcmp(r.host, "127.0.0.1") == 0);
-  CHECK(r.port > 0 && r.port != f.port);
-  CHECK_INT_EQ(r.cpus, 1);
-  CHECK(r.memory > ((uint64_t)1 << 20));
-  CHECK(r.affinity >= 1);
+  nf_cluster c;
+  nf_cluster_up(&c, &(nf_node){ROLE_PS, 0}, 1, 50, 5000);
+  fake *f = &c.f;
+  reg *r = &c.regs[0];
+  CHECK_INT_EQ(r->role, ROLE_PS);
+  CHECK_INT_EQ(r->index, 0);
+  CHECK_INT_EQ(r->pid, c.pids[0]);
+  CHECK(strcmp(r->host, "127.0.0.1") == 0);
+  CHECK(r->port > 0 && r->port != f->port);
+  CHECK_INT_EQ(r->cpus, 1);
+  CHECK(r->memory > ((uint64_t)1 << 20));
+  CHECK(r->affinity >= 1);
   char host[64] = "";
   gethostname(host, sizeof host);
-  CHECK(strcmp(r.hostname, host) == 0);
+  CHECK(strcmp(r->hostname, host) == 0);
 
   /* Heartbeats start after REGISTERED and carry the node's RSS. */
-  fk_frame *hb = NF_EXPECT(&f, r.ctl, WIRE_HEARTBEAT);
+  fk_frame *hb = NF_EXPECT(f, r->ctl, WIRE_HEARTBEAT);
   wire_rd rd;
   wire_rd_init(&rd, hb->p, hb->h.len);
   wire_rd_u64(&rd);
   CHECK(wire_rd_u64(&rd) > 0);
   nf_frame_free(hb);
 
-  peer *d = nf_dial(&f, r.port);
+  peer *d = nf_cluster_dial(&c, ROLE_PS, 0);
   optim_cfg sgd;
   optim_cfg_default(&sgd, OPTIM_SGD);
   sgd.lr = 0.5f;
   int64_t shape[2] = {2, 3};
   tensor *v = nf_filled(2, shape, -1.25f, 0.375f);
-  nf_var_init(&f, d, 7, 0, &sgd, v, 11);
-  tensor *got = nf_pull1(&f, d, 7, 12);
+  nf_var_init(f, d, 7, 0, &sgd, v, 11);
+  tensor *got = nf_pull1(f, d, 7, 12);
   CHECK(nf_same_bits(got, v));
   tensor_free(got);
 
   tensor *g = nf_filled(2, shape, 0.3f, -0.17f);
   nf_send_push1(d, 7, g, 13);
-  CHECK_INT_EQ(nf_read_push_ok(&f, d, 13), 1);
-  got = nf_pull1(&f, d, 7, 14);
+  CHECK_INT_EQ(nf_read_push_ok(f, d, 13), 1);
+  got = nf_pull1(f, d, 7, 14);
   tensor *want = tensor_clone(v);
   for (int64_t i = 0; i < 6; i++)
     tensor_data(want)[i] = tensor_data(v)[i] - 0.5f * tensor_data(g)[i];
@@ -65,40 +64,35 @@ TEST(node_ps_registers_and_serves_var_init_pull_push) {
   tensor_free(got);
 
   /* VAR_INIT of an existing var replaces it (values and update count). */
-  nf_var_init(&f, d, 7, 0, &sgd, g, 15);
-  got = nf_pull1(&f, d, 7, 16);
+  nf_var_init(f, d, 7, 0, &sgd, g, 15);
+  got = nf_pull1(f, d, 7, 16);
   CHECK(nf_same_bits(got, g));
   tensor_free(got);
 
-  nf_send_shutdown(r.ctl);
-  CHECK_INT_EQ(nf_reap(&f, pid, WAIT_MS), 0);
-  peer *dialed[] = {d};
-  nf_fake_stop(&f, dialed, 1);
+  nf_cluster_down(&c);
   tensor_free(v);
   tensor_free(g);
   tensor_free(want);
 }
 
 TEST(node_ps_bad_request_closes_only_that_connection) {
-  fake f;
-  nf_fake_start(&f);
-  pid_t pid = nf_spawn_node(&f, ROLE_PS, 0, 100, 5000);
-  reg r;
-  nf_register_all(&f, &r, 1);
-  peer *a = nf_dial(&f, r.port), *b = nf_dial(&f, r.port);
+  nf_cluster c;
+  nf_cluster_up(&c, &(nf_node){ROLE_PS, 0}, 1, 100, 5000);
+  fake *f = &c.f;
+  peer *a = nf_cluster_dial(&c, ROLE_PS, 0), *b = nf_cluster_dial(&c, ROLE_PS, 0);
   optim_cfg sgd;
   optim_cfg_default(&sgd, OPTIM_SGD);
   int64_t s4 = 4, s5 = 5, s3 = 3;
   tensor *v = nf_filled(1, &s4, 1, 1), *w = nf_filled(1, &s3, -2, 0.5f);
-  nf_var_init(&f, a, 1, 0, &sgd, v, 1);
-  nf_var_init(&f, b, 2, 0, &sgd, w, 1);
+  nf_var_init(f, a, 1, 0, &sgd, v, 1);
+  nf_var_init(f, b, 2, 0, &sgd, w, 1);
 
   /* A gradient of the wrong shape: ERROR, then that connection closes. */
   tensor *bad = nf_filled(1, &s5, 1, 0);
   nf_send_push1(a, 1, bad, 2);
-  CHECK_STR_CONTAINS(nf_expect_error_and_close(&f, a), "[5]");
+  CHECK_STR_CONTAINS(nf_expect_error_and_close(f, a), "[5]");
   /* b still works, and the bad push changed nothing. */
-  tensor *got = nf_pull1(&f, b, 1, 3);
+  tensor *got = nf_pull1(f, b, 1, 3);
   CHECK(nf_same_bits(got, v));
   tensor_free(got);
 
@@ -106,7 +100,7 @@ TEST(node_ps_bad_request_closes_only_that_connection) {
   uint32_t both[2] = {2, 1};
   tensor *two[2];
   nf_send_pull(b, both, 2, 4);
-  fk_frame *fr = NF_EXPECT(&f, b, WIRE_PULL_REPLY);
+  fk_frame *fr = NF_EXPECT(f, b, WIRE_PULL_REPLY);
   nf_read_pull_reply(fr, both, 2, two);
   nf_frame_free(fr);
   CHECK(nf_same_bits(two[0], w) && nf_same_bits(two[1], v));
@@ -116,16 +110,13 @@ TEST(node_ps_bad_request_closes_only_that_connection) {
   /* An unknown variable ends b too; a third client is still served. */
   uint32_t missing = 99;
   nf_send_pull(b, &missing, 1, 5);
-  CHECK_STR_CONTAINS(nf_expect_error_and_close(&f, b), "unknown var 99");
-  peer *c = nf_dial(&f, r.port);
-  got = nf_pull1(&f, c, 2, 6);
+  CHECK_STR_CONTAINS(nf_expect_error_and_close(f, b), "unknown var 99");
+  peer *third = nf_cluster_dial(&c, ROLE_PS, 0);
+  got = nf_pull1(f, third, 2, 6);
   CHECK(nf_same_bits(got, w));
   tensor_free(got);
 
-  nf_send_shutdown(r.ctl);
-  CHECK_INT_EQ(nf_reap(&f, pid, WAIT_MS), 0);
-  peer *dialed[] = {a, b, c};
-  nf_fake_stop(&f, dialed, 3);
+  nf_cluster_down(&c);
   tensor_free(v);
   tensor_free(w);
   tensor_free(bad);
@@ -135,18 +126,16 @@ TEST(node_ps_bad_request_closes_only_that_connection) {
  * when it was served, even when a PUSH right behind it updates the shard
  * while the (large) reply is still being written. */
 TEST(node_ps_pull_reply_is_a_snapshot) {
-  fake f;
-  nf_fake_start(&f);
-  pid_t pid = nf_spawn_node(&f, ROLE_PS, 0, 100, 5000);
-  reg r;
-  nf_register_all(&f, &r, 1);
-  peer *d = nf_dial(&f, r.port);
+  nf_cluster c;
+  nf_cluster_up(&c, &(nf_node){ROLE_PS, 0}, 1, 100, 5000);
+  fake *f = &c.f;
+  peer *d = nf_cluster_dial(&c, ROLE_PS, 0);
   optim_cfg sgd;
   optim_cfg_default(&sgd, OPTIM_SGD);
   sgd.lr = 1.0f;
   int64_t n = 1 << 21; /* 8 MB: more than a socket buffer holds */
   tensor *v = nf_filled(1, &n, 0, 1e-6f), *g = nf_filled(1, &n, 1, 0);
-  nf_var_init(&f, d, 3, 0, &sgd, v, 1);
+  nf_var_init(f, d, 3, 0, &sgd, v, 1);
   for (uint32_t k = 0; k < 3; k++) {
     uint32_t var = 3;
     nf_send_pull(d, &var, 1, 10 + k);
@@ -155,22 +144,19 @@ TEST(node_ps_pull_reply_is_a_snapshot) {
   for (uint32_t k = 0; k < 3; k++) {
     uint32_t var = 3;
     tensor *got;
-    fk_frame *fr = NF_EXPECT(&f, d, WIRE_PULL_REPLY);
+    fk_frame *fr = NF_EXPECT(f, d, WIRE_PULL_REPLY);
     CHECK_INT_EQ(fr->h.req, 10 + k);
     nf_read_pull_reply(fr, &var, 1, &got);
     nf_frame_free(fr);
     CHECK(nf_same_bits(got, v)); /* before this round's push */
     tensor_free(got);
-    CHECK_INT_EQ(nf_read_push_ok(&f, d, 20 + k), k + 1);
+    CHECK_INT_EQ(nf_read_push_ok(f, d, 20 + k), k + 1);
     for (int64_t i = 0; i < n; i++) tensor_data(v)[i] -= 1.0f;
   }
-  tensor *got = nf_pull1(&f, d, 3, 99);
+  tensor *got = nf_pull1(f, d, 3, 99);
   CHECK(nf_same_bits(got, v));
   tensor_free(got);
-  nf_send_shutdown(r.ctl);
-  CHECK_INT_EQ(nf_reap(&f, pid, WAIT_MS), 0);
-  peer *dialed[] = {d};
-  nf_fake_stop(&f, dialed, 1);
+  nf_cluster_down(&c);
   tensor_free(v);
   tensor_free(g);
 }
@@ -178,18 +164,17 @@ TEST(node_ps_pull_reply_is_a_snapshot) {
 /* ============================== losing the coordinator ======================= */
 
 TEST(node_exits_when_the_coordinator_closes) {
-  fake f;
-  nf_fake_start(&f);
+  nf_cluster c;
   /* A long silence timeout: only the close can end it in time. */
-  pid_t pid = nf_spawn_node(&f, ROLE_WORKER, 0, 100, 60000);
-  reg r;
-  nf_register_all(&f, &r, 1);
-  nf_frame_free(NF_EXPECT(&f, r.ctl, WIRE_HEARTBEAT));
+  nf_cluster_up(&c, &(nf_node){ROLE_WORKER, 0}, 1, 100, 60000);
+  fake *f = &c.f;
+  reg *r = &c.regs[0];
+  nf_frame_free(NF_EXPECT(f, r->ctl, WIRE_HEARTBEAT));
   double t0 = nf_now_ms();
-  conn_close(r.ctl->c, "coordinator gone");
-  CHECK_INT_EQ(nf_reap(&f, pid, 3000), 3);
+  conn_close(r->ctl->c, "coordinator gone");
+  CHECK_INT_EQ(nf_cluster_reap(&c, ROLE_WORKER, 0, 3000), 3);
   CHECK(nf_now_ms() - t0 < 3000);
-  nf_fake_stop(&f, NULL, 0);
+  nf_cluster_down(&c);
 }
 
 static void send_heartbeat(peer *ctl, uint64_t seq) {
@@ -202,25 +187,24 @@ static void send_heartbeat(peer *ctl, uint64_t seq) {
 }
 
 TEST(node_exits_when_the_coordinator_falls_silent) {
-  fake f;
-  nf_fake_start(&f);
+  nf_cluster c;
   const int timeout = 400;
-  pid_t pid = nf_spawn_node(&f, ROLE_PS, 0, 50, timeout);
-  reg r;
-  nf_register_all(&f, &r, 1);
+  nf_cluster_up(&c, &(nf_node){ROLE_PS, 0}, 1, 50, timeout);
+  fake *f = &c.f;
+  reg *r = &c.regs[0];
   /* Heartbeats every 100 ms for 1.2 s (three timeouts): it stays. */
   double last_sent = 0;
   for (int i = 0; i < 12; i++) {
-    send_heartbeat(r.ctl, (uint64_t)i);
+    send_heartbeat(r->ctl, (uint64_t)i);
     last_sent = nf_now_ms();
-    nf_pump_for(&f, 100);
+    nf_pump_for(f, 100);
   }
   int st;
-  CHECK_INT_EQ(waitpid(pid, &st, WNOHANG), 0);
+  CHECK_INT_EQ(waitpid(c.pids[0], &st, WNOHANG), 0);
   /* Its own heartbeats kept coming, numbered in order. */
   int count = 0;
   uint64_t last = 0;
-  for (fk_frame *fr = r.ctl->head; fr; fr = fr->next) {
+  for (fk_frame *fr = r->ctl->head; fr; fr = fr->next) {
     if (fr->h.type != WIRE_HEARTBEAT) continue;
     wire_rd rd;
     wire_rd_init(&rd, fr->p, fr->h.len);
@@ -231,12 +215,12 @@ TEST(node_exits_when_the_coordinator_falls_silent) {
   }
   CHECK(count >= 10);
   /* Then silence: it leaves by itself, after the timeout and not before. */
-  CHECK_INT_EQ(nf_reap(&f, pid, 5000), 3);
+  CHECK_INT_EQ(nf_cluster_reap(&c, ROLE_PS, 0, 5000), 3);
   double took = nf_now_ms() - last_sent;
   if (took < timeout - 20 || took > 3000)
     harness_fail(__FILE__, __LINE__, "left %.0f ms after the last heartbeat (timeout %d)", took,
                  timeout);
-  nf_fake_stop(&f, NULL, 0);
+  nf_cluster_down(&c);
 }
 
 TEST(node_exits_1_when_registration_is_refused) {

@@ -19,19 +19,14 @@
 #include "worker_fixture.h"
 
 TEST(node_worker_matches_in_process_training) {
-  fake f;
-  nf_fake_start(&f);
   dataset *train = wf_toy_data(20, 7), *evald = wf_toy_data(10, 8);
-  pid_t pids[4] = {nf_spawn_node(&f, ROLE_PS, 0, 100, 10000),
-                   nf_spawn_node(&f, ROLE_PS, 1, 100, 10000),
-                   nf_spawn_node(&f, ROLE_WORKER, 0, 100, 10000),
-                   nf_spawn_node(&f, ROLE_EVALUATOR, 0, 100, 10000)};
-  reg regs[4];
-  nf_register_all(&f, regs, 4);
-  reg *wk = nf_find_reg(regs, 4, ROLE_WORKER, 0), *ev = nf_find_reg(regs, 4, ROLE_EVALUATOR, 0);
+  nf_cluster c;
+  nf_cluster_up(&c, (nf_node[]){{ROLE_PS, 0}, {ROLE_PS, 1}, {ROLE_WORKER, 0}, {ROLE_EVALUATOR, 0}},
+                4, 100, 10000);
+  fake *f = &c.f;
+  reg *wk = nf_cluster_reg(&c, ROLE_WORKER, 0), *ev = nf_cluster_reg(&c, ROLE_EVALUATOR, 0);
   CHECK_INT_EQ(wk->port, 0);
-  peer *ps[2] = {nf_dial(&f, nf_find_reg(regs, 4, ROLE_PS, 0)->port),
-                 nf_dial(&f, nf_find_reg(regs, 4, ROLE_PS, 1)->port)};
+  peer *ps[2] = {nf_cluster_dial(&c, ROLE_PS, 0), nf_cluster_dial(&c, ROLE_PS, 1)};
 
   /* The coordinator's side: the initial model, its variables on the ps. */
   rng_t r;
@@ -41,14 +36,14 @@ TEST(node_worker_matches_in_process_training) {
   CHECK_OK(nn_collect_params(init, &pl));
   CHECK_INT_EQ(pl.n, 4);
   optim_cfg cfg = wf_adam_cfg();
-  wf_init_vars(&f, ps, &pl, &cfg);
+  wf_init_vars(f, ps, &pl, &cfg);
 
   wf_send_setup(wk->ctl, &pl, train, WF_BATCH, 5);
   wf_send_setup(ev->ctl, &pl, evald, 4, 6);
-  fk_frame *fr = NF_EXPECT(&f, wk->ctl, WIRE_SETUP_OK);
+  fk_frame *fr = NF_EXPECT(f, wk->ctl, WIRE_SETUP_OK);
   CHECK_INT_EQ(fr->h.req, 5);
   nf_frame_free(fr);
-  nf_frame_free(NF_EXPECT(&f, ev->ctl, WIRE_SETUP_OK));
+  nf_frame_free(NF_EXPECT(f, ev->ctl, WIRE_SETUP_OK));
 
   /* All tasks at once: the worker queues them and runs them in order. */
   for (int s = 0; s < WF_STEPS; s++) wf_send_task(wk->ctl, 1000 + (uint64_t)s, 50 + (uint32_t)s);
@@ -56,7 +51,7 @@ TEST(node_worker_matches_in_process_training) {
   wf_run_reference(&ref, train, &cfg);
   for (int s = 0; s < WF_STEPS; s++) {
     wf_result res;
-    wf_read_result(&f, wk->ctl, &res);
+    wf_read_result(f, wk->ctl, &res);
     if (res.status != 0) harness_fail(__FILE__, __LINE__, "task failed: %s", res.msg);
     CHECK_INT_EQ(res.task, 1000 + s);
     CHECK_INT_EQ(res.examples, ref.examples[s]);
@@ -67,7 +62,7 @@ TEST(node_worker_matches_in_process_training) {
 
   /* The parameters on the ps are the in-process ones, bit for bit. */
   tensor *got[4];
-  wf_pull_model(&f, ps, &pl, got);
+  wf_pull_model(f, ps, &pl, got);
   for (int i = 0; i < 4; i++) {
     CHECK(nf_same_bits(got[i], ref.params.items[i].value));
     CHECK(!nf_same_bits(got[i], pl.items[i].value)); /* and training moved them */
@@ -79,7 +74,7 @@ TEST(node_worker_matches_in_process_training) {
   wire_wr_init(&w);
   wire_wr_u64(&w, WF_STEPS);
   nf_send_wr(ev->ctl, &w, WIRE_EVAL, 77);
-  fr = NF_EXPECT(&f, ev->ctl, WIRE_EVAL_RESULT);
+  fr = NF_EXPECT(f, ev->ctl, WIRE_EVAL_RESULT);
   CHECK_INT_EQ(fr->h.req, 77);
   wire_rd rd;
   wire_rd_init(&rd, fr->p, fr->h.len);
@@ -95,9 +90,7 @@ TEST(node_worker_matches_in_process_training) {
   CHECK_OK(train_evaluate(ref.model, ref.loss, evald, 4, &wl, &wa));
   CHECK(el == wl && ea == wa);
 
-  for (int i = 0; i < 4; i++) nf_send_shutdown(regs[i].ctl);
-  for (int i = 0; i < 4; i++) CHECK_INT_EQ(nf_reap(&f, pids[i], WAIT_MS), 0);
-  nf_fake_stop(&f, ps, 2);
+  nf_cluster_down(&c);
   wf_free_reference(&ref);
   nn_param_list_free(&pl);
   nn_unref(init);
@@ -106,20 +99,17 @@ TEST(node_worker_matches_in_process_training) {
 }
 
 TEST(node_worker_reports_failures) {
-  fake f;
-  nf_fake_start(&f);
   dataset *train = wf_toy_data(12, 3);
-  pid_t pids[3] = {nf_spawn_node(&f, ROLE_PS, 0, 100, 10000),
-                   nf_spawn_node(&f, ROLE_PS, 1, 100, 10000),
-                   nf_spawn_node(&f, ROLE_WORKER, 1, 100, 10000)};
-  reg regs[3];
-  nf_register_all(&f, regs, 3);
-  reg *wk = nf_find_reg(regs, 3, ROLE_WORKER, 1);
+  nf_cluster c;
+  nf_cluster_up(&c, (nf_node[]){{ROLE_PS, 0}, {ROLE_PS, 1}, {ROLE_WORKER, 1}}, 3, 100, 10000);
+  fake *f = &c.f;
+  reg *regs = c.regs;
+  reg *wk = nf_cluster_reg(&c, ROLE_WORKER, 1);
   wf_result res;
 
   /* A task before any SETUP fails, and says why. */
   wf_send_task(wk->ctl, 1, 1);
-  wf_read_result(&f, wk->ctl, &res);
+  wf_read_result(f, wk->ctl, &res);
   CHECK(res.status < 0);
   CHECK_INT_EQ(res.task, 1);
   CHECK_STR_CONTAINS(res.msg, "SETUP");
@@ -132,19 +122,18 @@ TEST(node_worker_reports_failures) {
   nn_param_list pl = {0};
   CHECK_OK(nn_collect_params(init, &pl));
   wf_send_setup(wk->ctl, &pl, train, 4, 2);
-  nf_frame_free(NF_EXPECT(&f, wk->ctl, WIRE_SETUP_OK));
+  nf_frame_free(NF_EXPECT(f, wk->ctl, WIRE_SETUP_OK));
   wf_send_task(wk->ctl, 2, 3);
-  wf_read_result(&f, wk->ctl, &res);
+  wf_read_result(f, wk->ctl, &res);
   CHECK(res.status < 0);
   CHECK_STR_CONTAINS(res.msg, "unknown var");
 
   /* Once the variables exist and the worker has the spec again (it
    * reconnects to the ps that dropped it), tasks succeed. */
-  peer *ps[2] = {nf_dial(&f, nf_find_reg(regs, 3, ROLE_PS, 0)->port),
-                 nf_dial(&f, nf_find_reg(regs, 3, ROLE_PS, 1)->port)};
+  peer *ps[2] = {nf_cluster_dial(&c, ROLE_PS, 0), nf_cluster_dial(&c, ROLE_PS, 1)};
   optim_cfg cfg;
   optim_cfg_default(&cfg, OPTIM_SGD);
-  wf_init_vars(&f, ps, &pl, &cfg);
+  wf_init_vars(f, ps, &pl, &cfg);
   wire_wr w;
   wire_wr_init(&w);
   wire_wr_u32(&w, 3);
@@ -156,7 +145,7 @@ TEST(node_worker_reports_failures) {
   }
   nf_send_wr(wk->ctl, &w, WIRE_SPEC, 0);
   wf_send_task(wk->ctl, 3, 4);
-  wf_read_result(&f, wk->ctl, &res);
+  wf_read_result(f, wk->ctl, &res);
   if (res.status != 0) harness_fail(__FILE__, __LINE__, "task failed: %s", res.msg);
   CHECK_INT_EQ(res.examples, 4);
   CHECK(res.loss > 0 && res.correct >= 0 && res.correct <= 4);
@@ -167,7 +156,7 @@ TEST(node_worker_reports_failures) {
   tensor *saved = pl.items[0].value;
   pl.items[0].value = tensor_new(2, odd);
   wf_send_setup(wk->ctl, &pl, train, 4, 5);
-  fk_frame *fr = NF_EXPECT(&f, wk->ctl, WIRE_ERROR);
+  fk_frame *fr = NF_EXPECT(f, wk->ctl, WIRE_ERROR);
   wire_rd rd;
   wire_rd_init(&rd, fr->p, fr->h.len);
   wire_rd_i32(&rd);
@@ -177,11 +166,9 @@ TEST(node_worker_reports_failures) {
   nf_frame_free(fr);
   tensor_free(pl.items[0].value);
   pl.items[0].value = saved;
-  CHECK_INT_EQ(nf_reap(&f, pids[2], WAIT_MS), 1);
+  CHECK_INT_EQ(nf_cluster_reap(&c, ROLE_WORKER, 1, WAIT_MS), 1);
 
-  for (int i = 0; i < 2; i++) nf_send_shutdown(nf_find_reg(regs, 3, ROLE_PS, i)->ctl);
-  for (int i = 0; i < 2; i++) CHECK_INT_EQ(nf_reap(&f, pids[i], WAIT_MS), 0);
-  nf_fake_stop(&f, ps, 2);
+  nf_cluster_down(&c);
   nn_param_list_free(&pl);
   nn_unref(init);
   data_free(train);
@@ -279,16 +266,14 @@ static bool has_result(const peer *ctl) {
 }
 
 TEST(node_worker_pulls_behind_its_push) {
-  fake f;
-  nf_fake_start(&f);
   dataset *train = wf_toy_data(12, 5);
-  pid_t pid = nf_spawn_node(&f, ROLE_WORKER, 0, 100, 10000);
-  reg regs[1];
-  nf_register_all(&f, regs, 1);
-  peer *ctl = regs[0].ctl;
-  send_spec_ps0(ctl, f.port);
-  nf_accept_n(&f, 2);
-  peer *ps = f.accepted[1];
+  nf_cluster c;
+  nf_cluster_up(&c, &(nf_node){ROLE_WORKER, 0}, 1, 100, 10000);
+  fake *f = &c.f;
+  peer *ctl = c.regs[0].ctl;
+  send_spec_ps0(ctl, f->port);
+  nf_accept_n(f, 2);
+  peer *ps = f->accepted[1];
 
   rng_t r;
   rng_seed(&r, WF_SEED);
@@ -299,7 +284,7 @@ TEST(node_worker_pulls_behind_its_push) {
   CHECK_OK(nn_collect_params(m, &pl));
   CHECK_INT_EQ(pl.n, 4);
   wf_send_setup_placed(ctl, &pl, train, 4, 2, ONE_PS, NONE_PS);
-  nf_frame_free(NF_EXPECT(&f, ctl, WIRE_SETUP_OK));
+  nf_frame_free(NF_EXPECT(f, ctl, WIRE_SETUP_OK));
   for (uint32_t t = 1; t <= 3; t++) wf_send_task(ctl, t, 10 + t);
 
   /* Two sets of values the "ps" serves: v1 for task 1, v2 for task 2. */
@@ -316,15 +301,15 @@ TEST(node_worker_pulls_behind_its_push) {
 
   /* The first pull takes any version; the push names the version pulled
    * (5) and the pull behind it asks for the next one (the sync wait). */
-  answer_pull(&f, ps, 4, v1, 0, 5);
-  uint32_t push1 = read_push(&f, ps, 4, g1, 5);
+  answer_pull(f, ps, 4, v1, 0, 5);
+  uint32_t push1 = read_push(f, ps, 4, g1, 5);
   /* Task 1's PUSH_OK is held back, yet task 2 pulls right behind the push
    * (the ps would apply the push first), and task 1 is not reported. */
-  fk_frame *pull2 = NF_EXPECT(&f, ps, WIRE_PULL);
+  fk_frame *pull2 = NF_EXPECT(f, ps, WIRE_PULL);
   CHECK(pull2->h.req != push1);
   CHECK_INT_EQ(pull2->h.len, 8 + 4 + 4 * 4);
   CHECK(pull2->p[0] == 6 && pull2->p[1] == 0); /* min_version 6, little-endian */
-  nf_pump_for(&f, 100);
+  nf_pump_for(f, 100);
   CHECK(!has_result(ctl));
   CHECK(ps->head == NULL); /* task 3 waits: one job pulls or computes at a time */
   /* Replies in order on the connection: the PUSH_OK, then the pull. */
@@ -340,7 +325,7 @@ TEST(node_worker_pulls_behind_its_push) {
   nf_send_wr(ps, &w, WIRE_PULL_REPLY, pull2->h.req);
   nf_frame_free(pull2);
   wf_result res;
-  wf_read_result(&f, ctl, &res);
+  wf_read_result(f, ctl, &res);
   if (res.status != 0) harness_fail(__FILE__, __LINE__, "task failed: %s", res.msg);
   CHECK_INT_EQ(res.task, 1);
   CHECK_INT_EQ(res.examples, 4);
@@ -348,22 +333,20 @@ TEST(node_worker_pulls_behind_its_push) {
   /* Task 2 computed on the values its own pull returned; task 3 pulls
    * behind its push. Then the ps goes away with both waiting on it: both
    * fail, reported in order. */
-  read_push(&f, ps, 4, g2, 9);
-  fk_frame *pull3 = NF_EXPECT(&f, ps, WIRE_PULL);
+  read_push(f, ps, 4, g2, 9);
+  fk_frame *pull3 = NF_EXPECT(f, ps, WIRE_PULL);
   CHECK(pull3->p[0] == 10);
   nf_frame_free(pull3);
   CHECK(!has_result(ctl));
   conn_close(ps->c, "test: the ps goes away");
   for (uint32_t t = 2; t <= 3; t++) {
-    wf_read_result(&f, ctl, &res);
+    wf_read_result(f, ctl, &res);
     CHECK_INT_EQ(res.task, t);
     CHECK(res.status < 0);
     CHECK_STR_CONTAINS(res.msg, "ps:0");
   }
 
-  nf_send_shutdown(ctl);
-  CHECK_INT_EQ(nf_reap(&f, pid, WAIT_MS), 0);
-  nf_fake_stop(&f, NULL, 0);
+  nf_cluster_down(&c);
   for (int i = 0; i < 4; i++) {
     tensor_free(v1[i]);
     tensor_free(v2[i]);

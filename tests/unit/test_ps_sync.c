@@ -42,12 +42,11 @@ static void check_close(const tensor *got, const tensor *want) {
 }
 
 TEST(ps_sync_holds_pulls_aggregates_and_drops_late_gradients) {
-  fake f;
-  nf_fake_start(&f);
-  pid_t pid = nf_spawn_node(&f, ROLE_PS, 0, 50, 5000);
-  reg r;
-  nf_register_all(&f, &r, 1);
-  peer *a = nf_dial(&f, r.port), *b = nf_dial(&f, r.port), *coord = nf_dial(&f, r.port);
+  nf_cluster c;
+  nf_cluster_up(&c, &(nf_node){ROLE_PS, 0}, 1, 50, 5000);
+  fake *f = &c.f;
+  peer *a = nf_cluster_dial(&c, ROLE_PS, 0), *b = nf_cluster_dial(&c, ROLE_PS, 0),
+       *coord = nf_cluster_dial(&c, ROLE_PS, 0);
   optim_cfg sgd;
   optim_cfg_default(&sgd, OPTIM_SGD);
   sgd.lr = 0.5f;
@@ -55,25 +54,25 @@ TEST(ps_sync_holds_pulls_aggregates_and_drops_late_gradients) {
   tensor *v0 = nf_filled(2, shape, -1.25f, 0.375f);
   tensor *ga = nf_filled(2, shape, 0.3f, -0.17f), *gb = nf_filled(2, shape, -0.8f, 0.05f);
   /* 2 gradients per update, 3 updates in the fit. */
-  nf_var_init_mode(&f, coord, 0, 0, true, 2, 3, &sgd, v0, 1);
+  nf_var_init_mode(f, coord, 0, 0, true, 2, 3, &sgd, v0, 1);
   uint32_t zero = 0;
   nf_send_pull_v(coord, 3, &zero, 0, 99); /* the coordinator's probe: no variables */
 
   tensor *got;
-  CHECK_INT_EQ(pull_now(&f, a, 0, 10, &got), 0);
+  CHECK_INT_EQ(pull_now(f, a, 0, 10, &got), 0);
   CHECK(nf_same_bits(got, v0));
   tensor_free(got);
   uint64_t step;
-  CHECK(push_ok(&f, a, 0, ga, 11, &step)); /* summed, not applied yet */
+  CHECK(push_ok(f, a, 0, ga, 11, &step)); /* summed, not applied yet */
   CHECK_INT_EQ(step, 0);
 
   /* A's pull for version 1 is held until the second gradient arrives. */
   nf_send_pull_v(a, 1, &zero, 1, 12);
-  nf_pump_for(&f, 150);
+  nf_pump_for(f, 150);
   CHECK(a->head == NULL);
-  CHECK(push_ok(&f, b, 0, gb, 20, &step));
+  CHECK(push_ok(f, b, 0, gb, 20, &step));
   CHECK_INT_EQ(step, 1);
-  fk_frame *fr = NF_EXPECT(&f, a, WIRE_PULL_REPLY);
+  fk_frame *fr = NF_EXPECT(f, a, WIRE_PULL_REPLY);
   CHECK_INT_EQ(fr->h.req, 12);
   CHECK_INT_EQ(nf_read_pull_reply_v(fr, &zero, 1, &got), 1);
   nf_frame_free(fr);
@@ -83,41 +82,38 @@ TEST(ps_sync_holds_pulls_aggregates_and_drops_late_gradients) {
 
   /* B's second gradient for version 0 is late: dropped, values unchanged;
    * its next pull is not held and gets the newest version. */
-  CHECK(!push_ok(&f, b, 0, gb, 21, &step));
-  CHECK_INT_EQ(pull_now(&f, b, 1, 22, &got), 1);
+  CHECK(!push_ok(f, b, 0, gb, 21, &step));
+  CHECK_INT_EQ(pull_now(f, b, 1, 22, &got), 1);
   check_close(got, v1);
   tensor_free(got);
 
   /* Versions 1 and 2 complete; the probe is answered at the target. */
   for (uint64_t ver = 1; ver <= 2; ver++) {
-    CHECK(push_ok(&f, a, ver, ga, (uint32_t)(30 + 2 * ver), &step));
+    CHECK(push_ok(f, a, ver, ga, (uint32_t)(30 + 2 * ver), &step));
     CHECK(coord->head == NULL);
-    CHECK(push_ok(&f, b, ver, gb, (uint32_t)(31 + 2 * ver), &step));
+    CHECK(push_ok(f, b, ver, gb, (uint32_t)(31 + 2 * ver), &step));
     CHECK_INT_EQ(step, ver + 1);
   }
-  fr = NF_EXPECT(&f, coord, WIRE_PULL_REPLY);
+  fr = NF_EXPECT(f, coord, WIRE_PULL_REPLY);
   CHECK_INT_EQ(fr->h.req, 99);
   CHECK_INT_EQ(nf_read_pull_reply_v(fr, &zero, 0, NULL), 3);
   nf_frame_free(fr);
 
   /* Past the target nothing waits and pushes change nothing. */
   tensor *v3;
-  CHECK_INT_EQ(pull_now(&f, a, 0, 40, &v3), 3);
-  CHECK(!push_ok(&f, a, 3, ga, 41, &step));
-  CHECK_INT_EQ(pull_now(&f, a, 4, 42, &got), 3);
+  CHECK_INT_EQ(pull_now(f, a, 0, 40, &v3), 3);
+  CHECK(!push_ok(f, a, 3, ga, 41, &step));
+  CHECK_INT_EQ(pull_now(f, a, 4, 42, &got), 3);
   CHECK(nf_same_bits(got, v3));
   tensor_free(got);
   tensor_free(v3);
 
   /* A gradient from a version the ps has not reached is a bad request. */
-  nf_var_init_mode(&f, coord, 0, 0, true, 2, 3, &sgd, v0, 2);
+  nf_var_init_mode(f, coord, 0, 0, true, 2, 3, &sgd, v0, 2);
   nf_send_push1_v(b, 5, 0, gb, 50);
-  CHECK_STR_CONTAINS(nf_expect_error_and_close(&f, b), "gradient for version 5");
+  CHECK_STR_CONTAINS(nf_expect_error_and_close(f, b), "gradient for version 5");
 
-  nf_send_shutdown(r.ctl);
-  CHECK_INT_EQ(nf_reap(&f, pid, WAIT_MS), 0);
-  peer *dialed[] = {a, b, coord};
-  nf_fake_stop(&f, dialed, 3);
+  nf_cluster_down(&c);
   tensor_free(v0);
   tensor_free(v1);
   tensor_free(ga);

@@ -118,14 +118,11 @@ static lua_Integer int_at(lua_State *L, int idx) {
 /* ============================== results and errors ======================= */
 
 TEST(worker_call_returns_results_and_w_fields) {
-  fake f;
-  nf_fake_start(&f);
-  pid_t pids[2] = {nf_spawn_node(&f, ROLE_WORKER, 1, 100, 10000),
-                   nf_spawn_node(&f, ROLE_CHIEF, 0, 100, 10000)};
-  reg regs[2];
-  nf_register_all(&f, regs, 2);
-  peer *wk = nf_find_reg(regs, 2, ROLE_WORKER, 1)->ctl;
-  peer *ch = nf_find_reg(regs, 2, ROLE_CHIEF, 0)->ctl;
+  nf_cluster c;
+  nf_cluster_up(&c, (nf_node[]){{ROLE_WORKER, 1}, {ROLE_CHIEF, 0}}, 2, 100, 10000);
+  fake *f = &c.f;
+  peer *wk = nf_cluster_reg(&c, ROLE_WORKER, 1)->ctl;
+  peer *ch = nf_cluster_reg(&c, ROLE_CHIEF, 0)->ctl;
   lua_State *L = new_state();
 
   /* Several values and a table; w comes first, then the arguments. */
@@ -141,7 +138,7 @@ TEST(worker_call_returns_results_and_w_fields) {
             "         nil, true\n"
             "end",
             1, 2);
-  expect_values(&f, wk, L, 1, 8);
+  expect_values(f, wk, L, 1, 8);
   CHECK_INT_EQ(int_at(L, 1), 1);
   CHECK(strcmp(str_at(L, 2), "worker") == 0);
   CHECK(strcmp(str_at(L, 3), "worker:1") == 0);
@@ -161,29 +158,25 @@ TEST(worker_call_returns_results_and_w_fields) {
                       "return w.role, w.index, tostring(w), counter end";
   send_call(L, ch, count, 2, 0);
   send_call(L, ch, count, 3, 0);
-  expect_values(&f, ch, L, 2, 4);
+  expect_values(f, ch, L, 2, 4);
   CHECK(strcmp(str_at(L, 1), "chief") == 0);
   CHECK_INT_EQ(int_at(L, 2), 0);
   CHECK(strcmp(str_at(L, 3), "drover.Worker (chief:0)") == 0);
   CHECK_INT_EQ(int_at(L, 4), 1);
   lua_settop(L, 0);
-  expect_values(&f, ch, L, 3, 4);
+  expect_values(f, ch, L, 3, 4);
   CHECK_INT_EQ(int_at(L, 4), 2);
   lua_settop(L, 0);
 
-  for (int i = 0; i < 2; i++) nf_send_shutdown(regs[i].ctl);
-  for (int i = 0; i < 2; i++) CHECK_INT_EQ(nf_reap(&f, pids[i], WAIT_MS), 0);
-  nf_fake_stop(&f, NULL, 0);
+  nf_cluster_down(&c);
   lua_close(L);
 }
 
 TEST(worker_call_errors_and_misuse) {
-  fake f;
-  nf_fake_start(&f);
-  pid_t pid = nf_spawn_node(&f, ROLE_WORKER, 0, 100, 10000);
-  reg regs[1];
-  nf_register_all(&f, regs, 1);
-  peer *wk = regs[0].ctl;
+  nf_cluster c;
+  nf_cluster_up(&c, &(nf_node){ROLE_WORKER, 0}, 1, 100, 10000);
+  fake *f = &c.f;
+  peer *wk = c.regs[0].ctl;
   lua_State *L = new_state();
   call_result r;
 
@@ -198,7 +191,7 @@ TEST(worker_call_errors_and_misuse) {
             "  inner(x)\n"
             "end\n",
             1, 1);
-  expect_error(&f, wk, L, 1, "calls.lua:3: boom now", &r);
+  expect_error(f, wk, L, 1, "calls.lua:3: boom now", &r);
   CHECK(strncmp(r.msg, "calls.lua:3: boom now\nstack traceback:", 37) == 0);
   CHECK_STR_CONTAINS(r.msg, "calls.lua:5:");
 
@@ -209,31 +202,31 @@ TEST(worker_call_errors_and_misuse) {
   static const uint8_t junk[] = {1, 0xff, 0xff, 0xff, 0x7f, 0x1b, 'L', 'u', 'a'};
   wire_wr_bytes(&w, junk, sizeof junk);
   nf_send_wr(wk, &w, WIRE_CALL, 1002);
-  expect_error(&f, wk, L, 2, "closure", &r);
+  expect_error(f, wk, L, 2, "closure", &r);
 
   /* A result that cannot travel is an error naming it. */
   send_call(L, wk, "return function(w) return 1, drover.tensor.zeros(2) end", 3, 0);
-  expect_error(&f, wk, L, 3, "result 2 is a userdata drover.Tensor", &r);
+  expect_error(f, wk, L, 3, "result 2 is a userdata drover.Tensor", &r);
 
   /* An error object with __tostring; a bare yield to the worker. */
   send_call(L, wk,
             "return function(w) error(setmetatable({}, {__tostring = function() "
             "return 'custom error' end})) end",
             4, 0);
-  expect_error(&f, wk, L, 4, "custom error\nstack traceback:", &r);
+  expect_error(f, wk, L, 4, "custom error\nstack traceback:", &r);
   send_call(L, wk, "return function(w) coroutine.yield(1) end", 5, 0);
-  expect_error(&f, wk, L, 5, "cannot yield to the worker", &r);
+  expect_error(f, wk, L, 5, "cannot yield to the worker", &r);
   send_call(L, wk, "return function(w) local function f() return 1 + f() end return f() end", 12,
             0);
-  expect_error(&f, wk, L, 12, "stack overflow", &r); /* its thread is reset and reused */
+  expect_error(f, wk, L, 12, "stack overflow", &r); /* its thread is reset and reused */
 
   /* The w methods need a SETUP, a place where the call can wait, and the
    * call's own coroutine. */
   send_call(L, wk, "return function(w) return w:train_step() end", 6, 0);
-  expect_error(&f, wk, L, 6,
+  expect_error(f, wk, L, 6,
                "w:train_step: this worker has no model yet (run c:fit or c:setup first)", &r);
   send_call(L, wk, "return function(w) local ok, e = pcall(w.batch, w) return ok, e end", 7, 0);
-  expect_values(&f, wk, L, 7, 2);
+  expect_values(f, wk, L, 7, 2);
   CHECK(!lua_toboolean(L, 1));
   CHECK_STR_CONTAINS(str_at(L, 2), "w:batch: this worker has no model yet");
   lua_settop(L, 0);
@@ -242,69 +235,64 @@ TEST(worker_call_errors_and_misuse) {
             "  table.sort({3, 1, 2}, function(a, b) w:train_step() return a < b end)\n"
             "end",
             8, 0);
-  expect_error(&f, wk, L, 8, "w:train_step: cannot wait here", &r);
+  expect_error(f, wk, L, 8, "w:train_step: cannot wait here", &r);
   CHECK(!strstr(r.msg, "C-call boundary"));
   send_call(L, wk, "return function(w) coroutine.wrap(function() w:pull() end)() end", 9, 0);
-  expect_error(&f, wk, L, 9, "w:pull: call it from the scheduled function itself", &r);
+  expect_error(f, wk, L, 9, "w:pull: call it from the scheduled function itself", &r);
   send_call(L, wk, "return function(w) return w.no_such_thing, w.push ~= nil end", 10, 0);
-  expect_values(&f, wk, L, 10, 2);
+  expect_values(f, wk, L, 10, 2);
   CHECK(lua_isnil(L, 1) && lua_toboolean(L, 2));
   lua_settop(L, 0);
 
   /* Still serving, with the same state. */
   send_call(L, wk, "return function(w) return 'still here', w.steps end", 11, 0);
-  expect_values(&f, wk, L, 11, 2);
+  expect_values(f, wk, L, 11, 2);
   CHECK(strcmp(str_at(L, 1), "still here") == 0);
   lua_settop(L, 0);
 
-  nf_send_shutdown(wk);
-  CHECK_INT_EQ(nf_reap(&f, pid, WAIT_MS), 0);
-  nf_fake_stop(&f, NULL, 0);
+  nf_cluster_down(&c);
   lua_close(L);
 }
 
 /* Calls in flight at once finish in any order: drover.sleep yields to a
  * timer (the loop keeps serving), so the quick call overtakes it. */
 TEST(worker_call_in_flight_out_of_order) {
-  fake f;
-  nf_fake_start(&f);
-  pid_t pid = nf_spawn_node(&f, ROLE_WORKER, 0, 100, 10000);
-  reg regs[1];
-  nf_register_all(&f, regs, 1);
-  peer *wk = regs[0].ctl;
+  nf_cluster c;
+  nf_cluster_up(&c, &(nf_node){ROLE_WORKER, 0}, 1, 100, 10000);
+  fake *f = &c.f;
+  peer *wk = c.regs[0].ctl;
   lua_State *L = new_state();
   double t0 = nf_now_ms();
   send_call(L, wk, "return function(w) drover.sleep(0.3) return 'slow' end", 1, 0);
   send_call(L, wk, "return function(w) return 'quick' end", 2, 0);
-  expect_values(&f, wk, L, 2, 1);
+  expect_values(f, wk, L, 2, 1);
   CHECK(strcmp(str_at(L, 1), "quick") == 0);
   lua_settop(L, 0);
-  expect_values(&f, wk, L, 1, 1);
+  expect_values(f, wk, L, 1, 1);
   CHECK(strcmp(str_at(L, 1), "slow") == 0);
   CHECK(nf_now_ms() - t0 >= 290); /* (the node's loop clock may lag a little) */
   lua_settop(L, 0);
   /* A call still asleep does not hold the node at SHUTDOWN (nor leak). */
   send_call(L, wk, "return function(w) drover.sleep(30) end", 3, 0);
-  nf_pump_for(&f, 50);
+  nf_pump_for(f, 50);
   double t1 = nf_now_ms();
   nf_send_shutdown(wk); /* with 2 s of grace */
-  CHECK_INT_EQ(nf_reap(&f, pid, WAIT_MS), 0);
+  CHECK_INT_EQ(nf_cluster_reap(&c, ROLE_WORKER, 0, WAIT_MS), 0);
   CHECK(nf_now_ms() - t1 < 1500);
-  nf_fake_stop(&f, NULL, 0);
+  nf_cluster_down(&c);
   lua_close(L);
 }
 
 TEST(worker_call_refused_by_an_evaluator) {
-  fake f;
-  nf_fake_start(&f);
-  pid_t pid = nf_spawn_node(&f, ROLE_EVALUATOR, 0, 100, 10000);
-  reg regs[1];
-  nf_register_all(&f, regs, 1);
+  nf_cluster c;
+  nf_cluster_up(&c, &(nf_node){ROLE_EVALUATOR, 0}, 1, 100, 10000);
+  fake *f = &c.f;
+  peer *ev = c.regs[0].ctl;
   lua_State *L = new_state();
-  send_call(L, regs[0].ctl, "return function(w) return 1 end", 1, 0);
-  CHECK_STR_CONTAINS(nf_expect_error_and_close(&f, regs[0].ctl), "CALL sent to an evaluator");
-  CHECK_INT_EQ(nf_reap(&f, pid, WAIT_MS), 1);
-  nf_fake_stop(&f, NULL, 0);
+  send_call(L, ev, "return function(w) return 1 end", 1, 0);
+  CHECK_STR_CONTAINS(nf_expect_error_and_close(f, ev), "CALL sent to an evaluator");
+  CHECK_INT_EQ(nf_cluster_reap(&c, ROLE_EVALUATOR, 0, WAIT_MS), 1);
+  nf_cluster_down(&c);
   lua_close(L);
 }
 
@@ -375,26 +363,21 @@ static const char *PHASES =
     "end";
 
 TEST(worker_call_trains_like_tasks_and_in_process) {
-  fake f;
-  nf_fake_start(&f);
   dataset *train = wf_toy_data(20, 7);
-  pid_t pids[3] = {nf_spawn_node(&f, ROLE_PS, 0, 100, 10000),
-                   nf_spawn_node(&f, ROLE_PS, 1, 100, 10000),
-                   nf_spawn_node(&f, ROLE_WORKER, 0, 100, 10000)};
-  reg regs[3];
-  nf_register_all(&f, regs, 3);
-  peer *wk = nf_find_reg(regs, 3, ROLE_WORKER, 0)->ctl;
-  peer *ps[2] = {nf_dial(&f, nf_find_reg(regs, 3, ROLE_PS, 0)->port),
-                 nf_dial(&f, nf_find_reg(regs, 3, ROLE_PS, 1)->port)};
+  nf_cluster c;
+  nf_cluster_up(&c, (nf_node[]){{ROLE_PS, 0}, {ROLE_PS, 1}, {ROLE_WORKER, 0}}, 3, 100, 10000);
+  fake *f = &c.f;
+  peer *wk = nf_cluster_reg(&c, ROLE_WORKER, 0)->ctl;
+  peer *ps[2] = {nf_cluster_dial(&c, ROLE_PS, 0), nf_cluster_dial(&c, ROLE_PS, 1)};
   rng_t rg;
   rng_seed(&rg, WF_SEED);
   nn_module *init = nn_from_spec(WF_SPEC, &rg);
   nn_param_list pl = {0};
   CHECK_OK(nn_collect_params(init, &pl));
   optim_cfg cfg = wf_adam_cfg();
-  wf_init_vars(&f, ps, &pl, &cfg);
+  wf_init_vars(f, ps, &pl, &cfg);
   wf_send_setup(wk, &pl, train, WF_BATCH, 5);
-  nf_frame_free(NF_EXPECT(&f, wk, WIRE_SETUP_OK));
+  nf_frame_free(NF_EXPECT(f, wk, WIRE_SETUP_OK));
   wf_reference ref;
   wf_run_reference(&ref, train, &cfg);
   lua_State *L = new_state();
@@ -403,26 +386,26 @@ TEST(worker_call_trains_like_tasks_and_in_process) {
    * is the in-process step of the same index. */
   lua_pushinteger(L, 4);
   send_call(L, wk, TRAIN_STEPS, 1, 1);
-  expect_values(&f, wk, L, 1, 4);
+  expect_values(f, wk, L, 1, 4);
   check_losses(L, &ref, 0, 4);
   CHECK_INT_EQ(int_at(L, 4), 4);
   lua_settop(L, 0);
   lua_pushinteger(L, 3);
   send_call(L, wk, PHASES, 2, 1);
-  expect_values(&f, wk, L, 2, 4);
+  expect_values(f, wk, L, 2, 4);
   check_losses(L, &ref, 4, 3);
   CHECK_INT_EQ(int_at(L, 4), 4); /* separate phases are not whole steps */
   lua_settop(L, 0);
   for (int s = 7; s < WF_STEPS; s++) {
     wf_send_task(wk, (uint64_t)s, 50 + (uint32_t)s);
     wf_result res;
-    wf_read_result(&f, wk, &res);
+    wf_read_result(f, wk, &res);
     if (res.status != 0) harness_fail(__FILE__, __LINE__, "task failed: %s", res.msg);
     CHECK(res.loss == (double)ref.losses[s]);
   }
   CHECK_INT_EQ(ref.examples[3], 2); /* the run crossed an epoch boundary */
   tensor *got[4];
-  wf_pull_model(&f, ps, &pl, got);
+  wf_pull_model(f, ps, &pl, got);
   for (int i = 0; i < 4; i++) {
     CHECK(nf_same_bits(got[i], ref.params.items[i].value));
     tensor_free(got[i]);
@@ -435,7 +418,7 @@ TEST(worker_call_trains_like_tasks_and_in_process) {
             "  return x:totable(), y:totable(), drover.tensor.is_tensor(x)\n"
             "end",
             3, 0);
-  expect_values(&f, wk, L, 3, 3);
+  expect_values(f, wk, L, 3, 3);
   CHECK(lua_toboolean(L, 3));
   check_batch(L, train, WF_STEPS);
   lua_settop(L, 0);
@@ -447,7 +430,7 @@ TEST(worker_call_trains_like_tasks_and_in_process) {
   send_call(L, wk, TRAIN_STEPS, 5, 1);
   bool seen[2] = {false, false};
   for (int k = 0; k < 2; k++) {
-    fk_frame *fr = NF_EXPECT(&f, wk, WIRE_CALL_RESULT);
+    fk_frame *fr = NF_EXPECT(f, wk, WIRE_CALL_RESULT);
     call_result r;
     parse_result(L, fr->p, fr->h.len, &r);
     nf_frame_free(fr);
@@ -459,17 +442,15 @@ TEST(worker_call_trains_like_tasks_and_in_process) {
     lua_settop(L, 0);
   }
   send_call(L, wk, "return function(w) return w.steps end", 6, 0);
-  expect_values(&f, wk, L, 6, 1);
+  expect_values(f, wk, L, 6, 1);
   CHECK_INT_EQ(int_at(L, 1), 6 + 5);
   lua_settop(L, 0);
 
   /* SHUTDOWN in the middle of a training call: the node stops cleanly. */
   lua_pushinteger(L, 1000);
   send_call(L, wk, TRAIN_STEPS, 7, 1);
-  nf_pump_for(&f, 50);
-  for (int i = 0; i < 3; i++) nf_send_shutdown(regs[i].ctl);
-  for (int i = 0; i < 3; i++) CHECK_INT_EQ(nf_reap(&f, pids[i], WAIT_MS), 0);
-  nf_fake_stop(&f, ps, 2);
+  nf_pump_for(f, 50);
+  nf_cluster_down(&c);
   wf_free_reference(&ref);
   nn_param_list_free(&pl);
   nn_unref(init);
@@ -480,22 +461,18 @@ TEST(worker_call_trains_like_tasks_and_in_process) {
 /* A job of a call fails with the ps: the error reaches the closure, which
  * may catch it like any Lua error. */
 TEST(worker_call_job_failure_raises_in_lua) {
-  fake f;
-  nf_fake_start(&f);
   dataset *train = wf_toy_data(12, 3);
-  pid_t pids[3] = {nf_spawn_node(&f, ROLE_PS, 0, 100, 10000),
-                   nf_spawn_node(&f, ROLE_PS, 1, 100, 10000),
-                   nf_spawn_node(&f, ROLE_WORKER, 0, 100, 10000)};
-  reg regs[3];
-  nf_register_all(&f, regs, 3);
-  peer *wk = nf_find_reg(regs, 3, ROLE_WORKER, 0)->ctl;
+  nf_cluster c;
+  nf_cluster_up(&c, (nf_node[]){{ROLE_PS, 0}, {ROLE_PS, 1}, {ROLE_WORKER, 0}}, 3, 100, 10000);
+  fake *f = &c.f;
+  peer *wk = nf_cluster_reg(&c, ROLE_WORKER, 0)->ctl;
   rng_t rg;
   rng_seed(&rg, WF_SEED);
   nn_module *init = nn_from_spec(WF_SPEC, &rg);
   nn_param_list pl = {0};
   CHECK_OK(nn_collect_params(init, &pl));
   wf_send_setup(wk, &pl, train, 4, 2); /* no VAR_INIT: the ps refuse the pull */
-  nf_frame_free(NF_EXPECT(&f, wk, WIRE_SETUP_OK));
+  nf_frame_free(NF_EXPECT(f, wk, WIRE_SETUP_OK));
   lua_State *L = new_state();
   send_call(L, wk,
             "return function(w)\n"
@@ -503,14 +480,12 @@ TEST(worker_call_job_failure_raises_in_lua) {
             "  return ok, err\n"
             "end",
             1, 0);
-  expect_values(&f, wk, L, 1, 2);
+  expect_values(f, wk, L, 1, 2);
   CHECK(!lua_toboolean(L, 1));
   CHECK_STR_CONTAINS(str_at(L, 2), "w:pull: ps:");
   CHECK_STR_CONTAINS(str_at(L, 2), "unknown var");
   lua_settop(L, 0);
-  for (int i = 0; i < 3; i++) nf_send_shutdown(regs[i].ctl);
-  for (int i = 0; i < 3; i++) CHECK_INT_EQ(nf_reap(&f, pids[i], WAIT_MS), 0);
-  nf_fake_stop(&f, NULL, 0);
+  nf_cluster_down(&c);
   nn_param_list_free(&pl);
   nn_unref(init);
   data_free(train);
@@ -523,12 +498,10 @@ TEST(worker_call_job_failure_raises_in_lua) {
  * with its own argument back. Prints the rate (one worker, the fake
  * coordinator on the same machine). */
 TEST(worker_call_many_through_a_node) {
-  fake f;
-  nf_fake_start(&f);
-  pid_t pid = nf_spawn_node(&f, ROLE_WORKER, 0, 100, 10000);
-  reg regs[1];
-  nf_register_all(&f, regs, 1);
-  peer *wk = regs[0].ctl;
+  nf_cluster c;
+  nf_cluster_up(&c, &(nf_node){ROLE_WORKER, 0}, 1, 100, 10000);
+  fake *f = &c.f;
+  peer *wk = c.regs[0].ctl;
   lua_State *L = new_state();
   lua_pushinteger(L, 0);
   wire_wr proto = call_payload(L, "return function(w, i) return i end", 0, 1);
@@ -548,7 +521,7 @@ TEST(worker_call_many_through_a_node) {
       nf_send_wr(wk, &w, WIRE_CALL, (uint32_t)sent);
       sent++;
     }
-    fk_frame *fr = NF_EXPECT(&f, wk, WIRE_CALL_RESULT);
+    fk_frame *fr = NF_EXPECT(f, wk, WIRE_CALL_RESULT);
     call_result r;
     parse_result(L, fr->p, fr->h.len, &r);
     nf_frame_free(fr);
@@ -562,9 +535,7 @@ TEST(worker_call_many_through_a_node) {
   double ms = nf_now_ms() - t0;
   fprintf(stderr, "CALL through a node: %.2f us per call (%.0f calls/s)\n", ms * 1e3 / N,
           N / (ms / 1e3));
-  nf_send_shutdown(wk);
-  CHECK_INT_EQ(nf_reap(&f, pid, WAIT_MS), 0);
-  nf_fake_stop(&f, NULL, 0);
+  nf_cluster_down(&c);
   free(seen);
   wire_wr_free(&proto);
   lua_close(L);
