@@ -17,7 +17,7 @@ space := $(empty) $(empty)
 # it vectorize the numeric core's inner loops. clang has no such flag.
 VECT_COST := $(shell $(CC) -fvect-cost-model=dynamic -Werror -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
 
-PKGS    = lua5.4 libuv libedit openblas libsodium ncursesw
+PKGS    = lua5.4 libuv libedit openblas libsodium ncursesw jansson
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPTIMIZATION) -fno-math-errno $(VECT_COST) \
 	-MMD -MP -Isrc -I$(BUILD) $(SANITIZE) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS)
@@ -37,8 +37,8 @@ endif
 # layer and of the layers below, never above (`make layers` checks it, and
 # `make test` runs that check). A module is a .c/.h pair or a lone header.
 LAYERS          = base numeric data protocol transport launch cluster dashboard lua binary
-LAYER_base      = err util log embed rundir
-LAYER_numeric   = rng tensor nn_int nn nn_loss nn_spec optim
+LAYER_base      = err util log embed rundir safetensors
+LAYER_numeric   = rng tensor nn_int nn nn_loss nn_spec nn_file optim
 LAYER_data      = data_int data data_read data_bin train progress
 # dash_model/dash_snap are the run's model and its SNAPSHOT encoding, not
 # drawing: the coordinator keeps one as its metric store.

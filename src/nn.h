@@ -166,4 +166,30 @@ nn_module *nn_from_spec(const char *spec, rng_t *r);
 /* Loss by its type name ("CrossEntropy", "MSE", "BCEWithLogits"). */
 nn_loss *nn_loss_from_name(const char *name);
 
+/* ---- files: parameters in safetensors, named as PyTorch names them ---- */
+
+/* Appends m's parameters in nn_collect_params order, named as PyTorch's
+ * state_dict names the same model: 0-based child positions ("0.weight",
+ * "2.bias", "1.0.weight" inside a nested Sequential; a lone Linear's are
+ * "weight" and "bias"). Linear's weight is [out, in] in both. Tensors are
+ * borrowed from m, as with nn_collect_params. */
+int nn_torch_params(nn_module *m, nn_param_list *out);
+/* Writes m's parameters to a safetensors file at path (atomically: see
+ * safetensors_write), with its spec in the metadata under
+ * NN_SPEC_META_KEY and "format": "pt", so that PyTorch's load_state_dict
+ * takes the file and nn_load rebuilds the model from it alone. */
+#define NN_SPEC_META_KEY "drover.spec"
+int nn_save(nn_module *m, const char *path);
+/* Loads a safetensors file's values into m's parameters. As PyTorch's
+ * strict load_state_dict: every parameter must be in the file with its
+ * shape, and the file must hold nothing else; otherwise m is left
+ * unchanged and the message names the file and the first mismatch. */
+int nn_load_params(nn_module *m, const char *path);
+/* Rebuilds a model from a file nn_save wrote (its spec, then its values);
+ * r seeds what the spec needs (Dropout streams; Linear's initial values,
+ * then overwritten). A file without a spec (written by PyTorch) is
+ * DRV_EUNSUPPORTED: build the model and use nn_load_params. The caller
+ * owns the returned reference; NULL on error. */
+nn_module *nn_load(const char *path, rng_t *r);
+
 #endif

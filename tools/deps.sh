@@ -3,7 +3,7 @@
 # `sh tools/deps.sh` for building and testing, `sh tools/deps.sh bench` adds
 # what the benchmarks compare against, `sh tools/deps.sh fuzz` the fuzzer.
 set -e
-pkgs="build-essential pkg-config liblua5.4-dev libuv1-dev libncurses-dev libedit-dev libopenblas-dev libsodium-dev tmux"
+pkgs="build-essential pkg-config liblua5.4-dev libuv1-dev libncurses-dev libedit-dev libopenblas-dev libsodium-dev libjansson-dev tmux"
 [ "$1" = bench ] && pkgs="$pkgs python3-torch"
 [ "$1" = fuzz ] && pkgs="$pkgs clang libclang-rt-14-dev"
 

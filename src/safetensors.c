@@ -1,0 +1,627 @@
+/* safetensors.c - writing and reading safetensors files (see safetensors.h).
+ *
+ * The writer builds the header with jansson, pads it with spaces to a
+ * multiple of 8 as the reference implementation does, and streams each
+ * tensor's floats straight from the caller's memory into a temporary file
+ * that is then fsynced and renamed into place. The reader trusts nothing:
+ * the file may be truncated, bit-flipped or written by another program, so
+ * every length is bounded by the file's size before it is used, and the
+ * tensors must tile the data exactly.
+ */
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "util.h"
+
+/* Swapping through a buffer of this many floats on a big-endian host. */
+#define SWAP_CHUNK 16384
+
+static int host_is_le(void) {
+  const uint16_t one = 1;
+  uint8_t b;
+  memcpy(&b, &one, 1);
+  return b == 1;
+}
+
+static uint32_t bswap32(uint32_t x) { return __builtin_bswap32(x); }
+
+/* ============================== writing ================================== */
+
+/* Orders entries by name, as the reference writer does for tensors of one
+ * dtype; strcmp compares as unsigned bytes, like Rust's String ordering. */
+static int cmp_entry_name(const void *a, const void *b) {
+  const safetensors_entry *x = *(const safetensors_entry *const *)a;
+  const safetensors_entry *y = *(const safetensors_entry *const *)b;
+  return strcmp(x->name, y->name);
+}
+
+/* Bytes of one F32 entry, checking its shape. */
+static int entry_bytes(const char *path, const safetensors_entry *e, uint64_t *bytes) {
+  if (!e->name || !*e->name || strcmp(e->name, "__metadata__") == 0)
+    return drv_error(DRV_EINVAL, "cannot write '%s': a tensor name is empty or "
+                     "\"__metadata__\"", path);
+  if (e->ndim < 0 || e->ndim > SAFETENSORS_MAX_DIM || (e->ndim && !e->shape))
+    return drv_error(DRV_EINVAL, "cannot write '%s': tensor '%s' has %d dimensions (0..%d)",
+                     path, e->name, e->ndim, SAFETENSORS_MAX_DIM);
+  size_t n = sizeof(float);
+  for (int d = 0; d < e->ndim; d++)
+    if (e->shape[d] < 0 || !util_mul_ok(n, (size_t)e->shape[d], &n))
+      return drv_error(DRV_ERANGE, "cannot write '%s': tensor '%s' has a negative or too "
+                       "large size", path, e->name);
+  if (n && !e->data)
+    return drv_error(DRV_EINVAL, "cannot write '%s': tensor '%s' has no data", path, e->name);
+  *bytes = n;
+  return 0;
+}
+
+static int cmp_str_ptr(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The "__metadata__" object, keys sorted; NULL (with a message) on error. */
+static json_t *meta_json(const char *path, const char *const *meta) {
+  size_t n = 0;
+  while (meta && meta[n]) {
+    if (!meta[n + 1]) {
+      drv_error(DRV_EINVAL, "cannot write '%s': metadata key '%s' has no value", path, meta[n]);
+      return NULL;
+    }
+    n += 2;
+  }
+  const char **keys = malloc((n / 2 + 1) * sizeof *keys);
+  json_t *obj = json_object();
+  if (!keys || !obj) goto oom;
+  for (size_t i = 0; i < n / 2; i++) keys[i] = meta[2 * i];
+  qsort(keys, n / 2, sizeof *keys, cmp_str_ptr);
+  for (size_t i = 0; i < n / 2; i++) {
+    size_t j = 0;
+    while (meta[j] != keys[i]) j += 2;
+    if ((i && strcmp(keys[i - 1], keys[i]) == 0) ||
+        json_object_set_new(obj, keys[i], json_string(meta[j + 1])) < 0) {
+      drv_error(DRV_EINVAL, "cannot write '%s': metadata key '%s' is repeated or not UTF-8",
+                path, keys[i]);
+      free(keys);
+      json_decref(obj);
+      return NULL;
+    }
+  }
+  free(keys);
+  return obj;
+oom:
+  free(keys);
+  json_decref(obj);
+  drv_error(DRV_ENOMEM, "cannot write '%s': out of memory", path);
+  return NULL;
+}
+
+/* One tensor's header entry: {"dtype":"F32","shape":[...],"data_offsets":[b,e]}. */
+static json_t *entry_json(const safetensors_entry *e, uint64_t begin, uint64_t end) {
+  json_t *shape = json_array();
+  for (int d = 0; shape && d < e->ndim; d++)
+    if (json_array_append_new(shape, json_integer(e->shape[d])) < 0) {
+      json_decref(shape);
+      return NULL;
+    }
+  return json_pack("{s:s, s:o, s:[I,I]}", "dtype", "F32", "shape", shape, "data_offsets",
+                   (json_int_t)begin, (json_int_t)end);
+}
+
+/* The padded header text (malloc'ed, length *len, a multiple of 8) for the
+ * entries in `order`. */
+static char *header_text(const char *path, const safetensors_entry *const *order, size_t n,
+                         const char *const *meta, size_t *len) {
+  json_t *root = json_object();
+  if (!root) goto oom;
+  if (meta && meta[0]) {
+    json_t *m = meta_json(path, meta);
+    if (!m) {
+      json_decref(root);
+      return NULL;
+    }
+    json_object_set_new(root, "__metadata__", m);
+  }
+  uint64_t off = 0, bytes = 0;
+  for (size_t i = 0; i < n; i++) {
+    entry_bytes(path, order[i], &bytes); /* checked already */
+    json_t *e = entry_json(order[i], off, off + bytes);
+    if (!e || json_object_set_new(root, order[i]->name, e) < 0) {
+      json_decref(root);
+      drv_error(DRV_EINVAL, "cannot write '%s': tensor name '%s' is not valid UTF-8", path,
+                order[i]->name);
+      return NULL;
+    }
+    off += bytes;
+  }
+  char *text = json_dumps(root, JSON_COMPACT);
+  json_decref(root);
+  if (!text) goto oom;
+  size_t k = strlen(text), padded = k + (8 - k % 8) % 8;
+  char *out = realloc(text, padded + 1);
+  if (!out) {
+    free(text);
+    goto oom;
+  }
+  memset(out + k, ' ', padded - k);
+  out[padded] = '\0';
+  *len = padded;
+  return out;
+oom:
+  drv_error(DRV_ENOMEM, "cannot write '%s': out of memory building the header", path);
+  return NULL;
+}
+
+static int write_all(int fd, const void *buf, size_t len) {
+  const char *p = buf;
+  while (len) {
+    ssize_t k = write(fd, p, len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -1;
+    p += k;
+    len -= (size_t)k;
+  }
+  return 0;
+}
+
+/* Floats as little-endian bytes: straight from memory on a little-endian
+ * host, byte-swapped through a small buffer otherwise. */
+static int write_floats(int fd, const float *data, size_t count) {
+  if (host_is_le()) return write_all(fd, data, count * sizeof *data);
+  uint32_t buf[SWAP_CHUNK];
+  while (count) {
+    size_t k = count < SWAP_CHUNK ? count : SWAP_CHUNK;
+    memcpy(buf, data, k * sizeof *buf);
+    for (size_t i = 0; i < k; i++) buf[i] = bswap32(buf[i]);
+    if (write_all(fd, buf, k * sizeof *buf) < 0) return -1;
+    data += k;
+    count -= k;
+  }
+  return 0;
+}
+
+/* Creates "<path>.tmp-<pid>-<n>" exclusively, mode 0666 less the umask
+ * (as a plain fopen would), so concurrent writers never share one. */
+static int open_temp(const char *path, char **tmp) {
+  static atomic_uint counter;
+  size_t n = strlen(path) + 48;
+  *tmp = malloc(n);
+  if (!*tmp) return -1;
+  for (int tries = 0; tries < 100; tries++) {
+    snprintf(*tmp, n, "%s.tmp-%ld-%u", path, (long)getpid(), atomic_fetch_add(&counter, 1));
+    int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+/* fsync of the directory holding `path`, so that the rename is on disk.
+ * A file system that cannot sync directories (EINVAL) is let be. */
+static int sync_dir(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  if (!dir) return -1;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  free(dir);
+  if (fd < 0) return -1;
+  int rc = fsync(fd) < 0 && errno != EINVAL ? -1 : 0;
+  int e = errno;
+  close(fd);
+  errno = e;
+  return rc;
+}
+
+/* Header length, header, then each tensor's data, then fsync. Returns the
+ * name of the step that failed (errno says why), or NULL. */
+static const char *write_body(int fd, const char *header, size_t hlen,
+                              const safetensors_entry *const *order, size_t n) {
+  uint8_t len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+  if (write_all(fd, len8, 8) < 0 || write_all(fd, header, hlen) < 0) return "write";
+  for (size_t i = 0; i < n; i++) {
+    size_t count = 1;
+    for (int d = 0; d < order[i]->ndim; d++) count *= (size_t)order[i]->shape[d];
+    if (write_floats(fd, order[i]->data, count) < 0) return "write";
+  }
+  return fsync(fd) < 0 ? "fsync" : NULL;
+}
+
+/* Writes the prepared header and data to a temporary and renames it over
+ * path; see safetensors_write. */
+static int commit_file(const char *path, const char *header, size_t hlen,
+                       const safetensors_entry *const *order, size_t n) {
+  char *tmp = NULL;
+  int fd = open_temp(path, &tmp);
+  if (fd < 0) {
+    int e = errno;
+    free(tmp);
+    return drv_error(DRV_EIO, "cannot write '%s': %s", path, strerror(e));
+  }
+  const char *failed = write_body(fd, header, hlen, order, n);
+  int e = errno;
+  if (close(fd) < 0 && !failed) {
+    failed = "close";
+    e = errno;
+  }
+  if (!failed && rename(tmp, path) < 0) {
+    failed = "rename";
+    e = errno;
+  }
+  if (failed) {
+    unlink(tmp);
+    free(tmp);
+    return drv_error(DRV_EIO, "cannot write '%s': %s failed: %s", path, failed, strerror(e));
+  }
+  free(tmp);
+  if (sync_dir(path) < 0)
+    return drv_error(DRV_EIO, "cannot write '%s': syncing its directory failed: %s", path,
+                     strerror(errno));
+  return 0;
+}
+
+int safetensors_write(const char *path, const safetensors_entry *t, size_t n,
+                      const char *const *meta) {
+  if (!path || (n && !t)) return drv_error(DRV_EINVAL, "safetensors_write: NULL argument");
+  const safetensors_entry **order = malloc((n ? n : 1) * sizeof *order);
+  if (!order) return drv_error(DRV_ENOMEM, "cannot write '%s': out of memory", path);
+  int rc = 0;
+  uint64_t bytes;
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    order[i] = &t[i];
+    rc = entry_bytes(path, &t[i], &bytes);
+  }
+  if (rc == 0) qsort(order, n, sizeof *order, cmp_entry_name);
+  for (size_t i = 1; i < n && rc == 0; i++)
+    if (strcmp(order[i - 1]->name, order[i]->name) == 0)
+      rc = drv_error(DRV_EINVAL, "cannot write '%s': two tensors are named '%s'", path,
+                     order[i]->name);
+  size_t hlen = 0;
+  char *header = rc == 0 ? header_text(path, order, n, meta, &hlen) : NULL;
+  if (rc == 0 && !header) rc = DRV_EINVAL;
+  if (rc == 0) rc = commit_file(path, header, hlen, order, n);
+  free(header);
+  free(order);
+  return rc;
+}
+
+/* ============================== reading ================================== */
+
+/* Element types the reader converts to float. */
+static const struct {
+  const char *name;
+  int size;
+} dtypes[] = {{"F32", 4}, {"F64", 8}, {"F16", 2}, {"BF16", 2}};
+enum { DT_F32, DT_F64, DT_F16, DT_BF16 };
+
+typedef struct reader {
+  const char *path;
+  int fd;
+  uint64_t size;      /* of the file */
+  uint64_t hlen;      /* N */
+  uint64_t data_len;  /* size - 8 - N */
+} reader;
+
+/* One tensor while reading: where its bytes are and how to convert them. */
+typedef struct item {
+  safetensors_tensor t;
+  uint64_t begin, end;
+  int dtype;
+} item;
+
+static int bad(const reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(const reader *r, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return drv_error(DRV_EPARSE, "cannot read '%s': %s", r->path, msg);
+}
+
+/* pread of exactly len bytes at off; a short read is a truncated file. */
+static int read_at(const reader *r, void *buf, size_t len, uint64_t off) {
+  char *p = buf;
+  while (len) {
+    ssize_t k = pread(r->fd, p, len, (off_t)off);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return drv_error(DRV_EIO, "cannot read '%s': %s", r->path, strerror(errno));
+    if (k == 0) return bad(r, "the file ends early (truncated while being read?)");
+    p += k;
+    len -= (size_t)k;
+    off += (uint64_t)k;
+  }
+  return 0;
+}
+
+/* The header length, bounded by the file's size, and the header text
+ * (malloc'ed, NUL-terminated) into *text. */
+static int read_header(reader *r, char **text) {
+  if (r->size < 8)
+    return bad(r, "%llu bytes is too short for a safetensors file (8-byte header length)",
+               (unsigned long long)r->size);
+  uint8_t len8[8];
+  int rc = read_at(r, len8, 8, 0);
+  if (rc < 0) return rc;
+  r->hlen = 0;
+  for (int i = 7; i >= 0; i--) r->hlen = r->hlen << 8 | len8[i];
+  if (r->hlen > SAFETENSORS_MAX_HEADER)
+    return bad(r, "header length %llu is over the %u-byte limit: not a safetensors file, or "
+               "corrupted", (unsigned long long)r->hlen, SAFETENSORS_MAX_HEADER);
+  if (r->hlen > r->size - 8)
+    return bad(r, "header length %llu runs past the end of the file (%llu bytes): truncated, "
+               "or not a safetensors file", (unsigned long long)r->hlen,
+               (unsigned long long)r->size);
+  r->data_len = r->size - 8 - r->hlen;
+  *text = malloc(r->hlen + 1);
+  if (!*text) return drv_error(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
+  (*text)[r->hlen] = '\0';
+  rc = read_at(r, *text, r->hlen, 8);
+  if (rc < 0) return rc;
+  if (r->hlen == 0 || (*text)[0] != '{')
+    return bad(r, "the header does not start with '{': not a safetensors file, or corrupted");
+  return 0;
+}
+
+/* "__metadata__": an object of strings, copied into f->meta. */
+static int parse_meta(const reader *r, json_t *obj, safetensors_file *f) {
+  if (!json_is_object(obj)) return bad(r, "__metadata__ is not an object");
+  size_t n = json_object_size(obj), k = 0;
+  char **meta = calloc(2 * n + 1, sizeof *meta);
+  if (!meta) return drv_error(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
+  free(f->meta);
+  f->meta = meta;
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    if (!json_is_string(v)) return bad(r, "__metadata__ value of '%.64s' is not a string", key);
+    if (!(meta[k] = strdup(key)) || !(meta[k + 1] = strdup(json_string_value(v))))
+      return drv_error(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
+    k += 2;
+  }
+  return 0;
+}
+
+static int parse_dtype(const reader *r, const char *name, json_t *v, int *dtype) {
+  if (!json_is_string(v)) return bad(r, "tensor '%.64s': dtype is not a string", name);
+  for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+    if (strcmp(json_string_value(v), dtypes[i].name) == 0) {
+      *dtype = (int)i;
+      return 0;
+    }
+  return drv_error(DRV_EUNSUPPORTED, "cannot read '%s': tensor '%.64s' has dtype '%.16s'; "
+                   "drover reads F32, F64, F16 and BF16", r->path, name, json_string_value(v));
+}
+
+/* A JSON integer in [0, INT64_MAX], or -1. */
+static int64_t nonneg(json_t *v) {
+  if (!json_is_integer(v) || json_integer_value(v) < 0) return -1;
+  return (int64_t)json_integer_value(v);
+}
+
+/* Shape and offsets of one tensor, checked against each other and the
+ * data's length. */
+static int parse_extent(const reader *r, const char *name, json_t *shape, json_t *offs, item *it) {
+  if (!json_is_array(shape) || json_array_size(shape) > SAFETENSORS_MAX_DIM)
+    return bad(r, "tensor '%.64s': shape is not a list of at most %d sizes", name,
+               SAFETENSORS_MAX_DIM);
+  it->t.ndim = (int)json_array_size(shape);
+  size_t numel = 1, bytes;
+  for (int d = 0; d < it->t.ndim; d++) {
+    int64_t s = nonneg(json_array_get(shape, (size_t)d));
+    if (s < 0) return bad(r, "tensor '%.64s': shape has a size that is not an integer >= 0", name);
+    if (!util_mul_ok(numel, (size_t)s, &numel))
+      return bad(r, "tensor '%.64s': the shape's element count overflows", name);
+    it->t.shape[d] = s;
+  }
+  if (!util_mul_ok(numel, (size_t)dtypes[it->dtype].size, &bytes) || numel > INT64_MAX)
+    return bad(r, "tensor '%.64s': the shape's byte size overflows", name);
+  it->t.numel = (int64_t)numel;
+  int64_t b = json_is_array(offs) && json_array_size(offs) == 2 ? nonneg(json_array_get(offs, 0)) : -1;
+  int64_t e = b >= 0 ? nonneg(json_array_get(offs, 1)) : -1;
+  if (b < 0 || e < b)
+    return bad(r, "tensor '%.64s': data_offsets is not [begin, end] with 0 <= begin <= end", name);
+  if ((uint64_t)e > r->data_len)
+    return bad(r, "tensor '%.64s': data_offsets [%lld, %lld] run past the data's %llu bytes "
+               "(truncated?)", name, (long long)b, (long long)e, (unsigned long long)r->data_len);
+  if ((uint64_t)(e - b) != bytes)
+    return bad(r, "tensor '%.64s': data_offsets cover %lld bytes, its shape and dtype need %zu",
+               name, (long long)(e - b), bytes);
+  it->begin = (uint64_t)b;
+  it->end = (uint64_t)e;
+  return 0;
+}
+
+/* One tensor entry: exactly dtype, shape and data_offsets. */
+static int parse_tensor(const reader *r, const char *name, json_t *v, item *it) {
+  if (!json_is_object(v)) return bad(r, "tensor '%.64s' is not an object", name);
+  json_t *dtype = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
+  json_t *offs = json_object_get(v, "data_offsets");
+  if (!dtype || !shape || !offs || json_object_size(v) != 3)
+    return bad(r, "tensor '%.64s' must have exactly dtype, shape and data_offsets", name);
+  it->t.name = strdup(name);
+  if (!it->t.name) return drv_error(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
+  int rc = parse_dtype(r, name, dtype, &it->dtype);
+  return rc < 0 ? rc : parse_extent(r, name, shape, offs, it);
+}
+
+static int cmp_item(const void *a, const void *b) {
+  const item *x = a, *y = b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* The tensors, sorted by offset, must tile [0, data_len) exactly. */
+static int check_tiling(const reader *r, item *items, size_t n) {
+  qsort(items, n, sizeof *items, cmp_item);
+  uint64_t at = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (items[i].begin < at)
+      return bad(r, "tensors '%.64s' and '%.64s' overlap (bytes %llu.. and ..%llu)",
+                 items[i - 1].t.name, items[i].t.name, (unsigned long long)items[i].begin,
+                 (unsigned long long)at);
+    if (items[i].begin > at)
+      return bad(r, "a gap of %llu bytes before tensor '%.64s'",
+                 (unsigned long long)(items[i].begin - at), items[i].t.name);
+    at = items[i].end;
+  }
+  if (at != r->data_len)
+    return bad(r, "%llu bytes after the last tensor (not a safetensors file, or corrupted)",
+               (unsigned long long)(r->data_len - at));
+  return 0;
+}
+
+static float half_to_float(uint16_t h) {
+  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  float f = e == 0 ? ldexpf((float)m, -24)
+            : e == 31 ? (m ? NAN : INFINITY)
+                      : ldexpf((float)(m | 0x400), e - 25);
+  return (h & 0x8000) ? -f : f;
+}
+
+/* Little-endian raw element i of `size` bytes, as an unsigned integer. */
+static uint64_t raw_le(const uint8_t *p, int size, size_t i) {
+  uint64_t v = 0;
+  for (int k = size - 1; k >= 0; k--) v = v << 8 | p[i * (size_t)size + (size_t)k];
+  return v;
+}
+
+/* Converts n elements of dtype from raw little-endian bytes to floats. */
+static void convert(int dtype, const uint8_t *raw, float *out, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint64_t v = raw_le(raw, dtypes[dtype].size, i);
+    if (dtype == DT_F32) {
+      uint32_t b = (uint32_t)v;
+      memcpy(&out[i], &b, 4);
+    } else if (dtype == DT_F64) {
+      double d;
+      memcpy(&d, &v, 8);
+      out[i] = (float)d;
+    } else if (dtype == DT_F16) {
+      out[i] = half_to_float((uint16_t)v);
+    } else {
+      uint32_t b = (uint32_t)v << 16;
+      memcpy(&out[i], &b, 4);
+    }
+  }
+}
+
+/* One tensor's bytes into a new float array; F32 on a little-endian host
+ * is read in place, the rest through a raw buffer. */
+static int read_item(const reader *r, item *it) {
+  size_t n = (size_t)it->t.numel, bytes = (size_t)(it->end - it->begin);
+  if (n == 0) return 0;
+  it->t.data = malloc(n * sizeof(float));
+  int direct = it->dtype == DT_F32 && host_is_le();
+  uint8_t *raw = direct ? (uint8_t *)it->t.data : malloc(bytes);
+  if (!it->t.data || !raw) {
+    if (!direct) free(raw);
+    return drv_error(DRV_ENOMEM, "cannot read '%s': out of memory for tensor '%.64s' (%zu "
+                     "bytes)", r->path, it->t.name, bytes);
+  }
+  int rc = read_at(r, raw, bytes, 8 + r->hlen + it->begin);
+  if (rc == 0 && !direct) convert(it->dtype, raw, it->t.data, n);
+  if (!direct) free(raw);
+  return rc;
+}
+
+/* Parses the header object into items (malloc'ed, *n of them), filling
+ * f->meta on the way. */
+static int parse_header(const reader *r, json_t *root, safetensors_file *f, item **items,
+                        size_t *n) {
+  if (!json_is_object(root)) return bad(r, "the header is not a JSON object");
+  *items = calloc(json_object_size(root) + 1, sizeof **items);
+  if (!*items) return drv_error(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
+  const char *key;
+  json_t *v;
+  json_object_foreach(root, key, v) {
+    int rc = strcmp(key, "__metadata__") == 0 ? parse_meta(r, v, f)
+                                              : parse_tensor(r, key, v, &(*items)[(*n)++]);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+/* Everything after the file is open: header, layout, data. */
+static int read_all(reader *r, safetensors_file *f) {
+  char *text = NULL;
+  int rc = read_header(r, &text);
+  if (rc < 0) {
+    free(text);
+    return rc;
+  }
+  json_error_t jerr;
+  json_t *root = json_loadb(text, (size_t)r->hlen, JSON_REJECT_DUPLICATES, &jerr);
+  free(text);
+  if (!root) return bad(r, "the header is not valid JSON (column %d: %s)", jerr.column, jerr.text);
+  item *items = NULL;
+  size_t n = 0;
+  rc = parse_header(r, root, f, &items, &n);
+  json_decref(root);
+  if (rc == 0) rc = check_tiling(r, items, n);
+  for (size_t i = 0; i < n && rc == 0; i++) rc = read_item(r, &items[i]);
+  f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
+  if (!f->tensors && rc == 0) rc = drv_error(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
+  for (size_t i = 0; i < n; i++) {
+    if (f->tensors) f->tensors[f->n++] = items[i].t; /* handed over, freed with f */
+    else {
+      free(items[i].t.name);
+      free(items[i].t.data);
+    }
+  }
+  free(items);
+  return rc;
+}
+
+int safetensors_read(const char *path, safetensors_file *out) {
+  if (!out) return drv_error(DRV_EINVAL, "safetensors_read: NULL argument");
+  memset(out, 0, sizeof *out);
+  out->meta = calloc(1, sizeof *out->meta);
+  if (!out->meta) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!path) return drv_error(DRV_EINVAL, "safetensors_read: NULL path");
+  reader r = {path, open(path, O_RDONLY | O_CLOEXEC), 0, 0, 0};
+  if (r.fd < 0) return drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
+  struct stat st;
+  int rc = fstat(r.fd, &st) < 0 ? drv_error(DRV_EIO, "cannot read '%s': %s", path,
+                                            strerror(errno))
+           : !S_ISREG(st.st_mode) ? drv_error(DRV_EINVAL, "cannot read '%s': not a regular file",
+                                              path)
+                                  : 0;
+  r.size = (uint64_t)st.st_size;
+  if (rc == 0) rc = read_all(&r, out);
+  close(r.fd);
+  return rc;
+}
+
+void safetensors_free(safetensors_file *f) {
+  if (!f) return;
+  for (size_t i = 0; i < f->n; i++) {
+    free(f->tensors[i].name);
+    free(f->tensors[i].data);
+  }
+  free(f->tensors);
+  for (size_t i = 0; f->meta && f->meta[i]; i++) free(f->meta[i]);
+  free(f->meta);
+  memset(f, 0, sizeof *f);
+}
+
+const char *safetensors_meta(const safetensors_file *f, const char *key) {
+  for (size_t i = 0; f && f->meta && key && f->meta[i]; i += 2)
+    if (strcmp(f->meta[i], key) == 0) return f->meta[i + 1];
+  return NULL;
+}
+
+const safetensors_tensor *safetensors_find(const safetensors_file *f, const char *name) {
+  for (size_t i = 0; f && name && i < f->n; i++)
+    if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
+  return NULL;
+}

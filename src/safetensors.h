@@ -1,0 +1,81 @@
+/* safetensors.h - the safetensors file format: named float tensors and a
+ * string map, written durably and read with every field checked.
+ *
+ * A file is (https://github.com/huggingface/safetensors, "Format"):
+ *   8 bytes    N, the header length, unsigned little-endian
+ *   N bytes    a JSON object, padded with spaces to a multiple of 8:
+ *                "__metadata__": { "key": "value", ... }     (optional)
+ *                "<name>": { "dtype": "F32", "shape": [2, 3],
+ *                            "data_offsets": [BEGIN, END] }, ...
+ *   the data   every tensor's bytes, little-endian, row-major; offsets are
+ *              relative to the start of the data and the tensors tile it
+ *              exactly: no gap, no overlap, nothing after the last one.
+ * The writer lays tensors out as the reference implementation does (sorted
+ * by name, all being F32), so the same tensors give the same bytes. The
+ * reader takes F32, F64, F16 and BF16 and converts to float.
+ *
+ * Base layer: includes nothing of drover's but err.h and util.h; JSON goes
+ * through jansson.
+ */
+#ifndef DROVER_SAFETENSORS_H
+#define DROVER_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* More dimensions than this are refused by both sides. */
+#define SAFETENSORS_MAX_DIM 8
+/* The reference reader's bound on N; a larger header is corruption. */
+#define SAFETENSORS_MAX_HEADER 100000000u
+
+/* One tensor to write. Everything is borrowed for the call. */
+typedef struct safetensors_entry {
+  const char *name;     /* non-empty, not "__metadata__", unique */
+  int ndim;             /* 0 (a scalar) .. SAFETENSORS_MAX_DIM */
+  const int64_t *shape; /* ndim sizes, each >= 0 */
+  const float *data;    /* product(shape) floats, contiguous */
+} safetensors_entry;
+
+/* Writes `n` tensors and the metadata to `path`, replacing it atomically:
+ * the bytes go to a temporary file beside it, which is fsynced, renamed
+ * over `path`, and the directory fsynced, so a crash leaves the old file or
+ * the new one, never a mix. `meta` is NULL or a NULL-ended list of
+ * alternating keys and values ({"format", "pt", NULL}); keys are written
+ * sorted. Returns 0, or a negative code whose message names `path` and
+ * the reason ("No space left on device"); on failure the temporary is
+ * removed and an existing `path` is untouched. */
+int safetensors_write(const char *path, const safetensors_entry *t, size_t n,
+                      const char *const *meta);
+
+/* One tensor read back; owned by its safetensors_file. */
+typedef struct safetensors_tensor {
+  char *name;
+  int ndim;
+  int64_t shape[SAFETENSORS_MAX_DIM];
+  int64_t numel;
+  float *data; /* numel floats (malloc'ed; NULL when numel is 0) */
+} safetensors_tensor;
+
+typedef struct safetensors_file {
+  safetensors_tensor *tensors; /* in the order of their data in the file */
+  size_t n;
+  char **meta; /* NULL-ended alternating keys and values; never NULL after a read */
+} safetensors_file;
+
+/* Reads and checks a whole file into *out (which the caller frees with
+ * safetensors_free, also after a failure). Refused, with a message naming
+ * the file and what is wrong: a header length past the end of the file or
+ * over SAFETENSORS_MAX_HEADER, a header that is not a JSON object starting
+ * with '{', a tensor entry with a missing, extra or mistyped field, an
+ * unsupported dtype, a shape whose byte size overflows or differs from its
+ * offsets, tensors that overlap or leave a gap, bytes after the last one,
+ * and a metadata value that is not a string. */
+int safetensors_read(const char *path, safetensors_file *out);
+void safetensors_free(safetensors_file *f);
+
+/* The metadata value of `key`, or NULL. Borrowed from f. */
+const char *safetensors_meta(const safetensors_file *f, const char *key);
+/* The tensor named `name`, or NULL. Borrowed from f. */
+const safetensors_tensor *safetensors_find(const safetensors_file *f, const char *name);
+
+#endif
