@@ -61,6 +61,10 @@ Losses:  CrossEntropy()   logits [N, C], class ids 0..C-1
          MSE()            predictions and targets of the same shape
          BCEWithLogits()  logits and targets in [0, 1]
 
+Files:   m:save(path)     the parameters in safetensors, PyTorch's names, the spec beside
+         load(path)       the model m:save wrote, rebuilt from the file alone
+         m:load(path)     values into a model of the same architecture (also PyTorch's files)
+
 Layers are initialised from the generator drover.seed(n) sets.
 Methods: help("Module"), help("Loss").]]
 
@@ -72,7 +76,9 @@ nn module - a layer or a container; m(x) is m:forward(x).
   m:zero_grad()      m:parameters()  { { name = "1.weight", value = t, grad = g }, ... }
   m:num_params()     m:type()        "Linear", "Sequential", ...
   m:training([on])   m:evaluate()    dropout on / off (both return m)
-  #seq, seq[i]       the layers of a Sequential; seq:add(layer) appends one]]
+  #seq, seq[i]       the layers of a Sequential; seq:add(layer) appends one
+  m:save(path)       safetensors file PyTorch loads (names "0.weight", ...); drover.nn.load(path)
+  m:load(path)       values from a file of the same architecture (drover's or PyTorch's)]]
 
 T.Loss = [[
 nn loss - reduces a batch to its mean loss; loss(pred, target) is loss:forward(...).
@@ -88,6 +94,10 @@ T["nn.Linear"] = [[
 nn.Linear(in, out) - y = x W^T + b; W [out, in] and b [out] drawn uniformly in
 +-1/sqrt(in) (PyTorch's default) from the generator drover.seed sets.]]
 T["nn.ReLU"] = "nn.ReLU() - max(0, x), element-wise."
+T["nn.load"] = [[
+nn.load(path) - the model m:save(path) wrote: its spec from the file's metadata, then
+its values. A file from PyTorch has no spec: build the same model and call m:load(path).
+In PyTorch: model.load_state_dict(safetensors.torch.load_file(path)).]]
 T["nn.Tanh"] = "nn.Tanh() - tanh(x), element-wise."
 T["nn.Sigmoid"] = "nn.Sigmoid() - 1 / (1 + exp(-x)), element-wise."
 T["nn.Softmax"] = "nn.Softmax() - row-wise softmax (for outputs; CrossEntropy takes logits)."

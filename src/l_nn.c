@@ -239,6 +239,24 @@ static int m_len(lua_State *L) {
   return 1;
 }
 
+/* m:save(path): the parameters in a safetensors file under PyTorch's
+ * names, the spec in its metadata (nn_save); returns m. */
+static int m_save(lua_State *L) {
+  nn_module *m = lnn_check_module(L, 1);
+  if (nn_save(m, luaL_checkstring(L, 2)) < 0) return luaL_error(L, "%s", drv_errmsg());
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* m:load(path): values from a safetensors file of the same architecture
+ * (one nn_save or PyTorch wrote); returns m. */
+static int m_load(lua_State *L) {
+  nn_module *m = lnn_check_module(L, 1);
+  if (nn_load_params(m, luaL_checkstring(L, 2)) < 0) return luaL_error(L, "%s", drv_errmsg());
+  lua_settop(L, 1);
+  return 1;
+}
+
 /* ============================== constructors ============================ */
 
 static lua_Integer check_size(lua_State *L, int arg, const char *what) {
@@ -302,6 +320,12 @@ static int l_sequential(lua_State *L) {
       return luaL_error(L, "nn.Sequential: element %d: %s", i, drv_errmsg());
     lua_pop(L, 1);
   }
+  return 1;
+}
+
+/* nn.load(path): the model m:save wrote, rebuilt from the file alone. */
+static int l_load(lua_State *L) {
+  push_new_module(L, nn_load(luaL_checkstring(L, 1), ldrv_rng(L)));
   return 1;
 }
 
@@ -400,7 +424,8 @@ static const luaL_Reg module_methods[] = {
     {"forward", m_forward},       {"backward", m_backward},     {"zero_grad", m_zero_grad},
     {"parameters", m_parameters}, {"num_params", m_num_params}, {"training", m_training},
     {"evaluate", m_evaluate},     {"is_training", m_is_training}, {"type", m_type},
-    {"add", m_add},               {NULL, NULL}};
+    {"add", m_add},               {"save", m_save},             {"load", m_load},
+    {NULL, NULL}};
 
 static const luaL_Reg module_meta[] = {{"__index", m_index},       {"__len", m_len},
                                        {"__call", m_call},         {"__tostring", m_tostring},
@@ -418,7 +443,7 @@ static const luaL_Reg funcs[] = {
     {"Sigmoid", l_sigmoid},       {"Softmax", l_softmax},
     {"Dropout", l_dropout},       {"CrossEntropy", l_cross_entropy},
     {"MSE", l_mse},               {"BCEWithLogits", l_bce},
-    {NULL, NULL}};
+    {"load", l_load},             {NULL, NULL}};
 
 int luaopen_drover_nn(lua_State *L) {
   luaL_newmetatable(L, MODULE_MT);

@@ -134,3 +134,21 @@ test("nn_errors_name_the_line", function()
   raises(function() nn.Dropout(1.5) end, "p must be in [0, 1)")
   raises(function() nn.ReLU():add(nn.ReLU()) end, "only an nn.Sequential")
 end)
+
+test("nn_save_and_load", function()
+  local path = os.tmpname()
+  drover.seed(4)
+  local m = nn.Sequential { nn.Linear(3, 4), nn.Tanh(), nn.Sequential { nn.Linear(4, 2) } }
+  eq(m:save(path), m, "save returns the model")
+  local back = nn.load(path)
+  eq(tostring(back), tostring(m), "the same architecture")
+  local x = tensor { { 0.5, -1, 2 }, { 3, 0, -0.25 } }
+  local a, b = m(x), back(x)
+  for i = 1, 2 do for j = 1, 2 do eq(b:get(i, j), a:get(i, j), "output " .. i .. "," .. j) end end
+  local other = nn.Sequential { nn.Linear(3, 4), nn.Tanh(), nn.Sequential { nn.Linear(4, 2) } }
+  eq(other:load(path), other, "load returns the model")
+  eq(other(x):get(2, 2), a:get(2, 2), "loaded into a model")
+  raises(function() nn.Sequential { nn.Linear(3, 5) }:load(path) end, "tensor '0.weight' is [4, 3] in the file")
+  raises(function() nn.load(path .. ".missing") end, "No such file or directory")
+  os.remove(path)
+end)
