@@ -61,7 +61,7 @@ UNIT_SRCS = $(wildcard tests/unit/*.c)
 UNIT_OBJS = $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/unit/%.o)
 EMBEDDED = $(sort $(wildcard lua/*.lua lua/*/*.lua themes/*))
 
-.PHONY: all deps test test-run unit demo asan bench bench-deps install clean help layers
+.PHONY: all deps test test-run unit demo asan bench bench-deps install clean help layers venv
 all: drover
 
 drover: $(BUILD)/drover
@@ -116,17 +116,38 @@ deps:
 
 unit: $(BUILD)/unit_tests
 
+# The Python the safetensors tests check drover's files with: the real
+# `safetensors` package (pinned, from PyPI) in a project-local virtual
+# environment over Debian's python3-torch; nothing goes into the system.
+# When it cannot be made (PyPI unreachable), the tests that need it FAIL
+# saying so, and the rest still run.
+VENV ?= build/venv
+SAFETENSORS_VERSION = 0.8.0
+venv: $(VENV)/.ok
+
+$(VENV)/.ok:
+	$(call say,VENV,$(VENV))rm -rf $(VENV) && /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	$(Q)$(VENV)/bin/pip install -q --disable-pip-version-check safetensors==$(SAFETENSORS_VERSION)
+	$(Q)$(VENV)/bin/python -c "import safetensors.torch, torch"
+	$(Q)touch $@
+
+TEST_ENV = VENV=$(CURDIR)/$(VENV)
+VENV_OR_SAY = $(MAKE) --no-print-directory venv || \
+	echo "venv: could not make $(VENV); tests/cli/test_safetensors.sh will fail"
+
 # Installs what is missing, builds, runs every test; last line "N passed, N failed".
 test: deps
 	$(Q)$(MAKE) --no-print-directory all unit
-	$(Q)DROVER=$(CURDIR)/$(BUILD)/drover UNIT=$(CURDIR)/$(BUILD)/unit_tests sh tests/run.sh
+	$(Q)$(VENV_OR_SAY)
+	$(Q)$(TEST_ENV) DROVER=$(CURDIR)/$(BUILD)/drover UNIT=$(CURDIR)/$(BUILD)/unit_tests sh tests/run.sh
 
 # The same suite on an ASan+UBSan build (objects in build/asan).
 asan: deps
 	$(Q)$(MAKE) --no-print-directory BUILD=build/asan OPTIMIZATION=-O1 \
 		SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		build/asan/drover build/asan/unit_tests
-	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	$(Q)$(VENV_OR_SAY)
+	$(Q)$(TEST_ENV) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		DROVER=$(CURDIR)/build/asan/drover UNIT=$(CURDIR)/build/asan/unit_tests SANITIZED=1 \
 		sh tests/run.sh
 
@@ -154,7 +175,7 @@ clean:
 	rm -rf build drover
 
 help:
-	@echo "targets: all deps test demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
+	@echo "targets: all deps test venv demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
 
 -include $(wildcard $(BUILD)/*.d $(BUILD)/unit/*.d $(BUILD)/bench/*.d)
 

@@ -1,10 +1,11 @@
 #!/bin/sh
 # Installs the Debian packages drover needs, only those missing; no prompt.
-# `sh tools/deps.sh` for building and testing, `sh tools/deps.sh bench` adds
-# what the benchmarks compare against, `sh tools/deps.sh fuzz` the fuzzer.
+# `sh tools/deps.sh` for building and testing, `sh tools/deps.sh fuzz` adds
+# the fuzzer. python3-torch and python3-venv are in the base set: the
+# safetensors tests load drover's files in PyTorch (`make venv`), and the
+# benchmarks compare against it (`sh tools/deps.sh bench` needs nothing more).
 set -e
-pkgs="build-essential pkg-config liblua5.4-dev libuv1-dev libncurses-dev libedit-dev libopenblas-dev libsodium-dev libjansson-dev tmux"
-[ "$1" = bench ] && pkgs="$pkgs python3-torch"
+pkgs="build-essential pkg-config liblua5.4-dev libuv1-dev libncurses-dev libedit-dev libopenblas-dev libsodium-dev libjansson-dev tmux python3-torch python3-venv"
 [ "$1" = fuzz ] && pkgs="$pkgs clang libclang-rt-14-dev"
 
 missing=""
