@@ -20,8 +20,8 @@
  * accepted or dropped", and res->steps counts them all.
  */
 #include <inttypes.h>
+#include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,15 +136,21 @@ bool coord__fit_ready(coord *c, int node) {
 
 /* ============================== task results ============================== */
 
-static void metrics_line(coord_fit_state *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void metrics_line(coord_fit_state *f, const char *fmt, ...) {
-  if (!f->metrics) return;
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(f->metrics, "{\"time\":%.3f,", progress_now() - f->t0);
-  vfprintf(f->metrics, fmt, ap);
-  fputs("}\n", f->metrics);
-  va_end(ap);
+/* A JSON number, or null for NaN and the infinities, which JSON lacks
+ * (and json_real refuses): a diverged loss must not write a bare `nan`. */
+static json_t *json_num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* Appends {"time": seconds since the fit began, then fields' members} as
+ * one line of metrics.jsonl. Takes over `fields` (NULL is dropped). */
+static void metrics_line(coord_fit_state *f, json_t *fields) {
+  json_t *line = f->metrics && fields
+                     ? json_pack("{s:o}", "time", json_num(round((progress_now() - f->t0) * 1e3) / 1e3))
+                     : NULL;
+  if (line && json_object_update(line, fields) == 0 &&
+      json_dumpf(line, f->metrics, JSON_COMPACT | JSON_REAL_PRECISION(9)) == 0)
+    fputc('\n', f->metrics);
+  json_decref(line);
+  json_decref(fields);
 }
 
 static int on_result(coord_fit_state *f, int node, const uint8_t *pl, uint32_t len) {
@@ -184,8 +190,8 @@ static int on_result(coord_fit_state *f, int node, const uint8_t *pl, uint32_t l
   f->epoch_seen += (int64_t)examples;
   if (correct < 0) f->epoch_has_acc = false;
   else f->epoch_correct += correct;
-  metrics_line(f, "\"step\":%" PRId64 ",\"node\":\"%s\",\"loss\":%.6g,\"examples\":%" PRIu64, f->done,
-               name, loss, examples);
+  metrics_line(f, json_pack("{s:I, s:s, s:o, s:I}", "step", (json_int_t)f->done, "node", name,
+                            "loss", json_num(loss), "examples", (json_int_t)examples));
   events_run_scalar(f->events, "train/loss", f->done, loss);
   coord__dash_point(f->c, "train/loss", f->done, loss);
   if (correct >= 0 && examples > 0) {
@@ -219,8 +225,8 @@ static void eval_done(coord_fit_state *f, int64_t step, double loss, double acc)
   train_progress p = f->p;
   p.step = step;
   progress_eval(&f->out, &p);
-  metrics_line(f, "\"step\":%" PRId64 ",\"eval_loss\":%.6g,\"eval_accuracy\":%.6g", step, loss,
-               isnan(acc) ? -1.0 : acc);
+  metrics_line(f, json_pack("{s:I, s:o, s:o}", "step", (json_int_t)step, "eval_loss",
+                            json_num(loss), "eval_accuracy", json_num(acc))); /* NaN: null */
   events_run_scalar(f->events, "eval/loss", step, loss);
   events_run_scalar(f->events, "eval/accuracy", step, acc); /* NaN: skipped */
   coord__dash_point(f->c, "eval/loss", step, loss);

@@ -526,3 +526,18 @@ c:shutdown { grace = 5 }
   assert(read(dir .. "/logs/ps-0.log"):find("sync training: " .. global .. " updates applied, dropped",
     1, true), "ps log: late gradients counted")
 end)
+
+test("cluster-15 a diverged loss is null in metrics.jsonl, never a bare nan", function()
+  local ds = drover.data.synthetic { n = 64, features = 4, classes = 2 }
+  local exp = drover.experiment { model = nn.Sequential { nn.Linear(4, 1) }, loss = nn.MSE(),
+    optimizer = drover.optim.SGD { lr = 1e30 }, train = { data = ds, batch = 16, epochs = 1 },
+    eval = { data = ds, every = 4 } }
+  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "c15" }
+  c:fit(exp)
+  local text = read(c.run_dir .. "/metrics.jsonl")
+  assert(not text:lower():find("nan", 1, true) and not text:lower():find("inf", 1, true), text)
+  assert(text:find('"loss":null', 1, true) and text:find('"eval_loss":null', 1, true), text)
+  for line in text:gmatch("[^\n]+") do
+    assert(line:match('^{"time":[0-9.e-]+,"step":%d+,.*}$'), "line: " .. line)
+  end
+end)
