@@ -527,7 +527,7 @@ c:shutdown { grace = 5 }
     1, true), "ps log: late gradients counted")
 end)
 
-test("cluster-15 a diverged loss is null in metrics.jsonl, never a bare nan", function()
+test("cluster-16 a diverged loss is null in metrics.jsonl, never a bare nan", function()
   local ds = drover.data.synthetic { n = 64, features = 4, classes = 2 }
   local exp = drover.experiment { model = nn.Sequential { nn.Linear(4, 1) }, loss = nn.MSE(),
     optimizer = drover.optim.SGD { lr = 1e30 }, train = { data = ds, batch = 16, epochs = 1 },
