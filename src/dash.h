@@ -6,8 +6,8 @@
  * coordinator's process the source reads the coordinator (coord_dash.c);
  * in `drover attach` it is the attach client's copy of the model. Drawing
  * and input never touch sockets; model (dash_model.c), drawing
- * (dash_view.c, dash_chart.c), input (dash_input.c) and themes
- * (dash_theme.c) are separate modules.
+ * (dash_view.c, dash_panels.c, dash_draw.c, dash_chart.c), input
+ * (dash_input.c) and themes (dash_theme.c) are separate modules.
  */
 #ifndef DROVER_DASH_H
 #define DROVER_DASH_H

@@ -1,6 +1,7 @@
 /* dash_int.h - the dashboard's view state, shared by its modules: the
- * driver (dash.c) owns it, the panels (dash_view.c) draw from it and a
- * dash_model, the keys (dash_input.c) change it. Not for other callers.
+ * driver (dash.c) owns it, the frame (dash_view.c) and the panels
+ * (dash_panels.c) draw from it and a dash_model, the keys (dash_input.c)
+ * change it. Not for other callers.
  */
 #ifndef DROVER_DASH_INT_H
 #define DROVER_DASH_INT_H
@@ -11,6 +12,7 @@
 
 #include "dash.h"
 #include "dash_chart.h"
+#include "dash_draw.h"
 #include "dash_model.h"
 #include "dash_theme.h"
 
@@ -111,18 +113,8 @@ static inline void dash__copy(char *dst, size_t n, const char *src) {
   if (n) dst[l] = '\0';
 }
 
-/* Drawing helpers shared by dash_view.c (which defines them) and
- * dash_panels.c; attributes are curses attr_t values from ui->pal. */
-/* s at (y, x), cut to w columns; returns the columns written. */
-int dash__put(int y, int x, int w, unsigned long attr, const char *s);
-int dash__putf(int y, int x, int w, unsigned long attr, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-/* A h x w box with a title in its top border. */
-void dash__box(int y, int x, int h, int w, unsigned long attr, const char *title,
-               unsigned long tattr);
-void dash__fmt_dur(double secs, char *out, size_t n);   /* "1:02:03", "2:03", "-" */
-void dash__fmt_bytes(uint64_t b, char *out, size_t n);  /* "512M", "1.2G", "-" */
-unsigned long dash__role(const dash_ui *ui, int role);
+/* The attribute of a colour role in the current palette. */
+static inline unsigned long dash__role(const dash_ui *ui, int role) { return ui->pal.attr[role]; }
 
 /* The panels (dash_panels.c), each inside its rectangle. */
 void dash__nodes(dash_ui *ui, const dash_model *m, int y, int x, int h, int w);
