@@ -45,6 +45,12 @@ struct attach_client {
   bool replied;
   int status;
   char reply[WIRE_MAX_STR + 1];
+  /* The log tail the dashboard's detail view shows: its own request, so
+   * that a ':' command in flight does not lose it (log_req 0: none). */
+  uint32_t log_req;
+  char log_node[64], log_asked[64]; /* the newest answer's node; the one asked */
+  int log_status;
+  char log[WIRE_MAX_STR + 1];
 };
 
 /* ============================== the client =============================== */
@@ -87,7 +93,15 @@ static void client_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     int status = wire_rd_i32(&r);
     char text[sizeof a->reply];
     wire_rd_str(&r, text, sizeof text);
-    if (wire_rd_done(&r, h->type) < 0 || h->req != a->req || !a->req) return; /* a late one */
+    if (wire_rd_done(&r, h->type) < 0) return;
+    if (h->req && h->req == a->log_req) {
+      a->log_req = 0;
+      a->log_status = status;
+      snprintf(a->log_node, sizeof a->log_node, "%s", a->log_asked);
+      snprintf(a->log, sizeof a->log, "%s", text);
+      return;
+    }
+    if (h->req != a->req || !a->req) return; /* a late one */
     a->status = status;
     snprintf(a->reply, sizeof a->reply, "%s", text);
     a->replied = true;
@@ -174,18 +188,40 @@ void attach_client_stats(const attach_client *a, size_t *bytes, size_t *frames) 
   *frames = a->frames;
 }
 
-int attach_client_send(attach_client *a, int kind, const char *text) {
+/* COMMAND {kind, text} with a fresh request id into *req (0 on failure). */
+static int send_command(attach_client *a, int kind, const char *text, uint32_t *req) {
+  *req = 0;
   if (!a->cn) return drv_error(DRV_EIO, "not connected: %s", a->why);
   wire_wr w;
   wire_wr_init(&w);
   wire_wr_u8(&w, (uint8_t)kind);
   wire_wr_str(&w, text);
   if (++a->next_req == 0) a->next_req = 1; /* req 0 means "none in flight" */
-  a->req = a->next_req;
-  a->replied = false;
-  int rc = conn_send_wr(a->cn, &w, WIRE_COMMAND, a->req);
-  if (rc < 0) a->req = 0;
+  int rc = conn_send_wr(a->cn, &w, WIRE_COMMAND, a->next_req);
+  if (rc == 0) *req = a->next_req;
   return rc;
+}
+
+int attach_client_send(attach_client *a, int kind, const char *text) {
+  a->replied = false;
+  return send_command(a, kind, text, &a->req);
+}
+
+int attach_client_log_tail(attach_client *a, const char *node, char *out, size_t n) {
+  bool have = strcmp(a->log_node, node) == 0;
+  if (have) snprintf(out, n, "%s", a->log);
+  if (a->log_req && strcmp(a->log_asked, node) == 0) { /* asked already */
+    if (!have) snprintf(out, n, "(asking the coordinator for the log)");
+    return DASH_LOG_PENDING;
+  }
+  snprintf(a->log_asked, sizeof a->log_asked, "%s", node);
+  if (send_command(a, WIRE_COMMAND_LOG_TAIL, node, &a->log_req) < 0) {
+    snprintf(out, n, "(no log: %s)", drv_errmsg());
+    return 0;
+  }
+  if (have) return 0; /* the last answer meanwhile; the next call gets the new one */
+  snprintf(out, n, "(asking the coordinator for the log)");
+  return DASH_LOG_PENDING;
 }
 
 bool attach_client_reply(attach_client *a, int *status, char *out, size_t n) {
@@ -387,6 +423,10 @@ static int src_kill(void *ud, const char *name, char *out, size_t n) {
   return attach_client_command(((live *)ud)->a, WIRE_COMMAND_STOP_NODE, name, out, n, 10.0);
 }
 
+static int src_log_tail(void *ud, const char *name, char *out, size_t n) {
+  return attach_client_log_tail(((live *)ud)->a, name, out, n);
+}
+
 static void on_quit(void *ud) {
   live *l = ud;
   l->quit = true;
@@ -403,7 +443,11 @@ static int run_dashboard(attach_client *a, const attach_opts *o) {
   dopt.hz = o->hz;
   dopt.on_quit = on_quit;
   dopt.ud = &l;
-  dash_source src = {src_get, o->control ? src_command : NULL, o->control ? src_kill : NULL, &l};
+  dash_source src = {.get = src_get,
+                     .command = o->control ? src_command : NULL,
+                     .kill_node = o->control ? src_kill : NULL,
+                     .log_tail = src_log_tail,
+                     .ud = &l};
   int status = 0;
   if (dash_open(&outer, &dopt, src, &l.d) < 0) {
     fprintf(stderr, "drover: cannot open the dashboard: %s\n", drv_errmsg());

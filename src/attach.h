@@ -48,6 +48,14 @@ int attach_client_send(attach_client *a, int kind, const char *text);
  * code) and its text in out[n]. */
 bool attach_client_reply(attach_client *a, int *status, char *out, size_t n);
 
+/* The dashboard's dash_source.log_tail over the wire, without waiting:
+ * the newest tail of node's log the coordinator sent into out[n], and a
+ * COMMAND LOG_TAIL for a fresher one unless one is in flight. Returns 0
+ * (out holds an answer, perhaps the previous one while the next is on its
+ * way) or DASH_LOG_PENDING (none for this node yet: out says so). The
+ * reply arrives as the client's loop runs; ':' commands do not disturb it. */
+int attach_client_log_tail(attach_client *a, const char *node, char *out, size_t n);
+
 /* Sends COMMAND {kind, text} (WIRE_COMMAND_*) and pumps the loop until its
  * reply or `timeout` s: the reply's status (0 or a DRV_E* code) with its
  * text in out[n]; DRV_ETIMEDOUT or DRV_EIO (message in out too). Not from

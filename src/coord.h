@@ -250,9 +250,9 @@ const char *coord_address(const coord *c);
  * evaluation, examples/s once a second while a fit runs, and every
  * events.log line as an event. Attach clients (`drover attach`) connect to
  * the coordinator's address, authenticate like nodes, send ATTACH and get
- * SNAPSHOTs at up to 10 Hz from the loop; clients attached with control
- * may send commands (a Lua line, or stop a node). A client that goes away
- * never affects the run. */
+ * SNAPSHOTs at up to 10 Hz from the loop, and a node's log tail when they
+ * ask; clients attached with control may send commands (a Lua line, or
+ * stop a node). A client that goes away never affects the run. */
 
 /* Refreshes the model's header (run, launcher, state, uptime, step,
  * total_steps, examples/s and ETA of the fit in progress or the last,
@@ -293,5 +293,12 @@ int coord_queue_command(coord *c, const char *line, char *out, size_t n);
  * DRV_EINVAL with the reason in out and drv_errmsg() (no such node, not
  * running, shutting down). */
 int coord_stop_node(coord *c, const char *name, char *out, size_t n);
+
+/* The last `lines` lines of node `name`'s log (the newest that fit in
+ * out[n]), or one line in parentheses saying why there are none
+ * (rundir_log_tail): what the dashboard's detail view shows, read here
+ * because the log is on the coordinator's host. 0, or DRV_EINVAL with
+ * "(no node 'NAME' in this cluster)" in out. */
+int coord_node_log_tail(coord *c, const char *name, int lines, char *out, size_t n);
 
 #endif

@@ -1,7 +1,8 @@
 /* coord_dash.c - the coordinator's side of the dashboard: its metric store
  * (a dash_store: series and events as the run goes), the snapshot of the
  * run it refreshes on demand (header, nodes, queue), the attach clients
- * (ATTACH, SNAPSHOT at their rate, COMMAND), and stopping a node.
+ * (ATTACH, SNAPSHOT at their rate, COMMAND), stopping a node and reading
+ * its log.
  *
  * Attach clients arrive on the control listener like nodes and prove the
  * run's secret the same way (conn.c); coord.c hands their frames here once
@@ -28,6 +29,7 @@
 #define ATTACH_MAX_COMMANDS 4       /* Lua lines waiting per client */
 #define ATTACH_MAX_STALL 30.0       /* seconds a client may stay over ATTACH_MAX_PENDING */
 #define THROUGHPUT_PERIOD 1.0       /* seconds between examples/s points */
+#define ATTACH_LOG_LINES 40         /* a log tail's lines: the detail view's DASH_LOG_LINES */
 
 typedef struct pending_cmd {
   uint32_t req;
@@ -394,6 +396,11 @@ static void on_command(coord *c, attach_peer *a, uint32_t req, const uint8_t *pl
     conn_close(a->cn, "malformed COMMAND");
     return;
   }
+  if (kind == WIRE_COMMAND_LOG_TAIL) { /* reading, so read-only clients may */
+    char tail[WIRE_MAX_STR + 1];
+    reply(a, req, coord_node_log_tail(c, text, ATTACH_LOG_LINES, tail, sizeof tail), tail);
+    return;
+  }
   if (!a->control) {
     reply(a, req, DRV_EPERM, "refused: this client attached read-only (attach with --control "
                              "to send commands)");
@@ -560,6 +567,17 @@ int coord_stop_node(coord *c, const char *name, char *out, size_t n) {
   rundir_event(&c->rd, "node stop %s pid %d: requested from the dashboard", who, (int)nd->pid);
   c->launch->ops->signal(c->launch, nd, SIGTERM);
   snprintf(out, n, "stopping %s (pid %d)", who, (int)nd->pid);
+  return 0;
+}
+
+int coord_node_log_tail(coord *c, const char *name, int lines, char *out, size_t n) {
+  int role, index, i = -1;
+  if (parse_name(name, &role, &index)) i = coord_find_node(c, role, index);
+  if (i < 0) {
+    snprintf(out, n, "(no node '%s' in this cluster)", name);
+    return DRV_EINVAL;
+  }
+  rundir_log_tail(c->nodes[i].log, lines, out, n);
   return 0;
 }
 

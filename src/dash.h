@@ -30,8 +30,20 @@ typedef struct dash_source {
   /* 'k' - stop node `name` ("worker:1"), after the user confirmed. NULL
    * when not allowed. Returns 0 or a negative code (message in out). */
   int (*kill_node)(void *ud, const char *name, char *out, size_t n);
+  /* The detail view - the newest lines of node `name`'s log (as many as
+   * fit in out, up to DASH_LOG_LINES), or one line in parentheses saying
+   * why there are none. The log belongs to the source: a local one reads
+   * the file, the attach client asks the coordinator (the file may be on
+   * another host). Returns 0 when out holds the answer, DASH_LOG_PENDING
+   * when it is on its way (out holds what to show meanwhile; the view asks
+   * again next frame, otherwise once a second). NULL: the view says the
+   * source has no logs. */
+  int (*log_tail)(void *ud, const char *name, char *out, size_t n);
   void *ud;
 } dash_source;
+
+#define DASH_LOG_LINES 40  /* lines of a node's log in the detail view */
+#define DASH_LOG_PENDING 1 /* log_tail: the answer is on its way */
 
 typedef struct dash_opts {
   double hz;              /* redraws per second (4; at most 60) */

@@ -22,7 +22,6 @@
 
 #define DASH_MAX_THEMES 32
 #define DASH_MAX_CHARTS 16 /* chart slots on screen at once */
-#define DASH_LOG_LINES 40  /* lines of a node's log in the detail view */
 
 enum { DASH_PANEL_NODES, DASH_PANEL_CHARTS, DASH_PANEL_EVENTS, DASH_NPANELS };
 
@@ -71,9 +70,9 @@ typedef struct dash_ui {
   double status_until;
   /* detail view */
   char detail[32];
-  char log[8192];
-  char log_path[512];
-  double log_read_at;
+  char log[8192];     /* the source's log tail of log_node */
+  char log_node[32];
+  double log_read_at; /* < 0: ask the source next frame */
   /* themes */
   char themes[DASH_MAX_THEMES][64];
   int nthemes, theme;

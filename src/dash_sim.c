@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "rundir.h"
 #include "wire.h"
 
 #define DT 0.1              /* simulated seconds per tick */
@@ -320,8 +321,22 @@ static int src_kill(void *ud, const char *name, char *out, size_t n) {
   return DRV_EINVAL;
 }
 
+/* The simulated nodes write their logs where the model says. */
+static int src_log_tail(void *ud, const char *name, char *out, size_t n) {
+  dash_sim *s = ud;
+  const char *path = NULL;
+  for (int i = 0; i < s->m.nnodes; i++)
+    if (strcmp(s->m.nodes[i].name, name) == 0) path = s->m.nodes[i].log;
+  rundir_log_tail(path, DASH_LOG_LINES, out, n);
+  return 0;
+}
+
 dash_source dash_sim_source(dash_sim *s) {
-  dash_source src = {src_get, src_command, src_kill, s};
+  dash_source src = {.get = src_get,
+                     .command = src_command,
+                     .kill_node = src_kill,
+                     .log_tail = src_log_tail,
+                     .ud = s};
   if (s->o.read_only) src.command = NULL, src.kill_node = NULL;
   return src;
 }

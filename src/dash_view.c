@@ -5,13 +5,10 @@
  * only; ncurses sends the terminal just the cells that changed.
  */
 #include <curses.h>
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "dash_int.h"
-#include "rundir.h"
 
 /* ============================== header and status ======================== */
 
@@ -100,19 +97,20 @@ static const dash_node *find_node(const dash_model *m, const char *name) {
   return NULL;
 }
 
-/* Reads the node's log tail now and then (once a second), or says why not. */
+/* Asks the source for the node's log tail now and then (once a second, or
+ * every frame while its answer is on the way). */
 static void refresh_log(dash_ui *ui, const dash_node *n) {
   if (ui->log_read_at >= 0 && ui->now - ui->log_read_at < 1 &&
-      strcmp(ui->log_path, n->log) == 0)
+      strcmp(ui->log_node, n->name) == 0)
     return;
-  ui->log_read_at = ui->now;
-  snprintf(ui->log_path, sizeof ui->log_path, "%s", n->log);
-  struct stat st;
-  if (!n->log[0]) snprintf(ui->log, sizeof ui->log, "(this node has no log file)");
-  else if (stat(n->log, &st) != 0)
-    snprintf(ui->log, sizeof ui->log, "(cannot read %s: %s)", n->log, strerror(errno));
-  else if (!rundir_tail(n->log, DASH_LOG_LINES, ui->log, sizeof ui->log)[0])
-    snprintf(ui->log, sizeof ui->log, "(the log is empty)");
+  snprintf(ui->log_node, sizeof ui->log_node, "%s", n->name);
+  if (!ui->src.log_tail) {
+    snprintf(ui->log, sizeof ui->log, "(this source has no node logs)");
+    ui->log_read_at = ui->now;
+    return;
+  }
+  int rc = ui->src.log_tail(ui->src.ud, n->name, ui->log, sizeof ui->log);
+  ui->log_read_at = rc == DASH_LOG_PENDING ? -1 : ui->now;
 }
 
 static void draw_detail(dash_ui *ui, const dash_model *m, int y, int h, int cols) {

@@ -93,6 +93,14 @@ static int src_kill(void *ud, const char *name, char *out, size_t n) {
   return coord_stop_node(live.c, name, out, n);
 }
 
+/* The coordinator is in this process: it reads the file itself. */
+static int src_log_tail(void *ud, const char *name, char *out, size_t n) {
+  (void)ud;
+  if (!live.c) return snprintf(out, n, "(the cluster is gone)"), 0;
+  coord_node_log_tail(live.c, name, DASH_LOG_LINES, out, n);
+  return 0;
+}
+
 /* print() while the dashboard is up: each line becomes an event. */
 static int l_dash_print(lua_State *L) {
   int n = lua_gettop(L); /* before luaL_buffinit, which may push */
@@ -138,7 +146,8 @@ static int open_dash(lua_State *L, coord *c) {
    * the dashboard to the terminal. */
   if ((!isatty(fileno(stdin)) || !isatty(fileno(stdout))) && (live.tty = fopen("/dev/tty", "r+")))
     o.in = o.out = live.tty;
-  dash_source src = {.get = src_get, .command = src_command, .kill_node = src_kill};
+  dash_source src = {
+      .get = src_get, .command = src_command, .kill_node = src_kill, .log_tail = src_log_tail};
   live.c = c;
   live.L = L;
   int rc = dash_open(drover_lua_loop(L), &o, src, &live.d);

@@ -257,6 +257,14 @@ const char *rundir_tail(const char *path, int lines, char *buf, size_t n) {
   return buf;
 }
 
+const char *rundir_log_tail(const char *path, int lines, char *buf, size_t n) {
+  struct stat st;
+  if (!path || !path[0]) snprintf(buf, n, "(this node has no log file)");
+  else if (stat(path, &st) != 0) snprintf(buf, n, "(cannot read %s: %s)", path, strerror(errno));
+  else if (!rundir_tail(path, lines, buf, n)[0]) snprintf(buf, n, "(the log is empty)");
+  return buf;
+}
+
 void rundir_close(rundir *rd) {
   if (!rd || !rd->events) return;
   fclose(rd->events);

@@ -40,6 +40,11 @@ const char *rundir_file(const rundir *rd, const char *name, char *buf, size_t n)
 /* The last `lines` lines of a file into buf (for error messages naming a
  * node's last log lines); "" when unreadable. Returns buf. */
 const char *rundir_tail(const char *path, int lines, char *buf, size_t n);
+/* A node's log as the dashboard shows it: the last `lines` lines of path
+ * into buf (the newest that fit), or one line in parentheses saying why
+ * there are none ("(this node has no log file)" for "" or NULL, "(cannot
+ * read PATH: REASON)", "(the log is empty)"). Returns buf. */
+const char *rundir_log_tail(const char *path, int lines, char *buf, size_t n);
 void rundir_close(rundir *rd);
 
 #endif

@@ -134,7 +134,9 @@
  *                      series and events carry only what that client has
  *                      not received yet.
  *  COMMAND    A -> C   kind u8 (0: a line of Lua, 1: stop the node named in
- *                      text, "worker:1"), text str; reply COMMAND_REPLY
+ *                      text, "worker:1", 2: the tail of that node's log,
+ *                      also for read-only clients), text str; reply
+ *                      COMMAND_REPLY
  *  COMMAND_REPLY C -> A (req echoed) status i32 (0 or a DRV_E* code), text str
  */
 #define WIRE_TYPE_MAP(XX)       \
@@ -173,7 +175,7 @@ typedef enum wire_type {
 } wire_type;
 
 enum { WIRE_TASK_TRAIN_STEP = 1 };
-enum { WIRE_COMMAND_LUA = 0, WIRE_COMMAND_STOP_NODE = 1 }; /* COMMAND kind */
+enum { WIRE_COMMAND_LUA = 0, WIRE_COMMAND_STOP_NODE = 1, WIRE_COMMAND_LOG_TAIL = 2 }; /* COMMAND kind */
 
 /* Roles, in TensorFlowOnSpark's order (ps first). */
 typedef enum wire_role { ROLE_PS = 0, ROLE_CHIEF = 1, ROLE_WORKER = 2, ROLE_EVALUATOR = 3 } wire_role;

@@ -207,7 +207,7 @@ static void rd_layout(wire_rd *r, uint8_t type) {
   case WIRE_SNAPSHOT: rd_snapshot(r); break;
   case WIRE_COMMAND: {
     unsigned kind = wire_rd_u8(r);
-    if (!r->err && kind > WIRE_COMMAND_STOP_NODE) wire__rd_fail(r, "unknown COMMAND kind %u", kind);
+    if (!r->err && kind > WIRE_COMMAND_LOG_TAIL) wire__rd_fail(r, "unknown COMMAND kind %u", kind);
     rd_skip_str(r);
     break;
   }

@@ -2,7 +2,8 @@
 # `drover run --dash` (nodes and states, a SIGKILLed worker lost then
 # restarting then busy, q leaving it while the run goes on with plain
 # progress lines), dash() in the REPL (q back to the prompt), and attach
-# from a second window to a detached run (the same step count as --print).
+# from a second window to a detached run (the same step count as --print;
+# a node's log tail in the detail view, sent by the coordinator).
 # Run from the repository root by tests/run.sh (POSIX sh; DROVER = binary).
 . tests/cli/lib.sh
 
@@ -88,6 +89,12 @@ steps=$(sed -n 's/^FIT DONE \([0-9]*\) steps.*/\1/p' "$dir/logs/script.log")
 expect repl:att "live-05 it shows the run's step count ($steps)" wait_re repl:att "step $steps/"
 printed=$("$DROVER" attach "$dir" --print | sed -n 's/.* step \([0-9]*\)\/.*/\1/p' | head -n 1)
 check "live-05 --print agrees ($printed)" [ "$printed" = "$steps" ]
+send repl:att '/worker:0' Enter
+key repl:att Enter
+expect repl:att "live-05 Enter opens worker:0's detail" wait_re repl:att "node worker:0"
+expect repl:att "live-05 with its log tail, sent by the coordinator" wait_text repl:att "worker:0 I registered"
+key repl:att Escape
+key repl:att Escape
 key repl:att q
 n=$((LIMIT * 2))
 until grep -q "SCRIPT DONE" "$dir/logs/script.log" 2>/dev/null || [ "$n" -le 0 ]; do n=$((n - 1)); sleep 0.1; done

@@ -1,7 +1,7 @@
 /* test_coord_dash.c - a real coordinator (1 ps + 2 workers: the drover
  * binary beside this one, or $DROVER) with attach clients on the same
  * loop: snapshots of the nodes, deltas of the series after a fit, the
- * events, commands (read-only refused, no handler, a handler, stopping a
+ * events, a node's log tail, commands (read-only refused, no handler, a handler, stopping a
  * node that is then restarted), a malformed ATTACH and a wrong secret
  * closing only their own connection, and the bytes a client receives
  * during a fit. Every wait is bounded; the coordinator ends what it
@@ -16,6 +16,7 @@
 #include "conn.h"
 #include "coord.h"
 #include "coord_int.h"
+#include "dash.h"
 #include "dash_snap.h"
 #include "harness.h"
 #include "progress.h"
@@ -215,6 +216,33 @@ static bool client_sees(void *arg) {
   return d && strcmp(d->state, s->state) == 0;
 }
 
+typedef struct tail_wait {
+  attach_client *a;
+  char text[WIRE_MAX_STR + 1];
+} tail_wait;
+
+static bool tail_arrived(void *arg) {
+  tail_wait *w = arg;
+  return attach_client_log_tail(w->a, "worker:0", w->text, sizeof w->text) == 0;
+}
+
+/* The dashboard's detail view under attach: worker:0's log comes from the
+ * coordinator, read-only clients too, as the file reads on its host. */
+static void check_log_tail(fixture *f, attach_client *ro, const char *worker0_log) {
+  char local[WIRE_MAX_STR + 1], out[WIRE_MAX_STR + 1];
+  tail_wait w = {.a = ro};
+  CHECK_INT_EQ(attach_client_log_tail(ro, "worker:0", w.text, sizeof w.text), DASH_LOG_PENDING);
+  CHECK_STR_CONTAINS(w.text, "asking the coordinator");
+  CHECK(pump_until(f, tail_arrived, &w, 10));
+  rundir_log_tail(worker0_log, DASH_LOG_LINES, local, sizeof local);
+  CHECK(strcmp(w.text, local) == 0);
+  CHECK(local[0] && local[0] != '(');
+  CHECK_INT_EQ(command(f, ro, WIRE_COMMAND_LOG_TAIL, "worker:0", out), 0);
+  CHECK(strcmp(out, local) == 0);
+  CHECK_INT_EQ(command(f, ro, WIRE_COMMAND_LOG_TAIL, "worker:9", out), DRV_EINVAL);
+  CHECK_STR_CONTAINS(out, "no node 'worker:9'");
+}
+
 TEST(coord_dash_attach_clients_and_commands) {
   fixture f;
   start(&f);
@@ -240,6 +268,7 @@ TEST(coord_dash_attach_clients_and_commands) {
   CHECK(has_event(m, "attach 127.0.0.1"));
 
   char out[WIRE_MAX_STR + 1];
+  check_log_tail(&f, ro, nodes[1].log);
   CHECK_INT_EQ(command(&f, ro, WIRE_COMMAND_LUA, "c:nodes()", out), DRV_EPERM);
   CHECK_STR_CONTAINS(out, "read-only");
   CHECK_INT_EQ(command(&f, ro, WIRE_COMMAND_STOP_NODE, "worker:1", out), DRV_EPERM);

@@ -9,6 +9,7 @@
 
 #include "dash_int.h"
 #include "harness.h"
+#include "rundir.h"
 
 #define ESC 27
 
@@ -47,6 +48,16 @@ static struct {
 } calls;
 
 static const dash_model *fake_get(void *ud) { return ud; }
+
+/* A local source's log tail: the file the model names. */
+static int fake_log_tail(void *ud, const char *name, char *out, size_t n) {
+  const dash_model *m = ud;
+  const char *path = NULL;
+  for (int i = 0; i < m->nnodes; i++)
+    if (strcmp(m->nodes[i].name, name) == 0) path = m->nodes[i].log;
+  rundir_log_tail(path, DASH_LOG_LINES, out, n);
+  return 0;
+}
 static int fake_kill(void *ud, const char *name, char *out, size_t n) {
   (void)ud;
   calls.kills++;
@@ -83,7 +94,7 @@ TEST(dash_keys_smoothing_stays_within_bounds) {
   dash_model m;
   model_with_nodes(&m);
   dash_ui ui;
-  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m});
   CHECK_NEAR(ui.smoothing, 0.6, 1e-12);
   key(&ui, &m, '+');
   CHECK_NEAR(ui.smoothing, 0.65, 1e-12);
@@ -105,7 +116,7 @@ TEST(dash_keys_filter_sort_and_selection) {
   dash_model m;
   model_with_nodes(&m);
   dash_ui ui;
-  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m});
   dash_view_rows(&ui, &m);
   CHECK_INT_EQ(ui.nrows, 6);
   keys(&ui, &m, "/worker");
@@ -156,7 +167,8 @@ TEST(dash_keys_kill_asks_first_and_commands_reply) {
   dash_model m;
   model_with_nodes(&m);
   dash_ui ui;
-  dash_ui_init(&ui, (dash_source){fake_get, fake_command, fake_kill, &m});
+  dash_ui_init(&ui, (dash_source){
+                        .get = fake_get, .command = fake_command, .kill_node = fake_kill, .ud = &m});
   memset(&calls, 0, sizeof calls);
   key(&ui, &m, KEY_DOWN);
   key(&ui, &m, KEY_DOWN);
@@ -190,7 +202,7 @@ TEST(dash_keys_read_only_source_says_so) {
   dash_model m;
   model_with_nodes(&m);
   dash_ui ui;
-  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m});
   key(&ui, &m, 'k');
   CHECK_INT_EQ(ui.mode, DASH_MODE_NORMAL);
   CHECK_STR_CONTAINS(ui.status, "read-only: attach with --control");
@@ -206,7 +218,7 @@ TEST(dash_keys_panels_detail_help_quit_theme) {
   dash_model m;
   model_with_nodes(&m);
   dash_ui ui;
-  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m});
   ui.nthemes = 3;
   CHECK(key(&ui, &m, 'q') & DASH_DO_QUIT);
   key(&ui, &m, '\t');
@@ -283,7 +295,7 @@ TEST(dash_frame_small_terminal_layout) {
   dash_model m;
   model_with_nodes(&m);
   dash_ui ui;
-  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m});
   frame(&ui, &m);
   char *s = screen_text();
   CHECK_STR_CONTAINS(s, "exp-7");
@@ -306,7 +318,7 @@ TEST(dash_frame_large_terminal_and_too_small) {
   dash_model m;
   model_with_nodes(&m);
   dash_ui ui;
-  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m});
   frame(&ui, &m);
   char *s = screen_text();
   CHECK_STR_CONTAINS(s, "HOST");
@@ -350,7 +362,7 @@ TEST(dash_frame_detail_view_shows_the_log_tail) {
   snprintf(m.nodes[2].log, sizeof m.nodes[2].log, "%s/worker-0.log", cwd);
   snprintf(m.nodes[3].log, sizeof m.nodes[3].log, "%s/missing.log", cwd);
   dash_ui ui;
-  dash_ui_init(&ui, (dash_source){fake_get, NULL, NULL, &m});
+  dash_ui_init(&ui, (dash_source){.get = fake_get, .log_tail = fake_log_tail, .ud = &m});
   key(&ui, &m, KEY_DOWN);
   key(&ui, &m, KEY_DOWN);
   key(&ui, &m, '\n');
