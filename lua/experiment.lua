@@ -172,15 +172,10 @@ end
 function Experiment:fit()
   if getmetatable(self) ~= Experiment then error("experiment: call fit as exp:fit()", 2) end
   local s, tr = state[self], trainer(self)
-  local t, ev = self.train, self.eval
   -- A later fit continues training: new shuffles, same optimizer state.
   local seed = self.seed + 7919 * s.fits
   s.fits = s.fits + 1
-  local res = call(2, tr.fit, tr, t.data, {
-    batch = t.batch, epochs = t.epochs, shuffle = t.shuffle, seed = seed,
-    max_steps = t.max_steps, eval = ev and ev.data, eval_every = ev and ev.every or 0,
-    verbose = self.verbose, progress = self.progress,
-  })
+  local res = call(2, tr.fit, tr, self, seed) -- the settings: read in C, as c:fit does
   self.result = res
   return res
 end

@@ -7,6 +7,7 @@
  * script's exit status non-zero (drover_cluster_failures).
  */
 #include <lauxlib.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -70,6 +71,7 @@ static int l_cluster(lua_State *L) {
 
 typedef struct fit_ctx {
   lua_State *L;
+  ltrain_exp e;    /* the experiment's settings (cfg) and values on the stack */
   int progress_fn; /* stack index of the progress function, 0 none */
   bool failed;     /* the progress function raised; its error is in the registry */
 } fit_ctx;
@@ -92,64 +94,42 @@ static int call_progress(void *ud, const train_progress *p) {
   return stop;
 }
 
-static void check_experiment(lua_State *L, int idx) {
-  if (lua_getmetatable(L, idx)) {
-    lua_getfield(L, -1, "__name");
-    bool ok = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "drover.Experiment") == 0;
-    lua_pop(L, 2);
-    if (ok) return;
-  }
-  luaL_argerror(L, idx, "expected an experiment (drover.experiment { ... })");
-}
-
-/* Reads exp (at 2) into cfg and a; leaves model, loss, optimizer, train,
- * eval, progress, train data and eval data at 3..10. */
-static void read_experiment(lua_State *L, fit_ctx *x, train_cfg *cfg, coord_fit_args *a) {
-  check_experiment(L, 2);
+/* Reads exp (at 2) into x->e and a; the values it refers to stay on the
+ * stack (x->e's indices). */
+static void read_experiment(lua_State *L, fit_ctx *x, coord_fit_args *a) {
   lua_settop(L, 2);
-  lua_getfield(L, 2, "model");     /* 3 */
-  lua_getfield(L, 2, "loss");      /* 4 */
-  lua_getfield(L, 2, "optimizer"); /* 5 */
-  lua_getfield(L, 2, "train");     /* 6 */
-  lua_getfield(L, 2, "eval");      /* 7 */
-  lua_getfield(L, 2, "progress");  /* 8 */
-  lua_getfield(L, 6, "data");      /* 9 */
-  if (!lua_isnil(L, 7)) lua_getfield(L, 7, "data"); else lua_pushnil(L); /* 10 */
-  memset(cfg, 0, sizeof *cfg);
-  lua_getfield(L, 6, "batch"), cfg->batch = lua_tointeger(L, -1), lua_pop(L, 1);
-  lua_getfield(L, 6, "epochs"), cfg->epochs = lua_tointeger(L, -1), lua_pop(L, 1);
-  lua_getfield(L, 6, "shuffle"), cfg->shuffle = lua_toboolean(L, -1), lua_pop(L, 1);
-  lua_getfield(L, 6, "max_steps"), cfg->max_steps = lua_tointeger(L, -1), lua_pop(L, 1);
-  lua_getfield(L, 2, "seed"), cfg->seed = (uint64_t)lua_tointeger(L, -1), lua_pop(L, 1);
-  if (!lua_isnil(L, 7)) lua_getfield(L, 7, "every"), cfg->eval_every = lua_tointeger(L, -1), lua_pop(L, 1);
-  lua_getfield(L, 2, "verbose");
-  bool verbose = lua_isnil(L, -1) || lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  cfg->eval = lua_isnil(L, 10) ? NULL : ldata_check(L, 10);
-  cfg->progress = verbose ? stdout : NULL;
-  cfg->progress_tty = verbose && isatty(fileno(stdout));
-  *x = (fit_ctx){.L = L, .progress_fn = lua_isfunction(L, 8) ? 8 : 0};
+  *x = (fit_ctx){.L = L};
+  ltrain_read_experiment(L, 2, &x->e);
+  train_cfg *cfg = &x->e.cfg;
+  x->progress_fn = x->e.progress;
   if (x->progress_fn) cfg->on_progress = call_progress, cfg->ud = x;
   *a = (coord_fit_args){
-      .model = lnn_check_module(L, 3),
-      .loss = lnn_check_loss(L, 4),
-      .optim = loptim_check(L, 5),
-      .train = ldata_check(L, 9),
+      .model = lnn_check_module(L, x->e.model),
+      .loss = lnn_check_loss(L, x->e.loss),
+      .optim = loptim_check(L, x->e.optimizer),
+      .train = ldata_check(L, x->e.train_data),
       .cfg = cfg,
   };
   lua_getfield(L, 2, "mode"), a->sync = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "sync") == 0;
   lua_pop(L, 1);
-  lua_getfield(L, 2, "backup_workers"), a->backup_workers = (int)lua_tointeger(L, -1), lua_pop(L, 1);
+  lua_getfield(L, 2, "backup_workers");
+  int isint;
+  lua_Integer k = lua_tointegerx(L, -1, &isint);
+  if (!lua_isnil(L, -1) && (!isint || k < 0 || k > INT_MAX))
+    luaL_error(L, "experiment: backup_workers must be a non-negative integer (got %s)",
+               luaL_tolstring(L, -1, NULL));
+  a->backup_workers = (int)k;
+  lua_pop(L, 1);
 }
 
 /* The workers now hold this model and data: a worker restarted later is
  * set up from them (coord_setup's contract), so the cluster keeps them. */
-static void anchor_experiment(lua_State *L) {
+static void anchor_experiment(lua_State *L, const ltrain_exp *e) {
   lua_createtable(L, 4, 0);
-  lua_pushvalue(L, 3), lua_rawseti(L, -2, 1); /* model */
-  lua_pushvalue(L, 4), lua_rawseti(L, -2, 2); /* loss */
-  lua_pushvalue(L, 5), lua_rawseti(L, -2, 3); /* optimizer */
-  lua_pushvalue(L, 9), lua_rawseti(L, -2, 4); /* train data */
+  lua_pushvalue(L, e->model), lua_rawseti(L, -2, 1);
+  lua_pushvalue(L, e->loss), lua_rawseti(L, -2, 2);
+  lua_pushvalue(L, e->optimizer), lua_rawseti(L, -2, 3);
+  lua_pushvalue(L, e->train_data), lua_rawseti(L, -2, 4);
   lua_setiuservalue(L, 1, 1);
 }
 
@@ -157,13 +137,12 @@ static void anchor_experiment(lua_State *L) {
 static int l_fit(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
   fit_ctx x;
-  train_cfg cfg;
   coord_fit_args a;
-  read_experiment(L, &x, &cfg, &a);
+  read_experiment(L, &x, &a);
   train_result res;
   int rc = coord_fit(c, &a, &res);
   fflush(stdout);
-  anchor_experiment(L);
+  anchor_experiment(L, &x.e);
   if (x.failed) {
     lua_getfield(L, LUA_REGISTRYINDEX, "drover.cluster.error");
     return lua_error(L);
@@ -182,11 +161,10 @@ static int l_fit(lua_State *L) {
 static int l_setup(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
   fit_ctx x;
-  train_cfg cfg;
   coord_fit_args a;
-  read_experiment(L, &x, &cfg, &a);
+  read_experiment(L, &x, &a);
   if (coord_setup(c, &a) < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
-  anchor_experiment(L);
+  anchor_experiment(L, &x.e);
   return 0;
 }
 
@@ -194,7 +172,7 @@ static int l_setup(lua_State *L) {
  * current parameters (pulled from the ps nodes into exp.model). */
 static int l_evaluate(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
-  check_experiment(L, 2);
+  ltrain_check_experiment(L, 2);
   bool given = !lua_isnoneornil(L, 3);
   lua_settop(L, 3);
   lua_getfield(L, 2, "model"); /* 4 */
@@ -351,13 +329,12 @@ static const luaL_Reg meta[] = {
     {NULL, NULL}};
 
 int luaopen_drover_cluster(lua_State *L) {
-  luaL_newmetatable(L, CLUSTER_MT);
-  luaL_setfuncs(L, meta, 0);
-  luaL_newlib(L, methods);
+  ldrv_createmeta(L, CLUSTER_MT, meta, methods);
+  luaL_getmetatable(L, CLUSTER_MT);
+  lua_getfield(L, -1, "__methods"); /* more methods from their own files */
   lschedule_open(L);
   ldash_open(L);
-  lua_setfield(L, -2, "__methods");
-  lua_pop(L, 1);
+  lua_pop(L, 2);
   lua_pushcfunction(L, l_cluster);
   return 1;
 }

@@ -350,31 +350,19 @@ static const luaL_Reg ds_meta[] = {{"__index", ds_index}, {"__len", ds_len},
 
 static const luaL_Reg stats_methods[] = {{"mean", stats_mean}, {"std", stats_std}, {NULL, NULL}};
 
+static const luaL_Reg stats_meta[] = {
+    {"__tostring", stats_tostring}, {"__gc", stats_gc}, {NULL, NULL}};
+
+static const luaL_Reg batches_meta[] = {
+    {"__gc", batches_close}, {"__close", batches_close}, {NULL, NULL}};
+
 static const luaL_Reg funcs[] = {{"csv", l_csv}, {"libsvm", l_libsvm}, {"idx", l_idx},
                                  {"npy", l_npy}, {"synthetic", l_synthetic}, {NULL, NULL}};
 
 int luaopen_drover_data(lua_State *L) {
-  luaL_newmetatable(L, DATASET_MT);
-  luaL_setfuncs(L, ds_meta, 0);
-  luaL_newlib(L, ds_methods);
-  lua_setfield(L, -2, "__methods");
-  lua_pop(L, 1);
-
-  luaL_newmetatable(L, STATS_MT);
-  lua_pushcfunction(L, stats_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, stats_gc);
-  lua_setfield(L, -2, "__gc");
-  luaL_newlib(L, stats_methods);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
-
-  luaL_newmetatable(L, BATCHES_MT);
-  lua_pushcfunction(L, batches_close);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, batches_close);
-  lua_setfield(L, -2, "__close");
-  lua_pop(L, 1);
+  ldrv_createmeta(L, DATASET_MT, ds_meta, ds_methods);
+  ldrv_createmeta(L, STATS_MT, stats_meta, stats_methods);
+  ldrv_createmeta(L, BATCHES_MT, batches_meta, NULL);
 
   luaL_newlib(L, funcs);
   return 1;

@@ -5,6 +5,7 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,20 @@ static int l_sleep(lua_State *L) {
   uv_close((uv_handle_t *)t, free_timer);
   if (!done) return luaL_error(L, "interrupted");
   return 0;
+}
+
+void ldrv_createmeta(lua_State *L, const char *name, const luaL_Reg *meta,
+                     const luaL_Reg *methods) {
+  luaL_newmetatable(L, name);
+  if (meta) luaL_setfuncs(L, meta, 0);
+  if (methods) {
+    bool own_index = lua_getfield(L, -1, "__index") != LUA_TNIL;
+    lua_pop(L, 1);
+    lua_newtable(L);
+    luaL_setfuncs(L, methods, 0);
+    lua_setfield(L, -2, own_index ? "__methods" : "__index");
+  }
+  lua_pop(L, 1);
 }
 
 int drover_lua_init(lua_State *L) {

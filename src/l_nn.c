@@ -446,17 +446,8 @@ static const luaL_Reg funcs[] = {
     {"load", l_load},             {NULL, NULL}};
 
 int luaopen_drover_nn(lua_State *L) {
-  luaL_newmetatable(L, MODULE_MT);
-  luaL_setfuncs(L, module_meta, 0);
-  luaL_newlib(L, module_methods);
-  lua_setfield(L, -2, "__methods");
-  lua_pop(L, 1);
-
-  luaL_newmetatable(L, LOSS_MT);
-  luaL_setfuncs(L, loss_meta, 0);
-  luaL_newlib(L, loss_methods);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
+  ldrv_createmeta(L, MODULE_MT, module_meta, module_methods);
+  ldrv_createmeta(L, LOSS_MT, loss_meta, loss_methods);
 
   lua_newtable(L); /* weak map C module -> its userdata */
   lua_createtable(L, 0, 1);

@@ -151,14 +151,10 @@ static int o_kind(lua_State *L) {
 }
 
 static const luaL_Reg methods[] = {{"config", o_config}, {"kind", o_kind}, {NULL, NULL}};
+static const luaL_Reg meta[] = {{"__tostring", o_tostring}, {NULL, NULL}};
 
 int luaopen_drover_optim(lua_State *L) {
-  luaL_newmetatable(L, OPTIM_MT);
-  lua_pushcfunction(L, o_tostring);
-  lua_setfield(L, -2, "__tostring");
-  luaL_newlib(L, methods);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
+  ldrv_createmeta(L, OPTIM_MT, meta, methods);
 
   static const optim_kind kinds[] = {OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW, OPTIM_ADAGRAD,
                                      OPTIM_RMSPROP};

@@ -141,9 +141,5 @@ void lschedule_open(lua_State *L) {
   static const luaL_Reg future_meta[] = {
       {"__gc", l_future_gc}, {"__tostring", l_future_tostring}, {NULL, NULL}};
   luaL_setfuncs(L, cluster_methods, 0);
-  luaL_newmetatable(L, FUTURE_MT);
-  luaL_setfuncs(L, future_meta, 0);
-  luaL_newlib(L, future_methods);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
+  ldrv_createmeta(L, FUTURE_MT, future_meta, future_methods);
 }

@@ -660,11 +660,7 @@ static const luaL_Reg funcs[] = {{"new", l_new},     {"zeros", l_zeros}, {"ones"
                                  {"is_tensor", l_is}, {NULL, NULL}};
 
 int luaopen_drover_tensor(lua_State *L) {
-  luaL_newmetatable(L, TENSOR_MT);
-  luaL_setfuncs(L, metamethods, 0);
-  luaL_newlib(L, methods);
-  lua_setfield(L, -2, "__methods");
-  lua_pop(L, 1);
+  ldrv_createmeta(L, TENSOR_MT, metamethods, methods);
 
   luaL_newlib(L, funcs);
   lua_createtable(L, 0, 1); /* drover.tensor{...} calls new */

@@ -10,7 +10,9 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "data.h"
@@ -164,10 +166,98 @@ static int on_progress(void *ud, const train_progress *p) {
   return stop;
 }
 
-/* ============================== fit / evaluate ========================== */
+/* ============================== experiment settings ===================== */
 
-static const char *const fit_keys[] = {"batch", "epochs",     "shuffle", "seed",    "max_steps",
-                                       "eval",  "eval_every", "verbose", "progress", NULL};
+void ltrain_check_experiment(lua_State *L, int idx) {
+  if (lua_getmetatable(L, idx)) {
+    lua_getfield(L, -1, "__name");
+    bool ok = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "drover.Experiment") == 0;
+    lua_pop(L, 2);
+    if (ok) return;
+  }
+  luaL_argerror(L, idx, "expected an experiment (drover.experiment { ... })");
+}
+
+/* The type drover.experiment's messages name: "drover.Module", "number". */
+static const char *kind(lua_State *L, int idx) {
+  int t = luaL_getmetafield(L, idx, "__name");
+  const char *k = t == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, idx);
+  if (t != LUA_TNIL) lua_pop(L, 1); /* the metatable still holds the string */
+  return k;
+}
+
+/* Pushes t[key] (t at index tbl; tbl 0: nil) and returns its index, or 0
+ * (popped) when it is nil and optional. Raises unless it is of `type`
+ * (a Lua type, or a userdata with the metatable __name `mt`). */
+static int push_field(lua_State *L, int tbl, const char *key, int type, const char *mt,
+                      bool optional, const char *field) {
+  if (tbl) lua_getfield(L, tbl, key);
+  else lua_pushnil(L);
+  if (lua_isnil(L, -1) && optional) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  if (lua_type(L, -1) != type || (mt && strcmp(kind(L, -1), mt) != 0))
+    luaL_error(L, "experiment: %s must be a %s (got %s)", field, mt ? mt : lua_typename(L, type),
+               kind(L, -1));
+  return lua_gettop(L);
+}
+
+/* t[key] as an integer >= min (def when nil or tbl is 0). */
+static int64_t int_field(lua_State *L, int tbl, const char *key, int64_t def, int64_t min,
+                         const char *field) {
+  if (!tbl || lua_getfield(L, tbl, key) == LUA_TNIL) {
+    if (tbl) lua_pop(L, 1);
+    return def;
+  }
+  int isint;
+  lua_Integer v = lua_tointegerx(L, -1, &isint);
+  if (!isint || v < min)
+    luaL_error(L, "experiment: %s must be an integer >= %I (got %s)", field, (lua_Integer)min,
+               luaL_tolstring(L, -1, NULL));
+  lua_pop(L, 1);
+  return v;
+}
+
+/* t[key] as a boolean (def when nil). */
+static bool bool_field(lua_State *L, int tbl, const char *key, bool def, const char *field) {
+  int t = lua_getfield(L, tbl, key);
+  bool v = t == LUA_TNIL ? def : lua_toboolean(L, -1);
+  if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+    luaL_error(L, "experiment: %s must be true or false (got %s)", field, kind(L, -1));
+  lua_pop(L, 1);
+  return v;
+}
+
+void ltrain_read_experiment(lua_State *L, int idx, ltrain_exp *e) {
+  idx = lua_absindex(L, idx);
+  ltrain_check_experiment(L, idx);
+  luaL_checkstack(L, 16, "experiment"); /* 8 values, and what a fit's callbacks push */
+  memset(e, 0, sizeof *e);
+  e->model = push_field(L, idx, "model", LUA_TUSERDATA, "drover.Module", false, "model");
+  e->loss = push_field(L, idx, "loss", LUA_TUSERDATA, "drover.Loss", false, "loss");
+  e->optimizer =
+      push_field(L, idx, "optimizer", LUA_TUSERDATA, "drover.Optimizer", false, "optimizer");
+  int train = push_field(L, idx, "train", LUA_TTABLE, NULL, false, "train");
+  int eval = push_field(L, idx, "eval", LUA_TTABLE, NULL, true, "eval");
+  e->progress = push_field(L, idx, "progress", LUA_TFUNCTION, NULL, true, "progress");
+  e->train_data = push_field(L, train, "data", LUA_TUSERDATA, "drover.Dataset", false, "train.data");
+  e->eval_data = push_field(L, eval, "data", LUA_TUSERDATA, "drover.Dataset", !eval, "eval.data");
+  train_cfg *c = &e->cfg;
+  c->batch = int_field(L, train, "batch", 32, 1, "train.batch");
+  c->epochs = int_field(L, train, "epochs", 1, 1, "train.epochs");
+  c->shuffle = bool_field(L, train, "shuffle", true, "train.shuffle");
+  c->max_steps = int_field(L, train, "max_steps", 0, 0, "train.max_steps");
+  c->seed = (uint64_t)int_field(L, idx, "seed", 0, 0, "seed");
+  c->eval_every = int_field(L, eval, "every", 0, 0, "eval.every");
+  c->eval = e->eval_data ? ldata_check(L, e->eval_data) : NULL;
+  if (bool_field(L, idx, "verbose", true, "verbose")) {
+    c->progress = stdout;
+    c->progress_tty = isatty(fileno(stdout));
+  }
+}
+
+/* ============================== fit / evaluate ========================== */
 
 static void push_result(lua_State *L, const train_result *r, int evals, int stopped) {
   ltrain_push_result(L, r);
@@ -179,46 +269,27 @@ static void push_result(lua_State *L, const train_result *r, int evals, int stop
   }
 }
 
-/* trainer:fit(data, { batch, epochs, shuffle, seed, max_steps, eval,
- * eval_every, verbose, progress }) -> { loss, accuracy, steps, epochs,
- * examples_per_sec, eval_loss, eval_accuracy, seconds, evals } */
+/* trainer:fit(exp, seed) -> { loss, accuracy, steps, epochs,
+ * examples_per_sec, eval_loss, eval_accuracy, seconds, evals }: trains
+ * on exp.train.data as the experiment says, shuffling with `seed` (a later
+ * fit of the same experiment shuffles anew). */
 static int t_fit(lua_State *L) {
   trainer *t = check_trainer(L, 1);
-  const dataset *d = ldata_check(L, 2);
-  luaL_checktype(L, 3, LUA_TTABLE);
-  ldrv_check_keys(L, 3, "fit", fit_keys);
-  train_cfg cfg = {0};
-  cfg.batch = ldrv_opt_integer(L, 3, "batch", 32, "fit");
-  cfg.epochs = ldrv_opt_integer(L, 3, "epochs", 1, "fit");
-  cfg.shuffle = ldrv_opt_bool(L, 3, "shuffle", 1, "fit");
-  cfg.seed = (uint64_t)ldrv_opt_integer(L, 3, "seed", 0, "fit");
-  cfg.max_steps = ldrv_opt_integer(L, 3, "max_steps", 0, "fit");
-  cfg.eval_every = ldrv_opt_integer(L, 3, "eval_every", 0, "fit");
-  if (cfg.batch < 1) luaL_error(L, "fit: batch must be a positive integer");
-  if (cfg.epochs < 1) luaL_error(L, "fit: epochs must be a positive integer");
-  if (cfg.max_steps < 0 || cfg.eval_every < 0)
-    luaL_error(L, "fit: max_steps and eval_every must be >= 0");
-  if (lua_getfield(L, 3, "eval") != LUA_TNIL) cfg.eval = ldata_check(L, -1);
-  lua_pop(L, 1); /* the table still references the dataset during the fit */
-  if (ldrv_opt_bool(L, 3, "verbose", 1, "fit")) {
-    cfg.progress = stdout;
-    cfg.progress_tty = isatty(fileno(stdout));
-  }
-  fit_ctx ctx = {.L = L};
+  lua_Integer seed = luaL_checkinteger(L, 3);
+  lua_settop(L, 3);
+  ltrain_exp e;
+  ltrain_read_experiment(L, 2, &e); /* its values stay on the stack during the fit */
+  train_cfg cfg = e.cfg;
+  cfg.seed = (uint64_t)seed;
+  fit_ctx ctx = {.L = L, .fn = e.progress};
   lua_newtable(L);
   ctx.evals = lua_gettop(L);
-  if (lua_getfield(L, 3, "progress") != LUA_TNIL) {
-    luaL_checktype(L, -1, LUA_TFUNCTION);
-    ctx.fn = lua_gettop(L);
-  } else {
-    lua_pop(L, 1);
-  }
   cfg.on_progress = on_progress;
   cfg.ud = &ctx;
 
   train_result r;
   fflush(stdout); /* keep the script's own prints before the progress lines */
-  int rc = train_fit(t->model, t->loss, t->opt, d, &cfg, &r);
+  int rc = train_fit(t->model, t->loss, t->opt, ldata_check(L, e.train_data), &cfg, &r);
   fflush(stdout);
   if (ctx.failed) return lua_error(L); /* the progress function's error */
   if (rc < 0) return luaL_error(L, "%s", drv_errmsg());
@@ -267,19 +338,13 @@ static int l_seed(lua_State *L) {
 static const luaL_Reg trainer_methods[] = {
     {"fit", t_fit}, {"evaluate", t_evaluate}, {"steps", t_steps}, {NULL, NULL}};
 
+static const luaL_Reg trainer_meta[] = {
+    {"__gc", trainer_gc}, {"__close", trainer_gc}, {"__tostring", t_tostring}, {NULL, NULL}};
+
 static const luaL_Reg funcs[] = {{"new", l_new}, {"seed", l_seed}, {NULL, NULL}};
 
 int luaopen_drover_train(lua_State *L) {
-  luaL_newmetatable(L, TRAINER_MT);
-  lua_pushcfunction(L, trainer_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, trainer_gc);
-  lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, t_tostring);
-  lua_setfield(L, -2, "__tostring");
-  luaL_newlib(L, trainer_methods);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
+  ldrv_createmeta(L, TRAINER_MT, trainer_meta, trainer_methods);
   luaL_newlib(L, funcs);
   return 1;
 }

@@ -5,6 +5,7 @@
 #ifndef DROVER_L_UTIL_H
 #define DROVER_L_UTIL_H
 
+#include <lauxlib.h>
 #include <lua.h>
 
 #include "data.h"
@@ -13,6 +14,15 @@
 #include "rng.h"
 #include "tensor.h"
 #include "train.h"
+
+/* ---- l_drover.c ---- */
+/* Makes the metatable `name` of a userdata type (Lua's liolib createmeta):
+ * the metamethods `meta` and the methods `methods` (either may be NULL).
+ * When meta has no __index, the methods table is __index; else it is
+ * __methods, where that __index function looks methods up (and the REPL
+ * completes from). Leaves the stack as it was. */
+void ldrv_createmeta(lua_State *L, const char *name, const luaL_Reg *meta,
+                     const luaL_Reg *methods);
 
 /* ---- l_tensor.c ---- */
 /* The Tensor userdata at idx (borrowed from it). */
@@ -49,6 +59,26 @@ void ldrv_set_int(lua_State *L, const char *k, int64_t v);
 /* Pushes the table a progress callback receives / exp:fit() returns. */
 void ltrain_push_progress(lua_State *L, const train_progress *p);
 void ltrain_push_result(lua_State *L, const train_result *r);
+
+/* An experiment's settings, read by ltrain_read_experiment for exp:fit
+ * (l_train.c) and c:fit / c:setup (l_cluster.c). The stack indices hold
+ * the values read (0: absent); they stay there while the caller uses them. */
+typedef struct ltrain_exp {
+  train_cfg cfg;  /* batch, epochs, shuffle, max_steps (exp.train), seed,
+                     eval and eval_every (exp.eval), progress output (stdout
+                     unless verbose = false); on_progress unset */
+  int model, loss, optimizer; /* a drover.Module, Loss, Optimizer */
+  int train_data, eval_data;  /* drover.Datasets */
+  int progress;               /* exp.progress, a function */
+} ltrain_exp;
+
+/* Raises "bad argument #idx ... (expected an experiment ...)" unless the
+ * value at idx is a drover.experiment { ... }. */
+void ltrain_check_experiment(lua_State *L, int idx);
+/* Reads the experiment at idx into *e, pushing the values it refers to.
+ * drover.experiment validated them; a field changed since to a wrong type
+ * raises "experiment: FIELD must be ... (got ...)". */
+void ltrain_read_experiment(lua_State *L, int idx, ltrain_exp *e);
 
 /* ---- l_cluster.c ---- */
 struct coord;

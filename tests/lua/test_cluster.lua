@@ -61,6 +61,14 @@ test("cluster-01 1 ps + 2 workers + evaluator learns digits", function()
     if n.role == "worker" then assert(n.steps > 0 and n.examples_per_sec > 0, "per-node rate") end
   end
   eq(steps, r.steps, "steps done by the workers")
+  -- c:fit reads the settings as exp:fit does: a field changed to a wrong type is named
+  local bad = experiment()
+  bad.train.batch = "many"
+  raises(function() c:fit(bad) end, "experiment: train.batch must be an integer >= 1 (got many)")
+  bad = experiment()
+  bad.backup_workers = -1
+  raises(function() c:fit(bad) end, "experiment: backup_workers must be a non-negative integer")
+  raises(function() c:fit({}) end, "expected an experiment")
   local dir = c.run_dir
   c:shutdown { grace = 5 }
   for _, n in ipairs(nodes) do assert(not alive(n.pid), n.role .. " reaped") end

@@ -149,6 +149,21 @@ test("experiment_progress_callback", function()
   raises(function() bad:fit() end, "boom")
 end)
 
+test("experiment_fit_checks_settings_changed_after_validation", function()
+  local exp = drover.experiment(spec {})
+  exp.train.batch = 0
+  raises(function() exp:fit() end, "experiment: train.batch must be an integer >= 1 (got 0)")
+  exp = drover.experiment(spec {})
+  exp.eval = 3
+  raises(function() exp:fit() end, "experiment: eval must be a table (got number)")
+  exp = drover.experiment(spec {})
+  exp.train.data = nil
+  raises(function() exp:fit() end, "experiment: train.data must be a drover.Dataset (got nil)")
+  exp = drover.experiment(spec {})
+  exp.verbose = "loud"
+  raises(function() exp:fit() end, "experiment: verbose must be true or false (got string)")
+end)
+
 test("experiment_fit_errors_name_the_line", function()
   local exp = drover.experiment(spec { model = nn.Sequential { nn.Linear(10, 10) } })
   local line = debug.getinfo(1, "l").currentline + 1
