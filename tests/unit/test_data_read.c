@@ -1,6 +1,7 @@
 /* test_data_read.c - dataset readers on good files (values checked) and on
  * malformed ones (error code and message, with file and line or byte,
  * asserted). Binary fixtures are built byte by byte here. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,44 +137,70 @@ TEST(data_csv_header_crlf_blank_spaces) {
   data_free(d);
 }
 
-TEST(data_csv_malformed) {
-  data_csv_opts o = {.label = -1, .header = 0};
-  dataset *d = (dataset *)&o; /* any non-NULL value: a failure must reset it */
-  const char *p = harness_write_str("bad.csv", "1,2,3\n4,5,6\n7,8\n");
-  CHECK_ERR(data_read_csv(p, &o, &d), DRV_EPARSE, "bad.csv:3: expected 3 fields, found 2");
-  CHECK(d == NULL);
-  p = harness_write_str("bad.csv", "1,2,3\n\n4,5,6,7\n");
-  CHECK_ERR(data_read_csv(p, &o, &d), DRV_EPARSE, "bad.csv:3: expected 3 fields, found 4");
-  p = harness_write_str("bad.csv", "1,2,3\n4,abc,6\n");
-  CHECK_ERR(data_read_csv(p, &o, &d), DRV_EPARSE, "bad.csv:2: field 2: 'abc' is not a number");
-  p = harness_write_str("bad.csv", "1,2,3\n4,5 6,6\n");
-  CHECK_ERR(data_read_csv(p, &o, &d), DRV_EPARSE, "bad.csv:2: field 2: '5 6' is not a number");
-  p = harness_write_str("bad.csv", "1,2,3\n4,,6\n");
-  CHECK_ERR(data_read_csv(p, &o, &d), DRV_EPARSE, "bad.csv:2: field 2 is empty");
-  p = harness_write_str("bad.csv", "1,2,3\r\n4,5,nan\r\n");
-  CHECK_ERR(data_read_csv(p, &o, &d), DRV_EPARSE, "bad.csv:2: field 3: 'nan' is not a finite number");
-  p = harness_write_str("bad.csv", "1,2,3\n4,5,1e99\n");
-  CHECK_ERR(data_read_csv(p, &o, &d), DRV_EPARSE, "bad.csv:2: field 3: '1e99' is not a finite");
-  p = harness_write_str("empty.csv", "");
-  CHECK_ERR(data_read_csv(p, &o, &d), DRV_EPARSE, "empty.csv: empty file");
-  p = harness_write_str("blank.csv", "\n  \r\n\n");
-  CHECK_ERR(data_read_csv(p, &o, &d), DRV_EPARSE, "blank.csv: no data");
-  p = harness_write_str("head.csv", "a,b,c\n");
-  o.header = -1;
-  CHECK_ERR(data_read_csv(p, &o, &d), DRV_EPARSE, "head.csv: no data rows after the header");
-  p = harness_write_str("one.csv", "1\n2\n");
-  CHECK_ERR(data_read_csv(p, &o, &d), DRV_EPARSE, "one.csv:1: one field per line");
-  p = harness_write_str("lab.csv", "\n1,2,3\n");
-  o.label = 3;
-  CHECK_ERR(data_read_csv(p, &o, &d), DRV_EINVAL, "lab.csv:2: label column 3 is out of range for 3 fields");
-  o.label = -4;
-  CHECK_ERR(data_read_csv(p, &o, &d), DRV_EINVAL, "label column -4 is out of range");
-  o.label = -1;
-  CHECK_ERR(data_read_csv("nope.csv", &o, &d), DRV_EIO,
-            "cannot open 'nope.csv': No such file or directory");
-  CHECK_ERR(data_read_csv(".", &o, &d), DRV_EIO, "cannot read '.': Is a directory");
-  CHECK(d == NULL);
+/* A reader's error case: the file (written from `text`, or read as it is
+ * when text is NULL), the options, and the code and message expected. */
+typedef struct bad_case {
+  const char *file, *text;
+  int label, header; /* CSV */
+  int64_t features;  /* libsvm */
+  int code;
+  const char *msg;
+} bad_case;
+
+static const bad_case csv_bad[] = {
+    {"bad.csv", "1,2,3\n4,5,6\n7,8\n", -1, 0, 0, DRV_EPARSE, "bad.csv:3: expected 3 fields, found 2"},
+    {"bad.csv", "1,2,3\n\n4,5,6,7\n", -1, 0, 0, DRV_EPARSE, "bad.csv:3: expected 3 fields, found 4"},
+    {"bad.csv", "1,2,3\n4,abc,6\n", -1, 0, 0, DRV_EPARSE, "bad.csv:2: field 2: 'abc' is not a number"},
+    {"bad.csv", "1,2,3\n4,5 6,6\n", -1, 0, 0, DRV_EPARSE, "bad.csv:2: field 2: '5 6' is not a number"},
+    {"bad.csv", "1,2,3\n4,,6\n", -1, 0, 0, DRV_EPARSE, "bad.csv:2: field 2 is empty"},
+    {"bad.csv", "1,2,3\r\n4,5,nan\r\n", -1, 0, 0, DRV_EPARSE,
+     "bad.csv:2: field 3: 'nan' is not a finite number"},
+    {"bad.csv", "1,2,3\n4,5,1e99\n", -1, 0, 0, DRV_EPARSE, "bad.csv:2: field 3: '1e99' is not a finite"},
+    {"empty.csv", "", -1, 0, 0, DRV_EPARSE, "empty.csv: empty file"},
+    {"blank.csv", "\n  \r\n\n", -1, 0, 0, DRV_EPARSE, "blank.csv: no data"},
+    {"head.csv", "a,b,c\n", -1, -1, 0, DRV_EPARSE, "head.csv: no data rows after the header"},
+    {"one.csv", "1\n2\n", -1, -1, 0, DRV_EPARSE, "one.csv:1: one field per line"},
+    {"lab.csv", "\n1,2,3\n", 3, -1, 0, DRV_EINVAL,
+     "lab.csv:2: label column 3 is out of range for 3 fields"},
+    {"lab.csv", "\n1,2,3\n", -4, -1, 0, DRV_EINVAL, "label column -4 is out of range"},
+    {"nope.csv", NULL, -1, -1, 0, DRV_EIO, "cannot open 'nope.csv': No such file or directory"},
+    {".", NULL, -1, -1, 0, DRV_EIO, "cannot read '.': Is a directory"},
+};
+
+static const bad_case libsvm_bad[] = {
+    {"f.svm", "1 1:1\n1 3:1 2:1\n", 0, 0, 0, DRV_EPARSE,
+     "f.svm:2: index 2 after 3: indices must be ascending"},
+    {"f.svm", "1 2:1 2:1\n", 0, 0, 0, DRV_EPARSE, "f.svm:1: index 2 after 2"},
+    {"f.svm", "1 0:1\n", 0, 0, 0, DRV_EPARSE, "f.svm:1: index 0: indices start at 1"},
+    {"f.svm", "\n# c\nx 1:1\n", 0, 0, 0, DRV_EPARSE, "f.svm:3: label 'x' is not a number"},
+    {"f.svm", "1 1:1\n1 2:abc\n", 0, 0, 0, DRV_EPARSE, "f.svm:2: index 2: 'abc' is not a number"},
+    {"f.svm", "1 7\n", 0, 0, 0, DRV_EPARSE, "f.svm:1: '7' is not index:value"},
+    {"f.svm", "1 a:2\n", 0, 0, 0, DRV_EPARSE, "f.svm:1: 'a:2': bad feature index"},
+    {"f.svm", "1 1:1\n0 2:1 3:1\n", 0, 0, 2, DRV_ERANGE, "f.svm:2: index 3 is beyond the 2 features"},
+    {"f.svm", "1 99999999999:1\n", 0, 0, 0, DRV_ERANGE, "f.svm:1: index 99999999999 is too large"},
+    {"e.svm", "", 0, 0, 0, DRV_EPARSE, "e.svm: empty file"},
+    {"c.svm", "# only\n\n", 0, 0, 0, DRV_EPARSE, "c.svm: no examples"},
+    {"z.svm", "1\n0\n", 0, 0, 0, DRV_EPARSE, "z.svm: no feature indices"},
+    {"missing.svm", NULL, 0, 0, 0, DRV_EIO, "cannot open 'missing.svm'"},
+};
+
+/* Runs each case through its reader (csv when libsvm is false): the code,
+ * the message, and no dataset left behind. */
+static void check_bad(const bad_case *cases, size_t n, bool libsvm) {
+  for (size_t i = 0; i < n; i++) {
+    const bad_case *c = &cases[i];
+    const char *p = c->text ? harness_write_str(c->file, c->text) : c->file;
+    data_csv_opts o = {.label = c->label, .header = c->header};
+    dataset *d = (dataset *)&o; /* any non-NULL value: a failure must reset it */
+    int rc = libsvm ? data_read_libsvm(p, c->features, &d) : data_read_csv(p, &o, &d);
+    if (rc != c->code || !strstr(drv_errmsg(), c->msg))
+      harness_fail(__FILE__, __LINE__, "case %zu (%s): %s \"%s\", expected %s \"%s\"", i, c->file,
+                   drv_err_name(rc), drv_errmsg(), drv_err_name(c->code), c->msg);
+    CHECK(d == NULL);
+  }
 }
+
+TEST(data_csv_malformed) { check_bad(csv_bad, sizeof csv_bad / sizeof *csv_bad, false); }
 
 TEST(data_readers_and_synthetic_stop_on_interrupt) {
   /* Long enough for the readers to poll the flag. */
@@ -265,35 +292,7 @@ TEST(data_libsvm_reads_values) {
 }
 
 TEST(data_libsvm_malformed) {
-  dataset *d;
-  const char *p = harness_write_str("f.svm", "1 1:1\n1 3:1 2:1\n");
-  CHECK_ERR(data_read_libsvm(p, 0, &d), DRV_EPARSE,
-            "f.svm:2: index 2 after 3: indices must be ascending");
-  CHECK(d == NULL);
-  p = harness_write_str("f.svm", "1 2:1 2:1\n");
-  CHECK_ERR(data_read_libsvm(p, 0, &d), DRV_EPARSE, "f.svm:1: index 2 after 2");
-  p = harness_write_str("f.svm", "1 0:1\n");
-  CHECK_ERR(data_read_libsvm(p, 0, &d), DRV_EPARSE, "f.svm:1: index 0: indices start at 1");
-  p = harness_write_str("f.svm", "\n# c\nx 1:1\n");
-  CHECK_ERR(data_read_libsvm(p, 0, &d), DRV_EPARSE, "f.svm:3: label 'x' is not a number");
-  p = harness_write_str("f.svm", "1 1:1\n1 2:abc\n");
-  CHECK_ERR(data_read_libsvm(p, 0, &d), DRV_EPARSE, "f.svm:2: index 2: 'abc' is not a number");
-  p = harness_write_str("f.svm", "1 7\n");
-  CHECK_ERR(data_read_libsvm(p, 0, &d), DRV_EPARSE, "f.svm:1: '7' is not index:value");
-  p = harness_write_str("f.svm", "1 a:2\n");
-  CHECK_ERR(data_read_libsvm(p, 0, &d), DRV_EPARSE, "f.svm:1: 'a:2': bad feature index");
-  p = harness_write_str("f.svm", "1 1:1\n0 2:1 3:1\n");
-  CHECK_ERR(data_read_libsvm(p, 2, &d), DRV_ERANGE, "f.svm:2: index 3 is beyond the 2 features");
-  p = harness_write_str("f.svm", "1 99999999999:1\n");
-  CHECK_ERR(data_read_libsvm(p, 0, &d), DRV_ERANGE, "f.svm:1: index 99999999999 is too large");
-  p = harness_write_str("e.svm", "");
-  CHECK_ERR(data_read_libsvm(p, 0, &d), DRV_EPARSE, "e.svm: empty file");
-  p = harness_write_str("c.svm", "# only\n\n");
-  CHECK_ERR(data_read_libsvm(p, 0, &d), DRV_EPARSE, "c.svm: no examples");
-  p = harness_write_str("z.svm", "1\n0\n");
-  CHECK_ERR(data_read_libsvm(p, 0, &d), DRV_EPARSE, "z.svm: no feature indices");
-  CHECK_ERR(data_read_libsvm("missing.svm", 0, &d), DRV_EIO, "cannot open 'missing.svm'");
-  CHECK(d == NULL);
+  check_bad(libsvm_bad, sizeof libsvm_bad / sizeof *libsvm_bad, true);
 }
 
 /* ======================================================================
