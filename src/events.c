@@ -23,6 +23,7 @@
 
 #include "err.h"
 #include "log.h"
+#include "util.h"
 #include "wire.h"
 
 #define FILE_VERSION "brain.Event:2"
@@ -153,14 +154,8 @@ static int failed(const events_writer *w) { return drv_error(w->err, "%s", w->er
 /* Appends one framed record around `data`. */
 static int append_record(events_writer *w, const uint8_t *data, size_t len) {
   size_t need = w->len + 8 + 4 + len + 4;
-  if (need > w->cap) {
-    size_t cap = w->cap ? w->cap : 4096;
-    while (cap < need) cap *= 2;
-    uint8_t *nb = realloc(w->buf, cap);
-    if (!nb) return drv_error(DRV_ENOMEM, "out of memory queueing a summary for '%s'", w->path);
-    w->buf = nb;
-    w->cap = cap;
-  }
+  if (util_grow(&w->buf, &w->cap, need, 1, 4096) < 0)
+    return drv_error(DRV_ENOMEM, "out of memory queueing a summary for '%s'", w->path);
   uint8_t *o = w->buf + w->len;
   put_le(o, len, 8);
   put_le(o + 8, events_masked_crc32c(o, 8), 4);

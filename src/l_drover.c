@@ -14,6 +14,7 @@
 #include "embed.h"
 #include "err.h"
 #include "progress.h"
+#include "util.h"
 
 #ifndef DROVER_VERSION
 #define DROVER_VERSION "0.1.0"
@@ -104,7 +105,6 @@ static int l_clock(lua_State *L) {
 }
 
 static void on_wake(uv_timer_t *t) { *(int *)t->data = 1; }
-static void free_timer(uv_handle_t *h) { free(h); }
 
 /* drover.sleep(seconds): waits while the event loop keeps running, so a
  * script can let its cluster work (a plain os.execute("sleep") would stall
@@ -119,7 +119,7 @@ static int l_sleep(lua_State *L) {
   t->data = &done;
   uv_timer_start(t, on_wake, secs > 0 ? (uint64_t)(secs * 1000) : 0, 0);
   while (!done && !drv_interrupted()) uv_run(loop, UV_RUN_ONCE);
-  uv_close((uv_handle_t *)t, free_timer);
+  uv_close((uv_handle_t *)t, util_free_handle);
   if (!done) return luaL_error(L, "interrupted");
   return 0;
 }

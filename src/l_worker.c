@@ -36,6 +36,7 @@
 #include "l_util.h"
 #include "l_worker.h"
 #include "log.h"
+#include "util.h"
 #include "worker_int.h"
 
 #define WORKER_MT "drover.Worker"
@@ -180,10 +181,8 @@ static void reply_lua_error(wcall *c) {
 
 /* ============================== calls ==================================== */
 
-static void free_timer(uv_handle_t *h) { free(h); }
-
 static void free_call(wcall *c) {
-  if (c->timer) uv_close((uv_handle_t *)c->timer, free_timer);
+  if (c->timer) uv_close((uv_handle_t *)c->timer, util_free_handle);
   c->timer = NULL;
   tensor_free(c->bx);
   tensor_free(c->by);

@@ -36,6 +36,7 @@
 
 #include "err.h"
 #include "l_drover.h"
+#include "util.h"
 
 #ifndef DROVER_VERSION
 #define DROVER_VERSION "0.1.0"
@@ -55,14 +56,8 @@ typedef struct sbuf {
 } sbuf;
 
 static int sbuf_add(sbuf *b, const char *s, size_t n) {
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *p = realloc(b->s, cap);
-    if (!p) return drv_error(DRV_ENOMEM, "out of memory reading input");
-    b->s = p;
-    b->cap = cap;
-  }
+  if (util_grow(&b->s, &b->cap, b->len + n + 1, 1, 256) < 0)
+    return drv_error(DRV_ENOMEM, "out of memory reading input");
   memcpy(b->s + b->len, s, n);
   b->len += n;
   b->s[b->len] = '\0';
@@ -356,11 +351,7 @@ static void history_load(repl *r) {
   while ((len = getline(&line, &lcap, f)) >= 0) {
     if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
     if (len == 0) continue;
-    if (n == cap) {
-      char **p = realloc(lines, (cap = cap ? cap * 2 : 256) * sizeof *p);
-      if (!p) break;
-      lines = p;
-    }
+    if (util_grow(&lines, &cap, n + 1, sizeof *lines, 256) < 0) break;
     lines[n] = strdup(line);
     if (!lines[n]) break;
     n++;

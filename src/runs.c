@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "err.h"
+#include "util.h"
 
 typedef struct run_info {
   char name[256];
@@ -126,15 +127,11 @@ int runs_list(const char *base, FILE *out) {
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     if (e->d_name[0] == '.') continue;
-    if (n == cap) {
-      cap = cap ? 2 * cap : 16;
-      run_info *nr = realloc(runs, cap * sizeof *nr);
-      if (!nr) {
-        closedir(d);
-        free(runs);
-        return drv_error(DRV_ENOMEM, "out of memory");
-      }
-      runs = nr;
+    int rc = util_grow(&runs, &cap, n + 1, sizeof *runs, 16);
+    if (rc < 0) {
+      closedir(d);
+      free(runs);
+      return rc;
     }
     if (read_run(base, e->d_name, &runs[n])) n++;
   }
