@@ -7,25 +7,16 @@
 # Run from the repository root by tests/run.sh (POSIX sh; DROVER = binary).
 . tests/cli/lib.sh
 
-if ! command -v tmux >/dev/null 2>&1; then
-  echo "SKIP test_dash_live.sh: tmux is not installed (make deps installs it)"
-  exit 0
-fi
-
 SOCK=drover-live-$$
+LIMIT=200 # tenths of a second
+TMUX_CASE=live-00
 . tests/cli/tmux.sh
 COORDS=""
 cleanup() {
-  tm kill-server >/dev/null 2>&1
-  rm -f "$SOCKPATH"
   for p in $COORDS; do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$TMP"
+  tmux_cleanup
 }
 trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-LIMIT=200 # tenths of a second
-[ -n "${SANITIZED:-}" ] && LIMIT=600
 export RUNS="$TMP/runs"
 SCRIPT="$PWD/tests/cli/dash_train.lua"
 

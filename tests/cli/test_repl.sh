@@ -4,19 +4,10 @@
 # Run from the repository root by tests/run.sh (POSIX sh; DROVER = binary).
 . tests/cli/lib.sh
 
-if ! command -v tmux >/dev/null 2>&1; then
-  fail "repl-00 tmux" "tmux is not installed (make deps installs it)"
-  exit 0
-fi
-
-# A private tmux server, so that no user session is touched; always killed.
 SOCK=drover-test-$$
-. tests/cli/tmux.sh
-trap 'tm kill-server >/dev/null 2>&1; rm -f "$SOCKPATH"; rm -rf "$TMP"' EXIT
-trap 'exit 1' INT TERM HUP
-
 LIMIT=100 # tenths of a second to wait for something to appear
-[ -n "${SANITIZED:-}" ] && LIMIT=300
+TMUX_CASE=repl-00
+. tests/cli/tmux.sh
 export DROVER_HISTORY="$TMP/history"
 
 # start NAME: a session running the REPL at a fixed size; when drover ends

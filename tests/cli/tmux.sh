@@ -1,9 +1,32 @@
-# tmux.sh - helpers for the screen tests (sourced after lib.sh): a private
-# tmux server named $SOCK, reading the screen, bounded waits for what it
-# shows, typing. The caller sets SOCK and LIMIT (tenths of a second a wait
-# may take) and kills the server in its EXIT trap (`tm kill-server`).
+# tmux.sh - the screen tests' prelude and helpers (sourced after lib.sh):
+# a private tmux server named $SOCK, so that no user session is touched,
+# always killed on exit; reading the screen, bounded waits for what it
+# shows, typing.
+#
+# The caller sets before sourcing: SOCK (the server's name), LIMIT (tenths
+# of a second a wait may take; 100 when unset, three times that under
+# sanitizers) and TMUX_CASE (the case that fails when tmux is missing; the
+# script's name when unset). Without tmux the test FAILs and ends: a
+# screen test that cannot run is not a pass. The EXIT trap runs
+# tmux_cleanup (server, socket, $TMP); a caller with more to end sets its
+# own trap and calls tmux_cleanup from it.
+if ! command -v tmux >/dev/null 2>&1; then
+  fail "${TMUX_CASE:-${0##*/}} tmux" "tmux is not installed (make deps installs it)"
+  exit 0
+fi
+
 tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
 SOCKPATH="${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$SOCK"
+tmux_cleanup() {
+  tm kill-server >/dev/null 2>&1
+  rm -f "$SOCKPATH"
+  rm -rf "$TMP"
+}
+trap tmux_cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+: "${LIMIT:=100}"
+[ -n "${SANITIZED:-}" ] && LIMIT=$((LIMIT * 3))
 
 # screen NAME: the visible pane (a test may redefine it, e.g. with history).
 screen() { tm capture-pane -p -t "$1" 2>/dev/null; }
