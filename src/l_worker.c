@@ -456,17 +456,13 @@ static const luaL_Reg w_methods[] = {{"train_step", l_train_step}, {"pull", l_pu
                                      {"compute", l_compute},       {"push", l_push},
                                      {"batch", l_batch},           {NULL, NULL}};
 
+static const luaL_Reg w_meta[] = {{"__index", w_index}, {"__tostring", w_tostring}, {NULL, NULL}};
+
 /* lua_pcall'ed with [1] = the wlua: the metatable, the `w` userdata (its
  * reference in l->wref) and drover.sleep. */
 static int p_open(lua_State *L) {
   wlua *l = lua_touserdata(L, 1);
-  luaL_newmetatable(L, WORKER_MT);
-  lua_pushcfunction(L, w_index);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, w_tostring);
-  lua_setfield(L, -2, "__tostring");
-  luaL_newlib(L, w_methods);
-  lua_setfield(L, -2, "__methods");
+  ldrv_createmeta(L, WORKER_MT, w_meta, w_methods);
   lworker *u = lua_newuserdatauv(L, sizeof *u, 0);
   u->w = l->w;
   luaL_setmetatable(L, WORKER_MT);
