@@ -49,8 +49,7 @@ struct attach_client {
    * that a ':' command in flight does not lose it (log_req 0: none). */
   uint32_t log_req;
   char log_node[64], log_asked[64]; /* the newest answer's node; the one asked */
-  int log_status;
-  char log[WIRE_MAX_STR + 1];
+  char log[WIRE_MAX_STR + 1]; /* the reply's text, the reason when there is none */
 };
 
 /* ============================== the client =============================== */
@@ -96,7 +95,6 @@ static void client_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     if (wire_rd_done(&r, h->type) < 0) return;
     if (h->req && h->req == a->log_req) {
       a->log_req = 0;
-      a->log_status = status;
       snprintf(a->log_node, sizeof a->log_node, "%s", a->log_asked);
       snprintf(a->log, sizeof a->log, "%s", text);
       return;
