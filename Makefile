@@ -42,7 +42,7 @@ LAYER_numeric   = rng tensor nn_int nn nn_loss nn_spec nn_file optim
 LAYER_data      = data_int data data_read data_bin train progress
 # dash_model/dash_snap are the run's model and its SNAPSHOT encoding, not
 # drawing: the coordinator keeps one as its metric store.
-LAYER_protocol  = wire_int wire wire_check closure closure_bc auth nodeinfo events dash_model dash_snap
+LAYER_protocol  = le wire_int wire wire_msgs closure closure_bc auth nodeinfo events dash_model dash_snap
 LAYER_transport = conn
 # detach: `drover run --detach` launches the coordinator itself.
 LAYER_launch    = launch launch_int launch_common launch_local launch_slurm_int launch_slurm \
@@ -187,7 +187,7 @@ help:
 # reused next time; a crash leaves $(BUILD)/fuzz/crash-* and fails the target.
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 60
-FUZZ_SRCS   = src/wire.c src/wire_check.c src/tensor.c src/optim.c src/rng.c src/err.c
+FUZZ_SRCS   = src/wire.c src/wire_msgs.c src/tensor.c src/optim.c src/rng.c src/err.c
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Isrc \
 	$(shell pkg-config --cflags openblas 2>/dev/null)
 FUZZ_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null) -lm

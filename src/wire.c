@@ -1,6 +1,6 @@
-/* wire.c - drover's framed binary protocol: the message table, header
- * encoding and validation, the payload writer and the bounds-checked
- * payload reader, and a structural validator for every message layout.
+/* wire.c - drover's framed binary protocol: header encoding and
+ * validation, the payload writer and the bounds-checked payload reader
+ * (the message table and the per-message codecs are in wire_msgs.c).
  *
  * Everything on the wire is little-endian and unaligned: integers are
  * assembled byte by byte and floats go through memcpy, so nothing here
@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "le.h"
 #include "wire_int.h"
 
 /* A tensor dimension must be below 2^40: far beyond any real tensor, and
@@ -27,70 +28,8 @@
 #define WIRE_MAX_DIM ((uint64_t)1 << 40)
 
 /* ======================================================================
- * The message table
+ * Roles
  * ==================================================================== */
-
-/* Sizes of the fixed parts of the layouts in wire.h, for the limits below. */
-#define STR_MAX (4 + WIRE_MAX_STR)   /* a str field at its longest */
-#define OPTIM_SIZE (1 + 10 * 8 + 1)  /* kind u8, ten f64, nesterov u8 */
-#define FRAME_MAX UINT32_MAX         /* bounded by the receiver's max_frame */
-/* PULL names variables by number; 64 Ki of them is beyond any model. */
-#define PULL_MAX_VARS 65536
-
-/* One row per message type, as LIMITS_<name>: min_len, max_len, pre_auth.
- *   min_len   the smallest payload the layout allows (every str empty,
- *             every count 0, every tensor [0])
- *   max_len   the largest: exact for fixed layouts, a few KiB for control
- *             messages with one string, FRAME_MAX for bulk data (then the
- *             receiver's max_frame is the only bound)
- *   pre_auth  may arrive before the handshake completes (handshake only)
- * A type added to WIRE_TYPE_MAP without a LIMITS_ row does not compile. */
-#define LIMITS_HELLO 32 + 1, 32 + 1, true
-#define LIMITS_AUTH 32 + 32, 32 + 32, true
-#define LIMITS_AUTH_OK 32, 32, true
-#define LIMITS_REGISTER 51, 51 + 6 * WIRE_MAX_STR, false
-#define LIMITS_REGISTERED 1 + 4, 1 + STR_MAX, false
-#define LIMITS_SPEC 4, 1u << 20, false /* thousands of nodes */
-#define LIMITS_HEARTBEAT 24, 24, false
-#define LIMITS_SHUTDOWN 4, 4, false
-#define LIMITS_ERROR 4 + 4, 4 + STR_MAX, false
-#define LIMITS_VAR_INIT 4 + 8 + 1 + 4 + 8 + OPTIM_SIZE + TENSOR_MIN, FRAME_MAX, false
-#define LIMITS_VAR_INIT_OK 0, 0, false
-#define LIMITS_SETUP 4 + 4 + 8 + 8 + 4 + 2 * TENSOR_MIN, FRAME_MAX, false
-#define LIMITS_SETUP_OK 0, 0, false
-#define LIMITS_TASK 17, 17, false
-#define LIMITS_RESULT 40, 36 + STR_MAX, false
-#define LIMITS_EVAL 8, 8, false
-#define LIMITS_EVAL_RESULT 40, 36 + STR_MAX, false
-#define LIMITS_CALL 8 + 4, FRAME_MAX, false
-#define LIMITS_CALL_RESULT 8 + 4 + 4, FRAME_MAX, false
-#define LIMITS_PULL 8 + 4, 8 + 4 + 4 * PULL_MAX_VARS, false
-#define LIMITS_PULL_REPLY 8 + 4, FRAME_MAX, false
-#define LIMITS_PUSH 8 + 4, FRAME_MAX, false
-#define LIMITS_PUSH_OK 9, 9, false
-#define LIMITS_ATTACH 1 + 8, 1 + 8, false
-#define LIMITS_SNAPSHOT 4 * 4 + 5 * 8 + 4 + 7 * 8 + 3 * 4, FRAME_MAX, false
-#define LIMITS_COMMAND 1 + 4, 1 + STR_MAX, false
-#define LIMITS_COMMAND_REPLY 4 + 4, 4 + STR_MAX, false
-
-/* Indexed by type number, so that a lookup is one load; unknown types are
- * the rows left zero (name NULL). */
-static const wire_msg_info msg_table[256] = {
-#define XX(num, name) [num] = {num, #name, LIMITS_##name},
-    WIRE_TYPE_MAP(XX)
-#undef XX
-};
-
-const wire_msg_info *wire_msg(uint8_t type) {
-  return msg_table[type].name ? &msg_table[type] : NULL;
-}
-
-const char *wire_type_name(uint8_t type) {
-  static _Thread_local char buf[16];
-  if (msg_table[type].name) return msg_table[type].name;
-  snprintf(buf, sizeof buf, "type 0x%02x", type);
-  return buf;
-}
 
 static const char *const role_names[ROLE_COUNT] = {"ps", "chief", "worker", "evaluator"};
 
@@ -105,46 +44,30 @@ int wire_role_from_name(const char *name) {
 }
 
 /* ======================================================================
- * Little-endian helpers
+ * Tensors to and from the wire
  * ==================================================================== */
-
-static void put_le(uint8_t *p, uint64_t v, int n) {
-  for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define HOST_IS_LE 1
-#else
-#define HOST_IS_LE 0
-#endif
 
 /* n float32s between host floats and little-endian wire bytes. On a
  * little-endian host both are one memcpy. */
 static void f32_to_wire(uint8_t *dst, const float *src, size_t n) {
-  if (HOST_IS_LE) {
+  if (LE_HOST) {
     memcpy(dst, src, n * sizeof(float));
     return;
   }
   for (size_t i = 0; i < n; i++) {
     uint32_t u;
     memcpy(&u, &src[i], 4);
-    put_le(dst + 4 * i, u, 4);
+    le_put(dst + 4 * i, u, 4);
   }
 }
 
-static void f32_from_wire(float *dst, const uint8_t *src, size_t n) {
-  if (HOST_IS_LE) {
+void wire__f32_from_wire(float *dst, const uint8_t *src, size_t n) {
+  if (LE_HOST) {
     memcpy(dst, src, n * sizeof(float));
     return;
   }
   for (size_t i = 0; i < n; i++) {
-    uint32_t u = (uint32_t)get_le(src + 4 * i, 4);
+    uint32_t u = (uint32_t)le_get(src + 4 * i, 4);
     memcpy(&dst[i], &u, 4);
   }
 }
@@ -159,7 +82,7 @@ static void tensor_transfer(const tensor *t, uint8_t *out, const uint8_t *in) {
     if (out)
       f32_to_wire(out, tensor_data(t), n);
     else
-      f32_from_wire(tensor_data(t), in, n);
+      wire__f32_from_wire(tensor_data(t), in, n);
     return;
   }
   if (tensor_numel(t) == 0) return;
@@ -174,7 +97,7 @@ static void tensor_transfer(const tensor *t, uint8_t *out, const uint8_t *in) {
       if (out)
         f32_to_wire(out + pos, row + i * istride, k);
       else
-        f32_from_wire(row + i * istride, in + pos, k);
+        wire__f32_from_wire(row + i * istride, in + pos, k);
       pos += 4 * k;
     }
     int d = nd - 2;
@@ -197,16 +120,16 @@ static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t n
  * ==================================================================== */
 
 void wire_header_encode(const wire_header *h, uint8_t *out) {
-  put_le(out, WIRE_MAGIC, 4);
+  le_put(out, WIRE_MAGIC, 4);
   out[4] = WIRE_VERSION;
   out[5] = h->type;
-  put_le(out + 6, h->flags, 2);
-  put_le(out + 8, h->req, 4);
-  put_le(out + 12, h->len, 4);
+  le_put(out + 6, h->flags, 2);
+  le_put(out + 8, h->req, 4);
+  le_put(out + 12, h->len, 4);
 }
 
 int wire_header_decode(const uint8_t *in, uint32_t max_frame, bool authed, wire_header *h) {
-  uint32_t magic = (uint32_t)get_le(in, 4);
+  uint32_t magic = (uint32_t)le_get(in, 4);
   if (magic != WIRE_MAGIC)
     return drv_error(DRV_EPARSE, "bad magic 0x%08" PRIx32 " (expected 0x%08x, \"DRV1\")",
                      magic, WIRE_MAGIC);
@@ -214,9 +137,9 @@ int wire_header_decode(const uint8_t *in, uint32_t max_frame, bool authed, wire_
     return drv_error(DRV_EPARSE, "unsupported protocol version %u (this is version %u)",
                      in[4], WIRE_VERSION);
   h->type = in[5];
-  h->flags = (uint16_t)get_le(in + 6, 2);
-  h->req = (uint32_t)get_le(in + 8, 4);
-  h->len = (uint32_t)get_le(in + 12, 4);
+  h->flags = (uint16_t)le_get(in + 6, 2);
+  h->req = (uint32_t)le_get(in + 8, 4);
+  h->len = (uint32_t)le_get(in + 12, 4);
   const wire_msg_info *m = wire_msg(h->type);
   if (!m) return drv_error(DRV_EPARSE, "unknown frame type 0x%02x", h->type);
   if (!authed && !m->pre_auth)
@@ -228,7 +151,7 @@ int wire_header_decode(const uint8_t *in, uint32_t max_frame, bool authed, wire_
     if (m->min_len == m->max_len)
       return drv_error(DRV_EPARSE, "%s payload of %" PRIu32 " bytes, expected %" PRIu32,
                        m->name, h->len, m->min_len);
-    if (m->max_len == FRAME_MAX)
+    if (m->max_len == UINT32_MAX)
       return drv_error(DRV_EPARSE, "%s payload of %" PRIu32 " bytes, expected at least %" PRIu32,
                        m->name, h->len, m->min_len);
     return drv_error(DRV_EPARSE,
@@ -281,7 +204,7 @@ static uint8_t *wr_reserve(wire_wr *w, size_t n) {
 
 static void wr_le(wire_wr *w, uint64_t v, int n) {
   uint8_t *p = wr_reserve(w, (size_t)n);
-  if (p) put_le(p, v, n);
+  if (p) le_put(p, v, n);
 }
 
 void wire_wr_u8(wire_wr *w, uint8_t v) { wr_le(w, v, 1); }
@@ -310,6 +233,14 @@ void wire_wr_bytes(wire_wr *w, const void *p, uint32_t n) {
 void wire_wr_str(wire_wr *w, const char *s) {
   size_t n = s ? strnlen(s, WIRE_MAX_STR) : 0;
   wire_wr_bytes(w, s, (uint32_t)n);
+}
+
+void wire_wr_strv(wire_wr *w, wire_str s) {
+  if (!s.len) {
+    wire_wr_str(w, s.s);
+    return;
+  }
+  wire_wr_bytes(w, s.s, s.len < WIRE_MAX_STR ? s.len : WIRE_MAX_STR);
 }
 
 /* A 0-D tensor travels as [1]: wire tensors have 1..4 dimensions. */
@@ -410,7 +341,7 @@ static const uint8_t *rd_take(wire_rd *r, size_t n, const char *what) {
 
 static uint64_t rd_le(wire_rd *r, int n, const char *what) {
   const uint8_t *p = rd_take(r, (size_t)n, what);
-  return p ? get_le(p, n) : 0;
+  return p ? le_get(p, n) : 0;
 }
 
 uint8_t wire_rd_u8(wire_rd *r) { return (uint8_t)rd_le(r, 1, "u8"); }
@@ -433,8 +364,8 @@ uint32_t wire_rd_bytes(wire_rd *r, const uint8_t **p) {
   return *p ? n : 0;
 }
 
-void wire_rd_str(wire_rd *r, char *out, size_t n) {
-  if (n) out[0] = '\0';
+void wire_rd_str_view(wire_rd *r, wire_str *out) {
+  *out = (wire_str){"", 0};
   size_t at = r->off;
   uint32_t len = (uint32_t)rd_le(r, 4, "string length");
   if (r->err) return;
@@ -450,13 +381,33 @@ void wire_rd_str(wire_rd *r, char *out, size_t n) {
     rd_fail(r, "string at offset %zu contains a NUL byte at position %td", at, nul - s);
     return;
   }
-  if (len >= n) {
-    rd_fail(r, "string of %" PRIu32 " bytes at offset %zu does not fit in %zu", len, at,
+  if (len) *out = (wire_str){(const char *)s, len};
+}
+
+void wire_rd_str(wire_rd *r, char *out, size_t n) {
+  if (n) out[0] = '\0';
+  size_t at = r->off;
+  wire_str s;
+  wire_rd_str_view(r, &s);
+  if (r->err) return;
+  if (s.len >= n) {
+    rd_fail(r, "string of %" PRIu32 " bytes at offset %zu does not fit in %zu", s.len, at,
             n ? n - 1 : 0);
     return;
   }
-  memcpy(out, s, len);
-  out[len] = '\0';
+  memcpy(out, s.s, s.len);
+  out[s.len] = '\0';
+}
+
+int wire_str_copy(wire_str s, char *out, size_t n) {
+  if (s.len >= n) {
+    if (n) out[0] = '\0';
+    return drv_error(DRV_EPARSE, "string of %" PRIu32 " bytes does not fit in %zu", s.len,
+                     n ? n - 1 : 0);
+  }
+  if (s.len) memcpy(out, s.s, s.len);
+  out[s.len] = '\0';
+  return 0;
 }
 
 /* Reads the nd dims of a shape starting at offset `at` and checks them:
@@ -591,7 +542,7 @@ int wire_rd_done(wire_rd *r, uint8_t type) {
   return 0;
 }
 
-/* The reader's internals, for the layout validator (wire_check.c). */
+/* The reader's internals, for the layout validator (wire_msgs.c). */
 void wire__rd_fail(wire_rd *r, const char *fmt, ...) {
   if (r->err) return;
   char why[sizeof r->why];

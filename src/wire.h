@@ -139,43 +139,59 @@
  *                      COMMAND_REPLY
  *  COMMAND_REPLY C -> A (req echoed) status i32 (0 or a DRV_E* code), text str
  */
-#define WIRE_TYPE_MAP(XX)       \
-  XX(1, HELLO)                  \
-  XX(2, AUTH)                   \
-  XX(3, AUTH_OK)                \
-  XX(10, REGISTER)              \
-  XX(11, REGISTERED)            \
-  XX(12, SPEC)                  \
-  XX(13, HEARTBEAT)             \
-  XX(14, SHUTDOWN)              \
-  XX(15, ERROR)                 \
-  XX(20, VAR_INIT)              \
-  XX(21, VAR_INIT_OK)           \
-  XX(22, SETUP)                 \
-  XX(23, SETUP_OK)              \
-  XX(30, TASK)                  \
-  XX(31, RESULT)                \
-  XX(32, EVAL)                  \
-  XX(33, EVAL_RESULT)           \
-  XX(34, CALL)                  \
-  XX(35, CALL_RESULT)           \
-  XX(40, PULL)                  \
-  XX(41, PULL_REPLY)            \
-  XX(42, PUSH)                  \
-  XX(43, PUSH_OK)               \
-  XX(50, ATTACH)                \
-  XX(51, SNAPSHOT)              \
-  XX(52, COMMAND)               \
-  XX(53, COMMAND_REPLY)
+/* One row per message type: XX(number, NAME, name, pre_auth, max_len).
+ *   name      the field list WIRE_MSG_<name> in wire_msgs.h, which gives
+ *             the payload's struct, encoder, decoder, limits and samples
+ *   pre_auth  may arrive before the handshake completes (handshake only)
+ *   max_len   the largest payload when the layout alone does not bound it
+ *             usefully; 0: computed from the layout (exact for fixed
+ *             layouts, a few KiB for strings, the receiver's max_frame for
+ *             bulk data) */
+#define WIRE_SPEC_MAX (1u << 20)              /* thousands of nodes */
+#define WIRE_PULL_MAX (8 + 4 + 4 * 65536)     /* 64 Ki variables: beyond any model */
+#define WIRE_TYPE_MAP(XX) \
+  XX(1, HELLO, hello, true, 0)                   \
+  XX(2, AUTH, auth, true, 0)                     \
+  XX(3, AUTH_OK, auth_ok, true, 0)               \
+  XX(10, REGISTER, register, false, 0)           \
+  XX(11, REGISTERED, registered, false, 0)       \
+  XX(12, SPEC, spec, false, WIRE_SPEC_MAX)       \
+  XX(13, HEARTBEAT, heartbeat, false, 0)         \
+  XX(14, SHUTDOWN, shutdown, false, 0)           \
+  XX(15, ERROR, error, false, 0)                 \
+  XX(20, VAR_INIT, var_init, false, 0)           \
+  XX(21, VAR_INIT_OK, var_init_ok, false, 0)     \
+  XX(22, SETUP, setup, false, 0)                 \
+  XX(23, SETUP_OK, setup_ok, false, 0)           \
+  XX(30, TASK, task, false, 0)                   \
+  XX(31, RESULT, result, false, 0)               \
+  XX(32, EVAL, eval, false, 0)                   \
+  XX(33, EVAL_RESULT, eval_result, false, 0)     \
+  XX(34, CALL, call, false, 0)                   \
+  XX(35, CALL_RESULT, call_result, false, 0)     \
+  XX(40, PULL, pull, false, WIRE_PULL_MAX)       \
+  XX(41, PULL_REPLY, pull_reply, false, 0)       \
+  XX(42, PUSH, push, false, 0)                   \
+  XX(43, PUSH_OK, push_ok, false, 0)             \
+  XX(50, ATTACH, attach, false, 0)               \
+  XX(51, SNAPSHOT, snapshot, false, 0)           \
+  XX(52, COMMAND, command, false, 0)             \
+  XX(53, COMMAND_REPLY, command_reply, false, 0)
 
 typedef enum wire_type {
-#define XX(num, name) WIRE_##name = num,
+#define XX(num, NAME, name, pre_auth, max) WIRE_##NAME = num,
   WIRE_TYPE_MAP(XX)
 #undef XX
 } wire_type;
 
 enum { WIRE_TASK_TRAIN_STEP = 1 };
-enum { WIRE_COMMAND_LUA = 0, WIRE_COMMAND_STOP_NODE = 1, WIRE_COMMAND_LOG_TAIL = 2 }; /* COMMAND kind */
+/* COMMAND kind; WIRE_COMMAND_LAST is the highest one known. */
+enum {
+  WIRE_COMMAND_LUA = 0,
+  WIRE_COMMAND_STOP_NODE = 1,
+  WIRE_COMMAND_LOG_TAIL = 2,
+  WIRE_COMMAND_LAST = WIRE_COMMAND_LOG_TAIL
+};
 
 /* Roles, in TensorFlowOnSpark's order (ps first). */
 typedef enum wire_role { ROLE_PS = 0, ROLE_CHIEF = 1, ROLE_WORKER = 2, ROLE_EVALUATOR = 3 } wire_role;
@@ -221,6 +237,20 @@ void wire_header_encode(const wire_header *h, uint8_t *out);
  * in drv_errmsg() ("frame type PUSH before authentication"). */
 int wire_header_decode(const uint8_t *in, uint32_t max_frame, bool authed, wire_header *h);
 
+/* A string field as wire_msgs.h carries it. Encoding: s NUL-terminated
+ * (len 0: measured, capped at WIRE_MAX_STR) or len bytes of s; NULL is
+ * "". Decoded (wire_rd_str_view): len bytes at s, borrowed from the
+ * payload, NOT NUL-terminated ("" when empty), no NUL inside. */
+typedef struct wire_str {
+  const char *s;
+  uint32_t len;
+} wire_str;
+#define WIRE_STR(cstr) ((wire_str){(cstr), 0})
+
+/* Copies a decoded s into out[n] with a NUL; DRV_EPARSE ("string of 20
+ * bytes does not fit in 15") when it does not fit. */
+int wire_str_copy(wire_str s, char *out, size_t n);
+
 /* ---- payload writer ------------------------------------------------------- */
 
 /* A growable buffer that starts with room for the header; wire_wr_finish
@@ -241,6 +271,7 @@ void wire_wr_i32(wire_wr *w, int32_t v);
 void wire_wr_i64(wire_wr *w, int64_t v);
 void wire_wr_f64(wire_wr *w, double v);
 void wire_wr_str(wire_wr *w, const char *s); /* truncated at WIRE_MAX_STR */
+void wire_wr_strv(wire_wr *w, wire_str s);   /* the same for a wire_str */
 void wire_wr_bytes(wire_wr *w, const void *p, uint32_t n);
 void wire_wr_raw(wire_wr *w, const void *p, size_t n); /* no length prefix */
 void wire_wr_tensor(wire_wr *w, const tensor *t); /* any strides */
@@ -274,6 +305,8 @@ int64_t wire_rd_i64(wire_rd *r);
 double wire_rd_f64(wire_rd *r);
 /* Copies a string into out[n] (NUL-terminated); fails if it does not fit. */
 void wire_rd_str(wire_rd *r, char *out, size_t n);
+/* Points *s at a string in the payload (borrowed; see wire_str). */
+void wire_rd_str_view(wire_rd *r, wire_str *s);
 /* Points *p at `n` bytes of a length-prefixed field (borrowed). */
 uint32_t wire_rd_bytes(wire_rd *r, const uint8_t **p);
 /* Reads a tensor header and points *data at its float32 payload

@@ -1,5 +1,5 @@
 /* wire_int.h - the payload reader's internals, shared by wire.c (the reader)
- * and wire_check.c (the layout validator); not a public API. */
+ * and wire_msgs.c (the generated codecs); not a public API. */
 #ifndef DROVER_WIRE_INT_H
 #define DROVER_WIRE_INT_H
 
@@ -14,5 +14,8 @@ const uint8_t *wire__rd_take(wire_rd *r, size_t n, const char *what);
 /* Reads and checks nd dims (each and their product below 2^40) starting at
  * offset `at`; the element count, or -1 after a failure. */
 int64_t wire__rd_shape(wire_rd *r, const char *what, size_t at, unsigned nd, int64_t *dims);
+
+/* n little-endian float32s at src (unaligned) into dst. */
+void wire__f32_from_wire(float *dst, const uint8_t *src, size_t n);
 
 #endif

@@ -30,7 +30,7 @@
 
 
 static const uint8_t all_types[] = {
-#define XX(num, name) num,
+#define XX(num, NAME, name, pre_auth, max) num,
     WIRE_TYPE_MAP(XX)
 #undef XX
 };

@@ -20,7 +20,7 @@
 #define PAYLOAD_LEN(w) ((w).len - WIRE_HEADER_SIZE)
 
 static const uint8_t all_types[] = {
-#define XX(num, name) num,
+#define XX(num, NAME, name, pre_auth, max) num,
     WIRE_TYPE_MAP(XX)
 #undef XX
 };
@@ -113,7 +113,7 @@ TEST(wire_table_is_consistent) {
   int known = 0;
   for (int t = 0; t < 256; t++) known += wire_msg((uint8_t)t) != NULL;
   CHECK_INT_EQ(known, (int)NTYPES);
-#define XX(num, nm)                                            \
+#define XX(num, nm, lc, pa, mx)                                         \
   do {                                                         \
     const wire_msg_info *m = wire_msg(num);                    \
     CHECK(m != NULL);                                          \

@@ -1,0 +1,210 @@
+/* wire_msgs.h - every wire message's payload, described once.
+ *
+ * Each message type of WIRE_TYPE_MAP (wire.h) has a field list here,
+ * WIRE_MSG_<name>(X), and each repeated item inside one a list
+ * WIRE_ITEM_<name>(X). From these lists wire_msgs.c generates, per
+ * message: a struct (wire_msg_<name>), an encoder (wire_put_<name>), a
+ * bounds-checked decoder (wire_get_<name>), the payload's size limits, its
+ * part of the validator (wire_validate_payload) and sample frames
+ * (wire_sample) for the unit tests and the fuzz corpus.
+ *
+ * Adding a message: a row in WIRE_TYPE_MAP, a WIRE_MSG_<name> list below
+ * (and WIRE_ITEM_ lists plus WIRE_ITEM_MAP rows for its repeated parts),
+ * then the sender calls wire_put_<name> and the receiver wire_get_<name>.
+ *
+ * Field kinds, X(KIND, field, ...), all little-endian without padding:
+ *   U8 U16 U32 U64 I32 I64 F64 (field)   fixed-size numbers
+ *   FLAG (field, "what")          u8 0 or 1 (bool in the struct)
+ *   ROLE (field)                  u8 below ROLE_COUNT
+ *   ENUM (field, max, "what")     u8 from 0 to max
+ *   POS  (field, "what")          f64, finite and > 0
+ *   RAW  (field, size)            size bytes, no length (a view)
+ *   STR  (field)                  u32 length + at most WIRE_MAX_STR bytes
+ *                                 without NUL (a wire_str view)
+ *   BYTES (field)                 u32 length + bytes (a wire_bytes view)
+ *   SHAPE (field)                 u8 ndim (1..4) + ndim u64 dims
+ *   TENSOR (field)                SHAPE + prod(dims) float32 (wire_tensor)
+ *   OPTIM (field)                 optimizer config (wire_wr_optim's layout)
+ *   ITEMS (field, item, "what")   u32 count + count WIRE_ITEM_<item>s
+ *   EMPTY (field)                 no bytes: a message without payload
+ *
+ * Decoded structs borrow the payload: views (strings, bytes, tensors, item
+ * lists) point into it and live as long as it does.
+ */
+#ifndef DROVER_WIRE_MSGS_H
+#define DROVER_WIRE_MSGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "optim.h"
+#include "tensor.h"
+#include "wire.h"
+
+/* ---- messages (layouts and meanings: the table in wire.h) --------------- */
+
+#define WIRE_MSG_hello(X) X(RAW, nonce, WIRE_NONCE_SIZE) X(FLAG, server_kind, "server kind")
+#define WIRE_MSG_auth(X) X(RAW, nonce, WIRE_NONCE_SIZE) X(RAW, mac, WIRE_MAC_SIZE)
+#define WIRE_MSG_auth_ok(X) X(RAW, mac, WIRE_MAC_SIZE)
+#define WIRE_MSG_register(X)                                                          \
+  X(ROLE, role) X(U32, index) X(U32, pid) X(STR, host) X(U16, port) X(STR, hostname) \
+  X(U32, threads) X(U32, cpus) X(U64, memory) X(STR, gpus) X(STR, slurm_job)          \
+  X(STR, slurm_step) X(STR, slurm_node)
+#define WIRE_MSG_registered(X) X(FLAG, ok, "REGISTERED ok") X(STR, message)
+#define WIRE_MSG_spec(X) X(ITEMS, nodes, spec_node, "SPEC node")
+#define WIRE_MSG_heartbeat(X) X(U64, seq) X(U64, rss) X(U64, cpu_ms)
+#define WIRE_MSG_shutdown(X) X(U32, grace_ms)
+#define WIRE_MSG_error(X) X(I32, code) X(STR, message)
+#define WIRE_MSG_var_init(X)                                                           \
+  X(U32, var) X(U64, row0) X(FLAG, mode, "VAR_INIT mode") X(U32, replicas) X(U64, target) \
+  X(OPTIM, optim) X(TENSOR, value)
+#define WIRE_MSG_var_init_ok(X) X(EMPTY, unused)
+#define WIRE_MSG_setup(X)                                                        \
+  X(STR, model) X(STR, loss) X(U64, batch) X(U64, seed)                          \
+  X(ITEMS, vars, setup_var, "SETUP variable") X(TENSOR, x) X(TENSOR, y)
+#define WIRE_MSG_setup_ok(X) X(EMPTY, unused)
+#define WIRE_MSG_task(X) X(U64, task) X(U8, kind) X(U64, arg)
+#define WIRE_MSG_result(X) \
+  X(U64, task) X(I32, status) X(F64, loss) X(I64, correct) X(U64, examples) X(STR, message)
+#define WIRE_MSG_eval(X) X(U64, step)
+#define WIRE_MSG_eval_result(X) \
+  X(U64, step) X(I32, status) X(F64, loss) X(F64, accuracy) X(U64, examples) X(STR, message)
+#define WIRE_MSG_call(X) X(U64, task) X(BYTES, closure)
+#define WIRE_MSG_call_result(X) X(U64, task) X(I32, status) X(BYTES, data)
+#define WIRE_MSG_pull(X) X(U64, min_version) X(ITEMS, vars, var_id, "PULL variable")
+#define WIRE_MSG_pull_reply(X) X(U64, version) X(ITEMS, vars, var_tensor, "PULL_REPLY variable")
+#define WIRE_MSG_push(X) X(U64, version) X(ITEMS, vars, var_tensor, "PUSH variable")
+#define WIRE_MSG_push_ok(X) X(U64, step) X(FLAG, applied, "PUSH_OK applied")
+#define WIRE_MSG_attach(X) X(FLAG, control, "ATTACH control") X(POS, hz, "ATTACH hz")
+#define WIRE_MSG_snapshot(X)                                                            \
+  X(STR, run_dir) X(STR, launcher) X(STR, state) X(STR, mode) X(F64, uptime) X(I64, step) \
+  X(I64, total_steps) X(F64, examples_per_sec) X(F64, eta) X(U32, attach_clients)         \
+  X(I64, queued) X(I64, capacity) X(I64, running) X(I64, done) X(I64, failed)             \
+  X(I64, retried) X(I64, cancelled) X(ITEMS, nodes, snap_node, "SNAPSHOT node")           \
+  X(ITEMS, series, snap_series, "SNAPSHOT series") X(ITEMS, events, snap_event, "SNAPSHOT event")
+#define WIRE_MSG_command(X) X(ENUM, kind, WIRE_COMMAND_LAST, "COMMAND kind") X(STR, text)
+#define WIRE_MSG_command_reply(X) X(I32, status) X(STR, text)
+
+/* ---- repeated items ----------------------------------------------------- */
+
+#define WIRE_ITEM_spec_node(X) X(ROLE, role) X(U32, index) X(STR, host) X(U16, port)
+#define WIRE_ITEM_setup_var(X) \
+  X(STR, name) X(SHAPE, shape) X(ITEMS, shards, setup_shard, "SETUP shard")
+#define WIRE_ITEM_setup_shard(X) X(U32, ps) X(U64, row0) X(U64, rows)
+#define WIRE_ITEM_var_id(X) X(U32, var)
+#define WIRE_ITEM_var_tensor(X) X(U32, var) X(TENSOR, value)
+#define WIRE_ITEM_snap_node(X)                                                          \
+  X(ROLE, role) X(U32, index) X(U32, pid) X(U32, restarts) X(U32, inflight) X(I64, steps) \
+  X(I64, backlog) X(U64, rss) X(F64, examples_per_sec) X(F64, cpu_pct)                    \
+  X(F64, heartbeat_age) X(STR, state) X(STR, host) X(STR, log) X(STR, got)
+#define WIRE_ITEM_snap_series(X) \
+  X(STR, tag) X(FLAG, reset, "SNAPSHOT series reset") X(ITEMS, points, snap_point, "SNAPSHOT point")
+#define WIRE_ITEM_snap_point(X) X(F64, step) X(F64, wall) X(F64, value)
+#define WIRE_ITEM_snap_event(X) X(F64, wall) X(STR, text)
+
+/* Every item list, innermost first (an item's items come before it). */
+#define WIRE_ITEM_MAP(XX) \
+  XX(spec_node) XX(setup_shard) XX(setup_var) XX(var_id) XX(var_tensor) XX(snap_point) \
+  XX(snap_node) XX(snap_series) XX(snap_event)
+
+/* ---- views -------------------------------------------------------------- */
+
+typedef struct wire_bytes {
+  const uint8_t *p; /* borrowed */
+  uint32_t len;
+} wire_bytes;
+
+/* A tensor (or SHAPE) field. Encoding: t when set (any strides); else
+ * ndim and shape[] with data: prod(shape) little-endian float32s, or NULL
+ * to write the header alone (the caller appends the floats; ps.c lays
+ * them out aligned). Decoded: ndim, shape and data (borrowed, unaligned:
+ * memcpy it or use wire_tensor_to). SHAPE fields use ndim and shape. */
+typedef struct wire_tensor {
+  int ndim;
+  int64_t shape[TENSOR_MAXDIM];
+  const void *data;
+  const tensor *t;
+} wire_tensor;
+
+/* A list of items. Encoding: n items, each written by put(w, ud, i) with
+ * wire_put_item_<item>; when put is NULL, the len bytes at p (a decoded
+ * list written back). Decoded: n and the items' bytes (p, len; borrowed,
+ * already validated): read them in order with wire_items_reader and
+ * wire_get_item_<item>. */
+typedef struct wire_items {
+  uint32_t n;
+  const uint8_t *p;
+  size_t len;
+  void (*put)(wire_wr *w, void *ud, uint32_t i);
+  void *ud;
+} wire_items;
+
+/* A reader over a decoded list's items. */
+wire_rd wire_items_reader(const wire_items *it);
+
+/* Copies a decoded tensor's floats into dst (its element count must be
+ * the view's). */
+void wire_tensor_to(const wire_tensor *v, float *dst);
+/* The element count of a decoded tensor view. */
+int64_t wire_tensor_numel(const wire_tensor *v);
+
+/* ---- the generated API -------------------------------------------------- */
+
+#define WIRE_MSGS_FIELD_(kind, ...) WIRE_MSGS_F_##kind(__VA_ARGS__)
+#define WIRE_MSGS_F_U8(f) uint8_t f;
+#define WIRE_MSGS_F_U16(f) uint16_t f;
+#define WIRE_MSGS_F_U32(f) uint32_t f;
+#define WIRE_MSGS_F_U64(f) uint64_t f;
+#define WIRE_MSGS_F_I32(f) int32_t f;
+#define WIRE_MSGS_F_I64(f) int64_t f;
+#define WIRE_MSGS_F_F64(f) double f;
+#define WIRE_MSGS_F_FLAG(f, what) bool f;
+#define WIRE_MSGS_F_ROLE(f) uint8_t f;
+#define WIRE_MSGS_F_ENUM(f, max, what) uint8_t f;
+#define WIRE_MSGS_F_POS(f, what) double f;
+#define WIRE_MSGS_F_RAW(f, size) const uint8_t *f;
+#define WIRE_MSGS_F_STR(f) wire_str f;
+#define WIRE_MSGS_F_BYTES(f) wire_bytes f;
+#define WIRE_MSGS_F_SHAPE(f) wire_tensor f;
+#define WIRE_MSGS_F_TENSOR(f) wire_tensor f;
+#define WIRE_MSGS_F_OPTIM(f) optim_cfg f;
+#define WIRE_MSGS_F_ITEMS(f, item, what) wire_items f;
+#define WIRE_MSGS_F_EMPTY(f) char f;
+
+/* Per message <name>:
+ *   wire_msg_<name>     the struct
+ *   wire_put_<name>(w, m)       appends m's payload to w (wire_wr_init'ed;
+ *                               the caller finishes and sends the frame)
+ *   wire_get_<name>(p, n, m)    decodes and checks a whole payload; 0 or
+ *                               DRV_EPARSE ("SPEC: ...") with the reason
+ * Per item <name>:
+ *   wire_item_<name>, wire_put_item_<name>(w, it),
+ *   wire_get_item_<name>(r, it)   reads the next item of a list reader */
+#define XX(num, NAME, name, pre_auth, max)                                      \
+  typedef struct wire_msg_##name {                                              \
+    WIRE_MSG_##name(WIRE_MSGS_FIELD_)                                           \
+  } wire_msg_##name;                                                            \
+  void wire_put_##name(wire_wr *w, const wire_msg_##name *m);                   \
+  int wire_get_##name(const uint8_t *p, size_t n, wire_msg_##name *m);
+WIRE_TYPE_MAP(XX)
+#undef XX
+
+#define XX(name)                                                    \
+  typedef struct wire_item_##name {                                 \
+    WIRE_ITEM_##name(WIRE_MSGS_FIELD_)                              \
+  } wire_item_##name;                                               \
+  void wire_put_item_##name(wire_wr *w, const wire_item_##name *m); \
+  void wire_get_item_##name(wire_rd *r, wire_item_##name *m);
+WIRE_ITEM_MAP(XX)
+#undef XX
+
+/* Sample frames: wire_sample writes a whole valid frame of `type` (every
+ * field filled from `variant`: lists of 2, 1 or 0 items, strings of
+ * several lengths, a 2x3 tensor) into w, which it initialises; on success
+ * the caller owns w->buf (free with wire_wr_free). 0, or DRV_EINVAL for an
+ * unknown type, or the writer's error. */
+#define WIRE_SAMPLE_VARIANTS 3
+int wire_sample(uint8_t type, unsigned variant, wire_wr *w);
+
+#endif
