@@ -181,8 +181,8 @@ help:
 
 # ---- fuzzing ------------------------------------------------------------------
 # `make fuzz` builds tests/fuzz/fuzz_wire.c as a libFuzzer target (clang,
-# ASan + UBSan), writes a seed corpus (one valid frame per message type, from
-# the same file built with -DFUZZ_WIRE_SEEDS) and fuzzes the wire decoder for
+# ASan + UBSan), writes a seed corpus (wire_sample: every message type's sample
+# frames, by the same file built with -DFUZZ_WIRE_SEEDS) and fuzzes the wire decoder for
 # FUZZ_TIME seconds. Inputs it finds collect in $(BUILD)/fuzz/corpus and are
 # reused next time; a crash leaves $(BUILD)/fuzz/crash-* and fails the target.
 FUZZ_CC    ?= clang

@@ -11,9 +11,7 @@
 #include "rng.h"
 #include "tensor.h"
 #include "wire.h"
-
-/* Defined in wire.c; not (yet) in wire.h. */
-
+#include "wire_msgs.h"
 
 /* The payload of a finished writer. */
 #define PAYLOAD(w) ((w).buf + WIRE_HEADER_SIZE)
@@ -641,93 +639,10 @@ TEST(wire_invalid_optim_is_refused) {
  * Every message layout
  * ==================================================================== */
 
-/* A valid payload of `type`, per the layouts in wire.h. */
+/* A valid frame of `type` (wire_msgs.h's sample, variant 0). */
 static void sample(wire_wr *w, uint8_t type) {
-  uint8_t nonce[64];
-  for (int i = 0; i < 64; i++) nonce[i] = (uint8_t)(i * 7 + 1);
-  int64_t shape[2] = {2, 3};
-  tensor *t = filled(2, shape, 1);
-  optim_cfg c;
-  optim_cfg_default(&c, OPTIM_ADAM);
-  switch ((wire_type)type) {
-  case WIRE_HELLO: wire_wr_raw(w, nonce, 32); wire_wr_u8(w, 1); break;
-  case WIRE_AUTH: wire_wr_raw(w, nonce, 64); break;
-  case WIRE_AUTH_OK: wire_wr_raw(w, nonce, 32); break;
-  case WIRE_REGISTER:
-    wire_wr_u8(w, ROLE_WORKER); wire_wr_u32(w, 1); wire_wr_u32(w, 4242);
-    wire_wr_str(w, "127.0.0.1"); wire_wr_u16(w, 0);
-    wire_wr_str(w, "n01"); wire_wr_u32(w, 2); wire_wr_u32(w, 4); wire_wr_u64(w, 1u << 30);
-    wire_wr_str(w, "0,1"); wire_wr_str(w, "12"); wire_wr_str(w, "3"); wire_wr_str(w, "n01");
-    break;
-  case WIRE_REGISTERED: wire_wr_u8(w, 0); wire_wr_str(w, "duplicate worker:1"); break;
-  case WIRE_SPEC:
-    wire_wr_u32(w, 2);
-    wire_wr_u8(w, ROLE_PS); wire_wr_u32(w, 0); wire_wr_str(w, "10.0.0.1"); wire_wr_u16(w, 4000);
-    wire_wr_u8(w, ROLE_WORKER); wire_wr_u32(w, 0); wire_wr_str(w, "10.0.0.2"); wire_wr_u16(w, 0);
-    break;
-  case WIRE_HEARTBEAT: wire_wr_u64(w, 3); wire_wr_u64(w, 1 << 20); wire_wr_u64(w, 120); break;
-  case WIRE_SHUTDOWN: wire_wr_u32(w, 5000); break;
-  case WIRE_ERROR: wire_wr_i32(w, DRV_EPARSE); wire_wr_str(w, "bad frame"); break;
-  case WIRE_VAR_INIT:
-    wire_wr_u32(w, 1); wire_wr_u64(w, 0); wire_wr_u8(w, 1); wire_wr_u32(w, 2);
-    wire_wr_u64(w, 100); wire_wr_optim(w, &c); wire_wr_tensor(w, t);
-    break;
-  case WIRE_VAR_INIT_OK:
-  case WIRE_SETUP_OK: break;
-  case WIRE_SETUP:
-    wire_wr_str(w, "Sequential{Linear(3,2)}"); wire_wr_str(w, "CrossEntropy");
-    wire_wr_u64(w, 64); wire_wr_u64(w, 1); wire_wr_u32(w, 1);
-    wire_wr_str(w, "0.weight"); wire_wr_u8(w, 2); wire_wr_u64(w, 2); wire_wr_u64(w, 3);
-    wire_wr_u32(w, 2);
-    wire_wr_u32(w, 0); wire_wr_u64(w, 0); wire_wr_u64(w, 1);
-    wire_wr_u32(w, 1); wire_wr_u64(w, 1); wire_wr_u64(w, 1);
-    wire_wr_tensor(w, t); wire_wr_tensor(w, t);
-    break;
-  case WIRE_TASK: wire_wr_u64(w, 9); wire_wr_u8(w, WIRE_TASK_TRAIN_STEP); wire_wr_u64(w, 0); break;
-  case WIRE_RESULT:
-    wire_wr_u64(w, 9); wire_wr_i32(w, 0); wire_wr_f64(w, 0.25); wire_wr_i64(w, -1);
-    wire_wr_u64(w, 64); wire_wr_str(w, "");
-    break;
-  case WIRE_EVAL: wire_wr_u64(w, 200); break;
-  case WIRE_CALL: wire_wr_u64(w, 3); wire_wr_bytes(w, "\x1bLua", 4); break;
-  case WIRE_CALL_RESULT: wire_wr_u64(w, 3); wire_wr_i32(w, -1); wire_wr_bytes(w, "boom", 4); break;
-  case WIRE_PUSH_OK: wire_wr_u64(w, 200); wire_wr_u8(w, 0); break;
-  case WIRE_EVAL_RESULT:
-    wire_wr_u64(w, 200); wire_wr_i32(w, 0); wire_wr_f64(w, 0.1); wire_wr_f64(w, 0.97);
-    wire_wr_u64(w, 360); wire_wr_str(w, "");
-    break;
-  case WIRE_PULL:
-    wire_wr_u64(w, 7); wire_wr_u32(w, 2); wire_wr_u32(w, 0); wire_wr_u32(w, 1);
-    break;
-  case WIRE_PULL_REPLY:
-  case WIRE_PUSH:
-    wire_wr_u64(w, 7);
-    wire_wr_u32(w, 2);
-    wire_wr_u32(w, 0); wire_wr_tensor(w, t);
-    wire_wr_u32(w, 1); wire_wr_tensor(w, t);
-    break;
-  case WIRE_ATTACH: wire_wr_u8(w, 1); wire_wr_f64(w, 4.0); break;
-  case WIRE_SNAPSHOT:
-    wire_wr_str(w, "/runs/mnist-1"); wire_wr_str(w, "local"); wire_wr_str(w, "training");
-    wire_wr_str(w, "async");
-    wire_wr_f64(w, 12.5); wire_wr_i64(w, 40); wire_wr_i64(w, 400); wire_wr_f64(w, 900.0);
-    wire_wr_f64(w, 30.0); wire_wr_u32(w, 2);
-    for (int i = 0; i < 7; i++) wire_wr_i64(w, i);
-    wire_wr_u32(w, 1);
-    wire_wr_u8(w, ROLE_WORKER); wire_wr_u32(w, 1); wire_wr_u32(w, 4242); wire_wr_u32(w, 0);
-    wire_wr_u32(w, 2); wire_wr_i64(w, 20); wire_wr_i64(w, -1); wire_wr_u64(w, 1u << 24);
-    wire_wr_f64(w, 450.0); wire_wr_f64(w, 97.5); wire_wr_f64(w, 0.2);
-    wire_wr_str(w, "busy"); wire_wr_str(w, "127.0.0.1"); wire_wr_str(w, "logs/worker-1.log");
-    wire_wr_str(w, "127.0.0.1  1 threads, 2 cpus, 1.0G");
-    wire_wr_u32(w, 1);
-    wire_wr_str(w, "train/loss"); wire_wr_u8(w, 1); wire_wr_u32(w, 2);
-    for (int i = 0; i < 6; i++) wire_wr_f64(w, i * 0.5);
-    wire_wr_u32(w, 1); wire_wr_f64(w, 1.5); wire_wr_str(w, "node up worker:1");
-    break;
-  case WIRE_COMMAND: wire_wr_u8(w, WIRE_COMMAND_LUA); wire_wr_str(w, "c:nodes()"); break;
-  case WIRE_COMMAND_REPLY: wire_wr_i32(w, 0); wire_wr_str(w, "4 nodes"); break;
-  }
-  tensor_free(t);
+  wire_wr_free(w);
+  CHECK_OK(wire_sample(type, 0, w));
 }
 
 TEST(wire_every_layout_validates_and_every_truncation_fails) {
@@ -736,7 +651,6 @@ TEST(wire_every_layout_validates_and_every_truncation_fails) {
     wire_wr w;
     wire_wr_init(&w);
     sample(&w, type);
-    CHECK_OK(wire_wr_finish(&w, type, 1));
     wire_header h;
     CHECK_OK(wire_header_decode(w.buf, WIRE_DEFAULT_MAX_FRAME, true, &h));
     CHECK_OK(wire_validate_payload(type, PAYLOAD(w), h.len));
@@ -761,7 +675,6 @@ TEST(wire_validator_checks_roles_and_counts) {
   wire_wr w;
   wire_wr_init(&w);
   sample(&w, WIRE_REGISTER);
-  CHECK_OK(wire_wr_finish(&w, WIRE_REGISTER, 0));
   PAYLOAD(w)[0] = ROLE_COUNT;
   CHECK_ERR(wire_validate_payload(WIRE_REGISTER, PAYLOAD(w), PAYLOAD_LEN(w)), DRV_EPARSE,
             "REGISTER: unknown role 4");
@@ -784,13 +697,12 @@ TEST(wire_validator_checks_roles_and_counts) {
 TEST(wire_random_bytes_smoke) {
   rng_t rng;
   rng_seed(&rng, 20261121);
-  uint8_t samples[NTYPES][512];
+  uint8_t samples[NTYPES][1024];
   size_t sample_len[NTYPES];
   for (size_t i = 0; i < NTYPES; i++) {
     wire_wr w;
     wire_wr_init(&w);
     sample(&w, all_types[i]);
-    CHECK_OK(wire_wr_finish(&w, all_types[i], 0));
     sample_len[i] = PAYLOAD_LEN(w);
     CHECK(sample_len[i] <= sizeof samples[i]);
     memcpy(samples[i], PAYLOAD(w), sample_len[i]);
