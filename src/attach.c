@@ -26,7 +26,7 @@
 #include "err.h"
 #include "log.h"
 #include "progress.h"
-#include "wire.h"
+#include "wire_msgs.h"
 
 struct attach_client {
   uv_loop_t *loop;
@@ -64,8 +64,7 @@ static void client_ready(conn *cn) {
   attach_client *a = conn_ud(cn);
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u8(&w, a->control ? 1 : 0);
-  wire_wr_f64(&w, a->hz);
+  wire_put_attach(&w, &(wire_msg_attach){a->control, a->hz});
   conn_send_wr(cn, &w, WIRE_ATTACH, 0);
 }
 
@@ -87,12 +86,10 @@ static void client_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     a->frames++;
     return;
   case WIRE_COMMAND_REPLY: {
-    wire_rd r;
-    wire_rd_init(&r, pl, h->len);
-    int status = wire_rd_i32(&r);
+    wire_msg_command_reply m;
     char text[sizeof a->reply];
-    wire_rd_str(&r, text, sizeof text);
-    if (wire_rd_done(&r, h->type) < 0) return;
+    if (wire_get_command_reply(pl, h->len, &m) < 0 || wire_str_copy(m.text, text, sizeof text) < 0)
+      return;
     if (h->req && h->req == a->log_req) {
       a->log_req = 0;
       snprintf(a->log_node, sizeof a->log_node, "%s", a->log_asked);
@@ -100,7 +97,7 @@ static void client_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
       return;
     }
     if (h->req != a->req || !a->req) return; /* a late one */
-    a->status = status;
+    a->status = m.status;
     snprintf(a->reply, sizeof a->reply, "%s", text);
     a->replied = true;
     return;
@@ -192,8 +189,7 @@ static int send_command(attach_client *a, int kind, const char *text, uint32_t *
   if (!a->cn) return drv_error(DRV_EIO, "not connected: %s", a->why);
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u8(&w, (uint8_t)kind);
-  wire_wr_str(&w, text);
+  wire_put_command(&w, &(wire_msg_command){(uint8_t)kind, WIRE_STR(text)});
   if (++a->next_req == 0) a->next_req = 1; /* req 0 means "none in flight" */
   int rc = conn_send_wr(a->cn, &w, WIRE_COMMAND, a->next_req);
   if (rc == 0) *req = a->next_req;

@@ -19,6 +19,7 @@
 #include "err.h"
 #include "log.h"
 #include "progress.h"
+#include "wire_msgs.h"
 
 /* ============================== small helpers ============================ */
 
@@ -123,8 +124,7 @@ typedef struct peer {
 static void send_registered(conn *cn, const char *msg) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u8(&w, 1);
-  wire_wr_str(&w, msg);
+  wire_put_registered(&w, &(wire_msg_registered){.ok = true, .message = WIRE_STR(msg)});
   conn_send_wr(cn, &w, WIRE_REGISTERED, 0);
 }
 
@@ -150,8 +150,7 @@ static void refuse(conn *cn, const char *why) {
   }
   r->cn = cn;
   wire_wr_init(&r->w);
-  wire_wr_u8(&r->w, 0);
-  wire_wr_str(&r->w, why);
+  wire_put_registered(&r->w, &(wire_msg_registered){.ok = false, .message = WIRE_STR(why)});
   if (r->w.err) {
     conn_close(cn, why);
     wire_wr_free(&r->w);
@@ -163,20 +162,17 @@ static void refuse(conn *cn, const char *why) {
 }
 
 static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t len) {
-  wire_rd r;
-  wire_rd_init(&r, pl, len);
-  int role = wire_rd_u8(&r), index = (int)wire_rd_u32(&r);
-  pid_t pid = (pid_t)wire_rd_u32(&r);
+  wire_msg_register m;
   char host[64];
-  wire_rd_str(&r, host, sizeof host);
-  int port = wire_rd_u16(&r);
   node_info got;
-  nodeinfo_read(&r, &got);
-  if (wire_rd_done(&r, WIRE_REGISTER) < 0) {
+  if (wire_get_register(pl, len, &m) < 0 || wire_str_copy(m.host, host, sizeof host) < 0 ||
+      nodeinfo_from_msg(&m, &got) < 0) {
     log_warn("%s: %s", conn_peer(cn), drv_errmsg());
     conn_close(cn, "malformed REGISTER");
     return;
   }
+  int role = m.role, index = (int)m.index, port = m.port;
+  pid_t pid = (pid_t)m.pid;
   char name[32];
   snprintf(name, sizeof name, "%s:%d", wire_role_name(role), index);
   int i = coord_find_node(c, role, index);
@@ -223,11 +219,9 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
 }
 
 static void on_heartbeat(coord_node *n, const uint8_t *pl, uint32_t len) {
-  wire_rd r;
-  wire_rd_init(&r, pl, len);
-  wire_rd_u64(&r);
-  uint64_t rss = wire_rd_u64(&r), cpu = wire_rd_u64(&r);
-  if (wire_rd_ok(&r)) n->rss = rss, n->cpu_ms = cpu, n->cpu_at = progress_now();
+  wire_msg_heartbeat m;
+  if (wire_get_heartbeat(pl, len, &m) == 0)
+    n->rss = m.rss, n->cpu_ms = m.cpu_ms, n->cpu_at = progress_now();
 }
 
 static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
@@ -323,9 +317,7 @@ static void send_heartbeats(coord *c) {
     if (!c->ctl[i]) continue;
     wire_wr w;
     wire_wr_init(&w);
-    wire_wr_u64(&w, c->hb_seq);
-    wire_wr_u64(&w, 0);
-    wire_wr_u64(&w, 0);
+    wire_put_heartbeat(&w, &(wire_msg_heartbeat){.seq = c->hb_seq}); /* no rss, no cpu */
     conn_send_wr(c->ctl[i], &w, WIRE_HEARTBEAT, 0);
   }
   c->hb_seq++;
@@ -534,18 +526,19 @@ static int reservation_error(coord *c) {
   return drv_error(DRV_ETIMEDOUT, "%s", msg);
 }
 
+static void put_spec_node(wire_wr *w, void *ud, uint32_t k) {
+  const coord_node *n = &((coord *)ud)->nodes[k];
+  wire_put_item_spec_node(w, &(wire_item_spec_node){.role = (uint8_t)n->role,
+                                                    .index = (uint32_t)n->index,
+                                                    .host = WIRE_STR(n->host),
+                                                    .port = (uint16_t)n->port});
+}
+
 /* SPEC to node `to`: every node's role, index, host and ps port. */
 static void send_spec(coord *c, int to) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u32(&w, (uint32_t)c->nnodes);
-  for (int k = 0; k < c->nnodes; k++) {
-    const coord_node *n = &c->nodes[k];
-    wire_wr_u8(&w, (uint8_t)n->role);
-    wire_wr_u32(&w, (uint32_t)n->index);
-    wire_wr_str(&w, n->host);
-    wire_wr_u16(&w, (uint16_t)n->port);
-  }
+  wire_put_spec(&w, &(wire_msg_spec){{(uint32_t)c->nnodes, .put = put_spec_node, .ud = c}});
   coord_send(c, to, &w, WIRE_SPEC, 0);
 }
 
@@ -652,7 +645,7 @@ static void stop_group(coord *c, bool ps, double grace, double deadline) {
     }
     wire_wr w;
     wire_wr_init(&w);
-    wire_wr_u32(&w, (uint32_t)(grace * 1000));
+    wire_put_shutdown(&w, &(wire_msg_shutdown){(uint32_t)(grace * 1000)});
     coord_send(c, i, &w, WIRE_SHUTDOWN, 0);
   }
   double left = deadline - progress_now();

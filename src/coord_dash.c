@@ -22,6 +22,7 @@
 #include "dash_snap.h"
 #include "err.h"
 #include "log.h"
+#include "wire_msgs.h"
 
 #define ATTACH_MAX_CLIENTS 64
 #define ATTACH_MAX_HZ 10.0          /* the tick's rate */
@@ -279,8 +280,7 @@ void coord__dash_tick(coord *c, double now) {
 static void reply(attach_peer *a, uint32_t req, int status, const char *text) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_i32(&w, status);
-  wire_wr_str(&w, text);
+  wire_put_command_reply(&w, &(wire_msg_command_reply){status, WIRE_STR(text)});
   conn_send_wr(a->cn, &w, WIRE_COMMAND_REPLY, req);
 }
 
@@ -304,8 +304,7 @@ static void refuse(conn *cn, int code, const char *why) {
   if (p) {
     p->cn = cn;
     wire_wr_init(&p->w);
-    wire_wr_i32(&p->w, code);
-    wire_wr_str(&p->w, why);
+    wire_put_error(&p->w, &(wire_msg_error){code, WIRE_STR(why)});
     if (!p->w.err && conn_send_ref(cn, WIRE_ERROR, 0, p->w.buf + WIRE_HEADER_SIZE,
                                    p->w.len - WIRE_HEADER_SIZE, parting_sent, p) == 0)
       return;
@@ -317,14 +316,13 @@ static void refuse(conn *cn, int code, const char *why) {
 
 static void on_attach(coord *c, conn *cn, void **slot, const uint8_t *pl, uint32_t len) {
   coord_dash_state *d = c->dash;
-  wire_rd r;
-  wire_rd_init(&r, pl, len);
-  bool control = wire_rd_u8(&r) == 1;
-  double hz = wire_rd_f64(&r);
-  if (wire_rd_done(&r, WIRE_ATTACH) < 0) { /* conn.c validated it: cannot happen */
+  wire_msg_attach m;
+  if (wire_get_attach(pl, len, &m) < 0) { /* conn.c validated it: cannot happen */
     conn_close(cn, "malformed ATTACH");
     return;
   }
+  bool control = m.control;
+  double hz = m.hz;
   if (d->nclients >= ATTACH_MAX_CLIENTS) {
     char why[80];
     snprintf(why, sizeof why, "too many attach clients (%d)", ATTACH_MAX_CLIENTS);
@@ -387,15 +385,13 @@ void coord_set_command_handler(coord *c, coord_command_fn fn, void *ud) {
 }
 
 static void on_command(coord *c, attach_peer *a, uint32_t req, const uint8_t *pl, uint32_t len) {
-  wire_rd r;
+  wire_msg_command m;
   char text[WIRE_MAX_STR + 1], out[1024];
-  wire_rd_init(&r, pl, len);
-  unsigned kind = wire_rd_u8(&r);
-  wire_rd_str(&r, text, sizeof text);
-  if (wire_rd_done(&r, WIRE_COMMAND) < 0) {
+  if (wire_get_command(pl, len, &m) < 0 || wire_str_copy(m.text, text, sizeof text) < 0) {
     conn_close(a->cn, "malformed COMMAND");
     return;
   }
+  unsigned kind = m.kind;
   if (kind == WIRE_COMMAND_LOG_TAIL) { /* reading, so read-only clients may */
     char tail[WIRE_MAX_STR + 1];
     reply(a, req, coord_node_log_tail(c, text, ATTACH_LOG_LINES, tail, sizeof tail), tail);

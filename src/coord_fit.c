@@ -28,36 +28,40 @@
 #include "coord_fit_int.h"
 #include "err.h"
 #include "log.h"
+#include "wire_msgs.h"
 
 /* ============================== setup ===================================== */
 
-static void write_var_table(wire_wr *w, coord_fit_state *f) {
-  wire_wr_u32(w, (uint32_t)f->nvars);
-  for (int i = 0; i < f->nvars; i++) {
-    fvar *v = &f->vars[i];
-    wire_wr_str(w, f->params.items[i].name);
-    wire_wr_u8(w, (uint8_t)v->value->ndim);
-    for (int d = 0; d < v->value->ndim; d++) wire_wr_u64(w, (uint64_t)v->value->shape[d]);
-    wire_wr_u32(w, (uint32_t)v->nshards);
-    for (int s = 0; s < v->nshards; s++) {
-      wire_wr_u32(w, (uint32_t)v->sh[s].ps);
-      wire_wr_u64(w, (uint64_t)v->sh[s].row0);
-      wire_wr_u64(w, (uint64_t)v->sh[s].rows);
-    }
-  }
+static void put_shard(wire_wr *w, void *ud, uint32_t s) {
+  const fvar *v = ud;
+  wire_put_item_setup_shard(w, &(wire_item_setup_shard){(uint32_t)v->sh[s].ps,
+                                                        (uint64_t)v->sh[s].row0,
+                                                        (uint64_t)v->sh[s].rows});
+}
+
+/* SETUP's variable table: name, shape and shards of each variable. */
+static void put_var(wire_wr *w, void *ud, uint32_t i) {
+  coord_fit_state *f = ud;
+  fvar *v = &f->vars[i];
+  wire_item_setup_var it = {.name = WIRE_STR(f->params.items[i].name),
+                            .shape = {.ndim = v->value->ndim},
+                            .shards = {(uint32_t)v->nshards, .put = put_shard, .ud = v}};
+  memcpy(it.shape.shape, v->value->shape, (size_t)v->value->ndim * sizeof *v->value->shape);
+  wire_put_item_setup_var(w, &it);
 }
 
 static int send_setup(coord *c, int node, const coord_fit_args *a, const char *spec,
                       const dataset *d) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_str(&w, spec);
-  wire_wr_str(&w, a->loss->ops->type);
-  wire_wr_u64(&w, (uint64_t)a->cfg->batch);
-  wire_wr_u64(&w, a->cfg->seed);
-  write_var_table(&w, c->fit);
-  wire_wr_tensor(&w, d->x);
-  wire_wr_tensor(&w, d->y);
+  wire_put_setup(&w, &(wire_msg_setup){.model = WIRE_STR(spec),
+                                       .loss = WIRE_STR(a->loss->ops->type),
+                                       .batch = (uint64_t)a->cfg->batch,
+                                       .seed = a->cfg->seed,
+                                       .vars = {(uint32_t)c->fit->nvars, .put = put_var,
+                                                .ud = c->fit},
+                                       .x = {.t = d->x},
+                                       .y = {.t = d->y}});
   c->fit->setup_ok[node] = false;
   coord_send(c, node, &w, WIRE_SETUP, 0);
   return 0;
@@ -154,17 +158,15 @@ static void metrics_line(coord_fit_state *f, json_t *fields) {
 }
 
 static int on_result(coord_fit_state *f, int node, const uint8_t *pl, uint32_t len) {
-  wire_rd r;
+  wire_msg_result m;
   char msg[1024];
-  wire_rd_init(&r, pl, len);
-  uint64_t id = wire_rd_u64(&r);
-  int32_t status = wire_rd_i32(&r);
-  double loss = wire_rd_f64(&r);
-  int64_t correct = wire_rd_i64(&r);
-  uint64_t examples = wire_rd_u64(&r);
-  wire_rd_str(&r, msg, sizeof msg);
-  int rc = wire_rd_done(&r, WIRE_RESULT);
+  int rc = wire_get_result(pl, len, &m);
+  if (rc == 0) rc = wire_str_copy(m.message, msg, sizeof msg);
   if (rc < 0) return rc;
+  uint64_t id = m.task, examples = m.examples;
+  int32_t status = m.status;
+  double loss = m.loss;
+  int64_t correct = m.correct;
   /* Counted once: only the node holding the step completes it. A step of
    * an earlier (interrupted) fit completes and is forgotten. */
   if (!coord__task_complete(f->c, node, id, TK_TRAIN)) return 0;
@@ -207,7 +209,7 @@ static int on_result(coord_fit_state *f, int node, const uint8_t *pl, uint32_t l
     if (f->evaluator >= 0) {
       wire_wr w;
       wire_wr_init(&w);
-      wire_wr_u64(&w, (uint64_t)f->done);
+      wire_put_eval(&w, &(wire_msg_eval){(uint64_t)f->done});
       f->evals_out++;
       coord_send(f->c, f->evaluator, &w, WIRE_EVAL, 0);
     } else {
@@ -234,22 +236,17 @@ static void eval_done(coord_fit_state *f, int64_t step, double loss, double acc)
 }
 
 static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {
-  wire_rd r;
+  wire_msg_eval_result m;
   char msg[1024];
-  wire_rd_init(&r, pl, len);
-  uint64_t step = wire_rd_u64(&r);
-  int32_t status = wire_rd_i32(&r);
-  double loss = wire_rd_f64(&r), acc = wire_rd_f64(&r);
-  wire_rd_u64(&r);
-  wire_rd_str(&r, msg, sizeof msg);
-  int rc = wire_rd_done(&r, WIRE_EVAL_RESULT);
+  int rc = wire_get_eval_result(pl, len, &m);
+  if (rc == 0) rc = wire_str_copy(m.message, msg, sizeof msg);
   if (rc < 0) return rc;
   if (f->evals_out > 0) f->evals_out--;
-  if (status != 0) {
+  if (m.status != 0) {
     coord__fail_fit(f, "%s: evaluation failed: %s", "evaluator:0", msg);
     return 0;
   }
-  eval_done(f, (int64_t)step, loss, acc);
+  eval_done(f, (int64_t)m.step, m.loss, m.accuracy);
   return 0;
 }
 
@@ -284,8 +281,7 @@ static int send_sync_probes(coord_fit_state *f) {
     if (!f->ps[k]) return drv_error(DRV_ENODE, "ps:%d is not connected", k);
     wire_wr w;
     wire_wr_init(&w);
-    wire_wr_u64(&w, (uint64_t)f->sync_target);
-    wire_wr_u32(&w, 0);
+    wire_put_pull(&w, &(wire_msg_pull){.min_version = (uint64_t)f->sync_target}); /* no vars */
     int rc = conn_send_wr(f->ps[k], &w, WIRE_PULL, SYNC_PROBE_REQ);
     if (rc < 0) return rc;
   }

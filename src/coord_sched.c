@@ -28,6 +28,7 @@
 #include "coord_fit_int.h"
 #include "err.h"
 #include "log.h"
+#include "wire_msgs.h"
 
 /* Closures in flight per worker: enough to hide the round trip when they
  * are short; a train step's limit is INFLIGHT_PER_WORKER. */
@@ -177,14 +178,12 @@ static void batch_task(coord_sched *s, int node, uint64_t id, const task *t) {
     at = w->len;
     wire_wr_raw(w, room, sizeof room);
   }
-  wire_wr_u64(w, id);
   uint8_t type;
   if (t->kind == TK_CALL) {
-    wire_wr_bytes(w, t->data, t->len);
+    wire_put_call(w, &(wire_msg_call){id, {t->data, (uint32_t)t->len}});
     type = WIRE_CALL;
   } else {
-    wire_wr_u8(w, WIRE_TASK_TRAIN_STEP);
-    wire_wr_u64(w, 0);
+    wire_put_task(w, &(wire_msg_task){.task = id, .kind = WIRE_TASK_TRAIN_STEP});
     type = WIRE_TASK;
   }
   if (w->err) return; /* flush_batches drops it */
@@ -327,14 +326,13 @@ static void first_error(coord *c, uint64_t id, const char *msg) {
 }
 
 static int on_call_result(coord *c, int node, const uint8_t *pl, uint32_t len) {
-  wire_rd r;
-  const uint8_t *data;
-  wire_rd_init(&r, pl, len);
-  uint64_t id = wire_rd_u64(&r);
-  int32_t status = wire_rd_i32(&r);
-  uint32_t n = wire_rd_bytes(&r, &data);
-  int rc = wire_rd_done(&r, WIRE_CALL_RESULT);
+  wire_msg_call_result m;
+  int rc = wire_get_call_result(pl, len, &m);
   if (rc < 0) return rc;
+  uint64_t id = m.task;
+  int32_t status = m.status;
+  const uint8_t *data = m.data.p;
+  uint32_t n = m.data.len;
   if (!coord__task_complete(c, node, id, TK_CALL)) return 0;
   coord_sched *s = &c->sched;
   task *t = task_get(s, id);

@@ -10,6 +10,7 @@
 #include "coord_fit_int.h"
 #include "err.h"
 #include "log.h"
+#include "wire_msgs.h"
 
 /* ============================== ps connections ============================ */
 
@@ -34,18 +35,17 @@ static void copy_shard(coord_fit_state *f, int ps, uint32_t var, const int64_t *
 
 static int on_pull_reply(coord_fit_state *f, int ps, const uint8_t *pl, uint32_t len,
                          uint64_t *version) {
-  wire_rd r;
-  wire_rd_init(&r, pl, len);
-  *version = wire_rd_u64(&r);
-  uint32_t n = wire_rd_u32(&r);
-  for (uint32_t i = 0; i < n && wire_rd_ok(&r); i++) {
-    uint32_t var = wire_rd_u32(&r);
-    int ndim;
-    int64_t shape[TENSOR_MAXDIM];
-    const uint8_t *data;
-    if (wire_rd_tensor_view(&r, &ndim, shape, &data) == 0) copy_shard(f, ps, var, shape, ndim, data);
+  wire_msg_pull_reply m;
+  int rc = wire_get_pull_reply(pl, len, &m);
+  if (rc < 0) return rc;
+  *version = m.version;
+  wire_rd r = wire_items_reader(&m.vars);
+  for (uint32_t i = 0; i < m.vars.n; i++) {
+    wire_item_var_tensor it;
+    wire_get_item_var_tensor(&r, &it);
+    copy_shard(f, ps, it.var, it.value.shape, it.value.ndim, it.value.data);
   }
-  return wire_rd_done(&r, WIRE_PULL_REPLY);
+  return 0;
 }
 
 static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
@@ -233,13 +233,13 @@ int coord__init_vars(coord_fit_state *f, const optim_cfg *opt) {
       if (!part) return DRV_ENOMEM;
       wire_wr w;
       wire_wr_init(&w);
-      wire_wr_u32(&w, (uint32_t)i);
-      wire_wr_u64(&w, (uint64_t)v->sh[s].row0);
-      wire_wr_u8(&w, f->sync);
-      wire_wr_u32(&w, f->replicas);
-      wire_wr_u64(&w, (uint64_t)f->sync_target);
-      wire_wr_optim(&w, opt);
-      wire_wr_tensor(&w, part);
+      wire_put_var_init(&w, &(wire_msg_var_init){.var = (uint32_t)i,
+                                                 .row0 = (uint64_t)v->sh[s].row0,
+                                                 .mode = f->sync,
+                                                 .replicas = f->replicas,
+                                                 .target = (uint64_t)f->sync_target,
+                                                 .optim = *opt,
+                                                 .value = {.t = part}});
       tensor_free(part);
       if (!f->ps[v->sh[s].ps]) return drv_error(DRV_ENODE, "ps:%d is not connected", v->sh[s].ps);
       f->pending++;
@@ -248,6 +248,27 @@ int coord__init_vars(coord_fit_state *f, const optim_cfg *opt) {
     }
   }
   return 0;
+}
+
+/* PULL's variables for one ps, one per shard it holds: the cursor walks
+ * the shards in order, as the encoder asks for them. */
+typedef struct pull_cursor {
+  const coord_fit_state *f;
+  int ps, var, shard;
+} pull_cursor;
+
+static void put_var_id(wire_wr *w, void *ud, uint32_t i) {
+  (void)i;
+  pull_cursor *pc = ud;
+  for (;;) {
+    const fvar *v = &pc->f->vars[pc->var];
+    if (pc->shard == v->nshards) {
+      pc->var++, pc->shard = 0;
+      continue;
+    }
+    if (v->sh[pc->shard++].ps == pc->ps) break;
+  }
+  wire_put_item_var_id(w, &(wire_item_var_id){(uint32_t)pc->var});
 }
 
 /* One PULL per ps for the variables (or shards) it holds. */
@@ -263,11 +284,9 @@ int coord__pull_all(coord *c) {
       wire_wr_free(&w);
       continue;
     }
-    wire_wr_u64(&w, 0); /* min_version: the values as they are */
-    wire_wr_u32(&w, n);
-    for (int i = 0; i < f->nvars; i++)
-      for (int s = 0; s < f->vars[i].nshards; s++)
-        if (f->vars[i].sh[s].ps == k) wire_wr_u32(&w, (uint32_t)i);
+    pull_cursor pc = {f, k, 0, 0};
+    /* min_version 0: the values as they are */
+    wire_put_pull(&w, &(wire_msg_pull){0, {n, .put = put_var_id, .ud = &pc}});
     if (!f->ps[k]) {
       wire_wr_free(&w);
       return drv_error(DRV_ENODE, "ps:%d is not connected", k);

@@ -33,7 +33,7 @@
 #include "nodeinfo.h"
 #include "ps.h"
 #include "tensor.h"
-#include "wire.h"
+#include "wire_msgs.h"
 #include "worker.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_LOST = 3 };
@@ -146,8 +146,7 @@ static int send_coord(void *ud, wire_wr *w, uint8_t type, uint32_t req) {
 static void send_error(node *n, int code, const char *msg) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_i32(&w, code);
-  wire_wr_str(&w, msg);
+  wire_put_error(&w, &(wire_msg_error){.code = code, .message = WIRE_STR(msg)});
   send_coord(n, &w, WIRE_ERROR, 0);
 }
 
@@ -169,14 +168,15 @@ static void send_register(node *n) {
   const node_opts *o = n->o;
   node_info ni;
   nodeinfo_probe(&ni);
+  wire_msg_register m = {.role = (uint8_t)o->role,
+                         .index = (uint32_t)o->index,
+                         .pid = (uint32_t)getpid(),
+                         .host = WIRE_STR(advertised_host(n)),
+                         .port = (uint16_t)n->data_port};
+  nodeinfo_to_msg(&ni, &m);
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u8(&w, (uint8_t)o->role);
-  wire_wr_u32(&w, (uint32_t)o->index);
-  wire_wr_u32(&w, (uint32_t)getpid());
-  wire_wr_str(&w, advertised_host(n));
-  wire_wr_u16(&w, (uint16_t)n->data_port);
-  nodeinfo_write(&w, &ni);
+  wire_put_register(&w, &m);
   send_coord(n, &w, WIRE_REGISTER, 0);
 }
 
@@ -186,9 +186,7 @@ static void on_heartbeat(uv_timer_t *t) {
   node *n = t->data;
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u64(&w, n->hb_seq++);
-  wire_wr_u64(&w, rss_bytes());
-  wire_wr_u64(&w, cpu_ms());
+  wire_put_heartbeat(&w, &(wire_msg_heartbeat){n->hb_seq++, rss_bytes(), cpu_ms()});
   send_coord(n, &w, WIRE_HEARTBEAT, 0);
   events_run_tick(n->summaries); /* the last steps before a pause reach the disk */
 }
@@ -258,15 +256,11 @@ static void node_stop(node *n, int status) {
 /* ============================== control frames =========================== */
 
 static int on_registered(node *n, const uint8_t *pl, uint32_t len) {
-  wire_rd r;
-  char msg[WIRE_MAX_STR + 1];
-  wire_rd_init(&r, pl, len);
-  uint8_t ok = wire_rd_u8(&r);
-  wire_rd_str(&r, msg, sizeof msg);
-  int rc = wire_rd_done(&r, WIRE_REGISTERED);
+  wire_msg_registered m;
+  int rc = wire_get_registered(pl, len, &m);
   if (rc < 0) return rc;
-  if (!ok) {
-    log_error("the coordinator refused this node: %s", msg);
+  if (!m.ok) {
+    log_error("the coordinator refused this node: %.*s", (int)m.message.len, m.message.s);
     node_stop(n, EXIT_FAIL);
     return 0;
   }
@@ -279,22 +273,23 @@ static int on_registered(node *n, const uint8_t *pl, uint32_t len) {
 }
 
 static int on_spec(node *n, const uint8_t *pl, uint32_t len) {
-  wire_rd r;
-  wire_rd_init(&r, pl, len);
-  uint32_t count = wire_rd_u32(&r);
-  if (wire_rd_ok(&r) && (size_t)count > (len - 4) / (1 + 4 + 4 + 2))
-    return drv_error(DRV_EPARSE, "SPEC: %u nodes cannot fit in %u bytes", count, len);
+  wire_msg_spec m;
+  int rc = wire_get_spec(pl, len, &m);
+  if (rc < 0) return rc;
+  uint32_t count = m.nodes.n;
   node_addr *a = calloc((size_t)count + 1, sizeof *a);
   if (!a) return drv_error(DRV_ENOMEM, "out of memory");
   int nps = 0;
-  for (uint32_t i = 0; i < count && wire_rd_ok(&r); i++) {
-    a[i].role = wire_rd_u8(&r);
-    a[i].index = wire_rd_u32(&r);
-    wire_rd_str(&r, a[i].host, sizeof a[i].host);
-    a[i].port = wire_rd_u16(&r);
+  wire_rd r = wire_items_reader(&m.nodes);
+  for (uint32_t i = 0; i < count && rc == 0; i++) {
+    wire_item_spec_node it;
+    wire_get_item_spec_node(&r, &it);
+    a[i].role = it.role;
+    a[i].index = it.index;
+    a[i].port = it.port;
+    rc = wire_str_copy(it.host, a[i].host, sizeof a[i].host);
     if (a[i].role == ROLE_PS) nps++;
   }
-  int rc = wire_rd_done(&r, WIRE_SPEC);
   if (rc == 0) {
     log_info("cluster spec: %u nodes, %d ps", count, nps);
     if (n->wk) rc = worker_spec(n->wk, a, (int)count);
@@ -304,11 +299,10 @@ static int on_spec(node *n, const uint8_t *pl, uint32_t len) {
 }
 
 static int on_shutdown(node *n, const uint8_t *pl, uint32_t len) {
-  wire_rd r;
-  wire_rd_init(&r, pl, len);
-  uint32_t grace = wire_rd_u32(&r);
-  int rc = wire_rd_done(&r, WIRE_SHUTDOWN);
+  wire_msg_shutdown m;
+  int rc = wire_get_shutdown(pl, len, &m);
   if (rc < 0) return rc;
+  uint32_t grace = m.grace_ms;
   if (n->shutting_down) return 0;
   log_info("shutdown requested (grace %u ms)", grace);
   begin_drain(n, grace);
@@ -331,12 +325,9 @@ static int dispatch(node *n, const wire_header *h, const uint8_t *pl) {
   case WIRE_SPEC: return on_spec(n, pl, h->len);
   case WIRE_SHUTDOWN: return on_shutdown(n, pl, h->len);
   case WIRE_ERROR: {
-    wire_rd r;
     char msg[WIRE_MAX_STR + 1];
-    wire_rd_init(&r, pl, h->len);
-    wire_rd_i32(&r);
-    wire_rd_str(&r, msg, sizeof msg);
-    log_error("the coordinator reported an error: %s", wire_rd_ok(&r) ? msg : "(malformed)");
+    wire_rd_error(pl, h->len, msg, sizeof msg);
+    log_error("the coordinator reported an error: %s", msg);
     node_stop(n, EXIT_FAIL);
     return 0;
   }

@@ -71,27 +71,28 @@ void nodeinfo_probe(node_info *ni) {
   copy_env(ni->slurm_node, sizeof ni->slurm_node, "SLURMD_NODENAME");
 }
 
-void nodeinfo_write(wire_wr *w, const node_info *ni) {
-  wire_wr_str(w, ni->hostname);
-  wire_wr_u32(w, ni->threads);
-  wire_wr_u32(w, ni->affinity);
-  wire_wr_u64(w, ni->memory);
-  wire_wr_str(w, ni->gpus);
-  wire_wr_str(w, ni->slurm_job);
-  wire_wr_str(w, ni->slurm_step);
-  wire_wr_str(w, ni->slurm_node);
+void nodeinfo_to_msg(const node_info *ni, wire_msg_register *m) {
+  m->hostname = WIRE_STR(ni->hostname);
+  m->threads = ni->threads;
+  m->cpus = ni->affinity;
+  m->memory = ni->memory;
+  m->gpus = WIRE_STR(ni->gpus);
+  m->slurm_job = WIRE_STR(ni->slurm_job);
+  m->slurm_step = WIRE_STR(ni->slurm_step);
+  m->slurm_node = WIRE_STR(ni->slurm_node);
 }
 
-void nodeinfo_read(wire_rd *r, node_info *ni) {
+int nodeinfo_from_msg(const wire_msg_register *m, node_info *ni) {
   memset(ni, 0, sizeof *ni);
-  wire_rd_str(r, ni->hostname, sizeof ni->hostname);
-  ni->threads = wire_rd_u32(r);
-  ni->affinity = wire_rd_u32(r);
-  ni->memory = wire_rd_u64(r);
-  wire_rd_str(r, ni->gpus, sizeof ni->gpus);
-  wire_rd_str(r, ni->slurm_job, sizeof ni->slurm_job);
-  wire_rd_str(r, ni->slurm_step, sizeof ni->slurm_step);
-  wire_rd_str(r, ni->slurm_node, sizeof ni->slurm_node);
+  ni->threads = m->threads;
+  ni->affinity = m->cpus;
+  ni->memory = m->memory;
+  int rc = wire_str_copy(m->hostname, ni->hostname, sizeof ni->hostname);
+  if (rc == 0) rc = wire_str_copy(m->gpus, ni->gpus, sizeof ni->gpus);
+  if (rc == 0) rc = wire_str_copy(m->slurm_job, ni->slurm_job, sizeof ni->slurm_job);
+  if (rc == 0) rc = wire_str_copy(m->slurm_step, ni->slurm_step, sizeof ni->slurm_step);
+  if (rc == 0) rc = wire_str_copy(m->slurm_node, ni->slurm_node, sizeof ni->slurm_node);
+  return rc;
 }
 
 const char *nodeinfo_format(const node_info *ni, char *buf, size_t n) {

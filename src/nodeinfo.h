@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "wire.h"
+#include "wire_msgs.h"
 
 typedef struct node_info {
   char hostname[64];   /* gethostname() */
@@ -26,11 +26,11 @@ typedef struct node_info {
 /* Fills *ni from this process and its environment. */
 void nodeinfo_probe(node_info *ni);
 
-/* REGISTER's tail (wire.h): appends / reads hostname str, threads u32,
- * affinity u32, memory u64, gpus str, slurm job str, step str, node str.
- * Strings longer than the fields fail the read (errors stay in r). */
-void nodeinfo_write(wire_wr *w, const node_info *ni);
-void nodeinfo_read(wire_rd *r, node_info *ni);
+/* REGISTER's node fields (wire_msgs.h): nodeinfo_to_msg points m's
+ * strings at ni's (ni must outlive m's use); nodeinfo_from_msg copies a
+ * decoded m into ni: DRV_EPARSE when a string is longer than its field. */
+void nodeinfo_to_msg(const node_info *ni, wire_msg_register *m);
+int nodeinfo_from_msg(const wire_msg_register *m, node_info *ni);
 
 /* "8 threads, 8 cpus, 23.5G, gpus 0,1, slurm 12.3 on n01" into buf. */
 const char *nodeinfo_format(const node_info *ni, char *buf, size_t n);

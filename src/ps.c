@@ -17,8 +17,9 @@
  * come.
  *
  * Each shard keeps its values in a refcounted "blob" laid out as the whole
- * PULL_REPLY payload for that shard alone: count (1), var id, tensor header,
- * then the floats, 64-byte aligned for the optimizer kernels. A PULL of one
+ * PULL_REPLY payload for that shard alone: version, count (1), var id,
+ * tensor header (all from wire_put_pull_reply), then the floats, 64-byte
+ * aligned for the optimizer kernels. A PULL of one
  * variable is then sent without copying (conn_send_ref), while a PULL of
  * several copies each shard's header+floats into one frame.
  *
@@ -39,8 +40,9 @@
 #include "conn.h"
 #include "err.h"
 #include "log.h"
+#include "le.h"
 #include "optim.h"
-#include "wire.h"
+#include "wire_msgs.h"
 
 /* ============================== shards =================================== */
 
@@ -48,7 +50,8 @@ typedef struct ps_blob {
   int refs;
   uint8_t *payload; /* PULL_REPLY payload for this shard alone */
   size_t len;       /* its bytes */
-  size_t hdr;       /* bytes before the floats: count, var, ndim, dims */
+  size_t hdr;       /* bytes before the floats: version, count, var, ndim, dims */
+  size_t item;      /* where the shard's list item (var id, tensor) starts */
   float *data;      /* the values, 64-byte aligned, inside payload */
   void *mem;        /* the allocation */
 } ps_blob;
@@ -118,18 +121,38 @@ struct ps_server {
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-static void put_le(uint8_t *p, uint64_t v, int n) {
-  for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+/* The one item of a blob's PULL_REPLY, without its floats; `at` records
+ * where in the frame it starts. */
+typedef struct blob_head {
+  wire_item_var_tensor item;
+  size_t at;
+} blob_head;
+
+static void put_head(wire_wr *w, void *ud, uint32_t i) {
+  (void)i;
+  blob_head *bh = ud;
+  bh->at = w->len - WIRE_HEADER_SIZE;
+  wire_put_item_var_tensor(w, &bh->item);
 }
 
 /* A blob for `var` with the given shape; values uninitialised. */
 static ps_blob *blob_new(uint32_t var, int ndim, const int64_t *shape, size_t n) {
-  ps_blob *b = calloc(1, sizeof *b);
-  if (!b) return NULL;
-  b->hdr = 8 + 4 + 4 + 1 + 8 * (size_t)ndim;
+  blob_head bh = {.item = {.var = var, .value = {.ndim = ndim}}}; /* data NULL: header only */
+  memcpy(bh.item.value.shape, shape, (size_t)ndim * sizeof *shape);
+  wire_wr hw;
+  wire_wr_init(&hw);
+  wire_put_pull_reply(&hw, &(wire_msg_pull_reply){0, {1, .put = put_head, .ud = &bh}});
+  ps_blob *b = hw.err ? NULL : calloc(1, sizeof *b);
+  if (!b) {
+    wire_wr_free(&hw);
+    return NULL;
+  }
+  b->hdr = hw.len - WIRE_HEADER_SIZE;
+  b->item = bh.at;
   size_t pre = round64(b->hdr);
   b->mem = aligned_alloc(64, pre + round64(n * sizeof(float) + 1));
   if (!b->mem) {
+    wire_wr_free(&hw);
     free(b);
     return NULL;
   }
@@ -137,12 +160,8 @@ static ps_blob *blob_new(uint32_t var, int ndim, const int64_t *shape, size_t n)
   b->payload = (uint8_t *)b->data - b->hdr;
   b->len = b->hdr + n * sizeof(float);
   b->refs = 1;
-  uint8_t *p = b->payload;
-  put_le(p, 0, 8); /* version: set when served */
-  put_le(p + 8, 1, 4);
-  put_le(p + 12, var, 4);
-  p[16] = (uint8_t)ndim;
-  for (int d = 0; d < ndim; d++) put_le(p + 17 + 8 * d, (uint64_t)shape[d], 8);
+  memcpy(b->payload, hw.buf + WIRE_HEADER_SIZE, b->hdr); /* version 0: set when served */
+  wire_wr_free(&hw);
   return b;
 }
 
@@ -220,8 +239,7 @@ static void reject(peer *pe, conn *c, int code, const char *msg) {
   pe->doomed = true;
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_i32(&w, code);
-  wire_wr_str(&w, msg);
+  wire_put_error(&w, &(wire_msg_error){code, WIRE_STR(msg)});
   parting *pt = malloc(sizeof *pt);
   if (w.err || !pt) {
     free(pt);
@@ -282,21 +300,16 @@ static int store_shard(ps_server *ps, const shard *s) {
 }
 
 static int on_var_init(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
-  wire_rd r;
-  wire_rd_init(&r, pl, h->len);
-  shard s = {0};
-  s.var = wire_rd_u32(&r);
-  s.row0 = wire_rd_u64(&r);
-  uint8_t mode = wire_rd_u8(&r);
-  uint32_t replicas = wire_rd_u32(&r);
-  uint64_t target = wire_rd_u64(&r);
-  if (wire_rd_ok(&r) && mode == 1 && replicas == 0)
-    return drv_error(DRV_EINVAL, "VAR_INIT: sync training with 0 replicas");
-  if (wire_rd_optim(&r, &s.cfg) < 0) return wire_rd_done(&r, h->type);
-  const uint8_t *data;
-  wire_rd_tensor_view(&r, &s.ndim, s.shape, &data);
-  int rc = wire_rd_done(&r, h->type);
+  wire_msg_var_init m;
+  int rc = wire_get_var_init(pl, h->len, &m);
   if (rc < 0) return rc;
+  bool mode = m.mode;
+  uint32_t replicas = m.replicas;
+  uint64_t target = m.target;
+  if (mode && replicas == 0) return drv_error(DRV_EINVAL, "VAR_INIT: sync training with 0 replicas");
+  shard s = {.var = m.var, .row0 = m.row0, .cfg = m.optim, .ndim = m.value.ndim};
+  memcpy(s.shape, m.value.shape, sizeof s.shape);
+  const void *data = m.value.data;
   s.n = 1;
   for (int d = 0; d < s.ndim; d++) s.n *= (size_t)s.shape[d];
   s.val = blob_new(s.var, s.ndim, s.shape, s.n);
@@ -313,7 +326,7 @@ static int on_var_init(ps_server *ps, conn *c, const wire_header *h, const uint8
     shard_clear(&s);
     return rc;
   }
-  sync_reset(ps, mode == 1, replicas, target);
+  sync_reset(ps, mode, replicas, target);
   char shp[96];
   log_info("var %u: %s from row %llu, %s", s.var, shape_str(s.ndim, s.shape, shp, sizeof shp),
            (unsigned long long)s.row0, optim_kind_name(s.cfg.kind));
@@ -326,31 +339,40 @@ static int on_var_init(ps_server *ps, conn *c, const wire_header *h, const uint8
 /* Reads a PULL's variables into a new array of shard indices. */
 static int pull_parse(ps_server *ps, const uint8_t *pl, uint32_t len, uint64_t *min_version,
                       int **out, uint32_t *nout) {
-  wire_rd r;
-  wire_rd_init(&r, pl, len);
-  *min_version = wire_rd_u64(&r);
-  uint32_t count = wire_rd_u32(&r);
-  if (wire_rd_ok(&r) && (size_t)count > (len - 12) / 4)
-    return drv_error(DRV_EPARSE, "PULL: %u variables in %u bytes", count, len);
+  wire_msg_pull m;
+  int rc = wire_get_pull(pl, len, &m);
+  if (rc < 0) return rc;
+  *min_version = m.min_version;
+  uint32_t count = m.vars.n;
   int *idx = malloc(((size_t)count + 1) * sizeof *idx);
   if (!idx) return drv_error(DRV_ENOMEM, "out of memory");
-  for (uint32_t k = 0; k < count && wire_rd_ok(&r); k++) {
-    uint32_t var = wire_rd_u32(&r);
-    int i = shard_find(ps, var);
-    if (wire_rd_ok(&r) && i < 0) {
+  wire_rd r = wire_items_reader(&m.vars);
+  for (uint32_t k = 0; k < count; k++) {
+    wire_item_var_id v;
+    wire_get_item_var_id(&r, &v);
+    int i = shard_find(ps, v.var);
+    if (i < 0) {
       free(idx);
-      return drv_error(DRV_EINVAL, "PULL: unknown var %u", var);
+      return drv_error(DRV_EINVAL, "PULL: unknown var %u", v.var);
     }
     idx[k] = i;
-  }
-  int rc = wire_rd_done(&r, WIRE_PULL);
-  if (rc < 0) {
-    free(idx);
-    return rc;
   }
   *out = idx;
   *nout = count;
   return 0;
+}
+
+typedef struct blob_list {
+  const ps_server *ps;
+  const int *idx;
+} blob_list;
+
+/* Item k of a PULL_REPLY of several shards: shard idx[k]'s item as its
+ * blob has it encoded (var id, tensor header, floats). */
+static void put_blob(wire_wr *w, void *ud, uint32_t k) {
+  const blob_list *l = ud;
+  const ps_blob *b = l->ps->shards[l->idx[k]].val;
+  wire_wr_raw(w, b->payload + b->item, b->len - b->item);
 }
 
 /* Sends the PULL_REPLY for the shards idx[0..count) (consumed). */
@@ -362,13 +384,12 @@ static int pull_reply(ps_server *ps, conn *c, uint32_t req, int *idx, uint32_t c
     shard *s = &ps->shards[idx[0]];
     free(idx);
     ps_blob *b = s->val;
-    uint64_t have = 0;
-    for (int i = 0; i < 8; i++) have |= (uint64_t)b->payload[i] << (8 * i);
-    if (have != ps->version) {
+    /* The version is PULL_REPLY's first field, a u64. */
+    if (le_get(b->payload, 8) != ps->version) {
       int rc = blob_own(s);
       if (rc < 0) return rc;
       b = s->val;
-      put_le(b->payload, ps->version, 8);
+      le_put(b->payload, ps->version, 8);
     }
     b->refs++;
     return conn_send_ref(c, WIRE_PULL_REPLY, req, b->payload, b->len, blob_unref, b);
@@ -377,12 +398,8 @@ static int pull_reply(ps_server *ps, conn *c, uint32_t req, int *idx, uint32_t c
    * contiguous), after which later pushes may update in place. */
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u64(&w, ps->version);
-  wire_wr_u32(&w, count);
-  for (uint32_t k = 0; k < count; k++) {
-    const ps_blob *b = ps->shards[idx[k]].val;
-    wire_wr_raw(&w, b->payload + 12, b->len - 12); /* var id, tensor header, floats */
-  }
+  blob_list l = {ps, idx};
+  wire_put_pull_reply(&w, &(wire_msg_pull_reply){ps->version, {count, .put = put_blob, .ud = &l}});
   free(idx);
   return conn_send_wr(c, &w, WIRE_PULL_REPLY, req);
 }
@@ -468,21 +485,21 @@ typedef struct push_item {
  * bad request changes nothing. */
 static int push_parse(ps_server *ps, const wire_header *h, const uint8_t *pl, push_item **out,
                       uint32_t *nout, uint64_t *version) {
-  wire_rd r;
-  wire_rd_init(&r, pl, h->len);
-  *version = wire_rd_u64(&r);
-  uint32_t count = wire_rd_u32(&r);
-  /* Every entry takes at least a var id and a 1-D tensor header. */
-  if (wire_rd_ok(&r) && (size_t)count > (h->len - 12) / (4 + 1 + 8))
-    return drv_error(DRV_EPARSE, "PUSH: %u variables in %u bytes", count, h->len);
+  wire_msg_push m;
+  int rc = wire_get_push(pl, h->len, &m);
+  if (rc < 0) return rc;
+  *version = m.version;
+  uint32_t count = m.vars.n;
   push_item *it = calloc((size_t)count + 1, sizeof *it);
   if (!it) return drv_error(DRV_ENOMEM, "out of memory");
-  int rc = 0;
+  wire_rd r = wire_items_reader(&m.vars);
   for (uint32_t k = 0; k < count && rc == 0; k++) {
-    uint32_t var = wire_rd_u32(&r);
-    int nd;
-    int64_t shape[TENSOR_MAXDIM];
-    if (wire_rd_tensor_view(&r, &nd, shape, &it[k].grad) < 0) break;
+    wire_item_var_tensor vt;
+    wire_get_item_var_tensor(&r, &vt);
+    uint32_t var = vt.var;
+    int nd = vt.value.ndim;
+    const int64_t *shape = vt.value.shape;
+    it[k].grad = vt.value.data;
     int i = shard_find(ps, var);
     if (i < 0) {
       rc = drv_error(DRV_EINVAL, "PUSH: unknown var %u", var);
@@ -504,7 +521,6 @@ static int push_parse(ps_server *ps, const wire_header *h, const uint8_t *pl, pu
       }
     it[k].s = s;
   }
-  if (rc == 0) rc = wire_rd_done(&r, h->type);
   if (rc < 0) {
     free(it);
     return rc;
@@ -618,8 +634,7 @@ static int on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *
   if (applied) ps->pushes++;
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u64(&w, ps->sync ? ps->version : ps->pushes);
-  wire_wr_u8(&w, applied);
+  wire_put_push_ok(&w, &(wire_msg_push_ok){ps->sync ? ps->version : ps->pushes, applied});
   return conn_send_wr(c, &w, WIRE_PUSH_OK, h->req);
 }
 

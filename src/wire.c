@@ -560,15 +560,3 @@ const uint8_t *wire__rd_take(wire_rd *r, size_t n, const char *what) {
 int64_t wire__rd_shape(wire_rd *r, const char *what, size_t at, unsigned nd, int64_t *dims) {
   return rd_shape(r, what, at, nd, dims);
 }
-
-int32_t wire_rd_error(const uint8_t *payload, size_t len, char *msg, size_t n) {
-  wire_rd r;
-  wire_rd_init(&r, payload, len);
-  int32_t code = wire_rd_i32(&r);
-  wire_rd_str(&r, msg, n);
-  if (wire_rd_done(&r, WIRE_ERROR) < 0) {
-    snprintf(msg, n, "(malformed ERROR)");
-    return DRV_EPARSE;
-  }
-  return code;
-}

@@ -286,6 +286,15 @@ WIRE_ITEM_MAP(XX)
 WIRE_TYPE_MAP(XX)
 #undef XX
 
+int32_t wire_rd_error(const uint8_t *payload, size_t len, char *msg, size_t n) {
+  wire_msg_error m;
+  if (wire_get_error(payload, len, &m) < 0 || wire_str_copy(m.message, msg, n) < 0) {
+    snprintf(msg, n, "(malformed ERROR)");
+    return DRV_EPARSE;
+  }
+  return m.code;
+}
+
 /* ======================================================================
  * The validator: each decoder, its result dropped
  * ==================================================================== */

@@ -128,7 +128,7 @@ typedef struct wire_tensor {
 } wire_tensor;
 
 /* A list of items. Encoding: n items, each written by put(w, ud, i) with
- * wire_put_item_<item>; when put is NULL, the len bytes at p (a decoded
+ * wire_put_item_<item>, for i = 0 .. n-1 in order; when put is NULL, the len bytes at p (a decoded
  * list written back). Decoded: n and the items' bytes (p, len; borrowed,
  * already validated): read them in order with wire_items_reader and
  * wire_get_item_<item>. */

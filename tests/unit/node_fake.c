@@ -19,6 +19,7 @@
 #include "l_worker.h"
 #include "node.h"
 #include "nodeinfo.h"
+#include "wire_msgs.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -237,22 +238,27 @@ int nf_reap(fake *f, pid_t pid, int ms) {
 
 void nf_read_register(fake *f, peer *pe, reg *r) {
   fk_frame *fr = NF_EXPECT(f, pe, WIRE_REGISTER);
-  wire_rd rd;
-  wire_rd_init(&rd, fr->p, fr->h.len);
-  r->role = wire_rd_u8(&rd);
-  r->index = (int)wire_rd_u32(&rd);
-  r->pid = wire_rd_u32(&rd);
-  wire_rd_str(&rd, r->host, sizeof r->host);
-  r->port = wire_rd_u16(&rd);
+  wire_msg_register m;
+  CHECK_OK(wire_get_register(fr->p, fr->h.len, &m));
+  r->role = m.role;
+  r->index = (int)m.index;
+  r->pid = m.pid;
+  CHECK_OK(wire_str_copy(m.host, r->host, sizeof r->host));
+  r->port = m.port;
   node_info ni;
-  nodeinfo_read(&rd, &ni);
+  CHECK_OK(nodeinfo_from_msg(&m, &ni));
   r->cpus = ni.threads;
   r->memory = ni.memory;
   r->affinity = ni.affinity;
   snprintf(r->hostname, sizeof r->hostname, "%s", ni.hostname);
-  CHECK_OK(wire_rd_done(&rd, WIRE_REGISTER));
   r->ctl = pe;
   nf_frame_free(fr);
+}
+
+static void put_reg(wire_wr *w, void *ud, uint32_t k) {
+  const reg *r = &((const reg *)ud)[k];
+  wire_put_item_spec_node(w, &(wire_item_spec_node){(uint8_t)r->role, (uint32_t)r->index,
+                                                    WIRE_STR(r->host), (uint16_t)r->port});
 }
 
 /* Accepts n nodes, reads their REGISTERs, answers REGISTERED ok, and
@@ -263,19 +269,12 @@ void nf_register_all(fake *f, reg *regs, int n) {
   wire_wr w;
   for (int i = 0; i < n; i++) {
     wire_wr_init(&w);
-    wire_wr_u8(&w, 1);
-    wire_wr_str(&w, "");
+    wire_put_registered(&w, &(wire_msg_registered){.ok = true});
     nf_send_wr(regs[i].ctl, &w, WIRE_REGISTERED, 0);
   }
   for (int i = 0; i < n; i++) {
     wire_wr_init(&w);
-    wire_wr_u32(&w, (uint32_t)n);
-    for (int k = 0; k < n; k++) {
-      wire_wr_u8(&w, (uint8_t)regs[k].role);
-      wire_wr_u32(&w, (uint32_t)regs[k].index);
-      wire_wr_str(&w, regs[k].host);
-      wire_wr_u16(&w, (uint16_t)regs[k].port);
-    }
+    wire_put_spec(&w, &(wire_msg_spec){{(uint32_t)n, .put = put_reg, .ud = regs}});
     nf_send_wr(regs[i].ctl, &w, WIRE_SPEC, 0);
   }
 }
@@ -289,7 +288,7 @@ reg *nf_find_reg(reg *regs, int n, int role, int index) {
 void nf_send_shutdown(peer *ctl) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u32(&w, 2000);
+  wire_put_shutdown(&w, &(wire_msg_shutdown){2000});
   nf_send_wr(ctl, &w, WIRE_SHUTDOWN, 0);
 }
 
@@ -303,18 +302,17 @@ void nf_var_init_mode(fake *f, peer *pe, uint32_t var, uint64_t row0, bool sync,
                       const tensor *value, uint32_t req) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u32(&w, var);
-  wire_wr_u64(&w, row0);
-  wire_wr_u8(&w, sync);
-  wire_wr_u32(&w, replicas);
-  wire_wr_u64(&w, target);
-  wire_wr_optim(&w, cfg);
-  wire_wr_tensor(&w, value);
+  wire_put_var_init(&w, &(wire_msg_var_init){var, row0, sync, replicas, target, *cfg,
+                                              {.t = value}});
   nf_send_wr(pe, &w, WIRE_VAR_INIT, req);
   fk_frame *fr = NF_EXPECT(f, pe, WIRE_VAR_INIT_OK);
   CHECK_INT_EQ(fr->h.req, req);
   CHECK_INT_EQ(fr->h.len, 0);
   nf_frame_free(fr);
+}
+
+static void put_var_id(wire_wr *w, void *ud, uint32_t i) {
+  wire_put_item_var_id(w, &(wire_item_var_id){((const uint32_t *)ud)[i]});
 }
 
 void nf_send_pull(peer *pe, const uint32_t *vars, uint32_t n, uint32_t req) {
@@ -325,10 +323,13 @@ void nf_send_pull_v(peer *pe, uint64_t min_version, const uint32_t *vars, uint32
                     uint32_t req) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u64(&w, min_version);
-  wire_wr_u32(&w, n);
-  for (uint32_t i = 0; i < n; i++) wire_wr_u32(&w, vars[i]);
+  wire_put_pull(&w, &(wire_msg_pull){min_version, {n, .put = put_var_id, .ud = (void *)vars}});
   nf_send_wr(pe, &w, WIRE_PULL, req);
+}
+
+static void put_var_tensor(wire_wr *w, void *ud, uint32_t i) {
+  (void)i;
+  wire_put_item_var_tensor(w, ud);
 }
 
 void nf_send_push1(peer *pe, uint32_t var, const tensor *grad, uint32_t req) {
@@ -339,10 +340,8 @@ void nf_send_push1_v(peer *pe, uint64_t version, uint32_t var, const tensor *gra
                      uint32_t req) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u64(&w, version);
-  wire_wr_u32(&w, 1);
-  wire_wr_u32(&w, var);
-  wire_wr_tensor(&w, grad);
+  wire_item_var_tensor it = {var, {.t = grad}};
+  wire_put_push(&w, &(wire_msg_push){version, {1, .put = put_var_tensor, .ud = &it}});
   nf_send_wr(pe, &w, WIRE_PUSH, req);
 }
 
@@ -352,17 +351,19 @@ void nf_read_pull_reply(fk_frame *fr, const uint32_t *vars, uint32_t n, tensor *
 }
 
 uint64_t nf_read_pull_reply_v(fk_frame *fr, const uint32_t *vars, uint32_t n, tensor **out) {
-  wire_rd rd;
-  wire_rd_init(&rd, fr->p, fr->h.len);
-  uint64_t version = wire_rd_u64(&rd);
-  CHECK_INT_EQ(wire_rd_u32(&rd), n);
+  wire_msg_pull_reply m;
+  CHECK_OK(wire_get_pull_reply(fr->p, fr->h.len, &m));
+  CHECK_INT_EQ(m.vars.n, n);
+  wire_rd rd = wire_items_reader(&m.vars);
   for (uint32_t i = 0; i < n; i++) {
-    CHECK_INT_EQ(wire_rd_u32(&rd), vars[i]);
-    out[i] = wire_rd_tensor(&rd);
+    wire_item_var_tensor it;
+    wire_get_item_var_tensor(&rd, &it);
+    CHECK_INT_EQ(it.var, vars[i]);
+    out[i] = tensor_new(it.value.ndim, it.value.shape);
     CHECK(out[i] != NULL);
+    wire_tensor_to(&it.value, tensor_data(out[i]));
   }
-  CHECK_OK(wire_rd_done(&rd, WIRE_PULL_REPLY));
-  return version;
+  return m.version;
 }
 
 tensor *nf_pull1(fake *f, peer *pe, uint32_t var, uint32_t req) {
@@ -382,14 +383,11 @@ uint64_t nf_read_push_ok(fake *f, peer *pe, uint32_t req) {
 uint64_t nf_read_push_ok_v(fake *f, peer *pe, uint32_t req, bool *applied) {
   fk_frame *fr = NF_EXPECT(f, pe, WIRE_PUSH_OK);
   CHECK_INT_EQ(fr->h.req, req);
-  wire_rd rd;
-  wire_rd_init(&rd, fr->p, fr->h.len);
-  uint64_t step = wire_rd_u64(&rd);
-  uint8_t ok = wire_rd_u8(&rd);
-  if (applied) *applied = ok;
-  CHECK_OK(wire_rd_done(&rd, WIRE_PUSH_OK));
+  wire_msg_push_ok m;
+  CHECK_OK(wire_get_push_ok(fr->p, fr->h.len, &m));
+  if (applied) *applied = m.applied;
   nf_frame_free(fr);
-  return step;
+  return m.step;
 }
 
 /* An ERROR frame followed by the close of that connection; returns the
@@ -397,11 +395,10 @@ uint64_t nf_read_push_ok_v(fake *f, peer *pe, uint32_t req, bool *applied) {
 const char *nf_expect_error_and_close(fake *f, peer *pe) {
   static char msg[WIRE_MAX_STR + 1];
   fk_frame *fr = NF_EXPECT(f, pe, WIRE_ERROR);
-  wire_rd rd;
-  wire_rd_init(&rd, fr->p, fr->h.len);
-  CHECK(wire_rd_i32(&rd) < 0);
-  wire_rd_str(&rd, msg, sizeof msg);
-  CHECK_OK(wire_rd_done(&rd, WIRE_ERROR));
+  wire_msg_error m;
+  CHECK_OK(wire_get_error(fr->p, fr->h.len, &m));
+  CHECK(m.code < 0);
+  CHECK_OK(wire_str_copy(m.message, msg, sizeof msg));
   nf_frame_free(fr);
   CHECK(nf_pump(f, nf_peer_closed, pe, WAIT_MS));
   return msg;
