@@ -30,6 +30,7 @@
 
 #include "err.h"
 #include "log.h"
+#include "wire_msgs.h"
 
 #define LISTEN_BACKLOG 128
 #define DEFAULT_HANDSHAKE_MS 5000
@@ -343,18 +344,16 @@ static int send_hello(conn *c) {
   wire_wr w;
   wire_wr_init(&w);
   auth_nonce(c->ns);
-  wire_wr_raw(&w, c->ns, AUTH_NONCE_SIZE);
-  wire_wr_u8(&w, c->server_kind);
+  wire_put_hello(&w, &(wire_msg_hello){c->ns, c->server_kind});
   return conn_send_wr(c, &w, WIRE_HELLO, 0);
 }
 
-/* Handshake payloads are fixed-size raw fields (nonce[32], mac[32], as
- * wire.c's limits have them); the header check already enforced the exact
- * length, the test here only guards against a change of those limits. */
-static bool handshake_len_ok(conn *c, const wire_header *h, uint32_t want) {
-  if (h->len == want) return true;
-  conn_fail(c, DRV_EPARSE, "%s payload of %u bytes from %s, expected %u",
-            wire_type_name(h->type), (unsigned)h->len, c->peer, (unsigned)want);
+/* Handshake payloads are fixed-size raw fields (nonce[32], mac[32], see
+ * wire_msgs.h); the header check already enforced the exact length, so a
+ * decoding failure (rc < 0) only guards against a change of the layouts. */
+static bool handshake_ok(conn *c, int rc) {
+  if (rc == 0) return true;
+  conn_fail(c, DRV_EPARSE, "%s (from %s)", drv_errmsg(), c->peer);
   return false;
 }
 
@@ -362,14 +361,14 @@ static bool handshake_len_ok(conn *c, const wire_header *h, uint32_t want) {
  * is not checked: what we dialled is what we meant. */
 static void on_hello(conn *c, const wire_header *h, const uint8_t *payload) {
   wire_wr w;
+  wire_msg_hello hello;
   uint8_t mac[AUTH_MAC_SIZE];
-  if (!handshake_len_ok(c, h, AUTH_NONCE_SIZE + 1)) return;
-  memcpy(c->ns, payload, AUTH_NONCE_SIZE);
+  if (!handshake_ok(c, wire_get_hello(payload, h->len, &hello))) return;
+  memcpy(c->ns, hello.nonce, AUTH_NONCE_SIZE);
   auth_nonce(c->nc);
   auth_client_mac(c->secret, c->ns, c->nc, mac);
   wire_wr_init(&w);
-  wire_wr_raw(&w, c->nc, AUTH_NONCE_SIZE);
-  wire_wr_raw(&w, mac, AUTH_MAC_SIZE);
+  wire_put_auth(&w, &(wire_msg_auth){c->nc, mac});
   c->state = ST_WAIT_OK;
   if (conn_send_wr(c, &w, WIRE_AUTH, 0) < 0)
     conn_fail(c, DRV_EIO, "cannot send AUTH to %s: %s", c->peer, drv_errmsg());
@@ -386,10 +385,11 @@ static void become_ready(conn *c) {
 /* Server: AUTH { nc, mac_c } -> AUTH_OK { mac_s } and ready. */
 static void on_auth(conn *c, const wire_header *h, const uint8_t *payload) {
   wire_wr w;
+  wire_msg_auth auth;
   uint8_t mac[AUTH_MAC_SIZE], want[AUTH_MAC_SIZE];
-  if (!handshake_len_ok(c, h, AUTH_NONCE_SIZE + AUTH_MAC_SIZE)) return;
-  memcpy(c->nc, payload, AUTH_NONCE_SIZE);
-  memcpy(mac, payload + AUTH_NONCE_SIZE, AUTH_MAC_SIZE);
+  if (!handshake_ok(c, wire_get_auth(payload, h->len, &auth))) return;
+  memcpy(c->nc, auth.nonce, AUTH_NONCE_SIZE);
+  memcpy(mac, auth.mac, AUTH_MAC_SIZE);
   auth_client_mac(c->secret, c->ns, c->nc, want);
   if (!auth_mac_equal(mac, want)) {
     conn_fail(c, DRV_EIO, "authentication failed: %s does not hold the run's secret",
@@ -398,7 +398,7 @@ static void on_auth(conn *c, const wire_header *h, const uint8_t *payload) {
   }
   auth_server_mac(c->secret, c->nc, c->ns, mac);
   wire_wr_init(&w);
-  wire_wr_raw(&w, mac, AUTH_MAC_SIZE);
+  wire_put_auth_ok(&w, &(wire_msg_auth_ok){mac});
   if (conn_send_wr(c, &w, WIRE_AUTH_OK, 0) < 0) {
     conn_fail(c, DRV_EIO, "cannot send AUTH_OK to %s: %s", c->peer, drv_errmsg());
     return;
@@ -409,9 +409,10 @@ static void on_auth(conn *c, const wire_header *h, const uint8_t *payload) {
 /* Client: AUTH_OK { mac_s } proves the server's secret. */
 static void on_auth_ok(conn *c, const wire_header *h, const uint8_t *payload) {
   uint8_t want[AUTH_MAC_SIZE];
-  if (!handshake_len_ok(c, h, AUTH_MAC_SIZE)) return;
+  wire_msg_auth_ok ok;
+  if (!handshake_ok(c, wire_get_auth_ok(payload, h->len, &ok))) return;
   auth_server_mac(c->secret, c->nc, c->ns, want);
-  if (!auth_mac_equal(payload, want)) {
+  if (!auth_mac_equal(ok.mac, want)) {
     conn_fail(c, DRV_EIO, "authentication failed: server %s does not hold the run's secret",
               c->peer);
     return;

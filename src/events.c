@@ -23,8 +23,9 @@
 
 #include "err.h"
 #include "log.h"
+#include "le.h"
 #include "util.h"
-#include "wire.h"
+#include "wire_msgs.h"
 
 #define FILE_VERSION "brain.Event:2"
 #define MAX_TAG 256             /* bytes; TensorBoard's own tags are short */
@@ -74,7 +75,7 @@ uint32_t events_masked_crc32c(const void *p, size_t n) {
 /* ============================== encoding ================================= */
 
 static size_t put_le(uint8_t *o, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; i++) o[i] = (uint8_t)(v >> (8 * i));
+  le_put(o, v, bytes);
   return (size_t)bytes;
 }
 
@@ -321,17 +322,13 @@ void events_run_scalar(events_writer *w, const char *tag, int64_t step, double v
 
 void events_run_result(events_writer *w, const struct wire_wr *frame) {
   if (!w || frame->err || frame->len < WIRE_HEADER_SIZE) return;
-  wire_rd r;
-  wire_rd_init(&r, frame->buf + WIRE_HEADER_SIZE, frame->len - WIRE_HEADER_SIZE);
-  uint64_t task = wire_rd_u64(&r);
-  int32_t status = wire_rd_i32(&r);
-  double loss = wire_rd_f64(&r);
-  int64_t correct = wire_rd_i64(&r);
-  uint64_t examples = wire_rd_u64(&r);
-  if (!wire_rd_ok(&r) || status != 0) return; /* the message after them is not ours to check */
-  events_run_scalar(w, "train/loss", (int64_t)task, loss);
-  if (correct >= 0 && examples > 0)
-    events_run_scalar(w, "train/accuracy", (int64_t)task, (double)correct / (double)examples);
+  wire_msg_result m;
+  if (wire_get_result(frame->buf + WIRE_HEADER_SIZE, frame->len - WIRE_HEADER_SIZE, &m) < 0 ||
+      m.status != 0)
+    return;
+  events_run_scalar(w, "train/loss", (int64_t)m.task, m.loss);
+  if (m.correct >= 0 && m.examples > 0)
+    events_run_scalar(w, "train/accuracy", (int64_t)m.task, (double)m.correct / (double)m.examples);
 }
 
 void events_run_tick(events_writer *w) {

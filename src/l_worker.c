@@ -35,8 +35,10 @@
 #include "l_drover.h"
 #include "l_util.h"
 #include "l_worker.h"
+#include "le.h"
 #include "log.h"
 #include "util.h"
+#include "wire_msgs.h"
 #include "worker_int.h"
 
 #define WORKER_MT "drover.Worker"
@@ -104,18 +106,14 @@ static void run_ready(wlua *l);
 
 /* ============================== replies ================================== */
 
-static void put_u32le(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* CALL_RESULT with an error: the text in msg[len] (borrowed). */
 static void reply_error(worker *w, uint64_t task, uint32_t req, int code, const char *msg,
                         size_t len) {
   wire_wr m;
   wire_wr_init(&m);
-  wire_wr_u64(&m, task);
-  wire_wr_i32(&m, code < 0 ? code : DRV_EINVAL);
-  wire_wr_bytes(&m, msg, (uint32_t)(len < CLOSURE_MAX_BYTES ? len : CLOSURE_MAX_BYTES));
+  uint32_t n = (uint32_t)(len < CLOSURE_MAX_BYTES ? len : CLOSURE_MAX_BYTES);
+  wire_put_call_result(&m, &(wire_msg_call_result){task, code < 0 ? code : DRV_EINVAL,
+                                                   {(const uint8_t *)msg, n}});
   log_warn("call %llu failed: %.*s", (unsigned long long)task, (int)(len < 300 ? len : 300), msg);
   w->send(w->ud, &m, WIRE_CALL_RESULT, req);
 }
@@ -137,10 +135,11 @@ static void reply_results(wcall *c, int nres) {
   worker *w = c->lua->w;
   wire_wr m;
   wire_wr_init(&m);
-  wire_wr_u64(&m, c->task);
-  wire_wr_i32(&m, 0);
-  size_t at = m.len;
-  wire_wr_u32(&m, 0); /* the data's length, known once it is written */
+  /* The results are encoded straight into the frame: CALL_RESULT with no
+   * data first, then the data behind its last field (data's length),
+   * which is patched once known. */
+  wire_put_call_result(&m, &(wire_msg_call_result){.task = c->task, .status = 0});
+  size_t at = m.len - 4;
   int rc = closure_encode_values(c->co, -nres, nres, "result", &m);
   if (rc < 0) {
     wire_wr_free(&m);
@@ -148,7 +147,7 @@ static void reply_results(wcall *c, int nres) {
                  "the scheduled function's results cannot be sent back: %s", drv_errmsg());
     return;
   }
-  put_u32le(m.buf + at, (uint32_t)(m.len - at - 4));
+  le_put(m.buf + at, m.len - at - 4, 4);
   w->send(w->ud, &m, WIRE_CALL_RESULT, c->req);
 }
 
@@ -505,13 +504,12 @@ static int make_lua(worker *w) {
 
 static int call(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   if (w->role == ROLE_EVALUATOR) return drv_error(DRV_EINVAL, "CALL sent to an evaluator");
-  wire_rd r;
-  wire_rd_init(&r, payload, len);
-  uint64_t task = wire_rd_u64(&r);
-  const uint8_t *p;
-  uint32_t n = wire_rd_bytes(&r, &p);
-  int rc = wire_rd_done(&r, WIRE_CALL);
+  wire_msg_call m;
+  int rc = wire_get_call(payload, len, &m);
   if (rc < 0) return rc;
+  uint64_t task = m.task;
+  const uint8_t *p = m.closure.p;
+  uint32_t n = m.closure.len;
   if (!w->lua && make_lua(w) < 0) {
     reply_errorf(w, task, req, DRV_ENOMEM, "%s", drv_errmsg());
     return 0;

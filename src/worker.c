@@ -55,6 +55,7 @@
 #include "err.h"
 #include "log.h"
 #include "train.h"
+#include "wire_msgs.h"
 #include "worker_int.h"
 
 /* ============================== jobs ===================================== */
@@ -98,21 +99,22 @@ static void reply(worker *w, job *j) {
     w->send(w->ud, &m, WIRE_SETUP_OK, j->req);
     return;
   case JOB_TRAIN:
-    wire_wr_u64(&m, j->id);
-    wire_wr_i32(&m, j->rc);
-    wire_wr_f64(&m, j->rc < 0 ? NAN : (double)j->loss);
-    wire_wr_i64(&m, j->rc < 0 ? -1 : j->correct);
-    wire_wr_u64(&m, j->rc < 0 ? 0 : (uint64_t)j->examples);
-    wire_wr_str(&m, j->msg);
+    wire_put_result(&m, &(wire_msg_result){.task = j->id,
+                                           .status = j->rc,
+                                           .loss = j->rc < 0 ? NAN : (double)j->loss,
+                                           .correct = j->rc < 0 ? -1 : j->correct,
+                                           .examples = j->rc < 0 ? 0 : (uint64_t)j->examples,
+                                           .message = WIRE_STR(j->msg)});
     w->send(w->ud, &m, WIRE_RESULT, j->req);
     return;
   case JOB_EVAL:
-    wire_wr_u64(&m, j->id);
-    wire_wr_i32(&m, j->rc);
-    wire_wr_f64(&m, j->rc < 0 ? NAN : j->eval_loss);
-    wire_wr_f64(&m, j->rc < 0 ? NAN : j->eval_acc);
-    wire_wr_u64(&m, j->rc < 0 ? 0 : (uint64_t)j->examples);
-    wire_wr_str(&m, j->msg);
+    wire_put_eval_result(&m, &(wire_msg_eval_result){
+                                 .step = j->id,
+                                 .status = j->rc,
+                                 .loss = j->rc < 0 ? NAN : j->eval_loss,
+                                 .accuracy = j->rc < 0 ? NAN : j->eval_acc,
+                                 .examples = j->rc < 0 ? 0 : (uint64_t)j->examples,
+                                 .message = WIRE_STR(j->msg)});
     w->send(w->ud, &m, WIRE_EVAL_RESULT, j->req);
     return;
   }
@@ -255,6 +257,10 @@ void worker__pulled(worker *w, job *j) {
     worker__finish(w, j);
 }
 
+static void put_part_var(wire_wr *w, void *ud, uint32_t k) {
+  wire_put_item_var_id(w, &(wire_item_var_id){((const ps_part *)ud)->var[k]});
+}
+
 static void go_pull(worker *w, job *j) {
   wstate *st = j->st;
   j->phase = PH_PULL;
@@ -265,9 +271,8 @@ static void go_pull(worker *w, job *j) {
     ps_link *l = w->links[p];
     wire_wr m;
     wire_wr_init(&m);
-    wire_wr_u64(&m, l->pushed ? l->pushed_version + 1 : 0); /* min_version */
-    wire_wr_u32(&m, (uint32_t)part->n);
-    for (int k = 0; k < part->n; k++) wire_wr_u32(&m, part->var[k]);
+    wire_put_pull(&m, &(wire_msg_pull){l->pushed ? l->pushed_version + 1 : 0,
+                                       {(uint32_t)part->n, .put = put_part_var, .ud = (void *)part}});
     if (worker__link_send(l, &m, WIRE_PULL, WIRE_PULL_REPLY, j) < 0) {
       fail(w, j, DRV_EIO, "cannot send PULL to ps:%d: %s", p, drv_errmsg());
       return;
@@ -447,17 +452,13 @@ int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
 
 int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   if (w->role == ROLE_EVALUATOR) return drv_error(DRV_EINVAL, "TASK sent to an evaluator");
-  wire_rd r;
-  wire_rd_init(&r, payload, len);
-  uint64_t id = wire_rd_u64(&r);
-  uint8_t kind = wire_rd_u8(&r);
-  wire_rd_u64(&r); /* arg: unused by TRAIN_STEP */
-  int rc = wire_rd_done(&r, WIRE_TASK);
+  wire_msg_task m; /* arg: unused by TRAIN_STEP */
+  int rc = wire_get_task(payload, len, &m);
   if (rc < 0) return rc;
   job *j = job_new(w, JOB_TRAIN, req);
   if (!j) return drv_error(DRV_ENOMEM, "out of memory");
-  j->id = id;
-  j->task_kind = kind;
+  j->id = m.task;
+  j->task_kind = m.kind;
   j->phases = JP_TRAIN;
   enqueue(w, j);
   worker__settle(w);
@@ -467,14 +468,12 @@ int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
 int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   if (w->role != ROLE_EVALUATOR)
     return drv_error(DRV_EINVAL, "EVAL sent to a %s", wire_role_name(w->role));
-  wire_rd r;
-  wire_rd_init(&r, payload, len);
-  uint64_t step = wire_rd_u64(&r);
-  int rc = wire_rd_done(&r, WIRE_EVAL);
+  wire_msg_eval m;
+  int rc = wire_get_eval(payload, len, &m);
   if (rc < 0) return rc;
   job *j = job_new(w, JOB_EVAL, req);
   if (!j) return drv_error(DRV_ENOMEM, "out of memory");
-  j->id = step;
+  j->id = m.step;
   j->phases = JP_PULL | JP_COMPUTE;
   enqueue(w, j);
   worker__settle(w);

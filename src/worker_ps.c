@@ -14,6 +14,7 @@
 #include "conn.h"
 #include "err.h"
 #include "log.h"
+#include "wire_msgs.h"
 #include "worker_int.h"
 
 /* ============================== requests ================================= */
@@ -46,19 +47,22 @@ static int take_pull_reply(const job *j, int p, const uint8_t *pl, size_t len,
                            uint64_t *version) {
   const wstate *st = j->st;
   const ps_part *part = &st->parts[p];
-  wire_rd r;
-  wire_rd_init(&r, pl, len);
-  *version = wire_rd_u64(&r);
-  uint32_t count = wire_rd_u32(&r);
-  if (wire_rd_ok(&r) && count != (uint32_t)part->n)
+  wire_msg_pull_reply m;
+  int rc = wire_get_pull_reply(pl, len, &m);
+  if (rc < 0) return rc;
+  *version = m.version;
+  uint32_t count = m.vars.n;
+  if (count != (uint32_t)part->n)
     return drv_error(DRV_EPARSE, "PULL_REPLY from ps:%d has %u variables, expected %d", p, count,
                      part->n);
-  for (int k = 0; k < part->n && wire_rd_ok(&r); k++) {
-    uint32_t var = wire_rd_u32(&r);
-    int nd;
-    int64_t shape[TENSOR_MAXDIM];
-    const uint8_t *data;
-    if (wire_rd_tensor_view(&r, &nd, shape, &data) < 0) break;
+  wire_rd r = wire_items_reader(&m.vars);
+  for (int k = 0; k < part->n; k++) {
+    wire_item_var_tensor it;
+    wire_get_item_var_tensor(&r, &it);
+    uint32_t var = it.var;
+    int nd = it.value.ndim;
+    const int64_t *shape = it.value.shape;
+    const void *data = it.value.data;
     if (var != part->var[k])
       return drv_error(DRV_EPARSE, "PULL_REPLY from ps:%d: var %u where var %u was expected", p,
                        var, part->var[k]);
@@ -72,26 +76,33 @@ static int take_pull_reply(const job *j, int p, const uint8_t *pl, size_t len,
     memcpy(tensor_data(v->value) + s->row0 * v->row_elems, data,
            (size_t)s->rows * v->row_elems * sizeof(float));
   }
-  return wire_rd_done(&r, WIRE_PULL_REPLY);
+  return 0;
 }
 
 /* PUSH for ps p: the gradient rows of each of its shards, as tensors
  * [rows, dims[1..]] (written field by field: a row range of a contiguous
  * gradient is contiguous, so the floats go in as one raw copy; the wire is
  * little-endian like every host drover runs on). */
+typedef struct push_parts {
+  const wstate *st;
+  const ps_part *part;
+} push_parts;
+
+static void put_grad(wire_wr *w, void *ud, uint32_t k) {
+  const push_parts *pp = ud;
+  const wvar *v = &pp->st->vars[pp->part->var[k]];
+  const wshard *s = &v->shards[pp->part->shard[k]];
+  wire_item_var_tensor it = {.var = pp->part->var[k],
+                             .value = {.ndim = v->ndim,
+                                       .data = tensor_data(v->grad) + s->row0 * v->row_elems}};
+  it.value.shape[0] = (int64_t)s->rows;
+  for (int d = 1; d < v->ndim; d++) it.value.shape[d] = v->dims[d];
+  wire_put_item_var_tensor(w, &it);
+}
+
 void worker__write_push(const wstate *st, const ps_part *part, uint64_t version, wire_wr *m) {
-  wire_wr_u64(m, version);
-  wire_wr_u32(m, (uint32_t)part->n);
-  for (int k = 0; k < part->n; k++) {
-    const wvar *v = &st->vars[part->var[k]];
-    const wshard *s = &v->shards[part->shard[k]];
-    wire_wr_u32(m, part->var[k]);
-    wire_wr_u8(m, (uint8_t)v->ndim);
-    wire_wr_u64(m, s->rows);
-    for (int d = 1; d < v->ndim; d++) wire_wr_u64(m, (uint64_t)v->dims[d]);
-    wire_wr_raw(m, tensor_data(v->grad) + s->row0 * v->row_elems,
-                (size_t)s->rows * v->row_elems * sizeof(float));
-  }
+  push_parts pp = {st, part};
+  wire_put_push(m, &(wire_msg_push){version, {(uint32_t)part->n, .put = put_grad, .ud = &pp}});
 }
 
 /* ============================== connections ============================== */
@@ -134,11 +145,9 @@ static void link_drop(worker *w, ps_link *l) {
 
 /* Counts a gradient the ps dropped as late (sync training). */
 static void note_push_ok(worker *w, const ps_link *l, const uint8_t *pl, size_t len) {
-  wire_rd r;
-  wire_rd_init(&r, pl, len);
-  uint64_t version = wire_rd_u64(&r);
-  uint8_t applied = wire_rd_u8(&r);
-  if (wire_rd_done(&r, WIRE_PUSH_OK) < 0 || applied) return;
+  wire_msg_push_ok m;
+  if (wire_get_push_ok(pl, len, &m) < 0 || m.applied) return;
+  uint64_t version = m.step;
   w->dropped++;
   log_info("ps:%d dropped a late gradient (the ps is at version %" PRIu64 "): %" PRIu64
            " dropped", l->index, version, w->dropped);

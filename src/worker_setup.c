@@ -14,7 +14,7 @@
 
 #include "err.h"
 #include "rng.h"
-#include "wire.h"
+#include "wire_msgs.h"
 #include "worker_int.h"
 
 void wstate_free(wstate *st) {
@@ -47,60 +47,58 @@ static const char *dims_str(int ndim, const int64_t *dims, char *buf, size_t n) 
 
 /* ============================== reading ================================== */
 
-/* One variable's entry of the table: name, shape, shards. */
-static int read_var(wire_rd *r, uint32_t i, wvar *v) {
-  char name[WIRE_MAX_STR + 1];
-  wire_rd_str(r, name, sizeof name);
-  unsigned nd = wire_rd_u8(r);
-  if (!wire_rd_ok(r)) return DRV_EPARSE;
-  if (nd < 1 || nd > TENSOR_MAXDIM)
-    return drv_error(DRV_EPARSE, "SETUP: variable %u has %u dimensions", i, nd);
-  v->ndim = (int)nd;
+/* One variable's entry of the table (validated): name, shape, shards. */
+static int read_var(const wire_item_setup_var *it, wvar *v) {
+  v->ndim = it->shape.ndim;
   v->row_elems = 1;
-  for (unsigned d = 0; d < nd; d++) {
-    uint64_t x = wire_rd_u64(r);
-    if (x > ((uint64_t)1 << 40)) return drv_error(DRV_EPARSE, "SETUP: variable %u is too large", i);
-    v->dims[d] = (int64_t)x;
-    if (d > 0) v->row_elems *= (size_t)x;
+  for (int d = 0; d < v->ndim; d++) {
+    v->dims[d] = it->shape.shape[d];
+    if (d > 0) v->row_elems *= (size_t)v->dims[d];
   }
-  v->nshards = wire_rd_u32(r);
-  if (!wire_rd_ok(r)) return DRV_EPARSE;
-  if ((size_t)v->nshards > (r->len - r->off) / (4 + 8 + 8))
-    return drv_error(DRV_EPARSE, "SETUP: variable %u claims %u shards", i, v->nshards);
-  if (!(v->name = strdup(name)) ||
+  v->nshards = it->shards.n;
+  if (!(v->name = strndup(it->name.s, it->name.len)) ||
       !(v->shards = calloc((size_t)v->nshards + 1, sizeof *v->shards)))
     return drv_error(DRV_ENOMEM, "out of memory");
+  wire_rd r = wire_items_reader(&it->shards);
   for (uint32_t s = 0; s < v->nshards; s++) {
-    v->shards[s].ps = wire_rd_u32(r);
-    v->shards[s].row0 = wire_rd_u64(r);
-    v->shards[s].rows = wire_rd_u64(r);
+    wire_item_setup_shard sh;
+    wire_get_item_setup_shard(&r, &sh);
+    v->shards[s].ps = sh.ps;
+    v->shards[s].row0 = sh.row0;
+    v->shards[s].rows = sh.rows;
   }
-  return wire_rd_ok(r) ? 0 : DRV_EPARSE;
+  return 0;
 }
 
-/* The fields of a SETUP in order, into st (model spec and loss name into
- * the buffers); x and y come back as new tensors. */
-static int read_setup(wire_rd *r, wstate *st, char *spec, size_t nspec, char *loss,
-                      size_t nloss, tensor **x, tensor **y) {
-  wire_rd_str(r, spec, nspec);
-  wire_rd_str(r, loss, nloss);
-  st->batch = (int64_t)wire_rd_u64(r);
-  st->seed = wire_rd_u64(r);
-  uint32_t n = wire_rd_u32(r);
-  if (!wire_rd_ok(r)) return wire_rd_done(r, WIRE_SETUP);
-  if ((size_t)n > (r->len - r->off) / (4 + 1 + 8 + 4))
-    return drv_error(DRV_EPARSE, "SETUP: %u variables cannot fit in the frame", n);
-  if (!(st->vars = calloc((size_t)n + 1, sizeof *st->vars)))
+static tensor *tensor_of(const wire_tensor *v) {
+  tensor *t = tensor_new(v->ndim, v->shape);
+  if (t) wire_tensor_to(v, tensor_data(t));
+  return t;
+}
+
+/* A SETUP's fields into st (model spec and loss name into the buffers);
+ * x and y come back as new tensors. */
+static int read_setup(const uint8_t *p, size_t len, wstate *st, char *spec, size_t nspec,
+                      char *loss, size_t nloss, tensor **x, tensor **y) {
+  wire_msg_setup m;
+  int rc = wire_get_setup(p, len, &m);
+  if (rc == 0) rc = wire_str_copy(m.model, spec, nspec);
+  if (rc == 0) rc = wire_str_copy(m.loss, loss, nloss);
+  if (rc < 0) return rc;
+  st->batch = (int64_t)m.batch;
+  st->seed = m.seed;
+  if (!(st->vars = calloc((size_t)m.vars.n + 1, sizeof *st->vars)))
     return drv_error(DRV_ENOMEM, "out of memory");
-  for (uint32_t i = 0; i < n; i++) {
+  wire_rd r = wire_items_reader(&m.vars);
+  for (uint32_t i = 0; i < m.vars.n; i++) {
+    wire_item_setup_var it;
+    wire_get_item_setup_var(&r, &it);
     st->nvars = i + 1;
-    int rc = read_var(r, i, &st->vars[i]);
-    if (rc == DRV_EPARSE && !wire_rd_ok(r)) return wire_rd_done(r, WIRE_SETUP);
-    if (rc < 0) return rc;
+    if ((rc = read_var(&it, &st->vars[i])) < 0) return rc;
   }
-  *x = wire_rd_tensor(r);
-  *y = *x ? wire_rd_tensor(r) : NULL;
-  return wire_rd_done(r, WIRE_SETUP);
+  if (!(*x = tensor_of(&m.x)) || !(*y = tensor_of(&m.y)))
+    return drv_error(DRV_ENOMEM, "out of memory for the SETUP data");
+  return 0;
 }
 
 /* ============================== checking ================================= */
@@ -286,9 +284,7 @@ int wstate_parse(int role, int index, const uint8_t *p, size_t len, wstate **out
   }
   char lossname[64];
   tensor *x = NULL, *y = NULL;
-  wire_rd r;
-  wire_rd_init(&r, p, len);
-  int rc = read_setup(&r, st, spec, WIRE_MAX_STR + 1, lossname, sizeof lossname, &x, &y);
+  int rc = read_setup(p, len, st, spec, WIRE_MAX_STR + 1, lossname, sizeof lossname, &x, &y);
   if (rc < 0) {
     tensor_free(x);
     tensor_free(y);
