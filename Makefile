@@ -50,8 +50,8 @@ LAYER_launch    = launch launch_int launch_common launch_local launch_slurm_int 
 LAYER_cluster   = coord coord_int coord_fit_int coord_addr coord_nodes coord_fit coord_sched coord_vars \
 	coord_dash node ps worker worker_int worker_ps worker_setup
 LAYER_dashboard = dash dash_int dash_chart dash_draw dash_view dash_panels dash_input dash_theme dash_sim attach runs
-LAYER_lua       = l_util l_drover l_tensor l_nn l_optim l_data l_train l_cluster_opts l_cluster \
-	l_schedule l_worker l_dash repl
+LAYER_lua       = l_util l_drover l_closure l_tensor l_nn l_optim l_data l_train l_cluster_opts \
+	l_cluster l_schedule l_worker l_dash repl
 LAYER_binary    = main
 LIB_MODULES = $(foreach l,$(filter-out binary,$(LAYERS)),$(LAYER_$(l)))
 LIB_SRCS = $(foreach m,$(LIB_MODULES),$(if $(wildcard src/$(m).c),$(m)))

@@ -43,23 +43,13 @@
 #include <string.h>
 
 #include "err.h"
-#include "l_drover.h"
+#include "le.h"
 
 #define CLOSURE_FORMAT 1
 
 enum { T_NIL, T_FALSE, T_TRUE, T_INT, T_FLOAT, T_STR, T_TABLE, T_REF, T_GLOBALS };
 
 #define SENDABLE "only nil, booleans, numbers, strings and tables of them can be sent"
-
-static void put_le(uint8_t *p, uint64_t v, int n) {
-  for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
 
 /* ======================================================================
  * Encoder
@@ -303,7 +293,7 @@ static int enc_table_body(enc *e, int idx, int depth) {
     nhash++;
   }
   if (w->err) return enc_fail(e, F_WIRE);
-  put_le(w->buf + at, nhash, 4);
+  le_put(w->buf + at, nhash, 4);
   return 0;
 }
 
@@ -436,7 +426,7 @@ static int enc_function(enc *e, int fn) {
   lua_dump(L, dump_writer, w, 0); /* keep debug info: remote tracebacks */
   lua_pop(L, 1);
   if (enc_check(e)) return enc_report(e, "the function", NULL);
-  put_le(w->buf + at, w->len - at - 4, 4);
+  le_put(w->buf + at, w->len - at - 4, 4);
 
   int nup = 0;
   while (lua_getupvalue(L, fn, nup + 1)) {
@@ -496,8 +486,7 @@ int closure_encode_values(lua_State *L, int first, int n, const char *what, wire
  * ==================================================================== */
 
 typedef struct dec {
-  const uint8_t *p;
-  size_t n, off;
+  wire_rd r;        /* the bytes, through wire's bounds-checked reader */
   bool closure;     /* a whole closure, or values alone */
   int refs;         /* stack slot of the id -> table map (nil until a table) */
   uint32_t ntables;
@@ -516,19 +505,20 @@ __attribute__((format(printf, 2, 3))) static int dec_fail(dec *d, const char *fm
   return -1;
 }
 
-static size_t dec_left(const dec *d) { return d->n - d->off; }
+static size_t dec_left(const dec *d) { return wire_rd_left(&d->r); }
 
-static int dec_take(dec *d, size_t k, const uint8_t **out) {
-  *out = d->p + d->off;
-  if (k > dec_left(d)) return dec_fail(d, "truncated at byte %zu (%zu more needed)", d->off, k);
-  d->off += k;
-  return 0;
+/* The next k bytes (borrowed) through wire's reader, or NULL (failed). */
+static const uint8_t *dec_take(dec *d, size_t k) {
+  size_t at = d->r.off;
+  const uint8_t *q = wire_rd_raw(&d->r, k);
+  if (!q) dec_fail(d, "truncated at byte %zu (%zu more needed)", at, k);
+  return q;
 }
 
 static int dec_uint(dec *d, int nbytes, uint64_t *v) {
-  const uint8_t *q;
-  if (dec_take(d, (size_t)nbytes, &q)) return -1;
-  *v = get_le(q, nbytes);
+  const uint8_t *q = dec_take(d, (size_t)nbytes);
+  if (!q) return -1;
+  *v = le_get(q, nbytes);
   return 0;
 }
 
@@ -536,7 +526,7 @@ static int dec_value(dec *d, lua_State *L, int depth, bool is_key);
 
 static int dec_table(dec *d, lua_State *L, int depth) {
   uint64_t narr, nhash;
-  size_t at = d->off - 1;
+  size_t at = d->r.off - 1;
   if (depth >= CLOSURE_MAX_DEPTH)
     return dec_fail(d, "tables nested more than %d deep at byte %zu", CLOSURE_MAX_DEPTH, at);
   if (dec_uint(d, 4, &narr) || dec_uint(d, 4, &nhash)) return -1;
@@ -568,7 +558,7 @@ static int dec_table(dec *d, lua_State *L, int depth) {
  * is discarded on failure) with the reason in d. */
 static int dec_value(dec *d, lua_State *L, int depth, bool is_key) {
   uint64_t tag, v;
-  size_t at = d->off;
+  size_t at = d->r.off;
   if (dec_uint(d, 1, &tag)) return -1;
   switch (tag) {
   case T_NIL:
@@ -596,7 +586,7 @@ static int dec_value(dec *d, lua_State *L, int depth, bool is_key) {
     if (v > dec_left(d))
       return dec_fail(d, "string at byte %zu of %llu bytes with %zu left", at,
                       (unsigned long long)v, dec_left(d));
-    dec_take(d, (size_t)v, &s);
+    s = dec_take(d, (size_t)v);
     lua_pushlstring(L, (const char *)s, (size_t)v);
     return 0;
   }
@@ -639,11 +629,12 @@ static int dec_function(dec *d, lua_State *L) {
     return dec_fail(d, "bytecode of %llu bytes with %zu left", (unsigned long long)len,
                     dec_left(d));
   size_t bc_nup;
-  if (closure_bc_check(d->p + d->off, (size_t)len, &bc_nup) < 0)
-    return dec_fail(d, "%s (it starts at byte %zu)", drv_errmsg(), d->off);
-  if (luaL_loadbufferx(L, (const char *)d->p + d->off, (size_t)len, "=closure", "b") != LUA_OK)
+  size_t at = d->r.off;
+  const uint8_t *bc = dec_take(d, (size_t)len);
+  if (closure_bc_check(bc, (size_t)len, &bc_nup) < 0)
+    return dec_fail(d, "%s (it starts at byte %zu)", drv_errmsg(), at);
+  if (luaL_loadbufferx(L, (const char *)bc, (size_t)len, "=closure", "b") != LUA_OK)
     return dec_fail(d, "bad bytecode: %s", lua_tostring(L, -1));
-  d->off += (size_t)len;
   int fn = lua_gettop(L);
   if (dec_uint(d, 1, &nup)) return -1;
   if (nup != bc_nup)
@@ -663,7 +654,7 @@ static int dec_protected(lua_State *L) {
   lua_pushnil(L); /* slot 2: d->refs */
   d->refs = 2;
   if ((d->closure && dec_function(d, L)) || dec_values(d, L)) return 0;
-  if (d->off != d->n) return dec_fail(d, "%zu bytes left over", dec_left(d)), 0;
+  if (dec_left(d)) return dec_fail(d, "%zu bytes left over", dec_left(d)), 0;
   return lua_gettop(L) - 2;
 }
 
@@ -673,7 +664,8 @@ static int decode(lua_State *L, const uint8_t *p, size_t n, bool closure) {
     return drv_error(DRV_EPARSE, "%s: %zu bytes, over the %u MiB limit", what, n,
                      CLOSURE_MAX_BYTES >> 20);
   if (!lua_checkstack(L, 4)) return drv_error(DRV_EPARSE, "%s: Lua stack overflow", what);
-  dec d = {.p = p, .n = n, .closure = closure};
+  dec d = {.closure = closure};
+  wire_rd_init(&d.r, p, n);
   int base = lua_gettop(L);
   lua_pushcfunction(L, dec_protected);
   lua_pushlightuserdata(L, &d);
@@ -693,76 +685,4 @@ int closure_decode(lua_State *L, const uint8_t *p, size_t n) { return decode(L, 
 
 int closure_decode_values(lua_State *L, const uint8_t *p, size_t n) {
   return decode(L, p, n, false);
-}
-
-/* ======================================================================
- * drover._closure_roundtrip (tests)
- * ==================================================================== */
-
-/* Raises msg in L after freeing what the round trip holds. */
-static int rt_raise(lua_State *L, lua_State *R, wire_wr *w, const char *msg) {
-  lua_pushstring(L, msg); /* copied before R goes: msg may live in R */
-  if (R) lua_close(R);
-  if (w) wire_wr_free(w);
-  return lua_error(L);
-}
-
-/* Runs fn(...) in R; leaves its results from R's index `base`. */
-static int rt_call(lua_State *L, lua_State *R, int *base) {
-  wire_wr w;
-  wire_wr_init(&w);
-  char msg[1100];
-  if (closure_encode(L, 1, 2, lua_gettop(L) - 1, &w) < 0) {
-    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", drv_errmsg());
-    return rt_raise(L, R, &w, msg);
-  }
-  int n = closure_decode(R, w.buf + WIRE_HEADER_SIZE, w.len - WIRE_HEADER_SIZE);
-  if (n < 0) {
-    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", drv_errmsg());
-    return rt_raise(L, R, &w, msg);
-  }
-  wire_wr_free(&w);
-  *base = lua_gettop(R) - n; /* the function */
-  lua_pushcfunction(R, drover_lua_traceback);
-  lua_insert(R, *base);
-  if (lua_pcall(R, n, LUA_MULTRET, *base) != LUA_OK) {
-    const char *err = lua_tostring(R, -1);
-    return rt_raise(L, R, NULL, err ? err : "(error object is not a string)");
-  }
-  return 0;
-}
-
-static int l_roundtrip(lua_State *L) {
-  luaL_checkany(L, 1);
-  lua_State *R = luaL_newstate();
-  if (!R) return luaL_error(L, "_closure_roundtrip: out of memory");
-  if (drover_lua_init(R) < 0) {
-    char msg[1100];
-    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", drv_errmsg());
-    return rt_raise(L, R, NULL, msg);
-  }
-  int base = 0;
-  rt_call(L, R, &base); /* raises on failure */
-  int nres = lua_gettop(R) - base;
-  wire_wr w;
-  wire_wr_init(&w);
-  char msg[1100];
-  if (closure_encode_values(R, base + 1, nres, "result", &w) < 0) {
-    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", drv_errmsg());
-    return rt_raise(L, R, &w, msg);
-  }
-  lua_close(R);
-  lua_settop(L, 0);
-  int n = closure_decode_values(L, w.buf + WIRE_HEADER_SIZE, w.len - WIRE_HEADER_SIZE);
-  if (n < 0) {
-    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", drv_errmsg());
-    return rt_raise(L, NULL, &w, msg);
-  }
-  wire_wr_free(&w);
-  return n;
-}
-
-void closure_lua_open(lua_State *L) {
-  lua_pushcfunction(L, l_roundtrip);
-  lua_setfield(L, -2, "_closure_roundtrip");
 }

@@ -87,12 +87,4 @@ int closure_decode_values(lua_State *L, const uint8_t *p, size_t n);
  * beyond the chunk at byte 40 of it"). closure_decode runs it. */
 int closure_bc_check(const uint8_t *p, size_t n, size_t *nup);
 
-/* Sets drover._closure_roundtrip on the table on top of L's stack: a test
- * hook. drover._closure_roundtrip(fn, ...) encodes fn and its arguments,
- * decodes them in a fresh Lua state (drover_lua_init: nothing shared),
- * calls the function there under a traceback handler and returns its
- * results brought back through closure_encode_values; a remote error is
- * raised here with its remote traceback. */
-void closure_lua_open(lua_State *L);
-
 #endif

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "closure.h"
 #include "embed.h"
 #include "err.h"
 #include "progress.h"
@@ -149,7 +148,7 @@ int drover_lua_init(lua_State *L) {
   lua_setfield(L, -2, "clock");
   lua_pushcfunction(L, l_sleep);
   lua_setfield(L, -2, "sleep");
-  closure_lua_open(L); /* drover._closure_roundtrip, for tests */
+  lclosure_open(L); /* drover._closure_roundtrip, for tests */
   set_module(L, "drover.tensor", luaopen_drover_tensor);
   set_module(L, "drover.nn", luaopen_drover_nn);
   set_module(L, "drover.optim", luaopen_drover_optim);

@@ -93,6 +93,15 @@ struct coord *lcluster_get(lua_State *L, int idx);
  * stack, and makes the RemoteValue metatable. */
 void lschedule_open(lua_State *L);
 
+/* ---- l_closure.c ---- */
+/* Sets drover._closure_roundtrip on the table on top of L's stack: a test
+ * hook (l_closure.c). drover._closure_roundtrip(fn, ...) encodes fn and
+ * its arguments, decodes them in a fresh Lua state (drover_lua_init:
+ * nothing shared), calls the function there under a traceback handler and
+ * returns its results brought back through closure_encode_values; a remote
+ * error is raised here with its remote traceback. */
+void lclosure_open(lua_State *L);
+
 /* ---- l_dash.c ---- */
 /* A cluster (the userdata at idx, coordinator c) is up: its ':' command
  * thread, the newest cluster for drover.dash(), and with `drover run

@@ -358,6 +358,8 @@ double wire_rd_f64(wire_rd *r) {
   return d;
 }
 
+const uint8_t *wire_rd_raw(wire_rd *r, size_t n) { return rd_take(r, n, "bytes"); }
+
 uint32_t wire_rd_bytes(wire_rd *r, const uint8_t **p) {
   uint32_t n = (uint32_t)rd_le(r, 4, "bytes length");
   *p = rd_take(r, n, "bytes");

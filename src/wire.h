@@ -307,6 +307,9 @@ double wire_rd_f64(wire_rd *r);
 void wire_rd_str(wire_rd *r, char *out, size_t n);
 /* Points *s at a string in the payload (borrowed; see wire_str). */
 void wire_rd_str_view(wire_rd *r, wire_str *s);
+/* The next n bytes, without a length prefix (borrowed), or NULL after a
+ * failure. */
+const uint8_t *wire_rd_raw(wire_rd *r, size_t n);
 /* Points *p at `n` bytes of a length-prefixed field (borrowed). */
 uint32_t wire_rd_bytes(wire_rd *r, const uint8_t **p);
 /* Reads a tensor header and points *data at its float32 payload
