@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "wire_msgs.h"
 
 /* ============================== the store ================================= */
 
@@ -113,30 +114,39 @@ static uint64_t spaced(int j, int sent, uint64_t count) {
   return (uint64_t)((double)j * (double)(count - 1) / (sent - 1) + 0.5);
 }
 
-static void write_point(wire_wr *w, const dash_point *p) {
-  wire_wr_f64(w, p->step);
-  wire_wr_f64(w, p->wall);
-  wire_wr_f64(w, p->value);
+static void put_point(wire_wr *w, const dash_point *p) {
+  wire_put_item_snap_point(w, &(wire_item_snap_point){p->step, p->wall, p->value});
 }
+
+/* One series of a snapshot, as its points callback sees it. */
+typedef struct series_out {
+  const dash_series *se;
+  const dash_track *t;
+  uint64_t avail;
+  int sent;
+  bool reset;
+} series_out;
 
 /* A reset: the series (at most DASH_SNAP_MAX_RESET of it). A delta: the
  * `due` points appended since the client's cursor, from the log (at most
  * DASH_SNAP_MAX_POINTS of them; of more than the log holds, its newest). */
+static void put_series_point(wire_wr *w, void *ud, uint32_t j) {
+  const series_out *so = ud;
+  uint64_t x = spaced((int)j, so->sent, so->avail);
+  if (so->reset)
+    put_point(w, dash_series_at(so->se, (int)x));
+  else
+    put_point(w, &so->t->log[(so->t->added - so->avail + x) % DASH_SNAP_LOG]);
+}
+
 static void write_series(wire_wr *w, const dash_series *se, const dash_track *t, uint64_t due,
                          bool reset) {
-  uint64_t avail = reset || due < DASH_SNAP_LOG ? due : DASH_SNAP_LOG;
+  series_out so = {se, t, reset || due < DASH_SNAP_LOG ? due : DASH_SNAP_LOG, 0, reset};
   int most = reset ? DASH_SNAP_MAX_RESET : DASH_SNAP_MAX_POINTS;
-  int sent = avail > (uint64_t)most ? most : (int)avail;
-  wire_wr_str(w, se->tag);
-  wire_wr_u8(w, reset ? 1 : 0);
-  wire_wr_u32(w, (uint32_t)sent);
-  for (int j = 0; j < sent; j++) {
-    uint64_t x = spaced(j, sent, avail);
-    if (reset)
-      write_point(w, dash_series_at(se, (int)x));
-    else
-      write_point(w, &t->log[(t->added - avail + x) % DASH_SNAP_LOG]);
-  }
+  so.sent = so.avail > (uint64_t)most ? most : (int)so.avail;
+  wire_put_item_snap_series(w, &(wire_item_snap_series){
+                                   WIRE_STR(se->tag), reset,
+                                   {(uint32_t)so.sent, .put = put_series_point, .ud = &so}});
 }
 
 /* A node's log as it travels: "" for the coordinator's usual
@@ -149,22 +159,6 @@ static const char *log_on_wire(const dash_node *d, const char *dir) {
   char usual[96];
   snprintf(usual, sizeof usual, "logs/%s-%d.log", wire_role_name(d->role), d->index);
   return strcmp(rel, usual) == 0 ? "" : rel;
-}
-
-static void write_header(wire_wr *w, const dash_model *m, const char *run_dir) {
-  wire_wr_str(w, run_dir);
-  wire_wr_str(w, m->launcher);
-  wire_wr_str(w, m->state);
-  wire_wr_str(w, m->mode);
-  wire_wr_f64(w, m->uptime);
-  wire_wr_i64(w, m->step);
-  wire_wr_i64(w, m->total_steps);
-  wire_wr_f64(w, m->examples_per_sec);
-  wire_wr_f64(w, m->eta);
-  wire_wr_u32(w, (uint32_t)m->attach_clients);
-  const int64_t q[7] = {m->queued, m->capacity, m->running, m->done,
-                        m->failed, m->retried, m->cancelled};
-  for (int i = 0; i < 7; i++) wire_wr_i64(w, q[i]);
 }
 
 /* FNV-1a, never 0 (0 marks "not sent yet"). */
@@ -184,26 +178,58 @@ static const char *got_on_wire(const dash_node *d, dash_cursor *k, int i) {
   return d->got;
 }
 
-static void write_nodes(wire_wr *w, const dash_model *m, const char *run_dir, dash_cursor *k) {
-  wire_wr_u32(w, (uint32_t)m->nnodes);
-  for (int i = 0; i < m->nnodes; i++) {
-    const dash_node *d = &m->nodes[i];
-    wire_wr_u8(w, (uint8_t)d->role);
-    wire_wr_u32(w, (uint32_t)d->index);
-    wire_wr_u32(w, (uint32_t)d->pid);
-    wire_wr_u32(w, (uint32_t)d->restarts);
-    wire_wr_u32(w, (uint32_t)d->inflight);
-    wire_wr_i64(w, d->steps);
-    wire_wr_i64(w, d->backlog);
-    wire_wr_u64(w, d->rss);
-    wire_wr_f64(w, d->examples_per_sec);
-    wire_wr_f64(w, d->cpu_pct);
-    wire_wr_f64(w, d->heartbeat_age);
-    wire_wr_str(w, d->state);
-    wire_wr_str(w, d->host);
-    wire_wr_str(w, log_on_wire(d, run_dir));
-    wire_wr_str(w, got_on_wire(d, k, i));
+/* What the snapshot's list callbacks need. */
+typedef struct snap_out {
+  const dash_store *s;
+  const char *run_dir;
+  dash_cursor *k;
+  int track; /* the next track to look at for a due series */
+} snap_out;
+
+static void put_node(wire_wr *w, void *ud, uint32_t i) {
+  snap_out *o = ud;
+  const dash_node *d = &o->s->m.nodes[i];
+  wire_put_item_snap_node(w, &(wire_item_snap_node){
+                                 .role = (uint8_t)d->role,
+                                 .index = (uint32_t)d->index,
+                                 .pid = (uint32_t)d->pid,
+                                 .restarts = (uint32_t)d->restarts,
+                                 .inflight = (uint32_t)d->inflight,
+                                 .steps = d->steps,
+                                 .backlog = d->backlog,
+                                 .rss = d->rss,
+                                 .examples_per_sec = d->examples_per_sec,
+                                 .cpu_pct = d->cpu_pct,
+                                 .heartbeat_age = d->heartbeat_age,
+                                 .state = WIRE_STR(d->state),
+                                 .host = WIRE_STR(d->host),
+                                 .log = WIRE_STR(log_on_wire(d, o->run_dir)),
+                                 .got = WIRE_STR(got_on_wire(d, o->k, (int)i))});
+}
+
+/* The next series with points due (the callback is called in order). */
+static void put_series(wire_wr *w, void *ud, uint32_t i) {
+  (void)i;
+  snap_out *o = ud;
+  bool reset;
+  for (;; o->track++) {
+    uint64_t due = points_due(o->s, o->k, o->track, &reset);
+    if (due == 0) continue;
+    write_series(w, series_no((dash_model *)&o->s->m, o->track), &o->s->track[o->track], due,
+                 reset);
+    o->track++;
+    return;
   }
+}
+
+/* Event i of the last n: the model's events from nevents - n on. */
+static void put_event(wire_wr *w, void *ud, uint32_t i) {
+  const snap_out *o = ud;
+  const dash_model *m = &o->s->m;
+  uint64_t fresh = o->s->events_added - o->k->events_added;
+  int nev = fresh > (uint64_t)m->nevents ? m->nevents : (int)fresh;
+  const dash_event *e = dash_model_event(m, m->nevents - nev + (int)i);
+  wire_put_item_snap_event(w, &(wire_item_snap_event){e->wall, WIRE_STR(e->text)});
 }
 
 /* Grows the array *p of *n elements of `size` bytes to `want`, the new
@@ -223,24 +249,33 @@ int dash_snap_encode(const dash_store *s, const char *run_dir, dash_cursor *k, w
   if (grow_zeroed((void **)&k->series, &k->nseries, s->ntrack, sizeof *k->series) < 0 ||
       grow_zeroed((void **)&k->got, &k->ngot, m->nnodes, sizeof *k->got) < 0)
     return drv_error(DRV_ENOMEM, "out of memory");
-  write_header(w, m, run_dir);
-  write_nodes(w, m, run_dir, k);
   uint32_t nseries = 0;
   bool reset;
   for (int i = 0; i < s->ntrack; i++) nseries += points_due(s, k, i, &reset) > 0;
-  wire_wr_u32(w, nseries);
-  for (int i = 0; i < s->ntrack; i++) {
-    uint64_t due = points_due(s, k, i, &reset);
-    if (due > 0) write_series(w, series_no((dash_model *)m, i), &s->track[i], due, reset);
-  }
   uint64_t fresh = s->events_added - k->events_added;
   int nev = fresh > (uint64_t)m->nevents ? m->nevents : (int)fresh;
-  wire_wr_u32(w, (uint32_t)nev);
-  for (int i = m->nevents - nev; i < m->nevents; i++) {
-    const dash_event *e = dash_model_event(m, i);
-    wire_wr_f64(w, e->wall);
-    wire_wr_str(w, e->text);
-  }
+  snap_out o = {s, run_dir, k, 0};
+  wire_put_snapshot(w, &(wire_msg_snapshot){
+                           .run_dir = WIRE_STR(run_dir),
+                           .launcher = WIRE_STR(m->launcher),
+                           .state = WIRE_STR(m->state),
+                           .mode = WIRE_STR(m->mode),
+                           .uptime = m->uptime,
+                           .step = m->step,
+                           .total_steps = m->total_steps,
+                           .examples_per_sec = m->examples_per_sec,
+                           .eta = m->eta,
+                           .attach_clients = (uint32_t)m->attach_clients,
+                           .queued = m->queued,
+                           .capacity = m->capacity,
+                           .running = m->running,
+                           .done = m->done,
+                           .failed = m->failed,
+                           .retried = m->retried,
+                           .cancelled = m->cancelled,
+                           .nodes = {(uint32_t)m->nnodes, .put = put_node, .ud = &o},
+                           .series = {nseries, .put = put_series, .ud = &o},
+                           .events = {(uint32_t)nev, .put = put_event, .ud = &o}});
   if (w->err) {
     memset(k->got, 0, (size_t)k->ngot * sizeof *k->got); /* the frame is dropped: send again */
     return drv_error(DRV_ENOMEM, "out of memory encoding a snapshot");
@@ -253,53 +288,48 @@ int dash_snap_encode(const dash_store *s, const char *run_dir, dash_cursor *k, w
 
 /* ============================== applying ================================== */
 
-/* A node's fixed fields and its three string lengths (wire.h). */
-#define NODE_MIN_BYTES (1 + 4 * 4 + 6 * 8 + 3 * 4)
-
-static int apply_header(dash_model *m, wire_rd *r, char *run_dir, size_t n) {
-  wire_rd_str(r, run_dir, n);
-  wire_rd_str(r, m->launcher, sizeof m->launcher);
-  wire_rd_str(r, m->state, sizeof m->state);
-  wire_rd_str(r, m->mode, sizeof m->mode);
-  m->uptime = wire_rd_f64(r);
-  m->step = wire_rd_i64(r);
-  m->total_steps = wire_rd_i64(r);
-  m->examples_per_sec = wire_rd_f64(r);
-  m->eta = wire_rd_f64(r);
-  m->attach_clients = (int)(wire_rd_u32(r) & 0x7fffffff);
-  int64_t *q[7] = {&m->queued, &m->capacity, &m->running, &m->done,
-                   &m->failed, &m->retried, &m->cancelled};
-  for (int i = 0; i < 7; i++) *q[i] = wire_rd_i64(r);
-  if (!wire_rd_ok(r)) return DRV_EPARSE;
+static int apply_header(dash_model *m, const wire_msg_snapshot *w, char *run_dir, size_t n) {
+  int rc = wire_str_copy(w->run_dir, run_dir, n);
+  if (rc == 0) rc = wire_str_copy(w->launcher, m->launcher, sizeof m->launcher);
+  if (rc == 0) rc = wire_str_copy(w->state, m->state, sizeof m->state);
+  if (rc == 0) rc = wire_str_copy(w->mode, m->mode, sizeof m->mode);
+  if (rc < 0) return rc;
+  m->uptime = w->uptime;
+  m->step = w->step;
+  m->total_steps = w->total_steps;
+  m->examples_per_sec = w->examples_per_sec;
+  m->eta = w->eta;
+  m->attach_clients = (int)(w->attach_clients & 0x7fffffff);
+  m->queued = w->queued, m->capacity = w->capacity, m->running = w->running;
+  m->done = w->done, m->failed = w->failed, m->retried = w->retried;
+  m->cancelled = w->cancelled;
   const char *base = strrchr(run_dir, '/');
   snprintf(m->run, sizeof m->run, "%s", base ? base + 1 : run_dir);
   return 0;
 }
 
-static int read_node(wire_rd *r, dash_node *d, const char *run_dir) {
+static int read_node(const wire_item_snap_node *w, dash_node *d, const char *run_dir) {
   char got[sizeof d->got];
   memcpy(got, d->got, sizeof got); /* "" on the wire: unchanged */
   memset(d, 0, sizeof *d);
-  d->role = wire_rd_u8(r);
-  d->index = (int)(wire_rd_u32(r) & 0x7fffffff);
-  d->pid = (int)wire_rd_u32(r);
-  d->restarts = (int)(wire_rd_u32(r) & 0x7fffffff);
-  d->inflight = (int)(wire_rd_u32(r) & 0x7fffffff);
-  d->steps = wire_rd_i64(r);
-  d->backlog = wire_rd_i64(r);
-  d->rss = wire_rd_u64(r);
-  d->examples_per_sec = wire_rd_f64(r);
-  d->cpu_pct = wire_rd_f64(r);
-  d->heartbeat_age = wire_rd_f64(r);
-  wire_rd_str(r, d->state, sizeof d->state);
-  wire_rd_str(r, d->host, sizeof d->host);
+  d->role = w->role; /* below ROLE_COUNT: validated */
+  d->index = (int)(w->index & 0x7fffffff);
+  d->pid = (int)w->pid;
+  d->restarts = (int)(w->restarts & 0x7fffffff);
+  d->inflight = (int)(w->inflight & 0x7fffffff);
+  d->steps = w->steps;
+  d->backlog = w->backlog;
+  d->rss = w->rss;
+  d->examples_per_sec = w->examples_per_sec;
+  d->cpu_pct = w->cpu_pct;
+  d->heartbeat_age = w->heartbeat_age;
   char log[sizeof d->log];
-  wire_rd_str(r, log, sizeof log);
-  wire_rd_str(r, d->got, sizeof d->got);
-  if (!wire_rd_ok(r)) return DRV_EPARSE;
+  int rc = wire_str_copy(w->state, d->state, sizeof d->state);
+  if (rc == 0) rc = wire_str_copy(w->host, d->host, sizeof d->host);
+  if (rc == 0) rc = wire_str_copy(w->log, log, sizeof log);
+  if (rc == 0) rc = wire_str_copy(w->got, d->got, sizeof d->got);
+  if (rc < 0) return rc;
   if (!d->got[0]) memcpy(d->got, got, sizeof got);
-  if (d->role < 0 || d->role >= ROLE_COUNT)
-    return drv_error(DRV_EPARSE, "SNAPSHOT: node role %d", d->role);
   snprintf(d->name, sizeof d->name, "%s:%d", wire_role_name(d->role), d->index);
   int k;
   if (!log[0])
@@ -314,11 +344,9 @@ static int read_node(wire_rd *r, dash_node *d, const char *run_dir) {
   return 0;
 }
 
-static int apply_nodes(dash_model *m, wire_rd *r, const char *run_dir) {
-  uint32_t count = wire_rd_u32(r);
-  if (!wire_rd_ok(r)) return DRV_EPARSE;
-  if (count > DASH_SNAP_MAX_NODES || count > wire_rd_left(r) / NODE_MIN_BYTES)
-    return drv_error(DRV_EPARSE, "SNAPSHOT: %u nodes", count);
+static int apply_nodes(dash_model *m, const wire_items *nodes, const char *run_dir) {
+  uint32_t count = nodes->n;
+  if (count > DASH_SNAP_MAX_NODES) return drv_error(DRV_EPARSE, "SNAPSHOT: %u nodes", count);
   if ((int)count > m->capnodes) {
     dash_node *nn = realloc(m->nodes, count * sizeof *nn);
     if (!nn) return drv_error(DRV_ENOMEM, "out of memory");
@@ -327,8 +355,11 @@ static int apply_nodes(dash_model *m, wire_rd *r, const char *run_dir) {
     m->capnodes = (int)count;
   }
   m->nnodes = 0;
+  wire_rd r = wire_items_reader(nodes);
   for (uint32_t i = 0; i < count; i++) {
-    int rc = read_node(r, &m->nodes[i], run_dir);
+    wire_item_snap_node it;
+    wire_get_item_snap_node(&r, &it);
+    int rc = read_node(&it, &m->nodes[i], run_dir);
     if (rc < 0) return rc;
     m->nnodes++;
   }
@@ -339,54 +370,55 @@ static dash_series *client_series(dash_model *m, const char *tag) {
   return (dash_series *)dash_model_series(m, tag);
 }
 
-static int apply_series(dash_model *m, wire_rd *r) {
-  uint32_t count = wire_rd_u32(r);
-  for (uint32_t i = 0; i < count && wire_rd_ok(r); i++) {
-    char tag[sizeof m->throughput.tag];
-    wire_rd_str(r, tag, sizeof tag);
-    unsigned reset = wire_rd_u8(r);
-    uint32_t pts = wire_rd_u32(r);
-    if (!wire_rd_ok(r)) break;
-    if (!tag[0] || pts > wire_rd_left(r) / 24)
-      return drv_error(DRV_EPARSE, "SNAPSHOT: series '%s' of %u points", tag, pts);
-    dash_series *se = client_series(m, tag);
-    if (!se && m->nmetrics >= DASH_SNAP_MAX_SERIES)
-      return drv_error(DRV_EPARSE, "SNAPSHOT: more than %d series", DASH_SNAP_MAX_SERIES);
-    if (se && reset) se->n = se->head = 0;
-    for (uint32_t j = 0; j < pts; j++) {
-      dash_point p;
-      p.step = wire_rd_f64(r);
-      p.wall = wire_rd_f64(r);
-      p.value = wire_rd_f64(r);
-      int rc = dash_model_add_point(m, tag, p);
-      if (rc < 0) return rc;
-    }
+static int apply_one_series(dash_model *m, const wire_item_snap_series *w) {
+  char tag[sizeof m->throughput.tag];
+  int rc = wire_str_copy(w->tag, tag, sizeof tag);
+  if (rc < 0) return rc;
+  if (!tag[0]) return drv_error(DRV_EPARSE, "SNAPSHOT: series '%s' of %u points", tag, w->points.n);
+  dash_series *se = client_series(m, tag);
+  if (!se && m->nmetrics >= DASH_SNAP_MAX_SERIES)
+    return drv_error(DRV_EPARSE, "SNAPSHOT: more than %d series", DASH_SNAP_MAX_SERIES);
+  if (se && w->reset) se->n = se->head = 0;
+  wire_rd r = wire_items_reader(&w->points);
+  for (uint32_t j = 0; j < w->points.n; j++) {
+    wire_item_snap_point p;
+    wire_get_item_snap_point(&r, &p);
+    if ((rc = dash_model_add_point(m, tag, (dash_point){p.step, p.wall, p.value})) < 0) return rc;
   }
-  return wire_rd_ok(r) ? 0 : DRV_EPARSE;
+  return 0;
 }
 
-static int apply_events(dash_model *m, wire_rd *r) {
-  uint32_t count = wire_rd_u32(r);
-  for (uint32_t i = 0; i < count && wire_rd_ok(r); i++) {
-    dash_event e;
-    e.wall = wire_rd_f64(r);
-    wire_rd_str(r, e.text, sizeof e.text);
-    if (!wire_rd_ok(r)) break;
-    int rc = dash_model_add_event(m, e.wall, e.text);
+static int apply_series(dash_model *m, const wire_items *series) {
+  wire_rd r = wire_items_reader(series);
+  for (uint32_t i = 0; i < series->n; i++) {
+    wire_item_snap_series it;
+    wire_get_item_snap_series(&r, &it);
+    int rc = apply_one_series(m, &it);
     if (rc < 0) return rc;
   }
-  return wire_rd_ok(r) ? 0 : DRV_EPARSE;
+  return 0;
+}
+
+static int apply_events(dash_model *m, const wire_items *events) {
+  wire_rd r = wire_items_reader(events);
+  for (uint32_t i = 0; i < events->n; i++) {
+    wire_item_snap_event it;
+    wire_get_item_snap_event(&r, &it);
+    dash_event e;
+    int rc = wire_str_copy(it.text, e.text, sizeof e.text);
+    if (rc == 0) rc = dash_model_add_event(m, it.wall, e.text);
+    if (rc < 0) return rc;
+  }
+  return 0;
 }
 
 int dash_snap_apply(dash_model *m, char *run_dir, size_t n, const uint8_t *p, size_t len) {
-  wire_rd r;
-  wire_rd_init(&r, p, len);
+  wire_msg_snapshot w;
   int rc;
-  if ((rc = apply_header(m, &r, run_dir, n)) < 0 || (rc = apply_nodes(m, &r, run_dir)) < 0 ||
-      (rc = apply_series(m, &r)) < 0 || (rc = apply_events(m, &r)) < 0) {
-    if (r.err) return wire_rd_done(&r, WIRE_SNAPSHOT);
+  if ((rc = wire_get_snapshot(p, len, &w)) < 0 || (rc = apply_header(m, &w, run_dir, n)) < 0 ||
+      (rc = apply_nodes(m, &w.nodes, run_dir)) < 0 || (rc = apply_series(m, &w.series)) < 0 ||
+      (rc = apply_events(m, &w.events)) < 0)
     return rc;
-  }
   m->version++;
-  return wire_rd_done(&r, WIRE_SNAPSHOT);
+  return 0;
 }
