@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "node_fake.h"
+#include "wire_msgs.h"
 
 #define MIB (1 << 20)
 
@@ -100,14 +101,24 @@ static void send_push(client *cl) {
   conn_send_ref(cl->c, WIRE_PUSH, 1, cl->push, cl->push_len, NULL, NULL);
 }
 
+/* The one item of a PULL or PUSH. */
+static void put_item(wire_wr *w, void *ud, uint32_t i) {
+  (void)i;
+  wire_put_item_var_id(w, ud);
+}
+
+static void put_grad(wire_wr *w, void *ud, uint32_t i) {
+  (void)i;
+  wire_put_item_var_tensor(w, ud);
+}
+
 static void cl_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   client *cl = conn_ud(c);
   if (h->type == WIRE_PUSH_OK) {
     wire_wr w;
     wire_wr_init(&w);
-    wire_wr_u64(&w, 0); /* min_version: any */
-    wire_wr_u32(&w, 1);
-    wire_wr_u32(&w, 0);
+    wire_item_var_id var0 = {0};
+    wire_put_pull(&w, &(wire_msg_pull){0, {1, .put = put_item, .ud = &var0}}); /* any version */
     conn_send_wr(c, &w, WIRE_PULL, 2);
     return;
   }
@@ -115,19 +126,17 @@ static void cl_frame(conn *c, const wire_header *h, const uint8_t *pl) {
     cl->failed = cl->done = true;
     return;
   }
-  wire_rd r;
-  wire_rd_init(&r, pl, h->len);
-  wire_rd_u64(&r); /* version */
-  wire_rd_u32(&r);
-  wire_rd_u32(&r);
-  int ndim;
-  int64_t shape[TENSOR_MAXDIM];
-  const uint8_t *data;
-  if (wire_rd_tensor_view(&r, &ndim, shape, &data) < 0 || shape[0] != MIB / 4) {
+  wire_msg_pull_reply m;
+  wire_item_var_tensor it = {0};
+  if (wire_get_pull_reply(pl, h->len, &m) == 0 && m.vars.n == 1) {
+    wire_rd r = wire_items_reader(&m.vars);
+    wire_get_item_var_tensor(&r, &it);
+  }
+  if (!it.value.data || it.value.shape[0] != MIB / 4) {
     cl->failed = cl->done = true;
     return;
   }
-  memcpy(cl->param, data, MIB);
+  memcpy(cl->param, it.value.data, MIB);
   if (++cl->rounds == 10) cl->t0 = now();
   if (cl->rounds > 10 && now() - cl->t0 >= cl->seconds) {
     cl->rate = 2.0 * MIB * (double)(cl->rounds - 10) / (now() - cl->t0);
@@ -166,10 +175,8 @@ static double pushpull_rate(double seconds) {
   client cl = {.seconds = seconds};
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u64(&w, 0); /* version: an async ps ignores it */
-  wire_wr_u32(&w, 1);
-  wire_wr_u32(&w, 0);
-  wire_wr_tensor(&w, grad);
+  wire_item_var_tensor g = {0, {.t = grad}};
+  wire_put_push(&w, &(wire_msg_push){0, {1, .put = put_grad, .ud = &g}}); /* async: any version */
   cl.push = w.buf + WIRE_HEADER_SIZE;
   cl.push_len = w.len - WIRE_HEADER_SIZE;
   cl.param = malloc(MIB);

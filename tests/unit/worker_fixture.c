@@ -8,6 +8,7 @@
 
 #include "harness.h"
 #include "train.h"
+#include "wire_msgs.h"
 
 /* n examples, 4 features in [0, 1), class = argmax of three fixed linear
  * scores (no BLAS: children are forked after this). */
@@ -42,37 +43,49 @@ dataset *wf_toy_data(int64_t n, uint64_t seed) {
 const wf_place WF_PLACES[] = {
     {0, 1, 5, 3}, {0, 0, 0, 5}, {1, 1, 0, 8}, {2, 0, 0, 3}, {3, 1, 0, 3}};
 
-void wf_write_var_table(wire_wr *w, const nn_param_list *pl, const wf_place *places,
-                        size_t nplaces) {
-  wire_wr_u32(w, (uint32_t)pl->n);
-  for (int i = 0; i < pl->n; i++) {
-    const tensor *t = pl->items[i].value;
-    wire_wr_str(w, pl->items[i].name);
-    wire_wr_u8(w, (uint8_t)t->ndim);
-    for (int k = 0; k < t->ndim; k++) wire_wr_u64(w, (uint64_t)t->shape[k]);
-    uint32_t ns = 0;
-    for (size_t p = 0; p < nplaces; p++) ns += places[p].var == (uint32_t)i;
-    wire_wr_u32(w, ns);
-    for (size_t p = 0; p < nplaces; p++)
-      if (places[p].var == (uint32_t)i) {
-        wire_wr_u32(w, places[p].ps);
-        wire_wr_u64(w, places[p].row0);
-        wire_wr_u64(w, places[p].rows);
-      }
-  }
+/* The SETUP variable table's callbacks: variable i, and its shards (the
+ * places naming it, in order; the encoder asks for them in order). */
+typedef struct var_table {
+  const nn_param_list *pl;
+  const wf_place *places;
+  size_t nplaces, next;
+  uint32_t var;
+} var_table;
+
+static void put_shard(wire_wr *w, void *ud, uint32_t s) {
+  (void)s;
+  var_table *vt = ud;
+  while (vt->places[vt->next].var != vt->var) vt->next++;
+  const wf_place *p = &vt->places[vt->next++];
+  wire_put_item_setup_shard(w, &(wire_item_setup_shard){p->ps, p->row0, p->rows});
+}
+
+static void put_var(wire_wr *w, void *ud, uint32_t i) {
+  var_table *vt = ud;
+  const tensor *t = vt->pl->items[i].value;
+  uint32_t ns = 0;
+  for (size_t p = 0; p < vt->nplaces; p++) ns += vt->places[p].var == i;
+  vt->var = i;
+  vt->next = 0;
+  wire_item_setup_var it = {.name = WIRE_STR(vt->pl->items[i].name),
+                            .shape = {.ndim = t->ndim},
+                            .shards = {ns, .put = put_shard, .ud = vt}};
+  memcpy(it.shape.shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
+  wire_put_item_setup_var(w, &it);
 }
 
 void wf_send_setup_placed(peer *ctl, const nn_param_list *pl, const dataset *d, int64_t batch,
                           uint32_t req, const wf_place *places, size_t nplaces) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_str(&w, WF_SPEC);
-  wire_wr_str(&w, "CrossEntropy");
-  wire_wr_u64(&w, (uint64_t)batch);
-  wire_wr_u64(&w, WF_SEED);
-  wf_write_var_table(&w, pl, places, nplaces);
-  wire_wr_tensor(&w, d->x);
-  wire_wr_tensor(&w, d->y);
+  var_table vt = {pl, places, nplaces, 0, 0};
+  wire_put_setup(&w, &(wire_msg_setup){.model = WIRE_STR(WF_SPEC),
+                                       .loss = WIRE_STR("CrossEntropy"),
+                                       .batch = (uint64_t)batch,
+                                       .seed = WF_SEED,
+                                       .vars = {(uint32_t)pl->n, .put = put_var, .ud = &vt},
+                                       .x = {.t = d->x},
+                                       .y = {.t = d->y}});
   nf_send_wr(ctl, &w, WIRE_SETUP, req);
 }
 
@@ -84,23 +97,20 @@ void wf_send_setup(peer *ctl, const nn_param_list *pl, const dataset *d, int64_t
 void wf_send_task(peer *ctl, uint64_t id, uint32_t req) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u64(&w, id);
-  wire_wr_u8(&w, WIRE_TASK_TRAIN_STEP);
-  wire_wr_u64(&w, 0);
+  wire_put_task(&w, &(wire_msg_task){.task = id, .kind = WIRE_TASK_TRAIN_STEP});
   nf_send_wr(ctl, &w, WIRE_TASK, req);
 }
 
 void wf_read_result(fake *f, peer *ctl, wf_result *res) {
   fk_frame *fr = NF_EXPECT(f, ctl, WIRE_RESULT);
-  wire_rd rd;
-  wire_rd_init(&rd, fr->p, fr->h.len);
-  res->task = wire_rd_u64(&rd);
-  res->status = wire_rd_i32(&rd);
-  res->loss = wire_rd_f64(&rd);
-  res->correct = wire_rd_i64(&rd);
-  res->examples = wire_rd_u64(&rd);
-  wire_rd_str(&rd, res->msg, sizeof res->msg);
-  CHECK_OK(wire_rd_done(&rd, WIRE_RESULT));
+  wire_msg_result m;
+  CHECK_OK(wire_get_result(fr->p, fr->h.len, &m));
+  res->task = m.task;
+  res->status = m.status;
+  res->loss = m.loss;
+  res->correct = m.correct;
+  res->examples = m.examples;
+  CHECK_OK(wire_str_copy(m.message, res->msg, sizeof res->msg));
   nf_frame_free(fr);
 }
 

@@ -36,8 +36,6 @@ extern const wf_place WF_PLACES[];
 
 /* SETUP frames for the model WF_SPEC with the variables of pl (placed by
  * places[], or WF_PLACES) and data d, request id req. */
-void wf_write_var_table(wire_wr *w, const nn_param_list *pl, const wf_place *places,
-                        size_t nplaces);
 void wf_send_setup_placed(peer *ctl, const nn_param_list *pl, const dataset *d, int64_t batch,
                           uint32_t req, const wf_place *places, size_t nplaces);
 void wf_send_setup(peer *ctl, const nn_param_list *pl, const dataset *d, int64_t batch,
