@@ -19,10 +19,12 @@
  *   tensor  u8 ndim (1..4), ndim x u64 dims, then prod(dims) float32 raw
  *           (little-endian IEEE; the element count is checked against the
  *           bytes that remain, overflow-safe)
- * The layouts of each message are in the table in wire.c and below. Every
- * field read goes through a wire_rd that checks bounds and remembers the
- * first failure, so a decoder reads its fields straight through and checks
- * wire_rd_ok() once at the end (and that no bytes are left over).
+ * Each message's layout and meaning is written down once, as a field list
+ * in wire_msgs.h, which generates its struct, encoder, decoder, limits,
+ * validation and sample frames. Every field read goes through a wire_rd
+ * that checks bounds and remembers the first failure, so a decoder reads
+ * its fields straight through and checks once at the end (and that no
+ * bytes are left over).
  *
  * A frame that fails validation (bad magic or version, unknown type, a
  * length over the maximum or outside the type's limits, a malformed
@@ -47,98 +49,6 @@
 #define WIRE_NONCE_SIZE 32
 #define WIRE_MAC_SIZE 32
 
-/* Message types. Direction: C = coordinator, N = any node, W = worker or
- * chief, E = evaluator, P = ps. Payload layouts:
- *
- * Handshake (the only frames allowed before authentication):
- *  HELLO      server -> client   nonce[32] (raw), server_kind u8 (0 coord, 1 ps)
- *  AUTH       client -> server   nonce[32], mac[32] (raw)   mac over both nonces
- *  AUTH_OK    server -> client   mac[32] (raw)              proves the server's secret
- * Control (node <-> coordinator):
- *  REGISTER   N -> C   role u8, index u32, pid u32, host str, port u16
- *                      (ps data port; 0 otherwise), then what the node got
- *                      (nodeinfo.h): hostname str, threads u32, cpus u32,
- *                      memory u64, gpus str, slurm job str, step str, node str
- *  REGISTERED C -> N   (reply) ok u8, message str (refusal reason when !ok)
- *  SPEC       C -> N   count u32, then per node: role u8, index u32, host str,
- *                      port u16 - the cluster, sent once all registered
- *  HEARTBEAT  both     seq u64, rss u64 (bytes; 0 from the coordinator),
- *                      cpu_ms u64 (process CPU time)
- *  SHUTDOWN   C -> N   grace_ms u32: finish the running task, then exit 0
- *  ERROR      any      code i32, message str (the sender then closes)
- * Training setup (coordinator -> nodes, once per fit):
- *  VAR_INIT   C -> P   var u32, row0 u64 (first row of this shard), mode u8
- *                      (0 async, 1 sync), replicas u32 (sync: gradients
- *                      averaged per update, n - backup workers), target u64
- *                      (sync: updates of the fit; past it pulls are never
- *                      held and pushes are ignored), optim
- *                      cfg (WIRE optim layout: kind u8, lr, momentum,
- *                      dampening, weight_decay, beta1, beta2, eps, alpha,
- *                      lr_decay, initial_accumulator as f64, nesterov u8),
- *                      value tensor; reply VAR_INIT_OK (req echoed). It
- *                      resets the ps's version to 0.
- *  SETUP      C -> W,E model str (nn spec, see nn_spec), loss str, batch u64,
- *                      seed u64, count u32 vars, then per var: name str,
- *                      ndim u8 + dims u64, shards u32, per shard: ps u32
- *                      (index), row0 u64, rows u64; then x tensor, y tensor
- *                      (this node's data: worker i's shard, or eval data);
- *                      reply SETUP_OK
- * Tasks (coordinator -> worker; at most a few in flight per worker):
- *  TASK       C -> W   task u64, kind u8 (WIRE_TASK_*), arg u64
- *  RESULT     W -> C   task u64, status i32 (0 ok), loss f64, correct i64
- *                      (-1 when accuracy does not apply), examples u64,
- *                      message str (error text when status != 0)
- *  CALL       C -> W   task u64, closure bytes (closure_encode: a Lua function,
- *                      its upvalues and arguments; c:schedule)
- *  CALL_RESULT W -> C  task u64, status i32 (0 ok), data bytes: on success
- *                      the results (closure_encode_values), else the error
- *                      message with its traceback (text)
- *  EVAL       C -> E   step u64: pull the latest parameters, evaluate
- *  EVAL_RESULT E -> C  step u64, status i32, loss f64, accuracy f64, examples
- *                      u64, message str
- * Parameters (worker/evaluator/coordinator -> ps):
- *  PULL       -> P     min_version u64, count u32, var u32 each. Sync: the
- *                      reply waits until the ps's version is >= min_version
- *                      (0: any; async ps never wait)
- *  PULL_REPLY P ->     version u64 (the ps's updates so far: pushes applied
- *                      in async, aggregated updates in sync), count u32,
- *                      per var: var u32, tensor (the shard)
- *  PUSH       -> P     version u64 (of the values the gradient was computed
- *                      on), count u32, per var: var u32, tensor (gradient of
- *                      the shard, same shape). Async: applied on arrival;
- *                      sync: summed into the update of that version, or
- *                      dropped when that version is already applied (late)
- *  PUSH_OK    P ->     step u64 (the ps's version after this push), applied
- *                      u8 (0: dropped as late or past the target)
- * Attach (a dashboard client A <-> the coordinator, on its control port; A
- * authenticates like a node, then sends ATTACH where a node sends REGISTER):
- *  ATTACH     A -> C   control u8 (1: may send COMMAND), hz f64 (snapshots
- *                      per second wanted, finite and > 0; at most 10 come)
- *  SNAPSHOT   C -> A   the run as dash_model.h has it (dash_snap.h):
- *                      run_dir str, launcher str, state str, mode str,
- *                      uptime f64, step i64, total_steps i64,
- *                      examples_per_sec f64, eta f64, attach_clients u32;
- *                      queue: queued, capacity, running, done, failed,
- *                      retried, cancelled as i64;
- *                      count u32 nodes, per node: role u8, index u32, pid
- *                      u32, restarts u32, inflight u32, steps i64, backlog
- *                      i64, rss u64, examples_per_sec f64, cpu_pct f64,
- *                      heartbeat_age f64, state str, host str, log str
- *                      ("": run_dir/logs/ROLE-INDEX.log; a relative path
- *                      is under run_dir);
- *                      count u32 series, per series: tag str, reset u8 (1:
- *                      replace the client's copy, 0: append), count u32
- *                      points, per point: step f64, wall f64, value f64;
- *                      count u32 events, per event: wall f64, text str.
- *                      Header, queue and nodes are whole in every frame;
- *                      series and events carry only what that client has
- *                      not received yet.
- *  COMMAND    A -> C   kind u8 (0: a line of Lua, 1: stop the node named in
- *                      text, "worker:1", 2: the tail of that node's log,
- *                      also for read-only clients), text str; reply
- *                      COMMAND_REPLY
- *  COMMAND_REPLY C -> A (req echoed) status i32 (0 or a DRV_E* code), text str
- */
 /* One row per message type: XX(number, NAME, name, pre_auth, max_len).
  *   name      the field list WIRE_MSG_<name> in wire_msgs.h, which gives
  *             the payload's struct, encoder, decoder, limits and samples
@@ -149,7 +59,7 @@
  *             bulk data) */
 #define WIRE_SPEC_MAX (1u << 20)              /* thousands of nodes */
 #define WIRE_PULL_MAX (8 + 4 + 4 * 65536)     /* 64 Ki variables: beyond any model */
-#define WIRE_TYPE_MAP(XX) \
+#define WIRE_TYPE_MAP(XX)                        \
   XX(1, HELLO, hello, true, 0)                   \
   XX(2, AUTH, auth, true, 0)                     \
   XX(3, AUTH_OK, auth_ok, true, 0)               \

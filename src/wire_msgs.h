@@ -42,11 +42,28 @@
 #include "tensor.h"
 #include "wire.h"
 
-/* ---- messages (layouts and meanings: the table in wire.h) --------------- */
+/* ---- messages ----------------------------------------------------------- */
 
+/* Direction: C = coordinator, N = any node, W = worker or chief, E =
+ * evaluator, P = ps, A = an attach client (`drover attach`). */
+
+/* Handshake: the only frames allowed before authentication.
+ *  HELLO    server -> client: server_kind 0 coordinator, 1 ps
+ *  AUTH     client -> server: mac over both nonces
+ *  AUTH_OK  server -> client: mac proves the server's secret */
 #define WIRE_MSG_hello(X) X(RAW, nonce, WIRE_NONCE_SIZE) X(FLAG, server_kind, "server kind")
 #define WIRE_MSG_auth(X) X(RAW, nonce, WIRE_NONCE_SIZE) X(RAW, mac, WIRE_MAC_SIZE)
 #define WIRE_MSG_auth_ok(X) X(RAW, mac, WIRE_MAC_SIZE)
+
+/* Control, node <-> coordinator.
+ *  REGISTER    N -> C: port is the ps data port (0 otherwise); hostname to
+ *              slurm_node are what the node got (nodeinfo.h)
+ *  REGISTERED  C -> N (reply): message is the refusal reason when !ok
+ *  SPEC        C -> N: the cluster, sent once all registered (port: ps)
+ *  HEARTBEAT   both: rss in bytes (0 from the coordinator), cpu_ms the
+ *              process CPU time
+ *  SHUTDOWN    C -> N: finish the running task, then exit 0
+ *  ERROR       any: code is a DRV_E* code; the sender then closes */
 #define WIRE_MSG_register(X)                                                          \
   X(ROLE, role) X(U32, index) X(U32, pid) X(STR, host) X(U16, port) X(STR, hostname) \
   X(U32, threads) X(U32, cpus) X(U64, memory) X(STR, gpus) X(STR, slurm_job)          \
@@ -56,14 +73,35 @@
 #define WIRE_MSG_heartbeat(X) X(U64, seq) X(U64, rss) X(U64, cpu_ms)
 #define WIRE_MSG_shutdown(X) X(U32, grace_ms)
 #define WIRE_MSG_error(X) X(I32, code) X(STR, message)
-#define WIRE_MSG_var_init(X)                                                           \
+
+/* Training setup, coordinator -> nodes, once per fit.
+ *  VAR_INIT  C -> P: row0 is this shard's first row; mode 0 async, 1
+ *            sync; replicas (sync) gradients averaged per update, n -
+ *            backup workers; target (sync) the fit's updates: past it
+ *            pulls are never held and pushes are ignored; value the shard.
+ *            Resets the ps's version to 0; reply VAR_INIT_OK (req echoed)
+ *  SETUP     C -> W,E: model is an nn spec (nn_spec.c); per variable its
+ *            shards (ps index, rows); x and y this node's data (worker i's
+ *            shard, or the eval data); reply SETUP_OK */
+#define WIRE_MSG_var_init(X)                                                              \
   X(U32, var) X(U64, row0) X(FLAG, mode, "VAR_INIT mode") X(U32, replicas) X(U64, target) \
   X(OPTIM, optim) X(TENSOR, value)
 #define WIRE_MSG_var_init_ok(X) X(EMPTY, unused)
-#define WIRE_MSG_setup(X)                                                        \
-  X(STR, model) X(STR, loss) X(U64, batch) X(U64, seed)                          \
+#define WIRE_MSG_setup(X)                                               \
+  X(STR, model) X(STR, loss) X(U64, batch) X(U64, seed)                 \
   X(ITEMS, vars, setup_var, "SETUP variable") X(TENSOR, x) X(TENSOR, y)
 #define WIRE_MSG_setup_ok(X) X(EMPTY, unused)
+
+/* Tasks, coordinator -> worker (a few in flight per worker).
+ *  TASK         C -> W: kind WIRE_TASK_*, arg unused by TRAIN_STEP
+ *  RESULT       W -> C: status 0 ok; correct -1 when accuracy does not
+ *               apply; message the error text when status != 0
+ *  EVAL         C -> E: pull the latest parameters, evaluate
+ *  EVAL_RESULT  E -> C
+ *  CALL         C -> W: closure_encode's bytes (a Lua function, its
+ *               upvalues and arguments; c:schedule)
+ *  CALL_RESULT  W -> C: status 0: data is closure_encode_values' results;
+ *               else the error message with its traceback (text) */
 #define WIRE_MSG_task(X) X(U64, task) X(U8, kind) X(U64, arg)
 #define WIRE_MSG_result(X) \
   X(U64, task) X(I32, status) X(F64, loss) X(I64, correct) X(U64, examples) X(STR, message)
@@ -72,17 +110,45 @@
   X(U64, step) X(I32, status) X(F64, loss) X(F64, accuracy) X(U64, examples) X(STR, message)
 #define WIRE_MSG_call(X) X(U64, task) X(BYTES, closure)
 #define WIRE_MSG_call_result(X) X(U64, task) X(I32, status) X(BYTES, data)
+
+/* Parameters, worker/evaluator/coordinator <-> ps.
+ *  PULL        -> P: sync: the reply waits until the ps's version is >=
+ *              min_version (0: any; an async ps never waits)
+ *  PULL_REPLY  P ->: version = the ps's updates so far (pushes applied in
+ *              async, aggregated updates in sync); per var its shard
+ *  PUSH        -> P: version of the values the gradients were computed
+ *              on; per var the shard's gradient, same shape. Async:
+ *              applied on arrival; sync: summed into that version's
+ *              update, or dropped when it is already applied (late)
+ *  PUSH_OK     P ->: step the ps's version after this push; applied 0:
+ *              dropped as late or past the target */
 #define WIRE_MSG_pull(X) X(U64, min_version) X(ITEMS, vars, var_id, "PULL variable")
 #define WIRE_MSG_pull_reply(X) X(U64, version) X(ITEMS, vars, var_tensor, "PULL_REPLY variable")
 #define WIRE_MSG_push(X) X(U64, version) X(ITEMS, vars, var_tensor, "PUSH variable")
 #define WIRE_MSG_push_ok(X) X(U64, step) X(FLAG, applied, "PUSH_OK applied")
+
+/* Attach: a dashboard client on the coordinator's control port; it
+ * authenticates like a node, then sends ATTACH where a node sends REGISTER.
+ *  ATTACH    A -> C: control 1: may send COMMAND; hz snapshots per second
+ *            wanted (at most 10 come)
+ *  SNAPSHOT  C -> A: the run as dash_model.h has it (dash_snap.c): header,
+ *            queue counts, nodes (log "": run_dir/logs/ROLE-INDEX.log, a
+ *            relative path is under run_dir; got "": unchanged), series
+ *            (reset 1: replace the client's copy, 0: append) and events.
+ *            Header, queue and nodes are whole in every frame; series and
+ *            events carry only what that client has not received yet
+ *  COMMAND   A -> C: kind WIRE_COMMAND_*: a line of Lua, stop the node
+ *            named in text ("worker:1"), or the tail of that node's log
+ *            (also for read-only clients); reply COMMAND_REPLY
+ *  COMMAND_REPLY  C -> A (req echoed): status 0 or a DRV_E* code */
 #define WIRE_MSG_attach(X) X(FLAG, control, "ATTACH control") X(POS, hz, "ATTACH hz")
-#define WIRE_MSG_snapshot(X)                                                            \
+#define WIRE_MSG_snapshot(X)                                                              \
   X(STR, run_dir) X(STR, launcher) X(STR, state) X(STR, mode) X(F64, uptime) X(I64, step) \
   X(I64, total_steps) X(F64, examples_per_sec) X(F64, eta) X(U32, attach_clients)         \
   X(I64, queued) X(I64, capacity) X(I64, running) X(I64, done) X(I64, failed)             \
   X(I64, retried) X(I64, cancelled) X(ITEMS, nodes, snap_node, "SNAPSHOT node")           \
-  X(ITEMS, series, snap_series, "SNAPSHOT series") X(ITEMS, events, snap_event, "SNAPSHOT event")
+  X(ITEMS, series, snap_series, "SNAPSHOT series")                                        \
+  X(ITEMS, events, snap_event, "SNAPSHOT event")
 #define WIRE_MSG_command(X) X(ENUM, kind, WIRE_COMMAND_LAST, "COMMAND kind") X(STR, text)
 #define WIRE_MSG_command_reply(X) X(I32, status) X(STR, text)
 
