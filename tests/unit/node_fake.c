@@ -272,11 +272,14 @@ void nf_register_all(fake *f, reg *regs, int n) {
     wire_put_registered(&w, &(wire_msg_registered){.ok = true});
     nf_send_wr(regs[i].ctl, &w, WIRE_REGISTERED, 0);
   }
-  for (int i = 0; i < n; i++) {
-    wire_wr_init(&w);
-    wire_put_spec(&w, &(wire_msg_spec){{(uint32_t)n, .put = put_reg, .ud = regs}});
-    nf_send_wr(regs[i].ctl, &w, WIRE_SPEC, 0);
-  }
+  for (int i = 0; i < n; i++) nf_send_spec(regs[i].ctl, regs, n);
+}
+
+void nf_send_spec(peer *ctl, reg *regs, int n) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_spec(&w, &(wire_msg_spec){{(uint32_t)n, .put = put_reg, .ud = regs}});
+  nf_send_wr(ctl, &w, WIRE_SPEC, 0);
 }
 
 reg *nf_find_reg(reg *regs, int n, int role, int index) {

@@ -95,6 +95,8 @@ void nf_read_register(fake *f, peer *pe, reg *r);
 void nf_register_all(fake *f, reg *regs, int n);
 reg *nf_find_reg(reg *regs, int n, int role, int index);
 void nf_send_shutdown(peer *ctl);
+/* Sends ctl the SPEC of regs[0..n). */
+void nf_send_spec(peer *ctl, reg *regs, int n);
 /* VAR_INIT and its VAR_INIT_OK (req echoed, empty). */
 void nf_var_init(fake *f, peer *pe, uint32_t var, uint64_t row0, const optim_cfg *cfg,
                  const tensor *value, uint32_t req);

@@ -16,6 +16,7 @@
 #include "node_fake.h"
 #include "optim.h"
 #include "train.h"
+#include "wire_msgs.h"
 #include "worker_fixture.h"
 
 TEST(node_worker_matches_in_process_training) {
@@ -72,19 +73,18 @@ TEST(node_worker_matches_in_process_training) {
   /* The evaluator pulls the same parameters and evaluates like train_evaluate. */
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u64(&w, WF_STEPS);
+  wire_put_eval(&w, &(wire_msg_eval){WF_STEPS});
   nf_send_wr(ev->ctl, &w, WIRE_EVAL, 77);
   fr = NF_EXPECT(f, ev->ctl, WIRE_EVAL_RESULT);
   CHECK_INT_EQ(fr->h.req, 77);
-  wire_rd rd;
-  wire_rd_init(&rd, fr->p, fr->h.len);
-  CHECK_INT_EQ(wire_rd_u64(&rd), WF_STEPS);
-  CHECK_INT_EQ(wire_rd_i32(&rd), 0);
-  double el = wire_rd_f64(&rd), ea = wire_rd_f64(&rd);
-  CHECK_INT_EQ(wire_rd_u64(&rd), 10);
+  wire_msg_eval_result er;
+  CHECK_OK(wire_get_eval_result(fr->p, fr->h.len, &er));
+  CHECK_INT_EQ(er.step, WF_STEPS);
+  CHECK_INT_EQ(er.status, 0);
+  double el = er.loss, ea = er.accuracy;
+  CHECK_INT_EQ(er.examples, 10);
   char msg[64];
-  wire_rd_str(&rd, msg, sizeof msg);
-  CHECK_OK(wire_rd_done(&rd, WIRE_EVAL_RESULT));
+  CHECK_OK(wire_str_copy(er.message, msg, sizeof msg));
   nf_frame_free(fr);
   double wl, wa;
   CHECK_OK(train_evaluate(ref.model, ref.loss, evald, 4, &wl, &wa));
@@ -134,16 +134,7 @@ TEST(node_worker_reports_failures) {
   optim_cfg cfg;
   optim_cfg_default(&cfg, OPTIM_SGD);
   wf_init_vars(f, ps, &pl, &cfg);
-  wire_wr w;
-  wire_wr_init(&w);
-  wire_wr_u32(&w, 3);
-  for (int k = 0; k < 3; k++) {
-    wire_wr_u8(&w, (uint8_t)regs[k].role);
-    wire_wr_u32(&w, (uint32_t)regs[k].index);
-    wire_wr_str(&w, regs[k].host);
-    wire_wr_u16(&w, (uint16_t)regs[k].port);
-  }
-  nf_send_wr(wk->ctl, &w, WIRE_SPEC, 0);
+  nf_send_spec(wk->ctl, regs, 3);
   wf_send_task(wk->ctl, 3, 4);
   wf_read_result(f, wk->ctl, &res);
   if (res.status != 0) harness_fail(__FILE__, __LINE__, "task failed: %s", res.msg);
@@ -157,11 +148,8 @@ TEST(node_worker_reports_failures) {
   pl.items[0].value = tensor_new(2, odd);
   wf_send_setup(wk->ctl, &pl, train, 4, 5);
   fk_frame *fr = NF_EXPECT(f, wk->ctl, WIRE_ERROR);
-  wire_rd rd;
-  wire_rd_init(&rd, fr->p, fr->h.len);
-  wire_rd_i32(&rd);
   char msg[512];
-  wire_rd_str(&rd, msg, sizeof msg);
+  wire_rd_error(fr->p, fr->h.len, msg, sizeof msg);
   CHECK_STR_CONTAINS(msg, "[8, 5]");
   nf_frame_free(fr);
   tensor_free(pl.items[0].value);
@@ -182,14 +170,23 @@ static const wf_place ONE_PS[] = {{0, 0, 0, 8}, {1, 0, 0, 8}, {2, 0, 0, 3}, {3, 
 #define NONE_PS (sizeof ONE_PS / sizeof ONE_PS[0])
 
 static void send_spec_ps0(peer *ctl, int port) {
+  reg ps0 = {.role = ROLE_PS, .index = 0, .host = "127.0.0.1", .port = port};
+  nf_send_spec(ctl, &ps0, 1);
+}
+
+/* PULL_REPLY item i: variable i with vals[i]. */
+static void put_val(wire_wr *w, void *ud, uint32_t i) {
+  tensor *const *vals = ud;
+  wire_put_item_var_tensor(w, &(wire_item_var_tensor){i, {.t = vals[i]}});
+}
+
+static void send_pull_reply(peer *ps, uint64_t version, int n, tensor *const *vals,
+                            uint32_t req) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u32(&w, 1);
-  wire_wr_u8(&w, ROLE_PS);
-  wire_wr_u32(&w, 0);
-  wire_wr_str(&w, "127.0.0.1");
-  wire_wr_u16(&w, (uint16_t)port);
-  nf_send_wr(ctl, &w, WIRE_SPEC, 0);
+  wire_put_pull_reply(&w, &(wire_msg_pull_reply){version, {(uint32_t)n, .put = put_val,
+                                                           .ud = (void *)vals}});
+  nf_send_wr(ps, &w, WIRE_PULL_REPLY, req);
 }
 
 /* A PULL of every variable (0..n-1, as one ps holding all of them gets
@@ -198,21 +195,17 @@ static void send_spec_ps0(peer *ctl, int port) {
 static void answer_pull(fake *f, peer *ps, int n, tensor *const *vals, uint64_t min_version,
                         uint64_t version) {
   fk_frame *fr = NF_EXPECT(f, ps, WIRE_PULL);
-  wire_rd rd;
-  wire_rd_init(&rd, fr->p, fr->h.len);
-  CHECK_INT_EQ(wire_rd_u64(&rd), min_version);
-  CHECK_INT_EQ(wire_rd_u32(&rd), n);
-  for (int i = 0; i < n; i++) CHECK_INT_EQ(wire_rd_u32(&rd), i);
-  CHECK_OK(wire_rd_done(&rd, WIRE_PULL));
-  wire_wr w;
-  wire_wr_init(&w);
-  wire_wr_u64(&w, version);
-  wire_wr_u32(&w, (uint32_t)n);
+  wire_msg_pull m;
+  CHECK_OK(wire_get_pull(fr->p, fr->h.len, &m));
+  CHECK_INT_EQ(m.min_version, min_version);
+  CHECK_INT_EQ(m.vars.n, n);
+  wire_rd rd = wire_items_reader(&m.vars);
   for (int i = 0; i < n; i++) {
-    wire_wr_u32(&w, (uint32_t)i);
-    wire_wr_tensor(&w, vals[i]);
+    wire_item_var_id v;
+    wire_get_item_var_id(&rd, &v);
+    CHECK_INT_EQ(v.var, i);
   }
-  nf_send_wr(ps, &w, WIRE_PULL_REPLY, fr->h.req);
+  send_pull_reply(ps, version, n, vals, fr->h.req);
   nf_frame_free(fr);
 }
 
@@ -222,17 +215,21 @@ static void answer_pull(fake *f, peer *ps, int n, tensor *const *vals, uint64_t 
 static uint32_t read_push(fake *f, peer *ps, int n, tensor *const *want, uint64_t version) {
   fk_frame *fr = NF_EXPECT(f, ps, WIRE_PUSH);
   uint32_t req = fr->h.req;
-  wire_rd rd;
-  wire_rd_init(&rd, fr->p, fr->h.len);
-  CHECK_INT_EQ(wire_rd_u64(&rd), version);
-  CHECK_INT_EQ(wire_rd_u32(&rd), n);
+  wire_msg_push m;
+  CHECK_OK(wire_get_push(fr->p, fr->h.len, &m));
+  CHECK_INT_EQ(m.version, version);
+  CHECK_INT_EQ(m.vars.n, n);
+  wire_rd rd = wire_items_reader(&m.vars);
   for (int i = 0; i < n; i++) {
-    CHECK_INT_EQ(wire_rd_u32(&rd), i);
-    tensor *g = wire_rd_tensor(&rd);
-    CHECK(g != NULL && nf_same_bits(g, want[i]));
+    wire_item_var_tensor v;
+    wire_get_item_var_tensor(&rd, &v);
+    CHECK_INT_EQ(v.var, i);
+    tensor *g = tensor_new(v.value.ndim, v.value.shape);
+    CHECK(g != NULL);
+    wire_tensor_to(&v.value, tensor_data(g));
+    CHECK(nf_same_bits(g, want[i]));
     tensor_free(g);
   }
-  CHECK_OK(wire_rd_done(&rd, WIRE_PUSH));
   nf_frame_free(fr);
   return req;
 }
@@ -240,8 +237,7 @@ static uint32_t read_push(fake *f, peer *ps, int n, tensor *const *want, uint64_
 static void send_push_ok(peer *ps, uint64_t step, bool applied, uint32_t req) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u64(&w, step);
-  wire_wr_u8(&w, applied);
+  wire_put_push_ok(&w, &(wire_msg_push_ok){step, applied});
   nf_send_wr(ps, &w, WIRE_PUSH_OK, req);
 }
 
@@ -314,15 +310,7 @@ TEST(node_worker_pulls_behind_its_push) {
   CHECK(ps->head == NULL); /* task 3 waits: one job pulls or computes at a time */
   /* Replies in order on the connection: the PUSH_OK, then the pull. */
   send_push_ok(ps, 6, false, push1); /* dropped as late: the task still succeeds */
-  wire_wr w;
-  wire_wr_init(&w);
-  wire_wr_u64(&w, 9); /* a newer version than asked for: what a late worker gets */
-  wire_wr_u32(&w, 4);
-  for (int i = 0; i < 4; i++) {
-    wire_wr_u32(&w, (uint32_t)i);
-    wire_wr_tensor(&w, v2[i]);
-  }
-  nf_send_wr(ps, &w, WIRE_PULL_REPLY, pull2->h.req);
+  send_pull_reply(ps, 9, 4, v2, pull2->h.req); /* newer than asked for: what a late worker gets */
   nf_frame_free(pull2);
   wf_result res;
   wf_read_result(f, ctl, &res);
