@@ -82,7 +82,7 @@ enum {
 static const wire_msg_info msg_table[256] = {
 #define XX(num, NAME, name, pre_auth, max)                                          \
   [num] = {num, #NAME, 0 WIRE_MSG_##name(MIN_),                                    \
-           (max) ? (uint32_t)(max) : CLAMP32((uint64_t)0 WIRE_MSG_##name(MAX_)), \
+           (uint64_t)(max) > 0 ? (uint32_t)(max) : CLAMP32((uint64_t)0 WIRE_MSG_##name(MAX_)), \
            pre_auth},
     WIRE_TYPE_MAP(XX)
 #undef XX
