@@ -74,7 +74,8 @@ uint32_t events_masked_crc32c(const void *p, size_t n) {
 
 /* ============================== encoding ================================= */
 
-static size_t put_le(uint8_t *o, uint64_t v, int bytes) {
+/* A protobuf fixed32/fixed64: its bytes, returning their count. */
+static size_t put_fixed(uint8_t *o, uint64_t v, int bytes) {
   le_put(o, v, bytes);
   return (size_t)bytes;
 }
@@ -99,7 +100,7 @@ static size_t put_double(uint8_t *o, int field, double v) {
   uint64_t bits;
   memcpy(&bits, &v, sizeof bits);
   size_t n = put_key(o, field, 1);
-  return n + put_le(o + n, bits, 8);
+  return n + put_fixed(o + n, bits, 8);
 }
 
 static size_t put_bytes(uint8_t *o, int field, const void *p, size_t len) {
@@ -132,7 +133,7 @@ static size_t encode_scalar(uint8_t *o, double wall_time, int64_t step, const ch
   uint32_t bits;
   memcpy(&bits, &value, sizeof bits);
   n += put_key(o + n, 2, 5); /* Value.simple_value */
-  return n + put_le(o + n, bits, 4);
+  return n + put_fixed(o + n, bits, 4);
 }
 
 /* ============================== the writer =============================== */
@@ -158,10 +159,10 @@ static int append_record(events_writer *w, const uint8_t *data, size_t len) {
   if (util_grow(&w->buf, &w->cap, need, 1, 4096) < 0)
     return drv_error(DRV_ENOMEM, "out of memory queueing a summary for '%s'", w->path);
   uint8_t *o = w->buf + w->len;
-  put_le(o, len, 8);
-  put_le(o + 8, events_masked_crc32c(o, 8), 4);
+  le_put(o, len, 8);
+  le_put(o + 8, events_masked_crc32c(o, 8), 4);
   memcpy(o + 12, data, len);
-  put_le(o + 12 + len, events_masked_crc32c(data, len), 4);
+  le_put(o + 12 + len, events_masked_crc32c(data, len), 4);
   w->len = need;
   return 0;
 }
