@@ -37,12 +37,13 @@ endif
 # layer and of the layers below, never above (`make layers` checks it, and
 # `make test` runs that check). A module is a .c/.h pair or a lone header.
 LAYERS          = base numeric data protocol transport launch cluster dashboard lua binary
-LAYER_base      = err util log embed rundir safetensors
+LAYER_base      = err util log embed rundir safetensors manifest
 LAYER_numeric   = rng tensor nn_int nn nn_loss nn_spec nn_file optim
-LAYER_data      = data_int data data_read data_bin train progress
+LAYER_data      = data_int data data_read data_bin train progress ckpt
 # dash_model/dash_snap are the run's model and its SNAPSHOT encoding, not
 # drawing: the coordinator keeps one as its metric store.
-LAYER_protocol  = le wire_int wire wire_msgs closure closure_bc auth nodeinfo events dash_model dash_snap
+LAYER_protocol  = le wire_int wire wire_msgs closure closure_bc auth nodeinfo events dash_model dash_snap \
+	fitrun
 LAYER_transport = conn
 # detach: `drover run --detach` launches the coordinator itself.
 LAYER_launch    = launch launch_int launch_common launch_local launch_slurm_int launch_slurm \

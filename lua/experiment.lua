@@ -69,10 +69,11 @@ local function set_of(list)
 end
 
 local top_fields = set_of { "name", "model", "loss", "optimizer", "train", "eval", "seed",
-  "verbose", "progress", "mode", "backup_workers", "checkpoint" }
+  "verbose", "progress", "mode", "backup_workers", "checkpoint", "runs" }
 local train_fields = set_of { "data", "batch", "epochs", "shuffle", "max_steps" }
 local eval_fields = set_of { "data", "every", "batch" }
-local checkpoint_fields = set_of { "every", "keep" }
+local checkpoint_fields = set_of { "every", "every_seconds", "keep", "keep_best" }
+local keep_best_fields = set_of { "metric", "mode" }
 
 local function validate_train(t)
   table_field(t, "train", "{ data = ..., batch = ..., epochs = ... }", train_fields)
@@ -100,6 +101,41 @@ local function validate_eval(t, train)
   }
 end
 
+local function validate_keep_best(t)
+  if t == nil then return nil end
+  table_field(t, "checkpoint.keep_best", '{ metric = "eval_accuracy", mode = "max" }',
+    keep_best_fields)
+  if type(t.metric) ~= "string" or t.metric == "" then
+    fail("checkpoint.keep_best.metric must be a metric's name, e.g. \"eval_accuracy\" (got %s)",
+      show(t.metric))
+  end
+  local mode = t.mode == nil and "max" or t.mode
+  if mode ~= "max" and mode ~= "min" then
+    fail('checkpoint.keep_best.mode must be "max" or "min" (got %s)', show(t.mode))
+  end
+  return { metric = t.metric, mode = mode }
+end
+
+-- checkpoint = { every = STEPS, every_seconds = S, keep = N, keep_best = {...} }
+local function validate_checkpoint(t)
+  if t == nil then return nil end
+  table_field(t, "checkpoint", "{ every = ..., every_seconds = ..., keep = ..., keep_best = ... }",
+    checkpoint_fields)
+  local c = {
+    every = int_field(t.every, "checkpoint.every", 0, 0),
+    keep = int_field(t.keep, "checkpoint.keep", 0, 0),
+    keep_best = validate_keep_best(t.keep_best),
+  }
+  c.every_seconds = t.every_seconds == nil and 0 or t.every_seconds
+  if type(c.every_seconds) ~= "number" or c.every_seconds < 0 then
+    fail("checkpoint.every_seconds must be a non-negative number (got %s)", show(t.every_seconds))
+  end
+  if c.every == 0 and c.every_seconds == 0 and t.every == nil and t.every_seconds == nil then
+    fail("checkpoint needs every = STEPS or every_seconds = S")
+  end
+  return c
+end
+
 -- Fields for later cluster runs, checked now so that typos surface early.
 local function validate_cluster(cfg, e)
   e.mode = cfg.mode == nil and "async" or cfg.mode
@@ -109,13 +145,8 @@ local function validate_cluster(cfg, e)
   -- Sync only: gradients a step may go without (checked against the
   -- cluster's trainers when it fits).
   e.backup_workers = int_field(cfg.backup_workers, "backup_workers", 0, 0)
-  if cfg.checkpoint ~= nil then
-    table_field(cfg.checkpoint, "checkpoint", "{ every = ..., keep = ... }", checkpoint_fields)
-    e.checkpoint = {
-      every = int_field(cfg.checkpoint.every, "checkpoint.every", 0, 0),
-      keep = int_field(cfg.checkpoint.keep, "checkpoint.keep", 0, 0),
-    }
-  end
+  -- Not e.checkpoint: that is the method exp:checkpoint().
+  e.checkpointing = validate_checkpoint(cfg.checkpoint)
 end
 
 local function validate(cfg)
@@ -140,6 +171,10 @@ local function validate(cfg)
     fail("progress must be a function (got %s)", show(cfg.progress))
   end
   e.progress = cfg.progress
+  if cfg.runs ~= nil and cfg.runs ~= false and (type(cfg.runs) ~= "string" or cfg.runs == "") then
+    fail("runs must be a directory or false (got %s)", show(cfg.runs))
+  end
+  e.runs = cfg.runs == nil and "runs" or cfg.runs
   validate_cluster(cfg, e)
   return e
 end
@@ -167,18 +202,47 @@ local function trainer(self)
   return s.trainer
 end
 
+-- The run directory, made by the first fit (or the resumed one of
+-- `drover run --resume`): run.lua and run.json, metrics, events, checkpoints.
+local function open_run(self, tr)
+  local s = state[self]
+  if s.run ~= nil or self.runs == false then return end
+  local resume = ctrain.resume_dir()
+  local script = type(arg) == "table" and type(arg[0]) == "string" and arg[0] or nil
+  s.run = call(3, tr.open_run, tr, self.runs, self.name, resume, script, arg)
+  local c = self.checkpointing
+  if c then
+    local best = c.keep_best
+    call(3, tr.set_checkpoint, tr, c.every, c.every_seconds, c.keep, best and best.metric,
+      best and best.mode == "max")
+  end
+end
+
 --- exp:fit() -> { loss, accuracy, steps, epochs, examples_per_sec,
 --- eval_loss, eval_accuracy, seconds, evals }
 function Experiment:fit()
   if getmetatable(self) ~= Experiment then error("experiment: call fit as exp:fit()", 2) end
   local s, tr = state[self], trainer(self)
+  open_run(self, tr)
   -- A later fit continues training: new shuffles, same optimizer state.
   local seed = self.seed + 7919 * s.fits
   s.fits = s.fits + 1
-  local res = call(2, tr.fit, tr, self, seed) -- the settings: read in C, as c:fit does
+  local res = call(2, tr.fit, tr, self, seed, s.fits - 1) -- the settings: read in C, as c:fit does
   self.result = res
   return res
 end
+
+--- exp:checkpoint() -> the checkpoint's directory (during a fit, from its
+--- progress function: true, and it is taken at the end of the step)
+function Experiment:checkpoint()
+  if getmetatable(self) ~= Experiment then error("experiment: call checkpoint as exp:checkpoint()", 2) end
+  local tr = trainer(self)
+  open_run(self, tr)
+  return call(2, tr.checkpoint, tr)
+end
+
+--- exp:run_dir() -> the run directory (nil before the first fit)
+function Experiment:run_dir() return state[self].run end
 
 --- exp:evaluate([dataset]) -> { loss = ..., accuracy = ... }
 function Experiment:evaluate(ds)

@@ -322,6 +322,17 @@ void data_iter_reset(data_iter *it) {
   iter_order(it);
 }
 
+int data_iter_seek(data_iter *it, int64_t epoch, int64_t pos) {
+  if (!it->d) return drv_error(DRV_EINVAL, "batch: iterator is not initialised");
+  if (epoch < 0 || pos < 0 || pos > it->d->n)
+    return drv_error(DRV_EINVAL, "batch: cannot seek to position %lld of epoch %lld (%lld examples)",
+                     (long long)pos, (long long)epoch, (long long)it->d->n);
+  it->epoch = epoch;
+  iter_order(it);
+  it->pos = pos;
+  return 0;
+}
+
 void data_iter_free(data_iter *it) {
   if (!it) return;
   free(it->perm);

@@ -111,6 +111,10 @@ int data_iter_init(data_iter *it, const dataset *d, int64_t batch, bool shuffle,
 int data_iter_next(data_iter *it, const tensor **x, const tensor **y);
 /* Starts the next epoch (reshuffling when shuffle). */
 void data_iter_reset(data_iter *it);
+/* Goes to position `pos` of (0-based) epoch `epoch`, as if that many
+ * resets and batches had happened: a resumed fit reads the batches the
+ * interrupted one would have read. DRV_EINVAL when pos is not in 0..n. */
+int data_iter_seek(data_iter *it, int64_t epoch, int64_t pos);
 void data_iter_free(data_iter *it);
 
 #endif

@@ -99,6 +99,10 @@ static int call_progress(void *ud, const train_progress *p) {
 static void read_experiment(lua_State *L, fit_ctx *x, coord_fit_args *a) {
   lua_settop(L, 2);
   *x = (fit_ctx){.L = L};
+  if (lua_istable(L, 2) && lua_getfield(L, 2, "checkpointing") != LUA_TNIL)
+    luaL_error(L, "experiment: checkpoint = { ... } is not yet supported on clusters "
+               "(exp:fit() takes checkpoints in process); remove it to fit on a cluster");
+  lua_settop(L, 2);
   ltrain_read_experiment(L, 2, &x->e);
   train_cfg *cfg = &x->e.cfg;
   x->progress_fn = x->e.progress;

@@ -15,8 +15,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+#include <stdlib.h>
+
+#include "ckpt.h"
 #include "data.h"
 #include "err.h"
+#include "fitrun.h"
 #include "l_drover.h"
 #include "l_util.h"
 #include "nn.h"
@@ -31,6 +36,12 @@ typedef struct trainer {
   nn_loss *loss;    /* one reference */
   nn_param_list params;
   optim_t *opt; /* borrows params */
+  fitrun *run;  /* the in-process run directory, or NULL (owned) */
+  bool resume;  /* the next fit restores the newest checkpoint */
+  bool in_fit;
+  train_position pos; /* where the last fit stopped */
+  int64_t fit;        /* its number */
+  uint64_t seed;      /* its seed */
 } trainer;
 
 static trainer *check_trainer(lua_State *L, int idx) {
@@ -41,6 +52,9 @@ static trainer *check_trainer(lua_State *L, int idx) {
 
 static int trainer_gc(lua_State *L) {
   trainer *t = luaL_checkudata(L, 1, TRAINER_MT);
+  if (t->run) fitrun_close(t->run);
+  free(t->run);
+  t->run = NULL;
   optim_free(t->opt);
   t->opt = NULL;
   nn_param_list_free(&t->params);
@@ -77,6 +91,8 @@ typedef struct fit_ctx {
   int evals;  /* stack index of the table collecting periodic evals */
   int failed; /* the Lua callback raised; its error is on the stack */
   int stopped; /* the Lua callback returned false */
+  trainer *t;
+  ckpt_state *cs;
 } fit_ctx;
 
 void ldrv_set_num(lua_State *L, const char *k, double v) {
@@ -149,6 +165,7 @@ static int on_progress(void *ud, const train_progress *p) {
   fit_ctx *c = ud;
   lua_State *L = c->L;
   if (c->failed || c->stopped) return 1;
+  if (c->t->run) fitrun_progress(c->t->run, p);
   if (!p->is_eval && !c->fn) return 0; /* the common case: no Lua to run */
   lua_pushcfunction(L, progress_lua);
   lua_pushlightuserdata(L, c);
@@ -164,6 +181,15 @@ static int on_progress(void *ud, const train_progress *p) {
   lua_pop(L, 1);
   if (stop) c->stopped = 1;
   return stop;
+}
+
+/* The end of a step: the position, and a checkpoint when one is due. */
+static int on_step_end(void *ud, const train_position *pos) {
+  fit_ctx *c = ud;
+  c->cs->pos = *pos;
+  c->t->pos = *pos;
+  if (c->t->run) fitrun_step_end(c->t->run, c->cs);
+  return 0;
 }
 
 /* ============================== experiment settings ===================== */
@@ -269,31 +295,165 @@ static void push_result(lua_State *L, const train_result *r, int evals, int stop
   }
 }
 
-/* trainer:fit(exp, seed) -> { loss, accuracy, steps, epochs,
+/* A resumed run's first fit: restores the newest checkpoint into cs.
+ * Returns 1 to continue from cs->pos, 0 to start afresh, -1 when this fit
+ * was finished before the checkpoint was taken (a later fit resumes). */
+static int resume_fit(lua_State *L, trainer *t, ckpt_state *cs) {
+  if (!t->run || !t->resume) return 0;
+  int64_t fit = cs->fit;
+  int rc = fitrun_restore(t->run, cs);
+  if (rc < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (rc == 0) {
+    t->resume = false;
+    return 0;
+  }
+  if (cs->fit > fit) {
+    cs->fit = fit;
+    return -1;
+  }
+  t->resume = false;
+  return cs->fit == fit ? 1 : 0;
+}
+
+static void run_fit(lua_State *L, trainer *t, ltrain_exp *e, train_cfg *cfg, fit_ctx *ctx,
+                    train_result *r) {
+  fflush(stdout); /* keep the script's own prints before the progress lines */
+  if (t->run) fitrun_begin(t->run, ctx->cs->fit, cfg->resume ? cfg->resume->step : 0);
+  t->in_fit = true;
+  int rc = train_fit(t->model, t->loss, t->opt, ldata_check(L, e->train_data), cfg, r);
+  t->in_fit = false;
+  fflush(stdout);
+  if (t->run) fitrun_end(t->run, r, ctx->failed ? DRV_EINVAL : rc);
+  if (ctx->failed) lua_error(L); /* the progress function's error */
+  if (rc < 0) luaL_error(L, "%s", drv_errmsg());
+}
+
+/* trainer:fit(exp, seed [, n]) -> { loss, accuracy, steps, epochs,
  * examples_per_sec, eval_loss, eval_accuracy, seconds, evals }: trains
  * on exp.train.data as the experiment says, shuffling with `seed` (a later
- * fit of the same experiment shuffles anew). */
+ * fit of the same experiment shuffles anew); n is the fit's number (0 the
+ * first), which a resumed run matches against its checkpoint's. */
 static int t_fit(lua_State *L) {
   trainer *t = check_trainer(L, 1);
-  lua_Integer seed = luaL_checkinteger(L, 3);
-  lua_settop(L, 3);
+  lua_Integer seed = luaL_checkinteger(L, 3), n = luaL_optinteger(L, 4, 0);
+  lua_settop(L, 4);
   ltrain_exp e;
   ltrain_read_experiment(L, 2, &e); /* its values stay on the stack during the fit */
+  ckpt_state cs = {.model = t->model, .opt = t->opt, .rng = ldrv_rng(L), .fit = n,
+                   .seed = (uint64_t)seed};
+  int resumed = resume_fit(L, t, &cs);
   train_cfg cfg = e.cfg;
-  cfg.seed = (uint64_t)seed;
-  fit_ctx ctx = {.L = L, .fn = e.progress};
+  cfg.seed = resumed > 0 ? cs.seed : (uint64_t)seed;
+  cs.seed = cfg.seed;
+  train_position from = cs.pos;
+  if (resumed > 0) cfg.resume = &from;
+  fit_ctx ctx = {.L = L, .fn = e.progress, .t = t, .cs = &cs};
   lua_newtable(L);
   ctx.evals = lua_gettop(L);
   cfg.on_progress = on_progress;
+  cfg.on_step_end = on_step_end;
   cfg.ud = &ctx;
-
-  train_result r;
-  fflush(stdout); /* keep the script's own prints before the progress lines */
-  int rc = train_fit(t->model, t->loss, t->opt, ldata_check(L, e.train_data), &cfg, &r);
-  fflush(stdout);
-  if (ctx.failed) return lua_error(L); /* the progress function's error */
-  if (rc < 0) return luaL_error(L, "%s", drv_errmsg());
+  train_result r = {0};
+  t->fit = n;
+  t->seed = cfg.seed;
+  if (resumed >= 0) run_fit(L, t, &e, &cfg, &ctx, &r);
   push_result(L, &r, ctx.evals, ctx.stopped);
+  if (resumed < 0) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "skipped"); /* done before the run was interrupted */
+  }
+  return 1;
+}
+
+/* ============================== the run directory ======================= */
+
+/* The script's text, or NULL (stdin, unreadable). malloc'ed. */
+static char *read_script(const char *path) {
+  FILE *f = path && strcmp(path, "-") != 0 ? fopen(path, "rb") : NULL;
+  if (!f) return NULL;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  char buf[4096];
+  size_t k;
+  while (m && (k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, m);
+  if (m) fclose(m);
+  fclose(f);
+  return text;
+}
+
+/* run.json: {"script": absolute path, "args": [...], "cwd": ...}. */
+static char *run_json(lua_State *L, const char *script, int args) {
+  char cwd[4096], abs[4096];
+  json_t *a = json_array();
+  for (lua_Integer i = 1; args && lua_rawgeti(L, args, i) == LUA_TSTRING; i++) {
+    json_array_append_new(a, json_string(lua_tostring(L, -1)));
+    lua_pop(L, 1);
+  }
+  if (args) lua_pop(L, 1);
+  if (!getcwd(cwd, sizeof cwd)) cwd[0] = '\0';
+  if (!realpath(script, abs)) snprintf(abs, sizeof abs, "%s", script);
+  json_t *o = json_pack("{s:s, s:o, s:s}", "script", abs, "args", a, "cwd", cwd);
+  char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+  json_decref(o);
+  return text;
+}
+
+/* trainer:open_run(base, name, resume_dir|nil, script|nil, args|nil) -> path */
+static int t_open_run(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  const char *base = luaL_checkstring(L, 2), *name = luaL_checkstring(L, 3);
+  const char *resume = luaL_optstring(L, 4, NULL), *script = luaL_optstring(L, 5, NULL);
+  int args = lua_istable(L, 6) ? 6 : 0;
+  if (t->run) return luaL_error(L, "the experiment has a run directory already");
+  if (!(t->run = calloc(1, sizeof *t->run))) return luaL_error(L, "out of memory");
+  char *text = read_script(script);
+  char *json = script ? run_json(L, script, args) : NULL;
+  int rc = fitrun_open(t->run, base, name, resume, text, json);
+  free(text);
+  free(json);
+  if (rc < 0) {
+    free(t->run);
+    t->run = NULL;
+    return luaL_error(L, "%s", drv_errmsg());
+  }
+  t->resume = resume != NULL;
+  lua_pushstring(L, t->run->rd.path);
+  return 1;
+}
+
+/* trainer:set_checkpoint(every, every_seconds, keep, metric|nil, max) */
+static int t_set_checkpoint(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  if (!t->run) return luaL_error(L, "checkpoints need a run directory");
+  fitrun_ckpt ck = {.every = luaL_checkinteger(L, 2), .every_seconds = luaL_checknumber(L, 3),
+                    .keep = (int)luaL_checkinteger(L, 4), .max = lua_toboolean(L, 6)};
+  snprintf(ck.metric, sizeof ck.metric, "%s", luaL_optstring(L, 5, ""));
+  fitrun_set_ckpt(t->run, &ck);
+  return 0;
+}
+
+/* trainer:checkpoint() -> path, or true when asked during a fit (it is
+ * taken at the end of the current step). */
+static int t_checkpoint(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  if (!t->run) return luaL_error(L, "checkpoint: the experiment has no run directory (runs = false)");
+  if (t->in_fit) {
+    t->run->requested = true;
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  ckpt_state cs = {.model = t->model, .opt = t->opt, .rng = ldrv_rng(L), .pos = t->pos,
+                   .fit = t->fit, .seed = t->seed};
+  if (fitrun_checkpoint(t->run, &cs) < 0) return luaL_error(L, "%s", drv_errmsg());
+  lua_pushfstring(L, "%s/step-%I", t->run->ckdir, (lua_Integer)t->pos.step);
+  return 1;
+}
+
+/* drover.train.resume_dir() -> the run directory `drover run --resume`
+ * gave, or nil */
+static int l_resume_dir(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "drover.resume");
   return 1;
 }
 
@@ -336,12 +496,14 @@ static int l_seed(lua_State *L) {
 }
 
 static const luaL_Reg trainer_methods[] = {
-    {"fit", t_fit}, {"evaluate", t_evaluate}, {"steps", t_steps}, {NULL, NULL}};
+    {"fit", t_fit}, {"evaluate", t_evaluate}, {"steps", t_steps}, {"open_run", t_open_run},
+    {"set_checkpoint", t_set_checkpoint}, {"checkpoint", t_checkpoint}, {NULL, NULL}};
 
 static const luaL_Reg trainer_meta[] = {
     {"__gc", trainer_gc}, {"__close", trainer_gc}, {"__tostring", t_tostring}, {NULL, NULL}};
 
-static const luaL_Reg funcs[] = {{"new", l_new}, {"seed", l_seed}, {NULL, NULL}};
+static const luaL_Reg funcs[] = {
+    {"new", l_new}, {"seed", l_seed}, {"resume_dir", l_resume_dir}, {NULL, NULL}};
 
 int luaopen_drover_train(lua_State *L) {
   ldrv_createmeta(L, TRAINER_MT, trainer_meta, trainer_methods);

@@ -5,6 +5,8 @@
  * Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.
  */
 #include <cblas.h>
+#include <errno.h>
+#include <jansson.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <limits.h>
@@ -37,6 +39,8 @@
 
 static int cmd_repl(int argc, char **argv);
 static int cmd_run(int argc, char **argv);
+static int run_script(int argc, char **argv, int script, bool dash, const char *resume,
+                      const char *name);
 static int cmd_help(int argc, char **argv);
 static int cmd_node(int argc, char **argv);
 static int cmd_dash_sim(int argc, char **argv);
@@ -77,6 +81,7 @@ static const command commands[] = {
      "       drover run --dash FILE.lua [ARG...]\n"
      "       drover run --detach FILE.lua [ARG...]\n"
      "       drover run - [ARG...]        (the script from stdin)\n"
+     "       drover run --resume RUN_DIR\n"
      "\n"
      "Runs FILE.lua with the drover library loaded. The global `arg` holds the\n"
      "arguments as in lua(1): arg[0] is the script, arg[1..n] the ARGs, arg[-1]\n"
@@ -87,6 +92,9 @@ static const command commands[] = {
      "and a stack traceback follows), 2 on a usage error, 130 when Ctrl-C\n"
      "interrupted it (a second Ctrl-C kills a script stuck in C code).\n"
      "\n"
+     "--resume  runs an in-process run's script (RUN_DIR/run.lua) again with its\n"
+     "          arguments, in the same run directory: exp:fit() continues from the\n"
+     "          newest intact checkpoint, exactly as if never interrupted.\n"
      "--dash    shows the dashboard once the script's first cluster is up (q leaves\n"
      "          it; the run goes on with plain progress lines). Meanwhile the\n"
      "          script's print() lines go to the dashboard's events pane.\n"
@@ -290,6 +298,43 @@ static void report_run_error(lua_State *L, bool interrupted) {
   }
 }
 
+/* `drover run --resume RUN_DIR`: the run's script (RUN_DIR/run.lua) and
+ * arguments (RUN_DIR/run.json), run again from the directory it ran in,
+ * with the run directory in the registry for exp:fit() to continue in. */
+static int resume_run(const char *dir) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  json_error_t jerr;
+  json_t *j = json_load_file(path, 0, &jerr);
+  const char *script = NULL, *cwd = NULL;
+  json_t *args = NULL;
+  if (!j || json_unpack(j, "{s:s, s:o, s:s}", "script", &script, "args", &args, "cwd", &cwd) < 0 ||
+      !json_is_array(args)) {
+    fprintf(stderr, "drover: cannot resume '%s': %s is missing or unreadable (only in-process "
+            "runs can be resumed)\n", dir, path);
+    json_decref(j);
+    return 1;
+  }
+  char abs[4096];
+  if (!realpath(dir, abs) || chdir(cwd) != 0) {
+    fprintf(stderr, "drover: cannot resume '%s': %s\n", dir, strerror(errno));
+    json_decref(j);
+    return 1;
+  }
+  size_t n = json_array_size(args);
+  /* run_script reads argv[-1], the binary's name, as cmd_run's caller has it. */
+  char **all = calloc(n + 4, sizeof *all);
+  all[0] = "drover";
+  all[1] = "run";
+  snprintf(path, sizeof path, "%s/run.lua", abs);
+  all[2] = path;
+  for (size_t i = 0; i < n; i++) all[3 + i] = (char *)json_string_value(json_array_get(args, i));
+  int rc = run_script((int)n + 2, all + 1, 1, false, abs, script);
+  free(all);
+  json_decref(j);
+  return rc;
+}
+
 static int cmd_run(int argc, char **argv) {
   const command *self = find_command("run");
   detach_child_init(); /* a detached run's own process: before any node starts */
@@ -299,6 +344,10 @@ static int cmd_run(int argc, char **argv) {
     if (strcmp(argv[script], "--") == 0) {
       script++;
       break;
+    }
+    if (strcmp(argv[script], "--resume") == 0) {
+      if (script + 2 != argc) return usage_error(self, "--resume takes a run directory and nothing else");
+      return resume_run(argv[script + 1]);
     }
     if (strcmp(argv[script], "--detach") == 0) detach = true;
     else if (strcmp(argv[script], "--dash") == 0) dash = true;
@@ -312,6 +361,13 @@ static int cmd_run(int argc, char **argv) {
     return detach_run(argc - script, argv + script);
   }
 
+  return run_script(argc, argv, script, dash, NULL, NULL);
+}
+
+/* Runs argv[script] with its arguments; `resume` (NULL for none) is the run
+ * directory a resumed run continues in, `name` what arg[0] says. */
+static int run_script(int argc, char **argv, int script, bool dash, const char *resume,
+                      const char *name) {
   /* argv as the script sees it starts at the binary's name. */
   char **all = argv - 1;
   int all_argc = argc + 1;
@@ -323,6 +379,14 @@ static int cmd_run(int argc, char **argv) {
   if (!L) return close_loop(&loop, 1);
   set_arg_table(L, all_argc, all, all_script);
   if (dash) drover_lua_set_dash(L);
+  if (resume) {
+    lua_pushstring(L, resume);
+    lua_setfield(L, LUA_REGISTRYINDEX, "drover.resume");
+    lua_getglobal(L, "arg");
+    lua_pushstring(L, name);
+    lua_rawseti(L, -2, 0);
+    lua_pop(L, 1);
+  }
 
   const char *file = argv[script];
   int st = luaL_loadfile(L, strcmp(file, "-") == 0 ? NULL : file);

@@ -427,3 +427,12 @@ int optim_step_zero_grad(optim_t *o) { return step(o, true); }
 int64_t optim_steps(const optim_t *o) { return o->steps; }
 
 const optim_cfg *optim_config(const optim_t *o) { return &o->cfg; }
+
+float *optim_slot(optim_t *o, int i, int s) {
+  if (!o || i < 0 || i >= o->nparams || s < 0 || s >= o->nslots) return NULL;
+  return o->slots[(size_t)i * (size_t)o->nslots + (size_t)s];
+}
+
+void optim_set_steps(optim_t *o, int64_t steps) {
+  if (o && steps >= 0) o->steps = steps;
+}

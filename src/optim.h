@@ -88,4 +88,15 @@ int64_t optim_steps(const optim_t *o);
 const optim_cfg *optim_config(const optim_t *o);
 void optim_free(optim_t *o);
 
+/* ---- state, for checkpoints ---------------------------------------------- */
+
+/* Slot s (0 .. optim_nslots(optim_config(o)) - 1) of parameter i (in the
+ * order of the list optim_new was given): as many floats as the
+ * parameter, owned by o. NULL when i or s is out of range. A checkpoint
+ * reads them; a resume writes them back. */
+float *optim_slot(optim_t *o, int i, int s);
+/* Sets the update count (what the next update's t is one more than): a
+ * resume restores it with the slots, or Adam's bias correction restarts. */
+void optim_set_steps(optim_t *o, int64_t steps);
+
 #endif

@@ -27,7 +27,7 @@
 /* mkdir -p: creates every missing component of `path`. The error names the
  * path asked for, and the component that failed when it is a different one
  * (a regular file in the way, a read-only parent). */
-static int mkdir_p(const char *path) {
+int rundir_mkdirs(const char *path) {
   char tmp[PATH_MAX];
   size_t len = strlen(path);
   if (len == 0) return drv_error(DRV_EINVAL, "cannot create '': empty path");
@@ -97,7 +97,7 @@ int rundir_create(const char *base, const char *name, rundir *rd) {
   memset(rd, 0, sizeof *rd);
   if (!base) return drv_error(DRV_EINVAL, "rundir_create: NULL base");
   int rc = check_name(name);
-  if (rc < 0 || (rc = mkdir_p(base)) < 0) return rc;
+  if (rc < 0 || (rc = rundir_mkdirs(base)) < 0) return rc;
   char abs[PATH_MAX];
   if (!realpath(base, abs))
     return drv_error(DRV_EIO, "cannot resolve '%s': %s", base, strerror(errno));
@@ -111,6 +111,21 @@ int rundir_create(const char *base, const char *name, rundir *rd) {
     return drv_error(DRV_EIO, "cannot create '%s': %s", p, strerror(errno));
   snprintf(p, sizeof p, "%s/events.log", rd->path);
   rd->events = fopen(p, "ae"); /* "e": O_CLOEXEC */
+  if (!rd->events) return drv_error(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
+  setvbuf(rd->events, NULL, _IOLBF, 0);
+  return 0;
+}
+
+int rundir_open(const char *path, rundir *rd) {
+  if (!rd || !path) return drv_error(DRV_EINVAL, "rundir_open: NULL argument");
+  memset(rd, 0, sizeof *rd);
+  char p[sizeof rd->path + 32];
+  if (!realpath(path, rd->path))
+    return drv_error(DRV_EIO, "cannot open run directory '%s': %s", path, strerror(errno));
+  snprintf(p, sizeof p, "%s/events.log", rd->path);
+  if (access(p, F_OK) != 0)
+    return drv_error(DRV_EINVAL, "'%s' is not a run directory (it has no events.log)", path);
+  rd->events = fopen(p, "ae");
   if (!rd->events) return drv_error(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
   setvbuf(rd->events, NULL, _IOLBF, 0);
   return 0;

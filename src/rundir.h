@@ -8,6 +8,9 @@
  *     logs/coordinator.log  the coordinator's own log records
  *     metrics.jsonl one JSON object per train step and per evaluation
  *     events/coordinator/, events/chief/   TensorBoard event files
+ *     run.lua, run.json   an in-process run's script and its arguments
+ *     process       "in-process PID" of an in-process run (while it runs)
+ *     checkpoints/step-<N>/   an in-process run's checkpoints (ckpt.h)
  */
 #ifndef DROVER_RUNDIR_H
 #define DROVER_RUNDIR_H
@@ -27,6 +30,12 @@ typedef struct rundir {
  * a -2, -3... suffix. Errors name the path and the reason ("cannot create
  * 'runs': Permission denied"). */
 int rundir_create(const char *base, const char *name, rundir *rd);
+/* Opens an existing run directory `path` (a resumed run) as rundir_create
+ * leaves a new one: events.log open for appending. */
+int rundir_open(const char *path, rundir *rd);
+/* mkdir -p. The error names the path, and the component that failed when
+ * it is another (a regular file in the way, a read-only parent). */
+int rundir_mkdirs(const char *path);
 /* Appends "2026-11-21T10:53:06.123Z <text>" to events.log and flushes. */
 void rundir_event(rundir *rd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* After each event is written, fn(ud, text) gets its text (one line, no

@@ -157,14 +157,57 @@ static int fit_one_step(fit *f, data_iter *it) {
   return 1;
 }
 
+/* The fit's position, for the on_step_end hook. */
+static void fit_position(const fit *f, const data_iter *it, train_position *pos) {
+  *pos = (train_position){.step = f->p.step, .epoch = f->p.epoch, .data_pos = it->pos,
+                          .epoch_loss = f->epoch_loss,
+                          .epoch_seen = f->epoch_seen, .epoch_correct = f->epoch_correct,
+                          .epoch_has_acc = f->epoch_has_acc, .eval_loss = f->p.eval_loss,
+                          .eval_accuracy = f->p.eval_accuracy};
+}
+
+/* Puts the fit where `from` says, in its epoch `epoch`: the iterator, and
+ * the sums the reported loss and accuracy come from. */
+static int fit_resume_epoch(fit *f, data_iter *it, const train_position *from) {
+  int rc = data_iter_seek(it, from->epoch - 1, from->data_pos);
+  if (rc < 0) return rc;
+  f->epoch_loss = from->epoch_loss;
+  f->epoch_seen = from->epoch_seen;
+  f->epoch_correct = from->epoch_correct;
+  f->epoch_has_acc = from->epoch_has_acc;
+  return 0;
+}
+
+/* The end of one step: progress, the periodic eval, the step-end hook. */
+static int fit_step_done(fit *f, data_iter *it) {
+  const train_cfg *cfg = f->cfg;
+  int rc;
+  fit_print(f, false);
+  if (cfg->on_progress && (rc = cfg->on_progress(cfg->ud, &f->p)) != 0) return rc;
+  if (cfg->eval && cfg->eval_every > 0 && f->p.step % cfg->eval_every == 0 &&
+      (rc = fit_eval(f)) != 0)
+    return rc;
+  if (!cfg->on_step_end) return 0;
+  train_position pos;
+  fit_position(f, it, &pos);
+  return cfg->on_step_end(cfg->ud, &pos);
+}
+
 /* Runs steps until the plan is done, an error, an interrupt or a stop
- * request from the callback. */
+ * request from the callback; from cfg->resume's position when set. */
 static int fit_loop(fit *f, data_iter *it) {
   const train_cfg *cfg = f->cfg;
+  const train_position *from = cfg->resume && cfg->resume->epoch > 0 ? cfg->resume : NULL;
   nn_zero_grad(f->model);
-  for (int64_t epoch = 1; epoch <= cfg->epochs && f->p.step < f->p.total_steps; epoch++) {
-    if (epoch > 1) data_iter_reset(it);
+  for (int64_t epoch = from ? from->epoch : 1;
+       epoch <= cfg->epochs && f->p.step < f->p.total_steps; epoch++) {
+    if (epoch > 1 && !from) data_iter_reset(it);
     fit_epoch_begin(f, epoch);
+    if (from) {
+      int rc = fit_resume_epoch(f, it, from);
+      if (rc < 0) return rc;
+      from = NULL;
+    }
     while (f->p.step < f->p.total_steps) {
       if (drv_interrupted())
         return drv_error(DRV_EINTERRUPTED, "training interrupted at step %lld",
@@ -172,11 +215,7 @@ static int fit_loop(fit *f, data_iter *it) {
       int rc = fit_one_step(f, it);
       if (rc < 0) return rc;
       if (rc == 0) break;
-      fit_print(f, false);
-      if (cfg->on_progress && (rc = cfg->on_progress(cfg->ud, &f->p)) != 0) return rc;
-      if (cfg->eval && cfg->eval_every > 0 && f->p.step % cfg->eval_every == 0 &&
-          (rc = fit_eval(f)) != 0)
-        return rc;
+      if ((rc = fit_step_done(f, it)) != 0) return rc;
     }
   }
   return 0;
@@ -245,6 +284,11 @@ int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *trai
   /* The bar appears after the first step; plain lines only after 5 s. */
   progress_init(&f.out, cfg->progress, cfg->progress_tty);
   f.t0 = now_sec();
+  if (cfg->resume) { /* the steps before it were counted by the first run */
+    f.p.step = cfg->resume->step;
+    f.p.eval_loss = cfg->resume->eval_loss;
+    f.p.eval_accuracy = cfg->resume->eval_accuracy;
+  }
   data_iter it;
   if ((rc = data_iter_init(&it, train, cfg->batch, cfg->shuffle, cfg->seed)) < 0) return rc;
   bool was = model->training;

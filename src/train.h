@@ -31,6 +31,19 @@ typedef struct train_progress {
   double eval_loss, eval_accuracy;
 } train_progress;
 
+/* Where a fit stands between two steps. With the model's parameters and
+ * the optimizer's slots and count, it is all a resumed fit needs to go on
+ * exactly as the interrupted one would have (checkpoints keep it). */
+typedef struct train_position {
+  int64_t step;        /* training steps done */
+  int64_t epoch;       /* 1-based epoch of the last step (0 before the first) */
+  int64_t data_pos;    /* examples of that epoch consumed */
+  double epoch_loss;   /* the epoch's running sums: the reported loss */
+  int64_t epoch_seen, epoch_correct;
+  bool epoch_has_acc;
+  double eval_loss, eval_accuracy; /* of the last eval; NAN before one */
+} train_position;
+
 typedef struct train_cfg {
   int64_t batch;        /* > 0 */
   int64_t epochs;       /* > 0 */
@@ -49,6 +62,13 @@ typedef struct train_cfg {
    * (train_fit returns it) and skips the final evaluation. */
   int (*on_progress)(void *ud, const train_progress *p);
   void *ud;
+  /* Called at the end of every step, after its progress call and its
+   * eval (so the position and the model agree, and the eval is the
+   * step's): where checkpoints are taken. May be NULL; non-zero stops. */
+  int (*on_step_end)(void *ud, const train_position *pos);
+  /* NULL, or where to start: a resume from a checkpoint whose parameters
+   * and optimizer state the caller has restored. Borrowed for the call. */
+  const train_position *resume;
 } train_cfg;
 
 typedef struct train_result {

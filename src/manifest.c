@@ -1,0 +1,228 @@
+/* manifest.c - a checkpoint's manifest: SHA-256 of its files (libsodium),
+ * a JSON document (jansson), written atomically. See manifest.h.
+ */
+#include "manifest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+
+#define FORMAT "drover-manifest-1"
+#define CHUNK (1 << 16)
+
+/* ============================== hashing ================================== */
+
+int manifest_hash_file(const char *path, char hex[65], uint64_t *size) {
+  if (sodium_init() < 0) return drv_error(DRV_EIO, "libsodium failed to initialise");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
+  crypto_hash_sha256_state st;
+  crypto_hash_sha256_init(&st);
+  static _Thread_local unsigned char buf[CHUNK];
+  uint64_t total = 0;
+  ssize_t k;
+  while ((k = read(fd, buf, sizeof buf)) != 0) {
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      int e = errno;
+      close(fd);
+      return drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(e));
+    }
+    crypto_hash_sha256_update(&st, buf, (unsigned long long)k);
+    total += (uint64_t)k;
+  }
+  close(fd);
+  unsigned char out[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256_final(&st, out);
+  sodium_bin2hex(hex, 65, out, sizeof out);
+  *size = total;
+  return 0;
+}
+
+/* ============================== writing ================================== */
+
+/* The "files" list into *out; a negative code with a message. */
+static int files_json(const char *dir, const char *const *files, json_t **out) {
+  json_t *arr = *out = json_array();
+  if (!arr) return drv_error(DRV_ENOMEM, "out of memory writing a manifest");
+  for (int i = 0; files && files[i]; i++) {
+    char path[4096], hex[65];
+    uint64_t size;
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    int rc = manifest_hash_file(path, hex, &size);
+    if (rc == 0 && json_array_append_new(arr, json_pack("{s:s, s:I, s:s}", "name", files[i],
+                                                        "size", (json_int_t)size, "sha256", hex)) < 0)
+      rc = drv_error(DRV_ENOMEM, "out of memory writing a manifest");
+    if (rc < 0) {
+      json_decref(arr);
+      *out = NULL;
+      return rc;
+    }
+  }
+  return 0;
+}
+
+static json_t *meta_json(const char *const *meta) {
+  json_t *o = json_object();
+  for (int i = 0; o && meta && meta[i] && meta[i + 1]; i += 2)
+    if (json_object_set_new(o, meta[i], json_string(meta[i + 1])) < 0) {
+      json_decref(o);
+      return NULL;
+    }
+  return o;
+}
+
+/* fsync of a directory; a file system that cannot (EINVAL) is let be. */
+static int sync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int rc = fsync(fd) < 0 && errno != EINVAL ? -1 : 0;
+  int e = errno;
+  close(fd);
+  errno = e;
+  return rc;
+}
+
+/* text to dir/manifest.json: temporary, fsync, rename, fsync of dir.
+ * Returns the step that failed (errno says why) or NULL. */
+static const char *write_atomic(const char *dir, const char *text, char *path, size_t n) {
+  char tmp[4200];
+  snprintf(path, n, "%s/%s", dir, MANIFEST_NAME);
+  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return "create";
+  const char *failed = NULL;
+  size_t len = strlen(text), off = 0;
+  while (!failed && off < len) {
+    ssize_t k = write(fd, text + off, len - off);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) failed = "write";
+    else off += (size_t)k;
+  }
+  if (!failed && fsync(fd) < 0) failed = "fsync";
+  int e = errno;
+  if (close(fd) < 0 && !failed) failed = "close", e = errno;
+  if (!failed && rename(tmp, path) < 0) failed = "rename", e = errno;
+  if (failed) unlink(tmp);
+  else if (sync_dir(dir) < 0) failed = "syncing its directory", e = errno;
+  errno = e;
+  return failed;
+}
+
+int manifest_commit(const char *dir, const char *const *files, const char *const *meta) {
+  if (!dir) return drv_error(DRV_EINVAL, "manifest_commit: NULL directory");
+  json_t *fl;
+  int rc = files_json(dir, files, &fl);
+  if (rc < 0) return rc;
+  json_t *root = json_pack("{s:s, s:o, s:o}", "format", FORMAT, "files", fl, "meta",
+                           meta_json(meta));
+  char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+  json_decref(root);
+  if (!text) return drv_error(DRV_ENOMEM, "cannot write the manifest in '%s': out of memory", dir);
+  char path[4150];
+  const char *failed = write_atomic(dir, text, path, sizeof path);
+  free(text);
+  if (failed) return drv_error(DRV_EIO, "cannot write '%s': %s failed: %s", path, failed,
+                               strerror(errno));
+  return 0;
+}
+
+/* ============================== reading ================================== */
+
+static int read_files(const char *path, json_t *arr, manifest *m) {
+  size_t i;
+  json_t *v;
+  if (!json_is_array(arr) || json_array_size(arr) > MANIFEST_MAX_FILES)
+    return drv_error(DRV_EPARSE, "'%s': \"files\" is not a list of at most %d files", path,
+                     MANIFEST_MAX_FILES);
+  json_array_foreach(arr, i, v) {
+    const char *name, *hex;
+    json_int_t size;
+    manifest_file *f = &m->files[m->nfiles];
+    if (json_unpack(v, "{s:s, s:I, s:s !}", "name", &name, "size", &size, "sha256", &hex) < 0 ||
+        size < 0 || strlen(name) >= sizeof f->name || strchr(name, '/') || strlen(hex) != 64)
+      return drv_error(DRV_EPARSE, "'%s': file entry %zu is not {name, size, sha256}", path, i);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    memcpy(f->sha256, hex, 65);
+    f->size = (uint64_t)size;
+    m->nfiles++;
+  }
+  return 0;
+}
+
+static int read_meta(const char *path, json_t *obj, manifest *m) {
+  size_t n = json_is_object(obj) ? json_object_size(obj) : 0, k = 0;
+  if (!json_is_object(obj)) return drv_error(DRV_EPARSE, "'%s': \"meta\" is not an object", path);
+  m->meta = calloc(2 * n + 1, sizeof *m->meta);
+  if (!m->meta) return drv_error(DRV_ENOMEM, "out of memory reading '%s'", path);
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    if (!json_is_string(v)) return drv_error(DRV_EPARSE, "'%s': meta \"%s\" is not a string", path, key);
+    m->meta[k++] = strdup(key);
+    m->meta[k++] = strdup(json_string_value(v));
+    if (!m->meta[k - 1] || !m->meta[k - 2]) return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  return 0;
+}
+
+int manifest_read(const char *dir, manifest *m) {
+  memset(m, 0, sizeof *m);
+  char path[4150];
+  snprintf(path, sizeof path, "%s/%s", dir, MANIFEST_NAME);
+  if (access(path, F_OK) != 0) {
+    int e = errno;
+    drv_error(DRV_EIO, "'%s' has no %s: %s", dir, MANIFEST_NAME, strerror(e));
+    errno = e;
+    return DRV_EIO;
+  }
+  json_error_t jerr;
+  json_t *root = json_load_file(path, 0, &jerr);
+  if (!root) return drv_error(DRV_EPARSE, "cannot read '%s': %s", path, jerr.text);
+  const char *format = json_string_value(json_object_get(root, "format"));
+  int rc = format && strcmp(format, FORMAT) == 0
+               ? 0 : drv_error(DRV_EPARSE, "'%s' is not a drover manifest (format)", path);
+  if (rc == 0) rc = read_files(path, json_object_get(root, "files"), m);
+  if (rc == 0) rc = read_meta(path, json_object_get(root, "meta"), m);
+  json_decref(root);
+  errno = 0;
+  return rc;
+}
+
+int manifest_verify(const char *dir, const manifest *m) {
+  for (int i = 0; i < m->nfiles; i++) {
+    const manifest_file *f = &m->files[i];
+    char path[4200], hex[65];
+    uint64_t size;
+    snprintf(path, sizeof path, "%s/%s", dir, f->name);
+    int rc = manifest_hash_file(path, hex, &size);
+    if (rc < 0) return rc;
+    if (size != f->size)
+      return drv_error(DRV_EIO, "'%s' is %llu bytes, its manifest says %llu (truncated?)", path,
+                       (unsigned long long)size, (unsigned long long)f->size);
+    if (strcmp(hex, f->sha256) != 0)
+      return drv_error(DRV_EIO, "'%s' does not match its manifest's sha256 (corrupted)", path);
+  }
+  return 0;
+}
+
+void manifest_free(manifest *m) {
+  if (!m) return;
+  for (char **p = m->meta; p && *p; p++) free(*p);
+  free(m->meta);
+  m->meta = NULL;
+  m->nfiles = 0;
+}
+
+const char *manifest_meta(const manifest *m, const char *key) {
+  for (char **p = m->meta; p && p[0] && p[1]; p += 2)
+    if (strcmp(p[0], key) == 0) return p[1];
+  return NULL;
+}
