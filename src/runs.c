@@ -5,6 +5,10 @@
  *            error was logged (a fit stopped early is not a failure)
  *   failed   an error, a failed start, node failures at shutdown, or a
  *            coordinator that is gone without shutting down
+ * An in-process run (exp:fit(); it has run.json) is running while the
+ * process its `process` file names lives, done when every fit it began
+ * ended, and otherwise crashed: "crashed (resumable from step N)" when it
+ * has a checkpoint. The CHECKPOINT column is the newest committed one.
  */
 #include "runs.h"
 
@@ -18,12 +22,16 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "ckpt.h"
 #include "err.h"
 #include "util.h"
 
 typedef struct run_info {
   char name[256];
-  char state[16];
+  char state[64];
+  char ckpt[32];    /* "step-N" or "-" */
+  bool in_process;
+  bool fit_open;    /* in process: a fit began and did not end */
   char started[32]; /* events.log's first time stamp (UTC, sortable) */
   char address[80];
   int nodes;        /* -1 unknown */
@@ -49,6 +57,9 @@ static void read_events(const char *dir, run_info *r, bool *shutdown_ok, bool *f
     int n, fails;
     if (sscanf(text, "cluster ready: %d nodes", &n) == 1) r->nodes = n;
     if (starts(text, "node start ")) started++;
+    if (starts(text, "fit ") && (strstr(text, ": started") || strstr(text, ": resuming")))
+      r->fit_open = true;
+    if (starts(text, "fit done") || starts(text, "error: fit stopped")) r->fit_open = false;
     if (starts(text, "error ") || starts(text, "start failed") ||
         starts(text, "reservation timed out"))
       *failed = true;
@@ -78,6 +89,38 @@ static bool coordinator_alive(const char *dir, run_info *r) {
   return true;
 }
 
+/* "in-process PID" while the process lives. */
+static bool process_alive(const char *dir) {
+  char path[PATH_MAX + 32], line[64] = "";
+  snprintf(path, sizeof path, "%s/process", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  long pid = 0;
+  bool got = fgets(line, sizeof line, f) && sscanf(line, "in-process %ld", &pid) == 1;
+  fclose(f);
+  return got && pid > 0 && !(kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
+/* The newest committed checkpoint's step, or -1. */
+static int64_t last_checkpoint(const char *dir) {
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/checkpoints", dir);
+  ckpt_entry *all;
+  int n = ckpt_list(path, &all);
+  int64_t step = n > 0 ? all[n - 1].step : -1;
+  if (n >= 0) free(all);
+  return step;
+}
+
+static void in_process_state(const char *dir, run_info *r, bool failed, int64_t step) {
+  if (process_alive(dir)) snprintf(r->state, sizeof r->state, "running");
+  else if (failed) snprintf(r->state, sizeof r->state, "failed");
+  else if (!r->fit_open) snprintf(r->state, sizeof r->state, "done");
+  else if (step >= 0)
+    snprintf(r->state, sizeof r->state, "crashed (resumable from step %lld)", (long long)step);
+  else snprintf(r->state, sizeof r->state, "crashed");
+}
+
 static bool read_run(const char *base, const char *name, run_info *r) {
   char dir[PATH_MAX];
   struct stat st;
@@ -91,7 +134,15 @@ static bool read_run(const char *base, const char *name, run_info *r) {
   snprintf(r->name, sizeof r->name, "%s", name);
   bool shutdown_ok, failed;
   read_events(dir, r, &shutdown_ok, &failed);
-  if (coordinator_alive(dir, r))
+  int64_t step = last_checkpoint(dir);
+  if (step >= 0) snprintf(r->ckpt, sizeof r->ckpt, "step-%lld", (long long)step);
+  else snprintf(r->ckpt, sizeof r->ckpt, "-");
+  char rj[PATH_MAX + 16];
+  snprintf(rj, sizeof rj, "%s/run.json", dir);
+  r->in_process = stat(rj, &st) == 0;
+  if (r->in_process)
+    in_process_state(dir, r, failed, step);
+  else if (coordinator_alive(dir, r))
     snprintf(r->state, sizeof r->state, "running");
   else
     snprintf(r->state, sizeof r->state, "%s", shutdown_ok && !failed ? "done" : "failed");
@@ -137,13 +188,16 @@ int runs_list(const char *base, FILE *out) {
   }
   closedir(d);
   qsort(runs, n, sizeof *runs, by_start);
-  if (n) fprintf(out, "%-40s %-8s %5s  %-19s  %s\n", "RUN", "STATE", "NODES", "STARTED", "ADDRESS");
+  if (n)
+    fprintf(out, "%-40s %-8s %5s  %-19s  %-12s %s\n", "RUN", "STATE", "NODES", "STARTED",
+            "CHECKPOINT", "ADDRESS");
   for (size_t i = 0; i < n; i++) {
     char when[32], nodes[16];
-    if (runs[i].nodes >= 0) snprintf(nodes, sizeof nodes, "%d", runs[i].nodes);
+    if (runs[i].in_process) snprintf(nodes, sizeof nodes, "local");
+    else if (runs[i].nodes >= 0) snprintf(nodes, sizeof nodes, "%d", runs[i].nodes);
     else snprintf(nodes, sizeof nodes, "-");
-    fprintf(out, "%-40s %-8s %5s  %-19s  %s\n", runs[i].name, runs[i].state, nodes,
-            local_time(runs[i].started, when, sizeof when), runs[i].address);
+    fprintf(out, "%-40s %-8s %5s  %-19s  %-12s %s\n", runs[i].name, runs[i].state, nodes,
+            local_time(runs[i].started, when, sizeof when), runs[i].ckpt, runs[i].address);
   }
   free(runs);
   return (int)n;
