@@ -168,10 +168,20 @@ drover.experiment { ... } - a model, a loss, an optimizer and data, trained in t
              every: steps between evaluations, 0 = only at the end
   seed       shuffling seed (default 0)       verbose = false silences progress
   progress   function(p) called after each step and eval (return false to stop)
-  mode, checkpoint   accepted for clusters; ignored in process
+  checkpoint { every = STEPS, every_seconds = S, keep = N,
+               keep_best = { metric = "eval_accuracy", mode = "max" } }
+             in process only (not yet on clusters); see exp:checkpoint()
+  runs       where the run directory goes (default "runs"; false: none)
+  mode       accepted for clusters
 
 exp:fit()            -> { loss, accuracy, steps, epochs, examples_per_sec,
                           eval_loss, eval_accuracy, seconds, evals }
+                        in a run directory runs/<name>-<stamp>/; under
+                        `drover run --resume DIR` it continues from DIR's
+                        newest intact checkpoint
+exp:checkpoint()     -> the checkpoint's directory (in a progress function:
+                        true, taken at the end of the step)
+exp:run_dir()        -> the run directory
 exp:evaluate([ds])   -> { loss = ..., accuracy = ... }   (ds defaults to eval.data)
 A second fit() continues training, optimizer state included.]]
 T.Experiment = T["drover.experiment"]
