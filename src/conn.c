@@ -19,6 +19,14 @@
  * a malformed or unexpected frame, DRV_EIO for I/O failures, a failed
  * handshake (wrong secret) and timeouts, DRV_ERANGE for an unsendable
  * frame; 0 for a clean close.
+ *
+ * Shutting down (conn_shutdown) is closing after the write queue: libuv's
+ * uv_shutdown calls back once every queued write has completed, and the
+ * conn then closes as above. The handshake timer, idle once ready, bounds
+ * the wait (a peer that does not read). Reading goes on meanwhile, frames
+ * dropped, so that the peer's EOF is seen and the socket is not closed
+ * with unread bytes (which would reset the connection and could destroy
+ * the very frame being flushed).
  */
 #include "conn.h"
 
@@ -34,6 +42,7 @@
 
 #define LISTEN_BACKLOG 128
 #define DEFAULT_HANDSHAKE_MS 5000
+#define DEFAULT_SHUTDOWN_MS 5000
 #define RBUF_DEFAULT (64u << 10)
 #define RBUF_RETAIN (32u << 20)
 /* Move a short partial frame to the front when less than this is left at
@@ -65,14 +74,16 @@ struct conn {
   uv_tcp_t tcp; /* tcp.data == timer.data == this conn */
   uv_timer_t timer;
   uv_connect_t connect_req;
+  uv_shutdown_t shutdown_req;
   const auth_secret *secret;
   const conn_cbs *cbs;
   void *ud;
-  uint32_t max_frame, handshake_ms;
+  uint32_t max_frame, handshake_ms, shutdown_ms;
   bool opaque; /* payloads are not checked against their layouts */
   uint8_t server_kind;
   enum conn_state state;
   bool closing;
+  bool shutting; /* conn_shutdown: closes once the writes are out */
   int open_handles; /* freed when it drops to 0 */
   uint8_t ns[AUTH_NONCE_SIZE], nc[AUTH_NONCE_SIZE];
   /* read buffer */
@@ -168,6 +179,7 @@ static conn *conn_new(uv_loop_t *loop, const conn_opts *o) {
   c->ud = o->ud;
   c->max_frame = opt_max_frame(o);
   c->handshake_ms = o->handshake_ms ? o->handshake_ms : DEFAULT_HANDSHAKE_MS;
+  c->shutdown_ms = o->shutdown_ms ? o->shutdown_ms : DEFAULT_SHUTDOWN_MS;
   c->opaque = o->opaque;
   c->server_kind = o->server_kind;
   strcpy(c->peer, "?");
@@ -237,6 +249,43 @@ void conn_close(conn *c, const char *why) {
   if (c) conn_fail(c, 0, "%s", why ? why : "closed");
 }
 
+/* The write queue is empty (status 0), or a write failed and closed the
+ * conn already, or uv_close cancelled the request (UV_ECANCELED, with the
+ * conn still allocated: libuv cancels it before the close callbacks). */
+static void on_shutdown(uv_shutdown_t *req, int status) {
+  conn *c = req->data;
+  char why[sizeof c->why];
+  if (c->closing) return;
+  memcpy(why, c->why, sizeof why); /* conn_fail formats into c->why */
+  if (status < 0 && status != UV_ECANCELED)
+    conn_fail(c, DRV_EIO, "shutdown of %s failed: %s", c->peer, uv_strerror(status));
+  else
+    conn_fail(c, 0, "%s", why);
+}
+
+static void on_shutdown_timeout(uv_timer_t *t) {
+  conn *c = t->data;
+  conn_fail(c, DRV_EIO, "%s: closed with %zu bytes unsent after %u ms (the peer does not read)",
+            c->peer, c->pending, (unsigned)c->shutdown_ms);
+}
+
+void conn_shutdown(conn *c, const char *why) {
+  if (!c || c->closing || c->shutting) return;
+  c->shutting = true;
+  snprintf(c->why, sizeof c->why, "%s", why ? why : "closed");
+  log_debug("conn %s: shutting down (%s), %zu bytes to write", c->peer, c->why, c->pending);
+  /* Still connecting: the peer has seen nothing, and libuv would hold the
+   * request until the connect completes. */
+  c->shutdown_req.data = c;
+  if (c->state == ST_CONNECTING ||
+      uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+    conn_fail(c, 0, "%s", why ? why : "closed");
+    return;
+  }
+  uv_timer_stop(&c->timer); /* the handshake's, if it was running */
+  uv_timer_start(&c->timer, on_shutdown_timeout, c->shutdown_ms, 0);
+}
+
 static void on_handshake_timeout(uv_timer_t *t) {
   conn *c = t->data;
   conn_fail(c, DRV_EIO, "handshake with %s timed out after %u ms", c->peer,
@@ -258,7 +307,7 @@ static void on_written(uv_write_t *req, int status) {
  * the close callback) and the conn closes. */
 static int queue_write(conn *c, wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   int rc;
-  if (c->closing) {
+  if (c->closing || c->shutting) {
     w->next = c->dropped;
     c->dropped = w;
     return drv_error(DRV_EIO, "conn %s is closing", c->peer);
@@ -278,7 +327,7 @@ static int queue_write(conn *c, wreq *w, uv_buf_t *bufs, unsigned nbufs) {
 int conn_send(conn *c, uint8_t *frame, size_t len) {
   wreq *w;
   uv_buf_t buf;
-  if (c->closing) {
+  if (c->closing || c->shutting) {
     free(frame);
     return drv_error(DRV_EIO, "conn %s is closing", c->peer);
   }
@@ -427,6 +476,7 @@ static void dispatch(conn *c, const wire_header *h, const uint8_t *payload) {
   static const enum conn_state expect[] = {
       [WIRE_HELLO] = ST_WAIT_HELLO, [WIRE_AUTH] = ST_WAIT_AUTH, [WIRE_AUTH_OK] = ST_WAIT_OK};
   bool handshake = h->type == WIRE_HELLO || h->type == WIRE_AUTH || h->type == WIRE_AUTH_OK;
+  if (c->shutting) return; /* the owner is done with this conn */
   if (c->state == ST_READY && !handshake) {
     /* Every payload is checked against its layout here, once, so that no
      * handler meets a malformed one. */
@@ -672,7 +722,9 @@ int conn_connect(uv_loop_t *loop, const char *host, int port, const conn_opts *o
 
 void *conn_ud(const conn *c) { return c->ud; }
 void conn_set_ud(conn *c, void *ud) { c->ud = ud; }
-bool conn_is_ready(const conn *c) { return c->state == ST_READY && !c->closing; }
+bool conn_is_ready(const conn *c) {
+  return c->state == ST_READY && !c->closing && !c->shutting;
+}
 bool conn_was_ready(const conn *c) { return c->state == ST_READY; }
 const char *conn_peer(const conn *c) { return c->peer; }
 size_t conn_pending(const conn *c) { return c->pending; }

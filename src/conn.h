@@ -51,6 +51,7 @@ typedef struct conn_opts {
   uint32_t max_frame;        /* 0: WIRE_DEFAULT_MAX_FRAME */
   uint8_t server_kind;       /* sent in HELLO (0 coordinator, 1 ps) */
   uint32_t handshake_ms;     /* 0: 5000; a peer silent that long is dropped */
+  uint32_t shutdown_ms;      /* 0: 5000; conn_shutdown waits that long for the writes */
   bool opaque;               /* skip the payload layout check (wire_validate_payload)
                                 that every authenticated frame gets: only for tests of
                                 the transport itself, which carry arbitrary bytes */
@@ -85,12 +86,21 @@ int conn_send_ref(conn *c, uint8_t type, uint32_t req, const void *payload, size
                   void (*done)(void *arg), void *arg);
 
 /* Closes the conn (idempotent); on_close follows from the loop with err 0
- * and `why`. Queued writes are dropped. */
+ * and `why`. Queued writes are dropped (conn_shutdown keeps them). */
 void conn_close(conn *c, const char *why);
+/* Send, then close (libuv's uv_shutdown): the writes already queued go out,
+ * then the conn closes and on_close follows with err 0 and `why`. A peer
+ * that has not read them within opts.shutdown_ms gets closed anyway
+ * (on_close with DRV_EIO). From the call on, sends fail (DRV_EIO, a
+ * send_ref's `done` still runs once), no frame reaches on_frame, and
+ * conn_is_ready is false. Idempotent; does nothing on a closing conn, and
+ * conn_close still closes at once. Typical use: an ERROR that tells the
+ * peer why, then conn_shutdown. */
+void conn_shutdown(conn *c, const char *why);
 
 void *conn_ud(const conn *c);
 void conn_set_ud(conn *c, void *ud);
-bool conn_is_ready(const conn *c); /* authenticated and not closing */
+bool conn_is_ready(const conn *c); /* authenticated, not closing nor shutting down */
 /* The handshake completed at some point: still true while closing and
  * inside on_close, where the owner learns which kind of conn is going. */
 bool conn_was_ready(const conn *c);

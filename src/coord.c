@@ -121,44 +121,18 @@ typedef struct peer {
   void *attach; /* an attach client's state once it sent ATTACH (coord_dash.c) */
 } peer;
 
-static void send_registered(conn *cn, const char *msg) {
+static void send_registered(conn *cn, bool ok, const char *msg) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_registered(&w, &(wire_msg_registered){.ok = true, .message = WIRE_STR(msg)});
+  wire_put_registered(&w, &(wire_msg_registered){.ok = ok, .message = WIRE_STR(msg)});
   conn_send_wr(cn, &w, WIRE_REGISTERED, 0);
 }
 
-typedef struct refusal {
-  conn *cn;
-  wire_wr w;
-} refusal;
-
-static void refusal_sent(void *arg) {
-  refusal *r = arg;
-  conn_close(r->cn, "registration refused");
-  wire_wr_free(&r->w);
-  free(r);
-}
-
-/* REGISTERED { ok = 0, why }, and the close only once it is written:
- * conn_close drops queued writes, and the node should learn why. */
+/* REGISTERED { ok = 0, why }, then the close once it is written: the node
+ * should learn why. */
 static void refuse(conn *cn, const char *why) {
-  refusal *r = malloc(sizeof *r);
-  if (!r) {
-    conn_close(cn, why);
-    return;
-  }
-  r->cn = cn;
-  wire_wr_init(&r->w);
-  wire_put_registered(&r->w, &(wire_msg_registered){.ok = false, .message = WIRE_STR(why)});
-  if (r->w.err) {
-    conn_close(cn, why);
-    wire_wr_free(&r->w);
-    free(r);
-    return;
-  }
-  conn_send_ref(cn, WIRE_REGISTERED, 0, r->w.buf + WIRE_HEADER_SIZE,
-                r->w.len - WIRE_HEADER_SIZE, refusal_sent, r);
+  send_registered(cn, false, why);
+  conn_shutdown(cn, "registration refused");
 }
 
 static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t len) {
@@ -208,7 +182,7 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   n->relaunched = false;
   if (!n->joined) c->registered++; /* a node lost before it registered comes here once */
   n->joined = true;
-  send_registered(cn, "");
+  send_registered(cn, true, "");
   log_info("%s registered from %s (pid %d)", name, conn_peer(cn), (int)pid);
   rundir_event(&c->rd, "node up %s pid %d host %s%s%.0d", name, (int)pid, host,
                port ? " port " : "", port);

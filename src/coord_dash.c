@@ -284,34 +284,15 @@ static void reply(attach_peer *a, uint32_t req, int status, const char *text) {
   conn_send_wr(a->cn, &w, WIRE_COMMAND_REPLY, req);
 }
 
-typedef struct parting {
-  conn *cn;
-  wire_wr w;
-} parting;
-
-static void parting_sent(void *arg) {
-  parting *p = arg;
-  conn_close(p->cn, "attach refused");
-  wire_wr_free(&p->w);
-  free(p);
-}
-
-/* ERROR { code, why }, and the close once it is written (conn_close drops
- * queued writes, and the client should learn why). */
+/* ERROR { code, why }, then the close once it is written: the client
+ * should learn why. */
 static void refuse(conn *cn, int code, const char *why) {
   log_warn("attach from %s refused: %s", conn_peer(cn), why);
-  parting *p = malloc(sizeof *p);
-  if (p) {
-    p->cn = cn;
-    wire_wr_init(&p->w);
-    wire_put_error(&p->w, &(wire_msg_error){code, WIRE_STR(why)});
-    if (!p->w.err && conn_send_ref(cn, WIRE_ERROR, 0, p->w.buf + WIRE_HEADER_SIZE,
-                                   p->w.len - WIRE_HEADER_SIZE, parting_sent, p) == 0)
-      return;
-    wire_wr_free(&p->w);
-    free(p);
-  }
-  conn_close(cn, why);
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_error(&w, &(wire_msg_error){code, WIRE_STR(why)});
+  conn_send_wr(cn, &w, WIRE_ERROR, 0);
+  conn_shutdown(cn, "attach refused");
 }
 
 static void on_attach(coord *c, conn *cn, void **slot, const uint8_t *pl, uint32_t len) {

@@ -215,42 +215,17 @@ static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t n
 
 /* ============================== replies ================================== */
 
-/* An ERROR on its way out; the conn closes once it has been written
- * (conn_close would cancel a queued write, and with it the reason). */
-typedef struct parting {
-  conn *c;
-  uint8_t *frame; /* header space + payload, from wire_wr */
-} parting;
-
-static void close_after_error(void *arg) {
-  parting *pt = arg;
-  /* Runs after the write completed or was cancelled by a close: the conn
-   * is still allocated in both cases, and conn_close is idempotent. */
-  conn_close(pt->c, "bad request");
-  free(pt->frame);
-  free(pt);
-}
-
 /* Sends ERROR {code, message} and closes the connection after it: a bad
  * request ends that client's connection only. Frames it sent after the
- * bad one are ignored. */
+ * bad one are ignored (conn_shutdown drops them). */
 static void reject(peer *pe, conn *c, int code, const char *msg) {
   log_warn("closing data connection %s: %s", conn_peer(c), msg);
   pe->doomed = true;
   wire_wr w;
   wire_wr_init(&w);
   wire_put_error(&w, &(wire_msg_error){code, WIRE_STR(msg)});
-  parting *pt = malloc(sizeof *pt);
-  if (w.err || !pt) {
-    free(pt);
-    wire_wr_free(&w);
-    conn_close(c, msg);
-    return;
-  }
-  pt->c = c;
-  pt->frame = w.buf;
-  conn_send_ref(c, WIRE_ERROR, 0, w.buf + WIRE_HEADER_SIZE, w.len - WIRE_HEADER_SIZE,
-                close_after_error, pt);
+  conn_send_wr(c, &w, WIRE_ERROR, 0);
+  conn_shutdown(c, "bad request");
 }
 
 static void reply_empty(conn *c, uint8_t type, uint32_t req) {

@@ -826,3 +826,96 @@ TEST(conn_server_close_drops_handshakes) {
   raw_expect_closed(fd);
   fx_finish(&f, NULL, 0);
 }
+
+/* ---- send, then close ---------------------------------------------------- */
+
+static uint8_t parting_words[256u << 10];
+
+/* The server's answer to the first frame: a large frame, then the
+ * shutdown; nothing may be sent after it. */
+static void answer_and_shut(rec *r, const wire_header *h, const uint8_t *p) {
+  (void)h, (void)p;
+  send_push(r->c, parting_words, sizeof parting_words, 9);
+  conn_shutdown(r->c, "said my piece");
+  conn_shutdown(r->c, "twice"); /* idempotent */
+  CHECK(!conn_is_ready(r->c));
+  CHECK_ERR(conn_send(r->c, malloc(WIRE_HEADER_SIZE), WIRE_HEADER_SIZE), DRV_EIO, "closing");
+}
+
+TEST(conn_shutdown_sends_then_closes) {
+  fx f;
+  rec cl[2];
+  fill_pattern(parting_words, sizeof parting_words, 11);
+  fx_init(&f, "shutdown", 5000);
+  fx_listen(&f, 0);
+  f.srv_frame = answer_and_shut;
+  f.cli_ready = three_frames;
+  fx_connect(&f, &cl[0]);
+  RUN_UNTIL(&f, cl[0].closed && f.nsrv == 1 && f.srv_recs[0].closed);
+  /* the frame queued just before the shutdown arrived whole */
+  CHECK_INT_EQ(cl[0].last_type, WIRE_PUSH);
+  CHECK_INT_EQ(cl[0].last_req, 9);
+  CHECK_INT_EQ(cl[0].last_len, sizeof parting_words);
+  CHECK(memcmp(cl[0].last, parting_words, sizeof parting_words) == 0);
+  CHECK_INT_EQ(cl[0].err, 0);
+  CHECK_STR_CONTAINS(cl[0].why, "closed by 127.0.0.1:");
+  /* the client's later frames never reached the owner */
+  CHECK_INT_EQ(f.srv_recs[0].frames, 1);
+  CHECK_INT_EQ(f.srv_recs[0].err, 0);
+  CHECK_STR_CONTAINS(f.srv_recs[0].why, "said my piece");
+  /* shut down before the connect completed: nothing to flush, a clean close */
+  f.cli_ready = NULL;
+  fx_connect(&f, &cl[1]);
+  conn_shutdown(cl[1].c, "changed my mind");
+  RUN_UNTIL(&f, cl[1].closed);
+  CHECK_INT_EQ(cl[1].ready, 0);
+  CHECK_INT_EQ(cl[1].err, 0);
+  CHECK_STR_CONTAINS(cl[1].why, "changed my mind");
+  fx_finish(&f, cl, 2);
+}
+
+/* A raw client that authenticates and then never reads until told to go. */
+typedef struct deaf {
+  fx *f;
+  uv_sem_t go;
+} deaf;
+
+static void deaf_thread(void *arg) {
+  deaf *D = arg;
+  int fd = raw_connect(D->f->port);
+  raw_handshake(fd, &D->f->secret, true);
+  uv_sem_wait(&D->go);
+  close(fd);
+}
+
+static uint64_t shut_t0;
+
+static void flood_then_shut(rec *r) {
+  for (int i = 0; i < 32; i++)
+    CHECK_OK(conn_send_ref(r->c, WIRE_PUSH, (uint32_t)i, one_mib, sizeof one_mib, ref_done, r));
+  shut_t0 = uv_now(&r->f->loop);
+  conn_shutdown(r->c, "flooded");
+  CHECK_ERR(conn_send_ref(r->c, WIRE_PUSH, 99, one_mib, 16, ref_done, r), DRV_EIO, "closing");
+}
+
+TEST(conn_shutdown_times_out_on_a_peer_that_does_not_read) {
+  fx f;
+  deaf D = {.f = &f};
+  uv_thread_t th;
+  fx_init(&f, "shutdown timeout", 5000);
+  f.so.shutdown_ms = 300;
+  fx_listen(&f, 0);
+  f.srv_ready = flood_then_shut;
+  CHECK_INT_EQ(uv_sem_init(&D.go, 0), 0);
+  CHECK_INT_EQ(uv_thread_create(&th, deaf_thread, &D), 0);
+  RUN_UNTIL(&f, f.nsrv == 1 && f.srv_recs[0].closed);
+  CHECK(uv_now(&f.loop) - shut_t0 >= 290);
+  CHECK(f.srv_recs[0].err < 0);
+  CHECK_STR_CONTAINS(f.srv_recs[0].why, "bytes unsent after 300 ms");
+  /* 32 queued and one refused: each done ran once, all before on_close */
+  CHECK_INT_EQ(f.srv_recs[0].n1, 33);
+  uv_sem_post(&D.go);
+  uv_thread_join(&th);
+  uv_sem_destroy(&D.go);
+  fx_finish(&f, NULL, 0);
+}
