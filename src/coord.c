@@ -117,8 +117,10 @@ static void send_spec(coord *c, int to);
 
 typedef struct peer {
   coord *c;
+  conn *cn;
   int node;     /* index into c->nodes once registered, else -1 */
   void *attach; /* an attach client's state once it sent ATTACH (coord_dash.c) */
+  struct peer *prev, *next; /* in c->peers */
 } peer;
 
 static void send_registered(conn *cn, bool ok, const char *msg) {
@@ -247,9 +249,10 @@ static void ctl_ready(conn *cn) {
     conn_close(cn, "out of memory");
     return;
   }
-  p->c = c;
-  p->node = -1;
-  p->attach = NULL;
+  *p = (peer){.c = c, .cn = cn, .node = -1, .next = c->peers};
+  if (p->next) p->next->prev = p;
+  c->peers = p;
+  c->open_conns++; /* ctl_close follows */
   conn_set_ud(cn, p);
 }
 
@@ -272,7 +275,13 @@ static void ctl_close(conn *cn, int err, const char *why) {
       if (err) log_warn("%s: connection closed: %s", conn_peer(cn), why);
     }
   }
+  if (p->prev)
+    p->prev->next = p->next;
+  else
+    c->peers = p->next;
+  if (p->next) p->next->prev = p->prev;
   free(p);
+  coord__conn_gone(c); /* may free c */
 }
 
 static const conn_cbs ctl_cbs = {ctl_ready, ctl_frame, ctl_close};
@@ -685,21 +694,8 @@ int coord_shutdown(coord *c, double grace, double timeout, char *buf, size_t n) 
 
 static void free_handle(uv_handle_t *h) { free(h); }
 
-void coord_free(coord *c) {
-  if (!c) return;
-  c->shutting_down = true; /* what closes from here on is not a failure */
-  if (c->launch) c->launch->ops->destroy(c->launch); /* SIGKILLs what is left */
-  c->launch = NULL;
-  for (int i = 0; i < c->nnodes; i++)
-    if (c->ctl[i]) conn_close(c->ctl[i], "coordinator closing");
-  coord_fit_close(c);
-  coord__dash_close(c);
-  if (c->server) conn_server_close(c->server);
-  if (c->tick) uv_close((uv_handle_t *)c->tick, free_handle);
-  coord__sched_close(c);
-  /* Close callbacks run on the next turns of the loop; they still use c
-   * (through the peers) and the fit state (through the ps links). */
-  for (int i = 0; i < 3; i++) uv_run(c->loop, UV_RUN_NOWAIT);
+/* What coord_free frees once no close callback can use c any more. */
+static void finish_free(coord *c) {
   coord_fit_free(c);
   coord__sched_free(c);
   coord__dash_free(c);
@@ -708,7 +704,36 @@ void coord_free(coord *c) {
   rundir_close(&c->rd);
   free(c->nodes);
   free(c->ctl);
+  *c->freed = true;
   free(c);
+}
+
+void coord__conn_gone(coord *c) {
+  if (--c->open_conns == 0 && c->freeing) finish_free(c);
+}
+
+/* Starts every close; the struct is freed by the last close callback that
+ * uses it (the peers' and ps links'), which the loop runs next. The timer,
+ * the check and the listener free only their own handles. */
+void coord_free(coord *c) {
+  if (!c) return;
+  uv_loop_t *loop = c->loop;
+  bool freed = false;
+  c->shutting_down = true; /* what closes from here on is not a failure */
+  if (c->launch) c->launch->ops->destroy(c->launch); /* SIGKILLs what is left */
+  c->launch = NULL;
+  for (int i = 0; i < c->nnodes; i++)
+    if (c->ctl[i]) conn_close(c->ctl[i], "coordinator closing");
+  coord_fit_close(c);
+  coord__dash_close(c);
+  for (peer *p = c->peers; p; p = p->next) conn_close(p->cn, "coordinator closing");
+  if (c->server) conn_server_close(c->server);
+  if (c->tick) uv_close((uv_handle_t *)c->tick, free_handle);
+  coord__sched_close(c);
+  c->freed = &freed;
+  c->freeing = true;
+  if (c->open_conns == 0) finish_free(c);
+  while (!freed) uv_run(loop, UV_RUN_ONCE);
 }
 
 /* ============================== queries ================================== */

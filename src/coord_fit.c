@@ -538,7 +538,7 @@ void coord_fit_free(coord *c) {
   coord_fit_state *f = c->fit;
   if (!f) return;
   /* The ps connections were closed and their close callbacks have run:
-   * coord_free pumps the loop before calling this. */
+   * coord_free calls this from the last of them. */
   c->fit = NULL;
   coord__free_vars(f);
   free(f->trainers);

@@ -74,9 +74,19 @@ struct coord {
   coord_fit_state *fit; /* placement and ps connections, kept across fits */
   coord_sched sched;
   coord_dash_state *dash; /* the metric store and attach clients */
+  /* Teardown. Connections whose on_close still uses this struct (control
+   * peers, the fit's ps links) are counted; coord_free closes them and the
+   * last close callback frees the coordinator (coord__conn_gone). */
+  struct peer *peers; /* every authenticated control connection (coord.c) */
+  int open_conns;
+  bool freeing;
+  bool *freed; /* coord_free's, set once the struct is gone */
 };
 
 const char *coord_node_name(const coord_node *n, char *buf, size_t len);
+/* The last thing the on_close of a connection counted in c->open_conns
+ * does: after coord_free, the last one frees c. */
+void coord__conn_gone(coord *c);
 int coord_find_node(const coord *c, int role, int index);
 void coord_fail(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Sends on node i's control connection (dropped when it has none). */

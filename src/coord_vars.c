@@ -96,6 +96,7 @@ static void ps_ready(conn *cn) {
 static void ps_close(conn *cn, int err, const char *why) {
   pslink *l = conn_ud(cn);
   coord_fit_state *f = l->f;
+  coord *c = f->c;
   if (f->ps[l->ps] == cn) f->ps[l->ps] = NULL;
   if (conn_was_ready(cn)) f->ps_ready--;
   if (!f->c->shutting_down && (err || f->cfg)) {
@@ -103,6 +104,7 @@ static void ps_close(conn *cn, int err, const char *why) {
     snprintf(name, sizeof name, "ps:%d", l->ps);
     coord__fail_fit(f, "lost the connection to %s: %s", name, err ? why : "closed");
   }
+  coord__conn_gone(c); /* may free c and f */
 }
 
 static const conn_cbs ps_cbs = {ps_ready, ps_frame, ps_close};
@@ -143,6 +145,7 @@ int coord__connect_ps(coord *c) {
     conn_opts o = {.secret = &c->secret, .cbs = &ps_cbs, .ud = &f->links[k]};
     int rc = conn_connect(c->loop, c->nodes[i].host, c->nodes[i].port, &o, &f->ps[k]);
     if (rc < 0) return rc;
+    c->open_conns++; /* ps_close follows */
   }
   int rc = coord_pump(c, ps_all_ready, NULL, PS_CONNECT_TIMEOUT, true);
   if (rc == DRV_ETIMEDOUT) return drv_error(rc, "could not reach every ps within %g s", PS_CONNECT_TIMEOUT);
