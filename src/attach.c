@@ -457,7 +457,7 @@ static int run_dashboard(attach_client *a, const attach_opts *o) {
     uv_close((uv_handle_t *)&l.poll, NULL);
     uv_close((uv_handle_t *)&l.timer, NULL);
   }
-  for (int i = 0; i < 4; i++) uv_run(&outer, UV_RUN_NOWAIT);
+  uv_run(&outer, UV_RUN_DEFAULT); /* every handle is closing: the close callbacks */
   if (uv_loop_close(&outer) != 0)
     fputs("drover: dashboard loop closed with live handles\n", stderr);
   return status;
@@ -507,7 +507,7 @@ int attach_main(const attach_opts *o) {
     status = run_dashboard(a, o);
   }
   attach_client_close(a);
-  for (int i = 0; i < 4; i++) uv_run(&loop, UV_RUN_NOWAIT);
+  uv_run(&loop, UV_RUN_DEFAULT); /* the client frees itself in its last close callback */
   if (uv_loop_close(&loop) != 0) fputs("drover: event loop closed with live handles\n", stderr);
   return status;
 }

@@ -156,6 +156,7 @@ typedef struct repl {
   char *history;      /* history file, or NULL for none (owned) */
   char *last_entry;   /* the newest history entry, not repeated (owned) */
   bool interactive, at_prompt, quit, winch_open;
+  int open_handles; /* the prompt's handles not yet through their close callback */
   int failures;
 } repl;
 
@@ -641,7 +642,22 @@ static void on_winch(uv_signal_t *h, int signo) {
   if (r->at_prompt) rl_resize_terminal();
 }
 
-static void on_close(uv_handle_t *h) { (void)h; }
+static void on_close(uv_handle_t *h) {
+  repl *r = h->data;
+  r->open_handles--;
+}
+
+static void close_handle(repl *r, uv_handle_t *h) {
+  r->open_handles++;
+  uv_close(h, on_close);
+}
+
+/* The handles live in the repl, which lives on its caller's stack: wait
+ * for their close callbacks. Only closing handles are waited for, so a
+ * turn never blocks; other handles' callbacks may run (a cluster's). */
+static void wait_closed(repl *r) {
+  while (r->open_handles > 0) uv_run(r->loop, UV_RUN_ONCE);
+}
 
 /* Sets up libedit, then the handles. Returns 0, or a negative code with
  * nothing left open. */
@@ -662,8 +678,8 @@ static int prompt_open(repl *r) {
   r->sigint.data = r;
   r->winch.data = r;
   if ((rc = uv_async_init(r->loop, &r->sigint, on_prompt_sigint)) < 0) {
-    uv_close((uv_handle_t *)&r->poll, on_close);
-    uv_run(r->loop, UV_RUN_NOWAIT);
+    close_handle(r, (uv_handle_t *)&r->poll);
+    wait_closed(r);
     return drv_error(DRV_EIO, "cannot set up Ctrl-C handling: %s", uv_strerror(rc));
   }
   /* Without this only the width libedit saw at start is known. */
@@ -676,10 +692,10 @@ static int prompt_open(repl *r) {
 static void prompt_close(repl *r) {
   rl_callback_handler_remove();
   free_cands();
-  uv_close((uv_handle_t *)&r->poll, on_close);
-  uv_close((uv_handle_t *)&r->sigint, on_close);
-  if (r->winch_open) uv_close((uv_handle_t *)&r->winch, on_close);
-  uv_run(r->loop, UV_RUN_NOWAIT); /* runs the close callbacks */
+  close_handle(r, (uv_handle_t *)&r->poll);
+  close_handle(r, (uv_handle_t *)&r->sigint);
+  if (r->winch_open) close_handle(r, (uv_handle_t *)&r->winch);
+  wait_closed(r);
 }
 
 static int run_interactive(repl *r) {
