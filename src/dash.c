@@ -116,18 +116,26 @@ static void on_close(uv_handle_t *h) {
   }
 }
 
-/* Gives the terminal back and closes the handles; the struct lives on
- * until dash_close and the close callbacks. */
+/* A handle dash_open got as far as initialising (libuv sets h->loop), not
+ * yet closing. */
+static void close_handle(uv_handle_t *h) {
+  if (h->loop && !uv_is_closing(h)) uv_close(h, on_close);
+}
+
+/* Gives the terminal back and closes the handles opened so far; the
+ * struct lives on until dash_close and the close callbacks. */
 static void teardown(dash *d) {
   if (d->closed) return;
   d->closed = true;
-  endwin();
-  delscreen(d->scr);
-  d->scr = NULL;
-  fflush(d->out);
-  uv_close((uv_handle_t *)&d->timer, on_close);
-  uv_close((uv_handle_t *)&d->poll, on_close);
-  uv_close((uv_handle_t *)&d->winch, on_close);
+  if (d->scr) {
+    endwin();
+    delscreen(d->scr);
+    d->scr = NULL;
+    fflush(d->out);
+  }
+  close_handle((uv_handle_t *)&d->timer);
+  close_handle((uv_handle_t *)&d->poll);
+  close_handle((uv_handle_t *)&d->winch);
 }
 
 static void quit(dash *d) {
@@ -198,48 +206,44 @@ static bool locale_utf8(void) {
   return cs && (strcmp(cs, "UTF-8") == 0 || strcmp(cs, "utf8") == 0);
 }
 
-static void close_now(uv_handle_t *h) { (void)h; }
-
-int dash_open(uv_loop_t *loop, const dash_opts *o, dash_source src, dash **out) {
-  dash_opts opts;
-  if (o) opts = *o;
-  else dash_opts_default(&opts);
-  if (!opts.in) opts.in = stdin;
-  if (!opts.out) opts.out = stdout;
-  if (!(opts.hz > 0)) opts.hz = 4;
-  if (opts.hz > 60) opts.hz = 60;
+/* The options with their defaults, checked: a source, a terminal on both
+ * ends and a terminal type. */
+static int resolve_opts(const dash_opts *o, dash_source src, dash_opts *opts) {
+  if (o)
+    *opts = *o;
+  else
+    dash_opts_default(opts);
+  if (!opts->in) opts->in = stdin;
+  if (!opts->out) opts->out = stdout;
+  if (!(opts->hz > 0)) opts->hz = 4;
+  if (opts->hz > 60) opts->hz = 60;
   if (!src.get) return drv_error(DRV_EINVAL, "dashboard source without a get function");
-  if (!isatty(fileno(opts.in)) || !isatty(fileno(opts.out)))
+  if (!isatty(fileno(opts->in)) || !isatty(fileno(opts->out)))
     return drv_error(DRV_EINVAL, "the dashboard needs a terminal (stdin and stdout are not both one)");
   const char *term = getenv("TERM");
   if (!term || !*term || strcmp(term, "dumb") == 0)
     return drv_error(DRV_EUNSUPPORTED, "the dashboard needs a terminal type (TERM is '%s')",
                      term ? term : "");
+  return 0;
+}
 
-  dash *d = calloc(1, sizeof *d);
-  if (!d) return drv_error(DRV_ENOMEM, "out of memory for the dashboard");
-  d->loop = loop;
-  d->opts = opts;
-  d->in = opts.in;
-  d->out = opts.out;
-  dash_ui_init(&d->ui, src);
-  d->ui.utf8 = locale_utf8();
-
-  /* SIGWINCH first: ncurses installs its own handler only over the default. */
-  int rc = uv_signal_init(loop, &d->winch);
-  if (rc == 0) rc = uv_signal_start(&d->winch, on_winch, SIGWINCH);
-  if (rc < 0) {
-    free(d);
-    return drv_error(DRV_EIO, "cannot watch terminal resizes: %s", uv_strerror(rc));
-  }
+/* SIGWINCH first: ncurses installs its own handler only over the default. */
+static int watch_resizes(dash *d) {
+  int rc = uv_signal_init(d->loop, &d->winch);
+  if (rc < 0) return drv_error(DRV_EIO, "cannot watch terminal resizes: %s", uv_strerror(rc));
   d->winch.data = d;
+  d->open_handles++;
+  rc = uv_signal_start(&d->winch, on_winch, SIGWINCH);
+  if (rc < 0) return drv_error(DRV_EIO, "cannot watch terminal resizes: %s", uv_strerror(rc));
+  return 0;
+}
+
+/* ncurses on the terminal: modes, colours, the theme. */
+static int take_terminal(dash *d) {
   d->scr = newterm(NULL, d->out, d->in);
-  if (!d->scr) {
-    uv_close((uv_handle_t *)&d->winch, close_now);
-    uv_run(loop, UV_RUN_NOWAIT);
-    free(d);
-    return drv_error(DRV_EUNSUPPORTED, "cannot use terminal type '%s' (no terminfo entry?)", term);
-  }
+  if (!d->scr)
+    return drv_error(DRV_EUNSUPPORTED, "cannot use terminal type '%s' (no terminfo entry?)",
+                     getenv("TERM"));
   set_term(d->scr);
   cbreak();
   noecho();
@@ -250,7 +254,6 @@ int dash_open(uv_loop_t *loop, const dash_opts *o, dash_source src, dash **out) 
   leaveok(stdscr, TRUE);
   curs_set(0);
   set_escdelay(25);
-
   const char *nc = getenv("NO_COLOR");
   d->color = has_colors() && !(nc && *nc);
   if (d->color) {
@@ -258,31 +261,54 @@ int dash_open(uv_loop_t *loop, const dash_opts *o, dash_source src, dash **out) 
     use_default_colors();
   }
   d->ui.now = now_seconds(); /* status messages last from now */
-  const char *want = opts.theme ? opts.theme : getenv("DROVER_THEME");
+  const char *want = d->opts.theme ? d->opts.theme : getenv("DROVER_THEME");
   init_themes(d, want && *want ? want : "default");
   apply_theme(d);
+  return 0;
+}
 
+static int watch_keys(dash *d) {
   int fd = fileno(d->in), fl = fcntl(fd, F_GETFL);
   d->infd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  rc = d->infd < 0 ? UV_EBADF : uv_poll_init(loop, &d->poll, d->infd);
+  int rc = d->infd < 0 ? UV_EBADF : uv_poll_init(d->loop, &d->poll, d->infd);
   if (fl >= 0) fcntl(fd, F_SETFL, fl);
   if (rc < 0) {
-    endwin();
-    delscreen(d->scr);
     if (d->infd >= 0) close(d->infd);
-    uv_close((uv_handle_t *)&d->winch, close_now);
-    uv_run(loop, UV_RUN_NOWAIT);
-    dash_ui_free(&d->ui);
-    free(d);
     return drv_error(DRV_EIO, "cannot watch the terminal's input: %s", uv_strerror(rc));
   }
   d->poll.data = d;
-  uv_timer_init(loop, &d->timer);
-  d->timer.data = d;
-  d->open_handles = 3;
-  uint64_t ms = (uint64_t)llround(1000.0 / opts.hz);
-  uv_timer_start(&d->timer, on_timer, ms, ms ? ms : 1);
+  d->open_handles++;
   uv_poll_start(&d->poll, UV_READABLE | UV_DISCONNECT, on_key_ready);
+  return 0;
+}
+
+static void start_redraws(dash *d) {
+  uv_timer_init(d->loop, &d->timer);
+  d->timer.data = d;
+  d->open_handles++;
+  uint64_t ms = (uint64_t)llround(1000.0 / d->opts.hz);
+  uv_timer_start(&d->timer, on_timer, ms, ms ? ms : 1);
+}
+
+/* On failure, what was opened is closed as by dash_close: the struct goes
+ * with the last close callback, on a later turn of the loop. */
+int dash_open(uv_loop_t *loop, const dash_opts *o, dash_source src, dash **out) {
+  dash_opts opts;
+  int rc = resolve_opts(o, src, &opts);
+  if (rc < 0) return rc;
+  dash *d = calloc(1, sizeof *d);
+  if (!d) return drv_error(DRV_ENOMEM, "out of memory for the dashboard");
+  d->loop = loop;
+  d->opts = opts;
+  d->in = opts.in;
+  d->out = opts.out;
+  dash_ui_init(&d->ui, src);
+  d->ui.utf8 = locale_utf8();
+  if ((rc = watch_resizes(d)) < 0 || (rc = take_terminal(d)) < 0 || (rc = watch_keys(d)) < 0) {
+    dash_close(d); /* the message stays: closing sets none */
+    return rc;
+  }
+  start_redraws(d);
   draw(d);
   *out = d;
   return 0;
