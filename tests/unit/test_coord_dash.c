@@ -3,7 +3,8 @@
  * loop: snapshots of the nodes, deltas of the series after a fit, the
  * events, a node's log tail, commands (read-only refused, no handler, a handler, stopping a
  * node that is then restarted), a malformed ATTACH and a wrong secret
- * closing only their own connection, and the bytes a client receives
+ * closing only their own connection, a silent client closed at the end,
+ * and the bytes a client receives
  * during a fit. Every wait is bounded; the coordinator ends what it
  * started (coord_shutdown, coord_free). */
 #include <limits.h>
@@ -361,6 +362,8 @@ static void raw_close(conn *cn, int err, const char *why) {
 
 static bool raw_closed(void *arg) { return ((raw *)arg)->closed; }
 
+static bool is_ready(void *arg) { return conn_is_ready(arg); }
+
 TEST(coord_dash_bad_clients_close_only_themselves) {
   fixture f;
   start(&f);
@@ -390,8 +393,19 @@ TEST(coord_dash_bad_clients_close_only_themselves) {
   int n;
   const coord_node *nodes = coord_nodes(f.c, &n);
   for (int i = 0; i < n; i++) CHECK(nodes[i].state == NODE_READY);
+
+  /* Authenticated, then silent (neither REGISTER nor ATTACH): coord_free
+   * closes it too, or the loop would not close. */
+  static const conn_cbs idle_cbs = {NULL, raw_frame, raw_close};
+  raw idle = {0};
+  o.cbs = &idle_cbs;
+  o.ud = &idle;
+  CHECK_OK(conn_connect(&f.loop, f.host, f.port, &o, &cn));
+  CHECK(pump_until(&f, is_ready, cn, 10));
   attach_client *all[] = {good};
   stop(&f, all, 1);
+  CHECK(idle.closed);
+  CHECK_INT_EQ(idle.err, 0);
 }
 
 /* ---- bytes ---------------------------------------------------------------------------- */
