@@ -158,3 +158,12 @@ void fitrun_step_end(fitrun *r, ckpt_state *s) {
   }
   if (due) fitrun_checkpoint(r, s);
 }
+
+void fitrun_fit_done(fitrun *r, ckpt_state *s, const train_result *res) {
+  if (!r->has_ckpt || s->pos.step == r->last_step || s->pos.step == 0) return;
+  /* The final eval is the model's; a resume from here recomputes it (or,
+   * when the last step was evaluated, it is that step's). */
+  s->pos.eval_loss = res->eval_loss;
+  s->pos.eval_accuracy = res->eval_accuracy;
+  fitrun_checkpoint(r, s);
+}

@@ -56,6 +56,11 @@ void fitrun_end(fitrun *r, const train_result *res, int rc);
 void fitrun_progress(fitrun *r, const train_progress *p);
 /* At the end of each step: a checkpoint when one is due or requested. */
 void fitrun_step_end(fitrun *r, ckpt_state *s);
+/* At the end of a fit that finished (or was stopped by its progress
+ * function): with checkpoint = {...}, a last checkpoint unless one of this
+ * step is there already, so the newest checkpoint is the trained model.
+ * `res` gives the final eval, which goes into its manifest for keep_best. */
+void fitrun_fit_done(fitrun *r, ckpt_state *s, const train_result *res);
 /* A checkpoint now. 0, or the failure (also logged). */
 int fitrun_checkpoint(fitrun *r, ckpt_state *s);
 void fitrun_close(fitrun *r);

@@ -323,6 +323,10 @@ static void run_fit(lua_State *L, trainer *t, ltrain_exp *e, train_cfg *cfg, fit
   int rc = train_fit(t->model, t->loss, t->opt, ldata_check(L, e->train_data), cfg, r);
   t->in_fit = false;
   fflush(stdout);
+  if (t->run && rc == 0 && !ctx->failed && !ctx->stopped) {
+    fitrun_fit_done(t->run, ctx->cs, r);
+    t->pos = ctx->cs->pos;
+  }
   if (t->run) fitrun_end(t->run, r, ctx->failed ? DRV_EINVAL : rc);
   if (ctx->failed) lua_error(L); /* the progress function's error */
   if (rc < 0) luaL_error(L, "%s", drv_errmsg());

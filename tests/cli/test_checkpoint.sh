@@ -153,3 +153,25 @@ EOF
   check "ckpt-08 later checkpoints are taken" grep -q "checkpoint step-24 committed" "$FULL/events.log"
   umount "$TMP/full"
 fi
+
+# ckpt-09: a fit whose last step is not a multiple of `every` ends with a
+# checkpoint of that step anyway: the newest checkpoint is the trained model.
+cat >"$TMP/final.lua" <<'EOF2'
+local nn = drover.nn
+drover.seed(2)
+local data = drover.data.synthetic { n = 100, features = 4, classes = 2, seed = 3 }
+local model = nn.Sequential { nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2) }
+local exp = drover.experiment { name = "final", model = model, loss = nn.CrossEntropy(),
+  optimizer = drover.optim.Adam { lr = 0.01 }, verbose = false, runs = arg[1],
+  train = { data = data, batch = 16, epochs = 2 }, eval = { data = data },
+  checkpoint = { every = 5 } }
+exp:fit()
+model:save(arg[2])
+print("again " .. exp:checkpoint())
+EOF2
+"$DROVER" run "$TMP/final.lua" "$RUNS/final" "$TMP/final.st" >"$TMP/final.out" 2>&1
+FIN=$(ls -d "$RUNS"/final/final-*)
+check "ckpt-09 every 5 over 14 steps: 5, 10 and the last, 14" [ "$(ls "$FIN/checkpoints" | sort -t- -k2 -n | tr '\n' ' ')" = "step-5 step-10 step-14 " ]
+check "ckpt-09 the last checkpoint is the trained model" [ "$(sha "$FIN/checkpoints/step-14/model.safetensors")" = "$(sha "$TMP/final.st")" ]
+check "ckpt-09 its manifest has the final eval" grep -q '"eval_accuracy": "0\.[0-9]' "$FIN/checkpoints/step-14/manifest.json"
+check "ckpt-09 exp:checkpoint() after it returns that one" grep -q "^again $FIN/checkpoints/step-14$" "$TMP/final.out"
