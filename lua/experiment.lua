@@ -279,11 +279,163 @@ function Experiment:__tostring()
   return table.concat(lines, "\n")
 end
 
---- drover.experiment { name, model, loss, optimizer, train = { data, batch,
---- epochs, shuffle }, eval = { data, every }, seed } -> experiment
-return function(cfg)
-  local ok, e = pcall(validate, cfg)
-  if not ok then error(e, 2) end
+-- ============================== save and load ==============================
+
+-- The experiment's description as flat string keys and values, for the
+-- manifest of exp:save: everything but the data (named, not stored) and
+-- the progress function. Floats go as C99 hex ("%a") so they come back bit
+-- for bit; Lua 5.4's tonumber reads them.
+local function hex(x) return string.format("%a", x) end
+
+local function describe(self)
+  local d = { format = "drover-experiment-1", name = self.name, seed = tostring(self.seed),
+    verbose = tostring(self.verbose), mode = self.mode,
+    backup_workers = tostring(self.backup_workers), runs = tostring(self.runs),
+    fits = tostring(state[self].fits) }
+  d.loss = tostring(self.loss):match("^nn%.(%w+)%(%)$")
+  for k, v in pairs(self.optimizer:config()) do
+    d["optimizer." .. k] = type(v) == "number" and hex(v) or tostring(v)
+  end
+  local t = self.train
+  d["train.data"] = tostring(t.data)
+  for _, k in ipairs { "batch", "epochs", "shuffle", "max_steps" } do
+    d["train." .. k] = tostring(t[k])
+  end
+  if self.eval then
+    d["eval.data"], d["eval.every"] = tostring(self.eval.data), tostring(self.eval.every)
+    d["eval.batch"] = tostring(self.eval.batch)
+  end
+  local c = self.checkpointing
+  if c then
+    d["checkpoint.every"], d["checkpoint.keep"] = tostring(c.every), tostring(c.keep)
+    d["checkpoint.every_seconds"] = hex(c.every_seconds)
+    if c.keep_best then
+      d["checkpoint.keep_best.metric"] = c.keep_best.metric
+      d["checkpoint.keep_best.mode"] = c.keep_best.mode
+    end
+  end
+  return d
+end
+
+--- exp:save(dir): the model (dir/model.safetensors, which drover.nn.load
+--- and PyTorch read), the optimizer's state (dir/state.safetensors) and
+--- the experiment's description, committed by dir/manifest.json.
+--- drover.experiment.load(dir) continues from it exactly.
+function Experiment:save(dir)
+  if getmetatable(self) ~= Experiment then error("experiment: call save as exp:save(dir)", 2) end
+  if type(dir) ~= "string" or dir == "" then
+    error("experiment: save needs a directory (got " .. show(dir) .. ")", 2)
+  end
+  call(2, trainer(self).save, trainer(self), dir, describe(self))
+  return dir
+end
+
+-- The saved description back into drover.experiment's fields.
+local function num(d, k) return d[k] and tonumber(d[k]) end
+local function flag(d, k) if d[k] ~= nil then return d[k] == "true" end end
+
+local function rebuild_optimizer(d)
+  local kind, opts = d["optimizer.kind"], {}
+  for k, v in pairs(d) do
+    local name = k:match("^optimizer%.(.+)$")
+    if name and name ~= "kind" then
+      if v == "true" or v == "false" then opts[name] = v == "true" else opts[name] = tonumber(v) end
+    end
+  end
+  local make = kind and drover.optim[kind]
+  if not make then fail("the saved optimizer %s is unknown", show(kind)) end
+  return make(opts)
+end
+
+local function rebuild(dir, d)
+  local nn = drover.nn
+  if d.format ~= "drover-experiment-1" then
+    fail("'%s' is not a saved experiment (a checkpoint? read its model with drover.nn.load)", dir)
+  end
+  if not (d.loss and nn[d.loss]) then fail("the saved loss %s is unknown", show(d.loss)) end
+  local cfg = { name = d.name, model = nn.load(dir .. "/model.safetensors"), loss = nn[d.loss](),
+    optimizer = rebuild_optimizer(d), seed = num(d, "seed"), verbose = flag(d, "verbose"),
+    mode = d.mode, backup_workers = num(d, "backup_workers"),
+    train = { batch = num(d, "train.batch"), epochs = num(d, "train.epochs"),
+      shuffle = flag(d, "train.shuffle"), max_steps = num(d, "train.max_steps") } }
+  if d.runs == "false" then cfg.runs = false else cfg.runs = d.runs end
+  if d["eval.every"] then
+    cfg.eval = { every = num(d, "eval.every"), batch = num(d, "eval.batch") }
+  end
+  if d["checkpoint.every"] then
+    cfg.checkpoint = { every = num(d, "checkpoint.every"), keep = num(d, "checkpoint.keep"),
+      every_seconds = num(d, "checkpoint.every_seconds") }
+    if d["checkpoint.keep_best.metric"] then
+      cfg.checkpoint.keep_best = { metric = d["checkpoint.keep_best.metric"],
+        mode = d["checkpoint.keep_best.mode"] }
+    end
+  end
+  return cfg
+end
+
+-- with's fields replace cfg's (train and eval field by field).
+local function merge(cfg, with, dir, d)
+  for k, v in pairs(with or {}) do
+    if (k == "train" or k == "eval") and type(v) == "table" and cfg[k] then
+      for k2, v2 in pairs(v) do cfg[k][k2] = v2 end
+    else
+      cfg[k] = v
+    end
+  end
+  if cfg.train.data == nil then
+    fail("'%s' was trained on %s, which a save does not hold: pass it, as in "
+      .. "drover.experiment.load(dir, { train = { data = ds } })", dir, d["train.data"] or "?")
+  end
+  if cfg.eval and cfg.eval.data == nil then
+    fail("'%s' was evaluated on %s: pass it as { eval = { data = ds } } (or eval = false)", dir,
+      d["eval.data"] or "?")
+  end
+  if cfg.eval == false then cfg.eval = nil end
+end
+
+local function new(cfg)
+  local e = validate(cfg)
   state[e] = { fits = 0 }
   return setmetatable(e, Experiment)
 end
+
+-- f(...), its error re-raised without a position (load adds the caller's).
+local function try(f, ...)
+  local ok, res = pcall(f, ...)
+  if not ok then error("experiment: " .. strip(res), 0) end
+  return res
+end
+
+local function load_saved(dir, with)
+  if type(dir) ~= "string" or dir == "" then fail("load needs a directory (got %s)", show(dir)) end
+  if with ~= nil and type(with) ~= "table" then
+    fail("load's second argument must be a table of fields (got %s)", show(with))
+  end
+  local d = try(ctrain.read_saved, dir)
+  local cfg = rebuild(dir, d)
+  merge(cfg, with, dir, d)
+  local e = new(cfg)
+  local tr = trainer(e)
+  try(tr.restore, tr, dir)
+  state[e].fits = math.tointeger(num(d, "fits")) or 0
+  return e
+end
+
+--- drover.experiment { name, model, loss, optimizer, train = { data, batch,
+--- epochs, shuffle }, eval = { data, every }, seed } -> experiment
+--- drover.experiment.load(dir [, fields]) -> the experiment exp:save(dir)
+--- wrote; `fields` (train = { data = ds } at least) replace saved ones.
+return setmetatable({
+  load = function(dir, with)
+    local ok, e = pcall(load_saved, dir, with)
+    if not ok then error(strip(e), 2) end
+    return e
+  end,
+}, {
+  __call = function(_, cfg)
+    local ok, e = pcall(new, cfg)
+    if not ok then error(e, 2) end
+    return e
+  end,
+  __name = "drover.experiment",
+})

@@ -199,24 +199,58 @@ static int make_step_dir(const char *dir, const char *path) {
   return 0;
 }
 
+/* The model, the state and, last, the manifest that commits them, into
+ * the existing directory `to`. */
+static int write_files(const char *to, const ckpt_state *s, const char *const *meta) {
+  char file[4200];
+  int rc = nn_save(s->model, (snprintf(file, sizeof file, "%s/" CKPT_MODEL, to), file));
+  if (rc == 0) rc = write_state((snprintf(file, sizeof file, "%s/" CKPT_STATE, to), file), s);
+  static const char *const files[] = {CKPT_MODEL, CKPT_STATE, NULL};
+  if (rc == 0) rc = manifest_commit(to, files, meta);
+  return rc;
+}
+
 int ckpt_write(const char *dir, const ckpt_state *s, const char *const *metrics, char *path,
                size_t n) {
   if (!dir || !s || !s->model || !s->opt) return drv_error(DRV_EINVAL, "ckpt_write: NULL argument");
-  char step_dir[4096], file[4200];
+  char step_dir[4096];
   snprintf(step_dir, sizeof step_dir, "%s/step-%" PRId64, dir, s->pos.step);
   if (path) snprintf(path, n, "%s", step_dir);
   if (has_manifest(step_dir)) return 0;
   int rc = make_step_dir(dir, step_dir);
-  if (rc == 0) rc = nn_save(s->model, (snprintf(file, sizeof file, "%s/" CKPT_MODEL, step_dir), file));
-  if (rc == 0) rc = write_state((snprintf(file, sizeof file, "%s/" CKPT_STATE, step_dir), file), s);
-  static const char *const files[] = {CKPT_MODEL, CKPT_STATE, NULL};
-  if (rc == 0) rc = manifest_commit(step_dir, files, metrics);
+  if (rc == 0) rc = write_files(step_dir, s, metrics);
   if (rc < 0) {
     remove_step(step_dir);
     return rc;
   }
   sync_dir(dir); /* the step directory's own entry */
   return 0;
+}
+
+int ckpt_save(const char *dir, const ckpt_state *s, const char *const *meta) {
+  if (!dir || !s || !s->model || !s->opt) return drv_error(DRV_EINVAL, "ckpt_save: NULL argument");
+  int rc = rundir_mkdirs(dir);
+  if (rc < 0) return rc;
+  char man[4200];
+  snprintf(man, sizeof man, "%s/" MANIFEST_NAME, dir);
+  /* An earlier save here stops being one before its files change. */
+  if (unlink(man) != 0 && errno != ENOENT)
+    return drv_error(DRV_EIO, "cannot replace '%s': %s", man, strerror(errno));
+  sync_dir(dir);
+  return write_files(dir, s, meta);
+}
+
+int ckpt_open(const char *dir, manifest *m) {
+  struct stat st;
+  memset(m, 0, sizeof *m);
+  if (stat(dir, &st) != 0) return drv_error(DRV_EIO, "'%s': %s", dir, strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return drv_error(DRV_EIO, "'%s' is not a directory", dir);
+  int rc = manifest_read(dir, m);
+  if (rc < 0 && errno == ENOENT)
+    return drv_error(DRV_EIO, "'%s' has no %s: not a saved model state (a save or a checkpoint "
+                     "that was not finished is not one)", dir, MANIFEST_NAME);
+  if (rc == 0) rc = manifest_verify(dir, m);
+  return rc;
 }
 
 /* ============================== restoring ================================ */

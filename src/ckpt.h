@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "manifest.h"
 #include "nn.h"
 #include "optim.h"
 #include "rng.h"
@@ -56,6 +57,18 @@ typedef struct ckpt_entry {
  * step directory. */
 int ckpt_write(const char *dir, const ckpt_state *s, const char *const *metrics, char *path,
                size_t n);
+
+/* Writes s into `dir` itself (created when missing) as model.safetensors,
+ * state.safetensors and manifest.json, with `meta` (NULL or a NULL-ended
+ * key/value list, borrowed) in the manifest: exp:save. A manifest already
+ * there is removed first, so a failure part way leaves no save rather than
+ * a mix of two. Returns 0 or a negative code naming the file and the reason. */
+int ckpt_save(const char *dir, const ckpt_state *s, const char *const *meta);
+
+/* Reads dir's manifest into *m and checks the files against it (a save or
+ * a step directory). *m is freed by the caller with manifest_free, also
+ * after a failure, whose message names the directory or the damaged file. */
+int ckpt_open(const char *dir, manifest *m);
 
 /* Restores s->model, s->opt, s->rng and fills s->pos, s->fit, s->seed
  * from the step directory `path`, which must fit the model and optimizer

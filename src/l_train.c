@@ -454,6 +454,70 @@ static int t_checkpoint(lua_State *L) {
   return 1;
 }
 
+/* ============================== save and load =========================== */
+
+#define SAVE_MAX_META 96
+
+/* trainer:save(dir, meta): the model, the optimizer's state and where the
+ * last fit stopped into dir (ckpt_save), `meta` (string keys to string
+ * values: the experiment's description) into its manifest. */
+static int t_save(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  const char *dir = luaL_checkstring(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  if (t->in_fit) return luaL_error(L, "save: not during a fit (exp:checkpoint() is)");
+  const char *kv[2 * SAVE_MAX_META + 1];
+  int n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, 3)) {
+    if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING || n == SAVE_MAX_META)
+      return luaL_error(L, "save: the description must map at most %d strings to strings",
+                        SAVE_MAX_META);
+    kv[2 * n] = lua_tostring(L, -2);
+    kv[2 * n++ + 1] = lua_tostring(L, -1); /* both stay alive in the table */
+    lua_pop(L, 1);
+  }
+  kv[2 * n] = NULL;
+  ckpt_state cs = {.model = t->model, .opt = t->opt, .rng = ldrv_rng(L), .pos = t->pos,
+                   .fit = t->fit, .seed = t->seed};
+  if (ckpt_save(dir, &cs, kv) < 0) return luaL_error(L, "%s", drv_errmsg());
+  return 0;
+}
+
+/* drover.train.read_saved(dir) -> the manifest's meta as a table, after
+ * checking every file of dir against it. */
+static int l_read_saved(lua_State *L) {
+  const char *dir = luaL_checkstring(L, 1);
+  manifest m;
+  int rc = ckpt_open(dir, &m);
+  if (rc < 0) {
+    manifest_free(&m);
+    return luaL_error(L, "%s", drv_errmsg());
+  }
+  lua_newtable(L);
+  for (char **p = m.meta; p && p[0] && p[1]; p += 2) {
+    lua_pushstring(L, p[1]);
+    lua_setfield(L, -2, p[0]);
+  }
+  manifest_free(&m);
+  return 1;
+}
+
+/* trainer:restore(dir): the model's parameters, the optimizer's state and
+ * the last fit's position from a save (the process's generator, which
+ * drover.seed sets, is left alone). */
+static int t_restore(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  const char *dir = luaL_checkstring(L, 2);
+  if (t->in_fit) return luaL_error(L, "restore: not during a fit");
+  ckpt_state cs = {.model = t->model, .opt = t->opt};
+  if (ckpt_restore(dir, &cs) < 0) return luaL_error(L, "%s", drv_errmsg());
+  t->pos = cs.pos;
+  t->fit = cs.fit;
+  t->seed = cs.seed;
+  return 0;
+}
+
 /* drover.train.resume_dir() -> the run directory `drover run --resume`
  * gave, or nil */
 static int l_resume_dir(lua_State *L) {
@@ -501,13 +565,15 @@ static int l_seed(lua_State *L) {
 
 static const luaL_Reg trainer_methods[] = {
     {"fit", t_fit}, {"evaluate", t_evaluate}, {"steps", t_steps}, {"open_run", t_open_run},
-    {"set_checkpoint", t_set_checkpoint}, {"checkpoint", t_checkpoint}, {NULL, NULL}};
+    {"set_checkpoint", t_set_checkpoint}, {"checkpoint", t_checkpoint}, {"save", t_save},
+    {"restore", t_restore}, {NULL, NULL}};
 
 static const luaL_Reg trainer_meta[] = {
     {"__gc", trainer_gc}, {"__close", trainer_gc}, {"__tostring", t_tostring}, {NULL, NULL}};
 
 static const luaL_Reg funcs[] = {
-    {"new", l_new}, {"seed", l_seed}, {"resume_dir", l_resume_dir}, {NULL, NULL}};
+    {"new", l_new}, {"seed", l_seed}, {"resume_dir", l_resume_dir},
+    {"read_saved", l_read_saved}, {NULL, NULL}};
 
 int luaopen_drover_train(lua_State *L) {
   ldrv_createmeta(L, TRAINER_MT, trainer_meta, trainer_methods);

@@ -175,3 +175,52 @@ check "ckpt-09 every 5 over 14 steps: 5, 10 and the last, 14" [ "$(ls "$FIN/chec
 check "ckpt-09 the last checkpoint is the trained model" [ "$(sha "$FIN/checkpoints/step-14/model.safetensors")" = "$(sha "$TMP/final.st")" ]
 check "ckpt-09 its manifest has the final eval" grep -q '"eval_accuracy": "0\.[0-9]' "$FIN/checkpoints/step-14/manifest.json"
 check "ckpt-09 exp:checkpoint() after it returns that one" grep -q "^again $FIN/checkpoints/step-14$" "$TMP/final.out"
+
+# ckpt-10..12: exp:save(dir) and drover.experiment.load(dir): a fit, a
+# save, a load in another process and a second fit end bit-identical to
+# two fits in one process (Adam's slots and count, Dropout's generator,
+# the second fit's shuffling seed all come back).
+cat >"$TMP/save.lua" <<'EOF2'
+local nn = drover.nn
+local mode, dir, out = arg[1], arg[2], arg[3]
+drover.seed(3)
+local data = drover.data.synthetic { n = 256, features = 8, classes = 3, seed = 1 }
+local function mk()
+  local model = nn.Sequential { nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 3) }
+  return drover.experiment { name = "sv", model = model, loss = nn.CrossEntropy(),
+    optimizer = drover.optim.Adam { lr = 0.0123, betas = { 0.85, 0.995 } }, verbose = false,
+    runs = false, train = { data = data, batch = 16, epochs = 2 }, eval = { data = data }, seed = 7 }
+end
+if mode == "whole" then
+  local e = mk(); e:fit(); e:fit(); e.model:save(out)
+elseif mode == "save" then
+  local e = mk(); e:fit(); print("saved " .. e:save(dir))
+elseif mode == "load" then
+  local e = drover.experiment.load(dir, { train = { data = data }, eval = { data = data } })
+  print(e.name, tostring(e.optimizer))
+  print("steps " .. e:fit().steps); e.model:save(out)
+else -- errors, one per line
+  local function try(f) local ok, err = pcall(f); print(ok, err) end
+  try(function() drover.experiment.load(dir .. "/nothere", { train = { data = data } }) end)
+  try(function() drover.experiment.load(dir) end)
+  try(function() drover.experiment.load(out, { train = { data = data } }) end)
+  try(function() drover.experiment.load(arg[4], { train = { data = data } }) end)
+end
+EOF2
+"$DROVER" run "$TMP/save.lua" whole - "$TMP/whole.st" >"$TMP/whole.out" 2>&1
+"$DROVER" run "$TMP/save.lua" save "$TMP/saved" >"$TMP/save.out" 2>&1
+check "ckpt-10 exp:save returns its directory" grep -q "^saved $TMP/saved$" "$TMP/save.out"
+check "ckpt-10 model, state and a manifest with the description" sh -c "[ -f '$TMP/saved/model.safetensors' ] && [ -f '$TMP/saved/state.safetensors' ] && grep -q '\"format\": \"drover-experiment-1\"' '$TMP/saved/manifest.json'"
+"$DROVER" run "$TMP/save.lua" load "$TMP/saved" "$TMP/loaded.st" >"$TMP/load.out" 2>&1
+check "ckpt-10 the loaded experiment is the saved one" grep -q "^sv	optim.Adam { lr = 0.0123, beta1 = 0.85, beta2 = 0.995 }" "$TMP/load.out"
+check "ckpt-10 it fits on" grep -q "^steps 32$" "$TMP/load.out"
+check "ckpt-10 save, load, fit == two fits, bit for bit" [ "$(sha "$TMP/loaded.st")" = "$(sha "$TMP/whole.st")" ]
+"$DROVER" run "$TMP/save.lua" save "$TMP/saved" >"$TMP/save2.out" 2>&1
+check "ckpt-11 saving over a save replaces it" grep -q "^saved $TMP/saved$" "$TMP/save2.out"
+cp -r "$TMP/saved" "$TMP/flipped"
+python3 -c "import sys;p=sys.argv[1];b=bytearray(open(p,'rb').read());b[-5]^=4;open(p,'wb').write(b)" "$TMP/flipped/state.safetensors"
+"$DROVER" run "$TMP/save.lua" errors "$TMP/saved" "$FIN/checkpoints/step-14" "$TMP/flipped" >"$TMP/lerr.out" 2>&1
+check "ckpt-12 no such directory" grep -q "^false.*experiment: '$TMP/saved/nothere': No such file or directory" "$TMP/lerr.out"
+check "ckpt-12 the data must be given, the saved one is named" grep -q "^false.*was trained on drover.dataset synthetic: 256 x 8.*train = { data = ds }" "$TMP/lerr.out"
+check "ckpt-12 a checkpoint is not a saved experiment" grep -q "^false.*is not a saved experiment" "$TMP/lerr.out"
+check "ckpt-12 a damaged save names the file" grep -q "^false.*state.safetensors.*sha256" "$TMP/lerr.out"
