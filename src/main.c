@@ -23,6 +23,7 @@
 #include "attach.h"
 #include "detach.h"
 #include "err.h"
+#include "export.h"
 #include "l_drover.h"
 #include "l_worker.h"
 #include "node.h"
@@ -46,6 +47,7 @@ static int cmd_node(int argc, char **argv);
 static int cmd_dash_sim(int argc, char **argv);
 static int cmd_attach(int argc, char **argv);
 static int cmd_ls(int argc, char **argv);
+static int cmd_export(int argc, char **argv);
 
 /* One row per subcommand, Redis style:
  *   name     the word after `drover`
@@ -155,6 +157,22 @@ static const command commands[] = {
      "its name, state (running: its coordinator is alive; done: it shut down\n"
      "without failures; failed), node count, start time and, while it runs, the\n"
      "coordinator's address (for `drover attach`).\n"},
+    {"export", cmd_export, "write the model of a run's checkpoint to a safetensors file",
+     "usage: drover export RUN [--step N] [--runs DIR] -o FILE\n"
+     "\n"
+     "Writes the model of one of RUN's checkpoints to FILE (replaced atomically):\n"
+     "the parameters under PyTorch's names, the model's spec in __metadata__, so\n"
+     "drover.nn.load(FILE) rebuilds it and, in PyTorch, the same nn.Sequential\n"
+     "takes model.load_state_dict(safetensors.torch.load_file(FILE)).\n"
+     "\n"
+     "RUN is a run directory or a run's name as `drover ls` prints it.\n"
+     "  --step N     the checkpoint of step N (default: the newest intact one; a\n"
+     "               damaged newer one is named on stderr and passed over)\n"
+     "  --runs DIR   where run names are looked up (./runs)\n"
+     "  -o FILE      the file to write\n"
+     "\n"
+     "Exit status: 0; 1 when there is no such run, no checkpoint (of that step),\n"
+     "the checkpoint is damaged or FILE cannot be written; 2 on a usage error.\n"},
     {"help", cmd_help, "show help for drover or for one command",
      "usage: drover help [COMMAND]\n"},
 };
@@ -537,6 +555,38 @@ static int cmd_ls(int argc, char **argv) {
     return 1;
   }
   if (n == 0) printf("no runs in %s\n", dir);
+  return 0;
+}
+
+/* ============================== export ================================== */
+
+static int cmd_export(int argc, char **argv) {
+  const command *self = find_command("export");
+  export_opts o = {.runs = "runs", .step = -1};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    bool takes = !strcmp(a, "--step") || !strcmp(a, "-o") || !strcmp(a, "--output") ||
+                 !strcmp(a, "--runs");
+    if (takes && i + 1 >= argc) return usage_error(self, "%s needs a value", a);
+    long n;
+    if (!strcmp(a, "--step")) {
+      if (!parse_count(argv[++i], LONG_MAX, &n))
+        return usage_error(self, "--step needs a step number (got '%s')", argv[i]);
+      o.step = n;
+    } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) o.out = argv[++i];
+    else if (!strcmp(a, "--runs")) o.runs = argv[++i];
+    else if (a[0] == '-') return usage_error(self, "unknown option '%s'", a);
+    else if (o.run) return usage_error(self, "unexpected argument '%s'", a);
+    else o.run = a;
+  }
+  if (!o.run) return usage_error(self, "which run? (a run directory or a name from `drover ls`)");
+  if (!o.out) return usage_error(self, "-o FILE is needed: where to write the model");
+  int64_t step;
+  if (export_model(&o, stderr, &step) < 0) {
+    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    return 1;
+  }
+  printf("%s: the model of step %lld of %s\n", o.out, (long long)step, o.run);
   return 0;
 }
 

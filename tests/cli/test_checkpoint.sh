@@ -224,3 +224,25 @@ check "ckpt-12 no such directory" grep -q "^false.*experiment: '$TMP/saved/nothe
 check "ckpt-12 the data must be given, the saved one is named" grep -q "^false.*was trained on drover.dataset synthetic: 256 x 8.*train = { data = ds }" "$TMP/lerr.out"
 check "ckpt-12 a checkpoint is not a saved experiment" grep -q "^false.*is not a saved experiment" "$TMP/lerr.out"
 check "ckpt-12 a damaged save names the file" grep -q "^false.*state.safetensors.*sha256" "$TMP/lerr.out"
+
+# export-01..06: `drover export RUN [--step N] -o FILE` writes the model of a
+# checkpoint; errors say what is missing.
+"$DROVER" export "$REF" -o "$TMP/x.st" >"$TMP/x.out" 2>&1
+check "export-01 by default the newest checkpoint's model" sh -c "grep -q 'the model of step 192 of' '$TMP/x.out' && cmp -s '$TMP/x.st' '$REF/checkpoints/step-192/model.safetensors'"
+"$DROVER" export "$(basename "$REF")" --runs "$RUNS/ref" --step 176 -o "$TMP/x.st" >"$TMP/x.out" 2>&1
+check "export-02 a run by name, --step N" sh -c "grep -q 'the model of step 176 of' '$TMP/x.out' && cmp -s '$TMP/x.st' '$REF/checkpoints/step-176/model.safetensors'"
+"$DROVER" export "$REF" --step 100 -o "$TMP/y.st" >"$TMP/x.out" 2>&1; rc=$?
+check "export-03 a step it does not have: the steps it has" sh -c "[ $rc -eq 1 ] && grep -q 'has no checkpoint of step 100; it has steps 8, 176, 184, 192' '$TMP/x.out' && [ ! -e '$TMP/y.st' ]"
+"$DROVER" export nope --runs "$RUNS/ref" -o "$TMP/y.st" >"$TMP/x.out" 2>&1; rc=$?
+check "export-04 no such run" sh -c "[ $rc -eq 1 ] && grep -q \"no run 'nope': not a directory nor a run in $RUNS/ref\" '$TMP/x.out'"
+mkdir -p "$TMP/empty-run"
+"$DROVER" export "$TMP/empty-run" -o "$TMP/y.st" >"$TMP/x.out" 2>&1; rc=$?
+check "export-04 a run without checkpoints" sh -c "[ $rc -eq 1 ] && grep -q 'has no checkpoint (checkpoint = { every = STEPS }' '$TMP/x.out'"
+cp -r "$REF" "$TMP/dmg"
+python3 -c "import sys;p=sys.argv[1];b=bytearray(open(p,'rb').read());b[-5]^=4;open(p,'wb').write(b)" "$TMP/dmg/checkpoints/step-192/model.safetensors"
+"$DROVER" export "$TMP/dmg" -o "$TMP/x.st" >"$TMP/x.out" 2>&1
+check "export-05 a damaged newest checkpoint is named and passed over" sh -c "grep -q 'checkpoint step-192 is damaged.*sha256' '$TMP/x.out' && grep -q 'the model of step 184 of' '$TMP/x.out' && cmp -s '$TMP/x.st' '$REF/checkpoints/step-184/model.safetensors'"
+"$DROVER" export "$TMP/dmg" --step 192 -o "$TMP/y.st" >"$TMP/x.out" 2>&1; rc=$?
+check "export-05 asked for by step, it is an error naming it" sh -c "[ $rc -eq 1 ] && grep -q 'checkpoint step-192 of run .* is damaged: .*model.safetensors.*sha256' '$TMP/x.out' && [ ! -e '$TMP/y.st' ]"
+"$DROVER" export "$REF" >"$TMP/x.out" 2>&1; rc=$?
+check "export-06 -o is needed (usage error)" sh -c "[ $rc -eq 2 ] && grep -q -- '-o FILE is needed' '$TMP/x.out'"

@@ -1,7 +1,8 @@
 # test_safetensors.sh - drover's safetensors files against the real
 # readers: a model drover saves loads into the same nn.Sequential in
 # PyTorch (safetensors.torch.load_file + load_state_dict) and gives the same
-# outputs to 1e-5, and the reverse; a full disk fails a save by name and
+# outputs to 1e-5, and the reverse; so does what `drover export` writes
+# from a run's checkpoint; a full disk fails a save by name and
 # keeps the previous file.
 # Run from the repository root by tests/run.sh (POSIX sh; DROVER = binary,
 # VENV = the virtual environment `make venv` makes, default build/venv).
@@ -90,6 +91,32 @@ if "$PY" tests/cli/safetensors_torch.py make "$TMP" >"$TMP/out" 2>&1 &&
   pass safetensors_torch_to_drover
 else
   fail safetensors_torch_to_drover "$(tail -n 8 "$TMP/out" | tr '\n' ' ')"
+fi
+
+# 4. `drover export`: the newest checkpoint of an in-process run (named as
+# `drover ls` prints it) loads into the same model in PyTorch and gives the
+# trained model's outputs.
+cat >"$TMP/train.lua" <<'EOF'
+dofile(os.getenv("TMP") .. "/common.lua")
+drover.seed(5)
+local m = build()
+local data = drover.data.synthetic { n = 90, features = 5, classes = 3, seed = 2 }
+drover.experiment { name = "exp", model = m, loss = drover.nn.CrossEntropy(), verbose = false,
+  optimizer = drover.optim.SGD { lr = 0.1 }, train = { data = data, batch = 16, epochs = 2 },
+  runs = os.getenv("TMP") .. "/runs", checkpoint = { every = 5 } }:fit()
+m:evaluate()
+local x = drover.tensor.randn(6, 5)
+write_rows(os.getenv("TMP") .. "/e_in.txt", x)
+write_rows(os.getenv("TMP") .. "/e_out.txt", m(x))
+EOF
+if TMP=$TMP "$DROVER" run "$TMP/train.lua" >"$TMP/out" 2>&1 &&
+  RUN=$(ls "$TMP/runs") && "$DROVER" export "$RUN" --runs "$TMP/runs" -o "$TMP/exported.safetensors" >>"$TMP/out" 2>&1 &&
+  grep -q "the model of step 12 of $RUN" "$TMP/out" &&
+  "$PY" tests/cli/safetensors_torch.py check "$TMP/exported.safetensors" "$TMP/e_in.txt" \
+    "$TMP/e_out.txt" >>"$TMP/out" 2>&1; then
+  pass safetensors_export_to_torch
+else
+  fail safetensors_export_to_torch "$(tail -n 8 "$TMP/out" | tr '\n' ' ')"
 fi
 
 # 3. A full disk: a small tmpfs (root only). The save fails naming the file
