@@ -181,36 +181,62 @@ help:
 -include $(wildcard $(BUILD)/*.d $(BUILD)/unit/*.d $(BUILD)/bench/*.d)
 
 # ---- fuzzing ------------------------------------------------------------------
-# `make fuzz` builds tests/fuzz/fuzz_wire.c as a libFuzzer target (clang,
-# ASan + UBSan), writes a seed corpus (wire_sample: every message type's sample
-# frames, by the same file built with -DFUZZ_WIRE_SEEDS) and fuzzes the wire decoder for
-# FUZZ_TIME seconds. Inputs it finds collect in $(BUILD)/fuzz/corpus and are
-# reused next time; a crash leaves $(BUILD)/fuzz/crash-* and fails the target.
+# `make fuzz` builds two libFuzzer targets (clang, ASan + UBSan) and fuzzes
+# each from a seed corpus that the same file writes when built with
+# -DFUZZ_*_SEEDS:
+#   tests/fuzz/fuzz_wire.c   the wire decoder; seeds: wire_sample, every
+#                            message type's sample frames
+#   tests/fuzz/fuzz_files.c  the safetensors reader and the manifest reader;
+#                            seeds: files the writers made
+# FUZZ_TIME seconds in all (two thirds for the wire, a third for the files).
+# Inputs found collect in $(BUILD)/fuzz/corpus[_files] and are reused next
+# time; a crash leaves $(BUILD)/fuzz/crash-* and fails the target.
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 60
 FUZZ_SRCS   = src/wire.c src/wire_msgs.c src/tensor.c src/optim.c src/rng.c src/err.c
+FUZZ_FILES_SRCS = src/safetensors.c src/manifest.c src/util.c src/err.c
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Isrc \
-	$(shell pkg-config --cflags openblas 2>/dev/null)
+	$(shell pkg-config --cflags openblas jansson libsodium 2>/dev/null)
 FUZZ_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null) -lm
+FUZZ_FILES_LIBS = $(shell pkg-config --libs jansson libsodium 2>/dev/null)
+FUZZ_SAN    = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_RUN    = OPENBLAS_NUM_THREADS=1
+FUZZ_OPTS   = -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/
 
 .PHONY: fuzz fuzz-deps
 fuzz-deps:
 	$(Q)sh tools/deps.sh fuzz
 
 fuzz: fuzz-deps
-	$(Q)$(MAKE) --no-print-directory $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/seeds_wire
-	$(Q)rm -rf $(BUILD)/fuzz/seeds && mkdir -p $(BUILD)/fuzz/seeds $(BUILD)/fuzz/corpus
+	$(Q)$(MAKE) --no-print-directory $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/seeds_wire \
+		$(BUILD)/fuzz/fuzz_files $(BUILD)/fuzz/seeds_files
+	$(Q)rm -rf $(BUILD)/fuzz/seeds $(BUILD)/fuzz/seeds_files.d
+	$(Q)mkdir -p $(BUILD)/fuzz/seeds $(BUILD)/fuzz/corpus $(BUILD)/fuzz/seeds_files.d \
+		$(BUILD)/fuzz/corpus_files
 	$(Q)$(BUILD)/fuzz/seeds_wire $(BUILD)/fuzz/seeds
-	$(Q)OPENBLAS_NUM_THREADS=1 $(BUILD)/fuzz/fuzz_wire -max_total_time=$(FUZZ_TIME) \
-		-max_len=8192 -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ \
-		$(BUILD)/fuzz/corpus $(BUILD)/fuzz/seeds
+	$(Q)$(BUILD)/fuzz/seeds_files $(BUILD)/fuzz/seeds_files.d
+	$(Q)$(FUZZ_RUN) $(BUILD)/fuzz/fuzz_wire -max_total_time=$$(( $(FUZZ_TIME) * 2 / 3 )) \
+		-max_len=8192 $(FUZZ_OPTS) $(BUILD)/fuzz/corpus $(BUILD)/fuzz/seeds
+	$(Q)$(FUZZ_RUN) $(BUILD)/fuzz/fuzz_files \
+		-max_total_time=$$(( $(FUZZ_TIME) - $(FUZZ_TIME) * 2 / 3 )) -max_len=4096 \
+		$(FUZZ_OPTS) $(BUILD)/fuzz/corpus_files $(BUILD)/fuzz/seeds_files.d
 
 $(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(FUZZ_SRCS) $(wildcard src/*.h)
 	$(Q)mkdir -p $(BUILD)/fuzz
-	$(call say,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined \
-		-fno-sanitize-recover=undefined -o $@ tests/fuzz/fuzz_wire.c $(FUZZ_SRCS) $(FUZZ_LIBS)
+	$(call say,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ tests/fuzz/fuzz_wire.c \
+		$(FUZZ_SRCS) $(FUZZ_LIBS)
 
 $(BUILD)/fuzz/seeds_wire: tests/fuzz/fuzz_wire.c $(FUZZ_SRCS) $(wildcard src/*.h)
 	$(Q)mkdir -p $(BUILD)/fuzz
 	$(call say,CC,$@)$(CC) $(FUZZ_CFLAGS) -DFUZZ_WIRE_SEEDS -o $@ tests/fuzz/fuzz_wire.c \
 		$(FUZZ_SRCS) $(FUZZ_LIBS)
+
+$(BUILD)/fuzz/fuzz_files: tests/fuzz/fuzz_files.c $(FUZZ_FILES_SRCS) $(wildcard src/*.h)
+	$(Q)mkdir -p $(BUILD)/fuzz
+	$(call say,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ tests/fuzz/fuzz_files.c \
+		$(FUZZ_FILES_SRCS) $(FUZZ_FILES_LIBS)
+
+$(BUILD)/fuzz/seeds_files: tests/fuzz/fuzz_files.c $(FUZZ_FILES_SRCS) $(wildcard src/*.h)
+	$(Q)mkdir -p $(BUILD)/fuzz
+	$(call say,CC,$@)$(CC) $(FUZZ_CFLAGS) -DFUZZ_FILES_SEEDS -o $@ tests/fuzz/fuzz_files.c \
+		$(FUZZ_FILES_SRCS) $(FUZZ_FILES_LIBS)
