@@ -178,9 +178,16 @@ exp:fit()            -> { loss, accuracy, steps, epochs, examples_per_sec,
                           eval_loss, eval_accuracy, seconds, evals }
                         in a run directory runs/<name>-<stamp>/; under
                         `drover run --resume DIR` it continues from DIR's
-                        newest intact checkpoint
+                        newest intact checkpoint; with checkpoint = {...} it
+                        ends with a checkpoint of its last step
+                        (`drover export RUN -o f.safetensors` writes its model)
 exp:checkpoint()     -> the checkpoint's directory (in a progress function:
                         true, taken at the end of the step)
+exp:save(dir)        -> dir: the model, the optimizer's state and the description
+                        (dir/model.safetensors, state.safetensors, manifest.json)
+drover.experiment.load(dir, { train = { data = ds } })
+                     -> the saved experiment; fit() continues exactly (the data is
+                        not saved: pass it; the table's fields replace saved ones)
 exp:run_dir()        -> the run directory
 exp:evaluate([ds])   -> { loss = ..., accuracy = ... }   (ds defaults to eval.data)
 A second fit() continues training, optimizer state included.]]
@@ -224,6 +231,7 @@ local by_value
 local function index_values()
   by_value = {
     [drover] = "drover", [drover.seed] = "drover.seed", [drover.experiment] = "drover.experiment",
+    [drover.experiment.load] = "drover.experiment",
   }
   if drover.cluster then by_value[drover.cluster] = "drover.cluster" end
   for _, mod in ipairs { "tensor", "nn", "optim", "data" } do
