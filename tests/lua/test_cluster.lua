@@ -358,8 +358,11 @@ test("cluster-10 restarts are bounded", function()
   drover.seed(1)
   local c = drover.cluster { ps = 1, worker = 2, max_restarts = 1, runs = RUNS, name = "c10" }
   local pids, kills = { node(c, "worker", 1).pid }, 0
+  -- Enough epochs that the fit outlasts worker:1's restart (0.2 s back-off
+  -- plus start-up) on a fast machine: the second kill needs the restarted
+  -- worker busy. The fit ends at that kill, so the length costs nothing.
   local exp = experiment {
-    train = { data = train_std, batch = 32, epochs = 50 }, eval = nil,
+    train = { data = train_std, batch = 32, epochs = 1000 }, eval = nil,
     progress = function(p)
       local n = node(c, "worker", 1)
       if kills == 0 and p.step >= 50 then
