@@ -23,12 +23,6 @@
 
 /* ============================== small helpers ============================ */
 
-const char *coord_state_name(coord_node_state s) {
-  static const char *const names[] = {"starting", "ready", "busy",      "lost",
-                                      "done",     "failed", "restarting"};
-  return (unsigned)s < sizeof names / sizeof *names ? names[s] : "?";
-}
-
 const char *coord_node_name(const coord_node *n, char *buf, size_t len) {
   snprintf(buf, len, "%s:%d", wire_role_name(n->role), n->index);
   return buf;
@@ -40,16 +34,33 @@ int coord_find_node(const coord *c, int role, int index) {
   return -1;
 }
 
-/* Records the run's first failure (later ones go to the log and events). */
-void coord_fail(coord *c, const char *fmt, ...) {
+/* The message of a failure: logged, an "error" event, and kept when it is
+ * the run's first. Counts nothing: the caller's failure was counted. */
+static void vkeep_failure(coord *c, const char *fmt, va_list ap) {
   char msg[sizeof c->failure];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
   log_error("%s", msg);
   rundir_event(&c->rd, "error %s", msg);
   if (!c->failure[0]) snprintf(c->failure, sizeof c->failure, "%s", msg);
+}
+
+static void keep_failure(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void keep_failure(coord *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vkeep_failure(c, fmt, ap);
+  va_end(ap);
+}
+
+/* A failure no node's state shows (a node's report, out of memory, the
+ * fit's): counted here; a node's own failure is counted by its change to
+ * a failure state (coord__node_set_state). */
+void coord_fail(coord *c, const char *fmt, ...) {
+  va_list ap;
+  c->failures++;
+  va_start(ap, fmt);
+  vkeep_failure(c, fmt, ap);
+  va_end(ap);
 }
 
 void coord_note(coord *c, const char *fmt, ...) {
@@ -77,12 +88,11 @@ static bool recoverable(const coord *c, const coord_node *n) {
  * running (silent) is killed: it must not come back on its own. */
 static void node_lost(coord *c, int i, const char *why) {
   coord_node *n = &c->nodes[i];
-  if (n->state == NODE_LOST || n->state == NODE_DONE || n->state == NODE_FAILED ||
-      (n->state == NODE_RESTARTING && !n->relaunched))
-    return;
+  /* Only a node with a process is lost; one already lost (restarting) or
+   * over stays as it is. */
+  if (!(coord__state_flags(n->state) & NS_PROCESS)) return;
   char name[32], tail[1200];
   coord_node_name(n, name, sizeof name);
-  rundir_event(&c->rd, "node lost %s: %s", name, why);
   if (c->ctl[i]) { /* a silent node: its connection is no longer its */
     conn *cn = c->ctl[i];
     c->ctl[i] = NULL;
@@ -90,8 +100,7 @@ static void node_lost(coord *c, int i, const char *why) {
   }
   if (recoverable(c, n)) {
     double delay = RESTART_BACKOFF * (double)(1u << (n->restarts < 8 ? n->restarts : 8));
-    n->state = NODE_RESTARTING;
-    n->relaunched = false;
+    coord__node_set_state(c, i, NODE_RESTARTING, ": %s", why);
     n->restart_at = progress_now() + (delay < RESTART_BACKOFF_MAX ? delay : RESTART_BACKOFF_MAX);
     n->inflight = 0;
     log_warn("%s lost: %s; restarting it in %.1f s", name, why, n->restart_at - progress_now());
@@ -102,11 +111,10 @@ static void node_lost(coord *c, int i, const char *why) {
     if (!c->shutting_down && (n->role == ROLE_WORKER || n->role == ROLE_CHIEF))
       snprintf(extra, sizeof extra, " (restarts exhausted: %d of %d)", n->restarts,
                c->opts.max_restarts);
-    n->state = NODE_LOST;
-    c->failures++;
+    coord__node_set_state(c, i, NODE_LOST, ": %s", why);
     rundir_tail(n->log, 8, tail, sizeof tail);
-    coord_fail(c, "%s lost: %s%s%s%s", name, why, extra,
-               tail[0] ? "; last lines of its log:\n" : "", tail);
+    keep_failure(c, "%s lost: %s%s%s%s", name, why, extra,
+                 tail[0] ? "; last lines of its log:\n" : "", tail);
   }
   if (!n->exited && c->launch) c->launch->ops->signal(c->launch, n, SIGKILL);
 }
@@ -161,9 +169,10 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
     snprintf(msg, sizeof msg, "duplicate %s: already registered by pid %d", name,
              (int)c->nodes[i].pid);
   /* Besides the first start, only the process the coordinator started
-   * again after a loss may register. */
-  bool again = i >= 0 && c->nodes[i].state == NODE_RESTARTING && c->nodes[i].relaunched;
-  if (!msg[0] && c->nodes[i].state != NODE_STARTING && !again)
+   * again after a loss may register: the states the table lets become
+   * READY. */
+  bool again = i >= 0 && c->nodes[i].state == NODE_RELAUNCHED;
+  if (!msg[0] && !coord__state_legal(c->nodes[i].state, NODE_READY))
     snprintf(msg, sizeof msg, "%s is %s", name, coord_state_name(c->nodes[i].state));
   if (msg[0]) {
     log_warn("refused REGISTER from %s (pid %d): %s", conn_peer(cn), (int)pid, msg);
@@ -177,17 +186,15 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   n->pid = pid;
   snprintf(n->host, sizeof n->host, "%s", host);
   n->port = port;
-  n->state = NODE_READY;
+  coord__node_set_state(c, i, NODE_READY, " pid %d host %s%s%.0d", (int)pid, host,
+                        port ? " port " : "", port);
   coord__node_info(c, i, &got);
   n->last_seen = progress_now();
   n->closed_at = 0;
-  n->relaunched = false;
   if (!n->joined) c->registered++; /* a node lost before it registered comes here once */
   n->joined = true;
   send_registered(cn, true, "");
   log_info("%s registered from %s (pid %d)", name, conn_peer(cn), (int)pid);
-  rundir_event(&c->rd, "node up %s pid %d host %s%s%.0d", name, (int)pid, host,
-               port ? " port " : "", port);
   if (again && c->spec_sent) {
     send_spec(c, i);
     coord_fit_node_back(c, i);
@@ -229,7 +236,6 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     wire_rd_error(pl, h->len, msg, sizeof msg);
     coord_node_name(n, name, sizeof name);
     coord_fail(c, "%s reported: %s", name, msg);
-    c->failures++;
     break;
   }
   default:
@@ -365,13 +371,12 @@ static void on_exit_cb(launcher *l, void *task_ud, int64_t status, int sig) {
   rundir_event(&c->rd, "node exit %s: %s", name, why);
   log_info("%s %s", name, why);
   if (c->shutting_down) {
-    if (n->state == NODE_RESTARTING || n->state == NODE_STARTING) {
-      n->state = NODE_DONE; /* stopped before it had registered: nothing lost */
-    } else if (n->state != NODE_LOST) {
-      bool clean = !sig && status == 0;
-      n->state = clean ? NODE_DONE : NODE_FAILED;
-      if (!clean) c->failures++;
-    }
+    unsigned f = coord__state_flags(n->state);
+    if (f & NS_FINAL) return; /* lost before, or done: it stays so */
+    bool clean = !sig && status == 0;
+    /* Stopped before it had registered: nothing lost. */
+    coord_node_state to = !(f & NS_REGISTERED) || clean ? NODE_DONE : NODE_FAILED;
+    coord__node_set_state(c, i, to, ": %s", why);
   } else {
     node_lost(c, i, why);
   }
@@ -416,35 +421,31 @@ static void check_restarts(coord *c, double now) {
   if (c->shutting_down) return;
   for (int i = 0; i < c->nnodes; i++) {
     coord_node *n = &c->nodes[i];
-    if (n->state != NODE_RESTARTING) continue;
+    if (n->state == NODE_RELAUNCHED && now - n->restart_at > c->opts.reservation_timeout) {
+      char why[96];
+      snprintf(why, sizeof why, "did not register within %g s of its restart",
+               c->opts.reservation_timeout);
+      node_lost(c, i, why);
+    }
+    if (n->state != NODE_RESTARTING || !n->exited || now < n->restart_at) continue;
     char name[32];
     coord_node_name(n, name, sizeof name);
-    if (n->relaunched) {
-      if (now - n->restart_at > c->opts.reservation_timeout) {
-        char why[96];
-        snprintf(why, sizeof why, "did not register within %g s of its restart",
-                 c->opts.reservation_timeout);
-        node_lost(c, i, why);
-      }
-      continue;
-    }
-    if (!n->exited || now < n->restart_at) continue;
     n->restarts++;
     n->exited = false;
     n->exit_status = 0;
     n->term_signal = 0;
     n->closed_at = 0;
-    n->relaunched = true;
     n->restart_at = now;
     if (launch_node(c, i) < 0) {
+      char err[1024];
+      snprintf(err, sizeof err, "%s", drv_errmsg());
       n->exited = true;
-      n->state = NODE_LOST;
-      c->failures++;
-      coord_fail(c, "%s lost and not restarted: %s", name, drv_errmsg());
+      coord__node_set_state(c, i, NODE_LOST, ": not restarted: %s", err);
+      keep_failure(c, "%s lost and not restarted: %s", name, err);
       continue;
     }
-    rundir_event(&c->rd, "node restart %s (%d of %d) pid %d", name, n->restarts,
-                 c->opts.max_restarts, (int)n->pid);
+    coord__node_set_state(c, i, NODE_RELAUNCHED, " (%d of %d) pid %d", n->restarts,
+                          c->opts.max_restarts, (int)n->pid);
     log_info("%s restarted (%d of %d), pid %d", name, n->restarts, c->opts.max_restarts,
              (int)n->pid);
   }
@@ -590,6 +591,8 @@ int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
   if (!c) return drv_error(DRV_ENOMEM, "out of memory");
   c->loop = loop;
   c->opts = *o;
+  const char *strict = getenv("DROVER_STRICT_STATES");
+  c->strict_states = strict && strcmp(strict, "1") == 0;
   if ((rc = make_nodes(c)) < 0 || (rc = start_run(c)) < 0 || (rc = launch_all(c)) < 0)
     goto fail;
   rc = coord_pump(c, all_registered, NULL, o->reservation_timeout, true);
@@ -645,7 +648,7 @@ static int failure_report(coord *c, char *buf, size_t n) {
   if (n) buf[0] = '\0';
   for (int i = 0; i < c->nnodes && len < n; i++) {
     coord_node *nd = &c->nodes[i];
-    if (nd->state != NODE_LOST && nd->state != NODE_FAILED) continue;
+    if (!(coord__state_flags(nd->state) & NS_FAILURE)) continue;
     char name[32];
     coord_node_name(nd, name, sizeof name);
     len += (size_t)snprintf(buf + len, n - len, "%s%s %s", len ? "; " : "", name,
@@ -668,8 +671,8 @@ int coord_shutdown(coord *c, double grace, double timeout, char *buf, size_t n) 
   rundir_event(&c->rd, "shutdown (grace %.1f s, timeout %.1f s)", grace, timeout);
   double deadline = progress_now() + (timeout > 0 ? timeout : 0);
   for (int i = 0; i < c->nnodes; i++) /* lost, waiting out its back-off: not started again */
-    if (c->nodes[i].state == NODE_RESTARTING && !c->nodes[i].relaunched)
-      c->nodes[i].state = NODE_DONE;
+    if (c->nodes[i].state == NODE_RESTARTING)
+      coord__node_set_state(c, i, NODE_DONE, ": not started again (shutdown)");
   stop_group(c, false, grace, deadline);
   stop_group(c, true, grace, deadline);
   if (c->launch && c->launch->ops->running(c->launch) > 0) {

@@ -37,18 +37,25 @@
 #include "train.h"
 #include "wire.h"
 
+/* A node's state; the transitions are in coord_nodes.c (a diagram there
+ * and in docs/ARCHITECTURE.md). */
 typedef enum coord_node_state {
-  NODE_STARTING, /* launched, not registered */
-  NODE_READY,    /* registered; idle */
-  NODE_BUSY,     /* running tasks */
-  NODE_LOST,     /* exited or silent while it was needed */
-  NODE_DONE,     /* exited cleanly after SHUTDOWN */
-  NODE_FAILED,   /* exited with an error status or was killed at shutdown */
-  NODE_RESTARTING /* lost and recoverable: waiting to be started again and
-                     to register */
+  NODE_STARTING,   /* launched, not registered */
+  NODE_READY,      /* registered; takes tasks */
+  NODE_BUSY,       /* READY with tasks in flight: what coord_node_status()
+                      shows, never a node's stored state */
+  NODE_LOST,       /* exited or silent while it was needed */
+  NODE_DONE,       /* exited cleanly after SHUTDOWN */
+  NODE_FAILED,     /* exited with an error status or was killed at shutdown */
+  NODE_RESTARTING, /* lost and recoverable: waiting out its back-off */
+  NODE_RELAUNCHED, /* started again after a loss, not registered yet
+                      (shown as "restarting") */
+  NODE_STATE_COUNT
 } coord_node_state;
 
-const char *coord_state_name(coord_node_state s); /* "starting", ... */
+/* "starting", ... as users see it (RELAUNCHED shows as "restarting").
+ * Static. */
+const char *coord_state_name(coord_node_state s);
 
 /* One task of the cluster: what the dashboard and c:nodes() show. */
 typedef struct coord_node {
@@ -68,8 +75,8 @@ typedef struct coord_node {
   int inflight;           /* tasks sent, not answered */
   double closed_at;       /* its connection closed unexpectedly (0: no) */
   int restarts;           /* times it was started again after a loss */
-  double restart_at;      /* RESTARTING: when to start it again */
-  bool relaunched;        /* RESTARTING: started again, not registered yet */
+  double restart_at;      /* RESTARTING: when to start it again;
+                             RELAUNCHED: when it was started again */
   bool joined;            /* registered at least once */
   bool exited;
   int64_t exit_status;
@@ -236,6 +243,9 @@ void coord_free(coord *c);
 const char *coord_run_dir(const coord *c);
 /* The cluster table (count entries, ps first). Borrowed. */
 const coord_node *coord_nodes(const coord *c, int *count);
+/* A node's state as users see it: BUSY for a READY node with tasks in
+ * flight, else its state. */
+coord_node_state coord_node_status(const coord_node *n);
 /* Records a line in events.log (and the dashboard's events pane). */
 void coord_note(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

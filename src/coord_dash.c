@@ -204,7 +204,7 @@ static int fill_nodes(coord *c, dash_model *m, double now) {
                nodeinfo_format(&n->got, what, sizeof what));
     }
     o->pid = (int)n->pid;
-    put(o->state, sizeof o->state, coord_state_name(n->state));
+    put(o->state, sizeof o->state, coord_state_name(coord_node_status(n)));
     o->restarts = n->restarts;
     o->steps = n->steps;
     o->examples_per_sec = n->examples_per_sec;
@@ -513,14 +513,7 @@ static bool parse_name(const char *name, int *role, int *index) {
 }
 
 static bool running(const coord_node *n) {
-  if (n->exited || n->pid <= 0) return false;
-  switch (n->state) {
-  case NODE_LOST:
-  case NODE_DONE:
-  case NODE_FAILED: return false;
-  case NODE_RESTARTING: return n->relaunched;
-  default: return true;
-  }
+  return !n->exited && n->pid > 0 && (coord__state_flags(n->state) & NS_PROCESS);
 }
 
 int coord_stop_node(coord *c, const char *name, char *out, size_t n) {
@@ -533,7 +526,7 @@ int coord_stop_node(coord *c, const char *name, char *out, size_t n) {
     rc = drv_error(DRV_EINVAL, "the cluster is shutting down");
   else if (!running(&c->nodes[i]))
     rc = drv_error(DRV_EINVAL, "%s is not running (%s)", name,
-                   coord_state_name(c->nodes[i].state));
+                   coord_state_name(coord_node_status(&c->nodes[i])));
   if (rc < 0) {
     snprintf(out, n, "%s", drv_errmsg());
     return rc;

@@ -243,7 +243,7 @@ static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {
   if (rc < 0) return rc;
   if (f->evals_out > 0) f->evals_out--;
   if (m.status != 0) {
-    coord__fail_fit(f, "%s: evaluation failed: %s", "evaluator:0", msg);
+    coord__fail_fit(f, "evaluator:0: evaluation failed: %s", msg);
     return 0;
   }
   eval_done(f, (int64_t)m.step, m.loss, m.accuracy);
@@ -302,7 +302,7 @@ void coord__refill(coord *c) {
   int64_t want = (int64_t)f->ntrainers * INFLIGHT_PER_WORKER;
   while (c->sched.trains_queued < want && (f->sync || f->produced < f->total)) {
     if (coord__add_train_task(c) < 0) {
-      coord__fail_fit(f, "%s%s", "cannot queue a train step: ", drv_errmsg());
+      coord__fail_fit(f, "cannot queue a train step: %s", drv_errmsg());
       return;
     }
     f->produced++;

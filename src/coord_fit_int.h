@@ -78,8 +78,8 @@ struct coord_fit_state {
 };
 
 /* coord_vars.c */
-/* Records a failure of the run found by the fit (fmt takes two strings). */
-void coord__fail_fit(coord_fit_state *f, const char *fmt, const char *a, const char *b);
+/* Records a failure of the run found by the fit (coord_fail). */
+void coord__fail_fit(coord_fit_state *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* coord_pump condition: no VAR_INIT_OK or PULL_REPLY outstanding. */
 bool coord__nothing_pending(coord *c, void *arg);
 /* The fit state, made on first use (NULL when out of memory). */

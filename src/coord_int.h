@@ -69,8 +69,9 @@ struct coord {
   uint64_t hb_seq;
   bool shutting_down, shut_down;
   bool spec_sent; /* the reservation is over; SPEC went to everyone */
-  int failures;
+  int failures;         /* counted by coord__node_set_state and coord_fail only */
   char failure[4096];
+  bool strict_states;   /* an illegal state change aborts (tests; DROVER_STRICT_STATES=1) */
   coord_fit_state *fit; /* placement and ps connections, kept across fits */
   coord_sched sched;
   coord_dash_state *dash; /* the metric store and attach clients */
@@ -96,6 +97,29 @@ void coord_send(coord *c, int node, wire_wr *w, uint8_t type, uint32_t req);
  * fails and fail_on_loss. */
 int coord_pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double timeout,
                bool fail_on_loss);
+
+/* ---- coord_nodes.c: the node state machine ---- */
+/* What a state means, as flags: the code asks these, never for a list of
+ * states, so a new state is one row of the table in coord_nodes.c. */
+enum {
+  NS_PROCESS = 1 << 0,    /* a process of ours runs (or is starting): its loss matters */
+  NS_REGISTERED = 1 << 1, /* it registered: it holds a control connection */
+  NS_TASKS = 1 << 2,      /* the queue may send it tasks */
+  NS_FAILURE = 1 << 3,    /* entering it is a failure of the run (counted) */
+  NS_FINAL = 1 << 4,      /* nothing follows */
+  NS_DERIVED = 1 << 5     /* shown, never stored (BUSY) */
+};
+unsigned coord__state_flags(coord_node_state s);
+/* Whether the table lets a node go from `from` to `to`. */
+bool coord__state_legal(coord_node_state from, coord_node_state to);
+/* Node i goes to state `to`: checked against the table; logged to the
+ * coordinator's log and to events.log (hence the dashboard) as
+ * "node VERB NAME" followed by why_fmt's text as is (": silent for 5 s",
+ * " pid 42 host h"); a failure state adds one to c->failures. An illegal
+ * change is logged and not made (DRV_EINVAL); with c->strict_states it
+ * aborts. 0 when made. */
+int coord__node_set_state(coord *c, int i, coord_node_state to, const char *why_fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* ---- coord_nodes.c ---- */
 /* 0, or DRV_EINVAL naming the option out of range. */

@@ -1,8 +1,10 @@
-/* coord_nodes.c - the cluster's options (defaults, checks) and what each
- * node reported of where it runs: kept in its coord_node, logged to
- * events.log, and written to <run>/nodes.tsv so a user (or a script) can
- * see what every node got without the dashboard.
+/* coord_nodes.c - the nodes as the coordinator sees them: the state
+ * machine every node follows, the cluster's options (defaults, checks),
+ * and what each node reported of where it runs: kept in its coord_node,
+ * logged to events.log, and written to <run>/nodes.tsv so a user (or a
+ * script) can see what every node got without the dashboard.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,117 @@
 #include "coord_int.h"
 #include "err.h"
 #include "log.h"
+
+/* ============================== the state machine ======================== */
+
+/* Every node's state changes here (coord__node_set_state), checked
+ * against one table:
+ *
+ *                  register                     register
+ *   STARTING -----------------> READY <---------------------------+
+ *      |                  (BUSY while tasks                       |
+ *      |                    are in flight)                        |
+ *      |                          |                               |
+ *      | lost, recoverable        v lost, recoverable             |
+ *      +--------------------> RESTARTING --back-off over--> RELAUNCHED
+ *      |                       ^  |                           |   |
+ *      |                       |  +-- restart failed --+      |   |
+ *      |                       +--- lost, recoverable -|------+   |
+ *      | lost, not                                     v          |
+ *      +-- recoverable --------------------------->  LOST  <------+
+ *                                                      ^    lost, not
+ *                            READY: lost, not recoverable   recoverable
+ *
+ *   shutdown: READY -> DONE (clean exit) or FAILED (any other exit);
+ *             STARTING, RESTARTING, RELAUNCHED -> DONE (nothing is lost)
+ *
+ * LOST, DONE and FAILED are final; entering LOST or FAILED is a failure
+ * of the run, counted here (c->failures).
+ *
+ * BUSY is not stored: a READY node is busy while its in-flight count is
+ * above zero (coord_node_status), so the queue never changes states.
+ *
+ * The rest of the coordinator asks what a state means (its flags: has a
+ * process, registered, takes tasks, a failure, final), never for a list
+ * of states. So a coming state is one row here and its arrows, and
+ * nothing elsewhere changes:
+ *  - a ps restoring from a checkpoint: RESTORING {process, registered},
+ *    STARTING/RELAUNCHED -> RESTORING -> READY; without NS_TASKS the
+ *    queue sends it nothing, and with NS_PROCESS its loss is a loss;
+ *  - a worker draining its feed: DRAINING {process, registered},
+ *    READY -> DRAINING -> READY or DONE; its tasks in flight finish, no
+ *    new ones come (no NS_TASKS), and it is still watched. */
+
+#define B(s) (1u << (s))
+
+static const struct {
+  const char *name;  /* in the coordinator's log */
+  const char *shown; /* what users see (coord_state_name) */
+  const char *verb;  /* the events.log line on entering it: "node VERB NAME..." */
+  unsigned flags;    /* NS_* */
+  unsigned to;       /* states it may go to, B(state) each */
+} states[NODE_STATE_COUNT] = {
+    [NODE_STARTING] = {"starting", "starting", "start", NS_PROCESS,
+                       B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE)},
+    [NODE_READY] = {"ready", "ready", "up", NS_PROCESS | NS_REGISTERED | NS_TASKS,
+                    B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) | B(NODE_FAILED)},
+    [NODE_BUSY] = {"busy", "busy", "busy", NS_PROCESS | NS_REGISTERED | NS_TASKS | NS_DERIVED, 0},
+    [NODE_LOST] = {"lost", "lost", "lost", NS_FAILURE | NS_FINAL, 0},
+    [NODE_DONE] = {"done", "done", "done", NS_FINAL, 0},
+    [NODE_FAILED] = {"failed", "failed", "failed", NS_FAILURE | NS_FINAL, 0},
+    [NODE_RESTARTING] = {"restarting", "restarting", "lost", 0,
+                         B(NODE_RELAUNCHED) | B(NODE_LOST) | B(NODE_DONE)},
+    [NODE_RELAUNCHED] = {"relaunched", "restarting", "restart", NS_PROCESS,
+                         B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE)},
+};
+
+static bool valid(coord_node_state s) { return (unsigned)s < NODE_STATE_COUNT; }
+
+const char *coord_state_name(coord_node_state s) { return valid(s) ? states[s].shown : "?"; }
+
+unsigned coord__state_flags(coord_node_state s) { return valid(s) ? states[s].flags : 0; }
+
+bool coord__state_legal(coord_node_state from, coord_node_state to) {
+  return valid(from) && valid(to) && !(states[to].flags & NS_DERIVED) &&
+         (states[from].to & B(to));
+}
+
+coord_node_state coord_node_status(const coord_node *n) {
+  return n->state == NODE_READY && n->inflight > 0 ? NODE_BUSY : n->state;
+}
+
+/* A bug of the coordinator, not of the run: said loudly, and fatal
+ * where tests ask for it. */
+static int illegal(coord *c, const char *name, coord_node_state from, coord_node_state to,
+                   const char *why) {
+  const char *a = valid(from) ? states[from].name : "?", *b = valid(to) ? states[to].name : "?";
+  log_error("%s: illegal state change %s -> %s%s; ignored", name, a, b, why);
+  rundir_event(&c->rd, "node %s: illegal state change %s -> %s; ignored", name, a, b);
+  if (c->strict_states) {
+    fprintf(stderr, "drover: %s: illegal state change %s -> %s%s\n", name, a, b, why);
+    abort();
+  }
+  return drv_error(DRV_EINVAL, "%s: illegal state change %s -> %s", name, a, b);
+}
+
+int coord__node_set_state(coord *c, int i, coord_node_state to, const char *why_fmt, ...) {
+  coord_node *n = &c->nodes[i];
+  char name[32], why[2048];
+  va_list ap;
+  va_start(ap, why_fmt);
+  vsnprintf(why, sizeof why, why_fmt, ap);
+  va_end(ap);
+  coord_node_name(n, name, sizeof name);
+  coord_node_state from = n->state;
+  if (!coord__state_legal(from, to)) return illegal(c, name, from, to, why);
+  n->state = to;
+  if (states[to].flags & NS_FAILURE) c->failures++;
+  log_info("%s: %s -> %s", name, states[from].name, states[to].name);
+  rundir_event(&c->rd, "node %s %s%s", states[to].verb, name, why);
+  return 0;
+}
+
+/* ============================== options ================================== */
 
 void coord_opts_default(coord_opts *o) {
   memset(o, 0, sizeof *o);
@@ -49,6 +162,8 @@ int coord__check_opts(const coord_opts *o) {
                                  "timeout longer than the heartbeat");
   return 0;
 }
+
+/* ============================== what nodes got =========================== */
 
 static const char *or_dash(const char *s) { return s && *s ? s : "-"; }
 

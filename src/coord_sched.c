@@ -156,8 +156,7 @@ static int pick_node(coord *c, uint8_t kind) {
   for (int k = 0; k < c->nnodes; k++) {
     int i = (s->rr + k) % c->nnodes;
     coord_node *n = &c->nodes[i];
-    if (!is_trainer(n) || !c->ctl[i] || (n->state != NODE_READY && n->state != NODE_BUSY))
-      continue;
+    if (!is_trainer(n) || !c->ctl[i] || !(coord__state_flags(n->state) & NS_TASKS)) continue;
     if (n->inflight >= limit) continue;
     if (kind == TK_TRAIN && !coord__fit_ready(c, i)) continue;
     if (best < 0 || n->inflight < c->nodes[best].inflight) best = i;
@@ -217,7 +216,6 @@ void coord__dispatch(coord *c) {
   s->later = false;
   if (!s->out && !(s->out = calloc((size_t)c->nnodes, sizeof *s->out))) {
     coord_fail(c, "cannot dispatch tasks: out of memory");
-    c->failures++;
     return;
   }
   s->dispatching = true;
@@ -236,8 +234,7 @@ void coord__dispatch(coord *c) {
     t->owner = t->ran_on = node;
     t->runs++;
     count(s, t, -1, +1);
-    c->nodes[node].inflight++;
-    c->nodes[node].state = NODE_BUSY;
+    c->nodes[node].inflight++; /* BUSY follows (coord_node_status) */
     batch_task(s, node, id, t);
   }
   flush_batches(c);
@@ -276,10 +273,11 @@ void coord__sched_close(coord *c) {
 
 /* ============================== outcomes ================================= */
 
-/* The node gave back a task it held: one fewer in flight. */
+/* The node gave back a task it held: one fewer in flight (at none it
+ * shows READY again). */
 static void node_returned(coord *c, int node) {
   coord_node *n = &c->nodes[node];
-  if (n->inflight > 0 && --n->inflight == 0 && n->state == NODE_BUSY) n->state = NODE_READY;
+  if (n->inflight > 0) n->inflight--;
 }
 
 int coord__task_complete(coord *c, int node, uint64_t id, uint8_t kind) {
@@ -390,7 +388,6 @@ void coord__sched_node_lost(coord *c, int node) {
     }
     if (push_front(s, s->base + (uint64_t)i) < 0) {
       coord_fail(c, "cannot requeue task %" PRIu64 ": out of memory", s->base + (uint64_t)i);
-      c->failures++;
       return;
     }
     s->retried++;

@@ -4,6 +4,8 @@
  * values back. The fit itself is in coord_fit.c. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,10 +16,13 @@
 
 /* ============================== ps connections ============================ */
 
-void coord__fail_fit(coord_fit_state *f, const char *fmt, const char *a, const char *b) {
-  coord *c = f->c;
-  c->failures++;
-  coord_fail(c, fmt, a, b);
+void coord__fail_fit(coord_fit_state *f, const char *fmt, ...) {
+  char msg[sizeof f->c->failure];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  coord_fail(f->c, "%s", msg);
 }
 
 static void copy_shard(coord_fit_state *f, int ps, uint32_t var, const int64_t *shape, int ndim,

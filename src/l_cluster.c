@@ -267,7 +267,7 @@ static int l_nodes(lua_State *L) {
     lua_pushstring(L, wire_role_name(nd->role));
     lua_setfield(L, -2, "role");
     set_int(L, "index", nd->index);
-    lua_pushstring(L, coord_state_name(nd->state));
+    lua_pushstring(L, coord_state_name(coord_node_status(nd)));
     lua_setfield(L, -2, "state");
     set_int(L, "pid", nd->pid);
     lua_pushstring(L, nd->host);

@@ -6,10 +6,14 @@
 # counts as one failure under its own name, so a crash is never a pass.
 # Environment: DROVER (binary under test), UNIT (unit test binary),
 # ONLY (substring: run only test files whose path contains it).
+# Sets DROVER_STRICT_STATES=1: an illegal node state change is fatal.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 : "${DROVER:=$PWD/drover}" "${UNIT:=$PWD/build/unit_tests}"
 export DROVER
+# An illegal node state change aborts the coordinator (coord_nodes.c).
+DROVER_STRICT_STATES=1
+export DROVER_STRICT_STATES
 log=$(mktemp -d "${TMPDIR:-/tmp}/drover-tests-XXXXXX")
 pass=0
 fail=0
