@@ -150,7 +150,7 @@ static const char *run_state(const coord *c) {
   if (!c->spec_sent) return "starting";
   if (c->fit && c->fit->cfg) return "training";
   const coord_sched *s = &c->sched;
-  if (s->calls_queued + s->calls_running + s->trains_queued + s->trains_running > 0)
+  if (s->queued + s->running > 0)
     return "running";
   return "idle";
 }

@@ -133,12 +133,27 @@ void coord_fit_node_lost(coord *c, int node) {
   if (f && f->setup_ok) f->setup_ok[node] = false; /* SETUP again when it is back */
 }
 
-bool coord__fit_ready(coord *c, int node) {
-  coord_fit_state *f = c->fit;
-  return f && f->cfg && f->setup_ok && f->setup_ok[node];
+/* The fit as the queue's producer: a node takes train steps once it is
+ * set up for this fit. */
+static bool fit_ready(void *ud, int node) {
+  coord_fit_state *f = ud;
+  return f->cfg && f->setup_ok && f->setup_ok[node];
 }
 
 /* ============================== task results ============================== */
+
+static bool fit_ready(void *ud, int node);
+static int step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len);
+static void refill(void *ud);
+
+const coord_producer_ops coord__fit_tasks = {
+    .what = "train step",
+    .task_kind = WIRE_TASK_TRAIN_STEP,
+    .max_inflight = INFLIGHT_PER_WORKER,
+    .ready = fit_ready,
+    .refill = refill,
+    .done = step_done,
+};
 
 /* A JSON number, or null for NaN and the infinities, which JSON lacks
  * (and json_real refuses): a diverged loss must not write a bare `nan`. */
@@ -157,21 +172,20 @@ static void metrics_line(coord_fit_state *f, json_t *fields) {
   json_decref(fields);
 }
 
-static int on_result(coord_fit_state *f, int node, const uint8_t *pl, uint32_t len) {
+/* The queue's done(): train step id is over on node, counted once (the
+ * queue checked node held it). */
+static int step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len) {
+  coord_fit_state *f = ud;
   wire_msg_result m;
   char msg[1024];
+  (void)id;
   int rc = wire_get_result(pl, len, &m);
   if (rc == 0) rc = wire_str_copy(m.message, msg, sizeof msg);
-  if (rc < 0) return rc;
-  uint64_t id = m.task, examples = m.examples;
+  if (rc < 0 || !f->cfg) return rc;
+  uint64_t examples = m.examples;
   int32_t status = m.status;
   double loss = m.loss;
   int64_t correct = m.correct;
-  /* Counted once: only the node holding the step completes it. A step of
-   * an earlier (interrupted) fit completes and is forgotten. */
-  if (!coord__task_complete(f->c, node, id, TK_TRAIN)) return 0;
-  coord__release_train_task(f->c, id);
-  if (!f->cfg) return 0;
   coord_node *n = &f->c->nodes[node];
   char name[32];
   coord_node_name(n, name, sizeof name);
@@ -252,16 +266,11 @@ static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {
 
 int coord_fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl) {
   coord_fit_state *f = c->fit;
-  int rc;
   if (!f) return drv_error(DRV_EPROTO, "%s outside a fit", wire_type_name(h->type));
   switch (h->type) {
   case WIRE_SETUP_OK:
     if (f->setup_ok) f->setup_ok[node] = true;
     return 0;
-  case WIRE_RESULT:
-    rc = on_result(f, node, pl, h->len);
-    coord__dispatch_later(c);
-    return rc;
   case WIRE_EVAL_RESULT:
     return f->cfg ? on_eval_result(f, pl, h->len) : 0;
   default:
@@ -290,18 +299,20 @@ static int send_sync_probes(coord_fit_state *f) {
 
 static bool sync_over(const coord_fit_state *f) { return f->sync_reached >= f->nps; }
 
-/* Keeps enough of the fit's train steps queued for every trainer; the
- * queue (coord_sched.c) sends them, retries them, and counts them once. */
-void coord__refill(coord *c) {
-  coord_fit_state *f = c->fit;
-  if (!f || !f->looping) return;
+/* The queue's refill(): keeps enough of the fit's train steps queued for
+ * every trainer; the queue (coord_sched.c) sends them, retries them, and
+ * counts them once. */
+static void refill(void *ud) {
+  coord_fit_state *f = ud;
+  coord *c = f->c;
+  if (!f->looping) return;
   if (f->sync && sync_over(f)) { /* every ps applied the last step */
-    coord__end_train_tasks(c, false);
+    coord__sched_drop(c, f->producer, false);
     return;
   }
   int64_t want = (int64_t)f->ntrainers * INFLIGHT_PER_WORKER;
-  while (c->sched.trains_queued < want && (f->sync || f->produced < f->total)) {
-    if (coord__add_train_task(c) < 0) {
+  while (coord__sched_queued(c, f->producer) < want && (f->sync || f->produced < f->total)) {
+    if (coord__sched_add(c, f->producer) < 0) {
       coord__fail_fit(f, "cannot queue a train step: %s", drv_errmsg());
       return;
     }
@@ -339,7 +350,7 @@ static int local_eval(coord *c, const coord_fit_args *a, int64_t step) {
 static bool fit_finished(coord *c, void *arg) {
   (void)arg;
   coord_fit_state *f = c->fit;
-  if (c->sched.trains_running > 0) return false;
+  if (coord__sched_running(c, f->producer) > 0) return false;
   if (f->sync) return sync_over(f) && f->evals_out == 0;
   return f->done >= f->total && f->evals_out == 0;
 }
@@ -444,7 +455,7 @@ static void keep_args(coord_fit_state *f, const coord_fit_args *a) {
 static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *res) {
   coord_fit_state *f = c->fit;
   f->looping = false;
-  coord__end_train_tasks(c, true);
+  coord__sched_drop(c, f->producer, true); /* a step still running is ignored */
   if (rc == 0) rc = coord__pull_all(c);
   if (rc == 0 && a->cfg->eval && f->last_eval_step != f->done) rc = local_eval(c, a, f->done);
   update_progress(f);
@@ -540,6 +551,7 @@ void coord_fit_free(coord *c) {
   /* The ps connections were closed and their close callbacks have run:
    * coord_free calls this from the last of them. */
   c->fit = NULL;
+  coord__sched_remove_producer(c, f->producer);
   coord__free_vars(f);
   free(f->trainers);
   free(f->examples0);

@@ -53,10 +53,11 @@ struct coord_fit_state {
   train_cfg kept_cfg;
   bool *setup_ok;  /* per node: SETUP_OK came for this fit */
   /* Train steps: `total` to run (async), `produced` queued so far (the
-   * queue holds a few per trainer; coord__refill tops it up), `done`
+   * queue holds a few per trainer; the fit's refill tops it up), `done`
    * counted. Sync runs until every ps applied sync_target updates. */
   int64_t total, produced, done, per_epoch, examples;
   bool looping; /* in fit_loop: train steps may be queued */
+  int producer; /* the fit's number as the queue's producer (coord__fit_tasks) */
   /* sync: global steps to apply, gradients per step, ps that applied
    * them all (replies to the probe) */
   int64_t sync_target, sync_applied;
@@ -76,6 +77,10 @@ struct coord_fit_state {
   FILE *metrics;
   events_writer *events; /* events/coordinator/: TensorBoard's global view */
 };
+
+/* coord_fit.c: the fit's train steps as a producer of the task queue
+ * (registered by coord__fit_state). */
+extern const coord_producer_ops coord__fit_tasks;
 
 /* coord_vars.c */
 /* Records a failure of the run found by the fit (coord_fail). */

@@ -16,13 +16,58 @@
 typedef struct coord_fit_state coord_fit_state; /* coord_fit.c */
 typedef struct coord_dash_state coord_dash_state; /* coord_dash.c */
 
+/* ---- the task queue's producers (coord_sched.c) ----
+ * Besides closures (its own), the queue serves producers: the fit's train
+ * steps today, predict and feed next. A producer registers its ops and
+ * keeps tasks of its own queued (refill); the queue knows nothing of what
+ * they mean. It sends each as TASK {id, task_kind, 0} to the least busy
+ * worker or chief that takes tasks, has fewer than max_inflight tasks in
+ * flight, and ready() accepts; it puts a lost node's tasks back in front;
+ * and it hands the RESULT of the node holding a task to done(), once.
+ * The ops are called from the loop's callbacks, never while the queue is
+ * being changed; they may call the functions below. */
+typedef struct coord_producer_ops {
+  const char *what;  /* its tasks in events.log: "train step" ("retry 2 train
+                        steps of worker:1") */
+  uint8_t task_kind; /* the TASK frame's kind (WIRE_TASK_TRAIN_STEP) */
+  int max_inflight;  /* a node takes one more of its tasks while it has
+                        fewer than this in flight */
+  /* Whether node may take its tasks now (a node set up for them). */
+  bool (*ready)(void *ud, int node);
+  /* Before each serving of the queue: top up its tasks (coord__sched_add). */
+  void (*refill)(void *ud);
+  /* Task id is over: node, which held it, answered RESULT (pl, len: the
+   * payload, its layout checked; the id first). The task is forgotten
+   * after. Negative for a payload that has no business there: the node's
+   * connection is closed. */
+  int (*done)(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len);
+} coord_producer_ops;
+
+#define COORD_MAX_PRODUCERS 8
+
+/* Registers a producer (ops static, ud borrowed until removed); its
+ * number for the calls below, or DRV_ERANGE when there are too many. */
+int coord__sched_add_producer(coord *c, const coord_producer_ops *ops, void *ud);
+/* Producer p is gone: its queued tasks are dropped, its running ones let
+ * go (their results ignored); its ops are never called again. */
+void coord__sched_remove_producer(coord *c, int p);
+/* Queues one more task of producer p; its id, or negative. */
+int64_t coord__sched_add(coord *c, int p);
+/* Drops p's queued tasks; with `all`, its running ones are let go too
+ * (their results ignored; done() is not called for them). */
+void coord__sched_drop(coord *c, int p, bool all);
+/* Producer p's tasks waiting in the queue, and sent and not answered. */
+int64_t coord__sched_queued(const coord *c, int p);
+int64_t coord__sched_running(const coord *c, int p);
+
 /* ---- the task queue (coord_sched.c) ---- */
-enum { TK_TRAIN = 1, TK_CALL = 2 };
+enum { TK_CALL = 1, TK_PRODUCED = 2 };
 enum { TS_QUEUED, TS_RUNNING, TS_DONE, TS_FAILED, TS_CANCELLED, TS_FREE };
 
 typedef struct task {
   uint8_t kind, state;
-  bool released;  /* no future holds it (a train step: the fit let go) */
+  uint8_t producer; /* TK_PRODUCED: whose */
+  bool released;  /* no future holds it (a produced task: its producer let go) */
   int32_t owner;  /* RUNNING: the node it was sent to */
   int32_t ran_on; /* the node it was last sent to (-1: none yet) */
   uint32_t runs;  /* times sent */
@@ -37,7 +82,14 @@ typedef struct coord_sched {
   uint64_t base;
   uint64_t *q;         /* ring of queued task ids; retries go in front */
   int64_t qhead, qlen, qcap;
-  int64_t calls_queued, calls_running, trains_queued, trains_running;
+  int64_t calls_queued, calls_running; /* closures */
+  int64_t queued, running;             /* every task */
+  struct {
+    const coord_producer_ops *ops; /* NULL: removed (slots are not reused) */
+    void *ud;
+    int64_t queued, running;
+  } prod[COORD_MAX_PRODUCERS];
+  int nprod;
   int64_t scheduled, done, failed, retried, cancelled;
   int rr;              /* round-robin start of pick_node */
   bool dispatching;
@@ -132,35 +184,22 @@ void coord__node_info(coord *c, int i, const node_info *got);
 int coord__listen(coord *c, const conn_opts *o);
 
 /* coord_sched.c (internal): sends queued tasks to nodes that can take
- * them (refilling train steps first). */
+ * them (the producers refill first). */
 void coord__dispatch(coord *c);
 /* The same, once the loop's current round of reads is handled. */
 void coord__dispatch_later(coord *c);
 /* Closes the queue's loop handle (before the loop's last turns). */
 void coord__sched_close(coord *c);
-/* A result for task id of `kind` came from node: 1 when it completes the
- * task (the node held it), 0 when it is to be ignored. */
-int coord__task_complete(coord *c, int node, uint64_t id, uint8_t kind);
-/* CALL_RESULT from node. Negative for a malformed frame. */
+/* CALL_RESULT or RESULT from node. Negative for a malformed frame. */
 int coord__sched_frame(coord *c, int node, const wire_header *h, const uint8_t *payload);
 /* Node was lost: the tasks it held go back to the front of the queue. */
 void coord__sched_node_lost(coord *c, int node);
-/* Queues one more train step (the fit's); its id, or negative. */
-int64_t coord__add_train_task(coord *c);
-/* The fit counted train step id: forget it. */
-void coord__release_train_task(coord *c, uint64_t id);
-/* Drops queued train steps; with `all`, running ones are let go too
- * (their results will be ignored): the fit is over. */
-void coord__end_train_tasks(coord *c, bool all);
 void coord__sched_free(coord *c);
-/* coord_fit.c, for the queue: whether node may take train steps now, and
- * topping up the queue with the fit's next steps. */
-bool coord__fit_ready(coord *c, int node);
-void coord__refill(coord *c);
 
 /* coord_fit.c: frames from workers and the evaluator on their control
- * connections (RESULT, EVAL_RESULT, SETUP_OK); negative for a frame that
- * has no business there. */
+ * connections (EVAL_RESULT, SETUP_OK; RESULT goes to the queue, which
+ * hands it to the fit as a producer); negative for a frame that has no
+ * business there. */
 int coord_fit_frame(coord *c, int node, const wire_header *h, const uint8_t *payload);
 /* Node `node` (a worker or chief) was lost and will be restarted: its
  * in-flight train steps go back to the front of the queue. */

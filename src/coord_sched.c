@@ -4,8 +4,10 @@
  * lost (at-least-once), and keep their outcome until the future lets go.
  *
  * A task is a CALL (a closure_encode'd Lua function, answered by
- * CALL_RESULT) or a TRAIN step (TASK of kind TRAIN_STEP, answered by
- * RESULT, whose accounting is coord_fit.c's). Both kinds share the ids,
+ * CALL_RESULT) or a producer's (TASK of the producer's kind, answered by
+ * RESULT, which the producer accounts for: the fit's train steps are
+ * coord_fit.c's). The queue knows producers only by their ops
+ * (coord_producer_ops, coord_int.h). Both kinds share the ids,
  * the queue, the per-node in-flight limits, the retry on loss and the
  * "counted once" rule: a task completes the first time a result for it
  * comes from the node that holds it; a result from anyone else (a node
@@ -25,13 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord_fit_int.h"
+#include "coord_int.h"
 #include "err.h"
 #include "log.h"
 #include "wire_msgs.h"
 
 /* Closures in flight per worker: enough to hide the round trip when they
- * are short; a train step's limit is INFLIGHT_PER_WORKER. */
+ * are short; a producer's tasks have the producer's limit. */
 #define CALL_INFLIGHT_PER_WORKER 16
 
 /* ============================== the table ================================ */
@@ -100,10 +102,11 @@ static int queue_grow(coord_sched *s) {
 }
 
 static void count(coord_sched *s, const task *t, int delta_queued, int delta_running) {
+  s->queued += delta_queued, s->running += delta_running;
   if (t->kind == TK_CALL)
     s->calls_queued += delta_queued, s->calls_running += delta_running;
   else
-    s->trains_queued += delta_queued, s->trains_running += delta_running;
+    s->prod[t->producer].queued += delta_queued, s->prod[t->producer].running += delta_running;
 }
 
 static int push_back(coord_sched *s, uint64_t id) {
@@ -129,13 +132,14 @@ static void pop_front(coord_sched *s) {
   s->qlen--;
 }
 
-/* Removes from the queue every task for which drop() says so. */
-static void queue_filter(coord_sched *s, bool (*drop)(coord_sched *s, task *t)) {
+/* Removes from the queue every task for which drop(s, t, arg) says so. */
+static void queue_filter(coord_sched *s, bool (*drop)(coord_sched *s, task *t, const void *arg),
+                         const void *arg) {
   int64_t kept = 0;
   for (int64_t i = 0; i < s->qlen; i++) {
     uint64_t id = s->q[(s->qhead + i) % s->qcap];
     task *t = task_get(s, id);
-    if (t && drop(s, t)) continue;
+    if (t && drop(s, t, arg)) continue;
     s->q[(s->qhead + kept++) % s->qcap] = id;
   }
   s->qlen = kept;
@@ -147,18 +151,20 @@ static bool is_trainer(const coord_node *n) {
   return n->role == ROLE_WORKER || n->role == ROLE_CHIEF;
 }
 
-/* The least busy node that may take a task of this kind now, or -1;
- * ties go round-robin so that short closures spread over the workers. */
-static int pick_node(coord *c, uint8_t kind) {
+/* The least busy node that may take task t now, or -1; ties go
+ * round-robin so that short closures spread over the workers. */
+static int pick_node(coord *c, const task *t) {
   coord_sched *s = &c->sched;
-  int limit = kind == TK_CALL ? CALL_INFLIGHT_PER_WORKER : INFLIGHT_PER_WORKER;
+  const coord_producer_ops *ops = t->kind == TK_CALL ? NULL : s->prod[t->producer].ops;
+  void *ud = ops ? s->prod[t->producer].ud : NULL;
+  int limit = ops ? ops->max_inflight : CALL_INFLIGHT_PER_WORKER;
   int best = -1;
   for (int k = 0; k < c->nnodes; k++) {
     int i = (s->rr + k) % c->nnodes;
     coord_node *n = &c->nodes[i];
     if (!is_trainer(n) || !c->ctl[i] || !(coord__state_flags(n->state) & NS_TASKS)) continue;
     if (n->inflight >= limit) continue;
-    if (kind == TK_TRAIN && !coord__fit_ready(c, i)) continue;
+    if (ops && ops->ready && !ops->ready(ud, i)) continue;
     if (best < 0 || n->inflight < c->nodes[best].inflight) best = i;
   }
   if (best >= 0) s->rr = (best + 1) % c->nnodes;
@@ -169,6 +175,7 @@ static int pick_node(coord *c, uint8_t kind) {
  * a node go out in one write (one syscall, not one per closure). The
  * batch's first frame uses the header room wire_wr reserves. */
 static void batch_task(coord_sched *s, int node, uint64_t id, const task *t) {
+  const coord_producer_ops *ops = t->kind == TK_CALL ? NULL : s->prod[t->producer].ops;
   static const uint8_t room[WIRE_HEADER_SIZE];
   wire_wr *w = &s->out[node];
   if (!w->buf) wire_wr_init(w);
@@ -182,7 +189,7 @@ static void batch_task(coord_sched *s, int node, uint64_t id, const task *t) {
     wire_put_call(w, &(wire_msg_call){id, {t->data, (uint32_t)t->len}});
     type = WIRE_CALL;
   } else {
-    wire_put_task(w, &(wire_msg_task){.task = id, .kind = WIRE_TASK_TRAIN_STEP});
+    wire_put_task(w, &(wire_msg_task){.task = id, .kind = ops->task_kind});
     type = WIRE_TASK;
   }
   if (w->err) return; /* flush_batches drops it */
@@ -212,14 +219,15 @@ static void flush_batches(coord *c) {
 
 void coord__dispatch(coord *c) {
   coord_sched *s = &c->sched;
-  if (s->dispatching) return; /* coord__refill may come back here */
+  if (s->dispatching) return; /* a producer's refill may come back here */
   s->later = false;
   if (!s->out && !(s->out = calloc((size_t)c->nnodes, sizeof *s->out))) {
     coord_fail(c, "cannot dispatch tasks: out of memory");
     return;
   }
   s->dispatching = true;
-  coord__refill(c);
+  for (int p = 0; p < s->nprod; p++)
+    if (s->prod[p].ops && s->prod[p].ops->refill) s->prod[p].ops->refill(s->prod[p].ud);
   while (s->qlen > 0) {
     uint64_t id = queue_front(s);
     task *t = task_get(s, id);
@@ -227,7 +235,7 @@ void coord__dispatch(coord *c) {
       pop_front(s);
       continue;
     }
-    int node = pick_node(c, t->kind);
+    int node = pick_node(c, t);
     if (node < 0) break; /* FIFO: the head waits for a worker */
     pop_front(s);
     t->state = TS_RUNNING;
@@ -280,7 +288,9 @@ static void node_returned(coord *c, int node) {
   if (n->inflight > 0) n->inflight--;
 }
 
-int coord__task_complete(coord *c, int node, uint64_t id, uint8_t kind) {
+/* A result for task id of `kind` came from node: 1 when it completes the
+ * task (the node held it), 0 when it is to be ignored. */
+static int task_complete(coord *c, int node, uint64_t id, uint8_t kind) {
   coord_sched *s = &c->sched;
   task *t = task_get(s, id);
   if (!t || t->kind != kind || t->state != TS_RUNNING || t->owner != node) {
@@ -295,7 +305,8 @@ int coord__task_complete(coord *c, int node, uint64_t id, uint8_t kind) {
   return 1;
 }
 
-static bool cancel_queued_call(coord_sched *s, task *t) {
+static bool cancel_queued_call(coord_sched *s, task *t, const void *arg) {
+  (void)arg;
   if (t->kind != TK_CALL || t->state != TS_QUEUED) return false;
   count(s, t, -1, 0);
   free(t->data);
@@ -317,7 +328,7 @@ static void first_error(coord *c, uint64_t id, const char *msg) {
   free(s->error);
   s->error = strdup(msg);
   int64_t before = s->cancelled;
-  queue_filter(s, cancel_queued_call);
+  queue_filter(s, cancel_queued_call, NULL);
   if (s->cancelled > before)
     rundir_event(&c->rd, "cancel %" PRId64 " queued closure%s after closure %" PRIu64 " failed",
                  s->cancelled - before, s->cancelled - before == 1 ? "" : "s", id);
@@ -331,7 +342,7 @@ static int on_call_result(coord *c, int node, const uint8_t *pl, uint32_t len) {
   int32_t status = m.status;
   const uint8_t *data = m.data.p;
   uint32_t n = m.data.len;
-  if (!coord__task_complete(c, node, id, TK_CALL)) return 0;
+  if (!task_complete(c, node, id, TK_CALL)) return 0;
   coord_sched *s = &c->sched;
   task *t = task_get(s, id);
   char name[32];
@@ -365,15 +376,42 @@ static int on_call_result(coord *c, int node, const uint8_t *pl, uint32_t len) {
   return 0;
 }
 
+/* RESULT of a producer's task: counted once (only the node holding the
+ * task completes it), then the producer's unless it let the task go. */
+static int on_result(coord *c, int node, const uint8_t *pl, uint32_t len) {
+  coord_sched *s = &c->sched;
+  wire_msg_result m; /* the id is the queue's; the rest, the producer's */
+  int rc = wire_get_result(pl, len, &m);
+  if (rc < 0) return rc;
+  uint64_t id = m.task;
+  if (!task_complete(c, node, id, TK_PRODUCED)) return 0;
+  task *t = task_get(s, id);
+  int p = t->producer;
+  bool released = t->released;
+  task_free(s, t);
+  if (!released && s->prod[p].ops) rc = s->prod[p].ops->done(s->prod[p].ud, node, id, pl, len);
+  coord__dispatch_later(c);
+  return rc;
+}
+
 int coord__sched_frame(coord *c, int node, const wire_header *h, const uint8_t *pl) {
+  if (h->type == WIRE_RESULT) return on_result(c, node, pl, h->len);
   return on_call_result(c, node, pl, h->len);
 }
 
 /* ============================== losses =================================== */
 
+/* "retry 3 closures of worker:1", "retry 1 train step of worker:1" */
+static void note_retries(coord *c, int node, int64_t n, const char *what) {
+  if (!n) return;
+  char name[32];
+  rundir_event(&c->rd, "retry %" PRId64 " %s%s of %s", n, what, n == 1 ? "" : "s",
+               coord_node_name(&c->nodes[node], name, sizeof name));
+}
+
 void coord__sched_node_lost(coord *c, int node) {
   coord_sched *s = &c->sched;
-  int64_t calls = 0, steps = 0;
+  int64_t calls = 0, produced[COORD_MAX_PRODUCERS] = {0};
   /* Back to the front of the queue in id order: walk backwards. */
   for (int64_t i = s->n - 1; i >= 0; i--) {
     task *t = &s->t[i];
@@ -381,7 +419,7 @@ void coord__sched_node_lost(coord *c, int node) {
     count(s, t, +1, -1);
     t->state = TS_QUEUED;
     t->owner = -1;
-    if (t->kind == TK_TRAIN && t->released) { /* a step of a fit that is over */
+    if (t->kind == TK_PRODUCED && t->released) { /* its producer let it go */
       count(s, t, -1, 0);
       task_free(s, t);
       continue;
@@ -392,51 +430,67 @@ void coord__sched_node_lost(coord *c, int node) {
     }
     s->retried++;
     if (t->kind == TK_CALL) calls++;
-    else steps++;
+    else produced[t->producer]++;
   }
   c->nodes[node].inflight = 0;
-  char name[32];
-  coord_node_name(&c->nodes[node], name, sizeof name);
-  if (calls)
-    rundir_event(&c->rd, "retry %" PRId64 " closure%s of %s", calls, calls == 1 ? "" : "s", name);
-  if (steps)
-    rundir_event(&c->rd, "retry %" PRId64 " train step%s of %s", steps, steps == 1 ? "" : "s", name);
+  note_retries(c, node, calls, "closure");
+  for (int p = 0; p < s->nprod; p++)
+    if (s->prod[p].ops) note_retries(c, node, produced[p], s->prod[p].ops->what);
 }
 
-/* ============================== train steps ============================== */
+/* ============================== producers ================================ */
 
-int64_t coord__add_train_task(coord *c) {
+int coord__sched_add_producer(coord *c, const coord_producer_ops *ops, void *ud) {
   coord_sched *s = &c->sched;
-  int64_t id = task_new(s, TK_TRAIN, NULL, 0);
+  if (s->nprod == COORD_MAX_PRODUCERS)
+    return drv_error(DRV_ERANGE, "the task queue takes %d producers", COORD_MAX_PRODUCERS);
+  s->prod[s->nprod].ops = ops;
+  s->prod[s->nprod].ud = ud;
+  return s->nprod++;
+}
+
+void coord__sched_remove_producer(coord *c, int p) {
+  if (p < 0 || p >= c->sched.nprod || !c->sched.prod[p].ops) return;
+  coord__sched_drop(c, p, true);
+  c->sched.prod[p].ops = NULL;
+  c->sched.prod[p].ud = NULL;
+}
+
+int64_t coord__sched_add(coord *c, int p) {
+  coord_sched *s = &c->sched;
+  int64_t id = task_new(s, TK_PRODUCED, NULL, 0);
   if (id < 0) return id;
+  task *t = task_get(s, (uint64_t)id);
+  t->producer = (uint8_t)p;
   int rc = push_back(s, (uint64_t)id);
   if (rc < 0) {
-    task_free(s, task_get(s, (uint64_t)id));
+    task_free(s, t);
     return rc;
   }
-  s->trains_queued++;
+  count(s, t, +1, 0);
   return id;
 }
 
-void coord__release_train_task(coord *c, uint64_t id) {
-  task *t = task_get(&c->sched, id);
-  if (t && t->kind == TK_TRAIN && over(t)) task_free(&c->sched, t);
-}
-
-static bool drop_queued_train(coord_sched *s, task *t) {
-  if (t->kind != TK_TRAIN) return false;
+/* arg: the producer whose tasks go */
+static bool drop_queued(coord_sched *s, task *t, const void *arg) {
+  if (t->kind != TK_PRODUCED || t->producer != *(const int *)arg) return false;
   count(s, t, -1, 0);
   task_free(s, t);
   return true;
 }
 
-void coord__end_train_tasks(coord *c, bool all) {
+void coord__sched_drop(coord *c, int p, bool all) {
   coord_sched *s = &c->sched;
-  queue_filter(s, drop_queued_train);
+  queue_filter(s, drop_queued, &p);
   if (!all) return;
-  for (int64_t i = 0; i < s->n; i++) /* still running: freed when they end */
-    if (s->t[i].kind == TK_TRAIN && s->t[i].state == TS_RUNNING) s->t[i].released = true;
+  for (int64_t i = 0; i < s->n; i++) { /* still running: freed when they end */
+    task *t = &s->t[i];
+    if (t->kind == TK_PRODUCED && t->producer == p && t->state == TS_RUNNING) t->released = true;
+  }
 }
+
+int64_t coord__sched_queued(const coord *c, int p) { return c->sched.prod[p].queued; }
+int64_t coord__sched_running(const coord *c, int p) { return c->sched.prod[p].running; }
 
 /* ============================== the public side ========================== */
 
@@ -476,11 +530,12 @@ int64_t coord_schedule(coord *c, const void *closure, size_t n) {
     free(copy);
     return id;
   }
+  task *t = task_get(s, (uint64_t)id);
   if ((rc = push_back(s, (uint64_t)id)) < 0) {
-    task_free(s, task_get(s, (uint64_t)id));
+    task_free(s, t);
     return rc;
   }
-  s->calls_queued++;
+  count(s, t, +1, 0);
   s->scheduled++;
   coord__dispatch(c);
   /* Let results in now and then, so a long loop of schedule calls keeps
@@ -563,9 +618,9 @@ const char *coord_call_info(coord *c, int64_t id, int *runs, int *node) {
 
 void coord_queue_stats(const coord *c, coord_queue *q) {
   const coord_sched *s = &c->sched;
-  *q = (coord_queue){.queued = s->calls_queued + s->trains_queued,
+  *q = (coord_queue){.queued = s->queued,
                      .capacity = c->opts.max_queue,
-                     .running = s->calls_running + s->trains_running,
+                     .running = s->running,
                      .done = s->done,
                      .failed = s->failed,
                      .retried = s->retried,

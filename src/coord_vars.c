@@ -133,7 +133,8 @@ coord_fit_state *coord__fit_state(coord *c) {
   f->ps = calloc((size_t)f->nps, sizeof *f->ps);
   f->links = calloc((size_t)f->nps, sizeof *f->links);
   f->evaluator = -1;
-  if (!f->ps || !f->links) {
+  if (!f->ps || !f->links ||
+      (f->producer = coord__sched_add_producer(c, &coord__fit_tasks, f)) < 0) {
     free(f->ps), free(f->links), free(f);
     return NULL;
   }
