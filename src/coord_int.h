@@ -24,8 +24,9 @@ typedef struct coord_dash_state coord_dash_state; /* coord_dash.c */
  * worker or chief that takes tasks, has fewer than max_inflight tasks in
  * flight, and ready() accepts; it puts a lost node's tasks back in front;
  * and it hands the RESULT of the node holding a task to done(), once.
- * The ops are called from the loop's callbacks, never while the queue is
- * being changed; they may call the functions below. */
+ * refill runs at the start of each serving of the queue (coord__dispatch;
+ * a dispatch from inside it does nothing), ready while nodes are picked,
+ * done from the RESULT's callback; they may call the functions below. */
 typedef struct coord_producer_ops {
   const char *what;  /* its tasks in events.log: "train step" ("retry 2 train
                         steps of worker:1") */

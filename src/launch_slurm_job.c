@@ -372,8 +372,9 @@ static bool reason_permanent(const char *r) {
 /* A pause of ms, cut short by Ctrl-C, during which the coordinator's loop
  * keeps turning (UV_RUN_NOWAIT every 20 ms), so attach clients and its
  * timers are served while a job pends: `drover attach` shows the pending
- * reasons. Safe where coord_pump is, as we are called from coord_start,
- * never from a callback of that loop. */
+ * reasons. Safe only outside that loop's callbacks, like any wait that
+ * turns the loop: we are called while the coordinator starts (launch_open,
+ * start), never from a callback. */
 static void nap(uv_loop_t *loop, long ms) {
   long long end = launch__now_ms() + ms;
   while (!drv_interrupted() && launch__now_ms() < end) {
