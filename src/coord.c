@@ -375,9 +375,14 @@ static void on_exit_cb(launcher *l, void *task_ud, int64_t status, int sig) {
     unsigned f = coord__state_flags(n->state);
     if (f & NS_FINAL) return; /* lost before, or done: it stays so */
     bool clean = !sig && status == 0;
-    /* Stopped before it had registered: nothing lost. */
-    coord_node_state to = !(f & NS_REGISTERED) || clean ? NODE_DONE : NODE_FAILED;
-    coord__node_set_state(c, i, to, ": %s", why);
+    /* Stopped before it had registered: nothing lost. The exit itself is
+     * the "node exit" line above; this one says what it means. */
+    if (!(f & NS_REGISTERED))
+      coord__node_set_state(c, i, NODE_DONE, ": stopped before it registered");
+    else if (clean)
+      coord__node_set_state(c, i, NODE_DONE, ": stopped");
+    else
+      coord__node_set_state(c, i, NODE_FAILED, ": did not stop cleanly");
   } else {
     node_lost(c, i, why);
   }
