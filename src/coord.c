@@ -4,7 +4,7 @@
  *
  * Callbacks (network, timers, child exits) only record what happened;
  * the waiting functions decide what to do next between turns of the loop
- * (coord_pump). That keeps every decision in one place and makes the
+ * (coord__pump). That keeps every decision in one place and makes the
  * callbacks safe to run at any time.
  */
 #include <errno.h>
@@ -23,12 +23,12 @@
 
 /* ============================== small helpers ============================ */
 
-const char *coord_node_name(const coord_node *n, char *buf, size_t len) {
+const char *coord__node_name(const coord_node *n, char *buf, size_t len) {
   snprintf(buf, len, "%s:%d", wire_role_name(n->role), n->index);
   return buf;
 }
 
-int coord_find_node(const coord *c, int role, int index) {
+int coord__find_node(const coord *c, int role, int index) {
   for (int i = 0; i < c->nnodes; i++)
     if (c->nodes[i].role == role && c->nodes[i].index == index) return i;
   return -1;
@@ -55,7 +55,7 @@ static void keep_failure(coord *c, const char *fmt, ...) {
 /* A failure no node's state shows (a node's report, out of memory, the
  * fit's): counted here; a node's own failure is counted by its change to
  * a failure state (coord__node_set_state). */
-void coord_fail(coord *c, const char *fmt, ...) {
+void coord__fail(coord *c, const char *fmt, ...) {
   va_list ap;
   c->failures++;
   va_start(ap, fmt);
@@ -92,7 +92,7 @@ static void node_lost(coord *c, int i, const char *why) {
    * over stays as it is. */
   if (!(coord__state_flags(n->state) & NS_PROCESS)) return;
   char name[32], tail[1200];
-  coord_node_name(n, name, sizeof name);
+  coord__node_name(n, name, sizeof name);
   if (c->ctl[i]) { /* a silent node: its connection is no longer its */
     conn *cn = c->ctl[i];
     c->ctl[i] = NULL;
@@ -105,7 +105,7 @@ static void node_lost(coord *c, int i, const char *why) {
     n->inflight = 0;
     log_warn("%s lost: %s; restarting it in %.1f s", name, why, n->restart_at - progress_now());
     coord__sched_node_lost(c, i);
-    coord_fit_node_lost(c, i);
+    coord__fit_node_lost(c, i);
   } else {
     char extra[96] = "";
     if (!c->shutting_down && (n->role == ROLE_WORKER || n->role == ROLE_CHIEF))
@@ -159,7 +159,7 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   pid_t pid = (pid_t)m.pid;
   char name[32];
   snprintf(name, sizeof name, "%s:%d", wire_role_name(role), index);
-  int i = coord_find_node(c, role, index);
+  int i = coord__find_node(c, role, index);
   char msg[160] = "";
   if (p->node >= 0)
     snprintf(msg, sizeof msg, "this connection already registered");
@@ -197,7 +197,7 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   log_info("%s registered from %s (pid %d)", name, conn_peer(cn), (int)pid);
   if (again && c->spec_sent) {
     send_spec(c, i);
-    coord_fit_node_back(c, i);
+    coord__fit_node_back(c, i);
   }
 }
 
@@ -234,14 +234,14 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   case WIRE_ERROR: {
     char msg[512], name[32];
     wire_rd_error(pl, h->len, msg, sizeof msg);
-    coord_node_name(n, name, sizeof name);
-    coord_fail(c, "%s reported: %s", name, msg);
+    coord__node_name(n, name, sizeof name);
+    coord__fail(c, "%s reported: %s", name, msg);
     break;
   }
   default:
     bool result = h->type == WIRE_CALL_RESULT || h->type == WIRE_RESULT; /* the queue's */
     if ((result ? coord__sched_frame(c, p->node, h, pl)
-                                     : coord_fit_frame(c, p->node, h, pl)) < 0) {
+                                     : coord__fit_frame(c, p->node, h, pl)) < 0) {
       log_warn("%s: %s", conn_peer(cn), drv_errmsg());
       conn_close(cn, "unexpected frame");
     }
@@ -293,7 +293,7 @@ static void ctl_close(conn *cn, int err, const char *why) {
 
 static const conn_cbs ctl_cbs = {ctl_ready, ctl_frame, ctl_close};
 
-void coord_send(coord *c, int node, wire_wr *w, uint8_t type, uint32_t req) {
+void coord__send(coord *c, int node, wire_wr *w, uint8_t type, uint32_t req) {
   if (c->ctl[node])
     conn_send_wr(c->ctl[node], w, type, req);
   else
@@ -361,7 +361,7 @@ static void on_exit_cb(launcher *l, void *task_ud, int64_t status, int sig) {
   coord_node *n = task_ud;
   int i = (int)(n - c->nodes);
   char name[32], why[96];
-  coord_node_name(n, name, sizeof name);
+  coord__node_name(n, name, sizeof name);
   n->exited = true;
   n->exit_status = status;
   n->term_signal = sig;
@@ -402,7 +402,7 @@ static int launch_node(coord *c, int i) {
       .timeout_ms = c->opts.heartbeat_timeout_ms > 60000 ? c->opts.heartbeat_timeout_ms : 60000,
   };
   char name[32];
-  coord_node_name(n, name, sizeof name);
+  coord__node_name(n, name, sizeof name);
   snprintf(n->log, sizeof n->log, "%s/logs/%s-%d.log", c->rd.path, wire_role_name(n->role),
            n->index);
   int rc = c->launch->ops->start(c->launch, &t, n, &n->pid);
@@ -416,7 +416,7 @@ static int launch_all(coord *c) {
     if (rc < 0) return rc;
     char name[32];
     rundir_event(&c->rd, "node start %s pid %d",
-                 coord_node_name(&c->nodes[i], name, sizeof name), (int)c->nodes[i].pid);
+                 coord__node_name(&c->nodes[i], name, sizeof name), (int)c->nodes[i].pid);
   }
   return 0;
 }
@@ -435,7 +435,7 @@ static void check_restarts(coord *c, double now) {
     }
     if (n->state != NODE_RESTARTING || !n->exited || now < n->restart_at) continue;
     char name[32];
-    coord_node_name(n, name, sizeof name);
+    coord__node_name(n, name, sizeof name);
     n->restarts++;
     n->exited = false;
     n->exit_status = 0;
@@ -475,7 +475,7 @@ static int make_nodes(coord *c) {
 
 /* ============================== pumping ================================== */
 
-int coord_pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double timeout,
+int coord__pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double timeout,
                bool fail_on_loss) {
   double deadline = timeout > 0 ? progress_now() + timeout : 0;
   while (!done(c, arg)) {
@@ -502,14 +502,14 @@ static int reservation_error(coord *c) {
     if (c->ctl[i]) continue;
     char name[32];
     len += (size_t)snprintf(msg + len, sizeof msg - len, " %s",
-                            coord_node_name(&c->nodes[i], name, sizeof name));
+                            coord__node_name(&c->nodes[i], name, sizeof name));
   }
   for (int i = 0; i < c->nnodes && len < sizeof msg; i++) {
     if (c->ctl[i]) continue;
     char name[32], tail[1200];
     rundir_tail(c->nodes[i].log, 5, tail, sizeof tail);
     len += (size_t)snprintf(msg + len, sizeof msg - len, "\n--- %s (%s)%s%s",
-                            coord_node_name(&c->nodes[i], name, sizeof name), c->nodes[i].log,
+                            coord__node_name(&c->nodes[i], name, sizeof name), c->nodes[i].log,
                             tail[0] ? ":\n" : ": (empty log)", tail);
   }
   rundir_event(&c->rd, "reservation timed out");
@@ -529,7 +529,7 @@ static void send_spec(coord *c, int to) {
   wire_wr w;
   wire_wr_init(&w);
   wire_put_spec(&w, &(wire_msg_spec){{(uint32_t)c->nnodes, .put = put_spec_node, .ud = c}});
-  coord_send(c, to, &w, WIRE_SPEC, 0);
+  coord__send(c, to, &w, WIRE_SPEC, 0);
 }
 
 static void send_spec_all(coord *c) {
@@ -601,7 +601,7 @@ int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
   c->strict_states = strict && strcmp(strict, "1") == 0;
   if ((rc = make_nodes(c)) < 0 || (rc = start_run(c)) < 0 || (rc = launch_all(c)) < 0)
     goto fail;
-  rc = coord_pump(c, all_registered, NULL, o->reservation_timeout, true);
+  rc = coord__pump(c, all_registered, NULL, o->reservation_timeout, true);
   if (rc == DRV_ETIMEDOUT) rc = reservation_error(c);
   if (rc < 0) goto fail;
   send_spec_all(c);
@@ -638,10 +638,10 @@ static void stop_group(coord *c, bool ps, double grace, double deadline) {
     wire_wr w;
     wire_wr_init(&w);
     wire_put_shutdown(&w, &(wire_msg_shutdown){(uint32_t)(grace * 1000)});
-    coord_send(c, i, &w, WIRE_SHUTDOWN, 0);
+    coord__send(c, i, &w, WIRE_SHUTDOWN, 0);
   }
   double left = deadline - progress_now();
-  if (left > 0) coord_pump(c, roles_exited, &ps, left, false);
+  if (left > 0) coord__pump(c, roles_exited, &ps, left, false);
 }
 
 static bool none_running(coord *c, void *arg) {
@@ -656,7 +656,7 @@ static int failure_report(coord *c, char *buf, size_t n) {
     coord_node *nd = &c->nodes[i];
     if (!(coord__state_flags(nd->state) & NS_FAILURE)) continue;
     char name[32];
-    coord_node_name(nd, name, sizeof name);
+    coord__node_name(nd, name, sizeof name);
     len += (size_t)snprintf(buf + len, n - len, "%s%s %s", len ? "; " : "", name,
                             coord_state_name(nd->state));
     if (nd->exited && len < n) {
@@ -686,14 +686,14 @@ int coord_shutdown(coord *c, double grace, double timeout, char *buf, size_t n) 
       if (!c->nodes[i].exited) {
         char name[32];
         log_warn("%s did not stop in time; killing it",
-                 coord_node_name(&c->nodes[i], name, sizeof name));
+                 coord__node_name(&c->nodes[i], name, sizeof name));
         c->launch->ops->signal(c->launch, &c->nodes[i], SIGKILL);
       }
-    coord_pump(c, none_running, NULL, 5.0, false);
+    coord__pump(c, none_running, NULL, 5.0, false);
   }
   for (int i = 0; i < c->nnodes; i++)
     if (c->ctl[i]) conn_close(c->ctl[i], "shutdown");
-  coord_fit_close(c);
+  coord__fit_close(c);
   c->shut_down = true;
   rundir_event(&c->rd, "shutdown complete: %d node failure%s", c->failures,
                c->failures == 1 ? "" : "s");
@@ -705,7 +705,7 @@ static void free_handle(uv_handle_t *h) { free(h); }
 
 /* What coord_free frees once no close callback can use c any more. */
 static void finish_free(coord *c) {
-  coord_fit_free(c);
+  coord__fit_free(c);
   coord__sched_free(c);
   coord__dash_free(c);
   log_setup(NULL, "drover", LOG_INFO);
@@ -733,7 +733,7 @@ void coord_free(coord *c) {
   c->launch = NULL;
   for (int i = 0; i < c->nnodes; i++)
     if (c->ctl[i]) conn_close(c->ctl[i], "coordinator closing");
-  coord_fit_close(c);
+  coord__fit_close(c);
   coord__dash_close(c);
   for (peer *p = c->peers; p; p = p->next) conn_close(p->cn, "coordinator closing");
   if (c->server) conn_server_close(c->server);

@@ -283,7 +283,7 @@ void coord_set_command_handler(coord *c, coord_command_fn fn, void *ud);
 /* Runs the Lua lines attach clients sent since the last call, in order,
  * each through the handler, and sends each reply. The handler may run Lua
  * that pumps the loop (a line may call c:fit), so call this between turns
- * of the loop, never from a libuv callback: coord_pump does it, and so
+ * of the loop, never from a libuv callback: coord__pump does it, and so
  * must any other place that runs the loop while Lua waits (the REPL's
  * prompt, drover.sleep). A handler running Lua that pumps does not run
  * the next line before it returns (no nesting); the handler must not free

@@ -193,7 +193,7 @@ static int fill_nodes(coord *c, dash_model *m, double now) {
     const coord_node *n = &c->nodes[i];
     dash_node *o = &m->nodes[i];
     memset(o, 0, sizeof *o);
-    coord_node_name(n, o->name, sizeof o->name);
+    coord__node_name(n, o->name, sizeof o->name);
     o->role = n->role;
     o->index = n->index;
     /* the machine's name when known; its address goes in `got` */
@@ -518,7 +518,7 @@ static bool running(const coord_node *n) {
 
 int coord_stop_node(coord *c, const char *name, char *out, size_t n) {
   int role, index, i = -1;
-  if (parse_name(name, &role, &index)) i = coord_find_node(c, role, index);
+  if (parse_name(name, &role, &index)) i = coord__find_node(c, role, index);
   int rc = 0;
   if (i < 0)
     rc = drv_error(DRV_EINVAL, "no node '%s' in this cluster", name);
@@ -533,7 +533,7 @@ int coord_stop_node(coord *c, const char *name, char *out, size_t n) {
   }
   coord_node *nd = &c->nodes[i];
   char who[32];
-  coord_node_name(nd, who, sizeof who);
+  coord__node_name(nd, who, sizeof who);
   rundir_event(&c->rd, "node stop %s pid %d: requested from the dashboard", who, (int)nd->pid);
   c->launch->ops->signal(c->launch, nd, SIGTERM);
   snprintf(out, n, "stopping %s (pid %d)", who, (int)nd->pid);
@@ -542,7 +542,7 @@ int coord_stop_node(coord *c, const char *name, char *out, size_t n) {
 
 int coord_node_log_tail(coord *c, const char *name, int lines, char *out, size_t n) {
   int role, index, i = -1;
-  if (parse_name(name, &role, &index)) i = coord_find_node(c, role, index);
+  if (parse_name(name, &role, &index)) i = coord__find_node(c, role, index);
   if (i < 0) {
     snprintf(out, n, "(no node '%s' in this cluster)", name);
     return DRV_EINVAL;

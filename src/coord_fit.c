@@ -63,7 +63,7 @@ static int send_setup(coord *c, int node, const coord_fit_args *a, const char *s
                                        .x = {.t = d->x},
                                        .y = {.t = d->y}});
   c->fit->setup_ok[node] = false;
-  coord_send(c, node, &w, WIRE_SETUP, 0);
+  coord__send(c, node, &w, WIRE_SETUP, 0);
   return 0;
 }
 
@@ -99,7 +99,7 @@ static bool all_set_up(coord *c, void *arg) {
 }
 
 /* A node restarting now gets its SETUP when it registers again
- * (coord_fit_node_back); the wait covers it too. */
+ * (coord__fit_node_back); the wait covers it too. */
 static int setup_nodes(coord *c, const coord_fit_args *a) {
   coord_fit_state *f = c->fit;
   char spec[8192];
@@ -107,7 +107,7 @@ static int setup_nodes(coord *c, const coord_fit_args *a) {
   for (int t = 0; t < f->ntrainers && rc == 0; t++) rc = setup_trainer(c, t, spec);
   if (rc < 0) return rc;
   if (f->evaluator >= 0 && a->cfg->eval) send_setup(c, f->evaluator, a, spec, a->cfg->eval);
-  return coord_pump(c, all_set_up, NULL, 0, true);
+  return coord__pump(c, all_set_up, NULL, 0, true);
 }
 
 static int trainer_of(const coord_fit_state *f, int node) {
@@ -116,7 +116,7 @@ static int trainer_of(const coord_fit_state *f, int node) {
   return -1;
 }
 
-void coord_fit_node_back(coord *c, int node) {
+void coord__fit_node_back(coord *c, int node) {
   coord_fit_state *f = c->fit;
   if (!f || !f->args) return;
   int t = trainer_of(f, node);
@@ -124,11 +124,11 @@ void coord_fit_node_back(coord *c, int node) {
   if (t < 0) return; /* only trainers come back */
   if (model_spec(f->args, spec, sizeof spec) < 0 || setup_trainer(c, t, spec) < 0) {
     char name[32];
-    coord__fail_fit(f, "%s: %s", coord_node_name(&c->nodes[node], name, sizeof name), drv_errmsg());
+    coord__fail_fit(f, "%s: %s", coord__node_name(&c->nodes[node], name, sizeof name), drv_errmsg());
   }
 }
 
-void coord_fit_node_lost(coord *c, int node) {
+void coord__fit_node_lost(coord *c, int node) {
   coord_fit_state *f = c->fit;
   if (f && f->setup_ok) f->setup_ok[node] = false; /* SETUP again when it is back */
 }
@@ -188,7 +188,7 @@ static int step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
   int64_t correct = m.correct;
   coord_node *n = &f->c->nodes[node];
   char name[32];
-  coord_node_name(n, name, sizeof name);
+  coord__node_name(n, name, sizeof name);
   if (status != 0) {
     coord__fail_fit(f, "%s: train step failed: %s", name, msg);
     return 0;
@@ -225,7 +225,7 @@ static int step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
       wire_wr_init(&w);
       wire_put_eval(&w, &(wire_msg_eval){(uint64_t)f->done});
       f->evals_out++;
-      coord_send(f->c, f->evaluator, &w, WIRE_EVAL, 0);
+      coord__send(f->c, f->evaluator, &w, WIRE_EVAL, 0);
     } else {
       f->local_eval_due = f->done;
     }
@@ -264,7 +264,7 @@ static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {
   return 0;
 }
 
-int coord_fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl) {
+int coord__fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl) {
   coord_fit_state *f = c->fit;
   if (!f) return drv_error(DRV_EPROTO, "%s outside a fit", wire_type_name(h->type));
   switch (h->type) {
@@ -367,7 +367,7 @@ static int fit_loop(coord *c, const coord_fit_args *a) {
   while (!fit_finished(c, NULL)) {
     coord__dispatch(c);
     int turn = 0;
-    int rc = coord_pump(c, turn_done, &turn, 0, true);
+    int rc = coord__pump(c, turn_done, &turn, 0, true);
     if (rc < 0) return rc;
     if (f->local_eval_due) {
       int64_t step = f->local_eval_due;
@@ -484,7 +484,7 @@ static int prepare(coord *c, const coord_fit_args *a) {
   int rc;
   f->args = a;
   if ((rc = plan(c, a)) < 0 || (rc = coord__connect_ps(c)) < 0 || (rc = coord__place(f, a->model)) < 0 ||
-      (rc = coord__init_vars(f, a->optim)) < 0 || (rc = coord_pump(c, coord__nothing_pending, NULL, 0, true)) < 0 ||
+      (rc = coord__init_vars(f, a->optim)) < 0 || (rc = coord__pump(c, coord__nothing_pending, NULL, 0, true)) < 0 ||
       (rc = setup_nodes(c, a)) < 0) {
     f->args = NULL;
     return rc;
@@ -538,14 +538,14 @@ int64_t coord_global_steps(const coord *c) {
 
 /* ============================== teardown ================================== */
 
-void coord_fit_close(coord *c) {
+void coord__fit_close(coord *c) {
   coord_fit_state *f = c->fit;
   if (!f) return;
   for (int k = 0; k < f->nps; k++)
     if (f->ps[k]) conn_close(f->ps[k], "coordinator done");
 }
 
-void coord_fit_free(coord *c) {
+void coord__fit_free(coord *c) {
   coord_fit_state *f = c->fit;
   if (!f) return;
   /* The ps connections were closed and their close callbacks have run:

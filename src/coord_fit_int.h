@@ -83,9 +83,9 @@ struct coord_fit_state {
 extern const coord_producer_ops coord__fit_tasks;
 
 /* coord_vars.c */
-/* Records a failure of the run found by the fit (coord_fail). */
+/* Records a failure of the run found by the fit (coord__fail). */
 void coord__fail_fit(coord_fit_state *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* coord_pump condition: no VAR_INIT_OK or PULL_REPLY outstanding. */
+/* coord__pump condition: no VAR_INIT_OK or PULL_REPLY outstanding. */
 bool coord__nothing_pending(coord *c, void *arg);
 /* The fit state, made on first use (NULL when out of memory). */
 coord_fit_state *coord__fit_state(coord *c);

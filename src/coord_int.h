@@ -122,7 +122,7 @@ struct coord {
   uint64_t hb_seq;
   bool shutting_down, shut_down;
   bool spec_sent; /* the reservation is over; SPEC went to everyone */
-  int failures;         /* counted by coord__node_set_state and coord_fail only */
+  int failures;         /* counted by coord__node_set_state and coord__fail only */
   char failure[4096];
   bool strict_states;   /* an illegal state change aborts (tests; DROVER_STRICT_STATES=1) */
   coord_fit_state *fit; /* placement and ps connections, kept across fits */
@@ -137,18 +137,18 @@ struct coord {
   bool *freed; /* coord_free's, set once the struct is gone */
 };
 
-const char *coord_node_name(const coord_node *n, char *buf, size_t len);
+const char *coord__node_name(const coord_node *n, char *buf, size_t len);
 /* The last thing the on_close of a connection counted in c->open_conns
  * does: after coord_free, the last one frees c. */
 void coord__conn_gone(coord *c);
-int coord_find_node(const coord *c, int role, int index);
-void coord_fail(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int coord__find_node(const coord *c, int role, int index);
+void coord__fail(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Sends on node i's control connection (dropped when it has none). */
-void coord_send(coord *c, int node, wire_wr *w, uint8_t type, uint32_t req);
+void coord__send(coord *c, int node, wire_wr *w, uint8_t type, uint32_t req);
 /* Pumps the loop until done(c, arg): 0; DRV_ETIMEDOUT after `timeout`
  * seconds (0: none); DRV_EINTERRUPTED on Ctrl-C; DRV_ENODE when a node
  * fails and fail_on_loss. */
-int coord_pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double timeout,
+int coord__pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double timeout,
                bool fail_on_loss);
 
 /* ---- coord_nodes.c: the node state machine ---- */
@@ -201,16 +201,16 @@ void coord__sched_free(coord *c);
  * connections (EVAL_RESULT, SETUP_OK; RESULT goes to the queue, which
  * hands it to the fit as a producer); negative for a frame that has no
  * business there. */
-int coord_fit_frame(coord *c, int node, const wire_header *h, const uint8_t *payload);
+int coord__fit_frame(coord *c, int node, const wire_header *h, const uint8_t *payload);
 /* Node `node` (a worker or chief) was lost and will be restarted: its
  * in-flight train steps go back to the front of the queue. */
-void coord_fit_node_lost(coord *c, int node);
+void coord__fit_node_lost(coord *c, int node);
 /* Node `node` registered again after a restart: a fit in progress (or
  * setting up) sends it SETUP again before any work. */
-void coord_fit_node_back(coord *c, int node);
+void coord__fit_node_back(coord *c, int node);
 /* Closes the coordinator's connections to the ps nodes. */
-void coord_fit_close(coord *c);
-void coord_fit_free(coord *c);
+void coord__fit_close(coord *c);
+void coord__fit_free(coord *c);
 
 /* coord_dash.c (internal). After the run directory exists: the store, its
  * events hook and the run's start time. */

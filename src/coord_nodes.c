@@ -112,7 +112,7 @@ int coord__node_set_state(coord *c, int i, coord_node_state to, const char *why_
   va_start(ap, why_fmt);
   vsnprintf(why, sizeof why, why_fmt, ap);
   va_end(ap);
-  coord_node_name(n, name, sizeof name);
+  coord__node_name(n, name, sizeof name);
   coord_node_state from = n->state;
   if (!coord__state_legal(from, to)) return illegal(c, name, from, to, why);
   n->state = to;
@@ -184,7 +184,7 @@ static void write_nodes_file(coord *c) {
     len += (size_t)snprintf(
         buf + len, cap - len,
         "%s\t%d\t%s\t%s\t%d\t%u\t%u\t%llu\t%llu\t%d\t%s\t%s\t%s\t%s\t%d\n",
-        coord_node_name(n, name, sizeof name), (int)n->pid,
+        coord__node_name(n, name, sizeof name), (int)n->pid,
         or_dash(n->got.hostname), or_dash(n->host), want->cpus, (unsigned)n->got.threads,
         (unsigned)n->got.affinity, (unsigned long long)want->memory,
         (unsigned long long)n->got.memory, want->gpus, or_dash(n->got.gpus),
@@ -199,7 +199,7 @@ void coord__node_info(coord *c, int i, const node_info *got) {
   coord_node *n = &c->nodes[i];
   n->got = *got;
   char name[32], what[256];
-  rundir_event(&c->rd, "node got %s on %s: %s", coord_node_name(n, name, sizeof name),
+  rundir_event(&c->rd, "node got %s on %s: %s", coord__node_name(n, name, sizeof name),
                got->hostname[0] ? got->hostname : "?", nodeinfo_format(got, what, sizeof what));
   write_nodes_file(c);
 }

@@ -222,7 +222,7 @@ void coord__dispatch(coord *c) {
   if (s->dispatching) return; /* a producer's refill may come back here */
   s->later = false;
   if (!s->out && !(s->out = calloc((size_t)c->nnodes, sizeof *s->out))) {
-    coord_fail(c, "cannot dispatch tasks: out of memory");
+    coord__fail(c, "cannot dispatch tasks: out of memory");
     return;
   }
   s->dispatching = true;
@@ -346,7 +346,7 @@ static int on_call_result(coord *c, int node, const uint8_t *pl, uint32_t len) {
   coord_sched *s = &c->sched;
   task *t = task_get(s, id);
   char name[32];
-  coord_node_name(&c->nodes[node], name, sizeof name);
+  coord__node_name(&c->nodes[node], name, sizeof name);
   free(t->data);
   t->data = NULL;
   t->len = 0;
@@ -406,7 +406,7 @@ static void note_retries(coord *c, int node, int64_t n, const char *what) {
   if (!n) return;
   char name[32];
   rundir_event(&c->rd, "retry %" PRId64 " %s%s of %s", n, what, n == 1 ? "" : "s",
-               coord_node_name(&c->nodes[node], name, sizeof name));
+               coord__node_name(&c->nodes[node], name, sizeof name));
 }
 
 void coord__sched_node_lost(coord *c, int node) {
@@ -425,7 +425,7 @@ void coord__sched_node_lost(coord *c, int node) {
       continue;
     }
     if (push_front(s, s->base + (uint64_t)i) < 0) {
-      coord_fail(c, "cannot requeue task %" PRIu64 ": out of memory", s->base + (uint64_t)i);
+      coord__fail(c, "cannot requeue task %" PRIu64 ": out of memory", s->base + (uint64_t)i);
       return;
     }
     s->retried++;
@@ -519,7 +519,7 @@ int64_t coord_schedule(coord *c, const void *closure, size_t n) {
   if (n > UINT32_MAX) return drv_error(DRV_ERANGE, "a closure of %zu bytes", n);
   if (!queue_has_room(c, NULL)) {
     coord__dispatch(c);
-    if ((rc = coord_pump(c, queue_has_room, NULL, 0, true)) < 0) return rc;
+    if ((rc = coord__pump(c, queue_has_room, NULL, 0, true)) < 0) return rc;
     if ((rc = pending_error(c)) < 0) return rc;
   }
   uint8_t *copy = malloc(n ? n : 1);
@@ -556,7 +556,7 @@ int coord_fetch(coord *c, int64_t id, const uint8_t **res, size_t *n) {
   if (!t || t->kind != TK_CALL) return drv_error(DRV_EINVAL, "no closure %" PRId64, id);
   if (!over(t)) {
     coord__dispatch(c);
-    int rc = coord_pump(c, call_over, &uid, 0, true);
+    int rc = coord__pump(c, call_over, &uid, 0, true);
     if (rc < 0) return rc;
     t = task_get(s, uid);
   }
@@ -584,7 +584,7 @@ int coord_join(coord *c) {
   int rc = cluster_state(c);
   if (rc < 0) return rc;
   coord__dispatch(c);
-  if ((rc = coord_pump(c, calls_over, NULL, 0, true)) < 0) return rc;
+  if ((rc = coord__pump(c, calls_over, NULL, 0, true)) < 0) return rc;
   return pending_error(c);
 }
 

@@ -22,7 +22,7 @@ void coord__fail_fit(coord_fit_state *f, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  coord_fail(f->c, "%s", msg);
+  coord__fail(f->c, "%s", msg);
 }
 
 static void copy_shard(coord_fit_state *f, int ps, uint32_t var, const int64_t *shape, int ndim,
@@ -146,14 +146,14 @@ int coord__connect_ps(coord *c) {
   coord_fit_state *f = c->fit;
   for (int k = 0; k < f->nps; k++) {
     if (f->ps[k]) continue;
-    int i = coord_find_node(c, ROLE_PS, k);
+    int i = coord__find_node(c, ROLE_PS, k);
     f->links[k] = (pslink){f, k};
     conn_opts o = {.secret = &c->secret, .cbs = &ps_cbs, .ud = &f->links[k]};
     int rc = conn_connect(c->loop, c->nodes[i].host, c->nodes[i].port, &o, &f->ps[k]);
     if (rc < 0) return rc;
     c->open_conns++; /* ps_close follows */
   }
-  int rc = coord_pump(c, ps_all_ready, NULL, PS_CONNECT_TIMEOUT, true);
+  int rc = coord__pump(c, ps_all_ready, NULL, PS_CONNECT_TIMEOUT, true);
   if (rc == DRV_ETIMEDOUT) return drv_error(rc, "could not reach every ps within %g s", PS_CONNECT_TIMEOUT);
   return rc;
 }
@@ -303,7 +303,7 @@ int coord__pull_all(coord *c) {
     f->pending++;
     conn_send_wr(f->ps[k], &w, WIRE_PULL, 0);
   }
-  return coord_pump(c, coord__nothing_pending, NULL, 0, true);
+  return coord__pump(c, coord__nothing_pending, NULL, 0, true);
 }
 
 int coord_pull(coord *c, nn_module *model) {

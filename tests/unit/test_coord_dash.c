@@ -91,7 +91,7 @@ static attach_client *attach(fixture *f, bool control, double hz) {
   return a;
 }
 
-/* Pumps as coord_pump does (commands between turns) until cond or the
+/* Pumps as coord__pump does (commands between turns) until cond or the
  * deadline; returns whether cond came true. */
 static bool pump_until(fixture *f, bool (*cond)(void *), void *arg, double timeout) {
   double deadline = progress_now() + timeout;
