@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "util.h"
 
 #define HEX_LEN (2 * AUTH_KEY_SIZE)
 
@@ -38,17 +39,6 @@ int auth_secret_generate(auth_secret *s) {
 /* ======================================================================
  * The secret file
  * ==================================================================== */
-
-static int write_all(int fd, const char *p, size_t n) {
-  while (n) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
 
 int auth_secret_save(const auth_secret *s, const char *path) {
   char hex[HEX_LEN + 2]; /* digits, newline, NUL */
@@ -76,7 +66,7 @@ int auth_secret_save(const auth_secret *s, const char *path) {
   else if ((st.st_mode & 0777) != 0600) {
     errno = EPERM;
     what = "set mode 0600 on";
-  } else if (write_all(fd, hex, HEX_LEN + 1) < 0)
+  } else if (util_write_all(fd, hex, HEX_LEN + 1) < 0)
     what = "write";
   else if (fsync(fd) < 0)
     what = "sync";

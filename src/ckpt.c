@@ -42,14 +42,6 @@ static void remove_step(const char *path) {
   rmdir(path);
 }
 
-static void sync_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-}
-
 static bool has_manifest(const char *step_dir) {
   char p[4400];
   snprintf(p, sizeof p, "%s/%s", step_dir, MANIFEST_NAME);
@@ -223,7 +215,7 @@ int ckpt_write(const char *dir, const ckpt_state *s, const char *const *metrics,
     remove_step(step_dir);
     return rc;
   }
-  sync_dir(dir); /* the step directory's own entry */
+  util_sync_dir(dir); /* the step directory's own entry */
   return 0;
 }
 
@@ -236,7 +228,7 @@ int ckpt_save(const char *dir, const ckpt_state *s, const char *const *meta) {
   /* An earlier save here stops being one before its files change. */
   if (unlink(man) != 0 && errno != ENOENT)
     return drv_error(DRV_EIO, "cannot replace '%s': %s", man, strerror(errno));
-  sync_dir(dir);
+  util_sync_dir(dir);
   return write_files(dir, s, meta);
 }
 
@@ -444,6 +436,6 @@ int ckpt_prune(const char *dir, int keep, const char *metric, bool max) {
     removed++;
   }
   free(all);
-  if (removed) sync_dir(dir);
+  if (removed) util_sync_dir(dir);
   return removed;
 }

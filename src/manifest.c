@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "util.h"
 
 #define FORMAT "drover-manifest-1"
 #define CHUNK (1 << 16)
@@ -79,17 +80,6 @@ static json_t *meta_json(const char *const *meta) {
   return o;
 }
 
-/* fsync of a directory; a file system that cannot (EINVAL) is let be. */
-static int sync_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  int rc = fsync(fd) < 0 && errno != EINVAL ? -1 : 0;
-  int e = errno;
-  close(fd);
-  errno = e;
-  return rc;
-}
-
 /* text to dir/manifest.json: temporary, fsync, rename, fsync of dir.
  * Returns the step that failed (errno says why) or NULL. */
 static const char *write_atomic(const char *dir, const char *text, char *path, size_t n) {
@@ -111,7 +101,7 @@ static const char *write_atomic(const char *dir, const char *text, char *path, s
   if (close(fd) < 0 && !failed) failed = "close", e = errno;
   if (!failed && rename(tmp, path) < 0) failed = "rename", e = errno;
   if (failed) unlink(tmp);
-  else if (sync_dir(dir) < 0) failed = "syncing its directory", e = errno;
+  else if (util_sync_dir(dir) < 0) failed = "syncing its directory", e = errno;
   errno = e;
   return failed;
 }

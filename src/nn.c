@@ -642,17 +642,19 @@ static int param_push(nn_param_list *l, const nn_param *p, const char *prefix) {
   return 0;
 }
 
-static int collect(nn_module *m, const char *prefix, nn_param_list *out) {
+/* Children are numbered from `first`: 1 for drover's names (Torch7's
+ * 1-based nn.Sequential), 0 for PyTorch's. */
+static int collect(nn_module *m, const char *prefix, int first, nn_param_list *out) {
   for (int i = 0; i < m->nparams; i++) {
     int rc = param_push(out, &m->params[i], prefix);
     if (rc < 0) return rc;
   }
   for (int i = 0; i < m->nchildren; i++) {
     char sub[64];
-    int len = snprintf(sub, sizeof sub, "%s%d.", prefix, i + 1);
+    int len = snprintf(sub, sizeof sub, "%s%d.", prefix, i + first);
     if (len < 0 || (size_t)len >= sizeof sub)
       return drv_error(DRV_EINVAL, "model nested too deeply to name its parameters");
-    int rc = collect(m->children[i], sub, out);
+    int rc = collect(m->children[i], sub, first, out);
     if (rc < 0) return rc;
   }
   return 0;
@@ -660,7 +662,12 @@ static int collect(nn_module *m, const char *prefix, nn_param_list *out) {
 
 int nn_collect_params(nn_module *m, nn_param_list *out) {
   if (!m || !out) return drv_error(DRV_EINVAL, "nn_collect_params: NULL argument");
-  return collect(m, "", out);
+  return collect(m, "", 1, out);
+}
+
+int nn_torch_params(nn_module *m, nn_param_list *out) {
+  if (!m || !out) return drv_error(DRV_EINVAL, "nn_torch_params: NULL argument");
+  return collect(m, "", 0, out);
 }
 
 int64_t nn_num_params(nn_module *m) {

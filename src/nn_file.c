@@ -13,48 +13,6 @@
 #include "nn.h"
 #include "safetensors.h"
 
-/* ============================== names ==================================== */
-
-static int push_param(nn_param_list *l, const nn_param *p, const char *prefix) {
-  if (l->n == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 16;
-    nn_param *items = realloc(l->items, (size_t)cap * sizeof *items);
-    if (!items) return drv_error(DRV_ENOMEM, "out of memory collecting parameters");
-    l->items = items;
-    l->cap = cap;
-  }
-  nn_param *q = &l->items[l->n];
-  int len = snprintf(q->name, sizeof q->name, "%s%s", prefix, p->name);
-  if (len < 0 || (size_t)len >= sizeof q->name)
-    return drv_error(DRV_EINVAL, "parameter name %s%s is longer than %zu characters", prefix,
-                     p->name, sizeof q->name - 1);
-  q->value = p->value;
-  q->grad = p->grad;
-  l->n++;
-  return 0;
-}
-
-static int collect_torch(nn_module *m, const char *prefix, nn_param_list *out) {
-  for (int i = 0; i < m->nparams; i++) {
-    int rc = push_param(out, &m->params[i], prefix);
-    if (rc < 0) return rc;
-  }
-  for (int i = 0; i < m->nchildren; i++) {
-    char sub[64];
-    int len = snprintf(sub, sizeof sub, "%s%d.", prefix, i);
-    if (len < 0 || (size_t)len >= sizeof sub)
-      return drv_error(DRV_EINVAL, "model nested too deeply to name its parameters");
-    int rc = collect_torch(m->children[i], sub, out);
-    if (rc < 0) return rc;
-  }
-  return 0;
-}
-
-int nn_torch_params(nn_module *m, nn_param_list *out) {
-  if (!m || !out) return drv_error(DRV_EINVAL, "nn_torch_params: NULL argument");
-  return collect_torch(m, "", out);
-}
-
 /* ============================== saving =================================== */
 
 /* m's spec as a new string; NULL with a message. */

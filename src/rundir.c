@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "util.h"
 
 /* A run name that is taken this many times over is a bug, not bad luck. */
 #define RUNDIR_MAX_SUFFIX 1000
@@ -179,17 +180,6 @@ static int check_file_name(const char *name) {
   return 0;
 }
 
-static int write_all(int fd, const char *p, size_t len) {
-  while (len) {
-    ssize_t k = write(fd, p, len);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) return -1;
-    p += k;
-    len -= (size_t)k;
-  }
-  return 0;
-}
-
 int rundir_write(const rundir *rd, const char *name, const char *content, mode_t mode) {
   if (!rd || !content) return drv_error(DRV_EINVAL, "rundir_write: NULL argument");
   int rc = check_file_name(name);
@@ -207,7 +197,7 @@ int rundir_write(const rundir *rd, const char *name, const char *content, mode_t
   int fd = mkostemp(tmp, O_CLOEXEC);
   if (fd < 0) return drv_error(DRV_EIO, "cannot write '%s': %s", path, strerror(errno));
   const char *failed = NULL;
-  if (write_all(fd, content, strlen(content)) < 0) failed = "write";
+  if (util_write_all(fd, content, strlen(content)) < 0) failed = "write";
   else if (fchmod(fd, mode & 07777) < 0) failed = "chmod";
   else if (fsync(fd) < 0) failed = "sync";
   int e = errno;

@@ -162,28 +162,16 @@ oom:
   return NULL;
 }
 
-static int write_all(int fd, const void *buf, size_t len) {
-  const char *p = buf;
-  while (len) {
-    ssize_t k = write(fd, p, len);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) return -1;
-    p += k;
-    len -= (size_t)k;
-  }
-  return 0;
-}
-
 /* Floats as little-endian bytes: straight from memory on a little-endian
  * host, byte-swapped through a small buffer otherwise. */
 static int write_floats(int fd, const float *data, size_t count) {
-  if (host_is_le()) return write_all(fd, data, count * sizeof *data);
+  if (host_is_le()) return util_write_all(fd, data, count * sizeof *data);
   uint32_t buf[SWAP_CHUNK];
   while (count) {
     size_t k = count < SWAP_CHUNK ? count : SWAP_CHUNK;
     memcpy(buf, data, k * sizeof *buf);
     for (size_t i = 0; i < k; i++) buf[i] = bswap32(buf[i]);
-    if (write_all(fd, buf, k * sizeof *buf) < 0) return -1;
+    if (util_write_all(fd, buf, k * sizeof *buf) < 0) return -1;
     data += k;
     count -= k;
   }
@@ -205,29 +193,13 @@ static int open_temp(const char *path, char **tmp) {
   return -1;
 }
 
-/* fsync of the directory holding `path`, so that the rename is on disk.
- * A file system that cannot sync directories (EINVAL) is let be. */
-static int sync_dir(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-  if (!dir) return -1;
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  free(dir);
-  if (fd < 0) return -1;
-  int rc = fsync(fd) < 0 && errno != EINVAL ? -1 : 0;
-  int e = errno;
-  close(fd);
-  errno = e;
-  return rc;
-}
-
 /* Header length, header, then each tensor's data, then fsync. Returns the
  * name of the step that failed (errno says why), or NULL. */
 static const char *write_body(int fd, const char *header, size_t hlen,
                               const safetensors_entry *const *order, size_t n) {
   uint8_t len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-  if (write_all(fd, len8, 8) < 0 || write_all(fd, header, hlen) < 0) return "write";
+  if (util_write_all(fd, len8, 8) < 0 || util_write_all(fd, header, hlen) < 0) return "write";
   for (size_t i = 0; i < n; i++) {
     size_t count = 1;
     for (int d = 0; d < order[i]->ndim; d++) count *= (size_t)order[i]->shape[d];
@@ -263,7 +235,7 @@ static int commit_file(const char *path, const char *header, size_t hlen,
     return drv_error(DRV_EIO, "cannot write '%s': %s failed: %s", path, failed, strerror(e));
   }
   free(tmp);
-  if (sync_dir(path) < 0)
+  if (util_sync_parent(path) < 0)
     return drv_error(DRV_EIO, "cannot write '%s': syncing its directory failed: %s", path,
                      strerror(errno));
   return 0;

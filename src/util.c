@@ -1,9 +1,13 @@
-/* util.c - growing arrays, freeing handles (see util.h). */
+/* util.c - growing arrays, freeing handles, whole writes and directory
+ * syncs (see util.h). */
 #include "util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "err.h"
 
@@ -28,3 +32,40 @@ int util_grow_(void *pp, size_t *cap, size_t need, size_t size, size_t min_cap, 
 }
 
 void util_free_handle(uv_handle_t *h) { free(h); }
+
+int util_write_all(int fd, const void *buf, size_t len) {
+  const char *p = buf;
+  while (len) {
+    ssize_t k = write(fd, p, len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -1;
+    if (k == 0) {
+      errno = EIO;
+      return -1;
+    }
+    p += k;
+    len -= (size_t)k;
+  }
+  return 0;
+}
+
+int util_sync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int rc = fsync(fd) < 0 && errno != EINVAL ? -1 : 0;
+  int e = errno;
+  close(fd);
+  errno = e;
+  return rc;
+}
+
+int util_sync_parent(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  if (!dir) return -1;
+  int rc = util_sync_dir(dir);
+  int e = errno;
+  free(dir);
+  errno = e;
+  return rc;
+}

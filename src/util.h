@@ -38,4 +38,16 @@ static inline int util_mul_ok(size_t a, size_t b, size_t *out) {
 /* uv_close callback for a handle that was malloc'ed on its own. */
 void util_free_handle(uv_handle_t *h);
 
+/* write(2) until all of buf is written, through EINTR and short writes.
+ * 0, or -1 with errno set. */
+int util_write_all(int fd, const void *buf, size_t len);
+
+/* fsync of directory `dir`, so that a rename or create in it is on disk.
+ * A file system that cannot sync directories (EINVAL) is let be. 0, or -1
+ * with errno set. */
+int util_sync_dir(const char *dir);
+
+/* util_sync_dir of the directory holding `path` ("." for a bare name). */
+int util_sync_parent(const char *path);
+
 #endif
