@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "afile.h"
 #include "err.h"
 #include "manifest.h"
 
@@ -73,39 +74,25 @@ static int pick(const export_opts *o, const char *ckdir, FILE *warn, ckpt_entry 
   return rc;
 }
 
-/* Copies src to dst through dst.tmp, fsynced and renamed. */
+/* Copies src to dst through a temporary renamed over it (afile.h). */
 static int copy_file(const char *src, const char *dst) {
-  char tmp[PATH_MAX + 8];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp", dst) >= (int)sizeof tmp)
-    return drv_error(DRV_EINVAL, "'%s': path too long", dst);
   int in = open(src, O_RDONLY | O_CLOEXEC);
   if (in < 0) return drv_error(DRV_EIO, "cannot read '%s': %s", src, strerror(errno));
-  int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (out < 0) {
-    int e = errno;
-    close(in);
-    return drv_error(DRV_EIO, "cannot write '%s': %s", dst, strerror(e));
-  }
+  afile out;
+  int rc = afile_open(&out, dst);
   char buf[1 << 16];
   ssize_t k = 0;
-  int e = 0;
-  while (!e && (k = read(in, buf, sizeof buf)) != 0) {
-    if (k < 0) e = errno == EINTR ? 0 : errno;
-    for (ssize_t off = 0; !e && k > 0 && off < k;) {
-      ssize_t w = write(out, buf + off, (size_t)(k - off));
-      if (w < 0 && errno != EINTR) e = errno;
-      if (w > 0) off += w;
+  while (rc == 0 && !out.err && (k = read(in, buf, sizeof buf)) != 0) {
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      rc = drv_error(DRV_EIO, "cannot read '%s': %s", src, strerror(errno));
+      afile_abort(&out);
+    } else {
+      afile_write(&out, buf, (size_t)k);
     }
   }
-  if (!e && fsync(out) != 0) e = errno;
-  if (close(out) != 0 && !e) e = errno;
   close(in);
-  if (!e && rename(tmp, dst) != 0) e = errno;
-  if (e) {
-    unlink(tmp);
-    return drv_error(DRV_EIO, "cannot write '%s': %s", dst, strerror(e));
-  }
-  return 0;
+  return rc < 0 ? rc : afile_commit(&out, 0644);
 }
 
 int export_model(const export_opts *o, FILE *warn, int64_t *step) {

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "afile.h"
 #include "err.h"
 #include "util.h"
 
@@ -80,32 +81,6 @@ static json_t *meta_json(const char *const *meta) {
   return o;
 }
 
-/* text to dir/manifest.json: temporary, fsync, rename, fsync of dir.
- * Returns the step that failed (errno says why) or NULL. */
-static const char *write_atomic(const char *dir, const char *text, char *path, size_t n) {
-  char tmp[4200];
-  snprintf(path, n, "%s/%s", dir, MANIFEST_NAME);
-  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return "create";
-  const char *failed = NULL;
-  size_t len = strlen(text), off = 0;
-  while (!failed && off < len) {
-    ssize_t k = write(fd, text + off, len - off);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) failed = "write";
-    else off += (size_t)k;
-  }
-  if (!failed && fsync(fd) < 0) failed = "fsync";
-  int e = errno;
-  if (close(fd) < 0 && !failed) failed = "close", e = errno;
-  if (!failed && rename(tmp, path) < 0) failed = "rename", e = errno;
-  if (failed) unlink(tmp);
-  else if (util_sync_dir(dir) < 0) failed = "syncing its directory", e = errno;
-  errno = e;
-  return failed;
-}
-
 int manifest_commit(const char *dir, const char *const *files, const char *const *meta) {
   if (!dir) return drv_error(DRV_EINVAL, "manifest_commit: NULL directory");
   json_t *fl;
@@ -117,11 +92,15 @@ int manifest_commit(const char *dir, const char *const *files, const char *const
   json_decref(root);
   if (!text) return drv_error(DRV_ENOMEM, "cannot write the manifest in '%s': out of memory", dir);
   char path[4150];
-  const char *failed = write_atomic(dir, text, path, sizeof path);
+  snprintf(path, sizeof path, "%s/%s", dir, MANIFEST_NAME);
+  afile f;
+  rc = afile_open(&f, path);
+  if (rc == 0) {
+    afile_write(&f, text, strlen(text));
+    rc = afile_commit(&f, 0644);
+  }
   free(text);
-  if (failed) return drv_error(DRV_EIO, "cannot write '%s': %s failed: %s", path, failed,
-                               strerror(errno));
-  return 0;
+  return rc;
 }
 
 /* ============================== reading ================================== */

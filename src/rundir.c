@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "afile.h"
 #include "err.h"
 #include "util.h"
 
@@ -184,34 +185,14 @@ int rundir_write(const rundir *rd, const char *name, const char *content, mode_t
   if (!rd || !content) return drv_error(DRV_EINVAL, "rundir_write: NULL argument");
   int rc = check_file_name(name);
   if (rc < 0) return rc;
-  char path[sizeof rd->path + 256], tmp[sizeof path + 16];
+  char path[sizeof rd->path + 256];
   int k = snprintf(path, sizeof path, "%s/%s", rd->path, name);
   if (k < 0 || (size_t)k >= sizeof path)
     return drv_error(DRV_ERANGE, "rundir_write: '%s': path too long", name);
-  snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
-
-  /* The temporary sits beside the target so that rename() is atomic:
-   * readers see the old file or the new one, never half of one. mkostemp
-   * creates it 0600, so even a secret is never briefly world-readable;
-   * fchmod then applies `mode` exactly, regardless of the umask. */
-  int fd = mkostemp(tmp, O_CLOEXEC);
-  if (fd < 0) return drv_error(DRV_EIO, "cannot write '%s': %s", path, strerror(errno));
-  const char *failed = NULL;
-  if (util_write_all(fd, content, strlen(content)) < 0) failed = "write";
-  else if (fchmod(fd, mode & 07777) < 0) failed = "chmod";
-  else if (fsync(fd) < 0) failed = "sync";
-  int e = errno;
-  if (close(fd) < 0 && !failed) {
-    failed = "close";
-    e = errno;
-  }
-  if (!failed && rename(tmp, path) < 0) {
-    failed = "rename";
-    e = errno;
-  }
-  if (!failed) return 0;
-  unlink(tmp);
-  return drv_error(DRV_EIO, "cannot write '%s': %s failed: %s", path, failed, strerror(e));
+  afile f;
+  if ((rc = afile_open(&f, path)) < 0) return rc;
+  afile_write(&f, content, strlen(content));
+  return afile_commit(&f, mode);
 }
 
 /* ============================== tail ===================================== */

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "afile.h"
 #include "err.h"
 #include "util.h"
 
@@ -164,81 +165,39 @@ oom:
 
 /* Floats as little-endian bytes: straight from memory on a little-endian
  * host, byte-swapped through a small buffer otherwise. */
-static int write_floats(int fd, const float *data, size_t count) {
-  if (host_is_le()) return util_write_all(fd, data, count * sizeof *data);
+static void write_floats(afile *f, const float *data, size_t count) {
+  if (host_is_le()) {
+    afile_write(f, data, count * sizeof *data);
+    return;
+  }
   uint32_t buf[SWAP_CHUNK];
   while (count) {
     size_t k = count < SWAP_CHUNK ? count : SWAP_CHUNK;
     memcpy(buf, data, k * sizeof *buf);
     for (size_t i = 0; i < k; i++) buf[i] = bswap32(buf[i]);
-    if (util_write_all(fd, buf, k * sizeof *buf) < 0) return -1;
+    if (afile_write(f, buf, k * sizeof *buf) < 0) return;
     data += k;
     count -= k;
   }
-  return 0;
 }
 
-/* Creates "<path>.tmp-<pid>-<n>" exclusively, mode 0666 less the umask
- * (as a plain fopen would), so concurrent writers never share one. */
-static int open_temp(const char *path, char **tmp) {
-  static atomic_uint counter;
-  size_t n = strlen(path) + 48;
-  *tmp = malloc(n);
-  if (!*tmp) return -1;
-  for (int tries = 0; tries < 100; tries++) {
-    snprintf(*tmp, n, "%s.tmp-%ld-%u", path, (long)getpid(), atomic_fetch_add(&counter, 1));
-    int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0 || errno != EEXIST) return fd;
-  }
-  return -1;
-}
-
-/* Header length, header, then each tensor's data, then fsync. Returns the
- * name of the step that failed (errno says why), or NULL. */
-static const char *write_body(int fd, const char *header, size_t hlen,
-                              const safetensors_entry *const *order, size_t n) {
-  uint8_t len8[8];
-  for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-  if (util_write_all(fd, len8, 8) < 0 || util_write_all(fd, header, hlen) < 0) return "write";
-  for (size_t i = 0; i < n; i++) {
-    size_t count = 1;
-    for (int d = 0; d < order[i]->ndim; d++) count *= (size_t)order[i]->shape[d];
-    if (write_floats(fd, order[i]->data, count) < 0) return "write";
-  }
-  return fsync(fd) < 0 ? "fsync" : NULL;
-}
-
-/* Writes the prepared header and data to a temporary and renames it over
- * path; see safetensors_write. */
+/* Header length, header, then each tensor's data, through a temporary
+ * renamed over path (afile.h); see safetensors_write. */
 static int commit_file(const char *path, const char *header, size_t hlen,
                        const safetensors_entry *const *order, size_t n) {
-  char *tmp = NULL;
-  int fd = open_temp(path, &tmp);
-  if (fd < 0) {
-    int e = errno;
-    free(tmp);
-    return drv_error(DRV_EIO, "cannot write '%s': %s", path, strerror(e));
+  afile f;
+  int rc = afile_open(&f, path);
+  if (rc < 0) return rc;
+  uint8_t len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+  afile_write(&f, len8, 8);
+  afile_write(&f, header, hlen);
+  for (size_t i = 0; i < n && !f.err; i++) {
+    size_t count = 1;
+    for (int d = 0; d < order[i]->ndim; d++) count *= (size_t)order[i]->shape[d];
+    write_floats(&f, order[i]->data, count);
   }
-  const char *failed = write_body(fd, header, hlen, order, n);
-  int e = errno;
-  if (close(fd) < 0 && !failed) {
-    failed = "close";
-    e = errno;
-  }
-  if (!failed && rename(tmp, path) < 0) {
-    failed = "rename";
-    e = errno;
-  }
-  if (failed) {
-    unlink(tmp);
-    free(tmp);
-    return drv_error(DRV_EIO, "cannot write '%s': %s failed: %s", path, failed, strerror(e));
-  }
-  free(tmp);
-  if (util_sync_parent(path) < 0)
-    return drv_error(DRV_EIO, "cannot write '%s': syncing its directory failed: %s", path,
-                     strerror(errno));
-  return 0;
+  return afile_commit(&f, 0644);
 }
 
 int safetensors_write(const char *path, const safetensors_entry *t, size_t n,
