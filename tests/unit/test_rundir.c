@@ -8,6 +8,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <string.h>
+
+#include "afile.h"
 #include "harness.h"
 #include "rundir.h"
 
@@ -236,4 +240,42 @@ TEST(rundir_base_not_creatable) {
   CHECK_OK(rundir_create("ok//runs/", "exp", &rd));
   CHECK(strstr(rd.path, "/ok/runs/exp-") != NULL);
   rundir_close(&rd);
+}
+
+/* afile: a failed write leaves the old file and no temporary; an abort
+ * leaves the old file; a commit replaces it with the exact mode. Writing
+ * to a full device is what the tmpfs tests (test_safetensors.sh,
+ * test_checkpoint.sh) cover; here a write to a closed descriptor fails. */
+TEST(afile_whole_or_nothing) {
+  CHECK(system("mkdir -p af && printf old > af/x") == 0);
+  afile f;
+  CHECK_OK(afile_open(&f, "af/x"));
+  CHECK_OK(afile_write(&f, "new", 3));
+  afile_abort(&f);
+  char *s = slurp("af/x");
+  CHECK(strcmp(s, "old") == 0);
+  free(s);
+
+  CHECK_OK(afile_open(&f, "af/x"));
+  close(f.fd); /* the next write fails with EBADF */
+  CHECK(afile_write(&f, "new", 3) < 0);
+  f.fd = open("/dev/null", O_WRONLY); /* commit closes something */
+  CHECK_ERR(afile_commit(&f, 0644), DRV_EIO, "cannot write 'af/x': write failed");
+  s = slurp("af/x");
+  CHECK(strcmp(s, "old") == 0);
+  free(s);
+
+  CHECK_OK(afile_open(&f, "af/x"));
+  CHECK_OK(afile_write(&f, "new", 3));
+  CHECK_OK(afile_commit(&f, 0640));
+  s = slurp("af/x");
+  CHECK(strcmp(s, "new") == 0);
+  free(s);
+  struct stat st;
+  CHECK(stat("af/x", &st) == 0 && (st.st_mode & 07777) == 0640);
+  DIR *d = opendir("af");
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+  closedir(d);
+  CHECK_INT_EQ(n, 1); /* no temporary left behind */
 }
