@@ -79,7 +79,8 @@ typedef struct wlua {
   int npool;
   wcall *ready, *ready_tail;
   wcall **all;         /* every call made (for close and free) */
-  int nall, capall;
+  int nall;
+  size_t capall;
 } wlua;
 
 /* The `w` userdata: the worker it stands for. */
@@ -239,13 +240,7 @@ static wcall *new_call(wlua *l) {
     l->npool--;
     return c;
   }
-  if (l->nall == l->capall) {
-    int cap = l->capall ? 2 * l->capall : 16;
-    wcall **a = realloc(l->all, (size_t)cap * sizeof *a);
-    if (!a) return NULL;
-    l->all = a;
-    l->capall = cap;
-  }
+  if (util_grow(&l->all, &l->capall, (size_t)l->nall + 1, sizeof *l->all, 16) < 0) return NULL;
   wcall *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   lua_pushcfunction(l->L, p_newthread);

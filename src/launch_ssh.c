@@ -75,6 +75,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "util.h"
 #include "wire.h"
 
 #define MAX_HOSTS 4096
@@ -120,7 +121,8 @@ struct ssh_launcher {
   char *config;  /* -F, or NULL */
   char *run_dir;
   ssh_place *places;
-  int nplaces, cap_places;
+  int nplaces;
+  size_t cap_places;
 };
 
 typedef struct ssh_write {
@@ -170,13 +172,8 @@ static int place(ssh_launcher *l, int role, int index) {
   if (h < 0)
     return drv_error(DRV_EINVAL, "ssh: no free slot for %s-%d: the hosts have %d slots in all",
                      launch__role_name(role), index, total);
-  if (l->nplaces == l->cap_places) {
-    int cap = l->cap_places ? 2 * l->cap_places : 16;
-    ssh_place *p = realloc(l->places, (size_t)cap * sizeof *p);
-    if (!p) return drv_error(DRV_ENOMEM, "out of memory");
-    l->places = p;
-    l->cap_places = cap;
-  }
+  int rc = util_grow(&l->places, &l->cap_places, (size_t)l->nplaces + 1, sizeof *l->places, 16);
+  if (rc < 0) return rc;
   l->places[l->nplaces++] = (ssh_place){role, index, h};
   l->hosts[h].used++;
   l->cursor = (h + 1) % l->nhosts;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "util.h"
 
 /* ============================== helpers ================================= */
 
@@ -561,13 +562,9 @@ int nn_sequential_add(nn_module *seq, nn_module *child) {
   if (overlaps(seq, child))
     return drv_error(DRV_EINVAL, "nn.Sequential: %s is already part of this model; a module "
                      "may appear only once (create a new one)", name_of(child, nm, sizeof nm));
-  if (seq->nchildren == seq->capchildren) {
-    int cap = seq->capchildren ? 2 * seq->capchildren : 4;
-    nn_module **c = realloc(seq->children, (size_t)cap * sizeof *c);
-    if (!c) return drv_error(DRV_ENOMEM, "out of memory adding to nn.Sequential");
-    seq->children = c;
-    seq->capchildren = cap;
-  }
+  if (util_grow(&seq->children, &seq->capchildren, (size_t)seq->nchildren + 1,
+                sizeof *seq->children, 4) < 0)
+    return drv_error(DRV_ENOMEM, "out of memory adding to nn.Sequential");
   seq->children[seq->nchildren++] = nn_ref(child);
   return 0;
 }
@@ -624,13 +621,8 @@ void nn_param_list_free(nn_param_list *l) {
 }
 
 static int param_push(nn_param_list *l, const nn_param *p, const char *prefix) {
-  if (l->n == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 8;
-    nn_param *items = realloc(l->items, (size_t)cap * sizeof *items);
-    if (!items) return drv_error(DRV_ENOMEM, "out of memory collecting parameters");
-    l->items = items;
-    l->cap = cap;
-  }
+  if (util_grow(&l->items, &l->cap, (size_t)l->n + 1, sizeof *l->items, 8) < 0)
+    return drv_error(DRV_ENOMEM, "out of memory collecting parameters");
   nn_param *q = &l->items[l->n];
   int len = snprintf(q->name, sizeof q->name, "%s%s", prefix, p->name);
   if (len < 0 || (size_t)len >= sizeof q->name)

@@ -53,7 +53,8 @@ typedef struct nn_param {
  * by their modules; the list must not outlive the model). */
 typedef struct nn_param_list {
   nn_param *items;
-  int n, cap;
+  int n;
+  size_t cap;
 } nn_param_list;
 
 void nn_param_list_free(nn_param_list *l);  /* frees items, not tensors */
@@ -79,7 +80,8 @@ struct nn_module {
   nn_param params[2];  /* own parameters (Linear: weight, bias) */
   int nparams;
   nn_module **children; /* Sequential only; each holds one reference */
-  int nchildren, capchildren;
+  int nchildren;
+  size_t capchildren;
   tensor *out;         /* forward output buffer */
   tensor *dx;          /* input-gradient buffer */
   tensor *mask;        /* Dropout mask */
