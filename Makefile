@@ -194,7 +194,7 @@ help:
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 60
 FUZZ_SRCS   = src/wire.c src/wire_msgs.c src/tensor.c src/optim.c src/rng.c src/err.c
-FUZZ_FILES_SRCS = src/safetensors.c src/manifest.c src/util.c src/err.c
+FUZZ_FILES_SRCS = src/safetensors.c src/manifest.c src/util.c src/afile.c src/err.c
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Isrc \
 	$(shell pkg-config --cflags openblas jansson libsodium 2>/dev/null)
 FUZZ_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null) -lm
