@@ -281,8 +281,32 @@ void dash_fmt_num(double v, char *out, int n) {
     return;
   }
   double a = fabs(v);
-  if (a >= 1e10) snprintf(out, (size_t)n, "%.3gG", v / 1e9);
-  else if (a >= 1e7) snprintf(out, (size_t)n, "%.3gM", v / 1e6);
+  if (a >= 1e9) snprintf(out, (size_t)n, "%.3gG", v / 1e9);
+  else if (a >= 1e6) snprintf(out, (size_t)n, "%.3gM", v / 1e6);
   else if (a >= 1e4) snprintf(out, (size_t)n, "%.3gk", v / 1e3);
   else snprintf(out, (size_t)n, "%.4g", v);
+}
+
+/* "2.29e-05" as "2.29e-5": the exponent without its sign's '+' and its
+ * leading zeros. In place. */
+static void compact_exponent(char *s) {
+  char *e = strchr(s, 'e');
+  if (!e) return;
+  char *d = e + 1, *r = e + 1;
+  if (*r == '+') r++;
+  else if (*r == '-') *d++ = *r++;
+  while (*r == '0' && r[1]) r++;
+  memmove(d, r, strlen(r) + 1);
+}
+
+void dash_fmt_fit(double v, int width, char *out, int n) {
+  if (!isfinite(v)) {
+    dash_fmt_num(v, out, n);
+    return;
+  }
+  for (int prec = 4; prec >= 1; prec--) {
+    snprintf(out, (size_t)n, "%.*g", prec, v);
+    compact_exponent(out);
+    if ((int)strlen(out) <= width) return;
+  }
 }

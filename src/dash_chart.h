@@ -90,5 +90,9 @@ int dash_chart_plot(const dash_series *s, const dash_chart_opts *o, dash_canvas 
 /* A short human form of v into out: 4 significant digits, k/M/G suffixes
  * from 10^4 up, "-" for NaN. */
 void dash_fmt_num(double v, char *out, int n);
+/* v in at most `width` columns (an axis label): the most significant
+ * digits that fit, exponents written short ("2.29e-5"), at least one
+ * digit even when that does not fit. */
+void dash_fmt_fit(double v, int width, char *out, int n);
 
 #endif

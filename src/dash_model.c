@@ -8,6 +8,7 @@
  */
 #include "dash_model.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,8 @@ void dash_model_free(dash_model *m) {
   for (int i = 0; i < m->nmetrics; i++) free(m->metrics[i].pts);
   free(m->metrics);
   free(m->events);
+  for (int i = 0; i < m->noverlay; i++) free(m->overlay[i].pts);
+  free(m->overlay);
   memset(m, 0, sizeof *m);
 }
 
@@ -128,4 +131,63 @@ int dash_model_add_event(dash_model *m, double wall, const char *text) {
   snprintf(e->text, sizeof e->text, "%s", text);
   m->version++;
   return 0;
+}
+
+/* ============================== copies ================================== */
+
+static int copy_series(dash_series *d, const dash_series *s) {
+  *d = *s;
+  d->pts = NULL;
+  if (s->cap == 0) return 0;
+  d->pts = malloc((size_t)s->cap * sizeof *d->pts);
+  if (!d->pts) return drv_error(DRV_ENOMEM, "out of memory for series '%s'", s->tag);
+  memcpy(d->pts, s->pts, (size_t)s->cap * sizeof *d->pts);
+  return 0;
+}
+
+/* An owned copy of n series (NULL for none) and its count, set as soon as
+ * the array is there so that dash_model_free frees what a failure left. */
+static int copy_series_array(dash_series **d, int *count, const dash_series *s, int n) {
+  *d = NULL;
+  *count = 0;
+  if (n == 0) return 0;
+  *d = calloc((size_t)n, sizeof **d);
+  if (!*d) return drv_error(DRV_ENOMEM, "out of memory for %d series", n);
+  *count = n;
+  for (int i = 0; i < n; i++)
+    if (copy_series(&(*d)[i], &s[i]) < 0) return DRV_ENOMEM;
+  return 0;
+}
+
+static void *dup_mem(const void *p, size_t n) {
+  if (!p || n == 0) return NULL;
+  void *q = malloc(n);
+  if (q) memcpy(q, p, n);
+  return q;
+}
+
+int dash_model_copy(dash_model *dst, const dash_model *src) {
+  dash_model_free(dst);
+  *dst = *src;
+  dst->nodes = dup_mem(src->nodes, (size_t)src->capnodes * sizeof *src->nodes);
+  dst->events = dup_mem(src->events, (size_t)src->capevents * sizeof *src->events);
+  dst->throughput.pts = NULL;
+  dst->metrics = dst->overlay = NULL;
+  dst->nmetrics = dst->noverlay = 0; /* so that a failure frees what was copied */
+  bool ok = (dst->nodes || !src->capnodes) && (dst->events || !src->capevents) &&
+            copy_series(&dst->throughput, &src->throughput) == 0 &&
+            copy_series_array(&dst->metrics, &dst->nmetrics, src->metrics, src->nmetrics) == 0 &&
+            copy_series_array(&dst->overlay, &dst->noverlay, src->overlay, src->noverlay) == 0;
+  if (!ok) {
+    dash_model_free(dst);
+    return drv_error(DRV_ENOMEM, "out of memory copying the dashboard's model");
+  }
+  dst->capmetrics = src->nmetrics;
+  return 0;
+}
+
+const dash_series *dash_model_overlay(const dash_model *m, const char *tag) {
+  for (int i = 0; i < m->noverlay; i++)
+    if (strcmp(m->overlay[i].tag, tag) == 0) return &m->overlay[i];
+  return NULL;
 }

@@ -82,12 +82,26 @@ typedef struct dash_model {
   dash_event *events;
   int nevents, events_head, capevents;
   uint64_t version;       /* bumped by every fill/apply that changed something */
+  /* Local to this process (never sent in a snapshot): a note the status
+   * line shows in place of the key hints ("run finished - q to leave"),
+   * and a second run's metrics drawn over these (`drover attach A B`),
+   * matched by tag, with that run's name. */
+  char banner[160];
+  dash_series *overlay;   /* owned */
+  int noverlay;
+  char overlay_run[160];
 } dash_model;
 
 /* An empty model (throughput's tag set). dash_model_free releases every
  * array it owns and leaves it empty again; NULL is fine. */
 void dash_model_init(dash_model *m);
 void dash_model_free(dash_model *m);
+
+/* Makes dst (initialised or freed) a deep copy of src: 0 or DRV_ENOMEM
+ * (dst empty then). */
+int dash_model_copy(dash_model *dst, const dash_model *src);
+/* The overlay series `tag` (dash_model.overlay), or NULL. */
+const dash_series *dash_model_overlay(const dash_model *m, const char *tag);
 
 /* Makes the model hold n nodes: nodes kept keep their fields, new ones are
  * zeroed. 0 or DRV_ENOMEM (the model unchanged). */

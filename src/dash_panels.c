@@ -292,13 +292,17 @@ void dash__queue_box(dash_ui *ui, const dash_model *m, int y, int x, int h, int 
 /* An axis value in at most 7 columns, with the decimals the range needs
  * to tell its labels apart (0.04998 and 0.05000 rather than 0.05 twice). */
 static void axis_label(double v, const dash_range *r, bool log, char *out, int n) {
-  if (log || fabs(v) >= 1e5) {
-    dash_fmt_num(log ? pow(10, v) : v, out, n);
+  if (log) { /* 2.29e-5, not 2.287e- cut off */
+    dash_fmt_fit(pow(10, v), 7, out, n);
+    return;
+  }
+  if (fabs(v) >= 1e5) {
+    dash_fmt_num(v, out, n);
     return;
   }
   double span = r->hi - r->lo;
-  if (span > 0 && span < 1e-4) { /* a loss near zero: 3.1e-07, not 0.00000 */
-    snprintf(out, (size_t)n, v < 0 ? "%.0e" : "%.1e", v);
+  if (span > 0 && span < 1e-4) { /* a loss near zero: 3.1e-7, not 0.00000 */
+    dash_fmt_fit(v, 7, out, n);
     return;
   }
   int d = span > 0 ? 2 - (int)floor(log10(span)) : 3;

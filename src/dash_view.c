@@ -53,7 +53,7 @@ static void draw_header(dash_ui *ui, const dash_model *m, int cols) {
     if (p[i].prio <= keep) x += dash__put(0, x, cols - x, a, p[i].s) + 2;
 }
 
-static void draw_status(dash_ui *ui, int row, int cols) {
+static void draw_status(dash_ui *ui, const dash_model *m, int row, int cols) {
   unsigned long a = dash__role(ui, DASH_ROLE_STATUS), pa = dash__role(ui, DASH_ROLE_PROMPT);
   attrset((int)a);
   mvhline(row, 0, ' ', cols);
@@ -80,6 +80,8 @@ static void draw_status(dash_ui *ui, int row, int cols) {
   default:
     if (ui->status[0] && ui->now < ui->status_until)
       dash__putf(row, 0, lw, a, " %s", ui->status);
+    else if (m->banner[0]) /* the run is over: say so where the keys were */
+      dash__putf(row, 0, lw, pa, " %s", m->banner);
     else if (ui->mode == DASH_MODE_DETAIL)
       dash__put(row, 0, lw, a, " Esc back  k stop this node  ? help");
     else
@@ -260,5 +262,5 @@ void dash_view_draw(dash_ui *ui, const dash_model *m, int rows, int cols) {
   else
     draw_body(ui, m, 1, rows - 2, cols);
   if (ui->mode == DASH_MODE_HELP) draw_help(ui, rows, cols);
-  draw_status(ui, rows - 1, cols);
+  draw_status(ui, m, rows - 1, cols);
 }

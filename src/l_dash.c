@@ -9,11 +9,21 @@
  *
  * While the dashboard draws on the script's stdout, progress output is
  * held back and the script's print() lines go to the events pane (and
- * events.log) instead of scribbling over the screen. With stdout
- * redirected, the dashboard draws on /dev/tty and output goes on as usual.
+ * events.log) instead of scribbling over the screen; they are kept too,
+ * and printed to stdout when the dashboard closes, as if it had never
+ * been there. With stdout redirected, the dashboard draws on /dev/tty and
+ * output goes on as usual.
+ *
+ * With `drover run --dash` the dashboard outlives the run: when the
+ * cluster goes down or the script ends, the last frame stays, frozen
+ * (a copy of the model), with "run finished - q to leave" until q. A
+ * script that trains in process (exp:fit) gets the dashboard on its first
+ * fit, over a model of its own: one "local" node and the fit's metrics.
  */
+#include <langinfo.h>
 #include <lauxlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -23,6 +33,9 @@
 #include "l_drover.h"
 #include "l_util.h"
 #include "progress.h"
+#include "rundir.h"
+#include "train.h"
+#include "wire.h"
 
 #define DASH_AUTO_KEY "drover.dash.auto"
 #define LAST_KEY "drover.dash.last" /* a weak table: [1] = the newest cluster */
@@ -34,6 +47,14 @@ static struct {
   lua_State *L;
   int print_ref;      /* the script's print while ours replaces it */
   FILE *tty;          /* /dev/tty when stdin or stdout is not the terminal */
+  bool autorun;       /* opened by `drover run --dash`: stays until q */
+  bool frozen;        /* showing `still`: the run's last frame */
+  bool local;         /* showing `still` fed by an in-process fit */
+  dash_model still;   /* the frozen or in-process model */
+  double t0;          /* in-process: when the dashboard opened (event times) */
+  double last_pump;   /* in-process: when the loop last turned */
+  char *held;         /* print() lines held back while the dashboard is up */
+  size_t held_len, held_cap;
 } live = {.print_ref = LUA_NOREF};
 
 /* ============================== commands ================================= */
@@ -78,7 +99,8 @@ static int run_command(void *ud, const char *line, char *out, size_t n) {
 
 static const dash_model *src_get(void *ud) {
   (void)ud;
-  return live.c ? coord_dash(live.c) : NULL;
+  if (live.c) return coord_dash(live.c);
+  return live.frozen || live.local ? &live.still : NULL;
 }
 
 static int src_command(void *ud, const char *line, char *out, size_t n) {
@@ -112,7 +134,21 @@ static int l_dash_print(lua_State *L) {
     luaL_addvalue(&b);
   }
   luaL_pushresult(&b);
-  if (live.c) coord_note(live.c, "print %s", lua_tostring(L, -1));
+  size_t len;
+  const char *line = lua_tolstring(L, -1, &len);
+  if (live.c) coord_note(live.c, "print %s", line);
+  else if (live.local) dash_model_add_event(&live.still, progress_now() - live.t0, line);
+  if (live.held_len + len + 2 > live.held_cap) {
+    size_t cap = live.held_cap ? live.held_cap : 1024;
+    while (cap < live.held_len + len + 2) cap *= 2;
+    char *p = realloc(live.held, cap);
+    if (!p) return luaL_error(L, "out of memory holding the script's output");
+    live.held = p;
+    live.held_cap = cap;
+  }
+  memcpy(live.held + live.held_len, line, len);
+  live.held_len += len;
+  live.held[live.held_len++] = '\n';
   return 0;
 }
 
@@ -135,8 +171,16 @@ static void on_quit(void *ud) {
   (void)ud;
   progress_mute(false);
   if (live.L) swap_print(live.L, false);
+  if (live.held_len) { /* what the script printed meanwhile, in order */
+    fwrite(live.held, 1, live.held_len, stdout);
+    fflush(stdout);
+  }
+  free(live.held);
+  live.held = NULL;
+  live.held_len = live.held_cap = 0;
 }
 
+/* Shows c, or live.still when c is NULL (an in-process fit). */
 static int open_dash(lua_State *L, coord *c) {
   if (live.d) return drv_error(DRV_EINVAL, "a dashboard is already open");
   dash_opts o;
@@ -154,6 +198,7 @@ static int open_dash(lua_State *L, coord *c) {
   if (rc < 0) {
     live.c = NULL;
     live.d = NULL;
+    live.local = false;
     if (live.tty) fclose(live.tty);
     live.tty = NULL;
     return rc;
@@ -175,6 +220,17 @@ static void close_dash(void) {
   live.L = NULL;
   if (live.tty) fclose(live.tty); /* dash_close restored it already */
   live.tty = NULL;
+  live.autorun = live.frozen = live.local = false;
+  dash_model_free(&live.still);
+}
+
+/* Keeps the frame shown now as live.still, which no longer changes. */
+static void freeze(void) {
+  if (live.c) {
+    if (dash_model_copy(&live.still, coord_dash(live.c)) < 0) dash_model_init(&live.still);
+    live.frozen = true;
+    live.c = NULL;
+  }
 }
 
 /* ============================== Lua ====================================== */
@@ -239,11 +295,135 @@ void ldash_cluster_up(lua_State *L, int idx, coord *c) {
     lua_setfield(L, LUA_REGISTRYINDEX, DASH_AUTO_KEY); /* the first cluster only */
     if (open_dash(L, c) < 0)
       fprintf(stderr, "drover: --dash: %s; going on without it\n", drv_errmsg());
+    else
+      live.autorun = true;
   }
 }
 
 void ldash_cluster_down(coord *c) {
-  if (live.c == c) close_dash();
+  if (live.c != c) return;
+  if (live.autorun && !dash_closed(live.d)) freeze(); /* the last frame stays until q */
+  else close_dash();
+}
+
+/* ============================== in-process fits ========================== */
+
+static void local_event(void *ud, const char *text) {
+  (void)ud;
+  if (live.local) dash_model_add_event(&live.still, progress_now() - live.t0, text);
+}
+
+/* The in-process model: one node, "local", in this process. */
+static void local_model(const char *run) {
+  dash_model_init(&live.still);
+  snprintf(live.still.run, sizeof live.still.run, "%s", run);
+  snprintf(live.still.launcher, sizeof live.still.launcher, "in-process");
+  if (dash_model_set_nnodes(&live.still, 1) == 0) {
+    dash_node *n = &live.still.nodes[0];
+    snprintf(n->name, sizeof n->name, "local");
+    n->role = ROLE_CHIEF;
+    if (gethostname(n->host, sizeof n->host) != 0) snprintf(n->host, sizeof n->host, "localhost");
+    n->pid = (int)getpid();
+    n->cpu_pct = n->heartbeat_age = -1;
+    n->backlog = -1;
+  }
+}
+
+void ldash_fit_begin(lua_State *L, rundir *rd) {
+  lua_getfield(L, LUA_REGISTRYINDEX, DASH_AUTO_KEY);
+  bool autoopen = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (autoopen && !live.d) {
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, DASH_AUTO_KEY);
+    const char *run = rd ? strrchr(rd->path, '/') : NULL;
+    local_model(run ? run + 1 : "in-process");
+    live.local = true;
+    live.t0 = live.last_pump = progress_now();
+    if (open_dash(L, NULL) < 0) {
+      fprintf(stderr, "drover: --dash: %s; going on without it\n", drv_errmsg());
+      dash_model_free(&live.still);
+      return;
+    }
+    live.autorun = true;
+    if (rd) rundir_set_hook(rd, local_event, NULL);
+  }
+  if (!live.local) return;
+  snprintf(live.still.state, sizeof live.still.state, "training");
+  if (live.still.nnodes) snprintf(live.still.nodes[0].state, sizeof live.still.nodes[0].state, "busy");
+}
+
+/* Turns the loop (the dashboard's redraws and keys) at most 20 times a
+ * second: a step is much shorter than a frame. */
+static void local_pump(lua_State *L, bool force) {
+  double t = progress_now();
+  if (!force && t - live.last_pump < 0.05) return;
+  live.last_pump = t;
+  uv_run(drover_lua_loop(L), UV_RUN_NOWAIT);
+}
+
+void ldash_fit_progress(lua_State *L, const train_progress *p) {
+  if (!live.local || dash_closed(live.d)) return;
+  dash_model *m = &live.still;
+  dash_point pt = {.step = (double)p->step, .wall = p->elapsed};
+  m->uptime = p->elapsed;
+  m->step = p->step;
+  m->total_steps = p->total_steps;
+  m->examples_per_sec = p->examples_per_sec;
+  m->eta = p->eta;
+  if (m->nnodes) {
+    m->nodes[0].steps = p->step;
+    m->nodes[0].examples_per_sec = p->examples_per_sec;
+    m->nodes[0].heartbeat_age = 0;
+  }
+  if (p->is_eval) {
+    dash_model_add_point(m, "eval/loss", (pt.value = p->eval_loss, pt));
+    if (p->eval_accuracy == p->eval_accuracy)
+      dash_model_add_point(m, "eval/accuracy", (pt.value = p->eval_accuracy, pt));
+  } else {
+    dash_model_add_point(m, "train/loss", (pt.value = p->loss, pt));
+    if (p->accuracy == p->accuracy)
+      dash_model_add_point(m, "train/accuracy", (pt.value = p->accuracy, pt));
+    const dash_series *tp = &m->throughput;
+    if (tp->n == 0 || p->elapsed - dash_series_at(tp, tp->n - 1)->wall >= 0.5)
+      dash_model_add_point(m, "examples/s", (pt.value = p->examples_per_sec, pt));
+  }
+  local_pump(L, false);
+}
+
+void ldash_fit_end(lua_State *L) {
+  if (!live.local) return;
+  snprintf(live.still.state, sizeof live.still.state, "idle");
+  if (live.still.nnodes) snprintf(live.still.nodes[0].state, sizeof live.still.nodes[0].state, "ready");
+  if (!dash_closed(live.d)) local_pump(L, true);
+}
+
+/* ============================== the end of the script ==================== */
+
+void ldash_script_end(lua_State *L, int status, bool interrupted) {
+  lua_getfield(L, LUA_REGISTRYINDEX, DASH_AUTO_KEY);
+  bool unused = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (unused && status == 0)
+    fprintf(stderr, "drover: --dash: the script started no cluster and trained nothing in "
+                    "process: there was nothing to show\n");
+  if (!live.d || !live.autorun) return;
+  if (!dash_closed(live.d) && !interrupted) {
+    freeze();
+    const char *cs = nl_langinfo(CODESET);
+    const char *sep = cs && strcmp(cs, "UTF-8") == 0 ? "\xe2\x80\x94" : "-";
+    dash_model *m = &live.still;
+    if (status == 0) snprintf(m->banner, sizeof m->banner, "run finished %s q to leave", sep);
+    else snprintf(m->banner, sizeof m->banner, "run failed (exit %d) %s q to leave", status, sep);
+    snprintf(m->state, sizeof m->state, "%s", status == 0 ? "finished" : "failed");
+    for (int i = 0; live.local && i < m->nnodes; i++)
+      snprintf(m->nodes[i].state, sizeof m->nodes[i].state, "%s", status == 0 ? "done" : "failed");
+    m->version++;
+    uv_loop_t *loop = drover_lua_loop(L);
+    while (!dash_closed(live.d) && !drv_interrupted()) uv_run(loop, UV_RUN_ONCE);
+  }
+  close_dash();
+  uv_run(drover_lua_loop(L), UV_RUN_NOWAIT); /* the dashboard's handles close */
 }
 
 void drover_lua_set_dash(lua_State *L) {

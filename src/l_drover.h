@@ -10,6 +10,7 @@
 #define DROVER_L_DROVER_H
 
 #include <lua.h>
+#include <stdbool.h>
 #include <uv.h>
 
 /* Opens the standard libraries and drover into L: the global `drover`
@@ -26,6 +27,12 @@ uv_loop_t *drover_lua_loop(lua_State *L);
 
 /* `drover run --dash`: the script's first cluster opens the dashboard. */
 void drover_lua_set_dash(lua_State *L);
+/* `drover run --dash`, after the script returned (status: its exit status
+ * so far): a dashboard still up keeps its last frame with "run finished -
+ * q to leave" until q (not when interrupted), then closes, printing the
+ * output it held back; a script that never showed one gets a notice on
+ * stderr. Before the error report and lua_close. (l_dash.c) */
+void ldash_script_end(lua_State *L, int status, bool interrupted);
 
 /* lua_pcall message handler: appends a traceback to the error. */
 int drover_lua_traceback(lua_State *L);

@@ -166,6 +166,7 @@ static int on_progress(void *ud, const train_progress *p) {
   lua_State *L = c->L;
   if (c->failed || c->stopped) return 1;
   if (c->t->run) fitrun_progress(c->t->run, p);
+  ldash_fit_progress(L, p);
   if (!p->is_eval && !c->fn) return 0; /* the common case: no Lua to run */
   lua_pushcfunction(L, progress_lua);
   lua_pushlightuserdata(L, c);
@@ -319,9 +320,11 @@ static void run_fit(lua_State *L, trainer *t, ltrain_exp *e, train_cfg *cfg, fit
                     train_result *r) {
   fflush(stdout); /* keep the script's own prints before the progress lines */
   if (t->run) fitrun_begin(t->run, ctx->cs->fit, cfg->resume ? cfg->resume->step : 0);
+  ldash_fit_begin(L, t->run ? &t->run->rd : NULL);
   t->in_fit = true;
   int rc = train_fit(t->model, t->loss, t->opt, ldata_check(L, e->train_data), cfg, r);
   t->in_fit = false;
+  ldash_fit_end(L);
   fflush(stdout);
   if (t->run && rc == 0 && !ctx->failed && !ctx->stopped) {
     fitrun_fit_done(t->run, ctx->cs, r);

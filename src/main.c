@@ -421,6 +421,7 @@ static int run_script(int argc, char **argv, int script, bool dash, const char *
 
   bool interrupted = false;
   st = repl_pcall(L, nargs, 0, true, &interrupted);
+  if (dash) ldash_script_end(L, st == LUA_OK ? 0 : interrupted ? EXIT_INTERRUPTED : 1, interrupted);
   int status = 0;
   if (st != LUA_OK) {
     report_run_error(L, interrupted);

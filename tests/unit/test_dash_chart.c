@@ -232,6 +232,23 @@ TEST(dash_fmt_num_is_short) {
   CHECK(strcmp(b, "25M") == 0);
   dash_fmt_num(NAN, b, sizeof b);
   CHECK(strcmp(b, "-") == 0);
+  dash_fmt_num(1.95e6, b, sizeof b); /* not 1.95e+03k */
+  CHECK(strcmp(b, "1.95M") == 0);
+}
+
+TEST(dash_fmt_fit_fits_axis_labels) {
+  char b[32];
+  dash_fmt_fit(2.287e-5, 7, b, sizeof b); /* was "2.287e-" cut off */
+  CHECK(strcmp(b, "2.287e-5") != 0 && strlen(b) <= 7);
+  CHECK(strcmp(b, "2.29e-5") == 0);
+  dash_fmt_fit(0.5, 7, b, sizeof b);
+  CHECK(strcmp(b, "0.5") == 0);
+  dash_fmt_fit(123456789, 7, b, sizeof b);
+  CHECK(strcmp(b, "1.235e8") == 0);
+  dash_fmt_fit(-3.1e-7, 7, b, sizeof b);
+  CHECK(strcmp(b, "-3.1e-7") == 0);
+  dash_fmt_fit(1e-100, 7, b, sizeof b);
+  CHECK(strcmp(b, "1e-100") == 0);
 }
 
 static double spiky(int i) { return i == 60 ? 1e300 : 1 + (i % 3) * 0.01; }

@@ -169,3 +169,27 @@ TEST(dash_sim_loss_falls_and_accuracy_rises) {
   CHECK_ERR(dash_sim_new(&(dash_sim_opts){.nodes = 0}, &none), DRV_EINVAL, "1 to 100000");
   CHECK(none == NULL);
 }
+
+TEST(dash_model_copy_is_deep) {
+  dash_sim *s;
+  dash_sim_opts o = {.nodes = 4, .seed = 3};
+  CHECK_OK(dash_sim_new(&o, &s));
+  const dash_model *m = dash_sim_advance(s, 100);
+  dash_model c;
+  dash_model_init(&c);
+  CHECK_OK(dash_model_copy(&c, m));
+  CHECK_INT_EQ(c.nnodes, m->nnodes);
+  CHECK_INT_EQ(c.nmetrics, m->nmetrics);
+  CHECK_INT_EQ(c.nevents, m->nevents);
+  CHECK(c.nodes != m->nodes && strcmp(c.nodes[1].name, m->nodes[1].name) == 0);
+  const dash_series *a = dash_model_series(m, "train/loss"), *b = dash_model_series(&c, "train/loss");
+  CHECK(a && b && a != b && a->n == b->n);
+  CHECK(dash_series_at(a, a->n - 1)->value == dash_series_at(b, b->n - 1)->value);
+  int n = b->n;
+  dash_sim_advance(s, 10); /* the original moves on, the copy does not */
+  CHECK_INT_EQ(b->n, n);
+  CHECK_OK(dash_model_add_point(&c, "extra", (dash_point){1, 1, 1})); /* and grows on its own */
+  CHECK(dash_model_series(&c, "extra") && !dash_model_series(dash_sim_advance(s, 0), "extra"));
+  dash_sim_free(s);
+  dash_model_free(&c);
+}
