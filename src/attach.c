@@ -26,6 +26,7 @@
 #include "err.h"
 #include "log.h"
 #include "progress.h"
+#include "runs.h"
 #include "wire_msgs.h"
 
 struct attach_client {
@@ -476,10 +477,39 @@ static int one_command(attach_client *a, const attach_opts *o) {
   return 0;
 }
 
-int attach_main(const attach_opts *o) {
+/* A run's name, or name prefix, as its directory (unless it is HOST:PORT
+ * or a directory already); the message says why when there is none. */
+static int find_run(const attach_opts *o, const char *name, char *dir, size_t n) {
+  char host[256];
+  int port;
+  struct stat st;
+  if (stat(name, &st) != 0 && split_hostport(name, host, sizeof host, &port)) return 1;
+  return runs_find(o->runs ? o->runs : "runs", name, dir, n);
+}
+
+int attach_main(const attach_opts *opts) {
   target t;
   auth_secret secret;
   int rc;
+  attach_opts named = *opts;
+  const attach_opts *o = &named;
+  char dir[PATH_MAX], dir2[PATH_MAX];
+  if ((rc = find_run(o, o->target, dir, sizeof dir)) < 0) {
+    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    return 1;
+  }
+  if (rc == 0) named.target = dir;
+  if (o->target2) { /* a comparison: both runs' records */
+    int rc2 = find_run(o, o->target2, dir2, sizeof dir2);
+    if (rc != 0 || rc2 != 0) {
+      if (rc == 0 && rc2 < 0) fprintf(stderr, "drover: %s\n", drv_errmsg());
+      else fprintf(stderr, "drover: attach A B compares two runs: HOST:PORT is not one\n");
+      return 1;
+    }
+    return attach_records_main(o, dir, dir2);
+  }
+  if (rc == 0 && !o->command && !o->stop && !attach_coordinator_up(dir))
+    return attach_records_main(o, dir, NULL);
   log_setup(stderr, "attach", LOG_ERROR); /* conn.c's warnings: our message says it */
   if ((rc = resolve(o, &t)) < 0 || (rc = auth_init()) < 0 ||
       (rc = auth_secret_load(t.secret_file, &secret)) < 0) {

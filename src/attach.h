@@ -74,7 +74,10 @@ void attach_print(const dash_model *m, int events, FILE *out);
 /* ---- the command --------------------------------------------------------- */
 
 typedef struct attach_opts {
-  const char *target;      /* RUN_DIR, or HOST:PORT with secret_file */
+  const char *target;      /* RUN_DIR, a run's name (or name prefix) under
+                              runs, or HOST:PORT with secret_file */
+  const char *target2;     /* a second run to compare (its records), or NULL */
+  const char *runs;        /* where run names are looked up ("runs") */
   const char *secret_file; /* NULL: RUN_DIR/secret */
   bool control;            /* may send commands */
   bool print;              /* print one snapshot and leave */
@@ -86,7 +89,20 @@ typedef struct attach_opts {
 
 /* `drover attach`: returns the exit status (0; 1 when the run is not
  * running, cannot be reached or refuses; errors go to stderr naming the
- * run directory or address). */
+ * run directory or address). A run whose coordinator is gone, and any
+ * comparison of two runs, is shown from its records (attach_records). */
 int attach_main(const attach_opts *o);
+
+/* ---- a run's records (attach_records.c) ---------------------------------- */
+
+/* Whether run directory `dir` has a coordinator that lives (its file names
+ * a process that exists). */
+bool attach_coordinator_up(const char *dir);
+
+/* `drover attach` on run directory dir that has ended (and dir2, NULL or
+ * a second one, overlaid): the dashboard, read-only, on what the run
+ * directories keep, with the banner "finished at ... (exit N)"; --print
+ * prints it as text. Returns the exit status. */
+int attach_records_main(const attach_opts *o, const char *dir, const char *dir2);
 
 #endif

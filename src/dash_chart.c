@@ -275,6 +275,36 @@ int dash_chart_plot(const dash_series *s, const dash_chart_opts *o, dash_canvas 
   return 0;
 }
 
+int dash_chart_plot_pair(const dash_series *a, const dash_series *b, const dash_chart_opts *o,
+                         dash_canvas *c, dash_chart_stats *st) {
+  int rc = dash_chart_plot(a, o, c, st);
+  int na = a ? a->n : 0, nb = b ? b->n : 0;
+  if (rc < 0 || nb == 0) return rc;
+  memset(c->bits[DASH_LAYER_RAW], 0, (size_t)c->w * (size_t)c->h);
+  if ((rc = ensure_scratch(c, na + nb)) < 0) return rc;
+  /* Both runs' points, a's first: one x and y range for the two. */
+  const dash_series *both[2] = {a, b};
+  for (int k = 0, i = 0; k < 2; k++)
+    for (int j = 0; both[k] && j < both[k]->n; j++, i++) {
+      const dash_point *p = dash_series_at(both[k], j);
+      c->xs[i] = o->wall_x ? p->wall : p->step;
+      c->vs[i] = p->value;
+    }
+  if (na) dash_ema(c->vs, na, o->smoothing, c->sm);
+  dash_ema(c->vs + na, nb, o->smoothing, c->sm + na);
+  if (na == 0) st->x0 = st->x1 = c->xs[0];
+  for (int i = 0; i < na + nb; i++) {
+    if (c->xs[i] < st->x0) st->x0 = c->xs[i];
+    if (c->xs[i] > st->x1) st->x1 = c->xs[i];
+  }
+  dash_chart_range(c->vs, na + nb, o->logy, c->tmp, &st->y);
+  memset(c->bits[DASH_LAYER_SMOOTH], 0, (size_t)c->w * (size_t)c->h);
+  plot_line(c, DASH_LAYER_SMOOTH, c->xs, c->sm, na, st, o->logy);
+  plot_line(c, DASH_LAYER_RAW, c->xs + na, c->sm + na, nb, st, o->logy);
+  st->n = na + nb;
+  return 0;
+}
+
 void dash_fmt_num(double v, char *out, int n) {
   if (isnan(v)) {
     snprintf(out, (size_t)n, "-");

@@ -87,6 +87,13 @@ typedef struct dash_chart_stats {
 int dash_chart_plot(const dash_series *s, const dash_chart_opts *o, dash_canvas *c,
                     dash_chart_stats *st);
 
+/* Two runs' series in one chart (`drover attach A B`): a's smoothed line
+ * on DASH_LAYER_SMOOTH, b's on DASH_LAYER_RAW (no raw lines), over the
+ * x and y ranges of both; *st is a's (its range that of both). Either may
+ * be NULL or empty. 0, or DRV_ENOMEM. */
+int dash_chart_plot_pair(const dash_series *a, const dash_series *b, const dash_chart_opts *o,
+                         dash_canvas *c, dash_chart_stats *st);
+
 /* A short human form of v into out: 4 significant digits, k/M/G suffixes
  * from 10^4 up, "-" for NaN. */
 void dash_fmt_num(double v, char *out, int n);

@@ -319,21 +319,23 @@ static void x_label(double v, bool wall, char *out, size_t n) {
 
 /* One chart in a box: y labels on the left, x labels below, current
  * (smoothed), min and max in the bottom border. */
-static void draw_chart(dash_ui *ui, dash_canvas *c, const dash_series *s, const char *title,
-                       bool wall_x, int y, int x, int h, int w, bool focus) {
+static void draw_chart(dash_ui *ui, dash_canvas *c, const dash_series *s, const dash_series *over,
+                       const char *title, bool wall_x, int y, int x, int h, int w, bool focus) {
   unsigned long border = dash__role(ui, focus ? DASH_ROLE_FOCUS : DASH_ROLE_BORDER);
   unsigned long axis = dash__role(ui, DASH_ROLE_AXIS);
   dash__box(y, x, h, w, border, title, dash__role(ui, focus ? DASH_ROLE_FOCUS : DASH_ROLE_TITLE));
   const int lw = 8; /* a label of 7 characters and a space */
   int cw = w - 2 - lw, chh = h - 3;
   if (cw < 4 || chh < 1) return;
-  if (!s || s->n == 0) {
+  if ((!s || s->n == 0) && (!over || over->n == 0)) {
     dash__put(y + 1 + chh / 2, x + 1 + lw + (cw > 13 ? (cw - 13) / 2 : 0), cw, axis, "(no data yet)");
     return;
   }
   dash_chart_opts o = {ui->smoothing, ui->logy, wall_x};
   dash_chart_stats st;
-  if (dash_canvas_resize(c, cw, chh, ui->utf8) < 0 || dash_chart_plot(s, &o, c, &st) < 0) return;
+  if (dash_canvas_resize(c, cw, chh, ui->utf8) < 0 ||
+      (over ? dash_chart_plot_pair(s, over, &o, c, &st) : dash_chart_plot(s, &o, c, &st)) < 0)
+    return;
   char lab[32];
   axis_label(st.y.hi, &st.y, ui->logy, lab, sizeof lab);
   dash__putf(y + 1, x + 1, lw - 1, axis, "%*s", lw - 1, lab);
@@ -375,7 +377,7 @@ static void draw_chart(dash_ui *ui, dash_canvas *c, const dash_series *s, const 
 void dash__charts(dash_ui *ui, const dash_model *m, int y, int x, int h, int w, bool large) {
   bool focus = ui->panel == DASH_PANEL_CHARTS;
   int tw = m->nmetrics ? (large ? w / 3 : w / 2) : w;
-  draw_chart(ui, &ui->canvas[0], &m->throughput, "examples/s", true, y, x, h, tw, focus);
+  draw_chart(ui, &ui->canvas[0], &m->throughput, NULL, "examples/s", true, y, x, h, tw, focus);
   if (!m->nmetrics) return;
   if (ui->chart_first > m->nmetrics - 1) ui->chart_first = m->nmetrics - 1;
   int mw = w - tw, min_w = large ? 40 : 30, min_h = large ? 9 : 6;
@@ -394,13 +396,14 @@ void dash__charts(dash_ui *ui, const dash_model *m, int y, int x, int h, int w, 
     int ch = h / grows, cy = y + gr * ch;
     if (gr == grows - 1) ch = h - gr * ch;
     const dash_series *s = &m->metrics[ui->chart_first + i];
-    char title[96];
+    const dash_series *over = m->noverlay ? dash_model_overlay(m, s->tag) : NULL;
+    char title[96], page[32] = "";
     if (i == 0 && (ui->chart_first > 0 || k < m->nmetrics))
-      snprintf(title, sizeof title, "%s  [%d-%d/%d]", s->tag, ui->chart_first + 1, ui->chart_first + k,
-               m->nmetrics);
-    else
-      snprintf(title, sizeof title, "%s", s->tag);
-    draw_chart(ui, &ui->canvas[1 + i], s, title, ui->wall_x, cy, cx, ch, cw, focus);
+      snprintf(page, sizeof page, "  [%d-%d/%d]", ui->chart_first + 1, ui->chart_first + k, m->nmetrics);
+    /* two runs: the first bright, the second dim (the header names them) */
+    snprintf(title, sizeof title, "%s%s%s", s->tag, m->noverlay ? "  bright 1st, dim 2nd" : "", page);
+    draw_chart(ui, &ui->canvas[1 + i], s, m->noverlay ? over : NULL, title, ui->wall_x, cy, cx, ch, cw,
+               focus);
   }
 }
 

@@ -130,14 +130,24 @@ static const command commands[] = {
      "--warp starts the run S simulated seconds in, with full charts.\n"
      "--log-dir makes each node append to DIR/<role>-<i>.log (the detail view\n"
      "shows it); --read-only leaves ':' and 'k' out, as a read-only attach does.\n"},
-    {"attach", cmd_attach, "watch (and steer) a running cluster from another terminal",
-     "usage: drover attach [OPTIONS] RUN_DIR\n"
+    {"attach", cmd_attach, "watch (and steer) a running cluster, or look at a finished run",
+     "usage: drover attach [OPTIONS] RUN\n"
+     "       drover attach [OPTIONS] RUN_A RUN_B\n"
      "       drover attach [OPTIONS] --secret-file FILE HOST:PORT\n"
      "\n"
-     "Connects to the coordinator of a running cluster (RUN_DIR/coordinator has its\n"
-     "address, RUN_DIR/secret the run's secret) and opens the dashboard on it. Any\n"
+     "RUN is a run directory, a run's name as `drover ls` prints it, or the start of\n"
+     "one (the newest run whose name starts so): names are looked up in --runs DIR.\n"
+     "\n"
+     "Connects to the coordinator of a running cluster (RUN/coordinator has its\n"
+     "address, RUN/secret the run's secret) and opens the dashboard on it. Any\n"
      "number of clients may attach; leaving never stops the run.\n"
      "\n"
+     "A run that has ended opens read-only on its records (metrics.jsonl, events.log,\n"
+     "nodes.tsv), with \"finished at ... (exit N)\" on the status line. Two runs\n"
+     "are compared: both runs' metric series in the same panels, the first bright,\n"
+     "the second dim, as TensorBoard overlays runs.\n"
+     "\n"
+     "  --runs DIR       where run names are looked up (./runs)\n"
      "  --control        allow commands (':' Lua lines and 'k' in the dashboard)\n"
      "  --print          print one snapshot as plain text and exit (no terminal needed)\n"
      "  --command LINE   send one line of Lua to the coordinator, print the reply, exit\n"
@@ -148,7 +158,7 @@ static const command commands[] = {
      "  --timeout S      seconds to wait for the coordinator (10)\n"
      "\n"
      "Commands need --control: without it the coordinator refuses them.\n"
-     "Exit status: 0; 1 when the run is not running, cannot be reached, refuses the\n"
+     "Exit status: 0; 1 when the run is not found, cannot be reached, refuses the\n"
      "secret or a command; 2 on a usage error.\n"},
     {"ls", cmd_ls, "list the runs in a runs directory and their state",
      "usage: drover ls [RUNS_DIR]\n"
@@ -517,28 +527,32 @@ static bool parse_seconds(const char *s, double *out) {
 
 static int cmd_attach(int argc, char **argv) {
   const command *self = find_command("attach");
-  attach_opts o = {.hz = 4, .timeout = 10};
+  attach_opts o = {.hz = 4, .timeout = 10, .runs = "runs"};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     bool takes = strcmp(a, "--command") == 0 || strcmp(a, "--stop") == 0 ||
                  strcmp(a, "--secret-file") == 0 || strcmp(a, "--hz") == 0 ||
-                 strcmp(a, "--timeout") == 0;
+                 strcmp(a, "--timeout") == 0 || strcmp(a, "--runs") == 0;
     if (takes && i + 1 >= argc) return usage_error(self, "%s needs a value", a);
     if (strcmp(a, "--control") == 0) o.control = true;
     else if (strcmp(a, "--print") == 0) o.print = true;
     else if (strcmp(a, "--command") == 0) o.command = argv[++i];
     else if (strcmp(a, "--stop") == 0) o.stop = argv[++i];
     else if (strcmp(a, "--secret-file") == 0) o.secret_file = argv[++i];
+    else if (strcmp(a, "--runs") == 0) o.runs = argv[++i];
     else if (strcmp(a, "--hz") == 0 && !parse_seconds(argv[++i], &o.hz))
       return usage_error(self, "--hz '%s' is not a positive number", argv[i]);
     else if (strcmp(a, "--timeout") == 0 && !parse_seconds(argv[++i], &o.timeout))
       return usage_error(self, "--timeout '%s' is not a positive number of seconds", argv[i]);
     else if (takes) continue;
     else if (a[0] == '-') return usage_error(self, "unknown option '%s'", a);
-    else if (o.target) return usage_error(self, "unexpected argument '%s'", a);
+    else if (o.target2) return usage_error(self, "unexpected argument '%s'", a);
+    else if (o.target) o.target2 = a;
     else o.target = a;
   }
-  if (!o.target) return usage_error(self, "attach needs a run directory or HOST:PORT");
+  if (!o.target) return usage_error(self, "attach needs a run (a directory or a name) or HOST:PORT");
+  if (o.target2 && (o.command || o.stop || o.control))
+    return usage_error(self, "two runs are compared read-only: no --command, --stop or --control");
   if (o.command && o.stop) return usage_error(self, "--command and --stop go one at a time");
   return attach_main(&o);
 }

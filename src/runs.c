@@ -33,6 +33,7 @@ typedef struct run_info {
   bool in_process;
   bool fit_open;    /* in process: a fit began and did not end */
   char started[32]; /* events.log's first time stamp (UTC, sortable) */
+  char last[32];    /* and its last */
   char address[80];
   int nodes;        /* -1 unknown */
 } run_info;
@@ -54,6 +55,7 @@ static void read_events(const char *dir, run_info *r, bool *shutdown_ok, bool *f
     if (!text) continue;
     *text++ = '\0';
     if (!r->started[0]) snprintf(r->started, sizeof r->started, "%.31s", line);
+    snprintf(r->last, sizeof r->last, "%.31s", line);
     int n, fails;
     if (sscanf(text, "cluster ready: %d nodes", &n) == 1) r->nodes = n;
     if (starts(text, "node start ")) started++;
@@ -201,4 +203,52 @@ int runs_list(const char *base, FILE *out) {
   }
   free(runs);
   return (int)n;
+}
+
+/* ============================== finding runs ============================= */
+
+static bool is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The newest run under base whose name starts with prefix, into dir. */
+static bool newest_with_prefix(const char *base, const char *prefix, char *dir, size_t n) {
+  DIR *d = opendir(base);
+  if (!d) return false;
+  run_info best, r;
+  bool found = false;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' || !starts(e->d_name, prefix) || !read_run(base, e->d_name, &r)) continue;
+    if (!found || by_start(&r, &best) > 0) best = r;
+    found = true;
+  }
+  closedir(d);
+  return found && snprintf(dir, n, "%s/%s", base, best.name) < (int)n;
+}
+
+int runs_find(const char *base, const char *name, char *dir, size_t n) {
+  if (is_dir(name) && snprintf(dir, n, "%s", name) < (int)n) return 0;
+  if (!strchr(name, '/') && *name) {
+    if (snprintf(dir, n, "%s/%s", base, name) < (int)n && is_dir(dir)) return 0;
+    if (newest_with_prefix(base, name, dir, n)) return 0;
+  }
+  return drv_error(DRV_EINVAL, "no run '%s' (not a directory, nor a run in '%s': drover ls %s "
+                   "lists them)", name, base, base);
+}
+
+void runs_state(const char *dir, char *state, size_t n, char *last, size_t nl) {
+  char base[PATH_MAX], name[256];
+  const char *slash = strrchr(dir, '/');
+  snprintf(base, sizeof base, "%.*s", slash ? (int)(slash - dir) : 1, slash ? dir : ".");
+  snprintf(name, sizeof name, "%s", slash ? slash + 1 : dir);
+  run_info r;
+  if (!read_run(base, name, &r)) {
+    snprintf(state, n, "unknown");
+    if (nl) last[0] = '\0';
+    return;
+  }
+  snprintf(state, n, "%s", r.state);
+  snprintf(last, nl, "%s", r.last);
 }

@@ -4,11 +4,24 @@
 #ifndef DROVER_RUNS_H
 #define DROVER_RUNS_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 /* Prints a header and one line per run directory under `base` (oldest
  * first; nothing when there is none). Returns the number of runs, or
  * DRV_EIO ("cannot list runs in 'x': ..."), DRV_ENOMEM. */
 int runs_list(const char *base, FILE *out);
+
+/* The run directory `name` stands for, into dir[n]: name itself when it is
+ * a directory; else base/name (a name `drover ls` prints); else the newest
+ * run under base whose name starts with `name` ("train" for the newest
+ * train-20261124-...). 0, or DRV_EINVAL naming both ("no run 'x' in
+ * 'runs' (drover ls lists them)"). */
+int runs_find(const char *base, const char *name, char *dir, size_t n);
+
+/* How the run in `dir` stands, as `drover ls` says it ("running", "done",
+ * "failed", "crashed ..."), into state[n], and the UTC time stamp of its
+ * last event into last[nl] ("" when none). */
+void runs_state(const char *dir, char *state, size_t n, char *last, size_t nl);
 
 #endif

@@ -1,0 +1,126 @@
+/* attach_records.c - `drover attach` on a run that has ended: the
+ * dashboard, read-only, over a model rebuilt from the run directory
+ * (dash_records.h), and `drover attach A B`, two runs' metrics in the same
+ * panels as TensorBoard compares runs. Nothing here talks to a
+ * coordinator: the files are all there is.
+ */
+#include "attach.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dash.h"
+#include "dash_records.h"
+#include "err.h"
+#include "rundir.h"
+#include "runs.h"
+
+bool attach_coordinator_up(const char *dir) {
+  char path[PATH_MAX + 32], line[512] = "";
+  snprintf(path, sizeof path, "%s/coordinator", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  bool got = fgets(line, sizeof line, f) != NULL;
+  fclose(f);
+  char *sp = got ? strchr(line, ' ') : NULL;
+  long pid = sp ? strtol(sp + 1, NULL, 10) : 0;
+  /* unreadable: let the live path say what is wrong with it */
+  return pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+}
+
+/* One run's records into m; the banner says how it stands. */
+static int load_run(const char *dir, dash_model *m) {
+  char state[64], last[40];
+  runs_state(dir, state, sizeof state, last, sizeof last);
+  int rc = dash_records_load(dir, state, last, m);
+  if (rc == 0 && strcmp(state, "running") == 0)
+    snprintf(m->banner, sizeof m->banner, "still running in process: its records so far, read-only");
+  return rc;
+}
+
+/* A and B in one model: A's nodes and events, both runs' metrics. */
+static int load_pair(const char *dir, const char *dir2, dash_model *m) {
+  dash_model b;
+  dash_model_init(&b);
+  int rc = load_run(dir, m);
+  if (rc == 0) rc = load_run(dir2, &b);
+  if (rc == 0) rc = dash_records_overlay(m, &b);
+  if (rc == 0) {
+    char a[160];
+    snprintf(a, sizeof a, "%s", m->run);
+    snprintf(m->run, sizeof m->run, "%.70s vs %.70s", a, b.run);
+    snprintf(m->banner, sizeof m->banner, "comparing %.55s (bright) with %.55s (dim)  read-only", a,
+             b.run);
+  }
+  dash_model_free(&b);
+  return rc;
+}
+
+/* ---- the dashboard ---- */
+
+typedef struct view {
+  dash_model *m;
+  bool quit;
+} view;
+
+static const dash_model *src_get(void *ud) { return ((view *)ud)->m; }
+
+/* The node's log file is in the run directory: read it here. */
+static int src_log_tail(void *ud, const char *name, char *out, size_t n) {
+  const dash_model *m = ((view *)ud)->m;
+  for (int i = 0; i < m->nnodes; i++)
+    if (strcmp(m->nodes[i].name, name) == 0) {
+      rundir_log_tail(m->nodes[i].log, DASH_LOG_LINES, out, n);
+      return 0;
+    }
+  snprintf(out, n, "(no node '%s' in this run's records)", name);
+  return 0;
+}
+
+static void on_quit(void *ud) { ((view *)ud)->quit = true; }
+
+static int show(dash_model *m, const attach_opts *o) {
+  uv_loop_t loop;
+  if (uv_loop_init(&loop) < 0) return 1;
+  view v = {.m = m};
+  dash_opts dopt;
+  dash_opts_default(&dopt);
+  dopt.hz = o->hz;
+  dopt.on_quit = on_quit;
+  dopt.ud = &v;
+  dash_source src = {.get = src_get, .log_tail = src_log_tail, .ud = &v};
+  dash *d = NULL;
+  int status = 0;
+  if (dash_open(&loop, &dopt, src, &d) < 0) {
+    fprintf(stderr, "drover: cannot open the dashboard: %s\n", drv_errmsg());
+    status = 1;
+  } else {
+    while (!v.quit && !dash_closed(d) && !drv_interrupted()) uv_run(&loop, UV_RUN_ONCE);
+    dash_close(d);
+  }
+  uv_run(&loop, UV_RUN_DEFAULT); /* the dashboard's handles close */
+  if (uv_loop_close(&loop) != 0) fputs("drover: dashboard loop closed with live handles\n", stderr);
+  return status;
+}
+
+int attach_records_main(const attach_opts *o, const char *dir, const char *dir2) {
+  dash_model m;
+  dash_model_init(&m);
+  int rc = dir2 ? load_pair(dir, dir2, &m) : load_run(dir, &m);
+  int status = 0;
+  if (rc < 0) {
+    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    status = 1;
+  } else if (o->print) {
+    printf("%s\n", m.banner);
+    attach_print(&m, 10, stdout);
+    fflush(stdout);
+  } else {
+    status = show(&m, o);
+  }
+  dash_model_free(&m);
+  return status;
+}
