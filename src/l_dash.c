@@ -138,6 +138,7 @@ static int l_dash_print(lua_State *L) {
   const char *line = lua_tolstring(L, -1, &len);
   if (live.c) coord_note(live.c, "print %s", line);
   else if (live.local) dash_model_add_event(&live.still, progress_now() - live.t0, line);
+  else if (live.frozen) dash_model_add_event(&live.still, live.still.uptime, line);
   if (live.held_len + len + 2 > live.held_cap) {
     size_t cap = live.held_cap ? live.held_cap : 1024;
     while (cap < live.held_len + len + 2) cap *= 2;

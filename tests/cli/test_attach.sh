@@ -138,10 +138,23 @@ check "attach-t06 the attached run finished cleanly" [ $rc -eq 0 ]
 check "attach-t06 its script ran to the end" grep -q trained "$TMP/train.out"
 check "attach-t06 the clients came and went" [ "$(grep -c ' detach 127.0.0.1' "$RUN/events.log")" -ge 6 ]
 
-# attach-t07: runs that are not running
-"$DROVER" attach "$RUN" --print >/dev/null 2>"$TMP/ended.err"
-check "attach-t07 an ended run is an error" [ $? -eq 1 ]
+# attach-t07: runs that are not running: their records, read-only
+"$DROVER" attach "$RUN" --print >"$TMP/ended.out" 2>"$TMP/ended.err"
+check "attach-t07 an ended run shows its records" [ $? -eq 0 ]
+check "attach-t07 finished at ... (exit 0)" grep -q "^finished at [0-9-]* [0-9:]* (exit 0)" "$TMP/ended.out"
+check "attach-t07 with its nodes" [ "$(grep -c '^\(ps\|worker\):[0-9] *done ' "$TMP/ended.out")" -eq 3 ]
+check "attach-t07 and its loss" grep -q "^  train/loss .* at step [1-9]" "$TMP/ended.out"
+"$DROVER" attach "$RUN" --command "return 1" >/dev/null 2>"$TMP/ended.err"
+check "attach-t07 a command to an ended run is an error" [ $? -eq 1 ]
 check "attach-t07 it names the run directory" grep -q "run '$RUN' is not running" "$TMP/ended.err"
+# attach-t08: a run by the name drover ls prints, or by a prefix (the newest)
+( cd "$TMP" && "$DROVER" attach "$(basename "$RUN")" --print >"$TMP/byname.out" 2>&1 )
+check "attach-t08 a run's name is looked up in ./runs" grep -q "^run $(basename "$RUN")  " "$TMP/byname.out"
+"$DROVER" attach --runs "$RUNS" train --print >"$TMP/byprefix.out" 2>&1
+check "attach-t08 a name prefix finds the run" grep -q "^run $(basename "$RUN")  " "$TMP/byprefix.out"
+"$DROVER" attach --runs "$RUNS" nosuchrun --print >/dev/null 2>"$TMP/noname.err"
+check "attach-t08 an unknown name is an error" [ $? -eq 1 ]
+check "attach-t08 that says where it looked" grep -q "no run 'nosuchrun'.*drover ls" "$TMP/noname.err"
 mkdir -p "$TMP/fake"; cp "$RUN/secret" "$TMP/fake/secret"
 echo "127.0.0.1:1 $$" >"$TMP/fake/coordinator"
 "$DROVER" attach "$TMP/fake" --print >/dev/null 2>"$TMP/refused.err"
