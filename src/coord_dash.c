@@ -166,8 +166,9 @@ static void fill_header(coord *c, dash_model *m, double now) {
   const coord_fit_state *f = c->fit;
   bool fitted = f && (f->cfg || f->p.total_steps > 0);
   put(m->mode, sizeof m->mode, !fitted ? "" : f->sync ? "sync" : "async");
-  m->step = fitted ? f->done : 0;
-  m->total_steps = fitted ? f->p.total_steps : 0;
+  bool sync = fitted && f->p.global_steps > 0; /* global steps, as the progress line */
+  m->step = fitted ? (sync ? f->p.global_step : f->done) : 0;
+  m->total_steps = fitted ? (sync ? f->p.global_steps : f->p.total_steps) : 0;
   if (!fitted) {
     m->examples_per_sec = 0;
     m->eta = -1;

@@ -320,6 +320,21 @@ static void refill(void *ud) {
   }
 }
 
+/* The global step: exact once the ps answered the end-of-fit probe; until
+ * then each global step takes about one gradient from every trainer, of
+ * which `replicas` count. The ETA goes by it. */
+static void sync_progress(coord_fit_state *f, train_progress *p) {
+  int64_t g = f->sync_applied > 0 ? f->sync_applied
+                                  : f->done * (int64_t)f->replicas / (f->ntrainers ? f->ntrainers : 1);
+  if (g > f->sync_target) g = f->sync_target;
+  p->global_step = g;
+  p->global_steps = f->sync_target;
+  int64_t batches = g * (int64_t)f->replicas;
+  p->global_epoch = f->per_epoch > 0 && batches > 0 ? (batches - 1) / f->per_epoch + 1 : 1;
+  if (p->global_epoch > p->epochs) p->global_epoch = p->epochs;
+  p->eta = g > 0 ? p->elapsed / (double)g * (double)(f->sync_target - g) : 0;
+}
+
 static void update_progress(coord_fit_state *f) {
   train_progress *p = &f->p;
   p->step = f->done;
@@ -330,6 +345,7 @@ static void update_progress(coord_fit_state *f) {
   p->elapsed = progress_now() - f->t0;
   p->examples_per_sec = p->elapsed > 0 ? (double)f->examples / p->elapsed : 0;
   p->eta = p->step > 0 ? p->elapsed / (double)p->step * (double)(p->total_steps - p->step) : 0;
+  if (f->sync) sync_progress(f, p);
   for (int t = 0; t < f->ntrainers; t++) {
     coord_node *n = &f->c->nodes[f->trainers[t]];
     n->examples_per_sec = p->elapsed > 0 ? (double)(n->examples - f->examples0[t]) / p->elapsed : 0;

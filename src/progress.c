@@ -45,16 +45,29 @@ static void fmt_eta(char *buf, size_t n, double secs, bool tty) {
   }
 }
 
+/* Sync training counts its global steps against their target, and the
+ * epoch those reached: train steps run outnumber them (every trainer
+ * computes each step; backups' gradients are dropped). */
+static int64_t shown_step(const train_progress *p) {
+  return p->global_steps > 0 ? p->global_step : p->step;
+}
+static int64_t shown_total(const train_progress *p) {
+  return p->global_steps > 0 ? p->global_steps : p->total_steps;
+}
+static int64_t shown_epoch(const train_progress *p) {
+  return p->global_steps > 0 ? p->global_epoch : p->epoch;
+}
+
 static void print_bar(FILE *f, const train_progress *p) {
   char bar[BAR_WIDTH + 1], rate[32], eta[32];
-  int filled = p->total_steps > 0 ? (int)(BAR_WIDTH * p->step / p->total_steps) : 0;
+  int filled = shown_total(p) > 0 ? (int)(BAR_WIDTH * shown_step(p) / shown_total(p)) : 0;
   for (int i = 0; i < BAR_WIDTH; i++)
     bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
   bar[BAR_WIDTH] = '\0';
   fmt_thousands(rate, sizeof rate, p->examples_per_sec);
   fmt_eta(eta, sizeof eta, p->eta, true);
-  fprintf(f, "\rstep %lld/%lld [%s] epoch %lld/%lld loss %.4f", (long long)p->step,
-          (long long)p->total_steps, bar, (long long)p->epoch, (long long)p->epochs, p->loss);
+  fprintf(f, "\rstep %lld/%lld [%s] epoch %lld/%lld loss %.4f", (long long)shown_step(p),
+          (long long)shown_total(p), bar, (long long)shown_epoch(p), (long long)p->epochs, p->loss);
   if (!isnan(p->accuracy)) fprintf(f, " acc %.3f", p->accuracy);
   fprintf(f, " %s ex/s ETA %s\033[K", rate, eta);
 }
@@ -62,8 +75,8 @@ static void print_bar(FILE *f, const train_progress *p) {
 static void print_line(FILE *f, const train_progress *p) {
   char eta[32];
   fmt_eta(eta, sizeof eta, p->eta, false);
-  fprintf(f, "step %lld/%lld epoch %lld/%lld loss %.4f", (long long)p->step,
-          (long long)p->total_steps, (long long)p->epoch, (long long)p->epochs, p->loss);
+  fprintf(f, "step %lld/%lld epoch %lld/%lld loss %.4f", (long long)shown_step(p),
+          (long long)shown_total(p), (long long)shown_epoch(p), (long long)p->epochs, p->loss);
   if (!isnan(p->accuracy)) fprintf(f, " acc %.3f", p->accuracy);
   fprintf(f, " %.0f ex/s eta %s\n", p->examples_per_sec, eta);
 }

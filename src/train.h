@@ -29,6 +29,11 @@ typedef struct train_progress {
   double elapsed, eta;         /* seconds */
   bool is_eval;                /* an eval just ran: eval_* are set */
   double eval_loss, eval_accuracy;
+  /* Sync cluster training (0 otherwise): the global step (updates the ps
+   * applied, estimated until the fit ends) against its target, and the
+   * epoch the data has reached through them. Progress lines show these:
+   * `step` counts train steps run, backups and dropped gradients too. */
+  int64_t global_step, global_steps, global_epoch;
 } train_progress;
 
 /* Where a fit stands between two steps. With the model's parameters and

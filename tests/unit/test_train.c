@@ -7,6 +7,7 @@
 #include "harness.h"
 #include "nn.h"
 #include "optim.h"
+#include "progress.h"
 #include "train.h"
 
 /* ---- fixtures -------------------------------------------------------------- */
@@ -492,4 +493,21 @@ TEST(train_progress_tty_bar) {
   while (p > last && p[-1] != ' ') p--;
   CHECK(grouped_number(p, (size_t)(tail - p)));
   free(s);
+}
+
+/* Sync cluster training: the global step against its target and the epoch
+ * the data reached, not the train steps run (which backups outnumber). */
+TEST(progress_sync_shows_global_steps) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CHECK(f != NULL);
+  progress pr;
+  progress_init(&pr, f, false);
+  train_progress p = {.step = 2216, .total_steps = 1200, .epoch = 185, .epochs = 100, .loss = 0.5,
+                      .accuracy = NAN, .global_step = 1108, .global_steps = 1200, .global_epoch = 93};
+  progress_step(&pr, &p, true);
+  fclose(f);
+  CHECK_STR_CONTAINS(buf, "step 1108/1200 epoch 93/100 ");
+  free(buf);
 }
