@@ -193,3 +193,77 @@ TEST(dash_model_copy_is_deep) {
   dash_sim_free(s);
   dash_model_free(&c);
 }
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "dash_records.h"
+
+static void put_file(const char *dir, const char *name, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
+
+static void fake_run(const char *dir, double loss0) {
+  char line[256], all[4096] = "";
+  put_file(dir, "events.log",
+           "2026-11-24T10:00:00.000Z cluster ready: 2 nodes\n"
+           "2026-11-24T10:00:00.500Z fit: 4 steps on 1 workers, 2 variables over 1 ps\n"
+           "2026-11-24T10:00:02.000Z shutdown complete: 0 node failures\n");
+  put_file(dir, "nodes.tsv",
+           "node\tpid\thost\taddress\tcpus_asked\tthreads\tcpus\tmemory_asked\tmemory\tgpus_asked\t"
+           "gpus\tslurm_job\tslurm_step\tslurm_node\trestarts\n"
+           "ps:0\t11\tvm\t127.0.0.1\t0\t2\t2\t0\t0\t0\t-\t-\t-\t-\t0\n"
+           "worker:0\t12\tvm\t127.0.0.1\t0\t2\t2\t0\t0\t0\t-\t-\t-\t-\t1\n");
+  for (int i = 1; i <= 4; i++) {
+    snprintf(line, sizeof line,
+             "{\"time\":%g,\"step\":%d,\"node\":\"worker:0\",\"loss\":%g,\"examples\":32}\n",
+             0.6 * i, i, loss0 / i);
+    strcat(all, line);
+  }
+  strcat(all, "not json\n{\"time\":2.5,\"step\":4,\"eval_loss\":0.5,\"eval_accuracy\":null}\n");
+  put_file(dir, "metrics.jsonl", all);
+}
+
+TEST(dash_records_rebuild_a_finished_run_and_overlay_another) {
+  char a[] = "/tmp/drover-records-a-XXXXXX", b[] = "/tmp/drover-records-b-XXXXXX";
+  CHECK(mkdtemp(a) && mkdtemp(b));
+  fake_run(a, 2.0);
+  fake_run(b, 4.0);
+  dash_model m, n;
+  dash_model_init(&m);
+  dash_model_init(&n);
+  CHECK_OK(dash_records_load(a, "done", "2026-11-24T10:00:02.000Z", &m));
+  CHECK_INT_EQ(m.nnodes, 2);
+  CHECK(strcmp(m.nodes[1].name, "worker:0") == 0 && m.nodes[1].steps == 4 && m.nodes[1].restarts == 1);
+  CHECK(strcmp(m.nodes[1].state, "done") == 0);
+  CHECK_STR_CONTAINS(m.nodes[1].log, "/logs/worker-0.log");
+  const dash_series *loss = dash_model_series(&m, "train/loss");
+  CHECK(loss && loss->n == 4 && dash_series_at(loss, 3)->value == 0.5);
+  CHECK(dash_model_series(&m, "eval/loss") && !dash_model_series(&m, "eval/accuracy"));
+  CHECK(m.throughput.n >= 1);
+  CHECK_INT_EQ(m.step, 4);
+  CHECK_INT_EQ(m.nevents, 3);
+  CHECK(m.uptime == 2.0);
+  CHECK_STR_CONTAINS(m.banner, "finished at 2026-11-24");
+  CHECK_STR_CONTAINS(m.banner, "(exit 0)");
+  CHECK_OK(dash_records_load(b, "failed", "2026-11-24T10:00:02.000Z", &n));
+  CHECK_STR_CONTAINS(n.banner, "(exit 1)");
+  CHECK_OK(dash_records_overlay(&m, &n));
+  const dash_series *over = dash_model_overlay(&m, "train/loss");
+  CHECK(over && over->n == 4 && dash_series_at(over, 0)->value == 4.0);
+  CHECK(n.nmetrics == 0);
+  dash_model_free(&m);
+  dash_model_free(&n);
+  CHECK_ERR(dash_records_load("/nonexistent/run", "done", "", &m), DRV_EIO, "/nonexistent/run");
+  dash_model_free(&m);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", a, b);
+  CHECK(system(cmd) == 0);
+}
