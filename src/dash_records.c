@@ -31,11 +31,14 @@ static double stamp_seconds(const char *s) {
 
 /* ============================== events.log =============================== */
 
-static void load_events(const char *dir, dash_model *m) {
+/* Returns the exit status events.log records ("process exit: N", the last
+ * one), or -1. */
+static int load_events(const char *dir, dash_model *m) {
   char path[PATH_MAX + 32], line[2400];
   snprintf(path, sizeof path, "%s/events.log", dir);
   FILE *f = fopen(path, "r");
-  if (!f) return;
+  int status = -1;
+  if (!f) return status;
   double t0 = -1;
   while (fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = '\0';
@@ -49,8 +52,10 @@ static void load_events(const char *dir, dash_model *m) {
     dash_model_add_event(m, t - t0, text);
     int n;
     if (sscanf(text, "fit: %d steps", &n) == 1) m->total_steps = n;
+    if (sscanf(text, "process exit: %d", &n) == 1) status = n;
   }
   fclose(f);
+  return status;
 }
 
 /* ============================== nodes.tsv ================================ */
@@ -189,7 +194,7 @@ int dash_records_load(const char *dir, const char *state, const char *ended, das
   snprintf(m->state, sizeof m->state, "%s", state);
   m->eta = -1;
   load_nodes(dir, m);
-  load_events(dir, m);
+  int status = load_events(dir, m);
   load_metrics(dir, m);
   if (m->total_steps < m->step) m->total_steps = m->step;
   bool failed = strcmp(state, "done") != 0;
@@ -197,8 +202,9 @@ int dash_records_load(const char *dir, const char *state, const char *ended, das
     if (failed) snprintf(m->nodes[i].state, sizeof m->nodes[i].state, "%s", "failed");
   char when[64];
   local_time(ended, when, sizeof when);
+  if (status < 0) status = failed ? 1 : 0; /* a run from before exits were recorded */
   snprintf(m->banner, sizeof m->banner, "finished at %s (exit %d)  read-only: the run's records",
-           when, failed ? 1 : 0);
+           when, status);
   return 0;
 }
 

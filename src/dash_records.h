@@ -12,7 +12,8 @@
 /* Fills m (initialised or freed first) from run directory `dir`: state
  * `state` ("done", "failed"; as runs_state says), the banner "finished at
  * LOCAL-TIME (exit N)" (`ended` is events.log's last UTC time stamp; N is
- * 0 for a run that is done, else 1). Missing files leave their part empty.
+ * events.log's "process exit: N" when it has one, else 0 for a run that is
+ * done and 1 otherwise). Missing files leave their part empty.
  * 0, DRV_EIO (dir unreadable), DRV_ENOMEM. */
 int dash_records_load(const char *dir, const char *state, const char *ended, dash_model *m);
 

@@ -255,6 +255,11 @@ TEST(dash_records_rebuild_a_finished_run_and_overlay_another) {
   CHECK_STR_CONTAINS(m.banner, "(exit 0)");
   CHECK_OK(dash_records_load(b, "failed", "2026-11-24T10:00:02.000Z", &n));
   CHECK_STR_CONTAINS(n.banner, "(exit 1)");
+  put_file(b, "events.log", "2026-11-24T10:00:00.000Z process exit: 130\n");
+  CHECK_OK(dash_records_load(b, "interrupted", "2026-11-24T10:00:00.000Z", &n));
+  CHECK_STR_CONTAINS(n.banner, "(exit 130)");
+  fake_run(b, 4.0);
+  CHECK_OK(dash_records_load(b, "failed", "2026-11-24T10:00:02.000Z", &n));
   CHECK_OK(dash_records_overlay(&m, &n));
   const dash_series *over = dash_model_overlay(&m, "train/loss");
   CHECK(over && over->n == 4 && dash_series_at(over, 0)->value == 4.0);
