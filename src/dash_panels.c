@@ -397,7 +397,7 @@ void dash__charts(dash_ui *ui, const dash_model *m, int y, int x, int h, int w, 
     if (gr == grows - 1) ch = h - gr * ch;
     const dash_series *s = &m->metrics[ui->chart_first + i];
     const dash_series *over = m->noverlay ? dash_model_overlay(m, s->tag) : NULL;
-    char title[96], page[32] = "";
+    char title[160], page[32] = "";
     if (i == 0 && (ui->chart_first > 0 || k < m->nmetrics))
       snprintf(page, sizeof page, "  [%d-%d/%d]", ui->chart_first + 1, ui->chart_first + k, m->nmetrics);
     /* two runs: the first bright, the second dim (the header names them) */
