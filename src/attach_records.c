@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dash.h"
 #include "dash_records.h"
@@ -33,6 +34,10 @@ bool attach_coordinator_up(const char *dir) {
 
 /* One run's records into m; the banner says how it stands. */
 static int load_run(const char *dir, dash_model *m) {
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/events.log", dir);
+  if (access(path, F_OK) != 0)
+    return drv_error(DRV_EINVAL, "'%s' is not a run directory (it has no events.log)", dir);
   char state[64], last[40];
   runs_state(dir, state, sizeof state, last, sizeof last);
   int rc = dash_records_load(dir, state, last, m);
