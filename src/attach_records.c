@@ -111,6 +111,17 @@ static int show(dash_model *m, const attach_opts *o) {
   return status;
 }
 
+/* --print of a comparison: the second run's newest values too. */
+static void print_overlay(const dash_model *m, FILE *out) {
+  if (m->noverlay) fprintf(out, "metrics of %s:\n", m->overlay_run);
+  for (int i = 0; i < m->noverlay; i++) {
+    const dash_series *s = &m->overlay[i];
+    if (s->n == 0) continue;
+    const dash_point *p = dash_series_at(s, s->n - 1);
+    fprintf(out, "  %-18s %.6g at step %.0f (%d points)\n", s->tag, p->value, p->step, s->n);
+  }
+}
+
 int attach_records_main(const attach_opts *o, const char *dir, const char *dir2) {
   dash_model m;
   dash_model_init(&m);
@@ -122,6 +133,7 @@ int attach_records_main(const attach_opts *o, const char *dir, const char *dir2)
   } else if (o->print) {
     printf("%s\n", m.banner);
     attach_print(&m, 10, stdout);
+    print_overlay(&m, stdout);
     fflush(stdout);
   } else {
     status = show(&m, o);

@@ -155,6 +155,12 @@ check "attach-t08 a name prefix finds the run" grep -q "^run $(basename "$RUN") 
 "$DROVER" attach --runs "$RUNS" nosuchrun --print >/dev/null 2>"$TMP/noname.err"
 check "attach-t08 an unknown name is an error" [ $? -eq 1 ]
 check "attach-t08 that says where it looked" grep -q "no run 'nosuchrun'.*drover ls" "$TMP/noname.err"
+"$DROVER" attach "$RUN" "$RUN" --print >"$TMP/cmp.out" 2>&1
+check "attach-t08 two runs compared: both named" grep -q "^run $(basename "$RUN") vs $(basename "$RUN")  " "$TMP/cmp.out"
+check "attach-t08 with the second run's metrics" \
+  sh -c "grep -A1 '^metrics of $(basename "$RUN"):' '$TMP/cmp.out' | grep -q '^  train/loss '"
+"$DROVER" attach "$RUN" "$RUN" --control >/dev/null 2>"$TMP/cmpctl.err"
+check "attach-t08 a comparison is read-only" [ $? -eq 2 ]
 mkdir -p "$TMP/fake"; cp "$RUN/secret" "$TMP/fake/secret"
 echo "127.0.0.1:1 $$" >"$TMP/fake/coordinator"
 "$DROVER" attach "$TMP/fake" --print >/dev/null 2>"$TMP/refused.err"
