@@ -78,7 +78,9 @@ void coord_note(coord *c, const char *fmt, ...) {
 /* Workers and the chief hold nothing that training cannot rebuild (their
  * shard comes again with SETUP; the variables live on the ps nodes). */
 static bool recoverable(const coord *c, const coord_node *n) {
-  return !c->shutting_down && (n->role == ROLE_WORKER || n->role == ROLE_CHIEF) &&
+  return !c->shutting_down &&
+         (n->role == ROLE_WORKER || n->role == ROLE_CHIEF ||
+          (n->role == ROLE_PS && coord__fit_running(c))) &&
          n->restarts < c->opts.max_restarts;
 }
 
@@ -530,6 +532,11 @@ static void send_spec(coord *c, int to) {
   wire_wr_init(&w);
   wire_put_spec(&w, &(wire_msg_spec){{(uint32_t)c->nnodes, .put = put_spec_node, .ud = c}});
   coord__send(c, to, &w, WIRE_SPEC, 0);
+}
+
+void coord__spec_all(coord *c) {
+  for (int i = 0; i < c->nnodes; i++)
+    if (c->ctl[i]) send_spec(c, i);
 }
 
 static void send_spec_all(coord *c) {

@@ -50,6 +50,8 @@ typedef enum coord_node_state {
   NODE_RESTARTING, /* lost and recoverable: waiting out its back-off */
   NODE_RELAUNCHED, /* started again after a loss, not registered yet
                       (shown as "restarting") */
+  NODE_RESTORING,  /* a ps back after a loss, its shards being restored
+                      from a checkpoint; no tasks meanwhile */
   NODE_STATE_COUNT
 } coord_node_state;
 
@@ -139,6 +141,9 @@ typedef struct coord_fit_args {
                            eval_every, progress output, on_progress */
   bool sync;            /* sync training (see coord_fit) */
   int backup_workers;   /* sync: k, 0 <= k < trainers */
+  const struct fitrun_ckpt *ckpt; /* checkpoint = {...} (NULL: none): checkpoints
+                           of the ps nodes' shards under <run>/checkpoints,
+                           and a lost ps restored from the newest */
 } coord_fit_args;
 
 /* Trains on the cluster (async: each ps applies every push on arrival).
@@ -174,6 +179,12 @@ int64_t coord_global_steps(const coord *c);
 /* Copies the current parameters from the ps nodes into `model` (whose
  * architecture must be the one last fitted). A no-op before any fit. */
 int coord_pull(coord *c, nn_module *model);
+
+/* A checkpoint of the cluster's variables now (c:checkpoint()): during a
+ * fit it is requested and taken between two steps; otherwise taken and
+ * committed before returning. 0 or a negative code (a failure of the
+ * checkpoint: the previous ones are kept). */
+int coord_checkpoint(coord *c);
 
 /* ---- scheduled closures (coord_sched.c) ---------------------------------
  * ClusterCoordinator semantics. A closure is the output of closure_encode

@@ -121,6 +121,10 @@ void coord__fit_node_back(coord *c, int node) {
   if (!f || !f->args) return;
   int t = trainer_of(f, node);
   char spec[8192];
+  if (c->nodes[node].role == ROLE_PS && f->ck.restoring) { /* the fit loop restores it */
+    coord__node_set_state(c, node, NODE_RESTORING, ": its shards come from the newest checkpoint");
+    return;
+  }
   if (t < 0) return; /* only trainers come back */
   if (model_spec(f->args, spec, sizeof spec) < 0 || setup_trainer(c, t, spec) < 0) {
     char name[32];
@@ -131,13 +135,16 @@ void coord__fit_node_back(coord *c, int node) {
 void coord__fit_node_lost(coord *c, int node) {
   coord_fit_state *f = c->fit;
   if (f && f->setup_ok) f->setup_ok[node] = false; /* SETUP again when it is back */
+  if (f && c->nodes[node].role == ROLE_PS) coord__ckpt_ps_lost(f, c->nodes[node].index);
 }
+
+bool coord__fit_running(const coord *c) { return c->fit && c->fit->cfg; }
 
 /* The fit as the queue's producer: a node takes train steps once it is
  * set up for this fit. */
 static bool fit_ready(void *ud, int node) {
   coord_fit_state *f = ud;
-  return f->cfg && f->setup_ok && f->setup_ok[node];
+  return f->cfg && f->setup_ok && f->setup_ok[node] && !f->ck.restoring;
 }
 
 /* ============================== task results ============================== */
@@ -189,6 +196,13 @@ static int step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
   coord_node *n = &f->c->nodes[node];
   char name[32];
   coord__node_name(n, name, sizeof name);
+  if (status != 0 && (f->ck.restoring || strstr(msg, "ps:")) && coord__fit_running(f->c)) {
+    /* a ps went away under it: run it again (after the rollback, if the
+     * ps is lost; a ps that is not coming back fails the run anyway) */
+    if (!f->sync && f->produced > f->done) f->produced--;
+    log_warn("%s: train step lost: %s", name, msg);
+    return 0;
+  }
   if (status != 0) {
     coord__fail_fit(f, "%s: train step failed: %s", name, msg);
     return 0;
@@ -281,7 +295,7 @@ int coord__fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl
 /* ============================== the fit loop ============================== */
 
 /* Sync: asks every ps to answer once it applied the last global step. */
-static int send_sync_probes(coord_fit_state *f) {
+int coord__send_sync_probes(coord_fit_state *f) {
   /* Probes of an interrupted earlier fit were answered by VAR_INIT (their
    * replies came before its VAR_INIT_OK): count this fit's only. */
   f->sync_reached = 0;
@@ -367,6 +381,7 @@ static bool fit_finished(coord *c, void *arg) {
   (void)arg;
   coord_fit_state *f = c->fit;
   if (coord__sched_running(c, f->producer) > 0) return false;
+  if (f->ck.restoring || f->ck.state != CK_IDLE) return false;
   if (f->sync) return sync_over(f) && f->evals_out == 0;
   return f->done >= f->total && f->evals_out == 0;
 }
@@ -381,9 +396,12 @@ static int fit_loop(coord *c, const coord_fit_args *a) {
   coord_fit_state *f = c->fit;
   const train_cfg *cfg = a->cfg;
   while (!fit_finished(c, NULL)) {
+    int rc = coord__ckpt_restore_tick(f);
+    if (rc < 0) return rc;
+    coord__ckpt_tick(f);
     coord__dispatch(c);
     int turn = 0;
-    int rc = coord__pump(c, turn_done, &turn, 0, true);
+    rc = coord__pump(c, turn_done, &turn, 0, true);
     if (rc < 0) return rc;
     if (f->local_eval_due) {
       int64_t step = f->local_eval_due;
@@ -468,12 +486,22 @@ static void keep_args(coord_fit_state *f, const coord_fit_args *a) {
   f->args = &f->kept;
 }
 
+/* A fit with checkpoint = {...} ends with a checkpoint of its last step
+ * (the final eval in its manifest), so the newest is the trained model. */
+static void final_checkpoint(coord_fit_state *f) {
+  f->cfg = NULL; /* coord_checkpoint: now, not requested */
+  if (coord_checkpoint(f->c) < 0) log_warn("the final checkpoint: %s", drv_errmsg());
+}
+
 static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *res) {
   coord_fit_state *f = c->fit;
   f->looping = false;
   coord__sched_drop(c, f->producer, true); /* a step still running is ignored */
+  if (rc == 0 && f->ck.state != CK_IDLE) rc = coord__pump(c, coord__ckpt_idle, NULL, 0, true);
   if (rc == 0) rc = coord__pull_all(c);
   if (rc == 0 && a->cfg->eval && f->last_eval_step != f->done) rc = local_eval(c, a, f->done);
+  if (rc == 0 && f->has_ckpt && f->ck.last_step != f->done) final_checkpoint(f);
+  coord__ckpt_fit_end(f);
   update_progress(f);
   progress_step(&f->out, &f->p, true);
   progress_end(&f->out);
@@ -526,7 +554,10 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   if (rc < 0) return rc;
   coord_fit_state *f = c->fit;
   const train_cfg *cfg = a->cfg;
-  if (f->sync && (rc = send_sync_probes(f)) < 0) {
+  f->has_ckpt = a->ckpt != NULL;
+  if (a->ckpt) f->ckpol = *a->ckpt;
+  if ((rc = coord__ckpt_fit_begin(f)) < 0 ||
+      (f->sync && (rc = coord__send_sync_probes(f)) < 0)) {
     f->args = NULL;
     return rc;
   }

@@ -9,11 +9,34 @@
 
 #include "coord_int.h"
 #include "events.h"
+#include "fitrun.h"
 #include "progress.h"
 
 #define INFLIGHT_PER_WORKER 2 /* a queued task hides the RESULT -> TASK round trip */
 #define PS_CONNECT_TIMEOUT 10.0
 #define SYNC_PROBE_REQ 0xfffffff0u /* the PULL that waits for the last global step */
+#define CK_PROBE_REQ 0xfffffff1u   /* sync: the PULL that asks a ps its version (checkpoint) */
+#define RESTORE_REQ 0xfffffff2u
+#define COORD_MAX_PS_FILES (MANIFEST_MAX_FILES - 1) /* ps with shards in a checkpoint */
+
+/* A cluster checkpoint in progress (coord_ckpt.c). */
+enum { CK_IDLE, CK_PROBING, CK_WRITING };
+typedef struct coord_ck {
+  int state;
+  int waiting;         /* replies outstanding */
+  int64_t step;        /* the step it is of */
+  uint64_t version;    /* sync: the global step it snapshots (the max seen while probing) */
+  int failed;          /* ps that failed; why says the first */
+  char why[1024];
+  char dir[1200];      /* <run>/checkpoints/step-N */
+  uint64_t bytes;
+  double last_time;    /* of the last commit (or the fit's start) */
+  int64_t last_step;   /* of the last commit, -1 none */
+  bool requested;      /* c:checkpoint() during a fit */
+  bool restoring;      /* a ps was lost: roll back once it is back (coord_ckpt.c) */
+  int restored_ok;     /* RESTORE_OK replies */
+  float **initial;     /* per variable: its values when the fit began (no checkpoint yet) */
+} coord_ck;
 
 typedef struct shard {
   int ps;
@@ -76,11 +99,19 @@ struct coord_fit_state {
   double t0;
   FILE *metrics;
   events_writer *events; /* events/coordinator/: TensorBoard's global view */
+  bool has_ckpt;         /* the fit's checkpoint = {...} */
+  fitrun_ckpt ckpol;
+  coord_ck ck;
+  int64_t fit_no;        /* fits so far on this cluster */
 };
 
 /* coord_fit.c: the fit's train steps as a producer of the task queue
  * (registered by coord__fit_state). */
 extern const coord_producer_ops coord__fit_tasks;
+
+/* coord_fit.c: sync: asks every ps to answer once it applied the last
+ * global step. */
+int coord__send_sync_probes(coord_fit_state *f);
 
 /* coord_vars.c */
 /* Records a failure of the run found by the fit (coord__fail). */
@@ -98,5 +129,25 @@ int coord__init_vars(coord_fit_state *f, const optim_cfg *opt);
 /* Pulls every variable back into the model, pumping until all replied. */
 int coord__pull_all(coord *c);
 void coord__free_vars(coord_fit_state *f);
+
+/* coord_ckpt.c: checkpoints of the ps nodes' shards, committed by the
+ * coordinator, and the rollback after a ps was lost. */
+/* Between two turns of the fit loop: starts a checkpoint when one is due. */
+void coord__ckpt_tick(coord_fit_state *f);
+/* Starts a checkpoint now (sync: at the next global step boundary when
+ * `sync_boundary`). 0, or negative when it cannot start. */
+int coord__ckpt_begin(coord_fit_state *f, bool sync_boundary);
+/* Whether no checkpoint is being taken. */
+bool coord__ckpt_idle(coord *c, void *arg);
+/* CHECKPOINT_OK, RESTORE_OK or a probe's PULL_REPLY from ps `ps`. */
+void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const uint8_t *pl);
+/* A fit begins: keeps the initial values (a ps lost before the first
+ * checkpoint restarts from them). */
+int coord__ckpt_fit_begin(coord_fit_state *f);
+void coord__ckpt_fit_end(coord_fit_state *f);
+/* ps `ps` was lost and will be restarted (coord__fit_node_lost). */
+void coord__ckpt_ps_lost(coord_fit_state *f, int ps);
+/* Between two turns of the fit loop, once every ps is back: the rollback. */
+int coord__ckpt_restore_tick(coord_fit_state *f);
 
 #endif

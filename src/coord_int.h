@@ -197,6 +197,9 @@ int coord__sched_frame(coord *c, int node, const wire_header *h, const uint8_t *
 void coord__sched_node_lost(coord *c, int node);
 void coord__sched_free(coord *c);
 
+/* coord.c: SPEC again to every registered node (a ps moved). */
+void coord__spec_all(coord *c);
+
 /* coord_fit.c: frames from workers and the evaluator on their control
  * connections (EVAL_RESULT, SETUP_OK; RESULT goes to the queue, which
  * hands it to the fit as a producer); negative for a frame that has no
@@ -208,6 +211,8 @@ void coord__fit_node_lost(coord *c, int node);
 /* Node `node` registered again after a restart: a fit in progress (or
  * setting up) sends it SETUP again before any work. */
 void coord__fit_node_back(coord *c, int node);
+/* Whether a fit is training (a ps lost now is restarted and restored). */
+bool coord__fit_running(const coord *c);
 /* Closes the coordinator's connections to the ps nodes. */
 void coord__fit_close(coord *c);
 void coord__fit_free(coord *c);

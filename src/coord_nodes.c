@@ -46,9 +46,10 @@
  * process, registered, takes tasks, a failure, final), never for a list
  * of states. So a coming state is one row here and its arrows, and
  * nothing elsewhere changes:
- *  - a ps restoring from a checkpoint: RESTORING {process, registered},
- *    STARTING/RELAUNCHED -> RESTORING -> READY; without NS_TASKS the
- *    queue sends it nothing, and with NS_PROCESS its loss is a loss;
+ *  - a ps restoring from a checkpoint (coord_ckpt.c): RESTORING
+ *    {process, registered}, READY -> RESTORING -> READY once it
+ *    registered again after a restart; without NS_TASKS the queue sends
+ *    it nothing, and with NS_PROCESS its loss is a loss;
  *  - a worker draining its feed: DRAINING {process, registered},
  *    READY -> DRAINING -> READY or DONE; its tasks in flight finish, no
  *    new ones come (no NS_TASKS), and it is still watched. */
@@ -65,13 +66,17 @@ static const struct {
     [NODE_STARTING] = {"starting", "starting", "start", NS_PROCESS,
                        B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE)},
     [NODE_READY] = {"ready", "ready", "up", NS_PROCESS | NS_REGISTERED | NS_TASKS,
-                    B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) | B(NODE_FAILED)},
+                    B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) | B(NODE_FAILED) |
+                        B(NODE_RESTORING)},
     [NODE_BUSY] = {"busy", "busy", "busy", NS_PROCESS | NS_REGISTERED | NS_TASKS | NS_DERIVED, 0},
     [NODE_LOST] = {"lost", "lost", "lost", NS_FAILURE | NS_FINAL, 0},
     [NODE_DONE] = {"done", "done", "done", NS_FINAL, 0},
     [NODE_FAILED] = {"failed", "failed", "failed", NS_FAILURE | NS_FINAL, 0},
     [NODE_RESTARTING] = {"restarting", "restarting", "lost", 0,
                          B(NODE_RELAUNCHED) | B(NODE_LOST) | B(NODE_DONE)},
+    [NODE_RESTORING] = {"restoring", "restoring", "restoring", NS_PROCESS | NS_REGISTERED,
+                        B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) |
+                            B(NODE_FAILED)},
     [NODE_RELAUNCHED] = {"relaunched", "restarting", "restart", NS_PROCESS,
                          B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE)},
 };

@@ -62,13 +62,22 @@ static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   case WIRE_VAR_INIT_OK:
     f->pending--;
     return;
+  case WIRE_CHECKPOINT_OK:
+  case WIRE_RESTORE_OK:
+    coord__ckpt_frame(f, l->ps, h, pl);
+    return;
   case WIRE_PULL_REPLY: {
     uint64_t version = 0;
+    if (h->req == CK_PROBE_REQ) {
+      coord__ckpt_frame(f, l->ps, h, pl);
+      return;
+    }
     if (on_pull_reply(f, l->ps, pl, h->len, &version) < 0) {
       coord__fail_fit(f, "%s: %s", name, drv_errmsg());
       conn_close(cn, "bad PULL_REPLY");
     }
     if (h->req == SYNC_PROBE_REQ) {
+      if (f->ck.restoring) return; /* answered by the rollback's VAR_INIT: asked again after */
       f->sync_reached++;
       if (f->sync_applied == 0 || (int64_t)version < f->sync_applied)
         f->sync_applied = (int64_t)version;
@@ -104,7 +113,9 @@ static void ps_close(conn *cn, int err, const char *why) {
   coord *c = f->c;
   if (f->ps[l->ps] == cn) f->ps[l->ps] = NULL;
   if (conn_was_ready(cn)) f->ps_ready--;
-  if (!f->c->shutting_down && (err || f->cfg)) {
+  if (!c->shutting_down && f->cfg) {
+    coord__ckpt_ps_lost(f, l->ps); /* a ps that is not restarted fails the run (coord.c) */
+  } else if (!f->c->shutting_down && err) {
     char name[32];
     snprintf(name, sizeof name, "ps:%d", l->ps);
     coord__fail_fit(f, "lost the connection to %s: %s", name, err ? why : "closed");

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "coord.h"
+#include "fitrun.h"
 #include "err.h"
 #include "l_drover.h"
 #include "l_cluster_opts.h"
@@ -71,6 +72,7 @@ static int l_cluster(lua_State *L) {
 
 typedef struct fit_ctx {
   lua_State *L;
+  fitrun_ckpt ck;  /* exp.checkpointing (validated by lua/experiment.lua) */
   ltrain_exp e;    /* the experiment's settings (cfg) and values on the stack */
   int progress_fn; /* stack index of the progress function, 0 none */
   bool failed;     /* the progress function raised; its error is in the registry */
@@ -94,15 +96,33 @@ static int call_progress(void *ud, const train_progress *p) {
   return stop;
 }
 
+/* exp.checkpointing (checkpoint = {...}, checked by lua/experiment.lua)
+ * into x->ck, and a->ckpt when there is one. */
+static void read_checkpointing(lua_State *L, fit_ctx *x, coord_fit_args *a) {
+  int top = lua_gettop(L);
+  if (lua_getfield(L, 2, "checkpointing") != LUA_TTABLE) {
+    lua_settop(L, top);
+    return;
+  }
+  int t = lua_gettop(L);
+  lua_getfield(L, t, "every"), x->ck.every = lua_tointeger(L, -1);
+  lua_getfield(L, t, "every_seconds"), x->ck.every_seconds = lua_tonumber(L, -1);
+  lua_getfield(L, t, "keep"), x->ck.keep = (int)lua_tointeger(L, -1);
+  if (lua_getfield(L, t, "keep_best") == LUA_TTABLE) {
+    lua_getfield(L, -1, "metric");
+    snprintf(x->ck.metric, sizeof x->ck.metric, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "");
+    lua_getfield(L, -2, "mode");
+    x->ck.max = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "max") == 0;
+  }
+  lua_settop(L, top);
+  a->ckpt = &x->ck;
+}
+
 /* Reads exp (at 2) into x->e and a; the values it refers to stay on the
  * stack (x->e's indices). */
 static void read_experiment(lua_State *L, fit_ctx *x, coord_fit_args *a) {
   lua_settop(L, 2);
   *x = (fit_ctx){.L = L};
-  if (lua_istable(L, 2) && lua_getfield(L, 2, "checkpointing") != LUA_TNIL)
-    luaL_error(L, "experiment: checkpoint = { ... } is not yet supported on clusters "
-               "(exp:fit() takes checkpoints in process); remove it to fit on a cluster");
-  lua_settop(L, 2);
   ltrain_read_experiment(L, 2, &x->e);
   train_cfg *cfg = &x->e.cfg;
   x->progress_fn = x->e.progress;
@@ -124,6 +144,7 @@ static void read_experiment(lua_State *L, fit_ctx *x, coord_fit_args *a) {
                luaL_tolstring(L, -1, NULL));
   a->backup_workers = (int)k;
   lua_pop(L, 1);
+  read_checkpointing(L, x, a);
 }
 
 /* The workers now hold this model and data: a worker restarted later is
@@ -204,6 +225,30 @@ static int l_evaluate(lua_State *L) {
   set_num(L, "loss", loss);
   set_num(L, "accuracy", acc);
   return 1;
+}
+
+/* c:checkpoint() -> true: a checkpoint of the cluster's variables under
+ * <run>/checkpoints (taken between two steps when called during c:fit). */
+static int l_checkpoint(lua_State *L) {
+  coord *c = live(L, check_cluster(L, 1));
+  if (coord_checkpoint(c) < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* c:save(path): the cluster's current parameters, pulled into the model
+ * last set up or fitted, as one safetensors file (model:save's format). */
+static int l_save(lua_State *L) {
+  coord *c = live(L, check_cluster(L, 1));
+  const char *path = luaL_checkstring(L, 2);
+  if (lua_getiuservalue(L, 1, 1) != LUA_TTABLE)
+    return luaL_error(L, "cluster: nothing to save before c:fit or c:setup");
+  lua_rawgeti(L, -1, 1);
+  nn_module *model = lnn_check_module(L, -1);
+  int rc = coord_pull(c, model);
+  if (rc == 0) rc = nn_save(model, path);
+  if (rc < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
+  return 0;
 }
 
 /* ============================== shutdown ================================= */
@@ -326,6 +371,7 @@ static int l_index(lua_State *L) {
 
 static const luaL_Reg methods[] = {
     {"fit", l_fit}, {"setup", l_setup}, {"evaluate", l_evaluate}, {"shutdown", l_shutdown}, {"nodes", l_nodes},
+    {"checkpoint", l_checkpoint}, {"save", l_save},
     {NULL, NULL}};
 
 static const luaL_Reg meta[] = {

@@ -83,6 +83,10 @@
   XX(41, PULL_REPLY, pull_reply, false, 0)       \
   XX(42, PUSH, push, false, 0)                   \
   XX(43, PUSH_OK, push_ok, false, 0)             \
+  XX(44, CHECKPOINT, checkpoint, false, 0)       \
+  XX(45, CHECKPOINT_OK, checkpoint_ok, false, 0) \
+  XX(46, RESTORE, restore, false, 0)             \
+  XX(47, RESTORE_OK, restore_ok, false, 0)       \
   XX(50, ATTACH, attach, false, 0)               \
   XX(51, SNAPSHOT, snapshot, false, 0)           \
   XX(52, COMMAND, command, false, 0)             \

@@ -127,6 +127,29 @@
 #define WIRE_MSG_push(X) X(U64, version) X(ITEMS, vars, var_tensor, "PUSH variable")
 #define WIRE_MSG_push_ok(X) X(U64, step) X(FLAG, applied, "PUSH_OK applied")
 
+/* Checkpoints and failover, coordinator <-> ps (docs/ARCHITECTURE.md,
+ * "The checkpoint commit (cluster)").
+ *  CHECKPOINT     C -> P: snapshot every shard (values, optimizer slots,
+ *                 update counts) and write it to `path` as safetensors,
+ *                 tensors named as `names` says (PyTorch names). Sync
+ *                 (at_version > 0): the snapshot is taken when the ps's
+ *                 version is at_version (held until then; at once when it
+ *                 is there already); async (0): at once. The copy is
+ *                 taken on the loop, the write runs on a thread
+ *  CHECKPOINT_OK  P -> C (req echoed): status 0 or a DRV_E* code, the
+ *                 version snapshotted, the file's bytes, the failure
+ *  RESTORE        C -> P: after VAR_INIT of every shard: load values,
+ *                 slots and update counts from `path` (a CHECKPOINT's
+ *                 file, tensors named by `names`); the version becomes
+ *                 `version` (sync); held PULLs from before are answered
+ *  RESTORE_OK     P -> C (req echoed): status 0 or a DRV_E* code */
+#define WIRE_MSG_checkpoint(X) \
+  X(U64, at_version) X(STR, path) X(ITEMS, names, var_name, "CHECKPOINT variable")
+#define WIRE_MSG_checkpoint_ok(X) X(I32, status) X(U64, version) X(U64, bytes) X(STR, message)
+#define WIRE_MSG_restore(X) \
+  X(U64, version) X(STR, path) X(ITEMS, names, var_name, "RESTORE variable")
+#define WIRE_MSG_restore_ok(X) X(I32, status) X(STR, message)
+
 /* Attach: a dashboard client on the coordinator's control port; it
  * authenticates like a node, then sends ATTACH where a node sends REGISTER.
  *  ATTACH    A -> C: control 1: may send COMMAND; hz snapshots per second
@@ -159,6 +182,7 @@
   X(STR, name) X(SHAPE, shape) X(ITEMS, shards, setup_shard, "SETUP shard")
 #define WIRE_ITEM_setup_shard(X) X(U32, ps) X(U64, row0) X(U64, rows)
 #define WIRE_ITEM_var_id(X) X(U32, var)
+#define WIRE_ITEM_var_name(X) X(U32, var) X(STR, name)
 #define WIRE_ITEM_var_tensor(X) X(U32, var) X(TENSOR, value)
 #define WIRE_ITEM_snap_node(X)                                                          \
   X(ROLE, role) X(U32, index) X(U32, pid) X(U32, restarts) X(U32, inflight) X(I64, steps) \
@@ -171,7 +195,7 @@
 
 /* Every item list, innermost first (an item's items come before it). */
 #define WIRE_ITEM_MAP(XX) \
-  XX(spec_node) XX(setup_shard) XX(setup_var) XX(var_id) XX(var_tensor) XX(snap_point) \
+  XX(spec_node) XX(setup_shard) XX(setup_var) XX(var_id) XX(var_name) XX(var_tensor) XX(snap_point) \
   XX(snap_node) XX(snap_series) XX(snap_event)
 
 /* ---- views -------------------------------------------------------------- */

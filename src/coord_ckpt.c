@@ -1,0 +1,384 @@
+/* coord_ckpt.c - checkpoints of a cluster's variables and the rollback
+ * after a lost ps (see docs/ARCHITECTURE.md, "The checkpoint commit
+ * (cluster)").
+ *
+ * A checkpoint: the coordinator makes <run>/checkpoints/step-N/ and sends
+ * CHECKPOINT to every ps that holds shards; each copies its shards between
+ * two updates and writes ps-<i>.safetensors on a thread (tensor names are
+ * PyTorch's; a split variable's rows are in each file's metadata). Once
+ * every ps answered CHECKPOINT_OK, the coordinator commits with the
+ * manifest (files, sizes, sha256; the step, epoch, version, fit and the
+ * model's spec in its meta). A ps that failed (a full disk) fails that
+ * checkpoint only: the directory is removed, the previous ones stay, and
+ * training goes on. In sync training the coordinator first asks every ps
+ * its version (they differ by at most one) and the snapshot is taken at
+ * the next global step on every ps; in async training each ps snapshots
+ * when the request arrives, so the shards of different ps may differ by
+ * the pushes in flight then.
+ *
+ * The rollback: a ps lost during a fit stops the task stream; once the
+ * coordinator restarted it and it registered again, every ps gets VAR_INIT
+ * then RESTORE from the newest intact checkpoint of this fit (or the fit's
+ * initial values when there is none yet), and the fit goes on from that
+ * checkpoint's step.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpt.h"
+#include "coord_fit_int.h"
+#include "err.h"
+#include "log.h"
+#include "progress.h"
+#include "wire_msgs.h"
+
+/* ============================== names ===================================== */
+
+static int shards_on(const coord_fit_state *f, int ps) {
+  int n = 0;
+  for (int i = 0; i < f->nvars; i++)
+    for (int s = 0; s < f->vars[i].nshards; s++) n += f->vars[i].sh[s].ps == ps;
+  return n;
+}
+
+/* The (var, name) items of the variables ps holds, in var order. */
+typedef struct name_cursor {
+  const coord_fit_state *f;
+  int ps, var;
+} name_cursor;
+
+static bool holds(const fvar *v, int ps) {
+  for (int s = 0; s < v->nshards; s++)
+    if (v->sh[s].ps == ps) return true;
+  return false;
+}
+
+static void put_name(wire_wr *w, void *ud, uint32_t i) {
+  (void)i;
+  name_cursor *nc = ud;
+  while (!holds(&nc->f->vars[nc->var], nc->ps)) nc->var++;
+  wire_put_item_var_name(w, &(wire_item_var_name){(uint32_t)nc->var,
+                                                 WIRE_STR(nc->f->params.items[nc->var].name)});
+  nc->var++;
+}
+
+static void ps_file(const coord_fit_state *f, const char *dir, int ps, char *buf, size_t n) {
+  (void)f;
+  snprintf(buf, n, "%s/ps-%d.safetensors", dir, ps);
+}
+
+/* ============================== taking one ================================ */
+
+static void ckpt_dir(coord_fit_state *f, char *buf, size_t n) {
+  snprintf(buf, n, "%s/checkpoints", f->c->rd.path);
+}
+
+static void remove_uncommitted(coord_fit_state *f) {
+  char path[4200];
+  for (int k = 0; k < f->nps; k++) {
+    ps_file(f, f->ck.dir, k, path, sizeof path);
+    unlink(path);
+  }
+  rmdir(f->ck.dir);
+}
+
+static int write_phase(coord_fit_state *f, uint64_t at_version) {
+  coord_ck *ck = &f->ck;
+  char base[1100];
+  ck->step = f->sync && at_version ? (int64_t)at_version * f->replicas : f->done;
+  ckpt_dir(f, base, sizeof base);
+  snprintf(ck->dir, sizeof ck->dir, "%s/step-%" PRId64, base, ck->step);
+  manifest m;
+  int there = manifest_read(ck->dir, &m) == 0;
+  manifest_free(&m);
+  if (there) { /* a committed checkpoint of this step: kept as it is */
+    ck->state = CK_IDLE;
+    return 0;
+  }
+  int rc = rundir_mkdirs(ck->dir);
+  if (rc < 0) return rc;
+  ck->waiting = 0;
+  for (int k = 0; k < f->nps; k++) {
+    int n = shards_on(f, k);
+    if (n == 0) continue;
+    if (!f->ps[k]) return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+    char path[4200];
+    ps_file(f, ck->dir, k, path, sizeof path);
+    name_cursor nc = {f, k, 0};
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_put_checkpoint(&w, &(wire_msg_checkpoint){at_version, WIRE_STR(path),
+                                                   {(uint32_t)n, .put = put_name, .ud = &nc}});
+    if ((rc = conn_send_wr(f->ps[k], &w, WIRE_CHECKPOINT, 0)) < 0) return rc;
+    ck->waiting++;
+  }
+  ck->state = CK_WRITING;
+  return 0;
+}
+
+int coord__ckpt_begin(coord_fit_state *f, bool sync_boundary) {
+  coord_ck *ck = &f->ck;
+  if (ck->state != CK_IDLE) return drv_error(DRV_EINVAL, "cluster: a checkpoint is being taken");
+  if (!f->placed) return drv_error(DRV_EINVAL, "cluster: nothing to checkpoint before a fit");
+  if (ck->restoring) return drv_error(DRV_EINVAL, "cluster: a ps is being restored");
+  ck->failed = 0;
+  ck->why[0] = '\0';
+  ck->bytes = 0;
+  ck->version = 0;
+  if (!(f->sync && sync_boundary)) return write_phase(f, 0);
+  ck->waiting = 0;
+  for (int k = 0; k < f->nps; k++) {
+    if (!f->ps[k]) return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_put_pull(&w, &(wire_msg_pull){.min_version = 0}); /* no vars: its version */
+    int rc = conn_send_wr(f->ps[k], &w, WIRE_PULL, CK_PROBE_REQ);
+    if (rc < 0) return rc;
+    ck->waiting++;
+  }
+  ck->state = CK_PROBING;
+  return 0;
+}
+
+/* The manifest's meta: what a resume or an export needs besides the files. */
+static int commit(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  const char *files[COORD_MAX_PS_FILES + 1];
+  char names[COORD_MAX_PS_FILES][32];
+  int nf = 0;
+  for (int k = 0; k < f->nps && nf < COORD_MAX_PS_FILES; k++)
+    if (shards_on(f, k)) {
+      snprintf(names[nf], sizeof names[nf], "ps-%d.safetensors", k);
+      files[nf] = names[nf];
+      nf++;
+    }
+  files[nf] = NULL;
+  char step[32], epoch[32], version[32], fit[32], nps[16], metric[64] = "";
+  static char spec[8192];
+  const coord_fit_args *a = f->args;
+  if (!a || nn_spec(a->model, spec, sizeof spec) < 0) spec[0] = '\0';
+  snprintf(step, sizeof step, "%" PRId64, ck->step);
+  snprintf(epoch, sizeof epoch, "%" PRId64, f->epoch_no ? f->epoch_no : 1);
+  snprintf(version, sizeof version, "%" PRIu64, ck->version);
+  snprintf(fit, sizeof fit, "%" PRId64, f->fit_no);
+  snprintf(nps, sizeof nps, "%d", f->nps);
+  const char *meta[24] = {"kind", "cluster", "step", step, "epoch", epoch, "version", version,
+                          "fit", fit, "ps", nps, "mode", f->sync ? "sync" : "async",
+                          NN_SPEC_META_KEY, spec, NULL};
+  double acc = f->p.eval_accuracy, loss = f->p.eval_loss;
+  int m = 16;
+  if (isfinite(acc)) snprintf(metric, 32, "%.9g", acc), meta[m++] = "eval_accuracy", meta[m++] = metric;
+  if (isfinite(loss)) snprintf(metric + 32, 32, "%.9g", loss), meta[m++] = "eval_loss", meta[m++] = metric + 32;
+  meta[m] = NULL;
+  return manifest_commit(ck->dir, files, meta);
+}
+
+static void finish(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  coord *c = f->c;
+  ck->state = CK_IDLE;
+  ck->last_time = progress_now();
+  if (ck->failed == 0 && commit(f) < 0) {
+    ck->failed = 1;
+    snprintf(ck->why, sizeof ck->why, "%s", drv_errmsg());
+  }
+  if (ck->failed) {
+    remove_uncommitted(f);
+    rundir_event(&c->rd, "checkpoint step %" PRId64 " failed: %s; the previous checkpoint is "
+                 "kept and training goes on", ck->step, ck->why);
+    log_warn("checkpoint step %" PRId64 " failed: %s", ck->step, ck->why);
+    return;
+  }
+  ck->last_step = ck->step;
+  rundir_event(&c->rd, "checkpoint step %" PRId64 ": %llu bytes from %d ps (version %llu)",
+               ck->step, (unsigned long long)ck->bytes, f->nps, (unsigned long long)ck->version);
+  if (f->has_ckpt) {
+    char base[1100];
+    ckpt_dir(f, base, sizeof base);
+    ckpt_prune(base, f->ckpol.keep, f->ckpol.metric[0] ? f->ckpol.metric : NULL, f->ckpol.max);
+  }
+}
+
+void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const uint8_t *pl) {
+  coord_ck *ck = &f->ck;
+  if (h->type == WIRE_RESTORE_OK) {
+    wire_msg_restore_ok m;
+    char msg[1024] = "";
+    if (wire_get_restore_ok(pl, h->len, &m) == 0) wire_str_copy(m.message, msg, sizeof msg);
+    if (m.status != 0) coord__fail_fit(f, "ps:%d could not restore: %s", ps, msg);
+    f->pending--;
+    return;
+  }
+  if (h->type == WIRE_PULL_REPLY) { /* a version probe */
+    wire_msg_pull_reply m;
+    if (ck->state != CK_PROBING || wire_get_pull_reply(pl, h->len, &m) < 0) return;
+    if (m.version > ck->version) ck->version = m.version;
+    if (--ck->waiting > 0) return;
+    uint64_t at = ck->version + 1;
+    if ((int64_t)at > f->sync_target) at = (uint64_t)f->sync_target;
+    if (write_phase(f, at) < 0) {
+      ck->failed = 1;
+      snprintf(ck->why, sizeof ck->why, "%s", drv_errmsg());
+      finish(f);
+    }
+    return;
+  }
+  wire_msg_checkpoint_ok m;
+  char msg[1024] = "";
+  if (ck->state != CK_WRITING || wire_get_checkpoint_ok(pl, h->len, &m) < 0) return;
+  wire_str_copy(m.message, msg, sizeof msg);
+  if (m.status != 0 && ck->failed++ == 0) snprintf(ck->why, sizeof ck->why, "ps:%d: %s", ps, msg);
+  ck->bytes += m.bytes;
+  ck->version = m.version;
+  if (--ck->waiting == 0) finish(f);
+}
+
+bool coord__ckpt_idle(coord *c, void *arg) {
+  (void)arg;
+  return c->fit->ck.state == CK_IDLE;
+}
+
+void coord__ckpt_tick(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  if ((!f->has_ckpt && !ck->requested) || ck->state != CK_IDLE || ck->restoring) return;
+  int64_t since = f->done - (ck->last_step > 0 ? ck->last_step : 0);
+  bool due = ck->requested || (f->ckpol.every > 0 && since >= f->ckpol.every) ||
+             (f->ckpol.every_seconds > 0 && progress_now() - ck->last_time >= f->ckpol.every_seconds);
+  if (!due || f->done == ck->last_step || f->done == 0) return;
+  ck->requested = false;
+  if (coord__ckpt_begin(f, true) < 0) {
+    rundir_event(&f->c->rd, "checkpoint failed: %s; training goes on", drv_errmsg());
+    ck->last_time = progress_now();
+  }
+}
+
+int coord_checkpoint(coord *c) {
+  coord_fit_state *f = c->fit;
+  if (!f || !f->placed) return drv_error(DRV_EINVAL, "cluster: nothing to checkpoint before a fit");
+  if (f->cfg) { /* during the fit (its progress function): between two steps */
+    f->ck.requested = true;
+    return 0;
+  }
+  int rc = coord__ckpt_begin(f, false);
+  if (rc == 0) rc = coord__pump(c, coord__ckpt_idle, NULL, 0, true);
+  if (rc == 0 && f->ck.failed) rc = drv_error(DRV_EIO, "checkpoint failed: %s", f->ck.why);
+  return rc;
+}
+
+/* ============================== failover ================================== */
+
+int coord__ckpt_fit_begin(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  coord__ckpt_fit_end(f);
+  ck->initial = calloc((size_t)f->nvars + 1, sizeof *ck->initial);
+  if (!ck->initial) return drv_error(DRV_ENOMEM, "out of memory");
+  for (int i = 0; i < f->nvars; i++) {
+    size_t n = (size_t)tensor_numel(f->vars[i].value);
+    if (!(ck->initial[i] = malloc(n * sizeof(float) + 1))) return drv_error(DRV_ENOMEM, "out of memory");
+    memcpy(ck->initial[i], tensor_data(f->vars[i].value), n * sizeof(float));
+  }
+  ck->last_step = -1;
+  ck->last_time = progress_now();
+  ck->requested = ck->restoring = false;
+  f->fit_no++;
+  return 0;
+}
+
+void coord__ckpt_fit_end(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  for (int i = 0; ck->initial && i < f->nvars; i++) free(ck->initial[i]);
+  free(ck->initial);
+  ck->initial = NULL;
+}
+
+void coord__ckpt_ps_lost(coord_fit_state *f, int ps) {
+  coord_ck *ck = &f->ck;
+  if (!f->cfg) return;
+  if (ck->state != CK_IDLE) { /* that checkpoint will not be whole */
+    ck->state = CK_IDLE;
+    remove_uncommitted(f);
+    rundir_event(&f->c->rd, "checkpoint step %" PRId64 " abandoned: ps:%d was lost", ck->step, ps);
+  }
+  if (ck->restoring) return;
+  ck->restoring = true;
+  coord__sched_drop(f->c, f->producer, true); /* steps since the checkpoint run again */
+  rundir_event(&f->c->rd, "ps:%d lost: training pauses until it is back", ps);
+}
+
+/* The newest intact checkpoint of this fit, or 0. */
+static int newest(coord_fit_state *f, ckpt_entry *e, manifest *m) {
+  char base[1100];
+  ckpt_dir(f, base, sizeof base);
+  if (ckpt_newest(base, e, NULL, NULL) != 1) return 0;
+  if (manifest_read(e->path, m) < 0) return 0;
+  const char *kind = manifest_meta(m, "kind"), *fit = manifest_meta(m, "fit");
+  return kind && strcmp(kind, "cluster") == 0 && fit && strtoll(fit, NULL, 10) == f->fit_no;
+}
+
+static bool all_ps_back(coord *c) {
+  for (int i = 0; i < c->nnodes; i++)
+    if (c->nodes[i].role == ROLE_PS && !c->ctl[i]) return false;
+  return true;
+}
+
+static int send_restore(coord_fit_state *f, const char *dir, uint64_t version) {
+  for (int k = 0; k < f->nps; k++) {
+    int n = shards_on(f, k);
+    if (n == 0) continue;
+    char path[4200] = "";
+    if (dir) ps_file(f, dir, k, path, sizeof path);
+    name_cursor nc = {f, k, 0};
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_put_restore(&w, &(wire_msg_restore){version, WIRE_STR(path),
+                                             {(uint32_t)n, .put = put_name, .ud = &nc}});
+    if (!f->ps[k]) return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+    f->pending++;
+    int rc = conn_send_wr(f->ps[k], &w, WIRE_RESTORE, RESTORE_REQ);
+    if (rc < 0) return rc;
+  }
+  return coord__pump(f->c, coord__nothing_pending, NULL, 0, true);
+}
+
+/* Long: the rollback is one sequence of waits (connect, VAR_INIT,
+ * RESTORE), clearer in one place than split. */
+int coord__ckpt_restore_tick(coord_fit_state *f) {
+  coord *c = f->c;
+  coord_ck *ck = &f->ck;
+  if (!ck->restoring || !all_ps_back(c)) return 0;
+  ckpt_entry e;
+  manifest m = {0};
+  int have = newest(f, &e, &m);
+  int64_t step = have ? strtoll(manifest_meta(&m, "step"), NULL, 10) : 0;
+  uint64_t version = have ? strtoull(manifest_meta(&m, "version"), NULL, 10) : 0;
+  manifest_free(&m);
+  if (have)
+    rundir_event(&c->rd, "restoring from step %" PRId64 " (%s)", step, e.path);
+  else
+    rundir_event(&c->rd, "no checkpoint yet: the ps restart from the initial values and the fit "
+                 "starts over");
+  coord__spec_all(c); /* workers reconnect to the restarted ps */
+  int rc = coord__connect_ps(c);
+  for (int i = 0; i < f->nvars && rc == 0 && !have; i++)
+    memcpy(tensor_data(f->vars[i].value), ck->initial[i],
+           (size_t)tensor_numel(f->vars[i].value) * sizeof(float));
+  if (rc == 0) rc = coord__init_vars(f, f->args->optim);
+  if (rc == 0) rc = coord__pump(c, coord__nothing_pending, NULL, 0, true);
+  if (rc == 0) rc = send_restore(f, have ? e.path : NULL, version);
+  if (rc < 0) return rc;
+  f->done = f->produced = step;
+  f->epoch_no = 0;
+  ck->last_step = step;
+  ck->last_time = progress_now();
+  ck->restoring = false;
+  for (int i = 0; i < c->nnodes; i++)
+    if (c->nodes[i].state == NODE_RESTORING)
+      coord__node_set_state(c, i, NODE_READY, ": restored from step %" PRId64, step);
+  if (f->sync) rc = coord__send_sync_probes(f);
+  rundir_event(&c->rd, "restored from step %" PRId64 ": training goes on", step);
+  return rc;
+}
