@@ -125,7 +125,7 @@ int coord__ckpt_begin(coord_fit_state *f, bool sync_boundary) {
   if (ck->state != CK_IDLE) return drv_error(DRV_EINVAL, "cluster: a checkpoint is being taken");
   if (!f->placed) return drv_error(DRV_EINVAL, "cluster: nothing to checkpoint before a fit");
   if (ck->restoring) return drv_error(DRV_EINVAL, "cluster: a ps is being restored");
-  ck->failed = 0;
+  ck->failed = ck->passed = 0;
   ck->why[0] = '\0';
   ck->bytes = 0;
   ck->version = 0;
@@ -182,6 +182,12 @@ static void finish(coord_fit_state *f) {
   coord *c = f->c;
   ck->state = CK_IDLE;
   ck->last_time = progress_now();
+  if (ck->passed && !ck->failed) { /* sync: a ps passed the version: again, further ahead */
+    remove_uncommitted(f);
+    log_info("checkpoint step %" PRId64 ": a ps passed its version; asking again", ck->step);
+    ck->requested = true;
+    return;
+  }
   if (ck->failed == 0 && commit(f) < 0) {
     ck->failed = 1;
     snprintf(ck->why, sizeof ck->why, "%s", drv_errmsg());
@@ -218,7 +224,9 @@ void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const u
     if (ck->state != CK_PROBING || wire_get_pull_reply(pl, h->len, &m) < 0) return;
     if (m.version > ck->version) ck->version = m.version;
     if (--ck->waiting > 0) return;
-    uint64_t at = ck->version + 1;
+    /* The ps moved on while the request travels: aim two steps ahead
+     * (a ps already past it answers ERANGE and it is asked again). */
+    uint64_t at = ck->version + 2;
     if ((int64_t)at > f->sync_target) at = (uint64_t)f->sync_target;
     if (write_phase(f, at) < 0) {
       ck->failed = 1;
@@ -231,7 +239,8 @@ void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const u
   char msg[1024] = "";
   if (ck->state != CK_WRITING || wire_get_checkpoint_ok(pl, h->len, &m) < 0) return;
   wire_str_copy(m.message, msg, sizeof msg);
-  if (m.status != 0 && ck->failed++ == 0) snprintf(ck->why, sizeof ck->why, "ps:%d: %s", ps, msg);
+  if (m.status == DRV_ERANGE) ck->passed++;
+  else if (m.status != 0 && ck->failed++ == 0) snprintf(ck->why, sizeof ck->why, "ps:%d: %s", ps, msg);
   ck->bytes += m.bytes;
   ck->version = m.version;
   if (--ck->waiting == 0) finish(f);

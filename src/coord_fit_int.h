@@ -27,6 +27,7 @@ typedef struct coord_ck {
   int64_t step;        /* the step it is of */
   uint64_t version;    /* sync: the global step it snapshots (the max seen while probing) */
   int failed;          /* ps that failed; why says the first */
+  int passed;          /* sync: ps already past the version asked (asked again) */
   char why[1024];
   char dir[1200];      /* <run>/checkpoints/step-N */
   uint64_t bytes;

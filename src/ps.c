@@ -819,7 +819,7 @@ static int on_checkpoint(ps_server *ps, peer *pe, const wire_header *h, const ui
     k->status = DRV_EINVAL;
     snprintf(k->msg, sizeof k->msg, "a checkpoint is being written already");
   } else if (ps->sync && m.at_version && m.at_version < ps->version && ps->version < ps->target) {
-    k->status = DRV_EINVAL;
+    k->status = DRV_ERANGE; /* the coordinator asks again */
     snprintf(k->msg, sizeof k->msg, "version %llu is past (the ps is at %llu)",
              (unsigned long long)m.at_version, (unsigned long long)ps->version);
   }
