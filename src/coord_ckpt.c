@@ -314,6 +314,8 @@ void coord__ckpt_ps_lost(coord_fit_state *f, int ps) {
   }
   if (ck->restoring) return;
   ck->restoring = true;
+  ck->lost_ps = ps;
+  ck->lost_at = progress_now();
   coord__sched_drop(f->c, f->producer, true); /* steps since the checkpoint run again */
   rundir_event(&f->c->rd, "ps:%d lost: training pauses until it is back", ps);
 }
@@ -328,9 +330,20 @@ static int newest(coord_fit_state *f, ckpt_entry *e, manifest *m) {
   return kind && strcmp(kind, "cluster") == 0 && fit && strtoll(fit, NULL, 10) == f->fit_no;
 }
 
-static bool all_ps_back(coord *c) {
-  for (int i = 0; i < c->nnodes; i++)
-    if (c->nodes[i].role == ROLE_PS && !c->ctl[i]) return false;
+/* Every ps registered, and the lost one back (RESTORING) or, when only
+ * its data connection broke, still there once a loss would have been
+ * noticed (the heartbeat timeout). */
+static bool all_ps_back(coord_fit_state *f) {
+  coord *c = f->c;
+  double grace = c->opts.heartbeat_timeout_ms / 1000.0 + 1.5;
+  for (int i = 0; i < c->nnodes; i++) {
+    const coord_node *n = &c->nodes[i];
+    if (n->role != ROLE_PS) continue;
+    if (!c->ctl[i]) return false;
+    if (n->index == f->ck.lost_ps && n->state != NODE_RESTORING &&
+        progress_now() - f->ck.lost_at < grace)
+      return false;
+  }
   return true;
 }
 
@@ -358,7 +371,7 @@ static int send_restore(coord_fit_state *f, const char *dir, uint64_t version) {
 int coord__ckpt_restore_tick(coord_fit_state *f) {
   coord *c = f->c;
   coord_ck *ck = &f->ck;
-  if (!ck->restoring || !all_ps_back(c)) return 0;
+  if (!ck->restoring || !all_ps_back(f)) return 0;
   ckpt_entry e;
   manifest m = {0};
   int have = newest(f, &e, &m);
@@ -379,6 +392,7 @@ int coord__ckpt_restore_tick(coord_fit_state *f) {
   if (rc == 0) rc = coord__pump(c, coord__nothing_pending, NULL, 0, true);
   if (rc == 0) rc = send_restore(f, have ? e.path : NULL, version);
   if (rc < 0) return rc;
+  coord__sched_drop(c, f->producer, true); /* nothing from before the rollback counts */
   f->done = f->produced = step;
   f->epoch_no = 0;
   ck->last_step = step;

@@ -319,7 +319,7 @@ static bool sync_over(const coord_fit_state *f) { return f->sync_reached >= f->n
 static void refill(void *ud) {
   coord_fit_state *f = ud;
   coord *c = f->c;
-  if (!f->looping) return;
+  if (!f->looping || f->ck.restoring) return;
   if (f->sync && sync_over(f)) { /* every ps applied the last step */
     coord__sched_drop(c, f->producer, false);
     return;

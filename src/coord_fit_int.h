@@ -35,7 +35,8 @@ typedef struct coord_ck {
   int64_t last_step;   /* of the last commit, -1 none */
   bool requested;      /* c:checkpoint() during a fit */
   bool restoring;      /* a ps was lost: roll back once it is back (coord_ckpt.c) */
-  int restored_ok;     /* RESTORE_OK replies */
+  int lost_ps;         /* the ps lost, and when */
+  double lost_at;
   float **initial;     /* per variable: its values when the fit began (no checkpoint yet) */
 } coord_ck;
 

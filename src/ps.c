@@ -80,6 +80,7 @@ typedef struct held_pull {
   uint64_t min_version;
   uint8_t *payload; /* a copy of the request */
   uint32_t len;
+  bool probe;       /* of no variables: the coordinator waiting for a version */
 } held_pull;
 
 /* A conn's ud is the server before authentication and its peer after;
@@ -387,16 +388,16 @@ static int pull_reply(ps_server *ps, conn *c, uint32_t req, int *idx, uint32_t c
 }
 
 /* Whether a PULL for min_version must wait (sync, before the target). */
-static bool must_hold(const ps_server *ps, uint64_t min_version) {
+static bool must_hold(const ps_server *ps, uint64_t min_version, bool probe) {
   /* After a RESTORE rolled the version back, a worker's PULL behind a
    * push made before it asks for a version far ahead: it gets the
    * restored values now (a live one asks for exactly the next version). */
-  if (ps->restored && min_version > ps->version + 1) return false;
+  if (ps->restored && !probe && min_version > ps->version + 1) return false;
   return ps->sync && !ps->stopping && min_version > ps->version && ps->version < ps->target;
 }
 
 static int hold(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl,
-                uint64_t min_version) {
+                uint64_t min_version, bool probe) {
   if (ps->nheld == ps->capheld) {
     int cap = ps->capheld ? 2 * ps->capheld : 8;
     held_pull *nh = realloc(ps->held, (size_t)cap * sizeof *nh);
@@ -407,7 +408,7 @@ static int hold(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl
   uint8_t *copy = malloc(h->len + 1);
   if (!copy) return drv_error(DRV_ENOMEM, "out of memory");
   memcpy(copy, pl, h->len);
-  ps->held[ps->nheld++] = (held_pull){pe, h->req, min_version, copy, h->len};
+  ps->held[ps->nheld++] = (held_pull){pe, h->req, min_version, copy, h->len, probe};
   return 0;
 }
 
@@ -418,7 +419,7 @@ static void serve_held(ps_server *ps) {
   int keep = 0;
   for (int k = 0; k < ps->nheld; k++) {
     held_pull hp = ps->held[k];
-    if (must_hold(ps, hp.min_version) && !hp.pe->doomed) {
+    if (must_hold(ps, hp.min_version, hp.probe) && !hp.pe->doomed) {
       ps->held[keep++] = hp;
       continue;
     }
@@ -453,9 +454,9 @@ static int on_pull(ps_server *ps, peer *pe, conn *c, const wire_header *h, const
   uint32_t count;
   int rc = pull_parse(ps, pl, h->len, &min_version, &idx, &count);
   if (rc < 0) return rc;
-  if (must_hold(ps, min_version)) {
+  if (must_hold(ps, min_version, count == 0)) {
     free(idx);
-    return hold(ps, pe, h, pl, min_version);
+    return hold(ps, pe, h, pl, min_version, count == 0);
   }
   return pull_reply(ps, c, h->req, idx, count);
 }
