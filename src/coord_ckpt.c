@@ -62,7 +62,7 @@ static void put_name(wire_wr *w, void *ud, uint32_t i) {
   name_cursor *nc = ud;
   while (!holds(&nc->f->vars[nc->var], nc->ps)) nc->var++;
   wire_put_item_var_name(w, &(wire_item_var_name){(uint32_t)nc->var,
-                                                 WIRE_STR(nc->f->params.items[nc->var].name)});
+                                                 WIRE_STR(nc->f->torch.items[nc->var].name)});
   nc->var++;
 }
 

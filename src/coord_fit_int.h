@@ -63,6 +63,7 @@ struct coord_fit_state {
   pslink *links;
   int ps_ready;
   nn_param_list params;
+  nn_param_list torch; /* the same, named as PyTorch names them (checkpoint files) */
   fvar *vars;
   int nvars;
   bool placed;

@@ -177,6 +177,7 @@ void coord__free_vars(coord_fit_state *f) {
   f->vars = NULL;
   f->nvars = 0;
   nn_param_list_free(&f->params);
+  nn_param_list_free(&f->torch);
   f->placed = false;
 }
 
@@ -186,6 +187,7 @@ void coord__free_vars(coord_fit_state *f) {
 int coord__place(coord_fit_state *f, nn_module *model) {
   coord__free_vars(f);
   int rc = nn_collect_params(model, &f->params);
+  if (rc == 0) rc = nn_torch_params(model, &f->torch);
   if (rc < 0) return rc;
   f->nvars = f->params.n;
   f->vars = calloc((size_t)f->nvars, sizeof *f->vars);

@@ -15,6 +15,8 @@
 #include "afile.h"
 #include "err.h"
 #include "manifest.h"
+#include "nn.h"
+#include "safetensors.h"
 
 static bool is_dir(const char *p) {
   struct stat st;
@@ -95,6 +97,53 @@ static int copy_file(const char *src, const char *dst) {
   return rc < 0 ? rc : afile_commit(&out, 0644);
 }
 
+/* Copies tensor t of a ps file into the parameter named like it, at the
+ * rows the file's metadata says (a split variable's shard). */
+static int merge_tensor(nn_param_list *pl, const safetensors_file *f, const safetensors_tensor *t,
+                        const char *file) {
+  for (int i = 0; i < pl->n; i++) {
+    tensor *v = pl->items[i].value;
+    if (strcmp(pl->items[i].name, t->name) != 0) continue;
+    char key[600];
+    snprintf(key, sizeof key, "%s.row0", t->name);
+    const char *r0 = safetensors_meta(f, key);
+    int64_t row0 = r0 ? strtoll(r0, NULL, 10) : 0, rows = v->shape[0] ? v->shape[0] : 1;
+    int64_t per_row = tensor_numel(v) / rows;
+    if (row0 < 0 || (row0 * per_row + t->numel) > tensor_numel(v))
+      return drv_error(DRV_EINVAL, "%s: %s does not fit the model's %s", file, t->name,
+                       pl->items[i].name);
+    memcpy(tensor_data(v) + row0 * per_row, t->data, (size_t)t->numel * sizeof(float));
+    return 0;
+  }
+  return drv_error(DRV_EINVAL, "%s: %s is not a parameter of the model", file, t->name);
+}
+
+/* A cluster checkpoint: one file per ps, each with its shards; rebuilt
+ * into the model its manifest describes and written as one file. */
+static int export_cluster(const char *dir, const manifest *m, const char *out) {
+  const char *spec = manifest_meta(m, NN_SPEC_META_KEY);
+  if (!spec || !spec[0]) return drv_error(DRV_EINVAL, "%s: the manifest has no model spec", dir);
+  rng_t r;
+  rng_seed(&r, 1);
+  nn_module *model = nn_from_spec(spec, &r);
+  if (!model) return DRV_EINVAL;
+  nn_param_list pl = {0};
+  int rc = nn_torch_params(model, &pl);
+  for (int k = 0; k < m->nfiles && rc == 0; k++) {
+    char path[PATH_MAX + 100];
+    snprintf(path, sizeof path, "%s/%s", dir, m->files[k].name);
+    safetensors_file f;
+    rc = safetensors_read(path, &f);
+    for (size_t t = 0; t < f.n && rc == 0; t++)
+      if (strncmp(f.tensors[t].name, "optim.", 6) != 0) rc = merge_tensor(&pl, &f, &f.tensors[t], path);
+    safetensors_free(&f);
+  }
+  if (rc == 0) rc = nn_save(model, out);
+  nn_param_list_free(&pl);
+  nn_unref(model);
+  return rc;
+}
+
 int export_model(const export_opts *o, FILE *warn, int64_t *step) {
   char dir[PATH_MAX], ckdir[PATH_MAX + 16], src[PATH_MAX + 4200];
   int rc = find_run(o, dir, sizeof dir);
@@ -104,6 +153,13 @@ int export_model(const export_opts *o, FILE *warn, int64_t *step) {
   if ((rc = pick(o, ckdir, warn, &c)) < 0) return rc;
   manifest m;
   rc = ckpt_open(c.path, &m);
+  const char *kind = rc == 0 ? manifest_meta(&m, "kind") : NULL;
+  if (kind && strcmp(kind, "cluster") == 0) {
+    rc = export_cluster(c.path, &m, o->out);
+    manifest_free(&m);
+    if (rc == 0 && step) *step = c.step;
+    return rc;
+  }
   manifest_free(&m);
   if (rc < 0) {
     char why[1024];
