@@ -552,3 +552,110 @@ test("cluster-16 a diverged loss is null in metrics.jsonl, never a bare nan", fu
     assert(line:match('^{"time":[0-9.e-]+,"step":%d+,.*}$'), "line: " .. line)
   end
 end)
+
+-- ---- checkpoints and ps failover (issue 12) --------------------------------
+
+local function step_dirs(dir)
+  local p = io.popen("ls " .. dir .. "/checkpoints 2>/dev/null")
+  local steps = {}
+  for l in p:lines() do
+    local n = l:match("^step%-(%d+)$")
+    if n then steps[#steps + 1] = tonumber(n) end
+  end
+  p:close()
+  table.sort(steps)
+  return steps
+end
+
+test("cluster-17 checkpoint = {...}: each ps writes its shards, the coordinator commits; keep", function()
+  drover.seed(1)
+  local exp = experiment { train = { data = train_std, batch = 32, epochs = 3 },
+    checkpoint = { every = 30, keep = 2 } }
+  local c <close> = drover.cluster { ps = 2, worker = 2, runs = RUNS, name = "c17",
+    split_threshold = 1000 }
+  local r = c:fit(exp)
+  local total = 3 * math.ceil(#train_std / 32)
+  eq(r.steps, total, "steps")
+  local steps = step_dirs(c.run_dir)
+  eq(#steps, 2, "keep = 2 leaves two checkpoints")
+  eq(steps[2], total, "the last one is of the last step")
+  local last = c.run_dir .. "/checkpoints/step-" .. total
+  local man = read(last .. "/manifest.json")
+  for _, f in ipairs { "ps-0.safetensors", "ps-1.safetensors" } do
+    assert(man:find('"' .. f .. '"', 1, true), "manifest names " .. f)
+  end
+  assert(man:find('"kind": *"cluster"') and man:find('"mode": *"async"'), man)
+  local ev = read(c.run_dir .. "/events.log")
+  assert(ev:find("checkpoint step 3%d: %d+ bytes from 2 ps"), "events: the first checkpoint")
+  -- c:save pulls the cluster's parameters into one file; drover export
+  -- merges the ps files of the last checkpoint into the same model.
+  local saved, exported = c.run_dir .. "/saved.safetensors", c.run_dir .. "/exported.safetensors"
+  c:save(saved)
+  eq(sh(DROVER .. " export " .. c.run_dir .. " -o " .. exported .. " >/dev/null"), 0, "drover export")
+  local a, b = nn.load(saved), nn.load(exported)
+  local x = drover.tensor.randn(4, 64)
+  local ya, yb = a:forward(x), b:forward(x)
+  for i = 1, 4 do for j = 1, 10 do eq(ya[i][j], yb[i][j], "saved == exported") end end
+  -- c:checkpoint() after the fit: now, of the same step (kept as it is).
+  assert(c:checkpoint())
+  -- PyTorch reads a ps file and the merged one (when the venv is there).
+  local py = (os.getenv("VENV") or "build/venv") .. "/bin/python"
+  if sh("test -x " .. py) == 0 then
+    local script = c.run_dir .. "/check.py"
+    local f = assert(io.open(script, "w"))
+    f:write(([[
+import torch, safetensors.torch as st
+m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+m.load_state_dict(st.load_file("%s"))
+p0 = st.load_file("%s/ps-0.safetensors")
+assert any(k.startswith("0.") or k.startswith("2.") for k in p0), list(p0)
+]]):format(exported, last))
+    f:close()
+    eq(sh(py .. " " .. script), 0, "PyTorch loads the exported model and reads a ps file")
+  end
+end)
+
+-- Kills ps:0 with SIGKILL once the fit passed `at` steps.
+local function fit_killing_ps(name, mode, at, ckpt)
+  drover.seed(1)
+  local c = drover.cluster { ps = 2, worker = 2, runs = RUNS, name = name, split_threshold = 1000 }
+  local victim = node(c, "ps", 0)
+  local killed
+  local exp = experiment { mode = mode, train = { data = train_std, batch = 32, epochs = 10 },
+    eval = { data = test_std, every = 1000 }, checkpoint = ckpt,
+    progress = function(p)
+      if killed or p.step < at then return end
+      killed = p.step
+      os.execute("kill -9 " .. victim.pid)
+    end }
+  local r = c:fit(exp)
+  assert(killed, "ps:0 was killed during the fit")
+  local back = node(c, "ps", 0)
+  eq(back.restarts, 1, "ps:0 restarts")
+  assert(back.pid ~= victim.pid and not alive(victim.pid), "a new ps:0 process")
+  return c, r, read(c.run_dir .. "/events.log")
+end
+
+test("cluster-18 SIGKILL of a ps mid-fit (async): restored from the newest checkpoint", function()
+  local c <close>, r, ev = fit_killing_ps("c18", "async", 200, { every = 50 })
+  eq(r.steps, 10 * math.ceil(#train_std / 32), "the exact step count")
+  assert(r.eval_accuracy >= 0.95, "eval accuracy " .. tostring(r.eval_accuracy))
+  local from = ev:match("restoring from step (%d+)")
+  assert(from and tonumber(from) >= 150 and tonumber(from) <= 200, ev)
+  assert(ev:find("node restoring ps:0", 1, true) and ev:find("restored from step " .. from, 1, true), ev)
+end)
+
+test("cluster-19 SIGKILL of a ps mid-fit (sync): every global step is applied once more", function()
+  local c <close>, r, ev = fit_killing_ps("c19", "sync", 200, { every = 50 })
+  eq(r.global_steps, math.ceil(10 * math.ceil(#train_std / 32) / 2), "global steps")
+  assert(r.eval_accuracy >= 0.95, "eval accuracy " .. tostring(r.eval_accuracy))
+  assert(ev:find("restoring from step %d+"), ev)
+end)
+
+test("cluster-20 SIGKILL of a ps before any checkpoint: the fit starts over, saying so", function()
+  local c <close>, r, ev = fit_killing_ps("c20", "async", 100, nil)
+  eq(r.steps, 10 * math.ceil(#train_std / 32), "the exact step count")
+  assert(r.eval_accuracy >= 0.95, "eval accuracy " .. tostring(r.eval_accuracy))
+  assert(ev:find("no checkpoint yet: the ps restart from the initial values and the fit starts over",
+    1, true), ev)
+end)
