@@ -659,3 +659,40 @@ test("cluster-20 SIGKILL of a ps before any checkpoint: the fit starts over, say
   assert(ev:find("no checkpoint yet: the ps restart from the initial values and the fit starts over",
     1, true), ev)
 end)
+
+test("cluster-21 a full disk fails one cluster checkpoint by name; training goes on", function()
+  local full = RUNS .. "/full21"
+  os.execute("mkdir -p " .. full)
+  if sh("[ $(id -u) -eq 0 ] && mount -t tmpfs -o size=4m tmpfs " .. full .. " 2>/dev/null") ~= 0 then
+    print("SKIP cluster-21: mounting a tmpfs needs root")
+    return
+  end
+  local ok, err = pcall(function()
+    drover.seed(1)
+    local c <close> = drover.cluster { ps = 2, worker = 2, runs = full, name = "c21",
+      split_threshold = 1000 }
+    local filled, emptied
+    local exp = experiment { train = { data = train_std, batch = 32, epochs = 4 },
+      eval = { data = test_std, every = 1000 }, checkpoint = { every = 30, keep = 1 },
+      progress = function(p)
+        if p.step >= 45 and not filled then -- room for the logs, not for a checkpoint
+          filled = true
+          os.execute("a=$(df -k --output=avail " .. full .. " | tail -n 1); " ..
+            "dd if=/dev/zero of=" .. full .. "/filler bs=1k count=$((a - 48)) 2>/dev/null")
+        elseif p.step >= 100 and filled and not emptied then
+          emptied = true
+          os.remove(full .. "/filler")
+        end
+      end }
+    local r = c:fit(exp)
+    eq(r.steps, 4 * math.ceil(#train_std / 32), "training went on to the end")
+    local ev = read(c.run_dir .. "/events.log")
+    assert(ev:find("checkpoint step %d+ failed: ps:%d: [^\n]*No space left on device[^\n]*the previous " ..
+      "checkpoint is kept and training goes on"), ev)
+    local steps = step_dirs(c.run_dir)
+    eq(#steps, 1, "keep = 1, no half checkpoint left")
+    eq(steps[1], r.steps, "later checkpoints are taken")
+  end)
+  os.execute("umount " .. full)
+  assert(ok, err)
+end)
