@@ -170,7 +170,8 @@ drover.experiment { ... } - a model, a loss, an optimizer and data, trained in t
   progress   function(p) called after each step and eval (return false to stop)
   checkpoint { every = STEPS, every_seconds = S, keep = N,
                keep_best = { metric = "eval_accuracy", mode = "max" } }
-             in process only (not yet on clusters); see exp:checkpoint()
+             in process and on clusters (each ps writes its shards; a lost
+             ps is restored from the newest); see exp:checkpoint()
   runs       where the run directory goes (default "runs"; false: none)
   mode       accepted for clusters
 
@@ -206,6 +207,9 @@ drover.cluster { ... } - parameter servers and workers as processes (local launc
   c:fit(exp)            train exp on the cluster (exp.mode = "sync" for sync training)
   c:setup(exp)          give the workers the model and their data shards, no training
   c:evaluate(exp [, ds])  the cluster's parameters on ds
+  c:checkpoint()        a checkpoint of the ps nodes' shards now (in a progress fn:
+                        between two steps) under c.run_dir/checkpoints
+  c:save(path)          the cluster's current parameters as one safetensors file
   c:schedule(fn, ...)   run fn(w, ...) on an idle worker -> a RemoteValue (help("RemoteValue"))
   c:join()  c:done()    wait for / poll everything scheduled; raise the first error
   c:nodes()  c:shutdown { grace = 5, timeout = 30 }  c.run_dir  c.address
