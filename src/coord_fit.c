@@ -599,6 +599,7 @@ void coord__fit_free(coord *c) {
    * coord_free calls this from the last of them. */
   c->fit = NULL;
   coord__sched_remove_producer(c, f->producer);
+  coord__ckpt_fit_end(f); /* before coord__free_vars: it walks f->nvars */
   coord__free_vars(f);
   free(f->trainers);
   free(f->examples0);

@@ -33,8 +33,12 @@
  *                                                      ^    lost, not
  *                            READY: lost, not recoverable   recoverable
  *
- *   shutdown: READY -> DONE (clean exit) or FAILED (any other exit);
- *             STARTING, RESTARTING, RELAUNCHED -> DONE (nothing is lost)
+ *   a ps back during a fit:  READY -> RESTORING -> READY (its shards and
+ *             every other ps's restored from the newest checkpoint); lost
+ *             meanwhile: RESTORING -> RESTARTING or LOST
+ *
+ *   shutdown: READY, RESTORING -> DONE (clean exit) or FAILED (any other
+ *             exit); STARTING, RESTARTING, RELAUNCHED -> DONE (nothing is lost)
  *
  * LOST, DONE and FAILED are final; entering LOST or FAILED is a failure
  * of the run, counted here (c->failures).

@@ -69,6 +69,10 @@ static const arrow legal[] = {
     {NODE_RESTARTING, NODE_DONE},       {NODE_RELAUNCHED, NODE_READY},
     {NODE_RELAUNCHED, NODE_RESTARTING}, {NODE_RELAUNCHED, NODE_LOST},
     {NODE_RELAUNCHED, NODE_DONE},
+    /* a ps back after a loss during a fit (coord_ckpt.c) */
+    {NODE_READY, NODE_RESTORING},       {NODE_RESTORING, NODE_READY},
+    {NODE_RESTORING, NODE_RESTARTING},  {NODE_RESTORING, NODE_LOST},
+    {NODE_RESTORING, NODE_DONE},        {NODE_RESTORING, NODE_FAILED},
 };
 
 static bool is_legal(coord_node_state from, coord_node_state to) {
