@@ -66,8 +66,7 @@ static void put_name(wire_wr *w, void *ud, uint32_t i) {
   nc->var++;
 }
 
-static void ps_file(const coord_fit_state *f, const char *dir, int ps, char *buf, size_t n) {
-  (void)f;
+static void ps_file(const char *dir, int ps, char *buf, size_t n) {
   snprintf(buf, n, "%s/ps-%d.safetensors", dir, ps);
 }
 
@@ -80,7 +79,7 @@ static void ckpt_dir(coord_fit_state *f, char *buf, size_t n) {
 static void remove_uncommitted(coord_fit_state *f) {
   char path[4200];
   for (int k = 0; k < f->nps; k++) {
-    ps_file(f, f->ck.dir, k, path, sizeof path);
+    ps_file(f->ck.dir, k, path, sizeof path);
     unlink(path);
   }
   rmdir(f->ck.dir);
@@ -107,7 +106,7 @@ static int write_phase(coord_fit_state *f, uint64_t at_version) {
     if (n == 0) continue;
     if (!f->ps[k]) return drv_error(DRV_ENODE, "ps:%d is not connected", k);
     char path[4200];
-    ps_file(f, ck->dir, k, path, sizeof path);
+    ps_file(ck->dir, k, path, sizeof path);
     name_cursor nc = {f, k, 0};
     wire_wr w;
     wire_wr_init(&w);
@@ -144,7 +143,8 @@ int coord__ckpt_begin(coord_fit_state *f, bool sync_boundary) {
   return 0;
 }
 
-/* The manifest's meta: what a resume or an export needs besides the files. */
+/* The commit: manifest.json naming every ps file, with in its meta what
+ * a rollback or an export needs besides the files. */
 static int commit(coord_fit_state *f) {
   coord_ck *ck = &f->ck;
   const char *files[COORD_MAX_PS_FILES + 1];
@@ -157,8 +157,8 @@ static int commit(coord_fit_state *f) {
       nf++;
     }
   files[nf] = NULL;
-  char step[32], epoch[32], version[32], fit[32], nps[16], metric[64] = "";
-  static char spec[8192];
+  char step[32], epoch[32], version[32], fit[32], nps[16], acc_s[32], loss_s[32];
+  char spec[8192];
   const coord_fit_args *a = f->args;
   if (!a || nn_spec(a->model, spec, sizeof spec) < 0) spec[0] = '\0';
   snprintf(step, sizeof step, "%" PRId64, ck->step);
@@ -171,8 +171,14 @@ static int commit(coord_fit_state *f) {
                           NN_SPEC_META_KEY, spec, NULL};
   double acc = f->p.eval_accuracy, loss = f->p.eval_loss;
   int m = 16;
-  if (isfinite(acc)) snprintf(metric, 32, "%.9g", acc), meta[m++] = "eval_accuracy", meta[m++] = metric;
-  if (isfinite(loss)) snprintf(metric + 32, 32, "%.9g", loss), meta[m++] = "eval_loss", meta[m++] = metric + 32;
+  if (isfinite(acc)) { /* for keep_best */
+    snprintf(acc_s, sizeof acc_s, "%.9g", acc);
+    meta[m++] = "eval_accuracy", meta[m++] = acc_s;
+  }
+  if (isfinite(loss)) {
+    snprintf(loss_s, sizeof loss_s, "%.9g", loss);
+    meta[m++] = "eval_loss", meta[m++] = loss_s;
+  }
   meta[m] = NULL;
   return manifest_commit(ck->dir, files, meta);
 }
@@ -352,7 +358,7 @@ static int send_restore(coord_fit_state *f, const char *dir, uint64_t version) {
     int n = shards_on(f, k);
     if (n == 0) continue;
     char path[4200] = "";
-    if (dir) ps_file(f, dir, k, path, sizeof path);
+    if (dir) ps_file(dir, k, path, sizeof path);
     name_cursor nc = {f, k, 0};
     wire_wr w;
     wire_wr_init(&w);
