@@ -242,7 +242,7 @@ void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const u
     return;
   }
   wire_msg_checkpoint_ok m;
-  char msg[1024] = "";
+  char msg[900] = "";
   if (ck->state != CK_WRITING || wire_get_checkpoint_ok(pl, h->len, &m) < 0) return;
   wire_str_copy(m.message, msg, sizeof msg);
   if (m.status == DRV_ERANGE) ck->passed++;
