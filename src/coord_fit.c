@@ -483,6 +483,7 @@ static void keep_args(coord_fit_state *f, const coord_fit_args *a) {
   f->kept_cfg.ud = NULL;
   f->kept = *a;
   f->kept.cfg = &f->kept_cfg;
+  f->kept.ckpt = NULL; /* the caller's; f->ckpol has the fit's copy */
   f->args = &f->kept;
 }
 
