@@ -598,9 +598,10 @@ test("cluster-17 checkpoint = {...}: each ps writes its shards, the coordinator 
   for i = 1, 4 do for j = 1, 10 do eq(ya[i][j], yb[i][j], "saved == exported") end end
   -- c:checkpoint() after the fit: now, of the same step (kept as it is).
   assert(c:checkpoint())
-  -- PyTorch reads a ps file and the merged one (when the venv is there).
+  -- PyTorch reads a ps file and the merged one (the venv `make venv` makes).
   local py = (os.getenv("VENV") or "build/venv") .. "/bin/python"
-  if sh("test -x " .. py) == 0 then
+  eq(sh("test -x " .. py), 0, "the test venv " .. py .. " exists (make venv)")
+  do
     local script = c.run_dir .. "/check.py"
     local f = assert(io.open(script, "w"))
     f:write(([[
