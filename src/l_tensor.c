@@ -4,9 +4,10 @@
  *
  * A Lua tensor is a "drover.Tensor" userdata holding one `tensor *` header;
  * views (t[i], t:t(), t:reshape()) are new headers over the same storage, so
- * writing through one is seen through the other, as in Torch7. Lua gets
- * exploration, not math: construction, shape queries, get/set, row access,
- * printing and totable; all arithmetic stays in C behind nn and train.
+ * writing through one is seen through the other, as in Torch7.
+ * Construction, shape queries, get/set, row access,
+ * printing and totable here; the math (arithmetic, reductions, gathers)
+ * is l_tensor_ops.c over tensor_ops.c.
  */
 #include <float.h>
 #include <lauxlib.h>
@@ -406,44 +407,6 @@ static int m_fill(lua_State *L) {
   return 1;
 }
 
-static int m_sum(lua_State *L) {
-  lua_pushnumber(L, tensor_sum(ltensor_check(L, 1)));
-  return 1;
-}
-
-static int m_mean(lua_State *L) {
-  tensor *t = ltensor_check(L, 1);
-  int64_t n = tensor_numel(t);
-  lua_pushnumber(L, n ? tensor_sum(t) / (double)n : NAN);
-  return 1;
-}
-
-/* Row-wise argmax of a 2-D tensor as a 1-D tensor of 0-based class ids
- * (the numbering of dataset labels); of a 1-D tensor, one integer. */
-static int64_t argmax_row(const tensor *t, int64_t r) {
-  int64_t idx[2] = {r, 0}, best = 0, cols = t->shape[t->ndim - 1];
-  float bv = -INFINITY;
-  for (int64_t c = 0; c < cols; c++) {
-    idx[t->ndim - 1] = c;
-    float v = tensor_get(t, idx);
-    if (v > bv) bv = v, best = c;
-  }
-  return best;
-}
-
-static int m_argmax(lua_State *L) {
-  tensor *t = ltensor_check(L, 1);
-  if (t->ndim != 1 && t->ndim != 2) luaL_error(L, "argmax: expects a 1-D or 2-D tensor");
-  if (t->shape[t->ndim - 1] == 0) luaL_error(L, "argmax: empty rows");
-  if (t->ndim == 1) {
-    lua_pushinteger(L, argmax_row(t, 0));
-    return 1;
-  }
-  tensor *out = ltensor_push(L, tensor_new1(t->shape[0]));
-  for (int64_t r = 0; r < t->shape[0]; r++) tensor_data(out)[r] = (float)argmax_row(t, r);
-  return 1;
-}
-
 static void push_table(lua_State *L, const tensor *t, int d, int64_t *idx) {
   lua_createtable(L, (int)t->shape[d], 0);
   for (int64_t i = 0; i < t->shape[d]; i++) {
@@ -648,8 +611,7 @@ static int m_len(lua_State *L) {
 static const luaL_Reg methods[] = {
     {"shape", m_shape},     {"size", m_size},   {"dim", m_dim},   {"clone", m_clone},
     {"reshape", m_reshape}, {"t", m_t},         {"get", m_get},   {"set", m_set},
-    {"fill", m_fill},       {"sum", m_sum},     {"mean", m_mean}, {"argmax", m_argmax},
-    {"totable", m_totable}, {"close", m_close}, {NULL, NULL}};
+    {"fill", m_fill},       {"totable", m_totable}, {"close", m_close}, {NULL, NULL}};
 
 static const luaL_Reg metamethods[] = {
     {"__index", m_index}, {"__newindex", m_newindex}, {"__len", m_len},
@@ -667,5 +629,6 @@ int luaopen_drover_tensor(lua_State *L) {
   lua_pushcfunction(L, l_call);
   lua_setfield(L, -2, "__call");
   lua_setmetatable(L, -2);
+  ltensor_ops_open(L, -1);
   return 1;
 }

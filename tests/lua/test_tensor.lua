@@ -105,3 +105,114 @@ test("tensor_close", function()
   eq(tostring(t), "drover.tensor (closed)", "closed prints")
   raises(function() return t:sum() end, "tensor is closed")
 end)
+
+-- ---- math (l_tensor_ops.c) ----
+
+local function same(t, want, what)
+  local got = t:totable()
+  local function walk(g, w, path)
+    if type(w) == "table" then
+      eq(#g, #w, what .. path .. " length")
+      for i = 1, #w do walk(g[i], w[i], path .. "[" .. i .. "]") end
+    else
+      near(g, w, 1e-5, what .. path)
+    end
+  end
+  walk(got, want, "")
+end
+
+test("tensor_arithmetic_and_broadcasting", function()
+  local a = tensor { { 1, 2, 3 }, { 4, 5, 6 } }
+  same(a + 1, { { 2, 3, 4 }, { 5, 6, 7 } }, "t + n")
+  same(1 - a, { { 0, -1, -2 }, { -3, -4, -5 } }, "n - t")
+  same(2 * a / 4, { { 0.5, 1, 1.5 }, { 2, 2.5, 3 } }, "n * t / n")
+  same(-a, { { -1, -2, -3 }, { -4, -5, -6 } }, "unary minus")
+  same(a - tensor { { 1 }, { 2 } }, { { 0, 1, 2 }, { 2, 3, 4 } }, "column broadcast")
+  same(a * tensor { { 1, 0, -1 } }, { { 1, 0, -3 }, { 4, 0, -6 } }, "row broadcast")
+  same(a + a:t():t(), { { 2, 4, 6 }, { 8, 10, 12 } }, "views")
+  same(a / { { 1, 2, 3 } }, { { 1, 1, 1 }, { 4, 2.5, 2 } }, "a table operand")
+  same(tensor { { 1 }, { 2 } } + tensor { { 10, 20 } }, { { 11, 21 }, { 12, 22 } }, "both broadcast")
+  raises(function() return a + tensor { { 1, 2 } } end, "cannot broadcast [2, 3] with [1, 2]")
+  raises(function() return a + tensor { 1, 2, 3 } end, "ranks differ")
+  raises(function() return a + "x" end, "expected, got string")
+end)
+
+test("tensor_comparisons_are_masks", function()
+  local a = tensor { 1, 5, 3 }
+  same(a:gt(2), { 0, 1, 1 }, "gt")
+  same(a:ge(3), { 0, 1, 1 }, "ge")
+  same(a:lt(a * 0 + 3), { 1, 0, 0 }, "lt tensor")
+  same(a:le(3), { 1, 0, 1 }, "le")
+  same(a:eq(5), { 0, 1, 0 }, "eq")
+  same(a:ne(5), { 1, 0, 1 }, "ne")
+  local pred, labels = tensor { { 0.1, 0.9 }, { 0.8, 0.2 }, { 0.3, 0.7 } }, tensor { 1, 1, 1 }
+  near(pred:argmax(2):eq(labels):mean(), 2 / 3, 1e-6, "accuracy as a metric")
+end)
+
+test("tensor_reductions_along_a_dim", function()
+  local a = tensor { { 1, 5, 3 }, { 4, 2, 6 } }
+  eq(a:sum(), 21.0, "sum()")
+  same(a:sum(1), { 5, 7, 9 }, "sum(1)")
+  same(a:sum(2, true), { { 9 }, { 12 } }, "sum(2, keepdim)")
+  same(a:mean(2), { 3, 4 }, "mean(2)")
+  eq(a:max(), 6.0, "max()")
+  eq(a:min(), 1.0, "min()")
+  local v, i = a:max(2)
+  same(v, { 5, 6 }, "max(2) values")
+  same(i, { 1, 2 }, "max(2) 0-based positions")
+  same(a:min(1), { 1, 2, 3 }, "min(1)")
+  same(a:argmax(1), { 1, 0, 1 }, "argmax(1)")
+  same(a:argmax(), { 1, 2 }, "argmax() rows")
+  same(a - a:max(2, true), { { -4, 0, -2 }, { -2, -4, 0 } }, "keepdim broadcasts back")
+  raises(function() return a:sum(3) end, "dimension 3 is outside 1..2 of a [2, 3] tensor")
+  raises(function() return tensor.zeros(0, 2):max() end, "max: empty [0, 2] tensor")
+end)
+
+test("tensor_elementwise_functions", function()
+  local a = tensor { 1, 4, 9 }
+  same(a:sqrt(), { 1, 2, 3 }, "sqrt")
+  same(a:log():exp(), { 1, 4, 9 }, "log/exp")
+  same((-a):abs(), { 1, 4, 9 }, "abs")
+  same(a:clamp(2, 5), { 2, 4, 5 }, "clamp")
+  same(a:clamp(nil, 5), { 1, 4, 5 }, "clamp upper only")
+  same(a:maximum(tensor { 3, 3, 3 }), { 3, 4, 9 }, "maximum")
+  raises(function() return a:clamp(5, 2) end, "lower bound 5 above upper bound 2")
+  -- softmax, a data transform in a script
+  local x = tensor { { 1, 2, 3 }, { 1, 1, 1 } }
+  local e = (x - x:max(2, true)):exp()
+  local p = e / e:sum(2, true)
+  same(p:sum(2), { 1, 1 }, "softmax rows sum to 1")
+  near(p:get(2, 1), 1 / 3, 1e-6, "uniform row")
+end)
+
+test("tensor_mm", function()
+  local a = tensor { { 1, 2, 3 }, { 4, 5, 6 } }
+  same(a:mm(a:t()), { { 14, 32 }, { 32, 77 } }, "a @ a^T")
+  same(a:t():mm(a):narrow(1, 1, 1), { { 17, 22, 27 } }, "a^T @ a")
+  same(a:mm({ { 1 }, { 0 }, { 1 } }), { { 4 }, { 10 } }, "a table operand")
+  raises(function() return a:mm(a) end, "mm: cannot multiply [2, 3] by [2, 3]")
+end)
+
+test("tensor_narrow_index_cat_stack", function()
+  local a = tensor { { 1, 2, 3 }, { 4, 5, 6 } }
+  local n = a:narrow(2, 2, 2)
+  same(n, { { 2, 3 }, { 5, 6 } }, "narrow")
+  n:set(1, 1, 20)
+  eq(a:get(1, 2), 20.0, "narrow is a view")
+  a:set(1, 2, 2)
+  raises(function() return a:narrow(2, 3, 2) end, "positions 3..4 of dimension 2 are outside [2, 3]")
+  same(a:index { 2, 1, 2 }, { { 4, 5, 6 }, { 1, 2, 3 }, { 4, 5, 6 } }, "index rows")
+  same(a:index(2, tensor { 3, 1 }), { { 3, 1 }, { 6, 4 } }, "index(dim, tensor)")
+  raises(function() return a:index { 3 } end, "outside 1..2 of dimension 1 of [2, 3]")
+  raises(function() return a:index { 1.5 } end, "not an integer")
+  same(tensor.cat({ a, a }), { { 1, 2, 3 }, { 4, 5, 6 }, { 1, 2, 3 }, { 4, 5, 6 } }, "cat")
+  same(tensor.cat({ a, a:narrow(2, 1, 1) }, 2), { { 1, 2, 3, 1 }, { 4, 5, 6, 4 } }, "cat(2)")
+  local s = tensor.stack({ a, a * 2 })
+  eq(s:dim(), 3, "stack adds a dim")
+  eq(s:get(2, 2, 3), 12.0, "stack values")
+  eq(tensor.stack({ a, a }, 3):get(2, 3, 2), 6.0, "stack at the end")
+  raises(function() return tensor.cat({ a, tensor { 1, 2 } }) end, "tensor 2 is [2], tensor 1 is [2, 3]")
+  raises(function() return tensor.stack({ a, a:t() }) end, "tensor 2 is [3, 2], tensor 1 is [2, 3]")
+  raises(function() return tensor.cat({ a, 3 }) end, "element 2 of the list is a number")
+  raises(function() return tensor.stack({}) end, "list of 1 to")
+end)
