@@ -38,7 +38,7 @@ endif
 # `make test` runs that check). A module is a .c/.h pair or a lone header.
 LAYERS          = base numeric data protocol transport launch cluster dashboard lua binary
 LAYER_base      = err util afile log embed rundir safetensors manifest
-LAYER_numeric   = rng tensor tensor_ops nn_int nn nn_loss nn_spec nn_file optim
+LAYER_numeric   = rng tensor tensor_ops nn_int nn nn_loss nn_spec nn_file optim_sched optim
 LAYER_data      = data_int data data_read data_bin train progress ckpt
 # dash_model/dash_snap are the run's model and its SNAPSHOT encoding, not
 # drawing: the coordinator keeps one as its metric store.
@@ -51,7 +51,7 @@ LAYER_launch    = launch launch_int launch_common launch_local launch_slurm_int 
 LAYER_cluster   = coord coord_int coord_fit_int coord_addr coord_nodes coord_fit coord_sched coord_vars coord_ckpt \
 	coord_dash node ps worker worker_int worker_ps worker_setup
 LAYER_dashboard = dash dash_int dash_records attach_records dash_chart dash_draw dash_view dash_panels dash_input dash_theme dash_sim attach runs export
-LAYER_lua       = l_util l_drover l_closure l_tensor l_tensor_ops l_nn l_optim l_data l_train l_cluster_opts \
+LAYER_lua       = l_util l_drover l_closure l_tensor l_tensor_ops l_nn l_optim l_optim_sched l_data l_train l_cluster_opts \
 	l_cluster l_schedule l_worker l_dash repl
 LAYER_binary    = main
 LIB_MODULES = $(foreach l,$(filter-out binary,$(LAYERS)),$(LAYER_$(l)))
@@ -193,7 +193,7 @@ help:
 # time; a crash leaves $(BUILD)/fuzz/crash-* and fails the target.
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 60
-FUZZ_SRCS   = src/wire.c src/wire_msgs.c src/tensor.c src/optim.c src/rng.c src/err.c
+FUZZ_SRCS   = src/wire.c src/wire_msgs.c src/tensor.c src/optim.c src/optim_sched.c src/rng.c src/err.c
 FUZZ_FILES_SRCS = src/safetensors.c src/manifest.c src/util.c src/afile.c src/err.c
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Isrc \
 	$(shell pkg-config --cflags openblas jansson libsodium 2>/dev/null)

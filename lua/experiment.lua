@@ -69,11 +69,12 @@ local function set_of(list)
 end
 
 local top_fields = set_of { "name", "model", "loss", "optimizer", "train", "eval", "seed",
-  "verbose", "progress", "mode", "backup_workers", "checkpoint", "runs" }
+  "verbose", "progress", "mode", "backup_workers", "checkpoint", "runs", "stop" }
 local train_fields = set_of { "data", "batch", "epochs", "shuffle", "max_steps" }
 local eval_fields = set_of { "data", "every", "batch" }
 local checkpoint_fields = set_of { "every", "every_seconds", "keep", "keep_best" }
 local keep_best_fields = set_of { "metric", "mode" }
+local stop_fields = set_of { "metric", "mode", "patience", "min_delta" }
 
 local function validate_train(t)
   table_field(t, "train", "{ data = ..., batch = ..., epochs = ... }", train_fields)
@@ -136,6 +137,29 @@ local function validate_checkpoint(t)
   return c
 end
 
+-- stop = { metric = "eval_loss", mode = "min", patience = N, min_delta = 0 }:
+-- early stopping on the periodic evals.
+local function validate_stop(t, eval)
+  if t == nil then return nil end
+  table_field(t, "stop", '{ metric = "eval_loss", mode = "min", patience = 3 }', stop_fields)
+  if t.metric ~= "eval_loss" and t.metric ~= "eval_accuracy" then
+    fail('stop.metric must be "eval_loss" or "eval_accuracy" (got %s)', show(t.metric))
+  end
+  local mode = t.mode == nil and (t.metric == "eval_accuracy" and "max" or "min") or t.mode
+  if mode ~= "max" and mode ~= "min" then
+    fail('stop.mode must be "max" or "min" (got %s)', show(t.mode))
+  end
+  if not eval or eval.every == 0 then
+    fail("stop needs periodic evals: eval = { data = ..., every = STEPS }")
+  end
+  local d = t.min_delta == nil and 0 or t.min_delta
+  if type(d) ~= "number" or not (d >= 0) then
+    fail("stop.min_delta must be a non-negative number (got %s)", show(t.min_delta))
+  end
+  return { metric = t.metric, mode = mode, patience = int_field(t.patience, "stop.patience", 0, 0),
+    min_delta = d }
+end
+
 -- Fields for later cluster runs, checked now so that typos surface early.
 local function validate_cluster(cfg, e)
   e.mode = cfg.mode == nil and "async" or cfg.mode
@@ -165,6 +189,7 @@ local function validate(cfg)
   e.model, e.loss, e.optimizer = cfg.model, cfg.loss, cfg.optimizer
   e.train = validate_train(cfg.train)
   e.eval = validate_eval(cfg.eval, e.train)
+  e.stop = validate_stop(cfg.stop, e.eval)
   e.seed = int_field(cfg.seed, "seed", 0, 0)
   e.verbose = bool_field(cfg.verbose, "verbose", true)
   if cfg.progress ~= nil and type(cfg.progress) ~= "function" then
@@ -305,6 +330,10 @@ local function describe(self)
     d["eval.data"], d["eval.every"] = tostring(self.eval.data), tostring(self.eval.every)
     d["eval.batch"] = tostring(self.eval.batch)
   end
+  if self.stop then
+    d["stop.metric"], d["stop.mode"] = self.stop.metric, self.stop.mode
+    d["stop.patience"], d["stop.min_delta"] = tostring(self.stop.patience), hex(self.stop.min_delta)
+  end
   local c = self.checkpointing
   if c then
     d["checkpoint.every"], d["checkpoint.keep"] = tostring(c.every), tostring(c.keep)
@@ -338,7 +367,12 @@ local function rebuild_optimizer(d)
   local kind, opts = d["optimizer.kind"], {}
   for k, v in pairs(d) do
     local name = k:match("^optimizer%.(.+)$")
-    if name and name ~= "kind" then
+    if name == "schedule" then -- its description is optim.schedule Lua
+      local f = load("return " .. v, "=schedule", "t", { optim = drover.optim })
+      local ok, sched = pcall(f or error)
+      if not (f and ok) then fail("the saved schedule %s does not read back", show(v)) end
+      opts.schedule = sched
+    elseif name and name ~= "kind" then
       if v == "true" or v == "false" then opts[name] = v == "true" else opts[name] = tonumber(v) end
     end
   end
@@ -361,6 +395,10 @@ local function rebuild(dir, d)
   if d.runs == "false" then cfg.runs = false else cfg.runs = d.runs end
   if d["eval.every"] then
     cfg.eval = { every = num(d, "eval.every"), batch = num(d, "eval.batch") }
+  end
+  if d["stop.metric"] then
+    cfg.stop = { metric = d["stop.metric"], mode = d["stop.mode"],
+      patience = num(d, "stop.patience"), min_delta = num(d, "stop.min_delta") }
   end
   if d["checkpoint.every"] then
     cfg.checkpoint = { every = num(d, "checkpoint.every"), keep = num(d, "checkpoint.keep"),

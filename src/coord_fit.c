@@ -469,6 +469,7 @@ static int plan(coord *c, const coord_fit_args *a) {
   f->p.total_steps = f->sync ? f->sync_target * (int64_t)f->replicas : f->total;
   f->p.epochs = cfg->epochs;
   f->p.loss = f->p.accuracy = f->p.eval_loss = f->p.eval_accuracy = NAN;
+  f->p.lr = f->p.grad_norm = NAN; /* the ps applies the rate; workers do not see it */
   return 0;
 }
 

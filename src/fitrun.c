@@ -110,6 +110,10 @@ void fitrun_progress(fitrun *r, const train_progress *p) {
       : json_pack("{s:o, s:I, s:I, s:o, s:o}", "time", num(p->elapsed), "step",
                   (json_int_t)p->step, "epoch", (json_int_t)p->epoch, "loss", num(p->loss),
                   "accuracy", num(p->accuracy));
+  /* The rate and the norm when known (a schedule and clipping chart them). */
+  if (line && !p->is_eval && isfinite(p->lr)) json_object_set_new(line, "lr", json_real(p->lr));
+  if (line && !p->is_eval && isfinite(p->grad_norm))
+    json_object_set_new(line, "grad_norm", json_real(p->grad_norm));
   if (r->metrics && line && json_dumpf(line, r->metrics, JSON_COMPACT | JSON_REAL_PRECISION(9)) == 0)
     fputc('\n', r->metrics);
   json_decref(line);
@@ -119,6 +123,8 @@ void fitrun_progress(fitrun *r, const train_progress *p) {
   } else {
     events_run_scalar(r->ev, "train/loss", p->step, p->loss);
     events_run_scalar(r->ev, "train/accuracy", p->step, p->accuracy);
+    if (isfinite(p->lr)) events_run_scalar(r->ev, "train/lr", p->step, p->lr);
+    if (isfinite(p->grad_norm)) events_run_scalar(r->ev, "train/grad_norm", p->step, p->grad_norm);
   }
 }
 

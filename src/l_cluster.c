@@ -118,12 +118,30 @@ static void read_checkpointing(lua_State *L, fit_ctx *x, coord_fit_args *a) {
   a->ckpt = &x->ck;
 }
 
+/* Settings the cluster's fit does not implement yet: refused rather than
+ * silently ignored. The ps holds the optimizer config without a schedule
+ * or a clip norm (the wire does not carry them), and evals there run
+ * asynchronously on the evaluator, so early stopping has no hook. */
+static void refuse_in_process_only(lua_State *L, const ltrain_exp *e) {
+  const optim_cfg *o = loptim_check(L, e->optimizer);
+  if (optim_sched_active(&o->sched))
+    luaL_error(L, "experiment: the optimizer's schedule is not yet supported on clusters "
+               "(the ps applies a constant rate); fit in process, or remove schedule");
+  if (o->clip_norm > 0)
+    luaL_error(L, "experiment: clip_norm is not yet supported on clusters (the global norm "
+               "spans every ps shard); fit in process, or remove clip_norm");
+  if (e->cfg.stop.on)
+    luaL_error(L, "experiment: stop = { ... } is not yet supported on clusters (evals run "
+               "asynchronously on the evaluator); fit in process, or remove stop");
+}
+
 /* Reads exp (at 2) into x->e and a; the values it refers to stay on the
  * stack (x->e's indices). */
 static void read_experiment(lua_State *L, fit_ctx *x, coord_fit_args *a) {
   lua_settop(L, 2);
   *x = (fit_ctx){.L = L};
   ltrain_read_experiment(L, 2, &x->e);
+  refuse_in_process_only(L, &x->e);
   train_cfg *cfg = &x->e.cfg;
   x->progress_fn = x->e.progress;
   if (x->progress_fn) cfg->on_progress = call_progress, cfg->ud = x;

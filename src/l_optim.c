@@ -18,17 +18,15 @@
 
 #define OPTIM_MT "drover.Optimizer"
 
-
-
 /* The options each kind accepts, in optim_describe's order. */
 static const char *const sgd_keys[] = {"lr", "momentum", "dampening", "nesterov",
-                                       "weight_decay", NULL};
+                                       "weight_decay", "clip_norm", "schedule", NULL};
 static const char *const adam_keys[] = {"lr", "betas", "beta1", "beta2", "eps",
-                                        "weight_decay", NULL};
+                                        "weight_decay", "clip_norm", "schedule", NULL};
 static const char *const adagrad_keys[] = {"lr", "lr_decay", "initial_accumulator", "eps",
-                                           "weight_decay", NULL};
+                                           "weight_decay", "clip_norm", "schedule", NULL};
 static const char *const rmsprop_keys[] = {"lr", "alpha", "momentum", "eps", "weight_decay",
-                                           NULL};
+                                           "clip_norm", "schedule", NULL};
 
 static const char *const *keys_of(optim_kind k) {
   switch (k) {
@@ -81,12 +79,21 @@ static void read_cfg(lua_State *L, int idx, optim_cfg *c, const char *what) {
               {"eps", &c->eps},
               {"alpha", &c->alpha},
               {"lr_decay", &c->lr_decay},
-              {"initial_accumulator", &c->initial_accumulator}};
+              {"initial_accumulator", &c->initial_accumulator},
+              {"clip_norm", &c->clip_norm}};
   if (has_key(keys, "betas")) read_betas(L, idx, c, what);
   for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
     if (has_key(keys, nums[i].key))
       *nums[i].field = (float)ldrv_opt_number(L, idx, nums[i].key, *nums[i].field, what);
   if (has_key(keys, "nesterov")) c->nesterov = ldrv_opt_bool(L, idx, "nesterov", c->nesterov, what);
+  if (lua_getfield(L, idx, "schedule") != LUA_TNIL) {
+    const optim_sched *s = luaL_testudata(L, -1, "drover.Schedule");
+    if (!s)
+      luaL_error(L, "%s: schedule must be an optim.schedule (e.g. optim.schedule.cosine "
+                 "{ T_max = 1000 }), got %s", what, luaL_typename(L, -1));
+    c->sched = *s;
+  }
+  lua_pop(L, 1);
 }
 
 /* optim.KIND([options]): the kind travels as the closure's upvalue. */
@@ -112,7 +119,7 @@ const optim_cfg *loptim_check(lua_State *L, int idx) {
 
 static int o_tostring(lua_State *L) {
   const optim_cfg *c = loptim_check(L, 1);
-  char buf[512];
+  char buf[1280];
   if (optim_describe(c, buf, sizeof buf) < 0) return luaL_error(L, "%s", drv_errmsg());
   lua_pushstring(L, buf);
   return 1;
@@ -132,7 +139,8 @@ static int o_config(lua_State *L) {
               {"dampening", c->dampening}, {"weight_decay", c->weight_decay},
               {"beta1", c->beta1},   {"beta2", c->beta2},
               {"eps", c->eps},       {"alpha", c->alpha},
-              {"lr_decay", c->lr_decay}, {"initial_accumulator", c->initial_accumulator}};
+              {"lr_decay", c->lr_decay}, {"initial_accumulator", c->initial_accumulator},
+              {"clip_norm", c->clip_norm}};
   for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
     if (!has_key(keys, nums[i].key)) continue;
     lua_pushnumber(L, nums[i].v);
@@ -141,6 +149,12 @@ static int o_config(lua_State *L) {
   if (has_key(keys, "nesterov")) {
     lua_pushboolean(L, c->nesterov);
     lua_setfield(L, -2, "nesterov");
+  }
+  if (optim_sched_active(&c->sched)) { /* a copy: the optimizer keeps its own */
+    optim_sched *s = lua_newuserdatauv(L, sizeof *s, 0);
+    *s = c->sched;
+    luaL_setmetatable(L, "drover.Schedule");
+    lua_setfield(L, -2, "schedule");
   }
   return 1;
 }
@@ -164,5 +178,7 @@ int luaopen_drover_optim(lua_State *L) {
     lua_pushcclosure(L, l_make, 1);
     lua_setfield(L, -2, optim_kind_name(kinds[i]));
   }
+  lsched_open(L);
+  lua_setfield(L, -2, "schedule");
   return 1;
 }

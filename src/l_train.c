@@ -120,6 +120,8 @@ void ltrain_push_progress(lua_State *L, const train_progress *p) {
   set_num(L, "examples_per_sec", p->examples_per_sec);
   set_num(L, "elapsed", p->elapsed);
   set_num(L, "eta", p->eta);
+  set_num(L, "lr", p->lr);
+  set_num(L, "grad_norm", p->grad_norm);
   lua_pushboolean(L, p->is_eval);
   lua_setfield(L, -2, "is_eval");
   if (p->is_eval) {
@@ -138,6 +140,12 @@ void ltrain_push_result(lua_State *L, const train_result *r) {
   set_num(L, "eval_loss", r->eval_loss);
   set_num(L, "eval_accuracy", r->eval_accuracy);
   set_num(L, "seconds", r->seconds);
+  if (r->stopped_early) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "stopped_early");
+    set_int(L, "best_step", r->best_step);
+    set_num(L, "best_metric", r->best_metric);
+  }
 }
 
 /* Runs under lua_pcall (so no Lua error escapes into train_fit) with
@@ -256,6 +264,27 @@ static bool bool_field(lua_State *L, int tbl, const char *key, bool def, const c
   return v;
 }
 
+/* exp.stop (validated by experiment.lua) into s; s->on false without it. */
+static void read_stop(lua_State *L, int idx, train_stop *s) {
+  *s = (train_stop){0};
+  if (lua_getfield(L, idx, "stop") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  int t = lua_gettop(L);
+  lua_getfield(L, t, "metric");
+  int m = lua_isstring(L, -1) ? optim_metric_from_name(lua_tostring(L, -1)) : -1;
+  lua_getfield(L, t, "mode");
+  s->maximize = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "max") == 0;
+  lua_pop(L, 2);
+  if (m < 0) luaL_error(L, "experiment: stop.metric must be \"eval_loss\" or \"eval_accuracy\"");
+  s->on = true;
+  s->metric = (optim_metric)m;
+  s->patience = int_field(L, t, "patience", 0, 0, "stop.patience");
+  s->min_delta = ldrv_opt_number(L, t, "min_delta", 0, "experiment: stop");
+  lua_pop(L, 1);
+}
+
 void ltrain_read_experiment(lua_State *L, int idx, ltrain_exp *e) {
   idx = lua_absindex(L, idx);
   ltrain_check_experiment(L, idx);
@@ -278,6 +307,7 @@ void ltrain_read_experiment(lua_State *L, int idx, ltrain_exp *e) {
   c->seed = (uint64_t)int_field(L, idx, "seed", 0, 0, "seed");
   c->eval_every = int_field(L, eval, "every", 0, 0, "eval.every");
   c->eval = e->eval_data ? ldata_check(L, e->eval_data) : NULL;
+  read_stop(L, idx, &c->stop);
   if (bool_field(L, idx, "verbose", true, "verbose")) {
     c->progress = stdout;
     c->progress_tty = isatty(fileno(stdout));

@@ -117,7 +117,9 @@ int optim_cfg_check(const optim_cfg *c) {
             (double)c->alpha);
     break;
   }
-  return 0;
+  if ((rc = check_nonneg(k, "clip_norm", c->clip_norm)) < 0) return rc;
+  REQUIRE(isfinite(c->clip_norm), "optim.%s: clip_norm must be finite", k);
+  return optim_sched_check(&c->sched);
 }
 
 /* Appends ", name = value" (or "name = value" first) to a describe buffer. */
@@ -129,13 +131,11 @@ typedef struct descbuf {
 
 static void desc_add(descbuf *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void desc_add(descbuf *d, const char *fmt, ...) {
-  char tmp[128];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
   size_t room = d->len < d->n ? d->n - d->len : 0;
-  int w = snprintf(d->buf + (room ? d->len : 0), room, "%s", tmp);
+  int w = vsnprintf(room ? d->buf + d->len : NULL, room, fmt, ap);
+  va_end(ap);
   if (w > 0) d->len += (size_t)w;
 }
 
@@ -178,6 +178,12 @@ int optim_describe(const optim_cfg *c, char *buf, size_t n) {
     break;
   }
   desc_num(&b, "weight_decay", c->weight_decay, d.weight_decay, false);
+  desc_num(&b, "clip_norm", c->clip_norm, 0, false);
+  if (optim_sched_active(&c->sched)) {
+    char sb[640];
+    optim_sched_describe(&c->sched, sb, sizeof sb);
+    desc_add(&b, ", schedule = %s", sb);
+  }
   desc_add(&b, " }");
   return (int)b.len;
 }
@@ -328,6 +334,8 @@ struct optim {
   float **slots;  /* params->n * nslots arrays; slot s of param i at [i*nslots + s] */
   int64_t *numel; /* per parameter, as sized at optim_new */
   int64_t steps;
+  optim_plateau plateau; /* a plateau schedule's state */
+  double grad_norm;      /* of the last update, NAN when not computed */
 };
 
 void optim_free(optim_t *o) {
@@ -373,6 +381,7 @@ optim_t *optim_new(const optim_cfg *cfg, const nn_param_list *params) {
   optim_t *o = calloc(1, sizeof *o);
   if (!o) goto nomem;
   o->cfg = *cfg;
+  o->grad_norm = NAN;
   o->params = params;
   o->nparams = params->n;
   o->nslots = optim_nslots(cfg);
@@ -397,6 +406,33 @@ nomem:
   return NULL;
 }
 
+/* Scales every gradient so that their global L2 norm is at most
+ * clip_norm, as clip_grad_norm_ does (with its 1e-6). */
+static void clip(optim_t *o, const nn_param_list *l) {
+  double sq = 0;
+  for (int i = 0; i < l->n; i++) {
+    const float *g = tensor_data(l->items[i].grad);
+    int64_t n = tensor_numel(l->items[i].grad);
+    for (int64_t k = 0; k < n; k++) sq += (double)g[k] * (double)g[k];
+  }
+  o->grad_norm = sqrt(sq);
+  double coef = o->cfg.clip_norm / (o->grad_norm + 1e-6);
+  if (coef >= 1) return;
+  for (int i = 0; i < l->n; i++) tensor_scale(l->items[i].grad, (float)coef);
+}
+
+double optim_lr(const optim_t *o) {
+  return optim_sched_lr(&o->cfg.sched, o->cfg.lr, o->steps, &o->plateau);
+}
+
+double optim_grad_norm(const optim_t *o) { return o->grad_norm; }
+
+int optim_observe(optim_t *o, double eval_loss, double eval_accuracy) {
+  const optim_sched *s = &o->cfg.sched;
+  double v = s->metric == OMETRIC_EVAL_ACCURACY ? eval_accuracy : eval_loss;
+  return optim_plateau_observe(s, &o->plateau, o->cfg.lr, v);
+}
+
 static int step(optim_t *o, bool zero_grad) {
   const nn_param_list *l = o->params;
   if (l->n != o->nparams)
@@ -407,9 +443,12 @@ static int step(optim_t *o, bool zero_grad) {
     if (rc < 0) return rc;
   }
   int64_t t = o->steps + 1;
+  optim_cfg c = o->cfg;
+  c.lr = (float)optim_lr(o);
+  if (c.clip_norm > 0) clip(o, l);
   for (int i = 0; i < l->n; i++) {
     const nn_param *pa = &l->items[i];
-    optim_update(&o->cfg, tensor_data(pa->value), tensor_data(pa->grad),
+    optim_update(&c, tensor_data(pa->value), tensor_data(pa->grad),
                  o->slots ? o->slots + (size_t)i * (size_t)o->nslots : NULL,
                  (size_t)tensor_numel(pa->value), t);
     /* Cleared right after its update, while it is still in cache: cheaper

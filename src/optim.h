@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "nn.h"
+#include "optim_sched.h"
 
 typedef enum optim_kind {
   OPTIM_SGD,
@@ -48,6 +49,10 @@ typedef struct optim_cfg {
   float beta1, beta2, eps;                 /* Adam, AdamW; eps also Adagrad/RMSprop */
   float alpha;                             /* RMSprop smoothing */
   float lr_decay, initial_accumulator;     /* Adagrad */
+  /* In-process training only (the wire does not carry them; a cluster
+   * fit refuses a config that sets them): */
+  optim_sched sched;                       /* lr(step); zeroed: constant */
+  float clip_norm;                         /* > 0: clip the global gradient norm */
 } optim_cfg;
 
 /* Fills c with PyTorch's defaults for `kind` (SGD lr 0.01 here, since
@@ -79,12 +84,23 @@ typedef struct optim optim_t;
 /* Binds cfg to the parameters in `params` (borrowed: the list and its
  * tensors must outlive the optimizer). Allocates zeroed slots. */
 optim_t *optim_new(const optim_cfg *cfg, const nn_param_list *params);
-/* Applies one update to every parameter from its grad buffer. */
+/* Applies one update to every parameter from its grad buffer, at the
+ * rate the schedule gives for this step, after scaling every gradient by
+ * min(1, clip_norm / (norm + 1e-6)) when clip_norm > 0, where norm is the
+ * L2 norm of all the gradients together (torch.nn.utils.clip_grad_norm_). */
 int optim_step(optim_t *o);
 /* The same, then zeroes each grad buffer (the next step's nn_zero_grad,
  * done while the gradient is in cache). The training loop uses it. */
 int optim_step_zero_grad(optim_t *o);
 int64_t optim_steps(const optim_t *o);
+/* The rate the next update will use (the schedule at this step). */
+double optim_lr(const optim_t *o);
+/* The global gradient norm of the last update, before clipping (NAN
+ * before the first update or when clip_norm is 0: it is not computed). */
+double optim_grad_norm(const optim_t *o);
+/* After an evaluation: feeds the metric a plateau schedule watches (the
+ * other values are ignored). Returns 1 when the rate was reduced. */
+int optim_observe(optim_t *o, double eval_loss, double eval_accuracy);
 const optim_cfg *optim_config(const optim_t *o);
 void optim_free(optim_t *o);
 

@@ -96,6 +96,8 @@ typedef struct fit {
   double epoch_loss;    /* sum of loss * batch size in this epoch */
   int64_t epoch_seen, epoch_correct;
   bool epoch_has_acc;
+  train_stopper stopper;
+  bool stopped_early;
 } fit;
 
 static void fit_update_times(fit *f) {
@@ -117,11 +119,29 @@ static int fit_eval(fit *f) {
   if (rc < 0) return rc;
   progress_eval(&f->out, &f->p);
   fit_update_times(f);
-  if (!cfg->on_progress) return 0;
-  f->p.is_eval = true;
-  rc = cfg->on_progress(cfg->ud, &f->p);
-  f->p.is_eval = false;
-  return rc;
+  optim_observe(f->opt, f->p.eval_loss, f->p.eval_accuracy);
+  if (cfg->on_progress) {
+    f->p.is_eval = true;
+    rc = cfg->on_progress(cfg->ud, &f->p);
+    f->p.is_eval = false;
+    if (rc != 0) return rc;
+  }
+  if (train_stop_observe(&cfg->stop, &f->stopper, f->p.step, f->p.eval_loss,
+                         f->p.eval_accuracy))
+    f->stopped_early = true;
+  return 0;
+}
+
+bool train_stop_observe(const train_stop *s, train_stopper *st, int64_t step, double eval_loss,
+                        double eval_accuracy) {
+  if (!s->on) return false;
+  double v = s->metric == OMETRIC_EVAL_ACCURACY ? eval_accuracy : eval_loss;
+  if (isnan(v)) return false;
+  if (!st->seen || (s->maximize ? v > st->best + s->min_delta : v < st->best - s->min_delta)) {
+    st->best = v, st->best_step = step, st->bad = 0, st->seen = true;
+    return false;
+  }
+  return ++st->bad > s->patience;
 }
 
 static void fit_epoch_begin(fit *f, int64_t epoch) {
@@ -141,7 +161,9 @@ static int fit_one_step(fit *f, data_iter *it) {
   /* Gradients are zero here: fit_loop clears them once, and every step's
    * optimizer update clears them again while they are in cache. */
   if ((rc = train_step(f->model, f->loss, x, y, &l, &correct)) < 0) return rc;
+  f->p.lr = optim_lr(f->opt);
   if ((rc = optim_step_zero_grad(f->opt)) < 0) return rc;
+  f->p.grad_norm = optim_grad_norm(f->opt);
   int64_t bs = x->shape[0];
   f->p.step++;
   f->examples += bs;
@@ -216,6 +238,7 @@ static int fit_loop(fit *f, data_iter *it) {
       if (rc < 0) return rc;
       if (rc == 0) break;
       if ((rc = fit_step_done(f, it)) != 0) return rc;
+      if (f->stopped_early) return 0;
     }
   }
   return 0;
@@ -235,6 +258,11 @@ static int fit_check(nn_module *model, nn_loss *loss, optim_t *opt, const datase
   if (cfg->eval_every < 0)
     return drv_error(DRV_EINVAL, "fit: eval_every must be >= 0 (got %lld)",
                      (long long)cfg->eval_every);
+  if (cfg->stop.on && (!cfg->eval || cfg->eval_every <= 0))
+    return drv_error(DRV_EINVAL, "fit: early stopping needs periodic evals (eval = { data = ..., "
+                     "every = STEPS })");
+  if (cfg->stop.on && (cfg->stop.patience < 0 || !(cfg->stop.min_delta >= 0)))
+    return drv_error(DRV_EINVAL, "fit: stop.patience and stop.min_delta must be >= 0");
   if (train->n <= 0) return drv_error(DRV_EINVAL, "fit: dataset %s is empty", train->source);
   if (cfg->eval && cfg->eval->n <= 0)
     return drv_error(DRV_EINVAL, "fit: eval dataset %s is empty", cfg->eval->source);
@@ -251,7 +279,12 @@ static int fit_finish(fit *f, int rc, train_result *res) {
   fit_update_times(f);
   fit_print(f, true);
   progress_end(&f->out);
-  if (res) train_result_set(res, &f->p);
+  if (res) {
+    train_result_set(res, &f->p);
+    res->stopped_early = f->stopped_early;
+    res->best_step = f->stopper.seen ? f->stopper.best_step : 0;
+    res->best_metric = f->stopper.seen ? f->stopper.best : NAN;
+  }
   return rc;
 }
 
@@ -281,6 +314,7 @@ int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *trai
     f.p.total_steps = cfg->max_steps;
   f.p.epochs = cfg->epochs;
   f.p.loss = f.p.accuracy = f.p.eval_loss = f.p.eval_accuracy = NAN;
+  f.p.lr = f.p.grad_norm = NAN;
   /* The bar appears after the first step; plain lines only after 5 s. */
   progress_init(&f.out, cfg->progress, cfg->progress_tty);
   f.t0 = now_sec();

@@ -34,6 +34,8 @@ typedef struct train_progress {
    * epoch the data has reached through them. Progress lines show these:
    * `step` counts train steps run, backups and dropped gradients too. */
   int64_t global_step, global_steps, global_epoch;
+  double lr;                   /* the rate of the last step; NAN when unknown */
+  double grad_norm;            /* its gradient norm before clipping; NAN when not computed */
 } train_progress;
 
 /* Where a fit stands between two steps. With the model's parameters and
@@ -49,6 +51,17 @@ typedef struct train_position {
   double eval_loss, eval_accuracy; /* of the last eval; NAN before one */
 } train_position;
 
+/* Early stopping: the fit ends once the watched eval metric has not
+ * improved (strictly, by more than min_delta) for `patience` evals in a
+ * row. Needs periodic evals (eval_every > 0). */
+typedef struct train_stop {
+  bool on;
+  optim_metric metric;
+  bool maximize;
+  int64_t patience;    /* >= 0 */
+  double min_delta;    /* >= 0 */
+} train_stop;
+
 typedef struct train_cfg {
   int64_t batch;        /* > 0 */
   int64_t epochs;       /* > 0 */
@@ -57,6 +70,7 @@ typedef struct train_cfg {
   int64_t max_steps;    /* 0 = no limit */
   const dataset *eval;  /* may be NULL */
   int64_t eval_every;   /* steps between evals; 0 = at the end only */
+  train_stop stop;      /* early stopping; .on false for none */
   /* Progress output: NULL for none, else lines (or a one-line bar with \r
    * when `progress_tty`) written to this stream about every 0.25 s on a TTY,
    * every 5 s otherwise, and once at the end. */
@@ -85,6 +99,9 @@ typedef struct train_result {
   double eval_accuracy;    /* NAN without eval or when it does not apply */
   double examples_per_sec; /* training examples / wall seconds of the steps */
   double seconds;
+  bool stopped_early;      /* cfg->stop ended the fit */
+  int64_t best_step;       /* with stop: the step of the best eval */
+  double best_metric;      /* and its value */
 } train_result;
 
 /* Fills r from the state of a finished fit (both fit loops end so). */
@@ -97,8 +114,20 @@ void train_result_set(train_result *r, const train_progress *p);
 int train_step(nn_module *model, nn_loss *loss, const tensor *x, const tensor *y,
                float *loss_out, int64_t *correct);
 
+/* Returns 0 when the plan is done or cfg->stop ended it early (res says
+ * which), a callback's non-zero value, or a negative code. */
 int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *train,
               const train_cfg *cfg, train_result *res);
+
+/* Early stopping's bookkeeping, for every fit loop: feeds one eval's
+ * metrics; returns true when the fit should stop. */
+typedef struct train_stopper {
+  double best;
+  int64_t best_step, bad;
+  bool seen;
+} train_stopper;
+bool train_stop_observe(const train_stop *s, train_stopper *st, int64_t step, double eval_loss,
+                        double eval_accuracy);
 
 /* Mean loss and accuracy (NAN when it does not apply) of the model on d in
  * evaluation mode (dropout off), in batches of `batch`. */

@@ -520,3 +520,68 @@ TEST(optim_new_and_step_reject_misuse) {
   nn_param_list_free(&pl);
   nn_unref(m);
 }
+
+/* ---- schedules and clipping (optim_sched.c, optim_step) ------------------ */
+
+TEST(optim_sched_formulas_and_plateau) {
+  optim_sched s = {.kind = OSCHED_MULTISTEP, .gamma = 0.5f, .nmilestones = 2,
+                   .milestones = {3, 5}};
+  CHECK_OK(optim_sched_check(&s));
+  CHECK_NEAR(optim_sched_lr(&s, 1, 2, NULL), 1, 0);
+  CHECK_NEAR(optim_sched_lr(&s, 1, 3, NULL), 0.5, 1e-7);
+  CHECK_NEAR(optim_sched_lr(&s, 1, 9, NULL), 0.25, 1e-7);
+  s.milestones[1] = 3;
+  CHECK_ERR(optim_sched_check(&s), DRV_EINVAL, "increasing");
+  optim_sched p = {.kind = OSCHED_PLATEAU, .factor = 0.5f, .patience = 1, .min_lr = 0.3f};
+  optim_plateau st = {0};
+  CHECK_INT_EQ(optim_plateau_observe(&p, &st, 1, 2.0), 0);  /* best */
+  CHECK_INT_EQ(optim_plateau_observe(&p, &st, 1, 2.0), 0);  /* bad 1 */
+  CHECK_INT_EQ(optim_plateau_observe(&p, &st, 1, 2.5), 1);  /* bad 2 > patience */
+  CHECK_NEAR(optim_sched_lr(&p, 1, 0, &st), 0.5, 1e-9);
+  CHECK_INT_EQ(optim_plateau_observe(&p, &st, 1, 1.0), 0);  /* improves */
+  optim_plateau_observe(&p, &st, 1, 1.0);
+  CHECK_INT_EQ(optim_plateau_observe(&p, &st, 1, 1.0), 1);
+  CHECK_NEAR(optim_sched_lr(&p, 1, 0, &st), 0.3, 1e-7);    /* floored at min_lr */
+  char buf[256];
+  optim_sched w = {.kind = OSCHED_COSINE, .t_max = 10, .warmup = 4, .start_factor = 0.25f};
+  optim_sched_describe(&w, buf, sizeof buf);
+  CHECK_STR_CONTAINS(buf, "optim.schedule.warmup { steps = 4, start_factor = 0.25, after = "
+                          "optim.schedule.cosine { T_max = 10, eta_min = 0 } }");
+}
+
+TEST(optim_step_clips_the_global_norm_and_follows_the_schedule) {
+  nn_module *m = small_model();
+  nn_param_list pl = {0};
+  CHECK_OK(nn_collect_params(m, &pl));
+  double sq = 0;
+  for (int j = 0; j < pl.n; j++) {
+    float *gv = tensor_data(pl.items[j].grad);
+    for (int64_t i = 0; i < tensor_numel(pl.items[j].grad); i++) {
+      gv[i] = grad_value(j, i);
+      sq += (double)gv[i] * gv[i];
+    }
+  }
+  optim_cfg c;
+  optim_cfg_default(&c, OPTIM_SGD);
+  c.lr = 0.1f;
+  c.clip_norm = (float)(sqrt(sq) / 4);
+  c.sched = (optim_sched){.kind = OSCHED_STEP, .step_size = 1, .gamma = 0.5f};
+  optim_t *o = optim_new(&c, &pl);
+  CHECK(o);
+  CHECK(isnan(optim_grad_norm(o)));
+  CHECK_NEAR(optim_lr(o), 0.1, 1e-7);
+  CHECK_OK(optim_step(o));
+  CHECK_NEAR(optim_grad_norm(o), sqrt(sq), 1e-4);
+  CHECK_NEAR(optim_lr(o), 0.05, 1e-7);
+  double after = 0;
+  for (int j = 0; j < pl.n; j++) {
+    const float *gv = tensor_data(pl.items[j].grad);
+    for (int64_t i = 0; i < tensor_numel(pl.items[j].grad); i++) after += (double)gv[i] * gv[i];
+  }
+  CHECK_NEAR(sqrt(after), sqrt(sq) / 4, 1e-5); /* the gradients were scaled in place */
+  c.clip_norm = -1;
+  CHECK_ERR(optim_cfg_check(&c), DRV_EINVAL, "clip_norm");
+  optim_free(o);
+  nn_param_list_free(&pl);
+  nn_unref(m);
+}
