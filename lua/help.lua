@@ -31,12 +31,13 @@ A first model:
 help(obj) explains any drover value: help(model), help(drover.nn.Linear), help("Dataset").]]
 
 T["drover.tensor"] = [[
-drover.tensor - float32 tensors (up to 4-D). Lua explores them; C does the math.
+drover.tensor - float32 tensors (up to 4-D); the math runs in C.
 
   drover.tensor{ {1, 2}, {3, 4} }     from nested tables (also drover.tensor.new)
   drover.tensor.zeros(r, c)           also ones(...), full(v, ...)
   drover.tensor.rand(r, c)            uniform [0, 1); randn(...) normal; both follow drover.seed
   drover.tensor.is_tensor(x)
+  drover.tensor.cat({a, b, ...}, dim)   join along dim (default 1); stack(...) adds a new dim
 
 Methods: help("Tensor").]]
 
@@ -49,7 +50,18 @@ drover tensor - a float32 array over shared storage (views share memory).
   t:get(i, j) / t:set(i, j, v)               1-based indices
   t:totable()        nested Lua tables       t:clone()     a copy
   t:reshape(r, c)    a view (one size may be -1)           t:t()  transposed view
-  t:fill(v)  t:sum()  t:mean()  t:argmax()   argmax: 0-based class ids per row
+  t:fill(v)          in place
+  a + b  a - b  a * b  a / b  -a              numbers, or tensors of one rank broadcast
+                                              where a size is 1 ([4, 1] + [1, 3] -> [4, 3])
+  t:gt(x) ge lt le eq ne                      0/1 masks;  t:maximum(x) t:minimum(x)
+  t:exp() log sqrt abs  t:clamp(lo, hi)       new tensors (either bound may be nil)
+  t:mm(u)            [n, k] @ [k, m] -> [n, m]
+  t:sum()  t:mean()  t:min()                 a number
+  t:sum(d, keep)     also mean, min: dimension d reduced (kept with size 1 when keep)
+  t:max(d)           values and 0-based positions; t:max() a number
+  t:argmax([d])      0-based positions along d; without d, the class id of each row
+  t:narrow(d, i, n)  a view of positions i..i+n-1 of dimension d
+  t:index([d,] ids)  a copy of the slices at 1-based ids (table or 1-D tensor)
   t:close()          free it now (also `local t <close> = ...`)]]
 
 T["drover.nn"] = [[
@@ -122,6 +134,17 @@ drover.optim - optimizers, configured by a table (PyTorch semantics and defaults
   optim.Adagrad { lr = 0.01, lr_decay = 0, initial_accumulator = 0, eps = 1e-10, weight_decay = 0 }
   optim.RMSprop { lr = 0.01, alpha = 0.99, momentum = 0, eps = 1e-8, weight_decay = 0 }
 
+Every optimizer also takes
+  clip_norm = 1.0   scale the gradients so that their global L2 norm is at most 1.0
+  schedule = s      the learning rate per update, s from optim.schedule:
+    optim.schedule.step      { step_size = N, gamma = 0.1 }
+    optim.schedule.multistep { milestones = { a, b }, gamma = 0.1 }
+    optim.schedule.cosine    { T_max = N, eta_min = 0 }
+    optim.schedule.warmup    { steps = N, start_factor = 1/3, after = s }
+    optim.schedule.plateau   { metric = "eval_loss", mode = "min", factor = 0.1,
+                               patience = 10, threshold = 1e-4, min_lr = 0 }
+  (in process only; s:lr(base, k) is the rate of update k + 1)
+
 Unknown options are errors. Methods: help("Optimizer").]]
 
 T.Optimizer = [[
@@ -172,6 +195,8 @@ drover.experiment { ... } - a model, a loss, an optimizer and data, trained in t
                keep_best = { metric = "eval_accuracy", mode = "max" } }
              in process and on clusters (each ps writes its shards; a lost
              ps is restored from the newest); see exp:checkpoint()
+  stop       { metric = "eval_loss", mode = "min", patience = 0, min_delta = 0 }
+             early stopping on the periodic evals (in process only)
   runs       where the run directory goes (default "runs"; false: none)
   mode       accepted for clusters
 

@@ -230,3 +230,12 @@ else
   kill -KILL "$pid" 2>/dev/null
   fail "run-13 a second SIGINT kills" "the script never started"
 fi
+
+# examples/schedules.lua: schedules, clipping, early stopping and tensor math
+# in one script that asserts its own result.
+EX=$PWD/examples/schedules.lua
+OUT=$(cd "$TMP" && "$DROVER" run "$EX" 2>"$TMP/err")
+RC=$?
+ok "run-14 examples/schedules.lua succeeds" '[ "$RC" -eq 0 ]'
+ok "run-14 examples/schedules.lua stops early and prints per-class recall" \
+  'echo "$OUT" | grep -q "plateau: stopped early" && echo "$OUT" | grep -q "^0:"'
