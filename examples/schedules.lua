@@ -6,8 +6,9 @@
 --   drover run examples/schedules.lua
 --
 -- Schedules count optimizer updates (steps), as PyTorch's schedulers do
--- when stepped once per batch. They run in process (exp:fit()); a cluster
--- refuses them by name.
+-- when stepped once per batch. On a cluster (c:fit(exp)) each ps applies
+-- the rate of the step it is at; the plateau schedule, clip_norm and stop
+-- are in process only for now, and a cluster refuses them by name.
 
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local S = optim.schedule
@@ -40,7 +41,7 @@ local exp = drover.experiment {
   train = { data = train_std, batch = 64, epochs = 10 },
   eval = { data = test_std, every = 50 }, seed = 1, verbose = false,
   -- p.lr is the rate the step used, p.grad_norm its norm before clipping
-  -- (both also in the run's metrics.jsonl and TensorBoard's train/lr).
+  -- (both also in the run's metrics.jsonl and TensorBoard's train/learning_rate).
   progress = function(p) if not p.is_eval then lrs[#lrs + 1] = p.lr end end,
 }
 print(exp.optimizer)

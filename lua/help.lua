@@ -143,7 +143,8 @@ Every optimizer also takes
     optim.schedule.warmup    { steps = N, start_factor = 1/3, after = s }
     optim.schedule.plateau   { metric = "eval_loss", mode = "min", factor = 0.1,
                                patience = 10, threshold = 1e-4, min_lr = 0 }
-  (in process only; s:lr(base, k) is the rate of update k + 1)
+  (on a cluster each ps applies the rate of its step; plateau and clip_norm
+  are in process only. s:lr(base, k) is the rate of update k + 1)
 
 Unknown options are errors. Methods: help("Optimizer").]]
 

@@ -179,6 +179,17 @@ static void metrics_line(coord_fit_state *f, json_t *fields) {
   json_decref(fields);
 }
 
+/* The rate the ps applies to the update of train step f->done (its
+ * shards count updates: every push async; sync, every global step, which
+ * takes about one gradient from each trainer, as sync_progress estimates);
+ * NAN without a schedule. For the metrics and the dashboard's chart. */
+static double step_lr(const coord_fit_state *f) {
+  const optim_cfg *o = f->args ? f->args->optim : NULL;
+  if (!o || !optim_sched_active(&o->sched)) return NAN;
+  int64_t k = f->sync && f->ntrainers > 0 ? (f->done - 1) / f->ntrainers : f->done - 1;
+  return optim_sched_lr(&o->sched, o->lr, k, NULL);
+}
+
 /* The queue's done(): train step id is over on node, counted once (the
  * queue checked node held it). */
 static int step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len) {
@@ -220,8 +231,16 @@ static int step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
   f->epoch_seen += (int64_t)examples;
   if (correct < 0) f->epoch_has_acc = false;
   else f->epoch_correct += correct;
-  metrics_line(f, json_pack("{s:I, s:s, s:o, s:I}", "step", (json_int_t)f->done, "node", name,
-                            "loss", json_num(loss), "examples", (json_int_t)examples));
+  double lr = step_lr(f);
+  f->p.lr = lr;
+  json_t *line = json_pack("{s:I, s:s, s:o, s:I}", "step", (json_int_t)f->done, "node", name,
+                           "loss", json_num(loss), "examples", (json_int_t)examples);
+  if (line && isfinite(lr)) json_object_set_new(line, "lr", json_real(lr));
+  metrics_line(f, line);
+  if (isfinite(lr)) {
+    events_run_scalar(f->events, "train/learning_rate", f->done, lr);
+    coord__dash_point(f->c, "train/learning_rate", f->done, lr);
+  }
   events_run_scalar(f->events, "train/loss", f->done, loss);
   coord__dash_point(f->c, "train/loss", f->done, loss);
   if (correct >= 0 && examples > 0) {

@@ -123,7 +123,7 @@ void fitrun_progress(fitrun *r, const train_progress *p) {
   } else {
     events_run_scalar(r->ev, "train/loss", p->step, p->loss);
     events_run_scalar(r->ev, "train/accuracy", p->step, p->accuracy);
-    if (isfinite(p->lr)) events_run_scalar(r->ev, "train/lr", p->step, p->lr);
+    if (isfinite(p->lr)) events_run_scalar(r->ev, "train/learning_rate", p->step, p->lr);
     if (isfinite(p->grad_norm)) events_run_scalar(r->ev, "train/grad_norm", p->step, p->grad_norm);
   }
 }

@@ -119,14 +119,16 @@ static void read_checkpointing(lua_State *L, fit_ctx *x, coord_fit_args *a) {
 }
 
 /* Settings the cluster's fit does not implement yet: refused rather than
- * silently ignored. The ps holds the optimizer config without a schedule
- * or a clip norm (the wire does not carry them), and evals there run
- * asynchronously on the evaluator, so early stopping has no hook. */
+ * silently ignored. The ps computes a step-based schedule's rate itself
+ * (it travels with the optimizer config), but a plateau schedule and early
+ * stopping need the evals, which run asynchronously on the evaluator, and
+ * the global norm spans every ps shard. */
 static void refuse_in_process_only(lua_State *L, const ltrain_exp *e) {
   const optim_cfg *o = loptim_check(L, e->optimizer);
-  if (optim_sched_active(&o->sched))
-    luaL_error(L, "experiment: the optimizer's schedule is not yet supported on clusters "
-               "(the ps applies a constant rate); fit in process, or remove schedule");
+  if (o->sched.kind == OSCHED_PLATEAU)
+    luaL_error(L, "experiment: optim.schedule.plateau is not yet supported on clusters "
+               "(evals run asynchronously on the evaluator); use a step-based schedule, "
+               "or fit in process");
   if (o->clip_norm > 0)
     luaL_error(L, "experiment: clip_norm is not yet supported on clusters (the global norm "
                "spans every ps shard); fit in process, or remove clip_norm");

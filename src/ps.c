@@ -527,6 +527,20 @@ static int grow_scratch(ps_server *ps, size_t n) {
   return 0;
 }
 
+/* One update of s from gradient g, at the rate the config's schedule
+ * gives for this shard's update count: the step the ps is at (async: every
+ * worker's push counts; sync: every aggregated step). */
+static void update_shard(shard *s, const float *g) {
+  const optim_cfg *c = &s->cfg;
+  optim_cfg at;
+  if (optim_sched_active(&c->sched)) {
+    at = *c;
+    at.lr = (float)optim_sched_lr(&c->sched, c->lr, s->updates, NULL);
+    c = &at;
+  }
+  optim_update(c, s->val->data, g, s->slots, s->n, ++s->updates);
+}
+
 /* One update of s from its gradient bytes. */
 static int apply(ps_server *ps, shard *s, const uint8_t *grad) {
   int rc = grow_scratch(ps, s->n);
@@ -535,7 +549,7 @@ static int apply(ps_server *ps, shard *s, const uint8_t *grad) {
    * sizes before them): copy them where the kernels may load them. */
   memcpy(ps->scratch, grad, s->n * sizeof(float));
   if ((rc = blob_own(s)) < 0) return rc;
-  optim_update(&s->cfg, s->val->data, ps->scratch, s->slots, s->n, ++s->updates);
+  update_shard(s, ps->scratch);
   return 0;
 }
 
@@ -568,7 +582,7 @@ static int apply_sync(ps_server *ps) {
     }
     int rc = blob_own(s);
     if (rc < 0) return rc;
-    optim_update(&s->cfg, s->val->data, s->acc, s->slots, s->n, ++s->updates);
+    update_shard(s, s->acc);
     s->acc_n = 0;
   }
   ps->agg = 0;

@@ -270,6 +270,25 @@ static const struct {
 };
 #define OPTIM_NFIELDS (sizeof optim_fields / sizeof optim_fields[0])
 
+/* Bit 7 of the nesterov byte: a learning-rate schedule follows, as
+ * u8 kind, i64 warmup, f64 start_factor, i64 step_size, f64 gamma,
+ * u8 n, i64 milestones[n], i64 T_max, f64 eta_min. A config without one
+ * keeps the original layout. Plateau schedules (driven by evals) and
+ * clip_norm do not travel: a cluster fit refuses them. */
+#define OPTIM_SCHED_FLAG 0x80
+
+static void wr_sched(wire_wr *w, const optim_sched *s) {
+  wire_wr_u8(w, (uint8_t)s->kind);
+  wire_wr_i64(w, s->warmup);
+  wire_wr_f64(w, s->start_factor);
+  wire_wr_i64(w, s->step_size);
+  wire_wr_f64(w, s->gamma);
+  wire_wr_u8(w, (uint8_t)s->nmilestones);
+  for (int i = 0; i < s->nmilestones; i++) wire_wr_i64(w, s->milestones[i]);
+  wire_wr_i64(w, s->t_max);
+  wire_wr_f64(w, s->eta_min);
+}
+
 void wire_wr_optim(wire_wr *w, const optim_cfg *c) {
   wire_wr_u8(w, (uint8_t)c->kind);
   for (size_t i = 0; i < OPTIM_NFIELDS; i++) {
@@ -277,7 +296,9 @@ void wire_wr_optim(wire_wr *w, const optim_cfg *c) {
     memcpy(&f, (const char *)c + optim_fields[i].off, sizeof f);
     wire_wr_f64(w, f);
   }
-  wire_wr_u8(w, c->nesterov ? 1 : 0);
+  bool sched = optim_sched_active(&c->sched) && c->sched.kind != OSCHED_PLATEAU;
+  wire_wr_u8(w, (uint8_t)((c->nesterov ? 1 : 0) | (sched ? OPTIM_SCHED_FLAG : 0)));
+  if (sched) wr_sched(w, &c->sched);
 }
 
 int wire_wr_finish(wire_wr *w, uint8_t type, uint32_t req) {
@@ -503,12 +524,45 @@ int wire_rd_tensor_into(wire_rd *r, tensor *dst) {
   return 0;
 }
 
+/* A float field of a schedule: finite as a float, else a parse error. */
+static float rd_sched_float(wire_rd *r, const char *name) {
+  double v = wire_rd_f64(r);
+  if (!r->err && (!isfinite(v) || fabs(v) > FLT_MAX))
+    rd_fail(r, "schedule %s is not a finite float (%g)", name, v);
+  return (float)v;
+}
+
+static int rd_sched(wire_rd *r, optim_sched *s) {
+  memset(s, 0, sizeof *s);
+  unsigned kind = wire_rd_u8(r);
+  s->warmup = wire_rd_i64(r);
+  s->start_factor = rd_sched_float(r, "start_factor");
+  s->step_size = wire_rd_i64(r);
+  s->gamma = rd_sched_float(r, "gamma");
+  unsigned n = wire_rd_u8(r);
+  if (!r->err && n > OSCHED_MAX_MILESTONES) rd_fail(r, "schedule has %u milestones", n);
+  for (unsigned i = 0; !r->err && i < n; i++) s->milestones[i] = wire_rd_i64(r);
+  s->nmilestones = (int)n;
+  s->t_max = wire_rd_i64(r);
+  s->eta_min = rd_sched_float(r, "eta_min");
+  if (r->err) return DRV_EPARSE;
+  if (kind >= OSCHED_PLATEAU) {
+    rd_fail(r, "unknown schedule kind %u", kind);
+    return DRV_EPARSE;
+  }
+  s->kind = (optim_sched_kind)kind;
+  return 0;
+}
+
 int wire_rd_optim(wire_rd *r, optim_cfg *c) {
   double v[OPTIM_NFIELDS];
+  optim_sched sched = {0};
   unsigned kind = wire_rd_u8(r);
   for (size_t i = 0; i < OPTIM_NFIELDS; i++) v[i] = wire_rd_f64(r);
   unsigned nesterov = wire_rd_u8(r);
   if (r->err) return DRV_EPARSE;
+  if ((nesterov & OPTIM_SCHED_FLAG) && rd_sched(r, &sched) < 0) return DRV_EPARSE;
+  nesterov &= ~(unsigned)OPTIM_SCHED_FLAG;
   if (kind > OPTIM_RMSPROP) {
     rd_fail(r, "unknown optimizer kind %u", kind);
     return DRV_EPARSE;
@@ -520,6 +574,7 @@ int wire_rd_optim(wire_rd *r, optim_cfg *c) {
   memset(c, 0, sizeof *c);
   c->kind = (optim_kind)kind;
   c->nesterov = nesterov;
+  c->sched = sched;
   for (size_t i = 0; i < OPTIM_NFIELDS; i++) {
     /* A finite double can still be infinite as a float: refuse both. */
     if (!isfinite(v[i]) || fabs(v[i]) > FLT_MAX) {

@@ -24,7 +24,8 @@
  *   BYTES (field)                 u32 length + bytes (a wire_bytes view)
  *   SHAPE (field)                 u8 ndim (1..4) + ndim u64 dims
  *   TENSOR (field)                SHAPE + prod(dims) float32 (wire_tensor)
- *   OPTIM (field)                 optimizer config (wire_wr_optim's layout)
+ *   OPTIM (field)                 optimizer config (wire_wr_optim's layout;
+ *                                 bit 7 of its last byte: a schedule follows)
  *   ITEMS (field, item, "what")   u32 count + count WIRE_ITEM_<item>s
  *   EMPTY (field)                 no bytes: a message without payload
  *

@@ -71,8 +71,8 @@ test("cluster-01 1 ps + 2 workers + evaluator learns digits", function()
   raises(function() c:fit({}) end, "expected an experiment")
   -- in-process-only training controls are refused, not ignored
   bad = experiment()
-  bad.optimizer = optim.SGD { lr = 0.1, schedule = optim.schedule.step { step_size = 10 } }
-  raises(function() c:fit(bad) end, "the optimizer's schedule is not yet supported on clusters")
+  bad.optimizer = optim.SGD { lr = 0.1, schedule = optim.schedule.plateau { patience = 2 } }
+  raises(function() c:fit(bad) end, "optim.schedule.plateau is not yet supported on clusters")
   bad.optimizer = optim.SGD { lr = 0.1, clip_norm = 1 }
   raises(function() c:fit(bad) end, "clip_norm is not yet supported on clusters")
   bad = experiment()
@@ -468,6 +468,39 @@ test("cluster-12 sync, 1 ps + 2 workers, learns digits", function()
     "events.log: the ps reached the last step")
   assert(read(dir .. "/logs/ps-0.log"):find("dropped 0 late gradients", 1, true),
     "ps log: nothing dropped without backup workers")
+end)
+
+test("cluster-17 the ps applies the schedule's rate of its step: like one process", function()
+  local sched = optim.schedule.warmup { steps = 20, start_factor = 0.1,
+    after = optim.schedule.multistep { milestones = { 30, 60 }, gamma = 0.5 } }
+  local function exp()
+    drover.seed(11)
+    return experiment { eval = nil, optimizer = optim.SGD { lr = 0.05, momentum = 0.9, schedule = sched },
+                        train = { data = train_std, batch = 64, epochs = 4 } }
+  end
+  local local_exp = exp()
+  local_exp:fit()
+  local cl = exp()
+  local c <close> = drover.cluster { ps = 2, worker = 1, split_threshold = 1000, runs = RUNS,
+                                     name = "c17" }
+  local r = c:fit(cl)
+  local a, b = local_exp.model:parameters(), cl.model:parameters()
+  for i = 1, #a do
+    local d = a[i].value - b[i].value
+    local worst = math.max(d:max(), -d:min())
+    assert(worst < 1e-5, a[i].name .. " differs by " .. worst)
+  end
+  -- metrics.jsonl carries the rate of each step, as the ps applied it
+  local lrs = {}
+  for l in io.lines(c.run_dir .. "/metrics.jsonl") do
+    local step, lr = l:match('"step":(%d+).*"lr":([%d.e-]+)')
+    if step then lrs[tonumber(step)] = tonumber(lr) end
+  end
+  eq(#lrs, r.steps, "a rate per step")
+  for _, k in ipairs { 1, 10, 21, 50, 51, 81, r.steps } do
+    near(lrs[k], sched:lr(0.05, k - 1), 1e-9, "step " .. k)
+  end
+  c:shutdown()
 end)
 
 test("cluster-13 sync with one worker is async with one worker, bit for bit", function()

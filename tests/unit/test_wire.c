@@ -734,3 +734,42 @@ TEST(wire_random_bytes_smoke) {
   /* Both outcomes occur: the inputs reached past the first checks. */
   CHECK(payloads_ok > 0 && payloads_ok < 20000);
 }
+
+/* A schedule travels behind bit 7 of the nesterov byte; without one the
+ * layout is the original 82 bytes (checked above). */
+TEST(wire_optim_schedule_round_trip) {
+  optim_cfg c;
+  optim_cfg_default(&c, OPTIM_SGD);
+  c.momentum = 0.9f, c.nesterov = true;
+  c.sched = (optim_sched){.kind = OSCHED_MULTISTEP, .warmup = 7, .start_factor = 0.25f,
+                          .gamma = 0.5f, .nmilestones = 3, .milestones = {10, 20, 40}};
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_wr_optim(&w, &c);
+  CHECK_OK(wire_wr_finish(&w, WIRE_VAR_INIT, 0));
+  CHECK_INT_EQ(PAYLOAD_LEN(w), 82 + 1 + 8 * 4 + 1 + 3 * 8 + 8 + 8);
+  wire_rd r;
+  wire_rd_init(&r, PAYLOAD(w), PAYLOAD_LEN(w));
+  optim_cfg g;
+  CHECK_OK(wire_rd_optim(&r, &g));
+  CHECK_OK(wire_rd_done(&r, WIRE_VAR_INIT));
+  CHECK(g.nesterov);
+  CHECK(memcmp(&g.sched, &c.sched, sizeof g.sched) == 0);
+  /* every truncation of the schedule fails cleanly */
+  for (size_t k = 82; k < PAYLOAD_LEN(w); k++) {
+    wire_rd_init(&r, PAYLOAD(w), k);
+    CHECK(wire_rd_optim(&r, &g) < 0);
+  }
+  /* a bad milestone order is optim_cfg_check's error */
+  PAYLOAD(w)[82 + 1 + 8 * 4 + 1 + 8] = 5; /* milestone 2: 20 -> 5 */
+  wire_rd_init(&r, PAYLOAD(w), PAYLOAD_LEN(w));
+  CHECK_ERR(wire_rd_optim(&r, &g), DRV_EPARSE, "increasing");
+  wire_wr_free(&w);
+  /* a plateau schedule does not travel (a cluster fit refuses it) */
+  c.sched = (optim_sched){.kind = OSCHED_PLATEAU, .factor = 0.5f};
+  wire_wr_init(&w);
+  wire_wr_optim(&w, &c);
+  CHECK_OK(wire_wr_finish(&w, WIRE_VAR_INIT, 0));
+  CHECK_INT_EQ(PAYLOAD_LEN(w), 82);
+  wire_wr_free(&w);
+}
