@@ -82,7 +82,7 @@ static int broadcast_shape(const char *what, const tensor *a, const tensor *b, i
 
 tensor *tensor_binary(tensor_binop op, const tensor *a, const tensor *b) {
   int nd = 0;
-  int64_t shape[MD];
+  int64_t shape[MD] = {0};
   if (broadcast_shape(tensor_binop_name(op), a, b, &nd, shape) < 0) return NULL;
   tensor *out = tensor_new(nd, shape);
   if (!out) return NULL;
@@ -194,7 +194,7 @@ tensor *tensor_reduce(tensor_redop op, const tensor *a, int dim, int keepdim) {
               tensor_shape_str(a, s, sizeof s));
     return NULL;
   }
-  int64_t shape[MD];
+  int64_t shape[MD] = {0};
   int nd = 0;
   for (int d = 0; d < a->ndim; d++)
     if (d != dim) shape[nd++] = a->shape[d];
@@ -257,7 +257,7 @@ tensor *tensor_index_select(const tensor *a, int dim, const int64_t *ids, int64_
                 tensor_shape_str(a, s, sizeof s));
       return NULL;
     }
-  int64_t shape[MD];
+  int64_t shape[MD] = {0};
   for (int d = 0; d < a->ndim; d++) shape[d] = d == dim ? n : a->shape[d];
   tensor *out = tensor_new(a->ndim, shape);
   for (int64_t i = 0; out && i < n; i++) {
@@ -293,7 +293,7 @@ static int cat_shape(const tensor *const *ts, int n, int dim, int64_t *shape) {
 }
 
 tensor *tensor_cat(const tensor *const *ts, int n, int dim) {
-  int64_t shape[MD];
+  int64_t shape[MD] = {0};
   if (cat_shape(ts, n, dim, shape) < 0) return NULL;
   tensor *out = tensor_new(ts[0]->ndim, shape);
   int64_t at = 0;
