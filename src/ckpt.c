@@ -148,6 +148,11 @@ static void state_meta(const ckpt_state *s, meta *m) {
   meta_add(m, "epoch_has_acc", "%d", p->epoch_has_acc ? 1 : 0);
   meta_add(m, "eval_loss", "%a", p->eval_loss);
   meta_add(m, "eval_accuracy", "%a", p->eval_accuracy);
+  if (optim_config(s->opt)->sched.kind == OSCHED_PLATEAU) {
+    const optim_plateau *pl = optim_plateau_state(s->opt);
+    meta_add(m, "optim_plateau", "%a %a %" PRId64 " %d", pl->scale, pl->best, pl->bad,
+             pl->seen ? 1 : 0);
+  }
   if (s->rng) meta_rng(m, "rng", s->rng);
   nn_module *d[MAX_DROPOUT];
   int nd = dropouts(s->model, d, 0, MAX_DROPOUT);
@@ -338,6 +343,19 @@ static int check_state(const char *path, const safetensors_file *f, ckpt_state *
   return check_slots(path, f, pl, optim_nslots(optim_config(s->opt)));
 }
 
+/* A plateau schedule's state, when the file has it (older ones start the
+ * schedule afresh). */
+static void put_plateau(const safetensors_file *f, optim_t *o) {
+  const char *v = safetensors_meta(f, "optim_plateau");
+  optim_plateau pl = {0};
+  long long bad;
+  int seen;
+  if (v && sscanf(v, "%la %la %lld %d", &pl.scale, &pl.best, &bad, &seen) == 4) {
+    pl.bad = bad, pl.seen = seen != 0;
+    optim_set_plateau(o, &pl);
+  }
+}
+
 static void put_rngs(const safetensors_file *f, ckpt_state *s) {
   if (s->rng) meta_rng_get(f, "rng", s->rng);
   nn_module *d[MAX_DROPOUT];
@@ -359,6 +377,7 @@ int ckpt_restore(const char *path, ckpt_state *s) {
   if (rc == 0) {
     put_slots(&f, &pl, s->opt, optim_nslots(optim_config(s->opt)));
     optim_set_steps(s->opt, opt_steps);
+    put_plateau(&f, s->opt);
     put_rngs(&f, s);
   } else {
     s->pos = was.pos, s->fit = was.fit, s->seed = was.seed;

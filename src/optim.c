@@ -427,6 +427,10 @@ double optim_lr(const optim_t *o) {
 
 double optim_grad_norm(const optim_t *o) { return o->grad_norm; }
 
+const optim_plateau *optim_plateau_state(const optim_t *o) { return &o->plateau; }
+
+void optim_set_plateau(optim_t *o, const optim_plateau *p) { o->plateau = *p; }
+
 int optim_observe(optim_t *o, double eval_loss, double eval_accuracy) {
   const optim_sched *s = &o->cfg.sched;
   double v = s->metric == OMETRIC_EVAL_ACCURACY ? eval_accuracy : eval_loss;

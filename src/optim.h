@@ -101,6 +101,10 @@ double optim_grad_norm(const optim_t *o);
 /* After an evaluation: feeds the metric a plateau schedule watches (the
  * other values are ignored). Returns 1 when the rate was reduced. */
 int optim_observe(optim_t *o, double eval_loss, double eval_accuracy);
+/* A plateau schedule's state (owned by o), and its restore: checkpoints
+ * keep it with the update count, or a resume would restart at full rate. */
+const optim_plateau *optim_plateau_state(const optim_t *o);
+void optim_set_plateau(optim_t *o, const optim_plateau *p);
 const optim_cfg *optim_config(const optim_t *o);
 void optim_free(optim_t *o);
 

@@ -155,6 +155,19 @@ test("plateau_and_early_stopping", function()
   near(lrs[16], 0.5e-6, 1e-12, "reduced after the second bad eval")
   near(lrs[26], 0.25e-6, 1e-12, "and again two evals later")
   eq(r.evals[#r.evals].step, 30, "the stopping eval is the last")
+  -- exp:save keeps the schedule, the plateau's reductions and stop
+  local dir = os.tmpname()
+  os.remove(dir)
+  e:save(dir)
+  local first
+  local back = drover.experiment.load(dir, { train = { data = train2 }, eval = { data = held2 },
+    progress = function(p) if not p.is_eval and not first then first = p.lr end end })
+  eq(tostring(back.optimizer), tostring(e.optimizer), "the optimizer and its schedule")
+  eq(back.stop.patience, 4, "stop")
+  near(back.stop.min_delta, 0.01, 1e-12, "stop.min_delta")
+  back:fit()
+  near(first, 0.25e-6, 1e-12, "the loaded fit goes on at the reduced rate")
+  os.execute("rm -rf '" .. dir .. "'")
 end)
 
 test("stop_validation", function()
