@@ -470,7 +470,7 @@ test("cluster-12 sync, 1 ps + 2 workers, learns digits", function()
     "ps log: nothing dropped without backup workers")
 end)
 
-test("cluster-17 the ps applies the schedule's rate of its step: like one process", function()
+test("cluster-22 the ps applies the schedule's rate of its step: like one process", function()
   local sched = optim.schedule.warmup { steps = 20, start_factor = 0.1,
     after = optim.schedule.multistep { milestones = { 30, 60 }, gamma = 0.5 } }
   local function exp()
@@ -482,7 +482,7 @@ test("cluster-17 the ps applies the schedule's rate of its step: like one proces
   local_exp:fit()
   local cl = exp()
   local c <close> = drover.cluster { ps = 2, worker = 1, split_threshold = 1000, runs = RUNS,
-                                     name = "c17" }
+                                     name = "c22" }
   local r = c:fit(cl)
   local a, b = local_exp.model:parameters(), cl.model:parameters()
   for i = 1, #a do
