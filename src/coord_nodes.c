@@ -165,6 +165,8 @@ int coord__check_opts(const coord_opts *o) {
   if (o->max_queue < 1 || o->max_queue > (1 << 24))
     return drv_error(DRV_EINVAL, "cluster: max_queue = %d is out of range (1..16777216)",
                      o->max_queue);
+  /* before the run directory exists: a misspelt launcher leaves none */
+  if (o->launcher && launch_check_name(o->launcher) < 0) return DRV_EUNSUPPORTED;
   if (o->reservation_timeout <= 0 || o->heartbeat_ms == 0 ||
       o->heartbeat_timeout_ms <= o->heartbeat_ms)
     return drv_error(DRV_EINVAL, "cluster: timeouts must be positive, and the heartbeat "

@@ -49,6 +49,13 @@ coord *lcluster_get(lua_State *L, int idx) {
   return lc ? lc->c : NULL;
 }
 
+/* Raises "cluster: <the last error>", once: messages from the
+ * coordinator's option checks carry the prefix already. */
+static int cluster_error(lua_State *L) {
+  const char *m = drv_errmsg();
+  return strncmp(m, "cluster: ", 9) == 0 ? luaL_error(L, "%s", m) : luaL_error(L, "cluster: %s", m);
+}
+
 /* ============================== creation ================================= */
 
 static int l_cluster(lua_State *L) {
@@ -61,7 +68,7 @@ static int l_cluster(lua_State *L) {
   memset(lc, 0, sizeof *lc);
   luaL_setmetatable(L, CLUSTER_MT);
   int rc = coord_start(loop, &o, &lc->c);
-  if (rc < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
+  if (rc < 0) return cluster_error(L);
   snprintf(lc->run_dir, sizeof lc->run_dir, "%s", coord_run_dir(lc->c));
   snprintf(lc->address, sizeof lc->address, "%s", coord_address(lc->c));
   ldash_cluster_up(L, -1, lc->c);
@@ -192,7 +199,7 @@ static int l_fit(lua_State *L) {
     lua_getfield(L, LUA_REGISTRYINDEX, "drover.cluster.error");
     return lua_error(L);
   }
-  if (rc < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
+  if (rc < 0) return cluster_error(L);
   ltrain_push_result(L, &res);
   if (a.sync) {
     lua_pushinteger(L, coord_global_steps(c));
@@ -208,7 +215,7 @@ static int l_setup(lua_State *L) {
   fit_ctx x;
   coord_fit_args a;
   read_experiment(L, &x, &a);
-  if (coord_setup(c, &a) < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
+  if (coord_setup(c, &a) < 0) return cluster_error(L);
   anchor_experiment(L, &x.e);
   return 0;
 }
@@ -240,7 +247,7 @@ static int l_evaluate(lua_State *L) {
   double loss, acc;
   if (rc == 0)
     rc = train_evaluate(model, lnn_check_loss(L, 5), d, batch > 0 ? batch : 256, &loss, &acc);
-  if (rc < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
+  if (rc < 0) return cluster_error(L);
   lua_createtable(L, 0, 2);
   set_num(L, "loss", loss);
   set_num(L, "accuracy", acc);

@@ -133,6 +133,9 @@ int launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_
 int launch_slurm_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
                      launcher **out);
 
+/* 0 when `name` is a launcher launch_open knows, else DRV_EUNSUPPORTED
+ * ("launcher 'x' is not available ("local", "ssh" or "slurm")"). */
+int launch_check_name(const char *name);
 /* The launcher called `name` ("local", "slurm", "ssh"): 0 with *out, or a
  * negative code with the reason (an unknown name lists the known ones). */
 int launch_open(const char *name, const launch_config *cfg, uv_loop_t *loop,

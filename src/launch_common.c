@@ -255,6 +255,12 @@ int launch_open(const char *name, const launch_config *cfg, uv_loop_t *loop,
   *out = NULL;
   for (size_t i = 0; i < NLAUNCHERS; i++)
     if (strcmp(name, launchers[i].name) == 0) return launchers[i].open(loop, cfg, on_exit, ud, out);
+  return launch_check_name(name);
+}
+
+int launch_check_name(const char *name) {
+  for (size_t i = 0; i < NLAUNCHERS; i++)
+    if (strcmp(name, launchers[i].name) == 0) return 0;
   char known[256];
   size_t len = 0;
   known[0] = '\0';

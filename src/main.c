@@ -10,6 +10,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <limits.h>
+#include <signal.h>
 #include <lualib.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -28,6 +29,7 @@
 #include "l_worker.h"
 #include "node.h"
 #include "repl.h"
+#include "rundir.h"
 #include "runs.h"
 #include "wire.h"
 
@@ -166,9 +168,15 @@ static const command commands[] = {
      "usage: drover ls [RUNS_DIR]\n"
      "\n"
      "One line per run directory in RUNS_DIR (./runs by default), oldest first:\n"
-     "its name, state (running: its coordinator is alive; done: it shut down\n"
-     "without failures; failed), node count, start time and, while it runs, the\n"
-     "coordinator's address (for `drover attach`).\n"},
+     "its name, state, node count (\"local\" for an in-process run), start time,\n"
+     "newest checkpoint, the exit status of the process that ran it and, while\n"
+     "it runs, the coordinator's address (for `drover attach`). States:\n"
+     "  running      its process is alive\n"
+     "  done         it exited with status 0\n"
+     "  failed       it exited with another status\n"
+     "  interrupted  it was stopped by Ctrl-C (SIGINT; status 130)\n"
+     "  crashed      its process is gone without an exit status (killed, a\n"
+     "               segfault); \"(resumable from step N)\" with a checkpoint\n"},
     {"export", cmd_export, "write the model of a run's checkpoint to a safetensors file",
      "usage: drover export RUN [--step N] [--runs DIR] -o FILE\n"
      "\n"
@@ -299,6 +307,7 @@ static int cmd_repl(int argc, char **argv) {
   if (!L) return close_loop(&loop, 1);
   int status = repl_run(L, &loop);
   lua_close(L);
+  rundir_record_exit(status, 0);
   return close_loop(&loop, status);
 }
 
@@ -443,6 +452,7 @@ static int run_script(int argc, char **argv, int script, bool dash, const char *
   fflush(stdout);
   lua_close(L); /* also shuts down clusters the script left running */
   if (status == 0 && drover_cluster_failures() > 0) status = 1;
+  rundir_record_exit(status, interrupted ? SIGINT : 0);
   return close_loop(&loop, status);
 }
 

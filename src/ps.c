@@ -248,9 +248,11 @@ static void ckpt_version_reached(ps_server *ps);
 
 /* A new fit: its mode, version 0, no gradient summed. */
 static void sync_reset(ps_server *ps, bool sync, uint32_t replicas, uint64_t target) {
+  /* Each variable's VAR_INIT calls this: say the mode when it changes. */
+  bool news = sync && (!ps->sync || ps->replicas != replicas || ps->target != target);
   ps->target = 0; /* PULLs held from an earlier fit wait no more */
   serve_held(ps);
-  if (sync && (!ps->sync || ps->replicas != replicas || ps->target != target))
+  if (news)
     log_info("sync training: %u gradients per update, %llu updates", replicas,
              (unsigned long long)target);
   ps->sync = sync;

@@ -24,6 +24,8 @@
 #define RUNDIR_MAX_SUFFIX 1000
 #define TAIL_CHUNK 4096
 
+static void touch(const rundir *rd);
+
 /* ============================== creation ================================= */
 
 /* mkdir -p: creates every missing component of `path`. The error names the
@@ -115,6 +117,7 @@ int rundir_create(const char *base, const char *name, rundir *rd) {
   rd->events = fopen(p, "ae"); /* "e": O_CLOEXEC */
   if (!rd->events) return drv_error(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
   setvbuf(rd->events, NULL, _IOLBF, 0);
+  touch(rd);
   return 0;
 }
 
@@ -130,7 +133,38 @@ int rundir_open(const char *path, rundir *rd) {
   rd->events = fopen(p, "ae");
   if (!rd->events) return drv_error(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
   setvbuf(rd->events, NULL, _IOLBF, 0);
+  touch(rd);
   return 0;
+}
+
+/* ============================== this process's runs ====================== */
+
+/* The run directories this process created or reopened, for
+ * rundir_record_exit: the exit status is known only after every cluster
+ * and fit has closed its rundir. Past RUNDIR_MAX_TOUCHED, runs go
+ * unrecorded (`drover ls` then judges them by their events alone). */
+#define RUNDIR_MAX_TOUCHED 64
+static char touched[RUNDIR_MAX_TOUCHED][sizeof ((rundir *)0)->path];
+static int ntouched;
+
+static void touch(const rundir *rd) {
+  for (int i = 0; i < ntouched; i++)
+    if (strcmp(touched[i], rd->path) == 0) return;
+  if (ntouched < RUNDIR_MAX_TOUCHED) snprintf(touched[ntouched++], sizeof touched[0], "%s", rd->path);
+}
+
+void rundir_record_exit(int status, int signo) {
+  for (int i = 0; i < ntouched; i++) {
+    rundir rd = {0};
+    memcpy(rd.path, touched[i], sizeof rd.path);
+    char p[sizeof rd.path + 32];
+    rd.events = fopen(rundir_file(&rd, "events.log", p, sizeof p), "ae");
+    if (!rd.events) continue;
+    if (signo) rundir_event(&rd, "process exit: %d (signal %d)", status, signo);
+    else rundir_event(&rd, "process exit: %d", status);
+    fclose(rd.events);
+  }
+  ntouched = 0;
 }
 
 /* ============================== events =================================== */

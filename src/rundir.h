@@ -55,5 +55,11 @@ const char *rundir_tail(const char *path, int lines, char *buf, size_t n);
  * read PATH: REASON)", "(the log is empty)"). Returns buf. */
 const char *rundir_log_tail(const char *path, int lines, char *buf, size_t n);
 void rundir_close(rundir *rd);
+/* At the end of the process: appends "process exit: STATUS" ("process
+ * exit: 130 (signal 2)" for a run interrupted by SIGINT) to the events.log
+ * of every run directory this process created or opened, so `drover ls`
+ * can tell done, failed and interrupted from crashed (no such line). Call
+ * it once, after every rundir is closed. */
+void rundir_record_exit(int status, int signo);
 
 #endif

@@ -1,14 +1,21 @@
 /* runs.c - `drover ls`: the runs in a runs directory and their state, read
  * from what each run directory holds (see rundir.h):
- *   running  its coordinator file is there and names a live process
- *   done     events.log says "shutdown complete: 0 node failures" and no
- *            error was logged (a fit stopped early is not a failure)
- *   failed   an error, a failed start, node failures at shutdown, or a
- *            coordinator that is gone without shutting down
- * An in-process run (exp:fit(); it has run.json) is running while the
- * process its `process` file names lives, done when every fit it began
- * ended, and otherwise crashed: "crashed (resumable from step N)" when it
- * has a checkpoint. The CHECKPOINT column is the newest committed one.
+ *   running      its coordinator (or in-process) file names a live process
+ *   done         the process that ran it exited with status 0
+ *   failed       it exited with another status
+ *   interrupted  it exited on SIGINT (status 130)
+ *   crashed      its process is gone and left no exit status (killed, a
+ *                segfault): "crashed (resumable from step N)" when it has
+ *                a checkpoint
+ * The exit status is events.log's "process exit: N" line, written by
+ * rundir_record_exit. A run without one (from a drover before it, or a
+ * process that died) is judged by its events: a cluster run is done when
+ * it logged "shutdown complete: 0 node failures" and no error, failed
+ * when it logged an error, a failed start or node failures, and crashed
+ * when its coordinator went without shutting down; an in-process run is
+ * done when every fit it began ended, else crashed. The EXIT column is
+ * the status, "-" when there is none. The CHECKPOINT column is the newest
+ * committed checkpoint.
  */
 #include "runs.h"
 
@@ -36,6 +43,9 @@ typedef struct run_info {
   char last[32];    /* and its last */
   char address[80];
   int nodes;        /* -1 unknown */
+  int exit_status;  /* "process exit: N", -1 none */
+  int exit_signal;  /* "(signal S)", 0 none */
+  bool shut_down;   /* a cluster run logged "shutdown complete" */
 } run_info;
 
 static bool starts(const char *s, const char *prefix) {
@@ -65,7 +75,16 @@ static void read_events(const char *dir, run_info *r, bool *shutdown_ok, bool *f
     if (starts(text, "error ") || starts(text, "start failed") ||
         starts(text, "reservation timed out"))
       *failed = true;
+    int st, sig;
+    if (sscanf(text, "process exit: %d (signal %d)", &st, &sig) == 2) {
+      r->exit_status = st;
+      r->exit_signal = sig;
+    } else if (sscanf(text, "process exit: %d", &st) == 1) {
+      r->exit_status = st;
+      r->exit_signal = 0;
+    }
     if (sscanf(text, "shutdown complete: %d node failure", &fails) == 1) {
+      r->shut_down = true;
       *shutdown_ok = fails == 0;
       *failed |= fails != 0;
     }
@@ -114,13 +133,24 @@ static int64_t last_checkpoint(const char *dir) {
   return step;
 }
 
-static void in_process_state(const char *dir, run_info *r, bool failed, int64_t step) {
-  if (process_alive(dir)) snprintf(r->state, sizeof r->state, "running");
-  else if (failed) snprintf(r->state, sizeof r->state, "failed");
-  else if (!r->fit_open) snprintf(r->state, sizeof r->state, "done");
-  else if (step >= 0)
-    snprintf(r->state, sizeof r->state, "crashed (resumable from step %lld)", (long long)step);
-  else snprintf(r->state, sizeof r->state, "crashed");
+/* `what` with ", resumable from step N" when an unfinished fit has a
+ * checkpoint. */
+static void set_state(run_info *r, const char *what, int64_t step) {
+  if (r->in_process && r->fit_open && step >= 0)
+    snprintf(r->state, sizeof r->state, "%s (resumable from step %lld)", what, (long long)step);
+  else snprintf(r->state, sizeof r->state, "%s", what);
+}
+
+/* The state of a run that is not running (see the top of the file). */
+static void ended_state(run_info *r, bool shutdown_ok, bool failed, int64_t step) {
+  if (r->exit_status >= 0)
+    set_state(r, r->exit_signal == SIGINT ? "interrupted" : r->exit_status == 0 ? "done" : "failed",
+              step);
+  else if (r->in_process)
+    set_state(r, failed ? "failed" : r->fit_open ? "crashed" : "done", step);
+  else
+    set_state(r, shutdown_ok && !failed ? "done" : failed || r->shut_down ? "failed" : "crashed",
+              step);
 }
 
 static bool read_run(const char *base, const char *name, run_info *r) {
@@ -133,6 +163,7 @@ static bool read_run(const char *base, const char *name, run_info *r) {
   if (stat(ev, &st) != 0) return false; /* not a run directory */
   memset(r, 0, sizeof *r);
   r->nodes = -1;
+  r->exit_status = -1;
   snprintf(r->name, sizeof r->name, "%s", name);
   bool shutdown_ok, failed;
   read_events(dir, r, &shutdown_ok, &failed);
@@ -142,12 +173,10 @@ static bool read_run(const char *base, const char *name, run_info *r) {
   char rj[PATH_MAX + 16];
   snprintf(rj, sizeof rj, "%s/run.json", dir);
   r->in_process = stat(rj, &st) == 0;
-  if (r->in_process)
-    in_process_state(dir, r, failed, step);
-  else if (coordinator_alive(dir, r))
+  if (r->in_process ? process_alive(dir) : coordinator_alive(dir, r))
     snprintf(r->state, sizeof r->state, "running");
   else
-    snprintf(r->state, sizeof r->state, "%s", shutdown_ok && !failed ? "done" : "failed");
+    ended_state(r, shutdown_ok, failed, step);
   if (!r->started[0]) { /* an empty events.log: its time of creation */
     struct tm tm;
     gmtime_r(&st.st_mtime, &tm);
@@ -191,15 +220,17 @@ int runs_list(const char *base, FILE *out) {
   closedir(d);
   qsort(runs, n, sizeof *runs, by_start);
   if (n)
-    fprintf(out, "%-40s %-8s %5s  %-19s  %-12s %s\n", "RUN", "STATE", "NODES", "STARTED",
-            "CHECKPOINT", "ADDRESS");
+    fprintf(out, "%-40s %-11s %5s  %-19s  %-12s %4s  %s\n", "RUN", "STATE", "NODES", "STARTED",
+            "CHECKPOINT", "EXIT", "ADDRESS");
   for (size_t i = 0; i < n; i++) {
-    char when[32], nodes[16];
+    char when[32], nodes[16], status[16] = "-";
+    if (runs[i].exit_status >= 0 && strcmp(runs[i].state, "running") != 0)
+      snprintf(status, sizeof status, "%d", runs[i].exit_status);
     if (runs[i].in_process) snprintf(nodes, sizeof nodes, "local");
     else if (runs[i].nodes >= 0) snprintf(nodes, sizeof nodes, "%d", runs[i].nodes);
     else snprintf(nodes, sizeof nodes, "-");
-    fprintf(out, "%-40s %-8s %5s  %-19s  %-12s %s\n", runs[i].name, runs[i].state, nodes,
-            local_time(runs[i].started, when, sizeof when), runs[i].ckpt, runs[i].address);
+    fprintf(out, "%-40s %-11s %5s  %-19s  %-12s %4s  %s\n", runs[i].name, runs[i].state, nodes,
+            local_time(runs[i].started, when, sizeof when), runs[i].ckpt, status, runs[i].address);
   }
   free(runs);
   return (int)n;

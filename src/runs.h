@@ -1,5 +1,6 @@
 /* runs.h - `drover ls`: the run directories under a runs directory, with
- * their state (running, done, failed), node count, start time and, while
+ * their state (running, done, failed, interrupted, crashed), exit status,
+ * node count, start time and, while
  * running, the coordinator's address. */
 #ifndef DROVER_RUNS_H
 #define DROVER_RUNS_H
