@@ -27,6 +27,7 @@
 #include "export.h"
 #include "l_drover.h"
 #include "l_worker.h"
+#include "logs.h"
 #include "node.h"
 #include "repl.h"
 #include "rundir.h"
@@ -50,6 +51,7 @@ static int cmd_dash_sim(int argc, char **argv);
 static int cmd_attach(int argc, char **argv);
 static int cmd_ls(int argc, char **argv);
 static int cmd_export(int argc, char **argv);
+static int cmd_logs(int argc, char **argv);
 
 /* One row per subcommand, Redis style:
  *   name     the word after `drover`
@@ -177,6 +179,21 @@ static const command commands[] = {
      "  interrupted  it was stopped by Ctrl-C (SIGINT; status 130)\n"
      "  crashed      its process is gone without an exit status (killed, a\n"
      "               segfault); \"(resumable from step N)\" with a checkpoint\n"},
+    {"logs", cmd_logs, "print a run's node logs, one or all merged in time order",
+     "usage: drover logs RUN [NODE] [-f] [--runs DIR]\n"
+     "\n"
+     "Prints the logs of RUN's nodes (logs/<role>-<i>.log, the coordinator's, a\n"
+     "detached run's script.log): all of them merged in time order, each line\n"
+     "after its node's name (\"worker:1 | ...\"), or NODE's alone (\"worker:1\",\n"
+     "\"ps:0\", \"coordinator\", \"script\"). An in-process run has no node logs:\n"
+     "its events.log is shown instead.\n"
+     "\n"
+     "RUN is a run directory, a name as `drover ls` prints it, or the start of\n"
+     "one (the newest run whose name starts so: `drover logs mnist`).\n"
+     "  -f, --follow  go on printing what the logs gain until the run ends\n"
+     "  --runs DIR    where run names are looked up (./runs)\n"
+     "\n"
+     "Exit status: 0; 1 when there is no such run or node; 2 on a usage error.\n"},
     {"export", cmd_export, "write the model of a run's checkpoint to a safetensors file",
      "usage: drover export RUN [--step N] [--runs DIR] -o FILE\n"
      "\n"
@@ -582,6 +599,29 @@ static int cmd_ls(int argc, char **argv) {
     return 1;
   }
   if (n == 0) printf("no runs in %s\n", dir);
+  return 0;
+}
+
+/* ============================== logs ==================================== */
+
+static int cmd_logs(int argc, char **argv) {
+  const command *self = find_command("logs");
+  logs_opts o = {.runs = "runs"};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-f") || !strcmp(a, "--follow")) o.follow = true;
+    else if (!strcmp(a, "--runs") && i + 1 < argc) o.runs = argv[++i];
+    else if (!strcmp(a, "--runs")) return usage_error(self, "--runs needs a value");
+    else if (a[0] == '-') return usage_error(self, "unknown option '%s'", a);
+    else if (!o.run) o.run = a;
+    else if (!o.node) o.node = a;
+    else return usage_error(self, "unexpected argument '%s'", a);
+  }
+  if (!o.run) return usage_error(self, "which run? (a run directory or a name from `drover ls`)");
+  if (logs_main(&o, stdout) < 0) {
+    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    return 1;
+  }
   return 0;
 }
 

@@ -283,3 +283,11 @@ void runs_state(const char *dir, char *state, size_t n, char *last, size_t nl) {
   snprintf(state, n, "%s", r.state);
   snprintf(last, nl, "%s", r.last);
 }
+
+bool runs_running(const char *dir) {
+  run_info r = {0};
+  char path[PATH_MAX + 16];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  return stat(path, &st) == 0 ? process_alive(dir) : coordinator_alive(dir, &r);
+}

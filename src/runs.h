@@ -5,6 +5,7 @@
 #ifndef DROVER_RUNS_H
 #define DROVER_RUNS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -12,6 +13,9 @@
  * first; nothing when there is none). Returns the number of runs, or
  * DRV_EIO ("cannot list runs in 'x': ..."), DRV_ENOMEM. */
 int runs_list(const char *base, FILE *out);
+/* Whether the run in dir is running (its coordinator's or, in process,
+ * its own process is alive). */
+bool runs_running(const char *dir);
 
 /* The run directory `name` stands for, into dir[n]: name itself when it is
  * a directory; else base/name (a name `drover ls` prints); else the newest

@@ -1,0 +1,79 @@
+# test_logs.sh - `drover logs`: a run's node logs merged in time order with
+# each node's name, one node's alone, run names and their prefixes, and -f
+# following a live local cluster until it ends. Every wait is bounded;
+# processes this test started are ended by pid.
+. tests/cli/lib.sh
+RUNS=$TMP/runs
+mkdir -p "$RUNS"
+
+wait_for() { # SECONDS CMD...: true once CMD succeeds (polled every 0.1 s)
+  limit=$(( $1 * 10 )); shift
+  i=0
+  while [ $i -lt $limit ]; do
+    "$@" && return 0
+    sleep 0.1; i=$((i + 1))
+  done
+  return 1
+}
+
+# A cluster that waits for $TMP/go, then trains (sync, so each ps logs its
+# mode), then shuts down.
+cat >"$TMP/cl.lua" <<LUA
+local nn = drover.nn
+local c = drover.cluster { ps = 1, worker = 2, runs = "$RUNS", name = "logme" }
+local f = assert(io.open("$TMP/ready", "w")); f:close()
+local t0 = drover.clock()
+while not io.open("$TMP/go") and drover.clock() - t0 < 60 do drover.sleep(0.1) end
+c:fit(drover.experiment { verbose = false, mode = "sync",
+  model = nn.Linear(4, 2), loss = nn.CrossEntropy(), optimizer = drover.optim.SGD { lr = 0.1 },
+  train = { data = drover.data.synthetic { n = 64, features = 4, classes = 2 }, batch = 8 } })
+drover.sleep(0.5)
+c:shutdown()
+LUA
+"$DROVER" run "$TMP/cl.lua" >"$TMP/cl.out" 2>&1 &
+run=$!
+wait_for 60 test -e "$TMP/ready"
+RUN=$(ls -d "$RUNS"/logme-* 2>/dev/null)
+(cd "$TMP" && exec "$DROVER" logs logme -f) >"$TMP/f.out" 2>&1 &
+fpid=$!
+(cd "$TMP" && exec "$DROVER" logs "$RUN" ps:0 --follow) >"$TMP/f1.out" 2>&1 &
+f1pid=$!
+wait_for 10 grep -q "^worker:1 *| .*registered" "$TMP/f.out"
+check "logs-01 -f prints what is there, each line after its node" grep -q "^worker:1 *| .*registered" "$TMP/f.out"
+touch "$TMP/go"
+wait_for 60 sh -c "! kill -0 $run 2>/dev/null"
+check "logs-02 -f ends by itself when the run ends" wait_for 20 sh -c "! kill -0 $fpid 2>/dev/null && ! kill -0 $f1pid 2>/dev/null"
+kill -9 $run $fpid $f1pid 2>/dev/null
+wait $fpid; frc=$?
+check "logs-02 with status 0" [ $frc -eq 0 ]
+check "logs-03 -f printed what was logged after it started" grep -q "^ps:0 *| .*sync training: 2 gradients per update" "$TMP/f.out"
+check "logs-03 up to the nodes' exit" grep -q "^coordinator *| .*ps:0 exited with status 0" "$TMP/f.out"
+check "logs-04 one node -f: its lines, unprefixed" sh -c "grep -q '^20[0-9-]*T.* ps:0 I sync training' '$TMP/f1.out' && ! grep -qv ' ps:0 ' '$TMP/f1.out'"
+check "logs-04 one node's log whole" cmp -s "$TMP/f1.out" "$RUN/logs/ps-0.log"
+
+"$DROVER" logs "$RUN" >"$TMP/all.out" 2>&1
+check "logs-05 all nodes merged: every line of every log" [ "$(wc -l <"$TMP/all.out")" -eq "$(cat "$RUN"/logs/*.log | wc -l)" ]
+sed 's/^[^|]*| //' "$TMP/all.out" | cut -c1-24 | grep '^20' >"$TMP/stamps"
+check "logs-05 in time order" sh -c "sort -c '$TMP/stamps'"
+check "logs-05 all the nodes" sh -c "for n in coordinator ps:0 worker:0 worker:1; do grep -q \"^\$n *| \" '$TMP/all.out' || exit 1; done"
+(cd "$TMP" && "$DROVER" logs "$(basename "$RUN")" worker-1) >"$TMP/w1.out" 2>&1
+check "logs-06 a name as ls prints it, worker-1 as worker:1" cmp -s "$TMP/w1.out" "$RUN/logs/worker-1.log"
+"$DROVER" logs "$RUN" ps:3 >/dev/null 2>"$TMP/nonode.err"
+check "logs-07 no such node: status 1" [ $? -eq 1 ]
+check "logs-07 naming the nodes it has" grep -q "has no node 'ps:3' (its logs: coordinator, ps:0, worker:0, worker:1)" "$TMP/nonode.err"
+"$DROVER" logs nosuch --runs "$RUNS" >/dev/null 2>"$TMP/norun.err"
+check "logs-08 no such run: status 1, said" sh -c "[ $? -eq 1 ] && grep -q \"no run 'nosuch'\" '$TMP/norun.err'"
+"$DROVER" logs >/dev/null 2>&1
+check "logs-08 no run: a usage error" [ $? -eq 2 ]
+
+# A prefix names the newest run that starts so; an in-process run shows its events.
+cat >"$TMP/ip.lua" <<LUA
+local nn = drover.nn
+drover.experiment { name = "logme", runs = "$RUNS", verbose = false, model = nn.Linear(4, 2),
+  loss = nn.CrossEntropy(), optimizer = drover.optim.SGD { lr = 0.1 },
+  train = { data = drover.data.synthetic { n = 16, features = 4, classes = 2 }, batch = 8 } }:fit()
+LUA
+sleep 1 # a later start time than the cluster run
+"$DROVER" run "$TMP/ip.lua" >/dev/null 2>&1
+"$DROVER" logs logm --runs "$RUNS" >"$TMP/ip.out" 2>&1
+check "logs-09 a prefix: the newest run; in process: its events" grep -q "^events | .*in-process run: pid" "$TMP/ip.out"
