@@ -16,17 +16,19 @@ drover - define and train models from Lua; the math runs in C (OpenBLAS).
   drover.experiment { ... }                 help(drover.experiment)
   drover.cluster { ps = 1, worker = 2 }     help(drover.cluster)
   dash()           the live dashboard of the newest cluster (q leaves)
+  drover.pretty(x) print x as the REPL shows it  help(drover.pretty)
   drover.seed(n)   seed layer initialisation (and rand/randn, dropout)
 
-A first model:
-  local nn, optim, data = drover.nn, drover.optim, drover.data
-  local train, test = data.csv("examples/data/digits.csv", { label = -1 }):split(0.8, { seed = 1 })
-  local exp = drover.experiment {
+A first model (type it line by line, or run it as a script):
+  nn, optim, data = drover.nn, drover.optim, drover.data
+  train, test = data.csv("examples/data/digits.csv", { label = -1 }):split(0.8, { seed = 1 })
+  exp = drover.experiment {
     name = "digits", model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
     loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
     train = { data = train, batch = 64, epochs = 10 }, eval = { data = test },
   }
   print(exp:fit())
+  print(exp:evaluate(test).accuracy)
 
 help(obj) explains any drover value: help(model), help(drover.nn.Linear), help("Dataset").]]
 
@@ -226,10 +228,12 @@ and tensor.rand/randn: a script that seeds first is reproducible bit for bit.
 Data operations take their own seeds ({ seed = n }).]]
 
 T["drover.cluster"] = [[
-drover.cluster { ... } - parameter servers and workers as processes (local launcher).
+drover.cluster { ... } - parameter servers and workers as processes: on this machine
+(launcher = "local", the default), over ssh (launcher = "ssh", hosts = { ... }) or
+in a Slurm job (launcher = "slurm", slurm = { partition = ... }).
 
-  local c = drover.cluster { ps = 1, worker = 2, chief = 0, evaluator = 0,
-                             max_restarts = 3, max_queue = 1024, heartbeat_timeout = 5 }
+  c = drover.cluster { ps = 1, worker = 2, chief = 0, evaluator = 0,
+                       max_restarts = 3, max_queue = 1024, heartbeat_timeout = 5 }
   c:fit(exp)            train exp on the cluster (exp.mode = "sync" for sync training)
   c:setup(exp)          give the workers the model and their data shards, no training
   c:evaluate(exp [, ds])  the cluster's parameters on ds
@@ -243,8 +247,26 @@ drover.cluster { ... } - parameter servers and workers as processes (local launc
 
 In a scheduled fn, w is the worker: w.index, w.name, w:train_step(), w:pull(),
 w:compute(), w:push(), w:batch(). fn, its upvalues and arguments must be plain
-data (nil, booleans, numbers, strings, tables of them).]]
+data (nil, booleans, numbers, strings, tables of them).
+
+Example (type it after "A first model" in help()):
+  c = drover.cluster { ps = 1, worker = 2 }
+  print(c:fit(exp))
+  print(c:evaluate(exp, test))
+  c:shutdown()]]
 T.Cluster = T["drover.cluster"]
+
+T["drover.pretty"] = [[
+drover.pretty(...) - prints values as the REPL shows them: tables as Lua constructors
+with sorted keys, one entry per line when long; results (exp:fit(), exp:evaluate(),
+c:fit(), c:evaluate()) print their fields with plain print() too.
+
+  drover.pretty.format(x)   -> the text, without printing it
+  drover.pretty.width = 78  a table that fits in this many columns stays on one line
+
+Example:
+  drover.pretty { lr = 1e-3, layers = { 64, 128, 10 }, name = "digits" }
+  print(drover.pretty.format({ 1, 2, 3 }))]]
 
 T.RemoteValue = [[
 RemoteValue - the future c:schedule returns.
@@ -261,7 +283,7 @@ local by_value
 local function index_values()
   by_value = {
     [drover] = "drover", [drover.seed] = "drover.seed", [drover.experiment] = "drover.experiment",
-    [drover.experiment.load] = "drover.experiment",
+    [drover.experiment.load] = "drover.experiment", [drover.pretty] = "drover.pretty",
   }
   if drover.cluster then by_value[drover.cluster] = "drover.cluster" end
   for _, mod in ipairs { "tensor", "nn", "optim", "data" } do

@@ -1,4 +1,5 @@
--- pretty.lua - formats Lua values for the REPL: format(value) -> string.
+-- pretty.lua - formats Lua values for the REPL: format(value) -> string;
+-- drover.pretty(...) prints values as the REPL shows them.
 --
 -- Tables print as Lua constructors with sorted keys: on one line when they
 -- are short, else one entry per line indented by two spaces per level.
@@ -91,7 +92,7 @@ end
 function format_value(v, depth, path, col)
   if type(v) == "table" then
     local mt = getmetatable(v)
-    if mt and mt.__tostring then
+    if mt and mt.__tostring and mt ~= M.result_mt then
       return indent_rest(scalar(v), string.rep("  ", depth))
     end
     return format_table(v, depth, path, col)
@@ -112,4 +113,12 @@ function M.print(...)
   print(table.concat(out, "\t"))
 end
 
-return M
+--- The metatable of results (exp:fit(), exp:evaluate(), c:fit(),
+--- c:evaluate()): print(r) and tostring(r) show their fields.
+M.result_mt = {
+  __name = "drover.Result",
+  __tostring = function(t) return format_table(t, 0, {}, 0) end,
+}
+
+-- drover.pretty(...) is drover.pretty.print(...).
+return setmetatable(M, { __call = function(_, ...) return M.print(...) end })

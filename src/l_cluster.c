@@ -251,6 +251,7 @@ static int l_evaluate(lua_State *L) {
   lua_createtable(L, 0, 2);
   set_num(L, "loss", loss);
   set_num(L, "accuracy", acc);
+  ltrain_mark_result(L);
   return 1;
 }
 

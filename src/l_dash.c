@@ -60,7 +60,8 @@ static struct {
 /* ============================== commands ================================= */
 
 /* The handler coord runs ':' lines through: "return LINE" first (so an
- * expression shows its value), else LINE as a statement. */
+ * expression shows its value), else LINE as a statement, in the
+ * environment at the thread's index 1 (see command_env). */
 static int run_command(void *ud, const char *line, char *out, size_t n) {
   lua_State *T = ud; /* the cluster's command thread: never running otherwise */
   int top = lua_gettop(T);
@@ -71,6 +72,10 @@ static int run_command(void *ud, const char *line, char *out, size_t n) {
     rc = luaL_loadbuffer(T, line, strlen(line), "=command");
   } else {
     lua_remove(T, -2);
+  }
+  if (rc == LUA_OK && lua_istable(T, 1)) {
+    lua_pushvalue(T, 1);
+    lua_setupvalue(T, -2, 1); /* a main chunk's one upvalue is _ENV */
   }
   if (rc == LUA_OK) {
     lua_pushcfunction(T, drover_lua_traceback);
@@ -269,10 +274,29 @@ static int l_dash_global(lua_State *L) {
   return l_dash(L);
 }
 
+/* Moves onto T the environment commands run in: the cluster at idx as
+ * `c` and `cluster`, whatever the script called it, over the globals
+ * (read and assigned through). */
+static void command_env(lua_State *L, int idx, lua_State *T) {
+  lua_createtable(L, 0, 2);
+  lua_pushvalue(L, idx);
+  lua_setfield(L, -2, "c");
+  lua_pushvalue(L, idx);
+  lua_setfield(L, -2, "cluster");
+  lua_createtable(L, 0, 2);
+  lua_pushglobaltable(L);
+  lua_setfield(L, -2, "__index");
+  lua_pushglobaltable(L);
+  lua_setfield(L, -2, "__newindex");
+  lua_setmetatable(L, -2);
+  lua_xmove(L, T, 1);
+}
+
 void ldash_cluster_up(lua_State *L, int idx, coord *c) {
   idx = lua_absindex(L, idx);
   /* The command thread lives in the cluster's user value 2. */
   lua_State *T = lua_newthread(L);
+  command_env(L, idx, T);
   lua_setiuservalue(L, idx, 2);
   if (lua_getfield(L, LUA_REGISTRYINDEX, LAST_KEY) != LUA_TTABLE) {
     lua_pop(L, 1);

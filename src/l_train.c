@@ -146,6 +146,16 @@ void ltrain_push_result(lua_State *L, const train_result *r) {
     set_int(L, "best_step", r->best_step);
     set_num(L, "best_metric", r->best_metric);
   }
+  ltrain_mark_result(L);
+}
+
+void ltrain_mark_result(lua_State *L) {
+  int top = lua_gettop(L); /* the result */
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  if (lua_getfield(L, -1, "drover.pretty") == LUA_TTABLE &&
+      lua_getfield(L, -1, "result_mt") == LUA_TTABLE)
+    lua_setmetatable(L, top);
+  lua_settop(L, top);
 }
 
 /* Runs under lua_pcall (so no Lua error escapes into train_fit) with
@@ -570,6 +580,7 @@ static int t_evaluate(lua_State *L) {
   lua_createtable(L, 0, 2);
   set_num(L, "loss", loss);
   set_num(L, "accuracy", acc);
+  ltrain_mark_result(L);
   return 1;
 }
 

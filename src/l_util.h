@@ -65,6 +65,10 @@ void ldrv_set_int(lua_State *L, const char *k, int64_t v);
 /* Pushes the table a progress callback receives / exp:fit() returns. */
 void ltrain_push_progress(lua_State *L, const train_progress *p);
 void ltrain_push_result(lua_State *L, const train_result *r);
+/* Gives the table on top of the stack the metatable of results
+ * (drover.pretty's result_mt: print() shows its fields, as the REPL
+ * does); nothing when the pretty printer is not loaded. */
+void ltrain_mark_result(lua_State *L);
 
 /* An experiment's settings, read by ltrain_read_experiment for exp:fit
  * (l_train.c) and c:fit / c:setup (l_cluster.c). The stack indices hold

@@ -64,3 +64,28 @@ test("help_by_name_and_unknown", function()
   eq(printed("nope"), "no help on 'nope'; help() lists the topics", "unknown name")
   eq(printed({}), "no help on this table; help() lists the topics", "unknown value")
 end)
+
+test("help_pretty_and_cluster", function()
+  has(printed(drover.pretty), "drover.pretty(...) - prints values as the REPL shows them")
+  has(printed("drover.pretty"), "drover.pretty.format(x)")
+  has(printed(), "drover.pretty(x)")
+  local s = printed(drover.cluster)
+  has(s, "launcher = \"ssh\"")
+  if s:find("(local launcher)", 1, true) then error("help(drover.cluster) still says (local launcher)") end
+  -- the overview's first model works typed line by line: no `local`
+  local first = printed():match("A first model.-\n\n")
+  if first:find("\n  local ", 1, true) then error("'A first model' uses local:\n" .. first) end
+end)
+
+test("results_print_their_fields", function()
+  local nn = drover.nn
+  local ds = drover.data.synthetic { n = 16, features = 2, classes = 2 }
+  local exp = drover.experiment { model = nn.Linear(2, 2), loss = nn.CrossEntropy(), runs = false,
+    verbose = false, optimizer = drover.optim.SGD(), train = { data = ds, batch = 8 } }
+  local r = exp:fit()
+  has(tostring(r), "steps = 2")
+  has(tostring(exp:evaluate(ds)), "{ accuracy = ")
+  eq(type(r), "table", "still a table")
+  eq(r.steps, 2, "fields as before")
+  has(drover.pretty.format({ r = exp:evaluate(ds) }), "{ r = { accuracy = ")
+end)
