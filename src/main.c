@@ -25,6 +25,7 @@
 #include "detach.h"
 #include "err.h"
 #include "export.h"
+#include "export_metrics.h"
 #include "l_drover.h"
 #include "l_worker.h"
 #include "logs.h"
@@ -52,6 +53,7 @@ static int cmd_attach(int argc, char **argv);
 static int cmd_ls(int argc, char **argv);
 static int cmd_export(int argc, char **argv);
 static int cmd_logs(int argc, char **argv);
+static int cmd_export_metrics(int argc, char **argv);
 
 /* One row per subcommand, Redis style:
  *   name     the word after `drover`
@@ -210,6 +212,25 @@ static const command commands[] = {
      "\n"
      "Exit status: 0; 1 when there is no such run, no checkpoint (of that step),\n"
      "the checkpoint is damaged or FILE cannot be written; 2 on a usage error.\n"},
+    {"export-metrics", cmd_export_metrics, "write a run's scalars as one CSV or JSON-lines table",
+     "usage: drover export-metrics RUN [--csv | --jsonl] [--runs DIR] [-o FILE]\n"
+     "\n"
+     "Writes RUN's scalars (its metrics.jsonl) as one table, as TensorBoard's CSV\n"
+     "download has them, with the tag and the reporting node beside each value:\n"
+     "  wall_time,tag,step,value,node\n"
+     "  1795527062.338,loss,1,0.760057509,worker:0\n"
+     "wall_time is in Unix seconds; the tags are loss, accuracy, eval_loss,\n"
+     "eval_accuracy (whatever numbers the run logged).\n"
+     "\n"
+     "RUN is a run directory, a name as `drover ls` prints it, or the start of\n"
+     "one (the newest run whose name starts so).\n"
+     "  --csv        comma-separated, with a header line (the default)\n"
+     "  --jsonl      one JSON object per value: wall_time, tag, step, value, node\n"
+     "  --runs DIR   where run names are looked up (./runs)\n"
+     "  -o FILE      write to FILE instead of stdout\n"
+     "\n"
+     "Exit status: 0; 1 when there is no such run or it has no metrics; 2 on a\n"
+     "usage error.\n"},
     {"help", cmd_help, "show help for drover or for one command",
      "usage: drover help [COMMAND]\n"},
 };
@@ -228,7 +249,7 @@ static void print_usage(FILE *f) {
           "\n"
           "commands:\n");
   for (size_t i = 0; i < NCOMMANDS; i++)
-    if (commands[i].name[0] != '_') fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    if (commands[i].name[0] != '_') fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
 }
 
 /* Prints "drover: MSG" and the usage (of cmd, or of drover when NULL) to
@@ -623,6 +644,41 @@ static int cmd_logs(int argc, char **argv) {
     return 1;
   }
   return 0;
+}
+
+/* ============================== export-metrics ========================== */
+
+static int cmd_export_metrics(int argc, char **argv) {
+  const command *self = find_command("export-metrics");
+  const char *run = NULL, *runs = "runs", *file = NULL;
+  export_format fmt = EXPORT_CSV;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    bool takes = !strcmp(a, "--runs") || !strcmp(a, "-o") || !strcmp(a, "--output");
+    if (takes && i + 1 >= argc) return usage_error(self, "%s needs a value", a);
+    if (!strcmp(a, "--csv")) fmt = EXPORT_CSV;
+    else if (!strcmp(a, "--jsonl")) fmt = EXPORT_JSONL;
+    else if (!strcmp(a, "--runs")) runs = argv[++i];
+    else if (takes) file = argv[++i];
+    else if (a[0] == '-') return usage_error(self, "unknown option '%s'", a);
+    else if (run) return usage_error(self, "unexpected argument '%s'", a);
+    else run = a;
+  }
+  if (!run) return usage_error(self, "which run? (a run directory or a name from `drover ls`)");
+  char dir[PATH_MAX];
+  FILE *out = stdout;
+  if (runs_find(runs, run, dir, sizeof dir) < 0) goto fail;
+  if (file && !(out = fopen(file, "w"))) {
+    drv_error(DRV_EIO, "cannot write '%s': %s", file, strerror(errno));
+    goto fail;
+  }
+  long n = export_metrics(dir, fmt, out);
+  if (out != stdout && fclose(out) != 0 && n >= 0)
+    n = drv_error(DRV_EIO, "cannot write '%s': %s", file, strerror(errno));
+  if (n >= 0) return 0;
+fail:
+  fprintf(stderr, "drover: %s\n", drv_errmsg());
+  return 1;
 }
 
 /* ============================== export ================================== */

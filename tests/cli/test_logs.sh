@@ -77,3 +77,38 @@ sleep 1 # a later start time than the cluster run
 "$DROVER" run "$TMP/ip.lua" >/dev/null 2>&1
 "$DROVER" logs logm --runs "$RUNS" >"$TMP/ip.out" 2>&1
 check "logs-09 a prefix: the newest run; in process: its events" grep -q "^events | .*in-process run: pid" "$TMP/ip.out"
+
+# export-metrics: the scalars in one table, TensorBoard's CSV with the tag
+# (and node) beside each value; wall times in Unix seconds across fits.
+cat >"$TMP/two.lua" <<LUA
+local nn = drover.nn
+local ds = drover.data.synthetic { n = 16, features = 4, classes = 2 }
+local exp = drover.experiment { name = "two", runs = "$RUNS", verbose = false, model = nn.Linear(4, 2),
+  loss = nn.CrossEntropy(), optimizer = drover.optim.SGD { lr = 0.1 },
+  train = { data = ds, batch = 8 }, eval = { data = ds } }
+exp:fit()
+drover.sleep(1.1)
+exp:fit()
+LUA
+t0=$(date +%s)
+"$DROVER" run "$TMP/two.lua" >/dev/null 2>&1
+t1=$(( $(date +%s) + 1 ))
+"$DROVER" export-metrics two --runs "$RUNS" >"$TMP/two.csv" 2>&1
+check "metrics-01 CSV with a header" [ "$(head -1 "$TMP/two.csv")" = "wall_time,tag,step,value,node" ]
+check "metrics-01 every scalar: 2 fits x 2 steps x (loss, accuracy) + 2 evals x 2" [ "$(tail -n +2 "$TMP/two.csv" | wc -l)" -eq 12 ]
+check "metrics-01 the tags" [ "$(tail -n +2 "$TMP/two.csv" | cut -d, -f2 | sort -u | tr '\n' ' ')" = "accuracy eval_accuracy eval_loss loss " ]
+check "metrics-02 wall times in Unix seconds, within the run" awk -F, -v a="$t0" -v b="$t1" 'NR > 1 && ($1 < a || $1 > b) { bad = 1 } END { exit bad }' "$TMP/two.csv"
+check "metrics-02 the second fit a second later than the first" awk -F, 'NR == 2 { first = $1 } NR > 1 { last = $1 } END { exit !(last - first >= 1) }' "$TMP/two.csv"
+"$DROVER" export-metrics "$RUN" --jsonl -o "$TMP/cl.jsonl" >"$TMP/cl.out" 2>&1
+check "metrics-03 --jsonl -o FILE: nothing on stdout" [ ! -s "$TMP/cl.out" ]
+check "metrics-03 one JSON object per value, with the node" python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open('$TMP/cl.jsonl')]
+assert rows and all(set(r) >= {'wall_time', 'tag', 'step', 'value'} for r in rows)
+assert any(r['tag'] == 'loss' and r['node'].startswith('worker:') for r in rows)
+"
+check "metrics-03 as many as metrics.jsonl has values" [ "$(wc -l <"$TMP/cl.jsonl")" -eq "$(grep -o '"loss"\|"accuracy"\|"eval_loss"\|"eval_accuracy"' "$RUN/metrics.jsonl" | wc -l)" ]
+"$DROVER" export-metrics nosuch --runs "$RUNS" >/dev/null 2>"$TMP/m.err"
+check "metrics-04 no such run: status 1, said" sh -c "[ $? -eq 1 ] && grep -q \"no run 'nosuch'\" '$TMP/m.err'"
+"$DROVER" export-metrics "$RUN" --xml >/dev/null 2>&1
+check "metrics-04 an unknown option is a usage error" [ $? -eq 2 ]
