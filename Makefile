@@ -168,9 +168,17 @@ bench: bench-deps
 layers:
 	$(Q)sh tools/layers.sh $(foreach l,$(LAYERS),$(l)=$(subst $(space),$(comma),$(strip $(LAYER_$(l)))))
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
+# The man page is made from the binary's --help texts (tools/mkman.sh).
+$(BUILD)/drover.1: drover tools/mkman.sh
+	$(call say,MAN,$@)sh tools/mkman.sh ./drover $@
+
+install: all $(BUILD)/drover.1
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 	install -m 0755 drover $(DESTDIR)$(PREFIX)/bin/drover
+	install -m 0644 $(BUILD)/drover.1 $(DESTDIR)$(PREFIX)/share/man/man1/drover.1
+	install -m 0644 completion/drover.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/drover
+	install -m 0644 completion/_drover $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_drover
 
 clean:
 	rm -rf build drover
