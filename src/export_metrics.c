@@ -94,6 +94,7 @@ long export_metrics(const char *dir, export_format fmt, FILE *out) {
   double *starts;
   size_t nstarts = fit_starts(dir, &starts), fit = 0;
   double last_time = -1;
+  long long last_step = -1;
   long n = 0, lineno = 0;
   if (fmt == EXPORT_CSV) fputs("wall_time,tag,step,value,node\n", out);
   while (n >= 0 && fgets(line, sizeof line, f)) {
@@ -105,11 +106,14 @@ long export_metrics(const char *dir, export_format fmt, FILE *out) {
       n = drv_error(DRV_EINVAL, "%s:%ld: not a JSON object (%s)", path, lineno, err.text);
       break;
     }
-    /* A fit's times count from its start: a smaller one begins the next. */
-    json_t *t = json_object_get(j, "time");
+    /* A fit's times and steps count from its start: a smaller one of
+     * either begins the next fit. */
+    json_t *t = json_object_get(j, "time"), *st = json_object_get(j, "step");
     double time = json_is_number(t) ? json_number_value(t) : 0;
-    if (time < last_time && fit + 1 < nstarts) fit++;
+    long long step = json_is_integer(st) ? (long long)json_integer_value(st) : 0;
+    if ((time < last_time || step < last_step) && fit + 1 < nstarts) fit++;
     last_time = time;
+    last_step = step;
     n += emit_line(out, fmt, j, nstarts ? starts[fit] : 0);
     json_decref(j);
   }
