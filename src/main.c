@@ -25,6 +25,7 @@
 #include "detach.h"
 #include "err.h"
 #include "export.h"
+#include "doctor.h"
 #include "export_metrics.h"
 #include "l_drover.h"
 #include "l_worker.h"
@@ -54,6 +55,7 @@ static int cmd_ls(int argc, char **argv);
 static int cmd_export(int argc, char **argv);
 static int cmd_logs(int argc, char **argv);
 static int cmd_export_metrics(int argc, char **argv);
+static int cmd_doctor(int argc, char **argv);
 
 /* One row per subcommand, Redis style:
  *   name     the word after `drover`
@@ -231,6 +233,22 @@ static const command commands[] = {
      "\n"
      "Exit status: 0; 1 when there is no such run or it has no metrics; 2 on a\n"
      "usage error.\n"},
+    {"doctor", cmd_doctor, "check what a run needs on this machine",
+     "usage: drover doctor [--runs DIR] [--timeout S] [HOST...]\n"
+     "\n"
+     "Checks what a run needs here and says what is wrong in plain words, one\n"
+     "line per check (ok, warn, FAIL, or -- when it does not apply):\n"
+     "  BLAS      its threads against the CPUs this process may use\n"
+     "  terminal  a terminal, TERM, colours, and UTF-8 (the dashboard's needs)\n"
+     "  runs      the runs directory (./runs, or --runs DIR) and TMPDIR writable\n"
+     "  network   a TCP port on 127.0.0.1 (local clusters)\n"
+     "  ssh       each HOST (\"name\" or \"name:slots\", as hosts = { ... } takes\n"
+     "            them) reachable without a password (ssh -o BatchMode=yes);\n"
+     "            --timeout S seconds each (5)\n"
+     "  Slurm     sbatch, srun and sinfo, and the partitions sinfo lists\n"
+     "\n"
+     "Exit status: 0 when nothing failed (warnings allowed); 1 when a check\n"
+     "failed; 2 on a usage error.\n"},
     {"help", cmd_help, "show help for drover or for one command",
      "usage: drover help [COMMAND]\n"},
 };
@@ -679,6 +697,31 @@ static int cmd_export_metrics(int argc, char **argv) {
 fail:
   fprintf(stderr, "drover: %s\n", drv_errmsg());
   return 1;
+}
+
+/* ============================== doctor ================================== */
+
+static int cmd_doctor(int argc, char **argv) {
+  const command *self = find_command("doctor");
+  doctor_opts o = {.runs = "runs"};
+  const char **hosts = calloc((size_t)argc, sizeof *hosts);
+  if (!hosts) return 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    bool takes = !strcmp(a, "--runs") || !strcmp(a, "--timeout");
+    if (takes && i + 1 >= argc) return free(hosts), usage_error(self, "%s needs a value", a);
+    if (!strcmp(a, "--runs")) o.runs = argv[++i];
+    else if (!strcmp(a, "--timeout") && !parse_seconds(argv[++i], &o.ssh_timeout))
+      return free(hosts), usage_error(self, "--timeout '%s' is not a positive number", argv[i]);
+    else if (takes) continue;
+    else if (a[0] == '-') return free(hosts), usage_error(self, "unknown option '%s'", a);
+    else hosts[o.nhosts++] = a;
+  }
+  o.hosts = hosts;
+  int fails = doctor_run(&o, stdout);
+  free(hosts);
+  if (fails) printf("%d check%s failed\n", fails, fails == 1 ? "" : "s");
+  return fails ? 1 : 0;
 }
 
 /* ============================== export ================================== */
