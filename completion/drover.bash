@@ -45,7 +45,7 @@ _drover_node_names_all() {
 
 _drover() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="repl run node attach ls logs export export-metrics help"
+  local commands="repl run node attach ls logs export export-metrics doctor help"
   COMPREPLY=()
   if ((COMP_CWORD == 1)); then
     COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
@@ -76,6 +76,7 @@ _drover() {
     export) opts="--step --runs -o --help"; words=$(_drover_run_names) ;;
     export-metrics) opts="--csv --jsonl --runs -o --help"; words=$(_drover_run_names) ;;
     repl) opts="--help" ;;
+    doctor) opts="--runs --timeout --help" ;;
     help) words=$commands ;;
     node) opts="--coord --role --index --run-dir --bind --cpus --heartbeat-ms --timeout-ms" ;;
   esac

@@ -47,3 +47,9 @@ check "install-05 --runs DIR is where names come from" [ "$(complete_words drove
 check "install-05 ls: directories" [ "$(complete_words drover ls r)" = "runs " ]
 check "install-06 node names for --stop" [ "$(complete_words drover attach mnist-20261121-105306 --stop w)" = "worker:0 worker:1 " ]
 check "install-06 node names for logs RUN NODE" sh -c "[ \"\$(cd '$TMP/w' && bash -c '. \"$BASH_C\"; COMP_WORDS=(drover logs mnist-20261121-105306 c); COMP_CWORD=3; _drover; echo \${COMPREPLY[*]}')\" = coordinator ]"
+# The completions know every command drover --help lists.
+for c in $("$DROVER" --help | awk '/^commands:/ { on = 1; next } on && NF { print $1 }'); do
+  [ "$(complete_words drover "$c")" = "$c " ] || [ "$c" = export ] || fail "install-07 bash completes $c" "$(complete_words drover "$c")"
+  grep -q "'$c:" "$D/usr/share/zsh/site-functions/_drover" || fail "install-07 zsh knows $c" "not in _drover"
+done
+pass "install-07 the completions know every command"
