@@ -3,9 +3,9 @@
 # bash and zsh completions (subcommands, options, run names, node names).
 . tests/cli/lib.sh
 D=$TMP/dest
-make -s --no-print-directory install DESTDIR="$D" PREFIX=/usr >"$TMP/make.out" 2>&1
-check "install-01 make install DESTDIR=... PREFIX=/usr" [ $? -eq 0 ]
-[ -s "$TMP/make.out" ] && tail -5 "$TMP/make.out"
+make -s --no-print-directory install DESTDIR="$D" PREFIX=/usr >"$TMP/make.out" 2>&1; rc=$?
+check "install-01 make install DESTDIR=... PREFIX=/usr" [ $rc -eq 0 ]
+[ "$rc" -eq 0 ] || tail -5 "$TMP/make.out"
 check "install-01 the binary runs" sh -c "'$D/usr/bin/drover' --version >/dev/null"
 MAN=$D/usr/share/man/man1/drover.1
 check "install-02 the man page" [ -s "$MAN" ]
