@@ -1,66 +1,125 @@
 #!/bin/sh
 # run.sh - benchmarks with their references measured in the same run.
-# `make bench` runs it. BENCH_SECONDS sets each measurement's length.
+# `make bench` runs it. BENCH_SECONDS sets each measurement's length;
+# BENCH_PAIRS (3, at least 3) how many times each ratio is measured.
+#
+# On a shared machine one measurement swings too much to steer by, so each
+# ratio is measured in BENCH_PAIRS alternating pairs (ours, the reference,
+# ours, the reference, ...) and reported as the median of the pairs'
+# ratios with their min and max:
+#   NAME MEDIAN (median of N pairs; min A, max B)
 set -eu
 cd "$(dirname "$0")/../.."
 secs=${BENCH_SECONDS:-6}
+pairs=${BENCH_PAIRS:-3}
+[ "$pairs" -ge 3 ] || pairs=3
 build=${BUILD:-build}
+runs="${TMPDIR:-/tmp}/drover-bench-runs"
 export OPENBLAS_NUM_THREADS=1
 
+# field NAME TEXT: the number after NAME in TEXT's line "NAME VALUE".
+field() { echo "$2" | awk -v n="$1" '$1 == n { print $2; exit }'; }
+# ratio A B: A / B, or nothing when either is missing.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.4f\n", a / b }'; }
+# median NAME [UNIT] < ratios, one a line: the summary line.
+median() {
+  sort -g | awk -v n="$1" -v u="${2:-}" '
+    NF { v[++k] = $1 }
+    END {
+      if (!k) { printf "%s skipped: no measurement\n", n; exit }
+      m = k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+      printf "%s %.2f%s (median of %d pairs; min %.2f, max %.2f)\n", n, m, u, k, v[1], v[k]
+    }'
+}
+have_torch() { /usr/bin/python3 -c "import $1" 2>/dev/null; }
+
 echo "== MLP 784-256-256-10, batch 128, SGD momentum, float32, 1 thread"
-out=$("$build/bench_mlp" "$secs")
-echo "$out"
-ours=$(echo "$out" | awk '/^drover_samples_per_sec/ {print $2}')
-if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  ref=$(/usr/bin/python3 tests/bench/torch_mlp.py "$secs")
-  echo "$ref"
-  theirs=$(echo "$ref" | awk '/^torch_samples_per_sec/ {print $2}')
-  awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "ratio_vs_pytorch %.2f\n", a / b }'
-else
-  echo "ratio_vs_pytorch skipped: /usr/bin/python3 has no torch (make bench-deps installs python3-torch)"
-fi
+: >"$build/bench.gemm"; : >"$build/bench.torch"
+i=0
+while [ $i -lt "$pairs" ]; do
+  out=$("$build/bench_mlp" "$secs")
+  echo "$out" | sed "s/^/pair $((i + 1)): /"
+  ratio "$(field drover_samples_per_sec "$out")" "$(field gemm_bound_samples_per_sec "$out")" >>"$build/bench.gemm"
+  if have_torch torch; then
+    ref=$(/usr/bin/python3 tests/bench/torch_mlp.py "$secs")
+    echo "$ref" | sed "s/^/pair $((i + 1)): /"
+    ratio "$(field drover_samples_per_sec "$out")" "$(field torch_samples_per_sec "$ref")" >>"$build/bench.torch"
+  fi
+  i=$((i + 1))
+done
+median fraction_of_gemm_bound <"$build/bench.gemm"
+if have_torch torch; then median ratio_vs_pytorch x <"$build/bench.torch"
+else echo "ratio_vs_pytorch skipped: /usr/bin/python3 has no torch (make bench-deps installs python3-torch)"; fi
 
 echo
 echo "== push+pull of a 1 MiB tensor through a ps process vs loopback TCP"
-"$build/bench_pushpull" "$secs" 2>/dev/null
+: >"$build/bench.pp"
+i=0
+while [ $i -lt "$pairs" ]; do
+  out=$("$build/bench_pushpull" "$secs" 2>/dev/null)
+  echo "$out" | grep -v fraction | sed "s/^/pair $((i + 1)): /"
+  ratio "$(field pushpull_1MiB_MB_per_sec "$out")" "$(field loopback_MB_per_sec "$out")" >>"$build/bench.pp"
+  i=$((i + 1))
+done
+median pushpull_fraction_of_loopback <"$build/bench.pp"
 
 echo
 echo "== local cluster: start-up, and 1 ps + 2 workers training the same MLP"
-out=$(BENCH_RUNS="${TMPDIR:-/tmp}/drover-bench-runs" ./drover run tests/bench/cluster.lua "$secs")
-echo "$out"
-rm -rf "${TMPDIR:-/tmp}/drover-bench-runs"
-ours=$(echo "$out" | awk '/^cluster_samples_per_sec/ {print $2}')
-if /usr/bin/python3 -c 'import torch.distributed.rpc' 2>/dev/null; then
-  ref=$(/usr/bin/python3 tests/bench/torch_rpc_ps.py "$secs" 2>/dev/null | tail -n 1)
-  echo "$ref"
-  theirs=$(echo "$ref" | awk '/^torch_rpc_samples_per_sec/ {print $2}')
-  sync=$(echo "$out" | awk '/^cluster_sync_samples_per_sec/ {print $2}')
-  awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "cluster_ratio_vs_torch_rpc %.2f\n", a / b }'
-  awk -v a="$sync" -v b="$theirs" 'BEGIN { printf "cluster_sync_ratio_vs_torch_rpc %.2f\n", a / b }'
+: >"$build/bench.rpc"; : >"$build/bench.rpcsync"
+i=0
+while [ $i -lt "$pairs" ]; do
+  out=$(BENCH_RUNS="$runs" ./drover run tests/bench/cluster.lua "$secs")
+  rm -rf "$runs"
+  echo "$out" | sed "s/^/pair $((i + 1)): /"
+  if have_torch torch.distributed.rpc; then
+    ref=$(/usr/bin/python3 tests/bench/torch_rpc_ps.py "$secs" 2>/dev/null | tail -n 1)
+    echo "$ref" | sed "s/^/pair $((i + 1)): /"
+    theirs=$(field torch_rpc_samples_per_sec "$ref")
+    ratio "$(field cluster_samples_per_sec "$out")" "$theirs" >>"$build/bench.rpc"
+    ratio "$(field cluster_sync_samples_per_sec "$out")" "$theirs" >>"$build/bench.rpcsync"
+  fi
+  i=$((i + 1))
+done
+if have_torch torch.distributed.rpc; then
+  median cluster_ratio_vs_torch_rpc x <"$build/bench.rpc"
+  median cluster_sync_ratio_vs_torch_rpc x <"$build/bench.rpcsync"
 else
   echo "cluster_ratio_vs_torch_rpc skipped: no torch.distributed.rpc in /usr/bin/python3"
 fi
 
 echo
 echo "== sync, 1 ps + 3 workers, backup_workers = 1: without and with a straggler (worker:2 +20 ms a step)"
-base=$(BENCH_RUNS="${TMPDIR:-/tmp}/drover-bench-runs" ./drover run tests/bench/backup.lua "$secs" | awk '/^sync_backup/ {print $2}')
-slow=$(DROVER_FAULT=slow:worker:2:20 BENCH_RUNS="${TMPDIR:-/tmp}/drover-bench-runs" ./drover run tests/bench/backup.lua "$secs" 2>/dev/null | awk '/^sync_backup/ {print $2}')
-echo "sync_backup_global_steps_per_sec $base"
-echo "sync_backup_global_steps_per_sec_with_straggler $slow"
-awk -v a="$slow" -v b="$base" 'BEGIN { printf "straggler_step_rate_ratio %.2f (its share would allow 0.67)\n", a / b }'
+: >"$build/bench.straggler"
+i=0
+while [ $i -lt "$pairs" ]; do
+  base=$(BENCH_RUNS="$runs" ./drover run tests/bench/backup.lua "$secs" | awk '/^sync_backup/ {print $2}')
+  slow=$(DROVER_FAULT=slow:worker:2:20 BENCH_RUNS="$runs" ./drover run tests/bench/backup.lua "$secs" 2>/dev/null | awk '/^sync_backup/ {print $2}')
+  echo "pair $((i + 1)): sync_backup_global_steps_per_sec $base, with the straggler $slow"
+  ratio "$slow" "$base" >>"$build/bench.straggler"
+  i=$((i + 1))
+done
+rm -rf "$runs"
+median straggler_step_rate_ratio <"$build/bench.straggler"
+echo "(its share would allow 0.67)"
 
 echo
 echo "== ClusterCoordinator: closures through the coordinator, and recovery"
-out=$(BENCH_RUNS="${TMPDIR:-/tmp}/drover-bench-runs" ./drover run tests/bench/schedule.lua "$secs")
-echo "$out"
-rm -rf "${TMPDIR:-/tmp}/drover-bench-runs"
-ours=$(echo "$out" | awk '/^closures_per_sec_2workers/ {print $2}')
-# The reference: CALL/CALL_RESULT-sized request/reply messages between one
-# process and 2 workers over loopback TCP, 16 in flight per worker.
-ref=$("$build/bench_msgrate" "$secs")
-echo "$ref"
-theirs=$(echo "$ref" | awk '/^loopback_msgs_per_sec_2workers/ {print $2}')
-awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "closures_ratio_vs_loopback_msgs %.2f\n", a / b }'
+: >"$build/bench.closures"
+i=0
+while [ $i -lt "$pairs" ]; do
+  out=$(BENCH_RUNS="$runs" ./drover run tests/bench/schedule.lua "$secs")
+  rm -rf "$runs"
+  echo "$out" | sed "s/^/pair $((i + 1)): /"
+  # The reference: CALL/CALL_RESULT-sized request/reply messages between one
+  # process and 2 workers over loopback TCP, 16 in flight per worker.
+  ref=$("$build/bench_msgrate" "$secs")
+  echo "$ref" | sed "s/^/pair $((i + 1)): /"
+  ratio "$(field closures_per_sec_2workers "$out")" "$(field loopback_msgs_per_sec_2workers "$ref")" >>"$build/bench.closures"
+  i=$((i + 1))
+done
+median closures_ratio_vs_loopback_msgs <"$build/bench.closures"
+rm -f "$build"/bench.gemm "$build"/bench.torch "$build"/bench.pp "$build"/bench.rpc \
+  "$build"/bench.rpcsync "$build"/bench.straggler "$build"/bench.closures
 
 echo
 echo "== dashboard: CPU of the dashboard process, 256 simulated nodes, 10 redraws/s, 200x60 tmux pane"
