@@ -194,23 +194,46 @@ static void nap(double seconds) {
   nanosleep(&ts, NULL);
 }
 
+/* Following all the logs: adds the ones that appeared since (nodes that
+ * registered after the command began), after the others, so the sources'
+ * numbers stay. */
+static void add_new_sources(const char *dir, source **s, size_t *n, size_t *cap) {
+  source *now;
+  size_t k;
+  if (find_sources(dir, &now, &k) < 0) return;
+  for (size_t i = 0; i < k; i++) {
+    bool known = false;
+    for (size_t j = 0; j < *n && !known; j++) known = strcmp((*s)[j].path, now[i].path) == 0;
+    if (known || strcmp(now[i].name, "events") == 0) continue;
+    if (util_grow_zeroed(s, cap, *n + 1, sizeof **s, 8) < 0) break;
+    (*s)[(*n)++] = now[i];
+  }
+  free(now);
+}
+
+static int name_width(const source *s, size_t n) {
+  int width = 0;
+  for (size_t i = 0; i < n; i++)
+    if ((int)strlen(s[i].name) > width) width = (int)strlen(s[i].name);
+  return width;
+}
+
 int logs_main(const logs_opts *o, FILE *out) {
   char dir[PATH_MAX];
   source *s = NULL;
   size_t n = 0;
   int rc = runs_find(o->runs, o->run, dir, sizeof dir);
   if (rc < 0 || (rc = find_sources(dir, &s, &n)) < 0) return rc;
+  size_t cap = n;
   if (o->node) rc = pick_node(s, &n, o->node, o->run);
-  int width = 0;
-  for (size_t i = 0; i < n; i++)
-    if ((int)strlen(s[i].name) > width) width = (int)strlen(s[i].name);
   bool prefix = !o->node;
   double poll = o->poll > 0 ? o->poll : 0.2;
   /* Following: whether the run was alive is asked before each look, so
    * the look after it ended still gets everything it wrote. */
   while (rc == 0) {
     bool alive = o->follow && runs_running(dir);
-    if ((rc = look(s, n, !alive, prefix, width, out)) < 0 || !alive) break;
+    if (prefix && o->follow) add_new_sources(dir, &s, &n, &cap);
+    if ((rc = look(s, n, !alive, prefix, name_width(s, n), out)) < 0 || !alive) break;
     nap(poll);
   }
   for (size_t i = 0; i < n; i++) {
