@@ -23,7 +23,7 @@
 
 typedef struct source {
   char name[64];        /* "worker:1" */
-  char path[PATH_MAX + 64];
+  char path[PATH_MAX + 320];
   FILE *f;              /* NULL until the file exists */
   char key[STAMP_LEN + 1]; /* the last time stamp seen: for lines without one */
   char *part;           /* an incomplete last line, or NULL */
@@ -67,8 +67,9 @@ static int find_sources(const char *dir, source **out, size_t *count) {
     size_t len = strlen(e->d_name);
     if (e->d_name[0] == '.' || len < 5 || strcmp(e->d_name + len - 4, ".log") != 0) continue;
     if (util_grow_zeroed(&s, &cap, n + 1, sizeof *s, 8) < 0) break;
+    int k = snprintf(s[n].path, sizeof s[n].path, "%s/%.*s", logs, 255, e->d_name);
+    if (k < 0 || (size_t)k >= sizeof s[n].path) continue; /* a path too long to open */
     node_name(e->d_name, s[n].name, sizeof s[n].name);
-    snprintf(s[n].path, sizeof s[n].path, "%s/%s", logs, e->d_name);
     n++;
   }
   if (d) closedir(d);
@@ -176,7 +177,7 @@ static int look(source *s, size_t n, bool last, bool prefix, int width, FILE *ou
   batch b = {0};
   int rc = 0;
   for (size_t i = 0; i < n && rc == 0; i++) rc = read_source(&s[i], (int)i, &b, last);
-  qsort(b.v, b.n, sizeof *b.v, by_time);
+  if (b.n) qsort(b.v, b.n, sizeof *b.v, by_time);
   for (size_t i = 0; i < b.n; i++) {
     if (prefix) fprintf(out, "%-*s | %s\n", width, s[b.v[i].src].name, b.v[i].text);
     else fprintf(out, "%s\n", b.v[i].text);
