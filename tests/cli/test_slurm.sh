@@ -9,7 +9,12 @@
 # (start.sh exits 77); DROVER_SLURM_REQUIRED=1 (CI) makes that a failure.
 . tests/cli/lib.sh
 RUNS=$TMP/runs
-SLURM_DIR=${DROVER_SLURM_DIR:-/tmp/drover-slurm}
+# A Slurm of this run's own: its state under $TMP and its own pair of ports,
+# so two test runs on one machine never stop each other's daemons (set
+# DROVER_SLURM_DIR/DROVER_SLURM_PORT to reuse a long-lived one instead).
+: "${DROVER_SLURM_DIR:=$TMP/slurm}" "${DROVER_SLURM_PORT:=$((20000 + ($$ % 5000) * 2))}"
+export DROVER_SLURM_DIR DROVER_SLURM_PORT
+SLURM_DIR=$DROVER_SLURM_DIR
 
 why=$(bash tests/slurm/start.sh 2>"$TMP/start.err")
 rc=$?
