@@ -53,9 +53,11 @@ static void put_var(wire_wr *w, void *ud, uint32_t i) {
 static int send_setup(coord *c, int node, const coord_fit_args *a, const char *spec,
                       const dataset *d) {
   wire_wr w;
+  char loss[64]; /* the type, with Huber's delta */
+  nn_loss_spec(a->loss, loss, sizeof loss);
   wire_wr_init(&w);
   wire_put_setup(&w, &(wire_msg_setup){.model = WIRE_STR(spec),
-                                       .loss = WIRE_STR(a->loss->ops->type),
+                                       .loss = WIRE_STR(loss),
                                        .batch = (uint64_t)a->cfg->batch,
                                        .seed = a->cfg->seed,
                                        .vars = {(uint32_t)c->fit->nvars, .put = put_var,

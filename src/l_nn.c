@@ -9,6 +9,7 @@
  */
 #include <lauxlib.h>
 #include <lua.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,9 +100,9 @@ static const tensor *batch_input(lua_State *L, int idx, int *single) {
     int64_t shape[2] = {1, x->shape[0]};
     x = ltensor_push(L, tensor_reshape(x, 2, shape));
   }
-  if (x->ndim != 2) {
+  if (x->ndim < 2) {
     char s[64];
-    luaL_error(L, "forward: input %s must be [batch, features] (or one example [features])",
+    luaL_error(L, "forward: input %s must be [batch, ...] (or one example [features])",
                tensor_shape_str(x, s, sizeof s));
   }
   return x;
@@ -257,20 +258,139 @@ static int m_load(lua_State *L) {
   return 1;
 }
 
+/* m:init("kaiming" | "xavier" | "uniform"): re-initialises every Linear
+ * and Conv2d in m with PyTorch's formulas (nn_init); returns m. */
+static int m_init(lua_State *L) {
+  nn_module *m = lnn_check_module(L, 1);
+  if (nn_init(m, luaL_checkstring(L, 2), ldrv_rng(L)) < 0) return luaL_error(L, "%s", drv_errmsg());
+  lua_settop(L, 1);
+  return 1;
+}
+
 /* ============================== constructors ============================ */
 
-static lua_Integer check_size(lua_State *L, int arg, const char *what) {
+static lua_Integer check_int(lua_State *L, int arg, const char *layer, const char *what,
+                             lua_Integer min) {
   int isint;
   lua_Integer n = lua_tointegerx(L, arg, &isint);
-  if (!isint || n <= 0)
-    luaL_error(L, "nn.Linear: %s must be a positive integer (got %s)", what,
+  if (!isint || n < min)
+    luaL_error(L, "nn.%s: %s must be a%s integer (got %s)", layer, what,
+               min > 0 ? " positive" : " non-negative",
                lua_isnoneornil(L, arg) ? "nothing" : luaL_tolstring(L, arg, NULL));
   return n;
 }
 
+static lua_Integer check_size(lua_State *L, int arg, const char *what) {
+  return check_int(L, arg, "Linear", what, 1);
+}
+
+/* Integer field `key` of the options table at `arg` (def when absent). */
+static lua_Integer opt_field(lua_State *L, int arg, const char *layer, const char *key,
+                             lua_Integer def, lua_Integer min) {
+  if (!lua_istable(L, arg)) return def;
+  lua_getfield(L, arg, key);
+  lua_Integer v = def;
+  if (!lua_isnil(L, -1)) {
+    char what[48];
+    snprintf(what, sizeof what, "option %s", key);
+    v = check_int(L, lua_gettop(L), layer, what, min);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* Applies the `init` option of the table at `arg`, if any, to the module
+ * on top of the stack. */
+static void apply_init(lua_State *L, int arg) {
+  if (!lua_istable(L, arg)) return;
+  lua_getfield(L, arg, "init");
+  if (!lua_isnil(L, -1) && nn_init(lnn_check_module(L, -2), luaL_checkstring(L, -1),
+                                   ldrv_rng(L)) < 0)
+    luaL_error(L, "%s", drv_errmsg());
+  lua_pop(L, 1);
+}
+
+/* nn.Linear(in, out [, { init = "kaiming" | "xavier" | "uniform" }]). */
 static int l_linear(lua_State *L) {
   lua_Integer in = check_size(L, 1, "the input size"), out = check_size(L, 2, "the output size");
   push_new_module(L, nn_linear(in, out, ldrv_rng(L)));
+  apply_init(L, 3);
+  return 1;
+}
+
+/* nn.Conv2d(in, out, k [, { stride = 1, padding = 0, dilation = 1,
+ * bias = true, init = ... }]). */
+static int l_conv2d(lua_State *L) {
+  lua_Integer in = check_int(L, 1, "Conv2d", "the input channels", 1);
+  lua_Integer out = check_int(L, 2, "Conv2d", "the output channels", 1);
+  lua_Integer k = check_int(L, 3, "Conv2d", "the kernel size", 1);
+  nn_conv_opts o = NN_CONV_DEFAULTS;
+  if (!lua_isnoneornil(L, 4)) luaL_checktype(L, 4, LUA_TTABLE);
+  o.stride = opt_field(L, 4, "Conv2d", "stride", 1, 1);
+  o.padding = opt_field(L, 4, "Conv2d", "padding", 0, 0);
+  o.dilation = opt_field(L, 4, "Conv2d", "dilation", 1, 1);
+  if (lua_istable(L, 4)) {
+    lua_getfield(L, 4, "bias");
+    if (!lua_isnil(L, -1)) o.bias = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  push_new_module(L, nn_conv2d(in, out, k, &o, ldrv_rng(L)));
+  apply_init(L, 4);
+  return 1;
+}
+
+/* nn.MaxPool2d(k [, stride [, padding]]) or (k, { stride, padding });
+ * stride defaults to k, as in PyTorch. */
+static int pool(lua_State *L, const char *name, nn_module *(*make)(int64_t, int64_t, int64_t)) {
+  lua_Integer k = check_int(L, 1, name, "the kernel size", 1), s = k, p = 0;
+  if (lua_istable(L, 2)) {
+    s = opt_field(L, 2, name, "stride", k, 1);
+    p = opt_field(L, 2, name, "padding", 0, 0);
+  } else {
+    if (!lua_isnoneornil(L, 2)) s = check_int(L, 2, name, "the stride", 1);
+    if (!lua_isnoneornil(L, 3)) p = check_int(L, 3, name, "the padding", 0);
+  }
+  push_new_module(L, make(k, s, p));
+  return 1;
+}
+
+static int l_maxpool2d(lua_State *L) { return pool(L, "MaxPool2d", nn_maxpool2d); }
+static int l_avgpool2d(lua_State *L) { return pool(L, "AvgPool2d", nn_avgpool2d); }
+
+static int l_flatten(lua_State *L) {
+  push_new_module(L, nn_flatten());
+  return 1;
+}
+
+/* nn.Unflatten(c, h, w) or nn.Unflatten({c, h, w}): one to three sizes. */
+static int l_unflatten(lua_State *L) {
+  int64_t shape[3];
+  int table = lua_istable(L, 1);
+  int n = table ? (int)luaL_len(L, 1) : lua_gettop(L);
+  if (n < 1 || n > 3) return luaL_error(L, "nn.Unflatten: expected 1 to 3 sizes, got %d", n);
+  for (int i = 0; i < n; i++) {
+    if (table) lua_rawgeti(L, 1, i + 1);
+    else lua_pushvalue(L, i + 1);
+    shape[i] = check_int(L, lua_gettop(L), "Unflatten", "each size", 1);
+    lua_pop(L, 1);
+  }
+  push_new_module(L, nn_unflatten(n, shape));
+  return 1;
+}
+
+static int l_identity(lua_State *L) {
+  push_new_module(L, nn_identity());
+  return 1;
+}
+
+static int l_gelu(lua_State *L) {
+  push_new_module(L, nn_gelu());
+  return 1;
+}
+
+/* nn.LeakyReLU(slope = 0.01). */
+static int l_leaky_relu(lua_State *L) {
+  push_new_module(L, nn_leaky_relu((float)luaL_optnumber(L, 1, 0.01)));
   return 1;
 }
 
@@ -418,6 +538,30 @@ static int l_bce(lua_State *L) {
   return 1;
 }
 
+static int l_l1(lua_State *L) {
+  push_loss(L, nn_l1());
+  return 1;
+}
+
+static int l_nll(lua_State *L) {
+  push_loss(L, nn_nll());
+  return 1;
+}
+
+/* nn.Huber(delta = 1) or nn.Huber { delta = 1 }. */
+static int l_huber(lua_State *L) {
+  lua_Number d = 1.0;
+  if (lua_istable(L, 1)) {
+    lua_getfield(L, 1, "delta");
+    d = luaL_optnumber(L, -1, 1.0);
+    lua_pop(L, 1);
+  } else {
+    d = luaL_optnumber(L, 1, 1.0);
+  }
+  push_loss(L, nn_huber((float)d));
+  return 1;
+}
+
 /* ============================== registration ============================ */
 
 static const luaL_Reg module_methods[] = {
@@ -425,7 +569,7 @@ static const luaL_Reg module_methods[] = {
     {"parameters", m_parameters}, {"num_params", m_num_params}, {"training", m_training},
     {"evaluate", m_evaluate},     {"is_training", m_is_training}, {"type", m_type},
     {"add", m_add},               {"save", m_save},             {"load", m_load},
-    {NULL, NULL}};
+    {"init", m_init},             {NULL, NULL}};
 
 static const luaL_Reg module_meta[] = {{"__index", m_index},       {"__len", m_len},
                                        {"__call", m_call},         {"__tostring", m_tostring},
@@ -443,7 +587,13 @@ static const luaL_Reg funcs[] = {
     {"Sigmoid", l_sigmoid},       {"Softmax", l_softmax},
     {"Dropout", l_dropout},       {"CrossEntropy", l_cross_entropy},
     {"MSE", l_mse},               {"BCEWithLogits", l_bce},
-    {"load", l_load},             {NULL, NULL}};
+    {"L1", l_l1},                 {"Huber", l_huber},
+    {"NLL", l_nll},               {"Conv2d", l_conv2d},
+    {"MaxPool2d", l_maxpool2d},   {"AvgPool2d", l_avgpool2d},
+    {"Flatten", l_flatten},       {"Unflatten", l_unflatten},
+    {"Identity", l_identity},     {"GELU", l_gelu},
+    {"LeakyReLU", l_leaky_relu},  {"load", l_load},
+    {NULL, NULL}};
 
 int luaopen_drover_nn(lua_State *L) {
   ldrv_createmeta(L, MODULE_MT, module_meta, module_methods);

@@ -23,26 +23,24 @@
 
 /* Makes *t a contiguous tensor of the given shape: allocated on first use,
  * afterwards resized in place (no allocation while the capacity lasts). */
-static int ensure(tensor **t, int ndim, const int64_t *shape) {
+int nn_ensure(tensor **t, int ndim, const int64_t *shape) {
   if (*t) return tensor_resize(*t, ndim, shape);
   *t = tensor_new(ndim, shape);
   return *t ? 0 : DRV_ENOMEM;
 }
 
-static int ensure_like(tensor **t, const tensor *like) {
-  return ensure(t, like->ndim, like->shape);
+int nn_ensure_like(tensor **t, const tensor *like) {
+  return nn_ensure(t, like->ndim, like->shape);
 }
 
 static int ensure2(tensor **t, int64_t rows, int64_t cols) {
   int64_t shape[2] = {rows, cols};
-  return ensure(t, 2, shape);
+  return nn_ensure(t, 2, shape);
 }
 
 /* Appends printf-style text to the NUL-terminated string in buf (size n),
  * truncating silently: descriptions are for people. */
-static void append(char *buf, size_t n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void append(char *buf, size_t n, const char *fmt, ...) {
+void nn_append(char *buf, size_t n, const char *fmt, ...) {
   size_t len = strnlen(buf, n);
   if (len + 1 >= n) return;
   va_list ap;
@@ -52,7 +50,7 @@ static void append(char *buf, size_t n, const char *fmt, ...) {
 }
 
 /* One-line description of m, for error messages ("nn.Linear(64 -> 128)"). */
-static const char *name_of(const nn_module *m, char *buf, size_t n) {
+const char *nn_name_of(const nn_module *m, char *buf, size_t n) {
   buf[0] = '\0';
   if (strcmp(m->ops->type, "Sequential") == 0)
     snprintf(buf, n, "nn.Sequential"); /* not the whole multi-line listing */
@@ -61,22 +59,22 @@ static const char *name_of(const nn_module *m, char *buf, size_t n) {
   return buf;
 }
 
-static int need_contiguous(const nn_module *m, const tensor *t, const char *what) {
+int nn_need_contiguous(const nn_module *m, const tensor *t, const char *what) {
   char a[64], nm[96];
   if (tensor_is_contiguous(t)) return 0;
-  return drv_error(DRV_EINVAL, "%s: %s %s is not contiguous", name_of(m, nm, sizeof nm),
+  return drv_error(DRV_EINVAL, "%s: %s %s is not contiguous", nn_name_of(m, nm, sizeof nm),
                    what, SHAPE(t, a));
 }
 
 /* dy must have the shape of the output that x produced. */
-static int check_grad(const nn_module *m, const tensor *dy, int ndim, const int64_t *shape) {
+int nn_check_grad(const nn_module *m, const tensor *dy, int ndim, const int64_t *shape) {
   char a[64], b[64], nm[96];
   tensor expect = {.ndim = ndim};
   for (int i = 0; i < ndim; i++) expect.shape[i] = shape[i];
   if (!tensor_same_shape(dy, &expect))
     return drv_error(DRV_ESHAPE, "%s: gradient %s does not match the output %s",
-                     name_of(m, nm, sizeof nm), SHAPE(dy, a), SHAPE(&expect, b));
-  return need_contiguous(m, dy, "gradient");
+                     nn_name_of(m, nm, sizeof nm), SHAPE(dy, a), SHAPE(&expect, b));
+  return nn_need_contiguous(m, dy, "gradient");
 }
 
 /* ============================== kernels ================================= */
@@ -121,7 +119,7 @@ static void k_softmax_back(const float *restrict y, const float *restrict g,
 
 /* ============================== modules ================================= */
 
-static nn_module *module_new(const nn_module_ops *ops) {
+nn_module *nn_module_new(const nn_module_ops *ops) {
   nn_module *m = calloc(1, sizeof *m);
   if (!m) {
     drv_error(DRV_ENOMEM, "out of memory creating nn.%s", ops->type);
@@ -134,9 +132,9 @@ static nn_module *module_new(const nn_module_ops *ops) {
 }
 
 /* The describe op shared by parameterless layers: "nn.ReLU". */
-static int describe_plain(const nn_module *m, char *buf, size_t n, int indent) {
+int nn_describe_plain(const nn_module *m, char *buf, size_t n, int indent) {
   (void)indent;
-  append(buf, n, "nn.%s", m->ops->type);
+  nn_append(buf, n, "nn.%s", m->ops->type);
   return 0;
 }
 
@@ -146,10 +144,10 @@ static int linear_check_input(const nn_module *m, const tensor *x) {
   char a[64], nm[96];
   if (x->ndim != 2)
     return drv_error(DRV_ESHAPE, "%s: input %s is not 2-D [batch, features]",
-                     name_of(m, nm, sizeof nm), SHAPE(x, a));
+                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
   if (x->shape[1] != m->in_features)
     return drv_error(DRV_ESHAPE, "%s: input %s has %lld features, expected %lld",
-                     name_of(m, nm, sizeof nm), SHAPE(x, a), (long long)x->shape[1],
+                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a), (long long)x->shape[1],
                      (long long)m->in_features);
   return 0;
 }
@@ -176,7 +174,7 @@ static int linear_forward(nn_module *m, const tensor *x, const tensor **y) {
 static int linear_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx) {
   int rc = linear_check_input(m, x);
   int64_t shape[2] = {x->shape[0], m->out_features};
-  if (rc < 0 || (rc = check_grad(m, dy, 2, shape)) < 0) return rc;
+  if (rc < 0 || (rc = nn_check_grad(m, dy, 2, shape)) < 0) return rc;
   if ((rc = tensor_gemm(1.0f, dy, true, x, false, 1.0f, m->params[0].grad)) < 0) return rc;
   if ((rc = tensor_sum_rows(dy, m->params[1].grad, 1.0f)) < 0) return rc;
   if (!dx) return 0;
@@ -189,7 +187,7 @@ static int linear_backward(nn_module *m, const tensor *x, const tensor *dy, cons
 
 static int linear_describe(const nn_module *m, char *buf, size_t n, int indent) {
   (void)indent;
-  append(buf, n, "nn.Linear(%lld -> %lld)", (long long)m->in_features,
+  nn_append(buf, n, "nn.Linear(%lld -> %lld)", (long long)m->in_features,
          (long long)m->out_features);
   return 0;
 }
@@ -197,7 +195,7 @@ static int linear_describe(const nn_module *m, char *buf, size_t n, int indent) 
 static const nn_module_ops linear_ops = {"Linear", linear_forward, linear_backward,
                                          linear_describe, NULL};
 
-static int param_init(nn_param *p, const char *name, int ndim, const int64_t *shape) {
+int nn_param_init(nn_param *p, const char *name, int ndim, const int64_t *shape) {
   snprintf(p->name, sizeof p->name, "%s", name);
   p->value = tensor_new(ndim, shape);
   p->grad = tensor_new(ndim, shape);
@@ -210,14 +208,14 @@ nn_module *nn_linear(int64_t in, int64_t out, rng_t *r) {
               (long long)out, r ? "" : " and an rng is required");
     return NULL;
   }
-  nn_module *m = module_new(&linear_ops);
+  nn_module *m = nn_module_new(&linear_ops);
   if (!m) return NULL;
   m->in_features = in;
   m->out_features = out;
   m->nparams = 2;
   int64_t wshape[2] = {out, in};
-  if (param_init(&m->params[0], "weight", 2, wshape) < 0 ||
-      param_init(&m->params[1], "bias", 1, &out) < 0) {
+  if (nn_param_init(&m->params[0], "weight", 2, wshape) < 0 ||
+      nn_param_init(&m->params[1], "bias", 1, &out) < 0) {
     nn_unref(m);
     drv_error(DRV_ENOMEM, "out of memory creating nn.Linear(%lld -> %lld)", (long long)in,
               (long long)out);
@@ -234,26 +232,26 @@ nn_module *nn_linear(int64_t in, int64_t out, rng_t *r) {
 
 /* Forward prologue shared by the element-wise layers: x contiguous, output
  * buffer shaped like x. */
-static int elementwise_begin(nn_module *m, const tensor *x) {
-  int rc = need_contiguous(m, x, "input");
-  return rc < 0 ? rc : ensure_like(&m->out, x);
+int nn_elementwise_begin(nn_module *m, const tensor *x) {
+  int rc = nn_need_contiguous(m, x, "input");
+  return rc < 0 ? rc : nn_ensure_like(&m->out, x);
 }
 
 /* Backward prologue: dy shaped like x; `need_out` layers read the output of
  * the last forward, which must have had x's shape. */
-static int elementwise_back_begin(nn_module *m, const tensor *x, const tensor *dy,
+int nn_elementwise_back_begin(nn_module *m, const tensor *x, const tensor *dy,
                                   bool need_out) {
   char a[64], b[64], nm[96];
-  int rc = need_contiguous(m, x, "input");
-  if (rc < 0 || (rc = check_grad(m, dy, x->ndim, x->shape)) < 0) return rc;
+  int rc = nn_need_contiguous(m, x, "input");
+  if (rc < 0 || (rc = nn_check_grad(m, dy, x->ndim, x->shape)) < 0) return rc;
   if (need_out && (!m->out || !tensor_same_shape(m->out, x)))
     return drv_error(DRV_EINVAL, "%s: backward of input %s without a forward of it (last output %s)",
-                     name_of(m, nm, sizeof nm), SHAPE(x, a), m->out ? SHAPE(m->out, b) : "none");
-  return ensure_like(&m->dx, x);
+                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a), m->out ? SHAPE(m->out, b) : "none");
+  return nn_ensure_like(&m->dx, x);
 }
 
 static int relu_forward(nn_module *m, const tensor *x, const tensor **y) {
-  int rc = elementwise_begin(m, x);
+  int rc = nn_elementwise_begin(m, x);
   if (rc < 0) return rc;
   k_relu(tensor_data(x), tensor_data(m->out), tensor_numel(x));
   *y = m->out;
@@ -263,18 +261,18 @@ static int relu_forward(nn_module *m, const tensor *x, const tensor **y) {
 /* Reads x, not the output. */
 static int relu_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx) {
   if (!dx) return 0;
-  int rc = elementwise_back_begin(m, x, dy, false);
+  int rc = nn_elementwise_back_begin(m, x, dy, false);
   if (rc < 0) return rc;
   k_relu_back(tensor_data(x), tensor_data(dy), tensor_data(m->dx), tensor_numel(x));
   *dx = m->dx;
   return 0;
 }
 
-static const nn_module_ops relu_ops = {"ReLU", relu_forward, relu_backward, describe_plain,
+static const nn_module_ops relu_ops = {"ReLU", relu_forward, relu_backward, nn_describe_plain,
                                        NULL};
 
 static int tanh_forward(nn_module *m, const tensor *x, const tensor **y) {
-  int rc = elementwise_begin(m, x);
+  int rc = nn_elementwise_begin(m, x);
   if (rc < 0) return rc;
   const float *restrict xp = tensor_data(x);
   float *restrict yp = tensor_data(m->out);
@@ -287,14 +285,14 @@ static int tanh_forward(nn_module *m, const tensor *x, const tensor **y) {
 /* dx = dy (1 - y^2), from the output kept by the last forward. */
 static int tanh_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx) {
   if (!dx) return 0;
-  int rc = elementwise_back_begin(m, x, dy, true);
+  int rc = nn_elementwise_back_begin(m, x, dy, true);
   if (rc < 0) return rc;
   k_tanh_back(tensor_data(m->out), tensor_data(dy), tensor_data(m->dx), tensor_numel(x));
   *dx = m->dx;
   return 0;
 }
 
-static const nn_module_ops tanh_ops = {"Tanh", tanh_forward, tanh_backward, describe_plain,
+static const nn_module_ops tanh_ops = {"Tanh", tanh_forward, tanh_backward, nn_describe_plain,
                                        NULL};
 
 /* exp of a non-positive argument only, so it never overflows. */
@@ -305,7 +303,7 @@ static inline float sigmoid(float x) {
 }
 
 static int sigmoid_forward(nn_module *m, const tensor *x, const tensor **y) {
-  int rc = elementwise_begin(m, x);
+  int rc = nn_elementwise_begin(m, x);
   if (rc < 0) return rc;
   const float *restrict xp = tensor_data(x);
   float *restrict yp = tensor_data(m->out);
@@ -318,7 +316,7 @@ static int sigmoid_forward(nn_module *m, const tensor *x, const tensor **y) {
 /* dx = dy y (1 - y). */
 static int sigmoid_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx) {
   if (!dx) return 0;
-  int rc = elementwise_back_begin(m, x, dy, true);
+  int rc = nn_elementwise_back_begin(m, x, dy, true);
   if (rc < 0) return rc;
   k_sigmoid_back(tensor_data(m->out), tensor_data(dy), tensor_data(m->dx), tensor_numel(x));
   *dx = m->dx;
@@ -326,7 +324,7 @@ static int sigmoid_backward(nn_module *m, const tensor *x, const tensor *dy, con
 }
 
 static const nn_module_ops sigmoid_ops = {"Sigmoid", sigmoid_forward, sigmoid_backward,
-                                          describe_plain, NULL};
+                                          nn_describe_plain, NULL};
 
 /* ---- Softmax (row-wise) ----------------------------------------------------- */
 
@@ -335,7 +333,7 @@ static int softmax_check(nn_module *m, const tensor *x) {
   if (x->ndim != 2)
     return drv_error(DRV_ESHAPE, "nn.Softmax: input %s is not 2-D [batch, features]",
                      SHAPE(x, a));
-  return need_contiguous(m, x, "input");
+  return nn_need_contiguous(m, x, "input");
 }
 
 /* Softmax of one row of n values into out; subtracting the row maximum
@@ -351,7 +349,7 @@ static void softmax_row(const float *restrict x, float *restrict out, int64_t n)
 
 static int softmax_forward(nn_module *m, const tensor *x, const tensor **y) {
   int rc = softmax_check(m, x);
-  if (rc < 0 || (rc = ensure_like(&m->out, x)) < 0) return rc;
+  if (rc < 0 || (rc = nn_ensure_like(&m->out, x)) < 0) return rc;
   int64_t rows = x->shape[0], cols = x->shape[1];
   if (cols > 0)
     for (int64_t i = 0; i < rows; i++)
@@ -364,7 +362,7 @@ static int softmax_forward(nn_module *m, const tensor *x, const tensor **y) {
 static int softmax_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx) {
   if (!dx) return 0;
   int rc = softmax_check(m, x);
-  if (rc < 0 || (rc = elementwise_back_begin(m, x, dy, true)) < 0) return rc;
+  if (rc < 0 || (rc = nn_elementwise_back_begin(m, x, dy, true)) < 0) return rc;
   int64_t rows = x->shape[0], cols = x->shape[1];
   for (int64_t i = 0; i < rows; i++) {
     const float *y = tensor_data(m->out) + i * cols, *g = tensor_data(dy) + i * cols;
@@ -377,7 +375,7 @@ static int softmax_backward(nn_module *m, const tensor *x, const tensor *dy, con
 }
 
 static const nn_module_ops softmax_ops = {"Softmax", softmax_forward, softmax_backward,
-                                          describe_plain, NULL};
+                                          nn_describe_plain, NULL};
 
 /* ---- Dropout ---------------------------------------------------------------- */
 
@@ -388,13 +386,13 @@ static const nn_module_ops softmax_ops = {"Softmax", softmax_forward, softmax_ba
 static bool dropout_active(const nn_module *m) { return m->training && m->p > 0.0f; }
 
 static int dropout_forward(nn_module *m, const tensor *x, const tensor **y) {
-  int rc = elementwise_begin(m, x);
+  int rc = nn_elementwise_begin(m, x);
   if (rc < 0) return rc;
   int64_t n = tensor_numel(x);
   if (!dropout_active(m)) {
     memcpy(tensor_data(m->out), tensor_data(x), (size_t)n * sizeof(float));
   } else {
-    if ((rc = ensure_like(&m->mask, x)) < 0) return rc;
+    if ((rc = nn_ensure_like(&m->mask, x)) < 0) return rc;
     float *mk = tensor_data(m->mask);
     float scale = m->p >= 1.0f ? 0.0f : 1.0f / (1.0f - m->p);
     for (int64_t i = 0; i < n; i++) mk[i] = rng_uniform(&m->rng) < m->p ? 0.0f : scale;
@@ -407,7 +405,7 @@ static int dropout_forward(nn_module *m, const tensor *x, const tensor **y) {
 static int dropout_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx) {
   char a[64], b[64];
   if (!dx) return 0;
-  int rc = elementwise_back_begin(m, x, dy, false);
+  int rc = nn_elementwise_back_begin(m, x, dy, false);
   if (rc < 0) return rc;
   int64_t n = tensor_numel(x);
   if (!dropout_active(m)) {
@@ -425,24 +423,24 @@ static int dropout_backward(nn_module *m, const tensor *x, const tensor *dy, con
 
 static int dropout_describe(const nn_module *m, char *buf, size_t n, int indent) {
   (void)indent;
-  append(buf, n, "nn.Dropout(%g)", (double)m->p);
+  nn_append(buf, n, "nn.Dropout(%g)", (double)m->p);
   return 0;
 }
 
 static const nn_module_ops dropout_ops = {"Dropout", dropout_forward, dropout_backward,
                                           dropout_describe, NULL};
 
-nn_module *nn_relu(void) { return module_new(&relu_ops); }
-nn_module *nn_tanh(void) { return module_new(&tanh_ops); }
-nn_module *nn_sigmoid(void) { return module_new(&sigmoid_ops); }
-nn_module *nn_softmax(void) { return module_new(&softmax_ops); }
+nn_module *nn_relu(void) { return nn_module_new(&relu_ops); }
+nn_module *nn_tanh(void) { return nn_module_new(&tanh_ops); }
+nn_module *nn_sigmoid(void) { return nn_module_new(&sigmoid_ops); }
+nn_module *nn_softmax(void) { return nn_module_new(&softmax_ops); }
 
 nn_module *nn_dropout(float p, uint64_t seed) {
   if (!(p >= 0.0f && p <= 1.0f)) {
     drv_error(DRV_EINVAL, "nn.Dropout: probability %g is outside [0, 1]", (double)p);
     return NULL;
   }
-  nn_module *m = module_new(&dropout_ops);
+  nn_module *m = nn_module_new(&dropout_ops);
   if (!m) return NULL;
   m->p = p;
   rng_seed(&m->rng, seed);
@@ -474,7 +472,7 @@ static int child_error(int rc, int pos) {
 
 static int sequential_forward(nn_module *m, const tensor *x, const tensor **y) {
   if (m->nchildren == 0) { /* the identity */
-    int rc = ensure_like(&m->out, x);
+    int rc = nn_ensure_like(&m->out, x);
     if (rc < 0 || (rc = tensor_copy(m->out, x)) < 0) return rc;
     *y = m->out;
     return 0;
@@ -494,9 +492,9 @@ static int sequential_forward(nn_module *m, const tensor *x, const tensor **y) {
 static int sequential_backward(nn_module *m, const tensor *x, const tensor *dy,
                                const tensor **dx) {
   if (m->nchildren == 0) {
-    int rc = check_grad(m, dy, x->ndim, x->shape);
+    int rc = nn_check_grad(m, dy, x->ndim, x->shape);
     if (rc < 0 || !dx) return rc;
-    if ((rc = ensure_like(&m->dx, dy)) < 0 || (rc = tensor_copy(m->dx, dy)) < 0) return rc;
+    if ((rc = nn_ensure_like(&m->dx, dy)) < 0 || (rc = tensor_copy(m->dx, dy)) < 0) return rc;
     *dx = m->dx;
     return 0;
   }
@@ -516,21 +514,21 @@ static int sequential_backward(nn_module *m, const tensor *x, const tensor *dy,
 /* Torch7's Sequential:__tostring__: children listed one per line, their own
  * continuation lines indented two more spaces per level, no final newline. */
 static int sequential_describe(const nn_module *m, char *buf, size_t n, int indent) {
-  append(buf, n, "nn.Sequential {\n%*s[input", indent + 2, "");
-  for (int i = 0; i < m->nchildren; i++) append(buf, n, " -> (%d)", i + 1);
-  append(buf, n, " -> output]");
+  nn_append(buf, n, "nn.Sequential {\n%*s[input", indent + 2, "");
+  for (int i = 0; i < m->nchildren; i++) nn_append(buf, n, " -> (%d)", i + 1);
+  nn_append(buf, n, " -> output]");
   for (int i = 0; i < m->nchildren; i++) {
-    append(buf, n, "\n%*s(%d): ", indent + 2, "", i + 1);
+    nn_append(buf, n, "\n%*s(%d): ", indent + 2, "", i + 1);
     m->children[i]->ops->describe(m->children[i], buf, n, indent + 2);
   }
-  append(buf, n, "\n%*s}", indent, "");
+  nn_append(buf, n, "\n%*s}", indent, "");
   return 0;
 }
 
 static const nn_module_ops sequential_ops = {"Sequential", sequential_forward,
                                              sequential_backward, sequential_describe, NULL};
 
-nn_module *nn_sequential(void) { return module_new(&sequential_ops); }
+nn_module *nn_sequential(void) { return nn_module_new(&sequential_ops); }
 
 /* True when `needle` is `tree` or one of its descendants. */
 static bool contains(const nn_module *tree, const nn_module *needle) {
@@ -561,7 +559,7 @@ int nn_sequential_add(nn_module *seq, nn_module *child) {
                      "cycle");
   if (overlaps(seq, child))
     return drv_error(DRV_EINVAL, "nn.Sequential: %s is already part of this model; a module "
-                     "may appear only once (create a new one)", name_of(child, nm, sizeof nm));
+                     "may appear only once (create a new one)", nn_name_of(child, nm, sizeof nm));
   if (util_grow(&seq->children, &seq->capchildren, (size_t)seq->nchildren + 1,
                 sizeof *seq->children, 4) < 0)
     return drv_error(DRV_ENOMEM, "out of memory adding to nn.Sequential");
@@ -588,6 +586,8 @@ void nn_unref(nn_module *m) {
   tensor_free(m->out);
   tensor_free(m->dx);
   tensor_free(m->mask);
+  tensor_free(m->cols);
+  free(m->argmax);
   free(m);
 }
 

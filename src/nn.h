@@ -16,7 +16,10 @@
  *                             valid until m's next backward. Passing dx ==
  *                             NULL skips computing the input gradient (the
  *                             first layer of a model never needs it).
- * Inputs are 2-D [batch, features]; every layer works row-wise.
+ * Inputs are [batch, ...]: Linear, Softmax and the losses take 2-D
+ * [batch, features]; Conv2d and the pools take 4-D [batch, channels, height,
+ * width]; Flatten and Unflatten convert between the two; the element-wise
+ * layers take any shape.
  *
  * Losses are means, as PyTorch's default reduction: CrossEntropy over the
  * N rows, MSE and BCEWithLogits over all N*K elements. Targets are float
@@ -85,8 +88,14 @@ struct nn_module {
   tensor *out;         /* forward output buffer */
   tensor *dx;          /* input-gradient buffer */
   tensor *mask;        /* Dropout mask */
-  int64_t in_features, out_features; /* Linear */
-  float p;             /* Dropout probability */
+  int64_t in_features, out_features; /* Linear; Conv2d's channels */
+  float p;             /* Dropout probability; LeakyReLU's negative slope */
+  int64_t k, stride, pad, dil; /* Conv2d (square kernel), MaxPool2d, AvgPool2d */
+  int64_t view[3];     /* Unflatten: the shape of one example */
+  int nview;
+  tensor *cols;        /* Conv2d: one example's im2col matrix */
+  int64_t *argmax;     /* MaxPool2d: the input index of each output */
+  size_t capargmax;
   rng_t rng;           /* Dropout */
 };
 
@@ -100,6 +109,44 @@ nn_module *nn_sigmoid(void);
 nn_module *nn_softmax(void);         /* row-wise */
 nn_module *nn_dropout(float p, uint64_t seed);
 nn_module *nn_sequential(void);
+nn_module *nn_identity(void);
+nn_module *nn_gelu(void);                 /* exact (erf) form, PyTorch's default */
+nn_module *nn_leaky_relu(float slope);    /* PyTorch's default slope: 0.01 */
+/* [N, d1, d2, ...] -> [N, d1*d2*...] (PyTorch's nn.Flatten()). */
+nn_module *nn_flatten(void);
+/* [N, prod(shape)] -> [N, shape...], 1 <= ndim <= 3 (PyTorch's
+ * nn.Unflatten(1, shape)): e.g. rows of 64 pixels into [N, 1, 8, 8]. */
+nn_module *nn_unflatten(int ndim, const int64_t *shape);
+
+/* Conv2d options; zero-initialised fields mean PyTorch's defaults except
+ * `bias`, so start from NN_CONV_DEFAULTS. */
+typedef struct nn_conv_opts {
+  int64_t stride, padding, dilation;
+  bool bias;
+} nn_conv_opts;
+#define NN_CONV_DEFAULTS ((nn_conv_opts){1, 0, 1, true})
+/* Input [N, in, H, W], output [N, out, OH, OW] with
+ * OH = (H + 2 padding - dilation (k - 1) - 1) / stride + 1 (likewise OW);
+ * weight [out, in, k, k] and bias [out], initialised as PyTorch does
+ * (U(+-1/sqrt(in k k))). Computed by im2col and one sgemm per example. */
+nn_module *nn_conv2d(int64_t in, int64_t out, int64_t k, const nn_conv_opts *o, rng_t *r);
+/* k x k windows, stride (0: k) and zero padding (at most k/2), as PyTorch:
+ * [N, C, H, W] -> [N, C, OH, OW], OH = (H + 2 padding - k) / stride + 1.
+ * MaxPool2d's padding never wins the max; AvgPool2d counts it (PyTorch's
+ * count_include_pad=True). */
+nn_module *nn_maxpool2d(int64_t k, int64_t stride, int64_t padding);
+nn_module *nn_avgpool2d(int64_t k, int64_t stride, int64_t padding);
+
+/* Re-initialises the weight and bias of every Linear and Conv2d in m
+ * (recursively) with PyTorch's formulas, fan_in = in (x k x k) and
+ * fan_out = out (x k x k):
+ *   "uniform"  PyTorch's layer default: weight and bias U(+-1/sqrt(fan_in))
+ *   "kaiming"  kaiming_uniform_(nonlinearity="relu"): weight
+ *              U(+-sqrt(6/fan_in)), bias 0
+ *   "xavier"   xavier_uniform_: weight U(+-sqrt(6/(fan_in + fan_out))),
+ *              bias 0
+ * DRV_EINVAL for another name. */
+int nn_init(nn_module *m, const char *how, rng_t *r);
 /* Appends child to a Sequential, taking a new reference to it. */
 int nn_sequential_add(nn_module *seq, nn_module *child);
 
@@ -137,11 +184,20 @@ struct nn_loss {
   int refs;
   tensor *grad;    /* dpred buffer */
   tensor *scratch; /* e.g. softmax probabilities */
+  float delta;     /* Huber */
 };
 
 nn_loss *nn_cross_entropy(void);
 nn_loss *nn_mse(void);
 nn_loss *nn_bce_with_logits(void);
+/* Mean absolute error; pred and target as MSE's. */
+nn_loss *nn_l1(void);
+/* Mean of 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta), with
+ * d = pred - target (PyTorch's HuberLoss); shapes as MSE's. delta > 0. */
+nn_loss *nn_huber(float delta);
+/* Negative log-likelihood: pred [N, C] log-probabilities (a LogSoftmax's
+ * output), target as CrossEntropy's; the mean of -pred[i, target_i]. */
+nn_loss *nn_nll(void);
 nn_loss *nn_loss_ref(nn_loss *l);
 void nn_loss_unref(nn_loss *l);
 
@@ -149,9 +205,9 @@ int nn_loss_forward(nn_loss *l, const tensor *pred, const tensor *target, float 
 int nn_loss_backward(nn_loss *l, const tensor *pred, const tensor *target, const tensor **dpred);
 
 /* Number of correct predictions in the batch, for classification losses:
- * CrossEntropy compares the row argmax with the class id, BCEWithLogits
+ * CrossEntropy and NLL compare the row argmax with the class id, BCEWithLogits
  * counts a row correct when every (logit > 0) matches (target > 0.5).
- * Returns -1 for MSE (accuracy does not apply), another negative code on
+ * Returns -1 for MSE, L1 and Huber (accuracy does not apply), another negative code on
  * bad input. */
 int64_t nn_loss_correct(const nn_loss *l, const tensor *pred, const tensor *target);
 
@@ -165,7 +221,11 @@ int nn_spec(const nn_module *m, char *buf, size_t n);
  * caller then overwrites them). NULL with a message naming the position of
  * a syntax error or an unknown layer. Dropout layers are seeded from r. */
 nn_module *nn_from_spec(const char *spec, rng_t *r);
-/* Loss by its type name ("CrossEntropy", "MSE", "BCEWithLogits"). */
+/* Writes l's name as nn_loss_from_name takes it: the type, with Huber's
+ * delta when it is not 1 ("Huber(0.5)"); returns the length, as snprintf. */
+int nn_loss_spec(const nn_loss *l, char *buf, size_t n);
+/* Loss by its type name ("CrossEntropy", "MSE", "BCEWithLogits", "L1",
+ * "NLL", "Huber" or "Huber(delta)"). */
 nn_loss *nn_loss_from_name(const char *name);
 
 /* ---- files: parameters in safetensors, named as PyTorch names them ---- */

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "nn.h"
 #include "tensor.h"
 
 /* GCC's -O2 vectorizer (the "very cheap" cost model) only takes loops whose
@@ -25,5 +26,29 @@
   } while (0)
 
 #define SHAPE(t, buf) tensor_shape_str((t), (buf), sizeof(buf))
+
+/* ---- helpers nn.c defines for every module file ------------------------- */
+
+/* Makes *t a contiguous tensor of the given shape: allocated on first use,
+ * afterwards resized in place (no allocation while the capacity lasts). */
+int nn_ensure(tensor **t, int ndim, const int64_t *shape);
+int nn_ensure_like(tensor **t, const tensor *like);
+/* Appends printf-style text to the string in buf (size n), truncating. */
+void nn_append(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* One-line description of m, for error messages ("nn.Linear(64 -> 128)"). */
+const char *nn_name_of(const nn_module *m, char *buf, size_t n);
+int nn_need_contiguous(const nn_module *m, const tensor *t, const char *what);
+/* dy must have the given shape (the output's); DRV_ESHAPE naming both. */
+int nn_check_grad(const nn_module *m, const tensor *dy, int ndim, const int64_t *shape);
+nn_module *nn_module_new(const nn_module_ops *ops);
+/* The describe op of parameterless layers: "nn.ReLU". */
+int nn_describe_plain(const nn_module *m, char *buf, size_t n, int indent);
+/* Names p and allocates its value and gradient (zeroed); DRV_ENOMEM. */
+int nn_param_init(nn_param *p, const char *name, int ndim, const int64_t *shape);
+/* Element-wise layers: x contiguous, m->out shaped like x. */
+int nn_elementwise_begin(nn_module *m, const tensor *x);
+/* dy shaped like x; `need_out` layers also need the last forward's output
+ * to have x's shape; m->dx shaped like x. */
+int nn_elementwise_back_begin(nn_module *m, const tensor *x, const tensor *dy, bool need_out);
 
 #endif

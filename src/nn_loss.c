@@ -1,4 +1,4 @@
-/* nn_loss.c - losses (CrossEntropy, MSE, BCEWithLogits): mean loss, its
+/* nn_loss.c - losses (CrossEntropy, MSE, BCEWithLogits, L1, Huber, NLL): mean loss, its
  * gradient with respect to the predictions, and correct-prediction counts.
  *
  * Each loss keeps its gradient buffer between calls (tensor_resize), so a
@@ -92,18 +92,18 @@ static int ce_check(const nn_loss *l, const tensor *pred, const tensor *target) 
   bool ok = (target->ndim == 1 && target->shape[0] == n) ||
             (target->ndim == 2 && target->shape[0] == n && target->shape[1] == 1);
   if (!ok)
-    return drv_error(DRV_ESHAPE, "nn.CrossEntropy: prediction %s and target %s do not match "
-                     "(expected [%lld] class ids)", SHAPE(pred, a), SHAPE(target, b),
+    return drv_error(DRV_ESHAPE, "nn.%s: prediction %s and target %s do not match "
+                     "(expected [%lld] class ids)", l->ops->type, SHAPE(pred, a), SHAPE(target, b),
                      (long long)n);
   if (!tensor_is_contiguous(target))
-    return drv_error(DRV_EINVAL, "nn.CrossEntropy: target %s is not contiguous",
-                     SHAPE(target, b));
+    return drv_error(DRV_EINVAL, "nn.%s: target %s is not contiguous",
+                     l->ops->type, SHAPE(target, b));
   const float *t = tensor_data(target);
   int64_t classes = pred->shape[1];
   for (int64_t i = 0; i < n; i++)
     if (!(t[i] >= 0.0f && t[i] < (float)classes) || t[i] != floorf(t[i]))
-      return drv_error(DRV_ERANGE, "nn.CrossEntropy: target row %lld has class %g, expected "
-                       "an integer in 0..%lld", (long long)i, (double)t[i],
+      return drv_error(DRV_ERANGE, "nn.%s: target row %lld has class %g, expected "
+                       "an integer in 0..%lld", l->ops->type, (long long)i, (double)t[i],
                        (long long)(classes - 1));
   return 0;
 }
@@ -236,6 +236,110 @@ static int bce_backward(nn_loss *l, const tensor *pred, const tensor *target,
 
 static const nn_loss_ops bce_ops = {"BCEWithLogits", bce_forward, bce_backward};
 
+/* ---- L1 and Huber --------------------------------------------------------------- */
+
+/* Mean over all elements of |d|, d = pred - target. */
+static int l1_forward(nn_loss *l, const tensor *pred, const tensor *target, float *loss) {
+  int rc = check_same(l, pred, target);
+  if (rc < 0) return rc;
+  int64_t n = tensor_numel(pred);
+  const float *p = tensor_data(pred), *t = tensor_data(target);
+  double total = 0.0;
+  for (int64_t i = 0; i < n; i++) total += fabs((double)p[i] - (double)t[i]);
+  *loss = (float)(total / (double)n);
+  return 0;
+}
+
+/* sign(d) / n, 0 where d == 0 (PyTorch's sign). */
+static int l1_backward(nn_loss *l, const tensor *pred, const tensor *target,
+                       const tensor **dpred) {
+  int rc = check_same(l, pred, target);
+  if (rc < 0 || (rc = ensure_like(&l->grad, pred)) < 0) return rc;
+  int64_t n = tensor_numel(pred);
+  const float *p = tensor_data(pred), *t = tensor_data(target);
+  float *g = tensor_data(l->grad), k = 1.0f / (float)n;
+  for (int64_t i = 0; i < n; i++) g[i] = p[i] > t[i] ? k : p[i] < t[i] ? -k : 0.0f;
+  *dpred = l->grad;
+  return 0;
+}
+
+static const nn_loss_ops l1_ops = {"L1", l1_forward, l1_backward};
+
+static int huber_forward(nn_loss *l, const tensor *pred, const tensor *target, float *loss) {
+  int rc = check_same(l, pred, target);
+  if (rc < 0) return rc;
+  int64_t n = tensor_numel(pred);
+  const float *p = tensor_data(pred), *t = tensor_data(target);
+  double total = 0.0, delta = l->delta;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs((double)p[i] - (double)t[i]);
+    total += d < delta ? 0.5 * d * d : delta * (d - 0.5 * delta);
+  }
+  *loss = (float)(total / (double)n);
+  return 0;
+}
+
+/* d / n inside the delta band, delta sign(d) / n outside. */
+static int huber_backward(nn_loss *l, const tensor *pred, const tensor *target,
+                          const tensor **dpred) {
+  int rc = check_same(l, pred, target);
+  if (rc < 0 || (rc = ensure_like(&l->grad, pred)) < 0) return rc;
+  int64_t n = tensor_numel(pred);
+  const float *p = tensor_data(pred), *t = tensor_data(target);
+  float *g = tensor_data(l->grad), k = 1.0f / (float)n, dl = l->delta;
+  for (int64_t i = 0; i < n; i++) {
+    float d = p[i] - t[i];
+    g[i] = k * (d > dl ? dl : d < -dl ? -dl : d);
+  }
+  *dpred = l->grad;
+  return 0;
+}
+
+static const nn_loss_ops huber_ops = {"Huber", huber_forward, huber_backward};
+
+/* ---- NLL ------------------------------------------------------------------------ */
+
+/* pred [N, C] log-probabilities; the mean of -pred[i, target_i]. Targets
+ * are checked as CrossEntropy's. */
+static int nll_forward(nn_loss *l, const tensor *pred, const tensor *target, float *loss) {
+  int rc = ce_check(l, pred, target);
+  if (rc < 0) return rc;
+  int64_t n = pred->shape[0], c = pred->shape[1];
+  const float *p = tensor_data(pred), *t = tensor_data(target);
+  double total = 0.0;
+  for (int64_t i = 0; i < n; i++) total -= p[i * c + (int64_t)t[i]];
+  *loss = (float)(total / (double)n);
+  return 0;
+}
+
+static int nll_backward(nn_loss *l, const tensor *pred, const tensor *target,
+                        const tensor **dpred) {
+  int rc = ce_check(l, pred, target);
+  if (rc < 0 || (rc = ensure_like(&l->grad, pred)) < 0) return rc;
+  int64_t n = pred->shape[0], c = pred->shape[1];
+  const float *t = tensor_data(target);
+  float *g = tensor_data(l->grad);
+  memset(g, 0, (size_t)(n * c) * sizeof *g);
+  for (int64_t i = 0; i < n; i++) g[i * c + (int64_t)t[i]] = -1.0f / (float)n;
+  *dpred = l->grad;
+  return 0;
+}
+
+static const nn_loss_ops nll_ops = {"NLL", nll_forward, nll_backward};
+
+nn_loss *nn_l1(void) { return loss_new(&l1_ops); }
+nn_loss *nn_nll(void) { return loss_new(&nll_ops); }
+
+nn_loss *nn_huber(float delta) {
+  if (!(delta > 0.0f) || !isfinite(delta)) {
+    drv_error(DRV_EINVAL, "nn.Huber: delta %g must be positive and finite", (double)delta);
+    return NULL;
+  }
+  nn_loss *l = loss_new(&huber_ops);
+  if (l) l->delta = delta;
+  return l;
+}
+
 nn_loss *nn_cross_entropy(void) { return loss_new(&ce_ops); }
 nn_loss *nn_mse(void) { return loss_new(&mse_ops); }
 nn_loss *nn_bce_with_logits(void) { return loss_new(&bce_ops); }
@@ -252,14 +356,14 @@ int nn_loss_backward(nn_loss *l, const tensor *pred, const tensor *target,
   return l->ops->backward(l, pred, target, dpred);
 }
 
-/* CrossEntropy: rows whose argmax is the class id. BCEWithLogits: rows whose
+/* CrossEntropy and NLL: rows whose argmax is the class id. BCEWithLogits: rows whose
  * every output agrees, (logit > 0) == (target > 0.5), so the count never
  * exceeds the batch (per element for K == 1). Negative DRV_E* on bad input. */
 int64_t nn_loss_correct(const nn_loss *l, const tensor *pred, const tensor *target) {
   if (!l || !pred || !target) return drv_error(DRV_EINVAL, "nn_loss_correct: NULL argument");
   int rc;
   int64_t count = 0;
-  if (l->ops == &ce_ops) {
+  if (l->ops == &ce_ops || l->ops == &nll_ops) {
     if ((rc = ce_check(l, pred, target)) < 0) return rc;
     int64_t n = pred->shape[0], c = pred->shape[1];
     const float *p = tensor_data(pred), *t = tensor_data(target);

@@ -8,9 +8,19 @@
  *   layer  := "Sequential" "(" [layer ("," layer)*] ")"
  *           | "Linear" "(" size "," size ")"
  *           | "Dropout" "(" prob ")"
- *           | "ReLU" | "Tanh" | "Sigmoid" | "Softmax"
+ *           | "LeakyReLU" "(" num ")"
+ *           | "Conv2d" "(" size "," size "," size "," size "," count "," size "," bit ")"
+ *               (in, out, kernel, stride, padding, dilation, bias)
+ *           | ("MaxPool2d" | "AvgPool2d") "(" size "," size "," count ")"
+ *               (kernel, stride, padding)
+ *           | "Unflatten" "(" size ["," size ["," size]] ")"
+ *           | "ReLU" | "Tanh" | "Sigmoid" | "Softmax" | "GELU" | "Identity"
+ *           | "Flatten"
  *   size   := decimal digits, 1 .. 2^31-1
+ *   count  := decimal digits, 0 .. 2^31-1
+ *   bit    := "0" | "1"
  *   prob   := a decimal float in [0, 1]
+ *   num    := a finite decimal float
  * Specs may come off the network, so the parser is strict, bounds nesting
  * and names the 1-based character position of the first problem.
  */
@@ -63,8 +73,23 @@ static int spec_write(const nn_module *m, spec_out *o) {
   } else if (strcmp(type, "Dropout") == 0) {
     /* %.9g round-trips any float exactly through strtof. */
     out_printf(o, "Dropout(%.9g)", (double)m->p);
+  } else if (strcmp(type, "LeakyReLU") == 0) {
+    out_printf(o, "LeakyReLU(%.9g)", (double)m->p);
+  } else if (strcmp(type, "Conv2d") == 0) {
+    out_printf(o, "Conv2d(%lld,%lld,%lld,%lld,%lld,%lld,%d)", (long long)m->in_features,
+               (long long)m->out_features, (long long)m->k, (long long)m->stride,
+               (long long)m->pad, (long long)m->dil, m->nparams > 1);
+  } else if (strcmp(type, "MaxPool2d") == 0 || strcmp(type, "AvgPool2d") == 0) {
+    out_printf(o, "%s(%lld,%lld,%lld)", type, (long long)m->k, (long long)m->stride,
+               (long long)m->pad);
+  } else if (strcmp(type, "Unflatten") == 0) {
+    out_printf(o, "Unflatten(");
+    for (int i = 0; i < m->nview; i++) out_printf(o, "%s%lld", i ? "," : "", (long long)m->view[i]);
+    out_printf(o, ")");
   } else if (strcmp(type, "ReLU") == 0 || strcmp(type, "Tanh") == 0 ||
-             strcmp(type, "Sigmoid") == 0 || strcmp(type, "Softmax") == 0) {
+             strcmp(type, "Sigmoid") == 0 || strcmp(type, "Softmax") == 0 ||
+             strcmp(type, "GELU") == 0 || strcmp(type, "Identity") == 0 ||
+             strcmp(type, "Flatten") == 0) {
     out_printf(o, "%s", type);
   } else {
     return drv_error(DRV_EUNSUPPORTED, "model spec: layer type '%s' has no spec", type);
@@ -114,7 +139,8 @@ static int expect_char(spec_in *in, char c) {
                    pos(in, in->p), c, found(in, f, sizeof f));
 }
 
-static int parse_size(spec_in *in, const char *what, int64_t *v) {
+/* A decimal integer in min .. SPEC_MAX_SIZE. */
+static int parse_int(spec_in *in, const char *what, int64_t min, int64_t *v) {
   skip_space(in);
   const char *start = in->p;
   int64_t x = 0;
@@ -129,14 +155,19 @@ static int parse_size(spec_in *in, const char *what, int64_t *v) {
       return drv_error(DRV_ERANGE, "model spec: position %d: %s is larger than %d",
                        pos(in, start), what, SPEC_MAX_SIZE);
   }
-  if (x == 0)
+  if (x < min) /* min is 0 or 1, so x is 0 here */
     return drv_error(DRV_ERANGE, "model spec: position %d: %s must be positive, got 0",
                      pos(in, start), what);
   *v = x;
   return 0;
 }
 
-static int parse_prob(spec_in *in, float *v) {
+static int parse_size(spec_in *in, const char *what, int64_t *v) {
+  return parse_int(in, what, 1, v);
+}
+
+/* A finite float; *v is left alone on error. */
+static int parse_float(spec_in *in, const char *what, float *v) {
   skip_space(in);
   const char *start = in->p;
   char tok[64];
@@ -151,9 +182,21 @@ static int parse_prob(spec_in *in, float *v) {
   if (!k || *end || errno == ERANGE) {
     char f[8];
     in->p = start;
-    return drv_error(DRV_EPARSE, "model spec: position %d: expected a dropout probability, "
-                     "found %s", pos(in, start), found(in, f, sizeof f));
+    return drv_error(DRV_EPARSE, "model spec: position %d: expected %s, found %s",
+                     pos(in, start), what, found(in, f, sizeof f));
   }
+  *v = p;
+  return 0;
+}
+
+static int parse_prob(spec_in *in, float *v) {
+  skip_space(in);
+  const char *start = in->p;
+  float p = 0.0f;
+  int rc = parse_float(in, "a dropout probability", &p);
+  if (rc < 0) return rc;
+  char tok[64];
+  snprintf(tok, sizeof tok, "%.*s", (int)(in->p - start), start);
   if (!(p >= 0.0f && p <= 1.0f))
     return drv_error(DRV_ERANGE, "model spec: position %d: dropout probability %s is outside "
                      "[0, 1]", pos(in, start), tok);
@@ -224,6 +267,65 @@ static nn_module *parse_dropout(spec_in *in, const char *at) {
   return built(in, at, nn_dropout(p, rng_u64(in->r)));
 }
 
+static nn_module *parse_leaky(spec_in *in, const char *at) {
+  float a = 0.0f;
+  if (expect_char(in, '(') < 0 || parse_float(in, "a LeakyReLU slope", &a) < 0 ||
+      expect_char(in, ')') < 0)
+    return NULL;
+  return built(in, at, nn_leaky_relu(a));
+}
+
+/* Conv2d(in,out,k,stride,padding,dilation,bias). */
+static nn_module *parse_conv(spec_in *in, const char *at) {
+  int64_t a = 0, b = 0, k = 0, s = 0, p = 0, d = 0, bias = 0;
+  if (expect_char(in, '(') < 0 || parse_size(in, "Conv2d input channels", &a) < 0 ||
+      expect_char(in, ',') < 0 || parse_size(in, "Conv2d output channels", &b) < 0 ||
+      expect_char(in, ',') < 0 || parse_size(in, "Conv2d kernel size", &k) < 0 ||
+      expect_char(in, ',') < 0 || parse_size(in, "Conv2d stride", &s) < 0 ||
+      expect_char(in, ',') < 0 || parse_int(in, "Conv2d padding", 0, &p) < 0 ||
+      expect_char(in, ',') < 0 || parse_size(in, "Conv2d dilation", &d) < 0 ||
+      expect_char(in, ',') < 0 || parse_int(in, "Conv2d bias flag", 0, &bias) < 0 ||
+      expect_char(in, ')') < 0)
+    return NULL;
+  if (!in->r || bias > 1) {
+    drv_error(DRV_EINVAL, "model spec: position %d: Conv2d needs %s", pos(in, at),
+              in->r ? "a bias flag of 0 or 1" : "an rng to initialise its weights");
+    return NULL;
+  }
+  nn_conv_opts o = {s, p, d, bias == 1};
+  return built(in, at, nn_conv2d(a, b, k, &o, in->r));
+}
+
+/* MaxPool2d / AvgPool2d (kernel, stride, padding). */
+static nn_module *parse_pool(spec_in *in, const char *at, bool max) {
+  int64_t k = 0, s = 0, p = 0;
+  if (expect_char(in, '(') < 0 || parse_size(in, "pool kernel size", &k) < 0 ||
+      expect_char(in, ',') < 0 || parse_size(in, "pool stride", &s) < 0 ||
+      expect_char(in, ',') < 0 || parse_int(in, "pool padding", 0, &p) < 0 ||
+      expect_char(in, ')') < 0)
+    return NULL;
+  return built(in, at, max ? nn_maxpool2d(k, s, p) : nn_avgpool2d(k, s, p));
+}
+
+static nn_module *parse_unflatten(spec_in *in, const char *at) {
+  int64_t shape[3];
+  int n = 0;
+  if (expect_char(in, '(') < 0) return NULL;
+  for (;;) {
+    if (n == 3) {
+      drv_error(DRV_EPARSE, "model spec: position %d: Unflatten takes at most 3 sizes",
+                pos(in, in->p));
+      return NULL;
+    }
+    if (parse_size(in, "Unflatten size", &shape[n++]) < 0) return NULL;
+    skip_space(in);
+    if (*in->p != ',') break;
+    in->p++;
+  }
+  if (expect_char(in, ')') < 0) return NULL;
+  return built(in, at, nn_unflatten(n, shape));
+}
+
 static nn_module *parse_layer(spec_in *in, int depth) {
   skip_space(in);
   const char *at = in->p;
@@ -251,6 +353,14 @@ static nn_module *parse_layer(spec_in *in, int depth) {
   if (IS("Tanh")) return built(in, at, nn_tanh());
   if (IS("Sigmoid")) return built(in, at, nn_sigmoid());
   if (IS("Softmax")) return built(in, at, nn_softmax());
+  if (IS("GELU")) return built(in, at, nn_gelu());
+  if (IS("Identity")) return built(in, at, nn_identity());
+  if (IS("Flatten")) return built(in, at, nn_flatten());
+  if (IS("LeakyReLU")) return parse_leaky(in, at);
+  if (IS("Conv2d")) return parse_conv(in, at);
+  if (IS("MaxPool2d")) return parse_pool(in, at, true);
+  if (IS("AvgPool2d")) return parse_pool(in, at, false);
+  if (IS("Unflatten")) return parse_unflatten(in, at);
   if (IS("Sequential")) {
     if (expect_char(in, '(') < 0) return NULL;
     nn_module *seq = built(in, at, nn_sequential());
@@ -262,7 +372,8 @@ static nn_module *parse_layer(spec_in *in, int depth) {
   }
 #undef IS
   drv_error(DRV_EPARSE, "model spec: unknown layer '%.*s' at position %d (known: Sequential, "
-            "Linear, ReLU, Tanh, Sigmoid, Softmax, Dropout)", (int)(len > 64 ? 64 : len), at,
+            "Linear, ReLU, Tanh, Sigmoid, Softmax, Dropout, GELU, LeakyReLU, Identity, Flatten, "
+            "Unflatten, Conv2d, MaxPool2d, AvgPool2d)", (int)(len > 64 ? 64 : len), at,
             pos(in, at));
   return NULL;
 }
@@ -295,15 +406,38 @@ static const struct {
     {"CrossEntropy", nn_cross_entropy},
     {"MSE", nn_mse},
     {"BCEWithLogits", nn_bce_with_logits},
+    {"L1", nn_l1},
+    {"NLL", nn_nll},
 };
+
+int nn_loss_spec(const nn_loss *l, char *buf, size_t n) {
+  if (!l || !buf) return drv_error(DRV_EINVAL, "nn_loss_spec: NULL argument");
+  if (strcmp(l->ops->type, "Huber") == 0 && l->delta != 1.0f)
+    return snprintf(buf, n, "Huber(%.9g)", (double)l->delta);
+  return snprintf(buf, n, "%s", l->ops->type);
+}
+
+/* "Huber" or "Huber(delta)"; NULL with a message on anything else. */
+static nn_loss *huber_from_name(const char *name) {
+  if (strcmp(name, "Huber") == 0) return nn_huber(1.0f);
+  char *end = NULL;
+  float d = strtof(name + 6, &end);
+  if (strncmp(name, "Huber(", 6) != 0 || end == name + 6 || strcmp(end, ")") != 0) {
+    drv_error(DRV_EINVAL, "loss '%.64s': expected Huber(delta)", name);
+    return NULL;
+  }
+  return nn_huber(d);
+}
 
 nn_loss *nn_loss_from_name(const char *name) {
   if (!name) {
     drv_error(DRV_EINVAL, "nn_loss_from_name: NULL name");
     return NULL;
   }
+  if (strncmp(name, "Huber", 5) == 0) return huber_from_name(name);
   for (size_t i = 0; i < sizeof loss_table / sizeof loss_table[0]; i++)
     if (strcmp(name, loss_table[i].name) == 0) return loss_table[i].make();
-  drv_error(DRV_EINVAL, "unknown loss '%.64s' (known: CrossEntropy, MSE, BCEWithLogits)", name);
+  drv_error(DRV_EINVAL, "unknown loss '%.64s' (known: CrossEntropy, MSE, BCEWithLogits, L1, "
+            "Huber, NLL)", name);
   return NULL;
 }

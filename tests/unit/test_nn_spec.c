@@ -186,7 +186,11 @@ TEST(nn_spec_errors) {
   /* Positions are 1-based characters. */
   EXPECT_BAD("Sequential(Linear(4,3) ReLU)", "model spec: position 24: expected ',' or ')'");
   EXPECT_BAD("Sequential(Linear(4,3)", "position 23: expected ',' or ')', found end of spec");
-  EXPECT_BAD("Sequential(Conv2d(3,3))", "unknown layer 'Conv2d' at position 12");
+  EXPECT_BAD("Sequential(Conv3d(3,3))", "unknown layer 'Conv3d' at position 12");
+  EXPECT_BAD("Sequential(Conv2d(3,3))", "position 22: expected ','");
+  EXPECT_BAD("Conv2d(1,2,3,1,0,1,2)", "bias flag of 0 or 1");
+  EXPECT_BAD("MaxPool2d(2,2,3)", "padding in 0..kernel/2");
+  EXPECT_BAD("Unflatten(1,2,3,4)", "at most 3 sizes");
   EXPECT_BAD("relu", "unknown layer 'relu' at position 1");
   EXPECT_BAD("Linear(0,3)", "position 8: Linear input size must be positive");
   EXPECT_BAD("Linear(3,0)", "position 10: Linear output size must be positive");
