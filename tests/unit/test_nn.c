@@ -4,7 +4,9 @@
  * and reference counting. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "err.h"
 #include "harness.h"
 #include "nn.h"
 #include "tensor.h"
@@ -150,7 +152,9 @@ static double layer_objective(void *ud) {
 /* Checks d f / d x and d f / d p for every parameter p of c->m. */
 static void gradcheck_layer(layer_case *c, rng_t *r, float eps) {
   const tensor *y = run_forward(c);
-  c->w = uniform(r, y->shape[0], y->shape[1], -1, 1);
+  c->w = tensor_new(y->ndim, y->shape);
+  CHECK(c->w != NULL);
+  CHECK_OK(tensor_uniform(c->w, r, -1, 1));
   const tensor *dx = NULL;
   nn_zero_grad(c->m);
   CHECK_OK(nn_backward(c->m, c->x, c->w, &dx));
@@ -847,5 +851,192 @@ TEST(nn_refcount_shared_child) {
   nn_loss_unref(l);
   nn_loss_unref(NULL);
   tensor_free(x);
+  no_leaks();
+}
+
+/* ============================== layers of issue 16 ====================== */
+
+static tensor *uniform4(rng_t *r, int64_t n, int64_t c, int64_t h, int64_t w, float lo,
+                        float hi) {
+  tensor *t = tensor_new(4, (int64_t[]){n, c, h, w});
+  CHECK(t != NULL);
+  CHECK_OK(tensor_uniform(t, r, lo, hi));
+  return t;
+}
+
+/* Distinct values 0.1 apart in a random order: no two elements of a pool
+ * window come within eps of each other, so the max never switches. */
+static tensor *spread4(rng_t *r, int64_t n, int64_t c, int64_t h, int64_t w) {
+  tensor *t = uniform4(r, n, c, h, w, 0, 1);
+  float *p = tensor_data(t);
+  int64_t k = tensor_numel(t);
+  for (int64_t i = 0; i < k; i++) p[i] = 0.1f * (float)(i - k / 2);
+  for (int64_t i = k - 1; i > 0; i--) {
+    int64_t j = (int64_t)(rng_uniform(r) * (float)(i + 1)) % (i + 1);
+    float v = p[i];
+    p[i] = p[j];
+    p[j] = v;
+  }
+  return t;
+}
+
+TEST(nn_grad_conv2d) {
+  rng_t r;
+  rng_seed(&r, 21);
+  nn_conv_opts o = {.stride = 2, .padding = 1, .dilation = 1, .bias = true};
+  gradcheck_single(nn_conv2d(2, 3, 3, &o, &r), uniform4(&r, 2, 2, 5, 6, -1, 1), 1e-2f);
+  nn_conv_opts d = {.stride = 1, .padding = 2, .dilation = 2, .bias = false};
+  gradcheck_single(nn_conv2d(3, 2, 2, &d, &r), uniform4(&r, 3, 3, 4, 4, -1, 1), 1e-2f);
+  no_leaks();
+}
+
+TEST(nn_grad_pools) {
+  rng_t r;
+  rng_seed(&r, 22);
+  gradcheck_single(nn_maxpool2d(2, 0, 0), spread4(&r, 2, 2, 4, 5), 1e-2f);
+  gradcheck_single(nn_maxpool2d(3, 2, 1), spread4(&r, 1, 3, 5, 5), 1e-2f);
+  gradcheck_single(nn_avgpool2d(3, 2, 1), uniform4(&r, 2, 2, 5, 4, -1, 1), 1e-2f);
+  gradcheck_single(nn_avgpool2d(2, 1, 0), uniform4(&r, 1, 2, 3, 3, -1, 1), 1e-2f);
+  no_leaks();
+}
+
+TEST(nn_grad_gelu_leaky_identity) {
+  rng_t r;
+  rng_seed(&r, 23);
+  gradcheck_single(nn_gelu(), uniform(&r, 4, 5, -3, 3), 1e-2f);
+  gradcheck_single(nn_leaky_relu(0.2f), away_from_zero(&r, 4, 5, 0.1f, 1.0f), 1e-2f);
+  gradcheck_single(nn_leaky_relu(-0.5f), away_from_zero(&r, 3, 3, 0.1f, 1.0f), 1e-2f);
+  gradcheck_single(nn_identity(), uniform(&r, 3, 4, -1, 1), 1e-2f);
+  gradcheck_single(nn_gelu(), uniform4(&r, 2, 2, 2, 3, -2, 2), 1e-2f); /* any shape */
+  no_leaks();
+}
+
+/* Unflatten -> Conv2d -> Tanh -> AvgPool2d -> Flatten -> Linear, with
+ * respect to the rows and all parameters. */
+TEST(nn_grad_conv_model) {
+  rng_t r;
+  rng_seed(&r, 24);
+  nn_conv_opts o = NN_CONV_DEFAULTS;
+  o.padding = 1;
+  nn_module *m = seq_of(6, (nn_module *[]){nn_unflatten(3, (int64_t[]){2, 4, 4}),
+                                           nn_conv2d(2, 3, 3, &o, &r), nn_tanh(),
+                                           nn_avgpool2d(2, 0, 0), nn_flatten(),
+                                           nn_linear(12, 4, &r)});
+  gradcheck_single(m, uniform(&r, 3, 32, -1, 1), 1e-2f);
+  no_leaks();
+}
+
+TEST(nn_conv_pool_values) {
+  rng_t r;
+  rng_seed(&r, 25);
+  float xs[16];
+  for (int i = 0; i < 16; i++) xs[i] = (float)(i + 1);
+  tensor *x3 = tensor_from(4, (int64_t[]){1, 1, 3, 3}, xs);
+  tensor *x4 = tensor_from(4, (int64_t[]){1, 1, 4, 4}, xs);
+  nn_module *c = nn_conv2d(1, 1, 2, NULL, &r);
+  CHECK(c != NULL);
+  CHECK_OK(tensor_fill(c->params[0].value, 1.0f));
+  CHECK_OK(tensor_fill(c->params[1].value, 0.5f));
+  const tensor *y;
+  CHECK_OK(nn_forward(c, x3, &y));
+  float want[4] = {12.5f, 16.5f, 24.5f, 28.5f};
+  CHECK_INT_EQ(y->ndim, 4);
+  for (int i = 0; i < 4; i++) CHECK_NEAR(tensor_data(y)[i], want[i], 1e-6);
+  nn_module *mx = nn_maxpool2d(2, 0, 0), *av = nn_avgpool2d(2, 0, 0);
+  CHECK_OK(nn_forward(mx, x4, &y));
+  float wmax[4] = {6, 8, 14, 16}, wavg[4] = {3.5f, 5.5f, 11.5f, 13.5f};
+  for (int i = 0; i < 4; i++) CHECK_NEAR(tensor_data(y)[i], wmax[i], 0);
+  CHECK_OK(nn_forward(av, x4, &y));
+  for (int i = 0; i < 4; i++) CHECK_NEAR(tensor_data(y)[i], wavg[i], 1e-6);
+  char buf[256];
+  nn_module *s = seq_of(3, (nn_module *[]){nn_ref(c), nn_ref(mx), nn_leaky_relu(0.1f)});
+  nn_describe(s, buf, sizeof buf);
+  CHECK(strstr(buf, "(1): nn.Conv2d(1 -> 1, 2x2)") && strstr(buf, "(2): nn.MaxPool2d(2x2)") &&
+        strstr(buf, "(3): nn.LeakyReLU(0.1)"));
+  UNREF(s, c, mx, av);
+  FREE_TENSORS(x3, x4);
+  no_leaks();
+}
+
+TEST(nn_conv_shape_errors) {
+  rng_t r;
+  rng_seed(&r, 26);
+  nn_module *c = nn_conv2d(3, 4, 3, NULL, &r);
+  tensor *x2 = mat(2, 27), *small = tensor_new(4, (int64_t[]){1, 3, 2, 2});
+  tensor *wrong = tensor_new(4, (int64_t[]){1, 2, 5, 5});
+  const tensor *y;
+  CHECK_ERR(nn_forward(c, x2, &y), DRV_ESHAPE,
+            "nn.Conv2d(3 -> 4, 3x3): input [2, 27] is not [batch, 3, height, width]");
+  CHECK_ERR(nn_forward(c, wrong, &y), DRV_ESHAPE, "input [1, 2, 5, 5] is not [batch, 3,");
+  CHECK_ERR(nn_forward(c, small, &y), DRV_ESHAPE, "is smaller than the kernel");
+  CHECK(nn_maxpool2d(2, 2, 2) == NULL);
+  CHECK(strstr(drv_errmsg(), "padding in 0..kernel/2") != NULL);
+  CHECK(nn_conv2d(0, 1, 1, NULL, &r) == NULL);
+  nn_module *u = nn_unflatten(2, (int64_t[]){3, 3});
+  CHECK_ERR(nn_forward(u, x2, &y), DRV_ESHAPE, "nn.Unflatten(3x3): input [2, 27] is not [batch, 9]");
+  UNREF(c, u);
+  FREE_TENSORS(x2, small, wrong);
+  no_leaks();
+}
+
+/* Bounds of PyTorch's formulas, reached closely by a few thousand draws. */
+static void check_init(nn_module *m, const char *how, double bound, bool zero_bias) {
+  rng_t r;
+  rng_seed(&r, 27);
+  CHECK_OK(nn_init(m, how, &r));
+  const tensor *w = m->params[0].value, *b = m->params[1].value;
+  float mx = 0;
+  for (int64_t i = 0; i < tensor_numel(w); i++) mx = fmaxf(mx, fabsf(tensor_data(w)[i]));
+  CHECK(mx <= bound && mx > 0.98 * bound);
+  float bmx = 0;
+  for (int64_t i = 0; i < tensor_numel(b); i++) bmx = fmaxf(bmx, fabsf(tensor_data(b)[i]));
+  CHECK(zero_bias ? bmx == 0 : (bmx > 0 && bmx <= bound));
+}
+
+TEST(nn_init_formulas) {
+  rng_t r;
+  rng_seed(&r, 28);
+  nn_module *lin = nn_linear(50, 80, &r), *conv = nn_conv2d(6, 40, 3, NULL, &r);
+  check_init(lin, "uniform", 1 / sqrt(50.0), false);
+  check_init(lin, "kaiming", sqrt(6 / 50.0), true);
+  check_init(lin, "xavier", sqrt(6 / 130.0), true);
+  check_init(conv, "kaiming", sqrt(6 / 54.0), true);
+  check_init(conv, "xavier", sqrt(6 / (54.0 + 360.0)), true);
+  check_init(conv, "uniform", 1 / sqrt(54.0), false);
+  nn_module *s = seq_of(2, (nn_module *[]){nn_ref(lin), nn_relu()});
+  CHECK_ERR(nn_init(s, "he", &r), DRV_EINVAL, "unknown init 'he' (known: uniform, kaiming, xavier)");
+  CHECK_OK(nn_init(s, "kaiming", &r)); /* reaches the Linear inside */
+  CHECK(tensor_data(lin->params[1].value)[0] == 0.0f);
+  UNREF(s, lin, conv);
+  no_leaks();
+}
+
+TEST(nn_grad_new_losses) {
+  rng_t r;
+  rng_seed(&r, 29);
+  tensor *pred = uniform(&r, 4, 3, -2, 2), *target = mat(4, 3);
+  float *p = tensor_data(pred), *t = tensor_data(target);
+  /* |d| between 0.1 and 0.4 or 0.6 and 0.9 here: away from 0 (L1's kink)
+   * and from 0.5 (Huber's delta). */
+  for (int i = 0; i < 12; i++) t[i] = p[i] + (i % 2 ? 1 : -1) * (i % 3 ? 0.25f : 0.75f);
+  nn_loss *l1 = nn_l1(), *hu = nn_huber(0.5f), *nll = nn_nll();
+  gradcheck_loss(l1, pred, target);
+  gradcheck_loss(hu, pred, target);
+  float labels[4] = {2, 0, 1, 2};
+  tensor *ids = vec(4, labels);
+  gradcheck_loss(nll, pred, ids);
+  float v;
+  CHECK_OK(nn_loss_forward(nll, pred, ids, &v));
+  CHECK_NEAR(v, -(p[2] + p[3] + p[7] + p[11]) / 4, 1e-6);
+  CHECK_OK(nn_loss_forward(l1, pred, target, &v));
+  CHECK_NEAR(v, (8 * 0.25 + 4 * 0.75) / 12, 1e-6);
+  CHECK_OK(nn_loss_forward(hu, pred, target, &v));
+  CHECK_NEAR(v, (8 * 0.5 * 0.0625 + 4 * 0.5 * (0.75 - 0.25)) / 12, 1e-6);
+  CHECK_INT_EQ(nn_loss_correct(l1, pred, target), -1);
+  CHECK(nn_loss_correct(nll, pred, ids) >= 0);
+  CHECK(nn_huber(0.0f) == NULL);
+  CHECK_ERR(nn_loss_forward(nll, pred, target, &v), DRV_ESHAPE, "nn.NLL: prediction [4, 3]");
+  UNREF_LOSSES(l1, hu, nll);
+  FREE_TENSORS(pred, target, ids);
   no_leaks();
 }

@@ -38,6 +38,9 @@ TEST(nn_spec_roundtrip_nested) {
       "Linear(1,1)",
       "Dropout(0)",
       "Sequential()",
+      ("Sequential(Unflatten(1,8,8),Conv2d(1,4,3,1,1,1,1),LeakyReLU(0.100000001),"
+       "MaxPool2d(2,2,0),Conv2d(4,6,3,2,2,2,0),GELU,AvgPool2d(3,1,1),Flatten,Identity)"),
+      "Unflatten(2)",
   };
   rng_t r;
   rng_seed(&r, 7);
@@ -229,4 +232,20 @@ TEST(nn_loss_from_name) {
   CHECK_STR_CONTAINS(drv_errmsg(), "unknown loss 'Hinge'");
   CHECK(nn_loss_from_name("mse") == NULL);
   CHECK(nn_loss_from_name(NULL) == NULL);
+}
+
+TEST(nn_loss_names_of_issue16) {
+  const char *names[] = {"L1", "NLL", "Huber", "Huber(0.25)"};
+  for (int i = 0; i < 4; i++) {
+    nn_loss *l = nn_loss_from_name(names[i]);
+    CHECK(l != NULL);
+    char buf[64];
+    nn_loss_spec(l, buf, sizeof buf);
+    CHECK(strcmp(buf, names[i]) == 0);
+    nn_loss_unref(l);
+  }
+  CHECK(nn_loss_from_name("Huber(x)") == NULL);
+  CHECK_STR_CONTAINS(drv_errmsg(), "expected Huber(delta)");
+  CHECK(nn_loss_from_name("Huber(-1)") == NULL);
+  CHECK_STR_CONTAINS(drv_errmsg(), "must be positive");
 }
