@@ -388,6 +388,41 @@ static int l_gelu(lua_State *L) {
   return 1;
 }
 
+/* nn.Embedding(n, dim): ids 0..n-1 in, rows of dim out. */
+static int l_embedding(lua_State *L) {
+  lua_Integer n = check_int(L, 1, "Embedding", "the number of ids", 1);
+  lua_Integer d = check_int(L, 2, "Embedding", "the embedding size", 1);
+  push_new_module(L, nn_embedding(n, d, ldrv_rng(L)));
+  return 1;
+}
+
+/* Number field `key` of the options table at `arg` (def when absent). */
+static float opt_number(lua_State *L, int arg, const char *key, float def) {
+  if (!lua_istable(L, arg)) return def;
+  lua_getfield(L, arg, key);
+  float v = (float)luaL_optnumber(L, -1, def);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* nn.LayerNorm(dim [, { eps = 1e-5 }]). */
+static int l_layer_norm(lua_State *L) {
+  lua_Integer d = check_int(L, 1, "LayerNorm", "the size", 1);
+  push_new_module(L, nn_layer_norm(d, opt_number(L, 2, "eps", 1e-5f)));
+  return 1;
+}
+
+/* nn.BatchNorm1d / 2d(channels [, { eps = 1e-5, momentum = 0.1 }]). */
+static int batch_norm(lua_State *L, int dims) {
+  lua_Integer c = check_int(L, 1, dims == 1 ? "BatchNorm1d" : "BatchNorm2d", "the channels", 1);
+  push_new_module(L, nn_batch_norm(dims, c, opt_number(L, 2, "eps", 1e-5f),
+                                   opt_number(L, 2, "momentum", 0.1f)));
+  return 1;
+}
+
+static int l_batch_norm1d(lua_State *L) { return batch_norm(L, 1); }
+static int l_batch_norm2d(lua_State *L) { return batch_norm(L, 2); }
+
 /* nn.LeakyReLU(slope = 0.01). */
 static int l_leaky_relu(lua_State *L) {
   push_new_module(L, nn_leaky_relu((float)luaL_optnumber(L, 1, 0.01)));
@@ -592,7 +627,9 @@ static const luaL_Reg funcs[] = {
     {"MaxPool2d", l_maxpool2d},   {"AvgPool2d", l_avgpool2d},
     {"Flatten", l_flatten},       {"Unflatten", l_unflatten},
     {"Identity", l_identity},     {"GELU", l_gelu},
-    {"LeakyReLU", l_leaky_relu},  {"load", l_load},
+    {"LeakyReLU", l_leaky_relu},  {"Embedding", l_embedding},
+    {"LayerNorm", l_layer_norm},  {"BatchNorm1d", l_batch_norm1d},
+    {"BatchNorm2d", l_batch_norm2d}, {"load", l_load},
     {NULL, NULL}};
 
 int luaopen_drover_nn(lua_State *L) {

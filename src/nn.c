@@ -583,6 +583,7 @@ void nn_unref(nn_module *m) {
     tensor_free(m->params[i].value);
     tensor_free(m->params[i].grad);
   }
+  for (int i = 0; i < 3; i++) tensor_free(m->buffers[i].value);
   tensor_free(m->out);
   tensor_free(m->dx);
   tensor_free(m->mask);
@@ -635,10 +636,15 @@ static int param_push(nn_param_list *l, const nn_param *p, const char *prefix) {
 }
 
 /* Children are numbered from `first`: 1 for drover's names (Torch7's
- * 1-based nn.Sequential), 0 for PyTorch's. */
-static int collect(nn_module *m, const char *prefix, int first, nn_param_list *out) {
+ * 1-based nn.Sequential), 0 for PyTorch's. Buffers only when asked. */
+static int collect(nn_module *m, const char *prefix, int first, bool buffers,
+                   nn_param_list *out) {
   for (int i = 0; i < m->nparams; i++) {
     int rc = param_push(out, &m->params[i], prefix);
+    if (rc < 0) return rc;
+  }
+  for (int i = 0; buffers && i < m->nbuffers; i++) {
+    int rc = param_push(out, &m->buffers[i], prefix);
     if (rc < 0) return rc;
   }
   for (int i = 0; i < m->nchildren; i++) {
@@ -646,7 +652,7 @@ static int collect(nn_module *m, const char *prefix, int first, nn_param_list *o
     int len = snprintf(sub, sizeof sub, "%s%d.", prefix, i + first);
     if (len < 0 || (size_t)len >= sizeof sub)
       return drv_error(DRV_EINVAL, "model nested too deeply to name its parameters");
-    int rc = collect(m->children[i], sub, first, out);
+    int rc = collect(m->children[i], sub, first, buffers, out);
     if (rc < 0) return rc;
   }
   return 0;
@@ -654,12 +660,17 @@ static int collect(nn_module *m, const char *prefix, int first, nn_param_list *o
 
 int nn_collect_params(nn_module *m, nn_param_list *out) {
   if (!m || !out) return drv_error(DRV_EINVAL, "nn_collect_params: NULL argument");
-  return collect(m, "", 1, out);
+  return collect(m, "", 1, false, out);
 }
 
 int nn_torch_params(nn_module *m, nn_param_list *out) {
   if (!m || !out) return drv_error(DRV_EINVAL, "nn_torch_params: NULL argument");
-  return collect(m, "", 0, out);
+  return collect(m, "", 0, false, out);
+}
+
+int nn_torch_state(nn_module *m, nn_param_list *out) {
+  if (!m || !out) return drv_error(DRV_EINVAL, "nn_torch_state: NULL argument");
+  return collect(m, "", 0, true, out);
 }
 
 int64_t nn_num_params(nn_module *m) {

@@ -82,6 +82,11 @@ struct nn_module {
   bool training;       /* Dropout is the identity when false */
   nn_param params[2];  /* own parameters (Linear: weight, bias) */
   int nparams;
+  /* State that is not trained but saved (PyTorch's buffers): BatchNorm's
+   * running_mean, running_var and num_batches_tracked; grad is NULL. */
+  nn_param buffers[3];
+  int nbuffers;
+  float eps, momentum; /* LayerNorm, BatchNorm */
   nn_module **children; /* Sequential only; each holds one reference */
   int nchildren;
   size_t capchildren;
@@ -136,6 +141,22 @@ nn_module *nn_conv2d(int64_t in, int64_t out, int64_t k, const nn_conv_opts *o, 
  * count_include_pad=True). */
 nn_module *nn_maxpool2d(int64_t k, int64_t stride, int64_t padding);
 nn_module *nn_avgpool2d(int64_t k, int64_t stride, int64_t padding);
+
+/* Input [N, ...] of integral ids in 0..n-1 (as floats; anything else is
+ * DRV_ERANGE), output [N, ..., dim]: rows of weight [n, dim], initialised
+ * N(0, 1) as PyTorch does. Ids get no gradient (dx is zeros). */
+nn_module *nn_embedding(int64_t n, int64_t dim, rng_t *r);
+/* Normalises over the last dimension, of size dim, then scales by weight
+ * [dim] (ones) and shifts by bias [dim] (zeros): PyTorch's
+ * nn.LayerNorm(dim, eps). */
+nn_module *nn_layer_norm(int64_t dim, float eps);
+/* Per channel over the batch (and length or height x width): BatchNorm1d
+ * takes [N, C] or [N, C, L], BatchNorm2d [N, C, H, W]. Training normalises
+ * with the batch's statistics and updates the buffers running_mean and
+ * running_var (momentum as PyTorch's: new = (1 - m) old + m batch, the
+ * variance unbiased) and num_batches_tracked; evaluation uses the running
+ * ones. weight [C] (ones) and bias [C] (zeros). */
+nn_module *nn_batch_norm(int dims, int64_t channels, float eps, float momentum);
 
 /* Re-initialises the weight and bias of every Linear and Conv2d in m
  * (recursively) with PyTorch's formulas, fan_in = in (x k x k) and
@@ -236,14 +257,17 @@ nn_loss *nn_loss_from_name(const char *name);
  * "weight" and "bias"). Linear's weight is [out, in] in both. Tensors are
  * borrowed from m, as with nn_collect_params. */
 int nn_torch_params(nn_module *m, nn_param_list *out);
+/* nn_torch_params, each module's buffers after its parameters (as in
+ * PyTorch's state_dict: "1.running_mean"): what files hold. */
+int nn_torch_state(nn_module *m, nn_param_list *out);
 /* Writes m's parameters to a safetensors file at path (atomically: see
  * safetensors_write), with its spec in the metadata under
  * NN_SPEC_META_KEY and "format": "pt", so that PyTorch's load_state_dict
  * takes the file and nn_load rebuilds the model from it alone. */
 #define NN_SPEC_META_KEY "drover.spec"
 int nn_save(nn_module *m, const char *path);
-/* Loads a safetensors file's values into m's parameters. As PyTorch's
- * strict load_state_dict: every parameter must be in the file with its
+/* Loads a safetensors file's values into m's parameters and buffers. As
+ * PyTorch's strict load_state_dict: every one must be in the file with its
  * shape, and the file must hold nothing else; otherwise m is left
  * unchanged and the message names the file and the first mismatch. */
 int nn_load_params(nn_module *m, const char *path);

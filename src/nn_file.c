@@ -33,7 +33,7 @@ int nn_save(nn_module *m, const char *path) {
   char *spec = spec_string(m);
   if (!spec) return drv_error(DRV_EUNSUPPORTED, "cannot save '%s': %s", path, drv_errmsg());
   nn_param_list pl = {0};
-  int rc = nn_torch_params(m, &pl);
+  int rc = nn_torch_state(m, &pl);
   safetensors_entry *e = rc < 0 ? NULL : calloc((size_t)pl.n + 1, sizeof *e);
   if (rc == 0 && !e) rc = drv_error(DRV_ENOMEM, "cannot save '%s': out of memory", path);
   for (int i = 0; rc == 0 && i < pl.n; i++) {
@@ -89,7 +89,7 @@ static int check_match(const nn_param_list *pl, const safetensors_file *f, const
 /* Checks everything first, so a failed load leaves m as it was. */
 static int load_from(nn_module *m, const safetensors_file *f, const char *path) {
   nn_param_list pl = {0};
-  int rc = nn_torch_params(m, &pl);
+  int rc = nn_torch_state(m, &pl);
   if (rc == 0) rc = check_match(&pl, f, path);
   for (int i = 0; rc == 0 && i < pl.n; i++) {
     const safetensors_tensor *t = safetensors_find(f, pl.items[i].name);

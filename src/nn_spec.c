@@ -14,6 +14,10 @@
  *           | ("MaxPool2d" | "AvgPool2d") "(" size "," size "," count ")"
  *               (kernel, stride, padding)
  *           | "Unflatten" "(" size ["," size ["," size]] ")"
+ *           | "Embedding" "(" size "," size ")"
+ *           | "LayerNorm" "(" size "," num ")"            (dim, eps)
+ *           | ("BatchNorm1d" | "BatchNorm2d") "(" size "," num "," num ")"
+ *               (channels, eps, momentum)
  *           | "ReLU" | "Tanh" | "Sigmoid" | "Softmax" | "GELU" | "Identity"
  *           | "Flatten"
  *   size   := decimal digits, 1 .. 2^31-1
@@ -82,6 +86,13 @@ static int spec_write(const nn_module *m, spec_out *o) {
   } else if (strcmp(type, "MaxPool2d") == 0 || strcmp(type, "AvgPool2d") == 0) {
     out_printf(o, "%s(%lld,%lld,%lld)", type, (long long)m->k, (long long)m->stride,
                (long long)m->pad);
+  } else if (strcmp(type, "Embedding") == 0) {
+    out_printf(o, "Embedding(%lld,%lld)", (long long)m->in_features, (long long)m->out_features);
+  } else if (strcmp(type, "LayerNorm") == 0) {
+    out_printf(o, "LayerNorm(%lld,%.9g)", (long long)m->in_features, (double)m->eps);
+  } else if (strcmp(type, "BatchNorm1d") == 0 || strcmp(type, "BatchNorm2d") == 0) {
+    out_printf(o, "%s(%lld,%.9g,%.9g)", type, (long long)m->in_features, (double)m->eps,
+               (double)m->momentum);
   } else if (strcmp(type, "Unflatten") == 0) {
     out_printf(o, "Unflatten(");
     for (int i = 0; i < m->nview; i++) out_printf(o, "%s%lld", i ? "," : "", (long long)m->view[i]);
@@ -307,6 +318,31 @@ static nn_module *parse_pool(spec_in *in, const char *at, bool max) {
   return built(in, at, max ? nn_maxpool2d(k, s, p) : nn_avgpool2d(k, s, p));
 }
 
+static nn_module *parse_embedding(spec_in *in, const char *at) {
+  int64_t n = 0, d = 0;
+  if (expect_char(in, '(') < 0 || parse_size(in, "Embedding count", &n) < 0 ||
+      expect_char(in, ',') < 0 || parse_size(in, "Embedding size", &d) < 0 ||
+      expect_char(in, ')') < 0)
+    return NULL;
+  if (!in->r) {
+    drv_error(DRV_EINVAL, "model spec: position %d: Embedding needs an rng", pos(in, at));
+    return NULL;
+  }
+  return built(in, at, nn_embedding(n, d, in->r));
+}
+
+/* LayerNorm(dim,eps) when bn is 0; BatchNorm<bn>d(channels,eps,momentum). */
+static nn_module *parse_norm(spec_in *in, const char *at, int bn) {
+  int64_t c = 0;
+  float eps = 0.0f, mo = 0.0f;
+  if (expect_char(in, '(') < 0 || parse_size(in, "normalisation size", &c) < 0 ||
+      expect_char(in, ',') < 0 || parse_float(in, "an eps", &eps) < 0 ||
+      (bn && (expect_char(in, ',') < 0 || parse_float(in, "a momentum", &mo) < 0)) ||
+      expect_char(in, ')') < 0)
+    return NULL;
+  return built(in, at, bn ? nn_batch_norm(bn, c, eps, mo) : nn_layer_norm(c, eps));
+}
+
 static nn_module *parse_unflatten(spec_in *in, const char *at) {
   int64_t shape[3];
   int n = 0;
@@ -361,6 +397,10 @@ static nn_module *parse_layer(spec_in *in, int depth) {
   if (IS("MaxPool2d")) return parse_pool(in, at, true);
   if (IS("AvgPool2d")) return parse_pool(in, at, false);
   if (IS("Unflatten")) return parse_unflatten(in, at);
+  if (IS("Embedding")) return parse_embedding(in, at);
+  if (IS("LayerNorm")) return parse_norm(in, at, 0);
+  if (IS("BatchNorm1d")) return parse_norm(in, at, 1);
+  if (IS("BatchNorm2d")) return parse_norm(in, at, 2);
   if (IS("Sequential")) {
     if (expect_char(in, '(') < 0) return NULL;
     nn_module *seq = built(in, at, nn_sequential());
@@ -373,7 +413,8 @@ static nn_module *parse_layer(spec_in *in, int depth) {
 #undef IS
   drv_error(DRV_EPARSE, "model spec: unknown layer '%.*s' at position %d (known: Sequential, "
             "Linear, ReLU, Tanh, Sigmoid, Softmax, Dropout, GELU, LeakyReLU, Identity, Flatten, "
-            "Unflatten, Conv2d, MaxPool2d, AvgPool2d)", (int)(len > 64 ? 64 : len), at,
+            "Unflatten, Conv2d, MaxPool2d, AvgPool2d, Embedding, LayerNorm, BatchNorm1d, "
+            "BatchNorm2d)", (int)(len > 64 ? 64 : len), at,
             pos(in, at));
   return NULL;
 }

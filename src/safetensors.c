@@ -231,8 +231,9 @@ int safetensors_write(const char *path, const safetensors_entry *t, size_t n,
 static const struct {
   const char *name;
   int size;
-} dtypes[] = {{"F32", 4}, {"F64", 8}, {"F16", 2}, {"BF16", 2}};
-enum { DT_F32, DT_F64, DT_F16, DT_BF16 };
+} dtypes[] = {{"F32", 4}, {"F64", 8}, {"F16", 2}, {"BF16", 2}, {"I64", 8}};
+/* I64: PyTorch's integer buffers, e.g. BatchNorm's num_batches_tracked. */
+enum { DT_F32, DT_F64, DT_F16, DT_BF16, DT_I64 };
 
 typedef struct reader {
   const char *path;
@@ -330,7 +331,7 @@ static int parse_dtype(const reader *r, const char *name, json_t *v, int *dtype)
       return 0;
     }
   return drv_error(DRV_EUNSUPPORTED, "cannot read '%s': tensor '%.64s' has dtype '%.16s'; "
-                   "drover reads F32, F64, F16 and BF16", r->path, name, json_string_value(v));
+                   "drover reads F32, F64, F16, BF16 and I64", r->path, name, json_string_value(v));
 }
 
 /* A JSON integer in [0, INT64_MAX], or -1. */
@@ -439,6 +440,8 @@ static void convert(int dtype, const uint8_t *raw, float *out, size_t n) {
       out[i] = (float)d;
     } else if (dtype == DT_F16) {
       out[i] = half_to_float((uint16_t)v);
+    } else if (dtype == DT_I64) {
+      out[i] = (float)(int64_t)v;
     } else {
       uint32_t b = (uint32_t)v << 16;
       memcpy(&out[i], &b, 4);

@@ -12,7 +12,7 @@
  *              exactly: no gap, no overlap, nothing after the last one.
  * The writer lays tensors out as the reference implementation does (sorted
  * by name, all being F32), so the same tensors give the same bytes. The
- * reader takes F32, F64, F16 and BF16 and converts to float.
+ * reader takes F32, F64, F16, BF16 and I64 and converts to float.
  *
  * Base layer: includes nothing of drover's but err.h and util.h; JSON goes
  * through jansson.

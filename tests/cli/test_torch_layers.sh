@@ -3,7 +3,8 @@
 # safetensors), its input, output, input gradient and parameter gradients
 # for a random output gradient; tests/cli/torch_layers.py builds the same
 # model in PyTorch from the spec, loads the weights and compares all of them
-# to 1e-4. Likewise the L1, Huber and NLL losses and their gradients.
+# to 1e-4; with BatchNorm, also the running statistics a training forward
+# leaves. Likewise the L1, Huber and NLL losses and their gradients.
 # Run from the repository root by tests/run.sh (POSIX sh; DROVER = binary,
 # VENV = the virtual environment `make venv` makes, default build/venv).
 . tests/cli/lib.sh
@@ -40,27 +41,52 @@ local function write(path, t)
   f:close()
 end
 
+local function bn_model()
+  return nn.Sequential { nn.Unflatten(2, 3, 3), nn.Conv2d(2, 4, 2), nn.BatchNorm2d(4), nn.ReLU(),
+    nn.Flatten(), nn.Linear(16, 6), nn.BatchNorm1d(6, { momentum = 0.3 }), nn.LayerNorm(6) }
+end
+local function ids(n, l, k) -- [n, l] random ids in 0..k-1
+  local t = {}
+  for i = 1, n do
+    t[i] = {}
+    for j = 1, l do t[i][j] = math.random(0, k - 1) end
+  end
+  return T(t)
+end
+math.randomseed(5)
+
+-- name, model, input columns (or an input maker), train mode, warm-up batches
 local cases = {
   -- padding, LeakyReLU, max and average pools, dilation without bias, GELU
-  conv = nn.Sequential { nn.Unflatten(2, 6, 6), nn.Conv2d(2, 3, 3, { padding = 1 }),
+  { "conv", nn.Sequential { nn.Unflatten(2, 6, 6), nn.Conv2d(2, 3, 3, { padding = 1 }),
     nn.LeakyReLU(0.1), nn.MaxPool2d(2), nn.Conv2d(3, 4, 2, { dilation = 2, padding = 1, bias = false }),
-    nn.GELU(), nn.AvgPool2d(3, 1, 1), nn.Flatten(), nn.Linear(36, 5), nn.Identity() },
+    nn.GELU(), nn.AvgPool2d(3, 1, 1), nn.Flatten(), nn.Linear(36, 5), nn.Identity() }, 72 },
   -- stride and padding together; a padded max pool
-  strided = nn.Sequential { nn.Unflatten(1, 9, 9), nn.Conv2d(1, 2, 5, { stride = 2, padding = 2 }),
-    nn.MaxPool2d(3, { stride = 2, padding = 1 }), nn.Flatten(), nn.Tanh() },
+  { "strided", nn.Sequential { nn.Unflatten(1, 9, 9), nn.Conv2d(1, 2, 5, { stride = 2, padding = 2 }),
+    nn.MaxPool2d(3, { stride = 2, padding = 1 }), nn.Flatten(), nn.Tanh() }, 81 },
   -- the initialisers' weights are PyTorch-loadable too
-  init = nn.Sequential { nn.Linear(7, 6, { init = "kaiming" }), nn.GELU(),
-    nn.Linear(6, 4, { init = "xavier" }), nn.LeakyReLU() },
+  { "init", nn.Sequential { nn.Linear(7, 6, { init = "kaiming" }), nn.GELU(),
+    nn.Linear(6, 4, { init = "xavier" }), nn.LeakyReLU() }, 7 },
+  -- ids in; repeated ids accumulate into the same weight row
+  { "embed", nn.Sequential { nn.Embedding(5, 4), nn.Flatten(), nn.LayerNorm(12, { eps = 1e-3 }),
+    nn.Linear(12, 3) }, function() return ids(6, 3, 5) end },
+  -- batch statistics and the running ones they update
+  { "bn_train", bn_model(), 18, true },
+  -- evaluation with running statistics left by three training batches
+  { "bn_eval", bn_model(), 18, false, 3 },
 }
-local inputs = { conv = 72, strided = 81, init = 7 }
-for name, m in pairs(cases) do
-  m:evaluate()
-  local x = T.randn(4, inputs[name])
+for _, c in ipairs(cases) do
+  local name, m, cols, train, warm = table.unpack(c)
+  local function input() return type(cols) == "function" and cols() or T.randn(5, cols) end
+  for _ = 1, warm or 0 do m(input()) end
+  if train then m:training() else m:evaluate() end
+  local x = input()
+  m:save(dir .. "/" .. name .. ".safetensors")
   local y = m(x)
   local dy = T.randn(table.unpack(y:shape()))
   m:zero_grad()
   local dx = m:backward(x, dy)
-  m:save(dir .. "/" .. name .. ".safetensors")
+  m:save(dir .. "/" .. name .. ".after.safetensors")
   write(dir .. "/" .. name .. ".x", x)
   write(dir .. "/" .. name .. ".y", y)
   write(dir .. "/" .. name .. ".dy", dy)
@@ -92,7 +118,7 @@ else
   fail torch_layers_drover_side "$(tail -n 8 "$TMP/out" | tr '\n' ' ')"
   exit 1
 fi
-for c in conv strided init; do
+for c in conv strided init embed bn_train bn_eval; do
   if "$PY" tests/cli/torch_layers.py "$TMP" "$c" >"$TMP/py.out" 2>&1; then
     pass "torch_layers_$c"
   else

@@ -50,7 +50,8 @@ def build(toks, i=0):
             if toks[i] == ",":
                 i += 1
         i += 1
-    ints = [int(a) for a in args] if name not in ("LeakyReLU", "Dropout") else []
+    floats = ("LeakyReLU", "Dropout", "LayerNorm", "BatchNorm1d", "BatchNorm2d")
+    ints = [int(a) for a in args] if name not in floats else []
     make = {
         "Sequential": lambda: nn.Sequential(*children),
         "Linear": lambda: nn.Linear(*ints),
@@ -68,6 +69,12 @@ def build(toks, i=0):
         "Sigmoid": nn.Sigmoid,
         "Softmax": lambda: nn.Softmax(dim=1),
         "Dropout": lambda: nn.Dropout(float(args[0])),
+        "Embedding": lambda: nn.Embedding(int(args[0]), int(args[1])),
+        "LayerNorm": lambda: nn.LayerNorm(int(args[0]), eps=float(args[1])),
+        "BatchNorm1d": lambda: nn.BatchNorm1d(int(args[0]), eps=float(args[1]),
+                                              momentum=float(args[2])),
+        "BatchNorm2d": lambda: nn.BatchNorm2d(int(args[0]), eps=float(args[1]),
+                                              momentum=float(args[2])),
     }[name]
     return make(), i
 
@@ -93,12 +100,17 @@ def check_case(d, case):
     spec = safetensors.safe_open(path, "pt").metadata()["drover.spec"]
     model, _ = build(tokens(spec))
     model.load_state_dict(safetensors.torch.load_file(path))
-    model.eval()
-    x = torch.tensor(rows("%s/%s.x" % (d, case)), requires_grad=True)
-    y = model(x)
+    model.train(case.endswith("_train"))
+    ids = spec.startswith("Sequential(Embedding")
+    x = torch.tensor(rows("%s/%s.x" % (d, case)), requires_grad=not ids)
+    y = model(x.long() if ids else x)
     y.backward(torch.tensor(rows("%s/%s.dy" % (d, case))))
     errs = [close(case + " output", rows("%s/%s.y" % (d, case)), y.detach()),
-            close(case + " input gradient", rows("%s/%s.dx" % (d, case)), x.grad)]
+            close(case + " input gradient", rows("%s/%s.dx" % (d, case)),
+                  torch.zeros_like(x) if ids else x.grad)]
+    after = safetensors.torch.load_file("%s/%s.after.safetensors" % (d, case))
+    for name, b in model.named_buffers():
+        errs.append(close("%s %s" % (case, name), after[name], b.float()))
     grads = rows("%s/%s.grads" % (d, case))
     params = list(model.named_parameters())
     if len(grads) != len(params):

@@ -1040,3 +1040,80 @@ TEST(nn_grad_new_losses) {
   FREE_TENSORS(pred, target, ids);
   no_leaks();
 }
+
+TEST(nn_grad_norms) {
+  rng_t r;
+  rng_seed(&r, 31);
+  gradcheck_single(nn_layer_norm(5, 1e-5f), uniform(&r, 4, 5, -2, 2), 1e-2f);
+  gradcheck_single(nn_layer_norm(3, 1e-3f), uniform4(&r, 2, 2, 2, 3, -2, 2), 1e-2f);
+  gradcheck_single(nn_batch_norm(1, 3, 1e-5f, 0.1f), uniform(&r, 6, 3, -2, 2), 1e-2f);
+  gradcheck_single(nn_batch_norm(2, 2, 1e-5f, 0.1f), uniform4(&r, 3, 2, 2, 3, -2, 2), 1e-2f);
+  /* Evaluation: the running statistics are constants. */
+  nn_module *bn = nn_batch_norm(2, 2, 1e-5f, 0.5f);
+  tensor *warm = uniform4(&r, 4, 2, 3, 3, 1, 3);
+  const tensor *y;
+  CHECK_OK(nn_forward(bn, warm, &y));
+  CHECK(tensor_data(bn->buffers[0].value)[0] > 0.5f); /* mean ~2, momentum 0.5 */
+  CHECK(tensor_data(bn->buffers[2].value)[0] == 1.0f);
+  nn_set_training(bn, false);
+  tensor_free(warm);
+  gradcheck_single(bn, uniform4(&r, 2, 2, 2, 2, -2, 2), 1e-2f);
+  no_leaks();
+}
+
+TEST(nn_batch_norm_statistics) {
+  float xs[6] = {1, 10, 2, 20, 3, 30}; /* [3, 2]: channel 0 is 1,2,3; channel 1 10,20,30 */
+  tensor *x = tensor_from(2, (int64_t[]){3, 2}, xs);
+  nn_module *bn = nn_batch_norm(1, 2, 1e-5f, 0.1f);
+  const tensor *y;
+  CHECK_OK(nn_forward(bn, x, &y));
+  /* xhat of 3 with mean 2 and biased variance 2/3 */
+  CHECK_NEAR(at(y, 2, 0), 1.0f / sqrtf(2.0f / 3.0f + 1e-5f), 1e-5);
+  CHECK_NEAR(tensor_data(bn->buffers[0].value)[0], 0.2f, 1e-6);           /* 0.1 * 2 */
+  CHECK_NEAR(tensor_data(bn->buffers[1].value)[1], 0.9f + 0.1f * 100, 1e-4); /* unbiased 100 */
+  tensor *one = mat(1, 2);
+  CHECK_ERR(nn_forward(bn, one, &y), DRV_ESHAPE, "more than one value per channel");
+  nn_set_training(bn, false);
+  CHECK_OK(nn_forward(bn, one, &y));
+  tensor *x4 = mat(3, 3);
+  CHECK_ERR(nn_forward(bn, x4, &y), DRV_ESHAPE,
+            "nn.BatchNorm1d(2): input [3, 3] is not [batch, channels] or [batch, channels, length]");
+  nn_param_list st = {0};
+  CHECK_OK(nn_torch_state(bn, &st));
+  CHECK_INT_EQ(st.n, 5);
+  CHECK(strcmp(st.items[4].name, "num_batches_tracked") == 0 && st.items[4].value->ndim == 0);
+  nn_param_list_free(&st);
+  CHECK_INT_EQ(nn_num_params(bn), 4);
+  nn_unref(bn);
+  FREE_TENSORS(x, one, x4);
+  no_leaks();
+}
+
+TEST(nn_embedding_rows_and_grads) {
+  rng_t r;
+  rng_seed(&r, 32);
+  nn_module *e = nn_embedding(4, 3, &r);
+  float ids[4] = {1, 3, 1, 0};
+  tensor *x = tensor_from(2, (int64_t[]){2, 2}, ids);
+  const tensor *y, *dx;
+  CHECK_OK(nn_forward(e, x, &y));
+  CHECK_INT_EQ(y->ndim, 3);
+  const float *w = tensor_data(e->params[0].value);
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 3; j++) CHECK(tensor_data(y)[i * 3 + j] == w[(int)ids[i] * 3 + j]);
+  tensor *dy = tensor_new(3, (int64_t[]){2, 2, 3});
+  CHECK_OK(tensor_fill(dy, 1.0f));
+  nn_zero_grad(e);
+  CHECK_OK(nn_backward(e, x, dy, &dx));
+  const float *g = tensor_data(e->params[0].grad);
+  float want[4] = {1, 2, 0, 1}; /* how often each id occurs */
+  for (int i = 0; i < 4; i++) CHECK(g[i * 3] == want[i] && g[i * 3 + 2] == want[i]);
+  CHECK(tensor_sum(dx) == 0.0);
+  tensor_data(x)[2] = 4;
+  CHECK_ERR(nn_forward(e, x, &y), DRV_ERANGE, "nn.Embedding(4, 3): input element 2 is 4");
+  tensor_data(x)[2] = 0.5f;
+  CHECK_ERR(nn_forward(e, x, &y), DRV_ERANGE, "expected an id in 0..3");
+  nn_unref(e);
+  FREE_TENSORS(x, dy);
+  no_leaks();
+}

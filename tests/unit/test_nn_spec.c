@@ -41,6 +41,9 @@ TEST(nn_spec_roundtrip_nested) {
       ("Sequential(Unflatten(1,8,8),Conv2d(1,4,3,1,1,1,1),LeakyReLU(0.100000001),"
        "MaxPool2d(2,2,0),Conv2d(4,6,3,2,2,2,0),GELU,AvgPool2d(3,1,1),Flatten,Identity)"),
       "Unflatten(2)",
+      ("Sequential(Embedding(10,4),Flatten,LayerNorm(8,9.99999975e-06),Linear(8,3),"
+       "BatchNorm1d(3,0.00100000005,0.300000012))"),
+      "BatchNorm2d(4,9.99999975e-06,0.100000001)",
   };
   rng_t r;
   rng_seed(&r, 7);

@@ -215,14 +215,26 @@ TEST(safetensors_header_errors) {
                                   "\"extra\":1}}", d, 4),
                     "exactly dtype, shape and data_offsets");
   EXPECT_READ_FAILS(craft("m.st", "{\"__metadata__\":{\"k\":1}}", d, 0), "is not a string");
-  EXPECT_READ_FAILS(craft("i.st", "{\"a\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]}}",
-                          d, 8),
-                    "dtype 'I64'");
+  EXPECT_READ_FAILS(craft("i.st", "{\"a\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                          d, 4),
+                    "dtype 'I32'");
   EXPECT_READ_FAILS("missing.st", "No such file");
   /* Trailing spaces are padding, and an empty file of tensors is fine. */
   safetensors_file f;
   CHECK_OK(safetensors_read(craft("e.st", "{}      ", d, 0), &f));
   CHECK_INT_EQ(f.n, 0);
+  safetensors_free(&f);
+}
+
+/* I64 (PyTorch's num_batches_tracked) is read as float too. */
+TEST(safetensors_reads_i64) {
+  int64_t v[2] = {-7, 123456};
+  const char *p = craft("l.st", "{\"n\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}",
+                        v, sizeof v);
+  safetensors_file f;
+  CHECK_OK(safetensors_read(p, &f));
+  CHECK(safetensors_find(&f, "n")->data[0] == -7.0f);
+  CHECK(safetensors_find(&f, "n")->data[1] == 123456.0f);
   safetensors_free(&f);
 }
 
