@@ -38,7 +38,7 @@ endif
 # `make test` runs that check). A module is a .c/.h pair or a lone header.
 LAYERS          = base numeric data protocol transport launch cluster dashboard lua binary
 LAYER_base      = err util afile log embed rundir safetensors manifest
-LAYER_numeric   = rng tensor tensor_ops nn_int nn nn_layers nn_conv nn_norm nn_loss nn_spec nn_file optim_sched optim
+LAYER_numeric   = rng tensor tensor_ops nn_int nn nn_layers nn_conv nn_norm nn_containers nn_loss nn_spec nn_file optim_sched optim
 LAYER_data      = data_int data data_read data_bin train progress ckpt
 # dash_model/dash_snap are the run's model and its SNAPSHOT encoding, not
 # drawing: the coordinator keeps one as its metric store.

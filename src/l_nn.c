@@ -57,7 +57,7 @@ nn_module *lnn_check_module(lua_State *L, int idx) {
   return *box;
 }
 
-static int is_sequential(const nn_module *m) { return strcmp(m->ops->type, "Sequential") == 0; }
+static int is_sequential(const nn_module *m) { return nn_takes_children(m); }
 
 static int m_gc(lua_State *L) {
   nn_module **box = luaL_checkudata(L, 1, MODULE_MT);
@@ -212,7 +212,8 @@ static int m_type(lua_State *L) {
 static int m_add(lua_State *L) {
   nn_module *m = lnn_check_module(L, 1);
   nn_module *child = lnn_check_module(L, 2);
-  if (!is_sequential(m)) return luaL_error(L, "add: only an nn.Sequential takes layers");
+  if (!is_sequential(m))
+    return luaL_error(L, "add: only an nn.Sequential or nn.Concat takes layers");
   if (nn_sequential_add(m, child) < 0) return luaL_error(L, "%s", drv_errmsg());
   lua_settop(L, 1);
   return 1;
@@ -458,23 +459,32 @@ static int l_dropout(lua_State *L) {
   return 1;
 }
 
-/* nn.Sequential { layer, layer, ... } (or layers as arguments, or none). */
-static int l_sequential(lua_State *L) {
+/* nn.Sequential { layer, layer, ... } (or layers as arguments, or none);
+ * nn.Concat likewise. */
+static int container(lua_State *L, nn_module *seq) {
   int list = lua_istable(L, 1) && !luaL_testudata(L, 1, MODULE_MT);
   int n = list ? (int)luaL_len(L, 1) : lua_gettop(L);
-  nn_module *seq = nn_sequential();
   push_new_module(L, seq);
   for (int i = 1; i <= n; i++) {
     if (list) lua_rawgeti(L, 1, i);
     else lua_pushvalue(L, i);
     nn_module **box = luaL_testudata(L, -1, MODULE_MT);
     if (!box)
-      return luaL_error(L, "nn.Sequential: element %d is a %s, expected a layer (nn.Linear(...), "
-                        "nn.ReLU(), ...)", i, luaL_typename(L, -1));
+      return luaL_error(L, "nn.%s: element %d is a %s, expected a layer (nn.Linear(...), "
+                        "nn.ReLU(), ...)", seq->ops->type, i, luaL_typename(L, -1));
     if (nn_sequential_add(seq, *box) < 0)
-      return luaL_error(L, "nn.Sequential: element %d: %s", i, drv_errmsg());
+      return luaL_error(L, "nn.%s: element %d: %s", seq->ops->type, i, drv_errmsg());
     lua_pop(L, 1);
   }
+  return 1;
+}
+
+static int l_sequential(lua_State *L) { return container(L, nn_sequential()); }
+static int l_concat(lua_State *L) { return container(L, nn_concat()); }
+
+/* nn.Residual(m): y = x + m(x). */
+static int l_residual(lua_State *L) {
+  push_new_module(L, nn_residual(lnn_check_module(L, 1)));
   return 1;
 }
 
@@ -629,7 +639,8 @@ static const luaL_Reg funcs[] = {
     {"Identity", l_identity},     {"GELU", l_gelu},
     {"LeakyReLU", l_leaky_relu},  {"Embedding", l_embedding},
     {"LayerNorm", l_layer_norm},  {"BatchNorm1d", l_batch_norm1d},
-    {"BatchNorm2d", l_batch_norm2d}, {"load", l_load},
+    {"BatchNorm2d", l_batch_norm2d}, {"Residual", l_residual},
+    {"Concat", l_concat},         {"load", l_load},
     {NULL, NULL}};
 
 int luaopen_drover_nn(lua_State *L) {

@@ -52,8 +52,8 @@ void nn_append(char *buf, size_t n, const char *fmt, ...) {
 /* One-line description of m, for error messages ("nn.Linear(64 -> 128)"). */
 const char *nn_name_of(const nn_module *m, char *buf, size_t n) {
   buf[0] = '\0';
-  if (strcmp(m->ops->type, "Sequential") == 0)
-    snprintf(buf, n, "nn.Sequential"); /* not the whole multi-line listing */
+  if (m->ops->describe == nn_describe_container)
+    snprintf(buf, n, "nn.%s", m->ops->type); /* not the whole multi-line listing */
   else
     m->ops->describe(m, buf, n, 0);
   return buf;
@@ -513,9 +513,10 @@ static int sequential_backward(nn_module *m, const tensor *x, const tensor *dy,
 
 /* Torch7's Sequential:__tostring__: children listed one per line, their own
  * continuation lines indented two more spaces per level, no final newline. */
-static int sequential_describe(const nn_module *m, char *buf, size_t n, int indent) {
-  nn_append(buf, n, "nn.Sequential {\n%*s[input", indent + 2, "");
-  for (int i = 0; i < m->nchildren; i++) nn_append(buf, n, " -> (%d)", i + 1);
+int nn_describe_container(const nn_module *m, char *buf, size_t n, int indent) {
+  nn_append(buf, n, "nn.%s {\n%*s[input", m->ops->type, indent + 2, "");
+  const char *sep = m->ops == &sequential_ops ? " -> " : " | ";
+  for (int i = 0; i < m->nchildren; i++) nn_append(buf, n, "%s(%d)", i ? sep : " -> ", i + 1);
   nn_append(buf, n, " -> output]");
   for (int i = 0; i < m->nchildren; i++) {
     nn_append(buf, n, "\n%*s(%d): ", indent + 2, "", i + 1);
@@ -526,7 +527,7 @@ static int sequential_describe(const nn_module *m, char *buf, size_t n, int inde
 }
 
 static const nn_module_ops sequential_ops = {"Sequential", sequential_forward,
-                                             sequential_backward, sequential_describe, NULL};
+                                             sequential_backward, nn_describe_container, NULL};
 
 nn_module *nn_sequential(void) { return nn_module_new(&sequential_ops); }
 
@@ -551,20 +552,25 @@ static bool overlaps(const nn_module *tree, const nn_module *sub) {
  * repeats are refused. The same module may still be shared by two models. */
 int nn_sequential_add(nn_module *seq, nn_module *child) {
   char nm[96];
-  if (!seq || !child || !is_sequential(seq))
+  if (!seq || !child || !nn_takes_children(seq))
     return drv_error(DRV_EINVAL, "nn_sequential_add: %s", !seq || !child
-                     ? "NULL module" : "not an nn.Sequential");
+                     ? "NULL module" : "not an nn.Sequential or nn.Concat");
   if (contains(child, seq))
-    return drv_error(DRV_EINVAL, "nn.Sequential: adding a container to itself would make a "
-                     "cycle");
+    return drv_error(DRV_EINVAL, "nn.%s: adding a container to itself would make a "
+                     "cycle", seq->ops->type);
   if (overlaps(seq, child))
-    return drv_error(DRV_EINVAL, "nn.Sequential: %s is already part of this model; a module "
-                     "may appear only once (create a new one)", nn_name_of(child, nm, sizeof nm));
+    return drv_error(DRV_EINVAL, "nn.%s: %s is already part of this model; a module "
+                     "may appear only once (create a new one)", seq->ops->type,
+                     nn_name_of(child, nm, sizeof nm));
   if (util_grow(&seq->children, &seq->capchildren, (size_t)seq->nchildren + 1,
                 sizeof *seq->children, 4) < 0)
     return drv_error(DRV_ENOMEM, "out of memory adding to nn.Sequential");
   seq->children[seq->nchildren++] = nn_ref(child);
   return 0;
+}
+
+bool nn_takes_children(const nn_module *m) {
+  return m && (m->ops == &sequential_ops || strcmp(m->ops->type, "Concat") == 0);
 }
 
 /* ---- common entry points -------------------------------------------------- */

@@ -168,8 +168,16 @@ nn_module *nn_batch_norm(int dims, int64_t channels, float eps, float momentum);
  *              bias 0
  * DRV_EINVAL for another name. */
 int nn_init(nn_module *m, const char *how, rng_t *r);
-/* Appends child to a Sequential, taking a new reference to it. */
+/* Appends child to a Sequential or a Concat, taking a new reference. */
 int nn_sequential_add(nn_module *seq, nn_module *child);
+bool nn_takes_children(const nn_module *m); /* Sequential or Concat */
+/* y = x + m(x); m's output must have x's shape. Takes a reference to m,
+ * its only child (PyTorch names its parameters "0.weight", ...). */
+nn_module *nn_residual(nn_module *m);
+/* Torch7's nn.Concat(2): every child gets the same input; their outputs,
+ * [N, a, ...], [N, b, ...] equal but in dimension 1, are concatenated into
+ * [N, a + b + ..., ...]. Children are added with nn_sequential_add. */
+nn_module *nn_concat(void);
 
 nn_module *nn_ref(nn_module *m);  /* returns m */
 void nn_unref(nn_module *m);      /* NULL is fine */

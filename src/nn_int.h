@@ -43,6 +43,8 @@ int nn_check_grad(const nn_module *m, const tensor *dy, int ndim, const int64_t 
 nn_module *nn_module_new(const nn_module_ops *ops);
 /* The describe op of parameterless layers: "nn.ReLU". */
 int nn_describe_plain(const nn_module *m, char *buf, size_t n, int indent);
+/* The describe op of containers: Torch7's multi-line listing. */
+int nn_describe_container(const nn_module *m, char *buf, size_t n, int indent);
 /* Names p and allocates its value and gradient (zeroed); DRV_ENOMEM. */
 int nn_param_init(nn_param *p, const char *name, int ndim, const int64_t *shape);
 /* Element-wise layers: x contiguous, m->out shaped like x. */

@@ -5,7 +5,8 @@
  * and the values of its variables separately, so a spec carries structure
  * only. Grammar (spaces between tokens are allowed when parsing; nn_spec
  * never writes any):
- *   layer  := "Sequential" "(" [layer ("," layer)*] ")"
+ *   layer  := ("Sequential" | "Concat") "(" [layer ("," layer)*] ")"
+ *           | "Residual" "(" layer ")"
  *           | "Linear" "(" size "," size ")"
  *           | "Dropout" "(" prob ")"
  *           | "LeakyReLU" "(" num ")"
@@ -64,8 +65,9 @@ static void out_printf(spec_out *o, const char *fmt, ...) {
 
 static int spec_write(const nn_module *m, spec_out *o) {
   const char *type = m->ops->type;
-  if (strcmp(type, "Sequential") == 0) {
-    out_printf(o, "Sequential(");
+  if (strcmp(type, "Sequential") == 0 || strcmp(type, "Concat") == 0 ||
+      strcmp(type, "Residual") == 0) {
+    out_printf(o, "%s(", type);
     for (int i = 0; i < m->nchildren; i++) {
       if (i) out_printf(o, ",");
       int rc = spec_write(m->children[i], o);
@@ -401,9 +403,20 @@ static nn_module *parse_layer(spec_in *in, int depth) {
   if (IS("LayerNorm")) return parse_norm(in, at, 0);
   if (IS("BatchNorm1d")) return parse_norm(in, at, 1);
   if (IS("BatchNorm2d")) return parse_norm(in, at, 2);
-  if (IS("Sequential")) {
+  if (IS("Residual")) {
     if (expect_char(in, '(') < 0) return NULL;
-    nn_module *seq = built(in, at, nn_sequential());
+    nn_module *child = parse_layer(in, depth + 1);
+    nn_module *res = child ? built(in, at, nn_residual(child)) : NULL;
+    nn_unref(child);
+    if (res && expect_char(in, ')') < 0) {
+      nn_unref(res);
+      return NULL;
+    }
+    return res;
+  }
+  if (IS("Sequential") || IS("Concat")) {
+    if (expect_char(in, '(') < 0) return NULL;
+    nn_module *seq = built(in, at, IS("Concat") ? nn_concat() : nn_sequential());
     if (seq && parse_children(in, seq, depth) < 0) {
       nn_unref(seq);
       return NULL;
@@ -411,7 +424,7 @@ static nn_module *parse_layer(spec_in *in, int depth) {
     return seq;
   }
 #undef IS
-  drv_error(DRV_EPARSE, "model spec: unknown layer '%.*s' at position %d (known: Sequential, "
+  drv_error(DRV_EPARSE, "model spec: unknown layer '%.*s' at position %d (known: Sequential, Residual, Concat, "
             "Linear, ReLU, Tanh, Sigmoid, Softmax, Dropout, GELU, LeakyReLU, Identity, Flatten, "
             "Unflatten, Conv2d, MaxPool2d, AvgPool2d, Embedding, LayerNorm, BatchNorm1d, "
             "BatchNorm2d)", (int)(len > 64 ? 64 : len), at,

@@ -72,6 +72,9 @@ local cases = {
     nn.Linear(12, 3) }, function() return ids(6, 3, 5) end },
   -- batch statistics and the running ones they update
   { "bn_train", bn_model(), 18, true },
+  -- the containers: parameters named 0.0.0.weight, 1.1.0.bias, ...
+  { "containers", nn.Sequential { nn.Residual(nn.Sequential { nn.Linear(5, 5), nn.Tanh() }),
+    nn.Concat { nn.Linear(5, 2), nn.Sequential { nn.Linear(5, 3), nn.GELU() } }, nn.Linear(5, 2) }, 5 },
   -- evaluation with running statistics left by three training batches
   { "bn_eval", bn_model(), 18, false, 3 },
 }
@@ -118,7 +121,7 @@ else
   fail torch_layers_drover_side "$(tail -n 8 "$TMP/out" | tr '\n' ' ')"
   exit 1
 fi
-for c in conv strided init embed bn_train bn_eval; do
+for c in conv strided init embed containers bn_train bn_eval; do
   if "$PY" tests/cli/torch_layers.py "$TMP" "$c" >"$TMP/py.out" 2>&1; then
     pass "torch_layers_$c"
   else

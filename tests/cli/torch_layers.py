@@ -27,6 +27,30 @@ nn = torch.nn
 F = torch.nn.functional
 
 
+class Residual(nn.Module):
+    """drover's nn.Residual(m): x + m(x), m registered as child "0"."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.add_module("0", m)
+
+    def forward(self, x):
+        return x + self._modules["0"](x)
+
+
+class Concat(nn.Module):
+    """drover's nn.Concat (Torch7's nn.Concat(2)): children "0", "1", ...
+    on the same input, outputs joined along dimension 1."""
+
+    def __init__(self, *ms):
+        super().__init__()
+        for i, m in enumerate(ms):
+            self.add_module(str(i), m)
+
+    def forward(self, x):
+        return torch.cat([m(x) for m in self._modules.values()], 1)
+
+
 def tokens(spec):
     return re.findall(r"[A-Za-z0-9_.eE+-]+|[(),]", spec)
 
@@ -41,7 +65,7 @@ def build(toks, i=0):
     if i < len(toks) and toks[i] == "(":
         i += 1
         while toks[i] != ")":
-            if name == "Sequential":
+            if name in ("Sequential", "Residual", "Concat"):
                 child, i = build(toks, i)
                 children.append(child)
             else:
@@ -54,6 +78,8 @@ def build(toks, i=0):
     ints = [int(a) for a in args] if name not in floats else []
     make = {
         "Sequential": lambda: nn.Sequential(*children),
+        "Residual": lambda: Residual(children[0]),
+        "Concat": lambda: Concat(*children),
         "Linear": lambda: nn.Linear(*ints),
         "Conv2d": lambda: nn.Conv2d(ints[0], ints[1], ints[2], stride=ints[3], padding=ints[4],
                                     dilation=ints[5], bias=bool(ints[6])),

@@ -1117,3 +1117,56 @@ TEST(nn_embedding_rows_and_grads) {
   FREE_TENSORS(x, dy);
   no_leaks();
 }
+
+/* Residual(Linear -> Tanh) and a Concat of a Linear and a Sequential, with
+ * respect to the input and every parameter; Concat of 4-D outputs joins
+ * channels. */
+TEST(nn_grad_containers) {
+  rng_t r;
+  rng_seed(&r, 33);
+  nn_module *res = nn_residual(seq_of(2, (nn_module *[]){nn_linear(4, 4, &r), nn_tanh()}));
+  CHECK(res != NULL);
+  nn_unref(res->children[0]); /* seq_of's reference; res keeps its own */
+  gradcheck_single(res, uniform(&r, 3, 4, -1, 1), 1e-2f);
+  nn_module *cat = nn_concat();
+  nn_module *a = nn_linear(4, 2, &r), *b = seq_of(2, (nn_module *[]){nn_linear(4, 3, &r), nn_tanh()});
+  CHECK_OK(nn_sequential_add(cat, a));
+  CHECK_OK(nn_sequential_add(cat, b));
+  UNREF(a, b);
+  gradcheck_single(cat, uniform(&r, 3, 4, -1, 1), 1e-2f);
+  nn_conv_opts o = NN_CONV_DEFAULTS;
+  o.padding = 1;
+  nn_module *c4 = nn_concat(), *c1 = nn_conv2d(2, 1, 3, &o, &r), *c2 = nn_avgpool2d(3, 1, 1);
+  CHECK_OK(nn_sequential_add(c4, c1));
+  CHECK_OK(nn_sequential_add(c4, c2));
+  UNREF(c1, c2);
+  tensor *x = uniform4(&r, 2, 2, 3, 3, -1, 1);
+  const tensor *y;
+  CHECK_OK(nn_forward(c4, x, &y));
+  CHECK(y->ndim == 4 && y->shape[1] == 3 && y->shape[2] == 3);
+  CHECK(tensor_data(y)[9] == tensor_data(c4->children[1]->out)[0]); /* channel 2 = pool's 1 */
+  gradcheck_single(c4, x, 1e-2f);
+  no_leaks();
+}
+
+TEST(nn_container_errors) {
+  rng_t r;
+  rng_seed(&r, 34);
+  nn_module *lin = nn_linear(4, 3, &r), *res = nn_residual(lin);
+  tensor *x = mat(2, 4);
+  const tensor *y;
+  CHECK_ERR(nn_forward(res, x, &y), DRV_ESHAPE, "nn.Residual: its module maps [2, 4] to [2, 3]");
+  nn_module *cat = nn_concat(), *u = nn_unflatten(2, (int64_t[]){2, 2}), *l2 = nn_linear(4, 3, &r);
+  CHECK_OK(nn_sequential_add(cat, l2));
+  CHECK_OK(nn_sequential_add(cat, u));
+  CHECK_ERR(nn_forward(cat, x, &y), DRV_ESHAPE, "nn.Concat: output 2 is [2, 2, 2], output 1 is [2, 3]");
+  CHECK_ERR(nn_sequential_add(res, lin), DRV_EINVAL, "not an nn.Sequential or nn.Concat");
+  char buf[512];
+  nn_module *s = seq_of(2, (nn_module *[]){nn_ref(res), nn_ref(cat)});
+  nn_describe(s, buf, sizeof buf);
+  CHECK(strstr(buf, "(1): nn.Residual {\n    [input -> (1) -> output]\n    (1): nn.Linear(4 -> 3)") != NULL);
+  CHECK(strstr(buf, "(2): nn.Concat {\n    [input -> (1) | (2) -> output]") != NULL);
+  UNREF(s, lin, res, cat, u, l2);
+  tensor_free(x);
+  no_leaks();
+}

@@ -44,6 +44,8 @@ TEST(nn_spec_roundtrip_nested) {
       ("Sequential(Embedding(10,4),Flatten,LayerNorm(8,9.99999975e-06),Linear(8,3),"
        "BatchNorm1d(3,0.00100000005,0.300000012))"),
       "BatchNorm2d(4,9.99999975e-06,0.100000001)",
+      "Sequential(Residual(Sequential(Linear(4,4),ReLU)),Concat(Linear(4,2),Identity),Linear(6,1))",
+      "Concat()",
   };
   rng_t r;
   rng_seed(&r, 7);
