@@ -66,21 +66,27 @@ drover tensor - a float32 array over shared storage (views share memory).
   t:index([d,] ids)  a copy of the slices at 1-based ids (table or 1-D tensor)
   t:close()          free it now (also `local t <close> = ...`)]]
 
-T["drover.nn"] = [[
+T["drover.nn"] = [==[
 drover.nn - layers and losses. Models print like Torch7.
 
 Layers:  Linear(in, out)  ReLU()  Tanh()  Sigmoid()  Softmax()  Dropout(p = 0.5)
-Container: Sequential { layer, layer, ... }
+         GELU()  LeakyReLU(slope = 0.01)  Identity()  Flatten()  Unflatten(c, h, w)
+         Conv2d(in, out, k, { stride, padding, dilation, bias, init })   [N, C, H, W]
+         MaxPool2d(k [, stride [, padding]])  AvgPool2d(k [, stride [, padding]])
+         Embedding(n, dim)  LayerNorm(dim)  BatchNorm1d(C)  BatchNorm2d(C)
+Containers: Sequential { layer, ... }  Residual(m)  Concat { m1, m2, ... }
 Losses:  CrossEntropy()   logits [N, C], class ids 0..C-1
-         MSE()            predictions and targets of the same shape
+         NLL()            log-probabilities [N, C], class ids 0..C-1
+         MSE()  L1()  Huber(delta = 1)   predictions and targets of the same shape
          BCEWithLogits()  logits and targets in [0, 1]
+Init:    Linear and Conv2d take { init = "uniform" (default) | "kaiming" | "xavier" }; m:init(how)
 
 Files:   m:save(path)     the parameters in safetensors, PyTorch's names, the spec beside
          load(path)       the model m:save wrote, rebuilt from the file alone
          m:load(path)     values into a model of the same architecture (also PyTorch's files)
 
 Layers are initialised from the generator drover.seed(n) sets.
-Methods: help("Module"), help("Loss").]]
+Methods: help("Module"), help("Loss").]==]
 
 T.Module = [[
 nn module - a layer or a container; m(x) is m:forward(x).
@@ -89,7 +95,8 @@ nn module - a layer or a container; m(x) is m:forward(x).
   m:backward(x, dy)  gradient w.r.t. x; parameter gradients accumulate
   m:zero_grad()      m:parameters()  { { name = "1.weight", value = t, grad = g }, ... }
   m:num_params()     m:type()        "Linear", "Sequential", ...
-  m:training([on])   m:evaluate()    dropout on / off (both return m)
+  m:training([on])   m:evaluate()    dropout and batch statistics on / off (both return m)
+  m:init(how)        "uniform", "kaiming" or "xavier" for every Linear and Conv2d
   #seq, seq[i]       the layers of a Sequential; seq:add(layer) appends one
   m:save(path)       safetensors file PyTorch loads (names "0.weight", ...); drover.nn.load(path)
   m:load(path)       values from a file of the same architecture (drover's or PyTorch's)]]
@@ -99,15 +106,46 @@ nn loss - reduces a batch to its mean loss; loss(pred, target) is loss:forward(.
 
   loss:forward(pred, target)   -> number
   loss:backward(pred, target)  -> d(loss)/d(pred)
-  loss:type()                  "CrossEntropy", "MSE", "BCEWithLogits"]]
+  loss:type()                  "CrossEntropy", "MSE", "BCEWithLogits", "L1", "Huber", "NLL"]]
 
 T["nn.Sequential"] = [[
 nn.Sequential { layer, ... } - applies its layers in order.
   seq:add(layer) appends; #seq and seq[i] reach the layers; a layer may appear once per model.]]
 T["nn.Linear"] = [[
 nn.Linear(in, out) - y = x W^T + b; W [out, in] and b [out] drawn uniformly in
-+-1/sqrt(in) (PyTorch's default) from the generator drover.seed sets.]]
++-1/sqrt(in) (PyTorch's default) from the generator drover.seed sets.
+nn.Linear(in, out, { init = "kaiming" | "xavier" | "uniform" }) - PyTorch's initialisers.]]
 T["nn.ReLU"] = "nn.ReLU() - max(0, x), element-wise."
+T["nn.GELU"] = "nn.GELU() - x Phi(x), Phi the normal CDF (exact, PyTorch's default), element-wise."
+T["nn.LeakyReLU"] = "nn.LeakyReLU(slope = 0.01) - x where x > 0, else slope x, element-wise."
+T["nn.Identity"] = "nn.Identity() - returns its input (a copy)."
+T["nn.Flatten"] = "nn.Flatten() - [N, d1, d2, ...] -> [N, d1 d2 ...]."
+T["nn.Unflatten"] = [==[
+nn.Unflatten(c [, h [, w]]) - [N, c h w] -> [N, c, h, w], e.g. rows of 64 pixels into
+[N, 1, 8, 8] images for a Conv2d (PyTorch's nn.Unflatten(1, (c, h, w))).]==]
+T["nn.Conv2d"] = [[
+nn.Conv2d(in, out, k, { stride = 1, padding = 0, dilation = 1, bias = true, init }) -
+[N, in, H, W] -> [N, out, OH, OW], OH = (H + 2 padding - dilation (k - 1) - 1) / stride + 1.
+weight [out, in, k, k], bias [out], as PyTorch's; im2col and sgemm.]]
+T["nn.MaxPool2d"] = [==[
+nn.MaxPool2d(k [, stride = k [, padding = 0]]) - the max of each k x k window:
+[N, C, H, W] -> [N, C, OH, OW], OH = (H + 2 padding - k) / stride + 1; padding <= k/2.]==]
+T["nn.AvgPool2d"] = [==[
+nn.AvgPool2d(k [, stride = k [, padding = 0]]) - the mean of each k x k window (padding
+counts as zeros), shapes as nn.MaxPool2d.]==]
+T["nn.Embedding"] = [[
+nn.Embedding(n, dim) - ids 0..n-1 [N, ...] -> rows of weight [n, dim]: [N, ..., dim].]]
+T["nn.LayerNorm"] = [[
+nn.LayerNorm(dim, { eps = 1e-5 }) - normalises over the last dimension, then weight and bias [dim].]]
+T["nn.BatchNorm1d"] = [[
+nn.BatchNorm1d(C, { eps = 1e-5, momentum = 0.1 }) - per channel of [N, C] or [N, C, L]:
+batch statistics while training (updating running_mean and running_var), the running
+ones after m:evaluate(). On a cluster each worker keeps its own (see the README).]]
+T["nn.BatchNorm2d"] = "nn.BatchNorm2d(C, { eps, momentum }) - nn.BatchNorm1d for [N, C, H, W]."
+T["nn.Residual"] = "nn.Residual(m) - x + m(x); m must keep the shape."
+T["nn.Concat"] = [[
+nn.Concat { m1, m2, ... } - every module on the same input; outputs [N, a, ...] and
+[N, b, ...] joined into [N, a + b, ...] (Torch7's nn.Concat(2)).]]
 T["nn.load"] = [[
 nn.load(path) - the model m:save(path) wrote: its spec from the file's metadata, then
 its values. A file from PyTorch has no spec: build the same model and call m:load(path).
@@ -122,6 +160,12 @@ T["nn.CrossEntropy"] = [[
 nn.CrossEntropy() - softmax cross-entropy from logits [N, C] and class ids [N]
 (0..C-1, as dataset labels are); reports accuracy.]]
 T["nn.MSE"] = "nn.MSE() - mean squared error; targets shaped like the predictions."
+T["nn.L1"] = "nn.L1() - mean absolute error; targets shaped like the predictions."
+T["nn.Huber"] = [[
+nn.Huber(delta = 1) - mean of 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta).]]
+T["nn.NLL"] = [[
+nn.NLL() - negative log-likelihood of log-probabilities [N, C] and class ids [N];
+reports accuracy.]]
 T["nn.BCEWithLogits"] = [[
 nn.BCEWithLogits() - binary cross-entropy on logits, targets in [0, 1]; a row
 counts as correct when every (logit > 0) matches (target > 0.5).]]
