@@ -17,7 +17,7 @@ space := $(empty) $(empty)
 # it vectorize the numeric core's inner loops. clang has no such flag.
 VECT_COST := $(shell $(CC) -fvect-cost-model=dynamic -Werror -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
 
-PKGS    = lua5.4 libuv libedit openblas libsodium ncursesw jansson
+PKGS    = lua5.4 libuv libedit openblas libsodium ncursesw jansson zlib
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPTIMIZATION) -fno-math-errno $(VECT_COST) \
 	-MMD -MP -Isrc -I$(BUILD) $(SANITIZE) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS)

@@ -208,6 +208,7 @@ drover.data - datasets: x [n, features] and y [n] (class ids or values) in memor
         label: column index, 1 = first, -1 = last; header: absent = detect
   data.libsvm(path, { features = n })      sparse rows, densified
   data.idx(images [, labels])              MNIST's IDX files
+        every reader takes .gz files too (recognised by their first bytes)
   data.npy(x [, y])                        NumPy .npy (f4, f8, u1, i4, i8)
   data.synthetic { n = 60000, features = 784, classes = 10, seed = 1 }
 

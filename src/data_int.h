@@ -23,7 +23,10 @@ typedef struct filebuf {
 } filebuf;
 
 /* Reads the whole file at `path` into fb; the caller frees fb->data (also
- * set to NULL on failure). Works for pipes as well as regular files.
+ * set to NULL on failure). Works for pipes as well as regular files. A
+ * gzip file (by its magic bytes, whatever its name) is decompressed, so
+ * every reader takes `.gz` files; corrupt or truncated ones are DRV_EPARSE
+ * naming the byte of the compressed file.
  * "cannot open 'PATH': REASON" when the file cannot be opened. */
 int data__read_all(const char *path, filebuf *fb);
 

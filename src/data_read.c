@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "data_int.h"
 #include "err.h"
@@ -30,8 +31,8 @@
  * Shared helpers
  * ==================================================================== */
 
-/* See data_int.h for the contracts of the data__ helpers. */
-int data__read_all(const char *path, filebuf *fb) {
+/* The file's bytes as they are on disk. */
+static int read_raw(const char *path, filebuf *fb) {
   fb->data = NULL;
   fb->len = 0;
   FILE *f = fopen(path, "rb");
@@ -75,6 +76,79 @@ int data__read_all(const char *path, filebuf *fb) {
   fb->data = buf;
   fb->len = len;
   return 0;
+}
+
+/* Decompressed data are bounded as a dataset's elements are, so a small
+ * "zip bomb" fails by name instead of taking the memory. */
+#define GZ_MAX ((size_t)DATA__MAX_ELEMS)
+
+/* Inflates the gzip members in `in` (one after another, as `cat a.gz b.gz`
+ * makes) into a new NUL-terminated buffer in *out. */
+static int gunzip(const char *path, const filebuf *in, filebuf *out) {
+  z_stream z = {0};
+  size_t cap = in->len < GZ_MAX / 4 ? in->len * 4 + 64 : GZ_MAX, len = 0;
+  char *buf = malloc(cap);
+  if (!buf || inflateInit2(&z, 15 + 16) != Z_OK) {
+    free(buf);
+    return drv_error(DRV_ENOMEM, "%s: out of memory decompressing the file", path);
+  }
+  z.next_in = (unsigned char *)in->data;
+  size_t left = in->len;
+  int zr = Z_OK;
+  while (zr != Z_STREAM_END || left > 0) {
+    if (zr == Z_STREAM_END && inflateReset(&z) != Z_OK) break; /* the next member */
+    if (len + 1 >= cap) {
+      char *nb = cap < GZ_MAX ? realloc(buf, cap * 2 < GZ_MAX ? cap * 2 : GZ_MAX) : NULL;
+      if (!nb) {
+        free(buf);
+        inflateEnd(&z);
+        return drv_error(cap < GZ_MAX ? DRV_ENOMEM : DRV_ERANGE, "%s: %s", path, cap < GZ_MAX
+                         ? "out of memory decompressing the file"
+                         : "decompresses to more than 16 GiB");
+      }
+      buf = nb;
+      cap = cap * 2 < GZ_MAX ? cap * 2 : GZ_MAX;
+    }
+    uInt chunk = left > UINT32_MAX ? UINT32_MAX : (uInt)left;
+    z.avail_in = chunk;
+    z.next_out = (unsigned char *)buf + len;
+    z.avail_out = (uInt)(cap - 1 - len > UINT32_MAX ? UINT32_MAX : cap - 1 - len);
+    size_t before_out = z.avail_out;
+    zr = inflate(&z, Z_NO_FLUSH);
+    left -= chunk - z.avail_in;
+    len += before_out - z.avail_out;
+    if (zr != Z_OK && zr != Z_STREAM_END && !(zr == Z_BUF_ERROR && len + 1 >= cap)) {
+      size_t at = in->len - left;
+      free(buf);
+      const char *why = z.msg ? z.msg : zr == Z_BUF_ERROR ? "the file ends inside the data" : "corrupt";
+      inflateEnd(&z);
+      return drv_error(DRV_EPARSE, "%s: byte %zu of the gzip file: %s", path, at, why);
+    }
+    if (zr == Z_OK && left == 0 && z.avail_out > 0) {
+      free(buf);
+      inflateEnd(&z);
+      return drv_error(DRV_EPARSE, "%s: byte %zu of the gzip file: the file ends inside the data",
+                       path, in->len);
+    }
+  }
+  inflateEnd(&z);
+  buf[len] = '\0';
+  out->data = buf;
+  out->len = len;
+  return 0;
+}
+
+/* See data_int.h for the contracts of the data__ helpers. */
+int data__read_all(const char *path, filebuf *fb) {
+  int rc = read_raw(path, fb);
+  if (rc < 0 || fb->len < 2 || (unsigned char)fb->data[0] != 0x1f ||
+      (unsigned char)fb->data[1] != 0x8b)
+    return rc;
+  filebuf plain;
+  rc = gunzip(path, fb, &plain);
+  free(fb->data);
+  *fb = rc < 0 ? (filebuf){NULL, 0} : plain;
+  return rc;
 }
 
 /* The last component of a path, for dataset->source. */
