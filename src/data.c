@@ -35,12 +35,19 @@ void data_free(dataset *d) {
 /* Floats per example in y: 1 for [n], k for [n, k]. */
 static int64_t y_width(const dataset *d) { return d->n ? tensor_numel(d->y) / d->n : 1; }
 
+/* x's shape with n examples: [n, features] or [n, h, w], [n, c, h, w]. */
+static int x_shape(const dataset *d, int64_t n, int64_t *shape) {
+  memcpy(shape, d->x->shape, (size_t)d->x->ndim * sizeof *shape);
+  shape[0] = n;
+  return d->x->ndim;
+}
+
 static int check_dataset(const dataset *d, const char *op) {
   if (!d || !d->x || !d->y || d->n <= 0)
     return drv_error(DRV_EINVAL, "%s: no dataset or an empty one", op);
   /* Datasets may be assembled by hand (bindings, tests): check the shape
    * invariants the row copies below rely on. */
-  if (d->x->ndim != 2 || d->x->shape[0] != d->n || d->x->shape[1] != d->features ||
+  if (d->x->ndim < 2 || d->x->shape[0] != d->n || tensor_numel(d->x) != d->n * d->features ||
       d->y->ndim < 1 || d->y->ndim > 2 || d->y->shape[0] != d->n)
     return drv_error(DRV_EINVAL, "%s: dataset '%s' is inconsistent: %lld examples, %lld features",
                      op, d->source, (long long)d->n, (long long)d->features);
@@ -55,8 +62,8 @@ static int new_like(const dataset *like, int64_t n, dataset **out) {
   *out = NULL;
   dataset *d = calloc(1, sizeof *d);
   if (!d) return drv_error(DRV_ENOMEM, "out of memory");
-  int64_t yshape[2] = {n, y_width(like)};
-  d->x = tensor_new2(n, like->features);
+  int64_t yshape[2] = {n, y_width(like)}, xs[TENSOR_MAXDIM];
+  d->x = tensor_new(x_shape(like, n, xs), xs);
   d->y = d->x ? tensor_new(like->y->ndim == 2 ? 2 : 1, yshape) : NULL;
   if (!d->y) {
     data_free(d);
@@ -264,9 +271,9 @@ int data_iter_init(data_iter *it, const dataset *d, int64_t batch, bool shuffle,
   if (rc < 0) return rc;
   if (batch < 1) return drv_error(DRV_EINVAL, "batch: size %lld must be at least 1", (long long)batch);
   int64_t b = batch < d->n ? batch : d->n;
-  int64_t yshape[2] = {b, y_width(d)};
+  int64_t yshape[2] = {b, y_width(d)}, xs[TENSOR_MAXDIM];
   it->perm = malloc((size_t)d->n * sizeof *it->perm);
-  it->bx = tensor_new2(b, d->features);
+  it->bx = tensor_new(x_shape(d, b, xs), xs);
   it->by = tensor_new(d->y->ndim == 2 ? 2 : 1, yshape);
   if (!it->perm || !it->bx || !it->by) {
     data_iter_free(it);
@@ -300,11 +307,11 @@ int data_iter_next(data_iter *it, const tensor **x, const tensor **y) {
   if (!d) return drv_error(DRV_EINVAL, "batch: iterator is not initialised");
   if (it->pos >= d->n) return 0;
   int64_t m = d->n - it->pos < it->batch ? d->n - it->pos : it->batch;
-  int64_t yshape[2] = {m, y_width(d)};
+  int64_t yshape[2] = {m, y_width(d)}, xs[TENSOR_MAXDIM];
   int rc;
   /* Resizing in place keeps the storage: no allocation after the first
    * batch unless a caller still holds a view of the previous one. */
-  if ((rc = tensor_resize2(it->bx, m, d->features)) < 0 ||
+  if ((rc = tensor_resize(it->bx, x_shape(d, m, xs), xs)) < 0 ||
       (rc = tensor_resize(it->by, it->by->ndim, yshape)) < 0)
     return rc;
   gather(d, it->perm + it->pos, m, tensor_data(it->bx), tensor_data(it->by));

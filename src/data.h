@@ -1,7 +1,9 @@
 /* data.h - datasets: readers, seeded operations, batching, sharding.
  *
  * A dataset is an immutable pair of dense float32 tensors in memory:
- * x [n, features] and y [n] (a label or class id per example) or [n, k]
+ * x [n, features] (IDX images and 3- or 4-D .npy arrays keep their shape,
+ * [n, h, w] or [n, c, h, w]; `features` is then the elements of one example)
+ * and y [n] (a label or class id per example) or [n, k]
  * (multi-output targets). Every operation returns a NEW dataset and leaves
  * its input untouched; each dataset owns its tensors and is freed with
  * data_free(). Readers either return a complete dataset or fail with a
@@ -18,7 +20,7 @@
 #include "tensor.h"
 
 typedef struct dataset {
-  tensor *x;        /* [n, features], contiguous, owned */
+  tensor *x;        /* [n, features] or [n, ...] of features elements, contiguous, owned */
   tensor *y;        /* [n] or [n, k], contiguous, owned */
   int64_t n;        /* examples */
   int64_t features; /* x columns */

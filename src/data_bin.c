@@ -127,6 +127,13 @@ static int idx_open(const char *path, idx_file *f) {
   return 0;
 }
 
+/* Gives x [rows, features] the file's shape when it has 3 or 4 dimensions
+ * (images [n, h, w], [n, c, h, w]); more stay flattened to [n, features]. */
+static int keep_shape(tensor *x, int ndim, const int64_t *dims) {
+  if (ndim < 3 || ndim > TENSOR_MAXDIM) return 0;
+  return tensor_resize(x, ndim, dims);
+}
+
 int data_read_idx(const char *images, const char *labels, dataset **out) {
   *out = NULL;
   idx_file im = {0}, lb = {0};
@@ -149,6 +156,7 @@ int data_read_idx(const char *images, const char *labels, dataset **out) {
   int64_t rows = im.dims[0];
   if ((rc = data__alloc_xy(images, rows, im.count / rows, &x, &y)) < 0) goto done;
   decode((const unsigned char *)im.fb.data + im.header, im.type, im.count, tensor_data(x));
+  if ((rc = keep_shape(x, im.ndim, im.dims)) < 0) goto done;
   if (labels)
     decode((const unsigned char *)lb.fb.data + lb.header, lb.type, rows, tensor_data(y));
   rc = data__wrap(x, y, images, out);
@@ -379,6 +387,7 @@ int data_read_npy(const char *x_path, const char *y_path, dataset **out) {
   }
   if ((rc = data__alloc_xy(x_path, rows, fx.count / rows, &x, &y)) < 0) goto done;
   decode((const unsigned char *)fx.fb.data + fx.data, fx.type, fx.count, tensor_data(x));
+  if ((rc = keep_shape(x, fx.ndim, fx.shape)) < 0) goto done;
   if (y_path) decode((const unsigned char *)fy.fb.data + fy.data, fy.type, rows, tensor_data(y));
   rc = data__wrap(x, y, x_path, out);
   x = y = NULL;

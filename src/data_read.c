@@ -167,7 +167,7 @@ int data__wrap(tensor *x, tensor *y, const char *path, dataset **out) {
   d->x = x;
   d->y = y;
   d->n = x->shape[0];
-  d->features = x->shape[1];
+  d->features = d->n ? tensor_numel(x) / d->n : x->shape[1]; /* x may be [n, h, w] */
   snprintf(d->source, sizeof d->source, "%s", base_name(path));
   /* classes = max + 1 only when every label is a small non-negative
    * integer, i.e. when the labels can be class ids. */

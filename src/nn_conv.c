@@ -25,24 +25,38 @@ static int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int6
   return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
 }
 
-/* x must be a contiguous [N, channels, H, W] with an output of at least
- * 1 x 1; fills `shape` with the output's [N, out_channels, OH, OW]. */
+/* x as [N, C, H, W]: a 4-D x as it is, a 3-D [N, H, W] (images as the
+ * IDX reader gives them) as one channel [N, 1, H, W]. */
+static void as_nchw(const tensor *x, int64_t *d) {
+  bool three = x->ndim == 3;
+  d[0] = x->shape[0];
+  d[1] = three ? 1 : x->shape[1];
+  d[2] = x->shape[three ? 1 : 2];
+  d[3] = x->shape[three ? 2 : 3];
+}
+
+/* x must be a contiguous [N, channels, H, W] (or [N, H, W] when a Conv2d
+ * takes one channel) with an output of at least 1 x 1; fills `shape`
+ * with the output's [N, out_channels, OH, OW]. */
 static int spatial_check(const nn_module *m, const tensor *x, int64_t channels,
                          int64_t out_channels, int64_t *shape) {
   char a[64], nm[96];
   int rc = nn_need_contiguous(m, x, "input");
   if (rc < 0) return rc;
-  if (x->ndim != 4 || (channels > 0 && x->shape[1] != channels))
+  int64_t d[4];
+  bool ok = x->ndim == 4 || (x->ndim == 3 && channels == 1);
+  if (ok) as_nchw(x, d);
+  if (!ok || (channels > 0 && d[1] != channels))
     return drv_error(DRV_ESHAPE, "%s: input %s is not [batch, %s%lld, height, width]",
                      nn_name_of(m, nm, sizeof nm), SHAPE(x, a), channels > 0 ? "" : "channels ",
                      (long long)(channels > 0 ? channels : 0));
-  int64_t oh = out_size(x->shape[2], m->k, m->stride, m->pad, m->dil);
-  int64_t ow = out_size(x->shape[3], m->k, m->stride, m->pad, m->dil);
+  int64_t oh = out_size(d[2], m->k, m->stride, m->pad, m->dil);
+  int64_t ow = out_size(d[3], m->k, m->stride, m->pad, m->dil);
   if (oh < 1 || ow < 1)
     return drv_error(DRV_ESHAPE, "%s: input %s is smaller than the kernel",
                      nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
-  shape[0] = x->shape[0];
-  shape[1] = out_channels > 0 ? out_channels : x->shape[1];
+  shape[0] = d[0];
+  shape[1] = out_channels > 0 ? out_channels : d[1];
   shape[2] = oh;
   shape[3] = ow;
   return 0;
@@ -89,7 +103,9 @@ static void col2im(const nn_module *m, const float *cols, int64_t c, int64_t h, 
 }
 
 static int conv_cols(nn_module *m, const tensor *x, const int64_t *oshape) {
-  int64_t shape[2] = {x->shape[1] * m->k * m->k, oshape[2] * oshape[3]};
+  int64_t d[4];
+  as_nchw(x, d);
+  int64_t shape[2] = {d[1] * m->k * m->k, oshape[2] * oshape[3]};
   return nn_ensure(&m->cols, 2, shape);
 }
 
@@ -99,7 +115,9 @@ static int conv_forward(nn_module *m, const tensor *x, const tensor **y) {
   int rc = spatial_check(m, x, m->in_features, m->out_features, os);
   if (rc < 0 || (rc = nn_ensure(&m->out, 4, os)) < 0 || (rc = conv_cols(m, x, os)) < 0)
     return rc;
-  int64_t c = x->shape[1], h = x->shape[2], w = x->shape[3], o = os[1], l = os[2] * os[3];
+  int64_t xd[4];
+  as_nchw(x, xd);
+  int64_t c = xd[1], h = xd[2], w = xd[3], o = os[1], l = os[2] * os[3];
   int64_t ckk = c * m->k * m->k;
   const float *wt = tensor_data(m->params[0].value);
   float *cols = tensor_data(m->cols);
@@ -125,7 +143,9 @@ static int conv_backward(nn_module *m, const tensor *x, const tensor *dy, const 
   if (rc < 0 || (rc = nn_check_grad(m, dy, 4, os)) < 0 || (rc = conv_cols(m, x, os)) < 0)
     return rc;
   if (dx && (rc = nn_ensure_like(&m->dx, x)) < 0) return rc;
-  int64_t c = x->shape[1], h = x->shape[2], w = x->shape[3], o = os[1], l = os[2] * os[3];
+  int64_t xd[4];
+  as_nchw(x, xd);
+  int64_t c = xd[1], h = xd[2], w = xd[3], o = os[1], l = os[2] * os[3];
   int64_t ckk = c * m->k * m->k;
   float *cols = tensor_data(m->cols), *dw = tensor_data(m->params[0].grad);
   if (dx) tensor_fill(m->dx, 0.0f);

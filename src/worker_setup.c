@@ -201,8 +201,8 @@ static int build_parts(wstate *st) {
 /* x [n, f] and y [n] or [n, k] as this node's dataset; takes them. */
 static int make_dataset(wstate *st, tensor *x, tensor *y, const char *who) {
   char a[96], b[96];
-  if (x->ndim != 2 || y->ndim < 1 || y->ndim > 2 || y->shape[0] != x->shape[0]) {
-    int rc = drv_error(DRV_ESHAPE, "SETUP: data x %s and y %s do not match (x must be [n, f], "
+  if (x->ndim < 2 || y->ndim < 1 || y->ndim > 2 || y->shape[0] != x->shape[0]) {
+    int rc = drv_error(DRV_ESHAPE, "SETUP: data x %s and y %s do not match (x must be [n, ...], "
                        "y [n] or [n, k])", dims_str(x->ndim, x->shape, a, sizeof a),
                        dims_str(y->ndim, y->shape, b, sizeof b));
     tensor_free(x);
@@ -223,7 +223,7 @@ static int make_dataset(wstate *st, tensor *x, tensor *y, const char *who) {
   d->x = x;
   d->y = y;
   d->n = x->shape[0];
-  d->features = x->shape[1];
+  d->features = tensor_numel(x) / x->shape[0]; /* x may be [n, h, w] */
   /* classes as the readers define it: max label + 1 when every label of a
    * 1-D y is a non-negative integer (nothing here depends on it). */
   if (y->ndim == 1) {

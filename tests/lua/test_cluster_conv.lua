@@ -51,3 +51,40 @@ test("cluster-conv 1 ps + 1 worker trains a Conv2d model as in process, and lear
   assert(r.eval_accuracy >= 0.9, "eval accuracy " .. tostring(r.eval_accuracy) .. " (in process " .. tostring(rl.eval_accuracy) .. ")")
   c:shutdown()
 end)
+
+test("cluster-conv-idx images [n, 8, 8] from an IDX file reach the worker with their shape", function()
+  -- the bundled digits written as IDX images and labels (pixels 0..16 as bytes)
+  local rows, labels = {}, {}
+  local x, y = digits.x:totable(), digits.y:totable()
+  for i = 1, #x do
+    local px = {}
+    for j = 1, 64 do px[j] = string.char(math.floor(x[i][j])) end
+    rows[i] = table.concat(px)
+    labels[i] = string.char(math.floor(y[i]))
+  end
+  local img, lab = os.tmpname(), os.tmpname()
+  local f = assert(io.open(img, "wb"))
+  f:write(string.pack(">I4I4I4I4", 0x803, #x, 8, 8), table.concat(rows))
+  f:close()
+  f = assert(io.open(lab, "wb"))
+  f:write(string.pack(">I4I4", 0x801, #y), table.concat(labels))
+  f:close()
+  local ds = data.idx(img, lab)
+  os.remove(img)
+  os.remove(lab)
+  eq(table.concat(ds.x:shape(), "x"), "1797x8x8", "IDX shape")
+  local tr, te = ds:split(0.8, { seed = 1 })
+  local tr_std, st = tr:standardize()
+  drover.seed(5)
+  local exp = drover.experiment {
+    name = "idx", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 3e-3 },
+    model = nn.Sequential { nn.Conv2d(1, 8, 3, { padding = 1 }), nn.ReLU(), nn.MaxPool2d(2),
+      nn.Flatten(), nn.Linear(128, 10) },
+    train = { data = tr_std, batch = 32, epochs = 5 },
+    eval = { data = te:standardize(st), every = 1000 }, seed = 1, verbose = false,
+  }
+  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "idx" }
+  local r = c:fit(exp)
+  assert(r.eval_accuracy >= 0.9, "eval accuracy " .. tostring(r.eval_accuracy))
+  c:shutdown()
+end)

@@ -44,7 +44,7 @@ test("gz-01 csv, libsvm, idx and npy read the same from .gz", function()
   local img = write_tmp(string.pack(">I4I4I4I4", 0x803, 2, 2, 2) .. string.char(0, 1, 2, 3, 4, 5, 6, 7))
   local lab = write_tmp(string.pack(">I4I4", 0x801, 2) .. string.char(1, 0))
   local idx = data.idx(gz(img), gz(lab))
-  eq(idx.x:get(2, 4), 7.0, "idx pixels")
+  eq(idx.x:get(2, 2, 2), 7.0, "idx pixels")
   eq(idx.y:totable()[1], 1.0, "idx labels")
   local h = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }"
   h = h .. string.rep(" ", 63 - (10 + #h) % 64) .. "\n"
@@ -66,4 +66,32 @@ test("gz-02 truncated and corrupt files are named", function()
   local err = raises(function() data.csv(bad) end, bad .. ": byte ")
   assert(err:find("of the gzip file", 1, true), err)
   for _, p in ipairs { tmp, tmp .. ".gz", cut, bad } do os.remove(p) end
+end)
+
+test("gz-03 images keep their shape: IDX [n, h, w] and npy [n, c, h, w] batches, into a Conv2d", function()
+  local nn = drover.nn
+  local pix = {}
+  for i = 1, 6 * 16 do pix[i] = string.char((i * 37) % 256) end
+  local img = write_tmp(string.pack(">I4I4I4I4", 0x803, 6, 4, 4) .. table.concat(pix))
+  local lab = write_tmp(string.pack(">I4I4", 0x801, 6) .. string.char(0, 1, 2, 0, 1, 2))
+  local ds = data.idx(gz(img), lab)
+  eq(table.concat(ds.x:shape(), "x"), "6x4x4", "IDX shape")
+  eq(ds.features, 16, "features per image")
+  local train, test_ds = ds:split(0.5, { seed = 1 })
+  eq(table.concat(train.x:shape(), "x"), "3x4x4", "split keeps the shape")
+  eq(table.concat(train:standardize().x:shape(), "x"), "3x4x4", "standardize keeps the shape")
+  for x in ds:batch(4) do eq(table.concat(x:shape(), "x"), "4x4x4", "batch") break end
+  -- a Conv2d with one input channel takes [n, h, w]
+  drover.seed(1)
+  local m = nn.Sequential { nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8, 3) }
+  local r = drover.experiment { model = m, loss = nn.CrossEntropy(), optimizer = drover.optim.SGD { lr = 0.01 },
+    train = { data = train, batch = 2, epochs = 1 }, verbose = false }:fit()
+  eq(r.steps, 2, "trained on [n, h, w] batches")
+  local h = "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 1, 2, 3), }"
+  h = h .. string.rep(" ", 63 - (10 + #h) % 64) .. "\n"
+  local npy = write_tmp("\x93NUMPY\1\0" .. string.pack("<I2", #h) .. h .. string.char(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12))
+  local nd = data.npy(npy)
+  eq(table.concat(nd.x:shape(), "x"), "2x1x2x3", "npy keeps its shape")
+  eq(nd.x:get(2, 1, 2, 3), 12.0, "npy values")
+  for _, p in ipairs { img, lab, npy, img .. ".gz" } do os.remove(p) end
 end)
