@@ -128,6 +128,11 @@ int coord__node_set_state(coord *c, int i, coord_node_state to, const char *why_
   if (states[to].flags & NS_FAILURE) c->failures++;
   log_info("%s: %s -> %s", name, states[from].name, states[to].name);
   rundir_event(&c->rd, "node %s %s%s", states[to].verb, name, why);
+  /* A node that takes tasks now (registered, or registered again after a
+   * restart) may be what queued tasks wait for: serve the queue. Without
+   * a loop (the state table's unit tests) there is no queue to serve. */
+  if ((states[to].flags & NS_TASKS) && !(states[from].flags & NS_TASKS) && c->loop)
+    coord__dispatch_later(c);
   return 0;
 }
 

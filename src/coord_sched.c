@@ -436,6 +436,10 @@ void coord__sched_node_lost(coord *c, int node) {
   note_retries(c, node, calls, "closure");
   for (int p = 0; p < s->nprod; p++)
     if (s->prod[p].ops) note_retries(c, node, produced[p], s->prod[p].ops->what);
+  /* The requeued tasks may be the last work: no result will come to
+   * serve the queue, so it is served now (another node may be idle; the
+   * restarted one is served when it takes tasks, coord__node_set_state). */
+  if (calls || s->qlen) coord__dispatch_later(c);
 }
 
 /* ============================== producers ================================ */

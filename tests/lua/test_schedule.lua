@@ -288,3 +288,29 @@ test("sched-10 shutdown while a lost worker waits for its restart is not a failu
   c:shutdown { grace = 1, timeout = 5 } -- raises if it counted a failure
   for _, n in ipairs({ victim }) do assert(not alive(n.pid), "the old worker:1 is gone") end
 end)
+
+test("sched-11 a lone closure of a SIGKILLed worker runs again: join returns", function()
+  local c <close> = drover.cluster { ps = 1, worker = 2, runs = RUNS, name = "s11" }
+  local rv = c:schedule(spin, 7, 3000)
+  local holder
+  for _ = 1, 2000 do
+    local info = rv:info()
+    if info.state == "running" then holder = info.node break end
+    drover.sleep(0.002)
+  end
+  assert(holder, "the closure started")
+  local victim = node(c, holder:match("^(%a+)"), tonumber(holder:match(":(%d+)$")))
+  os.execute("kill -9 " .. victim.pid)
+  -- c:done() never waits: poll it with a bound instead of a join that
+  -- would hang (the retried closure used to stay queued forever).
+  local t0, finished = drover.clock(), false
+  while drover.clock() - t0 < 20 do
+    if c:done() then finished = true break end
+    drover.sleep(0.05)
+  end
+  assert(finished, "the retried closure finished within 20 s: " .. rv:info().state)
+  c:join()
+  eq((rv:fetch()), 7, "its result")
+  assert(read(c.run_dir .. "/events.log"):find("retry 1 closure of " .. holder, 1, true), "events.log: the retry")
+  c:shutdown()
+end)
