@@ -40,12 +40,19 @@ local function want(v, expected, field, article)
   end
 end
 
+local COUNT_MAX = 1 << 40
+
 local function int_field(v, field, default, min)
   if v == nil then return default end
   local n = math.tointeger(v) -- integral floats (2.0) count as integers
   if n == nil or n < min then
     fail("%s must be a %s integer (got %s)", field, min > 0 and "positive" or "non-negative",
       show(v))
+  end
+  -- A count of steps, epochs or rows beyond 2^40 is a mistake (and its
+  -- products would overflow); a seed is any integer.
+  if field ~= "seed" and n > COUNT_MAX then
+    fail("%s = %s is too large (at most %d)", field, show(v), COUNT_MAX)
   end
   return n
 end

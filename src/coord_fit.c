@@ -463,7 +463,9 @@ static int plan(coord *c, const coord_fit_args *a) {
                      (long long)a->train->n, f->ntrainers);
   const train_cfg *cfg = a->cfg;
   f->per_epoch = (a->train->n + cfg->batch - 1) / cfg->batch;
-  f->total = cfg->epochs * f->per_epoch;
+  if (__builtin_mul_overflow(cfg->epochs, f->per_epoch, &f->total))
+    return drv_error(DRV_EINVAL, "cluster: %lld epochs of %lld steps are too many steps to count",
+                     (long long)cfg->epochs, (long long)f->per_epoch);
   if (cfg->max_steps > 0 && cfg->max_steps < f->total) f->total = cfg->max_steps;
   int64_t worker_steps = f->total;
   f->sync = a->sync;

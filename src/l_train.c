@@ -249,6 +249,10 @@ static int push_field(lua_State *L, int tbl, const char *key, int type, const ch
 }
 
 /* t[key] as an integer >= min (def when nil or tbl is 0). */
+/* Counts (steps, epochs, sizes) stop at 2^40: a trillion steps is no
+ * run, and products of such counts stay far from overflowing. */
+#define COUNT_MAX ((int64_t)1 << 40)
+
 static int64_t int_field(lua_State *L, int tbl, const char *key, int64_t def, int64_t min,
                          const char *field) {
   if (!tbl || lua_getfield(L, tbl, key) == LUA_TNIL) {
@@ -260,6 +264,10 @@ static int64_t int_field(lua_State *L, int tbl, const char *key, int64_t def, in
   if (!isint || v < min)
     luaL_error(L, "experiment: %s must be an integer >= %I (got %s)", field, (lua_Integer)min,
                luaL_tolstring(L, -1, NULL));
+  /* The seed is any integer; a count above COUNT_MAX is a mistake. */
+  if (strcmp(key, "seed") != 0 && v > COUNT_MAX)
+    luaL_error(L, "experiment: %s = %I is too large (at most %I)", field, v,
+               (lua_Integer)COUNT_MAX);
   lua_pop(L, 1);
   return v;
 }

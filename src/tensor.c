@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 
 #include "err.h"
+#include "util.h"
 
 /* Blocks this large are aligned to 2 MiB and marked for transparent huge
  * pages: a dataset read in random batches otherwise spends much of its
@@ -233,18 +234,21 @@ tensor *tensor_reshape(const tensor *t, int ndim, const int64_t *shape) {
               tensor_shape_str(t, a, sizeof a));
     return NULL;
   }
-  int64_t s[TENSOR_MAXDIM], known = 1, n = tensor_numel(t);
+  int64_t s[TENSOR_MAXDIM], n = tensor_numel(t), m;
+  size_t known = 1; /* overflows are refused: 2^62 x 4 must not pass as 0 */
   int infer = -1;
   for (int i = 0; i < ndim; i++) {
     s[i] = shape[i];
     if (s[i] == -1 && infer < 0) infer = i;
-    else if (s[i] < 0) goto bad;
-    else known *= s[i];
+    else if (s[i] < 0 || !util_mul_ok(known, (size_t)s[i], &known) || known > INT64_MAX) goto bad;
   }
   if (infer >= 0) {
-    if (known == 0 || n % known) goto bad;
-    s[infer] = n / known;
-  } else if (known != n) goto bad;
+    if (known == 0 || n % (int64_t)known) goto bad;
+    s[infer] = n / (int64_t)known;
+  } else if ((int64_t)known != n) goto bad;
+  /* The strides are products of the non-zero sizes: [0, 2^62, 4] has no
+   * elements but cannot be strided either. */
+  if (check_shape(ndim, s, &m) < 0 || m != n) goto bad;
   tensor *v = tensor_view(t);
   if (!v) return NULL;
   int64_t off = v->offset;

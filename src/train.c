@@ -264,6 +264,10 @@ static int fit_check(nn_module *model, nn_loss *loss, optim_t *opt, const datase
   if (cfg->stop.on && (cfg->stop.patience < 0 || !(cfg->stop.min_delta >= 0)))
     return drv_error(DRV_EINVAL, "fit: stop.patience and stop.min_delta must be >= 0");
   if (train->n <= 0) return drv_error(DRV_EINVAL, "fit: dataset %s is empty", train->source);
+  int64_t steps, per_epoch = (train->n + cfg->batch - 1) / cfg->batch;
+  if (__builtin_mul_overflow(cfg->epochs, per_epoch, &steps))
+    return drv_error(DRV_EINVAL, "fit: %lld epochs of %lld steps are too many steps to count",
+                     (long long)cfg->epochs, (long long)per_epoch);
   if (cfg->eval && cfg->eval->n <= 0)
     return drv_error(DRV_EINVAL, "fit: eval dataset %s is empty", cfg->eval->source);
   return 0;

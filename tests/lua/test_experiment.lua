@@ -171,3 +171,19 @@ test("experiment_fit_errors_name_the_line", function()
   if not err:find("test_experiment.lua:" .. line .. ":", 1, true) then error("no script line in: " .. err) end
   raises(function() exp.fit() end, "call fit as exp:fit()")
 end)
+
+test("experiment_absurd_counts_are_refused", function()
+  local E = drover.experiment
+  raises(function() E(spec { train = { data = train2, epochs = 2^62 } }) end,
+    "experiment: train.epochs = 4.6116860184274e+18 is too large (at most 1099511627776)")
+  raises(function() E(spec { train = { data = train2, epochs = math.maxinteger } }) end,
+    "train.epochs = 9223372036854775807 is too large")
+  raises(function() E(spec { train = { data = train2, batch = 2^62 } }) end, "train.batch")
+  raises(function() E(spec { train = { data = train2, max_steps = 2^50 } }) end, "train.max_steps")
+  raises(function() E(spec { eval = { data = test2, every = 2^62 } }) end, "eval.every")
+  E(spec { seed = math.maxinteger }) -- a seed is any integer
+  -- an experiment changed after validation is checked again by fit
+  local e = E(spec { train = { data = train2, epochs = 1 } })
+  e.train.epochs = 2^62
+  raises(function() e:fit() end, "too large")
+end)
