@@ -19,6 +19,9 @@
 /* Blocks this large are aligned to 2 MiB and marked for transparent huge
  * pages: a dataset read in random batches otherwise spends much of its
  * gather time in TLB misses (Linux defaults THP to madvise-only). */
+/* The product of an empty tensor's non-zero sizes: 2^32. */
+#define TENSOR_EMPTY_MAX ((int64_t)1 << 32)
+
 #define HUGE_ALIGN ((size_t)2 << 20)
 
 /* ============================== storage ================================= */
@@ -77,6 +80,11 @@ static int check_shape(int ndim, const int64_t *shape, int64_t *numel) {
     if (shape[i]) nonzero *= shape[i];
     n *= shape[i];
   }
+  /* An empty tensor's other sizes bound the loops over its outer
+   * dimensions (a [2^60, 0] tensor has no elements and 2^60 rows). */
+  if (n == 0 && nonzero > TENSOR_EMPTY_MAX)
+    return drv_error(DRV_ERANGE, "tensor: an empty tensor's non-zero sizes multiply to %lld "
+                     "(at most %lld)", (long long)nonzero, (long long)TENSOR_EMPTY_MAX);
   *numel = n;
   return 0;
 }

@@ -49,6 +49,13 @@ if want unit; then run unit 900 "$UNIT"; fi
 for t in tests/lua/test_*.lua; do
   [ -e "$t" ] && want "$t" && run "$t" 300 "$DROVER" run "$t"
 done
+# Random calls of the Lua API with hostile arguments (a fixed seed, so a
+# crash repeats). Under ASan a huge allocation must fail as it does
+# outside it (an error), not abort.
+if want lua_fuzz; then
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1" \
+    run tests/fuzz/lua_fuzz.lua 600 "$DROVER" run tests/fuzz/lua_fuzz.lua 14 3000
+fi
 for t in tests/cli/test_*.sh; do
   [ -e "$t" ] && want "$t" && run "$t" 300 sh "$t"
 done
