@@ -19,6 +19,7 @@
  * still running end at once. A RESULT then means "this gradient was
  * accepted or dropped", and res->steps counts them all.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -174,9 +175,12 @@ static void metrics_line(coord_fit_state *f, json_t *fields) {
   json_t *line = f->metrics && fields
                      ? json_pack("{s:o}", "time", json_num(round((progress_now() - f->t0) * 1e3) / 1e3))
                      : NULL;
-  if (line && json_object_update(line, fields) == 0 &&
-      json_dumpf(line, f->metrics, JSON_COMPACT | JSON_REAL_PRECISION(9)) == 0)
-    fputc('\n', f->metrics);
+  char *text = line && json_object_update(line, fields) == 0
+                   ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(9))
+                   : NULL;
+  if (text) rundir_append(&f->c->rd, f->metrics, "metrics.jsonl", text, strlen(text));
+  else if (f->metrics && fields) rundir_lost(&f->c->rd, "a metrics.jsonl line: out of memory");
+  free(text);
   json_decref(line);
   json_decref(fields);
 }
@@ -587,7 +591,12 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
     return rc;
   }
   char path[1200];
-  f->metrics = fopen(rundir_file(&c->rd, "metrics.jsonl", path, sizeof path), "a");
+  f->metrics = fopen(rundir_file(&c->rd, "metrics.jsonl", path, sizeof path), "ae");
+  if (!f->metrics) {
+    char why[1400];
+    snprintf(why, sizeof why, "cannot open %s: %s", path, strerror(errno));
+    rundir_lost(&c->rd, why);
+  }
   if (!f->events) f->events = events_run_open(c->rd.path, "coordinator");
   f->cfg = cfg;
   progress_init(&f->out, cfg->progress, cfg->progress_tty);

@@ -207,7 +207,10 @@ static void write_nodes_file(coord *c) {
         or_dash(n->got.slurm_job), or_dash(n->got.slurm_step), or_dash(n->got.slurm_node),
         n->restarts);
   }
-  if (rundir_write(&c->rd, "nodes.tsv", buf, 0644) < 0) log_warn("%s", drv_errmsg());
+  if (rundir_write(&c->rd, "nodes.tsv", buf, 0644) < 0) {
+    log_warn("%s", drv_errmsg());
+    rundir_lost(&c->rd, drv_errmsg());
+  }
   free(buf);
 }
 

@@ -3,9 +3,11 @@
  */
 #include "fitrun.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -36,6 +38,11 @@ int fitrun_open(fitrun *r, const char *base, const char *name, const char *resum
   snprintf(r->ckdir, sizeof r->ckdir, "%s/checkpoints", r->rd.path);
   char path[1200];
   r->metrics = fopen(rundir_file(&r->rd, "metrics.jsonl", path, sizeof path), "ae");
+  if (!r->metrics) {
+    char why[1400];
+    snprintf(why, sizeof why, "cannot open %s: %s", path, strerror(errno));
+    rundir_lost(&r->rd, why);
+  }
   /* events_open, not events_run_open: a script's output stays its own. */
   snprintf(path, sizeof path, "%s/events/train", r->rd.path);
   if (events_open(path, ".train", &r->ev) < 0) {
@@ -114,8 +121,10 @@ void fitrun_progress(fitrun *r, const train_progress *p) {
   if (line && !p->is_eval && isfinite(p->lr)) json_object_set_new(line, "lr", json_real(p->lr));
   if (line && !p->is_eval && isfinite(p->grad_norm))
     json_object_set_new(line, "grad_norm", json_real(p->grad_norm));
-  if (r->metrics && line && json_dumpf(line, r->metrics, JSON_COMPACT | JSON_REAL_PRECISION(9)) == 0)
-    fputc('\n', r->metrics);
+  char *text = r->metrics && line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+  if (text) rundir_append(&r->rd, r->metrics, "metrics.jsonl", text, strlen(text));
+  else if (r->metrics) rundir_lost(&r->rd, "a metrics.jsonl line: out of memory");
+  free(text);
   json_decref(line);
   if (p->is_eval) {
     events_run_scalar(r->ev, "eval/loss", p->step, p->eval_loss);

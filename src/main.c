@@ -508,6 +508,11 @@ static int run_script(int argc, char **argv, int script, bool dash, const char *
   fflush(stdout);
   lua_close(L); /* also shuts down clusters the script left running */
   if (status == 0 && drover_cluster_failures() > 0) status = 1;
+  if (rundir_records_lost() > 0) { /* a full disk: the run's records are not whole */
+    fprintf(stderr, "drover: %lld records could not be written to the run directory\n",
+            (long long)rundir_records_lost());
+    if (status == 0) status = 1;
+  }
   rundir_record_exit(status, interrupted ? SIGINT : 0);
   return close_loop(&loop, status);
 }

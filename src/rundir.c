@@ -10,9 +10,11 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -186,9 +188,49 @@ void rundir_event(rundir *rd, const char *fmt, ...) {
   gmtime_r(&ts.tv_sec, &tm);
   char when[32];
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-  fprintf(rd->events, "%s.%03ldZ %s\n", when, ts.tv_nsec / 1000000L, text);
-  fflush(rd->events);
+  char line[2200];
+  int k = snprintf(line, sizeof line, "%s.%03ldZ %s", when, ts.tv_nsec / 1000000L, text);
+  rundir_append(rd, rd->events, "events.log", line, k < 0 ? 0 : (size_t)k);
   if (rd->hook) rd->hook(rd->hook_ud, text);
+}
+
+/* ============================== records ================================== */
+
+/* Records lost by this process (every run directory it writes): a run
+ * that lost any exits non-zero (main.c). */
+static int64_t lost_records;
+static bool lost_said;
+
+int64_t rundir_records_lost(void) { return lost_records; }
+
+/* The first loss is said loudly: stderr, events.log (when it still takes
+ * a line) and so the dashboard (rundir_event's hook). Later ones are
+ * counted only: a full disk fails every write. */
+void rundir_lost(rundir *rd, const char *why) {
+  lost_records++;
+  if (lost_said) return;
+  lost_said = true;
+  fprintf(stderr, "drover: records lost: %s (the run will end with status 1)\n", why);
+  rundir_event(rd, "records lost: %s; the run ends with status 1", why);
+}
+
+int rundir_append(rundir *rd, FILE *f, const char *name, const char *rec, size_t len) {
+  if (!rd || !f) return -1;
+  int fd = fileno(f);
+  /* O_APPEND: the record goes at the end, wherever that is now. */
+  off_t at = lseek(fd, 0, SEEK_END);
+  struct iovec iov[2] = {{(void *)rec, len}, {"\n", 1}};
+  ssize_t n;
+  do n = writev(fd, iov, 2);
+  while (n < 0 && errno == EINTR);
+  if (n == (ssize_t)(len + 1)) return 0;
+  int err = n < 0 ? errno : ENOSPC; /* a short write: the disk filled up */
+  /* Whole or not at all: a half line is cut off again. */
+  if (n > 0 && at >= 0 && ftruncate(fd, at) < 0) { /* nothing better to do */ }
+  char why[1400];
+  snprintf(why, sizeof why, "cannot write %s/%s: %s", rd->path, name, strerror(err));
+  rundir_lost(rd, why);
+  return -1;
 }
 
 void rundir_set_hook(rundir *rd, void (*fn)(void *ud, const char *text), void *ud) {

@@ -15,6 +15,7 @@
 #ifndef DROVER_RUNDIR_H
 #define DROVER_RUNDIR_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -38,6 +39,17 @@ int rundir_open(const char *path, rundir *rd);
 int rundir_mkdirs(const char *path);
 /* Appends "2026-11-21T10:53:06.123Z <text>" to events.log and flushes. */
 void rundir_event(rundir *rd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends one record, `rec` and a newline, to f (a file of the run
+ * directory named `name`, opened for appending) with one write: a reader
+ * sees the line whole or not at all (a short write is cut back). A
+ * failure counts as a lost record; the first one is said on stderr and in
+ * events.log (so on the dashboard). 0, or -1 when the record is lost. */
+int rundir_append(rundir *rd, FILE *f, const char *name, const char *rec, size_t len);
+/* A record (a line, a whole file) that could not be written: counted,
+ * and the first said as rundir_append says it. `why` names the file. */
+void rundir_lost(rundir *rd, const char *why);
+/* Records this process failed to write to any run directory. */
+int64_t rundir_records_lost(void);
 /* After each event is written, fn(ud, text) gets its text (one line, no
  * time stamp; valid during the call): the coordinator's dashboard keeps
  * its own copy. NULL removes the hook. Set it after rundir_create. */
