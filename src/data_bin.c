@@ -7,6 +7,7 @@
  */
 #include "data.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +135,18 @@ static int keep_shape(tensor *x, int ndim, const int64_t *dims) {
   return tensor_resize(x, ndim, dims);
 }
 
+/* Non-finite values poison a fit (its loss becomes NaN): refused at load,
+ * as the CSV reader does, naming the first one's row (1-based, as a user
+ * counts them) and column. */
+static int check_finite(const char *path, const float *v, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows * cols; i++)
+    if (!isfinite(v[i]))
+      return drv_error(DRV_EPARSE, "%s: row %lld, column %lld: %s is not a finite number", path,
+                       (long long)(i / cols + 1), (long long)(i % cols + 1),
+                       isnan(v[i]) ? "NaN" : v[i] > 0 ? "Inf" : "-Inf");
+  return 0;
+}
+
 int data_read_idx(const char *images, const char *labels, dataset **out) {
   *out = NULL;
   idx_file im = {0}, lb = {0};
@@ -159,6 +172,9 @@ int data_read_idx(const char *images, const char *labels, dataset **out) {
   if ((rc = keep_shape(x, im.ndim, im.dims)) < 0) goto done;
   if (labels)
     decode((const unsigned char *)lb.fb.data + lb.header, lb.type, rows, tensor_data(y));
+  if ((rc = check_finite(images, tensor_data(x), rows, im.count / rows)) < 0 ||
+      (labels && (rc = check_finite(labels, tensor_data(y), rows, 1)) < 0))
+    goto done;
   rc = data__wrap(x, y, images, out);
   x = y = NULL;
 done:
@@ -389,6 +405,9 @@ int data_read_npy(const char *x_path, const char *y_path, dataset **out) {
   decode((const unsigned char *)fx.fb.data + fx.data, fx.type, fx.count, tensor_data(x));
   if ((rc = keep_shape(x, fx.ndim, fx.shape)) < 0) goto done;
   if (y_path) decode((const unsigned char *)fy.fb.data + fy.data, fy.type, rows, tensor_data(y));
+  if ((rc = check_finite(x_path, tensor_data(x), rows, fx.count / rows)) < 0 ||
+      (y_path && (rc = check_finite(y_path, tensor_data(y), rows, 1)) < 0))
+    goto done;
   rc = data__wrap(x, y, x_path, out);
   x = y = NULL;
 done:
