@@ -221,7 +221,7 @@ static int step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
     return 0;
   }
   if (status != 0) {
-    coord__fail_fit(f, "%s: train step failed: %s", name, msg);
+    coord__fail_fit(f, "%s: train step failed at step %lld: %s", name, (long long)f->done + 1, msg);
     return 0;
   }
   n->steps++;

@@ -32,6 +32,7 @@
  */
 #include "ps.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -470,10 +471,42 @@ typedef struct push_item {
   const uint8_t *grad; /* unaligned bytes in the frame */
 } push_item;
 
+/* The first non-finite float of n at p (unaligned), or -1: one pass
+ * over the exponents that vectorizes (all ones: Inf or NaN), then a
+ * search only when there is something to find. */
+static int64_t first_nonfinite(const uint8_t *p, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, p + 4 * i, sizeof u);
+    bad |= (u & 0x7f800000u) == 0x7f800000u;
+  }
+  if (!bad) return -1;
+  for (size_t i = 0; i < n; i++) {
+    float g;
+    memcpy(&g, p + 4 * i, sizeof g);
+    if (!isfinite(g)) return (int64_t)i;
+  }
+  return -1;
+}
+
+/* A NaN or Inf gradient would poison the variable for every worker: the
+ * push is refused whole, naming the connection it came from (the worker's
+ * own error, at the coordinator, names the worker and the step). */
+static int check_finite(const conn *c, uint32_t var, const uint8_t *grad, size_t n) {
+  int64_t at = first_nonfinite(grad, n);
+  if (at < 0) return 0;
+  float g;
+  memcpy(&g, grad + 4 * at, sizeof g);
+  return drv_error(DRV_ERANGE, "PUSH from %s refused: the gradient for var %u holds %s at "
+                   "element %lld; no variable changed", conn_peer(c), var,
+                   isnan(g) ? "NaN" : g > 0 ? "Inf" : "-Inf", (long long)at);
+}
+
 /* Reads and checks every gradient of a PUSH before applying any, so that a
  * bad request changes nothing. */
-static int push_parse(ps_server *ps, const wire_header *h, const uint8_t *pl, push_item **out,
-                      uint32_t *nout, uint64_t *version) {
+static int push_parse(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
+                      push_item **out, uint32_t *nout, uint64_t *version) {
   wire_msg_push m;
   int rc = wire_get_push(pl, h->len, &m);
   if (rc < 0) return rc;
@@ -508,6 +541,7 @@ static int push_parse(ps_server *ps, const wire_header *h, const uint8_t *pl, pu
         rc = drv_error(DRV_EINVAL, "PUSH: var %u appears twice", var);
         break;
       }
+    if (rc == 0) rc = check_finite(c, var, it[k].grad, s->n);
     it[k].s = s;
   }
   if (rc < 0) {
@@ -629,7 +663,7 @@ static int on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *
   push_item *it = NULL;
   uint32_t n = 0;
   uint64_t version;
-  int rc = push_parse(ps, h, pl, &it, &n, &version);
+  int rc = push_parse(ps, c, h, pl, &it, &n, &version);
   if (rc < 0) return rc;
   bool applied = true;
   if (ps->sync) {

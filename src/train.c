@@ -161,6 +161,15 @@ static int fit_one_step(fit *f, data_iter *it) {
   /* Gradients are zero here: fit_loop clears them once, and every step's
    * optimizer update clears them again while they are in cache. */
   if ((rc = train_step(f->model, f->loss, x, y, &l, &correct)) < 0) return rc;
+  /* A non-finite loss poisons every parameter at the update: the fit
+   * stops before it, naming the step, with the model as it was. */
+  if (!isfinite(l)) {
+    nn_zero_grad(f->model);
+    return drv_error(DRV_ERANGE, "fit: the loss is %s at step %lld (epoch %lld); stopped before "
+                     "the update (check the data and the learning rate)",
+                     isnan(l) ? "NaN" : "infinite", (long long)f->p.step + 1,
+                     (long long)f->p.epoch);
+  }
   f->p.lr = optim_lr(f->opt);
   if ((rc = optim_step_zero_grad(f->opt)) < 0) return rc;
   f->p.grad_norm = optim_grad_norm(f->opt);

@@ -194,6 +194,11 @@ static int compute(job *j) {
   nn_zero_grad(st->model);
   rc = train_step(st->model, st->loss, x, y, &j->loss, &j->correct);
   if (j->w->slow_ms) uv_sleep(j->w->slow_ms); /* DROVER_FAULT=slow:... */
+  /* Gradients of a non-finite loss would poison the variables: the step
+   * fails here instead (the coordinator names the step and this node). */
+  if (rc == 0 && (j->phases & JP_PUSH) && !isfinite(j->loss))
+    return drv_error(DRV_ERANGE, "the loss is %s; its gradients were not pushed",
+                     isnan(j->loss) ? "NaN" : "infinite");
   return rc;
 }
 

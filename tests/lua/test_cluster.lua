@@ -580,16 +580,18 @@ c:shutdown { grace = 5 }
     1, true), "ps log: late gradients counted")
 end)
 
-test("cluster-16 a diverged loss is null in metrics.jsonl, never a bare nan", function()
+-- A diverged fit stops at its first non-finite loss (issue 14: it used to
+-- go on, writing nulls); what it wrote is still plain JSON.
+test("cluster-16 a diverged loss stops the fit; metrics.jsonl never has a bare nan", function()
   local ds = drover.data.synthetic { n = 64, features = 4, classes = 2 }
   local exp = drover.experiment { model = nn.Sequential { nn.Linear(4, 1) }, loss = nn.MSE(),
     optimizer = drover.optim.SGD { lr = 1e30 }, train = { data = ds, batch = 16, epochs = 1 },
     eval = { data = ds, every = 4 } }
-  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "c15" }
-  c:fit(exp)
+  local c = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "c15" }
+  raises(function() c:fit(exp) end, "worker:0: train step failed at step 2: the loss is infinite")
+  raises(function() c:shutdown() end, "node failure")
   local text = read(c.run_dir .. "/metrics.jsonl")
   assert(not text:lower():find("nan", 1, true) and not text:lower():find("inf", 1, true), text)
-  assert(text:find('"loss":null', 1, true) and text:find('"eval_loss":null', 1, true), text)
   for line in text:gmatch("[^\n]+") do
     assert(line:match('^{"time":[0-9.e-]+,"step":%d+,.*}$'), "line: " .. line)
   end
@@ -738,4 +740,18 @@ test("cluster-21 a full disk fails one cluster checkpoint by name; training goes
   end)
   os.execute("umount " .. full)
   assert(ok, err)
+end)
+
+test("cluster-30 a non-finite loss stops the fit, naming the node and the step", function()
+  local d = data.synthetic { n = 64, features = 4, classes = 2 }
+  for r = 1, 64 do d.x:set(r, 2, 0 / 0) end -- every batch's loss is NaN
+  local exp = drover.experiment {
+    name = "nan", loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.1 },
+    model = nn.Sequential { nn.Linear(4, 2) }, train = { data = d, batch = 8, epochs = 2 },
+    seed = 1, verbose = false }
+  local c = drover.cluster { ps = 1, worker = 2, runs = RUNS, name = "c30" }
+  local err = raises(function() c:fit(exp) end, "train step failed at step")
+  assert(err:find("worker:%d: train step failed at step %d+: the loss is NaN; its gradients were not pushed"),
+    "the node, the step and the cause: " .. err)
+  raises(function() c:shutdown() end, "node failure")
 end)

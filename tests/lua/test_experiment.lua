@@ -187,3 +187,17 @@ test("experiment_absurd_counts_are_refused", function()
   e.train.epochs = 2^62
   raises(function() e:fit() end, "too large")
 end)
+
+test("experiment_non_finite_loss_stops_the_fit", function()
+  local d = data.synthetic { n = 64, features = 4, classes = 2 }
+  d.x:set(40, 2, 0 / 0)
+  local model = nn.Sequential { nn.Linear(4, 2) }
+  local e = drover.experiment { name = "nan", model = model, loss = nn.CrossEntropy(),
+    optimizer = optim.SGD { lr = 0.1 }, train = { data = d, batch = 8, epochs = 2, shuffle = false },
+    verbose = false, runs = false }
+  raises(function() e:fit() end, "fit: the loss is NaN at step 5 (epoch 1); stopped before the update")
+  for _, p in ipairs(model:parameters()) do
+    local v = p.value:sum()
+    assert(v == v, "the model was not poisoned: " .. p.name)
+  end
+end)

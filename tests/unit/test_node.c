@@ -4,6 +4,7 @@
  * and plays the coordinator's side (including going away or silent).
  * Worker and evaluator cases are in test_node_worker.c.
  */
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -120,6 +121,38 @@ TEST(node_ps_bad_request_closes_only_that_connection) {
   tensor_free(v);
   tensor_free(w);
   tensor_free(bad);
+}
+
+/* A NaN or Inf gradient is refused whole (the variable keeps its values),
+ * naming the connection it came from; other clients go on. */
+TEST(node_ps_refuses_a_non_finite_push) {
+  nf_cluster c;
+  nf_cluster_up(&c, &(nf_node){ROLE_PS, 0}, 1, 100, 5000);
+  fake *f = &c.f;
+  peer *a = nf_cluster_dial(&c, ROLE_PS, 0), *b = nf_cluster_dial(&c, ROLE_PS, 0);
+  optim_cfg sgd;
+  optim_cfg_default(&sgd, OPTIM_SGD);
+  int64_t s4 = 4;
+  tensor *v = nf_filled(1, &s4, 1, 1), *g = nf_filled(1, &s4, 0.5f, 0);
+  nf_var_init(f, a, 1, 0, &sgd, v, 1);
+  tensor_data(g)[2] = NAN;
+  nf_send_push1(a, 1, g, 2);
+  const char *msg = nf_expect_error_and_close(f, a);
+  CHECK_STR_CONTAINS(msg, "PUSH from 127.0.0.1:");
+  CHECK_STR_CONTAINS(msg, "refused: the gradient for var 1 holds NaN at element 2");
+  tensor_data(g)[2] = -INFINITY;
+  nf_send_push1(b, 1, g, 3);
+  CHECK_STR_CONTAINS(nf_expect_error_and_close(f, b), "holds -Inf at element 2");
+  peer *third = nf_cluster_dial(&c, ROLE_PS, 0);
+  tensor *got = nf_pull1(f, third, 1, 4);
+  CHECK(nf_same_bits(got, v)); /* unchanged */
+  tensor_free(got);
+  tensor_data(g)[2] = 0.5f; /* a finite push is still applied */
+  nf_send_push1(third, 1, g, 5);
+  nf_read_push_ok(f, third, 5);
+  nf_cluster_down(&c);
+  tensor_free(v);
+  tensor_free(g);
 }
 
 /* A PULL served without copying must still return the values as they were
