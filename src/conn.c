@@ -30,11 +30,13 @@
  */
 #include "conn.h"
 
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "err.h"
 #include "log.h"
@@ -106,7 +108,10 @@ struct conn {
 struct conn_server {
   uv_tcp_t tcp;
   conn_opts o;
-  conn *handshaking; /* accepted conns not yet ready */
+  conn *handshaking; /* accepted conns not yet ready, newest first */
+  int nhandshaking;
+  uint64_t dropped, dropped_said; /* handshakes dropped for newer ones; logged */
+  double said_at;                 /* when the last such line was logged (ms) */
   char addr[64];
 };
 
@@ -196,6 +201,7 @@ static int conn_prepare(const conn_opts *o) {
 
 static void unlink_server(conn *c) {
   if (!c->srv) return;
+  c->srv->nhandshaking--;
   if (c->prev)
     c->prev->next = c->next;
   else
@@ -604,6 +610,33 @@ static int start_conn(conn *c) {
 
 /* ---- server -------------------------------------------------------------- */
 
+/* The bound on waiting handshakes: a quarter of the descriptors, so a
+ * flood leaves three quarters for nodes, logs and files. */
+static uint32_t max_handshaking(const conn_opts *o) {
+  if (o->max_handshaking) return o->max_handshaking;
+  struct rlimit rl;
+  rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur / 4 : 64;
+  return n < 64 ? 64 : n > 1024 ? 1024 : (uint32_t)n;
+}
+
+/* Over the bound: the oldest waiting handshake goes (the list's tail). */
+static void drop_oldest_handshake(conn_server *s) {
+  conn *old = s->handshaking;
+  while (old && old->next) old = old->next;
+  if (!old) return;
+  s->dropped++;
+  double now = (double)uv_now(s->tcp.loop);
+  if (s->dropped_said == 0 || now - s->said_at >= 1000) {
+    log_warn("conn: %s: %" PRIu64 " connections dropped before they authenticated (at most %d "
+             "wait at once; the oldest goes)", s->addr, s->dropped - s->dropped_said,
+             s->nhandshaking);
+    s->dropped_said = s->dropped;
+    s->said_at = now;
+  }
+  conn_fail(old, 0, "dropped before it authenticated: %d newer connections waiting",
+            s->nhandshaking);
+}
+
 static void on_connection(uv_stream_t *ls, int status) {
   conn_server *s = ls->data;
   struct sockaddr_storage ss;
@@ -620,8 +653,10 @@ static void on_connection(uv_stream_t *ls, int status) {
     log_error("conn: no memory for a connection on %s", s->addr);
     return;
   }
+  if ((uint32_t)s->nhandshaking >= s->o.max_handshaking) drop_oldest_handshake(s);
   c->state = ST_WAIT_AUTH;
   c->srv = s;
+  s->nhandshaking++;
   c->next = s->handshaking;
   if (c->next) c->next->prev = c;
   s->handshaking = c;
@@ -641,6 +676,8 @@ static void on_connection(uv_stream_t *ls, int status) {
 
 static void free_server(uv_handle_t *h) { free(h->data); }
 
+int conn_server_handshaking(const conn_server *s) { return s ? s->nhandshaking : 0; }
+
 int conn_listen(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
                 conn_server **out, int *bound_port) {
   struct sockaddr_storage ss;
@@ -651,6 +688,7 @@ int conn_listen(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
   if (!s) return drv_error(DRV_ENOMEM, "conn_listen: out of memory");
   s->o = *o;
   s->o.max_frame = opt_max_frame(o);
+  s->o.max_handshaking = max_handshaking(o);
   s->tcp.data = s;
   uv_tcp_init(loop, &s->tcp); /* cannot fail without AF_ flags */
   rc = uv_tcp_bind(&s->tcp, (const struct sockaddr *)&ss, 0);

@@ -52,6 +52,9 @@ typedef struct conn_opts {
   uint8_t server_kind;       /* sent in HELLO (0 coordinator, 1 ps) */
   uint32_t handshake_ms;     /* 0: 5000; a peer silent that long is dropped */
   uint32_t shutdown_ms;      /* 0: 5000; conn_shutdown waits that long for the writes */
+  uint32_t max_handshaking;  /* a server's connections not yet authenticated at once;
+                                0: a quarter of RLIMIT_NOFILE, 64..1024. A new one over
+                                the bound drops the oldest (see conn_listen) */
   bool opaque;               /* skip the payload layout check (wire_validate_payload)
                                 that every authenticated frame gets: only for tests of
                                 the transport itself, which carry arbitrary bytes */
@@ -59,12 +62,22 @@ typedef struct conn_opts {
 
 /* Listens on host:port (numeric IPv4/IPv6; port 0 picks a free one, whose
  * number goes to *bound_port). Every accepted conn gets `o`'s callbacks and
- * ud (conn_set_ud can change it per conn). */
+ * ud (conn_set_ud can change it per conn).
+ *
+ * Connections that never authenticate would otherwise hold a descriptor
+ * each until their handshake timeout, and a flood of them leaves the
+ * process none to open what recovery needs (a restarted node's log). So at
+ * most max_handshaking wait at once: a new one drops the oldest (closed
+ * with err 0, so the owner logs nothing; a peer that authenticates does so
+ * within milliseconds and is never the oldest), and the drops are logged
+ * at most once a second, counted. */
 int conn_listen(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
                 conn_server **out, int *bound_port);
 /* Stops accepting and closes the listener (not the accepted conns). The
  * server is freed once its handle closes. */
 void conn_server_close(conn_server *s);
+/* Its connections not yet authenticated (tests). */
+int conn_server_handshaking(const conn_server *s);
 
 /* Starts connecting to host:port; *out is valid at once (for conn_close).
  * Returns a negative code only for immediate failures, after which no

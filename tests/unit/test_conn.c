@@ -919,3 +919,49 @@ TEST(conn_shutdown_times_out_on_a_peer_that_does_not_read) {
   uv_sem_destroy(&D.go);
   fx_finish(&f, NULL, 0);
 }
+
+/* A flood of connections that never authenticate holds at most
+ * max_handshaking descriptors: each new one drops the oldest, silently for
+ * the owner (err 0) and in one counted log line; a client with the secret
+ * still gets in. */
+TEST(conn_unauthenticated_connections_are_bounded) {
+  fx f;
+  rec cl[1];
+  enum { FLOOD = 30, BOUND = 8 };
+  int fds[FLOOD];
+  char logline[4096] = "";
+  FILE *log = tmpfile();
+  CHECK(log);
+  fx_init(&f, "handshake bound", 10000);
+  log_setup(log, "test", LOG_WARN);
+  f.so.max_handshaking = BOUND;
+  fx_listen(&f, 0);
+  int most = 0;
+  for (int i = 0; i < FLOOD; i++) {
+    fds[i] = raw_connect(f.port);
+    /* accepted one at a time: the bound holds at every step */
+    RUN_UNTIL(&f, conn_server_handshaking(f.srv) == (i + 1 < BOUND ? i + 1 : BOUND) &&
+                      f.ncloses == (i + 1 > BOUND ? i + 1 - BOUND : 0));
+    if (conn_server_handshaking(f.srv) > most) most = conn_server_handshaking(f.srv);
+  }
+  CHECK_INT_EQ(most, BOUND);
+  for (int i = 0; i < f.ncloses; i++) {
+    CHECK_INT_EQ(f.closes[i].err, 0);
+    CHECK_STR_CONTAINS(f.closes[i].why, "dropped before it authenticated");
+  }
+  raw_expect_closed(fds[0]); /* the oldest went first */
+  rewind(log);
+  CHECK(fread(logline, 1, sizeof logline - 1, log) > 0);
+  CHECK_STR_CONTAINS(logline, "connections dropped before they authenticated");
+  int lines = 0;
+  for (const char *p = logline; (p = strstr(p, "dropped before they")); p++) lines++;
+  CHECK_INT_EQ(lines, 1); /* 22 drops within a second: one line */
+  fclose(log);
+  log_setup(NULL, "test", LOG_WARN);
+  f.cli_ready = push_on_ready;
+  fx_connect(&f, &cl[0]);
+  RUN_UNTIL(&f, cl[0].last_len > 0);
+  CHECK_INT_EQ(cl[0].ready, 1);
+  for (int i = 1; i < FLOOD; i++) close(fds[i]);
+  fx_finish(&f, cl, 1);
+}
