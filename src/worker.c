@@ -329,6 +329,7 @@ void worker__go_links(worker *w, job *j) {
            w->have_spec ? "" : " (no SPEC received yet)");
       return;
     }
+    if (!l->c && worker__link_reconnect(w, l)) return; /* link_ready resumes */
     if (!l->c) {
       fail(w, j, DRV_EIO, "not connected to ps:%d (%s:%d)%s%s", p, l->host, l->port,
            l->last_error[0] ? ": " : "", l->last_error);

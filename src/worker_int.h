@@ -143,6 +143,12 @@ typedef struct ps_link {
   uint64_t version, pushed_version;
   bool pushed;
   char last_error[256];
+  /* A link lost while its ps lives on (a refused request, a dropped
+   * handshake) is connected again by the next job that needs it, at most
+   * once per back-off: 0.1 s doubled per failed attempt, at most 5 s
+   * (worker__link_reconnect). */
+  int attempts;
+  uint64_t retry_at; /* uv_now, ms */
 } ps_link;
 
 struct worker {
@@ -214,6 +220,9 @@ void worker__pulled(worker *w, job *j);
  * that reply to j (and decrements j->waiting). Returns 0, or a negative
  * code with nothing left expected. */
 int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *j);
+/* Connects l again when its back-off allows: true when a connection is
+ * under way (link_ready resumes the job waiting for links). */
+bool worker__link_reconnect(worker *w, ps_link *l);
 /* Writes the PUSH payload for one ps into m: `version`, then the gradient
  * rows of each of part's shards, from st's parameters' gradients. */
 void worker__write_push(const wstate *st, const ps_part *part, uint64_t version, wire_wr *m);

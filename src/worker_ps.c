@@ -112,6 +112,7 @@ static void link_ready(conn *c) {
   worker *w = l->w;
   if (l->c != c) return;
   l->last_error[0] = '\0';
+  l->attempts = 0;
   log_info("connected to ps:%d at %s", l->index, conn_peer(c));
   if (w->cur && w->cur->phase == PH_LINKS) worker__go_links(w, w->cur);
 }
@@ -212,6 +213,22 @@ static int link_connect(worker *w, ps_link *l) {
   return rc;
 }
 
+#define RECONNECT_FIRST_MS 100
+#define RECONNECT_MAX_MS 5000
+
+bool worker__link_reconnect(worker *w, ps_link *l) {
+  uint64_t now = uv_now(w->loop);
+  if (l->c || !l->host[0] || now < l->retry_at) return false;
+  uint64_t wait = (uint64_t)RECONNECT_FIRST_MS << (l->attempts < 6 ? l->attempts : 6);
+  l->retry_at = now + (wait < RECONNECT_MAX_MS ? wait : RECONNECT_MAX_MS);
+  l->attempts++;
+  char why[256];
+  snprintf(why, sizeof why, "%s", l->last_error);
+  log_info("connecting to ps:%d at %s:%d again (attempt %d)%s%s", l->index, l->host, l->port,
+           l->attempts, why[0] ? " after: " : "", why);
+  return link_connect(w, l) == 0;
+}
+
 int worker_spec(worker *w, const node_addr *nodes, int n) {
   for (int i = 0; i < n; i++) {
     const node_addr *a = &nodes[i];
@@ -243,6 +260,8 @@ int worker_spec(worker *w, const node_addr *nodes, int n) {
     }
     snprintf(l->host, sizeof l->host, "%s", a->host);
     l->port = a->port;
+    l->attempts = 0; /* a new spec: connect now, back-off afresh */
+    l->retry_at = 0;
     link_connect(w, l);
   }
   w->have_spec = true;

@@ -314,3 +314,35 @@ test("sched-11 a lone closure of a SIGKILLed worker runs again: join returns", f
   assert(read(c.run_dir .. "/events.log"):find("retry 1 closure of " .. holder, 1, true), "events.log: the retry")
   c:shutdown()
 end)
+
+test("sched-12 a ps refuses NaN gradients, naming where they came from; the worker connects again", function()
+  local d = data.synthetic { n = 64, features = 4, classes = 2 }
+  for r = 1, 64 do d.x:set(r, 1, 0 / 0) end
+  local exp = drover.experiment { name = "t", loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.1 },
+    model = nn.Sequential { nn.Linear(4, 2) }, train = { data = d, batch = 8, epochs = 1 }, seed = 1,
+    verbose = false }
+  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "s12" }
+  c:setup(exp)
+  local before = c:schedule(function(w) w:pull() return w.name end):fetch()
+  eq(before, "worker:0", "a pull works")
+  raises(function()
+    c:schedule(function(w)
+      w:pull()
+      local loss = w:compute()
+      assert(loss ~= loss, "the loss is NaN")
+      w:push()
+    end):fetch()
+  end, "refused: the gradient for var")
+  raises(function() c:join() end, "refused") -- the first error, raised once
+  -- the link the ps closed is connected again by the next call that needs it
+  local ok, how = pcall(function() return c:schedule(function(w) w:pull() return "pulled" end):fetch() end)
+  if not ok then -- within its back-off (0.1 s) a call may still find it down
+    drover.sleep(0.3)
+    c:join()
+    ok, how = pcall(function() return c:schedule(function(w) w:pull() return "pulled" end):fetch() end)
+  end
+  eq(how, "pulled", "the worker pulls again after the refusal")
+  assert(read(c.run_dir .. "/logs/ps-0.log"):find("PUSH from 127.0.0.1:%d+ refused: the gradient for var %d+ holds NaN"),
+    "the ps log names the connection")
+  c:shutdown()
+end)
