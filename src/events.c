@@ -24,6 +24,7 @@
 #include "err.h"
 #include "log.h"
 #include "le.h"
+#include "rundir.h"
 #include "util.h"
 #include "wire_msgs.h"
 
@@ -314,7 +315,11 @@ events_writer *events_run_open(const char *run_dir, const char *who) {
 
 /* The first failure goes to the log; summaries stop, training goes on. */
 static void run_check(const events_writer *w, int rc) {
-  if (rc < 0) log_warn("summaries: %s; no more are written to %s", drv_errmsg(), events_path(w));
+  if (rc >= 0) return;
+  log_warn("summaries: %s; no more are written to %s", drv_errmsg(), events_path(w));
+  char why[1400];
+  snprintf(why, sizeof why, "summaries: %s", drv_errmsg());
+  rundir_lost(NULL, why); /* the run's exit status says so */
 }
 
 void events_run_scalar(events_writer *w, const char *tag, int64_t step, double value) {

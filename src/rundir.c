@@ -199,18 +199,22 @@ void rundir_event(rundir *rd, const char *fmt, ...) {
 /* Records lost by this process (every run directory it writes): a run
  * that lost any exits non-zero (main.c). */
 static int64_t lost_records;
-static bool lost_said;
+static bool lost_said, lost_logged; /* on stderr; in an events.log */
 
 int64_t rundir_records_lost(void) { return lost_records; }
 
 /* The first loss is said loudly: stderr, events.log (when it still takes
  * a line) and so the dashboard (rundir_event's hook). Later ones are
- * counted only: a full disk fails every write. */
+ * counted only: a full disk fails every write. A loss without a run
+ * directory at hand (rd NULL: a TensorBoard file) goes to stderr only, and
+ * the next one with a directory still reaches its events.log. */
 void rundir_lost(rundir *rd, const char *why) {
   lost_records++;
-  if (lost_said) return;
+  if (!lost_said)
+    fprintf(stderr, "drover: records lost: %s (the run will end with status 1)\n", why);
   lost_said = true;
-  fprintf(stderr, "drover: records lost: %s (the run will end with status 1)\n", why);
+  if (!rd || lost_logged) return;
+  lost_logged = true;
   rundir_event(rd, "records lost: %s; the run ends with status 1", why);
 }
 

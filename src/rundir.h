@@ -46,7 +46,8 @@ void rundir_event(rundir *rd, const char *fmt, ...) __attribute__((format(printf
  * events.log (so on the dashboard). 0, or -1 when the record is lost. */
 int rundir_append(rundir *rd, FILE *f, const char *name, const char *rec, size_t len);
 /* A record (a line, a whole file) that could not be written: counted,
- * and the first said as rundir_append says it. `why` names the file. */
+ * and the first said as rundir_append says it. `why` names the file; rd
+ * may be NULL (then stderr only). */
 void rundir_lost(rundir *rd, const char *why);
 /* Records this process failed to write to any run directory. */
 int64_t rundir_records_lost(void);
