@@ -8,17 +8,6 @@
 RUNS=$TMP/runs
 mkdir -p "$RUNS"
 
-# wait_for SECONDS CMD...: true once CMD succeeds (polled every 0.1 s).
-wait_for() {
-  limit=$(( $1 * 10 )); shift
-  i=0
-  while [ $i -lt $limit ]; do
-    "$@" && return 0
-    sleep 0.1; i=$((i + 1))
-  done
-  return 1
-}
-
 # field NODE COLUMN FILE: a column of NODE's row in a --print table
 # (2 state, 5 restarts, 6 steps).
 field() { awk -v n="$1" -v c="$2" '$1 == n { print $c }' "$3"; }

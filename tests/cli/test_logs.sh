@@ -6,16 +6,6 @@
 RUNS=$TMP/runs
 mkdir -p "$RUNS"
 
-wait_for() { # SECONDS CMD...: true once CMD succeeds (polled every 0.1 s)
-  limit=$(( $1 * 10 )); shift
-  i=0
-  while [ $i -lt $limit ]; do
-    "$@" && return 0
-    sleep 0.1; i=$((i + 1))
-  done
-  return 1
-}
-
 # A cluster that waits for $TMP/go, then trains (sync, so each ps logs its
 # mode), then shuts down.
 cat >"$TMP/cl.lua" <<LUA

@@ -7,15 +7,6 @@
 RUNS=$TMP/runs
 mkdir -p "$RUNS"
 
-wait_for() { # SECONDS CMD...: true once CMD succeeds (polled every 0.1 s)
-  limit=$(( $1 * 10 )); shift
-  i=0
-  while [ $i -lt $limit ]; do
-    "$@" && return 0
-    sleep 0.1; i=$((i + 1))
-  done
-  return 1
-}
 # row NAME: the `drover ls` line of the run named NAME-<stamp>.
 row() { "$DROVER" ls "$RUNS" | grep "^$1-[0-9]"; }
 # state NAME / exitcol NAME: its STATE and EXIT (the 6th field from the
