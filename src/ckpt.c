@@ -23,6 +23,9 @@
 #include "util.h"
 
 #define MAX_META 64 /* key/value pairs of state.safetensors */
+/* An optimizer described with its schedule (warmup then cosine, ...) runs
+ * to a few hundred characters; resume compares the whole description. */
+#define DESC_MAX 1024
 #define MAX_DROPOUT 16
 
 /* ============================== directories ============================== */
@@ -95,7 +98,7 @@ int ckpt_list(const char *dir, ckpt_entry **out) { return list_steps(dir, out, f
 /* Growing key/value metadata with owned values. */
 typedef struct meta {
   const char *kv[2 * MAX_META + 1];
-  char vals[MAX_META][160];
+  char vals[MAX_META][DESC_MAX];
   int n;
 } meta;
 
@@ -132,7 +135,7 @@ static const char *const dropout_keys[MAX_DROPOUT] = {
 
 static void state_meta(const ckpt_state *s, meta *m) {
   const train_position *p = &s->pos;
-  char desc[120];
+  char desc[DESC_MAX];
   optim_describe(optim_config(s->opt), desc, sizeof desc);
   meta_add(m, "format", "drover-state-1");
   meta_add(m, "optimizer", "%s", desc);
@@ -177,9 +180,13 @@ static int write_state(const char *path, const ckpt_state *s) {
       if (!e[j].data) rc = drv_error(DRV_EINVAL, "cannot write '%s': the optimizer does not "
                                      "match the model's parameters", path);
     }
-  meta m = {.n = 0};
-  state_meta(s, &m);
-  if (rc == 0) rc = safetensors_write(path, e, n, m.kv);
+  meta *m = calloc(1, sizeof *m); /* 64 values of up to DESC_MAX: not the stack */
+  if (rc == 0 && !m) rc = drv_error(DRV_ENOMEM, "cannot write '%s': out of memory", path);
+  if (rc == 0) {
+    state_meta(s, m);
+    rc = safetensors_write(path, e, n, m->kv);
+  }
+  free(m);
   free(names);
   free(e);
   nn_param_list_free(&pl);
@@ -332,7 +339,7 @@ static void put_slots(const safetensors_file *f, const nn_param_list *pl, optim_
 /* Everything of the state file that can be checked before a change. */
 static int check_state(const char *path, const safetensors_file *f, ckpt_state *s,
                        const nn_param_list *pl, int64_t *opt_steps) {
-  char desc[120];
+  char desc[DESC_MAX];
   optim_describe(optim_config(s->opt), desc, sizeof desc);
   const char *fmt = safetensors_meta(f, "format"), *od = safetensors_meta(f, "optimizer");
   if (!fmt || strcmp(fmt, "drover-state-1") != 0 || read_position(f, s, opt_steps) < 0)
