@@ -20,6 +20,7 @@
 #include "log.h"
 #include "progress.h"
 #include "wire_msgs.h"
+#include "util.h"
 
 /* ============================== small helpers ============================ */
 
@@ -573,7 +574,7 @@ static int start_run(coord *c) {
       (rc = coord__dash_start(c)) < 0)
     return rc;
   /* "e": close-on-exec, or every node would inherit the descriptor. */
-  c->log = fopen(rundir_file(&c->rd, "logs/coordinator.log", path, sizeof path), "ae");
+  c->log = util_fopen_append(rundir_file(&c->rd, "logs/coordinator.log", path, sizeof path), 0644);
   if (!c->log) return drv_error(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
   log_setup(c->log, "coordinator", LOG_INFO);
   if ((rc = auth_secret_generate(&c->secret)) < 0 ||

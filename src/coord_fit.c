@@ -30,6 +30,7 @@
 #include "err.h"
 #include "log.h"
 #include "wire_msgs.h"
+#include "util.h"
 
 /* ============================== setup ===================================== */
 
@@ -591,7 +592,7 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
     return rc;
   }
   char path[1200];
-  f->metrics = fopen(rundir_file(&c->rd, "metrics.jsonl", path, sizeof path), "ae");
+  f->metrics = util_fopen_append(rundir_file(&c->rd, "metrics.jsonl", path, sizeof path), 0644);
   if (!f->metrics) {
     char why[1400];
     snprintf(why, sizeof why, "cannot open %s: %s", path, strerror(errno));

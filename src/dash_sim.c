@@ -14,6 +14,7 @@
 #include "err.h"
 #include "rundir.h"
 #include "wire.h"
+#include "util.h"
 
 #define DT 0.1              /* simulated seconds per tick */
 #define MAX_TICKS 6000      /* per advance: a stalled caller does not stall more */
@@ -135,7 +136,7 @@ static void tick_node(dash_sim *s, int i) {
     sn->log_at = s->t + 2;
     char path[600];
     snprintf(path, sizeof path, "%s/%s-%d.log", s->log_dir, wire_role_name(n->role), n->index);
-    FILE *f = fopen(path, "a");
+    FILE *f = util_fopen_append(path, 0644);
     if (f) {
       fprintf(f, "t=%.1f %s %s steps=%lld\n", s->t, n->name, n->state, (long long)n->steps);
       fclose(f);

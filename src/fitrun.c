@@ -13,6 +13,7 @@
 
 #include "err.h"
 #include "progress.h"
+#include "util.h"
 
 /* ============================== the directory ============================ */
 
@@ -37,7 +38,7 @@ int fitrun_open(fitrun *r, const char *base, const char *name, const char *resum
   }
   snprintf(r->ckdir, sizeof r->ckdir, "%s/checkpoints", r->rd.path);
   char path[1200];
-  r->metrics = fopen(rundir_file(&r->rd, "metrics.jsonl", path, sizeof path), "ae");
+  r->metrics = util_fopen_append(rundir_file(&r->rd, "metrics.jsonl", path, sizeof path), 0644);
   if (!r->metrics) {
     char why[1400];
     snprintf(why, sizeof why, "cannot open %s: %s", path, strerror(errno));

@@ -55,6 +55,7 @@
 #include "err.h"
 #include "launch_int.h"
 #include "wire.h"
+#include "util.h"
 
 extern char **environ;
 
@@ -135,7 +136,7 @@ int slurm__run(char *const argv[], char *out, size_t out_n, char *err, size_t er
 }
 
 void slurm__log_line(const char *path, const char *fmt, ...) {
-  FILE *f = fopen(path, "ae");
+  FILE *f = util_fopen_append(path, 0644);
   if (!f) return;
   va_list ap;
   va_start(ap, fmt);

@@ -251,7 +251,7 @@ static int send_line(ssh_task *t, const char *s, size_t len) {
 
 /* Appends one line to the node's log (ssh's own failure, named). */
 static void log_line(const ssh_task *t, const char *fmt, const char *a, long long b) {
-  FILE *f = fopen(t->log, "ae");
+  FILE *f = util_fopen_append(t->log, 0644);
   if (!f) return;
   fprintf(f, fmt, a, b);
   fclose(f);

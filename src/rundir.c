@@ -116,7 +116,7 @@ int rundir_create(const char *base, const char *name, rundir *rd) {
   if (mkdir(p, 0755) != 0)
     return drv_error(DRV_EIO, "cannot create '%s': %s", p, strerror(errno));
   snprintf(p, sizeof p, "%s/events.log", rd->path);
-  rd->events = fopen(p, "ae"); /* "e": O_CLOEXEC */
+  rd->events = util_fopen_append(p, 0644);
   if (!rd->events) return drv_error(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
   setvbuf(rd->events, NULL, _IOLBF, 0);
   touch(rd);
@@ -132,7 +132,7 @@ int rundir_open(const char *path, rundir *rd) {
   snprintf(p, sizeof p, "%s/events.log", rd->path);
   if (access(p, F_OK) != 0)
     return drv_error(DRV_EINVAL, "'%s' is not a run directory (it has no events.log)", path);
-  rd->events = fopen(p, "ae");
+  rd->events = util_fopen_append(p, 0644);
   if (!rd->events) return drv_error(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
   setvbuf(rd->events, NULL, _IOLBF, 0);
   touch(rd);
@@ -160,7 +160,7 @@ void rundir_record_exit(int status, int signo) {
     rundir rd = {0};
     memcpy(rd.path, touched[i], sizeof rd.path);
     char p[sizeof rd.path + 32];
-    rd.events = fopen(rundir_file(&rd, "events.log", p, sizeof p), "ae");
+    rd.events = util_fopen_append(rundir_file(&rd, "events.log", p, sizeof p), 0644);
     if (!rd.events) continue;
     if (signo) rundir_event(&rd, "process exit: %d (signal %d)", status, signo);
     else rundir_event(&rd, "process exit: %d", status);

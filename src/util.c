@@ -69,3 +69,15 @@ int util_sync_parent(const char *path) {
   errno = e;
   return rc;
 }
+
+FILE *util_fopen_append(const char *path, mode_t mode) {
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode);
+  if (fd < 0) return NULL;
+  FILE *f = fdopen(fd, "a");
+  if (!f) {
+    int e = errno;
+    close(fd);
+    errno = e;
+  }
+  return f;
+}

@@ -7,6 +7,8 @@
 #define DROVER_UTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 #include <uv.h>
 
@@ -46,6 +48,12 @@ int util_write_all(int fd, const void *buf, size_t len);
  * A file system that cannot sync directories (EINVAL) is let be. 0, or -1
  * with errno set. */
 int util_sync_dir(const char *dir);
+
+/* fopen(path, "a") with O_CLOEXEC and an explicit creation mode: a plain
+ * fopen creates 0666 less the umask, world-writable under umask 000; run
+ * records and logs are made `mode` (less the umask) instead. NULL with
+ * errno set. */
+FILE *util_fopen_append(const char *path, mode_t mode);
 
 /* util_sync_dir of the directory holding `path` ("." for a bare name). */
 int util_sync_parent(const char *path);
