@@ -19,8 +19,6 @@
 /* Blocks this large are aligned to 2 MiB and marked for transparent huge
  * pages: a dataset read in random batches otherwise spends much of its
  * gather time in TLB misses (Linux defaults THP to madvise-only). */
-/* The product of an empty tensor's non-zero sizes: 2^32. */
-#define TENSOR_EMPTY_MAX ((int64_t)1 << 32)
 
 #define HUGE_ALIGN ((size_t)2 << 20)
 

@@ -24,6 +24,10 @@
 #include "rng.h"
 
 #define TENSOR_MAXDIM 4
+/* The product of an empty tensor's non-zero sizes, at most: they bound the
+ * loops over its outer dimensions (a [2^60, 0] tensor has 2^60 rows). The
+ * wire's shape check applies the same limit. */
+#define TENSOR_EMPTY_MAX ((int64_t)1 << 32)
 
 typedef struct tensor_storage {
   float *data;     /* 64-byte aligned */

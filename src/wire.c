@@ -459,6 +459,11 @@ static int64_t rd_shape(wire_rd *r, const char *what, size_t at, unsigned nd, in
       prod *= d;
     }
   }
+  if (empty && prod > (uint64_t)TENSOR_EMPTY_MAX) {
+    rd_fail(r, "%s at offset %zu: an empty tensor's other dimensions multiply past 2^32", what,
+            at);
+    return -1;
+  }
   return empty ? 0 : (int64_t)prod;
 }
 

@@ -505,6 +505,10 @@ TEST(wire_bad_tensor_headers_are_refused) {
    * (found by the fuzzer: tensor_new computed them). */
   uint64_t hollow[4] = {0, 1ull << 30, 1ull << 30, 1};
   CHECK_ERR(read_bad_tensor(4, hollow, 0), DRV_EPARSE, "dimensions multiply past 2^40 elements");
+  /* No elements, other dims under 2^40 but past what tensor_new takes for
+   * an empty tensor (2^32): the validator and the tensor agree (fuzzer). */
+  uint64_t rows[2] = {1ull << 33, 0};
+  CHECK_ERR(read_bad_tensor(2, rows, 0), DRV_EPARSE, "other dimensions multiply past 2^32");
   uint64_t ten[2] = {2, 5};
   CHECK_ERR(read_bad_tensor(2, ten, 9), DRV_EPARSE,
             "tensor at offset 0 is truncated: shape [2, 5] needs 40 bytes, 36 left");
