@@ -31,6 +31,7 @@
  * served, never a half-applied update.
  */
 #include "ps.h"
+#include "ps_int.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -47,85 +48,6 @@
 #include "optim.h"
 #include "safetensors.h"
 #include "wire_msgs.h"
-
-/* ============================== shards =================================== */
-
-typedef struct ps_blob {
-  int refs;
-  uint8_t *payload; /* PULL_REPLY payload for this shard alone */
-  size_t len;       /* its bytes */
-  size_t hdr;       /* bytes before the floats: version, count, var, ndim, dims */
-  size_t item;      /* where the shard's list item (var id, tensor) starts */
-  float *data;      /* the values, 64-byte aligned, inside payload */
-  void *mem;        /* the allocation */
-} ps_blob;
-
-typedef struct shard {
-  uint32_t var;
-  int ndim;
-  int64_t shape[TENSOR_MAXDIM];
-  size_t n;         /* elements */
-  uint64_t row0;    /* first row of the whole variable held here (informative) */
-  optim_cfg cfg;
-  float *slots[OPTIM_MAX_SLOTS];
-  int64_t updates;  /* this shard's update count: optim_update's t */
-  ps_blob *val;
-  float *acc;       /* sync: the sum of this version's gradients (aligned) */
-  uint32_t acc_n;   /* gradients in it */
-} shard;
-
-/* A PULL waiting for the ps's version to reach min_version (sync). */
-typedef struct held_pull {
-  struct peer *pe;
-  uint32_t req;
-  uint64_t min_version;
-  uint8_t *payload; /* a copy of the request */
-  uint32_t len;
-  bool probe;       /* of no variables: the coordinator waiting for a version */
-} held_pull;
-
-/* A conn's ud is the server before authentication and its peer after;
- * both start with a tag so that on_close can tell which. */
-enum { TAG_SERVER = 0x5053, TAG_PEER = 0x5045 };
-
-/* An authenticated data connection (its conn's ud; before authentication
- * the ud is the server itself). */
-typedef struct peer {
-  int tag;     /* TAG_PEER */
-  ps_server *ps;
-  conn *c;
-  bool doomed; /* rejected: its ERROR is going out, then it closes */
-} peer;
-
-typedef struct peer_list {
-  peer **items;
-  int n, cap;
-} peer_list;
-
-struct ps_server {
-  int tag; /* TAG_SERVER */
-  uv_loop_t *loop;
-  const auth_secret *secret;
-  conn_server *server;
-  conn_opts opts;
-  shard *shards; /* sorted by var id */
-  int nshards, capshards;
-  peer_list peers; /* authenticated data connections */
-  uint64_t pushes;
-  /* sync training (see the file comment) */
-  bool sync;
-  uint32_t replicas;
-  uint64_t target, version, dropped;
-  uint32_t agg;        /* gradients summed for this version */
-  held_pull *held;
-  int nheld, capheld;
-  float *scratch;  /* aligned copy of one incoming gradient */
-  size_t scratch_cap;
-  bool stopping;
-  /* checkpoints and failover (ps_ckpt.c's section below) */
-  struct ps_ckpt *ck;  /* the CHECKPOINT in progress (one at a time), or NULL */
-  bool restored;       /* a RESTORE rolled the version back: see must_hold */
-};
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -182,7 +104,7 @@ static void blob_unref(void *arg) {
 
 /* Makes s's blob private before it changes: a zero-copy reply may still
  * be reading the current one (copy-on-write, see the file comment). */
-static int blob_own(shard *s) {
+int ps__blob_own(shard *s) {
   if (s->val->refs == 1) return 0;
   ps_blob *nb = blob_new(s->var, s->ndim, s->shape, s->n);
   if (!nb) return drv_error(DRV_ENOMEM, "out of memory for var %u", s->var);
@@ -244,15 +166,13 @@ static void reply_empty(conn *c, uint8_t type, uint32_t req) {
 
 /* ============================== VAR_INIT ================================= */
 
-static void serve_held(ps_server *ps);
-static void ckpt_version_reached(ps_server *ps);
 
 /* A new fit: its mode, version 0, no gradient summed. */
 static void sync_reset(ps_server *ps, bool sync, uint32_t replicas, uint64_t target) {
   /* Each variable's VAR_INIT calls this: say the mode when it changes. */
   bool news = sync && (!ps->sync || ps->replicas != replicas || ps->target != target);
   ps->target = 0; /* PULLs held from an earlier fit wait no more */
-  serve_held(ps);
+  ps__serve_held(ps);
   if (news)
     log_info("sync training: %u gradients per update, %llu updates", replicas,
              (unsigned long long)target);
@@ -372,7 +292,7 @@ static int pull_reply(ps_server *ps, conn *c, uint32_t req, int *idx, uint32_t c
     ps_blob *b = s->val;
     /* The version is PULL_REPLY's first field, a u64. */
     if (le_get(b->payload, 8) != ps->version) {
-      int rc = blob_own(s);
+      int rc = ps__blob_own(s);
       if (rc < 0) return rc;
       b = s->val;
       le_put(b->payload, ps->version, 8);
@@ -418,7 +338,7 @@ static int hold(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl
 static void reject(peer *pe, conn *c, int code, const char *msg);
 
 /* Answers the held PULLs that need wait no more, in arrival order. */
-static void serve_held(ps_server *ps) {
+void ps__serve_held(ps_server *ps) {
   int keep = 0;
   for (int k = 0; k < ps->nheld; k++) {
     held_pull hp = ps->held[k];
@@ -584,7 +504,7 @@ static int apply(ps_server *ps, shard *s, const uint8_t *grad) {
   /* The frame's floats are not aligned (their offset depends on the header
    * sizes before them): copy them where the kernels may load them. */
   memcpy(ps->scratch, grad, s->n * sizeof(float));
-  if ((rc = blob_own(s)) < 0) return rc;
+  if ((rc = ps__blob_own(s)) < 0) return rc;
   update_shard(s, ps->scratch);
   return 0;
 }
@@ -616,18 +536,18 @@ static int apply_sync(ps_server *ps) {
       float scale = 1.0f / (float)s->acc_n;
       for (size_t k = 0; k < s->n; k++) s->acc[k] *= scale;
     }
-    int rc = blob_own(s);
+    int rc = ps__blob_own(s);
     if (rc < 0) return rc;
     update_shard(s, s->acc);
     s->acc_n = 0;
   }
   ps->agg = 0;
   ps->version++;
-  ckpt_version_reached(ps);
+  ps__ckpt_version_reached(ps);
   if (ps->version == ps->target)
     log_info("sync training: %llu updates applied, dropped %llu late gradients",
              (unsigned long long)ps->version, (unsigned long long)ps->dropped);
-  serve_held(ps);
+  ps__serve_held(ps);
   return 0;
 }
 
@@ -679,276 +599,6 @@ static int on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *
   wire_wr_init(&w);
   wire_put_push_ok(&w, &(wire_msg_push_ok){ps->sync ? ps->version : ps->pushes, applied});
   return conn_send_wr(c, &w, WIRE_PUSH_OK, h->req);
-}
-
-/* ============================== CHECKPOINT, RESTORE ====================== */
-
-/* A CHECKPOINT in progress: the request, then the snapshot (copies of the
- * shards' values and slots, taken on the loop between two updates) that
- * a thread writes as one safetensors file, so updates go on meanwhile. */
-typedef struct ps_ckpt {
-  uv_work_t work;
-  ps_server *ps;
-  peer *pe;         /* who asked; NULL once its connection closed */
-  uint32_t req;
-  uint64_t at_version, version;
-  char path[4096];
-  uint32_t nnames;
-  uint32_t *vars;   /* var ids and their names, as the request gave them */
-  char **names;
-  size_t n;         /* tensors in the snapshot */
-  safetensors_entry *e;
-  char **tnames;    /* e[i].name, owned */
-  float **data;     /* e[i].data, owned */
-  char **meta;      /* NULL-ended, owned */
-  int status;
-  char msg[1024];
-  uint64_t bytes;
-} ps_ckpt;
-
-static void ckpt_free(ps_ckpt *k) {
-  if (!k) return;
-  for (uint32_t i = 0; i < k->nnames; i++) free(k->names[i]);
-  for (size_t i = 0; i < k->n; i++) free(k->tnames[i]), free(k->data[i]);
-  for (size_t i = 0; k->meta && k->meta[i]; i++) free(k->meta[i]);
-  free(k->vars), free(k->names), free(k->e), free(k->tnames), free(k->data), free(k->meta);
-  free(k);
-}
-
-/* Reads the (var, name) items of CHECKPOINT or RESTORE into vars/names. */
-static int read_names(const wire_items *items, uint32_t **vars, char ***names) {
-  *vars = calloc((size_t)items->n + 1, sizeof **vars);
-  *names = calloc((size_t)items->n + 1, sizeof **names);
-  if (!*vars || !*names) return drv_error(DRV_ENOMEM, "out of memory");
-  wire_rd r = wire_items_reader(items);
-  for (uint32_t i = 0; i < items->n; i++) {
-    wire_item_var_name it;
-    wire_get_item_var_name(&r, &it);
-    (*vars)[i] = it.var;
-    if (!((*names)[i] = malloc(it.name.len + 1))) return drv_error(DRV_ENOMEM, "out of memory");
-    wire_str_copy(it.name, (*names)[i], it.name.len + 1);
-  }
-  return 0;
-}
-
-static const char *name_of(uint32_t var, const uint32_t *vars, char *const *names, uint32_t n) {
-  for (uint32_t i = 0; i < n; i++)
-    if (vars[i] == var) return names[i];
-  return NULL;
-}
-
-static int add_tensor(ps_ckpt *k, const shard *s, const char *name, const float *src) {
-  size_t i = k->n;
-  if (!(k->tnames[i] = strdup(name)) || !(k->data[i] = malloc(s->n * sizeof(float) + 1)))
-    return drv_error(DRV_ENOMEM, "out of memory for a checkpoint of var %u", s->var);
-  memcpy(k->data[i], src, s->n * sizeof(float));
-  k->e[i] = (safetensors_entry){k->tnames[i], s->ndim, s->shape, k->data[i]};
-  k->n++;
-  return 0;
-}
-
-static int add_meta(ps_ckpt *k, size_t *m, const char *key, const char *fmt, ...) {
-  char val[64];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(val, sizeof val, fmt, ap);
-  va_end(ap);
-  if (!(k->meta[*m] = strdup(key)) || !(k->meta[*m + 1] = strdup(val)))
-    return drv_error(DRV_ENOMEM, "out of memory");
-  *m += 2;
-  return 0;
-}
-
-/* The copy: every shard's values, slots ("optim.<name>.<k>") and, in the
- * metadata, its first row and update count. The shape of a tensor is the
- * shard's, not the whole variable's (export.c merges the ps files). */
-static int snapshot(ps_server *ps, ps_ckpt *k) {
-  size_t cap = 0;
-  for (int i = 0; i < ps->nshards; i++) cap += 1 + (size_t)optim_nslots(&ps->shards[i].cfg);
-  k->e = calloc(cap + 1, sizeof *k->e);
-  k->tnames = calloc(cap + 1, sizeof *k->tnames);
-  k->data = calloc(cap + 1, sizeof *k->data);
-  k->meta = calloc(4 * (size_t)ps->nshards + 3, sizeof *k->meta);
-  if (!k->e || !k->tnames || !k->data || !k->meta) return drv_error(DRV_ENOMEM, "out of memory");
-  size_t m = 0;
-  int rc = add_meta(k, &m, "version", "%llu", (unsigned long long)ps->version);
-  for (int i = 0; i < ps->nshards && rc == 0; i++) {
-    const shard *s = &ps->shards[i];
-    const char *name = name_of(s->var, k->vars, k->names, k->nnames);
-    if (!name) return drv_error(DRV_EINVAL, "CHECKPOINT: no name for var %u", s->var);
-    char key[600];
-    rc = add_tensor(k, s, name, s->val->data);
-    for (int j = 0; j < optim_nslots(&s->cfg) && rc == 0; j++) {
-      snprintf(key, sizeof key, "optim.%s.%d", name, j);
-      rc = add_tensor(k, s, key, s->slots[j]);
-    }
-    snprintf(key, sizeof key, "%s.row0", name);
-    if (rc == 0) rc = add_meta(k, &m, key, "%llu", (unsigned long long)s->row0);
-    snprintf(key, sizeof key, "%s.updates", name);
-    if (rc == 0) rc = add_meta(k, &m, key, "%lld", (long long)s->updates);
-  }
-  k->version = ps->version;
-  return rc;
-}
-
-static void ckpt_reply(ps_ckpt *k) {
-  if (!k->pe || k->pe->doomed) return;
-  wire_wr w;
-  wire_wr_init(&w);
-  wire_put_checkpoint_ok(&w, &(wire_msg_checkpoint_ok){k->status, k->version, k->bytes,
-                                                       WIRE_STR(k->msg)});
-  conn_send_wr(k->pe->c, &w, WIRE_CHECKPOINT_OK, k->req);
-}
-
-static void ckpt_write_cb(uv_work_t *wk) {
-  ps_ckpt *k = wk->data;
-  k->status = safetensors_write(k->path, k->e, k->n, (const char *const *)k->meta);
-  if (k->status < 0) {
-    snprintf(k->msg, sizeof k->msg, "%s", drv_errmsg());
-    return;
-  }
-  struct stat st;
-  k->bytes = stat(k->path, &st) == 0 ? (uint64_t)st.st_size : 0;
-}
-
-static void ckpt_after_cb(uv_work_t *wk, int status) {
-  ps_ckpt *k = wk->data;
-  if (status < 0 && k->status == 0) {
-    k->status = DRV_EIO;
-    snprintf(k->msg, sizeof k->msg, "%.900s: %s", k->path, uv_strerror(status));
-  }
-  if (k->status < 0) log_warn("checkpoint %s failed: %s", k->path, k->msg);
-  else log_info("checkpoint %s: version %llu, %llu bytes", k->path,
-                (unsigned long long)k->version, (unsigned long long)k->bytes);
-  ckpt_reply(k);
-  if (k->ps->ck == k) k->ps->ck = NULL;
-  ckpt_free(k);
-}
-
-/* Takes the copy now and starts the write; a failure is answered at once. */
-static void ckpt_take(ps_server *ps, ps_ckpt *k) {
-  int rc = snapshot(ps, k);
-  k->work.data = k;
-  if (rc == 0 && uv_queue_work(ps->loop, &k->work, ckpt_write_cb, ckpt_after_cb) == 0) return;
-  k->status = rc < 0 ? rc : DRV_EIO;
-  snprintf(k->msg, sizeof k->msg, "%s", rc < 0 ? drv_errmsg() : "cannot start the write");
-  ckpt_reply(k);
-  ps->ck = NULL;
-  ckpt_free(k);
-}
-
-/* Sync: the version just moved on; a CHECKPOINT waiting for it is taken
- * now, before any gradient of the next version is summed. */
-static void ckpt_version_reached(ps_server *ps) {
-  ps_ckpt *k = ps->ck;
-  if (k && !k->work.data && (k->at_version <= ps->version || ps->version >= ps->target))
-    ckpt_take(ps, k);
-}
-
-static void ckpt_peer_gone(ps_server *ps, const peer *pe) {
-  if (ps->ck && ps->ck->pe == pe) ps->ck->pe = NULL;
-  if (ps->ck && !ps->ck->work.data && !ps->ck->pe) { /* not taken yet: nobody wants it */
-    ckpt_free(ps->ck);
-    ps->ck = NULL;
-  }
-}
-
-static int on_checkpoint(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl) {
-  wire_msg_checkpoint m;
-  int rc = wire_get_checkpoint(pl, h->len, &m);
-  if (rc < 0) return rc;
-  ps_ckpt *k = calloc(1, sizeof *k);
-  if (!k) return drv_error(DRV_ENOMEM, "out of memory");
-  *k = (ps_ckpt){.ps = ps, .pe = pe, .req = h->req, .at_version = m.at_version,
-                 .nnames = m.names.n};
-  if ((rc = wire_str_copy(m.path, k->path, sizeof k->path)) < 0 ||
-      (rc = read_names(&m.names, &k->vars, &k->names)) < 0) {
-    ckpt_free(k);
-    return rc;
-  }
-  if (ps->ck) { /* one at a time: this one fails, the ps goes on */
-    k->status = DRV_EINVAL;
-    snprintf(k->msg, sizeof k->msg, "a checkpoint is being written already");
-  } else if (ps->sync && m.at_version && m.at_version < ps->version && ps->version < ps->target) {
-    k->status = DRV_ERANGE; /* the coordinator asks again */
-    snprintf(k->msg, sizeof k->msg, "version %llu is past (the ps is at %llu)",
-             (unsigned long long)m.at_version, (unsigned long long)ps->version);
-  }
-  if (k->status < 0) {
-    ckpt_reply(k);
-    ckpt_free(k);
-    return 0;
-  }
-  ps->ck = k;
-  if (!ps->sync || m.at_version == 0 || m.at_version <= ps->version || ps->version >= ps->target)
-    ckpt_take(ps, k);
-  return 0;
-}
-
-/* Loads shard s's values, slots and update count named `name` from f. */
-static int restore_shard(shard *s, const safetensors_file *f, const char *name) {
-  char key[600];
-  const safetensors_tensor *t = safetensors_find(f, name);
-  if (!t || t->numel != (int64_t)s->n)
-    return drv_error(DRV_EINVAL, "RESTORE: %s is %s in the checkpoint", name,
-                     t ? "of another size" : "missing");
-  int rc = blob_own(s);
-  if (rc < 0) return rc;
-  memcpy(s->val->data, t->data, s->n * sizeof(float));
-  for (int j = 0; j < optim_nslots(&s->cfg); j++) {
-    snprintf(key, sizeof key, "optim.%s.%d", name, j);
-    const safetensors_tensor *sl = safetensors_find(f, key);
-    if (!sl || sl->numel != (int64_t)s->n)
-      return drv_error(DRV_EINVAL, "RESTORE: %s is missing or of another size", key);
-    memcpy(s->slots[j], sl->data, s->n * sizeof(float));
-  }
-  snprintf(key, sizeof key, "%s.updates", name);
-  const char *u = safetensors_meta(f, key);
-  s->updates = u ? strtoll(u, NULL, 10) : 0;
-  s->acc_n = 0;
-  return 0;
-}
-
-static int restore_all(ps_server *ps, const char *path, const uint32_t *vars, char *const *names,
-                       uint32_t n) {
-  if (!path[0]) return 0; /* no checkpoint yet: the values VAR_INIT gave */
-  safetensors_file f;
-  int rc = safetensors_read(path, &f);
-  for (int i = 0; i < ps->nshards && rc == 0; i++) {
-    const char *name = name_of(ps->shards[i].var, vars, names, n);
-    rc = name ? restore_shard(&ps->shards[i], &f, name)
-              : drv_error(DRV_EINVAL, "RESTORE: no name for var %u", ps->shards[i].var);
-  }
-  safetensors_free(&f);
-  return rc;
-}
-
-static int on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
-  wire_msg_restore m;
-  char path[4096], msg[1024] = "";
-  uint32_t *vars = NULL;
-  char **names = NULL;
-  int rc = wire_get_restore(pl, h->len, &m);
-  if (rc < 0) return rc;
-  if ((rc = wire_str_copy(m.path, path, sizeof path)) == 0 &&
-      (rc = read_names(&m.names, &vars, &names)) == 0)
-    rc = restore_all(ps, path, vars, names, m.names.n);
-  for (uint32_t i = 0; names && i < m.names.n; i++) free(names[i]);
-  free(vars), free(names);
-  if (rc < 0) {
-    snprintf(msg, sizeof msg, "%s", drv_errmsg());
-    log_warn("restore from %s failed: %s", path, msg);
-  } else {
-    ps->version = m.version;
-    ps->agg = 0;
-    ps->restored = true;
-    log_info("restored from %s: version %llu", path, (unsigned long long)ps->version);
-    serve_held(ps);
-  }
-  wire_wr w;
-  wire_wr_init(&w);
-  wire_put_restore_ok(&w, &(wire_msg_restore_ok){rc < 0 ? rc : 0, WIRE_STR(msg)});
-  return conn_send_wr(c, &w, WIRE_RESTORE_OK, h->req);
 }
 
 /* ============================== connections ============================== */
@@ -1011,8 +661,8 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   case WIRE_VAR_INIT: rc = on_var_init(ps, c, h, pl); break;
   case WIRE_PULL: rc = on_pull(ps, pe, c, h, pl); break;
   case WIRE_PUSH: rc = on_push(ps, c, h, pl); break;
-  case WIRE_CHECKPOINT: rc = on_checkpoint(ps, pe, h, pl); break;
-  case WIRE_RESTORE: rc = on_restore(ps, c, h, pl); break;
+  case WIRE_CHECKPOINT: rc = ps__on_checkpoint(ps, pe, h, pl); break;
+  case WIRE_RESTORE: rc = ps__on_restore(ps, c, h, pl); break;
   case WIRE_HEARTBEAT: return; /* harmless keep-alive from a client */
   default:
     rc = drv_error(DRV_EPARSE, "a ps does not serve %s", wire_type_name(h->type));
@@ -1031,7 +681,7 @@ static void data_close(conn *c, int err, const char *why) {
   if (err && !pe->ps->stopping) log_warn("data connection %s closed: %s", conn_peer(c), why);
   peers_remove(&pe->ps->peers, pe);
   drop_held(pe->ps, pe);
-  ckpt_peer_gone(pe->ps, pe);
+  ps__ckpt_peer_gone(pe->ps, pe);
   free(pe);
 }
 

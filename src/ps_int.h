@@ -1,0 +1,103 @@
+/* ps_int.h - the parameter server's state, shared by ps.c (VAR_INIT, PULL,
+ * PUSH, the connections) and ps_ckpt.c (CHECKPOINT and RESTORE). Not a
+ * public API: the role is ps.h. */
+#ifndef DROVER_PS_INT_H
+#define DROVER_PS_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "conn.h"
+#include "ps.h"
+#include "wire.h"
+
+typedef struct ps_blob {
+  int refs;
+  uint8_t *payload; /* PULL_REPLY payload for this shard alone */
+  size_t len;       /* its bytes */
+  size_t hdr;       /* bytes before the floats: version, count, var, ndim, dims */
+  size_t item;      /* where the shard's list item (var id, tensor) starts */
+  float *data;      /* the values, 64-byte aligned, inside payload */
+  void *mem;        /* the allocation */
+} ps_blob;
+
+typedef struct shard {
+  uint32_t var;
+  int ndim;
+  int64_t shape[TENSOR_MAXDIM];
+  size_t n;         /* elements */
+  uint64_t row0;    /* first row of the whole variable held here (informative) */
+  optim_cfg cfg;
+  float *slots[OPTIM_MAX_SLOTS];
+  int64_t updates;  /* this shard's update count: optim_update's t */
+  ps_blob *val;
+  float *acc;       /* sync: the sum of this version's gradients (aligned) */
+  uint32_t acc_n;   /* gradients in it */
+} shard;
+
+/* A PULL waiting for the ps's version to reach min_version (sync). */
+typedef struct held_pull {
+  struct peer *pe;
+  uint32_t req;
+  uint64_t min_version;
+  uint8_t *payload; /* a copy of the request */
+  uint32_t len;
+  bool probe;       /* of no variables: the coordinator waiting for a version */
+} held_pull;
+
+/* A conn's ud is the server before authentication and its peer after;
+ * both start with a tag so that on_close can tell which. */
+enum { TAG_SERVER = 0x5053, TAG_PEER = 0x5045 };
+
+/* An authenticated data connection (its conn's ud; before authentication
+ * the ud is the server itself). */
+typedef struct peer {
+  int tag;     /* TAG_PEER */
+  ps_server *ps;
+  conn *c;
+  bool doomed; /* rejected: its ERROR is going out, then it closes */
+} peer;
+
+typedef struct peer_list {
+  peer **items;
+  int n, cap;
+} peer_list;
+
+struct ps_server {
+  int tag; /* TAG_SERVER */
+  uv_loop_t *loop;
+  const auth_secret *secret;
+  conn_server *server;
+  conn_opts opts;
+  shard *shards; /* sorted by var id */
+  int nshards, capshards;
+  peer_list peers; /* authenticated data connections */
+  uint64_t pushes;
+  /* sync training (see the file comment) */
+  bool sync;
+  uint32_t replicas;
+  uint64_t target, version, dropped;
+  uint32_t agg;        /* gradients summed for this version */
+  held_pull *held;
+  int nheld, capheld;
+  float *scratch;  /* aligned copy of one incoming gradient */
+  size_t scratch_cap;
+  bool stopping;
+  /* checkpoints and failover (ps_ckpt.c) */
+  struct ps_ckpt *ck;  /* the CHECKPOINT in progress (one at a time), or NULL */
+  bool restored;       /* a RESTORE rolled the version back: see must_hold */
+};
+
+
+/* ps.c */
+int ps__blob_own(shard *s);           /* a shard's values no PULL reply shares */
+void ps__serve_held(ps_server *ps);   /* answers PULLs a version unblocked */
+
+/* ps_ckpt.c */
+void ps__ckpt_version_reached(ps_server *ps); /* a sync CHECKPOINT waits for a version */
+void ps__ckpt_peer_gone(ps_server *ps, const peer *pe);
+int ps__on_checkpoint(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
+int ps__on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
+
+#endif
