@@ -20,14 +20,8 @@
 #include "runs.h"
 
 bool attach_coordinator_up(const char *dir) {
-  char path[PATH_MAX + 32], line[512] = "";
-  snprintf(path, sizeof path, "%s/coordinator", dir);
-  FILE *f = fopen(path, "r");
-  if (!f) return false;
-  bool got = fgets(line, sizeof line, f) != NULL;
-  fclose(f);
-  char *sp = got ? strchr(line, ' ') : NULL;
-  long pid = sp ? strtol(sp + 1, NULL, 10) : 0;
+  long pid = runs_coordinator_pid(dir, NULL, 0);
+  if (pid < 0) return false;
   /* unreadable: let the live path say what is wrong with it */
   return pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH;
 }

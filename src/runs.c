@@ -93,20 +93,27 @@ static void read_events(const char *dir, run_info *r, bool *shutdown_ok, bool *f
   if (r->nodes < 0 && started > 0) r->nodes = started;
 }
 
-/* "HOST:PORT PID" while the coordinator lives. */
-static bool coordinator_alive(const char *dir, run_info *r) {
-  char path[PATH_MAX + 32], line[256] = "";
+long runs_coordinator_pid(const char *dir, char *addr, size_t n) {
+  char path[PATH_MAX + 32], line[512] = "";
   snprintf(path, sizeof path, "%s/coordinator", dir);
   FILE *f = fopen(path, "r");
-  if (!f) return false;
+  if (!f) return -1;
   bool got = fgets(line, sizeof line, f) != NULL;
   fclose(f);
   char *sp = got ? strchr(line, ' ') : NULL;
-  if (!sp) return false;
+  if (!sp) return 0;
   *sp = '\0';
+  if (n) snprintf(addr, n, "%s", line);
   long pid = strtol(sp + 1, NULL, 10);
+  return pid > 0 ? pid : 0;
+}
+
+/* "HOST:PORT PID" while the coordinator lives. */
+static bool coordinator_alive(const char *dir, run_info *r) {
+  char addr[sizeof r->address];
+  long pid = runs_coordinator_pid(dir, addr, sizeof addr);
   if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) return false;
-  snprintf(r->address, sizeof r->address, "%.79s", line);
+  snprintf(r->address, sizeof r->address, "%s", addr);
   return true;
 }
 

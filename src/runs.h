@@ -17,6 +17,11 @@ int runs_list(const char *base, FILE *out);
  * its own process is alive). */
 bool runs_running(const char *dir);
 
+/* The pid in dir/coordinator ("HOST:PORT PID"), the address copied to
+ * addr (n bytes, may be 0): -1 when there is no such file, 0 when it does
+ * not parse. */
+long runs_coordinator_pid(const char *dir, char *addr, size_t n);
+
 /* The run directory `name` stands for, into dir[n]: name itself when it is
  * a directory; else base/name (a name `drover ls` prints); else the newest
  * run under base whose name starts with `name` ("train" for the newest
