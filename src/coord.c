@@ -570,9 +570,14 @@ static void launcher_note(void *ud, const char *msg) {
 static int start_run(coord *c) {
   int rc;
   char path[1200];
-  if ((rc = auth_init()) < 0 || (rc = rundir_create(c->opts.runs_base, c->opts.name, &c->rd)) < 0 ||
+  c->resume = c->opts.resume_dir != NULL;
+  if ((rc = auth_init()) < 0 ||
+      (rc = c->resume ? rundir_open(c->opts.resume_dir, &c->rd)
+                      : rundir_create(c->opts.runs_base, c->opts.name, &c->rd)) < 0 ||
       (rc = coord__dash_start(c)) < 0)
     return rc;
+  c->opts.resume_dir = NULL; /* borrowed for the call */
+  if (c->resume) rundir_event(&c->rd, "cluster run resumed: pid %ld", (long)getpid());
   /* "e": close-on-exec, or every node would inherit the descriptor. */
   c->log = util_fopen_append(rundir_file(&c->rd, "logs/coordinator.log", path, sizeof path), 0644);
   if (!c->log) return drv_error(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));

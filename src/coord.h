@@ -115,6 +115,10 @@ typedef struct coord_opts {
   int max_restarts;              /* per worker or chief (3); 0 = none */
   int max_queue;                 /* closures queued at most (1024):
                                     coord_schedule waits beyond */
+  const char *resume_dir;        /* NULL, or a run directory to continue
+                                    in (`drover run --resume`): fits
+                                    resume from its newest checkpoint;
+                                    borrowed until coord_start returns */
 } coord_opts;
 
 void coord_opts_default(coord_opts *o);
@@ -175,6 +179,10 @@ int coord_setup(coord *c, const coord_fit_args *a);
 /* Global steps (updates applied by every ps) of the last sync fit; 0 for
  * an async one or before any fit. */
 int64_t coord_global_steps(const coord *c);
+
+/* Whether the last coord_fit ran nothing because the run is resumed
+ * (opts.resume_dir) and that fit had ended before its newest checkpoint. */
+bool coord_fit_skipped(const coord *c);
 
 /* Copies the current parameters from the ps nodes into `model` (whose
  * architecture must be the one last fitted). A no-op before any fit. */

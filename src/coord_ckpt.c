@@ -116,7 +116,10 @@ static int write_phase(coord_fit_state *f, uint64_t at_version) {
     ck->waiting++;
   }
   ck->state = CK_WRITING;
-  return 0;
+  /* The trainers' data positions go with it, unless it is of the fit's
+   * last step (a fit that ended needs none: the next one starts afresh). */
+  ck->want_pos = f->looping && (f->sync ? (int64_t)at_version < f->sync_target : f->done < f->total);
+  return coord__pos_ask(f, at_version);
 }
 
 int coord__ckpt_begin(coord_fit_state *f, bool sync_boundary) {
@@ -158,7 +161,7 @@ static int commit(coord_fit_state *f) {
     }
   files[nf] = NULL;
   char step[32], epoch[32], version[32], fit[32], nps[16], acc_s[32], loss_s[32];
-  char spec[8192];
+  char spec[8192], *owned = NULL;
   const coord_fit_args *a = f->args;
   if (!a || nn_spec(a->model, spec, sizeof spec) < 0) spec[0] = '\0';
   snprintf(step, sizeof step, "%" PRId64, ck->step);
@@ -166,9 +169,12 @@ static int commit(coord_fit_state *f) {
   snprintf(version, sizeof version, "%" PRIu64, ck->version);
   snprintf(fit, sizeof fit, "%" PRId64, f->fit_no);
   snprintf(nps, sizeof nps, "%d", f->nps);
-  const char *meta[24] = {"kind", "cluster", "step", step, "epoch", epoch, "version", version,
-                          "fit", fit, "ps", nps, "mode", f->sync ? "sync" : "async",
-                          NN_SPEC_META_KEY, spec, NULL};
+  const char *head[] = {"kind", "cluster", "step", step, "epoch", epoch, "version", version,
+                        "fit", fit, "ps", nps, "mode", f->sync ? "sync" : "async",
+                        NN_SPEC_META_KEY, spec};
+  const char **meta = calloc(24 + 2 * (size_t)f->ntrainers + 4, sizeof *meta);
+  if (!meta) return drv_error(DRV_ENOMEM, "out of memory");
+  memcpy(meta, head, sizeof head);
   double acc = f->p.eval_accuracy, loss = f->p.eval_loss;
   int m = 16;
   if (isfinite(acc)) { /* for keep_best */
@@ -180,10 +186,14 @@ static int commit(coord_fit_state *f) {
     meta[m++] = "eval_loss", meta[m++] = loss_s;
   }
   meta[m] = NULL;
-  return manifest_commit(ck->dir, files, meta);
+  int rc = coord__pos_meta(f, meta, &m, &owned);
+  if (rc == 0) rc = manifest_commit(ck->dir, files, meta);
+  free(owned);
+  free(meta);
+  return rc;
 }
 
-static void finish(coord_fit_state *f) {
+void coord__ckpt_finish(coord_fit_state *f) {
   coord_ck *ck = &f->ck;
   coord *c = f->c;
   ck->state = CK_IDLE;
@@ -198,6 +208,7 @@ static void finish(coord_fit_state *f) {
     ck->failed = 1;
     snprintf(ck->why, sizeof ck->why, "%s", drv_errmsg());
   }
+  coord__pos_clear(f);
   if (ck->failed) {
     remove_uncommitted(f);
     rundir_event(&c->rd, "checkpoint step %" PRId64 " failed: %s; the previous checkpoint is "
@@ -237,7 +248,7 @@ void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const u
     if (write_phase(f, at) < 0) {
       ck->failed = 1;
       snprintf(ck->why, sizeof ck->why, "%s", drv_errmsg());
-      finish(f);
+      coord__ckpt_finish(f);
     }
     return;
   }
@@ -249,7 +260,7 @@ void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const u
   else if (m.status != 0 && ck->failed++ == 0) snprintf(ck->why, sizeof ck->why, "ps:%d: %s", ps, msg);
   ck->bytes += m.bytes;
   ck->version = m.version;
-  if (--ck->waiting == 0) finish(f);
+  if (--ck->waiting == 0 && ck->pos_waiting == 0) coord__ckpt_finish(f);
 }
 
 bool coord__ckpt_idle(coord *c, void *arg) {
@@ -257,8 +268,23 @@ bool coord__ckpt_idle(coord *c, void *arg) {
   return c->fit->ck.state == CK_IDLE;
 }
 
+/* The fit's steps are all done but a trainer has not drawn the batch its
+ * position waits for, and will not: that checkpoint is given up (the fit's
+ * final one follows). */
+static void abandon_if_over(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  bool over = f->sync ? f->sync_reached >= f->nps : f->done >= f->total;
+  if (ck->state != CK_WRITING || ck->waiting > 0 || ck->pos_waiting == 0 || !over) return;
+  ck->state = CK_IDLE;
+  coord__pos_clear(f);
+  remove_uncommitted(f);
+  rundir_event(&f->c->rd, "checkpoint step %" PRId64 " abandoned: the fit ended before every "
+               "worker reached it", ck->step);
+}
+
 void coord__ckpt_tick(coord_fit_state *f) {
   coord_ck *ck = &f->ck;
+  abandon_if_over(f);
   if ((!f->has_ckpt && !ck->requested) || ck->state != CK_IDLE || ck->restoring) return;
   int64_t since = f->done - (ck->last_step > 0 ? ck->last_step : 0);
   bool due = ck->requested || (f->ckpol.every > 0 && since >= f->ckpol.every) ||
@@ -315,6 +341,7 @@ void coord__ckpt_ps_lost(coord_fit_state *f, int ps) {
   if (!f->cfg) return;
   if (ck->state != CK_IDLE) { /* that checkpoint will not be whole */
     ck->state = CK_IDLE;
+    coord__pos_clear(f);
     remove_uncommitted(f);
     rundir_event(&f->c->rd, "checkpoint step %" PRId64 " abandoned: ps:%d was lost", ck->step, ps);
   }
@@ -383,14 +410,17 @@ int coord__ckpt_restore_tick(coord_fit_state *f) {
   int have = newest(f, &e, &m);
   int64_t step = have ? strtoll(manifest_meta(&m, "step"), NULL, 10) : 0;
   uint64_t version = have ? strtoull(manifest_meta(&m, "version"), NULL, 10) : 0;
-  manifest_free(&m);
   if (have)
     rundir_event(&c->rd, "restoring from step %" PRId64 " (%s)", step, e.path);
   else
     rundir_event(&c->rd, "no checkpoint yet: the ps restart from the initial values and the fit "
                  "starts over");
   coord__spec_all(c); /* workers reconnect to the restarted ps */
-  int rc = coord__connect_ps(c);
+  /* The trainers first: once they have rolled back, nothing computed
+   * before can reach a ps (a RESTORE closes the connections that pushed). */
+  int rc = coord__pos_rollback(f, have ? &m : NULL);
+  manifest_free(&m);
+  if (rc == 0) rc = coord__connect_ps(c);
   for (int i = 0; i < f->nvars && rc == 0 && !have; i++)
     memcpy(tensor_data(f->vars[i].value), ck->initial[i],
            (size_t)tensor_numel(f->vars[i].value) * sizeof(float));
@@ -410,4 +440,60 @@ int coord__ckpt_restore_tick(coord_fit_state *f) {
   if (f->sync) rc = coord__send_sync_probes(f);
   rundir_event(&c->rd, "restored from step %" PRId64 ": training goes on", step);
   return rc;
+}
+
+/* ============================== resume ==================================== */
+
+static void bad_ckpt(void *ud, const char *msg) {
+  coord_fit_state *f = ud;
+  fprintf(stderr, "drover: %s\n", msg);
+  rundir_event(&f->c->rd, "%s", msg);
+}
+
+/* Long: the resume is one sequence (find, decide, roll back, restore),
+ * clearer in one place than split. */
+int coord__ckpt_resume(coord_fit_state *f) {
+  coord *c = f->c;
+  if (!c->resume) return 0;
+  char base[1100];
+  ckpt_dir(f, base, sizeof base);
+  ckpt_entry e;
+  manifest m = {0};
+  const char *kind = NULL;
+  if (ckpt_newest(base, &e, bad_ckpt, f) == 1 && manifest_read(e.path, &m) == 0)
+    kind = manifest_meta(&m, "kind");
+  if (!kind || strcmp(kind, "cluster") != 0 || !manifest_meta(&m, "fit") ||
+      !manifest_meta(&m, "step") || !manifest_meta(&m, "version")) {
+    c->resume = false;
+    manifest_free(&m);
+    rundir_event(&c->rd, "resumed run: no cluster checkpoint; fit %" PRId64 " starts from the "
+                 "beginning", f->fit_no);
+    return 0;
+  }
+  int64_t fit = strtoll(manifest_meta(&m, "fit"), NULL, 10);
+  int64_t step = strtoll(manifest_meta(&m, "step"), NULL, 10);
+  uint64_t version = strtoull(manifest_meta(&m, "version"), NULL, 10);
+  if (fit != f->fit_no) {
+    manifest_free(&m);
+    if (fit < f->fit_no) { /* this fit had not checkpointed yet */
+      c->resume = false;
+      rundir_event(&c->rd, "resumed run: fit %" PRId64 " starts from the beginning", f->fit_no);
+      return 0;
+    }
+    f->skipped = true;
+    rundir_event(&c->rd, "resumed run: fit %" PRId64 " skipped (it had ended before the "
+                 "checkpoint of fit %" PRId64 ")", f->fit_no, fit);
+    return 1;
+  }
+  c->resume = false;
+  rundir_event(&c->rd, "resuming fit %" PRId64 " from step %" PRId64 " (%s)", fit, step, e.path);
+  int rc = coord__pos_rollback(f, &m);
+  manifest_free(&m);
+  if (rc == 0) rc = send_restore(f, e.path, version);
+  if (rc < 0) return rc;
+  f->done = f->produced = step;
+  f->epoch_no = 0;
+  f->ck.last_step = step;
+  f->ck.last_time = progress_now();
+  return 0;
 }

@@ -139,6 +139,7 @@ void coord__fit_node_back(coord *c, int node) {
 void coord__fit_node_lost(coord *c, int node) {
   coord_fit_state *f = c->fit;
   if (f && f->setup_ok) f->setup_ok[node] = false; /* SETUP again when it is back */
+  if (f) coord__pos_node_lost(f, node);
   if (f && c->nodes[node].role == ROLE_PS) coord__ckpt_ps_lost(f, c->nodes[node].index);
 }
 
@@ -313,6 +314,9 @@ int coord__fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl
     return 0;
   case WIRE_EVAL_RESULT:
     return f->cfg ? on_eval_result(f, pl, h->len) : 0;
+  case WIRE_POSITION_OK:
+  case WIRE_ROLLBACK_OK:
+    return coord__pos_frame(f, node, h, pl);
   default:
     return drv_error(DRV_EPROTO, "unexpected %s", wire_type_name(h->type));
   }
@@ -586,10 +590,17 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   const train_cfg *cfg = a->cfg;
   f->has_ckpt = a->ckpt != NULL;
   if (a->ckpt) f->ckpol = *a->ckpt;
-  if ((rc = coord__ckpt_fit_begin(f)) < 0 ||
-      (f->sync && (rc = coord__send_sync_probes(f)) < 0)) {
+  f->skipped = false;
+  int resumed = 0;
+  if ((rc = coord__ckpt_fit_begin(f)) < 0 || (resumed = rc = coord__ckpt_resume(f)) < 0 ||
+      (resumed == 0 && f->sync && (rc = coord__send_sync_probes(f)) < 0)) {
     f->args = NULL;
     return rc;
+  }
+  if (resumed > 0) { /* `--resume`: this fit had ended before the checkpoint */
+    coord__ckpt_fit_end(f);
+    keep_args(f, a);
+    return 0;
   }
   char path[1200];
   f->metrics = util_fopen_append(rundir_file(&c->rd, "metrics.jsonl", path, sizeof path), 0644);
@@ -613,6 +624,8 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   rc = fit_loop(c, a);
   return fit_finish(c, a, rc, res);
 }
+
+bool coord_fit_skipped(const coord *c) { return c->fit && c->fit->skipped; }
 
 int64_t coord_global_steps(const coord *c) {
   return c->fit && c->fit->sync ? c->fit->sync_applied : 0;

@@ -19,6 +19,16 @@
 #define RESTORE_REQ 0xfffffff2u
 #define COORD_MAX_PS_FILES (MANIFEST_MAX_FILES - 1) /* ps with shards in a checkpoint */
 
+/* A trainer's data position in a checkpoint (coord_pos.c). */
+#define COORD_POS_RNG_MAX 512 /* 16 Dropout generators of 32 bytes */
+typedef struct ckpos {
+  bool got;         /* POSITION_OK came for this attempt */
+  bool rb_out;      /* a ROLLBACK is out, its ROLLBACK_OK not back */
+  uint64_t batches; /* drawn since SETUP */
+  uint32_t nrng;    /* bytes of rng */
+  uint8_t rng[COORD_POS_RNG_MAX];
+} ckpos;
+
 /* A cluster checkpoint in progress (coord_ckpt.c). */
 enum { CK_IDLE, CK_PROBING, CK_WRITING };
 typedef struct coord_ck {
@@ -38,6 +48,13 @@ typedef struct coord_ck {
   int lost_ps;         /* the ps lost, and when */
   double lost_at;
   float **initial;     /* per variable: its values when the fit began (no checkpoint yet) */
+  /* the trainers' data positions (coord_pos.c) */
+  uint32_t seq;        /* of this attempt: the req of its POSITIONs */
+  bool want_pos;       /* this checkpoint records them (not a fit's last step) */
+  int pos_waiting;     /* POSITION_OKs outstanding */
+  int rb_waiting;      /* ROLLBACK_OKs outstanding */
+  ckpos *pos;          /* per trainer, npos of them */
+  int npos;
 } coord_ck;
 
 typedef struct shard {
@@ -106,6 +123,7 @@ struct coord_fit_state {
   fitrun_ckpt ckpol;
   coord_ck ck;
   int64_t fit_no;        /* fits so far on this cluster */
+  bool skipped;          /* `--resume`: this fit had ended before the checkpoint */
 };
 
 /* coord_fit.c: the fit's train steps as a producer of the task queue
@@ -140,6 +158,9 @@ void coord__ckpt_tick(coord_fit_state *f);
 /* Starts a checkpoint now (sync: at the next global step boundary when
  * `sync_boundary`). 0, or negative when it cannot start. */
 int coord__ckpt_begin(coord_fit_state *f, bool sync_boundary);
+/* Every reply of a checkpoint is in: commits it, or fails it, or asks
+ * again (sync: a node had passed the version). */
+void coord__ckpt_finish(coord_fit_state *f);
 /* Whether no checkpoint is being taken. */
 bool coord__ckpt_idle(coord *c, void *arg);
 /* CHECKPOINT_OK, RESTORE_OK or a probe's PULL_REPLY from ps `ps`. */
@@ -152,5 +173,33 @@ void coord__ckpt_fit_end(coord_fit_state *f);
 void coord__ckpt_ps_lost(coord_fit_state *f, int ps);
 /* Between two turns of the fit loop, once every ps is back: the rollback. */
 int coord__ckpt_restore_tick(coord_fit_state *f);
+/* `drover run --resume`: at the start of a fit (set up, before its first
+ * step), continues from the run's newest cluster checkpoint when it is of
+ * this fit (ps restored, trainers rolled back, the step count set).
+ * Returns 0 (going on, resumed or from the start), 1 when this fit had
+ * ended before that checkpoint (f->skipped; nothing to run), or negative. */
+int coord__ckpt_resume(coord_fit_state *f);
+
+/* coord_pos.c: the trainers' data positions in a checkpoint. */
+/* Asks every trainer where its data stood at ps version `at` (0: now)
+ * when the checkpoint records positions (ck->want_pos: during a fit, not
+ * of its last step). Replies come to coord__pos_frame. */
+int coord__pos_ask(coord_fit_state *f, uint64_t at);
+/* POSITION_OK or ROLLBACK_OK from node `node`. */
+int coord__pos_frame(coord_fit_state *f, int node, const wire_header *h, const uint8_t *pl);
+/* The positions as manifest meta ("trainers", "pos.<t>"), appended to
+ * meta at *m (room for 2 * ntrainers + 2 more, then NULL); the strings
+ * are in *owned (malloc'ed, freed by the caller). */
+int coord__pos_meta(coord_fit_state *f, const char **meta, int *m, char **owned);
+/* Rolls every trainer back to its position in checkpoint m (NULL: to the
+ * start of the fit), pumping until all answered. A checkpoint without
+ * positions (or of another number of trainers) rolls nothing back and
+ * says so. */
+int coord__pos_rollback(coord_fit_state *f, const manifest *m);
+/* A trainer was lost: a checkpoint waiting for its position fails; a
+ * rollback stops waiting for it. */
+void coord__pos_node_lost(coord_fit_state *f, int node);
+/* Frees the attempt's positions. */
+void coord__pos_clear(coord_fit_state *f);
 
 #endif

@@ -134,6 +134,7 @@ struct coord {
   struct peer *peers; /* every authenticated control connection (coord.c) */
   int open_conns;
   bool freeing;
+  bool resume; /* `drover run --resume`: the first fits continue from the run's checkpoints */
   bool *freed; /* coord_free's, set once the struct is gone */
 };
 

@@ -67,9 +67,14 @@ static int l_cluster(lua_State *L) {
   lcluster *lc = lua_newuserdatauv(L, sizeof *lc, 2);
   memset(lc, 0, sizeof *lc);
   luaL_setmetatable(L, CLUSTER_MT);
+  char resume[4096];
+  o.resume_dir = ltrain_take_resume(L, resume, sizeof resume);
   int rc = coord_start(loop, &o, &lc->c);
   if (rc < 0) return cluster_error(L);
   snprintf(lc->run_dir, sizeof lc->run_dir, "%s", coord_run_dir(lc->c));
+  /* what `drover run --resume` runs again (a resumed run keeps its own) */
+  if (!o.resume_dir && ltrain_save_script(L, lc->run_dir) < 0)
+    fprintf(stderr, "drover: %s (this run cannot be resumed)\n", drv_errmsg());
   snprintf(lc->address, sizeof lc->address, "%s", coord_address(lc->c));
   ldash_cluster_up(L, -1, lc->c);
   return 1;
@@ -201,6 +206,10 @@ static int l_fit(lua_State *L) {
   }
   if (rc < 0) return cluster_error(L);
   ltrain_push_result(L, &res);
+  if (coord_fit_skipped(c)) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "skipped"); /* done before the run was interrupted */
+  }
   if (a.sync) {
     lua_pushinteger(L, coord_global_steps(c));
     lua_setfield(L, -2, "global_steps");

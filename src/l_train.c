@@ -569,6 +569,39 @@ static int t_restore(lua_State *L) {
   return 0;
 }
 
+int ltrain_save_script(lua_State *L, const char *dir) {
+  int top = lua_gettop(L);
+  const char *script = NULL;
+  int args = 0;
+  if (lua_getglobal(L, "arg") == LUA_TTABLE) {
+    args = lua_gettop(L);
+    if (lua_rawgeti(L, args, 0) == LUA_TSTRING) script = lua_tostring(L, -1);
+  }
+  char *text = read_script(script);
+  char *json = text ? run_json(L, script, args) : NULL;
+  rundir rd = {0};
+  snprintf(rd.path, sizeof rd.path, "%s", dir);
+  int rc = text && !json ? drv_error(DRV_ENOMEM, "out of memory") : 0;
+  if (rc == 0 && text) rc = rundir_write(&rd, "run.lua", text, 0644);
+  if (rc == 0 && json) rc = rundir_write(&rd, "run.json", json, 0644);
+  free(text);
+  free(json);
+  lua_settop(L, top);
+  return rc;
+}
+
+const char *ltrain_take_resume(lua_State *L, char *buf, size_t n) {
+  const char *dir = NULL;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "drover.resume") == LUA_TSTRING) {
+    snprintf(buf, n, "%s", lua_tostring(L, -1));
+    dir = buf;
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "drover.resume");
+  }
+  lua_pop(L, 1);
+  return dir;
+}
+
 /* drover.train.resume_dir() -> the run directory `drover run --resume`
  * gave, or nil */
 static int l_resume_dir(lua_State *L) {

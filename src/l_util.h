@@ -90,6 +90,16 @@ void ltrain_check_experiment(lua_State *L, int idx);
  * raises "experiment: FIELD must be ... (got ...)". */
 void ltrain_read_experiment(lua_State *L, int idx, ltrain_exp *e);
 
+/* Writes run.lua (the script arg[0] names, as it is now) and run.json
+ * (its absolute path, the arguments in `arg`, the working directory) into
+ * the run directory `dir`: what `drover run --resume` runs again. Nothing
+ * when arg[0] is not a readable file (stdin, the REPL). 0 or negative. */
+int ltrain_save_script(lua_State *L, const char *dir);
+/* The run directory `drover run --resume` gave (copied into buf), or NULL;
+ * the first caller takes it: later ones (another cluster, an in-process
+ * fit) get NULL and make their own. */
+const char *ltrain_take_resume(lua_State *L, char *buf, size_t n);
+
 /* ---- l_cluster.c ---- */
 struct coord;
 /* The coordinator of the Cluster userdata at idx; raises when it was shut

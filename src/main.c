@@ -405,8 +405,8 @@ static int resume_run(const char *dir) {
   json_t *args = NULL;
   if (!j || json_unpack(j, "{s:s, s:o, s:s}", "script", &script, "args", &args, "cwd", &cwd) < 0 ||
       !json_is_array(args)) {
-    fprintf(stderr, "drover: cannot resume '%s': %s is missing or unreadable (only in-process "
-            "runs can be resumed)\n", dir, path);
+    fprintf(stderr, "drover: cannot resume '%s': %s is missing or unreadable (a run keeps its "
+            "script there when `drover run` starts it from a file)\n", dir, path);
     json_decref(j);
     return 1;
   }

@@ -660,7 +660,7 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   switch (h->type) {
   case WIRE_VAR_INIT: rc = on_var_init(ps, c, h, pl); break;
   case WIRE_PULL: rc = on_pull(ps, pe, c, h, pl); break;
-  case WIRE_PUSH: rc = on_push(ps, c, h, pl); break;
+  case WIRE_PUSH: pe->pushed = true, rc = on_push(ps, c, h, pl); break;
   case WIRE_CHECKPOINT: rc = ps__on_checkpoint(ps, pe, h, pl); break;
   case WIRE_RESTORE: rc = ps__on_restore(ps, c, h, pl); break;
   case WIRE_HEARTBEAT: return; /* harmless keep-alive from a client */

@@ -275,6 +275,12 @@ int ps__on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *
     ps->restored = true;
     log_info("restored from %s: version %llu", path, (unsigned long long)ps->version);
     ps__serve_held(ps);
+    /* A PUSH still unread on a worker's connection was computed before
+     * the rollback: closing those connections drops it unread (the
+     * workers, rolled back already, connect again for their next step). */
+    for (int i = 0; i < ps->peers.n; i++)
+      if (ps->peers.items[i]->c != c && ps->peers.items[i]->pushed)
+        conn_close(ps->peers.items[i]->c, "restored: pushes from before are not taken");
   }
   wire_wr w;
   wire_wr_init(&w);

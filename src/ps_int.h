@@ -57,6 +57,7 @@ typedef struct peer {
   ps_server *ps;
   conn *c;
   bool doomed; /* rejected: its ERROR is going out, then it closes */
+  bool pushed; /* it sent a PUSH: a RESTORE closes it (ps_ckpt.c) */
 } peer;
 
 typedef struct peer_list {

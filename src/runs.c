@@ -38,6 +38,7 @@ typedef struct run_info {
   char state[64];
   char ckpt[32];    /* "step-N" or "-" */
   bool in_process;
+  bool resumable;   /* run.json: `drover run --resume` can run its script again */
   bool fit_open;    /* in process: a fit began and did not end */
   char started[32]; /* events.log's first time stamp (UTC, sortable) */
   char last[32];    /* and its last */
@@ -69,9 +70,11 @@ static void read_events(const char *dir, run_info *r, bool *shutdown_ok, bool *f
     int n, fails;
     if (sscanf(text, "cluster ready: %d nodes", &n) == 1) r->nodes = n;
     if (starts(text, "node start ")) started++;
-    if (starts(text, "fit ") && (strstr(text, ": started") || strstr(text, ": resuming")))
+    if ((starts(text, "fit ") && (strstr(text, ": started") || strstr(text, ": resuming"))) ||
+        starts(text, "fit: ")) /* in process; on a cluster */
       r->fit_open = true;
-    if (starts(text, "fit done") || starts(text, "error: fit stopped")) r->fit_open = false;
+    if (starts(text, "fit done") || starts(text, "fit failed") || starts(text, "error: fit stopped"))
+      r->fit_open = false;
     if (starts(text, "error ") || starts(text, "start failed") ||
         starts(text, "reservation timed out"))
       *failed = true;
@@ -143,7 +146,7 @@ static int64_t last_checkpoint(const char *dir) {
 /* `what` with ", resumable from step N" when an unfinished fit has a
  * checkpoint. */
 static void set_state(run_info *r, const char *what, int64_t step) {
-  if (r->in_process && r->fit_open && step >= 0)
+  if (r->resumable && r->fit_open && step >= 0)
     snprintf(r->state, sizeof r->state, "%s (resumable from step %lld)", what, (long long)step);
   else snprintf(r->state, sizeof r->state, "%s", what);
 }
@@ -179,7 +182,11 @@ static bool read_run(const char *base, const char *name, run_info *r) {
   else snprintf(r->ckpt, sizeof r->ckpt, "-");
   char rj[PATH_MAX + 16];
   snprintf(rj, sizeof rj, "%s/run.json", dir);
-  r->in_process = stat(rj, &st) == 0;
+  char secret[PATH_MAX + 16];
+  snprintf(secret, sizeof secret, "%s/secret", dir);
+  struct stat sx; /* st stays events.log's */
+  r->resumable = stat(rj, &sx) == 0; /* its script was kept */
+  r->in_process = r->resumable && stat(secret, &sx) != 0; /* a cluster run has a secret */
   if (r->in_process ? process_alive(dir) : coordinator_alive(dir, r))
     snprintf(r->state, sizeof r->state, "running");
   else

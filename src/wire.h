@@ -79,6 +79,10 @@
   XX(33, EVAL_RESULT, eval_result, false, 0)     \
   XX(34, CALL, call, false, 0)                   \
   XX(35, CALL_RESULT, call_result, false, 0)     \
+  XX(36, POSITION, position, false, 0)           \
+  XX(37, POSITION_OK, position_ok, false, 0)     \
+  XX(38, ROLLBACK, rollback, false, 0)           \
+  XX(39, ROLLBACK_OK, rollback_ok, false, 0)     \
   XX(40, PULL, pull, false, WIRE_PULL_MAX)       \
   XX(41, PULL_REPLY, pull_reply, false, 0)       \
   XX(42, PUSH, push, false, 0)                   \

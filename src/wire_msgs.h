@@ -112,6 +112,27 @@
 #define WIRE_MSG_call(X) X(U64, task) X(BYTES, closure)
 #define WIRE_MSG_call_result(X) X(U64, task) X(I32, status) X(BYTES, data)
 
+/* Data positions, coordinator <-> worker and chief (checkpoints and
+ * rollbacks, docs/ARCHITECTURE.md "The checkpoint commit (cluster)").
+ *  POSITION     C -> W: where the node's data stood at ps version
+ *               at_version: the batches it had drawn and its Dropout
+ *               generators just before its first batch computed on values
+ *               of that version or later (0: now, between two batches)
+ *  POSITION_OK  W -> C (req echoed): status 0, or DRV_ERANGE when that
+ *               point is out of its memory (asked again further ahead);
+ *               batches since SETUP, the version of that batch's values,
+ *               rng: 32 bytes (xoshiro state, little-endian) per Dropout
+ *  ROLLBACK     C -> W: drop the jobs in hand, close the ps links (pushes
+ *               computed before cannot reach a restored ps on a new one),
+ *               and go to `batches` with these generators (rng empty: the
+ *               ones SETUP made)
+ *  ROLLBACK_OK  W -> C (req echoed): status 0 or a DRV_E* code */
+#define WIRE_MSG_position(X) X(U64, at_version)
+#define WIRE_MSG_position_ok(X) \
+  X(I32, status) X(U64, batches) X(U64, version) X(BYTES, rng) X(STR, message)
+#define WIRE_MSG_rollback(X) X(U64, batches) X(BYTES, rng)
+#define WIRE_MSG_rollback_ok(X) X(I32, status) X(STR, message)
+
 /* Parameters, worker/evaluator/coordinator <-> ps.
  *  PULL        -> P: sync: the reply waits until the ps's version is >=
  *              min_version (0: any; an async ps never waits)

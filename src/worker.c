@@ -230,6 +230,11 @@ static void after_work_cb(uv_work_t *req, int status) {
     job_free(j);
     return;
   }
+  worker__pos_idle(w); /* a POSITION for now, a ROLLBACK: before anything moves on */
+  if (j->rolled_back) { /* computed from the state a ROLLBACK left: never pushed */
+    fail(w, j, DRV_EIO, "rolled back to a checkpoint");
+    return;
+  }
   if (status < 0) {
     fail(w, j, DRV_EIO, "thread pool: %s", uv_strerror(status));
     return;
@@ -243,6 +248,7 @@ static void after_work_cb(uv_work_t *req, int status) {
 
 static void go_compute(worker *w, job *j) {
   j->phase = PH_COMPUTE;
+  if (j->kind == JOB_TRAIN && j->st->has_iter) worker__pos_batch(w, j); /* it draws a batch */
   w->work.data = j;
   int rc = uv_queue_work(w->loop, &w->work, work_cb, after_work_cb);
   if (rc < 0) {
@@ -352,6 +358,7 @@ static void start(worker *w, job *j) {
     j->setup = NULL;
     for (int i = 0; i < w->nlinks; i++) /* a new fit starts at version 0 */
       if (w->links[i]) w->links[i]->pushed = false;
+    worker__pos_reset(w);
     log_info("setup: %s", w->st->summary);
     worker__finish(w, j);
     return;
@@ -360,6 +367,10 @@ static void start(worker *w, job *j) {
     fail(w, j, DRV_EINVAL, "%s",
          j->on_done ? "this worker has no model yet (run c:fit or c:setup first)"
                     : "no SETUP received yet");
+    return;
+  }
+  if (j->rolled_back) {
+    fail(w, j, DRV_EIO, "rolled back to a checkpoint");
     return;
   }
   if (j->kind == JOB_TRAIN && j->task_kind != WIRE_TASK_TRAIN_STEP) {

@@ -80,6 +80,19 @@ int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 
+/* Data positions for checkpoints and rollbacks (worker_pos.c; wire_msgs.h
+ * says what they carry):
+ *   worker_position  answers POSITION_OK at once when it can, or once the
+ *                    batch it asks about is drawn (a later POSITION
+ *                    replaces one still waiting).
+ *   worker_rollback  fails every job in hand ("rolled back"), closes the
+ *                    ps links, and answers ROLLBACK_OK once the data and
+ *                    the Dropout generators stand where it says (after a
+ *                    batch on the thread pool, if one is there).
+ * A negative return is a payload that does not parse (ERROR). */
+int worker_position(worker *w, uint32_t req, const uint8_t *payload, size_t len);
+int worker_rollback(worker *w, uint32_t req, const uint8_t *payload, size_t len);
+
 /* A CALL (payload borrowed for the call): runs the scheduled function it
  * carries (closure.h) as a coroutine of the worker's Lua state, made at the
  * first CALL, with a `w` object in front of its arguments:

@@ -13,6 +13,7 @@
 #include "conn.h"
 #include "data.h"
 #include "nn.h"
+#include "rng.h"
 #include "worker.h"
 
 /* Highest ps index a SETUP or SPEC may name (plus one). */
@@ -43,6 +44,20 @@ typedef struct ps_part {
   uint32_t *shard; /* the shard of that var held by this ps */
 } ps_part;
 
+/* Dropout generators a data position carries, at most (worker_pos.c). */
+#define WPOS_MAX_RNG 16
+/* Batches whose starting point a worker remembers (worker_pos.c). */
+#define WPOS_RING 16
+
+/* Where a worker's data stood just before it drew one batch: the batches
+ * drawn since SETUP, the ps version of the values that batch was computed
+ * on, and the model's Dropout generators (depth first). */
+typedef struct wpos {
+  uint64_t version, batches;
+  int nrng;
+  rng_t rng[WPOS_MAX_RNG];
+} wpos;
+
 /* Everything a SETUP builds; swapped in whole between jobs. */
 typedef struct wstate {
   nn_module *model;
@@ -57,6 +72,8 @@ typedef struct wstate {
   bool has_iter;
   int64_t batch;
   uint64_t seed;
+  int nrng;                     /* the model's Dropout generators as built */
+  rng_t init_rng[WPOS_MAX_RNG]; /* (a ROLLBACK to the start restores them) */
   char summary[160]; /* for the log */
 } wstate;
 
@@ -115,6 +132,7 @@ typedef struct job {
   int64_t correct, examples;
   double eval_loss, eval_acc;
   tensor *bx, *by;    /* JP_BATCH: copies of the batch (owned; on_done may take them) */
+  bool rolled_back;   /* a ROLLBACK came: it fails instead of going on */
 } job;
 
 /* A request sent on a ps link and not yet answered. A ps answers the
@@ -176,6 +194,22 @@ struct worker {
   uint64_t dropped;   /* gradients a ps dropped as late (sync) */
   uint64_t steps;     /* whole train steps completed (TASKs and w:train_step) */
   unsigned slow_ms;   /* fault injection: sleep per train step (tests) */
+  /* Data positions (worker_pos.c): batches drawn since SETUP; the
+   * starting points of the last WPOS_RING of them (ring[(ring_next - 1)
+   * % WPOS_RING] the newest); a POSITION waiting for its version (or, at
+   * 0, for the batch on the thread pool to end); a ROLLBACK waiting for
+   * that batch too. */
+  uint64_t batches;
+  wpos ring[WPOS_RING];
+  int nring, ring_next;
+  bool pos_wanted;
+  uint64_t pos_at;
+  uint32_t pos_req;
+  bool rb_wanted;
+  uint32_t rb_req;
+  uint64_t rb_batches;
+  int rb_nrng;
+  rng_t rb_rng[WPOS_MAX_RNG];
   const worker_calls *calls; /* worker_set_calls; may be NULL */
   struct wlua *lua;   /* scheduled closures (l_worker.c); NULL until the first CALL */
 };
@@ -213,6 +247,22 @@ void worker__go_links(worker *w, job *j);
 /* Every PULL_REPLY of j is in: compute next, or (a pull alone) j is over. */
 void worker__pulled(worker *w, job *j);
 
+/* worker_pos.c (internal): data positions. */
+
+/* j is about to draw a batch (on the loop thread, nothing on the thread
+ * pool): remembers where the data stands, answers a POSITION waiting for
+ * this batch's version, and counts the batch. */
+void worker__pos_batch(worker *w, job *j);
+/* The thread pool's job is over: a POSITION for "now" and a ROLLBACK
+ * waiting for it are served. */
+void worker__pos_idle(worker *w);
+/* A SETUP swapped the state in: no batch drawn yet; a POSITION waiting is
+ * answered with an error. */
+void worker__pos_reset(worker *w);
+/* The Dropout modules of m's generators, depth first, into out (at most
+ * max); returns how many. */
+int worker__rngs(nn_module *m, rng_t **out, int max);
+
 /* worker_ps.c (internal), for the phases: */
 
 /* Sends m (consumed, also on failure) on l's open connection as a request
@@ -223,6 +273,9 @@ int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *
 /* Connects l again when its back-off allows: true when a connection is
  * under way (link_ready resumes the job waiting for links). */
 bool worker__link_reconnect(worker *w, ps_link *l);
+/* Closes every link (a ROLLBACK): the jobs waiting on one fail, versions
+ * are forgotten, and the next job that needs a ps connects at once. */
+void worker__links_reset(worker *w);
 /* Writes the PUSH payload for one ps into m: `version`, then the gradient
  * rows of each of part's shards, from st's parameters' gradients. */
 void worker__write_push(const wstate *st, const ps_part *part, uint64_t version, wire_wr *m);

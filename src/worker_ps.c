@@ -229,6 +229,24 @@ bool worker__link_reconnect(worker *w, ps_link *l) {
   return link_connect(w, l) == 0;
 }
 
+void worker__links_reset(worker *w) {
+  for (int i = 0; i < w->nlinks; i++) {
+    ps_link *l = w->links[i];
+    if (!l) continue;
+    if (l->c) {
+      conn *old = l->c;
+      l->c = NULL; /* link_close then ignores it */
+      conn_close(old, "rolled back");
+    }
+    link_fail_waits(w, l, "rolled back");
+    l->pushed = false;
+    l->version = 0;
+    l->attempts = 0;
+    l->retry_at = 0;
+    l->last_error[0] = '\0';
+  }
+}
+
 int worker_spec(worker *w, const node_addr *nodes, int n) {
   for (int i = 0; i < n; i++) {
     const node_addr *a = &nodes[i];

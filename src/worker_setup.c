@@ -257,6 +257,9 @@ static int build(wstate *st, int role, int index, const char *spec, const char *
     return drv_error(DRV_EINVAL, "SETUP: model '%s': %s", spec, drv_errmsg());
   if (!(st->loss = nn_loss_from_name(lossname)))
     return drv_error(DRV_EINVAL, "SETUP: loss '%s': %s", lossname, drv_errmsg());
+  rng_t *gens[WPOS_MAX_RNG];
+  st->nrng = worker__rngs(st->model, gens, WPOS_MAX_RNG);
+  for (int i = 0; i < st->nrng; i++) st->init_rng[i] = *gens[i];
   if ((rc = nn_collect_params(st->model, &st->params)) < 0 || (rc = bind_params(st)) < 0 ||
       (rc = build_parts(st)) < 0)
     return rc;
