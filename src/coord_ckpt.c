@@ -90,7 +90,7 @@ static int write_phase(coord_fit_state *f, uint64_t at_version) {
   char base[1100];
   ck->step = f->sync && at_version ? (int64_t)at_version * f->replicas : f->done;
   ckpt_dir(f, base, sizeof base);
-  snprintf(ck->dir, sizeof ck->dir, "%s/step-%" PRId64, base, ck->step);
+  snprintf(ck->dir, sizeof ck->dir, "%s/step-%" PRId64, base, f->step_base + ck->step);
   manifest m;
   int there = manifest_read(ck->dir, &m) == 0;
   manifest_free(&m);
@@ -160,23 +160,24 @@ static int commit(coord_fit_state *f) {
       nf++;
     }
   files[nf] = NULL;
-  char step[32], epoch[32], version[32], fit[32], nps[16], acc_s[32], loss_s[32];
+  char step[32], epoch[32], version[32], fit[32], nps[16], acc_s[32], loss_s[32], sbase[32];
   char spec[8192], *owned = NULL;
   const coord_fit_args *a = f->args;
   if (!a || nn_spec(a->model, spec, sizeof spec) < 0) spec[0] = '\0';
   snprintf(step, sizeof step, "%" PRId64, ck->step);
+  snprintf(sbase, sizeof sbase, "%" PRId64, f->step_base);
   snprintf(epoch, sizeof epoch, "%" PRId64, f->epoch_no ? f->epoch_no : 1);
   snprintf(version, sizeof version, "%" PRIu64, ck->version);
   snprintf(fit, sizeof fit, "%" PRId64, f->fit_no);
   snprintf(nps, sizeof nps, "%d", f->nps);
   const char *head[] = {"kind", "cluster", "step", step, "epoch", epoch, "version", version,
                         "fit", fit, "ps", nps, "mode", f->sync ? "sync" : "async",
-                        NN_SPEC_META_KEY, spec};
+                        "step_base", sbase, NN_SPEC_META_KEY, spec};
   const char **meta = calloc(24 + 2 * (size_t)f->ntrainers + 4, sizeof *meta);
   if (!meta) return drv_error(DRV_ENOMEM, "out of memory");
   memcpy(meta, head, sizeof head);
   double acc = f->p.eval_accuracy, loss = f->p.eval_loss;
-  int m = 16;
+  int m = (int)(sizeof head / sizeof *head);
   if (isfinite(acc)) { /* for keep_best */
     snprintf(acc_s, sizeof acc_s, "%.9g", acc);
     meta[m++] = "eval_accuracy", meta[m++] = acc_s;
@@ -326,6 +327,8 @@ int coord__ckpt_fit_begin(coord_fit_state *f) {
   ck->last_time = progress_now();
   ck->requested = ck->restoring = false;
   f->fit_no++;
+  f->step_base += f->prev_steps;
+  f->prev_steps = 0;
   return 0;
 }
 
@@ -486,6 +489,8 @@ int coord__ckpt_resume(coord_fit_state *f) {
     return 1;
   }
   c->resume = false;
+  const char *sbase = manifest_meta(&m, "step_base");
+  f->step_base = sbase ? strtoll(sbase, NULL, 10) : 0;
   rundir_event(&c->rd, "resuming fit %" PRId64 " from step %" PRId64 " (%s)", fit, step, e.path);
   int rc = coord__pos_rollback(f, &m);
   manifest_free(&m);

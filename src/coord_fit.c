@@ -536,6 +536,7 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
   if (rc == 0 && a->cfg->eval && f->last_eval_step != f->done) rc = local_eval(c, a, f->done);
   if (rc == 0 && f->has_ckpt && f->ck.last_step != f->done) final_checkpoint(f);
   coord__ckpt_fit_end(f);
+  f->prev_steps = f->done; /* the next fit's checkpoints are numbered after */
   update_progress(f);
   progress_step(&f->out, &f->p, true);
   progress_end(&f->out);

@@ -124,6 +124,11 @@ struct coord_fit_state {
   coord_ck ck;
   int64_t fit_no;        /* fits so far on this cluster */
   bool skipped;          /* `--resume`: this fit had ended before the checkpoint */
+  /* Checkpoint directories are numbered across the cluster's fits
+   * (step-<step_base + step>), so a later fit's sort after an earlier
+   * one's and `keep` keeps the newest: step_base is the steps of the
+   * fits before this one, prev_steps the last fit's. */
+  int64_t step_base, prev_steps;
 };
 
 /* coord_fit.c: the fit's train steps as a producer of the task queue

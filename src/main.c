@@ -398,6 +398,10 @@ static void report_run_error(lua_State *L, bool interrupted) {
  * with the run directory in the registry for exp:fit() to continue in. */
 static int resume_run(const char *dir) {
   char path[4200];
+  if (runs_running(dir)) {
+    fprintf(stderr, "drover: cannot resume '%s': it is still running\n", dir);
+    return 1;
+  }
   snprintf(path, sizeof path, "%s/run.json", dir);
   json_error_t jerr;
   json_t *j = json_load_file(path, 0, &jerr);

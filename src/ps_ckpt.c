@@ -35,6 +35,7 @@ typedef struct ps_ckpt {
   int status;
   char msg[1024];
   uint64_t bytes;
+  double pause_ms;  /* the copy: how long updates waited */
 } ps_ckpt;
 
 static void ckpt_free(ps_ckpt *k) {
@@ -149,8 +150,8 @@ static void ckpt_after_cb(uv_work_t *wk, int status) {
     snprintf(k->msg, sizeof k->msg, "%.900s: %s", k->path, uv_strerror(status));
   }
   if (k->status < 0) log_warn("checkpoint %s failed: %s", k->path, k->msg);
-  else log_info("checkpoint %s: version %llu, %llu bytes", k->path,
-                (unsigned long long)k->version, (unsigned long long)k->bytes);
+  else log_info("checkpoint %s: version %llu, %llu bytes, training paused %.2f ms for the copy",
+                k->path, (unsigned long long)k->version, (unsigned long long)k->bytes, k->pause_ms);
   ckpt_reply(k);
   if (k->ps->ck == k) k->ps->ck = NULL;
   ckpt_free(k);
@@ -158,7 +159,9 @@ static void ckpt_after_cb(uv_work_t *wk, int status) {
 
 /* Takes the copy now and starts the write; a failure is answered at once. */
 static void ckpt_take(ps_server *ps, ps_ckpt *k) {
+  uint64_t t0 = uv_hrtime();
   int rc = snapshot(ps, k);
+  k->pause_ms = (double)(uv_hrtime() - t0) / 1e6;
   k->work.data = k;
   if (rc == 0 && uv_queue_work(ps->loop, &k->work, ckpt_write_cb, ckpt_after_cb) == 0) return;
   k->status = rc < 0 ? rc : DRV_EIO;

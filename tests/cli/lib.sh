@@ -2,7 +2,7 @@
 # that tests/run.sh counts.
 : "${DROVER:=$PWD/drover}"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/drover-cli-XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+trap '[ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
 # check NAME CONDITION-COMMAND... : PASS when the command succeeds.

@@ -1,0 +1,73 @@
+# test_resume.sh - `drover run --resume` of a cluster run whose coordinator
+# was SIGKILLed mid-fit (issue 12), with real processes on loopback: no
+# node outlives the coordinator by 10 s, `drover ls` says "crashed
+# (resumable from step N)", and the resumed run (the first fit skipped, the
+# second continued from its newest checkpoint: parameters, optimizer
+# slots, step, the worker's data position and Dropout generator) ends
+# bit-identical to a run never interrupted: one worker, sync.
+. tests/cli/lib.sh
+RUNS=$TMP/runs
+
+# arg[1] = the final model, arg[2] = "slow" to be killed, arg[3] = runs,
+# arg[4] = a file made once the second fit passed step 24.
+cat >"$TMP/cluster.lua" <<'EOF'
+local nn, optim = drover.nn, drover.optim
+local out, slow, runs, mark = arg[1], arg[2] == "slow", arg[3], arg[4]
+drover.seed(3)
+local data = drover.data.synthetic { n = 1024, features = 16, classes = 4, seed = 1 }
+local model = nn.Sequential { nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 4) }
+local fit_no, slept = 0, -1
+local exp = drover.experiment { name = "cr", model = model, loss = nn.CrossEntropy(),
+  optimizer = optim.Adam { lr = 0.01 }, train = { data = data, batch = 16, epochs = 2 },
+  verbose = false, seed = 5, mode = "sync", checkpoint = { every = 16 },
+  progress = function(p)
+    if fit_no == 2 and p.step >= 24 and mark then io.open(mark, "w"):close() end
+    if slow and fit_no == 2 and p.step % 4 == 0 and p.step ~= slept then
+      slept = p.step
+      os.execute("sleep 0.05")
+    end
+  end }
+local c = drover.cluster { ps = 1, worker = 1, runs = runs, name = "cr" }
+fit_no = 1
+local r1 = c:fit(exp)
+fit_no = 2
+local r2 = c:fit(exp)
+print("fits " .. r1.global_steps .. " " .. tostring(r1.skipped) .. " " .. r2.global_steps .. " run " .. c.run_dir)
+c:save(out)
+c:shutdown()
+EOF
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+# A process that is gone (or a zombie nobody reaped yet).
+gone() { [ ! -d "/proc/$1" ] || grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
+all_gone() { for p in "$@"; do gone "$p" || return 1; done; }
+
+# resume-01: the reference, never interrupted.
+"$DROVER" run "$TMP/cluster.lua" "$TMP/ref.st" fast "$RUNS/ref" >"$TMP/ref.out" 2>&1
+check "resume-01 the reference run trained both fits" grep -q "^fits 128 nil 128 run " "$TMP/ref.out"
+
+# resume-02: the coordinator SIGKILLed in the second fit; its nodes go.
+"$DROVER" run "$TMP/cluster.lua" "$TMP/res.st" slow "$RUNS/kill" "$TMP/mark" >"$TMP/kill.out" 2>&1 &
+pid=$!
+wait_for 60 test -f "$TMP/mark"
+RUN=$(ls -d "$RUNS"/kill/cr-* 2>/dev/null)
+kill -9 $pid; wait $pid 2>/dev/null
+PIDS=$(sed -n 's/.* node start [a-z]*:[0-9]* pid \([0-9]*\).*/\1/p' "$RUN/events.log")
+check "resume-02 the run had started its nodes" [ -n "$PIDS" ]
+check "resume-02 no node outlives the coordinator by 10 s" wait_for 10 all_gone $PIDS
+check "resume-02 killed mid-fit" [ ! -f "$TMP/res.st" ]
+"$DROVER" ls "$RUNS/kill" >"$TMP/ls1" 2>&1
+check "resume-02 drover ls: crashed (resumable from step N)" grep -q "crashed (resumable from step [0-9]*)" "$TMP/ls1"
+
+# resume-03: --resume runs the script again in the same directory.
+"$DROVER" run --resume "$RUN" >"$TMP/resume.out" 2>&1
+check "resume-03 the resumed run finished, the first fit skipped" grep -q "^fits 0 true 128 run $RUN\$" "$TMP/resume.out"
+check "resume-03 it continued the second fit from a checkpoint" grep -q "resuming fit 2 from step [1-9][0-9]* " "$RUN/events.log"
+check "resume-03 the worker was rolled back" sh -c "! grep -q 'data goes on where it is' '$RUN/events.log'"
+check "resume-03 bit-identical to the uninterrupted run" [ "$(sha "$TMP/res.st")" = "$(sha "$TMP/ref.st")" ]
+"$DROVER" ls "$RUNS/kill" >"$TMP/ls2" 2>&1
+check "resume-03 drover ls: done after the resume" grep -q "^$(basename "$RUN") *done " "$TMP/ls2"
+
+# resume-04: a run directory without its script is refused, saying why.
+mkdir -p "$TMP/bare"
+"$DROVER" run --resume "$TMP/bare" >"$TMP/bare.out" 2>&1
+check "resume-04 no run.json: refused" grep -q "cannot resume .*run.json is missing" "$TMP/bare.out"
