@@ -17,7 +17,7 @@ space := $(empty) $(empty)
 # it vectorize the numeric core's inner loops. clang has no such flag.
 VECT_COST := $(shell $(CC) -fvect-cost-model=dynamic -Werror -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
 
-PKGS    = lua5.4 libuv libedit openblas libsodium ncursesw jansson zlib
+PKGS    = lua5.4 libuv libedit openblas libsodium ncursesw jansson zlib libcrypto
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPTIMIZATION) -fno-math-errno $(VECT_COST) \
 	-MMD -MP -Isrc -I$(BUILD) $(SANITIZE) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS)
@@ -37,7 +37,7 @@ endif
 # layer and of the layers below, never above (`make layers` checks it, and
 # `make test` runs that check). A module is a .c/.h pair or a lone header.
 LAYERS          = base numeric data protocol transport launch cluster dashboard lua binary
-LAYER_base      = err util afile log embed rundir safetensors manifest
+LAYER_base      = err util afile log embed rundir sha256 safetensors manifest
 LAYER_numeric   = rng tensor tensor_ops nn_int nn nn_layers nn_conv nn_norm nn_containers nn_loss nn_spec nn_file optim_sched optim
 LAYER_data      = data_int data data_read data_bin train progress ckpt
 # dash_model/dash_snap are the run's model and its SNAPSHOT encoding, not
@@ -202,11 +202,11 @@ help:
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 60
 FUZZ_SRCS   = src/wire.c src/wire_msgs.c src/tensor.c src/optim.c src/optim_sched.c src/rng.c src/err.c
-FUZZ_FILES_SRCS = src/safetensors.c src/manifest.c src/util.c src/afile.c src/err.c
+FUZZ_FILES_SRCS = src/safetensors.c src/manifest.c src/sha256.c src/util.c src/afile.c src/err.c
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Isrc \
 	$(shell pkg-config --cflags openblas jansson libsodium 2>/dev/null)
 FUZZ_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null) -lm
-FUZZ_FILES_LIBS = $(shell pkg-config --libs jansson libsodium 2>/dev/null)
+FUZZ_FILES_LIBS = $(shell pkg-config --libs jansson libsodium libcrypto 2>/dev/null)
 FUZZ_SAN    = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_RUN    = OPENBLAS_NUM_THREADS=1
 FUZZ_OPTS   = -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/

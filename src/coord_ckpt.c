@@ -100,6 +100,10 @@ static int write_phase(coord_fit_state *f, uint64_t at_version) {
   }
   int rc = rundir_mkdirs(ck->dir);
   if (rc < 0) return rc;
+  free(ck->sha), free(ck->size);
+  ck->sha = calloc((size_t)f->nps + 1, sizeof *ck->sha);
+  ck->size = calloc((size_t)f->nps + 1, sizeof *ck->size);
+  if (!ck->sha || !ck->size) return drv_error(DRV_ENOMEM, "out of memory");
   ck->waiting = 0;
   for (int k = 0; k < f->nps; k++) {
     int n = shards_on(f, k);
@@ -150,13 +154,16 @@ int coord__ckpt_begin(coord_fit_state *f, bool sync_boundary) {
  * a rollback or an export needs besides the files. */
 static int commit(coord_fit_state *f) {
   coord_ck *ck = &f->ck;
-  const char *files[COORD_MAX_PS_FILES + 1];
+  const char *files[COORD_MAX_PS_FILES + 1], *hexes[COORD_MAX_PS_FILES + 1];
+  uint64_t sizes[COORD_MAX_PS_FILES + 1];
   char names[COORD_MAX_PS_FILES][32];
   int nf = 0;
   for (int k = 0; k < f->nps && nf < COORD_MAX_PS_FILES; k++)
     if (shards_on(f, k)) {
       snprintf(names[nf], sizeof names[nf], "ps-%d.safetensors", k);
       files[nf] = names[nf];
+      hexes[nf] = ck->sha ? ck->sha[k] : NULL; /* hashed by the ps as it wrote */
+      sizes[nf] = ck->size ? ck->size[k] : 0;
       nf++;
     }
   files[nf] = NULL;
@@ -188,7 +195,7 @@ static int commit(coord_fit_state *f) {
   }
   meta[m] = NULL;
   int rc = coord__pos_meta(f, meta, &m, &owned);
-  if (rc == 0) rc = manifest_commit(ck->dir, files, meta);
+  if (rc == 0) rc = manifest_commit_hashed(ck->dir, files, sizes, hexes, meta);
   free(owned);
   free(meta);
   return rc;
@@ -261,6 +268,10 @@ void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const u
   else if (m.status != 0 && ck->failed++ == 0) snprintf(ck->why, sizeof ck->why, "ps:%d: %s", ps, msg);
   ck->bytes += m.bytes;
   ck->version = m.version;
+  if (ck->sha && ps >= 0 && ps < f->nps) {
+    wire_str_copy(m.sha256, ck->sha[ps], sizeof ck->sha[ps]);
+    ck->size[ps] = m.bytes;
+  }
   if (--ck->waiting == 0 && ck->pos_waiting == 0) coord__ckpt_finish(f);
 }
 
@@ -334,6 +345,8 @@ int coord__ckpt_fit_begin(coord_fit_state *f) {
 
 void coord__ckpt_fit_end(coord_fit_state *f) {
   coord_ck *ck = &f->ck;
+  free(ck->sha), free(ck->size);
+  ck->sha = NULL, ck->size = NULL;
   for (int i = 0; ck->initial && i < f->nvars; i++) free(ck->initial[i]);
   free(ck->initial);
   ck->initial = NULL;

@@ -1,4 +1,4 @@
-/* manifest.c - a checkpoint's manifest: SHA-256 of its files (libsodium),
+/* manifest.c - a checkpoint's manifest: SHA-256 of its files (sha256.h),
  * a JSON document (jansson), written atomically. See manifest.h.
  */
 #include "manifest.h"
@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 
 #include "afile.h"
 #include "err.h"
+#include "sha256.h"
 #include "util.h"
 
 #define FORMAT "drover-manifest-1"
@@ -22,11 +22,13 @@
 /* ============================== hashing ================================== */
 
 int manifest_hash_file(const char *path, char hex[65], uint64_t *size) {
-  if (sodium_init() < 0) return drv_error(DRV_EIO, "libsodium failed to initialise");
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
-  crypto_hash_sha256_state st;
-  crypto_hash_sha256_init(&st);
+  sha256_ctx st;
+  if (sha256_init(&st) < 0) {
+    close(fd);
+    return DRV_ENOMEM;
+  }
   static _Thread_local unsigned char buf[CHUNK];
   uint64_t total = 0;
   ssize_t k;
@@ -35,30 +37,37 @@ int manifest_hash_file(const char *path, char hex[65], uint64_t *size) {
     if (k < 0) {
       int e = errno;
       close(fd);
+      sha256_drop(&st);
       return drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(e));
     }
-    crypto_hash_sha256_update(&st, buf, (unsigned long long)k);
+    sha256_update(&st, buf, (size_t)k);
     total += (uint64_t)k;
   }
   close(fd);
-  unsigned char out[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256_final(&st, out);
-  sodium_bin2hex(hex, 65, out, sizeof out);
+  sha256_hex(&st, hex);
   *size = total;
   return 0;
 }
 
 /* ============================== writing ================================== */
 
-/* The "files" list into *out; a negative code with a message. */
-static int files_json(const char *dir, const char *const *files, json_t **out) {
+/* The "files" list into *out, hashing each file unless hexes gives its
+ * hash and sizes its size; a negative code with a message. */
+static int files_json(const char *dir, const char *const *files, const uint64_t *sizes,
+                      const char *const *hexes, json_t **out) {
   json_t *arr = *out = json_array();
   if (!arr) return drv_error(DRV_ENOMEM, "out of memory writing a manifest");
   for (int i = 0; files && files[i]; i++) {
     char path[4096], hex[65];
     uint64_t size;
     snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-    int rc = manifest_hash_file(path, hex, &size);
+    int rc = 0;
+    if (hexes && hexes[i] && strlen(hexes[i]) == 64) {
+      snprintf(hex, sizeof hex, "%s", hexes[i]);
+      size = sizes[i];
+    } else {
+      rc = manifest_hash_file(path, hex, &size);
+    }
     if (rc == 0 && json_array_append_new(arr, json_pack("{s:s, s:I, s:s}", "name", files[i],
                                                         "size", (json_int_t)size, "sha256", hex)) < 0)
       rc = drv_error(DRV_ENOMEM, "out of memory writing a manifest");
@@ -82,9 +91,14 @@ static json_t *meta_json(const char *const *meta) {
 }
 
 int manifest_commit(const char *dir, const char *const *files, const char *const *meta) {
+  return manifest_commit_hashed(dir, files, NULL, NULL, meta);
+}
+
+int manifest_commit_hashed(const char *dir, const char *const *files, const uint64_t *sizes,
+                           const char *const *hexes, const char *const *meta) {
   if (!dir) return drv_error(DRV_EINVAL, "manifest_commit: NULL directory");
   json_t *fl;
-  int rc = files_json(dir, files, &fl);
+  int rc = files_json(dir, files, sizes, hexes, &fl);
   if (rc < 0) return rc;
   json_t *root = json_pack("{s:s, s:o, s:o}", "format", FORMAT, "files", fl, "meta",
                            meta_json(meta));

@@ -12,7 +12,7 @@
  * checkpoint; one whose files differ from their manifest (truncated, a
  * flipped bit) is corrupt, and manifest_verify names the file.
  *
- * Base layer: jansson and libsodium, nothing of drover's but err.h.
+ * Base layer: jansson and sha256.h, nothing else of drover's but err.h.
  */
 #ifndef DROVER_MANIFEST_H
 #define DROVER_MANIFEST_H
@@ -43,6 +43,11 @@ int manifest_hash_file(const char *path, char hex[65], uint64_t *size);
  * code whose message names the file and the reason ("No space left on
  * device"); then no manifest.json was written (an old one is untouched). */
 int manifest_commit(const char *dir, const char *const *files, const char *const *meta);
+/* The same, with the files' sizes and hashes known already (their writer
+ * hashed them as it wrote): sizes[i] and hexes[i] (64 hex digits) for
+ * files[i]; a NULL or malformed hexes[i] is hashed from the file. */
+int manifest_commit_hashed(const char *dir, const char *const *files, const uint64_t *sizes,
+                           const char *const *hexes, const char *const *meta);
 
 /* Reads dir/manifest.json into *m (freed with manifest_free, also after a
  * failure). DRV_EIO with errno ENOENT when there is none: no checkpoint. */

@@ -722,6 +722,7 @@ void ps_stop(ps_server *ps) {
 void ps_free(ps_server *ps) {
   if (!ps) return;
   free_shards(ps);
+  ps__ckpt_free_spare(ps);
   if (ps->server) conn_server_close(ps->server);
   free(ps->peers.items);
   free(ps->held);

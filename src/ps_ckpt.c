@@ -31,17 +31,58 @@ typedef struct ps_ckpt {
   safetensors_entry *e;
   char **tnames;    /* e[i].name, owned */
   float **data;     /* e[i].data, owned */
+  size_t *sizes;    /* floats in data[i] */
   char **meta;      /* NULL-ended, owned */
   int status;
   char msg[1024];
   uint64_t bytes;
+  char sha256[65];  /* of the file, hashed as it was written */
   double pause_ms;  /* the copy: how long updates waited */
+  double write_ms;  /* the write on the thread */
 } ps_ckpt;
+
+void ps__ckpt_free_spare(ps_server *ps) {
+  for (size_t i = 0; i < ps->nspare; i++) free(ps->spare[i]);
+  free(ps->spare), free(ps->spare_n);
+  ps->spare = NULL, ps->spare_n = NULL;
+  ps->nspare = 0;
+}
+
+/* A buffer of n floats kept from the last snapshot, or NULL. */
+static float *take_spare(ps_server *ps, size_t n) {
+  for (size_t i = 0; i < ps->nspare; i++)
+    if (ps->spare[i] && ps->spare_n[i] == n) {
+      float *p = ps->spare[i];
+      ps->spare[i] = NULL;
+      return p;
+    }
+  return NULL;
+}
+
+/* k's buffers become the spares of the next snapshot (the old spares go). */
+static void keep_spare(ps_ckpt *k) {
+  ps_server *ps = k->ps;
+  ps__ckpt_free_spare(ps);
+  if (!k->n || !(ps->spare = calloc(k->n, sizeof *ps->spare)) ||
+      !(ps->spare_n = calloc(k->n, sizeof *ps->spare_n))) {
+    free(ps->spare);
+    ps->spare = NULL;
+    return;
+  }
+  for (size_t i = 0; i < k->n; i++) {
+    ps->spare[i] = k->data[i];
+    ps->spare_n[i] = k->sizes[i];
+    k->data[i] = NULL;
+  }
+  ps->nspare = k->n;
+}
 
 static void ckpt_free(ps_ckpt *k) {
   if (!k) return;
+  if (k->ps && !k->ps->stopping && k->n) keep_spare(k);
   for (uint32_t i = 0; i < k->nnames; i++) free(k->names[i]);
   for (size_t i = 0; i < k->n; i++) free(k->tnames[i]), free(k->data[i]);
+  free(k->sizes);
   for (size_t i = 0; k->meta && k->meta[i]; i++) free(k->meta[i]);
   free(k->vars), free(k->names), free(k->e), free(k->tnames), free(k->data), free(k->meta);
   free(k);
@@ -71,8 +112,11 @@ static const char *name_of(uint32_t var, const uint32_t *vars, char *const *name
 
 static int add_tensor(ps_ckpt *k, const shard *s, const char *name, const float *src) {
   size_t i = k->n;
-  if (!(k->tnames[i] = strdup(name)) || !(k->data[i] = malloc(s->n * sizeof(float) + 1)))
+  k->data[i] = take_spare(k->ps, s->n);
+  if (!k->data[i]) k->data[i] = malloc(s->n * sizeof(float) + 1);
+  if (!(k->tnames[i] = strdup(name)) || !k->data[i])
     return drv_error(DRV_ENOMEM, "out of memory for a checkpoint of var %u", s->var);
+  k->sizes[i] = s->n;
   memcpy(k->data[i], src, s->n * sizeof(float));
   k->e[i] = (safetensors_entry){k->tnames[i], s->ndim, s->shape, k->data[i]};
   k->n++;
@@ -100,8 +144,10 @@ static int snapshot(ps_server *ps, ps_ckpt *k) {
   k->e = calloc(cap + 1, sizeof *k->e);
   k->tnames = calloc(cap + 1, sizeof *k->tnames);
   k->data = calloc(cap + 1, sizeof *k->data);
+  k->sizes = calloc(cap + 1, sizeof *k->sizes);
   k->meta = calloc(4 * (size_t)ps->nshards + 3, sizeof *k->meta);
-  if (!k->e || !k->tnames || !k->data || !k->meta) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!k->e || !k->tnames || !k->data || !k->sizes || !k->meta)
+    return drv_error(DRV_ENOMEM, "out of memory");
   size_t m = 0;
   int rc = add_meta(k, &m, "version", "%llu", (unsigned long long)ps->version);
   for (int i = 0; i < ps->nshards && rc == 0; i++) {
@@ -128,19 +174,17 @@ static void ckpt_reply(ps_ckpt *k) {
   wire_wr w;
   wire_wr_init(&w);
   wire_put_checkpoint_ok(&w, &(wire_msg_checkpoint_ok){k->status, k->version, k->bytes,
-                                                       WIRE_STR(k->msg)});
+                                                       WIRE_STR(k->msg), WIRE_STR(k->sha256)});
   conn_send_wr(k->pe->c, &w, WIRE_CHECKPOINT_OK, k->req);
 }
 
 static void ckpt_write_cb(uv_work_t *wk) {
   ps_ckpt *k = wk->data;
-  k->status = safetensors_write(k->path, k->e, k->n, (const char *const *)k->meta);
-  if (k->status < 0) {
-    snprintf(k->msg, sizeof k->msg, "%s", drv_errmsg());
-    return;
-  }
-  struct stat st;
-  k->bytes = stat(k->path, &st) == 0 ? (uint64_t)st.st_size : 0;
+  uint64_t t0 = uv_hrtime();
+  k->status = safetensors_write_hashed(k->path, k->e, k->n, (const char *const *)k->meta,
+                                       k->sha256, &k->bytes);
+  k->write_ms = (double)(uv_hrtime() - t0) / 1e6;
+  if (k->status < 0) snprintf(k->msg, sizeof k->msg, "%s", drv_errmsg());
 }
 
 static void ckpt_after_cb(uv_work_t *wk, int status) {
@@ -150,8 +194,9 @@ static void ckpt_after_cb(uv_work_t *wk, int status) {
     snprintf(k->msg, sizeof k->msg, "%.900s: %s", k->path, uv_strerror(status));
   }
   if (k->status < 0) log_warn("checkpoint %s failed: %s", k->path, k->msg);
-  else log_info("checkpoint %s: version %llu, %llu bytes, training paused %.2f ms for the copy",
-                k->path, (unsigned long long)k->version, (unsigned long long)k->bytes, k->pause_ms);
+  else log_info("checkpoint %s: version %llu, %llu bytes, training paused %.2f ms for the copy, "
+                "written in %.1f ms", k->path, (unsigned long long)k->version,
+                (unsigned long long)k->bytes, k->pause_ms, k->write_ms);
   ckpt_reply(k);
   if (k->ps->ck == k) k->ps->ck = NULL;
   ckpt_free(k);

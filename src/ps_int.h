@@ -88,6 +88,12 @@ struct ps_server {
   /* checkpoints and failover (ps_ckpt.c) */
   struct ps_ckpt *ck;  /* the CHECKPOINT in progress (one at a time), or NULL */
   bool restored;       /* a RESTORE rolled the version back: see must_hold */
+  /* The last snapshot's buffers, kept for the next one (ps_ckpt.c): a
+   * copy into memory already mapped is several times faster than into
+   * fresh pages, and the copy is what training waits for. */
+  float **spare;
+  size_t *spare_n;     /* floats in each */
+  size_t nspare;
 };
 
 
@@ -100,5 +106,6 @@ void ps__ckpt_version_reached(ps_server *ps); /* a sync CHECKPOINT waits for a v
 void ps__ckpt_peer_gone(ps_server *ps, const peer *pe);
 int ps__on_checkpoint(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
 int ps__on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
+void ps__ckpt_free_spare(ps_server *ps); /* at ps_free */
 
 #endif

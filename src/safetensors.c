@@ -14,8 +14,10 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,8 @@
 
 #include "afile.h"
 #include "err.h"
+#include "manifest.h"
+#include "sha256.h"
 #include "util.h"
 
 /* Swapping through a buffer of this many floats on a big-endian host. */
@@ -181,27 +185,90 @@ static void write_floats(afile *f, const float *data, size_t count) {
   }
 }
 
+/* The file's bytes as they lie in memory (a little-endian host): the
+ * length, the header, each tensor's floats. What the hashing thread reads
+ * while the writer writes the same bytes. */
+typedef struct file_parts {
+  uint8_t len8[8];
+  const char *header;
+  size_t hlen;
+  const safetensors_entry *const *order;
+  size_t n;
+  char hex[65];
+  uint64_t size;
+} file_parts;
+
+static size_t entry_count(const safetensors_entry *e) {
+  size_t count = 1;
+  for (int d = 0; d < e->ndim; d++) count *= (size_t)e->shape[d];
+  return count;
+}
+
+static void *hash_parts(void *arg) {
+  file_parts *fp = arg;
+  sha256_ctx h;
+  fp->hex[0] = '\0';
+  if (sha256_init(&h) < 0) return NULL;
+  sha256_update(&h, fp->len8, 8);
+  sha256_update(&h, fp->header, fp->hlen);
+  fp->size = 8 + fp->hlen;
+  for (size_t i = 0; i < fp->n; i++) {
+    size_t bytes = entry_count(fp->order[i]) * sizeof(float);
+    sha256_update(&h, fp->order[i]->data, bytes);
+    fp->size += bytes;
+  }
+  sha256_hex(&h, fp->hex);
+  return NULL;
+}
+
 /* Header length, header, then each tensor's data, through a temporary
- * renamed over path (afile.h); see safetensors_write. */
+ * renamed over path (afile.h); see safetensors_write. With `fp`, a thread
+ * hashes the same bytes meanwhile (little-endian hosts; fp->hex stays ""
+ * otherwise, or when the thread cannot start). */
 static int commit_file(const char *path, const char *header, size_t hlen,
-                       const safetensors_entry *const *order, size_t n) {
+                       const safetensors_entry *const *order, size_t n, file_parts *fp) {
   afile f;
   int rc = afile_open(&f, path);
   if (rc < 0) return rc;
   uint8_t len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+  pthread_t th;
+  bool hashing = false;
+  if (fp && host_is_le()) {
+    *fp = (file_parts){.header = header, .hlen = hlen, .order = order, .n = n};
+    memcpy(fp->len8, len8, 8);
+    hashing = pthread_create(&th, NULL, hash_parts, fp) == 0;
+  }
   afile_write(&f, len8, 8);
   afile_write(&f, header, hlen);
-  for (size_t i = 0; i < n && !f.err; i++) {
-    size_t count = 1;
-    for (int d = 0; d < order[i]->ndim; d++) count *= (size_t)order[i]->shape[d];
-    write_floats(&f, order[i]->data, count);
-  }
+  for (size_t i = 0; i < n && !f.err; i++) write_floats(&f, order[i]->data, entry_count(order[i]));
+  if (hashing) pthread_join(th, NULL);
   return afile_commit(&f, 0644);
 }
 
+static int write_file(const char *path, const safetensors_entry *t, size_t n,
+                      const char *const *meta, file_parts *fp);
+
 int safetensors_write(const char *path, const safetensors_entry *t, size_t n,
                       const char *const *meta) {
+  return write_file(path, t, n, meta, NULL);
+}
+
+int safetensors_write_hashed(const char *path, const safetensors_entry *t, size_t n,
+                             const char *const *meta, char hex[65], uint64_t *size) {
+  file_parts fp = {.hex = ""};
+  int rc = write_file(path, t, n, meta, &fp);
+  if (rc < 0) return rc;
+  if (fp.hex[0]) { /* hashed from memory as it was written */
+    memcpy(hex, fp.hex, 65);
+    *size = fp.size;
+    return 0;
+  }
+  return manifest_hash_file(path, hex, size);
+}
+
+static int write_file(const char *path, const safetensors_entry *t, size_t n,
+                      const char *const *meta, file_parts *fp) {
   if (!path || (n && !t)) return drv_error(DRV_EINVAL, "safetensors_write: NULL argument");
   const safetensors_entry **order = malloc((n ? n : 1) * sizeof *order);
   if (!order) return drv_error(DRV_ENOMEM, "cannot write '%s': out of memory", path);
@@ -219,7 +286,7 @@ int safetensors_write(const char *path, const safetensors_entry *t, size_t n,
   size_t hlen = 0;
   char *header = rc == 0 ? header_text(path, order, n, meta, &hlen) : NULL;
   if (rc == 0 && !header) rc = DRV_EINVAL;
-  if (rc == 0) rc = commit_file(path, header, hlen, order, n);
+  if (rc == 0) rc = commit_file(path, header, hlen, order, n, fp);
   free(header);
   free(order);
   return rc;

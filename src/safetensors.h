@@ -46,6 +46,11 @@ typedef struct safetensors_entry {
  * removed and an existing `path` is untouched. */
 int safetensors_write(const char *path, const safetensors_entry *t, size_t n,
                       const char *const *meta);
+/* The same, also giving the file's SHA-256 (hex[65]) and size: a second
+ * thread hashes the bytes from memory while this one writes them, so a
+ * manifest need not read the file back. */
+int safetensors_write_hashed(const char *path, const safetensors_entry *t, size_t n,
+                             const char *const *meta, char hex[65], uint64_t *size);
 
 /* One tensor read back; owned by its safetensors_file. */
 typedef struct safetensors_tensor {

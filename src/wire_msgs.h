@@ -159,7 +159,8 @@
  *                 is there already); async (0): at once. The copy is
  *                 taken on the loop, the write runs on a thread
  *  CHECKPOINT_OK  P -> C (req echoed): status 0 or a DRV_E* code, the
- *                 version snapshotted, the file's bytes, the failure
+ *                 version snapshotted, the file's bytes, the failure, the
+ *                 file's SHA-256 (hex, hashed as it was written)
  *  RESTORE        C -> P: after VAR_INIT of every shard: load values,
  *                 slots and update counts from `path` (a CHECKPOINT's
  *                 file, tensors named by `names`); the version becomes
@@ -167,7 +168,8 @@
  *  RESTORE_OK     P -> C (req echoed): status 0 or a DRV_E* code */
 #define WIRE_MSG_checkpoint(X) \
   X(U64, at_version) X(STR, path) X(ITEMS, names, var_name, "CHECKPOINT variable")
-#define WIRE_MSG_checkpoint_ok(X) X(I32, status) X(U64, version) X(U64, bytes) X(STR, message)
+#define WIRE_MSG_checkpoint_ok(X) \
+  X(I32, status) X(U64, version) X(U64, bytes) X(STR, message) X(STR, sha256)
 #define WIRE_MSG_restore(X) \
   X(U64, version) X(STR, path) X(ITEMS, names, var_name, "RESTORE variable")
 #define WIRE_MSG_restore_ok(X) X(I32, status) X(STR, message)

@@ -5,7 +5,7 @@
 # safetensors tests load drover's files in PyTorch (`make venv`), and the
 # benchmarks compare against it (`sh tools/deps.sh bench` needs nothing more).
 set -e
-pkgs="build-essential pkg-config liblua5.4-dev libuv1-dev libncurses-dev libedit-dev libopenblas-dev libsodium-dev libjansson-dev zlib1g-dev tmux python3-torch python3-venv"
+pkgs="build-essential pkg-config liblua5.4-dev libuv1-dev libncurses-dev libedit-dev libopenblas-dev libsodium-dev libssl-dev libjansson-dev zlib1g-dev tmux python3-torch python3-venv"
 [ "$1" = fuzz ] && pkgs="$pkgs clang libclang-rt-14-dev"
 
 missing=""

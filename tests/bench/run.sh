@@ -122,6 +122,19 @@ rm -f "$build"/bench.gemm "$build"/bench.torch "$build"/bench.pp "$build"/bench.
   "$build"/bench.rpcsync "$build"/bench.straggler "$build"/bench.closures
 
 echo
+echo "== cluster checkpoints: write throughput, training with a checkpoint every 2 s, ps failover"
+out=$(BENCH_RUNS="$runs" ./drover run tests/bench/checkpoint.lua "$secs" "$pairs")
+rm -rf "$runs"
+echo "$out"
+echo "$out" | awk '$1 == "write" { printf "%.4f\n", $2 / $4 }' | median ckpt_write_vs_seq_fsync
+echo "$out" | awk '$1 == "write" { printf "%.4f\n", $3 / $4 }' | median ckpt_whole_vs_seq_fsync
+echo "(goal for the write: at least 0.8)"
+echo "$out" | awk '$1 == "train" { printf "%.4f\n", $2 / $3 }' | median train_with_ckpt_every_2s_vs_none
+echo "(goal: at least 0.95)"
+echo "$out" | awk '$1 == "failover" && $2 >= 0 { print $2 }' | median ps_sigkill_to_steps_again " s"
+echo "(goal: under 2 s)"
+
+echo
 echo "== dashboard: CPU of the dashboard process, 256 simulated nodes, 10 redraws/s, 200x60 tmux pane"
 DROVER=./drover DASH_SECONDS="$secs" sh tests/bench/dash.sh
 
