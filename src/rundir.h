@@ -8,9 +8,9 @@
  *     logs/coordinator.log  the coordinator's own log records
  *     metrics.jsonl one JSON object per train step and per evaluation
  *     events/coordinator/, events/chief/   TensorBoard event files
- *     run.lua, run.json   an in-process run's script and its arguments
+ *     run.lua, run.json   the script and its arguments (`drover run --resume`)
  *     process       "in-process PID" of an in-process run (while it runs)
- *     checkpoints/step-<N>/   an in-process run's checkpoints (ckpt.h)
+ *     checkpoints/step-<N>/   checkpoints (ckpt.h; a cluster's: coord_ckpt.c)
  */
 #ifndef DROVER_RUNDIR_H
 #define DROVER_RUNDIR_H
