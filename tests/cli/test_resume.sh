@@ -8,11 +8,10 @@
 . tests/cli/lib.sh
 RUNS=$TMP/runs
 
-# arg[1] = the final model, arg[2] = "slow" to be killed, arg[3] = runs,
-# arg[4] = a file made once the second fit passed step 24.
+# arg[1] = the final model, arg[2] = "slow" to be killed, arg[3] = runs.
 cat >"$TMP/cluster.lua" <<'EOF'
 local nn, optim = drover.nn, drover.optim
-local out, slow, runs, mark = arg[1], arg[2] == "slow", arg[3], arg[4]
+local out, slow, runs = arg[1], arg[2] == "slow", arg[3]
 drover.seed(3)
 local data = drover.data.synthetic { n = 1024, features = 16, classes = 4, seed = 1 }
 local model = nn.Sequential { nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 4) }
@@ -21,7 +20,6 @@ local exp = drover.experiment { name = "cr", model = model, loss = nn.CrossEntro
   optimizer = optim.Adam { lr = 0.01 }, train = { data = data, batch = 16, epochs = 2 },
   verbose = false, seed = 5, mode = "sync", checkpoint = { every = 16 },
   progress = function(p)
-    if fit_no == 2 and p.step >= 24 and mark then io.open(mark, "w"):close() end
     if slow and fit_no == 2 and p.step % 4 == 0 and p.step ~= slept then
       slept = p.step
       os.execute("sleep 0.05")
@@ -46,10 +44,15 @@ all_gone() { for p in "$@"; do gone "$p" || return 1; done; }
 check "resume-01 the reference run trained both fits" grep -q "^fits 128 nil 128 run " "$TMP/ref.out"
 
 # resume-02: the coordinator SIGKILLed in the second fit; its nodes go.
-"$DROVER" run "$TMP/cluster.lua" "$TMP/res.st" slow "$RUNS/kill" "$TMP/mark" >"$TMP/kill.out" 2>&1 &
+# A checkpoint committed in the second fit (events.log says so).
+fit2_ckpt() {
+  RUN=$(ls -d "$RUNS"/kill/cr-* 2>/dev/null)
+  [ -n "$RUN" ] && awk '/ fit: sync/ { n++ } n == 2 && / checkpoint step [0-9]+: / { f = 1 }
+    END { exit !f }' "$RUN/events.log"
+}
+"$DROVER" run "$TMP/cluster.lua" "$TMP/res.st" slow "$RUNS/kill" >"$TMP/kill.out" 2>&1 &
 pid=$!
-wait_for 60 test -f "$TMP/mark"
-RUN=$(ls -d "$RUNS"/kill/cr-* 2>/dev/null)
+wait_for 60 fit2_ckpt
 kill -9 $pid; wait $pid 2>/dev/null
 PIDS=$(sed -n 's/.* node start [a-z]*:[0-9]* pid \([0-9]*\).*/\1/p' "$RUN/events.log")
 check "resume-02 the run had started its nodes" [ -n "$PIDS" ]
