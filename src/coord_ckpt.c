@@ -466,8 +466,10 @@ static void bad_ckpt(void *ud, const char *msg) {
   rundir_event(&f->c->rd, "%s", msg);
 }
 
-/* Long: the resume is one sequence (find, decide, roll back, restore),
- * clearer in one place than split. */
+/* The newest intact checkpoint decides: none or of an earlier fit, this
+ * fit starts afresh; of a later fit, this one is skipped; of this fit,
+ * the trainers roll back, then every ps is restored (no ps was lost, so
+ * no push from before can arrive). */
 int coord__ckpt_resume(coord_fit_state *f) {
   coord *c = f->c;
   if (!c->resume) return 0;
