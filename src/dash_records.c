@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "err.h"
+#include "runs.h"
 
 #define THROUGHPUT_EVERY 1.0 /* seconds of run time per examples/s point */
 
@@ -188,9 +189,7 @@ int dash_records_load(const char *dir, const char *state, const char *ended, das
                      errno ? strerror(errno) : "not a directory");
   const char *base = strrchr(dir, '/');
   snprintf(m->run, sizeof m->run, "%s", base && base[1] ? base + 1 : dir);
-  char rj[PATH_MAX + 16];
-  snprintf(rj, sizeof rj, "%s/run.json", dir);
-  snprintf(m->launcher, sizeof m->launcher, "%s", stat(rj, &st) == 0 ? "in-process" : "records");
+  snprintf(m->launcher, sizeof m->launcher, "%s", runs_in_process(dir) ? "in-process" : "records");
   snprintf(m->state, sizeof m->state, "%s", state);
   m->eta = -1;
   load_nodes(dir, m);

@@ -182,11 +182,9 @@ static bool read_run(const char *base, const char *name, run_info *r) {
   else snprintf(r->ckpt, sizeof r->ckpt, "-");
   char rj[PATH_MAX + 16];
   snprintf(rj, sizeof rj, "%s/run.json", dir);
-  char secret[PATH_MAX + 16];
-  snprintf(secret, sizeof secret, "%s/secret", dir);
   struct stat sx; /* st stays events.log's */
   r->resumable = stat(rj, &sx) == 0; /* its script was kept */
-  r->in_process = r->resumable && stat(secret, &sx) != 0; /* a cluster run has a secret */
+  r->in_process = runs_in_process(dir);
   if (r->in_process ? process_alive(dir) : coordinator_alive(dir, r))
     snprintf(r->state, sizeof r->state, "running");
   else
@@ -298,10 +296,16 @@ void runs_state(const char *dir, char *state, size_t n, char *last, size_t nl) {
   snprintf(last, nl, "%s", r.last);
 }
 
-bool runs_running(const char *dir) {
-  run_info r = {0};
+bool runs_in_process(const char *dir) {
   char path[PATH_MAX + 16];
   struct stat st;
   snprintf(path, sizeof path, "%s/run.json", dir);
-  return stat(path, &st) == 0 ? process_alive(dir) : coordinator_alive(dir, &r);
+  if (stat(path, &st) != 0) return false;
+  snprintf(path, sizeof path, "%s/secret", dir);
+  return stat(path, &st) != 0;
+}
+
+bool runs_running(const char *dir) {
+  run_info r = {0};
+  return runs_in_process(dir) ? process_alive(dir) : coordinator_alive(dir, &r);
 }

@@ -13,6 +13,9 @@
  * first; nothing when there is none). Returns the number of runs, or
  * DRV_EIO ("cannot list runs in 'x': ..."), DRV_ENOMEM. */
 int runs_list(const char *base, FILE *out);
+/* Whether dir holds an in-process run: its script kept (run.json) and no
+ * secret (a cluster run keeps its script too, and always has a secret). */
+bool runs_in_process(const char *dir);
 /* Whether the run in dir is running (its coordinator's or, in process,
  * its own process is alive). */
 bool runs_running(const char *dir);
