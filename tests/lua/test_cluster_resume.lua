@@ -35,6 +35,8 @@ local function run(name, kill_at)
     mode = "sync", checkpoint = { every = 20 },
     progress = function(p)
       if not kill_at or killed or p.step < kill_at then return end
+      -- once a checkpoint is committed (a slow machine may be past kill_at)
+      if not read(c.run_dir .. "/events.log"):find("checkpoint step %d+: ") then return end
       killed = p.step
       os.execute("kill -9 " .. victim.pid)
     end }
