@@ -39,7 +39,7 @@ endif
 LAYERS          = base numeric data protocol transport launch cluster dashboard lua binary
 LAYER_base      = err util afile log embed rundir sha256 safetensors manifest
 LAYER_numeric   = rng tensor tensor_ops nn_int nn nn_layers nn_conv nn_norm nn_containers nn_loss nn_spec nn_file optim_sched optim
-LAYER_data      = data_int data data_read data_bin train progress ckpt
+LAYER_data      = data_int data data_read data_bin data_stream train progress ckpt
 # dash_model/dash_snap are the run's model and its SNAPSHOT encoding, not
 # drawing: the coordinator keeps one as its metric store.
 LAYER_protocol  = le wire_int wire wire_msgs closure closure_bc auth nodeinfo events dash_model dash_snap \
@@ -49,10 +49,11 @@ LAYER_transport = conn
 LAYER_launch    = launch launch_int launch_common launch_local launch_slurm_int launch_slurm \
 	launch_slurm_job launch_ssh launch_ship detach
 LAYER_cluster   = coord coord_int coord_fit_int coord_addr coord_nodes coord_fit coord_sched coord_vars coord_ckpt coord_pos \
-	coord_dash node ps ps_int ps_ckpt worker worker_int worker_ps worker_pos worker_setup
+	coord_dash coord_feed coord_feed_ext node ps ps_int ps_ckpt worker worker_int worker_ps worker_pos worker_setup \
+	worker_feed
 LAYER_dashboard = dash dash_int dash_records attach_records dash_chart dash_draw dash_view dash_panels dash_input dash_theme dash_sim attach runs logs export export_metrics doctor
-LAYER_lua       = l_util l_drover l_closure l_tensor l_tensor_ops l_nn l_optim l_optim_sched l_data l_train l_cluster_opts \
-	l_cluster l_schedule l_worker l_dash repl
+LAYER_lua       = l_util l_drover l_closure l_tensor l_tensor_ops l_nn l_optim l_optim_sched l_feed l_stream l_data \
+	l_train l_cluster_opts l_cluster l_schedule l_worker l_dash repl
 LAYER_binary    = main
 LIB_MODULES = $(foreach l,$(filter-out binary,$(LAYERS)),$(LAYER_$(l)))
 LIB_SRCS = $(foreach m,$(LIB_MODULES),$(if $(wildcard src/$(m).c),$(m)))

@@ -77,16 +77,47 @@ end
 
 local top_fields = set_of { "name", "model", "loss", "optimizer", "train", "eval", "seed",
   "verbose", "progress", "mode", "backup_workers", "checkpoint", "runs", "stop" }
-local train_fields = set_of { "data", "batch", "epochs", "shuffle", "max_steps" }
+local train_fields = set_of { "data", "batch", "epochs", "shuffle", "max_steps", "feed",
+  "feed_timeout", "feeders" }
 local eval_fields = set_of { "data", "every", "batch" }
 local checkpoint_fields = set_of { "every", "every_seconds", "keep", "keep_best" }
 local keep_best_fields = set_of { "metric", "mode" }
 local stop_fields = set_of { "metric", "mode", "patience", "min_delta" }
 
+-- train.feed: a dataset, a function returning the next x, y (nil at the
+-- end), a stream (data.stream), a path or "-" (a stream of its lines), or
+-- "external" (feeders on the control port).
+local function validate_feed(t)
+  local f = t.feed
+  if t.feeders ~= nil and f ~= "external" then
+    fail("train.feeders counts external feeders: it needs train.feed = \"external\"")
+  end
+  if f == nil then
+    if t.feed_timeout ~= nil then fail("train.feed_timeout needs train.feed") end
+    want(t.data, "drover.Dataset", "train.data", "a dataset")
+    return
+  end
+  local k = kind(f)
+  if not (k == "drover.Dataset" or k == "function" or k == "drover.Stream" or
+      (k == "string" and f ~= "")) then
+    fail("train.feed must be a dataset, a function returning x, y, a stream (data.stream), a " ..
+      "path, \"-\" (stdin) or \"external\" (got %s)", show(f))
+  end
+  if t.data ~= nil then
+    fail("train.data and train.feed are two sources: give one (a dataset can be the feed)")
+  end
+  if t.feed_timeout ~= nil and (type(t.feed_timeout) ~= "number" or not (t.feed_timeout > 0)) then
+    fail("train.feed_timeout must be a positive number of seconds (got %s)", show(t.feed_timeout))
+  end
+end
+
 local function validate_train(t)
   table_field(t, "train", "{ data = ..., batch = ..., epochs = ... }", train_fields)
-  want(t.data, "drover.Dataset", "train.data", "a dataset")
+  validate_feed(t)
   return {
+    feed = t.feed,
+    feed_timeout = t.feed_timeout,
+    feeders = int_field(t.feeders, "train.feeders", nil, 1),
     data = t.data,
     batch = int_field(t.batch, "train.batch", 32, 1),
     epochs = int_field(t.epochs, "train.epochs", 1, 1),
@@ -99,8 +130,9 @@ local function validate_eval(t, train)
   if t == nil then return nil end
   table_field(t, "eval", "{ data = ..., every = ... }", eval_fields)
   want(t.data, "drover.Dataset", "eval.data", "a dataset")
-  if t.data.features ~= train.data.features then
-    fail("eval.data has %d features but train.data has %d", t.data.features, train.data.features)
+  local tdata = train.data or (kind(train.feed) == "drover.Dataset" and train.feed)
+  if tdata and t.data.features ~= tdata.features then
+    fail("eval.data has %d features but train.data has %d", t.data.features, tdata.features)
   end
   return {
     data = t.data,
@@ -254,6 +286,10 @@ end
 --- eval_loss, eval_accuracy, seconds, evals }
 function Experiment:fit()
   if getmetatable(self) ~= Experiment then error("experiment: call fit as exp:fit()", 2) end
+  if self.train.feed ~= nil then
+    error("experiment: train.feed streams batches to a cluster's workers: train it with " ..
+      "c:fit(exp) (in this process, give train.data)", 2)
+  end
   local s, tr = state[self], trainer(self)
   open_run(self, tr)
   -- A later fit continues training: new shuffles, same optimizer state.
@@ -300,7 +336,8 @@ function Experiment:__tostring()
     "  model     " .. indent(self.model),
     "  loss      " .. tostring(self.loss),
     "  optimizer " .. tostring(self.optimizer),
-    string.format("  train     %s; batch %d, %d epoch%s%s", tostring(t.data), t.batch, t.epochs,
+    string.format("  train     %s; batch %d, %d epoch%s%s",
+      t.feed ~= nil and ("feed " .. show(t.feed)) or tostring(t.data), t.batch, t.epochs,
       t.epochs == 1 and "" or "s", t.shuffle and ", shuffled" or ""),
   }
   if self.eval then

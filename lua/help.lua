@@ -211,6 +211,9 @@ drover.data - datasets: x [n, features] and y [n] (class ids or values) in memor
         every reader takes .gz files too (recognised by their first bytes)
   data.npy(x [, y])                        NumPy .npy (f4, f8, u1, i4, i8)
   data.synthetic { n = 60000, features = 784, classes = 10, seed = 1 }
+  data.stream(path_or_"-", { format = "csv", label = -1, features = n, follow = false })
+        rows as they arrive (a pipe, stdin, a growing file): a feed,
+        train = { feed = s }; s:read(n) takes up to n rows here
 
 Operations return new datasets: help("Dataset").]]
 
@@ -235,6 +238,9 @@ drover.experiment { ... } - a model, a loss, an optimizer and data, trained in t
   model      an nn module            loss       an nn loss
   optimizer  an optim.* value
   train      { data = ds, batch = 32, epochs = 1, shuffle = true, max_steps = 0 }
+             on a cluster, feed = SOURCE instead of data: the coordinator streams
+             batches to the workers (a dataset, a function returning x, y,
+             data.stream(...), a path, "-", or "external"), feed_timeout = 600
   eval       { data = ds, every = 0, batch = train.batch }
              every: steps between evaluations, 0 = only at the end
   seed       shuffling seed (default 0)       verbose = false silences progress
@@ -281,6 +287,8 @@ in a Slurm job (launcher = "slurm", slurm = { partition = ... }).
                        max_restarts = 3, max_queue = 1024, heartbeat_timeout = 5 }
   c:fit(exp)            train exp on the cluster (exp.mode = "sync" for sync training)
   c:setup(exp)          give the workers the model and their data shards, no training
+  c:feed(source, { batch = 32 })  batches into the workers' input queues, which
+                        scheduled fns read: w:next_batch(n), w:should_stop(), w:terminate()
   c:evaluate(exp [, ds])  the cluster's parameters on ds
   c:checkpoint()        a checkpoint of the ps nodes' shards now (in a progress fn:
                         between two steps) under c.run_dir/checkpoints
@@ -291,7 +299,8 @@ in a Slurm job (launcher = "slurm", slurm = { partition = ... }).
   c:dash()              the live dashboard until q (also dash() for the newest cluster)
 
 In a scheduled fn, w is the worker: w.index, w.name, w:train_step(), w:pull(),
-w:compute(), w:push(), w:batch(). fn, its upvalues and arguments must be plain
+w:compute(), w:push(), w:batch(), and with c:feed w:next_batch(n), w:should_stop(),
+w:terminate(). fn, its upvalues and arguments must be plain
 data (nil, booleans, numbers, strings, tables of them).
 
 Example (type it after "A first model" in help()):

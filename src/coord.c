@@ -131,6 +131,7 @@ typedef struct peer {
   conn *cn;
   int node;     /* index into c->nodes once registered, else -1 */
   void *attach; /* an attach client's state once it sent ATTACH (coord_dash.c) */
+  void *feeder; /* an external feeder's once it sent FEED_OPEN (coord_feed_ext.c) */
   struct peer *prev, *next; /* in c->peers */
 } peer;
 
@@ -213,6 +214,10 @@ static void on_heartbeat(coord_node *n, const uint8_t *pl, uint32_t len) {
 static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   peer *p = conn_ud(cn);
   coord *c = p->c;
+  if (p->feeder || h->type == WIRE_FEED_OPEN) {
+    coord__feeder_frame(c, cn, &p->feeder, p->node >= 0 || p->attach, h, pl);
+    return;
+  }
   if (p->attach || h->type == WIRE_ATTACH) {
     coord__attach_frame(c, cn, &p->attach, p->node >= 0, h, pl);
     return;
@@ -275,6 +280,7 @@ static void ctl_close(conn *cn, int err, const char *why) {
   if (!p) return;
   coord *c = p->c;
   if (p->attach) coord__attach_gone(c, p->attach);
+  if (p->feeder) coord__feeder_gone(c, p->feeder);
   if (p->node >= 0 && c->ctl[p->node] == cn) {
     c->ctl[p->node] = NULL;
     coord_node *n = &c->nodes[p->node];

@@ -133,6 +133,48 @@ typedef struct coord coord;
  * The coordinator's own log goes to <run>/logs/coordinator.log. */
 int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out);
 
+/* A feed's source (train = { feed = ... }; docs/ARCHITECTURE.md, "Feed
+ * mode"): the coordinator asks it for batches between two turns of its
+ * loop, never from a libuv callback, and streams them to the workers'
+ * input queues (FEED_BATCH), a few per worker. */
+typedef struct coord_feed_source {
+  /* The next batch: 1 with *x and *y (the source's, valid until its next
+   * call or its end: x [n, ...], y [n] or [n, k], n >= 1) and *epoch
+   * (from 1); 0 at the end;
+   * DRV_EAGAIN when none is ready yet (asked again when `fd` is readable,
+   * or at the next tick); another negative code fails the fit (message
+   * set). NULL with `external`. */
+  int (*next)(void *ud, tensor **x, tensor **y, uint32_t *epoch);
+  void *ud;
+  int fd;           /* readable when next may have more; -1: asked every tick */
+  bool external;    /* feed = "external": the batches come from feeders on
+                       the control port (FEED_OPEN; wire_msgs.h) */
+  int feeders;      /* external: the fit ends once this many feeders (at
+                       least 1) joined and every one that joined ended */
+  double timeout;   /* feed_timeout: seconds without progress (a batch read
+                       or trained) before the fit fails; 0: none */
+  int64_t batches;  /* batches the source will give, when known (progress); 0: unknown */
+} coord_feed_source;
+
+/* A built-in source: `epochs` passes over d in batches of `batch`
+ * (shuffled per epoch with seed when `shuffle`, as train_fit does). d is
+ * borrowed until coord_feed_source_free. 0 or DRV_ENOMEM. */
+int coord_feed_source_dataset(coord_feed_source *s, const dataset *d, int64_t batch,
+                              int64_t epochs, bool shuffle, uint64_t seed);
+/* Frees what coord_feed_source_dataset made (a no-op for other sources). */
+void coord_feed_source_free(coord_feed_source *s);
+/* The last feed's batches read from its source and trained (each once). */
+void coord_feed_counts(const coord *c, int64_t *fed, int64_t *trained);
+/* c:feed: streams the source's batches into the workers' input queues
+ * (FEED_BATCH mode QUEUE), where scheduled functions read them with
+ * w:next_batch; returns once every batch is taken (or a worker's
+ * w:terminate() stopped the feed), after FEED_END to every worker.
+ * *fed: batches read, *taken: batches taken. 0 or negative (feed_timeout,
+ * a failed scheduled function, a lost node without restarts). */
+int coord_feed(coord *c, const coord_feed_source *src, int64_t *fed, int64_t *taken);
+/* During a feed: the fed batches node i holds (sent, not answered); else -1. */
+int coord_feed_backlog(const coord *c, int i);
+
 /* What a cluster fit needs; all borrowed for the call. The model's
  * current weights are the starting point; afterwards they hold the
  * trained values (pulled back from the ps nodes). */
@@ -148,6 +190,9 @@ typedef struct coord_fit_args {
   const struct fitrun_ckpt *ckpt; /* checkpoint = {...} (NULL: none): checkpoints
                            of the ps nodes' shards under <run>/checkpoints,
                            and a lost ps restored from the newest */
+  const coord_feed_source *feed; /* NULL: worker i trains on shard i of train;
+                           else feed mode: the workers train on the batches
+                           the source gives, each once (train may be NULL) */
 } coord_fit_args;
 
 /* Trains on the cluster (async: each ps applies every push on arrival).

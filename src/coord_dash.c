@@ -179,6 +179,7 @@ static void fill_header(coord *c, dash_model *m, double now) {
     m->examples_per_sec = f->p.examples_per_sec;
     m->eta = 0;
   }
+  m->feed_per_sec = f && f->feed.src ? f->feed.rate : -1; /* batches trained per second */
 }
 
 static int fill_nodes(coord *c, dash_model *m, double now) {
@@ -213,7 +214,10 @@ static int fill_nodes(coord *c, dash_model *m, double now) {
     o->rss = n->rss;
     o->heartbeat_age = c->ctl[i] ? now - n->last_seen : -1;
     o->inflight = n->inflight;
-    o->backlog = -1; /* workers do not report their input queue */
+    /* during a feed: the fed batches sent to it and not yet answered (its
+     * input queue; at most FEED_WINDOW); otherwise unknown */
+    bool trainer = n->role == ROLE_WORKER || n->role == ROLE_CHIEF;
+    o->backlog = trainer ? coord_feed_backlog(c, i) : -1;
     put(o->log, sizeof o->log, n->log);
   }
   return 0;

@@ -80,12 +80,24 @@ static int model_spec(const coord_fit_args *a, char *spec, size_t n) {
   return 0;
 }
 
+/* Feed mode: a trainer holds no data of its own (x [0, 1], y [0]): its
+ * batches come in FEED_BATCH frames. */
+static int empty_data(dataset **out) {
+  dataset *d = calloc(1, sizeof *d);
+  if (!d || !(d->x = tensor_new2(0, 1)) || !(d->y = tensor_new1(0))) {
+    data_free(d);
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  *out = d;
+  return 0;
+}
+
 /* SETUP for trainer t (shard t of the training data). */
 static int setup_trainer(coord *c, int t, const char *spec) {
   coord_fit_state *f = c->fit;
   const coord_fit_args *a = f->args;
   dataset *part;
-  int rc = data_shard(a->train, t, f->ntrainers, &part);
+  int rc = a->train && !a->feed ? data_shard(a->train, t, f->ntrainers, &part) : empty_data(&part);
   if (rc < 0)
     return drv_error(rc, "cluster: shard %d of %d of the training data: %s", t, f->ntrainers,
                      drv_errmsg());
@@ -147,24 +159,22 @@ bool coord__fit_running(const coord *c) { return c->fit && c->fit->cfg; }
 
 /* The fit as the queue's producer: a node takes train steps once it is
  * set up for this fit. */
-static bool fit_ready(void *ud, int node) {
+bool coord__fit_ready(void *ud, int node) {
   coord_fit_state *f = ud;
   return f->cfg && f->setup_ok && f->setup_ok[node] && !f->ck.restoring;
 }
 
 /* ============================== task results ============================== */
 
-static bool fit_ready(void *ud, int node);
-static int step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len);
 static void refill(void *ud);
 
 const coord_producer_ops coord__fit_tasks = {
     .what = "train step",
     .task_kind = WIRE_TASK_TRAIN_STEP,
     .max_inflight = INFLIGHT_PER_WORKER,
-    .ready = fit_ready,
+    .ready = coord__fit_ready,
     .refill = refill,
-    .done = step_done,
+    .done = coord__step_done,
 };
 
 /* A JSON number, or null for NaN and the infinities, which JSON lacks
@@ -200,7 +210,7 @@ static double step_lr(const coord_fit_state *f) {
 
 /* The queue's done(): train step id is over on node, counted once (the
  * queue checked node held it). */
-static int step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len) {
+int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len) {
   coord_fit_state *f = ud;
   wire_msg_result m;
   char msg[1024];
@@ -230,7 +240,7 @@ static int step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
   n->examples += (int64_t)examples;
   f->done++;
   f->examples += (int64_t)examples;
-  int64_t epoch = (f->done - 1) / f->per_epoch + 1;
+  int64_t epoch = f->feed.src ? (int64_t)f->feed.epoch : (f->done - 1) / f->per_epoch + 1;
   if (epoch != f->epoch_no) {
     f->epoch_no = epoch;
     f->epoch_loss = 0, f->epoch_seen = f->epoch_correct = 0, f->epoch_has_acc = true;
@@ -307,6 +317,10 @@ static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {
 
 int coord__fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl) {
   coord_fit_state *f = c->fit;
+  if (h->type == WIRE_FEED_END) { /* w:terminate(): of a feed, perhaps one just over */
+    if (f) coord__feed_worker_end(f, node);
+    return 0;
+  }
   if (!f) return drv_error(DRV_EPROTO, "%s outside a fit", wire_type_name(h->type));
   switch (h->type) {
   case WIRE_SETUP_OK:
@@ -349,7 +363,7 @@ static bool sync_over(const coord_fit_state *f) { return f->sync_reached >= f->n
 static void refill(void *ud) {
   coord_fit_state *f = ud;
   coord *c = f->c;
-  if (!f->looping || f->ck.restoring) return;
+  if (!f->looping || f->ck.restoring || f->feed.src) return; /* a feed queues its own */
   if (f->sync && sync_over(f)) { /* every ps applied the last step */
     coord__sched_drop(c, f->producer, false);
     return;
@@ -389,6 +403,7 @@ static void update_progress(coord_fit_state *f) {
   p->elapsed = progress_now() - f->t0;
   p->examples_per_sec = p->elapsed > 0 ? (double)f->examples / p->elapsed : 0;
   p->eta = p->step > 0 ? p->elapsed / (double)p->step * (double)(p->total_steps - p->step) : 0;
+  if (p->total_steps <= 0) p->eta = -1; /* a feed of unknown length */
   if (f->sync) sync_progress(f, p);
   for (int t = 0; t < f->ntrainers; t++) {
     coord_node *n = &f->c->nodes[f->trainers[t]];
@@ -412,6 +427,7 @@ static bool fit_finished(coord *c, void *arg) {
   coord_fit_state *f = c->fit;
   if (coord__sched_running(c, f->producer) > 0) return false;
   if (f->ck.restoring || f->ck.state != CK_IDLE) return false;
+  if (f->feed.src) return coord__feed_over(f) && f->evals_out == 0;
   if (f->sync) return sync_over(f) && f->evals_out == 0;
   return f->done >= f->total && f->evals_out == 0;
 }
@@ -429,6 +445,7 @@ static int fit_loop(coord *c, const coord_fit_args *a) {
     int rc = coord__ckpt_restore_tick(f);
     if (rc < 0) return rc;
     coord__ckpt_tick(f);
+    if ((rc = coord__feed_tick(f)) < 0) return rc;
     coord__dispatch(c);
     int turn = 0;
     rc = coord__pump(c, turn_done, &turn, 0, true);
@@ -467,15 +484,28 @@ static int plan(coord *c, const coord_fit_args *a) {
     }
     if (role == ROLE_EVALUATOR) f->evaluator = i;
   }
-  if (a->train->n < f->ntrainers)
-    return drv_error(DRV_EINVAL, "cluster: %lld training examples for %d workers",
-                     (long long)a->train->n, f->ntrainers);
   const train_cfg *cfg = a->cfg;
-  f->per_epoch = (a->train->n + cfg->batch - 1) / cfg->batch;
-  if (__builtin_mul_overflow(cfg->epochs, f->per_epoch, &f->total))
-    return drv_error(DRV_EINVAL, "cluster: %lld epochs of %lld steps are too many steps to count",
-                     (long long)cfg->epochs, (long long)f->per_epoch);
-  if (cfg->max_steps > 0 && cfg->max_steps < f->total) f->total = cfg->max_steps;
+  if (a->feed) {
+    /* feed mode: as many steps as the source gives batches (known for a
+     * dataset, for the progress line) */
+    if (a->sync) return drv_error(DRV_EINVAL, "cluster: train.feed trains asynchronously; "
+                                  "remove mode = \"sync\"");
+    if (a->ckpt) return drv_error(DRV_EINVAL, "cluster: checkpoint = {...} does not record a "
+                                  "feed's position yet; remove checkpoint or train.feed");
+    f->total = a->feed->batches;
+    if (cfg->max_steps > 0 && (f->total == 0 || cfg->max_steps < f->total)) f->total = cfg->max_steps;
+    f->per_epoch = a->feed->batches > 0 && cfg->epochs > 0 ? a->feed->batches / cfg->epochs : 0;
+  } else {
+    if (!a->train) return drv_error(DRV_EINVAL, "cluster: no training data");
+    if (a->train->n < f->ntrainers)
+      return drv_error(DRV_EINVAL, "cluster: %lld training examples for %d workers",
+                       (long long)a->train->n, f->ntrainers);
+    f->per_epoch = (a->train->n + cfg->batch - 1) / cfg->batch;
+    if (__builtin_mul_overflow(cfg->epochs, f->per_epoch, &f->total))
+      return drv_error(DRV_EINVAL, "cluster: %lld epochs of %lld steps are too many steps to count",
+                       (long long)cfg->epochs, (long long)f->per_epoch);
+    if (cfg->max_steps > 0 && cfg->max_steps < f->total) f->total = cfg->max_steps;
+  }
   int64_t worker_steps = f->total;
   f->sync = a->sync;
   f->sync_target = f->sync_applied = 0;
@@ -517,6 +547,7 @@ static void keep_args(coord_fit_state *f, const coord_fit_args *a) {
   f->kept = *a;
   f->kept.cfg = &f->kept_cfg;
   f->kept.ckpt = NULL; /* the caller's; f->ckpol has the fit's copy */
+  f->kept.feed = NULL;  /* borrowed for the fit only */
   f->args = &f->kept;
 }
 
@@ -531,6 +562,8 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
   coord_fit_state *f = c->fit;
   f->looping = false;
   coord__sched_drop(c, f->producer, true); /* a step still running is ignored */
+  coord__sched_drop(c, f->feed.producer, true);
+  coord__feed_end(f, rc);
   if (rc == 0 && f->ck.state != CK_IDLE) rc = coord__pump(c, coord__ckpt_idle, NULL, 0, true);
   if (rc == 0) rc = coord__pull_all(c);
   if (rc == 0 && a->cfg->eval && f->last_eval_step != f->done) rc = local_eval(c, a, f->done);
@@ -594,7 +627,8 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   f->skipped = false;
   int resumed = 0;
   if ((rc = coord__ckpt_fit_begin(f)) < 0 || (resumed = rc = coord__ckpt_resume(f)) < 0 ||
-      (resumed == 0 && f->sync && (rc = coord__send_sync_probes(f)) < 0)) {
+      (resumed == 0 && f->sync && (rc = coord__send_sync_probes(f)) < 0) ||
+      (a->feed && (rc = coord__feed_begin(f, a->feed, WIRE_FEED_TRAIN)) < 0)) {
     f->args = NULL;
     return rc;
   }
@@ -614,7 +648,10 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   f->cfg = cfg;
   progress_init(&f->out, cfg->progress, cfg->progress_tty);
   f->t0 = progress_now();
-  if (f->sync)
+  if (a->feed)
+    rundir_event(&c->rd, "fit: fed, %d workers, %d variables over %d ps", f->ntrainers, f->nvars,
+                 f->nps);
+  else if (f->sync)
     rundir_event(&c->rd, "fit: sync, %lld global steps of %u gradients on %d workers, "
                  "%d variables over %d ps", (long long)f->sync_target, f->replicas, f->ntrainers,
                  f->nvars, f->nps);
@@ -648,6 +685,8 @@ void coord__fit_free(coord *c) {
    * coord_free calls this from the last of them. */
   c->fit = NULL;
   coord__sched_remove_producer(c, f->producer);
+  coord__sched_remove_producer(c, f->feed.producer);
+  coord__feed_free(f);
   coord__ckpt_fit_end(f); /* before coord__free_vars: it walks f->nvars */
   coord__free_vars(f);
   free(f->trainers);

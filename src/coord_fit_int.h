@@ -59,6 +59,35 @@ typedef struct coord_ck {
   int npos;
 } coord_ck;
 
+/* Feed mode (coord_feed.c): batches from a source, in flight as tasks of
+ * the feed's producer. */
+#define FEED_WINDOW 3 /* fed batches a worker holds at most (its credit) */
+typedef struct feed_slot {
+  uint64_t id;     /* the task */
+  uint64_t seq;    /* the batch's number in the feed, from 1 */
+  int feeder;      /* an external feeder's number, -1 the source's */
+} feed_slot;
+
+typedef struct coord_feed_state {
+  const coord_feed_source *src; /* NULL: no feed in progress */
+  int producer;    /* the queue's producer number (coord__feed_tasks) */
+  bool ended;      /* the source has no more (or max_steps were read) */
+  bool terminated; /* a worker's w:terminate() stopped it */
+  uint8_t mode;    /* WIRE_FEED_TRAIN (c:fit) or WIRE_FEED_QUEUE (c:feed) */
+  int *trainers;   /* node indices of the workers and chief it feeds */
+  int ntrainers;
+  uint64_t seq;    /* batches read */
+  int64_t trained; /* batches trained (RESULT counted once) */
+  uint32_t epoch;  /* of the newest batch read */
+  double last_progress;    /* a batch read or trained (feed_timeout) */
+  double rate, rate_t;     /* batches trained per second, and when sampled */
+  int64_t rate_n;
+  feed_slot *slots;        /* batches queued or in flight */
+  int nslots, capslots;
+  uv_poll_t *poll;         /* on src->fd: wakes the loop when it is readable */
+  struct coord_feeders *ext; /* external feeders (coord_feed_ext.c) */
+} coord_feed_state;
+
 typedef struct shard {
   int ps;
   int64_t row0, rows;
@@ -131,11 +160,53 @@ struct coord_fit_state {
    * one's and `keep` keeps the newest: step_base is the steps of the
    * fits before this one, prev_steps the last fit's. */
   int64_t step_base, prev_steps;
+  coord_feed_state feed;
 };
 
 /* coord_fit.c: the fit's train steps as a producer of the task queue
  * (registered by coord__fit_state). */
 extern const coord_producer_ops coord__fit_tasks;
+
+/* coord_feed.c: feed mode. */
+extern const coord_producer_ops coord__feed_tasks;
+/* Before a fit's first turn (mode WIRE_FEED_TRAIN), or c:feed's
+ * (WIRE_FEED_QUEUE): 0, or negative (the source is refused). */
+int coord__feed_begin(coord_fit_state *f, const coord_feed_source *src, uint8_t mode);
+/* Between two turns: reads batches while workers would run short, checks
+ * feed_timeout (DRV_ETIMEDOUT naming the worker waited for), samples the
+ * rate. 0 or negative: the fit fails. */
+int coord__feed_tick(coord_fit_state *f);
+/* Whether every batch is read and trained. */
+bool coord__feed_over(const coord_fit_state *f);
+/* The fit is over (rc its outcome): FEED_END to the trainers and the
+ * external feeders, the poll handle closed. */
+void coord__feed_end(coord_fit_state *f, int rc);
+/* Queues a batch of external feeder `feeder`: buf (malloc'ed, taken) is
+ * WIRE_HEADER_SIZE bytes of room and a FEED_BATCH payload. */
+int coord__feed_queue_raw(coord_fit_state *f, uint8_t *buf, uint32_t len, int feeder);
+
+/* coord_feed_ext.c: external feeders on the control port. */
+/* An external fit begins: every feeder connected gets its window. */
+void coord__feeders_begin(coord_fit_state *f);
+/* Between turns: a feeder's failure (negative), or *over once every
+ * feeder that joined has ended. */
+int coord__feeders_check(coord_fit_state *f, bool *over);
+/* A batch of feeder `index` was trained: its credit goes back. */
+void coord__feeder_trained(coord_fit_state *f, int index);
+/* The fit is over: FEED_END to every feeder of it. */
+void coord__feeders_end(coord_fit_state *f, int rc);
+void coord__feeders_free(coord_fit_state *f);
+/* A RESULT of a fed batch (from step_done): its slot is forgotten. */
+void coord__feed_trained(coord_fit_state *f, int node, uint64_t id);
+/* FEED_END from a worker (w:terminate). */
+void coord__feed_worker_end(coord_fit_state *f, int node);
+/* The fit state goes (coord__fit_free). */
+void coord__feed_free(coord_fit_state *f);
+
+/* coord_fit.c: the queue's done() of a train step, shared by the feed. */
+int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len);
+/* coord_fit.c: the fit state may take tasks on node (set up, not restoring). */
+bool coord__fit_ready(void *ud, int node);
 
 /* coord_fit.c: sync: asks every ps to answer once it applied the last
  * global step. */

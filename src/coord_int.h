@@ -42,6 +42,11 @@ typedef struct coord_producer_ops {
    * after. Negative for a payload that has no business there: the node's
    * connection is closed. */
   int (*done)(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len);
+  /* For tasks that carry their data (coord__sched_add_data): the type of
+   * the frame whose payload is that data, sent as it is (by reference, no
+   * copy) each time the task is sent, a retry included; the producer
+   * writes the task id into it. 0: TASK {id, task_kind, 0}. */
+  uint8_t data_type;
 } coord_producer_ops;
 
 #define COORD_MAX_PRODUCERS 8
@@ -54,6 +59,15 @@ int coord__sched_add_producer(coord *c, const coord_producer_ops *ops, void *ud)
 void coord__sched_remove_producer(coord *c, int p);
 /* Queues one more task of producer p; its id, or negative. */
 int64_t coord__sched_add(coord *c, int p);
+/* The same for a task that carries data: data (malloc'ed) is
+ * WIRE_HEADER_SIZE bytes of room, then the payload of the frame of type
+ * ops->data_type. The queue owns it from now on, also on failure, and
+ * frees it once the task is over or dropped and no write of it is under
+ * way; until then the producer may write into it (the task id). A lost
+ * node's task is sent again with it. */
+int64_t coord__sched_add_data(coord *c, int p, uint8_t *data, uint32_t len);
+/* The node holding producer p's running task id, or -1. */
+int coord__sched_owner(const coord *c, int p, uint64_t id);
 /* Drops p's queued tasks; with `all`, its running ones are let go too
  * (their results ignored; done() is not called for them). */
 void coord__sched_drop(coord *c, int p, bool all);
@@ -75,6 +89,8 @@ typedef struct task {
   uint8_t *data;  /* CALL: the closure until it runs, then its encoded
                      results or its error message (owned) */
   uint32_t len;
+  struct task_buf *buf; /* a produced task's data (coord__sched_add_data):
+                           shared with the writes sending it */
 } task;
 
 typedef struct coord_sched {
@@ -233,6 +249,13 @@ void coord__attach_frame(coord *c, conn *cn, void **attach, bool is_node, const 
                          const uint8_t *payload);
 /* The attach client's connection closed: forget it. */
 void coord__attach_gone(coord *c, void *attach);
+/* coord_feed_ext.c: a frame of an external feeder (*feeder: NULL until
+ * FEED_OPEN; `other`: the connection is a node's or an attach client's,
+ * which may not feed). Closes the connection on a bad frame. */
+void coord__feeder_frame(coord *c, conn *cn, void **feeder, bool other, const wire_header *h,
+                         const uint8_t *payload);
+/* The feeder's connection closed: forget it (its batches still train). */
+void coord__feeder_gone(coord *c, void *feeder);
 /* Closes every attach connection (coord_free, before the loop's last turns). */
 void coord__dash_close(coord *c);
 void coord__dash_free(coord *c);

@@ -63,7 +63,26 @@ static void compact(coord_sched *s) {
   s->base += (uint64_t)k;
 }
 
+/* A produced task's data, shared by the task and the writes sending it:
+ * freed by whichever lets go last (a write may outlive its task, when the
+ * task is dropped while its frame is still going out). */
+typedef struct task_buf {
+  int refs;
+  uint32_t len;
+  uint8_t *p; /* WIRE_HEADER_SIZE bytes of room, then the payload */
+} task_buf;
+
+static void buf_unref(void *arg) {
+  task_buf *b = arg;
+  if (b && --b->refs == 0) {
+    free(b->p);
+    free(b);
+  }
+}
+
 static void task_free(coord_sched *s, task *t) {
+  buf_unref(t->buf);
+  t->buf = NULL;
   free(t->data);
   t->data = NULL;
   t->len = 0;
@@ -171,11 +190,29 @@ static int pick_node(coord *c, const task *t) {
   return best;
 }
 
+static void flush_node(coord *c, int i);
+
+/* A task with data: the frames batched for node so far, then its data as
+ * a frame of its own, by reference. */
+static void send_data(coord *c, int node, const task *t, uint8_t type) {
+  task_buf *b = t->buf;
+  flush_node(c, node); /* in order */
+  if (!c->ctl[node]) return; /* gone: the retry covers it */
+  b->refs++;
+  conn_send_ref(c->ctl[node], type, 0, b->p + WIRE_HEADER_SIZE, b->len - WIRE_HEADER_SIZE,
+                buf_unref, b);
+}
+
 /* Appends task t's frame to node's batch: the tasks one dispatch sends to
  * a node go out in one write (one syscall, not one per closure). The
  * batch's first frame uses the header room wire_wr reserves. */
-static void batch_task(coord_sched *s, int node, uint64_t id, const task *t) {
+static void batch_task(coord *c, int node, uint64_t id, const task *t) {
+  coord_sched *s = &c->sched;
   const coord_producer_ops *ops = t->kind == TK_CALL ? NULL : s->prod[t->producer].ops;
+  if (ops && ops->data_type && t->buf) {
+    send_data(c, node, t, ops->data_type);
+    return;
+  }
   static const uint8_t room[WIRE_HEADER_SIZE];
   wire_wr *w = &s->out[node];
   if (!w->buf) wire_wr_init(w);
@@ -197,24 +234,25 @@ static void batch_task(coord_sched *s, int node, uint64_t id, const task *t) {
   wire_header_encode(&h, w->buf + at);
 }
 
-static void flush_batches(coord *c) {
-  coord_sched *s = &c->sched;
-  for (int i = 0; i < c->nnodes; i++) {
-    wire_wr *w = &s->out[i];
-    if (!w->buf) continue;
-    if (w->err || !c->ctl[i]) {
-      /* The node went away meanwhile (its tasks were requeued), or out of
-       * memory: the coordinator's log says so and the silence timer or
-       * the retry covers the tasks. */
-      if (w->err) log_error("cannot send tasks to node %d: out of memory", i);
-      wire_wr_free(w);
-    } else {
-      conn_send(c->ctl[i], w->buf, w->len);
-    }
-    w->buf = NULL;
-    w->len = w->cap = 0;
-    w->err = 0;
+static void flush_node(coord *c, int i) {
+  wire_wr *w = &c->sched.out[i];
+  if (!w->buf) return;
+  if (w->err || !c->ctl[i]) {
+    /* The node went away meanwhile (its tasks were requeued), or out of
+     * memory: the coordinator's log says so and the silence timer or the
+     * retry covers the tasks. */
+    if (w->err) log_error("cannot send tasks to node %d: out of memory", i);
+    wire_wr_free(w);
+  } else {
+    conn_send(c->ctl[i], w->buf, w->len);
   }
+  w->buf = NULL;
+  w->len = w->cap = 0;
+  w->err = 0;
+}
+
+static void flush_batches(coord *c) {
+  for (int i = 0; i < c->nnodes; i++) flush_node(c, i);
 }
 
 void coord__dispatch(coord *c) {
@@ -243,7 +281,7 @@ void coord__dispatch(coord *c) {
     t->runs++;
     count(s, t, -1, +1);
     c->nodes[node].inflight++; /* BUSY follows (coord_node_status) */
-    batch_task(s, node, id, t);
+    batch_task(c, node, id, t);
   }
   flush_batches(c);
   s->dispatching = false;
@@ -405,7 +443,9 @@ int coord__sched_frame(coord *c, int node, const wire_header *h, const uint8_t *
 static void note_retries(coord *c, int node, int64_t n, const char *what) {
   if (!n) return;
   char name[32];
-  rundir_event(&c->rd, "retry %" PRId64 " %s%s of %s", n, what, n == 1 ? "" : "s",
+  size_t len = strlen(what);
+  bool es = len > 2 && strcmp(what + len - 2, "ch") == 0; /* "fed batches" */
+  rundir_event(&c->rd, "retry %" PRId64 " %s%s of %s", n, what, n == 1 ? "" : es ? "es" : "s",
                coord__node_name(&c->nodes[node], name, sizeof name));
 }
 
@@ -460,10 +500,28 @@ void coord__sched_remove_producer(coord *c, int p) {
   c->sched.prod[p].ud = NULL;
 }
 
-int64_t coord__sched_add(coord *c, int p) {
+int64_t coord__sched_add(coord *c, int p) { return coord__sched_add_data(c, p, NULL, 0); }
+
+int coord__sched_owner(const coord *c, int p, uint64_t id) {
+  task *t = task_get((coord_sched *)&c->sched, id);
+  return t && t->kind == TK_PRODUCED && t->producer == p && t->state == TS_RUNNING ? t->owner : -1;
+}
+
+int64_t coord__sched_add_data(coord *c, int p, uint8_t *data, uint32_t len) {
   coord_sched *s = &c->sched;
+  task_buf *b = NULL;
+  if (data && (len < WIRE_HEADER_SIZE || !(b = malloc(sizeof *b)))) {
+    free(data);
+    return drv_error(len < WIRE_HEADER_SIZE ? DRV_EINVAL : DRV_ENOMEM, "a task's data: %s",
+                     len < WIRE_HEADER_SIZE ? "no header room" : "out of memory");
+  }
+  if (b) *b = (task_buf){1, len, data};
   int64_t id = task_new(s, TK_PRODUCED, NULL, 0);
-  if (id < 0) return id;
+  if (id < 0) {
+    buf_unref(b);
+    return id;
+  }
+  task_get(s, (uint64_t)id)->buf = b;
   task *t = task_get(s, (uint64_t)id);
   t->producer = (uint8_t)p;
   int rc = push_back(s, (uint64_t)id);
@@ -633,7 +691,10 @@ void coord_queue_stats(const coord *c, coord_queue *q) {
 
 void coord__sched_free(coord *c) {
   coord_sched *s = &c->sched;
-  for (int64_t i = 0; i < s->n; i++) free(s->t[i].data);
+  for (int64_t i = 0; i < s->n; i++) {
+    free(s->t[i].data);
+    buf_unref(s->t[i].buf);
+  }
   free(s->t);
   free(s->q);
   free(s->error);

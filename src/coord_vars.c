@@ -145,7 +145,8 @@ coord_fit_state *coord__fit_state(coord *c) {
   f->links = calloc((size_t)f->nps, sizeof *f->links);
   f->evaluator = -1;
   if (!f->ps || !f->links ||
-      (f->producer = coord__sched_add_producer(c, &coord__fit_tasks, f)) < 0) {
+      (f->producer = coord__sched_add_producer(c, &coord__fit_tasks, f)) < 0 ||
+      (f->feed.producer = coord__sched_add_producer(c, &coord__feed_tasks, f)) < 0) {
     free(f->ps), free(f->links), free(f);
     return NULL;
   }

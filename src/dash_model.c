@@ -20,6 +20,7 @@
 void dash_model_init(dash_model *m) {
   memset(m, 0, sizeof *m);
   snprintf(m->throughput.tag, sizeof m->throughput.tag, "%s", "examples/s");
+  m->feed_per_sec = -1;
 }
 
 void dash_model_free(dash_model *m) {
@@ -31,7 +32,7 @@ void dash_model_free(dash_model *m) {
   free(m->events);
   for (int i = 0; i < m->noverlay; i++) free(m->overlay[i].pts);
   free(m->overlay);
-  memset(m, 0, sizeof *m);
+  dash_model_init(m);
 }
 
 /* ============================== nodes =================================== */

@@ -68,6 +68,7 @@ typedef struct dash_model {
   double uptime;          /* seconds */
   int64_t step, total_steps; /* of the fit in progress (or the last) */
   double examples_per_sec, eta; /* eta: seconds, <0 unknown */
+  double feed_per_sec;    /* batches/s a feed delivers; <0: no feed */
   int attach_clients;
   /* nodes, in the coordinator's order (ps first) */
   dash_node *nodes;

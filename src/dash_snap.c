@@ -265,6 +265,7 @@ int dash_snap_encode(const dash_store *s, const char *run_dir, dash_cursor *k, w
                            .total_steps = m->total_steps,
                            .examples_per_sec = m->examples_per_sec,
                            .eta = m->eta,
+                           .feed_per_sec = m->feed_per_sec,
                            .attach_clients = (uint32_t)m->attach_clients,
                            .queued = m->queued,
                            .capacity = m->capacity,
@@ -299,6 +300,7 @@ static int apply_header(dash_model *m, const wire_msg_snapshot *w, char *run_dir
   m->total_steps = w->total_steps;
   m->examples_per_sec = w->examples_per_sec;
   m->eta = w->eta;
+  m->feed_per_sec = w->feed_per_sec;
   m->attach_clients = (int)(w->attach_clients & 0x7fffffff);
   m->queued = w->queued, m->capacity = w->capacity, m->running = w->running;
   m->done = w->done, m->failed = w->failed, m->retried = w->retried;

@@ -25,7 +25,7 @@ static void draw_header(dash_ui *ui, const dash_model *m, int cols) {
   struct {
     int prio;
     char s[180];
-  } p[9];
+  } p[10];
   int n = 0;
   snprintf(p[n].s, sizeof p[n].s, "drover %s", m->run[0] ? m->run : "-"), p[n++].prio = 0;
   snprintf(p[n].s, sizeof p[n].s, "%s", m->launcher[0] ? m->launcher : "-"), p[n++].prio = 7;
@@ -38,6 +38,11 @@ static void draw_header(dash_ui *ui, const dash_model *m, int cols) {
     snprintf(p[n].s, sizeof p[n].s, "step %lld", (long long)m->step);
   p[n++].prio = 0;
   snprintf(p[n].s, sizeof p[n].s, "%s ex/s", rate), p[n++].prio = 2;
+  if (m->feed_per_sec >= 0) { /* a feed runs: what it delivers */
+    char fr[32];
+    dash_fmt_num(m->feed_per_sec, fr, sizeof fr);
+    snprintf(p[n].s, sizeof p[n].s, "feed %s b/s", fr), p[n++].prio = 2;
+  }
   snprintf(p[n].s, sizeof p[n].s, "ETA %s", eta), p[n++].prio = 3;
   if (m->mode[0]) snprintf(p[n].s, sizeof p[n].s, "%s", m->mode), p[n++].prio = 4;
   snprintf(p[n].s, sizeof p[n].s, "%d attached", m->attach_clients), p[n++].prio = m->attach_clients ? 4 : 6;

@@ -26,7 +26,8 @@
   XX(PROTO, "protocol error")                               \
   XX(CLOSURE, "a scheduled closure failed")                 \
   XX(CANCELLED, "cancelled")                                \
-  XX(PERM, "not permitted")
+  XX(PERM, "not permitted")                                 \
+  XX(AGAIN, "not ready yet: try again later")
 
 enum drv_errno {
   DRV_OK = 0,

@@ -18,6 +18,7 @@
 #include "err.h"
 #include "l_drover.h"
 #include "l_cluster_opts.h"
+#include "l_feed.h"
 #include "l_util.h"
 
 #define CLUSTER_MT "drover.Cluster"
@@ -163,7 +164,7 @@ static void read_experiment(lua_State *L, fit_ctx *x, coord_fit_args *a) {
       .model = lnn_check_module(L, x->e.model),
       .loss = lnn_check_loss(L, x->e.loss),
       .optim = loptim_check(L, x->e.optimizer),
-      .train = ldata_check(L, x->e.train_data),
+      .train = x->e.train_data ? ldata_check(L, x->e.train_data) : NULL,
       .cfg = cfg,
   };
   lua_getfield(L, 2, "mode"), a->sync = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "sync") == 0;
@@ -186,7 +187,7 @@ static void anchor_experiment(lua_State *L, const ltrain_exp *e) {
   lua_pushvalue(L, e->model), lua_rawseti(L, -2, 1);
   lua_pushvalue(L, e->loss), lua_rawseti(L, -2, 2);
   lua_pushvalue(L, e->optimizer), lua_rawseti(L, -2, 3);
-  lua_pushvalue(L, e->train_data), lua_rawseti(L, -2, 4);
+  if (e->train_data) lua_pushvalue(L, e->train_data), lua_rawseti(L, -2, 4);
   lua_setiuservalue(L, 1, 1);
 }
 
@@ -196,8 +197,14 @@ static int l_fit(lua_State *L) {
   fit_ctx x;
   coord_fit_args a;
   read_experiment(L, &x, &a);
+  lfeed feed;
+  if (x.e.train_feed) {
+    lfeed_open(L, &x.e, &feed); /* may push a stream it opened: kept until the end */
+    a.feed = &feed.src;
+  }
   train_result res;
   int rc = coord_fit(c, &a, &res);
+  if (a.feed) lfeed_close(&feed);
   fflush(stdout);
   anchor_experiment(L, &x.e);
   if (x.failed) {
@@ -214,6 +221,51 @@ static int l_fit(lua_State *L) {
     lua_pushinteger(L, coord_global_steps(c));
     lua_setfield(L, -2, "global_steps");
   }
+  if (a.feed) {
+    int64_t fed, trained;
+    coord_feed_counts(c, &fed, &trained);
+    lua_pushinteger(L, fed);
+    lua_setfield(L, -2, "fed");
+    lua_pushinteger(L, trained);
+    lua_setfield(L, -2, "batches");
+  }
+  return 1;
+}
+
+static const char *const feed_keys[] = {"batch", "epochs", "shuffle", "seed", "feed_timeout", NULL};
+
+/* c:feed(source [, { batch = 32, epochs = 1, shuffle = true, seed = 0,
+ * feed_timeout = 600 }]) -> { fed, taken }: streams source's batches (as
+ * train.feed takes them) into the workers' input queues, where scheduled
+ * functions read them with w:next_batch(n); returns once all are taken
+ * (or a worker's w:terminate() stopped it). */
+static int l_feed(lua_State *L) {
+  coord *c = live(L, check_cluster(L, 1));
+  lua_settop(L, 3);
+  if (lua_isnil(L, 2)) return luaL_argerror(L, 2, "a feed source (a dataset, a function, a stream, a path)");
+  ldrv_check_keys(L, 3, "c:feed", feed_keys);
+  ltrain_exp e;
+  memset(&e, 0, sizeof e);
+  e.train_feed = 2;
+  e.cfg.batch = ldrv_opt_integer(L, 3, "batch", 32, "c:feed");
+  e.cfg.epochs = ldrv_opt_integer(L, 3, "epochs", 1, "c:feed");
+  e.cfg.shuffle = ldrv_opt_bool(L, 3, "shuffle", 1, "c:feed");
+  e.cfg.seed = (uint64_t)ldrv_opt_integer(L, 3, "seed", 0, "c:feed");
+  e.feed_timeout = ldrv_opt_number(L, 3, "feed_timeout", 0, "c:feed");
+  if (e.cfg.batch < 1 || e.cfg.epochs < 1 || e.cfg.batch > ((int64_t)1 << 30) || e.cfg.epochs > ((int64_t)1 << 30))
+    return luaL_error(L, "c:feed: batch and epochs must be positive");
+  if (e.feed_timeout < 0) return luaL_error(L, "c:feed: feed_timeout must be a positive number of seconds");
+  if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "external") == 0)
+    return luaL_error(L, "c:feed: \"external\" feeds a fit (train = { feed = \"external\" })");
+  lfeed feed;
+  lfeed_open(L, &e, &feed);
+  int64_t fed, taken;
+  int rc = coord_feed(c, &feed.src, &fed, &taken);
+  lfeed_close(&feed);
+  if (rc < 0) return cluster_error(L);
+  lua_createtable(L, 0, 2);
+  set_int(L, "fed", fed);
+  set_int(L, "taken", taken);
   return 1;
 }
 
@@ -366,6 +418,8 @@ static int l_nodes(lua_State *L) {
     set_int(L, "rss", (int64_t)nd->rss);
     set_int(L, "steps", nd->steps);
     set_int(L, "restarts", nd->restarts);
+    set_int(L, "inflight", nd->inflight);
+    if (coord_feed_backlog(c, i) >= 0) set_int(L, "backlog", coord_feed_backlog(c, i));
     if (nd->role == ROLE_WORKER || nd->role == ROLE_CHIEF)
       set_num(L, "examples_per_sec", nd->examples_per_sec);
     lua_pushstring(L, nd->log);
@@ -407,7 +461,7 @@ static int l_index(lua_State *L) {
 }
 
 static const luaL_Reg methods[] = {
-    {"fit", l_fit}, {"setup", l_setup}, {"evaluate", l_evaluate}, {"shutdown", l_shutdown}, {"nodes", l_nodes},
+    {"fit", l_fit}, {"feed", l_feed}, {"setup", l_setup}, {"evaluate", l_evaluate}, {"shutdown", l_shutdown}, {"nodes", l_nodes},
     {"checkpoint", l_checkpoint}, {"save", l_save},
     {NULL, NULL}};
 

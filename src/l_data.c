@@ -13,6 +13,7 @@
 #include "data.h"
 #include "err.h"
 #include "l_drover.h"
+#include "l_feed.h"
 #include "l_util.h"
 #include "tensor.h"
 
@@ -365,5 +366,6 @@ int luaopen_drover_data(lua_State *L) {
   ldrv_createmeta(L, BATCHES_MT, batches_meta, NULL);
 
   luaL_newlib(L, funcs);
+  lstream_register(L); /* data.stream (l_stream.c) */
   return 1;
 }

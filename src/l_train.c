@@ -306,7 +306,7 @@ static void read_stop(lua_State *L, int idx, train_stop *s) {
 void ltrain_read_experiment(lua_State *L, int idx, ltrain_exp *e) {
   idx = lua_absindex(L, idx);
   ltrain_check_experiment(L, idx);
-  luaL_checkstack(L, 16, "experiment"); /* 8 values, and what a fit's callbacks push */
+  luaL_checkstack(L, 16, "experiment"); /* 9 values, and what a fit's callbacks push */
   memset(e, 0, sizeof *e);
   e->model = push_field(L, idx, "model", LUA_TUSERDATA, "drover.Module", false, "model");
   e->loss = push_field(L, idx, "loss", LUA_TUSERDATA, "drover.Loss", false, "loss");
@@ -315,7 +315,16 @@ void ltrain_read_experiment(lua_State *L, int idx, ltrain_exp *e) {
   int train = push_field(L, idx, "train", LUA_TTABLE, NULL, false, "train");
   int eval = push_field(L, idx, "eval", LUA_TTABLE, NULL, true, "eval");
   e->progress = push_field(L, idx, "progress", LUA_TFUNCTION, NULL, true, "progress");
-  e->train_data = push_field(L, train, "data", LUA_TUSERDATA, "drover.Dataset", false, "train.data");
+  if (lua_getfield(L, train, "feed") != LUA_TNIL) {
+    e->train_feed = lua_gettop(L);
+  } else {
+    lua_pop(L, 1);
+  }
+  e->train_data = push_field(L, train, "data", LUA_TUSERDATA, "drover.Dataset", e->train_feed != 0,
+                             "train.data");
+  if (lua_getfield(L, train, "feed_timeout") == LUA_TNUMBER) e->feed_timeout = lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  e->feeders = (int)int_field(L, train, "feeders", 0, 0, "train.feeders");
   e->eval_data = push_field(L, eval, "data", LUA_TUSERDATA, "drover.Dataset", !eval, "eval.data");
   train_cfg *c = &e->cfg;
   c->batch = int_field(L, train, "batch", 32, 1, "train.batch");
@@ -394,6 +403,9 @@ static int t_fit(lua_State *L) {
   lua_settop(L, 4);
   ltrain_exp e;
   ltrain_read_experiment(L, 2, &e); /* its values stay on the stack during the fit */
+  if (e.train_feed)
+    return luaL_error(L, "experiment: train.feed streams batches to a cluster's workers: train it "
+                      "with c:fit(exp) (in this process, give train.data)");
   ckpt_state cs = {.model = t->model, .opt = t->opt, .rng = ldrv_rng(L), .fit = n,
                    .seed = (uint64_t)seed};
   int resumed = resume_fit(L, t, &cs);

@@ -80,6 +80,10 @@ typedef struct ltrain_exp {
   int model, loss, optimizer; /* a drover.Module, Loss, Optimizer */
   int train_data, eval_data;  /* drover.Datasets */
   int progress;               /* exp.progress, a function */
+  int train_feed;             /* exp.train.feed (any feed source), 0 none:
+                                 train_data is then set */
+  double feed_timeout;        /* exp.train.feed_timeout, 0 none given */
+  int feeders;                /* exp.train.feeders (feed = "external"), 0 none given */
 } ltrain_exp;
 
 /* Raises "bad argument #idx ... (expected an experiment ...)" unless the

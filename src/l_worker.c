@@ -67,6 +67,8 @@ typedef struct wcall {
   tensor *bx, *by;     /* owned until pushed to Lua */
   uv_timer_t *timer;   /* drover.sleep; made on first use, freed by its close callback */
   struct wcall *next;  /* in the pool or the ready list */
+  struct wcall *fed_next; /* waiting in w:next_batch for a fed batch */
+  uint64_t feed_ends0;  /* the worker's feed_ends when the call started */
 } wcall;
 
 typedef struct wlua {
@@ -78,6 +80,7 @@ typedef struct wlua {
   wcall *pool;
   int npool;
   wcall *ready, *ready_tail;
+  wcall *fed_waiting;  /* calls waiting in w:next_batch */
   wcall **all;         /* every call made (for close and free) */
   int nall;
   size_t capall;
@@ -391,6 +394,92 @@ static int submit(lua_State *L, const method *m) {
   return lua_yieldk(L, 0, (lua_KContext)m, k_method);
 }
 
+/* ============================== the input queue ========================= */
+/* w:next_batch(n), w:should_stop(), w:terminate(): TensorFlowOnSpark's
+ * DataFeed over the batches c:feed sends (worker_feed.c). */
+
+/* Whether the feed this call reads is over: a FEED_END came since it
+ * started (a feed that ended before is not its feed: a function
+ * scheduled before c:feed reads the next one). */
+static bool feed_over(lua_State *L, const worker *w) {
+  const wcall *c = *(wcall **)lua_getextraspace(L);
+  return c ? w->feed_ends > c->feed_ends0 : w->feed_ended;
+}
+
+/* Up to n rows now: 2 results (x, y), 1 (nil: the feed is over), or -1
+ * when none is there yet. */
+static int take_rows(lua_State *L, worker *w, int64_t n) {
+  tensor *x, *y;
+  int rc = worker__fed_take(w, n, &x, &y);
+  if (rc < 0) return luaL_error(L, "w:next_batch: %s", drv_errmsg());
+  if (rc == 1) {
+    ltensor_push(L, x);
+    ltensor_push(L, y);
+    return 2;
+  }
+  if (feed_over(L, w)) {
+    lua_pushnil(L);
+    return 1;
+  }
+  return -1;
+}
+
+static int wait_fed(lua_State *L, wcall *c, lua_KContext n);
+
+static int k_next_batch(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  wcall *c = *(wcall **)lua_getextraspace(L);
+  int r = take_rows(L, c->lua->w, (int64_t)ctx);
+  return r >= 0 ? r : wait_fed(L, c, ctx);
+}
+
+static int wait_fed(lua_State *L, wcall *c, lua_KContext n) {
+  wlua *l = c->lua;
+  c->state = C_WAIT;
+  c->outstanding++;
+  c->fed_next = l->fed_waiting;
+  l->fed_waiting = c;
+  return lua_yieldk(L, 0, n, k_next_batch);
+}
+
+static int l_next_batch(lua_State *L) {
+  worker *w = check_w(L)->w;
+  lua_Integer n = luaL_checkinteger(L, 2);
+  luaL_argcheck(L, n >= 1 && n <= ((lua_Integer)1 << 30), 2, "n must be between 1 and 2^30");
+  int r = take_rows(L, w, (int64_t)n);
+  if (r >= 0) return r;
+  return wait_fed(L, waiting_call(L, "w:next_batch"), (lua_KContext)n);
+}
+
+static int l_should_stop(lua_State *L) {
+  worker *w = check_w(L)->w;
+  lua_pushboolean(L, feed_over(L, w) && w->nfed == 0);
+  return 1;
+}
+
+static int l_terminate(lua_State *L) {
+  worker__fed_terminate(check_w(L)->w);
+  return 0;
+}
+
+/* worker_calls.fed: the input queue changed: every call waiting in
+ * w:next_batch looks again. */
+static void fed_changed(worker *w) {
+  wlua *l = w->lua;
+  if (!l || l->closed) return;
+  wcall *c = l->fed_waiting;
+  l->fed_waiting = NULL;
+  while (c) {
+    wcall *next = c->fed_next;
+    c->fed_next = NULL;
+    if (outcome_wanted(c)) {
+      c->rc = 0;
+      make_ready(c);
+    }
+    c = next;
+  }
+}
+
 static int l_train_step(lua_State *L) { return submit(L, &M_TRAIN); }
 static int l_pull(lua_State *L) { return submit(L, &M_PULL); }
 static int l_compute(lua_State *L) { return submit(L, &M_COMPUTE); }
@@ -448,7 +537,9 @@ static int w_tostring(lua_State *L) {
 
 static const luaL_Reg w_methods[] = {{"train_step", l_train_step}, {"pull", l_pull},
                                      {"compute", l_compute},       {"push", l_push},
-                                     {"batch", l_batch},           {NULL, NULL}};
+                                     {"batch", l_batch},           {"next_batch", l_next_batch},
+                                     {"should_stop", l_should_stop}, {"terminate", l_terminate},
+                                     {NULL, NULL}};
 
 static const luaL_Reg w_meta[] = {{"__index", w_index}, {"__tostring", w_tostring}, {NULL, NULL}};
 
@@ -518,6 +609,7 @@ static int call(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   c->task = task;
   c->req = req;
   c->state = C_RUN;
+  c->feed_ends0 = w->feed_ends;
   int nargs = closure_decode(l->L, p, n);
   if (nargs < 0 || !lua_checkstack(c->co, nargs + 2 + LUA_MINSTACK)) {
     lua_settop(l->L, 0);
@@ -554,4 +646,5 @@ static void wlua_free(wlua *l) {
 static void close_calls(worker *w) { wlua_close(w->lua); }
 static void free_calls(worker *w) { wlua_free(w->lua); }
 
-const worker_calls lworker_calls = {.call = call, .close = close_calls, .free = free_calls};
+const worker_calls lworker_calls = {
+    .call = call, .close = close_calls, .free = free_calls, .fed = fed_changed};

@@ -337,10 +337,14 @@ static int dispatch(node *n, const wire_header *h, const uint8_t *pl) {
   case WIRE_EVAL:
   case WIRE_POSITION:
   case WIRE_ROLLBACK:
+  case WIRE_FEED_BATCH:
+  case WIRE_FEED_END:
     if (!n->wk) return wrong_frame(n, h);
     if (n->shutting_down) return 0; /* too late for new work */
     if (h->type == WIRE_POSITION) return worker_position(n->wk, h->req, pl, h->len);
     if (h->type == WIRE_ROLLBACK) return worker_rollback(n->wk, h->req, pl, h->len);
+    if (h->type == WIRE_FEED_BATCH) return worker_feed_batch(n->wk, h->req, pl, h->len);
+    if (h->type == WIRE_FEED_END) return worker_feed_end(n->wk, pl, h->len);
     if (h->type == WIRE_SETUP) return worker_setup(n->wk, h->req, pl, h->len);
     if (h->type == WIRE_TASK) return worker_task(n->wk, h->req, pl, h->len);
     if (h->type == WIRE_CALL) return worker_call(n->wk, h->req, pl, h->len);

@@ -94,7 +94,11 @@
   XX(50, ATTACH, attach, false, 0)               \
   XX(51, SNAPSHOT, snapshot, false, 0)           \
   XX(52, COMMAND, command, false, 0)             \
-  XX(53, COMMAND_REPLY, command_reply, false, 0)
+  XX(53, COMMAND_REPLY, command_reply, false, 0) \
+  XX(60, FEED_OPEN, feed_open, false, 0)         \
+  XX(61, FEED_CREDIT, feed_credit, false, 0)     \
+  XX(62, FEED_BATCH, feed_batch, false, 0)       \
+  XX(63, FEED_END, feed_end, false, 0)
 
 typedef enum wire_type {
 #define XX(num, NAME, name, pre_auth, max) WIRE_##NAME = num,
@@ -109,6 +113,13 @@ enum {
   WIRE_COMMAND_STOP_NODE = 1,
   WIRE_COMMAND_LOG_TAIL = 2,
   WIRE_COMMAND_LAST = WIRE_COMMAND_LOG_TAIL
+};
+
+/* FEED_BATCH mode (wire_msgs.h, "Feed"); WIRE_FEED_LAST is the highest. */
+enum {
+  WIRE_FEED_TRAIN = 0, /* the worker trains it as one train step */
+  WIRE_FEED_QUEUE = 1, /* held for w:next_batch in a scheduled function */
+  WIRE_FEED_LAST = WIRE_FEED_QUEUE
 };
 
 /* Roles, in TensorFlowOnSpark's order (ps first). */

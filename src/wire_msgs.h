@@ -182,7 +182,9 @@
  *            queue counts, nodes (log "": run_dir/logs/ROLE-INDEX.log, a
  *            relative path is under run_dir; got "": unchanged), series
  *            (reset 1: replace the client's copy, 0: append) and events.
- *            Header, queue and nodes are whole in every frame; series and
+ *            feed_per_sec: batches per second a feed delivers (< 0: no
+ *            feed; a node's backlog is then its fed batches not yet
+ *            trained). Header, queue and nodes are whole in every frame; series and
  *            events carry only what that client has not received yet
  *  COMMAND   A -> C: kind WIRE_COMMAND_*: a line of Lua, stop the node
  *            named in text ("worker:1"), or the tail of that node's log
@@ -191,13 +193,67 @@
 #define WIRE_MSG_attach(X) X(FLAG, control, "ATTACH control") X(POS, hz, "ATTACH hz")
 #define WIRE_MSG_snapshot(X)                                                              \
   X(STR, run_dir) X(STR, launcher) X(STR, state) X(STR, mode) X(F64, uptime) X(I64, step) \
-  X(I64, total_steps) X(F64, examples_per_sec) X(F64, eta) X(U32, attach_clients)         \
+  X(I64, total_steps) X(F64, examples_per_sec) X(F64, eta) X(F64, feed_per_sec)           \
+  X(U32, attach_clients)                                                                  \
   X(I64, queued) X(I64, capacity) X(I64, running) X(I64, done) X(I64, failed)             \
   X(I64, retried) X(I64, cancelled) X(ITEMS, nodes, snap_node, "SNAPSHOT node")           \
   X(ITEMS, series, snap_series, "SNAPSHOT series")                                        \
   X(ITEMS, events, snap_event, "SNAPSHOT event")
 #define WIRE_MSG_command(X) X(ENUM, kind, WIRE_COMMAND_LAST, "COMMAND kind") X(STR, text)
 #define WIRE_MSG_command_reply(X) X(I32, status) X(STR, text)
+
+/* Feed: batches streamed to the workers' input queues with credit-based
+ * backpressure (docs/ARCHITECTURE.md, "Feed mode"; F = an external
+ * feeder, e.g. clients/python).
+ *
+ * Coordinator -> worker (train = { feed = SOURCE }, or c:feed):
+ *  FEED_BATCH  C -> W: one batch, a task of the queue: task is its id
+ *              (the RESULT echoes it), seq its number in the feed (from
+ *              1), epoch its pass over SOURCE (from 1), mode
+ *              WIRE_FEED_TRAIN (the worker trains it as one train step;
+ *              RESULT once its update is applied) or WIRE_FEED_QUEUE
+ *              (held for w:next_batch; RESULT once taken). x is [n, ...],
+ *              y [n] or [n, k] (n >= 1)
+ *  RESULT      W -> C: as for TASK; it returns the batch's credit. A
+ *              worker holds at most a few batches (the queue's per-node
+ *              limit), so a slow worker gets fewer; a lost worker's
+ *              batches without a RESULT go to another worker, each
+ *              trained once
+ *  FEED_END    C -> W: no batch will follow (status 0; batches = the
+ *              batches sent to this worker); w:should_stop() turns true
+ *              once its queue is empty
+ *  FEED_END    W -> C: w:terminate() in a scheduled function: the feed
+ *              stops (no more batches to anyone); the worker answered its
+ *              queued batches with RESULTs (examples 0: not trained)
+ *
+ * An external feeder (train = { feed = "external" }) authenticates on the
+ * coordinator's control port as an attach client does (HELLO, AUTH,
+ * AUTH_OK) and sends FEED_OPEN where an attach client sends ATTACH:
+ *  FEED_OPEN    F -> C: name (for events.log: "feeder NAME"), window the
+ *               batches it wants in flight at most (0: the coordinator's
+ *               choice)
+ *  FEED_CREDIT  C -> F: credits: the feeder may send that many more
+ *               FEED_BATCHes. The first comes when a fit with feed =
+ *               "external" runs (credits 0 meanwhile is legal); later ones
+ *               as its batches are trained. sent: batches of this feeder
+ *               accepted so far; trained: of those, trained
+ *  FEED_BATCH   F -> C: task 0, seq the feeder's running number from 1,
+ *               epoch 0 or the feeder's own, mode WIRE_FEED_TRAIN; a batch
+ *               beyond the credit granted is a protocol error
+ *  FEED_END     F -> C: no more batches from this feeder (status 0), or
+ *               it gives up (status != 0, message why: the fit fails)
+ *  FEED_END     C -> F: the feeder's batches are over: status 0 all
+ *               trained, else the DRV_E* code and why (the fit failed or
+ *               ended); batches = its batches trained. Then the
+ *               coordinator closes the connection
+ * The fit ends once every feeder that opened has ended and its batches
+ * are trained (at least one must open within feed_timeout). */
+#define WIRE_MSG_feed_open(X) X(STR, name) X(U32, window)
+#define WIRE_MSG_feed_credit(X) X(U32, credits) X(U64, sent) X(U64, trained)
+#define WIRE_MSG_feed_batch(X)                                              \
+  X(U64, task) X(U64, seq) X(U32, epoch) X(ENUM, mode, WIRE_FEED_LAST, "FEED_BATCH mode") \
+  X(TENSOR, x) X(TENSOR, y)
+#define WIRE_MSG_feed_end(X) X(I32, status) X(U64, batches) X(STR, message)
 
 /* ---- repeated items ----------------------------------------------------- */
 

@@ -77,6 +77,8 @@ static void job_free(job *j) {
   wstate_free(j->setup);
   tensor_free(j->bx);
   tensor_free(j->by);
+  tensor_free(j->fx);
+  tensor_free(j->fy);
   free(j);
 }
 
@@ -170,6 +172,8 @@ static void fail(worker *w, job *j, int rc, const char *fmt, ...) {
 /* The next batch of the shard; at the end of an epoch, the first of the
  * next one (as train_fit does). */
 static int next_batch(wstate *st, const tensor **x, const tensor **y) {
+  if (!st->has_iter)
+    return drv_error(DRV_EINVAL, "this worker has no data of its own (it is fed: train.feed)");
   int rc = data_iter_next(&st->it, x, y);
   if (rc == 0) {
     data_iter_reset(&st->it);
@@ -182,8 +186,8 @@ static int next_batch(wstate *st, const tensor **x, const tensor **y) {
  * gradients left in the model; or (JP_BATCH) only a copy of that batch. */
 static int compute(job *j) {
   wstate *st = j->st;
-  const tensor *x, *y;
-  int rc = next_batch(st, &x, &y);
+  const tensor *x = j->fx, *y = j->fy;
+  int rc = x ? 1 : next_batch(st, &x, &y);
   if (rc < 0) return rc;
   j->examples = x->shape[0];
   if (j->phases & JP_BATCH) {
@@ -248,7 +252,7 @@ static void after_work_cb(uv_work_t *req, int status) {
 
 static void go_compute(worker *w, job *j) {
   j->phase = PH_COMPUTE;
-  if (j->kind == JOB_TRAIN && j->st->has_iter) worker__pos_batch(w, j); /* it draws a batch */
+  if (j->kind == JOB_TRAIN && j->st->has_iter && !j->fx) worker__pos_batch(w, j); /* it draws a batch (a fed one is not its shard's) */
   w->work.data = j;
   int rc = uv_queue_work(w->loop, &w->work, work_cb, after_work_cb);
   if (rc < 0) {
@@ -373,7 +377,7 @@ static void start(worker *w, job *j) {
     fail(w, j, DRV_EIO, "rolled back to a checkpoint");
     return;
   }
-  if (j->kind == JOB_TRAIN && j->task_kind != WIRE_TASK_TRAIN_STEP) {
+  if (j->kind == JOB_TRAIN && j->task_kind != WIRE_TASK_TRAIN_STEP && !j->fx) {
     fail(w, j, DRV_EINVAL, "unknown task kind %u", j->task_kind);
     return;
   }
@@ -479,6 +483,52 @@ int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   j->phases = JP_TRAIN;
   enqueue(w, j);
   worker__settle(w);
+  return 0;
+}
+
+/* A decoded tensor view as a tensor of its own. */
+static tensor *view_tensor(const wire_tensor *v) {
+  tensor *t = tensor_new(v->ndim, v->shape);
+  if (t) wire_tensor_to(v, tensor_data(t));
+  return t;
+}
+
+int worker_feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+  if (w->role == ROLE_EVALUATOR) return drv_error(DRV_EINVAL, "FEED_BATCH sent to an evaluator");
+  wire_msg_feed_batch m;
+  int rc = wire_get_feed_batch(payload, len, &m);
+  if (rc < 0) return rc;
+  if (m.x.ndim < 2 || m.y.ndim > 2 || m.x.shape[0] != m.y.shape[0] || m.x.shape[0] < 1)
+    return drv_error(DRV_ESHAPE, "FEED_BATCH %llu: x and y do not match (x [n, ...], y [n] or "
+                     "[n, k], n >= 1)", (unsigned long long)m.seq);
+  tensor *x = view_tensor(&m.x), *y = view_tensor(&m.y);
+  if (!x || !y) {
+    tensor_free(x), tensor_free(y);
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  if (m.mode == WIRE_FEED_QUEUE) return worker__fed_hold(w, req, m.task, x, y);
+  job *j = job_new(w, JOB_TRAIN, req);
+  if (!j) {
+    tensor_free(x), tensor_free(y);
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  j->id = m.task;
+  j->task_kind = WIRE_TASK_TRAIN_STEP;
+  j->phases = JP_TRAIN;
+  j->fx = x, j->fy = y;
+  enqueue(w, j);
+  worker__settle(w);
+  return 0;
+}
+
+int worker_feed_end(worker *w, const uint8_t *payload, size_t len) {
+  wire_msg_feed_end m;
+  int rc = wire_get_feed_end(payload, len, &m);
+  if (rc < 0) return rc;
+  w->feed_ended = true;
+  w->feeding = false;
+  w->feed_ends++;
+  worker__fed_wake(w);
   return 0;
 }
 
@@ -610,6 +660,7 @@ void worker_free(worker *w) {
     job_free(j);
   }
   drop_queue(w);
+  worker__fed_free(w);
   if (w->calls) w->calls->free(w); /* after the jobs: none calls back into them any more */
   wstate_free(w->st);
   free(w);

@@ -58,6 +58,7 @@ typedef struct worker_calls {
   int (*call)(worker *w, uint32_t req, const uint8_t *payload, size_t len); /* worker_call */
   void (*close)(worker *w); /* stops the calls' timers and coroutines (worker_close) */
   void (*free)(worker *w);  /* frees them, after the jobs (worker_free) */
+  void (*fed)(worker *w);   /* the fed queue changed (may be NULL) */
 } worker_calls;
 void worker_set_calls(worker *w, const worker_calls *calls);
 
@@ -79,6 +80,11 @@ int worker_spec(worker *w, const node_addr *nodes, int n);
 int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len);
+/* FEED_BATCH: mode TRAIN queues a train step on the batch (RESULT once its
+ * update is applied); mode QUEUE holds it for w:next_batch. FEED_END: no
+ * more batches (w:should_stop() once the queue is empty). */
+int worker_feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t len);
+int worker_feed_end(worker *w, const uint8_t *payload, size_t len);
 
 /* Data positions for checkpoints and rollbacks (worker_pos.c; wire_msgs.h
  * says what they carry):

@@ -133,6 +133,7 @@ typedef struct job {
   double eval_loss, eval_acc;
   tensor *bx, *by;    /* JP_BATCH: copies of the batch (owned; on_done may take them) */
   bool rolled_back;   /* a ROLLBACK came: it fails instead of going on */
+  tensor *fx, *fy;    /* a FEED_BATCH's batch: compute trains on it, not on the shard (owned) */
 } job;
 
 /* A request sent on a ps link and not yet answered. A ps answers the
@@ -212,6 +213,15 @@ struct worker {
   rng_t rb_rng[WPOS_MAX_RNG];
   const worker_calls *calls; /* worker_set_calls; may be NULL */
   struct wlua *lua;   /* scheduled closures (l_worker.c); NULL until the first CALL */
+  /* Feed (FEED_BATCH mode QUEUE): batches held for w:next_batch, oldest
+   * first; each is answered RESULT when taken. feed_ended: FEED_END came
+   * (or w:terminate()). */
+  struct fed *fed_head, *fed_tail;
+  int nfed;
+  bool feed_ended;
+  bool feeding;       /* a QUEUE batch came since the last FEED_END */
+  uint64_t feed_ends; /* FEED_ENDs so far: a scheduled function's feed is over
+                         once one came after it started (l_worker.c) */
 };
 
 /* Queues a job for a scheduled function (l_worker.c): a JOB_TRAIN that
@@ -223,6 +233,22 @@ struct worker {
  * Returns 0, or DRV_EINVAL when the worker is draining or closed,
  * DRV_ENOMEM (nothing queued then). */
 int worker_submit(worker *w, unsigned phases, void (*on_done)(job *j), void *ud);
+
+/* worker_feed.c: the input queue of fed batches (FEED_BATCH mode QUEUE)
+ * that w:next_batch reads. */
+/* Holds a batch (x, y taken) for w:next_batch; answered RESULT when taken. */
+int worker__fed_hold(worker *w, uint32_t req, uint64_t task, tensor *x, tensor *y);
+/* The queue changed (a batch, FEED_END): calls waiting in w:next_batch may go on. */
+void worker__fed_wake(worker *w);
+/* Up to n rows from the queue, oldest first, across batches: 1 with *x, *y
+ * (the caller's), 0 when the queue is empty, negative on failure. Every
+ * batch used up is answered RESULT (examples: its rows). */
+int worker__fed_take(worker *w, int64_t n, tensor **x, tensor **y);
+/* w:terminate(): queued batches answered (examples 0), FEED_END to the
+ * coordinator (the feed stops), the queue ended. */
+void worker__fed_terminate(worker *w);
+/* Frees the queue (worker_free). */
+void worker__fed_free(worker *w);
 
 /* worker.c (internal), for the ps links: */
 

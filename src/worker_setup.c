@@ -209,11 +209,7 @@ static int make_dataset(wstate *st, tensor *x, tensor *y, const char *who) {
     tensor_free(y);
     return rc;
   }
-  if (x->shape[0] == 0) {
-    tensor_free(x);
-    tensor_free(y);
-    return drv_error(DRV_EINVAL, "SETUP: the data for %s is empty", who);
-  }
+  /* No rows: a fed worker (feed mode); its batches come in FEED_BATCH. */
   dataset *d = calloc(1, sizeof *d);
   if (!d) {
     tensor_free(x);
@@ -223,7 +219,8 @@ static int make_dataset(wstate *st, tensor *x, tensor *y, const char *who) {
   d->x = x;
   d->y = y;
   d->n = x->shape[0];
-  d->features = tensor_numel(x) / x->shape[0]; /* x may be [n, h, w] */
+  d->features = 1; /* x may be [n, h, w] (n may be 0: a fed worker) */
+  for (int k = 1; k < x->ndim; k++) d->features *= x->shape[k];
   /* classes as the readers define it: max label + 1 when every label of a
    * 1-D y is a non-negative integer (nothing here depends on it). */
   if (y->ndim == 1) {
@@ -263,14 +260,16 @@ static int build(wstate *st, int role, int index, const char *spec, const char *
   if ((rc = nn_collect_params(st->model, &st->params)) < 0 || (rc = bind_params(st)) < 0 ||
       (rc = build_parts(st)) < 0)
     return rc;
-  if (role != ROLE_EVALUATOR) {
+  if (role == ROLE_EVALUATOR && st->data->n == 0)
+    return drv_error(DRV_EINVAL, "SETUP: the evaluation data is empty");
+  if (role != ROLE_EVALUATOR && st->data->n > 0) {
     /* Worker 0 shuffles exactly as in-process training with the same seed
      * would, so a one-worker cluster reproduces it bit for bit. */
     uint64_t seed = index == 0 ? st->seed : rng_derive(st->seed, (uint64_t)index);
     if ((rc = data_iter_init(&st->it, st->data, st->batch, true, seed)) < 0) return rc;
     st->has_iter = true;
-    nn_set_training(st->model, true);
   }
+  if (role != ROLE_EVALUATOR) nn_set_training(st->model, true);
   snprintf(st->summary, sizeof st->summary, "%u variables, %lld examples, batch %lld, %s",
            st->nvars, (long long)st->data->n, (long long)st->batch, lossname);
   return 0;

@@ -135,6 +135,26 @@ echo "$out" | awk '$1 == "failover" && $2 >= 0 { print $2 }' | median ps_sigkill
 echo "(goal: under 2 s)"
 
 echo
+echo "== feed mode: the MLP fed by the coordinator vs read from each worker's shard; feed bytes/s vs loopback TCP"
+: >"$build/bench.feed"; : >"$build/bench.feedbytes"
+i=0
+while [ $i -lt "$pairs" ]; do
+  out=$(BENCH_RUNS="$runs" ./drover run tests/bench/feed.lua "$secs")
+  rm -rf "$runs"
+  echo "$out" | sed "s/^/pair $((i + 1)): /"
+  ratio "$(field feed_samples_per_sec "$out")" "$(field shard_samples_per_sec "$out")" >>"$build/bench.feed"
+  ref=$("$build/bench_pushpull" "$secs" 2>/dev/null | grep '^loopback_MB_per_sec')
+  echo "$ref" | sed "s/^/pair $((i + 1)): /"
+  ratio "$(field feed_MB_per_sec "$out")" "$(field loopback_MB_per_sec "$ref")" >>"$build/bench.feedbytes"
+  i=$((i + 1))
+done
+median feed_vs_shard_samples <"$build/bench.feed"
+echo "(goal 0.9)"
+median feed_bytes_fraction_of_loopback <"$build/bench.feedbytes"
+echo "(goal 0.6)"
+rm -f "$build"/bench.feed "$build"/bench.feedbytes
+
+echo
 echo "== dashboard: CPU of the dashboard process, 256 simulated nodes, 10 redraws/s, 200x60 tmux pane"
 DROVER=./drover DASH_SECONDS="$secs" sh tests/bench/dash.sh
 

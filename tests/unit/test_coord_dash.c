@@ -188,7 +188,7 @@ static void fit_prepare(fit_setup *s, int64_t epochs) {
   s->opt.lr = 0.05f;
   s->cfg = (train_cfg){.batch = 16, .epochs = epochs, .shuffle = true, .seed = 1,
                        .on_progress = stop_later, .ud = s};
-  s->args = (coord_fit_args){s->model, s->loss, &s->opt, s->data, &s->cfg, false, 0, NULL};
+  s->args = (coord_fit_args){s->model, s->loss, &s->opt, s->data, &s->cfg, false, 0, NULL, NULL};
 }
 
 static void fit_release(fit_setup *s) {

@@ -339,7 +339,7 @@ TEST(dash_snap_too_many_tags_are_dropped) {
 static void snapshot_payload(wire_wr *w, const char *state, uint32_t nodes, int role) {
   wire_wr_init(w);
   wire_wr_str(w, RUN_DIR); wire_wr_str(w, "local"); wire_wr_str(w, "idle"); wire_wr_str(w, "");
-  for (int i = 0; i < 5; i++) wire_wr_f64(w, 0);
+  for (int i = 0; i < 6; i++) wire_wr_f64(w, 0); /* uptime .. feed_per_sec */
   wire_wr_u32(w, 0);
   for (int i = 0; i < 7; i++) wire_wr_i64(w, 0);
   wire_wr_u32(w, nodes);

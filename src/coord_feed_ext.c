@@ -1,0 +1,249 @@
+/* coord_feed_ext.c - external feeders (train = { feed = "external" }):
+ * clients on the coordinator's control port (clients/python, a Spark
+ * executor) that send FEED_BATCHes under credit (wire_msgs.h, "Feed").
+ *
+ * A feeder authenticates as attach clients do and sends FEED_OPEN. While
+ * an external fit runs it holds `window` credits: each FEED_BATCH uses
+ * one, and each of its batches trained returns one (FEED_CREDIT). Its
+ * batches join the feed's producer like a source's (the payload kept as
+ * sent, its task id patched in on the way to a worker), so a lost
+ * worker's batches are retried and each counts once. FEED_END from the
+ * feeder: no more batches; the coordinator answers FEED_END once its
+ * batches are trained, and the fit ends when every feeder that opened has
+ * ended (feed_timeout fails a fit that no feeder joins or feeds).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_fit_int.h"
+#include "err.h"
+#include "log.h"
+#include "wire_msgs.h"
+
+#define FEEDER_WINDOW_MAX 64 /* credits a feeder holds at most */
+
+typedef struct coord_feeder {
+  coord *c;
+  conn *cn;
+  char name[64];
+  int index;            /* its number in the feed's slots (feed_slot.feeder) */
+  uint32_t window;      /* credits asked (0: ours) */
+  uint32_t credits;     /* granted, not used */
+  bool granted;         /* it got its window for this fit */
+  uint64_t sent, trained;
+  int64_t inflight;     /* accepted, not trained */
+  bool ended;           /* FEED_END came, or it left */
+  bool answered;        /* our FEED_END went out */
+  struct coord_feeder *next;
+} coord_feeder;
+
+struct coord_feeders {
+  coord_feeder *list;
+  int count;      /* feeders ever opened (their indices) */
+  int opened;     /* opened during (or before, still open at) this fit */
+  int ended;      /* of those, ended */
+  char failed[512]; /* a feeder gave up: the fit fails with this */
+};
+
+static struct coord_feeders *feeders(coord_fit_state *f) {
+  if (!f->feed.ext) f->feed.ext = calloc(1, sizeof *f->feed.ext);
+  return f->feed.ext;
+}
+
+static bool external_running(const coord_fit_state *f) {
+  return f && f->feed.src && f->feed.src->external;
+}
+
+static void send_credit(coord_feeder *d, uint32_t credits) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_feed_credit(&w, &(wire_msg_feed_credit){credits, d->sent, d->trained});
+  conn_send_wr(d->cn, &w, WIRE_FEED_CREDIT, 0);
+}
+
+static void send_end(coord_feeder *d, int32_t status, const char *msg) {
+  if (d->answered || !d->cn) return;
+  d->answered = true;
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_feed_end(&w, &(wire_msg_feed_end){status, d->trained, WIRE_STR(msg)});
+  conn_send_wr(d->cn, &w, WIRE_FEED_END, 0);
+  conn_shutdown(d->cn, "feed over");
+}
+
+/* Its window, once per fit: the credits it may have in flight. */
+static void grant(coord_fit_state *f, coord_feeder *d) {
+  if (d->granted || d->ended || !external_running(f)) return;
+  uint32_t win = 2 * (uint32_t)(f->feed.ntrainers > 0 ? f->feed.ntrainers : 1) * FEED_WINDOW;
+  if (d->window > 0 && d->window < win) win = d->window;
+  if (win > FEEDER_WINDOW_MAX) win = FEEDER_WINDOW_MAX;
+  d->granted = true;
+  d->credits = win;
+  feeders(f)->opened++;
+  send_credit(d, win);
+}
+
+void coord__feeders_begin(coord_fit_state *f) {
+  struct coord_feeders *x = feeders(f);
+  if (!x) return;
+  x->opened = x->ended = 0;
+  x->failed[0] = '\0';
+  for (coord_feeder *d = x->list; d; d = d->next) {
+    d->granted = false;
+    d->sent = d->trained = 0;
+    d->inflight = 0;
+    grant(f, d);
+  }
+}
+
+/* ============================== frames ================================== */
+
+static int on_open(coord *c, conn *cn, void **state, const uint8_t *pl, uint32_t len) {
+  coord_fit_state *f = coord__fit_state(c);
+  wire_msg_feed_open m;
+  int rc = wire_get_feed_open(pl, len, &m);
+  if (rc < 0) return rc;
+  struct coord_feeders *x = f ? feeders(f) : NULL;
+  coord_feeder *d = x ? calloc(1, sizeof *d) : NULL;
+  if (!d) return drv_error(DRV_ENOMEM, "out of memory");
+  d->c = c;
+  d->cn = cn;
+  if (wire_str_copy(m.name, d->name, sizeof d->name) < 0 || !d->name[0])
+    snprintf(d->name, sizeof d->name, "%s", conn_peer(cn));
+  d->window = m.window;
+  d->index = x->count++;
+  d->next = x->list;
+  x->list = d;
+  *state = d;
+  rundir_event(&c->rd, "feeder %s connected from %s", d->name, conn_peer(cn));
+  if (external_running(f)) grant(f, d);
+  else send_credit(d, 0); /* credits come with an external fit */
+  return 0;
+}
+
+/* A batch from feeder d: kept as sent (header room in front), into the queue. */
+static int on_batch(coord_fit_state *f, coord_feeder *d, const uint8_t *pl, uint32_t len) {
+  wire_msg_feed_batch m;
+  int rc = wire_get_feed_batch(pl, len, &m);
+  if (rc < 0) return rc;
+  if (d->ended) return drv_error(DRV_EPROTO, "FEED_BATCH after FEED_END");
+  if (!external_running(f) || d->credits == 0)
+    return drv_error(DRV_EPROTO, "FEED_BATCH without credit");
+  if (m.x.ndim < 2 || m.y.ndim > 2 || m.x.shape[0] != m.y.shape[0] || m.x.shape[0] < 1)
+    return drv_error(DRV_ESHAPE, "FEED_BATCH %" PRIu64 ": x and y do not match (x [n, ...], y [n] "
+                     "or [n, k], n >= 1)", m.seq);
+  if (m.mode != WIRE_FEED_TRAIN) return drv_error(DRV_EPROTO, "FEED_BATCH mode must be TRAIN");
+  if (len > UINT32_MAX - WIRE_HEADER_SIZE) return drv_error(DRV_ERANGE, "FEED_BATCH too large");
+  uint8_t *buf = malloc((size_t)len + WIRE_HEADER_SIZE);
+  if (!buf) return drv_error(DRV_ENOMEM, "out of memory");
+  memcpy(buf + WIRE_HEADER_SIZE, pl, len);
+  rc = coord__feed_queue_raw(f, buf, len + WIRE_HEADER_SIZE, d->index);
+  if (rc < 0) return rc;
+  d->credits--;
+  d->sent++;
+  d->inflight++;
+  coord__dispatch_later(f->c);
+  return 0;
+}
+
+static void ended(coord_fit_state *f, coord_feeder *d) {
+  if (d->ended) return;
+  d->ended = true;
+  if (d->granted && f && f->feed.ext) f->feed.ext->ended++;
+  if (d->inflight == 0) send_end(d, 0, "");
+  (void)f;
+}
+
+void coord__feeder_frame(coord *c, conn *cn, void **state, bool other, const wire_header *h,
+                         const uint8_t *pl) {
+  coord_feeder *d = *state;
+  coord_fit_state *f = c->fit;
+  int rc = 0;
+  if (other) {
+    rc = drv_error(DRV_EPROTO, "FEED_OPEN on a node's or an attach client's connection");
+  } else if (!d) {
+    rc = h->type == WIRE_FEED_OPEN ? on_open(c, cn, state, pl, h->len)
+                                   : drv_error(DRV_EPROTO, "unexpected frame");
+  } else if (h->type == WIRE_FEED_BATCH) {
+    rc = on_batch(f, d, pl, h->len);
+  } else if (h->type == WIRE_FEED_END) {
+    wire_msg_feed_end m;
+    char msg[400];
+    if ((rc = wire_get_feed_end(pl, h->len, &m)) == 0 && (rc = wire_str_copy(m.message, msg, sizeof msg)) == 0) {
+      if (m.status != 0 && f && f->feed.ext && external_running(f))
+        snprintf(f->feed.ext->failed, sizeof f->feed.ext->failed, "feeder %s gave up: %s", d->name, msg);
+      rundir_event(&c->rd, "feeder %s ended after %" PRIu64 " batches", d->name, d->sent);
+      ended(f, d);
+    }
+  } else {
+    rc = drv_error(DRV_EPROTO, "a feeder does not send %s", wire_type_name(h->type));
+  }
+  if (rc < 0) {
+    log_warn("%s: %s", conn_peer(cn), drv_errmsg());
+    conn_close(cn, "bad feeder frame");
+  }
+}
+
+void coord__feeder_gone(coord *c, void *state) {
+  coord_feeder *d = state;
+  coord_fit_state *f = c->fit;
+  if (!d->ended) rundir_event(&c->rd, "feeder %s left without FEED_END", d->name);
+  d->cn = NULL; /* closing: nothing more goes out */
+  ended(f, d);
+  struct coord_feeders *x = f ? f->feed.ext : NULL;
+  for (coord_feeder **p = x ? &x->list : NULL; p && *p; p = &(*p)->next)
+    if (*p == d) {
+      *p = d->next;
+      break;
+    }
+  free(d);
+}
+
+/* ============================== the feed's side ========================= */
+
+void coord__feeder_trained(coord_fit_state *f, int index) {
+  struct coord_feeders *x = f->feed.ext;
+  for (coord_feeder *d = x ? x->list : NULL; d; d = d->next) {
+    if (d->index != index) continue;
+    d->trained++;
+    d->inflight--;
+    if (d->ended) {
+      if (d->inflight == 0) send_end(d, 0, "");
+    } else if (external_running(f)) {
+      d->credits++;
+      send_credit(d, 1);
+    }
+    return;
+  }
+}
+
+int coord__feeders_check(coord_fit_state *f, bool *over) {
+  struct coord_feeders *x = feeders(f);
+  *over = false;
+  if (!x) return drv_error(DRV_ENOMEM, "out of memory");
+  if (x->failed[0]) return drv_error(DRV_EIO, "%s", x->failed);
+  int want = f->feed.src->feeders > 0 ? f->feed.src->feeders : 1;
+  /* every feeder that joined has ended (its batches are the queue's now),
+   * and as many as the fit waits for */
+  *over = x->opened >= want && x->ended >= x->opened;
+  return 0;
+}
+
+void coord__feeders_end(coord_fit_state *f, int rc) {
+  struct coord_feeders *x = f->feed.ext;
+  for (coord_feeder *d = x ? x->list : NULL; d; d = d->next) {
+    if (!d->granted) continue;
+    d->granted = false;
+    if (rc == 0 && d->inflight == 0) send_end(d, 0, "");
+    else send_end(d, rc < 0 ? rc : DRV_ECANCELLED, rc < 0 ? drv_errmsg() : "the fit ended");
+  }
+}
+
+void coord__feeders_free(coord_fit_state *f) {
+  struct coord_feeders *x = f->feed.ext;
+  if (!x) return;
+  for (coord_feeder *d = x->list; d; d = d->next) d->c = NULL; /* their peers free them */
+  free(x);
+  f->feed.ext = NULL;
+}
