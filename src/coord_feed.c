@@ -91,8 +91,18 @@ void coord_feed_source_free(coord_feed_source *s) {
 static int feed_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len) {
   coord_fit_state *f = ud;
   wire_msg_result m;
+  char msg[512], name[32];
   int rc = wire_get_result(pl, len, &m);
+  if (rc == 0) rc = wire_str_copy(m.message, msg, sizeof msg);
   if (rc < 0) return rc;
+  if (m.status != 0 && f->cfg) {
+    /* The batch is gone with its task: a fit that would go on without it
+     * would not have trained every batch once, so it fails (a lost ps
+     * included; the shard mode's train steps are retried instead). */
+    coord__fail_fit(f, "%s: fed batch failed: %s",
+                    coord__node_name(&f->c->nodes[node], name, sizeof name), msg);
+    return 0;
+  }
   if (m.status == 0) coord__feed_trained(f, node, id);
   return coord__step_done(ud, node, id, pl, len);
 }
