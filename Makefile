@@ -63,8 +63,12 @@ UNIT_SRCS = $(wildcard tests/unit/*.c)
 UNIT_OBJS = $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/unit/%.o)
 EMBEDDED = $(sort $(wildcard lua/*.lua lua/*/*.lua themes/*))
 
-.PHONY: all deps test test-run unit demo asan bench bench-deps install clean help layers venv
-all: drover
+# The Python client's message table, generated from the same field lists
+# as the C codecs (tools/wire_py.py; standard library only).
+PYWIRE = clients/python/drover_client/_wire.py
+
+.PHONY: all deps test test-run unit demo asan bench bench-deps install clean help layers venv vectors
+all: drover $(PYWIRE)
 
 drover: $(BUILD)/drover
 	$(Q)cp $< $@
@@ -116,6 +120,17 @@ $(BUILD):
 deps:
 	$(Q)sh tools/deps.sh
 
+# The Python client's message table (PYWIRE, defined above `all`).
+$(PYWIRE): tools/wire_py.py src/wire.h src/wire_msgs.h src/tensor.h src/wire.c
+	$(call say,GEN,$@)python3 tools/wire_py.py src $@
+
+# The shared wire vectors (tests/vectors/README): every message's sample
+# frames and their fields as JSON, written by the C side. Run after a
+# deliberate change of a message's layout.
+vectors: $(BUILD)/unit_tests
+	$(Q)rm -f tests/vectors/*.bin tests/vectors/*.json
+	$(Q)$(BUILD)/unit_tests --wire-vectors write tests/vectors
+
 unit: $(BUILD)/unit_tests
 
 # The Python the safetensors tests check drover's files with: the real
@@ -125,12 +140,23 @@ unit: $(BUILD)/unit_tests
 # saying so, and the rest still run.
 VENV ?= build/venv
 SAFETENSORS_VERSION = 0.8.0
-venv: $(VENV)/.ok
+venv: $(VENV)/.ok $(VENV)/.pyclient
 
 $(VENV)/.ok:
 	$(call say,VENV,$(VENV))rm -rf $(VENV) && /usr/bin/python3 -m venv --system-site-packages $(VENV)
 	$(Q)$(VENV)/bin/pip install -q --disable-pip-version-check safetensors==$(SAFETENSORS_VERSION)
 	$(Q)$(VENV)/bin/python -c "import safetensors.torch, torch"
+	$(Q)touch $@
+
+# The Python client (clients/python; numpy from Debian's python3-numpy)
+# on the same environment's path, as an editable install is: a .pth file
+# naming the source tree, so that a regenerated _wire.py is what
+# `$(VENV)/bin/python -c "import drover_client"` gets (no wheel to build).
+$(VENV)/.pyclient: $(VENV)/.ok $(PYWIRE)
+	$(call say,PTH,$(VENV))$(VENV)/bin/python -c "import site, sys; \
+		open(site.getsitepackages()[0] + '/drover_client.pth', 'w').write(sys.argv[1] + '\n')" \
+		"$(CURDIR)/clients/python"
+	$(Q)$(VENV)/bin/python -c "import drover_client"
 	$(Q)touch $@
 
 TEST_ENV = VENV=$(CURDIR)/$(VENV)
@@ -182,10 +208,10 @@ install: all $(BUILD)/drover.1
 	install -m 0644 completion/_drover $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_drover
 
 clean:
-	rm -rf build drover
+	rm -rf build drover $(PYWIRE)
 
 help:
-	@echo "targets: all deps test venv demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
+	@echo "targets: all deps test venv vectors demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
 
 -include $(wildcard $(BUILD)/*.d $(BUILD)/unit/*.d $(BUILD)/bench/*.d)
 

@@ -1,5 +1,7 @@
 /* main.c - unit test runner: every registered case in its own process.
- * Usage: unit_tests [SUBSTRING...]  (run only cases whose name matches) */
+ * Usage: unit_tests [SUBSTRING...]  (run only cases whose name matches)
+ *        unit_tests --wire-vectors ...  (the shared wire vectors:
+ *                                        wire_vectors.h) */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "wire_vectors.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -119,6 +122,8 @@ static int run_case(int i) {
 int main(int argc, char **argv) {
   int failed = 0, ran = 0;
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc > 1 && strcmp(argv[1], "--wire-vectors") == 0)
+    return wire_vectors_main(argc - 2, argv + 2);
   /* Run from the source tree (tests/run.sh does) so harness_src() works. */
   if (!getcwd(srcdir, sizeof srcdir)) return 2;
   for (int i = 0; i < ncases; i++) {

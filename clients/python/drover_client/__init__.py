@@ -1,0 +1,17 @@
+"""drover_client - a Python program's side of drover's wire protocol.
+
+    import drover_client
+    with drover_client.connect("runs/mnist-20261126-0412") as run:
+        for m in run.metrics(timeout=30):
+            print(m.tag, m.step, m.value)
+
+connect() takes a run directory, or "HOST:PORT" with secret_file=. The
+frames come from the same message descriptions as drover's C code
+(src/wire_msgs.h, read by tools/wire_py.py into _wire.py at build time).
+"""
+from .auth import AuthError
+from .client import Event, Metric, Run, connect
+from .conn import Closed, DroverError
+from .wire import WireError
+
+__all__ = ["connect", "Run", "Metric", "Event", "DroverError", "Closed", "AuthError", "WireError"]

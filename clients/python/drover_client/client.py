@@ -1,0 +1,183 @@
+"""client.py - a Python program attached to a drover run, as `drover
+attach` is (src/attach.c): find the coordinator, authenticate, send
+ATTACH, then read SNAPSHOTs and turn their series into a stream of metric
+points; with control=True, send Lua lines as COMMANDs."""
+import collections
+import os
+import time
+
+from . import _wire, auth
+from .conn import Closed, Conn, DroverError, split_hostport
+
+Metric = collections.namedtuple("Metric", "tag step wall value")
+Event = collections.namedtuple("Event", "wall text")
+
+# The SNAPSHOT fields that are whole in every frame (the header and the
+# queue); series and events are deltas (dash_snap.c).
+_DELTAS = ("nodes", "series", "events")
+
+
+def resolve(target, secret_file=None):
+    """(host, port, secret path) of a run directory (its `coordinator`
+    file: "HOST:PORT PID" while the run lives) or of HOST:PORT, which
+    needs secret_file."""
+    if os.path.isdir(target):
+        path = os.path.join(target, "coordinator")
+        try:
+            with open(path) as f:
+                line = f.readline()
+        except OSError:
+            raise DroverError("run '%s' is not running (no coordinator file: it ended or never "
+                              "started; see %s/events.log)" % (target, target)) from None
+        addr, _, pid = line.strip().partition(" ")
+        hp = split_hostport(addr)
+        if not hp:
+            raise DroverError("run '%s': cannot read its coordinator file '%s'" % (target, path))
+        if pid.isdigit() and not _alive(int(pid)):
+            raise DroverError("run '%s' is not running (its coordinator, pid %s, is gone)"
+                              % (target, pid))
+        return hp[0], hp[1], secret_file or os.path.join(target, "secret")
+    hp = split_hostport(target)
+    if not hp:
+        raise DroverError("'%s' is neither a run directory nor HOST:PORT" % target)
+    if not secret_file:
+        raise DroverError("%s needs secret_file (the run's secret)" % target)
+    return hp[0], hp[1], secret_file
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+class Run:
+    """A run, attached. `state` is the newest SNAPSHOT's header (state,
+    step, total_steps, examples_per_sec, queue counts...), `nodes` its
+    nodes, `series` every metric's points so far (tag -> list of Metric)
+    and `events` the run's events. The run ending closes the stream:
+    metrics() and events() then stop, and `ended` is True."""
+
+    def __init__(self, target, secret_file=None, hz=10.0, control=False, timeout=10.0):
+        host, port, secret = resolve(target, secret_file)
+        self.target = target
+        self.conn = Conn(host, port, auth.load_secret(secret), timeout)
+        self.timeout = timeout
+        self.control = control
+        self.state, self.nodes, self.series, self.events = {}, [], {}, []
+        self.snapshots = 0
+        self.ended = False
+        self._points = collections.deque()  # new points, not yet yielded
+        self._events = collections.deque()
+        self._last = {}  # tag -> (step, wall) of the newest point seen
+        self._replies = {}
+        self._req = 0
+        self.conn.send("ATTACH", {"control": control, "hz": float(hz)})
+
+    # ---- reading the stream --------------------------------------------------
+
+    def _apply(self, snap):
+        self.state = {k: v for k, v in snap.items() if k not in _DELTAS}
+        self.nodes = snap["nodes"]
+        for s in snap["series"]:
+            tag = s["tag"]
+            pts = [Metric(tag, p["step"], p["wall"], p["value"]) for p in s["points"]]
+            last = self._last.get(tag)
+            if s["reset"]:  # the whole series again: only what is newer is new
+                self.series[tag] = pts
+                pts = [p for p in pts if last is None or (p.step, p.wall) > last]
+            else:
+                self.series.setdefault(tag, []).extend(pts)
+            if pts:
+                newest = max((p.step, p.wall) for p in pts)
+                self._last[tag] = newest if last is None else max(last, newest)
+            self._points.extend(pts)
+        for e in snap["events"]:
+            ev = Event(e["wall"], e["text"])
+            self.events.append(ev)
+            self._events.append(ev)
+        self.snapshots += 1
+
+    def poll(self, timeout=None):
+        """Reads one frame (waiting at most timeout seconds, None: the
+        run's timeout); False once the run has ended."""
+        if self.ended:
+            return False
+        try:
+            name, req, f = self.conn.recv(self.timeout if timeout is None else timeout)
+        except Closed:
+            self.ended = True
+            self.conn.close()
+            return False
+        if name == "SNAPSHOT":
+            self._apply(f)
+        elif name == "COMMAND_REPLY":
+            self._replies[req] = (f["status"], f["text"])
+        else:
+            raise DroverError("unexpected %s from the coordinator" % name)
+        return True
+
+    def snapshot(self, timeout=None):
+        """Waits for the next SNAPSHOT; returns the header (self.state)."""
+        n = self.snapshots
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while self.snapshots == n:
+            if not self.poll(max(deadline - time.monotonic(), 0.001)):
+                raise Closed("the run ended")
+        return self.state
+
+    def metrics(self, timeout=None):
+        """Yields every new metric point (Metric: tag, step, wall, value)
+        as SNAPSHOTs bring them, until the run ends. TimeoutError when
+        nothing at all arrives for timeout seconds (None: the run's)."""
+        while True:
+            while self._points:
+                yield self._points.popleft()
+            if not self.poll(timeout):
+                return
+
+    def next_events(self, timeout=None):
+        """Yields the run's events (Event: wall, text) as they come."""
+        while True:
+            while self._events:
+                yield self._events.popleft()
+            if not self.poll(timeout):
+                return
+
+    # ---- commands --------------------------------------------------------------
+
+    def command(self, line, kind="LUA", timeout=None):
+        """Sends a COMMAND (a Lua line; "STOP_NODE" or "LOG_TAIL" with a
+        node name) and returns its reply's text; DroverError when the
+        coordinator answers with an error status."""
+        self._req = self._req % 0xFFFFFFFF + 1
+        req = self._req
+        self.conn.send("COMMAND", {"kind": _wire.COMMAND_KINDS[kind], "text": line}, req)
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while req not in self._replies:
+            if not self.poll(max(deadline - time.monotonic(), 0.001)):
+                raise Closed("the run ended before replying")
+        status, text = self._replies.pop(req)
+        if status != 0:
+            raise DroverError(text, status)
+        return text
+
+    def close(self):
+        self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def connect(target, secret_file=None, **kw):
+    """A Run attached to target: a run directory, or HOST:PORT with
+    secret_file. Keywords: hz (snapshots per second, at most 10 come),
+    control (may send commands), timeout (seconds per wait)."""
+    return Run(target, secret_file, **kw)
