@@ -58,7 +58,7 @@ def _alive(pid):
 class Run:
     """A run, attached. `state` is the newest SNAPSHOT's header (state,
     step, total_steps, examples_per_sec, queue counts...), `nodes` its
-    nodes, `series` every metric's points so far (tag -> list of Metric)
+    nodes (dicts of snap_node's fields and "name": "worker:1"), `series` every metric's points so far (tag -> list of Metric)
     and `events` the run's events. The run ending closes the stream:
     metrics() and events() then stop, and `ended` is True."""
 
@@ -83,6 +83,8 @@ class Run:
     def _apply(self, snap):
         self.state = {k: v for k, v in snap.items() if k not in _DELTAS}
         self.nodes = snap["nodes"]
+        for n in self.nodes:  # "worker:1", as drover names nodes
+            n["name"] = "%s:%d" % (_wire.ROLES[n["role"]], n["index"])
         for s in snap["series"]:
             tag = s["tag"]
             pts = [Metric(tag, p["step"], p["wall"], p["value"]) for p in s["points"]]
