@@ -121,7 +121,7 @@ deps:
 	$(Q)sh tools/deps.sh
 
 # The Python client's message table (PYWIRE, defined above `all`).
-$(PYWIRE): tools/wire_py.py src/wire.h src/wire_msgs.h src/tensor.h src/wire.c
+$(PYWIRE): tools/wire_py.py src/wire.h src/wire_msgs.h src/tensor.h src/wire.c src/err.h
 	$(call say,GEN,$@)python3 tools/wire_py.py src $@
 
 # The shared wire vectors (tests/vectors/README): every message's sample

@@ -95,7 +95,8 @@ with dc.connect(run_dir, timeout=20) as run:
         run.command("return 1")
         result("pyclient-t05 a read-only client's command is refused", False, "accepted")
     except dc.DroverError as e:
-        result("pyclient-t05 a read-only client's command is refused", "read-only" in str(e), e)
+        result("pyclient-t05 a read-only client's command is refused",
+               "read-only" in str(e) and e.code_name == "DRV_EPERM", (e, e.code))
     tail = run.command("worker:0", kind="LOG_TAIL")
     result("pyclient-t05 the log tail of worker:0", "worker:0 I setup:" in tail, tail[-300:])
 

@@ -15,6 +15,12 @@ class DroverError(Exception):
         super().__init__(message)
         self.code = code
 
+    @property
+    def code_name(self):
+        """"DRV_EPERM" for the code's DRV_E* name (src/err.h), else None."""
+        names = {v: k for k, v in _wire.ERRORS.items()}
+        return "DRV_E" + names[self.code] if self.code in names else None
+
 
 class Closed(DroverError):
     """The peer closed the connection (the run ended, or it dropped us)."""
