@@ -102,7 +102,7 @@ def c_int(expr, consts):
     e = re.sub(r"\(\s*(uint\d+_t|int\d+_t|unsigned|int)\s*\)", "", e)
     e = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(consts[m.group(0)]) if m.group(0) in consts
                else m.group(0), e)
-    if not re.fullmatch(r"[0-9xa-fA-F+\-*/<>() ]*", e):
+    if not re.fullmatch(r"(?:0x[0-9a-fA-F]+|\d+|<<|>>|[-+*/() ])*", e):
         raise GenError("cannot evaluate %r" % expr)
     return int(eval(e.replace("/", "//")))  # digits and operators only: checked above
 
