@@ -12,6 +12,8 @@ frames come from the same message descriptions as drover's C code
 from .auth import AuthError
 from .client import Event, Metric, Run, connect
 from .conn import Closed, DroverError
+from .feed import FeedResult
 from .wire import WireError
 
-__all__ = ["connect", "Run", "Metric", "Event", "DroverError", "Closed", "AuthError", "WireError"]
+__all__ = ["connect", "Run", "Metric", "Event", "FeedResult", "DroverError", "Closed",
+           "AuthError", "WireError"]

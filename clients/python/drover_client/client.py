@@ -7,6 +7,7 @@ import os
 import time
 
 from . import _wire, auth
+from . import feed as _feed
 from .conn import Closed, Conn, DroverError, split_hostport
 
 Metric = collections.namedtuple("Metric", "tag step wall value")
@@ -65,7 +66,8 @@ class Run:
     def __init__(self, target, secret_file=None, hz=10.0, control=False, timeout=10.0):
         host, port, secret = resolve(target, secret_file)
         self.target = target
-        self.conn = Conn(host, port, auth.load_secret(secret), timeout)
+        self._addr, self._key = (host, port), auth.load_secret(secret)
+        self.conn = Conn(host, port, self._key, timeout)
         self.timeout = timeout
         self.control = control
         self.state, self.nodes, self.series, self.events = {}, [], {}, []
@@ -167,6 +169,27 @@ class Run:
         if status != 0:
             raise DroverError(text, status)
         return text
+
+    # ---- data --------------------------------------------------------------------
+
+    def feed(self, batches, name="python", window=0, stall=60.0):
+        """Feeds (x, y) batches to the run's fit (train = { feed =
+        "external" }) on a connection of its own, under the coordinator's
+        credit; returns FeedResult(sent, trained) once all are trained.
+        The run's snapshots are read meanwhile (metrics() has them after).
+        See feed.py."""
+        conn = Conn(self._addr[0], self._addr[1], self._key, self.timeout)
+        try:
+            return _feed.feed(conn, batches, name, window, stall, beside=self)
+        finally:
+            conn.close()
+
+    def predict(self, x):
+        """Refused: drover's messages have no predict request for an
+        external client yet (exp:predict and c:predict run in Lua)."""
+        raise DroverError("predict from Python needs a predict request in drover's wire "
+                          "messages, which this drover does not have; run c:predict(exp, data) "
+                          "in the run's script")
 
     def close(self):
         self.conn.close()
