@@ -79,9 +79,13 @@ void coord_note(coord *c, const char *fmt, ...) {
 /* Workers and the chief hold nothing that training cannot rebuild (their
  * shard comes again with SETUP; the variables live on the ps nodes). */
 static bool recoverable(const coord *c, const coord_node *n) {
+  int i = (int)(n - c->nodes);
   return !c->shutting_down &&
          (n->role == ROLE_WORKER || n->role == ROLE_CHIEF ||
-          (n->role == ROLE_PS && coord__fit_running(c))) &&
+          (n->role == ROLE_PS && (coord__fit_running(c) || coord__repl_is_replica(c, i) ||
+                                  (c->opts.ps_replicas &&
+                                   c->nodes[c->ps_repl[coord__ps_group(c, i)]].state ==
+                                       NODE_REPLICA)))) &&
          n->restarts < c->opts.max_restarts;
 }
 
@@ -108,7 +112,8 @@ static void node_lost(coord *c, int i, const char *why) {
     n->inflight = 0;
     log_warn("%s lost: %s; restarting it in %.1f s", name, why, n->restart_at - progress_now());
     coord__sched_node_lost(c, i);
-    coord__fit_node_lost(c, i);
+    /* a ps whose replica takes over (or a replica) needs no rollback */
+    if (!(n->role == ROLE_PS && coord__repl_lost(c, i))) coord__fit_node_lost(c, i);
   } else {
     char extra[96] = "";
     if (!c->shutting_down && (n->role == ROLE_WORKER || n->role == ROLE_CHIEF))
@@ -201,7 +206,9 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   log_info("%s registered from %s (pid %d)", name, conn_peer(cn), (int)pid);
   if (again && c->spec_sent) {
     send_spec(c, i);
-    coord__fit_node_back(c, i);
+    int k = coord__ps_group(c, i);
+    if (k >= 0 && c->ps_repl[k] >= 0) c->ps_pair[k] = true; /* paired by the tick */
+    if (!coord__repl_is_replica(c, i)) coord__fit_node_back(c, i);
   }
 }
 
@@ -238,6 +245,9 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   switch (h->type) {
   case WIRE_HEARTBEAT:
     on_heartbeat(n, pl, h->len);
+    break;
+  case WIRE_PS_ROLE_OK:
+    if (coord__repl_frame(c, p->node, h, pl) < 0) conn_close(cn, "malformed PS_ROLE_OK");
     break;
   case WIRE_ERROR: {
     char msg[512], name[32];
@@ -359,6 +369,7 @@ static void on_tick(uv_timer_t *t) {
   if (!c->shutting_down) {
     check_silence(c, now);
     check_restarts(c, now);
+    coord__repl_tick(c);
   }
   coord__dash_tick(c, now);
 }
@@ -466,20 +477,25 @@ static void check_restarts(coord *c, double now) {
   }
 }
 
+/* Processes per role: with ps replicas, twice the ps (ps:N+k replicates ps:k). */
+static int processes(const coord *c, int role) {
+  return c->opts.count[role] * (role == ROLE_PS ? 1 + c->opts.ps_replicas : 1);
+}
+
 static int make_nodes(coord *c) {
   int total = 0;
-  for (int r = 0; r < ROLE_COUNT; r++) total += c->opts.count[r];
+  for (int r = 0; r < ROLE_COUNT; r++) total += processes(c, r);
   c->nodes = calloc((size_t)total, sizeof *c->nodes);
   c->ctl = calloc((size_t)total, sizeof *c->ctl);
   if (!c->nodes || !c->ctl) return drv_error(DRV_ENOMEM, "out of memory");
   for (int r = 0; r < ROLE_COUNT; r++)
-    for (int k = 0; k < c->opts.count[r]; k++) {
+    for (int k = 0; k < processes(c, r); k++) {
       coord_node *n = &c->nodes[c->nnodes++];
       n->role = r;
       n->index = k;
       n->state = NODE_STARTING;
     }
-  return 0;
+  return coord__repl_init(c);
 }
 
 /* ============================== pumping ================================== */
@@ -500,6 +516,13 @@ int coord__pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double t
 static bool all_registered(coord *c, void *arg) {
   (void)arg;
   return c->registered == c->nnodes;
+}
+
+static bool replicas_in_sync(coord *c, void *arg) {
+  (void)arg;
+  for (int k = 0; k < c->ngroups; k++)
+    if (c->ps_repl[k] >= 0 && c->nodes[c->ps_repl[k]].state != NODE_REPLICA) return false;
+  return true;
 }
 
 static int reservation_error(coord *c) {
@@ -525,19 +548,41 @@ static int reservation_error(coord *c) {
   return drv_error(DRV_ETIMEDOUT, "%s", msg);
 }
 
+/* SPEC's nodes: every node but the ps replicas; the ps as their groups
+ * (ps:k is group k's primary, wherever it runs now). */
+typedef struct spec_list {
+  coord *c;
+  int *node, *index;
+} spec_list;
+
 static void put_spec_node(wire_wr *w, void *ud, uint32_t k) {
-  const coord_node *n = &((coord *)ud)->nodes[k];
+  const spec_list *l = ud;
+  const coord_node *n = &l->c->nodes[l->node[k]];
   wire_put_item_spec_node(w, &(wire_item_spec_node){.role = (uint8_t)n->role,
-                                                    .index = (uint32_t)n->index,
+                                                    .index = (uint32_t)l->index[k],
                                                     .host = WIRE_STR(n->host),
                                                     .port = (uint16_t)n->port});
 }
 
 /* SPEC to node `to`: every node's role, index, host and ps port. */
 static void send_spec(coord *c, int to) {
+  spec_list l = {c, calloc((size_t)c->nnodes + 1, sizeof(int)), calloc((size_t)c->nnodes + 1, sizeof(int))};
+  if (!l.node || !l.index) {
+    free(l.node), free(l.index);
+    log_error("out of memory for a SPEC");
+    return;
+  }
+  uint32_t m = 0;
+  for (int i = 0; i < c->nnodes; i++) {
+    int k = c->nodes[i].role == ROLE_PS ? coord__ps_group(c, i) : -1;
+    if (c->nodes[i].role == ROLE_PS && (k < 0 || c->ps_prim[k] != i)) continue; /* a replica */
+    l.node[m] = i;
+    l.index[m++] = k >= 0 ? k : c->nodes[i].index;
+  }
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_spec(&w, &(wire_msg_spec){{(uint32_t)c->nnodes, .put = put_spec_node, .ud = c}});
+  wire_put_spec(&w, &(wire_msg_spec){{m, .put = put_spec_node, .ud = &l}, c->opts.ps_replicas > 0});
+  free(l.node), free(l.index);
   coord__send(c, to, &w, WIRE_SPEC, 0);
 }
 
@@ -598,7 +643,7 @@ static int start_run(coord *c) {
                       .ssh_config = c->opts.ssh_config, .run_dir = c->rd.path,
                       .slurm = c->opts.slurm, .files = c->opts.files, .nfiles = c->opts.nfiles,
                       .note = launcher_note, .note_ud = c};
-  memcpy(lc.count, c->opts.count, sizeof lc.count);
+  for (int r = 0; r < ROLE_COUNT; r++) lc.count[r] = processes(c, r);
   memcpy(lc.res, c->opts.res, sizeof lc.res);
   rc = launch_open(c->opts.launcher, &lc, c->loop, on_exit_cb, c, &c->launch);
   /* borrowed for the call: the launcher keeps copies */
@@ -625,6 +670,11 @@ int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
   if (rc == DRV_ETIMEDOUT) rc = reservation_error(c);
   if (rc < 0) goto fail;
   send_spec_all(c);
+  coord__repl_tick(c); /* ps replicas: each takes its primary's (empty) state */
+  rc = coord__pump(c, replicas_in_sync, NULL, o->reservation_timeout, true);
+  if (rc == DRV_ETIMEDOUT) rc = drv_error(rc, "the ps replicas were not in sync within %g s",
+                                          o->reservation_timeout);
+  if (rc < 0) goto fail;
   detach_notify(c->rd.path); /* `drover run --detach`: the parent waits for this */
   *out = c;
   return 0;
@@ -731,6 +781,7 @@ static void finish_free(coord *c) {
   log_setup(NULL, "drover", LOG_INFO);
   if (c->log) fclose(c->log);
   rundir_close(&c->rd);
+  coord__repl_free(c);
   free(c->nodes);
   free(c->ctl);
   *c->freed = true;

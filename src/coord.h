@@ -52,6 +52,8 @@ typedef enum coord_node_state {
                       (shown as "restarting") */
   NODE_RESTORING,  /* a ps back after a loss, its shards being restored
                       from a checkpoint; no tasks meanwhile */
+  NODE_SYNCING,    /* a ps replica taking its primary's state */
+  NODE_REPLICA,    /* a ps replica in sync with its primary (ps_replicas) */
   NODE_STATE_COUNT
 } coord_node_state;
 
@@ -119,6 +121,8 @@ typedef struct coord_opts {
                                     in (`drover run --resume`): fits
                                     resume from its newest checkpoint;
                                     borrowed until coord_start returns */
+  int ps_replicas;               /* 0 or 1: a hot replica per ps (another
+                                    ps process, ps:count+k for ps:k) */
 } coord_opts;
 
 void coord_opts_default(coord_opts *o);

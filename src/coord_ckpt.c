@@ -352,15 +352,20 @@ void coord__ckpt_fit_end(coord_fit_state *f) {
   ck->initial = NULL;
 }
 
-void coord__ckpt_ps_lost(coord_fit_state *f, int ps) {
+void coord__ckpt_abandon(coord_fit_state *f, int ps) {
   coord_ck *ck = &f->ck;
-  if (!f->cfg) return;
   if (ck->state != CK_IDLE) { /* that checkpoint will not be whole */
     ck->state = CK_IDLE;
     coord__pos_clear(f);
     remove_uncommitted(f);
     rundir_event(&f->c->rd, "checkpoint step %" PRId64 " abandoned: ps:%d was lost", ck->step, ps);
   }
+}
+
+void coord__ckpt_ps_lost(coord_fit_state *f, int ps) {
+  coord_ck *ck = &f->ck;
+  if (!f->cfg) return;
+  coord__ckpt_abandon(f, ps);
   if (ck->restoring) return;
   ck->restoring = true;
   ck->lost_ps = ps;
@@ -385,11 +390,12 @@ static int newest(coord_fit_state *f, ckpt_entry *e, manifest *m) {
 static bool all_ps_back(coord_fit_state *f) {
   coord *c = f->c;
   double grace = c->opts.heartbeat_timeout_ms / 1000.0 + 1.5;
+  int lost = coord__ps_node(c, f->ck.lost_ps);
   for (int i = 0; i < c->nnodes; i++) {
     const coord_node *n = &c->nodes[i];
     if (n->role != ROLE_PS) continue;
     if (!c->ctl[i]) return false;
-    if (n->index == f->ck.lost_ps && n->state != NODE_RESTORING &&
+    if (i == lost && n->state != NODE_RESTORING &&
         progress_now() - f->ck.lost_at < grace)
       return false;
   }
@@ -516,4 +522,21 @@ int coord__ckpt_resume(coord_fit_state *f) {
   f->ck.last_step = step;
   f->ck.last_time = progress_now();
   return 0;
+}
+
+int coord__ckpt_plan(const coord *c, char *out, size_t n) {
+  coord_fit_state *f = c->fit;
+  if (!f || !f->cfg)
+    return snprintf(out, n, "no fit is running: the run fails (its variables are lost)");
+  ckpt_entry e;
+  manifest m = {0};
+  if (newest(f, &e, &m)) {
+    const char *step = manifest_meta(&m, "step");
+    int len = snprintf(out, n, "restore from step %s (checkpoint): the steps since then run "
+                       "again", step ? step : "?");
+    manifest_free(&m);
+    return len;
+  }
+  manifest_free(&m);
+  return snprintf(out, n, "no checkpoint: updates since the start are lost (the fit starts over)");
 }

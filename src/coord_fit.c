@@ -152,7 +152,18 @@ void coord__fit_node_lost(coord *c, int node) {
   coord_fit_state *f = c->fit;
   if (f && f->setup_ok) f->setup_ok[node] = false; /* SETUP again when it is back */
   if (f) coord__pos_node_lost(f, node);
-  if (f && c->nodes[node].role == ROLE_PS) coord__ckpt_ps_lost(f, c->nodes[node].index);
+  if (f && c->nodes[node].role == ROLE_PS) coord__ckpt_ps_lost(f, coord__ps_group(c, node));
+}
+
+void coord__fit_ps_promoted(coord *c, int k) {
+  coord_fit_state *f = c->fit;
+  if (!f) return;
+  coord__ckpt_abandon(f, k); /* the lost primary's half of it will not come */
+  if (f->ps[k]) { /* the link to the lost primary: the fit loop connects to the new one */
+    conn *cn = f->ps[k];
+    f->ps[k] = NULL;
+    conn_close(cn, "the ps group's primary changed");
+  }
 }
 
 bool coord__fit_running(const coord *c) { return c->fit && c->fit->cfg; }
@@ -344,15 +355,20 @@ int coord__send_sync_probes(coord_fit_state *f) {
    * replies came before its VAR_INIT_OK): count this fit's only. */
   f->sync_reached = 0;
   f->sync_applied = 0;
+  memset(f->probed, 0, (size_t)f->nps * sizeof *f->probed);
   for (int k = 0; k < f->nps; k++) {
     if (!f->ps[k]) return drv_error(DRV_ENODE, "ps:%d is not connected", k);
-    wire_wr w;
-    wire_wr_init(&w);
-    wire_put_pull(&w, &(wire_msg_pull){.min_version = (uint64_t)f->sync_target}); /* no vars */
-    int rc = conn_send_wr(f->ps[k], &w, WIRE_PULL, SYNC_PROBE_REQ);
+    int rc = coord__send_sync_probe(f, k);
     if (rc < 0) return rc;
   }
   return 0;
+}
+
+int coord__send_sync_probe(coord_fit_state *f, int k) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_pull(&w, &(wire_msg_pull){.min_version = (uint64_t)f->sync_target}); /* no vars */
+  return conn_send_wr(f->ps[k], &w, WIRE_PULL, SYNC_PROBE_REQ);
 }
 
 static bool sync_over(const coord_fit_state *f) { return f->sync_reached >= f->nps; }
@@ -442,6 +458,7 @@ static int fit_loop(coord *c, const coord_fit_args *a) {
   coord_fit_state *f = c->fit;
   const train_cfg *cfg = a->cfg;
   while (!fit_finished(c, NULL)) {
+    coord__ps_reconnect(f);
     int rc = coord__ckpt_restore_tick(f);
     if (rc < 0) return rc;
     coord__ckpt_tick(f);
@@ -696,5 +713,6 @@ void coord__fit_free(coord *c) {
   events_run_close(f->events);
   free(f->ps);
   free(f->links);
+  free(f->probed);
   free(f);
 }

@@ -137,6 +137,7 @@ struct coord_fit_state {
   int64_t sync_target, sync_applied;
   uint32_t replicas;
   int sync_reached;
+  bool *probed;    /* per ps group: its probe answered (a promotion asks again) */
   bool sync;
   int64_t epoch_seen, epoch_correct, epoch_no;
   double epoch_loss;
@@ -211,6 +212,8 @@ bool coord__fit_ready(void *ud, int node);
 /* coord_fit.c: sync: asks every ps to answer once it applied the last
  * global step. */
 int coord__send_sync_probes(coord_fit_state *f);
+/* The same to group k's ps (its primary changed before it answered). */
+int coord__send_sync_probe(coord_fit_state *f, int k);
 
 /* coord_vars.c */
 /* Records a failure of the run found by the fit (coord__fail). */
@@ -221,6 +224,9 @@ bool coord__nothing_pending(coord *c, void *arg);
 coord_fit_state *coord__fit_state(coord *c);
 /* Connects to every ps not connected yet and waits until all are ready. */
 int coord__connect_ps(coord *c);
+/* Between two turns of the fit loop (ps replicas): starts connecting to a
+ * group's primary whose link is gone (a promotion), without waiting. */
+void coord__ps_reconnect(coord_fit_state *f);
 /* Places the model's variables over the ps nodes (events.log records it). */
 int coord__place(coord_fit_state *f, nn_module *model);
 /* VAR_INIT of every shard; replies counted in f->pending. */
@@ -249,6 +255,8 @@ int coord__ckpt_fit_begin(coord_fit_state *f);
 void coord__ckpt_fit_end(coord_fit_state *f);
 /* ps `ps` was lost and will be restarted (coord__fit_node_lost). */
 void coord__ckpt_ps_lost(coord_fit_state *f, int ps);
+/* A checkpoint in progress is dropped (ps `ps` will not answer). */
+void coord__ckpt_abandon(coord_fit_state *f, int ps);
 /* Between two turns of the fit loop, once every ps is back: the rollback. */
 int coord__ckpt_restore_tick(coord_fit_state *f);
 /* `drover run --resume`: at the start of a fit (set up, before its first

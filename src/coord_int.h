@@ -142,6 +142,12 @@ struct coord {
   char failure[4096];
   bool strict_states;   /* an illegal state change aborts (tests; DROVER_STRICT_STATES=1) */
   coord_fit_state *fit; /* placement and ps connections, kept across fits */
+  /* ps groups (coord_repl.c): group k's variables are served by node
+   * ps_prim[k] and replicated to node ps_repl[k] (-1: no replicas);
+   * ps_pair[k]: the pair is to be made (again) once both are registered */
+  int ngroups;
+  int *ps_prim, *ps_repl;
+  bool *ps_pair;
   coord_sched sched;
   coord_dash_state *dash; /* the metric store and attach clients */
   /* Teardown. Connections whose on_close still uses this struct (control
@@ -213,6 +219,31 @@ int coord__sched_frame(coord *c, int node, const wire_header *h, const uint8_t *
 /* Node was lost: the tasks it held go back to the front of the queue. */
 void coord__sched_node_lost(coord *c, int node);
 void coord__sched_free(coord *c);
+
+/* coord_repl.c: ps replicas. */
+int coord__repl_init(coord *c); /* after the nodes exist */
+void coord__repl_free(coord *c);
+/* The node serving ps group k (ps:k without replicas), or -1. */
+int coord__ps_node(const coord *c, int group);
+/* The group node is the primary or replica of, or -1. */
+int coord__ps_group(const coord *c, int node);
+bool coord__repl_is_replica(const coord *c, int node);
+/* Every tick: pairs the groups whose primary and replica are registered
+ * and not paired yet (PS_ROLE to both). */
+void coord__repl_tick(coord *c);
+/* PS_ROLE_OK from a replica: in sync. Negative for a malformed frame. */
+int coord__repl_frame(coord *c, int node, const wire_header *h, const uint8_t *pl);
+/* Node i (a ps) was lost: true when its group goes on without a rollback
+ * (its replica promoted, or it was the replica). */
+bool coord__repl_lost(coord *c, int i);
+/* What stopping node `node` does (a ps): "promote replica ps:2: ...",
+ * "restore from step N (checkpoint)", ...; "" for other nodes. */
+int coord__stop_plan(const coord *c, int node, char *out, size_t n);
+/* coord_ckpt.c: what losing a ps without a replica costs now. */
+int coord__ckpt_plan(const coord *c, char *out, size_t n);
+/* coord_fit.c: group k's replica was promoted: the fit's link and a
+ * checkpoint in progress follow. */
+void coord__fit_ps_promoted(coord *c, int k);
 
 /* coord.c: SPEC again to every registered node (a ps moved). */
 void coord__spec_all(coord *c);

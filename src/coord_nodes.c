@@ -37,8 +37,15 @@
  *             every other ps's restored from the newest checkpoint); lost
  *             meanwhile: RESTORING -> RESTARTING or LOST
  *
- *   shutdown: READY, RESTORING -> DONE (clean exit) or FAILED (any other
- *             exit); STARTING, RESTARTING, RELAUNCHED -> DONE (nothing is lost)
+ *   a ps replica (ps_replicas, coord_repl.c): READY -> SYNCING (paired
+ *             with its group's primary) -> REPLICA (PS_ROLE_OK: in sync)
+ *             -> READY (promoted: its primary was lost); REPLICA ->
+ *             SYNCING when paired again (a primary restored from a
+ *             checkpoint); lost: -> RESTARTING or LOST like any ps
+ *
+ *   shutdown: READY, RESTORING, SYNCING, REPLICA -> DONE (clean exit) or
+ *             FAILED (any other exit); STARTING, RESTARTING, RELAUNCHED ->
+ *             DONE (nothing is lost)
  *
  * LOST, DONE and FAILED are final; entering LOST or FAILED is a failure
  * of the run, counted here (c->failures).
@@ -71,7 +78,7 @@ static const struct {
                        B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE)},
     [NODE_READY] = {"ready", "ready", "up", NS_PROCESS | NS_REGISTERED | NS_TASKS,
                     B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) | B(NODE_FAILED) |
-                        B(NODE_RESTORING)},
+                        B(NODE_RESTORING) | B(NODE_SYNCING)},
     [NODE_BUSY] = {"busy", "busy", "busy", NS_PROCESS | NS_REGISTERED | NS_TASKS | NS_DERIVED, 0},
     [NODE_LOST] = {"lost", "lost", "lost", NS_FAILURE | NS_FINAL, 0},
     [NODE_DONE] = {"done", "done", "done", NS_FINAL, 0},
@@ -81,6 +88,12 @@ static const struct {
     [NODE_RESTORING] = {"restoring", "restoring", "restoring", NS_PROCESS | NS_REGISTERED,
                         B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) |
                             B(NODE_FAILED)},
+    [NODE_SYNCING] = {"syncing", "syncing", "syncing", NS_PROCESS | NS_REGISTERED,
+                      B(NODE_REPLICA) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) |
+                          B(NODE_FAILED)},
+    [NODE_REPLICA] = {"replica", "replica", "synced", NS_PROCESS | NS_REGISTERED,
+                      B(NODE_READY) | B(NODE_SYNCING) | B(NODE_RESTARTING) | B(NODE_LOST) |
+                          B(NODE_DONE) | B(NODE_FAILED)},
     [NODE_RELAUNCHED] = {"relaunched", "restarting", "restart", NS_PROCESS,
                          B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE)},
 };
@@ -164,6 +177,9 @@ int coord__check_opts(const coord_opts *o) {
     if (o->res[r].cpus < 0 || o->res[r].gpus < 0)
       return drv_error(DRV_EINVAL, "cluster: %s asks for a negative count", wire_role_name(r));
   }
+  if (o->ps_replicas < 0 || o->ps_replicas > 1)
+    return drv_error(DRV_EINVAL, "cluster: ps_replicas = %d: 0 or 1 (one hot replica per ps)",
+                     o->ps_replicas);
   if (o->max_restarts < 0 || o->max_restarts > 1000)
     return drv_error(DRV_EINVAL, "cluster: max_restarts = %d is out of range (0..1000)",
                      o->max_restarts);

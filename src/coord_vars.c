@@ -78,6 +78,8 @@ static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     }
     if (h->req == SYNC_PROBE_REQ) {
       if (f->ck.restoring) return; /* answered by the rollback's VAR_INIT: asked again after */
+      if (f->probed[l->ps]) return; /* asked again after a promotion: counted already */
+      f->probed[l->ps] = true;
       f->sync_reached++;
       if (f->sync_applied == 0 || (int64_t)version < f->sync_applied)
         f->sync_applied = (int64_t)version;
@@ -104,7 +106,11 @@ static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
 
 static void ps_ready(conn *cn) {
   pslink *l = conn_ud(cn);
-  l->f->ps_ready++;
+  coord_fit_state *f = l->f;
+  f->ps_ready++;
+  /* a promoted primary: the end-of-fit probe the lost one held is asked again */
+  if (f->looping && f->sync && !f->ck.restoring && !f->probed[l->ps] && f->ps[l->ps] == cn)
+    coord__send_sync_probe(f, l->ps);
 }
 
 static void ps_close(conn *cn, int err, const char *why) {
@@ -113,7 +119,10 @@ static void ps_close(conn *cn, int err, const char *why) {
   coord *c = f->c;
   if (f->ps[l->ps] == cn) f->ps[l->ps] = NULL;
   if (conn_was_ready(cn)) f->ps_ready--;
-  if (!c->shutting_down && f->cfg) {
+  if (c->opts.ps_replicas) {
+    /* The node's loss, if it is one, promotes its replica or rolls back
+     * (coord.c, coord_repl.c); otherwise the fit loop connects again. */
+  } else if (!c->shutting_down && f->cfg) {
     coord__ckpt_ps_lost(f, l->ps); /* a ps that is not restarted fails the run (coord.c) */
   } else if (!f->c->shutting_down && err) {
     char name[32];
@@ -143,27 +152,49 @@ coord_fit_state *coord__fit_state(coord *c) {
   f->nps = c->opts.count[ROLE_PS];
   f->ps = calloc((size_t)f->nps, sizeof *f->ps);
   f->links = calloc((size_t)f->nps, sizeof *f->links);
+  f->probed = calloc((size_t)f->nps + 1, sizeof *f->probed);
   f->evaluator = -1;
-  if (!f->ps || !f->links ||
+  if (!f->ps || !f->links || !f->probed ||
       (f->producer = coord__sched_add_producer(c, &coord__fit_tasks, f)) < 0 ||
       (f->feed.producer = coord__sched_add_producer(c, &coord__feed_tasks, f)) < 0) {
-    free(f->ps), free(f->links), free(f);
+    free(f->ps), free(f->links), free(f->probed), free(f);
     return NULL;
   }
   c->fit = f;
   return f;
 }
 
+/* Starts connecting to group k's ps. */
+static int connect_one(coord_fit_state *f, int k) {
+  coord *c = f->c;
+  int i = coord__ps_node(c, k);
+  f->links[k] = (pslink){f, k};
+  conn_opts o = {.secret = &c->secret, .cbs = &ps_cbs, .ud = &f->links[k]};
+  int rc = conn_connect(c->loop, c->nodes[i].host, c->nodes[i].port, &o, &f->ps[k]);
+  if (rc < 0) {
+    f->ps[k] = NULL;
+    return rc;
+  }
+  c->open_conns++; /* ps_close follows */
+  return 0;
+}
+
+void coord__ps_reconnect(coord_fit_state *f) {
+  coord *c = f->c;
+  if (!c->opts.ps_replicas || f->ck.restoring || c->shutting_down) return;
+  for (int k = 0; k < f->nps; k++) {
+    int i = coord__ps_node(c, k);
+    if (f->ps[k] || !c->ctl[i] || c->nodes[i].state != NODE_READY) continue;
+    if (connect_one(f, k) < 0) log_warn("ps group %d: %s", k, drv_errmsg());
+  }
+}
+
 int coord__connect_ps(coord *c) {
   coord_fit_state *f = c->fit;
   for (int k = 0; k < f->nps; k++) {
     if (f->ps[k]) continue;
-    int i = coord__find_node(c, ROLE_PS, k);
-    f->links[k] = (pslink){f, k};
-    conn_opts o = {.secret = &c->secret, .cbs = &ps_cbs, .ud = &f->links[k]};
-    int rc = conn_connect(c->loop, c->nodes[i].host, c->nodes[i].port, &o, &f->ps[k]);
+    int rc = connect_one(f, k);
     if (rc < 0) return rc;
-    c->open_conns++; /* ps_close follows */
   }
   int rc = coord__pump(c, ps_all_ready, NULL, PS_CONNECT_TIMEOUT, true);
   if (rc == DRV_ETIMEDOUT) return drv_error(rc, "could not reach every ps within %g s", PS_CONNECT_TIMEOUT);
@@ -297,6 +328,10 @@ static void put_var_id(wire_wr *w, void *ud, uint32_t i) {
 /* One PULL per ps for the variables (or shards) it holds. */
 int coord__pull_all(coord *c) {
   coord_fit_state *f = c->fit;
+  if (c->opts.ps_replicas) { /* a link lost to a promotion is made again first */
+    int rc = coord__connect_ps(c);
+    if (rc < 0) return rc;
+  }
   for (int k = 0; k < f->nps; k++) {
     wire_wr w;
     wire_wr_init(&w);

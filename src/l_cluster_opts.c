@@ -16,7 +16,7 @@
 static const char *const cluster_keys[] = {
     "launcher", "ps", "worker", "chief", "evaluator", "reservation_timeout", "heartbeat",
     "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", "max_restarts", "max_queue",
-    "hosts", "ssh_config", "slurm", "files", "bind", "address", NULL};
+    "hosts", "ssh_config", "slurm", "files", "bind", "address", "ps_replicas", NULL};
 static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", NULL};
 static const char *const slurm_keys[] = {"partition", "time", "account", "qos", "constraint",
                                          "options", "pending_timeout", NULL};
@@ -171,6 +171,8 @@ int lcluster_read_opts(lua_State *L, coord_opts *o) {
     if (!o->res[r].cpus) o->res[r].cpus = o->cpus;
   o->max_restarts = (int)ldrv_opt_integer(L, 1, "max_restarts", o->max_restarts, "cluster");
   o->max_queue = (int)ldrv_opt_integer(L, 1, "max_queue", o->max_queue, "cluster");
+  /* not `replicas`: an experiment's sync replicas are gradients per update */
+  o->ps_replicas = (int)ldrv_opt_integer(L, 1, "ps_replicas", 0, "cluster");
   o->ssh_config = opt_string(L, 1, "ssh_config", "", "cluster"); /* "": ssh's own */
   o->bind_host = opt_string(L, 1, "bind", NULL, "cluster");       /* NULL: by launcher */
   o->address = opt_string(L, 1, "address", NULL, "cluster");

@@ -292,10 +292,30 @@ static int on_spec(node *n, const uint8_t *pl, uint32_t len) {
   }
   if (rc == 0) {
     log_info("cluster spec: %u nodes, %d ps", count, nps);
-    if (n->wk) rc = worker_spec(n->wk, a, (int)count);
+    if (n->wk) rc = worker_spec(n->wk, a, (int)count, m.ps_replicated);
   }
   free(a);
   return rc;
+}
+
+/* PS_ROLE: this ps's place in its replica group (ps_repl.c). */
+static int on_ps_role(node *n, const uint8_t *pl, uint32_t len) {
+  wire_msg_ps_role m;
+  char host[64];
+  int rc = wire_get_ps_role(pl, len, &m);
+  if (rc == 0) rc = wire_str_copy(m.host, host, sizeof host);
+  if (rc < 0) return rc;
+  return ps_set_role(n->ps, m.role, m.token, host, m.port);
+}
+
+/* The replica loaded its primary's state: PS_ROLE_OK to the coordinator. */
+static void ps_role_done(void *ud, int status, uint64_t version, const char *msg) {
+  node *n = ud;
+  if (!n->coord) return;
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_ps_role_ok(&w, &(wire_msg_ps_role_ok){status, version, WIRE_STR(msg)});
+  conn_send_wr(n->coord, &w, WIRE_PS_ROLE_OK, 0);
 }
 
 static int on_shutdown(node *n, const uint8_t *pl, uint32_t len) {
@@ -321,7 +341,12 @@ static int dispatch(node *n, const wire_header *h, const uint8_t *pl) {
     return drv_error(DRV_EPARSE, "%s before REGISTERED", wire_type_name(h->type));
   switch (h->type) {
   case WIRE_REGISTERED: return on_registered(n, pl, h->len);
-  case WIRE_HEARTBEAT: return 0; /* its arrival is what counts */
+  case WIRE_HEARTBEAT: /* its arrival is what counts; also a clock for link retries */
+    if (n->wk) worker_tick(n->wk);
+    return 0;
+  case WIRE_PS_ROLE:
+    if (!n->ps) return wrong_frame(n, h);
+    return on_ps_role(n, pl, h->len);
   case WIRE_SPEC: return on_spec(n, pl, h->len);
   case WIRE_SHUTDOWN: return on_shutdown(n, pl, h->len);
   case WIRE_ERROR: {
@@ -402,6 +427,7 @@ static int start(node *n) {
     if ((rc = ps_start(&n->loop, &n->secret, o->bind_host, &n->ps, &n->data_port)) < 0)
       return rc;
     log_info("serving parameters on %s:%d", o->bind_host, n->data_port);
+    ps_on_role(n->ps, ps_role_done, n);
   } else if (!(n->wk = worker_new(&n->loop, &n->secret, o->role, o->index, send_coord, n))) {
     return drv_error(DRV_ENOMEM, "out of memory");
   } else {

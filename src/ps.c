@@ -114,7 +114,7 @@ int ps__blob_own(shard *s) {
   return 0;
 }
 
-static void shard_clear(shard *s) {
+void ps__shard_clear(shard *s) {
   blob_unref(s->val);
   free(s->acc);
   for (int k = 0; k < OPTIM_MAX_SLOTS; k++) free(s->slots[k]);
@@ -158,7 +158,10 @@ static void reject(peer *pe, conn *c, int code, const char *msg) {
   conn_shutdown(c, "bad request");
 }
 
+void ps__reject(peer *pe, int code, const char *msg) { reject(pe, pe->c, code, msg); }
+
 static void reply_empty(conn *c, uint8_t type, uint32_t req) {
+  if (!c) return; /* a replica applying its primary's frame */
   wire_wr w;
   wire_wr_init(&w);
   conn_send_wr(c, &w, type, req);
@@ -184,10 +187,10 @@ static void sync_reset(ps_server *ps, bool sync, uint32_t replicas, uint64_t tar
   for (int i = 0; i < ps->nshards; i++) ps->shards[i].acc_n = 0;
 }
 
-static int store_shard(ps_server *ps, const shard *s) {
+int ps__store_shard(ps_server *ps, const shard *s) {
   int i = shard_find(ps, s->var);
   if (i >= 0) {
-    shard_clear(&ps->shards[i]);
+    ps__shard_clear(&ps->shards[i]);
     ps->shards[i] = *s;
     return 0;
   }
@@ -205,6 +208,25 @@ static int store_shard(ps_server *ps, const shard *s) {
   return 0;
 }
 
+int ps__shard_make(shard *s, uint32_t var, uint64_t row0, const optim_cfg *cfg,
+                   const wire_tensor *value) {
+  *s = (shard){.var = var, .row0 = row0, .cfg = *cfg, .ndim = value->ndim};
+  memcpy(s->shape, value->shape, sizeof s->shape);
+  s->n = 1;
+  for (int d = 0; d < s->ndim; d++) s->n *= (size_t)s->shape[d];
+  s->val = blob_new(s->var, s->ndim, s->shape, s->n);
+  if (!s->val) return drv_error(DRV_ENOMEM, "out of memory for var %u", s->var);
+  memcpy(s->val->data, value->data, s->n * sizeof(float));
+  int ns = optim_nslots(&s->cfg);
+  for (int k = 0; k < ns; k++)
+    if (!(s->slots[k] = aligned_alloc(64, round64(s->n * sizeof(float) + 1)))) {
+      ps__shard_clear(s);
+      return drv_error(DRV_ENOMEM, "out of memory for var %u's optimizer state", var);
+    }
+  optim_slots_init(&s->cfg, s->slots, s->n);
+  return 0;
+}
+
 static int on_var_init(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
   wire_msg_var_init m;
   int rc = wire_get_var_init(pl, h->len, &m);
@@ -213,23 +235,10 @@ static int on_var_init(ps_server *ps, conn *c, const wire_header *h, const uint8
   uint32_t replicas = m.replicas;
   uint64_t target = m.target;
   if (mode && replicas == 0) return drv_error(DRV_EINVAL, "VAR_INIT: sync training with 0 replicas");
-  shard s = {.var = m.var, .row0 = m.row0, .cfg = m.optim, .ndim = m.value.ndim};
-  memcpy(s.shape, m.value.shape, sizeof s.shape);
-  const void *data = m.value.data;
-  s.n = 1;
-  for (int d = 0; d < s.ndim; d++) s.n *= (size_t)s.shape[d];
-  s.val = blob_new(s.var, s.ndim, s.shape, s.n);
-  if (!s.val) return drv_error(DRV_ENOMEM, "out of memory for var %u", s.var);
-  memcpy(s.val->data, data, s.n * sizeof(float));
-  int ns = optim_nslots(&s.cfg);
-  for (int k = 0; k < ns; k++)
-    if (!(s.slots[k] = aligned_alloc(64, round64(s.n * sizeof(float) + 1)))) {
-      shard_clear(&s);
-      return drv_error(DRV_ENOMEM, "out of memory for var %u's optimizer state", s.var);
-    }
-  optim_slots_init(&s.cfg, s.slots, s.n);
-  if ((rc = store_shard(ps, &s)) < 0) {
-    shard_clear(&s);
+  shard s;
+  if ((rc = ps__shard_make(&s, m.var, m.row0, &m.optim, &m.value)) < 0) return rc;
+  if ((rc = ps__store_shard(ps, &s)) < 0) {
+    ps__shard_clear(&s);
     return rc;
   }
   sync_reset(ps, mode, replicas, target);
@@ -419,7 +428,7 @@ static int check_finite(const conn *c, uint32_t var, const uint8_t *grad, size_t
   float g;
   memcpy(&g, grad + 4 * at, sizeof g);
   return drv_error(DRV_ERANGE, "PUSH from %s refused: the gradient for var %u holds %s at "
-                   "element %lld; no variable changed", conn_peer(c), var,
+                   "element %lld; no variable changed", c ? conn_peer(c) : "the primary", var,
                    isnan(g) ? "NaN" : g > 0 ? "Inf" : "-Inf", (long long)at);
 }
 
@@ -579,11 +588,25 @@ static int push_sync(ps_server *ps, const push_item *it, uint32_t n, uint64_t ve
   return ++ps->agg >= ps->replicas ? apply_sync(ps) : 0;
 }
 
+/* A PUSH answered again: the client sent it once more after a ps
+ * failover and this ps (or the replica it was) took it already. */
+static int push_again(ps_server *ps, conn *c, uint32_t req) {
+  if (!c) return 0;
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_push_ok(&w, &(wire_msg_push_ok){ps->sync ? ps->version : ps->pushes, true});
+  return conn_send_wr(c, &w, WIRE_PUSH_OK, req);
+}
+
 static int on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
+  wire_msg_push pm;
+  int rc = wire_get_push(pl, h->len, &pm);
+  if (rc < 0) return rc;
+  if (pm.client && ps__client_seen(ps, pm.client, pm.seq)) return push_again(ps, c, h->req);
   push_item *it = NULL;
   uint32_t n = 0;
   uint64_t version;
-  int rc = push_parse(ps, c, h, pl, &it, &n, &version);
+  rc = push_parse(ps, c, h, pl, &it, &n, &version);
   if (rc < 0) return rc;
   bool applied = true;
   if (ps->sync) {
@@ -593,12 +616,23 @@ static int on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *
     if (rc == 0) ps->version++;
   }
   free(it);
+  if (rc == 0 && pm.client) rc = ps__client_note(ps, pm.client, pm.seq);
   if (rc < 0) return rc;
   if (applied) ps->pushes++;
+  if (!c) return 0;
   wire_wr w;
   wire_wr_init(&w);
   wire_put_push_ok(&w, &(wire_msg_push_ok){ps->sync ? ps->version : ps->pushes, applied});
   return conn_send_wr(c, &w, WIRE_PUSH_OK, h->req);
+}
+
+int ps__apply(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
+  switch (h->type) {
+  case WIRE_VAR_INIT: return on_var_init(ps, c, h, pl);
+  case WIRE_PUSH: return on_push(ps, c, h, pl);
+  case WIRE_RESTORE: return ps__on_restore(ps, c, h, pl);
+  default: return drv_error(DRV_EPARSE, "a ps does not apply %s", wire_type_name(h->type));
+  }
 }
 
 /* ============================== connections ============================== */
@@ -612,7 +646,7 @@ static void peers_remove(peer_list *l, peer *pe) {
 }
 
 static void free_shards(ps_server *ps) {
-  for (int i = 0; i < ps->nshards; i++) shard_clear(&ps->shards[i]);
+  for (int i = 0; i < ps->nshards; i++) ps__shard_clear(&ps->shards[i]);
   free(ps->shards);
   ps->shards = NULL;
   ps->nshards = ps->capshards = 0;
@@ -657,17 +691,34 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   ps_server *ps = pe->ps;
   int rc;
   if (pe->doomed) return;
+  bool replica = ps->role == WIRE_PS_REPLICA;
   switch (h->type) {
-  case WIRE_VAR_INIT: rc = on_var_init(ps, c, h, pl); break;
-  case WIRE_PULL: rc = on_pull(ps, pe, c, h, pl); break;
-  case WIRE_PUSH: pe->pushed = true, rc = on_push(ps, c, h, pl); break;
-  case WIRE_CHECKPOINT: rc = ps__on_checkpoint(ps, pe, h, pl); break;
-  case WIRE_RESTORE: rc = ps__on_restore(ps, c, h, pl); break;
+  case WIRE_VAR_INIT:
+  case WIRE_PUSH:
+  case WIRE_RESTORE:
+    if (replica) goto not_primary;
+    if (h->type == WIRE_PUSH) pe->pushed = true; /* a RESTORE closes it (ps_ckpt.c) */
+    rc = ps__repl_forward(ps, pe, h, pl); /* the replica first, then here */
+    if (rc == 0) rc = ps__apply(ps, c, h, pl);
+    break;
+  case WIRE_PULL:
+    if (replica) goto not_primary;
+    rc = on_pull(ps, pe, c, h, pl);
+    break;
+  case WIRE_CHECKPOINT:
+    if (replica) goto not_primary;
+    rc = ps__on_checkpoint(ps, pe, h, pl);
+    break;
+  case WIRE_REPL_SYNC:
+  case WIRE_REPL: rc = ps__repl_frame(ps, pe, h, pl); break;
   case WIRE_HEARTBEAT: return; /* harmless keep-alive from a client */
   default:
     rc = drv_error(DRV_EPARSE, "a ps does not serve %s", wire_type_name(h->type));
   }
   if (rc < 0) reject(pe, c, rc, drv_errmsg());
+  return;
+not_primary: /* a client early after a promotion comes again (SPEC, back-off) */
+  reject(pe, c, DRV_ENODE, "this ps is a replica: it serves its primary only");
 }
 
 static void data_close(conn *c, int err, const char *why) {
@@ -682,6 +733,7 @@ static void data_close(conn *c, int err, const char *why) {
   peers_remove(&pe->ps->peers, pe);
   drop_held(pe->ps, pe);
   ps__ckpt_peer_gone(pe->ps, pe);
+  ps__repl_peer_gone(pe->ps, pe);
   free(pe);
 }
 
@@ -712,6 +764,7 @@ void ps_stop(ps_server *ps) {
   ps->stopping = true;
   conn_server_close(ps->server);
   ps->server = NULL;
+  ps__repl_stop(ps);
   /* Blobs lent to queued zero-copy replies stay alive through their own
    * references until conn drops those writes. */
   free_shards(ps);
@@ -726,6 +779,7 @@ void ps_free(ps_server *ps) {
   if (ps->server) conn_server_close(ps->server);
   free(ps->peers.items);
   free(ps->held);
+  ps__repl_free(ps);
   free(ps);
 }
 

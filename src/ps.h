@@ -37,6 +37,19 @@ void ps_stop(ps_server *ps);
  * connection of the ps left). NULL is fine. */
 void ps_free(ps_server *ps);
 
+/* ps replicas (ps_repl.c). A ps is ALONE (serves its clients), PRIMARY
+ * (forwards every VAR_INIT, PUSH and RESTORE to its replica and applies
+ * and answers it only once the replica has it) or REPLICA (applies its
+ * primary's frames and serves nobody else until it becomes ALONE: a
+ * promotion). Set by the coordinator's PS_ROLE: role WIRE_PS_*, token the
+ * proof a replica asks of its primary, host:port the replica (PRIMARY).
+ * 0 or a negative code. */
+int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int port);
+/* Called when a replica has loaded its primary's state (status 0) or
+ * could not (negative, message): node.c tells the coordinator. */
+typedef void (*ps_role_fn)(void *ud, int status, uint64_t version, const char *msg);
+void ps_on_role(ps_server *ps, ps_role_fn fn, void *ud);
+
 /* PUSH frames applied (async) or summed into an update (sync) so far. */
 uint64_t ps_updates(const ps_server *ps);
 

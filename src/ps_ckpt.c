@@ -330,6 +330,7 @@ int ps__on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *
       if (ps->peers.items[i]->c != c && ps->peers.items[i]->pushed)
         conn_close(ps->peers.items[i]->c, "restored: pushes from before are not taken");
   }
+  if (!c) return 0; /* a replica applying its primary's RESTORE */
   wire_wr w;
   wire_wr_init(&w);
   wire_put_restore_ok(&w, &(wire_msg_restore_ok){rc < 0 ? rc : 0, WIRE_STR(msg)});

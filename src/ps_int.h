@@ -11,6 +11,7 @@
 #include "conn.h"
 #include "ps.h"
 #include "wire.h"
+#include "wire_msgs.h"
 
 typedef struct ps_blob {
   int refs;
@@ -60,6 +61,17 @@ typedef struct peer {
   bool pushed; /* it sent a PUSH: a RESTORE closes it (ps_ckpt.c) */
 } peer;
 
+/* Primary: a frame forwarded to the replica, applied here (and answered)
+ * once the replica's REPL_OK for it comes back (ps_repl.c). */
+typedef struct repl_pending {
+  struct peer *pe;  /* who sent it; NULL once its connection closed */
+  uint32_t req;
+  uint8_t type;
+  uint8_t *payload; /* a copy (owned) */
+  uint32_t len;
+  uint64_t seq;
+} repl_pending;
+
 typedef struct peer_list {
   peer **items;
   int n, cap;
@@ -94,12 +106,54 @@ struct ps_server {
   float **spare;
   size_t *spare_n;     /* floats in each */
   size_t nspare;
+  /* ps replicas (ps_repl.c) */
+  int role;            /* WIRE_PS_ALONE, _PRIMARY or _REPLICA */
+  uint64_t token;      /* the proof the coordinator gave primary and replica */
+  char repl_host[64];  /* primary: where its replica listens */
+  int repl_port;
+  conn *repl;          /* primary: the connection to the replica, or NULL */
+  conn_opts repl_opts;
+  bool repl_live;      /* the replica has the state: frames go through it */
+  uint64_t repl_seq;   /* the last frame forwarded */
+  repl_pending *pend;  /* forwarded, not acknowledged, oldest first */
+  int npend, cappend;
+  struct peer *primary; /* replica: the connection that proved the token */
+  bool synced;         /* replica: its primary's state is loaded */
+  uint32_t *cl_id;     /* per client (PUSH.client): the last seq taken */
+  uint64_t *cl_seq;
+  int ncl, capcl;
+  ps_role_fn on_role;  /* replica synced: node.c tells the coordinator */
+  void *on_role_ud;
 };
 
 
 /* ps.c */
 int ps__blob_own(shard *s);           /* a shard's values no PULL reply shares */
 void ps__serve_held(ps_server *ps);   /* answers PULLs a version unblocked */
+/* A shard of var with these values (copied), its optimizer slots zeroed
+ * as optim_slots_init makes them; *s is cleared first. */
+int ps__shard_make(shard *s, uint32_t var, uint64_t row0, const optim_cfg *cfg,
+                   const wire_tensor *value);
+void ps__shard_clear(shard *s);
+int ps__store_shard(ps_server *ps, const shard *s); /* takes *s over */
+/* VAR_INIT, PUSH or RESTORE, applied; c NULL: nobody to answer (a
+ * replica applying its primary's frame, or a client gone meanwhile). */
+int ps__apply(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
+/* ERROR {code, msg} to pe, then its connection closes. */
+void ps__reject(peer *pe, int code, const char *msg);
+
+/* ps_repl.c */
+/* Primary with a live replica: forwards the frame and keeps it until the
+ * replica's REPL_OK (1); 0: not replicating, apply it now. */
+int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
+/* REPL_SYNC or REPL on a data connection (a replica's). */
+int ps__repl_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
+void ps__repl_peer_gone(ps_server *ps, const peer *pe);
+/* Whether client's push seq was taken already; ps__client_note records it. */
+bool ps__client_seen(const ps_server *ps, uint32_t client, uint64_t seq);
+int ps__client_note(ps_server *ps, uint32_t client, uint64_t seq);
+void ps__repl_stop(ps_server *ps); /* closes the replica link (ps_stop) */
+void ps__repl_free(ps_server *ps);
 
 /* ps_ckpt.c */
 void ps__ckpt_version_reached(ps_server *ps); /* a sync CHECKPOINT waits for a version */

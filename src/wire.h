@@ -91,6 +91,11 @@
   XX(45, CHECKPOINT_OK, checkpoint_ok, false, 0) \
   XX(46, RESTORE, restore, false, 0)             \
   XX(47, RESTORE_OK, restore_ok, false, 0)       \
+  XX(48, PS_ROLE, ps_role, false, 0)             \
+  XX(49, PS_ROLE_OK, ps_role_ok, false, 0)       \
+  XX(54, REPL_SYNC, repl_sync, false, 0)         \
+  XX(55, REPL, repl, false, 0)                   \
+  XX(56, REPL_OK, repl_ok, false, 0)             \
   XX(50, ATTACH, attach, false, 0)               \
   XX(51, SNAPSHOT, snapshot, false, 0)           \
   XX(52, COMMAND, command, false, 0)             \
@@ -107,6 +112,8 @@ typedef enum wire_type {
 } wire_type;
 
 enum { WIRE_TASK_TRAIN_STEP = 1 };
+/* PS_ROLE role: what a ps is in its shard group (ps replicas). */
+enum { WIRE_PS_ALONE = 0, WIRE_PS_PRIMARY = 1, WIRE_PS_REPLICA = 2 };
 /* COMMAND kind; WIRE_COMMAND_LAST is the highest one known. */
 enum {
   WIRE_COMMAND_LUA = 0,

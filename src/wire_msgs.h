@@ -60,7 +60,10 @@
  *  REGISTER    N -> C: port is the ps data port (0 otherwise); hostname to
  *              slurm_node are what the node got (nodeinfo.h)
  *  REGISTERED  C -> N (reply): message is the refusal reason when !ok
- *  SPEC        C -> N: the cluster, sent once all registered (port: ps)
+ *  SPEC        C -> N: the cluster, sent once all registered (port: ps);
+ *              with ps replicas only each group's primary is listed (as
+ *              ps:<group>), and ps_replicated tells workers to keep their
+ *              requests across a lost ps link and send them again
  *  HEARTBEAT   both: rss in bytes (0 from the coordinator), cpu_ms the
  *              process CPU time
  *  SHUTDOWN    C -> N: finish the running task, then exit 0
@@ -70,7 +73,8 @@
   X(U32, threads) X(U32, cpus) X(U64, memory) X(STR, gpus) X(STR, slurm_job)          \
   X(STR, slurm_step) X(STR, slurm_node)
 #define WIRE_MSG_registered(X) X(FLAG, ok, "REGISTERED ok") X(STR, message)
-#define WIRE_MSG_spec(X) X(ITEMS, nodes, spec_node, "SPEC node")
+#define WIRE_MSG_spec(X) \
+  X(ITEMS, nodes, spec_node, "SPEC node") X(FLAG, ps_replicated, "SPEC ps_replicated")
 #define WIRE_MSG_heartbeat(X) X(U64, seq) X(U64, rss) X(U64, cpu_ms)
 #define WIRE_MSG_shutdown(X) X(U32, grace_ms)
 #define WIRE_MSG_error(X) X(I32, code) X(STR, message)
@@ -141,12 +145,17 @@
  *  PUSH        -> P: version of the values the gradients were computed
  *              on; per var the shard's gradient, same shape. Async:
  *              applied on arrival; sync: summed into that version's
- *              update, or dropped when it is already applied (late)
+ *              update, or dropped when it is already applied (late).
+ *              client (0: none) and seq name the push: a ps answers a
+ *              seq at or below the last it took from that client
+ *              without applying it again (a push sent again after a
+ *              ps failover)
  *  PUSH_OK     P ->: step the ps's version after this push; applied 0:
  *              dropped as late or past the target */
 #define WIRE_MSG_pull(X) X(U64, min_version) X(ITEMS, vars, var_id, "PULL variable")
 #define WIRE_MSG_pull_reply(X) X(U64, version) X(ITEMS, vars, var_tensor, "PULL_REPLY variable")
-#define WIRE_MSG_push(X) X(U64, version) X(ITEMS, vars, var_tensor, "PUSH variable")
+#define WIRE_MSG_push(X) \
+  X(U64, version) X(ITEMS, vars, var_tensor, "PUSH variable") X(U32, client) X(U64, seq)
 #define WIRE_MSG_push_ok(X) X(U64, step) X(FLAG, applied, "PUSH_OK applied")
 
 /* Checkpoints and failover, coordinator <-> ps (docs/ARCHITECTURE.md,
@@ -173,6 +182,32 @@
 #define WIRE_MSG_restore(X) \
   X(U64, version) X(STR, path) X(ITEMS, names, var_name, "RESTORE variable")
 #define WIRE_MSG_restore_ok(X) X(I32, status) X(STR, message)
+
+/* ps replicas (docs/ARCHITECTURE.md, "ps replicas").
+ *  PS_ROLE     C -> P (control): role WIRE_PS_*: ALONE serves without a
+ *              replica (a promotion); PRIMARY replicates to the replica
+ *              at host:port, presenting token; REPLICA takes replication
+ *              frames only from a connection presenting token, serves
+ *              nothing else until promoted
+ *  PS_ROLE_OK  P -> C (control): a replica loaded its primary's state
+ *              (status 0) at `version`
+ *  REPL_SYNC   P -> R (data): the primary's whole state (sync mode,
+ *              versions, the clients' last push, every shard with its
+ *              optimizer slots and gradient sum), the first frame of a
+ *              replication connection and its proof (token)
+ *  REPL        P -> R: frame `type` (VAR_INIT, PUSH, RESTORE) as the
+ *              primary received it; the replica applies it as the primary
+ *              will, then answers REPL_OK {seq}; the primary applies it
+ *              and answers its client only after that REPL_OK */
+#define WIRE_MSG_ps_role(X) \
+  X(ENUM, role, WIRE_PS_REPLICA, "PS_ROLE role") X(U64, token) X(STR, host) X(U16, port)
+#define WIRE_MSG_ps_role_ok(X) X(I32, status) X(U64, version) X(STR, message)
+#define WIRE_MSG_repl_sync(X)                                                                \
+  X(U64, token) X(FLAG, sync, "REPL_SYNC sync") X(U32, replicas) X(U64, target)               \
+  X(U64, version) X(U64, dropped) X(U64, pushes) X(U32, agg) X(FLAG, restored, "REPL_SYNC restored") \
+  X(ITEMS, clients, repl_client, "REPL_SYNC client") X(ITEMS, shards, repl_shard, "REPL_SYNC shard")
+#define WIRE_MSG_repl(X) X(U64, seq) X(U8, type) X(BYTES, frame)
+#define WIRE_MSG_repl_ok(X) X(U64, seq)
 
 /* Attach: a dashboard client on the coordinator's control port; it
  * authenticates like a node, then sends ATTACH where a node sends REGISTER.
@@ -264,6 +299,11 @@
 #define WIRE_ITEM_var_id(X) X(U32, var)
 #define WIRE_ITEM_var_name(X) X(U32, var) X(STR, name)
 #define WIRE_ITEM_var_tensor(X) X(U32, var) X(TENSOR, value)
+#define WIRE_ITEM_repl_client(X) X(U32, client) X(U64, seq)
+#define WIRE_ITEM_repl_slot(X) X(TENSOR, value)
+#define WIRE_ITEM_repl_shard(X)                                                        \
+  X(U32, var) X(U64, row0) X(I64, updates) X(U32, acc_n) X(OPTIM, optim) X(TENSOR, value) \
+  X(BYTES, acc) X(ITEMS, slots, repl_slot, "REPL_SYNC slot")
 #define WIRE_ITEM_snap_node(X)                                                          \
   X(ROLE, role) X(U32, index) X(U32, pid) X(U32, restarts) X(U32, inflight) X(I64, steps) \
   X(I64, backlog) X(U64, rss) X(F64, examples_per_sec) X(F64, cpu_pct)                    \
@@ -276,6 +316,7 @@
 /* Every item list, innermost first (an item's items come before it). */
 #define WIRE_ITEM_MAP(XX) \
   XX(spec_node) XX(setup_shard) XX(setup_var) XX(var_id) XX(var_name) XX(var_tensor) XX(snap_point) \
+  XX(repl_client) XX(repl_slot) XX(repl_shard) \
   XX(snap_node) XX(snap_series) XX(snap_event)
 
 /* ---- views -------------------------------------------------------------- */

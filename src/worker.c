@@ -307,13 +307,13 @@ static void go_push(worker *w, job *j) {
     const ps_part *part = &st->parts[p];
     if (part->n == 0) continue;
     ps_link *l = w->links[p];
-    if (!l || !l->c) {
+    if (!l || (!l->c && !w->ps_replicated)) { /* replicated: sent once connected again */
       fail(w, j, DRV_EIO, "lost the connection to ps:%d before pushing", p);
       return;
     }
     wire_wr m;
     wire_wr_init(&m);
-    worker__write_push(st, part, l->version, &m);
+    worker__write_push(w, st, part, l->version, &m);
     if (worker__link_send(l, &m, WIRE_PUSH, WIRE_PUSH_OK, j) < 0) {
       fail(w, j, DRV_EIO, "cannot send PUSH to ps:%d: %s", p, drv_errmsg());
       return;
@@ -340,6 +340,7 @@ void worker__go_links(worker *w, job *j) {
       return;
     }
     if (!l->c && worker__link_reconnect(w, l)) return; /* link_ready resumes */
+    if (!l->c && w->ps_replicated) return; /* a promotion's SPEC or worker_tick reconnects */
     if (!l->c) {
       fail(w, j, DRV_EIO, "not connected to ps:%d (%s:%d)%s%s", p, l->host, l->port,
            l->last_error[0] ? ": " : "", l->last_error);
@@ -591,6 +592,7 @@ worker *worker_new(uv_loop_t *loop, const auth_secret *secret, int role, int ind
   w->secret = secret;
   w->role = role;
   w->index = index;
+  w->client = ((uint32_t)role << 24 | (uint32_t)index) + 1; /* never 0: 0 is no client */
   w->send = send;
   w->ud = ud;
   w->slow_ms = fault_slow_ms(role, index);
@@ -641,7 +643,7 @@ void worker_close(worker *w) {
   for (int i = 0; i < w->nlinks; i++) {
     ps_link *l = w->links[i];
     if (!l) continue;
-    l->nwaits = 0;
+    worker__link_forget(l);
     if (l->c) conn_close(l->c, "worker closing");
   }
 }

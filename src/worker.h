@@ -65,7 +65,10 @@ void worker_set_calls(worker *w, const worker_calls *calls);
 /* The cluster spec: connects to every ps listed (again, for one whose
  * address changed or whose connection was lost). Returns 0 or a negative
  * code. `nodes` is borrowed for the call. */
-int worker_spec(worker *w, const node_addr *nodes, int n);
+int worker_spec(worker *w, const node_addr *nodes, int n, bool ps_replicated);
+/* A clock (the coordinator's heartbeats): with ps replicas, connects lost
+ * ps links that still hold requests again, within their back-off. */
+void worker_tick(worker *w);
 
 /* Frames from the coordinator (payload borrowed for the call):
  *   worker_setup  parses and builds the new model and data at once; the

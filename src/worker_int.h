@@ -142,6 +142,9 @@ typedef struct link_wait {
   uint32_t req;
   uint8_t type;       /* the reply it expects */
   job *j;             /* NULL once that job is over: the reply is dropped */
+  uint8_t *frame;     /* ps replicas: the whole request, sent again on the
+                         next connection (owned; NULL otherwise) */
+  size_t len;
 } link_wait;
 
 /* A client connection to one ps. */
@@ -179,6 +182,12 @@ struct worker {
   ps_link **links;    /* indexed by ps index; NULL entries for unknown ones */
   int nlinks;
   bool have_spec;
+  /* SPEC's ps_replicated: a lost ps link keeps its requests (their frames)
+   * and sends them again, in order, once connected to the ps group's
+   * (new) primary; pushes carry (client, seq) so none is applied twice. */
+  bool ps_replicated;
+  uint32_t client;    /* this worker's PUSH.client */
+  uint64_t push_seq;  /* the last PUSH.seq */
   wstate *st;         /* current state, NULL before the first SETUP */
   job *head, *tail;   /* queued */
   job *run, *run_tail; /* started and not yet answered, in start order */
@@ -296,6 +305,8 @@ int worker__rngs(nn_module *m, rng_t **out, int max);
  * that reply to j (and decrements j->waiting). Returns 0, or a negative
  * code with nothing left expected. */
 int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *j);
+/* Forgets l's outstanding requests (and their kept frames). */
+void worker__link_forget(ps_link *l);
 /* Connects l again when its back-off allows: true when a connection is
  * under way (link_ready resumes the job waiting for links). */
 bool worker__link_reconnect(worker *w, ps_link *l);
@@ -304,7 +315,8 @@ bool worker__link_reconnect(worker *w, ps_link *l);
 void worker__links_reset(worker *w);
 /* Writes the PUSH payload for one ps into m: `version`, then the gradient
  * rows of each of part's shards, from st's parameters' gradients. */
-void worker__write_push(const wstate *st, const ps_part *part, uint64_t version, wire_wr *m);
+void worker__write_push(worker *w, const wstate *st, const ps_part *part, uint64_t version,
+                        wire_wr *m);
 
 
 #endif

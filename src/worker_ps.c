@@ -22,6 +22,7 @@
 /* Sends m (consumed) as a request of job j on link l, expecting `reply`
  * back; on failure nothing stays expected. */
 int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *j) {
+  worker *w = l->w;
   if (l->nwaits == l->capwaits) {
     int cap = l->capwaits ? 2 * l->capwaits : WORKER_PIPE_MAX;
     link_wait *nw = realloc(l->waits, (size_t)cap * sizeof *nw);
@@ -33,10 +34,39 @@ int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *
     l->capwaits = cap;
   }
   if (++l->next_req == 0) l->next_req = 1; /* 0 is for unsolicited frames */
-  int rc = conn_send_wr(l->c, m, type, l->next_req);
-  if (rc < 0) return rc;
-  l->waits[l->nwaits++] = (link_wait){.req = l->next_req, .type = reply, .j = j};
+  link_wait wt = {.req = l->next_req, .type = reply, .j = j};
+  int rc = 0;
+  if (w->ps_replicated) { /* kept until answered: a failover sends it again */
+    if ((rc = wire_wr_finish(m, type, l->next_req)) < 0) return rc;
+    wt.len = m->len;
+    if (!(wt.frame = malloc(m->len))) {
+      wire_wr_free(m);
+      return drv_error(DRV_ENOMEM, "out of memory");
+    }
+    memcpy(wt.frame, m->buf, m->len);
+    if (l->c && conn_is_ready(l->c)) rc = conn_send(l->c, m->buf, m->len); /* takes it */
+    else wire_wr_free(m); /* sent once connected (link_ready) */
+    m->buf = NULL;
+  } else {
+    rc = conn_send_wr(l->c, m, type, l->next_req);
+  }
+  if (rc < 0) {
+    free(wt.frame);
+    return rc;
+  }
+  l->waits[l->nwaits++] = wt;
   return 0;
+}
+
+void worker__link_forget(ps_link *l) {
+  for (int k = 0; k < l->nwaits; k++) free(l->waits[k].frame);
+  l->nwaits = 0;
+}
+
+/* Forgets request k (its reply came). */
+static void link_pop(ps_link *l, int k) {
+  free(l->waits[k].frame);
+  memmove(&l->waits[k], &l->waits[k + 1], (size_t)(--l->nwaits - k) * sizeof *l->waits);
 }
 
 /* ============================== payloads ================================= */
@@ -100,9 +130,11 @@ static void put_grad(wire_wr *w, void *ud, uint32_t k) {
   wire_put_item_var_tensor(w, &it);
 }
 
-void worker__write_push(const wstate *st, const ps_part *part, uint64_t version, wire_wr *m) {
+void worker__write_push(worker *w, const wstate *st, const ps_part *part, uint64_t version,
+                        wire_wr *m) {
   push_parts pp = {st, part};
-  wire_put_push(m, &(wire_msg_push){version, {(uint32_t)part->n, .put = put_grad, .ud = &pp}});
+  wire_put_push(m, &(wire_msg_push){version, {(uint32_t)part->n, .put = put_grad, .ud = &pp},
+                                    w->client, ++w->push_seq});
 }
 
 /* ============================== connections ============================== */
@@ -114,6 +146,16 @@ static void link_ready(conn *c) {
   l->last_error[0] = '\0';
   l->attempts = 0;
   log_info("connected to ps:%d at %s", l->index, conn_peer(c));
+  for (int k = 0; k < l->nwaits; k++) { /* kept requests (ps replicas), in order */
+    uint8_t *copy = malloc(l->waits[k].len);
+    if (!copy) {
+      conn_close(c, "out of memory");
+      return;
+    }
+    memcpy(copy, l->waits[k].frame, l->waits[k].len);
+    conn_send(c, copy, l->waits[k].len);
+  }
+  if (l->nwaits) log_info("sent %d requests to ps:%d again", l->nwaits, l->index);
   if (w->cur && w->cur->phase == PH_LINKS) worker__go_links(w, w->cur);
 }
 
@@ -122,7 +164,7 @@ static void link_ready(conn *c) {
 static void link_fail_waits(worker *w, ps_link *l, const char *why) {
   for (int k = 0; k < l->nwaits; k++)
     if (l->waits[k].j) worker__doom(w, l->waits[k].j, DRV_EIO, "ps:%d: %s", l->index, why);
-  l->nwaits = 0;
+  worker__link_forget(l);
 }
 
 /* What losing link l means for the started jobs: those waiting on it
@@ -131,6 +173,10 @@ static void link_fail_waits(worker *w, ps_link *l, const char *why) {
 static void link_lost(worker *w, ps_link *l) {
   log_warn("lost ps:%d (%s:%d): %s", l->index, l->host, l->port, l->last_error);
   if (w->closed) return;
+  if (w->ps_replicated) { /* its requests wait for the group's primary */
+    if (l->nwaits) log_info("keeping %d requests for ps:%d", l->nwaits, l->index);
+    return;
+  }
   link_fail_waits(w, l, l->last_error);
   if (w->cur && w->cur->phase == PH_LINKS) worker__go_links(w, w->cur);
   worker__settle(w);
@@ -160,17 +206,22 @@ static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   if (l->c != c || w->closed) return;
   if (h->type == WIRE_ERROR) {
     wire_rd_error(pl, h->len, l->last_error, sizeof l->last_error);
-    link_drop(w, l);
+    link_drop(w, l); /* replicated: a replica not promoted yet keeps the requests */
     return;
   }
-  if (l->nwaits == 0 || h->req != l->waits[0].req || h->type != l->waits[0].type) {
+  /* Replies come in request order, except that a held (sync) PULL's may
+   * overtake, and a replicated ps answers a PUSH only once its replica has
+   * it, so later PULLs may overtake that: matched by request id. */
+  int k = 0;
+  while (k < l->nwaits && l->waits[k].req != h->req) k++;
+  if (k == l->nwaits || h->type != l->waits[k].type) {
     snprintf(l->last_error, sizeof l->last_error, "unexpected %s (request %u) from the ps",
              wire_type_name(h->type), h->req);
     link_drop(w, l);
     return;
   }
-  job *j = l->waits[0].j;
-  memmove(&l->waits[0], &l->waits[1], (size_t)--l->nwaits * sizeof *l->waits);
+  job *j = l->waits[k].j;
+  link_pop(l, k);
   if (h->type == WIRE_PUSH_OK) note_push_ok(w, l, pl, h->len);
   if (!j) return; /* the reply to a job that already failed */
   if (h->type == WIRE_PULL_REPLY && take_pull_reply(j, l->index, pl, h->len, &l->version) < 0) {
@@ -203,7 +254,7 @@ static const conn_cbs link_cbs = {link_ready, link_frame, link_close};
 static int link_connect(worker *w, ps_link *l) {
   l->opts = (conn_opts){.secret = w->secret, .cbs = &link_cbs, .ud = l};
   l->last_error[0] = '\0';
-  l->pushed = false; /* perhaps a new ps process: no version to wait for */
+  if (!w->ps_replicated) l->pushed = false; /* perhaps a new ps process: no version to wait for */
   int rc = conn_connect(w->loop, l->host, l->port, &l->opts, &l->c);
   if (rc < 0) {
     l->c = NULL;
@@ -247,7 +298,16 @@ void worker__links_reset(worker *w) {
   }
 }
 
-int worker_spec(worker *w, const node_addr *nodes, int n) {
+void worker_tick(worker *w) {
+  if (!w->ps_replicated || w->closed) return;
+  for (int p = 0; p < w->nlinks; p++) {
+    ps_link *l = w->links[p];
+    if (l && !l->c && l->nwaits) worker__link_reconnect(w, l);
+  }
+}
+
+int worker_spec(worker *w, const node_addr *nodes, int n, bool ps_replicated) {
+  w->ps_replicated = ps_replicated;
   for (int i = 0; i < n; i++) {
     const node_addr *a = &nodes[i];
     if (a->role != ROLE_PS) continue;
@@ -274,7 +334,7 @@ int worker_spec(worker *w, const node_addr *nodes, int n) {
       conn *old = l->c;
       l->c = NULL; /* link_close then ignores it */
       conn_close(old, "the ps moved");
-      link_fail_waits(w, l, "the ps moved");
+      if (!w->ps_replicated) link_fail_waits(w, l, "the ps moved");
     }
     snprintf(l->host, sizeof l->host, "%s", a->host);
     l->port = a->port;

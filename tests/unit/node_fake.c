@@ -278,7 +278,7 @@ void nf_register_all(fake *f, reg *regs, int n) {
 void nf_send_spec(peer *ctl, reg *regs, int n) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_spec(&w, &(wire_msg_spec){{(uint32_t)n, .put = put_reg, .ud = regs}});
+  wire_put_spec(&w, &(wire_msg_spec){{(uint32_t)n, .put = put_reg, .ud = regs}, false});
   nf_send_wr(ctl, &w, WIRE_SPEC, 0);
 }
 
@@ -344,7 +344,7 @@ void nf_send_push1_v(peer *pe, uint64_t version, uint32_t var, const tensor *gra
   wire_wr w;
   wire_wr_init(&w);
   wire_item_var_tensor it = {var, {.t = grad}};
-  wire_put_push(&w, &(wire_msg_push){version, {1, .put = put_var_tensor, .ud = &it}});
+  wire_put_push(&w, &(wire_msg_push){version, {1, .put = put_var_tensor, .ud = &it}, 0, 0});
   nf_send_wr(pe, &w, WIRE_PUSH, req);
 }
 
