@@ -422,6 +422,10 @@ static int src_log_tail(void *ud, const char *name, char *out, size_t n) {
   return attach_client_log_tail(((live *)ud)->a, name, out, n);
 }
 
+static int src_stop_plan(void *ud, const char *name, char *out, size_t n) {
+  return attach_client_command(((live *)ud)->a, WIRE_COMMAND_STOP_PLAN, name, out, n, 10.0);
+}
+
 static void on_quit(void *ud) {
   live *l = ud;
   l->quit = true;
@@ -442,6 +446,7 @@ static int run_dashboard(attach_client *a, const attach_opts *o) {
                      .command = o->control ? src_command : NULL,
                      .kill_node = o->control ? src_kill : NULL,
                      .log_tail = src_log_tail,
+                     .stop_plan = o->control ? src_stop_plan : NULL,
                      .ud = &l};
   int status = 0;
   if (dash_open(&outer, &dopt, src, &l.d) < 0) {
@@ -464,9 +469,25 @@ static int run_dashboard(attach_client *a, const attach_opts *o) {
   return status;
 }
 
+/* --stop: what it will do, said first; on a terminal, asked too. 0 to go on. */
+static int stop_warn(attach_client *a, const attach_opts *o) {
+  char plan[WIRE_MAX_STR + 1];
+  if (attach_client_command(a, WIRE_COMMAND_STOP_PLAN, o->stop, plan, sizeof plan, o->timeout) < 0 ||
+      !plan[0])
+    return 0; /* an unknown node: the stop itself says so */
+  fprintf(stderr, "drover: stopping %s: %s\n", o->stop, plan);
+  if (!isatty(fileno(stdin))) return 0;
+  fprintf(stderr, "stop %s? (y/n) ", o->stop);
+  int ch = getchar();
+  if (ch == 'y' || ch == 'Y') return 0;
+  fprintf(stderr, "drover: %s not stopped\n", o->stop);
+  return 1;
+}
+
 static int one_command(attach_client *a, const attach_opts *o) {
   char out[WIRE_MAX_STR + 1];
   bool stop = o->stop != NULL;
+  if (stop && o->control && stop_warn(a, o)) return 1;
   int rc = attach_client_command(a, stop ? WIRE_COMMAND_STOP_NODE : WIRE_COMMAND_LUA,
                                  stop ? o->stop : o->command, out, sizeof out, o->timeout);
   if (rc < 0) {

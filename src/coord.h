@@ -371,6 +371,11 @@ int coord_queue_command(coord *c, const char *line, char *out, size_t n);
  * DRV_EINVAL with the reason in out and drv_errmsg() (no such node, not
  * running, shutting down). */
 int coord_stop_node(coord *c, const char *name, char *out, size_t n);
+/* What stopping node `name` would do, in out: for a ps "promote replica
+ * ps:2: no update is lost", "restore from step N (checkpoint): ...", "no
+ * checkpoint: updates since the start are lost ..."; for other nodes that
+ * their tasks run again. 0, or a negative code for an unknown node. */
+int coord_stop_plan(coord *c, const char *name, char *out, size_t n);
 
 /* The last `lines` lines of node `name`'s log (the newest that fit in
  * out[n]), or one line in parentheses saying why there are none

@@ -383,6 +383,10 @@ static void on_command(coord *c, attach_peer *a, uint32_t req, const uint8_t *pl
     reply(a, req, coord_node_log_tail(c, text, ATTACH_LOG_LINES, tail, sizeof tail), tail);
     return;
   }
+  if (kind == WIRE_COMMAND_STOP_PLAN) { /* asking changes nothing */
+    reply(a, req, coord_stop_plan(c, text, out, sizeof out), out);
+    return;
+  }
   if (!a->control) {
     reply(a, req, DRV_EPERM, "refused: this client attached read-only (attach with --control "
                              "to send commands)");
@@ -539,9 +543,26 @@ int coord_stop_node(coord *c, const char *name, char *out, size_t n) {
   coord_node *nd = &c->nodes[i];
   char who[32];
   coord__node_name(nd, who, sizeof who);
-  rundir_event(&c->rd, "node stop %s pid %d: requested from the dashboard", who, (int)nd->pid);
+  char plan[256];
+  coord__stop_plan(c, i, plan, sizeof plan);
+  rundir_event(&c->rd, "node stop %s pid %d: requested from the dashboard%s%s", who, (int)nd->pid,
+               plan[0] ? "; " : "", plan);
   c->launch->ops->signal(c->launch, nd, SIGTERM);
-  snprintf(out, n, "stopping %s (pid %d)", who, (int)nd->pid);
+  snprintf(out, n, "stopping %s (pid %d)%s%s", who, (int)nd->pid, plan[0] ? ": " : "", plan);
+  return 0;
+}
+
+int coord_stop_plan(coord *c, const char *name, char *out, size_t n) {
+  int role, index, i = -1;
+  if (parse_name(name, &role, &index)) i = coord__find_node(c, role, index);
+  if (i < 0) {
+    snprintf(out, n, "no node '%s' in this cluster", name);
+    return DRV_EINVAL;
+  }
+  if (c->nodes[i].role != ROLE_PS)
+    snprintf(out, n, "it is restarted and its tasks run again");
+  else
+    coord__stop_plan(c, i, out, n);
   return 0;
 }
 

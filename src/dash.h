@@ -30,6 +30,9 @@ typedef struct dash_source {
   /* 'k' - stop node `name` ("worker:1"), after the user confirmed. NULL
    * when not allowed. Returns 0 or a negative code (message in out). */
   int (*kill_node)(void *ud, const char *name, char *out, size_t n);
+  /* 'k' - what stopping node `name` would do ("promote replica ps:2: no
+   * update is lost"), shown before the user confirms. NULL: nothing said. */
+  int (*stop_plan)(void *ud, const char *name, char *out, size_t n);
   /* The detail view - the newest lines of node `name`'s log (as many as
    * fit in out, up to DASH_LOG_LINES), or one line in parentheses saying
    * why there are none. The log belongs to the source: a local one reads

@@ -140,6 +140,9 @@ static int act_kill(dash_ui *ui, const dash_model *m) {
     return DASH_DO_REDRAW;
   }
   snprintf(ui->confirm, sizeof ui->confirm, "%s", name);
+  ui->plan[0] = '\0';
+  if (ui->src.stop_plan && ui->src.stop_plan(ui->src.ud, name, ui->plan, sizeof ui->plan) < 0)
+    ui->plan[0] = '\0';
   ui->mode = DASH_MODE_CONFIRM;
   return DASH_DO_REDRAW;
 }

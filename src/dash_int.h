@@ -65,6 +65,7 @@ typedef struct dash_ui {
   char line[256];
   int linelen;
   char confirm[32]; /* node to stop */
+  char plan[200];   /* what stopping it does (src.stop_plan), "" unknown */
   /* the status line: a message until status_until (seconds, ui clock) */
   char status[256];
   double status_until;

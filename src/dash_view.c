@@ -80,7 +80,8 @@ static void draw_status(dash_ui *ui, const dash_model *m, int row, int cols) {
     dash__putf(row, 0, lw, pa, " :%s_", ui->line);
     break;
   case DASH_MODE_CONFIRM:
-    dash__putf(row, 0, lw, pa, " stop %s? (y/n)", ui->confirm);
+    dash__putf(row, 0, lw, pa, " stop %s? %s%s(y/n)", ui->confirm, ui->plan,
+               ui->plan[0] ? " " : "");
     break;
   default:
     if (ui->status[0] && ui->now < ui->status_until)

@@ -120,6 +120,12 @@ static int src_kill(void *ud, const char *name, char *out, size_t n) {
   return coord_stop_node(live.c, name, out, n);
 }
 
+static int src_stop_plan(void *ud, const char *name, char *out, size_t n) {
+  (void)ud;
+  if (!live.c) return snprintf(out, n, "the cluster is gone"), DRV_EINVAL;
+  return coord_stop_plan(live.c, name, out, n);
+}
+
 /* The coordinator is in this process: it reads the file itself. */
 static int src_log_tail(void *ud, const char *name, char *out, size_t n) {
   (void)ud;
@@ -197,7 +203,8 @@ static int open_dash(lua_State *L, coord *c) {
   if ((!isatty(fileno(stdin)) || !isatty(fileno(stdout))) && (live.tty = fopen("/dev/tty", "r+")))
     o.in = o.out = live.tty;
   dash_source src = {
-      .get = src_get, .command = src_command, .kill_node = src_kill, .log_tail = src_log_tail};
+      .get = src_get, .command = src_command, .kill_node = src_kill, .log_tail = src_log_tail,
+      .stop_plan = src_stop_plan};
   live.c = c;
   live.L = L;
   int rc = dash_open(drover_lua_loop(L), &o, src, &live.d);

@@ -119,7 +119,8 @@ enum {
   WIRE_COMMAND_LUA = 0,
   WIRE_COMMAND_STOP_NODE = 1,
   WIRE_COMMAND_LOG_TAIL = 2,
-  WIRE_COMMAND_LAST = WIRE_COMMAND_LOG_TAIL
+  WIRE_COMMAND_STOP_PLAN = 3, /* what stopping the node would do (asked before a stop) */
+  WIRE_COMMAND_LAST = WIRE_COMMAND_STOP_PLAN
 };
 
 /* FEED_BATCH mode (wire_msgs.h, "Feed"); WIRE_FEED_LAST is the highest. */

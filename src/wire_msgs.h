@@ -222,8 +222,9 @@
  *            trained). Header, queue and nodes are whole in every frame; series and
  *            events carry only what that client has not received yet
  *  COMMAND   A -> C: kind WIRE_COMMAND_*: a line of Lua, stop the node
- *            named in text ("worker:1"), or the tail of that node's log
- *            (also for read-only clients); reply COMMAND_REPLY
+ *            named in text ("worker:1"), the tail of that node's log, or
+ *            what stopping it would do ("promote replica ps:2: ..."; the
+ *            last two also for read-only clients); reply COMMAND_REPLY
  *  COMMAND_REPLY  C -> A (req echoed): status 0 or a DRV_E* code */
 #define WIRE_MSG_attach(X) X(FLAG, control, "ATTACH control") X(POS, hz, "ATTACH hz")
 #define WIRE_MSG_snapshot(X)                                                              \

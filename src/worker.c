@@ -49,6 +49,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/random.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "conn.h"
@@ -592,7 +594,11 @@ worker *worker_new(uv_loop_t *loop, const auth_secret *secret, int role, int ind
   w->secret = secret;
   w->role = role;
   w->index = index;
-  w->client = ((uint32_t)role << 24 | (uint32_t)index) + 1; /* never 0: 0 is no client */
+  /* PUSH.client: random per process, so that a restarted worker's pushes
+   * (seq from 1 again) are not taken for ones a ps has seen; never 0 */
+  if (getrandom(&w->client, sizeof w->client, 0) != (ssize_t)sizeof w->client)
+    w->client = (uint32_t)getpid() ^ (uint32_t)uv_hrtime();
+  if (w->client == 0) w->client = 1;
   w->send = send;
   w->ud = ud;
   w->slow_ms = fault_slow_ms(role, index);
