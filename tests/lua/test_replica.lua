@@ -1,0 +1,135 @@
+-- test_replica.lua - ps replicas (drover.cluster's ps_replicas = 1) with
+-- real processes on loopback: a primary ps SIGKILLed mid-fit is replaced by
+-- its replica with no update lost (sync: parameters bit for bit those of an
+-- uninterrupted run; async: the exact step count), the lost process comes
+-- back as the new replica, synced in the background; a lost replica stops
+-- nothing and is started again.
+local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local RUNS = os.getenv("TMPDIR") and (os.getenv("TMPDIR") .. "/drover-runs") or "/tmp/drover-test-runs"
+
+local digits = data.csv("examples/data/digits.csv", { label = -1 })
+local train, test_ds = digits:split(0.8, { seed = 1 })
+local train_std, stats = train:standardize()
+local test_std = test_ds:standardize(stats)
+local STEPS = 10 * math.ceil(#train_std / 32)
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
+
+local function node(c, role, index)
+  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
+end
+
+-- Waits (bounded) until both ps groups of c have a primary and a replica
+-- in sync.
+local function settled(c)
+  for _ = 1, 200 do
+    local ready, replica = 0, 0
+    for _, n in ipairs(c:nodes()) do
+      if n.role == "ps" and n.state == "ready" then ready = ready + 1 end
+      if n.role == "ps" and n.state == "replica" then replica = replica + 1 end
+    end
+    if ready == 2 and replica == 2 then return true end
+    drover.sleep(0.05)
+  end
+  return false
+end
+
+local function experiment(mode, progress)
+  return drover.experiment {
+    name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+    model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
+    train = { data = train_std, batch = 32, epochs = 10 }, mode = mode,
+    eval = { data = test_std, every = 1000 }, seed = 1, verbose = false, progress = progress,
+  }
+end
+
+-- A fit of `mode` on 2 ps (+ replicas) and 2 workers; kills the node
+-- `victim()` names with SIGKILL once the fit passed step `at` (nil: none).
+-- Returns the cluster, the result, the saved parameters and the victim.
+local function fit(name, mode, replicas, at, victim)
+  drover.seed(1)
+  local c = drover.cluster { ps = 2, worker = 2, runs = RUNS, name = name, split_threshold = 1000,
+    ps_replicas = replicas }
+  local killed
+  local exp = experiment(mode, function(p)
+    if not at or killed or p.step < at then return end
+    killed = victim(c)
+    os.execute("kill -9 " .. killed.pid)
+  end)
+  local r = c:fit(exp)
+  assert(not at or killed, "the ps was killed during the fit")
+  local file = c.run_dir .. "/model.safetensors"
+  exp.model:save(file)
+  return c, r, read(file), killed
+end
+
+local reference -- the sync run without replicas, uninterrupted
+
+test("replica-01 a cluster with ps_replicas = 1 starts a replica per ps, in sync", function()
+  local c <close>, r, params = fit("r01", "sync", 0)
+  reference = params
+  eq(#c:nodes(), 4, "2 ps and 2 workers without replicas")
+  drover.seed(1)
+  local c2 <close> = drover.cluster { ps = 2, worker = 1, runs = RUNS, name = "r01b", ps_replicas = 1 }
+  eq(#c2:nodes(), 5, "2 ps, 2 replicas and a worker")
+  eq(node(c2, "ps", 0).state, "ready", "ps:0 serves")
+  eq(node(c2, "ps", 2).state, "replica", "ps:2 replicates ps:0, in sync")
+  eq(node(c2, "ps", 3).state, "replica", "ps:3 replicates ps:1, in sync")
+  raises(function() drover.cluster { ps = 1, worker = 1, ps_replicas = 2, runs = RUNS } end,
+    "ps_replicas = 2: 0 or 1")
+end)
+
+test("replica-02 SIGKILL of a primary mid-fit (sync): its replica takes over, bit for bit", function()
+  local c <close>, r, params, killed = fit("r02", "sync", 1, 120, function(c) return node(c, "ps", 0) end)
+  eq(r.global_steps, math.ceil(STEPS / 2), "every global step applied once")
+  assert(params == reference, "parameters bit for bit those of the uninterrupted run without replicas")
+  local ev = read(c.run_dir .. "/events.log")
+  assert(ev:find("ps group 0: replica ps:2 promoted in place of ps:0: no update lost", 1, true), ev)
+  assert(not ev:find("restoring from step", 1, true), "no rollback")
+  assert(settled(c), "the lost ps came back")
+  local back = node(c, "ps", 0)
+  eq(back.state, "replica", "the restarted ps:0 is the new replica")
+  assert(back.pid ~= killed.pid and not alive(killed.pid), "a new ps:0 process")
+  eq(node(c, "ps", 2).state, "ready", "ps:2 serves group 0")
+  assert(read(c.run_dir .. "/events.log"):find("node synced ps:0", 1, true), "synced in the background")
+end)
+
+test("replica-03 SIGKILL of a primary mid-fit (async), twice: the exact step count", function()
+  local c <close>, r = fit("r03", "async", 1, 150, function(c) return node(c, "ps", 1) end)
+  eq(r.steps, STEPS, "the exact step count")
+  assert(r.eval_accuracy >= 0.95, "eval accuracy " .. tostring(r.eval_accuracy))
+  assert(settled(c), "ps:1 came back as a replica")
+  eq(node(c, "ps", 1).state, "replica", "ps:1 replicates ps:3 now")
+  -- a second fit: the new primary (ps:3) is lost in turn; the synced ps:1 takes over again
+  local killed
+  local exp = experiment("async", function(p)
+    if killed or p.step < 150 then return end
+    killed = node(c, "ps", 3)
+    os.execute("kill -9 " .. killed.pid)
+  end)
+  local r2 = c:fit(exp)
+  eq(r2.steps, STEPS, "the exact step count again")
+  assert(killed, "ps:3 was killed")
+  local ev = read(c.run_dir .. "/events.log")
+  assert(ev:find("replica ps:1 promoted in place of ps:3", 1, true), ev)
+end)
+
+test("replica-04 SIGKILL of a replica mid-fit: training goes on, the replica is started again", function()
+  local c <close>, r, params, killed = fit("r04", "sync", 1, 120, function(c) return node(c, "ps", 2) end)
+  assert(params == reference, "parameters bit for bit those of the uninterrupted run")
+  local ev = read(c.run_dir .. "/events.log")
+  assert(ev:find("replica ps:2 lost: ps:0 serves alone until it is back", 1, true), ev)
+  assert(settled(c), "the replica came back")
+  local back = node(c, "ps", 2)
+  eq(back.state, "replica", "ps:2 is a replica again")
+  eq(back.restarts, 1, "started once more")
+  eq(node(c, "ps", 0).state, "ready", "ps:0 still serves")
+end)
