@@ -598,15 +598,14 @@ static int push_again(ps_server *ps, conn *c, uint32_t req) {
   return conn_send_wr(c, &w, WIRE_PUSH_OK, req);
 }
 
-static int on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
-  wire_msg_push pm;
-  int rc = wire_get_push(pl, h->len, &pm);
-  if (rc < 0) return rc;
-  if (pm.client && ps__client_seen(ps, pm.client, pm.seq)) return push_again(ps, c, h->req);
+/* client, seq: the PUSH_ID before it (0: none). */
+static int on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
+                   uint32_t client, uint64_t seq) {
+  if (client && ps__client_seen(ps, client, seq)) return push_again(ps, c, h->req);
   push_item *it = NULL;
   uint32_t n = 0;
   uint64_t version;
-  rc = push_parse(ps, c, h, pl, &it, &n, &version);
+  int rc = push_parse(ps, c, h, pl, &it, &n, &version);
   if (rc < 0) return rc;
   bool applied = true;
   if (ps->sync) {
@@ -616,7 +615,7 @@ static int on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *
     if (rc == 0) ps->version++;
   }
   free(it);
-  if (rc == 0 && pm.client) rc = ps__client_note(ps, pm.client, pm.seq);
+  if (rc == 0 && client) rc = ps__client_note(ps, client, seq);
   if (rc < 0) return rc;
   if (applied) ps->pushes++;
   if (!c) return 0;
@@ -626,10 +625,11 @@ static int on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *
   return conn_send_wr(c, &w, WIRE_PUSH_OK, h->req);
 }
 
-int ps__apply(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
+int ps__apply(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl, uint32_t client,
+              uint64_t seq) {
   switch (h->type) {
   case WIRE_VAR_INIT: return on_var_init(ps, c, h, pl);
-  case WIRE_PUSH: return on_push(ps, c, h, pl);
+  case WIRE_PUSH: return on_push(ps, c, h, pl, client, seq);
   case WIRE_RESTORE: return ps__on_restore(ps, c, h, pl);
   default: return drv_error(DRV_EPARSE, "a ps does not apply %s", wire_type_name(h->type));
   }
@@ -692,14 +692,25 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   int rc;
   if (pe->doomed) return;
   bool replica = ps->role == WIRE_PS_REPLICA;
+  uint32_t client = 0;
+  uint64_t seq = 0;
   switch (h->type) {
+  case WIRE_PUSH_ID: {
+    wire_msg_push_id m;
+    if ((rc = wire_get_push_id(pl, h->len, &m)) == 0) pe->next_client = m.client, pe->next_seq = m.seq;
+    break;
+  }
   case WIRE_VAR_INIT:
   case WIRE_PUSH:
   case WIRE_RESTORE:
     if (replica) goto not_primary;
-    if (h->type == WIRE_PUSH) pe->pushed = true; /* a RESTORE closes it (ps_ckpt.c) */
-    rc = ps__repl_forward(ps, pe, h, pl); /* the replica first, then here */
-    if (rc == 0) rc = ps__apply(ps, c, h, pl);
+    if (h->type == WIRE_PUSH) { /* its PUSH_ID, if one came before it */
+      pe->pushed = true; /* a RESTORE closes it (ps_ckpt.c) */
+      client = pe->next_client, seq = pe->next_seq;
+      pe->next_client = 0;
+    }
+    rc = ps__repl_forward(ps, pe, h, pl, client, seq); /* the replica first, then here */
+    if (rc == 0) rc = ps__apply(ps, c, h, pl, client, seq);
     break;
   case WIRE_PULL:
     if (replica) goto not_primary;

@@ -59,6 +59,8 @@ typedef struct peer {
   conn *c;
   bool doomed; /* rejected: its ERROR is going out, then it closes */
   bool pushed; /* it sent a PUSH: a RESTORE closes it (ps_ckpt.c) */
+  uint32_t next_client; /* PUSH_ID: the next PUSH's (0: none) */
+  uint64_t next_seq;
 } peer;
 
 /* Primary: a frame forwarded to the replica, applied here (and answered)
@@ -70,6 +72,8 @@ typedef struct repl_pending {
   uint8_t *payload; /* a copy (owned) */
   uint32_t len;
   uint64_t seq;
+  uint32_t client;  /* a PUSH's PUSH_ID (0: none) */
+  uint64_t push_seq;
 } repl_pending;
 
 typedef struct peer_list {
@@ -138,14 +142,16 @@ void ps__shard_clear(shard *s);
 int ps__store_shard(ps_server *ps, const shard *s); /* takes *s over */
 /* VAR_INIT, PUSH or RESTORE, applied; c NULL: nobody to answer (a
  * replica applying its primary's frame, or a client gone meanwhile). */
-int ps__apply(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
+int ps__apply(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl, uint32_t client,
+              uint64_t seq);
 /* ERROR {code, msg} to pe, then its connection closes. */
 void ps__reject(peer *pe, int code, const char *msg);
 
 /* ps_repl.c */
 /* Primary with a live replica: forwards the frame and keeps it until the
  * replica's REPL_OK (1); 0: not replicating, apply it now. */
-int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
+int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl,
+                     uint32_t client, uint64_t seq);
 /* REPL_SYNC or REPL on a data connection (a replica's). */
 int ps__repl_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
 void ps__repl_peer_gone(ps_server *ps, const peer *pe);

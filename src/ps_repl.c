@@ -162,7 +162,7 @@ static int load_sync(ps_server *ps, const wire_msg_repl_sync *m) {
 static void apply_pending(ps_server *ps, repl_pending *p) {
   wire_header h = {.type = p->type, .req = p->req, .len = p->len};
   peer *pe = p->pe && !p->pe->doomed ? p->pe : NULL;
-  int rc = ps__apply(ps, pe ? pe->c : NULL, &h, p->payload);
+  int rc = ps__apply(ps, pe ? pe->c : NULL, &h, p->payload, p->client, p->push_seq);
   if (rc < 0 && pe) ps__reject(pe, rc, drv_errmsg());
   else if (rc < 0) log_warn("a forwarded %s failed: %s", wire_type_name(p->type), drv_errmsg());
   free(p->payload);
@@ -180,7 +180,8 @@ static void replica_gone(ps_server *ps, const char *why) {
              ps->repl_host, ps->repl_port, why, n);
 }
 
-int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl) {
+int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl,
+                     uint32_t client, uint64_t push_seq) {
   if (!ps->repl_live || !ps->repl) return 0;
   if (ps->npend == ps->cappend) {
     int cap = ps->cappend ? 2 * ps->cappend : 16;
@@ -195,13 +196,13 @@ int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_
   uint64_t seq = ++ps->repl_seq;
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_repl(&w, &(wire_msg_repl){seq, h->type, {copy, h->len}});
+  wire_put_repl(&w, &(wire_msg_repl){seq, h->type, client, push_seq, {copy, h->len}});
   int rc = conn_send_wr(ps->repl, &w, WIRE_REPL, 0);
   if (rc < 0) {
     free(copy);
     return rc;
   }
-  ps->pend[ps->npend++] = (repl_pending){pe, h->req, h->type, copy, h->len, seq};
+  ps->pend[ps->npend++] = (repl_pending){pe, h->req, h->type, copy, h->len, seq, client, push_seq};
   return 1;
 }
 
@@ -289,7 +290,7 @@ int ps__repl_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t 
   wire_header ih = {.type = m.type, .len = m.frame.len};
   /* A frame the primary will refuse is refused here the same way and
    * changes nothing on either side. */
-  if (ps__apply(ps, NULL, &ih, m.frame.p) < 0)
+  if (ps__apply(ps, NULL, &ih, m.frame.p, m.client, m.push_seq) < 0)
     log_info("replicated %s refused: %s", wire_type_name(m.type), drv_errmsg());
   wire_wr w;
   wire_wr_init(&w);

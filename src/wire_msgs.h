@@ -145,18 +145,18 @@
  *  PUSH        -> P: version of the values the gradients were computed
  *              on; per var the shard's gradient, same shape. Async:
  *              applied on arrival; sync: summed into that version's
- *              update, or dropped when it is already applied (late).
- *              client (0: none) and seq name the push: a ps answers a
- *              seq at or below the last it took from that client
- *              without applying it again (a push sent again after a
- *              ps failover)
+ *              update, or dropped when it is already applied (late)
+ *  PUSH_ID     W -> P: the next PUSH on this connection is push `seq`
+ *              of `client` (ps replicas: a ps answers a seq at or below
+ *              the last it took from that client without applying it
+ *              again, a push sent again after a failover)
  *  PUSH_OK     P ->: step the ps's version after this push; applied 0:
  *              dropped as late or past the target */
 #define WIRE_MSG_pull(X) X(U64, min_version) X(ITEMS, vars, var_id, "PULL variable")
 #define WIRE_MSG_pull_reply(X) X(U64, version) X(ITEMS, vars, var_tensor, "PULL_REPLY variable")
-#define WIRE_MSG_push(X) \
-  X(U64, version) X(ITEMS, vars, var_tensor, "PUSH variable") X(U32, client) X(U64, seq)
+#define WIRE_MSG_push(X) X(U64, version) X(ITEMS, vars, var_tensor, "PUSH variable")
 #define WIRE_MSG_push_ok(X) X(U64, step) X(FLAG, applied, "PUSH_OK applied")
+#define WIRE_MSG_push_id(X) X(U32, client) X(U64, seq)
 
 /* Checkpoints and failover, coordinator <-> ps (docs/ARCHITECTURE.md,
  * "The checkpoint commit (cluster)").
@@ -196,7 +196,7 @@
  *              optimizer slots and gradient sum), the first frame of a
  *              replication connection and its proof (token)
  *  REPL        P -> R: frame `type` (VAR_INIT, PUSH, RESTORE) as the
- *              primary received it; the replica applies it as the primary
+ *              primary received it (a PUSH with its PUSH_ID, 0 0: none); the replica applies it as the primary
  *              will, then answers REPL_OK {seq}; the primary applies it
  *              and answers its client only after that REPL_OK */
 #define WIRE_MSG_ps_role(X) \
@@ -206,7 +206,8 @@
   X(U64, token) X(FLAG, sync, "REPL_SYNC sync") X(U32, replicas) X(U64, target)               \
   X(U64, version) X(U64, dropped) X(U64, pushes) X(U32, agg) X(FLAG, restored, "REPL_SYNC restored") \
   X(ITEMS, clients, repl_client, "REPL_SYNC client") X(ITEMS, shards, repl_shard, "REPL_SYNC shard")
-#define WIRE_MSG_repl(X) X(U64, seq) X(U8, type) X(BYTES, frame)
+#define WIRE_MSG_repl(X) \
+  X(U64, seq) X(U8, type) X(U32, client) X(U64, push_seq) X(BYTES, frame)
 #define WIRE_MSG_repl_ok(X) X(U64, seq)
 
 /* Attach: a dashboard client on the coordinator's control port; it

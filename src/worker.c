@@ -315,7 +315,7 @@ static void go_push(worker *w, job *j) {
     }
     wire_wr m;
     wire_wr_init(&m);
-    worker__write_push(w, st, part, l->version, &m);
+    worker__write_push(st, part, l->version, &m);
     if (worker__link_send(l, &m, WIRE_PUSH, WIRE_PUSH_OK, j) < 0) {
       fail(w, j, DRV_EIO, "cannot send PUSH to ps:%d: %s", p, drv_errmsg());
       return;

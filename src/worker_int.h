@@ -315,8 +315,7 @@ bool worker__link_reconnect(worker *w, ps_link *l);
 void worker__links_reset(worker *w);
 /* Writes the PUSH payload for one ps into m: `version`, then the gradient
  * rows of each of part's shards, from st's parameters' gradients. */
-void worker__write_push(worker *w, const wstate *st, const ps_part *part, uint64_t version,
-                        wire_wr *m);
+void worker__write_push(const wstate *st, const ps_part *part, uint64_t version, wire_wr *m);
 
 
 #endif

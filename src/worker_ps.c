@@ -21,6 +21,28 @@
 
 /* Sends m (consumed) as a request of job j on link l, expecting `reply`
  * back; on failure nothing stays expected. */
+/* The request's bytes as kept for a failover (ps replicas): a PUSH goes
+ * with a PUSH_ID before it, so that a ps that took it already (or the
+ * replica it was) knows it again. Consumes m. */
+static int kept_frame(worker *w, wire_wr *m, uint8_t type, uint32_t req, link_wait *wt) {
+  wire_wr id;
+  wire_wr_init(&id);
+  if (type == WIRE_PUSH)
+    wire_put_push_id(&id, &(wire_msg_push_id){w->client, ++w->push_seq});
+  int rc = wire_wr_finish(m, type, req);
+  if (rc == 0 && type == WIRE_PUSH) rc = wire_wr_finish(&id, WIRE_PUSH_ID, 0);
+  size_t pre = type == WIRE_PUSH ? id.len : 0;
+  if (rc == 0 && !(wt->frame = malloc(pre + m->len))) rc = drv_error(DRV_ENOMEM, "out of memory");
+  if (rc == 0) {
+    if (pre) memcpy(wt->frame, id.buf, pre);
+    memcpy(wt->frame + pre, m->buf, m->len);
+    wt->len = pre + m->len;
+  }
+  wire_wr_free(&id);
+  wire_wr_free(m);
+  return rc;
+}
+
 int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *j) {
   worker *w = l->w;
   if (l->nwaits == l->capwaits) {
@@ -37,16 +59,12 @@ int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *
   link_wait wt = {.req = l->next_req, .type = reply, .j = j};
   int rc = 0;
   if (w->ps_replicated) { /* kept until answered: a failover sends it again */
-    if ((rc = wire_wr_finish(m, type, l->next_req)) < 0) return rc;
-    wt.len = m->len;
-    if (!(wt.frame = malloc(m->len))) {
-      wire_wr_free(m);
-      return drv_error(DRV_ENOMEM, "out of memory");
+    if ((rc = kept_frame(w, m, type, l->next_req, &wt)) < 0) return rc;
+    uint8_t *copy = l->c && conn_is_ready(l->c) ? malloc(wt.len) : NULL;
+    if (copy) { /* else sent once connected (link_ready) */
+      memcpy(copy, wt.frame, wt.len);
+      rc = conn_send(l->c, copy, wt.len); /* takes the copy */
     }
-    memcpy(wt.frame, m->buf, m->len);
-    if (l->c && conn_is_ready(l->c)) rc = conn_send(l->c, m->buf, m->len); /* takes it */
-    else wire_wr_free(m); /* sent once connected (link_ready) */
-    m->buf = NULL;
   } else {
     rc = conn_send_wr(l->c, m, type, l->next_req);
   }
@@ -130,11 +148,9 @@ static void put_grad(wire_wr *w, void *ud, uint32_t k) {
   wire_put_item_var_tensor(w, &it);
 }
 
-void worker__write_push(worker *w, const wstate *st, const ps_part *part, uint64_t version,
-                        wire_wr *m) {
+void worker__write_push(const wstate *st, const ps_part *part, uint64_t version, wire_wr *m) {
   push_parts pp = {st, part};
-  wire_put_push(m, &(wire_msg_push){version, {(uint32_t)part->n, .put = put_grad, .ud = &pp},
-                                    w->client, ++w->push_seq});
+  wire_put_push(m, &(wire_msg_push){version, {(uint32_t)part->n, .put = put_grad, .ud = &pp}});
 }
 
 /* ============================== connections ============================== */

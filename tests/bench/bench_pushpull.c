@@ -176,7 +176,7 @@ static double pushpull_rate(double seconds) {
   wire_wr w;
   wire_wr_init(&w);
   wire_item_var_tensor g = {0, {.t = grad}};
-  wire_put_push(&w, &(wire_msg_push){0, {1, .put = put_grad, .ud = &g}, 0, 0}); /* async: any version */
+  wire_put_push(&w, &(wire_msg_push){0, {1, .put = put_grad, .ud = &g}}); /* async: any version */
   cl.push = w.buf + WIRE_HEADER_SIZE;
   cl.push_len = w.len - WIRE_HEADER_SIZE;
   cl.param = malloc(MIB);

@@ -133,3 +133,58 @@ test("replica-04 SIGKILL of a replica mid-fit: training goes on, the replica is 
   eq(back.restarts, 1, "started once more")
   eq(node(c, "ps", 0).state, "ready", "ps:0 still serves")
 end)
+
+test("replica-05 requests in flight at the kill are sent again to the promoted replica", function()
+  -- worker:1 is slow (DROVER_FAULT reaches the nodes through the
+  -- environment, hence a run of its own): worker:0's pull for the next
+  -- version waits at the ps while worker:1 computes, so the kill catches
+  -- requests in flight, which the workers send again to the new primary.
+  local script = RUNS .. "/r05.lua"
+  local f = assert(io.open(script, "w"))
+  f:write(([[
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local digits = data.csv("examples/data/digits.csv", { label = -1 })
+local train = digits:split(0.8, { seed = 1 })
+local train_std = train:standardize()
+drover.seed(1)
+local c <close> = drover.cluster { ps = 2, worker = 2, runs = %q, name = "r05", split_threshold = 1000,
+  ps_replicas = 1 }
+local victim
+for _, n in ipairs(c:nodes()) do if n.role == "ps" and n.index == 0 then victim = n.pid end end
+local killed = false
+local exp = drover.experiment {
+  name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+  model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
+  train = { data = train_std, batch = 32, epochs = 2 }, mode = "sync", seed = 1, verbose = false,
+  progress = function(p)
+    if killed or p.step < 40 then return end
+    killed = true
+    os.execute("kill -9 " .. victim)
+  end }
+local r = exp.model and c:fit(exp)
+exp.model:save(c.run_dir .. "/model.safetensors")
+print("RUN " .. c.run_dir .. " " .. r.global_steps .. " " .. tostring(killed))
+]]):format(RUNS))
+  f:close()
+  local p = io.popen("DROVER_FAULT=slow:worker:1:15 " .. (os.getenv("DROVER") or arg[-1]) .. " run " ..
+    script .. " 2>&1")
+  local out = p:read("a")
+  p:close()
+  local dir, global, killed = out:match("RUN (%S+) (%d+) (%a+)")
+  assert(dir, out)
+  eq(killed, "true", "ps:0 was killed during the fit")
+  -- the same fit, uninterrupted and without replicas, here
+  drover.seed(1)
+  local c <close> = drover.cluster { ps = 2, worker = 2, runs = RUNS, name = "r05ref", split_threshold = 1000 }
+  local exp = drover.experiment {
+    name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+    model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
+    train = { data = train_std, batch = 32, epochs = 2 }, mode = "sync", seed = 1, verbose = false }
+  local r = c:fit(exp)
+  eq(tonumber(global), r.global_steps, "every global step applied once")
+  exp.model:save(c.run_dir .. "/model.safetensors")
+  assert(read(dir .. "/model.safetensors") == read(c.run_dir .. "/model.safetensors"),
+    "parameters bit for bit those of the uninterrupted run")
+  local logs = read(dir .. "/logs/worker-0.log") .. read(dir .. "/logs/worker-1.log")
+  assert(logs:find("sent %d+ requests to ps:0 again"), "requests were sent again: " .. logs:sub(-2000))
+end)

@@ -344,7 +344,7 @@ void nf_send_push1_v(peer *pe, uint64_t version, uint32_t var, const tensor *gra
   wire_wr w;
   wire_wr_init(&w);
   wire_item_var_tensor it = {var, {.t = grad}};
-  wire_put_push(&w, &(wire_msg_push){version, {1, .put = put_var_tensor, .ud = &it}, 0, 0});
+  wire_put_push(&w, &(wire_msg_push){version, {1, .put = put_var_tensor, .ud = &it}});
   nf_send_wr(pe, &w, WIRE_PUSH, req);
 }
 

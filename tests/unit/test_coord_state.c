@@ -73,6 +73,13 @@ static const arrow legal[] = {
     {NODE_READY, NODE_RESTORING},       {NODE_RESTORING, NODE_READY},
     {NODE_RESTORING, NODE_RESTARTING},  {NODE_RESTORING, NODE_LOST},
     {NODE_RESTORING, NODE_DONE},        {NODE_RESTORING, NODE_FAILED},
+    /* a ps replica (coord_repl.c): paired, in sync, promoted, paired again */
+    {NODE_READY, NODE_SYNCING},         {NODE_SYNCING, NODE_REPLICA},
+    {NODE_SYNCING, NODE_RESTARTING},    {NODE_SYNCING, NODE_LOST},
+    {NODE_SYNCING, NODE_DONE},          {NODE_SYNCING, NODE_FAILED},
+    {NODE_REPLICA, NODE_READY},         {NODE_REPLICA, NODE_SYNCING},
+    {NODE_REPLICA, NODE_RESTARTING},    {NODE_REPLICA, NODE_LOST},
+    {NODE_REPLICA, NODE_DONE},          {NODE_REPLICA, NODE_FAILED},
 };
 
 static bool is_legal(coord_node_state from, coord_node_state to) {

@@ -407,8 +407,8 @@ TEST(dash_snap_malformed_frames_are_refused) {
   CHECK_ERR(wire_validate_payload(WIRE_ATTACH, attach, 9), DRV_EPARSE, "ATTACH control is 2");
   const uint8_t log_tail[5] = {WIRE_COMMAND_LOG_TAIL, 0, 0, 0, 0};
   CHECK_OK(wire_validate_payload(WIRE_COMMAND, log_tail, 5));
-  const uint8_t cmd[5] = {WIRE_COMMAND_LOG_TAIL + 1, 0, 0, 0, 0};
-  CHECK_ERR(wire_validate_payload(WIRE_COMMAND, cmd, 5), DRV_EPARSE, "unknown COMMAND kind 3");
+  const uint8_t cmd[5] = {WIRE_COMMAND_LAST + 1, 0, 0, 0, 0};
+  CHECK_ERR(wire_validate_payload(WIRE_COMMAND, cmd, 5), DRV_EPARSE, "unknown COMMAND kind 4");
   const uint8_t cmd_long[5] = {0, 0xff, 0xff, 0, 0};
   CHECK_ERR(wire_validate_payload(WIRE_COMMAND, cmd_long, 5), DRV_EPARSE, "exceeds the limit");
   const uint8_t reply[7] = {0};

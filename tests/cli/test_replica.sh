@@ -1,0 +1,122 @@
+# test_replica.sh - stopping a ps says first what will happen, in the
+# dashboard (k, through tmux, answered n) and in `drover attach --stop`:
+# "no checkpoint: updates since the start are lost", "restore from step N
+# (checkpoint)", "promote replica ps:1", or, for a replica, that its
+# primary serves alone. Real clusters on loopback, throttled until a file
+# says stop (at most 90 s). Run from the repository root by tests/run.sh.
+. tests/cli/lib.sh
+
+SOCK=drover-replica-$$
+LIMIT=200 # tenths of a second
+TMUX_CASE=replica-t00
+. tests/cli/tmux.sh
+COORDS=""
+cleanup() {
+  for p in $COORDS; do kill -9 "$p" 2>/dev/null; done
+  tmux_cleanup
+}
+trap cleanup EXIT
+RUNS="$TMP/runs"
+mkdir -p "$RUNS"
+
+# train.lua REPLICAS NAME: a cluster of 1 ps (+ its replica) and 2 workers
+# training until $RUNS/stop-NAME exists; $RUNS/ckpt-NAME asks a checkpoint.
+cat > "$TMP/train.lua" <<LUA
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local digits = data.csv("$PWD/examples/data/digits.csv", { label = -1 }):standardize()
+local t0, calls, asked = drover.clock(), 0, false
+local function exists(p) local h = io.open(p) if h then h:close() return true end return false end
+local name = arg[2]
+local c = drover.cluster { ps = 1, worker = 2, runs = "$RUNS", name = name,
+  ps_replicas = tonumber(arg[1]) }
+local f = io.open("$RUNS/" .. name, "w"); f:write(c.run_dir, "\n"); f:close()
+local exp = drover.experiment {
+  name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+  model = nn.Sequential { nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10) },
+  train = { data = digits, batch = 32, epochs = 100000 }, seed = 1, verbose = false,
+  progress = function(p)
+    calls = calls + 1
+    drover.sleep(0.005)
+    if not asked and exists("$RUNS/ckpt-" .. name) then asked = true; c:checkpoint() end
+    return calls % 20 ~= 0 or not (exists("$RUNS/stop-" .. name) or drover.clock() - t0 > 90)
+  end,
+}
+c:fit(exp)
+c:shutdown()
+print("trained")
+LUA
+
+note_coord() {
+  for f in "$RUNS"/*/coordinator; do
+    [ -f "$f" ] || continue
+    p=$(awk '{ print $2; exit }' "$f") # "ADDRESS PID"
+    [ -n "$p" ] && COORDS="$COORDS $p"
+  done
+}
+
+# ask S NODE: opens NODE's detail in session S and presses k.
+ask() {
+  key "$1" Escape Escape
+  send "$1" "/$2" Enter
+  key "$1" Enter
+  wait_re "$1" "node $2" || return 1
+  key "$1" k
+}
+
+# finish S NAME: q leaves the dashboard, the run stops, its status is 0.
+finish() {
+  key "$1" q
+  touch "$RUNS/stop-$2"
+  n=$((LIMIT * 3))
+  until [ -f "$TMP/$2.status" ] || [ "$n" -le 0 ]; do n=$((n - 1)); sleep 0.1; done
+  check "$3 the run finished cleanly" [ "$(cat "$TMP/$2.status" 2>/dev/null)" = 0 ]
+}
+
+# ------------------------------------------------ no replica
+tm new-session -d -s a -x 200 -y 45 \
+  "LANG=C.UTF-8 '$DROVER' run --dash '$TMP/train.lua' 0 plain; echo \$? >'$TMP/plain.status'; sleep 60"
+expect a "replica-t01 the dashboard shows ps:0 training" wait_re a "ps:0 .* ready "
+note_coord
+ask a ps:0
+expect a "replica-t01 k on a ps before any checkpoint: the updates are lost" \
+  wait_re a "stop ps:0\? no checkpoint: updates since the start are lost .*\(y/n\)"
+key a n
+expect a "replica-t01 n stops nothing" wait_text a "not stopped"
+touch "$RUNS/ckpt-plain"
+RUN=$(cat "$RUNS/plain")
+wait_for 30 grep -q "checkpoint step [0-9]*:" "$RUN/events.log"
+step=$(sed -n 's/.*checkpoint step \([0-9]*\):.*/\1/p' "$RUN/events.log" | head -n 1)
+check "replica-t02 a checkpoint was taken" [ -n "$step" ]
+ask a ps:0
+expect a "replica-t02 k on a ps after it: restore from that step" \
+  wait_re a "stop ps:0\? restore from step $step \(checkpoint\): the steps since then run again \(y/n\)"
+key a n
+check "replica-t02 nothing was stopped" sh -c "! grep -q 'node stop' '$RUN/events.log'"
+finish a plain replica-t02
+
+# ------------------------------------------------ a replica
+tm new-session -d -s b -x 200 -y 45 \
+  "LANG=C.UTF-8 '$DROVER' run --dash '$TMP/train.lua' 1 repl; echo \$? >'$TMP/repl.status'; sleep 60"
+expect b "replica-t03 ps:1 is ps:0's replica" wait_re b "ps:1 .* replica "
+note_coord
+RUN=$(cat "$RUNS/repl")
+ask b ps:1
+expect b "replica-t03 k on the replica: its primary serves alone" \
+  wait_re b "stop ps:1\? a replica: ps:0 serves alone until it is back, nothing is lost \(y/n\)"
+key b n
+ask b ps:0
+expect b "replica-t04 k on the primary: its replica is promoted" \
+  wait_re b "stop ps:0\? promote replica ps:1: no update is lost \(y/n\)"
+key b y
+expect b "replica-t04 y stops it, saying so" wait_re b "stopping ps:0 \(pid [0-9]+\): promote replica ps:1"
+check "replica-t04 ps:1 was promoted" \
+  wait_for 20 grep -q "replica ps:1 promoted in place of ps:0: no update lost" "$RUN/events.log"
+check "replica-t04 ps:0 came back as the replica, in sync" \
+  wait_for 30 grep -q "node synced ps:0" "$RUN/events.log"
+"$DROVER" attach "$RUN" --control --stop ps:1 >"$TMP/stop.out" 2>"$TMP/stop.err"
+check "replica-t05 attach --stop of the new primary succeeds" [ $? -eq 0 ]
+check "replica-t05 it says first what happens" \
+  grep -q "drover: stopping ps:1: promote replica ps:0: no update is lost" "$TMP/stop.err"
+check "replica-t05 and it happens" \
+  wait_for 20 grep -q "replica ps:0 promoted in place of ps:1: no update lost" "$RUN/events.log"
+finish b repl replica-t05
