@@ -63,12 +63,15 @@ ask() {
   key "$1" k
 }
 
-# finish S NAME: q leaves the dashboard, the run stops, its status is 0.
+# finish S NAME CASE: the run stops, q leaves its dashboard, its status is 0.
 finish() {
-  key "$1" q
   touch "$RUNS/stop-$2"
   n=$((LIMIT * 3))
-  until [ -f "$TMP/$2.status" ] || [ "$n" -le 0 ]; do n=$((n - 1)); sleep 0.1; done
+  until [ -f "$TMP/$2.status" ] || [ "$n" -le 0 ]; do
+    n=$((n - 1))
+    [ $((n % 10)) -eq 0 ] && key "$1" Escape Escape q # the last frame stays until q
+    sleep 0.1
+  done
   check "$3 the run finished cleanly" [ "$(cat "$TMP/$2.status" 2>/dev/null)" = 0 ]
 }
 
