@@ -103,6 +103,28 @@ median straggler_step_rate_ratio <"$build/bench.straggler"
 echo "(its share would allow 0.67)"
 
 echo
+echo "== ps failover: SIGKILL of the ps to 5 train steps done again (async, 1 ps + 2 workers), and replicas' cost"
+: >"$build/bench.fock"; : >"$build/bench.forep"; : >"$build/bench.frate"; : >"$build/bench.fsync"
+i=0
+while [ $i -lt "$pairs" ]; do
+  out=$(BENCH_RUNS="$runs" ./drover run tests/bench/failover.lua "$secs" 2>/dev/null)
+  rm -rf "$runs"
+  echo "$out" | sed "s/^/pair $((i + 1)): /"
+  field failover_checkpoint_ms "$out" >>"$build/bench.fock"
+  field failover_replica_ms "$out" >>"$build/bench.forep"
+  ratio "$(field cluster_replicas_samples_per_sec "$out")" "$(field cluster_samples_per_sec "$out")" >>"$build/bench.frate"
+  ratio "$(field cluster_sync_replicas_samples_per_sec "$out")" "$(field cluster_sync_samples_per_sec "$out")" >>"$build/bench.fsync"
+  i=$((i + 1))
+done
+median failover_from_checkpoint " ms" <"$build/bench.fock"
+echo "(goal: under 2000 ms)"
+median failover_with_replica " ms" <"$build/bench.forep"
+echo "(goal: under 1000 ms)"
+median replicas_samples_per_sec_ratio <"$build/bench.frate"
+median replicas_sync_samples_per_sec_ratio <"$build/bench.fsync"
+rm -f "$build"/bench.fock "$build"/bench.forep "$build"/bench.frate "$build"/bench.fsync
+
+echo
 echo "== ClusterCoordinator: closures through the coordinator, and recovery"
 : >"$build/bench.closures"
 i=0
