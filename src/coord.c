@@ -82,10 +82,7 @@ static bool recoverable(const coord *c, const coord_node *n) {
   int i = (int)(n - c->nodes);
   return !c->shutting_down &&
          (n->role == ROLE_WORKER || n->role == ROLE_CHIEF ||
-          (n->role == ROLE_PS && (coord__fit_running(c) || coord__repl_is_replica(c, i) ||
-                                  (c->opts.ps_replicas &&
-                                   c->nodes[c->ps_repl[coord__ps_group(c, i)]].state ==
-                                       NODE_REPLICA)))) &&
+          (n->role == ROLE_PS && (coord__fit_running(c) || coord__repl_covers(c, i)))) &&
          n->restarts < c->opts.max_restarts;
 }
 
@@ -548,41 +545,14 @@ static int reservation_error(coord *c) {
   return drv_error(DRV_ETIMEDOUT, "%s", msg);
 }
 
-/* SPEC's nodes: every node but the ps replicas; the ps as their groups
- * (ps:k is group k's primary, wherever it runs now). */
-typedef struct spec_list {
-  coord *c;
-  int *node, *index;
-} spec_list;
-
-static void put_spec_node(wire_wr *w, void *ud, uint32_t k) {
-  const spec_list *l = ud;
-  const coord_node *n = &l->c->nodes[l->node[k]];
-  wire_put_item_spec_node(w, &(wire_item_spec_node){.role = (uint8_t)n->role,
-                                                    .index = (uint32_t)l->index[k],
-                                                    .host = WIRE_STR(n->host),
-                                                    .port = (uint16_t)n->port});
-}
-
 /* SPEC to node `to`: every node's role, index, host and ps port. */
 static void send_spec(coord *c, int to) {
-  spec_list l = {c, calloc((size_t)c->nnodes + 1, sizeof(int)), calloc((size_t)c->nnodes + 1, sizeof(int))};
-  if (!l.node || !l.index) {
-    free(l.node), free(l.index);
-    log_error("out of memory for a SPEC");
-    return;
-  }
-  uint32_t m = 0;
-  for (int i = 0; i < c->nnodes; i++) {
-    int k = c->nodes[i].role == ROLE_PS ? coord__ps_group(c, i) : -1;
-    if (c->nodes[i].role == ROLE_PS && (k < 0 || c->ps_prim[k] != i)) continue; /* a replica */
-    l.node[m] = i;
-    l.index[m++] = k >= 0 ? k : c->nodes[i].index;
-  }
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_spec(&w, &(wire_msg_spec){{m, .put = put_spec_node, .ud = &l}, c->opts.ps_replicas > 0});
-  free(l.node), free(l.index);
+  if (coord__write_spec(c, &w) < 0) {
+    log_error("%s", drv_errmsg());
+    return;
+  }
   coord__send(c, to, &w, WIRE_SPEC, 0);
 }
 

@@ -228,6 +228,12 @@ int coord__ps_node(const coord *c, int group);
 /* The group node is the primary or replica of, or -1. */
 int coord__ps_group(const coord *c, int node);
 bool coord__repl_is_replica(const coord *c, int node);
+/* Whether losing ps node `node` costs no rollback: it is a replica, or
+ * its replica is in sync. */
+bool coord__repl_covers(const coord *c, int node);
+/* SPEC's payload into w (initialised): the nodes as workers see them.
+ * Negative (w freed) when out of memory. */
+int coord__write_spec(const coord *c, wire_wr *w);
 /* Every tick: pairs the groups whose primary and replica are registered
  * and not paired yet (PS_ROLE to both). */
 void coord__repl_tick(coord *c);

@@ -109,8 +109,6 @@ int coord__repl_frame(coord *c, int node, const wire_header *h, const uint8_t *p
   return 0;
 }
 
-/* Long: the promotion is one sequence (states, roles, SPEC, the fit's
- * links), clearer in one place. */
 bool coord__repl_lost(coord *c, int i) {
   int k = coord__ps_group(c, i);
   if (k < 0 || c->ps_repl[k] < 0) return false;
@@ -162,4 +160,48 @@ int coord__stop_plan(const coord *c, int node, char *out, size_t n) {
     return snprintf(out, n, "promote replica %s: no update is lost", other);
   }
   return coord__ckpt_plan(c, out, n);
+}
+
+bool coord__repl_covers(const coord *c, int node) {
+  int k = coord__ps_group(c, node);
+  if (k < 0 || c->ps_repl[k] < 0) return false;
+  return c->ps_repl[k] == node || c->nodes[c->ps_repl[k]].state == NODE_REPLICA;
+}
+
+/* ============================== SPEC ====================================== */
+
+/* SPEC's nodes: every node but the ps replicas; the ps as their groups
+ * (ps:k is group k's primary, wherever it runs now). */
+typedef struct spec_list {
+  const coord *c;
+  int *node, *index;
+} spec_list;
+
+static void put_spec_node(wire_wr *w, void *ud, uint32_t k) {
+  const spec_list *l = ud;
+  const coord_node *n = &l->c->nodes[l->node[k]];
+  wire_put_item_spec_node(w, &(wire_item_spec_node){.role = (uint8_t)n->role,
+                                                    .index = (uint32_t)l->index[k],
+                                                    .host = WIRE_STR(n->host),
+                                                    .port = (uint16_t)n->port});
+}
+
+int coord__write_spec(const coord *c, wire_wr *w) {
+  spec_list l = {c, calloc((size_t)c->nnodes + 1, sizeof(int)),
+                 calloc((size_t)c->nnodes + 1, sizeof(int))};
+  if (!l.node || !l.index) {
+    free(l.node), free(l.index);
+    wire_wr_free(w);
+    return drv_error(DRV_ENOMEM, "out of memory for a SPEC");
+  }
+  uint32_t m = 0;
+  for (int i = 0; i < c->nnodes; i++) {
+    int k = c->nodes[i].role == ROLE_PS ? coord__ps_group(c, i) : -1;
+    if (c->nodes[i].role == ROLE_PS && (k < 0 || c->ps_prim[k] != i)) continue; /* a replica */
+    l.node[m] = i;
+    l.index[m++] = k >= 0 ? k : c->nodes[i].index;
+  }
+  wire_put_spec(w, &(wire_msg_spec){{m, .put = put_spec_node, .ud = &l}, c->opts.ps_replicas > 0});
+  free(l.node), free(l.index);
+  return 0;
 }
