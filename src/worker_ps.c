@@ -19,8 +19,6 @@
 
 /* ============================== requests ================================= */
 
-/* Sends m (consumed) as a request of job j on link l, expecting `reply`
- * back; on failure nothing stays expected. */
 /* The request's bytes as kept for a failover (ps replicas): a PUSH goes
  * with a PUSH_ID before it, so that a ps that took it already (or the
  * replica it was) knows it again. Consumes m. */
@@ -43,6 +41,9 @@ static int kept_frame(worker *w, wire_wr *m, uint8_t type, uint32_t req, link_wa
   return rc;
 }
 
+/* Sends m (consumed) as a request of job j on link l, expecting `reply`
+ * back; on failure nothing stays expected. With ps replicas the request
+ * is kept (and sent once connected, when the link is down). */
 int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *j) {
   worker *w = l->w;
   if (l->nwaits == l->capwaits) {
@@ -222,7 +223,13 @@ static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   if (l->c != c || w->closed) return;
   if (h->type == WIRE_ERROR) {
     wire_rd_error(pl, h->len, l->last_error, sizeof l->last_error);
-    link_drop(w, l); /* replicated: a replica not promoted yet keeps the requests */
+    wire_msg_error m;
+    /* replicated: a replica not promoted yet (DRV_ENODE) keeps the
+     * requests for the primary; any other refusal fails their jobs */
+    bool fails = w->ps_replicated && (wire_get_error(pl, h->len, &m) < 0 || m.code != DRV_ENODE);
+    if (fails) link_fail_waits(w, l, l->last_error);
+    link_drop(w, l);
+    if (fails) worker__settle(w);
     return;
   }
   /* Replies come in request order, except that a held (sync) PULL's may
