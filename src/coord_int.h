@@ -148,6 +148,7 @@ struct coord {
   int ngroups;
   int *ps_prim, *ps_repl;
   bool *ps_pair;
+  uint64_t *ps_token; /* the pairing in progress's (PS_ROLE_OK matches it) */
   coord_sched sched;
   coord_dash_state *dash; /* the metric store and attach clients */
   /* Teardown. Connections whose on_close still uses this struct (control

@@ -31,7 +31,9 @@ int coord__repl_init(coord *c) {
   c->ps_prim = calloc((size_t)n + 1, sizeof *c->ps_prim);
   c->ps_repl = calloc((size_t)n + 1, sizeof *c->ps_repl);
   c->ps_pair = calloc((size_t)n + 1, sizeof *c->ps_pair);
-  if (!c->ps_prim || !c->ps_repl || !c->ps_pair) return drv_error(DRV_ENOMEM, "out of memory");
+  c->ps_token = calloc((size_t)n + 1, sizeof *c->ps_token);
+  if (!c->ps_prim || !c->ps_repl || !c->ps_pair || !c->ps_token)
+    return drv_error(DRV_ENOMEM, "out of memory");
   for (int k = 0; k < n; k++) {
     c->ps_prim[k] = coord__find_node(c, ROLE_PS, k);
     c->ps_repl[k] = c->opts.ps_replicas ? coord__find_node(c, ROLE_PS, n + k) : -1;
@@ -44,6 +46,7 @@ void coord__repl_free(coord *c) {
   free(c->ps_prim);
   free(c->ps_repl);
   free(c->ps_pair);
+  free(c->ps_token);
 }
 
 int coord__ps_node(const coord *c, int group) {
@@ -64,18 +67,20 @@ static void send_role(coord *c, int node, int role, uint64_t token, const coord_
   coord__send(c, node, &w, WIRE_PS_ROLE, 0);
 }
 
-/* Group k's replica takes the primary's state: REPLICA first (so it
- * expects the token), then PRIMARY with the replica's address. */
+/* Group k's replica takes the primary's state: REPLICA first; once it
+ * answers that it expects the token, PRIMARY with the replica's address
+ * (coord__repl_frame), so the primary's REPL_SYNC never comes first. */
 static void pair(coord *c, int k) {
   int i = c->ps_prim[k], j = c->ps_repl[k];
   uint64_t token = 0;
-  if (getrandom(&token, sizeof token, 0) != (ssize_t)sizeof token) token = (uint64_t)random() << 32 | (uint64_t)random();
+  if (getrandom(&token, sizeof token, 0) != (ssize_t)sizeof token)
+    token = (uint64_t)random() << 32 | (uint64_t)random();
   char pn[32];
   coord__node_name(&c->nodes[i], pn, sizeof pn);
   if (c->nodes[j].state != NODE_SYNCING)
     coord__node_set_state(c, j, NODE_SYNCING, ": replica of %s", pn);
+  c->ps_token[k] = token;
   send_role(c, j, WIRE_PS_REPLICA, token, NULL);
-  send_role(c, i, WIRE_PS_PRIMARY, token, &c->nodes[j]);
   c->ps_pair[k] = false;
 }
 
@@ -99,6 +104,10 @@ int coord__repl_frame(coord *c, int node, const wire_header *h, const uint8_t *p
   coord__node_name(&c->nodes[node], name, sizeof name);
   int k = coord__ps_group(c, node);
   if (k < 0 || c->ps_repl[k] != node || c->nodes[node].state != NODE_SYNCING) return 0; /* stale */
+  if (!m.synced) { /* it expects the token: the primary may connect */
+    send_role(c, c->ps_prim[k], WIRE_PS_PRIMARY, c->ps_token[k], &c->nodes[node]);
+    return 0;
+  }
   if (m.status != 0) {
     log_warn("%s could not take its primary's state: %s", name, msg);
     rundir_event(&c->rd, "replica %s not in sync: %s", name, msg);

@@ -308,13 +308,13 @@ static int on_ps_role(node *n, const uint8_t *pl, uint32_t len) {
   return ps_set_role(n->ps, m.role, m.token, host, m.port);
 }
 
-/* The replica loaded its primary's state: PS_ROLE_OK to the coordinator. */
-static void ps_role_done(void *ud, int status, uint64_t version, const char *msg) {
+/* A replica ready for its primary, then in sync: PS_ROLE_OK to the coordinator. */
+static void ps_role_done(void *ud, int status, bool synced, uint64_t version, const char *msg) {
   node *n = ud;
   if (!n->coord) return;
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_ps_role_ok(&w, &(wire_msg_ps_role_ok){status, version, WIRE_STR(msg)});
+  wire_put_ps_role_ok(&w, &(wire_msg_ps_role_ok){status, synced, version, WIRE_STR(msg)});
   conn_send_wr(n->coord, &w, WIRE_PS_ROLE_OK, 0);
 }
 

@@ -15,6 +15,7 @@
 #ifndef DROVER_PS_H
 #define DROVER_PS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -45,9 +46,10 @@ void ps_free(ps_server *ps);
  * proof a replica asks of its primary, host:port the replica (PRIMARY).
  * 0 or a negative code. */
 int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int port);
-/* Called when a replica has loaded its primary's state (status 0) or
- * could not (negative, message): node.c tells the coordinator. */
-typedef void (*ps_role_fn)(void *ud, int status, uint64_t version, const char *msg);
+/* Called when a replica expects its primary (synced false), then when it
+ * has loaded its primary's state (status 0) or could not (negative,
+ * message): node.c tells the coordinator. */
+typedef void (*ps_role_fn)(void *ud, int status, bool synced, uint64_t version, const char *msg);
 void ps_on_role(ps_server *ps, ps_role_fn fn, void *ud);
 
 /* PUSH frames applied (async) or summed into an update (sync) so far. */

@@ -255,8 +255,8 @@ static void drop_replica(ps_server *ps, const char *why) {
 
 /* ============================== replica =================================== */
 
-static void notify(ps_server *ps, int status, const char *msg) {
-  if (ps->on_role) ps->on_role(ps->on_role_ud, status, ps->version, msg);
+static void notify(ps_server *ps, int status, bool synced, const char *msg) {
+  if (ps->on_role) ps->on_role(ps->on_role_ud, status, synced, ps->version, msg);
 }
 
 int ps__repl_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl) {
@@ -269,14 +269,14 @@ int ps__repl_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t 
     if (m.token != ps->token)
       return drv_error(DRV_EPERM, "REPL_SYNC without the token the coordinator gave");
     if ((rc = load_sync(ps, &m)) < 0) {
-      notify(ps, rc, drv_errmsg());
+      notify(ps, rc, true, drv_errmsg());
       return rc;
     }
     ps->primary = pe;
     ps->synced = true;
     log_info("replica of %s: %d shards at version %llu", conn_peer(pe->c), ps->nshards,
              (unsigned long long)ps->version);
-    notify(ps, 0, "");
+    notify(ps, 0, true, "");
     return 0;
   }
   if (pe != ps->primary || !ps->synced)
@@ -342,6 +342,7 @@ int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int p
     ps->synced = false;
     ps->primary = NULL;
     log_info("replica: waiting for the primary's state");
+    notify(ps, 0, false, ""); /* the coordinator now tells the primary */
     return 0;
   default: return drv_error(DRV_EINVAL, "PS_ROLE: role %d", role);
   }

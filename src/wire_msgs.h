@@ -189,8 +189,10 @@
  *              at host:port, presenting token; REPLICA takes replication
  *              frames only from a connection presenting token, serves
  *              nothing else until promoted
- *  PS_ROLE_OK  P -> C (control): a replica loaded its primary's state
- *              (status 0) at `version`
+ *  PS_ROLE_OK  P -> C (control): a replica is ready for its primary
+ *              (synced 0: the coordinator then sends the primary its
+ *              PS_ROLE), then has loaded its state (synced 1, status 0)
+ *              at `version`
  *  REPL_SYNC   P -> R (data): the primary's whole state (sync mode,
  *              versions, the clients' last push, every shard with its
  *              optimizer slots and gradient sum), the first frame of a
@@ -201,7 +203,8 @@
  *              and answers its client only after that REPL_OK */
 #define WIRE_MSG_ps_role(X) \
   X(ENUM, role, WIRE_PS_REPLICA, "PS_ROLE role") X(U64, token) X(STR, host) X(U16, port)
-#define WIRE_MSG_ps_role_ok(X) X(I32, status) X(U64, version) X(STR, message)
+#define WIRE_MSG_ps_role_ok(X) \
+  X(I32, status) X(FLAG, synced, "PS_ROLE_OK synced") X(U64, version) X(STR, message)
 #define WIRE_MSG_repl_sync(X)                                                                \
   X(U64, token) X(FLAG, sync, "REPL_SYNC sync") X(U32, replicas) X(U64, target)               \
   X(U64, version) X(U64, dropped) X(U64, pushes) X(U32, agg) X(FLAG, restored, "REPL_SYNC restored") \

@@ -1,0 +1,100 @@
+/* test_ps_repl.c - ps replicas on two real ps processes, the fake of
+ * node_fake.h playing the coordinator and the clients: the pairing
+ * (PS_ROLE to the replica, its PS_ROLE_OK, PS_ROLE to the primary, the
+ * replica in sync), pushes applied on both and a push sent again (same
+ * PUSH_ID) not applied twice, a replica that serves nobody but its
+ * primary (a client, a wrong token, REPL from another connection), and
+ * the promoted replica holding the primary's values bit for bit.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "node_fake.h"
+#include "wire_msgs.h"
+
+static void send_role(peer *ctl, int role, uint64_t token, const char *host, int port) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_ps_role(&w, &(wire_msg_ps_role){(uint8_t)role, token, WIRE_STR(host), (uint16_t)port});
+  nf_send_wr(ctl, &w, WIRE_PS_ROLE, 0);
+}
+
+/* The next PS_ROLE_OK on ctl: its synced flag (status 0 checked). */
+static bool role_ok(fake *f, peer *ctl) {
+  fk_frame *fr = NF_EXPECT(f, ctl, WIRE_PS_ROLE_OK);
+  wire_msg_ps_role_ok m;
+  CHECK_OK(wire_get_ps_role_ok(fr->p, fr->h.len, &m));
+  CHECK_INT_EQ(m.status, 0);
+  bool synced = m.synced;
+  nf_frame_free(fr);
+  return synced;
+}
+
+/* PUSH_ID {client, seq} then a PUSH of grad to var 0; its PUSH_OK's step. */
+static uint64_t push_id(fake *f, peer *pe, uint32_t client, uint64_t seq, const tensor *g,
+                        uint32_t req) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_push_id(&w, &(wire_msg_push_id){client, seq});
+  nf_send_wr(pe, &w, WIRE_PUSH_ID, 0);
+  nf_send_push1(pe, 0, g, req);
+  return nf_read_push_ok(f, pe, req);
+}
+
+/* Sends `type` with an empty-ish payload to the replica; the ERROR's text. */
+static const char *refused(nf_cluster *c, uint8_t type, wire_wr *w) {
+  peer *x = nf_cluster_dial(c, ROLE_PS, 1);
+  nf_send_wr(x, w, type, 1);
+  return nf_expect_error_and_close(&c->f, x);
+}
+
+TEST(ps_replica_pairs_replicates_refuses_and_is_promoted) {
+  nf_cluster c;
+  nf_cluster_up(&c, (nf_node[]){{ROLE_PS, 0}, {ROLE_PS, 1}}, 2, 50, 5000);
+  fake *f = &c.f;
+  reg *p = nf_cluster_reg(&c, ROLE_PS, 0), *r = nf_cluster_reg(&c, ROLE_PS, 1);
+  send_role(r->ctl, WIRE_PS_REPLICA, 42, "", 0);
+  CHECK(!role_ok(f, r->ctl)); /* it expects its primary */
+  send_role(p->ctl, WIRE_PS_PRIMARY, 42, r->host, r->port);
+  CHECK(role_ok(f, r->ctl)); /* in sync (an empty ps) */
+
+  peer *coord = nf_cluster_dial(&c, ROLE_PS, 0), *a = nf_cluster_dial(&c, ROLE_PS, 0);
+  optim_cfg adam;
+  optim_cfg_default(&adam, OPTIM_ADAM);
+  int64_t shape[2] = {2, 3};
+  tensor *v0 = nf_filled(2, shape, -1.25f, 0.375f), *g = nf_filled(2, shape, 0.3f, -0.17f);
+  nf_var_init(f, coord, 0, 0, &adam, v0, 1);
+  CHECK_INT_EQ(push_id(f, a, 7, 1, g, 10), 1);
+  CHECK_INT_EQ(push_id(f, a, 7, 2, g, 11), 2);
+  CHECK_INT_EQ(push_id(f, a, 7, 2, g, 12), 2); /* sent again: answered, not applied */
+  tensor *on_primary = nf_pull1(f, a, 0, 13);
+
+  /* The replica serves nobody else. */
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_pull(&w, &(wire_msg_pull){0, {0}});
+  CHECK_STR_CONTAINS(refused(&c, WIRE_PULL, &w), "this ps is a replica");
+  wire_wr_init(&w);
+  wire_put_repl_sync(&w, &(wire_msg_repl_sync){.token = 41});
+  CHECK_STR_CONTAINS(refused(&c, WIRE_REPL_SYNC, &w), "without the token");
+  wire_wr_init(&w);
+  wire_put_repl(&w, &(wire_msg_repl){.seq = 1, .type = WIRE_PUSH});
+  CHECK_STR_CONTAINS(refused(&c, WIRE_REPL, &w), "not this replica's primary");
+
+  /* Promoted: the same values bit for bit, and the push sent again there
+   * is still known. */
+  send_role(r->ctl, WIRE_PS_ALONE, 0, "", 0);
+  peer *b = nf_cluster_dial(&c, ROLE_PS, 1);
+  tensor *on_replica = nf_pull1(f, b, 0, 20);
+  CHECK(nf_same_bits(on_primary, on_replica));
+  CHECK_INT_EQ(push_id(f, b, 7, 2, g, 21), 2);
+  tensor *again = nf_pull1(f, b, 0, 22);
+  CHECK(nf_same_bits(on_primary, again));
+  CHECK_INT_EQ(push_id(f, b, 7, 3, g, 23), 3);
+
+  tensor_free(v0), tensor_free(g), tensor_free(on_primary), tensor_free(on_replica);
+  tensor_free(again);
+  nf_cluster_down(&c);
+}
