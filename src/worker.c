@@ -657,7 +657,10 @@ void worker_close(worker *w) {
 void worker_free(worker *w) {
   if (!w) return;
   for (int i = 0; i < w->nlinks; i++) {
-    if (w->links[i]) free(w->links[i]->waits);
+    if (w->links[i]) {
+      worker__link_forget(w->links[i]); /* kept frames (ps replicas) */
+      free(w->links[i]->waits);
+    }
     free(w->links[i]);
   }
   free(w->links);
