@@ -14,25 +14,20 @@
 
 /* Worst first: what needs attention sorts to the top. */
 static int state_rank(const char *s) {
-  static const char *const order[] = {"failed", "lost", "restarting", "starting",
-                                      "busy",   "ready", "idle",      "done"};
-  for (int i = 0; i < 8; i++)
+  static const char *const order[] = {"failed",  "lost", "restarting", "restoring", "syncing",
+                                      "starting", "busy", "ready",      "replica",   "idle",
+                                      "done"};
+  for (int i = 0; i < 11; i++)
     if (strcmp(s, order[i]) == 0) return i;
-  return 8;
+  return 11;
 }
 
 int dash_state_role(const char *s) {
-  switch (state_rank(s)) {
-  case 0:
-  case 1: return DASH_ROLE_BAD;
-  case 2:
-  case 3: return DASH_ROLE_WARN;
-  case 4: return DASH_ROLE_BUSY;
-  case 5:
-  case 6:
-  case 7: return DASH_ROLE_OK;
-  default: return DASH_ROLE_TEXT;
-  }
+  int r = state_rank(s);
+  if (r <= 1) return DASH_ROLE_BAD;
+  if (r <= 5) return DASH_ROLE_WARN; /* restarting, restoring, syncing, starting */
+  if (r == 6) return DASH_ROLE_BUSY;
+  return r <= 10 ? DASH_ROLE_OK : DASH_ROLE_TEXT;
 }
 
 bool dash_node_matches(const dash_node *n, const char *f) {
