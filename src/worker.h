@@ -67,7 +67,8 @@ void worker_set_calls(worker *w, const worker_calls *calls);
  * code. `nodes` is borrowed for the call. */
 int worker_spec(worker *w, const node_addr *nodes, int n, bool ps_replicated);
 /* A clock (the coordinator's heartbeats): with ps replicas, connects lost
- * ps links that still hold requests again, within their back-off. */
+ * ps links again, within their back-off (their kept requests, or a job
+ * waiting for links, go on once connected). */
 void worker_tick(worker *w);
 
 /* Frames from the coordinator (payload borrowed for the call):

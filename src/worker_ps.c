@@ -323,9 +323,12 @@ void worker__links_reset(worker *w) {
 
 void worker_tick(worker *w) {
   if (!w->ps_replicated || w->closed) return;
+  /* A lost link waits for no job's next need: its kept requests, or a job
+   * waiting for links, are only resumed by a connection (within the
+   * back-off). */
   for (int p = 0; p < w->nlinks; p++) {
     ps_link *l = w->links[p];
-    if (l && !l->c && l->nwaits) worker__link_reconnect(w, l);
+    if (l && !l->c && l->host[0]) worker__link_reconnect(w, l);
   }
 }
 

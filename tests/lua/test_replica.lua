@@ -188,3 +188,27 @@ print("RUN " .. c.run_dir .. " " .. r.global_steps .. " " .. tostring(killed))
   local logs = read(dir .. "/logs/worker-0.log") .. read(dir .. "/logs/worker-1.log")
   assert(logs:find("sent %d+ requests to ps:0 again"), "requests were sent again: " .. logs:sub(-2000))
 end)
+
+test("replica-06 a primary and its replica SIGKILLed together: the checkpoint rollback", function()
+  drover.seed(1)
+  local c <close> = drover.cluster { ps = 2, worker = 2, runs = RUNS, name = "r06", split_threshold = 1000,
+    ps_replicas = 1 }
+  local killed
+  local exp = drover.experiment {
+    name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+    model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
+    train = { data = train_std, batch = 32, epochs = 10 }, eval = { data = test_std, every = 1000 },
+    checkpoint = { every = 50 }, seed = 1, verbose = false,
+    progress = function(p)
+      if killed or p.step < 200 then return end
+      killed = true
+      os.execute("kill -9 " .. node(c, "ps", 2).pid .. " " .. node(c, "ps", 0).pid)
+    end }
+  local r = c:fit(exp)
+  assert(killed, "both were killed during the fit")
+  eq(r.steps, STEPS, "the exact step count")
+  assert(r.eval_accuracy >= 0.95, "eval accuracy " .. tostring(r.eval_accuracy))
+  local ev = read(c.run_dir .. "/events.log")
+  assert(ev:find("restoring from step %d+"), ev)
+  assert(settled(c), "both came back, paired again")
+end)
