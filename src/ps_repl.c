@@ -180,9 +180,18 @@ static void replica_gone(ps_server *ps, const char *why) {
              ps->repl_host, ps->repl_port, why, n);
 }
 
+static void drop_replica(ps_server *ps, const char *why);
+
 int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl,
                      uint32_t client, uint64_t push_seq) {
   if (!ps->repl_live || !ps->repl) return 0;
+  /* A replica whose connection is closing (it died; the close callback
+   * has not run yet) is gone already: the frame is applied here, never
+   * refused to its client. */
+  if (!conn_is_ready(ps->repl)) {
+    drop_replica(ps, "its connection is closing");
+    return 0;
+  }
   if (ps->npend == ps->cappend) {
     int cap = ps->cappend ? 2 * ps->cappend : 16;
     repl_pending *np = realloc(ps->pend, (size_t)cap * sizeof *np);
@@ -197,10 +206,10 @@ int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_
   wire_wr w;
   wire_wr_init(&w);
   wire_put_repl(&w, &(wire_msg_repl){seq, h->type, client, push_seq, {copy, h->len}});
-  int rc = conn_send_wr(ps->repl, &w, WIRE_REPL, 0);
-  if (rc < 0) {
+  if (conn_send_wr(ps->repl, &w, WIRE_REPL, 0) < 0) {
     free(copy);
-    return rc;
+    drop_replica(ps, drv_errmsg());
+    return 0;
   }
   ps->pend[ps->npend++] = (repl_pending){pe, h->req, h->type, copy, h->len, seq, client, push_seq};
   return 1;
