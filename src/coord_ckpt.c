@@ -355,9 +355,11 @@ void coord__ckpt_fit_end(coord_fit_state *f) {
 void coord__ckpt_abandon(coord_fit_state *f, int ps) {
   coord_ck *ck = &f->ck;
   if (ck->state != CK_IDLE) { /* that checkpoint will not be whole */
+    /* Only a write made its directory: while probing, ck->dir is still
+     * the previous checkpoint's, committed, the one a rollback needs. */
+    if (ck->state == CK_WRITING) remove_uncommitted(f);
     ck->state = CK_IDLE;
     coord__pos_clear(f);
-    remove_uncommitted(f);
     rundir_event(&f->c->rd, "checkpoint step %" PRId64 " abandoned: ps:%d was lost", ck->step, ps);
   }
 }
