@@ -123,8 +123,8 @@ def sample(f, rng, template):
         return np.array([rng.uniform(-100, 100) for _ in range(int(np.prod(shape)))],
                         dtype=np.float32).reshape(shape)
     if kind == "OPTIM":  # its values must pass optim_cfg_check: the C sample's
-        return from_json(f, template[f[1]])
-    if kind == "ITEMS":
+        return from_json(f, template.get(f[1], OPTIM_SAMPLE[0]))
+    if kind == "ITEMS":  # an item's OPTIM (REPL_SYNC's shards) from any C sample
         item = _wire.ITEMS[f[2]]
         return [{g[1]: sample(g, rng, {}) for g in item if g[0] != "EMPTY"}
                 for _ in range(rng.randint(0, 3))]
@@ -168,9 +168,15 @@ def check(d):
     return results
 
 
+OPTIM_SAMPLE = [None]  # a C sample's optimizer config, for OPTIM fields inside items
+
+
 def make(d, out, seed):
     rng = random.Random(int(seed))
     templates = {j["type"]: j["fields"] for _, j, _ in vectors(d)}
+    for fields in templates.values():
+        if OPTIM_SAMPLE[0] is None and isinstance(fields.get("optim"), str):
+            OPTIM_SAMPLE[0] = fields["optim"]
     for num, (name, _, _, fields) in _wire.MESSAGES.items():
         m = {f[1]: sample(f, rng, templates.get(name, {})) for f in fields if f[0] != "EMPTY"}
         req = rng.randint(0, 2**32 - 1)
