@@ -319,17 +319,52 @@ static int l_linear(lua_State *L) {
   return 1;
 }
 
+/* The value at `arg` as a {height, width} pair: an integer n (n, n) or a
+ * table {h, w}, each at least min (PyTorch's int-or-tuple arguments). */
+static void check_pair(lua_State *L, int arg, const char *layer, const char *what,
+                       lua_Integer min, int64_t *out) {
+  arg = lua_absindex(L, arg);
+  if (!lua_istable(L, arg)) {
+    out[0] = out[1] = check_int(L, arg, layer, what, min);
+    return;
+  }
+  if (luaL_len(L, arg) != 2)
+    luaL_error(L, "nn.%s: %s must be an integer or a pair {height, width} (got a table of %d)",
+               layer, what, (int)luaL_len(L, arg));
+  for (int i = 0; i < 2; i++) {
+    lua_rawgeti(L, arg, i + 1);
+    out[i] = check_int(L, lua_gettop(L), layer, what, min);
+    lua_pop(L, 1);
+  }
+}
+
+/* Option `key` of the table at `arg` as a pair, def for both when absent. */
+static void opt_pair(lua_State *L, int arg, const char *layer, const char *key,
+                     lua_Integer def, lua_Integer min, int64_t *out) {
+  out[0] = out[1] = def;
+  if (!lua_istable(L, arg)) return;
+  lua_getfield(L, arg, key);
+  if (!lua_isnil(L, -1)) {
+    char what[48];
+    snprintf(what, sizeof what, "option %s", key);
+    check_pair(L, -1, layer, what, min, out);
+  }
+  lua_pop(L, 1);
+}
+
 /* nn.Conv2d(in, out, k [, { stride = 1, padding = 0, dilation = 1,
- * bias = true, init = ... }]). */
+ * bias = true, init = ... }]); k, stride, padding and dilation are each an
+ * integer or a {height, width} pair. */
 static int l_conv2d(lua_State *L) {
   lua_Integer in = check_int(L, 1, "Conv2d", "the input channels", 1);
   lua_Integer out = check_int(L, 2, "Conv2d", "the output channels", 1);
-  lua_Integer k = check_int(L, 3, "Conv2d", "the kernel size", 1);
+  int64_t k[2];
+  check_pair(L, 3, "Conv2d", "the kernel size", 1, k);
   nn_conv_opts o = NN_CONV_DEFAULTS;
   if (!lua_isnoneornil(L, 4)) luaL_checktype(L, 4, LUA_TTABLE);
-  o.stride = opt_field(L, 4, "Conv2d", "stride", 1, 1);
-  o.padding = opt_field(L, 4, "Conv2d", "padding", 0, 0);
-  o.dilation = opt_field(L, 4, "Conv2d", "dilation", 1, 1);
+  opt_pair(L, 4, "Conv2d", "stride", 1, 1, o.stride);
+  opt_pair(L, 4, "Conv2d", "padding", 0, 0, o.padding);
+  opt_pair(L, 4, "Conv2d", "dilation", 1, 1, o.dilation);
   if (lua_istable(L, 4)) {
     lua_getfield(L, 4, "bias");
     if (!lua_isnil(L, -1)) o.bias = lua_toboolean(L, -1);

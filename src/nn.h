@@ -95,10 +95,13 @@ struct nn_module {
   tensor *mask;        /* Dropout mask */
   int64_t in_features, out_features; /* Linear; Conv2d's channels */
   float p;             /* Dropout probability; LeakyReLU's negative slope */
-  int64_t k, stride, pad, dil; /* Conv2d (square kernel), MaxPool2d, AvgPool2d */
+  /* Conv2d, MaxPool2d, AvgPool2d: {height, width} of the kernel, stride,
+   * padding and dilation (pools: dilation 1). */
+  int64_t k[2], stride[2], pad[2], dil[2];
   int64_t view[3];     /* Unflatten: the shape of one example */
   int nview;
-  tensor *cols;        /* Conv2d: one example's im2col matrix */
+  tensor *cols;        /* Conv2d: the batch's im2col matrix */
+  tensor *work;        /* Conv2d: the output or its gradient as [out, N OH OW] */
   int64_t *argmax;     /* MaxPool2d: the input index of each output */
   size_t capargmax;
   rng_t rng;           /* Dropout */
@@ -123,18 +126,24 @@ nn_module *nn_flatten(void);
  * nn.Unflatten(1, shape)): e.g. rows of 64 pixels into [N, 1, 8, 8]. */
 nn_module *nn_unflatten(int ndim, const int64_t *shape);
 
-/* Conv2d options; zero-initialised fields mean PyTorch's defaults except
- * `bias`, so start from NN_CONV_DEFAULTS. */
+/* Conv2d options, each {height, width} as PyTorch's tuples; start from
+ * NN_CONV_DEFAULTS (stride 1, padding 0, dilation 1, bias). */
 typedef struct nn_conv_opts {
-  int64_t stride, padding, dilation;
+  int64_t stride[2], padding[2], dilation[2];
   bool bias;
 } nn_conv_opts;
-#define NN_CONV_DEFAULTS ((nn_conv_opts){1, 0, 1, true})
+#define NN_CONV_DEFAULTS ((nn_conv_opts){{1, 1}, {0, 0}, {1, 1}, true})
 /* Input [N, in, H, W], output [N, out, OH, OW] with
- * OH = (H + 2 padding - dilation (k - 1) - 1) / stride + 1 (likewise OW);
- * weight [out, in, k, k] and bias [out], initialised as PyTorch does
- * (U(+-1/sqrt(in k k))). Computed by im2col and one sgemm per example. */
-nn_module *nn_conv2d(int64_t in, int64_t out, int64_t k, const nn_conv_opts *o, rng_t *r);
+ * OH = (H + 2 padding[0] - dilation[0] (k[0] - 1) - 1) / stride[0] + 1
+ * (OW likewise with index 1); weight [out, in, k[0], k[1]] and bias [out],
+ * initialised as PyTorch does (U(+-1/sqrt(in k[0] k[1]))). Computed by a
+ * batch-wide im2col and one sgemm per batch for the output, one for the
+ * weight gradient and one for the input gradient. */
+nn_module *nn_conv2d(int64_t in, int64_t out, const int64_t k[2], const nn_conv_opts *o,
+                     rng_t *r);
+/* The square case, nn_conv2d(in, out, {k, k}, o, r). */
+nn_module *nn_conv2d_square(int64_t in, int64_t out, int64_t k, const nn_conv_opts *o,
+                            rng_t *r);
 /* k x k windows, stride (0: k) and zero padding (at most k/2), as PyTorch:
  * [N, C, H, W] -> [N, C, OH, OW], OH = (H + 2 padding - k) / stride + 1.
  * MaxPool2d's padding never wins the max; AvgPool2d counts it (PyTorch's

@@ -1,11 +1,18 @@
-/* nn_conv.c - the image layers: Conv2d (im2col and one sgemm per example)
- * and MaxPool2d / AvgPool2d, on [N, C, H, W] tensors, with PyTorch's
- * parameter names, layouts and output sizes.
+/* nn_conv.c - the image layers: Conv2d (a batch-wide im2col and one sgemm
+ * per group of examples) and MaxPool2d / AvgPool2d, on [N, C, H, W]
+ * tensors, with PyTorch's parameter names, layouts and output sizes;
+ * kernels, strides, paddings and dilations are {height, width} pairs.
  *
- * Conv2d keeps one example's im2col matrix, [in k k, OH OW], and builds it
- * again in backward rather than keeping the whole batch's: the batch's
- * would be k*k times the input's size, the rebuild is a cheap copy next to
- * the two products that read it.
+ * Conv2d lays the im2col matrix of a whole group of examples side by side,
+ * [in kh kw, G OH OW], so each of the three products of a step (output,
+ * weight gradient, input gradient) is one large sgemm instead of G small
+ * ones: the small ones (K or N of a few dozen) leave OpenBLAS far from its
+ * peak. A group is as many examples as fit CONV_COLS_MAX floats (the whole
+ * batch for MNIST-sized images), which bounds the memory the matrix takes
+ * for large images. Backward builds the matrix again rather than keeping
+ * it from forward: the rebuild is a copy next to the products that read
+ * it, and it cannot go stale between a forward and a backward of
+ * different inputs.
  */
 #include <cblas.h>
 #include <math.h>
@@ -16,6 +23,9 @@
 #include "nn.h"
 #include "nn_int.h"
 #include "util.h"
+
+/* Floats of im2col matrix per group: 8 Mi floats, 32 MiB. */
+#define CONV_COLS_MAX ((int64_t)8 << 20)
 
 /* ---- geometry -------------------------------------------------------------- */
 
@@ -35,6 +45,19 @@ static void as_nchw(const tensor *x, int64_t *d) {
   d[3] = x->shape[three ? 2 : 3];
 }
 
+/* "3x3" or "3x5": a pair as describe and errors print it. */
+static const char *pair_str(const int64_t *v, char *buf, size_t n) {
+  snprintf(buf, n, "%lldx%lld", (long long)v[0], (long long)v[1]);
+  return buf;
+}
+
+/* "2" for {2, 2}, "2x1" otherwise: strides, paddings and dilations. */
+static const char *num_str(const int64_t *v, char *buf, size_t n) {
+  if (v[0] == v[1]) snprintf(buf, n, "%lld", (long long)v[0]);
+  else pair_str(v, buf, n);
+  return buf;
+}
+
 /* x must be a contiguous [N, channels, H, W] (or [N, H, W] when a Conv2d
  * takes one channel) with an output of at least 1 x 1; fills `shape`
  * with the output's [N, out_channels, OH, OW]. */
@@ -50,8 +73,8 @@ static int spatial_check(const nn_module *m, const tensor *x, int64_t channels,
     return drv_error(DRV_ESHAPE, "%s: input %s is not [batch, %s%lld, height, width]",
                      nn_name_of(m, nm, sizeof nm), SHAPE(x, a), channels > 0 ? "" : "channels ",
                      (long long)(channels > 0 ? channels : 0));
-  int64_t oh = out_size(d[2], m->k, m->stride, m->pad, m->dil);
-  int64_t ow = out_size(d[3], m->k, m->stride, m->pad, m->dil);
+  int64_t oh = out_size(d[2], m->k[0], m->stride[0], m->pad[0], m->dil[0]);
+  int64_t ow = out_size(d[3], m->k[1], m->stride[1], m->pad[1], m->dil[1]);
   if (oh < 1 || ow < 1)
     return drv_error(DRV_ESHAPE, "%s: input %s is smaller than the kernel",
                      nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
@@ -64,120 +87,181 @@ static int spatial_check(const nn_module *m, const tensor *x, int64_t channels,
 
 /* ---- Conv2d ---------------------------------------------------------------- */
 
-/* One example x [C, H, W] into cols [C k k, OH OW]; padding reads as 0. */
-static void im2col(const nn_module *m, const float *x, int64_t c, int64_t h, int64_t w,
-                   int64_t oh, int64_t ow, float *cols) {
-  int64_t k = m->k, s = m->stride, p = m->pad, d = m->dil;
-  for (int64_t ch = 0; ch < c; ch++)
-    for (int64_t ki = 0; ki < k; ki++)
-      for (int64_t kj = 0; kj < k; kj++) {
-        float *row = cols + ((ch * k + ki) * k + kj) * oh * ow;
-        for (int64_t i = 0; i < oh; i++) {
-          int64_t y = i * s - p + ki * d;
-          for (int64_t j = 0; j < ow; j++) {
-            int64_t xx = j * s - p + kj * d;
-            bool in = y >= 0 && y < h && xx >= 0 && xx < w;
-            row[i * ow + j] = in ? x[(ch * h + y) * w + xx] : 0.0f;
-          }
-        }
-      }
-}
+/* The geometry of one conv call: input [n, c, h, w], output [n, o, oh, ow],
+ * l = oh ow positions an example, ckk = c kh kw rows of the matrix, groups
+ * of g examples. */
+typedef struct conv_geom {
+  int64_t n, c, h, w, o, oh, ow, l, ckk, g;
+} conv_geom;
 
-/* The adjoint of im2col: adds cols [C k k, OH OW] into dx [C, H, W]. */
-static void col2im(const nn_module *m, const float *cols, int64_t c, int64_t h, int64_t w,
-                   int64_t oh, int64_t ow, float *dx) {
-  int64_t k = m->k, s = m->stride, p = m->pad, d = m->dil;
-  for (int64_t ch = 0; ch < c; ch++)
-    for (int64_t ki = 0; ki < k; ki++)
-      for (int64_t kj = 0; kj < k; kj++) {
-        const float *row = cols + ((ch * k + ki) * k + kj) * oh * ow;
-        for (int64_t i = 0; i < oh; i++) {
-          int64_t y = i * s - p + ki * d;
-          if (y < 0 || y >= h) continue;
-          for (int64_t j = 0; j < ow; j++) {
-            int64_t xx = j * s - p + kj * d;
-            if (xx >= 0 && xx < w) dx[(ch * h + y) * w + xx] += row[i * ow + j];
-          }
-        }
-      }
-}
-
-static int conv_cols(nn_module *m, const tensor *x, const int64_t *oshape) {
+/* Fills g from x and the output shape; refuses sizes BLAS's int cannot
+ * index (DRV_ERANGE) and sizes the two work matrices for a group. */
+static int conv_begin(nn_module *m, const tensor *x, const int64_t *os, conv_geom *g) {
+  char nm[96];
   int64_t d[4];
   as_nchw(x, d);
-  int64_t shape[2] = {d[1] * m->k * m->k, oshape[2] * oshape[3]};
-  return nn_ensure(&m->cols, 2, shape);
+  *g = (conv_geom){.n = d[0], .c = d[1], .h = d[2], .w = d[3], .o = os[1], .oh = os[2],
+                   .ow = os[3], .l = os[2] * os[3]};
+  size_t ckk = 0, per = 0;
+  bool ok = util_mul_ok((size_t)g->c, (size_t)(m->k[0] * m->k[1]), &ckk) && ckk <= INT32_MAX &&
+            g->l <= INT32_MAX && util_mul_ok(ckk, (size_t)g->l, &per);
+  g->ckk = (int64_t)ckk;
+  if (!ok)
+    return drv_error(DRV_ERANGE, "%s: the im2col matrix of one example is too large",
+                     nn_name_of(m, nm, sizeof nm));
+  g->g = per > 0 ? CONV_COLS_MAX / (int64_t)per : g->n;
+  if (g->g < 1) g->g = 1;
+  if (g->g > g->n) g->g = g->n;
+  if (g->g * g->l > INT32_MAX) g->g = INT32_MAX / g->l;
+  int64_t cs[2] = {g->ckk, g->g * g->l}, ws[2] = {g->o, g->g * g->l};
+  int rc = nn_ensure(&m->cols, 2, cs);
+  return rc < 0 ? rc : nn_ensure(&m->work, 2, ws);
 }
 
-/* Per example: out [O, L] = bias (broadcast), then += W [O, CKK] cols. */
+/* The output columns j0 <= j < j1 whose input column j s - p + kj d lies
+ * inside 0..w-1 (empty when j0 >= j1). */
+static void valid_cols(int64_t w, int64_t ow, int64_t s, int64_t off,
+                       int64_t *j0, int64_t *j1) {
+  /* off = kj d - p: column j reads input column j s + off. */
+  int64_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  int64_t hi = w - off <= 0 ? 0 : (w - off - 1) / s + 1;
+  *j0 = lo < ow ? lo : ow;
+  *j1 = hi < ow ? hi : ow;
+  if (*j1 < *j0) *j1 = *j0;
+}
+
+/* Examples n0 .. n0+cnt-1 of x into cols [C kh kw, cnt OH OW]: row
+ * (ch, ki, kj), column (example, i, j) holds x[ch, i s - p + ki d,
+ * j s - p + kj d], 0 outside the input. */
+static void im2col(const nn_module *m, const conv_geom *g, const float *x, int64_t n0,
+                   int64_t cnt, float *cols) {
+  int64_t kh = m->k[0], kw = m->k[1], sw = m->stride[1], ld = cnt * g->l;
+  for (int64_t ch = 0; ch < g->c; ch++)
+    for (int64_t ki = 0; ki < kh; ki++)
+      for (int64_t kj = 0; kj < kw; kj++) {
+        int64_t off = kj * m->dil[1] - m->pad[1], j0, j1;
+        valid_cols(g->w, g->ow, sw, off, &j0, &j1);
+        float *row = cols + ((ch * kh + ki) * kw + kj) * ld;
+        for (int64_t e = 0; e < cnt; e++) {
+          const float *plane = x + ((n0 + e) * g->c + ch) * g->h * g->w;
+          for (int64_t i = 0; i < g->oh; i++) {
+            float *dst = row + e * g->l + i * g->ow;
+            int64_t y = i * m->stride[0] - m->pad[0] + ki * m->dil[0];
+            if (y < 0 || y >= g->h) {
+              memset(dst, 0, (size_t)g->ow * sizeof *dst);
+              continue;
+            }
+            const float *src = plane + y * g->w;
+            for (int64_t j = 0; j < j0; j++) dst[j] = 0.0f;
+            if (sw == 1 && j1 > j0)
+              memcpy(dst + j0, src + j0 + off, (size_t)(j1 - j0) * sizeof *dst);
+            else
+              for (int64_t j = j0; j < j1; j++) dst[j] = src[j * sw + off];
+            for (int64_t j = j1; j < g->ow; j++) dst[j] = 0.0f;
+          }
+        }
+      }
+}
+
+/* The adjoint of im2col: adds cols [C kh kw, cnt OH OW] into examples
+ * n0 .. n0+cnt-1 of dx. */
+static void col2im(const nn_module *m, const conv_geom *g, const float *cols, int64_t n0,
+                   int64_t cnt, float *dx) {
+  int64_t kh = m->k[0], kw = m->k[1], sw = m->stride[1], ld = cnt * g->l;
+  for (int64_t ch = 0; ch < g->c; ch++)
+    for (int64_t ki = 0; ki < kh; ki++)
+      for (int64_t kj = 0; kj < kw; kj++) {
+        int64_t off = kj * m->dil[1] - m->pad[1], j0, j1;
+        valid_cols(g->w, g->ow, sw, off, &j0, &j1);
+        const float *row = cols + ((ch * kh + ki) * kw + kj) * ld;
+        for (int64_t e = 0; e < cnt; e++) {
+          float *plane = dx + ((n0 + e) * g->c + ch) * g->h * g->w;
+          for (int64_t i = 0; i < g->oh; i++) {
+            int64_t y = i * m->stride[0] - m->pad[0] + ki * m->dil[0];
+            if (y < 0 || y >= g->h) continue;
+            const float *src = row + e * g->l + i * g->ow;
+            float *dst = plane + y * g->w;
+            for (int64_t j = j0; j < j1; j++) dst[j * sw + off] += src[j];
+          }
+        }
+      }
+}
+
+/* Per group: work [O, G L] = W [O, CKK] cols [CKK, G L], then out[n, o, :]
+ * = work[o, n's columns] + bias[o]. */
 static int conv_forward(nn_module *m, const tensor *x, const tensor **y) {
   int64_t os[4];
+  conv_geom g;
   int rc = spatial_check(m, x, m->in_features, m->out_features, os);
-  if (rc < 0 || (rc = nn_ensure(&m->out, 4, os)) < 0 || (rc = conv_cols(m, x, os)) < 0)
+  if (rc < 0 || (rc = nn_ensure(&m->out, 4, os)) < 0 || (rc = conv_begin(m, x, os, &g)) < 0)
     return rc;
-  int64_t xd[4];
-  as_nchw(x, xd);
-  int64_t c = xd[1], h = xd[2], w = xd[3], o = os[1], l = os[2] * os[3];
-  int64_t ckk = c * m->k * m->k;
   const float *wt = tensor_data(m->params[0].value);
-  float *cols = tensor_data(m->cols);
-  for (int64_t n = 0; n < os[0]; n++) {
-    float *out = tensor_data(m->out) + n * o * l;
-    for (int64_t i = 0; i < o; i++) {
-      float b = m->nparams > 1 ? tensor_data(m->params[1].value)[i] : 0.0f;
-      for (int64_t j = 0; j < l; j++) out[i * l + j] = b;
-    }
-    im2col(m, tensor_data(x) + n * c * h * w, c, h, w, os[2], os[3], cols);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)o, (int)l, (int)ckk, 1.0f, wt,
-                (int)ckk, cols, (int)l, 1.0f, out, (int)l);
+  const float *bias = m->nparams > 1 ? tensor_data(m->params[1].value) : NULL;
+  float *cols = tensor_data(m->cols), *work = tensor_data(m->work), *out = tensor_data(m->out);
+  for (int64_t n0 = 0; n0 < g.n; n0 += g.g) {
+    int64_t cnt = g.n - n0 < g.g ? g.n - n0 : g.g, ld = cnt * g.l;
+    im2col(m, &g, tensor_data(x), n0, cnt, cols);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.o, (int)ld, (int)g.ckk, 1.0f,
+                wt, (int)g.ckk, cols, (int)ld, 0.0f, work, (int)ld);
+    for (int64_t e = 0; e < cnt; e++)
+      for (int64_t i = 0; i < g.o; i++) {
+        float b = bias ? bias[i] : 0.0f, *dst = out + ((n0 + e) * g.o + i) * g.l;
+        const float *src = work + i * ld + e * g.l;
+        EACH(j, g.l, dst[j] = src[j] + b);
+      }
   }
   *y = m->out;
   return 0;
 }
 
-/* Per example: dW += dy cols^T, db += row sums of dy; when asked,
- * dcols = W^T dy (into the cols buffer, no longer needed) and col2im. */
+/* Per group: work [O, G L] = dy's columns, db += its row sums,
+ * dW += work cols^T; when asked, cols = W^T work and col2im into dx. */
 static int conv_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx) {
   int64_t os[4];
+  conv_geom g;
   int rc = spatial_check(m, x, m->in_features, m->out_features, os);
-  if (rc < 0 || (rc = nn_check_grad(m, dy, 4, os)) < 0 || (rc = conv_cols(m, x, os)) < 0)
+  if (rc < 0 || (rc = nn_check_grad(m, dy, 4, os)) < 0 || (rc = conv_begin(m, x, os, &g)) < 0)
     return rc;
-  if (dx && (rc = nn_ensure_like(&m->dx, x)) < 0) return rc;
-  int64_t xd[4];
-  as_nchw(x, xd);
-  int64_t c = xd[1], h = xd[2], w = xd[3], o = os[1], l = os[2] * os[3];
-  int64_t ckk = c * m->k * m->k;
-  float *cols = tensor_data(m->cols), *dw = tensor_data(m->params[0].grad);
-  if (dx) tensor_fill(m->dx, 0.0f);
-  for (int64_t n = 0; n < os[0]; n++) {
-    const float *g = tensor_data(dy) + n * o * l;
-    im2col(m, tensor_data(x) + n * c * h * w, c, h, w, os[2], os[3], cols);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)o, (int)ckk, (int)l, 1.0f, g,
-                (int)l, cols, (int)l, 1.0f, dw, (int)ckk);
-    if (m->nparams > 1) {
-      float *db = tensor_data(m->params[1].grad);
-      for (int64_t i = 0; i < o; i++) {
-        double s = 0;
-        for (int64_t j = 0; j < l; j++) s += g[i * l + j];
-        db[i] += (float)s;
+  if (dx && ((rc = nn_ensure_like(&m->dx, x)) < 0 || (rc = tensor_fill(m->dx, 0.0f)) < 0))
+    return rc;
+  float *cols = tensor_data(m->cols), *work = tensor_data(m->work);
+  float *dw = tensor_data(m->params[0].grad);
+  float *db = m->nparams > 1 ? tensor_data(m->params[1].grad) : NULL;
+  for (int64_t n0 = 0; n0 < g.n; n0 += g.g) {
+    int64_t cnt = g.n - n0 < g.g ? g.n - n0 : g.g, ld = cnt * g.l;
+    for (int64_t i = 0; i < g.o; i++) {
+      double s = 0;
+      for (int64_t e = 0; e < cnt; e++) {
+        const float *src = tensor_data(dy) + ((n0 + e) * g.o + i) * g.l;
+        float *dst = work + i * ld + e * g.l;
+        memcpy(dst, src, (size_t)g.l * sizeof *dst);
+        for (int64_t j = 0; j < g.l; j++) s += src[j];
       }
+      if (db) db[i] += (float)s;
     }
+    im2col(m, &g, tensor_data(x), n0, cnt, cols);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.o, (int)g.ckk, (int)ld, 1.0f,
+                work, (int)ld, cols, (int)ld, 1.0f, dw, (int)g.ckk);
     if (!dx) continue;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ckk, (int)l, (int)o, 1.0f,
-                tensor_data(m->params[0].value), (int)ckk, g, (int)l, 0.0f, cols, (int)l);
-    col2im(m, cols, c, h, w, os[2], os[3], tensor_data(m->dx) + n * c * h * w);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.ckk, (int)ld, (int)g.o, 1.0f,
+                tensor_data(m->params[0].value), (int)g.ckk, work, (int)ld, 0.0f, cols,
+                (int)ld);
+    col2im(m, &g, cols, n0, cnt, tensor_data(m->dx));
   }
   if (dx) *dx = m->dx;
   return 0;
 }
 
+static bool is_pair(const int64_t *v, int64_t a) { return v[0] == a && v[1] == a; }
+
 static int conv_describe(const nn_module *m, char *buf, size_t n, int indent) {
   (void)indent;
-  nn_append(buf, n, "nn.Conv2d(%lld -> %lld, %lldx%lld", (long long)m->in_features,
-            (long long)m->out_features, (long long)m->k, (long long)m->k);
-  if (m->stride != 1) nn_append(buf, n, ", stride %lld", (long long)m->stride);
-  if (m->pad != 0) nn_append(buf, n, ", padding %lld", (long long)m->pad);
-  if (m->dil != 1) nn_append(buf, n, ", dilation %lld", (long long)m->dil);
+  char p[48];
+  nn_append(buf, n, "nn.Conv2d(%lld -> %lld, %s", (long long)m->in_features,
+            (long long)m->out_features, pair_str(m->k, p, sizeof p));
+  if (!is_pair(m->stride, 1)) nn_append(buf, n, ", stride %s", num_str(m->stride, p, sizeof p));
+  if (!is_pair(m->pad, 0)) nn_append(buf, n, ", padding %s", num_str(m->pad, p, sizeof p));
+  if (!is_pair(m->dil, 1)) nn_append(buf, n, ", dilation %s", num_str(m->dil, p, sizeof p));
   if (m->nparams < 2) nn_append(buf, n, ", no bias");
   nn_append(buf, n, ")");
   return 0;
@@ -186,27 +270,37 @@ static int conv_describe(const nn_module *m, char *buf, size_t n, int indent) {
 static const nn_module_ops conv_ops = {"Conv2d", conv_forward, conv_backward, conv_describe,
                                        NULL};
 
-nn_module *nn_conv2d(int64_t in, int64_t out, int64_t k, const nn_conv_opts *o, rng_t *r) {
+static bool conv_args_ok(int64_t in, int64_t out, const int64_t *k, const nn_conv_opts *d) {
+  bool ok = in > 0 && out > 0 && in <= INT32_MAX && out <= INT32_MAX;
+  for (int i = 0; i < 2; i++)
+    ok = ok && k[i] > 0 && k[i] <= 4096 && d->stride[i] > 0 && d->stride[i] <= INT32_MAX &&
+         d->padding[i] >= 0 && d->padding[i] <= INT32_MAX && d->dilation[i] > 0 &&
+         d->dilation[i] <= 4096;
+  return ok;
+}
+
+nn_module *nn_conv2d(int64_t in, int64_t out, const int64_t k[2], const nn_conv_opts *o,
+                     rng_t *r) {
   nn_conv_opts d = o ? *o : NN_CONV_DEFAULTS;
-  bool ok = in > 0 && out > 0 && k > 0 && d.stride > 0 && d.padding >= 0 && d.dilation > 0 &&
-            in <= INT32_MAX && out <= INT32_MAX && k <= 4096 && d.stride <= INT32_MAX &&
-            d.padding <= INT32_MAX && d.dilation <= 4096 && r;
-  if (!ok) {
-    drv_error(DRV_EINVAL, "nn.Conv2d(%lld -> %lld, %lld): channels, kernel, stride and "
-              "dilation must be positive, padding >= 0%s", (long long)in, (long long)out,
-              (long long)k, r ? "" : ", and an rng is required");
+  if (!conv_args_ok(in, out, k, &d) || !r) {
+    drv_error(DRV_EINVAL, "nn.Conv2d(%lld -> %lld, %lldx%lld): channels, kernel, stride and "
+              "dilation must be positive (kernel and dilation at most 4096), padding >= 0%s",
+              (long long)in, (long long)out, (long long)k[0], (long long)k[1],
+              r ? "" : ", and an rng is required");
     return NULL;
   }
   nn_module *m = nn_module_new(&conv_ops);
   if (!m) return NULL;
   m->in_features = in;
   m->out_features = out;
-  m->k = k;
-  m->stride = d.stride;
-  m->pad = d.padding;
-  m->dil = d.dilation;
+  for (int i = 0; i < 2; i++) {
+    m->k[i] = k[i];
+    m->stride[i] = d.stride[i];
+    m->pad[i] = d.padding[i];
+    m->dil[i] = d.dilation[i];
+  }
   m->nparams = d.bias ? 2 : 1;
-  int64_t wshape[4] = {out, in, k, k};
+  int64_t wshape[4] = {out, in, k[0], k[1]};
   if (nn_param_init(&m->params[0], "weight", 4, wshape) < 0 ||
       (d.bias && nn_param_init(&m->params[1], "bias", 1, &out) < 0)) {
     nn_unref(m);
@@ -214,8 +308,13 @@ nn_module *nn_conv2d(int64_t in, int64_t out, int64_t k, const nn_conv_opts *o, 
               (long long)out);
     return NULL;
   }
-  nn_init(m, "uniform", r); /* PyTorch's default: U(+-1/sqrt(in k k)) */
+  nn_init(m, "uniform", r); /* PyTorch's default: U(+-1/sqrt(in kh kw)) */
   return m;
+}
+
+nn_module *nn_conv2d_square(int64_t in, int64_t out, int64_t k, const nn_conv_opts *o,
+                            rng_t *r) {
+  return nn_conv2d(in, out, (int64_t[2]){k, k}, o, r);
 }
 
 /* ---- pooling ----------------------------------------------------------------- */
@@ -239,9 +338,9 @@ static int maxpool_forward(nn_module *m, const tensor *x, const tensor **y) {
     for (int64_t i = 0; i < oh; i++)
       for (int64_t j = 0; j < ow; j++) {
         int64_t best = -1, at = (pl * oh + i) * ow + j;
-        for (int64_t ki = 0; ki < m->k; ki++)
-          for (int64_t kj = 0; kj < m->k; kj++) {
-            int64_t yy = i * m->stride - m->pad + ki, xx = j * m->stride - m->pad + kj;
+        for (int64_t ki = 0; ki < m->k[0]; ki++)
+          for (int64_t kj = 0; kj < m->k[1]; kj++) {
+            int64_t yy = i * m->stride[0] - m->pad[0] + ki, xx = j * m->stride[1] - m->pad[1] + kj;
             if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
             int64_t idx = (pl * h + yy) * w + xx;
             /* NaN wins, as in PyTorch. */
@@ -288,14 +387,14 @@ static int avgpool_forward(nn_module *m, const tensor *x, const tensor **y) {
   if (rc < 0) return rc;
   int64_t planes = os[0] * os[1], h = x->shape[2], w = x->shape[3], oh = os[2], ow = os[3];
   const float *xp = tensor_data(x);
-  float *yp = tensor_data(m->out), inv = 1.0f / (float)(m->k * m->k);
+  float *yp = tensor_data(m->out), inv = 1.0f / (float)(m->k[0] * m->k[1]);
   for (int64_t pl = 0; pl < planes; pl++)
     for (int64_t i = 0; i < oh; i++)
       for (int64_t j = 0; j < ow; j++) {
         float s = 0.0f;
-        for (int64_t ki = 0; ki < m->k; ki++)
-          for (int64_t kj = 0; kj < m->k; kj++) {
-            int64_t yy = i * m->stride - m->pad + ki, xx = j * m->stride - m->pad + kj;
+        for (int64_t ki = 0; ki < m->k[0]; ki++)
+          for (int64_t kj = 0; kj < m->k[1]; kj++) {
+            int64_t yy = i * m->stride[0] - m->pad[0] + ki, xx = j * m->stride[1] - m->pad[1] + kj;
             if (yy >= 0 && yy < h && xx >= 0 && xx < w) s += xp[(pl * h + yy) * w + xx];
           }
         yp[(pl * oh + i) * ow + j] = s * inv;
@@ -311,14 +410,14 @@ static int avgpool_backward(nn_module *m, const tensor *x, const tensor *dy, con
   if (rc < 0) return rc;
   int64_t planes = os[0] * os[1], h = x->shape[2], w = x->shape[3], oh = os[2], ow = os[3];
   const float *g = tensor_data(dy);
-  float *d = tensor_data(m->dx), inv = 1.0f / (float)(m->k * m->k);
+  float *d = tensor_data(m->dx), inv = 1.0f / (float)(m->k[0] * m->k[1]);
   for (int64_t pl = 0; pl < planes; pl++)
     for (int64_t i = 0; i < oh; i++)
       for (int64_t j = 0; j < ow; j++) {
         float v = g[(pl * oh + i) * ow + j] * inv;
-        for (int64_t ki = 0; ki < m->k; ki++)
-          for (int64_t kj = 0; kj < m->k; kj++) {
-            int64_t yy = i * m->stride - m->pad + ki, xx = j * m->stride - m->pad + kj;
+        for (int64_t ki = 0; ki < m->k[0]; ki++)
+          for (int64_t kj = 0; kj < m->k[1]; kj++) {
+            int64_t yy = i * m->stride[0] - m->pad[0] + ki, xx = j * m->stride[1] - m->pad[1] + kj;
             if (yy >= 0 && yy < h && xx >= 0 && xx < w) d[(pl * h + yy) * w + xx] += v;
           }
       }
@@ -328,9 +427,11 @@ static int avgpool_backward(nn_module *m, const tensor *x, const tensor *dy, con
 
 static int pool_describe(const nn_module *m, char *buf, size_t n, int indent) {
   (void)indent;
-  nn_append(buf, n, "nn.%s(%lldx%lld", m->ops->type, (long long)m->k, (long long)m->k);
-  if (m->stride != m->k) nn_append(buf, n, ", stride %lld", (long long)m->stride);
-  if (m->pad != 0) nn_append(buf, n, ", padding %lld", (long long)m->pad);
+  char p[48];
+  nn_append(buf, n, "nn.%s(%s", m->ops->type, pair_str(m->k, p, sizeof p));
+  if (m->stride[0] != m->k[0] || m->stride[1] != m->k[1])
+    nn_append(buf, n, ", stride %s", num_str(m->stride, p, sizeof p));
+  if (!is_pair(m->pad, 0)) nn_append(buf, n, ", padding %s", num_str(m->pad, p, sizeof p));
   nn_append(buf, n, ")");
   return 0;
 }
@@ -350,10 +451,7 @@ static nn_module *pool_new(const nn_module_ops *ops, int64_t k, int64_t stride, 
   }
   nn_module *m = nn_module_new(ops);
   if (!m) return NULL;
-  m->k = k;
-  m->stride = stride;
-  m->pad = pad;
-  m->dil = 1;
+  for (int i = 0; i < 2; i++) m->k[i] = k, m->stride[i] = stride, m->pad[i] = pad, m->dil[i] = 1;
   return m;
 }
 

@@ -82,12 +82,19 @@ static int spec_write(const nn_module *m, spec_out *o) {
   } else if (strcmp(type, "LeakyReLU") == 0) {
     out_printf(o, "LeakyReLU(%.9g)", (double)m->p);
   } else if (strcmp(type, "Conv2d") == 0) {
-    out_printf(o, "Conv2d(%lld,%lld,%lld,%lld,%lld,%lld,%d)", (long long)m->in_features,
-               (long long)m->out_features, (long long)m->k, (long long)m->stride,
-               (long long)m->pad, (long long)m->dil, m->nparams > 1);
+    /* Conv2d(in,out,k,stride,padding,dilation,bias) when every pair is
+     * square (the form of every spec before pairs), else each pair as
+     * "h:w" in its place. */
+    out_printf(o, "Conv2d(%lld,%lld,", (long long)m->in_features, (long long)m->out_features);
+    const int64_t *pairs[4] = {m->k, m->stride, m->pad, m->dil};
+    for (int i = 0; i < 4; i++) {
+      if (pairs[i][0] == pairs[i][1]) out_printf(o, "%lld,", (long long)pairs[i][0]);
+      else out_printf(o, "%lld:%lld,", (long long)pairs[i][0], (long long)pairs[i][1]);
+    }
+    out_printf(o, "%d)", m->nparams > 1);
   } else if (strcmp(type, "MaxPool2d") == 0 || strcmp(type, "AvgPool2d") == 0) {
-    out_printf(o, "%s(%lld,%lld,%lld)", type, (long long)m->k, (long long)m->stride,
-               (long long)m->pad);
+    out_printf(o, "%s(%lld,%lld,%lld)", type, (long long)m->k[0], (long long)m->stride[0],
+               (long long)m->pad[0]);
   } else if (strcmp(type, "Embedding") == 0) {
     out_printf(o, "Embedding(%lld,%lld)", (long long)m->in_features, (long long)m->out_features);
   } else if (strcmp(type, "LayerNorm") == 0) {
@@ -288,15 +295,27 @@ static nn_module *parse_leaky(spec_in *in, const char *at) {
   return built(in, at, nn_leaky_relu(a));
 }
 
-/* Conv2d(in,out,k,stride,padding,dilation,bias). */
+/* n or h:w, each at least min, as a pair. */
+static int parse_pair(spec_in *in, const char *what, int64_t min, int64_t *v) {
+  int rc = parse_int(in, what, min, &v[0]);
+  if (rc < 0) return rc;
+  v[1] = v[0];
+  if (*in->p != ':') return 0;
+  in->p++;
+  return parse_int(in, what, min, &v[1]);
+}
+
+/* Conv2d(in,out,k,stride,padding,dilation,bias), each of k, stride,
+ * padding and dilation n or h:w. */
 static nn_module *parse_conv(spec_in *in, const char *at) {
-  int64_t a = 0, b = 0, k = 0, s = 0, p = 0, d = 0, bias = 0;
+  int64_t a = 0, b = 0, bias = 0, k[2] = {0, 0};
+  nn_conv_opts o = NN_CONV_DEFAULTS;
   if (expect_char(in, '(') < 0 || parse_size(in, "Conv2d input channels", &a) < 0 ||
       expect_char(in, ',') < 0 || parse_size(in, "Conv2d output channels", &b) < 0 ||
-      expect_char(in, ',') < 0 || parse_size(in, "Conv2d kernel size", &k) < 0 ||
-      expect_char(in, ',') < 0 || parse_size(in, "Conv2d stride", &s) < 0 ||
-      expect_char(in, ',') < 0 || parse_int(in, "Conv2d padding", 0, &p) < 0 ||
-      expect_char(in, ',') < 0 || parse_size(in, "Conv2d dilation", &d) < 0 ||
+      expect_char(in, ',') < 0 || parse_pair(in, "Conv2d kernel size", 1, k) < 0 ||
+      expect_char(in, ',') < 0 || parse_pair(in, "Conv2d stride", 1, o.stride) < 0 ||
+      expect_char(in, ',') < 0 || parse_pair(in, "Conv2d padding", 0, o.padding) < 0 ||
+      expect_char(in, ',') < 0 || parse_pair(in, "Conv2d dilation", 1, o.dilation) < 0 ||
       expect_char(in, ',') < 0 || parse_int(in, "Conv2d bias flag", 0, &bias) < 0 ||
       expect_char(in, ')') < 0)
     return NULL;
@@ -305,7 +324,7 @@ static nn_module *parse_conv(spec_in *in, const char *at) {
               in->r ? "a bias flag of 0 or 1" : "an rng to initialise its weights");
     return NULL;
   }
-  nn_conv_opts o = {s, p, d, bias == 1};
+  o.bias = bias == 1;
   return built(in, at, nn_conv2d(a, b, k, &o, in->r));
 }
 

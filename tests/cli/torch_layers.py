@@ -52,7 +52,7 @@ class Concat(nn.Module):
 
 
 def tokens(spec):
-    return re.findall(r"[A-Za-z0-9_.eE+-]+|[(),]", spec)
+    return re.findall(r"[A-Za-z0-9_.eE+:-]+|[(),]", spec)
 
 
 def build(toks, i=0):
@@ -75,7 +75,9 @@ def build(toks, i=0):
                 i += 1
         i += 1
     floats = ("LeakyReLU", "Dropout", "LayerNorm", "BatchNorm1d", "BatchNorm2d")
-    ints = [int(a) for a in args] if name not in floats else []
+    # Conv2d's pairs are "h:w" in the spec, tuples in PyTorch.
+    ints = [tuple(int(v) for v in a.split(":")) if ":" in a else int(a) for a in args] \
+        if name not in floats else []
     make = {
         "Sequential": lambda: nn.Sequential(*children),
         "Residual": lambda: Residual(children[0]),

@@ -883,10 +883,29 @@ static tensor *spread4(rng_t *r, int64_t n, int64_t c, int64_t h, int64_t w) {
 TEST(nn_grad_conv2d) {
   rng_t r;
   rng_seed(&r, 21);
-  nn_conv_opts o = {.stride = 2, .padding = 1, .dilation = 1, .bias = true};
-  gradcheck_single(nn_conv2d(2, 3, 3, &o, &r), uniform4(&r, 2, 2, 5, 6, -1, 1), 1e-2f);
-  nn_conv_opts d = {.stride = 1, .padding = 2, .dilation = 2, .bias = false};
-  gradcheck_single(nn_conv2d(3, 2, 2, &d, &r), uniform4(&r, 3, 3, 4, 4, -1, 1), 1e-2f);
+  nn_conv_opts o = {.stride = {2, 2}, .padding = {1, 1}, .dilation = {1, 1}, .bias = true};
+  gradcheck_single(nn_conv2d_square(2, 3, 3, &o, &r), uniform4(&r, 2, 2, 5, 6, -1, 1), 1e-2f);
+  nn_conv_opts d = {.stride = {1, 1}, .padding = {2, 2}, .dilation = {2, 2}, .bias = false};
+  gradcheck_single(nn_conv2d_square(3, 2, 2, &d, &r), uniform4(&r, 3, 3, 4, 4, -1, 1), 1e-2f);
+  no_leaks();
+}
+
+/* Non-square kernels, strides, paddings and dilations, and groups of
+ * examples smaller than the batch (a 1-channel 40x40 input in groups). */
+TEST(nn_grad_conv2d_pairs) {
+  rng_t r;
+  rng_seed(&r, 31);
+  nn_conv_opts o = {.stride = {2, 1}, .padding = {0, 2}, .dilation = {1, 2}, .bias = true};
+  gradcheck_single(nn_conv2d(2, 3, (int64_t[2]){3, 2}, &o, &r), uniform4(&r, 2, 2, 7, 5, -1, 1),
+                   1e-2f);
+  nn_conv_opts q = {.stride = {1, 3}, .padding = {1, 0}, .dilation = {2, 1}, .bias = false};
+  gradcheck_single(nn_conv2d(1, 2, (int64_t[2]){1, 4}, &q, &r), uniform4(&r, 3, 1, 4, 9, -1, 1),
+                   1e-2f);
+  nn_module *c = nn_conv2d(2, 2, (int64_t[2]){2, 5}, &o, &r);
+  char buf[128] = "";
+  nn_describe(c, buf, sizeof buf);
+  CHECK_STR_CONTAINS(buf, "nn.Conv2d(2 -> 2, 2x5, stride 2x1, padding 0x2, dilation 1x2)");
+  nn_unref(c);
   no_leaks();
 }
 
@@ -917,9 +936,9 @@ TEST(nn_grad_conv_model) {
   rng_t r;
   rng_seed(&r, 24);
   nn_conv_opts o = NN_CONV_DEFAULTS;
-  o.padding = 1;
+  o.padding[0] = o.padding[1] = 1;
   nn_module *m = seq_of(6, (nn_module *[]){nn_unflatten(3, (int64_t[]){2, 4, 4}),
-                                           nn_conv2d(2, 3, 3, &o, &r), nn_tanh(),
+                                           nn_conv2d_square(2, 3, 3, &o, &r), nn_tanh(),
                                            nn_avgpool2d(2, 0, 0), nn_flatten(),
                                            nn_linear(12, 4, &r)});
   gradcheck_single(m, uniform(&r, 3, 32, -1, 1), 1e-2f);
@@ -933,7 +952,7 @@ TEST(nn_conv_pool_values) {
   for (int i = 0; i < 16; i++) xs[i] = (float)(i + 1);
   tensor *x3 = tensor_from(4, (int64_t[]){1, 1, 3, 3}, xs);
   tensor *x4 = tensor_from(4, (int64_t[]){1, 1, 4, 4}, xs);
-  nn_module *c = nn_conv2d(1, 1, 2, NULL, &r);
+  nn_module *c = nn_conv2d_square(1, 1, 2, NULL, &r);
   CHECK(c != NULL);
   CHECK_OK(tensor_fill(c->params[0].value, 1.0f));
   CHECK_OK(tensor_fill(c->params[1].value, 0.5f));
@@ -961,7 +980,7 @@ TEST(nn_conv_pool_values) {
 TEST(nn_conv_shape_errors) {
   rng_t r;
   rng_seed(&r, 26);
-  nn_module *c = nn_conv2d(3, 4, 3, NULL, &r);
+  nn_module *c = nn_conv2d_square(3, 4, 3, NULL, &r);
   tensor *x2 = mat(2, 27), *small = tensor_new(4, (int64_t[]){1, 3, 2, 2});
   tensor *wrong = tensor_new(4, (int64_t[]){1, 2, 5, 5});
   const tensor *y;
@@ -971,7 +990,7 @@ TEST(nn_conv_shape_errors) {
   CHECK_ERR(nn_forward(c, small, &y), DRV_ESHAPE, "is smaller than the kernel");
   CHECK(nn_maxpool2d(2, 2, 2) == NULL);
   CHECK(strstr(drv_errmsg(), "padding in 0..kernel/2") != NULL);
-  CHECK(nn_conv2d(0, 1, 1, NULL, &r) == NULL);
+  CHECK(nn_conv2d_square(0, 1, 1, NULL, &r) == NULL);
   nn_module *u = nn_unflatten(2, (int64_t[]){3, 3});
   CHECK_ERR(nn_forward(u, x2, &y), DRV_ESHAPE, "nn.Unflatten(3x3): input [2, 27] is not [batch, 9]");
   UNREF(c, u);
@@ -996,7 +1015,7 @@ static void check_init(nn_module *m, const char *how, double bound, bool zero_bi
 TEST(nn_init_formulas) {
   rng_t r;
   rng_seed(&r, 28);
-  nn_module *lin = nn_linear(50, 80, &r), *conv = nn_conv2d(6, 40, 3, NULL, &r);
+  nn_module *lin = nn_linear(50, 80, &r), *conv = nn_conv2d_square(6, 40, 3, NULL, &r);
   check_init(lin, "uniform", 1 / sqrt(50.0), false);
   check_init(lin, "kaiming", sqrt(6 / 50.0), true);
   check_init(lin, "xavier", sqrt(6 / 130.0), true);
@@ -1135,8 +1154,8 @@ TEST(nn_grad_containers) {
   UNREF(a, b);
   gradcheck_single(cat, uniform(&r, 3, 4, -1, 1), 1e-2f);
   nn_conv_opts o = NN_CONV_DEFAULTS;
-  o.padding = 1;
-  nn_module *c4 = nn_concat(), *c1 = nn_conv2d(2, 1, 3, &o, &r), *c2 = nn_avgpool2d(3, 1, 1);
+  o.padding[0] = o.padding[1] = 1;
+  nn_module *c4 = nn_concat(), *c1 = nn_conv2d_square(2, 1, 3, &o, &r), *c2 = nn_avgpool2d(3, 1, 1);
   CHECK_OK(nn_sequential_add(c4, c1));
   CHECK_OK(nn_sequential_add(c4, c2));
   UNREF(c1, c2);
