@@ -88,6 +88,9 @@ $(BUILD)/bench/%.o: tests/bench/%.c | $(BUILD)
 $(BUILD)/bench_mlp: $(LIB_OBJS) $(BUILD)/bench/bench_mlp.o
 	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
+$(BUILD)/bench_cnn: $(LIB_OBJS) $(BUILD)/bench/bench_cnn.o
+	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
 $(BUILD)/bench/node_fake.o: tests/unit/node_fake.c | $(BUILD)
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -Itests/unit -c -o $@ $<
 
@@ -188,7 +191,7 @@ bench-deps: deps
 	$(Q)sh tools/deps.sh bench
 
 bench: bench-deps
-	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench_mlp $(BUILD)/bench_pushpull $(BUILD)/bench_msgrate $(BUILD)/unit_tests
+	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench_mlp $(BUILD)/bench_cnn $(BUILD)/bench_pushpull $(BUILD)/bench_msgrate $(BUILD)/unit_tests
 	$(Q)sh tests/bench/run.sh
 
 # No file includes a header of a higher layer (see LAYERS above).

@@ -52,6 +52,26 @@ if have_torch torch; then median ratio_vs_pytorch x <"$build/bench.torch"
 else echo "ratio_vs_pytorch skipped: /usr/bin/python3 has no torch (make bench-deps installs python3-torch)"; fi
 
 echo
+echo "== CNN conv5x5x32-pool-conv5x5x64-pool-linear1024x10, batch 64, 28x28, SGD momentum, float32, 1 thread"
+echo "(the machine may be shared: each figure is a median over alternating pairs, ours then PyTorch's)"
+: >"$build/bench.cgemm"; : >"$build/bench.ctorch"
+i=0
+while [ $i -lt "$pairs" ]; do
+  out=$("$build/bench_cnn" "$secs")
+  echo "$out" | sed "s/^/pair $((i + 1)): /"
+  ratio "$(field drover_samples_per_sec "$out")" "$(field gemm_bound_samples_per_sec "$out")" >>"$build/bench.cgemm"
+  if have_torch torch; then
+    ref=$(/usr/bin/python3 tests/bench/torch_cnn.py "$secs")
+    echo "$ref" | sed "s/^/pair $((i + 1)): /"
+    ratio "$(field drover_samples_per_sec "$out")" "$(field torch_samples_per_sec "$ref")" >>"$build/bench.ctorch"
+  fi
+  i=$((i + 1))
+done
+median cnn_fraction_of_gemm_bound <"$build/bench.cgemm"
+if have_torch torch; then median cnn_ratio_vs_pytorch x <"$build/bench.ctorch"
+else echo "cnn_ratio_vs_pytorch skipped: /usr/bin/python3 has no torch (make bench-deps installs python3-torch)"; fi
+
+echo
 echo "== push+pull of a 1 MiB tensor through a ps process vs loopback TCP"
 : >"$build/bench.pp"
 i=0
@@ -140,7 +160,7 @@ while [ $i -lt "$pairs" ]; do
   i=$((i + 1))
 done
 median closures_ratio_vs_loopback_msgs <"$build/bench.closures"
-rm -f "$build"/bench.gemm "$build"/bench.torch "$build"/bench.pp "$build"/bench.rpc \
+rm -f "$build"/bench.gemm "$build"/bench.torch "$build"/bench.cgemm "$build"/bench.ctorch "$build"/bench.pp "$build"/bench.rpc \
   "$build"/bench.rpcsync "$build"/bench.straggler "$build"/bench.closures
 
 echo
