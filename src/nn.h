@@ -102,6 +102,7 @@ struct nn_module {
   int nview;
   tensor *cols;        /* Conv2d: the batch's im2col matrix */
   tensor *work;        /* Conv2d: the output or its gradient as [out, N OH OW] */
+  const float *cols_of; /* Conv2d: the input whose whole im2col `cols` holds, or NULL */
   int64_t *argmax;     /* MaxPool2d: the input index of each output */
   size_t capargmax;
   rng_t rng;           /* Dropout */

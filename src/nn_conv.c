@@ -9,10 +9,9 @@
  * ones: the small ones (K or N of a few dozen) leave OpenBLAS far from its
  * peak. A group is as many examples as fit CONV_COLS_MAX floats (the whole
  * batch for MNIST-sized images), which bounds the memory the matrix takes
- * for large images. Backward builds the matrix again rather than keeping
- * it from forward: the rebuild is a copy next to the products that read
- * it, and it cannot go stale between a forward and a backward of
- * different inputs.
+ * for large images. When the whole batch is one group, backward reuses
+ * the matrix forward built (nn_backward's contract: the same input as the
+ * last forward); otherwise it builds each group's again.
  */
 /* im2col's rows are a few dozen floats: GCC would turn their copy loops
  * into memcpy calls (loop distribution), each costing more than the copy
@@ -224,6 +223,7 @@ static int conv_forward(nn_module *m, const tensor *x, const tensor **y) {
   const float *wt = tensor_data(m->params[0].value);
   const float *bias = m->nparams > 1 ? tensor_data(m->params[1].value) : NULL;
   float *cols = tensor_data(m->cols), *work = tensor_data(m->work), *out = tensor_data(m->out);
+  m->cols_of = g.g == g.n ? tensor_data(x) : NULL;
   for (int64_t n0 = 0; n0 < g.n; n0 += g.g) {
     int64_t cnt = g.n - n0 < g.g ? g.n - n0 : g.g, ld = cnt * g.l;
     im2col(m, &g, tensor_data(x), n0, cnt, cols);
@@ -238,6 +238,14 @@ static int conv_forward(nn_module *m, const tensor *x, const tensor **y) {
   }
   *y = m->out;
   return 0;
+}
+
+/* Whether cols still holds the whole-batch im2col of x that the last
+ * forward built: the same data, the same output shape. */
+static bool cols_fresh(const nn_module *m, const tensor *x, const conv_geom *g,
+                       const int64_t *os) {
+  return g->g == g->n && m->cols_of == tensor_data(x) && m->out && m->out->ndim == 4 &&
+         memcmp(m->out->shape, os, 4 * sizeof *os) == 0;
 }
 
 /* dst = src (n floats), returning their sum: eight float partial sums the
@@ -280,13 +288,14 @@ static int conv_backward(nn_module *m, const tensor *x, const tensor *dy, const 
         s += copy_sum(work + i * ld + e * g.l, tensor_data(dy) + ((n0 + e) * g.o + i) * g.l, g.l);
       if (db) db[i] += (float)s;
     }
-    im2col(m, &g, tensor_data(x), n0, cnt, cols);
+    if (!cols_fresh(m, x, &g, os)) im2col(m, &g, tensor_data(x), n0, cnt, cols);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.o, (int)g.ckk, (int)ld, 1.0f,
                 work, (int)ld, cols, (int)ld, 1.0f, dw, (int)g.ckk);
     if (!dx) continue;
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.ckk, (int)ld, (int)g.o, 1.0f,
                 tensor_data(m->params[0].value), (int)g.ckk, work, (int)ld, 0.0f, cols,
                 (int)ld);
+    m->cols_of = NULL; /* cols now holds the input gradient's columns */
     col2im(m, &g, cols, n0, cnt, tensor_data(m->dx));
   }
   if (dx) *dx = m->dx;
