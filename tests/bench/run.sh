@@ -108,6 +108,26 @@ else
 fi
 
 echo
+echo "== the same CNN on a local cluster, 1 ps + 2 workers (1 thread each), vs one process (bench_cnn)"
+: >"$build/bench.ccl"; : >"$build/bench.cclsync"; : >"$build/bench.cclrate"
+i=0
+while [ $i -lt "$pairs" ]; do
+  out=$(BENCH_RUNS="$runs" ./drover run tests/bench/cluster_cnn.lua "$secs")
+  rm -rf "$runs"
+  echo "$out" | sed "s/^/pair $((i + 1)): /"
+  one=$("$build/bench_cnn" "$secs" | awk '/^drover_samples_per_sec/ {print $2}')
+  echo "pair $((i + 1)): one_process_samples_per_sec $one"
+  field cluster_cnn_samples_per_sec "$out" >>"$build/bench.cclrate"
+  ratio "$(field cluster_cnn_samples_per_sec "$out")" "$one" >>"$build/bench.ccl"
+  ratio "$(field cluster_cnn_sync_samples_per_sec "$out")" "$one" >>"$build/bench.cclsync"
+  i=$((i + 1))
+done
+median cluster_cnn_samples_per_sec " samples/s" <"$build/bench.cclrate"
+median cluster_cnn_ratio_vs_one_process x <"$build/bench.ccl"
+median cluster_cnn_sync_ratio_vs_one_process x <"$build/bench.cclsync"
+rm -f "$build"/bench.ccl "$build"/bench.cclsync "$build"/bench.cclrate
+
+echo
 echo "== sync, 1 ps + 3 workers, backup_workers = 1: without and with a straggler (worker:2 +20 ms a step)"
 : >"$build/bench.straggler"
 i=0

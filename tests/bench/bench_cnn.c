@@ -1,0 +1,147 @@
+/* bench_cnn.c - training throughput of the small CNN of issue 16 (conv
+ * 5x5x32, ReLU, max pool 2, conv 5x5x64, ReLU, max pool 2, linear
+ * 1024 -> 10; batch 64, SGD with momentum, float32, one BLAS thread) on
+ * synthetic MNIST-shaped data (28x28), and the bound "the GEMMs of one
+ * training step alone" measured in the same run. Prints samples/s for both
+ * and their ratio; tests/bench/run.sh adds PyTorch's figure for the same
+ * model (tests/bench/torch_cnn.py).
+ * Usage: bench_cnn [seconds-per-measurement] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "data.h"
+#include "err.h"
+#include "nn.h"
+#include "optim.h"
+#include "train.h"
+
+#define BATCH 64
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_cnn: %s: %s\n", what, drv_errmsg());
+  exit(1);
+}
+
+static nn_module *cnn(rng_t *r) {
+  nn_module *m = nn_sequential();
+  nn_module *layers[] = {nn_unflatten(3, (int64_t[]){1, 28, 28}),
+                         nn_conv2d_square(1, 32, 5, NULL, r), nn_relu(), nn_maxpool2d(2, 0, 0),
+                         nn_conv2d_square(32, 64, 5, NULL, r), nn_relu(), nn_maxpool2d(2, 0, 0),
+                         nn_flatten(), nn_linear(1024, 10, r)};
+  for (size_t i = 0; i < sizeof layers / sizeof *layers; i++)
+    if (!layers[i] || nn_sequential_add(m, layers[i]) < 0) die("model");
+  return m;
+}
+
+/* Full training steps as train_fit runs them: next batch, forward, loss,
+ * backward, SGD update (which also clears the gradients). */
+static double train_rate(double seconds) {
+  rng_t r;
+  rng_seed(&r, 1);
+  nn_module *m = cnn(&r);
+  nn_loss *loss = nn_cross_entropy();
+  nn_param_list params = {0};
+  if (nn_collect_params(m, &params) < 0) die("params");
+  optim_cfg cfg;
+  optim_cfg_default(&cfg, OPTIM_SGD);
+  cfg.lr = 0.01f;
+  cfg.momentum = 0.9f;
+  optim_t *opt = optim_new(&cfg, &params);
+  dataset *ds;
+  data_synth_opts so = {.n = 60000, .features = 784, .classes = 10, .seed = 1};
+  if (data_synthetic(&so, &ds) < 0) die("synthetic");
+  data_iter it;
+  if (data_iter_init(&it, ds, BATCH, true, 1) < 0) die("iter");
+
+  long steps = 0;
+  double t0 = 0;
+  for (;;) {
+    const tensor *x, *y;
+    if (data_iter_next(&it, &x, &y) == 0) {
+      data_iter_reset(&it);
+      continue;
+    }
+    if (x->shape[0] != BATCH) continue;
+    float l;
+    if (train_step(m, loss, x, y, &l, NULL) < 0) die("step");
+    if (optim_step_zero_grad(opt) < 0) die("optim");
+    if (++steps == 10) t0 = now(); /* warm-up done */
+    if (steps > 10 && now() - t0 >= seconds) break;
+  }
+  double rate = (double)(steps - 10) * BATCH / (now() - t0);
+  data_iter_free(&it);
+  data_free(ds);
+  optim_free(opt);
+  nn_param_list_free(&params);
+  nn_loss_unref(loss);
+  nn_unref(m);
+  return rate;
+}
+
+/* One GEMM C [m, n] (+)= op(A) op(B) with k inner, as the step has it. */
+typedef struct gemm_case {
+  int64_t m, n, k;
+  bool ta, tb, acc;
+  tensor *a, *b, *c;
+} gemm_case;
+
+/* The same step's GEMMs only, at the sizes a batch-wide im2col gives:
+ * conv1 output and weight gradient (no input gradient for the first
+ * layer), conv2 output, weight and input gradients, and the linear layer's
+ * three. L1 = 24*24, L2 = 8*8 positions an example. */
+static double gemm_rate(double seconds) {
+  const int64_t n1 = BATCH * 24 * 24, n2 = BATCH * 8 * 8;
+  gemm_case g[] = {
+      {32, n1, 25, false, false, false, 0, 0, 0},    /* conv1 y = W cols */
+      {32, 25, n1, false, true, true, 0, 0, 0},      /* conv1 dW += dy cols^T */
+      {64, n2, 800, false, false, false, 0, 0, 0},   /* conv2 y */
+      {64, 800, n2, false, true, true, 0, 0, 0},     /* conv2 dW */
+      {800, n2, 64, true, false, false, 0, 0, 0},    /* conv2 dcols = W^T dy */
+      {BATCH, 10, 1024, false, true, false, 0, 0, 0}, /* linear y = x W^T */
+      {10, 1024, BATCH, true, false, true, 0, 0, 0},  /* linear dW += dy^T x */
+      {BATCH, 1024, 10, false, false, false, 0, 0, 0}, /* linear dx = dy W */
+  };
+  int ng = (int)(sizeof g / sizeof *g);
+  rng_t r;
+  rng_seed(&r, 2);
+  for (int i = 0; i < ng; i++) {
+    g[i].a = g[i].ta ? tensor_new2(g[i].k, g[i].m) : tensor_new2(g[i].m, g[i].k);
+    g[i].b = g[i].tb ? tensor_new2(g[i].n, g[i].k) : tensor_new2(g[i].k, g[i].n);
+    g[i].c = tensor_new2(g[i].m, g[i].n);
+    if (!g[i].a || !g[i].b || !g[i].c) die("gemm tensors");
+    tensor_uniform(g[i].a, &r, -1, 1);
+    tensor_uniform(g[i].b, &r, -1, 1);
+  }
+  long steps = 0;
+  double t0 = 0;
+  for (;;) {
+    for (int i = 0; i < ng; i++)
+      if (tensor_gemm(1, g[i].a, g[i].ta, g[i].b, g[i].tb, g[i].acc ? 1 : 0, g[i].c) < 0)
+        die("gemm");
+    if (++steps == 10) t0 = now();
+    if (steps > 10 && now() - t0 >= seconds) break;
+  }
+  double rate = (double)(steps - 10) * BATCH / (now() - t0);
+  for (int i = 0; i < ng; i++) tensor_free(g[i].a), tensor_free(g[i].b), tensor_free(g[i].c);
+  return rate;
+}
+
+int main(int argc, char **argv) {
+  double seconds = argc > 1 ? atof(argv[1]) : 5.0;
+  tensor_set_threads(1);
+  /* Alternate the two so that frequency drift hits both alike. */
+  double g1 = gemm_rate(seconds / 2), t1 = train_rate(seconds / 2);
+  double g2 = gemm_rate(seconds / 2), t2 = train_rate(seconds / 2);
+  double g = g1 > g2 ? g1 : g2, t = t1 > t2 ? t1 : t2;
+  printf("drover_samples_per_sec %.0f\n", t);
+  printf("gemm_bound_samples_per_sec %.0f\n", g);
+  printf("fraction_of_gemm_bound %.3f\n", t / g);
+  return 0;
+}
