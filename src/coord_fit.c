@@ -62,6 +62,7 @@ static int send_setup(coord *c, int node, const coord_fit_args *a, const char *s
                                        .loss = WIRE_STR(loss),
                                        .batch = (uint64_t)a->cfg->batch,
                                        .seed = a->cfg->seed,
+                                       .clip_norm = a->optim->clip_norm,
                                        .vars = {(uint32_t)c->fit->nvars, .put = put_var,
                                                 .ud = c->fit},
                                        .x = {.t = d->x},
@@ -216,7 +217,7 @@ static double step_lr(const coord_fit_state *f) {
   const optim_cfg *o = f->args ? f->args->optim : NULL;
   if (!o || !optim_sched_active(&o->sched)) return NAN;
   int64_t k = f->sync && f->ntrainers > 0 ? (f->done - 1) / f->ntrainers : f->done - 1;
-  return optim_sched_lr(&o->sched, o->lr, k, NULL);
+  return optim_sched_lr(&o->sched, o->lr, k, &f->plateau);
 }
 
 /* The queue's done(): train step id is over on node, counted once (the
@@ -295,6 +296,39 @@ int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
   return 0;
 }
 
+/* A plateau schedule reduced the rate: every ps scales its shards' rates
+ * from its next update on. The evals arrive asynchronously, so the ps
+ * take the reduction a few steps after the eval that asked for it. */
+static void send_lr_scale(coord_fit_state *f) {
+  for (int k = 0; k < f->nps; k++) {
+    if (!f->ps[k]) continue; /* lost: it gets VAR_INIT or RESTORE and its scale again */
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_put_lr_scale(&w, &(wire_msg_lr_scale){f->plateau.scale});
+    if (conn_send_wr(f->ps[k], &w, WIRE_LR_SCALE, 0) < 0)
+      log_warn("ps:%d: cannot send the reduced learning rate: %s", k, drv_errmsg());
+  }
+  rundir_event(&f->c->rd, "plateau: learning rate scaled by %g", f->plateau.scale);
+}
+
+/* The controls an eval drives, as train_fit applies them in process: a
+ * plateau schedule and early stopping (fit_loop ends the fit at its next
+ * turn). */
+static void eval_controls(coord_fit_state *f, int64_t step, double loss, double acc) {
+  const optim_cfg *o = f->args ? f->args->optim : NULL;
+  if (!f->looping || !f->cfg) return; /* the final eval changes nothing */
+  if (o && o->sched.kind == OSCHED_PLATEAU) {
+    double v = o->sched.metric == OMETRIC_EVAL_ACCURACY ? acc : loss;
+    if (optim_plateau_observe(&o->sched, &f->plateau, o->lr, v) == 1) send_lr_scale(f);
+  }
+  if (train_stop_observe(&f->cfg->stop, &f->stopper, step, loss, acc) && !f->stopped_early) {
+    f->stopped_early = true;
+    rundir_event(&f->c->rd, "fit: stopping early at step %lld: no better %s since step %lld",
+                 (long long)f->done, optim_metric_name(f->cfg->stop.metric),
+                 (long long)f->stopper.best_step);
+  }
+}
+
 static void eval_done(coord_fit_state *f, int64_t step, double loss, double acc) {
   f->p.eval_loss = loss;
   f->p.eval_accuracy = acc;
@@ -309,6 +343,7 @@ static void eval_done(coord_fit_state *f, int64_t step, double loss, double acc)
   events_run_scalar(f->events, "eval/accuracy", step, acc); /* NaN: skipped */
   coord__dash_point(f->c, "eval/loss", step, loss);
   coord__dash_point(f->c, "eval/accuracy", step, acc);
+  eval_controls(f, step, loss, acc);
 }
 
 static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {
@@ -480,6 +515,7 @@ static int fit_loop(coord *c, const coord_fit_args *a) {
       if ((rc = cfg->on_progress(cfg->ud, &f->p)) != 0) return rc;
       f->p.is_eval = false;
     }
+    if (f->stopped_early) return 0; /* fit_finish drops the steps still queued */
   }
   return 0;
 }
@@ -590,7 +626,12 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
   update_progress(f);
   progress_step(&f->out, &f->p, true);
   progress_end(&f->out);
-  if (res) train_result_set(res, &f->p);
+  if (res) {
+    train_result_set(res, &f->p);
+    res->stopped_early = f->stopped_early;
+    res->best_step = f->stopper.seen ? f->stopper.best_step : 0;
+    res->best_metric = f->stopper.seen ? f->stopper.best : NAN;
+  }
   if (f->metrics) fclose(f->metrics);
   f->metrics = NULL;
   events_run_flush(f->events);
@@ -663,6 +704,9 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   }
   if (!f->events) f->events = events_run_open(c->rd.path, "coordinator");
   f->cfg = cfg;
+  f->plateau = (optim_plateau){0};
+  f->stopper = (train_stopper){0};
+  f->stopped_early = false;
   progress_init(&f->out, cfg->progress, cfg->progress_tty);
   f->t0 = progress_now();
   if (a->feed)

@@ -146,6 +146,12 @@ struct coord_fit_state {
   int64_t last_eval_step;  /* step of the last finished evaluation */
   int64_t local_eval_due;  /* step at which a local eval is owed, 0 none */
   bool eval_fresh;         /* an eval finished since the last on_progress */
+  /* The controls the evals drive (coord_fit.c, eval_done): a plateau
+   * schedule's state (its reductions go to every ps as LR_SCALE) and
+   * early stopping's. */
+  optim_plateau plateau;
+  train_stopper stopper;
+  bool stopped_early;
   train_progress p;
   progress out;
   double t0;

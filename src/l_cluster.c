@@ -131,23 +131,18 @@ static void read_checkpointing(lua_State *L, fit_ctx *x, coord_fit_args *a) {
   a->ckpt = &x->ck;
 }
 
-/* Settings the cluster's fit does not implement yet: refused rather than
- * silently ignored. The ps computes a step-based schedule's rate itself
- * (it travels with the optimizer config), but a plateau schedule and early
- * stopping need the evals, which run asynchronously on the evaluator, and
- * the global norm spans every ps shard. */
+/* Settings a cluster fit cannot honour: refused rather than ignored. A
+ * plateau schedule and early stopping are driven by the evals, so they
+ * need them (as train_fit does in process). */
 static void refuse_in_process_only(lua_State *L, const ltrain_exp *e) {
   const optim_cfg *o = loptim_check(L, e->optimizer);
-  if (o->sched.kind == OSCHED_PLATEAU)
-    luaL_error(L, "experiment: optim.schedule.plateau is not yet supported on clusters "
-               "(evals run asynchronously on the evaluator); use a step-based schedule, "
-               "or fit in process");
-  if (o->clip_norm > 0)
-    luaL_error(L, "experiment: clip_norm is not yet supported on clusters (the global norm "
-               "spans every ps shard); fit in process, or remove clip_norm");
-  if (e->cfg.stop.on)
-    luaL_error(L, "experiment: stop = { ... } is not yet supported on clusters (evals run "
-               "asynchronously on the evaluator); fit in process, or remove stop");
+  bool evals = e->cfg.eval && e->cfg.eval_every > 0;
+  if (o->sched.kind == OSCHED_PLATEAU && !evals)
+    luaL_error(L, "experiment: optim.schedule.plateau needs periodic evals (eval = { data = ..., "
+               "every = N })");
+  if (e->cfg.stop.on && !evals)
+    luaL_error(L, "experiment: early stopping needs periodic evals (eval = { data = ..., "
+               "every = N })");
 }
 
 /* Reads exp (at 2) into x->e and a; the values it refers to stay on the

@@ -406,19 +406,23 @@ nomem:
   return NULL;
 }
 
-/* Scales every gradient so that their global L2 norm is at most
- * clip_norm, as clip_grad_norm_ does (with its 1e-6). */
-static void clip(optim_t *o, const nn_param_list *l) {
+double optim_clip_grads(const nn_param_list *l, double max_norm) {
   double sq = 0;
   for (int i = 0; i < l->n; i++) {
     const float *g = tensor_data(l->items[i].grad);
     int64_t n = tensor_numel(l->items[i].grad);
     for (int64_t k = 0; k < n; k++) sq += (double)g[k] * (double)g[k];
   }
-  o->grad_norm = sqrt(sq);
-  double coef = o->cfg.clip_norm / (o->grad_norm + 1e-6);
-  if (coef >= 1) return;
-  for (int i = 0; i < l->n; i++) tensor_scale(l->items[i].grad, (float)coef);
+  double norm = sqrt(sq), coef = max_norm / (norm + 1e-6);
+  if (coef < 1)
+    for (int i = 0; i < l->n; i++) tensor_scale(l->items[i].grad, (float)coef);
+  return norm;
+}
+
+/* Scales every gradient so that their global L2 norm is at most
+ * clip_norm, as clip_grad_norm_ does (with its 1e-6). */
+static void clip(optim_t *o, const nn_param_list *l) {
+  o->grad_norm = optim_clip_grads(l, o->cfg.clip_norm);
 }
 
 double optim_lr(const optim_t *o) {

@@ -500,7 +500,8 @@ static void update_shard(shard *s, const float *g) {
   optim_cfg at;
   if (optim_sched_active(&c->sched)) {
     at = *c;
-    at.lr = (float)optim_sched_lr(&c->sched, c->lr, s->updates, NULL);
+    at.lr = (float)optim_sched_lr(&c->sched, c->lr, s->updates,
+                                  &(optim_plateau){.scale = s->lr_scale});
     c = &at;
   }
   optim_update(c, s->val->data, g, s->slots, s->n, ++s->updates);
@@ -686,6 +687,19 @@ static void data_ready(conn *c) {
   log_info("data connection from %s", conn_peer(c));
 }
 
+/* LR_SCALE: the coordinator's plateau schedule reduced the rate; every
+ * shard's updates use it from the next one on. */
+static int on_lr_scale(ps_server *ps, const uint8_t *pl, uint32_t len) {
+  wire_msg_lr_scale m;
+  int rc = wire_get_lr_scale(pl, len, &m);
+  if (rc < 0) return rc;
+  if (!(m.scale > 0 && m.scale <= 1))
+    return drv_error(DRV_EPARSE, "LR_SCALE: scale must be in (0, 1] (got %g)", m.scale);
+  for (int i = 0; i < ps->nshards; i++) ps->shards[i].lr_scale = m.scale;
+  log_info("learning rate scaled by %g (plateau)", m.scale);
+  return 0;
+}
+
 static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   peer *pe = conn_ud(c);
   ps_server *ps = pe->ps;
@@ -722,6 +736,10 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
     break;
   case WIRE_REPL_SYNC:
   case WIRE_REPL: rc = ps__repl_frame(ps, pe, h, pl); break;
+  case WIRE_LR_SCALE: /* not replicated: a promoted replica runs at the base rate */
+    if (replica) goto not_primary;
+    rc = on_lr_scale(ps, pl, h->len);
+    break;
   case WIRE_HEARTBEAT: return; /* harmless keep-alive from a client */
   default:
     rc = drv_error(DRV_EPARSE, "a ps does not serve %s", wire_type_name(h->type));

@@ -32,6 +32,7 @@ typedef struct shard {
   optim_cfg cfg;
   float *slots[OPTIM_MAX_SLOTS];
   int64_t updates;  /* this shard's update count: optim_update's t */
+  double lr_scale;  /* a plateau schedule's factor (LR_SCALE); 0 means 1 */
   ps_blob *val;
   float *acc;       /* sync: the sum of this version's gradients (aligned) */
   uint32_t acc_n;   /* gradients in it */

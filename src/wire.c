@@ -272,9 +272,12 @@ static const struct {
 
 /* Bit 7 of the nesterov byte: a learning-rate schedule follows, as
  * u8 kind, i64 warmup, f64 start_factor, i64 step_size, f64 gamma,
- * u8 n, i64 milestones[n], i64 T_max, f64 eta_min. A config without one
- * keeps the original layout. Plateau schedules (driven by evals) and
- * clip_norm do not travel: a cluster fit refuses them. */
+ * u8 n, i64 milestones[n], i64 T_max, f64 eta_min, and for a plateau
+ * schedule u8 metric, u8 maximize, f64 factor, i64 patience,
+ * f64 threshold, f64 min_lr. A config without one keeps the original
+ * layout. A ps applies a plateau schedule's warmup; its reductions come
+ * from the coordinator, which watches the evals (LR_SCALE). clip_norm
+ * does not travel here: workers clip before they push (SETUP). */
 #define OPTIM_SCHED_FLAG 0x80
 
 static void wr_sched(wire_wr *w, const optim_sched *s) {
@@ -287,6 +290,13 @@ static void wr_sched(wire_wr *w, const optim_sched *s) {
   for (int i = 0; i < s->nmilestones; i++) wire_wr_i64(w, s->milestones[i]);
   wire_wr_i64(w, s->t_max);
   wire_wr_f64(w, s->eta_min);
+  if (s->kind != OSCHED_PLATEAU) return;
+  wire_wr_u8(w, (uint8_t)s->metric);
+  wire_wr_u8(w, s->maximize ? 1 : 0);
+  wire_wr_f64(w, s->factor);
+  wire_wr_i64(w, s->patience);
+  wire_wr_f64(w, s->threshold);
+  wire_wr_f64(w, s->min_lr);
 }
 
 void wire_wr_optim(wire_wr *w, const optim_cfg *c) {
@@ -296,7 +306,7 @@ void wire_wr_optim(wire_wr *w, const optim_cfg *c) {
     memcpy(&f, (const char *)c + optim_fields[i].off, sizeof f);
     wire_wr_f64(w, f);
   }
-  bool sched = optim_sched_active(&c->sched) && c->sched.kind != OSCHED_PLATEAU;
+  bool sched = optim_sched_active(&c->sched);
   wire_wr_u8(w, (uint8_t)((c->nesterov ? 1 : 0) | (sched ? OPTIM_SCHED_FLAG : 0)));
   if (sched) wr_sched(w, &c->sched);
 }
@@ -551,11 +561,23 @@ static int rd_sched(wire_rd *r, optim_sched *s) {
   s->t_max = wire_rd_i64(r);
   s->eta_min = rd_sched_float(r, "eta_min");
   if (r->err) return DRV_EPARSE;
-  if (kind >= OSCHED_PLATEAU) {
+  if (kind > OSCHED_PLATEAU) {
     rd_fail(r, "unknown schedule kind %u", kind);
     return DRV_EPARSE;
   }
   s->kind = (optim_sched_kind)kind;
+  if (kind == OSCHED_PLATEAU) {
+    unsigned metric = wire_rd_u8(r), maximize = wire_rd_u8(r);
+    s->factor = rd_sched_float(r, "factor");
+    s->patience = wire_rd_i64(r);
+    s->threshold = rd_sched_float(r, "threshold");
+    s->min_lr = rd_sched_float(r, "min_lr");
+    if (!r->err && (metric > OMETRIC_EVAL_ACCURACY || maximize > 1))
+      rd_fail(r, "plateau schedule metric %u / mode %u", metric, maximize);
+    if (r->err) return DRV_EPARSE;
+    s->metric = (optim_metric)metric;
+    s->maximize = maximize == 1;
+  }
   return 0;
 }
 

@@ -93,7 +93,7 @@
   X(OPTIM, optim) X(TENSOR, value)
 #define WIRE_MSG_var_init_ok(X) X(EMPTY, unused)
 #define WIRE_MSG_setup(X)                                               \
-  X(STR, model) X(STR, loss) X(U64, batch) X(U64, seed)                 \
+  X(STR, model) X(STR, loss) X(U64, batch) X(U64, seed) X(F64, clip_norm) \
   X(ITEMS, vars, setup_var, "SETUP variable") X(TENSOR, x) X(TENSOR, y)
 #define WIRE_MSG_setup_ok(X) X(EMPTY, unused)
 
@@ -152,6 +152,10 @@
  *              again, a push sent again after a failover)
  *  PUSH_OK     P ->: step the ps's version after this push; applied 0:
  *              dropped as late or past the target */
+/*  LR_SCALE    C -> P: a plateau schedule reduced the rate: every shard's
+ *              rate is the schedule's times `scale` from now on (until
+ *              the next VAR_INIT); no reply */
+#define WIRE_MSG_lr_scale(X) X(F64, scale)
 #define WIRE_MSG_pull(X) X(U64, min_version) X(ITEMS, vars, var_id, "PULL variable")
 #define WIRE_MSG_pull_reply(X) X(U64, version) X(ITEMS, vars, var_tensor, "PULL_REPLY variable")
 #define WIRE_MSG_push(X) X(U64, version) X(ITEMS, vars, var_tensor, "PUSH variable")

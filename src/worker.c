@@ -56,6 +56,7 @@
 #include "conn.h"
 #include "err.h"
 #include "log.h"
+#include "optim.h"
 #include "train.h"
 #include "wire_msgs.h"
 #include "worker_int.h"
@@ -205,6 +206,9 @@ static int compute(job *j) {
   if (rc == 0 && (j->phases & JP_PUSH) && !isfinite(j->loss))
     return drv_error(DRV_ERANGE, "the loss is %s; its gradients were not pushed",
                      isnan(j->loss) ? "NaN" : "infinite");
+  /* The worker holds the whole model's gradient, so its norm here is the
+   * global one over every ps shard; clipped before it is split by shard. */
+  if (rc == 0 && st->clip_norm > 0) optim_clip_grads(&st->params, st->clip_norm);
   return rc;
 }
 

@@ -74,6 +74,9 @@ typedef struct wstate {
   uint64_t seed;
   int nrng;                     /* the model's Dropout generators as built */
   rng_t init_rng[WPOS_MAX_RNG]; /* (a ROLLBACK to the start restores them) */
+  /* > 0: each gradient is clipped to this global norm (over the whole
+   * model, so over every ps shard) before it is pushed. */
+  double clip_norm;
   char summary[160]; /* for the log */
 } wstate;
 

@@ -87,6 +87,9 @@ static int read_setup(const uint8_t *p, size_t len, wstate *st, char *spec, size
   if (rc < 0) return rc;
   st->batch = (int64_t)m.batch;
   st->seed = m.seed;
+  if (!isfinite(m.clip_norm) || m.clip_norm < 0)
+    return drv_error(DRV_EINVAL, "SETUP: clip_norm must be finite and >= 0 (got %g)", m.clip_norm);
+  st->clip_norm = m.clip_norm;
   if (!(st->vars = calloc((size_t)m.vars.n + 1, sizeof *st->vars)))
     return drv_error(DRV_ENOMEM, "out of memory");
   wire_rd r = wire_items_reader(&m.vars);

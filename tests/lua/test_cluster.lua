@@ -69,15 +69,12 @@ test("cluster-01 1 ps + 2 workers + evaluator learns digits", function()
   bad.backup_workers = -1
   raises(function() c:fit(bad) end, "experiment: backup_workers must be a non-negative integer")
   raises(function() c:fit({}) end, "expected an experiment")
-  -- in-process-only training controls are refused, not ignored
+  -- a plateau schedule without evals is refused, not ignored (test_cluster_controls.lua
+  -- trains with one, clip_norm and stop)
   bad = experiment()
+  bad.eval = nil
   bad.optimizer = optim.SGD { lr = 0.1, schedule = optim.schedule.plateau { patience = 2 } }
-  raises(function() c:fit(bad) end, "optim.schedule.plateau is not yet supported on clusters")
-  bad.optimizer = optim.SGD { lr = 0.1, clip_norm = 1 }
-  raises(function() c:fit(bad) end, "clip_norm is not yet supported on clusters")
-  bad = experiment()
-  bad.stop = { metric = "eval_loss", mode = "min", patience = 2, min_delta = 0 }
-  raises(function() c:fit(bad) end, "stop = { ... } is not yet supported on clusters")
+  raises(function() c:fit(bad) end, "optim.schedule.plateau needs periodic evals")
   local dir = c.run_dir
   c:shutdown { grace = 5 }
   for _, n in ipairs(nodes) do assert(not alive(n.pid), n.role .. " reaped") end

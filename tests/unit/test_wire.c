@@ -769,11 +769,21 @@ TEST(wire_optim_schedule_round_trip) {
   wire_rd_init(&r, PAYLOAD(w), PAYLOAD_LEN(w));
   CHECK_ERR(wire_rd_optim(&r, &g), DRV_EPARSE, "increasing");
   wire_wr_free(&w);
-  /* a plateau schedule does not travel (a cluster fit refuses it) */
-  c.sched = (optim_sched){.kind = OSCHED_PLATEAU, .factor = 0.5f};
+  /* a plateau schedule travels whole (the ps applies its warmup, the
+   * coordinator its reductions, by LR_SCALE) */
+  c.sched = (optim_sched){.kind = OSCHED_PLATEAU, .warmup = 3, .start_factor = 0.5f,
+                          .metric = OMETRIC_EVAL_ACCURACY, .maximize = true, .factor = 0.5f,
+                          .patience = 2, .threshold = 1e-3f, .min_lr = 1e-5f};
   wire_wr_init(&w);
   wire_wr_optim(&w, &c);
   CHECK_OK(wire_wr_finish(&w, WIRE_VAR_INIT, 0));
-  CHECK_INT_EQ(PAYLOAD_LEN(w), 82);
+  wire_rd_init(&r, PAYLOAD(w), PAYLOAD_LEN(w));
+  CHECK_OK(wire_rd_optim(&r, &g));
+  CHECK_OK(wire_rd_done(&r, WIRE_VAR_INIT));
+  CHECK(memcmp(&g.sched, &c.sched, sizeof g.sched) == 0);
+  for (size_t k = 82; k < PAYLOAD_LEN(w); k++) {
+    wire_rd_init(&r, PAYLOAD(w), k);
+    CHECK(wire_rd_optim(&r, &g) < 0);
+  }
   wire_wr_free(&w);
 }
