@@ -114,6 +114,7 @@ struct coord_fit_state {
   nn_param_list torch; /* the same, named as PyTorch names them (checkpoint files) */
   fvar *vars;
   int nvars;
+  int ntrained;    /* vars[0 .. ntrained-1] are parameters, the rest running statistics */
   bool placed;
   int pending; /* ps replies outstanding: VAR_INIT_OK, PULL_REPLY */
   /* the fit in progress (cfg NULL when none) */

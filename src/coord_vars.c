@@ -218,8 +218,9 @@ void coord__free_vars(coord_fit_state *f) {
  * strategy), so the load is balanced and the placement deterministic. */
 int coord__place(coord_fit_state *f, nn_module *model) {
   coord__free_vars(f);
-  int rc = nn_collect_params(model, &f->params);
-  if (rc == 0) rc = nn_torch_params(model, &f->torch);
+  int ntorch = 0;
+  int rc = nn_collect_synced(model, false, &f->params, &f->ntrained);
+  if (rc == 0) rc = nn_collect_synced(model, true, &f->torch, &ntorch);
   if (rc < 0) return rc;
   f->nvars = f->params.n;
   f->vars = calloc((size_t)f->nvars, sizeof *f->vars);
@@ -279,7 +280,19 @@ int coord__place(coord_fit_state *f, nn_module *model) {
   return rc;
 }
 
+/* The running statistics' "optimizer": workers push the change their
+ * batches made (the values they pulled minus their own), which plain SGD
+ * at rate 1 adds: async, every worker's change lands in turn; sync, the ps
+ * averages the changes, so the statistics become the workers' average. */
+static optim_cfg stats_cfg(void) {
+  optim_cfg c;
+  optim_cfg_default(&c, OPTIM_SGD);
+  c.lr = 1.0f;
+  return c;
+}
+
 int coord__init_vars(coord_fit_state *f, const optim_cfg *opt) {
+  const optim_cfg stats = stats_cfg();
   for (int i = 0; i < f->nvars; i++) {
     fvar *v = &f->vars[i];
     for (int s = 0; s < v->nshards; s++) {
@@ -292,7 +305,7 @@ int coord__init_vars(coord_fit_state *f, const optim_cfg *opt) {
                                                  .mode = f->sync,
                                                  .replicas = f->replicas,
                                                  .target = (uint64_t)f->sync_target,
-                                                 .optim = *opt,
+                                                 .optim = i < f->ntrained ? *opt : stats,
                                                  .value = {.t = part}});
       tensor_free(part);
       if (!f->ps[v->sh[s].ps]) return drv_error(DRV_ENODE, "ps:%d is not connected", v->sh[s].ps);
@@ -358,7 +371,8 @@ int coord__pull_all(coord *c) {
 int coord_pull(coord *c, nn_module *model) {
   if (!c->fit || !c->fit->placed) return 0;
   nn_param_list now = {0};
-  int rc = nn_collect_params(model, &now);
+  int ntrained = 0;
+  int rc = nn_collect_synced(model, false, &now, &ntrained);
   bool same = rc == 0 && now.n == c->fit->nvars;
   for (int i = 0; same && i < now.n; i++) same = now.items[i].value == c->fit->vars[i].value;
   nn_param_list_free(&now);

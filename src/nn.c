@@ -665,6 +665,33 @@ static int collect(nn_module *m, const char *prefix, int first, bool buffers,
   return 0;
 }
 
+/* The running statistics: buffers of one dimension or more (BatchNorm's
+ * running_mean and running_var, not its 0-dimensional counter). */
+static int collect_stats(nn_module *m, const char *prefix, int first, nn_param_list *out) {
+  for (int i = 0; i < m->nbuffers; i++) {
+    if (m->buffers[i].value->ndim < 1) continue;
+    int rc = param_push(out, &m->buffers[i], prefix);
+    if (rc < 0) return rc;
+  }
+  for (int i = 0; i < m->nchildren; i++) {
+    char sub[64];
+    int len = snprintf(sub, sizeof sub, "%s%d.", prefix, i + first);
+    if (len < 0 || (size_t)len >= sizeof sub)
+      return drv_error(DRV_EINVAL, "model nested too deeply to name its parameters");
+    int rc = collect_stats(m->children[i], sub, first, out);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+int nn_collect_synced(nn_module *m, bool torch_names, nn_param_list *out, int *ntrained) {
+  if (!m || !out || !ntrained) return drv_error(DRV_EINVAL, "nn_collect_synced: NULL argument");
+  int first = torch_names ? 0 : 1;
+  int rc = collect(m, "", first, false, out);
+  *ntrained = out->n;
+  return rc < 0 ? rc : collect_stats(m, "", first, out);
+}
+
 int nn_collect_params(nn_module *m, nn_param_list *out) {
   if (!m || !out) return drv_error(DRV_EINVAL, "nn_collect_params: NULL argument");
   return collect(m, "", 1, false, out);

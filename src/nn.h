@@ -269,6 +269,12 @@ nn_loss *nn_loss_from_name(const char *name);
 
 /* ---- files: parameters in safetensors, named as PyTorch names them ---- */
 
+/* What a cluster keeps on its ps: m's parameters in nn_collect_params
+ * order (*ntrained of them), then its running statistics (BatchNorm's
+ * running_mean and running_var, whose grad is NULL), named as
+ * nn_collect_params (Torch7) or nn_torch_params (torch_names) names them.
+ * Tensors are borrowed from m. */
+int nn_collect_synced(nn_module *m, bool torch_names, nn_param_list *out, int *ntrained);
 /* Appends m's parameters in nn_collect_params order, named as PyTorch's
  * state_dict names the same model: 0-based child positions ("0.weight",
  * "2.bias", "1.0.weight" inside a nested Sequential; a lone Linear's are

@@ -695,7 +695,9 @@ static int on_lr_scale(ps_server *ps, const uint8_t *pl, uint32_t len) {
   if (rc < 0) return rc;
   if (!(m.scale > 0 && m.scale <= 1))
     return drv_error(DRV_EPARSE, "LR_SCALE: scale must be in (0, 1] (got %g)", m.scale);
-  for (int i = 0; i < ps->nshards; i++) ps->shards[i].lr_scale = m.scale;
+  /* Only the shards the schedule drives (not running statistics). */
+  for (int i = 0; i < ps->nshards; i++)
+    if (ps->shards[i].cfg.sched.kind == OSCHED_PLATEAU) ps->shards[i].lr_scale = m.scale;
   log_info("learning rate scaled by %g (plateau)", m.scale);
   return 0;
 }

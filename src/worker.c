@@ -185,6 +185,25 @@ static int next_batch(wstate *st, const tensor **x, const tensor **y) {
   return rc == 0 ? drv_error(DRV_EINVAL, "the training data is empty") : rc;
 }
 
+/* Running statistics (BatchNorm's) live on the ps like parameters; what a
+ * worker pushes for one is the change its batch made to the values it
+ * pulled, so that the ps's SGD at rate 1 (coord_vars.c) applies it:
+ * stats_begin keeps the pulled values in grad, stats_end turns them into
+ * pulled - local. */
+static void stats_begin(wstate *st) {
+  for (uint32_t i = (uint32_t)st->ntrained; i < st->nvars; i++)
+    tensor_copy(st->vars[i].grad, st->vars[i].value);
+}
+
+static void stats_end(wstate *st) {
+  for (uint32_t i = (uint32_t)st->ntrained; i < st->nvars; i++) {
+    float *g = tensor_data(st->vars[i].grad);
+    const float *v = tensor_data(st->vars[i].value);
+    int64_t n = tensor_numel(st->vars[i].value);
+    for (int64_t k = 0; k < n; k++) g[k] -= v[k];
+  }
+}
+
 /* A training job's compute phase: forward/backward on the next batch, the
  * gradients left in the model; or (JP_BATCH) only a copy of that batch. */
 static int compute(job *j) {
@@ -199,7 +218,9 @@ static int compute(job *j) {
     return 0;
   }
   nn_zero_grad(st->model);
+  stats_begin(st);
   rc = train_step(st->model, st->loss, x, y, &j->loss, &j->correct);
+  stats_end(st);
   if (j->w->slow_ms) uv_sleep(j->w->slow_ms); /* DROVER_FAULT=slow:... */
   /* Gradients of a non-finite loss would poison the variables: the step
    * fails here instead (the coordinator names the step and this node). */
@@ -208,7 +229,11 @@ static int compute(job *j) {
                      isnan(j->loss) ? "NaN" : "infinite");
   /* The worker holds the whole model's gradient, so its norm here is the
    * global one over every ps shard; clipped before it is split by shard. */
-  if (rc == 0 && st->clip_norm > 0) optim_clip_grads(&st->params, st->clip_norm);
+  if (rc == 0 && st->clip_norm > 0) {
+    nn_param_list trained = st->params;
+    trained.n = st->ntrained; /* not the running statistics */
+    optim_clip_grads(&trained, st->clip_norm);
+  }
   return rc;
 }
 

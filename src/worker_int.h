@@ -35,6 +35,9 @@ typedef struct wvar {
   uint32_t nshards;
   wshard *shards;                  /* owned */
   tensor *value, *grad;            /* the model's parameter (borrowed) */
+  /* A running statistic (var >= ntrained): no gradient; `grad` is owned
+   * and pushed as the change this node's batch made (see stats_begin). */
+  bool stat;
 } wvar;
 
 /* What one ps holds of the model, in the order PULL and PUSH list it. */
@@ -62,7 +65,8 @@ typedef struct wpos {
 typedef struct wstate {
   nn_module *model;
   nn_loss *loss;
-  nn_param_list params;
+  nn_param_list params; /* parameters, then running statistics (nn_collect_synced) */
+  int ntrained;         /* how many of them are parameters */
   wvar *vars;
   uint32_t nvars;
   ps_part *parts; /* indexed by ps index */

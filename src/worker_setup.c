@@ -24,6 +24,7 @@ void wstate_free(wstate *st) {
   for (uint32_t i = 0; i < st->nvars; i++) {
     free(st->vars[i].name);
     free(st->vars[i].shards);
+    if (st->vars[i].stat) tensor_free(st->vars[i].grad);
   }
   free(st->vars);
   for (int p = 0; p < st->nparts; p++) {
@@ -166,6 +167,11 @@ static int bind_params(wstate *st) {
     if (rc < 0) return rc;
     v->value = pa->value;
     v->grad = pa->grad;
+    if ((int)i >= st->ntrained) {
+      v->stat = true;
+      if (!(v->grad = tensor_new(pa->value->ndim, pa->value->shape)))
+        return drv_error(DRV_ENOMEM, "out of memory");
+    }
   }
   return 0;
 }
@@ -260,7 +266,8 @@ static int build(wstate *st, int role, int index, const char *spec, const char *
   rng_t *gens[WPOS_MAX_RNG];
   st->nrng = worker__rngs(st->model, gens, WPOS_MAX_RNG);
   for (int i = 0; i < st->nrng; i++) st->init_rng[i] = *gens[i];
-  if ((rc = nn_collect_params(st->model, &st->params)) < 0 || (rc = bind_params(st)) < 0 ||
+  if ((rc = nn_collect_synced(st->model, false, &st->params, &st->ntrained)) < 0 ||
+      (rc = bind_params(st)) < 0 ||
       (rc = build_parts(st)) < 0)
     return rc;
   if (role == ROLE_EVALUATOR && st->data->n == 0)
