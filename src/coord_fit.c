@@ -299,9 +299,9 @@ int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
 /* A plateau schedule reduced the rate: every ps scales its shards' rates
  * from its next update on. The evals arrive asynchronously, so the ps
  * take the reduction a few steps after the eval that asked for it. */
-static void send_lr_scale(coord_fit_state *f) {
+void coord__send_lr_scale(coord_fit_state *f) {
   for (int k = 0; k < f->nps; k++) {
-    if (!f->ps[k]) continue; /* lost: it gets VAR_INIT or RESTORE and its scale again */
+    if (!f->ps[k]) continue; /* lost: the rollback sends the scale again */
     wire_wr w;
     wire_wr_init(&w);
     wire_put_lr_scale(&w, &(wire_msg_lr_scale){f->plateau.scale});
@@ -319,7 +319,7 @@ static void eval_controls(coord_fit_state *f, int64_t step, double loss, double 
   if (!f->looping || !f->cfg) return; /* the final eval changes nothing */
   if (o && o->sched.kind == OSCHED_PLATEAU) {
     double v = o->sched.metric == OMETRIC_EVAL_ACCURACY ? acc : loss;
-    if (optim_plateau_observe(&o->sched, &f->plateau, o->lr, v) == 1) send_lr_scale(f);
+    if (optim_plateau_observe(&o->sched, &f->plateau, o->lr, v) == 1) coord__send_lr_scale(f);
   }
   if (train_stop_observe(&f->cfg->stop, &f->stopper, step, loss, acc) && !f->stopped_early) {
     f->stopped_early = true;

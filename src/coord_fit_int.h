@@ -216,6 +216,9 @@ int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
 /* coord_fit.c: the fit state may take tasks on node (set up, not restoring). */
 bool coord__fit_ready(void *ud, int node);
 
+/* coord_fit.c: sends every ps the plateau schedule's current scale
+ * (LR_SCALE), after a reduction and after a rollback's VAR_INIT. */
+void coord__send_lr_scale(coord_fit_state *f);
 /* coord_fit.c: sync: asks every ps to answer once it applied the last
  * global step. */
 int coord__send_sync_probes(coord_fit_state *f);
