@@ -410,15 +410,16 @@ static int maxpool_forward(nn_module *m, const tensor *x, const tensor **y) {
     return drv_error(DRV_ENOMEM, "nn.MaxPool2d: out of memory");
   const float *xp = tensor_data(x);
   float *yp = tensor_data(m->out);
-  bool inside = is_pair(m->pad, 0);
+  bool inside = is_pair(m->pad, 0), two = is_pair(m->k, 2);
   for (int64_t pl = 0; pl < planes; pl++)
     for (int64_t i = 0; i < oh; i++)
       for (int64_t j = 0; j < ow; j++) {
         int64_t best = -1, at = (pl * oh + i) * ow + j;
         if (inside) {
-          best = pl * h * w +
-                 window_max(xp + pl * h * w, w, i * m->stride[0] * w + j * m->stride[1],
-                            m->k[0], m->k[1]);
+          int64_t base = i * m->stride[0] * w + j * m->stride[1];
+          /* 2x2, the common pool, with constant bounds the compiler unrolls */
+          best = pl * h * w + (two ? window_max(xp + pl * h * w, w, base, 2, 2)
+                                   : window_max(xp + pl * h * w, w, base, m->k[0], m->k[1]));
         } else {
           for (int64_t ki = 0; ki < m->k[0]; ki++)
             for (int64_t kj = 0; kj < m->k[1]; kj++) {
