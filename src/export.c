@@ -128,7 +128,9 @@ static int export_cluster(const char *dir, const manifest *m, const char *out) {
   nn_module *model = nn_from_spec(spec, &r);
   if (!model) return DRV_EINVAL;
   nn_param_list pl = {0};
-  int rc = nn_torch_params(model, &pl);
+  /* Parameters and buffers: the ps files hold BatchNorm's running
+   * statistics too (num_batches_tracked stays 0: it is not on a ps). */
+  int rc = nn_torch_state(model, &pl);
   for (int k = 0; k < m->nfiles && rc == 0; k++) {
     char path[PATH_MAX + 100];
     snprintf(path, sizeof path, "%s/%s", dir, m->files[k].name);
