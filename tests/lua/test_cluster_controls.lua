@@ -76,14 +76,11 @@ test("cluster-controls-02 stop: early stopping ends a cluster fit after patience
   assert(r.best_step == 5 or r.best_step == 10, "the first eval was the best: " .. r.best_step)
   assert(r.steps >= 20 and r.steps < 60, "stopped soon after the third bad eval, at step " .. r.steps)
   assert(read(c.run_dir .. "/events.log"):find("fit: stopping early", 1, true), "events.log says why")
-  -- sync: the global step in progress is abandoned, and the cluster trains on
+  -- sync: refused for now (a following fit hung under load)
   local s = exp { mode = "sync", optimizer = optim.SGD { lr = 1e-6 }, eval = { data = held2, every = 5 },
     train = { data = train2, batch = 64, epochs = 20 },
     stop = { metric = "eval_loss", patience = 1, min_delta = 0.01 } }
-  local rs = c:fit(s)
-  eq(rs.stopped_early, true, "sync stopped early")
-  local after = c:fit(exp { train = { data = train2, batch = 64, epochs = 1 }, eval = { data = held2 } })
-  assert(after.eval_accuracy > 0.5, "a fit after the stopped one trains: " .. after.eval_accuracy)
+  raises(function() c:fit(s) end, 'stop = { ... } is not supported with mode = "sync" on a cluster yet')
   -- a stop without evals is refused
   raises(function() c:fit(exp { stop = { metric = "eval_loss", patience = 2 } }) end,
     "stop needs periodic evals")
