@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data_int.h"
 #include "err.h"
+#include <jansson.h>
 
 /* Rows of the teacher product computed per GEMM in data_synthetic. */
 #define SYNTH_CHUNK 4096
@@ -25,6 +27,9 @@ void data_free(dataset *d) {
   if (!d) return;
   tensor_free(d->x);
   tensor_free(d->y);
+  free(d->recipe);
+  for (int64_t i = 0; d->names && i < d->nnames; i++) free(d->names[i]);
+  free(d->names);
   free(d);
 }
 
@@ -73,7 +78,13 @@ static int new_like(const dataset *like, int64_t n, dataset **out) {
   d->n = n;
   d->features = like->features;
   d->classes = like->classes;
+  d->unlabeled = like->unlabeled;
   memcpy(d->source, like->source, sizeof d->source);
+  if (like->names && (d->names = calloc((size_t)like->nnames + 1, sizeof *d->names))) {
+    d->nnames = like->nnames;
+    for (int64_t i = 0; i < like->nnames; i++)
+      if (!(d->names[i] = strdup(like->names[i]))) d->nnames = i, i = like->nnames;
+  }
   *out = d;
   return 0;
 }
@@ -127,6 +138,7 @@ int data_shuffle(const dataset *d, uint64_t seed, dataset **out) {
   if (!perm) return DRV_ENOMEM;
   rc = data_subset(d, perm, d->n, out);
   free(perm);
+  if (rc == 0) data__recipe_op(d, *out, data__op_seeded("shuffle", seed));
   return rc;
 }
 
@@ -148,7 +160,13 @@ int data_split(const dataset *d, double frac, uint64_t seed, dataset **a, datase
   if (rc < 0) {
     data_free(*a);
     *a = NULL;
+    return rc;
   }
+  json_t *op = data__op_seeded("split", seed);
+  if (op) json_object_set_new(op, "frac", json_real(frac));
+  data__recipe_op(d, *a, json_deep_copy(op));
+  if (op) json_object_set_new(op, "part", json_integer(1));
+  data__recipe_op(d, *b, op);
   return rc;
 }
 
@@ -168,6 +186,9 @@ int data_shard(const dataset *d, int64_t i, int64_t n, dataset **out) {
   for (int64_t j = 0; j < k; j++) idx[j] = i + j * n;
   rc = data_subset(d, idx, k, out);
   free(idx);
+  if (rc == 0)
+    data__recipe_op(d, *out, json_pack("{s:s, s:I, s:I}", "op", "shard", "i", (json_int_t)i, "n",
+                                       (json_int_t)n));
   return rc;
 }
 
@@ -244,6 +265,7 @@ int data_standardize(const dataset *d, const data_stats *stats, dataset **out,
   for (int64_t i = 0; i < d->n; i++)
     for (int64_t j = 0; j < f; j++) rx[i * f + j] = (x[i * f + j] - stats->mean[j]) / stats->std[j];
   memcpy(tensor_data(r->y), tensor_data(d->y), (size_t)tensor_numel(d->y) * sizeof(float));
+  data__recipe_op(d, r, data__op_stats(stats));
   *out = r;
   if (stats_out) *stats_out = fitted;
   else data_stats_free(fitted);

@@ -28,6 +28,18 @@ typedef struct dataset {
                        and y is 1-D; else 0 */
   char source[256]; /* where it came from ("digits.csv", "synthetic"), for
                        messages and printing */
+  /* How to build it again from files (JSON, owned; NULL: built in memory,
+   * by data_synthetic, data_subset or by hand): the reader, its path and
+   * options, the row count, then the operations (split, shuffle, shard,
+   * standardize) in order. A cluster worker rebuilds its own shard from it
+   * (data_from_recipe) instead of receiving the rows. */
+  char *recipe;
+  /* classes = "names": the label strings, id i is names[i] (owned, NULL
+   * when the labels were numbers); nnames == classes then. */
+  char **names;
+  int64_t nnames;
+  bool unlabeled;     /* read without a label column (label = false): y is zeros */
+  bool header_guessed; /* CSV: the first line was detected as a header */
 } dataset;
 
 void data_free(dataset *d); /* NULL is fine */
@@ -35,17 +47,43 @@ void data_free(dataset *d); /* NULL is fine */
 /* ---- readers ----------------------------------------------------------- */
 
 typedef struct data_csv_opts {
-  int label;       /* label column; negative counts from the end (-1 = last) */
+  int label;       /* label column, 0-based; negative counts from the end (-1 = last) */
   int header;      /* 1 skip the first line, 0 none, -1 detect (non-numeric) */
   char delimiter;  /* ',' by default; 0 means ',' */
+  bool no_label;   /* every column is a feature; y is zeros (label ignored) */
+  int classes;     /* 0 labels are numbers, class ids when they look like
+                      ids (data__wrap); 1 names: label strings mapped to
+                      ids in sorted order (dataset.names); -1 a target,
+                      never class ids */
+  /* Set by the Lua side: the label column as the user wrote it (1-based
+   * or negative), for messages; 0 means label + 1 / label. */
+  int label_given;
+  /* The class names a recipe fixed (the coordinator's), used instead of
+   * the sorted names of this file's rows; NULL to collect them. */
+  char *const *names;
+  int64_t nnames;
+  /* Rows to parse (data rows, 0-based), NULL for all: a worker parses its
+   * shard only. keep has `keep_n` entries, the file's data rows. */
+  const uint8_t *keep;
+  int64_t keep_n;
 } data_csv_opts;
 
 /* CSV of numbers; every row must have the same number of fields. Blank
  * lines are skipped. */
 int data_read_csv(const char *path, const data_csv_opts *o, dataset **out);
-/* libsvm/svmlight: "label idx:val idx:val ..." with 1-based ascending
- * indices; densified. features == 0 infers it from the largest index. */
-int data_read_libsvm(const char *path, int64_t features, dataset **out);
+
+typedef struct data_libsvm_opts {
+  int64_t features; /* 0 infers it from the largest index */
+  int zero_based;   /* 0 indices start at 1, 1 at 0 (scikit-learn's
+                       dump_svmlight_file), -1 auto: zero-based when an
+                       index 0 appears */
+  const uint8_t *keep; /* as in data_csv_opts (examples, 0-based) */
+  int64_t keep_n;
+} data_libsvm_opts;
+
+/* libsvm/svmlight: "label idx:val idx:val ..." with ascending indices;
+ * densified. o may be NULL (1-based, features inferred). */
+int data_read_libsvm(const char *path, const data_libsvm_opts *o, dataset **out);
 /* IDX (MNIST) files: images of any unsigned byte/int/float IDX type,
  * flattened to rows; labels a 1-D IDX file (may be NULL: y is zeros).
  * Values are kept as stored (pixels stay 0..255). */
@@ -63,6 +101,24 @@ typedef struct data_synth_opts {
  * fixed random teacher W ~ N(0, 1) drawn from the seed, so that a model can
  * really learn it. */
 int data_synthetic(const data_synth_opts *o, dataset **out);
+
+/* ---- files mode (data_recipe.c) ----------------------------------------- */
+
+/* Builds shard `shard` of `nshards` (data_shard's rows) of the dataset
+ * that `recipe` (dataset.recipe) describes, reading only what it needs:
+ * the rows of a mapped .npy, the shard's lines of a CSV or libsvm file.
+ * The result is what data_shard of the coordinator's dataset would be, row
+ * for row (its recipe is NULL). */
+int data_from_recipe(const char *recipe, size_t len, int64_t shard, int64_t nshards,
+                     dataset **out);
+
+/* ---- writers (data_write.c) --------------------------------------------- */
+
+/* t (1-D: one value per line, 2-D: rows) as CSV of shortest round-trip
+ * floats, or as a .npy of <f4 with t's shape. Written to a temporary file
+ * renamed over `path`. */
+int data_write_csv(const char *path, const tensor *t);
+int data_write_npy(const char *path, const tensor *t);
 
 /* ---- operations (all return new datasets) ------------------------------ */
 

@@ -12,6 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <errno.h>
+
+#include <jansson.h>
 
 #include "data_int.h"
 #include "err.h"
@@ -339,31 +346,31 @@ static const char *npy_shape_str(const npy_file *f, char *buf, size_t n) {
   return buf;
 }
 
-/* Reads and validates a .npy file: magic, version, header, exact length. */
-static int npy_open(const char *path, npy_file *f) {
-  int rc = data__read_all(path, &f->fb);
-  if (rc < 0) return rc;
+/* Validates a .npy header in f->fb (at least the whole header) for a file
+ * of `len` bytes: magic, version, header, exact length. */
+static int npy_parse(const char *path, npy_file *f, size_t len) {
   const unsigned char *b = (const unsigned char *)f->fb.data;
-  size_t len = f->fb.len;
-  if (len < 6 || memcmp(b, "\x93NUMPY", 6) != 0)
+  size_t have = f->fb.len;
+  if (have < 6 || memcmp(b, "\x93NUMPY", 6) != 0)
     return drv_error(DRV_EPARSE, "%s: byte 0: not a .npy file (bad magic)", path);
-  if (len < 10) return drv_error(DRV_EPARSE, "%s: byte %zu: file ends inside the header", path, len);
+  if (have < 10) return drv_error(DRV_EPARSE, "%s: byte %zu: file ends inside the header", path, len);
   size_t hlen, start;
   if (b[6] == 1) {
     hlen = (size_t)load_uint(b + 8, 2, false);
     start = 10;
   } else if (b[6] == 2 || b[6] == 3) {
-    if (len < 12) return drv_error(DRV_EPARSE, "%s: byte %zu: file ends inside the header", path, len);
+    if (have < 12) return drv_error(DRV_EPARSE, "%s: byte %zu: file ends inside the header", path, len);
     hlen = (size_t)load_uint(b + 8, 4, false);
     start = 12;
   } else {
     return drv_error(DRV_EUNSUPPORTED, "%s: byte 6: unsupported .npy version %d.%d", path, b[6], b[7]);
   }
-  if (hlen > len - start)
+  if (hlen > have - start)
     return drv_error(DRV_EPARSE, "%s: byte 8: header of %zu bytes runs past the end of the file",
                      path, hlen);
   npy_cur c = {path, f->fb.data, f->fb.data + start, f->fb.data + start + hlen};
-  if ((rc = npy_dict(&c, f)) < 0) return rc;
+  int rc = npy_dict(&c, f);
+  if (rc < 0) return rc;
   f->data = start + hlen;
   char sh[128];
   if (f->count == 0)
@@ -376,18 +383,102 @@ static int npy_open(const char *path, npy_file *f) {
   return 0;
 }
 
+/* Reads and validates a whole .npy file. */
+static int npy_open(const char *path, npy_file *f) {
+  int rc = data__read_all(path, &f->fb);
+  return rc < 0 ? rc : npy_parse(path, f, f->fb.len);
+}
+
+/* Little-endian float32 in C order, the layout a tensor has: such an x is
+ * memory-mapped rather than read, so only the rows used are ever read. */
+static bool npy_mappable(const npy_file *f) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  return false;
+#else
+  return f->type.kind == EL_F && f->type.size == 4 && !f->type.big && f->data % sizeof(float) == 0;
+#endif
+}
+
+/* Maps x of a plain (not gzipped) regular .npy file of float32: 1 with
+ * *x set, 0 when the file is not of that kind (the caller reads it), or a
+ * negative code. Only the header is read. */
+static int npy_map(const char *path, npy_file *f, tensor **x) {
+  *x = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return drv_error(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
+  struct stat st;
+  unsigned char head[12];
+  int rc = 0;
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 12 ||
+      pread(fd, head, sizeof head, 0) != (ssize_t)sizeof head || memcmp(head, "\x93NUMPY", 6) != 0)
+    goto out; /* a pipe, gzip, or something npy_open explains */
+  size_t hlen = head[6] == 1 ? (size_t)load_uint(head + 8, 2, false) + 10
+                             : (size_t)load_uint(head + 8, 4, false) + 12;
+  if (hlen > (size_t)st.st_size || hlen > ((size_t)1 << 24)) goto out;
+  if (!(f->fb.data = malloc(hlen + 1))) {
+    rc = drv_error(DRV_ENOMEM, "out of memory");
+    goto out;
+  }
+  if (pread(fd, f->fb.data, hlen, 0) != (ssize_t)hlen) goto out;
+  f->fb.data[hlen] = '\0';
+  f->fb.len = hlen;
+  if ((rc = npy_parse(path, f, (size_t)st.st_size)) < 0 || !npy_mappable(f) || f->ndim == 0) {
+    rc = rc < 0 ? rc : 0;
+    goto out;
+  }
+  void *base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (base == MAP_FAILED) goto out; /* read it instead */
+  int64_t rows = f->shape[0], dims[TENSOR_MAXDIM] = {rows, rows ? f->count / rows : 0};
+  int nd = 2;
+  if (f->ndim >= 3 && f->ndim <= TENSOR_MAXDIM) {
+    nd = f->ndim;
+    memcpy(dims, f->shape, (size_t)nd * sizeof *dims);
+  }
+  if (!(*x = tensor_map(base, (size_t)st.st_size, (int64_t)(f->data / sizeof(float)), nd, dims))) {
+    munmap(base, (size_t)st.st_size);
+    rc = DRV_ENOMEM;
+    goto out;
+  }
+  rc = 1;
+out:
+  close(fd);
+  if (rc <= 0) {
+    free(f->fb.data);
+    f->fb = (filebuf){NULL, 0};
+  }
+  return rc;
+}
+
+/* x of the .npy at x_path: mapped when it is little-endian float32, else
+ * read and decoded into rows. *rows and *fx describe it. */
+static int npy_x(const char *x_path, npy_file *fx, tensor **x, int64_t *rows, bool *mapped) {
+  int rc = npy_map(x_path, fx, x);
+  if (rc < 0) return rc;
+  *mapped = rc == 1;
+  if (!*mapped && (rc = npy_open(x_path, fx)) < 0) return rc;
+  if (fx->ndim == 0)
+    return drv_error(DRV_ESHAPE, "%s: x must have at least 1 dimension, shape is ()", x_path);
+  *rows = fx->shape[0];
+  if (*mapped) return 0;
+  tensor *y;
+  if ((rc = data__alloc_xy(x_path, *rows, fx->count / *rows, x, &y)) < 0) return rc;
+  tensor_free(y);
+  decode((const unsigned char *)fx->fb.data + fx->data, fx->type, fx->count, tensor_data(*x));
+  if ((rc = keep_shape(*x, fx->ndim, fx->shape)) < 0) return rc;
+  return check_finite(x_path, tensor_data(*x), *rows, fx->count / *rows);
+}
+
+/* Long: one reader with two files to check against each other, the
+ * labels' shape, their decoding and the recipe. */
 int data_read_npy(const char *x_path, const char *y_path, dataset **out) {
   *out = NULL;
   npy_file fx = {0}, fy = {0};
   tensor *x = NULL, *y = NULL;
   char sh[128];
-  int rc = npy_open(x_path, &fx);
+  int64_t rows = 0;
+  bool mapped = false;
+  int rc = npy_x(x_path, &fx, &x, &rows, &mapped);
   if (rc < 0) goto done;
-  if (fx.ndim == 0) {
-    rc = drv_error(DRV_ESHAPE, "%s: x must have at least 1 dimension, shape is ()", x_path);
-    goto done;
-  }
-  int64_t rows = fx.shape[0];
   if (y_path) {
     if ((rc = npy_open(y_path, &fy)) < 0) goto done;
     if (fy.ndim != 1) {
@@ -401,15 +492,21 @@ int data_read_npy(const char *x_path, const char *y_path, dataset **out) {
       goto done;
     }
   }
-  if ((rc = data__alloc_xy(x_path, rows, fx.count / rows, &x, &y)) < 0) goto done;
-  decode((const unsigned char *)fx.fb.data + fx.data, fx.type, fx.count, tensor_data(x));
-  if ((rc = keep_shape(x, fx.ndim, fx.shape)) < 0) goto done;
-  if (y_path) decode((const unsigned char *)fy.fb.data + fy.data, fy.type, rows, tensor_data(y));
-  if ((rc = check_finite(x_path, tensor_data(x), rows, fx.count / rows)) < 0 ||
-      (y_path && (rc = check_finite(y_path, tensor_data(y), rows, 1)) < 0))
+  if (!(y = tensor_new1(rows))) {
+    rc = DRV_ENOMEM;
     goto done;
+  }
+  if (y_path) decode((const unsigned char *)fy.fb.data + fy.data, fy.type, rows, tensor_data(y));
+  if (y_path && (rc = check_finite(y_path, tensor_data(y), rows, 1)) < 0) goto done;
   rc = data__wrap(x, y, x_path, out);
   x = y = NULL;
+  if (rc == 0) {
+    char ax[4096], ay[4096];
+    data__set_recipe(*out, json_pack("{s:s, s:s, s:s?, s:b}", "format", "npy", "x",
+                                     data__abspath(x_path, ax, sizeof ax), "y",
+                                     y_path ? data__abspath(y_path, ay, sizeof ay) : NULL,
+                                     "mapped", mapped));
+  }
 done:
   tensor_free(x);
   tensor_free(y);

@@ -6,6 +6,7 @@
 #define DROVER_DATA_INT_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "data.h"
@@ -38,5 +39,51 @@ int data__alloc_xy(const char *path, int64_t rows, int64_t cols, tensor **x, ten
  * component of `path`, working out `classes` from the labels. Takes
  * ownership of x and y: on failure both are freed. */
 int data__wrap(tensor *x, tensor *y, const char *path, dataset **out);
+
+/* ---- text parsing (data_read.c), shared by the CSV and libsvm readers -- */
+
+enum { NUM_OK = 0, NUM_BAD = 1, NUM_INF = 2 };
+/* Lines between polls of the interrupt flag. */
+#define DATA__POLL_LINES 8192
+
+/* Parses all of the NUL-terminated s (blanks around it allowed) as a finite
+ * float in the "C" locale: NUM_OK, NUM_BAD or NUM_INF. */
+int data__parse_float(const char *s, float *v);
+/* s without surrounding blanks (*len capped at DATA__QUOTE_MAX), for
+ * quoting a field back in a message. */
+const char *data__trimmed(const char *s, int *len);
+
+/* Walks a text buffer line by line; lines end in LF or CRLF. */
+typedef struct line_iter {
+  char *p, *end;
+  int64_t lineno; /* 1-based number of the line last returned */
+} line_iter;
+
+/* Next line as [*s, *e) without its line ending; false at the end. The
+ * byte at *e may be overwritten with a NUL by the caller. */
+bool data__next_line(line_iter *li, char **s, char **e);
+bool data__is_blank_line(const char *s, const char *e);
+/* DRV_EINTERRUPTED naming the file. */
+int data__interrupted(const char *path);
+
+/* classes of 1-D labels: max + 1 when they look like class ids (integers
+ * from 0 or 1 up, most ids in use or at most 16 of them), else 0: a
+ * regression target of integers (ages, prices) is not 347 classes. */
+int64_t data__classes_of(const tensor *y);
+
+/* Sets d->recipe to the JSON object `base` (its "n" and "ops" added);
+ * takes the reference. Out of memory leaves the recipe NULL (the data
+ * are then shipped): never an error. */
+struct json_t;
+void data__set_recipe(dataset *d, struct json_t *base);
+/* dst's recipe: src's with the operation `op` appended (taken); NULL when
+ * src has none. */
+void data__recipe_op(const dataset *src, dataset *dst, struct json_t *op);
+/* {"op": name, "seed": seed} and {"op": "standardize", mean, std}. */
+struct json_t *data__op_seeded(const char *name, uint64_t seed);
+struct json_t *data__op_stats(const data_stats *s);
+/* The absolute form of path in buf (path itself when it cannot be
+ * resolved: the worker then reports it). */
+const char *data__abspath(const char *path, char *buf, size_t n);
 
 #endif

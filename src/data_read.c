@@ -18,13 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <jansson.h>
 #include <zlib.h>
 
 #include "data_int.h"
 #include "err.h"
 
 /* Lines between polls of the interrupt flag. */
-#define POLL_LINES 8192
+#define POLL_LINES DATA__POLL_LINES
 #define QUOTE_MAX DATA__QUOTE_MAX
 
 /* ======================================================================
@@ -169,20 +170,31 @@ int data__wrap(tensor *x, tensor *y, const char *path, dataset **out) {
   d->n = x->shape[0];
   d->features = d->n ? tensor_numel(x) / d->n : x->shape[1]; /* x may be [n, h, w] */
   snprintf(d->source, sizeof d->source, "%s", base_name(path));
-  /* classes = max + 1 only when every label is a small non-negative
-   * integer, i.e. when the labels can be class ids. */
-  const float *yv = tensor_data(y);
-  int64_t ny = tensor_numel(y);
-  float max = 0;
-  bool ids = y->ndim == 1;
-  for (int64_t i = 0; ids && i < ny; i++) {
-    float v = yv[i];
-    if (!(v >= 0 && v < 16777216.0f) || v != floorf(v)) ids = false;
-    else if (v > max) max = v;
-  }
-  d->classes = ids ? (int64_t)max + 1 : 0;
+  d->classes = data__classes_of(y);
   *out = d;
   return 0;
+}
+
+int64_t data__classes_of(const tensor *y) {
+  if (y->ndim != 1) return 0;
+  const float *yv = tensor_data(y);
+  int64_t ny = tensor_numel(y);
+  float max = 0, min = 16777216.0f;
+  for (int64_t i = 0; i < ny; i++) {
+    float v = yv[i];
+    if (!(v >= 0 && v < 16777216.0f) || v != floorf(v)) return 0;
+    if (v > max) max = v;
+    if (v < min) min = v;
+  }
+  int64_t k = (int64_t)max + 1;
+  if (ny == 0 || k <= 16) return ny ? k : 0;
+  if (min > 1) return 0; /* ids start at 0 (or 1); a target of 25..346 is not ids */
+  uint8_t *seen = calloc((size_t)k, 1);
+  if (!seen) return k;
+  int64_t distinct = 0;
+  for (int64_t i = 0; i < ny; i++) distinct += !seen[(int64_t)yv[i]], seen[(int64_t)yv[i]] = 1;
+  free(seen);
+  return distinct * 2 >= k ? k : 0; /* most ids in use */
 }
 
 int data__alloc_xy(const char *path, int64_t rows, int64_t cols, tensor **x, tensor **y) {
@@ -209,13 +221,12 @@ static locale_t c_locale;
 static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
 static void c_locale_init(void) { c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0); }
 
-enum { NUM_OK = 0, NUM_BAD = 1, NUM_INF = 2 };
 
 static bool is_blank_char(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
 
 /* Parses all of the NUL-terminated s (blanks around it allowed) as a finite
  * float. */
-static int parse_float(const char *s, float *v) {
+int data__parse_float(const char *s, float *v) {
   while (is_blank_char(*s)) s++;
   if (!*s) return NUM_BAD;
   /* Fast path for short integers (pixels, counts, labels), which are most
@@ -244,7 +255,7 @@ static int parse_float(const char *s, float *v) {
 }
 
 /* s without surrounding blanks, for quoting a field back in a message. */
-static const char *trimmed(const char *s, int *len) {
+const char *data__trimmed(const char *s, int *len) {
   while (is_blank_char(*s)) s++;
   size_t n = strlen(s);
   while (n && is_blank_char(s[n - 1])) n--;
@@ -252,15 +263,10 @@ static const char *trimmed(const char *s, int *len) {
   return s;
 }
 
-/* Walks a text buffer line by line; lines end in LF or CRLF. */
-typedef struct line_iter {
-  char *p, *end;
-  int64_t lineno; /* 1-based number of the line last returned */
-} line_iter;
 
 /* Next line as [*s, *e) without its line ending; false at the end. The
  * byte at *e may be overwritten with a NUL by the caller. */
-static bool next_line(line_iter *li, char **s, char **e) {
+bool data__next_line(line_iter *li, char **s, char **e) {
   if (li->p >= li->end) return false;
   char *nl = memchr(li->p, '\n', (size_t)(li->end - li->p));
   char *stop = nl ? nl : li->end;
@@ -272,183 +278,14 @@ static bool next_line(line_iter *li, char **s, char **e) {
   return true;
 }
 
-static bool is_blank_line(const char *s, const char *e) {
+bool data__is_blank_line(const char *s, const char *e) {
   for (; s < e; s++)
     if (!is_blank_char(*s)) return false;
   return true;
 }
 
-static int interrupted(const char *path) {
+int data__interrupted(const char *path) {
   return drv_error(DRV_EINTERRUPTED, "%s: interrupted", path);
-}
-
-/* ======================================================================
- * CSV
- * ==================================================================== */
-
-/* Splits [s, e) in place at each `delim` into NUL-terminated fields, storing
- * at most `max` field starts; returns how many fields the line has. */
-static int64_t split_fields(char *s, char *e, char delim, char **fields, int64_t max) {
-  int64_t n = 0;
-  char *start = s;
-  for (char *p = s;; p++) {
-    if (p == e || *p == delim) {
-      if (n < max) fields[n] = start;
-      n++;
-      if (p == e) {
-        *p = '\0';
-        return n;
-      }
-      *p = '\0';
-      start = p + 1;
-    }
-  }
-}
-
-static int64_t count_fields(const char *s, const char *e, char delim) {
-  int64_t n = 1;
-  for (; s < e; s++) n += *s == delim;
-  return n;
-}
-
-/* True when some field of the line [s, e) is not a number: the line is a
- * header. Works on a copy so the buffer stays intact. */
-static int line_has_text(const char *s, const char *e, char delim, bool *text) {
-  size_t len = (size_t)(e - s);
-  char *copy = malloc(len + 1);
-  if (!copy) return drv_error(DRV_ENOMEM, "out of memory");
-  memcpy(copy, s, len);
-  copy[len] = '\0';
-  *text = false;
-  char *p = copy;
-  for (;;) {
-    char *d = strchr(p, delim);
-    if (d) *d = '\0';
-    float v;
-    if (parse_float(p, &v) != NUM_OK) *text = true;
-    if (!d || *text) break;
-    p = d + 1;
-  }
-  free(copy);
-  return 0;
-}
-
-/* Parses one data row (already split into `nf` fields) into x_row / *y. */
-static int csv_row(const char *path, int64_t lineno, char **fields, int64_t nf,
-                   int64_t label, float *x_row, float *y) {
-  for (int64_t j = 0, k = 0; j < nf; j++) {
-    float v;
-    int rc = parse_float(fields[j], &v);
-    if (rc != NUM_OK) {
-      int len;
-      const char *t = trimmed(fields[j], &len);
-      if (len == 0)
-        return drv_error(DRV_EPARSE, "%s:%lld: field %lld is empty", path,
-                         (long long)lineno, (long long)j + 1);
-      return drv_error(DRV_EPARSE, "%s:%lld: field %lld: '%.*s' is not a %snumber", path,
-                       (long long)lineno, (long long)j + 1, len, t,
-                       rc == NUM_INF ? "finite " : "");
-    }
-    if (j == label) *y = v;
-    else x_row[k++] = v;
-  }
-  return 0;
-}
-
-/* Fills x and y from the buffer: second pass, after the shape is known. */
-static int csv_fill(const char *path, filebuf *fb, char delim, bool skip_first,
-                    int64_t nf, int64_t label, tensor *x, tensor *y) {
-  char **fields = malloc((size_t)nf * sizeof *fields);
-  if (!fields) return drv_error(DRV_ENOMEM, "%s: out of memory", path);
-  line_iter li = {fb->data, fb->data + fb->len, 0};
-  float *xv = tensor_data(x), *yv = tensor_data(y);
-  int64_t row = 0, cols = nf - 1;
-  char *s, *e;
-  int rc = 0;
-  while (rc == 0 && next_line(&li, &s, &e)) {
-    if (li.lineno % POLL_LINES == 0 && drv_interrupted()) {
-      rc = interrupted(path);
-      break;
-    }
-    if (is_blank_line(s, e)) continue;
-    if (skip_first) {
-      skip_first = false;
-      continue;
-    }
-    int64_t got = split_fields(s, e, delim, fields, nf);
-    if (got != nf)
-      rc = drv_error(DRV_EPARSE, "%s:%lld: expected %lld fields, found %lld", path,
-                     (long long)li.lineno, (long long)nf, (long long)got);
-    else
-      rc = csv_row(path, li.lineno, fields, nf, label, xv + row * cols, yv + row);
-    row++;
-  }
-  free(fields);
-  return rc;
-}
-
-int data_read_csv(const char *path, const data_csv_opts *o, dataset **out) {
-  *out = NULL;
-  data_csv_opts def = {.label = -1, .header = -1, .delimiter = ','};
-  if (!o) o = &def;
-  char delim = o->delimiter ? o->delimiter : ',';
-  if (delim == '\n' || delim == '\r' || delim == '.' || delim == '-' || delim == '+')
-    return drv_error(DRV_EINVAL, "%s: delimiter '%c' cannot separate numbers", path, delim);
-  filebuf fb;
-  int rc = data__read_all(path, &fb);
-  if (rc < 0) return rc;
-  /* A UTF-8 byte order mark is not part of the first field. */
-  char *text = fb.data;
-  if (fb.len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3;
-  filebuf body = {text, fb.len - (size_t)(text - fb.data)};
-
-  /* Pass 1: count the non-blank lines and take the shape from the first. */
-  line_iter li = {body.data, body.data + body.len, 0};
-  char *s, *e, *first_s = NULL, *first_e = NULL;
-  int64_t lines = 0, first_no = 0;
-  while (next_line(&li, &s, &e)) {
-    if (is_blank_line(s, e)) continue;
-    if (!first_s) {
-      first_s = s;
-      first_e = e;
-      first_no = li.lineno;
-    }
-    lines++;
-  }
-  tensor *x = NULL, *y = NULL;
-  if (!first_s) {
-    rc = drv_error(DRV_EPARSE, "%s: %s", path, fb.len ? "no data, only blank lines" : "empty file");
-    goto fail;
-  }
-  int64_t nf = count_fields(first_s, first_e, delim);
-  if (nf < 2) {
-    rc = drv_error(DRV_EPARSE, "%s:%lld: one field per line: need features and a label",
-                   path, (long long)first_no);
-    goto fail;
-  }
-  int64_t label = o->label < 0 ? nf + o->label : o->label;
-  if (label < 0 || label >= nf) {
-    rc = drv_error(DRV_EINVAL, "%s:%lld: label column %d is out of range for %lld fields",
-                   path, (long long)first_no, o->label, (long long)nf);
-    goto fail;
-  }
-  bool header = o->header > 0;
-  if (o->header < 0 && (rc = line_has_text(first_s, first_e, delim, &header)) < 0) goto fail;
-  int64_t rows = lines - header;
-  if (rows == 0) {
-    rc = drv_error(DRV_EPARSE, "%s: no data rows after the header", path);
-    goto fail;
-  }
-  if ((rc = data__alloc_xy(path, rows, nf - 1, &x, &y)) < 0) goto fail;
-  /* Pass 2: parse. */
-  if ((rc = csv_fill(path, &body, delim, header, nf, label, x, y)) < 0) goto fail;
-  free(fb.data);
-  return data__wrap(x, y, path, out);
-fail:
-  tensor_free(x);
-  tensor_free(y);
-  free(fb.data);
-  return rc;
 }
 
 /* ======================================================================
@@ -464,7 +301,9 @@ typedef struct sparse {
   float *val;        /* value per entry */
   int64_t cap_nnz;   /* capacity of col and val */
   int64_t n, nnz;
-  int64_t max_index; /* largest 1-based index seen */
+  int64_t max_index; /* largest index seen, as written */
+  int64_t min_index; /* smallest index seen, as written (-1: none yet) */
+  int zero_based;    /* as data_libsvm_opts */
 } sparse;
 
 static void sparse_free(sparse *sp) {
@@ -518,31 +357,34 @@ static int svm_entry(const char *path, int64_t lineno, char *tok, int64_t featur
   if (end != colon || colon == tok || errno == ERANGE)
     return drv_error(DRV_EPARSE, "%s:%lld: '%.*s': bad feature index", path,
                      (long long)lineno, len, tok);
-  if (idx < 1)
-    return drv_error(DRV_EPARSE, "%s:%lld: index %lld: indices start at 1", path,
-                     (long long)lineno, idx);
+  if (idx < 0 || (idx < 1 && sp->zero_based == 0))
+    return drv_error(DRV_EPARSE, "%s:%lld: index %lld: indices start at 1%s", path,
+                     (long long)lineno, idx,
+                     idx == 0 ? " (a zero-based file, as scikit-learn's dump_svmlight_file writes "
+                                "by default: { zero_based = true } or \"auto\")" : "");
   if (idx <= *prev)
     return drv_error(DRV_EPARSE, "%s:%lld: index %lld after %lld: indices must be ascending",
                      path, (long long)lineno, idx, (long long)*prev);
-  if (features > 0 && idx > features)
+  if (features > 0 && sp->zero_based >= 0 && idx + (sp->zero_based == 1) > features)
     return drv_error(DRV_ERANGE, "%s:%lld: index %lld is beyond the %lld features", path,
                      (long long)lineno, idx, (long long)features);
   if (idx > INT32_MAX)
     return drv_error(DRV_ERANGE, "%s:%lld: index %lld is too large", path,
                      (long long)lineno, idx);
   float v;
-  int rc = parse_float(colon + 1, &v);
+  int rc = data__parse_float(colon + 1, &v);
   if (rc != NUM_OK)
     return drv_error(DRV_EPARSE, "%s:%lld: index %lld: '%.*s' is not a %snumber", path,
                      (long long)lineno, idx, (int)strnlen(colon + 1, QUOTE_MAX), colon + 1,
                      rc == NUM_INF ? "finite " : "");
   if (!sparse_reserve(sp, sp->n + 1, sp->nnz + 1))
     return drv_error(DRV_ENOMEM, "%s: out of memory", path);
-  sp->col[sp->nnz] = (int32_t)(idx - 1);
+  sp->col[sp->nnz] = (int32_t)idx; /* shifted to 0-based once the file is read */
   sp->val[sp->nnz] = v;
   sp->nnz++;
   *prev = idx;
   if (idx > sp->max_index) sp->max_index = idx;
+  if (sp->min_index < 0 || idx < sp->min_index) sp->min_index = idx;
   return 0;
 }
 
@@ -553,7 +395,7 @@ static int svm_line(const char *path, int64_t lineno, char *s, char *e, int64_t 
   char *save = NULL;
   char *tok = strtok_r(s, " \t\r\f\v", &save);
   float label;
-  int rc = parse_float(tok, &label);
+  int rc = data__parse_float(tok, &label);
   if (rc != NUM_OK)
     return drv_error(DRV_EPARSE, "%s:%lld: label '%.*s' is not a %snumber", path,
                      (long long)lineno, (int)strnlen(tok, QUOTE_MAX), tok,
@@ -570,46 +412,76 @@ static int svm_line(const char *path, int64_t lineno, char *s, char *e, int64_t 
   return 0;
 }
 
-int data_read_libsvm(const char *path, int64_t features, dataset **out) {
+/* Densifies the parsed rows into a new dataset; zb says whether the
+ * indices were zero-based. */
+static int svm_dense(const char *path, const sparse *sp, int64_t features, bool zb, dataset **out) {
+  int64_t nfeat = features ? features : sp->max_index + zb;
+  if (nfeat == 0)
+    return drv_error(DRV_EPARSE, "%s: no feature indices, cannot infer the feature count", path);
+  tensor *x, *y;
+  int rc = data__alloc_xy(path, sp->n, nfeat, &x, &y);
+  if (rc < 0) return rc;
+  float *xv = tensor_data(x), *yv = tensor_data(y);
+  for (int64_t i = 0; i < sp->n; i++) {
+    yv[i] = sp->labels[i];
+    for (int64_t k = sp->rowptr[i]; k < sp->rowptr[i + 1]; k++) {
+      int64_t c = (int64_t)sp->col[k] - !zb;
+      if (c >= nfeat) {
+        tensor_free(x);
+        tensor_free(y);
+        return drv_error(DRV_ERANGE, "%s: example %lld: index %lld is beyond the %lld features",
+                         path, (long long)i + 1, (long long)sp->col[k], (long long)nfeat);
+      }
+      xv[i * nfeat + c] = sp->val[k];
+    }
+  }
+  return data__wrap(x, y, path, out);
+}
+
+int data_read_libsvm(const char *path, const data_libsvm_opts *o, dataset **out) {
   *out = NULL;
+  data_libsvm_opts def = {0};
+  if (!o) o = &def;
+  int64_t features = o->features;
   if (features < 0)
     return drv_error(DRV_EINVAL, "%s: feature count %lld is negative", path, (long long)features);
   filebuf fb;
   int rc = data__read_all(path, &fb);
   if (rc < 0) return rc;
-  sparse sp = {0};
+  sparse sp = {.min_index = -1, .zero_based = o->zero_based};
   line_iter li = {fb.data, fb.data + fb.len, 0};
   char *s, *e;
-  while (next_line(&li, &s, &e)) {
+  int64_t example = -1;
+  while (data__next_line(&li, &s, &e)) {
     if (li.lineno % POLL_LINES == 0 && drv_interrupted()) {
-      rc = interrupted(path);
+      rc = data__interrupted(path);
       goto done;
     }
     char *hash = memchr(s, '#', (size_t)(e - s));
     if (hash) e = hash;
-    if (is_blank_line(s, e)) continue;
+    if (data__is_blank_line(s, e)) continue;
+    if (o->keep && (++example >= o->keep_n || !o->keep[example])) continue;
     if ((rc = svm_line(path, li.lineno, s, e, features, &sp)) < 0) goto done;
+  }
+  if (o->keep && example + 1 != o->keep_n) {
+    rc = drv_error(DRV_EINVAL, "%s: has %lld examples now, %lld when it was first read: a worker "
+                   "must see the same file", path, (long long)example + 1, (long long)o->keep_n);
+    goto done;
   }
   if (sp.n == 0) {
     rc = drv_error(DRV_EPARSE, "%s: %s", path, fb.len ? "no examples" : "empty file");
     goto done;
   }
-  int64_t nfeat = features ? features : sp.max_index;
-  if (nfeat == 0) {
-    rc = drv_error(DRV_EPARSE, "%s: no feature indices, cannot infer the feature count", path);
-    goto done;
+  bool zb = o->zero_based == 1 || (o->zero_based < 0 && sp.min_index == 0);
+  if ((rc = svm_dense(path, &sp, features, zb, out)) < 0) goto done;
+  if (!o->keep) {
+    char abs[4096];
+    data__set_recipe(*out, json_pack("{s:s, s:s, s:I, s:b}", "format", "libsvm", "path",
+                                     data__abspath(path, abs, sizeof abs), "features",
+                                     (json_int_t)(*out)->features, "zero_based", zb));
   }
-  tensor *x, *y;
-  if ((rc = data__alloc_xy(path, sp.n, nfeat, &x, &y)) < 0) goto done;
-  float *xv = tensor_data(x), *yv = tensor_data(y);
-  for (int64_t i = 0; i < sp.n; i++) {
-    yv[i] = sp.labels[i];
-    for (int64_t k = sp.rowptr[i]; k < sp.rowptr[i + 1]; k++) xv[i * nfeat + sp.col[k]] = sp.val[k];
-  }
-  rc = data__wrap(x, y, path, out);
 done:
   sparse_free(&sp);
   free(fb.data);
   return rc;
 }
-

@@ -8,6 +8,7 @@
  */
 #include <lauxlib.h>
 #include <lua.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "data.h"
@@ -67,19 +68,44 @@ static int stats_gc(lua_State *L) {
 
 /* ============================== readers ================================= */
 
-static const char *const csv_keys[] = {"label", "header", "delimiter", NULL};
+static const char *const csv_keys[] = {"label", "header", "delimiter", "classes", NULL};
 
-/* data.csv(path, { label = -1, header = false, delimiter = "," }). label is
- * a column index: 1 is the first column, -1 the last. header: true skips
- * the first line, false reads it as data, absent detects it. */
+/* A note on stderr when the first line was taken for a header by guess:
+ * a file whose first row is data but holds a string would lose it. */
+static void note_header(const dataset *d, const char *path) {
+  if (d->header_guessed)
+    fprintf(stderr, "note: data.csv: the first line of %s is not numbers, so it was read as a "
+            "header (say so with { header = true }, or { header = false } to read it as data)\n",
+            path);
+}
+
+/* The label option: a column index (1 the first, -1 the last) or false. */
+static void csv_label(lua_State *L, data_csv_opts *o) {
+  if (lua_isnoneornil(L, 2) || lua_getfield(L, 2, "label") == LUA_TNIL) return;
+  if (lua_isboolean(L, -1)) {
+    if (lua_toboolean(L, -1)) luaL_error(L, "data.csv: label must be a column index or false");
+    o->no_label = true;
+    return;
+  }
+  if (!lua_isinteger(L, -1)) luaL_error(L, "data.csv: label must be a column index or false");
+  lua_Integer label = lua_tointeger(L, -1);
+  if (label == 0 || label > 1000000 || label < -1000000)
+    luaL_error(L, "data.csv: label must be a column index (1 is the first column, -1 the last)");
+  o->label = (int)(label > 0 ? label - 1 : label);
+  o->label_given = (int)label;
+}
+
+/* data.csv(path, { label = -1, header = false, delimiter = ",",
+ * classes = "names" }). label is a column index: 1 is the first column,
+ * -1 the last, false none (features only). header: true skips the first
+ * line, false reads it as data, absent detects it (and says so).
+ * classes = "names": the label column holds class names; false: the label
+ * is a target, never class ids. */
 static int l_csv(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   ldrv_check_keys(L, 2, "data.csv", csv_keys);
   data_csv_opts o = {.label = -1, .header = -1, .delimiter = ','};
-  lua_Integer label = ldrv_opt_integer(L, 2, "label", -1, "data.csv");
-  if (label == 0 || label > 1000000 || label < -1000000)
-    luaL_error(L, "data.csv: label must be a column index (1 is the first column, -1 the last)");
-  o.label = (int)(label > 0 ? label - 1 : label);
+  csv_label(L, &o);
   if (!lua_isnoneornil(L, 2) && lua_getfield(L, 2, "header") != LUA_TNIL) {
     if (!lua_isboolean(L, -1)) luaL_error(L, "data.csv: header must be true or false");
     o.header = lua_toboolean(L, -1);
@@ -90,21 +116,38 @@ static int l_csv(lua_State *L) {
     if (!d || len != 1) luaL_error(L, "data.csv: delimiter must be a one-character string");
     o.delimiter = d[0];
   }
+  if (!lua_isnoneornil(L, 2) && lua_getfield(L, 2, "classes") != LUA_TNIL) {
+    const char *c = lua_tostring(L, -1);
+    if (lua_type(L, -1) == LUA_TSTRING && strcmp(c, "names") == 0) o.classes = 1;
+    else if (lua_isboolean(L, -1) && !lua_toboolean(L, -1)) o.classes = -1;
+    else luaL_error(L, "data.csv: classes must be \"names\" (class names in the label column) or "
+                       "false (the label is a target)");
+    if (o.no_label) luaL_error(L, "data.csv: classes needs a label column (label = false)");
+  }
   dataset **box = new_box(L);
   check_rc(L, data_read_csv(path, &o, box));
+  note_header(*box, path);
   return 1;
 }
 
-static const char *const libsvm_keys[] = {"features", NULL};
+static const char *const libsvm_keys[] = {"features", "zero_based", NULL};
 
-/* data.libsvm(path, { features = n }); features defaults to the largest index. */
+/* data.libsvm(path, { features = n, zero_based = false | true | "auto" });
+ * features defaults to the largest index. */
 static int l_libsvm(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   ldrv_check_keys(L, 2, "data.libsvm", libsvm_keys);
-  lua_Integer f = ldrv_opt_integer(L, 2, "features", 0, "data.libsvm");
-  if (f < 0) luaL_error(L, "data.libsvm: features must be >= 0");
+  data_libsvm_opts o = {0};
+  o.features = ldrv_opt_integer(L, 2, "features", 0, "data.libsvm");
+  if (o.features < 0) luaL_error(L, "data.libsvm: features must be >= 0");
+  if (!lua_isnoneornil(L, 2) && lua_getfield(L, 2, "zero_based") != LUA_TNIL) {
+    if (lua_isboolean(L, -1)) o.zero_based = lua_toboolean(L, -1);
+    else if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "auto") == 0)
+      o.zero_based = -1;
+    else luaL_error(L, "data.libsvm: zero_based must be true, false or \"auto\"");
+  }
   dataset **box = new_box(L);
-  check_rc(L, data_read_libsvm(path, f, box));
+  check_rc(L, data_read_libsvm(path, &o, box));
   return 1;
 }
 
@@ -224,7 +267,9 @@ static int ds_tostring(lua_State *L) {
   }
   lua_pushfstring(L, "drover.dataset %s: %I x %I, ", d->source, (lua_Integer)d->n,
                   (lua_Integer)d->features);
-  if (d->classes > 0)
+  if (d->unlabeled)
+    lua_pushliteral(L, "no labels");
+  else if (d->classes > 0)
     lua_pushfstring(L, "%I class%s", (lua_Integer)d->classes, d->classes == 1 ? "" : "es");
   else {
     lua_Integer k = d->y->ndim == 2 ? d->y->shape[1] : 1;
@@ -237,7 +282,21 @@ static int ds_tostring(lua_State *L) {
 /* A view of one of the dataset's tensors (shares its memory). */
 static void push_view(lua_State *L, const tensor *t) { ltensor_push(L, tensor_view(t)); }
 
-/* Fields n, features, classes, source, x, y; other keys are methods. */
+/* The class names as a list (index id + 1), or nil. */
+static void push_names(lua_State *L, const dataset *d) {
+  if (!d->names) {
+    lua_pushnil(L);
+    return;
+  }
+  lua_createtable(L, (int)d->nnames, 0);
+  for (int64_t i = 0; i < d->nnames; i++) {
+    lua_pushstring(L, d->names[i]);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+}
+
+/* Fields n, features, classes, source, names, files, x, y; other keys are
+ * methods. */
 static int ds_index(lua_State *L) {
   dataset *d = ldata_check(L, 1);
   const char *k = lua_tostring(L, 2);
@@ -246,6 +305,8 @@ static int ds_index(lua_State *L) {
     else if (strcmp(k, "features") == 0) lua_pushinteger(L, d->features);
     else if (strcmp(k, "classes") == 0) lua_pushinteger(L, d->classes);
     else if (strcmp(k, "source") == 0) lua_pushstring(L, d->source);
+    else if (strcmp(k, "names") == 0) push_names(L, d);
+    else if (strcmp(k, "files") == 0) lua_pushboolean(L, d->recipe != NULL);
     else if (strcmp(k, "x") == 0) push_view(L, d->x);
     else if (strcmp(k, "y") == 0) push_view(L, d->y);
     else goto method;
@@ -357,8 +418,20 @@ static const luaL_Reg stats_meta[] = {
 static const luaL_Reg batches_meta[] = {
     {"__gc", batches_close}, {"__close", batches_close}, {NULL, NULL}};
 
+/* data.write_csv(path, tensor) and data.write_npy(path, tensor) */
+static int l_write(lua_State *L, int (*write)(const char *, const tensor *)) {
+  const char *path = luaL_checkstring(L, 1);
+  tensor *t = ltensor_check(L, 2);
+  check_rc(L, write(path, t));
+  return 0;
+}
+static int l_write_csv(lua_State *L) { return l_write(L, data_write_csv); }
+static int l_write_npy(lua_State *L) { return l_write(L, data_write_npy); }
+
 static const luaL_Reg funcs[] = {{"csv", l_csv}, {"libsvm", l_libsvm}, {"idx", l_idx},
-                                 {"npy", l_npy}, {"synthetic", l_synthetic}, {NULL, NULL}};
+                                 {"npy", l_npy}, {"synthetic", l_synthetic},
+                                 {"write_csv", l_write_csv}, {"write_npy", l_write_npy},
+                                 {NULL, NULL}};
 
 int luaopen_drover_data(lua_State *L) {
   ldrv_createmeta(L, DATASET_MT, ds_meta, ds_methods);

@@ -47,6 +47,7 @@ static tensor_storage *storage_new(int64_t n) {
   s->data = p;
   s->capacity = (int64_t)(bytes / sizeof(float));
   s->refs = 1;
+  s->mapped = 0;
   return s;
 nomem:
   drv_error(DRV_ENOMEM, "out of memory allocating a tensor of %lld elements", (long long)n);
@@ -55,7 +56,8 @@ nomem:
 
 static void storage_unref(tensor_storage *s) {
   if (s && --s->refs == 0) {
-    free(s->data);
+    if (s->mapped) munmap(s->data, s->mapped);
+    else free(s->data);
     free(s);
   }
 }
@@ -159,6 +161,33 @@ tensor *tensor_new2(int64_t rows, int64_t cols) {
 tensor *tensor_from(int ndim, const int64_t *shape, const float *src) {
   tensor *t = tensor_new(ndim, shape);
   if (t) memcpy(tensor_data(t), src, (size_t)tensor_numel(t) * sizeof(float));
+  return t;
+}
+
+tensor *tensor_map(void *base, size_t map_bytes, int64_t offset, int ndim, const int64_t *shape) {
+  int64_t n;
+  if (check_shape(ndim, shape, &n) < 0) return NULL;
+  if (offset < 0 || (uint64_t)offset > map_bytes / sizeof(float) ||
+      (uint64_t)n > map_bytes / sizeof(float) - (uint64_t)offset) {
+    drv_error(DRV_ERANGE, "tensor_map: %lld elements at %lld do not fit %zu bytes", (long long)n,
+              (long long)offset, map_bytes);
+    return NULL;
+  }
+  tensor *t = malloc(sizeof *t);
+  tensor_storage *s = malloc(sizeof *s);
+  if (!t || !s) {
+    free(t);
+    free(s);
+    drv_error(DRV_ENOMEM, "out of memory");
+    return NULL;
+  }
+  s->data = base;
+  s->capacity = (int64_t)(map_bytes / sizeof(float));
+  s->refs = 1;
+  s->mapped = map_bytes;
+  t->storage = s;
+  set_contiguous(t, ndim, shape);
+  t->offset = offset;
   return t;
 }
 

@@ -33,6 +33,7 @@ typedef struct tensor_storage {
   float *data;     /* 64-byte aligned */
   int64_t capacity; /* elements allocated */
   int refs;
+  size_t mapped;    /* > 0: data is an mmap of that many bytes (tensor_map), unmapped at the end */
 } tensor_storage;
 
 typedef struct tensor {
@@ -51,6 +52,14 @@ tensor *tensor_new1(int64_t n);
 tensor *tensor_new2(int64_t rows, int64_t cols);
 /* New contiguous tensor holding a copy of `n` floats from `src`. */
 tensor *tensor_from(int ndim, const int64_t *shape, const float *src);
+/* A tensor over a private read-write mapping of a file (a .npy file's
+ * data): `base` is what mmap returned for `map_bytes` bytes, `offset` the
+ * first element's index in floats from base. Takes over the mapping
+ * (munmap when the last view goes); writes stay private (copy on write).
+ * Pages are read when touched, so a process that never reads the data
+ * never holds it. NULL on a bad shape or one that does not fit the map
+ * (the mapping is then NOT unmapped: the caller still owns it). */
+tensor *tensor_map(void *base, size_t map_bytes, int64_t offset, int ndim, const int64_t *shape);
 /* Drops the header and one storage reference. NULL is fine. */
 void tensor_free(tensor *t);
 

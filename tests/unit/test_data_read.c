@@ -161,7 +161,7 @@ static const bad_case csv_bad[] = {
     {"head.csv", "a,b,c\n", -1, -1, 0, DRV_EPARSE, "head.csv: no data rows after the header"},
     {"one.csv", "1\n2\n", -1, -1, 0, DRV_EPARSE, "one.csv:1: one field per line"},
     {"lab.csv", "\n1,2,3\n", 3, -1, 0, DRV_EINVAL,
-     "lab.csv:2: label column 3 is out of range for 3 fields"},
+     "lab.csv:2: label column 4 is out of range: the file has 3 columns"},
     {"lab.csv", "\n1,2,3\n", -4, -1, 0, DRV_EINVAL, "label column -4 is out of range"},
     {"nope.csv", NULL, -1, -1, 0, DRV_EIO, "cannot open 'nope.csv': No such file or directory"},
     {".", NULL, -1, -1, 0, DRV_EIO, "cannot read '.': Is a directory"},
@@ -192,7 +192,7 @@ static void check_bad(const bad_case *cases, size_t n, bool libsvm) {
     const char *p = c->text ? harness_write_str(c->file, c->text) : c->file;
     data_csv_opts o = {.label = c->label, .header = c->header};
     dataset *d = (dataset *)&o; /* any non-NULL value: a failure must reset it */
-    int rc = libsvm ? data_read_libsvm(p, c->features, &d) : data_read_csv(p, &o, &d);
+    int rc = libsvm ? data_read_libsvm(p, &(data_libsvm_opts){.features = c->features}, &d) : data_read_csv(p, &o, &d);
     if (rc != c->code || !strstr(drv_errmsg(), c->msg))
       harness_fail(__FILE__, __LINE__, "case %zu (%s): %s \"%s\", expected %s \"%s\"", i, c->file,
                    drv_err_name(rc), drv_errmsg(), drv_err_name(c->code), c->msg);
@@ -267,7 +267,7 @@ TEST(data_libsvm_reads_values) {
                                     "0 qid:7 2:1.5\r\n"
                                     "2\n");
   dataset *d;
-  CHECK_OK(data_read_libsvm(p, 0, &d));
+  CHECK_OK(data_read_libsvm(p, NULL, &d));
   CHECK_INT_EQ(d->n, 3);
   CHECK_INT_EQ(d->features, 3);
   const float want[3][3] = {{0.5f, 0, 2}, {0, 1.5f, 0}, {0, 0, 0}};
@@ -281,7 +281,7 @@ TEST(data_libsvm_reads_values) {
 
   /* A given feature count pads; +1/-1 labels give no classes. */
   p = harness_write_str("b.svm", "+1 2:1\n-1 1:-3\n");
-  CHECK_OK(data_read_libsvm(p, 5, &d));
+  CHECK_OK(data_read_libsvm(p, &(data_libsvm_opts){.features = 5}, &d));
   CHECK_INT_EQ(d->features, 5);
   CHECK_NEAR(xat(d, 0, 1), 1, 0);
   CHECK_NEAR(xat(d, 1, 0), -3, 0);

@@ -1,0 +1,280 @@
+/* data_recipe.c - files mode: a dataset read from a file remembers how to
+ * read it again (dataset.recipe, JSON), and a cluster worker rebuilds its
+ * own shard from that recipe instead of receiving the rows.
+ *
+ * A recipe is the reader and its resolved options (an absolute path, the
+ * label column, the header, the class names, libsvm's feature count and
+ * index base), the file's row count `n`, and the operations applied since,
+ * in order: split {frac, seed, part}, shuffle {seed}, shard {i, n},
+ * standardize {mean, std}. The row operations compose into one list of
+ * the file's rows, computed with the same permutations as data.c, so a
+ * worker's shard is row for row what data_shard of the coordinator's
+ * dataset would be. Only those rows are read: gathered from a mapped .npy,
+ * or the only lines of a CSV or libsvm file that are parsed.
+ */
+#include "data.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data_int.h"
+#include "err.h"
+
+/* ============================== building ================================= */
+
+const char *data__abspath(const char *path, char *buf, size_t n) {
+  char *r = realpath(path, NULL);
+  if (!r || strlen(r) >= n) {
+    free(r);
+    return path;
+  }
+  memcpy(buf, r, strlen(r) + 1);
+  free(r);
+  return buf;
+}
+
+static void set_json(dataset *d, json_t *r) {
+  free(d->recipe);
+  d->recipe = r ? json_dumps(r, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+  json_decref(r);
+}
+
+void data__set_recipe(dataset *d, json_t *base) {
+  if (!d || !base) {
+    json_decref(base);
+    return;
+  }
+  json_object_set_new(base, "n", json_integer((json_int_t)d->n));
+  json_object_set_new(base, "ops", json_array());
+  set_json(d, base);
+}
+
+/* dst's recipe: src's with `op` appended (taken); none when src has none. */
+void data__recipe_op(const dataset *src, dataset *dst, json_t *op) {
+  json_t *r = src->recipe && op ? json_loads(src->recipe, 0, NULL) : NULL;
+  json_t *ops = r ? json_object_get(r, "ops") : NULL;
+  if (!ops || json_array_append_new(ops, op) < 0) {
+    if (!ops) json_decref(op);
+    json_decref(r);
+    free(dst->recipe);
+    dst->recipe = NULL;
+    return;
+  }
+  set_json(dst, r);
+}
+
+json_t *data__op_seeded(const char *name, uint64_t seed) {
+  return json_pack("{s:s, s:I}", "op", name, "seed", (json_int_t)(int64_t)seed);
+}
+
+json_t *data__op_stats(const data_stats *s) {
+  json_t *m = json_array(), *sd = json_array();
+  for (int64_t j = 0; m && sd && j < s->features; j++) {
+    json_array_append_new(m, json_real(s->mean[j]));
+    json_array_append_new(sd, json_real(s->std[j]));
+  }
+  return m && sd ? json_pack("{s:s, s:o, s:o}", "op", "standardize", "mean", m, "std", sd)
+                 : (json_decref(m), json_decref(sd), NULL);
+}
+
+/* ============================== rows ==================================== */
+
+typedef struct rows {
+  int64_t *v, n;
+} rows;
+
+/* idx = idx[from .. from + k) of the seeded permutation (or in order). */
+static int take(rows *r, const int64_t *perm, int64_t from, int64_t k, int64_t step) {
+  int64_t *nv = malloc((size_t)(k ? k : 1) * sizeof *nv);
+  if (!nv) return drv_error(DRV_ENOMEM, "out of memory");
+  for (int64_t j = 0; j < k; j++) {
+    int64_t at = from + j * step;
+    nv[j] = r->v[perm ? perm[at] : at];
+  }
+  free(r->v);
+  r->v = nv;
+  r->n = k;
+  return 0;
+}
+
+static int op_perm(rows *r, uint64_t seed, int64_t from, int64_t k) {
+  int64_t *perm = malloc((size_t)(r->n ? r->n : 1) * sizeof *perm);
+  if (!perm) return drv_error(DRV_ENOMEM, "out of memory");
+  rng_t g;
+  rng_seed(&g, seed);
+  rng_permutation(&g, perm, r->n);
+  int rc = take(r, perm, from, k, 1);
+  free(perm);
+  return rc;
+}
+
+static int bad(const char *what) {
+  return drv_error(DRV_EPROTO, "files mode: the dataset's recipe is malformed (%s)", what);
+}
+
+/* shard (i, n) of r: rows i, i + n, ... as data_shard takes them. */
+static int op_shard(rows *r, int64_t i, int64_t n) {
+  if (n < 1 || i < 0 || i >= n || i >= r->n)
+    return drv_error(DRV_EINVAL, "files mode: shard %lld of %lld of %lld rows is empty",
+                     (long long)i, (long long)n, (long long)r->n);
+  return take(r, NULL, i, (r->n - 1 - i) / n + 1, n);
+}
+
+/* Applies one row operation of the recipe to r. */
+static int apply_op(rows *r, json_t *op) {
+  const char *name = json_string_value(json_object_get(op, "op"));
+  uint64_t seed = (uint64_t)(int64_t)json_integer_value(json_object_get(op, "seed"));
+  if (!name) return bad("an operation without a name");
+  if (strcmp(name, "shuffle") == 0) return op_perm(r, seed, 0, r->n);
+  if (strcmp(name, "split") == 0) {
+    double frac = json_number_value(json_object_get(op, "frac"));
+    int64_t na = (int64_t)llround(frac * (double)r->n);
+    if (na < 1 || na > r->n - 1) return bad("split");
+    bool second = json_integer_value(json_object_get(op, "part")) == 1;
+    return op_perm(r, seed, second ? na : 0, second ? r->n - na : na);
+  }
+  if (strcmp(name, "shard") == 0)
+    return op_shard(r, json_integer_value(json_object_get(op, "i")),
+                    json_integer_value(json_object_get(op, "n")));
+  if (strcmp(name, "standardize") == 0) return 0; /* applied to the rows read */
+  return bad(name);
+}
+
+/* ============================== reading ================================== */
+
+/* The file's rows listed in r, in r's order, read with only those parsed. */
+static int read_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
+  const char *fmt = json_string_value(json_object_get(rec, "format"));
+  const char *path = json_string_value(json_object_get(rec, "path"));
+  *out = NULL;
+  if (!fmt) return bad("no format");
+  dataset *base = NULL;
+  int rc;
+  uint8_t *keep = NULL;
+  int64_t *rank = NULL;
+  if (strcmp(fmt, "npy") == 0) {
+    json_t *y = json_object_get(rec, "y");
+    rc = data_read_npy(json_string_value(json_object_get(rec, "x")), json_string_value(y), &base);
+    if (rc == 0 && base->n != n)
+      rc = drv_error(DRV_EINVAL, "%s: has %lld rows now, %lld when it was first read: a worker "
+                     "must see the same file", base->source, (long long)base->n, (long long)n);
+    if (rc == 0) rc = data_subset(base, r->v, r->n, out);
+    data_free(base);
+    return rc;
+  }
+  if (!path) return bad("no path");
+  keep = calloc((size_t)n, 1);
+  rank = malloc((size_t)n * sizeof *rank);
+  if (!keep || !rank) {
+    free(keep);
+    free(rank);
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  for (int64_t j = 0; j < r->n; j++) keep[r->v[j]] = 1;
+  if (strcmp(fmt, "csv") == 0) {
+    json_t *names = json_object_get(rec, "names");
+    int64_t nn = (int64_t)json_array_size(names);
+    char **nv = calloc((size_t)nn + 1, sizeof *nv);
+    for (int64_t i = 0; nv && i < nn; i++) nv[i] = (char *)json_string_value(json_array_get(names, i));
+    const char *delim = json_string_value(json_object_get(rec, "delimiter"));
+    int64_t label = json_integer_value(json_object_get(rec, "label"));
+    data_csv_opts o = {.label = (int)label, .header = json_is_true(json_object_get(rec, "header")),
+                       .delimiter = delim ? delim[0] : ',', .no_label = label < 0,
+                       .classes = (int)json_integer_value(json_object_get(rec, "classes")),
+                       .names = nn ? nv : NULL, .nnames = nn, .keep = keep, .keep_n = n};
+    rc = nv ? data_read_csv(path, &o, &base) : drv_error(DRV_ENOMEM, "out of memory");
+    free(nv);
+  } else if (strcmp(fmt, "libsvm") == 0) {
+    data_libsvm_opts o = {.features = json_integer_value(json_object_get(rec, "features")),
+                          .zero_based = json_is_true(json_object_get(rec, "zero_based")),
+                          .keep = keep, .keep_n = n};
+    rc = data_read_libsvm(path, &o, &base);
+  } else {
+    rc = bad(fmt);
+  }
+  if (rc == 0) { /* base holds the kept rows in file order */
+    for (int64_t i = 0, k = 0; i < n; i++) rank[i] = keep[i] ? k++ : -1;
+    int64_t *at = malloc((size_t)r->n * sizeof *at);
+    if (!at) rc = drv_error(DRV_ENOMEM, "out of memory");
+    for (int64_t j = 0; at && j < r->n; j++) at[j] = rank[r->v[j]];
+    if (at) rc = data_subset(base, at, r->n, out);
+    free(at);
+  }
+  data_free(base);
+  free(keep);
+  free(rank);
+  return rc;
+}
+
+/* The recipe's standardisations, in order, on d (replaced). */
+static int standardize_all(json_t *ops, dataset **d) {
+  size_t i;
+  json_t *op;
+  json_array_foreach(ops, i, op) {
+    const char *name = json_string_value(json_object_get(op, "op"));
+    if (!name || strcmp(name, "standardize") != 0) continue;
+    json_t *m = json_object_get(op, "mean"), *s = json_object_get(op, "std");
+    int64_t f = (int64_t)json_array_size(m);
+    if (f != (int64_t)json_array_size(s) || f != (*d)->features) return bad("standardize");
+    data_stats st = {f, malloc((size_t)f * sizeof(float)), malloc((size_t)f * sizeof(float))};
+    int rc = st.mean && st.std ? 0 : drv_error(DRV_ENOMEM, "out of memory");
+    for (int64_t j = 0; rc == 0 && j < f; j++) {
+      st.mean[j] = (float)json_number_value(json_array_get(m, (size_t)j));
+      st.std[j] = (float)json_number_value(json_array_get(s, (size_t)j));
+    }
+    dataset *out = NULL;
+    if (rc == 0) rc = data_standardize(*d, &st, &out, NULL);
+    free(st.mean);
+    free(st.std);
+    if (rc < 0) return rc;
+    data_free(*d);
+    *d = out;
+  }
+  return 0;
+}
+
+/* Non-finite values are refused when a file is read; a mapped .npy is not
+ * read on the coordinator, so its rows are checked here. */
+static int check_finite(const dataset *d) {
+  const float *v = tensor_data(d->x);
+  int64_t n = tensor_numel(d->x);
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(v[i]))
+      return drv_error(DRV_EPARSE, "%s: a value of this worker's shard is %s", d->source,
+                       isnan(v[i]) ? "NaN" : "infinite");
+  return 0;
+}
+
+int data_from_recipe(const char *recipe, size_t len, int64_t shard, int64_t nshards,
+                     dataset **out) {
+  *out = NULL;
+  json_error_t jerr;
+  json_t *rec = json_loadb(recipe, len, 0, &jerr);
+  if (!rec) return bad(jerr.text);
+  json_t *ops = json_object_get(rec, "ops");
+  int64_t n = json_integer_value(json_object_get(rec, "n"));
+  rows r = {NULL, 0};
+  int rc = n > 0 && n <= DATA__MAX_ELEMS && json_is_array(ops) ? 0 : bad("no rows");
+  if (rc == 0 && !(r.v = malloc((size_t)n * sizeof *r.v))) rc = drv_error(DRV_ENOMEM, "out of memory");
+  if (rc == 0) {
+    r.n = n;
+    for (int64_t i = 0; i < n; i++) r.v[i] = i;
+  }
+  size_t i;
+  json_t *op;
+  json_array_foreach(ops, i, op) if (rc == 0) rc = apply_op(&r, op);
+  if (rc == 0) rc = op_shard(&r, shard, nshards);
+  if (rc == 0) rc = read_rows(rec, &r, n, out);
+  if (rc == 0) rc = standardize_all(ops, out);
+  if (rc == 0) rc = check_finite(*out);
+  if (rc < 0) {
+    data_free(*out);
+    *out = NULL;
+  }
+  free(r.v);
+  json_decref(rec);
+  return rc;
+}
