@@ -52,8 +52,29 @@ static void put_var(wire_wr *w, void *ud, uint32_t i) {
   wire_put_item_setup_var(w, &it);
 }
 
+/* SETUP for node: shard `shard` of `shards` of d. A dataset read from a
+ * file goes as its recipe (files mode: the node reads its rows itself, the
+ * coordinator never gathers them); one built in memory as the shard's rows. */
 static int send_setup(coord *c, int node, const coord_fit_args *a, const char *spec,
-                      const dataset *d) {
+                      const dataset *d, int shard, int shards) {
+  dataset *part = NULL;
+  tensor *ex = NULL, *ey = NULL;
+  int rc = 0;
+  if (d->recipe) {
+    int64_t xs[2] = {0, d->features}, ys[1] = {0};
+    ex = tensor_new(2, xs);
+    ey = tensor_new(1, ys);
+    if (!ex || !ey) rc = drv_error(DRV_ENOMEM, "out of memory");
+  } else if (shards > 1 && (rc = data_shard(d, shard, shards, &part)) < 0) {
+    rc = drv_error(rc, "cluster: shard %d of %d of the training data: %s", shard, shards,
+                   drv_errmsg());
+  }
+  if (rc < 0) {
+    tensor_free(ex);
+    tensor_free(ey);
+    return rc;
+  }
+  const dataset *src = part ? part : d;
   wire_wr w;
   char loss[64]; /* the type, with Huber's delta */
   nn_loss_spec(a->loss, loss, sizeof loss);
@@ -65,10 +86,17 @@ static int send_setup(coord *c, int node, const coord_fit_args *a, const char *s
                                        .clip_norm = a->optim->clip_norm,
                                        .vars = {(uint32_t)c->fit->nvars, .put = put_var,
                                                 .ud = c->fit},
-                                       .x = {.t = d->x},
-                                       .y = {.t = d->y}});
+                                       .x = {.t = ex ? ex : src->x},
+                                       .y = {.t = ey ? ey : src->y},
+                                       .recipe = {(const uint8_t *)d->recipe,
+                                                  d->recipe ? (uint32_t)strlen(d->recipe) : 0},
+                                       .shard = (uint32_t)shard,
+                                       .shards = (uint32_t)shards});
   c->fit->setup_ok[node] = false;
   coord__send(c, node, &w, WIRE_SETUP, 0);
+  tensor_free(ex);
+  tensor_free(ey);
+  data_free(part);
   return 0;
 }
 
@@ -97,14 +125,13 @@ static int empty_data(dataset **out) {
 static int setup_trainer(coord *c, int t, const char *spec) {
   coord_fit_state *f = c->fit;
   const coord_fit_args *a = f->args;
-  dataset *part;
-  int rc = a->train && !a->feed ? data_shard(a->train, t, f->ntrainers, &part) : empty_data(&part);
-  if (rc < 0)
-    return drv_error(rc, "cluster: shard %d of %d of the training data: %s", t, f->ntrainers,
-                     drv_errmsg());
-  send_setup(c, f->trainers[t], a, spec, part);
-  data_free(part);
-  return 0;
+  if (a->train && !a->feed) return send_setup(c, f->trainers[t], a, spec, a->train, t, f->ntrainers);
+  dataset *none; /* feed mode */
+  int rc = empty_data(&none);
+  if (rc < 0) return rc;
+  rc = send_setup(c, f->trainers[t], a, spec, none, 0, 1);
+  data_free(none);
+  return rc;
 }
 
 static bool all_set_up(coord *c, void *arg) {
@@ -123,7 +150,8 @@ static int setup_nodes(coord *c, const coord_fit_args *a) {
   int rc = model_spec(a, spec, sizeof spec);
   for (int t = 0; t < f->ntrainers && rc == 0; t++) rc = setup_trainer(c, t, spec);
   if (rc < 0) return rc;
-  if (f->evaluator >= 0 && a->cfg->eval) send_setup(c, f->evaluator, a, spec, a->cfg->eval);
+  if (f->evaluator >= 0 && a->cfg->eval) rc = send_setup(c, f->evaluator, a, spec, a->cfg->eval, 0, 1);
+  if (rc < 0) return rc;
   return coord__pump(c, all_set_up, NULL, 0, true);
 }
 

@@ -105,7 +105,10 @@
   XX(60, FEED_OPEN, feed_open, false, 0)         \
   XX(61, FEED_CREDIT, feed_credit, false, 0)     \
   XX(62, FEED_BATCH, feed_batch, false, 0)       \
-  XX(63, FEED_END, feed_end, false, 0)
+  XX(63, FEED_END, feed_end, false, 0)           \
+  XX(70, PREDICT_MODEL, predict_model, false, 0) \
+  XX(71, PREDICT, predict, false, 0)             \
+  XX(72, PREDICT_RESULT, predict_result, false, 0)
 
 typedef enum wire_type {
 #define XX(num, NAME, name, pre_auth, max) WIRE_##NAME = num,

@@ -87,14 +87,18 @@
  *            Resets the ps's version to 0; reply VAR_INIT_OK (req echoed)
  *  SETUP     C -> W,E: model is an nn spec (nn_spec.c); per variable its
  *            shards (ps index, rows); x and y this node's data (worker i's
- *            shard, or the eval data); reply SETUP_OK */
+ *            shard, or the eval data); files mode: recipe (JSON,
+ *            data_from_recipe) is not empty, x and y have no rows, and
+ *            the node reads shard `shard` of `shards` itself; reply
+ *            SETUP_OK */
 #define WIRE_MSG_var_init(X)                                                              \
   X(U32, var) X(U64, row0) X(FLAG, mode, "VAR_INIT mode") X(U32, replicas) X(U64, target) \
   X(OPTIM, optim) X(TENSOR, value)
 #define WIRE_MSG_var_init_ok(X) X(EMPTY, unused)
 #define WIRE_MSG_setup(X)                                               \
   X(STR, model) X(STR, loss) X(U64, batch) X(U64, seed) X(F64, clip_norm) \
-  X(ITEMS, vars, setup_var, "SETUP variable") X(TENSOR, x) X(TENSOR, y)
+  X(ITEMS, vars, setup_var, "SETUP variable") X(TENSOR, x) X(TENSOR, y)   \
+  X(BYTES, recipe) X(U32, shard) X(U32, shards)
 #define WIRE_MSG_setup_ok(X) X(EMPTY, unused)
 
 /* Tasks, coordinator -> worker (a few in flight per worker).
@@ -114,6 +118,20 @@
 #define WIRE_MSG_eval_result(X) \
   X(U64, step) X(I32, status) X(F64, loss) X(F64, accuracy) X(U64, examples) X(STR, message)
 #define WIRE_MSG_call(X) X(U64, task) X(BYTES, closure)
+
+/* Predict (c:predict, coord_predict.c): forward passes spread over the
+ * workers, one output row per input row.
+ *  PREDICT_MODEL   C -> W: the model of predict number `predict`: its nn
+ *                  spec and every parameter's values (variable i is
+ *                  parameter i); sent before that predict's batches, and
+ *                  again to a worker that registers anew
+ *  PREDICT         C -> W: a batch of input rows (a task of the queue)
+ *  PREDICT_RESULT  W -> C: the outputs, one row per input row, or status
+ *                  != 0 and the error */
+#define WIRE_MSG_predict_model(X) \
+  X(U64, predict) X(STR, model) X(ITEMS, vars, var_tensor, "PREDICT_MODEL variable")
+#define WIRE_MSG_predict(X) X(U64, task) X(U64, predict) X(TENSOR, x)
+#define WIRE_MSG_predict_result(X) X(U64, task) X(I32, status) X(TENSOR, y) X(STR, message)
 #define WIRE_MSG_call_result(X) X(U64, task) X(I32, status) X(BYTES, data)
 
 /* Data positions, coordinator <-> worker and chief (checkpoints and

@@ -80,7 +80,7 @@ static tensor *tensor_of(const wire_tensor *v) {
 /* A SETUP's fields into st (model spec and loss name into the buffers);
  * x and y come back as new tensors. */
 static int read_setup(const uint8_t *p, size_t len, wstate *st, char *spec, size_t nspec,
-                      char *loss, size_t nloss, tensor **x, tensor **y) {
+                      char *loss, size_t nloss, tensor **x, tensor **y, dataset **files) {
   wire_msg_setup m;
   int rc = wire_get_setup(p, len, &m);
   if (rc == 0) rc = wire_str_copy(m.model, spec, nspec);
@@ -99,6 +99,11 @@ static int read_setup(const uint8_t *p, size_t len, wstate *st, char *spec, size
     wire_get_item_setup_var(&r, &it);
     st->nvars = i + 1;
     if ((rc = read_var(&it, &st->vars[i])) < 0) return rc;
+  }
+  if (m.recipe.len > 0) { /* files mode: read this node's shard itself */
+    rc = data_from_recipe((const char *)m.recipe.p, m.recipe.len, m.shard, m.shards, files);
+    if (rc < 0) return drv_error(rc, "SETUP: files mode: %s", drv_errmsg());
+    return 0;
   }
   if (!(*x = tensor_of(&m.x)) || !(*y = tensor_of(&m.y)))
     return drv_error(DRV_ENOMEM, "out of memory for the SETUP data");
@@ -250,10 +255,12 @@ static int make_dataset(wstate *st, tensor *x, tensor *y, const char *who) {
 /* ============================== building ================================= */
 
 static int build(wstate *st, int role, int index, const char *spec, const char *lossname,
-                 tensor *x, tensor *y) {
+                 tensor *x, tensor *y, dataset *files) {
   char who[32];
   snprintf(who, sizeof who, "%s:%d", wire_role_name(role), index);
-  int rc = make_dataset(st, x, y, who);
+  int rc = 0;
+  if (files) st->data = files;
+  else rc = make_dataset(st, x, y, who);
   if (rc < 0) return rc;
   if (st->batch <= 0)
     return drv_error(DRV_EINVAL, "SETUP: batch must be > 0 (got %lld)", (long long)st->batch);
@@ -280,8 +287,9 @@ static int build(wstate *st, int role, int index, const char *spec, const char *
     st->has_iter = true;
   }
   if (role != ROLE_EVALUATOR) nn_set_training(st->model, true);
-  snprintf(st->summary, sizeof st->summary, "%u variables, %lld examples, batch %lld, %s",
-           st->nvars, (long long)st->data->n, (long long)st->batch, lossname);
+  snprintf(st->summary, sizeof st->summary, "%u variables, %lld examples%s, batch %lld, %s",
+           st->nvars, (long long)st->data->n, files ? " read from its file" : "",
+           (long long)st->batch, lossname);
   return 0;
 }
 
@@ -296,12 +304,14 @@ int wstate_parse(int role, int index, const uint8_t *p, size_t len, wstate **out
   }
   char lossname[64];
   tensor *x = NULL, *y = NULL;
-  int rc = read_setup(p, len, st, spec, WIRE_MAX_STR + 1, lossname, sizeof lossname, &x, &y);
+  dataset *files = NULL;
+  int rc = read_setup(p, len, st, spec, WIRE_MAX_STR + 1, lossname, sizeof lossname, &x, &y, &files);
   if (rc < 0) {
     tensor_free(x);
     tensor_free(y);
+    data_free(files);
   } else {
-    rc = build(st, role, index, spec, lossname, x, y); /* takes x and y */
+    rc = build(st, role, index, spec, lossname, x, y, files); /* takes x, y and files */
   }
   free(spec);
   if (rc < 0) {
