@@ -328,6 +328,21 @@ function Experiment:evaluate(ds)
   return call(2, tr.evaluate, tr, ds, self.eval and self.eval.batch or self.train.batch)
 end
 
+--- exp:predict(data [, { batch = n }]) -> tensor [n, k]: the model's
+--- outputs, one row per input row (a dataset's x, or a tensor), in order
+function Experiment:predict(data, opts)
+  if getmetatable(self) ~= Experiment then
+    error("experiment: call predict as exp:predict(data)", 2)
+  end
+  local k = kind(data)
+  if k ~= "drover.Dataset" and k ~= "drover.Tensor" then
+    error("experiment: predict expects a dataset or a tensor of inputs (got " .. show(data) .. ")", 2)
+  end
+  local batch = opts and opts.batch or (self.eval and self.eval.batch) or self.train.batch
+  local tr = trainer(self)
+  return call(2, tr.predict, tr, data, batch)
+end
+
 function Experiment:__tostring()
   local function indent(s) return (tostring(s):gsub("\n", "\n            ")) end
   local t = self.train

@@ -254,7 +254,8 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     break;
   }
   default: {
-    bool result = h->type == WIRE_CALL_RESULT || h->type == WIRE_RESULT; /* the queue's */
+    bool result = h->type == WIRE_CALL_RESULT || h->type == WIRE_RESULT ||
+                  h->type == WIRE_PREDICT_RESULT; /* the queue's */
     if ((result ? coord__sched_frame(c, p->node, h, pl) : coord__fit_frame(c, p->node, h, pl)) < 0) {
       log_warn("%s: %s", conn_peer(cn), drv_errmsg());
       conn_close(cn, "unexpected frame");

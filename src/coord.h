@@ -237,6 +237,15 @@ bool coord_fit_skipped(const coord *c);
  * architecture must be the one last fitted). A no-op before any fit. */
 int coord_pull(coord *c, nn_module *model);
 
+/* Forward passes of `model` (in evaluation mode) over the rows of x
+ * ([n, ...], contiguous) spread over the workers in batches of `batch`
+ * rows (coord_predict.c). *out is a new [n, k] tensor, the caller's: one
+ * output row per input row, in input order; a worker lost meanwhile has
+ * its batches run again elsewhere, each row counted once. The values are
+ * the cluster's (pulled from the ps nodes) when it trained this model,
+ * else the model's own. */
+int coord_predict(coord *c, nn_module *model, const tensor *x, int64_t batch, tensor **out);
+
 /* A checkpoint of the cluster's variables now (c:checkpoint()): during a
  * fit it is requested and taken between two steps; otherwise taken and
  * committed before returning. 0 or a negative code (a failure of the

@@ -47,6 +47,10 @@ typedef struct coord_producer_ops {
    * copy) each time the task is sent, a retry included; the producer
    * writes the task id into it. 0: TASK {id, task_kind, 0}. */
   uint8_t data_type;
+  /* Optional: writes task id's own frame (its type in *type) instead of
+   * TASK {id, task_kind, 0}, for tasks that carry their input (PREDICT).
+   * Its answer still starts with the task id (PREDICT_RESULT). */
+  void (*put)(void *ud, uint64_t id, wire_wr *w, uint8_t *type);
 } coord_producer_ops;
 
 #define COORD_MAX_PRODUCERS 8

@@ -225,6 +225,8 @@ static void batch_task(coord *c, int node, uint64_t id, const task *t) {
   if (t->kind == TK_CALL) {
     wire_put_call(w, &(wire_msg_call){id, {t->data, (uint32_t)t->len}});
     type = WIRE_CALL;
+  } else if (ops->put) {
+    ops->put(s->prod[t->producer].ud, id, w, &type);
   } else {
     wire_put_task(w, &(wire_msg_task){.task = id, .kind = ops->task_kind});
     type = WIRE_TASK;
@@ -416,12 +418,21 @@ static int on_call_result(coord *c, int node, const uint8_t *pl, uint32_t len) {
 
 /* RESULT of a producer's task: counted once (only the node holding the
  * task completes it), then the producer's unless it let the task go. */
-static int on_result(coord *c, int node, const uint8_t *pl, uint32_t len) {
+static int on_result(coord *c, int node, uint8_t type, const uint8_t *pl, uint32_t len) {
   coord_sched *s = &c->sched;
-  wire_msg_result m; /* the id is the queue's; the rest, the producer's */
-  int rc = wire_get_result(pl, len, &m);
+  /* the id is the queue's; the rest, the producer's */
+  uint64_t id;
+  int rc;
+  if (type == WIRE_PREDICT_RESULT) {
+    wire_msg_predict_result m;
+    rc = wire_get_predict_result(pl, len, &m);
+    id = m.task;
+  } else {
+    wire_msg_result m;
+    rc = wire_get_result(pl, len, &m);
+    id = m.task;
+  }
   if (rc < 0) return rc;
-  uint64_t id = m.task;
   if (!task_complete(c, node, id, TK_PRODUCED)) return 0;
   task *t = task_get(s, id);
   int p = t->producer;
@@ -433,7 +444,8 @@ static int on_result(coord *c, int node, const uint8_t *pl, uint32_t len) {
 }
 
 int coord__sched_frame(coord *c, int node, const wire_header *h, const uint8_t *pl) {
-  if (h->type == WIRE_RESULT) return on_result(c, node, pl, h->len);
+  if (h->type == WIRE_RESULT || h->type == WIRE_PREDICT_RESULT)
+    return on_result(c, node, h->type, pl, h->len);
   return on_call_result(c, node, pl, h->len);
 }
 

@@ -316,6 +316,35 @@ static int l_evaluate(lua_State *L) {
   return 1;
 }
 
+/* c:predict(exp, data [, { batch = n }]) -> [n, k] tensor: exp.model's
+ * outputs for every input row, in order, computed on the workers. */
+static int l_predict(lua_State *L) {
+  coord *c = live(L, check_cluster(L, 1));
+  ltrain_check_experiment(L, 2);
+  const tensor *x = ltrain_inputs(L, 3);
+  int64_t batch = 0;
+  if (!lua_isnoneornil(L, 4)) {
+    luaL_checktype(L, 4, LUA_TTABLE);
+    if (lua_getfield(L, 4, "batch") != LUA_TNIL &&
+        (!lua_isinteger(L, -1) || (batch = lua_tointeger(L, -1)) < 1))
+      luaL_error(L, "cluster: predict: batch must be a positive integer");
+    lua_pop(L, 1);
+  }
+  lua_getfield(L, 2, "model");
+  nn_module *model = lnn_check_module(L, -1);
+  if (batch <= 0) {
+    lua_getfield(L, 2, "train");
+    if (lua_istable(L, -1)) lua_getfield(L, -1, "batch");
+    else lua_pushnil(L);
+    batch = lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0 ? lua_tointeger(L, -1) : 256;
+    lua_pop(L, 2);
+  }
+  tensor *out;
+  if (coord_predict(c, model, x, batch, &out) < 0) return cluster_error(L);
+  ltensor_push(L, out);
+  return 1;
+}
+
 /* c:checkpoint() -> true: a checkpoint of the cluster's variables under
  * <run>/checkpoints (taken between two steps when called during c:fit). */
 static int l_checkpoint(lua_State *L) {
@@ -461,7 +490,7 @@ static int l_index(lua_State *L) {
 }
 
 static const luaL_Reg methods[] = {
-    {"fit", l_fit}, {"feed", l_feed}, {"setup", l_setup}, {"evaluate", l_evaluate}, {"shutdown", l_shutdown}, {"nodes", l_nodes},
+    {"fit", l_fit}, {"feed", l_feed}, {"setup", l_setup}, {"evaluate", l_evaluate}, {"predict", l_predict}, {"shutdown", l_shutdown}, {"nodes", l_nodes},
     {"checkpoint", l_checkpoint}, {"save", l_save},
     {NULL, NULL}};
 

@@ -637,6 +637,26 @@ static int t_evaluate(lua_State *L) {
   return 1;
 }
 
+/* The inputs of a predict: a dataset's x or a tensor, at idx. */
+const tensor *ltrain_inputs(lua_State *L, int idx) {
+  if (luaL_testudata(L, idx, "drover.Dataset")) return ldata_check(L, idx)->x;
+  if (luaL_testudata(L, idx, "drover.Tensor")) return ltensor_check(L, idx);
+  luaL_argerror(L, idx, "expected a dataset or a tensor of inputs");
+  return NULL;
+}
+
+/* trainer:predict(data [, batch]) -> [n, k] tensor, one row per input row */
+static int t_predict(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  const tensor *x = ltrain_inputs(L, 2);
+  lua_Integer batch = luaL_optinteger(L, 3, 256);
+  luaL_argcheck(L, batch > 0, 3, "the batch size must be positive");
+  tensor *out;
+  if (train_predict(t->model, x, batch, &out) < 0) return luaL_error(L, "%s", drv_errmsg());
+  ltensor_push(L, out);
+  return 1;
+}
+
 /* trainer:steps() -> optimizer updates applied so far */
 static int t_steps(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)optim_steps(check_trainer(L, 1)->opt));
@@ -661,7 +681,7 @@ static int l_seed(lua_State *L) {
 }
 
 static const luaL_Reg trainer_methods[] = {
-    {"fit", t_fit}, {"evaluate", t_evaluate}, {"steps", t_steps}, {"open_run", t_open_run},
+    {"fit", t_fit}, {"evaluate", t_evaluate}, {"predict", t_predict}, {"steps", t_steps}, {"open_run", t_open_run},
     {"set_checkpoint", t_set_checkpoint}, {"checkpoint", t_checkpoint}, {"save", t_save},
     {"restore", t_restore}, {NULL, NULL}};
 

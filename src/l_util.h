@@ -103,6 +103,9 @@ int ltrain_save_script(lua_State *L, const char *dir);
  * the first caller takes it: later ones (another cluster, an in-process
  * fit) get NULL and make their own. */
 const char *ltrain_take_resume(lua_State *L, char *buf, size_t n);
+/* The inputs of a predict at idx: a dataset's x or a tensor (raises
+ * otherwise); borrowed from the value at idx. */
+const tensor *ltrain_inputs(lua_State *L, int idx);
 
 /* ---- l_cluster.c ---- */
 struct coord;

@@ -346,3 +346,35 @@ int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *trai
   nn_set_training(model, was);
   return rc;
 }
+
+int train_predict(nn_module *model, const tensor *x, int64_t batch, tensor **out) {
+  *out = NULL;
+  if (!model || !x || x->ndim < 1 || x->shape[0] < 1 || !tensor_is_contiguous(x))
+    return drv_error(DRV_EINVAL, "predict: expected a contiguous tensor of at least one row");
+  if (batch <= 0) return drv_error(DRV_EINVAL, "predict: batch must be > 0 (got %lld)", (long long)batch);
+  int64_t n = x->shape[0], row = tensor_numel(x) / n;
+  bool was = model->training;
+  nn_set_training(model, false);
+  int rc = 0;
+  tensor *res = NULL;
+  for (int64_t r0 = 0; r0 < n && rc == 0; r0 += batch) {
+    tensor v = *x; /* a view header of rows [r0, r0 + k) */
+    v.shape[0] = r0 + batch <= n ? batch : n - r0;
+    v.offset += r0 * row;
+    const tensor *y;
+    if ((rc = nn_forward(model, &v, &y)) < 0) break;
+    int64_t k = y->ndim == 2 ? y->shape[1] : 1;
+    if (!res) {
+      int64_t shape[2] = {n, k};
+      if (!(res = tensor_new(2, shape))) rc = DRV_ENOMEM;
+    }
+    if (rc == 0 && (y->ndim > 2 || res->shape[1] != k || !tensor_is_contiguous(y)))
+      rc = drv_error(DRV_ESHAPE, "predict: the model's output is not [rows, k]");
+    if (rc == 0)
+      memcpy(tensor_data(res) + r0 * k, tensor_data(y), (size_t)(v.shape[0] * k) * sizeof(float));
+  }
+  nn_set_training(model, was);
+  if (rc < 0) tensor_free(res);
+  else *out = res;
+  return rc;
+}

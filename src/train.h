@@ -134,4 +134,9 @@ bool train_stop_observe(const train_stop *s, train_stopper *st, int64_t step, do
 int train_evaluate(nn_module *model, nn_loss *loss, const dataset *d, int64_t batch,
                    double *loss_out, double *accuracy_out);
 
+/* Forward passes of model (in evaluation mode) over the rows of x in
+ * batches of `batch`: *out a new [n, k] tensor (the caller's), one row per
+ * input row, in order. */
+int train_predict(nn_module *model, const tensor *x, int64_t batch, tensor **out);
+
 #endif

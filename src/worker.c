@@ -703,6 +703,7 @@ void worker_free(worker *w) {
   worker__fed_free(w);
   if (w->calls) w->calls->free(w); /* after the jobs: none calls back into them any more */
   wstate_free(w->st);
+  worker__predict_free(w);
   free(w);
 }
 

@@ -123,6 +123,12 @@ int worker_rollback(worker *w, uint32_t req, const uint8_t *payload, size_t len)
  * evaluator (the node reports it with ERROR). */
 int worker_call(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 
+/* c:predict (worker_predict.c): PREDICT_MODEL sets the model to predict
+ * with; PREDICT runs one batch through it and answers PREDICT_RESULT.
+ * Negative only for a malformed frame. */
+int worker_predict_model(worker *w, const uint8_t *payload, size_t len);
+int worker_predict(worker *w, uint32_t req, const uint8_t *payload, size_t len);
+
 /* Drops the queued jobs and calls idle(ud) once no job is running (at
  * once, from this call, if none is). The started jobs finish normally,
  * replies included. */

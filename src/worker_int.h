@@ -238,7 +238,11 @@ struct worker {
   bool feeding;       /* a QUEUE batch came since the last FEED_END */
   uint64_t feed_ends; /* FEED_ENDs so far: a scheduled function's feed is over
                          once one came after it started (l_worker.c) */
+  struct wpredict *pred; /* the predict model (worker_predict.c); NULL until PREDICT_MODEL */
 };
+
+/* worker_predict.c */
+void worker__predict_free(worker *w);
 
 /* Queues a job for a scheduled function (l_worker.c): a JOB_TRAIN that
  * runs `phases` (JP_*) in order with the other jobs. Once it is over,
