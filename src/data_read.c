@@ -404,7 +404,7 @@ static int svm_line(const char *path, int64_t lineno, char *s, char *e, int64_t 
     return drv_error(DRV_ENOMEM, "%s: out of memory", path);
   sp->labels[sp->n] = label;
   sp->rowptr[sp->n] = sp->nnz;
-  int64_t prev = 0;
+  int64_t prev = -1; /* indices ascend from 0 or 1 */
   while ((tok = strtok_r(NULL, " \t\r\f\v", &save)))
     if ((rc = svm_entry(path, lineno, tok, features, &prev, sp)) < 0) return rc;
   sp->n++;

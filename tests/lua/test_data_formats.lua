@@ -1,0 +1,79 @@
+-- test_data_formats.lua - data format friction: zero-based libsvm, label
+-- columns named as the user wrote them, a guessed header reported, class
+-- names in the label column, regression targets, features-only files.
+local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
+local data = drover.data
+local TMP = os.getenv("TMPDIR") or "/tmp"
+local DIR = TMP .. "/drover-formats-" .. os.time() .. "-" .. math.random(1e6)
+os.execute("mkdir -p '" .. DIR .. "'")
+
+local function write(name, text)
+  local f = assert(io.open(DIR .. "/" .. name, "w"))
+  f:write(text)
+  f:close()
+  return DIR .. "/" .. name
+end
+
+test("formats-01 libsvm zero_based = true and \"auto\" (scikit-learn's default)", function()
+  local p = write("zb.svm", "1 0:0.5 2:1.5\n0 1:2\n")
+  raises(function() data.libsvm(p) end, "zb.svm:1: index 0: indices start at 1 (a zero-based file")
+  local d = data.libsvm(p, { zero_based = true })
+  eq(d.features, 3, "features")
+  eq(d.x[1][1], 0.5, "index 0 is the first feature")
+  eq(d.x[2][2], 2, "index 1 the second")
+  local a = data.libsvm(p, { zero_based = "auto" })
+  eq(a.features, 3, "auto detects the zero")
+  local one = data.libsvm(write("ob.svm", "1 1:0.5 3:1.5\n"), { zero_based = "auto" })
+  eq(one.features, 3, "auto: a one-based file stays one-based")
+  eq(one.x[1][1], 0.5, "one-based first feature")
+  raises(function() data.libsvm(p, { zero_based = "yes" }) end, "zero_based must be true, false or \"auto\"")
+end)
+
+test("formats-02 an out-of-range label column names the number given", function()
+  local p = write("five.csv", "1,2,3,4,5\n6,7,8,9,10\n")
+  raises(function() data.csv(p, { label = 7 }) end, "label column 7 is out of range: the file has 5 columns")
+  raises(function() data.csv(p, { label = -9 }) end, "label column -9 is out of range")
+end)
+
+test("formats-03 a guessed header is reported; class names map to sorted ids", function()
+  local p = write("iris.csv", "a,b,species\n1,2,setosa\n3,4,virginica\n5,6,setosa\n7,8,versicolor\n")
+  local err = DIR .. "/note.txt"
+  -- the note goes to stderr: run the read in a child drover to see it
+  local script = write("h.lua", "local d = drover.data.csv('" .. p .. "', { classes = 'names' })\n" ..
+    "print(d, table.concat(d.names, ' '), d.y[1], d.y[2], d.y[4])\n")
+  local DROVER = os.getenv("DROVER") or arg[-1]
+  local f = io.popen("'" .. DROVER .. "' run '" .. script .. "' 2>'" .. err .. "'")
+  local out = f:read("a")
+  f:close()
+  local note = assert(io.open(err)):read("a")
+  assert(note:find("first line of .*iris.csv is not numbers, so it was read as a header"), note)
+  assert(out:find("4 x 2, 3 classes", 1, true), out)
+  assert(out:find("setosa versicolor virginica\t0.0\t2.0\t1.0", 1, true), out)
+  raises(function() data.csv(p) end, "iris.csv:2: field 3: 'setosa' is not a number (class names in the label column: { classes = \"names\" })")
+  local q = write("noheader.csv", "1,2,cat\n3,4,dog\n")
+  local d = data.csv(q, { classes = "names" })
+  eq(d.n, 2, "no header guessed when only the label is text")
+end)
+
+test("formats-04 a regression target prints 1 target, not hundreds of classes", function()
+  local lines = {}
+  for i = 1, 60 do lines[#lines + 1] = string.format("%d,%d", i, 25 + (i * 37) % 300) end
+  local d = data.csv(write("reg.csv", table.concat(lines, "\n") .. "\n"))
+  assert(tostring(d):find("60 x 1, 1 target", 1, true), tostring(d))
+  local c = data.csv(write("cls.csv", "1,0\n2,1\n3,2\n4,1\n"))
+  assert(tostring(c):find("3 classes", 1, true), tostring(c))
+  local forced = data.csv(write("cls2.csv", "1,0\n2,1\n"), { classes = false })
+  assert(tostring(forced):find("1 target", 1, true), tostring(forced))
+end)
+
+test("formats-05 features-only files and malformed data name file and line", function()
+  local d = data.csv(write("feat.csv", "1,2,3\n4,5,6\n"), { label = false })
+  eq(d.features, 3, "every column a feature")
+  assert(tostring(d):find("no labels", 1, true), tostring(d))
+  raises(function() data.csv(write("bad.csv", "1,2,3\n4,x,6\n"), { label = false }) end,
+         "bad.csv:2: field 2: 'x' is not a number")
+  raises(function() data.csv(write("short.csv", "1,2,3\n4,5\n")) end, "short.csv:2: expected 3 fields, found 2")
+  raises(function() data.libsvm(write("bad.svm", "1 1:2\n0 3:x\n")) end, "bad.svm:2: index 3: 'x' is not a number")
+end)
+
+os.execute("rm -rf '" .. DIR .. "'")
