@@ -217,6 +217,13 @@ echo "(goal 0.6)"
 rm -f "$build"/bench.feed "$build"/bench.feedbytes
 
 echo
+echo "== predict: rows/s of c:predict on 2 workers against in-process forward passes"
+out=$(BENCH_RUNS="$runs" OPENBLAS_NUM_THREADS=1 ./drover run tests/bench/predict.lua)
+rm -rf "$runs"
+echo "$out"
+echo "(goal: a ratio of 1.5 or more)"
+
+echo
 echo "== dashboard: CPU of the dashboard process, 256 simulated nodes, 10 redraws/s, 200x60 tmux pane"
 DROVER=./drover DASH_SECONDS="$secs" sh tests/bench/dash.sh
 
