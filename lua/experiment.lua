@@ -328,6 +328,16 @@ function Experiment:evaluate(ds)
   return call(2, tr.evaluate, tr, ds, self.eval and self.eval.batch or self.train.batch)
 end
 
+--- exp:classes() -> the class names of the training data (data.csv with
+--- classes = "names"; id i is names[i + 1]), kept by exp:save; nil when the
+--- labels were numbers
+function Experiment:classes()
+  local saved = state[self] and state[self].classes
+  if saved then return saved end
+  local d = self.train and self.train.data
+  return d and d.names
+end
+
 --- exp:predict(data [, { batch = n }]) -> tensor [n, k]: the model's
 --- outputs, one row per input row (a dataset's x, or a tensor), in order
 function Experiment:predict(data, opts)
@@ -382,6 +392,8 @@ local function describe(self)
   end
   local t = self.train
   d["train.data"] = tostring(t.data)
+  local names = self:classes()
+  if names then d["classes.names"] = table.concat(names, "\n") end
   for _, k in ipairs { "batch", "epochs", "shuffle", "max_steps" } do
     d["train." .. k] = tostring(t[k])
   end
@@ -515,6 +527,11 @@ local function load_saved(dir, with)
   local tr = trainer(e)
   try(tr.restore, tr, dir)
   state[e].fits = math.tointeger(num(d, "fits")) or 0
+  if d["classes.names"] then
+    local names = {}
+    for name in (d["classes.names"] .. "\n"):gmatch("(.-)\n") do names[#names + 1] = name end
+    state[e].classes = names
+  end
   return e
 end
 

@@ -77,3 +77,22 @@ test("formats-05 features-only files and malformed data name file and line", fun
 end)
 
 os.execute("rm -rf '" .. DIR .. "'")
+
+test("formats-06 class names are kept by exp:save and drover.experiment.load", function()
+  local dir = TMP .. "/drover-formats-save-" .. os.time() .. "-" .. math.random(1e6)
+  os.execute("mkdir -p '" .. dir .. "'")
+  local f = assert(io.open(dir .. "/c.csv", "w"))
+  for i = 1, 30 do f:write(string.format("%d,%d,%s\n", i, i % 3, ({ "cat", "dog", "emu" })[i % 3 + 1])) end
+  f:close()
+  local ds = data.csv(dir .. "/c.csv", { classes = "names" })
+  local nn, optim = drover.nn, drover.optim
+  local exp = drover.experiment { name = "n", loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.1 },
+    model = nn.Sequential { nn.Linear(2, 3) }, train = { data = ds, batch = 10, epochs = 1 },
+    verbose = false, runs = false }
+  exp:fit()
+  eq(table.concat(exp:classes(), ","), "cat,dog,emu", "names of the training data")
+  exp:save(dir .. "/saved")
+  local back = drover.experiment.load(dir .. "/saved", { train = { data = ds } })
+  eq(table.concat(back:classes(), ","), "cat,dog,emu", "names after load")
+  os.execute("rm -rf '" .. dir .. "'")
+end)
