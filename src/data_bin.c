@@ -399,10 +399,38 @@ static bool npy_mappable(const npy_file *f) {
 #endif
 }
 
+/* check_finite for a mapped file, read through a small buffer with pread:
+ * the refusal of NaN and Inf stays the same as for a file read, while the
+ * process never holds the rows (page cache is not its memory). */
+static int check_finite_fd(const char *path, int fd, size_t at, int64_t count, int64_t cols) {
+  enum { CHUNK = 1 << 18 }; /* floats per read: 1 MiB */
+  float *buf = malloc(CHUNK * sizeof *buf);
+  if (!buf) return drv_error(DRV_ENOMEM, "out of memory");
+  int rc = 0;
+  for (int64_t done = 0; done < count && rc == 0;) {
+    int64_t k = count - done < CHUNK ? count - done : CHUNK;
+    ssize_t got = pread(fd, buf, (size_t)k * sizeof *buf, (off_t)(at + (size_t)done * sizeof *buf));
+    if (got != (ssize_t)((size_t)k * sizeof *buf)) {
+      rc = drv_error(DRV_EIO, "cannot read '%s': %s", path, got < 0 ? strerror(errno) : "short read");
+      break;
+    }
+    for (int64_t i = 0; i < k && rc == 0; i++)
+      if (!isfinite(buf[i])) {
+        int64_t e = done + i;
+        rc = drv_error(DRV_EPARSE, "%s: row %lld, column %lld: %s is not a finite number", path,
+                       (long long)(e / cols + 1), (long long)(e % cols + 1),
+                       isnan(buf[i]) ? "NaN" : buf[i] > 0 ? "Inf" : "-Inf");
+      }
+    done += k;
+  }
+  free(buf);
+  return rc;
+}
+
 /* Maps x of a plain (not gzipped) regular .npy file of float32: 1 with
  * *x set, 0 when the file is not of that kind (the caller reads it), or a
  * negative code. Only the header is read. */
-static int npy_map(const char *path, npy_file *f, tensor **x) {
+static int npy_map(const char *path, npy_file *f, tensor **x, bool check) {
   *x = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return drv_error(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
@@ -426,6 +454,8 @@ static int npy_map(const char *path, npy_file *f, tensor **x) {
     rc = rc < 0 ? rc : 0;
     goto out;
   }
+  if (check && (rc = check_finite_fd(path, fd, f->data, f->count, f->count / f->shape[0])) < 0)
+    goto out;
   void *base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   if (base == MAP_FAILED) goto out; /* read it instead */
   int64_t rows = f->shape[0], dims[TENSOR_MAXDIM] = {rows, rows ? f->count / rows : 0};
@@ -451,8 +481,9 @@ out:
 
 /* x of the .npy at x_path: mapped when it is little-endian float32, else
  * read and decoded into rows. *rows and *fx describe it. */
-static int npy_x(const char *x_path, npy_file *fx, tensor **x, int64_t *rows, bool *mapped) {
-  int rc = npy_map(x_path, fx, x);
+static int npy_x(const char *x_path, npy_file *fx, tensor **x, int64_t *rows, bool *mapped,
+                 bool check) {
+  int rc = npy_map(x_path, fx, x, check);
   if (rc < 0) return rc;
   *mapped = rc == 1;
   if (!*mapped && (rc = npy_open(x_path, fx)) < 0) return rc;
@@ -468,16 +499,20 @@ static int npy_x(const char *x_path, npy_file *fx, tensor **x, int64_t *rows, bo
   return check_finite(x_path, tensor_data(*x), *rows, fx->count / *rows);
 }
 
+int data_read_npy(const char *x_path, const char *y_path, dataset **out) {
+  return data__read_npy(x_path, y_path, true, out);
+}
+
 /* Long: one reader with two files to check against each other, the
  * labels' shape, their decoding and the recipe. */
-int data_read_npy(const char *x_path, const char *y_path, dataset **out) {
+int data__read_npy(const char *x_path, const char *y_path, bool check, dataset **out) {
   *out = NULL;
   npy_file fx = {0}, fy = {0};
   tensor *x = NULL, *y = NULL;
   char sh[128];
   int64_t rows = 0;
   bool mapped = false;
-  int rc = npy_x(x_path, &fx, &x, &rows, &mapped);
+  int rc = npy_x(x_path, &fx, &x, &rows, &mapped, check);
   if (rc < 0) goto done;
   if (y_path) {
     if ((rc = npy_open(y_path, &fy)) < 0) goto done;

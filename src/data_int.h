@@ -76,6 +76,9 @@ int64_t data__classes_of(const tensor *y);
  * are then shipped): never an error. */
 struct json_t;
 void data__set_recipe(dataset *d, struct json_t *base);
+/* data_read_npy; check false skips the scan of a mapped x for NaN and Inf
+ * (a worker reading a file the coordinator checked). */
+int data__read_npy(const char *x_path, const char *y_path, bool check, dataset **out);
 /* dst's recipe: src's with the operation `op` appended (taken); NULL when
  * src has none. */
 void data__recipe_op(const dataset *src, dataset *dst, struct json_t *op);

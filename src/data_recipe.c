@@ -157,7 +157,8 @@ static int read_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
   int64_t *rank = NULL;
   if (strcmp(fmt, "npy") == 0) {
     json_t *y = json_object_get(rec, "y");
-    rc = data_read_npy(json_string_value(json_object_get(rec, "x")), json_string_value(y), &base);
+    rc = data__read_npy(json_string_value(json_object_get(rec, "x")), json_string_value(y), false,
+                        &base);
     if (rc == 0 && base->n != n)
       rc = drv_error(DRV_EINVAL, "%s: has %lld rows now, %lld when it was first read: a worker "
                      "must see the same file", base->source, (long long)base->n, (long long)n);
@@ -236,18 +237,6 @@ static int standardize_all(json_t *ops, dataset **d) {
   return 0;
 }
 
-/* Non-finite values are refused when a file is read; a mapped .npy is not
- * read on the coordinator, so its rows are checked here. */
-static int check_finite(const dataset *d) {
-  const float *v = tensor_data(d->x);
-  int64_t n = tensor_numel(d->x);
-  for (int64_t i = 0; i < n; i++)
-    if (!isfinite(v[i]))
-      return drv_error(DRV_EPARSE, "%s: a value of this worker's shard is %s", d->source,
-                       isnan(v[i]) ? "NaN" : "infinite");
-  return 0;
-}
-
 int data_from_recipe(const char *recipe, size_t len, int64_t shard, int64_t nshards,
                      dataset **out) {
   *out = NULL;
@@ -269,7 +258,6 @@ int data_from_recipe(const char *recipe, size_t len, int64_t shard, int64_t nsha
   if (rc == 0) rc = op_shard(&r, shard, nshards);
   if (rc == 0) rc = read_rows(rec, &r, n, out);
   if (rc == 0) rc = standardize_all(ops, out);
-  if (rc == 0) rc = check_finite(*out);
   if (rc < 0) {
     data_free(*out);
     *out = NULL;
