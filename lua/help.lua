@@ -205,8 +205,11 @@ T["drover.data"] = [[
 drover.data - datasets: x [n, features] and y [n] (class ids or values) in memory.
 
   data.csv(path, { label = -1, header = false, delimiter = "," })
-        label: column index, 1 = first, -1 = last; header: absent = detect
-  data.libsvm(path, { features = n })      sparse rows, densified
+        label: column index, 1 = first, -1 = last, false = none (features only);
+        header: absent = detect (reported); classes = "names": class names in the
+        label column (ds.names), classes = false: the label is a target
+  data.libsvm(path, { features = n, zero_based = false })   sparse rows, densified
+        zero_based = true for scikit-learn's dump_svmlight_file, "auto" detects it
   data.idx(images [, labels])              MNIST's IDX files
         every reader takes .gz files too (recognised by their first bytes)
   data.npy(x [, y])                        NumPy .npy (f4, f8, u1, i4, i8)
@@ -214,6 +217,8 @@ drover.data - datasets: x [n, features] and y [n] (class ids or values) in memor
   data.stream(path_or_"-", { format = "csv", label = -1, features = n, follow = false })
         rows as they arrive (a pipe, stdin, a growing file): a feed,
         train = { feed = s }; s:read(n) takes up to n rows here
+  data.write_csv(path, t)   data.write_npy(path, t)   write predictions
+        a dataset read from a file is a recipe: cluster workers read their shard themselves
 
 Operations return new datasets: help("Dataset").]]
 
@@ -270,6 +275,8 @@ drover.experiment.load(dir, { train = { data = ds } })
                         not saved: pass it; the table's fields replace saved ones)
 exp:run_dir()        -> the run directory
 exp:evaluate([ds])   -> { loss = ..., accuracy = ... }   (ds defaults to eval.data)
+exp:predict(data [, { batch = n }]) -> [n, k] tensor, one output row per input row
+exp:classes()        -> the training data's class names (classes = "names"), or nil
 A second fit() continues training, optimizer state included.]]
 T.Experiment = T["drover.experiment"]
 
@@ -290,6 +297,7 @@ in a Slurm job (launcher = "slurm", slurm = { partition = ... }).
   c:feed(source, { batch = 32 })  batches into the workers' input queues, which
                         scheduled fns read: w:next_batch(n), w:should_stop(), w:terminate()
   c:evaluate(exp [, ds])  the cluster's parameters on ds
+  c:predict(exp, data [, { batch = n }])  outputs for every row, on the workers, in order
   c:checkpoint()        a checkpoint of the ps nodes' shards now (in a progress fn:
                         between two steps) under c.run_dir/checkpoints
   c:save(path)          the cluster's current parameters as one safetensors file

@@ -537,10 +537,10 @@ int data__read_npy(const char *x_path, const char *y_path, bool check, dataset *
   x = y = NULL;
   if (rc == 0) {
     char ax[4096], ay[4096];
-    data__set_recipe(*out, json_pack("{s:s, s:s, s:s?, s:b}", "format", "npy", "x",
-                                     data__abspath(x_path, ax, sizeof ax), "y",
-                                     y_path ? data__abspath(y_path, ay, sizeof ay) : NULL,
-                                     "mapped", mapped));
+    data__set_recipe(*out, json_pack("{s:s, s:s, s:s, s:s?, s:s?, s:b}", "format", "npy", "x",
+                                     data__abspath(x_path, ax, sizeof ax), "x_given", x_path,
+                                     "y", y_path ? data__abspath(y_path, ay, sizeof ay) : NULL,
+                                     "y_given", y_path, "mapped", mapped));
   }
 done:
   tensor_free(x);

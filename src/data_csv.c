@@ -221,8 +221,8 @@ static int csv_fill(csv_ctx *cx, filebuf *fb, bool skip_first, const uint8_t *ke
 /* The recipe of a whole file read: what a worker needs to read its shard. */
 static void set_csv_recipe(dataset *d, const char *path, const csv_ctx *cx, bool header) {
   char abs[4096];
-  json_t *r = json_pack("{s:s, s:s, s:I, s:b, s:s#, s:I}", "format", "csv", "path",
-                        data__abspath(path, abs, sizeof abs), "label", (json_int_t)cx->label,
+  json_t *r = json_pack("{s:s, s:s, s:s, s:I, s:b, s:s#, s:I}", "format", "csv", "path",
+                        data__abspath(path, abs, sizeof abs), "given", path, "label", (json_int_t)cx->label,
                         "header", header, "delimiter", &cx->delim, (int)1, "classes",
                         (json_int_t)cx->classes);
   if (r && d->names) {

@@ -476,8 +476,8 @@ int data_read_libsvm(const char *path, const data_libsvm_opts *o, dataset **out)
   if ((rc = svm_dense(path, &sp, features, zb, out)) < 0) goto done;
   if (!o->keep) {
     char abs[4096];
-    data__set_recipe(*out, json_pack("{s:s, s:s, s:I, s:b}", "format", "libsvm", "path",
-                                     data__abspath(path, abs, sizeof abs), "features",
+    data__set_recipe(*out, json_pack("{s:s, s:s, s:s, s:I, s:b}", "format", "libsvm", "path",
+                                     data__abspath(path, abs, sizeof abs), "given", path, "features",
                                      (json_int_t)(*out)->features, "zero_based", zb));
   }
 done:

@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "data_int.h"
 #include "err.h"
@@ -145,10 +146,21 @@ static int apply_op(rows *r, json_t *op) {
 
 /* ============================== reading ================================== */
 
+/* Where a worker finds a file: the coordinator's absolute path when it
+ * exists here (a shared file system), else the path as the script gave it,
+ * relative to the node's directory, where the launcher's `files = {...}`
+ * land on another host. */
+static const char *file_of(json_t *rec, const char *abs_key, const char *given_key) {
+  const char *abs = json_string_value(json_object_get(rec, abs_key));
+  const char *given = json_string_value(json_object_get(rec, given_key));
+  if (abs && access(abs, R_OK) == 0) return abs;
+  return given && access(given, R_OK) == 0 ? given : abs;
+}
+
 /* The file's rows listed in r, in r's order, read with only those parsed. */
 static int read_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
   const char *fmt = json_string_value(json_object_get(rec, "format"));
-  const char *path = json_string_value(json_object_get(rec, "path"));
+  const char *path = file_of(rec, "path", "given");
   *out = NULL;
   if (!fmt) return bad("no format");
   dataset *base = NULL;
@@ -156,9 +168,7 @@ static int read_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
   uint8_t *keep = NULL;
   int64_t *rank = NULL;
   if (strcmp(fmt, "npy") == 0) {
-    json_t *y = json_object_get(rec, "y");
-    rc = data__read_npy(json_string_value(json_object_get(rec, "x")), json_string_value(y), false,
-                        &base);
+    rc = data__read_npy(file_of(rec, "x", "x_given"), file_of(rec, "y", "y_given"), false, &base);
     if (rc == 0 && base->n != n)
       rc = drv_error(DRV_EINVAL, "%s: has %lld rows now, %lld when it was first read: a worker "
                      "must see the same file", base->source, (long long)base->n, (long long)n);
