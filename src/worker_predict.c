@@ -3,11 +3,11 @@
  * one forward pass in evaluation mode and answers PREDICT_RESULT with one
  * output row per input row.
  *
- * The forward pass runs on the loop thread: a predict batch is one layer
- * stack's inference (milliseconds), far below the heartbeat timeout, and
- * answering in arrival order keeps the code small. The predict model is
- * apart from the training state a SETUP built, so predicting never
- * disturbs a fit's model.
+ * Forward passes run on the libuv thread pool, one at a time, in arrival
+ * order (batches that arrive meanwhile wait in a FIFO): the loop keeps
+ * reading the next batch and answering heartbeats however long a batch
+ * takes. The predict model is apart from the training state a SETUP
+ * built, so predicting never disturbs a fit's model.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -20,18 +20,54 @@
 #include "wire_msgs.h"
 #include "worker_int.h"
 
+/* A batch waiting for (or in) the forward pass. */
+typedef struct pitem {
+  uint32_t req;
+  uint64_t task;
+  tensor *x;          /* owned */
+  nn_module *model;   /* a reference: a new PREDICT_MODEL may replace the worker's meanwhile */
+  struct pitem *next;
+} pitem;
+
 struct wpredict {
+  worker *w;
   uint64_t no;        /* the predict the model is for */
   nn_module *model;
-  uint64_t batches;   /* answered, for the fault injection */
+  uint64_t batches;   /* arrived, for the fault injection */
   uint64_t die_at;    /* DROVER_FAULT=die:ROLE:INDEX:predict:N, 0 none */
+  pitem *head, *tail; /* waiting, oldest first */
+  pitem *cur;         /* on the thread pool (the loop leaves it and its model alone) */
+  uv_work_t work;
+  int rc;             /* of cur's forward pass */
+  char msg[256];
+  const tensor *y;    /* cur's outputs, owned by cur->model */
+  bool orphaned;      /* freed while cur was pooled: the callback frees */
 };
 
+static void item_free(pitem *it) {
+  if (!it) return;
+  tensor_free(it->x);
+  nn_unref(it->model);
+  free(it);
+}
+
+static void pred_release(struct wpredict *p) {
+  while (p->head) {
+    pitem *it = p->head;
+    p->head = it->next;
+    item_free(it);
+  }
+  item_free(p->cur);
+  nn_unref(p->model);
+  free(p);
+}
+
 void worker__predict_free(worker *w) {
-  if (!w->pred) return;
-  nn_unref(w->pred->model);
-  free(w->pred);
+  struct wpredict *p = w->pred;
+  if (!p) return;
   w->pred = NULL;
+  if (p->cur) p->orphaned = true; /* a thread may still run it: its callback frees */
+  else pred_release(p);
 }
 
 /* Fault injection for tests: DROVER_FAULT=die:worker:1:predict:N kills
@@ -91,8 +127,9 @@ int worker_predict_model(worker *w, const uint8_t *pl, size_t len) {
     return rc;
   }
   nn_set_training(model, false);
-  nn_unref(w->pred->model);
+  nn_unref(w->pred->model); /* a batch still running holds its own reference */
   w->pred->model = model;
+  w->pred->w = w;
   w->pred->no = m.predict;
   log_info("predict %llu: model ready", (unsigned long long)m.predict);
   return 0;
@@ -111,27 +148,74 @@ static void answer(worker *w, uint32_t req, uint64_t task, int status, const ten
   tensor_free(none);
 }
 
+static void start_next(struct wpredict *p);
+
+static void work_cb(uv_work_t *req) {
+  struct wpredict *p = req->data;
+  p->y = NULL;
+  p->rc = nn_forward(p->cur->model, p->cur->x, &p->y);
+  if (p->rc < 0) snprintf(p->msg, sizeof p->msg, "%s", drv_errmsg());
+}
+
+static void after_work_cb(uv_work_t *req, int status) {
+  struct wpredict *p = req->data;
+  pitem *it = p->cur;
+  if (p->orphaned) {
+    pred_release(p);
+    return;
+  }
+  p->cur = NULL;
+  if (status < 0) answer(p->w, it->req, it->task, DRV_EINVAL, NULL, "predict batch cancelled");
+  else if (p->rc < 0) answer(p->w, it->req, it->task, p->rc, NULL, p->msg);
+  else answer(p->w, it->req, it->task, 0, p->y, NULL);
+  item_free(it);
+  start_next(p);
+}
+
+static void start_next(struct wpredict *p) {
+  if (p->cur || !p->head) return;
+  p->cur = p->head;
+  p->head = p->cur->next;
+  if (!p->head) p->tail = NULL;
+  p->work.data = p;
+  int rc = uv_queue_work(p->w->loop, &p->work, work_cb, after_work_cb);
+  if (rc < 0) { /* not queued: answer now */
+    pitem *it = p->cur;
+    p->cur = NULL;
+    answer(p->w, it->req, it->task, DRV_EINVAL, NULL, uv_strerror(rc));
+    item_free(it);
+  }
+}
+
 int worker_predict(worker *w, uint32_t req, const uint8_t *pl, size_t len) {
   wire_msg_predict m;
   int rc = wire_get_predict(pl, len, &m);
   if (rc < 0) return rc;
-  if (!w->pred || !w->pred->model || w->pred->no != m.predict) {
+  struct wpredict *p = w->pred;
+  if (!p || !p->model || p->no != m.predict) {
     answer(w, req, m.task, DRV_EPROTO, NULL, "PREDICT before its PREDICT_MODEL");
     return 0;
   }
-  if (w->pred->die_at && ++w->pred->batches >= w->pred->die_at) {
-    log_warn("DROVER_FAULT: SIGKILL at predict batch %llu", (unsigned long long)w->pred->batches);
+  if (p->die_at && ++p->batches >= p->die_at) {
+    log_warn("DROVER_FAULT: SIGKILL at predict batch %llu", (unsigned long long)p->batches);
     raise(SIGKILL);
   }
   int64_t shape[TENSOR_MAXDIM];
   for (int d = 0; d < m.x.ndim; d++) shape[d] = (int64_t)m.x.shape[d];
-  tensor *x = tensor_new(m.x.ndim, shape);
-  const tensor *y = NULL;
-  if (!x) rc = DRV_ENOMEM;
-  else wire_tensor_to(&m.x, tensor_data(x));
-  if (rc == 0) rc = nn_forward(w->pred->model, x, &y);
-  if (rc < 0) answer(w, req, m.task, rc, NULL, drv_errmsg());
-  else answer(w, req, m.task, 0, y, NULL);
-  tensor_free(x);
+  pitem *it = calloc(1, sizeof *it);
+  if (it) it->x = tensor_new(m.x.ndim, shape);
+  if (!it || !it->x) {
+    free(it);
+    answer(w, req, m.task, DRV_ENOMEM, NULL, "out of memory for a predict batch");
+    return 0;
+  }
+  wire_tensor_to(&m.x, tensor_data(it->x));
+  it->req = req;
+  it->task = m.task;
+  it->model = nn_ref(p->model);
+  if (p->tail) p->tail->next = it;
+  else p->head = it;
+  p->tail = it;
+  start_next(p);
   return 0;
 }
