@@ -243,8 +243,11 @@ int coord_pull(coord *c, nn_module *model);
  * output row per input row, in input order; a worker lost meanwhile has
  * its batches run again elsewhere, each row counted once. The values are
  * the cluster's (pulled from the ps nodes) when it trained this model,
- * else the model's own. */
-int coord_predict(coord *c, nn_module *model, const tensor *x, int64_t batch, tensor **out);
+ * else the model's own. With `recipe` (x is that dataset's x, read from a
+ * file: files mode) the workers read the rows themselves and only row
+ * ranges travel; NULL sends the rows. */
+int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recipe, int64_t batch,
+                  tensor **out);
 
 /* A checkpoint of the cluster's variables now (c:checkpoint()): during a
  * fit it is requested and taken between two steps; otherwise taken and

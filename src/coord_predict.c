@@ -26,6 +26,8 @@ typedef struct pred {
   int producer;
   uint64_t no;            /* this predict's number (PREDICT_MODEL, PREDICT) */
   const tensor *x;        /* the inputs (borrowed) */
+  const char *recipe;     /* files mode: the workers read x themselves (borrowed), or NULL */
+  tensor *empty;          /* files mode: the x of every PREDICT, [0, ...] */
   int64_t n, batch, nbatches, produced, done, row_elems;
   int64_t *ids;           /* task id of batch b (ids grow with b) */
   tensor *out;            /* [n, k], made on the first answer */
@@ -55,7 +57,9 @@ static bool pred_ready(void *ud, int node) {
   wire_wr_init(&w);
   wire_put_predict_model(&w, &(wire_msg_predict_model){
                                  .predict = p->no, .model = WIRE_STR(p->spec),
-                                 .vars = {(uint32_t)p->params.n, .put = put_value, .ud = p}});
+                                 .vars = {(uint32_t)p->params.n, .put = put_value, .ud = p},
+                                 .recipe = {(const uint8_t *)p->recipe,
+                                            p->recipe ? (uint32_t)strlen(p->recipe) : 0}});
   coord__send(p->c, node, &w, WIRE_PREDICT_MODEL, 0);
   p->sent[node] = p->c->ctl[node];
   return true;
@@ -101,7 +105,10 @@ static void pred_put(void *ud, uint64_t id, wire_wr *w, uint8_t *type) {
   pred *p = ud;
   int64_t b = batch_of(p, id);
   tensor v = rows_of(p, b < 0 ? 0 : b);
-  wire_put_predict(w, &(wire_msg_predict){.task = id, .predict = p->no, .x = {.t = &v}});
+  wire_put_predict(w, &(wire_msg_predict){.task = id, .predict = p->no,
+                                          .row0 = (uint64_t)((b < 0 ? 0 : b) * p->batch),
+                                          .rows = (uint64_t)v.shape[0],
+                                          .x = {.t = p->recipe ? p->empty : &v}});
   *type = WIRE_PREDICT;
 }
 
@@ -183,15 +190,17 @@ static void pred_free(pred *p) {
   free(p->sent);
   nn_param_list_free(&p->params);
   tensor_free(p->out);
+  tensor_free(p->empty);
 }
 
-int coord_predict(coord *c, nn_module *model, const tensor *x, int64_t batch, tensor **out) {
+int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recipe, int64_t batch,
+                  tensor **out) {
   *out = NULL;
   if (c->shut_down || c->shutting_down) return drv_error(DRV_EINVAL, "cluster: it was shut down");
   if (!x || x->ndim < 1 || x->shape[0] < 1 || !tensor_is_contiguous(x))
     return drv_error(DRV_EINVAL, "predict: expected a contiguous tensor of at least one row");
   if (batch < 1) return drv_error(DRV_EINVAL, "predict: batch must be positive");
-  pred p = {.c = c, .no = ++predict_no, .x = x, .n = x->shape[0], .batch = batch};
+  pred p = {.c = c, .no = ++predict_no, .x = x, .recipe = recipe, .n = x->shape[0], .batch = batch};
   p.row_elems = tensor_numel(x) / p.n;
   p.nbatches = (p.n + batch - 1) / batch;
   int rc = current_values(c, model);
@@ -199,7 +208,13 @@ int coord_predict(coord *c, nn_module *model, const tensor *x, int64_t batch, te
   p.spec = malloc(WIRE_MAX_STR);
   p.ids = malloc((size_t)p.nbatches * sizeof *p.ids);
   p.sent = calloc((size_t)c->nnodes, sizeof *p.sent);
-  if (!p.spec || !p.ids || !p.sent) {
+  if (recipe) {
+    int64_t shape[TENSOR_MAXDIM];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[0] = 0;
+    p.empty = tensor_new(x->ndim, shape);
+  }
+  if (!p.spec || !p.ids || !p.sent || (recipe && !p.empty)) {
     pred_free(&p);
     return drv_error(DRV_ENOMEM, "out of memory");
   }
@@ -213,8 +228,8 @@ int coord_predict(coord *c, nn_module *model, const tensor *x, int64_t batch, te
     pred_free(&p);
     return rc;
   }
-  rundir_event(&c->rd, "predict %llu: %lld rows in %lld batches", (unsigned long long)p.no,
-               (long long)p.n, (long long)p.nbatches);
+  rundir_event(&c->rd, "predict %llu: %lld rows in %lld batches%s", (unsigned long long)p.no,
+               (long long)p.n, (long long)p.nbatches, recipe ? ", read by the workers from its file" : "");
   coord__dispatch(c);
   rc = coord__pump(c, pred_over, &p, 0, true);
   coord__sched_remove_producer(c, p.producer);

@@ -340,7 +340,9 @@ static int l_predict(lua_State *L) {
     lua_pop(L, 2);
   }
   tensor *out;
-  if (coord_predict(c, model, x, batch, &out) < 0) return cluster_error(L);
+  const char *recipe = NULL; /* files mode: a dataset read from a file */
+  if (luaL_testudata(L, 3, "drover.Dataset")) recipe = ldata_check(L, 3)->recipe;
+  if (coord_predict(c, model, x, recipe, batch, &out) < 0) return cluster_error(L);
   ltensor_push(L, out);
   return 1;
 }

@@ -124,13 +124,18 @@
  *  PREDICT_MODEL   C -> W: the model of predict number `predict`: its nn
  *                  spec and every parameter's values (variable i is
  *                  parameter i); sent before that predict's batches, and
- *                  again to a worker that registers anew
- *  PREDICT         C -> W: a batch of input rows (a task of the queue)
+ *                  again to a worker that registers anew. recipe (files
+ *                  mode, not empty): the inputs are that dataset's x,
+ *                  which the worker reads itself (data_from_recipe)
+ *  PREDICT         C -> W: a batch of input rows (a task of the queue):
+ *                  x, or in files mode (x without rows) the dataset's
+ *                  rows [row0, row0 + rows)
  *  PREDICT_RESULT  W -> C: the outputs, one row per input row, or status
  *                  != 0 and the error */
 #define WIRE_MSG_predict_model(X) \
-  X(U64, predict) X(STR, model) X(ITEMS, vars, var_tensor, "PREDICT_MODEL variable")
-#define WIRE_MSG_predict(X) X(U64, task) X(U64, predict) X(TENSOR, x)
+  X(U64, predict) X(STR, model) X(ITEMS, vars, var_tensor, "PREDICT_MODEL variable") \
+  X(BYTES, recipe)
+#define WIRE_MSG_predict(X) X(U64, task) X(U64, predict) X(U64, row0) X(U64, rows) X(TENSOR, x)
 #define WIRE_MSG_predict_result(X) X(U64, task) X(I32, status) X(TENSOR, y) X(STR, message)
 #define WIRE_MSG_call_result(X) X(U64, task) X(I32, status) X(BYTES, data)
 

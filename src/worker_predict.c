@@ -9,7 +9,9 @@
  * takes. The predict model is apart from the training state a SETUP
  * built, so predicting never disturbs a fit's model.
  */
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,9 @@ struct wpredict {
   char msg[256];
   const tensor *y;    /* cur's outputs, owned by cur->model */
   bool orphaned;      /* freed while cur was pooled: the callback frees */
+  dataset *data;      /* files mode: the inputs, read from the recipe (a batch's x is a view) */
+  char *recipe;       /* the recipe data came from: the next predict of it reuses data */
+  char failed[300];   /* why the last PREDICT_MODEL failed: its batches answer this */
 };
 
 static void item_free(pitem *it) {
@@ -59,6 +64,8 @@ static void pred_release(struct wpredict *p) {
   }
   item_free(p->cur);
   nn_unref(p->model);
+  data_free(p->data);
+  free(p->recipe);
   free(p);
 }
 
@@ -72,7 +79,8 @@ void worker__predict_free(worker *w) {
 
 /* Fault injection for tests: DROVER_FAULT=die:worker:1:predict:N kills
  * this worker with SIGKILL when its Nth predict batch arrives, a loss in
- * the middle of a predict. */
+ * the middle of a predict. With DROVER_FAULT_ONCE=PATH only the process
+ * that creates PATH dies (the restarted worker does not die again). */
 static uint64_t fault_die_at(int role, int index) {
   const char *f = getenv("DROVER_FAULT");
   char want[64];
@@ -102,6 +110,40 @@ static int load_values(nn_module *m, const wire_msg_predict_model *pm) {
   return rc;
 }
 
+/* Files mode: the predict's inputs, read by this worker from the recipe
+ * (a mapped .npy stays mapped: a batch touches only its rows). Kept for
+ * the next predict of the same data. */
+static int load_inputs(struct wpredict *p, const wire_bytes *recipe) {
+  if (recipe->len == 0) return 0;
+  if (p->recipe && strlen(p->recipe) == recipe->len &&
+      memcmp(p->recipe, recipe->p, recipe->len) == 0)
+    return 0;
+  dataset *d;
+  int rc = data_from_recipe((const char *)recipe->p, recipe->len, 0, 1, &d);
+  if (rc < 0) return rc;
+  char *copy = strndup((const char *)recipe->p, recipe->len);
+  if (!copy) {
+    data_free(d);
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  data_free(p->data); /* a batch running holds a view of its storage */
+  free(p->recipe);
+  p->data = d;
+  p->recipe = copy;
+  log_info("predict inputs: %lld rows read from %s", (long long)d->n, d->source);
+  return 0;
+}
+
+/* DROVER_FAULT_ONCE: true for the one process that creates the file. */
+static bool fault_first(void) {
+  const char *once = getenv("DROVER_FAULT_ONCE");
+  if (!once) return true;
+  int fd = open(once, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
 int worker_predict_model(worker *w, const uint8_t *pl, size_t len) {
   wire_msg_predict_model m;
   int rc = wire_get_predict_model(pl, len, &m);
@@ -116,6 +158,7 @@ int worker_predict_model(worker *w, const uint8_t *pl, size_t len) {
     free(spec);
     return drv_error(DRV_ENOMEM, "out of memory");
   }
+  w->pred->w = w;
   w->pred->die_at = fault_die_at(w->role, w->index);
   rng_t r;
   rng_seed(&r, 0);
@@ -127,9 +170,19 @@ int worker_predict_model(worker *w, const uint8_t *pl, size_t len) {
     return rc;
   }
   nn_set_training(model, false);
+  if ((rc = load_inputs(w->pred, &m.recipe)) < 0) {
+    nn_unref(model);
+    /* The batches of this predict fail, naming why; the connection stays. */
+    snprintf(w->pred->failed, sizeof w->pred->failed, "%s", drv_errmsg());
+    log_error("predict %llu: %s", (unsigned long long)m.predict, w->pred->failed);
+    w->pred->no = m.predict;
+    nn_unref(w->pred->model);
+    w->pred->model = NULL;
+    return 0;
+  }
+  w->pred->failed[0] = '\0';
   nn_unref(w->pred->model); /* a batch still running holds its own reference */
   w->pred->model = model;
-  w->pred->w = w;
   w->pred->no = m.predict;
   log_info("predict %llu: model ready", (unsigned long long)m.predict);
   return 0;
@@ -187,29 +240,47 @@ static void start_next(struct wpredict *p) {
   }
 }
 
+/* A batch's inputs: the frame's rows, or (files mode) a view of rows
+ * [row0, row0 + rows) of the inputs this worker read. */
+static int batch_inputs(struct wpredict *p, const wire_msg_predict *m, tensor **x) {
+  *x = NULL;
+  if (m->x.shape[0] > 0 || !p->data) {
+    int64_t shape[TENSOR_MAXDIM];
+    for (int d = 0; d < m->x.ndim; d++) shape[d] = (int64_t)m->x.shape[d];
+    if (!(*x = tensor_new(m->x.ndim, shape))) return DRV_ENOMEM;
+    wire_tensor_to(&m->x, tensor_data(*x));
+    return 0;
+  }
+  const tensor *all = p->data->x;
+  if (m->rows == 0 || m->row0 > (uint64_t)all->shape[0] || m->rows > (uint64_t)all->shape[0] - m->row0)
+    return drv_error(DRV_ERANGE, "PREDICT: rows %llu..%llu of %lld", (unsigned long long)m->row0,
+                     (unsigned long long)(m->row0 + m->rows), (long long)all->shape[0]);
+  if (!(*x = tensor_view(all))) return DRV_ENOMEM;
+  (*x)->shape[0] = (int64_t)m->rows;
+  (*x)->offset += (int64_t)m->row0 * (p->data->features);
+  return 0;
+}
+
 int worker_predict(worker *w, uint32_t req, const uint8_t *pl, size_t len) {
   wire_msg_predict m;
   int rc = wire_get_predict(pl, len, &m);
   if (rc < 0) return rc;
   struct wpredict *p = w->pred;
   if (!p || !p->model || p->no != m.predict) {
-    answer(w, req, m.task, DRV_EPROTO, NULL, "PREDICT before its PREDICT_MODEL");
+    answer(w, req, m.task, DRV_EPROTO, NULL,
+           p && p->no == m.predict && p->failed[0] ? p->failed : "PREDICT before its PREDICT_MODEL");
     return 0;
   }
-  if (p->die_at && ++p->batches >= p->die_at) {
+  if (p->die_at && ++p->batches >= p->die_at && fault_first()) {
     log_warn("DROVER_FAULT: SIGKILL at predict batch %llu", (unsigned long long)p->batches);
     raise(SIGKILL);
   }
-  int64_t shape[TENSOR_MAXDIM];
-  for (int d = 0; d < m.x.ndim; d++) shape[d] = (int64_t)m.x.shape[d];
   pitem *it = calloc(1, sizeof *it);
-  if (it) it->x = tensor_new(m.x.ndim, shape);
-  if (!it || !it->x) {
+  if (!it || (rc = batch_inputs(p, &m, &it->x)) < 0) {
+    answer(w, req, m.task, it ? rc : DRV_ENOMEM, NULL, it ? drv_errmsg() : "out of memory");
     free(it);
-    answer(w, req, m.task, DRV_ENOMEM, NULL, "out of memory for a predict batch");
     return 0;
   }
-  wire_tensor_to(&m.x, tensor_data(it->x));
   it->req = req;
   it->task = m.task;
   it->model = nn_ref(p->model);

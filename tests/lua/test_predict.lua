@@ -35,13 +35,16 @@ if not KILL then
 
   test("predict-02 c:predict on 2 workers: rows in input order", function()
     local c <close> = drover.cluster { ps = 1, worker = 2, runs = RUNS, name = "pred02" }
-    local p = c:predict(exp, digits, { batch = 50 })
+    local p = c:predict(exp, digits, { batch = 50 }) -- files mode: the workers read digits.csv
     local q = exp:predict(digits, { batch = 50 })
     eq(maxdiff(p, q), 0, "the workers' outputs are the in-process ones, row for row")
+    local shipped = c:predict(exp, digits.x, { batch = 50 }) -- a tensor: its rows travel
+    eq(maxdiff(shipped, q), 0, "rows sent by the coordinator: the same outputs")
     local one = c:predict(exp, drover.tensor.zeros(1, 64))
     eq(one:size(1), 1, "a single row")
     local ev = assert(io.open(c.run_dir .. "/events.log")):read("a")
-    assert(ev:find("predict 1: 1797 rows in 36 batches", 1, true), ev)
+    assert(ev:find("predict 1: 1797 rows in 36 batches, read by the workers from its file", 1, true), ev)
+    assert(ev:find("predict 2: 1797 rows in 36 batches\n", 1, true), ev)
   end)
 
   test("predict-03 write_csv and write_npy round-trip predictions", function()
@@ -62,9 +65,11 @@ else
   test("predict-04 a worker SIGKILLed mid-predict: every row once, in order", function()
     local c <close> = drover.cluster { ps = 1, worker = 2, runs = RUNS, name = "pred04",
                                        max_restarts = 1 }
-    local p = c:predict(exp, digits, { batch = 20 })
+    local p = c:predict(exp, digits, { batch = 20 }) -- files mode
     local q = exp:predict(digits, { batch = 20 })
     eq(maxdiff(p, q), 0, "every row predicted, in order")
+    local shipped = c:predict(exp, digits.x, { batch = 20 }) -- rows sent (the restarted worker too)
+    eq(maxdiff(shipped, q), 0, "and with the rows sent")
     local ev = assert(io.open(c.run_dir .. "/events.log")):read("a")
     assert(ev:find("node lost worker:1: killed by signal 9", 1, true), "worker:1 was killed: " .. ev)
     assert(ev:find("retry %d+ predict batch") , "its batches were retried: " .. ev)
