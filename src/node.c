@@ -390,22 +390,28 @@ static void coord_ready(conn *c) {
   send_register(n);
 }
 
+/* A setup we cannot build or a frame we cannot take: tell the
+ * coordinator why, let it go out (bounded), and stop with status 1. */
+static void fail_node(node *n, int rc, const char *msg) {
+  if (n->failing) return;
+  log_error("%s", msg);
+  send_error(n, rc, msg);
+  n->failing = true;
+  n->status = EXIT_FAIL;
+  begin_drain(n, FAIL_FLUSH_MS);
+  if (n->wk) worker_drain(n->wk, work_idle, n);
+}
+
+/* The worker's fatal errors (a SETUP built on the thread pool that failed). */
+static void worker_fatal(void *ud, int rc, const char *msg) { fail_node(ud, rc, msg); }
+
 static void coord_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   node *n = conn_ud(c);
   if (n->stopping || c != n->coord) return;
   watch_restart(n);
   if (n->failing) return;
   int rc = dispatch(n, h, pl);
-  if (rc < 0) {
-    /* A setup we cannot build or a frame we cannot take: tell the
-     * coordinator why, let it go out (bounded), and stop with status 1. */
-    log_error("%s", drv_errmsg());
-    send_error(n, rc, drv_errmsg());
-    n->failing = true;
-    n->status = EXIT_FAIL;
-    begin_drain(n, FAIL_FLUSH_MS);
-    if (n->wk) worker_drain(n->wk, work_idle, n);
-  }
+  if (rc < 0) fail_node(n, rc, drv_errmsg());
 }
 
 static void coord_close(conn *c, int err, const char *why) {
@@ -438,6 +444,7 @@ static int start(node *n) {
     return drv_error(DRV_ENOMEM, "out of memory");
   } else {
     worker_set_calls(n->wk, o->calls);
+    worker_set_fatal(n->wk, worker_fatal);
   }
   if (o->role == ROLE_CHIEF) n->summaries = events_run_open(o->run_dir, "chief");
   n->copts = (conn_opts){.secret = &n->secret, .cbs = &coord_cbs, .ud = n};

@@ -78,6 +78,7 @@ static job *job_new(worker *w, int kind, uint32_t req) {
 static void job_free(job *j) {
   if (!j) return;
   wstate_free(j->setup);
+  free(j->payload);
   tensor_free(j->bx);
   tensor_free(j->by);
   tensor_free(j->fx);
@@ -101,6 +102,16 @@ static void reply(worker *w, job *j) {
   wire_wr_init(&m);
   switch (j->kind) {
   case JOB_SETUP:
+    if (j->rc < 0 && w->fatal) { /* the node reports it and stops */
+      wire_wr_free(&m);
+      w->fatal(w->ud, j->rc, j->msg);
+      return;
+    }
+    if (j->rc < 0) {
+      wire_put_error(&m, &(wire_msg_error){.code = j->rc, .message = WIRE_STR(j->msg)});
+      w->send(w->ud, &m, WIRE_ERROR, 0);
+      return;
+    }
     w->send(w->ud, &m, WIRE_SETUP_OK, j->req);
     return;
   case JOB_TRAIN:
@@ -243,7 +254,11 @@ static void work_cb(uv_work_t *req) {
   job *j = req->data;
   wstate *st = j->st;
   int rc;
-  if (j->kind == JOB_EVAL) {
+  if (j->kind == JOB_SETUP) {
+    /* Building the state reads this node's shard in files mode: a large
+     * file takes seconds, which the loop spends answering heartbeats. */
+    rc = wstate_parse(j->w->role, j->w->index, j->payload, j->payload_len, &j->setup);
+  } else if (j->kind == JOB_EVAL) {
     rc = train_evaluate(st->model, st->loss, st->data, st->batch, &j->eval_loss, &j->eval_acc);
     j->examples = st->data->n;
   } else {
@@ -254,6 +269,17 @@ static void work_cb(uv_work_t *req) {
 }
 
 static void go_push(worker *w, job *j);
+
+/* A SETUP's state, built, replaces the worker's. */
+static void swap_state(worker *w, job *j) {
+  wstate_free(w->st);
+  w->st = j->setup;
+  j->setup = NULL;
+  for (int i = 0; i < w->nlinks; i++) /* a new fit starts at version 0 */
+    if (w->links[i]) w->links[i]->pushed = false;
+  worker__pos_reset(w);
+  log_info("setup: %s", w->st->summary);
+}
 
 static void after_work_cb(uv_work_t *req, int status) {
   job *j = req->data;
@@ -274,6 +300,7 @@ static void after_work_cb(uv_work_t *req, int status) {
     fail(w, j, DRV_EIO, "thread pool: %s", uv_strerror(status));
     return;
   }
+  if (j->kind == JOB_SETUP && j->rc == 0) swap_state(w, j);
   if (j->rc < 0 || !(j->phases & JP_PUSH)) {
     worker__finish(w, j);
     return;
@@ -388,15 +415,8 @@ void worker__go_links(worker *w, job *j) {
 /* ============================== running jobs ============================= */
 
 static void start(worker *w, job *j) {
-  if (j->kind == JOB_SETUP) {
-    wstate_free(w->st);
-    w->st = j->setup;
-    j->setup = NULL;
-    for (int i = 0; i < w->nlinks; i++) /* a new fit starts at version 0 */
-      if (w->links[i]) w->links[i]->pushed = false;
-    worker__pos_reset(w);
-    log_info("setup: %s", w->st->summary);
-    worker__finish(w, j);
+  if (j->kind == JOB_SETUP) { /* built on the thread pool, then swapped in */
+    go_compute(w, j);
     return;
   }
   if (!w->st) {
@@ -461,7 +481,8 @@ void worker__settle(worker *w) {
       if (!w->run) w->run_tail = NULL;
       w->nrun--;
       if (j->rc < 0 && !j->on_done) /* (a scheduled function's job fails in Lua) */
-        log_warn("%s %llu failed: %s", j->kind == JOB_EVAL ? "eval" : "task",
+        log_warn("%s %llu failed: %s",
+                 j->kind == JOB_EVAL ? "eval" : j->kind == JOB_SETUP ? "setup" : "task",
                  (unsigned long long)j->id, j->msg);
       if (j->kind == JOB_TRAIN && j->phases == JP_TRAIN && j->rc == 0) w->steps++;
       if (!w->closed && j->on_done)
@@ -489,15 +510,13 @@ void worker__settle(worker *w) {
 /* ============================== frames from the coordinator ============== */
 
 int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
-  wstate *st;
-  int rc = wstate_parse(w->role, w->index, payload, len, &st);
-  if (rc < 0) return rc;
   job *j = job_new(w, JOB_SETUP, req);
-  if (!j) {
-    wstate_free(st);
+  if (!j || !(j->payload = malloc(len ? len : 1))) {
+    free(j);
     return drv_error(DRV_ENOMEM, "out of memory");
   }
-  j->setup = st;
+  memcpy(j->payload, payload, len);
+  j->payload_len = len;
   enqueue(w, j);
   worker__settle(w);
   return 0;
@@ -609,6 +628,10 @@ static unsigned fault_slow_ms(int role, int index) {
 }
 
 void worker_set_calls(worker *w, const worker_calls *calls) { w->calls = calls; }
+
+void worker_set_fatal(worker *w, void (*fatal)(void *ud, int rc, const char *msg)) {
+  w->fatal = fatal;
+}
 
 int worker_call(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   if (!w->calls) return drv_error(DRV_EINVAL, "this node runs no Lua: it cannot take a CALL");

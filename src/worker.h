@@ -72,9 +72,11 @@ int worker_spec(worker *w, const node_addr *nodes, int n, bool ps_replicated);
 void worker_tick(worker *w);
 
 /* Frames from the coordinator (payload borrowed for the call):
- *   worker_setup  parses and builds the new model and data at once; the
- *                 job that swaps them in (and replies SETUP_OK) queues
- *                 behind the jobs already queued.
+ *   worker_setup  queues a job that, behind the jobs already queued,
+ *                 builds the new model and data on the thread pool (files
+ *                 mode reads the shard there, while the loop answers
+ *                 heartbeats), swaps them in and replies SETUP_OK; a
+ *                 SETUP that does not build is fatal (worker_set_fatal).
  *   worker_task   queues a TASK (workers and chief).
  *   worker_eval   queues an EVAL (evaluator).
  * A negative return is a failure the node reports with ERROR: a payload
@@ -82,6 +84,10 @@ void worker_tick(worker *w);
  * that does not match the model, a frame for another role. Failures of a
  * task itself are answered with a RESULT whose status is negative. */
 int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len);
+/* What the node does when a queued SETUP fails to build (ERROR to the
+ * coordinator, exit status 1): called once, from the loop, with the code
+ * and the message. Without it the worker answers ERROR itself. */
+void worker_set_fatal(worker *w, void (*fatal)(void *ud, int rc, const char *msg));
 int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 /* FEED_BATCH: mode TRAIN queues a train step on the batch (RESULT once its

@@ -127,6 +127,8 @@ typedef struct job {
   void (*on_done)(struct job *j);
   void *ud;
   wstate *setup;      /* JOB_SETUP: the state to swap in (owned) */
+  uint8_t *payload;   /* JOB_SETUP: a copy of the SETUP, parsed on the thread pool (owned) */
+  size_t payload_len;
   wstate *st;         /* the state the compute phase uses */
   struct job *next;   /* in the queue, then in the started list */
   int phase;          /* PH_* */
@@ -239,6 +241,7 @@ struct worker {
   uint64_t feed_ends; /* FEED_ENDs so far: a scheduled function's feed is over
                          once one came after it started (l_worker.c) */
   struct wpredict *pred; /* the predict model (worker_predict.c); NULL until PREDICT_MODEL */
+  void (*fatal)(void *ud, int rc, const char *msg); /* worker_set_fatal; may be NULL */
 };
 
 /* worker_predict.c */
