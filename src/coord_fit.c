@@ -126,7 +126,7 @@ static int setup_trainer(coord *c, int t, const char *spec) {
   coord_fit_state *f = c->fit;
   const coord_fit_args *a = f->args;
   if (a->train && !a->feed) return send_setup(c, f->trainers[t], a, spec, a->train, t, f->ntrainers);
-  dataset *none; /* feed mode */
+  dataset *none = NULL; /* feed mode */
   int rc = empty_data(&none);
   if (rc < 0) return rc;
   rc = send_setup(c, f->trainers[t], a, spec, none, 0, 1);
