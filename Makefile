@@ -143,11 +143,14 @@ unit: $(BUILD)/unit_tests
 # saying so, and the rest still run.
 VENV ?= build/venv
 SAFETENSORS_VERSION = 0.8.0
+# TensorBoard's own reader checks the event files (tests/cli/test_events.sh).
+TENSORBOARD_VERSION = 2.21.0
 venv: $(VENV)/.ok $(VENV)/.pyclient
 
 $(VENV)/.ok:
 	$(call say,VENV,$(VENV))rm -rf $(VENV) && /usr/bin/python3 -m venv --system-site-packages $(VENV)
-	$(Q)$(VENV)/bin/pip install -q --disable-pip-version-check safetensors==$(SAFETENSORS_VERSION)
+	$(Q)$(VENV)/bin/pip install -q --disable-pip-version-check safetensors==$(SAFETENSORS_VERSION) \
+		tensorboard==$(TENSORBOARD_VERSION)
 	$(Q)$(VENV)/bin/python -c "import safetensors.torch, torch"
 	$(Q)touch $@
 

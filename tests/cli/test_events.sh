@@ -1,13 +1,14 @@
 # test_events.sh - TensorBoard itself reads the summaries a cluster run
-# writes. Needs the `tensorboard` Python package in /usr/bin/python3; the
-# tests never install it (it is large), so without it this file only says
-# why it skipped. The format is checked without TensorBoard by
-# tests/unit/test_events.c.
+# writes, with the `tensorboard` package `make venv` installs into the
+# project's virtual environment ($VENV). Without a venv (a developer running
+# the file by hand) it says why it skipped. The format is also checked
+# without TensorBoard by tests/unit/test_events.c.
 . tests/cli/lib.sh
-PY=/usr/bin/python3
+PY=${VENV:+$VENV/bin/python}
+PY=${PY:-/usr/bin/python3}
 
 if ! "$PY" -c "import tensorboard" 2>/dev/null; then
-  echo "SKIP events-t01: $PY has no tensorboard package (pip install tensorboard to run it)"
+  echo "SKIP events-t01: $PY has no tensorboard package (make venv installs it)"
   exit 0
 fi
 
