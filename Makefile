@@ -47,7 +47,7 @@ LAYER_protocol  = le wire_int wire wire_msgs closure closure_bc auth nodeinfo ev
 LAYER_transport = conn
 # detach: `drover run --detach` launches the coordinator itself.
 LAYER_launch    = launch launch_int launch_common launch_local launch_slurm_int launch_slurm \
-	launch_slurm_job launch_ssh launch_ship detach
+	launch_slurm_job launch_ssh launch_ship launch_spark detach
 LAYER_cluster   = coord coord_int coord_fit_int coord_addr coord_nodes coord_fit coord_predict coord_sched coord_vars coord_ckpt coord_pos \
 	coord_repl coord_dash coord_feed coord_feed_ext node ps ps_int ps_ckpt ps_repl worker worker_int worker_ps \
 	worker_pos worker_setup worker_feed worker_predict
@@ -61,7 +61,7 @@ LIB_OBJS = $(LIB_SRCS:%=$(BUILD)/%.o) $(BUILD)/embedded.o
 MAIN_OBJ = $(BUILD)/main.o
 UNIT_SRCS = $(wildcard tests/unit/*.c)
 UNIT_OBJS = $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/unit/%.o)
-EMBEDDED = $(sort $(wildcard lua/*.lua lua/*/*.lua themes/*))
+EMBEDDED = $(sort $(wildcard lua/*.lua lua/*/*.lua themes/* spark/*.py))
 
 # The Python client's message table, generated from the same field lists
 # as the C codecs (tools/wire_py.py; standard library only).

@@ -94,7 +94,7 @@ typedef struct coord_opts {
   int count[ROLE_COUNT];         /* ps, chief (0/1), worker, evaluator (0/1) */
   const char *launcher;          /* "local" */
   const char *bind_host;         /* where we listen (NULL: 127.0.0.1, or
-                                    0.0.0.0 for "ssh" and "slurm") */
+                                    0.0.0.0 for "ssh", "slurm", "spark") */
   const char *const *hosts;      /* launcher "ssh": "name[:slots]"; borrowed
                                     until coord_start returns */
   int nhosts;
@@ -109,9 +109,12 @@ typedef struct coord_opts {
   int cpus;                      /* per node; 0 = leave alone */
   launch_resources res[ROLE_COUNT]; /* per role (cpus 0: `cpus` above) */
   launch_slurm_opts slurm;       /* launcher "slurm": job submission */
+  launch_spark_opts spark;       /* launcher "spark": where and how it
+                                    submits; borrowed until coord_start
+                                    returns */
   const char *address;           /* host nodes dial to reach us (NULL:
                                     bind_host, or found for remote launchers) */
-  const char *const *files;      /* launcher "ssh": files to ship; borrowed
+  const char *const *files;      /* launchers "ssh", "spark": files to ship; borrowed
                                     until coord_start returns */
   int nfiles;
   int max_restarts;              /* per worker or chief (3); 0 = none */

@@ -38,7 +38,8 @@ static bool is_wildcard(const char *h) {
 
 /* Launchers whose nodes run on other machines. */
 static bool is_remote(const char *launcher) {
-  return strcmp(launcher, "ssh") == 0 || strcmp(launcher, "slurm") == 0;
+  return strcmp(launcher, "ssh") == 0 || strcmp(launcher, "slurm") == 0 ||
+         strcmp(launcher, "spark") == 0;
 }
 
 static bool usable_v4(const struct sockaddr *sa) {
@@ -47,7 +48,7 @@ static bool usable_v4(const struct sockaddr *sa) {
   return (a >> 24) != 127 && a != 0;
 }
 
-/* This machine's address for nodes of a Slurm allocation: gethostname()'s
+/* This machine's address for nodes of a Slurm allocation or Spark: gethostname()'s
  * first non-loopback IPv4 address (Debian maps the name to 127.0.1.1, so
  * loopback ones are skipped), else the first such address of an interface
  * that is up. */
@@ -98,7 +99,8 @@ int coord__listen(coord *c, const conn_opts *o) {
     return drv_error(DRV_EINVAL, "cluster: address = \"%s\" is not a numeric IPv4 or IPv6 "
                      "address", dial);
   if (!dial && (!remote || !is_wildcard(listen))) dial = remote ? listen : c->addr;
-  if (!dial && strcmp(op->launcher, "slurm") == 0) {
+  /* Slurm's and Spark's nodes have no $SSH_CONNECTION to find us by. */
+  if (!dial && (strcmp(op->launcher, "slurm") == 0 || strcmp(op->launcher, "spark") == 0)) {
     if ((rc = host_address(found, sizeof found)) < 0) return rc;
     dial = found;
   }

@@ -16,10 +16,11 @@
 static const char *const cluster_keys[] = {
     "launcher", "ps", "worker", "chief", "evaluator", "reservation_timeout", "heartbeat",
     "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", "max_restarts", "max_queue",
-    "hosts", "ssh_config", "slurm", "files", "bind", "address", "ps_replicas", NULL};
+    "hosts", "ssh_config", "slurm", "spark", "files", "bind", "address", "ps_replicas", NULL};
 static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", NULL};
 static const char *const slurm_keys[] = {"partition", "time", "account", "qos", "constraint",
                                          "options", "pending_timeout", NULL};
+static const char *const spark_keys[] = {"master", "master_ui", "submit", "conf", NULL};
 
 /* The string field `key` of the table at idx, or def when absent. The
  * string stays alive in that table, which outlives the call. */
@@ -148,6 +149,51 @@ static void opt_slurm(lua_State *L, coord_opts *o) {
   lua_replace(L, s); /* the options array (or nil) takes the table's slot */
 }
 
+/* spark.conf = { ["spark.x"] = "v", ... } into two arrays (keys, values)
+ * in one userdata left on the stack; the strings stay alive in the conf
+ * table, which outlives the options. nil is pushed when absent. */
+static void opt_spark_conf(lua_State *L, int s, launch_spark_opts *so) {
+  if (lua_getfield(L, s, "conf") == LUA_TNIL) return; /* the nil stays */
+  if (!lua_istable(L, -1)) luaL_error(L, "cluster: spark.conf must be a table { [\"spark.x\"] = \"v\" }");
+  int t = lua_gettop(L), n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "cluster: spark.conf keys and values must be strings");
+    if (++n > 256) luaL_error(L, "cluster: spark.conf has more than 256 keys");
+    lua_pop(L, 1);
+  }
+  const char **a = lua_newuserdatauv(L, (size_t)(n ? n : 1) * 2 * sizeof *a, 0);
+  int k = 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    a[k] = lua_tostring(L, -2);
+    a[n + k] = lua_tostring(L, -1);
+    k++;
+    lua_pop(L, 1);
+  }
+  lua_remove(L, t);
+  so->conf_keys = a;
+  so->conf_values = a + n;
+  so->nconf = n;
+}
+
+static void opt_spark(lua_State *L, coord_opts *o) {
+  int t = lua_getfield(L, 1, "spark");
+  if (t == LUA_TNIL) return; /* the nil keeps the stack shape: one slot */
+  if (t != LUA_TTABLE) luaL_error(L, "cluster: spark must be a table");
+  if (strcmp(o->launcher, "spark") != 0)
+    luaL_error(L, "cluster: spark = {...} is for launcher = \"spark\"");
+  int s = lua_gettop(L);
+  ldrv_check_keys(L, s, "cluster: spark", spark_keys);
+  launch_spark_opts *so = &o->spark;
+  so->master = opt_string(L, s, "master", NULL, "cluster: spark");
+  so->master_ui = opt_string(L, s, "master_ui", NULL, "cluster: spark");
+  so->submit = opt_string(L, s, "submit", NULL, "cluster: spark");
+  opt_spark_conf(L, s, so);
+  lua_replace(L, s); /* the conf arrays (or nil) take the table's slot */
+}
+
 int lcluster_read_opts(lua_State *L, coord_opts *o) {
   luaL_checktype(L, 1, LUA_TTABLE);
   ldrv_check_keys(L, 1, "cluster", cluster_keys);
@@ -179,10 +225,11 @@ int lcluster_read_opts(lua_State *L, coord_opts *o) {
   o->hosts = opt_strings(L, 1, "hosts", 4096, &o->nhosts, "cluster");
   o->files = opt_strings(L, 1, "files", 4096, &o->nfiles, "cluster");
   opt_slurm(L, o);
+  opt_spark(L, o);
   if (o->nhosts && strcmp(o->launcher, "ssh") != 0)
     luaL_error(L, "cluster: hosts is for launcher = \"ssh\"");
-  if (o->nfiles && strcmp(o->launcher, "ssh") != 0)
-    luaL_error(L, "cluster: files is for launcher = \"ssh\" (other launchers share the "
-                  "file system)");
+  if (o->nfiles && strcmp(o->launcher, "ssh") != 0 && strcmp(o->launcher, "spark") != 0)
+    luaL_error(L, "cluster: files is for launchers \"ssh\" and \"spark\" (other launchers "
+                  "share the file system)");
   return lua_gettop(L) - top;
 }

@@ -75,6 +75,17 @@ typedef struct launch_slurm_opts {
   double pending_timeout;    /* seconds a submitted job may pend (0: 300) */
 } launch_slurm_opts;
 
+/* drover.cluster{ spark = { ... } }: where "spark" submits its
+ * applications. Strings are borrowed for launch_open. */
+typedef struct launch_spark_opts {
+  const char *master;    /* spark://host:port, yarn, k8s://... (required) */
+  const char *submit;    /* the spark-submit command (NULL: "spark-submit" in PATH) */
+  const char *master_ui; /* the standalone master's web UI (http://host:8080) whose
+                          * JSON the driver quotes while a node waits; NULL: none */
+  const char *const *conf_keys, *const *conf_values; /* --conf K=V each */
+  int nconf;
+} launch_spark_opts;
+
 /* Called by a launcher with news the user should see while a start waits
  * ("job 12 pending: Resources"); the coordinator logs it to events.log
  * and shows it. */
@@ -89,7 +100,8 @@ typedef struct launch_config {
   int count[ROLE_COUNT];    /* the whole cluster: nodes per role ... */
   launch_resources res[ROLE_COUNT]; /* ... and what each node of a role asks for */
   launch_slurm_opts slurm;  /* "slurm", outside an allocation */
-  const char *const *files; /* "ssh": the script's files, shipped with the binary */
+  launch_spark_opts spark;  /* "spark" */
+  const char *const *files; /* "ssh", "spark": the script's files, shipped with the binary */
   int nfiles;
   launch_note_cb note;      /* may be NULL */
   void *note_ud;
@@ -133,8 +145,18 @@ int launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_
 int launch_slurm_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
                      launcher **out);
 
+/* The Spark launcher (launch_spark.c): each node the one task of a Spark
+ * application of its own, submitted with spark-submit in client mode (its
+ * local process, the driver, is the node's handle) to cfg->spark.master,
+ * with this binary, the secret and cfg's files shipped through --files.
+ * Fails with DRV_EINVAL on a missing master, a conf key drover sets itself,
+ * or gpus (not mapped to Spark resources); DRV_EIO when the application
+ * file cannot be written into the run directory. */
+int launch_spark_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit,
+                     void *ud, launcher **out);
+
 /* 0 when `name` is a launcher launch_open knows, else DRV_EUNSUPPORTED
- * ("launcher 'x' is not available ("local", "ssh" or "slurm")"). */
+ * ("launcher 'x' is not available ("local", "slurm", "ssh" or "spark")"). */
 int launch_check_name(const char *name);
 /* The launcher called `name` ("local", "slurm", "ssh"): 0 with *out, or a
  * negative code with the reason (an unknown name lists the known ones). */

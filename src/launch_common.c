@@ -247,7 +247,10 @@ int launch__reap(pid_t *pids, int n, long ms) {
 static const struct {
   const char *name;
   launch_new_fn open;
-} launchers[] = {{"local", launch_local_new}, {"slurm", launch_slurm_new}, {"ssh", launch_ssh_new}};
+} launchers[] = {{"local", launch_local_new},
+                 {"slurm", launch_slurm_new},
+                 {"ssh", launch_ssh_new},
+                 {"spark", launch_spark_new}};
 #define NLAUNCHERS (sizeof launchers / sizeof launchers[0])
 
 int launch_open(const char *name, const launch_config *cfg, uv_loop_t *loop,

@@ -1,0 +1,151 @@
+"""app.py - drover's Spark application: one drover node as a Spark task.
+
+The spark launcher (src/launch_spark.c) writes this file, which is compiled
+into the drover binary, into the run directory and submits it, once per
+node, in client mode:
+
+  spark-submit --master URL [--conf K=V ...] --files EXE,SECRET[,FILES...]
+      app.py NAME MASTER_UI FILES -- node --coord ... --run-dir DIR ...
+
+The driver (run by spark-submit's JVM, the launcher's local handle of the
+node) runs a stage of one task; the task copies the shipped drover binary, the
+run's secret and the script's files into a fresh directory on the
+executor, runs `drover node ...` there and returns its exit status. The
+driver exits with that status (128 + S when the node was killed by signal
+S), so the node's end is the handle's end, as with ssh and srun.
+
+Why one application per node, and no barrier stage: a barrier stage fails
+and is retried as a whole when one of its tasks fails, which would restart
+every node for the loss of one (TensorFlowOnSpark's broken job). With one application each, a
+lost node is relaunched as a new application for that node alone while the
+others run on; drover's own reservation makes the nodes start together.
+spark.task.maxFailures is 1: drover, not Spark, decides about retries (and
+when Spark retries a task on a lost executor anyway, the coordinator sees
+the node lost and kills this driver, which ends the application).
+
+While the task is not running yet, the driver prints every 2 s what Spark
+says about it (its executors, and with MASTER_UI the master's JSON: the
+application's state, the workers' free cores and memory), so a reservation
+that times out quotes it from the node's log.
+
+The node's output goes to <run-dir>/logs/NAME.log when the executor sees
+the run directory (a shared file system; else to the executor's stderr,
+in Spark's executor log). The node's working directory is the fresh
+directory with the shipped files; --run-dir is kept when it exists there,
+else replaced by that directory.
+"""
+import json
+import os
+import signal
+import sys
+import threading
+import urllib.request
+
+
+def node_task(_rows, args, names):
+    """Runs on the executor: the node, to its end. Yields its status."""
+    import ctypes
+    import shutil
+    import subprocess
+    import tempfile
+    from pyspark import SparkFiles
+
+    d = tempfile.mkdtemp(prefix="drover-node-")
+    try:
+        exe = os.path.join(d, "drover")
+        shutil.copyfile(SparkFiles.get(names[0]), exe)
+        os.chmod(exe, 0o700)
+        secret = os.path.join(d, ".secret")
+        shutil.copyfile(SparkFiles.get(names[1]), secret)
+        os.chmod(secret, 0o600)
+        for n in names[2:]:
+            shutil.copyfile(SparkFiles.get(n), os.path.join(d, n))
+        args = list(args)
+        i = args.index("--run-dir") + 1
+        run_dir, name = args[i], args[args.index("--role") + 1] + "-" + args[args.index("--index") + 1]
+        if not os.path.isdir(run_dir):
+            args[i] = d
+        env = dict(os.environ, DROVER_SECRET_FILE=secret)
+        env.pop("DROVER_LAUNCH_EXE", None)
+        if "--cpus" in args:
+            env["OPENBLAS_NUM_THREADS"] = args[args.index("--cpus") + 1]
+        logs = os.path.join(run_dir, "logs")
+        out = open(os.path.join(logs, name + ".log"), "ab") if os.path.isdir(logs) else None
+        libc = ctypes.CDLL(None, use_errno=True)
+
+        def die_with_us():  # the node ends when this Python worker does
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+        p = subprocess.Popen([exe] + args, cwd=d, env=env, stdin=subprocess.DEVNULL,
+                             stdout=out or sys.stderr, stderr=subprocess.STDOUT,
+                             preexec_fn=die_with_us)
+        if out:
+            out.close()
+        rc = p.wait()
+        yield rc if rc >= 0 else 128 - rc
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def master_status(url, app_id):
+    """One line from the master's JSON about this application, or why not."""
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/json/", timeout=2) as r:
+            m = json.load(r)
+    except Exception as e:  # the line says so; the driver goes on
+        return "master %s: no status (%s)" % (url, e)
+    app = [a for a in m.get("activeapps", []) if a.get("id") == app_id]
+    workers = [w for w in m.get("workers", []) if w.get("state") == "ALIVE"]
+    free = sum(w.get("coresfree", 0) for w in workers)
+    mem = sum(w.get("memoryfree", 0) for w in workers)
+    what = ("app %s %s" % (app_id, app[0].get("state"))) if app else "app %s not active" % app_id
+    if app:
+        what += ", asks %s core(s), %s MB per executor" % (
+            app[0].get("coresperexecutor", app[0].get("cores")), app[0].get("memoryperexecutor"))
+    return "master %s: %s; %d alive worker(s), %d core(s) and %d MB free" % (
+        m.get("status", "?"), what, len(workers), free, mem)
+
+
+def watch(sc, ui, stop):
+    """Says what Spark says until the task runs (then once that it does)."""
+    st = sc.statusTracker()
+    while not stop.wait(2):
+        running = 0
+        for s in st.getActiveStageIds():
+            info = st.getStageInfo(s)
+            running += info.numActiveTasks if info else 0
+        execs = [e for e in st.getExecutorInfos() if e.host != sc.getConf().get("spark.driver.host")]
+        if running:
+            print("drover-spark: task running (app %s)" % sc.applicationId, file=sys.stderr, flush=True)
+            return
+        line = "drover-spark: task not running yet: %d executor(s)" % len(execs)
+        if ui:
+            line += "; " + master_status(ui, sc.applicationId)
+        print(line, file=sys.stderr, flush=True)
+
+
+def main(argv):
+    sep = argv.index("--")
+    name, ui, node_args = argv[1], argv[2], argv[sep + 1:]
+    files = argv[3].split(",")
+    from pyspark import SparkContext
+
+    sc = SparkContext(appName="drover-" + name)
+    sc.setLogLevel("WARN")
+    print("drover-spark: %s is application %s" % (name, sc.applicationId), file=sys.stderr, flush=True)
+    stop = threading.Event()
+    threading.Thread(target=watch, args=(sc, ui, stop), daemon=True).start()
+    try:
+        rdd = sc.parallelize([0], 1)
+        status = rdd.mapPartitions(lambda it: node_task(it, node_args, files)).collect()[0]
+    except Exception as e:
+        print("drover-spark: the task failed: %s" % e, file=sys.stderr, flush=True)
+        status = 1
+    finally:
+        stop.set()
+    sc.stop()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# start.sh - a standalone Spark (one master, one worker) on loopback for
+# drover's tests, from the pyspark package (it carries Spark's jars) in a
+# project-local virtual environment (`make spark`), on the machine's Java.
+#
+# Usage: bash tests/spark/start.sh        then  . "$DROVER_SPARK_DIR/env"
+#
+#  - everything of its own lives under $DROVER_SPARK_DIR (default
+#    /tmp/drover-spark): the pids it started, logs, Spark's work directory;
+#  - its own ports: DROVER_SPARK_PORT (default 17077) for the master, the
+#    next three for the master's UI, the worker's UI and the REST server;
+#  - the worker offers DROVER_SPARK_CORES (default 8) cores and 8 GB: slots
+#    for bookkeeping, not a claim on the machine (a drover node per core);
+#  - bounds every wait (DROVER_SPARK_TIMEOUT seconds, default 90).
+#  - writes $DROVER_SPARK_DIR/env: SPARK_HOME, PATH (spark-submit),
+#    DROVER_SPARK_MASTER (spark://...), DROVER_SPARK_UI (http://...),
+#    PYSPARK_PYTHON (the venv's python, on executors too).
+#
+# Exit status: 0 started; 77 SKIP with a line "SKIP <reason>" (no venv with
+# pyspark, no java, ports taken, daemons did not come up); 1 otherwise.
+# With DROVER_SPARK_REQUIRED=1 (CI) a SKIP is a failure: exit 1.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+DIR=${DROVER_SPARK_DIR:-/tmp/drover-spark}
+PORT=${DROVER_SPARK_PORT:-17077}
+UI_PORT=$((PORT + 1))
+TIMEOUT=${DROVER_SPARK_TIMEOUT:-90}
+CORES=${DROVER_SPARK_CORES:-8}
+SPARK_VENV=${SPARK_VENV:-$HERE/../../build/spark-venv}
+PIDS=$DIR/pids
+
+log() { printf '[spark start] %s\n' "$*" >&2; }
+skip() {
+  echo "SKIP $*"
+  if [ "${DROVER_SPARK_REQUIRED:-0}" = 1 ]; then log "DROVER_SPARK_REQUIRED=1: failing"; exit 1; fi
+  exit 77
+}
+exec </dev/null
+
+# shellcheck source=tests/spark/lib.sh
+. "$HERE/lib.sh"
+
+[ -x "$SPARK_VENV/bin/python" ] || skip "no Spark venv at $SPARK_VENV (make spark)"
+SPARK_VENV=$(cd "$SPARK_VENV" && pwd)
+SPARK_HOME=$("$SPARK_VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))' 2>/dev/null) ||
+  skip "pyspark is not importable from $SPARK_VENV"
+command -v java >/dev/null || skip "no java in PATH (Spark needs Java 17 or later)"
+
+bash "$HERE/stop.sh" >/dev/null 2>&1 || true
+for p in "$PORT" "$UI_PORT" $((PORT + 2)) $((PORT + 3)); do
+  if port_listening "$p"; then skip "TCP port $p is in use (set DROVER_SPARK_PORT)"; fi
+done
+mkdir -p "$DIR" "$PIDS" "$DIR/log" "$DIR/work"
+trap 'rc=$?; if [ $rc -ne 0 ]; then bash "$HERE/stop.sh" >/dev/null 2>&1; fi; exit $rc' EXIT
+
+export SPARK_HOME SPARK_LOCAL_IP=127.0.0.1 SPARK_LOG_DIR=$DIR/log SPARK_WORKER_DIR=$DIR/work
+export SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=true -Dspark.master.rest.port=$((PORT + 3))"
+# Small daemons: they only schedule.
+export SPARK_DAEMON_MEMORY=256m
+# spark-class runs in the foreground: we keep its pid (it execs java).
+setsid "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.master.Master --host 127.0.0.1 \
+  --port "$PORT" --webui-port "$UI_PORT" >"$DIR/log/master.out" 2>&1 &
+echo $! >"$PIDS/master.pid"
+wait_until "$TIMEOUT" eval 'master_json >/dev/null 2>&1' ||
+  skip "the Spark master did not answer on port $UI_PORT within $TIMEOUT s: $(tail -n 3 "$DIR/log/master.out")"
+setsid "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.worker.Worker --host 127.0.0.1 \
+  --cores "$CORES" --memory 8g --webui-port $((PORT + 2)) --work-dir "$DIR/work" \
+  "spark://127.0.0.1:$PORT" >"$DIR/log/worker.out" 2>&1 &
+echo $! >"$PIDS/worker.pid"
+wait_until "$TIMEOUT" worker_alive ||
+  skip "the Spark worker did not register within $TIMEOUT s: $(tail -n 3 "$DIR/log/worker.out")"
+cat >"$DIR/env" <<ENV
+SPARK_HOME=$SPARK_HOME
+PATH=$SPARK_HOME/bin:\$PATH
+PYSPARK_PYTHON=$SPARK_VENV/bin/python
+PYSPARK_DRIVER_PYTHON=$SPARK_VENV/bin/python
+SPARK_LOCAL_IP=127.0.0.1
+DROVER_SPARK_MASTER=spark://127.0.0.1:$PORT
+DROVER_SPARK_UI=http://127.0.0.1:$UI_PORT
+export SPARK_HOME PATH PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON SPARK_LOCAL_IP DROVER_SPARK_MASTER DROVER_SPARK_UI
+ENV
+log "master spark://127.0.0.1:$PORT (UI $UI_PORT), one worker with $CORES cores (state in $DIR)"
