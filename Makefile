@@ -67,7 +67,7 @@ EMBEDDED = $(sort $(wildcard lua/*.lua lua/*/*.lua themes/* spark/*.py))
 # as the C codecs (tools/wire_py.py; standard library only).
 PYWIRE = clients/python/drover_client/_wire.py
 
-.PHONY: all deps test test-run unit demo asan bench bench-deps install clean help layers venv vectors
+.PHONY: all deps test test-run unit demo asan bench bench-deps install clean help layers venv vectors spark
 all: drover $(PYWIRE)
 
 drover: $(BUILD)/drover
@@ -165,9 +165,25 @@ $(VENV)/.pyclient: $(VENV)/.ok $(PYWIRE)
 	$(Q)$(VENV)/bin/python -c "import drover_client"
 	$(Q)touch $@
 
-TEST_ENV = VENV=$(CURDIR)/$(VENV)
+# The Spark the spark launcher's tests run (tests/spark/start.sh): the
+# `pyspark` package, which carries Spark's jars, in a virtual environment
+# of its own (no system site packages: Spark's Python workers import only
+# it), on the machine's Java 17. Nothing goes into the system.
+SPARK_VENV ?= build/spark-venv
+PYSPARK_VERSION = 4.3.0
+spark: $(SPARK_VENV)/.ok
+
+$(SPARK_VENV)/.ok:
+	$(call say,VENV,$(SPARK_VENV))rm -rf $(SPARK_VENV) && /usr/bin/python3 -m venv $(SPARK_VENV)
+	$(Q)$(SPARK_VENV)/bin/pip install -q --disable-pip-version-check pyspark==$(PYSPARK_VERSION)
+	$(Q)$(SPARK_VENV)/bin/python -c "import pyspark"
+	$(Q)touch $@
+
+TEST_ENV = VENV=$(CURDIR)/$(VENV) SPARK_VENV=$(CURDIR)/$(SPARK_VENV)
 VENV_OR_SAY = $(MAKE) --no-print-directory venv || \
-	echo "venv: could not make $(VENV); tests/cli/test_safetensors.sh will fail"
+	echo "venv: could not make $(VENV); tests/cli/test_safetensors.sh will fail"; \
+	$(MAKE) --no-print-directory spark || \
+	echo "spark: could not make $(SPARK_VENV); tests/cli/test_spark.sh will skip (fail in CI)"
 
 # Installs what is missing, builds, runs every test; last line "N passed, N failed".
 test: deps
@@ -217,7 +233,7 @@ clean:
 	rm -rf build drover $(PYWIRE)
 
 help:
-	@echo "targets: all deps test venv vectors demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
+	@echo "targets: all deps test venv spark vectors demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
 
 -include $(wildcard $(BUILD)/*.d $(BUILD)/unit/*.d $(BUILD)/bench/*.d)
 

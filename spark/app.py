@@ -87,7 +87,7 @@ def node_task(_rows, args, names):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def master_status(url, app_id):
+def master_status(url, app_id, asks):
     """One line from the master's JSON about this application, or why not."""
     try:
         with urllib.request.urlopen(url.rstrip("/") + "/json/", timeout=2) as r:
@@ -100,8 +100,7 @@ def master_status(url, app_id):
     mem = sum(w.get("memoryfree", 0) for w in workers)
     what = ("app %s %s" % (app_id, app[0].get("state"))) if app else "app %s not active" % app_id
     if app:
-        what += ", asks %s core(s), %s MB per executor" % (
-            app[0].get("coresperexecutor", app[0].get("cores")), app[0].get("memoryperexecutor"))
+        what += " (%s; granted %s core(s))" % (asks, app[0].get("cores"))
     return "master %s: %s; %d alive worker(s), %d core(s) and %d MB free" % (
         m.get("status", "?"), what, len(workers), free, mem)
 
@@ -109,6 +108,9 @@ def master_status(url, app_id):
 def watch(sc, ui, stop):
     """Says what Spark says until the task runs (then once that it does)."""
     st = sc.statusTracker()
+    conf = sc.getConf()
+    asks = "asks %s core(s) and %s per executor" % (
+        conf.get("spark.executor.cores", "1"), conf.get("spark.executor.memory", "1g"))
     while not stop.wait(2):
         running = 0
         for s in st.getActiveStageIds():
@@ -120,7 +122,7 @@ def watch(sc, ui, stop):
             return
         line = "drover-spark: task not running yet: %d executor(s)" % len(execs)
         if ui:
-            line += "; " + master_status(ui, sc.applicationId)
+            line += "; " + master_status(ui, sc.applicationId, asks)
         print(line, file=sys.stderr, flush=True)
 
 

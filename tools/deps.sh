@@ -4,8 +4,9 @@
 # the fuzzer. python3-torch and python3-venv are in the base set: the
 # safetensors tests load drover's files in PyTorch (`make venv`), and the
 # benchmarks compare against it (`sh tools/deps.sh bench` needs nothing more).
+# openjdk-17-jre-headless runs the Spark of the spark launcher's tests (`make spark`).
 set -e
-pkgs="build-essential pkg-config liblua5.4-dev libuv1-dev libncurses-dev libedit-dev libopenblas-dev libsodium-dev libssl-dev libjansson-dev zlib1g-dev tmux python3-torch python3-venv"
+pkgs="build-essential pkg-config liblua5.4-dev libuv1-dev libncurses-dev libedit-dev libopenblas-dev libsodium-dev libssl-dev libjansson-dev zlib1g-dev tmux python3-torch python3-venv openjdk-17-jre-headless"
 [ "$1" = fuzz ] && pkgs="$pkgs clang libclang-rt-14-dev"
 
 missing=""
