@@ -28,11 +28,13 @@ says about it (its executors, and with MASTER_UI the master's JSON: the
 application's state, the workers' free cores and memory), so a reservation
 that times out quotes it from the node's log.
 
-The node's output goes to <run-dir>/logs/NAME.log when the executor sees
-the run directory (a shared file system; else to the executor's stderr,
-in Spark's executor log). The node's working directory is the fresh
-directory with the shipped files; --run-dir is kept when it exists there,
-else replaced by that directory.
+The node runs with --log-forward: its log records reach the coordinator,
+which appends them to <run-dir>/logs/NAME.log, the file this driver's
+output goes to as well. Its raw stdout and stderr (anything not a log
+record: a crash's last words) stay in the executor's stderr, in Spark's
+executor log, whose host and directory the driver names at the end. The
+node's working directory is the fresh directory with the shipped files;
+--run-dir is kept when it exists there, else replaced by that directory.
 """
 import json
 import os
@@ -50,6 +52,8 @@ def node_task(_rows, args, names):
     import tempfile
     from pyspark import SparkFiles
 
+    import socket
+    where = os.getcwd()  # the executor's directory, with its stderr (standalone)
     d = tempfile.mkdtemp(prefix="drover-node-")
     try:
         exe = os.path.join(d, "drover")
@@ -62,27 +66,23 @@ def node_task(_rows, args, names):
             shutil.copyfile(SparkFiles.get(n), os.path.join(d, n))
         args = list(args)
         i = args.index("--run-dir") + 1
-        run_dir, name = args[i], args[args.index("--role") + 1] + "-" + args[args.index("--index") + 1]
+        run_dir = args[i]
         if not os.path.isdir(run_dir):
             args[i] = d
         env = dict(os.environ, DROVER_SECRET_FILE=secret)
         env.pop("DROVER_LAUNCH_EXE", None)
         if "--cpus" in args:
             env["OPENBLAS_NUM_THREADS"] = args[args.index("--cpus") + 1]
-        logs = os.path.join(run_dir, "logs")
-        out = open(os.path.join(logs, name + ".log"), "ab") if os.path.isdir(logs) else None
         libc = ctypes.CDLL(None, use_errno=True)
 
         def die_with_us():  # the node ends when this Python worker does
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
         p = subprocess.Popen([exe] + args, cwd=d, env=env, stdin=subprocess.DEVNULL,
-                             stdout=out or sys.stderr, stderr=subprocess.STDOUT,
+                             stdout=sys.stderr, stderr=subprocess.STDOUT,
                              preexec_fn=die_with_us)
-        if out:
-            out.close()
         rc = p.wait()
-        yield rc if rc >= 0 else 128 - rc
+        yield (rc if rc >= 0 else 128 - rc, socket.gethostname(), where)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -98,18 +98,20 @@ def master_status(url, app_id, asks):
     workers = [w for w in m.get("workers", []) if w.get("state") == "ALIVE"]
     free = sum(w.get("coresfree", 0) for w in workers)
     mem = sum(w.get("memoryfree", 0) for w in workers)
-    what = ("app %s %s" % (app_id, app[0].get("state"))) if app else "app %s not active" % app_id
+    what = ("%s %s" % (app_id, app[0].get("state"))) if app else "%s not active" % app_id
     if app:
-        what += " (%s; granted %s core(s))" % (asks, app[0].get("cores"))
-    return "master %s: %s; %d alive worker(s), %d core(s) and %d MB free" % (
+        what += " (%s; granted %s)" % (asks, app[0].get("cores"))
+    return "master %s: %s; %d worker(s) alive, %d cores %d MB free" % (
         m.get("status", "?"), what, len(workers), free, mem)
 
 
 def watch(sc, ui, stop):
-    """Says what Spark says until the task runs (then once that it does)."""
+    """Says what Spark says, when it changes, until the task runs (then
+    once that it does)."""
     st = sc.statusTracker()
+    last = None
     conf = sc.getConf()
-    asks = "asks %s core(s) and %s per executor" % (
+    asks = "asks %s cores %s" % (
         conf.get("spark.executor.cores", "1"), conf.get("spark.executor.memory", "1g"))
     while not stop.wait(2):
         running = 0
@@ -120,10 +122,12 @@ def watch(sc, ui, stop):
         if running:
             print("drover-spark: task running (app %s)" % sc.applicationId, file=sys.stderr, flush=True)
             return
-        line = "drover-spark: task not running yet: %d executor(s)" % len(execs)
+        line = "drover-spark: waiting: %d executors" % len(execs)
         if ui:
             line += "; " + master_status(ui, sc.applicationId, asks)
-        print(line, file=sys.stderr, flush=True)
+        if line != last:
+            print(line, file=sys.stderr, flush=True)
+        last = line
 
 
 def main(argv):
@@ -139,7 +143,9 @@ def main(argv):
     threading.Thread(target=watch, args=(sc, ui, stop), daemon=True).start()
     try:
         rdd = sc.parallelize([0], 1)
-        status = rdd.mapPartitions(lambda it: node_task(it, node_args, files)).collect()[0]
+        status, host, where = rdd.mapPartitions(lambda it: node_task(it, node_args, files)).collect()[0]
+        print("drover-spark: %s ended with status %d; its raw output is in the executor's stderr "
+              "on %s in %s" % (name, status, host, where), file=sys.stderr, flush=True)
     except Exception as e:
         print("drover-spark: the task failed: %s" % e, file=sys.stderr, flush=True)
         status = 1

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local char errbuf[1024];
+/* Large enough for a reservation timeout that quotes the tails of several
+ * nodes' logs (coord.c builds it in 8 KB). */
+static _Thread_local char errbuf[8192];
 static volatile sig_atomic_t interrupt_flag;
 
 int drv_error(int code, const char *fmt, ...) {

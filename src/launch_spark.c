@@ -136,7 +136,7 @@ static int spark_spawn(spark_launcher *l, launch_proc *task, const launch_task *
   ARG("--"), ARG("node"), ARG("--coord"), ARG(t->coord), ARG("--role"), ARG(r);
   ARG("--index"), ARG(index), ARG("--run-dir"), ARG(t->run_dir), ARG("--bind"), ARG(t->bind_host);
   if (t->cpus > 0) ARG("--cpus"), ARG(cpus);
-  ARG("--heartbeat-ms"), ARG(hb), ARG("--timeout-ms"), ARG(to), ARG(NULL);
+  ARG("--heartbeat-ms"), ARG(hb), ARG("--timeout-ms"), ARG(to), ARG("--log-forward"), ARG(NULL);
 #undef ARG
   dprintf(log_fd, "drover: starting %s as a Spark application on %s\n", name, l->master);
   uv_stdio_container_t in = {.flags = UV_INHERIT_FD, .data.fd = null_fd};

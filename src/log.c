@@ -15,6 +15,29 @@
 static FILE *log_out;     /* NULL: stderr */
 static char log_who[64] = "drover";
 static int log_level = LOG_INFO;
+static log_sink_fn log_sink;
+static void *log_sink_ud;
+static int log_in_sink; /* a record logged by the sink is not handed back */
+
+void log_set_sink(log_sink_fn fn, void *ud) {
+  log_sink = fn;
+  log_sink_ud = ud;
+}
+
+/* The record once more, whole, for the sink. */
+static void to_sink(const char *ts, char letter, const char *text) {
+  char stack[1200], *rec = stack;
+  int n = snprintf(stack, sizeof stack, "%s %s %c %s\n", ts, log_who, letter, text);
+  if (n < 0) return;
+  if ((size_t)n >= sizeof stack) {
+    if (!(rec = malloc((size_t)n + 1))) return;
+    snprintf(rec, (size_t)n + 1, "%s %s %c %s\n", ts, log_who, letter, text);
+  }
+  log_in_sink = 1;
+  log_sink(log_sink_ud, rec, (size_t)n);
+  log_in_sink = 0;
+  if (rec != stack) free(rec);
+}
 
 void log_setup(FILE *out, const char *who, int level) {
   log_out = out;
@@ -66,5 +89,6 @@ void log_msg(int level, const char *fmt, ...) {
   FILE *out = log_out ? log_out : stderr;
   fprintf(out, "%s %s %c %s\n", ts, log_who, letter, text);
   fflush(out);
+  if (log_sink && !log_in_sink) to_sink(ts, letter, text);
   if (text != stack) free(text);
 }

@@ -18,6 +18,12 @@ enum { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 void log_setup(FILE *out, const char *who, int level);
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Also hands every record written ("...\n", len bytes, valid for the
+ * call) to fn, once set (NULL: none). Records logged from inside fn are
+ * not handed to it again. */
+typedef void (*log_sink_fn)(void *ud, const char *record, size_t len);
+void log_set_sink(log_sink_fn fn, void *ud);
+
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)

@@ -120,6 +120,7 @@ static const command commands[] = {
     {"node", cmd_node, "run one cluster process (started by a launcher, not by hand)",
      "usage: drover node --coord HOST:PORT --role ROLE --index I --run-dir DIR\n"
      "                   --bind HOST [--cpus N] --heartbeat-ms MS --timeout-ms MS\n"
+     "                   [--log-forward]\n"
      "\n"
      "One process of a cluster: ROLE is ps, chief, worker or evaluator. It connects\n"
      "to the coordinator at HOST:PORT (numeric; [v6]:PORT for IPv6), proves it holds\n"
@@ -129,7 +130,9 @@ static const command commands[] = {
      "when the coordinator is silent for --timeout-ms or its connection closes.\n"
      "\n"
      "Exit status: 0 after SHUTDOWN, 1 on a setup or protocol failure, 2 on a usage\n"
-     "error, 3 when the coordinator was lost. It logs to stderr.\n"},
+     "error, 3 when the coordinator was lost. It logs to stderr; with --log-forward\n"
+     "also to the coordinator, which appends the records to the node's log in the run\n"
+     "directory (the spark launcher's nodes, whose stderr stays on an executor).\n"},
     {"_dash-sim", cmd_dash_sim, "the dashboard on a simulated run (tests, benchmarks, demos)",
      "usage: drover _dash-sim [--nodes N] [--hz H] [--seconds S] [--theme T]\n"
      "                        [--seed N] [--warp S] [--log-dir DIR] [--read-only]\n"
@@ -557,7 +560,12 @@ static int cmd_node(int argc, char **argv) {
   static const char *const names[] = {"--coord", "--role", "--index", "--run-dir",
                                       "--bind", "--cpus", "--heartbeat-ms", "--timeout-ms"};
   const char *val[8] = {0};
+  bool log_forward = false;
   for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--log-forward") == 0) {
+      log_forward = true;
+      continue;
+    }
     size_t k = 0;
     while (k < 8 && strcmp(argv[i], names[k]) != 0) k++;
     if (k == 8) return usage_error(self, "unknown argument '%s'", argv[i]);
@@ -588,6 +596,7 @@ static int cmd_node(int argc, char **argv) {
   o.cpus = (int)cpus;
   o.heartbeat_ms = (uint32_t)hb;
   o.timeout_ms = (uint32_t)to;
+  o.log_forward = log_forward;
   o.calls = &lworker_calls;
   return node_main(&o);
 }

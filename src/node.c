@@ -65,7 +65,15 @@ typedef struct node {
   uint64_t drain_deadline;
   bool stopping;        /* everything is being closed */
   int status;
+  char *fwd;            /* --log-forward: records not sent yet (owned) */
+  size_t fwd_len, fwd_cap;
+  uint64_t fwd_dropped; /* bytes of records dropped (FWD_MAX reached) */
 } node;
+
+/* --log-forward keeps at most this much of the log while the coordinator
+ * is out of reach (before REGISTERED); beyond, records are dropped and
+ * counted. */
+#define FWD_MAX (256 * 1024)
 
 static void node_stop(node *n, int status);
 
@@ -148,6 +156,62 @@ static void send_error(node *n, int code, const char *msg) {
   wire_wr_init(&w);
   wire_put_error(&w, &(wire_msg_error){.code = code, .message = WIRE_STR(msg)});
   send_coord(n, &w, WIRE_ERROR, 0);
+}
+
+/* ============================== log forwarding =========================== */
+
+static void fwd_send(node *n, const char *s, size_t len) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_log(&w, &(wire_msg_log){.text = {s, (uint32_t)len}});
+  send_coord(n, &w, WIRE_LOG, 0);
+}
+
+/* Sends what is kept, in LOG frames of whole records where they fit. */
+static void fwd_flush(node *n) {
+  if (!n->registered || !n->coord || n->stopping) return;
+  if (n->fwd_dropped) {
+    char line[160];
+    int k = snprintf(line, sizeof line, "drover: %llu bytes of this node's log were dropped "
+                     "before the coordinator could take them\n",
+                     (unsigned long long)n->fwd_dropped);
+    fwd_send(n, line, (size_t)k);
+    n->fwd_dropped = 0;
+  }
+  size_t off = 0;
+  while (off < n->fwd_len) {
+    size_t k = n->fwd_len - off;
+    if (k > WIRE_MAX_STR) {
+      const char *nl = memrchr(n->fwd + off, '\n', WIRE_MAX_STR);
+      k = nl ? (size_t)(nl - (n->fwd + off)) + 1 : WIRE_MAX_STR;
+    }
+    fwd_send(n, n->fwd + off, k);
+    off += k;
+  }
+  n->fwd_len = 0;
+}
+
+/* log.c's sink: keep the record, send it when registered. */
+static void fwd_record(void *ud, const char *rec, size_t len) {
+  node *n = ud;
+  if (len > FWD_MAX - n->fwd_len) {
+    n->fwd_dropped += len;
+    return;
+  }
+  if (n->fwd_len + len > n->fwd_cap) {
+    size_t cap = n->fwd_cap ? n->fwd_cap : 4096;
+    while (cap < n->fwd_len + len) cap *= 2;
+    char *b = realloc(n->fwd, cap);
+    if (!b) {
+      n->fwd_dropped += len;
+      return;
+    }
+    n->fwd = b;
+    n->fwd_cap = cap;
+  }
+  memcpy(n->fwd + n->fwd_len, rec, len);
+  n->fwd_len += len;
+  fwd_flush(n);
 }
 
 /* The host other nodes dial for our data port: bind_host, unless that is
@@ -267,6 +331,7 @@ static int on_registered(node *n, const uint8_t *pl, uint32_t len) {
   if (n->registered) return 0;
   n->registered = true;
   log_info("registered");
+  fwd_flush(n);
   uv_timer_start(&n->hb, on_heartbeat, 0, n->heartbeat_ms);
   watch_restart(n);
   return 0;
@@ -514,6 +579,7 @@ int node_main(const node_opts *o) {
   n->flush.data = n;
   n->timers_live = true;
   n->status = EXIT_OK;
+  if (o->log_forward) log_set_sink(fwd_record, n);
   if ((rc = start(n)) < 0) {
     log_error("%s", drv_errmsg());
     n->coord = NULL; /* never connected: no callback follows */
@@ -525,6 +591,8 @@ int node_main(const node_opts *o) {
     uv_run(&n->loop, UV_RUN_DEFAULT);
   }
   int status = n->status;
+  log_set_sink(NULL, NULL);
+  free(n->fwd);
   if (uv_loop_close(&n->loop) != 0) log_warn("event loop closed with live handles");
   worker_free(n->wk);
   events_run_close(n->summaries);

@@ -69,6 +69,7 @@
   XX(13, HEARTBEAT, heartbeat, false, 0)         \
   XX(14, SHUTDOWN, shutdown, false, 0)           \
   XX(15, ERROR, error, false, 0)                 \
+  XX(16, LOG, log, false, 0)                     \
   XX(20, VAR_INIT, var_init, false, 0)           \
   XX(21, VAR_INIT_OK, var_init_ok, false, 0)     \
   XX(22, SETUP, setup, false, 0)                 \

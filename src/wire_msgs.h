@@ -67,7 +67,10 @@
  *  HEARTBEAT   both: rss in bytes (0 from the coordinator), cpu_ms the
  *              process CPU time
  *  SHUTDOWN    C -> N: finish the running task, then exit 0
- *  ERROR       any: code is a DRV_E* code; the sender then closes */
+ *  ERROR       any: code is a DRV_E* code; the sender then closes
+ *  LOG         N -> C: whole records of the node's log, appended to its
+ *              log in the run directory (`drover node --log-forward`: a
+ *              node whose output stays on another machine, as on Spark) */
 #define WIRE_MSG_register(X)                                                          \
   X(ROLE, role) X(U32, index) X(U32, pid) X(STR, host) X(U16, port) X(STR, hostname) \
   X(U32, threads) X(U32, cpus) X(U64, memory) X(STR, gpus) X(STR, slurm_job)          \
@@ -78,6 +81,7 @@
 #define WIRE_MSG_heartbeat(X) X(U64, seq) X(U64, rss) X(U64, cpu_ms)
 #define WIRE_MSG_shutdown(X) X(U32, grace_ms)
 #define WIRE_MSG_error(X) X(I32, code) X(STR, message)
+#define WIRE_MSG_log(X) X(STR, text)
 
 /* Training setup, coordinator -> nodes, once per fit.
  *  VAR_INIT  C -> P: row0 is this shard's first row; mode 0 async, 1

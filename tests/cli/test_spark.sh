@@ -8,17 +8,13 @@
 # refused; and nothing is left running in Spark (the master's JSON).
 # Skipped, with the reason, where Spark cannot start (no `make spark` venv,
 # no Java: start.sh exits 77); DROVER_SPARK_REQUIRED=1 (CI) makes that a
-# failure. Skipped under `make asan` (SANITIZED=1): the JVMs take most of a
-# minute per cluster on a loaded machine and the C paths it drives (the
-# task base, spawn, exits) are the ones the local launcher's tests run
-# under ASan; DROVER_SPARK_ASAN=1 runs it there too.
+# failure. Under `make asan` (SANITIZED=1) only the refusals run: the JVMs
+# take most of a minute per cluster on a loaded machine, and the C paths
+# the runs drive (the task base, spawn, exits; LOG) are the ones the local
+# launcher's tests and test_logfwd.sh run under ASan; DROVER_SPARK_ASAN=1
+# runs everything there too.
 . tests/cli/lib.sh
 RUNS=$TMP/runs
-if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_SPARK_ASAN:-0}" != 1 ]; then
-  echo "SKIP test_spark: under ASan (SANITIZED=1; DROVER_SPARK_ASAN=1 runs it)"
-  exit 0
-fi
-
 # spark-t00: options drover does not honour are refused before anything runs
 refused() { # NAME SPEC PATTERN
   cat >"$TMP/$1.lua" <<LUA
@@ -38,6 +34,11 @@ refused gpus 'launcher = "spark", worker = { instances = 1, gpus = 1 }, spark = 
 refused no_master 'launcher = "spark", spark = { }' 'needs spark = { master'
 refused not_spark 'spark = { master = "spark://127.0.0.1:1" }' 'spark = {...} is for launcher = "spark"'
 refused unknown_key 'launcher = "spark", spark = { master = "spark://127.0.0.1:1", queue = "x" }' 'queue'
+
+if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_SPARK_ASAN:-0}" != 1 ]; then
+  echo "SKIP test_spark: the runs on Spark under ASan (SANITIZED=1; DROVER_SPARK_ASAN=1 runs them)"
+  exit 0
+fi
 
 # A Spark of this run's own: its state under $TMP and its own ports, so two
 # test runs on one machine never stop each other's daemons.
@@ -130,6 +131,11 @@ check "spark-t01 1 ps + 2 workers on Spark learn digits to >= 0.95 (got '$acc')"
   awk -v a="$acc" 'BEGIN { exit !(a != "" && a + 0 >= 0.95) }'
 dir=$(sed -n 's/^run_dir //p' "$TMP/fit.out")
 completed=$(master completed | tr ' ' '\n')
+check "spark-t01 the log forwarded by worker-1's node is in its log after the driver's lines" \
+  awk '/^drover-spark: task running/ { run = 1 } run && / worker:1 I connected to the coordinator/ { ok = 1 }
+       END { exit !ok }' "$dir/logs/worker-1.log"
+check "spark-t01 the driver names where the node's raw output is" \
+  grep -q "^drover-spark: worker-0 ended with status 0; its raw output is in the executor's stderr on .* in /" "$dir/logs/worker-0.log"
 for n in ps-0 worker-0 worker-1; do
   app=$(sed -n "s/^drover-spark: $n is application \(app-[0-9-]*\)\$/\1/p" "$dir/logs/$n.log" | head -n 1)
   check "spark-t01 $n ran as the Spark application drover-$n ('$app'), now completed" \
@@ -171,7 +177,7 @@ timeout 120 "$DROVER" run "$TMP/wait.lua" >"$TMP/wait.out" 2>&1
 check "spark-t03 the script runs" [ $? -eq 0 ]
 check "spark-t03 the timeout names the missing node" grep -q "missing.* worker:0$" "$TMP/wait.out"
 check "spark-t03 with what Spark's master says about its application" \
-  grep -q "^drover-spark: task not running yet: .*master ALIVE: app app-[0-9-]* WAITING (asks 64 core(s) and 512m per executor; granted 0 core(s))" "$TMP/wait.out"
+  grep -q "^drover-spark: waiting: 0 executors; master ALIVE: app-[0-9-]* WAITING (asks 64 cores 512m; granted 0); 1 worker(s) alive" "$TMP/wait.out"
 check "spark-t03 no application is left active after the failed start" wait_for 20 no_active_app
 
 # Nothing of drover is left on this machine: no node, no driver.
