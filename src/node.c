@@ -298,9 +298,9 @@ static void close_timer(uv_timer_t *t) {
  * on the thread pool finishes first). The first status wins. */
 static void node_stop(node *n, int status) {
   if (n->stopping) return;
+  log_info("stopping (status %d)", status); /* forwarded (LOG) while the connection lives */
   n->stopping = true;
   n->status = status;
-  log_info("stopping (status %d)", status);
   flush_batch(n);
   if (n->timers_live) {
     close_timer(&n->hb);
