@@ -287,8 +287,9 @@ Data operations take their own seeds ({ seed = n }).]]
 
 T["drover.cluster"] = [[
 drover.cluster { ... } - parameter servers and workers as processes: on this machine
-(launcher = "local", the default), over ssh (launcher = "ssh", hosts = { ... }) or
-in a Slurm job (launcher = "slurm", slurm = { partition = ... }).
+(launcher = "local", the default), over ssh (launcher = "ssh", hosts = { ... }), in
+a Slurm job (launcher = "slurm", slurm = { partition = ... }) or as Spark tasks
+(launcher = "spark", spark = { master = "spark://host:7077" }).
 
   c = drover.cluster { ps = 1, worker = 2, chief = 0, evaluator = 0,
                        max_restarts = 3, max_queue = 1024, heartbeat_timeout = 5 }

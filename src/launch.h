@@ -158,7 +158,7 @@ int launch_spark_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb o
 /* 0 when `name` is a launcher launch_open knows, else DRV_EUNSUPPORTED
  * ("launcher 'x' is not available ("local", "slurm", "ssh" or "spark")"). */
 int launch_check_name(const char *name);
-/* The launcher called `name` ("local", "slurm", "ssh"): 0 with *out, or a
+/* The launcher called `name` ("local", "slurm", "ssh", "spark"): 0 with *out, or a
  * negative code with the reason (an unknown name lists the known ones). */
 int launch_open(const char *name, const launch_config *cfg, uv_loop_t *loop,
                 launch_exit_cb on_exit, void *ud, launcher **out);

@@ -114,8 +114,9 @@ static int spark_spawn(spark_launcher *l, launch_proc *task, const launch_task *
   snprintf(cores[0], sizeof cores[0], "spark.executor.cores=%d", c);
   snprintf(cores[1], sizeof cores[1], "spark.task.cpus=%d", c);
   snprintf(cores[2], sizeof cores[2], "spark.cores.max=%d", c);
+  /* MB, rounded up (no sum that could wrap) */
   snprintf(mem, sizeof mem, "spark.executor.memory=%llum",
-           (unsigned long long)((t->memory + (1u << 20) - 1) >> 20));
+           (unsigned long long)(t->memory / 1048576 + (t->memory % 1048576 != 0)));
   snprintf(index, sizeof index, "%d", t->index);
   snprintf(cpus, sizeof cpus, "%d", t->cpus);
   snprintf(hb, sizeof hb, "%u", (unsigned)t->heartbeat_ms);
