@@ -8,7 +8,6 @@
  * callbacks safe to run at any time.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,22 +215,6 @@ static void on_heartbeat(coord_node *n, const uint8_t *pl, uint32_t len) {
     n->rss = m.rss, n->cpu_ms = m.cpu_ms, n->cpu_at = progress_now();
 }
 
-/* A forwarded piece of the node's log (`drover node --log-forward`):
- * appended to its log file, where the dashboard and reservation errors
- * read it. */
-static void on_log(coord_node *n, const uint8_t *pl, uint32_t len) {
-  wire_msg_log m;
-  if (wire_get_log(pl, len, &m) < 0 || !m.text.len) return;
-  int fd = open(n->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    log_warn("cannot append to '%s': %s", n->log, strerror(errno));
-    return;
-  }
-  if (util_write_all(fd, m.text.s, m.text.len) < 0)
-    log_warn("cannot append to '%s': %s", n->log, strerror(errno));
-  close(fd);
-}
-
 static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   peer *p = conn_ud(cn);
   coord *c = p->c;
@@ -264,7 +247,7 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     if (coord__repl_frame(c, p->node, h, pl) < 0) conn_close(cn, "malformed PS_ROLE_OK");
     break;
   case WIRE_LOG:
-    on_log(n, pl, h->len);
+    coord__node_log(n, pl, h->len);
     break;
   case WIRE_ERROR: {
     char msg[512], name[32];

@@ -208,6 +208,9 @@ int coord__check_opts(const coord_opts *o);
 /* Node i registered with what it got: kept, logged to events.log, and
  * <run>/nodes.tsv rewritten. */
 void coord__node_info(coord *c, int i, const node_info *got);
+/* LOG from node n: its text appended to n's log file (`drover node
+ * --log-forward`); a write failure is only logged. */
+void coord__node_log(coord_node *n, const uint8_t *pl, uint32_t len);
 /* coord_addr.c: listens with o (where: see there), sets addr, node_addr
  * and node_bind, and writes the run's coordinator file. */
 int coord__listen(coord *c, const conn_opts *o);

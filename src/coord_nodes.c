@@ -4,14 +4,18 @@
  * logged to events.log, and written to <run>/nodes.tsv so a user (or a
  * script) can see what every node got without the dashboard.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coord_int.h"
 #include "err.h"
 #include "log.h"
+#include "util.h"
 
 /* ============================== the state machine ======================== */
 
@@ -237,4 +241,20 @@ void coord__node_info(coord *c, int i, const node_info *got) {
   rundir_event(&c->rd, "node got %s on %s: %s", coord__node_name(n, name, sizeof name),
                got->hostname[0] ? got->hostname : "?", nodeinfo_format(got, what, sizeof what));
   write_nodes_file(c);
+}
+
+/* A forwarded piece of the node's log (`drover node --log-forward`):
+ * appended to its log file, where the dashboard and reservation errors
+ * read it. */
+void coord__node_log(coord_node *n, const uint8_t *pl, uint32_t len) {
+  wire_msg_log m;
+  if (wire_get_log(pl, len, &m) < 0 || !m.text.len) return;
+  int fd = open(n->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    log_warn("cannot append to '%s': %s", n->log, strerror(errno));
+    return;
+  }
+  if (util_write_all(fd, m.text.s, m.text.len) < 0)
+    log_warn("cannot append to '%s': %s", n->log, strerror(errno));
+  close(fd);
 }
