@@ -67,7 +67,7 @@ EMBEDDED = $(sort $(wildcard lua/*.lua lua/*/*.lua themes/* spark/*.py))
 # as the C codecs (tools/wire_py.py; standard library only).
 PYWIRE = clients/python/drover_client/_wire.py
 
-.PHONY: all deps test test-run unit demo asan bench bench-deps install clean help layers venv vectors spark
+.PHONY: all deps test test-run unit demo asan bench bench-deps install clean help layers venv vectors spark yarn-deps
 all: drover $(PYWIRE)
 
 drover: $(BUILD)/drover
@@ -136,6 +136,20 @@ vectors: $(BUILD)/unit_tests
 
 unit: $(BUILD)/unit_tests
 
+# The test YARN (tests/yarn: Hadoop's MiniYARNCluster) and drover's
+# ApplicationMaster, built by Maven into build/yarn with the Hadoop jars in
+# a project-local repository (build/m2): nothing goes into the system. When
+# Java or Maven is missing this says so and the YARN tests SKIP.
+YARN_JAR = build/yarn/drover-yarn-1.jar
+yarn-deps: $(YARN_JAR)
+
+$(YARN_JAR): tests/yarn/pom.xml $(wildcard tests/yarn/src/main/java/drover/yarn/*.java tests/yarn/src/main/resources/*)
+	$(Q)if command -v mvn >/dev/null && command -v java >/dev/null; then \
+		echo "  MVN   $@"; \
+		mvn -B -q -f tests/yarn/pom.xml -Dmaven.repo.local=$(CURDIR)/build/m2 package >build/mvn.log 2>&1 || \
+		{ tail -30 build/mvn.log; exit 1; }; \
+	else echo "yarn-deps: no java or mvn; the YARN tests will SKIP"; fi
+
 # The Python the safetensors tests check drover's files with: the real
 # `safetensors` package (pinned, from PyPI) in a project-local virtual
 # environment over Debian's python3-torch; nothing goes into the system.
@@ -189,6 +203,7 @@ VENV_OR_SAY = $(MAKE) --no-print-directory venv || \
 test: deps
 	$(Q)$(MAKE) --no-print-directory all unit
 	$(Q)$(VENV_OR_SAY)
+	$(Q)mkdir -p build && $(MAKE) --no-print-directory yarn-deps
 	$(Q)$(TEST_ENV) DROVER=$(CURDIR)/$(BUILD)/drover UNIT=$(CURDIR)/$(BUILD)/unit_tests sh tests/run.sh
 
 # The same suite on an ASan+UBSan build (objects in build/asan).

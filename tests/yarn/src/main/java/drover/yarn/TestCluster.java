@@ -1,0 +1,99 @@
+package drover.yarn;
+
+import java.io.File;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.StandardCopyOption;
+
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import org.apache.hadoop.yarn.api.records.NodeId;
+import org.apache.hadoop.yarn.api.records.NodeLabel;
+import org.apache.hadoop.yarn.conf.YarnConfiguration;
+import org.apache.hadoop.yarn.server.resourcemanager.RMContext;
+import org.apache.hadoop.yarn.server.MiniYARNCluster;
+
+/**
+ * The test YARN: Hadoop's MiniYARNCluster (a real ResourceManager and one
+ * NodeManagers in this JVM, the second labelled "gpu") on loopback, for drover's tests.
+ *
+ * Usage: TestCluster STATE_DIR [NM_MEMORY_MB NM_VCORES]
+ * Writes STATE_DIR/rm (the RM's REST address, host:port) once both node
+ * managers have registered, then runs until killed. Everything the cluster
+ * keeps (local dirs, container logs) lives under STATE_DIR/work.
+ */
+public final class TestCluster {
+  /** The node label the second node manager carries (non-exclusive, so
+   *  requests without a label may run there too). The first has none: an
+   *  ApplicationMaster runs only in the default partition. */
+  static final String LABEL = "gpu";
+
+  static void labelNode(MiniYARNCluster cluster) throws Exception {
+    RMContext ctx = cluster.getResourceManager().getRMContext();
+    ctx.getNodeLabelManager().addToCluserNodeLabels(
+        List.of(NodeLabel.newInstance(LABEL, false)));
+    NodeId id = cluster.getNodeManager(1).getNMContext().getNodeId();
+    ctx.getNodeLabelManager().replaceLabelsOnNode(Map.of(id, Set.of(LABEL)));
+  }
+
+  public static void main(String[] args) throws Exception {
+    if (args.length < 1) {
+      System.err.println("usage: TestCluster STATE_DIR [NM_MEMORY_MB NM_VCORES]");
+      System.exit(2);
+    }
+    File dir = new File(args[0]).getAbsoluteFile();
+    int mem = args.length > 1 ? Integer.parseInt(args[1]) : 4096;
+    int vcores = args.length > 2 ? Integer.parseInt(args[2]) : 8;
+    // MiniYARNCluster puts its directories (and wipes them) under the test
+    // data dir: keep that apart from the state dir's files.
+    File work = new File(dir, "work");
+    work.mkdirs();
+    System.setProperty("test.build.data", work.getPath());
+
+    YarnConfiguration conf = new YarnConfiguration();
+    conf.set(YarnConfiguration.RM_HOSTNAME, "127.0.0.1");
+    conf.set(YarnConfiguration.NM_ADDRESS, "127.0.0.1:0");
+    conf.set("yarn.nodemanager.hostname", "127.0.0.1");
+    conf.setInt(YarnConfiguration.NM_PMEM_MB, mem);
+    conf.setInt(YarnConfiguration.NM_VCORES, vcores);
+    conf.setInt(YarnConfiguration.RM_SCHEDULER_MINIMUM_ALLOCATION_MB, 64);
+    conf.setInt(YarnConfiguration.RM_SCHEDULER_MAXIMUM_ALLOCATION_MB, mem);
+    conf.setInt(YarnConfiguration.RM_SCHEDULER_MAXIMUM_ALLOCATION_VCORES, vcores);
+    // A node's memory is drover's to bound (its --mem), not the NM's monitor.
+    conf.setBoolean(YarnConfiguration.NM_PMEM_CHECK_ENABLED, false);
+    conf.setBoolean(YarnConfiguration.NM_VMEM_CHECK_ENABLED, false);
+    // Keep finished containers' logs where tests can read them.
+    conf.setInt(YarnConfiguration.DEBUG_NM_DELETE_DELAY_SEC, 600);
+    // Ports chosen by the kernel: tests and other users may run beside us.
+    conf.setBoolean(YarnConfiguration.YARN_MINICLUSTER_FIXED_PORTS, false);
+
+    // One queue, "default", that may use the labelled node too.
+    conf.set("yarn.scheduler.capacity.root.queues", "default");
+    conf.set("yarn.scheduler.capacity.root.default.capacity", "100");
+    conf.set("yarn.scheduler.capacity.root.default.maximum-capacity", "100");
+    conf.set("yarn.scheduler.capacity.root.accessible-node-labels", "*");
+    conf.set("yarn.scheduler.capacity.root.default.accessible-node-labels", "*");
+    conf.set("yarn.scheduler.capacity.root.accessible-node-labels." + LABEL + ".capacity", "100");
+    conf.set("yarn.scheduler.capacity.root.default.accessible-node-labels." + LABEL + ".capacity", "100");
+    conf.setBoolean(YarnConfiguration.NODE_LABELS_ENABLED, true);
+    conf.set(YarnConfiguration.FS_NODE_LABELS_STORE_ROOT_DIR, new File(work, "labels").toURI().toString());
+
+    MiniYARNCluster cluster = new MiniYARNCluster("drover", 2, 1, 1);
+    cluster.init(conf);
+    cluster.start();
+    if (!cluster.waitForNodeManagersToConnect(60000)) {
+      System.err.println("TestCluster: the node managers did not register in 60 s");
+      System.exit(1);
+    }
+    labelNode(cluster);
+    String web = cluster.getConfig().get(YarnConfiguration.RM_WEBAPP_ADDRESS);
+    File tmp = new File(dir, "rm.tmp");
+    Files.write(tmp.toPath(), (web + "\n").getBytes(StandardCharsets.UTF_8));
+    Files.move(tmp.toPath(), new File(dir, "rm").toPath(), StandardCopyOption.ATOMIC_MOVE);
+    System.err.println("TestCluster: ResourceManager REST at http://" + web);
+    Runtime.getRuntime().addShutdownHook(new Thread(cluster::stop));
+    Thread.currentThread().join();
+  }
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# start.sh - the test YARN: Hadoop's MiniYARNCluster (a real ResourceManager
+# and two NodeManagers, the second labelled "gpu", in one JVM) on loopback,
+# from tests/yarn/ built by `make yarn-deps` (build/yarn, Maven repository
+# build/m2: nothing goes into the system).
+#
+# Usage: bash tests/yarn/start.sh        then  . "$DROVER_YARN_DIR/env"
+# which sets DROVER_YARN_RM (host:port of the RM's REST API) and
+# DROVER_YARN_AM_CLASSPATH (the classpath drover's ApplicationMaster runs
+# with: this machine's Hadoop jars, as `yarn classpath` gives on a cluster).
+#
+# Everything lives under $DROVER_YARN_DIR (default /tmp/drover-yarn): the
+# JVM's pid, its log (log/yarn.log), the cluster's work dirs and container
+# logs (work/). Idempotent: a live cluster of ours is reused; otherwise what
+# is left is stopped (stop.sh) and a new one started on fresh state. Every
+# wait is bounded (DROVER_YARN_TIMEOUT seconds, default 90).
+#
+# Exit status: 0 started (or already running); 77 with "SKIP <reason>" when
+# Java, Maven or the built jars are missing; 1 for anything else. With
+# DROVER_YARN_REQUIRED=1 (CI) a SKIP is a failure.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+DIR=${DROVER_YARN_DIR:-/tmp/drover-yarn}
+TIMEOUT=${DROVER_YARN_TIMEOUT:-90}
+JAR=${DROVER_YARN_JAR:-$ROOT/build/yarn/drover-yarn-1.jar}
+CP_FILE=$(dirname "$JAR")/classpath.txt
+
+log() { printf '[yarn start] %s\n' "$*" >&2; }
+skip() {
+  echo "SKIP $*"
+  if [ "${DROVER_YARN_REQUIRED:-0}" = 1 ]; then log "DROVER_YARN_REQUIRED=1: failing"; exit 1; fi
+  exit 77
+}
+exec </dev/null
+
+command -v java >/dev/null || skip "no java (the test YARN is Hadoop's MiniYARNCluster)"
+[ -f "$JAR" ] && [ -f "$CP_FILE" ] || skip "no $JAR (run make yarn-deps)"
+
+alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null &&
+  ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+ours() { # the pid of our JVM when it still runs, else fails
+  local pid
+  pid=$(cat "$DIR/pid" 2>/dev/null) || return 1
+  alive "$pid" && grep -q 'drover.yarn.TestCluster' "/proc/$pid/cmdline" 2>/dev/null &&
+    echo "$pid"
+}
+rm_up() { [ -s "$DIR/rm" ] && curl -sf -m 5 "http://$(cat "$DIR/rm")/ws/v1/cluster/info" >/dev/null; }
+
+if ours >/dev/null && rm_up; then
+  log "reusing the test YARN at $(cat "$DIR/rm")"
+  exit 0
+fi
+bash "$HERE/stop.sh" || true
+rm -rf "$DIR"
+mkdir -p "$DIR/log"
+
+cp=$JAR:$(cat "$CP_FILE")
+# setsid: the cluster outlives this script; stop.sh ends it by its pid.
+setsid java -Xmx1g -cp "$cp" drover.yarn.TestCluster "$DIR" >"$DIR/log/yarn.log" 2>&1 &
+echo $! >"$DIR/pid"
+pid=$!
+for _ in $(seq "$TIMEOUT"); do
+  [ -s "$DIR/rm" ] && break
+  alive "$pid" || break
+  sleep 1
+done
+if ! [ -s "$DIR/rm" ]; then
+  log "the test YARN did not come up in ${TIMEOUT}s; its log ends:"
+  tail -20 "$DIR/log/yarn.log" >&2
+  bash "$HERE/stop.sh" || true
+  exit 1
+fi
+cat >"$DIR/env" <<ENV
+export DROVER_YARN_DIR='$DIR'
+export DROVER_YARN_RM='$(cat "$DIR/rm")'
+export DROVER_YARN_AM_CLASSPATH='$cp'
+ENV
+log "test YARN up: RM REST at http://$(cat "$DIR/rm") (pid $pid)"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# stop.sh - stops the test YARN that tests/yarn/start.sh started, and
+# nothing else: the pid in $DROVER_YARN_DIR/pid, checked against its
+# command line so a reused pid is never signalled. The MiniYARNCluster's
+# shutdown hook stops its NodeManagers, which kill their containers.
+# SIGTERM, up to 30 s, then SIGKILL of the JVM's process group (setsid in
+# start.sh: the containers' processes are in their own sessions, and the
+# NodeManagers end them on SIGTERM). Idempotent.
+set -uo pipefail
+DIR=${DROVER_YARN_DIR:-/tmp/drover-yarn}
+log() { printf '[yarn stop] %s\n' "$*" >&2; }
+exec </dev/null
+
+pid=$(cat "$DIR/pid" 2>/dev/null) || exit 0
+alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+if ! alive "$pid" || ! grep -q 'drover.yarn.TestCluster' "/proc/$pid/cmdline" 2>/dev/null; then
+  rm -f "$DIR/pid"
+  exit 0
+fi
+kill -TERM "$pid"
+for _ in $(seq 60); do alive "$pid" || break; sleep 0.5; done
+if alive "$pid"; then
+  log "the test YARN ($pid) ignored SIGTERM: SIGKILL"
+  kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid"
+  for _ in $(seq 10); do alive "$pid" || break; sleep 0.5; done
+fi
+if alive "$pid"; then log "the test YARN ($pid) is still running"; exit 1; fi
+rm -f "$DIR/pid"
+log "stopped the test YARN ($pid)"
