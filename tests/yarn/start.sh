@@ -75,6 +75,6 @@ fi
 cat >"$DIR/env" <<ENV
 export DROVER_YARN_DIR='$DIR'
 export DROVER_YARN_RM='$(cat "$DIR/rm")'
-export DROVER_YARN_AM_CLASSPATH='$cp'
+export DROVER_YARN_AM_CLASSPATH='$DIR/conf:$cp'
 ENV
 log "test YARN up: RM REST at http://$(cat "$DIR/rm") (pid $pid)"

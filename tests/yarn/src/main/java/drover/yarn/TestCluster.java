@@ -22,7 +22,8 @@ import org.apache.hadoop.yarn.server.MiniYARNCluster;
  * Usage: TestCluster STATE_DIR [NM_MEMORY_MB NM_VCORES]
  * Writes STATE_DIR/rm (the RM's REST address, host:port) once both node
  * managers have registered, then runs until killed. Everything the cluster
- * keeps (local dirs, container logs) lives under STATE_DIR/work.
+ * keeps (local dirs, container logs) lives under STATE_DIR/work, and its
+ * configuration in STATE_DIR/conf/yarn-site.xml.
  */
 public final class TestCluster {
   /** The node label the second node manager carries (non-exclusive, so
@@ -88,6 +89,13 @@ public final class TestCluster {
       System.exit(1);
     }
     labelNode(cluster);
+    // The cluster's configuration, as HADOOP_CONF_DIR holds it on a real
+    // cluster: an ApplicationMaster finds the RM's scheduler through it.
+    File confDir = new File(dir, "conf");
+    confDir.mkdirs();
+    try (java.io.OutputStream o = new java.io.FileOutputStream(new File(confDir, "yarn-site.xml"))) {
+      cluster.getConfig().writeXml(o);
+    }
     String web = cluster.getConfig().get(YarnConfiguration.RM_WEBAPP_ADDRESS);
     File tmp = new File(dir, "rm.tmp");
     Files.write(tmp.toPath(), (web + "\n").getBytes(StandardCharsets.UTF_8));
