@@ -17,7 +17,7 @@ space := $(empty) $(empty)
 # it vectorize the numeric core's inner loops. clang has no such flag.
 VECT_COST := $(shell $(CC) -fvect-cost-model=dynamic -Werror -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
 
-PKGS    = lua5.4 libuv libedit openblas libsodium ncursesw jansson zlib libcrypto
+PKGS    = lua5.4 libuv libedit openblas libsodium ncursesw jansson zlib libcrypto libcurl
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g $(OPTIMIZATION) -fno-math-errno $(VECT_COST) \
 	-MMD -MP -Isrc -I$(BUILD) $(SANITIZE) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS)
@@ -47,7 +47,7 @@ LAYER_protocol  = le wire_int wire wire_msgs closure closure_bc auth nodeinfo ev
 LAYER_transport = conn
 # detach: `drover run --detach` launches the coordinator itself.
 LAYER_launch    = launch launch_int launch_common launch_local launch_slurm_int launch_slurm \
-	launch_slurm_job launch_ssh launch_ship launch_spark detach
+	launch_slurm_job launch_ssh launch_ship launch_spark launch_yarn_http launch_yarn detach
 LAYER_cluster   = coord coord_int coord_fit_int coord_addr coord_nodes coord_fit coord_predict coord_sched coord_vars coord_ckpt coord_pos \
 	coord_repl coord_dash coord_feed coord_feed_ext node ps ps_int ps_ckpt ps_repl worker worker_int worker_ps \
 	worker_pos worker_setup worker_feed worker_predict

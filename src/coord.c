@@ -615,7 +615,7 @@ static int start_run(coord *c) {
   if ((rc = coord__listen(c, &co)) < 0 || (rc = start_tick(c)) < 0) return rc;
   launch_config lc = {.hosts = c->opts.hosts, .nhosts = c->opts.nhosts,
                       .ssh_config = c->opts.ssh_config, .run_dir = c->rd.path,
-                      .slurm = c->opts.slurm, .spark = c->opts.spark, .files = c->opts.files, .nfiles = c->opts.nfiles,
+                      .slurm = c->opts.slurm, .spark = c->opts.spark, .yarn = c->opts.yarn, .files = c->opts.files, .nfiles = c->opts.nfiles,
                       .note = launcher_note, .note_ud = c};
   for (int r = 0; r < ROLE_COUNT; r++) lc.count[r] = processes(c, r);
   memcpy(lc.res, c->opts.res, sizeof lc.res);
@@ -624,6 +624,8 @@ static int start_run(coord *c) {
   c->opts.hosts = c->opts.files = c->opts.slurm.sbatch = NULL;
   c->opts.ssh_config = NULL;
   memset(&c->opts.spark, 0, sizeof c->opts.spark);
+  memset(&c->opts.yarn, 0, sizeof c->opts.yarn);
+  for (int r = 0; r < ROLE_COUNT; r++) c->opts.res[r].label = NULL;
   if (rc < 0) return rc;
   log_info("listening on %s; run directory %s", c->addr, c->rd.path);
   return 0;

@@ -112,6 +112,7 @@ typedef struct coord_opts {
   launch_spark_opts spark;       /* launcher "spark": where and how it
                                     submits; borrowed until coord_start
                                     returns */
+  launch_yarn_opts yarn;         /* launcher "yarn": the application; borrowed */
   const char *address;           /* host nodes dial to reach us (NULL:
                                     bind_host, or found for remote launchers) */
   const char *const *files;      /* launchers "ssh", "spark": files to ship; borrowed

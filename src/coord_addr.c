@@ -39,7 +39,7 @@ static bool is_wildcard(const char *h) {
 /* Launchers whose nodes run on other machines. */
 static bool is_remote(const char *launcher) {
   return strcmp(launcher, "ssh") == 0 || strcmp(launcher, "slurm") == 0 ||
-         strcmp(launcher, "spark") == 0;
+         strcmp(launcher, "spark") == 0 || strcmp(launcher, "yarn") == 0;
 }
 
 static bool usable_v4(const struct sockaddr *sa) {
@@ -99,8 +99,9 @@ int coord__listen(coord *c, const conn_opts *o) {
     return drv_error(DRV_EINVAL, "cluster: address = \"%s\" is not a numeric IPv4 or IPv6 "
                      "address", dial);
   if (!dial && (!remote || !is_wildcard(listen))) dial = remote ? listen : c->addr;
-  /* Slurm's and Spark's nodes have no $SSH_CONNECTION to find us by. */
-  if (!dial && (strcmp(op->launcher, "slurm") == 0 || strcmp(op->launcher, "spark") == 0)) {
+  /* Slurm's, Spark's and YARN's nodes have no $SSH_CONNECTION to find us by. */
+  if (!dial && (strcmp(op->launcher, "slurm") == 0 || strcmp(op->launcher, "spark") == 0 ||
+                strcmp(op->launcher, "yarn") == 0)) {
     if ((rc = host_address(found, sizeof found)) < 0) return rc;
     dial = found;
   }

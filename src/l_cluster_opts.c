@@ -16,8 +16,10 @@
 static const char *const cluster_keys[] = {
     "launcher", "ps", "worker", "chief", "evaluator", "reservation_timeout", "heartbeat",
     "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", "max_restarts", "max_queue",
-    "hosts", "ssh_config", "slurm", "spark", "files", "bind", "address", "ps_replicas", NULL};
-static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", NULL};
+    "hosts", "ssh_config", "slurm", "spark", "yarn", "files", "bind", "address", "ps_replicas", NULL};
+static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", "label", NULL};
+static const char *const yarn_keys[] = {"rm", "queue", "name", "max_attempts", "am_classpath",
+                                        "submit_timeout", NULL};
 static const char *const slurm_keys[] = {"partition", "time", "account", "qos", "constraint",
                                          "options", "pending_timeout", NULL};
 static const char *const spark_keys[] = {"master", "master_ui", "submit", "conf", NULL};
@@ -119,6 +121,7 @@ static void opt_role(lua_State *L, const char *role, int def, int *count,
     res->cpus = (int)cpus;
     res->gpus = (int)gpus;
     res->memory = opt_memory(L, lua_gettop(L), role);
+    res->label = opt_string(L, -1, "label", NULL, what); /* alive in the options table */
   } else {
     luaL_error(L, "cluster: %s must be a count or a table { instances, cpus, memory, gpus }",
                role);
@@ -192,6 +195,29 @@ static void opt_spark(lua_State *L, coord_opts *o) {
   so->submit = opt_string(L, s, "submit", NULL, "cluster: spark");
   opt_spark_conf(L, s, so);
   lua_replace(L, s); /* the conf arrays (or nil) take the table's slot */
+
+/* yarn = { rm, queue, name, max_attempts, am_classpath, submit_timeout }:
+ * the strings stay alive in that table, which the options table holds. */
+static void opt_yarn(lua_State *L, coord_opts *o) {
+  int t = lua_getfield(L, 1, "yarn");
+  if (t != LUA_TNIL && t != LUA_TTABLE) luaL_error(L, "cluster: yarn must be a table");
+  if (t == LUA_TTABLE) {
+    if (strcmp(o->launcher, "yarn") != 0) luaL_error(L, "cluster: yarn is for launcher = \"yarn\"");
+    int s = lua_gettop(L);
+    ldrv_check_keys(L, s, "cluster: yarn", yarn_keys);
+    launch_yarn_opts *y = &o->yarn;
+    y->rm = opt_string(L, s, "rm", NULL, "cluster: yarn");
+    y->queue = opt_string(L, s, "queue", NULL, "cluster: yarn");
+    y->name = opt_string(L, s, "name", NULL, "cluster: yarn");
+    y->am_classpath = opt_string(L, s, "am_classpath", NULL, "cluster: yarn");
+    lua_Integer a = ldrv_opt_integer(L, s, "max_attempts", 1, "cluster: yarn");
+    if (a < 1 || a > 100) luaL_error(L, "cluster: yarn.max_attempts must be 1..100");
+    y->max_attempts = (int)a;
+    y->submit_timeout = ldrv_opt_number(L, s, "submit_timeout", 120, "cluster: yarn");
+    if (!(y->submit_timeout > 0))
+      luaL_error(L, "cluster: yarn.submit_timeout must be a positive number of seconds");
+  }
+  lua_pop(L, 1);
 }
 
 int lcluster_read_opts(lua_State *L, coord_opts *o) {
@@ -226,6 +252,10 @@ int lcluster_read_opts(lua_State *L, coord_opts *o) {
   o->files = opt_strings(L, 1, "files", 4096, &o->nfiles, "cluster");
   opt_slurm(L, o);
   opt_spark(L, o);
+  opt_yarn(L, o);
+  for (int r = 0; r < ROLE_COUNT; r++)
+    if (o->res[r].label && strcmp(o->launcher, "yarn") != 0)
+      luaL_error(L, "cluster: label is for launcher = \"yarn\" (node labels are YARN's)");
   if (o->nhosts && strcmp(o->launcher, "ssh") != 0)
     luaL_error(L, "cluster: hosts is for launcher = \"ssh\"");
   if (o->nfiles && strcmp(o->launcher, "ssh") != 0 && strcmp(o->launcher, "spark") != 0)

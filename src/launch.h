@@ -24,6 +24,7 @@ typedef struct launch_resources {
   int cpus;        /* per node: BLAS and thread-pool threads, Slurm's --cpus-per-task */
   uint64_t memory; /* bytes per node: Slurm's --mem */
   int gpus;        /* per node: Slurm's --gres=gpu:N */
+  const char *label; /* "yarn": the node label its containers ask for (NULL: none) */
 } launch_resources;
 
 typedef struct launch_task {
@@ -86,6 +87,17 @@ typedef struct launch_spark_opts {
   int nconf;
 } launch_spark_opts;
 
+/* drover.cluster{ yarn = { ... } }: the application "yarn" submits. */
+typedef struct launch_yarn_opts {
+  const char *rm;           /* host:port of the RM's REST API (NULL: $DROVER_YARN_RM) */
+  const char *queue;        /* NULL: "default" */
+  const char *name;         /* the application's name (NULL: "drover") */
+  int max_attempts;         /* the AM's attempts (0: 1) */
+  const char *am_classpath; /* where drover's AM and Hadoop's jars are on the cluster's
+                             * machines (NULL: $DROVER_YARN_AM_CLASSPATH) */
+  double submit_timeout;    /* seconds for the AM to come up (0: 120) */
+} launch_yarn_opts;
+
 /* Called by a launcher with news the user should see while a start waits
  * ("job 12 pending: Resources"); the coordinator logs it to events.log
  * and shows it. */
@@ -101,6 +113,7 @@ typedef struct launch_config {
   launch_resources res[ROLE_COUNT]; /* ... and what each node of a role asks for */
   launch_slurm_opts slurm;  /* "slurm", outside an allocation */
   launch_spark_opts spark;  /* "spark" */
+  launch_yarn_opts yarn;    /* "yarn" */
   const char *const *files; /* "ssh", "spark": the script's files, shipped with the binary */
   int nfiles;
   launch_note_cb note;      /* may be NULL */
@@ -154,6 +167,18 @@ int launch_slurm_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb o
  * file cannot be written into the run directory. */
 int launch_spark_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit,
                      void *ud, launcher **out);
+
+/* The YARN launcher (launch_yarn.c): one YARN application per run, whose
+ * ApplicationMaster (drover's small Java AM, tests/yarn/DroverAM.java)
+ * starts one container per node, driven over HTTP; the RM through its REST
+ * API. This call submits the application and blocks until the AM is up
+ * (bounded by cfg->yarn.submit_timeout), failing with YARN's diagnostics;
+ * a role asking for more than YARN's maximum allocation fails it before
+ * submitting. destroy finishes the application (or kills it). Tasks have
+ * no local pid. The application's id and tracking URL are written to
+ * RUN_DIR/yarn and told through cfg->note. */
+int launch_yarn_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
+                    launcher **out);
 
 /* 0 when `name` is a launcher launch_open knows, else DRV_EUNSUPPORTED
  * ("launcher 'x' is not available ("local", "slurm", "ssh" or "spark")"). */

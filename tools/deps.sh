@@ -6,7 +6,7 @@
 # benchmarks compare against it (`sh tools/deps.sh bench` needs nothing more).
 # openjdk-17-jre-headless runs the Spark of the spark launcher's tests (`make spark`).
 set -e
-pkgs="build-essential pkg-config liblua5.4-dev libuv1-dev libncurses-dev libedit-dev libopenblas-dev libsodium-dev libssl-dev libjansson-dev zlib1g-dev tmux python3-torch python3-venv openjdk-17-jre-headless"
+pkgs="build-essential pkg-config liblua5.4-dev libuv1-dev libncurses-dev libedit-dev libopenblas-dev libsodium-dev libssl-dev libjansson-dev libcurl4-openssl-dev zlib1g-dev tmux python3-torch python3-venv openjdk-17-jre-headless"
 [ "$1" = fuzz ] && pkgs="$pkgs clang libclang-rt-14-dev"
 
 missing=""

@@ -72,7 +72,7 @@ public final class DroverAM {
   final String token = System.getenv().getOrDefault("DROVER_AM_TOKEN", "");
   AMRMClientAsync<ContainerRequest> rm;
   NMClientAsync nm;
-  Resource max;
+  volatile Resource max; // set once registered: the RM shows our address a little before
   final Object done = new Object();
   volatile boolean finished;
 
@@ -135,7 +135,13 @@ public final class DroverAM {
     try (OutputStream o = x.getResponseBody()) { o.write(b); }
   }
 
-  synchronized String start(String body) {
+  String start(String body) throws InterruptedException {
+    for (int i = 0; i < 200 && max == null; i++) Thread.sleep(50);
+    if (max == null) throw new IllegalStateException("the AM has not registered yet");
+    return startNode(body);
+  }
+
+  synchronized String startNode(String body) {
     String[] f = body.split("\n", 5);
     if (f.length != 5) throw new IllegalArgumentException("start: want 5 lines");
     String key = f[0];
@@ -226,6 +232,17 @@ public final class DroverAM {
     @Override public void onNodesUpdated(List<NodeReport> rs) {}
     @Override public float getProgress() { return 0; }
     @Override public void onError(Throwable e) {
+      // The RM refused our requests (an unknown node label, resources over
+      // the queue's limit): the nodes still waiting for a container will
+      // not get one, so each ends with YARN's words.
+      synchronized (DroverAM.this) {
+        for (Node n : new ArrayList<>(byKey.values()))
+          if (n.cid == null) {
+            byKey.remove(n.key);
+            byReq.remove(n.reqId);
+            event("exit " + n.key + " -1 YARN refused its container: " + e.getMessage());
+          }
+      }
       event("error " + e.toString());
       System.err.println("DroverAM: " + e);
     }

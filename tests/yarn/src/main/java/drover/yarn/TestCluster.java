@@ -74,6 +74,9 @@ public final class TestCluster {
     conf.set("yarn.scheduler.capacity.root.queues", "default");
     conf.set("yarn.scheduler.capacity.root.default.capacity", "100");
     conf.set("yarn.scheduler.capacity.root.default.maximum-capacity", "100");
+    // Tests run one application at a time, but a leftover one must not
+    // keep the next one's AM waiting (the default allows 10% of memory).
+    conf.set("yarn.scheduler.capacity.maximum-am-resource-percent", "0.5");
     conf.set("yarn.scheduler.capacity.root.accessible-node-labels", "*");
     conf.set("yarn.scheduler.capacity.root.default.accessible-node-labels", "*");
     conf.set("yarn.scheduler.capacity.root.accessible-node-labels." + LABEL + ".capacity", "100");

@@ -1,0 +1,27 @@
+/* launch_yarn_http.h - the few HTTP requests the YARN launcher makes (the
+ * ResourceManager's REST API, drover's ApplicationMaster), with libcurl.
+ * Not a public API.
+ *
+ * Every request is synchronous and bounded by its timeout: they go to the
+ * RM or the AM, answer in milliseconds, and are made at the start, on a
+ * node's start or stop, and from a poll timer, never on the training path.
+ */
+#ifndef DROVER_LAUNCH_YARN_HTTP_H
+#define DROVER_LAUNCH_YARN_HTTP_H
+
+typedef struct yhttp_req {
+  const char *method;       /* "GET", "POST", "PUT" */
+  const char *url;          /* "http://host:port/ws/v1/cluster/apps" */
+  const char *body;         /* NULL: none */
+  const char *content_type; /* NULL: none sent */
+  const char *token;        /* NULL: no X-Drover-Token header */
+  long timeout_ms;
+} yhttp_req;
+
+/* Makes the request. On a response (any status) returns 0 with *status
+ * and *resp (malloc'd, NUL-terminated, the caller frees); otherwise
+ * DRV_EIO naming the URL and curl's reason, with *resp NULL. Responses
+ * over 4 MiB are an error. */
+int yhttp(const yhttp_req *r, long *status, char **resp);
+
+#endif
