@@ -359,7 +359,12 @@ static int node_command(const launch_task *t, const char *log, char *out, size_t
   snprintf(to, sizeof to, "%u", (unsigned)t->timeout_ms);
   snprintf(sv, sizeof sv, "DROVER_SECRET_FILE=%s", t->secret_file);
   snprintf(bv, sizeof bv, "OPENBLAS_NUM_THREADS=%d", t->cpus > 0 ? t->cpus : 1);
-  const char *a[] = {"env", sv, bv, launch_self_exe(), "node", "--coord", t->coord, "--role",
+  /* A container's environment is the NodeManager's, not ours: the one
+   * variable of ours a node reads besides these is the tests' fault hook. */
+  char fv[160] = "DROVER_YARN=1";
+  const char *fault = getenv("DROVER_FAULT");
+  if (fault && strlen(fault) < sizeof fv - 16) snprintf(fv, sizeof fv, "DROVER_FAULT=%s", fault);
+  const char *a[] = {"env", sv, bv, fv, launch_self_exe(), "node", "--coord", t->coord, "--role",
                      launch__role_name(t->role), "--index", idx, "--run-dir", t->run_dir,
                      "--bind", t->bind_host, "--heartbeat-ms", hb, "--timeout-ms", to,
                      t->cpus > 0 ? "--cpus" : NULL, cpus};

@@ -3,9 +3,8 @@
 # nothing else: the pid in $DROVER_YARN_DIR/pid, checked against its
 # command line so a reused pid is never signalled. The MiniYARNCluster's
 # shutdown hook stops its NodeManagers, which kill their containers.
-# SIGTERM, up to 30 s, then SIGKILL of the JVM's process group (setsid in
-# start.sh: the containers' processes are in their own sessions, and the
-# NodeManagers end them on SIGTERM). Idempotent.
+# SIGTERM (its hook stops the cluster in at most 8 s), up to 15 s, then
+# SIGKILL of the JVM's process group (setsid in start.sh). Idempotent.
 set -uo pipefail
 DIR=${DROVER_YARN_DIR:-/tmp/drover-yarn}
 log() { printf '[yarn stop] %s\n' "$*" >&2; }
@@ -18,7 +17,7 @@ if ! alive "$pid" || ! grep -q 'drover.yarn.TestCluster' "/proc/$pid/cmdline" 2>
   exit 0
 fi
 kill -TERM "$pid"
-for _ in $(seq 60); do alive "$pid" || break; sleep 0.5; done
+for _ in $(seq 30); do alive "$pid" || break; sleep 0.5; done
 if alive "$pid"; then
   log "the test YARN ($pid) ignored SIGTERM: SIGKILL"
   kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid"

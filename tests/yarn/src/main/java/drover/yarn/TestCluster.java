@@ -104,7 +104,20 @@ public final class TestCluster {
     Files.write(tmp.toPath(), (web + "\n").getBytes(StandardCharsets.UTF_8));
     Files.move(tmp.toPath(), new File(dir, "rm").toPath(), StandardCopyOption.ATOMIC_MOVE);
     System.err.println("TestCluster: ResourceManager REST at http://" + web);
-    Runtime.getRuntime().addShutdownHook(new Thread(cluster::stop));
+    // On SIGTERM: stop the cluster (the NodeManagers kill their containers),
+    // but at most 8 s: MiniYARNCluster's stop can hang on its services'
+    // threads, and tests check that nothing was left running before this.
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      Thread stop = new Thread(cluster::stop);
+      stop.setDaemon(true);
+      stop.start();
+      try {
+        stop.join(8000);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      Runtime.getRuntime().halt(0);
+    }));
     Thread.currentThread().join();
   }
 }

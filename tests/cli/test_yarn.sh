@@ -1,0 +1,171 @@
+# test_yarn.sh - the YARN launcher against a real YARN: Hadoop's
+# MiniYARNCluster (a ResourceManager and two NodeManagers, the second
+# labelled "gpu", in one JVM on loopback) started by tests/yarn/start.sh
+# and stopped by stop.sh on exit: training with every node a container,
+# a worker's container killed mid-fit and replaced, resources YARN cannot
+# give and a label it does not have failing the start with YARN's reason,
+# a node that never registers ending the run with the node named, and no
+# application or container left in the RM after each case.
+# Skipped, with the reason, where Java or the built jars are missing
+# (start.sh exits 77; `make test` builds them with `make yarn-deps`);
+# DROVER_YARN_REQUIRED=1 (CI) makes that a failure.
+. tests/cli/lib.sh
+RUNS=$TMP/runs
+: "${DROVER_YARN_DIR:=$TMP/yarn}"
+export DROVER_YARN_DIR
+
+why=$(bash tests/yarn/start.sh 2>"$TMP/start.err")
+rc=$?
+if [ $rc -eq 77 ]; then
+  echo "SKIP test_yarn: ${why#SKIP }"
+  exit 0
+fi
+if [ $rc -ne 0 ]; then
+  fail "yarn-t00 tests/yarn/start.sh starts the test YARN" "exit $rc: $why $(tail -n 5 "$TMP/start.err")"
+  exit 1
+fi
+trap 'bash tests/yarn/stop.sh; rm -rf "$TMP"' EXIT
+. "$DROVER_YARN_DIR/env"
+RM=http://$DROVER_YARN_RM
+
+# Applications YARN still runs, and containers it still has allocated.
+live_apps() {
+  curl -s -m 5 "$RM/ws/v1/cluster/apps?states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING" |
+    grep -o '"id":"application_[0-9_]*"'
+}
+containers() {
+  curl -s -m 5 "$RM/ws/v1/cluster/metrics" | sed -n 's/.*"containersAllocated":\([0-9]*\).*/\1/p'
+}
+nothing_left() { [ -z "$(live_apps)" ] && [ "$(containers)" = 0 ]; }
+app_state() { # the final state of the run's application (RUN_DIR/yarn names it)
+  id=$(sed -n 's/^application\t//p' "$1/yarn")
+  curl -s -m 5 "$RM/ws/v1/cluster/apps/$id/state" | sed -n 's/.*"state":"\([A-Z]*\)".*/\1/p'
+}
+
+cat > "$TMP/exp.lua" <<'LUA'
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local digits = data.csv("examples/data/digits.csv", { label = -1 })
+local train, test_ds = digits:split(0.8, { seed = 1 })
+local train_std, stats = train:standardize()
+drover.seed(1)
+return function(epochs, progress)
+  return drover.experiment {
+    name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+    model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
+    train = { data = train_std, batch = 32, epochs = epochs },
+    eval = { data = test_ds:standardize(stats), every = 100 }, seed = 1, verbose = false,
+    progress = progress,
+  }
+end
+LUA
+
+# yarn-t01: 1 ps + 2 workers (512M, 1 vcore, on the "gpu" node) learn digits
+cat > "$TMP/fit.lua" <<LUA
+local exp = dofile("$TMP/exp.lua")
+local c = drover.cluster { launcher = "yarn", bind = "127.0.0.1", ps = 1,
+  worker = { instances = 2, cpus = 1, memory = "512M", label = "gpu" },
+  yarn = { queue = "default", name = "drover-t01", max_attempts = 1 },
+  runs = "$RUNS", name = "fit" }
+local r = c:fit(exp(10))
+io.stdout:write(string.format("eval_accuracy %.4f\n", r.eval_accuracy))
+c:shutdown() -- raises if a node failed
+LUA
+timeout 180 "$DROVER" run "$TMP/fit.lua" >"$TMP/fit.out" 2>&1
+check "yarn-t01 a run with launcher = \"yarn\" succeeds" [ $? -eq 0 ]
+acc=$(sed -n 's/^eval_accuracy //p' "$TMP/fit.out")
+check "yarn-t01 it learns digits to >= 0.95 (got '$acc')" \
+  awk -v a="$acc" 'BEGIN { exit !(a != "" && a + 0 >= 0.95) }'
+dir=$(ls -d "$RUNS"/fit-* | head -n 1)
+check "yarn-t01 the run directory names the application and its tracking URL" \
+  grep -q "^tracking_url	http://.*application_" "$dir/yarn"
+for n in ps-0 worker-0 worker-1; do
+  check "yarn-t01 $n ran in a YARN container" grep -q "YARN container of $n ended with status 0" \
+    "$dir/logs/$n.log"
+done
+check "yarn-t01 the application FINISHED" [ "$(app_state "$dir")" = FINISHED ]
+check "yarn-t01 nothing is left in the RM" wait_for 10 nothing_left
+
+# yarn-t02: a worker's container killed mid-fit is replaced; the fit ends
+cat > "$TMP/kill.lua" <<LUA
+local exp = dofile("$TMP/exp.lua")
+local c = drover.cluster { launcher = "yarn", bind = "127.0.0.1", ps = 1, worker = 2,
+  runs = "$RUNS", name = "kill" }
+local function node(role, i)
+  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == i then return n end end
+end
+local victim, killed = node("worker", 1)
+local r = c:fit(exp(20, function(p)
+  if killed or p.step < 100 then return end
+  killed = p.step
+  os.execute("kill -9 " .. victim.pid)
+  local back
+  for _ = 1, 600 do
+    local n = node("worker", 1)
+    if n.pid ~= victim.pid and (n.state == "ready" or n.state == "busy") then back = true break end
+    drover.sleep(0.05)
+  end
+  io.stdout:write("worker:1 back ", tostring(back), "\n")
+end))
+io.stdout:write(string.format("killed at %s, steps %d, eval_accuracy %.4f\n", tostring(killed),
+  r.steps, r.eval_accuracy))
+io.stdout:write("restarts ", node("worker", 1).restarts, "\n")
+c:shutdown()
+LUA
+timeout 180 "$DROVER" run "$TMP/kill.lua" >"$TMP/kill.out" 2>&1
+check "yarn-t02 the run succeeds" [ $? -eq 0 ]
+check "yarn-t02 worker:1 was killed mid-fit and came back" grep -q "^worker:1 back true" "$TMP/kill.out"
+check "yarn-t02 the fit finished" grep -q "^killed at [0-9]*, steps" "$TMP/kill.out"
+check "yarn-t02 worker:1 restarted once" grep -q "^restarts 1" "$TMP/kill.out"
+dir=$(ls -d "$RUNS"/kill-* | head -n 1)
+check "yarn-t02 a new container ran worker-1" \
+  sh -c "[ \$(grep -c 'YARN container of worker-1 ended' '$dir/logs/worker-1.log') -eq 2 ]"
+check "yarn-t02 nothing is left in the RM" wait_for 10 nothing_left
+
+# yarn-t03: resources YARN cannot give fail the start with YARN's reason
+cat > "$TMP/big.lua" <<LUA
+local ok, err = pcall(drover.cluster, { launcher = "yarn", bind = "127.0.0.1", ps = 1,
+  worker = { instances = 1, memory = "64G" }, runs = "$RUNS", name = "big" })
+io.stdout:write(tostring(ok), " ", tostring(err), "\n")
+LUA
+timeout 60 "$DROVER" run "$TMP/big.lua" >"$TMP/big.out" 2>&1
+check "yarn-t03 the start fails with YARN's maximum allocation" \
+  grep -q "^false .*worker.*YARN's maximum allocation is <memory:4096" "$TMP/big.out"
+check "yarn-t03 nothing is left in the RM" wait_for 10 nothing_left
+
+# yarn-t04: a node label YARN does not have: the start fails with YARN's words
+cat > "$TMP/label.lua" <<LUA
+local ok, err = pcall(drover.cluster, { launcher = "yarn", bind = "127.0.0.1", ps = 1,
+  worker = { instances = 1, label = "tpu" }, reservation_timeout = 30, runs = "$RUNS", name = "label" })
+io.stdout:write(tostring(ok), " ", tostring(err), "\n")
+LUA
+timeout 90 "$DROVER" run "$TMP/label.lua" >"$TMP/label.out" 2>&1
+check "yarn-t04 the start fails" grep -q "^false " "$TMP/label.out"
+dir=$(ls -d "$RUNS"/label-* | head -n 1)
+check "yarn-t04 YARN's reason names the label" grep -qi "YARN refused its container.*tpu" \
+  "$dir/events.log"
+check "yarn-t04 nothing is left in the RM" wait_for 10 nothing_left
+
+# yarn-t05: a worker that never registers ends the start, the node named
+cat > "$TMP/hang.lua" <<LUA
+local ok, err = pcall(drover.cluster, { launcher = "yarn", bind = "127.0.0.1", ps = 1, worker = 2,
+  reservation_timeout = 3, runs = "$RUNS", name = "hang" })
+io.stdout:write(tostring(ok), " ", tostring(err), "\n")
+LUA
+DROVER_FAULT=hang:worker:1 timeout 90 "$DROVER" run "$TMP/hang.lua" >"$TMP/hang.out" 2>&1
+check "yarn-t05 the start fails naming worker:1" grep -q "^false .*missing worker:1" "$TMP/hang.out"
+check "yarn-t05 nothing is left in the RM" wait_for 10 nothing_left
+
+# yarn-t06: options YARN does not honour are refused
+cat > "$TMP/bad.lua" <<LUA
+local ok1, e1 = pcall(drover.cluster, { launcher = "yarn", worker = { instances = 1, gpus = 1 },
+  runs = "$RUNS", name = "bad" })
+local ok2, e2 = pcall(drover.cluster, { launcher = "local", worker = { instances = 1, label = "x" } })
+local ok3, e3 = pcall(drover.cluster, { launcher = "local", yarn = { queue = "q" } })
+io.stdout:write(tostring(ok1), " ", tostring(e1), "\n", tostring(ok2), " ", tostring(e2), "\n",
+  tostring(ok3), " ", tostring(e3), "\n")
+LUA
+timeout 60 "$DROVER" run "$TMP/bad.lua" >"$TMP/bad.out" 2>&1
+check "yarn-t06 gpus is refused" grep -q "^false .*gpus is not supported" "$TMP/bad.out"
+check "yarn-t06 label is refused by other launchers" grep -q "^false .*label is for launcher" "$TMP/bad.out"
+check "yarn-t06 yarn = {...} is refused by other launchers" grep -q "^false .*yarn is for launcher" "$TMP/bad.out"
+check "yarn-t06 nothing is left in the RM" wait_for 10 nothing_left
