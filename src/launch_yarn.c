@@ -434,7 +434,9 @@ static int yarn_running(launcher *l) {
 
 /* Finishes the application: the AM stops every container and unregisters;
  * when it cannot, the RM kills the application. Bounded: REQ_MS a request
- * and 10 s for the RM to see the application end. */
+ * and 20 s for the RM to see the application end (FINISHING lasts until
+ * the NodeManager reports the AM's container gone, seconds on a busy
+ * machine). */
 static void finish(yarn_launcher *y) {
   if (y->finished || !y->app[0]) return;
   y->finished = 1;
@@ -444,7 +446,7 @@ static void finish(yarn_launcher *y) {
     rm_kill(y);
     return;
   }
-  long long end = launch__now_ms() + 10000;
+  long long end = launch__now_ms() + 20000;
   while (launch__now_ms() < end) {
     json_t *j = NULL;
     if (rm_json(y, "GET", path, NULL, 200, &j) < 0) break;

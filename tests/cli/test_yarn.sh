@@ -82,8 +82,9 @@ for n in ps-0 worker-0 worker-1; do
   check "yarn-t01 $n ran in a YARN container" grep -q "YARN container of $n ended with status 0" \
     "$dir/logs/$n.log"
 done
-check "yarn-t01 the application FINISHED" [ "$(app_state "$dir")" = FINISHED ]
-check "yarn-t01 nothing is left in the RM" wait_for 10 nothing_left
+finished() { [ "$(app_state "$dir")" = FINISHED ]; }
+check "yarn-t01 the application FINISHED" wait_for 20 finished
+check "yarn-t01 nothing is left in the RM" wait_for 20 nothing_left
 
 # yarn-t02: a worker's container killed mid-fit is replaced; the fit ends
 cat > "$TMP/kill.lua" <<LUA
@@ -119,7 +120,7 @@ check "yarn-t02 worker:1 restarted once" grep -q "^restarts 1" "$TMP/kill.out"
 dir=$(ls -d "$RUNS"/kill-* | head -n 1)
 check "yarn-t02 a new container ran worker-1" \
   sh -c "[ \$(grep -c 'YARN container of worker-1 ended' '$dir/logs/worker-1.log') -eq 2 ]"
-check "yarn-t02 nothing is left in the RM" wait_for 10 nothing_left
+check "yarn-t02 nothing is left in the RM" wait_for 20 nothing_left
 
 # yarn-t03: resources YARN cannot give fail the start with YARN's reason
 cat > "$TMP/big.lua" <<LUA
@@ -130,7 +131,7 @@ LUA
 timeout 60 "$DROVER" run "$TMP/big.lua" >"$TMP/big.out" 2>&1
 check "yarn-t03 the start fails with YARN's maximum allocation" \
   grep -q "^false .*worker.*YARN's maximum allocation is <memory:4096" "$TMP/big.out"
-check "yarn-t03 nothing is left in the RM" wait_for 10 nothing_left
+check "yarn-t03 nothing is left in the RM" wait_for 20 nothing_left
 
 # yarn-t04: a node label YARN does not have: the start fails with YARN's words
 cat > "$TMP/label.lua" <<LUA
@@ -143,7 +144,7 @@ check "yarn-t04 the start fails" grep -q "^false " "$TMP/label.out"
 dir=$(ls -d "$RUNS"/label-* | head -n 1)
 check "yarn-t04 YARN's reason names the label" grep -qi "YARN refused its container.*tpu" \
   "$dir/events.log"
-check "yarn-t04 nothing is left in the RM" wait_for 10 nothing_left
+check "yarn-t04 nothing is left in the RM" wait_for 20 nothing_left
 
 # yarn-t05: a worker that never registers ends the start, the node named
 cat > "$TMP/hang.lua" <<LUA
@@ -153,7 +154,7 @@ io.stdout:write(tostring(ok), " ", tostring(err), "\n")
 LUA
 DROVER_FAULT=hang:worker:1 timeout 90 "$DROVER" run "$TMP/hang.lua" >"$TMP/hang.out" 2>&1
 check "yarn-t05 the start fails naming worker:1" grep -q "^false .*missing worker:1" "$TMP/hang.out"
-check "yarn-t05 nothing is left in the RM" wait_for 10 nothing_left
+check "yarn-t05 nothing is left in the RM" wait_for 20 nothing_left
 
 # yarn-t06: options YARN does not honour are refused
 cat > "$TMP/bad.lua" <<LUA
@@ -168,4 +169,4 @@ timeout 60 "$DROVER" run "$TMP/bad.lua" >"$TMP/bad.out" 2>&1
 check "yarn-t06 gpus is refused" grep -q "^false .*gpus is not supported" "$TMP/bad.out"
 check "yarn-t06 label is refused by other launchers" grep -q "^false .*label is for launcher" "$TMP/bad.out"
 check "yarn-t06 yarn = {...} is refused by other launchers" grep -q "^false .*yarn is for launcher" "$TMP/bad.out"
-check "yarn-t06 nothing is left in the RM" wait_for 10 nothing_left
+check "yarn-t06 nothing is left in the RM" wait_for 20 nothing_left
