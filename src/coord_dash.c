@@ -159,7 +159,8 @@ static void fill_header(coord *c, dash_model *m, double now) {
   coord_dash_state *d = c->dash;
   const char *base = strrchr(c->rd.path, '/');
   put(m->run, sizeof m->run, base ? base + 1 : c->rd.path);
-  put(m->launcher, sizeof m->launcher, c->opts.launcher);
+  const char *where = c->launch && c->launch->ops->where ? c->launch->ops->where(c->launch) : NULL;
+  put(m->launcher, sizeof m->launcher, where ? where : c->opts.launcher);
   put(m->state, sizeof m->state, run_state(c));
   m->uptime = now - d->t0;
   m->attach_clients = d->nclients;

@@ -61,7 +61,7 @@ typedef struct dash_event {
 typedef struct dash_model {
   /* header */
   char run[160];          /* run directory's base name */
-  char launcher[16];      /* "local" */
+  char launcher[160];     /* "local"; "yarn application_... http://..." */
   char state[16];         /* "starting", "running", "training", "idle",
                              "failed", "shut down" */
   char mode[8];           /* "async" / "sync" / "" (no fit yet) */

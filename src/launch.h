@@ -58,6 +58,10 @@ typedef struct launch_ops {
   /* Frees the launcher; tasks still running are sent SIGKILL first and
    * their handles closed (exit callbacks are not called after this). */
   void (*destroy)(launcher *l);
+  /* What the dashboard's header shows for the launcher ("yarn
+   * application_1_0001 http://rm/proxy/..."), or NULL: its name. May be a
+   * NULL member (local, ssh, slurm). The string is the launcher's. */
+  const char *(*where)(launcher *l);
 } launch_ops;
 
 struct launcher {

@@ -379,7 +379,8 @@ static void ssh_destroy(launcher *base) {
   free(l);
 }
 
-static const launch_ops ssh_ops = {"ssh", ssh_start, ssh_signal, launch__running, ssh_destroy};
+static const launch_ops ssh_ops = {"ssh", ssh_start, ssh_signal, launch__running, ssh_destroy,
+                                  NULL};
 
 int launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
                    launcher **out) {

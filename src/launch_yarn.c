@@ -80,6 +80,7 @@ typedef struct yarn_launcher {
   char am[256];       /* "http://host:port" of the AM, "" until it runs */
   char token[65];
   char *tracking;     /* the RM's tracking URL (owned) */
+  char where[512];    /* "yarn APP TRACKING_URL": the dashboard's header */
   launch_resources res[ROLE_COUNT];
   char label[ROLE_COUNT][64];
   long max_mb, max_vcores;
@@ -477,7 +478,10 @@ static void yarn_destroy(launcher *l) {
   uv_close((uv_handle_t *)&y->poll, on_timer_closed); /* frees y */
 }
 
-static const launch_ops yarn_ops = {"yarn", yarn_start, yarn_signal, yarn_running, yarn_destroy};
+static const char *yarn_where(launcher *l) { return ((yarn_launcher *)l)->where; }
+
+static const launch_ops yarn_ops = {"yarn",       yarn_start,   yarn_signal,
+                                    yarn_running, yarn_destroy, yarn_where};
 
 /* ============================== open ===================================== */
 
@@ -542,6 +546,7 @@ int launch_yarn_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on
     }
   }
   if (rc == 0) rc = write_info(y, cfg->run_dir);
+  snprintf(y->where, sizeof y->where, "yarn %s %s", y->app, y->tracking ? y->tracking : "");
   if (rc == 0) note(y, "YARN application %s running; tracking URL %s", y->app,
                     y->tracking ? y->tracking : "-");
   if (rc == 0) {
