@@ -7,9 +7,9 @@
 -- README: every ```lua block must have a marker on the line before it,
 -- <!-- example: KIND -->. The blocks of one KIND form one file, in order
 -- (KIND.lua, spaces as '-'), except: "reference" (signatures, not code) is
--- not written; "ssh", "slurm" and "spark" need hosts, Slurm or Spark and go to
--- compile-ssh.lua / compile-slurm.lua / compile-spark.lua, compiled only. An unmarked
--- block is an error.
+-- not written; "ssh", "slurm", "spark" and "yarn" need hosts or a cluster and
+-- go to compile-ssh.lua / compile-slurm.lua / compile-spark.lua /
+-- compile-yarn.lua, to be compiled only. An unmarked block is an error.
 local readme, out = arg[1], arg[2]
 
 local function write(name, text)
@@ -60,7 +60,7 @@ for line in io.lines(readme) do
 end
 for _, k in ipairs(order) do
   local name = k:gsub(" ", "-")
-  if k == "ssh" or k == "slurm" or k == "spark" then write("compile-" .. name .. ".lua", table.concat(files[k], "\n") .. "\n")
+  if k == "ssh" or k == "slurm" or k == "spark" or k == "yarn" then write("compile-" .. name .. ".lua", table.concat(files[k], "\n") .. "\n")
   elseif k ~= "reference" then write(name .. ".lua", table.concat(files[k], "\n") .. "\n") end
 end
 print("help: " .. #chain .. " lines; README: " .. table.concat(order, ", "))
