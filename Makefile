@@ -212,6 +212,7 @@ asan: deps
 		SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		build/asan/drover build/asan/unit_tests
 	$(Q)$(VENV_OR_SAY)
+	$(Q)mkdir -p build && $(MAKE) --no-print-directory yarn-deps
 	$(Q)$(TEST_ENV) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		DROVER=$(CURDIR)/build/asan/drover UNIT=$(CURDIR)/build/asan/unit_tests SANITIZED=1 \
 		sh tests/run.sh
