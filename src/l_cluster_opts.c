@@ -211,7 +211,11 @@ static void opt_yarn(lua_State *L, coord_opts *o) {
     y->name = opt_string(L, s, "name", NULL, "cluster: yarn");
     y->am_classpath = opt_string(L, s, "am_classpath", NULL, "cluster: yarn");
     lua_Integer a = ldrv_opt_integer(L, s, "max_attempts", 1, "cluster: yarn");
-    if (a < 1 || a > 100) luaL_error(L, "cluster: yarn.max_attempts must be 1..100");
+    /* A second AM attempt would have a new address and none of the first's
+     * containers: drover does not follow one yet, so it is not offered. */
+    if (a != 1)
+      luaL_error(L, "cluster: yarn.max_attempts must be 1 (drover does not follow a restarted "
+                    "ApplicationMaster yet)");
     y->max_attempts = (int)a;
     y->submit_timeout = ldrv_opt_number(L, s, "submit_timeout", 120, "cluster: yarn");
     if (!(y->submit_timeout > 0))

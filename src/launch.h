@@ -96,7 +96,7 @@ typedef struct launch_yarn_opts {
   const char *rm;           /* host:port of the RM's REST API (NULL: $DROVER_YARN_RM) */
   const char *queue;        /* NULL: "default" */
   const char *name;         /* the application's name (NULL: "drover") */
-  int max_attempts;         /* the AM's attempts (0: 1) */
+  int max_attempts;         /* the AM's attempts (0: 1; drover.cluster allows only 1) */
   const char *am_classpath; /* where drover's AM and Hadoop's jars are on the cluster's
                              * machines (NULL: $DROVER_YARN_AM_CLASSPATH) */
   double submit_timeout;    /* seconds for the AM to come up (0: 120) */

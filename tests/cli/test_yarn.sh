@@ -162,11 +162,13 @@ local ok1, e1 = pcall(drover.cluster, { launcher = "yarn", worker = { instances 
   runs = "$RUNS", name = "bad" })
 local ok2, e2 = pcall(drover.cluster, { launcher = "local", worker = { instances = 1, label = "x" } })
 local ok3, e3 = pcall(drover.cluster, { launcher = "local", yarn = { queue = "q" } })
+local ok4, e4 = pcall(drover.cluster, { launcher = "yarn", yarn = { max_attempts = 2 } })
 io.stdout:write(tostring(ok1), " ", tostring(e1), "\n", tostring(ok2), " ", tostring(e2), "\n",
-  tostring(ok3), " ", tostring(e3), "\n")
+  tostring(ok3), " ", tostring(e3), "\n", tostring(ok4), " ", tostring(e4), "\n")
 LUA
 timeout 60 "$DROVER" run "$TMP/bad.lua" >"$TMP/bad.out" 2>&1
 check "yarn-t06 gpus is refused" grep -q "^false .*gpus is not supported" "$TMP/bad.out"
 check "yarn-t06 label is refused by other launchers" grep -q "^false .*label is for launcher" "$TMP/bad.out"
 check "yarn-t06 yarn = {...} is refused by other launchers" grep -q "^false .*yarn is for launcher" "$TMP/bad.out"
+check "yarn-t06 max_attempts other than 1 is refused" grep -q "^false .*max_attempts must be 1" "$TMP/bad.out"
 check "yarn-t06 nothing is left in the RM" wait_for 20 nothing_left
