@@ -195,6 +195,7 @@ static void opt_spark(lua_State *L, coord_opts *o) {
   so->submit = opt_string(L, s, "submit", NULL, "cluster: spark");
   opt_spark_conf(L, s, so);
   lua_replace(L, s); /* the conf arrays (or nil) take the table's slot */
+}
 
 /* yarn = { rm, queue, name, max_attempts, am_classpath, submit_timeout }:
  * the strings stay alive in that table, which the options table holds. */

@@ -218,7 +218,7 @@ static void spark_destroy(launcher *base) {
 }
 
 static const launch_ops spark_ops = {"spark", spark_start, spark_signal, launch__running,
-                                     spark_destroy};
+                                     spark_destroy, NULL};
 
 /* ============================== making one =============================== */
 
