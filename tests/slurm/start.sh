@@ -111,18 +111,21 @@ fi
 chown munge:munge /etc/munge /etc/munge/munge.key
 chmod 700 /etc/munge
 chmod 400 /etc/munge/munge.key
+# Our own munged on our own socket: a munged shared with another Slurm of
+# these tests (another run on the machine) could be stopped under us. It
+# lives below /run/munge, not in $DIR: the user munge must reach it, and a
+# test's $DIR is often inside a private (0700) temporary directory.
 install -d -o munge -g munge -m 755 /run/munge
-install -d -o munge -g munge -m 700 /var/log/munge
-install -d -o munge -g munge -m 711 /var/lib/munge
-munge_ok() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
-if munge_ok; then
-  log "reusing a running munged (not ours: stop.sh leaves it alone)"
-else
-  rm -f /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock
-  runuser -u munge -- /usr/sbin/munged # forks; writes /run/munge/munged.pid
-  cp /run/munge/munged.pid "$PIDS/munged.pid"
-  wait_until "$TIMEOUT" munge_ok || skip "munged did not come up; see /var/log/munge/munged.log"
-fi
+MUNGE=/run/munge/drover-$PORT
+install -d -o munge -g munge -m 755 "$MUNGE"
+echo "$MUNGE" >"$DIR/munge.dir"
+SOCK=$MUNGE/munge.socket
+munge_ok() { munge -S "$SOCK" -n 2>/dev/null | unmunge -S "$SOCK" >/dev/null 2>&1; }
+rm -f "$SOCK" "$SOCK.lock"
+runuser -u munge -- /usr/sbin/munged --socket="$SOCK" --pid-file="$MUNGE/munged.pid" \
+  --log-file="$MUNGE/munged.log" --seed-file="$MUNGE/munged.seed" # forks
+wait_until "$TIMEOUT" munge_ok || skip "munged did not come up; see $MUNGE/munged.log"
+cp "$MUNGE/munged.pid" "$PIDS/munged.pid"
 
 # ============================== slurm.conf =================================
 H=$(hostname -s)
@@ -142,7 +145,7 @@ SlurmdPort=$((PORT + 1))
 SlurmUser=root
 AuthType=auth/munge
 # also the delay before a requeued job may run again (default 120 s)
-AuthInfo=cred_expire=10
+AuthInfo=socket=$SOCK,cred_expire=10
 MpiDefault=none
 # killpg() of a cancelled task also gets its children (with tini, below)
 ProctrackType=proctrack/pgid

@@ -5,8 +5,8 @@
 #
 # Order: cancel every job while slurmctld is up (Slurm tears down its own
 # steps, whose slurmstepd outlive slurmd), wait for the processes below our
-# tini to go, then SIGTERM slurmd, tini, slurmctld and munged (munged only
-# if start.sh started it), each with a bounded wait and SIGKILL after it.
+# tini to go, then SIGTERM slurmd, tini, slurmctld and our own munged, each
+# with a bounded wait and SIGKILL after it.
 # Idempotent: a no-op when nothing of ours runs.
 #
 # Exit status: 0 when nothing we started is left; 1 otherwise (named on
@@ -62,6 +62,11 @@ left=""
 for name in slurmd tini slurmctld munged; do
   if pid=$(ours "$name"); then left="$left $name($pid)"; else rm -f "$PIDS/$name.pid"; fi
 done
+# Our munged's socket directory (start.sh names it), once munged is gone.
+if [ -s "$DIR/munge.dir" ] && ! ours munged >/dev/null; then
+  m=$(cat "$DIR/munge.dir")
+  case "$m" in /run/munge/drover-[0-9]*) rm -rf "$m" && rm -f "$DIR/munge.dir" ;; esac
+fi
 if [ -n "$left" ]; then
   log "still running:$left"
   exit 1
