@@ -66,6 +66,7 @@ int coord_feed_source_dataset(coord_feed_source *s, const dataset *d, int64_t ba
     free(ds);
     return rc;
   }
+  ds->it.views = true; /* a batch is encoded and dropped: in order, no gather */
   ds->epochs = epochs;
   ds->epoch = 1;
   s->next = ds_next;

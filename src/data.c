@@ -99,6 +99,12 @@ static void gather(const dataset *src, const int64_t *idx, int64_t k, float *dx,
   }
 }
 
+static void gather_y(const dataset *src, const int64_t *idx, int64_t k, float *dy) {
+  const float *sy = tensor_data(src->y);
+  size_t yw = (size_t)y_width(src);
+  for (int64_t i = 0; i < k; i++) memcpy(dy + (size_t)i * yw, sy + (size_t)idx[i] * yw, yw * sizeof(float));
+}
+
 /* ======================================================================
  * Operations
  * ==================================================================== */
@@ -333,6 +339,20 @@ int data_iter_next(data_iter *it, const tensor **x, const tensor **y) {
   int rc;
   /* Resizing in place keeps the storage: no allocation after the first
    * batch unless a caller still holds a view of the previous one. */
+  if (it->views && !it->shuffle) { /* rows in order: x is a view of them, not a copy */
+    tensor *v = tensor_narrow(d->x, 0, it->pos, m);
+    if (!v || (rc = tensor_resize(it->by, it->by->ndim, yshape)) < 0) {
+      tensor_free(v);
+      return v ? rc : DRV_ENOMEM;
+    }
+    tensor_free(it->bx);
+    it->bx = v;
+    gather_y(d, it->perm + it->pos, m, tensor_data(it->by));
+    it->pos += m;
+    *x = it->bx;
+    *y = it->by;
+    return 1;
+  }
   if ((rc = tensor_resize(it->bx, x_shape(d, m, xs), xs)) < 0 ||
       (rc = tensor_resize(it->by, it->by->ndim, yshape)) < 0)
     return rc;

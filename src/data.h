@@ -161,6 +161,8 @@ typedef struct data_iter {
   int64_t pos;    /* next example position in this epoch */
   int64_t *perm;  /* owned, n entries */
   tensor *bx, *by;
+  bool views;     /* unshuffled: x is a view of the dataset's rows (set by
+                     the caller that only reads the batch, e.g. to encode it) */
 } data_iter;
 
 int data_iter_init(data_iter *it, const dataset *d, int64_t batch, bool shuffle,

@@ -12,6 +12,7 @@
 #include <float.h>
 #include <lauxlib.h>
 #include <lua.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +124,12 @@ tensor *ltensor_push(lua_State *L, tensor *t) {
   tensor **box = lua_newuserdatauv(L, sizeof *box, 0);
   *box = t;
   luaL_setmetatable(L, TENSOR_MT);
+  /* Lua sees a pointer-sized box: a loop that makes a big tensor a turn
+   * (w:next_batch) would otherwise hold dozens of them until a collection
+   * comes, each in freshly mapped pages. Telling the collector their size
+   * frees them early, and their blocks are reused (tensor.c). */
+  size_t kb = (size_t)t->storage->capacity * sizeof(float) >> 10;
+  if (kb >= 1024) lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb);
   return t;
 }
 

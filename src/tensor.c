@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -24,7 +25,54 @@
 
 /* ============================== storage ================================= */
 
-static tensor_storage *storage_new(int64_t n) {
+/* Freed huge blocks kept for the next tensor of the same size: a fed
+ * worker decodes a batch of the same shape again and again, and a fresh
+ * mapping costs the kernel a clear of every page (clear_page_erms was
+ * three quarters of a fed worker's profile). Process-wide, under a lock:
+ * a thread-pool job may free a tensor. Bounded in count and bytes. */
+#define BLOCK_CACHE_SLOTS 6
+#define BLOCK_CACHE_MAX_BYTES ((size_t)32 << 20)
+#define BLOCK_CACHE_MAX_BLOCK ((size_t)16 << 20)
+
+static struct {
+  pthread_mutex_t mu;
+  void *p[BLOCK_CACHE_SLOTS];
+  size_t bytes[BLOCK_CACHE_SLOTS];
+  size_t total;
+} block_cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void *block_take(size_t bytes) {
+  void *p = NULL;
+  pthread_mutex_lock(&block_cache.mu);
+  for (int i = 0; i < BLOCK_CACHE_SLOTS && !p; i++)
+    if (block_cache.p[i] && block_cache.bytes[i] == bytes) {
+      p = block_cache.p[i];
+      block_cache.p[i] = NULL;
+      block_cache.total -= bytes;
+    }
+  pthread_mutex_unlock(&block_cache.mu);
+  return p;
+}
+
+/* Keeps a huge block for reuse, or frees it. */
+static void block_give(void *p, size_t bytes) {
+  if (bytes >= HUGE_ALIGN && bytes <= BLOCK_CACHE_MAX_BLOCK) {
+    pthread_mutex_lock(&block_cache.mu);
+    for (int i = 0; i < BLOCK_CACHE_SLOTS && p; i++)
+      if (!block_cache.p[i] && block_cache.total + bytes <= BLOCK_CACHE_MAX_BYTES) {
+        block_cache.p[i] = p;
+        block_cache.bytes[i] = bytes;
+        block_cache.total += bytes;
+        p = NULL;
+      }
+    pthread_mutex_unlock(&block_cache.mu);
+  }
+  free(p);
+}
+
+/* zero: fill with zeros (tensor_new's promise); else the caller writes
+ * every element. */
+static tensor_storage *storage_new(int64_t n, bool zero) {
   if (n < 0 || (uint64_t)n > SIZE_MAX / sizeof(float) - 16) {
     drv_error(DRV_ENOMEM, "tensor of %lld elements is too large", (long long)n);
     return NULL;
@@ -36,14 +84,18 @@ static tensor_storage *storage_new(int64_t n) {
   void *p = NULL;
   size_t align = bytes >= HUGE_ALIGN ? HUGE_ALIGN : 64;
   if (align == HUGE_ALIGN) bytes = (bytes + HUGE_ALIGN - 1) & ~(HUGE_ALIGN - 1);
-  if (posix_memalign(&p, align, bytes) != 0) {
-    free(s);
-    goto nomem;
-  }
+  if (align == HUGE_ALIGN && (p = block_take(bytes))) {
+    if (zero) memset(p, 0, bytes);
+  } else {
+    if (posix_memalign(&p, align, bytes) != 0) {
+      free(s);
+      goto nomem;
+    }
 #ifdef MADV_HUGEPAGE
-  if (align == HUGE_ALIGN) madvise(p, bytes, MADV_HUGEPAGE); /* a hint: failure is fine */
+    if (align == HUGE_ALIGN) madvise(p, bytes, MADV_HUGEPAGE); /* a hint: failure is fine */
 #endif
-  memset(p, 0, bytes);
+    if (zero || align != HUGE_ALIGN) memset(p, 0, bytes);
+  }
   s->data = p;
   s->capacity = (int64_t)(bytes / sizeof(float));
   s->refs = 1;
@@ -57,7 +109,7 @@ nomem:
 static void storage_unref(tensor_storage *s) {
   if (s && --s->refs == 0) {
     if (s->mapped) munmap(s->data, s->mapped);
-    else free(s->data);
+    else block_give(s->data, (size_t)s->capacity * sizeof(float));
     free(s);
   }
 }
@@ -134,7 +186,7 @@ const char *tensor_shape_str(const tensor *t, char *buf, size_t n) {
 
 /* ============================== lifetime ================================ */
 
-tensor *tensor_new(int ndim, const int64_t *shape) {
+static tensor *new_tensor(int ndim, const int64_t *shape, bool zero) {
   int64_t n;
   if (check_shape(ndim, shape, &n) < 0) return NULL;
   tensor *t = malloc(sizeof *t);
@@ -142,7 +194,7 @@ tensor *tensor_new(int ndim, const int64_t *shape) {
     drv_error(DRV_ENOMEM, "out of memory");
     return NULL;
   }
-  t->storage = storage_new(n);
+  t->storage = storage_new(n, zero);
   if (!t->storage) {
     free(t);
     return NULL;
@@ -150,6 +202,10 @@ tensor *tensor_new(int ndim, const int64_t *shape) {
   set_contiguous(t, ndim, shape);
   return t;
 }
+
+tensor *tensor_new(int ndim, const int64_t *shape) { return new_tensor(ndim, shape, true); }
+
+tensor *tensor_new_uninit(int ndim, const int64_t *shape) { return new_tensor(ndim, shape, false); }
 
 tensor *tensor_new1(int64_t n) { return tensor_new(1, &n); }
 
@@ -159,7 +215,7 @@ tensor *tensor_new2(int64_t rows, int64_t cols) {
 }
 
 tensor *tensor_from(int ndim, const int64_t *shape, const float *src) {
-  tensor *t = tensor_new(ndim, shape);
+  tensor *t = tensor_new_uninit(ndim, shape);
   if (t) memcpy(tensor_data(t), src, (size_t)tensor_numel(t) * sizeof(float));
   return t;
 }
@@ -202,7 +258,7 @@ int tensor_resize(tensor *t, int ndim, const int64_t *shape) {
   int rc = check_shape(ndim, shape, &n);
   if (rc < 0) return rc;
   if (t->storage->refs != 1 || t->storage->capacity < n) {
-    tensor_storage *s = storage_new(n);
+    tensor_storage *s = storage_new(n, true);
     if (!s) return DRV_ENOMEM;
     storage_unref(t->storage);
     t->storage = s;

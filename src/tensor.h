@@ -48,6 +48,9 @@ typedef struct tensor {
 
 /* New contiguous zero-filled tensor. NULL on bad shape or out of memory. */
 tensor *tensor_new(int ndim, const int64_t *shape);
+/* The same, its contents undefined: for a caller that writes every element
+ * at once (a decoded batch), sparing a pass over memory. */
+tensor *tensor_new_uninit(int ndim, const int64_t *shape);
 tensor *tensor_new1(int64_t n);
 tensor *tensor_new2(int64_t rows, int64_t cols);
 /* New contiguous tensor holding a copy of `n` floats from `src`. */

@@ -539,7 +539,7 @@ int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
 
 /* A decoded tensor view as a tensor of its own. */
 static tensor *view_tensor(const wire_tensor *v) {
-  tensor *t = tensor_new(v->ndim, v->shape);
+  tensor *t = tensor_new_uninit(v->ndim, v->shape); /* every element written now */
   if (t) wire_tensor_to(v, tensor_data(t));
   return t;
 }
