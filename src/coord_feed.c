@@ -97,15 +97,32 @@ static int feed_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
   if (rc == 0) rc = wire_str_copy(m.message, msg, sizeof msg);
   if (rc < 0) return rc;
   if (m.status != 0 && f->cfg) {
-    /* The batch is gone with its task: a fit that would go on without it
-     * would not have trained every batch once, so it fails (a lost ps
-     * included; the shard mode's train steps are retried instead). */
+    /* A failure of the batch itself (a lost ps is feed_again's): a fit
+     * that would go on without it would not have trained every batch
+     * once, so it fails. */
     coord__fail_fit(f, "%s: fed batch failed: %s",
                     coord__node_name(&f->c->nodes[node], name, sizeof name), msg);
     return 0;
   }
   if (m.status == 0) coord__feed_trained(f, node, id);
   return coord__step_done(ud, node, id, pl, len);
+}
+
+/* A fed batch that failed because a ps went away under it (lost, or the
+ * worker's link to it broke) is fed again, as the shard mode runs such a
+ * train step again: back to the front of the queue, to the first trainer
+ * ready once the ps is back (feed_ready waits out the rollback). */
+static bool feed_again(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len) {
+  coord_fit_state *f = ud;
+  wire_msg_result m;
+  char msg[1024], name[32];
+  if (!f->cfg || wire_get_result(pl, len, &m) < 0 || m.status == 0 ||
+      wire_str_copy(m.message, msg, sizeof msg) < 0)
+    return false;
+  if (!(f->ck.restoring || strstr(msg, "ps:")) || !coord__fit_running(f->c)) return false;
+  log_warn("%s: fed batch (task %" PRIu64 ") lost with a ps, fed again: %s",
+           coord__node_name(&f->c->nodes[node], name, sizeof name), id, msg);
+  return true;
 }
 
 /* A fit's batches go to trainers set up for it; c:feed's to any trainer
@@ -123,6 +140,7 @@ const coord_producer_ops coord__feed_tasks = {
     .ready = feed_ready,
     .refill = NULL, /* the source is read between turns (coord__feed_tick) */
     .done = feed_done,
+    .again = feed_again,
     .data_type = WIRE_FEED_BATCH,
 };
 

@@ -42,6 +42,11 @@ typedef struct coord_producer_ops {
    * after. Negative for a payload that has no business there: the node's
    * connection is closed. */
   int (*done)(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len);
+  /* Optional, asked before done() for a RESULT: true when the task failed
+   * for a cause outside it (a ps lost under it) and must run again. It
+   * then goes back to the front of the queue, same id and data, and
+   * done() is not called. NULL: every RESULT is done(). */
+  bool (*again)(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len);
   /* For tasks that carry their data (coord__sched_add_data): the type of
    * the frame whose payload is that data, sent as it is (by reference, no
    * copy) each time the task is sent, a retry included; the producer

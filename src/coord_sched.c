@@ -416,6 +416,25 @@ static int on_call_result(coord *c, int node, const uint8_t *pl, uint32_t len) {
   return 0;
 }
 
+static void note_retries(coord *c, int node, int64_t n, const char *what);
+
+/* A completed task back to the front of the queue (its producer's again()). */
+static int run_again(coord *c, int node, task *t, uint64_t id) {
+  coord_sched *s = &c->sched;
+  s->done--;
+  t->state = TS_QUEUED;
+  count(s, t, +1, 0);
+  int rc = push_front(s, id);
+  if (rc < 0) {
+    coord__fail(c, "cannot requeue task %" PRIu64 ": out of memory", id);
+    return rc;
+  }
+  s->retried++;
+  note_retries(c, node, 1, s->prod[t->producer].ops->what);
+  coord__dispatch_later(c);
+  return 0;
+}
+
 /* RESULT of a producer's task: counted once (only the node holding the
  * task completes it), then the producer's unless it let the task go. */
 static int on_result(coord *c, int node, uint8_t type, const uint8_t *pl, uint32_t len) {
@@ -437,6 +456,9 @@ static int on_result(coord *c, int node, uint8_t type, const uint8_t *pl, uint32
   task *t = task_get(s, id);
   int p = t->producer;
   bool released = t->released;
+  const coord_producer_ops *ops = s->prod[p].ops;
+  if (!released && ops && ops->again && ops->again(s->prod[p].ud, node, id, pl, len))
+    return run_again(c, node, t, id);
   task_free(s, t);
   if (!released && s->prod[p].ops) rc = s->prod[p].ops->done(s->prod[p].ud, node, id, pl, len);
   coord__dispatch_later(c);
