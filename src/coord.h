@@ -162,6 +162,10 @@ typedef struct coord_feed_source {
   double timeout;   /* feed_timeout: seconds without progress (a batch read
                        or trained) before the fit fails; 0: none */
   int64_t batches;  /* batches the source will give, when known (progress); 0: unknown */
+  const char *no_replay; /* why it cannot be read again from its start with the
+                            same batches (stdin, a pipe, a function, external
+                            feeders); NULL when it can (a dataset, a file):
+                            `--resume` then passes over what was trained */
 } coord_feed_source;
 
 /* A built-in source: `epochs` passes over d in batches of `batch`

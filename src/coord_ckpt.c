@@ -122,7 +122,9 @@ static int write_phase(coord_fit_state *f, uint64_t at_version) {
   ck->state = CK_WRITING;
   /* The trainers' data positions go with it, unless it is of the fit's
    * last step (a fit that ended needs none: the next one starts afresh). */
-  ck->want_pos = f->looping && (f->sync ? (int64_t)at_version < f->sync_target : f->done < f->total);
+  ck->want_pos = f->looping && !f->feed.src &&
+                 (f->sync ? (int64_t)at_version < f->sync_target : f->done < f->total);
+  if (f->feed.src && (rc = coord__feed_ckpt_mark(f)) < 0) return rc; /* fed: the feed's position */
   return coord__pos_ask(f, at_version);
 }
 
@@ -180,7 +182,7 @@ static int commit(coord_fit_state *f) {
   const char *head[] = {"kind", "cluster", "step", step, "epoch", epoch, "version", version,
                         "fit", fit, "ps", nps, "mode", f->sync ? "sync" : "async",
                         "step_base", sbase, NN_SPEC_META_KEY, spec};
-  const char **meta = calloc(24 + 2 * (size_t)f->ntrainers + 4, sizeof *meta);
+  const char **meta = calloc(28 + 2 * (size_t)f->ntrainers + 4, sizeof *meta);
   if (!meta) return drv_error(DRV_ENOMEM, "out of memory");
   memcpy(meta, head, sizeof head);
   double acc = f->p.eval_accuracy, loss = f->p.eval_loss;
@@ -195,6 +197,7 @@ static int commit(coord_fit_state *f) {
   }
   meta[m] = NULL;
   int rc = coord__pos_meta(f, meta, &m, &owned);
+  coord__feed_ckpt_meta(f, meta, &m);
   if (rc == 0) rc = manifest_commit_hashed(ck->dir, files, sizes, hexes, meta);
   free(owned);
   free(meta);
@@ -217,6 +220,7 @@ void coord__ckpt_finish(coord_fit_state *f) {
     snprintf(ck->why, sizeof ck->why, "%s", drv_errmsg());
   }
   coord__pos_clear(f);
+  coord__feed_ckpt_clear(f);
   if (ck->failed) {
     remove_uncommitted(f);
     rundir_event(&c->rd, "checkpoint step %" PRId64 " failed: %s; the previous checkpoint is "
@@ -360,6 +364,7 @@ void coord__ckpt_abandon(coord_fit_state *f, int ps) {
     if (ck->state == CK_WRITING) remove_uncommitted(f);
     ck->state = CK_IDLE;
     coord__pos_clear(f);
+    coord__feed_ckpt_clear(f);
     rundir_event(&f->c->rd, "checkpoint step %" PRId64 " abandoned: ps:%d was lost", ck->step, ps);
   }
 }
@@ -515,8 +520,13 @@ int coord__ckpt_resume(coord_fit_state *f) {
   c->resume = false;
   const char *sbase = manifest_meta(&m, "step_base");
   f->step_base = sbase ? strtoll(sbase, NULL, 10) : 0;
+  int rc = coord__feed_ckpt_resume(f, &m); /* a fed fit: what to pass over, if it can */
+  if (rc < 0) {
+    manifest_free(&m);
+    return rc;
+  }
   rundir_event(&c->rd, "resuming fit %" PRId64 " from step %" PRId64 " (%s)", fit, step, e.path);
-  int rc = coord__pos_rollback(f, &m);
+  rc = coord__pos_rollback(f, &m);
   manifest_free(&m);
   if (rc == 0) rc = send_restore(f, e.path, version);
   if (rc < 0) return rc;

@@ -324,6 +324,14 @@ int coord__feed_tick(coord_fit_state *f) {
       break;
     }
     if (rc < 0) return drv_error(rc, "feed: %s", drv_errmsg());
+    if (fd->mode == WIRE_FEED_TRAIN && coord__feed_ckpt_skip(f, fd->seq + 1)) {
+      fd->seq++; /* `--resume`: trained before the checkpoint */
+      fd->epoch = epoch;
+      if (++f->feed_rs.skipped == 1 || fd->seq == f->feed_rs.skip)
+        rundir_event(&f->c->rd, "feed: passing over batch %" PRIu64 " of %" PRIu64 ", trained "
+                     "before the checkpoint", fd->seq, f->feed_rs.skip);
+      continue;
+    }
     if ((rc = queue_batch(f, x, y, epoch)) < 0) return rc; /* x, y: the source's */
   }
   double now = progress_now();
@@ -372,14 +380,22 @@ void coord__feed_end(coord_fit_state *f, int rc) {
                                                .message = WIRE_STR("")});
     coord__send(f->c, fd->trainers[t], &w, WIRE_FEED_END, 0);
   }
+  if (f->feed_rs.skipped)
+    rundir_event(&f->c->rd, "feed: %" PRId64 " batches passed over (trained before the checkpoint)",
+                 f->feed_rs.skipped);
   rundir_event(&f->c->rd, "feed: %" PRId64 " batches trained of %" PRIu64 " read", fd->trained,
-               fd->seq);
+               fd->seq - (uint64_t)f->feed_rs.skipped);
+  free(f->feed_rs.redo);
+  memset(&f->feed_rs, 0, sizeof f->feed_rs); /* for this fit only */
   fd->src = NULL;
   fd->nslots = 0;
 }
 
 void coord__feed_free(coord_fit_state *f) {
   poll_stop(&f->feed);
+  coord__feed_ckpt_clear(f);
+  free(f->feed_rs.redo);
+  f->feed_rs.redo = NULL;
   coord__feeders_free(f);
   free(f->feed.slots);
   free(f->feed.trainers);

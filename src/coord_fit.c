@@ -569,10 +569,12 @@ static int plan(coord *c, const coord_fit_args *a) {
   if (a->feed) {
     /* feed mode: as many steps as the source gives batches (known for a
      * dataset, for the progress line) */
-    if (a->sync) return drv_error(DRV_EINVAL, "cluster: train.feed trains asynchronously; "
-                                  "remove mode = \"sync\"");
-    if (a->ckpt) return drv_error(DRV_EINVAL, "cluster: checkpoint = {...} does not record a "
-                                  "feed's position yet; remove checkpoint or train.feed");
+    /* sync needs the global steps up front (VAR_INIT) and may drop a
+     * gradient (a backup worker's, a stale one): a fed batch must train
+     * once, and a source's length is not known (docs/ARCHITECTURE.md) */
+    if (a->sync) return drv_error(DRV_EINVAL, "cluster: train.feed trains asynchronously (sync "
+                                  "training needs its global steps up front and may drop a "
+                                  "batch's gradient); remove mode = \"sync\"");
     f->total = a->feed->batches;
     if (cfg->max_steps > 0 && (f->total == 0 || cfg->max_steps < f->total)) f->total = cfg->max_steps;
     f->per_epoch = a->feed->batches > 0 && cfg->epochs > 0 ? a->feed->batches / cfg->epochs : 0;

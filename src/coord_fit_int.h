@@ -57,6 +57,9 @@ typedef struct coord_ck {
   int rb_waiting;      /* ROLLBACK_OKs outstanding */
   ckpos *pos;          /* per trainer, npos of them */
   int npos;
+  /* a fed fit's position at this checkpoint (coord_feed_ckpt.c): "feed.read"
+   * then "feed.pending" values, each NUL-terminated; NULL: not fed */
+  char *feed_pos;
 } coord_ck;
 
 /* Feed mode (coord_feed.c): batches from a source, in flight as tasks of
@@ -169,6 +172,15 @@ struct coord_fit_state {
    * fits before this one, prev_steps the last fit's. */
   int64_t step_base, prev_steps;
   coord_feed_state feed;
+  /* `--resume` of a fed fit (coord_feed_ckpt.c): batches 1..skip of the
+   * source were trained before the checkpoint, except the nredo in redo
+   * (in flight then), which are trained again */
+  struct {
+    uint64_t skip;
+    uint64_t *redo;
+    int nredo;
+    int64_t skipped; /* batches passed over so far */
+  } feed_rs;
 };
 
 /* coord_fit.c: the fit's train steps as a producer of the task queue
@@ -292,6 +304,19 @@ int coord__pos_meta(coord_fit_state *f, const char **meta, int *m, char **owned)
  * positions (or of another number of trainers) rolls nothing back and
  * says so. */
 int coord__pos_rollback(coord_fit_state *f, const manifest *m);
+
+/* coord_feed_ckpt.c: a fed fit's position in its checkpoints. At a
+ * checkpoint's start (the ps snapshot after it), the batches read and
+ * those not yet trained; every batch trained by then is in the snapshot. */
+int coord__feed_ckpt_mark(coord_fit_state *f);
+/* Appends "feed.read" and "feed.pending" to meta (4 entries) when marked. */
+void coord__feed_ckpt_meta(coord_fit_state *f, const char **meta, int *m);
+void coord__feed_ckpt_clear(coord_fit_state *f);
+/* `--resume` from manifest m: the batches to pass over (f->feed_rs).
+ * DRV_EINVAL when the source cannot be read again from its start. */
+int coord__feed_ckpt_resume(coord_fit_state *f, const manifest *m);
+/* Whether the source's batch seq was trained before the checkpoint. */
+bool coord__feed_ckpt_skip(coord_fit_state *f, uint64_t seq);
 /* A trainer was lost: a checkpoint waiting for its position fails; a
  * rollback stops waiting for it. */
 void coord__pos_node_lost(coord_fit_state *f, int node);

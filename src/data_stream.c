@@ -258,6 +258,10 @@ int data_stream_read(data_stream *s, int64_t min, int64_t max, tensor **x, tenso
 int data_stream_fd(const data_stream *s) { return s->regular ? -1 : s->fd; }
 int64_t data_stream_rows(const data_stream *s) { return s->handed; }
 const char *data_stream_name(const data_stream *s) { return s->name; }
+const char *data_stream_no_replay(const data_stream *s) {
+  if (!s->own_fd) return "stdin";
+  return s->regular ? NULL : "a pipe or a socket";
+}
 bool data_stream_ended(const data_stream *s) { return s->eof && s->len == 0 && s->rows == 0; }
 
 void data_stream_close(data_stream *s) {

@@ -42,6 +42,9 @@ int64_t data_stream_rows(const data_stream *s);
 const char *data_stream_name(const data_stream *s);
 /* Whether the end was reached (and every row handed out). */
 bool data_stream_ended(const data_stream *s);
+/* Why the stream cannot be opened again and read from its start ("stdin",
+ * "a pipe or a socket"); NULL for a file, which can. */
+const char *data_stream_no_replay(const data_stream *s);
 
 void data_stream_close(data_stream *s); /* NULL is fine; stdin is left open */
 

@@ -105,16 +105,19 @@ void lfeed_open(lua_State *L, const ltrain_exp *e, lfeed *f) {
     s->next = fn_next;
     s->ud = f;
     f->fn = idx;
+    s->no_replay = "a Lua function (its batches are not known to come again in the same order)";
   } else if (lua_type(L, idx) == LUA_TSTRING && strcmp(lua_tostring(L, idx), "external") == 0) {
     s->fd = -1;
     s->external = true;
     s->feeders = e->feeders;
+    s->no_replay = "external feeders";
   } else {
     /* a path or "-": a stream of its lines, as data.stream(path) reads it */
     f->stream = ldata_stream_for_feed(L, idx, e->cfg.epochs);
     s->fd = data_stream_fd(f->stream);
     s->next = stream_next;
     s->ud = f;
+    s->no_replay = data_stream_no_replay(f->stream);
   }
   if (rc < 0) luaL_error(L, "train.feed: %s", drv_errmsg());
   s->timeout = e->feed_timeout > 0 ? e->feed_timeout : FEED_TIMEOUT_DEFAULT;
