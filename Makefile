@@ -37,7 +37,7 @@ endif
 # layer and of the layers below, never above (`make layers` checks it, and
 # `make test` runs that check). A module is a .c/.h pair or a lone header.
 LAYERS          = base numeric data protocol transport launch cluster dashboard lua binary
-LAYER_base      = err util afile log embed rundir sha256 safetensors manifest
+LAYER_base      = err util blockcache afile log embed rundir sha256 safetensors manifest
 LAYER_numeric   = rng tensor tensor_ops nn_int nn nn_layers nn_conv nn_norm nn_containers nn_loss nn_spec nn_file optim_sched optim
 LAYER_data      = data_int data data_read data_csv data_bin data_recipe data_write data_stream train progress ckpt
 # dash_model/dash_snap are the run's model and its SNAPSHOT encoding, not

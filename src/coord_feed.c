@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blockcache.h"
 #include "coord_fit_int.h"
 #include "err.h"
 #include "le.h"
@@ -179,8 +180,18 @@ static int queue_batch(coord_fit_state *f, tensor *x, tensor *y, uint32_t epoch)
     return drv_error(DRV_ESHAPE, "feed: batch %" PRIu64 " has x %s and y %s (x must be [n, ...], "
                      "y [n] or [n, k], n >= 1)", fd->seq + 1, tensor_shape_str(x, a, sizeof a),
                      tensor_shape_str(y, b, sizeof b));
-  wire_wr w;
-  wire_wr_init(&w);
+  /* Into a cached block of the batch's size (blockcache.h): encoding into
+   * a fresh buffer each batch cost page faults and clears. */
+  size_t block = 0, need = 0;
+  wire_wr w = {0};
+  if (!__builtin_mul_overflow((size_t)tensor_numel(x) + (size_t)tensor_numel(y), sizeof(float), &need) &&
+      need <= SIZE_MAX - 4096 && (w.buf = blockcache_alloc(need + 4096, &block))) {
+    w.cap = block;
+    w.len = WIRE_HEADER_SIZE;
+  } else {
+    block = 0;
+    wire_wr_init(&w);
+  }
   wire_put_feed_batch(&w, &(wire_msg_feed_batch){.task = 0,
                                                  .seq = fd->seq + 1,
                                                  .epoch = epoch,
@@ -188,11 +199,13 @@ static int queue_batch(coord_fit_state *f, tensor *x, tensor *y, uint32_t epoch)
                                                  .x = {.t = x},
                                                  .y = {.t = y}});
   if (w.err || w.len > UINT32_MAX) {
+    if (block && w.cap == block) blockcache_give(w.buf, block), w.buf = NULL;
     wire_wr_free(&w);
     return drv_error(DRV_ENOMEM, "feed: cannot encode batch %" PRIu64, fd->seq + 1);
   }
   uint8_t *buf = w.buf;
-  int64_t id = coord__sched_add_data(f->c, fd->producer, buf, (uint32_t)w.len);
+  if (w.cap != block) block = 0; /* it grew (a realloc): malloc'ed now */
+  int64_t id = coord__sched_add_block(f->c, fd->producer, buf, (uint32_t)w.len, block);
   if (id < 0) return (int)id;
   le_put(buf + WIRE_HEADER_SIZE, (uint64_t)id, 8); /* the payload's first field: the task */
   fd->seq++;

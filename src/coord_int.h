@@ -75,6 +75,10 @@ int64_t coord__sched_add(coord *c, int p);
  * way; until then the producer may write into it (the task id). A lost
  * node's task is sent again with it. */
 int64_t coord__sched_add_data(coord *c, int p, uint8_t *data, uint32_t len);
+/* The same for data in a blockcache block of `block` bytes (blockcache.h),
+ * given back to the cache once the task is over: a stream of big tasks
+ * (fed batches) reuses its blocks. block 0: data is malloc'ed. */
+int64_t coord__sched_add_block(coord *c, int p, uint8_t *data, uint32_t len, size_t block);
 /* The node holding producer p's running task id, or -1. */
 int coord__sched_owner(const coord *c, int p, uint64_t id);
 /* Drops p's queued tasks; with `all`, its running ones are let go too

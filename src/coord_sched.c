@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "coord_int.h"
+#include "blockcache.h"
 #include "err.h"
 #include "log.h"
 #include "wire_msgs.h"
@@ -69,13 +70,15 @@ static void compact(coord_sched *s) {
 typedef struct task_buf {
   int refs;
   uint32_t len;
-  uint8_t *p; /* WIRE_HEADER_SIZE bytes of room, then the payload */
+  uint8_t *p;   /* WIRE_HEADER_SIZE bytes of room, then the payload */
+  size_t block; /* p is a blockcache block of this size (0: malloc'ed) */
 } task_buf;
 
 static void buf_unref(void *arg) {
   task_buf *b = arg;
   if (b && --b->refs == 0) {
-    free(b->p);
+    if (b->block) blockcache_give(b->p, b->block);
+    else free(b->p);
     free(b);
   }
 }
@@ -542,14 +545,19 @@ int coord__sched_owner(const coord *c, int p, uint64_t id) {
 }
 
 int64_t coord__sched_add_data(coord *c, int p, uint8_t *data, uint32_t len) {
+  return coord__sched_add_block(c, p, data, len, 0);
+}
+
+int64_t coord__sched_add_block(coord *c, int p, uint8_t *data, uint32_t len, size_t block) {
   coord_sched *s = &c->sched;
   task_buf *b = NULL;
   if (data && (len < WIRE_HEADER_SIZE || !(b = malloc(sizeof *b)))) {
-    free(data);
+    if (block) blockcache_give(data, block);
+    else free(data);
     return drv_error(len < WIRE_HEADER_SIZE ? DRV_EINVAL : DRV_ENOMEM, "a task's data: %s",
                      len < WIRE_HEADER_SIZE ? "no header room" : "out of memory");
   }
-  if (b) *b = (task_buf){1, len, data};
+  if (b) *b = (task_buf){1, len, data, block};
   int64_t id = task_new(s, TK_PRODUCED, NULL, 0);
   if (id < 0) {
     buf_unref(b);

@@ -10,10 +10,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "blockcache.h"
 #include "err.h"
 #include "util.h"
 
@@ -24,51 +24,6 @@
 #define HUGE_ALIGN ((size_t)2 << 20)
 
 /* ============================== storage ================================= */
-
-/* Freed huge blocks kept for the next tensor of the same size: a fed
- * worker decodes a batch of the same shape again and again, and a fresh
- * mapping costs the kernel a clear of every page (clear_page_erms was
- * three quarters of a fed worker's profile). Process-wide, under a lock:
- * a thread-pool job may free a tensor. Bounded in count and bytes. */
-#define BLOCK_CACHE_SLOTS 6
-#define BLOCK_CACHE_MAX_BYTES ((size_t)32 << 20)
-#define BLOCK_CACHE_MAX_BLOCK ((size_t)16 << 20)
-
-static struct {
-  pthread_mutex_t mu;
-  void *p[BLOCK_CACHE_SLOTS];
-  size_t bytes[BLOCK_CACHE_SLOTS];
-  size_t total;
-} block_cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static void *block_take(size_t bytes) {
-  void *p = NULL;
-  pthread_mutex_lock(&block_cache.mu);
-  for (int i = 0; i < BLOCK_CACHE_SLOTS && !p; i++)
-    if (block_cache.p[i] && block_cache.bytes[i] == bytes) {
-      p = block_cache.p[i];
-      block_cache.p[i] = NULL;
-      block_cache.total -= bytes;
-    }
-  pthread_mutex_unlock(&block_cache.mu);
-  return p;
-}
-
-/* Keeps a huge block for reuse, or frees it. */
-static void block_give(void *p, size_t bytes) {
-  if (bytes >= HUGE_ALIGN && bytes <= BLOCK_CACHE_MAX_BLOCK) {
-    pthread_mutex_lock(&block_cache.mu);
-    for (int i = 0; i < BLOCK_CACHE_SLOTS && p; i++)
-      if (!block_cache.p[i] && block_cache.total + bytes <= BLOCK_CACHE_MAX_BYTES) {
-        block_cache.p[i] = p;
-        block_cache.bytes[i] = bytes;
-        block_cache.total += bytes;
-        p = NULL;
-      }
-    pthread_mutex_unlock(&block_cache.mu);
-  }
-  free(p);
-}
 
 /* zero: fill with zeros (tensor_new's promise); else the caller writes
  * every element. */
@@ -84,7 +39,7 @@ static tensor_storage *storage_new(int64_t n, bool zero) {
   void *p = NULL;
   size_t align = bytes >= HUGE_ALIGN ? HUGE_ALIGN : 64;
   if (align == HUGE_ALIGN) bytes = (bytes + HUGE_ALIGN - 1) & ~(HUGE_ALIGN - 1);
-  if (align == HUGE_ALIGN && (p = block_take(bytes))) {
+  if (align == HUGE_ALIGN && (p = blockcache_take(bytes))) {
     if (zero) memset(p, 0, bytes);
   } else {
     if (posix_memalign(&p, align, bytes) != 0) {
@@ -109,7 +64,7 @@ nomem:
 static void storage_unref(tensor_storage *s) {
   if (s && --s->refs == 0) {
     if (s->mapped) munmap(s->data, s->mapped);
-    else block_give(s->data, (size_t)s->capacity * sizeof(float));
+    else blockcache_give(s->data, (size_t)s->capacity * sizeof(float));
     free(s);
   }
 }

@@ -1,0 +1,55 @@
+/* blockcache.c - see blockcache.h. */
+#include "blockcache.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define SLOTS 6
+#define MAX_BYTES ((size_t)32 << 20)
+#define MAX_BLOCK ((size_t)16 << 20)
+
+static struct {
+  pthread_mutex_t mu;
+  void *p[SLOTS];
+  size_t bytes[SLOTS];
+  size_t total;
+} cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void *blockcache_take(size_t bytes) {
+  void *p = NULL;
+  if (bytes < BLOCKCACHE_MIN || bytes > MAX_BLOCK) return NULL;
+  pthread_mutex_lock(&cache.mu);
+  for (int i = 0; i < SLOTS && !p; i++)
+    if (cache.p[i] && cache.bytes[i] == bytes) {
+      p = cache.p[i];
+      cache.p[i] = NULL;
+      cache.total -= bytes;
+    }
+  pthread_mutex_unlock(&cache.mu);
+  return p;
+}
+
+void blockcache_give(void *p, size_t bytes) {
+  if (p && bytes >= BLOCKCACHE_MIN && bytes <= MAX_BLOCK) {
+    pthread_mutex_lock(&cache.mu);
+    for (int i = 0; i < SLOTS && p; i++)
+      if (!cache.p[i] && cache.total + bytes <= MAX_BYTES) {
+        cache.p[i] = p;
+        cache.bytes[i] = bytes;
+        cache.total += bytes;
+        p = NULL;
+      }
+    pthread_mutex_unlock(&cache.mu);
+  }
+  free(p);
+}
+
+void *blockcache_alloc(size_t bytes, size_t *got) {
+  if (bytes > SIZE_MAX - BLOCKCACHE_MIN) return NULL;
+  bytes = (bytes + BLOCKCACHE_MIN - 1) & ~(BLOCKCACHE_MIN - 1);
+  void *p = blockcache_take(bytes);
+  if (!p && posix_memalign(&p, BLOCKCACHE_MIN, bytes) != 0) return NULL;
+  *got = bytes;
+  return p;
+}
