@@ -14,6 +14,7 @@ static struct {
   void *p[SLOTS];
   size_t bytes[SLOTS];
   size_t total;
+  int next; /* the slot filled next: the oldest */
 } cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void *blockcache_take(size_t bytes) {
@@ -30,18 +31,30 @@ void *blockcache_take(size_t bytes) {
   return p;
 }
 
+/* Keeps the newest blocks: when the cache is full, older ones go (a
+ * block of a size nobody asks for again must not hold a slot forever). */
 void blockcache_give(void *p, size_t bytes) {
+  void *out[SLOTS] = {0};
+  int nout = 0;
   if (p && bytes >= BLOCKCACHE_MIN && bytes <= MAX_BLOCK) {
     pthread_mutex_lock(&cache.mu);
-    for (int i = 0; i < SLOTS && p; i++)
-      if (!cache.p[i] && cache.total + bytes <= MAX_BYTES) {
-        cache.p[i] = p;
-        cache.bytes[i] = bytes;
-        cache.total += bytes;
-        p = NULL;
+    for (int k = 0; k < SLOTS && (cache.total + bytes > MAX_BYTES || cache.p[cache.next]); k++) {
+      int i = cache.next; /* the oldest slot */
+      if (cache.p[i]) {
+        out[nout++] = cache.p[i];
+        cache.total -= cache.bytes[i];
+        cache.p[i] = NULL;
       }
+      if (cache.total + bytes > MAX_BYTES) cache.next = (cache.next + 1) % SLOTS;
+    }
+    cache.p[cache.next] = p;
+    cache.bytes[cache.next] = bytes;
+    cache.total += bytes;
+    cache.next = (cache.next + 1) % SLOTS;
+    p = NULL;
     pthread_mutex_unlock(&cache.mu);
   }
+  for (int i = 0; i < nout; i++) free(out[i]);
   free(p);
 }
 

@@ -486,6 +486,8 @@ static void bad_ckpt(void *ud, const char *msg) {
  * no push from before can arrive). */
 int coord__ckpt_resume(coord_fit_state *f) {
   coord *c = f->c;
+  free(f->feed_rs.redo); /* a fed fit passes over nothing unless resumed now */
+  memset(&f->feed_rs, 0, sizeof f->feed_rs);
   if (!c->resume) return 0;
   char base[1100];
   ckpt_dir(f, base, sizeof base);
