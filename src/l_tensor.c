@@ -129,7 +129,8 @@ tensor *ltensor_push(lua_State *L, tensor *t) {
    * comes, each in freshly mapped pages. Telling the collector their size
    * frees them early, and their blocks are reused (tensor.c). */
   size_t kb = (size_t)t->storage->capacity * sizeof(float) >> 10;
-  if (kb >= 1024 && t->storage->refs == 1 && !t->storage->mapped) /* its own block, not a view or a mapping */ lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb);
+  if (kb >= 1024 && t->storage->refs == 1 && !t->storage->mapped) /* its own block only */
+    lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb);
   return t;
 }
 
