@@ -102,6 +102,7 @@ struct conn {
   conn_server *srv;
   conn *prev, *next;
   char peer[64];
+  char ip[48]; /* the peer's address without the port: the per-address bound */
   char why[320];
 };
 
@@ -112,6 +113,9 @@ struct conn_server {
   int nhandshaking;
   uint64_t dropped, dropped_said; /* handshakes dropped for newer ones; logged */
   double said_at;                 /* when the last such line was logged (ms) */
+  uint64_t failed, failed_said;   /* accepts that failed (EMFILE...); logged the same way */
+  double failed_at;
+  uint32_t max_per_addr;          /* waiting handshakes from one address */
   char addr[64];
 };
 
@@ -619,22 +623,61 @@ static uint32_t max_handshaking(const conn_opts *o) {
   return n < 64 ? 64 : n > 1024 ? 1024 : (uint32_t)n;
 }
 
-/* Over the bound: the oldest waiting handshake goes (the list's tail). */
-static void drop_oldest_handshake(conn_server *s) {
-  conn *old = s->handshaking;
-  while (old && old->next) old = old->next;
-  if (!old) return;
-  s->dropped++;
+/* One address may hold a quarter of the total (at least 16, at most the
+ * total): a flood from one host leaves room for the others' handshakes. */
+static uint32_t max_per_addr(const conn_opts *o, uint32_t total) {
+  uint32_t n = o->max_per_addr ? o->max_per_addr : total / 4;
+  if (n < 16) n = 16;
+  return n > total ? total : n;
+}
+
+/* A counted, rate-limited log line: at most one a second per counter, with
+ * the number of events since the last one. True when it is time to say. */
+static bool say_now(conn_server *s, const uint64_t *said, double *at) {
   double now = (double)uv_now(s->tcp.loop);
-  if (s->dropped_said == 0 || now - s->said_at >= 1000) {
-    log_warn("conn: %s: %" PRIu64 " connections dropped before they authenticated (at most %d "
-             "wait at once; the oldest goes)", s->addr, s->dropped - s->dropped_said,
-             s->nhandshaking);
+  if (*said != 0 && now - *at < 1000) return false;
+  *at = now;
+  return true;
+}
+
+/* Drops `old`, a waiting handshake, for a newer one. */
+static void drop_handshake(conn_server *s, conn *old, const char *bound, int held) {
+  s->dropped++;
+  if (say_now(s, &s->dropped_said, &s->said_at)) {
+    log_warn("conn: %s: %" PRIu64 " connections dropped before they authenticated (%s: at "
+             "most %d wait at once; the oldest goes)", s->addr, s->dropped - s->dropped_said,
+             bound, held);
     s->dropped_said = s->dropped;
-    s->said_at = now;
   }
-  conn_fail(old, 0, "dropped before it authenticated: %d newer connections waiting",
-            s->nhandshaking);
+  conn_fail(old, 0, "dropped before it authenticated: %d newer connections waiting", held);
+}
+
+/* Makes room for one more waiting handshake from `ip`: over the bound of
+ * its address the oldest of that address goes, over the total bound the
+ * oldest of all. The list is newest first, so the last match is the
+ * oldest; a peer that authenticates does so within milliseconds and is
+ * never the oldest. */
+static void bound_handshakes(conn_server *s, const char *ip) {
+  conn *oldest = NULL, *mine = NULL;
+  uint32_t from_ip = 0;
+  for (conn *c = s->handshaking; c; c = c->next) {
+    oldest = c;
+    if (strcmp(c->ip, ip) == 0) from_ip++, mine = c;
+  }
+  if (mine && from_ip >= s->max_per_addr)
+    drop_handshake(s, mine, ip, (int)from_ip);
+  else if (oldest && (uint32_t)s->nhandshaking >= s->o.max_handshaking)
+    drop_handshake(s, oldest, "in total", s->nhandshaking);
+}
+
+/* An accept that failed (out of descriptors: libuv then takes and closes
+ * the pending connection itself) is logged at a bounded rate too. */
+static void accept_failed(conn_server *s, int status) {
+  s->failed++;
+  if (!say_now(s, &s->failed_said, &s->failed_at)) return;
+  log_warn("conn: accept on %s failed %" PRIu64 " times: %s", s->addr,
+           s->failed - s->failed_said, uv_strerror(status));
+  s->failed_said = s->failed;
 }
 
 static void on_connection(uv_stream_t *ls, int status) {
@@ -643,7 +686,7 @@ static void on_connection(uv_stream_t *ls, int status) {
   int len = sizeof ss, rc;
   conn *c;
   if (status < 0) {
-    log_warn("conn: accept on %s failed: %s", s->addr, uv_strerror(status));
+    accept_failed(s, status);
     return;
   }
   c = conn_new(ls->loop, &s->o);
@@ -653,16 +696,18 @@ static void on_connection(uv_stream_t *ls, int status) {
     log_error("conn: no memory for a connection on %s", s->addr);
     return;
   }
-  if ((uint32_t)s->nhandshaking >= s->o.max_handshaking) drop_oldest_handshake(s);
+  rc = uv_accept(ls, (uv_stream_t *)&c->tcp);
+  if (rc == 0 && uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+    format_addr((const struct sockaddr *)&ss, c->peer, sizeof c->peer);
+    uv_ip_name((const struct sockaddr *)&ss, c->ip, sizeof c->ip);
+  }
+  bound_handshakes(s, c->ip);
   c->state = ST_WAIT_AUTH;
   c->srv = s;
   s->nhandshaking++;
   c->next = s->handshaking;
   if (c->next) c->next->prev = c;
   s->handshaking = c;
-  rc = uv_accept(ls, (uv_stream_t *)&c->tcp);
-  if (rc == 0 && uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
-    format_addr((const struct sockaddr *)&ss, c->peer, sizeof c->peer);
   if (rc == 0) rc = start_conn(c);
   if (rc < 0) {
     conn_fail(c, DRV_EIO, "accept on %s failed: %s", s->addr, uv_strerror(rc));
@@ -689,6 +734,7 @@ int conn_listen(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
   s->o = *o;
   s->o.max_frame = opt_max_frame(o);
   s->o.max_handshaking = max_handshaking(o);
+  s->max_per_addr = max_per_addr(o, s->o.max_handshaking);
   s->tcp.data = s;
   uv_tcp_init(loop, &s->tcp); /* cannot fail without AF_ flags */
   rc = uv_tcp_bind(&s->tcp, (const struct sockaddr *)&ss, 0);

@@ -55,6 +55,8 @@ typedef struct conn_opts {
   uint32_t max_handshaking;  /* a server's connections not yet authenticated at once;
                                 0: a quarter of RLIMIT_NOFILE, 64..1024. A new one over
                                 the bound drops the oldest (see conn_listen) */
+  uint32_t max_per_addr;     /* of those, from one address (IP) at once; 0: a quarter
+                                of max_handshaking, at least 16 */
   bool opaque;               /* skip the payload layout check (wire_validate_payload)
                                 that every authenticated frame gets: only for tests of
                                 the transport itself, which carry arbitrary bytes */
@@ -67,10 +69,11 @@ typedef struct conn_opts {
  * Connections that never authenticate would otherwise hold a descriptor
  * each until their handshake timeout, and a flood of them leaves the
  * process none to open what recovery needs (a restarted node's log). So at
- * most max_handshaking wait at once: a new one drops the oldest (closed
+ * most max_handshaking wait at once, and max_per_addr from one address: a
+ * new one over a bound drops the oldest of its address, or of all (closed
  * with err 0, so the owner logs nothing; a peer that authenticates does so
  * within milliseconds and is never the oldest), and the drops are logged
- * at most once a second, counted. */
+ * at most once a second, counted; so are accepts that fail (EMFILE). */
 int conn_listen(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
                 conn_server **out, int *bound_port);
 /* Stops accepting and closes the listener (not the accepted conns). The

@@ -608,6 +608,7 @@ static int start_run(coord *c) {
   if (!c->log) return drv_error(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
   log_setup(c->log, "coordinator", LOG_INFO);
   if (c->resume) unlink(rundir_file(&c->rd, "secret", path, sizeof path)); /* its run is over */
+  util_fd_reserve(); /* for recovery under a flood of connections (util.h) */
   if ((rc = auth_secret_generate(&c->secret)) < 0 ||
       (rc = auth_secret_save(&c->secret, rundir_file(&c->rd, "secret", path, sizeof path))) < 0)
     return rc;

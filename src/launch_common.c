@@ -20,6 +20,7 @@
 
 #include "err.h"
 #include "launch_int.h"
+#include "util.h"
 #include "wire.h"
 
 extern char **environ;
@@ -210,11 +211,11 @@ int launch__open_stdio(const launch_task *t, int *log_fd, int *null_fd) {
   int k = snprintf(path, sizeof path, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
   if (k < 0 || (size_t)k >= sizeof path)
     return drv_error(DRV_ERANGE, "launch %s-%d: log path too long", r, t->index);
-  *log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  *log_fd = util_open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
   if (*log_fd < 0)
     return drv_error(DRV_EIO, "launch %s-%d: cannot open '%s': %s", r, t->index, path,
                      strerror(errno));
-  *null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  *null_fd = util_open("/dev/null", O_RDONLY, 0);
   if (*null_fd < 0) {
     int e = errno;
     close(*log_fd);

@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "util.h"
 #include "wire.h"
 
 /* ============================== start ==================================== */
@@ -77,7 +78,7 @@ static int spawn_task(launch_base *l, launch_proc *task, const launch_task *t, v
   return launch__spawn(l, task, exe, args, env, in, log_fd, task_ud);
 }
 
-static int local_start(launcher *base, const launch_task *t, void *task_ud, pid_t *pid) {
+static int start_task(launcher *base, const launch_task *t, void *task_ud, pid_t *pid) {
   launch_base *l = (launch_base *)base;
   if (pid) *pid = 0;
   int rc = launch__check_task(t);
@@ -109,6 +110,16 @@ static int local_start(launcher *base, const launch_task *t, void *task_ud, pid_
                      uv_strerror(err));
   if (pid) *pid = task->proc.pid;
   return 0;
+}
+
+/* A start is what recovery needs when a flood of connections has filled the
+ * descriptor table (a log, /dev/null, libuv's pipes for the exec): the
+ * process's reserve is released for it and taken back after (util.h). */
+static int local_start(launcher *base, const launch_task *t, void *task_ud, pid_t *pid) {
+  util_fd_release();
+  int rc = start_task(base, t, task_ud, pid);
+  util_fd_reserve();
+  return rc;
 }
 
 /* ============================== control ================================== */

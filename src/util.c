@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,7 @@ int util_sync_parent(const char *path) {
 }
 
 FILE *util_fopen_append(const char *path, mode_t mode) {
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode);
+  int fd = util_open(path, O_WRONLY | O_APPEND | O_CREAT, mode);
   if (fd < 0) return NULL;
   FILE *f = fdopen(fd, "a");
   if (!f) {
@@ -80,4 +81,41 @@ FILE *util_fopen_append(const char *path, mode_t mode) {
     errno = e;
   }
   return f;
+}
+
+/* ---- descriptors in reserve --------------------------------------------- */
+
+static int fd_reserve[UTIL_FD_RESERVE] = {-1, -1, -1, -1};
+
+int util_fd_reserve(void) {
+  int held = 0;
+  for (int i = 0; i < UTIL_FD_RESERVE; i++) {
+    if (fd_reserve[i] < 0) fd_reserve[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd_reserve[i] >= 0) held++;
+  }
+  return held;
+}
+
+void util_fd_release(void) {
+  for (int i = 0; i < UTIL_FD_RESERVE; i++) {
+    if (fd_reserve[i] >= 0) close(fd_reserve[i]);
+    fd_reserve[i] = -1;
+  }
+}
+
+static bool fd_reserved(void) {
+  for (int i = 0; i < UTIL_FD_RESERVE; i++)
+    if (fd_reserve[i] >= 0) return true;
+  return false;
+}
+
+int util_open(const char *path, int flags, mode_t mode) {
+  int fd = open(path, flags | O_CLOEXEC, mode);
+  if (fd >= 0 || (errno != EMFILE && errno != ENFILE) || !fd_reserved()) return fd;
+  util_fd_release();
+  fd = open(path, flags | O_CLOEXEC, mode);
+  int e = errno;
+  util_fd_reserve();
+  errno = e;
+  return fd;
 }

@@ -58,4 +58,20 @@ FILE *util_fopen_append(const char *path, mode_t mode);
 /* util_sync_dir of the directory holding `path` ("." for a bare name). */
 int util_sync_parent(const char *path);
 
+/* Descriptors held in reserve (UTIL_FD_RESERVE of them, on /dev/null,
+ * close-on-exec), so that a process whose table a flood of connections
+ * filled can still open what recovery needs: a relaunched node's log, the
+ * pipes of its spawn, a run record. The process keeps them from
+ * util_fd_reserve() on; a recovery step calls util_fd_release() just
+ * before it opens, and util_fd_reserve() right after to take them back
+ * (when it cannot, the next call tries again). Loop thread only: the
+ * state is process-wide. util_open() does this around one open(2) that
+ * failed with EMFILE/ENFILE. util_fd_reserve returns how many are held. */
+#define UTIL_FD_RESERVE 4
+int util_fd_reserve(void);
+void util_fd_release(void);
+/* open(2) (O_CLOEXEC added) that, on EMFILE or ENFILE, releases the
+ * reserve, tries again and re-takes it. -1 with errno set. */
+int util_open(const char *path, int flags, mode_t mode);
+
 #endif

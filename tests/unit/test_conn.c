@@ -438,6 +438,21 @@ TEST(conn_wrong_secret_refused) {
 
 /* ---- hostile raw peers (blocking sockets in a thread) -------------------- */
 
+/* From a chosen loopback source address (127.0.0.2: another host to the
+ * server's per-address bound). */
+static int raw_connect_from(int port, const char *src) {
+  struct sockaddr_in a;
+  struct timeval tv = {5, 0};
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(fd >= 0);
+  CHECK_INT_EQ(uv_ip4_addr(src, 0, &a), 0);
+  CHECK_INT_EQ(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  CHECK_INT_EQ(uv_ip4_addr("127.0.0.1", port, &a), 0);
+  CHECK_INT_EQ(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
 static int raw_connect(int port) {
   struct sockaddr_in a;
   struct timeval tv = {5, 0};
@@ -964,4 +979,36 @@ TEST(conn_unauthenticated_connections_are_bounded) {
   CHECK_INT_EQ(cl[0].ready, 1);
   for (int i = 1; i < FLOOD; i++) close(fds[i]);
   fx_finish(&f, cl, 1);
+}
+
+/* One address holds at most max_per_addr waiting handshakes: its flood
+ * drops its own oldest, never another address's. */
+TEST(conn_unauthenticated_connections_are_bounded_per_address) {
+  fx f;
+  enum { FLOOD = 24, PER = 16, OTHER = 4 }; /* under 32 closes in all */
+  int fds[FLOOD], other[OTHER];
+  fx_init(&f, "per-address bound", 10000);
+  f.so.max_handshaking = 40;
+  f.so.max_per_addr = PER;
+  fx_listen(&f, 0);
+  for (int i = 0; i < OTHER; i++) {
+    other[i] = raw_connect_from(f.port, "127.0.0.2");
+    RUN_UNTIL(&f, conn_server_handshaking(f.srv) == i + 1);
+  }
+  for (int i = 0; i < FLOOD; i++) {
+    fds[i] = raw_connect(f.port);
+    int held = i + 1 < PER ? i + 1 : PER;
+    RUN_UNTIL(&f, conn_server_handshaking(f.srv) == OTHER + held &&
+                      f.ncloses == (i + 1 > PER ? i + 1 - PER : 0));
+  }
+  for (int i = 0; i < f.ncloses; i++) CHECK_STR_CONTAINS(f.closes[i].why, "dropped before");
+  raw_expect_closed(fds[0]); /* 127.0.0.1's oldest went */
+  uint8_t hdr[WIRE_HEADER_SIZE];
+  for (int i = 0; i < OTHER; i++) {
+    /* 127.0.0.2's connections are still open: each got its HELLO */
+    CHECK_INT_EQ((int)recv(other[i], hdr, sizeof hdr, MSG_PEEK), (int)sizeof hdr);
+    close(other[i]);
+  }
+  for (int i = 1; i < FLOOD; i++) close(fds[i]);
+  fx_finish(&f, NULL, 0);
 }
