@@ -136,7 +136,8 @@ int attach_client_open(uv_loop_t *loop, const char *host, int port, const auth_s
   dash_model_init(&a->m);
   uv_timer_init(loop, &a->timer);
   a->timer.data = a;
-  a->copts = (conn_opts){.secret = &a->secret, .cbs = &client_cbs, .ud = a};
+  a->copts = (conn_opts){.secret = &a->secret, .who = AUTH_WHO_CLIENT, .cbs = &client_cbs,
+                         .ud = a};
   int rc = conn_connect(loop, host, port, &a->copts, &a->cn);
   if (rc < 0) {
     a->cn = NULL;
@@ -352,8 +353,21 @@ static int read_run_dir(const char *dir, target *t) {
   if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
     return drv_error(DRV_EIO, "run '%s' is not running (its coordinator, pid %ld, is gone)", dir,
                      pid);
-  snprintf(t->secret_file, sizeof t->secret_file, "%s/secret", dir);
   return 0;
+}
+
+/* The key a run directory offers this client: control.key when it asks to
+ * control (or the view key, which the coordinator then refuses, saying
+ * so), else view.key, else control.key: the least that does the job. */
+static int pick_key(const attach_opts *o, const char *dir, target *t) {
+  const char *order[2] = {"view.key", "control.key"};
+  if (o->control || o->command || o->stop) order[0] = "control.key", order[1] = "view.key";
+  for (int i = 0; i < 2; i++) {
+    snprintf(t->secret_file, sizeof t->secret_file, "%s/%s", dir, order[i]);
+    if (access(t->secret_file, R_OK) == 0) return 0;
+  }
+  return drv_error(DRV_EIO, "run '%s' has no key this user can read (control.key or view.key); "
+                            "pass one with --key FILE", dir);
 }
 
 static int resolve(const attach_opts *o, target *t) {
@@ -362,10 +376,12 @@ static int resolve(const attach_opts *o, target *t) {
   int rc = 0;
   if (stat(o->target, &st) == 0 && S_ISDIR(st.st_mode)) {
     rc = read_run_dir(o->target, t);
+    if (rc == 0 && !o->secret_file) rc = pick_key(o, o->target, t);
   } else if (split_hostport(o->target, t->host, sizeof t->host, &t->port)) {
     snprintf(t->label, sizeof t->label, "the coordinator at %s", o->target);
     if (!o->secret_file)
-      return drv_error(DRV_EINVAL, "attach %s needs --secret-file (the run's secret)", o->target);
+      return drv_error(DRV_EINVAL, "attach %s needs --key FILE (the run's control.key or view.key)",
+                       o->target);
   } else if (stat(o->target, &st) != 0) {
     return drv_error(DRV_EINVAL, "run directory '%s' does not exist (nor is it HOST:PORT)",
                      o->target);

@@ -75,10 +75,10 @@ void attach_print(const dash_model *m, int events, FILE *out);
 
 typedef struct attach_opts {
   const char *target;      /* RUN_DIR, a run's name (or name prefix) under
-                              runs, or HOST:PORT with secret_file */
+                              runs, or HOST:PORT with a key file */
   const char *target2;     /* a second run to compare (its records), or NULL */
   const char *runs;        /* where run names are looked up ("runs") */
-  const char *secret_file; /* NULL: RUN_DIR/secret */
+  const char *secret_file; /* --key: NULL picks RUN_DIR's control.key or view.key */
   bool control;            /* may send commands */
   bool print;              /* print one snapshot and leave */
   const char *command;     /* send this Lua line, print the reply, leave */

@@ -203,3 +203,28 @@ void auth_server_mac(const auth_secret *s, const uint8_t nc[AUTH_NONCE_SIZE],
 bool auth_mac_equal(const uint8_t a[AUTH_MAC_SIZE], const uint8_t b[AUTH_MAC_SIZE]) {
   return sodium_memcmp(a, b, AUTH_MAC_SIZE) == 0;
 }
+
+/* ======================================================================
+ * Capabilities
+ * ==================================================================== */
+
+const char *auth_cap_name(int cap) {
+  switch (cap) {
+  case AUTH_CAP_NODE: return "node";
+  case AUTH_CAP_CONTROL: return "control";
+  case AUTH_CAP_VIEW: return "view";
+  default: return "none";
+  }
+}
+
+void auth_node_key(const auth_secret *secret, int role, uint32_t index, auth_secret *out) {
+  static const char label[] = "drover node";
+  uint8_t id[5] = {(uint8_t)role, (uint8_t)index, (uint8_t)(index >> 8), (uint8_t)(index >> 16),
+                   (uint8_t)(index >> 24)};
+  crypto_auth_hmacsha256_state st;
+  crypto_auth_hmacsha256_init(&st, secret->key, sizeof secret->key);
+  crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, sizeof label - 1);
+  crypto_auth_hmacsha256_update(&st, id, sizeof id);
+  crypto_auth_hmacsha256_final(&st, out->key);
+  sodium_memzero(&st, sizeof st);
+}

@@ -13,6 +13,17 @@
  * The secret lives in the run directory as 64 hex characters in a file of
  * mode 0600 and reaches nodes through DROVER_SECRET_FILE (a path) - never
  * on a command line.
+ *
+ * Capabilities. AUTH also says who the client is: a node (role and index,
+ * the coordinator being the pseudo-role AUTH_ROLE_COORD on its ps links)
+ * or a client (`drover attach`). A node proves its own key,
+ * auth_node_key(secret, role, index), derived from the run's secret: the
+ * coordinator and the ps hold the secret and derive any node's key, a
+ * worker holds only its own, so it can pose neither as another node nor
+ * as the coordinator. A client proves the run's control key or its view
+ * key (two more random keys in files of their own); the server tries both
+ * and so learns what the client may do. Each key is bound to its identity
+ * by being a different key: a MAC made with one fails under any other.
  */
 #ifndef DROVER_AUTH_H
 #define DROVER_AUTH_H
@@ -27,6 +38,22 @@
 typedef struct auth_secret {
   uint8_t key[AUTH_KEY_SIZE];
 } auth_secret;
+
+/* What AUTH claims (`who`) and what the server then knows (a conn's cap). */
+enum { AUTH_WHO_NODE = 0, AUTH_WHO_CLIENT = 1 };
+typedef enum auth_cap {
+  AUTH_CAP_NONE = 0,    /* not authenticated (yet) */
+  AUTH_CAP_NODE = 1,    /* a node, or the coordinator on a ps link: role, index */
+  AUTH_CAP_CONTROL = 2, /* an attach client with the control key */
+  AUTH_CAP_VIEW = 3,    /* an attach client with the view key: read-only */
+} auth_cap;
+/* The coordinator's role in AUTH when it dials a ps (after the node roles). */
+#define AUTH_ROLE_COORD 4
+const char *auth_cap_name(int cap); /* "node", "control", "view", "none" */
+
+/* The key node (role, index) proves: HMAC(secret, "drover node" || role ||
+ * index). */
+void auth_node_key(const auth_secret *secret, int role, uint32_t index, auth_secret *out);
 
 /* Initialises libsodium (idempotent, thread-safe). 0 or DRV_EUNSUPPORTED. */
 int auth_init(void);

@@ -38,6 +38,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include <sodium.h>
+
 #include "err.h"
 #include "log.h"
 #include "wire_msgs.h"
@@ -78,8 +80,14 @@ struct conn {
   uv_connect_t connect_req;
   uv_shutdown_t shutdown_req;
   const auth_secret *secret;
+  const auth_secret *control, *view;
+  const conn_accept *accept;
   const conn_cbs *cbs;
   void *ud;
+  bool derive;          /* server: node keys derived from secret */
+  uint8_t who, role;    /* the identity claimed (client) or proved (server) */
+  uint32_t index;
+  auth_cap cap;         /* server: set once the AUTH checked; client: its own */
   uint32_t max_frame, handshake_ms, shutdown_ms;
   bool opaque; /* payloads are not checked against their layouts */
   uint8_t server_kind;
@@ -184,6 +192,13 @@ static conn *conn_new(uv_loop_t *loop, const conn_opts *o) {
   c->tcp.data = c->timer.data = c;
   c->open_handles = 2;
   c->secret = o->secret;
+  c->control = o->control;
+  c->view = o->view;
+  c->accept = o->accept;
+  c->derive = o->derive_node_keys;
+  c->who = o->who;
+  c->role = o->role;
+  c->index = o->index;
   c->cbs = o->cbs;
   c->ud = o->ud;
   c->max_frame = opt_max_frame(o);
@@ -427,7 +442,8 @@ static void on_hello(conn *c, const wire_header *h, const uint8_t *payload) {
   auth_nonce(c->nc);
   auth_client_mac(c->secret, c->ns, c->nc, mac);
   wire_wr_init(&w);
-  wire_put_auth(&w, &(wire_msg_auth){c->nc, mac});
+  wire_put_auth(&w, &(wire_msg_auth){c->nc, mac, c->who, c->role, c->index});
+  c->cap = c->who == AUTH_WHO_NODE ? AUTH_CAP_NODE : AUTH_CAP_NONE; /* a client learns no more */
   c->state = ST_WAIT_OK;
   if (conn_send_wr(c, &w, WIRE_AUTH, 0) < 0)
     conn_fail(c, DRV_EIO, "cannot send AUTH to %s: %s", c->peer, drv_errmsg());
@@ -441,21 +457,55 @@ static void become_ready(conn *c) {
   if (c->cbs->on_ready) c->cbs->on_ready(c);
 }
 
-/* Server: AUTH { nc, mac_c } -> AUTH_OK { mac_s } and ready. */
+/* The key of the identity AUTH claims whose MAC matches, and the
+ * capability it gives; NULL when none does (`tmp` holds a derived key). */
+static const auth_secret *check_identity(conn *c, const wire_msg_auth *a, auth_secret *tmp,
+                                         auth_cap *cap) {
+  uint8_t want[AUTH_MAC_SIZE];
+  const auth_secret *keys[2] = {c->secret, NULL};
+  auth_cap caps[2] = {AUTH_CAP_NODE, AUTH_CAP_NONE};
+  if (a->who == AUTH_WHO_CLIENT) {
+    keys[0] = c->control, caps[0] = AUTH_CAP_CONTROL;
+    keys[1] = c->view, caps[1] = AUTH_CAP_VIEW;
+  } else if (c->derive) {
+    auth_node_key(c->secret, a->role, a->index, tmp);
+    keys[0] = tmp;
+  }
+  for (int i = 0; i < 2; i++) {
+    if (!keys[i]) continue;
+    auth_client_mac(keys[i], c->ns, c->nc, want);
+    if (auth_mac_equal(a->mac, want)) {
+      *cap = caps[i];
+      return keys[i];
+    }
+  }
+  return NULL;
+}
+
+/* Server: AUTH { nc, mac_c, who } -> AUTH_OK { mac_s } and ready. */
 static void on_auth(conn *c, const wire_header *h, const uint8_t *payload) {
   wire_wr w;
   wire_msg_auth auth;
-  uint8_t mac[AUTH_MAC_SIZE], want[AUTH_MAC_SIZE];
+  auth_secret derived;
+  uint8_t mac[AUTH_MAC_SIZE];
+  auth_cap cap = AUTH_CAP_NONE;
   if (!handshake_ok(c, wire_get_auth(payload, h->len, &auth))) return;
   memcpy(c->nc, auth.nonce, AUTH_NONCE_SIZE);
-  memcpy(mac, auth.mac, AUTH_MAC_SIZE);
-  auth_client_mac(c->secret, c->ns, c->nc, want);
-  if (!auth_mac_equal(mac, want)) {
-    conn_fail(c, DRV_EIO, "authentication failed: %s does not hold the run's secret",
-              c->peer);
+  const auth_secret *key = check_identity(c, &auth, &derived, &cap);
+  if (!key) {
+    if (auth.who == AUTH_WHO_CLIENT)
+      conn_fail(c, DRV_EIO, "authentication failed: %s holds neither the run's control key nor "
+                "its view key", c->peer);
+    else
+      conn_fail(c, DRV_EIO, "authentication failed: %s does not hold the key of %s:%u",
+                c->peer, auth.role == AUTH_ROLE_COORD ? "coordinator" : wire_role_name(auth.role),
+                (unsigned)auth.index);
     return;
   }
-  auth_server_mac(c->secret, c->nc, c->ns, mac);
+  c->cap = cap;
+  c->who = auth.who, c->role = auth.role, c->index = auth.index;
+  auth_server_mac(key, c->nc, c->ns, mac);
+  sodium_memzero(&derived, sizeof derived);
   wire_wr_init(&w);
   wire_put_auth_ok(&w, &(wire_msg_auth_ok){mac});
   if (conn_send_wr(c, &w, WIRE_AUTH_OK, 0) < 0) {
@@ -536,6 +586,24 @@ static int make_room(conn *c) {
   return 0;
 }
 
+/* The conn's accept table allows this header (else it is closed). */
+static bool accepted(conn *c, const wire_header *h) {
+  if (!c->accept) return true;
+  uint32_t max = c->accept->max_len[h->type];
+  if (!c->accept->allow[h->type]) {
+    conn_fail(c, DRV_EPARSE, "refused %s from %s (%s): not accepted from it",
+              wire_type_name(h->type), c->peer, c->accept->what);
+    return false;
+  }
+  if (h->len > max) {
+    conn_fail(c, DRV_EPARSE, "refused %s of %u bytes from %s (%s): at most %u",
+              wire_type_name(h->type), (unsigned)h->len, c->peer, c->accept->what,
+              (unsigned)max);
+    return false;
+  }
+  return true;
+}
+
 /* Dispatches every whole frame in the buffer. */
 static void process(conn *c) {
   while (!c->closing) {
@@ -548,6 +616,7 @@ static void process(conn *c) {
         return;
       }
       c->have_hdr = true;
+      if (c->state == ST_READY && !accepted(c, &c->cur)) return;
     }
     if (avail - WIRE_HEADER_SIZE < c->cur.len) break;
     c->have_hdr = false;
@@ -804,6 +873,10 @@ int conn_connect(uv_loop_t *loop, const char *host, int port, const conn_opts *o
 
 /* ---- accessors ----------------------------------------------------------- */
 
+void conn_set_accept(conn *c, const conn_accept *a) { c->accept = a; }
+auth_cap conn_cap(const conn *c) { return c->state == ST_READY ? c->cap : AUTH_CAP_NONE; }
+int conn_role(const conn *c) { return c->role; }
+uint32_t conn_index(const conn *c) { return c->index; }
 void *conn_ud(const conn *c) { return c->ud; }
 void conn_set_ud(conn *c, void *ud) { c->ud = ud; }
 bool conn_is_ready(const conn *c) {

@@ -44,8 +44,29 @@ typedef struct conn_cbs {
   void (*on_close)(conn *c, int err, const char *why);
 } conn_cbs;
 
+/* The frames a conn accepts once authenticated, checked at the header,
+ * before any byte of the payload is buffered: a type with allow[type], of
+ * max_len[type] bytes at most. `what` names the peer in the refusal ("refused
+ * VAR_INIT from 127.0.0.1:4100 (a worker): not accepted"). Tables are
+ * static const in their owners, borrowed for the conn's life. */
+typedef struct conn_accept {
+  const char *what;
+  bool allow[256];
+  uint32_t max_len[256];
+} conn_accept;
+
 typedef struct conn_opts {
-  const auth_secret *secret; /* required; borrowed for the conn's life */
+  /* Required; borrowed for the conn's life. A client proves it as the key
+   * of the identity it claims (who/role/index below). A server checks a
+   * node identity against it, or with derive_node_keys against that
+   * identity's own key derived from it (auth_node_key). */
+  const auth_secret *secret;
+  uint8_t who, role;         /* client: AUTH_WHO_NODE/CLIENT, the role (AUTH_ROLE_COORD...) */
+  uint32_t index;            /* client: the node's index */
+  bool derive_node_keys;     /* server: see secret */
+  const auth_secret *control, *view; /* server: attach clients' keys; NULL: refused */
+  const conn_accept *accept; /* server: frames accepted once authenticated (conn_set_accept
+                                changes it per conn); NULL: every type up to max_frame */
   const conn_cbs *cbs;       /* required; borrowed */
   void *ud;                  /* the owner's pointer, read with conn_ud() */
   uint32_t max_frame;        /* 0: WIRE_DEFAULT_MAX_FRAME */
@@ -113,6 +134,15 @@ void conn_close(conn *c, const char *why);
  * conn_close still closes at once. Typical use: an ERROR that tells the
  * peer why, then conn_shutdown. */
 void conn_shutdown(conn *c, const char *why);
+
+/* Changes what the conn accepts from its next frame header on (a peer
+ * that registered may send more). `a` is borrowed; NULL accepts all. */
+void conn_set_accept(conn *c, const conn_accept *a);
+/* Who the peer authenticated as (server side; a client's own claim on the
+ * client side): its capability, and for a node its role and index. */
+auth_cap conn_cap(const conn *c);
+int conn_role(const conn *c);
+uint32_t conn_index(const conn *c);
 
 void *conn_ud(const conn *c);
 void conn_set_ud(conn *c, void *ud);

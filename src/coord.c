@@ -169,6 +169,9 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   char msg[160] = "";
   if (p->node >= 0)
     snprintf(msg, sizeof msg, "this connection already registered");
+  else if (role != conn_role(cn) || (uint32_t)index != conn_index(cn))
+    snprintf(msg, sizeof msg, "%s authenticated as %s:%u", name, wire_role_name(conn_role(cn)),
+             (unsigned)conn_index(cn));
   else if (i < 0)
     snprintf(msg, sizeof msg, "%s is not part of this cluster", name);
   else if (c->ctl[i])
@@ -189,6 +192,7 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   coord_node *n = &c->nodes[i];
   p->node = i;
   c->ctl[i] = cn;
+  conn_set_accept(cn, coord__accept_node(role));
   n->pid = pid;
   snprintf(n->host, sizeof n->host, "%s", host);
   n->port = port;
@@ -220,6 +224,7 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   coord *c = p->c;
   if (p->feeder || h->type == WIRE_FEED_OPEN) {
     coord__feeder_frame(c, cn, &p->feeder, p->node >= 0 || p->attach, h, pl);
+    if (p->feeder) conn_set_accept(cn, coord__accept_feeder());
     return;
   }
   if (p->attach || h->type == WIRE_ATTACH) {
@@ -276,6 +281,7 @@ static void ctl_ready(conn *cn) {
     return;
   }
   *p = (peer){.c = c, .cn = cn, .node = -1, .next = c->peers};
+  conn_set_accept(cn, coord__accept_fresh(conn_cap(cn)));
   if (p->next) p->next->prev = p;
   c->peers = p;
   c->open_conns++; /* ctl_close follows */
@@ -411,7 +417,8 @@ static void on_exit_cb(launcher *l, void *task_ud, int64_t status, int sig) {
 
 static int launch_node(coord *c, int i) {
   char secret[1200];
-  rundir_file(&c->rd, "secret", secret, sizeof secret);
+  int rc = coord__node_key_file(c, i, secret, sizeof secret);
+  if (rc < 0) return rc;
   coord_node *n = &c->nodes[i];
   launch_task t = {
       .role = n->role, .index = n->index, .coord = c->node_addr, .run_dir = c->rd.path,
@@ -424,9 +431,10 @@ static int launch_node(coord *c, int i) {
   };
   char name[32];
   coord__node_name(n, name, sizeof name);
-  snprintf(n->log, sizeof n->log, "%s/logs/%s-%d.log", c->rd.path, wire_role_name(n->role),
-           n->index);
-  int rc = c->launch->ops->start(c->launch, &t, n, &n->pid);
+  if (snprintf(n->log, sizeof n->log, "%s/logs/%s-%d.log", c->rd.path,
+               wire_role_name(n->role), n->index) >= (int)sizeof n->log)
+    n->log[0] = '\0'; /* too long to name: no log tail shown */
+  rc = c->launch->ops->start(c->launch, &t, n, &n->pid);
   if (rc < 0) return drv_error(rc, "launching %s: %s", name, drv_errmsg());
   return 0;
 }
@@ -607,12 +615,10 @@ static int start_run(coord *c) {
   c->log = util_fopen_append(rundir_file(&c->rd, "logs/coordinator.log", path, sizeof path), 0644);
   if (!c->log) return drv_error(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
   log_setup(c->log, "coordinator", LOG_INFO);
-  if (c->resume) unlink(rundir_file(&c->rd, "secret", path, sizeof path)); /* its run is over */
   util_fd_reserve(); /* for recovery under a flood of connections (util.h) */
-  if ((rc = auth_secret_generate(&c->secret)) < 0 ||
-      (rc = auth_secret_save(&c->secret, rundir_file(&c->rd, "secret", path, sizeof path))) < 0)
-    return rc;
-  conn_opts co = {.secret = &c->secret, .cbs = &ctl_cbs, .ud = c, .server_kind = 0};
+  if ((rc = coord__keys_create(c)) < 0) return rc;
+  conn_opts co = {.secret = &c->secret, .derive_node_keys = true, .control = &c->control,
+                  .view = &c->view, .cbs = &ctl_cbs, .ud = c, .server_kind = 0};
   if ((rc = coord__listen(c, &co)) < 0 || (rc = start_tick(c)) < 0) return rc;
   launch_config lc = {.hosts = c->opts.hosts, .nhosts = c->opts.nhosts,
                       .ssh_config = c->opts.ssh_config, .run_dir = c->rd.path,

@@ -310,6 +310,13 @@ static void on_attach(coord *c, conn *cn, void **slot, const uint8_t *pl, uint32
   }
   bool control = m.control;
   double hz = m.hz;
+  /* The key decides, not the client: a view key never controls. */
+  if (control && conn_cap(cn) != AUTH_CAP_CONTROL) {
+    log_warn("refused ATTACH --control from %s: it holds the view key", conn_peer(cn));
+    refuse(cn, DRV_EPERM, "refused: --control needs the run's control key (control.key); "
+                          "this client proved the view key");
+    return;
+  }
   if (d->nclients >= ATTACH_MAX_CLIENTS) {
     char why[80];
     snprintf(why, sizeof why, "too many attach clients (%d)", ATTACH_MAX_CLIENTS);
@@ -332,6 +339,7 @@ static void on_attach(coord *c, conn *cn, void **slot, const uint8_t *pl, uint32
   d->clients = a;
   d->nclients++;
   *slot = a;
+  conn_set_accept(cn, coord__accept_attach());
   log_info("attach from %s (%s, %.3g Hz)", conn_peer(cn), control ? "control" : "read-only",
            1.0 / a->period);
   rundir_event(&c->rd, "attach %s (%s)", conn_peer(cn), control ? "control" : "read-only");

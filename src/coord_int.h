@@ -136,7 +136,9 @@ struct coord {
   coord_opts opts;
   rundir rd;
   FILE *log;
-  auth_secret secret;
+  auth_secret secret;    /* the nodes' root (coord_keys.c) */
+  auth_secret control, view; /* attach clients' keys */
+  auth_secret coord_key; /* what the coordinator proves to a ps */
   conn_server *server;
   int port;
   char addr[80];      /* where a process on this machine dials us (coord_addr.c) */
@@ -223,6 +225,21 @@ void coord__node_log(coord_node *n, const uint8_t *pl, uint32_t len);
 /* coord_addr.c: listens with o (where: see there), sets addr, node_addr
  * and node_bind, and writes the run's coordinator file. */
 int coord__listen(coord *c, const conn_opts *o);
+
+/* coord_keys.c: the run's keys and what each peer may send. */
+/* Generates the secret, control and view keys, saves them 0600 in the run
+ * directory and makes keys/. */
+int coord__keys_create(coord *c);
+/* The key file node i gets (DROVER_SECRET_FILE): a ps the secret itself,
+ * any other node its own key, keys/<role>-<index>.key, written if absent. */
+int coord__node_key_file(coord *c, int i, char *path, size_t n);
+/* Accept tables (static, borrowed): an authenticated peer before it
+ * registered or attached (by its capability), a registered node (by its
+ * role), an attach client. */
+const conn_accept *coord__accept_fresh(auth_cap cap);
+const conn_accept *coord__accept_node(int role);
+const conn_accept *coord__accept_attach(void);
+const conn_accept *coord__accept_feeder(void);
 
 /* coord_sched.c (internal): sends queued tasks to nodes that can take
  * them (the producers refill first). */

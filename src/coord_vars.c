@@ -169,7 +169,8 @@ static int connect_one(coord_fit_state *f, int k) {
   coord *c = f->c;
   int i = coord__ps_node(c, k);
   f->links[k] = (pslink){f, k};
-  conn_opts o = {.secret = &c->secret, .cbs = &ps_cbs, .ud = &f->links[k]};
+  conn_opts o = {.secret = &c->coord_key, .who = AUTH_WHO_NODE, .role = AUTH_ROLE_COORD,
+                 .cbs = &ps_cbs, .ud = &f->links[k]};
   int rc = conn_connect(c->loop, c->nodes[i].host, c->nodes[i].port, &o, &f->ps[k]);
   if (rc < 0) {
     f->ps[k] = NULL;

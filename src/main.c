@@ -146,13 +146,15 @@ static const command commands[] = {
     {"attach", cmd_attach, "watch (and steer) a running cluster, or look at a finished run",
      "usage: drover attach [OPTIONS] RUN\n"
      "       drover attach [OPTIONS] RUN_A RUN_B\n"
-     "       drover attach [OPTIONS] --secret-file FILE HOST:PORT\n"
+     "       drover attach [OPTIONS] --key FILE HOST:PORT\n"
      "\n"
      "RUN is a run directory, a run's name as `drover ls` prints it, or the start of\n"
      "one (the newest run whose name starts so): names are looked up in --runs DIR.\n"
      "\n"
      "Connects to the coordinator of a running cluster (RUN/coordinator has its\n"
-     "address, RUN/secret the run's secret) and opens the dashboard on it. Any\n"
+     "address) with one of the run's keys and opens the dashboard on it: RUN/view.key\n"
+     "attaches read-only (safe to share), RUN/control.key also runs commands;\n"
+     "attach picks the one the options need (--key FILE names one). Any\n"
      "number of clients may attach; leaving never stops the run.\n"
      "\n"
      "A run that has ended opens read-only on its records (metrics.jsonl, events.log,\n"
@@ -166,11 +168,13 @@ static const command commands[] = {
      "  --command LINE   send one line of Lua to the coordinator, print the reply, exit\n"
      "  --stop NODE      stop NODE (\"worker:1\"): it is lost, then restarted, like any\n"
      "                   node that dies; print the reply and exit\n"
-     "  --secret-file F  the run's secret (needed with HOST:PORT)\n"
+     "  --key FILE       the run's control.key or view.key (needed with HOST:PORT;\n"
+     "                   --secret-file is the same option)\n"
      "  --hz N           dashboard updates per second (4; the coordinator sends at most 10)\n"
      "  --timeout S      seconds to wait for the coordinator (10)\n"
      "\n"
-     "Commands need --control: without it the coordinator refuses them.\n"
+     "Commands need --control and the control key: without them the coordinator\n"
+     "refuses them.\n"
      "Exit status: 0; 1 when the run is not found, cannot be reached, refuses the\n"
      "secret or a command; 2 on a usage error.\n"},
     {"ls", cmd_ls, "list the runs in a runs directory and their state",
@@ -617,14 +621,15 @@ static int cmd_attach(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     bool takes = strcmp(a, "--command") == 0 || strcmp(a, "--stop") == 0 ||
-                 strcmp(a, "--secret-file") == 0 || strcmp(a, "--hz") == 0 ||
+                 strcmp(a, "--secret-file") == 0 || strcmp(a, "--key") == 0 ||
+                 strcmp(a, "--hz") == 0 ||
                  strcmp(a, "--timeout") == 0 || strcmp(a, "--runs") == 0;
     if (takes && i + 1 >= argc) return usage_error(self, "%s needs a value", a);
     if (strcmp(a, "--control") == 0) o.control = true;
     else if (strcmp(a, "--print") == 0) o.print = true;
     else if (strcmp(a, "--command") == 0) o.command = argv[++i];
     else if (strcmp(a, "--stop") == 0) o.stop = argv[++i];
-    else if (strcmp(a, "--secret-file") == 0) o.secret_file = argv[++i];
+    else if (strcmp(a, "--key") == 0 || strcmp(a, "--secret-file") == 0) o.secret_file = argv[++i];
     else if (strcmp(a, "--runs") == 0) o.runs = argv[++i];
     else if (strcmp(a, "--hz") == 0 && !parse_seconds(argv[++i], &o.hz))
       return usage_error(self, "--hz '%s' is not a positive number", argv[i]);

@@ -46,7 +46,8 @@ typedef struct node {
   const node_opts *o;
   uint32_t heartbeat_ms, timeout_ms;
   char who[32];
-  auth_secret secret;
+  auth_secret secret; /* the file's key: a ps's is the nodes' root */
+  auth_secret own;    /* the key this node proves */
   conn_opts copts;
   conn *coord;
   ps_server *ps;
@@ -500,19 +501,26 @@ static int start(node *n) {
   const node_opts *o = n->o;
   int rc;
   if ((rc = auth_init()) < 0 || (rc = auth_secret_from_env(&n->secret)) < 0) return rc;
+  /* A ps's file holds the nodes' root, from which it checks its clients'
+   * keys; any other node's holds only its own key (auth.h). */
+  if (o->role == ROLE_PS)
+    auth_node_key(&n->secret, ROLE_PS, (uint32_t)o->index, &n->own);
+  else
+    n->own = n->secret;
   if (o->role == ROLE_PS) {
     if ((rc = ps_start(&n->loop, &n->secret, o->bind_host, &n->ps, &n->data_port)) < 0)
       return rc;
     log_info("serving parameters on %s:%d", o->bind_host, n->data_port);
     ps_on_role(n->ps, ps_role_done, n);
-  } else if (!(n->wk = worker_new(&n->loop, &n->secret, o->role, o->index, send_coord, n))) {
+  } else if (!(n->wk = worker_new(&n->loop, &n->own, o->role, o->index, send_coord, n))) {
     return drv_error(DRV_ENOMEM, "out of memory");
   } else {
     worker_set_calls(n->wk, o->calls);
     worker_set_fatal(n->wk, worker_fatal);
   }
   if (o->role == ROLE_CHIEF) n->summaries = events_run_open(o->run_dir, "chief");
-  n->copts = (conn_opts){.secret = &n->secret, .cbs = &coord_cbs, .ud = n};
+  n->copts = (conn_opts){.secret = &n->own, .who = AUTH_WHO_NODE, .role = (uint8_t)o->role,
+                         .index = (uint32_t)o->index, .cbs = &coord_cbs, .ud = n};
   return conn_connect(&n->loop, o->coord_host, o->coord_port, &n->copts, &n->coord);
 }
 

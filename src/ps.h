@@ -24,7 +24,11 @@
 typedef struct ps_server ps_server;
 
 /* Starts listening on host:0 (a free port, written to *port). `secret` is
- * borrowed and must outlive the server. Returns 0 or a negative code
+ * the nodes' root (auth.h): each client proves the key of the identity it
+ * claims, derived from it, and may send what that identity may (VAR_INIT,
+ * RESTORE and CHECKPOINT from the coordinator only; PULL and PUSH from
+ * workers, chief, evaluator and coordinator). Borrowed; must outlive the
+ * server. Returns 0 or a negative code
  * (message in drv_errmsg()); *out is NULL on failure. */
 int ps_start(uv_loop_t *loop, const auth_secret *secret, const char *host, ps_server **out,
              int *port);

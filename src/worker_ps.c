@@ -275,7 +275,8 @@ static void link_close(conn *c, int err, const char *why) {
 static const conn_cbs link_cbs = {link_ready, link_frame, link_close};
 
 static int link_connect(worker *w, ps_link *l) {
-  l->opts = (conn_opts){.secret = w->secret, .cbs = &link_cbs, .ud = l};
+  l->opts = (conn_opts){.secret = w->secret, .who = AUTH_WHO_NODE, .role = (uint8_t)w->role,
+                        .index = (uint32_t)w->index, .cbs = &link_cbs, .ud = l};
   l->last_error[0] = '\0';
   if (!w->ps_replicated) l->pushed = false; /* perhaps a new ps process: no version to wait for */
   int rc = conn_connect(w->loop, l->host, l->port, &l->opts, &l->c);

@@ -180,7 +180,10 @@ static double pushpull_rate(double seconds) {
   cl.push = w.buf + WIRE_HEADER_SIZE;
   cl.push_len = w.len - WIRE_HEADER_SIZE;
   cl.param = malloc(MIB);
-  conn_opts o = {.secret = &f->secret, .cbs = &cl_cbs, .ud = &cl};
+  auth_secret key; /* as the coordinator: a ps serves it everything */
+  auth_node_key(&f->secret, AUTH_ROLE_COORD, 0, &key);
+  conn_opts o = {.secret = &key, .who = AUTH_WHO_NODE, .role = AUTH_ROLE_COORD, .cbs = &cl_cbs,
+                 .ud = &cl};
   if (conn_connect(&f->loop, "127.0.0.1", c.regs[0].port, &o, &cl.c) < 0 ||
       !nf_pump(f, client_done, &cl, 120000) || cl.failed) {
     fprintf(stderr, "bench_pushpull: the push/pull loop failed\n");

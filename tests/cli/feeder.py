@@ -49,13 +49,14 @@ def main():
     give_up = int(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[5] == "--give-up-after" else -1
     addr = open(os.path.join(run, "coordinator")).read().split()[0]
     host, port = addr.rsplit(":", 1)
-    key = bytes.fromhex(open(os.path.join(run, "secret")).read().strip())
+    # a feeder steers training: it proves the run's control key (auth.h)
+    key = bytes.fromhex(open(os.path.join(run, "control.key")).read().strip())
     s = socket.create_connection((host, int(port)), timeout=30)
     t, p = recv_frame(s)
     assert t == HELLO
     ns, nc = p[:32], os.urandom(32)
     mac = hmac.new(key, b"drover client" + ns + nc, hashlib.sha256).digest()
-    s.sendall(frame(AUTH, nc + mac))
+    s.sendall(frame(AUTH, nc + mac + struct.pack("<BBI", 1, 0, 0)))  # who: a client
     t, p = recv_frame(s)
     assert t == AUTH_OK and hmac.compare_digest(p, hmac.new(key, b"drover server" + nc + ns, hashlib.sha256).digest())
     s.sendall(frame(FEED_OPEN, string(name) + struct.pack("<I", 4)))

@@ -111,12 +111,12 @@ addr=$(cut -d' ' -f1 "$RUN/coordinator")
 "$DROVER" attach "$addr" --secret-file "$TMP/wrong.secret" --print >"$TMP/w.out" 2>"$TMP/w.err"
 check "attach-t05 a wrong secret fails" [ $? -eq 1 ]
 check "attach-t05 it says so" grep -q "wrong secret" "$TMP/w.err"
-"$DROVER" attach "$addr" --secret-file "$RUN/secret" --print >"$TMP/r.out" 2>&1
-check "attach-t05 HOST:PORT with the right secret works" [ $? -eq 0 ]
+"$DROVER" attach "$addr" --key "$RUN/view.key" --print >"$TMP/r.out" 2>&1
+check "attach-t05 HOST:PORT with the run's view key works" [ $? -eq 0 ]
 check "attach-t05 and shows the nodes" grep -q "^worker:1 " "$TMP/r.out"
 "$DROVER" attach "$addr" --print >/dev/null 2>"$TMP/nosecret.err"
-check "attach-t05 HOST:PORT needs --secret-file" [ $? -eq 1 ]
-check "attach-t05 and says so" grep -q "secret-file" "$TMP/nosecret.err"
+check "attach-t05 HOST:PORT needs --key" [ $? -eq 1 ]
+check "attach-t05 and says so" grep -q -- "--key FILE" "$TMP/nosecret.err"
 
 # ls-t01 (part 1): the running run
 "$DROVER" ls "$RUNS" >"$TMP/ls1.txt" 2>&1
@@ -154,7 +154,7 @@ check "attach-t08 with the second run's metrics" \
   sh -c "grep -A1 '^metrics of $(basename "$RUN"):' '$TMP/cmp.out' | grep -q '^  train/loss '"
 "$DROVER" attach "$RUN" "$RUN" --control >/dev/null 2>"$TMP/cmpctl.err"
 check "attach-t08 a comparison is read-only" [ $? -eq 2 ]
-mkdir -p "$TMP/fake"; cp "$RUN/secret" "$TMP/fake/secret"
+mkdir -p "$TMP/fake"; cp "$RUN/view.key" "$TMP/fake/view.key"
 echo "127.0.0.1:1 $$" >"$TMP/fake/coordinator"
 "$DROVER" attach "$TMP/fake" --print >/dev/null 2>"$TMP/refused.err"
 check "attach-t07 a refused connection is an error" [ $? -eq 1 ]

@@ -218,7 +218,7 @@ test("cluster-05 a wrong secret is refused; a duplicate task is refused", functi
     "the node says why: " .. out)
   assert(read(c.run_dir .. "/logs/coordinator.log"):find("authentication failed", 1, true),
     "the coordinator logged the refusal")
-  rc, out = rogue_node(c, c.run_dir .. "/secret", tmp .. ".out")
+  rc, out = rogue_node(c, c.run_dir .. "/keys/worker-0.key", tmp .. ".out")
   eq(rc, 1, "a duplicate worker:0 exits 1")
   assert(out:find("duplicate worker:0", 1, true), "the duplicate is named: " .. out)
   os.remove(tmp)

@@ -96,7 +96,7 @@ void nf_fake_start(fake *f) {
   CHECK(uv_loop_init(&f->loop) == 0);
   uv_timer_init(&f->loop, &f->timer);
   f->timer.data = f;
-  f->sopts = (conn_opts){.secret = &f->secret, .cbs = &server_cbs};
+  f->sopts = (conn_opts){.secret = &f->secret, .derive_node_keys = true, .cbs = &server_cbs};
   CHECK_OK(conn_listen(&f->loop, "127.0.0.1", 0, &f->sopts, &f->srv, &f->port));
 }
 
@@ -150,7 +150,10 @@ static bool peer_ready(void *arg) {
 peer *nf_dial(fake *f, int port) {
   peer *pe = calloc(1, sizeof *pe);
   CHECK(pe != NULL);
-  conn_opts o = {.secret = &f->secret, .cbs = &client_cbs, .ud = pe};
+  /* As the coordinator: a ps takes every request from it. */
+  auth_node_key(&f->secret, AUTH_ROLE_COORD, 0, &pe->key);
+  conn_opts o = {.secret = &pe->key, .who = AUTH_WHO_NODE, .role = AUTH_ROLE_COORD,
+                 .cbs = &client_cbs, .ud = pe};
   CHECK_OK(conn_connect(&f->loop, "127.0.0.1", port, &o, &pe->c));
   CHECK(nf_pump(f, peer_ready, pe, WAIT_MS));
   CHECK(!pe->closed);
@@ -203,6 +206,15 @@ pid_t nf_spawn_node(fake *f, int role, int index, uint32_t hb_ms, uint32_t timeo
   pid_t pid = fork();
   CHECK(pid >= 0);
   if (pid == 0) {
+    if (role != ROLE_PS) { /* a worker's file holds its own key (auth.h) */
+      char path[1100];
+      auth_secret k;
+      auth_node_key(&f->secret, role, (uint32_t)index, &k);
+      snprintf(path, sizeof path, "%s.%s-%d.%d", getenv("DROVER_SECRET_FILE"),
+               wire_role_name(role), index, (int)getpid());
+      CHECK_OK(auth_secret_save(&k, path));
+      CHECK(setenv("DROVER_SECRET_FILE", path, 1) == 0);
+    }
     node_opts o = {.coord_host = "127.0.0.1", .coord_port = f->port, .role = role,
                    .index = index, .bind_host = "127.0.0.1", .cpus = 1,
                    .heartbeat_ms = hb_ms, .timeout_ms = timeout_ms,

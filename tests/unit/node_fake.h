@@ -34,6 +34,7 @@ typedef struct fk_frame {
 
 typedef struct peer {
   conn *c;      /* NULL once closed */
+  auth_secret key; /* what a peer the fake dialled proves */
   bool closed;
   int err;
   char why[256];

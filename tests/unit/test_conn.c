@@ -503,7 +503,7 @@ static void raw_header(uint8_t *out, uint8_t type, uint32_t len) {
 /* A correct client handshake done by hand; `good_mac` false sends a MAC
  * under the wrong key. */
 static void raw_handshake(int fd, const auth_secret *s, bool good_mac) {
-  uint8_t in[WIRE_HEADER_SIZE + 33], out[WIRE_HEADER_SIZE + 64], nc[32], mac[32];
+  uint8_t in[WIRE_HEADER_SIZE + 33], out[WIRE_HEADER_SIZE + 70] = {0}, nc[32], mac[32];
   wire_header h;
   auth_secret wrong;
   raw_recv(fd, in, sizeof in);
@@ -512,7 +512,7 @@ static void raw_handshake(int fd, const auth_secret *s, bool good_mac) {
   auth_nonce(nc);
   memset(&wrong, 0x5a, sizeof wrong);
   auth_client_mac(good_mac ? s : &wrong, in + WIRE_HEADER_SIZE, nc, mac);
-  raw_header(out, WIRE_AUTH, 64);
+  raw_header(out, WIRE_AUTH, 70); /* who, role, index: 0 (node ps:0) */
   memcpy(out + WIRE_HEADER_SIZE, nc, 32);
   memcpy(out + WIRE_HEADER_SIZE + 32, mac, 32);
   raw_send(fd, out, sizeof out);
@@ -538,7 +538,7 @@ static const struct hostile_case {
   const char *reason;
 } hostile_cases[] = {
     {HS_NONE, true, 0, 0, 256, false, "bad magic"},
-    {HS_NONE, false, WIRE_AUTH, 64, 9, true, "closed the connection during the handshake"},
+    {HS_NONE, false, WIRE_AUTH, 70, 9, true, "closed the connection during the handshake"},
     {HS_NONE, false, WIRE_AUTH, 1u << 30, 116, false, "frame of 1073741824 bytes exceeds"},
     {HS_NONE, false, 0x7f, 4, 20, false, "unknown frame type 0x7f"},
     {HS_NONE, false, WIRE_PUSH, 12, 28, false, "frame type PUSH before authentication"},
@@ -546,7 +546,7 @@ static const struct hostile_case {
     {HS_BAD_MAC, false, 0, 0, 0, false, "authentication failed"},
     {HS_GOOD, true, 0, 0, 256, false, "bad magic"},
     {HS_GOOD, false, WIRE_PUSH, 1u << 30, 80, false, "frame of 1073741824 bytes exceeds"},
-    {HS_GOOD, false, WIRE_AUTH, 64, 80, false, "unexpected AUTH frame from 127.0.0.1:"},
+    {HS_GOOD, false, WIRE_AUTH, 70, 86, false, "unexpected AUTH frame from 127.0.0.1:"},
 };
 #define NHOSTILE (int)(sizeof hostile_cases / sizeof hostile_cases[0])
 

@@ -55,7 +55,7 @@ static void start(fixture *f) {
   o.reservation_timeout = 30;
   CHECK_OK(coord_start(&f->loop, &o, &f->c));
   char path[1200];
-  snprintf(path, sizeof path, "%s/secret", coord_run_dir(f->c));
+  snprintf(path, sizeof path, "%s/control.key", coord_run_dir(f->c));
   CHECK_OK(auth_secret_load(path, &f->secret));
   const char *addr = coord_address(f->c);
   const char *colon = strrchr(addr, ':');
@@ -371,7 +371,8 @@ TEST(coord_dash_bad_clients_close_only_themselves) {
 
   static const conn_cbs cbs = {raw_ready, raw_frame, raw_close};
   raw r = {0};
-  conn_opts o = {.secret = &f.secret, .cbs = &cbs, .ud = &r, .opaque = true};
+  conn_opts o = {.secret = &f.secret, .who = AUTH_WHO_CLIENT, .cbs = &cbs, .ud = &r,
+                 .opaque = true};
   conn *cn;
   CHECK_OK(conn_connect(&f.loop, f.host, f.port, &o, &cn));
   CHECK(pump_until(&f, raw_closed, &r, 10));

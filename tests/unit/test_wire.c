@@ -56,7 +56,7 @@ TEST(wire_header_round_trip) {
   header_bytes(b, WIRE_HELLO, 33);
   CHECK_OK(wire_header_decode(b, WIRE_DEFAULT_MAX_FRAME, false, &g));
   CHECK_INT_EQ(g.len, 33);
-  header_bytes(b, WIRE_AUTH, 64);
+  header_bytes(b, WIRE_AUTH, 70);
   CHECK_OK(wire_header_decode(b, WIRE_DEFAULT_MAX_FRAME, false, &g));
 }
 
@@ -129,7 +129,7 @@ TEST(wire_table_is_consistent) {
   CHECK(strcmp(wire_type_name(0x7f), "type 0x7f") == 0);
   /* The fixed sizes the handshake and the task loop rely on. */
   CHECK_INT_EQ(wire_msg(WIRE_HELLO)->max_len, WIRE_NONCE_SIZE + 1);
-  CHECK_INT_EQ(wire_msg(WIRE_AUTH)->min_len, WIRE_NONCE_SIZE + WIRE_MAC_SIZE);
+  CHECK_INT_EQ(wire_msg(WIRE_AUTH)->min_len, WIRE_NONCE_SIZE + WIRE_MAC_SIZE + 6); /* who, role, u32 index */
   CHECK_INT_EQ(wire_msg(WIRE_AUTH_OK)->min_len, WIRE_MAC_SIZE);
   CHECK_INT_EQ(wire_msg(WIRE_HEARTBEAT)->min_len, 24);
   CHECK_INT_EQ(wire_msg(WIRE_TASK)->max_len, 17);

@@ -1,0 +1,133 @@
+/* coord_keys.c - the run's keys and what each peer may send.
+ *
+ * Keys (auth.h). `secret` is the nodes' root: the coordinator and every ps
+ * hold it and derive any node's key from it; every other node gets a file
+ * holding only its own key, keys/<role>-<index>.key. `control.key` lets
+ * `drover attach --control` run commands and stop nodes; `view.key`
+ * attaches read-only and is safe to share. All are 0600 files in the run
+ * directory (auth_secret_save), and none is a node's: a worker's key
+ * neither attaches nor poses as another node or as the coordinator.
+ *
+ * What a peer may send is checked at each frame's header (conn_accept),
+ * before its payload is buffered: an authenticated peer that has not
+ * registered may send only a REGISTER (a node), an ATTACH (a client) or
+ * a FEED_OPEN (a client with the control key),
+ * each within its layout's size; a registered node the frames of its role;
+ * an attach client COMMANDs, an external feeder (the control key: it
+ * steers training) FEED_BATCH and FEED_END. Anything else closes that
+ * connection.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "coord_int.h"
+#include "err.h"
+#include "wire_msgs.h"
+
+/* A resumed run's keys were its previous process's: that run is over, and
+ * new keys make its nodes and clients unable to speak to this one. */
+static void remove_old_keys(coord *c) {
+  static const char *const names[] = {"secret", "control.key", "view.key"};
+  char path[1200];
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    unlink(rundir_file(&c->rd, names[i], path, sizeof path));
+  DIR *d = opendir(rundir_file(&c->rd, "keys", path, sizeof path));
+  for (struct dirent *e; d && (e = readdir(d));) {
+    char name[300];
+    if (e->d_name[0] == '.' || snprintf(name, sizeof name, "keys/%s", e->d_name) >= (int)sizeof name)
+      continue;
+    unlink(rundir_file(&c->rd, name, path, sizeof path));
+  }
+  if (d) closedir(d);
+}
+
+int coord__keys_create(coord *c) {
+  char path[1200];
+  int rc;
+  if (c->resume) remove_old_keys(c);
+  if ((rc = auth_secret_generate(&c->secret)) < 0 || (rc = auth_secret_generate(&c->control)) < 0 ||
+      (rc = auth_secret_generate(&c->view)) < 0 ||
+      (rc = auth_secret_save(&c->secret, rundir_file(&c->rd, "secret", path, sizeof path))) < 0 ||
+      (rc = auth_secret_save(&c->control, rundir_file(&c->rd, "control.key", path, sizeof path))) < 0 ||
+      (rc = auth_secret_save(&c->view, rundir_file(&c->rd, "view.key", path, sizeof path))) < 0)
+    return rc;
+  auth_node_key(&c->secret, AUTH_ROLE_COORD, 0, &c->coord_key);
+  if (mkdir(rundir_file(&c->rd, "keys", path, sizeof path), 0700) < 0 && errno != EEXIST)
+    return drv_error(DRV_EIO, "cannot create '%s': %s", path, strerror(errno));
+  return 0;
+}
+
+int coord__node_key_file(coord *c, int i, char *path, size_t n) {
+  const coord_node *nd = &c->nodes[i];
+  if (nd->role == ROLE_PS) {
+    rundir_file(&c->rd, "secret", path, n);
+    return 0;
+  }
+  char name[64];
+  snprintf(name, sizeof name, "keys/%s-%d.key", wire_role_name(nd->role), nd->index);
+  rundir_file(&c->rd, name, path, n);
+  struct stat st;
+  if (stat(path, &st) == 0) return 0; /* a restart: written at the first start */
+  auth_secret k;
+  auth_node_key(&c->secret, nd->role, (uint32_t)nd->index, &k);
+  int rc = auth_secret_save(&k, path);
+  memset(&k, 0, sizeof k);
+  return rc;
+}
+
+/* ============================== accept tables ============================= */
+
+/* Every type listed, up to its layout's largest payload. */
+static void accept_fill(conn_accept *a, const char *what, const uint8_t *types, int n) {
+  memset(a, 0, sizeof *a);
+  a->what = what;
+  for (int i = 0; i < n; i++) {
+    a->allow[types[i]] = true;
+    a->max_len[types[i]] = wire_msg(types[i])->max_len;
+  }
+}
+
+enum {
+  ACC_NODE_FRESH, ACC_CONTROL_FRESH, ACC_VIEW_FRESH, ACC_PS, ACC_WORKER, ACC_ATTACH, ACC_FEEDER,
+  ACC_COUNT
+};
+static conn_accept tables[ACC_COUNT];
+
+/* Built once, on the loop thread, from the message table's limits. */
+static const conn_accept *table(int k) {
+  static bool built;
+  if (!built) {
+    static const uint8_t fresh[] = {WIRE_REGISTER}, control[] = {WIRE_ATTACH, WIRE_FEED_OPEN},
+                         view[] = {WIRE_ATTACH}, feeder[] = {WIRE_FEED_BATCH, WIRE_FEED_END},
+                         ps[] = {WIRE_HEARTBEAT, WIRE_ERROR},
+                         worker[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_SETUP_OK, WIRE_RESULT,
+                                     WIRE_EVAL_RESULT, WIRE_CALL_RESULT},
+                         attach[] = {WIRE_COMMAND};
+#define FILL(k, what, t) accept_fill(&tables[k], what, t, (int)sizeof t)
+    FILL(ACC_NODE_FRESH, "a node before REGISTER", fresh);
+    FILL(ACC_CONTROL_FRESH, "a control client before ATTACH or FEED_OPEN", control);
+    FILL(ACC_VIEW_FRESH, "a view client before ATTACH", view);
+    FILL(ACC_FEEDER, "an external feeder", feeder);
+    FILL(ACC_PS, "a ps", ps);
+    FILL(ACC_WORKER, "a registered node", worker);
+    FILL(ACC_ATTACH, "an attach client", attach);
+#undef FILL
+    built = true;
+  }
+  return &tables[k];
+}
+
+const conn_accept *coord__accept_fresh(auth_cap cap) {
+  return table(cap == AUTH_CAP_NODE      ? ACC_NODE_FRESH
+               : cap == AUTH_CAP_CONTROL ? ACC_CONTROL_FRESH
+                                         : ACC_VIEW_FRESH);
+}
+const conn_accept *coord__accept_feeder(void) { return table(ACC_FEEDER); }
+const conn_accept *coord__accept_node(int role) {
+  return table(role == ROLE_PS ? ACC_PS : ACC_WORKER);
+}
+const conn_accept *coord__accept_attach(void) { return table(ACC_ATTACH); }
