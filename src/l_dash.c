@@ -268,6 +268,17 @@ static int l_dash(lua_State *L) {
   return 0;
 }
 
+void ldash_run_commands(lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, LAST_KEY) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_rawgeti(L, -1, 1);
+  coord *c = lcluster_get(L, -1);
+  lua_pop(L, 2);
+  if (c) coord_run_commands(c);
+}
+
 /* drover.dash([c]): c:dash() on c, or on the newest live cluster. */
 static int l_dash_global(lua_State *L) {
   if (lua_isnoneornil(L, 1)) {

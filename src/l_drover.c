@@ -117,7 +117,10 @@ static int l_sleep(lua_State *L) {
   uv_timer_init(loop, t);
   t->data = &done;
   uv_timer_start(t, on_wake, secs > 0 ? (uint64_t)(secs * 1000) : 0, 0);
-  while (!done && !drv_interrupted()) uv_run(loop, UV_RUN_ONCE);
+  while (!done && !drv_interrupted()) {
+    uv_run(loop, UV_RUN_ONCE);
+    ldash_run_commands(L); /* attach clients' lines run while a script sleeps */
+  }
   uv_close((uv_handle_t *)t, util_free_handle);
   if (!done) return luaL_error(L, "interrupted");
   return 0;

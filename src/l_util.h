@@ -146,6 +146,10 @@ void ldash_fit_begin(lua_State *L, struct rundir *rd);
 void ldash_fit_progress(lua_State *L, const train_progress *p);
 /* The fit ended (its node idle again). */
 void ldash_fit_end(lua_State *L);
+/* Runs the attach clients' Lua lines waiting at the newest live cluster
+ * (coord_run_commands): for a wait that turns the loop itself
+ * (drover.sleep) rather than through coord__pump. */
+void ldash_run_commands(lua_State *L);
 /* Adds c:dash to the Cluster methods table on top of the stack. */
 void ldash_open(lua_State *L);
 /* Sets drover.dash on the table on top of the stack. */
