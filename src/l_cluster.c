@@ -62,6 +62,10 @@ static int cluster_error(lua_State *L) {
 static int l_cluster(lua_State *L) {
   coord_opts o;
   lcluster_read_opts(L, &o); /* what it pushes keeps o's arrays alive */
+  /* The Lua side's own option: how long an attach client's line may run. */
+  double limit = ldrv_opt_number(L, 1, "command_limit", 10, "cluster");
+  if (!(limit > 0 && limit <= 86400))
+    return luaL_error(L, "cluster: command_limit must be a number of seconds in (0, 86400]");
   uv_loop_t *loop = drover_lua_loop(L);
 
   /* user values: 1 what workers were set up from, 2 the ':' command thread */
@@ -77,7 +81,7 @@ static int l_cluster(lua_State *L) {
   if (!o.resume_dir && ltrain_save_script(L, lc->run_dir) < 0)
     fprintf(stderr, "drover: %s (this run cannot be resumed)\n", drv_errmsg());
   snprintf(lc->address, sizeof lc->address, "%s", coord_address(lc->c));
-  ldash_cluster_up(L, -1, lc->c);
+  ldash_cluster_up(L, -1, lc->c, limit);
   return 1;
 }
 

@@ -16,7 +16,8 @@
 static const char *const cluster_keys[] = {
     "launcher", "ps", "worker", "chief", "evaluator", "reservation_timeout", "heartbeat",
     "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", "max_restarts", "max_queue",
-    "hosts", "ssh_config", "slurm", "spark", "yarn", "files", "bind", "address", "ps_replicas", NULL};
+    "hosts", "ssh_config", "slurm", "spark", "yarn", "files", "bind", "address", "ps_replicas",
+    "command_limit", NULL};
 static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", "label", NULL};
 static const char *const yarn_keys[] = {"rm", "queue", "name", "max_attempts", "am_classpath",
                                         "submit_timeout", NULL};

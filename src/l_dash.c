@@ -59,11 +59,40 @@ static struct {
 
 /* ============================== commands ================================= */
 
+/* The command thread and its limit: the handler's ud, a userdata in the
+ * cluster's user value 2 whose own user value anchors the thread. */
+typedef struct command_ctx {
+  lua_State *T;
+  double limit; /* seconds of Lua per line (command_limit) */
+} command_ctx;
+
+/* A line's deadline: one line runs at a time (coord_run_commands does not
+ * nest), so one deadline does. */
+static double command_deadline;
+static double command_limit_now;
+#define COMMAND_HOOK_COUNT 10000 /* instructions between checks: ~0.1 ms */
+
+/* A count hook on the command thread: a line that loops forever in Lua
+ * ends with an error to its client after its limit, and at once on
+ * Ctrl-C (whose handler only marks the flag, and sets its own hook on the
+ * main thread, not on this one). */
+static void command_hook(lua_State *T, lua_Debug *ar) {
+  (void)ar;
+  if (drv_interrupted()) luaL_error(T, "interrupted");
+  if (progress_now() > command_deadline) {
+    char msg[120]; /* lua_pushfstring knows no %g */
+    snprintf(msg, sizeof msg, "stopped after %g s: a command runs at most command_limit = %g s",
+             command_limit_now, command_limit_now);
+    luaL_error(T, "%s", msg);
+  }
+}
+
 /* The handler coord runs ':' lines through: "return LINE" first (so an
  * expression shows its value), else LINE as a statement, in the
  * environment at the thread's index 1 (see command_env). */
 static int run_command(void *ud, const char *line, char *out, size_t n) {
-  lua_State *T = ud; /* the cluster's command thread: never running otherwise */
+  command_ctx *cx = ud;
+  lua_State *T = cx->T; /* the cluster's command thread: never running otherwise */
   int top = lua_gettop(T);
   lua_pushfstring(T, "return %s", line);
   int rc = luaL_loadbuffer(T, lua_tostring(T, -1), lua_rawlen(T, -1), "=command");
@@ -80,7 +109,11 @@ static int run_command(void *ud, const char *line, char *out, size_t n) {
   if (rc == LUA_OK) {
     lua_pushcfunction(T, drover_lua_traceback);
     lua_insert(T, -2);
+    command_limit_now = cx->limit;
+    command_deadline = progress_now() + cx->limit;
+    lua_sethook(T, command_hook, LUA_MASKCOUNT, COMMAND_HOOK_COUNT);
     rc = lua_pcall(T, 0, LUA_MULTRET, top + 1);
+    lua_sethook(T, NULL, 0, 0);
     lua_remove(T, top + 1);
   }
   if (rc != LUA_OK) {
@@ -310,11 +343,15 @@ static void command_env(lua_State *L, int idx, lua_State *T) {
   lua_xmove(L, T, 1);
 }
 
-void ldash_cluster_up(lua_State *L, int idx, coord *c) {
+void ldash_cluster_up(lua_State *L, int idx, coord *c, double limit) {
   idx = lua_absindex(L, idx);
-  /* The command thread lives in the cluster's user value 2. */
+  /* The command context lives in the cluster's user value 2, its thread in
+   * the context's user value 1. */
+  command_ctx *cx = lua_newuserdatauv(L, sizeof *cx, 1);
   lua_State *T = lua_newthread(L);
   command_env(L, idx, T);
+  lua_setiuservalue(L, -2, 1);
+  *cx = (command_ctx){T, limit};
   lua_setiuservalue(L, idx, 2);
   if (lua_getfield(L, LUA_REGISTRYINDEX, LAST_KEY) != LUA_TTABLE) {
     lua_pop(L, 1);
@@ -329,7 +366,7 @@ void ldash_cluster_up(lua_State *L, int idx, coord *c) {
   lua_pushvalue(L, idx);
   lua_rawseti(L, -2, 1);
   lua_pop(L, 1);
-  coord_set_command_handler(c, run_command, T);
+  coord_set_command_handler(c, run_command, cx);
   lua_getfield(L, LUA_REGISTRYINDEX, DASH_AUTO_KEY);
   bool autoopen = lua_toboolean(L, -1);
   lua_pop(L, 1);

@@ -132,8 +132,9 @@ void lclosure_open(lua_State *L);
 /* ---- l_dash.c ---- */
 /* A cluster (the userdata at idx, coordinator c) is up: its ':' command
  * thread, the newest cluster for drover.dash(), and with `drover run
- * --dash` the dashboard. */
-void ldash_cluster_up(lua_State *L, int idx, struct coord *c);
+ * --dash` the dashboard. A command (':' or an attach client's line) runs
+ * at most `limit` seconds of Lua (command_limit), and Ctrl-C stops it. */
+void ldash_cluster_up(lua_State *L, int idx, struct coord *c, double limit);
 /* c is being shut down: a dashboard showing it closes first. */
 void ldash_cluster_down(struct coord *c);
 /* An in-process fit (exp:fit) begins, in run directory rd (NULL: none):

@@ -83,6 +83,18 @@ static void stop_hook(lua_State *L, lua_Debug *ar) {
   lua_error(L);
 }
 
+/* Always on during repl_pcall, every POLL_COUNT instructions: coroutines
+ * copy their creator's hook when created, so this one reaches a loop
+ * inside a coroutine too, where the signal handler's hook (set on the
+ * main thread only) never runs. */
+#define POLL_COUNT 10000
+static void poll_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  if (!drv_interrupted()) return;
+  lua_pushliteral(L, "interrupted");
+  lua_error(L);
+}
+
 static void on_sigint(int signo) {
   lua_State *L = sig_L;
   if (L != NULL) {
@@ -126,12 +138,17 @@ int repl_pcall(lua_State *L, int nargs, int nresults, bool second_kills, bool *i
   sig_second_kills = second_kills;
   sig_L = L;
   catch_sigint(&old);
+  lua_sethook(L, poll_hook, LUA_MASKCOUNT, POLL_COUNT);
 
   int status = lua_pcall(L, nargs, nresults, base);
 
   sigaction(SIGINT, &old, NULL);
   sig_L = NULL;
-  lua_sethook(L, NULL, 0, 0); /* a signal may have landed after the call */
+  /* A signal may have landed after the call; an outer call keeps polling. */
+  if (prev_L)
+    lua_sethook(L, poll_hook, LUA_MASKCOUNT, POLL_COUNT);
+  else
+    lua_sethook(L, NULL, 0, 0);
   bool got = sig_count > 0;
   drv_interrupt_clear();
   sig_count = prev_count;

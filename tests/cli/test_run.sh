@@ -163,6 +163,30 @@ else
   fail "run-11 SIGINT stops a Lua loop" "the script never started"
 fi
 
+# ---------------------------------------------------------------- 15 SIGINT in a coroutine
+# A coroutine has its own hook: one SIGINT must still stop a loop inside
+# one (the poll hook it copied from the main thread when created).
+cat >"$TMP/spinco.lua" <<EOF
+local f = assert(io.open("$TMP/spinco.ready", "w")); f:write("ready\n"); f:close()
+coroutine.wrap(function() local n = 0 while true do n = n + 1 end end)()
+EOF
+"$DROVER" run "$TMP/spinco.lua" >"$TMP/spinco.out" 2>"$TMP/err" &
+pid=$!
+if wait_file_line "$TMP/spinco.ready" ready "$limit"; then
+  kill -INT "$pid"
+  if wait_exit "$pid" "$limit"; then
+    wait "$pid"
+    RC=$?
+    ok "run-15 one SIGINT stops a loop in a coroutine with status 130" '[ "$RC" -eq 130 ] && has_err "interrupted"'
+  else
+    kill -KILL "$pid" 2>/dev/null
+    fail "run-15 one SIGINT stops a loop in a coroutine" "still running ${limit}s after SIGINT"
+  fi
+else
+  kill -KILL "$pid" 2>/dev/null
+  fail "run-15 one SIGINT stops a loop in a coroutine" "the script never started"
+fi
+
 # ---------------------------------------------------------------- 12 SIGINT in C
 # Training runs in C (no Lua hook fires there): it must stop through
 # drv_interrupt_request() and end the script the same way.
