@@ -125,9 +125,12 @@ static void ps_close(conn *cn, int err, const char *why) {
   } else if (!c->shutting_down && f->cfg) {
     coord__ckpt_ps_lost(f, l->ps); /* a ps that is not restarted fails the run (coord.c) */
   } else if (!f->c->shutting_down && err) {
-    char name[32];
-    snprintf(name, sizeof name, "ps:%d", l->ps);
-    coord__fail_fit(f, "lost the connection to %s: %s", name, err ? why : "closed");
+    /* Between fits no data is at stake: a ps that died is counted once,
+     * by its node's state (LOST), and a later fit that needs the link
+     * dials it again and fails there if it cannot. Counting the link too
+     * made one ps death "2 node failures". */
+    log_warn("lost the connection to ps:%d: %s", l->ps, why);
+    rundir_event(&c->rd, "lost the connection to ps:%d: %s", l->ps, why);
   }
   coord__conn_gone(c); /* may free c and f */
 }

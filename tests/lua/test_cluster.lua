@@ -752,3 +752,14 @@ test("cluster-30 a non-finite loss stops the fit, naming the node and the step",
     "the node, the step and the cause: " .. err)
   raises(function() c:shutdown() end, "node failure")
 end)
+
+test("cluster-31 one ps death between fits is one node failure, and the ps shows lost", function()
+  local c = drover.cluster { ps = 1, worker = 2, max_restarts = 0, runs = RUNS, name = "c31" }
+  local exp = experiment { eval = nil, train = { data = train_std, batch = 64, epochs = 1 } }
+  c:fit(exp)
+  os.execute("kill -9 " .. node(c, "ps", 0).pid)
+  raises(function() c:fit(exp) end, "ps:0 lost")
+  eq(node(c, "ps", 0).state, "lost", "c:nodes() shows the ps lost")
+  local err = raises(function() c:shutdown() end, "node failure")
+  assert(err:find("1 node failure", 1, true), "one death, one failure: " .. err)
+end)
