@@ -225,6 +225,7 @@ static void end_call(wcall *c) {
   c->bx = c->by = NULL;
   c->state = C_IDLE;
   if (c->outstanding == 0) recycle(c);
+  worker__call_over(c->lua->w);
 }
 
 /* lua_pcall'ed (memory errors must not escape): a new thread and its
@@ -646,5 +647,13 @@ static void wlua_free(wlua *l) {
 static void close_calls(worker *w) { wlua_close(w->lua); }
 static void free_calls(worker *w) { wlua_free(w->lua); }
 
-const worker_calls lworker_calls = {
-    .call = call, .close = close_calls, .free = free_calls, .fed = fed_changed};
+/* Calls not over: running, waiting in a w method or drover.sleep, ready. */
+static int inflight(const worker *w) {
+  const wlua *l = w->lua;
+  int n = 0;
+  for (int i = 0; l && i < l->nall; i++) n += l->all[i]->state != C_IDLE;
+  return n;
+}
+
+const worker_calls lworker_calls = {.call = call, .close = close_calls, .free = free_calls,
+                                    .fed = fed_changed, .inflight = inflight};

@@ -463,6 +463,11 @@ static void start_next(worker *w) {
   start(w, j);
 }
 
+/* Nothing runs, nothing is queued, no call is in flight. */
+static bool drained(worker *w) {
+  return w->nrun == 0 && !w->head && !(w->calls && w->calls->inflight && w->calls->inflight(w));
+}
+
 /* Sends the replies of the jobs over at the front of the started list, in
  * order; calls the drain callback once no job is started; starts queued
  * jobs when they may. A call from inside (a job that ends as it starts)
@@ -492,7 +497,7 @@ void worker__settle(worker *w) {
       w->njobs--;
       job_free(j);
     }
-    if (w->idle && w->nrun == 0) {
+    if (w->idle && drained(w)) {
       void (*idle)(void *) = w->idle;
       w->idle = NULL;
       w->settling = false;
@@ -599,8 +604,9 @@ int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
 }
 
 int worker_submit(worker *w, unsigned phases, void (*on_done)(job *j), void *ud) {
-  if (w->closed || w->draining)
-    return drv_error(DRV_EINVAL, "the node is shutting down");
+  /* Draining takes jobs still: they come from calls that were running
+   * when the SHUTDOWN came, which finish within the grace (wire_msgs.h). */
+  if (w->closed) return drv_error(DRV_EINVAL, "the node is shutting down");
   job *j = job_new(w, JOB_TRAIN, 0);
   if (!j) return drv_error(DRV_ENOMEM, "out of memory");
   j->task_kind = WIRE_TASK_TRAIN_STEP;
@@ -657,6 +663,10 @@ worker *worker_new(uv_loop_t *loop, const auth_secret *secret, int role, int ind
   return w;
 }
 
+void worker__call_over(worker *w) {
+  if (w->draining && w->idle && !w->closed) worker__settle(w);
+}
+
 static void drop_queue(worker *w) {
   while (w->head) {
     job *j = w->head;
@@ -667,10 +677,28 @@ static void drop_queue(worker *w) {
   w->tail = NULL;
 }
 
+/* Queued jobs the coordinator sent (tasks, evals) go; those of running
+ * calls stay: the calls finish. */
+static void drop_queued_tasks(worker *w) {
+  job **p = &w->head;
+  w->tail = NULL;
+  while (*p) {
+    job *j = *p;
+    if (j->on_done) {
+      w->tail = j;
+      p = &j->next;
+      continue;
+    }
+    *p = j->next;
+    w->njobs--;
+    job_free(j);
+  }
+}
+
 void worker_drain(worker *w, void (*idle)(void *ud), void *ud) {
   w->draining = true;
-  drop_queue(w);
-  if (w->nrun == 0) {
+  drop_queued_tasks(w);
+  if (drained(w)) {
     idle(ud);
     return;
   }
@@ -730,4 +758,7 @@ void worker_free(worker *w) {
   free(w);
 }
 
-int worker_pending(const worker *w) { return w->njobs; }
+int worker_pending(const worker *w) {
+  int calls = w->calls && w->calls->inflight ? w->calls->inflight(w) : 0;
+  return w->njobs + calls;
+}

@@ -59,6 +59,7 @@ typedef struct worker_calls {
   void (*close)(worker *w); /* stops the calls' timers and coroutines (worker_close) */
   void (*free)(worker *w);  /* frees them, after the jobs (worker_free) */
   void (*fed)(worker *w);   /* the fed queue changed (may be NULL) */
+  int (*inflight)(const worker *w); /* calls started and not over: a drain waits for them */
 } worker_calls;
 void worker_set_calls(worker *w, const worker_calls *calls);
 
@@ -146,7 +147,7 @@ void worker_drain(worker *w, void (*idle)(void *ud), void *ud);
 void worker_close(worker *w);
 void worker_free(worker *w); /* NULL is fine */
 
-/* Jobs queued or running (for tests and logs). */
+/* Jobs queued or running and calls in flight: what a drain waits for. */
 int worker_pending(const worker *w);
 
 #endif

@@ -209,7 +209,7 @@ struct worker {
   bool settling, resettle; /* settle() is running / must run again */
   void (*idle)(void *ud);
   void *idle_ud;
-  bool draining;      /* worker_drain was called: no new jobs from Lua */
+  bool draining;      /* worker_drain was called: no new tasks; running calls finish */
   uint64_t dropped;   /* gradients a ps dropped as late (sync) */
   uint64_t steps;     /* whole train steps completed (TASKs and w:train_step) */
   unsigned slow_ms;   /* fault injection: sleep per train step (tests) */
@@ -253,9 +253,12 @@ void worker__predict_free(worker *w);
  * the coordinator; j (j->ud == ud) is freed when it returns, so on_done
  * copies the outcome (rc, msg, loss, examples) and takes bx/by (setting
  * them NULL). on_done is never called once the worker is closed.
- * Returns 0, or DRV_EINVAL when the worker is draining or closed,
- * DRV_ENOMEM (nothing queued then). */
+ * Returns 0, or DRV_EINVAL when the worker is closed, DRV_ENOMEM (nothing
+ * queued then). A draining worker takes them: they belong to calls that
+ * were running when the SHUTDOWN came. */
 int worker_submit(worker *w, unsigned phases, void (*on_done)(job *j), void *ud);
+/* A call is over (l_worker.c): a drain waiting for it may end. */
+void worker__call_over(worker *w);
 
 /* worker_feed.c: the input queue of fed batches (FEED_BATCH mode QUEUE)
  * that w:next_batch reads. */

@@ -348,3 +348,34 @@ test("sched-12 a ps refuses NaN gradients, naming where they came from; the work
     "the ps log names the connection")
   c:shutdown()
 end)
+
+test("sched-13 c:shutdown lets running closures finish within the grace", function()
+  local c = drover.cluster { ps = 1, worker = 2, runs = RUNS, name = "s13" }
+  c:setup(experiment())
+  local marks = {}
+  for i = 1, 2 do
+    marks[i] = os.tmpname()
+    os.remove(marks[i])
+    -- sleeps (a timer), then trains (a job): both after the SHUTDOWN came
+    c:schedule(function(w, path)
+      drover.sleep(0.5)
+      local loss = w:train_step()
+      local f = io.open(path, "w") f:write("done ", loss, "\n") f:close()
+    end, marks[i])
+  end
+  local t0 = drover.clock()
+  while drover.clock() - t0 < 10 do
+    local n = 0
+    for _, x in ipairs(c:nodes()) do n = n + (x.state == "busy" and 1 or 0) end
+    if n == 2 then break end
+    drover.sleep(0.02)
+  end
+  c:shutdown { grace = 5 }
+  for i = 1, 2 do
+    local f = io.open(marks[i])
+    assert(f, "closure " .. i .. " finished before its worker exited")
+    assert(f:read("a"):match("^done %d"), "it trained")
+    f:close()
+    os.remove(marks[i])
+  end
+end)
