@@ -272,13 +272,16 @@ TEST(worker_call_in_flight_out_of_order) {
   CHECK(strcmp(str_at(L, 1), "slow") == 0);
   CHECK(nf_now_ms() - t0 >= 290); /* (the node's loop clock may lag a little) */
   lua_settop(L, 0);
-  /* A call still asleep does not hold the node at SHUTDOWN (nor leak). */
+  /* A call still asleep holds the node at SHUTDOWN until the grace is
+   * over (a running call finishes within it), then the node stops,
+   * status 0, without a leak. */
   send_call(L, wk, "return function(w) drover.sleep(30) end", 3, 0);
   nf_pump_for(f, 50);
   double t1 = nf_now_ms();
   nf_send_shutdown(wk); /* with 2 s of grace */
   CHECK_INT_EQ(nf_cluster_reap(&c, ROLE_WORKER, 0, WAIT_MS), 0);
-  CHECK(nf_now_ms() - t1 < 1500);
+  CHECK(nf_now_ms() - t1 >= 1900);
+  CHECK(nf_now_ms() - t1 < 8000);
   nf_cluster_down(&c);
   lua_close(L);
 }
