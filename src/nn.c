@@ -532,40 +532,53 @@ static const nn_module_ops sequential_ops = {"Sequential", sequential_forward,
 nn_module *nn_sequential(void) { return nn_module_new(&sequential_ops); }
 
 /* True when `needle` is `tree` or one of its descendants. */
-static bool contains(const nn_module *tree, const nn_module *needle) {
-  if (tree == needle) return true;
-  for (int i = 0; i < tree->nchildren; i++)
-    if (contains(tree->children[i], needle)) return true;
-  return false;
+static void mark_tree(nn_module *m, uint64_t stamp) {
+  m->mark = stamp;
+  for (int i = 0; i < m->nchildren; i++) mark_tree(m->children[i], stamp);
 }
 
-/* True when some module of `sub` (itself included) is already in `tree`. */
-static bool overlaps(const nn_module *tree, const nn_module *sub) {
-  if (contains(tree, sub)) return true;
-  for (int i = 0; i < sub->nchildren; i++)
-    if (overlaps(tree, sub->children[i])) return true;
-  return false;
+/* Walks `sub` for modules carrying `stamp`: *cycle when `seq` is one, else
+ * the first other one in *dup. */
+static void find_marked(nn_module *sub, uint64_t stamp, const nn_module *seq, bool *cycle,
+                        nn_module **dup) {
+  if (sub->mark == stamp) {
+    if (sub == seq) *cycle = true;
+    else if (!*dup) *dup = sub;
+  }
+  for (int i = 0; i < sub->nchildren; i++) find_marked(sub->children[i], stamp, seq, cycle, dup);
 }
 
 /* A module keeps the buffers of its last call, so it may appear only once
  * in a model (the backward pass reads each child's last output): cycles and
- * repeats are refused. The same module may still be shared by two models. */
+ * repeats are refused. The same module may still be shared by two models.
+ * The check marks seq's tree and walks child's: linear in the two. A seq
+ * that holds nothing and is in no container cannot be in child's tree nor
+ * share a module with it, so wrapping a model in a new Sequential costs
+ * nothing (it was a walk of the whole model per level: quadratic). */
 int nn_sequential_add(nn_module *seq, nn_module *child) {
+  static uint64_t stamps;
   char nm[96];
   if (!seq || !child || !nn_takes_children(seq))
     return drv_error(DRV_EINVAL, "nn_sequential_add: %s", !seq || !child
                      ? "NULL module" : "not an nn.Sequential or nn.Concat");
-  if (contains(child, seq))
-    return drv_error(DRV_EINVAL, "nn.%s: adding a container to itself would make a "
-                     "cycle", seq->ops->type);
-  if (overlaps(seq, child))
-    return drv_error(DRV_EINVAL, "nn.%s: %s is already part of this model; a module "
-                     "may appear only once (create a new one)", seq->ops->type,
-                     nn_name_of(child, nm, sizeof nm));
+  if (seq->nparents > 0 || seq->nchildren > 0 || seq == child) {
+    bool cycle = false;
+    nn_module *dup = NULL;
+    mark_tree(seq, ++stamps);
+    find_marked(child, stamps, seq, &cycle, &dup);
+    if (cycle)
+      return drv_error(DRV_EINVAL, "nn.%s: adding a container to itself would make a "
+                       "cycle", seq->ops->type);
+    if (dup)
+      return drv_error(DRV_EINVAL, "nn.%s: %s is already part of this model; a module "
+                       "may appear only once (create a new one)", seq->ops->type,
+                       nn_name_of(child, nm, sizeof nm));
+  }
   if (util_grow(&seq->children, &seq->capchildren, (size_t)seq->nchildren + 1,
                 sizeof *seq->children, 4) < 0)
     return drv_error(DRV_ENOMEM, "out of memory adding to nn.Sequential");
   seq->children[seq->nchildren++] = nn_ref(child);
+  child->nparents++;
   return 0;
 }
 
@@ -583,7 +596,10 @@ nn_module *nn_ref(nn_module *m) {
 void nn_unref(nn_module *m) {
   if (!m || --m->refs > 0) return;
   if (m->ops->destroy) m->ops->destroy(m);
-  for (int i = 0; i < m->nchildren; i++) nn_unref(m->children[i]);
+  for (int i = 0; i < m->nchildren; i++) {
+    m->children[i]->nparents--;
+    nn_unref(m->children[i]);
+  }
   free(m->children);
   for (int i = 0; i < 2; i++) {
     tensor_free(m->params[i].value);

@@ -90,6 +90,8 @@ struct nn_module {
   nn_module **children; /* Sequential only; each holds one reference */
   int nchildren;
   size_t capchildren;
+  int nparents;        /* containers holding this one (nn_sequential_add's checks) */
+  uint64_t mark;       /* nn_sequential_add's walk: in the tree being added to */
   tensor *out;         /* forward output buffer */
   tensor *dx;          /* input-gradient buffer */
   tensor *mask;        /* Dropout mask */

@@ -71,6 +71,7 @@ nn_module *nn_residual(nn_module *child) {
   m->children = kids;
   m->capchildren = 1;
   m->children[m->nchildren++] = nn_ref(child);
+  child->nparents++;
   return m;
 }
 

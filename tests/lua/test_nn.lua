@@ -152,3 +152,17 @@ test("nn_save_and_load", function()
   raises(function() nn.load(path .. ".missing") end, "No such file or directory")
   os.remove(path)
 end)
+
+test("nn_nested_sequential_is_linear", function()
+  -- 50,000 levels: a walk of the whole model per level (quadratic) took
+  -- minutes here; each new level now checks nothing it cannot overlap.
+  local inner = nn.Linear(4, 2)
+  local m = inner
+  for _ = 1, 50000 do m = nn.Sequential { m } end
+  raises(function() m:add(inner) end, "may appear only once")
+  local outer = nn.Sequential { m }
+  raises(function() m:add(outer) end, "cycle")
+  local flat = {}
+  for i = 1, 2000 do flat[i] = nn.ReLU() end
+  eq(#nn.Sequential(flat):parameters(), 0, "a flat list of 2,000 layers")
+end)
