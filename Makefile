@@ -47,7 +47,7 @@ LAYER_protocol  = le wire_int wire wire_msgs closure closure_bc auth nodeinfo ev
 LAYER_transport = conn
 # detach: `drover run --detach` launches the coordinator itself.
 LAYER_launch    = launch launch_int launch_common launch_local launch_slurm_int launch_slurm \
-	launch_slurm_job launch_ssh launch_ship launch_spark launch_yarn_http launch_yarn detach
+	launch_slurm_job launch_ssh launch_ship launch_spark launch_yarn_http launch_yarn launch_external detach
 LAYER_cluster   = coord coord_int coord_fit_int coord_keys coord_addr coord_nodes coord_fit coord_predict coord_sched coord_vars coord_ckpt coord_pos \
 	coord_repl coord_dash coord_feed coord_feed_ext coord_feed_ckpt node ps ps_int ps_ckpt ps_repl worker worker_int worker_ps \
 	worker_pos worker_setup worker_feed worker_predict
@@ -98,6 +98,9 @@ $(BUILD)/bench/bench_pushpull.o: tests/bench/bench_pushpull.c | $(BUILD)
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -Itests/unit -c -o $@ $<
 
 $(BUILD)/bench_pushpull: $(LIB_OBJS) $(BUILD)/bench/bench_pushpull.o $(BUILD)/bench/node_fake.o
+	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/bench_scale: $(LIB_OBJS) $(BUILD)/bench/bench_scale.o
 	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 # Plain sockets, no drover code: the reference for closures/s.

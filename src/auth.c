@@ -41,6 +41,10 @@ int auth_secret_generate(auth_secret *s) {
  * ==================================================================== */
 
 int auth_secret_save(const auth_secret *s, const char *path) {
+  return auth_secret_write(s, path, true);
+}
+
+int auth_secret_write(const auth_secret *s, const char *path, bool sync) {
   char hex[HEX_LEN + 2]; /* digits, newline, NUL */
   sodium_bin2hex(hex, HEX_LEN + 1, s->key, sizeof s->key);
   hex[HEX_LEN] = '\n';
@@ -68,7 +72,7 @@ int auth_secret_save(const auth_secret *s, const char *path) {
     what = "set mode 0600 on";
   } else if (util_write_all(fd, hex, HEX_LEN + 1) < 0)
     what = "write";
-  else if (fsync(fd) < 0)
+  else if (sync && fsync(fd) < 0)
     what = "sync";
   int e = errno;
   sodium_memzero(hex, sizeof hex);

@@ -88,10 +88,15 @@ typedef struct coord_node {
   char log[1024];         /* absolute path of its log file */
 } coord_node;
 
+/* Nodes of one role a cluster may have: the scale bench runs 10,000
+ * workers on one coordinator (tests/bench/scale.sh). */
+#define COORD_MAX_PER_ROLE 16384
+
 typedef struct coord_opts {
   const char *name;              /* run name ("cluster") */
   const char *runs_base;         /* "runs" */
-  int count[ROLE_COUNT];         /* ps, chief (0/1), worker, evaluator (0/1) */
+  int count[ROLE_COUNT];         /* ps, chief (0/1), worker, evaluator (0/1); each at
+                                    most COORD_MAX_PER_ROLE */
   const char *launcher;          /* "local" */
   const char *bind_host;         /* where we listen (NULL: 127.0.0.1, or
                                     0.0.0.0 for "ssh", "slurm", "spark") */

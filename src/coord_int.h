@@ -153,6 +153,8 @@ struct coord {
   uint64_t hb_seq;
   bool shutting_down, shut_down;
   bool spec_sent; /* the reservation is over; SPEC went to everyone */
+  bool nodes_dirty;     /* nodes.tsv is behind (coord__nodes_file) */
+  double nodes_written; /* when it was last written */
   int failures;         /* counted by coord__node_set_state and coord__fail only */
   char failure[4096];
   bool strict_states;   /* an illegal state change aborts (tests; DROVER_STRICT_STATES=1) */
@@ -225,6 +227,13 @@ void coord__node_log(coord_node *n, const uint8_t *pl, uint32_t len);
 /* coord_addr.c: listens with o (where: see there), sets addr, node_addr
  * and node_bind, and writes the run's coordinator file. */
 int coord__listen(coord *c, const conn_opts *o);
+
+/* coord_nodes.c: raises RLIMIT_NOFILE's soft limit toward what the
+ * nodes need (the hard limit at most), and says so when it falls short. */
+void coord__raise_fd_limit(coord *c);
+/* Writes nodes.tsv when a registration changed it: `now`, or at most once
+ * a second (the tick, during a reservation). */
+void coord__nodes_file(coord *c, bool now);
 
 /* coord_keys.c: the run's keys and what each peer may send. */
 /* Generates the secret, control and view keys, saves them 0600 in the run

@@ -74,7 +74,7 @@ int coord__node_key_file(coord *c, int i, char *path, size_t n) {
   if (stat(path, &st) == 0) return 0; /* a restart: written at the first start */
   auth_secret k;
   auth_node_key(&c->secret, nd->role, (uint32_t)nd->index, &k);
-  int rc = auth_secret_save(&k, path);
+  int rc = auth_secret_write(&k, path, false);
   memset(&k, 0, sizeof k);
   return rc;
 }

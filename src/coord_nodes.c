@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "coord_int.h"
 #include "err.h"
 #include "log.h"
+#include "progress.h"
 #include "util.h"
 
 /* ============================== the state machine ======================== */
@@ -175,9 +177,9 @@ int coord__check_opts(const coord_opts *o) {
   if (o->count[ROLE_CHIEF] > 1 || o->count[ROLE_EVALUATOR] > 1)
     return drv_error(DRV_EINVAL, "cluster: chief and evaluator take 0 or 1");
   for (int r = 0; r < ROLE_COUNT; r++) {
-    if (o->count[r] < 0 || o->count[r] > 1024)
-      return drv_error(DRV_EINVAL, "cluster: %s = %d is out of range (0..1024)",
-                       wire_role_name(r), o->count[r]);
+    if (o->count[r] < 0 || o->count[r] > COORD_MAX_PER_ROLE)
+      return drv_error(DRV_EINVAL, "cluster: %s = %d is out of range (0..%d)",
+                       wire_role_name(r), o->count[r], COORD_MAX_PER_ROLE);
     if (o->res[r].cpus < 0 || o->res[r].gpus < 0)
       return drv_error(DRV_EINVAL, "cluster: %s asks for a negative count", wire_role_name(r));
   }
@@ -240,6 +242,19 @@ void coord__node_info(coord *c, int i, const node_info *got) {
   char name[32], what[256];
   rundir_event(&c->rd, "node got %s on %s: %s", coord__node_name(n, name, sizeof name),
                got->hostname[0] ? got->hostname : "?", nodeinfo_format(got, what, sizeof what));
+  c->nodes_dirty = true;
+  /* A restarted node: at once. During the reservation, once at its end
+   * and at most once a second meanwhile (coord__nodes_file): a rewrite
+   * per registration was quadratic, 1,000 atomic writes of a growing file
+   * for 1,000 nodes. */
+  if (c->spec_sent) coord__nodes_file(c, true);
+}
+
+void coord__nodes_file(coord *c, bool now) {
+  double t = progress_now();
+  if (!c->nodes_dirty || (!now && t - c->nodes_written < 1.0)) return;
+  c->nodes_dirty = false;
+  c->nodes_written = t;
   write_nodes_file(c);
 }
 
@@ -257,4 +272,35 @@ void coord__node_log(coord_node *n, const uint8_t *pl, uint32_t len) {
   if (util_write_all(fd, m.text.s, m.text.len) < 0)
     log_warn("cannot append to '%s': %s", n->log, strerror(errno));
   close(fd);
+}
+
+/* ============================== descriptors =============================== */
+
+/* Each node holds a control connection here, the process a few hundred
+ * descriptors more (logs, the listener, attach clients, the ps links), and
+ * the handshake bound may take a quarter of the limit: raise the soft
+ * limit toward twice that (the hard limit at most) when the nodes need
+ * more, and say so when even the hard limit is short. */
+void coord__raise_fd_limit(coord *c) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  rlim_t need = ((rlim_t)c->nnodes + 256) * 4 / 3;
+  if (rl.rlim_cur >= need) return;
+  rlim_t was = rl.rlim_cur;
+  rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need * 2 ? need * 2 : rl.rlim_max;
+  if (rl.rlim_cur > was && setrlimit(RLIMIT_NOFILE, &rl) == 0)
+    log_info("descriptor limit raised from %llu to %llu for %d nodes", (unsigned long long)was,
+             (unsigned long long)rl.rlim_cur, c->nnodes);
+  else
+    rl.rlim_cur = was;
+  if (rl.rlim_cur < need) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "the descriptor limit (%llu, hard %llu) is below what %d nodes need "
+             "(about %llu): raise it (ulimit -n, limits.conf) or nodes may fail to connect",
+             (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, c->nnodes,
+             (unsigned long long)need);
+    log_warn("%s", msg);
+    rundir_event(&c->rd, "%s", msg);
+    fprintf(stderr, "drover: %s\n", msg);
+  }
 }

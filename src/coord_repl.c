@@ -179,7 +179,7 @@ bool coord__repl_covers(const coord *c, int node) {
 
 /* ============================== SPEC ====================================== */
 
-/* SPEC's nodes: every node but the ps replicas; the ps as their groups
+/* SPEC's nodes: the ps but their replicas, as their groups
  * (ps:k is group k's primary, wherever it runs now). */
 typedef struct spec_list {
   const coord *c;
@@ -205,10 +205,11 @@ int coord__write_spec(const coord *c, wire_wr *w) {
   }
   uint32_t m = 0;
   for (int i = 0; i < c->nnodes; i++) {
-    int k = c->nodes[i].role == ROLE_PS ? coord__ps_group(c, i) : -1;
-    if (c->nodes[i].role == ROLE_PS && (k < 0 || c->ps_prim[k] != i)) continue; /* a replica */
+    if (c->nodes[i].role != ROLE_PS) continue; /* workers dial the ps only */
+    int k = coord__ps_group(c, i);
+    if (k < 0 || c->ps_prim[k] != i) continue; /* a replica */
     l.node[m] = i;
-    l.index[m++] = k >= 0 ? k : c->nodes[i].index;
+    l.index[m++] = k;
   }
   wire_put_spec(w, &(wire_msg_spec){{m, .put = put_spec_node, .ud = &l}, c->opts.ps_replicas > 0});
   free(l.node), free(l.index);

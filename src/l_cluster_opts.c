@@ -115,7 +115,8 @@ static void opt_role(lua_State *L, const char *role, int def, int *count,
     lua_Integer n = ldrv_opt_integer(L, -1, "instances", 1, what);
     lua_Integer cpus = ldrv_opt_integer(L, -1, "cpus", 0, what);
     lua_Integer gpus = ldrv_opt_integer(L, -1, "gpus", 0, what);
-    if (n < 0 || n > 1024) luaL_error(L, "%s.instances must be 0..1024", what);
+    if (n < 0 || n > COORD_MAX_PER_ROLE)
+      luaL_error(L, "%s.instances must be 0..%d", what, COORD_MAX_PER_ROLE);
     if (cpus < 0 || cpus > 4096) luaL_error(L, "%s.cpus must be 0..4096", what);
     if (gpus < 0 || gpus > 64) luaL_error(L, "%s.gpus must be 0..64", what);
     *count = (int)n;

@@ -138,6 +138,12 @@ typedef int (*launch_new_fn)(uv_loop_t *loop, const launch_config *cfg, launch_e
 int launch_local_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
                      launcher **out);
 
+/* The external launcher (launch_external.c): starts nothing; the nodes are
+ * someone else's (a simulator, a test's peers) and register by themselves.
+ * Their exits are their connections closing. cfg is not used. */
+int launch_external_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit,
+                        void *ud, launcher **out);
+
 /* The ssh launcher (launch_ssh.c): each node started on a host by the
  * system ssh client, which is its local handle. Uses cfg's hosts ("name"
  * or "name:slots", 1 slot by default), ssh_config (-F FILE; when NULL or

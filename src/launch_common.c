@@ -252,7 +252,8 @@ static const struct {
                  {"slurm", launch_slurm_new},
                  {"ssh", launch_ssh_new},
                  {"spark", launch_spark_new},
-                 {"yarn", launch_yarn_new}};
+                 {"yarn", launch_yarn_new},
+                 {"external", launch_external_new}};
 #define NLAUNCHERS (sizeof launchers / sizeof launchers[0])
 
 int launch_open(const char *name, const launch_config *cfg, uv_loop_t *loop,

@@ -357,7 +357,7 @@ static int on_spec(node *n, const uint8_t *pl, uint32_t len) {
     if (a[i].role == ROLE_PS) nps++;
   }
   if (rc == 0) {
-    log_info("cluster spec: %u nodes, %d ps", count, nps);
+    log_info("cluster spec: %d ps", nps);
     if (n->wk) rc = worker_spec(n->wk, a, (int)count, m.ps_replicated);
   }
   free(a);

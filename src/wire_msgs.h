@@ -65,10 +65,11 @@
  *  REGISTER    N -> C: port is the ps data port (0 otherwise); hostname to
  *              slurm_node are what the node got (nodeinfo.h)
  *  REGISTERED  C -> N (reply): message is the refusal reason when !ok
- *  SPEC        C -> N: the cluster, sent once all registered (port: ps);
- *              with ps replicas only each group's primary is listed (as
- *              ps:<group>), and ps_replicated tells workers to keep their
- *              requests across a lost ps link and send them again
+ *  SPEC        C -> N: the ps nodes (where workers dial them), sent once
+ *              all registered; with ps replicas only each group's primary
+ *              is listed (as ps:<group>), and ps_replicated tells workers
+ *              to keep their requests across a lost ps link and send them
+ *              again
  *  HEARTBEAT   both: rss in bytes (0 from the coordinator), cpu_ms the
  *              process CPU time
  *  SHUTDOWN    C -> N: finish the running task, then exit 0
