@@ -229,7 +229,7 @@ bench-deps: deps
 	$(Q)sh tools/deps.sh bench
 
 bench: bench-deps
-	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench_mlp $(BUILD)/bench_cnn $(BUILD)/bench_pushpull $(BUILD)/bench_msgrate $(BUILD)/unit_tests
+	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench_mlp $(BUILD)/bench_cnn $(BUILD)/bench_pushpull $(BUILD)/bench_msgrate $(BUILD)/bench_scale $(BUILD)/unit_tests
 	$(Q)sh tests/bench/run.sh
 
 # No file includes a header of a higher layer (see LAYERS above).

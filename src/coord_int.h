@@ -126,6 +126,9 @@ typedef struct coord_sched {
   bool later;          /* coord__dispatch_later: serve the queue after the reads */
   uv_check_t *check;
   wire_wr *out;        /* per node: the frames of the dispatch in progress */
+  int *touched;        /* the nodes whose `out` holds frames, ntouched of them */
+  bool *is_touched;    /* per node: in `touched` */
+  int ntouched;
   bool error_pending;  /* the first failure, not raised yet */
   uint64_t error_id;
   char *error;

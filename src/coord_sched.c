@@ -188,6 +188,7 @@ static int pick_node(coord *c, const task *t) {
     if (n->inflight >= limit) continue;
     if (ops && ops->ready && !ops->ready(ud, i)) continue;
     if (best < 0 || n->inflight < c->nodes[best].inflight) best = i;
+    if (n->inflight == 0) break; /* none is less busy: 10,000 nodes need not all be seen */
   }
   if (best >= 0) s->rr = (best + 1) % c->nnodes;
   return best;
@@ -218,7 +219,13 @@ static void batch_task(coord *c, int node, uint64_t id, const task *t) {
   }
   static const uint8_t room[WIRE_HEADER_SIZE];
   wire_wr *w = &s->out[node];
-  if (!w->buf) wire_wr_init(w);
+  if (!w->buf) {
+    wire_wr_init(w);
+    if (!s->is_touched[node]) { /* flush_batches visits these only */
+      s->is_touched[node] = true;
+      s->touched[s->ntouched++] = node;
+    }
+  }
   size_t at = 0;
   if (w->len > WIRE_HEADER_SIZE) {
     at = w->len;
@@ -256,14 +263,28 @@ static void flush_node(coord *c, int i) {
   w->err = 0;
 }
 
+/* Only the nodes this dispatch wrote to: with 10,000 nodes a pass over
+ * all of them per dispatch was most of a closure's cost. */
 static void flush_batches(coord *c) {
-  for (int i = 0; i < c->nnodes; i++) flush_node(c, i);
+  coord_sched *s = &c->sched;
+  for (int k = 0; k < s->ntouched; k++) {
+    flush_node(c, s->touched[k]);
+    s->is_touched[s->touched[k]] = false;
+  }
+  s->ntouched = 0;
 }
 
 void coord__dispatch(coord *c) {
   coord_sched *s = &c->sched;
   if (s->dispatching) return; /* a producer's refill may come back here */
   s->later = false;
+  if (!s->touched && (!(s->touched = calloc((size_t)c->nnodes, sizeof *s->touched)) ||
+                      !(s->is_touched = calloc((size_t)c->nnodes, sizeof *s->is_touched)))) {
+    free(s->touched); /* is_touched is NULL here */
+    s->touched = NULL;
+    coord__fail(c, "cannot dispatch tasks: out of memory");
+    return;
+  }
   if (!s->out && !(s->out = calloc((size_t)c->nnodes, sizeof *s->out))) {
     coord__fail(c, "cannot dispatch tasks: out of memory");
     return;
@@ -742,5 +763,7 @@ void coord__sched_free(coord *c) {
   free(s->error);
   for (int i = 0; s->out && i < c->nnodes; i++) wire_wr_free(&s->out[i]);
   free(s->out);
+  free(s->touched);
+  free(s->is_touched);
   memset(s, 0, sizeof *s);
 }

@@ -234,3 +234,7 @@ DROVER_BENCH=1 DROVER="$PWD/drover" "$build/unit_tests" coord_dash_bytes dash_sn
 echo
 echo "== launchers: submit to cluster ready (1 ps + 2 workers), YARN (MiniYARNCluster) vs Slurm (own sbatch job)"
 sh tests/bench/launch_ready.sh "$PWD/drover" "$pairs"
+
+echo
+echo "== scale: one coordinator, 1,000 and 10,000 simulated workers (bench_scale) on loopback"
+BUILD="$build" sh tests/bench/scale.sh
