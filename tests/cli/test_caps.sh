@@ -88,3 +88,4 @@ check "caps-05 no node was restarted" sh -c "! grep -q 'restarts [1-9]' '$TMP/ou
 check "caps-05 the fit ran" grep -q "^steps [1-9]" "$TMP/out"
 [ $rc -eq 0 ] || tail -5 "$TMP/err"
 [ -n "${CAPS_DEBUG:-}" ] && { cat "$TMP/vc.out" "$TMP/cc.out"; grep "W " "$RUN/logs/ps-0.log" "$RUN/logs/coordinator.log"; }
+true
