@@ -14,6 +14,7 @@
 
 #define INFLIGHT_PER_WORKER 2 /* a queued task hides the RESULT -> TASK round trip */
 #define PS_CONNECT_TIMEOUT 10.0
+#define PS_REDIAL 0.1 /* seconds between dials of a ps link that did not come up */
 #define SYNC_PROBE_REQ 0xfffffff0u /* the PULL that waits for the last global step */
 #define CK_PROBE_REQ 0xfffffff1u   /* sync: the PULL that asks a ps its version (checkpoint) */
 #define RESTORE_REQ 0xfffffff2u

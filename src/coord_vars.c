@@ -119,7 +119,11 @@ static void ps_close(conn *cn, int err, const char *why) {
   coord *c = f->c;
   if (f->ps[l->ps] == cn) f->ps[l->ps] = NULL;
   if (conn_was_ready(cn)) f->ps_ready--;
-  if (c->opts.ps_replicas) {
+  if (!conn_was_ready(cn)) {
+    /* Never authenticated (refused, or its handshake dropped by a flood at
+     * the ps): nothing was at stake; coord__connect_ps dials again. */
+    if (err && !c->shutting_down) log_warn("connecting to ps:%d: %s", l->ps, why);
+  } else if (c->opts.ps_replicas) {
     /* The node's loss, if it is one, promotes its replica or rolls back
      * (coord.c, coord_repl.c); otherwise the fit loop connects again. */
   } else if (!c->shutting_down && f->cfg) {
@@ -137,9 +141,34 @@ static void ps_close(conn *cn, int err, const char *why) {
 
 static const conn_cbs ps_cbs = {ps_ready, ps_frame, ps_close};
 
+/* Starts connecting to group k's ps. */
+static int connect_one(coord_fit_state *f, int k) {
+  coord *c = f->c;
+  int i = coord__ps_node(c, k);
+  f->links[k] = (pslink){f, k};
+  conn_opts o = {.secret = &c->coord_key, .who = AUTH_WHO_NODE, .role = AUTH_ROLE_COORD,
+                 .cbs = &ps_cbs, .ud = &f->links[k]};
+  int rc = conn_connect(c->loop, c->nodes[i].host, c->nodes[i].port, &o, &f->ps[k]);
+  if (rc < 0) {
+    f->ps[k] = NULL;
+    return rc;
+  }
+  c->open_conns++; /* ps_close follows */
+  return 0;
+}
+
+/* Every link is up; one that closed before it was (a handshake a flood at
+ * the ps dropped) is dialled again, at most every PS_REDIAL seconds. */
 static bool ps_all_ready(coord *c, void *arg) {
-  (void)arg;
-  return c->fit->ps_ready == c->fit->nps;
+  double *redial_at = arg;
+  coord_fit_state *f = c->fit;
+  double now = progress_now();
+  if (now >= *redial_at) {
+    for (int k = 0; k < f->nps; k++)
+      if (!f->ps[k]) connect_one(f, k);
+    *redial_at = now + PS_REDIAL;
+  }
+  return f->ps_ready == f->nps;
 }
 
 bool coord__nothing_pending(coord *c, void *arg) {
@@ -167,22 +196,6 @@ coord_fit_state *coord__fit_state(coord *c) {
   return f;
 }
 
-/* Starts connecting to group k's ps. */
-static int connect_one(coord_fit_state *f, int k) {
-  coord *c = f->c;
-  int i = coord__ps_node(c, k);
-  f->links[k] = (pslink){f, k};
-  conn_opts o = {.secret = &c->coord_key, .who = AUTH_WHO_NODE, .role = AUTH_ROLE_COORD,
-                 .cbs = &ps_cbs, .ud = &f->links[k]};
-  int rc = conn_connect(c->loop, c->nodes[i].host, c->nodes[i].port, &o, &f->ps[k]);
-  if (rc < 0) {
-    f->ps[k] = NULL;
-    return rc;
-  }
-  c->open_conns++; /* ps_close follows */
-  return 0;
-}
-
 void coord__ps_reconnect(coord_fit_state *f) {
   coord *c = f->c;
   if (!c->opts.ps_replicas || f->ck.restoring || c->shutting_down) return;
@@ -200,7 +213,8 @@ int coord__connect_ps(coord *c) {
     int rc = connect_one(f, k);
     if (rc < 0) return rc;
   }
-  int rc = coord__pump(c, ps_all_ready, NULL, PS_CONNECT_TIMEOUT, true);
+  double redial_at = progress_now() + PS_REDIAL;
+  int rc = coord__pump(c, ps_all_ready, &redial_at, PS_CONNECT_TIMEOUT, true);
   if (rc == DRV_ETIMEDOUT) return drv_error(rc, "could not reach every ps within %g s", PS_CONNECT_TIMEOUT);
   return rc;
 }
