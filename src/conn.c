@@ -12,7 +12,7 @@
  * frame so that an idle conn does not pin a huge allocation.
  *
  * Closing. Every path (owner, protocol error, I/O error, handshake timeout)
- * goes through conn_fail(), which records the first reason and closes both
+ * goes through conn__fail(), which records the first reason and closes both
  * handles; the conn is freed when the second close callback runs, after
  * libuv has cancelled queued writes (their buffers freed, `done` called)
  * and right after on_close. Error codes passed to on_close: DRV_EPARSE for
@@ -29,6 +29,7 @@
  * the very frame being flushed).
  */
 #include "conn.h"
+#include "conn_int.h"
 
 #include <inttypes.h>
 #include <signal.h>
@@ -44,7 +45,6 @@
 #include "log.h"
 #include "wire_msgs.h"
 
-#define LISTEN_BACKLOG 128
 #define DEFAULT_HANDSHAKE_MS 5000
 #define DEFAULT_SHUTDOWN_MS 5000
 #define RBUF_DEFAULT (64u << 10)
@@ -53,81 +53,7 @@
  * the buffer's end, so that reads of small frames stay large. */
 #define RBUF_MIN_TAIL 4096u
 
-enum conn_state {
-  ST_CONNECTING, /* client: TCP connect in progress */
-  ST_WAIT_HELLO, /* client: connected, waiting for HELLO */
-  ST_WAIT_AUTH,  /* server: HELLO sent, waiting for AUTH */
-  ST_WAIT_OK,    /* client: AUTH sent, waiting for AUTH_OK */
-  ST_READY,      /* authenticated both ways */
-};
-
-/* One queued write. `frame` is owned (conn_send) or NULL (conn_send_ref,
- * whose payload is borrowed until `done`). */
-typedef struct wreq {
-  uv_write_t req;
-  conn *c;
-  uint8_t *frame;
-  size_t bytes; /* counted in conn_pending */
-  void (*done)(void *arg);
-  void *arg;
-  struct wreq *next; /* in conn.dropped */
-  uint8_t hdr[WIRE_HEADER_SIZE];
-} wreq;
-
-struct conn {
-  uv_tcp_t tcp; /* tcp.data == timer.data == this conn */
-  uv_timer_t timer;
-  uv_connect_t connect_req;
-  uv_shutdown_t shutdown_req;
-  const auth_secret *secret;
-  const auth_secret *control, *view;
-  const conn_accept *accept;
-  const conn_cbs *cbs;
-  void *ud;
-  bool derive;          /* server: node keys derived from secret */
-  uint8_t who, role;    /* the identity claimed (client) or proved (server) */
-  uint32_t index;
-  auth_cap cap;         /* server: set once the AUTH checked; client: its own */
-  uint32_t max_frame, handshake_ms, shutdown_ms;
-  bool opaque; /* payloads are not checked against their layouts */
-  uint8_t server_kind;
-  enum conn_state state;
-  bool closing;
-  bool shutting; /* conn_shutdown: closes once the writes are out */
-  int open_handles; /* freed when it drops to 0 */
-  uint8_t ns[AUTH_NONCE_SIZE], nc[AUTH_NONCE_SIZE];
-  /* read buffer */
-  uint8_t *rbuf;
-  size_t rcap, rstart, rend;
-  bool have_hdr; /* `cur` holds the validated header at rstart */
-  wire_header cur;
-  size_t pending;
-  wreq *dropped; /* send_ref writes never queued: done runs at close */
-  int close_err;
-  /* While handshaking on a server: its list of such conns, so that
-   * conn_server_close can drop them (the owner cannot: it has not seen
-   * them yet). */
-  conn_server *srv;
-  conn *prev, *next;
-  char peer[64];
-  char ip[48]; /* the peer's address without the port: the per-address bound */
-  char why[320];
-};
-
-struct conn_server {
-  uv_tcp_t tcp;
-  conn_opts o;
-  conn *handshaking; /* accepted conns not yet ready, newest first */
-  int nhandshaking;
-  uint64_t dropped, dropped_said; /* handshakes dropped for newer ones; logged */
-  double said_at;                 /* when the last such line was logged (ms) */
-  uint64_t failed, failed_said;   /* accepts that failed (EMFILE...); logged the same way */
-  double failed_at;
-  uint32_t max_per_addr;          /* waiting handshakes from one address */
-  char addr[64];
-};
-
-static void conn_fail(conn *c, int err, const char *fmt, ...)
+void conn__fail(conn *c, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -149,7 +75,7 @@ static void ignore_sigpipe(void) {
 }
 
 /* Parses a numeric IPv4 or IPv6 address (a ':' means IPv6). */
-static int parse_addr(const char *host, int port, struct sockaddr_storage *ss) {
+int conn__parse_addr(const char *host, int port, struct sockaddr_storage *ss) {
   int rc;
   if (!host || port < 0 || port > 65535)
     return drv_error(DRV_EINVAL, "bad address %s:%d", host ? host : "(null)", port);
@@ -163,7 +89,7 @@ static int parse_addr(const char *host, int port, struct sockaddr_storage *ss) {
 }
 
 /* "1.2.3.4:5" or "[::1]:5". */
-static void format_addr(const struct sockaddr *sa, char *out, size_t n) {
+void conn__format_addr(const struct sockaddr *sa, char *out, size_t n) {
   char ip[INET6_ADDRSTRLEN] = "?";
   int port = 0;
   uv_ip_name(sa, ip, sizeof ip);
@@ -176,12 +102,12 @@ static void format_addr(const struct sockaddr *sa, char *out, size_t n) {
   }
 }
 
-static uint32_t opt_max_frame(const conn_opts *o) {
+uint32_t conn__max_frame(const conn_opts *o) {
   return o->max_frame ? o->max_frame : WIRE_DEFAULT_MAX_FRAME;
 }
 
 /* A conn with its two handles initialised (timer not started). */
-static conn *conn_new(uv_loop_t *loop, const conn_opts *o) {
+conn *conn__new(uv_loop_t *loop, const conn_opts *o) {
   conn *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   if (uv_tcp_init(loop, &c->tcp) < 0) {
@@ -201,7 +127,7 @@ static conn *conn_new(uv_loop_t *loop, const conn_opts *o) {
   c->index = o->index;
   c->cbs = o->cbs;
   c->ud = o->ud;
-  c->max_frame = opt_max_frame(o);
+  c->max_frame = conn__max_frame(o);
   c->handshake_ms = o->handshake_ms ? o->handshake_ms : DEFAULT_HANDSHAKE_MS;
   c->shutdown_ms = o->shutdown_ms ? o->shutdown_ms : DEFAULT_SHUTDOWN_MS;
   c->opaque = o->opaque;
@@ -211,7 +137,7 @@ static conn *conn_new(uv_loop_t *loop, const conn_opts *o) {
 }
 
 /* Validates the options and readies libsodium and SIGPIPE. */
-static int conn_prepare(const conn_opts *o) {
+int conn__prepare(const conn_opts *o) {
   if (!o || !o->secret || !o->cbs)
     return drv_error(DRV_EINVAL, "conn: options need a secret and callbacks");
   ignore_sigpipe();
@@ -253,7 +179,7 @@ static void on_handle_closed(uv_handle_t *h) {
 
 /* Closes the conn with the first reason given (later calls do nothing).
  * Queued writes are cancelled by libuv before the close callbacks run. */
-static void conn_fail(conn *c, int err, const char *fmt, ...) {
+void conn__fail(conn *c, int err, const char *fmt, ...) {
   va_list ap;
   if (c->closing) return;
   c->closing = true;
@@ -271,7 +197,7 @@ static void conn_fail(conn *c, int err, const char *fmt, ...) {
 }
 
 void conn_close(conn *c, const char *why) {
-  if (c) conn_fail(c, 0, "%s", why ? why : "closed");
+  if (c) conn__fail(c, 0, "%s", why ? why : "closed");
 }
 
 /* The write queue is empty (status 0), or a write failed and closed the
@@ -281,16 +207,16 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
   conn *c = req->data;
   char why[sizeof c->why];
   if (c->closing) return;
-  memcpy(why, c->why, sizeof why); /* conn_fail formats into c->why */
+  memcpy(why, c->why, sizeof why); /* conn__fail formats into c->why */
   if (status < 0 && status != UV_ECANCELED)
-    conn_fail(c, DRV_EIO, "shutdown of %s failed: %s", c->peer, uv_strerror(status));
+    conn__fail(c, DRV_EIO, "shutdown of %s failed: %s", c->peer, uv_strerror(status));
   else
-    conn_fail(c, 0, "%s", why);
+    conn__fail(c, 0, "%s", why);
 }
 
 static void on_shutdown_timeout(uv_timer_t *t) {
   conn *c = t->data;
-  conn_fail(c, DRV_EIO, "%s: closed with %zu bytes unsent after %u ms (the peer does not read)",
+  conn__fail(c, DRV_EIO, "%s: closed with %zu bytes unsent after %u ms (the peer does not read)",
             c->peer, c->pending, (unsigned)c->shutdown_ms);
 }
 
@@ -304,16 +230,16 @@ void conn_shutdown(conn *c, const char *why) {
   c->shutdown_req.data = c;
   if (c->state == ST_CONNECTING ||
       uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
-    conn_fail(c, 0, "%s", why ? why : "closed");
+    conn__fail(c, 0, "%s", why ? why : "closed");
     return;
   }
   uv_timer_stop(&c->timer); /* the handshake's, if it was running */
   uv_timer_start(&c->timer, on_shutdown_timeout, c->shutdown_ms, 0);
 }
 
-static void on_handshake_timeout(uv_timer_t *t) {
+void conn__on_handshake_timeout(uv_timer_t *t) {
   conn *c = t->data;
-  conn_fail(c, DRV_EIO, "handshake with %s timed out after %u ms", c->peer,
+  conn__fail(c, DRV_EIO, "handshake with %s timed out after %u ms", c->peer,
             (unsigned)c->handshake_ms);
 }
 
@@ -324,7 +250,7 @@ static void on_written(uv_write_t *req, int status) {
   conn *c = w->c;
   c->pending -= w->bytes;
   if (status < 0 && status != UV_ECANCELED)
-    conn_fail(c, DRV_EIO, "write to %s failed: %s", c->peer, uv_strerror(status));
+    conn__fail(c, DRV_EIO, "write to %s failed: %s", c->peer, uv_strerror(status));
   finish_wreq(w);
 }
 
@@ -342,7 +268,7 @@ static int queue_write(conn *c, wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   if (rc < 0) {
     w->next = c->dropped;
     c->dropped = w;
-    conn_fail(c, DRV_EIO, "write to %s failed: %s", c->peer, uv_strerror(rc));
+    conn__fail(c, DRV_EIO, "write to %s failed: %s", c->peer, uv_strerror(rc));
     return drv_error(DRV_EIO, "%s", c->why);
   }
   c->pending += w->bytes;
@@ -362,7 +288,7 @@ int conn_send(conn *c, uint8_t *frame, size_t len) {
   }
   if (len > UINT32_MAX) { /* wire lengths (and uv_buf_t's) are 32-bit */
     free(frame);
-    conn_fail(c, DRV_ERANGE, "frame of %zu bytes to %s is too large", len, c->peer);
+    conn__fail(c, DRV_ERANGE, "frame of %zu bytes to %s is too large", len, c->peer);
     return drv_error(DRV_ERANGE, "%s", c->why);
   }
   w = calloc(1, sizeof *w);
@@ -401,7 +327,7 @@ int conn_send_ref(conn *c, uint8_t type, uint32_t req, const void *payload, size
   w->bytes = WIRE_HEADER_SIZE + len;
   if (len > UINT32_MAX - WIRE_HEADER_SIZE && !c->closing) {
     /* Closing keeps the "done runs once, from the loop" promise. */
-    conn_fail(c, DRV_ERANGE, "payload of %zu bytes to %s does not fit a frame", len,
+    conn__fail(c, DRV_ERANGE, "payload of %zu bytes to %s does not fit a frame", len,
               c->peer);
     queue_write(c, w, NULL, 0);
     return drv_error(DRV_ERANGE, "%s", c->why);
@@ -414,7 +340,7 @@ int conn_send_ref(conn *c, uint8_t type, uint32_t req, const void *payload, size
 
 /* ---- handshake ----------------------------------------------------------- */
 
-static int send_hello(conn *c) {
+int conn__send_hello(conn *c) {
   wire_wr w;
   wire_wr_init(&w);
   auth_nonce(c->ns);
@@ -427,7 +353,7 @@ static int send_hello(conn *c) {
  * decoding failure (rc < 0) only guards against a change of the layouts. */
 static bool handshake_ok(conn *c, int rc) {
   if (rc == 0) return true;
-  conn_fail(c, DRV_EPARSE, "%s (from %s)", drv_errmsg(), c->peer);
+  conn__fail(c, DRV_EPARSE, "%s (from %s)", drv_errmsg(), c->peer);
   return false;
 }
 
@@ -446,7 +372,7 @@ static void on_hello(conn *c, const wire_header *h, const uint8_t *payload) {
   c->cap = c->who == AUTH_WHO_NODE ? AUTH_CAP_NODE : AUTH_CAP_NONE; /* a client learns no more */
   c->state = ST_WAIT_OK;
   if (conn_send_wr(c, &w, WIRE_AUTH, 0) < 0)
-    conn_fail(c, DRV_EIO, "cannot send AUTH to %s: %s", c->peer, drv_errmsg());
+    conn__fail(c, DRV_EIO, "cannot send AUTH to %s: %s", c->peer, drv_errmsg());
 }
 
 static void become_ready(conn *c) {
@@ -494,10 +420,10 @@ static void on_auth(conn *c, const wire_header *h, const uint8_t *payload) {
   const auth_secret *key = check_identity(c, &auth, &derived, &cap);
   if (!key) {
     if (auth.who == AUTH_WHO_CLIENT)
-      conn_fail(c, DRV_EIO, "authentication failed: %s holds neither the run's control key nor "
+      conn__fail(c, DRV_EIO, "authentication failed: %s holds neither the run's control key nor "
                 "its view key", c->peer);
     else
-      conn_fail(c, DRV_EIO, "authentication failed: %s does not hold the key of %s:%u",
+      conn__fail(c, DRV_EIO, "authentication failed: %s does not hold the key of %s:%u",
                 c->peer, auth.role == AUTH_ROLE_COORD ? "coordinator" : wire_role_name(auth.role),
                 (unsigned)auth.index);
     return;
@@ -509,7 +435,7 @@ static void on_auth(conn *c, const wire_header *h, const uint8_t *payload) {
   wire_wr_init(&w);
   wire_put_auth_ok(&w, &(wire_msg_auth_ok){mac});
   if (conn_send_wr(c, &w, WIRE_AUTH_OK, 0) < 0) {
-    conn_fail(c, DRV_EIO, "cannot send AUTH_OK to %s: %s", c->peer, drv_errmsg());
+    conn__fail(c, DRV_EIO, "cannot send AUTH_OK to %s: %s", c->peer, drv_errmsg());
     return;
   }
   become_ready(c);
@@ -522,7 +448,7 @@ static void on_auth_ok(conn *c, const wire_header *h, const uint8_t *payload) {
   if (!handshake_ok(c, wire_get_auth_ok(payload, h->len, &ok))) return;
   auth_server_mac(c->secret, c->nc, c->ns, want);
   if (!auth_mac_equal(ok.mac, want)) {
-    conn_fail(c, DRV_EIO, "authentication failed: server %s does not hold the run's secret",
+    conn__fail(c, DRV_EIO, "authentication failed: server %s does not hold the run's secret",
               c->peer);
     return;
   }
@@ -541,7 +467,7 @@ static void dispatch(conn *c, const wire_header *h, const uint8_t *payload) {
     /* Every payload is checked against its layout here, once, so that no
      * handler meets a malformed one. */
     if (!c->opaque && wire_validate_payload(h->type, payload, h->len) < 0) {
-      conn_fail(c, DRV_EPARSE, "malformed %s from %s: %s", wire_type_name(h->type), c->peer,
+      conn__fail(c, DRV_EPARSE, "malformed %s from %s: %s", wire_type_name(h->type), c->peer,
                 drv_errmsg());
       return;
     }
@@ -549,7 +475,7 @@ static void dispatch(conn *c, const wire_header *h, const uint8_t *payload) {
     return;
   }
   if (!handshake || expect[h->type] != c->state) {
-    conn_fail(c, DRV_EPARSE, "unexpected %s frame from %s %s", wire_type_name(h->type),
+    conn__fail(c, DRV_EPARSE, "unexpected %s frame from %s %s", wire_type_name(h->type),
               c->peer, c->state == ST_READY ? "after authentication" : "during the handshake");
     return;
   }
@@ -591,12 +517,12 @@ static bool accepted(conn *c, const wire_header *h) {
   if (!c->accept) return true;
   uint32_t max = c->accept->max_len[h->type];
   if (!c->accept->allow[h->type]) {
-    conn_fail(c, DRV_EPARSE, "refused %s from %s (%s): not accepted from it",
+    conn__fail(c, DRV_EPARSE, "refused %s from %s (%s): not accepted from it",
               wire_type_name(h->type), c->peer, c->accept->what);
     return false;
   }
   if (h->len > max) {
-    conn_fail(c, DRV_EPARSE, "refused %s of %u bytes from %s (%s): at most %u",
+    conn__fail(c, DRV_EPARSE, "refused %s of %u bytes from %s (%s): at most %u",
               wire_type_name(h->type), (unsigned)h->len, c->peer, c->accept->what,
               (unsigned)max);
     return false;
@@ -612,7 +538,7 @@ static void process(conn *c) {
       if (avail < WIRE_HEADER_SIZE) break;
       if (wire_header_decode(c->rbuf + c->rstart, c->max_frame, c->state == ST_READY,
                              &c->cur) < 0) {
-        conn_fail(c, DRV_EPARSE, "%s from %s", drv_errmsg(), c->peer);
+        conn__fail(c, DRV_EPARSE, "%s from %s", drv_errmsg(), c->peer);
         return;
       }
       c->have_hdr = true;
@@ -631,7 +557,7 @@ static void process(conn *c) {
     c->rcap = 0;
     return;
   }
-  if (make_room(c) < 0) conn_fail(c, DRV_ENOMEM, "%s from %s", drv_errmsg(), c->peer);
+  if (make_room(c) < 0) conn__fail(c, DRV_ENOMEM, "%s from %s", drv_errmsg(), c->peer);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -654,18 +580,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   if (c->closing) return;
   if (nread == UV_EOF) {
     if (c->state == ST_READY)
-      conn_fail(c, 0, "closed by %s", c->peer);
+      conn__fail(c, 0, "closed by %s", c->peer);
     else
-      conn_fail(c, DRV_EIO, "%s closed the connection during the handshake%s", c->peer,
+      conn__fail(c, DRV_EIO, "%s closed the connection during the handshake%s", c->peer,
                 c->state == ST_WAIT_OK ? " (wrong secret?)" : "");
     return;
   }
   if (nread == UV_ENOBUFS) {
-    conn_fail(c, DRV_ENOMEM, "no memory to read from %s", c->peer);
+    conn__fail(c, DRV_ENOMEM, "no memory to read from %s", c->peer);
     return;
   }
   if (nread < 0) {
-    conn_fail(c, DRV_EIO, "read from %s failed: %s", c->peer, uv_strerror((int)nread));
+    conn__fail(c, DRV_EIO, "read from %s failed: %s", c->peer, uv_strerror((int)nread));
     return;
   }
   c->rend += (size_t)nread;
@@ -673,161 +599,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 }
 
 /* Sets TCP_NODELAY and starts reading and the handshake timer. */
-static int start_conn(conn *c) {
+int conn__start(conn *c) {
   int rc;
   uv_tcp_nodelay(&c->tcp, 1);
   rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
   if (rc < 0) return rc;
   return 0;
-}
-
-/* ---- server -------------------------------------------------------------- */
-
-/* The bound on waiting handshakes: a quarter of the descriptors, so a
- * flood leaves three quarters for nodes, logs and files. */
-static uint32_t max_handshaking(const conn_opts *o) {
-  if (o->max_handshaking) return o->max_handshaking;
-  struct rlimit rl;
-  rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur / 4 : 64;
-  return n < 64 ? 64 : n > 1024 ? 1024 : (uint32_t)n;
-}
-
-/* One address may hold a quarter of the total (at least 16, at most the
- * total): a flood from one host leaves room for the others' handshakes. */
-static uint32_t max_per_addr(const conn_opts *o, uint32_t total) {
-  uint32_t n = o->max_per_addr ? o->max_per_addr : total / 4;
-  if (n < 16) n = 16;
-  return n > total ? total : n;
-}
-
-/* A counted, rate-limited log line: at most one a second per counter, with
- * the number of events since the last one. True when it is time to say. */
-static bool say_now(conn_server *s, const uint64_t *said, double *at) {
-  double now = (double)uv_now(s->tcp.loop);
-  if (*said != 0 && now - *at < 1000) return false;
-  *at = now;
-  return true;
-}
-
-/* Drops `old`, a waiting handshake, for a newer one. */
-static void drop_handshake(conn_server *s, conn *old, const char *bound, int held) {
-  s->dropped++;
-  if (say_now(s, &s->dropped_said, &s->said_at)) {
-    log_warn("conn: %s: %" PRIu64 " connections dropped before they authenticated (%s: at "
-             "most %d wait at once; the oldest goes)", s->addr, s->dropped - s->dropped_said,
-             bound, held);
-    s->dropped_said = s->dropped;
-  }
-  conn_fail(old, 0, "dropped before it authenticated: %d newer connections waiting", held);
-}
-
-/* Makes room for one more waiting handshake from `ip`: over the bound of
- * its address the oldest of that address goes, over the total bound the
- * oldest of all. The list is newest first, so the last match is the
- * oldest; a peer that authenticates does so within milliseconds and is
- * never the oldest. */
-static void bound_handshakes(conn_server *s, const char *ip) {
-  conn *oldest = NULL, *mine = NULL;
-  uint32_t from_ip = 0;
-  for (conn *c = s->handshaking; c; c = c->next) {
-    oldest = c;
-    if (strcmp(c->ip, ip) == 0) from_ip++, mine = c;
-  }
-  if (mine && from_ip >= s->max_per_addr)
-    drop_handshake(s, mine, ip, (int)from_ip);
-  else if (oldest && (uint32_t)s->nhandshaking >= s->o.max_handshaking)
-    drop_handshake(s, oldest, "in total", s->nhandshaking);
-}
-
-/* An accept that failed (out of descriptors: libuv then takes and closes
- * the pending connection itself) is logged at a bounded rate too. */
-static void accept_failed(conn_server *s, int status) {
-  s->failed++;
-  if (!say_now(s, &s->failed_said, &s->failed_at)) return;
-  log_warn("conn: accept on %s failed %" PRIu64 " times: %s", s->addr,
-           s->failed - s->failed_said, uv_strerror(status));
-  s->failed_said = s->failed;
-}
-
-static void on_connection(uv_stream_t *ls, int status) {
-  conn_server *s = ls->data;
-  struct sockaddr_storage ss;
-  int len = sizeof ss, rc;
-  conn *c;
-  if (status < 0) {
-    accept_failed(s, status);
-    return;
-  }
-  c = conn_new(ls->loop, &s->o);
-  if (!c) {
-    /* libuv stops polling the listener until this connection is
-     * accepted; nothing better to do when out of memory. */
-    log_error("conn: no memory for a connection on %s", s->addr);
-    return;
-  }
-  rc = uv_accept(ls, (uv_stream_t *)&c->tcp);
-  if (rc == 0 && uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
-    format_addr((const struct sockaddr *)&ss, c->peer, sizeof c->peer);
-    uv_ip_name((const struct sockaddr *)&ss, c->ip, sizeof c->ip);
-  }
-  bound_handshakes(s, c->ip);
-  c->state = ST_WAIT_AUTH;
-  c->srv = s;
-  s->nhandshaking++;
-  c->next = s->handshaking;
-  if (c->next) c->next->prev = c;
-  s->handshaking = c;
-  if (rc == 0) rc = start_conn(c);
-  if (rc < 0) {
-    conn_fail(c, DRV_EIO, "accept on %s failed: %s", s->addr, uv_strerror(rc));
-    return;
-  }
-  uv_timer_start(&c->timer, on_handshake_timeout, c->handshake_ms, 0);
-  log_debug("conn %s: accepted on %s", c->peer, s->addr);
-  if (send_hello(c) < 0)
-    conn_fail(c, DRV_EIO, "cannot send HELLO to %s: %s", c->peer, drv_errmsg());
-}
-
-static void free_server(uv_handle_t *h) { free(h->data); }
-
-int conn_server_handshaking(const conn_server *s) { return s ? s->nhandshaking : 0; }
-
-int conn_listen(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
-                conn_server **out, int *bound_port) {
-  struct sockaddr_storage ss;
-  int len = sizeof ss, rc;
-  conn_server *s;
-  if ((rc = conn_prepare(o)) < 0 || (rc = parse_addr(host, port, &ss)) < 0) return rc;
-  s = calloc(1, sizeof *s);
-  if (!s) return drv_error(DRV_ENOMEM, "conn_listen: out of memory");
-  s->o = *o;
-  s->o.max_frame = opt_max_frame(o);
-  s->o.max_handshaking = max_handshaking(o);
-  s->max_per_addr = max_per_addr(o, s->o.max_handshaking);
-  s->tcp.data = s;
-  uv_tcp_init(loop, &s->tcp); /* cannot fail without AF_ flags */
-  rc = uv_tcp_bind(&s->tcp, (const struct sockaddr *)&ss, 0);
-  if (rc == 0) rc = uv_listen((uv_stream_t *)&s->tcp, LISTEN_BACKLOG, on_connection);
-  if (rc == 0) rc = uv_tcp_getsockname(&s->tcp, (struct sockaddr *)&ss, &len);
-  if (rc < 0) {
-    uv_close((uv_handle_t *)&s->tcp, free_server);
-    return drv_error(DRV_EIO, "cannot listen on %s:%d: %s", host, port, uv_strerror(rc));
-  }
-  format_addr((const struct sockaddr *)&ss, s->addr, sizeof s->addr);
-  if (bound_port)
-    *bound_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                           : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-  log_debug("conn: listening on %s", s->addr);
-  *out = s;
-  return 0;
-}
-
-/* Also closes the conns still in their handshake (err 0): nobody else can,
- * and they would keep the loop alive until their timeout. */
-void conn_server_close(conn_server *s) {
-  if (!s || uv_is_closing((uv_handle_t *)&s->tcp)) return;
-  while (s->handshaking) conn_fail(s->handshaking, 0, "server %s closed", s->addr);
-  uv_close((uv_handle_t *)&s->tcp, free_server);
 }
 
 /* ---- client -------------------------------------------------------------- */
@@ -837,12 +614,12 @@ static void on_connected(uv_connect_t *req, int status) {
   int rc;
   if (c->closing) return; /* conn_close before the connect finished */
   if (status < 0) {
-    conn_fail(c, DRV_EIO, "connect to %s failed: %s", c->peer, uv_strerror(status));
+    conn__fail(c, DRV_EIO, "connect to %s failed: %s", c->peer, uv_strerror(status));
     return;
   }
   c->state = ST_WAIT_HELLO;
-  if ((rc = start_conn(c)) < 0)
-    conn_fail(c, DRV_EIO, "cannot read from %s: %s", c->peer, uv_strerror(rc));
+  if ((rc = conn__start(c)) < 0)
+    conn__fail(c, DRV_EIO, "cannot read from %s: %s", c->peer, uv_strerror(rc));
 }
 
 int conn_connect(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
@@ -850,10 +627,10 @@ int conn_connect(uv_loop_t *loop, const char *host, int port, const conn_opts *o
   struct sockaddr_storage ss;
   int rc;
   conn *c;
-  if ((rc = conn_prepare(o)) < 0 || (rc = parse_addr(host, port, &ss)) < 0) return rc;
-  c = conn_new(loop, o);
+  if ((rc = conn__prepare(o)) < 0 || (rc = conn__parse_addr(host, port, &ss)) < 0) return rc;
+  c = conn__new(loop, o);
   if (!c) return drv_error(DRV_ENOMEM, "conn_connect: out of memory");
-  format_addr((const struct sockaddr *)&ss, c->peer, sizeof c->peer);
+  conn__format_addr((const struct sockaddr *)&ss, c->peer, sizeof c->peer);
   c->state = ST_CONNECTING;
   c->connect_req.data = c;
   rc = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&ss, on_connected);
@@ -861,12 +638,12 @@ int conn_connect(uv_loop_t *loop, const char *host, int port, const conn_opts *o
     /* No callback for an immediate failure: close the handles quietly. */
     static const conn_cbs none = {0};
     c->cbs = &none;
-    conn_fail(c, DRV_EIO, "connect to %s failed: %s", c->peer, uv_strerror(rc));
+    conn__fail(c, DRV_EIO, "connect to %s failed: %s", c->peer, uv_strerror(rc));
     return drv_error(DRV_EIO, "%s", c->why);
   }
   /* The timer covers the TCP connect too: a black-holed address must not
    * hang the caller. */
-  uv_timer_start(&c->timer, on_handshake_timeout, c->handshake_ms, 0);
+  uv_timer_start(&c->timer, conn__on_handshake_timeout, c->handshake_ms, 0);
   *out = c;
   return 0;
 }
