@@ -105,7 +105,8 @@ static const conn_accept *table(int k) {
                          view[] = {WIRE_ATTACH}, feeder[] = {WIRE_FEED_BATCH, WIRE_FEED_END},
                          ps[] = {WIRE_HEARTBEAT, WIRE_ERROR},
                          worker[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_SETUP_OK, WIRE_RESULT,
-                                     WIRE_EVAL_RESULT, WIRE_CALL_RESULT},
+                                     WIRE_EVAL_RESULT, WIRE_CALL_RESULT, WIRE_POSITION_OK,
+                                     WIRE_ROLLBACK_OK},
                          attach[] = {WIRE_COMMAND};
 #define FILL(k, what, t) accept_fill(&tables[k], what, t, (int)sizeof t)
     FILL(ACC_NODE_FRESH, "a node before REGISTER", fresh);
