@@ -103,7 +103,7 @@ with dc.connect(run_dir, timeout=20) as run:
 # t03: HOST:PORT and the secret file
 with open(os.path.join(run_dir, "coordinator")) as f:
     addr = f.read().split()[0]
-with dc.connect(addr, secret_file=os.path.join(run_dir, "secret"), timeout=20) as run:
+with dc.connect(addr, secret_file=os.path.join(run_dir, "view.key"), timeout=20) as run:
     st = run.snapshot()
     result("pyclient-t03 HOST:PORT with the secret file", st["state"] == "training", st)
 try:

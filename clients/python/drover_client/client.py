@@ -18,10 +18,21 @@ Event = collections.namedtuple("Event", "wall text")
 _DELTAS = ("nodes", "series", "events")
 
 
-def resolve(target, secret_file=None):
-    """(host, port, secret path) of a run directory (its `coordinator`
+def run_key(run_dir, control):
+    """The key file a run directory offers: control.key to control (or
+    feed), else view.key (read-only, safe to share), else the other one."""
+    order = ["control.key", "view.key"] if control else ["view.key", "control.key"]
+    for name in order:
+        path = os.path.join(run_dir, name)
+        if os.access(path, os.R_OK):
+            return path
+    return os.path.join(run_dir, order[0])
+
+
+def resolve(target, secret_file=None, control=False):
+    """(host, port, key path) of a run directory (its `coordinator`
     file: "HOST:PORT PID" while the run lives) or of HOST:PORT, which
-    needs secret_file."""
+    needs secret_file (the run's control.key or view.key)."""
     if os.path.isdir(target):
         path = os.path.join(target, "coordinator")
         try:
@@ -37,7 +48,7 @@ def resolve(target, secret_file=None):
         if pid.isdigit() and not _alive(int(pid)):
             raise DroverError("run '%s' is not running (its coordinator, pid %s, is gone)"
                               % (target, pid))
-        return hp[0], hp[1], secret_file or os.path.join(target, "secret")
+        return hp[0], hp[1], secret_file or run_key(target, control)
     hp = split_hostport(target)
     if not hp:
         raise DroverError("'%s' is neither a run directory nor HOST:PORT" % target)
@@ -64,7 +75,7 @@ class Run:
     metrics() and events() then stop, and `ended` is True."""
 
     def __init__(self, target, secret_file=None, hz=10.0, control=False, timeout=10.0):
-        host, port, secret = resolve(target, secret_file)
+        host, port, secret = resolve(target, secret_file, control)
         self.target = target
         self._addr, self._key = (host, port), auth.load_secret(secret)
         self.conn = Conn(host, port, self._key, timeout)
@@ -178,7 +189,10 @@ class Run:
         credit; returns FeedResult(sent, trained) once all are trained.
         The run's snapshots are read meanwhile (metrics() has them after).
         See feed.py."""
-        conn = Conn(self._addr[0], self._addr[1], self._key, self.timeout)
+        key = self._key  # a feeder proves the control key: a run directory has it
+        if os.path.isdir(self.target):
+            key = auth.load_secret(run_key(self.target, True))
+        conn = Conn(self._addr[0], self._addr[1], key, self.timeout)
         try:
             return _feed.feed(conn, batches, name, window, stall, beside=self)
         finally:

@@ -64,7 +64,9 @@ class Conn:
         if name != "HELLO":
             raise DroverError("%s sent %s where HELLO was expected" % (self.peer, name))
         nc = auth.new_nonce()
-        self.send("AUTH", {"nonce": nc, "mac": auth.client_mac(key, hello["nonce"], nc)})
+        # who 1: a client, proving the run's control or view key (auth.h)
+        self.send("AUTH", {"nonce": nc, "mac": auth.client_mac(key, hello["nonce"], nc),
+                           "who": 1, "role": 0, "index": 0})
         try:
             name, _, ok = self.recv(deadline=deadline)
         except Closed:
