@@ -103,7 +103,7 @@ static const conn_accept *table(int k) {
   if (!built) {
     static const uint8_t fresh[] = {WIRE_REGISTER}, control[] = {WIRE_ATTACH, WIRE_FEED_OPEN},
                          view[] = {WIRE_ATTACH}, feeder[] = {WIRE_FEED_BATCH, WIRE_FEED_END},
-                         ps[] = {WIRE_HEARTBEAT, WIRE_ERROR},
+                         ps[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_PS_ROLE_OK},
                          worker[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_SETUP_OK, WIRE_RESULT,
                                      WIRE_EVAL_RESULT, WIRE_CALL_RESULT, WIRE_POSITION_OK,
                                      WIRE_ROLLBACK_OK, WIRE_FEED_END},

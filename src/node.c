@@ -508,7 +508,8 @@ static int start(node *n) {
   else
     n->own = n->secret;
   if (o->role == ROLE_PS) {
-    if ((rc = ps_start(&n->loop, &n->secret, o->bind_host, &n->ps, &n->data_port)) < 0)
+    if ((rc = ps_start(&n->loop, &n->secret, (uint32_t)o->index, o->bind_host, &n->ps,
+                        &n->data_port)) < 0)
       return rc;
     log_info("serving parameters on %s:%d", o->bind_host, n->data_port);
     ps_on_role(n->ps, ps_role_done, n);

@@ -658,37 +658,10 @@ static void free_shards(ps_server *ps) {
   ps->nheld = 0;
 }
 
-/* What a data connection may send, by who it proved to be (auth.h): the
- * coordinator initialises, restores and checkpoints variables; workers,
- * the chief and the evaluator pull and push; nobody else anything (a ps's
- * own key dials no ps). Checked at each frame's header. */
-static const conn_accept *data_accept(const conn *c) {
-  static conn_accept coord, trainer, none;
-  static bool built;
-  if (!built) {
-    static const uint8_t all[] = {WIRE_VAR_INIT, WIRE_PULL, WIRE_PUSH, WIRE_CHECKPOINT,
-                                  WIRE_RESTORE, WIRE_HEARTBEAT};
-    coord.what = "the coordinator";
-    trainer.what = "a worker, chief or evaluator";
-    none.what = "a node that does not pull or push";
-    for (size_t i = 0; i < sizeof all; i++) {
-      uint8_t t = all[i];
-      bool both = t == WIRE_PULL || t == WIRE_PUSH || t == WIRE_HEARTBEAT;
-      coord.allow[t] = true;
-      coord.max_len[t] = trainer.max_len[t] = wire_msg(t)->max_len;
-      trainer.allow[t] = both;
-    }
-    built = true;
-  }
-  if (conn_cap(c) != AUTH_CAP_NODE) return &none;
-  if (conn_role(c) == AUTH_ROLE_COORD) return &coord;
-  return conn_role(c) == ROLE_PS ? &none : &trainer;
-}
-
 static void data_ready(conn *c) {
   ps_server *ps = conn_ud(c);
   peer_list *l = &ps->peers;
-  conn_set_accept(c, data_accept(c));
+  conn_set_accept(c, ps__accept(c));
   if (ps->stopping) {
     conn_close(c, "ps stopping");
     return;
@@ -800,14 +773,16 @@ static const conn_cbs data_cbs = {data_ready, data_frame, data_close};
 
 /* ============================== lifetime ================================= */
 
-int ps_start(uv_loop_t *loop, const auth_secret *secret, const char *host, ps_server **out,
-             int *port) {
+int ps_start(uv_loop_t *loop, const auth_secret *secret, uint32_t index, const char *host,
+             ps_server **out, int *port) {
   *out = NULL;
   ps_server *ps = calloc(1, sizeof *ps);
   if (!ps) return drv_error(DRV_ENOMEM, "out of memory");
   ps->tag = TAG_SERVER;
   ps->loop = loop;
   ps->secret = secret;
+  ps->index = index;
+  auth_node_key(secret, ROLE_PS, index, &ps->own);
   ps->opts = (conn_opts){.secret = secret, .derive_node_keys = true, .cbs = &data_cbs, .ud = ps,
                          .server_kind = 1};
   int rc = conn_listen(loop, host, 0, &ps->opts, &ps->server, port);

@@ -23,15 +23,17 @@
 
 typedef struct ps_server ps_server;
 
-/* Starts listening on host:0 (a free port, written to *port). `secret` is
- * the nodes' root (auth.h): each client proves the key of the identity it
- * claims, derived from it, and may send what that identity may (VAR_INIT,
- * RESTORE and CHECKPOINT from the coordinator only; PULL and PUSH from
- * workers, chief, evaluator and coordinator). Borrowed; must outlive the
- * server. Returns 0 or a negative code
+/* Starts listening on host:0 (a free port, written to *port) as ps
+ * `index`. `secret` is the nodes' root (auth.h): each client proves the
+ * key of the identity it claims, derived from it, and may send what that
+ * identity may (VAR_INIT, RESTORE and CHECKPOINT from the coordinator
+ * only; PULL, PUSH and PUSH_ID from workers, chief, evaluator and
+ * coordinator; REPL_SYNC and REPL from another ps, a primary: ps_accept.c).
+ * The ps dials its replica as ps:index with the key derived for it.
+ * Borrowed; must outlive the server. Returns 0 or a negative code
  * (message in drv_errmsg()); *out is NULL on failure. */
-int ps_start(uv_loop_t *loop, const auth_secret *secret, const char *host, ps_server **out,
-             int *port);
+int ps_start(uv_loop_t *loop, const auth_secret *secret, uint32_t index, const char *host,
+             ps_server **out, int *port);
 
 /* Stops accepting, closes every authenticated data connection and frees
  * the shards (idempotent). Connections still in their handshake close by

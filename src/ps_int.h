@@ -85,7 +85,9 @@ typedef struct peer_list {
 struct ps_server {
   int tag; /* TAG_SERVER */
   uv_loop_t *loop;
-  const auth_secret *secret;
+  const auth_secret *secret; /* the nodes' root: checks every client's key */
+  auth_secret own;           /* this ps's key (ps:index): dials its replica with it */
+  uint32_t index;
   conn_server *server;
   conn_opts opts;
   shard *shards; /* sorted by var id */
@@ -168,5 +170,9 @@ void ps__ckpt_peer_gone(ps_server *ps, const peer *pe);
 int ps__on_checkpoint(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
 int ps__on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
 void ps__ckpt_free_spare(ps_server *ps); /* at ps_free */
+
+/* ps_accept.c: the frames a data connection may send, by its identity
+ * (static tables; valid for the process's life). */
+const conn_accept *ps__accept(const conn *c);
 
 #endif

@@ -339,7 +339,10 @@ int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int p
     ps->token = token;
     snprintf(ps->repl_host, sizeof ps->repl_host, "%s", host);
     ps->repl_port = port;
-    ps->repl_opts = (conn_opts){.secret = ps->secret, .cbs = &repl_cbs, .ud = ps};
+    /* As itself (its own key, not the root): the replica takes REPL_SYNC
+     * and REPL from ps identities only (ps__accept). */
+    ps->repl_opts = (conn_opts){.secret = &ps->own, .who = AUTH_WHO_NODE, .role = ROLE_PS,
+                                .index = ps->index, .cbs = &repl_cbs, .ud = ps};
     int rc = conn_connect(ps->loop, host, port, &ps->repl_opts, &ps->repl);
     if (rc < 0) ps->repl = NULL;
     return rc;

@@ -148,12 +148,16 @@ static bool peer_ready(void *arg) {
 
 /* Dials a ps data port like a worker does; returns the authenticated peer. */
 peer *nf_dial(fake *f, int port) {
+  /* As the coordinator: a ps takes every client request from it. */
+  return nf_dial_as(f, port, AUTH_ROLE_COORD, 0);
+}
+
+peer *nf_dial_as(fake *f, int port, int role, uint32_t index) {
   peer *pe = calloc(1, sizeof *pe);
   CHECK(pe != NULL);
-  /* As the coordinator: a ps takes every request from it. */
-  auth_node_key(&f->secret, AUTH_ROLE_COORD, 0, &pe->key);
-  conn_opts o = {.secret = &pe->key, .who = AUTH_WHO_NODE, .role = AUTH_ROLE_COORD,
-                 .cbs = &client_cbs, .ud = pe};
+  auth_node_key(&f->secret, role, index, &pe->key);
+  conn_opts o = {.secret = &pe->key, .who = AUTH_WHO_NODE, .role = (uint8_t)role,
+                 .index = index, .cbs = &client_cbs, .ud = pe};
   CHECK_OK(conn_connect(&f->loop, "127.0.0.1", port, &o, &pe->c));
   CHECK(nf_pump(f, peer_ready, pe, WAIT_MS));
   CHECK(!pe->closed);
@@ -440,8 +444,12 @@ reg *nf_cluster_reg(nf_cluster *c, int role, int index) {
 }
 
 peer *nf_cluster_dial(nf_cluster *c, int role, int index) {
+  return nf_cluster_dial_as(c, role, index, AUTH_ROLE_COORD, 0);
+}
+
+peer *nf_cluster_dial_as(nf_cluster *c, int role, int index, int as_role, uint32_t as_index) {
   CHECK(c->ndialed < NF_MAX_DIALED);
-  peer *pe = nf_dial(&c->f, nf_cluster_reg(c, role, index)->port);
+  peer *pe = nf_dial_as(&c->f, nf_cluster_reg(c, role, index)->port, as_role, as_index);
   c->dialed[c->ndialed++] = pe;
   return pe;
 }

@@ -76,6 +76,9 @@ void nf_accept_n(fake *f, int n);
 /* Dials a ps data port like a worker does; returns the authenticated peer
  * (freed by nf_fake_stop when passed in `dialed`). */
 peer *nf_dial(fake *f, int port);
+/* The same as node (role, index) (AUTH_ROLE_COORD 0: the coordinator),
+ * proving that identity's key. */
+peer *nf_dial_as(fake *f, int port, int role, uint32_t index);
 /* The next frame from pe that is not a HEARTBEAT (unless one is asked
  * for), or a failure naming what was expected. Free with nf_frame_free. */
 fk_frame *nf_expect(fake *f, peer *pe, uint8_t type, const char *file, int line);
@@ -126,7 +129,7 @@ const char *nf_expect_error_and_close(fake *f, peer *pe);
 /* ============================== a fake cluster ============================ */
 
 #define NF_MAX_NODES 8
-#define NF_MAX_DIALED 8
+#define NF_MAX_DIALED 16
 
 /* One node of a fake cluster. */
 typedef struct nf_node {
@@ -156,6 +159,8 @@ reg *nf_cluster_reg(nf_cluster *c, int role, int index);
 /* Dials the data port of (role, index) like a worker does; the peer is
  * closed and freed by nf_cluster_down. */
 peer *nf_cluster_dial(nf_cluster *c, int role, int index);
+/* The same as node (as_role, as_index) (nf_dial_as). */
+peer *nf_cluster_dial_as(nf_cluster *c, int role, int index, int as_role, uint32_t as_index);
 /* nf_reap of (role, index)'s child, which nf_cluster_down then leaves alone. */
 int nf_cluster_reap(nf_cluster *c, int role, int index, int ms);
 /* Sends SHUTDOWN to every child not reaped yet, fails the case unless each

@@ -3,13 +3,15 @@
  * (PS_ROLE to the replica, its PS_ROLE_OK, PS_ROLE to the primary, the
  * replica in sync), pushes applied on both and a push sent again (same
  * PUSH_ID) not applied twice, a replica that serves nobody but its
- * primary (a client, a wrong token, REPL from another connection), and
+ * primary (a client; replication from a non-ps identity, refused at the
+ * frame header; a wrong token; REPL from another connection), and
  * the promoted replica holding the primary's values bit for bit.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "harness.h"
 #include "node_fake.h"
 #include "wire_msgs.h"
@@ -43,11 +45,20 @@ static uint64_t push_id(fake *f, peer *pe, uint32_t client, uint64_t seq, const 
   return nf_read_push_ok(f, pe, req);
 }
 
-/* Sends `type` with an empty-ish payload to the replica; the ERROR's text. */
-static const char *refused(nf_cluster *c, uint8_t type, wire_wr *w) {
-  peer *x = nf_cluster_dial(c, ROLE_PS, 1);
+/* Sends `type` with an empty-ish payload to the replica as node (role,
+ * index); the ERROR's text. */
+static const char *refused(nf_cluster *c, int role, uint32_t index, uint8_t type, wire_wr *w) {
+  peer *x = nf_cluster_dial_as(c, ROLE_PS, 1, role, index);
   nf_send_wr(x, w, type, 1);
   return nf_expect_error_and_close(&c->f, x);
+}
+
+/* The same, refused at the frame header (the accept table: no ERROR, the
+ * connection closed). */
+static void not_accepted(nf_cluster *c, int role, uint32_t index, uint8_t type, wire_wr *w) {
+  peer *x = nf_cluster_dial_as(c, ROLE_PS, 1, role, index);
+  nf_send_wr(x, w, type, 1);
+  CHECK(nf_pump(&c->f, nf_peer_closed, x, 5000));
 }
 
 TEST(ps_replica_pairs_replicates_refuses_and_is_promoted) {
@@ -71,17 +82,31 @@ TEST(ps_replica_pairs_replicates_refuses_and_is_promoted) {
   CHECK_INT_EQ(push_id(f, a, 7, 2, g, 12), 2); /* sent again: answered, not applied */
   tensor *on_primary = nf_pull1(f, a, 0, 13);
 
-  /* The replica serves nobody else. */
+  /* The replica serves nobody else: replication comes from a ps identity
+   * only (the coordinator's key or a worker's is refused at the header),
+   * and from that ps with the token, on its primary's connection. */
   wire_wr w;
   wire_wr_init(&w);
   wire_put_pull(&w, &(wire_msg_pull){0, {0}});
-  CHECK_STR_CONTAINS(refused(&c, WIRE_PULL, &w), "this ps is a replica");
+  CHECK_STR_CONTAINS(refused(&c, AUTH_ROLE_COORD, 0, WIRE_PULL, &w), "this ps is a replica");
   wire_wr_init(&w);
-  wire_put_repl_sync(&w, &(wire_msg_repl_sync){.token = 41});
-  CHECK_STR_CONTAINS(refused(&c, WIRE_REPL_SYNC, &w), "without the token");
+  wire_put_repl_sync(&w, &(wire_msg_repl_sync){.token = 42});
+  not_accepted(&c, AUTH_ROLE_COORD, 0, WIRE_REPL_SYNC, &w);
+  wire_wr_init(&w);
+  wire_put_repl_sync(&w, &(wire_msg_repl_sync){.token = 42});
+  not_accepted(&c, ROLE_WORKER, 0, WIRE_REPL_SYNC, &w);
   wire_wr_init(&w);
   wire_put_repl(&w, &(wire_msg_repl){.seq = 1, .type = WIRE_PUSH});
-  CHECK_STR_CONTAINS(refused(&c, WIRE_REPL, &w), "not this replica's primary");
+  not_accepted(&c, ROLE_WORKER, 0, WIRE_REPL, &w);
+  wire_wr_init(&w);
+  wire_put_pull(&w, &(wire_msg_pull){0, {0}});
+  not_accepted(&c, ROLE_PS, 0, WIRE_PULL, &w); /* a ps pulls from no ps */
+  wire_wr_init(&w);
+  wire_put_repl_sync(&w, &(wire_msg_repl_sync){.token = 41});
+  CHECK_STR_CONTAINS(refused(&c, ROLE_PS, 0, WIRE_REPL_SYNC, &w), "without the token");
+  wire_wr_init(&w);
+  wire_put_repl(&w, &(wire_msg_repl){.seq = 1, .type = WIRE_PUSH});
+  CHECK_STR_CONTAINS(refused(&c, ROLE_PS, 0, WIRE_REPL, &w), "not this replica's primary");
 
   /* Promoted: the same values bit for bit, and the push sent again there
    * is still known. */
