@@ -106,7 +106,7 @@ static const conn_accept *table(int k) {
                          ps[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_PS_ROLE_OK},
                          worker[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_SETUP_OK, WIRE_RESULT,
                                      WIRE_EVAL_RESULT, WIRE_CALL_RESULT, WIRE_POSITION_OK,
-                                     WIRE_ROLLBACK_OK, WIRE_FEED_END},
+                                     WIRE_ROLLBACK_OK, WIRE_FEED_END, WIRE_PREDICT_RESULT},
                          attach[] = {WIRE_COMMAND};
 #define FILL(k, what, t) accept_fill(&tables[k], what, t, (int)sizeof t)
     FILL(ACC_NODE_FRESH, "a node before REGISTER", fresh);
