@@ -103,10 +103,11 @@ static const conn_accept *table(int k) {
   if (!built) {
     static const uint8_t fresh[] = {WIRE_REGISTER}, control[] = {WIRE_ATTACH, WIRE_FEED_OPEN},
                          view[] = {WIRE_ATTACH}, feeder[] = {WIRE_FEED_BATCH, WIRE_FEED_END},
-                         ps[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_PS_ROLE_OK},
+                         ps[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_PS_ROLE_OK, WIRE_LOG},
                          worker[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_SETUP_OK, WIRE_RESULT,
                                      WIRE_EVAL_RESULT, WIRE_CALL_RESULT, WIRE_POSITION_OK,
-                                     WIRE_ROLLBACK_OK, WIRE_FEED_END, WIRE_PREDICT_RESULT},
+                                     WIRE_ROLLBACK_OK, WIRE_FEED_END, WIRE_PREDICT_RESULT,
+                                     WIRE_LOG},
                          attach[] = {WIRE_COMMAND};
 #define FILL(k, what, t) accept_fill(&tables[k], what, t, (int)sizeof t)
     FILL(ACC_NODE_FRESH, "a node before REGISTER", fresh);
