@@ -54,11 +54,11 @@ LAYER_cluster   = coord coord_int coord_fit_int coord_keys coord_addr coord_node
 LAYER_dashboard = dash dash_int dash_records attach_records dash_chart dash_draw dash_view dash_panels dash_input dash_theme dash_sim attach runs logs export export_metrics doctor
 LAYER_lua       = l_util l_drover l_closure l_tensor l_tensor_ops l_nn l_optim l_optim_sched l_feed l_stream l_data \
 	l_train l_cluster_opts l_cluster l_schedule l_worker l_dash repl
-LAYER_binary    = main
+LAYER_binary    = main main_cmds main_int
 LIB_MODULES = $(foreach l,$(filter-out binary,$(LAYERS)),$(LAYER_$(l)))
 LIB_SRCS = $(foreach m,$(LIB_MODULES),$(if $(wildcard src/$(m).c),$(m)))
 LIB_OBJS = $(LIB_SRCS:%=$(BUILD)/%.o) $(BUILD)/embedded.o
-MAIN_OBJ = $(BUILD)/main.o
+MAIN_OBJ = $(BUILD)/main.o $(BUILD)/main_cmds.o
 UNIT_SRCS = $(wildcard tests/unit/*.c)
 UNIT_OBJS = $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/unit/%.o)
 EMBEDDED = $(sort $(wildcard lua/*.lua lua/*/*.lua themes/* spark/*.py))

@@ -30,6 +30,7 @@
 #include "l_drover.h"
 #include "l_worker.h"
 #include "logs.h"
+#include "main_int.h"
 #include "node.h"
 #include "repl.h"
 #include "rundir.h"
@@ -43,224 +44,8 @@
 #define EXIT_USAGE 2
 #define EXIT_INTERRUPTED 130 /* 128 + SIGINT, as a shell reports it */
 
-static int cmd_repl(int argc, char **argv);
-static int cmd_run(int argc, char **argv);
 static int run_script(int argc, char **argv, int script, bool dash, const char *resume,
                       const char *name);
-static int cmd_help(int argc, char **argv);
-static int cmd_node(int argc, char **argv);
-static int cmd_dash_sim(int argc, char **argv);
-static int cmd_attach(int argc, char **argv);
-static int cmd_ls(int argc, char **argv);
-static int cmd_export(int argc, char **argv);
-static int cmd_logs(int argc, char **argv);
-static int cmd_export_metrics(int argc, char **argv);
-static int cmd_doctor(int argc, char **argv);
-
-/* One row per subcommand, Redis style:
- *   name     the word after `drover`
- *   handler  runs it; argv[0] is the command's name, argv[argc] is NULL, the
- *            return value is the exit status. `CMD --help` and `CMD -h` are
- *            answered before the handler is called.
- *   summary  one line for `drover --help`
- *   usage    synopsis and options for `drover CMD --help`
- * A name starting with '_' is hidden from `drover --help` (for tests).
- */
-typedef struct command {
-  const char *name;
-  int (*handler)(int argc, char **argv);
-  const char *summary;
-  const char *usage;
-} command;
-
-static const command commands[] = {
-    {"repl", cmd_repl, "interactive Lua prompt (also what `drover` alone does)",
-     "usage: drover repl\n"
-     "\n"
-     "An interactive Lua prompt with the drover library loaded as the global\n"
-     "`drover`. Expressions print their value; an unfinished statement continues\n"
-     "on the next line (prompt \">> \"). Tab completes globals, fields after '.'\n"
-     "and methods after ':'. Ctrl-C stops the running command or drops the line\n"
-     "being typed; Ctrl-D on an empty line leaves. help() lists what there is.\n"
-     "\n"
-     "History: ~/.drover_history, or the file named by DROVER_HISTORY (empty:\n"
-     "no history). Without a terminal on stdin, lines are read and evaluated\n"
-     "without prompts, and the exit status is 1 if any of them failed.\n"},
-    {"run", cmd_run, "run a Lua script",
-     "usage: drover run FILE.lua [ARG...]\n"
-     "       drover run --dash FILE.lua [ARG...]\n"
-     "       drover run --detach FILE.lua [ARG...]\n"
-     "       drover run - [ARG...]        (the script from stdin)\n"
-     "       drover run --resume RUN_DIR\n"
-     "\n"
-     "Runs FILE.lua with the drover library loaded. The global `arg` holds the\n"
-     "arguments as in lua(1): arg[0] is the script, arg[1..n] the ARGs, arg[-1]\n"
-     "and below the interpreter; they are also the script's `...`.\n"
-     "\n"
-     "Exit status: 0 on success (or os.exit's), 1 when the script cannot be\n"
-     "read, does not compile or raises an error (the message names FILE:LINE\n"
-     "and a stack traceback follows), 2 on a usage error, 130 when Ctrl-C\n"
-     "interrupted it (a second Ctrl-C kills a script stuck in C code).\n"
-     "\n"
-     "--resume  runs a run's script (RUN_DIR/run.lua) again with its arguments,\n"
-     "          in the same run directory: exp:fit() and c:fit(exp) continue from\n"
-     "          the newest intact checkpoint (fits ended before it are skipped).\n"
-     "--dash    shows the dashboard once the script's first cluster is up, or its\n"
-     "          first in-process fit (q leaves it; the run goes on with plain\n"
-     "          progress lines). Meanwhile the script's print() lines go to the\n"
-     "          events pane; they are printed when the dashboard closes. When the\n"
-     "          run ends first, its last frame stays until q.\n"
-     "--detach  runs the script in the background, in a session of its own (it\n"
-     "          survives the terminal and an SSH session closing), and returns once\n"
-     "          its cluster has started: it prints the run directory and how to\n"
-     "          attach. Its output goes to RUN_DIR/logs/script.log (until the run\n"
-     "          directory exists, to ./runs/detached-STAMP-PID.log). Exit status 1,\n"
-     "          with the end of that log, when the script ends before a cluster\n"
-     "          started (or none started within $DROVER_DETACH_TIMEOUT s, 120).\n"},
-    {"node", cmd_node, "run one cluster process (started by a launcher, not by hand)",
-     "usage: drover node --coord HOST:PORT --role ROLE --index I --run-dir DIR\n"
-     "                   --bind HOST [--cpus N] --heartbeat-ms MS --timeout-ms MS\n"
-     "                   [--log-forward]\n"
-     "\n"
-     "One process of a cluster: ROLE is ps, chief, worker or evaluator. It connects\n"
-     "to the coordinator at HOST:PORT (numeric; [v6]:PORT for IPv6), proves it holds\n"
-     "the run's secret (the 0600 file named by DROVER_SECRET_FILE), registers, and\n"
-     "plays its role until told to stop. A ps listens for workers on --bind, port 0.\n"
-     "--cpus sets its BLAS and thread-pool threads. It heartbeats every MS and exits\n"
-     "when the coordinator is silent for --timeout-ms or its connection closes.\n"
-     "\n"
-     "Exit status: 0 after SHUTDOWN, 1 on a setup or protocol failure, 2 on a usage\n"
-     "error, 3 when the coordinator was lost. It logs to stderr; with --log-forward\n"
-     "also to the coordinator, which appends the records to the node's log in the run\n"
-     "directory (the spark launcher's nodes, whose stderr stays on an executor).\n"},
-    {"_dash-sim", cmd_dash_sim, "the dashboard on a simulated run (tests, benchmarks, demos)",
-     "usage: drover _dash-sim [--nodes N] [--hz H] [--seconds S] [--theme T]\n"
-     "                        [--seed N] [--warp S] [--log-dir DIR] [--read-only]\n"
-     "\n"
-     "Opens the dashboard on a simulated run of N nodes (8): states that change,\n"
-     "worker:1 lost at 6 s and back, loss and accuracy curves, evals, events.\n"
-     "It redraws H times a second (4) and leaves on q, or after S seconds.\n"
-     "--warp starts the run S simulated seconds in, with full charts.\n"
-     "--log-dir makes each node append to DIR/<role>-<i>.log (the detail view\n"
-     "shows it); --read-only leaves ':' and 'k' out, as a read-only attach does.\n"},
-    {"attach", cmd_attach, "watch (and steer) a running cluster, or look at a finished run",
-     "usage: drover attach [OPTIONS] RUN\n"
-     "       drover attach [OPTIONS] RUN_A RUN_B\n"
-     "       drover attach [OPTIONS] --key FILE HOST:PORT\n"
-     "\n"
-     "RUN is a run directory, a run's name as `drover ls` prints it, or the start of\n"
-     "one (the newest run whose name starts so): names are looked up in --runs DIR.\n"
-     "\n"
-     "Connects to the coordinator of a running cluster (RUN/coordinator has its\n"
-     "address) with one of the run's keys and opens the dashboard on it: RUN/view.key\n"
-     "attaches read-only (safe to share), RUN/control.key also runs commands;\n"
-     "attach picks the one the options need (--key FILE names one). Any\n"
-     "number of clients may attach; leaving never stops the run.\n"
-     "\n"
-     "A run that has ended opens read-only on its records (metrics.jsonl, events.log,\n"
-     "nodes.tsv), with \"finished at ... (exit N)\" on the status line. Two runs\n"
-     "are compared: both runs' metric series in the same panels, the first bright,\n"
-     "the second dim, as TensorBoard overlays runs.\n"
-     "\n"
-     "  --runs DIR       where run names are looked up (./runs)\n"
-     "  --control        allow commands (':' Lua lines and 'k' in the dashboard)\n"
-     "  --print          print one snapshot as plain text and exit (no terminal needed)\n"
-     "  --command LINE   send one line of Lua to the coordinator, print the reply, exit\n"
-     "  --stop NODE      stop NODE (\"worker:1\"): it is lost, then restarted, like any\n"
-     "                   node that dies; print the reply and exit\n"
-     "  --key FILE       the run's control.key or view.key (needed with HOST:PORT;\n"
-     "                   --secret-file is the same option)\n"
-     "  --hz N           dashboard updates per second (4; the coordinator sends at most 10)\n"
-     "  --timeout S      seconds to wait for the coordinator (10)\n"
-     "\n"
-     "Commands need --control and the control key: without them the coordinator\n"
-     "refuses them.\n"
-     "Exit status: 0; 1 when the run is not found, cannot be reached, refuses the\n"
-     "secret or a command; 2 on a usage error.\n"},
-    {"ls", cmd_ls, "list the runs in a runs directory and their state",
-     "usage: drover ls [RUNS_DIR]\n"
-     "\n"
-     "One line per run directory in RUNS_DIR (./runs by default), oldest first:\n"
-     "its name, state, node count (\"local\" for an in-process run), start time,\n"
-     "newest checkpoint, the exit status of the process that ran it and, while\n"
-     "it runs, the coordinator's address (for `drover attach`). States:\n"
-     "  running      its process is alive\n"
-     "  done         it exited with status 0\n"
-     "  failed       it exited with another status\n"
-     "  interrupted  it was stopped by Ctrl-C (SIGINT; status 130)\n"
-     "  crashed      its process is gone without an exit status (killed, a\n"
-     "               segfault); \"(resumable from step N)\" with a checkpoint\n"},
-    {"logs", cmd_logs, "print a run's node logs, one or all merged in time order",
-     "usage: drover logs RUN [NODE] [-f] [--runs DIR]\n"
-     "\n"
-     "Prints the logs of RUN's nodes (logs/<role>-<i>.log, the coordinator's, a\n"
-     "detached run's script.log): all of them merged in time order, each line\n"
-     "after its node's name (\"worker:1 | ...\"), or NODE's alone (\"worker:1\",\n"
-     "\"ps:0\", \"coordinator\", \"script\"). An in-process run has no node logs:\n"
-     "its events.log is shown instead.\n"
-     "\n"
-     "RUN is a run directory, a name as `drover ls` prints it, or the start of\n"
-     "one (the newest run whose name starts so: `drover logs mnist`).\n"
-     "  -f, --follow  go on printing what the logs gain until the run ends\n"
-     "  --runs DIR    where run names are looked up (./runs)\n"
-     "\n"
-     "Exit status: 0; 1 when there is no such run or node; 2 on a usage error.\n"},
-    {"export", cmd_export, "write the model of a run's checkpoint to a safetensors file",
-     "usage: drover export RUN [--step N] [--runs DIR] -o FILE\n"
-     "\n"
-     "Writes the model of one of RUN's checkpoints to FILE (replaced atomically):\n"
-     "the parameters under PyTorch's names, the model's spec in __metadata__, so\n"
-     "drover.nn.load(FILE) rebuilds it and, in PyTorch, the same nn.Sequential\n"
-     "takes model.load_state_dict(safetensors.torch.load_file(FILE)).\n"
-     "\n"
-     "RUN is a run directory or a run's name as `drover ls` prints it.\n"
-     "  --step N     the checkpoint of step N (default: the newest intact one; a\n"
-     "               damaged newer one is named on stderr and passed over)\n"
-     "  --runs DIR   where run names are looked up (./runs)\n"
-     "  -o FILE      the file to write\n"
-     "\n"
-     "Exit status: 0; 1 when there is no such run, no checkpoint (of that step),\n"
-     "the checkpoint is damaged or FILE cannot be written; 2 on a usage error.\n"},
-    {"export-metrics", cmd_export_metrics, "write a run's scalars as one CSV or JSON-lines table",
-     "usage: drover export-metrics RUN [--csv | --jsonl] [--runs DIR] [-o FILE]\n"
-     "\n"
-     "Writes RUN's scalars (its metrics.jsonl) as one table, as TensorBoard's CSV\n"
-     "download has them, with the tag and the reporting node beside each value:\n"
-     "  wall_time,tag,step,value,node\n"
-     "  1795527062.338,loss,1,0.760057509,worker:0\n"
-     "wall_time is in Unix seconds; the tags are loss, accuracy, eval_loss,\n"
-     "eval_accuracy (whatever numbers the run logged).\n"
-     "\n"
-     "RUN is a run directory, a name as `drover ls` prints it, or the start of\n"
-     "one (the newest run whose name starts so).\n"
-     "  --csv        comma-separated, with a header line (the default)\n"
-     "  --jsonl      one JSON object per value: wall_time, tag, step, value, node\n"
-     "  --runs DIR   where run names are looked up (./runs)\n"
-     "  -o FILE      write to FILE instead of stdout\n"
-     "\n"
-     "Exit status: 0; 1 when there is no such run or it has no metrics; 2 on a\n"
-     "usage error.\n"},
-    {"doctor", cmd_doctor, "check what a run needs on this machine",
-     "usage: drover doctor [--runs DIR] [--timeout S] [HOST...]\n"
-     "\n"
-     "Checks what a run needs here and says what is wrong in plain words, one\n"
-     "line per check (ok, warn, FAIL, or -- when it does not apply):\n"
-     "  BLAS      its threads against the CPUs this process may use\n"
-     "  terminal  a terminal, TERM, colours, and UTF-8 (the dashboard's needs)\n"
-     "  runs      the runs directory (./runs, or --runs DIR) and TMPDIR writable\n"
-     "  network   a TCP port on 127.0.0.1 (local clusters)\n"
-     "  ssh       each HOST (\"name\" or \"name:slots\", as hosts = { ... } takes\n"
-     "            them) reachable without a password (ssh -o BatchMode=yes);\n"
-     "            --timeout S seconds each (5)\n"
-     "  Slurm     sbatch, srun and sinfo, and the partitions sinfo lists\n"
-     "\n"
-     "Exit status: 0 when nothing failed (warnings allowed); 1 when a check\n"
-     "failed; 2 on a usage error.\n"},
-    {"help", cmd_help, "show help for drover or for one command",
-     "usage: drover help [COMMAND]\n"},
-};
-
-#define NCOMMANDS (sizeof commands / sizeof commands[0])
 
 /* ============================== help and usage ========================== */
 
@@ -273,8 +58,8 @@ static void print_usage(FILE *f) {
           "Without a command, drover opens the REPL.\n"
           "\n"
           "commands:\n");
-  for (size_t i = 0; i < NCOMMANDS; i++)
-    if (commands[i].name[0] != '_') fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
+  for (size_t i = 0; i < main_ncommands; i++)
+    if (main_commands[i].name[0] != '_') fprintf(f, "  %-14s %s\n", main_commands[i].name, main_commands[i].summary);
 }
 
 /* Prints "drover: MSG" and the usage (of cmd, or of drover when NULL) to
@@ -297,8 +82,8 @@ static int usage_error(const command *cmd, const char *fmt, ...) {
 static bool is_help(const char *s) { return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0; }
 
 static const command *find_command(const char *name) {
-  for (size_t i = 0; i < NCOMMANDS; i++)
-    if (strcmp(commands[i].name, name) == 0) return &commands[i];
+  for (size_t i = 0; i < main_ncommands; i++)
+    if (strcmp(main_commands[i].name, name) == 0) return &main_commands[i];
   return NULL;
 }
 
@@ -313,7 +98,7 @@ static void print_version(void) {
          uv_version_string());
 }
 
-static int cmd_help(int argc, char **argv) {
+int cmd_help(int argc, char **argv) {
   if (argc > 2) return usage_error(find_command("help"), "too many arguments");
   if (argc == 2) {
     const command *c = find_command(argv[1]);
@@ -358,7 +143,7 @@ static int close_loop(uv_loop_t *loop, int status) {
   return status;
 }
 
-static int cmd_repl(int argc, char **argv) {
+int cmd_repl(int argc, char **argv) {
   if (argc > 1) {
     const command *c = find_command("repl");
     return argv[1][0] == '-' ? usage_error(c, "unknown option '%s'", argv[1])
@@ -441,7 +226,7 @@ static int resume_run(const char *dir) {
   return rc;
 }
 
-static int cmd_run(int argc, char **argv) {
+int cmd_run(int argc, char **argv) {
   const command *self = find_command("run");
   detach_child_init(); /* a detached run's own process: before any node starts */
   int script = 1;
@@ -559,7 +344,7 @@ static bool parse_count(const char *s, long max, long *out) {
   return true;
 }
 
-static int cmd_node(int argc, char **argv) {
+int cmd_node(int argc, char **argv) {
   const command *self = find_command("node");
   static const char *const names[] = {"--coord", "--role", "--index", "--run-dir",
                                       "--bind", "--cpus", "--heartbeat-ms", "--timeout-ms"};
@@ -615,7 +400,7 @@ static bool parse_seconds(const char *s, double *out) {
   return true;
 }
 
-static int cmd_attach(int argc, char **argv) {
+int cmd_attach(int argc, char **argv) {
   const command *self = find_command("attach");
   attach_opts o = {.hz = 4, .timeout = 10, .runs = "runs"};
   for (int i = 1; i < argc; i++) {
@@ -648,7 +433,7 @@ static int cmd_attach(int argc, char **argv) {
   return attach_main(&o);
 }
 
-static int cmd_ls(int argc, char **argv) {
+int cmd_ls(int argc, char **argv) {
   if (argc > 2) return usage_error(find_command("ls"), "unexpected argument '%s'", argv[2]);
   const char *dir = argc == 2 ? argv[1] : "runs";
   if (argc < 2 && access(dir, F_OK) != 0) { /* no ./runs yet: no runs */
@@ -666,7 +451,7 @@ static int cmd_ls(int argc, char **argv) {
 
 /* ============================== logs ==================================== */
 
-static int cmd_logs(int argc, char **argv) {
+int cmd_logs(int argc, char **argv) {
   const command *self = find_command("logs");
   logs_opts o = {.runs = "runs"};
   for (int i = 1; i < argc; i++) {
@@ -689,7 +474,7 @@ static int cmd_logs(int argc, char **argv) {
 
 /* ============================== export-metrics ========================== */
 
-static int cmd_export_metrics(int argc, char **argv) {
+int cmd_export_metrics(int argc, char **argv) {
   const command *self = find_command("export-metrics");
   const char *run = NULL, *runs = "runs", *file = NULL;
   export_format fmt = EXPORT_CSV;
@@ -724,7 +509,7 @@ fail:
 
 /* ============================== doctor ================================== */
 
-static int cmd_doctor(int argc, char **argv) {
+int cmd_doctor(int argc, char **argv) {
   const command *self = find_command("doctor");
   doctor_opts o = {.runs = "runs"};
   const char **hosts = calloc((size_t)argc, sizeof *hosts);
@@ -749,7 +534,7 @@ static int cmd_doctor(int argc, char **argv) {
 
 /* ============================== export ================================== */
 
-static int cmd_export(int argc, char **argv) {
+int cmd_export(int argc, char **argv) {
   const command *self = find_command("export");
   export_opts o = {.runs = "runs", .step = -1};
   for (int i = 1; i < argc; i++) {
@@ -781,7 +566,7 @@ static int cmd_export(int argc, char **argv) {
 
 /* ============================== _dash-sim =============================== */
 
-static int cmd_dash_sim(int argc, char **argv) {
+int cmd_dash_sim(int argc, char **argv) {
   const command *self = find_command("_dash-sim");
   dash_sim_opts o = {.nodes = 8, .seed = 1, .hz = 4};
   for (int i = 1; i < argc; i++) {

@@ -1,0 +1,41 @@
+/* main_int.h - what main.c and main_cmds.c share: the subcommand table
+ * (main_cmds.c, with every command's help text) and the handlers it names
+ * (main.c). Nothing else includes this. */
+#ifndef DROVER_MAIN_INT_H
+#define DROVER_MAIN_INT_H
+
+#include <stddef.h>
+
+/* One row per subcommand, Redis style:
+ *   name     the word after `drover`
+ *   handler  runs it; argv[0] is the command's name, argv[argc] is NULL, the
+ *            return value is the exit status. `CMD --help` and `CMD -h` are
+ *            answered before the handler is called.
+ *   summary  one line for `drover --help`
+ *   usage    synopsis and options for `drover CMD --help`
+ * A name starting with '_' is hidden from `drover --help` (for tests).
+ */
+typedef struct command {
+  const char *name;
+  int (*handler)(int argc, char **argv);
+  const char *summary;
+  const char *usage;
+} command;
+
+/* The subcommands, in `drover --help` order. */
+extern const command main_commands[];
+extern const size_t main_ncommands;
+
+int cmd_repl(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_help(int argc, char **argv);
+int cmd_node(int argc, char **argv);
+int cmd_dash_sim(int argc, char **argv);
+int cmd_attach(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_logs(int argc, char **argv);
+int cmd_export_metrics(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+
+#endif
