@@ -269,7 +269,7 @@ help:
 # time; a crash leaves $(BUILD)/fuzz/crash-* and fails the target.
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 60
-FUZZ_SRCS   = src/wire.c src/wire_msgs.c src/tensor.c src/optim.c src/optim_sched.c src/rng.c src/err.c
+FUZZ_SRCS   = src/wire.c src/wire_msgs.c src/tensor.c src/blockcache.c src/optim.c src/optim_sched.c src/rng.c src/err.c
 FUZZ_FILES_SRCS = src/safetensors.c src/manifest.c src/sha256.c src/util.c src/afile.c src/err.c
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Isrc \
 	$(shell pkg-config --cflags openblas jansson libsodium 2>/dev/null)
