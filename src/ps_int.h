@@ -136,6 +136,18 @@ struct ps_server {
 
 /* ps.c */
 int ps__blob_own(shard *s);           /* a shard's values no PULL reply shares */
+/* The shard of variable var (binary search): its index, or -(insertion
+ * point) - 1 when the ps holds none. */
+int ps__shard_find(const ps_server *ps, uint32_t var);
+/* n rounded up to 64 bytes: shard and blob sizes for aligned_alloc. */
+static inline size_t ps__round64(size_t n) { return (n + 63) & ~(size_t)63; }
+/* PUSH (ps_push.c): checked, applied or accumulated, answered PUSH_OK on
+ * c (NULL: a replica applying its primary's forward). client, seq: the
+ * PUSH_ID before it (0: none). */
+int ps__on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
+                uint32_t client, uint64_t seq);
+/* "[d0, d1, ...]" into buf (n bytes); returns buf. */
+const char *ps__shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 void ps__serve_held(ps_server *ps);   /* answers PULLs a version unblocked */
 /* A shard of var with these values (copied), its optimizer slots zeroed
  * as optim_slots_init makes them; *s is cleared first. */
