@@ -187,6 +187,19 @@ const char *coord__node_name(const coord_node *n, char *buf, size_t len);
 void coord__conn_gone(coord *c);
 int coord__find_node(const coord *c, int role, int index);
 void coord__fail(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The message of a failure already counted: logged, an "error" event,
+ * kept when it is the run's first. */
+void coord__keep_failure(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* coord_launch.c: the node table, launching, exits, losses, restarts. */
+int coord__processes(const coord *c, int role); /* with ps replicas: ps x (1 + k) */
+int coord__make_nodes(coord *c);
+int coord__launch_all(coord *c);
+void coord__on_exit(launcher *l, void *task_ud, int64_t status, int sig);
+/* A node with a process is lost: restarted with back-off when it can be,
+ * else the run's failure; a silent process is killed either way. */
+void coord__node_lost(coord *c, int i, const char *why);
+void coord__check_restarts(coord *c, double now);
 /* Sends on node i's control connection (dropped when it has none). */
 void coord__send(coord *c, int node, wire_wr *w, uint8_t type, uint32_t req);
 /* Pumps the loop until done(c, arg): 0; DRV_ETIMEDOUT after `timeout`

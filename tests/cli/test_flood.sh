@@ -34,7 +34,7 @@ local back = false
 t0 = drover.clock()
 while drover.clock() - t0 < 45 and not back do
   for _, n in ipairs(c:nodes()) do
-    if n.role == "worker" and n.index == 1 and n.restarts == 1 and n.state == "ready" then back = true end
+    if n.role == "worker" and n.index == 1 and n.restarts >= 1 and n.state == "ready" then back = true end
   end
   drover.sleep(0.1)
 end
