@@ -84,6 +84,7 @@ typedef struct peer {
   int node;     /* index into c->nodes once registered, else -1 */
   void *attach; /* an attach client's state once it sent ATTACH (coord_dash.c) */
   void *feeder; /* an external feeder's once it sent FEED_OPEN (coord_feed_ext.c) */
+  void *predictor; /* a predict client's once it sent PREDICT_OPEN (coord_serve.c) */
   struct peer *prev, *next; /* in c->peers */
 } peer;
 
@@ -172,6 +173,11 @@ static void on_heartbeat(coord_node *n, const uint8_t *pl, uint32_t len) {
 static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   peer *p = conn_ud(cn);
   coord *c = p->c;
+  if (p->predictor || h->type == WIRE_PREDICT_OPEN) {
+    coord__predictor_frame(c, cn, &p->predictor, p->node >= 0 || p->attach || p->feeder, h, pl);
+    if (p->predictor) conn_set_accept(cn, coord__accept_predictor());
+    return;
+  }
   if (p->feeder || h->type == WIRE_FEED_OPEN) {
     coord__feeder_frame(c, cn, &p->feeder, p->node >= 0 || p->attach, h, pl);
     if (p->feeder) conn_set_accept(cn, coord__accept_feeder());
@@ -248,6 +254,7 @@ static void ctl_close(conn *cn, int err, const char *why) {
   coord *c = p->c;
   if (p->attach) coord__attach_gone(c, p->attach);
   if (p->feeder) coord__feeder_gone(c, p->feeder);
+  if (p->predictor) coord__predictor_gone(c, p->predictor);
   if (p->node >= 0 && c->ctl[p->node] == cn) {
     c->ctl[p->node] = NULL;
     coord_node *n = &c->nodes[p->node];
@@ -594,6 +601,7 @@ static void finish_free(coord *c) {
   coord__fit_free(c);
   coord__sched_free(c);
   coord__dash_free(c);
+  coord__serve_free(c);
   log_setup(NULL, "drover", LOG_INFO);
   if (c->log) fclose(c->log);
   rundir_close(&c->rd);

@@ -262,6 +262,27 @@ int coord_pull(coord *c, nn_module *model);
 int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recipe, int64_t batch,
                   tensor **out);
 
+/* c:serve { predict = exp } (coord_serve.c): answers the PREDICT_REQUESTs
+ * of clients holding the control key (clients/python Run.predict) with
+ * `model`'s outputs, each request through coord_predict in batches of its
+ * own `batch` or o->batch rows, one request at a time in arrival order.
+ * Serves until o->requests are answered (0: no limit), o->idle seconds
+ * pass without a request (0: no limit; st->idle then), Ctrl-C
+ * (DRV_EINTERRUPTED) or a node failure the cluster cannot recover from.
+ * A failed predict is its client's answer, not an error here. Requests
+ * that come while no c:serve runs are refused, naming c:serve. `model` is
+ * borrowed until the call returns. */
+typedef struct coord_serve_opts {
+  int64_t batch;    /* rows per worker batch when a request gives none (> 0) */
+  int64_t requests; /* stop after this many (0: no limit) */
+  double idle;      /* stop after this many seconds without a request (0: never) */
+} coord_serve_opts;
+typedef struct coord_serve_stats {
+  int64_t requests, rows; /* answered (a failed predict counts) */
+  bool idle;              /* it ended for o->idle */
+} coord_serve_stats;
+int coord_serve(coord *c, nn_module *model, const coord_serve_opts *o, coord_serve_stats *st);
+
 /* A checkpoint of the cluster's variables now (c:checkpoint()): during a
  * fit it is requested and taken between two steps; otherwise taken and
  * committed before returning. 0 or a negative code (a failure of the

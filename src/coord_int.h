@@ -171,6 +171,7 @@ struct coord {
   uint64_t *ps_token; /* the pairing in progress's (PS_ROLE_OK matches it) */
   coord_sched sched;
   coord_dash_state *dash; /* the metric store and attach clients */
+  struct coord_serving *serve; /* predict clients and c:serve (coord_serve.c) */
   /* Teardown. Connections whose on_close still uses this struct (control
    * peers, the fit's ps links) are counted; coord_free closes them and the
    * last close callback frees the coordinator (coord__conn_gone). */
@@ -265,6 +266,7 @@ const conn_accept *coord__accept_fresh(auth_cap cap);
 const conn_accept *coord__accept_node(int role);
 const conn_accept *coord__accept_attach(void);
 const conn_accept *coord__accept_feeder(void);
+const conn_accept *coord__accept_predictor(void);
 
 /* coord_sched.c (internal): sends queued tasks to nodes that can take
  * them (the producers refill first). */
@@ -352,6 +354,14 @@ void coord__feeder_frame(coord *c, conn *cn, void **feeder, bool other, const wi
                          const uint8_t *payload);
 /* The feeder's connection closed: forget it (its batches still train). */
 void coord__feeder_gone(coord *c, void *feeder);
+/* coord_serve.c: a frame of a predict client (*predictor: NULL until
+ * PREDICT_OPEN; `other`: the connection is a node's, an attach client's
+ * or a feeder's). Closes the connection on a bad frame. */
+void coord__predictor_frame(coord *c, conn *cn, void **predictor, bool other, const wire_header *h,
+                            const uint8_t *payload);
+/* The predictor's connection closed: forget it (an answer due is dropped). */
+void coord__predictor_gone(coord *c, void *predictor);
+void coord__serve_free(coord *c);
 /* Closes every attach connection (coord_free, before the loop's last turns). */
 void coord__dash_close(coord *c);
 void coord__dash_free(coord *c);

@@ -10,12 +10,14 @@
  *
  * What a peer may send is checked at each frame's header (conn_accept),
  * before its payload is buffered: an authenticated peer that has not
- * registered may send only a REGISTER (a node), an ATTACH (a client) or
- * a FEED_OPEN (a client with the control key),
- * each within its layout's size; a registered node the frames of its role;
- * an attach client COMMANDs, an external feeder (the control key: it
- * steers training) FEED_BATCH and FEED_END. Anything else closes that
- * connection.
+ * registered may send only a REGISTER (a node), an ATTACH (a client), a
+ * FEED_OPEN (a client with the control key) or a PREDICT_OPEN (any
+ * client: a view key's is answered with a refusal that names the control
+ * key, then closed), each within its layout's size; a registered node the
+ * frames of its role; an attach client COMMANDs, an external feeder (the
+ * control key: it steers training) FEED_BATCH and FEED_END, a predict
+ * client (the control key only) PREDICT_REQUEST. Anything else closes
+ * that connection.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -93,6 +95,7 @@ static void accept_fill(conn_accept *a, const char *what, const uint8_t *types, 
 
 enum {
   ACC_NODE_FRESH, ACC_CONTROL_FRESH, ACC_VIEW_FRESH, ACC_PS, ACC_WORKER, ACC_ATTACH, ACC_FEEDER,
+  ACC_PREDICTOR,
   ACC_COUNT
 };
 static conn_accept tables[ACC_COUNT];
@@ -101,8 +104,9 @@ static conn_accept tables[ACC_COUNT];
 static const conn_accept *table(int k) {
   static bool built;
   if (!built) {
-    static const uint8_t fresh[] = {WIRE_REGISTER}, control[] = {WIRE_ATTACH, WIRE_FEED_OPEN},
-                         view[] = {WIRE_ATTACH}, feeder[] = {WIRE_FEED_BATCH, WIRE_FEED_END},
+    static const uint8_t fresh[] = {WIRE_REGISTER}, control[] = {WIRE_ATTACH, WIRE_FEED_OPEN, WIRE_PREDICT_OPEN},
+                         view[] = {WIRE_ATTACH, WIRE_PREDICT_OPEN},
+                         predictor[] = {WIRE_PREDICT_REQUEST}, feeder[] = {WIRE_FEED_BATCH, WIRE_FEED_END},
                          ps[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_PS_ROLE_OK, WIRE_LOG},
                          worker[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_SETUP_OK, WIRE_RESULT,
                                      WIRE_EVAL_RESULT, WIRE_CALL_RESULT, WIRE_POSITION_OK,
@@ -111,8 +115,9 @@ static const conn_accept *table(int k) {
                          attach[] = {WIRE_COMMAND};
 #define FILL(k, what, t) accept_fill(&tables[k], what, t, (int)sizeof t)
     FILL(ACC_NODE_FRESH, "a node before REGISTER", fresh);
-    FILL(ACC_CONTROL_FRESH, "a control client before ATTACH or FEED_OPEN", control);
+    FILL(ACC_CONTROL_FRESH, "a control client before ATTACH, FEED_OPEN or PREDICT_OPEN", control);
     FILL(ACC_VIEW_FRESH, "a view client before ATTACH", view);
+    FILL(ACC_PREDICTOR, "a predict client", predictor);
     FILL(ACC_FEEDER, "an external feeder", feeder);
     FILL(ACC_PS, "a ps", ps);
     FILL(ACC_WORKER, "a registered node", worker);
@@ -129,6 +134,7 @@ const conn_accept *coord__accept_fresh(auth_cap cap) {
                                          : ACC_VIEW_FRESH);
 }
 const conn_accept *coord__accept_feeder(void) { return table(ACC_FEEDER); }
+const conn_accept *coord__accept_predictor(void) { return table(ACC_PREDICTOR); }
 const conn_accept *coord__accept_node(int role) {
   return table(role == ROLE_PS ? ACC_PS : ACC_WORKER);
 }

@@ -1,5 +1,6 @@
 /* l_cluster.c - drover.cluster { ... }: a cluster of ps, worker, chief and
  * evaluator processes, c:fit(exp), c:evaluate(exp), c:nodes(),
+ * c:predict(exp, data), c:serve { predict = exp },
  * c:shutdown { grace, timeout } (c:schedule, c:join, c:done: l_schedule.c).
  *
  * A cluster left without c:shutdown() is shut down when it is collected or
@@ -320,6 +321,52 @@ static int l_evaluate(lua_State *L) {
   return 1;
 }
 
+/* The experiment at idx's train.batch, else 256: a predict's batch. */
+static int64_t exp_batch(lua_State *L, int idx) {
+  lua_getfield(L, idx, "train");
+  if (lua_istable(L, -1)) lua_getfield(L, -1, "batch");
+  else lua_pushnil(L);
+  int64_t batch = lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0 ? lua_tointeger(L, -1) : 256;
+  lua_pop(L, 2);
+  return batch;
+}
+
+/* c:serve { predict = exp, batch = n, requests = n, idle = s } ->
+ * { requests, rows, idle }: answers predict requests from clients holding
+ * the run's control key (clients/python Run.predict) with exp.model's
+ * outputs (the cluster's values when it trained exp), until `requests`
+ * are answered or `idle` seconds pass without one (neither: until
+ * Ctrl-C). */
+static int l_serve(lua_State *L) {
+  static const char *const keys[] = {"predict", "batch", "requests", "idle", NULL};
+  coord *c = live(L, check_cluster(L, 1));
+  luaL_checktype(L, 2, LUA_TTABLE);
+  ldrv_check_keys(L, 2, "c:serve", keys);
+  lua_settop(L, 2);
+  if (lua_getfield(L, 2, "predict") == LUA_TNIL) /* 3 */
+    return luaL_error(L, "c:serve: predict = exp (the experiment whose model answers) is required");
+  ltrain_check_experiment(L, 3);
+  coord_serve_opts o = {
+      .batch = ldrv_opt_integer(L, 2, "batch", 0, "c:serve"),
+      .requests = ldrv_opt_integer(L, 2, "requests", 0, "c:serve"),
+      .idle = ldrv_opt_number(L, 2, "idle", 0, "c:serve")};
+  if (o.batch < 0 || o.requests < 0 || !(o.idle >= 0))
+    return luaL_error(L, "c:serve: batch, requests and idle must not be negative");
+  if (o.batch == 0) o.batch = exp_batch(L, 3);
+  lua_getfield(L, 3, "model"); /* 4: anchored on the stack while serving */
+  nn_module *model = lnn_check_module(L, 4);
+  coord_serve_stats st;
+  if (coord_serve(c, model, &o, &st) < 0) return cluster_error(L);
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, st.requests);
+  lua_setfield(L, -2, "requests");
+  lua_pushinteger(L, st.rows);
+  lua_setfield(L, -2, "rows");
+  lua_pushboolean(L, st.idle);
+  lua_setfield(L, -2, "idle");
+  return 1;
+}
+
 /* c:predict(exp, data [, { batch = n }]) -> [n, k] tensor: exp.model's
  * outputs for every input row, in order, computed on the workers. */
 static int l_predict(lua_State *L) {
@@ -336,13 +383,7 @@ static int l_predict(lua_State *L) {
   }
   lua_getfield(L, 2, "model");
   nn_module *model = lnn_check_module(L, -1);
-  if (batch <= 0) {
-    lua_getfield(L, 2, "train");
-    if (lua_istable(L, -1)) lua_getfield(L, -1, "batch");
-    else lua_pushnil(L);
-    batch = lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0 ? lua_tointeger(L, -1) : 256;
-    lua_pop(L, 2);
-  }
+  if (batch <= 0) batch = exp_batch(L, 2);
   tensor *out;
   const char *recipe = NULL; /* files mode: a dataset read from a file */
   if (luaL_testudata(L, 3, "drover.Dataset")) recipe = ldata_check(L, 3)->recipe;
@@ -496,7 +537,7 @@ static int l_index(lua_State *L) {
 }
 
 static const luaL_Reg methods[] = {
-    {"fit", l_fit}, {"feed", l_feed}, {"setup", l_setup}, {"evaluate", l_evaluate}, {"predict", l_predict}, {"shutdown", l_shutdown}, {"nodes", l_nodes},
+    {"fit", l_fit}, {"feed", l_feed}, {"setup", l_setup}, {"evaluate", l_evaluate}, {"predict", l_predict}, {"serve", l_serve}, {"shutdown", l_shutdown}, {"nodes", l_nodes},
     {"checkpoint", l_checkpoint}, {"save", l_save},
     {NULL, NULL}};
 

@@ -109,7 +109,10 @@
   XX(63, FEED_END, feed_end, false, 0)           \
   XX(70, PREDICT_MODEL, predict_model, false, 0) \
   XX(71, PREDICT, predict, false, 0)             \
-  XX(72, PREDICT_RESULT, predict_result, false, 0)
+  XX(72, PREDICT_RESULT, predict_result, false, 0) \
+  XX(73, PREDICT_OPEN, predict_open, false, 0)   \
+  XX(74, PREDICT_REQUEST, predict_request, false, 0) \
+  XX(75, PREDICT_REPLY, predict_reply, false, 0)
 
 typedef enum wire_type {
 #define XX(num, NAME, name, pre_auth, max) WIRE_##NAME = num,

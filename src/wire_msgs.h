@@ -332,6 +332,31 @@
   X(TENSOR, x) X(TENSOR, y)
 #define WIRE_MSG_feed_end(X) X(I32, status) X(U64, batches) X(STR, message)
 
+/* Predict from a client (coord_serve.c; e.g. clients/python Run.predict):
+ * a client with the control key asks the model the script serves
+ * (c:serve { predict = exp }) for outputs. It authenticates on the
+ * coordinator's control port as an attach client does and sends
+ * PREDICT_OPEN where an attach client sends ATTACH:
+ *  PREDICT_OPEN     P -> C: name (for events.log: "predictor NAME")
+ *  PREDICT_REPLY    C -> P: req 0 answers PREDICT_OPEN: status 0 the
+ *                   client may send requests; else the DRV_E* code and why
+ *                   (a view key cannot predict), then the coordinator
+ *                   closes the connection
+ *  PREDICT_REQUEST  P -> C: req the client's running number from 1; x
+ *                   [n, ...] (n >= 1) the input rows; batch the rows per
+ *                   worker batch (0: the served batch). One request in
+ *                   flight per client (the next waits for its reply)
+ *  PREDICT_REPLY    C -> P: req echoed; status 0 and y [n, k], one output
+ *                   row per input row in input order (a worker lost
+ *                   meanwhile has its batches run again, each row once);
+ *                   else the DRV_E* code and why, with y [0]: nothing is
+ *                   served now (the script is not inside c:serve), the
+ *                   input does not fit the model, the answer would not fit
+ *                   a frame. A refused request leaves the connection open */
+#define WIRE_MSG_predict_open(X) X(STR, name)
+#define WIRE_MSG_predict_request(X) X(U64, req) X(U64, batch) X(TENSOR, x)
+#define WIRE_MSG_predict_reply(X) X(U64, req) X(I32, status) X(TENSOR, y) X(STR, message)
+
 /* ---- repeated items ----------------------------------------------------- */
 
 #define WIRE_ITEM_spec_node(X) X(ROLE, role) X(U32, index) X(STR, host) X(U16, port)

@@ -4,6 +4,10 @@
     with drover_client.connect("runs/mnist-20261126-0412") as run:
         for m in run.metrics(timeout=30):
             print(m.tag, m.step, m.value)
+        # with the script inside c:serve { predict = exp }:
+        outputs = run.predict([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]])  # one row per input
+
+Run.predict(rows, batch=None) -> list of rows: see its docstring.
 
 connect() takes a run directory, or "HOST:PORT" with secret_file=. The
 frames come from the same message descriptions as drover's C code

@@ -8,6 +8,7 @@ import time
 
 from . import _wire, auth
 from . import feed as _feed
+from . import predict as _predict
 from .conn import Closed, Conn, DroverError, split_hostport
 
 Metric = collections.namedtuple("Metric", "tag step wall value")
@@ -89,6 +90,7 @@ class Run:
         self._last = {}  # tag -> (step, wall) of the newest point seen
         self._replies = {}
         self._req = 0
+        self._predictor = None  # its predict connection, once predict() ran
         self.conn.send("ATTACH", {"control": control, "hz": float(hz)})
 
     # ---- reading the stream --------------------------------------------------
@@ -198,14 +200,48 @@ class Run:
         finally:
             conn.close()
 
-    def predict(self, x):
-        """Refused: drover's messages have no predict request for an
-        external client yet (exp:predict and c:predict run in Lua)."""
-        raise DroverError("predict from Python needs a predict request in drover's wire "
-                          "messages, which this drover does not have; run c:predict(exp, data) "
-                          "in the run's script")
+    def predict(self, rows, batch=None):
+        """Predictions of the model the run serves, for rows.
+
+        rows: a list of lists of floats (one list per row, all the same
+        length) or a numpy array [n, features] (float32 on the wire).
+        batch: rows per worker batch (None: the batch of the script's
+        c:serve, else its experiment's train.batch). Returns a list of
+        output rows (lists of floats), exactly one per input row, in input
+        order; [] for no rows. The work is spread over the cluster's
+        workers; a worker lost meanwhile has its batches run again, each
+        row answered once.
+
+        The run's script must be inside c:serve { predict = exp }
+        (DroverError naming it otherwise), and this client must hold the
+        run's control key: a run directory's control.key, or secret_file
+        for HOST:PORT (the view key is refused). The predict connection is
+        opened on the first call and kept for the next ones; many rows go
+        in several requests, answered in order."""
+        rows = _predict.as_rows(rows)
+        if rows.shape[0] == 0:
+            return []
+        if self._predictor is None:
+            key = self._key
+            if os.path.isdir(self.target):
+                path = os.path.join(self.target, "control.key")
+                if not os.access(path, os.R_OK):
+                    raise DroverError("predict needs the run's control key: %s is not readable "
+                                      "(the view key only watches)" % path)
+                key = auth.load_secret(path)
+            conn = Conn(self._addr[0], self._addr[1], key, self.timeout)
+            try:
+                self._predictor = _predict.Predictor(conn, "python", max(self.timeout, 600.0),
+                                                     beside=self)
+            except BaseException:
+                conn.close()
+                raise
+        return self._predictor.predict(rows, batch)
 
     def close(self):
+        if self._predictor is not None:
+            self._predictor.conn.close()
+            self._predictor = None
         self.conn.close()
 
     def __enter__(self):
