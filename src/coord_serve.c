@@ -223,6 +223,7 @@ static int run_one(coord *c, struct coord_serving *s, serve_req *r) {
   if (!x) return drv_error(DRV_ENOMEM, "out of memory for a predict request");
   wire_tensor_to(&m.x, tensor_data(x));
   int64_t batch = m.batch > 0 && m.batch <= (uint64_t)INT64_MAX ? (int64_t)m.batch : s->batch;
+  if (batch > shape[0]) batch = shape[0]; /* coord_predict's batch count adds n + batch */
   rc = coord_predict(c, s->model, x, NULL, batch, &y);
   coord_predictor *d = find(s, r->client); /* the loop ran: it may have left */
   char why[600];
@@ -250,7 +251,6 @@ static bool request_waits(coord *c, void *arg) {
   return c->serve && c->serve->head;
 }
 
-/* Long: the loop, its end conditions and the events of both ends. */
 int coord_serve(coord *c, nn_module *model, const coord_serve_opts *o, coord_serve_stats *st) {
   *st = (coord_serve_stats){0};
   if (c->shut_down || c->shutting_down) return drv_error(DRV_EINVAL, "cluster: it was shut down");
