@@ -200,6 +200,7 @@ int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recip
   if (!x || x->ndim < 1 || x->shape[0] < 1 || !tensor_is_contiguous(x))
     return drv_error(DRV_EINVAL, "predict: expected a contiguous tensor of at least one row");
   if (batch < 1) return drv_error(DRV_EINVAL, "predict: batch must be positive");
+  if (batch > x->shape[0]) batch = x->shape[0]; /* nbatches adds n + batch: no overflow */
   pred p = {.c = c, .no = ++predict_no, .x = x, .recipe = recipe, .n = x->shape[0], .batch = batch};
   p.row_elems = tensor_numel(x) / p.n;
   p.nbatches = (p.n + batch - 1) / batch;
