@@ -84,6 +84,7 @@ with dc.connect(run_dir, timeout=30) as run:
            "node lost worker:1: killed by signal 9" in ev and "predict batch" in ev.split(
                "node lost worker:1")[1], ev[-600:])
 
+    result("pyclient-predict-03 no rows, no outputs", run.predict([]) == [], "")
     rows = x[100:103].tolist()  # a list of lists, its own batch size
     got = run.predict(rows, batch=1)
     result("pyclient-predict-03 a list of lists with batch=1",

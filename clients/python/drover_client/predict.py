@@ -16,6 +16,7 @@ One request is in flight at a time; rows beyond REQUEST_BYTES go in
 several requests, answered in order, so the outputs are one row per input
 row in input order whatever the size.
 """
+import numbers
 import select
 import time
 
@@ -42,6 +43,8 @@ def as_rows(rows):
     except (TypeError, ValueError) as e:
         raise ValueError("predict: rows must be a list of equal-length lists of numbers or a "
                          "numeric array (%s)" % e) from None
+    if x.ndim == 1 and x.shape[0] == 0:
+        return x.reshape(0, 0)  # no rows: no outputs
     if x.ndim < 2:
         raise ValueError("predict: rows must be [n, features] (a list of rows), got shape %s"
                          % (x.shape,))
@@ -117,12 +120,12 @@ class Predictor:
         """Outputs of rows, one list of floats per input row, in order."""
         x = as_rows(rows)
         n = x.shape[0]
-        if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool)
-                                  or batch < 1):
+        if batch is not None and (not isinstance(batch, numbers.Integral)
+                                  or isinstance(batch, bool) or batch < 1):
             raise ValueError("predict: batch must be a positive integer (or None)")
         row_bytes = max(x[0].nbytes if n else 4, 4)
         per = max(1, REQUEST_BYTES // row_bytes)
         out = []
         for i in range(0, n, per):
-            out.extend(self.request(x[i:i + per], batch or 0).tolist())
+            out.extend(self.request(x[i:i + per], int(batch or 0)).tolist())
         return out
