@@ -39,7 +39,7 @@ endif
 LAYERS          = base numeric data protocol transport launch cluster dashboard lua binary
 LAYER_base      = err util blockcache afile log embed rundir sha256 safetensors manifest
 LAYER_numeric   = rng tensor tensor_ops nn_int nn nn_layers nn_conv nn_norm nn_containers nn_loss nn_spec nn_file optim_sched optim
-LAYER_data      = data_int data data_read data_csv data_bin data_recipe data_write data_stream train progress ckpt
+LAYER_data      = data_int data data_lines data_lazy data_read data_csv data_bin data_recipe data_write data_stream train progress ckpt
 # dash_model/dash_snap are the run's model and its SNAPSHOT encoding, not
 # drawing: the coordinator keeps one as its metric store.
 LAYER_protocol  = le wire_int wire wire_msgs closure closure_bc auth nodeinfo events dash_model dash_snap \

@@ -256,10 +256,12 @@ int coord_pull(coord *c, nn_module *model);
  * output row per input row, in input order; a worker lost meanwhile has
  * its batches run again elsewhere, each row counted once. The values are
  * the cluster's (pulled from the ps nodes) when it trained this model,
- * else the model's own. With `recipe` (x is that dataset's x, read from a
- * file: files mode) the workers read the rows themselves and only row
- * ranges travel; NULL sends the rows. */
-int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recipe, int64_t batch,
+ * else the model's own. With `recipe` (a dataset read from a file: files
+ * mode) the workers read the rows themselves and only row ranges travel:
+ * x then only gives the rows' shape (any first dimension, e.g. [0, ...]),
+ * and there are n rows; NULL sends x's rows (n is ignored). */
+int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recipe, int64_t n,
+                  int64_t batch,
                   tensor **out);
 
 /* c:serve { predict = exp } (coord_serve.c): answers the PREDICT_REQUESTs

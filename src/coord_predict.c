@@ -193,16 +193,18 @@ static void pred_free(pred *p) {
   tensor_free(p->empty);
 }
 
-int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recipe, int64_t batch,
-                  tensor **out) {
+int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recipe, int64_t n,
+                  int64_t batch, tensor **out) {
   *out = NULL;
   if (c->shut_down || c->shutting_down) return drv_error(DRV_EINVAL, "cluster: it was shut down");
-  if (!x || x->ndim < 1 || x->shape[0] < 1 || !tensor_is_contiguous(x))
+  if (!x || x->ndim < 1 || (recipe ? n : x->shape[0]) < 1 || !tensor_is_contiguous(x))
     return drv_error(DRV_EINVAL, "predict: expected a contiguous tensor of at least one row");
   if (batch < 1) return drv_error(DRV_EINVAL, "predict: batch must be positive");
-  if (batch > x->shape[0]) batch = x->shape[0]; /* nbatches adds n + batch: no overflow */
-  pred p = {.c = c, .no = ++predict_no, .x = x, .recipe = recipe, .n = x->shape[0], .batch = batch};
-  p.row_elems = tensor_numel(x) / p.n;
+  int64_t rows = recipe ? n : x->shape[0];
+  if (batch > rows) batch = rows; /* nbatches adds n + batch: no overflow */
+  pred p = {.c = c, .no = ++predict_no, .x = x, .recipe = recipe, .n = rows, .batch = batch};
+  p.row_elems = 1;
+  for (int i = 1; i < x->ndim; i++) p.row_elems *= x->shape[i];
   p.nbatches = (p.n + batch - 1) / batch;
   int rc = current_values(c, model);
   if (rc < 0) return rc;

@@ -48,6 +48,9 @@ static int x_shape(const dataset *d, int64_t n, int64_t *shape) {
 }
 
 static int check_dataset(const dataset *d, const char *op) {
+  if (d && d->n > 0 && data_is_lazy(d))
+    return drv_error(DRV_EINVAL, "%s: dataset '%s' is not loaded (its rows are read from its file "
+                     "on first use: data_load)", op, d->source);
   if (!d || !d->x || !d->y || d->n <= 0)
     return drv_error(DRV_EINVAL, "%s: no dataset or an empty one", op);
   /* Datasets may be assembled by hand (bindings, tests): check the shape
@@ -136,8 +139,25 @@ static int64_t *permutation(int64_t n, uint64_t seed) {
   return perm;
 }
 
+/* A lazy dataset of n rows like d, its recipe d's with `op` appended. */
+static int lazy_op(const dataset *d, int64_t n, json_t *op, dataset **out) {
+  int rc = data__lazy_like(d, n, out);
+  if (rc < 0) {
+    json_decref(op);
+    return rc;
+  }
+  data__recipe_op(d, *out, op);
+  if (!(*out)->recipe) {
+    data_free(*out);
+    *out = NULL;
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  return 0;
+}
+
 int data_shuffle(const dataset *d, uint64_t seed, dataset **out) {
   *out = NULL;
+  if (d && d->recipe && d->n > 0) return lazy_op(d, d->n, data__op_seeded("shuffle", seed), out);
   int rc = check_dataset(d, "shuffle");
   if (rc < 0) return rc;
   int64_t *perm = permutation(d->n, seed);
@@ -148,9 +168,25 @@ int data_shuffle(const dataset *d, uint64_t seed, dataset **out) {
   return rc;
 }
 
+/* split of a dataset with a recipe: two lazy datasets. */
+static int split_lazy(const dataset *d, double frac, uint64_t seed, int64_t na, dataset **a,
+                      dataset **b) {
+  json_t *op = data__op_seeded("split", seed);
+  if (op) json_object_set_new(op, "frac", json_real(frac));
+  int rc = lazy_op(d, na, json_deep_copy(op), a);
+  if (op) json_object_set_new(op, "part", json_integer(1));
+  if (rc == 0) rc = lazy_op(d, d->n - na, op, b);
+  else json_decref(op);
+  if (rc < 0) {
+    data_free(*a);
+    *a = NULL;
+  }
+  return rc;
+}
+
 int data_split(const dataset *d, double frac, uint64_t seed, dataset **a, dataset **b) {
   *a = *b = NULL;
-  int rc = check_dataset(d, "split");
+  int rc = d && d->recipe && d->n > 0 ? 0 : check_dataset(d, "split");
   if (rc < 0) return rc;
   if (!(frac > 0 && frac < 1))
     return drv_error(DRV_EINVAL, "split: fraction %g is not strictly between 0 and 1", frac);
@@ -158,6 +194,7 @@ int data_split(const dataset *d, double frac, uint64_t seed, dataset **a, datase
   if (na < 1 || na > d->n - 1)
     return drv_error(DRV_EINVAL, "split: %g of %lld examples leaves one side empty", frac,
                      (long long)d->n);
+  if (d->recipe) return split_lazy(d, frac, seed, na, a, b);
   int64_t *perm = permutation(d->n, seed);
   if (!perm) return DRV_ENOMEM;
   rc = data_subset(d, perm, na, a);
@@ -178,7 +215,7 @@ int data_split(const dataset *d, double frac, uint64_t seed, dataset **a, datase
 
 int data_shard(const dataset *d, int64_t i, int64_t n, dataset **out) {
   *out = NULL;
-  int rc = check_dataset(d, "shard");
+  int rc = d && d->recipe && d->n > 0 ? 0 : check_dataset(d, "shard");
   if (rc < 0) return rc;
   if (n < 1 || i < 0 || i >= n)
     return drv_error(DRV_EINVAL, "shard: index %lld is out of range for %lld shards",
@@ -187,6 +224,9 @@ int data_shard(const dataset *d, int64_t i, int64_t n, dataset **out) {
     return drv_error(DRV_EINVAL, "shard: shard %lld of %lld of '%s' (%lld examples) is empty",
                      (long long)i, (long long)n, d->source, (long long)d->n);
   int64_t k = (d->n - 1 - i) / n + 1;
+  if (d->recipe)
+    return lazy_op(d, k, json_pack("{s:s, s:I, s:I}", "op", "shard", "i", (json_int_t)i, "n",
+                                   (json_int_t)n), out);
   int64_t *idx = malloc((size_t)k * sizeof *idx);
   if (!idx) return drv_error(DRV_ENOMEM, "out of memory");
   for (int64_t j = 0; j < k; j++) idx[j] = i + j * n;
@@ -246,32 +286,45 @@ static int fit_stats(const dataset *d, data_stats **out) {
   return 0;
 }
 
+/* r's x and y: d's standardised by s (r shaped like d). */
+static void apply_stats(const dataset *d, const data_stats *s, dataset *r) {
+  const float *x = tensor_data(d->x);
+  float *rx = tensor_data(r->x);
+  int64_t f = d->features;
+  for (int64_t i = 0; i < d->n; i++)
+    for (int64_t j = 0; j < f; j++) rx[i * f + j] = (x[i * f + j] - s->mean[j]) / s->std[j];
+  memcpy(tensor_data(r->y), tensor_data(d->y), (size_t)tensor_numel(d->y) * sizeof(float));
+  data__recipe_op(d, r, data__op_stats(s));
+}
+
 int data_standardize(const dataset *d, const data_stats *stats, dataset **out,
                      data_stats **stats_out) {
   *out = NULL;
   if (stats_out) *stats_out = NULL;
-  int rc = check_dataset(d, "standardize");
+  bool lazy = d && d->recipe && d->n > 0;
+  int rc = lazy ? 0 : check_dataset(d, "standardize");
   if (rc < 0) return rc;
   data_stats *fitted = NULL;
   if (!stats) {
-    if ((rc = fit_stats(d, &fitted)) < 0) return rc;
+    if ((rc = lazy ? data__recipe_stats(d->recipe, d->features, &fitted) : fit_stats(d, &fitted)) < 0) return rc;
     stats = fitted;
   } else if (stats->features != d->features) {
     return drv_error(DRV_ESHAPE, "standardize: statistics for %lld features, '%s' has %lld",
                      (long long)stats->features, d->source, (long long)d->features);
   }
+  if (fitted && fitted->features != d->features) {
+    data_stats_free(fitted);
+    return drv_error(DRV_ESHAPE, "standardize: '%s' has %lld features now", d->source,
+                     (long long)d->features);
+  }
   dataset *r;
-  if ((rc = new_like(d, d->n, &r)) < 0) {
+  /* A recipe applies the statistics where the rows are read. */
+  rc = lazy ? lazy_op(d, d->n, data__op_stats(stats), &r) : new_like(d, d->n, &r);
+  if (rc < 0) {
     data_stats_free(fitted);
     return rc;
   }
-  const float *x = tensor_data(d->x);
-  float *rx = tensor_data(r->x);
-  int64_t f = d->features;
-  for (int64_t i = 0; i < d->n; i++)
-    for (int64_t j = 0; j < f; j++) rx[i * f + j] = (x[i * f + j] - stats->mean[j]) / stats->std[j];
-  memcpy(tensor_data(r->y), tensor_data(d->y), (size_t)tensor_numel(d->y) * sizeof(float));
-  data__recipe_op(d, r, data__op_stats(stats));
+  if (!lazy) apply_stats(d, stats, r);
   *out = r;
   if (stats_out) *stats_out = fitted;
   else data_stats_free(fitted);

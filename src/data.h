@@ -9,6 +9,14 @@
  * data_free(). Readers either return a complete dataset or fail with a
  * message naming the file, the line (or byte offset) and what was wrong;
  * nothing is half-loaded.
+ *
+ * A dataset read from a file may be LAZY (data_open_csv, data_open_libsvm,
+ * and every split, shuffle, shard or standardize of a dataset with a
+ * recipe): x and y are NULL, n, features, classes and names are known, and
+ * the rows are read from the file on first use (data_load). Operations
+ * that need values (data_subset, data_iter_init, ...) refuse a lazy
+ * dataset; load it first. This is how a coordinator holds a dataset its
+ * workers read themselves without holding its rows.
  */
 #ifndef DROVER_DATA_H
 #define DROVER_DATA_H
@@ -40,9 +48,20 @@ typedef struct dataset {
   int64_t nnames;
   bool unlabeled;     /* read without a label column (label = false): y is zeros */
   bool header_guessed; /* CSV: the first line was detected as a header */
+  /* The shapes of x and y with n rows, known while the dataset is lazy
+   * (set by every constructor; x_shape[0] and y_shape[0] are n). */
+  int x_ndim, y_ndim;
+  int64_t x_shape[TENSOR_MAXDIM], y_shape[2];
 } dataset;
 
 void data_free(dataset *d); /* NULL is fine */
+
+/* True when d's rows are not in memory (x and y NULL; see above). */
+bool data_is_lazy(const dataset *d);
+/* Reads a lazy dataset's rows from its files (its recipe) into d itself,
+ * so pointers to d stay valid; nothing when d is loaded. Errors name the
+ * file and line, as the readers' do; d stays lazy then. */
+int data_load(dataset *d);
 
 /* ---- readers ----------------------------------------------------------- */
 
@@ -71,6 +90,11 @@ typedef struct data_csv_opts {
 /* CSV of numbers; every row must have the same number of fields. Blank
  * lines are skipped. */
 int data_read_csv(const char *path, const data_csv_opts *o, dataset **out);
+/* The same file as a lazy dataset (o->keep must be NULL): the file is
+ * streamed once through a small buffer, every row parsed and checked (so
+ * a malformed file fails here, naming file and line) and counted, the
+ * label's classes or names collected, and nothing kept but the recipe. */
+int data_open_csv(const char *path, const data_csv_opts *o, dataset **out);
 
 typedef struct data_libsvm_opts {
   int64_t features; /* 0 infers it from the largest index */
@@ -84,6 +108,8 @@ typedef struct data_libsvm_opts {
 /* libsvm/svmlight: "label idx:val idx:val ..." with ascending indices;
  * densified. o may be NULL (1-based, features inferred). */
 int data_read_libsvm(const char *path, const data_libsvm_opts *o, dataset **out);
+/* The same as a lazy dataset, streamed and checked like data_open_csv. */
+int data_open_libsvm(const char *path, const data_libsvm_opts *o, dataset **out);
 /* IDX (MNIST) files: images of any unsigned byte/int/float IDX type,
  * flattened to rows; labels a 1-D IDX file (may be NULL: y is zeros).
  * Values are kept as stored (pixels stay 0..255). */
@@ -122,6 +148,10 @@ int data_write_npy(const char *path, const tensor *t);
 
 /* ---- operations (all return new datasets) ------------------------------ */
 
+/* Split, shuffle, shard and standardize of a dataset with a recipe give
+ * lazy datasets (the recipe with the operation appended): no rows are
+ * copied, and a file's rows are read once, where they are used. */
+
 /* Seeded shuffle, then the first round(frac * n) examples go to *a, the
  * rest to *b. 0 < frac < 1. */
 int data_split(const dataset *d, double frac, uint64_t seed, dataset **a, dataset **b);
@@ -140,7 +170,9 @@ typedef struct data_stats {
 /* Standardises x per feature: (x - mean) / std. With stats == NULL the
  * statistics are fitted on d and returned in *stats_out (caller frees with
  * data_stats_free); otherwise the given ones are applied (feature count
- * must match). stats_out may be NULL. */
+ * must match). stats_out may be NULL. A dataset with a recipe has its
+ * statistics fitted by streaming its rows from the file once (one pass,
+ * shifted sums in double; data__recipe_stats), loaded or not. */
 int data_standardize(const dataset *d, const data_stats *stats, dataset **out,
                      data_stats **stats_out);
 void data_stats_free(data_stats *s);

@@ -344,3 +344,142 @@ fail:
   free(fb.data);
   return rc;
 }
+
+/* ============================== streaming ================================ */
+
+/* The first non-blank line: the shape, the label column, the header. */
+static int csv_first(csv_ctx *cx, const data_csv_opts *o, int64_t lineno, const char *s,
+                     const char *e, bool *header) {
+  cx->nf = count_fields(s, e, cx->delim);
+  int rc = resolve_label(cx->path, lineno, o, cx->nf, &cx->label);
+  if (rc == 0 && o->header < 0)
+    rc = line_has_text(s, e, cx->delim, cx->classes == 1 ? cx->label : -1, header);
+  return rc;
+}
+
+/* One data line of the stream: split, parsed into row / *y. */
+static int csv_line(csv_ctx *cx, int64_t lineno, char *s, char *e, char **fields, float *row,
+                    float *y) {
+  int64_t got = split_fields(s, e, cx->delim, fields, cx->nf);
+  if (got != cx->nf)
+    return drv_error(DRV_EPARSE, "%s:%lld: expected %lld fields, found %lld", cx->path,
+                     (long long)lineno, (long long)cx->nf, (long long)got);
+  return csv_row(cx, lineno, fields, row, y);
+}
+
+/* What the stream found, into scan (names handed over, sorted). */
+static void csv_scan_out(csv_ctx *cx, const data_csv_opts *o, int64_t rows, bool header,
+                         data_classes *cls, data_scan *scan) {
+  int64_t classes = data__classes_end(cls);
+  if (!scan) return;
+  memset(scan, 0, sizeof *scan);
+  scan->rows = rows;
+  scan->features = cx->nf - (cx->label >= 0);
+  scan->header = header;
+  scan->label = cx->label;
+  scan->classes = o->no_label || cx->classes == -1 ? 0 : classes;
+  if (cx->classes == 1 && !cx->nm.fixed) {
+    qsort(cx->nm.v, (size_t)cx->nm.n, sizeof *cx->nm.v, cmp_str);
+    scan->names = cx->nm.v;
+    scan->nnames = scan->classes = cx->nm.n;
+    cx->nm.v = NULL;
+    cx->nm.n = 0;
+  }
+}
+
+/* Long: one pass over the lines (the first one sets the shape, the rest
+ * are parsed or skipped), then the checks of what was found. */
+int data__csv_stream(const char *path, const data_csv_opts *o, data__row_fn fn, void *ud,
+                     data_scan *scan) {
+  csv_ctx cx = {.path = path, .delim = o->delimiter ? o->delimiter : ',', .classes = o->classes};
+  if (o->names) cx.nm = (names){(char **)o->names, o->nnames, o->nnames, true};
+  if (cx.delim == '\n' || cx.delim == '\r' || cx.delim == '.' || cx.delim == '-' || cx.delim == '+')
+    return drv_error(DRV_EINVAL, "%s: delimiter '%c' cannot separate numbers", path, cx.delim);
+  data_lines l;
+  int rc = data__lines_open(&l, path);
+  if (rc < 0) return rc;
+  char *s, *e, **fields = NULL;
+  float *row = NULL, y = 0;
+  bool header = o->header > 0, any = false, first = true;
+  int64_t data_row = -1;
+  data_classes cls = {0};
+  while ((rc = data__lines_next(&l, &s, &e)) == 1) {
+    if (l.lineno % DATA__POLL_LINES == 0 && drv_interrupted()) {
+      rc = data__interrupted(path);
+      break;
+    }
+    any = true;
+    if (l.lineno == 1 && e - s >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0) s += 3; /* a BOM */
+    if (data__is_blank_line(s, e)) continue;
+    if (first) {
+      first = false;
+      if ((rc = csv_first(&cx, o, l.lineno, s, e, &header)) < 0) break;
+      fields = malloc((size_t)cx.nf * sizeof *fields);
+      row = malloc((size_t)cx.nf * sizeof *row);
+      if (!fields || !row) {
+        rc = drv_error(DRV_ENOMEM, "%s: out of memory", path);
+        break;
+      }
+      if (header) continue;
+    }
+    if (o->keep && (++data_row >= o->keep_n || !o->keep[data_row])) continue;
+    if (!o->keep) data_row++;
+    if ((rc = csv_line(&cx, l.lineno, s, e, fields, row, &y)) < 0) break;
+    if (!o->no_label && cx.classes == 0) data__classes_add(&cls, y);
+    if (fn && (rc = fn(ud, row, cx.nf - (cx.label >= 0))) < 0) break;
+  }
+  data__lines_close(&l);
+  free(fields);
+  free(row);
+  if (rc == 0 && first)
+    rc = drv_error(DRV_EPARSE, "%s: %s", path, any ? "no data, only blank lines" : "empty file");
+  else if (rc == 0 && data_row < 0)
+    rc = drv_error(DRV_EPARSE, "%s: no data rows after the header", path);
+  else if (rc == 0 && o->keep && data_row + 1 != o->keep_n)
+    rc = drv_error(DRV_EINVAL, "%s: has %lld data rows now, %lld when it was first read: "
+                   "a worker must see the same file", path, (long long)data_row + 1,
+                   (long long)o->keep_n);
+  if (rc == 0) csv_scan_out(&cx, o, data_row + 1, header, &cls, scan);
+  else data__classes_end(&cls);
+  names_free(&cx.nm);
+  return rc;
+}
+
+int data_open_csv(const char *path, const data_csv_opts *o, dataset **out) {
+  *out = NULL;
+  data_csv_opts def = {.label = -1, .header = -1, .delimiter = ','};
+  if (!o) o = &def;
+  if (o->keep) return drv_error(DRV_EINVAL, "%s: a lazy dataset is the whole file", path);
+  data_scan sc;
+  int rc = data__csv_stream(path, o, NULL, NULL, &sc);
+  if (rc < 0) return rc;
+  dataset *d = calloc(1, sizeof *d);
+  if (!d) {
+    for (int64_t i = 0; i < sc.nnames; i++) free(sc.names[i]);
+    free(sc.names);
+    return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+  }
+  const char *base = strrchr(path, '/');
+  snprintf(d->source, sizeof d->source, "%s", base ? base + 1 : path);
+  d->n = sc.rows;
+  d->features = sc.features;
+  d->classes = sc.classes;
+  d->names = sc.names;
+  d->nnames = sc.nnames;
+  d->unlabeled = o->no_label;
+  d->header_guessed = o->header < 0 && sc.header;
+  d->x_ndim = 2;
+  d->x_shape[0] = d->y_shape[0] = d->n;
+  d->x_shape[1] = d->features;
+  d->y_ndim = 1;
+  d->y_shape[1] = 1;
+  csv_ctx cx = {.path = path, .delim = o->delimiter ? o->delimiter : ',', .label = sc.label,
+                .classes = o->classes};
+  set_csv_recipe(d, path, &cx, sc.header);
+  if (!d->recipe) {
+    data_free(d);
+    return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+  }
+  *out = d;
+  return 0;
+}

@@ -89,4 +89,78 @@ struct json_t *data__op_stats(const data_stats *s);
  * resolved: the worker then reports it). */
 const char *data__abspath(const char *path, char *buf, size_t n);
 
+/* ---- lazy datasets (data_lazy.c) ---------------------------------------- */
+
+/* A lazy dataset of n rows shaped like `like` (features, classes, names,
+ * flags, source and shapes), without a recipe: the caller sets it
+ * (data__recipe_op). */
+int data__lazy_like(const dataset *like, int64_t n, dataset **out);
+/* Records x's and y's shapes in d->x_shape/y_shape (d loaded). */
+void data__note_shapes(dataset *d);
+
+/* ---- streaming (data_lines.c) ------------------------------------------- */
+
+/* A text file read line by line through a small buffer (plain or gzip,
+ * members one after another, by zlib's gzread): the coordinator streams a
+ * file it must not hold. */
+typedef struct data_lines {
+  const char *path; /* borrowed */
+  void *gz;         /* gzFile */
+  char *buf;        /* owned; lines point into it until the next call */
+  size_t cap, start, len;
+  int64_t lineno;   /* 1-based number of the line last returned */
+  bool eof;
+} data_lines;
+
+/* "cannot open 'PATH': REASON" when it cannot be opened. */
+int data__lines_open(data_lines *l, const char *path);
+/* Next line as [*s, *e) without its line ending (*e may be overwritten
+ * with a NUL): 1, 0 at the end, or a negative code naming the file (and
+ * the byte of a gzip file that is corrupt or cut short). */
+int data__lines_next(data_lines *l, char **s, char **e);
+void data__lines_close(data_lines *l);
+
+/* A row of a stream of rows: x [features], y [1] (NULL when not parsed);
+ * returns 0 or a negative code that stops the stream. */
+typedef int (*data__row_fn)(void *ud, const float *x, int64_t features);
+
+/* Labels seen one at a time, for data__classes_of's rule. */
+typedef struct data_classes {
+  int64_t n;
+  float min, max;
+  bool ids;        /* every label so far a non-negative integer < 2^24 */
+  uint8_t *seen;   /* owned; seen[id] for ids < cap */
+  int64_t cap, distinct;
+} data_classes;
+void data__classes_add(data_classes *c, float v);
+/* The classes (as data__classes_of) and frees c's memory. */
+int64_t data__classes_end(data_classes *c);
+
+/* What a streaming pass over a text file found (data_open_*). */
+typedef struct data_scan {
+  int64_t rows, features;
+  int64_t classes;   /* of the labels (data__classes_of's rule; CSV names: their count) */
+  bool header;       /* CSV: the first line is a header */
+  char **names;      /* CSV classes = "names": sorted, owned */
+  int64_t nnames;
+  int64_t label;     /* CSV: resolved label column, -1 none */
+  bool zero_based;   /* libsvm */
+} data_scan;
+
+/* Streams the CSV file: with o->keep, parses the kept data rows only and
+ * calls fn for each (in file order; fn may be NULL); without, parses and
+ * checks every row. scan (may be NULL) gets what was found. */
+int data__csv_stream(const char *path, const data_csv_opts *o, data__row_fn fn, void *ud,
+                     data_scan *scan);
+/* The same for libsvm; fn needs o->features > 0 (rows are densified). */
+int data__svm_stream(const char *path, const data_libsvm_opts *o, data__row_fn fn, void *ud,
+                     data_scan *scan);
+/* Mean and std of the rows (of f features) of the dataset `recipe`
+ * describes, streamed from its file once (data_recipe.c). */
+int data__recipe_stats(const char *recipe, int64_t f, data_stats **out);
+/* The statistics from shifted sums (s1 = sum of x - k, s2 = sum of
+ * (x - k)^2 over n rows), with fit_stats' rule for constant features. */
+int data__stats_from_sums(int64_t f, int64_t n, const double *k, const double *s1,
+                          const double *s2, data_stats **out);
+
 #endif

@@ -179,22 +179,9 @@ int64_t data__classes_of(const tensor *y) {
   if (y->ndim != 1) return 0;
   const float *yv = tensor_data(y);
   int64_t ny = tensor_numel(y);
-  float max = 0, min = 16777216.0f;
-  for (int64_t i = 0; i < ny; i++) {
-    float v = yv[i];
-    if (!(v >= 0 && v < 16777216.0f) || v != floorf(v)) return 0;
-    if (v > max) max = v;
-    if (v < min) min = v;
-  }
-  int64_t k = (int64_t)max + 1;
-  if (ny == 0 || k <= 16) return ny ? k : 0;
-  if (min > 1) return 0; /* ids start at 0 (or 1); a target of 25..346 is not ids */
-  uint8_t *seen = calloc((size_t)k, 1);
-  if (!seen) return k;
-  int64_t distinct = 0;
-  for (int64_t i = 0; i < ny; i++) distinct += !seen[(int64_t)yv[i]], seen[(int64_t)yv[i]] = 1;
-  free(seen);
-  return distinct * 2 >= k ? k : 0; /* most ids in use */
+  data_classes c = {0};
+  for (int64_t i = 0; i < ny && (i == 0 || c.ids); i++) data__classes_add(&c, yv[i]);
+  return data__classes_end(&c);
 }
 
 int data__alloc_xy(const char *path, int64_t rows, int64_t cols, tensor **x, tensor **y) {
@@ -484,4 +471,117 @@ done:
   sparse_free(&sp);
   free(fb.data);
   return rc;
+}
+
+/* ======================================================================
+ * libsvm, streamed (lazy datasets and their statistics)
+ * ==================================================================== */
+
+/* Densifies the one row in sp into row [nfeat] (zeroed first). */
+static int svm_row(const char *path, int64_t lineno, const sparse *sp, bool zb, float *row,
+                   int64_t nfeat) {
+  memset(row, 0, (size_t)nfeat * sizeof *row);
+  for (int64_t k = 0; k < sp->nnz; k++) {
+    int64_t c = (int64_t)sp->col[k] - !zb;
+    if (c >= nfeat)
+      return drv_error(DRV_ERANGE, "%s:%lld: index %lld is beyond the %lld features", path,
+                       (long long)lineno, (long long)sp->col[k], (long long)nfeat);
+    row[c] = sp->val[k];
+  }
+  return 0;
+}
+
+/* The features and index base the stream found, checked. */
+static int svm_shape(const char *path, const data_libsvm_opts *o, const sparse *sp,
+                     data_scan *scan) {
+  bool zb = o->zero_based == 1 || (o->zero_based < 0 && sp->min_index == 0);
+  int64_t nfeat = o->features ? o->features : sp->max_index + zb;
+  if (nfeat == 0)
+    return drv_error(DRV_EPARSE, "%s: no feature indices, cannot infer the feature count", path);
+  if (sp->max_index - !zb >= nfeat)
+    return drv_error(DRV_ERANGE, "%s: index %lld is beyond the %lld features", path,
+                     (long long)sp->max_index, (long long)nfeat);
+  scan->features = nfeat;
+  scan->zero_based = zb;
+  return 0;
+}
+
+/* Long: one pass over the lines, each parsed (or skipped), densified for
+ * fn, then the checks of what was found. */
+int data__svm_stream(const char *path, const data_libsvm_opts *o, data__row_fn fn, void *ud,
+                     data_scan *scan) {
+  if (o->features < 0 || (fn && (o->features == 0 || o->zero_based < 0)))
+    return drv_error(DRV_EINVAL, "%s: streaming rows needs the feature count and index base", path);
+  data_lines l;
+  int rc = data__lines_open(&l, path);
+  if (rc < 0) return rc;
+  sparse sp = {.min_index = -1, .zero_based = o->zero_based};
+  float *row = fn ? malloc((size_t)o->features * sizeof *row) : NULL;
+  if (fn && !row) rc = drv_error(DRV_ENOMEM, "%s: out of memory", path);
+  data_classes cls = {0};
+  char *s, *e;
+  int64_t example = -1;
+  bool any = false;
+  while (rc == 0 && (rc = data__lines_next(&l, &s, &e)) == 1) {
+    rc = 0;
+    if (l.lineno % POLL_LINES == 0 && drv_interrupted()) {
+      rc = data__interrupted(path);
+      break;
+    }
+    any = true;
+    char *hash = memchr(s, '#', (size_t)(e - s));
+    if (hash) e = hash;
+    if (data__is_blank_line(s, e)) continue;
+    if (o->keep && (++example >= o->keep_n || !o->keep[example])) continue;
+    if (!o->keep) example++;
+    sp.n = sp.nnz = 0; /* one row at a time; the index range is kept */
+    if ((rc = svm_line(path, l.lineno, s, e, o->features, &sp)) < 0) break;
+    data__classes_add(&cls, sp.labels[0]);
+    if (fn && ((rc = svm_row(path, l.lineno, &sp, o->zero_based == 1, row, o->features)) < 0 ||
+               (rc = fn(ud, row, o->features)) < 0))
+      break;
+  }
+  data__lines_close(&l);
+  free(row);
+  if (rc == 0 && o->keep && example + 1 != o->keep_n)
+    rc = drv_error(DRV_EINVAL, "%s: has %lld examples now, %lld when it was first read: a worker "
+                   "must see the same file", path, (long long)example + 1, (long long)o->keep_n);
+  else if (rc == 0 && example < 0)
+    rc = drv_error(DRV_EPARSE, "%s: %s", path, any ? "no examples" : "empty file");
+  data_scan sc = {.rows = example + 1, .classes = data__classes_end(&cls), .label = 0};
+  if (rc == 0 && !o->keep) rc = svm_shape(path, o, &sp, &sc);
+  if (rc == 0 && scan) *scan = sc;
+  sparse_free(&sp);
+  return rc;
+}
+
+int data_open_libsvm(const char *path, const data_libsvm_opts *o, dataset **out) {
+  *out = NULL;
+  data_libsvm_opts def = {0};
+  if (!o) o = &def;
+  if (o->keep) return drv_error(DRV_EINVAL, "%s: a lazy dataset is the whole file", path);
+  data_scan sc;
+  int rc = data__svm_stream(path, o, NULL, NULL, &sc);
+  if (rc < 0) return rc;
+  dataset *d = calloc(1, sizeof *d);
+  if (!d) return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+  snprintf(d->source, sizeof d->source, "%s", base_name(path));
+  d->n = sc.rows;
+  d->features = sc.features;
+  d->classes = sc.classes;
+  d->x_ndim = 2;
+  d->x_shape[0] = d->y_shape[0] = d->n;
+  d->x_shape[1] = d->features;
+  d->y_ndim = 1;
+  d->y_shape[1] = 1;
+  char abs[4096];
+  data__set_recipe(d, json_pack("{s:s, s:s, s:s, s:I, s:b}", "format", "libsvm", "path",
+                                data__abspath(path, abs, sizeof abs), "given", path, "features",
+                                (json_int_t)d->features, "zero_based", sc.zero_based));
+  if (!d->recipe) {
+    data_free(d);
+    return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+  }
+  *out = d;
+  return 0;
 }

@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "data_int.h"
@@ -157,6 +158,29 @@ static const char *file_of(json_t *rec, const char *abs_key, const char *given_k
   return given && access(given, R_OK) == 0 ? given : abs;
 }
 
+/* The CSV reader's options of the recipe, reading the rows in keep
+ * (keep_n of them). Returns the class names' array *o points into (the
+ * caller frees it; the strings are rec's), NULL when out of memory. */
+static char **csv_opts(json_t *rec, const uint8_t *keep, int64_t keep_n, data_csv_opts *o) {
+  json_t *names = json_object_get(rec, "names");
+  int64_t nn = (int64_t)json_array_size(names);
+  char **nv = calloc((size_t)nn + 1, sizeof *nv);
+  for (int64_t i = 0; nv && i < nn; i++) nv[i] = (char *)json_string_value(json_array_get(names, i));
+  const char *delim = json_string_value(json_object_get(rec, "delimiter"));
+  int64_t label = json_integer_value(json_object_get(rec, "label"));
+  *o = (data_csv_opts){.label = (int)label, .header = json_is_true(json_object_get(rec, "header")),
+                       .delimiter = delim ? delim[0] : ',', .no_label = label < 0,
+                       .classes = (int)json_integer_value(json_object_get(rec, "classes")),
+                       .names = nn ? nv : NULL, .nnames = nn, .keep = keep, .keep_n = keep_n};
+  return nv;
+}
+
+static data_libsvm_opts svm_opts(json_t *rec, const uint8_t *keep, int64_t keep_n) {
+  return (data_libsvm_opts){.features = json_integer_value(json_object_get(rec, "features")),
+                            .zero_based = json_is_true(json_object_get(rec, "zero_based")),
+                            .keep = keep, .keep_n = keep_n};
+}
+
 /* The file's rows listed in r, in r's order, read with only those parsed. */
 static int read_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
   const char *fmt = json_string_value(json_object_get(rec, "format"));
@@ -194,22 +218,12 @@ static int read_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
   }
   for (int64_t j = 0; j < r->n; j++) keep[r->v[j]] = 1;
   if (strcmp(fmt, "csv") == 0) {
-    json_t *names = json_object_get(rec, "names");
-    int64_t nn = (int64_t)json_array_size(names);
-    char **nv = calloc((size_t)nn + 1, sizeof *nv);
-    for (int64_t i = 0; nv && i < nn; i++) nv[i] = (char *)json_string_value(json_array_get(names, i));
-    const char *delim = json_string_value(json_object_get(rec, "delimiter"));
-    int64_t label = json_integer_value(json_object_get(rec, "label"));
-    data_csv_opts o = {.label = (int)label, .header = json_is_true(json_object_get(rec, "header")),
-                       .delimiter = delim ? delim[0] : ',', .no_label = label < 0,
-                       .classes = (int)json_integer_value(json_object_get(rec, "classes")),
-                       .names = nn ? nv : NULL, .nnames = nn, .keep = keep, .keep_n = n};
+    data_csv_opts o;
+    char **nv = csv_opts(rec, keep, n, &o);
     rc = nv ? data_read_csv(path, &o, &base) : drv_error(DRV_ENOMEM, "out of memory");
     free(nv);
   } else if (strcmp(fmt, "libsvm") == 0) {
-    data_libsvm_opts o = {.features = json_integer_value(json_object_get(rec, "features")),
-                          .zero_based = json_is_true(json_object_get(rec, "zero_based")),
-                          .keep = keep, .keep_n = n};
+    data_libsvm_opts o = svm_opts(rec, keep, n);
     rc = data_read_libsvm(path, &o, &base);
   } else {
     rc = bad(fmt);
@@ -255,6 +269,24 @@ static int standardize_all(json_t *ops, dataset **d) {
   return 0;
 }
 
+/* The recipe's rows (its operations applied to 0..n-1) into r; *n the
+ * file's rows. */
+static int recipe_rows(json_t *rec, rows *r, int64_t *n) {
+  json_t *ops = json_object_get(rec, "ops");
+  *n = json_integer_value(json_object_get(rec, "n"));
+  r->v = NULL;
+  r->n = 0;
+  if (!(*n > 0 && *n <= DATA__MAX_ELEMS && json_is_array(ops))) return bad("no rows");
+  if (!(r->v = malloc((size_t)*n * sizeof *r->v))) return drv_error(DRV_ENOMEM, "out of memory");
+  r->n = *n;
+  for (int64_t i = 0; i < *n; i++) r->v[i] = i;
+  size_t i;
+  json_t *op;
+  int rc = 0;
+  json_array_foreach(ops, i, op) if (rc == 0) rc = apply_op(r, op);
+  return rc;
+}
+
 int data_from_recipe(const char *recipe, size_t len, int64_t shard, int64_t nshards,
                      dataset **out) {
   *out = NULL;
@@ -262,17 +294,9 @@ int data_from_recipe(const char *recipe, size_t len, int64_t shard, int64_t nsha
   json_t *rec = json_loadb(recipe, len, 0, &jerr);
   if (!rec) return bad(jerr.text);
   json_t *ops = json_object_get(rec, "ops");
-  int64_t n = json_integer_value(json_object_get(rec, "n"));
+  int64_t n;
   rows r = {NULL, 0};
-  int rc = n > 0 && n <= DATA__MAX_ELEMS && json_is_array(ops) ? 0 : bad("no rows");
-  if (rc == 0 && !(r.v = malloc((size_t)n * sizeof *r.v))) rc = drv_error(DRV_ENOMEM, "out of memory");
-  if (rc == 0) {
-    r.n = n;
-    for (int64_t i = 0; i < n; i++) r.v[i] = i;
-  }
-  size_t i;
-  json_t *op;
-  json_array_foreach(ops, i, op) if (rc == 0) rc = apply_op(&r, op);
+  int rc = recipe_rows(rec, &r, &n);
   if (rc == 0) rc = op_shard(&r, shard, nshards);
   if (rc == 0) rc = read_rows(rec, &r, n, out);
   if (rc == 0) rc = standardize_all(ops, out);
@@ -280,6 +304,153 @@ int data_from_recipe(const char *recipe, size_t len, int64_t shard, int64_t nsha
     data_free(*out);
     *out = NULL;
   }
+  free(r.v);
+  json_decref(rec);
+  return rc;
+}
+
+/* ============================== statistics =============================== */
+
+/* Shifted sums of the rows streamed, after the recipe's earlier
+ * standardisations (in order). */
+typedef struct stat_acc {
+  int64_t f, n;
+  double *k, *s1, *s2; /* k: the first row, the shift */
+  int64_t nstd;
+  float **mean, **std; /* [nstd][f] */
+  float *tmp;          /* [f] */
+} stat_acc;
+
+static int acc_row(void *ud, const float *x, int64_t f) {
+  stat_acc *a = ud;
+  if (f != a->f)
+    return drv_error(DRV_ESHAPE, "standardize: a row of %lld features, the dataset has %lld",
+                     (long long)f, (long long)a->f);
+  const float *v = x;
+  if (a->nstd) {
+    memcpy(a->tmp, x, (size_t)f * sizeof *x);
+    for (int64_t s = 0; s < a->nstd; s++)
+      for (int64_t j = 0; j < f; j++) a->tmp[j] = (a->tmp[j] - a->mean[s][j]) / a->std[s][j];
+    v = a->tmp;
+  }
+  if (a->n++ == 0)
+    for (int64_t j = 0; j < f; j++) a->k[j] = v[j];
+  for (int64_t j = 0; j < f; j++) {
+    double d = (double)v[j] - a->k[j];
+    a->s1[j] += d;
+    a->s2[j] += d * d;
+  }
+  return 0;
+}
+
+static void acc_free(stat_acc *a) {
+  for (int64_t s = 0; s < a->nstd; s++) free(a->mean[s]), free(a->std[s]);
+  free(a->mean);
+  free(a->std);
+  free(a->k);
+  free(a->s1);
+  free(a->s2);
+  free(a->tmp);
+}
+
+/* The accumulator for f features and the recipe's standardize ops. */
+static int acc_init(stat_acc *a, int64_t f, json_t *ops) {
+  memset(a, 0, sizeof *a);
+  a->f = f;
+  size_t n = json_array_size(ops), i;
+  a->k = calloc((size_t)f, sizeof *a->k);
+  a->s1 = calloc((size_t)f, sizeof *a->s1);
+  a->s2 = calloc((size_t)f, sizeof *a->s2);
+  a->tmp = calloc((size_t)f, sizeof *a->tmp);
+  a->mean = calloc(n + 1, sizeof *a->mean);
+  a->std = calloc(n + 1, sizeof *a->std);
+  if (!a->k || !a->s1 || !a->s2 || !a->tmp || !a->mean || !a->std)
+    return drv_error(DRV_ENOMEM, "standardize: out of memory");
+  json_t *op;
+  json_array_foreach(ops, i, op) {
+    const char *name = json_string_value(json_object_get(op, "op"));
+    if (!name || strcmp(name, "standardize") != 0) continue;
+    json_t *m = json_object_get(op, "mean"), *s = json_object_get(op, "std");
+    if ((int64_t)json_array_size(m) != f || (int64_t)json_array_size(s) != f) return bad("standardize");
+    int64_t k = a->nstd++;
+    a->mean[k] = malloc((size_t)f * sizeof(float));
+    a->std[k] = malloc((size_t)f * sizeof(float));
+    if (!a->mean[k] || !a->std[k]) return drv_error(DRV_ENOMEM, "standardize: out of memory");
+    for (int64_t j = 0; j < f; j++) {
+      a->mean[k][j] = (float)json_number_value(json_array_get(m, (size_t)j));
+      a->std[k][j] = (float)json_number_value(json_array_get(s, (size_t)j));
+    }
+  }
+  return 0;
+}
+
+/* The kept rows of a .npy, in file order, from its mapping; the pages
+ * passed are dropped (MADV_DONTNEED: a private mapping never written
+ * reads them again from the file), so the file never sits in our RSS. */
+static int npy_each(json_t *rec, const uint8_t *keep, int64_t n, stat_acc *a) {
+  dataset *d = NULL;
+  int rc = data__read_npy(file_of(rec, "x", "x_given"), file_of(rec, "y", "y_given"), false, &d);
+  if (rc < 0) return rc;
+  if (d->n != n || d->features != a->f) {
+    rc = drv_error(DRV_EINVAL, "%s: has %lld x %lld values now, %lld x %lld when it was first read",
+                   d->source, (long long)d->n, (long long)d->features, (long long)n, (long long)a->f);
+    data_free(d);
+    return rc;
+  }
+  const float *x = tensor_data(d->x);
+  bool mapped = d->x->storage->mapped > 0;
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), done = (uintptr_t)x & ~(page - 1);
+  for (int64_t i = 0; rc == 0 && i < n; i++) {
+    if (keep[i]) rc = acc_row(a, x + i * a->f, a->f);
+    uintptr_t upto = (uintptr_t)(x + i * a->f) & ~(page - 1);
+    if (mapped && upto - done >= ((uintptr_t)1 << 22)) { /* every 4 MiB */
+      madvise((void *)done, upto - done, MADV_DONTNEED);
+      done = upto;
+    }
+    if (i % 65536 == 0 && drv_interrupted()) rc = data__interrupted(d->source);
+  }
+  data_free(d);
+  return rc;
+}
+
+int data__recipe_stats(const char *recipe, int64_t f, data_stats **out) {
+  *out = NULL;
+  json_error_t jerr;
+  json_t *rec = json_loads(recipe, 0, &jerr);
+  if (!rec) return bad(jerr.text);
+  const char *fmt = json_string_value(json_object_get(rec, "format"));
+  int64_t n = 0;
+  rows r = {NULL, 0};
+  stat_acc a;
+  memset(&a, 0, sizeof a);
+  uint8_t *keep = NULL;
+  int rc = recipe_rows(rec, &r, &n);
+  if (rc == 0 && !fmt) rc = bad("no format");
+  if (rc == 0 && (keep = calloc((size_t)n, 1)) == NULL) rc = drv_error(DRV_ENOMEM, "out of memory");
+  for (int64_t j = 0; rc == 0 && j < r.n; j++) keep[r.v[j]] = 1;
+  if (rc == 0 && f <= 0) rc = bad("no feature count");
+  if (rc == 0) rc = acc_init(&a, f, json_object_get(rec, "ops"));
+  const char *path = rc == 0 ? file_of(rec, "path", "given") : NULL;
+  if (rc < 0) {
+  } else if (strcmp(fmt, "csv") == 0) {
+    data_csv_opts o;
+    char **nv = csv_opts(rec, keep, n, &o);
+    rc = nv ? data__csv_stream(path, &o, acc_row, &a, NULL) : drv_error(DRV_ENOMEM, "out of memory");
+    free(nv);
+  } else if (strcmp(fmt, "libsvm") == 0) {
+    data_libsvm_opts o = svm_opts(rec, keep, n);
+    rc = data__svm_stream(path, &o, acc_row, &a, NULL);
+  } else if (strcmp(fmt, "npy") == 0) {
+    rc = npy_each(rec, keep, n, &a);
+  } else {
+    rc = bad(fmt);
+  }
+  if (rc == 0 && a.n != r.n)
+    rc = drv_error(DRV_EINVAL, "standardize: %lld rows read, %lld expected", (long long)a.n,
+                   (long long)r.n);
+  if (rc == 0) rc = data__stats_from_sums(f, a.n, a.k, a.s1, a.s2, out);
+  acc_free(&a);
+  free(keep);
   free(r.v);
   json_decref(rec);
   return rc;

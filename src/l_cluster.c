@@ -372,7 +372,10 @@ static int l_serve(lua_State *L) {
 static int l_predict(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
   ltrain_check_experiment(L, 2);
-  const tensor *x = ltrain_inputs(L, 3);
+  /* A dataset read from a file stays on disk here: the workers read it. */
+  const dataset *d = luaL_testudata(L, 3, "drover.Dataset") ? ldata_check(L, 3) : NULL;
+  const char *recipe = d ? d->recipe : NULL;
+  const tensor *x = recipe ? NULL : ltrain_inputs(L, 3);
   int64_t batch = 0;
   if (!lua_isnoneornil(L, 4)) {
     luaL_checktype(L, 4, LUA_TTABLE);
@@ -383,11 +386,19 @@ static int l_predict(lua_State *L) {
   }
   lua_getfield(L, 2, "model");
   nn_module *model = lnn_check_module(L, -1);
+  tensor *shape = NULL; /* files mode: [0, ...], the rows' shape */
+  if (recipe) {
+    int64_t sh[TENSOR_MAXDIM];
+    memcpy(sh, d->x_shape, sizeof sh);
+    sh[0] = 0;
+    if (d->x) memcpy(sh + 1, d->x->shape + 1, sizeof sh - sizeof sh[0]);
+    if (!(shape = tensor_new(d->x ? d->x->ndim : d->x_ndim, sh))) return luaL_error(L, "out of memory");
+    ltensor_push(L, shape); /* freed by the collector */
+    x = shape;
+  }
   if (batch <= 0) batch = exp_batch(L, 2);
   tensor *out;
-  const char *recipe = NULL; /* files mode: a dataset read from a file */
-  if (luaL_testudata(L, 3, "drover.Dataset")) recipe = ldata_check(L, 3)->recipe;
-  if (coord_predict(c, model, x, recipe, batch, &out) < 0) return cluster_error(L);
+  if (coord_predict(c, model, x, recipe, recipe ? d->n : 0, batch, &out) < 0) return cluster_error(L);
   ltensor_push(L, out);
   return 1;
 }

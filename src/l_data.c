@@ -46,6 +46,12 @@ dataset *ldata_check(lua_State *L, int idx) {
   return *box;
 }
 
+dataset *ldata_values(lua_State *L, int idx) {
+  dataset *d = ldata_check(L, idx);
+  if (data_load(d) < 0) luaL_error(L, "%s", drv_errmsg());
+  return d;
+}
+
 static int ds_gc(lua_State *L) {
   dataset **box = luaL_checkudata(L, 1, DATASET_MT);
   data_free(*box);
@@ -125,7 +131,7 @@ static int l_csv(lua_State *L) {
     if (o.no_label) luaL_error(L, "data.csv: classes needs a label column (label = false)");
   }
   dataset **box = new_box(L);
-  check_rc(L, data_read_csv(path, &o, box));
+  check_rc(L, data_open_csv(path, &o, box));
   note_header(*box, path);
   return 1;
 }
@@ -147,7 +153,7 @@ static int l_libsvm(lua_State *L) {
     else luaL_error(L, "data.libsvm: zero_based must be true, false or \"auto\"");
   }
   dataset **box = new_box(L);
-  check_rc(L, data_read_libsvm(path, &o, box));
+  check_rc(L, data_open_libsvm(path, &o, box));
   return 1;
 }
 
@@ -272,7 +278,7 @@ static int ds_tostring(lua_State *L) {
   else if (d->classes > 0)
     lua_pushfstring(L, "%I class%s", (lua_Integer)d->classes, d->classes == 1 ? "" : "es");
   else {
-    lua_Integer k = d->y->ndim == 2 ? d->y->shape[1] : 1;
+    lua_Integer k = d->y ? (d->y->ndim == 2 ? d->y->shape[1] : 1) : d->y_ndim == 2 ? d->y_shape[1] : 1;
     lua_pushfstring(L, "%I target%s", k, k == 1 ? "" : "s");
   }
   lua_concat(L, 2);
@@ -295,8 +301,8 @@ static void push_names(lua_State *L, const dataset *d) {
   }
 }
 
-/* Fields n, features, classes, source, names, files, x, y; other keys are
- * methods. */
+/* Fields n, features, classes, source, names, files, loaded, x, y (x and y
+ * read a lazy dataset's rows from its file); other keys are methods. */
 static int ds_index(lua_State *L) {
   dataset *d = ldata_check(L, 1);
   const char *k = lua_tostring(L, 2);
@@ -307,8 +313,9 @@ static int ds_index(lua_State *L) {
     else if (strcmp(k, "source") == 0) lua_pushstring(L, d->source);
     else if (strcmp(k, "names") == 0) push_names(L, d);
     else if (strcmp(k, "files") == 0) lua_pushboolean(L, d->recipe != NULL);
-    else if (strcmp(k, "x") == 0) push_view(L, d->x);
-    else if (strcmp(k, "y") == 0) push_view(L, d->y);
+    else if (strcmp(k, "x") == 0) push_view(L, ldata_values(L, 1)->x);
+    else if (strcmp(k, "y") == 0) push_view(L, ldata_values(L, 1)->y);
+    else if (strcmp(k, "loaded") == 0) lua_pushboolean(L, !data_is_lazy(d));
     else goto method;
     return 1;
   }
@@ -353,7 +360,7 @@ static const char *const batch_keys[] = {"shuffle", "seed", NULL};
 
 /* for x, y in ds:batch(64, { shuffle = true, seed = 1 }) do ... end */
 static int ds_batch(lua_State *L) {
-  dataset *d = ldata_check(L, 1);
+  dataset *d = ldata_values(L, 1);
   lua_Integer size = luaL_checkinteger(L, 2);
   if (size < 1) luaL_argerror(L, 2, "the batch size must be positive");
   ldrv_check_keys(L, 3, "batch", batch_keys);

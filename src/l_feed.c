@@ -97,7 +97,7 @@ void lfeed_open(lua_State *L, const ltrain_exp *e, lfeed *f) {
   coord_feed_source *s = &f->src;
   int rc = 0;
   if (ldata_test(L, idx)) {
-    rc = coord_feed_source_dataset(s, ldata_check(L, idx), e->cfg.batch, e->cfg.epochs,
+    rc = coord_feed_source_dataset(s, ldata_values(L, idx), e->cfg.batch, e->cfg.epochs,
                                    e->cfg.shuffle, e->cfg.seed);
     f->dataset = true;
   } else if (lua_type(L, idx) == LUA_TFUNCTION) {

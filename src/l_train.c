@@ -639,7 +639,7 @@ static int t_evaluate(lua_State *L) {
 
 /* The inputs of a predict: a dataset's x or a tensor, at idx. */
 const tensor *ltrain_inputs(lua_State *L, int idx) {
-  if (luaL_testudata(L, idx, "drover.Dataset")) return ldata_check(L, idx)->x;
+  if (luaL_testudata(L, idx, "drover.Dataset")) return ldata_values(L, idx)->x;
   if (luaL_testudata(L, idx, "drover.Tensor")) return ltensor_check(L, idx);
   luaL_argerror(L, idx, "expected a dataset or a tensor of inputs");
   return NULL;

@@ -158,5 +158,8 @@ void ldash_open_global(lua_State *L);
 
 /* ---- l_data.c ---- */
 dataset *ldata_check(lua_State *L, int idx);
+/* The same with its rows in memory: a lazy dataset (read from a file,
+ * data.h) is loaded in place; raises with the reader's message. */
+dataset *ldata_values(lua_State *L, int idx);
 
 #endif

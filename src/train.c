@@ -74,9 +74,13 @@ int train_evaluate(nn_module *model, nn_loss *loss, const dataset *d, int64_t ba
   if (batch <= 0)
     return drv_error(DRV_EINVAL, "evaluate: batch must be > 0 (got %lld)", (long long)batch);
   if (d->n <= 0) return drv_error(DRV_EINVAL, "evaluate: dataset %s is empty", d->source);
+  /* A lazy dataset is filled in place on first use: what it holds, as
+   * seen through const, does not change. */
+  int rc = data_load((dataset *)d);
+  if (rc < 0) return rc;
   bool was = model->training;
   nn_set_training(model, false);
-  int rc = evaluate_batches(model, loss, d, batch, loss_out, accuracy_out);
+  rc = evaluate_batches(model, loss, d, batch, loss_out, accuracy_out);
   nn_set_training(model, was);
   return rc;
 }
@@ -318,7 +322,10 @@ int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *trai
     memset(res, 0, sizeof *res);
     res->loss = res->accuracy = res->eval_loss = res->eval_accuracy = NAN;
   }
-  int rc = fit_check(model, loss, opt, train, cfg);
+  /* Lazy datasets are filled in place on first use (see train_evaluate). */
+  int rc = train ? data_load((dataset *)train) : 0;
+  if (rc == 0 && cfg && cfg->eval) rc = data_load((dataset *)cfg->eval);
+  if (rc == 0) rc = fit_check(model, loss, opt, train, cfg);
   if (rc < 0) return rc;
   fit f = {.model = model, .loss = loss, .opt = opt, .cfg = cfg};
   int64_t per_epoch = (train->n + cfg->batch - 1) / cfg->batch;
