@@ -280,12 +280,33 @@ static int csv_finish(csv_ctx *cx, const data_csv_opts *o, bool header, tensor *
   return 0;
 }
 
+/* The rows in o->keep, streamed: a worker reads its shard of a file it
+ * never holds whole. The class names, if any, are the recipe's. */
+static int csv_read_kept(const char *path, const data_csv_opts *o, dataset **out) {
+  data_fill fill = {.path = path};
+  for (int64_t i = 0; i < o->keep_n; i++) fill.kept += o->keep[i] != 0;
+  data_scan sc;
+  int rc = data__csv_stream(path, o, data__fill_row, &fill, &sc);
+  if (rc == 0 && fill.row != fill.kept)
+    rc = drv_error(DRV_EINVAL, "%s: %lld rows read, %lld expected", path, (long long)fill.row,
+                   (long long)fill.kept);
+  if (rc < 0) {
+    tensor_free(fill.x);
+    tensor_free(fill.y);
+    return rc;
+  }
+  csv_ctx cx = {.path = path, .classes = o->classes, .label = sc.label};
+  if (o->names) cx.nm = (names){(char **)o->names, o->nnames, o->nnames, true};
+  return csv_finish(&cx, o, sc.header, fill.x, fill.y, out);
+}
+
 /* Long: the reader's steps (options, first pass, shape, header, second
  * pass) read best in one place; each is a call or a check. */
 int data_read_csv(const char *path, const data_csv_opts *o, dataset **out) {
   *out = NULL;
   data_csv_opts def = {.label = -1, .header = -1, .delimiter = ','};
   if (!o) o = &def;
+  if (o->keep && (o->classes != 1 || o->names)) return csv_read_kept(path, o, out);
   csv_ctx cx = {.path = path, .delim = o->delimiter ? o->delimiter : ',', .classes = o->classes};
   if (o->names) cx.nm = (names){(char **)o->names, o->nnames, o->nnames, true};
   if (cx.delim == '\n' || cx.delim == '\r' || cx.delim == '.' || cx.delim == '-' || cx.delim == '+')
@@ -426,7 +447,7 @@ int data__csv_stream(const char *path, const data_csv_opts *o, data__row_fn fn, 
     if (!o->keep) data_row++;
     if ((rc = csv_line(&cx, l.lineno, s, e, fields, row, &y)) < 0) break;
     if (!o->no_label && cx.classes == 0) data__classes_add(&cls, y);
-    if (fn && (rc = fn(ud, row, cx.nf - (cx.label >= 0))) < 0) break;
+    if (fn && (rc = fn(ud, row, cx.nf - (cx.label >= 0), y)) < 0) break;
   }
   data__lines_close(&l);
   free(fields);

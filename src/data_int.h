@@ -120,9 +120,17 @@ int data__lines_open(data_lines *l, const char *path);
 int data__lines_next(data_lines *l, char **s, char **e);
 void data__lines_close(data_lines *l);
 
-/* A row of a stream of rows: x [features], y [1] (NULL when not parsed);
- * returns 0 or a negative code that stops the stream. */
-typedef int (*data__row_fn)(void *ud, const float *x, int64_t features);
+/* A row of a stream of rows: x [features] and its label y; returns 0 or
+ * a negative code that stops the stream. */
+typedef int (*data__row_fn)(void *ud, const float *x, int64_t features, float y);
+/* A data__row_fn that appends the rows to a [kept, features] x and a
+ * [kept] y made on the first row: a reader of some rows of a file. */
+typedef struct data_fill {
+  const char *path;
+  int64_t kept, row;
+  tensor *x, *y; /* owned until taken */
+} data_fill;
+int data__fill_row(void *ud, const float *x, int64_t features, float y);
 
 /* Labels seen one at a time, for data__classes_of's rule. */
 typedef struct data_classes {

@@ -155,3 +155,16 @@ int data__stats_from_sums(int64_t f, int64_t n, const double *k, const double *s
   *out = s;
   return 0;
 }
+
+int data__fill_row(void *ud, const float *x, int64_t features, float y) {
+  data_fill *c = ud;
+  if (!c->x) {
+    int rc = data__alloc_xy(c->path, c->kept, features, &c->x, &c->y);
+    if (rc < 0) return rc;
+  }
+  if (c->row >= c->kept || c->x->shape[1] != features)
+    return drv_error(DRV_EINVAL, "%s: more rows or other features than expected", c->path);
+  memcpy(tensor_data(c->x) + c->row * features, x, (size_t)features * sizeof *x);
+  tensor_data(c->y)[c->row++] = y;
+  return 0;
+}

@@ -425,6 +425,23 @@ static int svm_dense(const char *path, const sparse *sp, int64_t features, bool 
   return data__wrap(x, y, path, out);
 }
 
+/* The examples in o->keep, streamed: a worker reads its shard of a file
+ * it never holds whole (the recipe gives the features and index base). */
+static int svm_read_kept(const char *path, const data_libsvm_opts *o, dataset **out) {
+  data_fill fill = {.path = path};
+  for (int64_t i = 0; i < o->keep_n; i++) fill.kept += o->keep[i] != 0;
+  int rc = data__svm_stream(path, o, data__fill_row, &fill, NULL);
+  if (rc == 0 && fill.row != fill.kept)
+    rc = drv_error(DRV_EINVAL, "%s: %lld examples read, %lld expected", path,
+                   (long long)fill.row, (long long)fill.kept);
+  if (rc < 0) {
+    tensor_free(fill.x);
+    tensor_free(fill.y);
+    return rc;
+  }
+  return data__wrap(fill.x, fill.y, path, out);
+}
+
 int data_read_libsvm(const char *path, const data_libsvm_opts *o, dataset **out) {
   *out = NULL;
   data_libsvm_opts def = {0};
@@ -432,6 +449,7 @@ int data_read_libsvm(const char *path, const data_libsvm_opts *o, dataset **out)
   int64_t features = o->features;
   if (features < 0)
     return drv_error(DRV_EINVAL, "%s: feature count %lld is negative", path, (long long)features);
+  if (o->keep && features > 0 && o->zero_based >= 0) return svm_read_kept(path, o, out);
   filebuf fb;
   int rc = data__read_all(path, &fb);
   if (rc < 0) return rc;
@@ -538,7 +556,7 @@ int data__svm_stream(const char *path, const data_libsvm_opts *o, data__row_fn f
     if ((rc = svm_line(path, l.lineno, s, e, o->features, &sp)) < 0) break;
     data__classes_add(&cls, sp.labels[0]);
     if (fn && ((rc = svm_row(path, l.lineno, &sp, o->zero_based == 1, row, o->features)) < 0 ||
-               (rc = fn(ud, row, o->features)) < 0))
+               (rc = fn(ud, row, o->features, sp.labels[0])) < 0))
       break;
   }
   data__lines_close(&l);

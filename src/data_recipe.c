@@ -88,29 +88,28 @@ typedef struct rows {
   int64_t *v, n;
 } rows;
 
-/* idx = idx[from .. from + k) of the seeded permutation (or in order). */
-static int take(rows *r, const int64_t *perm, int64_t from, int64_t k, int64_t step) {
-  int64_t *nv = malloc((size_t)(k ? k : 1) * sizeof *nv);
-  if (!nv) return drv_error(DRV_ENOMEM, "out of memory");
-  for (int64_t j = 0; j < k; j++) {
-    int64_t at = from + j * step;
-    nv[j] = r->v[perm ? perm[at] : at];
-  }
-  free(r->v);
-  r->v = nv;
+/* r = r[from], r[from + step], ... (k of them), in place: entry j is
+ * written after every entry at from + j' * step (j' >= j) is read. */
+static void take(rows *r, int64_t from, int64_t k, int64_t step) {
+  for (int64_t j = 0; j < k; j++) r->v[j] = r->v[from + j * step];
   r->n = k;
-  return 0;
 }
 
+/* r = r[perm[from .. from + k)], built in the permutation's own array:
+ * entry j is written after entries from + j' (j' >= j) are read, so a
+ * coordinator streaming statistics of a split holds two lists, not three. */
 static int op_perm(rows *r, uint64_t seed, int64_t from, int64_t k) {
   int64_t *perm = malloc((size_t)(r->n ? r->n : 1) * sizeof *perm);
   if (!perm) return drv_error(DRV_ENOMEM, "out of memory");
   rng_t g;
   rng_seed(&g, seed);
   rng_permutation(&g, perm, r->n);
-  int rc = take(r, perm, from, k, 1);
-  free(perm);
-  return rc;
+  for (int64_t j = 0; j < k; j++) perm[j] = r->v[perm[from + j]];
+  free(r->v);
+  int64_t *fit = realloc(perm, (size_t)(k ? k : 1) * sizeof *perm);
+  r->v = fit ? fit : perm;
+  r->n = k;
+  return 0;
 }
 
 static int bad(const char *what) {
@@ -122,7 +121,8 @@ static int op_shard(rows *r, int64_t i, int64_t n) {
   if (n < 1 || i < 0 || i >= n || i >= r->n)
     return drv_error(DRV_EINVAL, "files mode: shard %lld of %lld of %lld rows is empty",
                      (long long)i, (long long)n, (long long)r->n);
-  return take(r, NULL, i, (r->n - 1 - i) / n + 1, n);
+  take(r, i, (r->n - 1 - i) / n + 1, n);
+  return 0;
 }
 
 /* Applies one row operation of the recipe to r. */
@@ -321,8 +321,9 @@ typedef struct stat_acc {
   float *tmp;          /* [f] */
 } stat_acc;
 
-static int acc_row(void *ud, const float *x, int64_t f) {
+static int acc_row(void *ud, const float *x, int64_t f, float y) {
   stat_acc *a = ud;
+  (void)y;
   if (f != a->f)
     return drv_error(DRV_ESHAPE, "standardize: a row of %lld features, the dataset has %lld",
                      (long long)f, (long long)a->f);
@@ -401,7 +402,7 @@ static int npy_each(json_t *rec, const uint8_t *keep, int64_t n, stat_acc *a) {
   bool mapped = d->x->storage->mapped > 0;
   uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), done = (uintptr_t)x & ~(page - 1);
   for (int64_t i = 0; rc == 0 && i < n; i++) {
-    if (keep[i]) rc = acc_row(a, x + i * a->f, a->f);
+    if (keep[i]) rc = acc_row(a, x + i * a->f, a->f, 0);
     uintptr_t upto = (uintptr_t)(x + i * a->f) & ~(page - 1);
     if (mapped && upto - done >= ((uintptr_t)1 << 22)) { /* every 4 MiB */
       madvise((void *)done, upto - done, MADV_DONTNEED);

@@ -82,3 +82,84 @@ test("files-02 a 2 GiB .npy trains on 1 ps + 2 workers, coordinator under 50 MB"
   c:shutdown()
   sh("rm -rf '" .. dir .. "'")
 end)
+
+-- A CSV of about `rows` lines of 64 integer features (0..999) and a 0/1
+-- label under a header, written as one block repeated (fast to make; the
+-- rows differ within a block, so the statistics are not constant). Wide
+-- rows as real data have: the coordinator's row lists are 8 bytes a row.
+local function big_csv(path, rows)
+  local block, per = {}, 4096
+  for i = 1, per do
+    local f = {}
+    for j = 1, 64 do f[j] = tostring((i * j * 7 + j * j) % 1000) end
+    f[65] = tostring((i + 1) % 2)
+    block[i] = table.concat(f, ",")
+  end
+  local text = table.concat(block, "\n") .. "\n"
+  local f = assert(io.open(path, "wb"))
+  f:write("f1", string.rep(",f", 63), ",label\n")
+  for _ = 1, rows // per do f:write(text) end
+  f:close()
+  return rows // per * per
+end
+
+test("files-03 a 300 MB CSV: split, standardize, shuffle and a 1 ps + 2 worker fit keep the coordinator under 50 MB", function()
+  local dir = TMP .. "/drover-files03-" .. os.time() .. "-" .. math.random(1e6)
+  assert(sh("mkdir -p '" .. dir .. "'") == 0)
+  local rows = big_csv(dir .. "/big.csv", 4096 * 290) -- 1.19 M rows, 298 MB
+  local ds = data.csv(dir .. "/big.csv", { label = -1 })
+  eq(ds.n, rows, "rows")
+  eq(ds.features, 64, "features")
+  eq(ds.classes, 2, "classes")
+  assert(not ds.loaded, "the coordinator keeps a recipe, not the rows")
+  local train, test_set = ds:split(0.9, { seed = 1 })
+  eq(train.n + test_set.n, rows, "split sizes")
+  local std, stats = train:standardize()
+  std = std:shuffle { seed = 2 }
+  assert(not train.loaded and not std.loaded, "split, standardize and shuffle copy no rows")
+  local m = stats:mean()
+  assert(m:get(1) > 400 and m:get(1) < 600, "streamed mean " .. m:get(1))
+  local c <close> = drover.cluster { ps = 1, worker = 2, runs = RUNS, name = "files03" }
+  local r = c:fit(drover.experiment {
+    name = "bigcsv", loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.01 },
+    model = nn.Sequential { nn.Linear(64, 8), nn.ReLU(), nn.Linear(8, 2) },
+    train = { data = std, batch = 64, epochs = 1, max_steps = 20 }, seed = 1, verbose = false })
+  eq(r.steps, 20, "steps")
+  local kb = hwm_kb()
+  print(string.format("coordinator VmHWM %.1f MB", kb / 1024))
+  assert(kb < 50 * 1024, "coordinator peak RSS " .. kb .. " kB")
+  assert(not std.loaded, "the fit did not load the rows here")
+  c:shutdown()
+  sh("rm -rf '" .. dir .. "'")
+end)
+
+test("files-04 a split of a mapped .npy copies no rows; lazy rows load on first use, errors name file and line", function()
+  local dir = TMP .. "/drover-files04-" .. os.time() .. "-" .. math.random(1e6)
+  assert(sh("mkdir -p '" .. dir .. "'") == 0)
+  local rows, cols = 1048576, 256 -- 1 GiB of float32
+  sparse_npy(dir .. "/x.npy", "<f4", string.format("(%d, %d)", rows, cols), rows * cols * 4)
+  local before = hwm_kb()
+  local ds = data.npy(dir .. "/x.npy")
+  local a, b = ds:split(0.75, { seed = 1 })
+  local sa = a:shuffle(3):shard(1, 4)
+  eq(a.n, 786432, "first part")
+  eq(b.n, rows - 786432, "second part")
+  eq(sa.n, 786432 // 4, "shard of the shuffled part")
+  assert(not a.loaded and not sa.loaded, "lazy")
+  assert(hwm_kb() - before < 20 * 1024, "split copied rows: +" .. (hwm_kb() - before) .. " kB")
+  -- first use reads them, the same rows an eager split would give
+  local small = data.csv("examples/data/digits.csv", { label = -1 })
+  local s1, s2 = small:split(0.8, { seed = 7 })
+  assert(not s1.loaded, "lazy")
+  eq(s1.n + s2.n, 1797, "sizes")
+  eq(s1.x:size(1), s1.n, "loaded rows")
+  assert(s1.loaded, "loaded on first use")
+  eq(#s1.y:totable(), s1.n, "labels")
+  -- a malformed line is named at data.csv (the file is checked as it is streamed)
+  local bad = dir .. "/bad.csv"
+  local f = assert(io.open(bad, "w"))
+  f:write("1,2,0\n3,4,1\n5,x,0\n")
+  f:close()
+  raises(function() data.csv(bad) end, bad .. ":3: field 2: 'x' is not a number")
+  sh("rm -rf '" .. dir .. "'")
+end)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #include "data.h"
 #include "harness.h"
@@ -19,39 +20,79 @@ static void same(const dataset *a, const dataset *b) {
   CHECK(memcmp(tensor_data(a->y), tensor_data(b->y), (size_t)tensor_numel(a->y) * 4) == 0);
 }
 
-/* Every shard of n from d's recipe against data_shard(d). */
-static void shards_match(const dataset *d, int64_t n) {
-  CHECK(d->recipe != NULL);
+/* Every shard of n from lazy's recipe against data_shard(eager), eager
+ * being the same rows built in memory by the eager operations. */
+static void shards_match(const dataset *lazy, const dataset *eager, int64_t n) {
+  CHECK(lazy->recipe != NULL && eager->recipe == NULL);
+  CHECK(lazy->n == eager->n);
   for (int64_t i = 0; i < n; i++) {
     dataset *want, *got;
-    CHECK_OK(data_shard(d, i, n, &want));
-    CHECK_OK(data_from_recipe(d->recipe, strlen(d->recipe), i, n, &got));
+    CHECK_OK(data_shard(eager, i, n, &want));
+    CHECK_OK(data_from_recipe(lazy->recipe, strlen(lazy->recipe), i, n, &got));
     same(want, got);
     data_free(want);
     data_free(got);
   }
 }
 
-/* The usual chain: split, shuffle, standardize; both halves. */
+/* d's rows in memory without a recipe: its operations are eager. */
+static dataset *eager_copy(const dataset *d) {
+  int64_t *idx = malloc((size_t)d->n * sizeof *idx);
+  for (int64_t i = 0; i < d->n; i++) idx[i] = i;
+  dataset *e = NULL;
+  CHECK_OK(data_subset(d, idx, d->n, &e));
+  free(idx);
+  CHECK(e->recipe == NULL);
+  return e;
+}
+
+/* The usual chain: split, shuffle, standardize; both halves. The lazy
+ * operations (d has a recipe) against the eager ones on a copy; the
+ * streamed statistics against the ones fitted in memory. */
 static void chain(const dataset *d) {
-  dataset *a, *b, *s, *z;
-  data_stats *st;
+  dataset *e = eager_copy(d);
+  dataset *a, *b, *s, *z, *ea, *eb, *es, *ez, *loaded;
+  data_stats *st, *est;
   CHECK_OK(data_split(d, 0.7, 5, &a, &b));
+  CHECK(data_is_lazy(a) && data_is_lazy(b));
   CHECK_OK(data_shuffle(a, 9, &s));
   CHECK_OK(data_standardize(s, NULL, &z, &st));
-  shards_match(d, 3);
-  shards_match(a, 2);
-  shards_match(b, 3);
-  shards_match(z, 3);
-  dataset *bz;
+  CHECK(data_is_lazy(z));
+  CHECK_OK(data_split(e, 0.7, 5, &ea, &eb));
+  CHECK_OK(data_shuffle(ea, 9, &es));
+  CHECK_OK(data_standardize(es, NULL, &loaded, &est));
+  for (int64_t j = 0; j < st->features; j++) {
+    CHECK(fabsf(st->mean[j] - est->mean[j]) <= 1e-5f * (1 + fabsf(est->mean[j])));
+    CHECK(fabsf(st->std[j] - est->std[j]) <= 1e-5f * (1 + fabsf(est->std[j])));
+  }
+  data_free(loaded);
+  CHECK_OK(data_standardize(es, st, &ez, NULL)); /* the lazy statistics, applied eagerly */
+  shards_match(d, e, 3);
+  shards_match(a, ea, 2);
+  shards_match(b, eb, 3);
+  shards_match(s, es, 3);
+  shards_match(z, ez, 3);
+  dataset *bz, *ebz;
   CHECK_OK(data_standardize(b, st, &bz, NULL));
-  shards_match(bz, 1);
+  CHECK_OK(data_standardize(eb, st, &ebz, NULL));
+  shards_match(bz, ebz, 1);
+  /* loaded in place on first use: the same rows */
+  CHECK_OK(data_load(bz));
+  CHECK(!data_is_lazy(bz));
+  same(bz, ebz);
   data_free(bz);
+  data_free(ebz);
   data_stats_free(st);
+  data_stats_free(est);
   data_free(a);
   data_free(b);
   data_free(s);
   data_free(z);
+  data_free(ea);
+  data_free(eb);
+  data_free(es);
+  data_free(ez);
+  data_free(e);
 }
 
 TEST(data_recipe_csv_shards) {
@@ -112,4 +153,52 @@ TEST(data_recipe_npy_shards_and_changed_files) {
   CHECK(rc < 0 && got == NULL);
   data_free(d);
   CHECK_ERR(data_from_recipe("{\"n\": 3}", 8, 0, 1, &got), DRV_EPROTO, "recipe is malformed");
+}
+
+/* data_open_csv streams what data_read_csv reads whole: same shape,
+ * classes, names and header guess; a line longer than the stream's
+ * buffer (1 MiB), CRLF, a BOM and blank lines; loading gives the rows. */
+TEST(data_lazy_csv_matches_the_reader) {
+  enum { COLS = 300000, ROWS = 4 };
+  size_t cap = (size_t)ROWS * COLS * 4 + 256, k = 0;
+  char *text = malloc(cap);
+  k += (size_t)snprintf(text + k, cap - k, "\xEF\xBB\xBF");
+  for (int c = 0; c < COLS; c++) k += (size_t)snprintf(text + k, cap - k, "h,");
+  k += (size_t)snprintf(text + k, cap - k, "label\r\n\r\n");
+  for (int r = 0; r < ROWS; r++) {
+    for (int c = 0; c < COLS; c++) k += (size_t)snprintf(text + k, cap - k, "%d,", (r + c) % 7);
+    k += (size_t)snprintf(text + k, cap - k, "%s\r\n", r % 2 ? "cat" : "dog");
+  }
+  const char *p = harness_write("big.csv", text, k);
+  free(text);
+  data_csv_opts o = {.label = -1, .header = -1, .classes = 1};
+  dataset *eager, *lazy;
+  CHECK_OK(data_read_csv(p, &o, &eager));
+  CHECK_OK(data_open_csv(p, &o, &lazy));
+  CHECK(data_is_lazy(lazy) && !data_is_lazy(eager));
+  CHECK(lazy->n == ROWS && lazy->features == COLS && lazy->classes == 2 && lazy->nnames == 2);
+  CHECK(strcmp(lazy->names[0], "cat") == 0 && lazy->header_guessed == eager->header_guessed);
+  CHECK(lazy->header_guessed);
+  CHECK_OK(data_load(lazy));
+  same(lazy, eager);
+  data_free(eager);
+  data_free(lazy);
+  /* a malformed row is named, file and line, when the file is opened */
+  p = harness_write_str("bad.csv", "1,2,0\n\n3,4,1\n5,6\n");
+  CHECK_ERR(data_open_csv(p, NULL, &lazy), DRV_EPARSE, "bad.csv:4: expected 3 fields, found 2");
+}
+
+TEST(data_lazy_libsvm_matches_the_reader) {
+  const char *p = harness_write_str("l.svm", "# comment\n1 0:1 3:2.5\n0 2:1 # tail\n\n1 1:-1\n");
+  data_libsvm_opts o = {.zero_based = -1};
+  dataset *eager, *lazy;
+  CHECK_OK(data_read_libsvm(p, &o, &eager));
+  CHECK_OK(data_open_libsvm(p, &o, &lazy));
+  CHECK(lazy->n == 3 && lazy->features == 4 && lazy->classes == eager->classes);
+  CHECK_OK(data_load(lazy));
+  same(lazy, eager);
+  data_free(eager);
+  data_free(lazy);
+  p = harness_write_str("b.svm", "1 1:1\n0 2:x\n");
+  CHECK_ERR(data_open_libsvm(p, NULL, &lazy), DRV_EPARSE, "b.svm:2: index 2: 'x' is not a number");
 }
