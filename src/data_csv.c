@@ -2,8 +2,11 @@
  * names in the label column, a detected header that is reported, and the
  * rows of one shard only (files mode, data_recipe.c).
  *
- * Two passes over the file's bytes: the first counts the non-blank lines
- * and takes the shape from the first one; the second parses the rows kept.
+ * The whole-file reader makes two passes over the file's bytes: the first
+ * counts the non-blank lines and takes the shape from the first one; the
+ * second parses the rows. The streamed form (data__csv_stream) makes one
+ * pass through a small buffer: a lazy dataset's scan (data_open_csv), a
+ * worker's shard (the rows kept) and the statistics of a recipe.
  * Errors name the file, the line and the field; nothing is half-loaded.
  */
 #include "data.h"

@@ -1,8 +1,9 @@
 /* data_read.c - text dataset readers (CSV, libsvm/svmlight) and the
  * helpers every reader shares (data_int.h); IDX and .npy are in data_bin.c.
  *
- * Every reader loads the whole file into memory, validates all of it and only
- * then hands back a dataset. On any error it frees what it built and returns
+ * The data_read_* readers load the whole file into memory, validate all of
+ * it and only then hand back a dataset; data_open_libsvm and
+ * data__svm_stream stream it line by line instead (data_lines.c). On any error it frees what it built and returns
  * a negative DRV_E* code whose message names the file (as the caller spelled
  * it), the line (text formats) or the byte offset (binary formats), and what
  * was wrong. Sizes read from a file are checked for overflow and for absurd
