@@ -314,8 +314,19 @@ int conn_send_wr(conn *c, wire_wr *w, uint8_t type, uint32_t req) {
 
 int conn_send_ref(conn *c, uint8_t type, uint32_t req, const void *payload, size_t len,
                   void (*done)(void *arg), void *arg) {
-  uv_buf_t bufs[2];
-  wire_header h = {.type = type, .flags = 0, .req = req, .len = (uint32_t)len};
+  conn_piece one = {payload, len};
+  return conn_send_refv(c, type, req, &one, 1, done, arg);
+}
+
+int conn_send_refv(conn *c, uint8_t type, uint32_t req, const conn_piece *pieces, int n,
+                   void (*done)(void *arg), void *arg) {
+  uv_buf_t bufs[1 + CONN_MAX_PIECES];
+  size_t len = 0;
+  bool fits = n >= 0 && n <= CONN_MAX_PIECES;
+  for (int i = 0; fits && i < n; i++) {
+    fits = pieces[i].len <= UINT32_MAX - WIRE_HEADER_SIZE - len;
+    len += fits ? pieces[i].len : 0;
+  }
   wreq *w = calloc(1, sizeof *w);
   if (!w) {
     /* Nowhere to remember `done` for later: the only synchronous call. */
@@ -325,17 +336,20 @@ int conn_send_ref(conn *c, uint8_t type, uint32_t req, const void *payload, size
   w->done = done;
   w->arg = arg;
   w->bytes = WIRE_HEADER_SIZE + len;
-  if (len > UINT32_MAX - WIRE_HEADER_SIZE && !c->closing) {
+  if (!fits) {
     /* Closing keeps the "done runs once, from the loop" promise. */
-    conn__fail(c, DRV_ERANGE, "payload of %zu bytes to %s does not fit a frame", len,
-              c->peer);
+    if (!c->closing)
+      conn__fail(c, DRV_ERANGE, "a payload of %d pieces to %s does not fit a frame", n, c->peer);
     queue_write(c, w, NULL, 0);
-    return drv_error(DRV_ERANGE, "%s", c->why);
+    return drv_error(DRV_ERANGE, "a payload of %d pieces does not fit a frame", n);
   }
+  wire_header h = {.type = type, .flags = 0, .req = req, .len = (uint32_t)len};
   wire_header_encode(&h, w->hdr);
-  bufs[0] = uv_buf_init((char *)w->hdr, WIRE_HEADER_SIZE);
-  bufs[1] = uv_buf_init((char *)payload, (unsigned)len);
-  return queue_write(c, w, bufs, len ? 2 : 1);
+  int nb = 0;
+  bufs[nb++] = uv_buf_init((char *)w->hdr, WIRE_HEADER_SIZE);
+  for (int i = 0; i < n; i++)
+    if (pieces[i].len) bufs[nb++] = uv_buf_init((char *)pieces[i].p, (unsigned)pieces[i].len);
+  return queue_write(c, w, bufs, (unsigned)nb);
 }
 
 /* ---- handshake ----------------------------------------------------------- */

@@ -121,6 +121,16 @@ int conn_send_wr(conn *c, wire_wr *w, uint8_t type, uint32_t req);
  * without a copy. The header is built here. */
 int conn_send_ref(conn *c, uint8_t type, uint32_t req, const void *payload, size_t len,
                   void (*done)(void *arg), void *arg);
+/* The same with the payload in up to CONN_MAX_PIECES pieces sent one
+ * after the other (one writev): a frame whose fields are encoded here and
+ * whose tensor bytes stay where they are (a fed batch's rows). */
+#define CONN_MAX_PIECES 4
+typedef struct conn_piece {
+  const void *p;
+  size_t len;
+} conn_piece;
+int conn_send_refv(conn *c, uint8_t type, uint32_t req, const conn_piece *pieces, int n,
+                   void (*done)(void *arg), void *arg);
 
 /* Closes the conn (idempotent); on_close follows from the loop with err 0
  * and `why`. Queued writes are dropped (conn_shutdown keeps them). */

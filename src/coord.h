@@ -167,6 +167,11 @@ typedef struct coord_feed_source {
   double timeout;   /* feed_timeout: seconds without progress (a batch read
                        or trained) before the fit fails; 0: none */
   int64_t batches;  /* batches the source will give, when known (progress); 0: unknown */
+  bool share_x;     /* x's elements never change once lent: the source never
+                       writes into a storage that another view still holds
+                       (a dataset's rows; its iterator gathers a batch held
+                       elsewhere into a new block). The feed then keeps a
+                       view of x and sends its bytes from there (no copy). */
   const char *no_replay; /* why it cannot be read again from its start with the
                             same batches (stdin, a pipe, a function, external
                             feeders); NULL when it can (a dataset, a file):

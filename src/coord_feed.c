@@ -67,7 +67,9 @@ int coord_feed_source_dataset(coord_feed_source *s, const dataset *d, int64_t ba
     free(ds);
     return rc;
   }
-  ds->it.views = true; /* a batch is encoded and dropped: in order, no gather */
+  ds->it.views = true; /* in order: a batch is a view of the rows, no gather */
+  s->share_x = true;    /* a shuffled batch held by a task makes tensor_resize
+                           give the iterator a new block for the next one */
   ds->epochs = epochs;
   ds->epoch = 1;
   s->next = ds_next;
@@ -172,6 +174,41 @@ void coord__feed_trained(coord_fit_state *f, int node, uint64_t id) {
   }
 }
 
+/* The task's id into its payload, and the feed's counters: a batch queued. */
+static int queued(coord_feed_state *fd, uint8_t *buf, int64_t id, uint32_t epoch) {
+  if (id < 0) return (int)id;
+  le_put(buf + WIRE_HEADER_SIZE, (uint64_t)id, 8); /* the payload's first field: the task */
+  fd->seq++;
+  fd->epoch = epoch;
+  fd->last_progress = progress_now();
+  return slot_add(fd, (uint64_t)id, fd->seq, -1);
+}
+
+/* A batch whose x the task keeps by a view (source.share_x): the frame's
+ * fields and y are encoded, x's bytes go out from the rows themselves
+ * (coord__sched_add_ref): the coordinator copies none of them. */
+static int queue_shared(coord_fit_state *f, const tensor *x, const tensor *y, uint32_t epoch) {
+  coord_feed_state *fd = &f->feed;
+  wire_tensor xs = {.ndim = x->ndim}; /* the shape only: the data follows by reference */
+  memcpy(xs.shape, x->shape, sizeof xs.shape);
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_feed_batch(&w, &(wire_msg_feed_batch){.task = 0, .seq = fd->seq + 1, .epoch = epoch,
+                                                 .mode = fd->mode, .x = xs, .y = {.t = y}});
+  size_t ybytes = 1 + 8 * (size_t)y->ndim + (size_t)tensor_numel(y) * sizeof(float);
+  size_t xbytes = (size_t)tensor_numel(x) * sizeof(float);
+  tensor *hold = w.err || w.len < WIRE_HEADER_SIZE + ybytes || w.len > UINT32_MAX - xbytes
+                     ? NULL : tensor_view(x);
+  if (!hold) {
+    wire_wr_free(&w);
+    return drv_error(DRV_ENOMEM, "feed: cannot encode batch %" PRIu64, fd->seq + 1);
+  }
+  uint8_t *buf = w.buf;
+  int64_t id = coord__sched_add_ref(f->c, fd->producer, buf, (uint32_t)w.len, 0, hold,
+                                    (uint32_t)(w.len - ybytes));
+  return queued(fd, buf, id, epoch);
+}
+
 /* Queues one batch as a task carrying its FEED_BATCH payload. */
 static int queue_batch(coord_fit_state *f, tensor *x, tensor *y, uint32_t epoch) {
   coord_feed_state *fd = &f->feed;
@@ -180,6 +217,7 @@ static int queue_batch(coord_fit_state *f, tensor *x, tensor *y, uint32_t epoch)
     return drv_error(DRV_ESHAPE, "feed: batch %" PRIu64 " has x %s and y %s (x must be [n, ...], "
                      "y [n] or [n, k], n >= 1)", fd->seq + 1, tensor_shape_str(x, a, sizeof a),
                      tensor_shape_str(y, b, sizeof b));
+  if (LE_HOST && fd->src->share_x && tensor_is_contiguous(x)) return queue_shared(f, x, y, epoch);
   /* Into a cached block of the batch's size (blockcache.h): encoding into
    * a fresh buffer each batch cost page faults and clears. */
   size_t block = 0, need = 0;
@@ -206,12 +244,7 @@ static int queue_batch(coord_fit_state *f, tensor *x, tensor *y, uint32_t epoch)
   uint8_t *buf = w.buf;
   if (w.cap != block) block = 0; /* it grew (a realloc): malloc'ed now */
   int64_t id = coord__sched_add_block(f->c, fd->producer, buf, (uint32_t)w.len, block);
-  if (id < 0) return (int)id;
-  le_put(buf + WIRE_HEADER_SIZE, (uint64_t)id, 8); /* the payload's first field: the task */
-  fd->seq++;
-  fd->epoch = epoch;
-  fd->last_progress = progress_now();
-  return slot_add(fd, (uint64_t)id, fd->seq, -1);
+  return queued(fd, buf, id, epoch);
 }
 
 int coord__feed_queue_raw(coord_fit_state *f, uint8_t *buf, uint32_t len, int feeder) {

@@ -79,6 +79,12 @@ int64_t coord__sched_add_data(coord *c, int p, uint8_t *data, uint32_t len);
  * given back to the cache once the task is over: a stream of big tasks
  * (fed batches) reuses its blocks. block 0: data is malloc'ed. */
 int64_t coord__sched_add_block(coord *c, int p, uint8_t *data, uint32_t len, size_t block);
+/* The same with part of the payload sent from where it is: `ref`'s
+ * elements (contiguous, little-endian floats; taken: freed with the task)
+ * go between data[.. split) and data[split .. len), by one writev, never
+ * copied. A fed batch's x rows travel so. */
+int64_t coord__sched_add_ref(coord *c, int p, uint8_t *data, uint32_t len, size_t block,
+                             tensor *ref, uint32_t split);
 /* The node holding producer p's running task id, or -1. */
 int coord__sched_owner(const coord *c, int p, uint64_t id);
 /* Drops p's queued tasks; with `all`, its running ones are let go too

@@ -72,6 +72,9 @@ typedef struct task_buf {
   uint32_t len;
   uint8_t *p;   /* WIRE_HEADER_SIZE bytes of room, then the payload */
   size_t block; /* p is a blockcache block of this size (0: malloc'ed) */
+  tensor *ref;  /* NULL, or bytes sent from where they are: the payload is
+                   p[.. split), ref's elements, p[split .. len) */
+  uint32_t split;
 } task_buf;
 
 static void buf_unref(void *arg) {
@@ -79,6 +82,7 @@ static void buf_unref(void *arg) {
   if (b && --b->refs == 0) {
     if (b->block) blockcache_give(b->p, b->block);
     else free(b->p);
+    tensor_free(b->ref);
     free(b);
   }
 }
@@ -203,8 +207,15 @@ static void send_data(coord *c, int node, const task *t, uint8_t type) {
   flush_node(c, node); /* in order */
   if (!c->ctl[node]) return; /* gone: the retry covers it */
   b->refs++;
-  conn_send_ref(c->ctl[node], type, 0, b->p + WIRE_HEADER_SIZE, b->len - WIRE_HEADER_SIZE,
-                buf_unref, b);
+  if (!b->ref) {
+    conn_send_ref(c->ctl[node], type, 0, b->p + WIRE_HEADER_SIZE, b->len - WIRE_HEADER_SIZE,
+                  buf_unref, b);
+    return;
+  }
+  conn_piece parts[3] = {{b->p + WIRE_HEADER_SIZE, b->split - WIRE_HEADER_SIZE},
+                         {tensor_data(b->ref), (size_t)tensor_numel(b->ref) * sizeof(float)},
+                         {b->p + b->split, b->len - b->split}};
+  conn_send_refv(c->ctl[node], type, 0, parts, 3, buf_unref, b);
 }
 
 /* Appends task t's frame to node's batch: the tasks one dispatch sends to
@@ -570,15 +581,23 @@ int64_t coord__sched_add_data(coord *c, int p, uint8_t *data, uint32_t len) {
 }
 
 int64_t coord__sched_add_block(coord *c, int p, uint8_t *data, uint32_t len, size_t block) {
+  return coord__sched_add_ref(c, p, data, len, block, NULL, 0);
+}
+
+int64_t coord__sched_add_ref(coord *c, int p, uint8_t *data, uint32_t len, size_t block,
+                             tensor *ref, uint32_t split) {
   coord_sched *s = &c->sched;
   task_buf *b = NULL;
-  if (data && (len < WIRE_HEADER_SIZE || !(b = malloc(sizeof *b)))) {
+  bool bad = len < WIRE_HEADER_SIZE || (ref && (split < WIRE_HEADER_SIZE || split > len));
+  if (data && (bad || !(b = malloc(sizeof *b)))) {
     if (block) blockcache_give(data, block);
     else free(data);
-    return drv_error(len < WIRE_HEADER_SIZE ? DRV_EINVAL : DRV_ENOMEM, "a task's data: %s",
-                     len < WIRE_HEADER_SIZE ? "no header room" : "out of memory");
+    tensor_free(ref);
+    return drv_error(bad ? DRV_EINVAL : DRV_ENOMEM, "a task's data: %s",
+                     bad ? "no header room, or a split outside it" : "out of memory");
   }
-  if (b) *b = (task_buf){1, len, data, block};
+  if (!data) tensor_free(ref), ref = NULL;
+  if (b) *b = (task_buf){1, len, data, block, ref, split};
   int64_t id = task_new(s, TK_PRODUCED, NULL, 0);
   if (id < 0) {
     buf_unref(b);
