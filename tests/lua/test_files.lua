@@ -127,7 +127,10 @@ test("files-03 a 300 MB CSV: split, standardize, shuffle and a 1 ps + 2 worker f
   eq(r.steps, 20, "steps")
   local kb = hwm_kb()
   print(string.format("coordinator VmHWM %.1f MB", kb / 1024))
-  assert(kb < 50 * 1024, "coordinator peak RSS " .. kb .. " kB")
+  -- under ASan (make asan) freed row lists sit in its quarantine and its
+  -- shadow memory counts: a looser bound, still far below the file's size
+  local limit = os.getenv("SANITIZED") and 200 or 50
+  assert(kb < limit * 1024, "coordinator peak RSS " .. kb .. " kB")
   assert(not std.loaded, "the fit did not load the rows here")
   c:shutdown()
   sh("rm -rf '" .. dir .. "'")
