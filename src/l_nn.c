@@ -285,21 +285,6 @@ static lua_Integer check_size(lua_State *L, int arg, const char *what) {
   return check_int(L, arg, "Linear", what, 1);
 }
 
-/* Integer field `key` of the options table at `arg` (def when absent). */
-static lua_Integer opt_field(lua_State *L, int arg, const char *layer, const char *key,
-                             lua_Integer def, lua_Integer min) {
-  if (!lua_istable(L, arg)) return def;
-  lua_getfield(L, arg, key);
-  lua_Integer v = def;
-  if (!lua_isnil(L, -1)) {
-    char what[48];
-    snprintf(what, sizeof what, "option %s", key);
-    v = check_int(L, lua_gettop(L), layer, what, min);
-  }
-  lua_pop(L, 1);
-  return v;
-}
-
 /* Applies the `init` option of the table at `arg`, if any, to the module
  * on top of the stack. */
 static void apply_init(lua_State *L, int arg) {
@@ -375,16 +360,29 @@ static int l_conv2d(lua_State *L) {
   return 1;
 }
 
-/* nn.MaxPool2d(k [, stride [, padding]]) or (k, { stride, padding });
- * stride defaults to k, as in PyTorch. */
-static int pool(lua_State *L, const char *name, nn_module *(*make)(int64_t, int64_t, int64_t)) {
-  lua_Integer k = check_int(L, 1, name, "the kernel size", 1), s = k, p = 0;
+/* nn.MaxPool2d(k [, stride [, padding]]) or (k, { stride, padding }); each
+ * an integer or a {height, width} pair; stride defaults to k, as in
+ * PyTorch. A table second argument is the options unless it is a pair. */
+typedef nn_module *(*pool_make)(const int64_t *, const int64_t *, const int64_t *);
+static int pool(lua_State *L, const char *name, pool_make make) {
+  int64_t k[2], s[2], p[2] = {0, 0};
+  check_pair(L, 1, name, "the kernel size", 1, k);
+  s[0] = k[0], s[1] = k[1];
+  bool opts = false;
   if (lua_istable(L, 2)) {
-    s = opt_field(L, 2, name, "stride", k, 1);
-    p = opt_field(L, 2, name, "padding", 0, 0);
+    lua_rawgeti(L, 2, 1);
+    opts = lua_isnil(L, -1);
+    lua_pop(L, 1);
+  }
+  if (opts) {
+    if (!lua_isnoneornil(L, 3))
+      luaL_error(L, "nn.%s: padding given both in the options and as argument 3", name);
+    opt_pair(L, 2, name, "stride", 0, 1, s);
+    if (s[0] == 0) s[0] = k[0], s[1] = k[1]; /* absent */
+    opt_pair(L, 2, name, "padding", 0, 0, p);
   } else {
-    if (!lua_isnoneornil(L, 2)) s = check_int(L, 2, name, "the stride", 1);
-    if (!lua_isnoneornil(L, 3)) p = check_int(L, 3, name, "the padding", 0);
+    if (!lua_isnoneornil(L, 2)) check_pair(L, 2, name, "the stride", 1, s);
+    if (!lua_isnoneornil(L, 3)) check_pair(L, 3, name, "the padding", 0, p);
   }
   push_new_module(L, make(k, s, p));
   return 1;

@@ -147,12 +147,18 @@ nn_module *nn_conv2d(int64_t in, int64_t out, const int64_t k[2], const nn_conv_
 /* The square case, nn_conv2d(in, out, {k, k}, o, r). */
 nn_module *nn_conv2d_square(int64_t in, int64_t out, int64_t k, const nn_conv_opts *o,
                             rng_t *r);
-/* k x k windows, stride (0: k) and zero padding (at most k/2), as PyTorch:
- * [N, C, H, W] -> [N, C, OH, OW], OH = (H + 2 padding - k) / stride + 1.
- * MaxPool2d's padding never wins the max; AvgPool2d counts it (PyTorch's
- * count_include_pad=True). */
-nn_module *nn_maxpool2d(int64_t k, int64_t stride, int64_t padding);
-nn_module *nn_avgpool2d(int64_t k, int64_t stride, int64_t padding);
+/* kh x kw windows ({height, width} pairs as PyTorch's tuples), stride
+ * (NULL or {0, 0}: the kernel) and zero padding (NULL: none; each at most
+ * half the kernel's size in its dimension), as PyTorch:
+ * [N, C, H, W] -> [N, C, OH, OW], OH = (H + 2 padding[0] - k[0]) / stride[0]
+ * + 1 (OW likewise with index 1). MaxPool2d's padding never wins the max;
+ * AvgPool2d counts it (PyTorch's count_include_pad=True). The arrays are
+ * read during the call only. */
+nn_module *nn_maxpool2d(const int64_t k[2], const int64_t stride[2], const int64_t padding[2]);
+nn_module *nn_avgpool2d(const int64_t k[2], const int64_t stride[2], const int64_t padding[2]);
+/* The square case: k x k, stride (0: k) and padding for both dimensions. */
+nn_module *nn_maxpool2d_square(int64_t k, int64_t stride, int64_t padding);
+nn_module *nn_avgpool2d_square(int64_t k, int64_t stride, int64_t padding);
 
 /* Input [N, ...] of integral ids in 0..n-1 (as floats; anything else is
  * DRV_ERANGE), output [N, ..., dim]: rows of weight [n, dim], initialised

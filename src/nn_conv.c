@@ -461,9 +461,9 @@ static int maxpool_backward(nn_module *m, const tensor *x, const tensor *dy, con
   return 0;
 }
 
-/* Sum of each window's in-bounds elements over k*k: padding counts as 0
- * (count_include_pad), and with padding <= k/2 every window lies inside
- * the padded input, so the divisor is always k*k. */
+/* Sum of each window's in-bounds elements over kh*kw: padding counts as 0
+ * (count_include_pad), and with padding <= k/2 (each dimension) every
+ * window lies inside the padded input, so the divisor is always kh*kw. */
 static int avgpool_forward(nn_module *m, const tensor *x, const tensor **y) {
   int64_t os[4];
   int rc = pool_begin(m, x, os);
@@ -524,24 +524,43 @@ static const nn_module_ops maxpool_ops = {"MaxPool2d", maxpool_forward, maxpool_
 static const nn_module_ops avgpool_ops = {"AvgPool2d", avgpool_forward, avgpool_backward,
                                           pool_describe, NULL};
 
-static nn_module *pool_new(const nn_module_ops *ops, int64_t k, int64_t stride, int64_t pad) {
-  if (stride == 0) stride = k;
-  if (k < 1 || k > 4096 || stride < 1 || stride > INT32_MAX || pad < 0 || pad > k / 2) {
-    drv_error(DRV_EINVAL, "nn.%s(%lld, %lld, %lld): kernel and stride must be positive and "
-              "padding in 0..kernel/2", ops->type, (long long)k, (long long)stride,
-              (long long)pad);
+/* stride NULL or {0, 0}: the kernel's; padding NULL: none. */
+static nn_module *pool_new(const nn_module_ops *ops, const int64_t *k, const int64_t *stride,
+                           const int64_t *pad) {
+  int64_t s[2] = {k[0], k[1]}, p[2] = {0, 0};
+  if (stride && (stride[0] != 0 || stride[1] != 0)) s[0] = stride[0], s[1] = stride[1];
+  if (pad) p[0] = pad[0], p[1] = pad[1];
+  bool ok = true;
+  for (int i = 0; i < 2; i++)
+    ok = ok && k[i] >= 1 && k[i] <= 4096 && s[i] >= 1 && s[i] <= INT32_MAX && p[i] >= 0 &&
+         p[i] <= k[i] / 2;
+  if (!ok) {
+    char a[48], b[48], c[48];
+    drv_error(DRV_EINVAL, "nn.%s(%s, stride %s, padding %s): kernel and stride must be "
+              "positive and padding in 0..kernel/2", ops->type, pair_str(k, a, sizeof a),
+              pair_str(s, b, sizeof b), pair_str(p, c, sizeof c));
     return NULL;
   }
   nn_module *m = nn_module_new(ops);
   if (!m) return NULL;
-  for (int i = 0; i < 2; i++) m->k[i] = k, m->stride[i] = stride, m->pad[i] = pad, m->dil[i] = 1;
+  for (int i = 0; i < 2; i++) m->k[i] = k[i], m->stride[i] = s[i], m->pad[i] = p[i], m->dil[i] = 1;
   return m;
 }
 
-nn_module *nn_maxpool2d(int64_t k, int64_t stride, int64_t padding) {
+nn_module *nn_maxpool2d(const int64_t k[2], const int64_t stride[2], const int64_t padding[2]) {
   return pool_new(&maxpool_ops, k, stride, padding);
 }
 
-nn_module *nn_avgpool2d(int64_t k, int64_t stride, int64_t padding) {
+nn_module *nn_avgpool2d(const int64_t k[2], const int64_t stride[2], const int64_t padding[2]) {
   return pool_new(&avgpool_ops, k, stride, padding);
+}
+
+nn_module *nn_maxpool2d_square(int64_t k, int64_t stride, int64_t padding) {
+  return nn_maxpool2d((int64_t[2]){k, k}, (int64_t[2]){stride, stride},
+                      (int64_t[2]){padding, padding});
+}
+
+nn_module *nn_avgpool2d_square(int64_t k, int64_t stride, int64_t padding) {
+  return nn_avgpool2d((int64_t[2]){k, k}, (int64_t[2]){stride, stride},
+                      (int64_t[2]){padding, padding});
 }

@@ -10,9 +10,9 @@
  *           | "Linear" "(" size "," size ")"
  *           | "Dropout" "(" prob ")"
  *           | "LeakyReLU" "(" num ")"
- *           | "Conv2d" "(" size "," size "," size "," size "," count "," size "," bit ")"
+ *           | "Conv2d" "(" size "," size "," pair "," pair "," cpair "," pair "," bit ")"
  *               (in, out, kernel, stride, padding, dilation, bias)
- *           | ("MaxPool2d" | "AvgPool2d") "(" size "," size "," count ")"
+ *           | ("MaxPool2d" | "AvgPool2d") "(" pair "," pair "," cpair ")"
  *               (kernel, stride, padding)
  *           | "Unflatten" "(" size ["," size ["," size]] ")"
  *           | "Embedding" "(" size "," size ")"
@@ -23,6 +23,8 @@
  *           | "Flatten"
  *   size   := decimal digits, 1 .. 2^31-1
  *   count  := decimal digits, 0 .. 2^31-1
+ *   pair   := size [":" size]      ({height, width}; one number for both)
+ *   cpair  := count [":" count]
  *   bit    := "0" | "1"
  *   prob   := a decimal float in [0, 1]
  *   num    := a finite decimal float
@@ -63,6 +65,16 @@ static void out_printf(spec_out *o, const char *fmt, ...) {
   if (k > 0) o->len += (size_t)k;
 }
 
+/* n comma-separated pairs, each "v" when square (the form of every spec
+ * before pairs) else "h:w". */
+static void write_pairs(spec_out *o, const int64_t *const *pairs, int n) {
+  for (int i = 0; i < n; i++) {
+    const int64_t *v = pairs[i];
+    if (v[0] == v[1]) out_printf(o, "%s%lld", i ? "," : "", (long long)v[0]);
+    else out_printf(o, "%s%lld:%lld", i ? "," : "", (long long)v[0], (long long)v[1]);
+  }
+}
+
 static int spec_write(const nn_module *m, spec_out *o) {
   const char *type = m->ops->type;
   if (strcmp(type, "Sequential") == 0 || strcmp(type, "Concat") == 0 ||
@@ -86,15 +98,12 @@ static int spec_write(const nn_module *m, spec_out *o) {
      * square (the form of every spec before pairs), else each pair as
      * "h:w" in its place. */
     out_printf(o, "Conv2d(%lld,%lld,", (long long)m->in_features, (long long)m->out_features);
-    const int64_t *pairs[4] = {m->k, m->stride, m->pad, m->dil};
-    for (int i = 0; i < 4; i++) {
-      if (pairs[i][0] == pairs[i][1]) out_printf(o, "%lld,", (long long)pairs[i][0]);
-      else out_printf(o, "%lld:%lld,", (long long)pairs[i][0], (long long)pairs[i][1]);
-    }
-    out_printf(o, "%d)", m->nparams > 1);
+    write_pairs(o, (const int64_t *[]){m->k, m->stride, m->pad, m->dil}, 4);
+    out_printf(o, ",%d)", m->nparams > 1);
   } else if (strcmp(type, "MaxPool2d") == 0 || strcmp(type, "AvgPool2d") == 0) {
-    out_printf(o, "%s(%lld,%lld,%lld)", type, (long long)m->k[0], (long long)m->stride[0],
-               (long long)m->pad[0]);
+    out_printf(o, "%s(", type);
+    write_pairs(o, (const int64_t *[]){m->k, m->stride, m->pad}, 3);
+    out_printf(o, ")");
   } else if (strcmp(type, "Embedding") == 0) {
     out_printf(o, "Embedding(%lld,%lld)", (long long)m->in_features, (long long)m->out_features);
   } else if (strcmp(type, "LayerNorm") == 0) {
@@ -328,12 +337,12 @@ static nn_module *parse_conv(spec_in *in, const char *at) {
   return built(in, at, nn_conv2d(a, b, k, &o, in->r));
 }
 
-/* MaxPool2d / AvgPool2d (kernel, stride, padding). */
+/* MaxPool2d / AvgPool2d (kernel, stride, padding), each n or h:w. */
 static nn_module *parse_pool(spec_in *in, const char *at, bool max) {
-  int64_t k = 0, s = 0, p = 0;
-  if (expect_char(in, '(') < 0 || parse_size(in, "pool kernel size", &k) < 0 ||
-      expect_char(in, ',') < 0 || parse_size(in, "pool stride", &s) < 0 ||
-      expect_char(in, ',') < 0 || parse_int(in, "pool padding", 0, &p) < 0 ||
+  int64_t k[2] = {0, 0}, s[2] = {0, 0}, p[2] = {0, 0};
+  if (expect_char(in, '(') < 0 || parse_pair(in, "pool kernel size", 1, k) < 0 ||
+      expect_char(in, ',') < 0 || parse_pair(in, "pool stride", 1, s) < 0 ||
+      expect_char(in, ',') < 0 || parse_pair(in, "pool padding", 0, p) < 0 ||
       expect_char(in, ')') < 0)
     return NULL;
   return built(in, at, max ? nn_maxpool2d(k, s, p) : nn_avgpool2d(k, s, p));

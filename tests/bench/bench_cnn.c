@@ -32,8 +32,8 @@ static void die(const char *what) {
 static nn_module *cnn(rng_t *r) {
   nn_module *m = nn_sequential();
   nn_module *layers[] = {nn_unflatten(3, (int64_t[]){1, 28, 28}),
-                         nn_conv2d_square(1, 32, 5, NULL, r), nn_relu(), nn_maxpool2d(2, 0, 0),
-                         nn_conv2d_square(32, 64, 5, NULL, r), nn_relu(), nn_maxpool2d(2, 0, 0),
+                         nn_conv2d_square(1, 32, 5, NULL, r), nn_relu(), nn_maxpool2d_square(2, 0, 0),
+                         nn_conv2d_square(32, 64, 5, NULL, r), nn_relu(), nn_maxpool2d_square(2, 0, 0),
                          nn_flatten(), nn_linear(1024, 10, r)};
   for (size_t i = 0; i < sizeof layers / sizeof *layers; i++)
     if (!layers[i] || nn_sequential_add(m, layers[i]) < 0) die("model");

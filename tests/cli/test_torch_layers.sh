@@ -68,6 +68,10 @@ local cases = {
   { "pairs", nn.Sequential { nn.Unflatten(2, 7, 9), nn.Conv2d(2, 3, { 3, 2 }, { stride = { 2, 1 },
     padding = { 0, 2 }, dilation = { 1, 2 } }), nn.Tanh(), nn.Conv2d(3, 2, { 1, 4 },
     { stride = { 1, 3 }, padding = { 1, 0 }, bias = false }), nn.Flatten() }, 126 },
+  -- {height, width} pools: positional pairs and the options form
+  { "pools", nn.Sequential { nn.Unflatten(2, 7, 9), nn.MaxPool2d({ 3, 2 }, { 1, 2 }, { 1, 0 }), nn.Tanh(),
+    nn.AvgPool2d({ 2, 3 }, { stride = { 2, 1 }, padding = 1 }), nn.MaxPool2d({ 1, 2 }), nn.Flatten(),
+    nn.Linear(16, 3) }, 126 },
   -- the initialisers' weights are PyTorch-loadable too
   { "init", nn.Sequential { nn.Linear(7, 6, { init = "kaiming" }), nn.GELU(),
     nn.Linear(6, 4, { init = "xavier" }), nn.LeakyReLU() }, 7 },
@@ -125,7 +129,7 @@ else
   fail torch_layers_drover_side "$(tail -n 8 "$TMP/out" | tr '\n' ' ')"
   exit 1
 fi
-for c in conv strided pairs init embed containers bn_train bn_eval; do
+for c in conv strided pairs pools init embed containers bn_train bn_eval; do
   if "$PY" tests/cli/torch_layers.py "$TMP" "$c" >"$TMP/py.out" 2>&1; then
     pass "torch_layers_$c"
   else

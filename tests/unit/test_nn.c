@@ -912,10 +912,28 @@ TEST(nn_grad_conv2d_pairs) {
 TEST(nn_grad_pools) {
   rng_t r;
   rng_seed(&r, 22);
-  gradcheck_single(nn_maxpool2d(2, 0, 0), spread4(&r, 2, 2, 4, 5), 1e-2f);
-  gradcheck_single(nn_maxpool2d(3, 2, 1), spread4(&r, 1, 3, 5, 5), 1e-2f);
-  gradcheck_single(nn_avgpool2d(3, 2, 1), uniform4(&r, 2, 2, 5, 4, -1, 1), 1e-2f);
-  gradcheck_single(nn_avgpool2d(2, 1, 0), uniform4(&r, 1, 2, 3, 3, -1, 1), 1e-2f);
+  gradcheck_single(nn_maxpool2d_square(2, 0, 0), spread4(&r, 2, 2, 4, 5), 1e-2f);
+  gradcheck_single(nn_maxpool2d_square(3, 2, 1), spread4(&r, 1, 3, 5, 5), 1e-2f);
+  gradcheck_single(nn_avgpool2d_square(3, 2, 1), uniform4(&r, 2, 2, 5, 4, -1, 1), 1e-2f);
+  gradcheck_single(nn_avgpool2d_square(2, 1, 0), uniform4(&r, 1, 2, 3, 3, -1, 1), 1e-2f);
+  /* {height, width} kernels, strides and paddings */
+  gradcheck_single(nn_maxpool2d((int64_t[2]){2, 3}, (int64_t[2]){1, 2}, (int64_t[2]){1, 0}),
+                   spread4(&r, 2, 2, 5, 7), 1e-2f);
+  gradcheck_single(nn_maxpool2d((int64_t[2]){3, 1}, NULL, NULL), spread4(&r, 1, 2, 7, 3), 1e-2f);
+  gradcheck_single(nn_avgpool2d((int64_t[2]){3, 2}, (int64_t[2]){2, 1}, (int64_t[2]){1, 1}),
+                   uniform4(&r, 2, 2, 6, 5, -1, 1), 1e-2f);
+  gradcheck_single(nn_avgpool2d((int64_t[2]){1, 4}, (int64_t[2]){1, 3}, NULL),
+                   uniform4(&r, 1, 3, 3, 8, -1, 1), 1e-2f);
+  nn_module *p = nn_avgpool2d((int64_t[2]){3, 2}, (int64_t[2]){2, 1}, (int64_t[2]){1, 0});
+  char buf[128] = "";
+  nn_describe(p, buf, sizeof buf);
+  CHECK_STR_CONTAINS(buf, "nn.AvgPool2d(3x2, stride 2x1, padding 1x0)");
+  tensor *x = tensor_new(4, (int64_t[]){2, 3, 9, 8});
+  const tensor *y;
+  CHECK_OK(nn_forward(p, x, &y)); /* (9 + 2 - 3) / 2 + 1, (8 - 2) / 1 + 1 */
+  CHECK(y->ndim == 4 && y->shape[0] == 2 && y->shape[1] == 3 && y->shape[2] == 5 && y->shape[3] == 7);
+  nn_unref(p);
+  tensor_free(x);
   no_leaks();
 }
 
@@ -939,7 +957,7 @@ TEST(nn_grad_conv_model) {
   o.padding[0] = o.padding[1] = 1;
   nn_module *m = seq_of(6, (nn_module *[]){nn_unflatten(3, (int64_t[]){2, 4, 4}),
                                            nn_conv2d_square(2, 3, 3, &o, &r), nn_tanh(),
-                                           nn_avgpool2d(2, 0, 0), nn_flatten(),
+                                           nn_avgpool2d_square(2, 0, 0), nn_flatten(),
                                            nn_linear(12, 4, &r)});
   gradcheck_single(m, uniform(&r, 3, 32, -1, 1), 1e-2f);
   no_leaks();
@@ -961,7 +979,7 @@ TEST(nn_conv_pool_values) {
   float want[4] = {12.5f, 16.5f, 24.5f, 28.5f};
   CHECK_INT_EQ(y->ndim, 4);
   for (int i = 0; i < 4; i++) CHECK_NEAR(tensor_data(y)[i], want[i], 1e-6);
-  nn_module *mx = nn_maxpool2d(2, 0, 0), *av = nn_avgpool2d(2, 0, 0);
+  nn_module *mx = nn_maxpool2d_square(2, 0, 0), *av = nn_avgpool2d_square(2, 0, 0);
   CHECK_OK(nn_forward(mx, x4, &y));
   float wmax[4] = {6, 8, 14, 16}, wavg[4] = {3.5f, 5.5f, 11.5f, 13.5f};
   for (int i = 0; i < 4; i++) CHECK_NEAR(tensor_data(y)[i], wmax[i], 0);
@@ -988,7 +1006,7 @@ TEST(nn_conv_shape_errors) {
             "nn.Conv2d(3 -> 4, 3x3): input [2, 27] is not [batch, 3, height, width]");
   CHECK_ERR(nn_forward(c, wrong, &y), DRV_ESHAPE, "input [1, 2, 5, 5] is not [batch, 3,");
   CHECK_ERR(nn_forward(c, small, &y), DRV_ESHAPE, "is smaller than the kernel");
-  CHECK(nn_maxpool2d(2, 2, 2) == NULL);
+  CHECK(nn_maxpool2d_square(2, 2, 2) == NULL);
   CHECK(strstr(drv_errmsg(), "padding in 0..kernel/2") != NULL);
   CHECK(nn_conv2d_square(0, 1, 1, NULL, &r) == NULL);
   nn_module *u = nn_unflatten(2, (int64_t[]){3, 3});
@@ -1155,7 +1173,7 @@ TEST(nn_grad_containers) {
   gradcheck_single(cat, uniform(&r, 3, 4, -1, 1), 1e-2f);
   nn_conv_opts o = NN_CONV_DEFAULTS;
   o.padding[0] = o.padding[1] = 1;
-  nn_module *c4 = nn_concat(), *c1 = nn_conv2d_square(2, 1, 3, &o, &r), *c2 = nn_avgpool2d(3, 1, 1);
+  nn_module *c4 = nn_concat(), *c1 = nn_conv2d_square(2, 1, 3, &o, &r), *c2 = nn_avgpool2d_square(3, 1, 1);
   CHECK_OK(nn_sequential_add(c4, c1));
   CHECK_OK(nn_sequential_add(c4, c2));
   UNREF(c1, c2);

@@ -42,6 +42,7 @@ TEST(nn_spec_roundtrip_nested) {
        "MaxPool2d(2,2,0),Conv2d(4,6,3,2,2,2,0),GELU,AvgPool2d(3,1,1),Flatten,Identity)"),
       "Unflatten(2)",
       "Sequential(Conv2d(2,3,3:5,2:1,0:2,1:3,1),Conv2d(3,3,1:2,1,1:0,2,0))",
+      "Sequential(MaxPool2d(2:3,1:2,1:0),AvgPool2d(3:1,2,0),MaxPool2d(1:2,1:2,0))",
       ("Sequential(Embedding(10,4),Flatten,LayerNorm(8,9.99999975e-06),Linear(8,3),"
        "BatchNorm1d(3,0.00100000005,0.300000012))"),
       "BatchNorm2d(4,9.99999975e-06,0.100000001)",
@@ -200,6 +201,8 @@ TEST(nn_spec_errors) {
   EXPECT_BAD("Conv2d(1,2,3,1,0,1,2)", "bias flag of 0 or 1");
   EXPECT_BAD("Conv2d(1,2,3:0,1,0,1,1)", "Conv2d kernel size must be positive");
   EXPECT_BAD("MaxPool2d(2,2,3)", "padding in 0..kernel/2");
+  EXPECT_BAD("AvgPool2d(4:2,1,2:2)", "nn.AvgPool2d(4x2, stride 1x1, padding 2x2)");
+  EXPECT_BAD("MaxPool2d(2:0,1,0)", "pool kernel size must be positive");
   EXPECT_BAD("Unflatten(1,2,3,4)", "at most 3 sizes");
   EXPECT_BAD("relu", "unknown layer 'relu' at position 1");
   EXPECT_BAD("Linear(0,3)", "position 8: Linear input size must be positive");
