@@ -458,6 +458,7 @@ int coord__ckpt_restore_tick(coord_fit_state *f) {
   if (rc == 0) rc = send_restore(f, have ? e.path : NULL, version);
   if (rc < 0) return rc;
   if (f->plateau.scale > 0) coord__send_lr_scale(f); /* VAR_INIT reset it */
+  coord__sync_stop_again(f, -1); /* a cap VAR_INIT undid (a final target it carries) */
   coord__sched_drop(c, f->producer, true); /* nothing from before the rollback counts */
   f->done = f->produced = step;
   f->epoch_no = 0;

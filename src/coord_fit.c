@@ -354,6 +354,7 @@ static void eval_controls(coord_fit_state *f, int64_t step, double loss, double 
     rundir_event(&f->c->rd, "fit: stopping early at step %lld: no better %s since step %lld",
                  (long long)f->done, optim_metric_name(f->cfg->stop.metric),
                  (long long)f->stopper.best_step);
+    coord__sync_stop_begin(f); /* sync: the workers' held steps must end too */
   }
 }
 
@@ -543,7 +544,9 @@ static int fit_loop(coord *c, const coord_fit_args *a) {
       if ((rc = cfg->on_progress(cfg->ud, &f->p)) != 0) return rc;
       f->p.is_eval = false;
     }
-    if (f->stopped_early) return 0; /* fit_finish drops the steps still queued */
+    /* async: fit_finish drops the steps still queued; sync ends at the
+     * lowered target, as any sync fit ends (coord_stop.c) */
+    if (f->stopped_early && !f->sync) return 0;
   }
   return 0;
 }
@@ -737,6 +740,7 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   f->plateau = (optim_plateau){0};
   f->stopper = (train_stopper){0};
   f->stopped_early = false;
+  f->stop_phase = 0;
   progress_init(&f->out, cfg->progress, cfg->progress_tty);
   f->t0 = progress_now();
   if (a->feed)
@@ -788,5 +792,6 @@ void coord__fit_free(coord *c) {
   free(f->ps);
   free(f->links);
   free(f->probed);
+  free(f->stop_seen);
   free(f);
 }

@@ -18,6 +18,7 @@
 #define SYNC_PROBE_REQ 0xfffffff0u /* the PULL that waits for the last global step */
 #define CK_PROBE_REQ 0xfffffff1u   /* sync: the PULL that asks a ps its version (checkpoint) */
 #define RESTORE_REQ 0xfffffff2u
+#define STOP_REQ 0xfffffff3u       /* sync early stop: the PULL behind a cap (coord_stop.c) */
 #define COORD_MAX_PS_FILES (MANIFEST_MAX_FILES - 1) /* ps with shards in a checkpoint */
 
 /* A trainer's data position in a checkpoint (coord_pos.c). */
@@ -157,6 +158,11 @@ struct coord_fit_state {
   optim_plateau plateau;
   train_stopper stopper;
   bool stopped_early;
+  /* sync early stop (coord_stop.c): 0 none, 1 capping (stop_waiting ps
+   * to answer, the highest cap so far in stop_target), 2 ended there */
+  int stop_phase, stop_waiting;
+  int64_t stop_target;
+  bool *stop_seen; /* per ps group: its cap answered */
   train_progress p;
   progress out;
   double t0;
@@ -237,6 +243,14 @@ void coord__send_lr_scale(coord_fit_state *f);
 int coord__send_sync_probes(coord_fit_state *f);
 /* The same to group k's ps (its primary changed before it answered). */
 int coord__send_sync_probe(coord_fit_state *f, int k);
+
+/* coord_stop.c: a sync fit's early stop (see there). begin: phase 1 to
+ * every ps; reply: ps k's version behind its cap; again: group k's new
+ * primary (k >= 0) or every ps after a rollback (k < 0) gets what it
+ * missed. */
+void coord__sync_stop_begin(coord_fit_state *f);
+void coord__sync_stop_reply(coord_fit_state *f, int k, uint64_t version);
+void coord__sync_stop_again(coord_fit_state *f, int k);
 
 /* coord_vars.c */
 /* Records a failure of the run found by the fit (coord__fail). */

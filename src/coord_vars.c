@@ -76,6 +76,10 @@ static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
       coord__fail_fit(f, "%s: %s", name, drv_errmsg());
       conn_close(cn, "bad PULL_REPLY");
     }
+    if (h->req == STOP_REQ) {
+      coord__sync_stop_reply(f, l->ps, version);
+      return;
+    }
     if (h->req == SYNC_PROBE_REQ) {
       if (f->ck.restoring) return; /* answered by the rollback's VAR_INIT: asked again after */
       if (f->probed[l->ps]) return; /* asked again after a promotion: counted already */
@@ -108,7 +112,11 @@ static void ps_ready(conn *cn) {
   pslink *l = conn_ud(cn);
   coord_fit_state *f = l->f;
   f->ps_ready++;
-  /* a promoted primary: the end-of-fit probe the lost one held is asked again */
+  /* a promoted primary: the early stop's phase it missed (before the
+   * probe, which its target answers), and the end-of-fit probe the lost
+   * one held, asked again */
+  if (f->looping && f->sync && !f->ck.restoring && f->ps[l->ps] == cn)
+    coord__sync_stop_again(f, l->ps);
   if (f->looping && f->sync && !f->ck.restoring && !f->probed[l->ps] && f->ps[l->ps] == cn)
     coord__send_sync_probe(f, l->ps);
 }
@@ -185,11 +193,12 @@ coord_fit_state *coord__fit_state(coord *c) {
   f->ps = calloc((size_t)f->nps, sizeof *f->ps);
   f->links = calloc((size_t)f->nps, sizeof *f->links);
   f->probed = calloc((size_t)f->nps + 1, sizeof *f->probed);
+  f->stop_seen = calloc((size_t)f->nps + 1, sizeof *f->stop_seen);
   f->evaluator = -1;
-  if (!f->ps || !f->links || !f->probed ||
+  if (!f->ps || !f->links || !f->probed || !f->stop_seen ||
       (f->producer = coord__sched_add_producer(c, &coord__fit_tasks, f)) < 0 ||
       (f->feed.producer = coord__sched_add_producer(c, &coord__feed_tasks, f)) < 0) {
-    free(f->ps), free(f->links), free(f->probed), free(f);
+    free(f->ps), free(f->links), free(f->probed), free(f->stop_seen), free(f);
     return NULL;
   }
   c->fit = f;

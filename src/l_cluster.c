@@ -169,11 +169,6 @@ static void read_experiment(lua_State *L, fit_ctx *x, coord_fit_args *a) {
   };
   lua_getfield(L, 2, "mode"), a->sync = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "sync") == 0;
   lua_pop(L, 1);
-  /* Stopping a sync fit mid global step hung a following fit under load
-   * (workers left waiting on the ps): refused until that is understood. */
-  if (a->sync && cfg->stop.on)
-    luaL_error(L, "experiment: stop = { ... } is not supported with mode = \"sync\" on a cluster "
-               "yet; use mode = \"async\" or fit in process");
   lua_getfield(L, 2, "backup_workers");
   int isint;
   lua_Integer k = lua_tointegerx(L, -1, &isint);

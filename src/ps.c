@@ -14,7 +14,8 @@
  * while its pull is held). Once the version reaches the fit's target,
  * nothing is held any more and further pushes are ignored, so workers
  * still running steps at the end never wait for gradients that will not
- * come.
+ * come. A fit stopped early lowers the target (SYNC_STOP, ps_push.c and
+ * coord_stop.c).
  *
  * Each shard keeps its values in a refcounted "blob" laid out as the whole
  * PULL_REPLY payload for that shard alone: version, count (1), var id,
@@ -183,6 +184,7 @@ static void sync_reset(ps_server *ps, bool sync, uint32_t replicas, uint64_t tar
   ps->target = target;
   ps->version = ps->dropped = 0;
   ps->agg = 0;
+  ps->capped = false;
   for (int i = 0; i < ps->nshards; i++) ps->shards[i].acc_n = 0;
 }
 
@@ -324,7 +326,7 @@ static bool must_hold(const ps_server *ps, uint64_t min_version, bool probe) {
    * push made before it asks for a version far ahead: it gets the
    * restored values now (a live one asks for exactly the next version). */
   if (ps->restored && !probe && min_version > ps->version + 1) return false;
-  return ps->sync && !ps->stopping && min_version > ps->version && ps->version < ps->target;
+  return ps->sync && !ps->stopping && min_version > ps->version && !ps__sync_done(ps);
 }
 
 static int hold(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl,
@@ -398,6 +400,7 @@ int ps__apply(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl, u
   case WIRE_VAR_INIT: return on_var_init(ps, c, h, pl);
   case WIRE_PUSH: return ps__on_push(ps, c, h, pl, client, seq);
   case WIRE_RESTORE: return ps__on_restore(ps, c, h, pl);
+  case WIRE_SYNC_STOP: return ps__on_sync_stop(ps, h, pl);
   default: return drv_error(DRV_EPARSE, "a ps does not apply %s", wire_type_name(h->type));
   }
 }
@@ -486,6 +489,7 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   case WIRE_VAR_INIT:
   case WIRE_PUSH:
   case WIRE_RESTORE:
+  case WIRE_SYNC_STOP:
     if (replica) goto not_primary;
     if (h->type == WIRE_PUSH) { /* its PUSH_ID, if one came before it */
       pe->pushed = true; /* a RESTORE closes it (ps_ckpt.c) */

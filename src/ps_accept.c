@@ -1,7 +1,7 @@
 /* ps_accept.c - what a ps's data connection may send, by who it proved to
  * be (auth.h), checked at each frame's header (conn_accept): the
  * coordinator initialises, restores, checkpoints and rescales (LR_SCALE)
- * variables; workers, the chief and the evaluator pull and push; another ps (a primary, with
+ * variables and ends a sync fit early (SYNC_STOP); workers, the chief and the evaluator pull and push; another ps (a primary, with
  * its own key: ps_repl.c) replicates to this one; nobody else anything.
  * Which of those a ps then serves depends on its role (ps.c, ps_repl.c):
  * a replica's REPL_SYNC must carry the coordinator's token besides. */
@@ -17,7 +17,8 @@ const conn_accept *ps__accept(const conn *c) {
   static bool built;
   if (!built) {
     static const uint8_t trains[] = {WIRE_PULL, WIRE_PUSH, WIRE_PUSH_ID, WIRE_HEARTBEAT},
-                         manages[] = {WIRE_VAR_INIT, WIRE_CHECKPOINT, WIRE_RESTORE, WIRE_LR_SCALE},
+                         manages[] = {WIRE_VAR_INIT, WIRE_CHECKPOINT, WIRE_RESTORE, WIRE_LR_SCALE,
+                                      WIRE_SYNC_STOP},
                          replicates[] = {WIRE_REPL_SYNC, WIRE_REPL, WIRE_HEARTBEAT};
     coord.what = "the coordinator";
     trainer.what = "a worker, chief or evaluator";

@@ -220,7 +220,7 @@ static void ckpt_take(ps_server *ps, ps_ckpt *k) {
  * now, before any gradient of the next version is summed. */
 void ps__ckpt_version_reached(ps_server *ps) {
   ps_ckpt *k = ps->ck;
-  if (k && !k->work.data && (k->at_version <= ps->version || ps->version >= ps->target))
+  if (k && !k->work.data && (k->at_version <= ps->version || ps__sync_done(ps)))
     ckpt_take(ps, k);
 }
 
@@ -259,7 +259,7 @@ int ps__on_checkpoint(ps_server *ps, peer *pe, const wire_header *h, const uint8
     return 0;
   }
   ps->ck = k;
-  if (!ps->sync || m.at_version == 0 || m.at_version <= ps->version || ps->version >= ps->target)
+  if (!ps->sync || m.at_version == 0 || m.at_version <= ps->version || ps__sync_done(ps))
     ckpt_take(ps, k);
   return 0;
 }

@@ -99,6 +99,7 @@ struct ps_server {
   uint32_t replicas;
   uint64_t target, version, dropped;
   uint32_t agg;        /* gradients summed for this version */
+  bool capped;         /* SYNC_STOP cap: at the target, gradients of it still summed */
   held_pull *held;
   int nheld, capheld;
   float *scratch;  /* aligned copy of one incoming gradient */
@@ -149,13 +150,21 @@ int ps__on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
 /* "[d0, d1, ...]" into buf (n bytes); returns buf. */
 const char *ps__shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 void ps__serve_held(ps_server *ps);   /* answers PULLs a version unblocked */
+/* Sync: every update of the fit is applied (a SYNC_STOP cap is not the
+ * end yet: the final target may lie one further). */
+static inline bool ps__sync_done(const ps_server *ps) {
+  return ps->version >= ps->target && !ps->capped;
+}
+/* SYNC_STOP (wire_msgs.h): a sync fit's target lowered by the coordinator
+ * stopping it early. */
+int ps__on_sync_stop(ps_server *ps, const wire_header *h, const uint8_t *pl);
 /* A shard of var with these values (copied), its optimizer slots zeroed
  * as optim_slots_init makes them; *s is cleared first. */
 int ps__shard_make(shard *s, uint32_t var, uint64_t row0, const optim_cfg *cfg,
                    const wire_tensor *value);
 void ps__shard_clear(shard *s);
 int ps__store_shard(ps_server *ps, const shard *s); /* takes *s over */
-/* VAR_INIT, PUSH or RESTORE, applied; c NULL: nobody to answer (a
+/* VAR_INIT, PUSH, RESTORE or SYNC_STOP, applied; c NULL: nobody to answer (a
  * replica applying its primary's frame, or a client gone meanwhile). */
 int ps__apply(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl, uint32_t client,
               uint64_t seq);

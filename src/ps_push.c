@@ -189,7 +189,12 @@ static int apply_sync(ps_server *ps) {
 static int push_sync(ps_server *ps, const push_item *it, uint32_t n, uint64_t version,
                      bool *applied) {
   *applied = false;
-  if (ps->version >= ps->target) return 0; /* the fit's updates are done */
+  /* The fit's updates are done; capped by SYNC_STOP, the gradients of the
+   * version it is at are still summed (up to one update's worth) in case
+   * the coordinator's final target is one further: a worker whose
+   * gradient was ignored here would wait for that update for ever. */
+  bool summing = ps->capped && version == ps->version && ps->agg < ps->replicas;
+  if (ps->version >= ps->target && !summing) return 0;
   if (version > ps->version && ps->restored) { /* computed before a RESTORE rolled back */
     ps->dropped++;
     return 0;
@@ -209,7 +214,35 @@ static int push_sync(ps_server *ps, const push_item *it, uint32_t n, uint64_t ve
     if (rc < 0) return rc;
   }
   *applied = true;
-  return ++ps->agg >= ps->replicas ? apply_sync(ps) : 0;
+  return ++ps->agg >= ps->replicas && ps->version < ps->target ? apply_sync(ps) : 0;
+}
+
+/* SYNC_STOP: a cap (target 0) ends the fit after the global step being
+ * summed, but a ps at its cap still holds PULLs (the end-of-fit probe
+ * too) and sums that step's gradients: the final target (the highest cap
+ * of every ps, so that the shards end at the same global step) may lie
+ * one further, and an update summed meanwhile is applied at once. The
+ * PULLs the final target frees are answered and a CHECKPOINT waiting for
+ * a version past it is taken. */
+int ps__on_sync_stop(ps_server *ps, const wire_header *h, const uint8_t *pl) {
+  wire_msg_sync_stop m;
+  int rc = wire_get_sync_stop(pl, h->len, &m);
+  if (rc < 0) return rc;
+  if (!ps->sync) return 0; /* nothing to end: an async fit ends with its task stream */
+  if (m.target == 0) {
+    if (ps->version + 1 < ps->target) ps->target = ps->version + 1;
+    ps->capped = true;
+  } else {
+    ps->target = m.target > ps->version ? m.target : ps->version;
+    ps->capped = false;
+  }
+  log_info("sync training stops early: %s at update %llu (now %llu)",
+           m.target ? "ends" : "capped", (unsigned long long)ps->target,
+           (unsigned long long)ps->version);
+  if (ps->version < ps->target && ps->agg >= ps->replicas) return apply_sync(ps);
+  ps__ckpt_version_reached(ps);
+  ps__serve_held(ps); /* capped: the workers' next pulls wait for the end */
+  return 0;
 }
 
 /* A PUSH answered again: the client sent it once more after a ps

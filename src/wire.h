@@ -99,6 +99,7 @@
   XX(56, REPL_OK, repl_ok, false, 0)             \
   XX(57, PUSH_ID, push_id, false, 0)             \
   XX(58, LR_SCALE, lr_scale, false, 0)           \
+  XX(59, SYNC_STOP, sync_stop, false, 0)         \
   XX(50, ATTACH, attach, false, 0)               \
   XX(51, SNAPSHOT, snapshot, false, 0)           \
   XX(52, COMMAND, command, false, 0)             \

@@ -189,6 +189,14 @@
  *              rate is the schedule's times `scale` from now on (until
  *              the next VAR_INIT); no reply */
 #define WIRE_MSG_lr_scale(X) X(F64, scale)
+/*  SYNC_STOP   C -> P: a sync fit stops early (docs/ARCHITECTURE.md,
+ *              "Early stopping"). target 0: cap, the fit's last global
+ *              step becomes at most the one being summed (version + 1),
+ *              whose gradients are still summed once reached; else the
+ *              last global step becomes `target` (never below the
+ *              version). Replicated to a ps replica; no reply (a PULL
+ *              behind it reads the version) */
+#define WIRE_MSG_sync_stop(X) X(U64, target)
 #define WIRE_MSG_pull(X) X(U64, min_version) X(ITEMS, vars, var_id, "PULL variable")
 #define WIRE_MSG_pull_reply(X) X(U64, version) X(ITEMS, vars, var_tensor, "PULL_REPLY variable")
 #define WIRE_MSG_push(X) X(U64, version) X(ITEMS, vars, var_tensor, "PUSH variable")

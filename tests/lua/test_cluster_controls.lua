@@ -2,7 +2,8 @@
 -- clusters: clip_norm (each worker clips its whole gradient, the norm over
 -- every ps shard, before it pushes), optim.schedule.plateau (the
 -- coordinator watches the evals and sends every ps the reduced rate) and
--- early stopping (stop = { ... }: the coordinator ends the fit).
+-- early stopping (stop = { ... }: the coordinator ends the fit; sync: at
+-- a global step every ps reaches, with no step left waiting at a ps).
 local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local S = optim.schedule
@@ -76,11 +77,6 @@ test("cluster-controls-02 stop: early stopping ends a cluster fit after patience
   assert(r.best_step == 5 or r.best_step == 10, "the first eval was the best: " .. r.best_step)
   assert(r.steps >= 20 and r.steps < 60, "stopped soon after the third bad eval, at step " .. r.steps)
   assert(read(c.run_dir .. "/events.log"):find("fit: stopping early", 1, true), "events.log says why")
-  -- sync: refused for now (a following fit hung under load)
-  local s = exp { mode = "sync", optimizer = optim.SGD { lr = 1e-6 }, eval = { data = held2, every = 5 },
-    train = { data = train2, batch = 64, epochs = 20 },
-    stop = { metric = "eval_loss", patience = 1, min_delta = 0.01 } }
-  raises(function() c:fit(s) end, 'stop = { ... } is not supported with mode = "sync" on a cluster yet')
   -- a stop without evals is refused
   raises(function() c:fit(exp { stop = { metric = "eval_loss", patience = 2 } }) end,
     "stop needs periodic evals")
@@ -193,4 +189,43 @@ test("cluster-controls-05 BatchNorm sync on 2 workers: the evaluator's evals use
   local ev = c:evaluate(e)
   near(ev.accuracy, r.eval_accuracy, 1e-9, "the coordinator's model evaluates as the evaluator did")
   near(ev.loss, r.eval_loss, 1e-5, "eval loss")
+end)
+
+-- The global steps each ps reported applied, in events.log order.
+local function applied(log)
+  local t = {}
+  for ps, n in log:gmatch("sync: ps:(%d+) applied (%d+) global steps") do t[#t + 1] = { tonumber(ps), tonumber(n) } end
+  return t
+end
+
+test("cluster-controls-06 stop in sync mode: every ps ends at one global step, nothing is left waiting", function()
+  -- 3 workers over 2 ps: the two ps are often a step apart when the stop comes
+  local c <close> = drover.cluster { ps = 2, worker = 3, runs = RUNS, name = "syncstop" }
+  for round = 1, 4 do
+    local s = exp { mode = "sync", optimizer = optim.SGD { lr = 1e-6 }, eval = { data = held2, every = 5 },
+      train = { data = train2, batch = 64, epochs = 20 },
+      stop = { metric = "eval_loss", patience = 1, min_delta = 0.01 } }
+    local before = #applied(read(c.run_dir .. "/events.log"))
+    local r = c:fit(s)
+    eq(r.stopped_early, true, "round " .. round .. " stopped early")
+    assert(r.steps < 100, "stopped long before the 20 epochs: " .. r.steps)
+    local log = read(c.run_dir .. "/events.log")
+    local a = applied(log)
+    eq(#a - before, 2, "round " .. round .. ": both ps answered the end-of-fit probe in this fit")
+    eq(a[#a][2], a[#a - 1][2], "round " .. round .. ": both ps ended at the same global step")
+    assert(log:find("fit: sync training ends at global step " .. a[#a][2], 1, true), "events.log names the step")
+    -- the next fit (sync every other round) starts clean: 23 batches over 3 workers
+    local mode = round % 2 == 0 and "sync" or "async"
+    local r2 = c:fit(exp { mode = mode, train = { data = train2, batch = 64, epochs = 1 } })
+    assert(r2.steps >= 23, mode .. " fit after the stop: " .. r2.steps .. " steps")
+  end
+  -- no step of a stopped fit pushed into the next one (the ps closed those connections)
+  for k = 0, 1 do
+    local log = read(c.run_dir .. "/logs/ps-" .. k .. ".log") or ""
+    eq(log:find("closing data connection", 1, true), nil, "ps:" .. k .. " closed no worker's connection")
+  end
+  -- every worker is free for closures
+  local fs = {}
+  for i = 1, 3 do fs[i] = c:schedule(function(w) return 40 + 2 end) end
+  for i = 1, 3 do eq(fs[i]:fetch(), 42, "closure " .. i) end
 end)
