@@ -610,8 +610,8 @@ void nn_unref(nn_module *m) {
   tensor_free(m->dx);
   tensor_free(m->mask);
   tensor_free(m->cols);
-  tensor_free(m->work);
   free(m->argmax);
+  free(m->winpos);
   free(m);
 }
 

@@ -102,11 +102,11 @@ struct nn_module {
   int64_t k[2], stride[2], pad[2], dil[2];
   int64_t view[3];     /* Unflatten: the shape of one example */
   int nview;
-  tensor *cols;        /* Conv2d: the batch's im2col matrix */
-  tensor *work;        /* Conv2d: the output or its gradient as [out, N OH OW] */
-  const float *cols_of; /* Conv2d: the input whose whole im2col `cols` holds, or NULL */
+  tensor *cols;        /* Conv2d: one example's im2col matrix */
   int64_t *argmax;     /* MaxPool2d: the input index of each output */
   size_t capargmax;
+  uint32_t *winpos;    /* MaxPool2d 2x2 stride 2: the max's place in each window, 0..3 */
+  size_t capwinpos;
   rng_t rng;           /* Dropout */
 };
 
@@ -139,9 +139,10 @@ typedef struct nn_conv_opts {
 /* Input [N, in, H, W], output [N, out, OH, OW] with
  * OH = (H + 2 padding[0] - dilation[0] (k[0] - 1) - 1) / stride[0] + 1
  * (OW likewise with index 1); weight [out, in, k[0], k[1]] and bias [out],
- * initialised as PyTorch does (U(+-1/sqrt(in k[0] k[1]))). Computed by a
- * batch-wide im2col and one sgemm per batch for the output, one for the
- * weight gradient and one for the input gradient. */
+ * initialised as PyTorch does (U(+-1/sqrt(in k[0] k[1]))). Computed one
+ * example at a time: im2col, then one sgemm for the output, one for the
+ * weight gradient and one for the input gradient, in place in the NCHW
+ * tensors. */
 nn_module *nn_conv2d(int64_t in, int64_t out, const int64_t k[2], const nn_conv_opts *o,
                      rng_t *r);
 /* The square case, nn_conv2d(in, out, {k, k}, o, r). */

@@ -1,23 +1,32 @@
-/* nn_conv.c - the image layers: Conv2d (a batch-wide im2col and one sgemm
- * per group of examples) and MaxPool2d / AvgPool2d, on [N, C, H, W]
- * tensors, with PyTorch's parameter names, layouts and output sizes;
- * kernels, strides, paddings and dilations are {height, width} pairs.
+/* nn_conv.c - the image layers: Conv2d (im2col and sgemm, one example at
+ * a time) and MaxPool2d / AvgPool2d, on [N, C, H, W] tensors, with
+ * PyTorch's parameter names, layouts and output sizes; kernels, strides,
+ * paddings and dilations are {height, width} pairs.
  *
- * Conv2d lays the im2col matrix of a whole group of examples side by side,
- * [in kh kw, G OH OW], so each of the three products of a step (output,
- * weight gradient, input gradient) is one large sgemm instead of G small
- * ones: the small ones (K or N of a few dozen) leave OpenBLAS far from its
- * peak. A group is as many examples as fit CONV_COLS_MAX floats (the whole
- * batch for MNIST-sized images), which bounds the memory the matrix takes
- * for large images. When the whole batch is one group, backward reuses
- * the matrix forward built (nn_backward's contract: the same input as the
- * last forward); otherwise it builds each group's again.
+ * Conv2d works one example at a time: its im2col matrix [in kh kw, OH OW]
+ * stays in cache between im2col and the sgemm that reads it, and the
+ * example's output (and its gradient) is a contiguous [out, OH OW] block
+ * of the NCHW tensor, so the products write and read the tensors in place:
+ * no layout copy. Measured on the CNN of tests/bench (one thread): the
+ * batch-wide matrix (a 13 MB [800, 64 x 64] for its second conv) ran its
+ * three sgemms at 60-80 GFLOP/s against 90-100 for the per-example ones,
+ * whose operands fit in L2, and it needed the layout copies besides.
  */
 /* im2col's rows are a few dozen floats: GCC would turn their copy loops
  * into memcpy calls (loop distribution), each costing more than the copy
  * (measured: 4 ms of a 50 ms CNN step). Kept as loops, they vectorise. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-tree-loop-distribute-patterns")
+#endif
+
+/* The copies of im2col and col2im are bound by their stores: an AVX2
+ * build (32-byte moves), chosen at load time where the CPU has it, takes
+ * half as many. The default build stays baseline x86-64 (the binary is
+ * shipped to other machines). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define CONV_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CONV_CLONES
 #endif
 
 #include <cblas.h>
@@ -29,9 +38,6 @@
 #include "nn.h"
 #include "nn_int.h"
 #include "util.h"
-
-/* Floats of im2col matrix per group: 8 Mi floats, 32 MiB. */
-#define CONV_COLS_MAX ((int64_t)8 << 20)
 
 /* ---- geometry -------------------------------------------------------------- */
 
@@ -96,14 +102,13 @@ static int spatial_check(const nn_module *m, const tensor *x, int64_t channels,
 /* ---- Conv2d ---------------------------------------------------------------- */
 
 /* The geometry of one conv call: input [n, c, h, w], output [n, o, oh, ow],
- * l = oh ow positions an example, ckk = c kh kw rows of the matrix, groups
- * of g examples. */
+ * l = oh ow positions an example, ckk = c kh kw rows of the matrix. */
 typedef struct conv_geom {
-  int64_t n, c, h, w, o, oh, ow, l, ckk, g;
+  int64_t n, c, h, w, o, oh, ow, l, ckk;
 } conv_geom;
 
 /* Fills g from x and the output shape; refuses sizes BLAS's int cannot
- * index (DRV_ERANGE) and sizes the two work matrices for a group. */
+ * index (DRV_ERANGE) and sizes the im2col matrix of one example. */
 static int conv_begin(nn_module *m, const tensor *x, const int64_t *os, conv_geom *g) {
   char nm[96];
   int64_t d[4];
@@ -117,13 +122,8 @@ static int conv_begin(nn_module *m, const tensor *x, const int64_t *os, conv_geo
   if (!ok)
     return drv_error(DRV_ERANGE, "%s: the im2col matrix of one example is too large",
                      nn_name_of(m, nm, sizeof nm));
-  g->g = per > 0 ? CONV_COLS_MAX / (int64_t)per : g->n;
-  if (g->g < 1) g->g = 1;
-  if (g->g > g->n) g->g = g->n;
-  if (g->g * g->l > INT32_MAX) g->g = INT32_MAX / g->l;
-  int64_t cs[2] = {g->ckk, g->g * g->l}, ws[2] = {g->o, g->g * g->l};
-  int rc = nn_ensure(&m->cols, 2, cs);
-  return rc < 0 ? rc : nn_ensure(&m->work, 2, ws);
+  int64_t cs[2] = {g->ckk, g->l};
+  return nn_ensure(&m->cols, 2, cs);
 }
 
 /* The output columns j0 <= j < j1 whose input column j s - p + kj d lies
@@ -145,8 +145,14 @@ static inline void gather_row(float *restrict dst, const float *restrict src, in
                               int64_t s, int64_t off, int64_t j0, int64_t j1) {
   for (int64_t j = 0; j < j0; j++) dst[j] = 0.0f;
   if (s == 1) {
+    /* four floats a move (a constant-size memcpy is one unaligned load and
+     * store): the vectorised loop's aliasing checks and remainder cost
+     * more than rows of 8 or 24 floats take to copy */
     const float *from = src + off;
-    for (int64_t j = j0; j < j1; j++) dst[j] = from[j];
+    int64_t j = j0;
+    for (; j + 8 <= j1; j += 8) memcpy(dst + j, from + j, 8 * sizeof *dst);
+    for (; j + 4 <= j1; j += 4) memcpy(dst + j, from + j, 4 * sizeof *dst);
+    for (; j < j1; j++) dst[j] = from[j];
   } else {
     for (int64_t j = j0; j < j1; j++) dst[j] = src[j * s + off];
   }
@@ -164,139 +170,114 @@ static inline void scatter_row(float *restrict dst, const float *restrict src, i
   }
 }
 
-/* Examples n0 .. n0+cnt-1 of x into cols [C kh kw, cnt OH OW]: row
- * (ch, ki, kj), column (example, i, j) holds x[ch, i s - p + ki d,
- * j s - p + kj d], 0 outside the input. */
-static void im2col(const nn_module *m, const conv_geom *g, const float *x, int64_t n0,
-                   int64_t cnt, float *cols) {
-  int64_t kh = m->k[0], kw = m->k[1], sw = m->stride[1], ld = cnt * g->l;
-  for (int64_t ch = 0; ch < g->c; ch++)
+/* One example's planes x [C, H, W] into cols [C kh kw, OH OW]: row
+ * (ch, ki, kj), column (i, j) holds x[ch, i s - p + ki d, j s - p + kj d],
+ * 0 outside the input. */
+CONV_CLONES static void im2col(const nn_module *m, const conv_geom *g, const float *x,
+                               float *cols) {
+  int64_t kh = m->k[0], kw = m->k[1], sw = m->stride[1];
+  for (int64_t ch = 0; ch < g->c; ch++) {
+    const float *plane = x + ch * g->h * g->w;
     for (int64_t ki = 0; ki < kh; ki++)
       for (int64_t kj = 0; kj < kw; kj++) {
         int64_t off = kj * m->dil[1] - m->pad[1], j0, j1;
         valid_cols(g->w, g->ow, sw, off, &j0, &j1);
-        float *row = cols + ((ch * kh + ki) * kw + kj) * ld;
-        for (int64_t e = 0; e < cnt; e++) {
-          const float *plane = x + ((n0 + e) * g->c + ch) * g->h * g->w;
-          for (int64_t i = 0; i < g->oh; i++) {
-            float *dst = row + e * g->l + i * g->ow;
-            int64_t y = i * m->stride[0] - m->pad[0] + ki * m->dil[0];
-            if (y < 0 || y >= g->h)
-              gather_row(dst, plane, g->ow, sw, 0, 0, 0);
-            else
-              gather_row(dst, plane + y * g->w, g->ow, sw, off, j0, j1);
-          }
+        float *row = cols + ((ch * kh + ki) * kw + kj) * g->l;
+        for (int64_t i = 0; i < g->oh; i++) {
+          float *dst = row + i * g->ow;
+          int64_t y = i * m->stride[0] - m->pad[0] + ki * m->dil[0];
+          if (y < 0 || y >= g->h)
+            gather_row(dst, plane, g->ow, sw, 0, 0, 0);
+          else
+            gather_row(dst, plane + y * g->w, g->ow, sw, off, j0, j1);
         }
       }
+  }
 }
 
-/* The adjoint of im2col: adds cols [C kh kw, cnt OH OW] into examples
- * n0 .. n0+cnt-1 of dx. */
-static void col2im(const nn_module *m, const conv_geom *g, const float *cols, int64_t n0,
-                   int64_t cnt, float *dx) {
-  int64_t kh = m->k[0], kw = m->k[1], sw = m->stride[1], ld = cnt * g->l;
-  for (int64_t ch = 0; ch < g->c; ch++)
+/* The adjoint of im2col: adds cols [C kh kw, OH OW] into one example's
+ * planes dx [C, H, W]. */
+CONV_CLONES static void col2im(const nn_module *m, const conv_geom *g, const float *cols,
+                               float *dx) {
+  int64_t kh = m->k[0], kw = m->k[1], sw = m->stride[1];
+  for (int64_t ch = 0; ch < g->c; ch++) {
+    float *plane = dx + ch * g->h * g->w;
     for (int64_t ki = 0; ki < kh; ki++)
       for (int64_t kj = 0; kj < kw; kj++) {
         int64_t off = kj * m->dil[1] - m->pad[1], j0, j1;
         valid_cols(g->w, g->ow, sw, off, &j0, &j1);
-        const float *row = cols + ((ch * kh + ki) * kw + kj) * ld;
-        for (int64_t e = 0; e < cnt; e++) {
-          float *plane = dx + ((n0 + e) * g->c + ch) * g->h * g->w;
-          for (int64_t i = 0; i < g->oh; i++) {
-            int64_t y = i * m->stride[0] - m->pad[0] + ki * m->dil[0];
-            if (y >= 0 && y < g->h)
-              scatter_row(plane + y * g->w, row + e * g->l + i * g->ow, sw, off, j0, j1);
-          }
+        const float *row = cols + ((ch * kh + ki) * kw + kj) * g->l;
+        for (int64_t i = 0; i < g->oh; i++) {
+          int64_t y = i * m->stride[0] - m->pad[0] + ki * m->dil[0];
+          if (y >= 0 && y < g->h) scatter_row(plane + y * g->w, row + i * g->ow, sw, off, j0, j1);
         }
       }
+  }
 }
 
-/* Per group: work [O, G L] = W [O, CKK] cols [CKK, G L], then out[n, o, :]
- * = work[o, n's columns] + bias[o]. */
+/* Per example e: cols = im2col(x[e]), then out[e] [O, L] = bias (by
+ * rows) + W [O, CKK] cols [CKK, L], written in place in the NCHW output. */
 static int conv_forward(nn_module *m, const tensor *x, const tensor **y) {
   int64_t os[4];
   conv_geom g;
   int rc = spatial_check(m, x, m->in_features, m->out_features, os);
   if (rc < 0 || (rc = nn_ensure(&m->out, 4, os)) < 0 || (rc = conv_begin(m, x, os, &g)) < 0)
     return rc;
-  const float *wt = tensor_data(m->params[0].value);
+  const float *wt = tensor_data(m->params[0].value), *xp = tensor_data(x);
   const float *bias = m->nparams > 1 ? tensor_data(m->params[1].value) : NULL;
-  float *cols = tensor_data(m->cols), *work = tensor_data(m->work), *out = tensor_data(m->out);
-  m->cols_of = g.g == g.n ? tensor_data(x) : NULL;
-  for (int64_t n0 = 0; n0 < g.n; n0 += g.g) {
-    int64_t cnt = g.n - n0 < g.g ? g.n - n0 : g.g, ld = cnt * g.l;
-    im2col(m, &g, tensor_data(x), n0, cnt, cols);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.o, (int)ld, (int)g.ckk, 1.0f,
-                wt, (int)g.ckk, cols, (int)ld, 0.0f, work, (int)ld);
-    for (int64_t e = 0; e < cnt; e++)
-      for (int64_t i = 0; i < g.o; i++) {
-        float b = bias ? bias[i] : 0.0f, *dst = out + ((n0 + e) * g.o + i) * g.l;
-        const float *src = work + i * ld + e * g.l;
-        EACH(j, g.l, dst[j] = src[j] + b);
-      }
+  float *cols = tensor_data(m->cols), *out = tensor_data(m->out);
+  for (int64_t e = 0; e < g.n; e++) {
+    float *oe = out + e * g.o * g.l;
+    im2col(m, &g, xp + e * g.c * g.h * g.w, cols);
+    if (bias)
+      for (int64_t i = 0; i < g.o; i++) EACH(j, g.l, oe[i * g.l + j] = bias[i]);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.o, (int)g.l, (int)g.ckk, 1.0f,
+                wt, (int)g.ckk, cols, (int)g.l, bias ? 1.0f : 0.0f, oe, (int)g.l);
   }
   *y = m->out;
   return 0;
 }
 
-/* Whether cols still holds the whole-batch im2col of x that the last
- * forward built: the same data, the same output shape. */
-static bool cols_fresh(const nn_module *m, const tensor *x, const conv_geom *g,
-                       const int64_t *os) {
-  return g->g == g->n && m->cols_of == tensor_data(x) && m->out && m->out->ndim == 4 &&
-         memcmp(m->out->shape, os, 4 * sizeof *os) == 0;
-}
-
-/* dst = src (n floats), returning their sum: eight float partial sums the
- * compiler vectorises, added up in double. */
-static double copy_sum(float *restrict dst, const float *restrict src, int64_t n) {
+/* The sum of n floats: eight float partial sums the compiler vectorises,
+ * added up in double. */
+static double row_sum(const float *restrict src, int64_t n) {
   float part[8] = {0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; k++) {
-      dst[i + k] = src[i + k];
-      part[k] += src[i + k];
-    }
+    for (int k = 0; k < 8; k++) part[k] += src[i + k];
   double s = 0;
-  for (; i < n; i++) {
-    dst[i] = src[i];
-    s += src[i];
-  }
+  for (; i < n; i++) s += src[i];
   for (int k = 0; k < 8; k++) s += part[k];
   return s;
 }
 
-/* Per group: work [O, G L] = dy's columns, db += its row sums,
- * dW += work cols^T; when asked, cols = W^T work and col2im into dx. */
+/* Per example e, reading dy[e] [O, L] in place: db += its row sums,
+ * cols = im2col(x[e]) and dW += dy[e] cols^T; when asked, cols = W^T dy[e]
+ * and col2im into dx[e]. */
 static int conv_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx) {
   int64_t os[4];
   conv_geom g;
   int rc = spatial_check(m, x, m->in_features, m->out_features, os);
   if (rc < 0 || (rc = nn_check_grad(m, dy, 4, os)) < 0 || (rc = conv_begin(m, x, os, &g)) < 0)
     return rc;
-  if (dx && ((rc = nn_ensure_like(&m->dx, x)) < 0 || (rc = tensor_fill(m->dx, 0.0f)) < 0))
-    return rc;
-  float *cols = tensor_data(m->cols), *work = tensor_data(m->work);
-  float *dw = tensor_data(m->params[0].grad);
+  if (dx && (rc = nn_ensure_like(&m->dx, x)) < 0) return rc;
+  float *cols = tensor_data(m->cols), *dw = tensor_data(m->params[0].grad);
   float *db = m->nparams > 1 ? tensor_data(m->params[1].grad) : NULL;
-  for (int64_t n0 = 0; n0 < g.n; n0 += g.g) {
-    int64_t cnt = g.n - n0 < g.g ? g.n - n0 : g.g, ld = cnt * g.l;
-    for (int64_t i = 0; i < g.o; i++) {
-      double s = 0;
-      for (int64_t e = 0; e < cnt; e++)
-        s += copy_sum(work + i * ld + e * g.l, tensor_data(dy) + ((n0 + e) * g.o + i) * g.l, g.l);
-      if (db) db[i] += (float)s;
-    }
-    if (!cols_fresh(m, x, &g, os)) im2col(m, &g, tensor_data(x), n0, cnt, cols);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.o, (int)g.ckk, (int)ld, 1.0f,
-                work, (int)ld, cols, (int)ld, 1.0f, dw, (int)g.ckk);
+  const float *wt = tensor_data(m->params[0].value), *xp = tensor_data(x);
+  int64_t in_e = g.c * g.h * g.w;
+  for (int64_t e = 0; e < g.n; e++) {
+    const float *dye = tensor_data(dy) + e * g.o * g.l;
+    if (db)
+      for (int64_t i = 0; i < g.o; i++) db[i] += (float)row_sum(dye + i * g.l, g.l);
+    im2col(m, &g, xp + e * in_e, cols);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.o, (int)g.ckk, (int)g.l, 1.0f,
+                dye, (int)g.l, cols, (int)g.l, 1.0f, dw, (int)g.ckk);
     if (!dx) continue;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.ckk, (int)ld, (int)g.o, 1.0f,
-                tensor_data(m->params[0].value), (int)g.ckk, work, (int)ld, 0.0f, cols,
-                (int)ld);
-    m->cols_of = NULL; /* cols now holds the input gradient's columns */
-    col2im(m, &g, cols, n0, cnt, tensor_data(m->dx));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.ckk, (int)g.l, (int)g.o, 1.0f,
+                wt, (int)g.ckk, dye, (int)g.l, 0.0f, cols, (int)g.l);
+    float *dxe = tensor_data(m->dx) + e * in_e;
+    memset(dxe, 0, (size_t)in_e * sizeof *dxe);
+    col2im(m, &g, cols, dxe);
   }
   if (dx) *dx = m->dx;
   return 0;
@@ -398,6 +379,103 @@ static inline int64_t window_max(const float *restrict p, int64_t w, int64_t bas
   return best;
 }
 
+/* ---- 2x2 windows, stride 2, no padding: the common pool ------------------ */
+
+/* The general loops below go window by window through an 8-byte index per
+ * output; these take two input rows at a time with constant bounds and no
+ * branch on the data, and MaxPool2d keeps the max's place in its window
+ * (the first of equal maxima or the last NaN, as window_max picks it) in
+ * 32 bits, half the general index, the lanes of the float compares (a
+ * byte made the compiler's vector loop 16 outputs long, longer than the
+ * rows). Backward writes all four gradients of each window, so dx
+ * needs no clearing (but for an odd row or column the windows leave out).
+ * Measured on the CNN of tests/bench: the first pool went from 1.9 ms
+ * (forward) + 0.45 (backward) to 0.33 + 0.36 a batch. */
+static bool is_2x2(const nn_module *m) {
+  return is_pair(m->k, 2) && is_pair(m->stride, 2) && is_pair(m->pad, 0);
+}
+
+/* The geometry of one pool call, [planes, h, w] -> [planes, oh, ow]. */
+typedef struct pool_geom {
+  int64_t planes, h, w, oh, ow;
+} pool_geom;
+
+/* y = the max of each window, pos = its place (0..3, row by row). */
+static void max2x2_forward(const pool_geom *p, const float *x, float *y, uint32_t *pos) {
+  int64_t w = p->w, ow = p->ow;
+  for (int64_t pl = 0; pl < p->planes; pl++)
+    for (int64_t i = 0; i < p->oh; i++) {
+      const float *restrict r0 = x + (pl * p->h + 2 * i) * w, *restrict r1 = r0 + w;
+      float *restrict yr = y + (pl * p->oh + i) * ow;
+      uint32_t *restrict pr = pos + (pl * p->oh + i) * ow;
+      int nan = 0;
+      for (int64_t j = 0; j < ow; j++) {
+        float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+        float ab = b > a ? b : a, cd = d > c ? d : c, v = cd > ab ? cd : ab;
+        yr[j] = v;
+        /* the first element equal to the max: arithmetic, not branches */
+        unsigned na = a != v, nab = na & (b != v), nabc = nab & (c != v);
+        pr[j] = na + nab + nabc;
+        nan |= (a != a) | (b != b) | (c != c) | (d != d);
+      }
+      if (nan) /* rare: NaN wins, as window_max has it */
+        for (int64_t j = 0; j < ow; j++) {
+          int64_t k = window_max(r0, w, 2 * j, 2, 2);
+          yr[j] = r0[k];
+          pr[j] = (uint32_t)((k >= w ? 2 : 0) + (k - 2 * j) % w);
+        }
+    }
+}
+
+/* dx = dy at each window's max, 0 at its other three places. */
+static void max2x2_backward(const pool_geom *p, const uint32_t *pos, const float *g, float *dx) {
+  int64_t w = p->w, ow = p->ow;
+  if ((p->h | w) & 1) memset(dx, 0, (size_t)(p->planes * p->h * w) * sizeof *dx);
+  for (int64_t pl = 0; pl < p->planes; pl++)
+    for (int64_t i = 0; i < p->oh; i++) {
+      float *restrict d0 = dx + (pl * p->h + 2 * i) * w, *restrict d1 = d0 + w;
+      const float *restrict gr = g + (pl * p->oh + i) * ow;
+      const uint32_t *restrict pr = pos + (pl * p->oh + i) * ow;
+      for (int64_t j = 0; j < ow; j++) {
+        uint32_t gv, k = pr[j]; /* masks, not branches: the place is a coin toss */
+        memcpy(&gv, &gr[j], sizeof gv);
+        uint32_t o[4] = {gv & -(uint32_t)(k == 0), gv & -(uint32_t)(k == 1),
+                         gv & -(uint32_t)(k == 2), gv & -(uint32_t)(k == 3)};
+        memcpy(&d0[2 * j], &o[0], 2 * sizeof *o);
+        memcpy(&d1[2 * j], &o[2], 2 * sizeof *o);
+      }
+    }
+}
+
+static void avg2x2_forward(const pool_geom *p, const float *x, float *y) {
+  int64_t w = p->w, ow = p->ow;
+  for (int64_t pl = 0; pl < p->planes; pl++)
+    for (int64_t i = 0; i < p->oh; i++) {
+      const float *restrict r0 = x + (pl * p->h + 2 * i) * w, *restrict r1 = r0 + w;
+      float *restrict yr = y + (pl * p->oh + i) * ow;
+      for (int64_t j = 0; j < ow; j++)
+        yr[j] = ((r0[2 * j] + r0[2 * j + 1]) + (r1[2 * j] + r1[2 * j + 1])) * 0.25f;
+    }
+}
+
+static void avg2x2_backward(const pool_geom *p, const float *g, float *dx) {
+  int64_t w = p->w, ow = p->ow;
+  if ((p->h | w) & 1) memset(dx, 0, (size_t)(p->planes * p->h * w) * sizeof *dx);
+  for (int64_t pl = 0; pl < p->planes; pl++)
+    for (int64_t i = 0; i < p->oh; i++) {
+      float *restrict d0 = dx + (pl * p->h + 2 * i) * w, *restrict d1 = d0 + w;
+      const float *restrict gr = g + (pl * p->oh + i) * ow;
+      for (int64_t j = 0; j < ow; j++) {
+        float v = gr[j] * 0.25f;
+        d0[2 * j] = d0[2 * j + 1] = d1[2 * j] = d1[2 * j + 1] = v;
+      }
+    }
+}
+
+static pool_geom pool_geom_of(const tensor *x, const int64_t *os) {
+  return (pool_geom){os[0] * os[1], x->shape[2], x->shape[3], os[2], os[3]};
+}
+
 /* Max over each window's in-bounds elements, remembering where it was.
  * Without padding every window lies inside the input (window_max); with
  * it, the bounds are checked. */
@@ -405,6 +483,14 @@ static int maxpool_forward(nn_module *m, const tensor *x, const tensor **y) {
   int64_t os[4];
   int rc = pool_begin(m, x, os);
   if (rc < 0) return rc;
+  if (is_2x2(m)) {
+    pool_geom p = pool_geom_of(x, os);
+    if (util_grow(&m->winpos, &m->capwinpos, (size_t)(p.planes * p.oh * p.ow), sizeof *m->winpos, 64) < 0)
+      return drv_error(DRV_ENOMEM, "nn.MaxPool2d: out of memory");
+    max2x2_forward(&p, tensor_data(x), tensor_data(m->out), m->winpos);
+    *y = m->out;
+    return 0;
+  }
   int64_t planes = os[0] * os[1], h = x->shape[2], w = x->shape[3], oh = os[2], ow = os[3];
   if (util_grow(&m->argmax, &m->capargmax, (size_t)(planes * oh * ow), sizeof *m->argmax, 64) < 0)
     return drv_error(DRV_ENOMEM, "nn.MaxPool2d: out of memory");
@@ -445,7 +531,7 @@ static int pool_back_begin(nn_module *m, const tensor *x, const tensor *dy, int6
     return drv_error(DRV_EINVAL, "%s: backward of input %s without a forward of it",
                      nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
   if ((rc = nn_ensure_like(&m->dx, x)) < 0) return rc;
-  return tensor_fill(m->dx, 0.0f);
+  return is_2x2(m) ? 0 : tensor_fill(m->dx, 0.0f); /* the 2x2 loops clear what they need */
 }
 
 static int maxpool_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx) {
@@ -455,6 +541,12 @@ static int maxpool_backward(nn_module *m, const tensor *x, const tensor *dy, con
   if (rc < 0) return rc;
   const float *g = tensor_data(dy);
   float *d = tensor_data(m->dx);
+  if (is_2x2(m)) {
+    pool_geom p = pool_geom_of(x, os);
+    max2x2_backward(&p, m->winpos, g, d);
+    *dx = m->dx;
+    return 0;
+  }
   int64_t n = tensor_numel(dy);
   for (int64_t i = 0; i < n; i++) d[m->argmax[i]] += g[i];
   *dx = m->dx;
@@ -468,6 +560,12 @@ static int avgpool_forward(nn_module *m, const tensor *x, const tensor **y) {
   int64_t os[4];
   int rc = pool_begin(m, x, os);
   if (rc < 0) return rc;
+  if (is_2x2(m)) {
+    pool_geom p = pool_geom_of(x, os);
+    avg2x2_forward(&p, tensor_data(x), tensor_data(m->out));
+    *y = m->out;
+    return 0;
+  }
   int64_t planes = os[0] * os[1], h = x->shape[2], w = x->shape[3], oh = os[2], ow = os[3];
   const float *xp = tensor_data(x);
   float *yp = tensor_data(m->out), inv = 1.0f / (float)(m->k[0] * m->k[1]);
@@ -491,6 +589,12 @@ static int avgpool_backward(nn_module *m, const tensor *x, const tensor *dy, con
   int64_t os[4];
   int rc = pool_back_begin(m, x, dy, os);
   if (rc < 0) return rc;
+  if (is_2x2(m)) {
+    pool_geom p = pool_geom_of(x, os);
+    avg2x2_backward(&p, tensor_data(dy), tensor_data(m->dx));
+    *dx = m->dx;
+    return 0;
+  }
   int64_t planes = os[0] * os[1], h = x->shape[2], w = x->shape[3], oh = os[2], ow = os[3];
   const float *g = tensor_data(dy);
   float *d = tensor_data(m->dx), inv = 1.0f / (float)(m->k[0] * m->k[1]);

@@ -54,21 +54,26 @@ else echo "ratio_vs_pytorch skipped: /usr/bin/python3 has no torch (make bench-d
 echo
 echo "== CNN conv5x5x32-pool-conv5x5x64-pool-linear1024x10, batch 64, 28x28, SGD momentum, float32, 1 thread"
 echo "(the machine may be shared: each figure is a median over alternating pairs, ours then PyTorch's)"
-: >"$build/bench.cgemm"; : >"$build/bench.ctorch"
+: >"$build/bench.cgemm"; : >"$build/bench.ctorch"; : >"$build/bench.cgemmc"; : >"$build/bench.ctorchc"
 i=0
 while [ $i -lt "$pairs" ]; do
   out=$("$build/bench_cnn" "$secs")
   echo "$out" | sed "s/^/pair $((i + 1)): /"
   ratio "$(field drover_samples_per_sec "$out")" "$(field gemm_bound_samples_per_sec "$out")" >>"$build/bench.cgemm"
+  ratio "$(field drover_samples_per_cpu_sec "$out")" "$(field gemm_bound_samples_per_cpu_sec "$out")" >>"$build/bench.cgemmc"
   if have_torch torch; then
     ref=$(/usr/bin/python3 tests/bench/torch_cnn.py "$secs")
     echo "$ref" | sed "s/^/pair $((i + 1)): /"
     ratio "$(field drover_samples_per_sec "$out")" "$(field torch_samples_per_sec "$ref")" >>"$build/bench.ctorch"
+    ratio "$(field drover_samples_per_cpu_sec "$out")" "$(field torch_samples_per_cpu_sec "$ref")" >>"$build/bench.ctorchc"
   fi
   i=$((i + 1))
 done
 median cnn_fraction_of_gemm_bound <"$build/bench.cgemm"
-if have_torch torch; then median cnn_ratio_vs_pytorch x <"$build/bench.ctorch"
+median cnn_fraction_of_gemm_bound_cpu_time <"$build/bench.cgemmc"
+if have_torch torch; then
+  median cnn_ratio_vs_pytorch x <"$build/bench.ctorch"
+  median cnn_ratio_vs_pytorch_cpu_time x <"$build/bench.ctorchc"
 else echo "cnn_ratio_vs_pytorch skipped: /usr/bin/python3 has no torch (make bench-deps installs python3-torch)"; fi
 
 echo

@@ -963,6 +963,38 @@ TEST(nn_grad_conv_model) {
   no_leaks();
 }
 
+/* The 2x2 stride-2 pools' own loops (nn_conv.c): odd sizes leave the last
+ * row and column out (their gradient 0), ties go to the first element,
+ * NaN wins; backward writes every gradient without a cleared dx. */
+TEST(nn_pool_2x2_fast_path) {
+  float xs[15] = {1, 3, 3, 0, 9,   /* [1, 1, 3, 5]: windows (0,0) (0,1), */
+                  2, 3, 1, 3, 9,   /* row 2 and column 4 left out */
+                  7, 7, 7, 7, 7};
+  xs[3] = NAN;
+  tensor *x = tensor_from(4, (int64_t[]){1, 1, 3, 5}, xs);
+  tensor *dy = tensor_from(4, (int64_t[]){1, 1, 1, 2}, (float[]){10, 20});
+  nn_module *mx = nn_maxpool2d_square(2, 0, 0), *av = nn_avgpool2d_square(2, 0, 0);
+  const tensor *y, *dx;
+  for (int round = 0; round < 2; round++) { /* the second reuses dx uncleared */
+    CHECK_OK(nn_forward(mx, x, &y));
+    CHECK_INT_EQ(y->shape[2], 1);
+    CHECK_INT_EQ(y->shape[3], 2);
+    CHECK_NEAR(tensor_data(y)[0], 3, 0); /* 1 3 / 2 3: the first 3 */
+    CHECK(isnan(tensor_data(y)[1]));
+    CHECK_OK(nn_backward(mx, x, dy, &dx));
+    float want[15] = {0, 10, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < 15; i++) CHECK_NEAR(tensor_data(dx)[i], want[i], 0);
+  }
+  CHECK_OK(nn_forward(av, x, &y));
+  CHECK_NEAR(tensor_data(y)[0], 2.25f, 1e-6);
+  CHECK_OK(nn_backward(av, x, dy, &dx));
+  float wavg[15] = {2.5f, 2.5f, 5, 5, 0, 2.5f, 2.5f, 5, 5, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 15; i++) CHECK_NEAR(tensor_data(dx)[i], wavg[i], 1e-6);
+  UNREF(mx, av);
+  FREE_TENSORS(x, dy);
+  no_leaks();
+}
+
 TEST(nn_conv_pool_values) {
   rng_t r;
   rng_seed(&r, 25);
