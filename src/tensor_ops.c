@@ -60,20 +60,20 @@ static inline float apply_bin(tensor_binop op, float x, float y) {
   return NAN;
 }
 
-/* The broadcast result shape of a and b (same rank, or one of them 0-D). */
+/* The broadcast result shape of a and b, as NumPy and PyTorch have it:
+ * shapes aligned at their last dimension, the shorter one's missing
+ * leading sizes taken as 1 (pad() reads them so); each pair of sizes
+ * equal or one of them 1. */
 static int broadcast_shape(const char *what, const tensor *a, const tensor *b, int *nd,
                            int64_t *shape) {
   char sa[64], sb[64];
-  if (a->ndim && b->ndim && a->ndim != b->ndim)
-    return drv_error(DRV_ESHAPE, "%s: cannot broadcast %s with %s (ranks differ; reshape one)",
-                     what, tensor_shape_str(a, sa, sizeof sa), tensor_shape_str(b, sb, sizeof sb));
-  const tensor *r = a->ndim ? a : b;
-  *nd = r->ndim;
-  for (int d = 0; d < r->ndim; d++) {
-    int64_t x = a->ndim ? a->shape[d] : 1, y = b->ndim ? b->shape[d] : 1;
+  *nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+  for (int d = 0; d < *nd; d++) {
+    int da = d - (*nd - a->ndim), db = d - (*nd - b->ndim);
+    int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
     if (x != y && x != 1 && y != 1)
-      return drv_error(DRV_ESHAPE, "%s: cannot broadcast %s with %s (dimension %d: %lld vs %lld)",
-                       what, tensor_shape_str(a, sa, sizeof sa),
+      return drv_error(DRV_ESHAPE, "%s: cannot broadcast %s with %s (dimension %d of the "
+                       "result: %lld vs %lld)", what, tensor_shape_str(a, sa, sizeof sa),
                        tensor_shape_str(b, sb, sizeof sb), d + 1, (long long)x, (long long)y);
     shape[d] = x == 1 ? y : x;
   }
