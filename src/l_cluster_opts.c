@@ -20,7 +20,7 @@ static const char *const cluster_keys[] = {
     "command_limit", NULL};
 static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", "label", NULL};
 static const char *const yarn_keys[] = {"rm", "queue", "name", "max_attempts", "am_classpath",
-                                        "submit_timeout", NULL};
+                                        "submit_timeout", "staging", NULL};
 static const char *const slurm_keys[] = {"partition", "time", "account", "qos", "constraint",
                                          "options", "pending_timeout", NULL};
 static const char *const spark_keys[] = {"master", "master_ui", "submit", "conf", NULL};
@@ -199,7 +199,7 @@ static void opt_spark(lua_State *L, coord_opts *o) {
   lua_replace(L, s); /* the conf arrays (or nil) take the table's slot */
 }
 
-/* yarn = { rm, queue, name, max_attempts, am_classpath, submit_timeout }:
+/* yarn = { rm, queue, name, max_attempts, am_classpath, submit_timeout, staging }:
  * the strings stay alive in that table, which the options table holds. */
 static void opt_yarn(lua_State *L, coord_opts *o) {
   int t = lua_getfield(L, 1, "yarn");
@@ -213,12 +213,11 @@ static void opt_yarn(lua_State *L, coord_opts *o) {
     y->queue = opt_string(L, s, "queue", NULL, "cluster: yarn");
     y->name = opt_string(L, s, "name", NULL, "cluster: yarn");
     y->am_classpath = opt_string(L, s, "am_classpath", NULL, "cluster: yarn");
+    y->staging = opt_string(L, s, "staging", NULL, "cluster: yarn");
+    /* YARN caps it with yarn.resourcemanager.am.max-attempts (2 by default). */
     lua_Integer a = ldrv_opt_integer(L, s, "max_attempts", 1, "cluster: yarn");
-    /* A second AM attempt would have a new address and none of the first's
-     * containers: drover does not follow one yet, so it is not offered. */
-    if (a != 1)
-      luaL_error(L, "cluster: yarn.max_attempts must be 1 (drover does not follow a restarted "
-                    "ApplicationMaster yet)");
+    if (a < 1 || a > 1000)
+      luaL_error(L, "cluster: yarn.max_attempts must be between 1 and 1000");
     y->max_attempts = (int)a;
     y->submit_timeout = ldrv_opt_number(L, s, "submit_timeout", 120, "cluster: yarn");
     if (!(y->submit_timeout > 0))
@@ -265,8 +264,9 @@ int lcluster_read_opts(lua_State *L, coord_opts *o) {
       luaL_error(L, "cluster: label is for launcher = \"yarn\" (node labels are YARN's)");
   if (o->nhosts && strcmp(o->launcher, "ssh") != 0)
     luaL_error(L, "cluster: hosts is for launcher = \"ssh\"");
-  if (o->nfiles && strcmp(o->launcher, "ssh") != 0 && strcmp(o->launcher, "spark") != 0)
-    luaL_error(L, "cluster: files is for launchers \"ssh\" and \"spark\" (other launchers "
-                  "share the file system)");
+  if (o->nfiles && strcmp(o->launcher, "ssh") != 0 && strcmp(o->launcher, "spark") != 0 &&
+      strcmp(o->launcher, "yarn") != 0)
+    luaL_error(L, "cluster: files is for launchers \"ssh\", \"spark\" and \"yarn\" (other "
+                  "launchers share the file system)");
   return lua_gettop(L) - top;
 }

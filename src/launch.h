@@ -96,10 +96,13 @@ typedef struct launch_yarn_opts {
   const char *rm;           /* host:port of the RM's REST API (NULL: $DROVER_YARN_RM) */
   const char *queue;        /* NULL: "default" */
   const char *name;         /* the application's name (NULL: "drover") */
-  int max_attempts;         /* the AM's attempts (0: 1; drover.cluster allows only 1) */
+  int max_attempts;         /* the AM's attempts (0: 1); a new attempt adopts the nodes */
   const char *am_classpath; /* where drover's AM and Hadoop's jars are on the cluster's
                              * machines (NULL: $DROVER_YARN_AM_CLASSPATH) */
   double submit_timeout;    /* seconds for the AM to come up (0: 120) */
+  const char *staging;      /* the directory on the cluster's default file system the
+                             * binary and files are uploaded under (NULL:
+                             * $DROVER_YARN_STAGING, else ~/.droverStaging there) */
 } launch_yarn_opts;
 
 /* Called by a launcher with news the user should see while a start waits
@@ -118,7 +121,8 @@ typedef struct launch_config {
   launch_slurm_opts slurm;  /* "slurm", outside an allocation */
   launch_spark_opts spark;  /* "spark" */
   launch_yarn_opts yarn;    /* "yarn" */
-  const char *const *files; /* "ssh", "spark": the script's files, shipped with the binary */
+  const char *const *files; /* "ssh", "spark", "yarn": the script's files, shipped with
+                             * the binary */
   int nfiles;
   launch_note_cb note;      /* may be NULL */
   void *note_ud;

@@ -121,6 +121,11 @@ typedef struct launch_ship_ctx {
 /* Appends s to out (length *len, capacity cap) in single quotes (' as
  * '\''), space-separated, for a remote shell; false when it does not fit. */
 bool launch__sh_quote(char *out, size_t cap, size_t *len, const char *s);
+/* The name a listed file gets where nodes run (the ssh launcher's per-run
+ * directory, a YARN container's working directory): a relative path as
+ * given ("./" dropped, no ".." in it), an absolute one by its last
+ * component. 0, or an error naming the path. */
+int launch__ship_name(const char *path, char *out, size_t n);
 /* <run_dir>/logs/ssh-<host>.log into out. */
 int launch__host_log(const char *run_dir, const char *host, char *out, size_t n);
 /* Probes the n hosts in parallel and ships to those that need it (see

@@ -305,8 +305,7 @@ static int send_member(int out, const char *name, int fd, unsigned long long siz
   return 0;
 }
 
-/* The name a listed file gets in the per-run directory (see the top). */
-static int member_name(const char *path, char *out, size_t n) {
+int launch__ship_name(const char *path, char *out, size_t n) {
   const char *name = path[0] == '/' ? strrchr(path, '/') + 1 : path;
   while (name[0] == '.' && name[1] == '/') name += 2;
   if (!*name) return drv_error(DRV_EINVAL, "files: '%s' names no file", path);
@@ -327,7 +326,7 @@ static int send_archive(const launch_ship_ctx *x, int out, bool with_exe, const 
     const char *path = with_exe && i == 0 ? launch_self_exe() : x->files[i - (with_exe ? 1 : 0)];
     char name[256];
     int rc = with_exe && i == 0 ? (snprintf(name, sizeof name, "drover"), 0)
-                                : member_name(path, name, sizeof name);
+                                : launch__ship_name(path, name, sizeof name);
     if (rc < 0) return rc;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;

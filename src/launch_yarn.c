@@ -41,15 +41,11 @@
  * ps is started again through start(), which asks the AM for a new
  * container for that node alone.
  */
-#include "launch.h"
-#include "launch_int.h"
-#include "launch_yarn_http.h"
+#include "launch_yarn_int.h"
 
 #include <fcntl.h>
-#include <jansson.h>
-#include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,225 +53,9 @@
 #include <unistd.h>
 
 #include "err.h"
-#include "wire.h"
 
 #define POLL_MS 250
-#define REQ_MS 5000
-#define KEY_MAX 32
-#define AM_MEMORY_MB 512
 
-typedef struct ytask {
-  char key[KEY_MAX]; /* "worker-1" */
-  void *ud;
-  char log[PATH_MAX];
-  struct ytask *next;
-} ytask;
-
-typedef struct yarn_launcher {
-  launcher pub; /* first member */
-  uv_timer_t poll;
-  ytask *tasks;
-  char rm[256];       /* "http://host:port" */
-  char app[96];       /* application_..._0001 */
-  char am[256];       /* "http://host:port" of the AM, "" until it runs */
-  char token[65];
-  char *tracking;     /* the RM's tracking URL (owned) */
-  char where[512];    /* "yarn APP TRACKING_URL": the dashboard's header */
-  launch_resources res[ROLE_COUNT];
-  char label[ROLE_COUNT][64];
-  long max_mb, max_vcores;
-  launch_note_cb note;
-  void *note_ud;
-  int finished;
-} yarn_launcher;
-
-static void note(yarn_launcher *y, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(yarn_launcher *y, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (y->note) y->note(y->note_ud, msg);
-}
-
-/* ============================== REST ===================================== */
-
-/* A request to the RM (path after http://host:port) whose answer is JSON:
- * 0 with *out (the caller decrefs), or an error with the RM's words. */
-static int rm_json(yarn_launcher *y, const char *method, const char *path, const char *body,
-                   long want, json_t **out) {
-  char url[512];
-  snprintf(url, sizeof url, "%s%s", y->rm, path);
-  long st;
-  char *resp;
-  yhttp_req r = {method, url, body, body ? "application/json" : NULL, NULL, REQ_MS};
-  int rc = yhttp(&r, &st, &resp);
-  if (rc < 0) return drv_error(rc, "YARN ResourceManager: %s", drv_errmsg());
-  if (st != want) {
-    rc = drv_error(DRV_EIO, "YARN ResourceManager: %s %s answered %ld: %.400s", method, path, st,
-                   resp);
-    free(resp);
-    return rc;
-  }
-  if (out) *out = NULL;
-  if (out && *resp) {
-    json_error_t e;
-    *out = json_loads(resp, 0, &e);
-    if (!*out) rc = drv_error(DRV_EPARSE, "YARN ResourceManager: %s: %s", path, e.text);
-  }
-  free(resp);
-  return rc;
-}
-
-/* A request to the AM: 0 with *resp (the caller frees; may be NULL when
- * not wanted), or an error naming the AM's answer. */
-static int am_req(yarn_launcher *y, const char *method, const char *path, const char *body,
-                  char **resp) {
-  char url[512];
-  snprintf(url, sizeof url, "%s%s", y->am, path);
-  long st;
-  char *r;
-  yhttp_req q = {method, url, body, body ? "text/plain" : NULL, y->token, REQ_MS};
-  int rc = yhttp(&q, &st, &r);
-  if (rc < 0) return drv_error(rc, "drover's YARN ApplicationMaster: %s", drv_errmsg());
-  if (st != 200) {
-    size_t n = strlen(r);
-    while (n && r[n - 1] == '\n') r[--n] = '\0';
-    rc = drv_error(st == 409 ? DRV_EINVAL : DRV_EIO, "YARN: %s", r);
-    free(r);
-    return rc;
-  }
-  if (resp)
-    *resp = r;
-  else
-    free(r);
-  return 0;
-}
-
-/* ============================== submit =================================== */
-
-static void random_token(char *out, size_t n) {
-  unsigned char b[32] = {0};
-  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    if (read(fd, b, sizeof b) != (ssize_t)sizeof b) memset(b, 0, sizeof b);
-    close(fd);
-  }
-  for (size_t i = 0; i < sizeof b && 2 * i + 2 < n; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
-}
-
-static int new_application(yarn_launcher *y) {
-  json_t *j;
-  int rc = rm_json(y, "POST", "/ws/v1/cluster/apps/new-application", NULL, 200, &j);
-  if (rc < 0) return rc;
-  const char *id = json_string_value(json_object_get(j, "application-id"));
-  json_t *max = json_object_get(j, "maximum-resource-capability");
-  if (!id || !max) {
-    json_decref(j);
-    return drv_error(DRV_EPARSE, "YARN ResourceManager: new-application: no application-id");
-  }
-  snprintf(y->app, sizeof y->app, "%s", id);
-  y->max_mb = (long)json_integer_value(json_object_get(max, "memory"));
-  y->max_vcores = (long)json_integer_value(json_object_get(max, "vCores"));
-  json_decref(j);
-  return 0;
-}
-
-static long role_mb(const launch_resources *r) {
-  return r->memory ? (long)((r->memory + (1u << 20) - 1) >> 20) : 1024;
-}
-
-/* Fails, naming the role and YARN's maximum allocation, when a role asks
- * for more than any container may have: YARN would never place it. */
-static int check_resources(yarn_launcher *y, const launch_config *cfg) {
-  for (int r = 0; r < ROLE_COUNT; r++) {
-    if (!cfg->count[r]) continue;
-    long mb = role_mb(&cfg->res[r]), vc = cfg->res[r].cpus > 0 ? cfg->res[r].cpus : 1;
-    if (cfg->res[r].gpus > 0)
-      return drv_error(DRV_EUNSUPPORTED, "launcher \"yarn\": %s.gpus is not supported (ask for "
-                       "GPU machines with label = \"...\")", launch__role_name(r));
-    if (mb > y->max_mb || vc > y->max_vcores)
-      return drv_error(DRV_EINVAL, "YARN cannot place a %s: it asks for <memory:%ld, vCores:%ld> "
-                       "but YARN's maximum allocation is <memory:%ld, vCores:%ld> (application "
-                       "%s not submitted)", launch__role_name(r), mb, vc, y->max_mb,
-                       y->max_vcores, y->app);
-  }
-  return 0;
-}
-
-static int submit(yarn_launcher *y, const launch_yarn_opts *o, const char *cp) {
-  char cmd[PATH_MAX * 8];
-  int n = snprintf(cmd, sizeof cmd, "exec java -Xmx256m -cp '%s' drover.yarn.DroverAM "
-                   "1>><LOG_DIR>/am.log 2>&1", cp);
-  if (n < 0 || (size_t)n >= sizeof cmd || strchr(cp, '\''))
-    return drv_error(DRV_EINVAL, "yarn.am_classpath is too long or has a quote");
-  json_t *env = json_pack("{s:[{s:s,s:s}]}", "entry", "key", "DROVER_AM_TOKEN", "value", y->token);
-  json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:i,s:{s:{s:s},s:o},s:{s:i,s:i}}", "application-id",
-                        y->app, "application-name", o->name ? o->name : "drover", "queue",
-                        o->queue ? o->queue : "default", "application-type", "DROVER",
-                        "max-app-attempts", o->max_attempts > 0 ? o->max_attempts : 1,
-                        "am-container-spec", "commands", "command", cmd, "environment", env,
-                        "resource", "memory", AM_MEMORY_MB, "vCores", 1);
-  char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-  json_decref(j);
-  if (!body) return drv_error(DRV_ENOMEM, "out of memory");
-  int rc = rm_json(y, "POST", "/ws/v1/cluster/apps", body, 202, NULL);
-  free(body);
-  return rc;
-}
-
-/* Polls the application until its AM has registered (0, y->am set) or it
- * ended (YARN's diagnostics) or timeout_s passed. */
-static int wait_am(yarn_launcher *y, double timeout_s) {
-  char path[160];
-  snprintf(path, sizeof path, "/ws/v1/cluster/apps/%s", y->app);
-  long long end = launch__now_ms() + (long long)(timeout_s * 1000);
-  char last[64] = "";
-  for (;;) {
-    json_t *j;
-    int rc = rm_json(y, "GET", path, NULL, 200, &j);
-    if (rc < 0) return rc;
-    json_t *a = json_object_get(j, "app");
-    const char *st = json_string_value(json_object_get(a, "state"));
-    const char *am = json_string_value(json_object_get(a, "amRPCAddress"));
-    const char *tr = json_string_value(json_object_get(a, "trackingUrl"));
-    char diag[1024];
-    snprintf(diag, sizeof diag, "%s", json_string_value(json_object_get(a, "diagnostics"))
-                                          ? json_string_value(json_object_get(a, "diagnostics"))
-                                          : "");
-    if (tr && !y->tracking) y->tracking = strdup(tr);
-    if (st && strcmp(st, last) != 0) {
-      snprintf(last, sizeof last, "%s", st);
-      note(y, "YARN application %s %s", y->app, st);
-    }
-    if (st && (!strcmp(st, "FAILED") || !strcmp(st, "KILLED") || !strcmp(st, "FINISHED"))) {
-      rc = drv_error(DRV_EIO, "YARN application %s %s: %s", y->app, st, diag);
-      json_decref(j);
-      return rc;
-    }
-    if (st && !strcmp(st, "RUNNING") && am && strchr(am, ':') && strcmp(strchr(am, ':'), ":-1")) {
-      snprintf(y->am, sizeof y->am, "http://%s", am);
-      json_decref(j);
-      return 0;
-    }
-    json_decref(j);
-    if (launch__now_ms() > end)
-      return drv_error(DRV_ETIMEDOUT, "YARN application %s: its ApplicationMaster did not come "
-                       "up in %.0f s (state %s: %s)", y->app, timeout_s, last, diag);
-    struct timespec ts = {0, 200 * 1000000L};
-    nanosleep(&ts, NULL);
-  }
-}
-
-/* Kills the application through the RM (when the AM cannot finish it). */
-static void rm_kill(yarn_launcher *y) {
-  char path[160];
-  snprintf(path, sizeof path, "/ws/v1/cluster/apps/%s/state", y->app);
-  json_t *j = NULL;
-  rm_json(y, "PUT", path, "{\"state\":\"KILLED\"}", 202, &j);
-  json_decref(j);
-}
 
 /* ============================== events =================================== */
 
@@ -286,6 +66,12 @@ static ytask *find_key(yarn_launcher *y, const char *key, ytask ***link) {
       return *q;
     }
   return NULL;
+}
+
+static void free_task(ytask *t) {
+  if (!t) return;
+  free(t->body);
+  free(t);
 }
 
 /* YARN's exit status as the coordinator reads one: the NodeManager kills
@@ -304,38 +90,79 @@ static void exit_of(long st, int64_t *status, int *sig) {
     *status = st;
 }
 
-/* "exit KEY STATUS DIAG": the task leaves the list, a line goes to its
- * log, and the owner hears of it. */
+/* The task leaves the list, a line goes to its log, the owner hears. */
+static void task_ended(yarn_launcher *y, ytask **link, long st, const char *diag) {
+  ytask *t = *link;
+  *link = t->next;
+  FILE *f = fopen(t->log, "ae");
+  if (f) {
+    fprintf(f, "drover: YARN container of %s ended with status %ld: %s\n", t->key, st, diag);
+    fclose(f);
+  }
+  if (st < 0 || strstr(diag, "refused")) launch_yarn__note(y, "%s: %.300s", t->key, diag);
+  int64_t status;
+  int sig;
+  exit_of(st, &status, &sig);
+  void *ud = t->ud;
+  free_task(t);
+  y->pub.on_exit(&y->pub, ud, status, sig);
+}
+
+/* "exit KEY STATUS DIAG" */
 static void on_exit_line(yarn_launcher *y, char *line) {
   char *key = line + 5, *sp = strchr(key, ' ');
   if (!sp) return;
   *sp = '\0';
   char *end;
   long st = strtol(sp + 1, &end, 10);
-  const char *diag = *end ? end + 1 : "";
-  ytask **link, *t = find_key(y, key, &link);
-  if (!t) return; /* stopped by destroy, or not ours */
-  *link = t->next;
-  FILE *f = fopen(t->log, "ae");
-  if (f) {
-    fprintf(f, "drover: YARN container of %s ended with status %ld: %s\n", key, st, diag);
-    fclose(f);
+  ytask **link;
+  if (!find_key(y, key, &link)) return; /* stopped by destroy, or not ours */
+  task_ended(y, link, st, *end ? end + 1 : "");
+}
+
+/* The application ended under us (killed, or out of AM attempts): its
+ * containers are gone, so every node still listed has ended. */
+static void all_ended(yarn_launcher *y) {
+  while (y->tasks) task_ended(y, &y->tasks, -100, "the YARN application ended");
+}
+
+/* A new AM attempt took over: the nodes asked for while none answered
+ * are asked for again (the others it adopted from the last attempt). */
+static void send_queued(yarn_launcher *y) {
+  for (ytask **q = &y->tasks; *q;) {
+    ytask *t = *q;
+    if (!t->queued) {
+      q = &t->next;
+      continue;
+    }
+    if (launch_yarn__am_req(y, "POST", "/start", t->body, NULL, NULL, YARN_REQ_MS, NULL) == 0) {
+      t->queued = 0;
+      q = &t->next;
+    } else if (y->am_down) {
+      return; /* that one is gone too: the next tick looks again */
+    } else {
+      task_ended(y, q, -1, drv_errmsg()); /* the new AM refused it */
+    }
   }
-  if (st < 0 || strstr(diag, "refused")) note(y, "%s: %.300s", key, diag);
-  int64_t status;
-  int sig;
-  exit_of(st, &status, &sig);
-  void *ud = t->ud;
-  free(t);
-  y->pub.on_exit(&y->pub, ud, status, sig);
+}
+
+/* The AM did not answer: ask the RM whether another attempt runs. */
+static void follow(yarn_launcher *y) {
+  int r = launch_yarn__follow(y);
+  if (r < 0)
+    all_ended(y);
+  else if (r > 0)
+    send_queued(y);
 }
 
 static void on_poll(uv_timer_t *tm) {
   yarn_launcher *y = tm->data;
+  if (y->am_down) follow(y);
+  if (y->am_down || y->gone || !y->tasks) return;
   char *r = NULL;
-  if (!y->tasks || am_req(y, "GET", "/events", NULL, &r) < 0) {
+  if (launch_yarn__am_req(y, "GET", "/events", NULL, NULL, NULL, YARN_REQ_MS, &r) < 0) {
     free(r);
-    return; /* the AM is busy or gone: the nodes' heartbeats tell the coordinator */
+    return; /* busy, or gone (am_down): the next tick asks the RM */
   }
   for (char *line = r, *nl; line && *line; line = nl) {
     nl = strchr(line, '\n');
@@ -343,7 +170,7 @@ static void on_poll(uv_timer_t *tm) {
     if (strncmp(line, "exit ", 5) == 0)
       on_exit_line(y, line);
     else if (strncmp(line, "error ", 6) == 0)
-      note(y, "YARN ApplicationMaster: %.400s", line + 6);
+      launch_yarn__note(y, "YARN ApplicationMaster: %.400s", line + 6);
   }
   free(r);
 }
@@ -351,7 +178,9 @@ static void on_poll(uv_timer_t *tm) {
 /* ============================== tasks ==================================== */
 
 /* The container's command: the node, its environment and its log,
- * `exec env VAR=... DROVER node ... >>LOG 2>&1`, every word quoted. */
+ * `exec env VAR=... ./drover node ... >>LOG 2>&1`, every word quoted.
+ * ./drover is the binary YARN localised into the container's working
+ * directory, beside the script's files. */
 static int node_command(const launch_task *t, const char *log, char *out, size_t cap) {
   char idx[16], cpus[16], hb[16], to[16], sv[PATH_MAX + 32], bv[48];
   snprintf(idx, sizeof idx, "%d", t->index);
@@ -365,7 +194,7 @@ static int node_command(const launch_task *t, const char *log, char *out, size_t
   char fv[160] = "DROVER_YARN=1";
   const char *fault = getenv("DROVER_FAULT");
   if (fault && strlen(fault) < sizeof fv - 16) snprintf(fv, sizeof fv, "DROVER_FAULT=%s", fault);
-  const char *a[] = {"env", sv, bv, fv, launch_self_exe(), "node", "--coord", t->coord, "--role",
+  const char *a[] = {"env", sv, bv, fv, "./drover", "node", "--coord", t->coord, "--role",
                      launch__role_name(t->role), "--index", idx, "--run-dir", t->run_dir,
                      "--bind", t->bind_host, "--heartbeat-ms", hb, "--timeout-ms", to,
                      t->cpus > 0 ? "--cpus" : NULL, cpus};
@@ -383,48 +212,75 @@ static int node_command(const launch_task *t, const char *log, char *out, size_t
   return 0;
 }
 
+static long role_mb(const launch_resources *r) {
+  return r->memory ? (long)((r->memory + (1u << 20) - 1) >> 20) : 1024;
+}
+
+/* The /start body (DroverAM.java): key, resources, label, the local
+ * resources, the command. malloc'd into *out. */
+static int start_body(yarn_launcher *y, const launch_task *t, const char *key, const char *log,
+                      char **out) {
+  size_t cmd_cap = PATH_MAX * 10, files = y->files ? strlen(y->files) : 0;
+  if (files > SIZE_MAX - cmd_cap - 256) return drv_error(DRV_ERANGE, "yarn: too many files");
+  size_t cap = cmd_cap + files + 256;
+  char *cmd = malloc(cmd_cap), *body = malloc(cap);
+  int rc = !cmd || !body ? drv_error(DRV_ENOMEM, "out of memory") : 0;
+  if (rc == 0) rc = node_command(t, log, cmd, cmd_cap);
+  if (rc == 0) {
+    const launch_resources *r = &y->res[t->role];
+    snprintf(body, cap, "%s\n%ld\n%d\n%s\n%d\n%s%s", key, role_mb(r), r->cpus > 0 ? r->cpus : 1,
+             y->label[t->role], y->nfiles, y->files ? y->files : "", cmd);
+    *out = body;
+    body = NULL;
+  }
+  free(cmd);
+  free(body);
+  return rc;
+}
+
+/* Asks the AM for the node's container. While no AM answers (its
+ * attempt died; the next is on its way) the request is queued and the
+ * node counts as started: it registers once the new attempt starts it,
+ * and the coordinator's reservation and registration timeouts bound that
+ * as for any node. */
 static int yarn_start(launcher *l, const launch_task *t, void *task_ud, pid_t *pid) {
   yarn_launcher *y = (yarn_launcher *)l;
   if (pid) *pid = 0;
   int rc = launch__check_task(t);
   if (rc < 0) return rc;
+  if (y->gone) return drv_error(DRV_EIO, "YARN application %s has ended", y->app);
   ytask *k = calloc(1, sizeof *k);
-  char *body = malloc(PATH_MAX * 12);
-  char *cmd = malloc(PATH_MAX * 10);
-  if (!k || !body || !cmd) {
-    rc = drv_error(DRV_ENOMEM, "out of memory");
-    goto out;
-  }
+  if (!k) return drv_error(DRV_ENOMEM, "out of memory");
   snprintf(k->key, sizeof k->key, "%s-%d", launch__role_name(t->role), t->index);
   int n = snprintf(k->log, sizeof k->log, "%s/logs/%s.log", t->run_dir, k->key);
-  if (n < 0 || (size_t)n >= sizeof k->log) {
-    rc = drv_error(DRV_ERANGE, "yarn: run directory path too long");
-    goto out;
+  if (n < 0 || (size_t)n >= sizeof k->log) rc = drv_error(DRV_ERANGE, "yarn: run dir too long");
+  if (rc == 0) rc = start_body(y, t, k->key, k->log, &k->body);
+  if (rc == 0 && !y->am_down)
+    rc = launch_yarn__am_req(y, "POST", "/start", k->body, NULL, NULL, YARN_REQ_MS, NULL);
+  if (rc < 0 && y->am_down) rc = 0;
+  if (rc < 0) {
+    free_task(k);
+    return rc;
   }
-  if ((rc = node_command(t, k->log, cmd, PATH_MAX * 10)) < 0) goto out;
-  const launch_resources *r = &y->res[t->role];
-  snprintf(body, PATH_MAX * 12, "%s\n%ld\n%d\n%s\n%s", k->key, role_mb(r),
-           r->cpus > 0 ? r->cpus : 1, y->label[t->role], cmd);
-  if ((rc = am_req(y, "POST", "/start", body, NULL)) < 0) goto out;
+  k->queued = y->am_down;
   k->ud = task_ud;
   k->next = y->tasks;
   y->tasks = k;
-  k = NULL;
-out:
-  free(k);
-  free(body);
-  free(cmd);
-  return rc;
+  return 0;
 }
 
 static int yarn_signal(launcher *l, void *task_ud, int sig) {
   yarn_launcher *y = (yarn_launcher *)l;
-  ytask *t = y->tasks;
-  while (t && t->ud != task_ud) t = t->next;
-  if (!t || sig == 0) return 0;
+  ytask **q = &y->tasks;
+  while (*q && (*q)->ud != task_ud) q = &(*q)->next;
+  if (!*q || sig == 0) return 0;
+  if ((*q)->queued) { /* no AM has it: nothing runs */
+    task_ended(y, q, -1, "stopped before its container was asked for");
+    return 0;
+  }
   /* YARN stops a container one way: SIGTERM, then SIGKILL after the
    * NodeManager's delay. Any signal asks for that. */
-  return am_req(y, "POST", "/kill", t->key, NULL);
+  return launch_yarn__am_req(y, "POST", "/kill", (*q)->key, NULL, NULL, YARN_REQ_MS, NULL);
 }
 
 static int yarn_running(launcher *l) {
@@ -433,24 +289,27 @@ static int yarn_running(launcher *l) {
   return n;
 }
 
-/* Finishes the application: the AM stops every container and unregisters;
- * when it cannot, the RM kills the application. Bounded: REQ_MS a request
- * and 20 s for the RM to see the application end (FINISHING lasts until
- * the NodeManager reports the AM's container gone, seconds on a busy
- * machine). */
+/* Finishes the application: the AM stops every container, removes the
+ * staging directory and unregisters; when it cannot, the RM kills the
+ * application. Bounded: YARN_REQ_MS a request and 20 s for the RM to see
+ * the application end (FINISHING lasts until the NodeManager reports the
+ * AM's container gone, seconds on a busy machine). */
 static void finish(yarn_launcher *y) {
   if (y->finished || !y->app[0]) return;
   y->finished = 1;
+  if (y->gone) return;
   char path[160];
   snprintf(path, sizeof path, "/ws/v1/cluster/apps/%s/state", y->app);
-  if (!y->am[0] || am_req(y, "POST", "/finish", "SUCCEEDED\ndrover run over", NULL) < 0) {
-    rm_kill(y);
+  if (y->am_down) launch_yarn__follow(y);
+  if (!y->am[0] || launch_yarn__am_req(y, "POST", "/finish", "SUCCEEDED\ndrover run over", NULL,
+                                       NULL, YARN_REQ_MS, NULL) < 0) {
+    launch_yarn__rm_kill(y);
     return;
   }
   long long end = launch__now_ms() + 20000;
   while (launch__now_ms() < end) {
     json_t *j = NULL;
-    if (rm_json(y, "GET", path, NULL, 200, &j) < 0) break;
+    if (launch_yarn__rm_json(y, "GET", path, NULL, 200, &j) < 0) break;
     const char *st = json_string_value(json_object_get(j, "state"));
     int over = st && (!strcmp(st, "FINISHED") || !strcmp(st, "KILLED") || !strcmp(st, "FAILED"));
     json_decref(j);
@@ -458,7 +317,18 @@ static void finish(yarn_launcher *y) {
     struct timespec ts = {0, 100 * 1000000L};
     nanosleep(&ts, NULL);
   }
-  rm_kill(y);
+  launch_yarn__rm_kill(y);
+}
+
+static void free_launcher(yarn_launcher *y) {
+  while (y->tasks) {
+    ytask *t = y->tasks;
+    y->tasks = t->next;
+    free_task(t);
+  }
+  free(y->tracking);
+  free(y->files);
+  y->tracking = y->files = NULL;
 }
 
 static void on_timer_closed(uv_handle_t *h) { free(h->data); }
@@ -467,13 +337,7 @@ static void yarn_destroy(launcher *l) {
   if (!l) return;
   yarn_launcher *y = (yarn_launcher *)l;
   finish(y);
-  while (y->tasks) {
-    ytask *t = y->tasks;
-    y->tasks = t->next;
-    free(t);
-  }
-  free(y->tracking);
-  y->tracking = NULL;
+  free_launcher(y);
   uv_timer_stop(&y->poll);
   uv_close((uv_handle_t *)&y->poll, on_timer_closed); /* frees y */
 }
@@ -485,15 +349,14 @@ static const launch_ops yarn_ops = {"yarn",       yarn_start,   yarn_signal,
 
 /* ============================== open ===================================== */
 
-static int write_info(yarn_launcher *y, const char *run_dir) {
-  char path[PATH_MAX];
-  int n = snprintf(path, sizeof path, "%s/yarn", run_dir);
-  if (n < 0 || (size_t)n >= sizeof path) return drv_error(DRV_ERANGE, "run dir path too long");
-  FILE *f = fopen(path, "we");
-  if (!f) return drv_error(DRV_EIO, "cannot write '%s'", path);
-  fprintf(f, "application\t%s\ntracking_url\t%s\nresourcemanager\t%s\n", y->app,
-          y->tracking ? y->tracking : "", y->rm);
-  return fclose(f) == 0 ? 0 : drv_error(DRV_EIO, "cannot write '%s'", path);
+static void random_token(char *out, size_t n) {
+  unsigned char b[32] = {0};
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    if (read(fd, b, sizeof b) != (ssize_t)sizeof b) memset(b, 0, sizeof b);
+    close(fd);
+  }
+  for (size_t i = 0; i < sizeof b && 2 * i + 2 < n; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
 static int configure(yarn_launcher *y, const launch_config *cfg) {
@@ -504,6 +367,8 @@ static int configure(yarn_launcher *y, const launch_config *cfg) {
                      "\"host:port\" } or $DROVER_YARN_RM)");
   int n = snprintf(y->rm, sizeof y->rm, "%s%s", strstr(rm, "://") ? "" : "http://", rm);
   if (n < 0 || (size_t)n >= sizeof y->rm) return drv_error(DRV_EINVAL, "yarn.rm is too long");
+  n = snprintf(y->run_dir, sizeof y->run_dir, "%s", cfg->run_dir);
+  if (n < 0 || (size_t)n >= sizeof y->run_dir) return drv_error(DRV_ERANGE, "run dir too long");
   for (int r = 0; r < ROLE_COUNT; r++) {
     y->res[r] = cfg->res[r];
     const char *lb = cfg->res[r].label ? cfg->res[r].label : "";
@@ -515,6 +380,24 @@ static int configure(yarn_launcher *y, const launch_config *cfg) {
   y->note = cfg->note;
   y->note_ud = cfg->note_ud;
   random_token(y->token, sizeof y->token);
+  return 0;
+}
+
+/* Submits the application and waits for its AM; on failure the
+ * application is killed and the error kept. */
+static int start_app(yarn_launcher *y, const launch_config *cfg, const char *cp) {
+  int rc = launch_yarn__new_app(y);
+  if (rc == 0) rc = launch_yarn__check_resources(y, cfg);
+  if (rc == 0) rc = launch_yarn__submit(y, &cfg->yarn, cp);
+  if (rc < 0) return rc;
+  launch_yarn__note(y, "YARN application %s submitted to %s", y->app, y->rm);
+  rc = launch_yarn__wait_am(y, cfg->yarn.submit_timeout > 0 ? cfg->yarn.submit_timeout : 120);
+  if (rc < 0) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", drv_errmsg());
+    launch_yarn__rm_kill(y);
+    return drv_error(rc, "%s", msg);
+  }
   return 0;
 }
 
@@ -532,22 +415,11 @@ int launch_yarn_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on
   if (!y) return drv_error(DRV_ENOMEM, "out of memory");
   y->pub = (launcher){.ops = &yarn_ops, .loop = loop, .on_exit = on_exit, .ud = ud};
   int rc = configure(y, cfg);
-  if (rc == 0) rc = new_application(y);
-  if (rc == 0) rc = check_resources(y, cfg);
-  if (rc == 0) rc = submit(y, &cfg->yarn, cp);
-  if (rc == 0) {
-    note(y, "YARN application %s submitted to %s", y->app, y->rm);
-    rc = wait_am(y, cfg->yarn.submit_timeout > 0 ? cfg->yarn.submit_timeout : 120);
-    if (rc < 0) {
-      char msg[1024];
-      snprintf(msg, sizeof msg, "%s", drv_errmsg());
-      rm_kill(y);
-      rc = drv_error(rc, "%s", msg);
-    }
-  }
-  if (rc == 0) rc = write_info(y, cfg->run_dir);
+  if (rc == 0) rc = start_app(y, cfg, cp);
+  if (rc == 0) rc = launch_yarn__stage(y, cfg);
+  if (rc == 0) rc = launch_yarn__write_info(y);
   snprintf(y->where, sizeof y->where, "yarn %s %s", y->app, y->tracking ? y->tracking : "");
-  if (rc == 0) note(y, "YARN application %s running; tracking URL %s", y->app,
+  if (rc == 0) launch_yarn__note(y, "YARN application %s running; tracking URL %s", y->app,
                     y->tracking ? y->tracking : "-");
   if (rc == 0) {
     int e = uv_timer_init(loop, &y->poll);
@@ -558,10 +430,12 @@ int launch_yarn_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on
     uv_timer_start(&y->poll, on_poll, POLL_MS, POLL_MS);
   }
   if (rc < 0) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", drv_errmsg());
     if (y->am[0]) finish(y);
-    free(y->tracking);
+    free_launcher(y);
     free(y);
-    return rc;
+    return drv_error(rc, "%s", msg);
   }
   *out = &y->pub;
   return 0;

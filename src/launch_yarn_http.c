@@ -3,6 +3,7 @@
 
 #include <curl/curl.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,26 @@ static size_t on_data(char *d, size_t sz, size_t nm, void *ud) {
   return k;
 }
 
+static size_t on_read(char *d, size_t sz, size_t nm, void *ud) {
+  if (nm && sz > SIZE_MAX / nm) return CURL_READFUNC_ABORT;
+  return fread(d, 1, sz * nm, (FILE *)ud);
+}
+
+/* The body from r->body_file: its size, then read by on_read. */
+static int stream_body(CURL *c, const yhttp_req *r, FILE **f) {
+  *f = fopen(r->body_file, "rbe");
+  if (!*f) return drv_error(DRV_EIO, "cannot read '%s'", r->body_file);
+  if (fseeko(*f, 0, SEEK_END) != 0) return drv_error(DRV_EIO, "cannot read '%s'", r->body_file);
+  off_t size = ftello(*f);
+  if (size < 0 || fseeko(*f, 0, SEEK_SET) != 0)
+    return drv_error(DRV_EIO, "cannot read '%s'", r->body_file);
+  curl_easy_setopt(c, CURLOPT_POST, 1L);
+  curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+  curl_easy_setopt(c, CURLOPT_READDATA, *f);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)size);
+  return 0;
+}
+
 int yhttp(const yhttp_req *r, long *status, char **resp) {
   static int inited;
   *resp = NULL;
@@ -60,6 +81,7 @@ int yhttp(const yhttp_req *r, long *status, char **resp) {
     snprintf(tok, sizeof tok, "X-Drover-Token: %s", r->token);
     h = curl_slist_append(h, tok);
   }
+  if (r->header) h = curl_slist_append(h, r->header);
   h = curl_slist_append(h, "Expect:"); /* no 100-continue round trip */
   buf b = {0};
   curl_easy_setopt(c, CURLOPT_URL, r->url);
@@ -69,13 +91,18 @@ int yhttp(const yhttp_req *r, long *status, char **resp) {
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-  if (r->body) {
+  FILE *f = NULL;
+  int rc = 0;
+  if (r->body_file) {
+    rc = stream_body(c, r, &f);
+  } else if (r->body) {
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, r->body);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(r->body));
   }
-  CURLcode e = curl_easy_perform(c);
-  int rc = 0;
-  if (e != CURLE_OK) {
+  CURLcode e = rc < 0 ? CURLE_OK : curl_easy_perform(c);
+  if (rc < 0) {
+    free(b.p);
+  } else if (e != CURLE_OK) {
     rc = drv_error(DRV_EIO, "%s %s: %s", r->method, r->url,
                    b.over ? "response too large" : curl_easy_strerror(e));
     free(b.p);
@@ -84,6 +111,7 @@ int yhttp(const yhttp_req *r, long *status, char **resp) {
     *resp = b.p ? b.p : strdup("");
     if (!*resp) rc = drv_error(DRV_ENOMEM, "out of memory");
   }
+  if (f) fclose(f);
   curl_slist_free_all(h);
   curl_easy_cleanup(c);
   return rc;

@@ -16,12 +16,14 @@ typedef struct yhttp_req {
   const char *content_type; /* NULL: none sent */
   const char *token;        /* NULL: no X-Drover-Token header */
   long timeout_ms;
+  const char *body_file;    /* NULL, or a file streamed as the body (instead of body) */
+  const char *header;       /* NULL, or one more header line ("X-Drover-Name: drover") */
 } yhttp_req;
 
 /* Makes the request. On a response (any status) returns 0 with *status
  * and *resp (malloc'd, NUL-terminated, the caller frees); otherwise
  * DRV_EIO naming the URL and curl's reason, with *resp NULL. Responses
- * over 4 MiB are an error. */
+ * over 4 MiB are an error, and so is a body_file that cannot be read. */
 int yhttp(const yhttp_req *r, long *status, char **resp);
 
 #endif

@@ -1,33 +1,45 @@
 package drover.yarn;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.URISyntaxException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 
+import org.apache.hadoop.yarn.api.ApplicationConstants;
 import org.apache.hadoop.yarn.api.protocolrecords.RegisterApplicationMasterResponse;
+import org.apache.hadoop.yarn.api.records.ApplicationAttemptId;
 import org.apache.hadoop.yarn.api.records.Container;
 import org.apache.hadoop.yarn.api.records.ContainerId;
 import org.apache.hadoop.yarn.api.records.ContainerLaunchContext;
 import org.apache.hadoop.yarn.api.records.ContainerStatus;
 import org.apache.hadoop.yarn.api.records.FinalApplicationStatus;
+import org.apache.hadoop.yarn.api.records.LocalResource;
+import org.apache.hadoop.yarn.api.records.LocalResourceType;
+import org.apache.hadoop.yarn.api.records.LocalResourceVisibility;
+import org.apache.hadoop.yarn.api.records.NodeId;
 import org.apache.hadoop.yarn.api.records.NodeReport;
 import org.apache.hadoop.yarn.api.records.Priority;
 import org.apache.hadoop.yarn.api.records.Resource;
+import org.apache.hadoop.yarn.api.records.URL;
 import org.apache.hadoop.yarn.api.records.UpdatedContainer;
 import org.apache.hadoop.yarn.client.api.AMRMClient.ContainerRequest;
+import org.apache.hadoop.yarn.client.api.NMClient;
 import org.apache.hadoop.yarn.client.api.async.AMRMClientAsync;
 import org.apache.hadoop.yarn.client.api.async.NMClientAsync;
 import org.apache.hadoop.yarn.conf.YarnConfiguration;
@@ -36,31 +48,64 @@ import org.apache.hadoop.yarn.conf.YarnConfiguration;
  * drover's ApplicationMaster: starts one container per drover node when
  * drover asks, and tells drover how each ended. drover (a C program with
  * no JVM) drives it over plain HTTP on the address it registers with the
- * RM (the application report's amRPCAddress), every request carrying the
- * token drover put in this AM's environment (DROVER_AM_TOKEN):
+ * RM (the application report's amRPCAddress), every request but GET /
+ * carrying the token drover put in this AM's environment (DROVER_AM_TOKEN):
  *
- *   POST /start   body "KEY\nMEMORY_MB\nVCORES\nLABEL\nCOMMAND": a container
- *                 for node KEY ("worker-1") running COMMAND under /bin/sh
+ *   POST /put     header X-Drover-Name: NAME, body the file's bytes: stored
+ *                 in the staging directory (Staging.java); answers "URL
+ *                 SIZE TIMESTAMP" for the containers' local resources
+ *   POST /start   body "KEY\nMEMORY_MB\nVCORES\nLABEL\nN\n" then N lines
+ *                 "NAME\tURL\tSIZE\tTIMESTAMP" (local resources: NAME is
+ *                 the link in the container's working directory) then
+ *                 COMMAND: a container for node KEY ("worker-1") running
+ *                 COMMAND under /bin/sh in that directory
  *   POST /kill    body "KEY": stops KEY's container (or its pending request)
  *   GET  /events  lines "exit KEY STATUS DIAG" / "error MESSAGE" since the
  *                 last call (DIAG and MESSAGE on one line)
  *   POST /finish  body "SUCCEEDED|FAILED\nMESSAGE": stops every container,
- *                 unregisters, exits
+ *                 unregisters, removes the staging directory, exits
+ *   GET  /        (no token) a page saying what runs where: the tracking
+ *                 URL this AM registers, which the RM's proxy shows
  *
- * Recovery is drover's: a node whose container ended is started again by
- * drover with a new /start for the same KEY, so a failed container is
- * replaced for that node alone and the application goes on.
+ * Recovery of nodes is drover's: a node whose container ended is started
+ * again by drover with a new /start for the same KEY. Recovery of the AM
+ * is YARN's: with max-app-attempts > 1 and containers kept across
+ * attempts, a new attempt reads the nodes the last one saved in the
+ * staging directory, adopts their running containers (the RM hands them
+ * over at registration), asks again for those still pending, and keeps
+ * the exits drover has not collected; drover finds it at its new address
+ * in the RM's application report.
  */
 public final class DroverAM {
   static final class Node {
-    final String key, label, command;
+    final String key, label, command, body;
     final Resource res;
-    final long reqId;
+    final Map<String, LocalResource> files = new HashMap<>();
+    long reqId;
     ContainerRequest req;
     ContainerId cid;
+    NodeId nodeId;
     boolean killed;
-    Node(String key, Resource res, String label, String command, long reqId) {
-      this.key = key; this.res = res; this.label = label; this.command = command; this.reqId = reqId;
+    Node(String body) throws URISyntaxException {
+      this.body = body;
+      String[] f = body.split("\n", 6);
+      if (f.length != 6) throw new IllegalArgumentException("start: want at least 6 lines");
+      key = Staging.checkName(f[0]);
+      res = Resource.newInstance(Integer.parseInt(f[1]), Integer.parseInt(f[2]));
+      label = f[3];
+      int n = Integer.parseInt(f[4]);
+      String rest = f[5];
+      for (int i = 0; i < n; i++) {
+        int nl = rest.indexOf('\n');
+        if (nl < 0) throw new IllegalArgumentException("start: want " + n + " resource lines");
+        String[] r = rest.substring(0, nl).split("\t");
+        if (r.length != 4) throw new IllegalArgumentException("start: bad resource line");
+        files.put(Staging.checkName(r[0]), LocalResource.newInstance(URL.fromURI(new URI(r[1])),
+            LocalResourceType.FILE, LocalResourceVisibility.APPLICATION,
+            Long.parseLong(r[2]), Long.parseLong(r[3])));
+        rest = rest.substring(nl + 1);
+      }
+      command = rest;
     }
   }
 
@@ -68,11 +113,16 @@ public final class DroverAM {
   final Map<ContainerId, Node> byCid = new HashMap<>();
   final Map<String, Node> byKey = new HashMap<>();
   final List<String> events = new ArrayList<>();
+  final List<String> exited = new ArrayList<>(); // keys whose exit is in events
   final AtomicLong nextReq = new AtomicLong(1);
   final String token = System.getenv().getOrDefault("DROVER_AM_TOKEN", "");
   AMRMClientAsync<ContainerRequest> rm;
   NMClientAsync nm;
-  volatile Resource max; // set once registered: the RM shows our address a little before
+  NMClient nmSync; // stops containers, adopted ones too (the async client knows only its own)
+  final ExecutorService stopper = Executors.newSingleThreadExecutor();
+  Staging staging;
+  ApplicationAttemptId attempt;
+  volatile Resource max; // set once registered and recovered: requests wait for it
   final Object done = new Object();
   volatile boolean finished;
 
@@ -84,9 +134,15 @@ public final class DroverAM {
 
   void run() throws Exception {
     YarnConfiguration conf = new YarnConfiguration();
+    attempt = ContainerId.fromString(System.getenv(ApplicationConstants.Environment.CONTAINER_ID.name()))
+        .getApplicationAttemptId();
+    staging = new Staging(conf, attempt.getApplicationId());
     nm = NMClientAsync.createNMClientAsync(new NMHandler());
     nm.init(conf);
     nm.start();
+    nmSync = NMClient.createNMClient();
+    nmSync.init(conf);
+    nmSync.start();
     rm = AMRMClientAsync.createAMRMClientAsync(500, new RMHandler());
     rm.init(conf);
     rm.start();
@@ -96,9 +152,13 @@ public final class DroverAM {
     http.createContext("/", this::serve);
     http.start();
     int port = http.getAddress().getPort();
-    RegisterApplicationMasterResponse r = rm.registerApplicationMaster(host, port, "");
+    // The tracking URL is our own page: the RM's proxy fetches it from here.
+    RegisterApplicationMasterResponse r = rm.registerApplicationMaster(host, port,
+        "http://" + host + ":" + port + "/");
+    recover(r.getContainersFromPreviousAttempts());
     max = r.getMaximumResourceCapability();
-    System.err.println("DroverAM: control at " + host + ":" + port + ", max " + max);
+    System.err.println("DroverAM: " + attempt + " (pid " + ProcessHandle.current().pid()
+        + ") control at " + host + ":" + port + ", max " + max);
     synchronized (done) {
       while (!finished) done.wait();
     }
@@ -107,18 +167,78 @@ public final class DroverAM {
     System.exit(0);
   }
 
-  void serve(HttpExchange x) throws IOException {
-    String body;
-    try (InputStream in = x.getRequestBody()) {
-      body = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+  /** A new attempt takes over what the last one saved (see the top). */
+  synchronized void recover(List<Container> previous) throws IOException {
+    Map<ContainerId, Container> prev = new HashMap<>();
+    for (Container c : previous) prev.put(c.getId(), c);
+    for (String[] s : staging.nodes()) {
+      String key = s[0], state = s[1];
+      if (state.startsWith("exit ")) { // ended, drover not told yet
+        event("exit " + key + " " + state.substring(5));
+        exited.add(key);
+        continue;
+      }
+      Node n;
+      try {
+        n = new Node(s[2]);
+      } catch (Exception e) {
+        event("exit " + key + " -100 lost while the ApplicationMaster restarted: " + e);
+        exited.add(key);
+        continue;
+      }
+      Container c = state.startsWith("running ")
+          ? prev.remove(ContainerId.fromString(state.substring(8))) : null;
+      if (c != null) { // still running: ours again
+        n.cid = c.getId();
+        n.nodeId = c.getNodeId();
+        byCid.put(n.cid, n);
+        byKey.put(key, n);
+      } else if (state.startsWith("running ")) { // ended while no AM ran
+        exitOf(n, "-100 " + state.substring(8) + " ended while the ApplicationMaster restarted");
+      } else { // never got a container: ask again
+        request(n);
+      }
     }
+    for (Container c : prev.values()) stop(c.getId(), c.getNodeId()); // no node claims it
+    if (!previous.isEmpty() || !byKey.isEmpty())
+      System.err.println("DroverAM: attempt " + attempt + " adopted " + byCid.size()
+          + " containers, asked again for " + byReq.size());
+  }
+
+  void stop(ContainerId cid, NodeId node) {
+    stopper.submit(() -> {
+      try {
+        nmSync.stopContainer(cid, node);
+      } catch (Exception e) {
+        System.err.println("DroverAM: stop " + cid + ": " + e);
+      }
+    });
+  }
+
+  /** The node's exit: drover hears of it at its next /events; the state
+   *  stays saved until then, for a new attempt to repeat. */
+  synchronized void exitOf(Node n, String statusDiag) {
+    byKey.remove(n.key);
+    if (n.cid != null) byCid.remove(n.cid);
+    event("exit " + n.key + " " + statusDiag);
+    exited.add(n.key);
+    staging.saveNode(n.key, "exit " + statusDiag, n.body);
+  }
+
+  void serve(HttpExchange x) throws IOException {
     int code = 200;
     String out;
-    try {
-      if (!token.equals(x.getRequestHeaders().getFirst("X-Drover-Token"))) {
+    String path = x.getRequestURI().getPath();
+    try (InputStream in = x.getRequestBody()) {
+      if (path.equals("/")) {
+        out = page();
+      } else if (!token.equals(x.getRequestHeaders().getFirst("X-Drover-Token"))) {
         code = 403; out = "bad token\n";
+      } else if (path.equals("/put")) {
+        out = staging.put(x.getRequestHeaders().getFirst("X-Drover-Name"), in) + "\n";
       } else {
-        switch (x.getRequestURI().getPath()) {
+        String body = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        switch (path) {
           case "/start": out = start(body); break;
           case "/kill": out = kill(body.trim()); break;
           case "/events": out = drain(); break;
@@ -131,33 +251,50 @@ public final class DroverAM {
     }
     if (out.startsWith("refused ")) code = 409;
     byte[] b = out.getBytes(StandardCharsets.UTF_8);
+    x.getResponseHeaders().set("Content-Type", "text/plain; charset=utf-8");
     x.sendResponseHeaders(code, b.length);
     try (OutputStream o = x.getResponseBody()) { o.write(b); }
   }
 
-  String start(String body) throws InterruptedException {
-    for (int i = 0; i < 200 && max == null; i++) Thread.sleep(50);
-    if (max == null) throw new IllegalStateException("the AM has not registered yet");
-    return startNode(body);
+  /** The tracking page: read-only, no token (the RM's proxy has none). */
+  synchronized String page() {
+    StringBuilder b = new StringBuilder();
+    b.append("drover ApplicationMaster\napplication ").append(attempt.getApplicationId())
+        .append("\nattempt ").append(attempt.getAttemptId())
+        .append("\npid ").append(ProcessHandle.current().pid()).append("\nnodes\n");
+    List<String> keys = new ArrayList<>(byKey.keySet());
+    Collections.sort(keys);
+    for (String k : keys) {
+      Node n = byKey.get(k);
+      b.append(k).append(' ').append(n.cid == null ? "pending" : n.cid + " on " + n.nodeId)
+          .append('\n');
+    }
+    return b.toString();
   }
 
-  synchronized String startNode(String body) {
-    String[] f = body.split("\n", 5);
-    if (f.length != 5) throw new IllegalArgumentException("start: want 5 lines");
-    String key = f[0];
-    int mem = Integer.parseInt(f[1]), vcores = Integer.parseInt(f[2]);
-    if (byKey.containsKey(key)) throw new IllegalArgumentException(key + " is running");
-    if (mem > max.getMemorySize() || vcores > max.getVirtualCores())
-      return "refused " + key + " asks <memory:" + mem + ", vCores:" + vcores
-          + "> but YARN's maximum allocation is " + max + "\n";
-    Node n = new Node(key, Resource.newInstance(mem, vcores), f[3], f[4], nextReq.getAndIncrement());
+  String start(String body) throws Exception {
+    for (int i = 0; i < 200 && max == null; i++) Thread.sleep(50);
+    if (max == null) throw new IllegalStateException("the AM has not registered yet");
+    return startNode(new Node(body));
+  }
+
+  synchronized String startNode(Node n) {
+    if (byKey.containsKey(n.key)) throw new IllegalArgumentException(n.key + " is running");
+    if (n.res.getMemorySize() > max.getMemorySize() || n.res.getVirtualCores() > max.getVirtualCores())
+      return "refused " + n.key + " asks " + n.res + " but YARN's maximum allocation is " + max + "\n";
+    staging.saveNode(n.key, "pending", n.body);
+    request(n);
+    return "ok\n";
+  }
+
+  synchronized void request(Node n) {
+    n.reqId = nextReq.getAndIncrement();
     n.req = ContainerRequest.newBuilder().capability(n.res).priority(Priority.newInstance(1))
         .allocationRequestId(n.reqId).relaxLocality(true)
         .nodeLabelsExpression(n.label.isEmpty() ? null : n.label).build();
     byReq.put(n.reqId, n);
-    byKey.put(key, n);
+    byKey.put(n.key, n);
     rm.addContainerRequest(n.req);
-    return "ok\n";
   }
 
   synchronized String kill(String key) {
@@ -167,10 +304,9 @@ public final class DroverAM {
     if (n.cid == null) { // still pending: nothing ran, the node ended
       rm.removeContainerRequest(n.req);
       byReq.remove(n.reqId);
-      byKey.remove(key);
-      event("exit " + key + " -1 killed before its container started");
+      exitOf(n, "-1 killed before its container started");
     } else {
-      nm.stopContainerAsync(n.cid, null);
+      stop(n.cid, n.nodeId);
     }
     return "ok\n";
   }
@@ -179,6 +315,8 @@ public final class DroverAM {
     StringBuilder b = new StringBuilder();
     for (String e : events) b.append(e).append('\n');
     events.clear();
+    for (String k : exited) if (!byKey.containsKey(k)) staging.dropNode(k);
+    exited.clear();
     return b.toString();
   }
 
@@ -187,15 +325,23 @@ public final class DroverAM {
     FinalApplicationStatus st = "FAILED".equals(f[0]) ? FinalApplicationStatus.FAILED
         : FinalApplicationStatus.SUCCEEDED;
     synchronized (this) {
-      for (Node n : byKey.values()) if (n.cid != null) nm.stopContainerAsync(n.cid, null);
+      for (Node n : byKey.values()) if (n.cid != null) stop(n.cid, n.nodeId);
+    }
+    stopper.shutdown();
+    try {
+      stopper.awaitTermination(10, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
     }
     try {
       rm.unregisterApplicationMaster(st, f.length > 1 ? f[1] : "", "");
     } catch (Exception e) {
       System.err.println("DroverAM: unregister: " + e);
     }
+    staging.remove();
     rm.stop();
     nm.stop();
+    nmSync.stop();
     synchronized (done) { finished = true; done.notifyAll(); }
     return "ok\n";
   }
@@ -208,10 +354,12 @@ public final class DroverAM {
           if (n == null || n.cid != null) { rm.releaseAssignedContainer(c.getId()); continue; }
           rm.removeContainerRequest(n.req);
           n.cid = c.getId();
+          n.nodeId = c.getNodeId();
           byCid.put(c.getId(), n);
+          // Saved before it starts: a new attempt then adopts it, or stops it.
+          staging.saveNode(n.key, "running " + n.cid, n.body);
           ContainerLaunchContext ctx = ContainerLaunchContext.newInstance(
-              Collections.emptyMap(), Collections.emptyMap(),
-              List.of(n.command), null, null, null);
+              n.files, Collections.emptyMap(), List.of(n.command), null, null, null);
           nm.startContainerAsync(c, ctx);
         }
       }
@@ -219,11 +367,9 @@ public final class DroverAM {
     @Override public void onContainersCompleted(List<ContainerStatus> ss) {
       synchronized (DroverAM.this) {
         for (ContainerStatus s : ss) {
-          Node n = byCid.remove(s.getContainerId());
+          Node n = byCid.get(s.getContainerId());
           if (n == null) continue;
-          byKey.remove(n.key);
-          event("exit " + n.key + " " + s.getExitStatus() + " " + s.getContainerId() + ": "
-              + s.getDiagnostics().trim());
+          exitOf(n, s.getExitStatus() + " " + s.getContainerId() + ": " + s.getDiagnostics().trim());
         }
       }
     }
@@ -238,9 +384,8 @@ public final class DroverAM {
       synchronized (DroverAM.this) {
         for (Node n : new ArrayList<>(byKey.values()))
           if (n.cid == null) {
-            byKey.remove(n.key);
             byReq.remove(n.reqId);
-            event("exit " + n.key + " -1 YARN refused its container: " + e.getMessage());
+            exitOf(n, "-1 YARN refused its container: " + e.getMessage());
           }
       }
       event("error " + e.toString());
@@ -254,8 +399,8 @@ public final class DroverAM {
     @Override public void onContainerStopped(ContainerId id) {}
     @Override public void onStartContainerError(ContainerId id, Throwable t) {
       synchronized (DroverAM.this) {
-        Node n = byCid.remove(id);
-        if (n != null) { byKey.remove(n.key); event("exit " + n.key + " -1 could not start: " + t); }
+        Node n = byCid.get(id);
+        if (n != null) exitOf(n, "-1 could not start: " + t);
       }
     }
     @Override public void onContainerResourceIncreased(ContainerId id, Resource r) {}

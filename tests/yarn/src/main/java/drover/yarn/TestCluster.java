@@ -39,6 +39,13 @@ public final class TestCluster {
     ctx.getNodeLabelManager().replaceLabelsOnNode(Map.of(id, Set.of(LABEL)));
   }
 
+  static int freePort() throws java.io.IOException {
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getByName("127.0.0.1"))) {
+      return s.getLocalPort();
+    }
+  }
+
   public static void main(String[] args) throws Exception {
     if (args.length < 1) {
       System.err.println("usage: TestCluster STATE_DIR [NM_MEMORY_MB NM_VCORES]");
@@ -68,7 +75,19 @@ public final class TestCluster {
     // Keep finished containers' logs where tests can read them.
     conf.setInt(YarnConfiguration.DEBUG_NM_DELETE_DELAY_SEC, 600);
     // Ports chosen by the kernel: tests and other users may run beside us.
-    conf.setBoolean(YarnConfiguration.YARN_MINICLUSTER_FIXED_PORTS, false);
+    // MiniYARNCluster would bind the RM to port 0 itself, but the RM then
+    // makes every application's tracking URL (its web proxy) from the
+    // port-0 address it was configured with ("localhost:0/proxy/..."): so
+    // the RM's ports are picked here, free ones the kernel gives, and
+    // MiniYARNCluster is told to keep them; the NMs' stay 0.
+    conf.setBoolean(YarnConfiguration.YARN_MINICLUSTER_FIXED_PORTS, true);
+    for (String k : List.of(YarnConfiguration.RM_ADDRESS, YarnConfiguration.RM_SCHEDULER_ADDRESS,
+        YarnConfiguration.RM_RESOURCE_TRACKER_ADDRESS, YarnConfiguration.RM_ADMIN_ADDRESS,
+        YarnConfiguration.RM_WEBAPP_ADDRESS))
+      conf.set(k, "127.0.0.1:" + freePort());
+    conf.set(YarnConfiguration.NM_LOCALIZER_ADDRESS, "127.0.0.1:0");
+    conf.set(YarnConfiguration.NM_WEBAPP_ADDRESS, "127.0.0.1:0");
+    conf.set(YarnConfiguration.NM_COLLECTOR_SERVICE_ADDRESS, "127.0.0.1:0");
 
     // One queue, "default", that may use the labelled node too.
     conf.set("yarn.scheduler.capacity.root.queues", "default");
