@@ -4,8 +4,10 @@
 # and stopped by stop.sh on exit: training with every node a container,
 # a worker's container killed mid-fit and replaced, resources YARN cannot
 # give and a label it does not have failing the start with YARN's reason,
-# a node that never registers ending the run with the node named, and no
-# application or container left in the RM after each case.
+# a node that never registers ending the run with the node named, the
+# binary and the script's files localised by YARN, the AM killed and its
+# next attempt adopting the nodes, and no application or container left in
+# the RM after each case.
 # Skipped, with the reason, where Java or the built jars are missing
 # (start.sh exits 77; `make test` builds them with `make yarn-deps`);
 # DROVER_YARN_REQUIRED=1 (CI) makes that a failure.
@@ -27,6 +29,10 @@ fi
 trap 'bash tests/yarn/stop.sh; rm -rf "$TMP"' EXIT
 . "$DROVER_YARN_DIR/env"
 RM=http://$DROVER_YARN_RM
+# Where the AM stages the binary and the files (on the test YARN's default
+# file system, file:///): the tests check it is emptied.
+export DROVER_YARN_STAGING=$TMP/staging
+mkdir -p "$DROVER_YARN_STAGING"
 
 # Applications YARN still runs, and containers it still has allocated.
 live_apps() {
@@ -59,18 +65,45 @@ return function(epochs, progress)
 end
 LUA
 
-# yarn-t01: 1 ps + 2 workers (512M, 1 vcore, on the "gpu" node) learn digits
+# yarn-t01: 1 ps + 2 workers (512M, 1 vcore, on the "gpu" node) learn digits;
+# the binary and the script's files are YARN local resources: each node runs
+# the NodeManager's localised copy of drover, and reads the files from its
+# container's working directory; the RM's tracking URL shows the AM's page
+mkdir -p "$TMP/ship/sub" "$TMP/abs"
+printf 'x-contents' > "$TMP/ship/x.txt"
+printf 'y-contents' > "$TMP/ship/sub/y.txt"
+printf 'z-contents' > "$TMP/abs/z.txt"
+ln -s "$PWD/examples" "$TMP/ship/examples" # the script runs in $TMP/ship
 cat > "$TMP/fit.lua" <<LUA
 local exp = dofile("$TMP/exp.lua")
 local c = drover.cluster { launcher = "yarn", bind = "127.0.0.1", ps = 1,
   worker = { instances = 2, cpus = 1, memory = "512M", label = "gpu" },
   yarn = { queue = "default", name = "drover-t01", max_attempts = 1 },
-  runs = "$RUNS", name = "fit" }
+  files = { "x.txt", "sub/y.txt", "$TMP/abs/z.txt" }, runs = "$RUNS", name = "fit" }
 local r = c:fit(exp(10))
 io.stdout:write(string.format("eval_accuracy %.4f\n", r.eval_accuracy))
+local rvs = {}
+for i = 1, 4 do
+  rvs[i] = c:schedule(function(w)
+    local function read(p) local f = assert(io.open(p)) local s = f:read("a") f:close() return s end
+    return w.name, read("x.txt"), read("sub/y.txt"), read("z.txt")
+  end)
+end
+for _, rv in ipairs(rvs) do print("got", rv:fetch()) end
+for _, n in ipairs(c:nodes()) do
+  local p = io.popen("readlink /proc/" .. n.pid .. "/exe") print("exe", n.role, p:read("l")) p:close()
+end
+-- attach in the background: the coordinator answers it while drover.sleep runs its loop
+os.execute("$DROVER attach '" .. c.run_dir .. "' --print >'$TMP/dash.txt' 2>&1 &")
+for _ = 1, 200 do
+  local f = io.open("$TMP/dash.txt") local s = f and f:read("a") or "" if f then f:close() end
+  if s:find("\n") then break end
+  drover.sleep(0.05)
+end
+drover.sleep(0.2)
 c:shutdown() -- raises if a node failed
 LUA
-timeout 180 "$DROVER" run "$TMP/fit.lua" >"$TMP/fit.out" 2>&1
+(cd "$TMP/ship" && timeout 180 "$DROVER" run "$TMP/fit.lua" >"$TMP/fit.out" 2>&1)
 check "yarn-t01 a run with launcher = \"yarn\" succeeds" [ $? -eq 0 ]
 acc=$(sed -n 's/^eval_accuracy //p' "$TMP/fit.out")
 check "yarn-t01 it learns digits to >= 0.95 (got '$acc')" \
@@ -82,6 +115,17 @@ for n in ps-0 worker-0 worker-1; do
   check "yarn-t01 $n ran in a YARN container" grep -q "YARN container of $n ended with status 0" \
     "$dir/logs/$n.log"
 done
+check "yarn-t01 the nodes read the script's files from their working directory" \
+  [ "$(grep -c "^got	worker:[01]	x-contents	y-contents	z-contents$" "$TMP/fit.out")" -eq 4 ]
+check "yarn-t01 every node runs the NodeManager's localised drover, not the build's" \
+  sh -c "[ \$(grep -c '^exe	.*	$DROVER_YARN_DIR/work/.*/usercache/.*/filecache/.*/drover$' '$TMP/fit.out') -eq 3 ]"
+check "yarn-t01 the dashboard's header shows the application and the tracking URL" \
+  grep -q "yarn application_.* http://.*/proxy/application_" "$TMP/dash.txt"
+tracking=$(sed -n 's/^tracking_url	//p' "$dir/yarn")
+check "yarn-t01 the tracking URL is the RM's proxy on its real port ($tracking)" \
+  sh -c "case '$tracking' in *:0/*|'') exit 1;; esac"
+check "yarn-t01 the staging directory is removed" \
+  sh -c "[ -z \"\$(ls -A '$DROVER_YARN_STAGING')\" ]"
 finished() { [ "$(app_state "$dir")" = FINISHED ]; }
 check "yarn-t01 the application FINISHED" wait_for 20 finished
 check "yarn-t01 nothing is left in the RM" wait_for 20 nothing_left
@@ -149,7 +193,7 @@ check "yarn-t04 nothing is left in the RM" wait_for 20 nothing_left
 # yarn-t05: a worker that never registers ends the start, the node named
 cat > "$TMP/hang.lua" <<LUA
 local ok, err = pcall(drover.cluster, { launcher = "yarn", bind = "127.0.0.1", ps = 1, worker = 2,
-  reservation_timeout = 3, runs = "$RUNS", name = "hang" })
+  reservation_timeout = 10, runs = "$RUNS", name = "hang" })
 io.stdout:write(tostring(ok), " ", tostring(err), "\n")
 LUA
 DROVER_FAULT=hang:worker:1 timeout 90 "$DROVER" run "$TMP/hang.lua" >"$TMP/hang.out" 2>&1
@@ -162,13 +206,72 @@ local ok1, e1 = pcall(drover.cluster, { launcher = "yarn", worker = { instances 
   runs = "$RUNS", name = "bad" })
 local ok2, e2 = pcall(drover.cluster, { launcher = "local", worker = { instances = 1, label = "x" } })
 local ok3, e3 = pcall(drover.cluster, { launcher = "local", yarn = { queue = "q" } })
-local ok4, e4 = pcall(drover.cluster, { launcher = "yarn", yarn = { max_attempts = 2 } })
+local ok4, e4 = pcall(drover.cluster, { launcher = "yarn", yarn = { max_attempts = 0 } })
+local ok5, e5 = pcall(drover.cluster, { launcher = "yarn", bind = "127.0.0.1", worker = 1,
+  files = { "$TMP/abs/drover" }, runs = "$RUNS", name = "bad" })
 io.stdout:write(tostring(ok1), " ", tostring(e1), "\n", tostring(ok2), " ", tostring(e2), "\n",
-  tostring(ok3), " ", tostring(e3), "\n", tostring(ok4), " ", tostring(e4), "\n")
+  tostring(ok3), " ", tostring(e3), "\n", tostring(ok4), " ", tostring(e4), "\n",
+  tostring(ok5), " ", tostring(e5), "\n")
 LUA
-timeout 60 "$DROVER" run "$TMP/bad.lua" >"$TMP/bad.out" 2>&1
+: > "$TMP/abs/drover"
+timeout 90 "$DROVER" run "$TMP/bad.lua" >"$TMP/bad.out" 2>&1
 check "yarn-t06 gpus is refused" grep -q "^false .*gpus is not supported" "$TMP/bad.out"
 check "yarn-t06 label is refused by other launchers" grep -q "^false .*label is for launcher" "$TMP/bad.out"
 check "yarn-t06 yarn = {...} is refused by other launchers" grep -q "^false .*yarn is for launcher" "$TMP/bad.out"
-check "yarn-t06 max_attempts other than 1 is refused" grep -q "^false .*max_attempts must be 1" "$TMP/bad.out"
+check "yarn-t06 max_attempts below 1 is refused" grep -q "^false .*max_attempts must be between 1" "$TMP/bad.out"
+check "yarn-t06 a file named like the binary is refused" grep -q "^false .*would hide the drover binary" "$TMP/bad.out"
 check "yarn-t06 nothing is left in the RM" wait_for 20 nothing_left
+
+# yarn-t07: with max_attempts = 2, the AM killed mid-fit (SIGKILL to the pid
+# its page shows through the RM's tracking URL) is followed by YARN's second
+# attempt, which adopts the running containers: the fit finishes with no
+# node restarted, and drover follows the AM to its new address
+cat > "$TMP/am.lua" <<LUA
+local exp = dofile("$TMP/exp.lua")
+local c = drover.cluster { launcher = "yarn", bind = "127.0.0.1", ps = 1, worker = 2,
+  yarn = { max_attempts = 2 }, runs = "$RUNS", name = "am" }
+local function info(k)
+  for line in io.lines(c.run_dir .. "/yarn") do
+    local key, v = line:match("^(%S+)\t(.*)$") if key == k then return v end
+  end
+end
+local page = io.popen("curl -s -m 10 '" .. info("tracking_url") .. "'"):read("a")
+io.stdout:write("page ", (page:gsub("\n", "|")), "\n")
+local am = tonumber(page:match("\npid (%d+)\n"))
+local killed
+local r = c:fit(exp(20, function(p)
+  if killed or p.step < 100 then return end
+  killed = p.step
+  local cmd = io.open("/proc/" .. am .. "/cmdline"):read("a")
+  assert(cmd:find("drover.yarn.DroverAM", 1, true), "pid " .. am .. " is not the AM")
+  os.execute("kill -9 " .. am)
+end))
+local attempt
+for _ = 1, 600 do -- the second attempt may come up after the fit
+  attempt = info("attempt") if attempt == "2" then break end
+  drover.sleep(0.05)
+end
+io.stdout:write(string.format("killed at %s, steps %d, eval_accuracy %.4f\n", tostring(killed),
+  r.steps, r.eval_accuracy))
+io.stdout:write("attempt ", attempt, "\n")
+local restarts = 0
+for _, n in ipairs(c:nodes()) do restarts = restarts + n.restarts end
+io.stdout:write("restarts ", restarts, "\n")
+page = io.popen("curl -s -m 10 '" .. info("tracking_url") .. "'"):read("a")
+io.stdout:write("page2 ", (page:gsub("\n", "|")), "\n")
+c:shutdown()
+LUA
+timeout 180 "$DROVER" run "$TMP/am.lua" >"$TMP/am.out" 2>&1
+check "yarn-t07 the run succeeds" [ $? -eq 0 ]
+check "yarn-t07 the RM's tracking URL shows the AM's page" \
+  grep -q "^page drover ApplicationMaster|application application_.*|attempt 1|pid [0-9]*|nodes|ps-0 container_" "$TMP/am.out"
+check "yarn-t07 the AM was killed mid-fit and the fit finished" grep -q "^killed at [0-9]*, steps" "$TMP/am.out"
+check "yarn-t07 drover followed the AM's second attempt" grep -q "^attempt 2$" "$TMP/am.out"
+check "yarn-t07 no node was restarted (the containers were kept)" grep -q "^restarts 0$" "$TMP/am.out"
+check "yarn-t07 the second attempt adopted all three nodes" \
+  sh -c "grep '^page2 ' '$TMP/am.out' | grep 'attempt 2' | grep 'ps-0 container_' | grep 'worker-0 container_' | grep -q 'worker-1 container_'"
+dir=$(ls -d "$RUNS"/am-* | head -n 1)
+check "yarn-t07 events.log tells of the new attempt" grep -q "attempt 2 runs at" "$dir/events.log"
+finished() { [ "$(app_state "$dir")" = FINISHED ]; }
+check "yarn-t07 the application FINISHED" wait_for 20 finished
+check "yarn-t07 nothing is left in the RM" wait_for 20 nothing_left
