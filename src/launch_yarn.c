@@ -2,32 +2,36 @@
  * application per run, with its role's resources and node label.
  *
  * drover stays one C binary with no JVM of its own: it talks to the
- * ResourceManager through its REST API (new-application, submit, state,
- * kill) and to the application's ApplicationMaster over plain HTTP. The AM
- * is drover's own small Java program (tests/yarn/.../DroverAM.java, built
- * by `make yarn-deps`), which runs inside the cluster where Hadoop's client
- * jars are: YARN gives a container only to an AM that speaks its RPC
- * protocol, which a C program cannot without Hadoop's jars. Hadoop's
+ * ResourceManager through its REST API and to the application's
+ * ApplicationMaster over plain HTTP (launch_yarn_rm.c). The AM is drover's
+ * own small Java program (tests/yarn/.../DroverAM.java, built by `make
+ * yarn-deps`), which runs inside the cluster where Hadoop's client jars
+ * are: YARN gives a container only to an AM that speaks its RPC protocol,
+ * which a C program cannot without Hadoop's jars. Hadoop's
  * DistributedShell AM starts a fixed number of copies of one command and
  * cannot replace one container for one node; ours starts a container when
  * drover asks for a node (POST /start), stops one (POST /kill), reports
  * how each ended (GET /events, polled), and unregisters (POST /finish).
  * Requests carry a random token given to the AM in its environment.
  *
- * Start: new-application gives the id and YARN's maximum allocation; a
- * role asking for more fails here with YARN's numbers, before anything is
- * submitted. The AM container is then submitted (queue, name, attempts)
- * and waited for until it registers (its amRPCAddress is the AM's HTTP
- * address); an application that ends first fails the start with YARN's
- * diagnostics. The application's id and tracking URL go to RUN_DIR/yarn
- * and, through the note callback, to events.log and the dashboard.
+ * Start (launch_yarn_rm.c): new-application gives the id and YARN's
+ * maximum allocation; a role asking for more fails here with YARN's
+ * numbers, before anything is submitted. The AM container is then
+ * submitted (queue, name, attempts, containers kept across attempts) and
+ * waited for until it registers. Then this drover and the script's files
+ * go through the AM to the application's staging directory on the
+ * cluster's default file system (launch_yarn_stage.c): every node's
+ * container gets them as local resources, downloaded by its NodeManager
+ * into the container's working directory, where the node runs ./drover.
+ * The application's id, tracking URL and AM go to RUN_DIR/yarn and,
+ * through the note callback, to events.log and the dashboard.
  *
  * A node is the same `drover node ...` command as elsewhere (launch.h),
  * run by the container's shell with the secret's path and the BLAS thread
  * count in its environment, stdout and stderr appended to the node's log
- * in the run directory: like the Slurm launcher this assumes the run
- * directory and the binary are on a file system the cluster's machines
- * share (the test YARN runs on this machine).
+ * in the run directory: the run directory (logs, keys, checkpoints) is on
+ * a file system the cluster's machines share; the binary and files are
+ * not.
  *
  * Resources: memory in MiB (the role's `memory`, 1024 when not given),
  * vcores from `cpus` (1 when not given), the node label from `label`.
@@ -40,6 +44,14 @@
  * signals. The coordinator decides what a node's exit means: a worker or
  * ps is started again through start(), which asks the AM for a new
  * container for that node alone.
+ *
+ * The AM's own death: with yarn.max_attempts > 1 YARN starts another
+ * attempt, which adopts the running containers (DroverAM.java keeps what
+ * it needs in the staging directory) and registers a new address. When
+ * the AM stops answering, each poll asks the RM for the application's
+ * report until it shows that address; nodes asked for meanwhile are
+ * queued and sent to the new attempt. An application that ends instead
+ * (no attempts left, killed) ends every node still listed.
  */
 #include "launch_yarn_int.h"
 
