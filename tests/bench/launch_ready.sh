@@ -10,7 +10,7 @@ set -u
 DROVER=$1
 pairs=${2:-3}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/drover-bench-ready-XXXXXX")
-export DROVER_YARN_DIR=$tmp/yarn DROVER_SLURM_DIR=$tmp/slurm
+export DROVER_YARN_DIR=$tmp/yarn DROVER_SLURM_DIR=$tmp/slurm DROVER_YARN_STAGING=$tmp/staging
 export DROVER_SLURM_PORT=$((24000 + ($$ % 2000) * 2))
 cleanup() { [ -z "${BENCH_KEEP:-}" ] || cat "$tmp"/err.* >&2; bash tests/yarn/stop.sh 2>/dev/null; bash tests/slurm/stop.sh 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT

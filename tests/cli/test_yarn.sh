@@ -4,7 +4,8 @@
 # and stopped by stop.sh on exit: training with every node a container,
 # a worker's container killed mid-fit and replaced, resources YARN cannot
 # give and a label it does not have failing the start with YARN's reason,
-# a node that never registers ending the run with the node named, the
+# a ps killed mid-fit replaced by its replica and started again, a node
+# that never registers ending the run with the node named, the
 # binary and the script's files localised by YARN, the AM killed and its
 # next attempt adopting the nodes, and no application or container left in
 # the RM after each case.
@@ -275,3 +276,41 @@ check "yarn-t07 events.log tells of the new attempt" grep -q "attempt 2 runs at"
 finished() { [ "$(app_state "$dir")" = FINISHED ]; }
 check "yarn-t07 the application FINISHED" wait_for 20 finished
 check "yarn-t07 nothing is left in the RM" wait_for 20 nothing_left
+
+# yarn-t08: a ps killed mid-fit (ps_replicas = 1): its replica takes over,
+# the lost ps comes back in a new container as the new replica, the fit ends
+cat > "$TMP/ps.lua" <<LUA
+local exp = dofile("$TMP/exp.lua")
+local c = drover.cluster { launcher = "yarn", bind = "127.0.0.1", ps = 1, worker = 2,
+  ps_replicas = 1, runs = "$RUNS", name = "ps" }
+local function node(role, i)
+  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == i then return n end end
+end
+local victim, killed = node("ps", 0)
+local r = c:fit(exp(20, function(p)
+  if killed or p.step < 100 then return end
+  killed = p.step
+  os.execute("kill -9 " .. victim.pid)
+end))
+local back
+for _ = 1, 600 do
+  local n = node("ps", 0)
+  if n.pid ~= victim.pid and n.state == "replica" then back = n break end
+  drover.sleep(0.05)
+end
+io.stdout:write(string.format("killed at %s, steps %d, eval_accuracy %.4f\n", tostring(killed),
+  r.steps, r.eval_accuracy))
+io.stdout:write("ps:0 back as the replica ", tostring(back ~= nil), ", restarts ",
+  back and back.restarts or -1, "; ps:1 ", node("ps", 1).state, "\n")
+c:shutdown()
+LUA
+timeout 180 "$DROVER" run "$TMP/ps.lua" >"$TMP/ps.out" 2>&1
+check "yarn-t08 the run succeeds" [ $? -eq 0 ]
+check "yarn-t08 the fit finished after the primary ps was killed" \
+  grep -q "^killed at [0-9]*, steps" "$TMP/ps.out"
+check "yarn-t08 ps:0 came back as the replica, ps:1 took over" \
+  grep -q "^ps:0 back as the replica true, restarts 1; ps:1 ready" "$TMP/ps.out"
+dir=$(ls -d "$RUNS"/ps-* | head -n 1)
+check "yarn-t08 a new container ran ps-0" \
+  sh -c "[ \$(grep -c 'YARN container of ps-0 ended' '$dir/logs/ps-0.log') -eq 2 ]"
+check "yarn-t08 nothing is left in the RM" wait_for 20 nothing_left
