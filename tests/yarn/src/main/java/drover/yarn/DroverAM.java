@@ -279,7 +279,12 @@ public final class DroverAM {
   }
 
   synchronized String startNode(Node n) {
-    if (byKey.containsKey(n.key)) throw new IllegalArgumentException(n.key + " is running");
+    Node old = byKey.get(n.key);
+    // The same request again: drover sent it to a dying attempt, got no
+    // answer, and sends it to this one, which already has it from the
+    // staging directory.
+    if (old != null && old.body.equals(n.body)) return "ok\n";
+    if (old != null) throw new IllegalArgumentException(n.key + " is running");
     if (n.res.getMemorySize() > max.getMemorySize() || n.res.getVirtualCores() > max.getVirtualCores())
       return "refused " + n.key + " asks " + n.res + " but YARN's maximum allocation is " + max + "\n";
     staging.saveNode(n.key, "pending", n.body);
