@@ -188,8 +188,12 @@ int launch_spark_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb o
  * API. This call submits the application and blocks until the AM is up
  * (bounded by cfg->yarn.submit_timeout), failing with YARN's diagnostics;
  * a role asking for more than YARN's maximum allocation fails it before
- * submitting. destroy finishes the application (or kills it). Tasks have
- * no local pid. The application's id and tracking URL are written to
+ * submitting. It then uploads this binary and cfg's files through the AM
+ * to the application's staging directory (cfg->yarn.staging) on the
+ * cluster's default file system: every container gets them as YARN local
+ * resources. destroy finishes the application (or kills it). Tasks have
+ * no local pid. The application's id, tracking URL and AM (with its
+ * attempt, rewritten when a new attempt takes over) are written to
  * RUN_DIR/yarn and told through cfg->note. */
 int launch_yarn_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
                     launcher **out);

@@ -224,10 +224,6 @@ static int node_command(const launch_task *t, const char *log, char *out, size_t
   return 0;
 }
 
-static long role_mb(const launch_resources *r) {
-  return r->memory ? (long)((r->memory + (1u << 20) - 1) >> 20) : 1024;
-}
-
 /* The /start body (DroverAM.java): key, resources, label, the local
  * resources, the command. malloc'd into *out. */
 static int start_body(yarn_launcher *y, const launch_task *t, const char *key, const char *log,
@@ -240,8 +236,9 @@ static int start_body(yarn_launcher *y, const launch_task *t, const char *key, c
   if (rc == 0) rc = node_command(t, log, cmd, cmd_cap);
   if (rc == 0) {
     const launch_resources *r = &y->res[t->role];
-    snprintf(body, cap, "%s\n%ld\n%d\n%s\n%d\n%s%s", key, role_mb(r), r->cpus > 0 ? r->cpus : 1,
-             y->label[t->role], y->nfiles, y->files ? y->files : "", cmd);
+    snprintf(body, cap, "%s\n%ld\n%d\n%s\n%d\n%s%s", key, launch_yarn__role_mb(r),
+             r->cpus > 0 ? r->cpus : 1, y->label[t->role], y->nfiles,
+             y->files ? y->files : "", cmd);
     *out = body;
     body = NULL;
   }

@@ -68,6 +68,8 @@ int launch_yarn__am_req(yarn_launcher *y, const char *method, const char *path, 
                         const char *body_file, const char *header, long timeout_ms, char **resp);
 /* new-application: y->app and YARN's maximum allocation. */
 int launch_yarn__new_app(yarn_launcher *y);
+/* A role's container memory in MiB: its `memory` rounded up, else 1024. */
+long launch_yarn__role_mb(const launch_resources *r);
 /* Fails, naming the role and YARN's numbers, when a role asks for more
  * than any container may have. */
 int launch_yarn__check_resources(yarn_launcher *y, const launch_config *cfg);

@@ -100,14 +100,15 @@ int launch_yarn__new_app(yarn_launcher *y) {
   return 0;
 }
 
-static long role_mb(const launch_resources *r) {
+long launch_yarn__role_mb(const launch_resources *r) {
   return r->memory ? (long)((r->memory + (1u << 20) - 1) >> 20) : 1024;
 }
 
 int launch_yarn__check_resources(yarn_launcher *y, const launch_config *cfg) {
   for (int r = 0; r < ROLE_COUNT; r++) {
     if (!cfg->count[r]) continue;
-    long mb = role_mb(&cfg->res[r]), vc = cfg->res[r].cpus > 0 ? cfg->res[r].cpus : 1;
+    long mb = launch_yarn__role_mb(&cfg->res[r]);
+    long vc = cfg->res[r].cpus > 0 ? cfg->res[r].cpus : 1;
     if (cfg->res[r].gpus > 0)
       return drv_error(DRV_EUNSUPPORTED, "launcher \"yarn\": %s.gpus is not supported (ask for "
                        "GPU machines with label = \"...\")", launch__role_name(r));
