@@ -30,7 +30,7 @@
 static int add_line(yarn_launcher *y, const char *name, const char *answer) {
   char url[2048];
   unsigned long long size, ts;
-  if (sscanf(answer, "%2047s %llu %llu", url, &size, &ts) != 3)
+  if (sscanf(answer, "%2047s %llu %llu", url, &size, &ts) != 3 || strlen(url) >= sizeof url - 1)
     return drv_error(DRV_EPARSE, "YARN: staging '%s': unexpected answer '%.200s'", name, answer);
   size_t have = y->files ? strlen(y->files) : 0, add = strlen(name) + strlen(url) + 48;
   if (add > SIZE_MAX - have - 1) return drv_error(DRV_ERANGE, "yarn: too many files");
