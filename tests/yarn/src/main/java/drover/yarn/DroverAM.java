@@ -332,9 +332,11 @@ public final class DroverAM {
     synchronized (this) {
       for (Node n : byKey.values()) if (n.cid != null) stop(n.cid, n.nodeId);
     }
+    // Bounded well inside drover's 5 s for this request: what is not
+    // stopped by then ends with the application when we unregister.
     stopper.shutdown();
     try {
-      stopper.awaitTermination(10, TimeUnit.SECONDS);
+      stopper.awaitTermination(2, TimeUnit.SECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
