@@ -424,6 +424,7 @@ int launch_yarn_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on
   if (!y) return drv_error(DRV_ENOMEM, "out of memory");
   y->pub = (launcher){.ops = &yarn_ops, .loop = loop, .on_exit = on_exit, .ud = ud};
   int rc = configure(y, cfg);
+  if (rc == 0) rc = launch_yarn__check_files(cfg);
   if (rc == 0) rc = start_app(y, cfg, cp);
   if (rc == 0) rc = launch_yarn__stage(y, cfg);
   if (rc == 0) rc = launch_yarn__write_info(y);

@@ -89,6 +89,10 @@ int launch_yarn__write_info(yarn_launcher *y);
 
 /* ---- local resources (launch_yarn_stage.c) ---- */
 
+/* Fails, naming the file, when one of cfg's files is missing or cannot be
+ * a local resource (its name: "drover", another file's, a control
+ * character): checked before anything is submitted. */
+int launch_yarn__check_files(const launch_config *cfg);
 /* Uploads this drover (as "drover") and each of cfg's files (named as
  * the ssh launcher names them) through the AM to the application's
  * staging directory on the cluster's default file system, filling

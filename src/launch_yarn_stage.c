@@ -42,30 +42,24 @@ static int add_line(yarn_launcher *y, const char *name, const char *answer) {
   return 0;
 }
 
-static int put(yarn_launcher *y, const char *path, const char *name) {
+/* Why the file cannot be a local resource named `name`, or 0. */
+static int check_file(const char *path, const char *name) {
   struct stat st;
   if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
     return drv_error(DRV_EINVAL, "files: '%s' is not a readable file", path);
   for (const char *c = name; *c; c++)
-    if ((unsigned char)*c < 0x20 || *c == '\t')
+    if ((unsigned char)*c < 0x20)
       return drv_error(DRV_EINVAL, "files: '%s': a YARN local resource's name cannot hold "
                        "control characters", path);
-  char header[PATH_MAX + 32];
-  snprintf(header, sizeof header, "X-Drover-Name: %s", name);
-  long ms = STAGE_MIN_MS + (long)(st.st_size / 1000); /* 1 MB/s at the least */
-  char *resp = NULL;
-  int rc = launch_yarn__am_req(y, "POST", "/put", NULL, path, header, ms, &resp);
-  if (rc < 0) return drv_error(rc, "YARN: staging '%s': %s", path, drv_errmsg());
-  rc = add_line(y, name, resp);
-  free(resp);
-  return rc;
+  return 0;
 }
 
-int launch_yarn__stage(yarn_launcher *y, const launch_config *cfg) {
-  int rc = put(y, launch_self_exe(), "drover");
+int launch_yarn__check_files(const launch_config *cfg) {
+  int rc = 0;
   for (int i = 0; rc == 0 && i < cfg->nfiles; i++) {
     char name[PATH_MAX];
     rc = launch__ship_name(cfg->files[i], name, sizeof name);
+    if (rc == 0) rc = check_file(cfg->files[i], name);
     if (rc == 0 && strcmp(name, "drover") == 0)
       rc = drv_error(DRV_EINVAL, "files: '%s' would hide the drover binary in the container "
                      "(rename it)", cfg->files[i]);
@@ -75,6 +69,32 @@ int launch_yarn__stage(yarn_launcher *y, const launch_config *cfg) {
         rc = drv_error(DRV_EINVAL, "files: '%s' and '%s' both become '%s' in the container",
                        cfg->files[k], cfg->files[i], name);
     }
+  }
+  return rc;
+}
+
+static int put(yarn_launcher *y, const char *path, const char *name) {
+  int rc = check_file(path, name);
+  if (rc < 0) return rc;
+  struct stat st;
+  if (stat(path, &st) != 0) return drv_error(DRV_EIO, "files: '%s' vanished", path);
+  char header[PATH_MAX + 32];
+  snprintf(header, sizeof header, "X-Drover-Name: %s", name);
+  long ms = STAGE_MIN_MS + (long)(st.st_size / 1000); /* 1 MB/s at the least */
+  char *resp = NULL;
+  rc = launch_yarn__am_req(y, "POST", "/put", NULL, path, header, ms, &resp);
+  if (rc < 0) return drv_error(rc, "YARN: staging '%s': %s", path, drv_errmsg());
+  rc = add_line(y, name, resp);
+  free(resp);
+  return rc;
+}
+
+int launch_yarn__stage(yarn_launcher *y, const launch_config *cfg) {
+  int rc = launch_yarn__check_files(cfg);
+  if (rc == 0) rc = put(y, launch_self_exe(), "drover");
+  for (int i = 0; rc == 0 && i < cfg->nfiles; i++) {
+    char name[PATH_MAX];
+    rc = launch__ship_name(cfg->files[i], name, sizeof name);
     if (rc == 0) rc = put(y, cfg->files[i], name);
   }
   if (rc == 0)
