@@ -76,13 +76,13 @@ drover: $(BUILD)/drover
 $(BUILD)/drover: $(LIB_OBJS) $(MAIN_OBJ)
 	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
-$(BUILD)/%.o: src/%.c | $(BUILD)
+$(BUILD)/%.o: src/%.c | $(BUILD)/.dirs
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -c -o $@ $<
 
-$(BUILD)/unit/%.o: tests/unit/%.c | $(BUILD)
+$(BUILD)/unit/%.o: tests/unit/%.c | $(BUILD)/.dirs
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -Itests/unit -c -o $@ $<
 
-$(BUILD)/bench/%.o: tests/bench/%.c | $(BUILD)
+$(BUILD)/bench/%.o: tests/bench/%.c | $(BUILD)/.dirs
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -c -o $@ $<
 
 $(BUILD)/bench_mlp: $(LIB_OBJS) $(BUILD)/bench/bench_mlp.o
@@ -91,10 +91,10 @@ $(BUILD)/bench_mlp: $(LIB_OBJS) $(BUILD)/bench/bench_mlp.o
 $(BUILD)/bench_cnn: $(LIB_OBJS) $(BUILD)/bench/bench_cnn.o
 	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
-$(BUILD)/bench/node_fake.o: tests/unit/node_fake.c | $(BUILD)
+$(BUILD)/bench/node_fake.o: tests/unit/node_fake.c | $(BUILD)/.dirs
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -Itests/unit -c -o $@ $<
 
-$(BUILD)/bench/bench_pushpull.o: tests/bench/bench_pushpull.c | $(BUILD)
+$(BUILD)/bench/bench_pushpull.o: tests/bench/bench_pushpull.c | $(BUILD)/.dirs
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -Itests/unit -c -o $@ $<
 
 $(BUILD)/bench_pushpull: $(LIB_OBJS) $(BUILD)/bench/bench_pushpull.o $(BUILD)/bench/node_fake.o
@@ -111,7 +111,7 @@ $(BUILD)/unit_tests: $(LIB_OBJS) $(UNIT_OBJS)
 	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 # lua/ and themes/ are compiled into the binary so it runs from anywhere.
-$(BUILD)/embed: tools/embed.c | $(BUILD)
+$(BUILD)/embed: tools/embed.c | $(BUILD)/.dirs
 	$(call say,CC,$<)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -o $@ $<
 
 $(BUILD)/embedded.c: $(BUILD)/embed $(EMBEDDED)
@@ -120,8 +120,10 @@ $(BUILD)/embedded.c: $(BUILD)/embed $(EMBEDDED)
 $(BUILD)/embedded.o: $(BUILD)/embedded.c
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -c -o $@ $<
 
-$(BUILD):
-	$(Q)mkdir -p $(BUILD)/unit $(BUILD)/bench
+# A stamp, not the directory: a build/ made by hand (or by another
+# target) must still get its subdirectories.
+$(BUILD)/.dirs:
+	$(Q)mkdir -p $(BUILD)/unit $(BUILD)/bench && touch $@
 
 deps:
 	$(Q)sh tools/deps.sh
