@@ -190,7 +190,15 @@ $(VENV)/.pyclient: $(VENV)/.ok $(PYWIRE)
 # it), on the machine's Java 17. Nothing goes into the system.
 SPARK_VENV ?= build/spark-venv
 PYSPARK_VERSION = 4.3.0
-spark: $(SPARK_VENV)/.ok
+# numpy: drover_client.spark's feeders and predictors run in Spark's
+# Python workers (the driver ships the drover_client package itself).
+NUMPY_VERSION = 1.24.2
+spark: $(SPARK_VENV)/.ok $(SPARK_VENV)/.numpy
+
+$(SPARK_VENV)/.numpy: $(SPARK_VENV)/.ok
+	$(Q)$(SPARK_VENV)/bin/pip install -q --disable-pip-version-check numpy==$(NUMPY_VERSION)
+	$(Q)$(SPARK_VENV)/bin/python -c "import numpy"
+	$(Q)touch $@
 
 $(SPARK_VENV)/.ok:
 	$(call say,VENV,$(SPARK_VENV))rm -rf $(SPARK_VENV) && /usr/bin/python3 -m venv $(SPARK_VENV)

@@ -164,6 +164,8 @@ typedef struct coord_feed_source {
                        the control port (FEED_OPEN; wire_msgs.h) */
   int feeders;      /* external: the fit ends once this many feeders (at
                        least 1) joined and every one that joined ended */
+  int64_t epochs;   /* external: train.epochs, the passes asked of the
+                       feeders (FEED_CREDIT.epochs) */
   double timeout;   /* feed_timeout: seconds without progress (a batch read
                        or trained) before the fit fails; 0: none */
   int64_t batches;  /* batches the source will give, when known (progress); 0: unknown */

@@ -11,6 +11,15 @@
  * feeder: no more batches; the coordinator answers FEED_END once its
  * batches are trained, and the fit ends when every feeder that opened has
  * ended (feed_timeout fails a fit that no feeder joins or feeds).
+ *
+ * Keyed feeders (FEED_OPEN's key: a Spark partition of one pass, say): a
+ * keyed feeder that leaves stays in the list detached (no connection), so
+ * that a feeder opening later in the same fit with its key takes over its
+ * slot index and counts: the batches the coordinator took already are not
+ * sent again (the first FEED_CREDIT's `sent` tells the newcomer how many
+ * to skip), and those still queued are trained once and credited to the
+ * newcomer. A still-connected holder of the key is closed: the newest
+ * wins (a hung executor, a speculative copy).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -27,6 +36,7 @@ typedef struct coord_feeder {
   coord *c;
   conn *cn;
   char name[64];
+  char key[128];        /* "" or the identity it feeds (FEED_OPEN.key) */
   int index;            /* its number in the feed's slots (feed_slot.feeder) */
   uint32_t window;      /* credits asked (0: ours) */
   uint32_t credits;     /* granted, not used */
@@ -56,9 +66,15 @@ static bool external_running(const coord_fit_state *f) {
 }
 
 static void send_credit(coord_feeder *d, uint32_t credits) {
+  if (!d->cn) return; /* a keyed feeder's slot, detached: nobody to tell */
+  const coord_fit_state *f = d->c ? d->c->fit : NULL;
+  uint32_t epochs = external_running(f) && f->feed.src->epochs > 0 &&
+                            f->feed.src->epochs <= UINT32_MAX
+                        ? (uint32_t)f->feed.src->epochs
+                        : 0;
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_feed_credit(&w, &(wire_msg_feed_credit){credits, d->sent, d->trained});
+  wire_put_feed_credit(&w, &(wire_msg_feed_credit){credits, d->sent, d->trained, epochs});
   conn_send_wr(d->cn, &w, WIRE_FEED_CREDIT, 0);
 }
 
@@ -78,6 +94,9 @@ static void grant(coord_fit_state *f, coord_feeder *d) {
   uint32_t win = 2 * (uint32_t)(f->feed.ntrainers > 0 ? f->feed.ntrainers : 1) * FEED_WINDOW;
   if (d->window > 0 && d->window < win) win = d->window;
   if (win > FEEDER_WINDOW_MAX) win = FEEDER_WINDOW_MAX;
+  /* a keyed feeder taking over: its predecessor's batches still queued
+   * hold part of the window (their credits come back as they train) */
+  win = d->inflight >= (int64_t)win ? 0 : win - (uint32_t)(d->inflight > 0 ? d->inflight : 0);
   d->granted = true;
   d->credits = win;
   feeders(f)->opened++;
@@ -89,6 +108,16 @@ void coord__feeders_begin(coord_fit_state *f) {
   if (!x) return;
   x->opened = x->ended = 0;
   x->failed[0] = '\0';
+  /* keys are a fit's: the slots an earlier fit's keyed feeders left go */
+  for (coord_feeder **p = &x->list; *p;) {
+    coord_feeder *d = *p;
+    if (d->cn) {
+      p = &d->next;
+    } else {
+      *p = d->next;
+      free(d);
+    }
+  }
   for (coord_feeder *d = x->list; d; d = d->next) {
     d->granted = false;
     d->sent = d->trained = 0;
@@ -98,6 +127,36 @@ void coord__feeders_begin(coord_fit_state *f) {
 }
 
 /* ============================== frames ================================== */
+
+static void ended(coord_fit_state *f, coord_feeder *d);
+
+/* The slot and counts of key's earlier feeder, if one opened in this fit:
+ * d takes them over. A detached slot is freed; a connected holder is
+ * closed (its frames from now on are not read: it is no longer keyed). */
+static void take_over(coord_fit_state *f, struct coord_feeders *x, coord_feeder *d) {
+  for (coord_feeder **p = &x->list; *p; p = &(*p)->next) {
+    coord_feeder *o = *p;
+    if (o == d || o->index < 0 || strcmp(o->key, d->key) != 0) continue;
+    d->index = o->index;
+    d->sent = o->sent;
+    d->trained = o->trained;
+    d->inflight = o->inflight;
+    rundir_event(&d->c->rd, "feeder %s takes over key %s from %s (%s): %" PRIu64
+                 " batches taken already, %" PRIu64 " trained", d->name, d->key, o->name,
+                 o->cn ? "still connected: closed" : "gone", o->sent, o->trained);
+    if (o->cn) {
+      o->index = -1; /* its batches' credits are d's now */
+      o->key[0] = '\0';
+      o->answered = true;
+      ended(f, o);
+      conn_close(o->cn, "a newer feeder took over its key");
+    } else {
+      *p = o->next;
+      free(o);
+    }
+    return;
+  }
+}
 
 static int on_open(coord *c, conn *cn, void **state, const uint8_t *pl, uint32_t len) {
   coord_fit_state *f = coord__fit_state(c);
@@ -111,12 +170,17 @@ static int on_open(coord *c, conn *cn, void **state, const uint8_t *pl, uint32_t
   d->cn = cn;
   if (wire_str_copy(m.name, d->name, sizeof d->name) < 0 || !d->name[0])
     snprintf(d->name, sizeof d->name, "%s", conn_peer(cn));
+  if (wire_str_copy(m.key, d->key, sizeof d->key) < 0) {
+    free(d);
+    return drv_error(DRV_EINVAL, "FEED_OPEN key longer than %zu bytes", sizeof d->key - 1);
+  }
   d->window = m.window;
   d->index = x->count++;
   d->next = x->list;
   x->list = d;
   *state = d;
   rundir_event(&c->rd, "feeder %s connected from %s", d->name, conn_peer(cn));
+  if (d->key[0]) take_over(f, x, d);
   if (external_running(f)) grant(f, d);
   else send_credit(d, 0); /* credits come with an external fit */
   return 0;
@@ -192,6 +256,13 @@ void coord__feeder_gone(coord *c, void *state) {
   d->cn = NULL; /* closing: nothing more goes out */
   ended(f, d);
   struct coord_feeders *x = f ? f->feed.ext : NULL;
+  if (x && d->key[0] && d->index >= 0) {
+    /* keyed: its slot stays, detached, for a feeder that takes it over */
+    d->ended = true;
+    d->answered = false;
+    d->granted = false;
+    return;
+  }
   for (coord_feeder **p = x ? &x->list : NULL; p && *p; p = &(*p)->next)
     if (*p == d) {
       *p = d->next;
@@ -243,7 +314,11 @@ void coord__feeders_end(coord_fit_state *f, int rc) {
 void coord__feeders_free(coord_fit_state *f) {
   struct coord_feeders *x = f->feed.ext;
   if (!x) return;
-  for (coord_feeder *d = x->list; d; d = d->next) d->c = NULL; /* their peers free them */
+  for (coord_feeder *d = x->list, *next; d; d = next) {
+    next = d->next;
+    if (d->cn) d->c = NULL; /* their peers free them */
+    else free(d);          /* a keyed feeder's slot, detached */
+  }
   free(x);
   f->feed.ext = NULL;
 }

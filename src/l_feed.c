@@ -110,6 +110,7 @@ void lfeed_open(lua_State *L, const ltrain_exp *e, lfeed *f) {
     s->fd = -1;
     s->external = true;
     s->feeders = e->feeders;
+    s->epochs = e->cfg.epochs;
     s->no_replay = "external feeders";
   } else {
     /* a path or "-": a stream of its lines, as data.stream(path) reads it */

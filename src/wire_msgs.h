@@ -316,12 +316,20 @@
  * AUTH_OK) and sends FEED_OPEN where an attach client sends ATTACH:
  *  FEED_OPEN    F -> C: name (for events.log: "feeder NAME"), window the
  *               batches it wants in flight at most (0: the coordinator's
- *               choice)
+ *               choice), key "" or the identity of what it feeds (a Spark
+ *               partition of one pass): a feeder that opens with the key
+ *               of an earlier one of this fit (a retried task) carries on
+ *               from it: the first FEED_CREDIT's sent says how many of its
+ *               batches the coordinator already took, and the feeder skips
+ *               that many (each batch trained once); an earlier feeder of
+ *               that key still connected is closed (the newest wins)
  *  FEED_CREDIT  C -> F: credits: the feeder may send that many more
  *               FEED_BATCHes. The first comes when a fit with feed =
  *               "external" runs (credits 0 meanwhile is legal); later ones
  *               as its batches are trained. sent: batches of this feeder
- *               accepted so far; trained: of those, trained
+ *               (of its key) accepted so far; trained: of those, trained;
+ *               epochs: the running fit's train.epochs (the passes it asks
+ *               of its feeders), 0 while no fit with feed = "external" runs
  *  FEED_BATCH   F -> C: task 0, seq the feeder's running number from 1,
  *               epoch 0 or the feeder's own, mode WIRE_FEED_TRAIN; a batch
  *               beyond the credit granted is a protocol error
@@ -333,8 +341,8 @@
  *               coordinator closes the connection
  * The fit ends once every feeder that opened has ended and its batches
  * are trained (at least one must open within feed_timeout). */
-#define WIRE_MSG_feed_open(X) X(STR, name) X(U32, window)
-#define WIRE_MSG_feed_credit(X) X(U32, credits) X(U64, sent) X(U64, trained)
+#define WIRE_MSG_feed_open(X) X(STR, name) X(U32, window) X(STR, key)
+#define WIRE_MSG_feed_credit(X) X(U32, credits) X(U64, sent) X(U64, trained) X(U32, epochs)
 #define WIRE_MSG_feed_batch(X)                                              \
   X(U64, task) X(U64, seq) X(U32, epoch) X(ENUM, mode, WIRE_FEED_LAST, "FEED_BATCH mode") \
   X(TENSOR, x) X(TENSOR, y)

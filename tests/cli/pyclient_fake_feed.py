@@ -57,7 +57,7 @@ def coordinator(lst, log, window, fail_status=None):
     name, op = recv(s)
     log["open"] = (name, op)
     outstanding = 0
-    s.sendall(wire.encode("FEED_CREDIT", {"credits": window, "sent": 0, "trained": 0}))
+    s.sendall(wire.encode("FEED_CREDIT", {"credits": window, "sent": 0, "trained": 0, "epochs": 0}))
     outstanding = window
     seqs, trained = [], 0
     while True:
@@ -73,7 +73,7 @@ def coordinator(lst, log, window, fail_status=None):
             seqs.append((f["seq"], f["x"].shape, f["y"].shape, float(f["x"][0, 0])))
             trained += 1  # "trains" it at once and gives the credit back
             s.sendall(wire.encode("FEED_CREDIT", {"credits": 1, "sent": len(seqs),
-                                                  "trained": trained}))
+                                                  "trained": trained, "epochs": 0}))
             outstanding += 1
         elif name == "FEED_END":
             log["end"] = f

@@ -4,8 +4,8 @@ that runs with `train = { feed = "external" }` (src/wire_msgs.h, "Feed").
 On its own connection to the coordinator's control port the feeder
 authenticates as an attach client does, then:
 
-  F -> C  FEED_OPEN   { name, window }
-  C -> F  FEED_CREDIT { credits, sent, trained }   may send `credits` more
+  F -> C  FEED_OPEN   { name, window, key }
+  C -> F  FEED_CREDIT { credits, sent, trained, epochs }   may send `credits` more
   F -> C  FEED_BATCH  { task 0, seq 1.., epoch, mode TRAIN, x, y }
   F -> C  FEED_END    { status 0, batches }        no more from this feeder
   C -> F  FEED_END    { status, batches trained, message }, then it closes
@@ -13,6 +13,11 @@ authenticates as an attach client does, then:
 A batch is never sent beyond the credit granted: the coordinator's queue
 decides how many batches are in flight (backpressure), so a slow cluster
 slows the feeder rather than filling memory.
+
+A feeder with a key (a Spark partition of one pass: spark.py) that opens
+after an earlier feeder of the same key in the same fit carries on from
+it: the first FEED_CREDIT's `sent` is how many of its batches the
+coordinator took already, and the feeder skips that many (opened()).
 """
 import collections
 import select
@@ -51,7 +56,7 @@ class Feeder:
     coordinator's credit. stall: seconds without any frame from the
     coordinator while waiting for credit or for the end (TimeoutError)."""
 
-    def __init__(self, conn, name="python", window=0, stall=60.0, beside=None):
+    def __init__(self, conn, name="python", window=0, stall=60.0, beside=None, key=""):
         if not supported():
             raise DroverError("this drover has no feed messages (FEED_OPEN, FEED_CREDIT, "
                               "FEED_BATCH, FEED_END are not in its src/wire_msgs.h)")
@@ -59,7 +64,9 @@ class Feeder:
         self.beside = beside  # a Run whose snapshots are read while we wait
         self.credits = self.sent = self.trained = 0
         self.ended = None  # the coordinator's FEED_END fields, once it came
-        conn.send("FEED_OPEN", {"name": name, "window": window})
+        self.taken = None  # batches of this key taken before we opened (first frame)
+        self.epochs = 0    # the running fit's train.epochs (0: none runs yet)
+        conn.send("FEED_OPEN", {"name": name, "window": window, "key": key})
 
     def _ready(self):
         """Waits until the feed connection has a frame to read, meanwhile
@@ -90,12 +97,34 @@ class Feeder:
             raise Closed("the coordinator closed the feed after %d batches (%d trained)"
                          % (self.sent, self.trained)) from None
         if name == "FEED_CREDIT":
+            if self.taken is None:  # a keyed feeder's predecessors' batches count as ours
+                self.taken = self.sent = f["sent"]
             self.credits += f["credits"]
             self.trained = max(self.trained, f["trained"])
+            self.epochs = f.get("epochs", 0) or self.epochs
         elif name == "FEED_END":
+            if self.taken is None:
+                self.taken = 0
             self.ended = f
             self.trained = f["batches"]
         # SNAPSHOTs and the like are not sent to a feeder: anything else is ignored
+
+    def opened(self):
+        """Waits for the coordinator's first answer; returns how many
+        batches of this feeder's key it took before (0 without a key or
+        for a key new to the fit): the caller skips that many."""
+        while self.taken is None:
+            self._wait()
+        return self.taken
+
+    def wait_fit(self):
+        """Waits until a fit with feed = "external" runs (credit comes);
+        returns its train.epochs. TimeoutError after `stall` seconds of
+        silence."""
+        while self.epochs == 0 and self.ended is None:
+            self._wait()
+        self._check_ended()
+        return self.epochs
 
     def _check_ended(self):
         if self.ended is not None and self.ended["status"] != 0:

@@ -1,0 +1,200 @@
+"""spark.py - RDDs into and out of a drover run, from a PySpark program
+(what TensorFlowOnSpark's TFCluster.train and .inference did).
+
+    import drover_client
+    from drover_client import spark as dspark
+    r = dspark.feed(rdd, "runs/fed-20261126-0812", epochs=3, batch=32)
+
+feed(rdd, run): every partition of the RDD (of (features, label) rows) is
+a Spark task that opens a feeder of its own on the run's control port
+(feed.py: FEED_OPEN, batches under the coordinator's credit, FEED_END) and
+streams the partition as batches of `batch` rows. The driver holds one
+more feeder open, sending nothing, from before the job until after it:
+the fit (train = { feed = "external" }) ends once every feeder that opened
+has ended, so it ends when the Spark job is over, not when the first
+partition is. epochs=n runs the RDD n times in one job (a union, as TFoS
+did); batches carry their pass's number.
+
+A Spark task retried (a lost executor, a Python worker killed) feeds the
+same partition again. Each feeder opens with a key, the job's token, the
+pass and the partition, and the coordinator keeps what it took per key
+for the fit: the retried task's feeder learns how many batches of its
+partition the coordinator already took (its first FEED_CREDIT) and skips
+that many, and the coordinator credits the ones still queued to it. So
+every batch of every partition trains exactly once, provided the
+partition gives the same rows in the same order when Spark computes it
+again (true for files, parallelize, map/filter; not after a
+non-deterministic shuffle, which Spark itself then calls indeterminate).
+
+The executors get the run's address and its control key inside the
+task's closure (a _Secret: its repr and str never show the bytes, so
+Spark's logs and tracebacks do not carry it); on a network you do not
+trust, turn on spark.authenticate and spark.network.crypto.enabled. The
+drover_client package itself reaches the executors through addPyFile;
+they need numpy.
+
+Where the batches go: to the coordinator, whose queue hands them to the
+least busy worker (the feed mode's queue: a lost worker's batches go to
+another, each trained once). A feeder does not dial a worker on its own
+host: see README, "Running on Spark".
+"""
+import collections
+import os
+import socket
+import tempfile
+import uuid
+import zipfile
+
+from . import auth
+from .client import Run, resolve, run_key
+from .conn import Conn, DroverError, split_hostport
+from .feed import Feeder
+
+SparkFeedResult = collections.namedtuple("SparkFeedResult",
+                                         "partitions batches trained skipped")
+SparkFeedResult.__doc__ = """What feed() did: partitions fed (of every pass),
+batches the coordinator took, batches trained, and batches a retried
+task did not send again (its partition's earlier attempt had)."""
+
+
+class _Secret:
+    """Key bytes that travel in a closure but never print."""
+    __slots__ = ("_b",)
+
+    def __init__(self, b):
+        self._b = b
+
+    def get(self):
+        return self._b
+
+    def __repr__(self):
+        return "<drover key>"
+
+    __str__ = __repr__
+
+    def __getstate__(self):
+        return self._b
+
+    def __setstate__(self, b):
+        self._b = b
+
+
+def target(run, address=None, secret_file=None):
+    """(host, port, _Secret) a feeder dials for run: a Run, a run
+    directory (its control.key) or HOST:PORT with secret_file. address:
+    "HOST:PORT" the executors dial instead (the coordinator as seen from
+    them, when the run directory's host is not)."""
+    if isinstance(run, Run):
+        host, port = run._addr
+        key = run._key
+        if os.path.isdir(run.target):
+            key = auth.load_secret(run_key(run.target, True))
+    else:
+        host, port, path = resolve(run, secret_file, control=True)
+        key = auth.load_secret(path)
+    if address:
+        hp = split_hostport(address)
+        if not hp:
+            raise DroverError("address '%s' is not HOST:PORT" % address)
+        host, port = hp
+    return host, port, _Secret(key)
+
+
+def ship(sc):
+    """Makes drover_client importable on sc's executors (addPyFile of a
+    zip of this package), once per SparkContext."""
+    if getattr(sc, "_drover_client_shipped", False):
+        return
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    where = getattr(sc, "_temp_dir", None) or tempfile.gettempdir()
+    path = os.path.join(tempfile.mkdtemp(prefix="drover-client-", dir=where), "drover_client.zip")
+    with zipfile.ZipFile(path, "w") as z:
+        for name in sorted(os.listdir(pkg)):
+            if name.endswith(".py"):
+                z.write(os.path.join(pkg, name), "drover_client/" + name)
+    sc.addPyFile(path)
+    sc._drover_client_shipped = True
+
+
+def batches(rows, batch):
+    """(x, y) float32 batches of `batch` rows of (features, label) rows
+    (the last one shorter)."""
+    import numpy as np
+    xs, ys = [], []
+    for row in rows:
+        try:
+            x, y = row
+        except (TypeError, ValueError):
+            raise ValueError("an RDD row must be (features, label), not %s"
+                             % type(row).__name__) from None
+        xs.append(x)
+        ys.append(y)
+        if len(xs) == batch:
+            yield np.asarray(xs, dtype=np.float32), np.asarray(ys, dtype=np.float32)
+            xs, ys = [], []
+    if xs:
+        yield np.asarray(xs, dtype=np.float32), np.asarray(ys, dtype=np.float32)
+
+
+class _FeedPartition:
+    """The task: feeds one partition of one pass (runs on an executor)."""
+
+    def __init__(self, host, port, secret, token, parts, batch, window, stall, timeout):
+        self.host, self.port, self.secret = host, port, secret
+        self.token, self.parts, self.batch = token, parts, batch
+        self.window, self.stall, self.timeout = window, stall, timeout
+
+    def __call__(self, index, rows):
+        epoch, part = index // self.parts + 1, index % self.parts
+        name = "spark-e%d-p%d@%s" % (epoch, part, socket.gethostname())
+        conn = Conn(self.host, self.port, self.secret.get(), self.timeout)
+        try:
+            f = Feeder(conn, name, self.window, self.stall,
+                       key="%s:%d:%d" % (self.token, epoch, part))
+            skip = f.opened()
+            n = 0
+            for x, y in batches(rows, self.batch):
+                n += 1
+                if n > skip:
+                    f.send(x, y, epoch)
+            r = f.finish()
+        finally:
+            conn.close()
+        yield (index, r.sent, r.trained, min(skip, n))
+
+
+def feed(rdd, run, epochs=None, batch=32, window=0, stall=120.0, address=None,
+         secret_file=None, timeout=30.0):
+    """Feeds rdd's (features, label) rows to run's fit (train = { feed =
+    "external" }) in batches of `batch`, epochs times (None: the fit's
+    train.epochs), one feeder per partition and pass, each under the
+    coordinator's credit (at most `window` batches in flight, 0: its
+    choice) and failing after `stall` seconds without a word from it.
+    Returns SparkFeedResult once every batch is trained; the fit ends
+    then. A failed Spark job fails the fit too (the driver's feeder
+    gives up saying why) and is raised. run: a Run, a run directory, or
+    HOST:PORT with secret_file."""
+    if not isinstance(batch, int) or batch < 1:
+        raise ValueError("batch must be a positive integer, not %r" % (batch,))
+    if epochs is not None and (not isinstance(epochs, int) or epochs < 1):
+        raise ValueError("epochs must be a positive integer or None, not %r" % (epochs,))
+    host, port, secret = target(run, address, secret_file)
+    sc = rdd.context
+    ship(sc)
+    conn = Conn(host, port, secret.get(), timeout)
+    try:
+        holder = Feeder(conn, "spark-driver", 1, stall)
+        n = epochs or holder.wait_fit()
+        job = rdd if n == 1 else sc.union([rdd] * n)
+        task = _FeedPartition(host, port, secret, uuid.uuid4().hex, rdd.getNumPartitions(),
+                              batch, window, stall, timeout)
+        try:
+            stats = job.mapPartitionsWithIndex(task).collect()
+        except BaseException as e:
+            holder.abort("the Spark job failed: %s: %s" % (type(e).__name__, str(e)[:300]))
+            raise
+        holder.finish()
+    finally:
+        conn.close()
+    return SparkFeedResult(len(stats), sum(s[1] for s in stats), sum(s[2] for s in stats),
+                           sum(s[3] for s in stats))

@@ -1,0 +1,105 @@
+"""spark_feed_job.py - the PySpark side of test_spark_feed.sh and of the
+Spark feed bench: an RDD of digits rows fed to a drover run with
+drover_client.spark.feed (and, with --predict, its outputs back with
+drover_client.spark.predict).
+
+usage: spark_feed_job.py RUN_DIR TRAIN_CSV [--parts N] [--epochs N]
+                         [--kill-executor-in P] [--predict TEST_CSV OUT]
+--kill-executor-in P: partition P's first attempt SIGKILLs its executor's
+JVM (the executor is lost, as when a machine goes) after 100 of its rows,
+so Spark runs the partition again on a new executor. Prints "RESULT ..."
+lines; the shell test checks them.
+"""
+import argparse
+import os
+import signal
+import sys
+import time
+
+import drover_client
+from drover_client import spark as dspark
+from pyspark import SparkConf, SparkContext, TaskContext
+
+
+def parse(line):
+    v = [float(t) for t in line.split(",")]
+    return v[:-1], v[-1]
+
+
+def executor_jvm():
+    """The pid of this Python worker's executor JVM (an ancestor)."""
+    pid = os.getppid()
+    while pid > 1:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            if b"CoarseGrainedExecutorBackend" in f.read():
+                return pid
+        with open("/proc/%d/stat" % pid) as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    return None
+
+
+def killer(victim, mark):
+    def wrap(index, rows, victim=victim):
+        ctx = TaskContext.get()
+        for i, row in enumerate(rows):
+            if index == victim and ctx.attemptNumber() == 0 and i == 100:
+                try:  # once in the job (the partition comes again in every pass)
+                    fd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    victim = -1
+                    yield row
+                    continue
+                os.write(fd, b"killed the executor of partition %d at row %d\n" % (index, i))
+                os.close(fd)
+                jvm = executor_jvm()
+                if jvm:
+                    os.kill(jvm, signal.SIGKILL)
+                time.sleep(30)  # the worker dies with its JVM; never reached in practice
+                os._exit(1)
+            yield row
+    return wrap
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("run")
+    ap.add_argument("train")
+    ap.add_argument("--parts", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=None)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--kill-executor-in", type=int, default=-1)
+    ap.add_argument("--predict", nargs=2, default=None)
+    a = ap.parse_args()
+    jvm = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1"
+    conf = (SparkConf().setAppName("drover-feed-test")
+            .set("spark.executor.memory", "512m").set("spark.ui.enabled", "false")
+            .set("spark.cores.max", "2").set("spark.executor.cores", "2")
+            .set("spark.task.maxFailures", "4")
+            .set("spark.executor.extraJavaOptions", jvm))
+    sc = SparkContext(master=os.environ["DROVER_SPARK_MASTER"], conf=conf)
+    sc.setLogLevel("WARN")
+    try:
+        rdd = sc.textFile(a.train, minPartitions=a.parts).map(parse)
+        if a.kill_executor_in >= 0:
+            mark = os.path.join(os.path.dirname(a.train), "killed")
+            rdd = rdd.mapPartitionsWithIndex(killer(a.kill_executor_in, mark))
+        t0 = time.monotonic()
+        r = dspark.feed(rdd, a.run, epochs=a.epochs, batch=a.batch)
+        secs = time.monotonic() - t0
+        print("RESULT feed partitions %d batches %d trained %d skipped %d" % r)
+        print("RESULT feed_seconds %.3f" % secs)
+        sys.stdout.flush()
+        if a.predict:
+            test = sc.textFile(a.predict[0], minPartitions=a.parts).map(parse)
+            out = dspark.predict(test.map(lambda r: r[0]), a.run)
+            with open(a.predict[1], "w") as f:
+                for row in out.collect():
+                    f.write(",".join("%.6g" % v for v in row) + "\n")
+            print("RESULT predicted")
+    finally:
+        sc.stop()
+    print("RESULT stopped")
+
+
+if __name__ == "__main__":
+    main()
