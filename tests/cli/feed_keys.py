@@ -1,0 +1,86 @@
+"""feed_keys.py - keyed feeders (FEED_OPEN.key) against a real cluster
+(test_feed_keys.sh): what a retried Spark task does, without Spark.
+
+usage: feed_keys.py RUN_DIR   prints PASS/FAIL lines
+"""
+import sys
+
+import numpy as np
+from drover_client import auth, client
+from drover_client.conn import Closed, Conn, DroverError
+from drover_client.feed import Feeder
+
+run = sys.argv[1]
+host, port, path = client.resolve(run, control=True)
+key = auth.load_secret(path)
+d = np.loadtxt("examples/data/digits.csv", delimiter=",", dtype=np.float32, ndmin=2)
+x, y = d[:, :-1] / 16.0, d[:, -1]
+B = [(x[i:i + 32], y[i:i + 32]) for i in range(0, 32 * 10, 32)]
+
+
+def result(name, ok, why=""):
+    print(("PASS %s" % name) if ok else "FAIL %s: %s" % (name, why))
+    sys.stdout.flush()
+
+
+def feeder(name, k="", window=0):
+    return Feeder(Conn(host, port, key, 30), name, window, 60, key=k)
+
+
+def until_trained(f, n):
+    while f.trained < n:
+        f._wait()
+
+
+holder = feeder("holder", window=1)
+result("feed-keys-t01 FEED_CREDIT carries the fit's train.epochs", holder.wait_fit() == 2,
+       holder.epochs)
+
+# a task lost after 5 batches (its connection gone, no FEED_END) ...
+a = feeder("a", "k1")
+result("feed-keys-t02 a new key: nothing taken before", a.opened() == 0, a.taken)
+for bx, by in B[:5]:
+    a.send(bx, by, 1)
+until_trained(a, 5)
+a.conn.close()
+# ... and its retry, which skips what was taken
+b = feeder("b", "k1")
+result("feed-keys-t02 the retry of a lost feeder learns 5 of its batches were taken",
+       b.opened() == 5, b.taken)
+for bx, by in B[b.taken:]:
+    b.send(bx, by, 1)
+r = b.finish()
+b.conn.close()
+result("feed-keys-t02 and ends with the key's 10 batches trained", tuple(r) == (10, 10), r)
+
+# a holder still connected (a hung executor): the newest wins
+c = feeder("c", "k2")
+c.opened()
+for bx, by in B[:3]:
+    c.send(bx, by, 1)
+until_trained(c, 3)
+e = feeder("e", "k2")
+result("feed-keys-t03 a second feeder of a live key takes over its 3 batches",
+       e.opened() == 3, e.taken)
+try:
+    for _ in range(50):
+        c._wait()
+    result("feed-keys-t03 the older feeder is closed", False, "still open")
+except (Closed, DroverError):
+    result("feed-keys-t03 the older feeder is closed", True)
+c.conn.close()
+for bx, by in B[3:6]:
+    e.send(bx, by, 1)
+r = e.finish()
+e.conn.close()
+result("feed-keys-t03 the newest ends with the key's 6 batches", tuple(r) == (6, 6), r)
+
+# a retry of a partition that was fed whole sends nothing
+g = feeder("g", "k2")
+result("feed-keys-t04 a key fed whole: all 6 taken", g.opened() == 6, g.taken)
+r = g.finish()
+g.conn.close()
+result("feed-keys-t04 nothing is sent again", tuple(r) == (6, 6), r)
+
+holder.finish()
+holder.conn.close()

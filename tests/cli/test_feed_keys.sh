@@ -1,0 +1,42 @@
+# test_feed_keys.sh - keyed external feeders (FEED_OPEN.key; what
+# drover_client.spark.feed's retried tasks rely on) against a real 1 ps + 2
+# worker cluster, from Python without Spark: a feeder lost mid-way and its
+# retry, a live feeder taken over by a newer one of its key, a retry of a
+# key fed whole; the fit trains every batch exactly once (16 = 10 + 6).
+. tests/cli/lib.sh
+if [ -z "${VENV:-}" ]; then
+  echo "SKIP feed-keys: VENV is not set (make venv)"
+  exit 0
+fi
+PY=$VENV/bin/python
+export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
+RUNS=$TMP/runs
+mkdir -p "$RUNS"
+cat > "$TMP/keys.lua" <<LUA
+local nn, optim = drover.nn, drover.optim
+local exp = drover.experiment {
+  name = "keys", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+  model = nn.Sequential { nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10) },
+  train = { feed = "external", epochs = 2, feed_timeout = 60 }, seed = 1, verbose = false,
+}
+local c = drover.cluster { ps = 1, worker = 2, runs = "$RUNS", name = "keys" }
+local f = io.open("$RUNS/current", "w"); f:write(c.run_dir, "\n"); f:close()
+local r = c:fit(exp)
+print(string.format("FED %d TRAINED %d", r.fed, r.batches))
+c:shutdown()
+LUA
+"$DROVER" run "$TMP/keys.lua" >"$TMP/keys.out" 2>&1 &
+trainer=$!
+trap 'kill -9 $trainer 2>/dev/null; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
+wait_for 60 test -s "$RUNS/current"
+RUN=$(cat "$RUNS/current" 2>/dev/null)
+wait_for 30 test -s "$RUN/coordinator"
+timeout 120 "$PY" tests/cli/feed_keys.py "$RUN"
+check "feed-keys-t05 the fit ended" wait_for 60 sh -c "! kill -0 $trainer 2>/dev/null"
+wait $trainer
+check "feed-keys-t05 the script exited 0" test $? -eq 0
+check "feed-keys-t05 each batch trained once: 16 fed, 16 trained" grep -q "^FED 16 TRAINED 16$" "$TMP/keys.out"
+check "feed-keys-t02 events.log says who took over a gone feeder's key" \
+  grep -q "feeder b takes over key k1 from a (gone): 5 batches taken already" "$RUN/events.log"
+check "feed-keys-t03 and a connected one's" \
+  grep -q "feeder e takes over key k2 from c (still connected: closed): 3 batches taken already" "$RUN/events.log"
