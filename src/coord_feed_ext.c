@@ -252,7 +252,9 @@ void coord__feeder_frame(coord *c, conn *cn, void **state, bool other, const wir
 void coord__feeder_gone(coord *c, void *state) {
   coord_feeder *d = state;
   coord_fit_state *f = c->fit;
-  if (!d->ended) rundir_event(&c->rd, "feeder %s left without FEED_END", d->name);
+  if (!d->ended)
+    rundir_event(&c->rd, "feeder %s left without FEED_END, %" PRIu64 " batches taken", d->name,
+                 d->sent);
   d->cn = NULL; /* closing: nothing more goes out */
   ended(f, d);
   struct coord_feeders *x = f ? f->feed.ext : NULL;

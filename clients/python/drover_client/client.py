@@ -75,10 +75,17 @@ class Run:
     and `events` the run's events. The run ending closes the stream:
     metrics() and events() then stop, and `ended` is True."""
 
-    def __init__(self, target, secret_file=None, hz=10.0, control=False, timeout=10.0):
-        host, port, secret = resolve(target, secret_file, control)
+    def __init__(self, target, secret_file=None, hz=10.0, control=False, timeout=10.0, key=None):
+        if key is not None:  # the key's bytes (a Spark task's: spark.py), target HOST:PORT
+            hp = split_hostport(target)
+            if not hp:
+                raise DroverError("key= needs HOST:PORT, not '%s'" % target)
+            host, port = hp
+        else:
+            host, port, secret = resolve(target, secret_file, control)
+            key = auth.load_secret(secret)
         self.target = target
-        self._addr, self._key = (host, port), auth.load_secret(secret)
+        self._addr, self._key = (host, port), key
         self.conn = Conn(host, port, self._key, timeout)
         self.timeout = timeout
         self.control = control
@@ -254,5 +261,6 @@ class Run:
 def connect(target, secret_file=None, **kw):
     """A Run attached to target: a run directory, or HOST:PORT with
     secret_file. Keywords: hz (snapshots per second, at most 10 come),
-    control (may send commands), timeout (seconds per wait)."""
+    control (may send commands), timeout (seconds per wait), key (the
+    secret's bytes instead of secret_file, with HOST:PORT)."""
     return Run(target, secret_file, **kw)

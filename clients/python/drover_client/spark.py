@@ -12,8 +12,9 @@ streams the partition as batches of `batch` rows. The driver holds one
 more feeder open, sending nothing, from before the job until after it:
 the fit (train = { feed = "external" }) ends once every feeder that opened
 has ended, so it ends when the Spark job is over, not when the first
-partition is. epochs=n runs the RDD n times in one job (a union, as TFoS
-did); batches carry their pass's number.
+partition is. epochs=n runs n Spark jobs over the RDD, one pass each
+(pass e+1 starts once pass e is trained, so the passes never mix); batches
+carry their pass's number.
 
 A Spark task retried (a lost executor, a Python worker killed) feeds the
 same partition again. Each feeder opens with a key, the job's token, the
@@ -139,13 +140,13 @@ def batches(rows, batch):
 class _FeedPartition:
     """The task: feeds one partition of one pass (runs on an executor)."""
 
-    def __init__(self, host, port, secret, token, parts, batch, window, stall, timeout):
+    def __init__(self, host, port, secret, token, epoch, batch, window, stall, timeout):
         self.host, self.port, self.secret = host, port, secret
-        self.token, self.parts, self.batch = token, parts, batch
+        self.token, self.epoch, self.batch = token, epoch, batch
         self.window, self.stall, self.timeout = window, stall, timeout
 
-    def __call__(self, index, rows):
-        epoch, part = index // self.parts + 1, index % self.parts
+    def __call__(self, part, rows):
+        epoch = self.epoch
         name = "spark-e%d-p%d@%s" % (epoch, part, socket.gethostname())
         conn = Conn(self.host, self.port, self.secret.get(), self.timeout)
         try:
@@ -160,7 +161,7 @@ class _FeedPartition:
             r = f.finish()
         finally:
             conn.close()
-        yield (index, r.sent, r.trained, min(skip, n))
+        yield (part, r.sent, r.trained, min(skip, n))
 
 
 def feed(rdd, run, epochs=None, batch=32, window=0, stall=120.0, address=None,
@@ -185,11 +186,12 @@ def feed(rdd, run, epochs=None, batch=32, window=0, stall=120.0, address=None,
     try:
         holder = Feeder(conn, "spark-driver", 1, stall)
         n = epochs or holder.wait_fit()
-        job = rdd if n == 1 else sc.union([rdd] * n)
-        task = _FeedPartition(host, port, secret, uuid.uuid4().hex, rdd.getNumPartitions(),
-                              batch, window, stall, timeout)
+        token, stats = uuid.uuid4().hex, []
         try:
-            stats = job.mapPartitionsWithIndex(task).collect()
+            for epoch in range(1, n + 1):
+                task = _FeedPartition(host, port, secret, token, epoch, batch, window, stall,
+                                      timeout)
+                stats += rdd.mapPartitionsWithIndex(task).collect()
         except BaseException as e:
             holder.abort("the Spark job failed: %s: %s" % (type(e).__name__, str(e)[:300]))
             raise
@@ -198,3 +200,57 @@ def feed(rdd, run, epochs=None, batch=32, window=0, stall=120.0, address=None,
         conn.close()
     return SparkFeedResult(len(stats), sum(s[1] for s in stats), sum(s[2] for s in stats),
                            sum(s[3] for s in stats))
+
+
+class _PredictPartition:
+    """The task: one partition's outputs, in its rows' order (runs on an
+    executor). Rows go to the run `chunk` at a time (bounded memory)."""
+
+    def __init__(self, host, port, secret, batch, chunk, timeout):
+        self.host, self.port, self.secret = host, port, secret
+        self.batch, self.chunk, self.timeout = batch, chunk, timeout
+
+    def __call__(self, rows):
+        run = None
+        try:
+            part = []
+            for row in rows:
+                part.append(row)
+                if len(part) == self.chunk:
+                    run = run or self._connect()
+                    yield from self._predict(run, part)
+                    part = []
+            if part:
+                run = run or self._connect()
+                yield from self._predict(run, part)
+        finally:
+            if run:
+                run.close()
+
+    def _connect(self):
+        return Run("%s:%d" % (self.host, self.port), control=True, timeout=self.timeout,
+                   key=self.secret.get())
+
+    def _predict(self, run, rows):
+        out = run.predict(rows, batch=self.batch)
+        if len(out) != len(rows):  # one output per input, or the task fails
+            raise DroverError("predict gave %d outputs for %d rows" % (len(out), len(rows)))
+        return out
+
+
+def predict(rdd, run, batch=None, chunk=4096, address=None, secret_file=None, timeout=60.0):
+    """An RDD of run's outputs for rdd's rows (features), one per row in
+    the rows' order: partition i of the result is partition i of rdd
+    predicted by Run.predict, `chunk` rows per request (batch: the
+    request's batch, None: the run's choice). Lazy, as Spark's
+    transformations are: run an action (collect, saveAsTextFile) while
+    the run lives. A task Spark retries predicts its whole partition
+    again and only the attempt Spark keeps makes the output, so every
+    input has exactly one output, in order, provided the model does not
+    change meanwhile (predict after the fit, or between fits)."""
+    if not isinstance(chunk, int) or chunk < 1:
+        raise ValueError("chunk must be a positive integer, not %r" % (chunk,))
+    host, port, secret = target(run, address, secret_file)
+    ship(rdd.context)
+    return rdd.mapPartitions(_PredictPartition(host, port, secret, batch, chunk, timeout),
+                             preservesPartitioning=True)

@@ -1,0 +1,116 @@
+# test_spark_feed.sh - a PySpark program feeds an RDD to a drover run
+# (drover_client.spark.feed) on a real standalone Spark (a master and one
+# worker on loopback, from the pyspark of `make spark`, started by
+# tests/spark/start.sh and stopped by pid by stop.sh on exit): 1 ps + 2
+# local workers fit digits with train = { feed = "external", epochs = 3 }
+# from an RDD of 4 partitions; partition 1's first attempt SIGKILLs its
+# executor's JVM mid-feed, Spark runs it again on a new executor, and the
+# fit still trains each batch exactly once (3 x 48 batches) and learns
+# digits; nothing is left running in Spark afterwards. Skipped with the
+# reason where Spark cannot start (start.sh exits 77); DROVER_SPARK_REQUIRED=1
+# (CI) makes that a failure. Under `make asan` it is skipped unless
+# DROVER_SPARK_ASAN=1 (the C paths it drives, keyed feeders, run under ASan
+# in test_feed_keys.sh).
+. tests/cli/lib.sh
+if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_SPARK_ASAN:-0}" != 1 ]; then
+  echo "SKIP test_spark_feed: Spark under ASan (SANITIZED=1; DROVER_SPARK_ASAN=1 runs it)"
+  exit 0
+fi
+: "${DROVER_SPARK_DIR:=$TMP/spark}" "${DROVER_SPARK_PORT:=$((30000 + ($$ % 8000) * 4))}"
+export DROVER_SPARK_DIR DROVER_SPARK_PORT
+why=$(bash tests/spark/start.sh 2>"$TMP/start.err")
+rc=$?
+if [ $rc -eq 77 ]; then
+  echo "SKIP test_spark_feed: ${why#SKIP }"
+  exit 0
+fi
+if [ $rc -ne 0 ]; then
+  fail "spark-feed-t00 tests/spark/start.sh starts Spark" "exit $rc: $why $(tail -n 5 "$TMP/start.err")"
+  exit 1
+fi
+trainer=
+trap '[ -n "$trainer" ] && kill -9 $trainer 2>/dev/null; bash tests/spark/stop.sh; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
+. "$DROVER_SPARK_DIR/env"
+PY=$PYSPARK_PYTHON
+export PYTHONPATH="$PWD/clients/python"
+
+# digits, shuffled, 1437 rows to train and 360 to test, standardized with
+# the training rows' statistics (the RDD's rows and the Lua eval's)
+"$PY" - "$TMP" <<'PY'
+import sys
+import numpy as np
+d = np.loadtxt("examples/data/digits.csv", delimiter=",", dtype=np.float64, ndmin=2)
+d = d[np.random.default_rng(1).permutation(len(d))]
+tr, te = d[:1437], d[1437:]
+mu, sd = tr[:, :-1].mean(0), np.maximum(tr[:, :-1].std(0), 1e-6)
+for name, part in (("train", tr), ("test", te)):
+    np.savetxt("%s/%s.csv" % (sys.argv[1], name),
+               np.hstack([(part[:, :-1] - mu) / sd, part[:, -1:]]), delimiter=",", fmt="%.6g")
+PY
+
+RUNS=$TMP/runs
+mkdir -p "$RUNS"
+cat > "$TMP/fed.lua" <<LUA
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local test = data.csv("$TMP/test.csv", { label = -1 })
+drover.seed(1)
+local exp = drover.experiment {
+  name = "sparkfed", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 3e-3 },
+  model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
+  train = { feed = "external", epochs = 3, feed_timeout = 240 },
+  eval = { data = test }, seed = 1, verbose = false,
+}
+local c = drover.cluster { ps = 1, worker = 2, runs = "$RUNS", name = "fed", bind = "127.0.0.1" }
+local f = io.open("$RUNS/current", "w"); f:write(c.run_dir, "\n"); f:close()
+local r = c:fit(exp)
+print(string.format("FED %d TRAINED %d ACC %.4f", r.fed, r.batches, r.eval_accuracy))
+io.stdout:flush()
+c:shutdown()
+LUA
+"$DROVER" run "$TMP/fed.lua" >"$TMP/fed.out" 2>&1 &
+trainer=$!
+wait_for 60 test -s "$RUNS/current"
+RUN=$(cat "$RUNS/current" 2>/dev/null)
+wait_for 30 test -s "$RUN/coordinator"
+
+timeout 400 "$PY" tests/cli/spark_feed_job.py "$RUN" "$TMP/train.csv" --parts 4 \
+  --kill-executor-in 1 >"$TMP/job.out" 2>"$TMP/job.err"
+rc=$?
+check "spark-feed-t01 the PySpark job succeeds (status $rc)" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || tail -n 20 "$TMP/job.err" | grep -v "Stage " | sed 's/^/  job: /'
+check "spark-feed-t01 the fit ended" wait_for 60 sh -c "! kill -0 $trainer 2>/dev/null"
+wait $trainer
+check "spark-feed-t01 the drover script exited 0" test $? -eq 0
+trainer=
+# 4 partitions of ~360 rows: 12 batches of 32 each, 3 passes (the fit's epochs)
+check "spark-feed-t01 12 partitions fed (4 x the fit's 3 epochs), 144 batches taken and trained" \
+  grep -q "^RESULT feed partitions 12 batches 144 trained 144 skipped" "$TMP/job.out"
+check "spark-feed-t01 the fit trained exactly those 144 batches" grep -q "^FED 144 TRAINED 144 " "$TMP/fed.out"
+acc=$(sed -n 's/^FED .* ACC \([0-9.]*\)$/\1/p' "$TMP/fed.out")
+check "spark-feed-t01 and learned digits (eval accuracy '$acc' >= 0.9)" \
+  awk -v a="$acc" 'BEGIN { exit !(a != "" && a + 0 >= 0.9) }'
+check "spark-feed-t02 partition 1's executor was SIGKILLed mid-feed" test -s "$TMP/killed"
+lost=$(sed -n 's/.*feeder \(spark-e1-p1@[^ ]*\) left without FEED_END, \([0-9]*\) batches taken$/\2/p' "$RUN/events.log" | head -n 1)
+check "spark-feed-t02 its feeder left without FEED_END ('$lost' batches taken)" [ -n "$lost" ]
+check "spark-feed-t02 the retried task took over its key with those $lost batches" \
+  grep -q "feeder spark-e1-p1@[^ ]* takes over key [0-9a-f]*:1:1 from .*: $lost batches taken already" "$RUN/events.log"
+# every task that died with the executor (partition 1's and any other it
+# ran) was taken over by its retry: the retries skipped what was taken
+skipped=$(sed -n 's/^RESULT feed .* skipped \([0-9]*\)$/\1/p' "$TMP/job.out")
+taken=$(sed -n 's/.* takes over key .* \([0-9]*\) batches taken already.*/\1/p' "$RUN/events.log" |
+  awk '{ s += $1 } END { print s + 0 }')
+check "spark-feed-t02 and the retries sent none of the batches taken before (skipped '$skipped' = $taken)" \
+  [ "$skipped" = "$taken" ]
+check "spark-feed-t03 the Spark context stopped" grep -q "^RESULT stopped" "$TMP/job.out"
+
+# Nothing left in Spark: no active application, no executor of ours.
+no_active_app() {
+  python3 - "$DROVER_SPARK_UI" <<'PY'
+import json, sys, urllib.request
+m = json.load(urllib.request.urlopen(sys.argv[1] + "/json/", timeout=5))
+sys.exit(1 if m["activeapps"] else 0)
+PY
+}
+check "spark-feed-t03 no application is left active in Spark" wait_for 30 no_active_app
+left=$(ps -eo pid=,args= | grep -F "$RUNS" | grep -v grep)
+check "spark-feed-t03 no drover node of the run is left ($left)" [ -z "$left" ]
