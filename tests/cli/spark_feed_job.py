@@ -43,7 +43,7 @@ def killer(victim, mark):
         ctx = TaskContext.get()
         for i, row in enumerate(rows):
             if index == victim and ctx.attemptNumber() == 0 and i == 100:
-                try:  # once in the run (the partition comes again in every pass)
+                try:  # once in the test, whatever Spark runs again
                     fd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 except FileExistsError:
                     victim = -1

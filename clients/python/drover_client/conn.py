@@ -79,7 +79,7 @@ class Conn:
 
     def send(self, t, fields=None, req=0):
         try:
-            self.sock.sendall(wire.encode(t, fields, req))
+            self.sock.sendall(wire.encode_frame(t, fields, req))
         except OSError as e:
             raise Closed("cannot send to %s: %s" % (self.peer, e.strerror or e)) from None
 

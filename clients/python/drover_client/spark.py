@@ -12,16 +12,19 @@ streams the partition as batches of `batch` rows. The driver holds one
 more feeder open, sending nothing, from before the job until after it:
 the fit (train = { feed = "external" }) ends once every feeder that opened
 has ended, so it ends when the Spark job is over, not when the first
-partition is. epochs=n runs n Spark jobs over the RDD, one pass each
-(pass e+1 starts once pass e is trained, so the passes never mix); batches
-carry their pass's number.
+partition is. epochs=n is one Spark job whose tasks each feed their
+partition n times over (as TFoS's union of n copies did: the passes of
+different partitions overlap); batches carry their pass's number. With
+n > 1 a task keeps its partition's batches (float32) in memory between
+passes: give a large RDD enough partitions.
 
 A Spark task retried (a lost executor, a Python worker killed) feeds the
-same partition again. Each feeder opens with a key, the job's token, the
-pass and the partition, and the coordinator keeps what it took per key
-for the fit: the retried task's feeder learns how many batches of its
-partition the coordinator already took (its first FEED_CREDIT) and skips
-that many, and the coordinator credits the ones still queued to it. So
+same partition again. Each feeder opens with a key, the job's token and
+the partition, and the coordinator keeps what it took per key for the
+fit: the retried task's feeder learns how many batches of its partition
+(all passes in order) the coordinator already took (its first
+FEED_CREDIT) and skips that many, and the coordinator credits the ones
+still queued to it. So
 every batch of every partition trains exactly once, provided the
 partition gives the same rows in the same order when Spark computes it
 again (true for files, parallelize, map/filter; not after a
@@ -53,7 +56,7 @@ from .feed import Feeder
 
 SparkFeedResult = collections.namedtuple("SparkFeedResult",
                                          "partitions batches trained skipped")
-SparkFeedResult.__doc__ = """What feed() did: partitions fed (of every pass),
+SparkFeedResult.__doc__ = """What feed() did: partitions fed (each for every pass),
 batches the coordinator took, batches trained, and batches a retried
 task did not send again (its partition's earlier attempt had)."""
 
@@ -140,24 +143,26 @@ def batches(rows, batch):
 class _FeedPartition:
     """The task: feeds one partition of one pass (runs on an executor)."""
 
-    def __init__(self, host, port, secret, token, epoch, batch, window, stall, timeout):
+    def __init__(self, host, port, secret, token, epochs, batch, window, stall, timeout):
         self.host, self.port, self.secret = host, port, secret
-        self.token, self.epoch, self.batch = token, epoch, batch
+        self.token, self.epochs, self.batch = token, epochs, batch
         self.window, self.stall, self.timeout = window, stall, timeout
 
     def __call__(self, part, rows):
-        epoch = self.epoch
-        name = "spark-e%d-p%d@%s" % (epoch, part, socket.gethostname())
+        name = "spark-p%d@%s" % (part, socket.gethostname())
         conn = Conn(self.host, self.port, self.secret.get(), self.timeout)
         try:
-            f = Feeder(conn, name, self.window, self.stall,
-                       key="%s:%d:%d" % (self.token, epoch, part))
-            skip = f.opened()
-            n = 0
-            for x, y in batches(rows, self.batch):
-                n += 1
-                if n > skip:
-                    f.send(x, y, epoch)
+            f = Feeder(conn, name, self.window, self.stall, key="%s:%d" % (self.token, part))
+            skip = f.opened()  # of the sequence pass 1, pass 2, ... an earlier attempt sent
+            kept, n = [], 0
+            for epoch in range(1, self.epochs + 1):
+                source = batches(rows, self.batch) if epoch == 1 else kept
+                for x, y in source:
+                    if epoch == 1 and self.epochs > 1:
+                        kept.append((x, y))
+                    n += 1
+                    if n > skip:
+                        f.send(x, y, epoch)
             r = f.finish()
         finally:
             conn.close()
@@ -185,13 +190,10 @@ def feed(rdd, run, epochs=None, batch=32, window=0, stall=120.0, address=None,
     conn = Conn(host, port, secret.get(), timeout)
     try:
         holder = Feeder(conn, "spark-driver", 1, stall)
-        n = epochs or holder.wait_fit()
-        token, stats = uuid.uuid4().hex, []
+        task = _FeedPartition(host, port, secret, uuid.uuid4().hex, epochs or holder.wait_fit(),
+                              batch, window, stall, timeout)
         try:
-            for epoch in range(1, n + 1):
-                task = _FeedPartition(host, port, secret, token, epoch, batch, window, stall,
-                                      timeout)
-                stats += rdd.mapPartitionsWithIndex(task).collect()
+            stats = rdd.mapPartitionsWithIndex(task).collect()
         except BaseException as e:
             holder.abort("the Spark job failed: %s: %s" % (type(e).__name__, str(e)[:300]))
             raise

@@ -274,7 +274,8 @@ def _wr_tensor(out, v, name):
     a = np.asarray(v)
     a = np.ascontiguousarray(a.reshape(1) if a.ndim == 0 else a, dtype=F32)
     _wr_dims(out, a.shape, name)
-    out += a.tobytes()
+    if a.size:
+        out += memoryview(a).cast("B")  # no intermediate copy (a batch is megabytes)
 
 
 def _wr_optim(out, o):
@@ -350,12 +351,26 @@ def encode_header(t, req, length, flags=0):
     return HEADER.pack(_wire.MAGIC, _wire.VERSION, type_number(t), flags, req, length)
 
 
+def encode_frame(t, fields=None, req=0):
+    """A whole frame (header and payload) as a bytearray, the payload
+    written once behind the header's room (Conn.send: a feed batch is not
+    copied again on its way to the socket)."""
+    t = type_number(t)
+    out = bytearray(HEADER.size)
+    try:
+        _write_fields(out, _wire.MESSAGES[t][3], fields or {})
+    except WireError as e:
+        raise WireError("%s: %s" % (type_name(t), e)) from None
+    n = len(out) - HEADER.size
+    if n > 0xFFFFFFFF:
+        raise WireError("%s payload exceeds 4 GiB" % type_name(t))
+    HEADER.pack_into(out, 0, _wire.MAGIC, _wire.VERSION, t, 0, req, n)
+    return out
+
+
 def encode(t, fields=None, req=0):
     """A whole frame: header and payload."""
-    p = encode_payload(t, fields or {})
-    if len(p) > 0xFFFFFFFF:
-        raise WireError("%s payload exceeds 4 GiB" % type_name(type_number(t)))
-    return encode_header(t, req, len(p)) + p
+    return bytes(encode_frame(t, fields, req))
 
 
 def decode_header(b, max_frame=_wire.DEFAULT_MAX_FRAME, authed=True):
