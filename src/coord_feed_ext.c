@@ -88,6 +88,15 @@ static void send_end(coord_feeder *d, int32_t status, const char *msg) {
   conn_shutdown(d->cn, "feed over");
 }
 
+/* Every feeder the fit waits for came and has ended: the feed is over
+ * and the fit ends at its next turn. A feeder opening now is for the
+ * next fit (a PySpark program's next feed): it waits for that one. */
+static bool closing(coord_fit_state *f) {
+  const struct coord_feeders *x = f->feed.ext;
+  int want = f->feed.src->feeders > 0 ? f->feed.src->feeders : 1;
+  return x && x->opened >= want && x->ended >= x->opened;
+}
+
 /* Its window, once per fit: the credits it may have in flight. */
 static void grant(coord_fit_state *f, coord_feeder *d) {
   if (d->granted || d->ended || !external_running(f)) return;
@@ -181,7 +190,7 @@ static int on_open(coord *c, conn *cn, void **state, const uint8_t *pl, uint32_t
   *state = d;
   rundir_event(&c->rd, "feeder %s connected from %s", d->name, conn_peer(cn));
   if (d->key[0]) take_over(f, x, d);
-  if (external_running(f)) grant(f, d);
+  if (external_running(f) && !closing(f)) grant(f, d);
   else send_credit(d, 0); /* credits come with an external fit */
   return 0;
 }

@@ -3,7 +3,8 @@
 -- core each), the MLP 784-256-256-10 (batch 128, SGD with momentum)
 -- trained alternately from files (each worker maps its shard of the
 -- .npy: files mode) and from an RDD that a PySpark program feeds
--- (train = { feed = "external" }: spark_feed.py), PAIRS times.
+-- (train = { feed = "external" }: spark_feed.py), first an RDD of rows,
+-- then one of blocks of rows, PAIRS times.
 -- args: DIR (x.npy, y.npy; the run directory's path goes to DIR/run)
 --       PAIRS EPOCHS SPARK_MASTER SPARK_UI
 local nn, optim, data = drover.nn, drover.optim, drover.data
@@ -33,9 +34,12 @@ fit(false) -- warm: the workers map the file, the first steps
 for i = 1, pairs do
   local a = fit(false)
   local b = fit(true)
-  print(string.format("pair %d files_samples_per_sec %.0f feed_samples_per_sec %.0f ratio %.4f fed %d",
+  local k = fit(true)
+  print(string.format("pair %d files_samples_per_sec %.0f rows_samples_per_sec %.0f ratio %.4f "
+                      .. "blocks_samples_per_sec %.0f ratio %.4f fed %d %d",
                       i, a.examples_per_sec, b.examples_per_sec,
-                      b.examples_per_sec / a.examples_per_sec, b.fed))
+                      b.examples_per_sec / a.examples_per_sec, k.examples_per_sec,
+                      k.examples_per_sec / a.examples_per_sec, b.fed, k.fed))
   io.stdout:flush()
 end
 c:shutdown()

@@ -1,8 +1,9 @@
 """spark_feed.py - the Spark feed bench's PySpark side (spark_feed.sh):
 an RDD of the bench's rows (each of 4 partitions reads its slice of the
 .npy files on an executor, then cached in Spark: data already in Spark,
-as a TFoS user's was), fed to the run's fed fits with
-drover_client.spark.feed, PAIRS times (each feed waits for its fit).
+as a TFoS user's was) and one of the same rows in blocks of 512, fed to
+the run's fed fits with drover_client.spark.feed (rows, then blocks),
+PAIRS times (each feed waits for its fit).
 
 usage: spark_feed.py DIR PAIRS
 """
@@ -33,9 +34,18 @@ def main():
         lo, hi = i * n // parts, (i + 1) * n // parts
         return [(np.array(x[j]), float(y[j])) for j in range(lo, hi)]
 
+    def blocks(i):
+        x = np.load(d + "/x.npy", mmap_mode="r")
+        y = np.load(d + "/y.npy", mmap_mode="r")
+        lo, hi = i * n // parts, (i + 1) * n // parts
+        return [(np.array(x[j:min(j + 512, hi)]), np.array(y[j:min(j + 512, hi)]))
+                for j in range(lo, hi, 512)]
+
     try:
         rdd = sc.parallelize(range(parts), parts).flatMap(rows).cache()
         print("rows %d" % rdd.count())
+        brdd = sc.parallelize(range(parts), parts).flatMap(blocks).cache()
+        print("blocks %d" % brdd.count())
         for w in sc.parallelize(range(4), 2).map(lambda i: i).collect():  # executors warm
             pass
         while not os.path.exists(d + "/run"):
@@ -43,9 +53,11 @@ def main():
         with open(d + "/run") as f:
             run = f.readline().strip()
         for _ in range(pairs):
-            r = dspark.feed(rdd, run, batch=128, stall=600)
-            print("fed %d batches, %d trained, %d partitions" % (r.batches, r.trained, r.partitions))
-            sys.stdout.flush()
+            for what, data, b in (("rows", rdd, False), ("blocks", brdd, True)):
+                r = dspark.feed(data, run, batch=128, blocks=b, stall=600)
+                print("%s: fed %d batches, %d trained, %d partitions"
+                      % (what, r.batches, r.trained, r.partitions))
+                sys.stdout.flush()
     finally:
         sc.stop()
 

@@ -10,7 +10,7 @@ set -u
 DROVER=$1
 pairs=${2:-3}
 rows=${BENCH_SPARK_ROWS:-16384}
-epochs=${BENCH_SPARK_EPOCHS:-4}
+epochs=${BENCH_SPARK_EPOCHS:-8}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/drover-spark-bench-XXXXXX")
 DROVER_SPARK_DIR=$dir/spark
 DROVER_SPARK_PORT=${DROVER_SPARK_PORT:-$((30000 + ($$ % 8000) * 4))}
@@ -19,7 +19,7 @@ trainer=
 cleanup() {
   [ -n "$trainer" ] && kill -9 "$trainer" 2>/dev/null
   bash tests/spark/stop.sh
-  rm -rf "$dir"
+  [ -n "${BENCH_KEEP:-}" ] || rm -rf "$dir"
 }
 trap cleanup EXIT
 if ! why=$(bash tests/spark/start.sh 2>"$dir/start.err"); then
@@ -51,10 +51,14 @@ if [ $rc -ne 0 ]; then
   tail -n 15 "$dir/lua.out" "$dir/py.err"
   exit 0
 fi
-awk '$1 == "pair" { print $8 }' "$dir/lua.out" | sort -g | awk '
-  NF { v[++k] = $1 }
-  END {
-    if (!k) { print "spark_feed_vs_files_samples skipped: no measurement"; exit }
-    m = k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
-    printf "spark_feed_vs_files_samples %.2f (median of %d pairs; min %.2f, max %.2f)\n", m, k, v[1], v[k]
-  }'
+median() { # NAME < ratios
+  sort -g | awk -v n="$1" '
+    NF { v[++k] = $1 }
+    END {
+      if (!k) { printf "%s skipped: no measurement\n", n; exit }
+      m = k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+      printf "%s %.2f (median of %d pairs; min %.2f, max %.2f)\n", n, m, k, v[1], v[k]
+    }'
+}
+awk '$1 == "pair" { print $8 }' "$dir/lua.out" | median spark_feed_rows_vs_files_samples
+awk '$1 == "pair" { print $12 }' "$dir/lua.out" | median spark_feed_blocks_vs_files_samples

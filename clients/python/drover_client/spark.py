@@ -120,6 +120,38 @@ def ship(sc):
     sc._drover_client_shipped = True
 
 
+def block_batches(blocks, batch):
+    """(x, y) float32 batches of `batch` rows of (X [k, ...], Y [k]) blocks
+    (the last one shorter); a block of exactly `batch` rows is not copied."""
+    import numpy as np
+    xs, ys, have = [], [], 0
+    for blk in blocks:
+        try:
+            bx, by = blk
+        except (TypeError, ValueError):
+            raise ValueError("an RDD block must be (X, Y), not %s" % type(blk).__name__) from None
+        bx, by = np.asarray(bx, dtype=np.float32), np.asarray(by, dtype=np.float32)
+        if bx.ndim < 2 or by.ndim not in (1, 2) or by.shape[0] != bx.shape[0]:
+            raise ValueError("an RDD block must be X [k, ...] and Y [k] or [k, m], not %s and %s"
+                             % (bx.shape, by.shape))
+        i = 0
+        while i < bx.shape[0]:
+            take = min(batch - have, bx.shape[0] - i)
+            xs.append(bx[i:i + take])
+            ys.append(by[i:i + take])
+            have, i = have + take, i + take
+            if have == batch:
+                yield _cat(xs), _cat(ys)
+                xs, ys, have = [], [], 0
+    if have:
+        yield _cat(xs), _cat(ys)
+
+
+def _cat(parts):
+    import numpy as np
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 def batches(rows, batch):
     """(x, y) float32 batches of `batch` rows of (features, label) rows
     (the last one shorter)."""
@@ -143,8 +175,9 @@ def batches(rows, batch):
 class _FeedPartition:
     """The task: feeds one partition of one pass (runs on an executor)."""
 
-    def __init__(self, host, port, secret, token, epochs, batch, window, stall, timeout):
+    def __init__(self, host, port, secret, token, epochs, batch, blocks, window, stall, timeout):
         self.host, self.port, self.secret = host, port, secret
+        self.cut = block_batches if blocks else batches
         self.token, self.epochs, self.batch = token, epochs, batch
         self.window, self.stall, self.timeout = window, stall, timeout
 
@@ -156,7 +189,7 @@ class _FeedPartition:
             skip = f.opened()  # of the sequence pass 1, pass 2, ... an earlier attempt sent
             kept, n = [], 0
             for epoch in range(1, self.epochs + 1):
-                source = batches(rows, self.batch) if epoch == 1 else kept
+                source = self.cut(rows, self.batch) if epoch == 1 else kept
                 for x, y in source:
                     if epoch == 1 and self.epochs > 1:
                         kept.append((x, y))
@@ -169,11 +202,13 @@ class _FeedPartition:
         yield (part, r.sent, r.trained, min(skip, n))
 
 
-def feed(rdd, run, epochs=None, batch=32, window=0, stall=120.0, address=None,
+def feed(rdd, run, epochs=None, batch=32, blocks=False, window=0, stall=120.0, address=None,
          secret_file=None, timeout=30.0):
     """Feeds rdd's (features, label) rows to run's fit (train = { feed =
     "external" }) in batches of `batch`, epochs times (None: the fit's
-    train.epochs), one feeder per partition and pass, each under the
+    train.epochs); blocks=True: rdd's elements are blocks of rows
+    (X [k, ...], Y [k]: much cheaper to move through Spark than rows,
+    cut and joined to `batch`). One feeder per partition, under the
     coordinator's credit (at most `window` batches in flight, 0: its
     choice) and failing after `stall` seconds without a word from it.
     Returns SparkFeedResult once every batch is trained; the fit ends
@@ -190,8 +225,9 @@ def feed(rdd, run, epochs=None, batch=32, window=0, stall=120.0, address=None,
     conn = Conn(host, port, secret.get(), timeout)
     try:
         holder = Feeder(conn, "spark-driver", 1, stall)
-        task = _FeedPartition(host, port, secret, uuid.uuid4().hex, epochs or holder.wait_fit(),
-                              batch, window, stall, timeout)
+        fit_epochs = holder.wait_fit()  # our tasks feed this fit, not one ending as we came
+        task = _FeedPartition(host, port, secret, uuid.uuid4().hex, epochs or fit_epochs,
+                              batch, blocks, window, stall, timeout)
         try:
             stats = rdd.mapPartitionsWithIndex(task).collect()
         except BaseException as e:
