@@ -117,7 +117,7 @@ log = {}
 r = run_case(data, 2, log)
 result("pyclient-feed-t01 the feeder attached, then opened its feed",
        log.get("attach") == "ATTACH" and log["open"][0] == "FEED_OPEN"
-       and log["open"][1] == {"name": "fake", "window": 2}, log.get("open"))
+       and log["open"][1] == {"name": "fake", "window": 2, "key": ""}, log.get("open"))
 result("pyclient-feed-t01 never beyond the credit", not log.get("over_credit"))
 result("pyclient-feed-t01 every batch in order, whole",
        log["seqs"] == [(i, (4, 3), (4,), float(i)) for i in range(1, 11)], log["seqs"])
