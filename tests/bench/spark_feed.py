@@ -5,7 +5,10 @@ as a TFoS user's was) and one of the same rows in blocks of 512, fed to
 the run's fed fits with drover_client.spark.feed (rows, then blocks),
 PAIRS times (each feed waits for its fit).
 
-usage: spark_feed.py DIR PAIRS
+usage: spark_feed.py DIR PAIRS EPOCHS
+The job starts as soon as feed() is called (epochs given): its tasks
+connect while the previous fit runs and wait for the fed fit's credit,
+as a PySpark job started beside the drover script would.
 """
 import os
 import sys
@@ -17,7 +20,7 @@ from pyspark import SparkConf, SparkContext
 
 
 def main():
-    d, pairs = sys.argv[1], int(sys.argv[2])
+    d, pairs, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     jvm = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1"
     conf = (SparkConf().setAppName("drover-feed-bench")
             .set("spark.executor.memory", "1g").set("spark.ui.enabled", "false")
@@ -54,7 +57,7 @@ def main():
             run = f.readline().strip()
         for _ in range(pairs):
             for what, data, b in (("rows", rdd, False), ("blocks", brdd, True)):
-                r = dspark.feed(data, run, batch=128, blocks=b, stall=600)
+                r = dspark.feed(data, run, epochs=epochs, batch=128, blocks=b, stall=600)
                 print("%s: fed %d batches, %d trained, %d partitions"
                       % (what, r.batches, r.trained, r.partitions))
                 sys.stdout.flush()

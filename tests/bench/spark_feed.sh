@@ -40,7 +40,7 @@ np.save('$dir/x.npy', x.astype(np.float32)); np.save('$dir/y.npy', y.astype(np.f
 "$DROVER" run tests/bench/spark_feed.lua "$dir" "$pairs" "$epochs" "$DROVER_SPARK_MASTER" \
   "$DROVER_SPARK_UI" >"$dir/lua.out" 2>&1 &
 trainer=$!
-timeout 900 "$PYSPARK_PYTHON" tests/bench/spark_feed.py "$dir" "$pairs" >"$dir/py.out" 2>"$dir/py.err"
+timeout 900 "$PYSPARK_PYTHON" tests/bench/spark_feed.py "$dir" "$pairs" "$epochs" >"$dir/py.out" 2>"$dir/py.err"
 wait "$trainer"
 rc=$?
 trainer=

@@ -211,8 +211,10 @@ def feed(rdd, run, epochs=None, batch=32, blocks=False, window=0, stall=120.0, a
     cut and joined to `batch`). One feeder per partition, under the
     coordinator's credit (at most `window` batches in flight, 0: its
     choice) and failing after `stall` seconds without a word from it.
-    Returns SparkFeedResult once every batch is trained; the fit ends
-    then. A failed Spark job fails the fit too (the driver's feeder
+    With epochs given the job starts at once (its tasks wait, `stall` at
+    most, for a fit to take their batches); with None it starts once the
+    fit runs. Returns SparkFeedResult once every batch is trained; the
+    fit ends then. A failed Spark job fails the fit too (the driver's feeder
     gives up saying why) and is raised. run: a Run, a run directory, or
     HOST:PORT with secret_file."""
     if not isinstance(batch, int) or batch < 1:
@@ -225,8 +227,10 @@ def feed(rdd, run, epochs=None, batch=32, blocks=False, window=0, stall=120.0, a
     conn = Conn(host, port, secret.get(), timeout)
     try:
         holder = Feeder(conn, "spark-driver", 1, stall)
-        fit_epochs = holder.wait_fit()  # our tasks feed this fit, not one ending as we came
-        task = _FeedPartition(host, port, secret, uuid.uuid4().hex, epochs or fit_epochs,
+        # epochs=None: the fit's, known once it runs; else the job starts at
+        # once and its tasks wait for the fit's credit (a feeder opening as
+        # an earlier fit's feed closes waits for the next one)
+        task = _FeedPartition(host, port, secret, uuid.uuid4().hex, epochs or holder.wait_fit(),
                               batch, blocks, window, stall, timeout)
         try:
             stats = rdd.mapPartitionsWithIndex(task).collect()
