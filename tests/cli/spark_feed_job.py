@@ -5,10 +5,15 @@ drover_client.spark.predict).
 
 usage: spark_feed_job.py RUN_DIR TRAIN_CSV [--parts N] [--epochs N]
                          [--kill-executor-in P] [--predict TEST_CSV OUT]
+                         [--serving FILE] [--kill-predict-in P]
 --kill-executor-in P: partition P's first attempt SIGKILLs its executor's
 JVM (the executor is lost, as when a machine goes) after 100 of its rows,
-so Spark runs the partition again on a new executor. Prints "RESULT ..."
-lines; the shell test checks them.
+so Spark runs the partition again on a new executor.
+--predict: then the outputs for TEST_CSV's rows (drover_client.spark.predict,
+once FILE exists: the script is about to serve) into OUT, one line each;
+--kill-predict-in P: partition P's first attempt of the predict job
+SIGKILLs its executor after 50 outputs. Prints "RESULT ..." lines; the
+shell test checks them.
 """
 import argparse
 import os
@@ -38,11 +43,11 @@ def executor_jvm():
     return None
 
 
-def killer(victim, mark):
+def killer(victim, mark, at=100):
     def wrap(index, rows, victim=victim):
         ctx = TaskContext.get()
         for i, row in enumerate(rows):
-            if index == victim and ctx.attemptNumber() == 0 and i == 100:
+            if index == victim and ctx.attemptNumber() == 0 and i == at:
                 try:  # once in the test, whatever Spark runs again
                     fd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 except FileExistsError:
@@ -68,6 +73,8 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--kill-executor-in", type=int, default=-1)
     ap.add_argument("--predict", nargs=2, default=None)
+    ap.add_argument("--serving", default=None)
+    ap.add_argument("--kill-predict-in", type=int, default=-1)
     a = ap.parse_args()
     jvm = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1"
     conf = (SparkConf().setAppName("drover-feed-test")
@@ -89,12 +96,19 @@ def main():
         print("RESULT feed_seconds %.3f" % secs)
         sys.stdout.flush()
         if a.predict:
+            deadline = time.monotonic() + 120
+            while a.serving and not os.path.exists(a.serving) and time.monotonic() < deadline:
+                time.sleep(0.1)
             test = sc.textFile(a.predict[0], minPartitions=a.parts).map(parse)
             out = dspark.predict(test.map(lambda r: r[0]), a.run)
+            if a.kill_predict_in >= 0:
+                mark = os.path.join(os.path.dirname(a.predict[1]), "killed_predict")
+                out = out.mapPartitionsWithIndex(killer(a.kill_predict_in, mark, 50))
+            rows = out.collect()
             with open(a.predict[1], "w") as f:
-                for row in out.collect():
+                for row in rows:
                     f.write(",".join("%.6g" % v for v in row) + "\n")
-            print("RESULT predicted")
+            print("RESULT predicted %d rows in %d partitions" % (len(rows), test.getNumPartitions()))
     finally:
         sc.stop()
     print("RESULT stopped")

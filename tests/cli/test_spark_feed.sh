@@ -65,6 +65,12 @@ local f = io.open("$RUNS/current", "w"); f:write(c.run_dir, "\n"); f:close()
 local r = c:fit(exp)
 print(string.format("FED %d TRAINED %d ACC %.4f", r.fed, r.batches, r.eval_accuracy))
 io.stdout:flush()
+if c.serve then -- predict from a client (Run.predict) is there
+  data.write_csv("$TMP/lua_pred.csv", c:predict(exp, test))
+  local s = io.open("$TMP/serving", "w"); s:close()
+  local sv = c:serve { predict = exp, idle = 20 }
+  print(string.format("SERVED %d REQUESTS %d ROWS", sv.requests, sv.rows))
+end
 c:shutdown()
 LUA
 "$DROVER" run "$TMP/fed.lua" >"$TMP/fed.out" 2>&1 &
@@ -73,8 +79,13 @@ wait_for 60 test -s "$RUNS/current"
 RUN=$(cat "$RUNS/current" 2>/dev/null)
 wait_for 30 test -s "$RUN/coordinator"
 
+predict=
+if "$PY" -c "import sys, drover_client.predict as p; sys.exit(0 if p.supported() else 1)" 2>/dev/null; then
+  predict="--predict $TMP/test.csv $TMP/py_pred.csv --serving $TMP/serving --kill-predict-in 2"
+fi
+# shellcheck disable=SC2086 # $predict: options
 timeout 400 "$PY" tests/cli/spark_feed_job.py "$RUN" "$TMP/train.csv" --parts 4 \
-  --kill-executor-in 1 >"$TMP/job.out" 2>"$TMP/job.err"
+  --kill-executor-in 1 $predict >"$TMP/job.out" 2>"$TMP/job.err"
 rc=$?
 check "spark-feed-t01 the PySpark job succeeds (status $rc)" [ $rc -eq 0 ]
 [ $rc -eq 0 ] || tail -n 20 "$TMP/job.err" | grep -v "Stage " | sed 's/^/  job: /'
@@ -101,6 +112,26 @@ taken=$(sed -n 's/.* takes over key .* \([0-9]*\) batches taken already.*/\1/p' 
   awk '{ s += $1 } END { print s + 0 }')
 check "spark-feed-t02 and the retries sent none of the batches taken before (skipped '$skipped' = $taken)" \
   [ "$skipped" = "$taken" ]
+if [ -n "$predict" ]; then
+  check "spark-feed-t04 spark.predict gave 360 outputs for the 360 test rows" \
+    grep -q "^RESULT predicted 360 rows in 4 partitions" "$TMP/job.out"
+  check "spark-feed-t04 partition 2's executor was SIGKILLed mid-predict" test -s "$TMP/killed_predict"
+  # a request per partition and its retry: 4 partitions of ~90 rows, one run again
+  check "spark-feed-t04 the run answered the retried partition again (more than 4 requests)" \
+    awk '/^SERVED/ { exit !($2 > 4 && $4 > 360) } END { if (NR == 0) exit 1 }' "$TMP/fed.out"
+  check "spark-feed-t04 every output is the script's own c:predict of that row, in order" \
+    python3 - "$TMP/lua_pred.csv" "$TMP/py_pred.csv" <<'PY'
+import sys
+a = [[float(v) for v in l.split(",")] for l in open(sys.argv[1]) if l.strip()]
+b = [[float(v) for v in l.split(",")] for l in open(sys.argv[2]) if l.strip()]
+ok = len(a) == len(b) == 360 and all(
+    len(r) == len(s) and all(abs(u - v) <= 1e-4 * max(1, abs(u)) for u, v in zip(r, s))
+    for r, s in zip(a, b))
+sys.exit(0 if ok else 1)
+PY
+else
+  echo "SKIP spark-feed-t04 predict: this drover's Python client has no Run.predict"
+fi
 check "spark-feed-t03 the Spark context stopped" grep -q "^RESULT stopped" "$TMP/job.out"
 
 # Nothing left in Spark: no active application, no executor of ours.

@@ -270,7 +270,7 @@ class _PredictPartition:
                 run.close()
 
     def _connect(self):
-        return Run("%s:%d" % (self.host, self.port), control=True, timeout=self.timeout,
+        return Run("%s:%d" % (self.host, self.port), hz=1.0, control=True, timeout=self.timeout,
                    key=self.secret.get())
 
     def _predict(self, run, rows):
