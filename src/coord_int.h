@@ -121,7 +121,8 @@ typedef struct coord_sched {
   int64_t calls_queued, calls_running; /* closures */
   int64_t queued, running;             /* every task */
   struct {
-    const coord_producer_ops *ops; /* NULL: removed (slots are not reused) */
+    const coord_producer_ops *ops; /* NULL: removed (the slot is reused once
+                                      queued and running are 0) */
     void *ud;
     int64_t queued, running;
   } prod[COORD_MAX_PRODUCERS];

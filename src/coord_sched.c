@@ -553,13 +553,19 @@ void coord__sched_node_lost(coord *c, int node) {
 
 /* ============================== producers ================================ */
 
+/* A removed producer's slot is taken again once none of its tasks is
+ * left (a released task still running counts against its slot when it
+ * ends), so a run may fit and predict any number of times, a few at once. */
 int coord__sched_add_producer(coord *c, const coord_producer_ops *ops, void *ud) {
   coord_sched *s = &c->sched;
-  if (s->nprod == COORD_MAX_PRODUCERS)
-    return drv_error(DRV_ERANGE, "the task queue takes %d producers", COORD_MAX_PRODUCERS);
-  s->prod[s->nprod].ops = ops;
-  s->prod[s->nprod].ud = ud;
-  return s->nprod++;
+  int p = 0;
+  while (p < s->nprod && (s->prod[p].ops || s->prod[p].queued || s->prod[p].running)) p++;
+  if (p == COORD_MAX_PRODUCERS)
+    return drv_error(DRV_ERANGE, "the task queue takes %d producers at once", COORD_MAX_PRODUCERS);
+  s->prod[p].ops = ops;
+  s->prod[p].ud = ud;
+  if (p == s->nprod) s->nprod++;
+  return p;
 }
 
 void coord__sched_remove_producer(coord *c, int p) {

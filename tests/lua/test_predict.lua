@@ -47,6 +47,19 @@ if not KILL then
     assert(ev:find("predict 2: 1797 rows in 36 batches\n", 1, true), ev)
   end)
 
+  test("predict-05 one cluster predicts and fits more often than the queue has producer slots", function()
+    local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "pred05" }
+    local small = digits:split(0.05, { seed = 1 })
+    local q = exp:predict(small.x)
+    for i = 1, 12 do -- a slot is taken again once its producer is removed
+      eq(maxdiff(c:predict(exp, small.x), q), 0, "predict " .. i)
+    end
+    c:fit(drover.experiment { loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.05 },
+      model = nn.Sequential { nn.Linear(64, 10) }, train = { data = small, batch = 32, epochs = 1 },
+      verbose = false })
+    eq(c:predict(exp, small.x):size(1), #small, "and after a fit")
+  end)
+
   test("predict-03 write_csv and write_npy round-trip predictions", function()
     local p = exp:predict(digits)
     local dir = TMP .. "/drover-pred03-" .. os.time() .. "-" .. math.random(1e6)
