@@ -67,7 +67,6 @@ print(string.format("FED %d TRAINED %d ACC %.4f", r.fed, r.batches, r.eval_accur
 io.stdout:flush()
 if c.serve then -- predict from a client (Run.predict) is there
   data.write_csv("$TMP/lua_pred.csv", c:predict(exp, test))
-  local s = io.open("$TMP/serving", "w"); s:close()
   local sv = c:serve { predict = exp, idle = 20 }
   print(string.format("SERVED %d REQUESTS %d ROWS", sv.requests, sv.rows))
 end
@@ -81,7 +80,9 @@ wait_for 30 test -s "$RUN/coordinator"
 
 predict=
 if "$PY" -c "import sys, drover_client.predict as p; sys.exit(0 if p.supported() else 1)" 2>/dev/null; then
-  predict="--predict $TMP/test.csv $TMP/py_pred.csv --serving $TMP/serving --kill-predict-in 2"
+  # no --serving: the predict job starts as the feed ends, and its tasks
+  # ask again until the script serves (spark.predict's wait)
+  predict="--predict $TMP/test.csv $TMP/py_pred.csv --kill-predict-in 2"
 fi
 # shellcheck disable=SC2086 # $predict: options
 timeout 400 "$PY" tests/cli/spark_feed_job.py "$RUN" "$TMP/train.csv" --parts 4 \

@@ -1,9 +1,9 @@
 """spark.py - RDDs into and out of a drover run, from a PySpark program
 (what TensorFlowOnSpark's TFCluster.train and .inference did).
 
-    import drover_client
     from drover_client import spark as dspark
     r = dspark.feed(rdd, "runs/fed-20261126-0812", epochs=3, batch=32)
+    out = dspark.predict(rdd.map(lambda row: row[0]), run_dir).collect()
 
 feed(rdd, run): every partition of the RDD (of (features, label) rows) is
 a Spark task that opens a feeder of its own on the run's control port
@@ -24,8 +24,8 @@ the partition, and the coordinator keeps what it took per key for the
 fit: the retried task's feeder learns how many batches of its partition
 (all passes in order) the coordinator already took (its first
 FEED_CREDIT) and skips that many, and the coordinator credits the ones
-still queued to it. So
-every batch of every partition trains exactly once, provided the
+still queued to it. So every batch of every partition trains exactly
+once, provided the
 partition gives the same rows in the same order when Spark computes it
 again (true for files, parallelize, map/filter; not after a
 non-deterministic shuffle, which Spark itself then calls indeterminate).
@@ -41,11 +41,17 @@ Where the batches go: to the coordinator, whose queue hands them to the
 least busy worker (the feed mode's queue: a lost worker's batches go to
 another, each trained once). A feeder does not dial a worker on its own
 host: see README, "Running on Spark".
+
+predict(rdd, run): each task sends its partition's rows to Run.predict
+(the run's script in c:serve { predict = exp }) and yields the outputs in
+order; Spark keeps one attempt's output per partition, so a retried
+partition still gives exactly one output per input.
 """
 import collections
 import os
 import socket
 import tempfile
+import time
 import uuid
 import zipfile
 
@@ -248,39 +254,48 @@ class _PredictPartition:
     """The task: one partition's outputs, in its rows' order (runs on an
     executor). Rows go to the run `chunk` at a time (bounded memory)."""
 
-    def __init__(self, host, port, secret, batch, chunk, timeout):
+    def __init__(self, host, port, secret, batch, chunk, wait, timeout):
         self.host, self.port, self.secret = host, port, secret
-        self.batch, self.chunk, self.timeout = batch, chunk, timeout
+        self.batch, self.chunk, self.wait, self.timeout = batch, chunk, wait, timeout
 
     def __call__(self, rows):
-        run = None
+        self.run = None
         try:
             part = []
             for row in rows:
                 part.append(row)
                 if len(part) == self.chunk:
-                    run = run or self._connect()
-                    yield from self._predict(run, part)
+                    yield from self._predict(part)
                     part = []
             if part:
-                run = run or self._connect()
-                yield from self._predict(run, part)
+                yield from self._predict(part)
         finally:
-            if run:
-                run.close()
+            if self.run:
+                self.run.close()
 
-    def _connect(self):
-        return Run("%s:%d" % (self.host, self.port), hz=1.0, control=True, timeout=self.timeout,
-                   key=self.secret.get())
-
-    def _predict(self, run, rows):
-        out = run.predict(rows, batch=self.batch)
+    def _predict(self, rows):
+        deadline = time.monotonic() + self.wait
+        while True:
+            if self.run is None:
+                self.run = Run("%s:%d" % (self.host, self.port), hz=1.0, control=True,
+                               timeout=self.timeout, key=self.secret.get())
+            try:
+                out = self.run.predict(rows, batch=self.batch)
+                break
+            except DroverError as e:
+                # not serving yet (the script still trains): ask again, `wait` at most
+                if e.code_name != "DRV_EAGAIN" or time.monotonic() > deadline:
+                    raise
+                self.run.close()
+                self.run = None
+                time.sleep(0.5)
         if len(out) != len(rows):  # one output per input, or the task fails
             raise DroverError("predict gave %d outputs for %d rows" % (len(out), len(rows)))
         return out
 
 
-def predict(rdd, run, batch=None, chunk=4096, address=None, secret_file=None, timeout=60.0):
+def predict(rdd, run, batch=None, chunk=4096, wait=120.0, address=None, secret_file=None,
+            timeout=60.0):
     """An RDD of run's outputs for rdd's rows (features), one per row in
     the rows' order: partition i of the result is partition i of rdd
     predicted by Run.predict, `chunk` rows per request (batch: the
@@ -289,10 +304,12 @@ def predict(rdd, run, batch=None, chunk=4096, address=None, secret_file=None, ti
     the run lives. A task Spark retries predicts its whole partition
     again and only the attempt Spark keeps makes the output, so every
     input has exactly one output, in order, provided the model does not
-    change meanwhile (predict after the fit, or between fits)."""
+    change meanwhile (predict after the fit, or between fits). A task
+    whose run does not serve yet (its script still trains: DRV_EAGAIN)
+    asks again every 0.5 s, `wait` seconds at most."""
     if not isinstance(chunk, int) or chunk < 1:
         raise ValueError("chunk must be a positive integer, not %r" % (chunk,))
     host, port, secret = target(run, address, secret_file)
     ship(rdd.context)
-    return rdd.mapPartitions(_PredictPartition(host, port, secret, batch, chunk, timeout),
+    return rdd.mapPartitions(_PredictPartition(host, port, secret, batch, chunk, wait, timeout),
                              preservesPartitioning=True)
