@@ -224,7 +224,10 @@ static void ended(coord_fit_state *f, coord_feeder *d) {
   if (d->ended) return;
   d->ended = true;
   if (d->granted && f && f->feed.ext) f->feed.ext->ended++;
-  if (d->inflight == 0) send_end(d, 0, "");
+  /* a feeder that sent nothing (a PySpark driver holding the fit open) is
+   * answered when the feed is over (coord__feeders_end): its FEED_END
+   * answer then says every batch of the fit was trained */
+  if (d->inflight == 0 && d->sent > 0) send_end(d, 0, "");
   (void)f;
 }
 

@@ -337,8 +337,12 @@
  *               it gives up (status != 0, message why: the fit fails)
  *  FEED_END     C -> F: the feeder's batches are over: status 0 all
  *               trained, else the DRV_E* code and why (the fit failed or
- *               ended); batches = its batches trained. Then the
- *               coordinator closes the connection
+ *               ended); batches = its batches trained. A feeder that sent
+ *               no batch is answered when the fit's feed is over (every
+ *               feeder ended, every batch trained). Then the coordinator
+ *               closes the connection. A feeder may also leave once the
+ *               `sent` of a FEED_CREDIT covers all its batches: they are
+ *               the coordinator's and are trained once
  * The fit ends once every feeder that opened has ended and its batches
  * are trained (at least one must open within feed_timeout). */
 #define WIRE_MSG_feed_open(X) X(STR, name) X(U32, window) X(STR, key)

@@ -82,5 +82,18 @@ r = g.finish()
 g.conn.close()
 result("feed-keys-t04 nothing is sent again", tuple(r) == (6, 6), r)
 
-holder.finish()
+# a feeder that leaves once its batches are taken (a Spark task does)
+h = feeder("h", "k3")
+h.opened()
+for bx, by in B[:4]:
+    h.send(bx, by, 1)
+r = h.finish(trained=False)
+h.conn.close()
+result("feed-keys-t06 a feeder leaves once the coordinator took its 4 batches",
+       r.sent == 4 and h.acked == 4, (r, h.acked))
+
+# the holder, which sent nothing, is answered when the fit's feed is over
+r = holder.finish()
 holder.conn.close()
+result("feed-keys-t06 an empty feeder's FEED_END is answered at the feed's end, status 0",
+       tuple(r) == (0, 0) and holder.ended["status"] == 0, (r, holder.ended))

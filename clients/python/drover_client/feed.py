@@ -65,6 +65,7 @@ class Feeder:
         self.credits = self.sent = self.trained = 0
         self.ended = None  # the coordinator's FEED_END fields, once it came
         self.taken = None  # batches of this key taken before we opened (first frame)
+        self.acked = 0     # batches the coordinator says it took (FEED_CREDIT's sent)
         self.epochs = 0    # the running fit's train.epochs (0: none runs yet)
         conn.send("FEED_OPEN", {"name": name, "window": window, "key": key})
 
@@ -99,6 +100,7 @@ class Feeder:
         if name == "FEED_CREDIT":
             if self.taken is None:  # a keyed feeder's predecessors' batches count as ours
                 self.taken = self.sent = f["sent"]
+            self.acked = max(self.acked, f["sent"])
             self.credits += f["credits"]
             self.trained = max(self.trained, f["trained"])
             self.epochs = f.get("epochs", 0) or self.epochs
@@ -143,16 +145,36 @@ class Feeder:
         self.sent += 1
         self.credits -= 1
 
-    def finish(self, status=0, message=""):
+    def finish(self, status=0, message="", trained=True):
         """Says no more batches come (status != 0: the feeder gives up, the
         fit fails with message) and waits for the coordinator's FEED_END.
-        Returns FeedResult(sent, trained)."""
+        Returns FeedResult(sent, trained). trained=False: only until the
+        coordinator has taken every batch (a FEED_CREDIT's sent covers
+        them; they are then trained once without us), then leaves: what a
+        Spark task does, so the next task starts while they train."""
+        if not trained and status == 0:
+            while self.ended is None and self.acked < self.sent:
+                self._wait()
+            self._check_ended()
+            self.conn.send("FEED_END", {"status": 0, "batches": self.sent, "message": ""})
+            self._drain()
+            return FeedResult(self.sent, self.trained)
         self.conn.send("FEED_END", {"status": status, "batches": self.sent, "message": message})
         while self.ended is None:
             self._wait()
         if status == 0:
             self._check_ended()
         return FeedResult(self.sent, self.trained)
+
+    def _drain(self):
+        """Reads what the coordinator sent and we did not read (credits), so
+        that closing does not reset the connection under our FEED_END."""
+        try:
+            self.conn.sock.setblocking(False)
+            while self.conn.sock.recv(65536):
+                pass
+        except OSError:
+            pass
 
     def abort(self, why):
         """Gives up: FEED_END with DRV_ECANCELLED and why; the connection

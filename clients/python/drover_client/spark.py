@@ -8,7 +8,9 @@
 feed(rdd, run): every partition of the RDD (of (features, label) rows) is
 a Spark task that opens a feeder of its own on the run's control port
 (feed.py: FEED_OPEN, batches under the coordinator's credit, FEED_END) and
-streams the partition as batches of `batch` rows. The driver holds one
+streams the partition as batches of `batch` rows; the task ends once the
+coordinator has taken them all (they train while the next task feeds).
+The driver holds one
 more feeder open, sending nothing, from before the job until after it:
 the fit (train = { feed = "external" }) ends once every feeder that opened
 has ended, so it ends when the Spark job is over, not when the first
@@ -202,7 +204,7 @@ class _FeedPartition:
                     n += 1
                     if n > skip:
                         f.send(x, y, epoch)
-            r = f.finish()
+            r = f.finish(trained=False)  # once taken: the next task starts meanwhile
         finally:
             conn.close()
         yield (part, r.sent, r.trained, min(skip, n))
@@ -243,11 +245,12 @@ def feed(rdd, run, epochs=None, batch=32, blocks=False, window=0, stall=120.0, a
         except BaseException as e:
             holder.abort("the Spark job failed: %s: %s" % (type(e).__name__, str(e)[:300]))
             raise
+        # answered when the fit's feed is over: every batch taken is trained
         holder.finish()
     finally:
         conn.close()
-    return SparkFeedResult(len(stats), sum(s[1] for s in stats), sum(s[2] for s in stats),
-                           sum(s[3] for s in stats))
+    taken = sum(s[1] for s in stats)
+    return SparkFeedResult(len(stats), taken, taken, sum(s[3] for s in stats))
 
 
 class _PredictPartition:
