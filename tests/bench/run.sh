@@ -241,5 +241,10 @@ echo "== launchers: submit to cluster ready (1 ps + 2 workers), YARN (MiniYARNCl
 sh tests/bench/launch_ready.sh "$PWD/drover" "$pairs"
 
 echo
+echo "== Spark: an RDD fed from PySpark (drover_client.spark.feed; rows, then blocks) vs files mode, same MLP, same Spark-launched cluster"
+BUILD="$build" sh tests/bench/spark_feed.sh "$PWD/drover" "$pairs"
+echo "(goal: at least 0.8; TFoS: about 0.12)"
+
+echo
 echo "== scale: one coordinator, 1,000 and 10,000 simulated workers (bench_scale) on loopback"
 BUILD="$build" sh tests/bench/scale.sh
