@@ -97,3 +97,22 @@ r = holder.finish()
 holder.conn.close()
 result("feed-keys-t06 an empty feeder's FEED_END is answered at the feed's end, status 0",
        tuple(r) == (0, 0) and holder.ended["status"] == 0, (r, holder.ended))
+
+# drover_client.spark's pieces that need no Spark: the key never prints,
+# rows and blocks cut into the same batches, in order
+import pickle  # noqa: E402
+from drover_client import spark as dspark  # noqa: E402
+
+s = dspark._Secret(b"\x01secret")
+result("feed-keys-t07 the key shipped to executors prints as <drover key>",
+       repr(s) == str(s) == "<drover key>" and "secret" not in repr([s]), repr(s))
+result("feed-keys-t07 and pickles with its bytes", pickle.loads(pickle.dumps(s)).get() == b"\x01secret")
+rows = [(x[i], y[i]) for i in range(100)]
+a = list(dspark.batches(rows, 32))
+blocks = [(x[0:50], y[0:50]), (x[50:80], y[50:80]), (x[80:100], y[80:100])]
+b = list(dspark.block_batches(blocks, 32))
+result("feed-keys-t07 100 rows make batches of 32, 32, 32, 4",
+       [len(t[1]) for t in a] == [32, 32, 32, 4], [len(t[1]) for t in a])
+result("feed-keys-t07 blocks of 50, 30, 20 make the same batches, in order",
+       len(a) == len(b) and all(np.array_equal(p[0], q[0]) and np.array_equal(p[1], q[1])
+                                for p, q in zip(a, b)))
