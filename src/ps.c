@@ -394,9 +394,12 @@ static int on_pull(ps_server *ps, peer *pe, conn *c, const wire_header *h, const
   return pull_reply(ps, c, h->req, idx, count);
 }
 
+static int on_lr_scale(ps_server *ps, const uint8_t *pl, uint32_t len);
+
 int ps__apply(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl, uint32_t client,
               uint64_t seq) {
   switch (h->type) {
+  case WIRE_LR_SCALE: return on_lr_scale(ps, pl, h->len); /* no answer: none is asked for */
   case WIRE_VAR_INIT: return on_var_init(ps, c, h, pl);
   case WIRE_PUSH: return ps__on_push(ps, c, h, pl, client, seq);
   case WIRE_RESTORE: return ps__on_restore(ps, c, h, pl);
@@ -458,7 +461,8 @@ static void data_ready(conn *c) {
 }
 
 /* LR_SCALE: the coordinator's plateau schedule reduced the rate; every
- * shard's updates use it from the next one on. */
+ * shard's updates use it from the next one on. Replicated like a PUSH, so
+ * a promoted replica goes on at the scaled rate. */
 static int on_lr_scale(ps_server *ps, const uint8_t *pl, uint32_t len) {
   wire_msg_lr_scale m;
   int rc = wire_get_lr_scale(pl, len, &m);
@@ -490,6 +494,7 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   case WIRE_PUSH:
   case WIRE_RESTORE:
   case WIRE_SYNC_STOP:
+  case WIRE_LR_SCALE:
     if (replica) goto not_primary;
     if (h->type == WIRE_PUSH) { /* its PUSH_ID, if one came before it */
       pe->pushed = true; /* a RESTORE closes it (ps_ckpt.c) */
@@ -509,10 +514,6 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
     break;
   case WIRE_REPL_SYNC:
   case WIRE_REPL: rc = ps__repl_frame(ps, pe, h, pl); break;
-  case WIRE_LR_SCALE: /* not replicated: a promoted replica runs at the base rate */
-    if (replica) goto not_primary;
-    rc = on_lr_scale(ps, pl, h->len);
-    break;
   case WIRE_HEARTBEAT: return; /* harmless keep-alive from a client */
   default:
     rc = drv_error(DRV_EPARSE, "a ps does not serve %s", wire_type_name(h->type));

@@ -6,7 +6,7 @@
  * and one random token. The primary connects to the replica's data port
  * (authenticated like every connection), sends its whole state as
  * REPL_SYNC (with the token: a replica takes replication frames from that
- * connection only), then forwards every VAR_INIT, PUSH and RESTORE it
+ * connection only), then forwards every VAR_INIT, PUSH, RESTORE and LR_SCALE it
  * receives, in arrival order, as REPL {seq, type, frame}. It applies such
  * a frame itself, and answers its client, only when the replica's
  * REPL_OK for it comes back: so the primary's state is always a prefix of
@@ -79,7 +79,8 @@ static void put_slot(wire_wr *w, void *ud, uint32_t j) {
 static void put_shard(wire_wr *w, void *ud, uint32_t i) {
   const shard *s = &((const ps_server *)ud)->shards[i];
   wire_item_repl_shard it = {
-      .var = s->var, .row0 = s->row0, .updates = s->updates, .acc_n = s->acc_n, .optim = s->cfg,
+      .var = s->var, .row0 = s->row0, .updates = s->updates, .lr_scale = s->lr_scale,
+      .acc_n = s->acc_n, .optim = s->cfg,
       .value = {.ndim = s->ndim, .data = s->val->data},
       .acc = {s->acc_n ? (const uint8_t *)s->acc : NULL, s->acc_n ? (uint32_t)(s->n * 4) : 0},
       .slots = {(uint32_t)optim_nslots(&s->cfg), .put = put_slot, .ud = (void *)s}};
@@ -106,6 +107,7 @@ static int load_shard(ps_server *ps, const wire_item_repl_shard *it) {
   int rc = ps__shard_make(&s, it->var, it->row0, &it->optim, &it->value);
   if (rc < 0) return rc;
   s.updates = it->updates;
+  s.lr_scale = it->lr_scale;
   s.acc_n = it->acc_n;
   uint32_t ns = (uint32_t)optim_nslots(&s.cfg);
   if (it->slots.n != ns || (it->acc_n && it->acc.len != s.n * 4)) rc = DRV_EPARSE;
@@ -294,7 +296,7 @@ int ps__repl_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t 
   int rc = wire_get_repl(pl, h->len, &m);
   if (rc < 0) return rc;
   if (m.type != WIRE_VAR_INIT && m.type != WIRE_PUSH && m.type != WIRE_RESTORE &&
-      m.type != WIRE_SYNC_STOP)
+      m.type != WIRE_SYNC_STOP && m.type != WIRE_LR_SCALE)
     return drv_error(DRV_EPARSE, "REPL of %s", wire_type_name(m.type));
   if ((rc = wire_validate_payload(m.type, m.frame.p, m.frame.len)) < 0) return rc;
   wire_header ih = {.type = m.type, .len = m.frame.len};

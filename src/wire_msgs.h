@@ -187,7 +187,8 @@
  *              dropped as late or past the target */
 /*  LR_SCALE    C -> P: a plateau schedule reduced the rate: every shard's
  *              rate is the schedule's times `scale` from now on (until
- *              the next VAR_INIT); no reply */
+ *              the next VAR_INIT); no reply; a primary forwards it to its
+ *              replica (REPL), whose REPL_SYNC shards carry lr_scale too */
 #define WIRE_MSG_lr_scale(X) X(F64, scale)
 /*  SYNC_STOP   C -> P: a sync fit stops early (docs/ARCHITECTURE.md,
  *              "Early stopping"). target 0: cap, the fit's last global
@@ -242,7 +243,7 @@
  *              versions, the clients' last push, every shard with its
  *              optimizer slots and gradient sum), the first frame of a
  *              replication connection and its proof (token)
- *  REPL        P -> R: frame `type` (VAR_INIT, PUSH, RESTORE) as the
+ *  REPL        P -> R: frame `type` (VAR_INIT, PUSH, RESTORE, LR_SCALE) as the
  *              primary received it (a PUSH with its PUSH_ID, 0 0: none); the replica applies it as the primary
  *              will, then answers REPL_OK {seq}; the primary applies it
  *              and answers its client only after that REPL_OK */
@@ -389,7 +390,8 @@
 #define WIRE_ITEM_repl_client(X) X(U32, client) X(U64, seq)
 #define WIRE_ITEM_repl_slot(X) X(TENSOR, value)
 #define WIRE_ITEM_repl_shard(X)                                                        \
-  X(U32, var) X(U64, row0) X(I64, updates) X(U32, acc_n) X(OPTIM, optim) X(TENSOR, value) \
+  X(U32, var) X(U64, row0) X(I64, updates) X(F64, lr_scale) X(U32, acc_n) X(OPTIM, optim)      \
+  X(TENSOR, value) \
   X(BYTES, acc) X(ITEMS, slots, repl_slot, "REPL_SYNC slot")
 #define WIRE_ITEM_snap_node(X)                                                          \
   X(ROLE, role) X(U32, index) X(U32, pid) X(U32, restarts) X(U32, inflight) X(I64, steps) \

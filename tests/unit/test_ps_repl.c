@@ -5,7 +5,10 @@
  * PUSH_ID) not applied twice, a replica that serves nobody but its
  * primary (a client; replication from a non-ps identity, refused at the
  * frame header; a wrong token; REPL from another connection), and
- * the promoted replica holding the primary's values bit for bit.
+ * the promoted replica holding the primary's values bit for bit; a
+ * plateau schedule's LR_SCALE reaching the replica both ways (forwarded,
+ * and in the REPL_SYNC of a replica paired after it), so a promoted one
+ * goes on at the scaled rate.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -121,5 +124,69 @@ TEST(ps_replica_pairs_replicates_refuses_and_is_promoted) {
 
   tensor_free(v0), tensor_free(g), tensor_free(on_primary), tensor_free(on_replica);
   tensor_free(again);
+  nf_cluster_down(&c);
+}
+
+/* LR_SCALE {scale} from the coordinator (no reply). */
+static void lr_scale(peer *coord, double scale) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_lr_scale(&w, &(wire_msg_lr_scale){scale});
+  nf_send_wr(coord, &w, WIRE_LR_SCALE, 0);
+}
+
+/* Pushes g to var 0 on pe and checks the step was lr * scale * g (SGD). */
+static void check_rate(fake *f, peer *pe, const tensor *g, double lr, double scale, uint32_t req) {
+  tensor *before = nf_pull1(f, pe, 0, req);
+  nf_send_push1(pe, 0, g, req + 1);
+  (void)nf_read_push_ok(f, pe, req + 1);
+  tensor *after = nf_pull1(f, pe, 0, req + 2);
+  const float *b = tensor_data(before), *a = tensor_data(after), *d = tensor_data(g);
+  for (int64_t i = 0; i < tensor_numel(g); i++)
+    CHECK_NEAR(b[i] - a[i], lr * scale * d[i], 1e-6);
+  tensor_free(before), tensor_free(after);
+}
+
+TEST(ps_replica_takes_lr_scale_forwarded_and_in_its_sync) {
+  nf_cluster c;
+  nf_cluster_up(&c, (nf_node[]){{ROLE_PS, 0}, {ROLE_PS, 1}, {ROLE_PS, 2}}, 3, 50, 5000);
+  fake *f = &c.f;
+  reg *p0 = nf_cluster_reg(&c, ROLE_PS, 0), *p1 = nf_cluster_reg(&c, ROLE_PS, 1),
+      *p2 = nf_cluster_reg(&c, ROLE_PS, 2);
+  optim_cfg sgd;
+  optim_cfg_default(&sgd, OPTIM_SGD);
+  sgd.lr = 0.5f;
+  sgd.sched = (optim_sched){.kind = OSCHED_PLATEAU, .factor = 0.5f, .patience = 1};
+  int64_t shape[2] = {2, 3};
+  tensor *v0 = nf_filled(2, shape, -1.25f, 0.375f), *g = nf_filled(2, shape, 0.25f, 0.125f);
+
+  /* ps:0 alone gets its variable and a reduction, then ps:1 as its
+   * replica: the reduction reaches ps:1 in REPL_SYNC; a second one is
+   * forwarded (REPL). Promoted, ps:1 runs at the last one. */
+  peer *coord0 = nf_cluster_dial(&c, ROLE_PS, 0);
+  nf_var_init(f, coord0, 0, 0, &sgd, v0, 1);
+  lr_scale(coord0, 0.5);
+  send_role(p1->ctl, WIRE_PS_REPLICA, 7, "", 0);
+  CHECK(!role_ok(f, p1->ctl));
+  send_role(p0->ctl, WIRE_PS_PRIMARY, 7, p1->host, p1->port);
+  CHECK(role_ok(f, p1->ctl));
+  lr_scale(coord0, 0.25);
+  peer *w0 = nf_cluster_dial_as(&c, ROLE_PS, 0, ROLE_WORKER, 0);
+  check_rate(f, w0, g, 0.5, 0.25, 10); /* also: the LR_SCALE went before this push */
+  send_role(p1->ctl, WIRE_PS_ALONE, 0, "", 0);
+  peer *w1 = nf_cluster_dial_as(&c, ROLE_PS, 1, ROLE_WORKER, 0);
+  check_rate(f, w1, g, 0.5, 0.25, 20);
+
+  /* ps:1, now the primary, pairs with ps:2: the scale goes in REPL_SYNC
+   * alone (no LR_SCALE after), and a promoted ps:2 keeps it. */
+  send_role(p2->ctl, WIRE_PS_REPLICA, 8, "", 0);
+  CHECK(!role_ok(f, p2->ctl));
+  send_role(p1->ctl, WIRE_PS_PRIMARY, 8, p2->host, p2->port);
+  CHECK(role_ok(f, p2->ctl));
+  send_role(p2->ctl, WIRE_PS_ALONE, 0, "", 0);
+  peer *w2 = nf_cluster_dial_as(&c, ROLE_PS, 2, ROLE_WORKER, 0);
+  check_rate(f, w2, g, 0.5, 0.25, 30);
+
+  tensor_free(v0), tensor_free(g);
   nf_cluster_down(&c);
 }
