@@ -245,7 +245,7 @@ void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const u
     char msg[1024] = "";
     if (wire_get_restore_ok(pl, h->len, &m) == 0) wire_str_copy(m.message, msg, sizeof msg);
     if (m.status != 0) coord__fail_fit(f, "ps:%d could not restore: %s", ps, msg);
-    f->pending--;
+    coord__ps_replied(f, ps);
     return;
   }
   if (h->type == WIRE_PULL_REPLY) { /* a version probe */
@@ -282,6 +282,23 @@ void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const u
 bool coord__ckpt_idle(coord *c, void *arg) {
   (void)arg;
   return c->fit->ck.state == CK_IDLE;
+}
+
+int coord__ckpt_wait(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  double bound = coord__reply_bound(f);
+  int rc = coord__pump(f->c, coord__ckpt_idle, NULL, bound, true);
+  if (rc != DRV_ETIMEDOUT) return rc;
+  /* Given up like a checkpoint a ps failed: the previous one is kept. */
+  ck->failed++;
+  snprintf(ck->why, sizeof ck->why, "no answer within %.0f s (%d %s, %d data positions "
+           "outstanding)", bound, ck->waiting, ck->state == CK_PROBING ? "version probes" :
+           "CHECKPOINT_OKs", ck->pos_waiting);
+  ck->waiting = 0;
+  if (ck->state == CK_PROBING) ck->state = CK_IDLE; /* nothing written yet */
+  else coord__ckpt_finish(f);
+  rundir_event(&f->c->rd, "checkpoint step %" PRId64 " failed: %s", ck->step, ck->why);
+  return 0;
 }
 
 /* The fit's steps are all done but a trainer has not drawn the batch its
@@ -321,7 +338,7 @@ int coord_checkpoint(coord *c) {
     return 0;
   }
   int rc = coord__ckpt_begin(f, false);
-  if (rc == 0) rc = coord__pump(c, coord__ckpt_idle, NULL, 0, true);
+  if (rc == 0) rc = coord__ckpt_wait(f);
   if (rc == 0 && f->ck.failed) rc = drv_error(DRV_EIO, "checkpoint failed: %s", f->ck.why);
   return rc;
 }
@@ -373,7 +390,11 @@ void coord__ckpt_ps_lost(coord_fit_state *f, int ps) {
   coord_ck *ck = &f->ck;
   if (!f->cfg) return;
   coord__ckpt_abandon(f, ps);
-  if (ck->restoring) return;
+  if (ck->restoring) { /* lost during the restore: it waits for this one now */
+    ck->lost_ps = ps;
+    ck->lost_at = progress_now();
+    return;
+  }
   ck->restoring = true;
   ck->lost_ps = ps;
   ck->lost_at = progress_now();
@@ -409,6 +430,18 @@ static bool all_ps_back(coord_fit_state *f) {
   return true;
 }
 
+/* A ps was lost again while the rollback waited for it (its link closed
+ * before it answered, or it was not connected): the restore starts over
+ * once every ps is back. Any other failure, or a ps out of restarts
+ * (c->failures), fails the fit. */
+static bool lost_again(coord_fit_state *f, int rc) {
+  coord *c = f->c;
+  if (c->failures || rc != DRV_ENODE) return false;
+  rundir_event(&c->rd, "the restore was interrupted (%s): it starts over once every ps is back",
+               drv_errmsg());
+  return true;
+}
+
 static int send_restore(coord_fit_state *f, const char *dir, uint64_t version) {
   for (int k = 0; k < f->nps; k++) {
     int n = shards_on(f, k);
@@ -420,12 +453,10 @@ static int send_restore(coord_fit_state *f, const char *dir, uint64_t version) {
     wire_wr_init(&w);
     wire_put_restore(&w, &(wire_msg_restore){version, WIRE_STR(path),
                                              {(uint32_t)n, .put = put_name, .ud = &nc}});
-    if (!f->ps[k]) return drv_error(DRV_ENODE, "ps:%d is not connected", k);
-    f->pending++;
-    int rc = conn_send_wr(f->ps[k], &w, WIRE_RESTORE, RESTORE_REQ);
+    int rc = coord__ps_request(f, k, &w, WIRE_RESTORE, RESTORE_REQ);
     if (rc < 0) return rc;
   }
-  return coord__pump(f->c, coord__nothing_pending, NULL, 0, true);
+  return coord__wait_replies(f, "RESTORE_OK");
 }
 
 /* Long: the rollback is one sequence of waits (connect, VAR_INIT,
@@ -454,8 +485,9 @@ int coord__ckpt_restore_tick(coord_fit_state *f) {
     memcpy(tensor_data(f->vars[i].value), ck->initial[i],
            (size_t)tensor_numel(f->vars[i].value) * sizeof(float));
   if (rc == 0) rc = coord__init_vars(f, f->args->optim);
-  if (rc == 0) rc = coord__pump(c, coord__nothing_pending, NULL, 0, true);
+  if (rc == 0) rc = coord__wait_replies(f, "VAR_INIT_OK");
   if (rc == 0) rc = send_restore(f, have ? e.path : NULL, version);
+  if (rc < 0 && lost_again(f, rc)) return 0; /* the next tick starts over */
   if (rc < 0) return rc;
   if (f->plateau.scale > 0) coord__send_lr_scale(f); /* VAR_INIT reset it */
   coord__sync_stop_again(f, -1); /* a cap VAR_INIT undid (a final target it carries) */

@@ -491,6 +491,12 @@ static void update_progress(coord_fit_state *f) {
   }
 }
 
+/* rc is a ps lost while the coordinator waited for it, and the fit
+ * restores it (a restart, no replica): the fit loop goes on. */
+static bool lost_to_restore(const coord_fit_state *f, int rc) {
+  return rc < 0 && f->ck.restoring && !f->c->failures;
+}
+
 static int local_eval(coord *c, const coord_fit_args *a, int64_t step) {
   coord_fit_state *f = c->fit;
   int rc = coord__pull_all(c);
@@ -534,7 +540,11 @@ static int fit_loop(coord *c, const coord_fit_args *a) {
     if (f->local_eval_due) {
       int64_t step = f->local_eval_due;
       f->local_eval_due = 0;
-      if ((rc = local_eval(c, a, step)) < 0) return rc;
+      rc = local_eval(c, a, step);
+      if (lost_to_restore(f, rc))
+        rundir_event(&c->rd, "eval at step %" PRId64 " skipped: %s", step, drv_errmsg());
+      else if (rc < 0)
+        return rc;
     }
     update_progress(f);
     progress_step(&f->out, &f->p, false);
@@ -644,14 +654,30 @@ static void final_checkpoint(coord_fit_state *f) {
   if (coord_checkpoint(f->c) < 0) log_warn("the final checkpoint: %s", drv_errmsg());
 }
 
+/* The fit loop, then the trained values pulled back. A ps lost as the
+ * loop ended (killed after its last step, noticed only while the
+ * coordinator pulls) is restored like one lost during the fit: the loop
+ * runs again, restores from the checkpoint and does the steps since. */
+static int fit_run(coord *c, const coord_fit_args *a) {
+  coord_fit_state *f = c->fit;
+  for (;;) {
+    f->looping = true;
+    int rc = fit_loop(c, a);
+    f->looping = false;
+    coord__sched_drop(c, f->producer, true); /* a step still running is ignored */
+    if (rc == 0 && f->ck.state != CK_IDLE) rc = coord__ckpt_wait(f);
+    if (rc == 0) rc = coord__pull_all(c);
+    if (!lost_to_restore(f, rc)) return rc;
+    rundir_event(&c->rd, "%s as the fit ended: the fit goes on after its restore", drv_errmsg());
+  }
+}
+
 static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *res) {
   coord_fit_state *f = c->fit;
   f->looping = false;
   coord__sched_drop(c, f->producer, true); /* a step still running is ignored */
   coord__sched_drop(c, f->feed.producer, true);
   coord__feed_end(f, rc);
-  if (rc == 0 && f->ck.state != CK_IDLE) rc = coord__pump(c, coord__ckpt_idle, NULL, 0, true);
-  if (rc == 0) rc = coord__pull_all(c);
   if (rc == 0 && a->cfg->eval && f->last_eval_step != f->done) rc = local_eval(c, a, f->done);
   if (rc == 0 && f->has_ckpt && f->ck.last_step != f->done) final_checkpoint(f);
   coord__ckpt_fit_end(f);
@@ -687,7 +713,7 @@ static int prepare(coord *c, const coord_fit_args *a) {
   int rc;
   f->args = a;
   if ((rc = plan(c, a)) < 0 || (rc = coord__connect_ps(c)) < 0 || (rc = coord__place(f, a->model)) < 0 ||
-      (rc = coord__init_vars(f, a->optim)) < 0 || (rc = coord__pump(c, coord__nothing_pending, NULL, 0, true)) < 0 ||
+      (rc = coord__init_vars(f, a->optim)) < 0 || (rc = coord__wait_replies(f, "VAR_INIT_OK")) < 0 ||
       (rc = setup_nodes(c, a)) < 0) {
     f->args = NULL;
     return rc;
@@ -753,8 +779,7 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   else
     rundir_event(&c->rd, "fit: %lld steps on %d workers, %d variables over %d ps",
                  (long long)f->total, f->ntrainers, f->nvars, f->nps);
-  f->looping = true;
-  rc = fit_loop(c, a);
+  rc = fit_run(c, a);
   return fit_finish(c, a, rc, res);
 }
 
@@ -793,5 +818,6 @@ void coord__fit_free(coord *c) {
   free(f->links);
   free(f->probed);
   free(f->stop_seen);
+  free(f->pend_ps);
   free(f);
 }

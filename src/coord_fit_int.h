@@ -15,6 +15,13 @@
 #define INFLIGHT_PER_WORKER 2 /* a queued task hides the RESULT -> TASK round trip */
 #define PS_CONNECT_TIMEOUT 10.0
 #define PS_REDIAL 0.1 /* seconds between dials of a ps link that did not come up */
+/* The bound on a ps's answers (VAR_INIT_OK, PULL_REPLY, RESTORE_OK) and on
+ * the trainers' ROLLBACK_OKs: this many seconds, plus one per
+ * PS_REPLY_BYTES_PER_S of the model (a RESTORE reads its shard from disk).
+ * Loopback answers take milliseconds; the bound is there so that a lost
+ * answer fails with a message naming it rather than waiting for ever. */
+#define PS_REPLY_TIMEOUT 60.0
+#define PS_REPLY_BYTES_PER_S 20e6
 #define SYNC_PROBE_REQ 0xfffffff0u /* the PULL that waits for the last global step */
 #define CK_PROBE_REQ 0xfffffff1u   /* sync: the PULL that asks a ps its version (checkpoint) */
 #define RESTORE_REQ 0xfffffff2u
@@ -121,7 +128,10 @@ struct coord_fit_state {
   int nvars;
   int ntrained;    /* vars[0 .. ntrained-1] are parameters, the rest running statistics */
   bool placed;
-  int pending; /* ps replies outstanding: VAR_INIT_OK, PULL_REPLY */
+  int pending;  /* ps replies outstanding: VAR_INIT_OK, PULL_REPLY, RESTORE_OK */
+  int *pend_ps; /* the same per ps link (coord__ps_request); a link that closes
+                 * drops its own, which will never come (lost_replies) */
+  int lost_replies, lost_reply_ps; /* since the last coord__wait_replies */
   /* the fit in progress (cfg NULL when none) */
   const train_cfg *cfg;
   int *trainers; /* node indices of chief and workers, shard order */
@@ -255,8 +265,19 @@ void coord__sync_stop_again(coord_fit_state *f, int k);
 /* coord_vars.c */
 /* Records a failure of the run found by the fit (coord__fail). */
 void coord__fail_fit(coord_fit_state *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* coord__pump condition: no VAR_INIT_OK or PULL_REPLY outstanding. */
-bool coord__nothing_pending(coord *c, void *arg);
+/* Sends w (consumed) to ps k as a request whose one reply f->pending
+ * counts (VAR_INIT, PULL, RESTORE); an error when k is not connected. */
+int coord__ps_request(coord_fit_state *f, int k, wire_wr *w, uint8_t type, uint32_t req);
+/* A reply to such a request came from ps k (one from a link that closed
+ * meanwhile, or that nobody waits for any more, is not counted). */
+void coord__ps_replied(coord_fit_state *f, int k);
+/* Pumps until every request's reply came, within PS_REPLY_TIMEOUT (and
+ * the model's size): DRV_ETIMEDOUT naming `what` and the ps that owe it,
+ * DRV_ENODE when a ps link closed before its reply came ("ps:K was lost
+ * before it sent <what>"), 0. */
+int coord__wait_replies(coord_fit_state *f, const char *what);
+/* The bound coord__wait_replies uses, in seconds. */
+double coord__reply_bound(const coord_fit_state *f);
 /* The fit state, made on first use (NULL when out of memory). */
 coord_fit_state *coord__fit_state(coord *c);
 /* Connects to every ps not connected yet and waits until all are ready. */
@@ -284,6 +305,10 @@ int coord__ckpt_begin(coord_fit_state *f, bool sync_boundary);
 void coord__ckpt_finish(coord_fit_state *f);
 /* Whether no checkpoint is being taken. */
 bool coord__ckpt_idle(coord *c, void *arg);
+/* Pumps until the checkpoint in progress is committed or failed, within
+ * coord__reply_bound: past it the checkpoint fails (ck.failed, ck.why
+ * naming what did not come) and the previous one stays the newest. */
+int coord__ckpt_wait(coord_fit_state *f);
 /* CHECKPOINT_OK, RESTORE_OK or a probe's PULL_REPLY from ps `ps`. */
 void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const uint8_t *pl);
 /* A fit begins: keeps the initial values (a ps lost before the first

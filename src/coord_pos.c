@@ -205,7 +205,19 @@ int coord__pos_rollback(coord_fit_state *f, const manifest *m) {
     p->rb_out = true;
     ck->rb_waiting++;
   }
-  rc = coord__pump(f->c, rolled_back, NULL, 0, true);
+  double bound = coord__reply_bound(f);
+  rc = coord__pump(f->c, rolled_back, NULL, bound, true);
+  if (rc == DRV_ETIMEDOUT) {
+    char who[512] = "";
+    size_t len = 0;
+    for (int t = 0; t < f->ntrainers && len < sizeof who; t++) {
+      char name[32];
+      if (ck->pos[t].rb_out)
+        len += (size_t)snprintf(who + len, sizeof who - len, " %s",
+                                coord__node_name(&f->c->nodes[f->trainers[t]], name, sizeof name));
+    }
+    rc = drv_error(DRV_ETIMEDOUT, "no ROLLBACK_OK from%s within %.0f s", who, bound);
+  }
   coord__pos_clear(f);
   return rc;
 }

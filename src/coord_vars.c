@@ -60,7 +60,7 @@ static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   snprintf(name, sizeof name, "ps:%d", l->ps);
   switch (h->type) {
   case WIRE_VAR_INIT_OK:
-    f->pending--;
+    coord__ps_replied(f, l->ps);
     return;
   case WIRE_CHECKPOINT_OK:
   case WIRE_RESTORE_OK:
@@ -91,7 +91,7 @@ static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
                    (unsigned long long)version);
       return;
     }
-    f->pending--;
+    coord__ps_replied(f, l->ps);
     return;
   }
   case WIRE_PUSH_OK:
@@ -125,7 +125,15 @@ static void ps_close(conn *cn, int err, const char *why) {
   pslink *l = conn_ud(cn);
   coord_fit_state *f = l->f;
   coord *c = f->c;
-  if (f->ps[l->ps] == cn) f->ps[l->ps] = NULL;
+  if (f->ps[l->ps] == cn) {
+    f->ps[l->ps] = NULL;
+    if (f->pend_ps[l->ps] > 0) { /* the replies it owed will never come */
+      f->pending -= f->pend_ps[l->ps];
+      f->pend_ps[l->ps] = 0;
+      f->lost_replies++;
+      f->lost_reply_ps = l->ps;
+    }
+  }
   if (conn_was_ready(cn)) f->ps_ready--;
   if (!conn_was_ready(cn)) {
     /* Never authenticated (refused, or its handshake dropped by a flood at
@@ -179,9 +187,57 @@ static bool ps_all_ready(coord *c, void *arg) {
   return f->ps_ready == f->nps;
 }
 
-bool coord__nothing_pending(coord *c, void *arg) {
+static bool nothing_pending(coord *c, void *arg) {
   (void)arg;
   return c->fit->pending == 0;
+}
+
+int coord__ps_request(coord_fit_state *f, int k, wire_wr *w, uint8_t type, uint32_t req) {
+  if (!f->ps[k]) {
+    wire_wr_free(w);
+    return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+  }
+  int rc = conn_send_wr(f->ps[k], w, type, req);
+  if (rc < 0) return rc;
+  f->pending++;
+  f->pend_ps[k]++;
+  return 0;
+}
+
+void coord__ps_replied(coord_fit_state *f, int k) {
+  if (k < 0 || k >= f->nps || f->pend_ps[k] == 0) return;
+  f->pend_ps[k]--;
+  f->pending--;
+}
+
+double coord__reply_bound(const coord_fit_state *f) {
+  double bytes = 0;
+  for (int i = 0; i < f->nvars; i++) bytes += (double)tensor_numel(f->vars[i].value) * 4.0;
+  return PS_REPLY_TIMEOUT + bytes / PS_REPLY_BYTES_PER_S;
+}
+
+/* Forgets what is outstanding: nobody waits for it any more. */
+static void forget_replies(coord_fit_state *f) {
+  f->pending = 0;
+  memset(f->pend_ps, 0, (size_t)f->nps * sizeof *f->pend_ps);
+  f->lost_replies = 0;
+}
+
+int coord__wait_replies(coord_fit_state *f, const char *what) {
+  double bound = coord__reply_bound(f);
+  int rc = coord__pump(f->c, nothing_pending, NULL, bound, true);
+  if (rc == DRV_ETIMEDOUT) {
+    char who[256] = "";
+    size_t len = 0;
+    for (int k = 0; k < f->nps && len < sizeof who; k++)
+      if (f->pend_ps[k] > 0) len += (size_t)snprintf(who + len, sizeof who - len, " ps:%d", k);
+    rc = drv_error(DRV_ETIMEDOUT, "no %s from%s within %.0f s", what, who, bound);
+  } else if (rc == 0 && f->lost_replies > 0) {
+    rc = drv_error(DRV_ENODE, "ps:%d was lost before it sent %s", f->lost_reply_ps, what);
+  }
+  if (rc < 0) forget_replies(f);
+  f->lost_replies = 0;
+  return rc;
 }
 
 coord_fit_state *coord__fit_state(coord *c) {
@@ -194,11 +250,12 @@ coord_fit_state *coord__fit_state(coord *c) {
   f->links = calloc((size_t)f->nps, sizeof *f->links);
   f->probed = calloc((size_t)f->nps + 1, sizeof *f->probed);
   f->stop_seen = calloc((size_t)f->nps + 1, sizeof *f->stop_seen);
+  f->pend_ps = calloc((size_t)f->nps + 1, sizeof *f->pend_ps);
   f->evaluator = -1;
-  if (!f->ps || !f->links || !f->probed || !f->stop_seen ||
+  if (!f->ps || !f->links || !f->probed || !f->stop_seen || !f->pend_ps ||
       (f->producer = coord__sched_add_producer(c, &coord__fit_tasks, f)) < 0 ||
       (f->feed.producer = coord__sched_add_producer(c, &coord__feed_tasks, f)) < 0) {
-    free(f->ps), free(f->links), free(f->probed), free(f->stop_seen), free(f);
+    free(f->ps), free(f->links), free(f->probed), free(f->stop_seen), free(f->pend_ps), free(f);
     return NULL;
   }
   c->fit = f;
@@ -335,9 +392,7 @@ int coord__init_vars(coord_fit_state *f, const optim_cfg *opt) {
                                                  .optim = i < f->ntrained ? *opt : stats,
                                                  .value = {.t = part}});
       tensor_free(part);
-      if (!f->ps[v->sh[s].ps]) return drv_error(DRV_ENODE, "ps:%d is not connected", v->sh[s].ps);
-      f->pending++;
-      int rc = conn_send_wr(f->ps[v->sh[s].ps], &w, WIRE_VAR_INIT, (uint32_t)i);
+      int rc = coord__ps_request(f, v->sh[s].ps, &w, WIRE_VAR_INIT, (uint32_t)i);
       if (rc < 0) return rc;
     }
   }
@@ -366,7 +421,7 @@ static void put_var_id(wire_wr *w, void *ud, uint32_t i) {
 }
 
 /* One PULL per ps for the variables (or shards) it holds. */
-int coord__pull_all(coord *c) {
+static int pull_once(coord *c) {
   coord_fit_state *f = c->fit;
   if (c->opts.ps_replicas) { /* a link lost to a promotion is made again first */
     int rc = coord__connect_ps(c);
@@ -385,14 +440,23 @@ int coord__pull_all(coord *c) {
     pull_cursor pc = {f, k, 0, 0};
     /* min_version 0: the values as they are */
     wire_put_pull(&w, &(wire_msg_pull){0, {n, .put = put_var_id, .ud = &pc}});
-    if (!f->ps[k]) {
-      wire_wr_free(&w);
-      return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+    int rc = coord__ps_request(f, k, &w, WIRE_PULL, 0);
+    if (rc < 0) {
+      forget_replies(f); /* the ones sent are not waited for */
+      return rc;
     }
-    f->pending++;
-    conn_send_wr(f->ps[k], &w, WIRE_PULL, 0);
   }
-  return coord__pump(c, coord__nothing_pending, NULL, 0, true);
+  return coord__wait_replies(f, "PULL_REPLY");
+}
+
+/* With replicas, a primary lost during the pull is replaced by its
+ * replica: the pull is made again there (once per ps at most). */
+int coord__pull_all(coord *c) {
+  int rc = pull_once(c);
+  for (int tries = 1; rc == DRV_ENODE && c->opts.ps_replicas && !c->failures &&
+                      tries <= c->fit->nps; tries++)
+    rc = pull_once(c);
+  return rc;
 }
 
 int coord_pull(coord *c, nn_module *model) {

@@ -35,6 +35,7 @@
 #include "ps_int.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -48,6 +49,7 @@
 #include "le.h"
 #include "optim.h"
 #include "safetensors.h"
+#include "util.h"
 #include "wire_msgs.h"
 
 
@@ -381,12 +383,28 @@ static void drop_held(ps_server *ps, const peer *pe) {
   ps->nheld = keep;
 }
 
+/* Fault injection for tests: DROVER_FAULT=die:ps:INDEX:coord-pull kills
+ * this ps with SIGKILL when a PULL of variables comes from the
+ * coordinator (what it sends as a fit ends, for a local eval and for
+ * c:save), so that a loss while the coordinator waits for that reply is
+ * certain; DROVER_FAULT_ONCE as for a worker (util_fault_first). */
+static void maybe_die_at_pull(const ps_server *ps, const conn *c, uint32_t count) {
+  const char *f = getenv("DROVER_FAULT");
+  char want[64];
+  snprintf(want, sizeof want, "die:ps:%u:coord-pull", ps->index);
+  if (count == 0 || !f || strcmp(f, want) != 0 || conn_role(c) != AUTH_ROLE_COORD) return;
+  if (!util_fault_first()) return;
+  log_warn("DROVER_FAULT: SIGKILL at the coordinator's PULL");
+  raise(SIGKILL);
+}
+
 static int on_pull(ps_server *ps, peer *pe, conn *c, const wire_header *h, const uint8_t *pl) {
   uint64_t min_version;
   int *idx;
   uint32_t count;
   int rc = pull_parse(ps, pl, h->len, &min_version, &idx, &count);
   if (rc < 0) return rc;
+  maybe_die_at_pull(ps, c, count);
   if (must_hold(ps, min_version, count == 0)) {
     free(idx);
     return hold(ps, pe, h, pl, min_version, count == 0);

@@ -119,3 +119,12 @@ int util_open(const char *path, int flags, mode_t mode) {
   errno = e;
   return fd;
 }
+
+bool util_fault_first(void) {
+  const char *once = getenv("DROVER_FAULT_ONCE");
+  if (!once) return true;
+  int fd = open(once, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}

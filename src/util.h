@@ -6,6 +6,7 @@
 #ifndef DROVER_UTIL_H
 #define DROVER_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -73,5 +74,10 @@ void util_fd_release(void);
 /* open(2) (O_CLOEXEC added) that, on EMFILE or ENFILE, releases the
  * reserve, tries again and re-takes it. -1 with errno set. */
 int util_open(const char *path, int flags, mode_t mode);
+
+/* Fault injection for tests (DROVER_FAULT): with DROVER_FAULT_ONCE=PATH
+ * true only in the one process that creates PATH (a restarted node does
+ * not fail again); without it, always true. */
+bool util_fault_first(void);
 
 #endif

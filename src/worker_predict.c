@@ -9,9 +9,7 @@
  * takes. The predict model is apart from the training state a SETUP
  * built, so predicting never disturbs a fit's model.
  */
-#include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +18,7 @@
 #include "log.h"
 #include "rng.h"
 #include "wire_msgs.h"
+#include "util.h"
 #include "worker_int.h"
 
 /* A batch waiting for (or in) the forward pass. */
@@ -132,16 +131,6 @@ static int load_inputs(struct wpredict *p, const wire_bytes *recipe) {
   p->recipe = copy;
   log_info("predict inputs: %lld rows read from %s", (long long)d->n, d->source);
   return 0;
-}
-
-/* DROVER_FAULT_ONCE: true for the one process that creates the file. */
-static bool fault_first(void) {
-  const char *once = getenv("DROVER_FAULT_ONCE");
-  if (!once) return true;
-  int fd = open(once, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
-  close(fd);
-  return true;
 }
 
 int worker_predict_model(worker *w, const uint8_t *pl, size_t len) {
@@ -271,7 +260,7 @@ int worker_predict(worker *w, uint32_t req, const uint8_t *pl, size_t len) {
            p && p->no == m.predict && p->failed[0] ? p->failed : "PREDICT before its PREDICT_MODEL");
     return 0;
   }
-  if (p->die_at && ++p->batches >= p->die_at && fault_first()) {
+  if (p->die_at && ++p->batches >= p->die_at && util_fault_first()) {
     log_warn("DROVER_FAULT: SIGKILL at predict batch %llu", (unsigned long long)p->batches);
     raise(SIGKILL);
   }

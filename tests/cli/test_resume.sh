@@ -81,3 +81,16 @@ check "resume-03 drover ls: done after the resume" grep -q "^$(basename "$RUN") 
 mkdir -p "$TMP/bare"
 "$DROVER" run --resume "$TMP/bare" >"$TMP/bare.out" 2>&1
 check "resume-04 no run.json: refused" grep -q "cannot resume .*run.json is missing" "$TMP/bare.out"
+
+# resume-05: ps:0 dies when the coordinator's PULL of the trained values
+# arrives at the end of the first fit (DROVER_FAULT, once): the
+# coordinator notices the loss only while it waits for that reply. It used
+# to wait for ever; now ps:0 is restored from the checkpoint, the steps
+# since run again, and the run ends bit-identical to the reference.
+DROVER_FAULT=die:ps:0:coord-pull DROVER_FAULT_ONCE="$TMP/die-once" \
+  timeout 240 "$DROVER" run "$TMP/cluster.lua" "$TMP/pull.st" fast "$RUNS/pull" >"$TMP/pull.out" 2>&1
+PRUN=$(ls -d "$RUNS"/pull/cr-* 2>/dev/null)
+check "resume-05 ps:0 died at the coordinator's PULL" [ -f "$TMP/die-once" ]
+check "resume-05 the fit went on after the restore" grep -q "was lost before it sent PULL_REPLY as the fit ended" "$PRUN/events.log"
+check "resume-05 both fits trained in full" grep -q "^fits 128 nil 128 run " "$TMP/pull.out"
+check "resume-05 bit-identical to the uninterrupted run" [ "$(sha "$TMP/pull.st")" = "$(sha "$TMP/ref.st")" ]

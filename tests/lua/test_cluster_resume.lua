@@ -22,8 +22,10 @@ local function node(c, role, index)
 end
 
 -- Trains 3 epochs, sync, one worker, a checkpoint every 20 steps; kills
--- ps:0 once the fit passed `kill_at` steps (nil: never). Returns the saved
--- model's bytes, the result and events.log.
+-- ps:0 once the fit passed `kill_at` steps (nil: never; "end": once the ps
+-- applied the last global step, so the coordinator may notice the loss
+-- only as it pulls the trained values). Returns the saved model's bytes,
+-- the result and events.log.
 local function run(name, kill_at)
   drover.seed(1)
   local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = name }
@@ -34,21 +36,35 @@ local function run(name, kill_at)
     train = { data = train_std, batch = 32, epochs = 3 }, seed = 1, verbose = false,
     mode = "sync", checkpoint = { every = 20 },
     progress = function(p)
-      if not kill_at or killed or p.step < kill_at then return end
+      if not kill_at or killed or (kill_at ~= "end" and p.step < kill_at) then return end
+      local ev = read(c.run_dir .. "/events.log")
+      if kill_at == "end" and not ev:find("sync: ps:0 applied", 1, true) then return end
       -- once a checkpoint is committed (a slow machine may be past kill_at)
-      if not read(c.run_dir .. "/events.log"):find("checkpoint step %d+: ") then return end
+      if not ev:find("checkpoint step %d+: ") then return end
       killed = p.step
       os.execute("kill -9 " .. victim.pid)
     end }
+  print(("%s: fitting%s"):format(name, kill_at and (" (ps:0 killed at " .. kill_at .. ")") or ""))
   local r = c:fit(exp)
   if kill_at then assert(killed, "ps:0 was killed during the fit") end
+  print(("%s: fit done, %d global steps; saving"):format(name, r.global_steps or -1))
   local path = c.run_dir .. "/final.safetensors"
   c:save(path)
   return read(path), r, read(c.run_dir .. "/events.log"), c.run_dir
 end
 
+-- The uninterrupted run, made once for both tests.
+local ref
+local function reference()
+  if not ref then
+    local bytes, r = run("r01a", nil)
+    ref = { bytes = bytes, r = r }
+  end
+  return ref.bytes, ref.r
+end
+
 test("resume-01 sync, one worker: a ps SIGKILLed mid-fit and restored ends bit-identical", function()
-  local want, r0 = run("r01a", nil)
+  local want, r0 = reference()
   local got, r1, ev, dir = run("r01b", 50)
   local from = ev:match("restoring from step (%d+)")
   assert(from and tonumber(from) >= 20, ev)
@@ -59,3 +75,18 @@ test("resume-01 sync, one worker: a ps SIGKILLed mid-fit and restored ends bit-i
   assert(man:find('"trainers": *"1"') and man:find('"pos.0": *"' .. from .. ' %x+"'), man)
   assert(got == want, "the parameters are bit-identical to an uninterrupted run's")
 end)
+
+-- A ps killed once every global step was applied: the coordinator may
+-- notice only while it pulls the trained values (or while it waits for a
+-- checkpoint). Once that pull waited for ever (the reply it counted could
+-- not come); now the lost ps is restored and the steps since the
+-- checkpoint run again, as during the fit (tests/cli/test_resume.sh
+-- resume-05 makes that moment certain with DROVER_FAULT).
+test("resume-02 sync, one worker: a ps SIGKILLed as the fit ends is restored, bit-identical", function()
+  local want, r0 = reference()
+  local got, r1, ev = run("r02b", "end")
+  assert(ev:find("restored from step %d+"), ev)
+  eq(r1.global_steps, r0.global_steps, "global steps")
+  assert(got == want, "the parameters are bit-identical to an uninterrupted run's")
+end)
+
