@@ -152,9 +152,9 @@ static void state_meta(const ckpt_state *s, meta *m) {
   meta_add(m, "eval_loss", "%a", p->eval_loss);
   meta_add(m, "eval_accuracy", "%a", p->eval_accuracy);
   if (optim_config(s->opt)->sched.kind == OSCHED_PLATEAU) {
-    const optim_plateau *pl = optim_plateau_state(s->opt);
-    meta_add(m, "optim_plateau", "%a %a %" PRId64 " %d", pl->scale, pl->best, pl->bad,
-             pl->seen ? 1 : 0);
+    char pl[128];
+    optim_plateau_format(optim_plateau_state(s->opt), pl, sizeof pl);
+    meta_add(m, "optim_plateau", "%s", pl);
   }
   if (s->rng) meta_rng(m, "rng", s->rng);
   nn_module *d[MAX_DROPOUT];
@@ -353,14 +353,8 @@ static int check_state(const char *path, const safetensors_file *f, ckpt_state *
 /* A plateau schedule's state, when the file has it (older ones start the
  * schedule afresh). */
 static void put_plateau(const safetensors_file *f, optim_t *o) {
-  const char *v = safetensors_meta(f, "optim_plateau");
-  optim_plateau pl = {0};
-  long long bad;
-  int seen;
-  if (v && sscanf(v, "%la %la %lld %d", &pl.scale, &pl.best, &bad, &seen) == 4) {
-    pl.bad = bad, pl.seen = seen != 0;
-    optim_set_plateau(o, &pl);
-  }
+  optim_plateau pl;
+  if (optim_plateau_parse(safetensors_meta(f, "optim_plateau"), &pl)) optim_set_plateau(o, &pl);
 }
 
 static void put_rngs(const safetensors_file *f, ckpt_state *s) {

@@ -182,7 +182,7 @@ static int commit(coord_fit_state *f) {
   const char *head[] = {"kind", "cluster", "step", step, "epoch", epoch, "version", version,
                         "fit", fit, "ps", nps, "mode", f->sync ? "sync" : "async",
                         "step_base", sbase, NN_SPEC_META_KEY, spec};
-  const char **meta = calloc(28 + 2 * (size_t)f->ntrainers + 4, sizeof *meta);
+  const char **meta = calloc(30 + 2 * (size_t)f->ntrainers + 4, sizeof *meta);
   if (!meta) return drv_error(DRV_ENOMEM, "out of memory");
   memcpy(meta, head, sizeof head);
   double acc = f->p.eval_accuracy, loss = f->p.eval_loss;
@@ -194,6 +194,11 @@ static int commit(coord_fit_state *f) {
   if (isfinite(loss)) {
     snprintf(loss_s, sizeof loss_s, "%.9g", loss);
     meta[m++] = "eval_loss", meta[m++] = loss_s;
+  }
+  char plateau[128];
+  if (a && a->optim && a->optim->sched.kind == OSCHED_PLATEAU) { /* the evals' schedule state */
+    optim_plateau_format(&f->plateau, plateau, sizeof plateau);
+    meta[m++] = PLATEAU_META, meta[m++] = plateau;
   }
   meta[m] = NULL;
   int rc = coord__pos_meta(f, meta, &m, &owned);
@@ -358,6 +363,7 @@ int coord__ckpt_fit_begin(coord_fit_state *f) {
   ck->last_step = -1;
   ck->last_time = progress_now();
   ck->requested = ck->restoring = false;
+  f->plateau = (optim_plateau){0}; /* before a resume, which may set it */
   f->fit_no++;
   f->step_base += f->prev_steps;
   f->prev_steps = 0;
@@ -400,6 +406,23 @@ void coord__ckpt_ps_lost(coord_fit_state *f, int ps) {
   ck->lost_at = progress_now();
   coord__sched_drop(f->c, f->producer, true); /* steps since the checkpoint run again */
   rundir_event(&f->c->rd, "ps:%d lost: training pauses until it is back", ps);
+}
+
+/* The plateau schedule's state as checkpoint m had it (m NULL: the fit's
+ * start), and every ps told its scale again (their VAR_INIT reset it):
+ * the evals after m run again and are observed from there. */
+static void restore_plateau(coord_fit_state *f, const manifest *m, int64_t step) {
+  const optim_cfg *o = f->args ? f->args->optim : NULL;
+  if (!o || o->sched.kind != OSCHED_PLATEAU) return;
+  optim_plateau pl = {0};
+  if (m && !optim_plateau_parse(manifest_meta(m, PLATEAU_META), &pl))
+    rundir_event(&f->c->rd, "the checkpoint of step %" PRId64 " has no plateau state: the "
+                 "schedule starts afresh", step);
+  f->plateau = pl;
+  if (m && pl.seen)
+    rundir_event(&f->c->rd, "plateau state from step %" PRId64 ": rate scale %g, best %g, %lld "
+                 "bad evals", step, pl.scale > 0 ? pl.scale : 1.0, pl.best, (long long)pl.bad);
+  if (pl.scale > 0) coord__send_lr_scale(f);
 }
 
 /* The newest intact checkpoint of this fit, or 0. */
@@ -479,7 +502,6 @@ int coord__ckpt_restore_tick(coord_fit_state *f) {
   /* The trainers first: once they have rolled back, nothing computed
    * before can reach a ps (a RESTORE closes the connections that pushed). */
   int rc = coord__pos_rollback(f, have ? &m : NULL);
-  manifest_free(&m);
   if (rc == 0) rc = coord__connect_ps(c);
   for (int i = 0; i < f->nvars && rc == 0 && !have; i++)
     memcpy(tensor_data(f->vars[i].value), ck->initial[i],
@@ -487,9 +509,10 @@ int coord__ckpt_restore_tick(coord_fit_state *f) {
   if (rc == 0) rc = coord__init_vars(f, f->args->optim);
   if (rc == 0) rc = coord__wait_replies(f, "VAR_INIT_OK");
   if (rc == 0) rc = send_restore(f, have ? e.path : NULL, version);
+  if (rc == 0) restore_plateau(f, have ? &m : NULL, step); /* once the ps have their values */
+  manifest_free(&m);
   if (rc < 0 && lost_again(f, rc)) return 0; /* the next tick starts over */
   if (rc < 0) return rc;
-  if (f->plateau.scale > 0) coord__send_lr_scale(f); /* VAR_INIT reset it */
   coord__sync_stop_again(f, -1); /* a cap VAR_INIT undid (a final target it carries) */
   coord__sched_drop(c, f->producer, true); /* nothing from before the rollback counts */
   f->done = f->produced = step;
@@ -562,8 +585,9 @@ int coord__ckpt_resume(coord_fit_state *f) {
   }
   rundir_event(&c->rd, "resuming fit %" PRId64 " from step %" PRId64 " (%s)", fit, step, e.path);
   rc = coord__pos_rollback(f, &m);
-  manifest_free(&m);
   if (rc == 0) rc = send_restore(f, e.path, version);
+  if (rc == 0) restore_plateau(f, &m, step);
+  manifest_free(&m);
   if (rc < 0) return rc;
   f->done = f->produced = step;
   f->epoch_no = 0;

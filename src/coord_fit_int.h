@@ -22,10 +22,15 @@
  * answer fails with a message naming it rather than waiting for ever. */
 #define PS_REPLY_TIMEOUT 60.0
 #define PS_REPLY_BYTES_PER_S 20e6
+/* A ps link closed with replies owed: how long to let the loop notice that
+ * ps's process went too (its exit, or CLOSE_GRACE after its control
+ * connection closed), for the better message. */
+#define LOST_NODE_GRACE 2.0
 #define SYNC_PROBE_REQ 0xfffffff0u /* the PULL that waits for the last global step */
 #define CK_PROBE_REQ 0xfffffff1u   /* sync: the PULL that asks a ps its version (checkpoint) */
 #define RESTORE_REQ 0xfffffff2u
 #define STOP_REQ 0xfffffff3u       /* sync early stop: the PULL behind a cap (coord_stop.c) */
+#define PLATEAU_META "optim_plateau" /* a checkpoint's plateau schedule state (as in process) */
 #define COORD_MAX_PS_FILES (MANIFEST_MAX_FILES - 1) /* ps with shards in a checkpoint */
 
 /* A trainer's data position in a checkpoint (coord_pos.c). */
@@ -261,6 +266,10 @@ int coord__send_sync_probe(coord_fit_state *f, int k);
 void coord__sync_stop_begin(coord_fit_state *f);
 void coord__sync_stop_reply(coord_fit_state *f, int k, uint64_t version);
 void coord__sync_stop_again(coord_fit_state *f, int k);
+/* coord_setup.c: SETUP of every trainer and the evaluator, waiting for
+ * their SETUP_OKs (a node restarting meanwhile is set up as it comes
+ * back, coord__fit_node_back). */
+int coord__setup_nodes(coord *c, const coord_fit_args *a);
 
 /* coord_vars.c */
 /* Records a failure of the run found by the fit (coord__fail). */

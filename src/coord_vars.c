@@ -223,6 +223,13 @@ static void forget_replies(coord_fit_state *f) {
   f->lost_replies = 0;
 }
 
+/* Group *arg's ps process is known gone: it exited, or its loss was
+ * counted (a failure, or a restart on its way). */
+static bool ps_node_gone(coord *c, void *arg) {
+  const coord_node *n = &c->nodes[coord__ps_node(c, *(const int *)arg)];
+  return c->failures || n->exited || n->state == NODE_LOST || n->state == NODE_RESTARTING;
+}
+
 int coord__wait_replies(coord_fit_state *f, const char *what) {
   double bound = coord__reply_bound(f);
   int rc = coord__pump(f->c, nothing_pending, NULL, bound, true);
@@ -233,7 +240,12 @@ int coord__wait_replies(coord_fit_state *f, const char *what) {
       if (f->pend_ps[k] > 0) len += (size_t)snprintf(who + len, sizeof who - len, " ps:%d", k);
     rc = drv_error(DRV_ETIMEDOUT, "no %s from%s within %.0f s", what, who, bound);
   } else if (rc == 0 && f->lost_replies > 0) {
-    rc = drv_error(DRV_ENODE, "ps:%d was lost before it sent %s", f->lost_reply_ps, what);
+    /* Its process may be gone too: that loss (a node failure, with its
+     * exit status and log, or a restart) is the better message. */
+    int k = f->lost_reply_ps;
+    coord__pump(f->c, ps_node_gone, &k, LOST_NODE_GRACE, false);
+    if (f->c->failures) rc = drv_error(DRV_ENODE, "%s", f->c->failure);
+    else rc = drv_error(DRV_ENODE, "ps:%d was lost before it sent %s", k, what);
   }
   if (rc < 0) forget_replies(f);
   f->lost_replies = 0;

@@ -193,3 +193,16 @@ int optim_sched_describe(const optim_sched *s, char *buf, size_t n) {
   }
   return (int)o.len;
 }
+
+void optim_plateau_format(const optim_plateau *p, char *buf, size_t n) {
+  snprintf(buf, n, "%a %a %lld %d", p->scale, p->best, (long long)p->bad, p->seen ? 1 : 0);
+}
+
+bool optim_plateau_parse(const char *s, optim_plateau *p) {
+  double scale, best;
+  long long bad;
+  int seen;
+  if (!s || sscanf(s, "%la %la %lld %d", &scale, &best, &bad, &seen) != 4) return false;
+  *p = (optim_plateau){scale, best, bad, seen != 0};
+  return true;
+}

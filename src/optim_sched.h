@@ -63,6 +63,12 @@ typedef struct optim_plateau {
   bool seen;     /* best is set */
 } optim_plateau;
 
+/* The state as text for checkpoints ("%a %a %lld %d": scale, best, bad,
+ * seen; hexadecimal floats, so it reads back bit for bit) into buf (n
+ * bytes), and back: false when s is not such a text (*p untouched). */
+void optim_plateau_format(const optim_plateau *p, char *buf, size_t n);
+bool optim_plateau_parse(const char *s, optim_plateau *p);
+
 /* Whether s changes the rate at all (a warmup or a non-CONST kind). */
 bool optim_sched_active(const optim_sched *s);
 /* Ranges (step_size > 0, increasing milestones, 0 < factor < 1...);

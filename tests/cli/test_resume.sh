@@ -94,3 +94,41 @@ check "resume-05 ps:0 died at the coordinator's PULL" [ -f "$TMP/die-once" ]
 check "resume-05 the fit went on after the restore" grep -q "was lost before it sent PULL_REPLY as the fit ended" "$PRUN/events.log"
 check "resume-05 both fits trained in full" grep -q "^fits 128 nil 128 run " "$TMP/pull.out"
 check "resume-05 bit-identical to the uninterrupted run" [ "$(sha "$TMP/pull.st")" = "$(sha "$TMP/ref.st")" ]
+
+# resume-06: a plateau schedule's state (scale, best, bad evals) is in the
+# cluster checkpoints; --resume takes it back and tells the ps the scale.
+cat >"$TMP/plateau.lua" <<'LUA'
+local nn, optim = drover.nn, drover.optim
+local runs, slow = arg[1], arg[2] == "slow"
+drover.seed(3)
+local data = drover.data.synthetic { n = 1024, features = 16, classes = 4, seed = 1 }
+local train, held = data:split(0.8, { seed = 1 })
+local exp = drover.experiment { name = "pl", model = nn.Sequential { nn.Linear(16, 4) },
+  loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 1e-6, schedule =
+    optim.schedule.plateau { patience = 1, factor = 0.5, threshold = 0.01 } },
+  train = { data = train, batch = 16, epochs = 2 }, eval = { data = held, every = 4 },
+  verbose = false, seed = 5, checkpoint = { every = 4 },
+  progress = function() if slow then os.execute("sleep 0.02") end end }
+local c = drover.cluster { ps = 1, worker = 1, runs = runs, name = "pl" }
+local r = c:fit(exp)
+print("done " .. r.steps .. " " .. c.run_dir)
+c:shutdown()
+LUA
+# A checkpoint committed after a reduction (its manifest has scale < 1).
+reduced_ckpt() {
+  PRUN=$(ls -d "$RUNS"/plateau/pl-* 2>/dev/null)
+  [ -n "$PRUN" ] && awk '/plateau: learning rate scaled by/ { r = 1 } r && / checkpoint step [0-9]+: / { f = 1 }
+    END { exit !f }' "$PRUN/events.log"
+}
+"$DROVER" run "$TMP/plateau.lua" "$RUNS/plateau" slow >"$TMP/plateau.out" 2>&1 &
+pid=$!
+wait_for 60 reduced_ckpt
+kill -9 $pid; wait $pid 2>/dev/null
+check "resume-06 killed after a reduction was checkpointed" reduced_ckpt
+timeout 120 "$DROVER" run --resume "$PRUN" >"$TMP/plateau-resume.out" 2>&1
+FROM=$(sed -n 's/.*resuming fit 1 from step \([0-9]*\) .*/\1/p' "$PRUN/events.log")
+check "resume-06 the resumed run finished" grep -q "^done 104 " "$TMP/plateau-resume.out"
+check "resume-06 the checkpoint has the plateau state" \
+  grep -q '"optim_plateau": *"0x1p-[0-9]* ' "$PRUN/checkpoints/step-$FROM/manifest.json"
+check "resume-06 --resume took it back (a reduced scale)" \
+  grep -q "plateau state from step $FROM: rate scale 0\.[0-9]*, best" "$PRUN/events.log"

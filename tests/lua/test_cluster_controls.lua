@@ -120,6 +120,42 @@ test("cluster-controls-03 plateau: the coordinator's reductions reach every ps",
   raises(function() c:fit(bad) end, "optim.schedule.plateau needs periodic evals")
 end)
 
+-- The plateau state (scale, best, bad evals) is in every cluster
+-- checkpoint's manifest, and a ps restored from a checkpoint takes that
+-- checkpoint's scale again: the evals after it run again and are observed
+-- from there.
+test("cluster-controls-03b plateau: its state is in the checkpoints and a ps restore takes it", function()
+  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "plateau-ck" }
+  local ps0, killed
+  for _, n in ipairs(c:nodes()) do if n.role == "ps" then ps0 = n end end
+  local e = exp { optimizer = optim.SGD { lr = 1e-6, schedule = S.plateau { patience = 1, factor = 0.5,
+      threshold = 0.01 } }, eval = { data = held2, every = 5 }, checkpoint = { every = 5 },
+    train = { data = train2, batch = 64, epochs = 4, max_steps = 80 },
+    progress = function(p)
+      if killed then return end
+      -- a checkpoint committed after a reduction: its manifest has scale < 1
+      local ev = read(c.run_dir .. "/events.log") or ""
+      local at = ev:find("plateau: learning rate scaled by", 1, true)
+      if at and ev:find("checkpoint step %d+: ", at) then
+        killed = p.step
+        os.execute("kill -9 " .. ps0.pid)
+      end
+    end }
+  local r = c:fit(e)
+  eq(r.steps, 80, "steps")
+  assert(killed, "ps:0 was killed after a reduction was checkpointed")
+  local ev = read(c.run_dir .. "/events.log")
+  local from = assert(ev:match("restoring from step (%d+)"), ev)
+  local man = assert(read(c.run_dir .. "/checkpoints/step-" .. from .. "/manifest.json"))
+  local pl = assert(man:match('"optim_plateau": *"([^"]+)"'), "the manifest has the plateau state: " .. man)
+  local scale = tonumber(pl:match("^(%S+)"))
+  assert(scale and scale > 0 and scale < 1, "a reduced scale in the checkpoint: " .. pl)
+  local after = ev:sub((ev:find("restoring from step", 1, true)))
+  assert(after:find("plateau state from step " .. from .. ": rate scale " .. ("%g"):format(scale), 1, true), after)
+  assert(after:find(("plateau: learning rate scaled by %g"):format(scale), 1, true),
+    "the restored ps took the checkpoint's scale: " .. after)
+end)
+
 -- BatchNorm's running statistics live on the ps beside the parameters:
 -- the coordinator's model (its evals, c:evaluate, saved files) and the
 -- evaluator's carry the workers' statistics.
