@@ -55,7 +55,7 @@ typedef struct coord_ck {
   char why[1024];
   char dir[1200];      /* <run>/checkpoints/step-N */
   uint64_t bytes;
-  char (*sha)[65];     /* per ps: its file's SHA-256 as it reported it ("" none) */
+  char (*sha)[MANIFEST_DIGEST_MAX]; /* per ps: its file's digest as it reported it ("" none) */
   uint64_t *size;      /* per ps: its file's bytes */
   double last_time;    /* of the last commit (or the fit's start) */
   int64_t last_step;   /* of the last commit, -1 none */

@@ -3,8 +3,18 @@
  *
  *   { "format": "drover-manifest-1",
  *     "files": [ { "name": "model.safetensors", "size": 1234,
- *                  "sha256": "9f86d0..." }, ... ],
+ *                  "sha256": "9f86d0..." },
+ *                { "name": "ps-0.safetensors", "size": 158000000,
+ *                  "chunk": 33554432, "sha256_chunks": ["3a1f...", ...] },
+ *                ... ],
  *     "meta": { "step": "120", "eval_accuracy": "0.93", ... } }
+ *
+ * A big file written by a hashing writer (safetensors_write_hashed) has
+ * the SHA-256 of each `chunk` bytes of it (the last one shorter) instead
+ * of one of the whole: the chunks are hashed in parallel, so the hash
+ * keeps up with the write (one SHA-256 stream is slower than an fsync'd
+ * sequential write on a fast disk). `dd bs=C skip=i count=1 | sha256sum`
+ * checks chunk i by hand.
  *
  * It is written last, to a temporary beside it that is fsynced, renamed
  * over manifest.json, and the directory fsynced: a crash leaves no
@@ -22,10 +32,19 @@
 #define MANIFEST_NAME "manifest.json"
 #define MANIFEST_MAX_FILES 16
 
+/* A file's digest as a writer gives it (manifest_commit_hashed): 64 hex
+ * digits, the SHA-256 of the whole file, or "sha256-chunks:C:" and 64 hex
+ * digits per C-byte chunk. At most MANIFEST_MAX_CHUNKS chunks. */
+#define MANIFEST_MAX_CHUNKS 56
+#define MANIFEST_DIGEST_MAX (32 + 64 * MANIFEST_MAX_CHUNKS + 1)
+#define MANIFEST_CHUNKED "sha256-chunks:"
+
 typedef struct manifest_file {
   char name[64];  /* a plain name inside the directory */
   uint64_t size;
-  char sha256[65]; /* lower-case hex */
+  char sha256[65]; /* lower-case hex; "" when the file has chunk hashes */
+  uint64_t chunk;  /* bytes per chunk hash, 0: none */
+  char *chunks;    /* 64 hex digits per chunk (owned), or NULL */
 } manifest_file;
 
 typedef struct manifest {
@@ -44,7 +63,7 @@ int manifest_hash_file(const char *path, char hex[65], uint64_t *size);
  * device"); then no manifest.json was written (an old one is untouched). */
 int manifest_commit(const char *dir, const char *const *files, const char *const *meta);
 /* The same, with the files' sizes and hashes known already (their writer
- * hashed them as it wrote): sizes[i] and hexes[i] (64 hex digits) for
+ * hashed them as it wrote): sizes[i] and hexes[i] (a digest, above) for
  * files[i]; a NULL or malformed hexes[i] is hashed from the file. */
 int manifest_commit_hashed(const char *dir, const char *const *files, const uint64_t *sizes,
                            const char *const *hexes, const char *const *meta);
@@ -56,6 +75,10 @@ int manifest_read(const char *dir, manifest *m);
  * message names the file and what differs. */
 int manifest_verify(const char *dir, const manifest *m);
 void manifest_free(manifest *m);
+/* The chunk size a hashing writer uses for a file of `size` bytes: 0 when
+ * one SHA-256 of the whole is enough (up to 32 MiB), else at least 32 MiB
+ * and large enough for at most MANIFEST_MAX_CHUNKS chunks. */
+uint64_t manifest_chunk_size(uint64_t size);
 /* The meta value of `key`, or NULL (borrowed from m). */
 const char *manifest_meta(const manifest *m, const char *key);
 

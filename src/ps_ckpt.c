@@ -9,6 +9,7 @@
 
 #include "err.h"
 #include "log.h"
+#include "manifest.h"
 #include "optim.h"
 #include "ps_int.h"
 #include "safetensors.h"
@@ -36,7 +37,7 @@ typedef struct ps_ckpt {
   int status;
   char msg[1024];
   uint64_t bytes;
-  char sha256[65];  /* of the file, hashed as it was written */
+  char sha256[MANIFEST_DIGEST_MAX]; /* of the file, hashed as it was written */
   double pause_ms;  /* the copy: how long updates waited */
   double write_ms;  /* the write on the thread */
 } ps_ckpt;

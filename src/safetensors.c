@@ -32,6 +32,9 @@
 
 /* Swapping through a buffer of this many floats on a big-endian host. */
 #define SWAP_CHUNK 16384
+/* Threads that hash a big file's chunks as it is written (the writer is
+ * one more): on 2 cores, two hash streams keep up with an fsync'd write. */
+#define HASH_THREADS 2
 
 static int host_is_le(void) {
   const uint16_t one = 1;
@@ -194,8 +197,13 @@ typedef struct file_parts {
   size_t hlen;
   const safetensors_entry *const *order;
   size_t n;
-  char hex[65];
-  uint64_t size;
+  uint64_t size;      /* of the file */
+  uint64_t chunk;     /* manifest_chunk_size(size); 0: one hash of the whole */
+  uint64_t nchunks;
+  _Atomic uint64_t next; /* the next chunk a hashing thread takes */
+  char *hexes;        /* 64 hex digits per chunk */
+  _Atomic int failed;
+  char *digest;       /* the result (MANIFEST_DIGEST_MAX bytes), "" until done */
 } file_parts;
 
 static size_t entry_count(const safetensors_entry *e) {
@@ -204,26 +212,73 @@ static size_t entry_count(const safetensors_entry *e) {
   return count;
 }
 
+/* Feeds h the file's bytes [begin, end) from the parts in memory. */
+static void hash_range(const file_parts *fp, sha256_ctx *h, uint64_t begin, uint64_t end) {
+  uint64_t at = 0;
+  for (size_t p = 0; p < fp->n + 2 && at < end; p++) {
+    const void *data = p == 0 ? (const void *)fp->len8 : p == 1 ? (const void *)fp->header
+                                                                : fp->order[p - 2]->data;
+    uint64_t len = p == 0 ? 8 : p == 1 ? fp->hlen : entry_count(fp->order[p - 2]) * sizeof(float);
+    uint64_t lo = begin > at ? begin : at, hi = end < at + len ? end : at + len;
+    if (lo < hi) sha256_update(h, (const uint8_t *)data + (lo - at), (size_t)(hi - lo));
+    at += len;
+  }
+}
+
+/* A hashing thread: takes chunks in turn until none is left. */
+static void *hash_chunks(void *arg) {
+  file_parts *fp = arg;
+  for (;;) {
+    uint64_t i = atomic_fetch_add(&fp->next, 1);
+    if (i >= fp->nchunks) return NULL;
+    uint64_t begin = i * fp->chunk, end = begin + fp->chunk < fp->size ? begin + fp->chunk : fp->size;
+    sha256_ctx h;
+    if (sha256_init(&h) < 0) {
+      atomic_store(&fp->failed, 1);
+      return NULL;
+    }
+    hash_range(fp, &h, begin, end);
+    char hex[65];
+    sha256_hex(&h, hex);
+    memcpy(fp->hexes + 64 * i, hex, 64);
+  }
+}
+
+/* Hashes the file from memory: one SHA-256 of a small file, or its chunks
+ * on up to HASH_THREADS threads (this one and helpers), into fp->digest. */
 static void *hash_parts(void *arg) {
   file_parts *fp = arg;
-  sha256_ctx h;
-  fp->hex[0] = '\0';
-  if (sha256_init(&h) < 0) return NULL;
-  sha256_update(&h, fp->len8, 8);
-  sha256_update(&h, fp->header, fp->hlen);
+  fp->digest[0] = '\0';
   fp->size = 8 + fp->hlen;
-  for (size_t i = 0; i < fp->n; i++) {
-    size_t bytes = entry_count(fp->order[i]) * sizeof(float);
-    sha256_update(&h, fp->order[i]->data, bytes);
-    fp->size += bytes;
+  for (size_t i = 0; i < fp->n; i++) fp->size += entry_count(fp->order[i]) * sizeof(float);
+  fp->chunk = manifest_chunk_size(fp->size);
+  fp->nchunks = fp->chunk ? (fp->size + fp->chunk - 1) / fp->chunk : 1;
+  if (!fp->chunk) fp->chunk = fp->size ? fp->size : 1;
+  if (!(fp->hexes = malloc(64 * fp->nchunks + 1))) return NULL;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int helpers = (int)((cpus > HASH_THREADS ? HASH_THREADS : cpus) - 1), started = 0;
+  pthread_t th[HASH_THREADS];
+  while (started < helpers && (uint64_t)started + 1 < fp->nchunks &&
+         pthread_create(&th[started], NULL, hash_chunks, fp) == 0)
+    started++;
+  hash_chunks(fp);
+  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+  if (!atomic_load(&fp->failed)) {
+    fp->hexes[64 * fp->nchunks] = '\0';
+    if (fp->nchunks == 1 && fp->chunk >= fp->size)
+      snprintf(fp->digest, MANIFEST_DIGEST_MAX, "%s", fp->hexes);
+    else
+      snprintf(fp->digest, MANIFEST_DIGEST_MAX, MANIFEST_CHUNKED "%llu:%s",
+               (unsigned long long)fp->chunk, fp->hexes);
   }
-  sha256_hex(&h, fp->hex);
+  free(fp->hexes);
+  fp->hexes = NULL;
   return NULL;
 }
 
 /* Header length, header, then each tensor's data, through a temporary
- * renamed over path (afile.h); see safetensors_write. With `fp`, a thread
- * hashes the same bytes meanwhile (little-endian hosts; fp->hex stays ""
+ * renamed over path (afile.h); see safetensors_write. With `fp`, threads
+ * hash the same bytes meanwhile (little-endian hosts; fp->digest stays ""
  * otherwise, or when the thread cannot start). */
 static int commit_file(const char *path, const char *header, size_t hlen,
                        const safetensors_entry *const *order, size_t n, file_parts *fp) {
@@ -235,15 +290,19 @@ static int commit_file(const char *path, const char *header, size_t hlen,
   pthread_t th;
   bool hashing = false;
   if (fp && host_is_le()) {
-    *fp = (file_parts){.header = header, .hlen = hlen, .order = order, .n = n};
+    char *digest = fp->digest;
+    *fp = (file_parts){.header = header, .hlen = hlen, .order = order, .n = n, .digest = digest};
     memcpy(fp->len8, len8, 8);
     hashing = pthread_create(&th, NULL, hash_parts, fp) == 0;
   }
   afile_write(&f, len8, 8);
   afile_write(&f, header, hlen);
   for (size_t i = 0; i < n && !f.err; i++) write_floats(&f, order[i]->data, entry_count(order[i]));
+  /* The fsync overlaps the hash (from memory): waiting for the hash first
+   * made the write take the hash's time plus the fsync's. */
+  rc = afile_commit(&f, 0644);
   if (hashing) pthread_join(th, NULL);
-  return afile_commit(&f, 0644);
+  return rc;
 }
 
 static int write_file(const char *path, const safetensors_entry *t, size_t n,
@@ -255,16 +314,16 @@ int safetensors_write(const char *path, const safetensors_entry *t, size_t n,
 }
 
 int safetensors_write_hashed(const char *path, const safetensors_entry *t, size_t n,
-                             const char *const *meta, char hex[65], uint64_t *size) {
-  file_parts fp = {.hex = ""};
+                             const char *const *meta, char *digest, uint64_t *size) {
+  file_parts fp = {.digest = digest};
+  digest[0] = '\0';
   int rc = write_file(path, t, n, meta, &fp);
   if (rc < 0) return rc;
-  if (fp.hex[0]) { /* hashed from memory as it was written */
-    memcpy(hex, fp.hex, 65);
+  if (digest[0]) { /* hashed from memory as it was written */
     *size = fp.size;
     return 0;
   }
-  return manifest_hash_file(path, hex, size);
+  return manifest_hash_file(path, digest, size); /* digest has room for 65 */
 }
 
 static int write_file(const char *path, const safetensors_entry *t, size_t n,

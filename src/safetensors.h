@@ -46,11 +46,13 @@ typedef struct safetensors_entry {
  * removed and an existing `path` is untouched. */
 int safetensors_write(const char *path, const safetensors_entry *t, size_t n,
                       const char *const *meta);
-/* The same, also giving the file's SHA-256 (hex[65]) and size: a second
- * thread hashes the bytes from memory while this one writes them, so a
- * manifest need not read the file back. */
+/* The same, also giving the file's digest (manifest.h: 64 hex digits of
+ * its SHA-256, or for a file over 32 MiB "sha256-chunks:C:" and the hash
+ * of each C bytes; digest has MANIFEST_DIGEST_MAX bytes) and size: other
+ * threads hash the bytes from memory while this one writes them (a big
+ * file's chunks in parallel), so a manifest need not read the file back. */
 int safetensors_write_hashed(const char *path, const safetensors_entry *t, size_t n,
-                             const char *const *meta, char hex[65], uint64_t *size);
+                             const char *const *meta, char *digest, uint64_t *size);
 
 /* One tensor read back; owned by its safetensors_file. */
 typedef struct safetensors_tensor {

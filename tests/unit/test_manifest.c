@@ -1,12 +1,16 @@
 /* test_manifest.c - a checkpoint's manifest: sizes and SHA-256 of its
  * files, committed atomically, and a verification that names a truncated,
  * a bit-flipped or a missing file; and the checkpoints built on it. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt.h"
 #include "harness.h"
 #include "manifest.h"
+#include "safetensors.h"
 
 static void put(const char *path, const char *text) {
   FILE *f = fopen(path, "wb");
@@ -98,4 +102,60 @@ TEST(ckpt_keep_and_keep_best) {
   put("k/step-25/x", "dat"); /* truncated: the newest intact one is 20 */
   ckpt_entry e;
   CHECK(ckpt_newest("k", &e, NULL, NULL) == 1 && e.step == 20);
+}
+
+/* A file over 32 MiB written by the hashing writer: chunk hashes (computed
+ * in parallel as it was written) that match the file's bytes chunk by
+ * chunk; the manifest keeps them, verifies them, and names the chunk a
+ * flipped bit is in, or a truncation. */
+TEST(manifest_chunk_hashes_of_a_big_file) {
+  CHECK(mkdir("big", 0755) == 0);
+  int64_t shape[1] = {(int64_t)(80u << 20) / 4}; /* 80 MiB: 3 chunks of 32 MiB */
+  float *data = malloc((size_t)shape[0] * 4);
+  CHECK(data != NULL);
+  for (int64_t i = 0; i < shape[0]; i++) data[i] = (float)(i % 1000) * 0.5f;
+  safetensors_entry e = {"w", 1, shape, data};
+  char digest[MANIFEST_DIGEST_MAX];
+  uint64_t size = 0;
+  CHECK_OK(safetensors_write_hashed("big/t.safetensors", &e, 1, NULL, digest, &size));
+  CHECK(strncmp(digest, MANIFEST_CHUNKED "33554432:", strlen(MANIFEST_CHUNKED) + 9) == 0);
+  CHECK(strlen(strchr(digest + strlen(MANIFEST_CHUNKED), ':') + 1) == 3 * 64);
+  /* chunk 1, hashed from the file */
+  FILE *f = fopen("big/t.safetensors", "rb");
+  CHECK(f && fseek(f, 32L << 20, SEEK_SET) == 0);
+  unsigned char *buf = malloc(32u << 20);
+  CHECK(buf && fread(buf, 1, 32u << 20, f) == 32u << 20);
+  fclose(f);
+  FILE *c1 = fopen("big/chunk1", "wb");
+  CHECK(c1 && fwrite(buf, 1, 32u << 20, c1) == 32u << 20 && fclose(c1) == 0);
+  free(buf);
+  char hex[65];
+  uint64_t n1;
+  CHECK_OK(manifest_hash_file("big/chunk1", hex, &n1));
+  unlink("big/chunk1");
+  CHECK(memcmp(strchr(digest + strlen(MANIFEST_CHUNKED), ':') + 1 + 64, hex, 64) == 0);
+
+  const char *files[] = {"t.safetensors", NULL}, *hexes[] = {digest};
+  uint64_t sizes[] = {size};
+  CHECK_OK(manifest_commit_hashed("big", files, sizes, hexes, NULL));
+  manifest m;
+  CHECK_OK(manifest_read("big", &m));
+  CHECK(m.files[0].chunk == 32u << 20 && m.files[0].chunks && m.files[0].sha256[0] == '\0');
+  CHECK_OK(manifest_verify("big", &m));
+  /* one bit flipped in the third chunk */
+  int fd = open("big/t.safetensors", O_RDWR);
+  unsigned char b;
+  CHECK(fd >= 0 && pread(fd, &b, 1, (70L << 20)) == 1);
+  b ^= 1;
+  CHECK(pwrite(fd, &b, 1, (70L << 20)) == 1);
+  CHECK(manifest_verify("big", &m) < 0);
+  CHECK(strstr(drv_errmsg(), "t.safetensors") && strstr(drv_errmsg(), "sha256 of chunk 2"));
+  b ^= 1;
+  CHECK(pwrite(fd, &b, 1, (70L << 20)) == 1);
+  CHECK_OK(manifest_verify("big", &m));
+  CHECK(ftruncate(fd, (64L << 20) + 5) == 0);
+  close(fd);
+  CHECK(manifest_verify("big", &m) < 0 && strstr(drv_errmsg(), "truncated"));
+  manifest_free(&m);
+  free(data);
 }
