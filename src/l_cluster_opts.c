@@ -19,6 +19,9 @@ static const char *const cluster_keys[] = {
     "hosts", "ssh_config", "slurm", "spark", "yarn", "files", "bind", "address", "ps_replicas",
     "command_limit", NULL};
 static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", "label", NULL};
+/* A ps table also takes `replicas` (ps_replicas, spelled as issue 12 has it). */
+static const char *const ps_keys[] = {"instances", "cpus", "memory", "gpus", "label", "replicas",
+                                      NULL};
 static const char *const yarn_keys[] = {"rm", "queue", "name", "max_attempts", "am_classpath",
                                         "submit_timeout", "staging", NULL};
 static const char *const slurm_keys[] = {"partition", "time", "account", "qos", "constraint",
@@ -111,7 +114,7 @@ static void opt_role(lua_State *L, const char *role, int def, int *count,
   } else if (t == LUA_TTABLE) {
     char what[48];
     snprintf(what, sizeof what, "cluster: %s", role);
-    ldrv_check_keys(L, -1, what, role_keys);
+    ldrv_check_keys(L, -1, what, strcmp(role, "ps") == 0 ? ps_keys : role_keys);
     lua_Integer n = ldrv_opt_integer(L, -1, "instances", 1, what);
     lua_Integer cpus = ldrv_opt_integer(L, -1, "cpus", 0, what);
     lua_Integer gpus = ldrv_opt_integer(L, -1, "gpus", 0, what);
@@ -249,8 +252,17 @@ int lcluster_read_opts(lua_State *L, coord_opts *o) {
     if (!o->res[r].cpus) o->res[r].cpus = o->cpus;
   o->max_restarts = (int)ldrv_opt_integer(L, 1, "max_restarts", o->max_restarts, "cluster");
   o->max_queue = (int)ldrv_opt_integer(L, 1, "max_queue", o->max_queue, "cluster");
-  /* not `replicas`: an experiment's sync replicas are gradients per update */
-  o->ps_replicas = (int)ldrv_opt_integer(L, 1, "ps_replicas", 0, "cluster");
+  /* not `replicas` at the top: an experiment's sync replicas are gradients
+   * per update; inside `ps = { ... }` the word is unambiguous */
+  o->ps_replicas = (int)ldrv_opt_integer(L, 1, "ps_replicas", -1, "cluster");
+  int in_ps = -1;
+  if (lua_getfield(L, 1, "ps") == LUA_TTABLE)
+    in_ps = (int)ldrv_opt_integer(L, -1, "replicas", -1, "cluster: ps");
+  lua_pop(L, 1);
+  if (in_ps >= 0 && o->ps_replicas >= 0 && in_ps != o->ps_replicas)
+    luaL_error(L, "cluster: ps.replicas = %d and ps_replicas = %d disagree", in_ps, o->ps_replicas);
+  if (in_ps >= 0) o->ps_replicas = in_ps;
+  if (o->ps_replicas < 0) o->ps_replicas = 0;
   o->ssh_config = opt_string(L, 1, "ssh_config", "", "cluster"); /* "": ssh's own */
   o->bind_host = opt_string(L, 1, "bind", NULL, "cluster");       /* NULL: by launcher */
   o->address = opt_string(L, 1, "address", NULL, "cluster");

@@ -85,6 +85,12 @@ test("replica-01 a cluster with ps_replicas = 1 starts a replica per ps, in sync
   eq(node(c2, "ps", 3).state, "replica", "ps:3 replicates ps:1, in sync")
   raises(function() drover.cluster { ps = 1, worker = 1, ps_replicas = 2, runs = RUNS } end,
     "ps_replicas = 2: 0 or 1")
+  -- the issue's spelling: ps = { instances = N, replicas = 1 }
+  local c3 <close> = drover.cluster { ps = { instances = 1, replicas = 1 }, worker = 1, runs = RUNS,
+    name = "r01c" }
+  eq(node(c3, "ps", 1).state, "replica", "ps = { replicas = 1 }: ps:1 replicates ps:0")
+  raises(function() drover.cluster { ps = { instances = 1, replicas = 1 }, ps_replicas = 0,
+    runs = RUNS } end, "ps.replicas = 1 and ps_replicas = 0 disagree")
 end)
 
 test("replica-02 SIGKILL of a primary mid-fit (sync): its replica takes over, bit for bit", function()
