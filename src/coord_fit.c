@@ -47,7 +47,7 @@ void coord__fit_ps_promoted(coord *c, int k) {
   coord__ckpt_abandon(f, k); /* the lost primary's half of it will not come */
   if (f->ps[k]) { /* the link to the lost primary: the fit loop connects to the new one */
     conn *cn = f->ps[k];
-    f->ps[k] = NULL;
+    coord__ps_link_gone(f, k); /* a reply it owed comes from the new primary, asked again */
     conn_close(cn, "the ps group's primary changed");
   }
 }

@@ -285,6 +285,9 @@ void coord__ps_replied(coord_fit_state *f, int k);
  * DRV_ENODE when a ps link closed before its reply came ("ps:K was lost
  * before it sent <what>"), 0. */
 int coord__wait_replies(coord_fit_state *f, const char *what);
+/* Group k's data link is no longer the one to use (closed, or its primary
+ * replaced): f->ps[k] NULL and the replies it owed counted as lost. */
+void coord__ps_link_gone(coord_fit_state *f, int k);
 /* The bound coord__wait_replies uses, in seconds. */
 double coord__reply_bound(const coord_fit_state *f);
 /* The fit state, made on first use (NULL when out of memory). */

@@ -121,19 +121,21 @@ static void ps_ready(conn *cn) {
     coord__send_sync_probe(f, l->ps);
 }
 
+void coord__ps_link_gone(coord_fit_state *f, int k) {
+  f->ps[k] = NULL;
+  if (f->pend_ps[k] > 0) { /* the replies it owed will never come */
+    f->pending -= f->pend_ps[k];
+    f->pend_ps[k] = 0;
+    f->lost_replies++;
+    f->lost_reply_ps = k;
+  }
+}
+
 static void ps_close(conn *cn, int err, const char *why) {
   pslink *l = conn_ud(cn);
   coord_fit_state *f = l->f;
   coord *c = f->c;
-  if (f->ps[l->ps] == cn) {
-    f->ps[l->ps] = NULL;
-    if (f->pend_ps[l->ps] > 0) { /* the replies it owed will never come */
-      f->pending -= f->pend_ps[l->ps];
-      f->pend_ps[l->ps] = 0;
-      f->lost_replies++;
-      f->lost_reply_ps = l->ps;
-    }
-  }
+  if (f->ps[l->ps] == cn) coord__ps_link_gone(f, l->ps);
   if (conn_was_ready(cn)) f->ps_ready--;
   if (!conn_was_ready(cn)) {
     /* Never authenticated (refused, or its handshake dropped by a flood at
