@@ -80,6 +80,10 @@ tm new-session -d -s a -x 200 -y 45 \
   "LANG=C.UTF-8 '$DROVER' run --dash '$TMP/train.lua' 0 plain; echo \$? >'$TMP/plain.status'; sleep 60"
 expect a "replica-t01 the dashboard shows ps:0 training" wait_re a "ps:0 .* ready "
 note_coord
+# the fit has begun (ps:0 shows ready from its registration on; before the
+# fit, k says "no fit is running")
+wait_for 30 test -s "$RUNS/plain"
+wait_for 30 grep -q " fit: " "$(cat "$RUNS/plain")/events.log"
 ask a ps:0
 expect a "replica-t01 k on a ps before any checkpoint: the updates are lost" \
   wait_re a "stop ps:0\? no checkpoint: updates since the start are lost .*\(y/n\)"
