@@ -6,7 +6,7 @@
  * and one random token. The primary connects to the replica's data port
  * (authenticated like every connection), sends its whole state as
  * REPL_SYNC (with the token: a replica takes replication frames from that
- * connection only), then forwards every VAR_INIT, PUSH, RESTORE and LR_SCALE it
+ * connection only), then forwards every VAR_INIT, PUSH, RESTORE, SYNC_STOP and LR_SCALE it
  * receives, in arrival order, as REPL {seq, type, frame}. It applies such
  * a frame itself, and answers its client, only when the replica's
  * REPL_OK for it comes back: so the primary's state is always a prefix of

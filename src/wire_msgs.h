@@ -243,7 +243,7 @@
  *              versions, the clients' last push, every shard with its
  *              optimizer slots and gradient sum), the first frame of a
  *              replication connection and its proof (token)
- *  REPL        P -> R: frame `type` (VAR_INIT, PUSH, RESTORE, LR_SCALE) as the
+ *  REPL        P -> R: frame `type` (VAR_INIT, PUSH, RESTORE, SYNC_STOP, LR_SCALE) as the
  *              primary received it (a PUSH with its PUSH_ID, 0 0: none); the replica applies it as the primary
  *              will, then answers REPL_OK {seq}; the primary applies it
  *              and answers its client only after that REPL_OK */
