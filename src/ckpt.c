@@ -156,6 +156,11 @@ static void state_meta(const ckpt_state *s, meta *m) {
     optim_plateau_format(optim_plateau_state(s->opt), pl, sizeof pl);
     meta_add(m, "optim_plateau", "%s", pl);
   }
+  if (p->stop.seen) {
+    char st[128];
+    train_stopper_format(&p->stop, st, sizeof st);
+    meta_add(m, "train_stop", "%s", st);
+  }
   if (s->rng) meta_rng(m, "rng", s->rng);
   nn_module *d[MAX_DROPOUT];
   int nd = dropouts(s->model, d, 0, MAX_DROPOUT);
@@ -306,6 +311,9 @@ static int read_position(const safetensors_file *f, ckpt_state *s, int64_t *opt_
             meta_i64(f, "seed", &seed);
   p->epoch_has_acc = has_acc != 0;
   s->seed = (uint64_t)seed;
+  /* absent before any eval improved, and in older files: afresh */
+  if (!train_stopper_parse(safetensors_meta(f, "train_stop"), &p->stop))
+    p->stop = (train_stopper){0};
   return bad ? -1 : 0;
 }
 

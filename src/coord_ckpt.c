@@ -182,7 +182,7 @@ static int commit(coord_fit_state *f) {
   const char *head[] = {"kind", "cluster", "step", step, "epoch", epoch, "version", version,
                         "fit", fit, "ps", nps, "mode", f->sync ? "sync" : "async",
                         "step_base", sbase, NN_SPEC_META_KEY, spec};
-  const char **meta = calloc(30 + 2 * (size_t)f->ntrainers + 4, sizeof *meta);
+  const char **meta = calloc(40 + 2 * (size_t)f->ntrainers, sizeof *meta);
   if (!meta) return drv_error(DRV_ENOMEM, "out of memory");
   memcpy(meta, head, sizeof head);
   double acc = f->p.eval_accuracy, loss = f->p.eval_loss;
@@ -199,6 +199,11 @@ static int commit(coord_fit_state *f) {
   if (a && a->optim && a->optim->sched.kind == OSCHED_PLATEAU) { /* the evals' schedule state */
     optim_plateau_format(&f->plateau, plateau, sizeof plateau);
     meta[m++] = PLATEAU_META, meta[m++] = plateau;
+  }
+  char stop[128];
+  if (f->stopper.seen) { /* early stopping's state, as in process */
+    train_stopper_format(&f->stopper, stop, sizeof stop);
+    meta[m++] = STOP_META, meta[m++] = stop;
   }
   meta[m] = NULL;
   int rc = coord__pos_meta(f, meta, &m, &owned);
@@ -364,6 +369,7 @@ int coord__ckpt_fit_begin(coord_fit_state *f) {
   ck->last_time = progress_now();
   ck->requested = ck->restoring = false;
   f->plateau = (optim_plateau){0}; /* before a resume, which may set it */
+  f->stopper = (train_stopper){0};
   f->fit_no++;
   f->step_base += f->prev_steps;
   f->prev_steps = 0;
@@ -423,6 +429,14 @@ static void restore_plateau(coord_fit_state *f, const manifest *m, int64_t step)
     rundir_event(&f->c->rd, "plateau state from step %" PRId64 ": rate scale %g, best %g, %lld "
                  "bad evals", step, pl.scale > 0 ? pl.scale : 1.0, pl.best, (long long)pl.bad);
   if (pl.scale > 0) coord__send_lr_scale(f);
+}
+
+/* Early stopping's state as checkpoint m had it (m NULL, or a checkpoint
+ * written before any eval improved: afresh), for the same reason as the
+ * plateau's: the evals after m run again. */
+static void restore_stopper(coord_fit_state *f, const manifest *m) {
+  if (!m || !train_stopper_parse(manifest_meta(m, STOP_META), &f->stopper))
+    f->stopper = (train_stopper){0};
 }
 
 /* The newest intact checkpoint of this fit, or 0. */
@@ -510,6 +524,7 @@ int coord__ckpt_restore_tick(coord_fit_state *f) {
   if (rc == 0) rc = coord__wait_replies(f, "VAR_INIT_OK");
   if (rc == 0) rc = send_restore(f, have ? e.path : NULL, version);
   if (rc == 0) restore_plateau(f, have ? &m : NULL, step); /* once the ps have their values */
+  if (rc == 0) restore_stopper(f, have ? &m : NULL);
   manifest_free(&m);
   if (rc < 0 && lost_again(f, rc)) return 0; /* the next tick starts over */
   if (rc < 0) return rc;
@@ -587,6 +602,7 @@ int coord__ckpt_resume(coord_fit_state *f) {
   rc = coord__pos_rollback(f, &m);
   if (rc == 0) rc = send_restore(f, e.path, version);
   if (rc == 0) restore_plateau(f, &m, step);
+  if (rc == 0) restore_stopper(f, &m);
   manifest_free(&m);
   if (rc < 0) return rc;
   f->done = f->produced = step;

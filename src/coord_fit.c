@@ -620,8 +620,7 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   }
   if (!f->events) f->events = events_run_open(c->rd.path, "coordinator");
   f->cfg = cfg;
-  f->stopper = (train_stopper){0};
-  f->stopped_early = false;
+  f->stopped_early = false; /* the stopper was reset, or resumed, with the checkpoints */
   f->stop_phase = 0;
   progress_init(&f->out, cfg->progress, cfg->progress_tty);
   f->t0 = progress_now();

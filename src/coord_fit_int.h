@@ -31,6 +31,7 @@
 #define RESTORE_REQ 0xfffffff2u
 #define STOP_REQ 0xfffffff3u       /* sync early stop: the PULL behind a cap (coord_stop.c) */
 #define PLATEAU_META "optim_plateau" /* a checkpoint's plateau schedule state (as in process) */
+#define STOP_META "train_stop"        /* its early stopping state (as in process) */
 #define COORD_MAX_PS_FILES (MANIFEST_MAX_FILES - 1) /* ps with shards in a checkpoint */
 
 /* A trainer's data position in a checkpoint (coord_pos.c). */

@@ -148,6 +148,20 @@ bool train_stop_observe(const train_stop *s, train_stopper *st, int64_t step, do
   return ++st->bad > s->patience;
 }
 
+void train_stopper_format(const train_stopper *s, char *buf, size_t n) {
+  snprintf(buf, n, "%a %lld %lld %d", s->best, (long long)s->best_step, (long long)s->bad,
+           s->seen ? 1 : 0);
+}
+
+bool train_stopper_parse(const char *s, train_stopper *out) {
+  double best;
+  long long step, bad;
+  int seen;
+  if (!s || sscanf(s, "%la %lld %lld %d", &best, &step, &bad, &seen) != 4 || bad < 0) return false;
+  *out = (train_stopper){best, step, bad, seen != 0};
+  return true;
+}
+
 static void fit_epoch_begin(fit *f, int64_t epoch) {
   f->p.epoch = epoch;
   f->epoch_loss = 0;
@@ -198,7 +212,7 @@ static void fit_position(const fit *f, const data_iter *it, train_position *pos)
                           .epoch_loss = f->epoch_loss,
                           .epoch_seen = f->epoch_seen, .epoch_correct = f->epoch_correct,
                           .epoch_has_acc = f->epoch_has_acc, .eval_loss = f->p.eval_loss,
-                          .eval_accuracy = f->p.eval_accuracy};
+                          .eval_accuracy = f->p.eval_accuracy, .stop = f->stopper};
 }
 
 /* Puts the fit where `from` says, in its epoch `epoch`: the iterator, and
@@ -342,6 +356,7 @@ int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *trai
     f.p.step = cfg->resume->step;
     f.p.eval_loss = cfg->resume->eval_loss;
     f.p.eval_accuracy = cfg->resume->eval_accuracy;
+    f.stopper = cfg->resume->stop;
   }
   data_iter it;
   if ((rc = data_iter_init(&it, train, cfg->batch, cfg->shuffle, cfg->seed)) < 0) return rc;

@@ -41,6 +41,15 @@ typedef struct train_progress {
 /* Where a fit stands between two steps. With the model's parameters and
  * the optimizer's slots and count, it is all a resumed fit needs to go on
  * exactly as the interrupted one would have (checkpoints keep it). */
+/* Early stopping's bookkeeping (best value, its step, evals without
+ * improvement): part of a position, so a resumed fit stops where the
+ * interrupted one would have. */
+typedef struct train_stopper {
+  double best;
+  int64_t best_step, bad;
+  bool seen;
+} train_stopper;
+
 typedef struct train_position {
   int64_t step;        /* training steps done */
   int64_t epoch;       /* 1-based epoch of the last step (0 before the first) */
@@ -49,6 +58,7 @@ typedef struct train_position {
   int64_t epoch_seen, epoch_correct;
   bool epoch_has_acc;
   double eval_loss, eval_accuracy; /* of the last eval; NAN before one */
+  train_stopper stop;  /* early stopping's state */
 } train_position;
 
 /* Early stopping: the fit ends once the watched eval metric has not
@@ -119,13 +129,13 @@ int train_step(nn_module *model, nn_loss *loss, const tensor *x, const tensor *y
 int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *train,
               const train_cfg *cfg, train_result *res);
 
-/* Early stopping's bookkeeping, for every fit loop: feeds one eval's
- * metrics; returns true when the fit should stop. */
-typedef struct train_stopper {
-  double best;
-  int64_t best_step, bad;
-  bool seen;
-} train_stopper;
+/* The stopper as checkpoint metadata ("%a %lld %lld %d": best, its step,
+ * bad evals, seen) and back; parse returns false for a missing or
+ * malformed value (the state then starts afresh). */
+void train_stopper_format(const train_stopper *s, char *buf, size_t n);
+bool train_stopper_parse(const char *s, train_stopper *out);
+/* Feeds one eval's metrics to early stopping; true when the fit should
+ * stop. */
 bool train_stop_observe(const train_stop *s, train_stopper *st, int64_t step, double eval_loss,
                         double eval_accuracy);
 
