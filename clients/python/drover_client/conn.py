@@ -1,6 +1,7 @@
 """conn.py - one authenticated connection to a drover process: TCP, the
 HELLO/AUTH/AUTH_OK handshake of auth.py, then whole frames each way
 (blocking sockets; every wait bounded by a deadline)."""
+import select
 import socket
 import time
 
@@ -24,6 +25,25 @@ class DroverError(Exception):
 
 class Closed(DroverError):
     """The peer closed the connection (the run ended, or it dropped us)."""
+
+
+def wait_ready(conn, beside, deadline, poll):
+    """Waits until `conn` has a frame to read, meanwhile reading the
+    snapshots of `beside` (a Run, or None: the coordinator stops sending
+    them to a client that does not read, and drops it after 30 s) with
+    `poll` seconds at most per read. TimeoutError at `deadline`
+    (time.monotonic())."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError()
+        run = beside if beside and not beside.ended else None
+        socks = [conn.sock] + ([run.conn.sock] if run else [])
+        ready = select.select(socks, [], [], left)[0]
+        if conn.sock in ready:
+            return
+        if run and ready:
+            run.poll(left if poll is None else poll)
 
 
 def split_hostport(s):

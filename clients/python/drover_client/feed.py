@@ -20,13 +20,12 @@ it: the first FEED_CREDIT's `sent` is how many of its batches the
 coordinator took already, and the feeder skips that many (opened()).
 """
 import collections
-import select
 import time
 
 import numpy as np
 
 from . import _wire
-from .conn import Closed, DroverError
+from .conn import Closed, DroverError, wait_ready
 
 FeedResult = collections.namedtuple("FeedResult", "sent trained")
 
@@ -70,21 +69,9 @@ class Feeder:
         conn.send("FEED_OPEN", {"name": name, "window": window, "key": key})
 
     def _ready(self):
-        """Waits until the feed connection has a frame to read, meanwhile
-        reading the snapshots of `beside` (the coordinator stops sending
-        them to a client that does not read, and drops it after 30 s)."""
-        deadline = time.monotonic() + self.stall
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError()
-            run = self.beside if self.beside and not self.beside.ended else None
-            socks = [self.conn.sock] + ([run.conn.sock] if run else [])
-            ready = select.select(socks, [], [], left)[0]
-            if self.conn.sock in ready:
-                return
-            if run and ready:
-                run.poll(self.stall)
+        """Waits until the feed connection has a frame to read (reading
+        `beside`'s snapshots meanwhile)."""
+        wait_ready(self.conn, self.beside, time.monotonic() + self.stall, self.stall)
 
     def _wait(self):
         """Reads one frame from the coordinator and applies it."""

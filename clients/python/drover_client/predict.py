@@ -17,13 +17,12 @@ several requests, answered in order, so the outputs are one row per input
 row in input order whatever the size.
 """
 import numbers
-import select
 import time
 
 import numpy as np
 
 from . import _wire
-from .conn import Closed, DroverError
+from .conn import Closed, DroverError, wait_ready
 
 _NEEDED = ("PREDICT_OPEN", "PREDICT_REQUEST", "PREDICT_REPLY")
 REQUEST_BYTES = 8 << 20  # x bytes per request at most (a frame; the coordinator holds one)
@@ -72,17 +71,7 @@ class Predictor:
             raise DroverError(f["message"], f["status"])
 
     def _ready(self, deadline):
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError()
-            run = self.beside if self.beside and not self.beside.ended else None
-            socks = [self.conn.sock] + ([run.conn.sock] if run else [])
-            ready = select.select(socks, [], [], left)[0]
-            if self.conn.sock in ready:
-                return
-            if run and ready:
-                run.poll(left)
+        wait_ready(self.conn, self.beside, deadline, None)
 
     def _reply(self, req):
         deadline = time.monotonic() + self.stall
