@@ -45,7 +45,7 @@ RUN=$(cat "$RUNS/current" 2>/dev/null)
 wait_for 30 test -s "$RUN/coordinator"
 
 cat > "$TMP/feed.py" <<'PY'
-import sys
+import sys, time
 import numpy as np
 import drover_client as dc
 
@@ -61,7 +61,12 @@ with dc.connect(sys.argv[1], timeout=30) as run:
     result("pyclient-feed-t10 the cluster trained the 25 batches Python sent",
            r == dc.FeedResult(25, 25), r)
     # the run's snapshots were read while feeding: the losses are there
+    # (under load the last steps' points may come a snapshot or two later:
+    # a bounded wait for them)
+    deadline = time.monotonic() + 15
     run.snapshot()
+    while not run.series.get("train/loss") and time.monotonic() < deadline:
+        run.snapshot(timeout=max(deadline - time.monotonic(), 0.1))
     steps = [m.step for m in run.series.get("train/loss", [])]
     result("pyclient-feed-t10 the metric stream kept up while feeding",
            len(steps) > 0 and max(steps) <= 25, steps[-5:])
