@@ -239,6 +239,13 @@ end
 local page = io.popen("curl -s -m 10 '" .. info("tracking_url") .. "'"):read("a")
 io.stdout:write("page ", (page:gsub("\n", "|")), "\n")
 local am = tonumber(page:match("\npid (%d+)\n"))
+-- YARN keeps across attempts the containers its RM has seen running (the
+-- NodeManagers report them on their heartbeats); one the AM started a
+-- moment before its death is aborted, and drover restarts that node (seen
+-- under ASan, where the fit reached the kill a second after the last
+-- container started). This test is about kept containers: give the
+-- reports time to arrive.
+drover.sleep(3)
 local killed
 local r = c:fit(exp(20, function(p)
   if killed or p.step < 100 then return end
