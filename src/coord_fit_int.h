@@ -134,9 +134,9 @@ struct coord_fit_state {
   int nvars;
   int ntrained;    /* vars[0 .. ntrained-1] are parameters, the rest running statistics */
   bool placed;
-  int pending;  /* ps replies outstanding: VAR_INIT_OK, PULL_REPLY, RESTORE_OK */
-  int *pend_ps; /* the same per ps link (coord__ps_request); a link that closes
-                 * drops its own, which will never come (lost_replies) */
+  int *pend_ps; /* ps replies outstanding per ps link (VAR_INIT_OK, PULL_REPLY,
+                 * RESTORE_OK; coord__ps_request); a link that closes drops
+                 * its own, which will never come (lost_replies) */
   int lost_replies, lost_reply_ps; /* since the last coord__wait_replies */
   /* the fit in progress (cfg NULL when none) */
   const train_cfg *cfg;
@@ -275,7 +275,7 @@ int coord__setup_nodes(coord *c, const coord_fit_args *a);
 /* coord_vars.c */
 /* Records a failure of the run found by the fit (coord__fail). */
 void coord__fail_fit(coord_fit_state *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Sends w (consumed) to ps k as a request whose one reply f->pending
+/* Sends w (consumed) to ps k as a request whose one reply f->pend_ps[k]
  * counts (VAR_INIT, PULL, RESTORE); an error when k is not connected. */
 int coord__ps_request(coord_fit_state *f, int k, wire_wr *w, uint8_t type, uint32_t req);
 /* A reply to such a request came from ps k (one from a link that closed
@@ -300,7 +300,7 @@ int coord__connect_ps(coord *c);
 void coord__ps_reconnect(coord_fit_state *f);
 /* Places the model's variables over the ps nodes (events.log records it). */
 int coord__place(coord_fit_state *f, nn_module *model);
-/* VAR_INIT of every shard; replies counted in f->pending. */
+/* VAR_INIT of every shard; replies counted in f->pend_ps. */
 int coord__init_vars(coord_fit_state *f, const optim_cfg *opt);
 /* Pulls every variable back into the model, pumping until all replied. */
 int coord__pull_all(coord *c);

@@ -124,7 +124,6 @@ static void ps_ready(conn *cn) {
 void coord__ps_link_gone(coord_fit_state *f, int k) {
   f->ps[k] = NULL;
   if (f->pend_ps[k] > 0) { /* the replies it owed will never come */
-    f->pending -= f->pend_ps[k];
     f->pend_ps[k] = 0;
     f->lost_replies++;
     f->lost_reply_ps = k;
@@ -191,7 +190,10 @@ static bool ps_all_ready(coord *c, void *arg) {
 
 static bool nothing_pending(coord *c, void *arg) {
   (void)arg;
-  return c->fit->pending == 0;
+  const coord_fit_state *f = c->fit;
+  for (int k = 0; k < f->nps; k++)
+    if (f->pend_ps[k]) return false;
+  return true;
 }
 
 int coord__ps_request(coord_fit_state *f, int k, wire_wr *w, uint8_t type, uint32_t req) {
@@ -201,7 +203,6 @@ int coord__ps_request(coord_fit_state *f, int k, wire_wr *w, uint8_t type, uint3
   }
   int rc = conn_send_wr(f->ps[k], w, type, req);
   if (rc < 0) return rc;
-  f->pending++;
   f->pend_ps[k]++;
   return 0;
 }
@@ -209,7 +210,6 @@ int coord__ps_request(coord_fit_state *f, int k, wire_wr *w, uint8_t type, uint3
 void coord__ps_replied(coord_fit_state *f, int k) {
   if (k < 0 || k >= f->nps || f->pend_ps[k] == 0) return;
   f->pend_ps[k]--;
-  f->pending--;
 }
 
 double coord__reply_bound(const coord_fit_state *f) {
@@ -220,7 +220,6 @@ double coord__reply_bound(const coord_fit_state *f) {
 
 /* Forgets what is outstanding: nobody waits for it any more. */
 static void forget_replies(coord_fit_state *f) {
-  f->pending = 0;
   memset(f->pend_ps, 0, (size_t)f->nps * sizeof *f->pend_ps);
   f->lost_replies = 0;
 }
