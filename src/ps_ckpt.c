@@ -40,6 +40,7 @@ typedef struct ps_ckpt {
   char sha256[MANIFEST_DIGEST_MAX]; /* of the file, hashed as it was written */
   double pause_ms;  /* the copy: how long updates waited */
   double write_ms;  /* the write on the thread */
+  safetensors_times times; /* where write_ms went */
 } ps_ckpt;
 
 void ps__ckpt_free_spare(ps_server *ps) {
@@ -183,7 +184,7 @@ static void ckpt_write_cb(uv_work_t *wk) {
   ps_ckpt *k = wk->data;
   uint64_t t0 = uv_hrtime();
   k->status = safetensors_write_hashed(k->path, k->e, k->n, (const char *const *)k->meta,
-                                       k->sha256, &k->bytes);
+                                       k->sha256, &k->bytes, &k->times);
   k->write_ms = (double)(uv_hrtime() - t0) / 1e6;
   if (k->status < 0) snprintf(k->msg, sizeof k->msg, "%s", drv_errmsg());
 }
@@ -196,8 +197,9 @@ static void ckpt_after_cb(uv_work_t *wk, int status) {
   }
   if (k->status < 0) log_warn("checkpoint %s failed: %s", k->path, k->msg);
   else log_info("checkpoint %s: version %llu, %llu bytes, training paused %.2f ms for the copy, "
-                "written in %.1f ms", k->path, (unsigned long long)k->version,
-                (unsigned long long)k->bytes, k->pause_ms, k->write_ms);
+                "written in %.1f ms (writes %.1f, fsync and rename %.1f, then the hash %.1f)",
+                k->path, (unsigned long long)k->version, (unsigned long long)k->bytes,
+                k->pause_ms, k->write_ms, k->times.write, k->times.commit, k->times.hash);
   ckpt_reply(k);
   if (k->ps->ck == k) k->ps->ck = NULL;
   ckpt_free(k);

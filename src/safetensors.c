@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "afile.h"
@@ -276,12 +277,20 @@ static void *hash_parts(void *arg) {
   return NULL;
 }
 
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 /* Header length, header, then each tensor's data, through a temporary
  * renamed over path (afile.h); see safetensors_write. With `fp`, threads
  * hash the same bytes meanwhile (little-endian hosts; fp->digest stays ""
  * otherwise, or when the thread cannot start). */
 static int commit_file(const char *path, const char *header, size_t hlen,
-                       const safetensors_entry *const *order, size_t n, file_parts *fp) {
+                       const safetensors_entry *const *order, size_t n, file_parts *fp,
+                       safetensors_times *tm) {
+  double t0 = now_ms();
   afile f;
   int rc = afile_open(&f, path);
   if (rc < 0) return rc;
@@ -298,26 +307,30 @@ static int commit_file(const char *path, const char *header, size_t hlen,
   afile_write(&f, len8, 8);
   afile_write(&f, header, hlen);
   for (size_t i = 0; i < n && !f.err; i++) write_floats(&f, order[i]->data, entry_count(order[i]));
+  double t1 = now_ms();
   /* The fsync overlaps the hash (from memory): waiting for the hash first
    * made the write take the hash's time plus the fsync's. */
   rc = afile_commit(&f, 0644);
+  double t2 = now_ms();
   if (hashing) pthread_join(th, NULL);
+  if (tm) *tm = (safetensors_times){t1 - t0, t2 - t1, now_ms() - t2};
   return rc;
 }
 
 static int write_file(const char *path, const safetensors_entry *t, size_t n,
-                      const char *const *meta, file_parts *fp);
+                      const char *const *meta, file_parts *fp, safetensors_times *tm);
 
 int safetensors_write(const char *path, const safetensors_entry *t, size_t n,
                       const char *const *meta) {
-  return write_file(path, t, n, meta, NULL);
+  return write_file(path, t, n, meta, NULL, NULL);
 }
 
 int safetensors_write_hashed(const char *path, const safetensors_entry *t, size_t n,
-                             const char *const *meta, char *digest, uint64_t *size) {
+                             const char *const *meta, char *digest, uint64_t *size,
+                             safetensors_times *times) {
   file_parts fp = {.digest = digest};
   digest[0] = '\0';
-  int rc = write_file(path, t, n, meta, &fp);
+  int rc = write_file(path, t, n, meta, &fp, times);
   if (rc < 0) return rc;
   if (digest[0]) { /* hashed from memory as it was written */
     *size = fp.size;
@@ -327,7 +340,7 @@ int safetensors_write_hashed(const char *path, const safetensors_entry *t, size_
 }
 
 static int write_file(const char *path, const safetensors_entry *t, size_t n,
-                      const char *const *meta, file_parts *fp) {
+                      const char *const *meta, file_parts *fp, safetensors_times *tm) {
   if (!path || (n && !t)) return drv_error(DRV_EINVAL, "safetensors_write: NULL argument");
   const safetensors_entry **order = malloc((n ? n : 1) * sizeof *order);
   if (!order) return drv_error(DRV_ENOMEM, "cannot write '%s': out of memory", path);
@@ -345,7 +358,7 @@ static int write_file(const char *path, const safetensors_entry *t, size_t n,
   size_t hlen = 0;
   char *header = rc == 0 ? header_text(path, order, n, meta, &hlen) : NULL;
   if (rc == 0 && !header) rc = DRV_EINVAL;
-  if (rc == 0) rc = commit_file(path, header, hlen, order, n, fp);
+  if (rc == 0) rc = commit_file(path, header, hlen, order, n, fp, tm);
   free(header);
   free(order);
   return rc;

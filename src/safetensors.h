@@ -51,8 +51,16 @@ int safetensors_write(const char *path, const safetensors_entry *t, size_t n,
  * of each C bytes; digest has MANIFEST_DIGEST_MAX bytes) and size: other
  * threads hash the bytes from memory while this one writes them (a big
  * file's chunks in parallel), so a manifest need not read the file back. */
+/* Where the time of a hashed write went, in ms (a ps logs it). */
+typedef struct safetensors_times {
+  double write;  /* the bytes into the page cache, their writeback started */
+  double commit; /* fsync, rename, fsync of the directory */
+  double hash;   /* then waiting for the hashing threads */
+} safetensors_times;
+/* times: NULL, or filled on success. */
 int safetensors_write_hashed(const char *path, const safetensors_entry *t, size_t n,
-                             const char *const *meta, char *digest, uint64_t *size);
+                             const char *const *meta, char *digest, uint64_t *size,
+                             safetensors_times *times);
 
 /* One tensor read back; owned by its safetensors_file. */
 typedef struct safetensors_tensor {

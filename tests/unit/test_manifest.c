@@ -117,7 +117,8 @@ TEST(manifest_chunk_hashes_of_a_big_file) {
   safetensors_entry e = {"w", 1, shape, data};
   char digest[MANIFEST_DIGEST_MAX];
   uint64_t size = 0;
-  CHECK_OK(safetensors_write_hashed("big/t.safetensors", &e, 1, NULL, digest, &size));
+  CHECK_OK(safetensors_write_hashed("big/t.safetensors", &e, 1, NULL, digest, &size,
+                                    NULL));
   CHECK(strncmp(digest, MANIFEST_CHUNKED "33554432:", strlen(MANIFEST_CHUNKED) + 9) == 0);
   CHECK(strlen(strchr(digest + strlen(MANIFEST_CHUNKED), ':') + 1) == 3 * 64);
   /* chunk 1, hashed from the file */

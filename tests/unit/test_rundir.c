@@ -279,3 +279,33 @@ TEST(afile_whole_or_nothing) {
   closedir(d);
   CHECK_INT_EQ(n, 1); /* no temporary left behind */
 }
+
+/* afile: a big file goes out in pieces that end at multiples of
+ * AFILE_PIECE (the kernel never sees a larger write) with its writeback
+ * started every AFILE_WRITEBACK bytes; the bytes are the ones given, in
+ * order, whatever the sizes of the calls. */
+TEST(afile_big_file_in_pieces) {
+  CHECK(mkdir("afbig", 0755) == 0);
+  size_t n = 2 * AFILE_WRITEBACK + AFILE_PIECE / 2 + 7;
+  unsigned char *buf = malloc(n), *back = malloc(n + 1);
+  CHECK(buf && back);
+  for (size_t i = 0; i < n; i++) buf[i] = (unsigned char)((i * 2654435761u) >> 13);
+  afile f;
+  CHECK_OK(afile_open(&f, "afbig/x"));
+  const size_t cuts[] = {3, AFILE_PIECE - 1, 5 * AFILE_PIECE + 11, AFILE_WRITEBACK + 1, n};
+  size_t at = 0;
+  for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+    CHECK_OK(afile_write(&f, buf + at, cuts[i] - at));
+    at = cuts[i];
+    CHECK(f.pos == at);
+    CHECK(f.started == at / AFILE_WRITEBACK * AFILE_WRITEBACK); /* started at each 8 MiB */
+  }
+  CHECK_OK(afile_commit(&f, 0644));
+  FILE *in = fopen("afbig/x", "rb");
+  CHECK(in != NULL);
+  CHECK(fread(back, 1, n + 1, in) == n);
+  fclose(in);
+  CHECK(memcmp(back, buf, n) == 0);
+  free(back);
+  free(buf);
+}
