@@ -39,8 +39,9 @@ typedef struct afile {
 int afile_open(afile *f, const char *path);
 
 /* Writes all of buf (in pieces, starting their writeback: see above;
- * writes to f->fd made directly do neither). A failure is remembered for afile_commit (which then
- * fails naming it) and returned as -1; later writes do nothing. */
+ * writes made to f->fd directly do neither). A failure is remembered for
+ * afile_commit (which then fails naming it) and returned as -1; later
+ * writes do nothing. */
 int afile_write(afile *f, const void *buf, size_t len);
 
 /* Sets `mode` exactly (regardless of the umask), then fsync, close,
