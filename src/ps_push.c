@@ -42,16 +42,28 @@ static int64_t first_nonfinite(const uint8_t *p, size_t n) {
   return -1;
 }
 
+/* Who sent a frame, as the ps log names it: the identity the peer proved
+ * at the handshake ("worker:1") and its address, so an operator finds the
+ * node, not only a port. The primary forwarding a replicated push: c NULL. */
+static const char *sender(const conn *c, char *buf, size_t n) {
+  if (!c) return "the primary";
+  if (conn_cap(c) != AUTH_CAP_NODE) snprintf(buf, n, "%s", conn_peer(c));
+  else if (conn_role(c) == AUTH_ROLE_COORD) snprintf(buf, n, "the coordinator (%s)", conn_peer(c));
+  else snprintf(buf, n, "%s:%u (%s)", wire_role_name(conn_role(c)), conn_index(c), conn_peer(c));
+  return buf;
+}
+
 /* A NaN or Inf gradient would poison the variable for every worker: the
- * push is refused whole, naming the connection it came from (the worker's
- * own error, at the coordinator, names the worker and the step). */
+ * push is refused whole, naming the node it came from (the worker's own
+ * error, at the coordinator, names the step too). */
 static int check_finite(const conn *c, uint32_t var, const uint8_t *grad, size_t n) {
   int64_t at = first_nonfinite(grad, n);
   if (at < 0) return 0;
   float g;
   memcpy(&g, grad + 4 * at, sizeof g);
+  char who[128];
   return drv_error(DRV_ERANGE, "PUSH from %s refused: the gradient for var %u holds %s at "
-                   "element %lld; no variable changed", c ? conn_peer(c) : "the primary", var,
+                   "element %lld; no variable changed", sender(c, who, sizeof who), var,
                    isnan(g) ? "NaN" : g > 0 ? "Inf" : "-Inf", (long long)at);
 }
 
