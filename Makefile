@@ -139,7 +139,8 @@ vectors: $(BUILD)/unit_tests
 	$(Q)rm -f tests/vectors/*.bin tests/vectors/*.json
 	$(Q)$(BUILD)/unit_tests --wire-vectors write tests/vectors
 
-unit: $(BUILD)/unit_tests
+# bench_scale too: tests/cli/test_external.sh runs its simulated nodes.
+unit: $(BUILD)/unit_tests $(BUILD)/bench_scale
 
 # The test YARN (tests/yarn: Hadoop's MiniYARNCluster) and drover's
 # ApplicationMaster, built by Maven into build/yarn with the Hadoop jars in
@@ -223,7 +224,7 @@ test: deps
 asan: deps
 	$(Q)$(MAKE) --no-print-directory BUILD=build/asan OPTIMIZATION=-O1 \
 		SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-		build/asan/drover build/asan/unit_tests
+		build/asan/drover build/asan/unit_tests build/asan/bench_scale
 	$(Q)$(VENV_OR_SAY)
 	$(Q)mkdir -p build && $(MAKE) --no-print-directory yarn-deps
 	$(Q)$(TEST_ENV) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -131,6 +131,10 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   /* Besides the first start, only the process the coordinator started
    * again after a loss may register: the states the table lets become
    * READY. */
+  /* An external node lost is waited for at once (no back-off: there is
+   * no process to start): its peer may register again straight away. */
+  if (i >= 0 && coord__external(c) && c->nodes[i].state == NODE_RESTARTING)
+    coord__check_restarts(c, progress_now());
   bool again = i >= 0 && c->nodes[i].state == NODE_RELAUNCHED;
   if (!msg[0] && !coord__state_legal(c->nodes[i].state, NODE_READY))
     snprintf(msg, sizeof msg, "%s is %s", name, coord_state_name(c->nodes[i].state));
@@ -260,7 +264,7 @@ static void ctl_close(conn *cn, int err, const char *why) {
     coord_node *n = &c->nodes[p->node];
     /* A node of the external launcher has no process of ours: after
      * SHUTDOWN its connection closing is its clean exit. */
-    if (c->shutting_down && !n->exited && c->launch && strcmp(c->launch->ops->name, "external") == 0)
+    if (c->shutting_down && !n->exited && coord__external(c))
       coord__on_exit(c->launch, n, 0, 0);
     /* A process that dies closes its socket and exits at about the same
      * time; the exit status says more, so wait a moment for it (on_tick). */
@@ -525,7 +529,14 @@ static void stop_group(coord *c, bool ps, double grace, double deadline) {
   for (int i = 0; i < c->nnodes; i++) {
     if ((c->nodes[i].role == ROLE_PS) != ps || c->nodes[i].exited) continue;
     if (!c->ctl[i]) { /* restarted and not registered yet: it holds nothing */
-      if (c->launch) c->launch->ops->signal(c->launch, &c->nodes[i], SIGTERM);
+      /* An external node has no process of ours that could exit: waiting
+       * for one held the shutdown to its whole timeout. */
+      if (coord__external(c)) {
+        c->nodes[i].exited = true;
+        coord__node_set_state(c, i, NODE_DONE, ": not registered again (shutdown)");
+      } else if (c->launch) {
+        c->launch->ops->signal(c->launch, &c->nodes[i], SIGTERM);
+      }
       continue;
     }
     wire_wr w;

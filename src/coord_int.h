@@ -208,6 +208,9 @@ void coord__on_exit(launcher *l, void *task_ud, int64_t status, int sig);
  * else the run's failure; a silent process is killed either way. */
 void coord__node_lost(coord *c, int i, const char *why);
 void coord__check_restarts(coord *c, double now);
+/* The launcher is "external": its nodes have no process of ours (a node's
+ * connection is all there is of it). */
+bool coord__external(const coord *c);
 /* Sends on node i's control connection (dropped when it has none). */
 void coord__send(coord *c, int node, wire_wr *w, uint8_t type, uint32_t req);
 /* Pumps the loop until done(c, arg): 0; DRV_ETIMEDOUT after `timeout`

@@ -44,7 +44,7 @@ void coord__node_lost(coord *c, int i, const char *why) {
     conn_close(cn, "node lost");
   }
   if (recoverable(c, n)) {
-    double delay = RESTART_BACKOFF * (double)(1u << (n->restarts < 8 ? n->restarts : 8));
+    double delay = coord__external(c) ? 0 : RESTART_BACKOFF * (double)(1u << (n->restarts < 8 ? n->restarts : 8));
     coord__node_set_state(c, i, NODE_RESTARTING, ": %s", why);
     n->restart_at = progress_now() + (delay < RESTART_BACKOFF_MAX ? delay : RESTART_BACKOFF_MAX);
     n->inflight = 0;
@@ -62,7 +62,14 @@ void coord__node_lost(coord *c, int i, const char *why) {
     coord__keep_failure(c, "%s lost: %s%s%s%s", name, why, extra,
                  tail[0] ? "; last lines of its log:\n" : "", tail);
   }
-  if (!n->exited && c->launch) c->launch->ops->signal(c->launch, n, SIGKILL);
+  /* An external node's connection closing was its end: the restart below
+   * only waits for it to register again, which needs it exited. */
+  if (!n->exited && coord__external(c)) n->exited = true;
+  else if (!n->exited && c->launch) c->launch->ops->signal(c->launch, n, SIGKILL);
+}
+
+bool coord__external(const coord *c) {
+  return c->launch && strcmp(c->launch->ops->name, "external") == 0;
 }
 
 /* ============================== launching ================================ */
@@ -104,8 +111,7 @@ static int launch_node(coord *c, int i) {
   /* The external launcher's nodes are someone else's, who derives their
    * keys from the secret: no file per node (creating thousands of them
    * took seconds). */
-  bool external = strcmp(c->launch->ops->name, "external") == 0;
-  int rc = external ? 0 : coord__node_key_file(c, i, secret, sizeof secret);
+  int rc = coord__external(c) ? 0 : coord__node_key_file(c, i, secret, sizeof secret);
   if (rc < 0) return rc;
   coord_node *n = &c->nodes[i];
   launch_task t = {

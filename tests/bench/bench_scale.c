@@ -2,7 +2,11 @@
  * real protocol to one coordinator (its cluster made with launcher =
  * "external"): the scale bench's nodes (tests/bench/scale.sh).
  *
- * usage: bench_scale RUNS_DIR NODES [HEARTBEAT_MS]
+ * usage: bench_scale RUNS_DIR NODES [HEARTBEAT_MS [FROM TO]]
+ *
+ * FROM TO: this process simulates only worker:FROM..worker:TO-1 of the
+ * NODES (and ps:0 when FROM is 0); another process simulates the rest, so
+ * a test can SIGKILL a few simulated nodes by pid (tests/cli/test_external.sh).
  *
  * Waits for a run in RUNS_DIR (a directory of the bench's own, holding one
  * run) to have its coordinator file, derives each worker's key from the run's
@@ -203,21 +207,28 @@ static void raise_fd_limit(int n) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: bench_scale RUNS_DIR NODES [HEARTBEAT_MS]\n");
+  if (argc != 3 && argc != 4 && argc != 6) {
+    fprintf(stderr, "usage: bench_scale RUNS_DIR NODES [HEARTBEAT_MS [FROM TO]]\n");
     return 2;
   }
   static sim s;
   s.runs = argv[1];
-  s.n = atoi(argv[2]);
+  int nodes = atoi(argv[2]);
   int hb = argc > 3 ? atoi(argv[3]) : 500;
-  if (s.n < 1 || hb < 1) return 2;
+  int from = argc > 5 ? atoi(argv[4]) : 0, to = argc > 5 ? atoi(argv[5]) : nodes;
+  if (nodes < 1 || hb < 1 || from < 0 || to > nodes || from >= to) {
+    fprintf(stderr, "bench_scale: need NODES >= 1, HEARTBEAT_MS >= 1, 0 <= FROM < TO <= NODES\n");
+    return 2;
+  }
+  s.n = to - from;
   raise_fd_limit(s.n);
   log_setup(stderr, "sim", LOG_ERROR);
-  s.n++; /* and ps:0, which a cluster needs (no fit here: it serves nothing) */
+  bool ps = from == 0; /* ps:0, which a cluster needs (no fit here: it serves nothing) */
+  s.n += ps;
   s.nodes = calloc((size_t)s.n, sizeof *s.nodes);
-  for (int i = 0; i < s.n; i++)
-    s.nodes[i] = (simnode){.role = i < s.n - 1 ? ROLE_WORKER : ROLE_PS, .index = i < s.n - 1 ? i : 0};
+  if (!s.nodes) return 1;
+  for (int i = 0; i < to - from; i++) s.nodes[i] = (simnode){.role = ROLE_WORKER, .index = from + i};
+  if (ps) s.nodes[s.n - 1] = (simnode){.role = ROLE_PS, .index = 0};
   uv_loop_init(&s.loop);
   uv_timer_init(&s.loop, &s.hb);
   uv_timer_init(&s.loop, &s.poll);
