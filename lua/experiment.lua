@@ -284,8 +284,13 @@ end
 
 --- exp:fit() -> { loss, accuracy, steps, epochs, examples_per_sec,
 --- eval_loss, eval_accuracy, seconds, evals }
-function Experiment:fit()
+function Experiment:fit(...)
   if getmetatable(self) ~= Experiment then error("experiment: call fit as exp:fit()", 2) end
+  -- exp:fit { epochs = ... } was taken and its settings ignored
+  if select("#", ...) > 0 then
+    error("experiment: fit takes no arguments; its settings are the experiment's " ..
+      "(train = { epochs = ..., batch = ... } in drover.experiment { ... }, or exp.train.epochs = n)", 2)
+  end
   if self.train.feed ~= nil then
     error("experiment: train.feed streams batches to a cluster's workers: train it with " ..
       "c:fit(exp) (in this process, give train.data)", 2)

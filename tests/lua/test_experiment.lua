@@ -186,6 +186,9 @@ test("experiment_absurd_counts_are_refused", function()
   local e = E(spec { train = { data = train2, epochs = 1 } })
   e.train.epochs = 2^62
   raises(function() e:fit() end, "too large")
+  -- settings given to fit itself were ignored (a full fit ran)
+  e.train.epochs = 1
+  raises(function() e:fit { epochs = 2^62 } end, "experiment: fit takes no arguments")
 end)
 
 test("experiment_non_finite_loss_stops_the_fit", function()
