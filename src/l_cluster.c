@@ -194,6 +194,10 @@ static void anchor_experiment(lua_State *L, const ltrain_exp *e) {
 /* c:fit(exp) -> the result table of exp:fit(), trained on the cluster. */
 static int l_fit(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
+  /* c:fit(exp, { epochs = ... }) would train with exp's settings */
+  if (lua_gettop(L) > 2)
+    return luaL_error(L, "cluster: fit takes one argument, the experiment (its settings are "
+                      "the experiment's: train = { epochs = ... })");
   fit_ctx x;
   coord_fit_args a;
   read_experiment(L, &x, &a);

@@ -69,6 +69,7 @@ test("cluster-01 1 ps + 2 workers + evaluator learns digits", function()
   bad.backup_workers = -1
   raises(function() c:fit(bad) end, "experiment: backup_workers must be a non-negative integer")
   raises(function() c:fit({}) end, "expected an experiment")
+  raises(function() c:fit(experiment(), { epochs = 2^62 }) end, "cluster: fit takes one argument")
   -- a plateau schedule without evals is refused, not ignored (test_cluster_controls.lua
   -- trains with one, clip_norm and stop)
   bad = experiment()
