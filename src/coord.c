@@ -128,13 +128,13 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   else if (c->ctl[i])
     snprintf(msg, sizeof msg, "duplicate %s: already registered by pid %d", name,
              (int)c->nodes[i].pid);
-  /* Besides the first start, only the process the coordinator started
-   * again after a loss may register: the states the table lets become
-   * READY. */
   /* An external node lost is waited for at once (no back-off: there is
    * no process to start): its peer may register again straight away. */
   if (i >= 0 && coord__external(c) && c->nodes[i].state == NODE_RESTARTING)
     coord__check_restarts(c, progress_now());
+  /* Besides the first start, only the process the coordinator started
+   * again after a loss may register: the states the table lets become
+   * READY. */
   bool again = i >= 0 && c->nodes[i].state == NODE_RELAUNCHED;
   if (!msg[0] && !coord__state_legal(c->nodes[i].state, NODE_READY))
     snprintf(msg, sizeof msg, "%s is %s", name, coord_state_name(c->nodes[i].state));

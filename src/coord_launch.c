@@ -44,7 +44,10 @@ void coord__node_lost(coord *c, int i, const char *why) {
     conn_close(cn, "node lost");
   }
   if (recoverable(c, n)) {
-    double delay = coord__external(c) ? 0 : RESTART_BACKOFF * (double)(1u << (n->restarts < 8 ? n->restarts : 8));
+    /* external: no process to start, only a REGISTER to wait for */
+    double delay = coord__external(c)
+                       ? 0
+                       : RESTART_BACKOFF * (double)(1u << (n->restarts < 8 ? n->restarts : 8));
     coord__node_set_state(c, i, NODE_RESTARTING, ": %s", why);
     n->restart_at = progress_now() + (delay < RESTART_BACKOFF_MAX ? delay : RESTART_BACKOFF_MAX);
     n->inflight = 0;
