@@ -129,7 +129,9 @@ TEST(node_ps_refuses_a_non_finite_push) {
   nf_cluster c;
   nf_cluster_up(&c, &(nf_node){ROLE_PS, 0}, 1, 100, 5000);
   fake *f = &c.f;
-  peer *a = nf_cluster_dial(&c, ROLE_PS, 0), *b = nf_cluster_dial(&c, ROLE_PS, 0);
+  /* the refusal names the node that sent the push: the coordinator, a worker */
+  peer *a = nf_cluster_dial(&c, ROLE_PS, 0);
+  peer *b = nf_cluster_dial_as(&c, ROLE_PS, 0, ROLE_WORKER, 1);
   optim_cfg sgd;
   optim_cfg_default(&sgd, OPTIM_SGD);
   int64_t s4 = 4;
@@ -138,11 +140,13 @@ TEST(node_ps_refuses_a_non_finite_push) {
   tensor_data(g)[2] = NAN;
   nf_send_push1(a, 1, g, 2);
   const char *msg = nf_expect_error_and_close(f, a);
-  CHECK_STR_CONTAINS(msg, "PUSH from 127.0.0.1:");
+  CHECK_STR_CONTAINS(msg, "PUSH from the coordinator (127.0.0.1:");
   CHECK_STR_CONTAINS(msg, "refused: the gradient for var 1 holds NaN at element 2");
   tensor_data(g)[2] = -INFINITY;
   nf_send_push1(b, 1, g, 3);
-  CHECK_STR_CONTAINS(nf_expect_error_and_close(f, b), "holds -Inf at element 2");
+  msg = nf_expect_error_and_close(f, b);
+  CHECK_STR_CONTAINS(msg, "PUSH from worker:1 (127.0.0.1:");
+  CHECK_STR_CONTAINS(msg, "holds -Inf at element 2");
   peer *third = nf_cluster_dial(&c, ROLE_PS, 0);
   tensor *got = nf_pull1(f, third, 1, 4);
   CHECK(nf_same_bits(got, v)); /* unchanged */
