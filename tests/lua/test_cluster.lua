@@ -658,7 +658,10 @@ assert any(k.startswith("0.") or k.startswith("2.") for k in p0), list(p0)
   end
 end)
 
--- Kills ps:0 with SIGKILL once the fit passed `at` steps.
+-- Kills ps:0 with SIGKILL once the fit passed `at` steps and, with ckpt,
+-- once a checkpoint is committed (on a loaded machine the first one was
+-- still being written 150 steps after it began, and the kill then found
+-- none to restore from).
 local function fit_killing_ps(name, mode, at, ckpt)
   drover.seed(1)
   local c = drover.cluster { ps = 2, worker = 2, runs = RUNS, name = name, split_threshold = 1000 }
@@ -668,6 +671,7 @@ local function fit_killing_ps(name, mode, at, ckpt)
     eval = { data = test_std, every = 1000 }, checkpoint = ckpt,
     progress = function(p)
       if killed or p.step < at then return end
+      if ckpt and not read(c.run_dir .. "/events.log"):find("checkpoint step %d+: ") then return end
       killed = p.step
       os.execute("kill -9 " .. victim.pid)
     end }
@@ -688,7 +692,7 @@ test("cluster-18 SIGKILL of a ps mid-fit (async): restored from the newest check
   -- writing the one after it when the kill comes)
   local newest
   for step in ev:sub(1, (ev:find("ps:0 lost", 1, true))):gmatch("checkpoint step (%d+): ") do newest = step end
-  assert(from and from == newest and tonumber(from) <= 200, ev)
+  assert(from and from == newest, ev)
   assert(ev:find("node restoring ps:0", 1, true) and ev:find("restored from step " .. from, 1, true), ev)
 end)
 
