@@ -28,6 +28,13 @@ says about it (its executors, and with MASTER_UI the master's JSON: the
 application's state, the workers' free cores and memory), so a reservation
 that times out quotes it from the node's log.
 
+GPUs: a role's `gpus = G` is spark.executor.resource.gpu.amount and
+spark.task.resource.gpu.amount G (src/launch_spark.c); the task sets
+CUDA_VISIBLE_DEVICES to the addresses Spark assigned it (its TaskContext's
+resources), as srun does for Slurm's --gres, so the node uses those and
+reports them in REGISTER (c:nodes(), nodes.tsv). A task asked for GPUs that
+got none fails: the node would run on the CPU unnoticed.
+
 The node runs with --log-forward: its log records reach the coordinator,
 which appends them to <run-dir>/logs/NAME.log, the file this driver's
 output goes to as well. Its raw stdout and stderr (anything not a log
@@ -71,6 +78,9 @@ def node_task(_rows, args, names):
             args[i] = d
         env = dict(os.environ, DROVER_SECRET_FILE=secret)
         env.pop("DROVER_LAUNCH_EXE", None)
+        gpus = task_gpus()
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpus
         if "--cpus" in args:
             env["OPENBLAS_NUM_THREADS"] = args[args.index("--cpus") + 1]
         libc = ctypes.CDLL(None, use_errno=True)
@@ -85,6 +95,20 @@ def node_task(_rows, args, names):
         yield (rc if rc >= 0 else 128 - rc, socket.gethostname(), where)
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def task_gpus():
+    """The GPU addresses Spark assigned this task ("0,1"), or None when it
+    asked for none. Raises when it asked for some and got none."""
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    want = ctx.getLocalProperty("drover.gpus") if ctx else None
+    res = ctx.resources() if ctx else {}
+    got = res.get("gpu")
+    addrs = list(got.addresses) if got is not None else []
+    if want and int(want) > 0 and len(addrs) < int(want):
+        raise RuntimeError("asked Spark for %s gpu(s), got %s" % (want, addrs or "none"))
+    return ",".join(addrs) if got is not None else None
 
 
 def master_status(url, app_id, asks):
@@ -113,6 +137,8 @@ def watch(sc, ui, stop):
     conf = sc.getConf()
     asks = "asks %s cores %s" % (
         conf.get("spark.executor.cores", "1"), conf.get("spark.executor.memory", "1g"))
+    if conf.get("spark.executor.resource.gpu.amount", ""):
+        asks += " %s gpu" % conf.get("spark.executor.resource.gpu.amount")
     while not stop.wait(2):
         running = 0
         for s in st.getActiveStageIds():
@@ -141,6 +167,9 @@ def main(argv):
     print("drover-spark: %s is application %s" % (name, sc.applicationId), file=sys.stderr, flush=True)
     stop = threading.Event()
     threading.Thread(target=watch, args=(sc, ui, stop), daemon=True).start()
+    gpus = sc.getConf().get("spark.task.resource.gpu.amount", "")
+    if gpus:
+        sc.setLocalProperty("drover.gpus", gpus)
     try:
         rdd = sc.parallelize([0], 1)
         status, host, where = rdd.mapPartitions(lambda it: node_task(it, node_args, files)).collect()[0]

@@ -23,7 +23,7 @@
 typedef struct launch_resources {
   int cpus;        /* per node: BLAS and thread-pool threads, Slurm's --cpus-per-task */
   uint64_t memory; /* bytes per node: Slurm's --mem */
-  int gpus;        /* per node: Slurm's --gres=gpu:N */
+  int gpus;        /* per node: Slurm's --gres=gpu:N, Spark's resource.gpu.amount */
   const char *label; /* "yarn": the node label its containers ask for (NULL: none) */
 } launch_resources;
 
@@ -176,8 +176,10 @@ int launch_slurm_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb o
  * application of its own, submitted with spark-submit in client mode (its
  * local process, the driver, is the node's handle) to cfg->spark.master,
  * with this binary, the secret and cfg's files shipped through --files.
- * Fails with DRV_EINVAL on a missing master, a conf key drover sets itself,
- * or gpus (not mapped to Spark resources); DRV_EIO when the application
+ * A role's gpus become its executors' and tasks' resource.gpu.amount; the
+ * node sees the addresses Spark assigned in CUDA_VISIBLE_DEVICES.
+ * Fails with DRV_EINVAL on a missing master or a conf key drover sets
+ * itself; DRV_EIO when the application
  * file cannot be written into the run directory. */
 int launch_spark_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit,
                      void *ud, launcher **out);

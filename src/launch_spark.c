@@ -8,22 +8,29 @@
  *   SUBMIT --master MASTER --deploy-mode client --name drover-<role>-<i>
  *          --conf spark.task.maxFailures=1 --conf spark.executor.cores=C
  *          --conf spark.task.cpus=C --conf spark.cores.max=C
- *          [--conf spark.executor.memory=<M>m] [--conf K=V (the user's)...]
+ *          [--conf spark.executor.memory=<M>m]
+ *          [--conf spark.executor.resource.gpu.amount=G
+ *           --conf spark.task.resource.gpu.amount=G] [--conf K=V (the user's)...]
  *          --files EXE,SECRET[,FILES...]
  *          <run_dir>/spark-app.py <role>-<i> MASTER_UI NAMES -- node --coord ...
- * C is the role's cpus (1 when not given), M its memory. The application
+ * C is the role's cpus (1 when not given), M its memory, G its gpus (the
+ * task then sets CUDA_VISIBLE_DEVICES to the addresses Spark assigned it,
+ * app.py; where executors need a discovery script, as on YARN or
+ * Kubernetes, conf gives spark.executor.resource.gpu.discoveryScript; a
+ * standalone worker assigns its own, spark.worker.resource.gpu.*). The application
  * file is written from the copy compiled into this binary when the
  * launcher is made. app.py (its top comment) says why one application per
  * node and no barrier stage: a lost node is relaunched as a new
  * application for that node alone, and drover's reservation, not Spark's
  * barrier, makes the nodes start together.
  *
- * Refused (DRV_EINVAL): no master; gpus for a role (not mapped to Spark's
- * resource scheduling yet); conf keys the launcher sets itself or whose
+ * Refused (DRV_EINVAL): no master; conf keys the launcher sets itself or whose
  * other value would break the model (spark.master, spark.submit.deployMode,
  * spark.files, spark.task.maxFailures, spark.executor.cores,
  * spark.task.cpus, spark.cores.max; spark.executor.memory when a role sets
- * memory); conf keys that do not start with "spark.".
+ * memory; spark.executor.resource.gpu.amount and
+ * spark.task.resource.gpu.amount when a role sets gpus); conf keys that do
+ * not start with "spark.".
  *
  * The secret travels as one of --files: Spark's file server serves it to
  * the executors (set spark.authenticate and spark.network.crypto.enabled
@@ -106,7 +113,7 @@ static int spark_spawn(spark_launcher *l, launch_proc *task, const launch_task *
                        int log_fd, int null_fd) {
   const char *r = launch__role_name(t->role);
   int c = t->cpus > 0 ? t->cpus : 1;
-  char name[64], cores[3][64], mem[64], index[16], cpus[16], hb[16], to[16];
+  char name[64], cores[3][64], mem[64], gpus[2][64], index[16], cpus[16], hb[16], to[16];
   char files[16384], names[8192];
   int rc = files_lists(l, t, files, sizeof files, names, sizeof names);
   if (rc < 0) return rc;
@@ -117,6 +124,10 @@ static int spark_spawn(spark_launcher *l, launch_proc *task, const launch_task *
   /* MB, rounded up (no sum that could wrap) */
   snprintf(mem, sizeof mem, "spark.executor.memory=%llum",
            (unsigned long long)(t->memory / 1048576 + (t->memory % 1048576 != 0)));
+  /* the same amount per executor and per task: the executor is this
+   * node's alone, and its one task gets every GPU it has */
+  snprintf(gpus[0], sizeof gpus[0], "spark.executor.resource.gpu.amount=%d", t->gpus);
+  snprintf(gpus[1], sizeof gpus[1], "spark.task.resource.gpu.amount=%d", t->gpus);
   snprintf(index, sizeof index, "%d", t->index);
   snprintf(cpus, sizeof cpus, "%d", t->cpus);
   snprintf(hb, sizeof hb, "%u", (unsigned)t->heartbeat_ms);
@@ -132,6 +143,7 @@ static int spark_spawn(spark_launcher *l, launch_proc *task, const launch_task *
   ARG("--name"), ARG(app_name), ARG("--conf"), ARG("spark.task.maxFailures=1");
   for (int i = 0; i < 3; i++) ARG("--conf"), ARG(cores[i]);
   if (t->memory) ARG("--conf"), ARG(mem);
+  if (t->gpus > 0) ARG("--conf"), ARG(gpus[0]), ARG("--conf"), ARG(gpus[1]);
   for (int i = 0; i < l->nconf; i++) ARG("--conf"), ARG(l->conf[i]);
   ARG("--files"), ARG(files), ARG(l->app), ARG(name), ARG(l->ui ? l->ui : ""), ARG(names);
   ARG("--"), ARG("node"), ARG("--coord"), ARG(t->coord), ARG("--role"), ARG(r);
@@ -226,13 +238,12 @@ static int check_conf(const launch_config *cfg) {
   const launch_spark_opts *o = &cfg->spark;
   if (o->nconf < 0 || o->nconf > MAX_CONF)
     return drv_error(DRV_EINVAL, "spark: conf has %d keys (at most %d)", o->nconf, MAX_CONF);
-  bool memory = false;
+  bool memory = false, gpus = false;
   for (int r = 0; r < ROLE_COUNT; r++) {
-    if (cfg->res[r].gpus > 0 && cfg->count[r] > 0)
-      return drv_error(DRV_EINVAL, "spark launcher: gpus (%s) are not mapped to Spark's "
-                       "resources yet; use conf (spark.executor.resource.gpu.*)",
-                       launch__role_name(r));
+    if (cfg->res[r].gpus < 0)
+      return drv_error(DRV_EINVAL, "spark launcher: gpus (%s) is negative", launch__role_name(r));
     memory = memory || cfg->res[r].memory;
+    gpus = gpus || (cfg->res[r].gpus > 0 && cfg->count[r] > 0);
   }
   for (int i = 0; i < o->nconf; i++) {
     const char *k = o->conf_keys[i];
@@ -246,6 +257,10 @@ static int check_conf(const launch_config *cfg) {
     if (memory && strcmp(k, "spark.executor.memory") == 0)
       return drv_error(DRV_EINVAL, "spark: conf 'spark.executor.memory' and a role's memory "
                        "both set the executors' memory: keep one");
+    if (gpus && (strcmp(k, "spark.executor.resource.gpu.amount") == 0 ||
+                 strcmp(k, "spark.task.resource.gpu.amount") == 0))
+      return drv_error(DRV_EINVAL, "spark: conf '%s' and a role's gpus both set the GPUs a node "
+                       "gets: keep one", k);
   }
   return 0;
 }

@@ -29,8 +29,8 @@ refused conf_reserved 'launcher = "spark", spark = { master = "spark://127.0.0.1
   "conf 'spark.task.maxFailures' is set by drover"
 refused conf_key 'launcher = "spark", spark = { master = "spark://127.0.0.1:1", conf = { ["executor.memory"] = "1g" } }' \
   "conf key 'executor.memory' is not a Spark property"
-refused gpus 'launcher = "spark", worker = { instances = 1, gpus = 1 }, spark = { master = "spark://127.0.0.1:1" }' \
-  "gpus (worker) are not mapped"
+refused gpus_conf 'launcher = "spark", worker = { instances = 1, gpus = 1 }, spark = { master = "spark://127.0.0.1:1", conf = { ["spark.task.resource.gpu.amount"] = "2" } }' \
+  "conf 'spark.task.resource.gpu.amount' and a role's gpus both set"
 refused no_master 'launcher = "spark", spark = { }' 'needs spark = { master'
 refused not_spark 'spark = { master = "spark://127.0.0.1:1" }' 'spark = {...} is for launcher = "spark"'
 refused unknown_key 'launcher = "spark", spark = { master = "spark://127.0.0.1:1", queue = "x" }' 'queue'

@@ -11,6 +11,10 @@
 #    next three for the master's UI, the worker's UI and the REST server;
 #  - the worker offers DROVER_SPARK_CORES (default 8) cores and 8 GB: slots
 #    for bookkeeping, not a claim on the machine (a drover node per core);
+#  - DROVER_SPARK_GPUS=N (default 0): the worker offers N GPUs, addresses
+#    "0".."N-1", found by a discovery script written under $DROVER_SPARK_DIR
+#    (spark.worker.resource.gpu.*): Spark assigns them to executors that
+#    ask (spark.executor.resource.gpu.amount) without a real GPU here;
 #  - bounds every wait (DROVER_SPARK_TIMEOUT seconds, default 90).
 #  - writes $DROVER_SPARK_DIR/env: SPARK_HOME, PATH (spark-submit),
 #    DROVER_SPARK_MASTER (spark://...), DROVER_SPARK_UI (http://...),
@@ -56,6 +60,14 @@ trap 'rc=$?; if [ $rc -ne 0 ]; then bash "$HERE/stop.sh" >/dev/null 2>&1; fi; ex
 
 export SPARK_HOME SPARK_LOCAL_IP=127.0.0.1 SPARK_LOG_DIR=$DIR/log SPARK_WORKER_DIR=$DIR/work
 export SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=true -Dspark.master.rest.port=$((PORT + 3))"
+GPUS=${DROVER_SPARK_GPUS:-0}
+case $GPUS in ''|*[!0-9]*) skip "DROVER_SPARK_GPUS='$GPUS' is not a count" ;; esac
+if [ "$GPUS" -gt 0 ]; then
+  addrs=$(seq -s '","' 0 $((GPUS - 1)))
+  printf '#!/bin/sh\necho %s\n' "'{\"name\":\"gpu\",\"addresses\":[\"$addrs\"]}'" >"$DIR/gpus.sh"
+  chmod 755 "$DIR/gpus.sh"
+  export SPARK_WORKER_OPTS="-Dspark.worker.resource.gpu.amount=$GPUS -Dspark.worker.resource.gpu.discoveryScript=$DIR/gpus.sh"
+fi
 # Small daemons: they only schedule.
 export SPARK_DAEMON_MEMORY=256m
 # spark-class runs in the foreground: we keep its pid (it execs java).
@@ -80,4 +92,4 @@ DROVER_SPARK_MASTER=spark://127.0.0.1:$PORT
 DROVER_SPARK_UI=http://127.0.0.1:$UI_PORT
 export SPARK_HOME PATH PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON SPARK_LOCAL_IP DROVER_SPARK_MASTER DROVER_SPARK_UI
 ENV
-log "master spark://127.0.0.1:$PORT (UI $UI_PORT), one worker with $CORES cores (state in $DIR)"
+log "master spark://127.0.0.1:$PORT (UI $UI_PORT), one worker with $CORES cores, $GPUS gpus (state in $DIR)"
