@@ -221,6 +221,11 @@ const char *auth_cap_name(int cap) {
   }
 }
 
+void auth_feed_key(const auth_secret *control, auth_secret *out) {
+  static const char label[] = "drover feed";
+  crypto_auth_hmacsha256(out->key, (const unsigned char *)label, sizeof label - 1, control->key);
+}
+
 void auth_node_key(const auth_secret *secret, int role, uint32_t index, auth_secret *out) {
   static const char label[] = "drover node";
   uint8_t id[5] = {(uint8_t)role, (uint8_t)index, (uint8_t)(index >> 8), (uint8_t)(index >> 16),

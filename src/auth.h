@@ -54,6 +54,11 @@ const char *auth_cap_name(int cap); /* "node", "control", "view", "none" */
 /* The key node (role, index) proves: HMAC(secret, "drover node" || role ||
  * index). */
 void auth_node_key(const auth_secret *secret, int role, uint32_t index, auth_secret *out);
+/* The feed key: HMAC-SHA-256(control, "drover feed"). A worker listening
+ * for direct feeders (wire_msgs.h, "Direct feeding") is given it; a feeder
+ * derives it from the control key it holds. It lets its holder feed
+ * batches to workers, nothing else. */
+void auth_feed_key(const auth_secret *control, auth_secret *out);
 
 /* Initialises libsodium (idempotent, thread-safe). 0 or DRV_EUNSUPPORTED. */
 int auth_init(void);

@@ -221,6 +221,14 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     coord__fail(c, "%s reported: %s", name, msg);
     break;
   }
+  case WIRE_FEED_LISTEN_OK:
+  case WIRE_FEED_ACK:
+  case WIRE_FEED_DIRECT_END:
+    if (coord__feeders_worker_frame(c, p->node, h, pl) < 0) {
+      log_warn("%s: %s", conn_peer(cn), drv_errmsg());
+      conn_close(cn, "bad direct feed frame");
+    }
+    break;
   default: {
     bool result = h->type == WIRE_CALL_RESULT || h->type == WIRE_RESULT ||
                   h->type == WIRE_PREDICT_RESULT; /* the queue's */

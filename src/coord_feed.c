@@ -396,6 +396,7 @@ bool coord__feed_over(const coord_fit_state *f) {
   const coord_feed_state *fd = &f->feed;
   int64_t max = f->cfg && f->cfg->max_steps > 0 ? f->cfg->max_steps : 0;
   if (fd->terminated) return true; /* what others hold was let go */
+  if (fd->src && fd->src->external && coord__feeders_direct_pending(f)) return false;
   bool read_all = fd->ended || (max > 0 && (int64_t)fd->seq >= max);
   return read_all && coord__sched_queued(f->c, fd->producer) == 0 &&
          coord__sched_running(f->c, fd->producer) == 0;
@@ -418,7 +419,10 @@ void coord__feed_end(coord_fit_state *f, int rc) {
   coord_feed_state *fd = &f->feed;
   if (!fd->src) return;
   poll_stop(fd);
-  if (fd->src->external) coord__feeders_end(f, rc);
+  if (fd->src->external) {
+    coord__feeders_summary(f);
+    coord__feeders_end(f, rc);
+  }
   for (int t = 0; t < fd->ntrainers; t++) {
     wire_wr w;
     wire_wr_init(&w);

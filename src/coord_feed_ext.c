@@ -25,39 +25,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord_fit_int.h"
+#include "coord_feeders_int.h"
 #include "err.h"
 #include "log.h"
 #include "wire_msgs.h"
 
 #define FEEDER_WINDOW_MAX 64 /* credits a feeder holds at most */
 
-typedef struct coord_feeder {
-  coord *c;
-  conn *cn;
-  char name[64];
-  char key[128];        /* "" or the identity it feeds (FEED_OPEN.key) */
-  int index;            /* its number in the feed's slots (feed_slot.feeder) */
-  uint32_t window;      /* credits asked (0: ours) */
-  uint32_t credits;     /* granted, not used */
-  bool granted;         /* it got its window for this fit */
-  uint64_t sent, trained;
-  int64_t inflight;     /* accepted, not trained */
-  bool ended;           /* FEED_END came, or it left */
-  bool answered;        /* our FEED_END went out */
-  struct coord_feeder *next;
-} coord_feeder;
-
-struct coord_feeders {
-  coord_feeder *list;
-  int count;      /* feeders ever opened (their indices) */
-  int opened;     /* opened during (or before, still open at) this fit */
-  int ended;      /* of those, ended */
-  char failed[512]; /* a feeder gave up: the fit fails with this */
-};
-
 static struct coord_feeders *feeders(coord_fit_state *f) {
-  if (!f->feed.ext) f->feed.ext = calloc(1, sizeof *f->feed.ext);
+  if (!f->feed.ext && (f->feed.ext = calloc(1, sizeof *f->feed.ext)) &&
+      !(f->feed.ext->port = calloc((size_t)f->c->nnodes + 1, sizeof *f->feed.ext->port))) {
+    free(f->feed.ext);
+    f->feed.ext = NULL;
+  }
   return f->feed.ext;
 }
 
@@ -65,7 +45,19 @@ static bool external_running(const coord_fit_state *f) {
   return f && f->feed.src && f->feed.src->external;
 }
 
-static void send_credit(coord_feeder *d, uint32_t credits) {
+bool coord__feeders_external(const coord_fit_state *f) { return external_running(f); }
+
+uint64_t coord__feeder_outstanding(const coord_feeder *d) {
+  uint64_t n = d->inflight > 0 ? (uint64_t)d->inflight : 0;
+  if (d->route < 0) return n;
+  /* direct: up to FEED_END's last seq; a feeder gone without one, up to
+   * what its worker reported taking once it did */
+  uint64_t upto = d->last ? d->last : !d->cn && d->wait_node < 0 ? d->received : UINT64_MAX;
+  if (upto == UINT64_MAX) return UINT64_MAX;
+  return n + (upto > d->acked ? upto - d->acked : 0);
+}
+
+void coord__feeder_credit(coord_feeder *d, uint32_t credits, uint64_t acked) {
   if (!d->cn) return; /* a keyed feeder's slot, detached: nobody to tell */
   const coord_fit_state *f = d->c ? d->c->fit : NULL;
   uint32_t epochs = external_running(f) && f->feed.src->epochs > 0 &&
@@ -74,11 +66,13 @@ static void send_credit(coord_feeder *d, uint32_t credits) {
                         : 0;
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_feed_credit(&w, &(wire_msg_feed_credit){credits, d->sent, d->trained, epochs});
+  wire_put_feed_credit(&w, &(wire_msg_feed_credit){credits, d->sent, d->trained, epochs, acked});
   conn_send_wr(d->cn, &w, WIRE_FEED_CREDIT, 0);
 }
 
-static void send_end(coord_feeder *d, int32_t status, const char *msg) {
+static void send_credit(coord_feeder *d, uint32_t credits) { coord__feeder_credit(d, credits, 0); }
+
+void coord__feeder_send_end(coord_feeder *d, int32_t status, const char *msg) {
   if (d->answered || !d->cn) return;
   d->answered = true;
   wire_wr w;
@@ -97,19 +91,28 @@ static bool closing(coord_fit_state *f) {
   return x && x->opened >= want && x->ended >= x->opened;
 }
 
-/* Its window, once per fit: the credits it may have in flight. */
-static void grant(coord_fit_state *f, coord_feeder *d) {
-  if (d->granted || d->ended || !external_running(f)) return;
+uint32_t coord__feeder_window(const coord_fit_state *f, const coord_feeder *d) {
   uint32_t win = 2 * (uint32_t)(f->feed.ntrainers > 0 ? f->feed.ntrainers : 1) * FEED_WINDOW;
   if (d->window > 0 && d->window < win) win = d->window;
-  if (win > FEEDER_WINDOW_MAX) win = FEEDER_WINDOW_MAX;
-  /* a keyed feeder taking over: its predecessor's batches still queued
-   * hold part of the window (their credits come back as they train) */
-  win = d->inflight >= (int64_t)win ? 0 : win - (uint32_t)(d->inflight > 0 ? d->inflight : 0);
+  return win > FEEDER_WINDOW_MAX ? FEEDER_WINDOW_MAX : win;
+}
+
+/* Its window, once per fit: the credits it may have in flight. */
+void coord__feeder_grant(coord_fit_state *f, coord_feeder *d) {
+  if (d->granted || d->ended || d->wait_node >= 0 || !external_running(f)) return;
+  uint32_t win = coord__feeder_window(f, d);
+  /* a keyed feeder taking over: its predecessor's batches still queued (or
+   * held by its worker) hold part of the window; their credits come back
+   * as they train */
+  uint64_t held = (d->inflight > 0 ? (uint64_t)d->inflight : 0) +
+                  (d->route >= 0 && d->sent > d->acked ? d->sent - d->acked : 0);
+  win = held >= win ? 0 : win - (uint32_t)held;
   d->granted = true;
   d->credits = win;
   feeders(f)->opened++;
-  send_credit(d, win);
+  /* a taken-over direct slot: acked tells the newcomer which of the
+   * batches it skips its worker still trains (after acked) */
+  coord__feeder_credit(d, win, d->route >= 0 ? d->acked : 0);
 }
 
 void coord__feeders_begin(coord_fit_state *f) {
@@ -131,7 +134,9 @@ void coord__feeders_begin(coord_fit_state *f) {
     d->granted = false;
     d->sent = d->trained = 0;
     d->inflight = 0;
-    grant(f, d);
+    d->route = d->wait_node = -1;
+    d->acked = d->received = d->last = d->direct_trained = 0;
+    coord__feeder_route(f, d);
   }
 }
 
@@ -150,6 +155,7 @@ static void take_over(coord_fit_state *f, struct coord_feeders *x, coord_feeder 
     d->sent = o->sent;
     d->trained = o->trained;
     d->inflight = o->inflight;
+    coord__feeder_take_direct(f, d, o);
     rundir_event(&d->c->rd, "feeder %s takes over key %s from %s (%s): %" PRIu64
                  " batches taken already, %" PRIu64 " trained", d->name, d->key, o->name,
                  o->cn ? "still connected: closed" : "gone", o->sent, o->trained);
@@ -183,6 +189,9 @@ static int on_open(coord *c, conn *cn, void **state, const uint8_t *pl, uint32_t
     free(d);
     return drv_error(DRV_EINVAL, "FEED_OPEN key longer than %zu bytes", sizeof d->key - 1);
   }
+  if (wire_str_copy(m.host, d->host, sizeof d->host) < 0) d->host[0] = '\0';
+  d->direct_ok = m.direct;
+  d->route = d->wait_node = -1;
   d->window = m.window;
   d->index = x->count++;
   d->next = x->list;
@@ -190,7 +199,7 @@ static int on_open(coord *c, conn *cn, void **state, const uint8_t *pl, uint32_t
   *state = d;
   rundir_event(&c->rd, "feeder %s connected from %s", d->name, conn_peer(cn));
   if (d->key[0]) take_over(f, x, d);
-  if (external_running(f) && !closing(f)) grant(f, d);
+  if (external_running(f) && !closing(f)) coord__feeder_route(f, d);
   else send_credit(d, 0); /* credits come with an external fit */
   return 0;
 }
@@ -203,6 +212,8 @@ static int on_batch(coord_fit_state *f, coord_feeder *d, const uint8_t *pl, uint
   if (d->ended) return drv_error(DRV_EPROTO, "FEED_BATCH after FEED_END");
   if (!external_running(f) || d->credits == 0)
     return drv_error(DRV_EPROTO, "FEED_BATCH without credit");
+  if (d->route >= 0)
+    return drv_error(DRV_EPROTO, "FEED_BATCH to the coordinator from a feeder routed to a worker");
   if (m.x.ndim < 2 || m.y.ndim > 2 || m.x.shape[0] != m.y.shape[0] || m.x.shape[0] < 1)
     return drv_error(DRV_ESHAPE, "FEED_BATCH %" PRIu64 ": x and y do not match (x [n, ...], y [n] "
                      "or [n, k], n >= 1)", m.seq);
@@ -227,7 +238,7 @@ static void ended(coord_fit_state *f, coord_feeder *d) {
   /* a feeder that sent nothing (a PySpark driver holding the fit open) is
    * answered when the feed is over (coord__feeders_end): its FEED_END
    * answer then says every batch of the fit was trained */
-  if (d->inflight == 0 && d->sent > 0) send_end(d, 0, "");
+  if (coord__feeder_outstanding(d) == 0 && d->sent > 0) coord__feeder_send_end(d, 0, "");
   (void)f;
 }
 
@@ -247,6 +258,7 @@ void coord__feeder_frame(coord *c, conn *cn, void **state, bool other, const wir
     wire_msg_feed_end m;
     char msg[400];
     if ((rc = wire_get_feed_end(pl, h->len, &m)) == 0 && (rc = wire_str_copy(m.message, msg, sizeof msg)) == 0) {
+      if (d->route >= 0) d->last = m.batches; /* its direct batches: up to this seq */
       if (m.status != 0 && f && f->feed.ext && external_running(f))
         snprintf(f->feed.ext->failed, sizeof f->feed.ext->failed, "feeder %s gave up: %s", d->name, msg);
       rundir_event(&c->rd, "feeder %s ended after %" PRIu64 " batches", d->name, d->sent);
@@ -294,7 +306,7 @@ void coord__feeder_trained(coord_fit_state *f, int index) {
     d->trained++;
     d->inflight--;
     if (d->ended) {
-      if (d->inflight == 0) send_end(d, 0, "");
+      if (coord__feeder_outstanding(d) == 0) coord__feeder_send_end(d, 0, "");
     } else if (external_running(f)) {
       d->credits++;
       send_credit(d, 1);
@@ -320,8 +332,8 @@ void coord__feeders_end(coord_fit_state *f, int rc) {
   for (coord_feeder *d = x ? x->list : NULL; d; d = d->next) {
     if (!d->granted) continue;
     d->granted = false;
-    if (rc == 0 && d->inflight == 0) send_end(d, 0, "");
-    else send_end(d, rc < 0 ? rc : DRV_ECANCELLED, rc < 0 ? drv_errmsg() : "the fit ended");
+    if (rc == 0 && coord__feeder_outstanding(d) == 0) coord__feeder_send_end(d, 0, "");
+    else coord__feeder_send_end(d, rc < 0 ? rc : DRV_ECANCELLED, rc < 0 ? drv_errmsg() : "the fit ended");
   }
 }
 
@@ -333,6 +345,7 @@ void coord__feeders_free(coord_fit_state *f) {
     if (d->cn) d->c = NULL; /* their peers free them */
     else free(d);          /* a keyed feeder's slot, detached */
   }
+  free(x->port);
   free(x);
   f->feed.ext = NULL;
 }

@@ -38,6 +38,7 @@ void coord__fit_node_lost(coord *c, int node) {
   coord_fit_state *f = c->fit;
   if (f && f->setup_ok) f->setup_ok[node] = false; /* SETUP again when it is back */
   if (f) coord__pos_node_lost(f, node);
+  if (f) coord__feeders_node_lost(f, node);
   if (f && c->nodes[node].role == ROLE_PS) coord__ckpt_ps_lost(f, coord__ps_group(c, node));
 }
 
@@ -257,6 +258,7 @@ int coord__fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl
   switch (h->type) {
   case WIRE_SETUP_OK:
     if (f->setup_ok) f->setup_ok[node] = true;
+    coord__feeders_node_ready(f, node); /* direct feeders waiting for it */
     return 0;
   case WIRE_EVAL_RESULT:
     return f->cfg ? on_eval_result(f, pl, h->len) : 0;

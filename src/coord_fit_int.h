@@ -239,6 +239,16 @@ void coord__feeder_trained(coord_fit_state *f, int index);
 /* The fit is over: FEED_END to every feeder of it. */
 void coord__feeders_end(coord_fit_state *f, int rc);
 void coord__feeders_free(coord_fit_state *f);
+/* coord_feed_direct.c: worker `node` was lost: the feeders that fed it
+ * directly go through the coordinator again. */
+void coord__feeders_node_lost(coord_fit_state *f, int node);
+/* Worker `node` is set up for the fit (SETUP_OK) or listens: feeders that
+ * waited for it get their route and credit. */
+void coord__feeders_node_ready(coord_fit_state *f, int node);
+/* A direct feeder's batches are not all acknowledged yet. */
+bool coord__feeders_direct_pending(const coord_fit_state *f);
+/* events.log: how many batches went to workers directly. */
+void coord__feeders_summary(coord_fit_state *f);
 /* A RESULT of a fed batch (from step_done): its slot is forgotten. */
 void coord__feed_trained(coord_fit_state *f, int node, uint64_t id);
 /* FEED_END from a worker (w:terminate). */

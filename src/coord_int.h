@@ -148,6 +148,7 @@ struct coord {
   FILE *log;
   auth_secret secret;    /* the nodes' root (coord_keys.c) */
   auth_secret control, view; /* attach clients' keys */
+  auth_secret feed_key;  /* auth_feed_key(control): workers' direct feeders prove it */
   auth_secret coord_key; /* what the coordinator proves to a ps */
   conn_server *server;
   int port;
@@ -333,6 +334,9 @@ int coord__fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pa
 /* Node `node` (a worker or chief) was lost and will be restarted: its
  * in-flight train steps go back to the front of the queue. */
 void coord__fit_node_lost(coord *c, int node);
+/* coord_feed_direct.c: FEED_LISTEN_OK, FEED_ACK, FEED_DIRECT_END from
+ * worker `node` (direct feeders). 0, or negative: the frame is bad. */
+int coord__feeders_worker_frame(coord *c, int node, const wire_header *h, const uint8_t *pl);
 /* Node `node` registered again after a restart: a fit in progress (or
  * setting up) sends it SETUP again before any work. */
 void coord__fit_node_back(coord *c, int node);

@@ -14,7 +14,8 @@
  * FEED_OPEN (a client with the control key) or a PREDICT_OPEN (any
  * client: a view key's is answered with a refusal that names the control
  * key, then closed), each within its layout's size; a registered node the
- * frames of its role; an attach client COMMANDs, an external feeder (the
+ * frames of its role (a worker's include the direct feed's FEED_LISTEN_OK,
+ * FEED_ACK and FEED_DIRECT_END; a ps's do not); an attach client COMMANDs, an external feeder (the
  * control key: it steers training) FEED_BATCH and FEED_END, a predict
  * client (the control key only) PREDICT_REQUEST. Anything else closes
  * that connection.
@@ -58,6 +59,7 @@ int coord__keys_create(coord *c) {
       (rc = auth_secret_save(&c->view, rundir_file(&c->rd, "view.key", path, sizeof path))) < 0)
     return rc;
   auth_node_key(&c->secret, AUTH_ROLE_COORD, 0, &c->coord_key);
+  auth_feed_key(&c->control, &c->feed_key);
   if (mkdir(rundir_file(&c->rd, "keys", path, sizeof path), 0700) < 0 && errno != EEXIST)
     return drv_error(DRV_EIO, "cannot create '%s': %s", path, strerror(errno));
   return 0;
@@ -111,7 +113,8 @@ static const conn_accept *table(int k) {
                          worker[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_SETUP_OK, WIRE_RESULT,
                                      WIRE_EVAL_RESULT, WIRE_CALL_RESULT, WIRE_POSITION_OK,
                                      WIRE_ROLLBACK_OK, WIRE_FEED_END, WIRE_PREDICT_RESULT,
-                                     WIRE_LOG},
+                                     WIRE_LOG, WIRE_FEED_LISTEN_OK, WIRE_FEED_ACK,
+                                     WIRE_FEED_DIRECT_END},
                          attach[] = {WIRE_COMMAND};
 #define FILL(k, what, t) accept_fill(&tables[k], what, t, (int)sizeof t)
     FILL(ACC_NODE_FRESH, "a node before REGISTER", fresh);

@@ -428,6 +428,12 @@ static int dispatch(node *n, const wire_header *h, const uint8_t *pl) {
     if (n->shutting_down) return 0;
     if (h->type == WIRE_PREDICT_MODEL) return worker_predict_model(n->wk, pl, h->len);
     return worker_predict(n->wk, h->req, pl, h->len);
+  case WIRE_FEED_LISTEN:
+  case WIRE_FEED_DIRECT_CLOSE:
+    if (!n->wk) return wrong_frame(n, h);
+    if (n->shutting_down) return 0;
+    if (h->type == WIRE_FEED_LISTEN) return worker_feed_listen(n->wk, n->o->bind_host, pl, h->len);
+    return worker_feed_direct_close(n->wk, pl, h->len);
   case WIRE_SETUP:
   case WIRE_TASK:
   case WIRE_CALL:

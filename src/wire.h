@@ -108,6 +108,12 @@
   XX(61, FEED_CREDIT, feed_credit, false, 0)     \
   XX(62, FEED_BATCH, feed_batch, false, 0)       \
   XX(63, FEED_END, feed_end, false, 0)           \
+  XX(64, FEED_ROUTE, feed_route, false, 0)       \
+  XX(65, FEED_LISTEN, feed_listen, false, 0)     \
+  XX(66, FEED_LISTEN_OK, feed_listen_ok, false, 0) \
+  XX(67, FEED_ACK, feed_ack, false, 0)           \
+  XX(68, FEED_DIRECT_END, feed_direct_end, false, 0) \
+  XX(69, FEED_DIRECT_CLOSE, feed_direct_close, false, 0) \
   XX(70, PREDICT_MODEL, predict_model, false, 0) \
   XX(71, PREDICT, predict, false, 0)             \
   XX(72, PREDICT_RESULT, predict_result, false, 0) \

@@ -345,9 +345,49 @@
  *               `sent` of a FEED_CREDIT covers all its batches: they are
  *               the coordinator's and are trained once
  * The fit ends once every feeder that opened has ended and its batches
- * are trained (at least one must open within feed_timeout). */
-#define WIRE_MSG_feed_open(X) X(STR, name) X(U32, window) X(STR, key)
-#define WIRE_MSG_feed_credit(X) X(U32, credits) X(U64, sent) X(U64, trained) X(U32, epochs)
+ * are trained (at least one must open within feed_timeout).
+ *
+ * Direct feeding (docs/ARCHITECTURE.md, "Direct feeders"): a feeder whose
+ * FEED_OPEN says direct 1 and whose host runs a worker of the fit sends
+ * its batches to that worker, not through the coordinator; the
+ * coordinator keeps the accounting.
+ *  FEED_OPEN.host   the feeder's host name (gethostname), matched with
+ *                   the workers' (REGISTER.hostname); direct: it can feed
+ *                   a worker directly
+ *  FEED_LISTEN      C -> W: listen for direct feeders proving `key` (the
+ *                   feed key, HMAC-SHA-256(control key, "drover feed"),
+ *                   which the feeder derives from the control key it
+ *                   holds); their connections may send FEED_BATCH only
+ *  FEED_LISTEN_OK   W -> C: status 0 and the port, or why not
+ *  FEED_ROUTE       C -> F: before its first credit: port > 0, send the
+ *                   batches to node (its name) at host:port, authenticated
+ *                   with the feed key, task = slot in each FEED_BATCH;
+ *                   port 0 (later): that worker is gone, send every batch
+ *                   not acknowledged yet to the coordinator again
+ *  FEED_BATCH       F -> W: task the slot, seq the feeder's running number
+ *                   (increasing), mode TRAIN; the worker trains it as one
+ *                   train step and acknowledges it to the coordinator
+ *  FEED_ACK         W -> C: slot, seq and the train step's RESULT fields,
+ *                   in the order the batches came (RESULTs keep arrival
+ *                   order); the coordinator counts it, and FEED_CREDIT
+ *                   (credits 1, acked seq) tells the feeder
+ *  FEED_CREDIT.acked  the direct batch this credit returns for (0: none)
+ *  FEED_DIRECT_END  W -> C: slot's connection closed; received is the last
+ *                   seq it took (its batches still train and are acked)
+ *  FEED_DIRECT_CLOSE  C -> W: close slot's connection (a newer feeder
+ *                   took its key), answered by FEED_DIRECT_END */
+#define WIRE_MSG_feed_route(X) X(STR, node) X(STR, host) X(U16, port) X(U32, slot)
+#define WIRE_MSG_feed_listen(X) X(RAW, key, WIRE_MAC_SIZE)
+#define WIRE_MSG_feed_listen_ok(X) X(I32, status) X(U16, port) X(STR, message)
+#define WIRE_MSG_feed_ack(X)                                                          \
+  X(U32, slot) X(U64, seq) X(I32, status) X(F64, loss) X(I64, correct) X(U64, examples) \
+  X(STR, message)
+#define WIRE_MSG_feed_direct_end(X) X(U32, slot) X(U64, received)
+#define WIRE_MSG_feed_direct_close(X) X(U32, slot)
+#define WIRE_MSG_feed_open(X) \
+  X(STR, name) X(U32, window) X(STR, key) X(STR, host) X(FLAG, direct, "FEED_OPEN direct")
+#define WIRE_MSG_feed_credit(X) \
+  X(U32, credits) X(U64, sent) X(U64, trained) X(U32, epochs) X(U64, acked)
 #define WIRE_MSG_feed_batch(X)                                              \
   X(U64, task) X(U64, seq) X(U32, epoch) X(ENUM, mode, WIRE_FEED_LAST, "FEED_BATCH mode") \
   X(TENSOR, x) X(TENSOR, y)

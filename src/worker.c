@@ -115,6 +115,17 @@ static void reply(worker *w, job *j) {
     w->send(w->ud, &m, WIRE_SETUP_OK, j->req);
     return;
   case JOB_TRAIN:
+    if (j->direct) { /* a direct feeder's batch: acknowledged to the coordinator */
+      wire_put_feed_ack(&m, &(wire_msg_feed_ack){.slot = j->slot,
+                                                 .seq = j->id,
+                                                 .status = j->rc,
+                                                 .loss = j->rc < 0 ? NAN : (double)j->loss,
+                                                 .correct = j->rc < 0 ? -1 : j->correct,
+                                                 .examples = j->rc < 0 ? 0 : (uint64_t)j->examples,
+                                                 .message = WIRE_STR(j->msg)});
+      w->send(w->ud, &m, WIRE_FEED_ACK, 0);
+      return;
+    }
     wire_put_result(&m, &(wire_msg_result){.task = j->id,
                                            .status = j->rc,
                                            .loss = j->rc < 0 ? NAN : (double)j->loss,
@@ -549,11 +560,16 @@ static tensor *view_tensor(const wire_tensor *v) {
   return t;
 }
 
-int worker_feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+/* A FEED_BATCH from the coordinator (direct false) or a direct feeder. */
+static int feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t len, bool direct,
+                      uint32_t slot, uint64_t *seq) {
   if (w->role == ROLE_EVALUATOR) return drv_error(DRV_EINVAL, "FEED_BATCH sent to an evaluator");
   wire_msg_feed_batch m;
   int rc = wire_get_feed_batch(payload, len, &m);
   if (rc < 0) return rc;
+  if (direct && m.mode != WIRE_FEED_TRAIN)
+    return drv_error(DRV_EPROTO, "a direct feeder's FEED_BATCH must be mode TRAIN");
+  if (seq) *seq = m.seq;
   if (m.x.ndim < 2 || m.y.ndim > 2 || m.x.shape[0] != m.y.shape[0] || m.x.shape[0] < 1)
     return drv_error(DRV_ESHAPE, "FEED_BATCH %llu: x and y do not match (x [n, ...], y [n] or "
                      "[n, k], n >= 1)", (unsigned long long)m.seq);
@@ -568,13 +584,24 @@ int worker_feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t le
     tensor_free(x), tensor_free(y);
     return drv_error(DRV_ENOMEM, "out of memory");
   }
-  j->id = m.task;
+  j->id = direct ? m.seq : m.task;
+  j->direct = direct;
+  j->slot = slot;
   j->task_kind = WIRE_TASK_TRAIN_STEP;
   j->phases = JP_TRAIN;
   j->fx = x, j->fy = y;
   enqueue(w, j);
   worker__settle(w);
   return 0;
+}
+
+int worker_feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+  return feed_batch(w, req, payload, len, false, 0, NULL);
+}
+
+int worker__direct_batch(worker *w, uint32_t slot, const uint8_t *payload, size_t len, uint64_t *seq) {
+  if (w->closed) return drv_error(DRV_EINVAL, "the node is shutting down");
+  return feed_batch(w, 0, payload, len, true, slot, seq);
 }
 
 int worker_feed_end(worker *w, const uint8_t *payload, size_t len) {
@@ -711,6 +738,7 @@ void worker_close(worker *w) {
   w->closed = true;
   w->idle = NULL;
   drop_queue(w);
+  worker__direct_close(w);
   if (w->calls) w->calls->close(w);
   /* Jobs waiting on the network are just dropped; one on the thread pool
    * stays w->cur until after_work_cb frees it. */
@@ -755,6 +783,7 @@ void worker_free(worker *w) {
   if (w->calls) w->calls->free(w); /* after the jobs: none calls back into them any more */
   wstate_free(w->st);
   worker__predict_free(w);
+  worker__direct_free(w);
   free(w);
 }
 

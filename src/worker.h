@@ -96,6 +96,14 @@ int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len);
  * more batches (w:should_stop() once the queue is empty). */
 int worker_feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t len);
 int worker_feed_end(worker *w, const uint8_t *payload, size_t len);
+/* Direct feeders (worker_direct.c; wire_msgs.h, "Direct feeding").
+ * FEED_LISTEN: listen on bind_host (a free port) for feeders proving the
+ * feed key it carries, each connection allowed FEED_BATCH only; answers
+ * FEED_LISTEN_OK with the port (or why not) through the send callback.
+ * FEED_DIRECT_CLOSE: closes that slot's connection; FEED_DIRECT_END
+ * answers with the last seq taken from it. 0 or negative (a bad frame). */
+int worker_feed_listen(worker *w, const char *bind_host, const uint8_t *payload, size_t len);
+int worker_feed_direct_close(worker *w, const uint8_t *payload, size_t len);
 
 /* Data positions for checkpoints and rollbacks (worker_pos.c; wire_msgs.h
  * says what they carry):

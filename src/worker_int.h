@@ -143,6 +143,8 @@ typedef struct job {
   tensor *bx, *by;    /* JP_BATCH: copies of the batch (owned; on_done may take them) */
   bool rolled_back;   /* a ROLLBACK came: it fails instead of going on */
   tensor *fx, *fy;    /* a FEED_BATCH's batch: compute trains on it, not on the shard (owned) */
+  bool direct;        /* from a direct feeder (worker_direct.c): FEED_ACK, not RESULT */
+  uint32_t slot;      /* its feeder's slot (FEED_ACK.slot); id is its seq */
 } job;
 
 /* A request sent on a ps link and not yet answered. A ps answers the
@@ -241,11 +243,19 @@ struct worker {
   uint64_t feed_ends; /* FEED_ENDs so far: a scheduled function's feed is over
                          once one came after it started (l_worker.c) */
   struct wpredict *pred; /* the predict model (worker_predict.c); NULL until PREDICT_MODEL */
+  struct wdirect *direct; /* direct feeders' listener (worker_direct.c); NULL until FEED_LISTEN */
   void (*fatal)(void *ud, int rc, const char *msg); /* worker_set_fatal; may be NULL */
 };
 
 /* worker_predict.c */
 void worker__predict_free(worker *w);
+
+/* worker_direct.c */
+void worker__direct_close(worker *w); /* worker_close: the listener and its connections */
+void worker__direct_free(worker *w);  /* worker_free */
+/* worker.c: a FEED_BATCH payload (mode TRAIN) from direct feeder `slot`
+ * queued as a train step acknowledged by FEED_ACK; *seq its seq. */
+int worker__direct_batch(worker *w, uint32_t slot, const uint8_t *payload, size_t len, uint64_t *seq);
 
 /* Queues a job for a scheduled function (l_worker.c): a JOB_TRAIN that
  * runs `phases` (JP_*) in order with the other jobs. Once it is over,

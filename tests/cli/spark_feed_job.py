@@ -92,7 +92,7 @@ def main():
         t0 = time.monotonic()
         r = dspark.feed(rdd, a.run, epochs=a.epochs, batch=a.batch)
         secs = time.monotonic() - t0
-        print("RESULT feed partitions %d batches %d trained %d skipped %d" % r)
+        print("RESULT feed partitions %d batches %d trained %d skipped %d direct %d" % r)
         print("RESULT feed_seconds %.3f" % secs)
         sys.stdout.flush()
         if a.predict:

@@ -18,14 +18,27 @@ A feeder with a key (a Spark partition of one pass: spark.py) that opens
 after an earlier feeder of the same key in the same fit carries on from
 it: the first FEED_CREDIT's `sent` is how many of its batches the
 coordinator took already, and the feeder skips that many (opened()).
+
+Direct (direct=True, a keyed feeder; src/coord_feed_direct.c): FEED_OPEN
+carries this host's name, and when a worker of the fit runs here the
+coordinator answers FEED_ROUTE { node, host, port, slot } before the
+first credit. The batches then go to that worker on a connection of
+their own, authenticated with the feed key (HMAC-SHA-256 of the control
+key and "drover feed"), task = slot; the worker acknowledges each to the
+coordinator, whose FEED_CREDIT names it (acked). Batches not acknowledged
+are kept: when the worker is lost the coordinator says FEED_ROUTE port 0,
+and they go through the coordinator again, each trained once.
 """
 import collections
+import hashlib
+import hmac
+import socket
 import time
 
 import numpy as np
 
 from . import _wire
-from .conn import Closed, DroverError, wait_ready
+from .conn import Closed, Conn, DroverError, wait_ready
 
 FeedResult = collections.namedtuple("FeedResult", "sent trained")
 
@@ -36,6 +49,11 @@ def supported():
     """Whether this drover's messages include the feed messages."""
     names = {row[0] for row in _wire.MESSAGES.values()}
     return all(n in names for n in _NEEDED)
+
+
+def feed_key(control_key):
+    """The key a direct feeder proves to a worker (src/auth.c, auth_feed_key)."""
+    return hmac.new(control_key, b"drover feed", hashlib.sha256).digest()
 
 
 def _batch(x, y, seq):
@@ -55,18 +73,30 @@ class Feeder:
     coordinator's credit. stall: seconds without any frame from the
     coordinator while waiting for credit or for the end (TimeoutError)."""
 
-    def __init__(self, conn, name="python", window=0, stall=60.0, beside=None, key=""):
+    def __init__(self, conn, name="python", window=0, stall=60.0, beside=None, key="",
+                 direct_key=None, timeout=30.0):
         if not supported():
             raise DroverError("this drover has no feed messages (FEED_OPEN, FEED_CREDIT, "
                               "FEED_BATCH, FEED_END are not in its src/wire_msgs.h)")
-        self.conn, self.stall = conn, stall
+        self.conn, self.stall, self.timeout = conn, stall, timeout
         self.beside = beside  # a Run whose snapshots are read while we wait
         self.credits = self.sent = self.trained = 0
         self.ended = None  # the coordinator's FEED_END fields, once it came
         self.taken = None  # batches of this key taken before we opened (first frame)
         self.acked = 0     # batches the coordinator says it took (FEED_CREDIT's sent)
         self.epochs = 0    # the running fit's train.epochs (0: none runs yet)
-        conn.send("FEED_OPEN", {"name": name, "window": window, "key": key})
+        # direct: the feed key (None: never direct), the worker's connection,
+        # our slot, the last seq the coordinator says the worker acknowledged
+        # before we opened, and the batches sent to it and not acknowledged
+        self.direct_key = direct_key if key and direct_key else None
+        self.direct = self.slot = self.route = None
+        self.first_acked = 0
+        self.unacked = collections.OrderedDict()  # seq -> (x, y, epoch)
+        self.resend = []   # (seq, x, y, epoch) for the coordinator after a fallback
+        self.direct_sent = 0  # batches this feeder sent to a worker
+        host = socket.gethostname() if self.direct_key else ""
+        conn.send("FEED_OPEN", {"name": name, "window": window, "key": key, "host": host,
+                                "direct": bool(self.direct_key)})
 
     def _ready(self):
         """Waits until the feed connection has a frame to read (reading
@@ -87,16 +117,54 @@ class Feeder:
         if name == "FEED_CREDIT":
             if self.taken is None:  # a keyed feeder's predecessors' batches count as ours
                 self.taken = self.sent = f["sent"]
+                self.first_acked = f.get("acked", 0)
+            elif f.get("acked", 0) and self.route is not None:
+                for seq in [q for q in self.unacked if q <= f["acked"]]:
+                    del self.unacked[seq]  # acknowledged by the worker: trained
             self.acked = max(self.acked, f["sent"])
             self.credits += f["credits"]
             self.trained = max(self.trained, f["trained"])
             self.epochs = f.get("epochs", 0) or self.epochs
+        elif name == "FEED_ROUTE":
+            self._route(f)
         elif name == "FEED_END":
             if self.taken is None:
                 self.taken = 0
             self.ended = f
             self.trained = f["batches"]
         # SNAPSHOTs and the like are not sent to a feeder: anything else is ignored
+
+    def _route(self, f):
+        """FEED_ROUTE: to the worker on this host, or (port 0) back to the
+        coordinator with every batch the worker did not acknowledge."""
+        if f["port"]:
+            if self.direct_key is None:
+                raise DroverError("the coordinator routed a feeder that cannot feed directly")
+            self.route, self.slot = "%s (%s:%d)" % (f["node"], f["host"], f["port"]), f["slot"]
+            self.direct = Conn(f["host"], f["port"], self.direct_key, self.timeout)
+            return
+        self._close_direct()
+        self.route = None
+        self.credits = 0  # the coordinator grants a new window next
+        self.resend = [(seq,) + b for seq, b in self.unacked.items()]
+        self.unacked.clear()
+        if self.resend:  # from the first not acknowledged, with their own seqs
+            self.sent = self.resend[0][0] - 1
+
+    def _close_direct(self):
+        if self.direct is not None:
+            try:
+                self.direct.close()
+            except OSError:
+                pass
+            self.direct = None
+
+    def keep(self, seq, x, y, epoch=0):
+        """A batch a takeover skips (seq <= opened()): while the worker that
+        took it has not acknowledged it, it is kept to be sent again if that
+        worker is lost."""
+        if self.route is not None and seq > self.first_acked:
+            self.unacked[seq] = _batch(x, y, seq) + (epoch,)
 
     def opened(self):
         """Waits for the coordinator's first answer; returns how many
@@ -121,16 +189,51 @@ class Feeder:
 
     def send(self, x, y, epoch=0):
         """Sends one batch, first waiting for credit."""
+        xy = _batch(x, y, self.sent + 1)
+        while True:
+            self._flush()
+            self._await_credit()
+            if not self.resend:  # no fallback came while we waited
+                break
+        self._put(xy, epoch)
+
+    def _await_credit(self):
         while self.credits == 0 and self.ended is None:
             self._wait()
         self._check_ended()
         if self.ended is not None:
             raise DroverError("the coordinator ended the feed after %d batches" % self.sent)
-        x, y = _batch(x, y, self.sent + 1)
-        self.conn.send("FEED_BATCH", {"task": 0, "seq": self.sent + 1, "epoch": epoch,
-                                      "mode": _wire.FEED_MODES["TRAIN"], "x": x, "y": y})
+
+    def _put(self, xy, epoch):
+        x, y = xy
+        seq = self.sent + 1
+        frame = {"task": 0, "seq": seq, "epoch": epoch, "mode": _wire.FEED_MODES["TRAIN"],
+                 "x": x, "y": y}
+        if self.route is None:
+            self.conn.send("FEED_BATCH", frame)
+        else:
+            self.unacked[seq] = (x, y, epoch)
+            if self.direct is not None:
+                frame["task"] = self.slot
+                try:
+                    self.direct.send("FEED_BATCH", frame)
+                    self.direct_sent += 1
+                except (DroverError, OSError):
+                    # the worker is gone: the coordinator says so (FEED_ROUTE
+                    # port 0), and the batch goes to it then
+                    self._close_direct()
         self.sent += 1
         self.credits -= 1
+
+    def _flush(self):
+        """After a fallback: the batches the worker did not acknowledge, in
+        order, through the coordinator (their own seqs again)."""
+        while self.resend:
+            self._await_credit()
+            seq, x, y, epoch = self.resend.pop(0)
+            if seq != self.sent + 1:
+                raise DroverError("feeder: batch %d to send again after %d" % (seq, self.sent))
+            self._put((x, y), epoch)
 
     def finish(self, status=0, message="", trained=True):
         """Says no more batches come (status != 0: the feeder gives up, the
@@ -139,13 +242,21 @@ class Feeder:
         coordinator has taken every batch (a FEED_CREDIT's sent covers
         them; they are then trained once without us), then leaves: what a
         Spark task does, so the next task starts while they train."""
-        if not trained and status == 0:
-            while self.ended is None and self.acked < self.sent:
-                self._wait()
+        if status == 0 and (not trained or self.route is not None):
+            # every batch taken (a direct one: acknowledged) before FEED_END;
+            # a worker lost meanwhile sends us back to the coordinator
+            while self.ended is None and (self.acked < self.sent or self.resend or self.unacked):
+                if self.resend:
+                    self._flush()
+                else:
+                    self._wait()
             self._check_ended()
-            self.conn.send("FEED_END", {"status": 0, "batches": self.sent, "message": ""})
-            self._drain()
-            return FeedResult(self.sent, self.trained)
+            self._close_direct()
+            if not trained:
+                self.conn.send("FEED_END", {"status": 0, "batches": self.sent, "message": ""})
+                self._drain()
+                return FeedResult(self.sent, self.trained)
+        self._close_direct()
         self.conn.send("FEED_END", {"status": status, "batches": self.sent, "message": message})
         while self.ended is None:
             self._wait()

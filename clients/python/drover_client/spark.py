@@ -39,10 +39,15 @@ trust, turn on spark.authenticate and spark.network.crypto.enabled. The
 drover_client package itself reaches the executors through addPyFile;
 they need numpy.
 
-Where the batches go: to the coordinator, whose queue hands them to the
-least busy worker (the feed mode's queue: a lost worker's batches go to
-another, each trained once). A feeder does not dial a worker on its own
-host: see README, "Running on Spark".
+Where the batches go: with direct=True (the default), a task on a host
+where a worker of the fit runs sends its batches to that worker (the
+coordinator routes it: FEED_ROUTE; feed.py, "Direct"), which trains them
+and acknowledges each to the coordinator; the coordinator still counts
+them per key, so a retried task skips what that worker took, and when the
+worker is lost the task sends what it had not acknowledged through the
+coordinator. Elsewhere, and with direct=False, batches go to the
+coordinator, whose queue hands them to the least busy worker (a lost
+worker's batches go to another, each trained once).
 
 predict(rdd, run): each task sends its partition's rows to Run.predict
 (the run's script in c:serve { predict = exp }) and yields the outputs in
@@ -60,13 +65,14 @@ import zipfile
 from . import auth
 from .client import Run, resolve, run_key
 from .conn import Conn, DroverError, split_hostport
-from .feed import Feeder
+from .feed import Feeder, feed_key
 
 SparkFeedResult = collections.namedtuple("SparkFeedResult",
-                                         "partitions batches trained skipped")
+                                         "partitions batches trained skipped direct")
 SparkFeedResult.__doc__ = """What feed() did: partitions fed (each for every pass),
-batches the coordinator took, batches trained, and batches a retried
-task did not send again (its partition's earlier attempt had)."""
+batches the coordinator took, batches trained, batches a retried
+task did not send again (its partition's earlier attempt had), and
+batches the tasks sent directly to the worker on their host."""
 
 
 class _Secret:
@@ -183,17 +189,21 @@ def batches(rows, batch):
 class _FeedPartition:
     """The task: feeds one partition of one pass (runs on an executor)."""
 
-    def __init__(self, host, port, secret, token, epochs, batch, blocks, window, stall, timeout):
+    def __init__(self, host, port, secret, token, epochs, batch, blocks, window, stall, timeout,
+                 direct):
         self.host, self.port, self.secret = host, port, secret
         self.cut = block_batches if blocks else batches
         self.token, self.epochs, self.batch = token, epochs, batch
-        self.window, self.stall, self.timeout = window, stall, timeout
+        self.window, self.stall, self.timeout, self.direct = window, stall, timeout, direct
 
     def __call__(self, part, rows):
         name = "spark-p%d@%s" % (part, socket.gethostname())
         conn = Conn(self.host, self.port, self.secret.get(), self.timeout)
+        f = None
         try:
-            f = Feeder(conn, name, self.window, self.stall, key="%s:%d" % (self.token, part))
+            f = Feeder(conn, name, self.window, self.stall, key="%s:%d" % (self.token, part),
+                       direct_key=feed_key(self.secret.get()) if self.direct else None,
+                       timeout=self.timeout)
             skip = f.opened()  # of the sequence pass 1, pass 2, ... an earlier attempt sent
             kept, n = [], 0
             for epoch in range(1, self.epochs + 1):
@@ -204,14 +214,18 @@ class _FeedPartition:
                     n += 1
                     if n > skip:
                         f.send(x, y, epoch)
+                    else:  # taken by an earlier attempt; kept while its worker may lose it
+                        f.keep(n, x, y, epoch)
             r = f.finish(trained=False)  # once taken: the next task starts meanwhile
         finally:
+            if f is not None:
+                f._close_direct()
             conn.close()
-        yield (part, r.sent, r.trained, min(skip, n))
+        yield (part, r.sent, r.trained, min(skip, n), f.direct_sent)
 
 
 def feed(rdd, run, epochs=None, batch=32, blocks=False, window=0, stall=120.0, address=None,
-         secret_file=None, timeout=30.0):
+         secret_file=None, timeout=30.0, direct=True):
     """Feeds rdd's (features, label) rows to run's fit (train = { feed =
     "external" }) in batches of `batch`, epochs times (None: the fit's
     train.epochs); blocks=True: rdd's elements are blocks of rows
@@ -224,7 +238,8 @@ def feed(rdd, run, epochs=None, batch=32, blocks=False, window=0, stall=120.0, a
     fit runs. Returns SparkFeedResult once every batch is trained; the
     fit ends then. A failed Spark job fails the fit too (the driver's feeder
     gives up saying why) and is raised. run: a Run, a run directory, or
-    HOST:PORT with secret_file."""
+    HOST:PORT with secret_file. direct: a task on the host of a worker of
+    the fit feeds that worker directly (the module's top says how)."""
     if not isinstance(batch, int) or batch < 1:
         raise ValueError("batch must be a positive integer, not %r" % (batch,))
     if epochs is not None and (not isinstance(epochs, int) or epochs < 1):
@@ -239,7 +254,7 @@ def feed(rdd, run, epochs=None, batch=32, blocks=False, window=0, stall=120.0, a
         # once and its tasks wait for the fit's credit (a feeder opening as
         # an earlier fit's feed closes waits for the next one)
         task = _FeedPartition(host, port, secret, uuid.uuid4().hex, epochs or holder.wait_fit(),
-                              batch, blocks, window, stall, timeout)
+                              batch, blocks, window, stall, timeout, direct)
         try:
             stats = rdd.mapPartitionsWithIndex(task).collect()
         except BaseException as e:
@@ -250,7 +265,8 @@ def feed(rdd, run, epochs=None, batch=32, blocks=False, window=0, stall=120.0, a
     finally:
         conn.close()
     taken = sum(s[1] for s in stats)
-    return SparkFeedResult(len(stats), taken, taken, sum(s[3] for s in stats))
+    return SparkFeedResult(len(stats), taken, taken, sum(s[3] for s in stats),
+                           sum(s[4] for s in stats))
 
 
 class _PredictPartition:

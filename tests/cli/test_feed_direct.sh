@@ -1,0 +1,52 @@
+# test_feed_direct.sh - direct feeders (src/coord_feed_direct.c,
+# src/worker_direct.c): keyed external feeders on the workers' host send
+# their batches to a worker, not through the coordinator, against a real
+# local 1 ps + 2 worker cluster from Python (tests/cli/feed_direct.py): the
+# route, the worker's feed port (the feed key and FEED_BATCH only), a
+# feeder lost mid-way and its retry, a worker SIGKILLed mid-feed; the fit
+# trains every batch once (30), and the records say which went directly.
+. tests/cli/lib.sh
+if [ -z "${VENV:-}" ]; then
+  echo "SKIP feed-direct: VENV is not set (make venv)"
+  exit 0
+fi
+PY=$VENV/bin/python
+export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
+RUNS=$TMP/runs
+mkdir -p "$RUNS"
+cat > "$TMP/direct.lua" <<LUA
+local nn, optim = drover.nn, drover.optim
+local exp = drover.experiment {
+  name = "direct", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+  model = nn.Sequential { nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10) },
+  train = { feed = "external", epochs = 2, feed_timeout = 60 }, seed = 1, verbose = false,
+}
+local c = drover.cluster { ps = 1, worker = 2, runs = "$RUNS", name = "direct" }
+local f = io.open("$RUNS/current", "w"); f:write(c.run_dir, "\n"); f:close()
+local r = c:fit(exp)
+print(string.format("FED %d TRAINED %d", r.fed, r.batches))
+c:shutdown()
+LUA
+"$DROVER" run "$TMP/direct.lua" >"$TMP/direct.out" 2>&1 &
+trainer=$!
+trap 'kill -9 $trainer 2>/dev/null; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
+wait_for 60 test -s "$RUNS/current"
+RUN=$(cat "$RUNS/current" 2>/dev/null)
+wait_for 30 test -s "$RUN/coordinator"
+timeout 150 "$PY" tests/cli/feed_direct.py "$RUN"
+check "feed-direct-t06 the fit ended" wait_for 60 sh -c "! kill -0 $trainer 2>/dev/null"
+wait $trainer
+check "feed-direct-t06 the script exited 0" test $? -eq 0
+check "feed-direct-t06 each batch trained once: 30 fed, 30 trained" grep -q "^FED 30 TRAINED 30$" "$TMP/direct.out"
+check "feed-direct-t02 events.log: the coordinator routed feeder a to a worker" \
+  grep -q "feeder a on .* feeds worker:[01] directly (127.0.0.1:[0-9]*, slot [0-9]*, from batch 1)" "$RUN/events.log"
+w=$(sed -n 's/.*feeder a on .* feeds \(worker\):\([01]\) directly.*/\1-\2/p' "$RUN/events.log" | head -n 1)
+check "feed-direct-t02 the worker's own log: the slot's connection took 10 batches ($w)" \
+  grep -q "direct feeder of slot [0-9]* closed after batch 10 (10 taken)" "$RUN/logs/$w.log"
+check "feed-direct-t04 events.log: the retry waited for what the worker took" \
+  grep -q "feeder b2: the worker took batches up to 6 of key k2 .*: it skips those" "$RUN/events.log"
+check "feed-direct-t05 events.log: the lost worker's feeder went back to the coordinator" \
+  grep -q "feeder c: worker:[01], which it fed directly, was lost; its batches after [0-9]* go through the coordinator" "$RUN/events.log"
+n=$(sed -n 's/.*feed: \([0-9]*\) batches trained by the worker their feeder sent them to directly/\1/p' "$RUN/events.log")
+check "feed-direct-t06 events.log counts the batches trained directly ($n: a's 10, b's and b2's 10, c's before the kill)" \
+  sh -c "[ -n '$n' ] && [ '$n' -ge 20 ] && [ '$n' -lt 30 ]"
