@@ -59,7 +59,9 @@ def main():
     s.sendall(frame(AUTH, nc + mac + struct.pack("<BBI", 1, 0, 0)))  # who: a client
     t, p = recv_frame(s)
     assert t == AUTH_OK and hmac.compare_digest(p, hmac.new(key, b"drover server" + nc + ns, hashlib.sha256).digest())
-    s.sendall(frame(FEED_OPEN, string(name) + struct.pack("<I", 4) + string("")))  # key: none
+    # window 4, key none, host none, direct 0 (through the coordinator)
+    s.sendall(frame(FEED_OPEN, string(name) + struct.pack("<I", 4) + string("") + string("") +
+                    struct.pack("<B", 0)))
     rows = [[float(v) for v in l.split(",")] for l in open(csv) if l.strip() and l[0].isdigit()]
     credits, sent, seq, status, trained = 0, 0, 0, None, 0
     i = 0

@@ -57,7 +57,7 @@ def coordinator(lst, log, window, fail_status=None):
     name, op = recv(s)
     log["open"] = (name, op)
     outstanding = 0
-    s.sendall(wire.encode("FEED_CREDIT", {"credits": window, "sent": 0, "trained": 0, "epochs": 0}))
+    s.sendall(wire.encode("FEED_CREDIT", {"credits": window, "sent": 0, "trained": 0, "epochs": 0, "acked": 0}))
     outstanding = window
     seqs, trained = [], 0
     while True:
@@ -73,7 +73,7 @@ def coordinator(lst, log, window, fail_status=None):
             seqs.append((f["seq"], f["x"].shape, f["y"].shape, float(f["x"][0, 0])))
             trained += 1  # "trains" it at once and gives the credit back
             s.sendall(wire.encode("FEED_CREDIT", {"credits": 1, "sent": len(seqs),
-                                                  "trained": trained, "epochs": 0}))
+                                                  "trained": trained, "epochs": 0, "acked": 0}))
             outstanding += 1
         elif name == "FEED_END":
             log["end"] = f
@@ -117,7 +117,8 @@ log = {}
 r = run_case(data, 2, log)
 result("pyclient-feed-t01 the feeder attached, then opened its feed",
        log.get("attach") == "ATTACH" and log["open"][0] == "FEED_OPEN"
-       and log["open"][1] == {"name": "fake", "window": 2, "key": ""}, log.get("open"))
+       and log["open"][1] == {"name": "fake", "window": 2, "key": "", "host": "", "direct": False},
+       log.get("open"))
 result("pyclient-feed-t01 never beyond the credit", not log.get("over_credit"))
 result("pyclient-feed-t01 every batch in order, whole",
        log["seqs"] == [(i, (4, 3), (4,), float(i)) for i in range(1, 11)], log["seqs"])

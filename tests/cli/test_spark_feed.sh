@@ -108,7 +108,7 @@ check "spark-feed-t02 the retried task took over its key with those $lost batche
   grep -q "feeder spark-p1@[^ ]* takes over key [0-9a-f]*:1 from .*: $lost batches taken already" "$RUN/events.log"
 # every task that died with the executor (partition 1's and any other it
 # ran) was taken over by its retry: the retries skipped what was taken
-skipped=$(sed -n 's/^RESULT feed .* skipped \([0-9]*\)$/\1/p' "$TMP/job.out")
+skipped=$(sed -n 's/^RESULT feed .* skipped \([0-9]*\) direct [0-9]*$/\1/p' "$TMP/job.out")
 taken=$(sed -n 's/.* takes over key .* \([0-9]*\) batches taken already.*/\1/p' "$RUN/events.log" |
   awk '{ s += $1 } END { print s + 0 }')
 check "spark-feed-t02 and the retries sent none of the batches taken before (skipped '$skipped' = $taken)" \
