@@ -106,12 +106,14 @@ void coord__feeder_route(coord_fit_state *f, coord_feeder *d) {
   }
   /* only a keyed feeder with no batch taken yet: a slot's seqs are either
    * the queue's or one worker's from its start (acks are a prefix) */
-  int w = d->direct_ok && d->key[0] && d->host[0] && d->sent == 0 && d->inflight == 0
-              ? local_worker(f, d->host) : -1;
+  bool fresh = d->sent == 0 && d->inflight == 0;
+  int w = d->direct_ok && d->key[0] && d->host[0] && fresh ? local_worker(f, d->host) : -1;
   if (w < 0) {
     if (d->direct_ok)
-      rundir_event(&c->rd, "feeder %s: no worker of the fit on its host %s, feeds through the "
-                   "coordinator", d->name, d->host[0] ? d->host : "(not given)");
+      rundir_event(&c->rd, "feeder %s feeds through the coordinator: %s%s", d->name,
+                   !d->key[0] ? "it has no key" : !fresh ? "its key's batches went there before"
+                                                          : "no worker of the fit on its host ",
+                   d->key[0] && fresh ? (d->host[0] ? d->host : "(not given)") : "");
     coord__feeder_grant(f, d);
     return;
   }

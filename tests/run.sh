@@ -56,8 +56,11 @@ if want lua_fuzz; then
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1" \
     run tests/fuzz/lua_fuzz.lua 600 "$DROVER" run tests/fuzz/lua_fuzz.lua 14 3000
 fi
+# A test file may ask for a longer bound with a line "# run.sh timeout: S"
+# (the Spark tests: several JVMs each on a loaded machine).
+limit_of() { sed -n 's/^# run.sh timeout: \([0-9][0-9]*\)$/\1/p' "$1" | head -n 1; }
 for t in tests/cli/test_*.sh; do
-  [ -e "$t" ] && want "$t" && run "$t" 300 sh "$t"
+  [ -e "$t" ] && want "$t" && run "$t" "$(l=$(limit_of "$t"); echo "${l:-300}")" sh "$t"
 done
 
 rm -rf "$log"

@@ -9,6 +9,11 @@ usage: spark_feed_job.py RUN_DIR TRAIN_CSV [--parts N] [--epochs N]
 --kill-executor-in P: partition P's first attempt SIGKILLs its executor's
 JVM (the executor is lost, as when a machine goes) after 100 of its rows,
 so Spark runs the partition again on a new executor.
+--kill-worker-of P RUN_DIR: partition P (once, whatever attempt) SIGKILLs,
+after 200 of its rows, the executor of the drover worker node its feeder
+feeds directly (events.log: "feeder spark-pP@... feeds worker:N directly";
+nodes.tsv: that node's pid), so the feeder goes back through the
+coordinator mid-feed.
 --predict: then the outputs for TEST_CSV's rows (drover_client.spark.predict,
 once FILE exists: the script is about to serve) into OUT, one line each;
 --kill-predict-in P: partition P's first attempt of the predict job
@@ -17,6 +22,7 @@ shell test checks them.
 """
 import argparse
 import os
+import re
 import signal
 import sys
 import time
@@ -64,6 +70,51 @@ def killer(victim, mark, at=100):
     return wrap
 
 
+def executor_above(pid):
+    """The executor JVM above process pid (a drover node run by a Spark task)."""
+    while pid and pid > 1:
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                if b"CoarseGrainedExecutorBackend" in f.read():
+                    return pid
+            with open("/proc/%d/stat" % pid) as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            return None
+    return None
+
+
+def worker_killer(victim, run, mark, at=200):
+    """Partition victim's rows; at row `at` its feeder's worker's executor dies."""
+    def wrap(index, rows):
+        for i, row in enumerate(rows):
+            if index == victim and i == at:
+                node = None
+                with open(os.path.join(run, "events.log")) as f:
+                    for line in f:
+                        m = re.search(r"feeder spark-p%d@\S+ on \S+ feeds (worker:\d+) directly" % index,
+                                      line)
+                        node = m.group(1) if m else node
+                pid = None
+                with open(os.path.join(run, "nodes.tsv")) as f:
+                    for line in f:
+                        cols = line.split("\t")
+                        if node and cols[0] == node:
+                            pid = int(cols[1])
+                jvm = executor_above(pid)
+                try:
+                    fd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    jvm = None
+                if jvm:
+                    os.write(fd, b"%s node %d executor %d at row %d of partition %d\n"
+                             % (node.encode(), pid, jvm, i, index))
+                    os.close(fd)
+                    os.kill(jvm, signal.SIGKILL)
+            yield row
+    return wrap
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("run")
@@ -72,6 +123,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=None)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--kill-executor-in", type=int, default=-1)
+    ap.add_argument("--kill-worker-of", type=int, default=-1)
     ap.add_argument("--predict", nargs=2, default=None)
     ap.add_argument("--serving", default=None)
     ap.add_argument("--kill-predict-in", type=int, default=-1)
@@ -89,6 +141,9 @@ def main():
         if a.kill_executor_in >= 0:
             mark = os.path.join(os.path.dirname(a.train), "killed")
             rdd = rdd.mapPartitionsWithIndex(killer(a.kill_executor_in, mark))
+        if a.kill_worker_of >= 0:
+            mark = os.path.join(os.path.dirname(a.train), "killed_worker")
+            rdd = rdd.mapPartitionsWithIndex(worker_killer(a.kill_worker_of, a.run, mark))
         t0 = time.monotonic()
         r = dspark.feed(rdd, a.run, epochs=a.epochs, batch=a.batch)
         secs = time.monotonic() - t0

@@ -2,15 +2,24 @@
 # (drover_client.spark.feed) on a real standalone Spark (a master and one
 # worker on loopback, from the pyspark of `make spark`, started by
 # tests/spark/start.sh and stopped by pid by stop.sh on exit): 1 ps + 2
-# local workers fit digits with train = { feed = "external", epochs = 3 }
-# from an RDD of 4 partitions; partition 1's first attempt SIGKILLs its
-# executor's JVM mid-feed, Spark runs it again on a new executor, and the
-# fit still trains each batch exactly once (3 x 48 batches) and learns
-# digits; nothing is left running in Spark afterwards. Skipped with the
-# reason where Spark cannot start (start.sh exits 77); DROVER_SPARK_REQUIRED=1
-# (CI) makes that a failure. Under `make asan` it is skipped unless
-# DROVER_SPARK_ASAN=1 (the C paths it drives, keyed feeders, run under ASan
-# in test_feed_keys.sh).
+# workers launched by Spark (launcher = "spark": each node the task of a
+# Spark application of its own, on an executor) fit digits with train = {
+# feed = "external", epochs = 3 } from an RDD of 4 partitions. The tasks
+# run on the workers' host, so each feeds a worker directly (FEED_ROUTE:
+# the batches do not cross the coordinator; the coordinator's and the
+# worker's records say so). Partition 1's first attempt SIGKILLs its
+# executor's JVM mid-feed and Spark runs it again on a new executor;
+# partition 3's task SIGKILLs, mid-feed, the executor of the worker node
+# its feeder feeds directly, so that feeder goes back through the
+# coordinator with what the worker had not acknowledged and the worker
+# comes back as a new application; the fit still trains each batch
+# exactly once (3 x 48 batches) and learns digits; nothing is left running
+# in Spark afterwards. Skipped with the reason where Spark cannot start
+# (start.sh exits 77); DROVER_SPARK_REQUIRED=1 (CI) makes that a failure.
+# Under `make asan` it is skipped unless DROVER_SPARK_ASAN=1 (the C paths
+# it drives, keyed and direct feeders, run under ASan in test_feed_keys.sh
+# and test_feed_direct.sh).
+# run.sh timeout: 600
 . tests/cli/lib.sh
 if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_SPARK_ASAN:-0}" != 1 ]; then
   echo "SKIP test_spark_feed: Spark under ASan (SANITIZED=1; DROVER_SPARK_ASAN=1 runs it)"
@@ -60,7 +69,12 @@ local exp = drover.experiment {
   train = { feed = "external", epochs = 3, feed_timeout = 240 },
   eval = { data = test }, seed = 1, verbose = false,
 }
-local c = drover.cluster { ps = 1, worker = 2, runs = "$RUNS", name = "fed", bind = "127.0.0.1" }
+local jvm = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1"
+local c = drover.cluster { launcher = "spark", ps = 1, worker = 2, runs = "$RUNS", name = "fed",
+  bind = "127.0.0.1", reservation_timeout = 240,
+  spark = { master = "$DROVER_SPARK_MASTER", master_ui = "$DROVER_SPARK_UI",
+    conf = { ["spark.executor.memory"] = "512m", ["spark.ui.enabled"] = "false",
+             ["spark.driver.extraJavaOptions"] = jvm, ["spark.executor.extraJavaOptions"] = jvm } } }
 local f = io.open("$RUNS/current", "w"); f:write(c.run_dir, "\n"); f:close()
 local r = c:fit(exp)
 print(string.format("FED %d TRAINED %d ACC %.4f", r.fed, r.batches, r.eval_accuracy))
@@ -74,9 +88,10 @@ c:shutdown()
 LUA
 "$DROVER" run "$TMP/fed.lua" >"$TMP/fed.out" 2>&1 &
 trainer=$!
-wait_for 60 test -s "$RUNS/current"
+wait_for 240 test -s "$RUNS/current"
 RUN=$(cat "$RUNS/current" 2>/dev/null)
 wait_for 30 test -s "$RUN/coordinator"
+
 
 predict=
 if "$PY" -c "import sys, drover_client.predict as p; sys.exit(0 if p.supported() else 1)" 2>/dev/null; then
@@ -86,11 +101,11 @@ if "$PY" -c "import sys, drover_client.predict as p; sys.exit(0 if p.supported()
 fi
 # shellcheck disable=SC2086 # $predict: options
 timeout 400 "$PY" tests/cli/spark_feed_job.py "$RUN" "$TMP/train.csv" --parts 4 \
-  --kill-executor-in 1 $predict >"$TMP/job.out" 2>"$TMP/job.err"
+  --kill-executor-in 1 --kill-worker-of 3 $predict >"$TMP/job.out" 2>"$TMP/job.err"
 rc=$?
 check "spark-feed-t01 the PySpark job succeeds (status $rc)" [ $rc -eq 0 ]
 [ $rc -eq 0 ] || tail -n 20 "$TMP/job.err" | grep -v "Stage " | sed 's/^/  job: /'
-check "spark-feed-t01 the fit ended" wait_for 60 sh -c "! kill -0 $trainer 2>/dev/null"
+check "spark-feed-t01 the fit ended" wait_for 120 sh -c "! kill -0 $trainer 2>/dev/null"
 wait $trainer
 check "spark-feed-t01 the drover script exited 0" test $? -eq 0
 trainer=
@@ -102,17 +117,43 @@ acc=$(sed -n 's/^FED .* ACC \([0-9.]*\)$/\1/p' "$TMP/fed.out")
 check "spark-feed-t01 and learned digits (eval accuracy '$acc' >= 0.9)" \
   awk -v a="$acc" 'BEGIN { exit !(a != "" && a + 0 >= 0.9) }'
 check "spark-feed-t02 partition 1's executor was SIGKILLed mid-feed" test -s "$TMP/killed"
-lost=$(sed -n 's/.*feeder \(spark-p1@[^ ]*\) left without FEED_END, \([0-9]*\) batches taken$/\2/p' "$RUN/events.log" | head -n 1)
-check "spark-feed-t02 its feeder left without FEED_END ('$lost' batches taken)" [ -n "$lost" ]
-check "spark-feed-t02 the retried task took over its key with those $lost batches" \
-  grep -q "feeder spark-p1@[^ ]* takes over key [0-9a-f]*:1 from .*: $lost batches taken already" "$RUN/events.log"
+check "spark-feed-t02 its feeder left without FEED_END" \
+  grep -q "feeder spark-p1@[^ ]* left without FEED_END" "$RUN/events.log"
+check "spark-feed-t02 the retried task took over its key" \
+  grep -q "feeder spark-p1@[^ ]* takes over key [0-9a-f]*:1 from " "$RUN/events.log"
 # every task that died with the executor (partition 1's and any other it
-# ran) was taken over by its retry: the retries skipped what was taken
+# ran) was taken over by its retry, which skipped what was taken: what the
+# coordinator had (takes over ... N batches taken already), or for a key
+# fed directly, what its worker said it took once the old connection was
+# closed (the worker took batches up to N of key K)
 skipped=$(sed -n 's/^RESULT feed .* skipped \([0-9]*\) direct [0-9]*$/\1/p' "$TMP/job.out")
-taken=$(sed -n 's/.* takes over key .* \([0-9]*\) batches taken already.*/\1/p' "$RUN/events.log" |
-  awk '{ s += $1 } END { print s + 0 }')
+taken=$(awk '
+  / takes over key / { k = $0; sub(/.* takes over key /, "", k); sub(/ .*/, "", k)
+                       n = $0; sub(/.*: /, "", n); sub(/ batches taken already.*/, "", n); t[k] = n }
+  /: the worker took batches up to / { k = $0; sub(/.* of key /, "", k); sub(/ .*/, "", k)
+                       n = $0; sub(/.* up to /, "", n); sub(/ .*/, "", n); t[k] = n }
+  END { for (k in t) s += t[k]; print s + 0 }' "$RUN/events.log")
 check "spark-feed-t02 and the retries sent none of the batches taken before (skipped '$skipped' = $taken)" \
   [ "$skipped" = "$taken" ]
+# the tasks on the workers' host fed them directly
+direct=$(sed -n 's/^RESULT feed .* direct \([0-9]*\)$/\1/p' "$TMP/job.out")
+check "spark-feed-t05 the coordinator routed the tasks' feeders to the workers on their host" \
+  grep -q "feeder spark-p[0-3]@[^ ]* on [^ ]* feeds worker:[01] directly (127.0.0.1:[0-9]*, slot" "$RUN/events.log"
+check "spark-feed-t05 the tasks sent batches to the workers directly (job: '$direct')" \
+  sh -c "[ -n '$direct' ] && [ '$direct' -gt 0 ]"
+ndirect=$(sed -n 's/.*feed: \([0-9]*\) batches trained by the worker their feeder sent them to directly/\1/p' "$RUN/events.log")
+check "spark-feed-t05 the coordinator counted batches trained by the worker fed directly ('$ndirect' of 144)" \
+  sh -c "[ -n '$ndirect' ] && [ '$ndirect' -gt 0 ] && [ '$ndirect' -le 144 ]"
+check "spark-feed-t05 worker-0's own log: direct feeders' connections and what each took" \
+  grep -q "direct feeder of slot [0-9]* closed after batch [0-9]* ([0-9]* taken)" "$RUN/logs/worker-0.log"
+vw=$(sed -n 's/^\(worker:[01]\) node .*/\1/p' "$TMP/killed_worker" 2>/dev/null)
+check "spark-feed-t06 partition 3's task SIGKILLed the executor of the worker it fed directly ('$vw')" \
+  test -n "$vw"
+check "spark-feed-t06 the coordinator saw $vw lost" grep -q "node lost $vw" "$RUN/events.log"
+check "spark-feed-t06 and sent partition 3's feeder back through the coordinator mid-feed" \
+  grep -q "feeder spark-p3@[^ ]*: $vw, which it fed directly, was lost; its batches after [0-9]* go through the coordinator" "$RUN/events.log"
+check "spark-feed-t06 $vw came back as a new Spark application" \
+  sh -c "[ \$(grep -c '^drover-spark: ${vw%%:*}-${vw#*:} is application app-' '$RUN/logs/${vw%%:*}-${vw#*:}.log') -ge 2 ]"
 if [ -n "$predict" ]; then
   check "spark-feed-t04 spark.predict gave 360 outputs for the 360 test rows" \
     grep -q "^RESULT predicted 360 rows in 4 partitions" "$TMP/job.out"
