@@ -9,9 +9,9 @@ usage: spark_feed_job.py RUN_DIR TRAIN_CSV [--parts N] [--epochs N]
 --kill-executor-in P: partition P's first attempt SIGKILLs its executor's
 JVM (the executor is lost, as when a machine goes) after 100 of its rows,
 so Spark runs the partition again on a new executor.
---kill-worker-of P RUN_DIR: partition P (once, whatever attempt) SIGKILLs,
-after 200 of its rows, the executor of the drover worker node its feeder
-feeds directly (events.log: "feeder spark-pP@... feeds worker:N directly";
+--kill-worker-of P: partition P (once, whatever attempt) SIGKILLs, after
+200 of its rows, the drover worker node its feeder feeds directly and
+that node's executor (events.log: "feeder spark-pP@... feeds worker:N directly";
 nodes.tsv: that node's pid), so the feeder goes back through the
 coordinator mid-feed.
 --predict: then the outputs for TEST_CSV's rows (drover_client.spark.predict,
@@ -110,6 +110,10 @@ def worker_killer(victim, run, mark, at=200):
                     os.write(fd, b"%s node %d executor %d at row %d of partition %d\n"
                              % (node.encode(), pid, jvm, i, index))
                     os.close(fd)
+                    # the node first: a JVM's death reaches it only once its
+                    # Python worker notices, by which time a small fit has
+                    # trained every batch it was sent
+                    os.kill(pid, signal.SIGKILL)
                     os.kill(jvm, signal.SIGKILL)
             yield row
     return wrap

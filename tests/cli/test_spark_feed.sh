@@ -9,8 +9,8 @@
 # the batches do not cross the coordinator; the coordinator's and the
 # worker's records say so). Partition 1's first attempt SIGKILLs its
 # executor's JVM mid-feed and Spark runs it again on a new executor;
-# partition 3's task SIGKILLs, mid-feed, the executor of the worker node
-# its feeder feeds directly, so that feeder goes back through the
+# partition 3's task SIGKILLs, mid-feed, the worker node its feeder feeds
+# directly and that node's executor, so that feeder goes back through the
 # coordinator with what the worker had not acknowledged and the worker
 # comes back as a new application; the fit still trains each batch
 # exactly once (3 x 48 batches) and learns digits; nothing is left running
@@ -147,7 +147,7 @@ check "spark-feed-t05 the coordinator counted batches trained by the worker fed 
 check "spark-feed-t05 worker-0's own log: direct feeders' connections and what each took" \
   grep -q "direct feeder of slot [0-9]* closed after batch [0-9]* ([0-9]* taken)" "$RUN/logs/worker-0.log"
 vw=$(sed -n 's/^\(worker:[01]\) node .*/\1/p' "$TMP/killed_worker" 2>/dev/null)
-check "spark-feed-t06 partition 3's task SIGKILLed the executor of the worker it fed directly ('$vw')" \
+check "spark-feed-t06 partition 3's task SIGKILLed the worker it fed directly and its executor ('$vw')" \
   test -n "$vw"
 check "spark-feed-t06 the coordinator saw $vw lost" grep -q "node lost $vw" "$RUN/events.log"
 check "spark-feed-t06 and sent partition 3's feeder back through the coordinator mid-feed" \
