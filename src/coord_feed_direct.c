@@ -155,12 +155,19 @@ void coord__feeder_take_direct(coord_fit_state *f, coord_feeder *d, const coord_
   send_close(f->c, o->route, (uint32_t)d->index);
 }
 
+void coord__feeder_direct_gone(coord_fit_state *f, coord_feeder *d) {
+  if (d->route < 0 || !f->c->ctl[d->route] || (d->last && d->acked >= d->last)) return;
+  d->reporting = true;
+  send_close(f->c, d->route, (uint32_t)d->index);
+}
+
 /* The slot's worker is gone or failed it: its feeder sends every batch
  * not acked through the coordinator. */
 static void fall_back(coord_fit_state *f, coord_feeder *d, const char *why) {
   rundir_event(&f->c->rd, "feeder %s: %s; its batches after %" PRIu64 " go through the coordinator",
                d->name, why, d->acked);
   d->route = -1;
+  d->reporting = false;
   d->sent = d->acked; /* what the worker held unacked is void */
   d->received = d->acked;
   d->last = 0;
@@ -197,8 +204,12 @@ void coord__feeders_node_lost(coord_fit_state *f, int node) {
 
 bool coord__feeders_direct_pending(const coord_fit_state *f) {
   const struct coord_feeders *x = f->feed.ext;
-  for (const coord_feeder *d = x ? x->list : NULL; d; d = d->next)
-    if (d->index >= 0 && d->route >= 0 && d->granted && coord__feeder_outstanding(d) > 0) return true;
+  for (const coord_feeder *d = x ? x->list : NULL; d; d = d->next) {
+    if (d->index < 0 || d->route < 0) continue;
+    /* a slot whose feeder left: what its worker took and has not acked */
+    if (d->reporting || (d->granted ? coord__feeder_outstanding(d) > 0 : d->received > d->acked))
+      return true;
+  }
   return false;
 }
 
@@ -286,6 +297,7 @@ static int on_direct_end(coord_fit_state *f, int node, const uint8_t *pl, uint32
   if (!d || d->route != node) return 0;
   if (d->received < m.received) d->received = m.received;
   if (d->sent < d->received) d->sent = d->received;
+  d->reporting = false;
   if (d->wait_node == node) { /* a takeover waited for what the worker took */
     d->wait_node = -1;
     rundir_event(&f->c->rd, "feeder %s: the worker took batches up to %" PRIu64 " of key %s "

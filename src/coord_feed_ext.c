@@ -287,6 +287,7 @@ void coord__feeder_gone(coord *c, void *state) {
     d->ended = true;
     d->answered = false;
     d->granted = false;
+    coord__feeder_direct_gone(f, d);
     return;
   }
   for (coord_feeder **p = x ? &x->list : NULL; p && *p; p = &(*p)->next)

@@ -31,6 +31,8 @@ typedef struct coord_feeder {
   uint64_t received;    /* the last seq its worker reported taking (FEED_DIRECT_END) */
   uint64_t last;        /* FEED_END.batches: its last seq (0 before FEED_END) */
   uint64_t direct_trained; /* batches trained through the direct path */
+  bool reporting;       /* gone with batches maybe unacked: FEED_DIRECT_CLOSE sent,
+                           its worker's FEED_DIRECT_END says what it took */
   struct coord_feeder *next;
 } coord_feeder;
 
@@ -64,5 +66,8 @@ void coord__feeder_route(coord_fit_state *f, coord_feeder *d);
 /* d takes over o's slot (same key): a direct slot's worker is asked to
  * close o's connection and say what it took; d's credit waits for that. */
 void coord__feeder_take_direct(coord_fit_state *f, coord_feeder *d, const coord_feeder *o);
+/* Direct feeder d left (its slot stays, detached): its worker is asked
+ * what it took, and the feed is not over until that is acknowledged. */
+void coord__feeder_direct_gone(coord_fit_state *f, coord_feeder *d);
 
 #endif

@@ -1,7 +1,8 @@
 """feed_direct.py - direct feeders (FEED_OPEN.direct; src/coord_feed_direct.c)
 against a real local cluster (test_feed_direct.sh): a keyed feeder on the
 workers' host feeds one of them directly, a feeder lost mid-way is taken
-over once its worker says what it took, a worker SIGKILLed mid-feed sends
+over once its worker says what it took (and one never taken over still
+has its batches counted), a worker SIGKILLed mid-feed sends
 its feeder back to the coordinator with what it had not acknowledged, and
 the worker's feed port takes the feed key and FEED_BATCH alone.
 
@@ -120,6 +121,15 @@ c.conn.close()
 result("feed-direct-t05 a feeder whose worker (%s, pid %s) was SIGKILLed mid-feed falls back"
        % (victim, pid), pid is not None and c.route is None, c.route)
 result("feed-direct-t05 and its 10 batches are trained once all the same", tuple(r) == (10, 10), r)
+
+# t07: a direct feeder lost after 5 batches and never retried: the
+# feed is not over before its worker has acked what it took
+e = feeder("e", "k4")
+e.opened()
+for bx, by in B[:5]:
+    e.send(bx, by, 1)
+e._close_direct()
+e.conn.close()
 
 r = holder.finish()
 holder.conn.close()

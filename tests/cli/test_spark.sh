@@ -55,6 +55,8 @@ if [ $rc -ne 0 ]; then
   exit 1
 fi
 trap 'bash tests/spark/stop.sh; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
+# run.sh's timeout sends TERM: exit, so the EXIT trap stops our Spark
+trap 'exit 143' TERM INT
 . "$DROVER_SPARK_DIR/env"
 
 # master FIELD: what the master's JSON says (python3 of the system).

@@ -39,6 +39,8 @@ if [ $rc -ne 0 ]; then
 fi
 trainer=
 trap '[ -n "$trainer" ] && kill -9 $trainer 2>/dev/null; bash tests/spark/stop.sh; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
+# run.sh's timeout sends TERM: exit, so the EXIT trap stops our Spark
+trap 'exit 143' TERM INT
 . "$DROVER_SPARK_DIR/env"
 PY=$PYSPARK_PYTHON
 export PYTHONPATH="$PWD/clients/python"
