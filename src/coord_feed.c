@@ -329,6 +329,7 @@ static void who_waits(coord_fit_state *f, char *buf, size_t n) {
              coord__node_name(&f->c->nodes[node], name, sizeof name), fd->slots[i].seq);
     return;
   }
+  if (fd->src->external && coord__feeders_direct_who(f, buf, n)) return;
   if (fd->src->external) {
     snprintf(buf, n, "no batch from an external feeder (feed = \"external\": FEED_OPEN on the "
                      "control port)");

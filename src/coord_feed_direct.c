@@ -213,6 +213,19 @@ bool coord__feeders_direct_pending(const coord_fit_state *f) {
   return false;
 }
 
+bool coord__feeders_direct_who(coord_fit_state *f, char *buf, size_t n) {
+  const struct coord_feeders *x = f->feed.ext;
+  char name[32];
+  for (const coord_feeder *d = x ? x->list : NULL; d; d = d->next) {
+    if (d->index < 0 || d->route < 0 || !(d->reporting || coord__feeder_outstanding(d) > 0))
+      continue;
+    snprintf(buf, n, "waited for %s, fed directly by feeder %s, to acknowledge its batch %" PRIu64,
+             coord__node_name(&f->c->nodes[d->route], name, sizeof name), d->name, d->acked + 1);
+    return true;
+  }
+  return false;
+}
+
 /* ============================== worker frames ============================ */
 
 static int on_listen_ok(coord_fit_state *f, int node, const uint8_t *pl, uint32_t len) {

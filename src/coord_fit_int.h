@@ -247,6 +247,9 @@ void coord__feeders_node_lost(coord_fit_state *f, int node);
 void coord__feeders_node_ready(coord_fit_state *f, int node);
 /* A direct feeder's batches are not all acknowledged yet. */
 bool coord__feeders_direct_pending(const coord_fit_state *f);
+/* feed_timeout's why: "waited for worker:1, fed directly by feeder X, to
+ * acknowledge its batch 7" into buf, when a direct slot waits. */
+bool coord__feeders_direct_who(coord_fit_state *f, char *buf, size_t n);
 /* events.log: how many batches went to workers directly. */
 void coord__feeders_summary(coord_fit_state *f);
 /* A RESULT of a fed batch (from step_done): its slot is forgotten. */

@@ -52,3 +52,54 @@ check "feed-direct-t05 events.log: the lost worker's feeder went back to the coo
 n=$(sed -n 's/.*feed: \([0-9]*\) batches trained by the worker their feeder sent them to directly/\1/p' "$RUN/events.log")
 check "feed-direct-t06 events.log counts the batches trained directly ($n: a's 10, b's and b2's 10, c's before the kill, e's 5)" \
   sh -c "[ -n '$n' ] && [ '$n' -ge 25 ] && [ '$n' -lt 35 ]"
+
+# feed-direct-t08: a worker fed directly that stops acknowledging (SIGSTOPped):
+# feed_timeout fails the fit naming it, the feeder and the batch waited for
+cat > "$TMP/stall.lua" <<LUA
+local nn, optim = drover.nn, drover.optim
+local exp = drover.experiment {
+  name = "stall", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+  model = nn.Sequential { nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10) },
+  train = { feed = "external", epochs = 1, feed_timeout = 8 }, seed = 1, verbose = false,
+}
+local c = drover.cluster { ps = 1, worker = 1, runs = "$RUNS", name = "stall", heartbeat_timeout = 120 }
+local f = io.open("$RUNS/stall", "w"); f:write(c.run_dir, "\n"); f:close()
+local ok, err = pcall(c.fit, c, exp)
+print("FIT", ok, err)
+c:shutdown()
+LUA
+"$DROVER" run "$TMP/stall.lua" >"$TMP/stall.out" 2>&1 &
+trainer=$!
+wait_for 60 test -s "$RUNS/stall"
+RUN2=$(cat "$RUNS/stall" 2>/dev/null)
+wait_for 30 test -s "$RUN2/coordinator"
+timeout 60 "$PY" - "$RUN2" >"$TMP/stall.py.out" 2>&1 <<'PY'
+import os, signal, sys
+import numpy as np
+from drover_client import auth, client
+from drover_client.conn import Conn, DroverError
+from drover_client.feed import Feeder, feed_key
+run = sys.argv[1]
+host, port, path = client.resolve(run, control=True)
+key = auth.load_secret(path)
+f = Feeder(Conn(host, port, key, 30), "s", 0, 60, key="k", direct_key=feed_key(key))
+f.opened()
+pid = [int(l.split("\t")[1]) for l in open(os.path.join(run, "nodes.tsv")) if l.startswith("worker:0\t")][0]
+os.kill(pid, signal.SIGSTOP)
+try:
+    x = np.zeros((4, 64), np.float32)
+    f.send(x, np.zeros(4, np.float32), 1)
+    f.send(x, np.zeros(4, np.float32), 1)
+    f.finish()
+    print("finished")
+except DroverError as e:
+    print("feeder: %s" % e)
+finally:
+    os.kill(pid, signal.SIGCONT)
+PY
+check "feed-direct-t08 the fit ended" wait_for 60 sh -c "! kill -0 $trainer 2>/dev/null"
+wait $trainer
+trainer=
+check "feed-direct-t08 feed_timeout names the worker fed directly, the feeder and the batch" \
+  grep -q "FIT.*false.*feed_timeout: no progress for 8 s.*waited for worker:0, fed directly by feeder s, to acknowledge its batch 1" "$TMP/stall.out"
+check "feed-direct-t08 and the feeder is told the feed ended" grep -q "^feeder: the feed ended: .*feed_timeout" "$TMP/stall.py.out"
