@@ -353,6 +353,7 @@ int coord__feed_tick(coord_fit_state *f) {
   if (!fd->src) return 0;
   if (fd->src->external) {
     bool over;
+    coord__feeders_tick(f);
     int rc = coord__feeders_check(f, &over);
     if (rc < 0) return rc;
     if (over && !fd->ended) {

@@ -133,6 +133,19 @@ void coord__feeder_route(coord_fit_state *f, coord_feeder *d) {
   d->wait_node = w;
 }
 
+void coord__feeders_tick(coord_fit_state *f) {
+  struct coord_feeders *x = f->feed.ext;
+  /* a feeder that waits for its worker to be set up for the fit: the
+   * fit's begin may find the worker set up already (no SETUP_OK comes) or
+   * not yet running the fit (coord__fit_ready false at SETUP_OK) */
+  for (coord_feeder *d = x ? x->list : NULL; d; d = d->next)
+    if (d->wait_node >= 0 && d->route < 0 && x->port[d->wait_node] != -1 &&
+        (x->port[d->wait_node] == -2 || coord__fit_ready(f, d->wait_node))) {
+      d->wait_node = -1;
+      coord__feeder_route(f, d);
+    }
+}
+
 void coord__feeders_node_ready(coord_fit_state *f, int node) {
   struct coord_feeders *x = f->feed.ext;
   for (coord_feeder *d = x ? x->list : NULL; d; d = d->next)

@@ -245,6 +245,9 @@ void coord__feeders_node_lost(coord_fit_state *f, int node);
 /* Worker `node` is set up for the fit (SETUP_OK) or listens: feeders that
  * waited for it get their route and credit. */
 void coord__feeders_node_ready(coord_fit_state *f, int node);
+/* Between turns: feeders waiting for their worker to be set up get their
+ * route once it is. */
+void coord__feeders_tick(coord_fit_state *f);
 /* A direct feeder's batches are not all acknowledged yet. */
 bool coord__feeders_direct_pending(const coord_fit_state *f);
 /* feed_timeout's why: "waited for worker:1, fed directly by feeder X, to

@@ -54,7 +54,9 @@ check "feed-direct-t06 events.log counts the batches trained directly ($n: a's 1
   sh -c "[ -n '$n' ] && [ '$n' -ge 25 ] && [ '$n' -lt 35 ]"
 
 # feed-direct-t08: a worker fed directly that stops acknowledging (SIGSTOPped):
-# feed_timeout fails the fit naming it, the feeder and the batch waited for
+# feed_timeout fails the fit naming it, the feeder and the batch waited for;
+# t09: that feeder opened before the fit began (no credit then), and is
+# routed to the worker once the fit runs
 cat > "$TMP/stall.lua" <<LUA
 local nn, optim = drover.nn, drover.optim
 local exp = drover.experiment {
@@ -64,6 +66,8 @@ local exp = drover.experiment {
 }
 local c = drover.cluster { ps = 1, worker = 1, runs = "$RUNS", name = "stall", heartbeat_timeout = 120 }
 local f = io.open("$RUNS/stall", "w"); f:write(c.run_dir, "\n"); f:close()
+local t0 = drover.clock() -- the feeder opens before the fit begins (t09)
+while not io.open("$TMP/go") and drover.clock() - t0 < 60 do drover.sleep(0.1) end
 local ok, err = pcall(c.fit, c, exp)
 print("FIT", ok, err)
 c:shutdown()
@@ -73,7 +77,7 @@ trainer=$!
 wait_for 60 test -s "$RUNS/stall"
 RUN2=$(cat "$RUNS/stall" 2>/dev/null)
 wait_for 30 test -s "$RUN2/coordinator"
-timeout 60 "$PY" - "$RUN2" >"$TMP/stall.py.out" 2>&1 <<'PY'
+timeout 60 "$PY" - "$RUN2" "$TMP/go" >"$TMP/stall.py.out" 2>&1 <<'PY'
 import os, signal, sys
 import numpy as np
 from drover_client import auth, client
@@ -83,7 +87,10 @@ run = sys.argv[1]
 host, port, path = client.resolve(run, control=True)
 key = auth.load_secret(path)
 f = Feeder(Conn(host, port, key, 30), "s", 0, 60, key="k", direct_key=feed_key(key))
-f.opened()
+f.opened()  # no fit yet: credit 0
+open(sys.argv[2], "w").close()  # the script's fit begins now
+f.wait_fit()
+print("route before the first batch: %s" % f.route)
 pid = [int(l.split("\t")[1]) for l in open(os.path.join(run, "nodes.tsv")) if l.startswith("worker:0\t")][0]
 os.kill(pid, signal.SIGSTOP)
 try:
@@ -97,6 +104,8 @@ except DroverError as e:
 finally:
     os.kill(pid, signal.SIGCONT)
 PY
+check "feed-direct-t09 a direct feeder that opened before the fit is routed once it runs" \
+  grep -q "^route before the first batch: worker:0 (127.0.0.1:[0-9]*)" "$TMP/stall.py.out"
 check "feed-direct-t08 the fit ended" wait_for 60 sh -c "! kill -0 $trainer 2>/dev/null"
 wait $trainer
 trainer=
