@@ -49,7 +49,7 @@ LAYER_transport = conn conn_int conn_server
 LAYER_launch    = launch launch_int launch_common launch_local launch_slurm_int launch_slurm \
 	launch_slurm_job launch_ssh launch_ship launch_spark launch_yarn_http launch_yarn_int launch_yarn_rm launch_yarn_stage launch_yarn launch_external detach
 LAYER_cluster   = coord coord_launch coord_int coord_fit_int coord_keys coord_addr coord_nodes coord_fit coord_setup coord_predict coord_sched coord_vars coord_ckpt coord_stop coord_pos \
-	coord_repl coord_dash coord_feed coord_feed_ext coord_feeders_int coord_feed_direct coord_feed_ckpt coord_serve node ps ps_push ps_int ps_accept ps_ckpt ps_repl worker worker_int worker_ps \
+	coord_repl coord_dash coord_feed coord_feed_ext coord_feeders_int coord_feed_direct coord_feed_ckpt coord_serve node ps ps_push ps_int ps_accept ps_ckpt ps_repl ps_repl_sync worker worker_int worker_ps \
 	worker_pos worker_setup worker_feed worker_direct worker_predict
 LAYER_dashboard = dash dash_int dash_records attach_records dash_chart dash_draw dash_view dash_panels dash_input dash_theme dash_sim attach runs logs export export_metrics doctor
 LAYER_lua       = l_util l_drover l_closure l_tensor l_tensor_ops l_nn l_optim l_optim_sched l_feed l_stream l_data \

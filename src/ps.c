@@ -219,7 +219,8 @@ int ps__shard_make(shard *s, uint32_t var, uint64_t row0, const optim_cfg *cfg,
   for (int d = 0; d < s->ndim; d++) s->n *= (size_t)s->shape[d];
   s->val = blob_new(s->var, s->ndim, s->shape, s->n);
   if (!s->val) return drv_error(DRV_ENOMEM, "out of memory for var %u", s->var);
-  memcpy(s->val->data, value->data, s->n * sizeof(float));
+  if (value->data) memcpy(s->val->data, value->data, s->n * sizeof(float));
+  else memset(s->val->data, 0, s->n * sizeof(float));
   int ns = optim_nslots(&s->cfg);
   for (int k = 0; k < ns; k++)
     if (!(s->slots[k] = aligned_alloc(64, ps__round64(s->n * sizeof(float) + 1)))) {
@@ -531,6 +532,9 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
     rc = ps__on_checkpoint(ps, pe, h, pl);
     break;
   case WIRE_REPL_SYNC:
+  case WIRE_REPL_SHARD:
+  case WIRE_REPL_PIECE:
+  case WIRE_REPL_SYNC_END:
   case WIRE_REPL: rc = ps__repl_frame(ps, pe, h, pl); break;
   case WIRE_HEARTBEAT: return; /* harmless keep-alive from a client */
   default:

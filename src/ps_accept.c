@@ -19,7 +19,8 @@ const conn_accept *ps__accept(const conn *c) {
     static const uint8_t trains[] = {WIRE_PULL, WIRE_PUSH, WIRE_PUSH_ID, WIRE_HEARTBEAT},
                          manages[] = {WIRE_VAR_INIT, WIRE_CHECKPOINT, WIRE_RESTORE, WIRE_LR_SCALE,
                                       WIRE_SYNC_STOP},
-                         replicates[] = {WIRE_REPL_SYNC, WIRE_REPL, WIRE_HEARTBEAT};
+                         replicates[] = {WIRE_REPL_SYNC, WIRE_REPL_SHARD, WIRE_REPL_PIECE,
+                                         WIRE_REPL_SYNC_END, WIRE_REPL, WIRE_HEARTBEAT};
     coord.what = "the coordinator";
     trainer.what = "a worker, chief or evaluator";
     replicator.what = "another ps, a primary";

@@ -127,6 +127,7 @@ struct ps_server {
   int npend, cappend;
   struct peer *primary; /* replica: the connection that proved the token */
   bool synced;         /* replica: its primary's state is loaded */
+  struct repl_stage *stage; /* replica: a streamed REPL_SYNC being received (ps_repl_sync.c) */
   uint32_t *cl_id;     /* per client (PUSH.client): the last seq taken */
   uint64_t *cl_seq;
   int ncl, capcl;
@@ -158,8 +159,9 @@ static inline bool ps__sync_done(const ps_server *ps) {
 /* SYNC_STOP (wire_msgs.h): a sync fit's target lowered by the coordinator
  * stopping it early. */
 int ps__on_sync_stop(ps_server *ps, const wire_header *h, const uint8_t *pl);
-/* A shard of var with these values (copied), its optimizer slots zeroed
- * as optim_slots_init makes them; *s is cleared first. */
+/* A shard of var with these values (copied; value->data NULL: zeros),
+ * its optimizer slots as optim_slots_init makes them; *s is cleared
+ * first. */
 int ps__shard_make(shard *s, uint32_t var, uint64_t row0, const optim_cfg *cfg,
                    const wire_tensor *value);
 void ps__shard_clear(shard *s);
@@ -184,6 +186,23 @@ bool ps__client_seen(const ps_server *ps, uint32_t client, uint64_t seq);
 int ps__client_note(ps_server *ps, uint32_t client, uint64_t seq);
 void ps__repl_stop(ps_server *ps); /* closes the replica link (ps_stop) */
 void ps__repl_free(ps_server *ps);
+/* Replica: tells the coordinator (node.c) that a sync ended: status 0, or
+ * the error; msg says what was taken. */
+void ps__repl_notify(ps_server *ps, int status, bool synced, const char *msg);
+
+/* ps_repl_sync.c: the whole state, streamed in bounded frames */
+/* Primary: queues REPL_SYNC, per shard REPL_SHARD and its REPL_PIECEs,
+ * then REPL_SYNC_END on c, all from the state as it is now (one
+ * snapshot: nothing runs on the loop meanwhile). Pieces hold at most
+ * DROVER_REPL_PIECE bytes (default 4 MiB; 4..64 MiB, a multiple of 4,
+ * else refused). */
+int ps__repl_send_sync(ps_server *ps, conn *c);
+/* Replica: one frame of that stream from pe. The state being received
+ * is kept apart (ps->stage) and replaces the replica's only at
+ * REPL_SYNC_END; an error drops it (the caller closes pe's connection). */
+int ps__repl_sync_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
+void ps__repl_sync_drop(ps_server *ps); /* a stream abandoned (its peer gone) */
+const peer *ps__repl_stage_from(const ps_server *ps); /* who sends the stream */
 
 /* ps_ckpt.c */
 void ps__ckpt_version_reached(ps_server *ps); /* a sync CHECKPOINT waits for a version */

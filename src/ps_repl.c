@@ -4,9 +4,9 @@
  *
  * The coordinator gives each group a primary and a replica with PS_ROLE
  * and one random token. The primary connects to the replica's data port
- * (authenticated like every connection), sends its whole state as
- * REPL_SYNC (with the token: a replica takes replication frames from that
- * connection only), then forwards every VAR_INIT, PUSH, RESTORE, SYNC_STOP and LR_SCALE it
+ * (authenticated like every connection), streams its whole state
+ * (REPL_SYNC with the token, then bounded frames: ps_repl_sync.c; a
+ * replica takes replication frames from that connection only), then forwards every VAR_INIT, PUSH, RESTORE, SYNC_STOP and LR_SCALE it
  * receives, in arrival order, as REPL {seq, type, frame}. It applies such
  * a frame itself, and answers its client, only when the replica's
  * REPL_OK for it comes back: so the primary's state is always a prefix of
@@ -60,101 +60,6 @@ int ps__client_note(ps_server *ps, uint32_t client, uint64_t seq) {
   ps->cl_id[ps->ncl] = client;
   ps->cl_seq[ps->ncl++] = seq;
   return 0;
-}
-
-/* ============================== the whole state =========================== */
-
-static void put_client(wire_wr *w, void *ud, uint32_t i) {
-  const ps_server *ps = ud;
-  wire_put_item_repl_client(w, &(wire_item_repl_client){ps->cl_id[i], ps->cl_seq[i]});
-}
-
-static void put_slot(wire_wr *w, void *ud, uint32_t j) {
-  const shard *s = ud;
-  wire_item_repl_slot it = {.value = {.ndim = s->ndim, .data = s->slots[j]}};
-  memcpy(it.value.shape, s->shape, sizeof it.value.shape);
-  wire_put_item_repl_slot(w, &it);
-}
-
-static void put_shard(wire_wr *w, void *ud, uint32_t i) {
-  const shard *s = &((const ps_server *)ud)->shards[i];
-  wire_item_repl_shard it = {
-      .var = s->var, .row0 = s->row0, .updates = s->updates, .lr_scale = s->lr_scale,
-      .acc_n = s->acc_n, .optim = s->cfg,
-      .value = {.ndim = s->ndim, .data = s->val->data},
-      .acc = {s->acc_n ? (const uint8_t *)s->acc : NULL, s->acc_n ? (uint32_t)(s->n * 4) : 0},
-      .slots = {(uint32_t)optim_nslots(&s->cfg), .put = put_slot, .ud = (void *)s}};
-  memcpy(it.value.shape, s->shape, sizeof it.value.shape);
-  wire_put_item_repl_shard(w, &it);
-}
-
-static int send_sync(ps_server *ps) {
-  wire_wr w;
-  wire_wr_init(&w);
-  wire_put_repl_sync(&w, &(wire_msg_repl_sync){
-                             .token = ps->token, .sync = ps->sync, .replicas = ps->replicas,
-                             .target = ps->target, .version = ps->version,
-                             .dropped = ps->dropped, .pushes = ps->pushes, .agg = ps->agg,
-                             .restored = ps->restored,
-                             .clients = {(uint32_t)ps->ncl, .put = put_client, .ud = ps},
-                             .shards = {(uint32_t)ps->nshards, .put = put_shard, .ud = ps}});
-  return conn_send_wr(ps->repl, &w, WIRE_REPL_SYNC, 0);
-}
-
-/* One shard of a REPL_SYNC, made and stored. */
-static int load_shard(ps_server *ps, const wire_item_repl_shard *it) {
-  shard s;
-  int rc = ps__shard_make(&s, it->var, it->row0, &it->optim, &it->value);
-  if (rc < 0) return rc;
-  s.updates = it->updates;
-  s.lr_scale = it->lr_scale;
-  s.acc_n = it->acc_n;
-  uint32_t ns = (uint32_t)optim_nslots(&s.cfg);
-  if (it->slots.n != ns || (it->acc_n && it->acc.len != s.n * 4)) rc = DRV_EPARSE;
-  if (rc == 0 && it->acc_n && !(s.acc = aligned_alloc(64, (s.n * 4 + 64) & ~(size_t)63)))
-    rc = DRV_ENOMEM;
-  if (rc == 0 && it->acc_n) memcpy(s.acc, it->acc.p, s.n * 4);
-  wire_rd r = wire_items_reader(&it->slots);
-  for (uint32_t j = 0; j < ns && rc == 0; j++) {
-    wire_item_repl_slot sl;
-    wire_get_item_repl_slot(&r, &sl);
-    if (wire_tensor_numel(&sl.value) != (int64_t)s.n) rc = DRV_EPARSE;
-    else wire_tensor_to(&sl.value, s.slots[j]);
-  }
-  if (rc == 0) rc = ps__store_shard(ps, &s);
-  if (rc < 0) {
-    ps__shard_clear(&s);
-    return drv_error(rc, "REPL_SYNC: var %u does not load", it->var);
-  }
-  return 0;
-}
-
-static int load_sync(ps_server *ps, const wire_msg_repl_sync *m) {
-  for (int i = 0; i < ps->nshards; i++) ps__shard_clear(&ps->shards[i]);
-  ps->nshards = 0;
-  ps->ncl = 0;
-  int rc = 0;
-  wire_rd r = wire_items_reader(&m->shards);
-  for (uint32_t i = 0; i < m->shards.n && rc == 0; i++) {
-    wire_item_repl_shard it;
-    wire_get_item_repl_shard(&r, &it);
-    rc = load_shard(ps, &it);
-  }
-  r = wire_items_reader(&m->clients);
-  for (uint32_t i = 0; i < m->clients.n && rc == 0; i++) {
-    wire_item_repl_client it;
-    wire_get_item_repl_client(&r, &it);
-    rc = ps__client_note(ps, it.client, it.seq);
-  }
-  ps->sync = m->sync;
-  ps->replicas = m->replicas;
-  ps->target = m->target;
-  ps->version = m->version;
-  ps->dropped = m->dropped;
-  ps->pushes = m->pushes;
-  ps->agg = m->agg;
-  ps->restored = m->restored;
-  return rc;
 }
 
 /* ============================== primary =================================== */
@@ -220,7 +125,7 @@ int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_
 static void repl_ready(conn *c) {
   ps_server *ps = conn_ud(c);
   if (ps->repl != c) return;
-  if (send_sync(ps) < 0) {
+  if (ps__repl_send_sync(ps, c) < 0) {
     log_warn("cannot send the state to the replica: %s", drv_errmsg());
     conn_close(c, "sync failed");
     return;
@@ -266,30 +171,14 @@ static void drop_replica(ps_server *ps, const char *why) {
 
 /* ============================== replica =================================== */
 
-static void notify(ps_server *ps, int status, bool synced, const char *msg) {
+void ps__repl_notify(ps_server *ps, int status, bool synced, const char *msg) {
   if (ps->on_role) ps->on_role(ps->on_role_ud, status, synced, ps->version, msg);
 }
 
 int ps__repl_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl) {
   if (ps->role != WIRE_PS_REPLICA)
     return drv_error(DRV_EPERM, "%s: this ps is no replica", wire_type_name(h->type));
-  if (h->type == WIRE_REPL_SYNC) {
-    wire_msg_repl_sync m;
-    int rc = wire_get_repl_sync(pl, h->len, &m);
-    if (rc < 0) return rc;
-    if (m.token != ps->token)
-      return drv_error(DRV_EPERM, "REPL_SYNC without the token the coordinator gave");
-    if ((rc = load_sync(ps, &m)) < 0) {
-      notify(ps, rc, true, drv_errmsg());
-      return rc;
-    }
-    ps->primary = pe;
-    ps->synced = true;
-    log_info("replica of %s: %d shards at version %llu", conn_peer(pe->c), ps->nshards,
-             (unsigned long long)ps->version);
-    notify(ps, 0, true, "");
-    return 0;
-  }
+  if (h->type != WIRE_REPL) return ps__repl_sync_frame(ps, pe, h, pl);
   if (pe != ps->primary || !ps->synced)
     return drv_error(DRV_EPERM, "REPL from a connection that is not this replica's primary");
   wire_msg_repl m;
@@ -311,6 +200,7 @@ int ps__repl_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t 
 }
 
 void ps__repl_peer_gone(ps_server *ps, const peer *pe) {
+  if (ps->stage && ps__repl_stage_from(ps) == pe) ps__repl_sync_drop(ps);
   for (int i = 0; i < ps->npend; i++)
     if (ps->pend[i].pe == pe) ps->pend[i].pe = NULL;
   if (ps->primary == pe) {
@@ -357,7 +247,7 @@ int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int p
     ps->synced = false;
     ps->primary = NULL;
     log_info("replica: waiting for the primary's state");
-    notify(ps, 0, false, ""); /* the coordinator now tells the primary */
+    ps__repl_notify(ps, 0, false, ""); /* the coordinator now tells the primary */
     return 0;
   default: return drv_error(DRV_EINVAL, "PS_ROLE: role %d", role);
   }
@@ -371,6 +261,7 @@ void ps_on_role(ps_server *ps, ps_role_fn fn, void *ud) {
 void ps__repl_stop(ps_server *ps) { drop_replica(ps, "ps stopping"); }
 
 void ps__repl_free(ps_server *ps) {
+  ps__repl_sync_drop(ps);
   for (int i = 0; i < ps->npend; i++) free(ps->pend[i].payload);
   free(ps->pend);
   free(ps->cl_id);

@@ -59,6 +59,7 @@
  *             bulk data) */
 #define WIRE_SPEC_MAX (1u << 20)              /* thousands of nodes */
 #define WIRE_PULL_MAX (8 + 4 + 4 * 65536)     /* 64 Ki variables: beyond any model */
+#define WIRE_REPL_SHARD_MAX 4096              /* OPTIM's schedule is beyond the layout's bound */
 #define WIRE_TYPE_MAP(XX)                        \
   XX(1, HELLO, hello, true, 0)                   \
   XX(2, AUTH, auth, true, 0)                     \
@@ -119,7 +120,10 @@
   XX(72, PREDICT_RESULT, predict_result, false, 0) \
   XX(73, PREDICT_OPEN, predict_open, false, 0)   \
   XX(74, PREDICT_REQUEST, predict_request, false, 0) \
-  XX(75, PREDICT_REPLY, predict_reply, false, 0)
+  XX(75, PREDICT_REPLY, predict_reply, false, 0) \
+  XX(76, REPL_SHARD, repl_shard, false, WIRE_REPL_SHARD_MAX) \
+  XX(77, REPL_PIECE, repl_piece, false, 0)       \
+  XX(78, REPL_SYNC_END, repl_sync_end, false, 0)
 
 typedef enum wire_type {
 #define XX(num, NAME, name, pre_auth, max) WIRE_##NAME = num,
@@ -130,6 +134,13 @@ typedef enum wire_type {
 enum { WIRE_TASK_TRAIN_STEP = 1 };
 /* PS_ROLE role: what a ps is in its shard group (ps replicas). */
 enum { WIRE_PS_ALONE = 0, WIRE_PS_PRIMARY = 1, WIRE_PS_REPLICA = 2 };
+/* REPL_PIECE part: which array of the shard the floats belong to. */
+enum {
+  WIRE_PIECE_VALUE = 0,
+  WIRE_PIECE_ACC = 1,
+  WIRE_PIECE_SLOT0 = 2,
+  WIRE_PIECE_LAST = 3 /* WIRE_PIECE_SLOT0 + OPTIM_MAX_SLOTS - 1 (ps_repl.c checks) */
+};
 /* COMMAND kind; WIRE_COMMAND_LAST is the highest one known. */
 enum {
   WIRE_COMMAND_LUA = 0,

@@ -239,14 +239,29 @@
  *              (synced 0: the coordinator then sends the primary its
  *              PS_ROLE), then has loaded its state (synced 1, status 0)
  *              at `version`
- *  REPL_SYNC   P -> R (data): the primary's whole state (sync mode,
- *              versions, the clients' last push, every shard with its
- *              optimizer slots and gradient sum), the first frame of a
- *              replication connection and its proof (token)
+ *  REPL_SYNC   P -> R (data): the first frame of a replication
+ *              connection and its proof (token): the primary's state but
+ *              its shards (sync mode, versions, a SYNC_STOP cap, the
+ *              clients' last push) and how many shards follow. Then, per
+ *              shard, REPL_SHARD and its floats in REPL_PIECEs, then
+ *              REPL_SYNC_END: the state is streamed in frames of a
+ *              bounded size (ps_repl.c, DROVER_REPL_PIECE), whatever the
+ *              shards weigh, and the replica takes it only at the end
+ *  REPL_SHARD  P -> R: the next shard's description (no floats): its
+ *              variable, rows, update count, rate factor, gradients
+ *              summed (acc_n), optimizer and shape
+ *  REPL_PIECE  P -> R: floats of the last REPL_SHARD's shard: part
+ *              WIRE_PIECE_VALUE, _ACC (the gradient sum, when acc_n) or
+ *              _SLOT0 + j (optimizer slot j), from element `offset`; each
+ *              part's pieces come in order and cover it exactly
+ *  REPL_SYNC_END P -> R: the stream is complete: `shards` shards of
+ *              `bytes` float bytes in all; the replica switches to the
+ *              new state now, and only now
  *  REPL        P -> R: frame `type` (VAR_INIT, PUSH, RESTORE, SYNC_STOP, LR_SCALE) as the
- *              primary received it (a PUSH with its PUSH_ID, 0 0: none); the replica applies it as the primary
- *              will, then answers REPL_OK {seq}; the primary applies it
- *              and answers its client only after that REPL_OK */
+ *              primary received it (a PUSH with its PUSH_ID, 0 0: none); the replica applies it
+ *              as the primary will, then answers REPL_OK {seq}; the
+ *              primary applies it and answers its client only after that
+ *              REPL_OK */
 #define WIRE_MSG_ps_role(X) \
   X(ENUM, role, WIRE_PS_REPLICA, "PS_ROLE role") X(U64, token) X(STR, host) X(U16, port)
 #define WIRE_MSG_ps_role_ok(X) \
@@ -254,7 +269,13 @@
 #define WIRE_MSG_repl_sync(X)                                                                \
   X(U64, token) X(FLAG, sync, "REPL_SYNC sync") X(U32, replicas) X(U64, target)               \
   X(U64, version) X(U64, dropped) X(U64, pushes) X(U32, agg) X(FLAG, restored, "REPL_SYNC restored") \
-  X(ITEMS, clients, repl_client, "REPL_SYNC client") X(ITEMS, shards, repl_shard, "REPL_SYNC shard")
+  X(FLAG, capped, "REPL_SYNC capped") X(U32, shards) X(ITEMS, clients, repl_client, "REPL_SYNC client")
+#define WIRE_MSG_repl_shard(X)                                                                \
+  X(U32, var) X(U64, row0) X(I64, updates) X(F64, lr_scale) X(U32, acc_n) X(OPTIM, optim)     \
+  X(SHAPE, shape)
+#define WIRE_MSG_repl_piece(X) \
+  X(ENUM, part, WIRE_PIECE_LAST, "REPL_PIECE part") X(U64, offset) X(BYTES, data)
+#define WIRE_MSG_repl_sync_end(X) X(U32, shards) X(U64, bytes)
 #define WIRE_MSG_repl(X) \
   X(U64, seq) X(U8, type) X(U32, client) X(U64, push_seq) X(BYTES, frame)
 #define WIRE_MSG_repl_ok(X) X(U64, seq)
@@ -428,11 +449,6 @@
 #define WIRE_ITEM_var_name(X) X(U32, var) X(STR, name)
 #define WIRE_ITEM_var_tensor(X) X(U32, var) X(TENSOR, value)
 #define WIRE_ITEM_repl_client(X) X(U32, client) X(U64, seq)
-#define WIRE_ITEM_repl_slot(X) X(TENSOR, value)
-#define WIRE_ITEM_repl_shard(X)                                                        \
-  X(U32, var) X(U64, row0) X(I64, updates) X(F64, lr_scale) X(U32, acc_n) X(OPTIM, optim)      \
-  X(TENSOR, value) \
-  X(BYTES, acc) X(ITEMS, slots, repl_slot, "REPL_SYNC slot")
 #define WIRE_ITEM_snap_node(X)                                                          \
   X(ROLE, role) X(U32, index) X(U32, pid) X(U32, restarts) X(U32, inflight) X(I64, steps) \
   X(I64, backlog) X(U64, rss) X(F64, examples_per_sec) X(F64, cpu_pct)                    \
@@ -445,7 +461,7 @@
 /* Every item list, innermost first (an item's items come before it). */
 #define WIRE_ITEM_MAP(XX) \
   XX(spec_node) XX(setup_shard) XX(setup_var) XX(var_id) XX(var_name) XX(var_tensor) XX(snap_point) \
-  XX(repl_client) XX(repl_slot) XX(repl_shard) \
+  XX(repl_client) \
   XX(snap_node) XX(snap_series) XX(snap_event)
 
 /* ---- views -------------------------------------------------------------- */
