@@ -503,6 +503,7 @@ int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
   rc = coord__pump(c, all_registered, NULL, o->reservation_timeout, true);
   if (rc == DRV_ETIMEDOUT) rc = reservation_error(c);
   if (rc < 0) goto fail;
+  if ((rc = coord__repl_place(c)) < 0) goto fail; /* before any pairing */
   coord__nodes_file(c, true);
   send_spec_all(c);
   coord__repl_tick(c); /* ps replicas: each takes its primary's (empty) state */

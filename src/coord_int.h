@@ -303,6 +303,18 @@ bool coord__repl_is_replica(const coord *c, int node);
 /* Whether losing ps node `node` costs no rollback: it is a replica, or
  * its replica is in sync. */
 bool coord__repl_covers(const coord *c, int node);
+/* Replica placement, pure: group k's primary runs on machine prim[k],
+ * the candidate replicas on cand[0..n-1]; out[k] gets the candidate of
+ * group k, on another machine than its primary's when the first free
+ * such candidate, or a swap with another group, finds one (enough for
+ * the launchers' round-robin placements; not an exhaustive matching).
+ * Returns the groups left on their
+ * primary's machine. Strings are compared, not kept. */
+int coord__repl_match(const char *const *prim, const char *const *cand, int n, int *out);
+/* Once every ps registered: each group's replica chosen by machine
+ * (coord__repl_match); a group left with both on one machine is said in
+ * events.log (a run on more than one machine only). */
+int coord__repl_place(coord *c);
 /* SPEC's payload into w (initialised): the nodes as workers see them.
  * Negative (w freed) when out of memory. */
 int coord__write_spec(const coord *c, wire_wr *w);

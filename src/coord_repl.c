@@ -14,6 +14,12 @@
  * the new primary in the background. A replica lost: its primary serves
  * alone until the replica is back and synced. A primary lost with no
  * replica in sync falls back to the checkpoint rollback (coord_ckpt.c).
+ *
+ * Placement: a replica on its primary's machine is lost with it. Once
+ * every ps registered (where each runs is known then: the ssh host the
+ * launcher chose, its Slurm node, or the address it serves on), each group takes a replica on another
+ * machine when there is one (coord__repl_place), whatever the launcher
+ * did; a group that cannot is named in events.log.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +46,79 @@ int coord__repl_init(coord *c) {
     c->ps_pair[k] = c->opts.ps_replicas > 0;
   }
   return 0;
+}
+
+/* ============================== placement ================================= */
+
+int coord__repl_match(const char *const *prim, const char *const *cand, int n, int *out) {
+  bool *used = calloc((size_t)n + 1, sizeof *used);
+  if (!used) return drv_error(DRV_ENOMEM, "out of memory");
+  for (int k = 0; k < n; k++) { /* first pass: the first free one elsewhere */
+    out[k] = -1;
+    for (int j = 0; j < n && out[k] < 0; j++)
+      if (!used[j] && strcmp(cand[j], prim[k]) != 0) used[out[k] = j] = true;
+  }
+  for (int k = 0; k < n; k++) /* the rest: whatever is left */
+    for (int j = 0; j < n && out[k] < 0; j++)
+      if (!used[j]) used[out[k] = j] = true;
+  free(used);
+  int same = 0;
+  for (int k = 0; k < n; k++) {
+    if (strcmp(cand[out[k]], prim[k]) != 0) continue;
+    /* on its primary's machine: a swap that moves both groups elsewhere */
+    int m = 0;
+    while (m < n && (m == k || strcmp(cand[out[m]], prim[k]) == 0 ||
+                     strcmp(cand[out[k]], prim[m]) == 0))
+      m++;
+    if (m < n) {
+      int t = out[k];
+      out[k] = out[m];
+      out[m] = t;
+    } else {
+      same++;
+    }
+  }
+  return same;
+}
+
+/* Where node i runs, as placement compares it: the host the launcher
+ * chose (ssh), else its Slurm node, else the address it serves on (a
+ * local cluster is all one machine). */
+static const char *machine(coord *c, int i) {
+  const coord_node *n = &c->nodes[i];
+  const launch_ops *ops = c->launch ? c->launch->ops : NULL;
+  const char *m = ops && ops->machine ? ops->machine(c->launch, n->role, n->index) : NULL;
+  return m ? m : n->got.slurm_node[0] ? n->got.slurm_node : n->host;
+}
+
+int coord__repl_place(coord *c) {
+  int n = c->ngroups;
+  if (!c->opts.ps_replicas || n == 0) return 0;
+  const char **prim = calloc((size_t)n, sizeof *prim), **cand = calloc((size_t)n, sizeof *cand);
+  int *node = calloc((size_t)n, sizeof *node), *out = calloc((size_t)n, sizeof *out);
+  int rc = prim && cand && node && out ? 0 : drv_error(DRV_ENOMEM, "out of memory");
+  for (int k = 0; k < n && rc == 0; k++) {
+    prim[k] = machine(c, c->ps_prim[k]);
+    node[k] = c->ps_repl[k];
+    cand[k] = machine(c, node[k]);
+  }
+  int same = rc == 0 ? coord__repl_match(prim, cand, n, out) : 0;
+  if (same < 0) rc = same;
+  bool many = false; /* more than one machine among the ps */
+  for (int k = 0; k < n && rc == 0; k++)
+    many |= strcmp(prim[k], prim[0]) != 0 || strcmp(cand[k], prim[0]) != 0;
+  for (int k = 0; k < n && rc == 0; k++) {
+    c->ps_repl[k] = node[out[k]];
+    if (!many || strcmp(cand[out[k]], prim[k]) != 0) continue;
+    char pn[32], rn[32];
+    coord__node_name(&c->nodes[c->ps_prim[k]], pn, sizeof pn);
+    coord__node_name(&c->nodes[c->ps_repl[k]], rn, sizeof rn);
+    rundir_event(&c->rd, "ps group %d: replica %s on the same machine (%s) as its primary %s: "
+                 "no other machine had a ps to spare; losing %s loses both",
+                 k, rn, prim[k], pn, prim[k]);
+  }
+  free(prim), free(cand), free(node), free(out);
+  return rc;
 }
 
 void coord__repl_free(coord *c) {
@@ -113,8 +192,8 @@ int coord__repl_frame(coord *c, int node, const wire_header *h, const uint8_t *p
     rundir_event(&c->rd, "replica %s not in sync: %s", name, msg);
     return 0;
   }
-  coord__node_set_state(c, node, NODE_REPLICA, ": in sync at version %llu",
-                        (unsigned long long)m.version);
+  coord__node_set_state(c, node, NODE_REPLICA, ": in sync at version %llu%s%s%s",
+                        (unsigned long long)m.version, msg[0] ? " (" : "", msg, msg[0] ? ")" : "");
   return 0;
 }
 

@@ -62,6 +62,11 @@ typedef struct launch_ops {
    * application_1_0001 http://rm/proxy/..."), or NULL: its name. May be a
    * NULL member (local, ssh, slurm). The string is the launcher's. */
   const char *(*where)(launcher *l);
+  /* The machine the launcher placed node (role, index) on, as it names
+   * it ("b" for ssh hosts), or NULL when it does not choose (Slurm and
+   * the others place nodes themselves). May be a NULL member. The string
+   * is the launcher's. */
+  const char *(*machine)(launcher *l, int role, int index);
 } launch_ops;
 
 struct launcher {

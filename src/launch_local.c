@@ -142,7 +142,7 @@ static void local_destroy(launcher *base) {
 }
 
 static const launch_ops local_ops = {"local", local_start, local_signal, launch__running,
-                                     local_destroy, NULL};
+                                     local_destroy, NULL, NULL};
 
 int launch_local_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
                      launcher **out) {

@@ -459,7 +459,7 @@ static void slurm_destroy(launcher *base) {
 }
 
 static const launch_ops slurm_ops = {"slurm", slurm_start, slurm_signal, launch__running,
-                                     slurm_destroy, NULL};
+                                     slurm_destroy, NULL, NULL};
 
 /* ============================== new ====================================== */
 

@@ -379,8 +379,17 @@ static void ssh_destroy(launcher *base) {
   free(l);
 }
 
-static const launch_ops ssh_ops = {"ssh", ssh_start, ssh_signal, launch__running, ssh_destroy,
-                                  NULL};
+/* The host node (role, index) was placed on (NULL before its first start). */
+static const char *ssh_machine(launcher *base, int role, int index) {
+  ssh_launcher *l = (ssh_launcher *)base;
+  for (int i = 0; i < l->nplaces; i++)
+    if (l->places[i].role == role && l->places[i].index == index)
+      return l->hosts[l->places[i].host].name;
+  return NULL;
+}
+
+static const launch_ops ssh_ops = {"ssh",       ssh_start,   ssh_signal, launch__running,
+                                  ssh_destroy, NULL, ssh_machine};
 
 int launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
                    launcher **out) {

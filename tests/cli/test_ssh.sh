@@ -182,6 +182,29 @@ touch "$TMP/local.go"
 wait $coord
 check "ssh-t06 the local run ends cleanly" [ $? -eq 0 ]
 
+# ssh-t07: ps replicas over two hosts: the launcher alternates a, b, a, b
+# over ps:0..3, which would pair ps:0 with ps:2 on a; each replica goes to
+# the other host than its primary's
+cat > "$TMP/repl.lua" <<LUA
+local c = drover.cluster { launcher = "ssh", hosts = { "a:3", "b:3" }, ssh_config = "$CFG",
+                           ps = 2, ps_replicas = 1, worker = 2, runs = "$RUNS", name = "repl",
+                           reservation_timeout = 30 }
+c:shutdown()
+LUA
+timeout 90 "$DROVER" run "$TMP/repl.lua" >"$TMP/repl.out" 2>&1
+check "ssh-t07 the run succeeds" [ $? -eq 0 ]
+dir=$(ls -d "$RUNS"/repl-* | head -n 1)
+# the ssh host a node was started on (the first line of its log says)
+host_of() { sed -n "s/^drover: starting ps-${1#ps:} on host '\([^']*\)'.*/\1/p" "$dir/logs/ps-${1#ps:}.log" | head -n 1; }
+pairs=$(sed -n 's/.*node syncing \(ps:[0-9]*\): replica of \(ps:[0-9]*\).*/\1 \2/p' "$dir/events.log")
+check "ssh-t07 two groups paired (got '$pairs')" [ "$(echo "$pairs" | grep -c .)" -eq 2 ]
+echo "$pairs" | while read -r r p; do
+  check "ssh-t07 replica $r ($(host_of "$r")) on another host than its primary $p ($(host_of "$p"))" \
+    [ -n "$(host_of "$r")" -a "$(host_of "$r")" != "$(host_of "$p")" ]
+done
+check "ssh-t07 no group said to share a host" sh -c "! grep -q 'on the same machine' '$dir/events.log'"
+check "ssh-t07 no node or ssh outlives the run" wait_none 10 "$dir"
+
 if [ "$have_c" != 1 ]; then
   echo "SKIP test_ssh.sh: ssh-t04/t05 (host c): $(cat "$SSHD/no_c" 2>/dev/null)"
   exit 0

@@ -8,9 +8,12 @@
  * the promoted replica holding the primary's values bit for bit; a
  * plateau schedule's LR_SCALE reaching the replica both ways (forwarded,
  * and in the REPL_SYNC of a replica paired after it), so a promoted one
- * goes on at the scaled rate.
+ * goes on at the scaled rate; the state streamed in pieces of a few bytes
+ * (DROVER_REPL_PIECE) arriving whole (values, optimizer slots, a gradient
+ * sum); a SYNC_STOP cap in force reaching a replica paired under it.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,16 +29,20 @@ static void send_role(peer *ctl, int role, uint64_t token, const char *host, int
   nf_send_wr(ctl, &w, WIRE_PS_ROLE, 0);
 }
 
-/* The next PS_ROLE_OK on ctl: its synced flag (status 0 checked). */
-static bool role_ok(fake *f, peer *ctl) {
+/* The next PS_ROLE_OK on ctl: its synced flag (status 0 checked) and,
+ * when msg is not NULL, its message (n bytes). */
+static bool role_ok_msg(fake *f, peer *ctl, char *msg, size_t n) {
   fk_frame *fr = NF_EXPECT(f, ctl, WIRE_PS_ROLE_OK);
   wire_msg_ps_role_ok m;
   CHECK_OK(wire_get_ps_role_ok(fr->p, fr->h.len, &m));
   CHECK_INT_EQ(m.status, 0);
+  if (msg) CHECK_OK(wire_str_copy(m.message, msg, n));
   bool synced = m.synced;
   nf_frame_free(fr);
   return synced;
 }
+
+static bool role_ok(fake *f, peer *ctl) { return role_ok_msg(f, ctl, NULL, 0); }
 
 /* PUSH_ID {client, seq} then a PUSH of grad to var 0; its PUSH_OK's step. */
 static uint64_t push_id(fake *f, peer *pe, uint32_t client, uint64_t seq, const tensor *g,
@@ -187,6 +194,128 @@ TEST(ps_replica_takes_lr_scale_forwarded_and_in_its_sync) {
   peer *w2 = nf_cluster_dial_as(&c, ROLE_PS, 2, ROLE_WORKER, 0);
   check_rate(f, w2, g, 0.5, 0.25, 30);
 
+  tensor_free(v0), tensor_free(g);
+  nf_cluster_down(&c);
+}
+
+/* Pairs ps:r as the replica of ps:p (token) and returns once it is in
+ * sync; msg gets its PS_ROLE_OK's message. */
+static void pair(nf_cluster *c, int p, int r, uint64_t token, char *msg, size_t n) {
+  reg *pr = nf_cluster_reg(c, ROLE_PS, p), *rr = nf_cluster_reg(c, ROLE_PS, r);
+  send_role(rr->ctl, WIRE_PS_REPLICA, token, "", 0);
+  CHECK(!role_ok(&c->f, rr->ctl));
+  send_role(pr->ctl, WIRE_PS_PRIMARY, token, rr->host, rr->port);
+  CHECK(role_ok_msg(&c->f, rr->ctl, msg, n));
+}
+
+/* A sync push of g to var on pe computed on `version`; PUSH_OK's applied. */
+static bool push_v(fake *f, peer *pe, uint64_t version, uint32_t var, const tensor *g,
+                   uint32_t req) {
+  bool applied = false;
+  nf_send_push1_v(pe, version, var, g, req);
+  (void)nf_read_push_ok_v(f, pe, req, &applied);
+  return applied;
+}
+
+/* The version a PULL of no variables reads on pe. */
+static uint64_t version_of(fake *f, peer *pe, uint32_t req) {
+  nf_send_pull_v(pe, 0, NULL, 0, req);
+  fk_frame *fr = NF_EXPECT(f, pe, WIRE_PULL_REPLY);
+  uint64_t v = nf_read_pull_reply_v(fr, NULL, 0, NULL);
+  nf_frame_free(fr);
+  return v;
+}
+
+TEST(ps_replica_sync_streams_in_pieces) {
+  /* 8-byte pieces: two floats a frame, so every part of every shard is
+   * cut in several. The children inherit the knob. */
+  CHECK(setenv("DROVER_REPL_PIECE", "8", 1) == 0);
+  nf_cluster c;
+  nf_cluster_up(&c, (nf_node[]){{ROLE_PS, 0}, {ROLE_PS, 1}}, 2, 50, 5000);
+  CHECK(unsetenv("DROVER_REPL_PIECE") == 0);
+  fake *f = &c.f;
+  optim_cfg adam;
+  optim_cfg_default(&adam, OPTIM_ADAM);
+  int64_t shape[2] = {2, 3};
+  tensor *v0 = nf_filled(2, shape, -1.25f, 0.375f), *v1 = nf_filled(2, shape, 0.5f, -0.25f),
+         *g = nf_filled(2, shape, 0.3f, -0.17f);
+  /* ps:0 alone, sync with 2 gradients an update: one update applied (the
+   * Adam slots are not zero), then half of the next summed on var 0 only
+   * (a gradient sum on var 0, none on var 1). */
+  peer *coord = nf_cluster_dial(&c, ROLE_PS, 0), *a = nf_cluster_dial_as(&c, ROLE_PS, 0, ROLE_WORKER, 0);
+  nf_var_init_mode(f, coord, 0, 0, true, 2, 100, &adam, v0, 1);
+  nf_var_init_mode(f, coord, 1, 0, true, 2, 100, &adam, v1, 2);
+  CHECK(push_v(f, a, 0, 0, g, 10));
+  CHECK(push_v(f, a, 0, 1, g, 11));
+  CHECK_INT_EQ(version_of(f, a, 12), 1);
+  CHECK(push_v(f, a, 1, 0, g, 13));
+
+  char msg[256];
+  pair(&c, 0, 1, 9, msg, sizeof msg);
+  /* var 0: the shard frame, 3 pieces each of values, gradient sum and two
+   * slots; var 1 the same without a sum; REPL_SYNC and REPL_SYNC_END. */
+  CHECK_STR_CONTAINS(msg, "2 shards, 168 bytes in 25 frames");
+
+  /* Apart, both take the same second gradient and must agree bit for bit. */
+  send_role(nf_cluster_reg(&c, ROLE_PS, 1)->ctl, WIRE_PS_ALONE, 0, "", 0);
+  send_role(nf_cluster_reg(&c, ROLE_PS, 0)->ctl, WIRE_PS_ALONE, 0, "", 0);
+  peer *b = nf_cluster_dial_as(&c, ROLE_PS, 1, ROLE_WORKER, 1);
+  CHECK(push_v(f, a, 1, 0, g, 20));
+  CHECK(push_v(f, b, 1, 0, g, 30));
+  uint32_t vars[2] = {0, 1};
+  tensor *on_a[2], *on_b[2];
+  nf_send_pull_v(a, 2, vars, 2, 21);
+  fk_frame *fr = NF_EXPECT(f, a, WIRE_PULL_REPLY);
+  CHECK_INT_EQ(nf_read_pull_reply_v(fr, vars, 2, on_a), 2);
+  nf_frame_free(fr);
+  nf_send_pull_v(b, 2, vars, 2, 31);
+  fr = NF_EXPECT(f, b, WIRE_PULL_REPLY);
+  CHECK_INT_EQ(nf_read_pull_reply_v(fr, vars, 2, on_b), 2);
+  nf_frame_free(fr);
+  for (int k = 0; k < 2; k++) {
+    CHECK(nf_same_bits(on_a[k], on_b[k]));
+    tensor_free(on_a[k]), tensor_free(on_b[k]);
+  }
+  tensor_free(v0), tensor_free(v1), tensor_free(g);
+  nf_cluster_down(&c);
+}
+
+/* SYNC_STOP {target} from the coordinator (no reply). */
+static void sync_stop(peer *coord, uint64_t target) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_sync_stop(&w, &(wire_msg_sync_stop){target});
+  nf_send_wr(coord, &w, WIRE_SYNC_STOP, 0);
+}
+
+TEST(ps_replica_synced_under_a_sync_stop_cap_keeps_it) {
+  nf_cluster c;
+  nf_cluster_up(&c, (nf_node[]){{ROLE_PS, 0}, {ROLE_PS, 1}}, 2, 50, 5000);
+  fake *f = &c.f;
+  optim_cfg sgd;
+  optim_cfg_default(&sgd, OPTIM_SGD);
+  int64_t shape[2] = {2, 3};
+  tensor *v0 = nf_filled(2, shape, -1.25f, 0.375f), *g = nf_filled(2, shape, 0.25f, 0.125f);
+  peer *coord = nf_cluster_dial(&c, ROLE_PS, 0), *a = nf_cluster_dial_as(&c, ROLE_PS, 0, ROLE_WORKER, 0);
+  nf_var_init_mode(f, coord, 0, 0, true, 1, 10, &sgd, v0, 1);
+  CHECK(push_v(f, a, 0, 0, g, 10));
+  /* capped at version 1: the last step becomes 2, whose gradients the ps
+   * still sums once there (the final target may be one further) */
+  sync_stop(coord, 0);
+  CHECK_INT_EQ(version_of(f, coord, 2), 1);
+  CHECK(push_v(f, a, 1, 0, g, 11));
+  CHECK_INT_EQ(version_of(f, coord, 3), 2);
+
+  /* ps:1 paired now, under the cap, then promoted: it sums step 3's
+   * gradient like its primary would, and the final target applies it. */
+  char msg[256];
+  pair(&c, 0, 1, 5, msg, sizeof msg);
+  CHECK_STR_CONTAINS(msg, "capped");
+  send_role(nf_cluster_reg(&c, ROLE_PS, 1)->ctl, WIRE_PS_ALONE, 0, "", 0);
+  peer *coord1 = nf_cluster_dial(&c, ROLE_PS, 1), *b = nf_cluster_dial_as(&c, ROLE_PS, 1, ROLE_WORKER, 0);
+  CHECK(push_v(f, b, 2, 0, g, 20)); /* summed at the cap, not ignored */
+  sync_stop(coord1, 3);
+  CHECK_INT_EQ(version_of(f, coord1, 4), 3);
   tensor_free(v0), tensor_free(g);
   nf_cluster_down(&c);
 }
