@@ -310,6 +310,25 @@ void coord__free_vars(coord_fit_state *f) {
   f->placed = false;
 }
 
+/* A worker pulls and pushes all its shards on one ps in one frame (PULL,
+ * PULL_REPLY, PUSH; a primary forwards a PUSH in a REPL, 25 bytes more),
+ * so what a ps holds must fit a frame: refused here, before any VAR_INIT,
+ * with the remedy, rather than a ps closing the connection. load[s]:
+ * elements on ps s. */
+static int check_frames(coord_fit_state *f, const int64_t *load) {
+  const uint64_t slack = 64u << 10; /* headers: the frame's, each variable's, REPL's */
+  for (int s = 0; s < f->nps; s++) {
+    uint64_t bytes = (uint64_t)load[s] * sizeof(float) + (uint64_t)f->nvars * 64 + slack;
+    if (bytes <= WIRE_DEFAULT_MAX_FRAME) continue;
+    return drv_error(DRV_EINVAL,
+                     "ps:%d would hold %.1f MiB of parameters, and a worker pulls and pushes "
+                     "them in one frame of at most %u MiB: use more ps (a variable of "
+                     "split_threshold elements or more is split by rows over all of them)",
+                     s, (double)load[s] * sizeof(float) / (1 << 20), WIRE_DEFAULT_MAX_FRAME >> 20);
+  }
+  return 0;
+}
+
 /* Large variables are split by rows over every ps; the others go whole to
  * the least loaded ps, largest first (TensorFlow's greedy byte-size
  * strategy), so the load is balanced and the placement deterministic. */
@@ -361,6 +380,7 @@ int coord__place(coord_fit_state *f, nn_module *model) {
     }
   }
   free(order);
+  if (rc == 0) rc = check_frames(f, load);
   free(load);
   if (rc == 0) f->placed = true;
   for (int i = 0; i < f->nvars && rc == 0; i++) {
