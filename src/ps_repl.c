@@ -217,6 +217,7 @@ int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int p
   switch (role) {
   case WIRE_PS_ALONE:
     drop_replica(ps, "no replica any more");
+    ps__repl_sync_drop(ps); /* a stream under way has no use now */
     if (ps->role == WIRE_PS_REPLICA) {
       if (!ps->synced) return drv_error(DRV_EINVAL, "promoted before it had its primary's state");
       log_info("promoted: serving as primary from version %llu", (unsigned long long)ps->version);

@@ -31,6 +31,7 @@ _Static_assert(WIRE_PIECE_LAST == WIRE_PIECE_SLOT0 + OPTIM_MAX_SLOTS - 1,
 
 #define PIECE_DEFAULT (4u << 20)
 #define PIECE_MAX (64u << 20)
+#define PS_REPL_MAX_SHARDS 65536u /* as PULL's variables (WIRE_PULL_MAX) */
 
 /* A REPL_SYNC being received. */
 typedef struct repl_stage {
@@ -159,6 +160,9 @@ static int on_begin(ps_server *ps, peer *pe, const uint8_t *pl, uint32_t len) {
   if (rc < 0) return rc;
   if (m.token != ps->token)
     return drv_error(DRV_EPERM, "REPL_SYNC without the token the coordinator gave");
+  if (m.shards > PS_REPL_MAX_SHARDS)
+    return drv_error(DRV_EPARSE, "REPL_SYNC of %u shards (at most %u)", m.shards,
+                     PS_REPL_MAX_SHARDS);
   ps__repl_sync_drop(ps);
   repl_stage *st = calloc(1, sizeof *st);
   if (!st) return drv_error(DRV_ENOMEM, "out of memory");
