@@ -569,8 +569,12 @@ static const conn_cbs data_cbs = {data_ready, data_frame, data_close};
 int ps_start(uv_loop_t *loop, const auth_secret *secret, uint32_t index, const char *host,
              ps_server **out, int *port) {
   *out = NULL;
+  size_t piece;
+  int rc = ps__repl_piece_bytes(&piece);
+  if (rc < 0) return rc;
   ps_server *ps = calloc(1, sizeof *ps);
   if (!ps) return drv_error(DRV_ENOMEM, "out of memory");
+  ps->repl_piece = piece;
   ps->tag = TAG_SERVER;
   ps->loop = loop;
   ps->secret = secret;
@@ -578,7 +582,7 @@ int ps_start(uv_loop_t *loop, const auth_secret *secret, uint32_t index, const c
   auth_node_key(secret, ROLE_PS, index, &ps->own);
   ps->opts = (conn_opts){.secret = secret, .derive_node_keys = true, .cbs = &data_cbs, .ud = ps,
                          .server_kind = 1};
-  int rc = conn_listen(loop, host, 0, &ps->opts, &ps->server, port);
+  rc = conn_listen(loop, host, 0, &ps->opts, &ps->server, port);
   if (rc < 0) {
     free(ps);
     return rc;

@@ -128,6 +128,7 @@ struct ps_server {
   struct peer *primary; /* replica: the connection that proved the token */
   bool synced;         /* replica: its primary's state is loaded */
   struct repl_stage *stage; /* replica: a streamed REPL_SYNC being received (ps_repl_sync.c) */
+  size_t repl_piece;   /* primary: the largest REPL_PIECE's floats, in bytes */
   uint32_t *cl_id;     /* per client (PUSH.client): the last seq taken */
   uint64_t *cl_seq;
   int ncl, capcl;
@@ -191,11 +192,14 @@ void ps__repl_free(ps_server *ps);
 void ps__repl_notify(ps_server *ps, int status, bool synced, const char *msg);
 
 /* ps_repl_sync.c: the whole state, streamed in bounded frames */
-/* Primary: queues REPL_SYNC, per shard REPL_SHARD and its REPL_PIECEs,
- * then REPL_SYNC_END on c, all from the state as it is now (one
- * snapshot: nothing runs on the loop meanwhile). Pieces hold at most
- * DROVER_REPL_PIECE bytes (default 4 MiB; 4..64 MiB, a multiple of 4,
- * else refused). */
+/* DROVER_REPL_PIECE into *out, or the default (4 MiB); negative, with
+ * the message, when set to anything but a multiple of 4 in 4..64 MiB
+ * (ps_start refuses to start then). */
+int ps__repl_piece_bytes(size_t *out);
+/* Primary: queues REPL_SYNC, per shard REPL_SHARD and its REPL_PIECEs
+ * (at most ps->repl_piece bytes of floats each), then REPL_SYNC_END on c,
+ * all from the state as it is now (one snapshot: nothing runs on the
+ * loop meanwhile). */
 int ps__repl_send_sync(ps_server *ps, conn *c);
 /* Replica: one frame of that stream from pe. The state being received
  * is kept apart (ps->stage) and replaces the replica's only at

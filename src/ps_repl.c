@@ -6,7 +6,8 @@
  * and one random token. The primary connects to the replica's data port
  * (authenticated like every connection), streams its whole state
  * (REPL_SYNC with the token, then bounded frames: ps_repl_sync.c; a
- * replica takes replication frames from that connection only), then forwards every VAR_INIT, PUSH, RESTORE, SYNC_STOP and LR_SCALE it
+ * replica takes replication frames from that connection only), then
+ * forwards every VAR_INIT, PUSH, RESTORE, SYNC_STOP and LR_SCALE it
  * receives, in arrival order, as REPL {seq, type, frame}. It applies such
  * a frame itself, and answers its client, only when the replica's
  * REPL_OK for it comes back: so the primary's state is always a prefix of
@@ -200,7 +201,11 @@ int ps__repl_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t 
 }
 
 void ps__repl_peer_gone(ps_server *ps, const peer *pe) {
-  if (ps->stage && ps__repl_stage_from(ps) == pe) ps__repl_sync_drop(ps);
+  if (ps->stage && ps__repl_stage_from(ps) == pe) { /* its state's stream cut short */
+    ps__repl_sync_drop(ps);
+    if (!ps->stopping)
+      ps__repl_notify(ps, DRV_EIO, true, "the primary's connection closed before the whole state came");
+  }
   for (int i = 0; i < ps->npend; i++)
     if (ps->pend[i].pe == pe) ps->pend[i].pe = NULL;
   if (ps->primary == pe) {

@@ -49,9 +49,7 @@ typedef struct repl_stage {
 
 /* ============================== primary =================================== */
 
-/* DROVER_REPL_PIECE, or the default; < 0 (with the message) when set to
- * something else than a multiple of 4 in 4..64 MiB. */
-static int piece_bytes(size_t *out) {
+int ps__repl_piece_bytes(size_t *out) {
   const char *e = getenv("DROVER_REPL_PIECE");
   *out = PIECE_DEFAULT;
   if (!e || !*e) return 0;
@@ -106,9 +104,8 @@ static int send_shard(conn *c, const shard *s, size_t piece, uint32_t *frames) {
 }
 
 int ps__repl_send_sync(ps_server *ps, conn *c) {
-  size_t piece;
-  int rc = piece_bytes(&piece);
-  if (rc < 0) return rc;
+  size_t piece = ps->repl_piece;
+  int rc;
   wire_wr w;
   wire_wr_init(&w);
   wire_put_repl_sync(&w, &(wire_msg_repl_sync){
