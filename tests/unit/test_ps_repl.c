@@ -10,16 +10,20 @@
  * and in the REPL_SYNC of a replica paired after it), so a promoted one
  * goes on at the scaled rate; the state streamed in pieces of a few bytes
  * (DROVER_REPL_PIECE) arriving whole (values, optimizer slots, a gradient
- * sum); a SYNC_STOP cap in force reaching a replica paired under it.
+ * sum); a SYNC_STOP cap in force reaching a replica paired under it; a
+ * ps refusing to start with a DROVER_REPL_PIECE it cannot honour.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "auth.h"
+#include "err.h"
 #include "harness.h"
 #include "node_fake.h"
+#include "ps.h"
 #include "wire_msgs.h"
 
 static void send_role(peer *ctl, int role, uint64_t token, const char *host, int port) {
@@ -318,4 +322,23 @@ TEST(ps_replica_synced_under_a_sync_stop_cap_keeps_it) {
   CHECK_INT_EQ(version_of(f, coord1, 4), 3);
   tensor_free(v0), tensor_free(g);
   nf_cluster_down(&c);
+}
+
+TEST(ps_refuses_to_start_with_a_bad_repl_piece) {
+  uv_loop_t loop;
+  CHECK_OK(uv_loop_init(&loop));
+  auth_secret s;
+  CHECK_OK(auth_secret_generate(&s));
+  const char *bad[] = {"6", "0", "-4", "4x", "67108868"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    CHECK(setenv("DROVER_REPL_PIECE", bad[i], 1) == 0);
+    ps_server *ps = NULL;
+    int port = 0;
+    CHECK(ps_start(&loop, &s, 0, "127.0.0.1", &ps, &port) < 0);
+    CHECK(ps == NULL);
+    CHECK_STR_CONTAINS(drv_errmsg(), "DROVER_REPL_PIECE=");
+    CHECK_STR_CONTAINS(drv_errmsg(), "a multiple of 4");
+  }
+  CHECK(unsetenv("DROVER_REPL_PIECE") == 0);
+  CHECK_OK(uv_loop_close(&loop));
 }
