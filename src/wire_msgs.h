@@ -174,7 +174,10 @@
  *  PULL        -> P: sync: the reply waits until the ps's version is >=
  *              min_version (0: any; an async ps never waits)
  *  PULL_REPLY  P ->: version = the ps's updates so far (pushes applied in
- *              async, aggregated updates in sync); per var its shard
+ *              async, aggregated updates in sync); per var its shard.
+ *              A worker's PULL_REPLY and PUSH carry all it has on that
+ *              ps: placement keeps what one ps holds under a frame
+ *              (coord_vars.c, check_frames)
  *  PUSH        -> P: version of the values the gradients were computed
  *              on; per var the shard's gradient, same shape. Async:
  *              applied on arrival; sync: summed into that version's
@@ -245,7 +248,7 @@
  *              clients' last push) and how many shards follow. Then, per
  *              shard, REPL_SHARD and its floats in REPL_PIECEs, then
  *              REPL_SYNC_END: the state is streamed in frames of a
- *              bounded size (ps_repl.c, DROVER_REPL_PIECE), whatever the
+ *              bounded size (ps_repl_sync.c, DROVER_REPL_PIECE), whatever the
  *              shards weigh, and the replica takes it only at the end
  *  REPL_SHARD  P -> R: the next shard's description (no floats): its
  *              variable, rows, update count, rate factor, gradients
