@@ -44,7 +44,7 @@ LAYER_data      = data_int data data_lines data_lazy data_read data_csv data_bin
 # drawing: the coordinator keeps one as its metric store.
 LAYER_protocol  = le wire_int wire wire_msgs closure closure_bc auth nodeinfo events dash_model dash_snap \
 	fitrun
-LAYER_transport = conn conn_int conn_server
+LAYER_transport = conn conn_int conn_server nodeout
 # detach: `drover run --detach` launches the coordinator itself.
 LAYER_launch    = launch launch_int launch_common launch_local launch_slurm_int launch_slurm \
 	launch_slurm_job launch_ssh launch_ship launch_spark launch_yarn_http launch_yarn_int launch_yarn_rm launch_yarn_stage launch_yarn launch_external detach

@@ -35,11 +35,12 @@ resources), as srun does for Slurm's --gres, so the node uses those and
 reports them in REGISTER (c:nodes(), nodes.tsv). A task asked for GPUs that
 got none fails: the node would run on the CPU unnoticed.
 
-The node runs with --log-forward: its log records reach the coordinator,
-which appends them to <run-dir>/logs/NAME.log, the file this driver's
-output goes to as well. Its raw stdout and stderr (anything not a log
-record: a crash's last words) stay in the executor's stderr, in Spark's
-executor log, whose host and directory the driver names at the end. The
+The node runs with --log-forward: its log records and every line of its
+stdout and stderr reach the coordinator, which appends them to
+<run-dir>/logs/NAME.log, the file this driver's output goes to as well.
+The node still copies its output to the executor's stderr (Spark's
+executor log, whose host and directory the driver names at the end),
+where what a crash leaves unforwarded ends up too. The
 node's working directory is the fresh directory with the shipped files;
 --run-dir is kept when it exists there, else replaced by that directory.
 """

@@ -45,8 +45,7 @@ void log_setup(FILE *out, const char *who, int level) {
   log_level = level;
 }
 
-/* "2026-11-21T10:53:06.123Z" into buf[32]. */
-static void timestamp(char *buf, size_t n) {
+void log_timestamp(char *buf, size_t n) {
   struct timespec ts;
   struct tm tm;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -85,7 +84,7 @@ void log_msg(int level, const char *fmt, ...) {
   }
   one_line(text);
   char ts[40];
-  timestamp(ts, sizeof ts);
+  log_timestamp(ts, sizeof ts);
   FILE *out = log_out ? log_out : stderr;
   fprintf(out, "%s %s %c %s\n", ts, log_who, letter, text);
   fflush(out);

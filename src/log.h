@@ -24,6 +24,10 @@ void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 typedef void (*log_sink_fn)(void *ud, const char *record, size_t len);
 void log_set_sink(log_sink_fn fn, void *ud);
 
+/* The records' time stamp, "2026-11-21T10:53:06.123Z", into buf (32 bytes
+ * or more). Thread-safe. */
+void log_timestamp(char *buf, size_t n);
+
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)

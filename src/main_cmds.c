@@ -61,7 +61,10 @@ const command main_commands[] = {
      "Exit status: 0 after SHUTDOWN, 1 on a setup or protocol failure, 2 on a usage\n"
      "error, 3 when the coordinator was lost. It logs to stderr; with --log-forward\n"
      "also to the coordinator, which appends the records to the node's log in the run\n"
-     "directory (the spark launcher's nodes, whose stderr stays on an executor).\n"},
+     "directory (the spark launcher's nodes, whose stderr stays on an executor), and\n"
+     "so does every line the node writes to its stdout and stderr (a print, a\n"
+     "library's message), stamped and marked \"stdout\" or \"stderr\"; both are still\n"
+     "written to the node's own stdout and stderr too.\n"},
     {"_dash-sim", cmd_dash_sim, "the dashboard on a simulated run (tests, benchmarks, demos)",
      "usage: drover _dash-sim [--nodes N] [--hz H] [--seconds S] [--theme T]\n"
      "                        [--seed N] [--warp S] [--log-dir DIR] [--read-only]\n"

@@ -17,6 +17,7 @@
  */
 #include "node.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@
 #include "events.h"
 #include "log.h"
 #include "nodeinfo.h"
+#include "nodeout.h"
 #include "ps.h"
 #include "tensor.h"
 #include "wire_msgs.h"
@@ -69,12 +71,19 @@ typedef struct node {
   char *fwd;            /* --log-forward: records not sent yet (owned) */
   size_t fwd_len, fwd_cap;
   uint64_t fwd_dropped; /* bytes of records dropped (FWD_MAX reached) */
+  nodeout *out;         /* --log-forward: stdout and stderr captured (nodeout.c) */
+  uv_signal_t term;     /* --log-forward: SIGTERM forwards what is left first */
+  bool term_live;
 } node;
 
 /* --log-forward keeps at most this much of the log while the coordinator
  * is out of reach (before REGISTERED); beyond, records are dropped and
  * counted. */
 #define FWD_MAX (256 * 1024)
+/* Once registered, records are dropped (and counted) while this much is
+ * still unsent to the coordinator: a closure printing in a loop must not
+ * grow the node's memory without bound. */
+#define FWD_PENDING_MAX (4 * 1024 * 1024)
 
 static void node_stop(node *n, int status);
 
@@ -195,7 +204,8 @@ static void fwd_flush(node *n) {
 /* log.c's sink: keep the record, send it when registered. */
 static void fwd_record(void *ud, const char *rec, size_t len) {
   node *n = ud;
-  if (len > FWD_MAX - n->fwd_len) {
+  bool backlog = n->registered && n->coord && conn_pending(n->coord) > FWD_PENDING_MAX;
+  if (backlog || len > FWD_MAX - n->fwd_len) {
     n->fwd_dropped += len;
     return;
   }
@@ -300,6 +310,14 @@ static void close_timer(uv_timer_t *t) {
 static void node_stop(node *n, int status) {
   if (n->stopping) return;
   log_info("stopping (status %d)", status); /* forwarded (LOG) while the connection lives */
+  if (n->out) { /* the last lines of stdout and stderr, before the connection goes */
+    nodeout_finish(n->out);
+    log_setup(stderr, n->who, LOG_INFO); /* fd 2 is the original again */
+    nodeout_close(n->out);
+    n->out = NULL;
+  }
+  if (n->term_live) uv_close((uv_handle_t *)&n->term, NULL);
+  n->term_live = false;
   n->stopping = true;
   n->status = status;
   flush_batch(n);
@@ -503,6 +521,38 @@ static const conn_cbs coord_cbs = {coord_ready, coord_frame, coord_close};
 
 /* ============================== main ===================================== */
 
+/* SIGTERM with --log-forward: what stdout and stderr hold goes to the
+ * coordinator first, then the signal ends the node as it would have. */
+static void on_term(uv_signal_t *h, int sig) {
+  node *n = h->data;
+  log_warn("signal %d: forwarding the rest of the output, then exiting", sig);
+  if (n->out) {
+    nodeout_finish(n->out);
+    log_setup(stderr, n->who, LOG_INFO);
+  }
+  uv_signal_stop(h);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* --log-forward: log records through log.c's sink, stdout and stderr
+ * through nodeout.c; without a capture, records are still forwarded. */
+static void forward_logs(node *n) {
+  log_set_sink(fwd_record, n);
+  FILE *log_out;
+  if (nodeout_start(&n->loop, n->who, fwd_record, n, &n->out, &log_out) < 0) {
+    log_warn("%s: only log records are forwarded", drv_errmsg());
+    return;
+  }
+  log_setup(log_out, n->who, LOG_INFO);
+  nodeout_crash_guard(n->out);
+  if (uv_signal_init(&n->loop, &n->term) == 0) {
+    n->term.data = n;
+    n->term_live = true;
+    uv_signal_start(&n->term, on_term, SIGTERM);
+  }
+}
+
 static int start(node *n) {
   const node_opts *o = n->o;
   int rc;
@@ -594,7 +644,8 @@ int node_main(const node_opts *o) {
   n->flush.data = n;
   n->timers_live = true;
   n->status = EXIT_OK;
-  if (o->log_forward) log_set_sink(fwd_record, n);
+  snprintf(n->who, sizeof n->who, "%s", who);
+  if (o->log_forward) forward_logs(n);
   if ((rc = start(n)) < 0) {
     log_error("%s", drv_errmsg());
     n->coord = NULL; /* never connected: no callback follows */

@@ -37,9 +37,11 @@ typedef struct node_opts {
   const worker_calls *calls; /* scheduled functions (worker_set_calls);
                               NULL: CALLs are refused */
   uint32_t heartbeat_ms;   /* 0: 500 */
-  bool log_forward;        /* also send the log's records to the
-                              coordinator (LOG), for a run directory
-                              this machine cannot reach (Spark) */
+  bool log_forward;        /* also send the log's records, and the
+                              lines of the node's own stdout and stderr
+                              (nodeout.h), to the coordinator (LOG), for
+                              a run directory this machine cannot reach
+                              (Spark) */
   uint32_t timeout_ms;     /* 0: 5000. Silence from the coordinator this
                               long ends the node. (The wait for SPEC is
                               bounded by the coordinator, which closes the
