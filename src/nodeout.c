@@ -187,6 +187,15 @@ static void free_fds(nodeout *o) {
   }
 }
 
+static void on_closed(uv_handle_t *h) {
+  nodeout *o = h->data;
+  uv_mutex_destroy(&o->mu);
+  free(o->q);
+  if (o->log_out) fclose(o->log_out);
+  free_fds(o);
+  free(o);
+}
+
 /* Long: one setup with its unwinding on each failure. */
 int nodeout_start(uv_loop_t *loop, const char *who, nodeout_fn fn, void *ud, nodeout **out,
                   FILE **log_out) {
@@ -228,9 +237,10 @@ int nodeout_start(uv_loop_t *loop, const char *who, nodeout_fn fn, void *ud, nod
     if (uv_thread_create(&o->thread, reader, o) != 0) {
       dup2(o->orig[0], 1);
       dup2(o->orig[1], 2);
-      rc = drv_error(DRV_EIO, "cannot start the output reader thread");
-      uv_close((uv_handle_t *)&o->async, NULL); /* the caller runs the loop */
-      uv_mutex_destroy(&o->mu);
+      for (int s = 0; s < 2; s++) close(wr[s]);
+      o->finished = true; /* no thread to join */
+      uv_close((uv_handle_t *)&o->async, on_closed); /* frees o; the caller runs the loop */
+      return drv_error(DRV_EIO, "cannot start the output reader thread");
     }
   }
   for (int s = 0; s < 2; s++)
@@ -258,15 +268,6 @@ void nodeout_finish(nodeout *o) {
   uv_thread_join(&o->thread);
   crash_o = NULL;
   deliver(o);
-}
-
-static void on_closed(uv_handle_t *h) {
-  nodeout *o = h->data;
-  uv_mutex_destroy(&o->mu);
-  free(o->q);
-  if (o->log_out) fclose(o->log_out);
-  free_fds(o);
-  free(o);
 }
 
 void nodeout_close(nodeout *o) {

@@ -5,7 +5,9 @@
 # a worker's node SIGKILLed mid-fit is relaunched as a new application
 # while the others run on; a reservation Spark cannot serve names the
 # missing nodes with what Spark says; options drover does not honour are
-# refused; and nothing is left running in Spark (the master's JSON).
+# refused; a closure's print() and io.stderr on an executor reach the
+# worker's log (--log-forward); and nothing is left running in Spark (the
+# master's JSON).
 # Skipped, with the reason, where Spark cannot start (no `make spark` venv,
 # no Java: start.sh exits 77); DROVER_SPARK_REQUIRED=1 (CI) makes that a
 # failure. Under `make asan` (SANITIZED=1) only the refusals run: the JVMs
@@ -103,6 +105,12 @@ end
 local c = drover.cluster { launcher = "spark", ps = 1, worker = 2, runs = "$RUNS", name = "fit",
   bind = "127.0.0.1", reservation_timeout = 240, spark = dofile("$TMP/spark.lua") }
 io.stdout:write("run_dir ", c.run_dir, "\n")
+-- a worker's own stdout and stderr reach its log too (--log-forward)
+c:schedule(function()
+  print("spark print from a closure")
+  io.stderr:write("spark stderr from a closure\n")
+  return true
+end):fetch()
 local r = c:fit(exp())
 io.stdout:write(string.format("eval_accuracy %.4f steps %d\n", r.eval_accuracy, r.steps))
 local victim, killed = node(c, "worker", 1)
@@ -136,6 +144,10 @@ completed=$(master completed | tr ' ' '\n')
 check "spark-t01 the log forwarded by worker-1's node is in its log after the driver's lines" \
   awk '/^drover-spark: task running/ { run = 1 } run && / worker:1 I connected to the coordinator/ { ok = 1 }
        END { exit !ok }' "$dir/logs/worker-1.log"
+check "spark-t01 a closure's print() on a worker on an executor reached its log" \
+  sh -c "cat '$dir'/logs/worker-*.log | grep -q '^[0-9T:.-]*Z worker:[01] stdout spark print from a closure\$'"
+check "spark-t01 and so did what it wrote to io.stderr" \
+  sh -c "cat '$dir'/logs/worker-*.log | grep -q '^[0-9T:.-]*Z worker:[01] stderr spark stderr from a closure\$'"
 check "spark-t01 the driver names where the node's raw output is" \
   grep -q "^drover-spark: worker-0 ended with status 0; its raw output is in the executor's stderr on .* in /" "$dir/logs/worker-0.log"
 for n in ps-0 worker-0 worker-1; do
