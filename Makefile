@@ -42,7 +42,7 @@ LAYER_numeric   = rng tensor tensor_ops nn_int nn nn_layers nn_conv nn_norm nn_c
 LAYER_data      = data_int data data_lines data_lazy data_read data_csv data_bin data_recipe data_write data_stream train progress ckpt
 # dash_model/dash_snap are the run's model and its SNAPSHOT encoding, not
 # drawing: the coordinator keeps one as its metric store.
-LAYER_protocol  = le wire_int wire wire_msgs closure closure_bc auth nodeinfo events dash_model dash_snap \
+LAYER_protocol  = le wire_int wire wire_msgs closure closure_bc auth keyring nodeinfo events dash_model dash_snap \
 	fitrun
 LAYER_transport = conn conn_int conn_server nodeout
 # detach: `drover run --detach` launches the coordinator itself.

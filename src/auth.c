@@ -49,40 +49,44 @@ int auth_secret_write(const auth_secret *s, const char *path, bool sync) {
   sodium_bin2hex(hex, HEX_LEN + 1, s->key, sizeof s->key);
   hex[HEX_LEN] = '\n';
   hex[HEX_LEN + 1] = '\0';
+  int rc = auth_file_write("secret file", path, hex, HEX_LEN + 1, sync);
+  sodium_memzero(hex, sizeof hex);
+  return rc;
+}
+
+int auth_file_write(const char *what, const char *path, const char *data, size_t len, bool sync) {
   /* O_EXCL: never follow a planted symlink, never overwrite another run's
-   * secret. */
+   * keys. */
   int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
   if (fd < 0) {
     int e = errno;
-    sodium_memzero(hex, sizeof hex);
     if (e == EEXIST)
-      return drv_error(DRV_EIO, "secret file '%s' already exists; refusing to overwrite it", path);
-    return drv_error(DRV_EIO, "cannot create secret file '%s': %s", path, strerror(e));
+      return drv_error(DRV_EIO, "%s '%s' already exists; refusing to overwrite it", what, path);
+    return drv_error(DRV_EIO, "cannot create %s '%s': %s", what, path, strerror(e));
   }
   /* The umask can only remove bits, but make the mode exact and check it
-   * before the secret is written, whatever the umask was. */
+   * before the key is written, whatever the umask was. */
   struct stat st;
-  const char *what = NULL;
+  const char *verb = NULL;
   if (fchmod(fd, 0600) < 0)
-    what = "chmod";
+    verb = "chmod";
   else if (fstat(fd, &st) < 0)
-    what = "stat";
+    verb = "stat";
   else if ((st.st_mode & 0777) != 0600) {
     errno = EPERM;
-    what = "set mode 0600 on";
-  } else if (util_write_all(fd, hex, HEX_LEN + 1) < 0)
-    what = "write";
+    verb = "set mode 0600 on";
+  } else if (util_write_all(fd, data, len) < 0)
+    verb = "write";
   else if (sync && fsync(fd) < 0)
-    what = "sync";
+    verb = "sync";
   int e = errno;
-  sodium_memzero(hex, sizeof hex);
-  if (close(fd) < 0 && !what) {
+  if (close(fd) < 0 && !verb) {
     e = errno;
-    what = "close";
+    verb = "close";
   }
-  if (what) {
-    unlink(path); /* a partial secret must not be mistaken for one */
-    return drv_error(DRV_EIO, "cannot %s secret file '%s': %s", what, path, strerror(e));
+  if (verb) {
+    unlink(path); /* a partial key must not be mistaken for one */
+    return drv_error(DRV_EIO, "cannot %s %s '%s': %s", verb, what, path, strerror(e));
   }
   return 0;
 }
@@ -100,17 +104,16 @@ static ssize_t read_some(int fd, char *buf, size_t n) {
   return (ssize_t)got;
 }
 
-static int check_mode(const char *path, const struct stat *st) {
+int auth_file_check(const char *what, const char *path, const struct stat *st) {
   if (!S_ISREG(st->st_mode))
-    return drv_error(DRV_EINVAL, "secret file '%s' is not a regular file", path);
+    return drv_error(DRV_EINVAL, "%s '%s' is not a regular file", what, path);
   unsigned mode = st->st_mode & 07777;
   if (mode & 0044)
-    return drv_error(DRV_EINVAL, "secret file '%s' is readable by others (mode %04o); chmod 600 it",
+    return drv_error(DRV_EINVAL, "%s '%s' is readable by others (mode %04o); chmod 600 it", what,
                      path, mode);
   if (mode & 0077)
-    return drv_error(DRV_EINVAL,
-                     "secret file '%s' is open to group or others (mode %04o); chmod 600 it",
-                     path, mode);
+    return drv_error(DRV_EINVAL, "%s '%s' is open to group or others (mode %04o); chmod 600 it",
+                     what, path, mode);
   return 0;
 }
 
@@ -147,7 +150,7 @@ int auth_secret_load(const char *path, auth_secret *s) {
     close(fd);
     return rc;
   }
-  if ((rc = check_mode(path, &st)) < 0) {
+  if ((rc = auth_file_check("secret file", path, &st)) < 0) {
     close(fd);
     return rc;
   }
@@ -230,6 +233,17 @@ void auth_node_key(const auth_secret *secret, int role, uint32_t index, auth_sec
   static const char label[] = "drover node";
   uint8_t id[5] = {(uint8_t)role, (uint8_t)index, (uint8_t)(index >> 8), (uint8_t)(index >> 16),
                    (uint8_t)(index >> 24)};
+  crypto_auth_hmacsha256_state st;
+  crypto_auth_hmacsha256_init(&st, secret->key, sizeof secret->key);
+  crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, sizeof label - 1);
+  crypto_auth_hmacsha256_update(&st, id, sizeof id);
+  crypto_auth_hmacsha256_final(&st, out->key);
+  sodium_memzero(&st, sizeof st);
+}
+
+void auth_ps_root(const auth_secret *secret, uint32_t ps, auth_secret *out) {
+  static const char label[] = "drover ps root";
+  uint8_t id[4] = {(uint8_t)ps, (uint8_t)(ps >> 8), (uint8_t)(ps >> 16), (uint8_t)(ps >> 24)};
   crypto_auth_hmacsha256_state st;
   crypto_auth_hmacsha256_init(&st, secret->key, sizeof secret->key);
   crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, sizeof label - 1);

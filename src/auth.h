@@ -11,24 +11,34 @@
  * reveals it. Fresh nonces on both sides prevent replays.
  *
  * The secret lives in the run directory as 64 hex characters in a file of
- * mode 0600 and reaches nodes through DROVER_SECRET_FILE (a path) - never
- * on a command line.
+ * mode 0600 that only the coordinator reads. A node gets a key file of its
+ * own (keyring.h), named by DROVER_SECRET_FILE (a path) - never on a
+ * command line.
  *
  * Capabilities. AUTH also says who the client is: a node (role and index,
  * the coordinator being the pseudo-role AUTH_ROLE_COORD on its ps links)
- * or a client (`drover attach`). A node proves its own key,
- * auth_node_key(secret, role, index), derived from the run's secret: the
- * coordinator and the ps hold the secret and derive any node's key, a
- * worker holds only its own, so it can pose neither as another node nor
- * as the coordinator. A client proves the run's control key or its view
- * key (two more random keys in files of their own); the server tries both
- * and so learns what the client may do. Each key is bound to its identity
- * by being a different key: a MAC made with one fails under any other.
+ * or a client (`drover attach`). A node proves the key of that identity
+ * at the server it dials, derived from a root the server holds:
+ *   at the coordinator  auth_node_key(secret, role, index)
+ *   at ps i             auth_node_key(R_i, role, index), R_i =
+ *                       auth_ps_root(secret, i), ps i's own root
+ * Only the coordinator holds `secret`; ps i holds R_i, from which it
+ * checks its clients and which no other server accepts. A node's key file
+ * holds only the keys it proves: its key at the coordinator and one per
+ * ps it dials (a worker at every ps; a ps at its replica partner; the
+ * coordinator derives its own, auth_node_key(R_i, AUTH_ROLE_COORD, 0)).
+ * So a worker can pose as no other node, and a ps as no other node and as
+ * the coordinator to nobody but itself. A client proves the run's control
+ * key or its view key (two more random keys in files of their own); the
+ * server tries both and so learns what the client may do. Each key is
+ * bound to its identity by being a different key: a MAC made with one
+ * fails under any other.
  */
 #ifndef DROVER_AUTH_H
 #define DROVER_AUTH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define AUTH_KEY_SIZE 32
@@ -60,6 +70,10 @@ void auth_node_key(const auth_secret *secret, int role, uint32_t index, auth_sec
  * batches to workers, nothing else. */
 void auth_feed_key(const auth_secret *control, auth_secret *out);
 
+/* Ps i's root: HMAC(secret, "drover ps root" || i). Ps i checks its
+ * clients' keys with it (auth_node_key(root, role, index)). */
+void auth_ps_root(const auth_secret *secret, uint32_t ps, auth_secret *out);
+
 /* Initialises libsodium (idempotent, thread-safe). 0 or DRV_EUNSUPPORTED. */
 int auth_init(void);
 /* A new random secret. */
@@ -76,6 +90,14 @@ int auth_secret_write(const auth_secret *s, const char *path, bool sync);
 int auth_secret_load(const char *path, auth_secret *s);
 /* Loads the file named by $DROVER_SECRET_FILE. */
 int auth_secret_from_env(auth_secret *s);
+
+/* For any file of keys (keyring.c too); `what` names it in errors ("key
+ * file"). Creates path (never an existing one) with mode exactly 0600 and
+ * writes data, fsynced when `sync`; a partial file is removed. */
+int auth_file_write(const char *what, const char *path, const char *data, size_t len, bool sync);
+/* A regular file that neither group nor others may read or write. */
+struct stat;
+int auth_file_check(const char *what, const char *path, const struct stat *st);
 
 void auth_nonce(uint8_t out[AUTH_NONCE_SIZE]);
 /* mac_c and mac_s of the handshake above. */

@@ -120,6 +120,7 @@ typedef struct fvar {
 typedef struct pslink {
   coord_fit_state *f;
   int ps;
+  auth_secret key; /* the coordinator's key at that ps process (its conn borrows it) */
 } pslink;
 
 struct coord_fit_state {

@@ -149,7 +149,6 @@ struct coord {
   auth_secret secret;    /* the nodes' root (coord_keys.c) */
   auth_secret control, view; /* attach clients' keys */
   auth_secret feed_key;  /* auth_feed_key(control): workers' direct feeders prove it */
-  auth_secret coord_key; /* what the coordinator proves to a ps */
   conn_server *server;
   int port;
   char addr[80];      /* where a process on this machine dials us (coord_addr.c) */
@@ -267,9 +266,12 @@ void coord__nodes_file(coord *c, bool now);
 /* Generates the secret, control and view keys, saves them 0600 in the run
  * directory and makes keys/. */
 int coord__keys_create(coord *c);
-/* The key file node i gets (DROVER_SECRET_FILE): a ps the secret itself,
- * any other node its own key, keys/<role>-<index>.key, written if absent. */
+/* The key file node i gets (DROVER_SECRET_FILE), keys/<role>-<index>.key
+ * (keyring.h: its keys here and at the ps it dials; a ps its root too),
+ * written if absent (a restarted node keeps its index and its keys). */
 int coord__node_key_file(coord *c, int i, char *path, size_t n);
+/* What the coordinator proves when it dials ps `ps` (a process index). */
+void coord__ps_coord_key(const coord *c, uint32_t ps, auth_secret *out);
 /* Accept tables (static, borrowed): an authenticated peer before it
  * registered or attached (by its capability), a registered node (by its
  * role), an attach client. */

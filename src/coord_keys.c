@@ -1,12 +1,17 @@
 /* coord_keys.c - the run's keys and what each peer may send.
  *
- * Keys (auth.h). `secret` is the nodes' root: the coordinator and every ps
- * hold it and derive any node's key from it; every other node gets a file
- * holding only its own key, keys/<role>-<index>.key. `control.key` lets
+ * Keys (auth.h). `secret` is the nodes' root and only the coordinator
+ * reads it: it derives every node's key at the coordinator from it, and
+ * each ps's root R_i (auth_ps_root). Every node, ps included, gets a key
+ * file holding only the keys it proves, keys/<role>-<index>.key
+ * (keyring.h): its key here, and its key at each ps it dials (a worker,
+ * chief or evaluator: every ps; a ps: its replica partner); a ps also its
+ * own root, with which it checks its clients. `control.key` lets
  * `drover attach --control` run commands and stop nodes; `view.key`
  * attaches read-only and is safe to share. All are 0600 files in the run
- * directory (auth_secret_save), and none is a node's: a worker's key
- * neither attaches nor poses as another node or as the coordinator.
+ * directory, and none is a node's: a node's keys neither attach nor pose
+ * as another node, nor as the coordinator anywhere but at a ps's own
+ * server (which a ps can do to itself only).
  *
  * What a peer may send is checked at each frame's header (conn_accept),
  * before its payload is buffered: an authenticated peer that has not
@@ -22,6 +27,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,6 +35,7 @@
 
 #include "coord_int.h"
 #include "err.h"
+#include "keyring.h"
 #include "wire_msgs.h"
 
 /* A resumed run's keys were its previous process's: that run is over, and
@@ -58,28 +65,61 @@ int coord__keys_create(coord *c) {
       (rc = auth_secret_save(&c->control, rundir_file(&c->rd, "control.key", path, sizeof path))) < 0 ||
       (rc = auth_secret_save(&c->view, rundir_file(&c->rd, "view.key", path, sizeof path))) < 0)
     return rc;
-  auth_node_key(&c->secret, AUTH_ROLE_COORD, 0, &c->coord_key);
   auth_feed_key(&c->control, &c->feed_key);
   if (mkdir(rundir_file(&c->rd, "keys", path, sizeof path), 0700) < 0 && errno != EEXIST)
     return drv_error(DRV_EIO, "cannot create '%s': %s", path, strerror(errno));
   return 0;
 }
 
+void coord__ps_coord_key(const coord *c, uint32_t ps, auth_secret *out) {
+  auth_secret root;
+  auth_ps_root(&c->secret, ps, &root);
+  auth_node_key(&root, AUTH_ROLE_COORD, 0, out);
+  sodium_memzero(&root, sizeof root);
+}
+
+/* Node (role, index)'s key at ps `ps`, appended to k. */
+static void add_ps_key(const coord *c, keyring *k, size_t *n, uint32_t ps, int role,
+                       uint32_t index) {
+  auth_secret root;
+  auth_ps_root(&c->secret, ps, &root);
+  k->ps[*n].ps = ps;
+  auth_node_key(&root, role, index, &k->ps[(*n)++].key);
+  sodium_memzero(&root, sizeof root);
+}
+
+/* What node i proves where (the file comment). */
+static int node_keyring(const coord *c, const coord_node *nd, keyring *k) {
+  uint32_t idx = (uint32_t)nd->index;
+  int nps = coord__processes(c, ROLE_PS), groups = c->opts.count[ROLE_PS];
+  memset(k, 0, sizeof *k);
+  k->ps = calloc((size_t)nps + 1, sizeof *k->ps); /* nps is bounded by the cluster options */
+  if (!k->ps) return drv_error(DRV_ENOMEM, "out of memory for a key file");
+  auth_node_key(&c->secret, nd->role, idx, &k->coord);
+  if (nd->role == ROLE_PS) {
+    k->has_root = true;
+    auth_ps_root(&c->secret, idx, &k->root);
+    if (c->opts.ps_replicas) { /* ps:k and ps:N+k replicate each other */
+      int partner = nd->index < groups ? nd->index + groups : nd->index - groups;
+      add_ps_key(c, k, &k->nps, (uint32_t)partner, ROLE_PS, idx);
+    }
+  } else {
+    for (int p = 0; p < nps; p++) add_ps_key(c, k, &k->nps, (uint32_t)p, nd->role, idx);
+  }
+  return 0;
+}
+
 int coord__node_key_file(coord *c, int i, char *path, size_t n) {
   const coord_node *nd = &c->nodes[i];
-  if (nd->role == ROLE_PS) {
-    rundir_file(&c->rd, "secret", path, n);
-    return 0;
-  }
   char name[64];
   snprintf(name, sizeof name, "keys/%s-%d.key", wire_role_name(nd->role), nd->index);
   rundir_file(&c->rd, name, path, n);
   struct stat st;
   if (stat(path, &st) == 0) return 0; /* a restart: written at the first start */
-  auth_secret k;
-  auth_node_key(&c->secret, nd->role, (uint32_t)nd->index, &k);
-  int rc = auth_secret_write(&k, path, false);
-  memset(&k, 0, sizeof k);
+  keyring k;
+  int rc = node_keyring(c, nd, &k);
+  if (rc == 0) rc = keyring_write(&k, path, false);
+  keyring_free(&k);
   return rc;
 }
 

@@ -142,7 +142,8 @@ static void send_role(coord *c, int node, int role, uint64_t token, const coord_
   wire_wr w;
   wire_wr_init(&w);
   wire_put_ps_role(&w, &(wire_msg_ps_role){role, token, WIRE_STR(to ? to->host : ""),
-                                           (uint16_t)(to ? to->port : 0)});
+                                           (uint16_t)(to ? to->port : 0),
+                                           (uint32_t)(to ? to->index : 0)});
   coord__send(c, node, &w, WIRE_PS_ROLE, 0);
 }
 
@@ -271,7 +272,8 @@ static void put_spec_node(wire_wr *w, void *ud, uint32_t k) {
   wire_put_item_spec_node(w, &(wire_item_spec_node){.role = (uint8_t)n->role,
                                                     .index = (uint32_t)l->index[k],
                                                     .host = WIRE_STR(n->host),
-                                                    .port = (uint16_t)n->port});
+                                                    .port = (uint16_t)n->port,
+                                                    .proc = (uint32_t)n->index});
 }
 
 int coord__write_spec(const coord *c, wire_wr *w) {

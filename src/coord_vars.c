@@ -162,8 +162,9 @@ static const conn_cbs ps_cbs = {ps_ready, ps_frame, ps_close};
 static int connect_one(coord_fit_state *f, int k) {
   coord *c = f->c;
   int i = coord__ps_node(c, k);
-  f->links[k] = (pslink){f, k};
-  conn_opts o = {.secret = &c->coord_key, .who = AUTH_WHO_NODE, .role = AUTH_ROLE_COORD,
+  f->links[k] = (pslink){f, k, {{0}}};
+  coord__ps_coord_key(c, (uint32_t)c->nodes[i].index, &f->links[k].key);
+  conn_opts o = {.secret = &f->links[k].key, .who = AUTH_WHO_NODE, .role = AUTH_ROLE_COORD,
                  .cbs = &ps_cbs, .ud = &f->links[k]};
   int rc = conn_connect(c->loop, c->nodes[i].host, c->nodes[i].port, &o, &f->ps[k]);
   if (rc < 0) {

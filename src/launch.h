@@ -31,7 +31,7 @@ typedef struct launch_task {
   int role, index;           /* wire_role, index within the role */
   const char *coord;         /* "127.0.0.1:40001" */
   const char *run_dir;       /* absolute path */
-  const char *secret_file;   /* absolute path of the 0600 secret */
+  const char *secret_file;   /* absolute path of the node's 0600 key file (keyring.h) */
   const char *bind_host;     /* address nodes listen on ("127.0.0.1") */
   int cpus;                  /* 0 = leave thread counts alone */
   uint64_t memory;           /* bytes asked for (0: not given) */

@@ -31,14 +31,15 @@
  *
  * The remote wrapper (WRAPPER below, run by sh whatever the login shell):
  *  - enters DIR and fills in "@ssh:PORT";
- *  - reads the secret's one line from stdin into a 0600 file in a fresh
- *    mktemp -d directory and points DROVER_SECRET_FILE at it: the secret is
- *    never in an argument list or an environment, on either side;
+ *  - reads the node's key file from stdin (its line count, then its
+ *    lines: keyring.h) into a 0600 file in a fresh mktemp -d directory and
+ *    points DROVER_SECRET_FILE at it: the keys are never in an argument
+ *    list or an environment, on either side;
  *  - starts the node in the background, and a watcher that reads signal
  *    names from the rest of stdin ("TERM\n") and kills the node with each;
  *    at EOF (we closed ssh's stdin, or ssh died and sshd closed the session)
  *    the watcher sends TERM and, 5 s later, KILL: a node never outlives its
- *    ssh process for long, without a pty (which would echo the secret and
+ *    ssh process for long, without a pty (which would echo the keys and
  *    mangle the log);
  *  - waits for the node, removes the directory and exits with the node's
  *    status (128 + signal when killed), which ssh passes on.
@@ -69,7 +70,9 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,10 +94,13 @@ static const char WRAPPER[] =
     "[ -n \"$h\" ] || { echo \"drover: no SSH_CONNECTION: set the cluster's address\" >&2; exit 125; }; "
     "case $h in *:*) h=\"[$h]\";; esac; a=\"$h:${a#@ssh:}\";; esac; set -- \"$@\" \"$a\"; done; "
     "d=$(mktemp -d \"${TMPDIR:-/tmp}/drover-node-XXXXXX\") || exit 125; "
-    "IFS= read -r s || { rm -rf \"$d\"; echo \"drover: no secret on stdin\" >&2; exit 125; }; "
-    "printf \"%s\\n\" \"$s\" > \"$d/secret\"; s=; "
+    "IFS= read -r n; case $n in \"\"|*[!0-9]*) n=; esac; "
+    "[ -n \"$n\" ] || { rm -rf \"$d\"; echo \"drover: no key file on stdin\" >&2; exit 125; }; "
+    ": > \"$d/key\"; while [ \"$n\" -gt 0 ]; do IFS= read -r s || "
+    "{ rm -rf \"$d\"; echo \"drover: the key file on stdin is cut short\" >&2; exit 125; }; "
+    "printf \"%s\\n\" \"$s\" >> \"$d/key\"; n=$((n - 1)); done; s=; "
     "exec 3<&0; "
-    "DROVER_SECRET_FILE=\"$d/secret\" \"$@\" </dev/null & p=$!; "
+    "DROVER_SECRET_FILE=\"$d/key\" \"$@\" </dev/null & p=$!; "
     "( while IFS= read -r g; do kill -s \"$g\" $p 2>/dev/null; done; "
     "kill -s TERM $p 2>/dev/null; sleep 5; kill -s KILL $p 2>/dev/null ) <&3 >/dev/null 2>&1 & "
     "w=$!; exec 3<&-; "
@@ -108,7 +114,7 @@ typedef struct ssh_place {
 
 typedef struct ssh_task {
   launch_proc p;         /* first member; p.also is `in` */
-  uv_pipe_t in;          /* ssh's stdin: the secret, then signal names */
+  uv_pipe_t in;          /* ssh's stdin: the key file, then signal names */
   int host;
   char log[PATH_MAX];    /* the node's log, for the line on ssh's failure */
 } ssh_task;
@@ -128,7 +134,7 @@ struct ssh_launcher {
 typedef struct ssh_write {
   uv_write_t req;
   size_t len;
-  char buf[]; /* zeroed before free: it may hold the secret */
+  char buf[]; /* zeroed before free: it may hold keys */
 } ssh_write;
 
 /* ============================== hosts ==================================== */
@@ -271,16 +277,47 @@ static void ssh_ended(launch_base *b, launch_proc *p, int64_t *status, int *term
   }
 }
 
-/* The secret file's one line (hex and a newline), into buf. */
-static int read_secret(const char *path, char *buf, size_t cap, size_t *len) {
+/* The node's key file (keyring.h) as the wrapper reads it from stdin: its
+ * line count on a line, then its lines. Malloc'd into *out (zero it
+ * before freeing: it holds keys). */
+#define KEYFILE_MAX (8u << 20)
+static int read_keyfile(const char *path, char **out, size_t *len) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return drv_error(DRV_EIO, "cannot open secret file '%s': %s", path, strerror(errno));
-  ssize_t n = read(fd, buf, cap);
+  if (fd < 0) return drv_error(DRV_EIO, "cannot open key file '%s': %s", path, strerror(errno));
+  struct stat st;
+  char *buf = NULL;
+  size_t got = 0, head = 24;
+  int rc = 0;
+  if (fstat(fd, &st) < 0 || st.st_size <= 0 || (uint64_t)st.st_size > KEYFILE_MAX)
+    rc = drv_error(DRV_EIO, "key file '%s' is empty, too large or unreadable", path);
+  else if (!(buf = malloc(head + (size_t)st.st_size)))
+    rc = drv_error(DRV_ENOMEM, "out of memory");
+  while (rc == 0 && got < (size_t)st.st_size) {
+    ssize_t r = read(fd, buf + head + got, (size_t)st.st_size - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) rc = drv_error(DRV_EIO, "cannot read key file '%s'", path);
+    else got += (size_t)r;
+  }
   close(fd);
-  if (n <= 1 || (size_t)n == cap || buf[n - 1] != '\n' || memchr(buf, '\n', (size_t)n - 1))
-    return drv_error(DRV_EIO, "secret file '%s' is not one line", path);
-  *len = (size_t)n;
+  size_t lines = 0;
+  for (size_t i = 0; rc == 0 && i < got; i++) lines += buf[head + i] == '\n';
+  if (rc == 0 && buf[head + got - 1] != '\n')
+    rc = drv_error(DRV_EIO, "key file '%s' does not end with a newline", path);
+  if (rc < 0) {
+    if (buf) memset(buf, 0, head + got);
+    free(buf);
+    return rc;
+  }
+  int n = snprintf(buf, head, "%zu\n", lines);
+  memmove(buf + n, buf + head, got);
+  *out = buf;
+  *len = (size_t)n + got;
   return 0;
+}
+
+static void forget(char *keys, size_t len) {
+  memset(keys, 0, len);
+  free(keys);
 }
 
 static int spawn_ssh(ssh_launcher *l, ssh_task *task, void *task_ud, const char *host,
@@ -293,7 +330,7 @@ static int spawn_ssh(ssh_launcher *l, ssh_task *task, void *task_ud, const char 
   args[n++] = "-o", args[n++] = "ServerAliveInterval=5";
   args[n++] = "-o", args[n++] = "ServerAliveCountMax=3";
   args[n++] = "--", args[n++] = (char *)host, args[n++] = (char *)cmd, args[n] = NULL;
-  /* stdin: the secret, then signal names. Own session: the terminal's
+  /* stdin: the key file, then signal names. Own session: the terminal's
    * Ctrl-C is the coordinator's, not ssh's (launch_local.c explains why). */
   uv_stdio_container_t in = {.flags = UV_CREATE_PIPE | UV_READABLE_PIPE,
                              .data.stream = (uv_stream_t *)&task->in};
@@ -309,20 +346,23 @@ static int ssh_start(launcher *base, const launch_task *t, void *task_ud, pid_t 
   int h = place(l, t->role, t->index);
   if (h < 0) return h;
   char cmd[16384];
-  char secret[256];
-  size_t slen = 0;
+  char *keys = NULL;
+  size_t klen = 0;
   if ((rc = remote_command(&l->hosts[h], t, cmd, sizeof cmd)) < 0 ||
-      (rc = read_secret(t->secret_file, secret, sizeof secret, &slen)) < 0)
+      (rc = read_keyfile(t->secret_file, &keys, &klen)) < 0)
     return rc;
   ssh_task *task = calloc(1, sizeof *task);
-  if (!task) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!task) {
+    forget(keys, klen);
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
   snprintf(task->log, sizeof task->log, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
   int log_fd = open(task->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (log_fd < 0) {
     rc = drv_error(DRV_EIO, "launch %s-%d: cannot open '%s': %s", r, t->index, task->log,
                    strerror(errno));
     free(task);
-    memset(secret, 0, sizeof secret);
+    forget(keys, klen);
     return rc;
   }
   const launch_site *site = &l->hosts[h];
@@ -335,12 +375,12 @@ static int ssh_start(launcher *base, const launch_task *t, void *task_ud, pid_t 
   int err = spawn_ssh(l, task, task_ud, l->hosts[h].name, cmd, log_fd);
   close(log_fd);
   if (err < 0) { /* the task is freed */
-    memset(secret, 0, sizeof secret);
+    forget(keys, klen);
     return drv_error(DRV_EIO, "launch %s-%d on host '%s': cannot run ssh: %s", r, t->index,
                      l->hosts[h].name, uv_strerror(err));
   }
-  rc = send_line(task, secret, slen);
-  memset(secret, 0, sizeof secret);
+  rc = send_line(task, keys, klen);
+  forget(keys, klen);
   if (rc < 0) uv_process_kill(&task->p.proc, SIGKILL); /* its exit is reported as usual */
   if (pid) *pid = task->p.proc.pid;
   return 0;

@@ -30,6 +30,7 @@
 #include "conn.h"
 #include "err.h"
 #include "events.h"
+#include "keyring.h"
 #include "log.h"
 #include "nodeinfo.h"
 #include "nodeout.h"
@@ -48,8 +49,7 @@ typedef struct node {
   const node_opts *o;
   uint32_t heartbeat_ms, timeout_ms;
   char who[32];
-  auth_secret secret; /* the file's key: a ps's is the nodes' root */
-  auth_secret own;    /* the key this node proves */
+  keyring keys; /* the node's key file (keyring.h): its keys here and at the ps */
   conn_opts copts;
   conn *coord;
   ps_server *ps;
@@ -371,6 +371,7 @@ static int on_spec(node *n, const uint8_t *pl, uint32_t len) {
     a[i].role = it.role;
     a[i].index = it.index;
     a[i].port = it.port;
+    a[i].proc = it.proc;
     rc = wire_str_copy(it.host, a[i].host, sizeof a[i].host);
     if (a[i].role == ROLE_PS) nps++;
   }
@@ -389,7 +390,7 @@ static int on_ps_role(node *n, const uint8_t *pl, uint32_t len) {
   int rc = wire_get_ps_role(pl, len, &m);
   if (rc == 0) rc = wire_str_copy(m.host, host, sizeof host);
   if (rc < 0) return rc;
-  return ps_set_role(n->ps, m.role, m.token, host, m.port);
+  return ps_set_role(n->ps, m.role, m.token, host, m.port, m.ps);
 }
 
 /* A replica ready for its primary, then in sync: PS_ROLE_OK to the coordinator. */
@@ -556,27 +557,26 @@ static void forward_logs(node *n) {
 static int start(node *n) {
   const node_opts *o = n->o;
   int rc;
-  if ((rc = auth_init()) < 0 || (rc = auth_secret_from_env(&n->secret)) < 0) return rc;
-  /* A ps's file holds the nodes' root, from which it checks its clients'
-   * keys; any other node's holds only its own key (auth.h). */
-  if (o->role == ROLE_PS)
-    auth_node_key(&n->secret, ROLE_PS, (uint32_t)o->index, &n->own);
-  else
-    n->own = n->secret;
+  if ((rc = auth_init()) < 0 || (rc = keyring_from_env(&n->keys)) < 0) return rc;
+  /* A ps's file holds its own root, from which it checks its clients'
+   * keys; no node's holds the run's secret (auth.h). */
   if (o->role == ROLE_PS) {
-    if ((rc = ps_start(&n->loop, &n->secret, (uint32_t)o->index, o->bind_host, &n->ps,
+    if (!n->keys.has_root)
+      return drv_error(DRV_EINVAL, "key file '%s' has no `root` key: it is not a ps's",
+                       getenv("DROVER_SECRET_FILE"));
+    if ((rc = ps_start(&n->loop, &n->keys, (uint32_t)o->index, o->bind_host, &n->ps,
                         &n->data_port)) < 0)
       return rc;
     log_info("serving parameters on %s:%d", o->bind_host, n->data_port);
     ps_on_role(n->ps, ps_role_done, n);
-  } else if (!(n->wk = worker_new(&n->loop, &n->own, o->role, o->index, send_coord, n))) {
+  } else if (!(n->wk = worker_new(&n->loop, &n->keys, o->role, o->index, send_coord, n))) {
     return drv_error(DRV_ENOMEM, "out of memory");
   } else {
     worker_set_calls(n->wk, o->calls);
     worker_set_fatal(n->wk, worker_fatal);
   }
   if (o->role == ROLE_CHIEF) n->summaries = events_run_open(o->run_dir, "chief");
-  n->copts = (conn_opts){.secret = &n->own, .who = AUTH_WHO_NODE, .role = (uint8_t)o->role,
+  n->copts = (conn_opts){.secret = &n->keys.coord, .who = AUTH_WHO_NODE, .role = (uint8_t)o->role,
                          .index = (uint32_t)o->index, .cbs = &coord_cbs, .ud = n};
   return conn_connect(&n->loop, o->coord_host, o->coord_port, &n->copts, &n->coord);
 }
@@ -663,6 +663,7 @@ int node_main(const node_opts *o) {
   worker_free(n->wk);
   events_run_close(n->summaries);
   ps_free(n->ps);
+  keyring_free(&n->keys);
   free(n->batch);
   free(n);
   log_info("exit status %d", status);

@@ -566,7 +566,7 @@ static const conn_cbs data_cbs = {data_ready, data_frame, data_close};
 
 /* ============================== lifetime ================================= */
 
-int ps_start(uv_loop_t *loop, const auth_secret *secret, uint32_t index, const char *host,
+int ps_start(uv_loop_t *loop, const keyring *keys, uint32_t index, const char *host,
              ps_server **out, int *port) {
   *out = NULL;
   size_t piece;
@@ -577,10 +577,9 @@ int ps_start(uv_loop_t *loop, const auth_secret *secret, uint32_t index, const c
   ps->repl_piece = piece;
   ps->tag = TAG_SERVER;
   ps->loop = loop;
-  ps->secret = secret;
+  ps->keys = keys;
   ps->index = index;
-  auth_node_key(secret, ROLE_PS, index, &ps->own);
-  ps->opts = (conn_opts){.secret = secret, .derive_node_keys = true, .cbs = &data_cbs, .ud = ps,
+  ps->opts = (conn_opts){.secret = &keys->root, .derive_node_keys = true, .cbs = &data_cbs, .ud = ps,
                          .server_kind = 1};
   rc = conn_listen(loop, host, 0, &ps->opts, &ps->server, port);
   if (rc < 0) {

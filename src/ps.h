@@ -19,20 +19,23 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "keyring.h"
+
 #include "auth.h"
 
 typedef struct ps_server ps_server;
 
 /* Starts listening on host:0 (a free port, written to *port) as ps
- * `index`. `secret` is the nodes' root (auth.h): each client proves the
- * key of the identity it claims, derived from it, and may send what that
- * identity may (VAR_INIT, RESTORE and CHECKPOINT from the coordinator
- * only; PULL, PUSH and PUSH_ID from workers, chief, evaluator and
- * coordinator; REPL_SYNC and REPL from another ps, a primary: ps_accept.c).
- * The ps dials its replica as ps:index with the key derived for it.
- * Borrowed; must outlive the server. Returns 0 or a negative code
- * (message in drv_errmsg()); *out is NULL on failure. */
-int ps_start(uv_loop_t *loop, const auth_secret *secret, uint32_t index, const char *host,
+ * `index`. `keys` is the ps's key file (keyring.h; has_root): each client
+ * proves the key of the identity it claims, derived from this ps's root
+ * (auth.h), and may send what that identity may (VAR_INIT, RESTORE and
+ * CHECKPOINT from the coordinator only; PULL, PUSH and PUSH_ID from
+ * workers, chief, evaluator and coordinator; REPL_SYNC and REPL from
+ * another ps, a primary: ps_accept.c). The ps dials its replica ps:k as
+ * ps:index with the file's key for ps k. Borrowed; must outlive the
+ * server. Returns 0 or a negative code (message in drv_errmsg()); *out is
+ * NULL on failure. */
+int ps_start(uv_loop_t *loop, const keyring *keys, uint32_t index, const char *host,
              ps_server **out, int *port);
 
 /* Stops accepting, closes every authenticated data connection and frees
@@ -49,9 +52,11 @@ void ps_free(ps_server *ps);
  * and answers it only once the replica has it) or REPLICA (applies its
  * primary's frames and serves nobody else until it becomes ALONE: a
  * promotion). Set by the coordinator's PS_ROLE: role WIRE_PS_*, token the
- * proof a replica asks of its primary, host:port the replica (PRIMARY).
- * 0 or a negative code. */
-int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int port);
+ * proof a replica asks of its primary, host:port the replica, ps:`replica`
+ * (PRIMARY). 0 or a negative code (a PRIMARY whose key file has no key for
+ * that replica too). */
+int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int port,
+                uint32_t replica);
 /* Called when a replica expects its primary (synced false), then when it
  * has loaded its primary's state (status 0) or could not (negative,
  * message): node.c tells the coordinator. */

@@ -85,8 +85,8 @@ typedef struct peer_list {
 struct ps_server {
   int tag; /* TAG_SERVER */
   uv_loop_t *loop;
-  const auth_secret *secret; /* the nodes' root: checks every client's key */
-  auth_secret own;           /* this ps's key (ps:index): dials its replica with it */
+  const keyring *keys;       /* its root checks every client's key; its ps keys
+                                dial the replica (borrowed) */
   uint32_t index;
   conn_server *server;
   conn_opts opts;

@@ -217,7 +217,8 @@ void ps__repl_peer_gone(ps_server *ps, const peer *pe) {
 
 /* ============================== roles ===================================== */
 
-int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int port) {
+int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int port,
+                uint32_t replica) {
   if (ps->stopping) return 0;
   switch (role) {
   case WIRE_PS_ALONE:
@@ -233,14 +234,18 @@ int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int p
     ps->role = role;
     return 0;
   case WIRE_PS_PRIMARY: {
+    /* As itself, with its key at that replica (not a root): the replica
+     * takes REPL_SYNC and REPL from ps identities only (ps__accept). */
+    const auth_secret *key = keyring_ps_key(ps->keys, replica);
+    if (!key)
+      return drv_error(DRV_EINVAL, "PS_ROLE: this ps's key file holds no key for its replica ps:%u",
+                       (unsigned)replica);
     drop_replica(ps, "another replica");
     ps->role = role;
     ps->token = token;
     snprintf(ps->repl_host, sizeof ps->repl_host, "%s", host);
     ps->repl_port = port;
-    /* As itself (its own key, not the root): the replica takes REPL_SYNC
-     * and REPL from ps identities only (ps__accept). */
-    ps->repl_opts = (conn_opts){.secret = &ps->own, .who = AUTH_WHO_NODE, .role = ROLE_PS,
+    ps->repl_opts = (conn_opts){.secret = key, .who = AUTH_WHO_NODE, .role = ROLE_PS,
                                 .index = ps->index, .cbs = &repl_cbs, .ud = ps};
     int rc = conn_connect(ps->loop, host, port, &ps->repl_opts, &ps->repl);
     if (rc < 0) ps->repl = NULL;

@@ -67,9 +67,10 @@
  *  REGISTERED  C -> N (reply): message is the refusal reason when !ok
  *  SPEC        C -> N: the ps nodes (where workers dial them), sent once
  *              all registered; with ps replicas only each group's primary
- *              is listed (as ps:<group>), and ps_replicated tells workers
- *              to keep their requests across a lost ps link and send them
- *              again
+ *              is listed (as ps:<group>; `proc` is the index of the ps
+ *              process serving it, whose key a worker proves there:
+ *              auth.h), and ps_replicated tells workers to keep their
+ *              requests across a lost ps link and send them again
  *  HEARTBEAT   both: rss in bytes (0 from the coordinator), cpu_ms the
  *              process CPU time
  *  SHUTDOWN    C -> N: finish the running task, then exit 0
@@ -235,7 +236,7 @@
 /* ps replicas (docs/ARCHITECTURE.md, "ps replicas").
  *  PS_ROLE     C -> P (control): role WIRE_PS_*: ALONE serves without a
  *              replica (a promotion); PRIMARY replicates to the replica
- *              at host:port, presenting token; REPLICA takes replication
+ *              at host:port, ps:`ps` (whose key it proves there), presenting token; REPLICA takes replication
  *              frames only from a connection presenting token, serves
  *              nothing else until promoted
  *  PS_ROLE_OK  P -> C (control): a replica is ready for its primary
@@ -266,7 +267,8 @@
  *              primary applies it and answers its client only after that
  *              REPL_OK */
 #define WIRE_MSG_ps_role(X) \
-  X(ENUM, role, WIRE_PS_REPLICA, "PS_ROLE role") X(U64, token) X(STR, host) X(U16, port)
+  X(ENUM, role, WIRE_PS_REPLICA, "PS_ROLE role") X(U64, token) X(STR, host) X(U16, port) \
+      X(U32, ps)
 #define WIRE_MSG_ps_role_ok(X) \
   X(I32, status) X(FLAG, synced, "PS_ROLE_OK synced") X(U64, version) X(STR, message)
 #define WIRE_MSG_repl_sync(X)                                                                \
@@ -444,7 +446,7 @@
 
 /* ---- repeated items ----------------------------------------------------- */
 
-#define WIRE_ITEM_spec_node(X) X(ROLE, role) X(U32, index) X(STR, host) X(U16, port)
+#define WIRE_ITEM_spec_node(X) X(ROLE, role) X(U32, index) X(STR, host) X(U16, port) X(U32, proc)
 #define WIRE_ITEM_setup_var(X) \
   X(STR, name) X(SHAPE, shape) X(ITEMS, shards, setup_shard, "SETUP shard")
 #define WIRE_ITEM_setup_shard(X) X(U32, ps) X(U64, row0) X(U64, rows)

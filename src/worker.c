@@ -671,12 +671,12 @@ int worker_call(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   return w->calls->call(w, req, payload, len);
 }
 
-worker *worker_new(uv_loop_t *loop, const auth_secret *secret, int role, int index,
+worker *worker_new(uv_loop_t *loop, const keyring *keys, int role, int index,
                    worker_send_fn send, void *ud) {
   worker *w = calloc(1, sizeof *w);
   if (!w) return NULL;
   w->loop = loop;
-  w->secret = secret;
+  w->keys = keys;
   w->role = role;
   w->index = index;
   /* PUSH.client: random per process, so that a restarted worker's pushes

@@ -28,6 +28,7 @@
 #include <uv.h>
 
 #include "auth.h"
+#include "keyring.h"
 #include "wire.h"
 
 /* One node of the cluster spec (SPEC). */
@@ -36,6 +37,7 @@ typedef struct node_addr {
   uint32_t index;
   char host[64]; /* numeric address */
   uint16_t port; /* a ps's data port; 0 for other roles */
+  uint32_t proc; /* a ps group's serving process, ps:<proc> (its key is proved there) */
 } node_addr;
 
 typedef struct worker worker;
@@ -45,9 +47,9 @@ typedef struct worker worker;
 typedef int (*worker_send_fn)(void *ud, wire_wr *w, uint8_t type, uint32_t req);
 
 /* A worker for `role` (ROLE_WORKER, ROLE_CHIEF or ROLE_EVALUATOR) and
- * `index`. `secret` is borrowed for the worker's life. NULL when out of
- * memory. */
-worker *worker_new(uv_loop_t *loop, const auth_secret *secret, int role, int index,
+ * `index`. `keys` (its key file: the key it proves at each ps process) is
+ * borrowed for the worker's life. NULL when out of memory. */
+worker *worker_new(uv_loop_t *loop, const keyring *keys, int role, int index,
                    worker_send_fn send, void *ud);
 
 /* Scheduled functions (CALL) run in Lua, and the Lua bindings sit a layer

@@ -162,6 +162,7 @@ typedef struct link_wait {
 typedef struct ps_link {
   worker *w;
   int index;
+  uint32_t proc;      /* the ps process serving group `index` (SPEC): whose key to prove */
   char host[64];
   int port;
   conn_opts opts;     /* kept for the conn's life */
@@ -186,7 +187,7 @@ typedef struct ps_link {
 
 struct worker {
   uv_loop_t *loop;
-  const auth_secret *secret;
+  const keyring *keys; /* borrowed: the key to prove at each ps process */
   int role, index;
   worker_send_fn send;
   void *ud;

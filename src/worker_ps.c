@@ -275,7 +275,14 @@ static void link_close(conn *c, int err, const char *why) {
 static const conn_cbs link_cbs = {link_ready, link_frame, link_close};
 
 static int link_connect(worker *w, ps_link *l) {
-  l->opts = (conn_opts){.secret = w->secret, .who = AUTH_WHO_NODE, .role = (uint8_t)w->role,
+  const auth_secret *key = keyring_ps_key(w->keys, l->proc);
+  if (!key) {
+    snprintf(l->last_error, sizeof l->last_error, "this node's key file holds no key for ps:%u",
+             (unsigned)l->proc);
+    log_error("cannot connect to ps:%d: %s", l->index, l->last_error);
+    return drv_error(DRV_EINVAL, "%s", l->last_error);
+  }
+  l->opts = (conn_opts){.secret = key, .who = AUTH_WHO_NODE, .role = (uint8_t)w->role,
                         .index = (uint32_t)w->index, .cbs = &link_cbs, .ud = l};
   l->last_error[0] = '\0';
   if (!w->ps_replicated) l->pushed = false; /* perhaps a new ps process: no version to wait for */
@@ -355,7 +362,7 @@ int worker_spec(worker *w, const node_addr *nodes, int n, bool ps_replicated) {
       l->w = w;
       l->index = p;
       w->links[p] = l;
-    } else if (l->c && strcmp(l->host, a->host) == 0 && l->port == a->port) {
+    } else if (l->c && strcmp(l->host, a->host) == 0 && l->port == a->port && l->proc == a->proc) {
       continue; /* already connected (or connecting) there */
     } else if (l->c) {
       conn *old = l->c;
@@ -365,6 +372,7 @@ int worker_spec(worker *w, const node_addr *nodes, int n, bool ps_replicated) {
     }
     snprintf(l->host, sizeof l->host, "%s", a->host);
     l->port = a->port;
+    l->proc = a->proc;
     l->attempts = 0; /* a new spec: connect now, back-off afresh */
     l->retry_at = 0;
     link_connect(w, l);

@@ -180,8 +180,9 @@ static double pushpull_rate(double seconds) {
   cl.push = w.buf + WIRE_HEADER_SIZE;
   cl.push_len = w.len - WIRE_HEADER_SIZE;
   cl.param = malloc(MIB);
-  auth_secret key; /* as the coordinator: a ps serves it everything */
-  auth_node_key(&f->secret, AUTH_ROLE_COORD, 0, &key);
+  auth_secret root, key; /* as the coordinator: a ps serves it everything */
+  auth_ps_root(&f->secret, (uint32_t)c.regs[0].index, &root);
+  auth_node_key(&root, AUTH_ROLE_COORD, 0, &key);
   conn_opts o = {.secret = &key, .who = AUTH_WHO_NODE, .role = AUTH_ROLE_COORD, .cbs = &cl_cbs,
                  .ud = &cl};
   if (conn_connect(&f->loop, "127.0.0.1", c.regs[0].port, &o, &cl.c) < 0 ||

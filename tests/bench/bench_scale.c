@@ -10,7 +10,8 @@
  *
  * Waits for a run in RUNS_DIR (a directory of the bench's own, holding one
  * run) to have its coordinator file, derives each worker's key from the run's
- * secret (as a ps could), and connects NODES workers worker:0..N-1, at
+ * secret (as the coordinator does: whoever runs an external launcher's
+ * nodes holds the secret), and connects NODES workers worker:0..N-1, at
  * most IN_FLIGHT handshakes at a time, and a ps:0 that serves nothing (as nodes spread over hosts would
  * arrive; the coordinator bounds waiting handshakes per address). Each
  * registers, heartbeats every HEARTBEAT_MS (500), answers a CALL with an

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "keyring.h"
 #include "l_worker.h"
 #include "node.h"
 #include "nodeinfo.h"
@@ -147,15 +148,17 @@ static bool peer_ready(void *arg) {
 }
 
 /* Dials a ps data port like a worker does; returns the authenticated peer. */
-peer *nf_dial(fake *f, int port) {
+peer *nf_dial(fake *f, uint32_t ps, int port) {
   /* As the coordinator: a ps takes every client request from it. */
-  return nf_dial_as(f, port, AUTH_ROLE_COORD, 0);
+  return nf_dial_as(f, ps, port, AUTH_ROLE_COORD, 0);
 }
 
-peer *nf_dial_as(fake *f, int port, int role, uint32_t index) {
+peer *nf_dial_as(fake *f, uint32_t ps, int port, int role, uint32_t index) {
   peer *pe = calloc(1, sizeof *pe);
   CHECK(pe != NULL);
-  auth_node_key(&f->secret, role, index, &pe->key);
+  auth_secret root; /* ps `ps`'s, from which it checks our key */
+  auth_ps_root(&f->secret, ps, &root);
+  auth_node_key(&root, role, index, &pe->key);
   conn_opts o = {.secret = &pe->key, .who = AUTH_WHO_NODE, .role = (uint8_t)role,
                  .index = index, .cbs = &client_cbs, .ud = pe};
   CHECK_OK(conn_connect(&f->loop, "127.0.0.1", port, &o, &pe->c));
@@ -205,20 +208,41 @@ bool nf_peer_closed(void *arg) { return ((peer *)arg)->closed; }
 
 /* ============================== children ================================= */
 
+/* The node's key file (keyring.h), as the coordinator writes it, but with
+ * keys at every ps 0..NF_MAX_NODES-1 (a ps: at every other ps), since the
+ * fake pairs ps replicas as each test likes, and at the fake as a ps
+ * (NF_FAKE_PS). */
+static void write_key_file(fake *f, int role, int index) {
+  keyring k = {.ps = calloc(NF_MAX_NODES + 1, sizeof *k.ps)};
+  CHECK(k.ps != NULL);
+  auth_node_key(&f->secret, role, (uint32_t)index, &k.coord);
+  if (role == ROLE_PS) {
+    k.has_root = true;
+    auth_ps_root(&f->secret, (uint32_t)index, &k.root);
+  }
+  for (uint32_t p = 0; p < NF_MAX_NODES; p++) {
+    if (role == ROLE_PS && p == (uint32_t)index) continue;
+    auth_secret root;
+    auth_ps_root(&f->secret, p, &root);
+    k.ps[k.nps].ps = p;
+    auth_node_key(&root, role, (uint32_t)index, &k.ps[k.nps++].key);
+  }
+  k.ps[k.nps].ps = NF_FAKE_PS;
+  auth_node_key(&f->secret, role, (uint32_t)index, &k.ps[k.nps++].key);
+  char path[1100];
+  snprintf(path, sizeof path, "%s.%s-%d.%d", getenv("DROVER_SECRET_FILE"), wire_role_name(role),
+           index, (int)getpid());
+  CHECK_OK(keyring_write(&k, path, false));
+  keyring_free(&k);
+  CHECK(setenv("DROVER_SECRET_FILE", path, 1) == 0);
+}
+
 pid_t nf_spawn_node(fake *f, int role, int index, uint32_t hb_ms, uint32_t timeout_ms) {
   fflush(NULL);
   pid_t pid = fork();
   CHECK(pid >= 0);
   if (pid == 0) {
-    if (role != ROLE_PS) { /* a worker's file holds its own key (auth.h) */
-      char path[1100];
-      auth_secret k;
-      auth_node_key(&f->secret, role, (uint32_t)index, &k);
-      snprintf(path, sizeof path, "%s.%s-%d.%d", getenv("DROVER_SECRET_FILE"),
-               wire_role_name(role), index, (int)getpid());
-      CHECK_OK(auth_secret_save(&k, path));
-      CHECK(setenv("DROVER_SECRET_FILE", path, 1) == 0);
-    }
+    write_key_file(f, role, index);
     node_opts o = {.coord_host = "127.0.0.1", .coord_port = f->port, .role = role,
                    .index = index, .bind_host = "127.0.0.1", .cpus = 1,
                    .heartbeat_ms = hb_ms, .timeout_ms = timeout_ms,
@@ -256,6 +280,7 @@ void nf_read_register(fake *f, peer *pe, reg *r) {
   fk_frame *fr = NF_EXPECT(f, pe, WIRE_REGISTER);
   wire_msg_register m;
   CHECK_OK(wire_get_register(fr->p, fr->h.len, &m));
+  *r = (reg){0};
   r->role = m.role;
   r->index = (int)m.index;
   r->pid = m.pid;
@@ -274,7 +299,8 @@ void nf_read_register(fake *f, peer *pe, reg *r) {
 static void put_reg(wire_wr *w, void *ud, uint32_t k) {
   const reg *r = &((const reg *)ud)[k];
   wire_put_item_spec_node(w, &(wire_item_spec_node){(uint8_t)r->role, (uint32_t)r->index,
-                                                    WIRE_STR(r->host), (uint16_t)r->port});
+                                                    WIRE_STR(r->host), (uint16_t)r->port,
+                                                    r->fake ? NF_FAKE_PS : (uint32_t)r->index});
 }
 
 /* Accepts n nodes, reads their REGISTERs, answers REGISTERED ok, and
@@ -449,7 +475,8 @@ peer *nf_cluster_dial(nf_cluster *c, int role, int index) {
 
 peer *nf_cluster_dial_as(nf_cluster *c, int role, int index, int as_role, uint32_t as_index) {
   CHECK(c->ndialed < NF_MAX_DIALED);
-  peer *pe = nf_dial_as(&c->f, nf_cluster_reg(c, role, index)->port, as_role, as_index);
+  peer *pe = nf_dial_as(&c->f, (uint32_t)index, nf_cluster_reg(c, role, index)->port, as_role,
+                        as_index);
   c->dialed[c->ndialed++] = pe;
   return pe;
 }

@@ -53,8 +53,14 @@ typedef struct fake {
   int naccepted;
 } fake;
 
+/* The ps index under which the fake itself plays a ps (a reg with `fake`
+ * set): every node's key file holds its key for it, derived from the
+ * fake's secret, which the fake's listener checks. */
+#define NF_FAKE_PS 4096u
+
 typedef struct reg {
   int role, index, port;
+  bool fake; /* a ps the fake plays itself, on its own port (SPEC proc NF_FAKE_PS) */
   uint32_t pid, cpus, affinity; /* cpus: BLAS threads */
   uint64_t memory;
   char hostname[64];
@@ -75,10 +81,10 @@ bool nf_peer_closed(void *arg);
 void nf_accept_n(fake *f, int n);
 /* Dials a ps data port like a worker does; returns the authenticated peer
  * (freed by nf_fake_stop when passed in `dialed`). */
-peer *nf_dial(fake *f, int port);
+peer *nf_dial(fake *f, uint32_t ps, int port);
 /* The same as node (role, index) (AUTH_ROLE_COORD 0: the coordinator),
- * proving that identity's key. */
-peer *nf_dial_as(fake *f, int port, int role, uint32_t index);
+ * proving that identity's key at ps `ps` (its index: its root checks it). */
+peer *nf_dial_as(fake *f, uint32_t ps, int port, int role, uint32_t index);
 /* The next frame from pe that is not a HEARTBEAT (unless one is asked
  * for), or a failure naming what was expected. Free with nf_frame_free. */
 fk_frame *nf_expect(fake *f, peer *pe, uint8_t type, const char *file, int line);

@@ -170,7 +170,7 @@ static const wf_place ONE_PS[] = {{0, 0, 0, 8}, {1, 0, 0, 8}, {2, 0, 0, 3}, {3, 
 #define NONE_PS (sizeof ONE_PS / sizeof ONE_PS[0])
 
 static void send_spec_ps0(peer *ctl, int port) {
-  reg ps0 = {.role = ROLE_PS, .index = 0, .host = "127.0.0.1", .port = port};
+  reg ps0 = {.role = ROLE_PS, .index = 0, .host = "127.0.0.1", .port = port, .fake = true};
   nf_send_spec(ctl, &ps0, 1);
 }
 

@@ -26,10 +26,13 @@
 #include "ps.h"
 #include "wire_msgs.h"
 
-static void send_role(peer *ctl, int role, uint64_t token, const char *host, int port) {
+/* to: the replica (PRIMARY), NULL otherwise. */
+static void send_role(peer *ctl, int role, uint64_t token, const reg *to) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_ps_role(&w, &(wire_msg_ps_role){(uint8_t)role, token, WIRE_STR(host), (uint16_t)port});
+  wire_put_ps_role(&w, &(wire_msg_ps_role){(uint8_t)role, token, WIRE_STR(to ? to->host : ""),
+                                           (uint16_t)(to ? to->port : 0),
+                                           (uint32_t)(to ? to->index : 0)});
   nf_send_wr(ctl, &w, WIRE_PS_ROLE, 0);
 }
 
@@ -80,9 +83,9 @@ TEST(ps_replica_pairs_replicates_refuses_and_is_promoted) {
   nf_cluster_up(&c, (nf_node[]){{ROLE_PS, 0}, {ROLE_PS, 1}}, 2, 50, 5000);
   fake *f = &c.f;
   reg *p = nf_cluster_reg(&c, ROLE_PS, 0), *r = nf_cluster_reg(&c, ROLE_PS, 1);
-  send_role(r->ctl, WIRE_PS_REPLICA, 42, "", 0);
+  send_role(r->ctl, WIRE_PS_REPLICA, 42, NULL);
   CHECK(!role_ok(f, r->ctl)); /* it expects its primary */
-  send_role(p->ctl, WIRE_PS_PRIMARY, 42, r->host, r->port);
+  send_role(p->ctl, WIRE_PS_PRIMARY, 42, r);
   CHECK(role_ok(f, r->ctl)); /* in sync (an empty ps) */
 
   peer *coord = nf_cluster_dial(&c, ROLE_PS, 0), *a = nf_cluster_dial(&c, ROLE_PS, 0);
@@ -124,7 +127,7 @@ TEST(ps_replica_pairs_replicates_refuses_and_is_promoted) {
 
   /* Promoted: the same values bit for bit, and the push sent again there
    * is still known. */
-  send_role(r->ctl, WIRE_PS_ALONE, 0, "", 0);
+  send_role(r->ctl, WIRE_PS_ALONE, 0, NULL);
   peer *b = nf_cluster_dial(&c, ROLE_PS, 1);
   tensor *on_replica = nf_pull1(f, b, 0, 20);
   CHECK(nf_same_bits(on_primary, on_replica));
@@ -177,24 +180,24 @@ TEST(ps_replica_takes_lr_scale_forwarded_and_in_its_sync) {
   peer *coord0 = nf_cluster_dial(&c, ROLE_PS, 0);
   nf_var_init(f, coord0, 0, 0, &sgd, v0, 1);
   lr_scale(coord0, 0.5);
-  send_role(p1->ctl, WIRE_PS_REPLICA, 7, "", 0);
+  send_role(p1->ctl, WIRE_PS_REPLICA, 7, NULL);
   CHECK(!role_ok(f, p1->ctl));
-  send_role(p0->ctl, WIRE_PS_PRIMARY, 7, p1->host, p1->port);
+  send_role(p0->ctl, WIRE_PS_PRIMARY, 7, p1);
   CHECK(role_ok(f, p1->ctl));
   lr_scale(coord0, 0.25);
   peer *w0 = nf_cluster_dial_as(&c, ROLE_PS, 0, ROLE_WORKER, 0);
   check_rate(f, w0, g, 0.5, 0.25, 10); /* also: the LR_SCALE went before this push */
-  send_role(p1->ctl, WIRE_PS_ALONE, 0, "", 0);
+  send_role(p1->ctl, WIRE_PS_ALONE, 0, NULL);
   peer *w1 = nf_cluster_dial_as(&c, ROLE_PS, 1, ROLE_WORKER, 0);
   check_rate(f, w1, g, 0.5, 0.25, 20);
 
   /* ps:1, now the primary, pairs with ps:2: the scale goes in REPL_SYNC
    * alone (no LR_SCALE after), and a promoted ps:2 keeps it. */
-  send_role(p2->ctl, WIRE_PS_REPLICA, 8, "", 0);
+  send_role(p2->ctl, WIRE_PS_REPLICA, 8, NULL);
   CHECK(!role_ok(f, p2->ctl));
-  send_role(p1->ctl, WIRE_PS_PRIMARY, 8, p2->host, p2->port);
+  send_role(p1->ctl, WIRE_PS_PRIMARY, 8, p2);
   CHECK(role_ok(f, p2->ctl));
-  send_role(p2->ctl, WIRE_PS_ALONE, 0, "", 0);
+  send_role(p2->ctl, WIRE_PS_ALONE, 0, NULL);
   peer *w2 = nf_cluster_dial_as(&c, ROLE_PS, 2, ROLE_WORKER, 0);
   check_rate(f, w2, g, 0.5, 0.25, 30);
 

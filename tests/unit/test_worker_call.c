@@ -573,10 +573,10 @@ static int sink_send(void *ud, wire_wr *w, uint8_t type, uint32_t req) {
 TEST(worker_call_per_call_cost) {
   uv_loop_t loop;
   CHECK(uv_loop_init(&loop) == 0);
-  auth_secret secret;
-  memset(&secret, 0, sizeof secret);
+  keyring keys;
+  memset(&keys, 0, sizeof keys);
   sink s = {.L = new_state()};
-  worker *w = worker_new(&loop, &secret, ROLE_WORKER, 0, sink_send, &s);
+  worker *w = worker_new(&loop, &keys, ROLE_WORKER, 0, sink_send, &s);
   CHECK(w != NULL);
   worker_set_calls(w, &lworker_calls);
   lua_State *L = new_state();
@@ -612,10 +612,10 @@ TEST(worker_call_per_call_cost) {
 TEST(worker_call_without_lua_is_refused) {
   uv_loop_t loop;
   CHECK(uv_loop_init(&loop) == 0);
-  auth_secret secret;
-  memset(&secret, 0, sizeof secret);
+  keyring keys;
+  memset(&keys, 0, sizeof keys);
   sink s = {.L = new_state()};
-  worker *w = worker_new(&loop, &secret, ROLE_WORKER, 0, sink_send, &s);
+  worker *w = worker_new(&loop, &keys, ROLE_WORKER, 0, sink_send, &s);
   CHECK(w != NULL);
   lua_State *L = new_state();
   lua_pushinteger(L, 0);
