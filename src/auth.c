@@ -166,15 +166,6 @@ int auth_secret_load(const char *path, auth_secret *s) {
   return rc;
 }
 
-int auth_secret_from_env(auth_secret *s) {
-  const char *path = getenv("DROVER_SECRET_FILE");
-  if (!path || !*path)
-    return drv_error(DRV_EINVAL,
-                     "DROVER_SECRET_FILE is not set: a node needs the path of its run's secret "
-                     "file (the launcher sets it)");
-  return auth_secret_load(path, s);
-}
-
 /* ======================================================================
  * Challenge/response
  * ==================================================================== */

@@ -88,8 +88,6 @@ int auth_secret_write(const auth_secret *s, const char *path, bool sync);
 /* Reads a secret file; refuses one that group or others may read
  * ("secret file 'x' is readable by others (mode 0644); chmod 600 it"). */
 int auth_secret_load(const char *path, auth_secret *s);
-/* Loads the file named by $DROVER_SECRET_FILE. */
-int auth_secret_from_env(auth_secret *s);
 
 /* For any file of keys (keyring.c too); `what` names it in errors ("key
  * file"). Creates path (never an existing one) with mode exactly 0600 and

@@ -1,10 +1,16 @@
 """rawpeer.py - a hand-made drover peer for the capability tests.
 
-usage: rawpeer.py HOST:PORT KEYFILE WHO ROLE INDEX [TYPE LEN [HEX]]
+usage: rawpeer.py HOST:PORT KEYFILE[#SEL] WHO ROLE INDEX [TYPE LEN [HEX]]
 
 Does the handshake of auth.h as WHO (0 node, 1 client) with ROLE (0 ps,
 1 chief, 2 worker, 3 evaluator, 4 coordinator) and INDEX, proving the key
-in KEYFILE; then, given TYPE, sends one frame of that type whose header
+in KEYFILE: a file of one key (64 hex digits: control.key, view.key,
+secret) or a node's key file (keyring.h: `coord <hex>`, `root <hex>`,
+`ps <k> <hex>` lines), whose key SEL picks: coord (the default), root, or
+ps.K. SEL `all` is what a thief of the file would do: every key in it,
+as it is and as a root to derive the claimed identity's key from
+(auth_node_key), one connection each; "authenticated" if any works. A
+file of one key gives that key whatever SEL says. Then, given TYPE, sends one frame of that type whose header
 says LEN payload bytes, followed by HEX's bytes (none by default: a header
 alone must be enough for a refusal). Prints one line: "auth-failed" when
 the server does not accept the key, else "closed" when the server closes
@@ -33,11 +39,23 @@ def read_frame(s):
     _, _, t, _, _, n = struct.unpack("<IBBHII", h)
     return t, recv_exact(s, n)
 
-def main():
-    host, port = sys.argv[1].rsplit(":", 1)
-    key = bytes.fromhex(open(sys.argv[2]).read().strip())
-    who, role, index = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-    s = socket.create_connection((host, int(port)), timeout=5)
+def load_keys(spec):
+    path, _, sel = spec.partition("#")
+    lines = open(path).read().split("\n")[:-1]
+    if len(lines) == 1 and " " not in lines[0]:
+        return [bytes.fromhex(lines[0])]
+    keys = {}
+    for ln in lines:
+        w = ln.split(" ")
+        keys[w[0] if w[0] != "ps" else "ps." + w[1]] = bytes.fromhex(w[-1])
+    return list(keys.values()) if sel == "all" else [keys[sel or "coord"]]
+
+def node_key(root, role, index):
+    return hmac.new(root, b"drover node" + struct.pack("<BI", role, index), hashlib.sha256).digest()
+
+def handshake(addr, key, who, role, index):
+    """The authenticated socket, or None when the server refuses the key."""
+    s = socket.create_connection(addr, timeout=5)
     t, hello = read_frame(s)
     assert t == 1, t
     ns, nc = hello[:32], os.urandom(32)
@@ -46,10 +64,26 @@ def main():
     try:
         t, ok = read_frame(s)
     except (EOFError, OSError):
-        print("auth-failed")
-        return
+        s.close()
+        return None
     want = hmac.new(key, b"drover server" + nc + ns, hashlib.sha256).digest()
     assert t == 3 and ok == want, "the server did not prove the key"
+    return s
+
+def main():
+    host, port = sys.argv[1].rsplit(":", 1)
+    keys = load_keys(sys.argv[2])
+    who, role, index = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+    if sys.argv[2].endswith("#all"):
+        keys = keys + [node_key(k, role, index) for k in keys]
+    s = None
+    for key in keys:
+        s = handshake((host, int(port)), key, who, role, index)
+        if s:
+            break
+    if not s:
+        print("auth-failed")
+        return
     if len(sys.argv) < 8:
         print("authenticated")
         return

@@ -119,13 +119,28 @@ coord=$!
 i=0; while [ $i -lt 300 ] && ! grep -q ready "$TMP/hold.out"; do sleep 0.1; i=$((i + 1)); done
 check "ssh-t03 the cluster came up" grep -q ready "$TMP/hold.out"
 dir=$(ls -d "$RUNS"/hold-* | head -n 1)
-secret=$(cat "$dir/secret")
 leaks=""
-for p in $(procs_with "$dir"); do
-  tr '\0' '\n' < /proc/$p/cmdline 2>/dev/null | grep -qF "$secret" && leaks="$leaks $p"
-  tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qF "$secret" && leaks="$leaks $p"
+# The secret and every node's keys (keys/*.key: a line each, the hex last)
+for secret in $(cat "$dir/secret" "$dir"/keys/*.key | sed 's/.* //'); do
+  for p in $(procs_with "$dir"); do
+    tr '\0' '\n' < /proc/$p/cmdline 2>/dev/null | grep -qF "$secret" && leaks="$leaks $p"
+    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qF "$secret" && leaks="$leaks $p"
+  done
 done
-check "ssh-t03 $(procs_with "$dir" | wc -l) processes of the run, none with the secret in argv or environ" [ -z "$leaks" ]
+check "ssh-t03 $(procs_with "$dir" | wc -l) processes of the run, none with a key in argv or environ" [ -z "$leaks" ]
+# A remote node's key file is its keys/<role>-<i>.key, copied whole (the
+# ps's holds its root, no other file the secret)
+kf=""
+for p in $(procs_with "$dir"); do
+  f=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null | sed -n 's/^DROVER_SECRET_FILE=//p')
+  case "$(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null)" in
+    *"drover node "*"--role ps "*) cmp -s "$f" "$dir/keys/ps-0.key" && kf="${kf}p" ;;
+    *"drover node "*"--role worker --index 1 "*) cmp -s "$f" "$dir/keys/worker-1.key" && kf="${kf}w" ;;
+  esac
+done
+check "ssh-t03 the remote ps and worker:1 got their own key files whole" \
+  sh -c "[ '$kf' = pw ] || [ '$kf' = wp ]"
+check "ssh-t03 no key file holds the secret" sh -c "! grep -qF '$(cat "$dir/secret")' '$dir'/keys/*.key"
 check "ssh-t03 remote nodes run (3 drover node processes)" \
   [ "$(for p in $(procs_with "$dir"); do tr '\0' ' ' < /proc/$p/cmdline; echo; done | grep -c "^[^ ]*drover node ")" -eq 3 ]
 kill -9 $coord

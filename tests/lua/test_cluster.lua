@@ -210,10 +210,16 @@ test("cluster-05 a wrong secret is refused; a duplicate task is refused", functi
   local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "c05" }
   local tmp = os.tmpname()
   local f = io.open(tmp, "w")
-  f:write(string.rep("ab", 32) .. "\n")
+  f:write(string.rep("ab", 32) .. "\n") -- a bare secret: no node's key file
   f:close()
   os.execute("chmod 600 " .. tmp)
   local rc, out = rogue_node(c, tmp, tmp .. ".out")
+  assert(rc ~= 0 and rc ~= 124, "a node with a malformed key file exits non-zero, got " .. rc)
+  assert(out:find("key file '" .. tmp .. "' line 1", 1, true), "the file and line are named: " .. out)
+  f = io.open(tmp, "w")
+  f:write("coord " .. string.rep("ab", 32) .. "\n") -- well formed, the wrong key
+  f:close()
+  rc, out = rogue_node(c, tmp, tmp .. ".out")
   assert(rc ~= 0 and rc ~= 124, "a node with the wrong secret exits non-zero, got " .. rc)
   assert(out:find("wrong secret", 1, true) or out:find("authentication", 1, true),
     "the node says why: " .. out)

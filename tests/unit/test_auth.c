@@ -178,17 +178,3 @@ TEST(auth_secret_load_refuses_malformed_content) {
   CHECK_ERR(auth_secret_load("missing", &s), DRV_EIO, "cannot open secret file 'missing'");
 }
 
-TEST(auth_secret_from_env) {
-  auth_secret s, t;
-  unsetenv("DROVER_SECRET_FILE");
-  CHECK_ERR(auth_secret_from_env(&t), DRV_EINVAL, "DROVER_SECRET_FILE is not set");
-  setenv("DROVER_SECRET_FILE", "", 1);
-  CHECK_ERR(auth_secret_from_env(&t), DRV_EINVAL, "DROVER_SECRET_FILE is not set");
-  CHECK_OK(auth_secret_generate(&s));
-  CHECK_OK(auth_secret_save(&s, "run-secret"));
-  setenv("DROVER_SECRET_FILE", "run-secret", 1);
-  CHECK_OK(auth_secret_from_env(&t));
-  CHECK(memcmp(s.key, t.key, AUTH_KEY_SIZE) == 0);
-  setenv("DROVER_SECRET_FILE", "gone", 1);
-  CHECK_ERR(auth_secret_from_env(&t), DRV_EIO, "cannot open secret file 'gone'");
-}
