@@ -9,7 +9,7 @@ node, in client mode:
 
 The driver (run by spark-submit's JVM, the launcher's local handle of the
 node) runs a stage of one task; the task copies the shipped drover binary, the
-run's secret and the script's files into a fresh directory on the
+node's key file and the script's files into a fresh directory on the
 executor, runs `drover node ...` there and returns its exit status. The
 driver exits with that status (128 + S when the node was killed by signal
 S), so the node's end is the handle's end, as with ssh and srun.

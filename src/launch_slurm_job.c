@@ -26,7 +26,7 @@
  *    the file's mtime has not changed for 30 s of its own time. Comparing
  *    mtimes with each other, not with the clock, keeps it immune to clock
  *    skew between hosts. It needs RUN_DIR on a filesystem the nodes share,
- *    which the nodes need anyway (their logs and the secret live there).
+ *    which the nodes need anyway (their logs and key files live there).
  * A coordinator that hangs but lives keeps its job: only --time bounds it.
  *
  * Waiting. `squeue -t all -j JOB -o %T|%r` about once a second: each new

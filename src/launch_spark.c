@@ -32,7 +32,8 @@
  * spark.task.resource.gpu.amount when a role sets gpus); conf keys that do
  * not start with "spark.".
  *
- * The secret travels as one of --files: Spark's file server serves it to
+ * The node's key file (keyring.h: only that node's keys, never the run's
+ * secret) travels as one of --files: Spark's file server serves it to
  * the executors (set spark.authenticate and spark.network.crypto.enabled
  * in conf where the network is not trusted).
  *
@@ -93,7 +94,7 @@ static bool add_item(char *out, size_t cap, size_t *len, const char *s) {
   return true;
 }
 
-/* --files and the names the task finds them by: the binary, the secret,
+/* --files and the names the task finds them by: the binary, the key file,
  * then the script's files. */
 static int files_lists(spark_launcher *l, const launch_task *t, char *files, size_t fcap,
                        char *names, size_t ncap) {

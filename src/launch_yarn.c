@@ -27,7 +27,7 @@
  * through the note callback, to events.log and the dashboard.
  *
  * A node is the same `drover node ...` command as elsewhere (launch.h),
- * run by the container's shell with the secret's path and the BLAS thread
+ * run by the container's shell with its key file's path and the BLAS thread
  * count in its environment, stdout and stderr appended to the node's log
  * in the run directory: the run directory (logs, keys, checkpoints) is on
  * a file system the cluster's machines share; the binary and files are
