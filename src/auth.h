@@ -7,7 +7,7 @@
  *   client -> AUTH    { nc, mac_c = H(key, "drover client" || ns || nc) }
  *   server -> AUTH_OK { mac_s = H(key, "drover server" || nc || ns) }
  * The server drops a client whose mac_c is wrong; the client drops a server
- * whose mac_s is wrong, so each side proves it holds the secret and neither
+ * whose mac_s is wrong, so each side proves it holds the key and neither
  * reveals it. Fresh nonces on both sides prevent replays.
  *
  * The secret lives in the run directory as 64 hex characters in a file of
