@@ -22,6 +22,7 @@
 #include "auth.h"
 #include "err.h"
 #include "harness.h"
+#include "keyring.h"
 #include "node_fake.h"
 #include "ps.h"
 #include "wire_msgs.h"
@@ -209,9 +210,9 @@ TEST(ps_replica_takes_lr_scale_forwarded_and_in_its_sync) {
  * sync; msg gets its PS_ROLE_OK's message. */
 static void pair(nf_cluster *c, int p, int r, uint64_t token, char *msg, size_t n) {
   reg *pr = nf_cluster_reg(c, ROLE_PS, p), *rr = nf_cluster_reg(c, ROLE_PS, r);
-  send_role(rr->ctl, WIRE_PS_REPLICA, token, "", 0);
+  send_role(rr->ctl, WIRE_PS_REPLICA, token, NULL);
   CHECK(!role_ok(&c->f, rr->ctl));
-  send_role(pr->ctl, WIRE_PS_PRIMARY, token, rr->host, rr->port);
+  send_role(pr->ctl, WIRE_PS_PRIMARY, token, rr);
   CHECK(role_ok_msg(&c->f, rr->ctl, msg, n));
 }
 
@@ -264,8 +265,8 @@ TEST(ps_replica_sync_streams_in_pieces) {
   CHECK_STR_CONTAINS(msg, "2 shards, 168 bytes in 25 frames");
 
   /* Apart, both take the same second gradient and must agree bit for bit. */
-  send_role(nf_cluster_reg(&c, ROLE_PS, 1)->ctl, WIRE_PS_ALONE, 0, "", 0);
-  send_role(nf_cluster_reg(&c, ROLE_PS, 0)->ctl, WIRE_PS_ALONE, 0, "", 0);
+  send_role(nf_cluster_reg(&c, ROLE_PS, 1)->ctl, WIRE_PS_ALONE, 0, NULL);
+  send_role(nf_cluster_reg(&c, ROLE_PS, 0)->ctl, WIRE_PS_ALONE, 0, NULL);
   peer *b = nf_cluster_dial_as(&c, ROLE_PS, 1, ROLE_WORKER, 1);
   CHECK(push_v(f, a, 1, 0, g, 20));
   CHECK(push_v(f, b, 1, 0, g, 30));
@@ -318,7 +319,7 @@ TEST(ps_replica_synced_under_a_sync_stop_cap_keeps_it) {
   char msg[256];
   pair(&c, 0, 1, 5, msg, sizeof msg);
   CHECK_STR_CONTAINS(msg, "capped");
-  send_role(nf_cluster_reg(&c, ROLE_PS, 1)->ctl, WIRE_PS_ALONE, 0, "", 0);
+  send_role(nf_cluster_reg(&c, ROLE_PS, 1)->ctl, WIRE_PS_ALONE, 0, NULL);
   peer *coord1 = nf_cluster_dial(&c, ROLE_PS, 1), *b = nf_cluster_dial_as(&c, ROLE_PS, 1, ROLE_WORKER, 0);
   CHECK(push_v(f, b, 2, 0, g, 20)); /* summed at the cap, not ignored */
   sync_stop(coord1, 3);
@@ -330,8 +331,8 @@ TEST(ps_replica_synced_under_a_sync_stop_cap_keeps_it) {
 TEST(ps_refuses_to_start_with_a_bad_repl_piece) {
   uv_loop_t loop;
   CHECK_OK(uv_loop_init(&loop));
-  auth_secret s;
-  CHECK_OK(auth_secret_generate(&s));
+  keyring s = {.has_root = true};
+  CHECK_OK(auth_secret_generate(&s.root));
   const char *bad[] = {"6", "0", "-4", "4x", "67108868"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     CHECK(setenv("DROVER_REPL_PIECE", bad[i], 1) == 0);
