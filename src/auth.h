@@ -25,7 +25,8 @@
  * Only the coordinator holds `secret`; ps i holds R_i, from which it
  * checks its clients and which no other server accepts. A node's key file
  * holds only the keys it proves: its key at the coordinator and one per
- * ps it dials (a worker at every ps; a ps at its replica partner; the
+ * ps it dials (a worker at every ps; a ps with replicas, as itself, at
+ * every other ps; the
  * coordinator derives its own, auth_node_key(R_i, AUTH_ROLE_COORD, 0)).
  * So a worker can pose as no other node, and a ps as no other node and as
  * the coordinator to nobody but itself. A client proves the run's control

@@ -5,7 +5,8 @@
  * each ps's root R_i (auth_ps_root). Every node, ps included, gets a key
  * file holding only the keys it proves, keys/<role>-<index>.key
  * (keyring.h): its key here, and its key at each ps it dials (a worker,
- * chief or evaluator: every ps; a ps: its replica partner); a ps also its
+ * chief or evaluator: every ps; a ps with replicas: every other ps, as
+ * itself); a ps also its
  * own root, with which it checks its clients. `control.key` lets
  * `drover attach --control` run commands and stop nodes; `view.key`
  * attaches read-only and is safe to share. All are 0600 files in the run
@@ -91,7 +92,7 @@ static void add_ps_key(const coord *c, keyring *k, size_t *n, uint32_t ps, int r
 /* What node i proves where (the file comment). */
 static int node_keyring(const coord *c, const coord_node *nd, keyring *k) {
   uint32_t idx = (uint32_t)nd->index;
-  int nps = coord__processes(c, ROLE_PS), groups = c->opts.count[ROLE_PS];
+  int nps = coord__processes(c, ROLE_PS);
   memset(k, 0, sizeof *k);
   k->ps = calloc((size_t)nps + 1, sizeof *k->ps); /* nps is bounded by the cluster options */
   if (!k->ps) return drv_error(DRV_ENOMEM, "out of memory for a key file");
@@ -99,10 +100,12 @@ static int node_keyring(const coord *c, const coord_node *nd, keyring *k) {
   if (nd->role == ROLE_PS) {
     k->has_root = true;
     auth_ps_root(&c->secret, idx, &k->root);
-    if (c->opts.ps_replicas) { /* ps:k and ps:N+k replicate each other */
-      int partner = nd->index < groups ? nd->index + groups : nd->index - groups;
-      add_ps_key(c, k, &k->nps, (uint32_t)partner, ROLE_PS, idx);
-    }
+    /* Its replica is paired by machine once all registered
+     * (coord__repl_match), after this file is written: a key at every
+     * other ps, as itself only (a replica takes REPL_* with the pair's
+     * token alone, and PULL/PUSH from no ps). */
+    for (int p = 0; c->opts.ps_replicas && p < nps; p++)
+      if (p != nd->index) add_ps_key(c, k, &k->nps, (uint32_t)p, ROLE_PS, idx);
   } else {
     for (int p = 0; p < nps; p++) add_ps_key(c, k, &k->nps, (uint32_t)p, nd->role, idx);
   }
