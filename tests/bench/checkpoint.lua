@@ -119,9 +119,17 @@ do
   local warm = rate(nil, 300)
   local steps = math.max(600, math.floor(warm / 128 * seconds))
   local log = c.run_dir .. "/logs/ps-0.log"
-  for _ = 1, pairs_n do
-    local with = rate({ every_seconds = 2, keep = 2 }, steps)
-    local without = rate(nil, steps)
+  -- The order alternates (with first, then without first): a fixed order
+  -- would put any drift between the two fits of a pair on one side.
+  for i = 1, pairs_n do
+    local with, without
+    if i % 2 == 1 then
+      with = rate({ every_seconds = 2, keep = 2 }, steps)
+      without = rate(nil, steps)
+    else
+      without = rate(nil, steps)
+      with = rate({ every_seconds = 2, keep = 2 }, steps)
+    end
     print(string.format("train %.0f %.0f", with, without))
   end
   local p = pauses(log)
