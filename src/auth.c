@@ -220,25 +220,25 @@ void auth_feed_key(const auth_secret *control, auth_secret *out) {
   crypto_auth_hmacsha256(out->key, (const unsigned char *)label, sizeof label - 1, control->key);
 }
 
-void auth_node_key(const auth_secret *secret, int role, uint32_t index, auth_secret *out) {
-  static const char label[] = "drover node";
-  uint8_t id[5] = {(uint8_t)role, (uint8_t)index, (uint8_t)(index >> 8), (uint8_t)(index >> 16),
-                   (uint8_t)(index >> 24)};
+/* HMAC(secret, label || id): every derived key is one, each label its own
+ * domain so a key of one kind is never valid as another. */
+static void derive(const auth_secret *secret, const char *label, const uint8_t *id, size_t n,
+                   auth_secret *out) {
   crypto_auth_hmacsha256_state st;
   crypto_auth_hmacsha256_init(&st, secret->key, sizeof secret->key);
-  crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, sizeof label - 1);
-  crypto_auth_hmacsha256_update(&st, id, sizeof id);
+  crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, strlen(label));
+  crypto_auth_hmacsha256_update(&st, id, n);
   crypto_auth_hmacsha256_final(&st, out->key);
   sodium_memzero(&st, sizeof st);
 }
 
+void auth_node_key(const auth_secret *secret, int role, uint32_t index, auth_secret *out) {
+  uint8_t id[5] = {(uint8_t)role, (uint8_t)index, (uint8_t)(index >> 8), (uint8_t)(index >> 16),
+                   (uint8_t)(index >> 24)};
+  derive(secret, "drover node", id, sizeof id, out);
+}
+
 void auth_ps_root(const auth_secret *secret, uint32_t ps, auth_secret *out) {
-  static const char label[] = "drover ps root";
   uint8_t id[4] = {(uint8_t)ps, (uint8_t)(ps >> 8), (uint8_t)(ps >> 16), (uint8_t)(ps >> 24)};
-  crypto_auth_hmacsha256_state st;
-  crypto_auth_hmacsha256_init(&st, secret->key, sizeof secret->key);
-  crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, sizeof label - 1);
-  crypto_auth_hmacsha256_update(&st, id, sizeof id);
-  crypto_auth_hmacsha256_final(&st, out->key);
-  sodium_memzero(&st, sizeof st);
+  derive(secret, "drover ps root", id, sizeof id, out);
 }
