@@ -18,3 +18,32 @@ wait_for() {
   done
   return 1
 }
+
+# feed_fit_start NAME: runs, in the background, a script training a small
+# digits MLP on 1 ps + 2 workers with feed = "external" (epochs 2), that
+# prints "FED n TRAINED m" into $TMP/NAME.out when its fit ends. Sets
+# trainer (its pid, killed at exit) and RUN (its run directory, once the
+# coordinator is up) for the Python feeders of the test.
+feed_fit_start() {
+  RUNS=$TMP/runs
+  mkdir -p "$RUNS"
+  cat > "$TMP/$1.lua" <<LUA
+local nn, optim = drover.nn, drover.optim
+local exp = drover.experiment {
+  name = "$1", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+  model = nn.Sequential { nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10) },
+  train = { feed = "external", epochs = 2, feed_timeout = 60 }, seed = 1, verbose = false,
+}
+local c = drover.cluster { ps = 1, worker = 2, runs = "$RUNS", name = "$1" }
+local f = io.open("$RUNS/current", "w"); f:write(c.run_dir, "\n"); f:close()
+local r = c:fit(exp)
+print(string.format("FED %d TRAINED %d", r.fed, r.batches))
+c:shutdown()
+LUA
+  "$DROVER" run "$TMP/$1.lua" >"$TMP/$1.out" 2>&1 &
+  trainer=$!
+  trap 'kill -9 $trainer 2>/dev/null; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
+  wait_for 60 test -s "$RUNS/current"
+  RUN=$(cat "$RUNS/current" 2>/dev/null)
+  wait_for 30 test -s "$RUN/coordinator"
+}

@@ -13,27 +13,7 @@ if [ -z "${VENV:-}" ]; then
 fi
 PY=$VENV/bin/python
 export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
-RUNS=$TMP/runs
-mkdir -p "$RUNS"
-cat > "$TMP/direct.lua" <<LUA
-local nn, optim = drover.nn, drover.optim
-local exp = drover.experiment {
-  name = "direct", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
-  model = nn.Sequential { nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10) },
-  train = { feed = "external", epochs = 2, feed_timeout = 60 }, seed = 1, verbose = false,
-}
-local c = drover.cluster { ps = 1, worker = 2, runs = "$RUNS", name = "direct" }
-local f = io.open("$RUNS/current", "w"); f:write(c.run_dir, "\n"); f:close()
-local r = c:fit(exp)
-print(string.format("FED %d TRAINED %d", r.fed, r.batches))
-c:shutdown()
-LUA
-"$DROVER" run "$TMP/direct.lua" >"$TMP/direct.out" 2>&1 &
-trainer=$!
-trap 'kill -9 $trainer 2>/dev/null; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
-wait_for 60 test -s "$RUNS/current"
-RUN=$(cat "$RUNS/current" 2>/dev/null)
-wait_for 30 test -s "$RUN/coordinator"
+feed_fit_start direct
 timeout 150 "$PY" tests/cli/feed_direct.py "$RUN"
 check "feed-direct-t06 the fit ended" wait_for 60 sh -c "! kill -0 $trainer 2>/dev/null"
 wait $trainer

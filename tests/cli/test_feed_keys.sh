@@ -11,27 +11,7 @@ if [ -z "${VENV:-}" ]; then
 fi
 PY=$VENV/bin/python
 export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
-RUNS=$TMP/runs
-mkdir -p "$RUNS"
-cat > "$TMP/keys.lua" <<LUA
-local nn, optim = drover.nn, drover.optim
-local exp = drover.experiment {
-  name = "keys", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
-  model = nn.Sequential { nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10) },
-  train = { feed = "external", epochs = 2, feed_timeout = 60 }, seed = 1, verbose = false,
-}
-local c = drover.cluster { ps = 1, worker = 2, runs = "$RUNS", name = "keys" }
-local f = io.open("$RUNS/current", "w"); f:write(c.run_dir, "\n"); f:close()
-local r = c:fit(exp)
-print(string.format("FED %d TRAINED %d", r.fed, r.batches))
-c:shutdown()
-LUA
-"$DROVER" run "$TMP/keys.lua" >"$TMP/keys.out" 2>&1 &
-trainer=$!
-trap 'kill -9 $trainer 2>/dev/null; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
-wait_for 60 test -s "$RUNS/current"
-RUN=$(cat "$RUNS/current" 2>/dev/null)
-wait_for 30 test -s "$RUN/coordinator"
+feed_fit_start keys
 timeout 120 "$PY" tests/cli/feed_keys.py "$RUN"
 check "feed-keys-t05 the fit ended" wait_for 60 sh -c "! kill -0 $trainer 2>/dev/null"
 wait $trainer
