@@ -9,9 +9,6 @@ OPTIMIZATION ?= -O2
 SANITIZE     ?=
 CC           ?= cc
 V            ?= 0
-comma := ,
-empty :=
-space := $(empty) $(empty)
 
 # gcc's -O2 vectorizes only "very cheap" loops; the dynamic cost model lets
 # it vectorize the numeric core's inner loops. clang has no such flag.
@@ -32,33 +29,19 @@ Q =
 say =
 endif
 
-# One concept per .c/.h pair; the module list is explicit on purpose, and
-# grouped by layer, lowest first: a file may include headers of its own
-# layer and of the layers below, never above (`make layers` checks it, and
-# `make test` runs that check). A module is a .c/.h pair or a lone header.
-LAYERS          = base numeric data protocol transport launch cluster dashboard lua binary
-LAYER_base      = err util blockcache afile log embed rundir sha256 safetensors manifest
-LAYER_numeric   = rng tensor tensor_ops nn_int nn nn_layers nn_conv nn_norm nn_containers nn_loss nn_spec nn_file optim_sched optim
-LAYER_data      = data_int data data_lines data_lazy data_read data_csv data_bin data_recipe data_write data_stream train progress ckpt
-# dash_model/dash_snap are the run's model and its SNAPSHOT encoding, not
-# drawing: the coordinator keeps one as its metric store.
-LAYER_protocol  = le wire_int wire wire_msgs closure closure_bc auth keyring nodeinfo events dash_model dash_snap \
-	fitrun
-LAYER_transport = conn conn_int conn_server nodeout
-# detach: `drover run --detach` launches the coordinator itself.
-LAYER_launch    = launch launch_int launch_common launch_local launch_slurm_int launch_slurm \
-	launch_slurm_job launch_ssh launch_ship launch_spark launch_yarn_http launch_yarn_int launch_yarn_rm launch_yarn_stage launch_yarn launch_external detach
-LAYER_cluster   = coord coord_launch coord_int coord_fit_int coord_keys coord_addr coord_nodes coord_fit coord_setup coord_predict coord_sched coord_vars coord_ckpt coord_stop coord_pos \
-	coord_repl coord_dash coord_feed coord_feed_ext coord_feeders_int coord_feed_direct coord_feed_ckpt coord_serve node ps ps_push ps_int ps_accept ps_ckpt ps_repl ps_repl_sync worker worker_int worker_ps \
-	worker_pos worker_setup worker_feed worker_direct worker_predict
-LAYER_dashboard = dash dash_int dash_records attach_records dash_chart dash_draw dash_view dash_panels dash_input dash_theme dash_sim attach runs logs export export_metrics doctor
-LAYER_lua       = l_util l_drover l_closure l_tensor l_tensor_ops l_nn l_optim l_optim_sched l_feed l_stream l_data \
-	l_train l_cluster_opts l_cluster l_schedule l_worker l_dash repl
-LAYER_binary    = main main_cmds main_int
-LIB_MODULES = $(foreach l,$(filter-out binary,$(LAYERS)),$(LAYER_$(l)))
-LIB_SRCS = $(foreach m,$(LIB_MODULES),$(if $(wildcard src/$(m).c),$(m)))
-LIB_OBJS = $(LIB_SRCS:%=$(BUILD)/%.o) $(BUILD)/embedded.o
-MAIN_OBJ = $(BUILD)/main.o $(BUILD)/main_cmds.o
+# One concept per .c/.h pair, in src/ by layer, lowest first: a file's layer
+# is the first folder of its path (src/cluster/ps/ps.c is in "cluster"), and
+# the files directly in src/ are the binary's ("main"). A file may include
+# headers of its own layer and of the layers below, never above, written from
+# src/ ("base/err.h"); `make layers` checks it, and `make test` runs that
+# check. A new folder must be added here, or the check fails.
+LAYERS   = base numeric data train proto run net launch cluster ui luabind main
+ALL_SRCS = $(sort $(wildcard src/*.c src/*/*.c src/*/*/*.c))
+ALL_HDRS = $(sort $(wildcard src/*.h src/*/*.h src/*/*/*.h))
+MAIN_SRCS = $(wildcard src/*.c)
+LIB_SRCS = $(filter-out $(MAIN_SRCS),$(ALL_SRCS))
+LIB_OBJS = $(LIB_SRCS:src/%.c=$(BUILD)/%.o) $(BUILD)/embedded.o
+MAIN_OBJ = $(MAIN_SRCS:src/%.c=$(BUILD)/%.o)
 UNIT_SRCS = $(wildcard tests/unit/*.c)
 UNIT_OBJS = $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/unit/%.o)
 EMBEDDED = $(sort $(wildcard lua/*.lua lua/*/*.lua themes/* spark/*.py))
@@ -77,6 +60,7 @@ $(BUILD)/drover: $(LIB_OBJS) $(MAIN_OBJ)
 	$(call say,LINK,$@)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 $(BUILD)/%.o: src/%.c | $(BUILD)/.dirs
+	$(Q)mkdir -p $(@D)
 	$(call say,CC,$<)$(CC) $(CFLAGS_ALL) -c -o $@ $<
 
 $(BUILD)/unit/%.o: tests/unit/%.c | $(BUILD)/.dirs
@@ -129,7 +113,7 @@ deps:
 	$(Q)sh tools/deps.sh
 
 # The Python client's message table (PYWIRE, defined above `all`).
-$(PYWIRE): tools/wire_py.py src/wire.h src/wire_msgs.h src/tensor.h src/wire.c src/err.h
+$(PYWIRE): tools/wire_py.py src/proto/wire.h src/proto/wire_msgs.h src/numeric/tensor.h src/proto/wire.c src/base/err.h
 	$(call say,GEN,$@)python3 tools/wire_py.py src $@
 
 # The shared wire vectors (tests/vectors/README): every message's sample
@@ -246,7 +230,7 @@ bench: bench-deps
 
 # No file includes a header of a higher layer (see LAYERS above).
 layers:
-	$(Q)sh tools/layers.sh $(foreach l,$(LAYERS),$(l)=$(subst $(space),$(comma),$(strip $(LAYER_$(l)))))
+	$(Q)sh tools/layers.sh $(LAYERS)
 
 # The man page is made from the binary's --help texts (tools/mkman.sh).
 $(BUILD)/drover.1: drover tools/mkman.sh
@@ -266,7 +250,7 @@ clean:
 help:
 	@echo "targets: all deps test venv spark vectors demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
 
--include $(wildcard $(BUILD)/*.d $(BUILD)/unit/*.d $(BUILD)/bench/*.d)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(BUILD)/*/*/*.d)
 
 # ---- fuzzing ------------------------------------------------------------------
 # `make fuzz` builds two libFuzzer targets (clang, ASan + UBSan) and fuzzes
@@ -281,8 +265,10 @@ help:
 # time; a crash leaves $(BUILD)/fuzz/crash-* and fails the target.
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 60
-FUZZ_SRCS   = src/wire.c src/wire_msgs.c src/tensor.c src/blockcache.c src/optim.c src/optim_sched.c src/rng.c src/err.c
-FUZZ_FILES_SRCS = src/safetensors.c src/manifest.c src/sha256.c src/util.c src/afile.c src/err.c
+FUZZ_SRCS   = src/proto/wire.c src/proto/wire_msgs.c src/numeric/tensor.c src/base/blockcache.c \
+	src/numeric/optim.c src/numeric/optim_sched.c src/numeric/rng.c src/base/err.c
+FUZZ_FILES_SRCS = src/base/safetensors.c src/base/manifest.c src/base/sha256.c src/base/util.c \
+	src/base/afile.c src/base/err.c
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Isrc \
 	$(shell pkg-config --cflags openblas jansson libsodium 2>/dev/null)
 FUZZ_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null) -lm
@@ -309,22 +295,22 @@ fuzz: fuzz-deps
 		-max_total_time=$$(( $(FUZZ_TIME) - $(FUZZ_TIME) * 2 / 3 )) -max_len=4096 \
 		$(FUZZ_OPTS) $(BUILD)/fuzz/corpus_files $(BUILD)/fuzz/seeds_files.d
 
-$(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(FUZZ_SRCS) $(wildcard src/*.h)
+$(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(FUZZ_SRCS) $(ALL_HDRS)
 	$(Q)mkdir -p $(BUILD)/fuzz
 	$(call say,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ tests/fuzz/fuzz_wire.c \
 		$(FUZZ_SRCS) $(FUZZ_LIBS)
 
-$(BUILD)/fuzz/seeds_wire: tests/fuzz/fuzz_wire.c $(FUZZ_SRCS) $(wildcard src/*.h)
+$(BUILD)/fuzz/seeds_wire: tests/fuzz/fuzz_wire.c $(FUZZ_SRCS) $(ALL_HDRS)
 	$(Q)mkdir -p $(BUILD)/fuzz
 	$(call say,CC,$@)$(CC) $(FUZZ_CFLAGS) -DFUZZ_WIRE_SEEDS -o $@ tests/fuzz/fuzz_wire.c \
 		$(FUZZ_SRCS) $(FUZZ_LIBS)
 
-$(BUILD)/fuzz/fuzz_files: tests/fuzz/fuzz_files.c $(FUZZ_FILES_SRCS) $(wildcard src/*.h)
+$(BUILD)/fuzz/fuzz_files: tests/fuzz/fuzz_files.c $(FUZZ_FILES_SRCS) $(ALL_HDRS)
 	$(Q)mkdir -p $(BUILD)/fuzz
 	$(call say,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ tests/fuzz/fuzz_files.c \
 		$(FUZZ_FILES_SRCS) $(FUZZ_FILES_LIBS)
 
-$(BUILD)/fuzz/seeds_files: tests/fuzz/fuzz_files.c $(FUZZ_FILES_SRCS) $(wildcard src/*.h)
+$(BUILD)/fuzz/seeds_files: tests/fuzz/fuzz_files.c $(FUZZ_FILES_SRCS) $(ALL_HDRS)
 	$(Q)mkdir -p $(BUILD)/fuzz
 	$(call say,CC,$@)$(CC) $(FUZZ_CFLAGS) -DFUZZ_FILES_SEEDS -o $@ tests/fuzz/fuzz_files.c \
 		$(FUZZ_FILES_SRCS) $(FUZZ_FILES_LIBS)

@@ -1,6 +1,6 @@
 """app.py - drover's Spark application: one drover node as a Spark task.
 
-The spark launcher (src/launch_spark.c) writes this file, which is compiled
+The spark launcher (src/launch/launch_spark.c) writes this file, which is compiled
 into the drover binary, into the run directory and submits it, once per
 node, in client mode:
 
@@ -29,7 +29,7 @@ application's state, the workers' free cores and memory), so a reservation
 that times out quotes it from the node's log.
 
 GPUs: a role's `gpus = G` is spark.executor.resource.gpu.amount and
-spark.task.resource.gpu.amount G (src/launch_spark.c); the task sets
+spark.task.resource.gpu.amount G (src/launch/launch_spark.c); the task sets
 CUDA_VISIBLE_DEVICES to the addresses Spark assigned it (its TaskContext's
 resources), as srun does for Slurm's --gres, so the node uses those and
 reports them in REGISTER (c:nodes(), nodes.tsv). A task asked for GPUs that

@@ -32,7 +32,7 @@ out=$(awk -v limit="$limit" '
   }
   start { next }
   !incomment && !sig && !/^[ \t]*$/ && !/^\/\*/ { if (FNR != lastcomment) why = 0 }
-' src/*.c)
+' $(find src -name '*.c' | sort))
 if [ -z "$out" ]; then
   echo "PASS funclen: no function in src/ over $limit lines without a Long: comment"
 else

@@ -1,62 +1,57 @@
 #!/bin/sh
 # layers.sh - checks that no file in src/ includes a header of a higher layer.
 #
-# Usage: layers.sh LAYER=mod,mod,... LAYER=mod,... (lowest layer first; the
-# Makefile passes its LAYER_* lists). A module is a .c/.h pair or a lone
-# header in src/ ("coord_int" for src/coord_int.h). Every file in src/ must
-# belong to a layer; a file may include headers of its own layer and of the
-# layers below. Prints one PASS or FAIL line per rule (tests/run.sh counts
-# them) and exits non-zero on a violation.
+# Usage: layers.sh LAYER LAYER ... (lowest first; the Makefile passes its
+# LAYERS). A file's layer is the first folder of its path under src/
+# (src/cluster/ps/ps.c is in "cluster"); a file directly in src/ is in
+# "main". Includes are written from src/ ("base/err.h"), so an include's
+# layer is read off its path the same way. A folder that is no layer fails,
+# so a new file cannot be in no layer. A file may include headers of its own
+# layer and of the layers below. Prints one PASS or FAIL line per rule
+# (tests/run.sh counts them) and exits non-zero on a violation.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
-# Exceptions: "file header reason". Keep this list short; each says why the
-# upward include is the right shape rather than a layering mistake.
-exceptions='
-'
-
-map=$(mktemp)
-trap 'rm -f "$map"' EXIT
-rank=0
-for spec in "$@"; do
-  layer=${spec%%=*}
-  for m in $(echo "${spec#*=}" | tr ',' ' '); do
-    found=0
-    for f in "src/$m.c" "src/$m.h"; do
-      [ -e "$f" ] && { echo "$(basename "$f") $rank $layer" >>"$map"; found=1; }
-    done
-    [ "$found" -eq 1 ] || echo "FAIL layers: module $m (layer $layer) has no src/$m.c or src/$m.h"
+layer_of() { # path relative to src/ -> layer name
+  case "$1" in */*) echo "${1%%/*}" ;; *) echo main ;; esac
+}
+rank_of() { # layer -> its rank in the arguments, or nothing
+  r=0
+  for l in $LAYERS; do
+    [ "$l" = "$1" ] && { echo "$r"; return; }
+    r=$((r + 1))
   done
-  rank=$((rank + 1))
-done
+}
 
+LAYERS="$*"
 bad=0
-for f in src/*.c src/*.h; do
-  b=$(basename "$f")
-  me=$(awk -v f="$b" '$1 == f {print $2 " " $3}' "$map")
-  if [ -z "$me" ]; then
-    echo "FAIL layers: $f is in no layer (add it to a LAYER_ list in the Makefile)"
+n=0
+for f in $(find src -name '*.[ch]' | sort); do
+  p=${f#src/}
+  me=$(layer_of "$p")
+  myrank=$(rank_of "$me")
+  n=$((n + 1))
+  if [ -z "$myrank" ]; then
+    echo "FAIL layers: $f is in folder '$me', which is no layer (Makefile LAYERS: $LAYERS)"
     bad=$((bad + 1))
     continue
   fi
-  myrank=${me%% *}
   for h in $(sed -n 's/^[ \t]*#[ \t]*include[ \t]*"\([^"]*\)".*/\1/p' "$f"); do
-    [ -e "src/$h" ] || continue # a generated or external header
-    it=$(awk -v f="$h" '$1 == f {print $2 " " $3}' "$map")
-    [ -n "$it" ] || continue # reported above as "in no layer"
-    hrank=${it%% *}
-    [ "$hrank" -le "$myrank" ] && continue
-    if echo "$exceptions" | awk -v f="$b" -v h="$h" '$1 == f && $2 == h {ok = 1} END {exit !ok}'; then
+    if [ ! -e "src/$h" ]; then
+      # A generated header, or one of tests/: neither is in src/.
+      case "$h" in */*) echo "FAIL layers: $f includes \"$h\", which is not in src/"; bad=$((bad + 1)) ;; esac
       continue
     fi
-    echo "FAIL layers: $f (${me#* }) includes $h (${it#* }), a higher layer"
+    it=$(layer_of "$h")
+    hrank=$(rank_of "$it")
+    [ "$hrank" -le "$myrank" ] && continue
+    echo "FAIL layers: $f ($me) includes $h ($it), a higher layer"
     bad=$((bad + 1))
   done
 done
-n=$(wc -l <"$map")
 if [ "$bad" -eq 0 ]; then
   echo "PASS layers: $n files in $# layers, no include points up"
 else
-  echo "FAIL layers: $bad includes point up or files are unplaced"
+  echo "FAIL layers: $bad includes point up or files are in no layer"
   exit 1
 fi

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "data.h"
-#include "err.h"
-#include "nn.h"
-#include "optim.h"
-#include "train.h"
+#include "data/data.h"
+#include "base/err.h"
+#include "numeric/nn.h"
+#include "numeric/optim.h"
+#include "train/train.h"
 
 #define BATCH 128
 

@@ -9,7 +9,7 @@
  * `local function noop() end`), a reply a header and a CALL_RESULT's 20
  * bytes (task id, status i32, an empty value list as bytes). Each worker
  * has WINDOW requests in flight, like CALL_INFLIGHT_PER_WORKER in
- * src/coord_sched.c; every reply is answered by a new request. Both sides
+ * src/cluster/coord/coord_sched.c; every reply is answered by a new request. Both sides
  * batch the way a straightforward implementation does: read what is
  * available, then one write() carrying the answers to everything read.
  *

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "node_fake.h"
-#include "wire_msgs.h"
+#include "proto/wire_msgs.h"
 
 #define MIB (1 << 20)
 

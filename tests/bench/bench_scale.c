@@ -30,11 +30,11 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "auth.h"
-#include "conn.h"
-#include "err.h"
-#include "log.h"
-#include "wire_msgs.h"
+#include "proto/auth.h"
+#include "net/conn.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "proto/wire_msgs.h"
 
 #define IN_FLIGHT 64
 

@@ -234,7 +234,7 @@ DROVER=./drover DASH_SECONDS="$secs" sh tests/bench/dash.sh
 
 echo
 echo "== attach: bytes sent to one attach client (a 1 ps + 2 worker fit at 4 and 10 Hz; one update of a 256-node model)"
-DROVER_BENCH=1 DROVER="$PWD/drover" "$build/unit_tests" coord_dash_bytes dash_snap_256 2>&1 | grep -v '^PASS\|^unit:'
+DROVER_BENCH=1 DROVER="$PWD/drover" "$build/unit_tests" coord_dash_bytes runsnap_256 2>&1 | grep -v '^PASS\|^unit:'
 
 echo
 echo "== launchers: submit to cluster ready (1 ps + 2 workers), YARN (MiniYARNCluster) vs Slurm (own sbatch job)"

@@ -1,4 +1,4 @@
-"""feed_direct.py - direct feeders (FEED_OPEN.direct; src/coord_feed_direct.c)
+"""feed_direct.py - direct feeders (FEED_OPEN.direct; src/cluster/coord/coord_feed_direct.c)
 against a real local cluster (test_feed_direct.sh): a keyed feeder on the
 workers' host feeds one of them directly, a feeder lost mid-way is taken
 over once its worker says what it took (and one never taken over still

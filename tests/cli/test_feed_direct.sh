@@ -1,5 +1,5 @@
-# test_feed_direct.sh - direct feeders (src/coord_feed_direct.c,
-# src/worker_direct.c): keyed external feeders on the workers' host send
+# test_feed_direct.sh - direct feeders (src/cluster/coord/coord_feed_direct.c,
+# src/cluster/worker/worker_direct.c): keyed external feeders on the workers' host send
 # their batches to a worker, not through the coordinator, against a real
 # local 1 ps + 2 worker cluster from Python (tests/cli/feed_direct.py): the
 # route, the worker's feed port (the feed key and FEED_BATCH only), a

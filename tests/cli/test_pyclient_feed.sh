@@ -1,5 +1,5 @@
 # test_pyclient_feed.sh - feeding a fit from Python (clients/python,
-# drover_client.Run.feed) on the feed messages of src/wire_msgs.h:
+# drover_client.Run.feed) on the feed messages of src/proto/wire_msgs.h:
 # against a coordinator this test plays (credit discipline, order, the end,
 # a source that fails), then a real 1 ps + 2 worker cluster whose fit runs
 # with train = { feed = "external" } and trains exactly the batches Python

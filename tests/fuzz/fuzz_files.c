@@ -26,8 +26,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "manifest.h"
-#include "safetensors.h"
+#include "base/manifest.h"
+#include "base/safetensors.h"
 
 #ifndef FUZZ_FILES_SEEDS
 

@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim.h"
-#include "tensor.h"
-#include "wire.h"
-#include "wire_msgs.h"
+#include "numeric/optim.h"
+#include "numeric/tensor.h"
+#include "proto/wire.h"
+#include "proto/wire_msgs.h"
 
 static const uint8_t all_types[] = {
 #define XX(num, NAME, name, pre_auth, max) num,

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
+#include "base/err.h"
 
 typedef void (*harness_fn)(void);
 void harness_register(const char *name, harness_fn fn);

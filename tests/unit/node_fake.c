@@ -16,11 +16,11 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "keyring.h"
-#include "l_worker.h"
-#include "node.h"
-#include "nodeinfo.h"
-#include "wire_msgs.h"
+#include "proto/keyring.h"
+#include "luabind/l_worker.h"
+#include "cluster/node.h"
+#include "proto/nodeinfo.h"
+#include "proto/wire_msgs.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>

@@ -15,11 +15,11 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "auth.h"
-#include "conn.h"
-#include "optim.h"
-#include "tensor.h"
-#include "wire.h"
+#include "proto/auth.h"
+#include "net/conn.h"
+#include "numeric/optim.h"
+#include "numeric/tensor.h"
+#include "proto/wire.h"
 
 /* A child that leaks exits with LEAKED, a status no node uses, so that the
  * exit-status checks also catch leaks under AddressSanitizer. */

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "auth.h"
+#include "proto/auth.h"
 #include "harness.h"
 
 static void make_nonce(uint8_t *n, uint8_t seed) {

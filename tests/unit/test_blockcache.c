@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "blockcache.h"
+#include "base/blockcache.h"
 #include "harness.h"
 
 TEST(blockcache_gives_back_a_block_of_the_same_size) {

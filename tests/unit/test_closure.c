@@ -6,7 +6,7 @@
 #include <lualib.h>
 #include <stdint.h>
 
-#include "closure.h"
+#include "proto/closure.h"
 #include "harness.h"
 
 /* Closures used below: plain upvalues; nested functions, many constant

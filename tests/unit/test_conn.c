@@ -10,11 +10,11 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "auth.h"
-#include "conn.h"
+#include "proto/auth.h"
+#include "net/conn.h"
 #include "harness.h"
-#include "log.h"
-#include "wire.h"
+#include "base/log.h"
+#include "proto/wire.h"
 
 /* ---- fixture ------------------------------------------------------------- */
 

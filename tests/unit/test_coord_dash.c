@@ -13,14 +13,14 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "attach.h"
-#include "conn.h"
-#include "coord.h"
-#include "coord_int.h"
-#include "dash.h"
-#include "dash_snap.h"
+#include "ui/attach.h"
+#include "net/conn.h"
+#include "cluster/coord/coord.h"
+#include "cluster/coord/coord_int.h"
+#include "ui/dash.h"
+#include "proto/runsnap.h"
 #include "harness.h"
-#include "progress.h"
+#include "train/progress.h"
 
 /* ---- fixture ----------------------------------------------------------------- */
 
@@ -130,15 +130,15 @@ static int command(fixture *f, attach_client *a, int kind, const char *text, cha
   return w.status;
 }
 
-static const dash_node *find_node(const dash_model *m, const char *name) {
+static const runview_node *find_node(const runview *m, const char *name) {
   for (int i = 0; i < m->nnodes; i++)
     if (strcmp(m->nodes[i].name, name) == 0) return &m->nodes[i];
   return NULL;
 }
 
-static bool has_event(const dash_model *m, const char *needle) {
+static bool has_event(const runview *m, const char *needle) {
   for (int i = 0; i < m->nevents; i++)
-    if (strstr(dash_model_event(m, i)->text, needle)) return true;
+    if (strstr(runview_event_at(m, i)->text, needle)) return true;
   return false;
 }
 
@@ -213,7 +213,7 @@ typedef struct seen_state {
 
 static bool client_sees(void *arg) {
   seen_state *s = arg;
-  const dash_node *d = find_node(attach_client_model(s->a), s->node);
+  const runview_node *d = find_node(attach_client_model(s->a), s->node);
   return d && strcmp(d->state, s->state) == 0;
 }
 
@@ -249,7 +249,7 @@ TEST(coord_dash_attach_clients_and_commands) {
   start(&f);
   attach_client *ro = attach(&f, false, 10), *ctl = attach(&f, true, 4);
   pump_for(&f, 0.4);
-  const dash_model *m = attach_client_model(ro);
+  const runview *m = attach_client_model(ro);
   CHECK(strcmp(attach_client_run_dir(ro), coord_run_dir(f.c)) == 0);
   CHECK(strncmp(m->run, "dash-", 5) == 0);
   CHECK(strcmp(m->launcher, "local") == 0);
@@ -260,7 +260,7 @@ TEST(coord_dash_attach_clients_and_commands) {
   int n;
   const coord_node *nodes = coord_nodes(f.c, &n);
   for (int i = 0; i < 3; i++) {
-    const dash_node *d = find_node(m, names[i]);
+    const runview_node *d = find_node(m, names[i]);
     CHECK(d && strcmp(d->state, "ready") == 0 && d->pid == nodes[i].pid);
     CHECK(d->heartbeat_age >= 0 && d->heartbeat_age < 5);
     CHECK(strcmp(d->log, nodes[i].log) == 0);
@@ -304,17 +304,17 @@ TEST(coord_dash_attach_clients_and_commands) {
   CHECK_OK(coord_fit(f.c, &s.args, &res));
   pump_for(&f, 0.6);
   m = attach_client_model(ro);
-  const dash_model *store = coord_dash(f.c);
+  const runview *store = coord_dash(f.c);
   CHECK_INT_EQ(m->step, res.steps);
   CHECK_INT_EQ(m->total_steps, res.steps);
   CHECK(strcmp(m->mode, "async") == 0 && strcmp(m->state, "idle") == 0);
   CHECK(m->eta == 0 && m->examples_per_sec > 0);
   CHECK_INT_EQ(find_node(m, "worker:0")->steps + find_node(m, "worker:1")->steps, res.steps);
-  const dash_series *a = dash_model_series(m, "train/loss"), *b = dash_model_series(store, "train/loss");
+  const runview_series *a = runview_find_series(m, "train/loss"), *b = runview_find_series(store, "train/loss");
   CHECK(a && b && b->n == res.steps && a->n > 0);
-  CHECK(dash_series_at(a, a->n - 1)->value == dash_series_at(b, b->n - 1)->value);
-  CHECK(dash_series_at(a, a->n - 1)->step == (double)res.steps);
-  CHECK(dash_model_series(m, "train/accuracy") != NULL);
+  CHECK(runview_series_at(a, a->n - 1)->value == runview_series_at(b, b->n - 1)->value);
+  CHECK(runview_series_at(a, a->n - 1)->step == (double)res.steps);
+  CHECK(runview_find_series(m, "train/accuracy") != NULL);
   CHECK(has_event(m, "fit done"));
 
   /* A client that leaves changes nothing for the others. */
@@ -446,9 +446,9 @@ TEST(coord_dash_bytes_per_second_during_a_fit) {
   attach_client *c4 = attach(&f, false, 4), *c10 = attach(&f, false, 10);
   double r4, r10;
   int64_t steps;
-  /* A frame holds at most DASH_SNAP_MAX_POINTS points of each of the
+  /* A frame holds at most RUNSNAP_MAX_POINTS points of each of the
    * three series (24 bytes each), the header and three nodes (~1 KB). */
-  double most = 3 * DASH_SNAP_MAX_POINTS * 24 + 1024;
+  double most = 3 * RUNSNAP_MAX_POINTS * 24 + 1024;
   measure(&f, c4, c10, 0, &r4, &r10, &steps);
   CHECK(steps > 100);
   CHECK(r4 < 4 * most && r10 < 10 * most);

@@ -6,7 +6,7 @@
  * counted. No process is started. */
 #include <string.h>
 
-#include "coord_int.h"
+#include "cluster/coord/coord_int.h"
 #include "harness.h"
 
 /* Groups whose replica shares its primary's machine under out[]. */

@@ -11,9 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "coord_int.h"
+#include "cluster/coord/coord_int.h"
 #include "harness.h"
-#include "log.h"
+#include "base/log.h"
 
 #define CHECK_STR_EQ(a, b)                                                             \
   do {                                                                                 \

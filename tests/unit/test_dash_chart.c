@@ -4,7 +4,7 @@
  * a sort), Braille cell encoding, the canvas and a plotted series. */
 #include <stdint.h>
 
-#include "dash_chart.h"
+#include "ui/dash_chart.h"
 #include "harness.h"
 
 /* ============================== EMA ====================================== */
@@ -178,23 +178,23 @@ TEST(dash_canvas_dots_land_in_their_cells) {
   dash_canvas_free(&c);
 }
 
-static void fill(dash_model *m, const char *tag, int n, double (*f)(int)) {
+static void fill(runview *m, const char *tag, int n, double (*f)(int)) {
   for (int i = 0; i < n; i++)
-    CHECK_OK(dash_model_add_point(m, tag, (dash_point){i, i * 0.5, f(i)}));
+    CHECK_OK(runview_add_point(m, tag, (runview_point){i, i * 0.5, f(i)}));
 }
 
 static double rising(int i) { return i; }
 static double signed_wave(int i) { return i % 2 ? -1.0 * i : (double)i; }
 
 TEST(dash_chart_plot_draws_raw_and_smoothed_lines) {
-  dash_model m;
-  dash_model_init(&m);
+  runview m;
+  runview_init(&m);
   fill(&m, "up", 100, rising);
   dash_canvas c = {0};
   CHECK_OK(dash_canvas_resize(&c, 20, 5, true));
   dash_chart_opts o = {0.6, false, false};
   dash_chart_stats st;
-  CHECK_OK(dash_chart_plot(dash_model_series(&m, "up"), &o, &c, &st));
+  CHECK_OK(dash_chart_plot(runview_find_series(&m, "up"), &o, &c, &st));
   CHECK_INT_EQ(st.n, 100);
   CHECK(st.cur == 99 && st.min == 0 && st.max == 99);
   CHECK(st.cur_smooth < 99 && st.cur_smooth > 95); /* lags behind a rise */
@@ -208,18 +208,18 @@ TEST(dash_chart_plot_draws_raw_and_smoothed_lines) {
   CHECK(smooth >= 20);
   /* wall time on x */
   o.wall_x = true;
-  CHECK_OK(dash_chart_plot(dash_model_series(&m, "up"), &o, &c, &st));
+  CHECK_OK(dash_chart_plot(runview_find_series(&m, "up"), &o, &c, &st));
   CHECK(st.x1 == 49.5);
   /* log scale with non-positive values: only the positive ones count */
   fill(&m, "wave", 50, signed_wave);
   o.logy = true;
-  CHECK_OK(dash_chart_plot(dash_model_series(&m, "wave"), &o, &c, &st));
+  CHECK_OK(dash_chart_plot(runview_find_series(&m, "wave"), &o, &c, &st));
   CHECK(st.y.hi <= log10(48) + 0.2 && st.y.lo >= log10(2) - 0.2);
   /* an empty series draws nothing */
   CHECK_OK(dash_chart_plot(NULL, &o, &c, &st));
   CHECK_INT_EQ(st.n, 0);
   dash_canvas_free(&c);
-  dash_model_free(&m);
+  runview_free(&m);
 }
 
 TEST(dash_fmt_num_is_short) {
@@ -254,14 +254,14 @@ TEST(dash_fmt_fit_fits_axis_labels) {
 static double spiky(int i) { return i == 60 ? 1e300 : 1 + (i % 3) * 0.01; }
 
 TEST(dash_chart_clips_lines_to_wild_points) {
-  dash_model m;
-  dash_model_init(&m);
+  runview m;
+  runview_init(&m);
   fill(&m, "spiky", 100, spiky);
   dash_canvas c = {0};
   CHECK_OK(dash_canvas_resize(&c, 50, 6, true));
   dash_chart_opts o = {0, false, false};
   dash_chart_stats st;
-  CHECK_OK(dash_chart_plot(dash_model_series(&m, "spiky"), &o, &c, &st)); /* returns: bounded */
+  CHECK_OK(dash_chart_plot(runview_find_series(&m, "spiky"), &o, &c, &st)); /* returns: bounded */
   CHECK(st.y.hi < 1.1);    /* the robust range ignores the spike */
   CHECK(st.max == 1e300);  /* but max reports it */
   /* the line towards it leaves through the top edge near x = 60%: the
@@ -273,5 +273,5 @@ TEST(dash_chart_clips_lines_to_wild_points) {
   for (int x = 0; x < 50; x++) top += (c.bits[DASH_LAYER_RAW][x] & 0x09) != 0;
   CHECK(top <= 2);
   dash_canvas_free(&c);
-  dash_model_free(&m);
+  runview_free(&m);
 }

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "dash_theme.h"
+#include "ui/dash_theme.h"
 #include "harness.h"
 
 TEST(dash_theme_parses_a_good_file) {

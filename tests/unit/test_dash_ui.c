@@ -7,21 +7,21 @@
 #include <curses.h>
 #include <stdlib.h>
 
-#include "dash_int.h"
+#include "ui/dash_int.h"
 #include "harness.h"
-#include "rundir.h"
+#include "base/rundir.h"
 
 #define ESC 27
 
 /* ============================== fixtures ================================= */
 
-static void model_with_nodes(dash_model *m) {
+static void model_with_nodes(runview *m) {
   static const char *const names[] = {"ps:0", "chief:0", "worker:0", "worker:1", "worker:2", "evaluator:0"};
   static const char *const states[] = {"ready", "busy", "busy", "lost", "restarting", "idle"};
-  dash_model_init(m);
-  CHECK_OK(dash_model_set_nnodes(m, 6));
+  runview_init(m);
+  CHECK_OK(runview_set_nnodes(m, 6));
   for (int i = 0; i < 6; i++) {
-    dash_node *n = &m->nodes[i];
+    runview_node *n = &m->nodes[i];
     snprintf(n->name, sizeof n->name, "%s", names[i]);
     snprintf(n->state, sizeof n->state, "%s", states[i]);
     snprintf(n->host, sizeof n->host, "host%d", i);
@@ -36,10 +36,10 @@ static void model_with_nodes(dash_model *m) {
   m->step = 1234;
   m->total_steps = 5000;
   for (int i = 0; i < 50; i++) {
-    dash_model_add_point(m, "train/loss", (dash_point){i, i, 2.0 / (1 + i)});
-    dash_model_add_point(m, "examples/s", (dash_point){i, i, 500 + i});
+    runview_add_point(m, "train/loss", (runview_point){i, i, 2.0 / (1 + i)});
+    runview_add_point(m, "examples/s", (runview_point){i, i, 500 + i});
   }
-  dash_model_add_event(m, 3, "node lost worker:1: killed by signal 9");
+  runview_add_event(m, 3, "node lost worker:1: killed by signal 9");
 }
 
 static struct {
@@ -47,11 +47,11 @@ static struct {
   char last[256];
 } calls;
 
-static const dash_model *fake_get(void *ud) { return ud; }
+static const runview *fake_get(void *ud) { return ud; }
 
 /* A local source's log tail: the file the model names. */
 static int fake_log_tail(void *ud, const char *name, char *out, size_t n) {
-  const dash_model *m = ud;
+  const runview *m = ud;
   const char *path = NULL;
   for (int i = 0; i < m->nnodes; i++)
     if (strcmp(m->nodes[i].name, name) == 0) path = m->nodes[i].log;
@@ -73,7 +73,7 @@ static int fake_command(void *ud, const char *line, char *out, size_t n) {
   return 0;
 }
 
-static void keys(dash_ui *ui, const dash_model *m, const char *s) {
+static void keys(dash_ui *ui, const runview *m, const char *s) {
   for (; *s; s++) {
     dash_view_rows(ui, m);
     dash_input_key(ui, m, (unsigned char)*s);
@@ -81,7 +81,7 @@ static void keys(dash_ui *ui, const dash_model *m, const char *s) {
   dash_view_rows(ui, m);
 }
 
-static int key(dash_ui *ui, const dash_model *m, int k) {
+static int key(dash_ui *ui, const runview *m, int k) {
   dash_view_rows(ui, m);
   int r = dash_input_key(ui, m, k);
   dash_view_rows(ui, m);
@@ -91,7 +91,7 @@ static int key(dash_ui *ui, const dash_model *m, int k) {
 /* ============================== keys ===================================== */
 
 TEST(dash_keys_smoothing_stays_within_bounds) {
-  dash_model m;
+  runview m;
   model_with_nodes(&m);
   dash_ui ui;
   dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m});
@@ -109,11 +109,11 @@ TEST(dash_keys_smoothing_stays_within_bounds) {
   key(&ui, &m, 'x');
   CHECK(ui.wall_x);
   dash_ui_free(&ui);
-  dash_model_free(&m);
+  runview_free(&m);
 }
 
 TEST(dash_keys_filter_sort_and_selection) {
-  dash_model m;
+  runview m;
   model_with_nodes(&m);
   dash_ui ui;
   dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m});
@@ -160,11 +160,11 @@ TEST(dash_keys_filter_sort_and_selection) {
   key(&ui, &m, KEY_HOME);
   CHECK_INT_EQ(ui.sel, 0);
   dash_ui_free(&ui);
-  dash_model_free(&m);
+  runview_free(&m);
 }
 
 TEST(dash_keys_kill_asks_first_and_commands_reply) {
-  dash_model m;
+  runview m;
   model_with_nodes(&m);
   dash_ui ui;
   dash_ui_init(&ui, (dash_source){
@@ -195,11 +195,11 @@ TEST(dash_keys_kill_asks_first_and_commands_reply) {
   CHECK_INT_EQ(calls.commands, 1);
   CHECK_INT_EQ(ui.mode, DASH_MODE_NORMAL);
   dash_ui_free(&ui);
-  dash_model_free(&m);
+  runview_free(&m);
 }
 
 TEST(dash_keys_read_only_source_says_so) {
-  dash_model m;
+  runview m;
   model_with_nodes(&m);
   dash_ui ui;
   dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m});
@@ -211,11 +211,11 @@ TEST(dash_keys_read_only_source_says_so) {
   CHECK_INT_EQ(ui.mode, DASH_MODE_NORMAL);
   CHECK_STR_CONTAINS(ui.status, "read-only");
   dash_ui_free(&ui);
-  dash_model_free(&m);
+  runview_free(&m);
 }
 
 TEST(dash_keys_panels_detail_help_quit_theme) {
-  dash_model m;
+  runview m;
   model_with_nodes(&m);
   dash_ui ui;
   dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m});
@@ -254,7 +254,7 @@ TEST(dash_keys_panels_detail_help_quit_theme) {
   for (int i = 0; i < n; i++) slash |= strcmp(k[i], "/") == 0 && strstr(h[i], "filter");
   CHECK(slash);
   dash_ui_free(&ui);
-  dash_model_free(&m);
+  runview_free(&m);
 }
 
 /* ============================== frames =================================== */
@@ -282,7 +282,7 @@ static char *screen_text(void) {
   return buf;
 }
 
-static void frame(dash_ui *ui, const dash_model *m) {
+static void frame(dash_ui *ui, const runview *m) {
   dash_theme t;
   dash_theme_fallback(&t);
   dash_theme_apply(&t, false, &ui->pal);
@@ -292,7 +292,7 @@ static void frame(dash_ui *ui, const dash_model *m) {
 
 TEST(dash_frame_small_terminal_layout) {
   screen_open(24, 80);
-  dash_model m;
+  runview m;
   model_with_nodes(&m);
   dash_ui ui;
   dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m});
@@ -310,12 +310,12 @@ TEST(dash_frame_small_terminal_layout) {
   CHECK(!strstr(s, "HOST")); /* no room at 80 columns */
   endwin();
   dash_ui_free(&ui);
-  dash_model_free(&m);
+  runview_free(&m);
 }
 
 TEST(dash_frame_large_terminal_and_too_small) {
   screen_open(40, 120);
-  dash_model m;
+  runview m;
   model_with_nodes(&m);
   dash_ui ui;
   dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m});
@@ -344,7 +344,7 @@ TEST(dash_frame_large_terminal_and_too_small) {
   CHECK(!strstr(s, "worker:0"));
   endwin();
   dash_ui_free(&ui);
-  dash_model_free(&m);
+  runview_free(&m);
 }
 
 TEST(dash_frame_detail_view_shows_the_log_tail) {
@@ -357,7 +357,7 @@ TEST(dash_frame_detail_view_shows_the_log_tail) {
   char cwd[256];
   CHECK(getcwd(cwd, sizeof cwd));
   screen_open(30, 100);
-  dash_model m;
+  runview m;
   model_with_nodes(&m);
   snprintf(m.nodes[2].log, sizeof m.nodes[2].log, "%s/worker-0.log", cwd);
   snprintf(m.nodes[3].log, sizeof m.nodes[3].log, "%s/missing.log", cwd);
@@ -382,5 +382,5 @@ TEST(dash_frame_detail_view_shows_the_log_tail) {
   CHECK_STR_CONTAINS(s, "missing.log: No such file or directory");
   endwin();
   dash_ui_free(&ui);
-  dash_model_free(&m);
+  runview_free(&m);
 }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data.h"
+#include "data/data.h"
 #include "harness.h"
 
 /* ======================================================================

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <math.h>
 
-#include "data.h"
+#include "data/data.h"
 #include "harness.h"
 
 /* a and b hold the same rows, bit for bit */

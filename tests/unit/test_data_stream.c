@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data_stream.h"
-#include "err.h"
+#include "data/data_stream.h"
+#include "base/err.h"
 #include "harness.h"
 
 /* A stream over the read end of a new pipe (opened through /proc/self/fd,

@@ -1,5 +1,5 @@
 /* test_err.c - error codes and the thread's message. */
-#include "err.h"
+#include "base/err.h"
 #include "harness.h"
 
 TEST(err_message_may_wrap_the_previous_one) {

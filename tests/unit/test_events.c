@@ -11,10 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "events.h"
+#include "run/events.h"
 #include "harness.h"
-#include "log.h"
-#include "wire.h"
+#include "base/log.h"
+#include "proto/wire.h"
 
 /* ============================== the decoder ============================== */
 

@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 
 #include "harness.h"
-#include "keyring.h"
-#include "wire.h"
+#include "proto/keyring.h"
+#include "proto/wire.h"
 
 #define HEX64 "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 #define HEX64B "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"

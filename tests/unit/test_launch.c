@@ -14,8 +14,8 @@
 #include <uv.h>
 
 #include "harness.h"
-#include "launch.h"
-#include "wire.h"
+#include "launch/launch.h"
+#include "proto/wire.h"
 
 static const char fake_node[] =
     "#!/bin/sh\n"

@@ -7,10 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ckpt.h"
+#include "train/ckpt.h"
 #include "harness.h"
-#include "manifest.h"
-#include "safetensors.h"
+#include "base/manifest.h"
+#include "base/safetensors.h"
 
 static void put(const char *path, const char *text) {
   FILE *f = fopen(path, "wb");

@@ -6,10 +6,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "err.h"
+#include "base/err.h"
 #include "harness.h"
-#include "nn.h"
-#include "tensor.h"
+#include "numeric/nn.h"
+#include "numeric/tensor.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define NN_TEST_LSAN 1

@@ -4,8 +4,8 @@
 #include <stdint.h>
 
 #include "harness.h"
-#include "nn.h"
-#include "tensor.h"
+#include "numeric/nn.h"
+#include "numeric/tensor.h"
 
 /* nn_spec of m into a fixed buffer, checked for truncation. */
 static const char *spec_of(const nn_module *m, char *buf, size_t n) {

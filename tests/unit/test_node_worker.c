@@ -10,13 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "data.h"
+#include "data/data.h"
 #include "harness.h"
-#include "nn.h"
+#include "numeric/nn.h"
 #include "node_fake.h"
-#include "optim.h"
-#include "train.h"
-#include "wire_msgs.h"
+#include "numeric/optim.h"
+#include "train/train.h"
+#include "proto/wire_msgs.h"
 #include "worker_fixture.h"
 
 TEST(node_worker_matches_in_process_training) {

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "harness.h"
-#include "nn.h"
-#include "optim.h"
+#include "numeric/nn.h"
+#include "numeric/optim.h"
 
 #define NP 3
 #define NSTEPS 3

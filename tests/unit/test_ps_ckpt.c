@@ -13,8 +13,8 @@
 
 #include "harness.h"
 #include "node_fake.h"
-#include "safetensors.h"
-#include "wire_msgs.h"
+#include "base/safetensors.h"
+#include "proto/wire_msgs.h"
 
 static bool safe_eq(const char *a, const char *b) { return a && strcmp(a, b) == 0; }
 

@@ -19,13 +19,13 @@
 #include <string.h>
 #include <uv.h>
 
-#include "auth.h"
-#include "err.h"
+#include "proto/auth.h"
+#include "base/err.h"
 #include "harness.h"
-#include "keyring.h"
+#include "proto/keyring.h"
 #include "node_fake.h"
-#include "ps.h"
-#include "wire_msgs.h"
+#include "cluster/ps/ps.h"
+#include "proto/wire_msgs.h"
 
 /* to: the replica (PRIMARY), NULL otherwise. */
 static void send_role(peer *ctl, int role, uint64_t token, const reg *to) {

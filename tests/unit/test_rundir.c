@@ -11,9 +11,9 @@
 #include <fcntl.h>
 #include <string.h>
 
-#include "afile.h"
+#include "base/afile.h"
 #include "harness.h"
-#include "rundir.h"
+#include "base/rundir.h"
 
 /* Whole file into a malloc'd string (caller frees). */
 static char *slurp(const char *path) {

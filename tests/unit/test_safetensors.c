@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "nn.h"
-#include "safetensors.h"
-#include "tensor.h"
+#include "numeric/nn.h"
+#include "base/safetensors.h"
+#include "numeric/tensor.h"
 
 /* A file made by hand: the 8-byte length, the header as given, the data. */
 static const char *craft(const char *name, const char *header, const void *data, size_t n) {

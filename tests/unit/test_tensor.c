@@ -1,7 +1,7 @@
 /* test_tensor.c - tensors: views share storage, copies, gemm against a
  * naive product for every transpose combination, error messages. */
 #include "harness.h"
-#include "tensor.h"
+#include "numeric/tensor.h"
 
 static tensor *seq2(int64_t r, int64_t c) {
   tensor *t = tensor_new2(r, c);

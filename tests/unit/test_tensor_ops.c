@@ -2,7 +2,7 @@
  * dimension, mm over views, index_select, cat/stack, and the messages that
  * name the shapes. */
 #include "harness.h"
-#include "tensor_ops.h"
+#include "numeric/tensor_ops.h"
 
 static tensor *seq(int nd, const int64_t *shape) {
   tensor *t = tensor_new(nd, shape);

@@ -3,12 +3,12 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "data.h"
+#include "data/data.h"
 #include "harness.h"
-#include "nn.h"
-#include "optim.h"
-#include "progress.h"
-#include "train.h"
+#include "numeric/nn.h"
+#include "numeric/optim.h"
+#include "train/progress.h"
+#include "train/train.h"
 
 /* ---- fixtures -------------------------------------------------------------- */
 

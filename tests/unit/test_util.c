@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "util.h"
+#include "base/util.h"
 
 /* In a child, so that the low limit and the filled table stay there. Exit
  * codes: 0 ok, else the step that went wrong. */

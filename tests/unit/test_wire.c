@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "harness.h"
-#include "optim.h"
-#include "rng.h"
-#include "tensor.h"
-#include "wire.h"
-#include "wire_msgs.h"
+#include "numeric/optim.h"
+#include "numeric/rng.h"
+#include "numeric/tensor.h"
+#include "proto/wire.h"
+#include "proto/wire_msgs.h"
 
 /* The payload of a finished writer. */
 #define PAYLOAD(w) ((w).buf + WIRE_HEADER_SIZE)

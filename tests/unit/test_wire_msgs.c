@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "harness.h"
-#include "wire.h"
-#include "wire_msgs.h"
+#include "proto/wire.h"
+#include "proto/wire_msgs.h"
 
 #define PAYLOAD(w) ((w).buf + WIRE_HEADER_SIZE)
 #define PAYLOAD_LEN(w) ((w).len - WIRE_HEADER_SIZE)

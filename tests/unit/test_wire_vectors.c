@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "harness.h"
-#include "wire.h"
-#include "wire_msgs.h"
+#include "proto/wire.h"
+#include "proto/wire_msgs.h"
 #include "wire_vectors.h"
 
 static uint8_t *read_all(const char *path, size_t *n) {

@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "closure.h"
+#include "proto/closure.h"
 #include "harness.h"
-#include "l_worker.h"
+#include "luabind/l_worker.h"
 #include "node_fake.h"
-#include "progress.h"
-#include "worker.h"
+#include "train/progress.h"
+#include "cluster/worker/worker.h"
 #include "worker_fixture.h"
 
 /* ============================== helpers ================================== */

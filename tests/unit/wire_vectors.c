@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
-#include "wire.h"
-#include "wire_msgs.h"
+#include "base/err.h"
+#include "proto/wire.h"
+#include "proto/wire_msgs.h"
 
 /* ---- values ---------------------------------------------------------------- */
 

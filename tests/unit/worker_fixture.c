@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "harness.h"
-#include "train.h"
-#include "wire_msgs.h"
+#include "train/train.h"
+#include "proto/wire_msgs.h"
 
 /* n examples, 4 features in [0, 1), class = argmax of three fixed linear
  * scores (no BLAS: children are forked after this). */

@@ -10,10 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data.h"
-#include "nn.h"
+#include "data/data.h"
+#include "numeric/nn.h"
 #include "node_fake.h"
-#include "optim.h"
+#include "numeric/optim.h"
 
 #define WF_SPEC "Sequential(Linear(4,8),ReLU,Linear(8,3))"
 #define WF_SEED 42

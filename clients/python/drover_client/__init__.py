@@ -11,7 +11,7 @@ Run.predict(rows, batch=None) -> list of rows: see its docstring.
 
 connect() takes a run directory, or "HOST:PORT" with secret_file=. The
 frames come from the same message descriptions as drover's C code
-(src/wire_msgs.h, read by tools/wire_py.py into _wire.py at build time).
+(src/proto/wire_msgs.h, read by tools/wire_py.py into _wire.py at build time).
 drover_client.spark feeds RDDs to a run from a PySpark program (spark.py).
 """
 from .auth import AuthError

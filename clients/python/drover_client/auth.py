@@ -1,5 +1,5 @@
 """auth.py - the run's secret and the handshake every drover connection
-starts with (src/auth.h, driven by src/conn.c):
+starts with (src/proto/auth.h, driven by src/net/conn.c):
 
   server -> HELLO   { ns, server_kind }     ns: 32 random bytes
   client -> AUTH    { nc, mac_c = HMAC-SHA-256(key, "drover client" || ns || nc) }

@@ -1,5 +1,5 @@
 """client.py - a Python program attached to a drover run, as `drover
-attach` is (src/attach.c): find the coordinator, authenticate, send
+attach` is (src/ui/attach.c): find the coordinator, authenticate, send
 ATTACH, then read SNAPSHOTs and turn their series into a stream of metric
 points; with control=True, send Lua lines as COMMANDs."""
 import collections
@@ -15,7 +15,7 @@ Metric = collections.namedtuple("Metric", "tag step wall value")
 Event = collections.namedtuple("Event", "wall text")
 
 # The SNAPSHOT fields that are whole in every frame (the header and the
-# queue); series and events are deltas (dash_snap.c).
+# queue); series and events are deltas (runsnap.c).
 _DELTAS = ("nodes", "series", "events")
 
 

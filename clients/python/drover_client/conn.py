@@ -18,7 +18,7 @@ class DroverError(Exception):
 
     @property
     def code_name(self):
-        """"DRV_EPERM" for the code's DRV_E* name (src/err.h), else None."""
+        """"DRV_EPERM" for the code's DRV_E* name (src/base/err.h), else None."""
         names = {v: k for k, v in _wire.ERRORS.items()}
         return "DRV_E" + names[self.code] if self.code in names else None
 

@@ -1,5 +1,5 @@
 """feed.py - an external feeder: batches from a Python program to a fit
-that runs with `train = { feed = "external" }` (src/wire_msgs.h, "Feed").
+that runs with `train = { feed = "external" }` (src/proto/wire_msgs.h, "Feed").
 
 On its own connection to the coordinator's control port the feeder
 authenticates as an attach client does, then:
@@ -19,7 +19,7 @@ after an earlier feeder of the same key in the same fit carries on from
 it: the first FEED_CREDIT's `sent` is how many of its batches the
 coordinator took already, and the feeder skips that many (opened()).
 
-Direct (direct=True, a keyed feeder; src/coord_feed_direct.c): FEED_OPEN
+Direct (direct=True, a keyed feeder; src/cluster/coord/coord_feed_direct.c): FEED_OPEN
 carries this host's name, and when a worker of the fit runs here the
 coordinator answers FEED_ROUTE { node, host, port, slot } before the
 first credit. The batches then go to that worker on a connection of
@@ -52,7 +52,7 @@ def supported():
 
 
 def feed_key(control_key):
-    """The key a direct feeder proves to a worker (src/auth.c, auth_feed_key)."""
+    """The key a direct feeder proves to a worker (src/proto/auth.c, auth_feed_key)."""
     return hmac.new(control_key, b"drover feed", hashlib.sha256).digest()
 
 
@@ -77,7 +77,7 @@ class Feeder:
                  direct_key=None, timeout=30.0):
         if not supported():
             raise DroverError("this drover has no feed messages (FEED_OPEN, FEED_CREDIT, "
-                              "FEED_BATCH, FEED_END are not in its src/wire_msgs.h)")
+                              "FEED_BATCH, FEED_END are not in its src/proto/wire_msgs.h)")
         self.conn, self.stall, self.timeout = conn, stall, timeout
         self.beside = beside  # a Run whose snapshots are read while we wait
         self.credits = self.sent = self.trained = 0

@@ -1,4 +1,4 @@
-"""predict.py - predictions from a running cluster (src/wire_msgs.h,
+"""predict.py - predictions from a running cluster (src/proto/wire_msgs.h,
 "Predict from a client"): the run's script serves a model with
 c:serve { predict = exp }, and a client holding the run's control key asks
 it for outputs.
@@ -61,7 +61,7 @@ class Predictor:
     def __init__(self, conn, name="python", stall=600.0, beside=None):
         if not supported():
             raise DroverError("this drover has no predict-client messages (PREDICT_OPEN, "
-                              "PREDICT_REQUEST, PREDICT_REPLY are not in its src/wire_msgs.h)")
+                              "PREDICT_REQUEST, PREDICT_REPLY are not in its src/proto/wire_msgs.h)")
         self.conn, self.stall, self.beside = conn, stall, beside
         self.req = 0
         self.requests = self.rows = 0

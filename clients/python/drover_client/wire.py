@@ -1,9 +1,9 @@
 """wire.py - drover's frames in Python: the 16-byte header and every
 message's payload, encoded and decoded from the field lists of
-src/wire_msgs.h (as tools/wire_py.py wrote them into _wire.py).
+src/proto/wire_msgs.h (as tools/wire_py.py wrote them into _wire.py).
 
 Nothing here names a message: each field kind has one reader and one
-writer (the C side's X-macro per kind, src/wire_msgs.c), and a message is
+writer (the C side's X-macro per kind, src/proto/wire_msgs.c), and a message is
 its list of fields. Decoded messages are dicts keyed by field name:
 
   U8 .. U64, I32, I64, ROLE, ENUM   int

@@ -1,0 +1,338 @@
+/* rundir.c - the run directory: creation with a unique stamped name, the
+ * events log, atomic file writes and reading the tail of a node's log.
+ *
+ * Every file descriptor opened here is close-on-exec: the coordinator
+ * spawns node processes, which must not inherit its files.
+ */
+#include "base/rundir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/afile.h"
+#include "base/err.h"
+#include "base/util.h"
+
+/* A run name that is taken this many times over is a bug, not bad luck. */
+#define RUNDIR_MAX_SUFFIX 1000
+#define TAIL_CHUNK 4096
+
+static void touch(const rundir *rd);
+
+/* ============================== creation ================================= */
+
+/* mkdir -p: creates every missing component of `path`. The error names the
+ * path asked for, and the component that failed when it is a different one
+ * (a regular file in the way, a read-only parent). */
+int rundir_mkdirs(const char *path) {
+  char tmp[PATH_MAX];
+  size_t len = strlen(path);
+  if (len == 0) return drv_error(DRV_EINVAL, "cannot create '': empty path");
+  if (len >= sizeof tmp) return drv_error(DRV_ERANGE, "cannot create '%.64s...': path too long", path);
+  memcpy(tmp, path, len + 1);
+  for (size_t i = 1; i <= len; i++) {
+    if (tmp[i] != '/' && tmp[i] != '\0') continue;
+    if (tmp[i - 1] == '/') continue; /* "a//b" */
+    char saved = tmp[i];
+    tmp[i] = '\0';
+    if (mkdir(tmp, 0755) != 0) {
+      int e = errno;
+      struct stat st;
+      if (e == EEXIST && stat(tmp, &st) == 0 && S_ISDIR(st.st_mode)) {
+        tmp[i] = saved;
+        continue;
+      }
+      const char *why = e == EEXIST ? "exists and is not a directory" : strerror(e);
+      if (strcmp(tmp, path) == 0) return drv_error(DRV_EIO, "cannot create '%s': %s", path, why);
+      if (e == EEXIST) return drv_error(DRV_EIO, "cannot create '%s': '%s' %s", path, tmp, why);
+      return drv_error(DRV_EIO, "cannot create '%s': mkdir '%s': %s", path, tmp, why);
+    }
+    tmp[i] = saved;
+  }
+  return 0;
+}
+
+static int check_name(const char *name) {
+  if (!name || !*name) return drv_error(DRV_EINVAL, "run name is empty");
+  if (strchr(name, '/'))
+    return drv_error(DRV_EINVAL, "run name '%s' contains '/': give a plain name", name);
+  if (name[0] == '.')
+    return drv_error(DRV_EINVAL, "run name '%s' starts with '.': give a plain name", name);
+  if (strlen(name) > 200) return drv_error(DRV_EINVAL, "run name '%.32s...' is too long", name);
+  return 0;
+}
+
+/* "yyyymmdd-hhmmss" in local time: run directories sort by start. */
+static void stamp_now(char out[32]) {
+  time_t now = time(NULL);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  strftime(out, 32, "%Y%m%d-%H%M%S", &tm);
+}
+
+/* Makes <abs>/<name>-<stamp>[-N] and leaves it in rd->path. mkdir itself
+ * decides who got a name, so two coordinators starting in the same second
+ * never share a directory. */
+static int make_unique_dir(const char *abs, const char *name, rundir *rd) {
+  char stamp[32];
+  stamp_now(stamp);
+  for (int n = 1; n <= RUNDIR_MAX_SUFFIX; n++) {
+    int k = n == 1 ? snprintf(rd->path, sizeof rd->path, "%s/%s-%s", abs, name, stamp)
+                   : snprintf(rd->path, sizeof rd->path, "%s/%s-%s-%d", abs, name, stamp, n);
+    if (k < 0 || (size_t)k >= sizeof rd->path)
+      return drv_error(DRV_ERANGE, "cannot create a run directory in '%s': path too long", abs);
+    if (mkdir(rd->path, 0755) == 0) return 0;
+    if (errno != EEXIST)
+      return drv_error(DRV_EIO, "cannot create '%s': %s", rd->path, strerror(errno));
+  }
+  return drv_error(DRV_EIO, "cannot create a run directory for '%s' in '%s': %d names taken",
+                   name, abs, RUNDIR_MAX_SUFFIX);
+}
+
+int rundir_create(const char *base, const char *name, rundir *rd) {
+  if (!rd) return drv_error(DRV_EINVAL, "rundir_create: NULL rundir");
+  memset(rd, 0, sizeof *rd);
+  if (!base) return drv_error(DRV_EINVAL, "rundir_create: NULL base");
+  int rc = check_name(name);
+  if (rc < 0 || (rc = rundir_mkdirs(base)) < 0) return rc;
+  char abs[PATH_MAX];
+  if (!realpath(base, abs))
+    return drv_error(DRV_EIO, "cannot resolve '%s': %s", base, strerror(errno));
+  if ((rc = make_unique_dir(abs, name, rd)) < 0) {
+    rd->path[0] = '\0';
+    return rc;
+  }
+  char p[sizeof rd->path + 32];
+  snprintf(p, sizeof p, "%s/logs", rd->path);
+  if (mkdir(p, 0755) != 0)
+    return drv_error(DRV_EIO, "cannot create '%s': %s", p, strerror(errno));
+  snprintf(p, sizeof p, "%s/events.log", rd->path);
+  rd->events = util_fopen_append(p, 0644);
+  if (!rd->events) return drv_error(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
+  setvbuf(rd->events, NULL, _IOLBF, 0);
+  touch(rd);
+  return 0;
+}
+
+int rundir_open(const char *path, rundir *rd) {
+  if (!rd || !path) return drv_error(DRV_EINVAL, "rundir_open: NULL argument");
+  memset(rd, 0, sizeof *rd);
+  char p[sizeof rd->path + 32];
+  if (!realpath(path, rd->path))
+    return drv_error(DRV_EIO, "cannot open run directory '%s': %s", path, strerror(errno));
+  snprintf(p, sizeof p, "%s/events.log", rd->path);
+  if (access(p, F_OK) != 0)
+    return drv_error(DRV_EINVAL, "'%s' is not a run directory (it has no events.log)", path);
+  rd->events = util_fopen_append(p, 0644);
+  if (!rd->events) return drv_error(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
+  setvbuf(rd->events, NULL, _IOLBF, 0);
+  touch(rd);
+  return 0;
+}
+
+/* ============================== this process's runs ====================== */
+
+/* The run directories this process created or reopened, for
+ * rundir_record_exit: the exit status is known only after every cluster
+ * and fit has closed its rundir. Past RUNDIR_MAX_TOUCHED, runs go
+ * unrecorded (`drover ls` then judges them by their events alone). */
+#define RUNDIR_MAX_TOUCHED 64
+static char touched[RUNDIR_MAX_TOUCHED][sizeof ((rundir *)0)->path];
+static int ntouched;
+
+static void touch(const rundir *rd) {
+  for (int i = 0; i < ntouched; i++)
+    if (strcmp(touched[i], rd->path) == 0) return;
+  if (ntouched < RUNDIR_MAX_TOUCHED) snprintf(touched[ntouched++], sizeof touched[0], "%s", rd->path);
+}
+
+void rundir_record_exit(int status, int signo) {
+  for (int i = 0; i < ntouched; i++) {
+    rundir rd = {0};
+    memcpy(rd.path, touched[i], sizeof rd.path);
+    char p[sizeof rd.path + 32];
+    rd.events = util_fopen_append(rundir_file(&rd, "events.log", p, sizeof p), 0644);
+    if (!rd.events) continue;
+    if (signo) rundir_event(&rd, "process exit: %d (signal %d)", status, signo);
+    else rundir_event(&rd, "process exit: %d", status);
+    fclose(rd.events);
+  }
+  ntouched = 0;
+}
+
+/* ============================== events =================================== */
+
+void rundir_event(rundir *rd, const char *fmt, ...) {
+  if (!rd || !rd->events || !fmt) return;
+  char text[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  /* One event, one line: readers split the file on newlines. */
+  for (char *c = text; *c; c++)
+    if (*c == '\n' || *c == '\r') *c = ' ';
+
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  char when[32];
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+  char line[2200];
+  int k = snprintf(line, sizeof line, "%s.%03ldZ %s", when, ts.tv_nsec / 1000000L, text);
+  rundir_append(rd, rd->events, "events.log", line, k < 0 ? 0 : (size_t)k);
+  if (rd->hook) rd->hook(rd->hook_ud, text);
+}
+
+/* ============================== records ================================== */
+
+/* Records lost by this process (every run directory it writes): a run
+ * that lost any exits non-zero (main.c). */
+static int64_t lost_records;
+static bool lost_said, lost_logged; /* on stderr; in an events.log */
+
+int64_t rundir_records_lost(void) { return lost_records; }
+
+/* The first loss is said loudly: stderr, events.log (when it still takes
+ * a line) and so the dashboard (rundir_event's hook). Later ones are
+ * counted only: a full disk fails every write. A loss without a run
+ * directory at hand (rd NULL: a TensorBoard file) goes to stderr only, and
+ * the next one with a directory still reaches its events.log. */
+void rundir_lost(rundir *rd, const char *why) {
+  lost_records++;
+  if (!lost_said)
+    fprintf(stderr, "drover: records lost: %s (the run will end with status 1)\n", why);
+  lost_said = true;
+  if (!rd || lost_logged) return;
+  lost_logged = true;
+  rundir_event(rd, "records lost: %s; the run ends with status 1", why);
+}
+
+int rundir_append(rundir *rd, FILE *f, const char *name, const char *rec, size_t len) {
+  if (!rd || !f) return -1;
+  int fd = fileno(f);
+  /* O_APPEND: the record goes at the end, wherever that is now. */
+  off_t at = lseek(fd, 0, SEEK_END);
+  struct iovec iov[2] = {{(void *)rec, len}, {"\n", 1}};
+  ssize_t n;
+  do n = writev(fd, iov, 2);
+  while (n < 0 && errno == EINTR);
+  if (n == (ssize_t)(len + 1)) return 0;
+  int err = n < 0 ? errno : ENOSPC; /* a short write: the disk filled up */
+  /* Whole or not at all: a half line is cut off again. */
+  if (n > 0 && at >= 0 && ftruncate(fd, at) < 0) { /* nothing better to do */ }
+  char why[1400];
+  snprintf(why, sizeof why, "cannot write %s/%s: %s", rd->path, name, strerror(err));
+  rundir_lost(rd, why);
+  return -1;
+}
+
+void rundir_set_hook(rundir *rd, void (*fn)(void *ud, const char *text), void *ud) {
+  rd->hook = fn;
+  rd->hook_ud = ud;
+}
+
+/* ============================== files ==================================== */
+
+const char *rundir_file(const rundir *rd, const char *name, char *buf, size_t n) {
+  if (n) snprintf(buf, n, "%s/%s", rd->path, name);
+  return buf;
+}
+
+/* Refuses names that would leave the run directory. */
+static int check_file_name(const char *name) {
+  if (!name || !*name) return drv_error(DRV_EINVAL, "rundir_write: empty file name");
+  if (name[0] == '/')
+    return drv_error(DRV_EINVAL, "rundir_write: '%s' is absolute; give a name inside the run "
+                     "directory", name);
+  for (const char *c = name; *c; c = strchr(c, '/') ? strchr(c, '/') + 1 : c + strlen(c))
+    if (strncmp(c, "..", 2) == 0 && (c[2] == '/' || c[2] == '\0'))
+      return drv_error(DRV_EINVAL, "rundir_write: '%s' leaves the run directory", name);
+  return 0;
+}
+
+int rundir_write(const rundir *rd, const char *name, const char *content, mode_t mode) {
+  if (!rd || !content) return drv_error(DRV_EINVAL, "rundir_write: NULL argument");
+  int rc = check_file_name(name);
+  if (rc < 0) return rc;
+  char path[sizeof rd->path + 256];
+  int k = snprintf(path, sizeof path, "%s/%s", rd->path, name);
+  if (k < 0 || (size_t)k >= sizeof path)
+    return drv_error(DRV_ERANGE, "rundir_write: '%s': path too long", name);
+  afile f;
+  if ((rc = afile_open(&f, path)) < 0) return rc;
+  afile_write(&f, content, strlen(content));
+  return afile_commit(&f, mode);
+}
+
+/* ============================== tail ===================================== */
+
+/* Offset where the last `lines` lines of the fd's `size` bytes begin. A
+ * final newline ends the last line rather than starting an empty one.
+ * Reads backwards in chunks, so a long log costs only its tail. */
+static off_t tail_start(int fd, off_t size, int lines) {
+  char chunk[TAIL_CHUNK];
+  off_t end = size;
+  int seen = 0;
+  char last;
+  if (end > 0 && pread(fd, &last, 1, end - 1) == 1 && last == '\n') end--;
+  while (end > 0) {
+    off_t from = end > TAIL_CHUNK ? end - TAIL_CHUNK : 0;
+    ssize_t k = pread(fd, chunk, (size_t)(end - from), from);
+    if (k != end - from) return -1;
+    for (ssize_t i = k - 1; i >= 0; i--)
+      if (chunk[i] == '\n' && ++seen == lines) return from + i + 1;
+    end = from;
+  }
+  return 0;
+}
+
+const char *rundir_tail(const char *path, int lines, char *buf, size_t n) {
+  if (!buf || n == 0) return buf;
+  buf[0] = '\0';
+  if (!path || lines <= 0) return buf;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return buf;
+  struct stat st;
+  off_t start;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      (start = tail_start(fd, st.st_size, lines)) >= 0) {
+    /* When the lines do not fit, keep their end: the newest is what
+     * explains a failure. */
+    if (st.st_size - start > (off_t)(n - 1)) start = st.st_size - (off_t)(n - 1);
+    size_t want = (size_t)(st.st_size - start), got = 0;
+    while (got < want) {
+      ssize_t k = pread(fd, buf + got, want - got, start + (off_t)got);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) break;
+      got += (size_t)k;
+    }
+    buf[got] = '\0';
+  }
+  close(fd);
+  return buf;
+}
+
+const char *rundir_log_tail(const char *path, int lines, char *buf, size_t n) {
+  struct stat st;
+  if (!path || !path[0]) snprintf(buf, n, "(this node has no log file)");
+  else if (stat(path, &st) != 0) snprintf(buf, n, "(cannot read %s: %s)", path, strerror(errno));
+  else if (!rundir_tail(path, lines, buf, n)[0]) snprintf(buf, n, "(the log is empty)");
+  return buf;
+}
+
+void rundir_close(rundir *rd) {
+  if (!rd || !rd->events) return;
+  fclose(rd->events);
+  rd->events = NULL;
+}

@@ -1,0 +1,121 @@
+/* coord_addr.c - where the coordinator listens, the address its nodes
+ * dial, and where the nodes themselves bind.
+ *
+ *                  listens on          nodes dial              nodes bind
+ *   local          bind or 127.0.0.1   127.0.0.1 (loopback)    127.0.0.1
+ *   ssh, slurm     bind or 0.0.0.0     address, else found     0.0.0.0
+ *
+ * "Found" means: for ssh, each host learns it from $SSH_CONNECTION, whose
+ * first field is our address as that host sees it (the launcher passes the
+ * node a wildcard host and its remote wrapper fills it in); for slurm, the
+ * first non-loopback IPv4 address of gethostname(), else of any interface
+ * that is up. `address` is for what neither can know: NAT, a jump host, a
+ * login node whose name resolves to the wrong network.
+ *
+ * A remote node binds 0.0.0.0 and advertises, in REGISTER, the local
+ * address of its own connection to us (node.c), so workers reach the ps
+ * data ports over the same network that reached the coordinator. Every
+ * connection on these ports must prove the run's secret first (conn.c),
+ * which is what makes listening beyond loopback acceptable.
+ */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cluster/coord/coord_int.h"
+#include "base/err.h"
+#include "base/log.h"
+
+static bool is_wildcard(const char *h) {
+  return strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0;
+}
+
+/* Launchers whose nodes run on other machines. */
+static bool is_remote(const char *launcher) {
+  return strcmp(launcher, "ssh") == 0 || strcmp(launcher, "slurm") == 0 ||
+         strcmp(launcher, "spark") == 0 || strcmp(launcher, "yarn") == 0;
+}
+
+static bool usable_v4(const struct sockaddr *sa) {
+  if (!sa || sa->sa_family != AF_INET) return false;
+  uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+  return (a >> 24) != 127 && a != 0;
+}
+
+/* This machine's address for nodes of a Slurm allocation or Spark: gethostname()'s
+ * first non-loopback IPv4 address (Debian maps the name to 127.0.1.1, so
+ * loopback ones are skipped), else the first such address of an interface
+ * that is up. */
+static int host_address(char *out, size_t n) {
+  char name[256] = "";
+  struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+  if (gethostname(name, sizeof name - 1) == 0 && getaddrinfo(name, NULL, &hints, &res) == 0) {
+    for (struct addrinfo *a = res; a; a = a->ai_next)
+      if (usable_v4(a->ai_addr)) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)a->ai_addr)->sin_addr, out, (socklen_t)n);
+        freeaddrinfo(res);
+        return 0;
+      }
+    freeaddrinfo(res);
+  }
+  struct ifaddrs *ifs = NULL;
+  if (getifaddrs(&ifs) == 0) {
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+      if ((i->ifa_flags & IFF_UP) && usable_v4(i->ifa_addr)) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out, (socklen_t)n);
+        freeifaddrs(ifs);
+        return 0;
+      }
+    freeifaddrs(ifs);
+  }
+  return drv_error(DRV_EINVAL, "cluster: no routable address for this host ('%s' resolves to "
+                   "loopback only): set address = \"...\"", name);
+}
+
+static void join(char *out, size_t n, const char *host, int port) {
+  snprintf(out, n, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+int coord__listen(coord *c, const conn_opts *o) {
+  const coord_opts *op = &c->opts;
+  bool remote = is_remote(op->launcher);
+  const char *listen = op->bind_host ? op->bind_host : remote ? "0.0.0.0" : "127.0.0.1";
+  int rc = conn_listen(c->loop, listen, 0, o, &c->server, &c->port);
+  if (rc < 0) return rc;
+  bool v6 = strchr(listen, ':') != NULL;
+  /* What a process on this machine dials (the coordinator file, attach). */
+  join(c->addr, sizeof c->addr, is_wildcard(listen) ? (v6 ? "::1" : "127.0.0.1") : listen,
+       c->port);
+  char found[64];
+  const char *dial = op->address;
+  unsigned char bin[sizeof(struct in6_addr)];
+  if (dial && inet_pton(AF_INET, dial, bin) != 1 && inet_pton(AF_INET6, dial, bin) != 1)
+    return drv_error(DRV_EINVAL, "cluster: address = \"%s\" is not a numeric IPv4 or IPv6 "
+                     "address", dial);
+  if (!dial && (!remote || !is_wildcard(listen))) dial = remote ? listen : c->addr;
+  /* Slurm's, Spark's and YARN's nodes have no $SSH_CONNECTION to find us by. */
+  if (!dial && (strcmp(op->launcher, "slurm") == 0 || strcmp(op->launcher, "spark") == 0 ||
+                strcmp(op->launcher, "yarn") == 0)) {
+    if ((rc = host_address(found, sizeof found)) < 0) return rc;
+    dial = found;
+  }
+  if (dial == c->addr)
+    snprintf(c->node_addr, sizeof c->node_addr, "%s", c->addr);
+  else
+    join(c->node_addr, sizeof c->node_addr, dial ? dial : listen, c->port);
+  c->node_bind = remote ? "0.0.0.0" : "127.0.0.1";
+  char line[128];
+  snprintf(line, sizeof line, "%s %d\n", c->addr, (int)getpid());
+  if ((rc = rundir_write(&c->rd, "coordinator", line, 0644)) < 0) return rc;
+  char where[96];
+  join(where, sizeof where, listen, c->port);
+  rundir_event(&c->rd, "coordinator listening on %s; nodes dial %s%s", where, c->node_addr,
+               dial ? "" : " (each host fills in our address from $SSH_CONNECTION)");
+  return 0;
+}

@@ -1,0 +1,630 @@
+/* coord_ckpt.c - checkpoints of a cluster's variables and the rollback
+ * after a lost ps (see docs/ARCHITECTURE.md, "The checkpoint commit
+ * (cluster)").
+ *
+ * A checkpoint: the coordinator makes <run>/checkpoints/step-N/ and sends
+ * CHECKPOINT to every ps that holds shards; each copies its shards between
+ * two updates and writes ps-<i>.safetensors on a thread (tensor names are
+ * PyTorch's; a split variable's rows are in each file's metadata). Once
+ * every ps answered CHECKPOINT_OK, the coordinator commits with the
+ * manifest (files, sizes, sha256; the step, epoch, version, fit and the
+ * model's spec in its meta). A ps that failed (a full disk) fails that
+ * checkpoint only: the directory is removed, the previous ones stay, and
+ * training goes on. In sync training the coordinator first asks every ps
+ * its version (they differ by at most one) and the snapshot is taken at
+ * the next global step on every ps; in async training each ps snapshots
+ * when the request arrives, so the shards of different ps may differ by
+ * the pushes in flight then.
+ *
+ * The rollback: a ps lost during a fit stops the task stream; once the
+ * coordinator restarted it and it registered again, every ps gets VAR_INIT
+ * then RESTORE from the newest intact checkpoint of this fit (or the fit's
+ * initial values when there is none yet), and the fit goes on from that
+ * checkpoint's step.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "train/ckpt.h"
+#include "cluster/coord/coord_fit_int.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "train/progress.h"
+#include "proto/wire_msgs.h"
+
+/* ============================== names ===================================== */
+
+static int shards_on(const coord_fit_state *f, int ps) {
+  int n = 0;
+  for (int i = 0; i < f->nvars; i++)
+    for (int s = 0; s < f->vars[i].nshards; s++) n += f->vars[i].sh[s].ps == ps;
+  return n;
+}
+
+/* The (var, name) items of the variables ps holds, in var order. */
+typedef struct name_cursor {
+  const coord_fit_state *f;
+  int ps, var;
+} name_cursor;
+
+static bool holds(const fvar *v, int ps) {
+  for (int s = 0; s < v->nshards; s++)
+    if (v->sh[s].ps == ps) return true;
+  return false;
+}
+
+static void put_name(wire_wr *w, void *ud, uint32_t i) {
+  (void)i;
+  name_cursor *nc = ud;
+  while (!holds(&nc->f->vars[nc->var], nc->ps)) nc->var++;
+  wire_put_item_var_name(w, &(wire_item_var_name){(uint32_t)nc->var,
+                                                 WIRE_STR(nc->f->torch.items[nc->var].name)});
+  nc->var++;
+}
+
+static void ps_file(const char *dir, int ps, char *buf, size_t n) {
+  snprintf(buf, n, "%s/ps-%d.safetensors", dir, ps);
+}
+
+/* ============================== taking one ================================ */
+
+static void ckpt_dir(coord_fit_state *f, char *buf, size_t n) {
+  snprintf(buf, n, "%s/checkpoints", f->c->rd.path);
+}
+
+static void remove_uncommitted(coord_fit_state *f) {
+  char path[4200];
+  for (int k = 0; k < f->nps; k++) {
+    ps_file(f->ck.dir, k, path, sizeof path);
+    unlink(path);
+  }
+  rmdir(f->ck.dir);
+}
+
+static int write_phase(coord_fit_state *f, uint64_t at_version) {
+  coord_ck *ck = &f->ck;
+  char base[1100];
+  ck->step = f->sync && at_version ? (int64_t)at_version * f->replicas : f->done;
+  ckpt_dir(f, base, sizeof base);
+  snprintf(ck->dir, sizeof ck->dir, "%s/step-%" PRId64, base, f->step_base + ck->step);
+  manifest m;
+  int there = manifest_read(ck->dir, &m) == 0;
+  manifest_free(&m);
+  if (there) { /* a committed checkpoint of this step: kept as it is */
+    ck->state = CK_IDLE;
+    return 0;
+  }
+  int rc = rundir_mkdirs(ck->dir);
+  if (rc < 0) return rc;
+  free(ck->sha), free(ck->size);
+  ck->sha = calloc((size_t)f->nps + 1, sizeof *ck->sha);
+  ck->size = calloc((size_t)f->nps + 1, sizeof *ck->size);
+  if (!ck->sha || !ck->size) return drv_error(DRV_ENOMEM, "out of memory");
+  ck->waiting = 0;
+  for (int k = 0; k < f->nps; k++) {
+    int n = shards_on(f, k);
+    if (n == 0) continue;
+    if (!f->ps[k]) return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+    char path[4200];
+    ps_file(ck->dir, k, path, sizeof path);
+    name_cursor nc = {f, k, 0};
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_put_checkpoint(&w, &(wire_msg_checkpoint){at_version, WIRE_STR(path),
+                                                   {(uint32_t)n, .put = put_name, .ud = &nc}});
+    if ((rc = conn_send_wr(f->ps[k], &w, WIRE_CHECKPOINT, 0)) < 0) return rc;
+    ck->waiting++;
+  }
+  ck->state = CK_WRITING;
+  /* The trainers' data positions go with it, unless it is of the fit's
+   * last step (a fit that ended needs none: the next one starts afresh). */
+  ck->want_pos = f->looping && !f->feed.src &&
+                 (f->sync ? (int64_t)at_version < f->sync_target : f->done < f->total);
+  if (f->feed.src && (rc = coord__feed_ckpt_mark(f)) < 0) return rc; /* fed: the feed's position */
+  return coord__pos_ask(f, at_version);
+}
+
+int coord__ckpt_begin(coord_fit_state *f, bool sync_boundary) {
+  coord_ck *ck = &f->ck;
+  if (ck->state != CK_IDLE) return drv_error(DRV_EINVAL, "cluster: a checkpoint is being taken");
+  if (!f->placed) return drv_error(DRV_EINVAL, "cluster: nothing to checkpoint before a fit");
+  if (ck->restoring) return drv_error(DRV_EINVAL, "cluster: a ps is being restored");
+  ck->failed = ck->passed = 0;
+  ck->why[0] = '\0';
+  ck->bytes = 0;
+  ck->version = 0;
+  if (!(f->sync && sync_boundary)) return write_phase(f, 0);
+  ck->waiting = 0;
+  for (int k = 0; k < f->nps; k++) {
+    if (!f->ps[k]) return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_put_pull(&w, &(wire_msg_pull){.min_version = 0}); /* no vars: its version */
+    int rc = conn_send_wr(f->ps[k], &w, WIRE_PULL, CK_PROBE_REQ);
+    if (rc < 0) return rc;
+    ck->waiting++;
+  }
+  ck->state = CK_PROBING;
+  return 0;
+}
+
+/* The commit: manifest.json naming every ps file, with in its meta what
+ * a rollback or an export needs besides the files. */
+static int commit(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  const char *files[COORD_MAX_PS_FILES + 1], *hexes[COORD_MAX_PS_FILES + 1];
+  uint64_t sizes[COORD_MAX_PS_FILES + 1];
+  char names[COORD_MAX_PS_FILES][32];
+  int nf = 0;
+  for (int k = 0; k < f->nps && nf < COORD_MAX_PS_FILES; k++)
+    if (shards_on(f, k)) {
+      snprintf(names[nf], sizeof names[nf], "ps-%d.safetensors", k);
+      files[nf] = names[nf];
+      hexes[nf] = ck->sha ? ck->sha[k] : NULL; /* hashed by the ps as it wrote */
+      sizes[nf] = ck->size ? ck->size[k] : 0;
+      nf++;
+    }
+  files[nf] = NULL;
+  char step[32], epoch[32], version[32], fit[32], nps[16], acc_s[32], loss_s[32], sbase[32];
+  char spec[8192], *owned = NULL;
+  const coord_fit_args *a = f->args;
+  if (!a || nn_spec(a->model, spec, sizeof spec) < 0) spec[0] = '\0';
+  snprintf(step, sizeof step, "%" PRId64, ck->step);
+  snprintf(sbase, sizeof sbase, "%" PRId64, f->step_base);
+  snprintf(epoch, sizeof epoch, "%" PRId64, f->epoch_no ? f->epoch_no : 1);
+  snprintf(version, sizeof version, "%" PRIu64, ck->version);
+  snprintf(fit, sizeof fit, "%" PRId64, f->fit_no);
+  snprintf(nps, sizeof nps, "%d", f->nps);
+  const char *head[] = {"kind", "cluster", "step", step, "epoch", epoch, "version", version,
+                        "fit", fit, "ps", nps, "mode", f->sync ? "sync" : "async",
+                        "step_base", sbase, NN_SPEC_META_KEY, spec};
+  const char **meta = calloc(40 + 2 * (size_t)f->ntrainers, sizeof *meta);
+  if (!meta) return drv_error(DRV_ENOMEM, "out of memory");
+  memcpy(meta, head, sizeof head);
+  double acc = f->p.eval_accuracy, loss = f->p.eval_loss;
+  int m = (int)(sizeof head / sizeof *head);
+  if (isfinite(acc)) { /* for keep_best */
+    snprintf(acc_s, sizeof acc_s, "%.9g", acc);
+    meta[m++] = "eval_accuracy", meta[m++] = acc_s;
+  }
+  if (isfinite(loss)) {
+    snprintf(loss_s, sizeof loss_s, "%.9g", loss);
+    meta[m++] = "eval_loss", meta[m++] = loss_s;
+  }
+  char plateau[128];
+  if (a && a->optim && a->optim->sched.kind == OSCHED_PLATEAU) { /* the evals' schedule state */
+    optim_plateau_format(&f->plateau, plateau, sizeof plateau);
+    meta[m++] = PLATEAU_META, meta[m++] = plateau;
+  }
+  char stop[128];
+  if (f->stopper.seen) { /* early stopping's state, as in process */
+    train_stopper_format(&f->stopper, stop, sizeof stop);
+    meta[m++] = STOP_META, meta[m++] = stop;
+  }
+  meta[m] = NULL;
+  int rc = coord__pos_meta(f, meta, &m, &owned);
+  coord__feed_ckpt_meta(f, meta, &m);
+  if (rc == 0) rc = manifest_commit_hashed(ck->dir, files, sizes, hexes, meta);
+  free(owned);
+  free(meta);
+  return rc;
+}
+
+void coord__ckpt_finish(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  coord *c = f->c;
+  ck->state = CK_IDLE;
+  ck->last_time = progress_now();
+  if (ck->passed && !ck->failed) { /* sync: a ps passed the version: again, further ahead */
+    remove_uncommitted(f);
+    log_info("checkpoint step %" PRId64 ": a ps passed its version; asking again", ck->step);
+    ck->requested = true;
+    return;
+  }
+  if (ck->failed == 0 && commit(f) < 0) {
+    ck->failed = 1;
+    snprintf(ck->why, sizeof ck->why, "%s", drv_errmsg());
+  }
+  coord__pos_clear(f);
+  coord__feed_ckpt_clear(f);
+  if (ck->failed) {
+    remove_uncommitted(f);
+    rundir_event(&c->rd, "checkpoint step %" PRId64 " failed: %s; the previous checkpoint is "
+                 "kept and training goes on", ck->step, ck->why);
+    log_warn("checkpoint step %" PRId64 " failed: %s", ck->step, ck->why);
+    return;
+  }
+  ck->last_step = ck->step;
+  rundir_event(&c->rd, "checkpoint step %" PRId64 ": %llu bytes from %d ps (version %llu)",
+               ck->step, (unsigned long long)ck->bytes, f->nps, (unsigned long long)ck->version);
+  if (f->has_ckpt) {
+    char base[1100];
+    ckpt_dir(f, base, sizeof base);
+    ckpt_prune(base, f->ckpol.keep, f->ckpol.metric[0] ? f->ckpol.metric : NULL, f->ckpol.max);
+  }
+}
+
+void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const uint8_t *pl) {
+  coord_ck *ck = &f->ck;
+  if (h->type == WIRE_RESTORE_OK) {
+    wire_msg_restore_ok m;
+    char msg[1024] = "";
+    if (wire_get_restore_ok(pl, h->len, &m) == 0) wire_str_copy(m.message, msg, sizeof msg);
+    if (m.status != 0) coord__fail_fit(f, "ps:%d could not restore: %s", ps, msg);
+    coord__ps_replied(f, ps);
+    return;
+  }
+  if (h->type == WIRE_PULL_REPLY) { /* a version probe */
+    wire_msg_pull_reply m;
+    if (ck->state != CK_PROBING || wire_get_pull_reply(pl, h->len, &m) < 0) return;
+    if (m.version > ck->version) ck->version = m.version;
+    if (--ck->waiting > 0) return;
+    /* The ps moved on while the request travels: aim two steps ahead
+     * (a ps already past it answers ERANGE and it is asked again). */
+    uint64_t at = ck->version + 2;
+    if ((int64_t)at > f->sync_target) at = (uint64_t)f->sync_target;
+    if (write_phase(f, at) < 0) {
+      ck->failed = 1;
+      snprintf(ck->why, sizeof ck->why, "%s", drv_errmsg());
+      coord__ckpt_finish(f);
+    }
+    return;
+  }
+  wire_msg_checkpoint_ok m;
+  char msg[900] = "";
+  if (ck->state != CK_WRITING || wire_get_checkpoint_ok(pl, h->len, &m) < 0) return;
+  wire_str_copy(m.message, msg, sizeof msg);
+  if (m.status == DRV_ERANGE) ck->passed++;
+  else if (m.status != 0 && ck->failed++ == 0) snprintf(ck->why, sizeof ck->why, "ps:%d: %s", ps, msg);
+  ck->bytes += m.bytes;
+  ck->version = m.version;
+  if (ck->sha && ps >= 0 && ps < f->nps) {
+    wire_str_copy(m.sha256, ck->sha[ps], sizeof ck->sha[ps]);
+    ck->size[ps] = m.bytes;
+  }
+  if (--ck->waiting == 0 && ck->pos_waiting == 0) coord__ckpt_finish(f);
+}
+
+bool coord__ckpt_idle(coord *c, void *arg) {
+  (void)arg;
+  return c->fit->ck.state == CK_IDLE;
+}
+
+int coord__ckpt_wait(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  double bound = coord__reply_bound(f);
+  int rc = coord__pump(f->c, coord__ckpt_idle, NULL, bound, true);
+  if (rc != DRV_ETIMEDOUT) return rc;
+  /* Given up like a checkpoint a ps failed: the previous one is kept. */
+  ck->failed++;
+  snprintf(ck->why, sizeof ck->why, "no answer within %.0f s (%d %s, %d data positions "
+           "outstanding)", bound, ck->waiting, ck->state == CK_PROBING ? "version probes" :
+           "CHECKPOINT_OKs", ck->pos_waiting);
+  ck->waiting = 0;
+  if (ck->state == CK_PROBING) ck->state = CK_IDLE; /* nothing written yet */
+  else coord__ckpt_finish(f);
+  rundir_event(&f->c->rd, "checkpoint step %" PRId64 " failed: %s", ck->step, ck->why);
+  return 0;
+}
+
+/* The fit's steps are all done but a trainer has not drawn the batch its
+ * position waits for, and will not: that checkpoint is given up (the fit's
+ * final one follows). */
+static void abandon_if_over(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  bool over = f->sync ? f->sync_reached >= f->nps : f->done >= f->total;
+  if (ck->state != CK_WRITING || ck->waiting > 0 || ck->pos_waiting == 0 || !over) return;
+  ck->state = CK_IDLE;
+  coord__pos_clear(f);
+  remove_uncommitted(f);
+  rundir_event(&f->c->rd, "checkpoint step %" PRId64 " abandoned: the fit ended before every "
+               "worker reached it", ck->step);
+}
+
+void coord__ckpt_tick(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  abandon_if_over(f);
+  if ((!f->has_ckpt && !ck->requested) || ck->state != CK_IDLE || ck->restoring) return;
+  int64_t since = f->done - (ck->last_step > 0 ? ck->last_step : 0);
+  bool due = ck->requested || (f->ckpol.every > 0 && since >= f->ckpol.every) ||
+             (f->ckpol.every_seconds > 0 && progress_now() - ck->last_time >= f->ckpol.every_seconds);
+  if (!due || f->done == ck->last_step || f->done == 0) return;
+  ck->requested = false;
+  if (coord__ckpt_begin(f, true) < 0) {
+    rundir_event(&f->c->rd, "checkpoint failed: %s; training goes on", drv_errmsg());
+    ck->last_time = progress_now();
+  }
+}
+
+int coord_checkpoint(coord *c) {
+  coord_fit_state *f = c->fit;
+  if (!f || !f->placed) return drv_error(DRV_EINVAL, "cluster: nothing to checkpoint before a fit");
+  if (f->cfg) { /* during the fit (its progress function): between two steps */
+    f->ck.requested = true;
+    return 0;
+  }
+  int rc = coord__ckpt_begin(f, false);
+  if (rc == 0) rc = coord__ckpt_wait(f);
+  if (rc == 0 && f->ck.failed) rc = drv_error(DRV_EIO, "checkpoint failed: %s", f->ck.why);
+  return rc;
+}
+
+/* ============================== failover ================================== */
+
+int coord__ckpt_fit_begin(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  coord__ckpt_fit_end(f);
+  ck->initial = calloc((size_t)f->nvars + 1, sizeof *ck->initial);
+  if (!ck->initial) return drv_error(DRV_ENOMEM, "out of memory");
+  for (int i = 0; i < f->nvars; i++) {
+    size_t n = (size_t)tensor_numel(f->vars[i].value);
+    if (!(ck->initial[i] = malloc(n * sizeof(float) + 1))) return drv_error(DRV_ENOMEM, "out of memory");
+    memcpy(ck->initial[i], tensor_data(f->vars[i].value), n * sizeof(float));
+  }
+  ck->last_step = -1;
+  ck->last_time = progress_now();
+  ck->requested = ck->restoring = false;
+  f->plateau = (optim_plateau){0}; /* before a resume, which may set it */
+  f->stopper = (train_stopper){0};
+  f->fit_no++;
+  f->step_base += f->prev_steps;
+  f->prev_steps = 0;
+  return 0;
+}
+
+void coord__ckpt_fit_end(coord_fit_state *f) {
+  coord_ck *ck = &f->ck;
+  free(ck->sha), free(ck->size);
+  ck->sha = NULL, ck->size = NULL;
+  for (int i = 0; ck->initial && i < f->nvars; i++) free(ck->initial[i]);
+  free(ck->initial);
+  ck->initial = NULL;
+}
+
+void coord__ckpt_abandon(coord_fit_state *f, int ps) {
+  coord_ck *ck = &f->ck;
+  if (ck->state != CK_IDLE) { /* that checkpoint will not be whole */
+    /* Only a write made its directory: while probing, ck->dir is still
+     * the previous checkpoint's, committed, the one a rollback needs. */
+    if (ck->state == CK_WRITING) remove_uncommitted(f);
+    ck->state = CK_IDLE;
+    coord__pos_clear(f);
+    coord__feed_ckpt_clear(f);
+    rundir_event(&f->c->rd, "checkpoint step %" PRId64 " abandoned: ps:%d was lost", ck->step, ps);
+  }
+}
+
+void coord__ckpt_ps_lost(coord_fit_state *f, int ps) {
+  coord_ck *ck = &f->ck;
+  if (!f->cfg) return;
+  coord__ckpt_abandon(f, ps);
+  if (ck->restoring) { /* lost during the restore: it waits for this one now */
+    ck->lost_ps = ps;
+    ck->lost_at = progress_now();
+    return;
+  }
+  ck->restoring = true;
+  ck->lost_ps = ps;
+  ck->lost_at = progress_now();
+  coord__sched_drop(f->c, f->producer, true); /* steps since the checkpoint run again */
+  rundir_event(&f->c->rd, "ps:%d lost: training pauses until it is back", ps);
+}
+
+/* The plateau schedule's state as checkpoint m had it (m NULL: the fit's
+ * start), and every ps told its scale again (their VAR_INIT reset it):
+ * the evals after m run again and are observed from there. */
+static void restore_plateau(coord_fit_state *f, const manifest *m, int64_t step) {
+  const optim_cfg *o = f->args ? f->args->optim : NULL;
+  if (!o || o->sched.kind != OSCHED_PLATEAU) return;
+  optim_plateau pl = {0};
+  if (m && !optim_plateau_parse(manifest_meta(m, PLATEAU_META), &pl))
+    rundir_event(&f->c->rd, "the checkpoint of step %" PRId64 " has no plateau state: the "
+                 "schedule starts afresh", step);
+  f->plateau = pl;
+  if (m && pl.seen)
+    rundir_event(&f->c->rd, "plateau state from step %" PRId64 ": rate scale %g, best %g, %lld "
+                 "bad evals", step, pl.scale > 0 ? pl.scale : 1.0, pl.best, (long long)pl.bad);
+  if (pl.scale > 0) coord__send_lr_scale(f);
+}
+
+/* Early stopping's state as checkpoint m had it (m NULL, or a checkpoint
+ * written before any eval improved: afresh), for the same reason as the
+ * plateau's: the evals after m run again. */
+static void restore_stopper(coord_fit_state *f, const manifest *m) {
+  if (!m || !train_stopper_parse(manifest_meta(m, STOP_META), &f->stopper))
+    f->stopper = (train_stopper){0};
+}
+
+/* The newest intact checkpoint of this fit, or 0. */
+static int newest(coord_fit_state *f, ckpt_entry *e, manifest *m) {
+  char base[1100];
+  ckpt_dir(f, base, sizeof base);
+  if (ckpt_newest(base, e, NULL, NULL) != 1) return 0;
+  if (manifest_read(e->path, m) < 0) return 0;
+  const char *kind = manifest_meta(m, "kind"), *fit = manifest_meta(m, "fit");
+  return kind && strcmp(kind, "cluster") == 0 && fit && strtoll(fit, NULL, 10) == f->fit_no;
+}
+
+/* Every ps registered, and the lost one back (RESTORING) or, when only
+ * its data connection broke, still there once a loss would have been
+ * noticed (the heartbeat timeout). */
+static bool all_ps_back(coord_fit_state *f) {
+  coord *c = f->c;
+  double grace = c->opts.heartbeat_timeout_ms / 1000.0 + 1.5;
+  int lost = coord__ps_node(c, f->ck.lost_ps);
+  for (int i = 0; i < c->nnodes; i++) {
+    const coord_node *n = &c->nodes[i];
+    if (n->role != ROLE_PS) continue;
+    if (!c->ctl[i]) return false;
+    if (i == lost && n->state != NODE_RESTORING &&
+        progress_now() - f->ck.lost_at < grace)
+      return false;
+  }
+  return true;
+}
+
+/* A ps was lost again while the rollback waited for it (its link closed
+ * before it answered, or it was not connected): the restore starts over
+ * once every ps is back. Any other failure, or a ps out of restarts
+ * (c->failures), fails the fit. */
+static bool lost_again(coord_fit_state *f, int rc) {
+  coord *c = f->c;
+  if (c->failures || rc != DRV_ENODE) return false;
+  rundir_event(&c->rd, "the restore was interrupted (%s): it starts over once every ps is back",
+               drv_errmsg());
+  return true;
+}
+
+static int send_restore(coord_fit_state *f, const char *dir, uint64_t version) {
+  for (int k = 0; k < f->nps; k++) {
+    int n = shards_on(f, k);
+    if (n == 0) continue;
+    char path[4200] = "";
+    if (dir) ps_file(dir, k, path, sizeof path);
+    name_cursor nc = {f, k, 0};
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_put_restore(&w, &(wire_msg_restore){version, WIRE_STR(path),
+                                             {(uint32_t)n, .put = put_name, .ud = &nc}});
+    int rc = coord__ps_request(f, k, &w, WIRE_RESTORE, RESTORE_REQ);
+    if (rc < 0) return rc;
+  }
+  return coord__wait_replies(f, "RESTORE_OK");
+}
+
+/* Long: the rollback is one sequence of waits (connect, VAR_INIT,
+ * RESTORE), clearer in one place than split. */
+int coord__ckpt_restore_tick(coord_fit_state *f) {
+  coord *c = f->c;
+  coord_ck *ck = &f->ck;
+  if (!ck->restoring || !all_ps_back(f)) return 0;
+  ckpt_entry e;
+  manifest m = {0};
+  int have = newest(f, &e, &m);
+  int64_t step = have ? strtoll(manifest_meta(&m, "step"), NULL, 10) : 0;
+  uint64_t version = have ? strtoull(manifest_meta(&m, "version"), NULL, 10) : 0;
+  if (have)
+    rundir_event(&c->rd, "restoring from step %" PRId64 " (%s)", step, e.path);
+  else
+    rundir_event(&c->rd, "no checkpoint yet: the ps restart from the initial values and the fit "
+                 "starts over");
+  coord__spec_all(c); /* workers reconnect to the restarted ps */
+  /* The trainers first: once they have rolled back, nothing computed
+   * before can reach a ps (a RESTORE closes the connections that pushed). */
+  int rc = coord__pos_rollback(f, have ? &m : NULL);
+  if (rc == 0) rc = coord__connect_ps(c);
+  for (int i = 0; i < f->nvars && rc == 0 && !have; i++)
+    memcpy(tensor_data(f->vars[i].value), ck->initial[i],
+           (size_t)tensor_numel(f->vars[i].value) * sizeof(float));
+  if (rc == 0) rc = coord__init_vars(f, f->args->optim);
+  if (rc == 0) rc = coord__wait_replies(f, "VAR_INIT_OK");
+  if (rc == 0) rc = send_restore(f, have ? e.path : NULL, version);
+  if (rc == 0) restore_plateau(f, have ? &m : NULL, step); /* once the ps have their values */
+  if (rc == 0) restore_stopper(f, have ? &m : NULL);
+  manifest_free(&m);
+  if (rc < 0 && lost_again(f, rc)) return 0; /* the next tick starts over */
+  if (rc < 0) return rc;
+  coord__sync_stop_again(f, -1); /* a cap VAR_INIT undid (a final target it carries) */
+  coord__sched_drop(c, f->producer, true); /* nothing from before the rollback counts */
+  f->done = f->produced = step;
+  f->epoch_no = 0;
+  ck->last_step = step;
+  ck->last_time = progress_now();
+  ck->restoring = false;
+  for (int i = 0; i < c->nnodes; i++)
+    if (c->nodes[i].state == NODE_RESTORING)
+      coord__node_set_state(c, i, NODE_READY, ": restored from step %" PRId64, step);
+  if (f->sync) rc = coord__send_sync_probes(f);
+  rundir_event(&c->rd, "restored from step %" PRId64 ": training goes on", step);
+  return rc;
+}
+
+/* ============================== resume ==================================== */
+
+static void bad_ckpt(void *ud, const char *msg) {
+  coord_fit_state *f = ud;
+  fprintf(stderr, "drover: %s\n", msg);
+  rundir_event(&f->c->rd, "%s", msg);
+}
+
+/* The newest intact checkpoint decides: none or of an earlier fit, this
+ * fit starts afresh; of a later fit, this one is skipped; of this fit,
+ * the trainers roll back, then every ps is restored (no ps was lost, so
+ * no push from before can arrive). */
+int coord__ckpt_resume(coord_fit_state *f) {
+  coord *c = f->c;
+  free(f->feed_rs.redo); /* a fed fit passes over nothing unless resumed now */
+  memset(&f->feed_rs, 0, sizeof f->feed_rs);
+  if (!c->resume) return 0;
+  char base[1100];
+  ckpt_dir(f, base, sizeof base);
+  ckpt_entry e;
+  manifest m = {0};
+  const char *kind = NULL;
+  if (ckpt_newest(base, &e, bad_ckpt, f) == 1 && manifest_read(e.path, &m) == 0)
+    kind = manifest_meta(&m, "kind");
+  if (!kind || strcmp(kind, "cluster") != 0 || !manifest_meta(&m, "fit") ||
+      !manifest_meta(&m, "step") || !manifest_meta(&m, "version")) {
+    c->resume = false;
+    manifest_free(&m);
+    rundir_event(&c->rd, "resumed run: no cluster checkpoint; fit %" PRId64 " starts from the "
+                 "beginning", f->fit_no);
+    return 0;
+  }
+  int64_t fit = strtoll(manifest_meta(&m, "fit"), NULL, 10);
+  int64_t step = strtoll(manifest_meta(&m, "step"), NULL, 10);
+  uint64_t version = strtoull(manifest_meta(&m, "version"), NULL, 10);
+  if (fit != f->fit_no) {
+    manifest_free(&m);
+    if (fit < f->fit_no) { /* this fit had not checkpointed yet */
+      c->resume = false;
+      rundir_event(&c->rd, "resumed run: fit %" PRId64 " starts from the beginning", f->fit_no);
+      return 0;
+    }
+    f->skipped = true;
+    rundir_event(&c->rd, "resumed run: fit %" PRId64 " skipped (it had ended before the "
+                 "checkpoint of fit %" PRId64 ")", f->fit_no, fit);
+    return 1;
+  }
+  c->resume = false;
+  const char *sbase = manifest_meta(&m, "step_base");
+  f->step_base = sbase ? strtoll(sbase, NULL, 10) : 0;
+  int rc = coord__feed_ckpt_resume(f, &m); /* a fed fit: what to pass over, if it can */
+  if (rc < 0) {
+    manifest_free(&m);
+    return rc;
+  }
+  rundir_event(&c->rd, "resuming fit %" PRId64 " from step %" PRId64 " (%s)", fit, step, e.path);
+  rc = coord__pos_rollback(f, &m);
+  if (rc == 0) rc = send_restore(f, e.path, version);
+  if (rc == 0) restore_plateau(f, &m, step);
+  if (rc == 0) restore_stopper(f, &m);
+  manifest_free(&m);
+  if (rc < 0) return rc;
+  f->done = f->produced = step;
+  f->epoch_no = 0;
+  f->ck.last_step = step;
+  f->ck.last_time = progress_now();
+  return 0;
+}
+
+int coord__ckpt_plan(const coord *c, char *out, size_t n) {
+  coord_fit_state *f = c->fit;
+  if (!f || !f->cfg)
+    return snprintf(out, n, "no fit is running: the run fails (its variables are lost)");
+  ckpt_entry e;
+  manifest m = {0};
+  if (newest(f, &e, &m)) {
+    const char *step = manifest_meta(&m, "step");
+    int len = snprintf(out, n, "restore from step %s (checkpoint): the steps since then run "
+                       "again", step ? step : "?");
+    manifest_free(&m);
+    return len;
+  }
+  manifest_free(&m);
+  return snprintf(out, n, "no checkpoint: updates since the start are lost (the fit starts over)");
+}

@@ -1,0 +1,187 @@
+/* coord_keys.c - the run's keys and what each peer may send.
+ *
+ * Keys (auth.h). `secret` is the nodes' root and only the coordinator
+ * reads it: it derives every node's key at the coordinator from it, and
+ * each ps's root R_i (auth_ps_root). Every node, ps included, gets a key
+ * file holding only the keys it proves, keys/<role>-<index>.key
+ * (keyring.h): its key here, and its key at each ps it dials (a worker,
+ * chief or evaluator: every ps; a ps with replicas: every other ps, as
+ * itself); a ps also its
+ * own root, with which it checks its clients. `control.key` lets
+ * `drover attach --control` run commands and stop nodes; `view.key`
+ * attaches read-only and is safe to share. All are 0600 files in the run
+ * directory, and none is a node's: a node's keys neither attach nor pose
+ * as another node, nor as the coordinator anywhere but at a ps's own
+ * server (which a ps can do to itself only).
+ *
+ * What a peer may send is checked at each frame's header (conn_accept),
+ * before its payload is buffered: an authenticated peer that has not
+ * registered may send only a REGISTER (a node), an ATTACH (a client), a
+ * FEED_OPEN (a client with the control key) or a PREDICT_OPEN (any
+ * client: a view key's is answered with a refusal that names the control
+ * key, then closed), each within its layout's size; a registered node the
+ * frames of its role (a worker's include the direct feed's FEED_LISTEN_OK,
+ * FEED_ACK and FEED_DIRECT_END; a ps's do not); an attach client COMMANDs, an external feeder (the
+ * control key: it steers training) FEED_BATCH and FEED_END, a predict
+ * client (the control key only) PREDICT_REQUEST. Anything else closes
+ * that connection.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cluster/coord/coord_int.h"
+#include "base/err.h"
+#include "proto/keyring.h"
+#include "proto/wire_msgs.h"
+
+/* A resumed run's keys were its previous process's: that run is over, and
+ * new keys make its nodes and clients unable to speak to this one. */
+static void remove_old_keys(coord *c) {
+  static const char *const names[] = {"secret", "control.key", "view.key"};
+  char path[1200];
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    unlink(rundir_file(&c->rd, names[i], path, sizeof path));
+  DIR *d = opendir(rundir_file(&c->rd, "keys", path, sizeof path));
+  for (struct dirent *e; d && (e = readdir(d));) {
+    char name[300];
+    if (e->d_name[0] == '.' || snprintf(name, sizeof name, "keys/%s", e->d_name) >= (int)sizeof name)
+      continue;
+    unlink(rundir_file(&c->rd, name, path, sizeof path));
+  }
+  if (d) closedir(d);
+}
+
+int coord__keys_create(coord *c) {
+  char path[1200];
+  int rc;
+  if (c->resume) remove_old_keys(c);
+  if ((rc = auth_secret_generate(&c->secret)) < 0 || (rc = auth_secret_generate(&c->control)) < 0 ||
+      (rc = auth_secret_generate(&c->view)) < 0 ||
+      (rc = auth_secret_save(&c->secret, rundir_file(&c->rd, "secret", path, sizeof path))) < 0 ||
+      (rc = auth_secret_save(&c->control, rundir_file(&c->rd, "control.key", path, sizeof path))) < 0 ||
+      (rc = auth_secret_save(&c->view, rundir_file(&c->rd, "view.key", path, sizeof path))) < 0)
+    return rc;
+  auth_feed_key(&c->control, &c->feed_key);
+  if (mkdir(rundir_file(&c->rd, "keys", path, sizeof path), 0700) < 0 && errno != EEXIST)
+    return drv_error(DRV_EIO, "cannot create '%s': %s", path, strerror(errno));
+  return 0;
+}
+
+void coord__ps_coord_key(const coord *c, uint32_t ps, auth_secret *out) {
+  auth_secret root;
+  auth_ps_root(&c->secret, ps, &root);
+  auth_node_key(&root, AUTH_ROLE_COORD, 0, out);
+  sodium_memzero(&root, sizeof root);
+}
+
+/* Node (role, index)'s key at ps `ps`, appended to k. */
+static void add_ps_key(const coord *c, keyring *k, size_t *n, uint32_t ps, int role,
+                       uint32_t index) {
+  auth_secret root;
+  auth_ps_root(&c->secret, ps, &root);
+  k->ps[*n].ps = ps;
+  auth_node_key(&root, role, index, &k->ps[(*n)++].key);
+  sodium_memzero(&root, sizeof root);
+}
+
+/* What node i proves where (the file comment). */
+static int node_keyring(const coord *c, const coord_node *nd, keyring *k) {
+  uint32_t idx = (uint32_t)nd->index;
+  int nps = coord__processes(c, ROLE_PS);
+  memset(k, 0, sizeof *k);
+  k->ps = calloc((size_t)nps + 1, sizeof *k->ps); /* nps is bounded by the cluster options */
+  if (!k->ps) return drv_error(DRV_ENOMEM, "out of memory for a key file");
+  auth_node_key(&c->secret, nd->role, idx, &k->coord);
+  if (nd->role == ROLE_PS) {
+    k->has_root = true;
+    auth_ps_root(&c->secret, idx, &k->root);
+    /* Its replica is paired by machine once all registered
+     * (coord__repl_match), after this file is written: a key at every
+     * other ps, as itself only (a replica takes REPL_* with the pair's
+     * token alone, and PULL/PUSH from no ps). */
+    for (int p = 0; c->opts.ps_replicas && p < nps; p++)
+      if (p != nd->index) add_ps_key(c, k, &k->nps, (uint32_t)p, ROLE_PS, idx);
+  } else {
+    for (int p = 0; p < nps; p++) add_ps_key(c, k, &k->nps, (uint32_t)p, nd->role, idx);
+  }
+  return 0;
+}
+
+int coord__node_key_file(coord *c, int i, char *path, size_t n) {
+  const coord_node *nd = &c->nodes[i];
+  char name[64];
+  snprintf(name, sizeof name, "keys/%s-%d.key", wire_role_name(nd->role), nd->index);
+  rundir_file(&c->rd, name, path, n);
+  struct stat st;
+  if (stat(path, &st) == 0) return 0; /* a restart: written at the first start */
+  keyring k;
+  int rc = node_keyring(c, nd, &k);
+  if (rc == 0) rc = keyring_write(&k, path, false);
+  keyring_free(&k);
+  return rc;
+}
+
+/* ============================== accept tables ============================= */
+
+/* Every type listed, up to its layout's largest payload. */
+static void accept_fill(conn_accept *a, const char *what, const uint8_t *types, int n) {
+  memset(a, 0, sizeof *a);
+  a->what = what;
+  for (int i = 0; i < n; i++) {
+    a->allow[types[i]] = true;
+    a->max_len[types[i]] = wire_msg(types[i])->max_len;
+  }
+}
+
+enum {
+  ACC_NODE_FRESH, ACC_CONTROL_FRESH, ACC_VIEW_FRESH, ACC_PS, ACC_WORKER, ACC_ATTACH, ACC_FEEDER,
+  ACC_PREDICTOR,
+  ACC_COUNT
+};
+static conn_accept tables[ACC_COUNT];
+
+/* Built once, on the loop thread, from the message table's limits. */
+static const conn_accept *table(int k) {
+  static bool built;
+  if (!built) {
+    static const uint8_t fresh[] = {WIRE_REGISTER}, control[] = {WIRE_ATTACH, WIRE_FEED_OPEN, WIRE_PREDICT_OPEN},
+                         view[] = {WIRE_ATTACH, WIRE_PREDICT_OPEN},
+                         predictor[] = {WIRE_PREDICT_REQUEST}, feeder[] = {WIRE_FEED_BATCH, WIRE_FEED_END},
+                         ps[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_PS_ROLE_OK, WIRE_LOG},
+                         worker[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_SETUP_OK, WIRE_RESULT,
+                                     WIRE_EVAL_RESULT, WIRE_CALL_RESULT, WIRE_POSITION_OK,
+                                     WIRE_ROLLBACK_OK, WIRE_FEED_END, WIRE_PREDICT_RESULT,
+                                     WIRE_LOG, WIRE_FEED_LISTEN_OK, WIRE_FEED_ACK,
+                                     WIRE_FEED_DIRECT_END},
+                         attach[] = {WIRE_COMMAND};
+#define FILL(k, what, t) accept_fill(&tables[k], what, t, (int)sizeof t)
+    FILL(ACC_NODE_FRESH, "a node before REGISTER", fresh);
+    FILL(ACC_CONTROL_FRESH, "a control client before ATTACH, FEED_OPEN or PREDICT_OPEN", control);
+    FILL(ACC_VIEW_FRESH, "a view client before ATTACH", view);
+    FILL(ACC_PREDICTOR, "a predict client", predictor);
+    FILL(ACC_FEEDER, "an external feeder", feeder);
+    FILL(ACC_PS, "a ps", ps);
+    FILL(ACC_WORKER, "a registered node", worker);
+    FILL(ACC_ATTACH, "an attach client", attach);
+#undef FILL
+    built = true;
+  }
+  return &tables[k];
+}
+
+const conn_accept *coord__accept_fresh(auth_cap cap) {
+  return table(cap == AUTH_CAP_NODE      ? ACC_NODE_FRESH
+               : cap == AUTH_CAP_CONTROL ? ACC_CONTROL_FRESH
+                                         : ACC_VIEW_FRESH);
+}
+const conn_accept *coord__accept_feeder(void) { return table(ACC_FEEDER); }
+const conn_accept *coord__accept_predictor(void) { return table(ACC_PREDICTOR); }
+const conn_accept *coord__accept_node(int role) {
+  return table(role == ROLE_PS ? ACC_PS : ACC_WORKER);
+}
+const conn_accept *coord__accept_attach(void) { return table(ACC_ATTACH); }

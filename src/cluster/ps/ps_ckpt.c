@@ -1,0 +1,342 @@
+/* ps_ckpt.c - a ps's CHECKPOINT and RESTORE: a snapshot of its shards
+ * taken on the loop between two updates and written by a thread as one
+ * safetensors file, and a rollback of every shard to such a file (ps
+ * failover). See ps_int.h for the state it shares with ps.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "base/manifest.h"
+#include "numeric/optim.h"
+#include "cluster/ps/ps_int.h"
+#include "base/safetensors.h"
+#include "proto/wire_msgs.h"
+
+/* A CHECKPOINT in progress: the request, then the snapshot (copies of the
+ * shards' values and slots, taken on the loop between two updates) that
+ * a thread writes as one safetensors file, so updates go on meanwhile. */
+typedef struct ps_ckpt {
+  uv_work_t work;
+  ps_server *ps;
+  peer *pe;         /* who asked; NULL once its connection closed */
+  uint32_t req;
+  uint64_t at_version, version;
+  char path[4096];
+  uint32_t nnames;
+  uint32_t *vars;   /* var ids and their names, as the request gave them */
+  char **names;
+  size_t n;         /* tensors in the snapshot */
+  safetensors_entry *e;
+  char **tnames;    /* e[i].name, owned */
+  float **data;     /* e[i].data, owned */
+  size_t *sizes;    /* floats in data[i] */
+  char **meta;      /* NULL-ended, owned */
+  int status;
+  char msg[1024];
+  uint64_t bytes;
+  char sha256[MANIFEST_DIGEST_MAX]; /* of the file, hashed as it was written */
+  double pause_ms;  /* the copy: how long updates waited */
+  double write_ms;  /* the write on the thread */
+  safetensors_times times; /* where write_ms went */
+} ps_ckpt;
+
+void ps__ckpt_free_spare(ps_server *ps) {
+  for (size_t i = 0; i < ps->nspare; i++) free(ps->spare[i]);
+  free(ps->spare), free(ps->spare_n);
+  ps->spare = NULL, ps->spare_n = NULL;
+  ps->nspare = 0;
+}
+
+/* A buffer of n floats kept from the last snapshot, or NULL. */
+static float *take_spare(ps_server *ps, size_t n) {
+  for (size_t i = 0; i < ps->nspare; i++)
+    if (ps->spare[i] && ps->spare_n[i] == n) {
+      float *p = ps->spare[i];
+      ps->spare[i] = NULL;
+      return p;
+    }
+  return NULL;
+}
+
+/* k's buffers become the spares of the next snapshot (the old spares go). */
+static void keep_spare(ps_ckpt *k) {
+  ps_server *ps = k->ps;
+  ps__ckpt_free_spare(ps);
+  if (!k->n || !(ps->spare = calloc(k->n, sizeof *ps->spare)) ||
+      !(ps->spare_n = calloc(k->n, sizeof *ps->spare_n))) {
+    free(ps->spare);
+    ps->spare = NULL;
+    return;
+  }
+  for (size_t i = 0; i < k->n; i++) {
+    ps->spare[i] = k->data[i];
+    ps->spare_n[i] = k->sizes[i];
+    k->data[i] = NULL;
+  }
+  ps->nspare = k->n;
+}
+
+static void ckpt_free(ps_ckpt *k) {
+  if (!k) return;
+  if (k->ps && !k->ps->stopping && k->n) keep_spare(k);
+  for (uint32_t i = 0; i < k->nnames; i++) free(k->names[i]);
+  for (size_t i = 0; i < k->n; i++) free(k->tnames[i]), free(k->data[i]);
+  free(k->sizes);
+  for (size_t i = 0; k->meta && k->meta[i]; i++) free(k->meta[i]);
+  free(k->vars), free(k->names), free(k->e), free(k->tnames), free(k->data), free(k->meta);
+  free(k);
+}
+
+/* Reads the (var, name) items of CHECKPOINT or RESTORE into vars/names. */
+static int read_names(const wire_items *items, uint32_t **vars, char ***names) {
+  *vars = calloc((size_t)items->n + 1, sizeof **vars);
+  *names = calloc((size_t)items->n + 1, sizeof **names);
+  if (!*vars || !*names) return drv_error(DRV_ENOMEM, "out of memory");
+  wire_rd r = wire_items_reader(items);
+  for (uint32_t i = 0; i < items->n; i++) {
+    wire_item_var_name it;
+    wire_get_item_var_name(&r, &it);
+    (*vars)[i] = it.var;
+    if (!((*names)[i] = malloc(it.name.len + 1))) return drv_error(DRV_ENOMEM, "out of memory");
+    wire_str_copy(it.name, (*names)[i], it.name.len + 1);
+  }
+  return 0;
+}
+
+static const char *name_of(uint32_t var, const uint32_t *vars, char *const *names, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++)
+    if (vars[i] == var) return names[i];
+  return NULL;
+}
+
+static int add_tensor(ps_ckpt *k, const shard *s, const char *name, const float *src) {
+  size_t i = k->n;
+  k->data[i] = take_spare(k->ps, s->n);
+  if (!k->data[i]) k->data[i] = malloc(s->n * sizeof(float) + 1);
+  if (!(k->tnames[i] = strdup(name)) || !k->data[i])
+    return drv_error(DRV_ENOMEM, "out of memory for a checkpoint of var %u", s->var);
+  k->sizes[i] = s->n;
+  memcpy(k->data[i], src, s->n * sizeof(float));
+  k->e[i] = (safetensors_entry){k->tnames[i], s->ndim, s->shape, k->data[i]};
+  k->n++;
+  return 0;
+}
+
+static int add_meta(ps_ckpt *k, size_t *m, const char *key, const char *fmt, ...) {
+  char val[64];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(val, sizeof val, fmt, ap);
+  va_end(ap);
+  if (!(k->meta[*m] = strdup(key)) || !(k->meta[*m + 1] = strdup(val)))
+    return drv_error(DRV_ENOMEM, "out of memory");
+  *m += 2;
+  return 0;
+}
+
+/* The copy: every shard's values, slots ("optim.<name>.<k>") and, in the
+ * metadata, its first row and update count. The shape of a tensor is the
+ * shard's, not the whole variable's (export.c merges the ps files). */
+static int snapshot(ps_server *ps, ps_ckpt *k) {
+  size_t cap = 0;
+  for (int i = 0; i < ps->nshards; i++) cap += 1 + (size_t)optim_nslots(&ps->shards[i].cfg);
+  k->e = calloc(cap + 1, sizeof *k->e);
+  k->tnames = calloc(cap + 1, sizeof *k->tnames);
+  k->data = calloc(cap + 1, sizeof *k->data);
+  k->sizes = calloc(cap + 1, sizeof *k->sizes);
+  k->meta = calloc(4 * (size_t)ps->nshards + 3, sizeof *k->meta);
+  if (!k->e || !k->tnames || !k->data || !k->sizes || !k->meta)
+    return drv_error(DRV_ENOMEM, "out of memory");
+  size_t m = 0;
+  int rc = add_meta(k, &m, "version", "%llu", (unsigned long long)ps->version);
+  for (int i = 0; i < ps->nshards && rc == 0; i++) {
+    const shard *s = &ps->shards[i];
+    const char *name = name_of(s->var, k->vars, k->names, k->nnames);
+    if (!name) return drv_error(DRV_EINVAL, "CHECKPOINT: no name for var %u", s->var);
+    char key[600];
+    rc = add_tensor(k, s, name, s->val->data);
+    for (int j = 0; j < optim_nslots(&s->cfg) && rc == 0; j++) {
+      snprintf(key, sizeof key, "optim.%s.%d", name, j);
+      rc = add_tensor(k, s, key, s->slots[j]);
+    }
+    snprintf(key, sizeof key, "%s.row0", name);
+    if (rc == 0) rc = add_meta(k, &m, key, "%llu", (unsigned long long)s->row0);
+    snprintf(key, sizeof key, "%s.updates", name);
+    if (rc == 0) rc = add_meta(k, &m, key, "%lld", (long long)s->updates);
+  }
+  k->version = ps->version;
+  return rc;
+}
+
+static void ckpt_reply(ps_ckpt *k) {
+  if (!k->pe || k->pe->doomed) return;
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_checkpoint_ok(&w, &(wire_msg_checkpoint_ok){k->status, k->version, k->bytes,
+                                                       WIRE_STR(k->msg), WIRE_STR(k->sha256)});
+  conn_send_wr(k->pe->c, &w, WIRE_CHECKPOINT_OK, k->req);
+}
+
+static void ckpt_write_cb(uv_work_t *wk) {
+  ps_ckpt *k = wk->data;
+  uint64_t t0 = uv_hrtime();
+  k->status = safetensors_write_hashed(k->path, k->e, k->n, (const char *const *)k->meta,
+                                       k->sha256, &k->bytes, &k->times);
+  k->write_ms = (double)(uv_hrtime() - t0) / 1e6;
+  if (k->status < 0) snprintf(k->msg, sizeof k->msg, "%s", drv_errmsg());
+}
+
+static void ckpt_after_cb(uv_work_t *wk, int status) {
+  ps_ckpt *k = wk->data;
+  if (status < 0 && k->status == 0) {
+    k->status = DRV_EIO;
+    snprintf(k->msg, sizeof k->msg, "%.900s: %s", k->path, uv_strerror(status));
+  }
+  if (k->status < 0) log_warn("checkpoint %s failed: %s", k->path, k->msg);
+  else log_info("checkpoint %s: version %llu, %llu bytes, training paused %.2f ms for the copy, "
+                "written in %.1f ms (writes %.1f, fsync and rename %.1f, then the hash %.1f)",
+                k->path, (unsigned long long)k->version, (unsigned long long)k->bytes,
+                k->pause_ms, k->write_ms, k->times.write, k->times.commit, k->times.hash);
+  ckpt_reply(k);
+  if (k->ps->ck == k) k->ps->ck = NULL;
+  ckpt_free(k);
+}
+
+/* Takes the copy now and starts the write; a failure is answered at once. */
+static void ckpt_take(ps_server *ps, ps_ckpt *k) {
+  uint64_t t0 = uv_hrtime();
+  int rc = snapshot(ps, k);
+  k->pause_ms = (double)(uv_hrtime() - t0) / 1e6;
+  k->work.data = k;
+  if (rc == 0 && uv_queue_work(ps->loop, &k->work, ckpt_write_cb, ckpt_after_cb) == 0) return;
+  k->status = rc < 0 ? rc : DRV_EIO;
+  snprintf(k->msg, sizeof k->msg, "%s", rc < 0 ? drv_errmsg() : "cannot start the write");
+  ckpt_reply(k);
+  ps->ck = NULL;
+  ckpt_free(k);
+}
+
+/* Sync: the version just moved on; a CHECKPOINT waiting for it is taken
+ * now, before any gradient of the next version is summed. */
+void ps__ckpt_version_reached(ps_server *ps) {
+  ps_ckpt *k = ps->ck;
+  if (k && !k->work.data && (k->at_version <= ps->version || ps__sync_done(ps)))
+    ckpt_take(ps, k);
+}
+
+void ps__ckpt_peer_gone(ps_server *ps, const peer *pe) {
+  if (ps->ck && ps->ck->pe == pe) ps->ck->pe = NULL;
+  if (ps->ck && !ps->ck->work.data && !ps->ck->pe) { /* not taken yet: nobody wants it */
+    ckpt_free(ps->ck);
+    ps->ck = NULL;
+  }
+}
+
+int ps__on_checkpoint(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl) {
+  wire_msg_checkpoint m;
+  int rc = wire_get_checkpoint(pl, h->len, &m);
+  if (rc < 0) return rc;
+  ps_ckpt *k = calloc(1, sizeof *k);
+  if (!k) return drv_error(DRV_ENOMEM, "out of memory");
+  *k = (ps_ckpt){.ps = ps, .pe = pe, .req = h->req, .at_version = m.at_version,
+                 .nnames = m.names.n};
+  if ((rc = wire_str_copy(m.path, k->path, sizeof k->path)) < 0 ||
+      (rc = read_names(&m.names, &k->vars, &k->names)) < 0) {
+    ckpt_free(k);
+    return rc;
+  }
+  if (ps->ck) { /* one at a time: this one fails, the ps goes on */
+    k->status = DRV_EINVAL;
+    snprintf(k->msg, sizeof k->msg, "a checkpoint is being written already");
+  } else if (ps->sync && m.at_version && m.at_version < ps->version && ps->version < ps->target) {
+    k->status = DRV_ERANGE; /* the coordinator asks again */
+    snprintf(k->msg, sizeof k->msg, "version %llu is past (the ps is at %llu)",
+             (unsigned long long)m.at_version, (unsigned long long)ps->version);
+  }
+  if (k->status < 0) {
+    ckpt_reply(k);
+    ckpt_free(k);
+    return 0;
+  }
+  ps->ck = k;
+  if (!ps->sync || m.at_version == 0 || m.at_version <= ps->version || ps__sync_done(ps))
+    ckpt_take(ps, k);
+  return 0;
+}
+
+/* Loads shard s's values, slots and update count named `name` from f. */
+static int restore_shard(shard *s, const safetensors_file *f, const char *name) {
+  char key[600];
+  const safetensors_tensor *t = safetensors_find(f, name);
+  if (!t || t->numel != (int64_t)s->n)
+    return drv_error(DRV_EINVAL, "RESTORE: %s is %s in the checkpoint", name,
+                     t ? "of another size" : "missing");
+  int rc = ps__blob_own(s);
+  if (rc < 0) return rc;
+  memcpy(s->val->data, t->data, s->n * sizeof(float));
+  for (int j = 0; j < optim_nslots(&s->cfg); j++) {
+    snprintf(key, sizeof key, "optim.%s.%d", name, j);
+    const safetensors_tensor *sl = safetensors_find(f, key);
+    if (!sl || sl->numel != (int64_t)s->n)
+      return drv_error(DRV_EINVAL, "RESTORE: %s is missing or of another size", key);
+    memcpy(s->slots[j], sl->data, s->n * sizeof(float));
+  }
+  snprintf(key, sizeof key, "%s.updates", name);
+  const char *u = safetensors_meta(f, key);
+  s->updates = u ? strtoll(u, NULL, 10) : 0;
+  s->acc_n = 0;
+  return 0;
+}
+
+static int restore_all(ps_server *ps, const char *path, const uint32_t *vars, char *const *names,
+                       uint32_t n) {
+  if (!path[0]) return 0; /* no checkpoint yet: the values VAR_INIT gave */
+  safetensors_file f;
+  int rc = safetensors_read(path, &f);
+  for (int i = 0; i < ps->nshards && rc == 0; i++) {
+    const char *name = name_of(ps->shards[i].var, vars, names, n);
+    rc = name ? restore_shard(&ps->shards[i], &f, name)
+              : drv_error(DRV_EINVAL, "RESTORE: no name for var %u", ps->shards[i].var);
+  }
+  safetensors_free(&f);
+  return rc;
+}
+
+int ps__on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
+  wire_msg_restore m;
+  char path[4096], msg[1024] = "";
+  uint32_t *vars = NULL;
+  char **names = NULL;
+  int rc = wire_get_restore(pl, h->len, &m);
+  if (rc < 0) return rc;
+  if ((rc = wire_str_copy(m.path, path, sizeof path)) == 0 &&
+      (rc = read_names(&m.names, &vars, &names)) == 0)
+    rc = restore_all(ps, path, vars, names, m.names.n);
+  for (uint32_t i = 0; names && i < m.names.n; i++) free(names[i]);
+  free(vars), free(names);
+  if (rc < 0) {
+    snprintf(msg, sizeof msg, "%s", drv_errmsg());
+    log_warn("restore from %s failed: %s", path, msg);
+  } else {
+    ps->version = m.version;
+    ps->agg = 0;
+    ps->restored = true;
+    log_info("restored from %s: version %llu", path, (unsigned long long)ps->version);
+    ps__serve_held(ps);
+    /* A PUSH still unread on a worker's connection was computed before
+     * the rollback: closing those connections drops it unread (the
+     * workers, rolled back already, connect again for their next step). */
+    for (int i = 0; i < ps->peers.n; i++)
+      if (ps->peers.items[i]->c != c && ps->peers.items[i]->pushed)
+        conn_close(ps->peers.items[i]->c, "restored: pushes from before are not taken");
+  }
+  if (!c) return 0; /* a replica applying its primary's RESTORE */
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_restore_ok(&w, &(wire_msg_restore_ok){rc < 0 ? rc : 0, WIRE_STR(msg)});
+  return conn_send_wr(c, &w, WIRE_RESTORE_OK, h->req);
+}
+

@@ -1,0 +1,295 @@
+/* ps_push.c - a ps applying gradients: PUSH checked (layout, shapes,
+ * finite values), applied at once (async) or accumulated until `replicas`
+ * of them arrived (sync), and a resent push (PUSH_ID) recognised and not
+ * applied twice. ps.c serves the connections and calls ps__apply. */
+#include "cluster/ps/ps.h"
+#include "cluster/ps/ps_int.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/conn.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/le.h"
+#include "numeric/optim.h"
+#include "proto/wire_msgs.h"
+
+typedef struct push_item {
+  shard *s;
+  const uint8_t *grad; /* unaligned bytes in the frame */
+} push_item;
+
+/* The first non-finite float of n at p (unaligned), or -1: one pass
+ * over the exponents that vectorizes (all ones: Inf or NaN), then a
+ * search only when there is something to find. */
+static int64_t first_nonfinite(const uint8_t *p, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, p + 4 * i, sizeof u);
+    bad |= (u & 0x7f800000u) == 0x7f800000u;
+  }
+  if (!bad) return -1;
+  for (size_t i = 0; i < n; i++) {
+    float g;
+    memcpy(&g, p + 4 * i, sizeof g);
+    if (!isfinite(g)) return (int64_t)i;
+  }
+  return -1;
+}
+
+/* Who sent a frame, as the ps log names it: the identity the peer proved
+ * at the handshake ("worker:1") and its address, so an operator finds the
+ * node, not only a port. The primary forwarding a replicated push: c NULL. */
+static const char *sender(const conn *c, char *buf, size_t n) {
+  if (!c) return "the primary";
+  if (conn_cap(c) != AUTH_CAP_NODE) snprintf(buf, n, "%s", conn_peer(c));
+  else if (conn_role(c) == AUTH_ROLE_COORD) snprintf(buf, n, "the coordinator (%s)", conn_peer(c));
+  else snprintf(buf, n, "%s:%u (%s)", wire_role_name(conn_role(c)), conn_index(c), conn_peer(c));
+  return buf;
+}
+
+/* A NaN or Inf gradient would poison the variable for every worker: the
+ * push is refused whole, naming the node it came from (the worker's own
+ * error, at the coordinator, names the step too). */
+static int check_finite(const conn *c, uint32_t var, const uint8_t *grad, size_t n) {
+  int64_t at = first_nonfinite(grad, n);
+  if (at < 0) return 0;
+  float g;
+  memcpy(&g, grad + 4 * at, sizeof g);
+  char who[128];
+  return drv_error(DRV_ERANGE, "PUSH from %s refused: the gradient for var %u holds %s at "
+                   "element %lld; no variable changed", sender(c, who, sizeof who), var,
+                   isnan(g) ? "NaN" : g > 0 ? "Inf" : "-Inf", (long long)at);
+}
+
+/* Reads and checks every gradient of a PUSH before applying any, so that a
+ * bad request changes nothing. */
+static int push_parse(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
+                      push_item **out, uint32_t *nout, uint64_t *version) {
+  wire_msg_push m;
+  int rc = wire_get_push(pl, h->len, &m);
+  if (rc < 0) return rc;
+  *version = m.version;
+  uint32_t count = m.vars.n;
+  push_item *it = calloc((size_t)count + 1, sizeof *it);
+  if (!it) return drv_error(DRV_ENOMEM, "out of memory");
+  wire_rd r = wire_items_reader(&m.vars);
+  for (uint32_t k = 0; k < count && rc == 0; k++) {
+    wire_item_var_tensor vt;
+    wire_get_item_var_tensor(&r, &vt);
+    uint32_t var = vt.var;
+    int nd = vt.value.ndim;
+    const int64_t *shape = vt.value.shape;
+    it[k].grad = vt.value.data;
+    int i = ps__shard_find(ps, var);
+    if (i < 0) {
+      rc = drv_error(DRV_EINVAL, "PUSH: unknown var %u", var);
+      break;
+    }
+    shard *s = &ps->shards[i];
+    bool same = nd == s->ndim;
+    for (int d = 0; same && d < nd; d++) same = shape[d] == s->shape[d];
+    if (!same) {
+      char a[96], b[96];
+      rc = drv_error(DRV_ESHAPE, "PUSH: gradient for var %u is %s but the shard is %s", var,
+                     ps__shape_str(nd, shape, a, sizeof a), ps__shape_str(s->ndim, s->shape, b, sizeof b));
+      break;
+    }
+    for (uint32_t j = 0; j < k; j++)
+      if (it[j].s == s) {
+        rc = drv_error(DRV_EINVAL, "PUSH: var %u appears twice", var);
+        break;
+      }
+    if (rc == 0) rc = check_finite(c, var, it[k].grad, s->n);
+    it[k].s = s;
+  }
+  if (rc < 0) {
+    free(it);
+    return rc;
+  }
+  *out = it;
+  *nout = count;
+  return 0;
+}
+
+static int grow_scratch(ps_server *ps, size_t n) {
+  if (n <= ps->scratch_cap) return 0;
+  float *p = aligned_alloc(64, ps__round64(n * sizeof(float)));
+  if (!p) return drv_error(DRV_ENOMEM, "out of memory for a %zu-element gradient", n);
+  free(ps->scratch);
+  ps->scratch = p;
+  ps->scratch_cap = n;
+  return 0;
+}
+
+/* One update of s from gradient g, at the rate the config's schedule
+ * gives for this shard's update count: the step the ps is at (async: every
+ * worker's push counts; sync: every aggregated step). */
+static void update_shard(shard *s, const float *g) {
+  const optim_cfg *c = &s->cfg;
+  optim_cfg at;
+  if (optim_sched_active(&c->sched)) {
+    at = *c;
+    at.lr = (float)optim_sched_lr(&c->sched, c->lr, s->updates,
+                                  &(optim_plateau){.scale = s->lr_scale});
+    c = &at;
+  }
+  optim_update(c, s->val->data, g, s->slots, s->n, ++s->updates);
+}
+
+/* One update of s from its gradient bytes. */
+static int apply(ps_server *ps, shard *s, const uint8_t *grad) {
+  int rc = grow_scratch(ps, s->n);
+  if (rc < 0) return rc;
+  /* The frame's floats are not aligned (their offset depends on the header
+   * sizes before them): copy them where the kernels may load them. */
+  memcpy(ps->scratch, grad, s->n * sizeof(float));
+  if ((rc = ps__blob_own(s)) < 0) return rc;
+  update_shard(s, ps->scratch);
+  return 0;
+}
+
+/* Sync: adds one gradient to s's sum for this version (the first one is
+ * copied, so one replica's update is bit for bit an async one). */
+static int accumulate(shard *s, const uint8_t *grad) {
+  if (!s->acc && !(s->acc = aligned_alloc(64, ps__round64(s->n * sizeof(float) + 1))))
+    return drv_error(DRV_ENOMEM, "out of memory for var %u's gradient sum", s->var);
+  if (s->acc_n++ == 0) {
+    memcpy(s->acc, grad, s->n * sizeof(float));
+    return 0;
+  }
+  for (size_t i = 0; i < s->n; i++) {
+    float g;
+    memcpy(&g, grad + 4 * i, sizeof g);
+    s->acc[i] += g;
+  }
+  return 0;
+}
+
+/* Sync: ONE update per shard with the average of its summed gradients;
+ * then the version moves on and the PULLs waiting for it are answered. */
+static int apply_sync(ps_server *ps) {
+  for (int i = 0; i < ps->nshards; i++) {
+    shard *s = &ps->shards[i];
+    if (s->acc_n == 0) continue;
+    if (s->acc_n > 1) {
+      float scale = 1.0f / (float)s->acc_n;
+      for (size_t k = 0; k < s->n; k++) s->acc[k] *= scale;
+    }
+    int rc = ps__blob_own(s);
+    if (rc < 0) return rc;
+    update_shard(s, s->acc);
+    s->acc_n = 0;
+  }
+  ps->agg = 0;
+  ps->version++;
+  ps__ckpt_version_reached(ps);
+  if (ps->version == ps->target)
+    log_info("sync training: %llu updates applied, dropped %llu late gradients",
+             (unsigned long long)ps->version, (unsigned long long)ps->dropped);
+  ps__serve_held(ps);
+  return 0;
+}
+
+/* Sync: what a PUSH computed on `version` does; *applied says whether it
+ * counts (0: late or past the target). */
+static int push_sync(ps_server *ps, const push_item *it, uint32_t n, uint64_t version,
+                     bool *applied) {
+  *applied = false;
+  /* The fit's updates are done; capped by SYNC_STOP, the gradients of the
+   * version it is at are still summed (up to one update's worth) in case
+   * the coordinator's final target is one further: a worker whose
+   * gradient was ignored here would wait for that update for ever. */
+  bool summing = ps->capped && version == ps->version && ps->agg < ps->replicas;
+  if (ps->version >= ps->target && !summing) return 0;
+  if (version > ps->version && ps->restored) { /* computed before a RESTORE rolled back */
+    ps->dropped++;
+    return 0;
+  }
+  if (version > ps->version)
+    return drv_error(DRV_EINVAL, "PUSH: gradient for version %llu but the ps is at version %llu",
+                     (unsigned long long)version, (unsigned long long)ps->version);
+  if (version < ps->version) {
+    ps->dropped++;
+    log_info("dropped a late gradient for version %llu (now %llu): %llu late gradients dropped",
+             (unsigned long long)version, (unsigned long long)ps->version,
+             (unsigned long long)ps->dropped);
+    return 0;
+  }
+  for (uint32_t k = 0; k < n; k++) {
+    int rc = accumulate(it[k].s, it[k].grad);
+    if (rc < 0) return rc;
+  }
+  *applied = true;
+  return ++ps->agg >= ps->replicas && ps->version < ps->target ? apply_sync(ps) : 0;
+}
+
+/* SYNC_STOP: a cap (target 0) ends the fit after the global step being
+ * summed, but a ps at its cap still holds PULLs (the end-of-fit probe
+ * too) and sums that step's gradients: the final target (the highest cap
+ * of every ps, so that the shards end at the same global step) may lie
+ * one further, and an update summed meanwhile is applied at once. The
+ * PULLs the final target frees are answered and a CHECKPOINT waiting for
+ * a version past it is taken. */
+int ps__on_sync_stop(ps_server *ps, const wire_header *h, const uint8_t *pl) {
+  wire_msg_sync_stop m;
+  int rc = wire_get_sync_stop(pl, h->len, &m);
+  if (rc < 0) return rc;
+  if (!ps->sync) return 0; /* nothing to end: an async fit ends with its task stream */
+  if (m.target == 0) {
+    if (ps->version + 1 < ps->target) ps->target = ps->version + 1;
+    ps->capped = true;
+  } else {
+    ps->target = m.target > ps->version ? m.target : ps->version;
+    ps->capped = false;
+  }
+  log_info("sync training stops early: %s at update %llu (now %llu)",
+           m.target ? "ends" : "capped", (unsigned long long)ps->target,
+           (unsigned long long)ps->version);
+  if (ps->version < ps->target && ps->agg >= ps->replicas) return apply_sync(ps);
+  ps__ckpt_version_reached(ps);
+  ps__serve_held(ps); /* capped: the workers' next pulls wait for the end */
+  return 0;
+}
+
+/* A PUSH answered again: the client sent it once more after a ps
+ * failover and this ps (or the replica it was) took it already. */
+static int push_again(ps_server *ps, conn *c, uint32_t req) {
+  if (!c) return 0;
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_push_ok(&w, &(wire_msg_push_ok){ps->sync ? ps->version : ps->pushes, true});
+  return conn_send_wr(c, &w, WIRE_PUSH_OK, req);
+}
+
+/* client, seq: the PUSH_ID before it (0: none). */
+int ps__on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
+                   uint32_t client, uint64_t seq) {
+  if (client && ps__client_seen(ps, client, seq)) return push_again(ps, c, h->req);
+  push_item *it = NULL;
+  uint32_t n = 0;
+  uint64_t version;
+  int rc = push_parse(ps, c, h, pl, &it, &n, &version);
+  if (rc < 0) return rc;
+  bool applied = true;
+  if (ps->sync) {
+    rc = push_sync(ps, it, n, version, &applied);
+  } else {
+    for (uint32_t k = 0; k < n && rc == 0; k++) rc = apply(ps, it[k].s, it[k].grad);
+    if (rc == 0) ps->version++;
+  }
+  free(it);
+  if (rc == 0 && client) rc = ps__client_note(ps, client, seq);
+  if (rc < 0) return rc;
+  if (applied) ps->pushes++;
+  if (!c) return 0;
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_push_ok(&w, &(wire_msg_push_ok){ps->sync ? ps->version : ps->pushes, applied});
+  return conn_send_wr(c, &w, WIRE_PUSH_OK, h->req);
+}

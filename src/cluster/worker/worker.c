@@ -1,0 +1,793 @@
+/* worker.c - the worker, chief and evaluator roles: the job queue, pull ->
+ * compute (thread pool) -> push, and replies. The ps client connections
+ * (links) are in worker_ps.c; SETUP parsing and the model/data state it
+ * builds are in worker_setup.c.
+ *
+ * A job moves through phases:
+ *   LINKS    wait until every ps holding a variable is connected
+ *   PULL     one PULL per ps listing its variables; each reply is copied
+ *            into the model's parameter rows (on the loop thread: a copy)
+ *   COMPUTE  uv_queue_work: next batch, zero grads, forward/backward (or
+ *            the evaluation); the loop keeps serving heartbeats meanwhile
+ *   PUSH     one PUSH per ps with the gradient rows of its shards; the
+ *            RESULT goes out once every ps acknowledged (PUSH_OK), so a
+ *            reported step is an applied step
+ *
+ * Pipelining: one job at a time pulls or computes (w->cur), but once a
+ * training job has sent its pushes, the next queued one starts its pull
+ * while the first still waits for its PUSH_OKs: the worker no longer idles
+ * for a round trip per step. This is safe because a ps serves the frames
+ * of one connection in order: it applies the push before it serves the
+ * pull queued behind it, so the pull sees the update exactly as if the
+ * worker had waited (one worker still reproduces in-process training bit
+ * for bit). The push frames hold copies of the gradients, so the next job
+ * may overwrite parameters and gradients at once. A ps also replies in
+ * order, so each link keeps its outstanding requests as a FIFO and a reply
+ * must answer the oldest (worker_ps.c). SETUP starts only once no job is
+ * started (it swaps the state they use).
+ *
+ * Sync training (wire.h, ps.c): each PUSH carries the version its values
+ * were pulled at, and the pull behind it asks for a later version, which
+ * a sync ps holds until its aggregated update is applied; a gradient the
+ * ps drops as late is logged and counted, and the next pull simply gets
+ * the newest values. Async ps ignore both, so the worker does not need to
+ * know the mode.
+ *
+ * The methods of a scheduled function's `w` (l_worker.c) queue jobs
+ * that run one phase each (pull, compute, push, or a copy of the next
+ * batch), or all three for w:train_step, in the same queue and with the
+ * same rules as TASKs; their outcome goes back to Lua instead of a reply.
+ *
+ * Replies go to the coordinator in the jobs' order: a job that is over
+ * waits for the earlier ones (settle). A failure at any phase ends the job
+ * with a negative status in its reply; losing a ps fails every job waiting
+ * on it; replies to requests of a job already over are dropped.
+ */
+#include "cluster/worker/worker.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <string.h>
+
+#include "net/conn.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "numeric/optim.h"
+#include "train/train.h"
+#include "proto/wire_msgs.h"
+#include "cluster/worker/worker_int.h"
+
+/* ============================== jobs ===================================== */
+
+static job *job_new(worker *w, int kind, uint32_t req) {
+  job *j = calloc(1, sizeof *j);
+  if (!j) return NULL;
+  j->w = w;
+  j->kind = kind;
+  j->req = req;
+  j->correct = -1;
+  j->loss = NAN;
+  j->eval_loss = j->eval_acc = NAN;
+  return j;
+}
+
+static void job_free(job *j) {
+  if (!j) return;
+  wstate_free(j->setup);
+  free(j->payload);
+  tensor_free(j->bx);
+  tensor_free(j->by);
+  tensor_free(j->fx);
+  tensor_free(j->fy);
+  free(j);
+}
+
+static void enqueue(worker *w, job *j) {
+  if (w->tail)
+    w->tail->next = j;
+  else
+    w->head = j;
+  w->tail = j;
+  w->njobs++;
+}
+
+/* ============================== replies ================================== */
+
+static void reply(worker *w, job *j) {
+  wire_wr m;
+  wire_wr_init(&m);
+  switch (j->kind) {
+  case JOB_SETUP:
+    if (j->rc < 0 && w->fatal) { /* the node reports it and stops */
+      wire_wr_free(&m);
+      w->fatal(w->ud, j->rc, j->msg);
+      return;
+    }
+    if (j->rc < 0) {
+      wire_put_error(&m, &(wire_msg_error){.code = j->rc, .message = WIRE_STR(j->msg)});
+      w->send(w->ud, &m, WIRE_ERROR, 0);
+      return;
+    }
+    w->send(w->ud, &m, WIRE_SETUP_OK, j->req);
+    return;
+  case JOB_TRAIN:
+    if (j->direct) { /* a direct feeder's batch: acknowledged to the coordinator */
+      wire_put_feed_ack(&m, &(wire_msg_feed_ack){.slot = j->slot,
+                                                 .seq = j->id,
+                                                 .status = j->rc,
+                                                 .loss = j->rc < 0 ? NAN : (double)j->loss,
+                                                 .correct = j->rc < 0 ? -1 : j->correct,
+                                                 .examples = j->rc < 0 ? 0 : (uint64_t)j->examples,
+                                                 .message = WIRE_STR(j->msg)});
+      w->send(w->ud, &m, WIRE_FEED_ACK, 0);
+      return;
+    }
+    wire_put_result(&m, &(wire_msg_result){.task = j->id,
+                                           .status = j->rc,
+                                           .loss = j->rc < 0 ? NAN : (double)j->loss,
+                                           .correct = j->rc < 0 ? -1 : j->correct,
+                                           .examples = j->rc < 0 ? 0 : (uint64_t)j->examples,
+                                           .message = WIRE_STR(j->msg)});
+    w->send(w->ud, &m, WIRE_RESULT, j->req);
+    return;
+  case JOB_EVAL:
+    wire_put_eval_result(&m, &(wire_msg_eval_result){
+                                 .step = j->id,
+                                 .status = j->rc,
+                                 .loss = j->rc < 0 ? NAN : j->eval_loss,
+                                 .accuracy = j->rc < 0 ? NAN : j->eval_acc,
+                                 .examples = j->rc < 0 ? 0 : (uint64_t)j->examples,
+                                 .message = WIRE_STR(j->msg)});
+    w->send(w->ud, &m, WIRE_EVAL_RESULT, j->req);
+    return;
+  }
+  wire_wr_free(&m);
+}
+
+/* Marks j over (its outcome is set): its outstanding requests are
+ * forgotten (their replies will be dropped) and the next job may pull.
+ * The reply goes out from worker__settle(), in order. */
+static void job_over(worker *w, job *j) {
+  j->done = true;
+  for (int i = 0; i < w->nlinks; i++) {
+    ps_link *l = w->links[i];
+    for (int k = 0; l && k < l->nwaits; k++)
+      if (l->waits[k].j == j) l->waits[k].j = NULL;
+  }
+  if (w->cur == j) w->cur = NULL;
+}
+
+void worker__finish(worker *w, job *j) {
+  job_over(w, j);
+  worker__settle(w);
+}
+
+/* Ends j with an error (once: a job already over keeps its outcome). */
+__attribute__((format(printf, 4, 0)))
+static void vdoom(worker *w, job *j, int rc, const char *fmt, va_list ap) {
+  if (j->done) return;
+  vsnprintf(j->msg, sizeof j->msg, fmt, ap);
+  j->rc = rc < 0 ? rc : DRV_EIO;
+  job_over(w, j);
+}
+
+__attribute__((format(printf, 4, 5)))
+void worker__doom(worker *w, job *j, int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vdoom(w, j, rc, fmt, ap);
+  va_end(ap);
+}
+
+__attribute__((format(printf, 4, 5)))
+static void fail(worker *w, job *j, int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vdoom(w, j, rc, fmt, ap);
+  va_end(ap);
+  worker__settle(w);
+}
+
+/* ============================== compute ================================== */
+
+/* The next batch of the shard; at the end of an epoch, the first of the
+ * next one (as train_fit does). */
+static int next_batch(wstate *st, const tensor **x, const tensor **y) {
+  if (!st->has_iter)
+    return drv_error(DRV_EINVAL, "this worker has no data of its own (it is fed: train.feed)");
+  int rc = data_iter_next(&st->it, x, y);
+  if (rc == 0) {
+    data_iter_reset(&st->it);
+    rc = data_iter_next(&st->it, x, y);
+  }
+  return rc == 0 ? drv_error(DRV_EINVAL, "the training data is empty") : rc;
+}
+
+/* Running statistics (BatchNorm's) live on the ps like parameters; what a
+ * worker pushes for one is the change its batch made to the values it
+ * pulled, so that the ps's SGD at rate 1 (coord_vars.c) applies it:
+ * stats_begin keeps the pulled values in grad, stats_end turns them into
+ * pulled - local. */
+static void stats_begin(wstate *st) {
+  for (uint32_t i = (uint32_t)st->ntrained; i < st->nvars; i++)
+    tensor_copy(st->vars[i].grad, st->vars[i].value);
+}
+
+static void stats_end(wstate *st) {
+  for (uint32_t i = (uint32_t)st->ntrained; i < st->nvars; i++) {
+    float *g = tensor_data(st->vars[i].grad);
+    const float *v = tensor_data(st->vars[i].value);
+    int64_t n = tensor_numel(st->vars[i].value);
+    for (int64_t k = 0; k < n; k++) g[k] -= v[k];
+  }
+}
+
+/* A training job's compute phase: forward/backward on the next batch, the
+ * gradients left in the model; or (JP_BATCH) only a copy of that batch. */
+static int compute(job *j) {
+  wstate *st = j->st;
+  const tensor *x = j->fx, *y = j->fy;
+  int rc = x ? 1 : next_batch(st, &x, &y);
+  if (rc < 0) return rc;
+  j->examples = x->shape[0];
+  if (j->phases & JP_BATCH) {
+    if (!(j->bx = tensor_clone(x)) || !(j->by = tensor_clone(y)))
+      return drv_error(DRV_ENOMEM, "out of memory");
+    return 0;
+  }
+  nn_zero_grad(st->model);
+  stats_begin(st);
+  rc = train_step(st->model, st->loss, x, y, &j->loss, &j->correct);
+  stats_end(st);
+  if (j->w->slow_ms) uv_sleep(j->w->slow_ms); /* DROVER_FAULT=slow:... */
+  /* Gradients of a non-finite loss would poison the variables: the step
+   * fails here instead (the coordinator names the step and this node). */
+  if (rc == 0 && (j->phases & JP_PUSH) && !isfinite(j->loss))
+    return drv_error(DRV_ERANGE, "the loss is %s; its gradients were not pushed",
+                     isnan(j->loss) ? "NaN" : "infinite");
+  /* The worker holds the whole model's gradient, so its norm here is the
+   * global one over every ps shard; clipped before it is split by shard. */
+  if (rc == 0 && st->clip_norm > 0) {
+    nn_param_list trained = st->params;
+    trained.n = st->ntrained; /* not the running statistics */
+    optim_clip_grads(&trained, st->clip_norm);
+  }
+  return rc;
+}
+
+/* On a thread-pool thread: touches only the job and the state, which the
+ * loop thread leaves alone while w->in_pool. */
+static void work_cb(uv_work_t *req) {
+  job *j = req->data;
+  wstate *st = j->st;
+  int rc;
+  if (j->kind == JOB_SETUP) {
+    /* Building the state reads this node's shard in files mode: a large
+     * file takes seconds, which the loop spends answering heartbeats. */
+    rc = wstate_parse(j->w->role, j->w->index, j->payload, j->payload_len, &j->setup);
+  } else if (j->kind == JOB_EVAL) {
+    rc = train_evaluate(st->model, st->loss, st->data, st->batch, &j->eval_loss, &j->eval_acc);
+    j->examples = st->data->n;
+  } else {
+    rc = compute(j);
+  }
+  j->rc = rc < 0 ? rc : 0;
+  if (rc < 0) snprintf(j->msg, sizeof j->msg, "%s", drv_errmsg());
+}
+
+static void go_push(worker *w, job *j);
+
+/* A SETUP's state, built, replaces the worker's. */
+static void swap_state(worker *w, job *j) {
+  wstate_free(w->st);
+  w->st = j->setup;
+  j->setup = NULL;
+  for (int i = 0; i < w->nlinks; i++) /* a new fit starts at version 0 */
+    if (w->links[i]) w->links[i]->pushed = false;
+  worker__pos_reset(w);
+  log_info("setup: %s", w->st->summary);
+}
+
+static void after_work_cb(uv_work_t *req, int status) {
+  job *j = req->data;
+  worker *w = j->w;
+  w->in_pool = false;
+  if (w->closed) { /* the node is going away: worker_close left this job to us */
+    w->cur = NULL;
+    w->njobs--;
+    job_free(j);
+    return;
+  }
+  worker__pos_idle(w); /* a POSITION for now, a ROLLBACK: before anything moves on */
+  if (j->rolled_back) { /* computed from the state a ROLLBACK left: never pushed */
+    fail(w, j, DRV_EIO, "rolled back to a checkpoint");
+    return;
+  }
+  if (status < 0) {
+    fail(w, j, DRV_EIO, "thread pool: %s", uv_strerror(status));
+    return;
+  }
+  if (j->kind == JOB_SETUP && j->rc == 0) swap_state(w, j);
+  if (j->rc < 0 || !(j->phases & JP_PUSH)) {
+    worker__finish(w, j);
+    return;
+  }
+  go_push(w, j);
+}
+
+static void go_compute(worker *w, job *j) {
+  j->phase = PH_COMPUTE;
+  if (j->kind == JOB_TRAIN && j->st->has_iter && !j->fx) worker__pos_batch(w, j); /* it draws a batch (a fed one is not its shard's) */
+  w->work.data = j;
+  int rc = uv_queue_work(w->loop, &w->work, work_cb, after_work_cb);
+  if (rc < 0) {
+    fail(w, j, DRV_EIO, "cannot queue work: %s", uv_strerror(rc));
+    return;
+  }
+  w->in_pool = true;
+}
+
+/* ============================== pull and push ============================ */
+
+/* The pull is complete: compute, or (a pull alone) the job is over. */
+void worker__pulled(worker *w, job *j) {
+  if (j->phases & (JP_COMPUTE | JP_BATCH))
+    go_compute(w, j);
+  else
+    worker__finish(w, j);
+}
+
+static void put_part_var(wire_wr *w, void *ud, uint32_t k) {
+  wire_put_item_var_id(w, &(wire_item_var_id){((const ps_part *)ud)->var[k]});
+}
+
+static void go_pull(worker *w, job *j) {
+  wstate *st = j->st;
+  j->phase = PH_PULL;
+  j->waiting = 0;
+  for (int p = 0; p < st->nparts; p++) {
+    const ps_part *part = &st->parts[p];
+    if (part->n == 0) continue;
+    ps_link *l = w->links[p];
+    wire_wr m;
+    wire_wr_init(&m);
+    wire_put_pull(&m, &(wire_msg_pull){l->pushed ? l->pushed_version + 1 : 0,
+                                       {(uint32_t)part->n, .put = put_part_var, .ud = (void *)part}});
+    if (worker__link_send(l, &m, WIRE_PULL, WIRE_PULL_REPLY, j) < 0) {
+      fail(w, j, DRV_EIO, "cannot send PULL to ps:%d: %s", p, drv_errmsg());
+      return;
+    }
+    j->waiting++;
+  }
+  if (j->waiting == 0) worker__pulled(w, j); /* a model without parameters */
+}
+
+/* Sends j's pushes, then lets the next job pull behind them (see the file
+ * comment) while j waits for its PUSH_OKs. */
+static void go_push(worker *w, job *j) {
+  wstate *st = j->st;
+  j->phase = PH_PUSH;
+  j->waiting = 0;
+  for (int p = 0; p < st->nparts; p++) {
+    const ps_part *part = &st->parts[p];
+    if (part->n == 0) continue;
+    ps_link *l = w->links[p];
+    if (!l || (!l->c && !w->ps_replicated)) { /* replicated: sent once connected again */
+      fail(w, j, DRV_EIO, "lost the connection to ps:%d before pushing", p);
+      return;
+    }
+    wire_wr m;
+    wire_wr_init(&m);
+    worker__write_push(st, part, l->version, &m);
+    if (worker__link_send(l, &m, WIRE_PUSH, WIRE_PUSH_OK, j) < 0) {
+      fail(w, j, DRV_EIO, "cannot send PUSH to ps:%d: %s", p, drv_errmsg());
+      return;
+    }
+    l->pushed = true;
+    l->pushed_version = l->version;
+    j->waiting++;
+  }
+  if (w->cur == j) w->cur = NULL;
+  if (j->waiting == 0) job_over(w, j);
+  worker__settle(w);
+}
+
+/* Starts the pull once every ps the model lives on is connected. */
+void worker__go_links(worker *w, job *j) {
+  wstate *st = j->st;
+  j->phase = PH_LINKS;
+  for (int p = 0; p < st->nparts; p++) {
+    if (st->parts[p].n == 0) continue;
+    ps_link *l = p < w->nlinks ? w->links[p] : NULL;
+    if (!l) {
+      fail(w, j, DRV_EINVAL, "ps:%d is not in the cluster spec%s", p,
+           w->have_spec ? "" : " (no SPEC received yet)");
+      return;
+    }
+    if (!l->c && worker__link_reconnect(w, l)) return; /* link_ready resumes */
+    if (!l->c && w->ps_replicated) return; /* a promotion's SPEC or worker_tick reconnects */
+    if (!l->c) {
+      fail(w, j, DRV_EIO, "not connected to ps:%d (%s:%d)%s%s", p, l->host, l->port,
+           l->last_error[0] ? ": " : "", l->last_error);
+      return;
+    }
+    if (!conn_is_ready(l->c)) return; /* link_ready resumes */
+  }
+  if (j->phases & JP_PULL)
+    go_pull(w, j);
+  else
+    go_push(w, j);
+}
+
+/* ============================== running jobs ============================= */
+
+static void start(worker *w, job *j) {
+  if (j->kind == JOB_SETUP) { /* built on the thread pool, then swapped in */
+    go_compute(w, j);
+    return;
+  }
+  if (!w->st) {
+    fail(w, j, DRV_EINVAL, "%s",
+         j->on_done ? "this worker has no model yet (run c:fit or c:setup first)"
+                    : "no SETUP received yet");
+    return;
+  }
+  if (j->rolled_back) {
+    fail(w, j, DRV_EIO, "rolled back to a checkpoint");
+    return;
+  }
+  if (j->kind == JOB_TRAIN && j->task_kind != WIRE_TASK_TRAIN_STEP && !j->fx) {
+    fail(w, j, DRV_EINVAL, "unknown task kind %u", j->task_kind);
+    return;
+  }
+  j->st = w->st;
+  if (j->phases & (JP_PULL | JP_PUSH))
+    worker__go_links(w, j);
+  else
+    go_compute(w, j); /* the ps are not involved */
+}
+
+/* Whether the first queued job may start now. */
+static bool may_start(const worker *w) {
+  const job *j = w->head;
+  if (!j || w->closed || w->cur) return false;
+  if (j->kind == JOB_SETUP) return w->nrun == 0; /* it swaps the state started jobs use */
+  return w->nrun < WORKER_PIPE_MAX;
+}
+
+static void start_next(worker *w) {
+  job *j = w->head;
+  w->head = j->next;
+  if (!w->head) w->tail = NULL;
+  j->next = NULL;
+  if (w->run_tail)
+    w->run_tail->next = j;
+  else
+    w->run = j;
+  w->run_tail = j;
+  w->nrun++;
+  w->cur = j;
+  start(w, j);
+}
+
+/* Nothing runs, nothing is queued, no call is in flight. */
+static bool drained(worker *w) {
+  return w->nrun == 0 && !w->head && !(w->calls && w->calls->inflight && w->calls->inflight(w));
+}
+
+/* Sends the replies of the jobs over at the front of the started list, in
+ * order; calls the drain callback once no job is started; starts queued
+ * jobs when they may. A call from inside (a job that ends as it starts)
+ * only makes the outer one go round again. */
+void worker__settle(worker *w) {
+  if (w->settling) {
+    w->resettle = true;
+    return;
+  }
+  w->settling = true;
+  do {
+    w->resettle = false;
+    while (w->run && w->run->done) {
+      job *j = w->run;
+      w->run = j->next;
+      if (!w->run) w->run_tail = NULL;
+      w->nrun--;
+      if (j->rc < 0 && !j->on_done) /* (a scheduled function's job fails in Lua) */
+        log_warn("%s %llu failed: %s",
+                 j->kind == JOB_EVAL ? "eval" : j->kind == JOB_SETUP ? "setup" : "task",
+                 (unsigned long long)j->id, j->msg);
+      if (j->kind == JOB_TRAIN && j->phases == JP_TRAIN && j->rc == 0) w->steps++;
+      if (!w->closed && j->on_done)
+        j->on_done(j); /* runs Lua, which may queue jobs: settle goes round again */
+      else if (!w->closed)
+        reply(w, j);
+      w->njobs--;
+      job_free(j);
+    }
+    if (w->idle && drained(w)) {
+      void (*idle)(void *) = w->idle;
+      w->idle = NULL;
+      w->settling = false;
+      idle(w->idle_ud); /* may close the worker */
+      return;
+    }
+    if (may_start(w)) {
+      start_next(w);
+      w->resettle = true; /* perhaps another one */
+    }
+  } while (w->resettle);
+  w->settling = false;
+}
+
+/* ============================== frames from the coordinator ============== */
+
+int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+  job *j = job_new(w, JOB_SETUP, req);
+  if (!j || !(j->payload = malloc(len ? len : 1))) {
+    free(j);
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  memcpy(j->payload, payload, len);
+  j->payload_len = len;
+  enqueue(w, j);
+  worker__settle(w);
+  return 0;
+}
+
+int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+  if (w->role == ROLE_EVALUATOR) return drv_error(DRV_EINVAL, "TASK sent to an evaluator");
+  wire_msg_task m; /* arg: unused by TRAIN_STEP */
+  int rc = wire_get_task(payload, len, &m);
+  if (rc < 0) return rc;
+  job *j = job_new(w, JOB_TRAIN, req);
+  if (!j) return drv_error(DRV_ENOMEM, "out of memory");
+  j->id = m.task;
+  j->task_kind = m.kind;
+  j->phases = JP_TRAIN;
+  enqueue(w, j);
+  worker__settle(w);
+  return 0;
+}
+
+/* A decoded tensor view as a tensor of its own. */
+static tensor *view_tensor(const wire_tensor *v) {
+  tensor *t = tensor_new_uninit(v->ndim, v->shape); /* every element written now */
+  if (t) wire_tensor_to(v, tensor_data(t));
+  return t;
+}
+
+/* A FEED_BATCH from the coordinator (direct false) or a direct feeder. */
+static int feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t len, bool direct,
+                      uint32_t slot, uint64_t *seq) {
+  if (w->role == ROLE_EVALUATOR) return drv_error(DRV_EINVAL, "FEED_BATCH sent to an evaluator");
+  wire_msg_feed_batch m;
+  int rc = wire_get_feed_batch(payload, len, &m);
+  if (rc < 0) return rc;
+  if (direct && m.mode != WIRE_FEED_TRAIN)
+    return drv_error(DRV_EPROTO, "a direct feeder's FEED_BATCH must be mode TRAIN");
+  if (seq) *seq = m.seq;
+  if (m.x.ndim < 2 || m.y.ndim > 2 || m.x.shape[0] != m.y.shape[0] || m.x.shape[0] < 1)
+    return drv_error(DRV_ESHAPE, "FEED_BATCH %llu: x and y do not match (x [n, ...], y [n] or "
+                     "[n, k], n >= 1)", (unsigned long long)m.seq);
+  tensor *x = view_tensor(&m.x), *y = view_tensor(&m.y);
+  if (!x || !y) {
+    tensor_free(x), tensor_free(y);
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  if (m.mode == WIRE_FEED_QUEUE) return worker__fed_hold(w, req, m.task, x, y);
+  job *j = job_new(w, JOB_TRAIN, req);
+  if (!j) {
+    tensor_free(x), tensor_free(y);
+    return drv_error(DRV_ENOMEM, "out of memory");
+  }
+  j->id = direct ? m.seq : m.task;
+  j->direct = direct;
+  j->slot = slot;
+  j->task_kind = WIRE_TASK_TRAIN_STEP;
+  j->phases = JP_TRAIN;
+  j->fx = x, j->fy = y;
+  enqueue(w, j);
+  worker__settle(w);
+  return 0;
+}
+
+int worker_feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+  return feed_batch(w, req, payload, len, false, 0, NULL);
+}
+
+int worker__direct_batch(worker *w, uint32_t slot, const uint8_t *payload, size_t len, uint64_t *seq) {
+  if (w->closed) return drv_error(DRV_EINVAL, "the node is shutting down");
+  return feed_batch(w, 0, payload, len, true, slot, seq);
+}
+
+int worker_feed_end(worker *w, const uint8_t *payload, size_t len) {
+  wire_msg_feed_end m;
+  int rc = wire_get_feed_end(payload, len, &m);
+  if (rc < 0) return rc;
+  w->feed_ended = true;
+  w->feeding = false;
+  w->feed_ends++;
+  worker__fed_wake(w);
+  return 0;
+}
+
+int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+  if (w->role != ROLE_EVALUATOR)
+    return drv_error(DRV_EINVAL, "EVAL sent to a %s", wire_role_name(w->role));
+  wire_msg_eval m;
+  int rc = wire_get_eval(payload, len, &m);
+  if (rc < 0) return rc;
+  job *j = job_new(w, JOB_EVAL, req);
+  if (!j) return drv_error(DRV_ENOMEM, "out of memory");
+  j->id = m.step;
+  j->phases = JP_PULL | JP_COMPUTE;
+  enqueue(w, j);
+  worker__settle(w);
+  return 0;
+}
+
+int worker_submit(worker *w, unsigned phases, void (*on_done)(job *j), void *ud) {
+  /* Draining takes jobs still: they come from calls that were running
+   * when the SHUTDOWN came, which finish within the grace (wire_msgs.h). */
+  if (w->closed) return drv_error(DRV_EINVAL, "the node is shutting down");
+  job *j = job_new(w, JOB_TRAIN, 0);
+  if (!j) return drv_error(DRV_ENOMEM, "out of memory");
+  j->task_kind = WIRE_TASK_TRAIN_STEP;
+  j->phases = phases;
+  j->on_done = on_done;
+  j->ud = ud;
+  enqueue(w, j);
+  worker__settle(w);
+  return 0;
+}
+
+/* ============================== lifetime ================================= */
+
+/* Fault injection for tests: DROVER_FAULT=slow:ROLE:INDEX:MS makes that
+ * node sleep MS milliseconds after each train step's computation, a
+ * straggler for the backup-worker tests (see node.c for hang:). */
+static unsigned fault_slow_ms(int role, int index) {
+  const char *f = getenv("DROVER_FAULT");
+  char want[48];
+  snprintf(want, sizeof want, "slow:%s:%d:", wire_role_name(role), index);
+  if (!f || strncmp(f, want, strlen(want)) != 0) return 0;
+  unsigned ms = (unsigned)strtoul(f + strlen(want), NULL, 10);
+  if (ms) log_warn("DROVER_FAULT=%s: %u ms slower per train step", f, ms);
+  return ms;
+}
+
+void worker_set_calls(worker *w, const worker_calls *calls) { w->calls = calls; }
+
+void worker_set_fatal(worker *w, void (*fatal)(void *ud, int rc, const char *msg)) {
+  w->fatal = fatal;
+}
+
+int worker_call(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+  if (!w->calls) return drv_error(DRV_EINVAL, "this node runs no Lua: it cannot take a CALL");
+  return w->calls->call(w, req, payload, len);
+}
+
+worker *worker_new(uv_loop_t *loop, const keyring *keys, int role, int index,
+                   worker_send_fn send, void *ud) {
+  worker *w = calloc(1, sizeof *w);
+  if (!w) return NULL;
+  w->loop = loop;
+  w->keys = keys;
+  w->role = role;
+  w->index = index;
+  /* PUSH.client: random per process, so that a restarted worker's pushes
+   * (seq from 1 again) are not taken for ones a ps has seen; never 0 */
+  if (getrandom(&w->client, sizeof w->client, 0) != (ssize_t)sizeof w->client)
+    w->client = (uint32_t)getpid() ^ (uint32_t)uv_hrtime();
+  if (w->client == 0) w->client = 1;
+  w->send = send;
+  w->ud = ud;
+  w->slow_ms = fault_slow_ms(role, index);
+  return w;
+}
+
+void worker__call_over(worker *w) {
+  if (w->draining && w->idle && !w->closed) worker__settle(w);
+}
+
+static void drop_queue(worker *w) {
+  while (w->head) {
+    job *j = w->head;
+    w->head = j->next;
+    w->njobs--;
+    job_free(j);
+  }
+  w->tail = NULL;
+}
+
+/* Queued jobs the coordinator sent (tasks, evals) go; those of running
+ * calls stay: the calls finish. */
+static void drop_queued_tasks(worker *w) {
+  job **p = &w->head;
+  w->tail = NULL;
+  while (*p) {
+    job *j = *p;
+    if (j->on_done) {
+      w->tail = j;
+      p = &j->next;
+      continue;
+    }
+    *p = j->next;
+    w->njobs--;
+    job_free(j);
+  }
+}
+
+void worker_drain(worker *w, void (*idle)(void *ud), void *ud) {
+  w->draining = true;
+  drop_queued_tasks(w);
+  if (drained(w)) {
+    idle(ud);
+    return;
+  }
+  w->idle = idle;
+  w->idle_ud = ud;
+}
+
+void worker_close(worker *w) {
+  if (!w || w->closed) return;
+  w->closed = true;
+  w->idle = NULL;
+  drop_queue(w);
+  worker__direct_close(w);
+  if (w->calls) w->calls->close(w);
+  /* Jobs waiting on the network are just dropped; one on the thread pool
+   * stays w->cur until after_work_cb frees it. */
+  job *pooled = w->in_pool ? w->cur : NULL;
+  while (w->run) {
+    job *j = w->run;
+    w->run = j->next;
+    if (j != pooled) {
+      w->njobs--;
+      job_free(j);
+    }
+  }
+  w->run_tail = NULL;
+  w->nrun = 0;
+  w->cur = pooled;
+  for (int i = 0; i < w->nlinks; i++) {
+    ps_link *l = w->links[i];
+    if (!l) continue;
+    worker__link_forget(l);
+    if (l->c) conn_close(l->c, "worker closing");
+  }
+}
+
+void worker_free(worker *w) {
+  if (!w) return;
+  for (int i = 0; i < w->nlinks; i++) {
+    if (w->links[i]) {
+      worker__link_forget(w->links[i]); /* kept frames (ps replicas) */
+      free(w->links[i]->waits);
+    }
+    free(w->links[i]);
+  }
+  free(w->links);
+  if (w->closed) job_free(w->cur); /* a pooled job whose callback never ran */
+  while (w->run) {
+    job *j = w->run;
+    w->run = j->next;
+    job_free(j);
+  }
+  drop_queue(w);
+  worker__fed_free(w);
+  if (w->calls) w->calls->free(w); /* after the jobs: none calls back into them any more */
+  wstate_free(w->st);
+  worker__predict_free(w);
+  worker__direct_free(w);
+  free(w);
+}
+
+int worker_pending(const worker *w) {
+  int calls = w->calls && w->calls->inflight ? w->calls->inflight(w) : 0;
+  return w->njobs + calls;
+}

@@ -1,0 +1,118 @@
+/* launch_yarn_http.c - libcurl's easy interface, one request at a time. */
+#include "launch/launch_yarn_http.h"
+
+#include <curl/curl.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+
+#define YHTTP_MAX (4u << 20)
+
+typedef struct buf {
+  char *p;
+  size_t n, cap;
+  int over;
+} buf;
+
+static size_t on_data(char *d, size_t sz, size_t nm, void *ud) {
+  buf *b = ud;
+  if (nm && sz > SIZE_MAX / nm) return 0;
+  size_t k = sz * nm;
+  if (k > YHTTP_MAX - b->n) {
+    b->over = 1;
+    return 0;
+  }
+  if (b->n + k + 1 > b->cap) {
+    size_t cap = (b->n + k + 1) * 2;
+    char *q = realloc(b->p, cap);
+    if (!q) return 0;
+    b->p = q;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, d, k);
+  b->n += k;
+  b->p[b->n] = '\0';
+  return k;
+}
+
+static size_t on_read(char *d, size_t sz, size_t nm, void *ud) {
+  if (nm && sz > SIZE_MAX / nm) return CURL_READFUNC_ABORT;
+  return fread(d, 1, sz * nm, (FILE *)ud);
+}
+
+/* The body from r->body_file: its size, then read by on_read. */
+static int stream_body(CURL *c, const yhttp_req *r, FILE **f) {
+  *f = fopen(r->body_file, "rbe");
+  if (!*f) return drv_error(DRV_EIO, "cannot read '%s'", r->body_file);
+  if (fseeko(*f, 0, SEEK_END) != 0) return drv_error(DRV_EIO, "cannot read '%s'", r->body_file);
+  off_t size = ftello(*f);
+  if (size < 0 || fseeko(*f, 0, SEEK_SET) != 0)
+    return drv_error(DRV_EIO, "cannot read '%s'", r->body_file);
+  curl_easy_setopt(c, CURLOPT_POST, 1L);
+  curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+  curl_easy_setopt(c, CURLOPT_READDATA, *f);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)size);
+  return 0;
+}
+
+int yhttp(const yhttp_req *r, long *status, char **resp) {
+  static int inited;
+  *resp = NULL;
+  *status = 0;
+  if (!inited) { /* the loop's thread only: launchers are made and used there */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
+      return drv_error(DRV_EIO, "libcurl could not be initialised");
+    inited = 1;
+  }
+  CURL *c = curl_easy_init();
+  if (!c) return drv_error(DRV_ENOMEM, "out of memory (curl)");
+  struct curl_slist *h = NULL;
+  char tok[160];
+  if (r->content_type) {
+    char ct[96];
+    snprintf(ct, sizeof ct, "Content-Type: %s", r->content_type);
+    h = curl_slist_append(h, ct);
+  }
+  if (r->token) {
+    snprintf(tok, sizeof tok, "X-Drover-Token: %s", r->token);
+    h = curl_slist_append(h, tok);
+  }
+  if (r->header) h = curl_slist_append(h, r->header);
+  h = curl_slist_append(h, "Expect:"); /* no 100-continue round trip */
+  buf b = {0};
+  curl_easy_setopt(c, CURLOPT_URL, r->url);
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, r->method);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, r->timeout_ms);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+  FILE *f = NULL;
+  int rc = 0;
+  if (r->body_file) {
+    rc = stream_body(c, r, &f);
+  } else if (r->body) {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, r->body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(r->body));
+  }
+  CURLcode e = rc < 0 ? CURLE_OK : curl_easy_perform(c);
+  if (rc < 0) {
+    free(b.p);
+  } else if (e != CURLE_OK) {
+    rc = drv_error(DRV_EIO, "%s %s: %s", r->method, r->url,
+                   b.over ? "response too large" : curl_easy_strerror(e));
+    free(b.p);
+  } else {
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    *resp = b.p ? b.p : strdup("");
+    if (!*resp) rc = drv_error(DRV_ENOMEM, "out of memory");
+  }
+  if (f) fclose(f);
+  curl_slist_free_all(h);
+  curl_easy_cleanup(c);
+  return rc;
+}

@@ -1,0 +1,259 @@
+/* launch_yarn_rm.c - the YARN launcher's requests: the ResourceManager's
+ * REST API (new-application, submit, the application's report, kill) and
+ * drover's ApplicationMaster (plain HTTP with the run's token), and
+ * following the application from one AM attempt to the next.
+ *
+ * Every request is synchronous and bounded (launch_yarn_http.h).
+ */
+#include "launch/launch_yarn_int.h"
+#include "launch/launch_yarn_http.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/err.h"
+
+#define AM_MEMORY_MB 512
+
+void launch_yarn__note(yarn_launcher *y, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (y->note) y->note(y->note_ud, msg);
+}
+
+/* ============================== requests ================================= */
+
+int launch_yarn__rm_json(yarn_launcher *y, const char *method, const char *path, const char *body,
+                         long want, json_t **out) {
+  char url[512];
+  snprintf(url, sizeof url, "%s%s", y->rm, path);
+  long st;
+  char *resp;
+  yhttp_req r = {method, url, body, body ? "application/json" : NULL, NULL, YARN_REQ_MS, NULL,
+                 NULL};
+  if (out) *out = NULL;
+  int rc = yhttp(&r, &st, &resp);
+  if (rc < 0) return drv_error(rc, "YARN ResourceManager: %s", drv_errmsg());
+  if (st != want) {
+    rc = drv_error(DRV_EIO, "YARN ResourceManager: %s %s answered %ld: %.400s", method, path, st,
+                   resp);
+    free(resp);
+    return rc;
+  }
+  if (out && *resp) {
+    json_error_t e;
+    *out = json_loads(resp, 0, &e);
+    if (!*out) rc = drv_error(DRV_EPARSE, "YARN ResourceManager: %s: %s", path, e.text);
+  }
+  free(resp);
+  return rc;
+}
+
+int launch_yarn__am_req(yarn_launcher *y, const char *method, const char *path, const char *body,
+                        const char *body_file, const char *header, long timeout_ms, char **resp) {
+  char url[512];
+  snprintf(url, sizeof url, "%s%s", y->am, path);
+  long st;
+  char *r;
+  if (resp) *resp = NULL;
+  yhttp_req q = {method,    url,    body,  body ? "text/plain" : NULL, y->token, timeout_ms,
+                 body_file, header};
+  int rc = yhttp(&q, &st, &r);
+  y->am_down = rc < 0;
+  if (rc < 0) return drv_error(rc, "drover's YARN ApplicationMaster: %s", drv_errmsg());
+  if (st != 200) {
+    size_t n = strlen(r);
+    while (n && r[n - 1] == '\n') r[--n] = '\0';
+    rc = drv_error(st == 409 ? DRV_EINVAL : DRV_EIO, "YARN: %s", r);
+    free(r);
+    return rc;
+  }
+  if (resp)
+    *resp = r;
+  else
+    free(r);
+  return 0;
+}
+
+/* ============================== submit =================================== */
+
+int launch_yarn__new_app(yarn_launcher *y) {
+  json_t *j;
+  int rc = launch_yarn__rm_json(y, "POST", "/ws/v1/cluster/apps/new-application", NULL, 200, &j);
+  if (rc < 0) return rc;
+  const char *id = json_string_value(json_object_get(j, "application-id"));
+  json_t *max = json_object_get(j, "maximum-resource-capability");
+  if (!id || !max) {
+    json_decref(j);
+    return drv_error(DRV_EPARSE, "YARN ResourceManager: new-application: no application-id");
+  }
+  snprintf(y->app, sizeof y->app, "%s", id);
+  y->max_mb = (long)json_integer_value(json_object_get(max, "memory"));
+  y->max_vcores = (long)json_integer_value(json_object_get(max, "vCores"));
+  json_decref(j);
+  return 0;
+}
+
+long launch_yarn__role_mb(const launch_resources *r) {
+  return r->memory ? (long)((r->memory + (1u << 20) - 1) >> 20) : 1024;
+}
+
+int launch_yarn__check_resources(yarn_launcher *y, const launch_config *cfg) {
+  for (int r = 0; r < ROLE_COUNT; r++) {
+    if (!cfg->count[r]) continue;
+    long mb = launch_yarn__role_mb(&cfg->res[r]);
+    long vc = cfg->res[r].cpus > 0 ? cfg->res[r].cpus : 1;
+    if (cfg->res[r].gpus > 0)
+      return drv_error(DRV_EUNSUPPORTED, "launcher \"yarn\": %s.gpus is not supported (ask for "
+                       "GPU machines with label = \"...\")", launch__role_name(r));
+    if (mb > y->max_mb || vc > y->max_vcores)
+      return drv_error(DRV_EINVAL, "YARN cannot place a %s: it asks for <memory:%ld, vCores:%ld> "
+                       "but YARN's maximum allocation is <memory:%ld, vCores:%ld> (application "
+                       "%s not submitted)", launch__role_name(r), mb, vc, y->max_mb,
+                       y->max_vcores, y->app);
+  }
+  return 0;
+}
+
+/* The AM's environment: the token, and where it stages (see Staging.java). */
+static json_t *am_env(yarn_launcher *y, const launch_yarn_opts *o) {
+  json_t *env = json_array();
+  const char *staging = o->staging ? o->staging : getenv("DROVER_YARN_STAGING");
+  json_array_append_new(env, json_pack("{s:s,s:s}", "key", "DROVER_AM_TOKEN", "value", y->token));
+  if (staging && *staging)
+    json_array_append_new(env, json_pack("{s:s,s:s}", "key", "DROVER_AM_STAGING", "value",
+                                         staging));
+  return json_pack("{s:o}", "entry", env);
+}
+
+/* Containers are kept across attempts: a new AM adopts the running nodes
+ * (DroverAM.java), so the AM's death costs the run nothing but a pause. */
+int launch_yarn__submit(yarn_launcher *y, const launch_yarn_opts *o, const char *cp) {
+  char cmd[PATH_MAX * 8];
+  int n = snprintf(cmd, sizeof cmd, "exec java -Xmx256m -cp '%s' drover.yarn.DroverAM "
+                   "1>><LOG_DIR>/am.log 2>&1", cp);
+  if (n < 0 || (size_t)n >= sizeof cmd || strchr(cp, '\''))
+    return drv_error(DRV_EINVAL, "yarn.am_classpath is too long or has a quote");
+  json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:i,s:b,s:{s:{s:s},s:o},s:{s:i,s:i}}",
+                        "application-id", y->app, "application-name", o->name ? o->name : "drover",
+                        "queue", o->queue ? o->queue : "default", "application-type", "DROVER",
+                        "max-app-attempts", o->max_attempts > 0 ? o->max_attempts : 1,
+                        "keep-containers-across-application-attempts", 1, "am-container-spec",
+                        "commands", "command", cmd, "environment", am_env(y, o), "resource",
+                        "memory", AM_MEMORY_MB, "vCores", 1);
+  char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  json_decref(j);
+  if (!body) return drv_error(DRV_ENOMEM, "out of memory");
+  int rc = launch_yarn__rm_json(y, "POST", "/ws/v1/cluster/apps", body, 202, NULL);
+  free(body);
+  return rc;
+}
+
+/* ============================== the application ========================== */
+
+typedef struct app_report {
+  char state[32];
+  char am[256];     /* "http://host:port" once an attempt registered, else "" */
+  char diag[1024];
+} app_report;
+
+static int report(yarn_launcher *y, app_report *out) {
+  char path[160];
+  snprintf(path, sizeof path, "/ws/v1/cluster/apps/%s", y->app);
+  json_t *j;
+  int rc = launch_yarn__rm_json(y, "GET", path, NULL, 200, &j);
+  if (rc < 0) return rc;
+  json_t *a = json_object_get(j, "app");
+  const char *st = json_string_value(json_object_get(a, "state"));
+  const char *am = json_string_value(json_object_get(a, "amRPCAddress"));
+  const char *tr = json_string_value(json_object_get(a, "trackingUrl"));
+  const char *dg = json_string_value(json_object_get(a, "diagnostics"));
+  snprintf(out->state, sizeof out->state, "%s", st ? st : "");
+  snprintf(out->diag, sizeof out->diag, "%s", dg ? dg : "");
+  out->am[0] = '\0';
+  /* Before an attempt registers the RM shows "N/A" or a port of -1. */
+  if (st && !strcmp(st, "RUNNING") && am && strchr(am, ':') && strcmp(strchr(am, ':'), ":-1"))
+    snprintf(out->am, sizeof out->am, "http://%s", am);
+  if (tr && !y->tracking) y->tracking = strdup(tr);
+  json_decref(j);
+  return 0;
+}
+
+static int ended(const char *st) {
+  return !strcmp(st, "FAILED") || !strcmp(st, "KILLED") || !strcmp(st, "FINISHED");
+}
+
+int launch_yarn__wait_am(yarn_launcher *y, double timeout_s) {
+  long long end = launch__now_ms() + (long long)(timeout_s * 1000);
+  char last[32] = "";
+  for (;;) {
+    app_report a;
+    int rc = report(y, &a);
+    if (rc < 0) return rc;
+    if (strcmp(a.state, last) != 0) {
+      snprintf(last, sizeof last, "%s", a.state);
+      launch_yarn__note(y, "YARN application %s %s", y->app, a.state);
+    }
+    if (ended(a.state))
+      return drv_error(DRV_EIO, "YARN application %s %s: %s", y->app, a.state, a.diag);
+    if (a.am[0]) {
+      snprintf(y->am, sizeof y->am, "%s", a.am);
+      y->attempts = 1;
+      return 0;
+    }
+    if (launch__now_ms() > end)
+      return drv_error(DRV_ETIMEDOUT, "YARN application %s: its ApplicationMaster did not come "
+                       "up in %.0f s (state %s: %s)", y->app, timeout_s, last, a.diag);
+    struct timespec ts = {0, 200 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+}
+
+int launch_yarn__follow(yarn_launcher *y) {
+  if (y->gone) return -1;
+  app_report a;
+  if (report(y, &a) < 0) return 0; /* the RM is busy: ask again at the next tick */
+  if (ended(a.state)) {
+    y->gone = 1;
+    launch_yarn__note(y, "YARN application %s %s: %s", y->app, a.state, a.diag);
+    return -1;
+  }
+  if (!a.am[0] || !strcmp(a.am, y->am)) return 0;
+  snprintf(y->am, sizeof y->am, "%s", a.am);
+  y->am_down = 0;
+  y->attempts++;
+  launch_yarn__note(y, "YARN application %s: its ApplicationMaster ended; attempt %d runs at %s "
+                    "and keeps the nodes' containers", y->app, y->attempts, y->am + 7);
+  launch_yarn__write_info(y);
+  return 1;
+}
+
+void launch_yarn__rm_kill(yarn_launcher *y) {
+  char path[160];
+  snprintf(path, sizeof path, "/ws/v1/cluster/apps/%s/state", y->app);
+  json_t *j = NULL;
+  launch_yarn__rm_json(y, "PUT", path, "{\"state\":\"KILLED\"}", 202, &j);
+  json_decref(j);
+}
+
+int launch_yarn__write_info(yarn_launcher *y) {
+  char path[PATH_MAX], tmp[PATH_MAX];
+  int n = snprintf(path, sizeof path, "%s/yarn", y->run_dir);
+  int m = snprintf(tmp, sizeof tmp, "%s/yarn.tmp", y->run_dir);
+  if (n < 0 || (size_t)n >= sizeof path || m < 0 || (size_t)m >= sizeof tmp)
+    return drv_error(DRV_ERANGE, "run dir path too long");
+  FILE *f = fopen(tmp, "we");
+  if (!f) return drv_error(DRV_EIO, "cannot write '%s'", tmp);
+  fprintf(f, "application\t%s\ntracking_url\t%s\nresourcemanager\t%s\n"
+             "application_master\t%s\nattempt\t%d\n",
+          y->app, y->tracking ? y->tracking : "", y->rm, y->am, y->attempts);
+  if (fclose(f) != 0 || rename(tmp, path) != 0)
+    return drv_error(DRV_EIO, "cannot write '%s'", path);
+  return 0;
+}

@@ -1,0 +1,284 @@
+/* l_cluster_opts.c - drover.cluster{...}'s options table into coord_opts:
+ * role counts or per-role resource specs (tf-yarn's TaskSpec), the
+ * launcher's settings (hosts, ssh_config, slurm = {...}, files), and the
+ * addresses. Every mistake raises a Lua error naming the key.
+ */
+#include <ctype.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/coord/coord.h"
+#include "luabind/l_cluster_opts.h"
+#include "luabind/l_util.h"
+
+static const char *const cluster_keys[] = {
+    "launcher", "ps", "worker", "chief", "evaluator", "reservation_timeout", "heartbeat",
+    "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", "max_restarts", "max_queue",
+    "hosts", "ssh_config", "slurm", "spark", "yarn", "files", "bind", "address", "ps_replicas",
+    "command_limit", NULL};
+static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", "label", NULL};
+/* A ps table also takes `replicas` (ps_replicas, spelled as issue 12 has it). */
+static const char *const ps_keys[] = {"instances", "cpus", "memory", "gpus", "label", "replicas",
+                                      NULL};
+static const char *const yarn_keys[] = {"rm", "queue", "name", "max_attempts", "am_classpath",
+                                        "submit_timeout", "staging", NULL};
+static const char *const slurm_keys[] = {"partition", "time", "account", "qos", "constraint",
+                                         "options", "pending_timeout", NULL};
+static const char *const spark_keys[] = {"master", "master_ui", "submit", "conf", NULL};
+
+/* The string field `key` of the table at idx, or def when absent. The
+ * string stays alive in that table, which outlives the call. */
+static const char *opt_string(lua_State *L, int idx, const char *key, const char *def,
+                              const char *what) {
+  int t = lua_getfield(L, idx, key);
+  if (t != LUA_TNIL && t != LUA_TSTRING) luaL_error(L, "%s: %s must be a string", what, key);
+  const char *s = t == LUA_TNIL ? def : lua_tostring(L, -1);
+  lua_pop(L, 1);
+  return s;
+}
+
+/* A list of strings at t[key] into a C array owned by a userdata left on
+ * the stack (so a Lua error frees it); nil is pushed when absent. */
+static const char *const *opt_strings(lua_State *L, int idx, const char *key, int max, int *n,
+                                      const char *what) {
+  *n = 0;
+  idx = lua_absindex(L, idx);
+  if (lua_getfield(L, idx, key) == LUA_TNIL) return NULL; /* the nil stays */
+  if (!lua_istable(L, -1)) luaL_error(L, "%s: %s must be a list of strings", what, key);
+  lua_Integer len = luaL_len(L, -1);
+  if (len < 1 || len > max) luaL_error(L, "%s: %s must list 1..%d strings", what, key, max);
+  const char **a = lua_newuserdatauv(L, (size_t)len * sizeof *a, 0);
+  for (lua_Integer i = 1; i <= len; i++) {
+    if (lua_rawgeti(L, -2, i) != LUA_TSTRING)
+      luaL_error(L, "%s: %s[%d] must be a string", what, key, (int)i);
+    a[i - 1] = lua_tostring(L, -1); /* alive in the list, alive in the options */
+    lua_pop(L, 1);
+  }
+  lua_remove(L, -2);
+  *n = (int)len;
+  return a;
+}
+
+int lcluster_parse_memory(const char *s, uint64_t *bytes) {
+  char *end;
+  if (!s || !isdigit((unsigned char)*s)) return -1;
+  double v = strtod(s, &end);
+  while (*end == ' ') end++;
+  double unit = 1024.0 * 1024.0; /* a bare number is MiB, as Slurm's --mem */
+  switch (toupper((unsigned char)*end)) {
+  case 'K': unit = 1024.0; end++; break;
+  case 'M': unit = 1024.0 * 1024.0; end++; break;
+  case 'G': unit = 1024.0 * 1024.0 * 1024.0; end++; break;
+  case 'T': unit = 1024.0 * 1024.0 * 1024.0 * 1024.0; end++; break;
+  case '\0': break;
+  default: return -1;
+  }
+  if (*end == 'i') end++;
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end || !(v > 0) || v * unit > 1e18) return -1;
+  *bytes = (uint64_t)(v * unit);
+  return 0;
+}
+
+static uint64_t opt_memory(lua_State *L, int idx, const char *role) {
+  int t = lua_getfield(L, idx, "memory");
+  uint64_t bytes = 0;
+  if (t == LUA_TNUMBER) {
+    lua_Integer mib = lua_tointeger(L, -1);
+    if (!lua_isinteger(L, -1) || mib < 1 || mib > ((lua_Integer)1 << 40))
+      luaL_error(L, "cluster: %s.memory must be a positive whole number of MiB or a "
+                    "string like \"4G\"", role);
+    bytes = (uint64_t)mib << 20;
+  } else if (t == LUA_TSTRING) {
+    if (lcluster_parse_memory(lua_tostring(L, -1), &bytes) < 0)
+      luaL_error(L, "cluster: %s.memory '%s' is not a size (\"512M\", \"4G\", or MiB as a "
+                    "number)", role, lua_tostring(L, -1));
+  } else if (t != LUA_TNIL) {
+    luaL_error(L, "cluster: %s.memory must be a size like \"4G\"", role);
+  }
+  lua_pop(L, 1);
+  return bytes;
+}
+
+/* `role = N` or `role = { instances = N, cpus = C, memory = M, gpus = G }`. */
+static void opt_role(lua_State *L, const char *role, int def, int *count,
+                     launch_resources *res) {
+  int t = lua_getfield(L, 1, role);
+  memset(res, 0, sizeof *res);
+  if (t == LUA_TNIL) {
+    *count = def;
+  } else if (t == LUA_TNUMBER) {
+    *count = (int)ldrv_opt_integer(L, 1, role, def, "cluster");
+  } else if (t == LUA_TTABLE) {
+    char what[48];
+    snprintf(what, sizeof what, "cluster: %s", role);
+    ldrv_check_keys(L, -1, what, strcmp(role, "ps") == 0 ? ps_keys : role_keys);
+    lua_Integer n = ldrv_opt_integer(L, -1, "instances", 1, what);
+    lua_Integer cpus = ldrv_opt_integer(L, -1, "cpus", 0, what);
+    lua_Integer gpus = ldrv_opt_integer(L, -1, "gpus", 0, what);
+    if (n < 0 || n > COORD_MAX_PER_ROLE)
+      luaL_error(L, "%s.instances must be 0..%d", what, COORD_MAX_PER_ROLE);
+    if (cpus < 0 || cpus > 4096) luaL_error(L, "%s.cpus must be 0..4096", what);
+    if (gpus < 0 || gpus > 64) luaL_error(L, "%s.gpus must be 0..64", what);
+    *count = (int)n;
+    res->cpus = (int)cpus;
+    res->gpus = (int)gpus;
+    res->memory = opt_memory(L, lua_gettop(L), role);
+    res->label = opt_string(L, -1, "label", NULL, what); /* alive in the options table */
+  } else {
+    luaL_error(L, "cluster: %s must be a count or a table { instances, cpus, memory, gpus }",
+               role);
+  }
+  lua_pop(L, 1);
+}
+
+static void opt_slurm(lua_State *L, coord_opts *o) {
+  int t = lua_getfield(L, 1, "slurm");
+  if (t == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_pushnil(L); /* keeps the stack shape: one slot */
+    return;
+  }
+  if (t != LUA_TTABLE) luaL_error(L, "cluster: slurm must be a table");
+  int s = lua_gettop(L);
+  ldrv_check_keys(L, s, "cluster: slurm", slurm_keys);
+  launch_slurm_opts *so = &o->slurm;
+  so->partition = opt_string(L, s, "partition", NULL, "cluster: slurm");
+  so->time = opt_string(L, s, "time", NULL, "cluster: slurm");
+  so->account = opt_string(L, s, "account", NULL, "cluster: slurm");
+  so->qos = opt_string(L, s, "qos", NULL, "cluster: slurm");
+  so->constraint = opt_string(L, s, "constraint", NULL, "cluster: slurm");
+  so->pending_timeout = ldrv_opt_number(L, s, "pending_timeout", 300, "cluster: slurm");
+  if (!(so->pending_timeout > 0))
+    luaL_error(L, "cluster: slurm.pending_timeout must be a positive number of seconds");
+  so->sbatch = opt_strings(L, s, "options", 256, &so->nsbatch, "cluster: slurm");
+  lua_replace(L, s); /* the options array (or nil) takes the table's slot */
+}
+
+/* spark.conf = { ["spark.x"] = "v", ... } into two arrays (keys, values)
+ * in one userdata left on the stack; the strings stay alive in the conf
+ * table, which outlives the options. nil is pushed when absent. */
+static void opt_spark_conf(lua_State *L, int s, launch_spark_opts *so) {
+  if (lua_getfield(L, s, "conf") == LUA_TNIL) return; /* the nil stays */
+  if (!lua_istable(L, -1)) luaL_error(L, "cluster: spark.conf must be a table { [\"spark.x\"] = \"v\" }");
+  int t = lua_gettop(L), n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "cluster: spark.conf keys and values must be strings");
+    if (++n > 256) luaL_error(L, "cluster: spark.conf has more than 256 keys");
+    lua_pop(L, 1);
+  }
+  const char **a = lua_newuserdatauv(L, (size_t)(n ? n : 1) * 2 * sizeof *a, 0);
+  int k = 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    a[k] = lua_tostring(L, -2);
+    a[n + k] = lua_tostring(L, -1);
+    k++;
+    lua_pop(L, 1);
+  }
+  lua_remove(L, t);
+  so->conf_keys = a;
+  so->conf_values = a + n;
+  so->nconf = n;
+}
+
+static void opt_spark(lua_State *L, coord_opts *o) {
+  int t = lua_getfield(L, 1, "spark");
+  if (t == LUA_TNIL) return; /* the nil keeps the stack shape: one slot */
+  if (t != LUA_TTABLE) luaL_error(L, "cluster: spark must be a table");
+  if (strcmp(o->launcher, "spark") != 0)
+    luaL_error(L, "cluster: spark = {...} is for launcher = \"spark\"");
+  int s = lua_gettop(L);
+  ldrv_check_keys(L, s, "cluster: spark", spark_keys);
+  launch_spark_opts *so = &o->spark;
+  so->master = opt_string(L, s, "master", NULL, "cluster: spark");
+  so->master_ui = opt_string(L, s, "master_ui", NULL, "cluster: spark");
+  so->submit = opt_string(L, s, "submit", NULL, "cluster: spark");
+  opt_spark_conf(L, s, so);
+  lua_replace(L, s); /* the conf arrays (or nil) take the table's slot */
+}
+
+/* yarn = { rm, queue, name, max_attempts, am_classpath, submit_timeout, staging }:
+ * the strings stay alive in that table, which the options table holds. */
+static void opt_yarn(lua_State *L, coord_opts *o) {
+  int t = lua_getfield(L, 1, "yarn");
+  if (t != LUA_TNIL && t != LUA_TTABLE) luaL_error(L, "cluster: yarn must be a table");
+  if (t == LUA_TTABLE) {
+    if (strcmp(o->launcher, "yarn") != 0) luaL_error(L, "cluster: yarn is for launcher = \"yarn\"");
+    int s = lua_gettop(L);
+    ldrv_check_keys(L, s, "cluster: yarn", yarn_keys);
+    launch_yarn_opts *y = &o->yarn;
+    y->rm = opt_string(L, s, "rm", NULL, "cluster: yarn");
+    y->queue = opt_string(L, s, "queue", NULL, "cluster: yarn");
+    y->name = opt_string(L, s, "name", NULL, "cluster: yarn");
+    y->am_classpath = opt_string(L, s, "am_classpath", NULL, "cluster: yarn");
+    y->staging = opt_string(L, s, "staging", NULL, "cluster: yarn");
+    /* YARN caps it with yarn.resourcemanager.am.max-attempts (2 by default). */
+    lua_Integer a = ldrv_opt_integer(L, s, "max_attempts", 1, "cluster: yarn");
+    if (a < 1 || a > 1000)
+      luaL_error(L, "cluster: yarn.max_attempts must be between 1 and 1000");
+    y->max_attempts = (int)a;
+    y->submit_timeout = ldrv_opt_number(L, s, "submit_timeout", 120, "cluster: yarn");
+    if (!(y->submit_timeout > 0))
+      luaL_error(L, "cluster: yarn.submit_timeout must be a positive number of seconds");
+  }
+  lua_pop(L, 1);
+}
+
+int lcluster_read_opts(lua_State *L, coord_opts *o) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  ldrv_check_keys(L, 1, "cluster", cluster_keys);
+  int top = lua_gettop(L);
+  coord_opts_default(o);
+  o->launcher = opt_string(L, 1, "launcher", o->launcher, "cluster");
+  o->name = opt_string(L, 1, "name", o->name, "cluster");
+  o->runs_base = opt_string(L, 1, "runs", o->runs_base, "cluster");
+  opt_role(L, "ps", 1, &o->count[ROLE_PS], &o->res[ROLE_PS]);
+  opt_role(L, "worker", 1, &o->count[ROLE_WORKER], &o->res[ROLE_WORKER]);
+  opt_role(L, "chief", 0, &o->count[ROLE_CHIEF], &o->res[ROLE_CHIEF]);
+  opt_role(L, "evaluator", 0, &o->count[ROLE_EVALUATOR], &o->res[ROLE_EVALUATOR]);
+  o->reservation_timeout = ldrv_opt_number(L, 1, "reservation_timeout", 60, "cluster");
+  o->heartbeat_ms = (uint32_t)(ldrv_opt_number(L, 1, "heartbeat", 0.5, "cluster") * 1000);
+  o->heartbeat_timeout_ms =
+      (uint32_t)(ldrv_opt_number(L, 1, "heartbeat_timeout", 5, "cluster") * 1000);
+  o->split_threshold = ldrv_opt_integer(L, 1, "split_threshold", o->split_threshold, "cluster");
+  o->cpus = (int)ldrv_opt_integer(L, 1, "cpus", 0, "cluster");
+  if (o->cpus < 0 || o->cpus > 4096) luaL_error(L, "cluster: cpus must be 0..4096");
+  for (int r = 0; r < ROLE_COUNT; r++)
+    if (!o->res[r].cpus) o->res[r].cpus = o->cpus;
+  o->max_restarts = (int)ldrv_opt_integer(L, 1, "max_restarts", o->max_restarts, "cluster");
+  o->max_queue = (int)ldrv_opt_integer(L, 1, "max_queue", o->max_queue, "cluster");
+  /* not `replicas` at the top: an experiment's sync replicas are gradients
+   * per update; inside `ps = { ... }` the word is unambiguous */
+  o->ps_replicas = (int)ldrv_opt_integer(L, 1, "ps_replicas", -1, "cluster");
+  int in_ps = -1;
+  if (lua_getfield(L, 1, "ps") == LUA_TTABLE)
+    in_ps = (int)ldrv_opt_integer(L, -1, "replicas", -1, "cluster: ps");
+  lua_pop(L, 1);
+  if (in_ps >= 0 && o->ps_replicas >= 0 && in_ps != o->ps_replicas)
+    luaL_error(L, "cluster: ps.replicas = %d and ps_replicas = %d disagree", in_ps, o->ps_replicas);
+  if (in_ps >= 0) o->ps_replicas = in_ps;
+  if (o->ps_replicas < 0) o->ps_replicas = 0;
+  o->ssh_config = opt_string(L, 1, "ssh_config", "", "cluster"); /* "": ssh's own */
+  o->bind_host = opt_string(L, 1, "bind", NULL, "cluster");       /* NULL: by launcher */
+  o->address = opt_string(L, 1, "address", NULL, "cluster");
+  o->hosts = opt_strings(L, 1, "hosts", 4096, &o->nhosts, "cluster");
+  o->files = opt_strings(L, 1, "files", 4096, &o->nfiles, "cluster");
+  opt_slurm(L, o);
+  opt_spark(L, o);
+  opt_yarn(L, o);
+  for (int r = 0; r < ROLE_COUNT; r++)
+    if (o->res[r].label && strcmp(o->launcher, "yarn") != 0)
+      luaL_error(L, "cluster: label is for launcher = \"yarn\" (node labels are YARN's)");
+  if (o->nhosts && strcmp(o->launcher, "ssh") != 0)
+    luaL_error(L, "cluster: hosts is for launcher = \"ssh\"");
+  if (o->nfiles && strcmp(o->launcher, "ssh") != 0 && strcmp(o->launcher, "spark") != 0 &&
+      strcmp(o->launcher, "yarn") != 0)
+    luaL_error(L, "cluster: files is for launchers \"ssh\", \"spark\" and \"yarn\" (other "
+                  "launchers share the file system)");
+  return lua_gettop(L) - top;
+}

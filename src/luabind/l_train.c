@@ -1,0 +1,699 @@
+/* l_train.c - drover.train: the C primitives behind experiment:fit() and
+ * experiment:evaluate() (lua/experiment.lua), and drover.seed.
+ *
+ * A "drover.Trainer" binds a model, a loss and an optimizer configuration
+ * into an optim_t over the model's parameters. It lives as long as its
+ * experiment, so a second fit() continues with the optimizer's state (as
+ * a PyTorch loop would). All the work happens in train_fit(); Lua only
+ * configures it and, optionally, hears about progress through a callback.
+ */
+#include <lauxlib.h>
+#include <lua.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <stdlib.h>
+
+#include "train/ckpt.h"
+#include "data/data.h"
+#include "base/err.h"
+#include "run/fitrun.h"
+#include "luabind/l_drover.h"
+#include "luabind/l_util.h"
+#include "numeric/nn.h"
+#include "numeric/optim.h"
+#include "train/train.h"
+
+#define TRAINER_MT "drover.Trainer"
+
+
+typedef struct trainer {
+  nn_module *model; /* one reference */
+  nn_loss *loss;    /* one reference */
+  nn_param_list params;
+  optim_t *opt; /* borrows params */
+  fitrun *run;  /* the in-process run directory, or NULL (owned) */
+  bool resume;  /* the next fit restores the newest checkpoint */
+  bool in_fit;
+  train_position pos; /* where the last fit stopped */
+  int64_t fit;        /* its number */
+  uint64_t seed;      /* its seed */
+} trainer;
+
+static trainer *check_trainer(lua_State *L, int idx) {
+  trainer *t = luaL_checkudata(L, idx, TRAINER_MT);
+  if (!t->opt) luaL_argerror(L, idx, "trainer is closed");
+  return t;
+}
+
+static int trainer_gc(lua_State *L) {
+  trainer *t = luaL_checkudata(L, 1, TRAINER_MT);
+  if (t->run) fitrun_close(t->run);
+  free(t->run);
+  t->run = NULL;
+  optim_free(t->opt);
+  t->opt = NULL;
+  nn_param_list_free(&t->params);
+  nn_unref(t->model);
+  nn_loss_unref(t->loss);
+  t->model = NULL;
+  t->loss = NULL;
+  return 0;
+}
+
+/* drover.train.new(model, loss, optimizer) -> trainer */
+static int l_new(lua_State *L) {
+  nn_module *model = lnn_check_module(L, 1);
+  nn_loss *loss = lnn_check_loss(L, 2);
+  const optim_cfg *cfg = loptim_check(L, 3);
+  trainer *t = lua_newuserdatauv(L, sizeof *t, 0);
+  *t = (trainer){0};
+  luaL_setmetatable(L, TRAINER_MT); /* from here __gc cleans up */
+  t->model = nn_ref(model);
+  t->loss = nn_loss_ref(loss);
+  if (nn_collect_params(model, &t->params) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (t->params.n == 0) return luaL_error(L, "the model has no parameters to train");
+  t->opt = optim_new(cfg, &t->params);
+  if (!t->opt) return luaL_error(L, "%s", drv_errmsg());
+  return 1;
+}
+
+/* ============================== progress ================================ */
+
+/* State shared with the progress callback during one fit. */
+typedef struct fit_ctx {
+  lua_State *L;
+  int fn;     /* stack index of the Lua progress function, 0 for none */
+  int evals;  /* stack index of the table collecting periodic evals */
+  int failed; /* the Lua callback raised; its error is on the stack */
+  int stopped; /* the Lua callback returned false */
+  trainer *t;
+  ckpt_state *cs;
+} fit_ctx;
+
+void ldrv_set_num(lua_State *L, const char *k, double v) {
+  if (isnan(v)) return; /* "does not apply": leave the field nil */
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, k);
+}
+
+void ldrv_set_int(lua_State *L, const char *k, int64_t v) {
+  lua_pushinteger(L, (lua_Integer)v);
+  lua_setfield(L, -2, k);
+}
+
+#define set_num ldrv_set_num
+#define set_int ldrv_set_int
+
+void ltrain_push_progress(lua_State *L, const train_progress *p) {
+  lua_createtable(L, 0, 12);
+  set_int(L, "step", p->step);
+  set_int(L, "total_steps", p->total_steps);
+  set_int(L, "epoch", p->epoch);
+  set_int(L, "epochs", p->epochs);
+  set_num(L, "loss", p->loss);
+  set_num(L, "accuracy", p->accuracy);
+  set_num(L, "examples_per_sec", p->examples_per_sec);
+  set_num(L, "elapsed", p->elapsed);
+  set_num(L, "eta", p->eta);
+  set_num(L, "lr", p->lr);
+  set_num(L, "grad_norm", p->grad_norm);
+  lua_pushboolean(L, p->is_eval);
+  lua_setfield(L, -2, "is_eval");
+  if (p->is_eval) {
+    set_num(L, "eval_loss", p->eval_loss);
+    set_num(L, "eval_accuracy", p->eval_accuracy);
+  }
+}
+
+void ltrain_push_result(lua_State *L, const train_result *r) {
+  lua_createtable(L, 0, 10);
+  set_num(L, "loss", r->loss);
+  set_num(L, "accuracy", r->accuracy);
+  set_int(L, "steps", r->steps);
+  set_int(L, "epochs", r->epochs);
+  set_num(L, "examples_per_sec", r->examples_per_sec);
+  set_num(L, "eval_loss", r->eval_loss);
+  set_num(L, "eval_accuracy", r->eval_accuracy);
+  set_num(L, "seconds", r->seconds);
+  if (r->stopped_early) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "stopped_early");
+    set_int(L, "best_step", r->best_step);
+    set_num(L, "best_metric", r->best_metric);
+  }
+  ltrain_mark_result(L);
+}
+
+void ltrain_mark_result(lua_State *L) {
+  int top = lua_gettop(L); /* the result */
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  if (lua_getfield(L, -1, "drover.pretty") == LUA_TTABLE &&
+      lua_getfield(L, -1, "result_mt") == LUA_TTABLE)
+    lua_setmetatable(L, top);
+  lua_settop(L, top);
+}
+
+/* Runs under lua_pcall (so no Lua error escapes into train_fit) with
+ * (ctx, progress, evals, fn or nil): records an eval in the history and
+ * calls the user's function. Returns whether training should stop. */
+static int progress_lua(lua_State *L) {
+  const train_progress *p = lua_touserdata(L, 2);
+  if (p->is_eval) {
+    lua_createtable(L, 0, 4);
+    set_int(L, "step", p->step);
+    set_int(L, "epoch", p->epoch);
+    set_num(L, "loss", p->eval_loss);
+    set_num(L, "accuracy", p->eval_accuracy);
+    lua_rawseti(L, 3, (lua_Integer)luaL_len(L, 3) + 1);
+  }
+  if (lua_isnil(L, 4)) return 0;
+  lua_pushvalue(L, 4);
+  ltrain_push_progress(L, p);
+  lua_call(L, 1, 1);
+  lua_pushboolean(L, lua_isboolean(L, -1) && !lua_toboolean(L, -1));
+  return 1;
+}
+
+static int on_progress(void *ud, const train_progress *p) {
+  fit_ctx *c = ud;
+  lua_State *L = c->L;
+  if (c->failed || c->stopped) return 1;
+  if (c->t->run) fitrun_progress(c->t->run, p);
+  ldash_fit_progress(L, p);
+  if (!p->is_eval && !c->fn) return 0; /* the common case: no Lua to run */
+  lua_pushcfunction(L, progress_lua);
+  lua_pushlightuserdata(L, c);
+  lua_pushlightuserdata(L, (void *)p);
+  lua_pushvalue(L, c->evals);
+  if (c->fn) lua_pushvalue(L, c->fn);
+  else lua_pushnil(L);
+  if (lua_pcall(L, 4, 1, 0) != LUA_OK) {
+    c->failed = 1; /* the message stays on the stack for fit to raise */
+    return 1;
+  }
+  int stop = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (stop) c->stopped = 1;
+  return stop;
+}
+
+/* The end of a step: the position, and a checkpoint when one is due. */
+static int on_step_end(void *ud, const train_position *pos) {
+  fit_ctx *c = ud;
+  c->cs->pos = *pos;
+  c->t->pos = *pos;
+  if (c->t->run) fitrun_step_end(c->t->run, c->cs);
+  return 0;
+}
+
+/* ============================== experiment settings ===================== */
+
+void ltrain_check_experiment(lua_State *L, int idx) {
+  if (lua_getmetatable(L, idx)) {
+    lua_getfield(L, -1, "__name");
+    bool ok = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "drover.Experiment") == 0;
+    lua_pop(L, 2);
+    if (ok) return;
+  }
+  luaL_argerror(L, idx, "expected an experiment (drover.experiment { ... })");
+}
+
+/* The type drover.experiment's messages name: "drover.Module", "number". */
+static const char *kind(lua_State *L, int idx) {
+  int t = luaL_getmetafield(L, idx, "__name");
+  const char *k = t == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, idx);
+  if (t != LUA_TNIL) lua_pop(L, 1); /* the metatable still holds the string */
+  return k;
+}
+
+/* Pushes t[key] (t at index tbl; tbl 0: nil) and returns its index, or 0
+ * (popped) when it is nil and optional. Raises unless it is of `type`
+ * (a Lua type, or a userdata with the metatable __name `mt`). */
+static int push_field(lua_State *L, int tbl, const char *key, int type, const char *mt,
+                      bool optional, const char *field) {
+  if (tbl) lua_getfield(L, tbl, key);
+  else lua_pushnil(L);
+  if (lua_isnil(L, -1) && optional) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  if (lua_type(L, -1) != type || (mt && strcmp(kind(L, -1), mt) != 0))
+    luaL_error(L, "experiment: %s must be a %s (got %s)", field, mt ? mt : lua_typename(L, type),
+               kind(L, -1));
+  return lua_gettop(L);
+}
+
+/* t[key] as an integer >= min (def when nil or tbl is 0). */
+/* Counts (steps, epochs, sizes) stop at 2^40: a trillion steps is no
+ * run, and products of such counts stay far from overflowing. */
+#define COUNT_MAX ((int64_t)1 << 40)
+
+static int64_t int_field(lua_State *L, int tbl, const char *key, int64_t def, int64_t min,
+                         const char *field) {
+  if (!tbl || lua_getfield(L, tbl, key) == LUA_TNIL) {
+    if (tbl) lua_pop(L, 1);
+    return def;
+  }
+  int isint;
+  lua_Integer v = lua_tointegerx(L, -1, &isint);
+  if (!isint || v < min)
+    luaL_error(L, "experiment: %s must be an integer >= %I (got %s)", field, (lua_Integer)min,
+               luaL_tolstring(L, -1, NULL));
+  /* The seed is any integer; a count above COUNT_MAX is a mistake. */
+  if (strcmp(key, "seed") != 0 && v > COUNT_MAX)
+    luaL_error(L, "experiment: %s = %I is too large (at most %I)", field, v,
+               (lua_Integer)COUNT_MAX);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* t[key] as a boolean (def when nil). */
+static bool bool_field(lua_State *L, int tbl, const char *key, bool def, const char *field) {
+  int t = lua_getfield(L, tbl, key);
+  bool v = t == LUA_TNIL ? def : lua_toboolean(L, -1);
+  if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+    luaL_error(L, "experiment: %s must be true or false (got %s)", field, kind(L, -1));
+  lua_pop(L, 1);
+  return v;
+}
+
+/* exp.stop (validated by experiment.lua) into s; s->on false without it. */
+static void read_stop(lua_State *L, int idx, train_stop *s) {
+  *s = (train_stop){0};
+  if (lua_getfield(L, idx, "stop") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  int t = lua_gettop(L);
+  lua_getfield(L, t, "metric");
+  int m = lua_isstring(L, -1) ? optim_metric_from_name(lua_tostring(L, -1)) : -1;
+  lua_getfield(L, t, "mode");
+  s->maximize = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "max") == 0;
+  lua_pop(L, 2);
+  if (m < 0) luaL_error(L, "experiment: stop.metric must be \"eval_loss\" or \"eval_accuracy\"");
+  s->on = true;
+  s->metric = (optim_metric)m;
+  s->patience = int_field(L, t, "patience", 0, 0, "stop.patience");
+  s->min_delta = ldrv_opt_number(L, t, "min_delta", 0, "experiment: stop");
+  lua_pop(L, 1);
+}
+
+void ltrain_read_experiment(lua_State *L, int idx, ltrain_exp *e) {
+  idx = lua_absindex(L, idx);
+  ltrain_check_experiment(L, idx);
+  luaL_checkstack(L, 16, "experiment"); /* 9 values, and what a fit's callbacks push */
+  memset(e, 0, sizeof *e);
+  e->model = push_field(L, idx, "model", LUA_TUSERDATA, "drover.Module", false, "model");
+  e->loss = push_field(L, idx, "loss", LUA_TUSERDATA, "drover.Loss", false, "loss");
+  e->optimizer =
+      push_field(L, idx, "optimizer", LUA_TUSERDATA, "drover.Optimizer", false, "optimizer");
+  int train = push_field(L, idx, "train", LUA_TTABLE, NULL, false, "train");
+  int eval = push_field(L, idx, "eval", LUA_TTABLE, NULL, true, "eval");
+  e->progress = push_field(L, idx, "progress", LUA_TFUNCTION, NULL, true, "progress");
+  if (lua_getfield(L, train, "feed") != LUA_TNIL) {
+    e->train_feed = lua_gettop(L);
+  } else {
+    lua_pop(L, 1);
+  }
+  e->train_data = push_field(L, train, "data", LUA_TUSERDATA, "drover.Dataset", e->train_feed != 0,
+                             "train.data");
+  if (lua_getfield(L, train, "feed_timeout") == LUA_TNUMBER) e->feed_timeout = lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  e->feeders = (int)int_field(L, train, "feeders", 0, 0, "train.feeders");
+  e->eval_data = push_field(L, eval, "data", LUA_TUSERDATA, "drover.Dataset", !eval, "eval.data");
+  train_cfg *c = &e->cfg;
+  c->batch = int_field(L, train, "batch", 32, 1, "train.batch");
+  c->epochs = int_field(L, train, "epochs", 1, 1, "train.epochs");
+  c->shuffle = bool_field(L, train, "shuffle", true, "train.shuffle");
+  c->max_steps = int_field(L, train, "max_steps", 0, 0, "train.max_steps");
+  c->seed = (uint64_t)int_field(L, idx, "seed", 0, 0, "seed");
+  c->eval_every = int_field(L, eval, "every", 0, 0, "eval.every");
+  c->eval = e->eval_data ? ldata_check(L, e->eval_data) : NULL;
+  read_stop(L, idx, &c->stop);
+  if (bool_field(L, idx, "verbose", true, "verbose")) {
+    c->progress = stdout;
+    c->progress_tty = isatty(fileno(stdout));
+  }
+}
+
+/* ============================== fit / evaluate ========================== */
+
+static void push_result(lua_State *L, const train_result *r, int evals, int stopped) {
+  ltrain_push_result(L, r);
+  lua_pushvalue(L, evals);
+  lua_setfield(L, -2, "evals");
+  if (stopped) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "stopped");
+  }
+}
+
+/* A resumed run's first fit: restores the newest checkpoint into cs.
+ * Returns 1 to continue from cs->pos, 0 to start afresh, -1 when this fit
+ * was finished before the checkpoint was taken (a later fit resumes). */
+static int resume_fit(lua_State *L, trainer *t, ckpt_state *cs) {
+  if (!t->run || !t->resume) return 0;
+  int64_t fit = cs->fit;
+  int rc = fitrun_restore(t->run, cs);
+  if (rc < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (rc == 0) {
+    t->resume = false;
+    return 0;
+  }
+  if (cs->fit > fit) {
+    cs->fit = fit;
+    return -1;
+  }
+  t->resume = false;
+  return cs->fit == fit ? 1 : 0;
+}
+
+static void run_fit(lua_State *L, trainer *t, ltrain_exp *e, train_cfg *cfg, fit_ctx *ctx,
+                    train_result *r) {
+  fflush(stdout); /* keep the script's own prints before the progress lines */
+  if (t->run) fitrun_begin(t->run, ctx->cs->fit, cfg->resume ? cfg->resume->step : 0);
+  ldash_fit_begin(L, t->run ? &t->run->rd : NULL);
+  t->in_fit = true;
+  int rc = train_fit(t->model, t->loss, t->opt, ldata_check(L, e->train_data), cfg, r);
+  t->in_fit = false;
+  ldash_fit_end(L);
+  fflush(stdout);
+  if (t->run && rc == 0 && !ctx->failed && !ctx->stopped) {
+    fitrun_fit_done(t->run, ctx->cs, r);
+    t->pos = ctx->cs->pos;
+  }
+  if (t->run) fitrun_end(t->run, r, ctx->failed ? DRV_EINVAL : rc);
+  if (ctx->failed) lua_error(L); /* the progress function's error */
+  if (rc < 0) luaL_error(L, "%s", drv_errmsg());
+}
+
+/* trainer:fit(exp, seed [, n]) -> { loss, accuracy, steps, epochs,
+ * examples_per_sec, eval_loss, eval_accuracy, seconds, evals }: trains
+ * on exp.train.data as the experiment says, shuffling with `seed` (a later
+ * fit of the same experiment shuffles anew); n is the fit's number (0 the
+ * first), which a resumed run matches against its checkpoint's. */
+static int t_fit(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  lua_Integer seed = luaL_checkinteger(L, 3), n = luaL_optinteger(L, 4, 0);
+  lua_settop(L, 4);
+  ltrain_exp e;
+  ltrain_read_experiment(L, 2, &e); /* its values stay on the stack during the fit */
+  if (e.train_feed)
+    return luaL_error(L, "experiment: train.feed streams batches to a cluster's workers: train it "
+                      "with c:fit(exp) (in this process, give train.data)");
+  ckpt_state cs = {.model = t->model, .opt = t->opt, .rng = ldrv_rng(L), .fit = n,
+                   .seed = (uint64_t)seed};
+  int resumed = resume_fit(L, t, &cs);
+  train_cfg cfg = e.cfg;
+  cfg.seed = resumed > 0 ? cs.seed : (uint64_t)seed;
+  cs.seed = cfg.seed;
+  train_position from = cs.pos;
+  if (resumed > 0) cfg.resume = &from;
+  fit_ctx ctx = {.L = L, .fn = e.progress, .t = t, .cs = &cs};
+  lua_newtable(L);
+  ctx.evals = lua_gettop(L);
+  cfg.on_progress = on_progress;
+  cfg.on_step_end = on_step_end;
+  cfg.ud = &ctx;
+  train_result r = {0};
+  t->fit = n;
+  t->seed = cfg.seed;
+  if (resumed >= 0) run_fit(L, t, &e, &cfg, &ctx, &r);
+  push_result(L, &r, ctx.evals, ctx.stopped);
+  if (resumed < 0) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "skipped"); /* done before the run was interrupted */
+  }
+  return 1;
+}
+
+/* ============================== the run directory ======================= */
+
+/* The script's text, or NULL (stdin, unreadable). malloc'ed. */
+static char *read_script(const char *path) {
+  FILE *f = path && strcmp(path, "-") != 0 ? fopen(path, "rb") : NULL;
+  if (!f) return NULL;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  char buf[4096];
+  size_t k;
+  while (m && (k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, m);
+  if (m) fclose(m);
+  fclose(f);
+  return text;
+}
+
+/* run.json: {"script": absolute path, "args": [...], "cwd": ...}. */
+static char *run_json(lua_State *L, const char *script, int args) {
+  char cwd[4096], abs[4096];
+  json_t *a = json_array();
+  for (lua_Integer i = 1; args && lua_rawgeti(L, args, i) == LUA_TSTRING; i++) {
+    json_array_append_new(a, json_string(lua_tostring(L, -1)));
+    lua_pop(L, 1);
+  }
+  if (args) lua_pop(L, 1);
+  if (!getcwd(cwd, sizeof cwd)) cwd[0] = '\0';
+  if (!realpath(script, abs)) snprintf(abs, sizeof abs, "%s", script);
+  json_t *o = json_pack("{s:s, s:o, s:s}", "script", abs, "args", a, "cwd", cwd);
+  char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+  json_decref(o);
+  return text;
+}
+
+/* trainer:open_run(base, name, resume_dir|nil, script|nil, args|nil) -> path */
+static int t_open_run(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  const char *base = luaL_checkstring(L, 2), *name = luaL_checkstring(L, 3);
+  const char *resume = luaL_optstring(L, 4, NULL), *script = luaL_optstring(L, 5, NULL);
+  int args = lua_istable(L, 6) ? 6 : 0;
+  if (t->run) return luaL_error(L, "the experiment has a run directory already");
+  if (!(t->run = calloc(1, sizeof *t->run))) return luaL_error(L, "out of memory");
+  char *text = read_script(script);
+  char *json = script ? run_json(L, script, args) : NULL;
+  int rc = fitrun_open(t->run, base, name, resume, text, json);
+  free(text);
+  free(json);
+  if (rc < 0) {
+    free(t->run);
+    t->run = NULL;
+    return luaL_error(L, "%s", drv_errmsg());
+  }
+  t->resume = resume != NULL;
+  lua_pushstring(L, t->run->rd.path);
+  return 1;
+}
+
+/* trainer:set_checkpoint(every, every_seconds, keep, metric|nil, max) */
+static int t_set_checkpoint(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  if (!t->run) return luaL_error(L, "checkpoints need a run directory");
+  fitrun_ckpt ck = {.every = luaL_checkinteger(L, 2), .every_seconds = luaL_checknumber(L, 3),
+                    .keep = (int)luaL_checkinteger(L, 4), .max = lua_toboolean(L, 6)};
+  snprintf(ck.metric, sizeof ck.metric, "%s", luaL_optstring(L, 5, ""));
+  fitrun_set_ckpt(t->run, &ck);
+  return 0;
+}
+
+/* trainer:checkpoint() -> path, or true when asked during a fit (it is
+ * taken at the end of the current step). */
+static int t_checkpoint(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  if (!t->run) return luaL_error(L, "checkpoint: the experiment has no run directory (runs = false)");
+  if (t->in_fit) {
+    t->run->requested = true;
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  ckpt_state cs = {.model = t->model, .opt = t->opt, .rng = ldrv_rng(L), .pos = t->pos,
+                   .fit = t->fit, .seed = t->seed};
+  if (fitrun_checkpoint(t->run, &cs) < 0) return luaL_error(L, "%s", drv_errmsg());
+  lua_pushfstring(L, "%s/step-%I", t->run->ckdir, (lua_Integer)t->pos.step);
+  return 1;
+}
+
+/* ============================== save and load =========================== */
+
+#define SAVE_MAX_META 96
+
+/* trainer:save(dir, meta): the model, the optimizer's state and where the
+ * last fit stopped into dir (ckpt_save), `meta` (string keys to string
+ * values: the experiment's description) into its manifest. */
+static int t_save(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  const char *dir = luaL_checkstring(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  if (t->in_fit) return luaL_error(L, "save: not during a fit (exp:checkpoint() is)");
+  const char *kv[2 * SAVE_MAX_META + 1];
+  int n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, 3)) {
+    if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING || n == SAVE_MAX_META)
+      return luaL_error(L, "save: the description must map at most %d strings to strings",
+                        SAVE_MAX_META);
+    kv[2 * n] = lua_tostring(L, -2);
+    kv[2 * n++ + 1] = lua_tostring(L, -1); /* both stay alive in the table */
+    lua_pop(L, 1);
+  }
+  kv[2 * n] = NULL;
+  ckpt_state cs = {.model = t->model, .opt = t->opt, .rng = ldrv_rng(L), .pos = t->pos,
+                   .fit = t->fit, .seed = t->seed};
+  if (ckpt_save(dir, &cs, kv) < 0) return luaL_error(L, "%s", drv_errmsg());
+  return 0;
+}
+
+/* drover.train.read_saved(dir) -> the manifest's meta as a table, after
+ * checking every file of dir against it. */
+static int l_read_saved(lua_State *L) {
+  const char *dir = luaL_checkstring(L, 1);
+  manifest m;
+  int rc = ckpt_open(dir, &m);
+  if (rc < 0) {
+    manifest_free(&m);
+    return luaL_error(L, "%s", drv_errmsg());
+  }
+  lua_newtable(L);
+  for (char **p = m.meta; p && p[0] && p[1]; p += 2) {
+    lua_pushstring(L, p[1]);
+    lua_setfield(L, -2, p[0]);
+  }
+  manifest_free(&m);
+  return 1;
+}
+
+/* trainer:restore(dir): the model's parameters, the optimizer's state and
+ * the last fit's position from a save (the process's generator, which
+ * drover.seed sets, is left alone). */
+static int t_restore(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  const char *dir = luaL_checkstring(L, 2);
+  if (t->in_fit) return luaL_error(L, "restore: not during a fit");
+  ckpt_state cs = {.model = t->model, .opt = t->opt};
+  if (ckpt_restore(dir, &cs) < 0) return luaL_error(L, "%s", drv_errmsg());
+  t->pos = cs.pos;
+  t->fit = cs.fit;
+  t->seed = cs.seed;
+  return 0;
+}
+
+int ltrain_save_script(lua_State *L, const char *dir) {
+  int top = lua_gettop(L);
+  const char *script = NULL;
+  int args = 0;
+  if (lua_getglobal(L, "arg") == LUA_TTABLE) {
+    args = lua_gettop(L);
+    if (lua_rawgeti(L, args, 0) == LUA_TSTRING) script = lua_tostring(L, -1);
+  }
+  char *text = read_script(script);
+  char *json = text ? run_json(L, script, args) : NULL;
+  rundir rd = {0};
+  snprintf(rd.path, sizeof rd.path, "%s", dir);
+  int rc = text && !json ? drv_error(DRV_ENOMEM, "out of memory") : 0;
+  if (rc == 0 && text) rc = rundir_write(&rd, "run.lua", text, 0644);
+  if (rc == 0 && json) rc = rundir_write(&rd, "run.json", json, 0644);
+  free(text);
+  free(json);
+  lua_settop(L, top);
+  return rc;
+}
+
+const char *ltrain_take_resume(lua_State *L, char *buf, size_t n) {
+  const char *dir = NULL;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "drover.resume") == LUA_TSTRING) {
+    snprintf(buf, n, "%s", lua_tostring(L, -1));
+    dir = buf;
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "drover.resume");
+  }
+  lua_pop(L, 1);
+  return dir;
+}
+
+/* drover.train.resume_dir() -> the run directory `drover run --resume`
+ * gave, or nil */
+static int l_resume_dir(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "drover.resume");
+  return 1;
+}
+
+/* trainer:evaluate(data [, batch]) -> { loss = ..., accuracy = ... } */
+static int t_evaluate(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  const dataset *d = ldata_check(L, 2);
+  lua_Integer batch = luaL_optinteger(L, 3, 256);
+  luaL_argcheck(L, batch > 0, 3, "the batch size must be positive");
+  double loss, acc;
+  if (train_evaluate(t->model, t->loss, d, batch, &loss, &acc) < 0)
+    return luaL_error(L, "%s", drv_errmsg());
+  lua_createtable(L, 0, 2);
+  set_num(L, "loss", loss);
+  set_num(L, "accuracy", acc);
+  ltrain_mark_result(L);
+  return 1;
+}
+
+/* The inputs of a predict: a dataset's x or a tensor, at idx. */
+const tensor *ltrain_inputs(lua_State *L, int idx) {
+  if (luaL_testudata(L, idx, "drover.Dataset")) return ldata_values(L, idx)->x;
+  if (luaL_testudata(L, idx, "drover.Tensor")) return ltensor_check(L, idx);
+  luaL_argerror(L, idx, "expected a dataset or a tensor of inputs");
+  return NULL;
+}
+
+/* trainer:predict(data [, batch]) -> [n, k] tensor, one row per input row */
+static int t_predict(lua_State *L) {
+  trainer *t = check_trainer(L, 1);
+  const tensor *x = ltrain_inputs(L, 2);
+  lua_Integer batch = luaL_optinteger(L, 3, 256);
+  luaL_argcheck(L, batch > 0, 3, "the batch size must be positive");
+  tensor *out;
+  if (train_predict(t->model, x, batch, &out) < 0) return luaL_error(L, "%s", drv_errmsg());
+  ltensor_push(L, out);
+  return 1;
+}
+
+/* trainer:steps() -> optimizer updates applied so far */
+static int t_steps(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)optim_steps(check_trainer(L, 1)->opt));
+  return 1;
+}
+
+static int t_tostring(lua_State *L) {
+  trainer *t = luaL_checkudata(L, 1, TRAINER_MT);
+  if (!t->opt) lua_pushliteral(L, "drover.trainer (closed)");
+  else lua_pushfstring(L, "drover.trainer (%d parameter tensors, %I steps)", t->params.n,
+                       (lua_Integer)optim_steps(t->opt));
+  return 1;
+}
+
+/* drover.seed(n): reseeds the generator behind layer initialisation,
+ * dropout masks and tensor.rand/randn, so everything built after it is
+ * reproducible bit for bit. */
+static int l_seed(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  rng_seed(ldrv_rng(L), (uint64_t)n);
+  return 0;
+}
+
+static const luaL_Reg trainer_methods[] = {
+    {"fit", t_fit}, {"evaluate", t_evaluate}, {"predict", t_predict}, {"steps", t_steps}, {"open_run", t_open_run},
+    {"set_checkpoint", t_set_checkpoint}, {"checkpoint", t_checkpoint}, {"save", t_save},
+    {"restore", t_restore}, {NULL, NULL}};
+
+static const luaL_Reg trainer_meta[] = {
+    {"__gc", trainer_gc}, {"__close", trainer_gc}, {"__tostring", t_tostring}, {NULL, NULL}};
+
+static const luaL_Reg funcs[] = {
+    {"new", l_new}, {"seed", l_seed}, {"resume_dir", l_resume_dir},
+    {"read_saved", l_read_saved}, {NULL, NULL}};
+
+int luaopen_drover_train(lua_State *L) {
+  ldrv_createmeta(L, TRAINER_MT, trainer_meta, trainer_methods);
+  luaL_newlib(L, funcs);
+  return 1;
+}

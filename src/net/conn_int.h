@@ -1,0 +1,98 @@
+/* conn_int.h - what conn.c and conn_server.c share: the conn and server
+ * structs and the internal functions of conn.c the listener uses. Not for
+ * other modules: conn.h is the interface. */
+#ifndef DROVER_CONN_INT_H
+#define DROVER_CONN_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "net/conn.h"
+
+enum conn_state {
+  ST_CONNECTING, /* client: TCP connect in progress */
+  ST_WAIT_HELLO, /* client: connected, waiting for HELLO */
+  ST_WAIT_AUTH,  /* server: HELLO sent, waiting for AUTH */
+  ST_WAIT_OK,    /* client: AUTH sent, waiting for AUTH_OK */
+  ST_READY,      /* authenticated both ways */
+};
+
+/* One queued write. `frame` is owned (conn_send) or NULL (conn_send_ref,
+ * whose payload is borrowed until `done`). */
+typedef struct wreq {
+  uv_write_t req;
+  conn *c;
+  uint8_t *frame;
+  size_t bytes; /* counted in conn_pending */
+  void (*done)(void *arg);
+  void *arg;
+  struct wreq *next; /* in conn.dropped */
+  uint8_t hdr[WIRE_HEADER_SIZE];
+} wreq;
+
+struct conn {
+  uv_tcp_t tcp; /* tcp.data == timer.data == this conn */
+  uv_timer_t timer;
+  uv_connect_t connect_req;
+  uv_shutdown_t shutdown_req;
+  const auth_secret *secret;
+  const auth_secret *control, *view;
+  const conn_accept *accept;
+  const conn_cbs *cbs;
+  void *ud;
+  bool derive;          /* server: node keys derived from secret */
+  uint8_t who, role;    /* the identity claimed (client) or proved (server) */
+  uint32_t index;
+  auth_cap cap;         /* server: set once the AUTH checked; client: its own */
+  uint32_t max_frame, handshake_ms, shutdown_ms;
+  bool opaque; /* payloads are not checked against their layouts */
+  uint8_t server_kind;
+  enum conn_state state;
+  bool closing;
+  bool shutting; /* conn_shutdown: closes once the writes are out */
+  int open_handles; /* freed when it drops to 0 */
+  uint8_t ns[AUTH_NONCE_SIZE], nc[AUTH_NONCE_SIZE];
+  /* read buffer */
+  uint8_t *rbuf;
+  size_t rcap, rstart, rend;
+  bool have_hdr; /* `cur` holds the validated header at rstart */
+  wire_header cur;
+  size_t pending;
+  wreq *dropped; /* send_ref writes never queued: done runs at close */
+  int close_err;
+  /* While handshaking on a server: its list of such conns, so that
+   * conn_server_close can drop them (the owner cannot: it has not seen
+   * them yet). */
+  conn_server *srv;
+  conn *prev, *next;
+  char peer[64];
+  char ip[48]; /* the peer's address without the port: the per-address bound */
+  char why[320];
+};
+
+struct conn_server {
+  uv_tcp_t tcp;
+  conn_opts o;
+  conn *handshaking; /* accepted conns not yet ready, newest first */
+  int nhandshaking;
+  uint64_t dropped, dropped_said; /* handshakes dropped for newer ones; logged */
+  double said_at;                 /* when the last such line was logged (ms) */
+  uint64_t failed, failed_said;   /* accepts that failed (EMFILE...); logged the same way */
+  double failed_at;
+  uint32_t max_per_addr;          /* waiting handshakes from one address */
+  char addr[64];
+};
+
+/* conn.c's internals (see there). */
+void conn__fail(conn *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+conn *conn__new(uv_loop_t *loop, const conn_opts *o);
+int conn__prepare(const conn_opts *o);
+int conn__parse_addr(const char *host, int port, struct sockaddr_storage *ss);
+void conn__format_addr(const struct sockaddr *sa, char *out, size_t n);
+uint32_t conn__max_frame(const conn_opts *o);
+int conn__start(conn *c);
+int conn__send_hello(conn *c);
+void conn__on_handshake_timeout(uv_timer_t *t);
+
+#endif

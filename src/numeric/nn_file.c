@@ -1,0 +1,134 @@
+/* nn_file.c - a model's parameters in a safetensors file, under the names
+ * PyTorch gives the same nn.Sequential, with the model's spec beside them.
+ *
+ * drover and PyTorch agree on the layout of every parameter (Linear's
+ * weight is [out, in] in both), so values go across unchanged; only the
+ * names differ from nn_collect_params' Torch7-style 1-based ones.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "numeric/nn.h"
+#include "base/safetensors.h"
+
+/* ============================== saving =================================== */
+
+/* m's spec as a new string; NULL with a message. */
+static char *spec_string(const nn_module *m) {
+  int len = nn_spec(m, NULL, 0);
+  if (len < 0) return NULL;
+  char *s = malloc((size_t)len + 1);
+  if (!s) {
+    drv_error(DRV_ENOMEM, "out of memory writing the model's spec");
+    return NULL;
+  }
+  nn_spec(m, s, (size_t)len + 1);
+  return s;
+}
+
+int nn_save(nn_module *m, const char *path) {
+  if (!m || !path) return drv_error(DRV_EINVAL, "nn_save: NULL argument");
+  char *spec = spec_string(m);
+  if (!spec) return drv_error(DRV_EUNSUPPORTED, "cannot save '%s': %s", path, drv_errmsg());
+  nn_param_list pl = {0};
+  int rc = nn_torch_state(m, &pl);
+  safetensors_entry *e = rc < 0 ? NULL : calloc((size_t)pl.n + 1, sizeof *e);
+  if (rc == 0 && !e) rc = drv_error(DRV_ENOMEM, "cannot save '%s': out of memory", path);
+  for (int i = 0; rc == 0 && i < pl.n; i++) {
+    const tensor *v = pl.items[i].value; /* module-owned buffers are contiguous */
+    e[i] = (safetensors_entry){pl.items[i].name, v->ndim, v->shape, tensor_data(v)};
+  }
+  const char *meta[] = {"format", "pt", NN_SPEC_META_KEY, spec, NULL};
+  if (rc == 0) rc = safetensors_write(path, e, (size_t)pl.n, meta);
+  free(e);
+  nn_param_list_free(&pl);
+  free(spec);
+  return rc;
+}
+
+/* ============================== loading ================================== */
+
+static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int d = 0; d < ndim && k < n; d++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)shape[d]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* Every parameter has a tensor of its shape in f, and f nothing else. */
+static int check_match(const nn_param_list *pl, const safetensors_file *f, const char *path) {
+  for (int i = 0; i < pl->n; i++) {
+    const safetensors_tensor *t = safetensors_find(f, pl->items[i].name);
+    if (!t)
+      return drv_error(DRV_EINVAL, "cannot load '%s': it has no tensor '%s' (the model's "
+                       "parameters: %d; the file's tensors: %zu)", path, pl->items[i].name,
+                       pl->n, f->n);
+    const tensor *v = pl->items[i].value;
+    int same = t->ndim == v->ndim;
+    for (int d = 0; same && d < v->ndim; d++) same = t->shape[d] == v->shape[d];
+    if (!same) {
+      char a[128], b[128];
+      shape_str(t->ndim, t->shape, a, sizeof a);
+      shape_str(v->ndim, v->shape, b, sizeof b);
+      return drv_error(DRV_ESHAPE, "cannot load '%s': tensor '%s' is %s in the file, the "
+                       "model's is %s", path, pl->items[i].name, a, b);
+    }
+  }
+  for (size_t j = 0; j < f->n; j++) {
+    int found = 0;
+    for (int i = 0; !found && i < pl->n; i++) found = !strcmp(pl->items[i].name, f->tensors[j].name);
+    if (!found)
+      return drv_error(DRV_EINVAL, "cannot load '%s': tensor '%s' is not a parameter of the "
+                       "model", path, f->tensors[j].name);
+  }
+  return 0;
+}
+
+/* Checks everything first, so a failed load leaves m as it was. */
+static int load_from(nn_module *m, const safetensors_file *f, const char *path) {
+  nn_param_list pl = {0};
+  int rc = nn_torch_state(m, &pl);
+  if (rc == 0) rc = check_match(&pl, f, path);
+  for (int i = 0; rc == 0 && i < pl.n; i++) {
+    const safetensors_tensor *t = safetensors_find(f, pl.items[i].name);
+    if (t->numel) memcpy(tensor_data(pl.items[i].value), t->data, (size_t)t->numel * sizeof(float));
+  }
+  nn_param_list_free(&pl);
+  return rc;
+}
+
+int nn_load_params(nn_module *m, const char *path) {
+  if (!m || !path) return drv_error(DRV_EINVAL, "nn_load_params: NULL argument");
+  safetensors_file f;
+  int rc = safetensors_read(path, &f);
+  if (rc == 0) rc = load_from(m, &f, path);
+  safetensors_free(&f);
+  return rc;
+}
+
+nn_module *nn_load(const char *path, rng_t *r) {
+  if (!path || !r) {
+    drv_error(DRV_EINVAL, "nn_load: NULL argument");
+    return NULL;
+  }
+  safetensors_file f;
+  nn_module *m = NULL;
+  int rc = safetensors_read(path, &f);
+  const char *spec = rc == 0 ? safetensors_meta(&f, NN_SPEC_META_KEY) : NULL;
+  if (rc == 0 && !spec)
+    drv_error(DRV_EUNSUPPORTED, "cannot load '%s': it has no model spec (metadata \"%s\"), "
+              "as when PyTorch wrote it: build the same model and load the values into it",
+              path, NN_SPEC_META_KEY);
+  if (spec) {
+    m = nn_from_spec(spec, r);
+    if (!m) drv_error(DRV_EPARSE, "cannot load '%s': %s", path, drv_errmsg());
+  }
+  if (m && load_from(m, &f, path) < 0) {
+    nn_unref(m);
+    m = NULL;
+  }
+  safetensors_free(&f);
+  return m;
+}

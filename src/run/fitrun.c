@@ -1,0 +1,185 @@
+/* fitrun.c - an in-process run's directory, metrics and checkpoints (see
+ * fitrun.h).
+ */
+#include "run/fitrun.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "train/progress.h"
+#include "base/util.h"
+
+/* ============================== the directory ============================ */
+
+static int write_files(fitrun *r, const char *script, const char *run_json) {
+  char pid[64];
+  snprintf(pid, sizeof pid, "in-process %ld\n", (long)getpid());
+  int rc = rundir_write(&r->rd, "process", pid, 0644);
+  if (rc == 0 && script) rc = rundir_write(&r->rd, "run.lua", script, 0644);
+  if (rc == 0 && run_json) rc = rundir_write(&r->rd, "run.json", run_json, 0644);
+  return rc;
+}
+
+int fitrun_open(fitrun *r, const char *base, const char *name, const char *resume,
+                const char *script, const char *run_json) {
+  memset(r, 0, sizeof *r);
+  r->last_step = -1;
+  int rc = resume ? rundir_open(resume, &r->rd) : rundir_create(base, name, &r->rd);
+  if (rc == 0) rc = write_files(r, resume ? NULL : script, resume ? NULL : run_json);
+  if (rc < 0) {
+    rundir_close(&r->rd);
+    return rc;
+  }
+  snprintf(r->ckdir, sizeof r->ckdir, "%s/checkpoints", r->rd.path);
+  char path[1200];
+  r->metrics = util_fopen_append(rundir_file(&r->rd, "metrics.jsonl", path, sizeof path), 0644);
+  if (!r->metrics) {
+    char why[1400];
+    snprintf(why, sizeof why, "cannot open %s: %s", path, strerror(errno));
+    rundir_lost(&r->rd, why);
+  }
+  /* events_open, not events_run_open: a script's output stays its own. */
+  snprintf(path, sizeof path, "%s/events/train", r->rd.path);
+  if (events_open(path, ".train", &r->ev) < 0) {
+    rundir_event(&r->rd, "summaries: %s; none are written", drv_errmsg());
+    r->ev = NULL;
+  }
+  rundir_event(&r->rd, resume ? "in-process run resumed: pid %ld" : "in-process run: pid %ld",
+               (long)getpid());
+  return 0;
+}
+
+void fitrun_set_ckpt(fitrun *r, const fitrun_ckpt *ck) {
+  r->has_ckpt = ck != NULL;
+  if (ck) r->ck = *ck;
+}
+
+void fitrun_close(fitrun *r) {
+  if (!r->rd.events) return;
+  rundir_event(&r->rd, "in-process run ended");
+  if (r->metrics) fclose(r->metrics);
+  r->metrics = NULL;
+  events_run_close(r->ev);
+  r->ev = NULL;
+  char path[1200];
+  unlink(rundir_file(&r->rd, "process", path, sizeof path));
+  rundir_close(&r->rd);
+}
+
+/* ============================== fits ===================================== */
+
+static void bad_ckpt(void *ud, const char *msg) {
+  fitrun *r = ud;
+  fprintf(stderr, "drover: %s\n", msg);
+  rundir_event(&r->rd, "%s", msg);
+}
+
+int fitrun_restore(fitrun *r, ckpt_state *s) {
+  ckpt_entry e;
+  int got = ckpt_newest(r->ckdir, &e, bad_ckpt, r);
+  if (got <= 0) return got;
+  int rc = ckpt_restore(e.path, s);
+  if (rc < 0) return rc;
+  r->last_step = s->pos.step;
+  rundir_event(&r->rd, "restored from checkpoint step-%" PRId64, s->pos.step);
+  return 1;
+}
+
+void fitrun_begin(fitrun *r, int64_t fit, int64_t from_step) {
+  r->t0 = r->last_time = progress_now();
+  r->requested = false;
+  if (from_step > 0)
+    rundir_event(&r->rd, "fit %" PRId64 ": resuming from step %" PRId64, fit + 1, from_step);
+  else
+    rundir_event(&r->rd, "fit %" PRId64 ": started", fit + 1);
+}
+
+void fitrun_end(fitrun *r, const train_result *res, int rc) {
+  if (r->metrics) fflush(r->metrics);
+  if (r->ev) events_flush(r->ev);
+  if (rc < 0) rundir_event(&r->rd, "error: fit stopped: %s", drv_errmsg());
+  else rundir_event(&r->rd, "fit done: %" PRId64 " steps", res->steps);
+}
+
+/* ============================== metrics ================================== */
+
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+void fitrun_progress(fitrun *r, const train_progress *p) {
+  json_t *line = p->is_eval
+      ? json_pack("{s:o, s:I, s:o, s:o}", "time", num(p->elapsed), "step", (json_int_t)p->step,
+                  "eval_loss", num(p->eval_loss), "eval_accuracy", num(p->eval_accuracy))
+      : json_pack("{s:o, s:I, s:I, s:o, s:o}", "time", num(p->elapsed), "step",
+                  (json_int_t)p->step, "epoch", (json_int_t)p->epoch, "loss", num(p->loss),
+                  "accuracy", num(p->accuracy));
+  /* The rate and the norm when known (a schedule and clipping chart them). */
+  if (line && !p->is_eval && isfinite(p->lr)) json_object_set_new(line, "lr", json_real(p->lr));
+  if (line && !p->is_eval && isfinite(p->grad_norm))
+    json_object_set_new(line, "grad_norm", json_real(p->grad_norm));
+  char *text = r->metrics && line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+  if (text) rundir_append(&r->rd, r->metrics, "metrics.jsonl", text, strlen(text));
+  else if (r->metrics) rundir_lost(&r->rd, "a metrics.jsonl line: out of memory");
+  free(text);
+  json_decref(line);
+  if (p->is_eval) {
+    events_run_scalar(r->ev, "eval/loss", p->step, p->eval_loss);
+    events_run_scalar(r->ev, "eval/accuracy", p->step, p->eval_accuracy);
+  } else {
+    events_run_scalar(r->ev, "train/loss", p->step, p->loss);
+    events_run_scalar(r->ev, "train/accuracy", p->step, p->accuracy);
+    if (isfinite(p->lr)) events_run_scalar(r->ev, "train/learning_rate", p->step, p->lr);
+    if (isfinite(p->grad_norm)) events_run_scalar(r->ev, "train/grad_norm", p->step, p->grad_norm);
+  }
+}
+
+/* ============================== checkpoints ============================== */
+
+int fitrun_checkpoint(fitrun *r, ckpt_state *s) {
+  char path[4096], v[4][48];
+  const train_position *p = &s->pos;
+  snprintf(v[0], sizeof v[0], "%" PRId64, p->step);
+  snprintf(v[1], sizeof v[1], "%.17g", p->epoch_seen ? p->epoch_loss / (double)p->epoch_seen : NAN);
+  snprintf(v[2], sizeof v[2], "%.17g", p->eval_loss);
+  snprintf(v[3], sizeof v[3], "%.17g", p->eval_accuracy);
+  const char *metrics[] = {"step", v[0], "loss", v[1], "eval_loss", v[2], "eval_accuracy", v[3],
+                           NULL};
+  r->last_time = progress_now();
+  r->requested = false;
+  int rc = ckpt_write(r->ckdir, s, metrics, path, sizeof path);
+  if (rc < 0) {
+    fprintf(stderr, "drover: checkpoint at step %" PRId64 " failed (training goes on, the "
+            "previous checkpoints are kept): %s\n", p->step, drv_errmsg());
+    rundir_event(&r->rd, "checkpoint step-%" PRId64 " failed, training goes on: %s",
+                 p->step, drv_errmsg());
+    return rc;
+  }
+  r->last_step = p->step;
+  rundir_event(&r->rd, "checkpoint step-%" PRId64 " committed", p->step);
+  int gone = ckpt_prune(r->ckdir, r->ck.keep, r->ck.metric[0] ? r->ck.metric : NULL, r->ck.max);
+  if (gone > 0) rundir_event(&r->rd, "checkpoints: %d old removed (keep %d)", gone, r->ck.keep);
+  return 0;
+}
+
+void fitrun_step_end(fitrun *r, ckpt_state *s) {
+  bool due = r->requested;
+  if (r->has_ckpt && s->pos.step != r->last_step) {
+    if (r->ck.every > 0 && s->pos.step % r->ck.every == 0) due = true;
+    if (r->ck.every_seconds > 0 && progress_now() - r->last_time >= r->ck.every_seconds) due = true;
+  }
+  if (due) fitrun_checkpoint(r, s);
+}
+
+void fitrun_fit_done(fitrun *r, ckpt_state *s, const train_result *res) {
+  if (!r->has_ckpt || s->pos.step == r->last_step || s->pos.step == 0) return;
+  /* The final eval is the model's; a resume from here recomputes it (or,
+   * when the last step was evaluated, it is that step's). */
+  s->pos.eval_loss = res->eval_loss;
+  s->pos.eval_accuracy = res->eval_accuracy;
+  fitrun_checkpoint(r, s);
+}

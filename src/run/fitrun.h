@@ -1,0 +1,68 @@
+/* fitrun.h - an in-process run (exp:fit()): its run directory, like a
+ * cluster run's (rundir.h), with run.lua and run.json (the script and its
+ * arguments, for `drover run --resume`), metrics.jsonl, TensorBoard events
+ * under events/train/, events.log, and checkpoints/ taken as the
+ * experiment's checkpoint = { ... } says (ckpt.h).
+ *
+ * A checkpoint that fails (a full disk, an unwritable directory) is said
+ * on stderr and in events.log and training goes on; the previous
+ * checkpoints are untouched.
+ */
+#ifndef DROVER_FITRUN_H
+#define DROVER_FITRUN_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "train/ckpt.h"
+#include "run/events.h"
+#include "base/rundir.h"
+#include "train/train.h"
+
+/* checkpoint = { every, every_seconds, keep, keep_best = { metric, mode } } */
+typedef struct fitrun_ckpt {
+  int64_t every;        /* steps; 0: not by steps */
+  double every_seconds; /* 0: not by time */
+  int keep;             /* 0: all */
+  char metric[64];      /* keep_best's metric, "" for none */
+  bool max;             /* keep_best.mode == "max" */
+} fitrun_ckpt;
+
+typedef struct fitrun {
+  rundir rd;
+  char ckdir[1100]; /* <run>/checkpoints */
+  FILE *metrics;
+  events_writer *ev;
+  bool has_ckpt;    /* checkpoint = {...} was given */
+  fitrun_ckpt ck;
+  double t0, last_time; /* of the fit, of the last checkpoint */
+  int64_t last_step;    /* of the last checkpoint, -1 none */
+  bool requested;       /* exp:checkpoint() during a fit */
+} fitrun;
+
+/* Creates base/<name>-<stamp>/ (or, with `resume`, reopens that run
+ * directory) and writes run.lua (`script`, the script's text, may be
+ * NULL) and run.json (`run_json`, may be NULL) unless resuming. */
+int fitrun_open(fitrun *r, const char *base, const char *name, const char *resume,
+                const char *script, const char *run_json);
+void fitrun_set_ckpt(fitrun *r, const fitrun_ckpt *ck);
+/* Restores s from the newest intact checkpoint (damaged newer ones are
+ * reported by name). 1 restored, 0 none, < 0 error. */
+int fitrun_restore(fitrun *r, ckpt_state *s);
+/* A fit begins / ends (events.log: "fit: ...", "fit done: ..."). */
+void fitrun_begin(fitrun *r, int64_t fit, int64_t from_step);
+void fitrun_end(fitrun *r, const train_result *res, int rc);
+/* After each progress call: a metrics.jsonl line and TensorBoard scalars. */
+void fitrun_progress(fitrun *r, const train_progress *p);
+/* At the end of each step: a checkpoint when one is due or requested. */
+void fitrun_step_end(fitrun *r, ckpt_state *s);
+/* At the end of a fit that finished (or was stopped by its progress
+ * function): with checkpoint = {...}, a last checkpoint unless one of this
+ * step is there already, so the newest checkpoint is the trained model.
+ * `res` gives the final eval, which goes into its manifest for keep_best. */
+void fitrun_fit_done(fitrun *r, ckpt_state *s, const train_result *res);
+/* A checkpoint now. 0, or the failure (also logged). */
+int fitrun_checkpoint(fitrun *r, ckpt_state *s);
+void fitrun_close(fitrun *r);
+
+#endif

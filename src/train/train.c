@@ -1,0 +1,402 @@
+/* train.c - the in-process training loop: steps, epochs, periodic
+ * evaluation, and progress output (a redrawn one-line bar on a terminal,
+ * plain periodic lines otherwise).
+ *
+ * Callback cadence (train_cfg.on_progress): after every training step
+ * (is_eval false) and after every evaluation, periodic or final (is_eval
+ * true). The last step's call and the final evaluation's call are the "end"
+ * calls. Printing is throttled separately (0.25 s on a TTY, 5 s otherwise,
+ * and always once at the end), so a callback sees every step even when the
+ * console does not.
+ */
+#include "train/train.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/err.h"
+#include "train/progress.h"
+
+#define now_sec progress_now
+
+/* ---- steps and evaluation ------------------------------------------------ */
+
+int train_step(nn_module *model, nn_loss *loss, const tensor *x, const tensor *y,
+               float *loss_out, int64_t *correct) {
+  const tensor *out, *dout;
+  int rc;
+  if ((rc = nn_forward(model, x, &out)) < 0) return rc;
+  if ((rc = nn_loss_forward(loss, out, y, loss_out)) < 0) return rc;
+  if (correct) *correct = nn_loss_correct(loss, out, y);
+  if ((rc = nn_loss_backward(loss, out, y, &dout)) < 0) return rc;
+  /* dx == NULL: nothing upstream of the model needs an input gradient. */
+  return nn_backward(model, x, dout, NULL);
+}
+
+/* Evaluation with the model already in eval mode. */
+static int evaluate_batches(nn_module *model, nn_loss *loss, const dataset *d,
+                            int64_t batch, double *loss_out, double *accuracy_out) {
+  data_iter it;
+  int rc = data_iter_init(&it, d, batch, false, 0);
+  if (rc < 0) return rc;
+  double sum = 0;
+  int64_t seen = 0, correct = 0;
+  bool has_acc = true;
+  const tensor *x, *y, *out;
+  while ((rc = data_iter_next(&it, &x, &y)) > 0) {
+    if (drv_interrupted()) {
+      rc = drv_error(DRV_EINTERRUPTED, "evaluation interrupted");
+      break;
+    }
+    float l;
+    if ((rc = nn_forward(model, x, &out)) < 0) break;
+    if ((rc = nn_loss_forward(loss, out, y, &l)) < 0) break;
+    int64_t c = nn_loss_correct(loss, out, y);
+    if (c < 0)
+      has_acc = false;
+    else
+      correct += c;
+    int64_t bs = x->shape[0];
+    sum += (double)l * (double)bs;
+    seen += bs;
+  }
+  data_iter_free(&it);
+  if (rc < 0) return rc;
+  *loss_out = sum / (double)seen;
+  *accuracy_out = has_acc ? (double)correct / (double)seen : NAN;
+  return 0;
+}
+
+int train_evaluate(nn_module *model, nn_loss *loss, const dataset *d, int64_t batch,
+                   double *loss_out, double *accuracy_out) {
+  if (!model || !loss || !d) return drv_error(DRV_EINVAL, "evaluate: missing model, loss or data");
+  if (batch <= 0)
+    return drv_error(DRV_EINVAL, "evaluate: batch must be > 0 (got %lld)", (long long)batch);
+  if (d->n <= 0) return drv_error(DRV_EINVAL, "evaluate: dataset %s is empty", d->source);
+  /* A lazy dataset is filled in place on first use: what it holds, as
+   * seen through const, does not change. */
+  int rc = data_load((dataset *)d);
+  if (rc < 0) return rc;
+  bool was = model->training;
+  nn_set_training(model, false);
+  rc = evaluate_batches(model, loss, d, batch, loss_out, accuracy_out);
+  nn_set_training(model, was);
+  return rc;
+}
+
+/* ---- the fit loop ---------------------------------------------------------- */
+
+typedef struct fit {
+  nn_module *model;
+  nn_loss *loss;
+  optim_t *opt;
+  const train_cfg *cfg;
+  train_progress p;
+  double t0;
+  double eval_secs;     /* wall time spent evaluating, kept out of throughput */
+  progress out;         /* progress output */
+  int64_t examples;     /* training examples consumed */
+  double epoch_loss;    /* sum of loss * batch size in this epoch */
+  int64_t epoch_seen, epoch_correct;
+  bool epoch_has_acc;
+  train_stopper stopper;
+  bool stopped_early;
+} fit;
+
+static void fit_update_times(fit *f) {
+  train_progress *p = &f->p;
+  p->elapsed = now_sec() - f->t0;
+  double train_secs = p->elapsed - f->eval_secs;
+  p->examples_per_sec = train_secs > 0 ? (double)f->examples / train_secs : 0;
+  p->eta = p->step > 0 ? train_secs / (double)p->step * (double)(p->total_steps - p->step) : 0;
+}
+
+static void fit_print(fit *f, bool force) { progress_step(&f->out, &f->p, force); }
+
+static int fit_eval(fit *f) {
+  const train_cfg *cfg = f->cfg;
+  double t = now_sec();
+  int rc = train_evaluate(f->model, f->loss, cfg->eval, cfg->batch, &f->p.eval_loss,
+                          &f->p.eval_accuracy);
+  f->eval_secs += now_sec() - t;
+  if (rc < 0) return rc;
+  progress_eval(&f->out, &f->p);
+  fit_update_times(f);
+  optim_observe(f->opt, f->p.eval_loss, f->p.eval_accuracy);
+  if (cfg->on_progress) {
+    f->p.is_eval = true;
+    rc = cfg->on_progress(cfg->ud, &f->p);
+    f->p.is_eval = false;
+    if (rc != 0) return rc;
+  }
+  if (train_stop_observe(&cfg->stop, &f->stopper, f->p.step, f->p.eval_loss,
+                         f->p.eval_accuracy))
+    f->stopped_early = true;
+  return 0;
+}
+
+bool train_stop_observe(const train_stop *s, train_stopper *st, int64_t step, double eval_loss,
+                        double eval_accuracy) {
+  if (!s->on) return false;
+  double v = s->metric == OMETRIC_EVAL_ACCURACY ? eval_accuracy : eval_loss;
+  if (isnan(v)) return false;
+  if (!st->seen || (s->maximize ? v > st->best + s->min_delta : v < st->best - s->min_delta)) {
+    st->best = v, st->best_step = step, st->bad = 0, st->seen = true;
+    return false;
+  }
+  return ++st->bad > s->patience;
+}
+
+void train_stopper_format(const train_stopper *s, char *buf, size_t n) {
+  snprintf(buf, n, "%a %lld %lld %d", s->best, (long long)s->best_step, (long long)s->bad,
+           s->seen ? 1 : 0);
+}
+
+bool train_stopper_parse(const char *s, train_stopper *out) {
+  double best;
+  long long step, bad;
+  int seen;
+  if (!s || sscanf(s, "%la %lld %lld %d", &best, &step, &bad, &seen) != 4 || bad < 0) return false;
+  *out = (train_stopper){best, step, bad, seen != 0};
+  return true;
+}
+
+static void fit_epoch_begin(fit *f, int64_t epoch) {
+  f->p.epoch = epoch;
+  f->epoch_loss = 0;
+  f->epoch_seen = f->epoch_correct = 0;
+  f->epoch_has_acc = true;
+}
+
+/* One optimizer step on the iterator's next batch; 1 done, 0 epoch over. */
+static int fit_one_step(fit *f, data_iter *it) {
+  const tensor *x, *y;
+  int rc = data_iter_next(it, &x, &y);
+  if (rc <= 0) return rc;
+  float l;
+  int64_t correct;
+  /* Gradients are zero here: fit_loop clears them once, and every step's
+   * optimizer update clears them again while they are in cache. */
+  if ((rc = train_step(f->model, f->loss, x, y, &l, &correct)) < 0) return rc;
+  /* A non-finite loss poisons every parameter at the update: the fit
+   * stops before it, naming the step, with the model as it was. */
+  if (!isfinite(l)) {
+    nn_zero_grad(f->model);
+    return drv_error(DRV_ERANGE, "fit: the loss is %s at step %lld (epoch %lld); stopped before "
+                     "the update (check the data and the learning rate)",
+                     isnan(l) ? "NaN" : "infinite", (long long)f->p.step + 1,
+                     (long long)f->p.epoch);
+  }
+  f->p.lr = optim_lr(f->opt);
+  if ((rc = optim_step_zero_grad(f->opt)) < 0) return rc;
+  f->p.grad_norm = optim_grad_norm(f->opt);
+  int64_t bs = x->shape[0];
+  f->p.step++;
+  f->examples += bs;
+  f->epoch_loss += (double)l * (double)bs;
+  f->epoch_seen += bs;
+  if (correct < 0)
+    f->epoch_has_acc = false;
+  else
+    f->epoch_correct += correct;
+  f->p.loss = f->epoch_loss / (double)f->epoch_seen;
+  f->p.accuracy = f->epoch_has_acc ? (double)f->epoch_correct / (double)f->epoch_seen : NAN;
+  fit_update_times(f);
+  return 1;
+}
+
+/* The fit's position, for the on_step_end hook. */
+static void fit_position(const fit *f, const data_iter *it, train_position *pos) {
+  *pos = (train_position){.step = f->p.step, .epoch = f->p.epoch, .data_pos = it->pos,
+                          .epoch_loss = f->epoch_loss,
+                          .epoch_seen = f->epoch_seen, .epoch_correct = f->epoch_correct,
+                          .epoch_has_acc = f->epoch_has_acc, .eval_loss = f->p.eval_loss,
+                          .eval_accuracy = f->p.eval_accuracy, .stop = f->stopper};
+}
+
+/* Puts the fit where `from` says, in its epoch `epoch`: the iterator, and
+ * the sums the reported loss and accuracy come from. */
+static int fit_resume_epoch(fit *f, data_iter *it, const train_position *from) {
+  int rc = data_iter_seek(it, from->epoch - 1, from->data_pos);
+  if (rc < 0) return rc;
+  f->epoch_loss = from->epoch_loss;
+  f->epoch_seen = from->epoch_seen;
+  f->epoch_correct = from->epoch_correct;
+  f->epoch_has_acc = from->epoch_has_acc;
+  return 0;
+}
+
+/* The end of one step: progress, the periodic eval, the step-end hook. */
+static int fit_step_done(fit *f, data_iter *it) {
+  const train_cfg *cfg = f->cfg;
+  int rc;
+  fit_print(f, false);
+  if (cfg->on_progress && (rc = cfg->on_progress(cfg->ud, &f->p)) != 0) return rc;
+  if (cfg->eval && cfg->eval_every > 0 && f->p.step % cfg->eval_every == 0 &&
+      (rc = fit_eval(f)) != 0)
+    return rc;
+  if (!cfg->on_step_end) return 0;
+  train_position pos;
+  fit_position(f, it, &pos);
+  return cfg->on_step_end(cfg->ud, &pos);
+}
+
+/* Runs steps until the plan is done, an error, an interrupt or a stop
+ * request from the callback; from cfg->resume's position when set. */
+static int fit_loop(fit *f, data_iter *it) {
+  const train_cfg *cfg = f->cfg;
+  const train_position *from = cfg->resume && cfg->resume->epoch > 0 ? cfg->resume : NULL;
+  nn_zero_grad(f->model);
+  for (int64_t epoch = from ? from->epoch : 1;
+       epoch <= cfg->epochs && f->p.step < f->p.total_steps; epoch++) {
+    if (epoch > 1 && !from) data_iter_reset(it);
+    fit_epoch_begin(f, epoch);
+    if (from) {
+      int rc = fit_resume_epoch(f, it, from);
+      if (rc < 0) return rc;
+      from = NULL;
+    }
+    while (f->p.step < f->p.total_steps) {
+      if (drv_interrupted())
+        return drv_error(DRV_EINTERRUPTED, "training interrupted at step %lld",
+                         (long long)f->p.step);
+      int rc = fit_one_step(f, it);
+      if (rc < 0) return rc;
+      if (rc == 0) break;
+      if ((rc = fit_step_done(f, it)) != 0) return rc;
+      if (f->stopped_early) return 0;
+    }
+  }
+  return 0;
+}
+
+static int fit_check(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *train,
+                     const train_cfg *cfg) {
+  if (!model || !loss || !opt || !train || !cfg)
+    return drv_error(DRV_EINVAL, "fit: missing model, loss, optimizer, data or config");
+  if (cfg->batch <= 0)
+    return drv_error(DRV_EINVAL, "fit: batch must be > 0 (got %lld)", (long long)cfg->batch);
+  if (cfg->epochs <= 0)
+    return drv_error(DRV_EINVAL, "fit: epochs must be > 0 (got %lld)", (long long)cfg->epochs);
+  if (cfg->max_steps < 0)
+    return drv_error(DRV_EINVAL, "fit: max_steps must be >= 0 (got %lld)",
+                     (long long)cfg->max_steps);
+  if (cfg->eval_every < 0)
+    return drv_error(DRV_EINVAL, "fit: eval_every must be >= 0 (got %lld)",
+                     (long long)cfg->eval_every);
+  if (cfg->stop.on && (!cfg->eval || cfg->eval_every <= 0))
+    return drv_error(DRV_EINVAL, "fit: early stopping needs periodic evals (eval = { data = ..., "
+                     "every = STEPS })");
+  if (cfg->stop.on && (cfg->stop.patience < 0 || !(cfg->stop.min_delta >= 0)))
+    return drv_error(DRV_EINVAL, "fit: stop.patience and stop.min_delta must be >= 0");
+  if (train->n <= 0) return drv_error(DRV_EINVAL, "fit: dataset %s is empty", train->source);
+  int64_t steps, per_epoch = (train->n + cfg->batch - 1) / cfg->batch;
+  if (__builtin_mul_overflow(cfg->epochs, per_epoch, &steps))
+    return drv_error(DRV_EINVAL, "fit: %lld epochs of %lld steps are too many steps to count",
+                     (long long)cfg->epochs, (long long)per_epoch);
+  if (cfg->eval && cfg->eval->n <= 0)
+    return drv_error(DRV_EINVAL, "fit: eval dataset %s is empty", cfg->eval->source);
+  return 0;
+}
+
+/* Final evaluation (unless the last step was just evaluated), last output
+ * line, and the result. */
+static int fit_finish(fit *f, int rc, train_result *res) {
+  const train_cfg *cfg = f->cfg;
+  bool evaluated_last = cfg->eval_every > 0 && f->p.step > 0 &&
+                        f->p.step % cfg->eval_every == 0;
+  if (rc == 0 && cfg->eval && !evaluated_last) rc = fit_eval(f);
+  fit_update_times(f);
+  fit_print(f, true);
+  progress_end(&f->out);
+  if (res) {
+    train_result_set(res, &f->p);
+    res->stopped_early = f->stopped_early;
+    res->best_step = f->stopper.seen ? f->stopper.best_step : 0;
+    res->best_metric = f->stopper.seen ? f->stopper.best : NAN;
+  }
+  return rc;
+}
+
+void train_result_set(train_result *r, const train_progress *p) {
+  r->steps = p->step;
+  r->epochs = p->epoch;
+  r->loss = p->loss;
+  r->accuracy = p->accuracy;
+  r->eval_loss = p->eval_loss;
+  r->eval_accuracy = p->eval_accuracy;
+  r->examples_per_sec = p->examples_per_sec;
+  r->seconds = p->elapsed;
+}
+
+int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *train,
+              const train_cfg *cfg, train_result *res) {
+  if (res) {
+    memset(res, 0, sizeof *res);
+    res->loss = res->accuracy = res->eval_loss = res->eval_accuracy = NAN;
+  }
+  /* Lazy datasets are filled in place on first use (see train_evaluate). */
+  int rc = train ? data_load((dataset *)train) : 0;
+  if (rc == 0 && cfg && cfg->eval) rc = data_load((dataset *)cfg->eval);
+  if (rc == 0) rc = fit_check(model, loss, opt, train, cfg);
+  if (rc < 0) return rc;
+  fit f = {.model = model, .loss = loss, .opt = opt, .cfg = cfg};
+  int64_t per_epoch = (train->n + cfg->batch - 1) / cfg->batch;
+  f.p.total_steps = cfg->epochs * per_epoch;
+  if (cfg->max_steps > 0 && cfg->max_steps < f.p.total_steps)
+    f.p.total_steps = cfg->max_steps;
+  f.p.epochs = cfg->epochs;
+  f.p.loss = f.p.accuracy = f.p.eval_loss = f.p.eval_accuracy = NAN;
+  f.p.lr = f.p.grad_norm = NAN;
+  /* The bar appears after the first step; plain lines only after 5 s. */
+  progress_init(&f.out, cfg->progress, cfg->progress_tty);
+  f.t0 = now_sec();
+  if (cfg->resume) { /* the steps before it were counted by the first run */
+    f.p.step = cfg->resume->step;
+    f.p.eval_loss = cfg->resume->eval_loss;
+    f.p.eval_accuracy = cfg->resume->eval_accuracy;
+    f.stopper = cfg->resume->stop;
+  }
+  data_iter it;
+  if ((rc = data_iter_init(&it, train, cfg->batch, cfg->shuffle, cfg->seed)) < 0) return rc;
+  bool was = model->training;
+  nn_set_training(model, true);
+  rc = fit_loop(&f, &it);
+  data_iter_free(&it);
+  rc = fit_finish(&f, rc, res);
+  nn_set_training(model, was);
+  return rc;
+}
+
+int train_predict(nn_module *model, const tensor *x, int64_t batch, tensor **out) {
+  *out = NULL;
+  if (!model || !x || x->ndim < 1 || x->shape[0] < 1 || !tensor_is_contiguous(x))
+    return drv_error(DRV_EINVAL, "predict: expected a contiguous tensor of at least one row");
+  if (batch <= 0) return drv_error(DRV_EINVAL, "predict: batch must be > 0 (got %lld)", (long long)batch);
+  int64_t n = x->shape[0], row = tensor_numel(x) / n;
+  bool was = model->training;
+  nn_set_training(model, false);
+  int rc = 0;
+  tensor *res = NULL;
+  for (int64_t r0 = 0; r0 < n && rc == 0; r0 += batch) {
+    tensor v = *x; /* a view header of rows [r0, r0 + k) */
+    v.shape[0] = r0 + batch <= n ? batch : n - r0;
+    v.offset += r0 * row;
+    const tensor *y;
+    if ((rc = nn_forward(model, &v, &y)) < 0) break;
+    int64_t k = y->ndim == 2 ? y->shape[1] : 1;
+    if (!res) {
+      int64_t shape[2] = {n, k};
+      if (!(res = tensor_new(2, shape))) rc = DRV_ENOMEM;
+    }
+    if (rc == 0 && (y->ndim > 2 || res->shape[1] != k || !tensor_is_contiguous(y)))
+      rc = drv_error(DRV_ESHAPE, "predict: the model's output is not [rows, k]");
+    if (rc == 0)
+      memcpy(tensor_data(res) + r0 * k, tensor_data(y), (size_t)(v.shape[0] * k) * sizeof(float));
+  }
+  nn_set_training(model, was);
+  if (rc < 0) tensor_free(res);
+  else *out = res;
+  return rc;
+}

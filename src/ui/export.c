@@ -1,0 +1,176 @@
+/* export.c - writing the model of a run's checkpoint (see export.h). */
+#include "ui/export.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "train/ckpt.h"
+#include "base/afile.h"
+#include "base/err.h"
+#include "base/manifest.h"
+#include "numeric/nn.h"
+#include "base/safetensors.h"
+
+static bool is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The run's directory: RUN itself when it is one, else <runs>/RUN. */
+static int find_run(const export_opts *o, char *dir, size_t n) {
+  if (is_dir(o->run)) return snprintf(dir, n, "%s", o->run), 0;
+  if (!strchr(o->run, '/') && snprintf(dir, n, "%s/%s", o->runs, o->run) < (int)n && is_dir(dir))
+    return 0;
+  if (strchr(o->run, '/'))
+    return drv_error(DRV_EINVAL, "no run '%s': not a directory", o->run);
+  return drv_error(DRV_EINVAL, "no run '%s': not a directory nor a run in %s (`drover ls %s` "
+                   "lists them)", o->run, o->runs, o->runs);
+}
+
+/* "8, 16, 24" (the last few when there are many) into buf. */
+static const char *steps_of(const ckpt_entry *c, int n, char *buf, size_t len) {
+  size_t at = 0;
+  buf[0] = '\0';
+  int from = n > 20 ? n - 20 : 0;
+  if (from) at += (size_t)snprintf(buf, len, "..., ");
+  for (int i = from; i < n && at < len; i++)
+    at += (size_t)snprintf(buf + at, len - at, "%s%" PRId64, i > from ? ", " : "", c[i].step);
+  return buf;
+}
+
+static void warn_bad(void *ud, const char *msg) {
+  if (ud) fprintf(ud, "drover: %s\n", msg);
+}
+
+/* The checkpoint to export into *found. */
+static int pick(const export_opts *o, const char *ckdir, FILE *warn, ckpt_entry *found) {
+  ckpt_entry *all;
+  int n = ckpt_list(ckdir, &all);
+  if (n < 0) return n;
+  int rc = 0;
+  if (n == 0) {
+    rc = drv_error(DRV_EINVAL, "run '%s' has no checkpoint (checkpoint = { every = STEPS } in "
+                   "its experiment takes them)", o->run);
+  } else if (o->step >= 0) {
+    int i = 0;
+    while (i < n && all[i].step != o->step) i++;
+    char steps[400];
+    if (i == n)
+      rc = drv_error(DRV_EINVAL, "run '%s' has no checkpoint of step %" PRId64 "; it has steps %s",
+                     o->run, o->step, steps_of(all, n, steps, sizeof steps));
+    else *found = all[i];
+  } else {
+    int got = ckpt_newest(ckdir, found, warn_bad, warn);
+    if (got == 0)
+      rc = drv_error(DRV_EIO, "run '%s': none of its %d checkpoints is intact", o->run, n);
+    else if (got < 0) rc = got;
+  }
+  free(all);
+  return rc;
+}
+
+/* Copies src to dst through a temporary renamed over it (afile.h). */
+static int copy_file(const char *src, const char *dst) {
+  int in = open(src, O_RDONLY | O_CLOEXEC);
+  if (in < 0) return drv_error(DRV_EIO, "cannot read '%s': %s", src, strerror(errno));
+  afile out;
+  int rc = afile_open(&out, dst);
+  char buf[1 << 16];
+  ssize_t k = 0;
+  while (rc == 0 && !out.err && (k = read(in, buf, sizeof buf)) != 0) {
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      rc = drv_error(DRV_EIO, "cannot read '%s': %s", src, strerror(errno));
+      afile_abort(&out);
+    } else {
+      afile_write(&out, buf, (size_t)k);
+    }
+  }
+  close(in);
+  return rc < 0 ? rc : afile_commit(&out, 0644);
+}
+
+/* Copies tensor t of a ps file into the parameter named like it, at the
+ * rows the file's metadata says (a split variable's shard). */
+static int merge_tensor(nn_param_list *pl, const safetensors_file *f, const safetensors_tensor *t,
+                        const char *file) {
+  for (int i = 0; i < pl->n; i++) {
+    tensor *v = pl->items[i].value;
+    if (strcmp(pl->items[i].name, t->name) != 0) continue;
+    char key[600];
+    snprintf(key, sizeof key, "%s.row0", t->name);
+    const char *r0 = safetensors_meta(f, key);
+    int64_t row0 = r0 ? strtoll(r0, NULL, 10) : 0, rows = v->shape[0] ? v->shape[0] : 1;
+    int64_t per_row = tensor_numel(v) / rows;
+    if (row0 < 0 || (row0 * per_row + t->numel) > tensor_numel(v))
+      return drv_error(DRV_EINVAL, "%s: %s does not fit the model's %s", file, t->name,
+                       pl->items[i].name);
+    memcpy(tensor_data(v) + row0 * per_row, t->data, (size_t)t->numel * sizeof(float));
+    return 0;
+  }
+  return drv_error(DRV_EINVAL, "%s: %s is not a parameter of the model", file, t->name);
+}
+
+/* A cluster checkpoint: one file per ps, each with its shards; rebuilt
+ * into the model its manifest describes and written as one file. */
+static int export_cluster(const char *dir, const manifest *m, const char *out) {
+  const char *spec = manifest_meta(m, NN_SPEC_META_KEY);
+  if (!spec || !spec[0]) return drv_error(DRV_EINVAL, "%s: the manifest has no model spec", dir);
+  rng_t r;
+  rng_seed(&r, 1);
+  nn_module *model = nn_from_spec(spec, &r);
+  if (!model) return DRV_EINVAL;
+  nn_param_list pl = {0};
+  /* Parameters and buffers: the ps files hold BatchNorm's running
+   * statistics too (num_batches_tracked stays 0: it is not on a ps). */
+  int rc = nn_torch_state(model, &pl);
+  for (int k = 0; k < m->nfiles && rc == 0; k++) {
+    char path[PATH_MAX + 100];
+    snprintf(path, sizeof path, "%s/%s", dir, m->files[k].name);
+    safetensors_file f;
+    rc = safetensors_read(path, &f);
+    for (size_t t = 0; t < f.n && rc == 0; t++)
+      if (strncmp(f.tensors[t].name, "optim.", 6) != 0) rc = merge_tensor(&pl, &f, &f.tensors[t], path);
+    safetensors_free(&f);
+  }
+  if (rc == 0) rc = nn_save(model, out);
+  nn_param_list_free(&pl);
+  nn_unref(model);
+  return rc;
+}
+
+int export_model(const export_opts *o, FILE *warn, int64_t *step) {
+  char dir[PATH_MAX], ckdir[PATH_MAX + 16], src[PATH_MAX + 4200];
+  int rc = find_run(o, dir, sizeof dir);
+  if (rc < 0) return rc;
+  snprintf(ckdir, sizeof ckdir, "%s/checkpoints", dir);
+  ckpt_entry c;
+  if ((rc = pick(o, ckdir, warn, &c)) < 0) return rc;
+  manifest m;
+  rc = ckpt_open(c.path, &m);
+  const char *kind = rc == 0 ? manifest_meta(&m, "kind") : NULL;
+  if (kind && strcmp(kind, "cluster") == 0) {
+    rc = export_cluster(c.path, &m, o->out);
+    manifest_free(&m);
+    if (rc == 0 && step) *step = c.step;
+    return rc;
+  }
+  manifest_free(&m);
+  if (rc < 0) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", drv_errmsg()); /* drv_error reuses its buffer */
+    return drv_error(DRV_EIO, "checkpoint step-%" PRId64 " of run '%s' is damaged: %s", c.step,
+                     o->run, why);
+  }
+  snprintf(src, sizeof src, "%s/" CKPT_MODEL, c.path);
+  if ((rc = copy_file(src, o->out)) < 0) return rc;
+  if (step) *step = c.step;
+  return 0;
+}
