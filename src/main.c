@@ -122,7 +122,7 @@ static lua_State *new_state(uv_loop_t *loop) {
   }
   drover_lua_set_loop(L, loop);
   if (drover_lua_init(L) < 0) {
-    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    fprintf(stderr, "drover: %s\n", err_msg());
     lua_close(L);
     return NULL;
   }
@@ -442,7 +442,7 @@ int cmd_ls(int argc, char **argv) {
   }
   int n = runs_list(dir, stdout);
   if (n < 0) {
-    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    fprintf(stderr, "drover: %s\n", err_msg());
     return 1;
   }
   if (n == 0) printf("no runs in %s\n", dir);
@@ -466,7 +466,7 @@ int cmd_logs(int argc, char **argv) {
   }
   if (!o.run) return usage_error(self, "which run? (a run directory or a name from `drover ls`)");
   if (logs_main(&o, stdout) < 0) {
-    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    fprintf(stderr, "drover: %s\n", err_msg());
     return 1;
   }
   return 0;
@@ -495,15 +495,15 @@ int cmd_export_metrics(int argc, char **argv) {
   FILE *out = stdout;
   if (runs_find(runs, run, dir, sizeof dir) < 0) goto fail;
   if (file && !(out = fopen(file, "w"))) {
-    drv_error(DRV_EIO, "cannot write '%s': %s", file, strerror(errno));
+    err_set(DRV_EIO, "cannot write '%s': %s", file, strerror(errno));
     goto fail;
   }
   long n = export_metrics(dir, fmt, out);
   if (out != stdout && fclose(out) != 0 && n >= 0)
-    n = drv_error(DRV_EIO, "cannot write '%s': %s", file, strerror(errno));
+    n = err_set(DRV_EIO, "cannot write '%s': %s", file, strerror(errno));
   if (n >= 0) return 0;
 fail:
-  fprintf(stderr, "drover: %s\n", drv_errmsg());
+  fprintf(stderr, "drover: %s\n", err_msg());
   return 1;
 }
 
@@ -557,7 +557,7 @@ int cmd_export(int argc, char **argv) {
   if (!o.out) return usage_error(self, "-o FILE is needed: where to write the model");
   int64_t step;
   if (export_model(&o, stderr, &step) < 0) {
-    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    fprintf(stderr, "drover: %s\n", err_msg());
     return 1;
   }
   printf("%s: the model of step %lld of %s\n", o.out, (long long)step, o.run);

@@ -43,12 +43,12 @@ int afile_open(afile *f, const char *path) {
     int k = snprintf(f->tmp, sizeof f->tmp, "%s.tmp-%ld-%u", path, (long)getpid(),
                      atomic_fetch_add(&counter, 1));
     if (k < 0 || (size_t)k >= sizeof f->tmp)
-      return drv_error(DRV_ERANGE, "cannot write '%s': path too long", path);
+      return err_set(DRV_ERANGE, "cannot write '%s': path too long", path);
     f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (f->fd >= 0) return 0;
     if (errno != EEXIST) break;
   }
-  return drv_error(DRV_EIO, "cannot write '%s': %s", path, strerror(errno));
+  return err_set(DRV_EIO, "cannot write '%s': %s", path, strerror(errno));
 }
 
 /* Asks the kernel to start writing what was written since the last time
@@ -87,11 +87,11 @@ int afile_commit(afile *f, mode_t mode) {
   if (!failed && rename(f->tmp, f->path) < 0) failed = "rename", e = errno;
   if (failed) {
     unlink(f->tmp);
-    return drv_error(DRV_EIO, "cannot write '%s': %s failed: %s", f->path, failed, strerror(e));
+    return err_set(DRV_EIO, "cannot write '%s': %s failed: %s", f->path, failed, strerror(e));
   }
   if (util_sync_parent(f->path) < 0)
-    return drv_error(DRV_EIO, "cannot write '%s': syncing its directory failed: %s", f->path,
-                     strerror(errno));
+    return err_set(DRV_EIO, "cannot write '%s': syncing its directory failed: %s", f->path,
+                   strerror(errno));
   return 0;
 }
 

@@ -10,9 +10,9 @@
 static _Thread_local char errbuf[8192];
 static volatile sig_atomic_t interrupt_flag;
 
-int drv_error(int code, const char *fmt, ...) {
+int err_set(int code, const char *fmt, ...) {
   /* Callers often wrap the previous message ("launching %s: %s", ...,
-   * drv_errmsg()): format aside, then copy, so that source and target of
+   * err_msg()): format aside, then copy, so that source and target of
    * vsnprintf never overlap. */
   char msg[sizeof errbuf];
   va_list ap;
@@ -23,9 +23,9 @@ int drv_error(int code, const char *fmt, ...) {
   return code;
 }
 
-const char *drv_errmsg(void) { return errbuf; }
+const char *err_msg(void) { return errbuf; }
 
-const char *drv_strerror(int code) {
+const char *err_str(int code) {
   switch (code) {
   case DRV_OK: return "success";
 #define XX(c, msg) case DRV_E##c: return msg;
@@ -35,7 +35,7 @@ const char *drv_strerror(int code) {
   }
 }
 
-const char *drv_err_name(int code) {
+const char *err_name(int code) {
   switch (code) {
   case DRV_OK: return "DRV_OK";
 #define XX(c, _) case DRV_E##c: return "DRV_E" #c;
@@ -45,6 +45,6 @@ const char *drv_err_name(int code) {
   }
 }
 
-void drv_interrupt_request(void) { interrupt_flag = 1; }
-int drv_interrupted(void) { return interrupt_flag != 0; }
-void drv_interrupt_clear(void) { interrupt_flag = 0; }
+void err_interrupt_request(void) { interrupt_flag = 1; }
+int err_interrupted(void) { return interrupt_flag != 0; }
+void err_interrupt_clear(void) { interrupt_flag = 0; }

@@ -3,8 +3,8 @@
  * Every library function returns 0 (or a count) on success and a negative
  * DRV_E* code on failure. Alongside the code, the failing function leaves a
  * human-readable message (naming the file, line, shape... that was wrong) in
- * a thread-local buffer, read with drv_errmsg(). The message stays valid
- * until the next drv_error() on the same thread.
+ * a thread-local buffer, read with err_msg(). The message stays valid
+ * until the next err_set() on the same thread.
  */
 #ifndef DROVER_ERR_H
 #define DROVER_ERR_H
@@ -29,7 +29,7 @@
   XX(PERM, "not permitted")                                 \
   XX(AGAIN, "not ready yet: try again later")
 
-enum drv_errno {
+enum err_code {
   DRV_OK = 0,
   DRV__EBASE = -1000,
 #define XX(code, _) DRV_E##code,
@@ -39,23 +39,23 @@ enum drv_errno {
 };
 
 /* Records a formatted message for the calling thread and returns `code`,
- * so that error paths read `return drv_error(DRV_EPARSE, "%s:%d: ...", ...)`. */
-int drv_error(int code, const char *fmt, ...)
+ * so that error paths read `return err_set(DRV_EPARSE, "%s:%d: ...", ...)`. */
+int err_set(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* The last message recorded on this thread ("" when none). Never NULL. */
-const char *drv_errmsg(void);
+const char *err_msg(void);
 
 /* Static short description and name ("DRV_EPARSE") of a code. Never NULL. */
-const char *drv_strerror(int code);
-const char *drv_err_name(int code);
+const char *err_str(int code);
+const char *err_name(int code);
 
 /* Cooperative interruption (Ctrl-C). A SIGINT handler calls
- * drv_interrupt_request(); long-running C loops (training, readers) poll
- * drv_interrupted() and return DRV_EINTERRUPTED. Whoever resumes normal work
- * calls drv_interrupt_clear(). Async-signal-safe. */
-void drv_interrupt_request(void);
-int drv_interrupted(void);
-void drv_interrupt_clear(void);
+ * err_interrupt_request(); long-running C loops (training, readers) poll
+ * err_interrupted() and return DRV_EINTERRUPTED. Whoever resumes normal work
+ * calls err_interrupt_clear(). Async-signal-safe. */
+void err_interrupt_request(void);
+int err_interrupted(void);
+void err_interrupt_clear(void);
 
 #endif

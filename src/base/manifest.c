@@ -24,7 +24,7 @@
 
 int manifest_hash_file(const char *path, char hex[65], uint64_t *size) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
+  if (fd < 0) return err_set(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
   sha256_ctx st;
   if (sha256_init(&st) < 0) {
     close(fd);
@@ -39,7 +39,7 @@ int manifest_hash_file(const char *path, char hex[65], uint64_t *size) {
       int e = errno;
       close(fd);
       sha256_drop(&st);
-      return drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(e));
+      return err_set(DRV_EIO, "cannot read '%s': %s", path, strerror(e));
     }
     sha256_update(&st, buf, (size_t)k);
     total += (uint64_t)k;
@@ -94,7 +94,7 @@ static json_t *chunked_json(const char *name, uint64_t size, const char *d) {
 static int files_json(const char *dir, const char *const *files, const uint64_t *sizes,
                       const char *const *hexes, json_t **out) {
   json_t *arr = *out = json_array();
-  if (!arr) return drv_error(DRV_ENOMEM, "out of memory writing a manifest");
+  if (!arr) return err_set(DRV_ENOMEM, "out of memory writing a manifest");
   for (int i = 0; files && files[i]; i++) {
     char path[4096], hex[65];
     uint64_t size;
@@ -102,7 +102,7 @@ static int files_json(const char *dir, const char *const *files, const uint64_t 
     int rc = 0;
     json_t *chunked = hexes && hexes[i] ? chunked_json(files[i], sizes[i], hexes[i]) : NULL;
     if (chunked) {
-      if (json_array_append_new(arr, chunked) < 0) rc = drv_error(DRV_ENOMEM, "out of memory");
+      if (json_array_append_new(arr, chunked) < 0) rc = err_set(DRV_ENOMEM, "out of memory");
       if (rc == 0) continue;
       json_decref(arr);
       *out = NULL;
@@ -116,7 +116,7 @@ static int files_json(const char *dir, const char *const *files, const uint64_t 
     }
     if (rc == 0 && json_array_append_new(arr, json_pack("{s:s, s:I, s:s}", "name", files[i],
                                                         "size", (json_int_t)size, "sha256", hex)) < 0)
-      rc = drv_error(DRV_ENOMEM, "out of memory writing a manifest");
+      rc = err_set(DRV_ENOMEM, "out of memory writing a manifest");
     if (rc < 0) {
       json_decref(arr);
       *out = NULL;
@@ -142,7 +142,7 @@ int manifest_commit(const char *dir, const char *const *files, const char *const
 
 int manifest_commit_hashed(const char *dir, const char *const *files, const uint64_t *sizes,
                            const char *const *hexes, const char *const *meta) {
-  if (!dir) return drv_error(DRV_EINVAL, "manifest_commit: NULL directory");
+  if (!dir) return err_set(DRV_EINVAL, "manifest_commit: NULL directory");
   json_t *fl;
   int rc = files_json(dir, files, sizes, hexes, &fl);
   if (rc < 0) return rc;
@@ -150,7 +150,7 @@ int manifest_commit_hashed(const char *dir, const char *const *files, const uint
                            meta_json(meta));
   char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
   json_decref(root);
-  if (!text) return drv_error(DRV_ENOMEM, "cannot write the manifest in '%s': out of memory", dir);
+  if (!text) return err_set(DRV_ENOMEM, "cannot write the manifest in '%s': out of memory", dir);
   char path[4150];
   snprintf(path, sizeof path, "%s/%s", dir, MANIFEST_NAME);
   afile f;
@@ -191,8 +191,8 @@ static int read_files(const char *path, json_t *arr, manifest *m) {
   size_t i;
   json_t *v;
   if (!json_is_array(arr) || json_array_size(arr) > MANIFEST_MAX_FILES)
-    return drv_error(DRV_EPARSE, "'%s': \"files\" is not a list of at most %d files", path,
-                     MANIFEST_MAX_FILES);
+    return err_set(DRV_EPARSE, "'%s': \"files\" is not a list of at most %d files", path,
+                   MANIFEST_MAX_FILES);
   json_array_foreach(arr, i, v) {
     const char *name, *hex = NULL;
     json_int_t size, chunk = 0;
@@ -202,8 +202,8 @@ static int read_files(const char *path, json_t *arr, manifest *m) {
                     "chunk", &chunk, "sha256_chunks", &list) < 0 ||
         size < 0 || strlen(name) >= sizeof f->name || strchr(name, '/') ||
         (hex ? strlen(hex) != 64 || list : read_chunks(list, (uint64_t)size, chunk, f) < 0))
-      return drv_error(DRV_EPARSE, "'%s': file entry %zu is not {name, size, sha256} nor {name, "
-                       "size, chunk, sha256_chunks}", path, i);
+      return err_set(DRV_EPARSE, "'%s': file entry %zu is not {name, size, sha256} nor {name, "
+                     "size, chunk, sha256_chunks}", path, i);
     snprintf(f->name, sizeof f->name, "%s", name);
     if (hex) memcpy(f->sha256, hex, 65);
     f->size = (uint64_t)size;
@@ -214,16 +214,16 @@ static int read_files(const char *path, json_t *arr, manifest *m) {
 
 static int read_meta(const char *path, json_t *obj, manifest *m) {
   size_t n = json_is_object(obj) ? json_object_size(obj) : 0, k = 0;
-  if (!json_is_object(obj)) return drv_error(DRV_EPARSE, "'%s': \"meta\" is not an object", path);
+  if (!json_is_object(obj)) return err_set(DRV_EPARSE, "'%s': \"meta\" is not an object", path);
   m->meta = calloc(2 * n + 1, sizeof *m->meta);
-  if (!m->meta) return drv_error(DRV_ENOMEM, "out of memory reading '%s'", path);
+  if (!m->meta) return err_set(DRV_ENOMEM, "out of memory reading '%s'", path);
   const char *key;
   json_t *v;
   json_object_foreach(obj, key, v) {
-    if (!json_is_string(v)) return drv_error(DRV_EPARSE, "'%s': meta \"%s\" is not a string", path, key);
+    if (!json_is_string(v)) return err_set(DRV_EPARSE, "'%s': meta \"%s\" is not a string", path, key);
     m->meta[k++] = strdup(key);
     m->meta[k++] = strdup(json_string_value(v));
-    if (!m->meta[k - 1] || !m->meta[k - 2]) return drv_error(DRV_ENOMEM, "out of memory");
+    if (!m->meta[k - 1] || !m->meta[k - 2]) return err_set(DRV_ENOMEM, "out of memory");
   }
   return 0;
 }
@@ -234,16 +234,16 @@ int manifest_read(const char *dir, manifest *m) {
   snprintf(path, sizeof path, "%s/%s", dir, MANIFEST_NAME);
   if (access(path, F_OK) != 0) {
     int e = errno;
-    drv_error(DRV_EIO, "'%s' has no %s: %s", dir, MANIFEST_NAME, strerror(e));
+    err_set(DRV_EIO, "'%s' has no %s: %s", dir, MANIFEST_NAME, strerror(e));
     errno = e;
     return DRV_EIO;
   }
   json_error_t jerr;
   json_t *root = json_load_file(path, 0, &jerr);
-  if (!root) return drv_error(DRV_EPARSE, "cannot read '%s': %s", path, jerr.text);
+  if (!root) return err_set(DRV_EPARSE, "cannot read '%s': %s", path, jerr.text);
   const char *format = json_string_value(json_object_get(root, "format"));
   int rc = format && strcmp(format, FORMAT) == 0
-               ? 0 : drv_error(DRV_EPARSE, "'%s' is not a drover manifest (format)", path);
+               ? 0 : err_set(DRV_EPARSE, "'%s' is not a drover manifest (format)", path);
   if (rc == 0) rc = read_files(path, json_object_get(root, "files"), m);
   if (rc == 0) rc = read_meta(path, json_object_get(root, "meta"), m);
   json_decref(root);
@@ -258,19 +258,19 @@ static int check_chunk(const char *path, const manifest_file *f, sha256_ctx *st,
   sha256_hex(st, hex);
   uint64_t n = (f->size + f->chunk - 1) / f->chunk;
   if (i >= n)
-    return drv_error(DRV_EIO, "'%s' is longer than its manifest's %llu bytes", path,
-                     (unsigned long long)f->size);
+    return err_set(DRV_EIO, "'%s' is longer than its manifest's %llu bytes", path,
+                   (unsigned long long)f->size);
   if (memcmp(hex, f->chunks + 64 * i, 64) != 0)
-    return drv_error(DRV_EIO, "'%s' does not match its manifest's sha256 of chunk %llu (bytes "
-                     "%llu-%llu; corrupted)", path, (unsigned long long)i,
-                     (unsigned long long)(i * f->chunk), (unsigned long long)end);
+    return err_set(DRV_EIO, "'%s' does not match its manifest's sha256 of chunk %llu (bytes "
+                   "%llu-%llu; corrupted)", path, (unsigned long long)i,
+                   (unsigned long long)(i * f->chunk), (unsigned long long)end);
   return 0;
 }
 
 /* Hashes path chunk by chunk against f's chunk hashes. */
 static int verify_chunks(const char *path, const manifest_file *f) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
+  if (fd < 0) return err_set(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
   static _Thread_local unsigned char buf[CHUNK];
   uint64_t total = 0, in_chunk = 0, i = 0;
   sha256_ctx st;
@@ -280,7 +280,7 @@ static int verify_chunks(const char *path, const manifest_file *f) {
     size_t want = sizeof buf < f->chunk - in_chunk ? sizeof buf : (size_t)(f->chunk - in_chunk);
     ssize_t k = read(fd, buf, want);
     if (k < 0 && errno == EINTR) continue;
-    if (k < 0) rc = drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
+    if (k < 0) rc = err_set(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
     if (k <= 0) break;
     sha256_update(&st, buf, (size_t)k);
     total += (uint64_t)k, in_chunk += (uint64_t)k;
@@ -293,8 +293,8 @@ static int verify_chunks(const char *path, const manifest_file *f) {
   close(fd);
   if (rc == 0 && total != f->size) {
     if (open_ctx) sha256_drop(&st);
-    return drv_error(DRV_EIO, "'%s' is %llu bytes, its manifest says %llu (truncated?)", path,
-                     (unsigned long long)total, (unsigned long long)f->size);
+    return err_set(DRV_EIO, "'%s' is %llu bytes, its manifest says %llu (truncated?)", path,
+                   (unsigned long long)total, (unsigned long long)f->size);
   }
   if (rc == 0 && in_chunk > 0) return check_chunk(path, f, &st, i, total);
   if (open_ctx) sha256_drop(&st);
@@ -315,10 +315,10 @@ int manifest_verify(const char *dir, const manifest *m) {
     int rc = manifest_hash_file(path, hex, &size);
     if (rc < 0) return rc;
     if (size != f->size)
-      return drv_error(DRV_EIO, "'%s' is %llu bytes, its manifest says %llu (truncated?)", path,
-                       (unsigned long long)size, (unsigned long long)f->size);
+      return err_set(DRV_EIO, "'%s' is %llu bytes, its manifest says %llu (truncated?)", path,
+                     (unsigned long long)size, (unsigned long long)f->size);
     if (strcmp(hex, f->sha256) != 0)
-      return drv_error(DRV_EIO, "'%s' does not match its manifest's sha256 (corrupted)", path);
+      return err_set(DRV_EIO, "'%s' does not match its manifest's sha256 (corrupted)", path);
   }
   return 0;
 }

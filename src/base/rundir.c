@@ -36,8 +36,8 @@ static void touch(const rundir *rd);
 int rundir_mkdirs(const char *path) {
   char tmp[PATH_MAX];
   size_t len = strlen(path);
-  if (len == 0) return drv_error(DRV_EINVAL, "cannot create '': empty path");
-  if (len >= sizeof tmp) return drv_error(DRV_ERANGE, "cannot create '%.64s...': path too long", path);
+  if (len == 0) return err_set(DRV_EINVAL, "cannot create '': empty path");
+  if (len >= sizeof tmp) return err_set(DRV_ERANGE, "cannot create '%.64s...': path too long", path);
   memcpy(tmp, path, len + 1);
   for (size_t i = 1; i <= len; i++) {
     if (tmp[i] != '/' && tmp[i] != '\0') continue;
@@ -52,9 +52,9 @@ int rundir_mkdirs(const char *path) {
         continue;
       }
       const char *why = e == EEXIST ? "exists and is not a directory" : strerror(e);
-      if (strcmp(tmp, path) == 0) return drv_error(DRV_EIO, "cannot create '%s': %s", path, why);
-      if (e == EEXIST) return drv_error(DRV_EIO, "cannot create '%s': '%s' %s", path, tmp, why);
-      return drv_error(DRV_EIO, "cannot create '%s': mkdir '%s': %s", path, tmp, why);
+      if (strcmp(tmp, path) == 0) return err_set(DRV_EIO, "cannot create '%s': %s", path, why);
+      if (e == EEXIST) return err_set(DRV_EIO, "cannot create '%s': '%s' %s", path, tmp, why);
+      return err_set(DRV_EIO, "cannot create '%s': mkdir '%s': %s", path, tmp, why);
     }
     tmp[i] = saved;
   }
@@ -62,12 +62,12 @@ int rundir_mkdirs(const char *path) {
 }
 
 static int check_name(const char *name) {
-  if (!name || !*name) return drv_error(DRV_EINVAL, "run name is empty");
+  if (!name || !*name) return err_set(DRV_EINVAL, "run name is empty");
   if (strchr(name, '/'))
-    return drv_error(DRV_EINVAL, "run name '%s' contains '/': give a plain name", name);
+    return err_set(DRV_EINVAL, "run name '%s' contains '/': give a plain name", name);
   if (name[0] == '.')
-    return drv_error(DRV_EINVAL, "run name '%s' starts with '.': give a plain name", name);
-  if (strlen(name) > 200) return drv_error(DRV_EINVAL, "run name '%.32s...' is too long", name);
+    return err_set(DRV_EINVAL, "run name '%s' starts with '.': give a plain name", name);
+  if (strlen(name) > 200) return err_set(DRV_EINVAL, "run name '%.32s...' is too long", name);
   return 0;
 }
 
@@ -89,24 +89,24 @@ static int make_unique_dir(const char *abs, const char *name, rundir *rd) {
     int k = n == 1 ? snprintf(rd->path, sizeof rd->path, "%s/%s-%s", abs, name, stamp)
                    : snprintf(rd->path, sizeof rd->path, "%s/%s-%s-%d", abs, name, stamp, n);
     if (k < 0 || (size_t)k >= sizeof rd->path)
-      return drv_error(DRV_ERANGE, "cannot create a run directory in '%s': path too long", abs);
+      return err_set(DRV_ERANGE, "cannot create a run directory in '%s': path too long", abs);
     if (mkdir(rd->path, 0755) == 0) return 0;
     if (errno != EEXIST)
-      return drv_error(DRV_EIO, "cannot create '%s': %s", rd->path, strerror(errno));
+      return err_set(DRV_EIO, "cannot create '%s': %s", rd->path, strerror(errno));
   }
-  return drv_error(DRV_EIO, "cannot create a run directory for '%s' in '%s': %d names taken",
-                   name, abs, RUNDIR_MAX_SUFFIX);
+  return err_set(DRV_EIO, "cannot create a run directory for '%s' in '%s': %d names taken",
+                 name, abs, RUNDIR_MAX_SUFFIX);
 }
 
 int rundir_create(const char *base, const char *name, rundir *rd) {
-  if (!rd) return drv_error(DRV_EINVAL, "rundir_create: NULL rundir");
+  if (!rd) return err_set(DRV_EINVAL, "rundir_create: NULL rundir");
   memset(rd, 0, sizeof *rd);
-  if (!base) return drv_error(DRV_EINVAL, "rundir_create: NULL base");
+  if (!base) return err_set(DRV_EINVAL, "rundir_create: NULL base");
   int rc = check_name(name);
   if (rc < 0 || (rc = rundir_mkdirs(base)) < 0) return rc;
   char abs[PATH_MAX];
   if (!realpath(base, abs))
-    return drv_error(DRV_EIO, "cannot resolve '%s': %s", base, strerror(errno));
+    return err_set(DRV_EIO, "cannot resolve '%s': %s", base, strerror(errno));
   if ((rc = make_unique_dir(abs, name, rd)) < 0) {
     rd->path[0] = '\0';
     return rc;
@@ -114,26 +114,26 @@ int rundir_create(const char *base, const char *name, rundir *rd) {
   char p[sizeof rd->path + 32];
   snprintf(p, sizeof p, "%s/logs", rd->path);
   if (mkdir(p, 0755) != 0)
-    return drv_error(DRV_EIO, "cannot create '%s': %s", p, strerror(errno));
+    return err_set(DRV_EIO, "cannot create '%s': %s", p, strerror(errno));
   snprintf(p, sizeof p, "%s/events.log", rd->path);
   rd->events = util_fopen_append(p, 0644);
-  if (!rd->events) return drv_error(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
+  if (!rd->events) return err_set(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
   setvbuf(rd->events, NULL, _IOLBF, 0);
   touch(rd);
   return 0;
 }
 
 int rundir_open(const char *path, rundir *rd) {
-  if (!rd || !path) return drv_error(DRV_EINVAL, "rundir_open: NULL argument");
+  if (!rd || !path) return err_set(DRV_EINVAL, "rundir_open: NULL argument");
   memset(rd, 0, sizeof *rd);
   char p[sizeof rd->path + 32];
   if (!realpath(path, rd->path))
-    return drv_error(DRV_EIO, "cannot open run directory '%s': %s", path, strerror(errno));
+    return err_set(DRV_EIO, "cannot open run directory '%s': %s", path, strerror(errno));
   snprintf(p, sizeof p, "%s/events.log", rd->path);
   if (access(p, F_OK) != 0)
-    return drv_error(DRV_EINVAL, "'%s' is not a run directory (it has no events.log)", path);
+    return err_set(DRV_EINVAL, "'%s' is not a run directory (it has no events.log)", path);
   rd->events = util_fopen_append(p, 0644);
-  if (!rd->events) return drv_error(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
+  if (!rd->events) return err_set(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
   setvbuf(rd->events, NULL, _IOLBF, 0);
   touch(rd);
   return 0;
@@ -251,24 +251,24 @@ const char *rundir_file(const rundir *rd, const char *name, char *buf, size_t n)
 
 /* Refuses names that would leave the run directory. */
 static int check_file_name(const char *name) {
-  if (!name || !*name) return drv_error(DRV_EINVAL, "rundir_write: empty file name");
+  if (!name || !*name) return err_set(DRV_EINVAL, "rundir_write: empty file name");
   if (name[0] == '/')
-    return drv_error(DRV_EINVAL, "rundir_write: '%s' is absolute; give a name inside the run "
-                     "directory", name);
+    return err_set(DRV_EINVAL, "rundir_write: '%s' is absolute; give a name inside the run "
+                   "directory", name);
   for (const char *c = name; *c; c = strchr(c, '/') ? strchr(c, '/') + 1 : c + strlen(c))
     if (strncmp(c, "..", 2) == 0 && (c[2] == '/' || c[2] == '\0'))
-      return drv_error(DRV_EINVAL, "rundir_write: '%s' leaves the run directory", name);
+      return err_set(DRV_EINVAL, "rundir_write: '%s' leaves the run directory", name);
   return 0;
 }
 
 int rundir_write(const rundir *rd, const char *name, const char *content, mode_t mode) {
-  if (!rd || !content) return drv_error(DRV_EINVAL, "rundir_write: NULL argument");
+  if (!rd || !content) return err_set(DRV_EINVAL, "rundir_write: NULL argument");
   int rc = check_file_name(name);
   if (rc < 0) return rc;
   char path[sizeof rd->path + 256];
   int k = snprintf(path, sizeof path, "%s/%s", rd->path, name);
   if (k < 0 || (size_t)k >= sizeof path)
-    return drv_error(DRV_ERANGE, "rundir_write: '%s': path too long", name);
+    return err_set(DRV_ERANGE, "rundir_write: '%s': path too long", name);
   afile f;
   if ((rc = afile_open(&f, path)) < 0) return rc;
   afile_write(&f, content, strlen(content));

@@ -59,18 +59,18 @@ static int cmp_entry_name(const void *a, const void *b) {
 /* Bytes of one F32 entry, checking its shape. */
 static int entry_bytes(const char *path, const safetensors_entry *e, uint64_t *bytes) {
   if (!e->name || !*e->name || strcmp(e->name, "__metadata__") == 0)
-    return drv_error(DRV_EINVAL, "cannot write '%s': a tensor name is empty or "
-                     "\"__metadata__\"", path);
+    return err_set(DRV_EINVAL, "cannot write '%s': a tensor name is empty or "
+                   "\"__metadata__\"", path);
   if (e->ndim < 0 || e->ndim > SAFETENSORS_MAX_DIM || (e->ndim && !e->shape))
-    return drv_error(DRV_EINVAL, "cannot write '%s': tensor '%s' has %d dimensions (0..%d)",
-                     path, e->name, e->ndim, SAFETENSORS_MAX_DIM);
+    return err_set(DRV_EINVAL, "cannot write '%s': tensor '%s' has %d dimensions (0..%d)",
+                   path, e->name, e->ndim, SAFETENSORS_MAX_DIM);
   size_t n = sizeof(float);
   for (int d = 0; d < e->ndim; d++)
     if (e->shape[d] < 0 || !util_mul_ok(n, (size_t)e->shape[d], &n))
-      return drv_error(DRV_ERANGE, "cannot write '%s': tensor '%s' has a negative or too "
-                       "large size", path, e->name);
+      return err_set(DRV_ERANGE, "cannot write '%s': tensor '%s' has a negative or too "
+                     "large size", path, e->name);
   if (n && !e->data)
-    return drv_error(DRV_EINVAL, "cannot write '%s': tensor '%s' has no data", path, e->name);
+    return err_set(DRV_EINVAL, "cannot write '%s': tensor '%s' has no data", path, e->name);
   *bytes = n;
   return 0;
 }
@@ -84,7 +84,7 @@ static json_t *meta_json(const char *path, const char *const *meta) {
   size_t n = 0;
   while (meta && meta[n]) {
     if (!meta[n + 1]) {
-      drv_error(DRV_EINVAL, "cannot write '%s': metadata key '%s' has no value", path, meta[n]);
+      err_set(DRV_EINVAL, "cannot write '%s': metadata key '%s' has no value", path, meta[n]);
       return NULL;
     }
     n += 2;
@@ -99,8 +99,8 @@ static json_t *meta_json(const char *path, const char *const *meta) {
     while (meta[j] != keys[i]) j += 2;
     if ((i && strcmp(keys[i - 1], keys[i]) == 0) ||
         json_object_set_new(obj, keys[i], json_string(meta[j + 1])) < 0) {
-      drv_error(DRV_EINVAL, "cannot write '%s': metadata key '%s' is repeated or not UTF-8",
-                path, keys[i]);
+      err_set(DRV_EINVAL, "cannot write '%s': metadata key '%s' is repeated or not UTF-8",
+              path, keys[i]);
       free(keys);
       json_decref(obj);
       return NULL;
@@ -111,7 +111,7 @@ static json_t *meta_json(const char *path, const char *const *meta) {
 oom:
   free(keys);
   json_decref(obj);
-  drv_error(DRV_ENOMEM, "cannot write '%s': out of memory", path);
+  err_set(DRV_ENOMEM, "cannot write '%s': out of memory", path);
   return NULL;
 }
 
@@ -147,8 +147,8 @@ static char *header_text(const char *path, const safetensors_entry *const *order
     json_t *e = entry_json(order[i], off, off + bytes);
     if (!e || json_object_set_new(root, order[i]->name, e) < 0) {
       json_decref(root);
-      drv_error(DRV_EINVAL, "cannot write '%s': tensor name '%s' is not valid UTF-8", path,
-                order[i]->name);
+      err_set(DRV_EINVAL, "cannot write '%s': tensor name '%s' is not valid UTF-8", path,
+              order[i]->name);
       return NULL;
     }
     off += bytes;
@@ -167,7 +167,7 @@ static char *header_text(const char *path, const safetensors_entry *const *order
   *len = padded;
   return out;
 oom:
-  drv_error(DRV_ENOMEM, "cannot write '%s': out of memory building the header", path);
+  err_set(DRV_ENOMEM, "cannot write '%s': out of memory building the header", path);
   return NULL;
 }
 
@@ -341,9 +341,9 @@ int safetensors_write_hashed(const char *path, const safetensors_entry *t, size_
 
 static int write_file(const char *path, const safetensors_entry *t, size_t n,
                       const char *const *meta, file_parts *fp, safetensors_times *tm) {
-  if (!path || (n && !t)) return drv_error(DRV_EINVAL, "safetensors_write: NULL argument");
+  if (!path || (n && !t)) return err_set(DRV_EINVAL, "safetensors_write: NULL argument");
   const safetensors_entry **order = malloc((n ? n : 1) * sizeof *order);
-  if (!order) return drv_error(DRV_ENOMEM, "cannot write '%s': out of memory", path);
+  if (!order) return err_set(DRV_ENOMEM, "cannot write '%s': out of memory", path);
   int rc = 0;
   uint64_t bytes;
   for (size_t i = 0; i < n && rc == 0; i++) {
@@ -353,8 +353,8 @@ static int write_file(const char *path, const safetensors_entry *t, size_t n,
   if (rc == 0) qsort(order, n, sizeof *order, cmp_entry_name);
   for (size_t i = 1; i < n && rc == 0; i++)
     if (strcmp(order[i - 1]->name, order[i]->name) == 0)
-      rc = drv_error(DRV_EINVAL, "cannot write '%s': two tensors are named '%s'", path,
-                     order[i]->name);
+      rc = err_set(DRV_EINVAL, "cannot write '%s': two tensors are named '%s'", path,
+                   order[i]->name);
   size_t hlen = 0;
   char *header = rc == 0 ? header_text(path, order, n, meta, &hlen) : NULL;
   if (rc == 0 && !header) rc = DRV_EINVAL;
@@ -396,7 +396,7 @@ static int bad(const reader *r, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return drv_error(DRV_EPARSE, "cannot read '%s': %s", r->path, msg);
+  return err_set(DRV_EPARSE, "cannot read '%s': %s", r->path, msg);
 }
 
 /* pread of exactly len bytes at off; a short read is a truncated file. */
@@ -405,7 +405,7 @@ static int read_at(const reader *r, void *buf, size_t len, uint64_t off) {
   while (len) {
     ssize_t k = pread(r->fd, p, len, (off_t)off);
     if (k < 0 && errno == EINTR) continue;
-    if (k < 0) return drv_error(DRV_EIO, "cannot read '%s': %s", r->path, strerror(errno));
+    if (k < 0) return err_set(DRV_EIO, "cannot read '%s': %s", r->path, strerror(errno));
     if (k == 0) return bad(r, "the file ends early (truncated while being read?)");
     p += k;
     len -= (size_t)k;
@@ -434,7 +434,7 @@ static int read_header(reader *r, char **text) {
                (unsigned long long)r->size);
   r->data_len = r->size - 8 - r->hlen;
   *text = malloc(r->hlen + 1);
-  if (!*text) return drv_error(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
+  if (!*text) return err_set(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
   (*text)[r->hlen] = '\0';
   rc = read_at(r, *text, r->hlen, 8);
   if (rc < 0) return rc;
@@ -448,7 +448,7 @@ static int parse_meta(const reader *r, json_t *obj, safetensors_file *f) {
   if (!json_is_object(obj)) return bad(r, "__metadata__ is not an object");
   size_t n = json_object_size(obj), k = 0;
   char **meta = calloc(2 * n + 1, sizeof *meta);
-  if (!meta) return drv_error(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
+  if (!meta) return err_set(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
   free(f->meta);
   f->meta = meta;
   const char *key;
@@ -456,7 +456,7 @@ static int parse_meta(const reader *r, json_t *obj, safetensors_file *f) {
   json_object_foreach(obj, key, v) {
     if (!json_is_string(v)) return bad(r, "__metadata__ value of '%.64s' is not a string", key);
     if (!(meta[k] = strdup(key)) || !(meta[k + 1] = strdup(json_string_value(v))))
-      return drv_error(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
+      return err_set(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
     k += 2;
   }
   return 0;
@@ -469,8 +469,8 @@ static int parse_dtype(const reader *r, const char *name, json_t *v, int *dtype)
       *dtype = (int)i;
       return 0;
     }
-  return drv_error(DRV_EUNSUPPORTED, "cannot read '%s': tensor '%.64s' has dtype '%.16s'; "
-                   "drover reads F32, F64, F16, BF16 and I64", r->path, name, json_string_value(v));
+  return err_set(DRV_EUNSUPPORTED, "cannot read '%s': tensor '%.64s' has dtype '%.16s'; "
+                 "drover reads F32, F64, F16, BF16 and I64", r->path, name, json_string_value(v));
 }
 
 /* A JSON integer in [0, INT64_MAX], or -1. */
@@ -520,7 +520,7 @@ static int parse_tensor(const reader *r, const char *name, json_t *v, item *it) 
   if (!dtype || !shape || !offs || json_object_size(v) != 3)
     return bad(r, "tensor '%.64s' must have exactly dtype, shape and data_offsets", name);
   it->t.name = strdup(name);
-  if (!it->t.name) return drv_error(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
+  if (!it->t.name) return err_set(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
   int rc = parse_dtype(r, name, dtype, &it->dtype);
   return rc < 0 ? rc : parse_extent(r, name, shape, offs, it);
 }
@@ -598,8 +598,8 @@ static int read_item(const reader *r, item *it) {
   uint8_t *raw = direct ? (uint8_t *)it->t.data : malloc(bytes);
   if (!it->t.data || !raw) {
     if (!direct) free(raw);
-    return drv_error(DRV_ENOMEM, "cannot read '%s': out of memory for tensor '%.64s' (%zu "
-                     "bytes)", r->path, it->t.name, bytes);
+    return err_set(DRV_ENOMEM, "cannot read '%s': out of memory for tensor '%.64s' (%zu "
+                   "bytes)", r->path, it->t.name, bytes);
   }
   int rc = read_at(r, raw, bytes, 8 + r->hlen + it->begin);
   if (rc == 0 && !direct) convert(it->dtype, raw, it->t.data, n);
@@ -613,7 +613,7 @@ static int parse_header(const reader *r, json_t *root, safetensors_file *f, item
                         size_t *n) {
   if (!json_is_object(root)) return bad(r, "the header is not a JSON object");
   *items = calloc(json_object_size(root) + 1, sizeof **items);
-  if (!*items) return drv_error(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
+  if (!*items) return err_set(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
   const char *key;
   json_t *v;
   json_object_foreach(root, key, v) {
@@ -643,7 +643,7 @@ static int read_all(reader *r, safetensors_file *f) {
   if (rc == 0) rc = check_tiling(r, items, n);
   for (size_t i = 0; i < n && rc == 0; i++) rc = read_item(r, &items[i]);
   f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
-  if (!f->tensors && rc == 0) rc = drv_error(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
+  if (!f->tensors && rc == 0) rc = err_set(DRV_ENOMEM, "cannot read '%s': out of memory", r->path);
   for (size_t i = 0; i < n; i++) {
     if (f->tensors) f->tensors[f->n++] = items[i].t; /* handed over, freed with f */
     else {
@@ -656,18 +656,18 @@ static int read_all(reader *r, safetensors_file *f) {
 }
 
 int safetensors_read(const char *path, safetensors_file *out) {
-  if (!out) return drv_error(DRV_EINVAL, "safetensors_read: NULL argument");
+  if (!out) return err_set(DRV_EINVAL, "safetensors_read: NULL argument");
   memset(out, 0, sizeof *out);
   out->meta = calloc(1, sizeof *out->meta);
-  if (!out->meta) return drv_error(DRV_ENOMEM, "out of memory");
-  if (!path) return drv_error(DRV_EINVAL, "safetensors_read: NULL path");
+  if (!out->meta) return err_set(DRV_ENOMEM, "out of memory");
+  if (!path) return err_set(DRV_EINVAL, "safetensors_read: NULL path");
   reader r = {path, open(path, O_RDONLY | O_CLOEXEC), 0, 0, 0};
-  if (r.fd < 0) return drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
+  if (r.fd < 0) return err_set(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
   struct stat st;
-  int rc = fstat(r.fd, &st) < 0 ? drv_error(DRV_EIO, "cannot read '%s': %s", path,
-                                            strerror(errno))
-           : !S_ISREG(st.st_mode) ? drv_error(DRV_EINVAL, "cannot read '%s': not a regular file",
-                                              path)
+  int rc = fstat(r.fd, &st) < 0 ? err_set(DRV_EIO, "cannot read '%s': %s", path,
+                                          strerror(errno))
+           : !S_ISREG(st.st_mode) ? err_set(DRV_EINVAL, "cannot read '%s': not a regular file",
+                                            path)
                                   : 0;
   r.size = (uint64_t)st.st_size;
   if (rc == 0) rc = read_all(&r, out);

@@ -11,7 +11,7 @@ int sha256_init(sha256_ctx *h) {
   if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
     EVP_MD_CTX_free(md);
     h->md = NULL;
-    return drv_error(DRV_ENOMEM, "cannot start a SHA-256 hash");
+    return err_set(DRV_ENOMEM, "cannot start a SHA-256 hash");
   }
   h->md = md;
   return 0;

@@ -137,7 +137,7 @@ static int batch_frame(node *n, wire_wr *w, uint8_t type, uint32_t req) {
     uint8_t *nb = realloc(n->batch, cap);
     if (!nb) {
       wire_wr_free(w);
-      return drv_error(DRV_ENOMEM, "out of memory");
+      return err_set(DRV_ENOMEM, "out of memory");
     }
     n->batch = nb;
     n->batch_cap = cap;
@@ -153,7 +153,7 @@ static int send_coord(void *ud, wire_wr *w, uint8_t type, uint32_t req) {
   node *n = ud;
   if (!n->coord) {
     wire_wr_free(w);
-    return drv_error(DRV_EIO, "no coordinator connection");
+    return err_set(DRV_EIO, "no coordinator connection");
   }
   if (type == WIRE_CALL_RESULT) return batch_frame(n, w, type, req);
   flush_batch(n);
@@ -362,7 +362,7 @@ static int on_spec(node *n, const uint8_t *pl, uint32_t len) {
   if (rc < 0) return rc;
   uint32_t count = m.nodes.n;
   node_addr *a = calloc((size_t)count + 1, sizeof *a);
-  if (!a) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!a) return err_set(DRV_ENOMEM, "out of memory");
   int nps = 0;
   wire_rd r = wire_items_reader(&m.nodes);
   for (uint32_t i = 0; i < count && rc == 0; i++) {
@@ -417,13 +417,13 @@ static int on_shutdown(node *n, const uint8_t *pl, uint32_t len) {
 
 /* A frame of a kind this node's role does not take is a protocol error. */
 static int wrong_frame(node *n, const wire_header *h) {
-  return drv_error(DRV_EPARSE, "a %s does not take %s from the coordinator",
-                   wire_role_name(n->o->role), wire_type_name(h->type));
+  return err_set(DRV_EPARSE, "a %s does not take %s from the coordinator",
+                 wire_role_name(n->o->role), wire_type_name(h->type));
 }
 
 static int dispatch(node *n, const wire_header *h, const uint8_t *pl) {
   if (!n->registered && h->type != WIRE_REGISTERED && h->type != WIRE_ERROR)
-    return drv_error(DRV_EPARSE, "%s before REGISTERED", wire_type_name(h->type));
+    return err_set(DRV_EPARSE, "%s before REGISTERED", wire_type_name(h->type));
   switch (h->type) {
   case WIRE_REGISTERED: return on_registered(n, pl, h->len);
   case WIRE_HEARTBEAT: /* its arrival is what counts; also a clock for link retries */
@@ -502,7 +502,7 @@ static void coord_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   watch_restart(n);
   if (n->failing) return;
   int rc = dispatch(n, h, pl);
-  if (rc < 0) fail_node(n, rc, drv_errmsg());
+  if (rc < 0) fail_node(n, rc, err_msg());
 }
 
 static void coord_close(conn *c, int err, const char *why) {
@@ -542,7 +542,7 @@ static void forward_logs(node *n) {
   log_set_sink(fwd_record, n);
   FILE *log_out;
   if (nodeout_start(&n->loop, n->who, fwd_record, n, &n->out, &log_out) < 0) {
-    log_warn("%s: only log records are forwarded", drv_errmsg());
+    log_warn("%s: only log records are forwarded", err_msg());
     return;
   }
   log_setup(log_out, n->who, LOG_INFO);
@@ -562,15 +562,15 @@ static int start(node *n) {
    * keys; no node's holds the run's secret (auth.h). */
   if (o->role == ROLE_PS) {
     if (!n->keys.has_root)
-      return drv_error(DRV_EINVAL, "key file '%s' has no `root` key: it is not a ps's",
-                       getenv("DROVER_SECRET_FILE"));
+      return err_set(DRV_EINVAL, "key file '%s' has no `root` key: it is not a ps's",
+                     getenv("DROVER_SECRET_FILE"));
     if ((rc = ps_start(&n->loop, &n->keys, (uint32_t)o->index, o->bind_host, &n->ps,
                         &n->data_port)) < 0)
       return rc;
     log_info("serving parameters on %s:%d", o->bind_host, n->data_port);
     ps_on_role(n->ps, ps_role_done, n);
   } else if (!(n->wk = worker_new(&n->loop, &n->keys, o->role, o->index, send_coord, n))) {
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   } else {
     worker_set_calls(n->wk, o->calls);
     worker_set_fatal(n->wk, worker_fatal);
@@ -583,11 +583,11 @@ static int start(node *n) {
 
 static int check_opts(const node_opts *o) {
   if (!o->coord_host || o->coord_port <= 0 || o->coord_port > 65535)
-    return drv_error(DRV_EINVAL, "node: a coordinator address is required");
+    return err_set(DRV_EINVAL, "node: a coordinator address is required");
   if (o->role < 0 || o->role >= ROLE_COUNT)
-    return drv_error(DRV_EINVAL, "node: unknown role %d", o->role);
-  if (o->index < 0) return drv_error(DRV_EINVAL, "node: index %d is negative", o->index);
-  if (!o->bind_host || !o->bind_host[0]) return drv_error(DRV_EINVAL, "node: no bind address");
+    return err_set(DRV_EINVAL, "node: unknown role %d", o->role);
+  if (o->index < 0) return err_set(DRV_EINVAL, "node: index %d is negative", o->index);
+  if (!o->bind_host || !o->bind_host[0]) return err_set(DRV_EINVAL, "node: no bind address");
   return 0;
 }
 
@@ -619,7 +619,7 @@ int node_main(const node_opts *o) {
   maybe_hang(who);
   int rc = check_opts(o);
   if (rc < 0) {
-    log_error("%s", drv_errmsg());
+    log_error("%s", err_msg());
     return EXIT_FAIL;
   }
   node *n = calloc(1, sizeof *n);
@@ -647,7 +647,7 @@ int node_main(const node_opts *o) {
   snprintf(n->who, sizeof n->who, "%s", who);
   if (o->log_forward) forward_logs(n);
   if ((rc = start(n)) < 0) {
-    log_error("%s", drv_errmsg());
+    log_error("%s", err_msg());
     n->coord = NULL; /* never connected: no callback follows */
     node_stop(n, EXIT_FAIL);
   }

@@ -49,18 +49,18 @@ static int x_shape(const dataset *d, int64_t n, int64_t *shape) {
 
 static int check_dataset(const dataset *d, const char *op) {
   if (d && d->n > 0 && data_is_lazy(d))
-    return drv_error(DRV_EINVAL, "%s: dataset '%s' is not loaded (its rows are read from its file "
-                     "on first use: data_load)", op, d->source);
+    return err_set(DRV_EINVAL, "%s: dataset '%s' is not loaded (its rows are read from its file "
+                   "on first use: data_load)", op, d->source);
   if (!d || !d->x || !d->y || d->n <= 0)
-    return drv_error(DRV_EINVAL, "%s: no dataset or an empty one", op);
+    return err_set(DRV_EINVAL, "%s: no dataset or an empty one", op);
   /* Datasets may be assembled by hand (bindings, tests): check the shape
    * invariants the row copies below rely on. */
   if (d->x->ndim < 2 || d->x->shape[0] != d->n || tensor_numel(d->x) != d->n * d->features ||
       d->y->ndim < 1 || d->y->ndim > 2 || d->y->shape[0] != d->n)
-    return drv_error(DRV_EINVAL, "%s: dataset '%s' is inconsistent: %lld examples, %lld features",
-                     op, d->source, (long long)d->n, (long long)d->features);
+    return err_set(DRV_EINVAL, "%s: dataset '%s' is inconsistent: %lld examples, %lld features",
+                   op, d->source, (long long)d->n, (long long)d->features);
   if (!tensor_is_contiguous(d->x) || !tensor_is_contiguous(d->y))
-    return drv_error(DRV_EINVAL, "%s: dataset '%s' has non-contiguous tensors", op, d->source);
+    return err_set(DRV_EINVAL, "%s: dataset '%s' has non-contiguous tensors", op, d->source);
   return 0;
 }
 
@@ -69,14 +69,14 @@ static int check_dataset(const dataset *d, const char *op) {
 static int new_like(const dataset *like, int64_t n, dataset **out) {
   *out = NULL;
   dataset *d = calloc(1, sizeof *d);
-  if (!d) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!d) return err_set(DRV_ENOMEM, "out of memory");
   int64_t yshape[2] = {n, y_width(like)}, xs[TENSOR_MAXDIM];
   d->x = tensor_new(x_shape(like, n, xs), xs);
   d->y = d->x ? tensor_new(like->y->ndim == 2 ? 2 : 1, yshape) : NULL;
   if (!d->y) {
     data_free(d);
-    return drv_error(DRV_ENOMEM, "out of memory for %lld x %lld values", (long long)n,
-                     (long long)like->features);
+    return err_set(DRV_ENOMEM, "out of memory for %lld x %lld values", (long long)n,
+                   (long long)like->features);
   }
   d->n = n;
   d->features = like->features;
@@ -116,11 +116,11 @@ int data_subset(const dataset *d, const int64_t *idx, int64_t k, dataset **out) 
   *out = NULL;
   int rc = check_dataset(d, "subset");
   if (rc < 0) return rc;
-  if (k <= 0 || !idx) return drv_error(DRV_EINVAL, "subset: %lld examples requested", (long long)k);
+  if (k <= 0 || !idx) return err_set(DRV_EINVAL, "subset: %lld examples requested", (long long)k);
   for (int64_t i = 0; i < k; i++)
     if (idx[i] < 0 || idx[i] >= d->n)
-      return drv_error(DRV_ERANGE, "subset: index %lld is out of range for %lld examples",
-                       (long long)idx[i], (long long)d->n);
+      return err_set(DRV_ERANGE, "subset: index %lld is out of range for %lld examples",
+                     (long long)idx[i], (long long)d->n);
   if ((rc = new_like(d, k, out)) < 0) return rc;
   gather(d, idx, k, tensor_data((*out)->x), tensor_data((*out)->y));
   return 0;
@@ -130,7 +130,7 @@ int data_subset(const dataset *d, const int64_t *idx, int64_t k, dataset **out) 
 static int64_t *permutation(int64_t n, uint64_t seed) {
   int64_t *perm = malloc((size_t)n * sizeof *perm);
   if (!perm) {
-    drv_error(DRV_ENOMEM, "out of memory for a permutation of %lld", (long long)n);
+    err_set(DRV_ENOMEM, "out of memory for a permutation of %lld", (long long)n);
     return NULL;
   }
   rng_t r;
@@ -150,7 +150,7 @@ static int lazy_op(const dataset *d, int64_t n, json_t *op, dataset **out) {
   if (!(*out)->recipe) {
     data_free(*out);
     *out = NULL;
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   return 0;
 }
@@ -189,11 +189,11 @@ int data_split(const dataset *d, double frac, uint64_t seed, dataset **a, datase
   int rc = d && d->recipe && d->n > 0 ? 0 : check_dataset(d, "split");
   if (rc < 0) return rc;
   if (!(frac > 0 && frac < 1))
-    return drv_error(DRV_EINVAL, "split: fraction %g is not strictly between 0 and 1", frac);
+    return err_set(DRV_EINVAL, "split: fraction %g is not strictly between 0 and 1", frac);
   int64_t na = (int64_t)llround(frac * (double)d->n);
   if (na < 1 || na > d->n - 1)
-    return drv_error(DRV_EINVAL, "split: %g of %lld examples leaves one side empty", frac,
-                     (long long)d->n);
+    return err_set(DRV_EINVAL, "split: %g of %lld examples leaves one side empty", frac,
+                   (long long)d->n);
   if (d->recipe) return split_lazy(d, frac, seed, na, a, b);
   int64_t *perm = permutation(d->n, seed);
   if (!perm) return DRV_ENOMEM;
@@ -218,17 +218,17 @@ int data_shard(const dataset *d, int64_t i, int64_t n, dataset **out) {
   int rc = d && d->recipe && d->n > 0 ? 0 : check_dataset(d, "shard");
   if (rc < 0) return rc;
   if (n < 1 || i < 0 || i >= n)
-    return drv_error(DRV_EINVAL, "shard: index %lld is out of range for %lld shards",
-                     (long long)i, (long long)n);
+    return err_set(DRV_EINVAL, "shard: index %lld is out of range for %lld shards",
+                   (long long)i, (long long)n);
   if (i >= d->n)
-    return drv_error(DRV_EINVAL, "shard: shard %lld of %lld of '%s' (%lld examples) is empty",
-                     (long long)i, (long long)n, d->source, (long long)d->n);
+    return err_set(DRV_EINVAL, "shard: shard %lld of %lld of '%s' (%lld examples) is empty",
+                   (long long)i, (long long)n, d->source, (long long)d->n);
   int64_t k = (d->n - 1 - i) / n + 1;
   if (d->recipe)
     return lazy_op(d, k, json_pack("{s:s, s:I, s:I}", "op", "shard", "i", (json_int_t)i, "n",
                                    (json_int_t)n), out);
   int64_t *idx = malloc((size_t)k * sizeof *idx);
-  if (!idx) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!idx) return err_set(DRV_ENOMEM, "out of memory");
   for (int64_t j = 0; j < k; j++) idx[j] = i + j * n;
   rc = data_subset(d, idx, k, out);
   free(idx);
@@ -263,7 +263,7 @@ static int fit_stats(const dataset *d, data_stats **out) {
   if (!s || !acc || !s->mean || !s->std) {
     data_stats_free(s);
     free(acc);
-    return drv_error(DRV_ENOMEM, "standardize: out of memory");
+    return err_set(DRV_ENOMEM, "standardize: out of memory");
   }
   const float *x = tensor_data(d->x);
   for (int64_t i = 0; i < d->n; i++)
@@ -309,13 +309,13 @@ int data_standardize(const dataset *d, const data_stats *stats, dataset **out,
     if ((rc = lazy ? data__recipe_stats(d->recipe, d->features, &fitted) : fit_stats(d, &fitted)) < 0) return rc;
     stats = fitted;
   } else if (stats->features != d->features) {
-    return drv_error(DRV_ESHAPE, "standardize: statistics for %lld features, '%s' has %lld",
-                     (long long)stats->features, d->source, (long long)d->features);
+    return err_set(DRV_ESHAPE, "standardize: statistics for %lld features, '%s' has %lld",
+                   (long long)stats->features, d->source, (long long)d->features);
   }
   if (fitted && fitted->features != d->features) {
     data_stats_free(fitted);
-    return drv_error(DRV_ESHAPE, "standardize: '%s' has %lld features now", d->source,
-                     (long long)d->features);
+    return err_set(DRV_ESHAPE, "standardize: '%s' has %lld features now", d->source,
+                   (long long)d->features);
   }
   dataset *r;
   /* A recipe applies the statistics where the rows are read. */
@@ -350,7 +350,7 @@ int data_iter_init(data_iter *it, const dataset *d, int64_t batch, bool shuffle,
   memset(it, 0, sizeof *it);
   int rc = check_dataset(d, "batch");
   if (rc < 0) return rc;
-  if (batch < 1) return drv_error(DRV_EINVAL, "batch: size %lld must be at least 1", (long long)batch);
+  if (batch < 1) return err_set(DRV_EINVAL, "batch: size %lld must be at least 1", (long long)batch);
   int64_t b = batch < d->n ? batch : d->n;
   int64_t yshape[2] = {b, y_width(d)}, xs[TENSOR_MAXDIM];
   it->perm = malloc((size_t)d->n * sizeof *it->perm);
@@ -358,7 +358,7 @@ int data_iter_init(data_iter *it, const dataset *d, int64_t batch, bool shuffle,
   it->by = tensor_new(d->y->ndim == 2 ? 2 : 1, yshape);
   if (!it->perm || !it->bx || !it->by) {
     data_iter_free(it);
-    return drv_error(DRV_ENOMEM, "batch: out of memory");
+    return err_set(DRV_ENOMEM, "batch: out of memory");
   }
   it->d = d;
   it->batch = batch;
@@ -385,7 +385,7 @@ static void prefetch_next(const data_iter *it) {
 
 int data_iter_next(data_iter *it, const tensor **x, const tensor **y) {
   const dataset *d = it->d;
-  if (!d) return drv_error(DRV_EINVAL, "batch: iterator is not initialised");
+  if (!d) return err_set(DRV_EINVAL, "batch: iterator is not initialised");
   if (it->pos >= d->n) return 0;
   int64_t m = d->n - it->pos < it->batch ? d->n - it->pos : it->batch;
   int64_t yshape[2] = {m, y_width(d)}, xs[TENSOR_MAXDIM];
@@ -425,10 +425,10 @@ void data_iter_reset(data_iter *it) {
 }
 
 int data_iter_seek(data_iter *it, int64_t epoch, int64_t pos) {
-  if (!it->d) return drv_error(DRV_EINVAL, "batch: iterator is not initialised");
+  if (!it->d) return err_set(DRV_EINVAL, "batch: iterator is not initialised");
   if (epoch < 0 || pos < 0 || pos > it->d->n)
-    return drv_error(DRV_EINVAL, "batch: cannot seek to position %lld of epoch %lld (%lld examples)",
-                     (long long)pos, (long long)epoch, (long long)it->d->n);
+    return err_set(DRV_EINVAL, "batch: cannot seek to position %lld of epoch %lld (%lld examples)",
+                   (long long)pos, (long long)epoch, (long long)it->d->n);
   it->epoch = epoch;
   iter_order(it);
   it->pos = pos;
@@ -475,11 +475,11 @@ int data_synthetic(const data_synth_opts *o, dataset **out) {
   *out = NULL;
   int64_t total;
   if (!o || o->n < 1 || o->features < 1 || o->classes < 1 || o->classes > (1 << 24))
-    return drv_error(DRV_EINVAL, "synthetic: n, features and classes must be positive");
+    return err_set(DRV_EINVAL, "synthetic: n, features and classes must be positive");
   if (__builtin_mul_overflow(o->n, o->features, &total) || total > SYNTH_MAX_ELEMS ||
       o->classes * o->features > SYNTH_MAX_ELEMS)
-    return drv_error(DRV_ERANGE, "synthetic: %lld x %lld values is too large", (long long)o->n,
-                     (long long)o->features);
+    return err_set(DRV_ERANGE, "synthetic: %lld x %lld values is too large", (long long)o->n,
+                   (long long)o->features);
   dataset *d = calloc(1, sizeof *d);
   tensor *w = tensor_new2(o->classes, o->features);
   tensor *logits = tensor_new2(1, o->classes);
@@ -488,8 +488,8 @@ int data_synthetic(const data_synth_opts *o, dataset **out) {
   if (d) d->x = tensor_new2(o->n, o->features);
   if (d && d->x) d->y = tensor_new1(o->n);
   if (!d || !d->y || !w || !logits || !bias) {
-    rc = drv_error(DRV_ENOMEM, "synthetic: out of memory for %lld x %lld values",
-                   (long long)o->n, (long long)o->features);
+    rc = err_set(DRV_ENOMEM, "synthetic: out of memory for %lld x %lld values",
+                 (long long)o->n, (long long)o->features);
     goto done;
   }
   /* Separate streams for the teacher and the inputs, so changing n does
@@ -505,8 +505,8 @@ int data_synthetic(const data_synth_opts *o, dataset **out) {
   }
   for (int64_t i = 0; i < total; i++) xv[i] = rng_uniform(&rx);
   for (int64_t start = 0; start < o->n && rc >= 0; start += SYNTH_CHUNK) {
-    if (drv_interrupted()) {
-      rc = drv_error(DRV_EINTERRUPTED, "synthetic: interrupted");
+    if (err_interrupted()) {
+      rc = err_set(DRV_EINTERRUPTED, "synthetic: interrupted");
       break;
     }
     int64_t m = o->n - start < SYNTH_CHUNK ? o->n - start : SYNTH_CHUNK;

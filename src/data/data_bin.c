@@ -101,37 +101,37 @@ static int idx_open(const char *path, idx_file *f) {
   const unsigned char *b = (const unsigned char *)f->fb.data;
   size_t len = f->fb.len;
   if (len < 4)
-    return drv_error(DRV_EPARSE, "%s: byte %zu: file ends inside the 4-byte IDX magic", path, len);
+    return err_set(DRV_EPARSE, "%s: byte %zu: file ends inside the 4-byte IDX magic", path, len);
   if (b[0] || b[1])
-    return drv_error(DRV_EPARSE, "%s: byte 0: bad magic 0x%02x%02x, expected 0x0000 (not an IDX file?)",
-                     path, b[0], b[1]);
+    return err_set(DRV_EPARSE, "%s: byte 0: bad magic 0x%02x%02x, expected 0x0000 (not an IDX file?)",
+                   path, b[0], b[1]);
   if (!idx_type(b[2], &f->type))
-    return drv_error(DRV_EPARSE, "%s: byte 2: unknown IDX type 0x%02x", path, b[2]);
+    return err_set(DRV_EPARSE, "%s: byte 2: unknown IDX type 0x%02x", path, b[2]);
   f->ndim = b[3];
   if (f->ndim == 0 || f->ndim > IDX_MAXDIM)
-    return drv_error(DRV_EPARSE, "%s: byte 3: %d dimensions (expected 1 to %d)", path, f->ndim,
-                     IDX_MAXDIM);
+    return err_set(DRV_EPARSE, "%s: byte 3: %d dimensions (expected 1 to %d)", path, f->ndim,
+                   IDX_MAXDIM);
   f->header = 4 + 4 * (size_t)f->ndim;
   if (len < f->header)
-    return drv_error(DRV_EPARSE, "%s: byte %zu: file ends inside the dimensions", path, len);
+    return err_set(DRV_EPARSE, "%s: byte %zu: file ends inside the dimensions", path, len);
   f->count = 1;
   for (int i = 0; i < f->ndim; i++) {
     size_t at = 4 + 4 * (size_t)i;
     f->dims[i] = be32(b + at);
     if (f->dims[i] == 0)
-      return drv_error(DRV_EPARSE, "%s: byte %zu: dimension %d is 0", path, at, i);
+      return err_set(DRV_EPARSE, "%s: byte %zu: dimension %d is 0", path, at, i);
     if (__builtin_mul_overflow(f->count, f->dims[i], &f->count) || f->count > DATA__MAX_ELEMS)
-      return drv_error(DRV_ERANGE, "%s: byte %zu: dimensions too large", path, at);
+      return err_set(DRV_ERANGE, "%s: byte %zu: dimensions too large", path, at);
   }
   uint64_t want = f->header + (uint64_t)f->count * (uint64_t)f->type.size;
   if (len < want)
-    return drv_error(DRV_EPARSE,
-                     "%s: byte %zu: file ends early: expected %llu bytes (%zu-byte header + %lld values of %d bytes)",
-                     path, len, (unsigned long long)want, f->header, (long long)f->count,
-                     f->type.size);
+    return err_set(DRV_EPARSE,
+                   "%s: byte %zu: file ends early: expected %llu bytes (%zu-byte header + %lld values of %d bytes)",
+                   path, len, (unsigned long long)want, f->header, (long long)f->count,
+                   f->type.size);
   if (len > want)
-    return drv_error(DRV_EPARSE, "%s: byte %llu: %llu unexpected bytes after the data", path,
-                     (unsigned long long)want, (unsigned long long)(len - want));
+    return err_set(DRV_EPARSE, "%s: byte %llu: %llu unexpected bytes after the data", path,
+                   (unsigned long long)want, (unsigned long long)(len - want));
   return 0;
 }
 
@@ -148,9 +148,9 @@ static int keep_shape(tensor *x, int ndim, const int64_t *dims) {
 static int check_finite(const char *path, const float *v, int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows * cols; i++)
     if (!isfinite(v[i]))
-      return drv_error(DRV_EPARSE, "%s: row %lld, column %lld: %s is not a finite number", path,
-                       (long long)(i / cols + 1), (long long)(i % cols + 1),
-                       isnan(v[i]) ? "NaN" : v[i] > 0 ? "Inf" : "-Inf");
+      return err_set(DRV_EPARSE, "%s: row %lld, column %lld: %s is not a finite number", path,
+                     (long long)(i / cols + 1), (long long)(i % cols + 1),
+                     isnan(v[i]) ? "NaN" : v[i] > 0 ? "Inf" : "-Inf");
   return 0;
 }
 
@@ -163,13 +163,13 @@ int data_read_idx(const char *images, const char *labels, dataset **out) {
   if (labels) {
     if ((rc = idx_open(labels, &lb)) < 0) goto done;
     if (lb.ndim != 1) {
-      rc = drv_error(DRV_ESHAPE, "%s: byte 3: labels must be 1-D, found %d dimensions", labels,
-                     lb.ndim);
+      rc = err_set(DRV_ESHAPE, "%s: byte 3: labels must be 1-D, found %d dimensions", labels,
+                   lb.ndim);
       goto done;
     }
     if (lb.dims[0] != im.dims[0]) {
-      rc = drv_error(DRV_ESHAPE, "%s: byte 4: %lld labels but %s has %lld images", labels,
-                     (long long)lb.dims[0], images, (long long)im.dims[0]);
+      rc = err_set(DRV_ESHAPE, "%s: byte 4: %lld labels but %s has %lld images", labels,
+                   (long long)lb.dims[0], images, (long long)im.dims[0]);
       goto done;
     }
   }
@@ -214,8 +214,8 @@ typedef struct npy_cur {
 } npy_cur;
 
 static int npy_bad(npy_cur *c, const char *what) {
-  return drv_error(DRV_EPARSE, "%s: byte %zu: malformed header: %s", c->path,
-                   (size_t)(c->p - c->base), what);
+  return err_set(DRV_EPARSE, "%s: byte %zu: malformed header: %s", c->path,
+                 (size_t)(c->p - c->base), what);
 }
 
 static void npy_ws(npy_cur *c) {
@@ -255,8 +255,8 @@ static int npy_shape(npy_cur *c, npy_file *f) {
     int64_t v = 0;
     while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
       if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *c->p - '0', &v))
-        return drv_error(DRV_ERANGE, "%s: byte %zu: shape too large", c->path,
-                         (size_t)(c->p - c->base));
+        return err_set(DRV_ERANGE, "%s: byte %zu: shape too large", c->path,
+                       (size_t)(c->p - c->base));
       c->p++;
     }
     npy_ws(c);
@@ -264,8 +264,8 @@ static int npy_shape(npy_cur *c, npy_file *f) {
     if (f->ndim == NPY_MAXDIM) return npy_bad(c, "shape: too many dimensions");
     f->shape[f->ndim++] = v;
     if (__builtin_mul_overflow(f->count, v, &f->count) || f->count > DATA__MAX_ELEMS)
-      return drv_error(DRV_ERANGE, "%s: byte %zu: shape too large", c->path,
-                       (size_t)(c->p - c->base));
+      return err_set(DRV_ERANGE, "%s: byte %zu: shape too large", c->path,
+                     (size_t)(c->p - c->base));
     if (!npy_eat(c, ',') && !(npy_ws(c), c->p < c->end && *c->p == ')'))
       return npy_bad(c, "shape: expected ',' or ')'");
   }
@@ -305,20 +305,20 @@ static int npy_dict(npy_cur *c, npy_file *f) {
     npy_ws(c);
     if (klen == 5 && memcmp(key, "descr", 5) == 0) {
       if (c->p < c->end && *c->p == '[')
-        return drv_error(DRV_EUNSUPPORTED, "%s: byte %zu: unsupported dtype: structured arrays",
-                         c->path, (size_t)(c->p - c->base));
+        return err_set(DRV_EUNSUPPORTED, "%s: byte %zu: unsupported dtype: structured arrays",
+                       c->path, (size_t)(c->p - c->base));
       if ((rc = npy_str(c, &val, &vlen)) < 0) return rc;
       snprintf(f->descr, sizeof f->descr, "%.*s", (int)vlen, val);
       if (vlen >= sizeof f->descr || !npy_dtype(f->descr, &f->type))
-        return drv_error(DRV_EUNSUPPORTED, "%s: unsupported dtype '%.*s'", c->path,
-                         (int)(vlen > DATA__QUOTE_MAX ? DATA__QUOTE_MAX : vlen), val);
+        return err_set(DRV_EUNSUPPORTED, "%s: unsupported dtype '%.*s'", c->path,
+                       (int)(vlen > DATA__QUOTE_MAX ? DATA__QUOTE_MAX : vlen), val);
       have_descr = true;
     } else if (klen == 13 && memcmp(key, "fortran_order", 13) == 0) {
       const char *at = c->p;
       if ((size_t)(c->end - c->p) >= 4 && memcmp(c->p, "True", 4) == 0)
-        return drv_error(DRV_EUNSUPPORTED,
-                         "%s: byte %zu: fortran_order is True; only C order is supported",
-                         c->path, (size_t)(at - c->base));
+        return err_set(DRV_EUNSUPPORTED,
+                       "%s: byte %zu: fortran_order is True; only C order is supported",
+                       c->path, (size_t)(at - c->base));
       if ((size_t)(c->end - c->p) < 5 || memcmp(c->p, "False", 5) != 0)
         return npy_bad(c, "fortran_order: expected True or False");
       c->p += 5;
@@ -352,34 +352,34 @@ static int npy_parse(const char *path, npy_file *f, size_t len) {
   const unsigned char *b = (const unsigned char *)f->fb.data;
   size_t have = f->fb.len;
   if (have < 6 || memcmp(b, "\x93NUMPY", 6) != 0)
-    return drv_error(DRV_EPARSE, "%s: byte 0: not a .npy file (bad magic)", path);
-  if (have < 10) return drv_error(DRV_EPARSE, "%s: byte %zu: file ends inside the header", path, len);
+    return err_set(DRV_EPARSE, "%s: byte 0: not a .npy file (bad magic)", path);
+  if (have < 10) return err_set(DRV_EPARSE, "%s: byte %zu: file ends inside the header", path, len);
   size_t hlen, start;
   if (b[6] == 1) {
     hlen = (size_t)load_uint(b + 8, 2, false);
     start = 10;
   } else if (b[6] == 2 || b[6] == 3) {
-    if (have < 12) return drv_error(DRV_EPARSE, "%s: byte %zu: file ends inside the header", path, len);
+    if (have < 12) return err_set(DRV_EPARSE, "%s: byte %zu: file ends inside the header", path, len);
     hlen = (size_t)load_uint(b + 8, 4, false);
     start = 12;
   } else {
-    return drv_error(DRV_EUNSUPPORTED, "%s: byte 6: unsupported .npy version %d.%d", path, b[6], b[7]);
+    return err_set(DRV_EUNSUPPORTED, "%s: byte 6: unsupported .npy version %d.%d", path, b[6], b[7]);
   }
   if (hlen > have - start)
-    return drv_error(DRV_EPARSE, "%s: byte 8: header of %zu bytes runs past the end of the file",
-                     path, hlen);
+    return err_set(DRV_EPARSE, "%s: byte 8: header of %zu bytes runs past the end of the file",
+                   path, hlen);
   npy_cur c = {path, f->fb.data, f->fb.data + start, f->fb.data + start + hlen};
   int rc = npy_dict(&c, f);
   if (rc < 0) return rc;
   f->data = start + hlen;
   char sh[128];
   if (f->count == 0)
-    return drv_error(DRV_EPARSE, "%s: empty array of shape %s", path, npy_shape_str(f, sh, sizeof sh));
+    return err_set(DRV_EPARSE, "%s: empty array of shape %s", path, npy_shape_str(f, sh, sizeof sh));
   uint64_t want = f->data + (uint64_t)f->count * (uint64_t)f->type.size;
   if (len != want)
-    return drv_error(DRV_EPARSE, "%s: byte %llu: file is %zu bytes, expected %llu for shape %s of '%s'",
-                     path, (unsigned long long)(len < want ? len : want), len,
-                     (unsigned long long)want, npy_shape_str(f, sh, sizeof sh), f->descr);
+    return err_set(DRV_EPARSE, "%s: byte %llu: file is %zu bytes, expected %llu for shape %s of '%s'",
+                   path, (unsigned long long)(len < want ? len : want), len,
+                   (unsigned long long)want, npy_shape_str(f, sh, sizeof sh), f->descr);
   return 0;
 }
 
@@ -405,21 +405,21 @@ static bool npy_mappable(const npy_file *f) {
 static int check_finite_fd(const char *path, int fd, size_t at, int64_t count, int64_t cols) {
   enum { CHUNK = 1 << 18 }; /* floats per read: 1 MiB */
   float *buf = malloc(CHUNK * sizeof *buf);
-  if (!buf) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!buf) return err_set(DRV_ENOMEM, "out of memory");
   int rc = 0;
   for (int64_t done = 0; done < count && rc == 0;) {
     int64_t k = count - done < CHUNK ? count - done : CHUNK;
     ssize_t got = pread(fd, buf, (size_t)k * sizeof *buf, (off_t)(at + (size_t)done * sizeof *buf));
     if (got != (ssize_t)((size_t)k * sizeof *buf)) {
-      rc = drv_error(DRV_EIO, "cannot read '%s': %s", path, got < 0 ? strerror(errno) : "short read");
+      rc = err_set(DRV_EIO, "cannot read '%s': %s", path, got < 0 ? strerror(errno) : "short read");
       break;
     }
     for (int64_t i = 0; i < k && rc == 0; i++)
       if (!isfinite(buf[i])) {
         int64_t e = done + i;
-        rc = drv_error(DRV_EPARSE, "%s: row %lld, column %lld: %s is not a finite number", path,
-                       (long long)(e / cols + 1), (long long)(e % cols + 1),
-                       isnan(buf[i]) ? "NaN" : buf[i] > 0 ? "Inf" : "-Inf");
+        rc = err_set(DRV_EPARSE, "%s: row %lld, column %lld: %s is not a finite number", path,
+                     (long long)(e / cols + 1), (long long)(e % cols + 1),
+                     isnan(buf[i]) ? "NaN" : buf[i] > 0 ? "Inf" : "-Inf");
       }
     done += k;
   }
@@ -433,7 +433,7 @@ static int check_finite_fd(const char *path, int fd, size_t at, int64_t count, i
 static int npy_map(const char *path, npy_file *f, tensor **x, bool check) {
   *x = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return drv_error(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
+  if (fd < 0) return err_set(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
   struct stat st;
   unsigned char head[12];
   int rc = 0;
@@ -444,7 +444,7 @@ static int npy_map(const char *path, npy_file *f, tensor **x, bool check) {
                              : (size_t)load_uint(head + 8, 4, false) + 12;
   if (hlen > (size_t)st.st_size || hlen > ((size_t)1 << 24)) goto out;
   if (!(f->fb.data = malloc(hlen + 1))) {
-    rc = drv_error(DRV_ENOMEM, "out of memory");
+    rc = err_set(DRV_ENOMEM, "out of memory");
     goto out;
   }
   if (pread(fd, f->fb.data, hlen, 0) != (ssize_t)hlen) goto out;
@@ -488,7 +488,7 @@ static int npy_x(const char *x_path, npy_file *fx, tensor **x, int64_t *rows, bo
   *mapped = rc == 1;
   if (!*mapped && (rc = npy_open(x_path, fx)) < 0) return rc;
   if (fx->ndim == 0)
-    return drv_error(DRV_ESHAPE, "%s: x must have at least 1 dimension, shape is ()", x_path);
+    return err_set(DRV_ESHAPE, "%s: x must have at least 1 dimension, shape is ()", x_path);
   *rows = fx->shape[0];
   if (*mapped) return 0;
   tensor *y;
@@ -517,13 +517,13 @@ int data__read_npy(const char *x_path, const char *y_path, bool check, dataset *
   if (y_path) {
     if ((rc = npy_open(y_path, &fy)) < 0) goto done;
     if (fy.ndim != 1) {
-      rc = drv_error(DRV_ESHAPE, "%s: labels must be 1-D, shape is %s", y_path,
-                     npy_shape_str(&fy, sh, sizeof sh));
+      rc = err_set(DRV_ESHAPE, "%s: labels must be 1-D, shape is %s", y_path,
+                   npy_shape_str(&fy, sh, sizeof sh));
       goto done;
     }
     if (fy.shape[0] != rows) {
-      rc = drv_error(DRV_ESHAPE, "%s: %lld labels but %s has %lld rows", y_path,
-                     (long long)fy.shape[0], x_path, (long long)rows);
+      rc = err_set(DRV_ESHAPE, "%s: %lld labels but %s has %lld rows", y_path,
+                   (long long)fy.shape[0], x_path, (long long)rows);
       goto done;
     }
   }

@@ -43,7 +43,7 @@ static int name_id(names *nm, const char *path, int64_t lineno, const char *s, f
   const char *t = data__trimmed(s, &len);
   size_t tl = strlen(t);
   while (tl && (t[tl - 1] == ' ' || t[tl - 1] == '\t' || t[tl - 1] == '\r')) tl--;
-  if (tl == 0) return drv_error(DRV_EPARSE, "%s:%lld: the label is empty", path, (long long)lineno);
+  if (tl == 0) return err_set(DRV_EPARSE, "%s:%lld: the label is empty", path, (long long)lineno);
   if (nm->fixed) {
     int64_t lo = 0, hi = nm->n - 1;
     while (lo <= hi) {
@@ -57,8 +57,8 @@ static int name_id(names *nm, const char *path, int64_t lineno, const char *s, f
       if (c < 0) lo = mid + 1;
       else hi = mid - 1;
     }
-    return drv_error(DRV_EPARSE, "%s:%lld: class '%.*s' is not one of the %lld the file had when "
-                     "it was first read", path, (long long)lineno, len, t, (long long)nm->n);
+    return err_set(DRV_EPARSE, "%s:%lld: class '%.*s' is not one of the %lld the file had when "
+                   "it was first read", path, (long long)lineno, len, t, (long long)nm->n);
   }
   for (int64_t i = nm->n - 1; i >= 0; i--)
     if (strncmp(nm->v[i], t, tl) == 0 && nm->v[i][tl] == '\0') {
@@ -66,15 +66,15 @@ static int name_id(names *nm, const char *path, int64_t lineno, const char *s, f
       return 0;
     }
   if (nm->n >= (1 << 24))
-    return drv_error(DRV_ERANGE, "%s:%lld: more than %d class names", path, (long long)lineno, 1 << 24);
+    return err_set(DRV_ERANGE, "%s:%lld: more than %d class names", path, (long long)lineno, 1 << 24);
   if (nm->n == nm->cap) {
     int64_t c = nm->cap ? nm->cap * 2 : 16;
     char **nv = realloc(nm->v, (size_t)c * sizeof *nv);
-    if (!nv) return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+    if (!nv) return err_set(DRV_ENOMEM, "%s: out of memory", path);
     nm->v = nv;
     nm->cap = c;
   }
-  if (!(nm->v[nm->n] = strndup(t, tl))) return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+  if (!(nm->v[nm->n] = strndup(t, tl))) return err_set(DRV_ENOMEM, "%s: out of memory", path);
   *id = (float)nm->n++;
   return 0;
 }
@@ -88,7 +88,7 @@ static int names_sort(names *nm, tensor *y) {
   if (!orig || !newid) {
     free(orig);
     free(newid);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   memcpy(orig, nm->v, (size_t)n * sizeof *orig);
   qsort(nm->v, (size_t)n, sizeof *nm->v, cmp_str);
@@ -132,7 +132,7 @@ static int64_t count_fields(const char *s, const char *e, char delim) {
 static int line_has_text(const char *s, const char *e, char delim, int64_t skip, bool *text) {
   size_t len = (size_t)(e - s);
   char *copy = malloc(len + 1);
-  if (!copy) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!copy) return err_set(DRV_ENOMEM, "out of memory");
   memcpy(copy, s, len);
   copy[len] = '\0';
   *text = false;
@@ -171,11 +171,11 @@ static int csv_row(csv_ctx *cx, int64_t lineno, char **fields, float *x_row, flo
       int len;
       const char *t = data__trimmed(fields[j], &len);
       if (len == 0)
-        return drv_error(DRV_EPARSE, "%s:%lld: field %lld is empty", cx->path, (long long)lineno,
-                         (long long)j + 1);
-      return drv_error(DRV_EPARSE, "%s:%lld: field %lld: '%.*s' is not a %snumber%s", cx->path,
-                       (long long)lineno, (long long)j + 1, len, t, rc == NUM_INF ? "finite " : "",
-                       j == cx->label && rc == NUM_BAD
+        return err_set(DRV_EPARSE, "%s:%lld: field %lld is empty", cx->path, (long long)lineno,
+                       (long long)j + 1);
+      return err_set(DRV_EPARSE, "%s:%lld: field %lld: '%.*s' is not a %snumber%s", cx->path,
+                     (long long)lineno, (long long)j + 1, len, t, rc == NUM_INF ? "finite " : "",
+                     j == cx->label && rc == NUM_BAD
                            ? " (class names in the label column: { classes = \"names\" })"
                            : "");
     }
@@ -190,14 +190,14 @@ static int csv_row(csv_ctx *cx, int64_t lineno, char **fields, float *x_row, flo
 static int csv_fill(csv_ctx *cx, filebuf *fb, bool skip_first, const uint8_t *keep, tensor *x,
                     tensor *y) {
   char **fields = malloc((size_t)cx->nf * sizeof *fields);
-  if (!fields) return drv_error(DRV_ENOMEM, "%s: out of memory", cx->path);
+  if (!fields) return err_set(DRV_ENOMEM, "%s: out of memory", cx->path);
   line_iter li = {fb->data, fb->data + fb->len, 0};
   float *xv = tensor_data(x), *yv = tensor_data(y);
   int64_t row = 0, data_row = -1, cols = x->shape[0] ? tensor_numel(x) / x->shape[0] : 0;
   char *s, *e;
   int rc = 0;
   while (rc == 0 && data__next_line(&li, &s, &e)) {
-    if (li.lineno % DATA__POLL_LINES == 0 && drv_interrupted()) {
+    if (li.lineno % DATA__POLL_LINES == 0 && err_interrupted()) {
       rc = data__interrupted(cx->path);
       break;
     }
@@ -209,8 +209,8 @@ static int csv_fill(csv_ctx *cx, filebuf *fb, bool skip_first, const uint8_t *ke
     if (keep && !keep[++data_row]) continue;
     int64_t got = split_fields(s, e, cx->delim, fields, cx->nf);
     if (got != cx->nf)
-      rc = drv_error(DRV_EPARSE, "%s:%lld: expected %lld fields, found %lld", cx->path,
-                     (long long)li.lineno, (long long)cx->nf, (long long)got);
+      rc = err_set(DRV_EPARSE, "%s:%lld: expected %lld fields, found %lld", cx->path,
+                   (long long)li.lineno, (long long)cx->nf, (long long)got);
     else
       rc = csv_row(cx, li.lineno, fields, xv + row * cols, yv + row);
     row++;
@@ -244,14 +244,14 @@ static int resolve_label(const char *path, int64_t first_no, const data_csv_opts
     return 0;
   }
   if (nf < 2)
-    return drv_error(DRV_EPARSE, "%s:%lld: one field per line: need features and a label "
-                     "(a file of features only: { label = false })", path, (long long)first_no);
+    return err_set(DRV_EPARSE, "%s:%lld: one field per line: need features and a label "
+                   "(a file of features only: { label = false })", path, (long long)first_no);
   *label = o->label < 0 ? nf + o->label : o->label;
   if (*label < 0 || *label >= nf) {
     int given = o->label_given ? o->label_given : o->label >= 0 ? o->label + 1 : o->label;
-    return drv_error(DRV_EINVAL, "%s:%lld: label column %d is out of range: the file has %lld "
-                     "columns (1 is the first, -1 the last)", path, (long long)first_no, given,
-                     (long long)nf);
+    return err_set(DRV_EINVAL, "%s:%lld: label column %d is out of range: the file has %lld "
+                   "columns (1 is the first, -1 the last)", path, (long long)first_no, given,
+                   (long long)nf);
   }
   return 0;
 }
@@ -291,8 +291,8 @@ static int csv_read_kept(const char *path, const data_csv_opts *o, dataset **out
   data_scan sc;
   int rc = data__csv_stream(path, o, data__fill_row, &fill, &sc);
   if (rc == 0 && fill.row != fill.kept)
-    rc = drv_error(DRV_EINVAL, "%s: %lld rows read, %lld expected", path, (long long)fill.row,
-                   (long long)fill.kept);
+    rc = err_set(DRV_EINVAL, "%s: %lld rows read, %lld expected", path, (long long)fill.row,
+                 (long long)fill.kept);
   if (rc < 0) {
     tensor_free(fill.x);
     tensor_free(fill.y);
@@ -313,7 +313,7 @@ int data_read_csv(const char *path, const data_csv_opts *o, dataset **out) {
   csv_ctx cx = {.path = path, .delim = o->delimiter ? o->delimiter : ',', .classes = o->classes};
   if (o->names) cx.nm = (names){(char **)o->names, o->nnames, o->nnames, true};
   if (cx.delim == '\n' || cx.delim == '\r' || cx.delim == '.' || cx.delim == '-' || cx.delim == '+')
-    return drv_error(DRV_EINVAL, "%s: delimiter '%c' cannot separate numbers", path, cx.delim);
+    return err_set(DRV_EINVAL, "%s: delimiter '%c' cannot separate numbers", path, cx.delim);
   filebuf fb;
   int rc = data__read_all(path, &fb);
   if (rc < 0) return rc;
@@ -333,7 +333,7 @@ int data_read_csv(const char *path, const data_csv_opts *o, dataset **out) {
   tensor *x = NULL, *y = NULL;
   bool header = o->header > 0;
   if (!first_s) {
-    rc = drv_error(DRV_EPARSE, "%s: %s", path, fb.len ? "no data, only blank lines" : "empty file");
+    rc = err_set(DRV_EPARSE, "%s: %s", path, fb.len ? "no data, only blank lines" : "empty file");
     goto fail;
   }
   cx.nf = count_fields(first_s, first_e, cx.delim);
@@ -343,13 +343,13 @@ int data_read_csv(const char *path, const data_csv_opts *o, dataset **out) {
     goto fail;
   int64_t rows = lines - header, kept = rows;
   if (rows == 0) {
-    rc = drv_error(DRV_EPARSE, "%s: no data rows after the header", path);
+    rc = err_set(DRV_EPARSE, "%s: no data rows after the header", path);
     goto fail;
   }
   if (o->keep) {
     if (o->keep_n != rows) {
-      rc = drv_error(DRV_EINVAL, "%s: has %lld data rows now, %lld when it was first read: "
-                     "a worker must see the same file", path, (long long)rows, (long long)o->keep_n);
+      rc = err_set(DRV_EINVAL, "%s: has %lld data rows now, %lld when it was first read: "
+                   "a worker must see the same file", path, (long long)rows, (long long)o->keep_n);
       goto fail;
     }
     kept = 0;
@@ -386,8 +386,8 @@ static int csv_line(csv_ctx *cx, int64_t lineno, char *s, char *e, char **fields
                     float *y) {
   int64_t got = split_fields(s, e, cx->delim, fields, cx->nf);
   if (got != cx->nf)
-    return drv_error(DRV_EPARSE, "%s:%lld: expected %lld fields, found %lld", cx->path,
-                     (long long)lineno, (long long)cx->nf, (long long)got);
+    return err_set(DRV_EPARSE, "%s:%lld: expected %lld fields, found %lld", cx->path,
+                   (long long)lineno, (long long)cx->nf, (long long)got);
   return csv_row(cx, lineno, fields, row, y);
 }
 
@@ -418,7 +418,7 @@ int data__csv_stream(const char *path, const data_csv_opts *o, data__row_fn fn, 
   csv_ctx cx = {.path = path, .delim = o->delimiter ? o->delimiter : ',', .classes = o->classes};
   if (o->names) cx.nm = (names){(char **)o->names, o->nnames, o->nnames, true};
   if (cx.delim == '\n' || cx.delim == '\r' || cx.delim == '.' || cx.delim == '-' || cx.delim == '+')
-    return drv_error(DRV_EINVAL, "%s: delimiter '%c' cannot separate numbers", path, cx.delim);
+    return err_set(DRV_EINVAL, "%s: delimiter '%c' cannot separate numbers", path, cx.delim);
   data_lines l;
   int rc = data__lines_open(&l, path);
   if (rc < 0) return rc;
@@ -428,7 +428,7 @@ int data__csv_stream(const char *path, const data_csv_opts *o, data__row_fn fn, 
   int64_t data_row = -1;
   data_classes cls = {0};
   while ((rc = data__lines_next(&l, &s, &e)) == 1) {
-    if (l.lineno % DATA__POLL_LINES == 0 && drv_interrupted()) {
+    if (l.lineno % DATA__POLL_LINES == 0 && err_interrupted()) {
       rc = data__interrupted(path);
       break;
     }
@@ -441,7 +441,7 @@ int data__csv_stream(const char *path, const data_csv_opts *o, data__row_fn fn, 
       fields = malloc((size_t)cx.nf * sizeof *fields);
       row = malloc((size_t)cx.nf * sizeof *row);
       if (!fields || !row) {
-        rc = drv_error(DRV_ENOMEM, "%s: out of memory", path);
+        rc = err_set(DRV_ENOMEM, "%s: out of memory", path);
         break;
       }
       if (header) continue;
@@ -456,13 +456,13 @@ int data__csv_stream(const char *path, const data_csv_opts *o, data__row_fn fn, 
   free(fields);
   free(row);
   if (rc == 0 && first)
-    rc = drv_error(DRV_EPARSE, "%s: %s", path, any ? "no data, only blank lines" : "empty file");
+    rc = err_set(DRV_EPARSE, "%s: %s", path, any ? "no data, only blank lines" : "empty file");
   else if (rc == 0 && data_row < 0)
-    rc = drv_error(DRV_EPARSE, "%s: no data rows after the header", path);
+    rc = err_set(DRV_EPARSE, "%s: no data rows after the header", path);
   else if (rc == 0 && o->keep && data_row + 1 != o->keep_n)
-    rc = drv_error(DRV_EINVAL, "%s: has %lld data rows now, %lld when it was first read: "
-                   "a worker must see the same file", path, (long long)data_row + 1,
-                   (long long)o->keep_n);
+    rc = err_set(DRV_EINVAL, "%s: has %lld data rows now, %lld when it was first read: "
+                 "a worker must see the same file", path, (long long)data_row + 1,
+                 (long long)o->keep_n);
   if (rc == 0) csv_scan_out(&cx, o, data_row + 1, header, &cls, scan);
   else data__classes_end(&cls);
   names_free(&cx.nm);
@@ -473,7 +473,7 @@ int data_open_csv(const char *path, const data_csv_opts *o, dataset **out) {
   *out = NULL;
   data_csv_opts def = {.label = -1, .header = -1, .delimiter = ','};
   if (!o) o = &def;
-  if (o->keep) return drv_error(DRV_EINVAL, "%s: a lazy dataset is the whole file", path);
+  if (o->keep) return err_set(DRV_EINVAL, "%s: a lazy dataset is the whole file", path);
   data_scan sc;
   int rc = data__csv_stream(path, o, NULL, NULL, &sc);
   if (rc < 0) return rc;
@@ -481,7 +481,7 @@ int data_open_csv(const char *path, const data_csv_opts *o, dataset **out) {
   if (!d) {
     for (int64_t i = 0; i < sc.nnames; i++) free(sc.names[i]);
     free(sc.names);
-    return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+    return err_set(DRV_ENOMEM, "%s: out of memory", path);
   }
   const char *base = strrchr(path, '/');
   snprintf(d->source, sizeof d->source, "%s", base ? base + 1 : path);
@@ -502,7 +502,7 @@ int data_open_csv(const char *path, const data_csv_opts *o, dataset **out) {
   set_csv_recipe(d, path, &cx, sc.header);
   if (!d->recipe) {
     data_free(d);
-    return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+    return err_set(DRV_ENOMEM, "%s: out of memory", path);
   }
   *out = d;
   return 0;

@@ -31,7 +31,7 @@ void data__note_shapes(dataset *d) {
 int data__lazy_like(const dataset *like, int64_t n, dataset **out) {
   *out = NULL;
   dataset *d = calloc(1, sizeof *d);
-  if (!d) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!d) return err_set(DRV_ENOMEM, "out of memory");
   d->n = n;
   d->features = like->features;
   d->classes = like->classes;
@@ -52,12 +52,12 @@ int data__lazy_like(const dataset *like, int64_t n, dataset **out) {
   if (like->names) {
     if (!(d->names = calloc((size_t)like->nnames + 1, sizeof *d->names))) {
       data_free(d);
-      return drv_error(DRV_ENOMEM, "out of memory");
+      return err_set(DRV_ENOMEM, "out of memory");
     }
     for (int64_t i = 0; i < like->nnames; i++, d->nnames = i)
       if (!(d->names[i] = strdup(like->names[i]))) {
         data_free(d);
-        return drv_error(DRV_ENOMEM, "out of memory");
+        return err_set(DRV_ENOMEM, "out of memory");
       }
   }
   *out = d;
@@ -67,14 +67,14 @@ int data__lazy_like(const dataset *like, int64_t n, dataset **out) {
 int data_load(dataset *d) {
   if (!data_is_lazy(d)) return 0;
   if (!d->recipe)
-    return drv_error(DRV_EINVAL, "dataset '%s' has neither rows nor a recipe", d->source);
+    return err_set(DRV_EINVAL, "dataset '%s' has neither rows nor a recipe", d->source);
   dataset *full = NULL;
   int rc = data_from_recipe(d->recipe, strlen(d->recipe), 0, 1, &full);
   if (rc < 0) return rc;
   if (full->n != d->n || full->features != d->features) {
-    rc = drv_error(DRV_EINVAL, "%s: has %lld x %lld values now, %lld x %lld when it was first "
-                   "read", d->source, (long long)full->n, (long long)full->features,
-                   (long long)d->n, (long long)d->features);
+    rc = err_set(DRV_EINVAL, "%s: has %lld x %lld values now, %lld x %lld when it was first "
+                 "read", d->source, (long long)full->n, (long long)full->features,
+                 (long long)d->n, (long long)d->features);
     data_free(full);
     return rc;
   }
@@ -142,8 +142,8 @@ int data__stats_from_sums(int64_t f, int64_t n, const double *k, const double *s
   }
   if (!s || !s->mean || !s->std || n < 1) {
     data_stats_free(s);
-    return n < 1 ? drv_error(DRV_EINVAL, "standardize: no rows")
-                 : drv_error(DRV_ENOMEM, "standardize: out of memory");
+    return n < 1 ? err_set(DRV_EINVAL, "standardize: no rows")
+                 : err_set(DRV_ENOMEM, "standardize: out of memory");
   }
   for (int64_t j = 0; j < f; j++) {
     double m1 = s1[j] / (double)n, var = s2[j] / (double)n - m1 * m1;
@@ -163,7 +163,7 @@ int data__fill_row(void *ud, const float *x, int64_t features, float y) {
     if (rc < 0) return rc;
   }
   if (c->row >= c->kept || c->x->shape[1] != features)
-    return drv_error(DRV_EINVAL, "%s: more rows or other features than expected", c->path);
+    return err_set(DRV_EINVAL, "%s: more rows or other features than expected", c->path);
   memcpy(tensor_data(c->x) + c->row * features, x, (size_t)features * sizeof *x);
   tensor_data(c->y)[c->row++] = y;
   return 0;

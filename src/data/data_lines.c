@@ -24,14 +24,14 @@ int data__lines_open(data_lines *l, const char *path) {
   errno = 0;
   gzFile f = gzopen(path, "rb");
   if (!f)
-    return drv_error(errno ? DRV_EIO : DRV_ENOMEM, "cannot open '%s': %s", path,
-                     errno ? strerror(errno) : "out of memory");
+    return err_set(errno ? DRV_EIO : DRV_ENOMEM, "cannot open '%s': %s", path,
+                   errno ? strerror(errno) : "out of memory");
   gzbuffer(f, 1 << 17);
   l->gz = f;
   l->cap = LINES_CHUNK;
   if (!(l->buf = malloc(l->cap))) {
     data__lines_close(l);
-    return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+    return err_set(DRV_ENOMEM, "%s: out of memory", path);
   }
   return 0;
 }
@@ -48,11 +48,11 @@ static int gz_error(data_lines *l) {
   int code;
   const char *msg = gzerror(l->gz, &code);
   if (code == Z_ERRNO)
-    return drv_error(DRV_EIO, "cannot read '%s': %s", l->path, strerror(errno ? errno : EIO));
+    return err_set(DRV_EIO, "cannot read '%s': %s", l->path, strerror(errno ? errno : EIO));
   long long at = (long long)gzoffset(l->gz);
   if (code == Z_BUF_ERROR) msg = "the file ends inside the data";
-  return drv_error(DRV_EPARSE, "%s: byte %lld of the gzip file: %s", l->path, at,
-                   msg && *msg ? msg : "corrupt");
+  return err_set(DRV_EPARSE, "%s: byte %lld of the gzip file: %s", l->path, at,
+                 msg && *msg ? msg : "corrupt");
 }
 
 /* More bytes after the partial line [start, len): moved to the front, the
@@ -65,10 +65,10 @@ static int fill(data_lines *l) {
   }
   if (l->len + 1 >= l->cap) {
     if (l->cap >= LINES_MAX)
-      return drv_error(DRV_ERANGE, "%s:%lld: a line longer than %zu bytes", l->path,
-                       (long long)l->lineno + 1, LINES_MAX);
+      return err_set(DRV_ERANGE, "%s:%lld: a line longer than %zu bytes", l->path,
+                     (long long)l->lineno + 1, LINES_MAX);
     char *nb = realloc(l->buf, l->cap * 2);
-    if (!nb) return drv_error(DRV_ENOMEM, "%s: out of memory", l->path);
+    if (!nb) return err_set(DRV_ENOMEM, "%s: out of memory", l->path);
     l->buf = nb;
     l->cap *= 2;
   }

@@ -38,7 +38,7 @@ static int read_raw(const char *path, filebuf *fb) {
   fb->data = NULL;
   fb->len = 0;
   FILE *f = fopen(path, "rb");
-  if (!f) return drv_error(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
+  if (!f) return err_set(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
   size_t cap = (size_t)1 << 16, len = 0;
   struct stat st;
   /* Size the buffer from the file when we can; +2 so EOF is seen without
@@ -49,7 +49,7 @@ static int read_raw(const char *path, filebuf *fb) {
   char *buf = malloc(cap);
   if (!buf) {
     fclose(f);
-    return drv_error(DRV_ENOMEM, "%s: out of memory reading the file", path);
+    return err_set(DRV_ENOMEM, "%s: out of memory reading the file", path);
   }
   for (;;) {
     if (len + 1 >= cap) {
@@ -58,7 +58,7 @@ static int read_raw(const char *path, filebuf *fb) {
       if (!nb) {
         free(buf);
         fclose(f);
-        return drv_error(DRV_ENOMEM, "%s: out of memory reading the file", path);
+        return err_set(DRV_ENOMEM, "%s: out of memory reading the file", path);
       }
       buf = nb;
       cap *= 2;
@@ -71,7 +71,7 @@ static int read_raw(const char *path, filebuf *fb) {
     int e = errno;
     free(buf);
     fclose(f);
-    return drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(e ? e : EIO));
+    return err_set(DRV_EIO, "cannot read '%s': %s", path, strerror(e ? e : EIO));
   }
   fclose(f);
   buf[len] = '\0';
@@ -92,7 +92,7 @@ static int gunzip(const char *path, const filebuf *in, filebuf *out) {
   char *buf = malloc(cap);
   if (!buf || inflateInit2(&z, 15 + 16) != Z_OK) {
     free(buf);
-    return drv_error(DRV_ENOMEM, "%s: out of memory decompressing the file", path);
+    return err_set(DRV_ENOMEM, "%s: out of memory decompressing the file", path);
   }
   z.next_in = (unsigned char *)in->data;
   size_t left = in->len;
@@ -104,9 +104,9 @@ static int gunzip(const char *path, const filebuf *in, filebuf *out) {
       if (!nb) {
         free(buf);
         inflateEnd(&z);
-        return drv_error(cap < GZ_MAX ? DRV_ENOMEM : DRV_ERANGE, "%s: %s", path, cap < GZ_MAX
-                         ? "out of memory decompressing the file"
-                         : "decompresses to more than 16 GiB");
+        return err_set(cap < GZ_MAX ? DRV_ENOMEM : DRV_ERANGE, "%s: %s", path, cap < GZ_MAX
+                       ? "out of memory decompressing the file"
+                       : "decompresses to more than 16 GiB");
       }
       buf = nb;
       cap = cap * 2 < GZ_MAX ? cap * 2 : GZ_MAX;
@@ -124,13 +124,13 @@ static int gunzip(const char *path, const filebuf *in, filebuf *out) {
       free(buf);
       const char *why = z.msg ? z.msg : zr == Z_BUF_ERROR ? "the file ends inside the data" : "corrupt";
       inflateEnd(&z);
-      return drv_error(DRV_EPARSE, "%s: byte %zu of the gzip file: %s", path, at, why);
+      return err_set(DRV_EPARSE, "%s: byte %zu of the gzip file: %s", path, at, why);
     }
     if (zr == Z_OK && left == 0 && z.avail_out > 0) {
       free(buf);
       inflateEnd(&z);
-      return drv_error(DRV_EPARSE, "%s: byte %zu of the gzip file: the file ends inside the data",
-                       path, in->len);
+      return err_set(DRV_EPARSE, "%s: byte %zu of the gzip file: the file ends inside the data",
+                     path, in->len);
     }
   }
   inflateEnd(&z);
@@ -164,7 +164,7 @@ int data__wrap(tensor *x, tensor *y, const char *path, dataset **out) {
   if (!d) {
     tensor_free(x);
     tensor_free(y);
-    return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+    return err_set(DRV_ENOMEM, "%s: out of memory", path);
   }
   d->x = x;
   d->y = y;
@@ -190,15 +190,15 @@ int data__alloc_xy(const char *path, int64_t rows, int64_t cols, tensor **x, ten
   *x = *y = NULL;
   if (rows <= 0 || cols <= 0 || __builtin_mul_overflow(rows, cols, &total) ||
       total > DATA__MAX_ELEMS)
-    return drv_error(DRV_ERANGE, "%s: %lld x %lld values is too large", path,
-                     (long long)rows, (long long)cols);
+    return err_set(DRV_ERANGE, "%s: %lld x %lld values is too large", path,
+                   (long long)rows, (long long)cols);
   *x = tensor_new2(rows, cols);
   *y = *x ? tensor_new1(rows) : NULL;
   if (!*y) {
     tensor_free(*x);
     *x = NULL;
-    return drv_error(DRV_ENOMEM, "%s: out of memory for %lld x %lld values", path,
-                     (long long)rows, (long long)cols);
+    return err_set(DRV_ENOMEM, "%s: out of memory for %lld x %lld values", path,
+                   (long long)rows, (long long)cols);
   }
   return 0;
 }
@@ -273,7 +273,7 @@ bool data__is_blank_line(const char *s, const char *e) {
 }
 
 int data__interrupted(const char *path) {
-  return drv_error(DRV_EINTERRUPTED, "%s: interrupted", path);
+  return err_set(DRV_EINTERRUPTED, "%s: interrupted", path);
 }
 
 /* ======================================================================
@@ -336,37 +336,37 @@ static int svm_entry(const char *path, int64_t lineno, char *tok, int64_t featur
   char *colon = strchr(tok, ':');
   int len = (int)strnlen(tok, QUOTE_MAX);
   if (!colon)
-    return drv_error(DRV_EPARSE, "%s:%lld: '%.*s' is not index:value", path,
-                     (long long)lineno, len, tok);
+    return err_set(DRV_EPARSE, "%s:%lld: '%.*s' is not index:value", path,
+                   (long long)lineno, len, tok);
   if (colon - tok == 3 && memcmp(tok, "qid", 3) == 0) return 0; /* svmlight query id */
   char *end;
   errno = 0;
   long long idx = strtoll(tok, &end, 10);
   if (end != colon || colon == tok || errno == ERANGE)
-    return drv_error(DRV_EPARSE, "%s:%lld: '%.*s': bad feature index", path,
-                     (long long)lineno, len, tok);
+    return err_set(DRV_EPARSE, "%s:%lld: '%.*s': bad feature index", path,
+                   (long long)lineno, len, tok);
   if (idx < 0 || (idx < 1 && sp->zero_based == 0))
-    return drv_error(DRV_EPARSE, "%s:%lld: index %lld: indices start at 1%s", path,
-                     (long long)lineno, idx,
-                     idx == 0 ? " (a zero-based file, as scikit-learn's dump_svmlight_file writes "
+    return err_set(DRV_EPARSE, "%s:%lld: index %lld: indices start at 1%s", path,
+                   (long long)lineno, idx,
+                   idx == 0 ? " (a zero-based file, as scikit-learn's dump_svmlight_file writes "
                                 "by default: { zero_based = true } or \"auto\")" : "");
   if (idx <= *prev)
-    return drv_error(DRV_EPARSE, "%s:%lld: index %lld after %lld: indices must be ascending",
-                     path, (long long)lineno, idx, (long long)*prev);
+    return err_set(DRV_EPARSE, "%s:%lld: index %lld after %lld: indices must be ascending",
+                   path, (long long)lineno, idx, (long long)*prev);
   if (features > 0 && sp->zero_based >= 0 && idx + (sp->zero_based == 1) > features)
-    return drv_error(DRV_ERANGE, "%s:%lld: index %lld is beyond the %lld features", path,
-                     (long long)lineno, idx, (long long)features);
+    return err_set(DRV_ERANGE, "%s:%lld: index %lld is beyond the %lld features", path,
+                   (long long)lineno, idx, (long long)features);
   if (idx > INT32_MAX)
-    return drv_error(DRV_ERANGE, "%s:%lld: index %lld is too large", path,
-                     (long long)lineno, idx);
+    return err_set(DRV_ERANGE, "%s:%lld: index %lld is too large", path,
+                   (long long)lineno, idx);
   float v;
   int rc = data__parse_float(colon + 1, &v);
   if (rc != NUM_OK)
-    return drv_error(DRV_EPARSE, "%s:%lld: index %lld: '%.*s' is not a %snumber", path,
-                     (long long)lineno, idx, (int)strnlen(colon + 1, QUOTE_MAX), colon + 1,
-                     rc == NUM_INF ? "finite " : "");
+    return err_set(DRV_EPARSE, "%s:%lld: index %lld: '%.*s' is not a %snumber", path,
+                   (long long)lineno, idx, (int)strnlen(colon + 1, QUOTE_MAX), colon + 1,
+                   rc == NUM_INF ? "finite " : "");
   if (!sparse_reserve(sp, sp->n + 1, sp->nnz + 1))
-    return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+    return err_set(DRV_ENOMEM, "%s: out of memory", path);
   sp->col[sp->nnz] = (int32_t)idx; /* shifted to 0-based once the file is read */
   sp->val[sp->nnz] = v;
   sp->nnz++;
@@ -385,11 +385,11 @@ static int svm_line(const char *path, int64_t lineno, char *s, char *e, int64_t 
   float label;
   int rc = data__parse_float(tok, &label);
   if (rc != NUM_OK)
-    return drv_error(DRV_EPARSE, "%s:%lld: label '%.*s' is not a %snumber", path,
-                     (long long)lineno, (int)strnlen(tok, QUOTE_MAX), tok,
-                     rc == NUM_INF ? "finite " : "");
+    return err_set(DRV_EPARSE, "%s:%lld: label '%.*s' is not a %snumber", path,
+                   (long long)lineno, (int)strnlen(tok, QUOTE_MAX), tok,
+                   rc == NUM_INF ? "finite " : "");
   if (!sparse_reserve(sp, sp->n + 1, sp->nnz))
-    return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+    return err_set(DRV_ENOMEM, "%s: out of memory", path);
   sp->labels[sp->n] = label;
   sp->rowptr[sp->n] = sp->nnz;
   int64_t prev = -1; /* indices ascend from 0 or 1 */
@@ -405,7 +405,7 @@ static int svm_line(const char *path, int64_t lineno, char *s, char *e, int64_t 
 static int svm_dense(const char *path, const sparse *sp, int64_t features, bool zb, dataset **out) {
   int64_t nfeat = features ? features : sp->max_index + zb;
   if (nfeat == 0)
-    return drv_error(DRV_EPARSE, "%s: no feature indices, cannot infer the feature count", path);
+    return err_set(DRV_EPARSE, "%s: no feature indices, cannot infer the feature count", path);
   tensor *x, *y;
   int rc = data__alloc_xy(path, sp->n, nfeat, &x, &y);
   if (rc < 0) return rc;
@@ -417,8 +417,8 @@ static int svm_dense(const char *path, const sparse *sp, int64_t features, bool 
       if (c >= nfeat) {
         tensor_free(x);
         tensor_free(y);
-        return drv_error(DRV_ERANGE, "%s: example %lld: index %lld is beyond the %lld features",
-                         path, (long long)i + 1, (long long)sp->col[k], (long long)nfeat);
+        return err_set(DRV_ERANGE, "%s: example %lld: index %lld is beyond the %lld features",
+                       path, (long long)i + 1, (long long)sp->col[k], (long long)nfeat);
       }
       xv[i * nfeat + c] = sp->val[k];
     }
@@ -433,8 +433,8 @@ static int svm_read_kept(const char *path, const data_libsvm_opts *o, dataset **
   for (int64_t i = 0; i < o->keep_n; i++) fill.kept += o->keep[i] != 0;
   int rc = data__svm_stream(path, o, data__fill_row, &fill, NULL);
   if (rc == 0 && fill.row != fill.kept)
-    rc = drv_error(DRV_EINVAL, "%s: %lld examples read, %lld expected", path,
-                   (long long)fill.row, (long long)fill.kept);
+    rc = err_set(DRV_EINVAL, "%s: %lld examples read, %lld expected", path,
+                 (long long)fill.row, (long long)fill.kept);
   if (rc < 0) {
     tensor_free(fill.x);
     tensor_free(fill.y);
@@ -449,7 +449,7 @@ int data_read_libsvm(const char *path, const data_libsvm_opts *o, dataset **out)
   if (!o) o = &def;
   int64_t features = o->features;
   if (features < 0)
-    return drv_error(DRV_EINVAL, "%s: feature count %lld is negative", path, (long long)features);
+    return err_set(DRV_EINVAL, "%s: feature count %lld is negative", path, (long long)features);
   if (o->keep && features > 0 && o->zero_based >= 0) return svm_read_kept(path, o, out);
   filebuf fb;
   int rc = data__read_all(path, &fb);
@@ -459,7 +459,7 @@ int data_read_libsvm(const char *path, const data_libsvm_opts *o, dataset **out)
   char *s, *e;
   int64_t example = -1;
   while (data__next_line(&li, &s, &e)) {
-    if (li.lineno % POLL_LINES == 0 && drv_interrupted()) {
+    if (li.lineno % POLL_LINES == 0 && err_interrupted()) {
       rc = data__interrupted(path);
       goto done;
     }
@@ -470,12 +470,12 @@ int data_read_libsvm(const char *path, const data_libsvm_opts *o, dataset **out)
     if ((rc = svm_line(path, li.lineno, s, e, features, &sp)) < 0) goto done;
   }
   if (o->keep && example + 1 != o->keep_n) {
-    rc = drv_error(DRV_EINVAL, "%s: has %lld examples now, %lld when it was first read: a worker "
-                   "must see the same file", path, (long long)example + 1, (long long)o->keep_n);
+    rc = err_set(DRV_EINVAL, "%s: has %lld examples now, %lld when it was first read: a worker "
+                 "must see the same file", path, (long long)example + 1, (long long)o->keep_n);
     goto done;
   }
   if (sp.n == 0) {
-    rc = drv_error(DRV_EPARSE, "%s: %s", path, fb.len ? "no examples" : "empty file");
+    rc = err_set(DRV_EPARSE, "%s: %s", path, fb.len ? "no examples" : "empty file");
     goto done;
   }
   bool zb = o->zero_based == 1 || (o->zero_based < 0 && sp.min_index == 0);
@@ -503,8 +503,8 @@ static int svm_row(const char *path, int64_t lineno, const sparse *sp, bool zb, 
   for (int64_t k = 0; k < sp->nnz; k++) {
     int64_t c = (int64_t)sp->col[k] - !zb;
     if (c >= nfeat)
-      return drv_error(DRV_ERANGE, "%s:%lld: index %lld is beyond the %lld features", path,
-                       (long long)lineno, (long long)sp->col[k], (long long)nfeat);
+      return err_set(DRV_ERANGE, "%s:%lld: index %lld is beyond the %lld features", path,
+                     (long long)lineno, (long long)sp->col[k], (long long)nfeat);
     row[c] = sp->val[k];
   }
   return 0;
@@ -516,10 +516,10 @@ static int svm_shape(const char *path, const data_libsvm_opts *o, const sparse *
   bool zb = o->zero_based == 1 || (o->zero_based < 0 && sp->min_index == 0);
   int64_t nfeat = o->features ? o->features : sp->max_index + zb;
   if (nfeat == 0)
-    return drv_error(DRV_EPARSE, "%s: no feature indices, cannot infer the feature count", path);
+    return err_set(DRV_EPARSE, "%s: no feature indices, cannot infer the feature count", path);
   if (sp->max_index - !zb >= nfeat)
-    return drv_error(DRV_ERANGE, "%s: index %lld is beyond the %lld features", path,
-                     (long long)sp->max_index, (long long)nfeat);
+    return err_set(DRV_ERANGE, "%s: index %lld is beyond the %lld features", path,
+                   (long long)sp->max_index, (long long)nfeat);
   scan->features = nfeat;
   scan->zero_based = zb;
   return 0;
@@ -530,20 +530,20 @@ static int svm_shape(const char *path, const data_libsvm_opts *o, const sparse *
 int data__svm_stream(const char *path, const data_libsvm_opts *o, data__row_fn fn, void *ud,
                      data_scan *scan) {
   if (o->features < 0 || (fn && (o->features == 0 || o->zero_based < 0)))
-    return drv_error(DRV_EINVAL, "%s: streaming rows needs the feature count and index base", path);
+    return err_set(DRV_EINVAL, "%s: streaming rows needs the feature count and index base", path);
   data_lines l;
   int rc = data__lines_open(&l, path);
   if (rc < 0) return rc;
   sparse sp = {.min_index = -1, .zero_based = o->zero_based};
   float *row = fn ? malloc((size_t)o->features * sizeof *row) : NULL;
-  if (fn && !row) rc = drv_error(DRV_ENOMEM, "%s: out of memory", path);
+  if (fn && !row) rc = err_set(DRV_ENOMEM, "%s: out of memory", path);
   data_classes cls = {0};
   char *s, *e;
   int64_t example = -1;
   bool any = false;
   while (rc == 0 && (rc = data__lines_next(&l, &s, &e)) == 1) {
     rc = 0;
-    if (l.lineno % POLL_LINES == 0 && drv_interrupted()) {
+    if (l.lineno % POLL_LINES == 0 && err_interrupted()) {
       rc = data__interrupted(path);
       break;
     }
@@ -563,10 +563,10 @@ int data__svm_stream(const char *path, const data_libsvm_opts *o, data__row_fn f
   data__lines_close(&l);
   free(row);
   if (rc == 0 && o->keep && example + 1 != o->keep_n)
-    rc = drv_error(DRV_EINVAL, "%s: has %lld examples now, %lld when it was first read: a worker "
-                   "must see the same file", path, (long long)example + 1, (long long)o->keep_n);
+    rc = err_set(DRV_EINVAL, "%s: has %lld examples now, %lld when it was first read: a worker "
+                 "must see the same file", path, (long long)example + 1, (long long)o->keep_n);
   else if (rc == 0 && example < 0)
-    rc = drv_error(DRV_EPARSE, "%s: %s", path, any ? "no examples" : "empty file");
+    rc = err_set(DRV_EPARSE, "%s: %s", path, any ? "no examples" : "empty file");
   data_scan sc = {.rows = example + 1, .classes = data__classes_end(&cls), .label = 0};
   if (rc == 0 && !o->keep) rc = svm_shape(path, o, &sp, &sc);
   if (rc == 0 && scan) *scan = sc;
@@ -578,12 +578,12 @@ int data_open_libsvm(const char *path, const data_libsvm_opts *o, dataset **out)
   *out = NULL;
   data_libsvm_opts def = {0};
   if (!o) o = &def;
-  if (o->keep) return drv_error(DRV_EINVAL, "%s: a lazy dataset is the whole file", path);
+  if (o->keep) return err_set(DRV_EINVAL, "%s: a lazy dataset is the whole file", path);
   data_scan sc;
   int rc = data__svm_stream(path, o, NULL, NULL, &sc);
   if (rc < 0) return rc;
   dataset *d = calloc(1, sizeof *d);
-  if (!d) return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+  if (!d) return err_set(DRV_ENOMEM, "%s: out of memory", path);
   snprintf(d->source, sizeof d->source, "%s", base_name(path));
   d->n = sc.rows;
   d->features = sc.features;
@@ -599,7 +599,7 @@ int data_open_libsvm(const char *path, const data_libsvm_opts *o, dataset **out)
                                 (json_int_t)d->features, "zero_based", sc.zero_based));
   if (!d->recipe) {
     data_free(d);
-    return drv_error(DRV_ENOMEM, "%s: out of memory", path);
+    return err_set(DRV_ENOMEM, "%s: out of memory", path);
   }
   *out = d;
   return 0;

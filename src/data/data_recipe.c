@@ -100,7 +100,7 @@ static void take(rows *r, int64_t from, int64_t k, int64_t step) {
  * coordinator streaming statistics of a split holds two lists, not three. */
 static int op_perm(rows *r, uint64_t seed, int64_t from, int64_t k) {
   int64_t *perm = malloc((size_t)(r->n ? r->n : 1) * sizeof *perm);
-  if (!perm) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!perm) return err_set(DRV_ENOMEM, "out of memory");
   rng_t g;
   rng_seed(&g, seed);
   rng_permutation(&g, perm, r->n);
@@ -113,14 +113,14 @@ static int op_perm(rows *r, uint64_t seed, int64_t from, int64_t k) {
 }
 
 static int bad(const char *what) {
-  return drv_error(DRV_EPROTO, "files mode: the dataset's recipe is malformed (%s)", what);
+  return err_set(DRV_EPROTO, "files mode: the dataset's recipe is malformed (%s)", what);
 }
 
 /* shard (i, n) of r: rows i, i + n, ... as data_shard takes them. */
 static int op_shard(rows *r, int64_t i, int64_t n) {
   if (n < 1 || i < 0 || i >= n || i >= r->n)
-    return drv_error(DRV_EINVAL, "files mode: shard %lld of %lld of %lld rows is empty",
-                     (long long)i, (long long)n, (long long)r->n);
+    return err_set(DRV_EINVAL, "files mode: shard %lld of %lld of %lld rows is empty",
+                   (long long)i, (long long)n, (long long)r->n);
   take(r, i, (r->n - 1 - i) / n + 1, n);
   return 0;
 }
@@ -194,8 +194,8 @@ static int read_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
   if (strcmp(fmt, "npy") == 0) {
     rc = data__read_npy(file_of(rec, "x", "x_given"), file_of(rec, "y", "y_given"), false, &base);
     if (rc == 0 && base->n != n)
-      rc = drv_error(DRV_EINVAL, "%s: has %lld rows now, %lld when it was first read: a worker "
-                     "must see the same file", base->source, (long long)base->n, (long long)n);
+      rc = err_set(DRV_EINVAL, "%s: has %lld rows now, %lld when it was first read: a worker "
+                   "must see the same file", base->source, (long long)base->n, (long long)n);
     bool identity = rc == 0 && r->n == n;
     for (int64_t i = 0; identity && i < n; i++) identity = r->v[i] == i;
     if (identity) { /* the whole file in order: keep the mapping, copy nothing */
@@ -214,13 +214,13 @@ static int read_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
   if (!keep || !rank) {
     free(keep);
     free(rank);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   for (int64_t j = 0; j < r->n; j++) keep[r->v[j]] = 1;
   if (strcmp(fmt, "csv") == 0) {
     data_csv_opts o;
     char **nv = csv_opts(rec, keep, n, &o);
-    rc = nv ? data_read_csv(path, &o, &base) : drv_error(DRV_ENOMEM, "out of memory");
+    rc = nv ? data_read_csv(path, &o, &base) : err_set(DRV_ENOMEM, "out of memory");
     free(nv);
   } else if (strcmp(fmt, "libsvm") == 0) {
     data_libsvm_opts o = svm_opts(rec, keep, n);
@@ -231,7 +231,7 @@ static int read_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
   if (rc == 0) { /* base holds the kept rows in file order */
     for (int64_t i = 0, k = 0; i < n; i++) rank[i] = keep[i] ? k++ : -1;
     int64_t *at = malloc((size_t)r->n * sizeof *at);
-    if (!at) rc = drv_error(DRV_ENOMEM, "out of memory");
+    if (!at) rc = err_set(DRV_ENOMEM, "out of memory");
     for (int64_t j = 0; at && j < r->n; j++) at[j] = rank[r->v[j]];
     if (at) rc = data_subset(base, at, r->n, out);
     free(at);
@@ -253,7 +253,7 @@ static int standardize_all(json_t *ops, dataset **d) {
     int64_t f = (int64_t)json_array_size(m);
     if (f != (int64_t)json_array_size(s) || f != (*d)->features) return bad("standardize");
     data_stats st = {f, malloc((size_t)f * sizeof(float)), malloc((size_t)f * sizeof(float))};
-    int rc = st.mean && st.std ? 0 : drv_error(DRV_ENOMEM, "out of memory");
+    int rc = st.mean && st.std ? 0 : err_set(DRV_ENOMEM, "out of memory");
     for (int64_t j = 0; rc == 0 && j < f; j++) {
       st.mean[j] = (float)json_number_value(json_array_get(m, (size_t)j));
       st.std[j] = (float)json_number_value(json_array_get(s, (size_t)j));
@@ -277,7 +277,7 @@ static int recipe_rows(json_t *rec, rows *r, int64_t *n) {
   r->v = NULL;
   r->n = 0;
   if (!(*n > 0 && *n <= DATA__MAX_ELEMS && json_is_array(ops))) return bad("no rows");
-  if (!(r->v = malloc((size_t)*n * sizeof *r->v))) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!(r->v = malloc((size_t)*n * sizeof *r->v))) return err_set(DRV_ENOMEM, "out of memory");
   r->n = *n;
   for (int64_t i = 0; i < *n; i++) r->v[i] = i;
   size_t i;
@@ -325,8 +325,8 @@ static int acc_row(void *ud, const float *x, int64_t f, float y) {
   stat_acc *a = ud;
   (void)y;
   if (f != a->f)
-    return drv_error(DRV_ESHAPE, "standardize: a row of %lld features, the dataset has %lld",
-                     (long long)f, (long long)a->f);
+    return err_set(DRV_ESHAPE, "standardize: a row of %lld features, the dataset has %lld",
+                   (long long)f, (long long)a->f);
   const float *v = x;
   if (a->nstd) {
     memcpy(a->tmp, x, (size_t)f * sizeof *x);
@@ -366,7 +366,7 @@ static int acc_init(stat_acc *a, int64_t f, json_t *ops) {
   a->mean = calloc(n + 1, sizeof *a->mean);
   a->std = calloc(n + 1, sizeof *a->std);
   if (!a->k || !a->s1 || !a->s2 || !a->tmp || !a->mean || !a->std)
-    return drv_error(DRV_ENOMEM, "standardize: out of memory");
+    return err_set(DRV_ENOMEM, "standardize: out of memory");
   json_t *op;
   json_array_foreach(ops, i, op) {
     const char *name = json_string_value(json_object_get(op, "op"));
@@ -376,7 +376,7 @@ static int acc_init(stat_acc *a, int64_t f, json_t *ops) {
     int64_t k = a->nstd++;
     a->mean[k] = malloc((size_t)f * sizeof(float));
     a->std[k] = malloc((size_t)f * sizeof(float));
-    if (!a->mean[k] || !a->std[k]) return drv_error(DRV_ENOMEM, "standardize: out of memory");
+    if (!a->mean[k] || !a->std[k]) return err_set(DRV_ENOMEM, "standardize: out of memory");
     for (int64_t j = 0; j < f; j++) {
       a->mean[k][j] = (float)json_number_value(json_array_get(m, (size_t)j));
       a->std[k][j] = (float)json_number_value(json_array_get(s, (size_t)j));
@@ -393,8 +393,8 @@ static int npy_each(json_t *rec, const uint8_t *keep, int64_t n, stat_acc *a) {
   int rc = data__read_npy(file_of(rec, "x", "x_given"), file_of(rec, "y", "y_given"), false, &d);
   if (rc < 0) return rc;
   if (d->n != n || d->features != a->f) {
-    rc = drv_error(DRV_EINVAL, "%s: has %lld x %lld values now, %lld x %lld when it was first read",
-                   d->source, (long long)d->n, (long long)d->features, (long long)n, (long long)a->f);
+    rc = err_set(DRV_EINVAL, "%s: has %lld x %lld values now, %lld x %lld when it was first read",
+                 d->source, (long long)d->n, (long long)d->features, (long long)n, (long long)a->f);
     data_free(d);
     return rc;
   }
@@ -408,7 +408,7 @@ static int npy_each(json_t *rec, const uint8_t *keep, int64_t n, stat_acc *a) {
       madvise((void *)done, upto - done, MADV_DONTNEED);
       done = upto;
     }
-    if (i % 65536 == 0 && drv_interrupted()) rc = data__interrupted(d->source);
+    if (i % 65536 == 0 && err_interrupted()) rc = data__interrupted(d->source);
   }
   data_free(d);
   return rc;
@@ -427,7 +427,7 @@ int data__recipe_stats(const char *recipe, int64_t f, data_stats **out) {
   uint8_t *keep = NULL;
   int rc = recipe_rows(rec, &r, &n);
   if (rc == 0 && !fmt) rc = bad("no format");
-  if (rc == 0 && (keep = calloc((size_t)n, 1)) == NULL) rc = drv_error(DRV_ENOMEM, "out of memory");
+  if (rc == 0 && (keep = calloc((size_t)n, 1)) == NULL) rc = err_set(DRV_ENOMEM, "out of memory");
   for (int64_t j = 0; rc == 0 && j < r.n; j++) keep[r.v[j]] = 1;
   if (rc == 0 && f <= 0) rc = bad("no feature count");
   if (rc == 0) rc = acc_init(&a, f, json_object_get(rec, "ops"));
@@ -436,7 +436,7 @@ int data__recipe_stats(const char *recipe, int64_t f, data_stats **out) {
   } else if (strcmp(fmt, "csv") == 0) {
     data_csv_opts o;
     char **nv = csv_opts(rec, keep, n, &o);
-    rc = nv ? data__csv_stream(path, &o, acc_row, &a, NULL) : drv_error(DRV_ENOMEM, "out of memory");
+    rc = nv ? data__csv_stream(path, &o, acc_row, &a, NULL) : err_set(DRV_ENOMEM, "out of memory");
     free(nv);
   } else if (strcmp(fmt, "libsvm") == 0) {
     data_libsvm_opts o = svm_opts(rec, keep, n);
@@ -447,8 +447,8 @@ int data__recipe_stats(const char *recipe, int64_t f, data_stats **out) {
     rc = bad(fmt);
   }
   if (rc == 0 && a.n != r.n)
-    rc = drv_error(DRV_EINVAL, "standardize: %lld rows read, %lld expected", (long long)a.n,
-                   (long long)r.n);
+    rc = err_set(DRV_EINVAL, "standardize: %lld rows read, %lld expected", (long long)a.n,
+                 (long long)r.n);
   if (rc == 0) rc = data__stats_from_sums(f, a.n, a.k, a.s1, a.s2, out);
   acc_free(&a);
   free(keep);

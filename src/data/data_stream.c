@@ -42,9 +42,9 @@ struct data_stream {
 int data_stream_open(const char *path, const data_stream_opts *o, data_stream **out) {
   *out = NULL;
   if (o->format == DATA_STREAM_LIBSVM && (o->features <= 0 || o->features > FEATURES_MAX))
-    return drv_error(DRV_EINVAL, "data.stream: a libsvm stream needs features = n (its columns)");
+    return err_set(DRV_EINVAL, "data.stream: a libsvm stream needs features = n (its columns)");
   data_stream *s = calloc(1, sizeof *s);
-  if (!s) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!s) return err_set(DRV_ENOMEM, "out of memory");
   s->o = *o;
   if (!s->o.delimiter) s->o.delimiter = ',';
   s->features = o->format == DATA_STREAM_LIBSVM ? o->features : -1;
@@ -54,7 +54,7 @@ int data_stream_open(const char *path, const data_stream_opts *o, data_stream **
   if (s->fd < 0) {
     int e = errno;
     free(s);
-    return drv_error(DRV_EIO, "data.stream: cannot open '%s': %s", path, strerror(e));
+    return err_set(DRV_EIO, "data.stream: cannot open '%s': %s", path, strerror(e));
   }
   s->own_fd = !in;
   struct stat st;
@@ -73,12 +73,12 @@ static int grow_rows(data_stream *s) {
   if (s->rows < s->caprows) return 0;
   int64_t cap = s->caprows ? 2 * s->caprows : 256;
   if (cap > INT64_MAX / 4 / (s->features + 1))
-    return drv_error(DRV_ENOMEM, "%s: too many rows buffered", s->name);
+    return err_set(DRV_ENOMEM, "%s: too many rows buffered", s->name);
   float *nx = realloc(s->xs, (size_t)(cap * s->features) * sizeof *nx);
-  if (!nx) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!nx) return err_set(DRV_ENOMEM, "out of memory");
   s->xs = nx;
   float *ny = realloc(s->ys, (size_t)cap * sizeof *ny);
-  if (!ny) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!ny) return err_set(DRV_ENOMEM, "out of memory");
   s->ys = ny;
   s->caprows = cap;
   return 0;
@@ -104,12 +104,12 @@ static int64_t csv_fields(const data_stream *s, char *p, double *vals, int64_t n
 
 static int csv_first_row(data_stream *s, int64_t cols) {
   if (cols < 2 || cols > FEATURES_MAX)
-    return drv_error(DRV_EPARSE, "%s:%lld: a row needs a label and at least one feature (got %lld "
-                     "field%s)", s->name, (long long)s->line, (long long)cols, cols == 1 ? "" : "s");
+    return err_set(DRV_EPARSE, "%s:%lld: a row needs a label and at least one feature (got %lld "
+                   "field%s)", s->name, (long long)s->line, (long long)cols, cols == 1 ? "" : "s");
   int label = s->o.label < 0 ? (int)(cols + s->o.label) : s->o.label;
   if (label < 0 || label >= cols)
-    return drv_error(DRV_EINVAL, "%s: label column %d is out of range: rows have %lld columns",
-                     s->name, s->o.label < 0 ? s->o.label : s->o.label + 1, (long long)cols);
+    return err_set(DRV_EINVAL, "%s: label column %d is out of range: rows have %lld columns",
+                   s->name, s->o.label < 0 ? s->o.label : s->o.label + 1, (long long)cols);
   s->label = label;
   s->features = cols - 1;
   return 0;
@@ -120,20 +120,20 @@ static int parse_csv(data_stream *s, char *line) {
   double *v = vals;
   int64_t cap = s->features > 0 ? s->features + 1 : (int64_t)(sizeof vals / sizeof *vals);
   if (cap > (int64_t)(sizeof vals / sizeof *vals) && !(v = malloc((size_t)cap * sizeof *v)))
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   int64_t k = csv_fields(s, line, v, cap);
   int rc = 0;
   if (k < 0 && s->features < 0 && s->handed + s->rows == 0 && s->line == 1) {
     goto done; /* a header */
   }
   if (k < 0) {
-    rc = drv_error(DRV_EPARSE, "%s:%lld: not a row of numbers", s->name, (long long)s->line);
+    rc = err_set(DRV_EPARSE, "%s:%lld: not a row of numbers", s->name, (long long)s->line);
     goto done;
   }
   if (s->features < 0 && (rc = csv_first_row(s, k)) < 0) goto done;
   if (k != s->features + 1) {
-    rc = drv_error(DRV_EPARSE, "%s:%lld: %lld fields where the first row had %lld", s->name,
-                   (long long)s->line, (long long)k, (long long)s->features + 1);
+    rc = err_set(DRV_EPARSE, "%s:%lld: %lld fields where the first row had %lld", s->name,
+                 (long long)s->line, (long long)k, (long long)s->features + 1);
     goto done;
   }
   if ((rc = grow_rows(s)) < 0) goto done;
@@ -150,7 +150,7 @@ done:
 static int parse_libsvm(data_stream *s, char *p) {
   char *end;
   double label = strtod(p, &end);
-  if (end == p) return drv_error(DRV_EPARSE, "%s:%lld: no label", s->name, (long long)s->line);
+  if (end == p) return err_set(DRV_EPARSE, "%s:%lld: no label", s->name, (long long)s->line);
   int rc = grow_rows(s);
   if (rc < 0) return rc;
   float *x = s->xs + s->rows * s->features;
@@ -161,12 +161,12 @@ static int parse_libsvm(data_stream *s, char *p) {
     if (*p == '\0' || *p == '#') break;
     long long idx = strtoll(p, &end, 10);
     if (end == p || *end != ':' || idx < 1 || idx > s->features)
-      return drv_error(DRV_EPARSE, "%s:%lld: bad index:value pair (indices are 1..%lld)", s->name,
-                       (long long)s->line, (long long)s->features);
+      return err_set(DRV_EPARSE, "%s:%lld: bad index:value pair (indices are 1..%lld)", s->name,
+                     (long long)s->line, (long long)s->features);
     p = end + 1;
     double v = strtod(p, &end);
     if (end == p)
-      return drv_error(DRV_EPARSE, "%s:%lld: index %lld has no value", s->name, (long long)s->line, idx);
+      return err_set(DRV_EPARSE, "%s:%lld: index %lld has no value", s->name, (long long)s->line, idx);
     x[idx - 1] = (float)v;
     p = end;
   }
@@ -202,18 +202,18 @@ static int64_t fill(data_stream *s, size_t budget) {
   while (!s->eof && budget > 0) {
     if (s->cap - s->len < READ_CHUNK + 1) {
       if (s->cap > LINE_MAX_BYTES)
-        return drv_error(DRV_EPARSE, "%s:%lld: a line longer than %d bytes", s->name,
-                         (long long)s->line + 1, LINE_MAX_BYTES);
+        return err_set(DRV_EPARSE, "%s:%lld: a line longer than %d bytes", s->name,
+                       (long long)s->line + 1, LINE_MAX_BYTES);
       size_t cap = s->cap ? 2 * s->cap : 2 * READ_CHUNK;
       char *nb = realloc(s->buf, cap);
-      if (!nb) return drv_error(DRV_ENOMEM, "out of memory");
+      if (!nb) return err_set(DRV_ENOMEM, "out of memory");
       s->buf = nb;
       s->cap = cap;
     }
     ssize_t got = read(s->fd, s->buf + s->len, s->cap - s->len - 1);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return total;
-    if (got < 0) return drv_error(DRV_EIO, "%s: %s", s->name, strerror(errno));
+    if (got < 0) return err_set(DRV_EIO, "%s: %s", s->name, strerror(errno));
     if (got == 0) {
       if (!(s->regular && s->o.follow)) s->eof = true;
       return total;
@@ -244,7 +244,7 @@ int data_stream_read(data_stream *s, int64_t min, int64_t max, tensor **x, tenso
   if (!(*x = tensor_new2(k, s->features)) || !(*y = tensor_new1(k))) {
     tensor_free(*x), tensor_free(*y);
     *x = *y = NULL;
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   memcpy(tensor_data(*x), s->xs, (size_t)(k * s->features) * sizeof(float));
   memcpy(tensor_data(*y), s->ys, (size_t)k * sizeof(float));

@@ -14,11 +14,11 @@
 /* Opens "<path>.tmp.<pid>" for writing; tmp receives its name. */
 static FILE *open_tmp(const char *path, char *tmp, size_t n) {
   if ((size_t)snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid()) >= n) {
-    drv_error(DRV_EINVAL, "%s: path too long", path);
+    err_set(DRV_EINVAL, "%s: path too long", path);
     return NULL;
   }
   FILE *f = fopen(tmp, "wb");
-  if (!f) drv_error(DRV_EIO, "cannot write '%s': %s", path, strerror(errno));
+  if (!f) err_set(DRV_EIO, "cannot write '%s': %s", path, strerror(errno));
   return f;
 }
 
@@ -29,14 +29,14 @@ static int commit(FILE *f, const char *tmp, const char *path) {
   if (bad || rename(tmp, path) != 0) {
     int e = errno;
     remove(tmp);
-    return drv_error(DRV_EIO, "cannot write '%s': %s", path, strerror(e ? e : EIO));
+    return err_set(DRV_EIO, "cannot write '%s': %s", path, strerror(e ? e : EIO));
   }
   return 0;
 }
 
 static int check_2d(const char *path, const tensor *t, const char *what) {
   if (!t || t->ndim < 1 || t->ndim > 2 || !tensor_is_contiguous(t))
-    return drv_error(DRV_ESHAPE, "%s: %s writes a contiguous 1-D or 2-D tensor", path, what);
+    return err_set(DRV_ESHAPE, "%s: %s writes a contiguous 1-D or 2-D tensor", path, what);
   return 0;
 }
 

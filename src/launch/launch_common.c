@@ -171,15 +171,15 @@ long long launch__now_ms(void) {
 }
 
 int launch__check_task(const launch_task *t) {
-  if (!t) return drv_error(DRV_EINVAL, "launch: NULL task");
+  if (!t) return err_set(DRV_EINVAL, "launch: NULL task");
   const char *r = launch__role_name(t->role);
-  if (!r) return drv_error(DRV_EINVAL, "launch: unknown role %d", t->role);
-  if (t->index < 0) return drv_error(DRV_EINVAL, "launch %s: index %d is negative", r, t->index);
+  if (!r) return err_set(DRV_EINVAL, "launch: unknown role %d", t->role);
+  if (t->index < 0) return err_set(DRV_EINVAL, "launch %s: index %d is negative", r, t->index);
   if (!t->coord || !t->run_dir || !t->secret_file || !t->bind_host)
-    return drv_error(DRV_EINVAL, "launch %s-%d: coord, run_dir, secret_file and bind_host are "
-                     "all required", r, t->index);
+    return err_set(DRV_EINVAL, "launch %s-%d: coord, run_dir, secret_file and bind_host are "
+                   "all required", r, t->index);
   if (t->cpus < 0)
-    return drv_error(DRV_EINVAL, "launch %s-%d: cpus %d is negative", r, t->index, t->cpus);
+    return err_set(DRV_EINVAL, "launch %s-%d: cpus %d is negative", r, t->index, t->cpus);
   return 0;
 }
 
@@ -210,17 +210,17 @@ int launch__open_stdio(const launch_task *t, int *log_fd, int *null_fd) {
   char path[PATH_MAX];
   int k = snprintf(path, sizeof path, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
   if (k < 0 || (size_t)k >= sizeof path)
-    return drv_error(DRV_ERANGE, "launch %s-%d: log path too long", r, t->index);
+    return err_set(DRV_ERANGE, "launch %s-%d: log path too long", r, t->index);
   *log_fd = util_open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
   if (*log_fd < 0)
-    return drv_error(DRV_EIO, "launch %s-%d: cannot open '%s': %s", r, t->index, path,
-                     strerror(errno));
+    return err_set(DRV_EIO, "launch %s-%d: cannot open '%s': %s", r, t->index, path,
+                   strerror(errno));
   *null_fd = util_open("/dev/null", O_RDONLY, 0);
   if (*null_fd < 0) {
     int e = errno;
     close(*log_fd);
-    return drv_error(DRV_EIO, "launch %s-%d: cannot open /dev/null: %s", r, t->index,
-                     strerror(e));
+    return err_set(DRV_EIO, "launch %s-%d: cannot open /dev/null: %s", r, t->index,
+                   strerror(e));
   }
   return 0;
 }
@@ -273,5 +273,5 @@ int launch_check_name(const char *name) {
   for (size_t i = 0; i < NLAUNCHERS && len < sizeof known; i++)
     len += (size_t)snprintf(known + len, sizeof known - len, "%s\"%s\"",
                             i == 0 ? "" : i + 1 == NLAUNCHERS ? " or " : ", ", launchers[i].name);
-  return drv_error(DRV_EUNSUPPORTED, "launcher '%s' is not available (%s)", name, known);
+  return err_set(DRV_EUNSUPPORTED, "launcher '%s' is not available (%s)", name, known);
 }

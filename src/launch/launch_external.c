@@ -43,7 +43,7 @@ int launch_external_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_c
   (void)cfg;
   *out = NULL;
   launcher *l = calloc(1, sizeof *l);
-  if (!l) return drv_error(DRV_ENOMEM, "out of memory creating the external launcher");
+  if (!l) return err_set(DRV_ENOMEM, "out of memory creating the external launcher");
   *l = (launcher){.ops = &external_ops, .loop = loop, .on_exit = on_exit, .ud = ud};
   *out = l;
   return 0;

@@ -92,7 +92,7 @@ static int start_task(launcher *base, const launch_task *t, void *task_ud, pid_t
   if (!env || !task) {
     free(env);
     free(task);
-    return drv_error(DRV_ENOMEM, "launch %s-%d: out of memory", r, t->index);
+    return err_set(DRV_ENOMEM, "launch %s-%d: out of memory", r, t->index);
   }
   int log_fd = -1, null_fd = -1;
   if ((rc = launch__open_stdio(t, &log_fd, &null_fd)) < 0) {
@@ -106,8 +106,8 @@ static int start_task(launcher *base, const launch_task *t, void *task_ud, pid_t
   close(null_fd);
   free(env);
   if (err < 0) /* the task is freed */
-    return drv_error(DRV_EIO, "launch %s-%d: cannot start '%s': %s", r, t->index, exe,
-                     uv_strerror(err));
+    return err_set(DRV_EIO, "launch %s-%d: cannot start '%s': %s", r, t->index, exe,
+                   uv_strerror(err));
   if (pid) *pid = task->proc.pid;
   return 0;
 }
@@ -130,8 +130,8 @@ static int local_signal(launcher *base, void *task_ud, int sig) {
   int err = uv_process_kill(&t->proc, sig);
   /* ESRCH: it exited and libuv has not reaped it yet; on_exit follows. */
   if (err < 0 && err != UV_ESRCH)
-    return drv_error(DRV_EIO, "cannot send signal %d to pid %d: %s", sig, t->proc.pid,
-                     uv_strerror(err));
+    return err_set(DRV_EIO, "cannot send signal %d to pid %d: %s", sig, t->proc.pid,
+                   uv_strerror(err));
   return 0;
 }
 
@@ -148,9 +148,9 @@ int launch_local_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb o
                      launcher **out) {
   (void)cfg;
   *out = NULL;
-  if (!loop) return drv_error(DRV_EINVAL, "launch_local_new: NULL loop");
+  if (!loop) return err_set(DRV_EINVAL, "launch_local_new: NULL loop");
   launch_base *l = calloc(1, sizeof *l); /* nothing of its own: the base is all */
-  if (!l) return drv_error(DRV_ENOMEM, "out of memory creating the local launcher");
+  if (!l) return err_set(DRV_ENOMEM, "out of memory creating the local launcher");
   launch__base_init(l, &local_ops, loop, on_exit, ud, NULL);
   *out = &l->pub;
   return 0;

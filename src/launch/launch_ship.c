@@ -92,7 +92,7 @@ static int sh_command(char *out, size_t cap, const char *script, const char *arg
   out[0] = '\0';
   for (size_t i = 0; i < (arg ? 5u : 4u); i++)
     if (!launch__sh_quote(out, cap, &len, a[i]))
-      return drv_error(DRV_ERANGE, "ssh: remote command too long");
+      return err_set(DRV_ERANGE, "ssh: remote command too long");
   return 0;
 }
 
@@ -107,7 +107,7 @@ typedef struct job {
 
 int launch__host_log(const char *run_dir, const char *host, char *out, size_t n) {
   int k = snprintf(out, n, "%s/logs/ssh-%s.log", run_dir, host);
-  return k < 0 || (size_t)k >= n ? drv_error(DRV_ERANGE, "ssh: log path too long") : 0;
+  return k < 0 || (size_t)k >= n ? err_set(DRV_ERANGE, "ssh: log path too long") : 0;
 }
 
 /* Starts `ssh [-F config] ... host cmd` in its own process group (the
@@ -119,10 +119,10 @@ static int spawn_job(const launch_ship_ctx *x, const char *host, const char *cmd
   j->in = -1;
   int sv[2] = {-1, -1}, in = -1, rc = 0;
   int log = open(j->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (log < 0) return drv_error(DRV_EIO, "ssh: cannot open '%s': %s", j->log, strerror(errno));
+  if (log < 0) return err_set(DRV_EIO, "ssh: cannot open '%s': %s", j->log, strerror(errno));
   if (feed ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0
            : (in = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
-    rc = drv_error(DRV_EIO, "ssh: %s", strerror(errno));
+    rc = err_set(DRV_EIO, "ssh: %s", strerror(errno));
     close(log);
     return rc;
   }
@@ -152,7 +152,7 @@ static int spawn_job(const launch_ship_ctx *x, const char *host, const char *cmd
   if (e != 0) {
     if (feed) close(sv[0]);
     j->pid = 0;
-    return drv_error(DRV_EIO, "ssh to host '%s': cannot run ssh: %s", host, strerror(e));
+    return err_set(DRV_EIO, "ssh to host '%s': cannot run ssh: %s", host, strerror(e));
   }
   j->in = feed ? sv[0] : -1;
   return 0;
@@ -236,7 +236,7 @@ static int job_error(const job *j, const char *host, const char *what) {
     snprintf(why, sizeof why, "ssh exit status %d", WEXITSTATUS(j->status));
   else
     snprintf(why, sizeof why, "ssh killed by signal %d", WTERMSIG(j->status));
-  return drv_error(DRV_EIO, "ssh: host '%s': %s failed (%s)%s", host, what, why, tail);
+  return err_set(DRV_EIO, "ssh: host '%s': %s failed (%s)%s", host, what, why, tail);
 }
 
 static bool job_ok(const job *j) {
@@ -308,13 +308,13 @@ static int send_member(int out, const char *name, int fd, unsigned long long siz
 int launch__ship_name(const char *path, char *out, size_t n) {
   const char *name = path[0] == '/' ? strrchr(path, '/') + 1 : path;
   while (name[0] == '.' && name[1] == '/') name += 2;
-  if (!*name) return drv_error(DRV_EINVAL, "files: '%s' names no file", path);
+  if (!*name) return err_set(DRV_EINVAL, "files: '%s' names no file", path);
   for (const char *p = name; p; p = strchr(p, '/')) {
     if (*p == '/') p++;
     if (p[0] == '.' && p[1] == '.' && (p[2] == '/' || p[2] == '\0'))
-      return drv_error(DRV_EINVAL, "files: '%s' leaves the run directory (..)", path);
+      return err_set(DRV_EINVAL, "files: '%s' leaves the run directory (..)", path);
   }
-  if (strlen(name) >= n) return drv_error(DRV_ERANGE, "files: '%s' is too long", path);
+  if (strlen(name) >= n) return err_set(DRV_ERANGE, "files: '%s' is too long", path);
   snprintf(out, n, "%s", name);
   return 0;
 }
@@ -331,20 +331,20 @@ static int send_archive(const launch_ship_ctx *x, int out, bool with_exe, const 
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-      rc = drv_error(DRV_EIO, "files: cannot ship '%s': %s", path,
-                     fd < 0 ? strerror(errno) : "not a regular file");
+      rc = err_set(DRV_EIO, "files: cannot ship '%s': %s", path,
+                   fd < 0 ? strerror(errno) : "not a regular file");
       if (fd >= 0) close(fd);
       return rc;
     }
     rc = send_member(out, name, fd, (unsigned long long)st.st_size, with_exe && i == 0 ? 0755 : 0644);
     close(fd);
-    if (rc == -2) return drv_error(DRV_ERANGE, "files: '%s': path too long for the archive", path);
-    if (rc == -3) return drv_error(DRV_EIO, "files: '%s' changed while it was shipped", path);
-    if (rc < 0) return drv_error(DRV_EIO, "ssh: host '%s' stopped reading the archive", host);
+    if (rc == -2) return err_set(DRV_ERANGE, "files: '%s': path too long for the archive", path);
+    if (rc == -3) return err_set(DRV_EIO, "files: '%s' changed while it was shipped", path);
+    if (rc < 0) return err_set(DRV_EIO, "ssh: host '%s' stopped reading the archive", host);
   }
   char zero[2 * BLOCK] = {0};
   if (send_all(out, zero, sizeof zero) < 0)
-    return drv_error(DRV_EIO, "ssh: host '%s' stopped reading the archive", host);
+    return err_set(DRV_EIO, "ssh: host '%s' stopped reading the archive", host);
   return 0;
 }
 
@@ -355,7 +355,7 @@ static int self_hash(char hex[65]) {
   int fd = open(launch_self_exe(), O_RDONLY | O_CLOEXEC);
   if (fd < 0 || sodium_init() < 0) {
     if (fd >= 0) close(fd);
-    return drv_error(DRV_EIO, "ssh: cannot read '%s' to hash it", launch_self_exe());
+    return err_set(DRV_EIO, "ssh: cannot read '%s' to hash it", launch_self_exe());
   }
   crypto_hash_sha256_state st;
   crypto_hash_sha256_init(&st);
@@ -364,7 +364,7 @@ static int self_hash(char hex[65]) {
   while ((k = read(fd, buf, sizeof buf)) > 0 || (k < 0 && errno == EINTR))
     if (k > 0) crypto_hash_sha256_update(&st, buf, (unsigned long long)k);
   close(fd);
-  if (k < 0) return drv_error(DRV_EIO, "ssh: reading '%s': %s", launch_self_exe(), strerror(errno));
+  if (k < 0) return err_set(DRV_EIO, "ssh: reading '%s': %s", launch_self_exe(), strerror(errno));
   crypto_hash_sha256_final(&st, out);
   sodium_bin2hex(hex, 65, out, sizeof out);
   return 0;
@@ -380,7 +380,7 @@ static void note(const launch_ship_ctx *x, const char *fmt, const char *a, const
 static job *new_jobs(const launch_ship_ctx *x, launch_site *s, int n) {
   job *j = calloc((size_t)n, sizeof *j);
   if (!j) {
-    drv_error(DRV_ENOMEM, "out of memory");
+    err_set(DRV_ENOMEM, "out of memory");
     return NULL;
   }
   for (int i = 0; i < n; i++)
@@ -445,7 +445,7 @@ static int read_ships(const launch_ship_ctx *x, launch_site *s, int n, const job
     }
     size_t len = strlen(dir) + sizeof "/drover";
     if (!(s[i].dir = strdup(dir)) || (lacks[i] && !(s[i].exe = malloc(len)))) {
-      if (rc == 0) rc = drv_error(DRV_ENOMEM, "out of memory");
+      if (rc == 0) rc = err_set(DRV_ENOMEM, "out of memory");
       continue;
     }
     if (lacks[i]) snprintf(s[i].exe, len, "%s/drover", dir);
@@ -461,7 +461,7 @@ int launch__ship(const launch_ship_ctx *x, launch_site *s, int n) {
   bool *want = calloc((size_t)n, sizeof *want), *lacks = calloc((size_t)n, sizeof *lacks);
   const char **arg = calloc((size_t)n, sizeof *arg);
   if (!j || !want || !lacks || !arg) {
-    rc = j ? drv_error(DRV_ENOMEM, "out of memory") : DRV_ENOMEM;
+    rc = j ? err_set(DRV_ENOMEM, "out of memory") : DRV_ENOMEM;
     goto out;
   }
   for (int i = 0; i < n; i++) want[i] = true, arg[i] = launch_self_exe();

@@ -301,7 +301,7 @@ static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_
   if (pid) *pid = 0;
   int rc = launch__check_task(t);
   if (rc < 0) return rc;
-  if (t->gpus < 0) return drv_error(DRV_EINVAL, "launch: gpus %d is negative", t->gpus);
+  if (t->gpus < 0) return err_set(DRV_EINVAL, "launch: gpus %d is negative", t->gpus);
   const char *r = launch__role_name(t->role);
   char secret_var[PATH_MAX + 32], blas_var[48];
   char **env = launch__child_env(t, secret_var, sizeof secret_var, blas_var, sizeof blas_var);
@@ -315,7 +315,7 @@ static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_
   if (!env || !task) {
     free(env);
     free(task);
-    return drv_error(DRV_ENOMEM, "launch %s-%d: out of memory", r, t->index);
+    return err_set(DRV_ENOMEM, "launch %s-%d: out of memory", r, t->index);
   }
   snprintf(task->log, sizeof task->log, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
   snprintf(task->name, sizeof task->name, "drover-%s-%d", r, t->index);
@@ -333,8 +333,8 @@ static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_
   close(null_fd);
   free(env);
   if (err < 0) /* the task is freed */
-    return drv_error(DRV_EIO, "launch %s-%d: cannot start srun: %s", r, t->index,
-                     uv_strerror(err));
+    return err_set(DRV_EIO, "launch %s-%d: cannot start srun: %s", r, t->index,
+                   uv_strerror(err));
   if (pid) *pid = task->p.proc.pid; /* srun's: the local handle of the step */
   if (!uv_is_active((uv_handle_t *)l->learn)) {
     uv_update_time(l->base.pub.loop); /* the loop's clock may be stale (a blocking start) */
@@ -387,8 +387,8 @@ static int slurm_signal(launcher *base, void *task_ud, int sig) {
    * abandons or kills the step on SIGTERM/SIGKILL. */
   int err = uv_process_kill(&t->p.proc, sig == SIGKILL ? SIGKILL : SIGTERM);
   if (err < 0 && err != UV_ESRCH)
-    return drv_error(DRV_EIO, "cannot signal srun (pid %d) of %s: %s", t->p.proc.pid, t->name,
-                     uv_strerror(err));
+    return err_set(DRV_EIO, "cannot signal srun (pid %d) of %s: %s", t->p.proc.pid, t->name,
+                   uv_strerror(err));
   return 0;
 }
 
@@ -466,20 +466,20 @@ static const launch_ops slurm_ops = {"slurm", slurm_start, slurm_signal, launch_
 int launch_slurm_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
                      launcher **out) {
   *out = NULL;
-  if (!loop || !cfg) return drv_error(DRV_EINVAL, "launch_slurm_new: NULL loop or config");
+  if (!loop || !cfg) return err_set(DRV_EINVAL, "launch_slurm_new: NULL loop or config");
   slurm_launcher *l = calloc(1, sizeof *l);
-  if (!l) return drv_error(DRV_ENOMEM, "out of memory creating the Slurm launcher");
+  if (!l) return err_set(DRV_ENOMEM, "out of memory creating the Slurm launcher");
   l->own.watch_fd = -1;
   if (!(l->learn = malloc(sizeof *l->learn))) {
     free(l);
-    return drv_error(DRV_ENOMEM, "out of memory creating the Slurm launcher");
+    return err_set(DRV_ENOMEM, "out of memory creating the Slurm launcher");
   }
   const char *job = getenv("SLURM_JOB_ID");
   if (job && *job) {
     if (strlen(job) >= sizeof l->job || strspn(job, "0123456789") != strlen(job)) {
       free(l->learn);
       free(l);
-      return drv_error(DRV_EINVAL, "launcher \"slurm\": SLURM_JOB_ID '%.40s' is not a job id", job);
+      return err_set(DRV_EINVAL, "launcher \"slurm\": SLURM_JOB_ID '%.40s' is not a job id", job);
     }
     snprintf(l->job, sizeof l->job, "%s", job);
   } else {

@@ -35,7 +35,7 @@
  * per job, a bad constraint or account, a dependency that can never be
  * met) fail at once; other reasons fail after pending_timeout seconds. A
  * job sbatch rejects fails at once with sbatch's message. Every failure,
- * and Ctrl-C (drv_interrupted), cancels the job.
+ * and Ctrl-C (err_interrupted), cancels the job.
  */
 #include "launch/launch_slurm_int.h"
 
@@ -102,10 +102,10 @@ int slurm__run(char *const argv[], char *out, size_t out_n, char *err, size_t er
   if (out && out_n) out[0] = '\0';
   if (err && err_n) err[0] = '\0';
   int po[2], pe[2];
-  if (pipe2(po, O_CLOEXEC) < 0) return drv_error(DRV_EIO, "pipe: %s", strerror(errno));
+  if (pipe2(po, O_CLOEXEC) < 0) return err_set(DRV_EIO, "pipe: %s", strerror(errno));
   if (pipe2(pe, O_CLOEXEC) < 0) {
     close(po[0]), close(po[1]);
-    return drv_error(DRV_EIO, "pipe: %s", strerror(errno));
+    return err_set(DRV_EIO, "pipe: %s", strerror(errno));
   }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -119,7 +119,7 @@ int slurm__run(char *const argv[], char *out, size_t out_n, char *err, size_t er
   int fds[2] = {po[0], pe[0]};
   if (e != 0) {
     close(fds[0]), close(fds[1]);
-    return drv_error(DRV_EIO, "cannot run %s: %s", argv[0], strerror(e));
+    return err_set(DRV_EIO, "cannot run %s: %s", argv[0], strerror(e));
   }
   bool done = drain(fds, out, out_n, err, err_n);
   for (int i = 0; i < 2; i++)
@@ -129,9 +129,9 @@ int slurm__run(char *const argv[], char *out, size_t out_n, char *err, size_t er
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!done)
-    return drv_error(DRV_ETIMEDOUT, "%s did not answer within %d ms", argv[0], SLURM__HELPER_MS);
+    return err_set(DRV_ETIMEDOUT, "%s did not answer within %d ms", argv[0], SLURM__HELPER_MS);
   if (WIFSIGNALED(status))
-    return drv_error(DRV_EIO, "%s killed by signal %d", argv[0], WTERMSIG(status));
+    return err_set(DRV_EIO, "%s killed by signal %d", argv[0], WTERMSIG(status));
   return WEXITSTATUS(status);
 }
 
@@ -176,7 +176,7 @@ static void sh_quote(FILE *f, const char *s) {
 static int write_holder(const char *run_dir, char *path, size_t n) {
   snprintf(path, n, "%s/slurm-job.sh", run_dir);
   FILE *f = fopen(path, "we");
-  if (!f) return drv_error(DRV_EIO, "cannot write '%s': %s", path, strerror(errno));
+  if (!f) return err_set(DRV_EIO, "cannot write '%s': %s", path, strerror(errno));
   fputs("#!/bin/sh\n"
         "# drover: holds this allocation for a run; the coordinator starts the nodes in\n"
         "# it as steps (srun --jobid). Ends the job once the coordinator's heartbeat\n"
@@ -194,7 +194,7 @@ static int write_holder(const char *run_dir, char *path, size_t n) {
         "echo \"drover: no heartbeat in $hb for 30 s: the coordinator is gone; "
         "ending job $SLURM_JOB_ID\"\n",
         f);
-  if (fclose(f) != 0) return drv_error(DRV_EIO, "cannot write '%s': %s", path, strerror(errno));
+  if (fclose(f) != 0) return err_set(DRV_EIO, "cannot write '%s': %s", path, strerror(errno));
   return 0;
 }
 
@@ -213,7 +213,7 @@ static int start_watchdog(slurm_job *job, const char *run_dir) {
   snprintf(hb, sizeof hb, "%s/slurm-heartbeat", run_dir);
   snprintf(logp, sizeof logp, "%s/logs/slurm-job.log", run_dir);
   int p[2];
-  if (pipe2(p, O_CLOEXEC) < 0) return drv_error(DRV_EIO, "pipe: %s", strerror(errno));
+  if (pipe2(p, O_CLOEXEC) < 0) return err_set(DRV_EIO, "pipe: %s", strerror(errno));
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, p[0], 0);
@@ -230,7 +230,7 @@ static int start_watchdog(slurm_job *job, const char *run_dir) {
   if (e != 0) {
     close(p[1]);
     job->watchdog = 0;
-    return drv_error(DRV_EIO, "cannot start the job's watchdog: %s", strerror(e));
+    return err_set(DRV_EIO, "cannot start the job's watchdog: %s", strerror(e));
   }
   job->watch_fd = p[1];
   return 0;
@@ -330,7 +330,7 @@ static int sbatch(const launch_config *cfg, slurm_job *job) {
   int fd = open(hb, O_WRONLY | O_CREAT | O_CLOEXEC, 0644); /* there before the holder looks */
   if (fd >= 0) close(fd);
   job_args *a = calloc(1, sizeof *a);
-  if (!a) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!a) return err_set(DRV_ENOMEM, "out of memory");
   arg(a, "sbatch");
   arg(a, "--parsable");
   size_args(cfg, a, job);
@@ -344,11 +344,11 @@ static int sbatch(const launch_config *cfg, slurm_job *job) {
   if (rc < 0) return rc;
   one_line(err, msg, sizeof msg);
   if (rc != 0)
-    return drv_error(DRV_EUNSUPPORTED, "Slurm rejected the job: %s",
-                     msg[0] ? msg : "sbatch failed without a message");
+    return err_set(DRV_EUNSUPPORTED, "Slurm rejected the job: %s",
+                   msg[0] ? msg : "sbatch failed without a message");
   size_t k = strspn(out, "0123456789");
   if (k == 0 || k >= sizeof job->id)
-    return drv_error(DRV_EPROTO, "sbatch printed no job id ('%.80s')", out);
+    return err_set(DRV_EPROTO, "sbatch printed no job id ('%.80s')", out);
   memcpy(job->id, out, k);
   job->id[k] = '\0';
   return 0;
@@ -378,7 +378,7 @@ static bool reason_permanent(const char *r) {
  * start), never from a callback. */
 static void nap(uv_loop_t *loop, long ms) {
   long long end = launch__now_ms() + ms;
-  while (!drv_interrupted() && launch__now_ms() < end) {
+  while (!err_interrupted() && launch__now_ms() < end) {
     if (loop) uv_run(loop, UV_RUN_NOWAIT);
     struct timespec ts = {0, 20 * 1000000L};
     nanosleep(&ts, NULL);
@@ -403,20 +403,20 @@ static int look(const launch_config *cfg, slurm_job *job, char *last, size_t n) 
   int rc = slurm__run(argv, out, sizeof out, err, sizeof err);
   if (rc < 0) return rc;
   if (rc != 0 || sscanf(out, "%63[^|\n]|%255[^\n]", state, reason) < 1)
-    return drv_error(DRV_EIO, "Slurm job %s vanished before it started (squeue: %.200s)", job->id,
-                     err[0] ? err : out);
+    return err_set(DRV_EIO, "Slurm job %s vanished before it started (squeue: %.200s)", job->id,
+                   err[0] ? err : out);
   if (strcmp(state, "RUNNING") == 0) return 1;
   if (strcmp(state, "PENDING") != 0 && strcmp(state, "CONFIGURING") != 0)
-    return drv_error(DRV_EIO, "Slurm job %s ended before it started: %s (%s)", job->id, state,
-                     reason);
+    return err_set(DRV_EIO, "Slurm job %s ended before it started: %s (%s)", job->id, state,
+                   reason);
   if (strcmp(reason, last) != 0 && strcmp(reason, "None") != 0) {
     snprintf(last, n, "%s", reason);
     note(cfg, "job %s %s: %s", job->id, strcmp(state, "PENDING") == 0 ? "pending" : "configuring",
          reason);
   }
   if (reason_permanent(reason))
-    return drv_error(DRV_EUNSUPPORTED, "Slurm job %s cannot start: %s (a reason waiting cannot "
-                     "clear); cancelled", job->id, reason);
+    return err_set(DRV_EUNSUPPORTED, "Slurm job %s cannot start: %s (a reason waiting cannot "
+                   "clear); cancelled", job->id, reason);
   return 0;
 }
 
@@ -427,12 +427,12 @@ static int wait_running(uv_loop_t *loop, const launch_config *cfg, slurm_job *jo
   for (long pause = 200;; pause = pause < 1000 ? pause * 2 : 1000) {
     int rc = look(cfg, job, last, sizeof last);
     if (rc != 0) return rc < 0 ? rc : 0;
-    if (drv_interrupted())
-      return drv_error(DRV_EINTERRUPTED, "interrupted while Slurm job %s was pending; cancelled",
-                       job->id);
+    if (err_interrupted())
+      return err_set(DRV_EINTERRUPTED, "interrupted while Slurm job %s was pending; cancelled",
+                     job->id);
     if (launch__now_ms() >= deadline)
-      return drv_error(DRV_ETIMEDOUT, "Slurm job %s still pending after %g s (reason: %s); "
-                       "cancelled", job->id, limit, last[0] ? last : "none given");
+      return err_set(DRV_ETIMEDOUT, "Slurm job %s still pending after %g s (reason: %s); "
+                     "cancelled", job->id, limit, last[0] ? last : "none given");
     nap(loop, pause);
   }
 }
@@ -440,16 +440,16 @@ static int wait_running(uv_loop_t *loop, const launch_config *cfg, slurm_job *jo
 int slurm__job_submit(uv_loop_t *loop, const launch_config *cfg, slurm_job *job) {
   memset(job, 0, sizeof *job);
   job->watch_fd = -1;
-  if (!cfg || !cfg->run_dir) return drv_error(DRV_EINVAL, "launcher \"slurm\": no run directory");
+  if (!cfg || !cfg->run_dir) return err_set(DRV_EINVAL, "launcher \"slurm\": no run directory");
   int rc = sbatch(cfg, job);
   if (rc < 0) return rc;
   job->own = true;
   note(cfg, "submitted Slurm job %s (%s/slurm-job.sh)", job->id, cfg->run_dir);
   if ((rc = start_watchdog(job, cfg->run_dir)) < 0 || (rc = wait_running(loop, cfg, job)) < 0) {
     char msg[2048];
-    snprintf(msg, sizeof msg, "%s", drv_errmsg());
+    snprintf(msg, sizeof msg, "%s", err_msg());
     slurm__job_cancel(job);
-    return drv_error(rc, "%s", msg);
+    return err_set(rc, "%s", msg);
   }
   note(cfg, "job %s running", job->id);
   return 0;
@@ -469,7 +469,7 @@ void slurm__job_cancel(slurm_job *job) {
   char *argv[] = {"scancel", job->id, NULL};
   char err[512];
   if (slurm__run(argv, NULL, 0, err, sizeof err) < 0)
-    fprintf(stderr, "drover: scancel %s: %s\n", job->id, drv_errmsg());
+    fprintf(stderr, "drover: scancel %s: %s\n", job->id, err_msg());
   long long deadline = launch__now_ms() + CANCEL_WAIT_MS;
   while (job_listed(job) && launch__now_ms() < deadline) {
     struct timespec ts = {0, 200 * 1000000L};

@@ -105,7 +105,7 @@ static int files_lists(spark_launcher *l, const launch_task *t, char *files, siz
             add_item(names, ncap, &nl, base_name(t->secret_file));
   for (int i = 0; ok && i < l->nfiles; i++)
     ok = add_item(files, fcap, &fl, l->files[i]) && add_item(names, ncap, &nl, base_name(l->files[i]));
-  if (!ok) return drv_error(DRV_ERANGE, "spark: the list of files to ship is too long");
+  if (!ok) return err_set(DRV_ERANGE, "spark: the list of files to ship is too long");
   return 0;
 }
 
@@ -137,7 +137,7 @@ static int spark_spawn(spark_launcher *l, launch_proc *task, const launch_task *
   snprintf(app_name, sizeof app_name, "drover-%s", name);
   size_t cap = 64 + 2 * (size_t)l->nconf;
   char **args = calloc(cap, sizeof *args);
-  if (!args) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!args) return err_set(DRV_ENOMEM, "out of memory");
   size_t n = 0;
 #define ARG(s) (args[n++] = (char *)(s))
   ARG(l->submit), ARG("--master"), ARG(l->master), ARG("--deploy-mode"), ARG("client");
@@ -157,7 +157,7 @@ static int spark_spawn(spark_launcher *l, launch_proc *task, const launch_task *
   int err = launch__spawn(&l->base, task, l->submit, args, NULL, in, log_fd, task_ud);
   free(args);
   if (err < 0)
-    return drv_error(DRV_EIO, "launch %s: cannot run '%s': %s", name, l->submit, uv_strerror(err));
+    return err_set(DRV_EIO, "launch %s: cannot run '%s': %s", name, l->submit, uv_strerror(err));
   return 0;
 }
 
@@ -167,7 +167,7 @@ static int spark_start(launcher *base, const launch_task *t, void *task_ud, pid_
   int rc = launch__check_task(t);
   if (rc < 0) return rc;
   launch_proc *task = calloc(1, sizeof *task);
-  if (!task) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!task) return err_set(DRV_ENOMEM, "out of memory");
   int log_fd = -1, null_fd = -1;
   if ((rc = launch__open_stdio(t, &log_fd, &null_fd)) < 0) {
     free(task);
@@ -201,8 +201,8 @@ static int spark_signal(launcher *base, void *task_ud, int sig) {
   if (!t) return 0;
   int err = uv_process_kill(&t->proc, sig);
   if (err < 0 && err != UV_ESRCH)
-    return drv_error(DRV_EIO, "cannot send signal %d to spark-submit (pid %d): %s", sig,
-                     t->proc.pid, uv_strerror(err));
+    return err_set(DRV_EIO, "cannot send signal %d to spark-submit (pid %d): %s", sig,
+                   t->proc.pid, uv_strerror(err));
   return 0;
 }
 
@@ -238,30 +238,30 @@ static const launch_ops spark_ops = {"spark", spark_start, spark_signal, launch_
 static int check_conf(const launch_config *cfg) {
   const launch_spark_opts *o = &cfg->spark;
   if (o->nconf < 0 || o->nconf > MAX_CONF)
-    return drv_error(DRV_EINVAL, "spark: conf has %d keys (at most %d)", o->nconf, MAX_CONF);
+    return err_set(DRV_EINVAL, "spark: conf has %d keys (at most %d)", o->nconf, MAX_CONF);
   bool memory = false, gpus = false;
   for (int r = 0; r < ROLE_COUNT; r++) {
     if (cfg->res[r].gpus < 0)
-      return drv_error(DRV_EINVAL, "spark launcher: gpus (%s) is negative", launch__role_name(r));
+      return err_set(DRV_EINVAL, "spark launcher: gpus (%s) is negative", launch__role_name(r));
     memory = memory || cfg->res[r].memory;
     gpus = gpus || (cfg->res[r].gpus > 0 && cfg->count[r] > 0);
   }
   for (int i = 0; i < o->nconf; i++) {
     const char *k = o->conf_keys[i];
     if (!k || !o->conf_values[i] || strncmp(k, "spark.", 6) != 0 || strchr(k, '='))
-      return drv_error(DRV_EINVAL, "spark: conf key '%s' is not a Spark property (spark.*)",
-                       k ? k : "(null)");
+      return err_set(DRV_EINVAL, "spark: conf key '%s' is not a Spark property (spark.*)",
+                     k ? k : "(null)");
     for (int j = 0; reserved_keys[j]; j++)
       if (strcmp(k, reserved_keys[j]) == 0)
-        return drv_error(DRV_EINVAL, "spark: conf '%s' is set by drover (roles' cpus, one "
-                         "client-mode application per node, no Spark retries)", k);
+        return err_set(DRV_EINVAL, "spark: conf '%s' is set by drover (roles' cpus, one "
+                       "client-mode application per node, no Spark retries)", k);
     if (memory && strcmp(k, "spark.executor.memory") == 0)
-      return drv_error(DRV_EINVAL, "spark: conf 'spark.executor.memory' and a role's memory "
-                       "both set the executors' memory: keep one");
+      return err_set(DRV_EINVAL, "spark: conf 'spark.executor.memory' and a role's memory "
+                     "both set the executors' memory: keep one");
     if (gpus && (strcmp(k, "spark.executor.resource.gpu.amount") == 0 ||
                  strcmp(k, "spark.task.resource.gpu.amount") == 0))
-      return drv_error(DRV_EINVAL, "spark: conf '%s' and a role's gpus both set the GPUs a node "
-                       "gets: keep one", k);
+      return err_set(DRV_EINVAL, "spark: conf '%s' and a role's gpus both set the GPUs a node "
+                     "gets: keep one", k);
   }
   return 0;
 }
@@ -276,18 +276,18 @@ static char *join_kv(const char *k, const char *v) {
 /* Writes the embedded spark/app.py to <run_dir>/spark-app.py. */
 static int write_app(spark_launcher *l) {
   const embed_file *f = embed_find("spark/app.py");
-  if (!f) return drv_error(DRV_EIO, "spark: spark/app.py is not compiled into this drover");
+  if (!f) return err_set(DRV_EIO, "spark: spark/app.py is not compiled into this drover");
   char path[PATH_MAX];
   int k = snprintf(path, sizeof path, "%s/spark-app.py", l->run_dir);
-  if (k < 0 || (size_t)k >= sizeof path) return drv_error(DRV_ERANGE, "spark: run path too long");
-  if (!(l->app = strdup(path))) return drv_error(DRV_ENOMEM, "out of memory");
+  if (k < 0 || (size_t)k >= sizeof path) return err_set(DRV_ERANGE, "spark: run path too long");
+  if (!(l->app = strdup(path))) return err_set(DRV_ENOMEM, "out of memory");
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0 || util_write_all(fd, f->data, f->len) < 0) {
     int e = errno;
     if (fd >= 0) close(fd);
-    return drv_error(DRV_EIO, "spark: cannot write '%s': %s", path, strerror(e));
+    return err_set(DRV_EIO, "spark: cannot write '%s': %s", path, strerror(e));
   }
-  if (close(fd) < 0) return drv_error(DRV_EIO, "spark: cannot write '%s': %s", path, strerror(errno));
+  if (close(fd) < 0) return err_set(DRV_EIO, "spark: cannot write '%s': %s", path, strerror(errno));
   return 0;
 }
 
@@ -296,16 +296,16 @@ int launch_spark_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb o
                      void *ud, launcher **out) {
   *out = NULL;
   if (!loop || !cfg || !cfg->run_dir || (cfg->nfiles > 0 && !cfg->files))
-    return drv_error(DRV_EINVAL, "launch_spark_new: NULL argument");
+    return err_set(DRV_EINVAL, "launch_spark_new: NULL argument");
   const launch_spark_opts *o = &cfg->spark;
   if (!o->master || !*o->master)
-    return drv_error(DRV_EINVAL, "spark launcher: needs spark = { master = \"spark://host:7077\" }");
+    return err_set(DRV_EINVAL, "spark launcher: needs spark = { master = \"spark://host:7077\" }");
   int rc = check_conf(cfg);
   if (rc < 0) return rc;
   if (cfg->nfiles > MAX_FILES)
-    return drv_error(DRV_EINVAL, "spark: %d files (at most %d)", cfg->nfiles, MAX_FILES);
+    return err_set(DRV_EINVAL, "spark: %d files (at most %d)", cfg->nfiles, MAX_FILES);
   spark_launcher *l = calloc(1, sizeof *l);
-  if (!l) return drv_error(DRV_ENOMEM, "out of memory creating the spark launcher");
+  if (!l) return err_set(DRV_ENOMEM, "out of memory creating the spark launcher");
   launch__base_init(&l->base, &spark_ops, loop, on_exit, ud, spark_ended);
   memcpy(l->res, cfg->res, sizeof l->res);
   bool ok = (l->master = strdup(o->master)) && (l->submit = strdup(o->submit ? o->submit
@@ -319,8 +319,8 @@ int launch_spark_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb o
   for (int i = 0; ok && i < cfg->nfiles; i++, l->nfiles++) {
     char abs[PATH_MAX];
     if (!cfg->files[i] || !realpath(cfg->files[i], abs)) {
-      rc = drv_error(DRV_EINVAL, "spark: cannot ship '%s': %s",
-                     cfg->files[i] ? cfg->files[i] : "(null)", strerror(errno));
+      rc = err_set(DRV_EINVAL, "spark: cannot ship '%s': %s",
+                   cfg->files[i] ? cfg->files[i] : "(null)", strerror(errno));
       spark_destroy(&l->base.pub);
       return rc;
     }
@@ -328,7 +328,7 @@ int launch_spark_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb o
   }
   if (!ok) {
     spark_destroy(&l->base.pub);
-    return drv_error(DRV_ENOMEM, "out of memory creating the spark launcher");
+    return err_set(DRV_ENOMEM, "out of memory creating the spark launcher");
   }
   if ((rc = write_app(l)) < 0) {
     spark_destroy(&l->base.pub);

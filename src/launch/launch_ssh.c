@@ -149,18 +149,18 @@ static int parse_host(const char *spec, launch_site *h) {
     errno = 0;
     long v = strtol(colon + 1, &end, 10);
     if (colon[1] == '\0' || *end || errno || v < 1 || v > MAX_SLOTS)
-      return drv_error(DRV_EINVAL, "ssh: host '%s': slots must be an integer in 1..%d", spec,
-                       MAX_SLOTS);
+      return err_set(DRV_EINVAL, "ssh: host '%s': slots must be an integer in 1..%d", spec,
+                     MAX_SLOTS);
     h->slots = (int)v;
   }
-  if (n == 0) return drv_error(DRV_EINVAL, "ssh: host '%s' has an empty name", spec);
-  if (spec[0] == '-') return drv_error(DRV_EINVAL, "ssh: host '%s' starts with '-'", spec);
+  if (n == 0) return err_set(DRV_EINVAL, "ssh: host '%s' has an empty name", spec);
+  if (spec[0] == '-') return err_set(DRV_EINVAL, "ssh: host '%s' starts with '-'", spec);
   for (size_t i = 0; i < n; i++)
     if ((unsigned char)spec[i] <= ' ' || spec[i] == '\'' || spec[i] == '"')
-      return drv_error(DRV_EINVAL, "ssh: host '%s' has a space, quote or control character",
-                       spec);
+      return err_set(DRV_EINVAL, "ssh: host '%s' has a space, quote or control character",
+                     spec);
   h->name = strndup(spec, n);
-  if (!h->name) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!h->name) return err_set(DRV_ENOMEM, "out of memory");
   return 0;
 }
 
@@ -176,8 +176,8 @@ static int place(ssh_launcher *l, int role, int index) {
     if (l->hosts[c].used < l->hosts[c].slots) h = c;
   }
   if (h < 0)
-    return drv_error(DRV_EINVAL, "ssh: no free slot for %s-%d: the hosts have %d slots in all",
-                     launch__role_name(role), index, total);
+    return err_set(DRV_EINVAL, "ssh: no free slot for %s-%d: the hosts have %d slots in all",
+                   launch__role_name(role), index, total);
   int rc = util_grow(&l->places, &l->cap_places, (size_t)l->nplaces + 1, sizeof *l->places, 16);
   if (rc < 0) return rc;
   l->places[l->nplaces++] = (ssh_place){role, index, h};
@@ -226,7 +226,7 @@ static int remote_command(const launch_site *site, const launch_task *t, char *o
   out[0] = '\0';
   for (int i = 0; i < n; i++)
     if (!launch__sh_quote(out, cap, &len, args[i]))
-      return drv_error(DRV_ERANGE, "ssh %s-%d: command too long", launch__role_name(t->role), t->index);
+      return err_set(DRV_ERANGE, "ssh %s-%d: command too long", launch__role_name(t->role), t->index);
   return 0;
 }
 
@@ -242,7 +242,7 @@ static void on_written(uv_write_t *req, int status) {
 /* Queues `len` bytes for ssh's stdin (copied). */
 static int send_line(ssh_task *t, const char *s, size_t len) {
   ssh_write *w = malloc(sizeof *w + len);
-  if (!w) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!w) return err_set(DRV_ENOMEM, "out of memory");
   memcpy(w->buf, s, len);
   w->len = len;
   uv_buf_t b = uv_buf_init(w->buf, (unsigned)len);
@@ -250,7 +250,7 @@ static int send_line(ssh_task *t, const char *s, size_t len) {
   if (err < 0) {
     memset(w->buf, 0, len);
     free(w);
-    return drv_error(DRV_EIO, "ssh: cannot write to ssh's stdin: %s", uv_strerror(err));
+    return err_set(DRV_EIO, "ssh: cannot write to ssh's stdin: %s", uv_strerror(err));
   }
   return 0;
 }
@@ -283,26 +283,26 @@ static void ssh_ended(launch_base *b, launch_proc *p, int64_t *status, int *term
 #define KEYFILE_MAX (8u << 20)
 static int read_keyfile(const char *path, char **out, size_t *len) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return drv_error(DRV_EIO, "cannot open key file '%s': %s", path, strerror(errno));
+  if (fd < 0) return err_set(DRV_EIO, "cannot open key file '%s': %s", path, strerror(errno));
   struct stat st;
   char *buf = NULL;
   size_t got = 0, head = 24;
   int rc = 0;
   if (fstat(fd, &st) < 0 || st.st_size <= 0 || (uint64_t)st.st_size > KEYFILE_MAX)
-    rc = drv_error(DRV_EIO, "key file '%s' is empty, too large or unreadable", path);
+    rc = err_set(DRV_EIO, "key file '%s' is empty, too large or unreadable", path);
   else if (!(buf = malloc(head + (size_t)st.st_size)))
-    rc = drv_error(DRV_ENOMEM, "out of memory");
+    rc = err_set(DRV_ENOMEM, "out of memory");
   while (rc == 0 && got < (size_t)st.st_size) {
     ssize_t r = read(fd, buf + head + got, (size_t)st.st_size - got);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) rc = drv_error(DRV_EIO, "cannot read key file '%s'", path);
+    if (r <= 0) rc = err_set(DRV_EIO, "cannot read key file '%s'", path);
     else got += (size_t)r;
   }
   close(fd);
   size_t lines = 0;
   for (size_t i = 0; rc == 0 && i < got; i++) lines += buf[head + i] == '\n';
   if (rc == 0 && buf[head + got - 1] != '\n')
-    rc = drv_error(DRV_EIO, "key file '%s' does not end with a newline", path);
+    rc = err_set(DRV_EIO, "key file '%s' does not end with a newline", path);
   if (rc < 0) {
     if (buf) memset(buf, 0, head + got);
     free(buf);
@@ -354,13 +354,13 @@ static int ssh_start(launcher *base, const launch_task *t, void *task_ud, pid_t 
   ssh_task *task = calloc(1, sizeof *task);
   if (!task) {
     forget(keys, klen);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   snprintf(task->log, sizeof task->log, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
   int log_fd = open(task->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (log_fd < 0) {
-    rc = drv_error(DRV_EIO, "launch %s-%d: cannot open '%s': %s", r, t->index, task->log,
-                   strerror(errno));
+    rc = err_set(DRV_EIO, "launch %s-%d: cannot open '%s': %s", r, t->index, task->log,
+                 strerror(errno));
     free(task);
     forget(keys, klen);
     return rc;
@@ -376,8 +376,8 @@ static int ssh_start(launcher *base, const launch_task *t, void *task_ud, pid_t 
   close(log_fd);
   if (err < 0) { /* the task is freed */
     forget(keys, klen);
-    return drv_error(DRV_EIO, "launch %s-%d on host '%s': cannot run ssh: %s", r, t->index,
-                     l->hosts[h].name, uv_strerror(err));
+    return err_set(DRV_EIO, "launch %s-%d on host '%s': cannot run ssh: %s", r, t->index,
+                   l->hosts[h].name, uv_strerror(err));
   }
   rc = send_line(task, keys, klen);
   forget(keys, klen);
@@ -393,7 +393,7 @@ static int ssh_signal(launcher *base, void *task_ud, int sig) {
   if (!t) return 0;
   const char *name = sig == SIGTERM ? "TERM" : sig == SIGKILL ? "KILL" : sig == SIGINT ? "INT"
                      : sig == SIGHUP ? "HUP" : sig == SIGQUIT ? "QUIT" : NULL;
-  if (!name) return drv_error(DRV_EINVAL, "ssh: signal %d is not forwarded", sig);
+  if (!name) return err_set(DRV_EINVAL, "ssh: signal %d is not forwarded", sig);
   char line[8];
   int n = snprintf(line, sizeof line, "%s\n", name);
   return send_line(t, line, (size_t)n);
@@ -436,12 +436,12 @@ int launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_
   *out = NULL;
   if (!loop || !cfg || (cfg->nhosts > 0 && !cfg->hosts) || !cfg->run_dir ||
       (cfg->nfiles > 0 && !cfg->files))
-    return drv_error(DRV_EINVAL, "launch_ssh_new: NULL argument");
+    return err_set(DRV_EINVAL, "launch_ssh_new: NULL argument");
   int nhosts = cfg->nhosts;
   const char *sc = cfg->ssh_config;
   if (!sc || !*sc) sc = getenv("DROVER_SSH_CONFIG");
   if (nhosts < 1 || nhosts > MAX_HOSTS)
-    return drv_error(DRV_EINVAL, "ssh launcher: needs hosts = { \"host\", \"host:slots\", ... } "
+    return err_set(DRV_EINVAL, "ssh launcher: needs hosts = { \"host\", \"host:slots\", ... } "
                                  "(1..%d of them)", MAX_HOSTS);
   ssh_launcher *l = calloc(1, sizeof *l);
   if (l) {
@@ -450,17 +450,17 @@ int launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_
   }
   if (l && sc && *sc) l->config = strdup(sc);
   if (!l || !l->hosts || (sc && *sc && !l->config)) {
-    drv_error(DRV_ENOMEM, "out of memory creating the ssh launcher");
+    err_set(DRV_ENOMEM, "out of memory creating the ssh launcher");
     goto fail;
   }
   for (int i = 0; i < nhosts; i++, l->nhosts++)
     if (!cfg->hosts[i] || parse_host(cfg->hosts[i], &l->hosts[i]) < 0) {
-      if (!cfg->hosts[i]) drv_error(DRV_EINVAL, "ssh launcher: host %d is NULL", i + 1);
+      if (!cfg->hosts[i]) err_set(DRV_EINVAL, "ssh launcher: host %d is NULL", i + 1);
       goto fail;
     }
   /* From here on destroy removes whatever was shipped. */
   if (!(l->run_dir = strdup(cfg->run_dir))) {
-    drv_error(DRV_ENOMEM, "out of memory creating the ssh launcher");
+    err_set(DRV_ENOMEM, "out of memory creating the ssh launcher");
     goto fail;
   }
   launch_ship_ctx x = {.config = l->config, .run_dir = l->run_dir, .files = cfg->files,
@@ -470,8 +470,8 @@ int launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_
   return 0;
 fail: {
   char msg[4096];
-  snprintf(msg, sizeof msg, "%s", drv_errmsg()); /* clean's ssh must not replace it */
+  snprintf(msg, sizeof msg, "%s", err_msg()); /* clean's ssh must not replace it */
   ssh_destroy(l ? &l->base.pub : NULL);
-  return drv_error(DRV_EINVAL, "%s", msg); /* the message names the host */
+  return err_set(DRV_EINVAL, "%s", msg); /* the message names the host */
 }
 }

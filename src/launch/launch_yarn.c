@@ -153,7 +153,7 @@ static void send_queued(yarn_launcher *y) {
     } else if (y->am_down) {
       return; /* that one is gone too: the next tick looks again */
     } else {
-      task_ended(y, q, -1, drv_errmsg()); /* the new AM refused it */
+      task_ended(y, q, -1, err_msg()); /* the new AM refused it */
     }
   }
 }
@@ -213,14 +213,14 @@ static int node_command(const launch_task *t, const char *log, char *out, size_t
   size_t len = (size_t)snprintf(out, cap, "exec");
   for (size_t i = 0; i < sizeof a / sizeof a[0] && a[i]; i++)
     if (!launch__sh_quote(out, cap, &len, a[i]))
-      return drv_error(DRV_ERANGE, "yarn: the node's command is too long");
+      return err_set(DRV_ERANGE, "yarn: the node's command is too long");
   int n = snprintf(out + len, cap - len, " >>");
-  if (n < 0 || (size_t)n >= cap - len) return drv_error(DRV_ERANGE, "yarn: command too long");
+  if (n < 0 || (size_t)n >= cap - len) return err_set(DRV_ERANGE, "yarn: command too long");
   len += (size_t)n;
   if (!launch__sh_quote(out, cap, &len, log))
-    return drv_error(DRV_ERANGE, "yarn: the node's command is too long");
+    return err_set(DRV_ERANGE, "yarn: the node's command is too long");
   n = snprintf(out + len, cap - len, " 2>&1");
-  if (n < 0 || (size_t)n >= cap - len) return drv_error(DRV_ERANGE, "yarn: command too long");
+  if (n < 0 || (size_t)n >= cap - len) return err_set(DRV_ERANGE, "yarn: command too long");
   return 0;
 }
 
@@ -229,10 +229,10 @@ static int node_command(const launch_task *t, const char *log, char *out, size_t
 static int start_body(yarn_launcher *y, const launch_task *t, const char *key, const char *log,
                       char **out) {
   size_t cmd_cap = PATH_MAX * 10, files = y->files ? strlen(y->files) : 0;
-  if (files > SIZE_MAX - cmd_cap - 256) return drv_error(DRV_ERANGE, "yarn: too many files");
+  if (files > SIZE_MAX - cmd_cap - 256) return err_set(DRV_ERANGE, "yarn: too many files");
   size_t cap = cmd_cap + files + 256;
   char *cmd = malloc(cmd_cap), *body = malloc(cap);
-  int rc = !cmd || !body ? drv_error(DRV_ENOMEM, "out of memory") : 0;
+  int rc = !cmd || !body ? err_set(DRV_ENOMEM, "out of memory") : 0;
   if (rc == 0) rc = node_command(t, log, cmd, cmd_cap);
   if (rc == 0) {
     const launch_resources *r = &y->res[t->role];
@@ -257,12 +257,12 @@ static int yarn_start(launcher *l, const launch_task *t, void *task_ud, pid_t *p
   if (pid) *pid = 0;
   int rc = launch__check_task(t);
   if (rc < 0) return rc;
-  if (y->gone) return drv_error(DRV_EIO, "YARN application %s has ended", y->app);
+  if (y->gone) return err_set(DRV_EIO, "YARN application %s has ended", y->app);
   ytask *k = calloc(1, sizeof *k);
-  if (!k) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!k) return err_set(DRV_ENOMEM, "out of memory");
   snprintf(k->key, sizeof k->key, "%s-%d", launch__role_name(t->role), t->index);
   int n = snprintf(k->log, sizeof k->log, "%s/logs/%s.log", t->run_dir, k->key);
-  if (n < 0 || (size_t)n >= sizeof k->log) rc = drv_error(DRV_ERANGE, "yarn: run dir too long");
+  if (n < 0 || (size_t)n >= sizeof k->log) rc = err_set(DRV_ERANGE, "yarn: run dir too long");
   if (rc == 0) rc = start_body(y, t, k->key, k->log, &k->body);
   if (rc == 0 && !y->am_down)
     rc = launch_yarn__am_req(y, "POST", "/start", k->body, NULL, NULL, YARN_REQ_MS, NULL);
@@ -372,17 +372,17 @@ static int configure(yarn_launcher *y, const launch_config *cfg) {
   const launch_yarn_opts *o = &cfg->yarn;
   const char *rm = o->rm ? o->rm : getenv("DROVER_YARN_RM");
   if (!rm || !*rm)
-    return drv_error(DRV_EINVAL, "launcher \"yarn\": no ResourceManager (yarn = { rm = "
-                     "\"host:port\" } or $DROVER_YARN_RM)");
+    return err_set(DRV_EINVAL, "launcher \"yarn\": no ResourceManager (yarn = { rm = "
+                   "\"host:port\" } or $DROVER_YARN_RM)");
   int n = snprintf(y->rm, sizeof y->rm, "%s%s", strstr(rm, "://") ? "" : "http://", rm);
-  if (n < 0 || (size_t)n >= sizeof y->rm) return drv_error(DRV_EINVAL, "yarn.rm is too long");
+  if (n < 0 || (size_t)n >= sizeof y->rm) return err_set(DRV_EINVAL, "yarn.rm is too long");
   n = snprintf(y->run_dir, sizeof y->run_dir, "%s", cfg->run_dir);
-  if (n < 0 || (size_t)n >= sizeof y->run_dir) return drv_error(DRV_ERANGE, "run dir too long");
+  if (n < 0 || (size_t)n >= sizeof y->run_dir) return err_set(DRV_ERANGE, "run dir too long");
   for (int r = 0; r < ROLE_COUNT; r++) {
     y->res[r] = cfg->res[r];
     const char *lb = cfg->res[r].label ? cfg->res[r].label : "";
     if (strlen(lb) >= sizeof y->label[r] || strpbrk(lb, "\n \t"))
-      return drv_error(DRV_EINVAL, "%s.label: not a YARN node label", launch__role_name(r));
+      return err_set(DRV_EINVAL, "%s.label: not a YARN node label", launch__role_name(r));
     snprintf(y->label[r], sizeof y->label[r], "%s", lb);
     y->res[r].label = y->label[r];
   }
@@ -403,9 +403,9 @@ static int start_app(yarn_launcher *y, const launch_config *cfg, const char *cp)
   rc = launch_yarn__wait_am(y, cfg->yarn.submit_timeout > 0 ? cfg->yarn.submit_timeout : 120);
   if (rc < 0) {
     char msg[1024];
-    snprintf(msg, sizeof msg, "%s", drv_errmsg());
+    snprintf(msg, sizeof msg, "%s", err_msg());
     launch_yarn__rm_kill(y);
-    return drv_error(rc, "%s", msg);
+    return err_set(rc, "%s", msg);
   }
   return 0;
 }
@@ -413,15 +413,15 @@ static int start_app(yarn_launcher *y, const launch_config *cfg, const char *cp)
 int launch_yarn_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
                     launcher **out) {
   *out = NULL;
-  if (!loop || !cfg) return drv_error(DRV_EINVAL, "launch_yarn_new: NULL loop or config");
+  if (!loop || !cfg) return err_set(DRV_EINVAL, "launch_yarn_new: NULL loop or config");
   const char *cp = cfg->yarn.am_classpath ? cfg->yarn.am_classpath
                                           : getenv("DROVER_YARN_AM_CLASSPATH");
   if (!cp || !*cp)
-    return drv_error(DRV_EINVAL, "launcher \"yarn\": no classpath for drover's "
-                     "ApplicationMaster (yarn = { am_classpath = ... } or "
-                     "$DROVER_YARN_AM_CLASSPATH: its jar and Hadoop's client jars)");
+    return err_set(DRV_EINVAL, "launcher \"yarn\": no classpath for drover's "
+                   "ApplicationMaster (yarn = { am_classpath = ... } or "
+                   "$DROVER_YARN_AM_CLASSPATH: its jar and Hadoop's client jars)");
   yarn_launcher *y = calloc(1, sizeof *y);
-  if (!y) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!y) return err_set(DRV_ENOMEM, "out of memory");
   y->pub = (launcher){.ops = &yarn_ops, .loop = loop, .on_exit = on_exit, .ud = ud};
   int rc = configure(y, cfg);
   if (rc == 0) rc = launch_yarn__check_files(cfg);
@@ -433,7 +433,7 @@ int launch_yarn_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on
                     y->tracking ? y->tracking : "-");
   if (rc == 0) {
     int e = uv_timer_init(loop, &y->poll);
-    if (e < 0) rc = drv_error(DRV_EIO, "yarn: timer: %s", uv_strerror(e));
+    if (e < 0) rc = err_set(DRV_EIO, "yarn: timer: %s", uv_strerror(e));
   }
   if (rc == 0) {
     y->poll.data = y;
@@ -441,11 +441,11 @@ int launch_yarn_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on
   }
   if (rc < 0) {
     char msg[1024];
-    snprintf(msg, sizeof msg, "%s", drv_errmsg());
+    snprintf(msg, sizeof msg, "%s", err_msg());
     if (y->am[0]) finish(y);
     free_launcher(y);
     free(y);
-    return drv_error(rc, "%s", msg);
+    return err_set(rc, "%s", msg);
   }
   *out = &y->pub;
   return 0;

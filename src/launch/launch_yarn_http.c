@@ -47,11 +47,11 @@ static size_t on_read(char *d, size_t sz, size_t nm, void *ud) {
 /* The body from r->body_file: its size, then read by on_read. */
 static int stream_body(CURL *c, const yhttp_req *r, FILE **f) {
   *f = fopen(r->body_file, "rbe");
-  if (!*f) return drv_error(DRV_EIO, "cannot read '%s'", r->body_file);
-  if (fseeko(*f, 0, SEEK_END) != 0) return drv_error(DRV_EIO, "cannot read '%s'", r->body_file);
+  if (!*f) return err_set(DRV_EIO, "cannot read '%s'", r->body_file);
+  if (fseeko(*f, 0, SEEK_END) != 0) return err_set(DRV_EIO, "cannot read '%s'", r->body_file);
   off_t size = ftello(*f);
   if (size < 0 || fseeko(*f, 0, SEEK_SET) != 0)
-    return drv_error(DRV_EIO, "cannot read '%s'", r->body_file);
+    return err_set(DRV_EIO, "cannot read '%s'", r->body_file);
   curl_easy_setopt(c, CURLOPT_POST, 1L);
   curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
   curl_easy_setopt(c, CURLOPT_READDATA, *f);
@@ -65,11 +65,11 @@ int yhttp(const yhttp_req *r, long *status, char **resp) {
   *status = 0;
   if (!inited) { /* the loop's thread only: launchers are made and used there */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
-      return drv_error(DRV_EIO, "libcurl could not be initialised");
+      return err_set(DRV_EIO, "libcurl could not be initialised");
     inited = 1;
   }
   CURL *c = curl_easy_init();
-  if (!c) return drv_error(DRV_ENOMEM, "out of memory (curl)");
+  if (!c) return err_set(DRV_ENOMEM, "out of memory (curl)");
   struct curl_slist *h = NULL;
   char tok[160];
   if (r->content_type) {
@@ -103,13 +103,13 @@ int yhttp(const yhttp_req *r, long *status, char **resp) {
   if (rc < 0) {
     free(b.p);
   } else if (e != CURLE_OK) {
-    rc = drv_error(DRV_EIO, "%s %s: %s", r->method, r->url,
-                   b.over ? "response too large" : curl_easy_strerror(e));
+    rc = err_set(DRV_EIO, "%s %s: %s", r->method, r->url,
+                 b.over ? "response too large" : curl_easy_strerror(e));
     free(b.p);
   } else {
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
     *resp = b.p ? b.p : strdup("");
-    if (!*resp) rc = drv_error(DRV_ENOMEM, "out of memory");
+    if (!*resp) rc = err_set(DRV_ENOMEM, "out of memory");
   }
   if (f) fclose(f);
   curl_slist_free_all(h);

@@ -39,17 +39,17 @@ int launch_yarn__rm_json(yarn_launcher *y, const char *method, const char *path,
                  NULL};
   if (out) *out = NULL;
   int rc = yhttp(&r, &st, &resp);
-  if (rc < 0) return drv_error(rc, "YARN ResourceManager: %s", drv_errmsg());
+  if (rc < 0) return err_set(rc, "YARN ResourceManager: %s", err_msg());
   if (st != want) {
-    rc = drv_error(DRV_EIO, "YARN ResourceManager: %s %s answered %ld: %.400s", method, path, st,
-                   resp);
+    rc = err_set(DRV_EIO, "YARN ResourceManager: %s %s answered %ld: %.400s", method, path, st,
+                 resp);
     free(resp);
     return rc;
   }
   if (out && *resp) {
     json_error_t e;
     *out = json_loads(resp, 0, &e);
-    if (!*out) rc = drv_error(DRV_EPARSE, "YARN ResourceManager: %s: %s", path, e.text);
+    if (!*out) rc = err_set(DRV_EPARSE, "YARN ResourceManager: %s: %s", path, e.text);
   }
   free(resp);
   return rc;
@@ -66,11 +66,11 @@ int launch_yarn__am_req(yarn_launcher *y, const char *method, const char *path, 
                  body_file, header};
   int rc = yhttp(&q, &st, &r);
   y->am_down = rc < 0;
-  if (rc < 0) return drv_error(rc, "drover's YARN ApplicationMaster: %s", drv_errmsg());
+  if (rc < 0) return err_set(rc, "drover's YARN ApplicationMaster: %s", err_msg());
   if (st != 200) {
     size_t n = strlen(r);
     while (n && r[n - 1] == '\n') r[--n] = '\0';
-    rc = drv_error(st == 409 ? DRV_EINVAL : DRV_EIO, "YARN: %s", r);
+    rc = err_set(st == 409 ? DRV_EINVAL : DRV_EIO, "YARN: %s", r);
     free(r);
     return rc;
   }
@@ -91,7 +91,7 @@ int launch_yarn__new_app(yarn_launcher *y) {
   json_t *max = json_object_get(j, "maximum-resource-capability");
   if (!id || !max) {
     json_decref(j);
-    return drv_error(DRV_EPARSE, "YARN ResourceManager: new-application: no application-id");
+    return err_set(DRV_EPARSE, "YARN ResourceManager: new-application: no application-id");
   }
   snprintf(y->app, sizeof y->app, "%s", id);
   y->max_mb = (long)json_integer_value(json_object_get(max, "memory"));
@@ -110,13 +110,13 @@ int launch_yarn__check_resources(yarn_launcher *y, const launch_config *cfg) {
     long mb = launch_yarn__role_mb(&cfg->res[r]);
     long vc = cfg->res[r].cpus > 0 ? cfg->res[r].cpus : 1;
     if (cfg->res[r].gpus > 0)
-      return drv_error(DRV_EUNSUPPORTED, "launcher \"yarn\": %s.gpus is not supported (ask for "
-                       "GPU machines with label = \"...\")", launch__role_name(r));
+      return err_set(DRV_EUNSUPPORTED, "launcher \"yarn\": %s.gpus is not supported (ask for "
+                     "GPU machines with label = \"...\")", launch__role_name(r));
     if (mb > y->max_mb || vc > y->max_vcores)
-      return drv_error(DRV_EINVAL, "YARN cannot place a %s: it asks for <memory:%ld, vCores:%ld> "
-                       "but YARN's maximum allocation is <memory:%ld, vCores:%ld> (application "
-                       "%s not submitted)", launch__role_name(r), mb, vc, y->max_mb,
-                       y->max_vcores, y->app);
+      return err_set(DRV_EINVAL, "YARN cannot place a %s: it asks for <memory:%ld, vCores:%ld> "
+                     "but YARN's maximum allocation is <memory:%ld, vCores:%ld> (application "
+                     "%s not submitted)", launch__role_name(r), mb, vc, y->max_mb,
+                     y->max_vcores, y->app);
   }
   return 0;
 }
@@ -139,7 +139,7 @@ int launch_yarn__submit(yarn_launcher *y, const launch_yarn_opts *o, const char 
   int n = snprintf(cmd, sizeof cmd, "exec java -Xmx256m -cp '%s' drover.yarn.DroverAM "
                    "1>><LOG_DIR>/am.log 2>&1", cp);
   if (n < 0 || (size_t)n >= sizeof cmd || strchr(cp, '\''))
-    return drv_error(DRV_EINVAL, "yarn.am_classpath is too long or has a quote");
+    return err_set(DRV_EINVAL, "yarn.am_classpath is too long or has a quote");
   json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:i,s:b,s:{s:{s:s},s:o},s:{s:i,s:i}}",
                         "application-id", y->app, "application-name", o->name ? o->name : "drover",
                         "queue", o->queue ? o->queue : "default", "application-type", "DROVER",
@@ -149,7 +149,7 @@ int launch_yarn__submit(yarn_launcher *y, const launch_yarn_opts *o, const char 
                         "memory", AM_MEMORY_MB, "vCores", 1);
   char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
   json_decref(j);
-  if (!body) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!body) return err_set(DRV_ENOMEM, "out of memory");
   int rc = launch_yarn__rm_json(y, "POST", "/ws/v1/cluster/apps", body, 202, NULL);
   free(body);
   return rc;
@@ -201,15 +201,15 @@ int launch_yarn__wait_am(yarn_launcher *y, double timeout_s) {
       launch_yarn__note(y, "YARN application %s %s", y->app, a.state);
     }
     if (ended(a.state))
-      return drv_error(DRV_EIO, "YARN application %s %s: %s", y->app, a.state, a.diag);
+      return err_set(DRV_EIO, "YARN application %s %s: %s", y->app, a.state, a.diag);
     if (a.am[0]) {
       snprintf(y->am, sizeof y->am, "%s", a.am);
       y->attempts = 1;
       return 0;
     }
     if (launch__now_ms() > end)
-      return drv_error(DRV_ETIMEDOUT, "YARN application %s: its ApplicationMaster did not come "
-                       "up in %.0f s (state %s: %s)", y->app, timeout_s, last, a.diag);
+      return err_set(DRV_ETIMEDOUT, "YARN application %s: its ApplicationMaster did not come "
+                     "up in %.0f s (state %s: %s)", y->app, timeout_s, last, a.diag);
     struct timespec ts = {0, 200 * 1000000L};
     nanosleep(&ts, NULL);
   }
@@ -247,13 +247,13 @@ int launch_yarn__write_info(yarn_launcher *y) {
   int n = snprintf(path, sizeof path, "%s/yarn", y->run_dir);
   int m = snprintf(tmp, sizeof tmp, "%s/yarn.tmp", y->run_dir);
   if (n < 0 || (size_t)n >= sizeof path || m < 0 || (size_t)m >= sizeof tmp)
-    return drv_error(DRV_ERANGE, "run dir path too long");
+    return err_set(DRV_ERANGE, "run dir path too long");
   FILE *f = fopen(tmp, "we");
-  if (!f) return drv_error(DRV_EIO, "cannot write '%s'", tmp);
+  if (!f) return err_set(DRV_EIO, "cannot write '%s'", tmp);
   fprintf(f, "application\t%s\ntracking_url\t%s\nresourcemanager\t%s\n"
              "application_master\t%s\nattempt\t%d\n",
           y->app, y->tracking ? y->tracking : "", y->rm, y->am, y->attempts);
   if (fclose(f) != 0 || rename(tmp, path) != 0)
-    return drv_error(DRV_EIO, "cannot write '%s'", path);
+    return err_set(DRV_EIO, "cannot write '%s'", path);
   return 0;
 }

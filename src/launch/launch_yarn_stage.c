@@ -31,11 +31,11 @@ static int add_line(yarn_launcher *y, const char *name, const char *answer) {
   char url[2048];
   unsigned long long size, ts;
   if (sscanf(answer, "%2047s %llu %llu", url, &size, &ts) != 3 || strlen(url) >= sizeof url - 1)
-    return drv_error(DRV_EPARSE, "YARN: staging '%s': unexpected answer '%.200s'", name, answer);
+    return err_set(DRV_EPARSE, "YARN: staging '%s': unexpected answer '%.200s'", name, answer);
   size_t have = y->files ? strlen(y->files) : 0, add = strlen(name) + strlen(url) + 48;
-  if (add > SIZE_MAX - have - 1) return drv_error(DRV_ERANGE, "yarn: too many files");
+  if (add > SIZE_MAX - have - 1) return err_set(DRV_ERANGE, "yarn: too many files");
   char *p = realloc(y->files, have + add + 1);
-  if (!p) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!p) return err_set(DRV_ENOMEM, "out of memory");
   y->files = p;
   snprintf(p + have, add + 1, "%s\t%s\t%llu\t%llu\n", name, url, size, ts);
   y->nfiles++;
@@ -46,11 +46,11 @@ static int add_line(yarn_launcher *y, const char *name, const char *answer) {
 static int check_file(const char *path, const char *name) {
   struct stat st;
   if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-    return drv_error(DRV_EINVAL, "files: '%s' is not a readable file", path);
+    return err_set(DRV_EINVAL, "files: '%s' is not a readable file", path);
   for (const char *c = name; *c; c++)
     if ((unsigned char)*c < 0x20)
-      return drv_error(DRV_EINVAL, "files: '%s': a YARN local resource's name cannot hold "
-                       "control characters", path);
+      return err_set(DRV_EINVAL, "files: '%s': a YARN local resource's name cannot hold "
+                     "control characters", path);
   return 0;
 }
 
@@ -61,13 +61,13 @@ int launch_yarn__check_files(const launch_config *cfg) {
     rc = launch__ship_name(cfg->files[i], name, sizeof name);
     if (rc == 0) rc = check_file(cfg->files[i], name);
     if (rc == 0 && strcmp(name, "drover") == 0)
-      rc = drv_error(DRV_EINVAL, "files: '%s' would hide the drover binary in the container "
-                     "(rename it)", cfg->files[i]);
+      rc = err_set(DRV_EINVAL, "files: '%s' would hide the drover binary in the container "
+                   "(rename it)", cfg->files[i]);
     for (int k = 0; rc == 0 && k < i; k++) {
       char other[PATH_MAX];
       if (launch__ship_name(cfg->files[k], other, sizeof other) == 0 && !strcmp(other, name))
-        rc = drv_error(DRV_EINVAL, "files: '%s' and '%s' both become '%s' in the container",
-                       cfg->files[k], cfg->files[i], name);
+        rc = err_set(DRV_EINVAL, "files: '%s' and '%s' both become '%s' in the container",
+                     cfg->files[k], cfg->files[i], name);
     }
   }
   return rc;
@@ -77,13 +77,13 @@ static int put(yarn_launcher *y, const char *path, const char *name) {
   int rc = check_file(path, name);
   if (rc < 0) return rc;
   struct stat st;
-  if (stat(path, &st) != 0) return drv_error(DRV_EIO, "files: '%s' vanished", path);
+  if (stat(path, &st) != 0) return err_set(DRV_EIO, "files: '%s' vanished", path);
   char header[PATH_MAX + 32];
   snprintf(header, sizeof header, "X-Drover-Name: %s", name);
   long ms = STAGE_MIN_MS + (long)(st.st_size / 1000); /* 1 MB/s at the least */
   char *resp = NULL;
   rc = launch_yarn__am_req(y, "POST", "/put", NULL, path, header, ms, &resp);
-  if (rc < 0) return drv_error(rc, "YARN: staging '%s': %s", path, drv_errmsg());
+  if (rc < 0) return err_set(rc, "YARN: staging '%s': %s", path, err_msg());
   rc = add_line(y, name, resp);
   free(resp);
   return rc;

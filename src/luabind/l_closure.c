@@ -27,12 +27,12 @@ static int rt_call(lua_State *L, lua_State *R, int *base) {
   wire_wr_init(&w);
   char msg[1100];
   if (closure_encode(L, 1, 2, lua_gettop(L) - 1, &w) < 0) {
-    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", drv_errmsg());
+    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", err_msg());
     return rt_raise(L, R, &w, msg);
   }
   int n = closure_decode(R, w.buf + WIRE_HEADER_SIZE, w.len - WIRE_HEADER_SIZE);
   if (n < 0) {
-    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", drv_errmsg());
+    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", err_msg());
     return rt_raise(L, R, &w, msg);
   }
   wire_wr_free(&w);
@@ -52,7 +52,7 @@ static int l_roundtrip(lua_State *L) {
   if (!R) return luaL_error(L, "_closure_roundtrip: out of memory");
   if (drover_lua_init(R) < 0) {
     char msg[1100];
-    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", drv_errmsg());
+    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", err_msg());
     return rt_raise(L, R, NULL, msg);
   }
   int base = 0;
@@ -62,14 +62,14 @@ static int l_roundtrip(lua_State *L) {
   wire_wr_init(&w);
   char msg[1100];
   if (closure_encode_values(R, base + 1, nres, "result", &w) < 0) {
-    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", drv_errmsg());
+    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", err_msg());
     return rt_raise(L, R, &w, msg);
   }
   lua_close(R);
   lua_settop(L, 0);
   int n = closure_decode_values(L, w.buf + WIRE_HEADER_SIZE, w.len - WIRE_HEADER_SIZE);
   if (n < 0) {
-    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", drv_errmsg());
+    snprintf(msg, sizeof msg, "_closure_roundtrip: %s", err_msg());
     return rt_raise(L, NULL, &w, msg);
   }
   wire_wr_free(&w);

@@ -54,7 +54,7 @@ coord *lcluster_get(lua_State *L, int idx) {
 /* Raises "cluster: <the last error>", once: messages from the
  * coordinator's option checks carry the prefix already. */
 static int cluster_error(lua_State *L) {
-  const char *m = drv_errmsg();
+  const char *m = err_msg();
   return strncmp(m, "cluster: ", 9) == 0 ? luaL_error(L, "%s", m) : luaL_error(L, "cluster: %s", m);
 }
 
@@ -80,7 +80,7 @@ static int l_cluster(lua_State *L) {
   snprintf(lc->run_dir, sizeof lc->run_dir, "%s", coord_run_dir(lc->c));
   /* what `drover run --resume` runs again (a resumed run keeps its own) */
   if (!o.resume_dir && ltrain_save_script(L, lc->run_dir) < 0)
-    fprintf(stderr, "drover: %s (this run cannot be resumed)\n", drv_errmsg());
+    fprintf(stderr, "drover: %s (this run cannot be resumed)\n", err_msg());
   snprintf(lc->address, sizeof lc->address, "%s", coord_address(lc->c));
   ldash_cluster_up(L, -1, lc->c, limit);
   return 1;
@@ -406,7 +406,7 @@ static int l_predict(lua_State *L) {
  * <run>/checkpoints (taken between two steps when called during c:fit). */
 static int l_checkpoint(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
-  if (coord_checkpoint(c) < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
+  if (coord_checkpoint(c) < 0) return luaL_error(L, "cluster: %s", err_msg());
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -422,7 +422,7 @@ static int l_save(lua_State *L) {
   nn_module *model = lnn_check_module(L, -1);
   int rc = coord_pull(c, model);
   if (rc == 0) rc = nn_save(model, path);
-  if (rc < 0) return luaL_error(L, "cluster: %s", drv_errmsg());
+  if (rc < 0) return luaL_error(L, "cluster: %s", err_msg());
   return 0;
 }
 

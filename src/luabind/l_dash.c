@@ -78,7 +78,7 @@ static double command_limit_now;
  * main thread, not on this one). */
 static void command_hook(lua_State *T, lua_Debug *ar) {
   (void)ar;
-  if (drv_interrupted()) luaL_error(T, "interrupted");
+  if (err_interrupted()) luaL_error(T, "interrupted");
   if (progress_now() > command_deadline) {
     char msg[120]; /* lua_pushfstring knows no %g */
     snprintf(msg, sizeof msg, "stopped after %g s: a command runs at most command_limit = %g s",
@@ -227,7 +227,7 @@ static void on_quit(void *ud) {
 
 /* Shows c, or live.still when c is NULL (an in-process fit). */
 static int open_dash(lua_State *L, coord *c) {
-  if (live.d) return drv_error(DRV_EINVAL, "a dashboard is already open");
+  if (live.d) return err_set(DRV_EINVAL, "a dashboard is already open");
   dash_opts o;
   dash_opts_default(&o);
   o.on_quit = on_quit;
@@ -284,13 +284,13 @@ static void freeze(void) {
 /* c:dash(): shows the dashboard over c until q (Ctrl-C too). */
 static int l_dash(lua_State *L) {
   coord *c = lcluster_live(L, 1);
-  if (open_dash(L, c) < 0) return luaL_error(L, "dash: %s", drv_errmsg());
+  if (open_dash(L, c) < 0) return luaL_error(L, "dash: %s", err_msg());
   uv_loop_t *loop = drover_lua_loop(L);
   bool interrupted = false;
   while (!dash_closed(live.d)) {
     uv_run(loop, UV_RUN_ONCE);
     coord_run_commands(c);
-    if (drv_interrupted()) {
+    if (err_interrupted()) {
       interrupted = true;
       break;
     }
@@ -374,7 +374,7 @@ void ldash_cluster_up(lua_State *L, int idx, coord *c, double limit) {
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, DASH_AUTO_KEY); /* the first cluster only */
     if (open_dash(L, c) < 0)
-      fprintf(stderr, "drover: --dash: %s; going on without it\n", drv_errmsg());
+      fprintf(stderr, "drover: --dash: %s; going on without it\n", err_msg());
     else
       live.autorun = true;
   }
@@ -421,7 +421,7 @@ void ldash_fit_begin(lua_State *L, rundir *rd) {
     live.local = true;
     live.t0 = live.last_pump = progress_now();
     if (open_dash(L, NULL) < 0) {
-      fprintf(stderr, "drover: --dash: %s; going on without it\n", drv_errmsg());
+      fprintf(stderr, "drover: --dash: %s; going on without it\n", err_msg());
       runview_free(&live.still);
       return;
     }
@@ -500,7 +500,7 @@ void ldash_script_end(lua_State *L, int status, bool interrupted) {
       snprintf(m->nodes[i].state, sizeof m->nodes[i].state, "%s", status == 0 ? "done" : "failed");
     m->version++;
     uv_loop_t *loop = drover_lua_loop(L);
-    while (!dash_closed(live.d) && !drv_interrupted()) uv_run(loop, UV_RUN_ONCE);
+    while (!dash_closed(live.d) && !err_interrupted()) uv_run(loop, UV_RUN_ONCE);
   }
   close_dash();
   uv_run(drover_lua_loop(L), UV_RUN_NOWAIT); /* the dashboard's handles close */

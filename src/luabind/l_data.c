@@ -37,7 +37,7 @@ static dataset **new_box(lua_State *L) {
 
 /* Raises the library error of a failed operation (rc < 0). */
 static void check_rc(lua_State *L, int rc) {
-  if (rc < 0) luaL_error(L, "%s", drv_errmsg());
+  if (rc < 0) luaL_error(L, "%s", err_msg());
 }
 
 dataset *ldata_check(lua_State *L, int idx) {
@@ -48,7 +48,7 @@ dataset *ldata_check(lua_State *L, int idx) {
 
 dataset *ldata_values(lua_State *L, int idx) {
   dataset *d = ldata_check(L, idx);
-  if (data_load(d) < 0) luaL_error(L, "%s", drv_errmsg());
+  if (data_load(d) < 0) luaL_error(L, "%s", err_msg());
   return d;
 }
 

@@ -117,7 +117,7 @@ static int l_sleep(lua_State *L) {
   uv_timer_init(loop, t);
   t->data = &done;
   uv_timer_start(t, on_wake, secs > 0 ? (uint64_t)(secs * 1000) : 0, 0);
-  while (!done && !drv_interrupted()) {
+  while (!done && !err_interrupted()) {
     uv_run(loop, UV_RUN_ONCE);
     ldash_run_commands(L); /* attach clients' lines run while a script sleeps */
   }
@@ -173,7 +173,7 @@ int drover_lua_init(lua_State *L) {
   lua_pushcfunction(L, drover_lua_traceback);
   lua_insert(L, -3);
   if (lua_pcall(L, 1, 0, -3) != LUA_OK) {
-    int rc = drv_error(DRV_EINVAL, "loading lua/init.lua: %s", lua_tostring(L, -1));
+    int rc = err_set(DRV_EINVAL, "loading lua/init.lua: %s", lua_tostring(L, -1));
     lua_pop(L, 2);
     return rc;
   }

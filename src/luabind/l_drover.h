@@ -15,7 +15,7 @@
 
 /* Opens the standard libraries and drover into L: the global `drover`
  * (also `require "drover"`), then runs lua/init.lua (help(), experiment,
- * pretty printing). Returns 0, or a negative code with drv_errmsg() set. */
+ * pretty printing). Returns 0, or a negative code with err_msg() set. */
 int drover_lua_init(lua_State *L);
 
 /* The event loop that Lua code pumps while it waits (c:fit, c:shutdown):

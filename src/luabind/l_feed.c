@@ -38,7 +38,7 @@ static int fn_next(void *ud, tensor **x, tensor **y, uint32_t *epoch) {
   for (;;) {
     lua_pushvalue(L, f->fn);
     if (lua_pcall(L, 0, 2, 0) != LUA_OK) {
-      int rc = drv_error(DRV_EINVAL, "train.feed function: %s", lua_tostring(L, -1));
+      int rc = err_set(DRV_EINVAL, "train.feed function: %s", lua_tostring(L, -1));
       lua_pop(L, 1);
       return rc;
     }
@@ -58,14 +58,14 @@ static int fn_next(void *ud, tensor **x, tensor **y, uint32_t *epoch) {
     f->x = f->y = NULL;
     if (!tx || !ty) {
       lua_pop(L, 2);
-      return drv_error(DRV_EINVAL, "train.feed function: it must return two tensors x, y (or nil "
-                       "at the end)");
+      return err_set(DRV_EINVAL, "train.feed function: it must return two tensors x, y (or nil "
+                     "at the end)");
     }
     /* a copy: the Lua values may change or go once popped */
     f->x = tensor_clone(tx);
     f->y = tensor_clone(ty);
     lua_pop(L, 2);
-    if (!f->x || !f->y) return drv_error(DRV_ENOMEM, "out of memory");
+    if (!f->x || !f->y) return err_set(DRV_ENOMEM, "out of memory");
     *x = f->x, *y = f->y;
     f->got = true;
     *epoch = f->epoch;
@@ -120,7 +120,7 @@ void lfeed_open(lua_State *L, const ltrain_exp *e, lfeed *f) {
     s->ud = f;
     s->no_replay = data_stream_no_replay(f->stream);
   }
-  if (rc < 0) luaL_error(L, "train.feed: %s", drv_errmsg());
+  if (rc < 0) luaL_error(L, "train.feed: %s", err_msg());
   s->timeout = e->feed_timeout > 0 ? e->feed_timeout : FEED_TIMEOUT_DEFAULT;
 }
 

@@ -47,7 +47,7 @@ void lnn_push_module(lua_State *L, nn_module *m) {
 /* Pushes a module just built (one reference, which the userdata takes
  * over); NULL raises the library error. */
 static void push_new_module(lua_State *L, nn_module *m) {
-  if (!m) luaL_error(L, "%s", drv_errmsg());
+  if (!m) luaL_error(L, "%s", err_msg());
   lnn_push_module(L, m);
   nn_unref(m); /* the userdata holds its own reference now */
 }
@@ -74,7 +74,7 @@ static void push_description(lua_State *L, const nn_module *m) {
     if (!buf) luaL_error(L, "out of memory describing a module");
     int len = nn_describe(m, buf, n);
     if (len < 0 || (size_t)len + 1 < n) {
-      lua_pushstring(L, len < 0 ? drv_errmsg() : buf);
+      lua_pushstring(L, len < 0 ? err_msg() : buf);
       free(buf);
       return;
     }
@@ -122,7 +122,7 @@ static int m_forward(lua_State *L) {
   nn_module *m = lnn_check_module(L, 1);
   int single;
   const tensor *x = batch_input(L, 2, &single), *y;
-  if (nn_forward(m, x, &y) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (nn_forward(m, x, &y) < 0) return luaL_error(L, "%s", err_msg());
   push_result(L, y, single);
   return 1;
 }
@@ -137,7 +137,7 @@ static int m_backward(lua_State *L) {
   int single, dsingle;
   const tensor *x = batch_input(L, 2, &single), *dx;
   const tensor *dy = batch_input(L, 3, &dsingle);
-  if (nn_backward(m, x, dy, &dx) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (nn_backward(m, x, dy, &dx) < 0) return luaL_error(L, "%s", err_msg());
   push_result(L, dx, single);
   return 1;
 }
@@ -155,7 +155,7 @@ static int m_parameters(lua_State *L) {
   nn_param_list pl = {0};
   if (nn_collect_params(m, &pl) < 0) {
     nn_param_list_free(&pl);
-    return luaL_error(L, "%s", drv_errmsg());
+    return luaL_error(L, "%s", err_msg());
   }
   lua_createtable(L, pl.n, 0);
   for (int i = 0; i < pl.n; i++) {
@@ -166,7 +166,7 @@ static int m_parameters(lua_State *L) {
     if (!v || !g) {
       tensor_free(v);
       nn_param_list_free(&pl);
-      return luaL_error(L, "%s", drv_errmsg());
+      return luaL_error(L, "%s", err_msg());
     }
     ltensor_push(L, v); /* cannot fail now: v is not NULL */
     lua_setfield(L, -2, "value");
@@ -214,7 +214,7 @@ static int m_add(lua_State *L) {
   nn_module *child = lnn_check_module(L, 2);
   if (!is_sequential(m))
     return luaL_error(L, "add: only an nn.Sequential or nn.Concat takes layers");
-  if (nn_sequential_add(m, child) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (nn_sequential_add(m, child) < 0) return luaL_error(L, "%s", err_msg());
   lua_settop(L, 1);
   return 1;
 }
@@ -245,7 +245,7 @@ static int m_len(lua_State *L) {
  * names, the spec in its metadata (nn_save); returns m. */
 static int m_save(lua_State *L) {
   nn_module *m = lnn_check_module(L, 1);
-  if (nn_save(m, luaL_checkstring(L, 2)) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (nn_save(m, luaL_checkstring(L, 2)) < 0) return luaL_error(L, "%s", err_msg());
   lua_settop(L, 1);
   return 1;
 }
@@ -254,7 +254,7 @@ static int m_save(lua_State *L) {
  * (one nn_save or PyTorch wrote); returns m. */
 static int m_load(lua_State *L) {
   nn_module *m = lnn_check_module(L, 1);
-  if (nn_load_params(m, luaL_checkstring(L, 2)) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (nn_load_params(m, luaL_checkstring(L, 2)) < 0) return luaL_error(L, "%s", err_msg());
   lua_settop(L, 1);
   return 1;
 }
@@ -263,7 +263,7 @@ static int m_load(lua_State *L) {
  * and Conv2d in m with PyTorch's formulas (nn_init); returns m. */
 static int m_init(lua_State *L) {
   nn_module *m = lnn_check_module(L, 1);
-  if (nn_init(m, luaL_checkstring(L, 2), ldrv_rng(L)) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (nn_init(m, luaL_checkstring(L, 2), ldrv_rng(L)) < 0) return luaL_error(L, "%s", err_msg());
   lua_settop(L, 1);
   return 1;
 }
@@ -292,7 +292,7 @@ static void apply_init(lua_State *L, int arg) {
   lua_getfield(L, arg, "init");
   if (!lua_isnil(L, -1) && nn_init(lnn_check_module(L, -2), luaL_checkstring(L, -1),
                                    ldrv_rng(L)) < 0)
-    luaL_error(L, "%s", drv_errmsg());
+    luaL_error(L, "%s", err_msg());
   lua_pop(L, 1);
 }
 
@@ -506,7 +506,7 @@ static int container(lua_State *L, nn_module *seq) {
       return luaL_error(L, "nn.%s: element %d is a %s, expected a layer (nn.Linear(...), "
                         "nn.ReLU(), ...)", seq->ops->type, i, luaL_typename(L, -1));
     if (nn_sequential_add(seq, *box) < 0)
-      return luaL_error(L, "nn.%s: element %d: %s", seq->ops->type, i, drv_errmsg());
+      return luaL_error(L, "nn.%s: element %d: %s", seq->ops->type, i, err_msg());
     lua_pop(L, 1);
   }
   return 1;
@@ -535,7 +535,7 @@ nn_loss *lnn_check_loss(lua_State *L, int idx) {
 }
 
 static void push_loss(lua_State *L, nn_loss *l) {
-  if (!l) luaL_error(L, "%s", drv_errmsg());
+  if (!l) luaL_error(L, "%s", err_msg());
   nn_loss **box = lua_newuserdatauv(L, sizeof *box, 0);
   *box = l;
   luaL_setmetatable(L, LOSS_MT);
@@ -580,7 +580,7 @@ static int loss_forward(lua_State *L) {
   int single;
   loss_args(L, &pred, &target, &single);
   float v;
-  if (nn_loss_forward(l, pred, target, &v) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (nn_loss_forward(l, pred, target, &v) < 0) return luaL_error(L, "%s", err_msg());
   lua_pushnumber(L, v);
   return 1;
 }
@@ -591,7 +591,7 @@ static int loss_backward(lua_State *L) {
   const tensor *pred, *target, *g;
   int single;
   loss_args(L, &pred, &target, &single);
-  if (nn_loss_backward(l, pred, target, &g) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (nn_loss_backward(l, pred, target, &g) < 0) return luaL_error(L, "%s", err_msg());
   push_result(L, g, single);
   return 1;
 }

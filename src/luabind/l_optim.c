@@ -109,7 +109,7 @@ static int l_make(lua_State *L) {
   optim_cfg_default(c, kind);
   luaL_setmetatable(L, OPTIM_MT);
   read_cfg(L, 1, c, what);
-  if (optim_cfg_check(c) < 0) luaL_error(L, "%s", drv_errmsg());
+  if (optim_cfg_check(c) < 0) luaL_error(L, "%s", err_msg());
   return 1;
 }
 
@@ -120,7 +120,7 @@ const optim_cfg *loptim_check(lua_State *L, int idx) {
 static int o_tostring(lua_State *L) {
   const optim_cfg *c = loptim_check(L, 1);
   char buf[1280];
-  if (optim_describe(c, buf, sizeof buf) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (optim_describe(c, buf, sizeof buf) < 0) return luaL_error(L, "%s", err_msg());
   lua_pushstring(L, buf);
   return 1;
 }

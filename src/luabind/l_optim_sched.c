@@ -33,7 +33,7 @@ static optim_sched *new_sched(lua_State *L, const char *what, const char *const 
 
 /* The checked result; raises the library's message. */
 static int done(lua_State *L, const optim_sched *s) {
-  if (optim_sched_check(s) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (optim_sched_check(s) < 0) return luaL_error(L, "%s", err_msg());
   return 1;
 }
 

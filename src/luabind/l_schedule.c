@@ -48,11 +48,11 @@ static int l_schedule(lua_State *L) {
   int rc = closure_encode(L, 2, 3, nargs, &w);
   if (rc < 0) {
     wire_wr_free(&w);
-    return luaL_error(L, "schedule: %s", drv_errmsg());
+    return luaL_error(L, "schedule: %s", err_msg());
   }
   int64_t id = coord_schedule(c, w.buf + WIRE_HEADER_SIZE, w.len - WIRE_HEADER_SIZE);
   wire_wr_free(&w);
-  if (id < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (id < 0) return luaL_error(L, "%s", err_msg());
   future *f = lua_newuserdatauv(L, sizeof *f, 1);
   f->id = id;
   lua_pushvalue(L, 1);
@@ -64,7 +64,7 @@ static int l_schedule(lua_State *L) {
 /* c:join(): waits for every closure scheduled; raises the first error. */
 static int l_join(lua_State *L) {
   coord *c = lcluster_live(L, 1);
-  if (coord_join(c) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (coord_join(c) < 0) return luaL_error(L, "%s", err_msg());
   return 0;
 }
 
@@ -73,7 +73,7 @@ static int l_join(lua_State *L) {
 static int l_done(lua_State *L) {
   coord *c = lcluster_live(L, 1);
   int rc = coord_done(c);
-  if (rc < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (rc < 0) return luaL_error(L, "%s", err_msg());
   lua_pushboolean(L, rc == 1);
   return 1;
 }
@@ -84,9 +84,9 @@ static int l_fetch(lua_State *L) {
   coord *c = future_coord(L, 1);
   const uint8_t *res;
   size_t n;
-  if (coord_fetch(c, f->id, &res, &n) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (coord_fetch(c, f->id, &res, &n) < 0) return luaL_error(L, "%s", err_msg());
   int nres = closure_decode_values(L, res, n);
-  if (nres < 0) return luaL_error(L, "fetch: %s", drv_errmsg());
+  if (nres < 0) return luaL_error(L, "fetch: %s", err_msg());
   return nres;
 }
 

@@ -28,7 +28,7 @@ static data_stream **push_stream(lua_State *L, const char *path, const data_stre
   lstream *u = lua_newuserdatauv(L, sizeof *u, 0);
   u->s = NULL;
   luaL_setmetatable(L, STREAM_MT);
-  if (data_stream_open(path, o, &u->s) < 0) luaL_error(L, "%s", drv_errmsg());
+  if (data_stream_open(path, o, &u->s) < 0) luaL_error(L, "%s", err_msg());
   return &u->s;
 }
 
@@ -87,8 +87,8 @@ static int s_read(lua_State *L) {
       lua_pushnil(L);
       return 1;
     }
-    if (rc != DRV_EAGAIN) return luaL_error(L, "%s", drv_errmsg());
-    if (drv_interrupted()) return luaL_error(L, "interrupted");
+    if (rc != DRV_EAGAIN) return luaL_error(L, "%s", err_msg());
+    if (err_interrupted()) return luaL_error(L, "interrupted");
     struct pollfd p = {.fd = data_stream_fd(s), .events = POLLIN};
     poll(p.fd >= 0 ? &p : NULL, p.fd >= 0 ? 1 : 0, 100); /* a regular file: check again soon */
   }

@@ -120,7 +120,7 @@ int ldrv_opt_bool(lua_State *L, int idx, const char *key, int def, const char *w
 /* Pushes a tensor userdata taking ownership of t (freed by __gc). A NULL t
  * raises the library's last error message. Returns t. */
 tensor *ltensor_push(lua_State *L, tensor *t) {
-  if (!t) luaL_error(L, "%s", drv_errmsg());
+  if (!t) luaL_error(L, "%s", err_msg());
   tensor **box = lua_newuserdatauv(L, sizeof *box, 0);
   *box = t;
   luaL_setmetatable(L, TENSOR_MT);
@@ -604,7 +604,7 @@ static int m_newindex(lua_State *L) {
     return luaL_error(L, "tensor: cannot assign %s to row %s", tensor_shape_str(src, a, sizeof a),
                       tensor_shape_str(row, b, sizeof b));
   }
-  if (tensor_copy(row, src) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (tensor_copy(row, src) < 0) return luaL_error(L, "%s", err_msg());
   return 0;
 }
 

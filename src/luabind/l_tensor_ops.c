@@ -91,7 +91,7 @@ static int reduce(lua_State *L, tensor_redop op, const char *what) {
   tensor *t = ltensor_check(L, 1);
   if (lua_isnoneornil(L, 2)) {
     tensor *flat = tensor_view(t);
-    if (!flat) return luaL_error(L, "%s", drv_errmsg());
+    if (!flat) return luaL_error(L, "%s", err_msg());
     /* Any strides: reduce the dims one by one down to a scalar. */
     tensor *cur = flat;
     while (cur && cur->ndim > 0) {
@@ -99,7 +99,7 @@ static int reduce(lua_State *L, tensor_redop op, const char *what) {
       tensor_free(cur);
       cur = next;
     }
-    if (!cur) return luaL_error(L, "%s: %s", what, drv_errmsg());
+    if (!cur) return luaL_error(L, "%s: %s", what, err_msg());
     int64_t none[1] = {0};
     double v = tensor_get(cur, none);
     tensor_free(cur);

@@ -75,10 +75,10 @@ static int l_new(lua_State *L) {
   luaL_setmetatable(L, TRAINER_MT); /* from here __gc cleans up */
   t->model = nn_ref(model);
   t->loss = nn_loss_ref(loss);
-  if (nn_collect_params(model, &t->params) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (nn_collect_params(model, &t->params) < 0) return luaL_error(L, "%s", err_msg());
   if (t->params.n == 0) return luaL_error(L, "the model has no parameters to train");
   t->opt = optim_new(cfg, &t->params);
-  if (!t->opt) return luaL_error(L, "%s", drv_errmsg());
+  if (!t->opt) return luaL_error(L, "%s", err_msg());
   return 1;
 }
 
@@ -360,7 +360,7 @@ static int resume_fit(lua_State *L, trainer *t, ckpt_state *cs) {
   if (!t->run || !t->resume) return 0;
   int64_t fit = cs->fit;
   int rc = fitrun_restore(t->run, cs);
-  if (rc < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (rc < 0) return luaL_error(L, "%s", err_msg());
   if (rc == 0) {
     t->resume = false;
     return 0;
@@ -389,7 +389,7 @@ static void run_fit(lua_State *L, trainer *t, ltrain_exp *e, train_cfg *cfg, fit
   }
   if (t->run) fitrun_end(t->run, r, ctx->failed ? DRV_EINVAL : rc);
   if (ctx->failed) lua_error(L); /* the progress function's error */
-  if (rc < 0) luaL_error(L, "%s", drv_errmsg());
+  if (rc < 0) luaL_error(L, "%s", err_msg());
 }
 
 /* trainer:fit(exp, seed [, n]) -> { loss, accuracy, steps, epochs,
@@ -482,7 +482,7 @@ static int t_open_run(lua_State *L) {
   if (rc < 0) {
     free(t->run);
     t->run = NULL;
-    return luaL_error(L, "%s", drv_errmsg());
+    return luaL_error(L, "%s", err_msg());
   }
   t->resume = resume != NULL;
   lua_pushstring(L, t->run->rd.path);
@@ -512,7 +512,7 @@ static int t_checkpoint(lua_State *L) {
   }
   ckpt_state cs = {.model = t->model, .opt = t->opt, .rng = ldrv_rng(L), .pos = t->pos,
                    .fit = t->fit, .seed = t->seed};
-  if (fitrun_checkpoint(t->run, &cs) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (fitrun_checkpoint(t->run, &cs) < 0) return luaL_error(L, "%s", err_msg());
   lua_pushfstring(L, "%s/step-%I", t->run->ckdir, (lua_Integer)t->pos.step);
   return 1;
 }
@@ -543,7 +543,7 @@ static int t_save(lua_State *L) {
   kv[2 * n] = NULL;
   ckpt_state cs = {.model = t->model, .opt = t->opt, .rng = ldrv_rng(L), .pos = t->pos,
                    .fit = t->fit, .seed = t->seed};
-  if (ckpt_save(dir, &cs, kv) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (ckpt_save(dir, &cs, kv) < 0) return luaL_error(L, "%s", err_msg());
   return 0;
 }
 
@@ -555,7 +555,7 @@ static int l_read_saved(lua_State *L) {
   int rc = ckpt_open(dir, &m);
   if (rc < 0) {
     manifest_free(&m);
-    return luaL_error(L, "%s", drv_errmsg());
+    return luaL_error(L, "%s", err_msg());
   }
   lua_newtable(L);
   for (char **p = m.meta; p && p[0] && p[1]; p += 2) {
@@ -574,7 +574,7 @@ static int t_restore(lua_State *L) {
   const char *dir = luaL_checkstring(L, 2);
   if (t->in_fit) return luaL_error(L, "restore: not during a fit");
   ckpt_state cs = {.model = t->model, .opt = t->opt};
-  if (ckpt_restore(dir, &cs) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (ckpt_restore(dir, &cs) < 0) return luaL_error(L, "%s", err_msg());
   t->pos = cs.pos;
   t->fit = cs.fit;
   t->seed = cs.seed;
@@ -593,7 +593,7 @@ int ltrain_save_script(lua_State *L, const char *dir) {
   char *json = text ? run_json(L, script, args) : NULL;
   rundir rd = {0};
   snprintf(rd.path, sizeof rd.path, "%s", dir);
-  int rc = text && !json ? drv_error(DRV_ENOMEM, "out of memory") : 0;
+  int rc = text && !json ? err_set(DRV_ENOMEM, "out of memory") : 0;
   if (rc == 0 && text) rc = rundir_write(&rd, "run.lua", text, 0644);
   if (rc == 0 && json) rc = rundir_write(&rd, "run.json", json, 0644);
   free(text);
@@ -629,7 +629,7 @@ static int t_evaluate(lua_State *L) {
   luaL_argcheck(L, batch > 0, 3, "the batch size must be positive");
   double loss, acc;
   if (train_evaluate(t->model, t->loss, d, batch, &loss, &acc) < 0)
-    return luaL_error(L, "%s", drv_errmsg());
+    return luaL_error(L, "%s", err_msg());
   lua_createtable(L, 0, 2);
   set_num(L, "loss", loss);
   set_num(L, "accuracy", acc);
@@ -652,7 +652,7 @@ static int t_predict(lua_State *L) {
   lua_Integer batch = luaL_optinteger(L, 3, 256);
   luaL_argcheck(L, batch > 0, 3, "the batch size must be positive");
   tensor *out;
-  if (train_predict(t->model, x, batch, &out) < 0) return luaL_error(L, "%s", drv_errmsg());
+  if (train_predict(t->model, x, batch, &out) < 0) return luaL_error(L, "%s", err_msg());
   ltensor_push(L, out);
   return 1;
 }

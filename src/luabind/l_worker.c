@@ -148,7 +148,7 @@ static void reply_results(wcall *c, int nres) {
   if (rc < 0) {
     wire_wr_free(&m);
     reply_errorf(w, c->task, c->req, rc,
-                 "the scheduled function's results cannot be sent back: %s", drv_errmsg());
+                 "the scheduled function's results cannot be sent back: %s", err_msg());
     return;
   }
   le_put(m.buf + at, m.len - at - 4, 4);
@@ -390,7 +390,7 @@ static int submit(lua_State *L, const method *m) {
   if (worker_submit(w, m->phases, on_job_done, c) < 0) {
     c->state = C_RUN;
     c->outstanding--;
-    return luaL_error(L, "%s: %s", m->name, drv_errmsg());
+    return luaL_error(L, "%s: %s", m->name, err_msg());
   }
   return lua_yieldk(L, 0, (lua_KContext)m, k_method);
 }
@@ -412,7 +412,7 @@ static bool feed_over(lua_State *L, const worker *w) {
 static int take_rows(lua_State *L, worker *w, int64_t n) {
   tensor *x, *y;
   int rc = worker__fed_take(w, n, &x, &y);
-  if (rc < 0) return luaL_error(L, "w:next_batch: %s", drv_errmsg());
+  if (rc < 0) return luaL_error(L, "w:next_batch: %s", err_msg());
   if (rc == 1) {
     ltensor_push(L, x);
     ltensor_push(L, y);
@@ -561,11 +561,11 @@ static int p_open(lua_State *L) {
 
 static int make_lua(worker *w) {
   wlua *l = calloc(1, sizeof *l);
-  if (!l) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!l) return err_set(DRV_ENOMEM, "out of memory");
   l->w = w;
   if (!(l->L = luaL_newstate())) {
     free(l);
-    return drv_error(DRV_ENOMEM, "cannot make a Lua state: out of memory");
+    return err_set(DRV_ENOMEM, "cannot make a Lua state: out of memory");
   }
   *(wcall **)lua_getextraspace(l->L) = NULL; /* new threads copy it: not a call's */
   int rc = drover_lua_init(l->L);
@@ -574,7 +574,7 @@ static int make_lua(worker *w) {
     lua_pushcfunction(l->L, p_open);
     lua_pushlightuserdata(l->L, l);
     if (lua_pcall(l->L, 1, 0, 0) != LUA_OK)
-      rc = drv_error(DRV_ENOMEM, "cannot make the worker object: %s", lua_tostring(l->L, -1));
+      rc = err_set(DRV_ENOMEM, "cannot make the worker object: %s", lua_tostring(l->L, -1));
   }
   if (rc < 0) {
     lua_close(l->L);
@@ -590,7 +590,7 @@ static int make_lua(worker *w) {
 /* ============================== CALL ===================================== */
 
 static int call(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
-  if (w->role == ROLE_EVALUATOR) return drv_error(DRV_EINVAL, "CALL sent to an evaluator");
+  if (w->role == ROLE_EVALUATOR) return err_set(DRV_EINVAL, "CALL sent to an evaluator");
   wire_msg_call m;
   int rc = wire_get_call(payload, len, &m);
   if (rc < 0) return rc;
@@ -598,7 +598,7 @@ static int call(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   const uint8_t *p = m.closure.p;
   uint32_t n = m.closure.len;
   if (!w->lua && make_lua(w) < 0) {
-    reply_errorf(w, task, req, DRV_ENOMEM, "%s", drv_errmsg());
+    reply_errorf(w, task, req, DRV_ENOMEM, "%s", err_msg());
     return 0;
   }
   wlua *l = w->lua;
@@ -615,7 +615,7 @@ static int call(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   if (nargs < 0 || !lua_checkstack(c->co, nargs + 2 + LUA_MINSTACK)) {
     lua_settop(l->L, 0);
     reply_errorf(w, task, req, DRV_EPARSE, "cannot run the scheduled function: %s",
-                 nargs < 0 ? drv_errmsg() : "Lua stack overflow");
+                 nargs < 0 ? err_msg() : "Lua stack overflow");
     end_call(c);
     return 0;
   }

@@ -9,7 +9,7 @@
  * because Lua code may pump the loop itself (uv_run is not reentrant).
  * While a chunk runs the terminal is in cooked mode, so Ctrl-C raises
  * SIGINT, which repl_pcall() turns into a Lua error at the next
- * instruction plus drv_interrupt_request() for C loops. At the prompt the
+ * instruction plus err_interrupt_request() for C loops. At the prompt the
  * same handler forwards SIGINT to the loop through a uv_async, whose
  * callback abandons the line being typed.
  *
@@ -57,7 +57,7 @@ typedef struct sbuf {
 
 static int sbuf_add(sbuf *b, const char *s, size_t n) {
   if (util_grow(&b->s, &b->cap, b->len + n + 1, 1, 256) < 0)
-    return drv_error(DRV_ENOMEM, "out of memory reading input");
+    return err_set(DRV_ENOMEM, "out of memory reading input");
   memcpy(b->s + b->len, s, n);
   b->len += n;
   b->s[b->len] = '\0';
@@ -90,7 +90,7 @@ static void stop_hook(lua_State *L, lua_Debug *ar) {
 #define POLL_COUNT 10000
 static void poll_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
-  if (!drv_interrupted()) return;
+  if (!err_interrupted()) return;
   lua_pushliteral(L, "interrupted");
   lua_error(L);
 }
@@ -98,7 +98,7 @@ static void poll_hook(lua_State *L, lua_Debug *ar) {
 static void on_sigint(int signo) {
   lua_State *L = sig_L;
   if (L != NULL) {
-    drv_interrupt_request();
+    err_interrupt_request();
     if (sig_count++ > 0 && sig_second_kills) {
       /* The first request went unheeded (C code that never polls): die as
        * SIGINT would have killed us, once the handler returns. */
@@ -150,7 +150,7 @@ int repl_pcall(lua_State *L, int nargs, int nresults, bool second_kills, bool *i
   else
     lua_sethook(L, NULL, 0, 0);
   bool got = sig_count > 0;
-  drv_interrupt_clear();
+  err_interrupt_clear();
   sig_count = prev_count;
   sig_second_kills = prev_kills;
   sig_L = prev_L;
@@ -301,7 +301,7 @@ static int feed_line(repl *r, const char *line) {
   }
   return FEED_DONE;
 oom:
-  fprintf(stderr, "drover: %s\n", drv_errmsg());
+  fprintf(stderr, "drover: %s\n", err_msg());
   r->chunk.len = 0;
   r->failures++;
   return FEED_DONE;
@@ -685,11 +685,11 @@ static int prompt_open(repl *r) {
   rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,)+-*/%^~#[]";
   rl_attempted_completion_function = on_complete;
   rl_completion_append_character = '\0';
-  if (rl_initialize() != 0) return drv_error(DRV_EIO, "cannot set up the terminal for editing");
+  if (rl_initialize() != 0) return err_set(DRV_EIO, "cannot set up the terminal for editing");
 
   int flags = fcntl(STDIN_FILENO, F_GETFL);
   int rc = uv_poll_init(r->loop, &r->poll, STDIN_FILENO);
-  if (rc < 0) return drv_error(DRV_EIO, "cannot watch stdin: %s", uv_strerror(rc));
+  if (rc < 0) return err_set(DRV_EIO, "cannot watch stdin: %s", uv_strerror(rc));
   if (flags >= 0) fcntl(STDIN_FILENO, F_SETFL, flags); /* libuv made it non-blocking */
   r->poll.data = r;
   r->sigint.data = r;
@@ -697,7 +697,7 @@ static int prompt_open(repl *r) {
   if ((rc = uv_async_init(r->loop, &r->sigint, on_prompt_sigint)) < 0) {
     close_handle(r, (uv_handle_t *)&r->poll);
     wait_closed(r);
-    return drv_error(DRV_EIO, "cannot set up Ctrl-C handling: %s", uv_strerror(rc));
+    return err_set(DRV_EIO, "cannot set up Ctrl-C handling: %s", uv_strerror(rc));
   }
   /* Without this only the width libedit saw at start is known. */
   r->winch_open = uv_signal_init(r->loop, &r->winch) == 0;
@@ -718,7 +718,7 @@ static void prompt_close(repl *r) {
 static int run_interactive(repl *r) {
   int rc = prompt_open(r);
   if (rc < 0) {
-    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    fprintf(stderr, "drover: %s\n", err_msg());
     return 1;
   }
   printf("drover %s \xe2\x80\x94 %s; help() for help, Ctrl-D to leave\n", DROVER_VERSION,

@@ -30,7 +30,7 @@ int repl_run(lua_State *L, uv_loop_t *loop);
 
 /* Like lua_pcall(L, nargs, nresults, drover_lua_traceback) on the function
  * below the nargs arguments, but interruptible: a SIGINT during the call
- * calls drv_interrupt_request() (so C loops such as training stop) and sets
+ * calls err_interrupt_request() (so C loops such as training stop) and sets
  * a hook that raises "interrupted" at the next Lua instruction. When
  * `second_kills` is true a second SIGINT during the same call kills the
  * process (as lua.c does, for scripts stuck in C code); otherwise it only

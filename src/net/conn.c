@@ -78,13 +78,13 @@ static void ignore_sigpipe(void) {
 int conn__parse_addr(const char *host, int port, struct sockaddr_storage *ss) {
   int rc;
   if (!host || port < 0 || port > 65535)
-    return drv_error(DRV_EINVAL, "bad address %s:%d", host ? host : "(null)", port);
+    return err_set(DRV_EINVAL, "bad address %s:%d", host ? host : "(null)", port);
   if (strchr(host, ':'))
     rc = uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss);
   else
     rc = uv_ip4_addr(host, port, (struct sockaddr_in *)ss);
   if (rc < 0)
-    return drv_error(DRV_EINVAL, "'%s' is not a numeric IPv4 or IPv6 address", host);
+    return err_set(DRV_EINVAL, "'%s' is not a numeric IPv4 or IPv6 address", host);
   return 0;
 }
 
@@ -139,7 +139,7 @@ conn *conn__new(uv_loop_t *loop, const conn_opts *o) {
 /* Validates the options and readies libsodium and SIGPIPE. */
 int conn__prepare(const conn_opts *o) {
   if (!o || !o->secret || !o->cbs)
-    return drv_error(DRV_EINVAL, "conn: options need a secret and callbacks");
+    return err_set(DRV_EINVAL, "conn: options need a secret and callbacks");
   ignore_sigpipe();
   return auth_init();
 }
@@ -261,7 +261,7 @@ static int queue_write(conn *c, wreq *w, uv_buf_t *bufs, unsigned nbufs) {
   if (c->closing || c->shutting) {
     w->next = c->dropped;
     c->dropped = w;
-    return drv_error(DRV_EIO, "conn %s is closing", c->peer);
+    return err_set(DRV_EIO, "conn %s is closing", c->peer);
   }
   w->c = c;
   rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, on_written);
@@ -269,7 +269,7 @@ static int queue_write(conn *c, wreq *w, uv_buf_t *bufs, unsigned nbufs) {
     w->next = c->dropped;
     c->dropped = w;
     conn__fail(c, DRV_EIO, "write to %s failed: %s", c->peer, uv_strerror(rc));
-    return drv_error(DRV_EIO, "%s", c->why);
+    return err_set(DRV_EIO, "%s", c->why);
   }
   c->pending += w->bytes;
   return 0;
@@ -280,21 +280,21 @@ int conn_send(conn *c, uint8_t *frame, size_t len) {
   uv_buf_t buf;
   if (c->closing || c->shutting) {
     free(frame);
-    return drv_error(DRV_EIO, "conn %s is closing", c->peer);
+    return err_set(DRV_EIO, "conn %s is closing", c->peer);
   }
   if (len < WIRE_HEADER_SIZE) {
     free(frame);
-    return drv_error(DRV_EINVAL, "conn_send: a frame of %zu bytes has no header", len);
+    return err_set(DRV_EINVAL, "conn_send: a frame of %zu bytes has no header", len);
   }
   if (len > UINT32_MAX) { /* wire lengths (and uv_buf_t's) are 32-bit */
     free(frame);
     conn__fail(c, DRV_ERANGE, "frame of %zu bytes to %s is too large", len, c->peer);
-    return drv_error(DRV_ERANGE, "%s", c->why);
+    return err_set(DRV_ERANGE, "%s", c->why);
   }
   w = calloc(1, sizeof *w);
   if (!w) {
     free(frame);
-    return drv_error(DRV_ENOMEM, "conn_send: out of memory");
+    return err_set(DRV_ENOMEM, "conn_send: out of memory");
   }
   w->frame = frame;
   w->bytes = len;
@@ -331,7 +331,7 @@ int conn_send_refv(conn *c, uint8_t type, uint32_t req, const conn_piece *pieces
   if (!w) {
     /* Nowhere to remember `done` for later: the only synchronous call. */
     if (done) done(arg);
-    return drv_error(DRV_ENOMEM, "conn_send_ref: out of memory");
+    return err_set(DRV_ENOMEM, "conn_send_ref: out of memory");
   }
   w->done = done;
   w->arg = arg;
@@ -341,7 +341,7 @@ int conn_send_refv(conn *c, uint8_t type, uint32_t req, const conn_piece *pieces
     if (!c->closing)
       conn__fail(c, DRV_ERANGE, "a payload of %d pieces to %s does not fit a frame", n, c->peer);
     queue_write(c, w, NULL, 0);
-    return drv_error(DRV_ERANGE, "a payload of %d pieces does not fit a frame", n);
+    return err_set(DRV_ERANGE, "a payload of %d pieces does not fit a frame", n);
   }
   wire_header h = {.type = type, .flags = 0, .req = req, .len = (uint32_t)len};
   wire_header_encode(&h, w->hdr);
@@ -367,7 +367,7 @@ int conn__send_hello(conn *c) {
  * decoding failure (rc < 0) only guards against a change of the layouts. */
 static bool handshake_ok(conn *c, int rc) {
   if (rc == 0) return true;
-  conn__fail(c, DRV_EPARSE, "%s (from %s)", drv_errmsg(), c->peer);
+  conn__fail(c, DRV_EPARSE, "%s (from %s)", err_msg(), c->peer);
   return false;
 }
 
@@ -386,7 +386,7 @@ static void on_hello(conn *c, const wire_header *h, const uint8_t *payload) {
   c->cap = c->who == AUTH_WHO_NODE ? AUTH_CAP_NODE : AUTH_CAP_NONE; /* a client learns no more */
   c->state = ST_WAIT_OK;
   if (conn_send_wr(c, &w, WIRE_AUTH, 0) < 0)
-    conn__fail(c, DRV_EIO, "cannot send AUTH to %s: %s", c->peer, drv_errmsg());
+    conn__fail(c, DRV_EIO, "cannot send AUTH to %s: %s", c->peer, err_msg());
 }
 
 static void become_ready(conn *c) {
@@ -449,7 +449,7 @@ static void on_auth(conn *c, const wire_header *h, const uint8_t *payload) {
   wire_wr_init(&w);
   wire_put_auth_ok(&w, &(wire_msg_auth_ok){mac});
   if (conn_send_wr(c, &w, WIRE_AUTH_OK, 0) < 0) {
-    conn__fail(c, DRV_EIO, "cannot send AUTH_OK to %s: %s", c->peer, drv_errmsg());
+    conn__fail(c, DRV_EIO, "cannot send AUTH_OK to %s: %s", c->peer, err_msg());
     return;
   }
   become_ready(c);
@@ -482,7 +482,7 @@ static void dispatch(conn *c, const wire_header *h, const uint8_t *payload) {
      * handler meets a malformed one. */
     if (!c->opaque && wire_validate_payload(h->type, payload, h->len) < 0) {
       conn__fail(c, DRV_EPARSE, "malformed %s from %s: %s", wire_type_name(h->type), c->peer,
-                drv_errmsg());
+                err_msg());
       return;
     }
     if (c->cbs->on_frame) c->cbs->on_frame(c, h, payload);
@@ -510,7 +510,7 @@ static int make_room(conn *c) {
   if (c->rcap < need) {
     size_t cap = need > RBUF_DEFAULT ? need : RBUF_DEFAULT;
     uint8_t *nb = malloc(cap);
-    if (!nb) return drv_error(DRV_ENOMEM, "no memory for a frame of %zu bytes", need);
+    if (!nb) return err_set(DRV_ENOMEM, "no memory for a frame of %zu bytes", need);
     if (avail) memcpy(nb, c->rbuf + c->rstart, avail);
     free(c->rbuf);
     c->rbuf = nb;
@@ -552,7 +552,7 @@ static void process(conn *c) {
       if (avail < WIRE_HEADER_SIZE) break;
       if (wire_header_decode(c->rbuf + c->rstart, c->max_frame, c->state == ST_READY,
                              &c->cur) < 0) {
-        conn__fail(c, DRV_EPARSE, "%s from %s", drv_errmsg(), c->peer);
+        conn__fail(c, DRV_EPARSE, "%s from %s", err_msg(), c->peer);
         return;
       }
       c->have_hdr = true;
@@ -571,7 +571,7 @@ static void process(conn *c) {
     c->rcap = 0;
     return;
   }
-  if (make_room(c) < 0) conn__fail(c, DRV_ENOMEM, "%s from %s", drv_errmsg(), c->peer);
+  if (make_room(c) < 0) conn__fail(c, DRV_ENOMEM, "%s from %s", err_msg(), c->peer);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -643,7 +643,7 @@ int conn_connect(uv_loop_t *loop, const char *host, int port, const conn_opts *o
   conn *c;
   if ((rc = conn__prepare(o)) < 0 || (rc = conn__parse_addr(host, port, &ss)) < 0) return rc;
   c = conn__new(loop, o);
-  if (!c) return drv_error(DRV_ENOMEM, "conn_connect: out of memory");
+  if (!c) return err_set(DRV_ENOMEM, "conn_connect: out of memory");
   conn__format_addr((const struct sockaddr *)&ss, c->peer, sizeof c->peer);
   c->state = ST_CONNECTING;
   c->connect_req.data = c;
@@ -653,7 +653,7 @@ int conn_connect(uv_loop_t *loop, const char *host, int port, const conn_opts *o
     static const conn_cbs none = {0};
     c->cbs = &none;
     conn__fail(c, DRV_EIO, "connect to %s failed: %s", c->peer, uv_strerror(rc));
-    return drv_error(DRV_EIO, "%s", c->why);
+    return err_set(DRV_EIO, "%s", c->why);
   }
   /* The timer covers the TCP connect too: a black-holed address must not
    * hang the caller. */
@@ -682,6 +682,6 @@ int conn_local_host(const conn *c, char *out, size_t n) {
   int len = sizeof ss;
   int rc = uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&ss, &len);
   if (rc == 0) rc = uv_ip_name((const struct sockaddr *)&ss, out, n);
-  if (rc < 0) return drv_error(DRV_EIO, "conn %s: no local address: %s", c->peer, uv_strerror(rc));
+  if (rc < 0) return err_set(DRV_EIO, "conn %s: no local address: %s", c->peer, uv_strerror(rc));
   return 0;
 }

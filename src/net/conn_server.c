@@ -116,7 +116,7 @@ static void on_connection(uv_stream_t *ls, int status) {
   uv_timer_start(&c->timer, conn__on_handshake_timeout, c->handshake_ms, 0);
   log_debug("conn %s: accepted on %s", c->peer, s->addr);
   if (conn__send_hello(c) < 0)
-    conn__fail(c, DRV_EIO, "cannot send HELLO to %s: %s", c->peer, drv_errmsg());
+    conn__fail(c, DRV_EIO, "cannot send HELLO to %s: %s", c->peer, err_msg());
 }
 
 static void free_server(uv_handle_t *h) { free(h->data); }
@@ -130,7 +130,7 @@ int conn_listen(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
   conn_server *s;
   if ((rc = conn__prepare(o)) < 0 || (rc = conn__parse_addr(host, port, &ss)) < 0) return rc;
   s = calloc(1, sizeof *s);
-  if (!s) return drv_error(DRV_ENOMEM, "conn_listen: out of memory");
+  if (!s) return err_set(DRV_ENOMEM, "conn_listen: out of memory");
   s->o = *o;
   s->o.max_frame = conn__max_frame(o);
   s->o.max_handshaking = max_handshaking(o);
@@ -142,7 +142,7 @@ int conn_listen(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
   if (rc == 0) rc = uv_tcp_getsockname(&s->tcp, (struct sockaddr *)&ss, &len);
   if (rc < 0) {
     uv_close((uv_handle_t *)&s->tcp, free_server);
-    return drv_error(DRV_EIO, "cannot listen on %s:%d: %s", host, port, uv_strerror(rc));
+    return err_set(DRV_EIO, "cannot listen on %s:%d: %s", host, port, uv_strerror(rc));
   }
   conn__format_addr((const struct sockaddr *)&ss, s->addr, sizeof s->addr);
   if (bound_port)

@@ -200,7 +200,7 @@ static void on_closed(uv_handle_t *h) {
 int nodeout_start(uv_loop_t *loop, const char *who, nodeout_fn fn, void *ud, nodeout **out,
                   FILE **log_out) {
   nodeout *o = calloc(1, sizeof *o);
-  if (!o) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!o) return err_set(DRV_ENOMEM, "out of memory");
   o->loop = loop;
   o->fn = fn;
   o->ud = ud;
@@ -213,18 +213,18 @@ int nodeout_start(uv_loop_t *loop, const char *who, nodeout_fn fn, void *ud, nod
   for (int s = 0; s < 2 && rc == 0; s++) {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0 || (o->orig[s] = fcntl(s + 1, F_DUPFD_CLOEXEC, 3)) < 0) {
-      rc = drv_error(DRV_EIO, "cannot capture the node's output: %s", strerror(errno));
+      rc = err_set(DRV_EIO, "cannot capture the node's output: %s", strerror(errno));
       break;
     }
     o->rd[s] = p[0];
     wr[s] = p[1];
   }
   if (rc == 0 && pipe2(o->wake, O_CLOEXEC) < 0)
-    rc = drv_error(DRV_EIO, "cannot capture the node's output: %s", strerror(errno));
+    rc = err_set(DRV_EIO, "cannot capture the node's output: %s", strerror(errno));
   int lfd = rc == 0 ? fcntl(o->orig[1], F_DUPFD_CLOEXEC, 3) : -1;
   if (rc == 0 && (lfd < 0 || !(o->log_out = fdopen(lfd, "w")))) {
     if (lfd >= 0) close(lfd);
-    rc = drv_error(DRV_EIO, "cannot capture the node's output: %s", strerror(errno));
+    rc = err_set(DRV_EIO, "cannot capture the node's output: %s", strerror(errno));
   }
   if (rc == 0) {
     uv_mutex_init(&o->mu);
@@ -240,7 +240,7 @@ int nodeout_start(uv_loop_t *loop, const char *who, nodeout_fn fn, void *ud, nod
       for (int s = 0; s < 2; s++) close(wr[s]);
       o->finished = true; /* no thread to join */
       uv_close((uv_handle_t *)&o->async, on_closed); /* frees o; the caller runs the loop */
-      return drv_error(DRV_EIO, "cannot start the output reader thread");
+      return err_set(DRV_EIO, "cannot start the output reader thread");
     }
   }
   for (int s = 0; s < 2; s++)

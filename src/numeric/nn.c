@@ -62,8 +62,8 @@ const char *nn_name_of(const nn_module *m, char *buf, size_t n) {
 int nn_need_contiguous(const nn_module *m, const tensor *t, const char *what) {
   char a[64], nm[96];
   if (tensor_is_contiguous(t)) return 0;
-  return drv_error(DRV_EINVAL, "%s: %s %s is not contiguous", nn_name_of(m, nm, sizeof nm),
-                   what, SHAPE(t, a));
+  return err_set(DRV_EINVAL, "%s: %s %s is not contiguous", nn_name_of(m, nm, sizeof nm),
+                 what, SHAPE(t, a));
 }
 
 /* dy must have the shape of the output that x produced. */
@@ -72,8 +72,8 @@ int nn_check_grad(const nn_module *m, const tensor *dy, int ndim, const int64_t 
   tensor expect = {.ndim = ndim};
   for (int i = 0; i < ndim; i++) expect.shape[i] = shape[i];
   if (!tensor_same_shape(dy, &expect))
-    return drv_error(DRV_ESHAPE, "%s: gradient %s does not match the output %s",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(dy, a), SHAPE(&expect, b));
+    return err_set(DRV_ESHAPE, "%s: gradient %s does not match the output %s",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(dy, a), SHAPE(&expect, b));
   return nn_need_contiguous(m, dy, "gradient");
 }
 
@@ -122,7 +122,7 @@ static void k_softmax_back(const float *restrict y, const float *restrict g,
 nn_module *nn_module_new(const nn_module_ops *ops) {
   nn_module *m = calloc(1, sizeof *m);
   if (!m) {
-    drv_error(DRV_ENOMEM, "out of memory creating nn.%s", ops->type);
+    err_set(DRV_ENOMEM, "out of memory creating nn.%s", ops->type);
     return NULL;
   }
   m->ops = ops;
@@ -143,12 +143,12 @@ int nn_describe_plain(const nn_module *m, char *buf, size_t n, int indent) {
 static int linear_check_input(const nn_module *m, const tensor *x) {
   char a[64], nm[96];
   if (x->ndim != 2)
-    return drv_error(DRV_ESHAPE, "%s: input %s is not 2-D [batch, features]",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
+    return err_set(DRV_ESHAPE, "%s: input %s is not 2-D [batch, features]",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
   if (x->shape[1] != m->in_features)
-    return drv_error(DRV_ESHAPE, "%s: input %s has %lld features, expected %lld",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a), (long long)x->shape[1],
-                     (long long)m->in_features);
+    return err_set(DRV_ESHAPE, "%s: input %s has %lld features, expected %lld",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(x, a), (long long)x->shape[1],
+                   (long long)m->in_features);
   return 0;
 }
 
@@ -204,8 +204,8 @@ int nn_param_init(nn_param *p, const char *name, int ndim, const int64_t *shape)
 
 nn_module *nn_linear(int64_t in, int64_t out, rng_t *r) {
   if (in <= 0 || out <= 0 || !r) {
-    drv_error(DRV_EINVAL, "nn.Linear(%lld -> %lld): sizes must be positive%s", (long long)in,
-              (long long)out, r ? "" : " and an rng is required");
+    err_set(DRV_EINVAL, "nn.Linear(%lld -> %lld): sizes must be positive%s", (long long)in,
+            (long long)out, r ? "" : " and an rng is required");
     return NULL;
   }
   nn_module *m = nn_module_new(&linear_ops);
@@ -217,8 +217,8 @@ nn_module *nn_linear(int64_t in, int64_t out, rng_t *r) {
   if (nn_param_init(&m->params[0], "weight", 2, wshape) < 0 ||
       nn_param_init(&m->params[1], "bias", 1, &out) < 0) {
     nn_unref(m);
-    drv_error(DRV_ENOMEM, "out of memory creating nn.Linear(%lld -> %lld)", (long long)in,
-              (long long)out);
+    err_set(DRV_ENOMEM, "out of memory creating nn.Linear(%lld -> %lld)", (long long)in,
+            (long long)out);
     return NULL;
   }
   /* PyTorch's default: both U(-1/sqrt(in), 1/sqrt(in)), weight drawn first. */
@@ -245,8 +245,8 @@ int nn_elementwise_back_begin(nn_module *m, const tensor *x, const tensor *dy,
   int rc = nn_need_contiguous(m, x, "input");
   if (rc < 0 || (rc = nn_check_grad(m, dy, x->ndim, x->shape)) < 0) return rc;
   if (need_out && (!m->out || !tensor_same_shape(m->out, x)))
-    return drv_error(DRV_EINVAL, "%s: backward of input %s without a forward of it (last output %s)",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a), m->out ? SHAPE(m->out, b) : "none");
+    return err_set(DRV_EINVAL, "%s: backward of input %s without a forward of it (last output %s)",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(x, a), m->out ? SHAPE(m->out, b) : "none");
   return nn_ensure_like(&m->dx, x);
 }
 
@@ -331,8 +331,8 @@ static const nn_module_ops sigmoid_ops = {"Sigmoid", sigmoid_forward, sigmoid_ba
 static int softmax_check(nn_module *m, const tensor *x) {
   char a[64];
   if (x->ndim != 2)
-    return drv_error(DRV_ESHAPE, "nn.Softmax: input %s is not 2-D [batch, features]",
-                     SHAPE(x, a));
+    return err_set(DRV_ESHAPE, "nn.Softmax: input %s is not 2-D [batch, features]",
+                   SHAPE(x, a));
   return nn_need_contiguous(m, x, "input");
 }
 
@@ -412,9 +412,9 @@ static int dropout_backward(nn_module *m, const tensor *x, const tensor *dy, con
     memcpy(tensor_data(m->dx), tensor_data(dy), (size_t)n * sizeof(float));
   } else {
     if (!m->mask || !tensor_same_shape(m->mask, x))
-      return drv_error(DRV_EINVAL, "nn.Dropout(%g): backward of input %s without a training "
-                       "forward of it (mask %s)", (double)m->p, SHAPE(x, a),
-                       m->mask ? SHAPE(m->mask, b) : "none");
+      return err_set(DRV_EINVAL, "nn.Dropout(%g): backward of input %s without a training "
+                     "forward of it (mask %s)", (double)m->p, SHAPE(x, a),
+                     m->mask ? SHAPE(m->mask, b) : "none");
     k_mul(tensor_data(dy), tensor_data(m->mask), tensor_data(m->dx), n);
   }
   *dx = m->dx;
@@ -437,7 +437,7 @@ nn_module *nn_softmax(void) { return nn_module_new(&softmax_ops); }
 
 nn_module *nn_dropout(float p, uint64_t seed) {
   if (!(p >= 0.0f && p <= 1.0f)) {
-    drv_error(DRV_EINVAL, "nn.Dropout: probability %g is outside [0, 1]", (double)p);
+    err_set(DRV_EINVAL, "nn.Dropout: probability %g is outside [0, 1]", (double)p);
     return NULL;
   }
   nn_module *m = nn_module_new(&dropout_ops);
@@ -465,9 +465,9 @@ static const tensor *last_output(const nn_module *m) {
  * nested positions join up, "layer 2.1: ...". */
 static int child_error(int rc, int pos) {
   char msg[1024];
-  snprintf(msg, sizeof msg, "%s", drv_errmsg());
-  if (strncmp(msg, "layer ", 6) == 0) return drv_error(rc, "layer %d.%s", pos, msg + 6);
-  return drv_error(rc, "layer %d: %s", pos, msg);
+  snprintf(msg, sizeof msg, "%s", err_msg());
+  if (strncmp(msg, "layer ", 6) == 0) return err_set(rc, "layer %d.%s", pos, msg + 6);
+  return err_set(rc, "layer %d: %s", pos, msg);
 }
 
 static int sequential_forward(nn_module *m, const tensor *x, const tensor **y) {
@@ -502,8 +502,8 @@ static int sequential_backward(nn_module *m, const tensor *x, const tensor *dy,
   for (int i = m->nchildren - 1; i >= 0; i--) {
     const tensor *in = i > 0 ? last_output(m->children[i - 1]) : x;
     if (!in)
-      return drv_error(DRV_EINVAL, "nn.Sequential: backward before forward (layer %d has no "
-                       "output)", i);
+      return err_set(DRV_EINVAL, "nn.Sequential: backward before forward (layer %d has no "
+                     "output)", i);
     int rc = nn_backward(m->children[i], in, g, (i > 0 || dx) ? &g : NULL);
     if (rc < 0) return child_error(rc, i + 1);
   }
@@ -559,24 +559,24 @@ int nn_sequential_add(nn_module *seq, nn_module *child) {
   static uint64_t stamps;
   char nm[96];
   if (!seq || !child || !nn_takes_children(seq))
-    return drv_error(DRV_EINVAL, "nn_sequential_add: %s", !seq || !child
-                     ? "NULL module" : "not an nn.Sequential or nn.Concat");
+    return err_set(DRV_EINVAL, "nn_sequential_add: %s", !seq || !child
+                   ? "NULL module" : "not an nn.Sequential or nn.Concat");
   if (seq->nparents > 0 || seq->nchildren > 0 || seq == child) {
     bool cycle = false;
     nn_module *dup = NULL;
     mark_tree(seq, ++stamps);
     find_marked(child, stamps, seq, &cycle, &dup);
     if (cycle)
-      return drv_error(DRV_EINVAL, "nn.%s: adding a container to itself would make a "
-                       "cycle", seq->ops->type);
+      return err_set(DRV_EINVAL, "nn.%s: adding a container to itself would make a "
+                     "cycle", seq->ops->type);
     if (dup)
-      return drv_error(DRV_EINVAL, "nn.%s: %s is already part of this model; a module "
-                       "may appear only once (create a new one)", seq->ops->type,
-                       nn_name_of(child, nm, sizeof nm));
+      return err_set(DRV_EINVAL, "nn.%s: %s is already part of this model; a module "
+                     "may appear only once (create a new one)", seq->ops->type,
+                     nn_name_of(child, nm, sizeof nm));
   }
   if (util_grow(&seq->children, &seq->capchildren, (size_t)seq->nchildren + 1,
                 sizeof *seq->children, 4) < 0)
-    return drv_error(DRV_ENOMEM, "out of memory adding to nn.Sequential");
+    return err_set(DRV_ENOMEM, "out of memory adding to nn.Sequential");
   seq->children[seq->nchildren++] = nn_ref(child);
   child->nparents++;
   return 0;
@@ -616,12 +616,12 @@ void nn_unref(nn_module *m) {
 }
 
 int nn_forward(nn_module *m, const tensor *x, const tensor **y) {
-  if (!m || !x || !y) return drv_error(DRV_EINVAL, "nn_forward: NULL argument");
+  if (!m || !x || !y) return err_set(DRV_EINVAL, "nn_forward: NULL argument");
   return m->ops->forward(m, x, y);
 }
 
 int nn_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx) {
-  if (!m || !x || !dy) return drv_error(DRV_EINVAL, "nn_backward: NULL argument");
+  if (!m || !x || !dy) return err_set(DRV_EINVAL, "nn_backward: NULL argument");
   return m->ops->backward(m, x, dy, dx);
 }
 
@@ -646,12 +646,12 @@ void nn_param_list_free(nn_param_list *l) {
 
 static int param_push(nn_param_list *l, const nn_param *p, const char *prefix) {
   if (util_grow(&l->items, &l->cap, (size_t)l->n + 1, sizeof *l->items, 8) < 0)
-    return drv_error(DRV_ENOMEM, "out of memory collecting parameters");
+    return err_set(DRV_ENOMEM, "out of memory collecting parameters");
   nn_param *q = &l->items[l->n];
   int len = snprintf(q->name, sizeof q->name, "%s%s", prefix, p->name);
   if (len < 0 || (size_t)len >= sizeof q->name)
-    return drv_error(DRV_EINVAL, "parameter name %s%s is longer than %zu characters", prefix,
-                     p->name, sizeof q->name - 1);
+    return err_set(DRV_EINVAL, "parameter name %s%s is longer than %zu characters", prefix,
+                   p->name, sizeof q->name - 1);
   q->value = p->value;
   q->grad = p->grad;
   l->n++;
@@ -674,7 +674,7 @@ static int collect(nn_module *m, const char *prefix, int first, bool buffers,
     char sub[64];
     int len = snprintf(sub, sizeof sub, "%s%d.", prefix, i + first);
     if (len < 0 || (size_t)len >= sizeof sub)
-      return drv_error(DRV_EINVAL, "model nested too deeply to name its parameters");
+      return err_set(DRV_EINVAL, "model nested too deeply to name its parameters");
     int rc = collect(m->children[i], sub, first, buffers, out);
     if (rc < 0) return rc;
   }
@@ -693,7 +693,7 @@ static int collect_stats(nn_module *m, const char *prefix, int first, nn_param_l
     char sub[64];
     int len = snprintf(sub, sizeof sub, "%s%d.", prefix, i + first);
     if (len < 0 || (size_t)len >= sizeof sub)
-      return drv_error(DRV_EINVAL, "model nested too deeply to name its parameters");
+      return err_set(DRV_EINVAL, "model nested too deeply to name its parameters");
     int rc = collect_stats(m->children[i], sub, first, out);
     if (rc < 0) return rc;
   }
@@ -701,7 +701,7 @@ static int collect_stats(nn_module *m, const char *prefix, int first, nn_param_l
 }
 
 int nn_collect_synced(nn_module *m, bool torch_names, nn_param_list *out, int *ntrained) {
-  if (!m || !out || !ntrained) return drv_error(DRV_EINVAL, "nn_collect_synced: NULL argument");
+  if (!m || !out || !ntrained) return err_set(DRV_EINVAL, "nn_collect_synced: NULL argument");
   int first = torch_names ? 0 : 1;
   int rc = collect(m, "", first, false, out);
   *ntrained = out->n;
@@ -709,17 +709,17 @@ int nn_collect_synced(nn_module *m, bool torch_names, nn_param_list *out, int *n
 }
 
 int nn_collect_params(nn_module *m, nn_param_list *out) {
-  if (!m || !out) return drv_error(DRV_EINVAL, "nn_collect_params: NULL argument");
+  if (!m || !out) return err_set(DRV_EINVAL, "nn_collect_params: NULL argument");
   return collect(m, "", 1, false, out);
 }
 
 int nn_torch_params(nn_module *m, nn_param_list *out) {
-  if (!m || !out) return drv_error(DRV_EINVAL, "nn_torch_params: NULL argument");
+  if (!m || !out) return err_set(DRV_EINVAL, "nn_torch_params: NULL argument");
   return collect(m, "", 0, false, out);
 }
 
 int nn_torch_state(nn_module *m, nn_param_list *out) {
-  if (!m || !out) return drv_error(DRV_EINVAL, "nn_torch_state: NULL argument");
+  if (!m || !out) return err_set(DRV_EINVAL, "nn_torch_state: NULL argument");
   return collect(m, "", 0, true, out);
 }
 

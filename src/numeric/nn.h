@@ -110,7 +110,7 @@ struct nn_module {
   rng_t rng;           /* Dropout */
 };
 
-/* Constructors return a module with one reference, or NULL (drv_errmsg()).
+/* Constructors return a module with one reference, or NULL (err_msg()).
  * Linear initialises weight [out, in] and bias [out] uniformly in
  * +-1/sqrt(in) from `r` (PyTorch's default), so a seed fixes the model. */
 nn_module *nn_linear(int64_t in, int64_t out, rng_t *r);

@@ -15,8 +15,8 @@
 /* Prefixes a child's error with the container's name and its position. */
 static int wrap(const nn_module *m, int rc, int pos) {
   char msg[1024];
-  snprintf(msg, sizeof msg, "%s", drv_errmsg());
-  return drv_error(rc, "nn.%s (%d): %s", m->ops->type, pos, msg);
+  snprintf(msg, sizeof msg, "%s", err_msg());
+  return err_set(rc, "nn.%s (%d): %s", m->ops->type, pos, msg);
 }
 
 /* ---- Residual ---------------------------------------------------------------- */
@@ -28,8 +28,8 @@ static int residual_forward(nn_module *m, const tensor *x, const tensor **y) {
   if (rc < 0) return rc;
   if ((rc = nn_forward(m->children[0], x, &h)) < 0) return wrap(m, rc, 1);
   if (!tensor_same_shape(h, x))
-    return drv_error(DRV_ESHAPE, "nn.Residual: its module maps %s to %s; the shapes must match",
-                     SHAPE(x, a), SHAPE(h, b));
+    return err_set(DRV_ESHAPE, "nn.Residual: its module maps %s to %s; the shapes must match",
+                   SHAPE(x, a), SHAPE(h, b));
   if ((rc = nn_ensure_like(&m->out, x)) < 0) return rc;
   const float *xp = tensor_data(x), *hp = tensor_data(h);
   float *o = tensor_data(m->out);
@@ -58,14 +58,14 @@ static const nn_module_ops residual_ops = {"Residual", residual_forward, residua
 
 nn_module *nn_residual(nn_module *child) {
   if (!child) {
-    drv_error(DRV_EINVAL, "nn.Residual: NULL module");
+    err_set(DRV_EINVAL, "nn.Residual: NULL module");
     return NULL;
   }
   nn_module *m = nn_module_new(&residual_ops);
   nn_module **kids = m ? calloc(1, sizeof *kids) : NULL;
   if (!kids) {
     nn_unref(m);
-    drv_error(DRV_ENOMEM, "out of memory creating nn.Residual");
+    err_set(DRV_ENOMEM, "out of memory creating nn.Residual");
     return NULL;
   }
   m->children = kids;
@@ -90,21 +90,21 @@ static int concat_check(const tensor *first, const tensor *y, int i) {
   bool ok = y->ndim == first->ndim && y->ndim >= 2;
   for (int d = 0; ok && d < y->ndim; d++) ok = d == 1 || y->shape[d] == first->shape[d];
   if (!ok)
-    return drv_error(DRV_ESHAPE, "nn.Concat: output %d is %s, output 1 is %s; they may differ "
-                     "only in dimension 2", i + 1, SHAPE(y, a), SHAPE(first, b));
+    return err_set(DRV_ESHAPE, "nn.Concat: output %d is %s, output 1 is %s; they may differ "
+                   "only in dimension 2", i + 1, SHAPE(y, a), SHAPE(first, b));
   return 0;
 }
 
 /* Rows of the output: [N, sum of widths, rest] with rest = the product of
  * the dimensions after 1; child i's block of each example is contiguous. */
 static int concat_forward(nn_module *m, const tensor *x, const tensor **y) {
-  if (m->nchildren == 0) return drv_error(DRV_EINVAL, "nn.Concat: no modules");
+  if (m->nchildren == 0) return err_set(DRV_EINVAL, "nn.Concat: no modules");
   const tensor *h[64];
-  if (m->nchildren > 64) return drv_error(DRV_EINVAL, "nn.Concat: more than 64 modules");
+  if (m->nchildren > 64) return err_set(DRV_EINVAL, "nn.Concat: more than 64 modules");
   int64_t width = 0;
   /* Each child's width, for backward (a Sequential child has no out). */
   if (util_grow(&m->argmax, &m->capargmax, (size_t)m->nchildren, sizeof *m->argmax, 4) < 0)
-    return drv_error(DRV_ENOMEM, "nn.Concat: out of memory");
+    return err_set(DRV_ENOMEM, "nn.Concat: out of memory");
   for (int i = 0; i < m->nchildren; i++) {
     int rc = nn_forward(m->children[i], x, &h[i]);
     if (rc < 0) return wrap(m, rc, i + 1);
@@ -133,8 +133,8 @@ static int concat_forward(nn_module *m, const tensor *x, const tensor **y) {
 static int concat_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx) {
   char a[64];
   if (!m->out || !tensor_same_shape(m->out, dy) || m->nchildren == 0)
-    return drv_error(DRV_ESHAPE, "nn.Concat: gradient %s does not match the last output",
-                     SHAPE(dy, a));
+    return err_set(DRV_ESHAPE, "nn.Concat: gradient %s does not match the last output",
+                   SHAPE(dy, a));
   int64_t n = dy->shape[0], width = dy->shape[1], at = 0;
   int64_t rest = trailing(dy);
   int rc = dx ? nn_ensure_like(&m->dx, x) : 0;

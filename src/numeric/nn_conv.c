@@ -84,14 +84,14 @@ static int spatial_check(const nn_module *m, const tensor *x, int64_t channels,
   bool ok = x->ndim == 4 || (x->ndim == 3 && channels == 1);
   if (ok) as_nchw(x, d);
   if (!ok || (channels > 0 && d[1] != channels))
-    return drv_error(DRV_ESHAPE, "%s: input %s is not [batch, %s%lld, height, width]",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a), channels > 0 ? "" : "channels ",
-                     (long long)(channels > 0 ? channels : 0));
+    return err_set(DRV_ESHAPE, "%s: input %s is not [batch, %s%lld, height, width]",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(x, a), channels > 0 ? "" : "channels ",
+                   (long long)(channels > 0 ? channels : 0));
   int64_t oh = out_size(d[2], m->k[0], m->stride[0], m->pad[0], m->dil[0]);
   int64_t ow = out_size(d[3], m->k[1], m->stride[1], m->pad[1], m->dil[1]);
   if (oh < 1 || ow < 1)
-    return drv_error(DRV_ESHAPE, "%s: input %s is smaller than the kernel",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
+    return err_set(DRV_ESHAPE, "%s: input %s is smaller than the kernel",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
   shape[0] = d[0];
   shape[1] = out_channels > 0 ? out_channels : d[1];
   shape[2] = oh;
@@ -120,8 +120,8 @@ static int conv_begin(nn_module *m, const tensor *x, const int64_t *os, conv_geo
             g->l <= INT32_MAX && util_mul_ok(ckk, (size_t)g->l, &per);
   g->ckk = (int64_t)ckk;
   if (!ok)
-    return drv_error(DRV_ERANGE, "%s: the im2col matrix of one example is too large",
-                     nn_name_of(m, nm, sizeof nm));
+    return err_set(DRV_ERANGE, "%s: the im2col matrix of one example is too large",
+                   nn_name_of(m, nm, sizeof nm));
   int64_t cs[2] = {g->ckk, g->l};
   return nn_ensure(&m->cols, 2, cs);
 }
@@ -312,10 +312,10 @@ nn_module *nn_conv2d(int64_t in, int64_t out, const int64_t k[2], const nn_conv_
                      rng_t *r) {
   nn_conv_opts d = o ? *o : NN_CONV_DEFAULTS;
   if (!conv_args_ok(in, out, k, &d) || !r) {
-    drv_error(DRV_EINVAL, "nn.Conv2d(%lld -> %lld, %lldx%lld): channels, kernel, stride and "
-              "dilation must be positive (kernel and dilation at most 4096), padding >= 0%s",
-              (long long)in, (long long)out, (long long)k[0], (long long)k[1],
-              r ? "" : ", and an rng is required");
+    err_set(DRV_EINVAL, "nn.Conv2d(%lld -> %lld, %lldx%lld): channels, kernel, stride and "
+            "dilation must be positive (kernel and dilation at most 4096), padding >= 0%s",
+            (long long)in, (long long)out, (long long)k[0], (long long)k[1],
+            r ? "" : ", and an rng is required");
     return NULL;
   }
   nn_module *m = nn_module_new(&conv_ops);
@@ -333,8 +333,8 @@ nn_module *nn_conv2d(int64_t in, int64_t out, const int64_t k[2], const nn_conv_
   if (nn_param_init(&m->params[0], "weight", 4, wshape) < 0 ||
       (d.bias && nn_param_init(&m->params[1], "bias", 1, &out) < 0)) {
     nn_unref(m);
-    drv_error(DRV_ENOMEM, "out of memory creating nn.Conv2d(%lld -> %lld)", (long long)in,
-              (long long)out);
+    err_set(DRV_ENOMEM, "out of memory creating nn.Conv2d(%lld -> %lld)", (long long)in,
+            (long long)out);
     return NULL;
   }
   nn_init(m, "uniform", r); /* PyTorch's default: U(+-1/sqrt(in kh kw)) */
@@ -486,14 +486,14 @@ static int maxpool_forward(nn_module *m, const tensor *x, const tensor **y) {
   if (is_2x2(m)) {
     pool_geom p = pool_geom_of(x, os);
     if (util_grow(&m->winpos, &m->capwinpos, (size_t)(p.planes * p.oh * p.ow), sizeof *m->winpos, 64) < 0)
-      return drv_error(DRV_ENOMEM, "nn.MaxPool2d: out of memory");
+      return err_set(DRV_ENOMEM, "nn.MaxPool2d: out of memory");
     max2x2_forward(&p, tensor_data(x), tensor_data(m->out), m->winpos);
     *y = m->out;
     return 0;
   }
   int64_t planes = os[0] * os[1], h = x->shape[2], w = x->shape[3], oh = os[2], ow = os[3];
   if (util_grow(&m->argmax, &m->capargmax, (size_t)(planes * oh * ow), sizeof *m->argmax, 64) < 0)
-    return drv_error(DRV_ENOMEM, "nn.MaxPool2d: out of memory");
+    return err_set(DRV_ENOMEM, "nn.MaxPool2d: out of memory");
   const float *xp = tensor_data(x);
   float *yp = tensor_data(m->out);
   bool inside = is_pair(m->pad, 0), two = is_pair(m->k, 2);
@@ -528,8 +528,8 @@ static int pool_back_begin(nn_module *m, const tensor *x, const tensor *dy, int6
   int rc = spatial_check(m, x, 0, 0, os);
   if (rc < 0 || (rc = nn_check_grad(m, dy, 4, os)) < 0) return rc;
   if (!m->out || !tensor_same_shape(m->out, dy))
-    return drv_error(DRV_EINVAL, "%s: backward of input %s without a forward of it",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
+    return err_set(DRV_EINVAL, "%s: backward of input %s without a forward of it",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
   if ((rc = nn_ensure_like(&m->dx, x)) < 0) return rc;
   return is_2x2(m) ? 0 : tensor_fill(m->dx, 0.0f); /* the 2x2 loops clear what they need */
 }
@@ -640,9 +640,9 @@ static nn_module *pool_new(const nn_module_ops *ops, const int64_t *k, const int
          p[i] <= k[i] / 2;
   if (!ok) {
     char a[48], b[48], c[48];
-    drv_error(DRV_EINVAL, "nn.%s(%s, stride %s, padding %s): kernel and stride must be "
-              "positive and padding in 0..kernel/2", ops->type, pair_str(k, a, sizeof a),
-              pair_str(s, b, sizeof b), pair_str(p, c, sizeof c));
+    err_set(DRV_EINVAL, "nn.%s(%s, stride %s, padding %s): kernel and stride must be "
+            "positive and padding in 0..kernel/2", ops->type, pair_str(k, a, sizeof a),
+            pair_str(s, b, sizeof b), pair_str(p, c, sizeof c));
     return NULL;
   }
   nn_module *m = nn_module_new(ops);

@@ -21,7 +21,7 @@ static char *spec_string(const nn_module *m) {
   if (len < 0) return NULL;
   char *s = malloc((size_t)len + 1);
   if (!s) {
-    drv_error(DRV_ENOMEM, "out of memory writing the model's spec");
+    err_set(DRV_ENOMEM, "out of memory writing the model's spec");
     return NULL;
   }
   nn_spec(m, s, (size_t)len + 1);
@@ -29,13 +29,13 @@ static char *spec_string(const nn_module *m) {
 }
 
 int nn_save(nn_module *m, const char *path) {
-  if (!m || !path) return drv_error(DRV_EINVAL, "nn_save: NULL argument");
+  if (!m || !path) return err_set(DRV_EINVAL, "nn_save: NULL argument");
   char *spec = spec_string(m);
-  if (!spec) return drv_error(DRV_EUNSUPPORTED, "cannot save '%s': %s", path, drv_errmsg());
+  if (!spec) return err_set(DRV_EUNSUPPORTED, "cannot save '%s': %s", path, err_msg());
   nn_param_list pl = {0};
   int rc = nn_torch_state(m, &pl);
   safetensors_entry *e = rc < 0 ? NULL : calloc((size_t)pl.n + 1, sizeof *e);
-  if (rc == 0 && !e) rc = drv_error(DRV_ENOMEM, "cannot save '%s': out of memory", path);
+  if (rc == 0 && !e) rc = err_set(DRV_ENOMEM, "cannot save '%s': out of memory", path);
   for (int i = 0; rc == 0 && i < pl.n; i++) {
     const tensor *v = pl.items[i].value; /* module-owned buffers are contiguous */
     e[i] = (safetensors_entry){pl.items[i].name, v->ndim, v->shape, tensor_data(v)};
@@ -62,9 +62,9 @@ static int check_match(const nn_param_list *pl, const safetensors_file *f, const
   for (int i = 0; i < pl->n; i++) {
     const safetensors_tensor *t = safetensors_find(f, pl->items[i].name);
     if (!t)
-      return drv_error(DRV_EINVAL, "cannot load '%s': it has no tensor '%s' (the model's "
-                       "parameters: %d; the file's tensors: %zu)", path, pl->items[i].name,
-                       pl->n, f->n);
+      return err_set(DRV_EINVAL, "cannot load '%s': it has no tensor '%s' (the model's "
+                     "parameters: %d; the file's tensors: %zu)", path, pl->items[i].name,
+                     pl->n, f->n);
     const tensor *v = pl->items[i].value;
     int same = t->ndim == v->ndim;
     for (int d = 0; same && d < v->ndim; d++) same = t->shape[d] == v->shape[d];
@@ -72,16 +72,16 @@ static int check_match(const nn_param_list *pl, const safetensors_file *f, const
       char a[128], b[128];
       shape_str(t->ndim, t->shape, a, sizeof a);
       shape_str(v->ndim, v->shape, b, sizeof b);
-      return drv_error(DRV_ESHAPE, "cannot load '%s': tensor '%s' is %s in the file, the "
-                       "model's is %s", path, pl->items[i].name, a, b);
+      return err_set(DRV_ESHAPE, "cannot load '%s': tensor '%s' is %s in the file, the "
+                     "model's is %s", path, pl->items[i].name, a, b);
     }
   }
   for (size_t j = 0; j < f->n; j++) {
     int found = 0;
     for (int i = 0; !found && i < pl->n; i++) found = !strcmp(pl->items[i].name, f->tensors[j].name);
     if (!found)
-      return drv_error(DRV_EINVAL, "cannot load '%s': tensor '%s' is not a parameter of the "
-                       "model", path, f->tensors[j].name);
+      return err_set(DRV_EINVAL, "cannot load '%s': tensor '%s' is not a parameter of the "
+                     "model", path, f->tensors[j].name);
   }
   return 0;
 }
@@ -100,7 +100,7 @@ static int load_from(nn_module *m, const safetensors_file *f, const char *path) 
 }
 
 int nn_load_params(nn_module *m, const char *path) {
-  if (!m || !path) return drv_error(DRV_EINVAL, "nn_load_params: NULL argument");
+  if (!m || !path) return err_set(DRV_EINVAL, "nn_load_params: NULL argument");
   safetensors_file f;
   int rc = safetensors_read(path, &f);
   if (rc == 0) rc = load_from(m, &f, path);
@@ -110,7 +110,7 @@ int nn_load_params(nn_module *m, const char *path) {
 
 nn_module *nn_load(const char *path, rng_t *r) {
   if (!path || !r) {
-    drv_error(DRV_EINVAL, "nn_load: NULL argument");
+    err_set(DRV_EINVAL, "nn_load: NULL argument");
     return NULL;
   }
   safetensors_file f;
@@ -118,12 +118,12 @@ nn_module *nn_load(const char *path, rng_t *r) {
   int rc = safetensors_read(path, &f);
   const char *spec = rc == 0 ? safetensors_meta(&f, NN_SPEC_META_KEY) : NULL;
   if (rc == 0 && !spec)
-    drv_error(DRV_EUNSUPPORTED, "cannot load '%s': it has no model spec (metadata \"%s\"), "
-              "as when PyTorch wrote it: build the same model and load the values into it",
-              path, NN_SPEC_META_KEY);
+    err_set(DRV_EUNSUPPORTED, "cannot load '%s': it has no model spec (metadata \"%s\"), "
+            "as when PyTorch wrote it: build the same model and load the values into it",
+            path, NN_SPEC_META_KEY);
   if (spec) {
     m = nn_from_spec(spec, r);
-    if (!m) drv_error(DRV_EPARSE, "cannot load '%s': %s", path, drv_errmsg());
+    if (!m) err_set(DRV_EPARSE, "cannot load '%s': %s", path, err_msg());
   }
   if (m && load_from(m, &f, path) < 0) {
     nn_unref(m);

@@ -111,7 +111,7 @@ static const nn_module_ops leaky_ops = {"LeakyReLU", leaky_forward, leaky_backwa
 
 nn_module *nn_leaky_relu(float slope) {
   if (!isfinite(slope)) {
-    drv_error(DRV_EINVAL, "nn.LeakyReLU: slope %g is not finite", (double)slope);
+    err_set(DRV_EINVAL, "nn.LeakyReLU: slope %g is not finite", (double)slope);
     return NULL;
   }
   nn_module *m = nn_module_new(&leaky_ops);
@@ -137,8 +137,8 @@ static int reshape_backward(nn_module *m, const tensor *x, const tensor *dy, con
   int rc = nn_need_contiguous(m, dy, "gradient");
   if (rc < 0) return rc;
   if (!m->out || !tensor_same_shape(m->out, dy) || tensor_numel(dy) != tensor_numel(x))
-    return drv_error(DRV_ESHAPE, "%s: gradient %s does not match the output of input %s",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(dy, a), SHAPE(x, b));
+    return err_set(DRV_ESHAPE, "%s: gradient %s does not match the output of input %s",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(dy, a), SHAPE(x, b));
   if ((rc = nn_ensure_like(&m->dx, x)) < 0) return rc;
   memcpy(tensor_data(m->dx), tensor_data(dy), (size_t)tensor_numel(x) * sizeof(float));
   *dx = m->dx;
@@ -148,7 +148,7 @@ static int reshape_backward(nn_module *m, const tensor *x, const tensor *dy, con
 static int flatten_forward(nn_module *m, const tensor *x, const tensor **y) {
   char a[64];
   if (x->ndim < 1)
-    return drv_error(DRV_ESHAPE, "nn.Flatten: input %s has no batch dimension", SHAPE(x, a));
+    return err_set(DRV_ESHAPE, "nn.Flatten: input %s has no batch dimension", SHAPE(x, a));
   int64_t shape[2] = {x->shape[0], x->shape[0] ? tensor_numel(x) / x->shape[0] : 1};
   if (x->ndim == 1) shape[1] = 1;
   return reshape_forward(m, x, 2, shape, y);
@@ -164,8 +164,8 @@ static int unflatten_forward(nn_module *m, const tensor *x, const tensor **y) {
   int64_t shape[4] = {x->ndim >= 1 ? x->shape[0] : 0}, per = 1;
   for (int i = 0; i < m->nview; i++) per *= shape[i + 1] = m->view[i];
   if (x->ndim != 2 || x->shape[1] != per)
-    return drv_error(DRV_ESHAPE, "%s: input %s is not [batch, %lld]",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a), (long long)per);
+    return err_set(DRV_ESHAPE, "%s: input %s is not [batch, %lld]",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(x, a), (long long)per);
   return reshape_forward(m, x, m->nview + 1, shape, y);
 }
 
@@ -184,7 +184,7 @@ nn_module *nn_unflatten(int ndim, const int64_t *shape) {
   bool ok = ndim >= 1 && ndim <= 3 && shape;
   for (int i = 0; ok && i < ndim; i++) ok = shape[i] > 0 && shape[i] <= INT32_MAX;
   if (!ok) {
-    drv_error(DRV_EINVAL, "nn.Unflatten: expected 1 to 3 positive sizes");
+    err_set(DRV_EINVAL, "nn.Unflatten: expected 1 to 3 positive sizes");
     return NULL;
   }
   nn_module *m = nn_module_new(&unflatten_ops);
@@ -225,8 +225,8 @@ static int init_walk(nn_module *m, int how, rng_t *r) {
 
 int nn_init(nn_module *m, const char *how, rng_t *r) {
   static const char *const names[] = {"uniform", "kaiming", "xavier"};
-  if (!m || !how || !r) return drv_error(DRV_EINVAL, "nn_init: NULL argument");
+  if (!m || !how || !r) return err_set(DRV_EINVAL, "nn_init: NULL argument");
   for (int i = 0; i < 3; i++)
     if (strcmp(how, names[i]) == 0) return init_walk(m, i, r);
-  return drv_error(DRV_EINVAL, "unknown init '%.32s' (known: uniform, kaiming, xavier)", how);
+  return err_set(DRV_EINVAL, "unknown init '%.32s' (known: uniform, kaiming, xavier)", how);
 }

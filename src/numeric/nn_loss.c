@@ -34,7 +34,7 @@ static inline float sigmoid(float x) {
 static nn_loss *loss_new(const nn_loss_ops *ops) {
   nn_loss *l = calloc(1, sizeof *l);
   if (!l) {
-    drv_error(DRV_ENOMEM, "out of memory creating nn.%s", ops->type);
+    err_set(DRV_ENOMEM, "out of memory creating nn.%s", ops->type);
     return NULL;
   }
   l->ops = ops;
@@ -58,11 +58,11 @@ void nn_loss_unref(nn_loss *l) {
 static int check_pred(const nn_loss *l, const tensor *pred) {
   char a[64];
   if (pred->ndim != 2 || pred->shape[0] < 1 || pred->shape[1] < 1)
-    return drv_error(DRV_ESHAPE, "nn.%s: prediction %s is not a non-empty [batch, outputs] "
-                     "matrix", l->ops->type, SHAPE(pred, a));
+    return err_set(DRV_ESHAPE, "nn.%s: prediction %s is not a non-empty [batch, outputs] "
+                   "matrix", l->ops->type, SHAPE(pred, a));
   if (!tensor_is_contiguous(pred))
-    return drv_error(DRV_EINVAL, "nn.%s: prediction %s is not contiguous", l->ops->type,
-                     SHAPE(pred, a));
+    return err_set(DRV_EINVAL, "nn.%s: prediction %s is not contiguous", l->ops->type,
+                   SHAPE(pred, a));
   return 0;
 }
 
@@ -73,11 +73,11 @@ static int check_same(const nn_loss *l, const tensor *pred, const tensor *target
   if (rc < 0) return rc;
   bool column = pred->shape[1] == 1 && target->ndim == 1 && target->shape[0] == pred->shape[0];
   if (!column && !tensor_same_shape(pred, target))
-    return drv_error(DRV_ESHAPE, "nn.%s: prediction %s and target %s do not match",
-                     l->ops->type, SHAPE(pred, a), SHAPE(target, b));
+    return err_set(DRV_ESHAPE, "nn.%s: prediction %s and target %s do not match",
+                   l->ops->type, SHAPE(pred, a), SHAPE(target, b));
   if (!tensor_is_contiguous(target))
-    return drv_error(DRV_EINVAL, "nn.%s: target %s is not contiguous", l->ops->type,
-                     SHAPE(target, b));
+    return err_set(DRV_EINVAL, "nn.%s: target %s is not contiguous", l->ops->type,
+                   SHAPE(target, b));
   return 0;
 }
 
@@ -92,19 +92,19 @@ static int ce_check(const nn_loss *l, const tensor *pred, const tensor *target) 
   bool ok = (target->ndim == 1 && target->shape[0] == n) ||
             (target->ndim == 2 && target->shape[0] == n && target->shape[1] == 1);
   if (!ok)
-    return drv_error(DRV_ESHAPE, "nn.%s: prediction %s and target %s do not match "
-                     "(expected [%lld] class ids)", l->ops->type, SHAPE(pred, a), SHAPE(target, b),
-                     (long long)n);
+    return err_set(DRV_ESHAPE, "nn.%s: prediction %s and target %s do not match "
+                   "(expected [%lld] class ids)", l->ops->type, SHAPE(pred, a), SHAPE(target, b),
+                   (long long)n);
   if (!tensor_is_contiguous(target))
-    return drv_error(DRV_EINVAL, "nn.%s: target %s is not contiguous",
-                     l->ops->type, SHAPE(target, b));
+    return err_set(DRV_EINVAL, "nn.%s: target %s is not contiguous",
+                   l->ops->type, SHAPE(target, b));
   const float *t = tensor_data(target);
   int64_t classes = pred->shape[1];
   for (int64_t i = 0; i < n; i++)
     if (!(t[i] >= 0.0f && t[i] < (float)classes) || t[i] != floorf(t[i]))
-      return drv_error(DRV_ERANGE, "nn.%s: target row %lld has class %g, expected "
-                       "an integer in 0..%lld", l->ops->type, (long long)i, (double)t[i],
-                       (long long)(classes - 1));
+      return err_set(DRV_ERANGE, "nn.%s: target row %lld has class %g, expected "
+                     "an integer in 0..%lld", l->ops->type, (long long)i, (double)t[i],
+                     (long long)(classes - 1));
   return 0;
 }
 
@@ -200,8 +200,8 @@ static int bce_check(const nn_loss *l, const tensor *pred, const tensor *target)
   int64_t n = tensor_numel(pred), k = pred->shape[1];
   for (int64_t i = 0; i < n; i++)
     if (!(t[i] >= 0.0f && t[i] <= 1.0f))
-      return drv_error(DRV_ERANGE, "nn.BCEWithLogits: target [%lld, %lld] is %g, expected a "
-                       "value in [0, 1]", (long long)(i / k), (long long)(i % k), (double)t[i]);
+      return err_set(DRV_ERANGE, "nn.BCEWithLogits: target [%lld, %lld] is %g, expected a "
+                     "value in [0, 1]", (long long)(i / k), (long long)(i % k), (double)t[i]);
   return 0;
 }
 
@@ -332,7 +332,7 @@ nn_loss *nn_nll(void) { return loss_new(&nll_ops); }
 
 nn_loss *nn_huber(float delta) {
   if (!(delta > 0.0f) || !isfinite(delta)) {
-    drv_error(DRV_EINVAL, "nn.Huber: delta %g must be positive and finite", (double)delta);
+    err_set(DRV_EINVAL, "nn.Huber: delta %g must be positive and finite", (double)delta);
     return NULL;
   }
   nn_loss *l = loss_new(&huber_ops);
@@ -345,14 +345,14 @@ nn_loss *nn_mse(void) { return loss_new(&mse_ops); }
 nn_loss *nn_bce_with_logits(void) { return loss_new(&bce_ops); }
 
 int nn_loss_forward(nn_loss *l, const tensor *pred, const tensor *target, float *loss) {
-  if (!l || !pred || !target || !loss) return drv_error(DRV_EINVAL, "nn_loss_forward: NULL argument");
+  if (!l || !pred || !target || !loss) return err_set(DRV_EINVAL, "nn_loss_forward: NULL argument");
   return l->ops->forward(l, pred, target, loss);
 }
 
 int nn_loss_backward(nn_loss *l, const tensor *pred, const tensor *target,
                      const tensor **dpred) {
   if (!l || !pred || !target || !dpred)
-    return drv_error(DRV_EINVAL, "nn_loss_backward: NULL argument");
+    return err_set(DRV_EINVAL, "nn_loss_backward: NULL argument");
   return l->ops->backward(l, pred, target, dpred);
 }
 
@@ -360,7 +360,7 @@ int nn_loss_backward(nn_loss *l, const tensor *pred, const tensor *target,
  * every output agrees, (logit > 0) == (target > 0.5), so the count never
  * exceeds the batch (per element for K == 1). Negative DRV_E* on bad input. */
 int64_t nn_loss_correct(const nn_loss *l, const tensor *pred, const tensor *target) {
-  if (!l || !pred || !target) return drv_error(DRV_EINVAL, "nn_loss_correct: NULL argument");
+  if (!l || !pred || !target) return err_set(DRV_EINVAL, "nn_loss_correct: NULL argument");
   int rc;
   int64_t count = 0;
   if (l->ops == &ce_ops || l->ops == &nll_ops) {

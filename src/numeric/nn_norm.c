@@ -22,14 +22,14 @@ static int embedding_ids(const nn_module *m, const tensor *x) {
   int rc = nn_need_contiguous(m, x, "input");
   if (rc < 0) return rc;
   if (x->ndim < 1 || x->ndim > 3)
-    return drv_error(DRV_ESHAPE, "%s: input %s must have 1 to 3 dimensions of ids",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
+    return err_set(DRV_ESHAPE, "%s: input %s must have 1 to 3 dimensions of ids",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
   const float *p = tensor_data(x);
   for (int64_t i = 0; i < tensor_numel(x); i++)
     if (!(p[i] >= 0.0f && p[i] < (float)m->in_features) || p[i] != floorf(p[i]))
-      return drv_error(DRV_ERANGE, "%s: input element %lld is %g, expected an id in 0..%lld",
-                       nn_name_of(m, nm, sizeof nm), (long long)i, (double)p[i],
-                       (long long)(m->in_features - 1));
+      return err_set(DRV_ERANGE, "%s: input element %lld is %g, expected an id in 0..%lld",
+                     nn_name_of(m, nm, sizeof nm), (long long)i, (double)p[i],
+                     (long long)(m->in_features - 1));
   return 0;
 }
 
@@ -85,8 +85,8 @@ static const nn_module_ops embedding_ops = {"Embedding", embedding_forward, embe
 
 nn_module *nn_embedding(int64_t n, int64_t dim, rng_t *r) {
   if (n <= 0 || dim <= 0 || n > INT32_MAX || dim > INT32_MAX || !r) {
-    drv_error(DRV_EINVAL, "nn.Embedding(%lld, %lld): sizes must be positive%s", (long long)n,
-              (long long)dim, r ? "" : " and an rng is required");
+    err_set(DRV_EINVAL, "nn.Embedding(%lld, %lld): sizes must be positive%s", (long long)n,
+            (long long)dim, r ? "" : " and an rng is required");
     return NULL;
   }
   nn_module *m = nn_module_new(&embedding_ops);
@@ -96,8 +96,8 @@ nn_module *nn_embedding(int64_t n, int64_t dim, rng_t *r) {
   m->nparams = 1;
   if (nn_param_init(&m->params[0], "weight", 2, (int64_t[]){n, dim}) < 0) {
     nn_unref(m);
-    drv_error(DRV_ENOMEM, "out of memory creating nn.Embedding(%lld, %lld)", (long long)n,
-              (long long)dim);
+    err_set(DRV_ENOMEM, "out of memory creating nn.Embedding(%lld, %lld)", (long long)n,
+            (long long)dim);
     return NULL;
   }
   tensor_normal(m->params[0].value, r, 0.0f, 1.0f);
@@ -114,8 +114,8 @@ typedef struct norm_geom {
 /* Affine parameters weight (ones) and bias (zeros) of size c. */
 static nn_module *norm_new(const nn_module_ops *ops, int64_t c, float eps) {
   if (c <= 0 || c > INT32_MAX || !(eps > 0.0f) || !isfinite(eps)) {
-    drv_error(DRV_EINVAL, "nn.%s(%lld): the size must be positive and eps > 0", ops->type,
-              (long long)c);
+    err_set(DRV_EINVAL, "nn.%s(%lld): the size must be positive and eps > 0", ops->type,
+            (long long)c);
     return NULL;
   }
   nn_module *m = nn_module_new(ops);
@@ -126,7 +126,7 @@ static nn_module *norm_new(const nn_module_ops *ops, int64_t c, float eps) {
   if (nn_param_init(&m->params[0], "weight", 1, &c) < 0 ||
       nn_param_init(&m->params[1], "bias", 1, &c) < 0) {
     nn_unref(m);
-    drv_error(DRV_ENOMEM, "out of memory creating nn.%s(%lld)", ops->type, (long long)c);
+    err_set(DRV_ENOMEM, "out of memory creating nn.%s(%lld)", ops->type, (long long)c);
     return NULL;
   }
   tensor_fill(m->params[0].value, 1.0f);
@@ -153,8 +153,8 @@ static int layer_norm_check(const nn_module *m, const tensor *x) {
   int rc = nn_need_contiguous(m, x, "input");
   if (rc < 0) return rc;
   if (x->ndim < 1 || x->shape[x->ndim - 1] != m->in_features)
-    return drv_error(DRV_ESHAPE, "%s: input %s does not end in %lld",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a), (long long)m->in_features);
+    return err_set(DRV_ESHAPE, "%s: input %s does not end in %lld",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(x, a), (long long)m->in_features);
   return 0;
 }
 
@@ -188,8 +188,8 @@ static int layer_norm_backward(nn_module *m, const tensor *x, const tensor *dy,
   int rc = layer_norm_check(m, x);
   if (rc < 0 || (rc = nn_check_grad(m, dy, x->ndim, x->shape)) < 0) return rc;
   if (!m->mask || !tensor_same_shape(m->mask, x))
-    return drv_error(DRV_EINVAL, "%s: backward of input %s without a forward of it",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
+    return err_set(DRV_EINVAL, "%s: backward of input %s without a forward of it",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
   if (dx && (rc = nn_ensure_like(&m->dx, x)) < 0) return rc;
   int64_t d = m->in_features, rows = tensor_numel(x) / d;
   const float *w = tensor_data(m->params[0].value);
@@ -239,8 +239,8 @@ static int bn_geom(const nn_module *m, const tensor *x, norm_geom *g) {
   bool ok = (two ? x->ndim == 4 : (x->ndim == 2 || x->ndim == 3)) &&
             x->shape[1] == m->in_features;
   if (!ok)
-    return drv_error(DRV_ESHAPE, "%s: input %s is not %s", nn_name_of(m, nm, sizeof nm),
-                     SHAPE(x, a), two ? "[batch, channels, height, width]"
+    return err_set(DRV_ESHAPE, "%s: input %s is not %s", nn_name_of(m, nm, sizeof nm),
+                   SHAPE(x, a), two ? "[batch, channels, height, width]"
                                       : "[batch, channels] or [batch, channels, length]");
   g->n = x->shape[0];
   g->c = x->shape[1];
@@ -275,8 +275,8 @@ static int bn_forward(nn_module *m, const tensor *x, const tensor **y) {
       (rc = nn_ensure(&m->cols, 1, &g.c)) < 0)
     return rc;
   if (m->training && g.n * g.s < 2)
-    return drv_error(DRV_ESHAPE, "%s: training needs more than one value per channel (input %s)",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
+    return err_set(DRV_ESHAPE, "%s: training needs more than one value per channel (input %s)",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
   const float *xp = tensor_data(x);
   for (int64_t c = 0; c < g.c; c++) {
     double mean = tensor_data(m->buffers[0].value)[c], var = tensor_data(m->buffers[1].value)[c];
@@ -304,8 +304,8 @@ static int bn_backward(nn_module *m, const tensor *x, const tensor *dy, const te
   int rc = bn_geom(m, x, &g);
   if (rc < 0 || (rc = nn_check_grad(m, dy, x->ndim, x->shape)) < 0) return rc;
   if (!m->mask || !tensor_same_shape(m->mask, x))
-    return drv_error(DRV_EINVAL, "%s: backward of input %s without a forward of it",
-                     nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
+    return err_set(DRV_EINVAL, "%s: backward of input %s without a forward of it",
+                   nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
   if (dx && (rc = nn_ensure_like(&m->dx, x)) < 0) return rc;
   const float *gp = tensor_data(dy), *xh = tensor_data(m->mask);
   const float *w = tensor_data(m->params[0].value);
@@ -347,8 +347,8 @@ static int buffer_init(nn_param *b, const char *name, int ndim, const int64_t *s
 
 nn_module *nn_batch_norm(int dims, int64_t channels, float eps, float momentum) {
   if ((dims != 1 && dims != 2) || !(momentum >= 0.0f && momentum <= 1.0f)) {
-    drv_error(DRV_EINVAL, "nn.BatchNorm: %s", dims != 1 && dims != 2
-              ? "only BatchNorm1d and BatchNorm2d exist" : "momentum must be in [0, 1]");
+    err_set(DRV_EINVAL, "nn.BatchNorm: %s", dims != 1 && dims != 2
+            ? "only BatchNorm1d and BatchNorm2d exist" : "momentum must be in [0, 1]");
     return NULL;
   }
   nn_module *m = norm_new(dims == 1 ? &bn1_ops : &bn2_ops, channels, eps);
@@ -360,8 +360,8 @@ nn_module *nn_batch_norm(int dims, int64_t channels, float eps, float momentum) 
       buffer_init(&m->buffers[1], "running_var", 1, &channels, 1.0f) < 0 ||
       buffer_init(&m->buffers[2], "num_batches_tracked", 0, NULL, 0.0f) < 0) {
     nn_unref(m);
-    drv_error(DRV_ENOMEM, "out of memory creating nn.BatchNorm%dd(%lld)", dims,
-              (long long)channels);
+    err_set(DRV_ENOMEM, "out of memory creating nn.BatchNorm%dd(%lld)", dims,
+            (long long)channels);
     return NULL;
   }
   return m;

@@ -121,18 +121,18 @@ static int spec_write(const nn_module *m, spec_out *o) {
              strcmp(type, "Flatten") == 0) {
     out_printf(o, "%s", type);
   } else {
-    return drv_error(DRV_EUNSUPPORTED, "model spec: layer type '%s' has no spec", type);
+    return err_set(DRV_EUNSUPPORTED, "model spec: layer type '%s' has no spec", type);
   }
   return 0;
 }
 
 int nn_spec(const nn_module *m, char *buf, size_t n) {
-  if (!m) return drv_error(DRV_EINVAL, "nn_spec: NULL module");
+  if (!m) return err_set(DRV_EINVAL, "nn_spec: NULL module");
   spec_out o = {buf, buf ? n : 0, 0};
   if (o.n) buf[0] = '\0';
   int rc = spec_write(m, &o);
   if (rc < 0) return rc;
-  if (o.len > INT32_MAX) return drv_error(DRV_ERANGE, "model spec: longer than 2 GiB");
+  if (o.len > INT32_MAX) return err_set(DRV_ERANGE, "model spec: longer than 2 GiB");
   return (int)o.len;
 }
 
@@ -164,8 +164,8 @@ static int expect_char(spec_in *in, char c) {
     return 0;
   }
   char f[8];
-  return drv_error(DRV_EPARSE, "model spec: position %d: expected '%c', found %s",
-                   pos(in, in->p), c, found(in, f, sizeof f));
+  return err_set(DRV_EPARSE, "model spec: position %d: expected '%c', found %s",
+                 pos(in, in->p), c, found(in, f, sizeof f));
 }
 
 /* A decimal integer in min .. SPEC_MAX_SIZE. */
@@ -175,18 +175,18 @@ static int parse_int(spec_in *in, const char *what, int64_t min, int64_t *v) {
   int64_t x = 0;
   if (*in->p < '0' || *in->p > '9') {
     char f[8];
-    return drv_error(DRV_EPARSE, "model spec: position %d: expected %s (a positive integer), "
-                     "found %s", pos(in, start), what, found(in, f, sizeof f));
+    return err_set(DRV_EPARSE, "model spec: position %d: expected %s (a positive integer), "
+                   "found %s", pos(in, start), what, found(in, f, sizeof f));
   }
   while (*in->p >= '0' && *in->p <= '9') {
     x = x * 10 + (*in->p++ - '0');
     if (x > SPEC_MAX_SIZE)
-      return drv_error(DRV_ERANGE, "model spec: position %d: %s is larger than %d",
-                       pos(in, start), what, SPEC_MAX_SIZE);
+      return err_set(DRV_ERANGE, "model spec: position %d: %s is larger than %d",
+                     pos(in, start), what, SPEC_MAX_SIZE);
   }
   if (x < min) /* min is 0 or 1, so x is 0 here */
-    return drv_error(DRV_ERANGE, "model spec: position %d: %s must be positive, got 0",
-                     pos(in, start), what);
+    return err_set(DRV_ERANGE, "model spec: position %d: %s must be positive, got 0",
+                   pos(in, start), what);
   *v = x;
   return 0;
 }
@@ -211,8 +211,8 @@ static int parse_float(spec_in *in, const char *what, float *v) {
   if (!k || *end || errno == ERANGE) {
     char f[8];
     in->p = start;
-    return drv_error(DRV_EPARSE, "model spec: position %d: expected %s, found %s",
-                     pos(in, start), what, found(in, f, sizeof f));
+    return err_set(DRV_EPARSE, "model spec: position %d: expected %s, found %s",
+                   pos(in, start), what, found(in, f, sizeof f));
   }
   *v = p;
   return 0;
@@ -227,8 +227,8 @@ static int parse_prob(spec_in *in, float *v) {
   char tok[64];
   snprintf(tok, sizeof tok, "%.*s", (int)(in->p - start), start);
   if (!(p >= 0.0f && p <= 1.0f))
-    return drv_error(DRV_ERANGE, "model spec: position %d: dropout probability %s is outside "
-                     "[0, 1]", pos(in, start), tok);
+    return err_set(DRV_ERANGE, "model spec: position %d: dropout probability %s is outside "
+                   "[0, 1]", pos(in, start), tok);
   *v = p;
   return 0;
 }
@@ -249,7 +249,7 @@ static int parse_children(spec_in *in, nn_module *seq, int depth) {
     int rc = nn_sequential_add(seq, child);
     nn_unref(child);
     if (rc < 0)
-      return drv_error(rc, "model spec: position %d: %s", pos(in, at), drv_errmsg());
+      return err_set(rc, "model spec: position %d: %s", pos(in, at), err_msg());
     skip_space(in);
     if (*in->p == ')') {
       in->p++;
@@ -257,8 +257,8 @@ static int parse_children(spec_in *in, nn_module *seq, int depth) {
     }
     if (*in->p != ',') {
       char f[8];
-      return drv_error(DRV_EPARSE, "model spec: position %d: expected ',' or ')', found %s",
-                       pos(in, in->p), found(in, f, sizeof f));
+      return err_set(DRV_EPARSE, "model spec: position %d: expected ',' or ')', found %s",
+                     pos(in, in->p), found(in, f, sizeof f));
     }
     in->p++;
   }
@@ -266,7 +266,7 @@ static int parse_children(spec_in *in, nn_module *seq, int depth) {
 
 /* Wraps a constructor's failure with the layer's position. */
 static nn_module *built(spec_in *in, const char *at, nn_module *m) {
-  if (!m) drv_error(DRV_EINVAL, "model spec: position %d: %s", pos(in, at), drv_errmsg());
+  if (!m) err_set(DRV_EINVAL, "model spec: position %d: %s", pos(in, at), err_msg());
   return m;
 }
 
@@ -277,8 +277,8 @@ static nn_module *parse_linear(spec_in *in, const char *at) {
       expect_char(in, ')') < 0)
     return NULL;
   if (!in->r) {
-    drv_error(DRV_EINVAL, "model spec: position %d: Linear needs an rng to initialise its "
-              "weights", pos(in, at));
+    err_set(DRV_EINVAL, "model spec: position %d: Linear needs an rng to initialise its "
+            "weights", pos(in, at));
     return NULL;
   }
   return built(in, at, nn_linear(a, b, in->r));
@@ -289,8 +289,8 @@ static nn_module *parse_dropout(spec_in *in, const char *at) {
   if (expect_char(in, '(') < 0 || parse_prob(in, &p) < 0 || expect_char(in, ')') < 0)
     return NULL;
   if (!in->r) {
-    drv_error(DRV_EINVAL, "model spec: position %d: Dropout needs an rng for its seed",
-              pos(in, at));
+    err_set(DRV_EINVAL, "model spec: position %d: Dropout needs an rng for its seed",
+            pos(in, at));
     return NULL;
   }
   return built(in, at, nn_dropout(p, rng_u64(in->r)));
@@ -329,8 +329,8 @@ static nn_module *parse_conv(spec_in *in, const char *at) {
       expect_char(in, ')') < 0)
     return NULL;
   if (!in->r || bias > 1) {
-    drv_error(DRV_EINVAL, "model spec: position %d: Conv2d needs %s", pos(in, at),
-              in->r ? "a bias flag of 0 or 1" : "an rng to initialise its weights");
+    err_set(DRV_EINVAL, "model spec: position %d: Conv2d needs %s", pos(in, at),
+            in->r ? "a bias flag of 0 or 1" : "an rng to initialise its weights");
     return NULL;
   }
   o.bias = bias == 1;
@@ -355,7 +355,7 @@ static nn_module *parse_embedding(spec_in *in, const char *at) {
       expect_char(in, ')') < 0)
     return NULL;
   if (!in->r) {
-    drv_error(DRV_EINVAL, "model spec: position %d: Embedding needs an rng", pos(in, at));
+    err_set(DRV_EINVAL, "model spec: position %d: Embedding needs an rng", pos(in, at));
     return NULL;
   }
   return built(in, at, nn_embedding(n, d, in->r));
@@ -379,8 +379,8 @@ static nn_module *parse_unflatten(spec_in *in, const char *at) {
   if (expect_char(in, '(') < 0) return NULL;
   for (;;) {
     if (n == 3) {
-      drv_error(DRV_EPARSE, "model spec: position %d: Unflatten takes at most 3 sizes",
-                pos(in, in->p));
+      err_set(DRV_EPARSE, "model spec: position %d: Unflatten takes at most 3 sizes",
+              pos(in, in->p));
       return NULL;
     }
     if (parse_size(in, "Unflatten size", &shape[n++]) < 0) return NULL;
@@ -396,8 +396,8 @@ static nn_module *parse_layer(spec_in *in, int depth) {
   skip_space(in);
   const char *at = in->p;
   if (depth > SPEC_MAX_DEPTH) {
-    drv_error(DRV_ERANGE, "model spec: position %d: nested deeper than %d levels", pos(in, at),
-              SPEC_MAX_DEPTH);
+    err_set(DRV_ERANGE, "model spec: position %d: nested deeper than %d levels", pos(in, at),
+            SPEC_MAX_DEPTH);
     return NULL;
   }
   size_t len = 0;
@@ -408,8 +408,8 @@ static nn_module *parse_layer(spec_in *in, int depth) {
   if (len == 0) {
     char f[8];
     in->p = at;
-    drv_error(DRV_EPARSE, "model spec: position %d: expected a layer name, found %s",
-              pos(in, at), found(in, f, sizeof f));
+    err_set(DRV_EPARSE, "model spec: position %d: expected a layer name, found %s",
+            pos(in, at), found(in, f, sizeof f));
     return NULL;
   }
 #define IS(name) (len == strlen(name) && memcmp(at, name, len) == 0)
@@ -452,17 +452,17 @@ static nn_module *parse_layer(spec_in *in, int depth) {
     return seq;
   }
 #undef IS
-  drv_error(DRV_EPARSE, "model spec: unknown layer '%.*s' at position %d (known: Sequential, Residual, Concat, "
-            "Linear, ReLU, Tanh, Sigmoid, Softmax, Dropout, GELU, LeakyReLU, Identity, Flatten, "
-            "Unflatten, Conv2d, MaxPool2d, AvgPool2d, Embedding, LayerNorm, BatchNorm1d, "
-            "BatchNorm2d)", (int)(len > 64 ? 64 : len), at,
-            pos(in, at));
+  err_set(DRV_EPARSE, "model spec: unknown layer '%.*s' at position %d (known: Sequential, Residual, Concat, "
+          "Linear, ReLU, Tanh, Sigmoid, Softmax, Dropout, GELU, LeakyReLU, Identity, Flatten, "
+          "Unflatten, Conv2d, MaxPool2d, AvgPool2d, Embedding, LayerNorm, BatchNorm1d, "
+          "BatchNorm2d)", (int)(len > 64 ? 64 : len), at,
+          pos(in, at));
   return NULL;
 }
 
 nn_module *nn_from_spec(const char *spec, rng_t *r) {
   if (!spec) {
-    drv_error(DRV_EINVAL, "nn_from_spec: NULL spec");
+    err_set(DRV_EINVAL, "nn_from_spec: NULL spec");
     return NULL;
   }
   spec_in in = {spec, spec, r};
@@ -470,8 +470,8 @@ nn_module *nn_from_spec(const char *spec, rng_t *r) {
   if (!m) return NULL;
   skip_space(&in);
   if (*in.p) {
-    drv_error(DRV_EPARSE, "model spec: position %d: expected end of spec, found '%c'",
-              pos(&in, in.p), *in.p);
+    err_set(DRV_EPARSE, "model spec: position %d: expected end of spec, found '%c'",
+            pos(&in, in.p), *in.p);
     nn_unref(m);
     return NULL;
   }
@@ -493,7 +493,7 @@ static const struct {
 };
 
 int nn_loss_spec(const nn_loss *l, char *buf, size_t n) {
-  if (!l || !buf) return drv_error(DRV_EINVAL, "nn_loss_spec: NULL argument");
+  if (!l || !buf) return err_set(DRV_EINVAL, "nn_loss_spec: NULL argument");
   if (strcmp(l->ops->type, "Huber") == 0 && l->delta != 1.0f)
     return snprintf(buf, n, "Huber(%.9g)", (double)l->delta);
   return snprintf(buf, n, "%s", l->ops->type);
@@ -505,7 +505,7 @@ static nn_loss *huber_from_name(const char *name) {
   char *end = NULL;
   float d = strtof(name + 6, &end);
   if (strncmp(name, "Huber(", 6) != 0 || end == name + 6 || strcmp(end, ")") != 0) {
-    drv_error(DRV_EINVAL, "loss '%.64s': expected Huber(delta)", name);
+    err_set(DRV_EINVAL, "loss '%.64s': expected Huber(delta)", name);
     return NULL;
   }
   return nn_huber(d);
@@ -513,13 +513,13 @@ static nn_loss *huber_from_name(const char *name) {
 
 nn_loss *nn_loss_from_name(const char *name) {
   if (!name) {
-    drv_error(DRV_EINVAL, "nn_loss_from_name: NULL name");
+    err_set(DRV_EINVAL, "nn_loss_from_name: NULL name");
     return NULL;
   }
   if (strncmp(name, "Huber", 5) == 0) return huber_from_name(name);
   for (size_t i = 0; i < sizeof loss_table / sizeof loss_table[0]; i++)
     if (strcmp(name, loss_table[i].name) == 0) return loss_table[i].make();
-  drv_error(DRV_EINVAL, "unknown loss '%.64s' (known: CrossEntropy, MSE, BCEWithLogits, L1, "
-            "Huber, NLL)", name);
+  err_set(DRV_EINVAL, "unknown loss '%.64s' (known: CrossEntropy, MSE, BCEWithLogits, L1, "
+          "Huber, NLL)", name);
   return NULL;
 }

@@ -68,7 +68,7 @@ void optim_cfg_default(optim_cfg *c, optim_kind kind) {
 /* Written as !(v >= lo) so that NaN fails every check. */
 #define REQUIRE(cond, ...)                                                   \
   do {                                                                       \
-    if (!(cond)) return drv_error(DRV_EINVAL, __VA_ARGS__);                  \
+    if (!(cond)) return err_set(DRV_EINVAL, __VA_ARGS__);                  \
   } while (0)
 
 static int check_nonneg(const char *kind, const char *field, float v) {
@@ -85,7 +85,7 @@ static int check_unit(const char *kind, const char *field, float v) {
 
 int optim_cfg_check(const optim_cfg *c) {
   if (!kind_valid(c->kind))
-    return drv_error(DRV_EINVAL, "optim: unknown optimizer kind %d", (int)c->kind);
+    return err_set(DRV_EINVAL, "optim: unknown optimizer kind %d", (int)c->kind);
   const char *k = kind_names[c->kind];
   int rc;
   if ((rc = check_nonneg(k, "lr", c->lr)) < 0) return rc;
@@ -146,7 +146,7 @@ static void desc_num(descbuf *d, const char *name, float v, float dflt, bool alw
 
 int optim_describe(const optim_cfg *c, char *buf, size_t n) {
   if (!kind_valid(c->kind))
-    return drv_error(DRV_EINVAL, "optim: unknown optimizer kind %d", (int)c->kind);
+    return err_set(DRV_EINVAL, "optim: unknown optimizer kind %d", (int)c->kind);
   optim_cfg d;
   optim_cfg_default(&d, c->kind);
   char scratch[1];
@@ -358,19 +358,19 @@ static float *alloc_slot(size_t n) {
  * yet known), contiguous, with a gradient of the same size. */
 static int check_param(const nn_param *pa, int64_t expect) {
   if (!pa->value || !pa->grad)
-    return drv_error(DRV_EINVAL, "optim: parameter %s has no %s", pa->name,
-                     pa->value ? "gradient" : "value");
+    return err_set(DRV_EINVAL, "optim: parameter %s has no %s", pa->name,
+                   pa->value ? "gradient" : "value");
   if (!tensor_is_contiguous(pa->value) || !tensor_is_contiguous(pa->grad))
-    return drv_error(DRV_EINVAL, "optim: parameter %s is not contiguous", pa->name);
+    return err_set(DRV_EINVAL, "optim: parameter %s is not contiguous", pa->name);
   if (tensor_numel(pa->value) != tensor_numel(pa->grad)) {
     char a[64], b[64];
-    return drv_error(DRV_ESHAPE, "optim: parameter %s is %s but its gradient is %s",
-                     pa->name, tensor_shape_str(pa->value, a, sizeof a),
-                     tensor_shape_str(pa->grad, b, sizeof b));
+    return err_set(DRV_ESHAPE, "optim: parameter %s is %s but its gradient is %s",
+                   pa->name, tensor_shape_str(pa->value, a, sizeof a),
+                   tensor_shape_str(pa->grad, b, sizeof b));
   }
   if (expect >= 0 && tensor_numel(pa->value) != expect)
-    return drv_error(DRV_ESHAPE, "optim: parameter %s changed size (%lld -> %lld elements)",
-                     pa->name, (long long)expect, (long long)tensor_numel(pa->value));
+    return err_set(DRV_ESHAPE, "optim: parameter %s changed size (%lld -> %lld elements)",
+                   pa->name, (long long)expect, (long long)tensor_numel(pa->value));
   return 0;
 }
 
@@ -402,7 +402,7 @@ optim_t *optim_new(const optim_cfg *cfg, const nn_param_list *params) {
   return o;
 nomem:
   optim_free(o);
-  drv_error(DRV_ENOMEM, "optim: out of memory allocating optimizer state");
+  err_set(DRV_ENOMEM, "optim: out of memory allocating optimizer state");
   return NULL;
 }
 
@@ -444,8 +444,8 @@ int optim_observe(optim_t *o, double eval_loss, double eval_accuracy) {
 static int step(optim_t *o, bool zero_grad) {
   const nn_param_list *l = o->params;
   if (l->n != o->nparams)
-    return drv_error(DRV_EINVAL, "optim: the parameter list changed (%d -> %d parameters)",
-                     o->nparams, l->n);
+    return err_set(DRV_EINVAL, "optim: the parameter list changed (%d -> %d parameters)",
+                   o->nparams, l->n);
   for (int i = 0; i < l->n; i++) {
     int rc = check_param(&l->items[i], o->numel[i]);
     if (rc < 0) return rc;

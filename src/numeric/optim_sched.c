@@ -28,7 +28,7 @@ int optim_metric_from_name(const char *name) {
 
 #define REQUIRE(cond, ...)                                  \
   do {                                                      \
-    if (!(cond)) return drv_error(DRV_EINVAL, __VA_ARGS__); \
+    if (!(cond)) return err_set(DRV_EINVAL, __VA_ARGS__); \
   } while (0)
 
 static int check_main(const optim_sched *s) {

@@ -29,7 +29,7 @@
  * every element. */
 static tensor_storage *storage_new(int64_t n, bool zero) {
   if (n < 0 || (uint64_t)n > SIZE_MAX / sizeof(float) - 16) {
-    drv_error(DRV_ENOMEM, "tensor of %lld elements is too large", (long long)n);
+    err_set(DRV_ENOMEM, "tensor of %lld elements is too large", (long long)n);
     return NULL;
   }
   tensor_storage *s = malloc(sizeof *s);
@@ -57,7 +57,7 @@ static tensor_storage *storage_new(int64_t n, bool zero) {
   s->mapped = 0;
   return s;
 nomem:
-  drv_error(DRV_ENOMEM, "out of memory allocating a tensor of %lld elements", (long long)n);
+  err_set(DRV_ENOMEM, "out of memory allocating a tensor of %lld elements", (long long)n);
   return NULL;
 }
 
@@ -73,25 +73,25 @@ static void storage_unref(tensor_storage *s) {
 
 static int check_shape(int ndim, const int64_t *shape, int64_t *numel) {
   if (ndim < 0 || ndim > TENSOR_MAXDIM)
-    return drv_error(DRV_EINVAL, "tensor: %d dimensions (at most %d)", ndim, TENSOR_MAXDIM);
+    return err_set(DRV_EINVAL, "tensor: %d dimensions (at most %d)", ndim, TENSOR_MAXDIM);
   /* Strides are products of the sizes, so bound the product of the
    * non-zero sizes: a [0, 2^40, 2^40] tensor has no elements but would
    * still overflow its strides. */
   int64_t n = 1, nonzero = 1;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0)
-      return drv_error(DRV_EINVAL, "tensor: negative size %lld in dimension %d",
-                       (long long)shape[i], i + 1);
+      return err_set(DRV_EINVAL, "tensor: negative size %lld in dimension %d",
+                     (long long)shape[i], i + 1);
     if (shape[i] && nonzero > INT64_MAX / 4 / shape[i])
-      return drv_error(DRV_ENOMEM, "tensor: shape too large");
+      return err_set(DRV_ENOMEM, "tensor: shape too large");
     if (shape[i]) nonzero *= shape[i];
     n *= shape[i];
   }
   /* An empty tensor's other sizes bound the loops over its outer
    * dimensions (a [2^60, 0] tensor has no elements and 2^60 rows). */
   if (n == 0 && nonzero > TENSOR_EMPTY_MAX)
-    return drv_error(DRV_ERANGE, "tensor: an empty tensor's non-zero sizes multiply to %lld "
-                     "(at most %lld)", (long long)nonzero, (long long)TENSOR_EMPTY_MAX);
+    return err_set(DRV_ERANGE, "tensor: an empty tensor's non-zero sizes multiply to %lld "
+                   "(at most %lld)", (long long)nonzero, (long long)TENSOR_EMPTY_MAX);
   *numel = n;
   return 0;
 }
@@ -146,7 +146,7 @@ static tensor *new_tensor(int ndim, const int64_t *shape, bool zero) {
   if (check_shape(ndim, shape, &n) < 0) return NULL;
   tensor *t = malloc(sizeof *t);
   if (!t) {
-    drv_error(DRV_ENOMEM, "out of memory");
+    err_set(DRV_ENOMEM, "out of memory");
     return NULL;
   }
   t->storage = storage_new(n, zero);
@@ -180,8 +180,8 @@ tensor *tensor_map(void *base, size_t map_bytes, int64_t offset, int ndim, const
   if (check_shape(ndim, shape, &n) < 0) return NULL;
   if (offset < 0 || (uint64_t)offset > map_bytes / sizeof(float) ||
       (uint64_t)n > map_bytes / sizeof(float) - (uint64_t)offset) {
-    drv_error(DRV_ERANGE, "tensor_map: %lld elements at %lld do not fit %zu bytes", (long long)n,
-              (long long)offset, map_bytes);
+    err_set(DRV_ERANGE, "tensor_map: %lld elements at %lld do not fit %zu bytes", (long long)n,
+            (long long)offset, map_bytes);
     return NULL;
   }
   tensor *t = malloc(sizeof *t);
@@ -189,7 +189,7 @@ tensor *tensor_map(void *base, size_t map_bytes, int64_t offset, int ndim, const
   if (!t || !s) {
     free(t);
     free(s);
-    drv_error(DRV_ENOMEM, "out of memory");
+    err_set(DRV_ENOMEM, "out of memory");
     return NULL;
   }
   s->data = base;
@@ -232,7 +232,7 @@ int tensor_resize2(tensor *t, int64_t rows, int64_t cols) {
 tensor *tensor_view(const tensor *t) {
   tensor *v = malloc(sizeof *v);
   if (!v) {
-    drv_error(DRV_ENOMEM, "out of memory");
+    err_set(DRV_ENOMEM, "out of memory");
     return NULL;
   }
   *v = *t;
@@ -243,9 +243,9 @@ tensor *tensor_view(const tensor *t) {
 tensor *tensor_narrow(const tensor *t, int dim, int64_t start, int64_t len) {
   if (dim < 0 || dim >= t->ndim || start < 0 || len < 0 || start + len > t->shape[dim]) {
     char s[64];
-    drv_error(DRV_ERANGE, "narrow: [%lld, %lld) of dimension %d is outside %s",
-              (long long)start, (long long)(start + len), dim + 1,
-              tensor_shape_str(t, s, sizeof s));
+    err_set(DRV_ERANGE, "narrow: [%lld, %lld) of dimension %d is outside %s",
+            (long long)start, (long long)(start + len), dim + 1,
+            tensor_shape_str(t, s, sizeof s));
     return NULL;
   }
   tensor *v = tensor_view(t);
@@ -257,8 +257,8 @@ tensor *tensor_narrow(const tensor *t, int dim, int64_t start, int64_t len) {
 
 tensor *tensor_transpose(const tensor *t, int d0, int d1) {
   if (d0 < 0 || d1 < 0 || d0 >= t->ndim || d1 >= t->ndim) {
-    drv_error(DRV_ERANGE, "transpose: dimensions %d, %d of a %d-D tensor", d0 + 1, d1 + 1,
-              t->ndim);
+    err_set(DRV_ERANGE, "transpose: dimensions %d, %d of a %d-D tensor", d0 + 1, d1 + 1,
+            t->ndim);
     return NULL;
   }
   tensor *v = tensor_view(t);
@@ -272,12 +272,12 @@ tensor *tensor_transpose(const tensor *t, int d0, int d1) {
 tensor *tensor_reshape(const tensor *t, int ndim, const int64_t *shape) {
   char a[64];
   if (ndim < 0 || ndim > TENSOR_MAXDIM) {
-    drv_error(DRV_EINVAL, "reshape: %d dimensions (at most %d)", ndim, TENSOR_MAXDIM);
+    err_set(DRV_EINVAL, "reshape: %d dimensions (at most %d)", ndim, TENSOR_MAXDIM);
     return NULL;
   }
   if (!tensor_is_contiguous(t)) {
-    drv_error(DRV_EINVAL, "reshape: tensor %s is not contiguous (clone it first)",
-              tensor_shape_str(t, a, sizeof a));
+    err_set(DRV_EINVAL, "reshape: tensor %s is not contiguous (clone it first)",
+            tensor_shape_str(t, a, sizeof a));
     return NULL;
   }
   int64_t s[TENSOR_MAXDIM], n = tensor_numel(t), m;
@@ -302,8 +302,8 @@ tensor *tensor_reshape(const tensor *t, int ndim, const int64_t *shape) {
   v->offset = off;
   return v;
 bad:
-  drv_error(DRV_ESHAPE, "reshape: cannot view %s (%lld elements) with the requested shape",
-            tensor_shape_str(t, a, sizeof a), (long long)n);
+  err_set(DRV_ESHAPE, "reshape: cannot view %s (%lld elements) with the requested shape",
+          tensor_shape_str(t, a, sizeof a), (long long)n);
   return NULL;
 }
 
@@ -339,14 +339,14 @@ int tensor_copy(tensor *dst, const tensor *src) {
   char a[64], b[64];
   int64_t n = tensor_numel(src);
   if (tensor_numel(dst) != n)
-    return drv_error(DRV_ESHAPE, "copy: %s into %s: element counts differ",
-                     tensor_shape_str(src, a, sizeof a), tensor_shape_str(dst, b, sizeof b));
+    return err_set(DRV_ESHAPE, "copy: %s into %s: element counts differ",
+                   tensor_shape_str(src, a, sizeof a), tensor_shape_str(dst, b, sizeof b));
   if (tensor_is_contiguous(dst) && tensor_is_contiguous(src)) {
     memmove(tensor_data(dst), tensor_data(src), (size_t)n * sizeof(float));
     return 0;
   }
   float *tmp = malloc((size_t)(n ? n : 1) * sizeof(float));
-  if (!tmp) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!tmp) return err_set(DRV_ENOMEM, "out of memory");
   float *w = tmp;
   each_element(src, gather_one, &w);
   const float *r = tmp;
@@ -383,8 +383,8 @@ void tensor_set(tensor *t, const int64_t *idx, float v) {
 static int need_contiguous(const tensor *t, const char *op) {
   char a[64];
   if (tensor_is_contiguous(t)) return 0;
-  return drv_error(DRV_EINVAL, "%s: tensor %s is not contiguous", op,
-                   tensor_shape_str(t, a, sizeof a));
+  return err_set(DRV_EINVAL, "%s: tensor %s is not contiguous", op,
+                 tensor_shape_str(t, a, sizeof a));
 }
 
 int tensor_fill(tensor *t, float v) {
@@ -445,10 +445,10 @@ static int blas_layout(const tensor *t, bool *trans, int64_t *ld) {
 static int gemm_shape_error(const tensor *a, bool ta, const tensor *b, bool tb,
                             const tensor *c, const char *why) {
   char sa[64], sb[64], sc[64];
-  return drv_error(DRV_ESHAPE, "matrix product %s%s x %s%s -> %s: %s",
-                   tensor_shape_str(a, sa, sizeof sa), ta ? "^T" : "",
-                   tensor_shape_str(b, sb, sizeof sb), tb ? "^T" : "",
-                   tensor_shape_str(c, sc, sizeof sc), why);
+  return err_set(DRV_ESHAPE, "matrix product %s%s x %s%s -> %s: %s",
+                 tensor_shape_str(a, sa, sizeof sa), ta ? "^T" : "",
+                 tensor_shape_str(b, sb, sizeof sb), tb ? "^T" : "",
+                 tensor_shape_str(c, sc, sizeof sc), why);
 }
 
 int tensor_gemm(float alpha, const tensor *a, bool ta, const tensor *b, bool tb,
@@ -466,7 +466,7 @@ int tensor_gemm(float alpha, const tensor *a, bool ta, const tensor *b, bool tb,
   bool la, lb, lc;
   int64_t lda, ldb, ldc;
   if (blas_layout(c, &lc, &ldc) < 0 || (lc && m > 1 && n > 1))
-    return drv_error(DRV_EINVAL, "matrix product: the result must be row-major contiguous");
+    return err_set(DRV_EINVAL, "matrix product: the result must be row-major contiguous");
   if (lc) ldc = n > 1 ? n : 1; /* a row or column vector: treat as row-major */
   if (m == 0 || n == 0) return 0;
   if (k == 0) return tensor_scale(c, beta);
@@ -498,8 +498,8 @@ int tensor_axpy(float alpha, const tensor *x, tensor *y) {
   char a[64], b[64];
   int64_t n = tensor_numel(x);
   if (n != tensor_numel(y))
-    return drv_error(DRV_ESHAPE, "axpy: %s and %s differ in size",
-                     tensor_shape_str(x, a, sizeof a), tensor_shape_str(y, b, sizeof b));
+    return err_set(DRV_ESHAPE, "axpy: %s and %s differ in size",
+                   tensor_shape_str(x, a, sizeof a), tensor_shape_str(y, b, sizeof b));
   int rc = need_contiguous(x, "axpy");
   if (rc == 0) rc = need_contiguous(y, "axpy");
   if (rc < 0) return rc;
@@ -522,8 +522,8 @@ int tensor_scale(tensor *t, float alpha) {
 static int rowvec_check(const tensor *m, const tensor *v, const char *op) {
   char a[64], b[64];
   if (m->ndim != 2 || tensor_numel(v) != m->shape[1])
-    return drv_error(DRV_ESHAPE, "%s: matrix %s and vector %s do not match", op,
-                     tensor_shape_str(m, a, sizeof a), tensor_shape_str(v, b, sizeof b));
+    return err_set(DRV_ESHAPE, "%s: matrix %s and vector %s do not match", op,
+                   tensor_shape_str(m, a, sizeof a), tensor_shape_str(v, b, sizeof b));
   int rc = need_contiguous(m, op);
   return rc < 0 ? rc : need_contiguous(v, op);
 }
@@ -574,8 +574,8 @@ double tensor_sum(const tensor *t) {
 int tensor_argmax_rows(const tensor *m, int64_t *out) {
   char a[64];
   if (m->ndim != 2 || m->shape[1] < 1)
-    return drv_error(DRV_ESHAPE, "argmax_rows: %s is not a non-empty matrix",
-                     tensor_shape_str(m, a, sizeof a));
+    return err_set(DRV_ESHAPE, "argmax_rows: %s is not a non-empty matrix",
+                   tensor_shape_str(m, a, sizeof a));
   int rc = need_contiguous(m, "argmax_rows");
   if (rc < 0) return rc;
   int64_t r = m->shape[0], c = m->shape[1];

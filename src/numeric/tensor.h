@@ -8,7 +8,7 @@
  *
  * Ownership: every function that returns `tensor *` gives the caller a new
  * header it must tensor_free(). Functions taking `const tensor *` borrow it.
- * Functions returning NULL or a negative code leave a message in drv_errmsg().
+ * Functions returning NULL or a negative code leave a message in err_msg().
  *
  * Element-wise helpers require contiguous tensors (they return DRV_EINVAL
  * otherwise); tensor_gemm accepts 2-D tensors that are row-major or

@@ -72,9 +72,9 @@ static int broadcast_shape(const char *what, const tensor *a, const tensor *b, i
     int da = d - (*nd - a->ndim), db = d - (*nd - b->ndim);
     int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
     if (x != y && x != 1 && y != 1)
-      return drv_error(DRV_ESHAPE, "%s: cannot broadcast %s with %s (dimension %d of the "
-                       "result: %lld vs %lld)", what, tensor_shape_str(a, sa, sizeof sa),
-                       tensor_shape_str(b, sb, sizeof sb), d + 1, (long long)x, (long long)y);
+      return err_set(DRV_ESHAPE, "%s: cannot broadcast %s with %s (dimension %d of the "
+                     "result: %lld vs %lld)", what, tensor_shape_str(a, sa, sizeof sa),
+                     tensor_shape_str(b, sb, sizeof sb), d + 1, (long long)x, (long long)y);
     shape[d] = x == 1 ? y : x;
   }
   return 0;
@@ -152,7 +152,7 @@ static float clamp_fn(float x, const float *ctx) {
 
 tensor *tensor_clamp(const tensor *a, float lo, float hi) {
   if (lo > hi) {
-    drv_error(DRV_EINVAL, "clamp: lower bound %g above upper bound %g", (double)lo, (double)hi);
+    err_set(DRV_EINVAL, "clamp: lower bound %g above upper bound %g", (double)lo, (double)hi);
     return NULL;
   }
   float ctx[2] = {lo, hi};
@@ -185,13 +185,13 @@ static const char *red_name(tensor_redop op) {
 tensor *tensor_reduce(tensor_redop op, const tensor *a, int dim, int keepdim) {
   char s[64];
   if (dim < 0 || dim >= a->ndim) {
-    drv_error(DRV_ERANGE, "%s: dimension %d of a %s tensor", red_name(op), dim + 1,
-              tensor_shape_str(a, s, sizeof s));
+    err_set(DRV_ERANGE, "%s: dimension %d of a %s tensor", red_name(op), dim + 1,
+            tensor_shape_str(a, s, sizeof s));
     return NULL;
   }
   if (a->shape[dim] == 0 && op != TRED_SUM && op != TRED_MEAN) {
-    drv_error(DRV_EINVAL, "%s: dimension %d of %s is empty", red_name(op), dim + 1,
-              tensor_shape_str(a, s, sizeof s));
+    err_set(DRV_EINVAL, "%s: dimension %d of %s is empty", red_name(op), dim + 1,
+            tensor_shape_str(a, s, sizeof s));
     return NULL;
   }
   int64_t shape[MD] = {0};
@@ -223,8 +223,8 @@ tensor *tensor_reduce(tensor_redop op, const tensor *a, int dim, int keepdim) {
 tensor *tensor_mm(const tensor *a, const tensor *b) {
   char sa[64], sb[64];
   if (a->ndim != 2 || b->ndim != 2 || a->shape[1] != b->shape[0]) {
-    drv_error(DRV_ESHAPE, "mm: cannot multiply %s by %s (expects [n, k] @ [k, m])",
-              tensor_shape_str(a, sa, sizeof sa), tensor_shape_str(b, sb, sizeof sb));
+    err_set(DRV_ESHAPE, "mm: cannot multiply %s by %s (expects [n, k] @ [k, m])",
+            tensor_shape_str(a, sa, sizeof sa), tensor_shape_str(b, sb, sizeof sb));
     return NULL;
   }
   tensor *out = tensor_new2(a->shape[0], b->shape[1]);
@@ -246,15 +246,15 @@ tensor *tensor_mm(const tensor *a, const tensor *b) {
 tensor *tensor_index_select(const tensor *a, int dim, const int64_t *ids, int64_t n) {
   char s[64];
   if (dim < 0 || dim >= a->ndim) {
-    drv_error(DRV_ERANGE, "index: dimension %d of a %s tensor", dim + 1,
-              tensor_shape_str(a, s, sizeof s));
+    err_set(DRV_ERANGE, "index: dimension %d of a %s tensor", dim + 1,
+            tensor_shape_str(a, s, sizeof s));
     return NULL;
   }
   for (int64_t i = 0; i < n; i++)
     if (ids[i] < 0 || ids[i] >= a->shape[dim]) {
-      drv_error(DRV_ERANGE, "index: position %lld (id %lld) is outside 1..%lld of dimension %d of %s",
-                (long long)(i + 1), (long long)(ids[i] + 1), (long long)a->shape[dim], dim + 1,
-                tensor_shape_str(a, s, sizeof s));
+      err_set(DRV_ERANGE, "index: position %lld (id %lld) is outside 1..%lld of dimension %d of %s",
+              (long long)(i + 1), (long long)(ids[i] + 1), (long long)a->shape[dim], dim + 1,
+              tensor_shape_str(a, s, sizeof s));
       return NULL;
     }
   int64_t shape[MD] = {0};
@@ -272,21 +272,21 @@ tensor *tensor_index_select(const tensor *a, int dim, const int64_t *ids, int64_
 /* The shape of cat(ts, dim), overflow-checked. */
 static int cat_shape(const tensor *const *ts, int n, int dim, int64_t *shape) {
   char s0[64], si[64];
-  if (n < 1) return drv_error(DRV_EINVAL, "cat: no tensors to join");
+  if (n < 1) return err_set(DRV_EINVAL, "cat: no tensors to join");
   const tensor *t0 = ts[0];
   if (dim < 0 || dim >= t0->ndim)
-    return drv_error(DRV_ERANGE, "cat: dimension %d of a %s tensor", dim + 1,
-                     tensor_shape_str(t0, s0, sizeof s0));
+    return err_set(DRV_ERANGE, "cat: dimension %d of a %s tensor", dim + 1,
+                   tensor_shape_str(t0, s0, sizeof s0));
   size_t total = 0;
   for (int i = 0; i < n; i++) {
     int same = ts[i]->ndim == t0->ndim;
     for (int d = 0; same && d < t0->ndim; d++) same = d == dim || ts[i]->shape[d] == t0->shape[d];
     if (!same)
-      return drv_error(DRV_ESHAPE, "cat: tensor %d is %s, tensor 1 is %s (only dimension %d may differ)",
-                       i + 1, tensor_shape_str(ts[i], si, sizeof si),
-                       tensor_shape_str(t0, s0, sizeof s0), dim + 1);
+      return err_set(DRV_ESHAPE, "cat: tensor %d is %s, tensor 1 is %s (only dimension %d may differ)",
+                     i + 1, tensor_shape_str(ts[i], si, sizeof si),
+                     tensor_shape_str(t0, s0, sizeof s0), dim + 1);
     if (__builtin_add_overflow(total, (size_t)ts[i]->shape[dim], &total) || total > INT64_MAX / 4)
-      return drv_error(DRV_ENOMEM, "cat: joined size too large");
+      return err_set(DRV_ENOMEM, "cat: joined size too large");
   }
   for (int d = 0; d < t0->ndim; d++) shape[d] = d == dim ? (int64_t)total : t0->shape[d];
   return 0;
@@ -320,18 +320,18 @@ static tensor *unsqueeze(const tensor *t, int dim) {
 tensor *tensor_stack(const tensor *const *ts, int n, int dim) {
   char s0[64], si[64];
   if (n < 1) {
-    drv_error(DRV_EINVAL, "stack: no tensors to join");
+    err_set(DRV_EINVAL, "stack: no tensors to join");
     return NULL;
   }
   if (ts[0]->ndim >= MD || dim < 0 || dim > ts[0]->ndim) {
-    drv_error(DRV_ERANGE, "stack: dimension %d for %s tensors (at most %d dimensions)", dim + 1,
-              tensor_shape_str(ts[0], s0, sizeof s0), MD);
+    err_set(DRV_ERANGE, "stack: dimension %d for %s tensors (at most %d dimensions)", dim + 1,
+            tensor_shape_str(ts[0], s0, sizeof s0), MD);
     return NULL;
   }
   for (int i = 1; i < n; i++)
     if (!tensor_same_shape(ts[i], ts[0])) {
-      drv_error(DRV_ESHAPE, "stack: tensor %d is %s, tensor 1 is %s (shapes must be equal)", i + 1,
-                tensor_shape_str(ts[i], si, sizeof si), tensor_shape_str(ts[0], s0, sizeof s0));
+      err_set(DRV_ESHAPE, "stack: tensor %d is %s, tensor 1 is %s (shapes must be equal)", i + 1,
+              tensor_shape_str(ts[i], si, sizeof si), tensor_shape_str(ts[0], s0, sizeof s0));
       return NULL;
     }
   size_t bytes = 0;
@@ -340,7 +340,7 @@ tensor *tensor_stack(const tensor *const *ts, int n, int dim) {
   int ok = vs != NULL;
   for (int i = 0; ok && i < n; i++) ok = (vs[i] = unsqueeze(ts[i], dim)) != NULL;
   if (ok) out = tensor_cat((const tensor *const *)vs, n, dim);
-  else drv_error(DRV_ENOMEM, "out of memory");
+  else err_set(DRV_ENOMEM, "out of memory");
   for (int i = 0; vs && i < n; i++) tensor_free(vs[i]);
   free(vs);
   return out;

@@ -5,7 +5,7 @@
  *
  * Every function takes its inputs as borrowed `const tensor *` of any
  * strides and returns a NEW contiguous tensor the caller owns and must
- * tensor_free(), or NULL with a message in drv_errmsg() naming the shapes
+ * tensor_free(), or NULL with a message in err_msg() naming the shapes
  * involved. Dimensions are 0-based here; the Lua binding adds one.
  *
  * Broadcasting follows PyTorch for tensors of the same rank: two sizes

@@ -25,7 +25,7 @@
 int auth_init(void) {
   /* 0 on the first call, 1 on later ones, -1 on failure. */
   if (sodium_init() < 0)
-    return drv_error(DRV_EUNSUPPORTED, "libsodium failed to initialise");
+    return err_set(DRV_EUNSUPPORTED, "libsodium failed to initialise");
   return 0;
 }
 
@@ -61,8 +61,8 @@ int auth_file_write(const char *what, const char *path, const char *data, size_t
   if (fd < 0) {
     int e = errno;
     if (e == EEXIST)
-      return drv_error(DRV_EIO, "%s '%s' already exists; refusing to overwrite it", what, path);
-    return drv_error(DRV_EIO, "cannot create %s '%s': %s", what, path, strerror(e));
+      return err_set(DRV_EIO, "%s '%s' already exists; refusing to overwrite it", what, path);
+    return err_set(DRV_EIO, "cannot create %s '%s': %s", what, path, strerror(e));
   }
   /* The umask can only remove bits, but make the mode exact and check it
    * before the key is written, whatever the umask was. */
@@ -86,7 +86,7 @@ int auth_file_write(const char *what, const char *path, const char *data, size_t
   }
   if (verb) {
     unlink(path); /* a partial key must not be mistaken for one */
-    return drv_error(DRV_EIO, "cannot %s %s '%s': %s", verb, what, path, strerror(e));
+    return err_set(DRV_EIO, "cannot %s %s '%s': %s", verb, what, path, strerror(e));
   }
   return 0;
 }
@@ -106,14 +106,14 @@ static ssize_t read_some(int fd, char *buf, size_t n) {
 
 int auth_file_check(const char *what, const char *path, const struct stat *st) {
   if (!S_ISREG(st->st_mode))
-    return drv_error(DRV_EINVAL, "%s '%s' is not a regular file", what, path);
+    return err_set(DRV_EINVAL, "%s '%s' is not a regular file", what, path);
   unsigned mode = st->st_mode & 07777;
   if (mode & 0044)
-    return drv_error(DRV_EINVAL, "%s '%s' is readable by others (mode %04o); chmod 600 it", what,
-                     path, mode);
+    return err_set(DRV_EINVAL, "%s '%s' is readable by others (mode %04o); chmod 600 it", what,
+                   path, mode);
   if (mode & 0077)
-    return drv_error(DRV_EINVAL, "%s '%s' is open to group or others (mode %04o); chmod 600 it",
-                     what, path, mode);
+    return err_set(DRV_EINVAL, "%s '%s' is open to group or others (mode %04o); chmod 600 it",
+                   what, path, mode);
   return 0;
 }
 
@@ -124,29 +124,29 @@ static int parse_hex(const char *path, const char *buf, size_t n, bool more, aut
   for (size_t i = 0; i < digits && i < HEX_LEN; i++) {
     char c = buf[i];
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-      return drv_error(DRV_EPARSE,
-                       "secret file '%s' is malformed: byte %zu is not a lowercase hex digit "
-                       "(0x%02x)",
-                       path, i, (unsigned char)c);
+      return err_set(DRV_EPARSE,
+                     "secret file '%s' is malformed: byte %zu is not a lowercase hex digit "
+                     "(0x%02x)",
+                     path, i, (unsigned char)c);
   }
   if (digits != HEX_LEN)
-    return drv_error(DRV_EPARSE,
-                     "secret file '%s' is malformed: %zu%s characters where %d lowercase hex "
-                     "digits and a newline were expected",
-                     path, digits, more ? " or more" : "", HEX_LEN);
+    return err_set(DRV_EPARSE,
+                   "secret file '%s' is malformed: %zu%s characters where %d lowercase hex "
+                   "digits and a newline were expected",
+                   path, digits, more ? " or more" : "", HEX_LEN);
   if (sodium_hex2bin(s->key, sizeof s->key, buf, HEX_LEN, NULL, NULL, NULL) != 0)
-    return drv_error(DRV_EPARSE, "secret file '%s' is malformed", path);
+    return err_set(DRV_EPARSE, "secret file '%s' is malformed", path);
   return 0;
 }
 
 int auth_secret_load(const char *path, auth_secret *s) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return drv_error(DRV_EIO, "cannot open secret file '%s': %s", path, strerror(errno));
+    return err_set(DRV_EIO, "cannot open secret file '%s': %s", path, strerror(errno));
   struct stat st;
   int rc;
   if (fstat(fd, &st) < 0) {
-    rc = drv_error(DRV_EIO, "cannot stat secret file '%s': %s", path, strerror(errno));
+    rc = err_set(DRV_EIO, "cannot stat secret file '%s': %s", path, strerror(errno));
     close(fd);
     return rc;
   }
@@ -160,7 +160,7 @@ int auth_secret_load(const char *path, auth_secret *s) {
   ssize_t n = read_some(fd, buf, sizeof buf);
   int e = errno;
   close(fd);
-  if (n < 0) return drv_error(DRV_EIO, "cannot read secret file '%s': %s", path, strerror(e));
+  if (n < 0) return err_set(DRV_EIO, "cannot read secret file '%s': %s", path, strerror(e));
   rc = parse_hex(path, buf, (size_t)n, (size_t)n == sizeof buf, s);
   sodium_memzero(buf, sizeof buf);
   return rc;

@@ -360,7 +360,7 @@ static int enc_value(enc *e, int idx, int depth) {
   return enc_check(e);
 }
 
-/* Turns the failure in e into drv_error's message about `who` ("upvalue
+/* Turns the failure in e into err_set's message about `who` ("upvalue
  * 'model' (#2)", "argument 3"); root names the value in a cycle's path
  * (the upvalue's name), NULL to say "field '...'" instead. */
 static int enc_report(enc *e, const char *who, const char *root) {
@@ -371,33 +371,33 @@ static int enc_report(enc *e, const char *who, const char *root) {
   switch (e->kind) {
   case F_VALUE:
     if (e->in_key)
-      return drv_error(DRV_EINVAL, "%s%s has a key that is %s; " SENDABLE, who, where, e->what);
-    return drv_error(DRV_EINVAL, "%s%s is %s; " SENDABLE "%s", who, where, e->what,
-                     e->is_lua_fn ? " (functions cannot be sent yet: create it inside the "
+      return err_set(DRV_EINVAL, "%s%s has a key that is %s; " SENDABLE, who, where, e->what);
+    return err_set(DRV_EINVAL, "%s%s is %s; " SENDABLE "%s", who, where, e->what,
+                   e->is_lua_fn ? " (functions cannot be sent yet: create it inside the "
                                     "function that is sent)"
                                   : "");
   case F_CYCLE:
-    if (root) return drv_error(DRV_EINVAL, "%s contains a cycle at %s%s", who, root, path);
-    return drv_error(DRV_EINVAL, "%s contains a cycle at field '%s'", who, field);
+    if (root) return err_set(DRV_EINVAL, "%s contains a cycle at %s%s", who, root, path);
+    return err_set(DRV_EINVAL, "%s contains a cycle at field '%s'", who, field);
   case F_DEPTH:
-    return drv_error(DRV_EINVAL, "%s%s nests tables more than %d deep", who, where,
-                     CLOSURE_MAX_DEPTH);
+    return err_set(DRV_EINVAL, "%s%s nests tables more than %d deep", who, where,
+                   CLOSURE_MAX_DEPTH);
   case F_SIZE:
-    return drv_error(DRV_EINVAL, "%s%s makes the message larger than %u MiB", who, where,
-                     CLOSURE_MAX_BYTES >> 20);
+    return err_set(DRV_EINVAL, "%s%s makes the message larger than %u MiB", who, where,
+                   CLOSURE_MAX_BYTES >> 20);
   case F_NOMEM:
-    return drv_error(DRV_ENOMEM, "out of memory encoding %s", who);
+    return err_set(DRV_ENOMEM, "out of memory encoding %s", who);
   case F_WIRE:
     break;
   }
-  return drv_error(e->w->err ? e->w->err : DRV_ENOMEM, "encoding %s: the buffer failed (%s)",
-                   who, drv_strerror(e->w->err));
+  return err_set(e->w->err ? e->w->err : DRV_ENOMEM, "encoding %s: the buffer failed (%s)",
+                 who, err_str(e->w->err));
 }
 
 /* Writes `values` (count, then each value); who_fmt names value i. */
 static int enc_values(enc *e, int first, int n, const char *what) {
   if (n < 0 || n > CLOSURE_MAX_VALUES)
-    return drv_error(DRV_EINVAL, "%d %ss: at most %d can be sent", n, what, CLOSURE_MAX_VALUES);
+    return err_set(DRV_EINVAL, "%d %ss: at most %d can be sent", n, what, CLOSURE_MAX_VALUES);
   wire_wr_u32(e->w, (uint32_t)n);
   for (int i = 0; i < n; i++) {
     if (enc_value(e, first + i, 0)) {
@@ -451,14 +451,14 @@ static int enc_function(enc *e, int fn) {
 }
 
 int closure_encode(lua_State *L, int fn, int first_arg, int nargs, wire_wr *w) {
-  if (w->err) return drv_error(w->err, "closure: the buffer has already failed");
-  if (!lua_checkstack(L, 8)) return drv_error(DRV_ENOMEM, "closure: Lua stack overflow");
+  if (w->err) return err_set(w->err, "closure: the buffer has already failed");
+  if (!lua_checkstack(L, 8)) return err_set(DRV_ENOMEM, "closure: Lua stack overflow");
   fn = lua_absindex(L, fn);
   if (nargs > 0) first_arg = lua_absindex(L, first_arg);
   if (lua_type(L, fn) != LUA_TFUNCTION)
-    return drv_error(DRV_EINVAL, "expected a Lua function, got a %s", luaL_typename(L, fn));
+    return err_set(DRV_EINVAL, "expected a Lua function, got a %s", luaL_typename(L, fn));
   if (lua_iscfunction(L, fn))
-    return drv_error(DRV_EINVAL, "cannot send a C function (only a Lua function can be "
+    return err_set(DRV_EINVAL, "cannot send a C function (only a Lua function can be "
                                  "sent: wrap the call in one)");
   enc e;
   enc_init(&e, L, w);
@@ -470,8 +470,8 @@ int closure_encode(lua_State *L, int fn, int first_arg, int nargs, wire_wr *w) {
 }
 
 int closure_encode_values(lua_State *L, int first, int n, const char *what, wire_wr *w) {
-  if (w->err) return drv_error(w->err, "closure: the buffer has already failed");
-  if (!lua_checkstack(L, 8)) return drv_error(DRV_ENOMEM, "closure: Lua stack overflow");
+  if (w->err) return err_set(w->err, "closure: the buffer has already failed");
+  if (!lua_checkstack(L, 8)) return err_set(DRV_ENOMEM, "closure: Lua stack overflow");
   if (n > 0) first = lua_absindex(L, first);
   enc e;
   enc_init(&e, L, w);
@@ -632,7 +632,7 @@ static int dec_function(dec *d, lua_State *L) {
   size_t at = d->r.off;
   const uint8_t *bc = dec_take(d, (size_t)len);
   if (closure_bc_check(bc, (size_t)len, &bc_nup) < 0)
-    return dec_fail(d, "%s (it starts at byte %zu)", drv_errmsg(), at);
+    return dec_fail(d, "%s (it starts at byte %zu)", err_msg(), at);
   if (luaL_loadbufferx(L, (const char *)bc, (size_t)len, "=closure", "b") != LUA_OK)
     return dec_fail(d, "bad bytecode: %s", lua_tostring(L, -1));
   int fn = lua_gettop(L);
@@ -661,22 +661,22 @@ static int dec_protected(lua_State *L) {
 static int decode(lua_State *L, const uint8_t *p, size_t n, bool closure) {
   const char *what = closure ? "closure" : "closure values";
   if (n > CLOSURE_MAX_BYTES + (size_t)1024)
-    return drv_error(DRV_EPARSE, "%s: %zu bytes, over the %u MiB limit", what, n,
-                     CLOSURE_MAX_BYTES >> 20);
-  if (!lua_checkstack(L, 4)) return drv_error(DRV_EPARSE, "%s: Lua stack overflow", what);
+    return err_set(DRV_EPARSE, "%s: %zu bytes, over the %u MiB limit", what, n,
+                   CLOSURE_MAX_BYTES >> 20);
+  if (!lua_checkstack(L, 4)) return err_set(DRV_EPARSE, "%s: Lua stack overflow", what);
   dec d = {.closure = closure};
   wire_rd_init(&d.r, p, n);
   int base = lua_gettop(L);
   lua_pushcfunction(L, dec_protected);
   lua_pushlightuserdata(L, &d);
   if (lua_pcall(L, 1, LUA_MULTRET, 0) != LUA_OK) {
-    int rc = drv_error(DRV_EPARSE, "%s: %s", what, lua_tostring(L, -1));
+    int rc = err_set(DRV_EPARSE, "%s: %s", what, lua_tostring(L, -1));
     lua_settop(L, base);
     return rc;
   }
   if (d.failed) {
     lua_settop(L, base);
-    return drv_error(DRV_EPARSE, "%s: %s", what, d.why);
+    return err_set(DRV_EPARSE, "%s: %s", what, d.why);
   }
   return lua_gettop(L) - base - (closure ? 1 : 0);
 }

@@ -46,7 +46,7 @@
  * may be 0; first_arg is then ignored). The stack is left as it was.
  * Arguments are numbered from 1 in messages ("argument 1" is the value at
  * first_arg). Returns 0; or DRV_EINVAL when something cannot be sent, with
- * drv_errmsg() naming it without a prefix (the caller adds its own, e.g.
+ * err_msg() naming it without a prefix (the caller adds its own, e.g.
  * "schedule: "):
  *   "upvalue 'model' (#2) is a userdata drover.Module; only nil, booleans,
  *    numbers, strings and tables of them can be sent"
@@ -61,7 +61,7 @@ int closure_encode(lua_State *L, int fn, int first_arg, int nargs, wire_wr *w);
  * (borrowed): pushes the function (loaded with lua_load in mode "b"; its
  * chunk name is the one in the bytecode), with its upvalues set and its
  * _ENV bound to L's globals, then pushes the arguments. Returns the number
- * of arguments (>= 0), or DRV_EPARSE with the reason in drv_errmsg()
+ * of arguments (>= 0), or DRV_EPARSE with the reason in err_msg()
  * ("closure: truncated at byte 17", "closure: bad tag 0x09 at byte 40",
  * ...) and nothing pushed. Every length and count is checked against the
  * bytes that remain before it is used. Runs in a protected call: never

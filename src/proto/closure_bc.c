@@ -153,6 +153,6 @@ static int bc_chunk(bc *b, size_t *nup) {
 int closure_bc_check(const uint8_t *p, size_t n, size_t *nup) {
   bc b = {p, n, 0, NULL};
   if (bc_chunk(&b, nup) < 0)
-    return drv_error(DRV_EPARSE, "bad bytecode: %s at byte %zu of it", b.why, b.off);
+    return err_set(DRV_EPARSE, "bad bytecode: %s at byte %zu of it", b.why, b.off);
   return 0;
 }

@@ -30,7 +30,7 @@ typedef struct cursor {
 } cursor;
 
 static int bad(const cursor *c, const char *why) {
-  return drv_error(DRV_EPARSE, "%s '%s' line %zu: %s", WHAT, c->path, c->line, why);
+  return err_set(DRV_EPARSE, "%s '%s' line %zu: %s", WHAT, c->path, c->line, why);
 }
 
 /* 64 lowercase hex digits and the newline that ends the line. */
@@ -63,9 +63,9 @@ static int read_index(cursor *c, uint32_t *out) {
 
 static int add_ps(keyring *k, uint32_t ps, const auth_secret *key) {
   if (k->nps >= KEYRING_MAX_PS)
-    return drv_error(DRV_ERANGE, "more than %u ps keys", KEYRING_MAX_PS);
+    return err_set(DRV_ERANGE, "more than %u ps keys", KEYRING_MAX_PS);
   keyring_ps *n = realloc(k->ps, (k->nps + 1) * sizeof *n);
-  if (!n) return drv_error(DRV_ENOMEM, "out of memory for ps keys");
+  if (!n) return err_set(DRV_ENOMEM, "out of memory for ps keys");
   k->ps = n;
   k->ps[k->nps++] = (keyring_ps){ps, *key};
   return 0;
@@ -93,7 +93,7 @@ static int read_line(cursor *c, keyring *k, bool *have_coord) {
     c->p += sizeof ps - 1;
     int rc = read_index(c, &i);
     if (rc == 0) rc = read_hex(c, &key);
-    if (rc == 0 && (rc = add_ps(k, i, &key)) < 0) rc = bad(c, drv_errmsg());
+    if (rc == 0 && (rc = add_ps(k, i, &key)) < 0) rc = bad(c, err_msg());
     sodium_memzero(&key, sizeof key);
     return rc;
   }
@@ -115,35 +115,35 @@ static int parse(const char *path, const char *buf, size_t n, keyring *k) {
   }
   if (rc < 0) return rc;
   if (!have_coord)
-    return drv_error(DRV_EPARSE, "%s '%s' has no `coord` key (is it a node's key file?)", WHAT, path);
+    return err_set(DRV_EPARSE, "%s '%s' has no `coord` key (is it a node's key file?)", WHAT, path);
   if (k->nps > 1) qsort(k->ps, k->nps, sizeof *k->ps, cmp_ps);
   for (size_t i = 1; i < k->nps; i++)
     if (k->ps[i - 1].ps == k->ps[i].ps)
-      return drv_error(DRV_EPARSE, "%s '%s' has two keys for ps %u", WHAT, path,
-                       (unsigned)k->ps[i].ps);
+      return err_set(DRV_EPARSE, "%s '%s' has two keys for ps %u", WHAT, path,
+                     (unsigned)k->ps[i].ps);
   return 0;
 }
 
 /* The file's bytes (malloc'd, *n of them) once its mode is checked. */
 static int slurp(const char *path, char **out, size_t *n) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return drv_error(DRV_EIO, "cannot open %s '%s': %s", WHAT, path, strerror(errno));
+  if (fd < 0) return err_set(DRV_EIO, "cannot open %s '%s': %s", WHAT, path, strerror(errno));
   struct stat st;
   int rc = 0;
   if (fstat(fd, &st) < 0)
-    rc = drv_error(DRV_EIO, "cannot stat %s '%s': %s", WHAT, path, strerror(errno));
+    rc = err_set(DRV_EIO, "cannot stat %s '%s': %s", WHAT, path, strerror(errno));
   else if ((rc = auth_file_check(WHAT, path, &st)) < 0)
     ;
   else if ((uint64_t)st.st_size > FILE_MAX_LEN)
-    rc = drv_error(DRV_EPARSE, "%s '%s' is %lld bytes, more than any key file (%zu)", WHAT, path,
-                   (long long)st.st_size, FILE_MAX_LEN);
+    rc = err_set(DRV_EPARSE, "%s '%s' is %lld bytes, more than any key file (%zu)", WHAT, path,
+                 (long long)st.st_size, FILE_MAX_LEN);
   char *buf = rc == 0 ? malloc((size_t)st.st_size + 1) : NULL;
-  if (rc == 0 && !buf) rc = drv_error(DRV_ENOMEM, "out of memory reading '%s'", path);
+  if (rc == 0 && !buf) rc = err_set(DRV_ENOMEM, "out of memory reading '%s'", path);
   size_t got = 0;
   while (rc == 0 && got < (size_t)st.st_size) {
     ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) rc = drv_error(DRV_EIO, "cannot read %s '%s': %s", WHAT, path, strerror(errno));
+    if (r < 0) rc = err_set(DRV_EIO, "cannot read %s '%s': %s", WHAT, path, strerror(errno));
     if (r <= 0) break;
     got += (size_t)r;
   }
@@ -176,9 +176,9 @@ int keyring_from_env(keyring *k) {
   memset(k, 0, sizeof *k);
   const char *path = getenv("DROVER_SECRET_FILE");
   if (!path || !*path)
-    return drv_error(DRV_EINVAL,
-                     "DROVER_SECRET_FILE is not set: a node needs the path of its key file "
-                     "(the launcher sets it)");
+    return err_set(DRV_EINVAL,
+                   "DROVER_SECRET_FILE is not set: a node needs the path of its key file "
+                   "(the launcher sets it)");
   return keyring_load(path, k);
 }
 
@@ -193,11 +193,11 @@ static size_t put_line(char *at, const char *word, const uint32_t *ps, const aut
 
 int keyring_write(const keyring *k, const char *path, bool sync) {
   if (k->nps > KEYRING_MAX_PS)
-    return drv_error(DRV_ERANGE, "%s '%s': %zu ps keys, more than %u", WHAT, path, k->nps,
-                     KEYRING_MAX_PS);
+    return err_set(DRV_ERANGE, "%s '%s': %zu ps keys, more than %u", WHAT, path, k->nps,
+                   KEYRING_MAX_PS);
   size_t cap = (k->nps + 2) * LINE_MAX_LEN + 1; /* bounded by KEYRING_MAX_PS: no overflow */
   char *buf = malloc(cap);
-  if (!buf) return drv_error(DRV_ENOMEM, "out of memory for %s '%s'", WHAT, path);
+  if (!buf) return err_set(DRV_ENOMEM, "out of memory for %s '%s'", WHAT, path);
   size_t n = put_line(buf, "coord", NULL, &k->coord);
   if (k->has_root) n += put_line(buf + n, "root", NULL, &k->root);
   for (size_t i = 0; i < k->nps; i++) n += put_line(buf + n, "ps", &k->ps[i].ps, &k->ps[i].key);

@@ -51,7 +51,7 @@ static int grow_track(runsnap_store *s, int want) {
     int cap = s->captrack ? 2 * s->captrack : 8;
     while (cap < want) cap *= 2;
     runsnap_track *t = realloc(s->track, (size_t)cap * sizeof *t);
-    if (!t) return drv_error(DRV_ENOMEM, "out of memory");
+    if (!t) return err_set(DRV_ENOMEM, "out of memory");
     s->track = t;
     s->captrack = cap;
   }
@@ -63,18 +63,18 @@ static int grow_track(runsnap_store *s, int want) {
 int runsnap_store_point(runsnap_store *s, const char *tag, runview_point p) {
   int i = series_of(&s->m, tag);
   if (i > RUNSNAP_MAX_SERIES)
-    return drv_error(DRV_ERANGE, "more than %d metric tags: '%s' dropped", RUNSNAP_MAX_SERIES,
-                     tag);
+    return err_set(DRV_ERANGE, "more than %d metric tags: '%s' dropped", RUNSNAP_MAX_SERIES,
+                   tag);
   int rc = grow_track(s, i + 1);
   if (rc < 0) return rc;
   runsnap_track *t = &s->track[i];
   if (!t->log && !(t->log = malloc(RUNSNAP_LOG * sizeof *t->log)))
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   const runview_series *se = series_no(&s->m, i);
   if ((se ? se->n : 0) != t->n || (se ? se->head : 0) != t->head) t->gen++; /* behind our back */
   if ((rc = runview_add_point(&s->m, tag, p)) < 0) return rc;
   se = series_no(&s->m, i);
-  if (!se) return drv_error(DRV_EINVAL, "dash store: series '%s' did not appear", tag);
+  if (!se) return err_set(DRV_EINVAL, "dash store: series '%s' did not appear", tag);
   t->log[t->added % RUNSNAP_LOG] = p;
   t->added++;
   t->n = se->n;
@@ -248,7 +248,7 @@ int runsnap_encode(const runsnap_store *s, const char *run_dir, runsnap_cursor *
   const runview *m = &s->m;
   if (grow_zeroed((void **)&k->series, &k->nseries, s->ntrack, sizeof *k->series) < 0 ||
       grow_zeroed((void **)&k->got, &k->ngot, m->nnodes, sizeof *k->got) < 0)
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   uint32_t nseries = 0;
   bool reset;
   for (int i = 0; i < s->ntrack; i++) nseries += points_due(s, k, i, &reset) > 0;
@@ -279,7 +279,7 @@ int runsnap_encode(const runsnap_store *s, const char *run_dir, runsnap_cursor *
                            .events = {(uint32_t)nev, .put = put_event, .ud = &o}});
   if (w->err) {
     memset(k->got, 0, (size_t)k->ngot * sizeof *k->got); /* the frame is dropped: send again */
-    return drv_error(DRV_ENOMEM, "out of memory encoding a snapshot");
+    return err_set(DRV_ENOMEM, "out of memory encoding a snapshot");
   }
   for (int i = 0; i < s->ntrack; i++)
     k->series[i] = (runsnap_seen){true, s->track[i].gen, s->track[i].added};
@@ -342,16 +342,16 @@ static int read_node(const wire_item_snap_node *w, runview_node *d, const char *
   else
     k = snprintf(d->log, sizeof d->log, "%s/%s", run_dir, log);
   if (k < 0 || (size_t)k >= sizeof d->log)
-    return drv_error(DRV_EPARSE, "SNAPSHOT: the log path of %s is too long", d->name);
+    return err_set(DRV_EPARSE, "SNAPSHOT: the log path of %s is too long", d->name);
   return 0;
 }
 
 static int apply_nodes(runview *m, const wire_items *nodes, const char *run_dir) {
   uint32_t count = nodes->n;
-  if (count > RUNSNAP_MAX_NODES) return drv_error(DRV_EPARSE, "SNAPSHOT: %u nodes", count);
+  if (count > RUNSNAP_MAX_NODES) return err_set(DRV_EPARSE, "SNAPSHOT: %u nodes", count);
   if ((int)count > m->capnodes) {
     runview_node *nn = realloc(m->nodes, count * sizeof *nn);
-    if (!nn) return drv_error(DRV_ENOMEM, "out of memory");
+    if (!nn) return err_set(DRV_ENOMEM, "out of memory");
     memset(nn + m->capnodes, 0, (count - (uint32_t)m->capnodes) * sizeof *nn);
     m->nodes = nn;
     m->capnodes = (int)count;
@@ -376,10 +376,10 @@ static int apply_one_series(runview *m, const wire_item_snap_series *w) {
   char tag[sizeof m->throughput.tag];
   int rc = wire_str_copy(w->tag, tag, sizeof tag);
   if (rc < 0) return rc;
-  if (!tag[0]) return drv_error(DRV_EPARSE, "SNAPSHOT: series '%s' of %u points", tag, w->points.n);
+  if (!tag[0]) return err_set(DRV_EPARSE, "SNAPSHOT: series '%s' of %u points", tag, w->points.n);
   runview_series *se = client_series(m, tag);
   if (!se && m->nmetrics >= RUNSNAP_MAX_SERIES)
-    return drv_error(DRV_EPARSE, "SNAPSHOT: more than %d series", RUNSNAP_MAX_SERIES);
+    return err_set(DRV_EPARSE, "SNAPSHOT: more than %d series", RUNSNAP_MAX_SERIES);
   if (se && w->reset) se->n = se->head = 0;
   wire_rd r = wire_items_reader(&w->points);
   for (uint32_t j = 0; j < w->points.n; j++) {

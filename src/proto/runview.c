@@ -38,12 +38,12 @@ void runview_free(runview *m) {
 /* ============================== nodes =================================== */
 
 int runview_set_nnodes(runview *m, int n) {
-  if (n < 0) return drv_error(DRV_EINVAL, "runview_set_nnodes: negative count %d", n);
+  if (n < 0) return err_set(DRV_EINVAL, "runview_set_nnodes: negative count %d", n);
   if (n > m->capnodes) {
     int cap = m->capnodes ? m->capnodes : 8;
     while (cap < n) cap *= 2;
     runview_node *p = realloc(m->nodes, (size_t)cap * sizeof *p);
-    if (!p) return drv_error(DRV_ENOMEM, "out of memory for %d dashboard nodes", n);
+    if (!p) return err_set(DRV_ENOMEM, "out of memory for %d dashboard nodes", n);
     m->nodes = p;
     m->capnodes = cap;
   }
@@ -72,7 +72,7 @@ static int series_push(runview_series *s, runview_point p) {
       int cap = s->cap ? s->cap * 2 : SERIES_CAP0;
       if (cap > RUNVIEW_SERIES_MAX) cap = RUNVIEW_SERIES_MAX;
       runview_point *np = malloc((size_t)cap * sizeof *np);
-      if (!np) return drv_error(DRV_ENOMEM, "out of memory for series '%s'", s->tag);
+      if (!np) return err_set(DRV_ENOMEM, "out of memory for series '%s'", s->tag);
       for (int i = 0; i < s->n; i++) np[i] = *runview_series_at(s, i);
       free(s->pts);
       s->pts = np;
@@ -98,7 +98,7 @@ int runview_add_point(runview *m, const char *tag, runview_point p) {
     if (m->nmetrics == m->capmetrics) {
       int cap = m->capmetrics ? m->capmetrics * 2 : 8;
       runview_series *ns = realloc(m->metrics, (size_t)cap * sizeof *ns);
-      if (!ns) return drv_error(DRV_ENOMEM, "out of memory for series '%s'", tag);
+      if (!ns) return err_set(DRV_ENOMEM, "out of memory for series '%s'", tag);
       m->metrics = ns;
       m->capmetrics = cap;
     }
@@ -116,7 +116,7 @@ int runview_add_point(runview *m, const char *tag, runview_point p) {
 int runview_add_event(runview *m, double wall, const char *text) {
   if (!m->events) {
     m->events = calloc(RUNVIEW_EVENTS_MAX, sizeof *m->events);
-    if (!m->events) return drv_error(DRV_ENOMEM, "out of memory for dashboard events");
+    if (!m->events) return err_set(DRV_ENOMEM, "out of memory for dashboard events");
     m->capevents = RUNVIEW_EVENTS_MAX;
     m->nevents = m->events_head = 0;
   }
@@ -141,7 +141,7 @@ static int copy_series(runview_series *d, const runview_series *s) {
   d->pts = NULL;
   if (s->cap == 0) return 0;
   d->pts = malloc((size_t)s->cap * sizeof *d->pts);
-  if (!d->pts) return drv_error(DRV_ENOMEM, "out of memory for series '%s'", s->tag);
+  if (!d->pts) return err_set(DRV_ENOMEM, "out of memory for series '%s'", s->tag);
   memcpy(d->pts, s->pts, (size_t)s->cap * sizeof *d->pts);
   return 0;
 }
@@ -153,7 +153,7 @@ static int copy_series_array(runview_series **d, int *count, const runview_serie
   *count = 0;
   if (n == 0) return 0;
   *d = calloc((size_t)n, sizeof **d);
-  if (!*d) return drv_error(DRV_ENOMEM, "out of memory for %d series", n);
+  if (!*d) return err_set(DRV_ENOMEM, "out of memory for %d series", n);
   *count = n;
   for (int i = 0; i < n; i++)
     if (copy_series(&(*d)[i], &s[i]) < 0) return DRV_ENOMEM;
@@ -181,7 +181,7 @@ int runview_copy(runview *dst, const runview *src) {
             copy_series_array(&dst->overlay, &dst->noverlay, src->overlay, src->noverlay) == 0;
   if (!ok) {
     runview_free(dst);
-    return drv_error(DRV_ENOMEM, "out of memory copying the dashboard's model");
+    return err_set(DRV_ENOMEM, "out of memory copying the dashboard's model");
   }
   dst->capmetrics = src->nmetrics;
   return 0;

@@ -131,32 +131,32 @@ void wire_header_encode(const wire_header *h, uint8_t *out) {
 int wire_header_decode(const uint8_t *in, uint32_t max_frame, bool authed, wire_header *h) {
   uint32_t magic = (uint32_t)le_get(in, 4);
   if (magic != WIRE_MAGIC)
-    return drv_error(DRV_EPARSE, "bad magic 0x%08" PRIx32 " (expected 0x%08x, \"DRV1\")",
-                     magic, WIRE_MAGIC);
+    return err_set(DRV_EPARSE, "bad magic 0x%08" PRIx32 " (expected 0x%08x, \"DRV1\")",
+                   magic, WIRE_MAGIC);
   if (in[4] != WIRE_VERSION)
-    return drv_error(DRV_EPARSE, "unsupported protocol version %u (this is version %u)",
-                     in[4], WIRE_VERSION);
+    return err_set(DRV_EPARSE, "unsupported protocol version %u (this is version %u)",
+                   in[4], WIRE_VERSION);
   h->type = in[5];
   h->flags = (uint16_t)le_get(in + 6, 2);
   h->req = (uint32_t)le_get(in + 8, 4);
   h->len = (uint32_t)le_get(in + 12, 4);
   const wire_msg_info *m = wire_msg(h->type);
-  if (!m) return drv_error(DRV_EPARSE, "unknown frame type 0x%02x", h->type);
+  if (!m) return err_set(DRV_EPARSE, "unknown frame type 0x%02x", h->type);
   if (!authed && !m->pre_auth)
-    return drv_error(DRV_EPARSE, "frame type %s before authentication", m->name);
+    return err_set(DRV_EPARSE, "frame type %s before authentication", m->name);
   if (h->len > max_frame)
-    return drv_error(DRV_EPARSE, "frame of %" PRIu32 " bytes exceeds the maximum %" PRIu32,
-                     h->len, max_frame);
+    return err_set(DRV_EPARSE, "frame of %" PRIu32 " bytes exceeds the maximum %" PRIu32,
+                   h->len, max_frame);
   if (h->len < m->min_len || h->len > m->max_len) {
     if (m->min_len == m->max_len)
-      return drv_error(DRV_EPARSE, "%s payload of %" PRIu32 " bytes, expected %" PRIu32,
-                       m->name, h->len, m->min_len);
+      return err_set(DRV_EPARSE, "%s payload of %" PRIu32 " bytes, expected %" PRIu32,
+                     m->name, h->len, m->min_len);
     if (m->max_len == UINT32_MAX)
-      return drv_error(DRV_EPARSE, "%s payload of %" PRIu32 " bytes, expected at least %" PRIu32,
-                       m->name, h->len, m->min_len);
-    return drv_error(DRV_EPARSE,
-                     "%s payload of %" PRIu32 " bytes, expected %" PRIu32 " to %" PRIu32, m->name,
-                     h->len, m->min_len, m->max_len);
+      return err_set(DRV_EPARSE, "%s payload of %" PRIu32 " bytes, expected at least %" PRIu32,
+                     m->name, h->len, m->min_len);
+    return err_set(DRV_EPARSE,
+                   "%s payload of %" PRIu32 " bytes, expected %" PRIu32 " to %" PRIu32, m->name,
+                   h->len, m->min_len, m->max_len);
   }
   return 0;
 }
@@ -315,8 +315,8 @@ int wire_wr_finish(wire_wr *w, uint8_t type, uint32_t req) {
   if (w->err || !w->buf) {
     if (!w->err) w->err = DRV_ENOMEM; /* finished or freed already */
     int rc = w->err == DRV_ENOMEM
-                 ? drv_error(DRV_ENOMEM, "out of memory building a %s frame", wire_type_name(type))
-                 : drv_error(w->err, "%s payload exceeds 4 GiB", wire_type_name(type));
+                 ? err_set(DRV_ENOMEM, "out of memory building a %s frame", wire_type_name(type))
+                 : err_set(w->err, "%s payload exceeds 4 GiB", wire_type_name(type));
     wire_wr_free(w);
     return rc;
   }
@@ -352,7 +352,7 @@ __attribute__((format(printf, 2, 3))) static void rd_fail(wire_rd *r, const char
   vsnprintf(r->why, sizeof r->why, fmt, ap);
   va_end(ap);
   r->err = DRV_EPARSE;
-  drv_error(DRV_EPARSE, "%s", r->why);
+  err_set(DRV_EPARSE, "%s", r->why);
 }
 
 static size_t rd_left(const wire_rd *r) { return r->len - r->off; }
@@ -435,8 +435,8 @@ void wire_rd_str(wire_rd *r, char *out, size_t n) {
 int wire_str_copy(wire_str s, char *out, size_t n) {
   if (s.len >= n) {
     if (n) out[0] = '\0';
-    return drv_error(DRV_EPARSE, "string of %" PRIu32 " bytes does not fit in %zu", s.len,
-                     n ? n - 1 : 0);
+    return err_set(DRV_EPARSE, "string of %" PRIu32 " bytes does not fit in %zu", s.len,
+                   n ? n - 1 : 0);
   }
   if (s.len) memcpy(out, s.s, s.len);
   out[s.len] = '\0';
@@ -515,7 +515,7 @@ tensor *wire_rd_tensor(wire_rd *r) {
   if (!t) {
     char sb[128];
     rd_fail(r, "cannot allocate a tensor of %s: %s", shape_str(nd, shape, sb, sizeof sb),
-            drv_errmsg());
+            err_msg());
     return NULL;
   }
   tensor_transfer(t, NULL, data);
@@ -612,17 +612,17 @@ int wire_rd_optim(wire_rd *r, optim_cfg *c) {
     memcpy((char *)c + optim_fields[i].off, &f, sizeof f);
   }
   if (optim_cfg_check(c) < 0) {
-    rd_fail(r, "%s", drv_errmsg());
+    rd_fail(r, "%s", err_msg());
     return DRV_EPARSE;
   }
   return 0;
 }
 
 int wire_rd_done(wire_rd *r, uint8_t type) {
-  if (r->err) return drv_error(DRV_EPARSE, "%s: %s", wire_type_name(type), r->why);
+  if (r->err) return err_set(DRV_EPARSE, "%s: %s", wire_type_name(type), r->why);
   if (r->off != r->len)
-    return drv_error(DRV_EPARSE, "%s: %zu unexpected bytes after the payload's last field",
-                     wire_type_name(type), rd_left(r));
+    return err_set(DRV_EPARSE, "%s: %zu unexpected bytes after the payload's last field",
+                   wire_type_name(type), rd_left(r));
   return 0;
 }
 

@@ -198,7 +198,7 @@ void wire_header_encode(const wire_header *h, uint8_t *out);
 /* Decodes and validates a header: magic, version, known type, len within
  * max_frame and within the type's limits, and (when !authed) that the type
  * may come before authentication. Returns 0 or DRV_EPARSE with the reason
- * in drv_errmsg() ("frame type PUSH before authentication"). */
+ * in err_msg() ("frame type PUSH before authentication"). */
 int wire_header_decode(const uint8_t *in, uint32_t max_frame, bool authed, wire_header *h);
 
 /* A string field as wire_msgs.h carries it. Encoding: s NUL-terminated

@@ -301,10 +301,10 @@ int32_t wire_rd_error(const uint8_t *payload, size_t len, char *msg, size_t n) {
 
 int wire_validate_payload(uint8_t type, const uint8_t *p, size_t n) {
   const wire_msg_info *m = wire_msg(type);
-  if (!m) return drv_error(DRV_EPARSE, "unknown frame type 0x%02x", type);
+  if (!m) return err_set(DRV_EPARSE, "unknown frame type 0x%02x", type);
   if (n < m->min_len || n > m->max_len)
-    return drv_error(DRV_EPARSE, "%s payload of %zu bytes, expected %" PRIu32 " to %" PRIu32,
-                     m->name, n, m->min_len, m->max_len);
+    return err_set(DRV_EPARSE, "%s payload of %zu bytes, expected %" PRIu32 " to %" PRIu32,
+                   m->name, n, m->min_len, m->max_len);
   switch (type) {
 #define XX(num, NAME, name, pre_auth, max) \
   case num: {                              \
@@ -393,7 +393,7 @@ int wire_sample(uint8_t type, unsigned v, wire_wr *w) {
 #undef XX
   default:
     wire_wr_free(w);
-    return drv_error(DRV_EINVAL, "no sample of unknown frame type 0x%02x", type);
+    return err_set(DRV_EINVAL, "no sample of unknown frame type 0x%02x", type);
   }
   return wire_wr_finish(w, type, v + 1);
 }

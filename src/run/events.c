@@ -152,13 +152,13 @@ static double mono_now(void) {
 }
 
 /* Returns the sticky error again, with its message. */
-static int failed(const events_writer *w) { return drv_error(w->err, "%s", w->errmsg); }
+static int failed(const events_writer *w) { return err_set(w->err, "%s", w->errmsg); }
 
 /* Appends one framed record around `data`. */
 static int append_record(events_writer *w, const uint8_t *data, size_t len) {
   size_t need = w->len + 8 + 4 + len + 4;
   if (util_grow(&w->buf, &w->cap, need, 1, 4096) < 0)
-    return drv_error(DRV_ENOMEM, "out of memory queueing a summary for '%s'", w->path);
+    return err_set(DRV_ENOMEM, "out of memory queueing a summary for '%s'", w->path);
   uint8_t *o = w->buf + w->len;
   le_put(o, len, 8);
   le_put(o + 8, events_masked_crc32c(o, 8), 4);
@@ -191,7 +191,7 @@ static int writer_start(int fd, const char *path, events_writer **out) {
   events_writer *w = calloc(1, sizeof *w);
   if (!w) {
     close(fd);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   w->fd = fd;
   snprintf(w->path, sizeof w->path, "%s", path);
@@ -203,9 +203,9 @@ static int writer_start(int fd, const char *path, events_writer **out) {
   if (rc == 0) rc = events_flush(w); /* a file TensorBoard accepts from the start */
   if (rc < 0) {
     char msg[1400];
-    snprintf(msg, sizeof msg, "%s", drv_errmsg());
+    snprintf(msg, sizeof msg, "%s", err_msg());
     events_close(w);
-    return drv_error(rc, "%s", msg);
+    return err_set(rc, "%s", msg);
   }
   *out = w;
   return 0;
@@ -213,7 +213,7 @@ static int writer_start(int fd, const char *path, events_writer **out) {
 
 int events_open_file(const char *path, events_writer **out) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return drv_error(DRV_EIO, "cannot create '%s': %s", path, strerror(errno));
+  if (fd < 0) return err_set(DRV_EIO, "cannot create '%s': %s", path, strerror(errno));
   return writer_start(fd, path, out);
 }
 
@@ -221,14 +221,14 @@ int events_open_file(const char *path, events_writer **out) {
 static int make_dirs(const char *dir) {
   char p[1024];
   size_t n = strlen(dir);
-  if (n == 0 || n >= sizeof p) return drv_error(DRV_EINVAL, "bad events directory '%s'", dir);
+  if (n == 0 || n >= sizeof p) return err_set(DRV_EINVAL, "bad events directory '%s'", dir);
   memcpy(p, dir, n + 1);
   for (size_t i = 1; i <= n; i++) {
     if (p[i] != '/' && p[i] != '\0') continue;
     char c = p[i];
     p[i] = '\0';
     if (mkdir(p, 0755) != 0 && errno != EEXIST)
-      return drv_error(DRV_EIO, "cannot create '%s': %s", p, strerror(errno));
+      return err_set(DRV_EIO, "cannot create '%s': %s", p, strerror(errno));
     p[i] = c;
   }
   return 0;
@@ -250,12 +250,12 @@ int events_open(const char *dir, const char *suffix, events_writer **out) {
                      : snprintf(path, sizeof path, "%s/events.out.tfevents.%010lld.%s%s.%d", dir,
                                 t, host, suffix ? suffix : "", k);
     if (len < 0 || (size_t)len >= sizeof path)
-      return drv_error(DRV_EINVAL, "events directory name too long: '%s'", dir);
+      return err_set(DRV_EINVAL, "events directory name too long: '%s'", dir);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd >= 0) return writer_start(fd, path, out);
-    if (errno != EEXIST) return drv_error(DRV_EIO, "cannot create '%s': %s", path, strerror(errno));
+    if (errno != EEXIST) return err_set(DRV_EIO, "cannot create '%s': %s", path, strerror(errno));
   }
-  return drv_error(DRV_EIO, "cannot create an events file in '%s': every name is taken", dir);
+  return err_set(DRV_EIO, "cannot create an events file in '%s': every name is taken", dir);
 }
 
 int events_scalar(events_writer *w, const char *tag, int64_t step, double value,
@@ -263,7 +263,7 @@ int events_scalar(events_writer *w, const char *tag, int64_t step, double value,
   if (w->err) return failed(w);
   size_t tag_len = strlen(tag);
   if (tag_len == 0 || tag_len > MAX_TAG)
-    return drv_error(DRV_EINVAL, "summary tag of %zu bytes (1 to %d allowed)", tag_len, MAX_TAG);
+    return err_set(DRV_EINVAL, "summary tag of %zu bytes (1 to %d allowed)", tag_len, MAX_TAG);
   uint8_t rec[MAX_RECORD];
   size_t n = encode_scalar(rec, wall_time > 0 ? wall_time : events_wall_time(), step, tag,
                            tag_len, (float)value);
@@ -283,14 +283,14 @@ int events_close(events_writer *w) {
   if (!w) return 0;
   int rc = events_flush(w);
   char msg[1400];
-  if (rc < 0) snprintf(msg, sizeof msg, "%s", drv_errmsg());
+  if (rc < 0) snprintf(msg, sizeof msg, "%s", err_msg());
   if (close(w->fd) != 0 && rc == 0) {
     rc = DRV_EIO;
     snprintf(msg, sizeof msg, "cannot write '%s': %s", w->path, strerror(errno));
   }
   free(w->buf);
   free(w);
-  return rc < 0 ? drv_error(rc, "%s", msg) : 0;
+  return rc < 0 ? err_set(rc, "%s", msg) : 0;
 }
 
 const char *events_path(const events_writer *w) { return w->path; }
@@ -306,7 +306,7 @@ events_writer *events_run_open(const char *run_dir, const char *who) {
   snprintf(suffix, sizeof suffix, ".%s", who);
   events_writer *w;
   if (events_open(dir, suffix, &w) < 0) {
-    log_warn("summaries: %s; the %s writes none", drv_errmsg(), who);
+    log_warn("summaries: %s; the %s writes none", err_msg(), who);
     return NULL;
   }
   log_info("summaries: writing %s", events_path(w));
@@ -316,9 +316,9 @@ events_writer *events_run_open(const char *run_dir, const char *who) {
 /* The first failure goes to the log; summaries stop, training goes on. */
 static void run_check(const events_writer *w, int rc) {
   if (rc >= 0) return;
-  log_warn("summaries: %s; no more are written to %s", drv_errmsg(), events_path(w));
+  log_warn("summaries: %s; no more are written to %s", err_msg(), events_path(w));
   char why[1400];
-  snprintf(why, sizeof why, "summaries: %s", drv_errmsg());
+  snprintf(why, sizeof why, "summaries: %s", err_msg());
   rundir_lost(NULL, why); /* the run's exit status says so */
 }
 
@@ -348,5 +348,5 @@ void events_run_flush(events_writer *w) {
 void events_run_close(events_writer *w) {
   if (!w) return;
   bool was = events_failed(w);
-  if (events_close(w) < 0 && !was) log_warn("summaries: %s", drv_errmsg());
+  if (events_close(w) < 0 && !was) log_warn("summaries: %s", err_msg());
 }

@@ -47,7 +47,7 @@ int fitrun_open(fitrun *r, const char *base, const char *name, const char *resum
   /* events_open, not events_run_open: a script's output stays its own. */
   snprintf(path, sizeof path, "%s/events/train", r->rd.path);
   if (events_open(path, ".train", &r->ev) < 0) {
-    rundir_event(&r->rd, "summaries: %s; none are written", drv_errmsg());
+    rundir_event(&r->rd, "summaries: %s; none are written", err_msg());
     r->ev = NULL;
   }
   rundir_event(&r->rd, resume ? "in-process run resumed: pid %ld" : "in-process run: pid %ld",
@@ -103,7 +103,7 @@ void fitrun_begin(fitrun *r, int64_t fit, int64_t from_step) {
 void fitrun_end(fitrun *r, const train_result *res, int rc) {
   if (r->metrics) fflush(r->metrics);
   if (r->ev) events_flush(r->ev);
-  if (rc < 0) rundir_event(&r->rd, "error: fit stopped: %s", drv_errmsg());
+  if (rc < 0) rundir_event(&r->rd, "error: fit stopped: %s", err_msg());
   else rundir_event(&r->rd, "fit done: %" PRId64 " steps", res->steps);
 }
 
@@ -154,9 +154,9 @@ int fitrun_checkpoint(fitrun *r, ckpt_state *s) {
   int rc = ckpt_write(r->ckdir, s, metrics, path, sizeof path);
   if (rc < 0) {
     fprintf(stderr, "drover: checkpoint at step %" PRId64 " failed (training goes on, the "
-            "previous checkpoints are kept): %s\n", p->step, drv_errmsg());
+            "previous checkpoints are kept): %s\n", p->step, err_msg());
     rundir_event(&r->rd, "checkpoint step-%" PRId64 " failed, training goes on: %s",
-                 p->step, drv_errmsg());
+                 p->step, err_msg());
     return rc;
   }
   r->last_step = p->step;

@@ -68,7 +68,7 @@ static int by_step(const void *a, const void *b) {
 static int list_steps(const char *dir, ckpt_entry **out, bool all) {
   *out = NULL;
   DIR *d = opendir(dir);
-  if (!d) return errno == ENOENT ? 0 : drv_error(DRV_EIO, "cannot list '%s': %s", dir, strerror(errno));
+  if (!d) return errno == ENOENT ? 0 : err_set(DRV_EIO, "cannot list '%s': %s", dir, strerror(errno));
   size_t n = 0, cap = 0;
   struct dirent *e;
   int rc = 0;
@@ -175,18 +175,18 @@ static int write_state(const char *path, const ckpt_state *s) {
   size_t n = (size_t)(rc < 0 ? 0 : pl.n) * (size_t)ns;
   safetensors_entry *e = calloc(n + 1, sizeof *e);
   char (*names)[160] = calloc(n + 1, sizeof *names);
-  if (rc == 0 && (!e || !names)) rc = drv_error(DRV_ENOMEM, "cannot write '%s': out of memory", path);
+  if (rc == 0 && (!e || !names)) rc = err_set(DRV_ENOMEM, "cannot write '%s': out of memory", path);
   for (int i = 0; rc == 0 && i < pl.n; i++)
     for (int k = 0; k < ns; k++) {
       size_t j = (size_t)i * (size_t)ns + (size_t)k;
       const tensor *v = pl.items[i].value;
       snprintf(names[j], sizeof names[j], "optim.%s.%d", pl.items[i].name, k);
       e[j] = (safetensors_entry){names[j], v->ndim, v->shape, optim_slot(s->opt, i, k)};
-      if (!e[j].data) rc = drv_error(DRV_EINVAL, "cannot write '%s': the optimizer does not "
-                                     "match the model's parameters", path);
+      if (!e[j].data) rc = err_set(DRV_EINVAL, "cannot write '%s': the optimizer does not "
+                                   "match the model's parameters", path);
     }
   meta *m = calloc(1, sizeof *m); /* 64 values of up to DESC_MAX: not the stack */
-  if (rc == 0 && !m) rc = drv_error(DRV_ENOMEM, "cannot write '%s': out of memory", path);
+  if (rc == 0 && !m) rc = err_set(DRV_ENOMEM, "cannot write '%s': out of memory", path);
   if (rc == 0) {
     state_meta(s, m);
     rc = safetensors_write(path, e, n, m->kv);
@@ -204,7 +204,7 @@ static int make_step_dir(const char *dir, const char *path) {
   if (rc < 0) return rc;
   remove_step(path); /* an uncommitted attempt of the same step */
   if (mkdir(path, 0755) != 0)
-    return drv_error(DRV_EIO, "cannot create '%s': %s", path, strerror(errno));
+    return err_set(DRV_EIO, "cannot create '%s': %s", path, strerror(errno));
   return 0;
 }
 
@@ -221,7 +221,7 @@ static int write_files(const char *to, const ckpt_state *s, const char *const *m
 
 int ckpt_write(const char *dir, const ckpt_state *s, const char *const *metrics, char *path,
                size_t n) {
-  if (!dir || !s || !s->model || !s->opt) return drv_error(DRV_EINVAL, "ckpt_write: NULL argument");
+  if (!dir || !s || !s->model || !s->opt) return err_set(DRV_EINVAL, "ckpt_write: NULL argument");
   char step_dir[4096];
   snprintf(step_dir, sizeof step_dir, "%s/step-%" PRId64, dir, s->pos.step);
   if (path) snprintf(path, n, "%s", step_dir);
@@ -237,14 +237,14 @@ int ckpt_write(const char *dir, const ckpt_state *s, const char *const *metrics,
 }
 
 int ckpt_save(const char *dir, const ckpt_state *s, const char *const *meta) {
-  if (!dir || !s || !s->model || !s->opt) return drv_error(DRV_EINVAL, "ckpt_save: NULL argument");
+  if (!dir || !s || !s->model || !s->opt) return err_set(DRV_EINVAL, "ckpt_save: NULL argument");
   int rc = rundir_mkdirs(dir);
   if (rc < 0) return rc;
   char man[4200];
   snprintf(man, sizeof man, "%s/" MANIFEST_NAME, dir);
   /* An earlier save here stops being one before its files change. */
   if (unlink(man) != 0 && errno != ENOENT)
-    return drv_error(DRV_EIO, "cannot replace '%s': %s", man, strerror(errno));
+    return err_set(DRV_EIO, "cannot replace '%s': %s", man, strerror(errno));
   util_sync_dir(dir);
   return write_files(dir, s, meta);
 }
@@ -252,12 +252,12 @@ int ckpt_save(const char *dir, const ckpt_state *s, const char *const *meta) {
 int ckpt_open(const char *dir, manifest *m) {
   struct stat st;
   memset(m, 0, sizeof *m);
-  if (stat(dir, &st) != 0) return drv_error(DRV_EIO, "'%s': %s", dir, strerror(errno));
-  if (!S_ISDIR(st.st_mode)) return drv_error(DRV_EIO, "'%s' is not a directory", dir);
+  if (stat(dir, &st) != 0) return err_set(DRV_EIO, "'%s': %s", dir, strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return err_set(DRV_EIO, "'%s' is not a directory", dir);
   int rc = manifest_read(dir, m);
   if (rc < 0 && errno == ENOENT)
-    return drv_error(DRV_EIO, "'%s' has no %s: not a saved model state (a save or a checkpoint "
-                     "that was not finished is not one)", dir, MANIFEST_NAME);
+    return err_set(DRV_EIO, "'%s' has no %s: not a saved model state (a save or a checkpoint "
+                   "that was not finished is not one)", dir, MANIFEST_NAME);
   if (rc == 0) rc = manifest_verify(dir, m);
   return rc;
 }
@@ -326,12 +326,12 @@ static int check_slots(const char *path, const safetensors_file *f, const nn_par
       snprintf(name, sizeof name, "optim.%s.%d", pl->items[i].name, k);
       const safetensors_tensor *t = safetensors_find(f, name);
       if (!t || t->numel != tensor_numel(pl->items[i].value))
-        return drv_error(DRV_EINVAL, "cannot restore '%s': optimizer slot '%s' is %s", path,
-                         name, t ? "of another size" : "missing");
+        return err_set(DRV_EINVAL, "cannot restore '%s': optimizer slot '%s' is %s", path,
+                       name, t ? "of another size" : "missing");
     }
   return (size_t)pl->n * (size_t)ns == f->n
-             ? 0 : drv_error(DRV_EINVAL, "cannot restore '%s': it has %zu optimizer slots, "
-                             "the optimizer %d", path, f->n, pl->n * ns);
+             ? 0 : err_set(DRV_EINVAL, "cannot restore '%s': it has %zu optimizer slots, "
+                           "the optimizer %d", path, f->n, pl->n * ns);
 }
 
 static void put_slots(const safetensors_file *f, const nn_param_list *pl, optim_t *o, int ns) {
@@ -351,10 +351,10 @@ static int check_state(const char *path, const safetensors_file *f, ckpt_state *
   optim_describe(optim_config(s->opt), desc, sizeof desc);
   const char *fmt = safetensors_meta(f, "format"), *od = safetensors_meta(f, "optimizer");
   if (!fmt || strcmp(fmt, "drover-state-1") != 0 || read_position(f, s, opt_steps) < 0)
-    return drv_error(DRV_EPARSE, "cannot restore '%s': not a drover training state", path);
+    return err_set(DRV_EPARSE, "cannot restore '%s': not a drover training state", path);
   if (!od || strcmp(od, desc) != 0)
-    return drv_error(DRV_EINVAL, "cannot restore '%s': it was written by %s, this optimizer is %s",
-                     path, od ? od : "?", desc);
+    return err_set(DRV_EINVAL, "cannot restore '%s': it was written by %s, this optimizer is %s",
+                   path, od ? od : "?", desc);
   return check_slots(path, f, pl, optim_nslots(optim_config(s->opt)));
 }
 
@@ -373,7 +373,7 @@ static void put_rngs(const safetensors_file *f, ckpt_state *s) {
 }
 
 int ckpt_restore(const char *path, ckpt_state *s) {
-  if (!path || !s || !s->model || !s->opt) return drv_error(DRV_EINVAL, "ckpt_restore: NULL argument");
+  if (!path || !s || !s->model || !s->opt) return err_set(DRV_EINVAL, "ckpt_restore: NULL argument");
   char file[4200];
   safetensors_file f;
   nn_param_list pl = {0};
@@ -416,7 +416,7 @@ int ckpt_newest(const char *dir, ckpt_entry *found, void (*bad)(void *ud, const 
       char msg[2400];
       const char *name = strrchr(all[i].path, '/') ? strrchr(all[i].path, '/') + 1 : all[i].path;
       snprintf(msg, sizeof msg, "checkpoint %.40s is damaged, using an older one: %.2300s", name,
-               drv_errmsg());
+               err_msg());
       bad(ud, msg);
     }
   }

@@ -45,8 +45,8 @@ static int evaluate_batches(nn_module *model, nn_loss *loss, const dataset *d,
   bool has_acc = true;
   const tensor *x, *y, *out;
   while ((rc = data_iter_next(&it, &x, &y)) > 0) {
-    if (drv_interrupted()) {
-      rc = drv_error(DRV_EINTERRUPTED, "evaluation interrupted");
+    if (err_interrupted()) {
+      rc = err_set(DRV_EINTERRUPTED, "evaluation interrupted");
       break;
     }
     float l;
@@ -70,10 +70,10 @@ static int evaluate_batches(nn_module *model, nn_loss *loss, const dataset *d,
 
 int train_evaluate(nn_module *model, nn_loss *loss, const dataset *d, int64_t batch,
                    double *loss_out, double *accuracy_out) {
-  if (!model || !loss || !d) return drv_error(DRV_EINVAL, "evaluate: missing model, loss or data");
+  if (!model || !loss || !d) return err_set(DRV_EINVAL, "evaluate: missing model, loss or data");
   if (batch <= 0)
-    return drv_error(DRV_EINVAL, "evaluate: batch must be > 0 (got %lld)", (long long)batch);
-  if (d->n <= 0) return drv_error(DRV_EINVAL, "evaluate: dataset %s is empty", d->source);
+    return err_set(DRV_EINVAL, "evaluate: batch must be > 0 (got %lld)", (long long)batch);
+  if (d->n <= 0) return err_set(DRV_EINVAL, "evaluate: dataset %s is empty", d->source);
   /* A lazy dataset is filled in place on first use: what it holds, as
    * seen through const, does not change. */
   int rc = data_load((dataset *)d);
@@ -183,10 +183,10 @@ static int fit_one_step(fit *f, data_iter *it) {
    * stops before it, naming the step, with the model as it was. */
   if (!isfinite(l)) {
     nn_zero_grad(f->model);
-    return drv_error(DRV_ERANGE, "fit: the loss is %s at step %lld (epoch %lld); stopped before "
-                     "the update (check the data and the learning rate)",
-                     isnan(l) ? "NaN" : "infinite", (long long)f->p.step + 1,
-                     (long long)f->p.epoch);
+    return err_set(DRV_ERANGE, "fit: the loss is %s at step %lld (epoch %lld); stopped before "
+                   "the update (check the data and the learning rate)",
+                   isnan(l) ? "NaN" : "infinite", (long long)f->p.step + 1,
+                   (long long)f->p.epoch);
   }
   f->p.lr = optim_lr(f->opt);
   if ((rc = optim_step_zero_grad(f->opt)) < 0) return rc;
@@ -258,9 +258,9 @@ static int fit_loop(fit *f, data_iter *it) {
       from = NULL;
     }
     while (f->p.step < f->p.total_steps) {
-      if (drv_interrupted())
-        return drv_error(DRV_EINTERRUPTED, "training interrupted at step %lld",
-                         (long long)f->p.step);
+      if (err_interrupted())
+        return err_set(DRV_EINTERRUPTED, "training interrupted at step %lld",
+                       (long long)f->p.step);
       int rc = fit_one_step(f, it);
       if (rc < 0) return rc;
       if (rc == 0) break;
@@ -274,29 +274,29 @@ static int fit_loop(fit *f, data_iter *it) {
 static int fit_check(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *train,
                      const train_cfg *cfg) {
   if (!model || !loss || !opt || !train || !cfg)
-    return drv_error(DRV_EINVAL, "fit: missing model, loss, optimizer, data or config");
+    return err_set(DRV_EINVAL, "fit: missing model, loss, optimizer, data or config");
   if (cfg->batch <= 0)
-    return drv_error(DRV_EINVAL, "fit: batch must be > 0 (got %lld)", (long long)cfg->batch);
+    return err_set(DRV_EINVAL, "fit: batch must be > 0 (got %lld)", (long long)cfg->batch);
   if (cfg->epochs <= 0)
-    return drv_error(DRV_EINVAL, "fit: epochs must be > 0 (got %lld)", (long long)cfg->epochs);
+    return err_set(DRV_EINVAL, "fit: epochs must be > 0 (got %lld)", (long long)cfg->epochs);
   if (cfg->max_steps < 0)
-    return drv_error(DRV_EINVAL, "fit: max_steps must be >= 0 (got %lld)",
-                     (long long)cfg->max_steps);
+    return err_set(DRV_EINVAL, "fit: max_steps must be >= 0 (got %lld)",
+                   (long long)cfg->max_steps);
   if (cfg->eval_every < 0)
-    return drv_error(DRV_EINVAL, "fit: eval_every must be >= 0 (got %lld)",
-                     (long long)cfg->eval_every);
+    return err_set(DRV_EINVAL, "fit: eval_every must be >= 0 (got %lld)",
+                   (long long)cfg->eval_every);
   if (cfg->stop.on && (!cfg->eval || cfg->eval_every <= 0))
-    return drv_error(DRV_EINVAL, "fit: early stopping needs periodic evals (eval = { data = ..., "
-                     "every = STEPS })");
+    return err_set(DRV_EINVAL, "fit: early stopping needs periodic evals (eval = { data = ..., "
+                   "every = STEPS })");
   if (cfg->stop.on && (cfg->stop.patience < 0 || !(cfg->stop.min_delta >= 0)))
-    return drv_error(DRV_EINVAL, "fit: stop.patience and stop.min_delta must be >= 0");
-  if (train->n <= 0) return drv_error(DRV_EINVAL, "fit: dataset %s is empty", train->source);
+    return err_set(DRV_EINVAL, "fit: stop.patience and stop.min_delta must be >= 0");
+  if (train->n <= 0) return err_set(DRV_EINVAL, "fit: dataset %s is empty", train->source);
   int64_t steps, per_epoch = (train->n + cfg->batch - 1) / cfg->batch;
   if (__builtin_mul_overflow(cfg->epochs, per_epoch, &steps))
-    return drv_error(DRV_EINVAL, "fit: %lld epochs of %lld steps are too many steps to count",
-                     (long long)cfg->epochs, (long long)per_epoch);
+    return err_set(DRV_EINVAL, "fit: %lld epochs of %lld steps are too many steps to count",
+                   (long long)cfg->epochs, (long long)per_epoch);
   if (cfg->eval && cfg->eval->n <= 0)
-    return drv_error(DRV_EINVAL, "fit: eval dataset %s is empty", cfg->eval->source);
+    return err_set(DRV_EINVAL, "fit: eval dataset %s is empty", cfg->eval->source);
   return 0;
 }
 
@@ -372,8 +372,8 @@ int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *trai
 int train_predict(nn_module *model, const tensor *x, int64_t batch, tensor **out) {
   *out = NULL;
   if (!model || !x || x->ndim < 1 || x->shape[0] < 1 || !tensor_is_contiguous(x))
-    return drv_error(DRV_EINVAL, "predict: expected a contiguous tensor of at least one row");
-  if (batch <= 0) return drv_error(DRV_EINVAL, "predict: batch must be > 0 (got %lld)", (long long)batch);
+    return err_set(DRV_EINVAL, "predict: expected a contiguous tensor of at least one row");
+  if (batch <= 0) return err_set(DRV_EINVAL, "predict: batch must be > 0 (got %lld)", (long long)batch);
   int64_t n = x->shape[0], row = tensor_numel(x) / n;
   bool was = model->training;
   nn_set_training(model, false);
@@ -391,7 +391,7 @@ int train_predict(nn_module *model, const tensor *x, int64_t batch, tensor **out
       if (!(res = tensor_new(2, shape))) rc = DRV_ENOMEM;
     }
     if (rc == 0 && (y->ndim > 2 || res->shape[1] != k || !tensor_is_contiguous(y)))
-      rc = drv_error(DRV_ESHAPE, "predict: the model's output is not [rows, k]");
+      rc = err_set(DRV_ESHAPE, "predict: the model's output is not [rows, k]");
     if (rc == 0)
       memcpy(tensor_data(res) + r0 * k, tensor_data(y), (size_t)(v.shape[0] * k) * sizeof(float));
   }

@@ -5,7 +5,7 @@
  * model's grad buffers); train_fit() drives epochs of steps with an
  * optimizer in this process; train_evaluate() measures a dataset. All math
  * runs in C; callers (Lua bindings, later the worker role) only configure.
- * train_fit() polls drv_interrupted() between steps and returns
+ * train_fit() polls err_interrupted() between steps and returns
  * DRV_EINTERRUPTED when asked to stop (the model keeps what it learnt).
  */
 #ifndef DROVER_TRAIN_H

@@ -79,7 +79,7 @@ static void client_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   switch (h->type) {
   case WIRE_SNAPSHOT:
     if (runsnap_apply(&a->m, a->run_dir, sizeof a->run_dir, pl, h->len) < 0) {
-      fail(a, "malformed SNAPSHOT from the coordinator: %.300s", drv_errmsg());
+      fail(a, "malformed SNAPSHOT from the coordinator: %.300s", err_msg());
       return;
     }
     a->have_snapshot = true;
@@ -128,7 +128,7 @@ int attach_client_open(uv_loop_t *loop, const char *host, int port, const auth_s
                        bool control, double hz, attach_client **out) {
   *out = NULL;
   attach_client *a = calloc(1, sizeof *a);
-  if (!a) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!a) return err_set(DRV_ENOMEM, "out of memory");
   a->loop = loop;
   a->secret = *secret;
   a->control = control;
@@ -159,12 +159,12 @@ static void on_deadline(uv_timer_t *t) {
 static int pump(attach_client *a, const bool *flag, double timeout, const char *what) {
   a->timed_out = false;
   uv_timer_start(&a->timer, on_deadline, (uint64_t)(timeout * 1000), 0);
-  while (!*flag && !a->closed && !a->timed_out && !drv_interrupted()) uv_run(a->loop, UV_RUN_ONCE);
+  while (!*flag && !a->closed && !a->timed_out && !err_interrupted()) uv_run(a->loop, UV_RUN_ONCE);
   uv_timer_stop(&a->timer);
   if (*flag) return 0;
-  if (a->closed) return drv_error(DRV_EIO, "%s", a->why);
-  if (drv_interrupted()) return drv_error(DRV_EINTERRUPTED, "interrupted");
-  return drv_error(DRV_ETIMEDOUT, "no %s within %g s (is the coordinator busy?)", what, timeout);
+  if (a->closed) return err_set(DRV_EIO, "%s", a->why);
+  if (err_interrupted()) return err_set(DRV_EINTERRUPTED, "interrupted");
+  return err_set(DRV_ETIMEDOUT, "no %s within %g s (is the coordinator busy?)", what, timeout);
 }
 
 int attach_client_wait(attach_client *a, double timeout) {
@@ -188,7 +188,7 @@ void attach_client_stats(const attach_client *a, size_t *bytes, size_t *frames) 
 /* COMMAND {kind, text} with a fresh request id into *req (0 on failure). */
 static int send_command(attach_client *a, int kind, const char *text, uint32_t *req) {
   *req = 0;
-  if (!a->cn) return drv_error(DRV_EIO, "not connected: %s", a->why);
+  if (!a->cn) return err_set(DRV_EIO, "not connected: %s", a->why);
   wire_wr w;
   wire_wr_init(&w);
   wire_put_command(&w, &(wire_msg_command){(uint8_t)kind, WIRE_STR(text)});
@@ -212,7 +212,7 @@ int attach_client_log_tail(attach_client *a, const char *node, char *out, size_t
   }
   snprintf(a->log_asked, sizeof a->log_asked, "%s", node);
   if (send_command(a, WIRE_COMMAND_LOG_TAIL, node, &a->log_req) < 0) {
-    snprintf(out, n, "(no log: %s)", drv_errmsg());
+    snprintf(out, n, "(no log: %s)", err_msg());
     return 0;
   }
   if (have) return 0; /* the last answer meanwhile; the next call gets the new one */
@@ -233,7 +233,7 @@ int attach_client_command(attach_client *a, int kind, const char *text, char *ou
   if (rc == 0) rc = pump(a, &a->replied, timeout, "reply");
   a->req = 0;
   if (rc < 0) {
-    snprintf(out, n, "%s", drv_errmsg());
+    snprintf(out, n, "%s", err_msg());
     return rc;
   }
   attach_client_reply(a, &rc, out, n);
@@ -342,17 +342,17 @@ static int read_run_dir(const char *dir, target *t) {
   snprintf(path, sizeof path, "%s/coordinator", dir);
   FILE *f = fopen(path, "r");
   if (!f)
-    return drv_error(DRV_EIO, "run '%s' is not running (no coordinator file: it ended or never "
+    return err_set(DRV_EIO, "run '%s' is not running (no coordinator file: it ended or never "
                               "started; see %s/events.log)", dir, dir);
   bool got = fgets(line, sizeof line, f) != NULL;
   fclose(f);
   char *sp = strchr(line, ' ');
   long pid = sp ? strtol(sp + 1, NULL, 10) : 0;
   if (!got || !sp || !split_hostport(line, t->host, sizeof t->host, &t->port))
-    return drv_error(DRV_EPARSE, "run '%s': cannot read its coordinator file '%s'", dir, path);
+    return err_set(DRV_EPARSE, "run '%s': cannot read its coordinator file '%s'", dir, path);
   if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
-    return drv_error(DRV_EIO, "run '%s' is not running (its coordinator, pid %ld, is gone)", dir,
-                     pid);
+    return err_set(DRV_EIO, "run '%s' is not running (its coordinator, pid %ld, is gone)", dir,
+                   pid);
   return 0;
 }
 
@@ -366,7 +366,7 @@ static int pick_key(const attach_opts *o, const char *dir, target *t) {
     snprintf(t->secret_file, sizeof t->secret_file, "%s/%s", dir, order[i]);
     if (access(t->secret_file, R_OK) == 0) return 0;
   }
-  return drv_error(DRV_EIO, "run '%s' has no key this user can read (control.key or view.key); "
+  return err_set(DRV_EIO, "run '%s' has no key this user can read (control.key or view.key); "
                             "pass one with --key FILE", dir);
 }
 
@@ -380,13 +380,13 @@ static int resolve(const attach_opts *o, target *t) {
   } else if (split_hostport(o->target, t->host, sizeof t->host, &t->port)) {
     snprintf(t->label, sizeof t->label, "the coordinator at %s", o->target);
     if (!o->secret_file)
-      return drv_error(DRV_EINVAL, "attach %s needs --key FILE (the run's control.key or view.key)",
-                       o->target);
-  } else if (stat(o->target, &st) != 0) {
-    return drv_error(DRV_EINVAL, "run directory '%s' does not exist (nor is it HOST:PORT)",
+      return err_set(DRV_EINVAL, "attach %s needs --key FILE (the run's control.key or view.key)",
                      o->target);
+  } else if (stat(o->target, &st) != 0) {
+    return err_set(DRV_EINVAL, "run directory '%s' does not exist (nor is it HOST:PORT)",
+                   o->target);
   } else {
-    return drv_error(DRV_EINVAL, "'%s' is not a run directory", o->target);
+    return err_set(DRV_EINVAL, "'%s' is not a run directory", o->target);
   }
   if (rc == 0 && o->secret_file)
     snprintf(t->secret_file, sizeof t->secret_file, "%s", o->secret_file);
@@ -466,7 +466,7 @@ static int run_dashboard(attach_client *a, const attach_opts *o) {
                      .ud = &l};
   int status = 0;
   if (dash_open(&outer, &dopt, src, &l.d) < 0) {
-    fprintf(stderr, "drover: cannot open the dashboard: %s\n", drv_errmsg());
+    fprintf(stderr, "drover: cannot open the dashboard: %s\n", err_msg());
     status = 1;
   } else {
     uv_poll_init(&outer, &l.poll, uv_backend_fd(a->loop));
@@ -532,14 +532,14 @@ int attach_main(const attach_opts *opts) {
   const attach_opts *o = &named;
   char dir[PATH_MAX], dir2[PATH_MAX];
   if ((rc = find_run(o, o->target, dir, sizeof dir)) < 0) {
-    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    fprintf(stderr, "drover: %s\n", err_msg());
     return 1;
   }
   if (rc == 0) named.target = dir;
   if (o->target2) { /* a comparison: both runs' records */
     int rc2 = find_run(o, o->target2, dir2, sizeof dir2);
     if (rc != 0 || rc2 != 0) {
-      if (rc == 0 && rc2 < 0) fprintf(stderr, "drover: %s\n", drv_errmsg());
+      if (rc == 0 && rc2 < 0) fprintf(stderr, "drover: %s\n", err_msg());
       else fprintf(stderr, "drover: attach A B compares two runs: HOST:PORT is not one\n");
       return 1;
     }
@@ -550,7 +550,7 @@ int attach_main(const attach_opts *opts) {
   log_setup(stderr, "attach", LOG_ERROR); /* conn.c's warnings: our message says it */
   if ((rc = resolve(o, &t)) < 0 || (rc = auth_init()) < 0 ||
       (rc = auth_secret_load(t.secret_file, &secret)) < 0) {
-    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    fprintf(stderr, "drover: %s\n", err_msg());
     return 1;
   }
   uv_loop_t loop;
@@ -563,7 +563,7 @@ int attach_main(const attach_opts *opts) {
   int status = 0;
   if (rc < 0) {
     fprintf(stderr, "drover: cannot attach to %s (%s:%d): %s\n", t.label, t.host, t.port,
-            drv_errmsg());
+            err_msg());
     status = 1;
   } else if (o->stop || o->command) {
     status = one_command(a, o);

@@ -26,7 +26,7 @@ int attach_client_open(uv_loop_t *loop, const char *host, int port, const auth_s
                        bool control, double hz, attach_client **out);
 
 /* Pumps the loop until the first SNAPSHOT arrived: 0; DRV_EIO when the
- * connection failed or closed (drv_errmsg() says why: refused, wrong
+ * connection failed or closed (err_msg() says why: refused, wrong
  * secret, the coordinator's ERROR), DRV_ETIMEDOUT after `timeout` s.
  * Never call it from a callback of that loop (uv_run is not reentrant). */
 int attach_client_wait(attach_client *a, double timeout);

@@ -31,7 +31,7 @@ static int load_run(const char *dir, runview *m) {
   char path[PATH_MAX + 16];
   snprintf(path, sizeof path, "%s/events.log", dir);
   if (access(path, F_OK) != 0)
-    return drv_error(DRV_EINVAL, "'%s' is not a run directory (it has no events.log)", dir);
+    return err_set(DRV_EINVAL, "'%s' is not a run directory (it has no events.log)", dir);
   char state[64], last[40];
   runs_state(dir, state, sizeof state, last, sizeof last);
   int rc = dash_records_load(dir, state, last, m);
@@ -94,10 +94,10 @@ static int show(runview *m, const attach_opts *o) {
   dash *d = NULL;
   int status = 0;
   if (dash_open(&loop, &dopt, src, &d) < 0) {
-    fprintf(stderr, "drover: cannot open the dashboard: %s\n", drv_errmsg());
+    fprintf(stderr, "drover: cannot open the dashboard: %s\n", err_msg());
     status = 1;
   } else {
-    while (!v.quit && !dash_closed(d) && !drv_interrupted()) uv_run(&loop, UV_RUN_ONCE);
+    while (!v.quit && !dash_closed(d) && !err_interrupted()) uv_run(&loop, UV_RUN_ONCE);
     dash_close(d);
   }
   uv_run(&loop, UV_RUN_DEFAULT); /* the dashboard's handles close */
@@ -122,7 +122,7 @@ int attach_records_main(const attach_opts *o, const char *dir, const char *dir2)
   int rc = dir2 ? load_pair(dir, dir2, &m) : load_run(dir, &m);
   int status = 0;
   if (rc < 0) {
-    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    fprintf(stderr, "drover: %s\n", err_msg());
     status = 1;
   } else if (o->print) {
     printf("%s\n", m.banner);

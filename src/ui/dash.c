@@ -64,7 +64,7 @@ static void apply_theme(dash *d) {
   dash_theme t;
   const char *name = ui->nthemes ? ui->themes[ui->theme] : "default";
   if (dash_theme_load(name, &t) < 0) {
-    dash_ui_status(ui, 10, "%s; using the built-in default", drv_errmsg());
+    dash_ui_status(ui, 10, "%s; using the built-in default", err_msg());
     dash_theme_fallback(&t);
   } else {
     dash_ui_status(ui, 3, "theme: %s%s", name, d->color ? "" : " (no colours: NO_COLOR or terminal)");
@@ -217,24 +217,24 @@ static int resolve_opts(const dash_opts *o, dash_source src, dash_opts *opts) {
   if (!opts->out) opts->out = stdout;
   if (!(opts->hz > 0)) opts->hz = 4;
   if (opts->hz > 60) opts->hz = 60;
-  if (!src.get) return drv_error(DRV_EINVAL, "dashboard source without a get function");
+  if (!src.get) return err_set(DRV_EINVAL, "dashboard source without a get function");
   if (!isatty(fileno(opts->in)) || !isatty(fileno(opts->out)))
-    return drv_error(DRV_EINVAL, "the dashboard needs a terminal (stdin and stdout are not both one)");
+    return err_set(DRV_EINVAL, "the dashboard needs a terminal (stdin and stdout are not both one)");
   const char *term = getenv("TERM");
   if (!term || !*term || strcmp(term, "dumb") == 0)
-    return drv_error(DRV_EUNSUPPORTED, "the dashboard needs a terminal type (TERM is '%s')",
-                     term ? term : "");
+    return err_set(DRV_EUNSUPPORTED, "the dashboard needs a terminal type (TERM is '%s')",
+                   term ? term : "");
   return 0;
 }
 
 /* SIGWINCH first: ncurses installs its own handler only over the default. */
 static int watch_resizes(dash *d) {
   int rc = uv_signal_init(d->loop, &d->winch);
-  if (rc < 0) return drv_error(DRV_EIO, "cannot watch terminal resizes: %s", uv_strerror(rc));
+  if (rc < 0) return err_set(DRV_EIO, "cannot watch terminal resizes: %s", uv_strerror(rc));
   d->winch.data = d;
   d->open_handles++;
   rc = uv_signal_start(&d->winch, on_winch, SIGWINCH);
-  if (rc < 0) return drv_error(DRV_EIO, "cannot watch terminal resizes: %s", uv_strerror(rc));
+  if (rc < 0) return err_set(DRV_EIO, "cannot watch terminal resizes: %s", uv_strerror(rc));
   return 0;
 }
 
@@ -242,8 +242,8 @@ static int watch_resizes(dash *d) {
 static int take_terminal(dash *d) {
   d->scr = newterm(NULL, d->out, d->in);
   if (!d->scr)
-    return drv_error(DRV_EUNSUPPORTED, "cannot use terminal type '%s' (no terminfo entry?)",
-                     getenv("TERM"));
+    return err_set(DRV_EUNSUPPORTED, "cannot use terminal type '%s' (no terminfo entry?)",
+                   getenv("TERM"));
   set_term(d->scr);
   cbreak();
   noecho();
@@ -274,7 +274,7 @@ static int watch_keys(dash *d) {
   if (fl >= 0) fcntl(fd, F_SETFL, fl);
   if (rc < 0) {
     if (d->infd >= 0) close(d->infd);
-    return drv_error(DRV_EIO, "cannot watch the terminal's input: %s", uv_strerror(rc));
+    return err_set(DRV_EIO, "cannot watch the terminal's input: %s", uv_strerror(rc));
   }
   d->poll.data = d;
   d->open_handles++;
@@ -297,7 +297,7 @@ int dash_open(uv_loop_t *loop, const dash_opts *o, dash_source src, dash **out) 
   int rc = resolve_opts(o, src, &opts);
   if (rc < 0) return rc;
   dash *d = calloc(1, sizeof *d);
-  if (!d) return drv_error(DRV_ENOMEM, "out of memory for the dashboard");
+  if (!d) return err_set(DRV_ENOMEM, "out of memory for the dashboard");
   d->loop = loop;
   d->opts = opts;
   d->in = opts.in;

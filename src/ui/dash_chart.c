@@ -115,7 +115,7 @@ int dash_canvas_resize(dash_canvas *c, int w, int h, bool braille) {
   if (w * h > c->w * c->h || !c->bits[0]) {
     for (int l = 0; l < 2; l++) {
       uint8_t *p = realloc(c->bits[l], (size_t)w * (size_t)h);
-      if (!p) return drv_error(DRV_ENOMEM, "out of memory for a %dx%d chart", w, h);
+      if (!p) return err_set(DRV_ENOMEM, "out of memory for a %dx%d chart", w, h);
       c->bits[l] = p;
     }
   }
@@ -198,7 +198,7 @@ static int ensure_scratch(dash_canvas *c, int n) {
   double **bufs[4] = {&c->xs, &c->vs, &c->sm, &c->tmp};
   for (int i = 0; i < 4; i++) {
     double *p = realloc(*bufs[i], (size_t)cap * sizeof *p);
-    if (!p) return drv_error(DRV_ENOMEM, "out of memory for a chart of %d points", n);
+    if (!p) return err_set(DRV_ENOMEM, "out of memory for a chart of %d points", n);
     *bufs[i] = p;
   }
   c->scap = cap;

@@ -185,8 +185,8 @@ int dash_records_load(const char *dir, const char *state, const char *ended, run
   runview_init(m);
   struct stat st;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-    return drv_error(DRV_EIO, "cannot read run '%s': %s", dir,
-                     errno ? strerror(errno) : "not a directory");
+    return err_set(DRV_EIO, "cannot read run '%s': %s", dir,
+                   errno ? strerror(errno) : "not a directory");
   const char *base = strrchr(dir, '/');
   snprintf(m->run, sizeof m->run, "%s", base && base[1] ? base + 1 : dir);
   snprintf(m->launcher, sizeof m->launcher, "%s", runs_in_process(dir) ? "in-process" : "records");

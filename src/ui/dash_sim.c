@@ -226,9 +226,9 @@ static void tick(dash_sim *s) {
 
 int dash_sim_new(const dash_sim_opts *o, dash_sim **out) {
   if (o->nodes < 1 || o->nodes > 100000)
-    return drv_error(DRV_EINVAL, "a simulation needs 1 to 100000 nodes, not %d", o->nodes);
+    return err_set(DRV_EINVAL, "a simulation needs 1 to 100000 nodes, not %d", o->nodes);
   dash_sim *s = calloc(1, sizeof *s);
-  if (!s) return drv_error(DRV_ENOMEM, "out of memory for the simulation");
+  if (!s) return err_set(DRV_ENOMEM, "out of memory for the simulation");
   s->o = *o;
   if (o->log_dir) {
     snprintf(s->log_dir, sizeof s->log_dir, "%s", o->log_dir);
@@ -242,7 +242,7 @@ int dash_sim_new(const dash_sim_opts *o, dash_sim **out) {
   s->sn = calloc((size_t)o->nodes, sizeof *s->sn);
   if (!s->sn || runview_set_nnodes(m, o->nodes) < 0) {
     dash_sim_free(s);
-    return drv_error(DRV_ENOMEM, "out of memory for %d simulated nodes", o->nodes);
+    return err_set(DRV_ENOMEM, "out of memory for %d simulated nodes", o->nodes);
   }
   /* ps first, then the chief, workers, an evaluator: the coordinator's order. */
   int n = o->nodes, nps = n >= 8 ? n / 8 : 1, chief = n >= 3, eval = n >= 4;
@@ -372,7 +372,7 @@ static void on_signal(uv_signal_t *h, int signo) {
 int dash_sim_run(const dash_sim_opts *o) {
   dash_sim *s;
   if (dash_sim_new(o, &s) < 0) {
-    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    fprintf(stderr, "drover: %s\n", err_msg());
     return 1;
   }
   uv_loop_t loop;
@@ -401,7 +401,7 @@ int dash_sim_run(const dash_sim_opts *o) {
   dopts.ud = &r;
   int status = 0;
   if (dash_open(&loop, &dopts, dash_sim_source(s), &r.d) < 0) {
-    fprintf(stderr, "drover: %s\n", drv_errmsg());
+    fprintf(stderr, "drover: %s\n", err_msg());
     r.done = true;
     uv_close((uv_handle_t *)&r.limit, on_closed);
     for (int i = 0; i < 3; i++) uv_close((uv_handle_t *)&r.sig[i], on_closed);

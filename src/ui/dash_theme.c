@@ -74,14 +74,14 @@ static unsigned parse_attr(const char *w) {
 /* "role = words..." (a copy the caller may cut up) into t. */
 static int parse_line(char *s, const char *file, int lineno, dash_theme *t) {
   char *eq = strchr(s, '=');
-  if (!eq) return drv_error(DRV_EPARSE, "%s:%d: expected 'role = colour', got '%s'", file, lineno, s);
+  if (!eq) return err_set(DRV_EPARSE, "%s:%d: expected 'role = colour', got '%s'", file, lineno, s);
   *eq = '\0';
   char *role = strtok(s, " \t");
   if (!role || strtok(NULL, " \t"))
-    return drv_error(DRV_EPARSE, "%s:%d: expected one role name before '='", file, lineno);
+    return err_set(DRV_EPARSE, "%s:%d: expected one role name before '='", file, lineno);
   int r = 0;
   while (r < DASH_NROLES && strcmp(role_names[r], role) != 0) r++;
-  if (r == DASH_NROLES) return drv_error(DRV_EPARSE, "%s:%d: unknown role '%s'", file, lineno, role);
+  if (r == DASH_NROLES) return err_set(DRV_EPARSE, "%s:%d: unknown role '%s'", file, lineno, role);
   dash_color fg = {DASH_COLOR_UNSET, 0, 0}, bg = fg;
   unsigned attrs = 0;
   int nwords = 0;
@@ -92,15 +92,15 @@ static int parse_line(char *s, const char *file, int lineno, dash_theme *t) {
     } else if (strcmp(w, "on") == 0) {
       char *b = strtok(NULL, " \t");
       if (!b || !parse_color(b, &bg))
-        return drv_error(DRV_EPARSE, "%s:%d: 'on' needs a background colour, got '%s'", file,
-                         lineno, b ? b : "");
+        return err_set(DRV_EPARSE, "%s:%d: 'on' needs a background colour, got '%s'", file,
+                       lineno, b ? b : "");
     } else if (fg.kind == DASH_COLOR_UNSET && bg.kind == DASH_COLOR_UNSET && parse_color(w, &fg)) {
       /* the foreground */
     } else {
-      return drv_error(DRV_EPARSE, "%s:%d: unknown colour or attribute '%s'", file, lineno, w);
+      return err_set(DRV_EPARSE, "%s:%d: unknown colour or attribute '%s'", file, lineno, w);
     }
   }
-  if (nwords == 0) return drv_error(DRV_EPARSE, "%s:%d: role '%s' has no value", file, lineno, role);
+  if (nwords == 0) return err_set(DRV_EPARSE, "%s:%d: role '%s' has no value", file, lineno, role);
   t->fg[r] = fg;
   t->bg[r] = bg;
   t->attrs[r] = attrs;
@@ -117,7 +117,7 @@ int dash_theme_parse(const char *name, const char *text, const char *file, dash_
     size_t len = nl ? (size_t)(nl - p) : strlen(p);
     lineno++;
     char line[512];
-    if (len >= sizeof line) return drv_error(DRV_EPARSE, "%s:%d: line too long", file, lineno);
+    if (len >= sizeof line) return err_set(DRV_EPARSE, "%s:%d: line too long", file, lineno);
     memcpy(line, p, len);
     line[len] = '\0';
     p += len + (nl ? 1 : 0);
@@ -185,7 +185,7 @@ static bool valid_name(const char *name) {
 }
 
 int dash_theme_load(const char *name, dash_theme *out) {
-  if (!valid_name(name)) return drv_error(DRV_EINVAL, "'%s' is not a theme name", name);
+  if (!valid_name(name)) return err_set(DRV_EINVAL, "'%s' is not a theme name", name);
   char dir[4096], path[4200];
   if (user_dir(dir, sizeof dir)) {
     snprintf(path, sizeof path, "%s/%s.theme", dir, name);
@@ -195,7 +195,7 @@ int dash_theme_load(const char *name, dash_theme *out) {
       free(text);
       return rc;
     }
-    if (errno != ENOENT) return drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
+    if (errno != ENOENT) return err_set(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
   }
   snprintf(path, sizeof path, "themes/%s.theme", name);
   const embed_file *f = embed_find(path);
@@ -207,7 +207,7 @@ int dash_theme_load(const char *name, dash_theme *out) {
     size_t l = strlen(have);
     snprintf(have + l, sizeof have - l, "%s%s", i ? ", " : "", names[i]);
   }
-  return drv_error(DRV_EINVAL, "no theme '%s' (have: %s)", name, have);
+  return err_set(DRV_EINVAL, "no theme '%s' (have: %s)", name, have);
 }
 
 void dash_theme_fallback(dash_theme *out) {

@@ -29,9 +29,9 @@ static int find_run(const export_opts *o, char *dir, size_t n) {
   if (!strchr(o->run, '/') && snprintf(dir, n, "%s/%s", o->runs, o->run) < (int)n && is_dir(dir))
     return 0;
   if (strchr(o->run, '/'))
-    return drv_error(DRV_EINVAL, "no run '%s': not a directory", o->run);
-  return drv_error(DRV_EINVAL, "no run '%s': not a directory nor a run in %s (`drover ls %s` "
-                   "lists them)", o->run, o->runs, o->runs);
+    return err_set(DRV_EINVAL, "no run '%s': not a directory", o->run);
+  return err_set(DRV_EINVAL, "no run '%s': not a directory nor a run in %s (`drover ls %s` "
+                 "lists them)", o->run, o->runs, o->runs);
 }
 
 /* "8, 16, 24" (the last few when there are many) into buf. */
@@ -56,20 +56,20 @@ static int pick(const export_opts *o, const char *ckdir, FILE *warn, ckpt_entry 
   if (n < 0) return n;
   int rc = 0;
   if (n == 0) {
-    rc = drv_error(DRV_EINVAL, "run '%s' has no checkpoint (checkpoint = { every = STEPS } in "
-                   "its experiment takes them)", o->run);
+    rc = err_set(DRV_EINVAL, "run '%s' has no checkpoint (checkpoint = { every = STEPS } in "
+                 "its experiment takes them)", o->run);
   } else if (o->step >= 0) {
     int i = 0;
     while (i < n && all[i].step != o->step) i++;
     char steps[400];
     if (i == n)
-      rc = drv_error(DRV_EINVAL, "run '%s' has no checkpoint of step %" PRId64 "; it has steps %s",
-                     o->run, o->step, steps_of(all, n, steps, sizeof steps));
+      rc = err_set(DRV_EINVAL, "run '%s' has no checkpoint of step %" PRId64 "; it has steps %s",
+                   o->run, o->step, steps_of(all, n, steps, sizeof steps));
     else *found = all[i];
   } else {
     int got = ckpt_newest(ckdir, found, warn_bad, warn);
     if (got == 0)
-      rc = drv_error(DRV_EIO, "run '%s': none of its %d checkpoints is intact", o->run, n);
+      rc = err_set(DRV_EIO, "run '%s': none of its %d checkpoints is intact", o->run, n);
     else if (got < 0) rc = got;
   }
   free(all);
@@ -79,7 +79,7 @@ static int pick(const export_opts *o, const char *ckdir, FILE *warn, ckpt_entry 
 /* Copies src to dst through a temporary renamed over it (afile.h). */
 static int copy_file(const char *src, const char *dst) {
   int in = open(src, O_RDONLY | O_CLOEXEC);
-  if (in < 0) return drv_error(DRV_EIO, "cannot read '%s': %s", src, strerror(errno));
+  if (in < 0) return err_set(DRV_EIO, "cannot read '%s': %s", src, strerror(errno));
   afile out;
   int rc = afile_open(&out, dst);
   char buf[1 << 16];
@@ -87,7 +87,7 @@ static int copy_file(const char *src, const char *dst) {
   while (rc == 0 && !out.err && (k = read(in, buf, sizeof buf)) != 0) {
     if (k < 0 && errno == EINTR) continue;
     if (k < 0) {
-      rc = drv_error(DRV_EIO, "cannot read '%s': %s", src, strerror(errno));
+      rc = err_set(DRV_EIO, "cannot read '%s': %s", src, strerror(errno));
       afile_abort(&out);
     } else {
       afile_write(&out, buf, (size_t)k);
@@ -110,19 +110,19 @@ static int merge_tensor(nn_param_list *pl, const safetensors_file *f, const safe
     int64_t row0 = r0 ? strtoll(r0, NULL, 10) : 0, rows = v->shape[0] ? v->shape[0] : 1;
     int64_t per_row = tensor_numel(v) / rows;
     if (row0 < 0 || (row0 * per_row + t->numel) > tensor_numel(v))
-      return drv_error(DRV_EINVAL, "%s: %s does not fit the model's %s", file, t->name,
-                       pl->items[i].name);
+      return err_set(DRV_EINVAL, "%s: %s does not fit the model's %s", file, t->name,
+                     pl->items[i].name);
     memcpy(tensor_data(v) + row0 * per_row, t->data, (size_t)t->numel * sizeof(float));
     return 0;
   }
-  return drv_error(DRV_EINVAL, "%s: %s is not a parameter of the model", file, t->name);
+  return err_set(DRV_EINVAL, "%s: %s is not a parameter of the model", file, t->name);
 }
 
 /* A cluster checkpoint: one file per ps, each with its shards; rebuilt
  * into the model its manifest describes and written as one file. */
 static int export_cluster(const char *dir, const manifest *m, const char *out) {
   const char *spec = manifest_meta(m, NN_SPEC_META_KEY);
-  if (!spec || !spec[0]) return drv_error(DRV_EINVAL, "%s: the manifest has no model spec", dir);
+  if (!spec || !spec[0]) return err_set(DRV_EINVAL, "%s: the manifest has no model spec", dir);
   rng_t r;
   rng_seed(&r, 1);
   nn_module *model = nn_from_spec(spec, &r);
@@ -165,9 +165,9 @@ int export_model(const export_opts *o, FILE *warn, int64_t *step) {
   manifest_free(&m);
   if (rc < 0) {
     char why[1024];
-    snprintf(why, sizeof why, "%s", drv_errmsg()); /* drv_error reuses its buffer */
-    return drv_error(DRV_EIO, "checkpoint step-%" PRId64 " of run '%s' is damaged: %s", c.step,
-                     o->run, why);
+    snprintf(why, sizeof why, "%s", err_msg()); /* err_set reuses its buffer */
+    return err_set(DRV_EIO, "checkpoint step-%" PRId64 " of run '%s' is damaged: %s", c.step,
+                   o->run, why);
   }
   snprintf(src, sizeof src, "%s/" CKPT_MODEL, c.path);
   if ((rc = copy_file(src, o->out)) < 0) return rc;

@@ -90,7 +90,7 @@ long export_metrics(const char *dir, export_format fmt, FILE *out) {
   char path[PATH_MAX + 16], line[8192];
   snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
   FILE *f = fopen(path, "re");
-  if (!f) return drv_error(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
+  if (!f) return err_set(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
   double *starts;
   size_t nstarts = fit_starts(dir, &starts), fit = 0;
   double last_time = -1;
@@ -103,7 +103,7 @@ long export_metrics(const char *dir, export_format fmt, FILE *out) {
     json_t *j = json_loads(line, 0, &err);
     if (!json_is_object(j)) {
       json_decref(j);
-      n = drv_error(DRV_EINVAL, "%s:%ld: not a JSON object (%s)", path, lineno, err.text);
+      n = err_set(DRV_EINVAL, "%s:%ld: not a JSON object (%s)", path, lineno, err.text);
       break;
     }
     /* A fit's times and steps count from its start: a smaller one of

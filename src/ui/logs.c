@@ -78,7 +78,7 @@ static int find_sources(const char *dir, source **out, size_t *count) {
     snprintf(s[0].path, sizeof s[0].path, "%s/events.log", dir);
     n = 1;
   }
-  if (!s) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!s) return err_set(DRV_ENOMEM, "out of memory");
   qsort(s, n, sizeof *s, by_name);
   *out = s;
   *count = n;
@@ -101,7 +101,7 @@ static int pick_node(source *s, size_t *n, const char *node, const char *run) {
   size_t len = 0;
   for (size_t i = 0; i < *n && len < sizeof names; i++)
     len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", s[i].name);
-  return drv_error(DRV_EINVAL, "run '%s' has no node '%s' (its logs: %s)", run, node, names);
+  return err_set(DRV_EINVAL, "run '%s' has no node '%s' (its logs: %s)", run, node, names);
 }
 
 /* ============================== reading ================================== */
@@ -129,7 +129,7 @@ static int add_line(batch *b, source *s, int src, char *text) {
 /* Appends len bytes to the source's incomplete line. */
 static int keep_part(source *s, const char *p, size_t len) {
   char *np = realloc(s->part, s->plen + len + 1);
-  if (!np) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!np) return err_set(DRV_ENOMEM, "out of memory");
   memcpy(np + s->plen, p, len);
   s->plen += len;
   np[s->plen] = '\0';

@@ -215,7 +215,7 @@ static const char *local_time(const char *utc, char *buf, size_t n) {
 
 int runs_list(const char *base, FILE *out) {
   DIR *d = opendir(base);
-  if (!d) return drv_error(DRV_EIO, "cannot list runs in '%s': %s", base, strerror(errno));
+  if (!d) return err_set(DRV_EIO, "cannot list runs in '%s': %s", base, strerror(errno));
   run_info *runs = NULL;
   size_t n = 0, cap = 0;
   struct dirent *e;
@@ -277,8 +277,8 @@ int runs_find(const char *base, const char *name, char *dir, size_t n) {
     if (snprintf(dir, n, "%s/%s", base, name) < (int)n && is_dir(dir)) return 0;
     if (newest_with_prefix(base, name, dir, n)) return 0;
   }
-  return drv_error(DRV_EINVAL, "no run '%s' (not a directory, nor a run in '%s': drover ls %s "
-                   "lists them)", name, base, base);
+  return err_set(DRV_EINVAL, "no run '%s' (not a directory, nor a run in '%s': drover ls %s "
+                 "lists them)", name, base, base);
 }
 
 void runs_state(const char *dir, char *state, size_t n, char *last, size_t nl) {

@@ -37,7 +37,7 @@ typedef struct rate {
 } rate;
 
 static void die(const char *what) {
-  fprintf(stderr, "bench_cnn: %s: %s\n", what, drv_errmsg());
+  fprintf(stderr, "bench_cnn: %s: %s\n", what, err_msg());
   exit(1);
 }
 

@@ -23,7 +23,7 @@ static double now(void) {
 }
 
 static void die(const char *what) {
-  fprintf(stderr, "bench_mlp: %s: %s\n", what, drv_errmsg());
+  fprintf(stderr, "bench_mlp: %s: %s\n", what, err_msg());
   exit(1);
 }
 

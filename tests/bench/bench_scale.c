@@ -146,7 +146,7 @@ static void connect_more(sim *s) {
                         .handshake_ms = 20000};
     s->connecting++;
     if (conn_connect(&s->loop, s->host, s->port, &nd->o, &nd->c) < 0) {
-      fprintf(stderr, "bench_scale: %s\n", drv_errmsg());
+      fprintf(stderr, "bench_scale: %s\n", err_msg());
       exit(1);
     }
   }

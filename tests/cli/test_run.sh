@@ -189,7 +189,7 @@ fi
 
 # ---------------------------------------------------------------- 12 SIGINT in C
 # Training runs in C (no Lua hook fires there): it must stop through
-# drv_interrupt_request() and end the script the same way.
+# err_interrupt_request() and end the script the same way.
 cat >"$TMP/train.lua" <<EOF
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local ds = data.synthetic { n = 4096, features = 64, classes = 10, seed = 1 }

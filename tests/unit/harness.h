@@ -40,25 +40,25 @@ const char *harness_src(const char *relpath);
     if (!(cond)) harness_fail(__FILE__, __LINE__, "CHECK(%s)", #cond); \
   } while (0)
 
-/* expr returns >= 0 on success; on failure shows the code and drv_errmsg(). */
+/* expr returns >= 0 on success; on failure shows the code and err_msg(). */
 #define CHECK_OK(expr)                                                        \
   do {                                                                        \
     long long rc_ = (long long)(expr);                                        \
     if (rc_ < 0)                                                              \
       harness_fail(__FILE__, __LINE__, "%s -> %s: %s", #expr,                \
-                   drv_err_name((int)rc_), drv_errmsg());                     \
+                   err_name((int)rc_), err_msg());                     \
   } while (0)
 
-/* expr must fail with `code`, and drv_errmsg() must contain `needle`. */
+/* expr must fail with `code`, and err_msg() must contain `needle`. */
 #define CHECK_ERR(expr, code, needle)                                         \
   do {                                                                        \
     long long rc_ = (long long)(expr);                                        \
     if (rc_ != (code))                                                        \
       harness_fail(__FILE__, __LINE__, "%s -> %s (%lld), expected %s", #expr, \
-                   drv_err_name((int)rc_), rc_, #code);                       \
-    if (!strstr(drv_errmsg(), (needle)))                                      \
+                   err_name((int)rc_), rc_, #code);                       \
+    if (!strstr(err_msg(), (needle)))                                      \
       harness_fail(__FILE__, __LINE__, "message \"%s\" lacks \"%s\"",        \
-                   drv_errmsg(), (needle));                                   \
+                   err_msg(), (needle));                                   \
   } while (0)
 
 #define CHECK_INT_EQ(a, b)                                                    \

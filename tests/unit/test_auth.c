@@ -145,7 +145,7 @@ TEST(auth_secret_load_refuses_files_open_to_others) {
   CHECK(chmod(path, 0644) == 0);
   CHECK_ERR(auth_secret_load(path, &s), DRV_EINVAL,
             "is readable by others (mode 0644); chmod 600 it");
-  CHECK_STR_CONTAINS(drv_errmsg(), path);
+  CHECK_STR_CONTAINS(err_msg(), path);
   CHECK(chmod(path, 0640) == 0);
   CHECK_ERR(auth_secret_load(path, &s), DRV_EINVAL, "readable by others (mode 0640)");
   CHECK(chmod(path, 0620) == 0);

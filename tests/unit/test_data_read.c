@@ -193,9 +193,9 @@ static void check_bad(const bad_case *cases, size_t n, bool libsvm) {
     data_csv_opts o = {.label = c->label, .header = c->header};
     dataset *d = (dataset *)&o; /* any non-NULL value: a failure must reset it */
     int rc = libsvm ? data_read_libsvm(p, &(data_libsvm_opts){.features = c->features}, &d) : data_read_csv(p, &o, &d);
-    if (rc != c->code || !strstr(drv_errmsg(), c->msg))
+    if (rc != c->code || !strstr(err_msg(), c->msg))
       harness_fail(__FILE__, __LINE__, "case %zu (%s): %s \"%s\", expected %s \"%s\"", i, c->file,
-                   drv_err_name(rc), drv_errmsg(), drv_err_name(c->code), c->msg);
+                   err_name(rc), err_msg(), err_name(c->code), c->msg);
     CHECK(d == NULL);
   }
 }
@@ -215,12 +215,12 @@ TEST(data_readers_and_synthetic_stop_on_interrupt) {
   CHECK_INT_EQ(d->n, (int64_t)rows);
   CHECK_INT_EQ(d->classes, 3);
   data_free(d);
-  drv_interrupt_request();
+  err_interrupt_request();
   CHECK_ERR(data_read_csv(p, &o, &d), DRV_EINTERRUPTED, "long.csv: interrupted");
   CHECK(d == NULL);
   data_synth_opts so = {.n = 100, .features = 4, .classes = 3, .seed = 1};
   CHECK_ERR(data_synthetic(&so, &d), DRV_EINTERRUPTED, "synthetic: interrupted");
-  drv_interrupt_clear();
+  err_interrupt_clear();
   CHECK_OK(data_synthetic(&so, &d));
   data_free(d);
   free(text);
@@ -425,7 +425,7 @@ TEST(data_idx_malformed) {
   size_t m = idx_header(lb, 0x08, 1, (uint32_t[]){3});
   CHECK_ERR(data_read_idx(ip, harness_write("lab.idx", lb, m + 3), &d), DRV_ESHAPE,
             "lab.idx: byte 4: 3 labels but");
-  CHECK_STR_CONTAINS(drv_errmsg(), "img.idx has 2 images");
+  CHECK_STR_CONTAINS(err_msg(), "img.idx has 2 images");
   m = idx_header(lb, 0x08, 2, (uint32_t[]){2, 1});
   CHECK_ERR(data_read_idx(ip, harness_write("lab.idx", lb, m + 2), &d), DRV_ESHAPE,
             "lab.idx: byte 3: labels must be 1-D, found 2 dimensions");
@@ -549,7 +549,7 @@ TEST(data_npy_malformed) {
   n = npy_file(buf, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", raw, 8);
   CHECK_ERR(data_read_npy(harness_write("h.npy", buf, n), NULL, &d), DRV_ERANGE,
             "h.npy: byte");
-  CHECK_STR_CONTAINS(drv_errmsg(), "shape too large");
+  CHECK_STR_CONTAINS(err_msg(), "shape too large");
   n = npy_file(buf, 1, good, raw, 16);
   buf[6] = 9;
   CHECK_ERR(data_read_npy(harness_write("v.npy", buf, n), NULL, &d), DRV_EUNSUPPORTED,
@@ -566,7 +566,7 @@ TEST(data_npy_malformed) {
   n = npy_file(buf, 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", raw, 24);
   CHECK_ERR(data_read_npy(xp, harness_write("y.npy", buf, n), &d), DRV_ESHAPE,
             "y.npy: 3 labels but");
-  CHECK_STR_CONTAINS(drv_errmsg(), "x.npy has 2 rows");
+  CHECK_STR_CONTAINS(err_msg(), "x.npy has 2 rows");
   n = npy_file(buf, 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 1), }", raw, 16);
   CHECK_ERR(data_read_npy(xp, harness_write("y.npy", buf, n), &d), DRV_ESHAPE,
             "y.npy: labels must be 1-D, shape is (2, 1)");

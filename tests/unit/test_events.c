@@ -317,7 +317,7 @@ TEST(events_write_failure_is_sticky) {
     if (rc == 0) rc = events_flush(w);
   }
   CHECK_INT_EQ(rc, DRV_EIO);
-  CHECK_STR_CONTAINS(drv_errmsg(), "cannot write 'limited.tfevents': File too large");
+  CHECK_STR_CONTAINS(err_msg(), "cannot write 'limited.tfevents': File too large");
   CHECK(i > 1 && events_failed(w));
   CHECK_ERR(events_scalar(w, "train/loss", 99, 1.0, 0), DRV_EIO, "File too large");
   CHECK_ERR(events_close(w), DRV_EIO, "cannot write 'limited.tfevents'");

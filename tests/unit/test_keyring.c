@@ -104,7 +104,7 @@ TEST(keyring_refuses_malformed_lines) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     CHECK_ERR(load("bad.key", bad[i].content, &k), DRV_EPARSE, bad[i].want);
-    CHECK_STR_CONTAINS(drv_errmsg(), "key file 'bad.key'");
+    CHECK_STR_CONTAINS(err_msg(), "key file 'bad.key'");
     CHECK(k.ps == NULL && k.nps == 0); /* nothing left to free on failure */
     remove("bad.key");
   }
@@ -118,7 +118,7 @@ TEST(keyring_refuses_files_open_to_others) {
   CHECK(chmod(path, 0644) == 0);
   CHECK_ERR(keyring_load(path, &k), DRV_EINVAL,
             "is readable by others (mode 0644); chmod 600 it");
-  CHECK_STR_CONTAINS(drv_errmsg(), "key file");
+  CHECK_STR_CONTAINS(err_msg(), "key file");
   CHECK(chmod(path, 0620) == 0);
   CHECK_ERR(keyring_load(path, &k), DRV_EINVAL, "open to group or others (mode 0620)");
   CHECK(chmod(path, 0400) == 0);

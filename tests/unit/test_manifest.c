@@ -40,12 +40,12 @@ TEST(manifest_commit_read_verify) {
   CHECK(manifest_verify("c", &m) == 0);
   put("c/b", "world"); /* truncated */
   CHECK(manifest_verify("c", &m) < 0);
-  CHECK(strstr(drv_errmsg(), "c/b") && strstr(drv_errmsg(), "truncated"));
+  CHECK(strstr(err_msg(), "c/b") && strstr(err_msg(), "truncated"));
   put("c/b", "worle!"); /* one bit */
   CHECK(manifest_verify("c", &m) < 0);
-  CHECK(strstr(drv_errmsg(), "c/b") && strstr(drv_errmsg(), "sha256"));
+  CHECK(strstr(err_msg(), "c/b") && strstr(err_msg(), "sha256"));
   unlink("c/a");
-  CHECK(manifest_verify("c", &m) < 0 && strstr(drv_errmsg(), "c/a"));
+  CHECK(manifest_verify("c", &m) < 0 && strstr(err_msg(), "c/a"));
   manifest_free(&m);
   CHECK(access("c/manifest.json.tmp", F_OK) != 0);
 }
@@ -56,10 +56,10 @@ TEST(manifest_missing_and_malformed) {
   CHECK(manifest_read("d", &m) < 0);
   manifest_free(&m);
   put("d/manifest.json", "{\"format\": \"drover-manifest-1\", \"files\": [{\"name\": \"x\"}], \"meta\": {}}");
-  CHECK(manifest_read("d", &m) < 0 && strstr(drv_errmsg(), "file entry 0"));
+  CHECK(manifest_read("d", &m) < 0 && strstr(err_msg(), "file entry 0"));
   manifest_free(&m);
   put("d/manifest.json", "{\"format\": \"other\"}");
-  CHECK(manifest_read("d", &m) < 0 && strstr(drv_errmsg(), "not a drover manifest"));
+  CHECK(manifest_read("d", &m) < 0 && strstr(err_msg(), "not a drover manifest"));
   manifest_free(&m);
 }
 
@@ -67,7 +67,7 @@ TEST(manifest_commit_missing_file_writes_nothing) {
   CHECK(mkdir("e", 0755) == 0);
   const char *files[] = {"absent", NULL};
   CHECK(manifest_commit("e", files, NULL) < 0);
-  CHECK(strstr(drv_errmsg(), "e/absent"));
+  CHECK(strstr(err_msg(), "e/absent"));
   CHECK(access("e/manifest.json", F_OK) != 0);
 }
 
@@ -150,13 +150,13 @@ TEST(manifest_chunk_hashes_of_a_big_file) {
   b ^= 1;
   CHECK(pwrite(fd, &b, 1, (70L << 20)) == 1);
   CHECK(manifest_verify("big", &m) < 0);
-  CHECK(strstr(drv_errmsg(), "t.safetensors") && strstr(drv_errmsg(), "sha256 of chunk 2"));
+  CHECK(strstr(err_msg(), "t.safetensors") && strstr(err_msg(), "sha256 of chunk 2"));
   b ^= 1;
   CHECK(pwrite(fd, &b, 1, (70L << 20)) == 1);
   CHECK_OK(manifest_verify("big", &m));
   CHECK(ftruncate(fd, (64L << 20) + 5) == 0);
   close(fd);
-  CHECK(manifest_verify("big", &m) < 0 && strstr(drv_errmsg(), "truncated"));
+  CHECK(manifest_verify("big", &m) < 0 && strstr(err_msg(), "truncated"));
   manifest_free(&m);
   free(data);
 }

@@ -613,7 +613,7 @@ TEST(nn_dropout_modes) {
   CHECK(tensor_sum(y) == 0.0);
   nn_unref(d);
   CHECK(nn_dropout(1.5f, 1) == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "1.5");
+  CHECK_STR_CONTAINS(err_msg(), "1.5");
   FREE_TENSORS(x, dy, xr, dyr);
   no_leaks();
 }
@@ -1039,7 +1039,7 @@ TEST(nn_conv_shape_errors) {
   CHECK_ERR(nn_forward(c, wrong, &y), DRV_ESHAPE, "input [1, 2, 5, 5] is not [batch, 3,");
   CHECK_ERR(nn_forward(c, small, &y), DRV_ESHAPE, "is smaller than the kernel");
   CHECK(nn_maxpool2d_square(2, 2, 2) == NULL);
-  CHECK(strstr(drv_errmsg(), "padding in 0..kernel/2") != NULL);
+  CHECK(strstr(err_msg(), "padding in 0..kernel/2") != NULL);
   CHECK(nn_conv2d_square(0, 1, 1, NULL, &r) == NULL);
   nn_module *u = nn_unflatten(2, (int64_t[]){3, 3});
   CHECK_ERR(nn_forward(u, x2, &y), DRV_ESHAPE, "nn.Unflatten(3x3): input [2, 27] is not [batch, 9]");

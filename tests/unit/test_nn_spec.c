@@ -24,8 +24,8 @@ static void expect_bad(const char *spec, const char *needle, int line) {
     nn_unref(m);
     harness_fail(__FILE__, line, "spec \"%s\" was accepted", spec);
   }
-  if (!strstr(drv_errmsg(), needle))
-    harness_fail(__FILE__, line, "spec \"%s\": message \"%s\" lacks \"%s\"", spec, drv_errmsg(),
+  if (!strstr(err_msg(), needle))
+    harness_fail(__FILE__, line, "spec \"%s\": message \"%s\" lacks \"%s\"", spec, err_msg(),
                  needle);
 }
 #define EXPECT_BAD(spec, needle) expect_bad(spec, needle, __LINE__)
@@ -53,7 +53,7 @@ TEST(nn_spec_roundtrip_nested) {
   rng_seed(&r, 7);
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
     nn_module *m = nn_from_spec(specs[i], &r);
-    if (!m) harness_fail(__FILE__, __LINE__, "%s: %s", specs[i], drv_errmsg());
+    if (!m) harness_fail(__FILE__, __LINE__, "%s: %s", specs[i], err_msg());
     char buf[512];
     const char *back = spec_of(m, buf, sizeof buf);
     if (strcmp(back, specs[i]) != 0)
@@ -186,7 +186,7 @@ TEST(nn_spec_whitespace) {
   rng_t r;
   rng_seed(&r, 1);
   nn_module *m = nn_from_spec(" Sequential ( Linear( 2 , 3 ) ,\n ReLU , Dropout( 0.25 ) ) ", &r);
-  if (!m) harness_fail(__FILE__, __LINE__, "%s", drv_errmsg());
+  if (!m) harness_fail(__FILE__, __LINE__, "%s", err_msg());
   char buf[128];
   CHECK(strcmp(spec_of(m, buf, sizeof buf), "Sequential(Linear(2,3),ReLU,Dropout(0.25))") == 0);
   nn_unref(m);
@@ -227,7 +227,7 @@ TEST(nn_spec_errors) {
   rng_seed(&r, 1);
   CHECK(nn_from_spec(NULL, &r) == NULL);
   CHECK(nn_from_spec("Linear(2,2)", NULL) == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "needs an rng");
+  CHECK_STR_CONTAINS(err_msg(), "needs an rng");
 }
 
 TEST(nn_loss_from_name) {
@@ -239,7 +239,7 @@ TEST(nn_loss_from_name) {
     nn_loss_unref(l);
   }
   CHECK(nn_loss_from_name("Hinge") == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "unknown loss 'Hinge'");
+  CHECK_STR_CONTAINS(err_msg(), "unknown loss 'Hinge'");
   CHECK(nn_loss_from_name("mse") == NULL);
   CHECK(nn_loss_from_name(NULL) == NULL);
 }
@@ -255,7 +255,7 @@ TEST(nn_loss_names_of_issue16) {
     nn_loss_unref(l);
   }
   CHECK(nn_loss_from_name("Huber(x)") == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "expected Huber(delta)");
+  CHECK_STR_CONTAINS(err_msg(), "expected Huber(delta)");
   CHECK(nn_loss_from_name("Huber(-1)") == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "must be positive");
+  CHECK_STR_CONTAINS(err_msg(), "must be positive");
 }

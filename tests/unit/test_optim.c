@@ -507,7 +507,7 @@ TEST(optim_new_and_step_reject_misuse) {
   optim_cfg_default(&c, OPTIM_SGD);
   c.lr = -1;
   CHECK(optim_new(&c, &pl) == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "optim.SGD: lr");
+  CHECK_STR_CONTAINS(err_msg(), "optim.SGD: lr");
   c.lr = 0.1f;
   optim_t *o = optim_new(&c, &pl);
   CHECK(o);

@@ -340,8 +340,8 @@ TEST(ps_refuses_to_start_with_a_bad_repl_piece) {
     int port = 0;
     CHECK(ps_start(&loop, &s, 0, "127.0.0.1", &ps, &port) < 0);
     CHECK(ps == NULL);
-    CHECK_STR_CONTAINS(drv_errmsg(), "DROVER_REPL_PIECE=");
-    CHECK_STR_CONTAINS(drv_errmsg(), "a multiple of 4");
+    CHECK_STR_CONTAINS(err_msg(), "DROVER_REPL_PIECE=");
+    CHECK_STR_CONTAINS(err_msg(), "a multiple of 4");
   }
   CHECK(unsetenv("DROVER_REPL_PIECE") == 0);
   CHECK_OK(uv_loop_close(&loop));

@@ -118,8 +118,8 @@ TEST(safetensors_write_errors_name_the_path) {
     int rc_ = safetensors_read((path), &f_);                                    \
     safetensors_free(&f_);                                                      \
     if (rc_ >= 0) harness_fail(__FILE__, __LINE__, "%s was accepted", (path));  \
-    CHECK_STR_CONTAINS(drv_errmsg(), (needle));                                 \
-    CHECK_STR_CONTAINS(drv_errmsg(), (path));                                   \
+    CHECK_STR_CONTAINS(err_msg(), (needle));                                 \
+    CHECK_STR_CONTAINS(err_msg(), (path));                                   \
   } while (0)
 
 /* Every prefix of a valid file is refused (never a crash, never a
@@ -159,7 +159,7 @@ TEST(safetensors_bit_flipped_header) {
       int rc = safetensors_read(p, &f);
       if (rc < 0) {
         refused++;
-        CHECK_STR_CONTAINS(drv_errmsg(), "flip.safetensors");
+        CHECK_STR_CONTAINS(err_msg(), "flip.safetensors");
       } else {
         CHECK(f.n <= 2);
       }
@@ -310,7 +310,7 @@ TEST(nn_save_and_load) {
   rng_t r;
   rng_seed(&r, 99);
   nn_module *back = nn_load("m.safetensors", &r);
-  if (!back) harness_fail(__FILE__, __LINE__, "%s", drv_errmsg());
+  if (!back) harness_fail(__FILE__, __LINE__, "%s", err_msg());
   nn_set_training(back, false);
   same_outputs(m, back);
   nn_module *other = mlp(2); /* same architecture, other values */
@@ -344,7 +344,7 @@ TEST(nn_load_params_mismatch) {
   safetensors_entry e[2] = {{"0.weight", 2, sw, w}, {"0.bias", 1, sb, b}};
   CHECK_OK(safetensors_write("torch.safetensors", e, 2, NULL));
   CHECK(nn_load("torch.safetensors", &r) == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "has no model spec");
+  CHECK_STR_CONTAINS(err_msg(), "has no model spec");
   CHECK_OK(nn_load_params(small, "torch.safetensors"));
   CHECK(tensor_data(small->children[0]->params[0].value)[0] == 0.0f);
   nn_unref(small);

@@ -27,7 +27,7 @@ TEST(tensor_new_zeroed_contiguous) {
 TEST(tensor_bad_shape_is_an_error) {
   int64_t shape[2] = {2, -3};
   CHECK(tensor_new(2, shape) == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "negative size -3");
+  CHECK_STR_CONTAINS(err_msg(), "negative size -3");
   int64_t big[5] = {1, 1, 1, 1, 1};
   CHECK(tensor_new(5, big) == NULL);
 }
@@ -36,7 +36,7 @@ TEST(tensor_empty_but_huge_shape_is_refused) {
   /* Found by fuzzing the wire decoder: no elements, overflowing strides. */
   int64_t shape[4] = {0, (int64_t)1 << 40, (int64_t)1 << 40, 1};
   CHECK(tensor_new(4, shape) == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "too large");
+  CHECK_STR_CONTAINS(err_msg(), "too large");
   int64_t ok[3] = {0, 1000, 1000};
   tensor *t = tensor_new(3, ok);
   CHECK(t != NULL);
@@ -65,7 +65,7 @@ TEST(tensor_views_share_storage) {
 TEST(tensor_narrow_out_of_range) {
   tensor *t = seq2(4, 3);
   CHECK(tensor_narrow(t, 1, 2, 2) == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "outside [4, 3]");
+  CHECK_STR_CONTAINS(err_msg(), "outside [4, 3]");
   tensor_free(t);
 }
 
@@ -77,7 +77,7 @@ TEST(tensor_reshape_and_clone) {
   CHECK_NEAR(tensor_get(r, (int64_t[]){1, 0}), 7.0, 0);
   tensor *tr = tensor_transpose(t, 0, 1);
   CHECK(tensor_reshape(tr, 1, (int64_t[]){12}) == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "not contiguous");
+  CHECK_STR_CONTAINS(err_msg(), "not contiguous");
   tensor *c = tensor_clone(tr);
   CHECK(tensor_is_contiguous(c));
   CHECK_INT_EQ(c->shape[0], 3);
@@ -143,7 +143,7 @@ TEST(tensor_gemm_all_transposes_and_views) {
 TEST(tensor_gemm_shape_error_names_both_shapes) {
   tensor *a = tensor_new2(128, 784), *b = tensor_new2(256, 785), *c = tensor_new2(128, 256);
   CHECK_ERR(tensor_gemm(1, a, false, b, true, 0, c), DRV_ESHAPE, "[128, 784] x [256, 785]^T");
-  CHECK_STR_CONTAINS(drv_errmsg(), "inner dimensions differ");
+  CHECK_STR_CONTAINS(err_msg(), "inner dimensions differ");
   tensor_free(a), tensor_free(b), tensor_free(c);
 }
 

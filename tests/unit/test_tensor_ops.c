@@ -39,12 +39,12 @@ TEST(tensor_ops_broadcast_mismatch_names_shapes) {
   int64_t sa[2] = {2, 3}, sb[2] = {2, 2}, sc[1] = {3};
   tensor *a = seq(2, sa), *b = seq(2, sb), *c = seq(1, sc);
   CHECK(tensor_binary(TOP_ADD, a, b) == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "cannot broadcast [2, 3] with [2, 2]");
+  CHECK_STR_CONTAINS(err_msg(), "cannot broadcast [2, 3] with [2, 2]");
   tensor *d = tensor_binary(TOP_DIV, a, c); /* [2, 3] / [3]: aligned at the last dimension */
   CHECK(d != NULL && d->ndim == 2 && d->shape[0] == 2 && d->shape[1] == 3);
   CHECK_NEAR(tensor_get(d, (int64_t[]){1, 2}), 6.0f / 3.0f, 1e-6); /* seq counts from 1 */
   CHECK(tensor_binary(TOP_ADD, b, c) == NULL); /* [2, 2] + [3] */
-  CHECK_STR_CONTAINS(drv_errmsg(), "cannot broadcast [2, 2] with [3] (dimension 2 of the result: 2 vs 3)");
+  CHECK_STR_CONTAINS(err_msg(), "cannot broadcast [2, 2] with [3] (dimension 2 of the result: 2 vs 3)");
   tensor_free(a), tensor_free(b), tensor_free(c), tensor_free(d);
 }
 
@@ -63,7 +63,7 @@ TEST(tensor_ops_reduce_each_dim) {
   tensor *m = tensor_reduce(TRED_MEAN, t, 2, 0);
   CHECK_NEAR(at2(m, 0, 0), 2.5, 1e-6);
   CHECK(tensor_reduce(TRED_SUM, t, 3, 0) == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "[2, 3, 4]");
+  CHECK_STR_CONTAINS(err_msg(), "[2, 3, 4]");
   tensor_free(t), tensor_free(r0), tensor_free(r1), tensor_free(r2), tensor_free(m);
 }
 
@@ -75,7 +75,7 @@ TEST(tensor_ops_mm_views_and_errors) {
   CHECK(p != NULL);
   CHECK_NEAR(at2(p, 2, 2), 3 * 3 + 6 * 6, 0);
   CHECK(tensor_mm(a, a) == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "cannot multiply [2, 3] by [2, 3]");
+  CHECK_STR_CONTAINS(err_msg(), "cannot multiply [2, 3] by [2, 3]");
   tensor_free(a), tensor_free(at), tensor_free(p);
 }
 
@@ -88,7 +88,7 @@ TEST(tensor_ops_index_cat_stack) {
   CHECK_NEAR(at2(g, 1, 0), 1, 0);
   int64_t bad[1] = {3};
   CHECK(tensor_index_select(a, 0, bad, 1) == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "outside 1..3");
+  CHECK_STR_CONTAINS(err_msg(), "outside 1..3");
   const tensor *two[2] = {a, g};
   tensor *c = tensor_cat(two, 2, 0);
   CHECK_INT_EQ(c->shape[0], 6);
@@ -98,7 +98,7 @@ TEST(tensor_ops_index_cat_stack) {
   CHECK_NEAR(tensor_get(st, (int64_t[]){0, 1, 1}), 6, 0);
   const tensor *mixed[2] = {a, c};
   CHECK(tensor_stack(mixed, 2, 0) == NULL);
-  CHECK_STR_CONTAINS(drv_errmsg(), "tensor 2 is [6, 2], tensor 1 is [3, 2]");
+  CHECK_STR_CONTAINS(err_msg(), "tensor 2 is [6, 2], tensor 1 is [3, 2]");
   CHECK(tensor_cat(mixed, 2, 1) == NULL);
   tensor_free(a), tensor_free(g), tensor_free(c), tensor_free(st);
 }

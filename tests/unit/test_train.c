@@ -204,8 +204,8 @@ typedef struct counter {
   int64_t eval_steps[16];
   int64_t stop_at;       /* return stop_code at this step (0: never) */
   int stop_code;
-  int64_t interrupt_at;  /* drv_interrupt_request() at this step */
-  bool interrupt_first;  /* drv_interrupt_request() just before the fit */
+  int64_t interrupt_at;  /* err_interrupt_request() at this step */
+  bool interrupt_first;  /* err_interrupt_request() just before the fit */
   int64_t last_step;
   bool bad;              /* a callback saw inconsistent progress */
 } counter;
@@ -224,7 +224,7 @@ static int count_cb(void *ud, const train_progress *p) {
       p->epoch > p->epochs || !isfinite(p->loss))
     c->bad = true;
   c->last_step = p->step;
-  if (c->interrupt_at && p->step == c->interrupt_at) drv_interrupt_request();
+  if (c->interrupt_at && p->step == c->interrupt_at) err_interrupt_request();
   return c->stop_at && p->step == c->stop_at ? c->stop_code : 0;
 }
 
@@ -238,7 +238,7 @@ static int run_counted(train_cfg *c, bool with_eval, counter *cnt, train_result 
   c->eval = with_eval ? e : NULL;
   c->on_progress = count_cb;
   c->ud = cnt;
-  if (cnt->interrupt_first) drv_interrupt_request();
+  if (cnt->interrupt_first) err_interrupt_request();
   int rc = train_fit(m, ce, o, d, c, r);
   CHECK(m->training); /* restored to what it was (training) */
   optim_free(o);
@@ -315,14 +315,14 @@ TEST(train_interrupt_returns_EINTERRUPTED) {
   CHECK_INT_EQ(r.steps, 12);
   CHECK_INT_EQ(r.epochs, 2);
   CHECK(isfinite(r.loss)); /* results so far are filled in */
-  drv_interrupt_clear();
+  err_interrupt_clear();
   /* an interrupt pending before the fit stops it before any step */
   counter cnt2 = {.interrupt_first = true};
   c = base_cfg(32, 3);
   CHECK_ERR(run_counted(&c, false, &cnt2, &r), DRV_EINTERRUPTED, "at step 0");
   CHECK_INT_EQ(r.steps, 0);
   CHECK_INT_EQ(cnt2.steps, 0);
-  drv_interrupt_clear();
+  err_interrupt_clear();
 }
 
 TEST(train_fit_rejects_bad_config) {

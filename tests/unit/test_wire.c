@@ -415,7 +415,7 @@ TEST(wire_every_truncation_fails_cleanly) {
     uint8_t *cut = malloc(k ? k : 1);
     memcpy(cut, PAYLOAD(w), k);
     CHECK_ERR(read_sink(cut, k), DRV_EPARSE, "truncated");
-    CHECK_STR_CONTAINS(drv_errmsg(), "PUSH: ");
+    CHECK_STR_CONTAINS(err_msg(), "PUSH: ");
     free(cut);
   }
   uint8_t *longer = malloc(n + 1);

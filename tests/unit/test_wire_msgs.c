@@ -45,7 +45,7 @@ TEST(wire_msgs_every_sample_round_trips) {
     CHECK_OK(wire_validate_payload(num, PAYLOAD(w), h.len));                            \
     if (round_trip(num, PAYLOAD(w), h.len) != 0)                                        \
       harness_fail(__FILE__, __LINE__, "%s sample %u does not round-trip: %s", #NAME, v, \
-                   drv_errmsg());                                                       \
+                   err_msg());                                                       \
     wire_wr_free(&w);                                                                   \
   }
   WIRE_TYPE_MAP(XX)

@@ -52,7 +52,7 @@ static int check_vector(uint8_t type, unsigned v) {
                  wire_type_name(type), v);
   int same = 0;
   char *got = wire_vectors_json(bin, nbin, &same);
-  if (!got) harness_fail(__FILE__, __LINE__, "%s: %s", path, drv_errmsg());
+  if (!got) harness_fail(__FILE__, __LINE__, "%s: %s", path, err_msg());
   CHECK(same);
   json_t *a = json_loads(got, 0, NULL), *b = json_loads(want, 0, NULL);
   if (!a || !b || !json_equal(a, b))
@@ -81,6 +81,6 @@ TEST(wire_vectors_decode_refuses_what_is_not_a_frame) {
   wire_wr w;
   CHECK_OK(wire_sample(WIRE_PUSH, 0, &w));
   CHECK(wire_vectors_json(w.buf, w.len - 1, &same) == NULL); /* one byte short */
-  CHECK(strstr(drv_errmsg(), "the header says") != NULL);
+  CHECK(strstr(err_msg(), "the header says") != NULL);
   wire_wr_free(&w);
 }

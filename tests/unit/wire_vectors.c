@@ -136,7 +136,7 @@ static json_t *payload_json(uint8_t type, const uint8_t *p, size_t n, wire_wr *w
     WIRE_TYPE_MAP(XX)
 #undef XX
   }
-  drv_error(DRV_EPARSE, "unknown frame type 0x%02x", type);
+  err_set(DRV_EPARSE, "unknown frame type 0x%02x", type);
   return NULL;
 }
 
@@ -144,13 +144,13 @@ char *wire_vectors_json(const uint8_t *buf, size_t len, int *same) {
   wire_header h;
   *same = 0;
   if (len < WIRE_HEADER_SIZE) {
-    drv_error(DRV_EPARSE, "%zu bytes: shorter than a header", len);
+    err_set(DRV_EPARSE, "%zu bytes: shorter than a header", len);
     return NULL;
   }
   if (wire_header_decode(buf, WIRE_DEFAULT_MAX_FRAME, true, &h) < 0) return NULL;
   if (h.len != len - WIRE_HEADER_SIZE) {
-    drv_error(DRV_EPARSE, "the header says %" PRIu32 " payload bytes, the file has %zu", h.len,
-              len - WIRE_HEADER_SIZE);
+    err_set(DRV_EPARSE, "the header says %" PRIu32 " payload bytes, the file has %zu", h.len,
+            len - WIRE_HEADER_SIZE);
     return NULL;
   }
   const uint8_t *p = buf + WIRE_HEADER_SIZE;
@@ -170,7 +170,7 @@ char *wire_vectors_json(const uint8_t *buf, size_t len, int *same) {
                         (json_int_t)h.req, "fields", fields);
   char *text = o ? json_dumps(o, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
   json_decref(o);
-  if (!text) drv_error(DRV_ENOMEM, "cannot make the JSON of a %s frame", wire_type_name(h.type));
+  if (!text) err_set(DRV_ENOMEM, "cannot make the JSON of a %s frame", wire_type_name(h.type));
   return text;
 }
 
@@ -195,7 +195,7 @@ static int write_one(const char *dir, uint8_t type, unsigned v) {
   int rc = -1;
   if (!json || !same) {
     fprintf(stderr, "wire-vectors: %s sample %u: %s\n", wire_type_name(type), v,
-            json ? "does not re-encode to its bytes" : drv_errmsg());
+            json ? "does not re-encode to its bytes" : err_msg());
   } else {
     snprintf(path, sizeof path, "%s/%s-%u.bin", dir, wire_type_name(type), v);
     rc = write_file(path, w.buf, w.len);
@@ -224,7 +224,7 @@ static int write_all(const char *dir) {
 static uint8_t *slurp(const char *path, size_t *n) {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    drv_error(DRV_EIO, "cannot open: %s", strerror(errno));
+    err_set(DRV_EIO, "cannot open: %s", strerror(errno));
     return NULL;
   }
   size_t cap = 4096, len = 0;
@@ -239,7 +239,7 @@ static uint8_t *slurp(const char *path, size_t *n) {
     }
   }
   fclose(f);
-  if (!b) drv_error(DRV_ENOMEM, "out of memory");
+  if (!b) err_set(DRV_ENOMEM, "out of memory");
   *n = len;
   return b;
 }
@@ -250,7 +250,7 @@ static int decode_one(const char *path) {
   uint8_t *b = slurp(path, &n);
   char *json = b ? wire_vectors_json(b, n, &same) : NULL;
   free(b);
-  json_t *o = json ? json_loads(json, 0, NULL) : json_pack("{s:s}", "error", drv_errmsg());
+  json_t *o = json ? json_loads(json, 0, NULL) : json_pack("{s:s}", "error", err_msg());
   free(json);
   json_object_set_new(o, "file", json_string(path));
   if (json) json_object_set_new(o, "same", json_boolean(same));

@@ -31,7 +31,7 @@
 int wire_vectors_main(int argc, char **argv);
 
 /* The JSON text of the frame in buf[len] (malloc'ed, caller frees) and
- * whether its re-encoding is byte-identical; NULL with drv_errmsg() set
+ * whether its re-encoding is byte-identical; NULL with err_msg() set
  * when the frame does not decode. */
 char *wire_vectors_json(const uint8_t *buf, size_t len, int *same);
 

@@ -108,7 +108,7 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   node_info got;
   if (wire_get_register(pl, len, &m) < 0 || wire_str_copy(m.host, host, sizeof host) < 0 ||
       nodeinfo_from_msg(&m, &got) < 0) {
-    log_warn("%s: %s", conn_peer(cn), drv_errmsg());
+    log_warn("%s: %s", conn_peer(cn), err_msg());
     conn_close(cn, "malformed REGISTER");
     return;
   }
@@ -225,7 +225,7 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   case WIRE_FEED_ACK:
   case WIRE_FEED_DIRECT_END:
     if (coord__feeders_worker_frame(c, p->node, h, pl) < 0) {
-      log_warn("%s: %s", conn_peer(cn), drv_errmsg());
+      log_warn("%s: %s", conn_peer(cn), err_msg());
       conn_close(cn, "bad direct feed frame");
     }
     break;
@@ -233,7 +233,7 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     bool result = h->type == WIRE_CALL_RESULT || h->type == WIRE_RESULT ||
                   h->type == WIRE_PREDICT_RESULT; /* the queue's */
     if ((result ? coord__sched_frame(c, p->node, h, pl) : coord__fit_frame(c, p->node, h, pl)) < 0) {
-      log_warn("%s: %s", conn_peer(cn), drv_errmsg());
+      log_warn("%s: %s", conn_peer(cn), err_msg());
       conn_close(cn, "unexpected frame");
     }
   }
@@ -360,8 +360,8 @@ int coord__pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double t
                bool fail_on_loss) {
   double deadline = timeout > 0 ? progress_now() + timeout : 0;
   while (!done(c, arg)) {
-    if (drv_interrupted()) return drv_error(DRV_EINTERRUPTED, "interrupted");
-    if (fail_on_loss && c->failures) return drv_error(DRV_ENODE, "%s", c->failure);
+    if (err_interrupted()) return err_set(DRV_EINTERRUPTED, "interrupted");
+    if (fail_on_loss && c->failures) return err_set(DRV_ENODE, "%s", c->failure);
     if (deadline && progress_now() > deadline) return DRV_ETIMEDOUT;
     coord_run_commands(c); /* attach clients' Lua lines: between turns, never in a callback */
     uv_run(c->loop, UV_RUN_ONCE);
@@ -401,7 +401,7 @@ static int reservation_error(coord *c) {
                             tail[0] ? ":\n" : ": (empty log)", tail);
   }
   rundir_event(&c->rd, "reservation timed out");
-  return drv_error(DRV_ETIMEDOUT, "%s", msg);
+  return err_set(DRV_ETIMEDOUT, "%s", msg);
 }
 
 /* SPEC to node `to`: the ps nodes' role, index, host and port, what a
@@ -411,7 +411,7 @@ static void send_spec(coord *c, int to) {
   wire_wr w;
   wire_wr_init(&w);
   if (coord__write_spec(c, &w) < 0) {
-    log_error("%s", drv_errmsg());
+    log_error("%s", err_msg());
     return;
   }
   coord__send(c, to, &w, WIRE_SPEC, 0);
@@ -432,7 +432,7 @@ static void send_spec_all(coord *c) {
 
 static int start_tick(coord *c) {
   c->tick = malloc(sizeof *c->tick);
-  if (!c->tick) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!c->tick) return err_set(DRV_ENOMEM, "out of memory");
   uv_timer_init(c->loop, c->tick);
   c->tick->data = c;
   c->last_tick = c->last_heartbeat = progress_now();
@@ -462,7 +462,7 @@ static int start_run(coord *c) {
   if (c->resume) rundir_event(&c->rd, "cluster run resumed: pid %ld", (long)getpid());
   /* "e": close-on-exec, or every node would inherit the descriptor. */
   c->log = util_fopen_append(rundir_file(&c->rd, "logs/coordinator.log", path, sizeof path), 0644);
-  if (!c->log) return drv_error(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
+  if (!c->log) return err_set(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
   log_setup(c->log, "coordinator", LOG_INFO);
   coord__raise_fd_limit(c);
   util_fd_reserve(); /* for recovery under a flood of connections (util.h) */
@@ -493,7 +493,7 @@ int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
   int rc = coord__check_opts(o);
   if (rc < 0) return rc;
   coord *c = calloc(1, sizeof *c);
-  if (!c) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!c) return err_set(DRV_ENOMEM, "out of memory");
   c->loop = loop;
   c->opts = *o;
   const char *strict = getenv("DROVER_STRICT_STATES");
@@ -508,8 +508,8 @@ int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
   send_spec_all(c);
   coord__repl_tick(c); /* ps replicas: each takes its primary's (empty) state */
   rc = coord__pump(c, replicas_in_sync, NULL, o->reservation_timeout, true);
-  if (rc == DRV_ETIMEDOUT) rc = drv_error(rc, "the ps replicas were not in sync within %g s",
-                                          o->reservation_timeout);
+  if (rc == DRV_ETIMEDOUT) rc = err_set(rc, "the ps replicas were not in sync within %g s",
+                                        o->reservation_timeout);
   if (rc < 0) goto fail;
   detach_notify(c->rd.path); /* `drover run --detach`: the parent waits for this */
   *out = c;
@@ -517,10 +517,10 @@ int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
 fail: {
   /* coord_free logs and kills; keep the message of the real failure. */
   char msg[8192];
-  snprintf(msg, sizeof msg, "%s", drv_errmsg());
+  snprintf(msg, sizeof msg, "%s", err_msg());
   if (c->rd.events) rundir_event(&c->rd, "start failed: %s", msg);
   coord_free(c);
-  return drv_error(rc, "%s", msg);
+  return err_set(rc, "%s", msg);
 }
 }
 

@@ -6,7 +6,7 @@
  * Functions that must wait (coord_start, coord_fit, coord_shutdown) pump
  * that loop (uv_run UV_RUN_ONCE) until their condition holds, so sockets,
  * timers and child processes keep moving while a script "blocks"; they
- * return DRV_EINTERRUPTED when drv_interrupted() is set (Ctrl-C).
+ * return DRV_EINTERRUPTED when err_interrupted() is set (Ctrl-C).
  *
  * Failure model: a node that exits or stays silent past the heartbeat
  * timeout is marked lost and the event is logged to events.log. A lost
@@ -315,7 +315,7 @@ int coord_checkpoint(coord *c);
 
 /* Queues a closure (n bytes, copied); waits, pumping the loop, while
  * max_queue closures are queued. Returns its id (> 0), or DRV_ECLOSURE (an
- * earlier closure failed: drv_errmsg() has "closure 7 failed on worker:1:
+ * earlier closure failed: err_msg() has "closure 7 failed on worker:1:
  * MESSAGE\nstack traceback: ..."; this one was not queued), DRV_ENODE,
  * DRV_EINTERRUPTED, DRV_ENOMEM. */
 int64_t coord_schedule(coord *c, const void *closure, size_t n);
@@ -423,7 +423,7 @@ int coord_queue_command(coord *c, const char *line, char *out, size_t n);
 /* Stops node `name` ("worker:1"): the launcher sends it SIGTERM; it is
  * then lost like any other node that exits (a worker or chief restarted,
  * a ps failing the run). 0 with "stopping worker:1 (pid 123)" in out, or
- * DRV_EINVAL with the reason in out and drv_errmsg() (no such node, not
+ * DRV_EINVAL with the reason in out and err_msg() (no such node, not
  * running, shutting down). */
 int coord_stop_node(coord *c, const char *name, char *out, size_t n);
 /* What stopping node `name` would do, in out: for a ps "promote replica

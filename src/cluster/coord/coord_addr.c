@@ -74,8 +74,8 @@ static int host_address(char *out, size_t n) {
       }
     freeifaddrs(ifs);
   }
-  return drv_error(DRV_EINVAL, "cluster: no routable address for this host ('%s' resolves to "
-                   "loopback only): set address = \"...\"", name);
+  return err_set(DRV_EINVAL, "cluster: no routable address for this host ('%s' resolves to "
+                 "loopback only): set address = \"...\"", name);
 }
 
 static void join(char *out, size_t n, const char *host, int port) {
@@ -96,8 +96,8 @@ int coord__listen(coord *c, const conn_opts *o) {
   const char *dial = op->address;
   unsigned char bin[sizeof(struct in6_addr)];
   if (dial && inet_pton(AF_INET, dial, bin) != 1 && inet_pton(AF_INET6, dial, bin) != 1)
-    return drv_error(DRV_EINVAL, "cluster: address = \"%s\" is not a numeric IPv4 or IPv6 "
-                     "address", dial);
+    return err_set(DRV_EINVAL, "cluster: address = \"%s\" is not a numeric IPv4 or IPv6 "
+                   "address", dial);
   if (!dial && (!remote || !is_wildcard(listen))) dial = remote ? listen : c->addr;
   /* Slurm's, Spark's and YARN's nodes have no $SSH_CONNECTION to find us by. */
   if (!dial && (strcmp(op->launcher, "slurm") == 0 || strcmp(op->launcher, "spark") == 0 ||

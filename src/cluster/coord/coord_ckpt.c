@@ -103,12 +103,12 @@ static int write_phase(coord_fit_state *f, uint64_t at_version) {
   free(ck->sha), free(ck->size);
   ck->sha = calloc((size_t)f->nps + 1, sizeof *ck->sha);
   ck->size = calloc((size_t)f->nps + 1, sizeof *ck->size);
-  if (!ck->sha || !ck->size) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!ck->sha || !ck->size) return err_set(DRV_ENOMEM, "out of memory");
   ck->waiting = 0;
   for (int k = 0; k < f->nps; k++) {
     int n = shards_on(f, k);
     if (n == 0) continue;
-    if (!f->ps[k]) return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+    if (!f->ps[k]) return err_set(DRV_ENODE, "ps:%d is not connected", k);
     char path[4200];
     ps_file(ck->dir, k, path, sizeof path);
     name_cursor nc = {f, k, 0};
@@ -130,9 +130,9 @@ static int write_phase(coord_fit_state *f, uint64_t at_version) {
 
 int coord__ckpt_begin(coord_fit_state *f, bool sync_boundary) {
   coord_ck *ck = &f->ck;
-  if (ck->state != CK_IDLE) return drv_error(DRV_EINVAL, "cluster: a checkpoint is being taken");
-  if (!f->placed) return drv_error(DRV_EINVAL, "cluster: nothing to checkpoint before a fit");
-  if (ck->restoring) return drv_error(DRV_EINVAL, "cluster: a ps is being restored");
+  if (ck->state != CK_IDLE) return err_set(DRV_EINVAL, "cluster: a checkpoint is being taken");
+  if (!f->placed) return err_set(DRV_EINVAL, "cluster: nothing to checkpoint before a fit");
+  if (ck->restoring) return err_set(DRV_EINVAL, "cluster: a ps is being restored");
   ck->failed = ck->passed = 0;
   ck->why[0] = '\0';
   ck->bytes = 0;
@@ -140,7 +140,7 @@ int coord__ckpt_begin(coord_fit_state *f, bool sync_boundary) {
   if (!(f->sync && sync_boundary)) return write_phase(f, 0);
   ck->waiting = 0;
   for (int k = 0; k < f->nps; k++) {
-    if (!f->ps[k]) return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+    if (!f->ps[k]) return err_set(DRV_ENODE, "ps:%d is not connected", k);
     wire_wr w;
     wire_wr_init(&w);
     wire_put_pull(&w, &(wire_msg_pull){.min_version = 0}); /* no vars: its version */
@@ -183,7 +183,7 @@ static int commit(coord_fit_state *f) {
                         "fit", fit, "ps", nps, "mode", f->sync ? "sync" : "async",
                         "step_base", sbase, NN_SPEC_META_KEY, spec};
   const char **meta = calloc(40 + 2 * (size_t)f->ntrainers, sizeof *meta);
-  if (!meta) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!meta) return err_set(DRV_ENOMEM, "out of memory");
   memcpy(meta, head, sizeof head);
   double acc = f->p.eval_accuracy, loss = f->p.eval_loss;
   int m = (int)(sizeof head / sizeof *head);
@@ -227,7 +227,7 @@ void coord__ckpt_finish(coord_fit_state *f) {
   }
   if (ck->failed == 0 && commit(f) < 0) {
     ck->failed = 1;
-    snprintf(ck->why, sizeof ck->why, "%s", drv_errmsg());
+    snprintf(ck->why, sizeof ck->why, "%s", err_msg());
   }
   coord__pos_clear(f);
   coord__feed_ckpt_clear(f);
@@ -269,7 +269,7 @@ void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const u
     if ((int64_t)at > f->sync_target) at = (uint64_t)f->sync_target;
     if (write_phase(f, at) < 0) {
       ck->failed = 1;
-      snprintf(ck->why, sizeof ck->why, "%s", drv_errmsg());
+      snprintf(ck->why, sizeof ck->why, "%s", err_msg());
       coord__ckpt_finish(f);
     }
     return;
@@ -335,21 +335,21 @@ void coord__ckpt_tick(coord_fit_state *f) {
   if (!due || f->done == ck->last_step || f->done == 0) return;
   ck->requested = false;
   if (coord__ckpt_begin(f, true) < 0) {
-    rundir_event(&f->c->rd, "checkpoint failed: %s; training goes on", drv_errmsg());
+    rundir_event(&f->c->rd, "checkpoint failed: %s; training goes on", err_msg());
     ck->last_time = progress_now();
   }
 }
 
 int coord_checkpoint(coord *c) {
   coord_fit_state *f = c->fit;
-  if (!f || !f->placed) return drv_error(DRV_EINVAL, "cluster: nothing to checkpoint before a fit");
+  if (!f || !f->placed) return err_set(DRV_EINVAL, "cluster: nothing to checkpoint before a fit");
   if (f->cfg) { /* during the fit (its progress function): between two steps */
     f->ck.requested = true;
     return 0;
   }
   int rc = coord__ckpt_begin(f, false);
   if (rc == 0) rc = coord__ckpt_wait(f);
-  if (rc == 0 && f->ck.failed) rc = drv_error(DRV_EIO, "checkpoint failed: %s", f->ck.why);
+  if (rc == 0 && f->ck.failed) rc = err_set(DRV_EIO, "checkpoint failed: %s", f->ck.why);
   return rc;
 }
 
@@ -359,10 +359,10 @@ int coord__ckpt_fit_begin(coord_fit_state *f) {
   coord_ck *ck = &f->ck;
   coord__ckpt_fit_end(f);
   ck->initial = calloc((size_t)f->nvars + 1, sizeof *ck->initial);
-  if (!ck->initial) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!ck->initial) return err_set(DRV_ENOMEM, "out of memory");
   for (int i = 0; i < f->nvars; i++) {
     size_t n = (size_t)tensor_numel(f->vars[i].value);
-    if (!(ck->initial[i] = malloc(n * sizeof(float) + 1))) return drv_error(DRV_ENOMEM, "out of memory");
+    if (!(ck->initial[i] = malloc(n * sizeof(float) + 1))) return err_set(DRV_ENOMEM, "out of memory");
     memcpy(ck->initial[i], tensor_data(f->vars[i].value), n * sizeof(float));
   }
   ck->last_step = -1;
@@ -475,7 +475,7 @@ static bool lost_again(coord_fit_state *f, int rc) {
   coord *c = f->c;
   if (c->failures || rc != DRV_ENODE) return false;
   rundir_event(&c->rd, "the restore was interrupted (%s): it starts over once every ps is back",
-               drv_errmsg());
+               err_msg());
   return true;
 }
 

@@ -96,7 +96,7 @@ int coord__dash_start(coord *c) {
   coord_dash_state *d = calloc(1, sizeof *d);
   if (!d || !(d->cpu = calloc((size_t)(c->nnodes ? c->nnodes : 1), sizeof *d->cpu))) {
     free(d);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   for (int i = 0; i < c->nnodes; i++) d->cpu[i].pct = -1;
   runsnap_store_init(&d->store);
@@ -187,7 +187,7 @@ static int fill_nodes(coord *c, runview *m, double now) {
   coord_dash_state *d = c->dash;
   if (m->capnodes < c->nnodes) {
     runview_node *nn = realloc(m->nodes, (size_t)c->nnodes * sizeof *nn);
-    if (!nn) return drv_error(DRV_ENOMEM, "out of memory");
+    if (!nn) return err_set(DRV_ENOMEM, "out of memory");
     m->nodes = nn;
     m->capnodes = c->nnodes;
   }
@@ -254,7 +254,7 @@ static void send_snapshot(coord *c, attach_peer *a, double now) {
   wire_wr w;
   wire_wr_init(&w);
   if (runsnap_encode(&c->dash->store, c->rd.path, &a->cursor, &w) < 0) {
-    log_warn("attach %s: %s", conn_peer(a->cn), drv_errmsg());
+    log_warn("attach %s: %s", conn_peer(a->cn), err_msg());
     wire_wr_free(&w);
     return;
   }
@@ -539,14 +539,14 @@ int coord_stop_node(coord *c, const char *name, char *out, size_t n) {
   if (parse_name(name, &role, &index)) i = coord__find_node(c, role, index);
   int rc = 0;
   if (i < 0)
-    rc = drv_error(DRV_EINVAL, "no node '%s' in this cluster", name);
+    rc = err_set(DRV_EINVAL, "no node '%s' in this cluster", name);
   else if (c->shutting_down || c->shut_down || !c->launch)
-    rc = drv_error(DRV_EINVAL, "the cluster is shutting down");
+    rc = err_set(DRV_EINVAL, "the cluster is shutting down");
   else if (!running(&c->nodes[i]))
-    rc = drv_error(DRV_EINVAL, "%s is not running (%s)", name,
-                   coord_state_name(coord_node_status(&c->nodes[i])));
+    rc = err_set(DRV_EINVAL, "%s is not running (%s)", name,
+                 coord_state_name(coord_node_status(&c->nodes[i])));
   if (rc < 0) {
-    snprintf(out, n, "%s", drv_errmsg());
+    snprintf(out, n, "%s", err_msg());
     return rc;
   }
   coord_node *nd = &c->nodes[i];

@@ -61,7 +61,7 @@ int coord_feed_source_dataset(coord_feed_source *s, const dataset *d, int64_t ba
   memset(s, 0, sizeof *s);
   s->fd = -1;
   ds_source *ds = calloc(1, sizeof *ds);
-  if (!ds) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!ds) return err_set(DRV_ENOMEM, "out of memory");
   int rc = data_iter_init(&ds->it, d, batch, shuffle, seed);
   if (rc < 0) {
     free(ds);
@@ -151,7 +151,7 @@ static int slot_add(coord_feed_state *fd, uint64_t id, uint64_t seq, int feeder)
   if (fd->nslots == fd->capslots) {
     int cap = fd->capslots ? 2 * fd->capslots : 32;
     feed_slot *ns = realloc(fd->slots, (size_t)cap * sizeof *ns);
-    if (!ns) return drv_error(DRV_ENOMEM, "out of memory");
+    if (!ns) return err_set(DRV_ENOMEM, "out of memory");
     fd->slots = ns;
     fd->capslots = cap;
   }
@@ -201,7 +201,7 @@ static int queue_shared(coord_fit_state *f, const tensor *x, const tensor *y, ui
                      ? NULL : tensor_view(x);
   if (!hold) {
     wire_wr_free(&w);
-    return drv_error(DRV_ENOMEM, "feed: cannot encode batch %" PRIu64, fd->seq + 1);
+    return err_set(DRV_ENOMEM, "feed: cannot encode batch %" PRIu64, fd->seq + 1);
   }
   uint8_t *buf = w.buf;
   int64_t id = coord__sched_add_ref(f->c, fd->producer, buf, (uint32_t)w.len, 0, hold,
@@ -214,9 +214,9 @@ static int queue_batch(coord_fit_state *f, tensor *x, tensor *y, uint32_t epoch)
   coord_feed_state *fd = &f->feed;
   char a[64], b[64];
   if (x->ndim < 2 || y->ndim < 1 || y->ndim > 2 || x->shape[0] != y->shape[0] || x->shape[0] < 1)
-    return drv_error(DRV_ESHAPE, "feed: batch %" PRIu64 " has x %s and y %s (x must be [n, ...], "
-                     "y [n] or [n, k], n >= 1)", fd->seq + 1, tensor_shape_str(x, a, sizeof a),
-                     tensor_shape_str(y, b, sizeof b));
+    return err_set(DRV_ESHAPE, "feed: batch %" PRIu64 " has x %s and y %s (x must be [n, ...], "
+                   "y [n] or [n, k], n >= 1)", fd->seq + 1, tensor_shape_str(x, a, sizeof a),
+                   tensor_shape_str(y, b, sizeof b));
   if (LE_HOST && fd->src->share_x && tensor_is_contiguous(x)) return queue_shared(f, x, y, epoch);
   /* Into a cached block of the batch's size (blockcache.h): encoding into
    * a fresh buffer each batch cost page faults and clears. */
@@ -239,7 +239,7 @@ static int queue_batch(coord_fit_state *f, tensor *x, tensor *y, uint32_t epoch)
   if (w.err || w.len > UINT32_MAX) {
     if (block && w.cap == block) blockcache_give(w.buf, block), w.buf = NULL;
     wire_wr_free(&w);
-    return drv_error(DRV_ENOMEM, "feed: cannot encode batch %" PRIu64, fd->seq + 1);
+    return err_set(DRV_ENOMEM, "feed: cannot encode batch %" PRIu64, fd->seq + 1);
   }
   uint8_t *buf = w.buf;
   if (w.cap != block) block = 0; /* it grew (a realloc): malloc'ed now */
@@ -275,7 +275,7 @@ int coord__feed_begin(coord_fit_state *f, const coord_feed_source *src, uint8_t 
   coord_feed_state *fd = &f->feed;
   coord *c = f->c;
   if (src->external && mode != WIRE_FEED_TRAIN)
-    return drv_error(DRV_EINVAL, "cluster: feed = \"external\" feeds a fit");
+    return err_set(DRV_EINVAL, "cluster: feed = \"external\" feeds a fit");
   free(fd->slots);
   free(fd->trainers);
   int producer = fd->producer;
@@ -285,7 +285,7 @@ int coord__feed_begin(coord_fit_state *f, const coord_feed_source *src, uint8_t 
   fd->ext = ext;
   fd->mode = mode;
   if (!(fd->trainers = calloc((size_t)c->nnodes, sizeof *fd->trainers)))
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   for (int i = 0; i < c->nnodes; i++)
     if (c->nodes[i].role == ROLE_WORKER || c->nodes[i].role == ROLE_CHIEF) fd->trainers[fd->ntrainers++] = i;
   fd->src = src;
@@ -371,7 +371,7 @@ int coord__feed_tick(coord_fit_state *f) {
       rundir_event(&f->c->rd, "feed: the source ended after %" PRIu64 " batches", fd->seq);
       break;
     }
-    if (rc < 0) return drv_error(rc, "feed: %s", drv_errmsg());
+    if (rc < 0) return err_set(rc, "feed: %s", err_msg());
     if (fd->mode == WIRE_FEED_TRAIN && coord__feed_ckpt_skip(f, fd->seq + 1)) {
       fd->seq++; /* `--resume`: trained before the checkpoint */
       fd->epoch = epoch;
@@ -388,8 +388,8 @@ int coord__feed_tick(coord_fit_state *f) {
     char why[512];
     who_waits(f, why, sizeof why);
     rundir_event(&f->c->rd, "feed_timeout: no progress for %g s; %s", fd->src->timeout, why);
-    return drv_error(DRV_ETIMEDOUT, "feed_timeout: no progress for %g s (%" PRIu64 " batches read, "
-                     "%" PRId64 " trained); %s", fd->src->timeout, fd->seq, fd->trained, why);
+    return err_set(DRV_ETIMEDOUT, "feed_timeout: no progress for %g s (%" PRIu64 " batches read, "
+                   "%" PRId64 " trained); %s", fd->src->timeout, fd->seq, fd->trained, why);
   }
   return 0;
 }
@@ -479,17 +479,17 @@ static bool turn_done(coord *c, void *arg) {
 
 int coord_feed(coord *c, const coord_feed_source *src, int64_t *fed, int64_t *taken) {
   *fed = *taken = 0;
-  if (c->shut_down || c->shutting_down) return drv_error(DRV_EINVAL, "cluster: it was shut down");
-  if (c->failures) return drv_error(DRV_ENODE, "cluster: %s", c->failure);
+  if (c->shut_down || c->shutting_down) return err_set(DRV_EINVAL, "cluster: it was shut down");
+  if (c->failures) return err_set(DRV_ENODE, "cluster: %s", c->failure);
   coord_fit_state *f = coord__fit_state(c);
-  if (!f) return drv_error(DRV_ENOMEM, "out of memory");
-  if (f->cfg || f->feed.src) return drv_error(DRV_EINVAL, "cluster: a fit or a feed is running");
+  if (!f) return err_set(DRV_ENOMEM, "out of memory");
+  if (f->cfg || f->feed.src) return err_set(DRV_EINVAL, "cluster: a fit or a feed is running");
   int rc = coord__feed_begin(f, src, WIRE_FEED_QUEUE);
   if (rc < 0) return rc;
   rundir_event(&c->rd, "feed: to the input queues of %d workers", f->feed.ntrainers);
   while (rc == 0 && !coord__feed_over(f)) {
     if (c->sched.error_pending) { /* a scheduled function failed: nobody may read */
-      rc = drv_error(DRV_ECLOSURE, "feed stopped: %s", c->sched.error ? c->sched.error : "a closure failed");
+      rc = err_set(DRV_ECLOSURE, "feed stopped: %s", c->sched.error ? c->sched.error : "a closure failed");
       break;
     }
     if ((rc = coord__feed_tick(f)) < 0) break;

@@ -32,7 +32,7 @@ int coord__feed_ckpt_mark(coord_fit_state *f) {
   if (!fd->src) return 0;
   size_t cap = 32 + (size_t)fd->nslots * 21 + 1;
   char *s = malloc(cap);
-  if (!s) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!s) return err_set(DRV_ENOMEM, "out of memory");
   size_t at = (size_t)snprintf(s, cap, "%" PRIu64, fd->seq) + 1;
   s[at] = '\0';
   for (int i = 0; i < fd->nslots; i++)
@@ -57,13 +57,13 @@ static int parse_redo(coord_fit_state *f, const char *list, uint64_t read) {
   if (*list) n++;
   free(f->feed_rs.redo);
   f->feed_rs.redo = n ? calloc((size_t)n, sizeof *f->feed_rs.redo) : NULL;
-  if (n && !f->feed_rs.redo) return drv_error(DRV_ENOMEM, "out of memory");
+  if (n && !f->feed_rs.redo) return err_set(DRV_ENOMEM, "out of memory");
   const char *p = list;
   for (int i = 0; i < n; i++) {
     char *end;
     uint64_t v = strtoull(p, &end, 10);
     if (end == p || v == 0 || v > read || (*end != ' ' && *end != '\0'))
-      return drv_error(DRV_EPARSE, "the checkpoint's feed.pending \"%s\" is damaged", list);
+      return err_set(DRV_EPARSE, "the checkpoint's feed.pending \"%s\" is damaged", list);
     f->feed_rs.redo[i] = v;
     p = *end ? end + 1 : end;
   }
@@ -79,16 +79,16 @@ int coord__feed_ckpt_resume(coord_fit_state *f, const manifest *m) {
   f->feed_rs.skipped = 0;
   if (!src) return 0;
   if (!read_s || !pending)
-    return drv_error(DRV_EINVAL, "cannot resume a fed fit from a checkpoint without a feed "
-                     "position (it was not fed)");
+    return err_set(DRV_EINVAL, "cannot resume a fed fit from a checkpoint without a feed "
+                   "position (it was not fed)");
   if (src->no_replay)
-    return drv_error(DRV_EINVAL, "cannot resume this fit: its feed is %s, which cannot be read "
-                     "again from its start to pass over what the checkpoint trained (of its "
-                     "first %s batches); the checkpoint keeps the model (drover export): start "
-                     "a new run to go on", src->no_replay, read_s);
+    return err_set(DRV_EINVAL, "cannot resume this fit: its feed is %s, which cannot be read "
+                   "again from its start to pass over what the checkpoint trained (of its "
+                   "first %s batches); the checkpoint keeps the model (drover export): start "
+                   "a new run to go on", src->no_replay, read_s);
   char *end;
   uint64_t read = strtoull(read_s, &end, 10);
-  if (end == read_s || *end) return drv_error(DRV_EPARSE, "the checkpoint's feed.read \"%s\" is damaged", read_s);
+  if (end == read_s || *end) return err_set(DRV_EPARSE, "the checkpoint's feed.read \"%s\" is damaged", read_s);
   int rc = parse_redo(f, pending, read);
   if (rc < 0) return rc;
   f->feed_rs.skip = read;

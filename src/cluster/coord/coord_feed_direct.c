@@ -266,7 +266,7 @@ static int step_done(coord_fit_state *f, int node, const wire_msg_feed_ack *m) {
   wire_put_result(&w, &(wire_msg_result){.task = 0, .status = 0, .loss = m->loss,
                                          .correct = m->correct, .examples = m->examples,
                                          .message = WIRE_STR("")});
-  int rc = w.err ? drv_error(DRV_ENOMEM, "out of memory")
+  int rc = w.err ? err_set(DRV_ENOMEM, "out of memory")
                  : coord__step_done(f, node, 0, w.buf + WIRE_HEADER_SIZE,
                                     (uint32_t)(w.len - WIRE_HEADER_SIZE));
   wire_wr_free(&w);
@@ -340,7 +340,7 @@ int coord__feeders_worker_frame(coord *c, int node, const wire_header *h, const 
   case WIRE_FEED_LISTEN_OK: return on_listen_ok(f, node, pl, h->len);
   case WIRE_FEED_ACK: return on_ack(f, node, pl, h->len);
   case WIRE_FEED_DIRECT_END: return on_direct_end(f, node, pl, h->len);
-  default: return drv_error(DRV_EPROTO, "unexpected %s", wire_type_name(h->type));
+  default: return err_set(DRV_EPROTO, "unexpected %s", wire_type_name(h->type));
   }
 }
 

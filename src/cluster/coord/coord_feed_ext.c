@@ -180,14 +180,14 @@ static int on_open(coord *c, conn *cn, void **state, const uint8_t *pl, uint32_t
   if (rc < 0) return rc;
   struct coord_feeders *x = f ? feeders(f) : NULL;
   coord_feeder *d = x ? calloc(1, sizeof *d) : NULL;
-  if (!d) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!d) return err_set(DRV_ENOMEM, "out of memory");
   d->c = c;
   d->cn = cn;
   if (wire_str_copy(m.name, d->name, sizeof d->name) < 0 || !d->name[0])
     snprintf(d->name, sizeof d->name, "%s", conn_peer(cn));
   if (wire_str_copy(m.key, d->key, sizeof d->key) < 0) {
     free(d);
-    return drv_error(DRV_EINVAL, "FEED_OPEN key longer than %zu bytes", sizeof d->key - 1);
+    return err_set(DRV_EINVAL, "FEED_OPEN key longer than %zu bytes", sizeof d->key - 1);
   }
   if (wire_str_copy(m.host, d->host, sizeof d->host) < 0) d->host[0] = '\0';
   d->direct_ok = m.direct;
@@ -209,18 +209,18 @@ static int on_batch(coord_fit_state *f, coord_feeder *d, const uint8_t *pl, uint
   wire_msg_feed_batch m;
   int rc = wire_get_feed_batch(pl, len, &m);
   if (rc < 0) return rc;
-  if (d->ended) return drv_error(DRV_EPROTO, "FEED_BATCH after FEED_END");
+  if (d->ended) return err_set(DRV_EPROTO, "FEED_BATCH after FEED_END");
   if (!external_running(f) || d->credits == 0)
-    return drv_error(DRV_EPROTO, "FEED_BATCH without credit");
+    return err_set(DRV_EPROTO, "FEED_BATCH without credit");
   if (d->route >= 0)
-    return drv_error(DRV_EPROTO, "FEED_BATCH to the coordinator from a feeder routed to a worker");
+    return err_set(DRV_EPROTO, "FEED_BATCH to the coordinator from a feeder routed to a worker");
   if (m.x.ndim < 2 || m.y.ndim > 2 || m.x.shape[0] != m.y.shape[0] || m.x.shape[0] < 1)
-    return drv_error(DRV_ESHAPE, "FEED_BATCH %" PRIu64 ": x and y do not match (x [n, ...], y [n] "
-                     "or [n, k], n >= 1)", m.seq);
-  if (m.mode != WIRE_FEED_TRAIN) return drv_error(DRV_EPROTO, "FEED_BATCH mode must be TRAIN");
-  if (len > UINT32_MAX - WIRE_HEADER_SIZE) return drv_error(DRV_ERANGE, "FEED_BATCH too large");
+    return err_set(DRV_ESHAPE, "FEED_BATCH %" PRIu64 ": x and y do not match (x [n, ...], y [n] "
+                   "or [n, k], n >= 1)", m.seq);
+  if (m.mode != WIRE_FEED_TRAIN) return err_set(DRV_EPROTO, "FEED_BATCH mode must be TRAIN");
+  if (len > UINT32_MAX - WIRE_HEADER_SIZE) return err_set(DRV_ERANGE, "FEED_BATCH too large");
   uint8_t *buf = malloc((size_t)len + WIRE_HEADER_SIZE);
-  if (!buf) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!buf) return err_set(DRV_ENOMEM, "out of memory");
   memcpy(buf + WIRE_HEADER_SIZE, pl, len);
   rc = coord__feed_queue_raw(f, buf, len + WIRE_HEADER_SIZE, d->index);
   if (rc < 0) return rc;
@@ -248,10 +248,10 @@ void coord__feeder_frame(coord *c, conn *cn, void **state, bool other, const wir
   coord_fit_state *f = c->fit;
   int rc = 0;
   if (other) {
-    rc = drv_error(DRV_EPROTO, "FEED_OPEN on a node's or an attach client's connection");
+    rc = err_set(DRV_EPROTO, "FEED_OPEN on a node's or an attach client's connection");
   } else if (!d) {
     rc = h->type == WIRE_FEED_OPEN ? on_open(c, cn, state, pl, h->len)
-                                   : drv_error(DRV_EPROTO, "unexpected frame");
+                                   : err_set(DRV_EPROTO, "unexpected frame");
   } else if (h->type == WIRE_FEED_BATCH) {
     rc = on_batch(f, d, pl, h->len);
   } else if (h->type == WIRE_FEED_END) {
@@ -265,10 +265,10 @@ void coord__feeder_frame(coord *c, conn *cn, void **state, bool other, const wir
       ended(f, d);
     }
   } else {
-    rc = drv_error(DRV_EPROTO, "a feeder does not send %s", wire_type_name(h->type));
+    rc = err_set(DRV_EPROTO, "a feeder does not send %s", wire_type_name(h->type));
   }
   if (rc < 0) {
-    log_warn("%s: %s", conn_peer(cn), drv_errmsg());
+    log_warn("%s: %s", conn_peer(cn), err_msg());
     conn_close(cn, "bad feeder frame");
   }
 }
@@ -319,8 +319,8 @@ void coord__feeder_trained(coord_fit_state *f, int index) {
 int coord__feeders_check(coord_fit_state *f, bool *over) {
   struct coord_feeders *x = feeders(f);
   *over = false;
-  if (!x) return drv_error(DRV_ENOMEM, "out of memory");
-  if (x->failed[0]) return drv_error(DRV_EIO, "%s", x->failed);
+  if (!x) return err_set(DRV_ENOMEM, "out of memory");
+  if (x->failed[0]) return err_set(DRV_EIO, "%s", x->failed);
   int want = f->feed.src->feeders > 0 ? f->feed.src->feeders : 1;
   /* every feeder that joined has ended (its batches are the queue's now),
    * and as many as the fit waits for */
@@ -334,7 +334,7 @@ void coord__feeders_end(coord_fit_state *f, int rc) {
     if (!d->granted) continue;
     d->granted = false;
     if (rc == 0 && coord__feeder_outstanding(d) == 0) coord__feeder_send_end(d, 0, "");
-    else coord__feeder_send_end(d, rc < 0 ? rc : DRV_ECANCELLED, rc < 0 ? drv_errmsg() : "the fit ended");
+    else coord__feeder_send_end(d, rc < 0 ? rc : DRV_ECANCELLED, rc < 0 ? err_msg() : "the fit ended");
   }
 }
 

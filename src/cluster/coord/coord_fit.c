@@ -192,7 +192,7 @@ void coord__send_lr_scale(coord_fit_state *f) {
     wire_wr_init(&w);
     wire_put_lr_scale(&w, &(wire_msg_lr_scale){f->plateau.scale});
     if (conn_send_wr(f->ps[k], &w, WIRE_LR_SCALE, 0) < 0)
-      log_warn("ps:%d: cannot send the reduced learning rate: %s", k, drv_errmsg());
+      log_warn("ps:%d: cannot send the reduced learning rate: %s", k, err_msg());
   }
   rundir_event(&f->c->rd, "plateau: learning rate scaled by %g", f->plateau.scale);
 }
@@ -254,7 +254,7 @@ int coord__fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl
     if (f) coord__feed_worker_end(f, node);
     return 0;
   }
-  if (!f) return drv_error(DRV_EPROTO, "%s outside a fit", wire_type_name(h->type));
+  if (!f) return err_set(DRV_EPROTO, "%s outside a fit", wire_type_name(h->type));
   switch (h->type) {
   case WIRE_SETUP_OK:
     if (f->setup_ok) f->setup_ok[node] = true;
@@ -266,7 +266,7 @@ int coord__fit_frame(coord *c, int node, const wire_header *h, const uint8_t *pl
   case WIRE_ROLLBACK_OK:
     return coord__pos_frame(f, node, h, pl);
   default:
-    return drv_error(DRV_EPROTO, "unexpected %s", wire_type_name(h->type));
+    return err_set(DRV_EPROTO, "unexpected %s", wire_type_name(h->type));
   }
 }
 
@@ -280,7 +280,7 @@ int coord__send_sync_probes(coord_fit_state *f) {
   f->sync_applied = 0;
   memset(f->probed, 0, (size_t)f->nps * sizeof *f->probed);
   for (int k = 0; k < f->nps; k++) {
-    if (!f->ps[k]) return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+    if (!f->ps[k]) return err_set(DRV_ENODE, "ps:%d is not connected", k);
     int rc = coord__send_sync_probe(f, k);
     if (rc < 0) return rc;
   }
@@ -310,7 +310,7 @@ static void refill(void *ud) {
   int64_t want = (int64_t)f->ntrainers * INFLIGHT_PER_WORKER;
   while (coord__sched_queued(c, f->producer) < want && (f->sync || f->produced < f->total)) {
     if (coord__sched_add(c, f->producer) < 0) {
-      coord__fail_fit(f, "cannot queue a train step: %s", drv_errmsg());
+      coord__fail_fit(f, "cannot queue a train step: %s", err_msg());
       return;
     }
     f->produced++;
@@ -401,7 +401,7 @@ static int fit_loop(coord *c, const coord_fit_args *a) {
       f->local_eval_due = 0;
       rc = local_eval(c, a, step);
       if (lost_to_restore(f, rc))
-        rundir_event(&c->rd, "eval at step %" PRId64 " skipped: %s", step, drv_errmsg());
+        rundir_event(&c->rd, "eval at step %" PRId64 " skipped: %s", step, err_msg());
       else if (rc < 0)
         return rc;
     }
@@ -426,7 +426,7 @@ static int plan(coord *c, const coord_fit_args *a) {
   free(f->examples0);
   f->trainers = malloc((size_t)c->nnodes * sizeof *f->trainers);
   f->examples0 = malloc((size_t)c->nnodes * sizeof *f->examples0);
-  if (!f->trainers || !f->examples0) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!f->trainers || !f->examples0) return err_set(DRV_ENOMEM, "out of memory");
   f->ntrainers = 0;
   f->evaluator = -1;
   for (int i = 0; i < c->nnodes; i++) {
@@ -444,21 +444,21 @@ static int plan(coord *c, const coord_fit_args *a) {
     /* sync needs the global steps up front (VAR_INIT) and may drop a
      * gradient (a backup worker's, a stale one): a fed batch must train
      * once, and a source's length is not known (docs/ARCHITECTURE.md) */
-    if (a->sync) return drv_error(DRV_EINVAL, "cluster: train.feed trains asynchronously (sync "
-                                  "training needs its global steps up front and may drop a "
-                                  "batch's gradient); remove mode = \"sync\"");
+    if (a->sync) return err_set(DRV_EINVAL, "cluster: train.feed trains asynchronously (sync "
+                                "training needs its global steps up front and may drop a "
+                                "batch's gradient); remove mode = \"sync\"");
     f->total = a->feed->batches;
     if (cfg->max_steps > 0 && (f->total == 0 || cfg->max_steps < f->total)) f->total = cfg->max_steps;
     f->per_epoch = a->feed->batches > 0 && cfg->epochs > 0 ? a->feed->batches / cfg->epochs : 0;
   } else {
-    if (!a->train) return drv_error(DRV_EINVAL, "cluster: no training data");
+    if (!a->train) return err_set(DRV_EINVAL, "cluster: no training data");
     if (a->train->n < f->ntrainers)
-      return drv_error(DRV_EINVAL, "cluster: %lld training examples for %d workers",
-                       (long long)a->train->n, f->ntrainers);
+      return err_set(DRV_EINVAL, "cluster: %lld training examples for %d workers",
+                     (long long)a->train->n, f->ntrainers);
     f->per_epoch = (a->train->n + cfg->batch - 1) / cfg->batch;
     if (__builtin_mul_overflow(cfg->epochs, f->per_epoch, &f->total))
-      return drv_error(DRV_EINVAL, "cluster: %lld epochs of %lld steps are too many steps to count",
-                       (long long)cfg->epochs, (long long)f->per_epoch);
+      return err_set(DRV_EINVAL, "cluster: %lld epochs of %lld steps are too many steps to count",
+                     (long long)cfg->epochs, (long long)f->per_epoch);
     if (cfg->max_steps > 0 && cfg->max_steps < f->total) f->total = cfg->max_steps;
   }
   int64_t worker_steps = f->total;
@@ -468,15 +468,15 @@ static int plan(coord *c, const coord_fit_args *a) {
   f->replicas = 0;
   if (a->sync) {
     if (a->backup_workers < 0 || a->backup_workers >= f->ntrainers)
-      return drv_error(DRV_EINVAL, "cluster: backup_workers is %d but there %s %d trainer%s",
-                       a->backup_workers, f->ntrainers == 1 ? "is" : "are", f->ntrainers,
-                       f->ntrainers == 1 ? "" : "s");
+      return err_set(DRV_EINVAL, "cluster: backup_workers is %d but there %s %d trainer%s",
+                     a->backup_workers, f->ntrainers == 1 ? "is" : "are", f->ntrainers,
+                     f->ntrainers == 1 ? "" : "s");
     f->replicas = (uint32_t)(f->ntrainers - a->backup_workers);
     f->sync_target = (worker_steps + f->replicas - 1) / f->replicas;
   }
   free(f->setup_ok);
   f->setup_ok = calloc((size_t)c->nnodes, sizeof *f->setup_ok);
-  if (!f->setup_ok) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!f->setup_ok) return err_set(DRV_ENOMEM, "out of memory");
   f->produced = f->done = f->examples = 0;
   f->epoch_no = 0;
   f->evals_out = 0;
@@ -510,7 +510,7 @@ static void keep_args(coord_fit_state *f, const coord_fit_args *a) {
  * (the final eval in its manifest), so the newest is the trained model. */
 static void final_checkpoint(coord_fit_state *f) {
   f->cfg = NULL; /* coord_checkpoint: now, not requested */
-  if (coord_checkpoint(f->c) < 0) log_warn("the final checkpoint: %s", drv_errmsg());
+  if (coord_checkpoint(f->c) < 0) log_warn("the final checkpoint: %s", err_msg());
 }
 
 /* The fit loop, then the trained values pulled back. A ps lost as the
@@ -527,7 +527,7 @@ static int fit_run(coord *c, const coord_fit_args *a) {
     if (rc == 0 && f->ck.state != CK_IDLE) rc = coord__ckpt_wait(f);
     if (rc == 0) rc = coord__pull_all(c);
     if (!lost_to_restore(f, rc)) return rc;
-    rundir_event(&c->rd, "%s as the fit ended: the fit goes on after its restore", drv_errmsg());
+    rundir_event(&c->rd, "%s as the fit ended: the fit goes on after its restore", err_msg());
   }
 }
 
@@ -562,13 +562,13 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
 /* Everything before the train steps: the plan, the ps connections, the
  * placement, the initial values, SETUP of every node. */
 static int prepare(coord *c, const coord_fit_args *a) {
-  if (c->shut_down || c->shutting_down) return drv_error(DRV_EINVAL, "cluster: it was shut down");
-  if (c->failures) return drv_error(DRV_ENODE, "cluster: %s", c->failure);
+  if (c->shut_down || c->shutting_down) return err_set(DRV_EINVAL, "cluster: it was shut down");
+  if (c->failures) return err_set(DRV_ENODE, "cluster: %s", c->failure);
   const train_cfg *cfg = a->cfg;
   if (cfg->batch <= 0 || cfg->epochs <= 0)
-    return drv_error(DRV_EINVAL, "cluster: batch and epochs must be positive");
+    return err_set(DRV_EINVAL, "cluster: batch and epochs must be positive");
   coord_fit_state *f = coord__fit_state(c);
-  if (!f) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!f) return err_set(DRV_ENOMEM, "out of memory");
   int rc;
   f->args = a;
   if ((rc = plan(c, a)) < 0 || (rc = coord__connect_ps(c)) < 0 || (rc = coord__place(f, a->model)) < 0 ||

@@ -68,7 +68,7 @@ int coord__keys_create(coord *c) {
     return rc;
   auth_feed_key(&c->control, &c->feed_key);
   if (mkdir(rundir_file(&c->rd, "keys", path, sizeof path), 0700) < 0 && errno != EEXIST)
-    return drv_error(DRV_EIO, "cannot create '%s': %s", path, strerror(errno));
+    return err_set(DRV_EIO, "cannot create '%s': %s", path, strerror(errno));
   return 0;
 }
 
@@ -95,7 +95,7 @@ static int node_keyring(const coord *c, const coord_node *nd, keyring *k) {
   int nps = coord__processes(c, ROLE_PS);
   memset(k, 0, sizeof *k);
   k->ps = calloc((size_t)nps + 1, sizeof *k->ps); /* nps is bounded by the cluster options */
-  if (!k->ps) return drv_error(DRV_ENOMEM, "out of memory for a key file");
+  if (!k->ps) return err_set(DRV_ENOMEM, "out of memory for a key file");
   auth_node_key(&c->secret, nd->role, idx, &k->coord);
   if (nd->role == ROLE_PS) {
     k->has_root = true;

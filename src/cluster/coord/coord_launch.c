@@ -132,7 +132,7 @@ static int launch_node(coord *c, int i) {
                wire_role_name(n->role), n->index) >= (int)sizeof n->log)
     n->log[0] = '\0'; /* too long to name: no log tail shown */
   rc = c->launch->ops->start(c->launch, &t, n, &n->pid);
-  if (rc < 0) return drv_error(rc, "launching %s: %s", name, drv_errmsg());
+  if (rc < 0) return err_set(rc, "launching %s: %s", name, err_msg());
   return 0;
 }
 
@@ -170,7 +170,7 @@ void coord__check_restarts(coord *c, double now) {
     n->restart_at = now;
     if (launch_node(c, i) < 0) {
       char err[1024];
-      snprintf(err, sizeof err, "%s", drv_errmsg());
+      snprintf(err, sizeof err, "%s", err_msg());
       n->exited = true;
       coord__node_set_state(c, i, NODE_LOST, ": not restarted: %s", err);
       coord__keep_failure(c, "%s lost and not restarted: %s", name, err);
@@ -193,7 +193,7 @@ int coord__make_nodes(coord *c) {
   for (int r = 0; r < ROLE_COUNT; r++) total += coord__processes(c, r);
   c->nodes = calloc((size_t)total, sizeof *c->nodes);
   c->ctl = calloc((size_t)total, sizeof *c->ctl);
-  if (!c->nodes || !c->ctl) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!c->nodes || !c->ctl) return err_set(DRV_ENOMEM, "out of memory");
   for (int r = 0; r < ROLE_COUNT; r++)
     for (int k = 0; k < coord__processes(c, r); k++) {
       coord_node *n = &c->nodes[c->nnodes++];

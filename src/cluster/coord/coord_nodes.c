@@ -130,7 +130,7 @@ static int illegal(coord *c, const char *name, coord_node_state from, coord_node
     fprintf(stderr, "drover: %s: illegal state change %s -> %s%s\n", name, a, b, why);
     abort();
   }
-  return drv_error(DRV_EINVAL, "%s: illegal state change %s -> %s", name, a, b);
+  return err_set(DRV_EINVAL, "%s: illegal state change %s -> %s", name, a, b);
 }
 
 int coord__node_set_state(coord *c, int i, coord_node_state to, const char *why_fmt, ...) {
@@ -171,32 +171,32 @@ void coord_opts_default(coord_opts *o) {
 }
 
 int coord__check_opts(const coord_opts *o) {
-  if (o->count[ROLE_PS] < 1) return drv_error(DRV_EINVAL, "cluster: needs at least one ps");
+  if (o->count[ROLE_PS] < 1) return err_set(DRV_EINVAL, "cluster: needs at least one ps");
   if (o->count[ROLE_WORKER] + o->count[ROLE_CHIEF] < 1)
-    return drv_error(DRV_EINVAL, "cluster: needs at least one worker or a chief");
+    return err_set(DRV_EINVAL, "cluster: needs at least one worker or a chief");
   if (o->count[ROLE_CHIEF] > 1 || o->count[ROLE_EVALUATOR] > 1)
-    return drv_error(DRV_EINVAL, "cluster: chief and evaluator take 0 or 1");
+    return err_set(DRV_EINVAL, "cluster: chief and evaluator take 0 or 1");
   for (int r = 0; r < ROLE_COUNT; r++) {
     if (o->count[r] < 0 || o->count[r] > COORD_MAX_PER_ROLE)
-      return drv_error(DRV_EINVAL, "cluster: %s = %d is out of range (0..%d)",
-                       wire_role_name(r), o->count[r], COORD_MAX_PER_ROLE);
+      return err_set(DRV_EINVAL, "cluster: %s = %d is out of range (0..%d)",
+                     wire_role_name(r), o->count[r], COORD_MAX_PER_ROLE);
     if (o->res[r].cpus < 0 || o->res[r].gpus < 0)
-      return drv_error(DRV_EINVAL, "cluster: %s asks for a negative count", wire_role_name(r));
+      return err_set(DRV_EINVAL, "cluster: %s asks for a negative count", wire_role_name(r));
   }
   if (o->ps_replicas < 0 || o->ps_replicas > 1)
-    return drv_error(DRV_EINVAL, "cluster: ps_replicas = %d: 0 or 1 (one hot replica per ps)",
-                     o->ps_replicas);
+    return err_set(DRV_EINVAL, "cluster: ps_replicas = %d: 0 or 1 (one hot replica per ps)",
+                   o->ps_replicas);
   if (o->max_restarts < 0 || o->max_restarts > 1000)
-    return drv_error(DRV_EINVAL, "cluster: max_restarts = %d is out of range (0..1000)",
-                     o->max_restarts);
+    return err_set(DRV_EINVAL, "cluster: max_restarts = %d is out of range (0..1000)",
+                   o->max_restarts);
   if (o->max_queue < 1 || o->max_queue > (1 << 24))
-    return drv_error(DRV_EINVAL, "cluster: max_queue = %d is out of range (1..16777216)",
-                     o->max_queue);
+    return err_set(DRV_EINVAL, "cluster: max_queue = %d is out of range (1..16777216)",
+                   o->max_queue);
   /* before the run directory exists: a misspelt launcher leaves none */
   if (o->launcher && launch_check_name(o->launcher) < 0) return DRV_EUNSUPPORTED;
   if (o->reservation_timeout <= 0 || o->heartbeat_ms == 0 ||
       o->heartbeat_timeout_ms <= o->heartbeat_ms)
-    return drv_error(DRV_EINVAL, "cluster: timeouts must be positive, and the heartbeat "
+    return err_set(DRV_EINVAL, "cluster: timeouts must be positive, and the heartbeat "
                                  "timeout longer than the heartbeat");
   return 0;
 }
@@ -230,8 +230,8 @@ static void write_nodes_file(coord *c) {
         n->restarts);
   }
   if (rundir_write(&c->rd, "nodes.tsv", buf, 0644) < 0) {
-    log_warn("%s", drv_errmsg());
-    rundir_lost(&c->rd, drv_errmsg());
+    log_warn("%s", err_msg());
+    rundir_lost(&c->rd, err_msg());
   }
   free(buf);
 }

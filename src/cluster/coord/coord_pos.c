@@ -54,7 +54,7 @@ int coord__pos_ask(coord_fit_state *f, uint64_t at) {
       return 0;
     }
   if (!(ck->pos = calloc((size_t)f->ntrainers + 1, sizeof *ck->pos)))
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   ck->npos = f->ntrainers;
   for (int t = 0; t < f->ntrainers; t++) {
     wire_wr w;
@@ -96,7 +96,7 @@ static int on_position_ok(coord_fit_state *f, int t, uint32_t req, const uint8_t
 
 int coord__pos_frame(coord_fit_state *f, int node, const wire_header *h, const uint8_t *pl) {
   int t = trainer_of(f, node);
-  if (t < 0) return drv_error(DRV_EPROTO, "%s from a node that is not a trainer", wire_type_name(h->type));
+  if (t < 0) return err_set(DRV_EPROTO, "%s from a node that is not a trainer", wire_type_name(h->type));
   if (h->type == WIRE_POSITION_OK) return on_position_ok(f, t, h->req, pl, h->len);
   wire_msg_rollback_ok m;
   char msg[512] = "", who[32];
@@ -121,7 +121,7 @@ int coord__pos_meta(coord_fit_state *f, const char **meta, int *m, char **owned)
   /* "pos.<t>\0<batches> <hex>\0" per trainer, and the count. */
   size_t per = 32 + 24 + 2 * COORD_POS_RNG_MAX + 2, cap = (size_t)ck->npos * per + 32;
   char *buf = malloc(cap), *at = buf;
-  if (!buf) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!buf) return err_set(DRV_ENOMEM, "out of memory");
   meta[(*m)++] = "trainers";
   meta[(*m)++] = at;
   at += sprintf(at, "%d", ck->npos) + 1;
@@ -172,7 +172,7 @@ static int read_positions(coord_fit_state *f, const manifest *m, char *why, size
   if (m && strtol(count, NULL, 10) != f->ntrainers)
     return snprintf(why, n, "the checkpoint is of %s trainers, the fit has %d", count, f->ntrainers), 1;
   if (!(ck->pos = calloc((size_t)f->ntrainers + 1, sizeof *ck->pos)))
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   ck->npos = f->ntrainers;
   for (int t = 0; m && t < f->ntrainers; t++) {
     char key[32];
@@ -216,7 +216,7 @@ int coord__pos_rollback(coord_fit_state *f, const manifest *m) {
         len += (size_t)snprintf(who + len, sizeof who - len, " %s",
                                 coord__node_name(&f->c->nodes[f->trainers[t]], name, sizeof name));
     }
-    rc = drv_error(DRV_ETIMEDOUT, "no ROLLBACK_OK from%s within %.0f s", who, bound);
+    rc = err_set(DRV_ETIMEDOUT, "no ROLLBACK_OK from%s within %.0f s", who, bound);
   }
   coord__pos_clear(f);
   return rc;

@@ -74,7 +74,7 @@ static void pred_refill(void *ud) {
     int64_t id = coord__sched_add(p->c, p->producer);
     if (id < 0) {
       p->failed = 1;
-      snprintf(p->why, sizeof p->why, "cannot queue a predict batch: %s", drv_errmsg());
+      snprintf(p->why, sizeof p->why, "cannot queue a predict batch: %s", err_msg());
       return;
     }
     p->ids[p->produced++] = id;
@@ -127,8 +127,8 @@ static int pred_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
   if (rc < 0) return rc;
   coord__node_name(&p->c->nodes[node], name, sizeof name);
   int64_t b = batch_of(p, id);
-  if (b < 0) return drv_error(DRV_EPROTO, "PREDICT_RESULT for task %llu of no batch",
-                              (unsigned long long)id);
+  if (b < 0) return err_set(DRV_EPROTO, "PREDICT_RESULT for task %llu of no batch",
+                            (unsigned long long)id);
   if (m.status != 0) {
     pred_fail(p, "%s: predict failed: %s", name, msg);
     return 0;
@@ -196,10 +196,10 @@ static void pred_free(pred *p) {
 int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recipe, int64_t n,
                   int64_t batch, tensor **out) {
   *out = NULL;
-  if (c->shut_down || c->shutting_down) return drv_error(DRV_EINVAL, "cluster: it was shut down");
+  if (c->shut_down || c->shutting_down) return err_set(DRV_EINVAL, "cluster: it was shut down");
   if (!x || x->ndim < 1 || (recipe ? n : x->shape[0]) < 1 || !tensor_is_contiguous(x))
-    return drv_error(DRV_EINVAL, "predict: expected a contiguous tensor of at least one row");
-  if (batch < 1) return drv_error(DRV_EINVAL, "predict: batch must be positive");
+    return err_set(DRV_EINVAL, "predict: expected a contiguous tensor of at least one row");
+  if (batch < 1) return err_set(DRV_EINVAL, "predict: batch must be positive");
   int64_t rows = recipe ? n : x->shape[0];
   if (batch > rows) batch = rows; /* nbatches adds n + batch: no overflow */
   pred p = {.c = c, .no = ++predict_no, .x = x, .recipe = recipe, .n = rows, .batch = batch};
@@ -219,12 +219,12 @@ int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recip
   }
   if (!p.spec || !p.ids || !p.sent || (recipe && !p.empty)) {
     pred_free(&p);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   int len = nn_spec(model, p.spec, WIRE_MAX_STR);
   if (len < 0 || len >= WIRE_MAX_STR) {
     pred_free(&p);
-    return len < 0 ? len : drv_error(DRV_EINVAL, "predict: the model's description is too long");
+    return len < 0 ? len : err_set(DRV_EINVAL, "predict: the model's description is too long");
   }
   if ((rc = nn_collect_params(model, &p.params)) < 0 ||
       (rc = p.producer = coord__sched_add_producer(c, &pred_ops, &p)) < 0) {
@@ -236,7 +236,7 @@ int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recip
   coord__dispatch(c);
   rc = coord__pump(c, pred_over, &p, 0, true);
   coord__sched_remove_producer(c, p.producer);
-  if (rc == 0 && p.failed) rc = drv_error(DRV_ENODE, "%s", p.why);
+  if (rc == 0 && p.failed) rc = err_set(DRV_ENODE, "%s", p.why);
   rundir_event(&c->rd, "predict %llu %s", (unsigned long long)p.no, rc == 0 ? "done" : "failed");
   if (rc == 0) {
     *out = p.out;

@@ -39,7 +39,7 @@ int coord__repl_init(coord *c) {
   c->ps_pair = calloc((size_t)n + 1, sizeof *c->ps_pair);
   c->ps_token = calloc((size_t)n + 1, sizeof *c->ps_token);
   if (!c->ps_prim || !c->ps_repl || !c->ps_pair || !c->ps_token)
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   for (int k = 0; k < n; k++) {
     c->ps_prim[k] = coord__find_node(c, ROLE_PS, k);
     c->ps_repl[k] = c->opts.ps_replicas ? coord__find_node(c, ROLE_PS, n + k) : -1;
@@ -52,7 +52,7 @@ int coord__repl_init(coord *c) {
 
 int coord__repl_match(const char *const *prim, const char *const *cand, int n, int *out) {
   bool *used = calloc((size_t)n + 1, sizeof *used);
-  if (!used) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!used) return err_set(DRV_ENOMEM, "out of memory");
   for (int k = 0; k < n; k++) { /* first pass: the first free one elsewhere */
     out[k] = -1;
     for (int j = 0; j < n && out[k] < 0; j++)
@@ -96,7 +96,7 @@ int coord__repl_place(coord *c) {
   if (!c->opts.ps_replicas || n == 0) return 0;
   const char **prim = calloc((size_t)n, sizeof *prim), **cand = calloc((size_t)n, sizeof *cand);
   int *node = calloc((size_t)n, sizeof *node), *out = calloc((size_t)n, sizeof *out);
-  int rc = prim && cand && node && out ? 0 : drv_error(DRV_ENOMEM, "out of memory");
+  int rc = prim && cand && node && out ? 0 : err_set(DRV_ENOMEM, "out of memory");
   for (int k = 0; k < n && rc == 0; k++) {
     prim[k] = machine(c, c->ps_prim[k]);
     node[k] = c->ps_repl[k];
@@ -282,7 +282,7 @@ int coord__write_spec(const coord *c, wire_wr *w) {
   if (!l.node || !l.index) {
     free(l.node), free(l.index);
     wire_wr_free(w);
-    return drv_error(DRV_ENOMEM, "out of memory for a SPEC");
+    return err_set(DRV_ENOMEM, "out of memory for a SPEC");
   }
   uint32_t m = 0;
   for (int i = 0; i < c->nnodes; i++) {

@@ -102,7 +102,7 @@ static int64_t task_new(coord_sched *s, uint8_t kind, uint8_t *data, uint32_t le
   if (s->n == s->cap) {
     int64_t cap = s->cap ? 2 * s->cap : 256;
     task *nt = realloc(s->t, (size_t)cap * sizeof *nt);
-    if (!nt) return drv_error(DRV_ENOMEM, "out of memory");
+    if (!nt) return err_set(DRV_ENOMEM, "out of memory");
     s->t = nt;
     s->cap = cap;
   }
@@ -118,7 +118,7 @@ static int queue_grow(coord_sched *s) {
   if (s->qlen < s->qcap) return 0;
   int64_t cap = s->qcap ? 2 * s->qcap : 256;
   uint64_t *nq = malloc((size_t)cap * sizeof *nq);
-  if (!nq) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!nq) return err_set(DRV_ENOMEM, "out of memory");
   for (int64_t i = 0; i < s->qlen; i++) nq[i] = s->q[(s->qhead + i) % s->qcap];
   free(s->q);
   s->q = nq;
@@ -442,7 +442,7 @@ static int on_call_result(coord *c, int node, const uint8_t *pl, uint32_t len) {
     rundir_event(&c->rd, "closure %" PRIu64 " failed on %s", id, name);
     first_error(c, id, msg ? msg : "a closure failed (out of memory for its message)");
   } else if (n > 0 && !t->released) {
-    if (!(t->data = malloc(n))) return drv_error(DRV_ENOMEM, "out of memory");
+    if (!(t->data = malloc(n))) return err_set(DRV_ENOMEM, "out of memory");
     memcpy(t->data, data, n);
     t->len = n;
   }
@@ -561,7 +561,7 @@ int coord__sched_add_producer(coord *c, const coord_producer_ops *ops, void *ud)
   int p = 0;
   while (p < s->nprod && (s->prod[p].ops || s->prod[p].queued || s->prod[p].running)) p++;
   if (p == COORD_MAX_PRODUCERS)
-    return drv_error(DRV_ERANGE, "the task queue takes %d producers at once", COORD_MAX_PRODUCERS);
+    return err_set(DRV_ERANGE, "the task queue takes %d producers at once", COORD_MAX_PRODUCERS);
   s->prod[p].ops = ops;
   s->prod[p].ud = ud;
   if (p == s->nprod) s->nprod++;
@@ -599,8 +599,8 @@ int64_t coord__sched_add_ref(coord *c, int p, uint8_t *data, uint32_t len, size_
     if (block) blockcache_give(data, block);
     else free(data);
     tensor_free(ref);
-    return drv_error(bad ? DRV_EINVAL : DRV_ENOMEM, "a task's data: %s",
-                     bad ? "no header room, or a split outside it" : "out of memory");
+    return err_set(bad ? DRV_EINVAL : DRV_ENOMEM, "a task's data: %s",
+                   bad ? "no header room, or a split outside it" : "out of memory");
   }
   if (!data) tensor_free(ref), ref = NULL;
   if (b) *b = (task_buf){1, len, data, block, ref, split};
@@ -648,12 +648,12 @@ static int pending_error(coord *c) {
   coord_sched *s = &c->sched;
   if (!s->error_pending) return 0;
   s->error_pending = false; /* raised once, as TensorFlow does */
-  return drv_error(DRV_ECLOSURE, "%s", s->error ? s->error : "a closure failed");
+  return err_set(DRV_ECLOSURE, "%s", s->error ? s->error : "a closure failed");
 }
 
 static int cluster_state(coord *c) {
-  if (c->failures) return drv_error(DRV_ENODE, "%s", c->failure);
-  if (c->shut_down || c->shutting_down) return drv_error(DRV_EINVAL, "the cluster was shut down");
+  if (c->failures) return err_set(DRV_ENODE, "%s", c->failure);
+  if (c->shut_down || c->shutting_down) return err_set(DRV_EINVAL, "the cluster was shut down");
   return 0;
 }
 
@@ -666,14 +666,14 @@ int64_t coord_schedule(coord *c, const void *closure, size_t n) {
   coord_sched *s = &c->sched;
   int rc;
   if ((rc = cluster_state(c)) < 0 || (rc = pending_error(c)) < 0) return rc;
-  if (n > UINT32_MAX) return drv_error(DRV_ERANGE, "a closure of %zu bytes", n);
+  if (n > UINT32_MAX) return err_set(DRV_ERANGE, "a closure of %zu bytes", n);
   if (!queue_has_room(c, NULL)) {
     coord__dispatch(c);
     if ((rc = coord__pump(c, queue_has_room, NULL, 0, true)) < 0) return rc;
     if ((rc = pending_error(c)) < 0) return rc;
   }
   uint8_t *copy = malloc(n ? n : 1);
-  if (!copy) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!copy) return err_set(DRV_ENOMEM, "out of memory");
   memcpy(copy, closure, n);
   int64_t id = task_new(s, TK_CALL, copy, (uint32_t)n);
   if (id < 0) {
@@ -703,7 +703,7 @@ int coord_fetch(coord *c, int64_t id, const uint8_t **res, size_t *n) {
   coord_sched *s = &c->sched;
   uint64_t uid = (uint64_t)id;
   task *t = task_get(s, uid);
-  if (!t || t->kind != TK_CALL) return drv_error(DRV_EINVAL, "no closure %" PRId64, id);
+  if (!t || t->kind != TK_CALL) return err_set(DRV_EINVAL, "no closure %" PRId64, id);
   if (!over(t)) {
     coord__dispatch(c);
     int rc = coord__pump(c, call_over, &uid, 0, true);
@@ -716,11 +716,11 @@ int coord_fetch(coord *c, int64_t id, const uint8_t **res, size_t *n) {
     *n = t->len;
     return 0;
   case TS_FAILED:
-    return drv_error(DRV_ECLOSURE, "%s", t->data ? (const char *)t->data : "the closure failed");
+    return err_set(DRV_ECLOSURE, "%s", t->data ? (const char *)t->data : "the closure failed");
   default:
-    return drv_error(DRV_ECANCELLED,
-                     "closure %" PRId64 " was cancelled: closure %" PRIu64
-                     " failed before it could run", id, s->error_id);
+    return err_set(DRV_ECANCELLED,
+                   "closure %" PRId64 " was cancelled: closure %" PRIu64
+                   " failed before it could run", id, s->error_id);
   }
 }
 

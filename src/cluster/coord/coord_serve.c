@@ -101,7 +101,7 @@ static int on_open(coord *c, conn *cn, void **state, const uint8_t *pl, uint32_t
   }
   struct coord_serving *s = serving(c);
   coord_predictor *d = s ? calloc(1, sizeof *d) : NULL;
-  if (!d) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!d) return err_set(DRV_ENOMEM, "out of memory");
   *d = (coord_predictor){.c = c, .cn = cn, .id = ++s->next_id, .open = true, .next = s->list};
   snprintf(d->name, sizeof d->name, "%s", name);
   s->list = d;
@@ -117,8 +117,8 @@ static int on_request(coord *c, coord_predictor *d, const uint8_t *pl, uint32_t 
   wire_msg_predict_request m;
   int rc = wire_get_predict_request(pl, len, &m);
   if (rc < 0) return rc;
-  if (m.req == 0) return drv_error(DRV_EPROTO, "PREDICT_REQUEST with req 0");
-  if (d->waiting) return drv_error(DRV_EPROTO, "PREDICT_REQUEST before the previous one's reply");
+  if (m.req == 0) return err_set(DRV_EPROTO, "PREDICT_REQUEST with req 0");
+  if (d->waiting) return err_set(DRV_EPROTO, "PREDICT_REQUEST before the previous one's reply");
   if (m.x.ndim < 1 || m.x.shape[0] < 1) {
     reply(d->cn, m.req, DRV_ESHAPE, NULL, "predict: x must be [n, ...] with n >= 1 rows");
     return 0;
@@ -132,7 +132,7 @@ static int on_request(coord *c, coord_predictor *d, const uint8_t *pl, uint32_t 
   if (!r || !copy) {
     free(r);
     free(copy);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   memcpy(copy, pl, len);
   *r = (serve_req){.client = d->id, .pl = copy, .len = len};
@@ -148,16 +148,16 @@ void coord__predictor_frame(coord *c, conn *cn, void **state, bool other, const 
   coord_predictor *d = *state;
   int rc;
   if (other)
-    rc = drv_error(DRV_EPROTO, "PREDICT_OPEN on a node's, an attach client's or a feeder's connection");
+    rc = err_set(DRV_EPROTO, "PREDICT_OPEN on a node's, an attach client's or a feeder's connection");
   else if (!d)
     rc = h->type == WIRE_PREDICT_OPEN ? on_open(c, cn, state, pl, h->len)
-                                      : drv_error(DRV_EPROTO, "unexpected frame");
+                                      : err_set(DRV_EPROTO, "unexpected frame");
   else if (h->type == WIRE_PREDICT_REQUEST)
     rc = on_request(c, d, pl, h->len);
   else
-    rc = drv_error(DRV_EPROTO, "a predictor does not send %s", wire_type_name(h->type));
+    rc = err_set(DRV_EPROTO, "a predictor does not send %s", wire_type_name(h->type));
   if (rc < 0) {
-    log_warn("%s: %s", conn_peer(cn), drv_errmsg());
+    log_warn("%s: %s", conn_peer(cn), err_msg());
     conn_close(cn, "bad predictor frame");
   }
 }
@@ -220,7 +220,7 @@ static int run_one(coord *c, struct coord_serving *s, serve_req *r) {
   int64_t shape[TENSOR_MAXDIM] = {0};
   for (int i = 0; i < m.x.ndim; i++) shape[i] = m.x.shape[i];
   tensor *x = tensor_new(m.x.ndim, shape), *y = NULL;
-  if (!x) return drv_error(DRV_ENOMEM, "out of memory for a predict request");
+  if (!x) return err_set(DRV_ENOMEM, "out of memory for a predict request");
   wire_tensor_to(&m.x, tensor_data(x));
   int64_t batch = m.batch > 0 && m.batch <= (uint64_t)INT64_MAX ? (int64_t)m.batch : s->batch;
   if (batch > shape[0]) batch = shape[0]; /* coord_predict's batch count adds n + batch */
@@ -228,7 +228,7 @@ static int run_one(coord *c, struct coord_serving *s, serve_req *r) {
   coord_predictor *d = find(s, r->client); /* the loop ran: it may have left */
   char why[600];
   int32_t status = rc;
-  snprintf(why, sizeof why, "%s", rc < 0 ? drv_errmsg() : "");
+  snprintf(why, sizeof why, "%s", rc < 0 ? err_msg() : "");
   if (rc == 0 && reply_bytes(y) < 0) {
     status = DRV_ERANGE;
     snprintf(why, sizeof why, "predict: the answer to %" PRId64 " rows would not fit a frame of "
@@ -253,12 +253,12 @@ static bool request_waits(coord *c, void *arg) {
 
 int coord_serve(coord *c, nn_module *model, const coord_serve_opts *o, coord_serve_stats *st) {
   *st = (coord_serve_stats){0};
-  if (c->shut_down || c->shutting_down) return drv_error(DRV_EINVAL, "cluster: it was shut down");
+  if (c->shut_down || c->shutting_down) return err_set(DRV_EINVAL, "cluster: it was shut down");
   if (o->batch < 1 || o->requests < 0 || !(o->idle >= 0))
-    return drv_error(DRV_EINVAL, "serve: batch must be positive, requests and idle not negative");
+    return err_set(DRV_EINVAL, "serve: batch must be positive, requests and idle not negative");
   struct coord_serving *s = serving(c);
-  if (!s) return drv_error(DRV_ENOMEM, "out of memory");
-  if (s->model) return drv_error(DRV_EINVAL, "serve: already serving (c:serve inside c:serve)");
+  if (!s) return err_set(DRV_ENOMEM, "out of memory");
+  if (s->model) return err_set(DRV_EINVAL, "serve: already serving (c:serve inside c:serve)");
   s->model = model;
   s->batch = o->batch;
   rundir_event(&c->rd, "serving predictions: batch %" PRId64 "%s", o->batch,

@@ -43,10 +43,10 @@ static int send_setup(coord *c, int node, const coord_fit_args *a, const char *s
     int64_t xs[2] = {0, d->features}, ys[1] = {0};
     ex = tensor_new(2, xs);
     ey = tensor_new(1, ys);
-    if (!ex || !ey) rc = drv_error(DRV_ENOMEM, "out of memory");
+    if (!ex || !ey) rc = err_set(DRV_ENOMEM, "out of memory");
   } else if (shards > 1 && (rc = data_shard(d, shard, shards, &part)) < 0) {
-    rc = drv_error(rc, "cluster: shard %d of %d of the training data: %s", shard, shards,
-                   drv_errmsg());
+    rc = err_set(rc, "cluster: shard %d of %d of the training data: %s", shard, shards,
+                 err_msg());
   }
   if (rc < 0) {
     tensor_free(ex);
@@ -83,7 +83,7 @@ static int model_spec(const coord_fit_args *a, char *spec, size_t n) {
   int len = nn_spec(a->model, spec, n);
   if (len < 0) return len;
   if ((size_t)len >= n || len >= WIRE_MAX_STR)
-    return drv_error(DRV_EINVAL, "cluster: the model's description (%d characters) is longer than "
+    return err_set(DRV_EINVAL, "cluster: the model's description (%d characters) is longer than "
                                  "the protocol's %d", len, WIRE_MAX_STR - 1);
   return 0;
 }
@@ -94,7 +94,7 @@ static int empty_data(dataset **out) {
   dataset *d = calloc(1, sizeof *d);
   if (!d || !(d->x = tensor_new2(0, 1)) || !(d->y = tensor_new1(0))) {
     data_free(d);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   *out = d;
   return 0;
@@ -152,7 +152,7 @@ void coord__fit_node_back(coord *c, int node) {
   if (t < 0) return; /* only trainers come back */
   if (model_spec(f->args, spec, sizeof spec) < 0 || setup_trainer(c, t, spec) < 0) {
     char name[32];
-    coord__fail_fit(f, "%s: %s", coord__node_name(&c->nodes[node], name, sizeof name), drv_errmsg());
+    coord__fail_fit(f, "%s: %s", coord__node_name(&c->nodes[node], name, sizeof name), err_msg());
   }
 }
 

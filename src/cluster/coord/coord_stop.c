@@ -51,7 +51,7 @@ static int send_stop(coord_fit_state *f, int k, uint64_t target) {
 /* Phase 1 to group k's ps (not connected: ps_ready sends it). */
 static void cap_one(coord_fit_state *f, int k) {
   if (f->ps[k] && send_stop(f, k, 0) < 0)
-    log_warn("sync stop: cannot reach ps:%d: %s", k, drv_errmsg());
+    log_warn("sync stop: cannot reach ps:%d: %s", k, err_msg());
 }
 
 void coord__sync_stop_begin(coord_fit_state *f) {
@@ -72,7 +72,7 @@ static void end_all(coord_fit_state *f) {
                (long long)f->sync_target);
   for (int k = 0; k < f->nps; k++)
     if (f->ps[k] && send_stop(f, k, (uint64_t)f->stop_target) < 0)
-      log_warn("sync stop: cannot reach ps:%d: %s", k, drv_errmsg());
+      log_warn("sync stop: cannot reach ps:%d: %s", k, err_msg());
 }
 
 void coord__sync_stop_reply(coord_fit_state *f, int k, uint64_t version) {
@@ -92,6 +92,6 @@ void coord__sync_stop_again(coord_fit_state *f, int k) {
     coord__sync_stop_begin(f);
   } else if (f->stop_phase == 2 && k >= 0 && f->ps[k] &&
              send_stop(f, k, (uint64_t)f->stop_target) < 0) {
-    log_warn("sync stop: cannot reach ps:%d: %s", k, drv_errmsg());
+    log_warn("sync stop: cannot reach ps:%d: %s", k, err_msg());
   }
 }

@@ -73,7 +73,7 @@ static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
       return;
     }
     if (on_pull_reply(f, l->ps, pl, h->len, &version) < 0) {
-      coord__fail_fit(f, "%s: %s", name, drv_errmsg());
+      coord__fail_fit(f, "%s: %s", name, err_msg());
       conn_close(cn, "bad PULL_REPLY");
     }
     if (h->req == STOP_REQ) {
@@ -200,7 +200,7 @@ static bool nothing_pending(coord *c, void *arg) {
 int coord__ps_request(coord_fit_state *f, int k, wire_wr *w, uint8_t type, uint32_t req) {
   if (!f->ps[k]) {
     wire_wr_free(w);
-    return drv_error(DRV_ENODE, "ps:%d is not connected", k);
+    return err_set(DRV_ENODE, "ps:%d is not connected", k);
   }
   int rc = conn_send_wr(f->ps[k], w, type, req);
   if (rc < 0) return rc;
@@ -240,14 +240,14 @@ int coord__wait_replies(coord_fit_state *f, const char *what) {
     size_t len = 0;
     for (int k = 0; k < f->nps && len < sizeof who; k++)
       if (f->pend_ps[k] > 0) len += (size_t)snprintf(who + len, sizeof who - len, " ps:%d", k);
-    rc = drv_error(DRV_ETIMEDOUT, "no %s from%s within %.0f s", what, who, bound);
+    rc = err_set(DRV_ETIMEDOUT, "no %s from%s within %.0f s", what, who, bound);
   } else if (rc == 0 && f->lost_replies > 0) {
     /* Its process may be gone too: that loss (a node failure, with its
      * exit status and log, or a restart) is the better message. */
     int k = f->lost_reply_ps;
     coord__pump(f->c, ps_node_gone, &k, LOST_NODE_GRACE, false);
-    if (f->c->failures) rc = drv_error(DRV_ENODE, "%s", f->c->failure);
-    else rc = drv_error(DRV_ENODE, "ps:%d was lost before it sent %s", k, what);
+    if (f->c->failures) rc = err_set(DRV_ENODE, "%s", f->c->failure);
+    else rc = err_set(DRV_ENODE, "ps:%d was lost before it sent %s", k, what);
   }
   if (rc < 0) forget_replies(f);
   f->lost_replies = 0;
@@ -282,7 +282,7 @@ void coord__ps_reconnect(coord_fit_state *f) {
   for (int k = 0; k < f->nps; k++) {
     int i = coord__ps_node(c, k);
     if (f->ps[k] || !c->ctl[i] || c->nodes[i].state != NODE_READY) continue;
-    if (connect_one(f, k) < 0) log_warn("ps group %d: %s", k, drv_errmsg());
+    if (connect_one(f, k) < 0) log_warn("ps group %d: %s", k, err_msg());
   }
 }
 
@@ -295,7 +295,7 @@ int coord__connect_ps(coord *c) {
   }
   double redial_at = progress_now() + PS_REDIAL;
   int rc = coord__pump(c, ps_all_ready, &redial_at, PS_CONNECT_TIMEOUT, true);
-  if (rc == DRV_ETIMEDOUT) return drv_error(rc, "could not reach every ps within %g s", PS_CONNECT_TIMEOUT);
+  if (rc == DRV_ETIMEDOUT) return err_set(rc, "could not reach every ps within %g s", PS_CONNECT_TIMEOUT);
   return rc;
 }
 
@@ -321,11 +321,11 @@ static int check_frames(coord_fit_state *f, const int64_t *load) {
   for (int s = 0; s < f->nps; s++) {
     uint64_t bytes = (uint64_t)load[s] * sizeof(float) + (uint64_t)f->nvars * 64 + slack;
     if (bytes <= WIRE_DEFAULT_MAX_FRAME) continue;
-    return drv_error(DRV_EINVAL,
-                     "ps:%d would hold %.1f MiB of parameters, and a worker pulls and pushes "
-                     "them in one frame of at most %u MiB: use more ps (a variable of "
-                     "split_threshold elements or more is split by rows over all of them)",
-                     s, (double)load[s] * sizeof(float) / (1 << 20), WIRE_DEFAULT_MAX_FRAME >> 20);
+    return err_set(DRV_EINVAL,
+                   "ps:%d would hold %.1f MiB of parameters, and a worker pulls and pushes "
+                   "them in one frame of at most %u MiB: use more ps (a variable of "
+                   "split_threshold elements or more is split by rows over all of them)",
+                   s, (double)load[s] * sizeof(float) / (1 << 20), WIRE_DEFAULT_MAX_FRAME >> 20);
   }
   return 0;
 }
@@ -345,7 +345,7 @@ int coord__place(coord_fit_state *f, nn_module *model) {
   int64_t *load = calloc((size_t)f->nps, sizeof *load);
   if (!f->vars || !order || !load) {
     free(order), free(load);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   for (int i = 0; i < f->nvars; i++) order[i] = i, f->vars[i].value = f->params.items[i].value;
   for (int i = 1; i < f->nvars; i++) /* stable insertion sort, largest first */
@@ -361,7 +361,7 @@ int coord__place(coord_fit_state *f, nn_module *model) {
     v->nshards = split ? f->nps : 1;
     v->sh = calloc((size_t)v->nshards, sizeof *v->sh);
     if (!v->sh) {
-      rc = drv_error(DRV_ENOMEM, "out of memory");
+      rc = err_set(DRV_ENOMEM, "out of memory");
       break;
     }
     if (split) {
@@ -502,7 +502,7 @@ int coord_pull(coord *c, nn_module *model) {
   for (int i = 0; same && i < now.n; i++) same = now.items[i].value == c->fit->vars[i].value;
   nn_param_list_free(&now);
   if (rc < 0) return rc;
-  if (!same) return drv_error(DRV_EINVAL, "cluster: this model is not the one the cluster trained");
+  if (!same) return err_set(DRV_EINVAL, "cluster: this model is not the one the cluster trained");
   return coord__pull_all(c);
 }
 

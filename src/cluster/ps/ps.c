@@ -109,7 +109,7 @@ static void blob_unref(void *arg) {
 int ps__blob_own(shard *s) {
   if (s->val->refs == 1) return 0;
   ps_blob *nb = blob_new(s->var, s->ndim, s->shape, s->n);
-  if (!nb) return drv_error(DRV_ENOMEM, "out of memory for var %u", s->var);
+  if (!nb) return err_set(DRV_ENOMEM, "out of memory for var %u", s->var);
   memcpy(nb->data, s->val->data, s->n * sizeof(float));
   blob_unref(s->val);
   s->val = nb;
@@ -201,7 +201,7 @@ int ps__store_shard(ps_server *ps, const shard *s) {
   if (ps->nshards == ps->capshards) {
     int cap = ps->capshards ? 2 * ps->capshards : 16;
     shard *ns = realloc(ps->shards, (size_t)cap * sizeof *ns);
-    if (!ns) return drv_error(DRV_ENOMEM, "out of memory for the shard table");
+    if (!ns) return err_set(DRV_ENOMEM, "out of memory for the shard table");
     ps->shards = ns;
     ps->capshards = cap;
   }
@@ -218,14 +218,14 @@ int ps__shard_make(shard *s, uint32_t var, uint64_t row0, const optim_cfg *cfg,
   s->n = 1;
   for (int d = 0; d < s->ndim; d++) s->n *= (size_t)s->shape[d];
   s->val = blob_new(s->var, s->ndim, s->shape, s->n);
-  if (!s->val) return drv_error(DRV_ENOMEM, "out of memory for var %u", s->var);
+  if (!s->val) return err_set(DRV_ENOMEM, "out of memory for var %u", s->var);
   if (value->data) memcpy(s->val->data, value->data, s->n * sizeof(float));
   else memset(s->val->data, 0, s->n * sizeof(float));
   int ns = optim_nslots(&s->cfg);
   for (int k = 0; k < ns; k++)
     if (!(s->slots[k] = aligned_alloc(64, ps__round64(s->n * sizeof(float) + 1)))) {
       ps__shard_clear(s);
-      return drv_error(DRV_ENOMEM, "out of memory for var %u's optimizer state", var);
+      return err_set(DRV_ENOMEM, "out of memory for var %u's optimizer state", var);
     }
   optim_slots_init(&s->cfg, s->slots, s->n);
   return 0;
@@ -238,7 +238,7 @@ static int on_var_init(ps_server *ps, conn *c, const wire_header *h, const uint8
   bool mode = m.mode;
   uint32_t replicas = m.replicas;
   uint64_t target = m.target;
-  if (mode && replicas == 0) return drv_error(DRV_EINVAL, "VAR_INIT: sync training with 0 replicas");
+  if (mode && replicas == 0) return err_set(DRV_EINVAL, "VAR_INIT: sync training with 0 replicas");
   shard s;
   if ((rc = ps__shard_make(&s, m.var, m.row0, &m.optim, &m.value)) < 0) return rc;
   if ((rc = ps__store_shard(ps, &s)) < 0) {
@@ -264,7 +264,7 @@ static int pull_parse(ps_server *ps, const uint8_t *pl, uint32_t len, uint64_t *
   *min_version = m.min_version;
   uint32_t count = m.vars.n;
   int *idx = malloc(((size_t)count + 1) * sizeof *idx);
-  if (!idx) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!idx) return err_set(DRV_ENOMEM, "out of memory");
   wire_rd r = wire_items_reader(&m.vars);
   for (uint32_t k = 0; k < count; k++) {
     wire_item_var_id v;
@@ -272,7 +272,7 @@ static int pull_parse(ps_server *ps, const uint8_t *pl, uint32_t len, uint64_t *
     int i = ps__shard_find(ps, v.var);
     if (i < 0) {
       free(idx);
-      return drv_error(DRV_EINVAL, "PULL: unknown var %u", v.var);
+      return err_set(DRV_EINVAL, "PULL: unknown var %u", v.var);
     }
     idx[k] = i;
   }
@@ -337,12 +337,12 @@ static int hold(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl
   if (ps->nheld == ps->capheld) {
     int cap = ps->capheld ? 2 * ps->capheld : 8;
     held_pull *nh = realloc(ps->held, (size_t)cap * sizeof *nh);
-    if (!nh) return drv_error(DRV_ENOMEM, "out of memory");
+    if (!nh) return err_set(DRV_ENOMEM, "out of memory");
     ps->held = nh;
     ps->capheld = cap;
   }
   uint8_t *copy = malloc(h->len + 1);
-  if (!copy) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!copy) return err_set(DRV_ENOMEM, "out of memory");
   memcpy(copy, pl, h->len);
   ps->held[ps->nheld++] = (held_pull){pe, h->req, min_version, copy, h->len, probe};
   return 0;
@@ -366,7 +366,7 @@ void ps__serve_held(ps_server *ps) {
     if (!hp.pe->doomed) {
       rc = pull_parse(ps, hp.payload, hp.len, &mv, &idx, &count);
       if (rc == 0) rc = pull_reply(ps, hp.pe->c, hp.req, idx, count);
-      if (rc < 0) reject(hp.pe, hp.pe->c, rc, drv_errmsg());
+      if (rc < 0) reject(hp.pe, hp.pe->c, rc, err_msg());
     }
     free(hp.payload);
   }
@@ -423,7 +423,7 @@ int ps__apply(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl, u
   case WIRE_PUSH: return ps__on_push(ps, c, h, pl, client, seq);
   case WIRE_RESTORE: return ps__on_restore(ps, c, h, pl);
   case WIRE_SYNC_STOP: return ps__on_sync_stop(ps, h, pl);
-  default: return drv_error(DRV_EPARSE, "a ps does not apply %s", wire_type_name(h->type));
+  default: return err_set(DRV_EPARSE, "a ps does not apply %s", wire_type_name(h->type));
   }
 }
 
@@ -487,7 +487,7 @@ static int on_lr_scale(ps_server *ps, const uint8_t *pl, uint32_t len) {
   int rc = wire_get_lr_scale(pl, len, &m);
   if (rc < 0) return rc;
   if (!(m.scale > 0 && m.scale <= 1))
-    return drv_error(DRV_EPARSE, "LR_SCALE: scale must be in (0, 1] (got %g)", m.scale);
+    return err_set(DRV_EPARSE, "LR_SCALE: scale must be in (0, 1] (got %g)", m.scale);
   /* Only the shards the schedule drives (not running statistics). */
   for (int i = 0; i < ps->nshards; i++)
     if (ps->shards[i].cfg.sched.kind == OSCHED_PLATEAU) ps->shards[i].lr_scale = m.scale;
@@ -538,9 +538,9 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   case WIRE_REPL: rc = ps__repl_frame(ps, pe, h, pl); break;
   case WIRE_HEARTBEAT: return; /* harmless keep-alive from a client */
   default:
-    rc = drv_error(DRV_EPARSE, "a ps does not serve %s", wire_type_name(h->type));
+    rc = err_set(DRV_EPARSE, "a ps does not serve %s", wire_type_name(h->type));
   }
-  if (rc < 0) reject(pe, c, rc, drv_errmsg());
+  if (rc < 0) reject(pe, c, rc, err_msg());
   return;
 not_primary: /* a client early after a promotion comes again (SPEC, back-off) */
   reject(pe, c, DRV_ENODE, "this ps is a replica: it serves its primary only");
@@ -573,7 +573,7 @@ int ps_start(uv_loop_t *loop, const keyring *keys, uint32_t index, const char *h
   int rc = ps__repl_piece_bytes(&piece);
   if (rc < 0) return rc;
   ps_server *ps = calloc(1, sizeof *ps);
-  if (!ps) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!ps) return err_set(DRV_ENOMEM, "out of memory");
   ps->repl_piece = piece;
   ps->tag = TAG_SERVER;
   ps->loop = loop;

@@ -33,7 +33,7 @@ typedef struct ps_server ps_server;
  * workers, chief, evaluator and coordinator; REPL_SYNC and REPL from
  * another ps, a primary: ps_accept.c). The ps dials its replica ps:k as
  * ps:index with the file's key for ps k. Borrowed; must outlive the
- * server. Returns 0 or a negative code (message in drv_errmsg()); *out is
+ * server. Returns 0 or a negative code (message in err_msg()); *out is
  * NULL on failure. */
 int ps_start(uv_loop_t *loop, const keyring *keys, uint32_t index, const char *host,
              ps_server **out, int *port);

@@ -94,13 +94,13 @@ static void ckpt_free(ps_ckpt *k) {
 static int read_names(const wire_items *items, uint32_t **vars, char ***names) {
   *vars = calloc((size_t)items->n + 1, sizeof **vars);
   *names = calloc((size_t)items->n + 1, sizeof **names);
-  if (!*vars || !*names) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!*vars || !*names) return err_set(DRV_ENOMEM, "out of memory");
   wire_rd r = wire_items_reader(items);
   for (uint32_t i = 0; i < items->n; i++) {
     wire_item_var_name it;
     wire_get_item_var_name(&r, &it);
     (*vars)[i] = it.var;
-    if (!((*names)[i] = malloc(it.name.len + 1))) return drv_error(DRV_ENOMEM, "out of memory");
+    if (!((*names)[i] = malloc(it.name.len + 1))) return err_set(DRV_ENOMEM, "out of memory");
     wire_str_copy(it.name, (*names)[i], it.name.len + 1);
   }
   return 0;
@@ -117,7 +117,7 @@ static int add_tensor(ps_ckpt *k, const shard *s, const char *name, const float 
   k->data[i] = take_spare(k->ps, s->n);
   if (!k->data[i]) k->data[i] = malloc(s->n * sizeof(float) + 1);
   if (!(k->tnames[i] = strdup(name)) || !k->data[i])
-    return drv_error(DRV_ENOMEM, "out of memory for a checkpoint of var %u", s->var);
+    return err_set(DRV_ENOMEM, "out of memory for a checkpoint of var %u", s->var);
   k->sizes[i] = s->n;
   memcpy(k->data[i], src, s->n * sizeof(float));
   k->e[i] = (safetensors_entry){k->tnames[i], s->ndim, s->shape, k->data[i]};
@@ -132,7 +132,7 @@ static int add_meta(ps_ckpt *k, size_t *m, const char *key, const char *fmt, ...
   vsnprintf(val, sizeof val, fmt, ap);
   va_end(ap);
   if (!(k->meta[*m] = strdup(key)) || !(k->meta[*m + 1] = strdup(val)))
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   *m += 2;
   return 0;
 }
@@ -149,13 +149,13 @@ static int snapshot(ps_server *ps, ps_ckpt *k) {
   k->sizes = calloc(cap + 1, sizeof *k->sizes);
   k->meta = calloc(4 * (size_t)ps->nshards + 3, sizeof *k->meta);
   if (!k->e || !k->tnames || !k->data || !k->sizes || !k->meta)
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   size_t m = 0;
   int rc = add_meta(k, &m, "version", "%llu", (unsigned long long)ps->version);
   for (int i = 0; i < ps->nshards && rc == 0; i++) {
     const shard *s = &ps->shards[i];
     const char *name = name_of(s->var, k->vars, k->names, k->nnames);
-    if (!name) return drv_error(DRV_EINVAL, "CHECKPOINT: no name for var %u", s->var);
+    if (!name) return err_set(DRV_EINVAL, "CHECKPOINT: no name for var %u", s->var);
     char key[600];
     rc = add_tensor(k, s, name, s->val->data);
     for (int j = 0; j < optim_nslots(&s->cfg) && rc == 0; j++) {
@@ -186,7 +186,7 @@ static void ckpt_write_cb(uv_work_t *wk) {
   k->status = safetensors_write_hashed(k->path, k->e, k->n, (const char *const *)k->meta,
                                        k->sha256, &k->bytes, &k->times);
   k->write_ms = (double)(uv_hrtime() - t0) / 1e6;
-  if (k->status < 0) snprintf(k->msg, sizeof k->msg, "%s", drv_errmsg());
+  if (k->status < 0) snprintf(k->msg, sizeof k->msg, "%s", err_msg());
 }
 
 static void ckpt_after_cb(uv_work_t *wk, int status) {
@@ -213,7 +213,7 @@ static void ckpt_take(ps_server *ps, ps_ckpt *k) {
   k->work.data = k;
   if (rc == 0 && uv_queue_work(ps->loop, &k->work, ckpt_write_cb, ckpt_after_cb) == 0) return;
   k->status = rc < 0 ? rc : DRV_EIO;
-  snprintf(k->msg, sizeof k->msg, "%s", rc < 0 ? drv_errmsg() : "cannot start the write");
+  snprintf(k->msg, sizeof k->msg, "%s", rc < 0 ? err_msg() : "cannot start the write");
   ckpt_reply(k);
   ps->ck = NULL;
   ckpt_free(k);
@@ -240,7 +240,7 @@ int ps__on_checkpoint(ps_server *ps, peer *pe, const wire_header *h, const uint8
   int rc = wire_get_checkpoint(pl, h->len, &m);
   if (rc < 0) return rc;
   ps_ckpt *k = calloc(1, sizeof *k);
-  if (!k) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!k) return err_set(DRV_ENOMEM, "out of memory");
   *k = (ps_ckpt){.ps = ps, .pe = pe, .req = h->req, .at_version = m.at_version,
                  .nnames = m.names.n};
   if ((rc = wire_str_copy(m.path, k->path, sizeof k->path)) < 0 ||
@@ -272,8 +272,8 @@ static int restore_shard(shard *s, const safetensors_file *f, const char *name) 
   char key[600];
   const safetensors_tensor *t = safetensors_find(f, name);
   if (!t || t->numel != (int64_t)s->n)
-    return drv_error(DRV_EINVAL, "RESTORE: %s is %s in the checkpoint", name,
-                     t ? "of another size" : "missing");
+    return err_set(DRV_EINVAL, "RESTORE: %s is %s in the checkpoint", name,
+                   t ? "of another size" : "missing");
   int rc = ps__blob_own(s);
   if (rc < 0) return rc;
   memcpy(s->val->data, t->data, s->n * sizeof(float));
@@ -281,7 +281,7 @@ static int restore_shard(shard *s, const safetensors_file *f, const char *name) 
     snprintf(key, sizeof key, "optim.%s.%d", name, j);
     const safetensors_tensor *sl = safetensors_find(f, key);
     if (!sl || sl->numel != (int64_t)s->n)
-      return drv_error(DRV_EINVAL, "RESTORE: %s is missing or of another size", key);
+      return err_set(DRV_EINVAL, "RESTORE: %s is missing or of another size", key);
     memcpy(s->slots[j], sl->data, s->n * sizeof(float));
   }
   snprintf(key, sizeof key, "%s.updates", name);
@@ -299,7 +299,7 @@ static int restore_all(ps_server *ps, const char *path, const uint32_t *vars, ch
   for (int i = 0; i < ps->nshards && rc == 0; i++) {
     const char *name = name_of(ps->shards[i].var, vars, names, n);
     rc = name ? restore_shard(&ps->shards[i], &f, name)
-              : drv_error(DRV_EINVAL, "RESTORE: no name for var %u", ps->shards[i].var);
+              : err_set(DRV_EINVAL, "RESTORE: no name for var %u", ps->shards[i].var);
   }
   safetensors_free(&f);
   return rc;
@@ -318,7 +318,7 @@ int ps__on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *
   for (uint32_t i = 0; names && i < m.names.n; i++) free(names[i]);
   free(vars), free(names);
   if (rc < 0) {
-    snprintf(msg, sizeof msg, "%s", drv_errmsg());
+    snprintf(msg, sizeof msg, "%s", err_msg());
     log_warn("restore from %s failed: %s", path, msg);
   } else {
     ps->version = m.version;

@@ -62,9 +62,9 @@ static int check_finite(const conn *c, uint32_t var, const uint8_t *grad, size_t
   float g;
   memcpy(&g, grad + 4 * at, sizeof g);
   char who[128];
-  return drv_error(DRV_ERANGE, "PUSH from %s refused: the gradient for var %u holds %s at "
-                   "element %lld; no variable changed", sender(c, who, sizeof who), var,
-                   isnan(g) ? "NaN" : g > 0 ? "Inf" : "-Inf", (long long)at);
+  return err_set(DRV_ERANGE, "PUSH from %s refused: the gradient for var %u holds %s at "
+                 "element %lld; no variable changed", sender(c, who, sizeof who), var,
+                 isnan(g) ? "NaN" : g > 0 ? "Inf" : "-Inf", (long long)at);
 }
 
 /* Reads and checks every gradient of a PUSH before applying any, so that a
@@ -77,7 +77,7 @@ static int push_parse(ps_server *ps, conn *c, const wire_header *h, const uint8_
   *version = m.version;
   uint32_t count = m.vars.n;
   push_item *it = calloc((size_t)count + 1, sizeof *it);
-  if (!it) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!it) return err_set(DRV_ENOMEM, "out of memory");
   wire_rd r = wire_items_reader(&m.vars);
   for (uint32_t k = 0; k < count && rc == 0; k++) {
     wire_item_var_tensor vt;
@@ -88,7 +88,7 @@ static int push_parse(ps_server *ps, conn *c, const wire_header *h, const uint8_
     it[k].grad = vt.value.data;
     int i = ps__shard_find(ps, var);
     if (i < 0) {
-      rc = drv_error(DRV_EINVAL, "PUSH: unknown var %u", var);
+      rc = err_set(DRV_EINVAL, "PUSH: unknown var %u", var);
       break;
     }
     shard *s = &ps->shards[i];
@@ -96,13 +96,13 @@ static int push_parse(ps_server *ps, conn *c, const wire_header *h, const uint8_
     for (int d = 0; same && d < nd; d++) same = shape[d] == s->shape[d];
     if (!same) {
       char a[96], b[96];
-      rc = drv_error(DRV_ESHAPE, "PUSH: gradient for var %u is %s but the shard is %s", var,
-                     ps__shape_str(nd, shape, a, sizeof a), ps__shape_str(s->ndim, s->shape, b, sizeof b));
+      rc = err_set(DRV_ESHAPE, "PUSH: gradient for var %u is %s but the shard is %s", var,
+                   ps__shape_str(nd, shape, a, sizeof a), ps__shape_str(s->ndim, s->shape, b, sizeof b));
       break;
     }
     for (uint32_t j = 0; j < k; j++)
       if (it[j].s == s) {
-        rc = drv_error(DRV_EINVAL, "PUSH: var %u appears twice", var);
+        rc = err_set(DRV_EINVAL, "PUSH: var %u appears twice", var);
         break;
       }
     if (rc == 0) rc = check_finite(c, var, it[k].grad, s->n);
@@ -120,7 +120,7 @@ static int push_parse(ps_server *ps, conn *c, const wire_header *h, const uint8_
 static int grow_scratch(ps_server *ps, size_t n) {
   if (n <= ps->scratch_cap) return 0;
   float *p = aligned_alloc(64, ps__round64(n * sizeof(float)));
-  if (!p) return drv_error(DRV_ENOMEM, "out of memory for a %zu-element gradient", n);
+  if (!p) return err_set(DRV_ENOMEM, "out of memory for a %zu-element gradient", n);
   free(ps->scratch);
   ps->scratch = p;
   ps->scratch_cap = n;
@@ -158,7 +158,7 @@ static int apply(ps_server *ps, shard *s, const uint8_t *grad) {
  * copied, so one replica's update is bit for bit an async one). */
 static int accumulate(shard *s, const uint8_t *grad) {
   if (!s->acc && !(s->acc = aligned_alloc(64, ps__round64(s->n * sizeof(float) + 1))))
-    return drv_error(DRV_ENOMEM, "out of memory for var %u's gradient sum", s->var);
+    return err_set(DRV_ENOMEM, "out of memory for var %u's gradient sum", s->var);
   if (s->acc_n++ == 0) {
     memcpy(s->acc, grad, s->n * sizeof(float));
     return 0;
@@ -212,8 +212,8 @@ static int push_sync(ps_server *ps, const push_item *it, uint32_t n, uint64_t ve
     return 0;
   }
   if (version > ps->version)
-    return drv_error(DRV_EINVAL, "PUSH: gradient for version %llu but the ps is at version %llu",
-                     (unsigned long long)version, (unsigned long long)ps->version);
+    return err_set(DRV_EINVAL, "PUSH: gradient for version %llu but the ps is at version %llu",
+                   (unsigned long long)version, (unsigned long long)ps->version);
   if (version < ps->version) {
     ps->dropped++;
     log_info("dropped a late gradient for version %llu (now %llu): %llu late gradients dropped",

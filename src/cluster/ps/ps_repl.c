@@ -54,7 +54,7 @@ int ps__client_note(ps_server *ps, uint32_t client, uint64_t seq) {
     uint32_t *ni = realloc(ps->cl_id, (size_t)cap * sizeof *ni);
     if (ni) ps->cl_id = ni;
     uint64_t *ns = ni ? realloc(ps->cl_seq, (size_t)cap * sizeof *ns) : NULL;
-    if (!ns) return drv_error(DRV_ENOMEM, "out of memory for the clients table");
+    if (!ns) return err_set(DRV_ENOMEM, "out of memory for the clients table");
     ps->cl_seq = ns;
     ps->capcl = cap;
   }
@@ -71,8 +71,8 @@ static void apply_pending(ps_server *ps, repl_pending *p) {
   wire_header h = {.type = p->type, .req = p->req, .len = p->len};
   peer *pe = p->pe && !p->pe->doomed ? p->pe : NULL;
   int rc = ps__apply(ps, pe ? pe->c : NULL, &h, p->payload, p->client, p->push_seq);
-  if (rc < 0 && pe) ps__reject(pe, rc, drv_errmsg());
-  else if (rc < 0) log_warn("a forwarded %s failed: %s", wire_type_name(p->type), drv_errmsg());
+  if (rc < 0 && pe) ps__reject(pe, rc, err_msg());
+  else if (rc < 0) log_warn("a forwarded %s failed: %s", wire_type_name(p->type), err_msg());
   free(p->payload);
 }
 
@@ -103,12 +103,12 @@ int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_
   if (ps->npend == ps->cappend) {
     int cap = ps->cappend ? 2 * ps->cappend : 16;
     repl_pending *np = realloc(ps->pend, (size_t)cap * sizeof *np);
-    if (!np) return drv_error(DRV_ENOMEM, "out of memory");
+    if (!np) return err_set(DRV_ENOMEM, "out of memory");
     ps->pend = np;
     ps->cappend = cap;
   }
   uint8_t *copy = malloc((size_t)h->len + 1);
-  if (!copy) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!copy) return err_set(DRV_ENOMEM, "out of memory");
   memcpy(copy, pl, h->len);
   uint64_t seq = ++ps->repl_seq;
   wire_wr w;
@@ -116,7 +116,7 @@ int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_
   wire_put_repl(&w, &(wire_msg_repl){seq, h->type, client, push_seq, {copy, h->len}});
   if (conn_send_wr(ps->repl, &w, WIRE_REPL, 0) < 0) {
     free(copy);
-    drop_replica(ps, drv_errmsg());
+    drop_replica(ps, err_msg());
     return 0;
   }
   ps->pend[ps->npend++] = (repl_pending){pe, h->req, h->type, copy, h->len, seq, client, push_seq};
@@ -127,7 +127,7 @@ static void repl_ready(conn *c) {
   ps_server *ps = conn_ud(c);
   if (ps->repl != c) return;
   if (ps__repl_send_sync(ps, c) < 0) {
-    log_warn("cannot send the state to the replica: %s", drv_errmsg());
+    log_warn("cannot send the state to the replica: %s", err_msg());
     conn_close(c, "sync failed");
     return;
   }
@@ -178,22 +178,22 @@ void ps__repl_notify(ps_server *ps, int status, bool synced, const char *msg) {
 
 int ps__repl_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl) {
   if (ps->role != WIRE_PS_REPLICA)
-    return drv_error(DRV_EPERM, "%s: this ps is no replica", wire_type_name(h->type));
+    return err_set(DRV_EPERM, "%s: this ps is no replica", wire_type_name(h->type));
   if (h->type != WIRE_REPL) return ps__repl_sync_frame(ps, pe, h, pl);
   if (pe != ps->primary || !ps->synced)
-    return drv_error(DRV_EPERM, "REPL from a connection that is not this replica's primary");
+    return err_set(DRV_EPERM, "REPL from a connection that is not this replica's primary");
   wire_msg_repl m;
   int rc = wire_get_repl(pl, h->len, &m);
   if (rc < 0) return rc;
   if (m.type != WIRE_VAR_INIT && m.type != WIRE_PUSH && m.type != WIRE_RESTORE &&
       m.type != WIRE_SYNC_STOP && m.type != WIRE_LR_SCALE)
-    return drv_error(DRV_EPARSE, "REPL of %s", wire_type_name(m.type));
+    return err_set(DRV_EPARSE, "REPL of %s", wire_type_name(m.type));
   if ((rc = wire_validate_payload(m.type, m.frame.p, m.frame.len)) < 0) return rc;
   wire_header ih = {.type = m.type, .len = m.frame.len};
   /* A frame the primary will refuse is refused here the same way and
    * changes nothing on either side. */
   if (ps__apply(ps, NULL, &ih, m.frame.p, m.client, m.push_seq) < 0)
-    log_info("replicated %s refused: %s", wire_type_name(m.type), drv_errmsg());
+    log_info("replicated %s refused: %s", wire_type_name(m.type), err_msg());
   wire_wr w;
   wire_wr_init(&w);
   wire_put_repl_ok(&w, &(wire_msg_repl_ok){m.seq});
@@ -225,7 +225,7 @@ int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int p
     drop_replica(ps, "no replica any more");
     ps__repl_sync_drop(ps); /* a stream under way has no use now */
     if (ps->role == WIRE_PS_REPLICA) {
-      if (!ps->synced) return drv_error(DRV_EINVAL, "promoted before it had its primary's state");
+      if (!ps->synced) return err_set(DRV_EINVAL, "promoted before it had its primary's state");
       log_info("promoted: serving as primary from version %llu", (unsigned long long)ps->version);
       if (ps->primary && !ps->primary->doomed) /* the old primary must not write here */
         ps__reject(ps->primary, DRV_ENODE, "this replica was promoted");
@@ -238,8 +238,8 @@ int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int p
      * takes REPL_SYNC and REPL from ps identities only (ps__accept). */
     const auth_secret *key = keyring_ps_key(ps->keys, replica);
     if (!key)
-      return drv_error(DRV_EINVAL, "PS_ROLE: this ps's key file holds no key for its replica ps:%u",
-                       (unsigned)replica);
+      return err_set(DRV_EINVAL, "PS_ROLE: this ps's key file holds no key for its replica ps:%u",
+                     (unsigned)replica);
     drop_replica(ps, "another replica");
     ps->role = role;
     ps->token = token;
@@ -260,7 +260,7 @@ int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int p
     log_info("replica: waiting for the primary's state");
     ps__repl_notify(ps, 0, false, ""); /* the coordinator now tells the primary */
     return 0;
-  default: return drv_error(DRV_EINVAL, "PS_ROLE: role %d", role);
+  default: return err_set(DRV_EINVAL, "PS_ROLE: role %d", role);
   }
 }
 

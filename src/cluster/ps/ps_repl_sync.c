@@ -56,8 +56,8 @@ int ps__repl_piece_bytes(size_t *out) {
   char *end;
   unsigned long long v = strtoull(e, &end, 10);
   if (*end || e[0] == '-' || v < 4 || v > PIECE_MAX || v % 4)
-    return drv_error(DRV_EINVAL, "DROVER_REPL_PIECE=%s: a byte count, a multiple of 4 in 4..%u",
-                     e, PIECE_MAX);
+    return err_set(DRV_EINVAL, "DROVER_REPL_PIECE=%s: a byte count, a multiple of 4 in 4..%u",
+                   e, PIECE_MAX);
   *out = (size_t)v;
   return 0;
 }
@@ -156,13 +156,13 @@ static int on_begin(ps_server *ps, peer *pe, const uint8_t *pl, uint32_t len) {
   int rc = wire_get_repl_sync(pl, len, &m);
   if (rc < 0) return rc;
   if (m.token != ps->token)
-    return drv_error(DRV_EPERM, "REPL_SYNC without the token the coordinator gave");
+    return err_set(DRV_EPERM, "REPL_SYNC without the token the coordinator gave");
   if (m.shards > PS_REPL_MAX_SHARDS)
-    return drv_error(DRV_EPARSE, "REPL_SYNC of %u shards (at most %u)", m.shards,
-                     PS_REPL_MAX_SHARDS);
+    return err_set(DRV_EPARSE, "REPL_SYNC of %u shards (at most %u)", m.shards,
+                   PS_REPL_MAX_SHARDS);
   ps__repl_sync_drop(ps);
   repl_stage *st = calloc(1, sizeof *st);
-  if (!st) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!st) return err_set(DRV_ENOMEM, "out of memory");
   st->from = pe;
   st->head = m;
   st->head.clients = (wire_items){0};
@@ -172,7 +172,7 @@ static int on_begin(ps_server *ps, peer *pe, const uint8_t *pl, uint32_t len) {
   st->cl_seq = calloc((size_t)m.clients.n + 1, sizeof *st->cl_seq);
   if (!st->shards || !st->cl_id || !st->cl_seq) {
     stage_free(st);
-    return drv_error(DRV_ENOMEM, "out of memory for a REPL_SYNC of %u shards", m.shards);
+    return err_set(DRV_ENOMEM, "out of memory for a REPL_SYNC of %u shards", m.shards);
   }
   wire_rd r = wire_items_reader(&m.clients);
   for (uint32_t i = 0; i < m.clients.n; i++) {
@@ -221,13 +221,13 @@ static int on_shard(repl_stage *st, const uint8_t *pl, uint32_t len) {
   int rc = wire_get_repl_shard(pl, len, &m);
   if (rc < 0) return rc;
   if (st->nshards >= st->head.shards)
-    return drv_error(DRV_EPARSE, "REPL_SHARD: more shards than the %u announced", st->head.shards);
-  if (!last_complete(st)) return drv_error(DRV_EPARSE, "REPL_SHARD before the last one was whole");
+    return err_set(DRV_EPARSE, "REPL_SHARD: more shards than the %u announced", st->head.shards);
+  if (!last_complete(st)) return err_set(DRV_EPARSE, "REPL_SHARD before the last one was whole");
   if (st->nshards && m.var <= st->shards[st->nshards - 1].var)
-    return drv_error(DRV_EPARSE, "REPL_SHARD: var %u out of order", m.var);
+    return err_set(DRV_EPARSE, "REPL_SHARD: var %u out of order", m.var);
   size_t n;
   if (!shape_numel(&m.shape, &n))
-    return drv_error(DRV_EPARSE, "REPL_SHARD: var %u's shape is too large", m.var);
+    return err_set(DRV_EPARSE, "REPL_SHARD: var %u's shape is too large", m.var);
   shard *s = &st->shards[st->nshards];
   wire_tensor zeros = m.shape; /* data NULL: values zeroed, pieces fill them */
   zeros.data = NULL;
@@ -237,7 +237,7 @@ static int on_shard(repl_stage *st, const uint8_t *pl, uint32_t len) {
   s->lr_scale = m.lr_scale;
   s->acc_n = m.acc_n;
   if (m.acc_n && !(s->acc = aligned_alloc(64, ps__round64(s->n * sizeof(float) + 1))))
-    return drv_error(DRV_ENOMEM, "out of memory for var %u's gradient sum", m.var);
+    return err_set(DRV_ENOMEM, "out of memory for var %u's gradient sum", m.var);
   memset(st->got, 0, sizeof st->got);
   return 0;
 }
@@ -246,12 +246,12 @@ static int on_piece(repl_stage *st, const uint8_t *pl, uint32_t len) {
   wire_msg_repl_piece m;
   int rc = wire_get_repl_piece(pl, len, &m);
   if (rc < 0) return rc;
-  if (st->nshards == 0) return drv_error(DRV_EPARSE, "REPL_PIECE before any REPL_SHARD");
+  if (st->nshards == 0) return err_set(DRV_EPARSE, "REPL_PIECE before any REPL_SHARD");
   shard *s = &st->shards[st->nshards - 1];
   size_t want = part_len(s, m.part), k = m.data.len / sizeof(float);
   if (m.data.len % sizeof(float) || k == 0 || m.offset != st->got[m.part] || k > want - st->got[m.part])
-    return drv_error(DRV_EPARSE, "REPL_PIECE: var %u part %u: %u bytes at %llu do not follow %zu of %zu",
-                     s->var, m.part, m.data.len, (unsigned long long)m.offset, st->got[m.part], want);
+    return err_set(DRV_EPARSE, "REPL_PIECE: var %u part %u: %u bytes at %llu do not follow %zu of %zu",
+                   s->var, m.part, m.data.len, (unsigned long long)m.offset, st->got[m.part], want);
   float *dst = m.part == WIRE_PIECE_VALUE ? s->val->data
                : m.part == WIRE_PIECE_ACC ? s->acc
                                           : s->slots[m.part - WIRE_PIECE_SLOT0];
@@ -268,9 +268,9 @@ static int on_end(ps_server *ps, repl_stage *st, const uint8_t *pl, uint32_t len
   if (rc < 0) return rc;
   if (m.shards != st->head.shards || st->nshards != m.shards || !last_complete(st) ||
       m.bytes != st->bytes)
-    return drv_error(DRV_EPARSE, "REPL_SYNC_END: %u of %u shards, %llu of %llu bytes received",
-                     st->nshards, m.shards, (unsigned long long)st->bytes,
-                     (unsigned long long)m.bytes);
+    return err_set(DRV_EPARSE, "REPL_SYNC_END: %u of %u shards, %llu of %llu bytes received",
+                   st->nshards, m.shards, (unsigned long long)st->bytes,
+                   (unsigned long long)m.bytes);
   for (int i = 0; i < ps->nshards; i++) ps__shard_clear(&ps->shards[i]);
   ps->nshards = 0;
   ps->ncl = 0;
@@ -296,8 +296,8 @@ int ps__repl_sync_frame(ps_server *ps, peer *pe, const wire_header *h, const uin
   if (h->type == WIRE_REPL_SYNC) return on_begin(ps, pe, pl, h->len);
   repl_stage *st = ps->stage;
   if (!st || st->from != pe)
-    return drv_error(DRV_EPERM, "%s without a REPL_SYNC on this connection",
-                     wire_type_name(h->type));
+    return err_set(DRV_EPERM, "%s without a REPL_SYNC on this connection",
+                   wire_type_name(h->type));
   st->frames++;
   int rc;
   switch (h->type) {
@@ -311,7 +311,7 @@ int ps__repl_sync_frame(ps_server *ps, peer *pe, const wire_header *h, const uin
     ps->stage = NULL;
     stage_free(st);
     if (rc < 0) {
-      ps__repl_notify(ps, rc, true, drv_errmsg());
+      ps__repl_notify(ps, rc, true, err_msg());
       return rc;
     }
     ps->primary = pe;

@@ -198,13 +198,13 @@ static void fail(worker *w, job *j, int rc, const char *fmt, ...) {
  * next one (as train_fit does). */
 static int next_batch(wstate *st, const tensor **x, const tensor **y) {
   if (!st->has_iter)
-    return drv_error(DRV_EINVAL, "this worker has no data of its own (it is fed: train.feed)");
+    return err_set(DRV_EINVAL, "this worker has no data of its own (it is fed: train.feed)");
   int rc = data_iter_next(&st->it, x, y);
   if (rc == 0) {
     data_iter_reset(&st->it);
     rc = data_iter_next(&st->it, x, y);
   }
-  return rc == 0 ? drv_error(DRV_EINVAL, "the training data is empty") : rc;
+  return rc == 0 ? err_set(DRV_EINVAL, "the training data is empty") : rc;
 }
 
 /* Running statistics (BatchNorm's) live on the ps like parameters; what a
@@ -236,7 +236,7 @@ static int compute(job *j) {
   j->examples = x->shape[0];
   if (j->phases & JP_BATCH) {
     if (!(j->bx = tensor_clone(x)) || !(j->by = tensor_clone(y)))
-      return drv_error(DRV_ENOMEM, "out of memory");
+      return err_set(DRV_ENOMEM, "out of memory");
     return 0;
   }
   nn_zero_grad(st->model);
@@ -247,8 +247,8 @@ static int compute(job *j) {
   /* Gradients of a non-finite loss would poison the variables: the step
    * fails here instead (the coordinator names the step and this node). */
   if (rc == 0 && (j->phases & JP_PUSH) && !isfinite(j->loss))
-    return drv_error(DRV_ERANGE, "the loss is %s; its gradients were not pushed",
-                     isnan(j->loss) ? "NaN" : "infinite");
+    return err_set(DRV_ERANGE, "the loss is %s; its gradients were not pushed",
+                   isnan(j->loss) ? "NaN" : "infinite");
   /* The worker holds the whole model's gradient, so its norm here is the
    * global one over every ps shard; clipped before it is split by shard. */
   if (rc == 0 && st->clip_norm > 0) {
@@ -276,7 +276,7 @@ static void work_cb(uv_work_t *req) {
     rc = compute(j);
   }
   j->rc = rc < 0 ? rc : 0;
-  if (rc < 0) snprintf(j->msg, sizeof j->msg, "%s", drv_errmsg());
+  if (rc < 0) snprintf(j->msg, sizeof j->msg, "%s", err_msg());
 }
 
 static void go_push(worker *w, job *j);
@@ -358,7 +358,7 @@ static void go_pull(worker *w, job *j) {
     wire_put_pull(&m, &(wire_msg_pull){l->pushed ? l->pushed_version + 1 : 0,
                                        {(uint32_t)part->n, .put = put_part_var, .ud = (void *)part}});
     if (worker__link_send(l, &m, WIRE_PULL, WIRE_PULL_REPLY, j) < 0) {
-      fail(w, j, DRV_EIO, "cannot send PULL to ps:%d: %s", p, drv_errmsg());
+      fail(w, j, DRV_EIO, "cannot send PULL to ps:%d: %s", p, err_msg());
       return;
     }
     j->waiting++;
@@ -384,7 +384,7 @@ static void go_push(worker *w, job *j) {
     wire_wr_init(&m);
     worker__write_push(st, part, l->version, &m);
     if (worker__link_send(l, &m, WIRE_PUSH, WIRE_PUSH_OK, j) < 0) {
-      fail(w, j, DRV_EIO, "cannot send PUSH to ps:%d: %s", p, drv_errmsg());
+      fail(w, j, DRV_EIO, "cannot send PUSH to ps:%d: %s", p, err_msg());
       return;
     }
     l->pushed = true;
@@ -529,7 +529,7 @@ int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   job *j = job_new(w, JOB_SETUP, req);
   if (!j || !(j->payload = malloc(len ? len : 1))) {
     free(j);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   memcpy(j->payload, payload, len);
   j->payload_len = len;
@@ -539,12 +539,12 @@ int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
 }
 
 int worker_task(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
-  if (w->role == ROLE_EVALUATOR) return drv_error(DRV_EINVAL, "TASK sent to an evaluator");
+  if (w->role == ROLE_EVALUATOR) return err_set(DRV_EINVAL, "TASK sent to an evaluator");
   wire_msg_task m; /* arg: unused by TRAIN_STEP */
   int rc = wire_get_task(payload, len, &m);
   if (rc < 0) return rc;
   job *j = job_new(w, JOB_TRAIN, req);
-  if (!j) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!j) return err_set(DRV_ENOMEM, "out of memory");
   j->id = m.task;
   j->task_kind = m.kind;
   j->phases = JP_TRAIN;
@@ -563,26 +563,26 @@ static tensor *view_tensor(const wire_tensor *v) {
 /* A FEED_BATCH from the coordinator (direct false) or a direct feeder. */
 static int feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t len, bool direct,
                       uint32_t slot, uint64_t *seq) {
-  if (w->role == ROLE_EVALUATOR) return drv_error(DRV_EINVAL, "FEED_BATCH sent to an evaluator");
+  if (w->role == ROLE_EVALUATOR) return err_set(DRV_EINVAL, "FEED_BATCH sent to an evaluator");
   wire_msg_feed_batch m;
   int rc = wire_get_feed_batch(payload, len, &m);
   if (rc < 0) return rc;
   if (direct && m.mode != WIRE_FEED_TRAIN)
-    return drv_error(DRV_EPROTO, "a direct feeder's FEED_BATCH must be mode TRAIN");
+    return err_set(DRV_EPROTO, "a direct feeder's FEED_BATCH must be mode TRAIN");
   if (seq) *seq = m.seq;
   if (m.x.ndim < 2 || m.y.ndim > 2 || m.x.shape[0] != m.y.shape[0] || m.x.shape[0] < 1)
-    return drv_error(DRV_ESHAPE, "FEED_BATCH %llu: x and y do not match (x [n, ...], y [n] or "
-                     "[n, k], n >= 1)", (unsigned long long)m.seq);
+    return err_set(DRV_ESHAPE, "FEED_BATCH %llu: x and y do not match (x [n, ...], y [n] or "
+                   "[n, k], n >= 1)", (unsigned long long)m.seq);
   tensor *x = view_tensor(&m.x), *y = view_tensor(&m.y);
   if (!x || !y) {
     tensor_free(x), tensor_free(y);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   if (m.mode == WIRE_FEED_QUEUE) return worker__fed_hold(w, req, m.task, x, y);
   job *j = job_new(w, JOB_TRAIN, req);
   if (!j) {
     tensor_free(x), tensor_free(y);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   j->id = direct ? m.seq : m.task;
   j->direct = direct;
@@ -600,7 +600,7 @@ int worker_feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t le
 }
 
 int worker__direct_batch(worker *w, uint32_t slot, const uint8_t *payload, size_t len, uint64_t *seq) {
-  if (w->closed) return drv_error(DRV_EINVAL, "the node is shutting down");
+  if (w->closed) return err_set(DRV_EINVAL, "the node is shutting down");
   return feed_batch(w, 0, payload, len, true, slot, seq);
 }
 
@@ -617,12 +617,12 @@ int worker_feed_end(worker *w, const uint8_t *payload, size_t len) {
 
 int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   if (w->role != ROLE_EVALUATOR)
-    return drv_error(DRV_EINVAL, "EVAL sent to a %s", wire_role_name(w->role));
+    return err_set(DRV_EINVAL, "EVAL sent to a %s", wire_role_name(w->role));
   wire_msg_eval m;
   int rc = wire_get_eval(payload, len, &m);
   if (rc < 0) return rc;
   job *j = job_new(w, JOB_EVAL, req);
-  if (!j) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!j) return err_set(DRV_ENOMEM, "out of memory");
   j->id = m.step;
   j->phases = JP_PULL | JP_COMPUTE;
   enqueue(w, j);
@@ -633,9 +633,9 @@ int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
 int worker_submit(worker *w, unsigned phases, void (*on_done)(job *j), void *ud) {
   /* Draining takes jobs still: they come from calls that were running
    * when the SHUTDOWN came, which finish within the grace (wire_msgs.h). */
-  if (w->closed) return drv_error(DRV_EINVAL, "the node is shutting down");
+  if (w->closed) return err_set(DRV_EINVAL, "the node is shutting down");
   job *j = job_new(w, JOB_TRAIN, 0);
-  if (!j) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!j) return err_set(DRV_ENOMEM, "out of memory");
   j->task_kind = WIRE_TASK_TRAIN_STEP;
   j->phases = phases;
   j->on_done = on_done;
@@ -667,7 +667,7 @@ void worker_set_fatal(worker *w, void (*fatal)(void *ud, int rc, const char *msg
 }
 
 int worker_call(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
-  if (!w->calls) return drv_error(DRV_EINVAL, "this node runs no Lua: it cannot take a CALL");
+  if (!w->calls) return err_set(DRV_EINVAL, "this node runs no Lua: it cannot take a CALL");
   return w->calls->call(w, req, payload, len);
 }
 

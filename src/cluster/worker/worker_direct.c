@@ -90,27 +90,27 @@ static void on_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   worker *w = d->w;
   int rc;
   if (h->type != WIRE_FEED_BATCH) {
-    rc = drv_error(DRV_EPROTO, "a direct feeder does not send %s", wire_type_name(h->type));
+    rc = err_set(DRV_EPROTO, "a direct feeder does not send %s", wire_type_name(h->type));
   } else if (h->len < 8) {
-    rc = drv_error(DRV_EPARSE, "FEED_BATCH too short");
+    rc = err_set(DRV_EPARSE, "FEED_BATCH too short");
   } else {
     uint64_t task = 0, seq = 0;
     for (int i = 7; i >= 0; i--) task = task << 8 | pl[i]; /* the payload's first field */
     if (task > UINT32_MAX) {
-      rc = drv_error(DRV_EPROTO, "FEED_BATCH slot %" PRIu64 " out of range", task);
+      rc = err_set(DRV_EPROTO, "FEED_BATCH slot %" PRIu64 " out of range", task);
     } else if (!s && !(s = find_slot(d, (uint32_t)task, true))) {
-      rc = drv_error(DRV_ENOMEM, "out of memory");
+      rc = err_set(DRV_ENOMEM, "out of memory");
     } else if (s->slot != task) {
-      rc = drv_error(DRV_EPROTO, "FEED_BATCH for slot %" PRIu64 " on slot %u's connection", task,
-                     s->slot);
+      rc = err_set(DRV_EPROTO, "FEED_BATCH for slot %" PRIu64 " on slot %u's connection", task,
+                   s->slot);
     } else {
       if (s->cn && s->cn != cn) conn_close(s->cn, "a newer connection feeds its slot");
       s->cn = cn;
       p->s = s;
       rc = worker__direct_batch(w, s->slot, pl, h->len, &seq);
       if (rc == 0 && seq <= s->received)
-        rc = drv_error(DRV_EPROTO, "slot %u: batch %" PRIu64 " after %" PRIu64, s->slot, seq,
-                       s->received);
+        rc = err_set(DRV_EPROTO, "slot %u: batch %" PRIu64 " after %" PRIu64, s->slot, seq,
+                     s->received);
       if (rc == 0) {
         s->received = seq;
         s->batches++;
@@ -118,7 +118,7 @@ static void on_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     }
   }
   if (rc < 0) {
-    log_warn("direct feeder %s: %s", conn_peer(cn), drv_errmsg());
+    log_warn("direct feeder %s: %s", conn_peer(cn), err_msg());
     conn_close(cn, "bad direct feeder frame");
   }
 }
@@ -151,17 +151,17 @@ int worker_feed_listen(worker *w, const char *bind_host, const uint8_t *payload,
   wire_msg_feed_listen m;
   int rc = wire_get_feed_listen(payload, len, &m);
   if (rc < 0) return rc;
-  if (w->role == ROLE_EVALUATOR) return drv_error(DRV_EINVAL, "FEED_LISTEN sent to an evaluator");
+  if (w->role == ROLE_EVALUATOR) return err_set(DRV_EINVAL, "FEED_LISTEN sent to an evaluator");
   struct wdirect *d = w->direct;
   if (d && d->srv) { /* listening already (the key is the run's) */
     listen_ok(w, 0, d->port, "");
     return 0;
   }
-  if (!d && !(d = w->direct = calloc(1, sizeof *d))) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!d && !(d = w->direct = calloc(1, sizeof *d))) return err_set(DRV_ENOMEM, "out of memory");
   d->w = w;
   memcpy(d->key.key, m.key, sizeof d->key.key);
   if ((rc = auth_secret_generate(&d->nobody)) < 0) {
-    listen_ok(w, rc, 0, drv_errmsg());
+    listen_ok(w, rc, 0, err_msg());
     return 0;
   }
   d->accept.what = "a direct feeder";
@@ -170,9 +170,9 @@ int worker_feed_listen(worker *w, const char *bind_host, const uint8_t *payload,
   d->opts = (conn_opts){.secret = &d->nobody, .control = &d->key, .accept = &d->accept,
                         .cbs = &direct_cbs, .ud = d};
   if ((rc = conn_listen(w->loop, bind_host, 0, &d->opts, &d->srv, &d->port)) < 0) {
-    log_warn("cannot listen for direct feeders on %s: %s", bind_host, drv_errmsg());
+    log_warn("cannot listen for direct feeders on %s: %s", bind_host, err_msg());
     d->srv = NULL;
-    listen_ok(w, rc, 0, drv_errmsg());
+    listen_ok(w, rc, 0, err_msg());
     return 0;
   }
   log_info("listening for direct feeders on %s:%d", bind_host, d->port);

@@ -47,7 +47,7 @@ int worker__fed_hold(worker *w, uint32_t req, uint64_t task, tensor *x, tensor *
   fed *b = calloc(1, sizeof *b);
   if (!b) {
     tensor_free(x), tensor_free(y);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   *b = (fed){.task = task, .req = req, .x = x, .y = y};
   w->feed_ended = false; /* a feed runs */
@@ -116,7 +116,7 @@ int worker__fed_take(worker *w, int64_t n, tensor **x, tensor **y) {
   if (!(*x = tensor_new(h->x->ndim, xs)) || !(*y = tensor_new(h->y->ndim, ys))) {
     tensor_free(*x), tensor_free(*y);
     *x = *y = NULL;
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   int64_t at = 0;
   while (at < k) {

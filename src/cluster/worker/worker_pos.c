@@ -123,7 +123,7 @@ static int seek(worker *w) {
   rng_t *r[WPOS_MAX_RNG];
   int n = worker__rngs(st->model, r, WPOS_MAX_RNG);
   if (w->rb_nrng && w->rb_nrng != n)
-    return drv_error(DRV_EINVAL, "ROLLBACK: %d Dropout generators for a model with %d", w->rb_nrng, n);
+    return err_set(DRV_EINVAL, "ROLLBACK: %d Dropout generators for a model with %d", w->rb_nrng, n);
   int64_t nb = (st->data->n + st->batch - 1) / st->batch; /* batches per epoch */
   uint64_t b = w->rb_batches;
   int rc = data_iter_seek(&st->it, (int64_t)(b / (uint64_t)nb), (int64_t)(b % (uint64_t)nb) * st->batch);
@@ -138,7 +138,7 @@ static void rollback_now(worker *w) {
   int rc = seek(w);
   char msg[512] = "";
   if (rc < 0) {
-    snprintf(msg, sizeof msg, "%s", drv_errmsg());
+    snprintf(msg, sizeof msg, "%s", err_msg());
     log_error("rollback: %s", msg);
   } else {
     w->batches = w->rb_batches;
@@ -167,7 +167,7 @@ int worker_rollback(worker *w, uint32_t req, const uint8_t *payload, size_t len)
   int rc = wire_get_rollback(payload, len, &m);
   if (rc < 0) return rc;
   if (m.rng.len % RNG_BYTES || m.rng.len > WPOS_MAX_RNG * RNG_BYTES)
-    return drv_error(DRV_EPARSE, "ROLLBACK: %u bytes of generators", m.rng.len);
+    return err_set(DRV_EPARSE, "ROLLBACK: %u bytes of generators", m.rng.len);
   w->rb_nrng = (int)(m.rng.len / RNG_BYTES);
   for (int i = 0; i < w->rb_nrng; i++)
     for (int k = 0; k < 4; k++) w->rb_rng[i].s[k] = le_get(m.rng.p + i * RNG_BYTES + 8 * k, 8);

@@ -93,8 +93,8 @@ static int load_values(nn_module *m, const wire_msg_predict_model *pm) {
   nn_param_list ps = {0};
   int rc = nn_collect_params(m, &ps);
   if (rc == 0 && (uint32_t)ps.n != pm->vars.n)
-    rc = drv_error(DRV_EINVAL, "PREDICT_MODEL: %u values for a model of %d parameters", pm->vars.n,
-                   ps.n);
+    rc = err_set(DRV_EINVAL, "PREDICT_MODEL: %u values for a model of %d parameters", pm->vars.n,
+                 ps.n);
   wire_rd r = wire_items_reader(&pm->vars);
   for (uint32_t i = 0; rc == 0 && i < pm->vars.n; i++) {
     wire_item_var_tensor it;
@@ -102,7 +102,7 @@ static int load_values(nn_module *m, const wire_msg_predict_model *pm) {
     tensor *t = it.var < (uint32_t)ps.n ? ps.items[it.var].value : NULL;
     bool same = t && t->ndim == it.value.ndim;
     for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == (int64_t)it.value.shape[d];
-    if (!same) rc = drv_error(DRV_ESHAPE, "PREDICT_MODEL: value %u does not fit its parameter", it.var);
+    if (!same) rc = err_set(DRV_ESHAPE, "PREDICT_MODEL: value %u does not fit its parameter", it.var);
     else wire_tensor_to(&it.value, tensor_data(t));
   }
   nn_param_list_free(&ps);
@@ -123,7 +123,7 @@ static int load_inputs(struct wpredict *p, const wire_bytes *recipe) {
   char *copy = strndup((const char *)recipe->p, recipe->len);
   if (!copy) {
     data_free(d);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   data_free(p->data); /* a batch running holds a view of its storage */
   free(p->recipe);
@@ -138,14 +138,14 @@ int worker_predict_model(worker *w, const uint8_t *pl, size_t len) {
   int rc = wire_get_predict_model(pl, len, &m);
   if (rc < 0) return rc;
   char *spec = malloc(WIRE_MAX_STR + 1);
-  if (!spec) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!spec) return err_set(DRV_ENOMEM, "out of memory");
   if ((rc = wire_str_copy(m.model, spec, WIRE_MAX_STR + 1)) < 0) {
     free(spec);
     return rc;
   }
   if (!w->pred && !(w->pred = calloc(1, sizeof *w->pred))) {
     free(spec);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   w->pred->w = w;
   w->pred->die_at = fault_die_at(w->role, w->index);
@@ -153,7 +153,7 @@ int worker_predict_model(worker *w, const uint8_t *pl, size_t len) {
   rng_seed(&r, 0);
   nn_module *model = nn_from_spec(spec, &r);
   free(spec);
-  if (!model) return drv_error(DRV_EINVAL, "PREDICT_MODEL: %s", drv_errmsg());
+  if (!model) return err_set(DRV_EINVAL, "PREDICT_MODEL: %s", err_msg());
   if ((rc = load_values(model, &m)) < 0) {
     nn_unref(model);
     return rc;
@@ -162,7 +162,7 @@ int worker_predict_model(worker *w, const uint8_t *pl, size_t len) {
   if ((rc = load_inputs(w->pred, &m.recipe)) < 0) {
     nn_unref(model);
     /* The batches of this predict fail, naming why; the connection stays. */
-    snprintf(w->pred->failed, sizeof w->pred->failed, "%s", drv_errmsg());
+    snprintf(w->pred->failed, sizeof w->pred->failed, "%s", err_msg());
     log_error("predict %llu: %s", (unsigned long long)m.predict, w->pred->failed);
     w->pred->no = m.predict;
     nn_unref(w->pred->model);
@@ -196,7 +196,7 @@ static void work_cb(uv_work_t *req) {
   struct wpredict *p = req->data;
   p->y = NULL;
   p->rc = nn_forward(p->cur->model, p->cur->x, &p->y);
-  if (p->rc < 0) snprintf(p->msg, sizeof p->msg, "%s", drv_errmsg());
+  if (p->rc < 0) snprintf(p->msg, sizeof p->msg, "%s", err_msg());
 }
 
 static void after_work_cb(uv_work_t *req, int status) {
@@ -242,8 +242,8 @@ static int batch_inputs(struct wpredict *p, const wire_msg_predict *m, tensor **
   }
   const tensor *all = p->data->x;
   if (m->rows == 0 || m->row0 > (uint64_t)all->shape[0] || m->rows > (uint64_t)all->shape[0] - m->row0)
-    return drv_error(DRV_ERANGE, "PREDICT: rows %llu..%llu of %lld", (unsigned long long)m->row0,
-                     (unsigned long long)(m->row0 + m->rows), (long long)all->shape[0]);
+    return err_set(DRV_ERANGE, "PREDICT: rows %llu..%llu of %lld", (unsigned long long)m->row0,
+                   (unsigned long long)(m->row0 + m->rows), (long long)all->shape[0]);
   if (!(*x = tensor_view(all))) return DRV_ENOMEM;
   (*x)->shape[0] = (int64_t)m->rows;
   (*x)->offset += (int64_t)m->row0 * (p->data->features);
@@ -266,7 +266,7 @@ int worker_predict(worker *w, uint32_t req, const uint8_t *pl, size_t len) {
   }
   pitem *it = calloc(1, sizeof *it);
   if (!it || (rc = batch_inputs(p, &m, &it->x)) < 0) {
-    answer(w, req, m.task, it ? rc : DRV_ENOMEM, NULL, it ? drv_errmsg() : "out of memory");
+    answer(w, req, m.task, it ? rc : DRV_ENOMEM, NULL, it ? err_msg() : "out of memory");
     free(it);
     return 0;
   }

@@ -30,7 +30,7 @@ static int kept_frame(worker *w, wire_wr *m, uint8_t type, uint32_t req, link_wa
   int rc = wire_wr_finish(m, type, req);
   if (rc == 0 && type == WIRE_PUSH) rc = wire_wr_finish(&id, WIRE_PUSH_ID, 0);
   size_t pre = type == WIRE_PUSH ? id.len : 0;
-  if (rc == 0 && !(wt->frame = malloc(pre + m->len))) rc = drv_error(DRV_ENOMEM, "out of memory");
+  if (rc == 0 && !(wt->frame = malloc(pre + m->len))) rc = err_set(DRV_ENOMEM, "out of memory");
   if (rc == 0) {
     if (pre) memcpy(wt->frame, id.buf, pre);
     memcpy(wt->frame + pre, m->buf, m->len);
@@ -51,7 +51,7 @@ int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *
     link_wait *nw = realloc(l->waits, (size_t)cap * sizeof *nw);
     if (!nw) {
       wire_wr_free(m);
-      return drv_error(DRV_ENOMEM, "out of memory");
+      return err_set(DRV_ENOMEM, "out of memory");
     }
     l->waits = nw;
     l->capwaits = cap;
@@ -102,8 +102,8 @@ static int take_pull_reply(const job *j, int p, const uint8_t *pl, size_t len,
   *version = m.version;
   uint32_t count = m.vars.n;
   if (count != (uint32_t)part->n)
-    return drv_error(DRV_EPARSE, "PULL_REPLY from ps:%d has %u variables, expected %d", p, count,
-                     part->n);
+    return err_set(DRV_EPARSE, "PULL_REPLY from ps:%d has %u variables, expected %d", p, count,
+                   part->n);
   wire_rd r = wire_items_reader(&m.vars);
   for (int k = 0; k < part->n; k++) {
     wire_item_var_tensor it;
@@ -113,15 +113,15 @@ static int take_pull_reply(const job *j, int p, const uint8_t *pl, size_t len,
     const int64_t *shape = it.value.shape;
     const void *data = it.value.data;
     if (var != part->var[k])
-      return drv_error(DRV_EPARSE, "PULL_REPLY from ps:%d: var %u where var %u was expected", p,
-                       var, part->var[k]);
+      return err_set(DRV_EPARSE, "PULL_REPLY from ps:%d: var %u where var %u was expected", p,
+                     var, part->var[k]);
     const wvar *v = &st->vars[var];
     const wshard *s = &v->shards[part->shard[k]];
     bool same = nd == v->ndim && (uint64_t)shape[0] == s->rows;
     for (int d = 1; same && d < nd; d++) same = shape[d] == v->dims[d];
     if (!same)
-      return drv_error(DRV_ESHAPE, "PULL_REPLY from ps:%d: var %u (%s) has the wrong shape", p,
-                       var, v->name);
+      return err_set(DRV_ESHAPE, "PULL_REPLY from ps:%d: var %u (%s) has the wrong shape", p,
+                     var, v->name);
     memcpy(tensor_data(v->value) + s->row0 * v->row_elems, data,
            (size_t)s->rows * v->row_elems * sizeof(float));
   }
@@ -248,7 +248,7 @@ static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   if (h->type == WIRE_PUSH_OK) note_push_ok(w, l, pl, h->len);
   if (!j) return; /* the reply to a job that already failed */
   if (h->type == WIRE_PULL_REPLY && take_pull_reply(j, l->index, pl, h->len, &l->version) < 0) {
-    snprintf(l->last_error, sizeof l->last_error, "%s", drv_errmsg());
+    snprintf(l->last_error, sizeof l->last_error, "%s", err_msg());
     worker__doom(w, j, DRV_EIO, "ps:%d: %s", l->index, l->last_error);
     link_drop(w, l);
     return;
@@ -280,7 +280,7 @@ static int link_connect(worker *w, ps_link *l) {
     snprintf(l->last_error, sizeof l->last_error, "this node's key file holds no key for ps:%u",
              (unsigned)l->proc);
     log_error("cannot connect to ps:%d: %s", l->index, l->last_error);
-    return drv_error(DRV_EINVAL, "%s", l->last_error);
+    return err_set(DRV_EINVAL, "%s", l->last_error);
   }
   l->opts = (conn_opts){.secret = key, .who = AUTH_WHO_NODE, .role = (uint8_t)w->role,
                         .index = (uint32_t)w->index, .cbs = &link_cbs, .ud = l};
@@ -289,8 +289,8 @@ static int link_connect(worker *w, ps_link *l) {
   int rc = conn_connect(w->loop, l->host, l->port, &l->opts, &l->c);
   if (rc < 0) {
     l->c = NULL;
-    snprintf(l->last_error, sizeof l->last_error, "%s", drv_errmsg());
-    log_error("cannot connect to ps:%d at %s:%d: %s", l->index, l->host, l->port, drv_errmsg());
+    snprintf(l->last_error, sizeof l->last_error, "%s", err_msg());
+    log_error("cannot connect to ps:%d at %s:%d: %s", l->index, l->host, l->port, err_msg());
   }
   return rc;
 }
@@ -346,19 +346,19 @@ int worker_spec(worker *w, const node_addr *nodes, int n, bool ps_replicated) {
     const node_addr *a = &nodes[i];
     if (a->role != ROLE_PS) continue;
     if (a->index >= WORKER_MAX_PS)
-      return drv_error(DRV_ERANGE, "SPEC: ps index %u is over the limit %d", a->index,
-                       WORKER_MAX_PS);
+      return err_set(DRV_ERANGE, "SPEC: ps index %u is over the limit %d", a->index,
+                     WORKER_MAX_PS);
     int p = (int)a->index;
     if (p >= w->nlinks) {
       ps_link **nl = realloc(w->links, (size_t)(p + 1) * sizeof *nl);
-      if (!nl) return drv_error(DRV_ENOMEM, "out of memory");
+      if (!nl) return err_set(DRV_ENOMEM, "out of memory");
       for (int k = w->nlinks; k <= p; k++) nl[k] = NULL;
       w->links = nl;
       w->nlinks = p + 1;
     }
     ps_link *l = w->links[p];
     if (!l) {
-      if (!(l = calloc(1, sizeof *l))) return drv_error(DRV_ENOMEM, "out of memory");
+      if (!(l = calloc(1, sizeof *l))) return err_set(DRV_ENOMEM, "out of memory");
       l->w = w;
       l->index = p;
       w->links[p] = l;

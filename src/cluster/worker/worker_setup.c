@@ -59,7 +59,7 @@ static int read_var(const wire_item_setup_var *it, wvar *v) {
   v->nshards = it->shards.n;
   if (!(v->name = strndup(it->name.s, it->name.len)) ||
       !(v->shards = calloc((size_t)v->nshards + 1, sizeof *v->shards)))
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   wire_rd r = wire_items_reader(&it->shards);
   for (uint32_t s = 0; s < v->nshards; s++) {
     wire_item_setup_shard sh;
@@ -89,10 +89,10 @@ static int read_setup(const uint8_t *p, size_t len, wstate *st, char *spec, size
   st->batch = (int64_t)m.batch;
   st->seed = m.seed;
   if (!isfinite(m.clip_norm) || m.clip_norm < 0)
-    return drv_error(DRV_EINVAL, "SETUP: clip_norm must be finite and >= 0 (got %g)", m.clip_norm);
+    return err_set(DRV_EINVAL, "SETUP: clip_norm must be finite and >= 0 (got %g)", m.clip_norm);
   st->clip_norm = m.clip_norm;
   if (!(st->vars = calloc((size_t)m.vars.n + 1, sizeof *st->vars)))
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   wire_rd r = wire_items_reader(&m.vars);
   for (uint32_t i = 0; i < m.vars.n; i++) {
     wire_item_setup_var it;
@@ -102,11 +102,11 @@ static int read_setup(const uint8_t *p, size_t len, wstate *st, char *spec, size
   }
   if (m.recipe.len > 0) { /* files mode: read this node's shard itself */
     rc = data_from_recipe((const char *)m.recipe.p, m.recipe.len, m.shard, m.shards, files);
-    if (rc < 0) return drv_error(rc, "SETUP: files mode: %s", drv_errmsg());
+    if (rc < 0) return err_set(rc, "SETUP: files mode: %s", err_msg());
     return 0;
   }
   if (!(*x = tensor_of(&m.x)) || !(*y = tensor_of(&m.y)))
-    return drv_error(DRV_ENOMEM, "out of memory for the SETUP data");
+    return err_set(DRV_ENOMEM, "out of memory for the SETUP data");
   return 0;
 }
 
@@ -122,32 +122,32 @@ static int cmp_shard_row(const void *a, const void *b) {
  * untouched anyway.) */
 static int check_shards(uint32_t i, const wvar *v) {
   if (v->nshards == 0)
-    return drv_error(DRV_EINVAL, "SETUP: variable %u (%s) has no shards", i, v->name);
+    return err_set(DRV_EINVAL, "SETUP: variable %u (%s) has no shards", i, v->name);
   wshard *s = malloc((size_t)v->nshards * sizeof *s);
-  if (!s) return drv_error(DRV_ENOMEM, "out of memory");
+  if (!s) return err_set(DRV_ENOMEM, "out of memory");
   memcpy(s, v->shards, (size_t)v->nshards * sizeof *s);
   qsort(s, v->nshards, sizeof *s, cmp_shard_row);
   uint64_t next = 0;
   int rc = 0;
   for (uint32_t k = 0; k < v->nshards && rc == 0; k++) {
     if (s[k].ps >= WORKER_MAX_PS)
-      rc = drv_error(DRV_ERANGE, "SETUP: variable %u (%s) is placed on ps:%u (limit %d)", i,
-                     v->name, s[k].ps, WORKER_MAX_PS);
+      rc = err_set(DRV_ERANGE, "SETUP: variable %u (%s) is placed on ps:%u (limit %d)", i,
+                   v->name, s[k].ps, WORKER_MAX_PS);
     else if (s[k].row0 != next || s[k].rows == 0 || s[k].rows > (uint64_t)v->dims[0] - next)
-      rc = drv_error(DRV_EINVAL,
-                     "SETUP: the shards of variable %u (%s) do not tile its %lld rows "
-                     "(a shard at row %llu of %llu rows, expected row %llu)",
-                     i, v->name, (long long)v->dims[0], (unsigned long long)s[k].row0,
-                     (unsigned long long)s[k].rows, (unsigned long long)next);
+      rc = err_set(DRV_EINVAL,
+                   "SETUP: the shards of variable %u (%s) do not tile its %lld rows "
+                   "(a shard at row %llu of %llu rows, expected row %llu)",
+                   i, v->name, (long long)v->dims[0], (unsigned long long)s[k].row0,
+                   (unsigned long long)s[k].rows, (unsigned long long)next);
     for (uint32_t j = 0; j < k && rc == 0; j++)
       if (s[j].ps == s[k].ps)
-        rc = drv_error(DRV_EINVAL, "SETUP: variable %u (%s) has two shards on ps:%u", i,
-                       v->name, s[k].ps);
+        rc = err_set(DRV_EINVAL, "SETUP: variable %u (%s) has two shards on ps:%u", i,
+                     v->name, s[k].ps);
     next = s[k].row0 + s[k].rows;
   }
   if (rc == 0 && next != (uint64_t)v->dims[0])
-    rc = drv_error(DRV_EINVAL, "SETUP: the shards of variable %u (%s) cover %llu of %lld rows", i,
-                   v->name, (unsigned long long)next, (long long)v->dims[0]);
+    rc = err_set(DRV_EINVAL, "SETUP: the shards of variable %u (%s) cover %llu of %lld rows", i,
+                 v->name, (unsigned long long)next, (long long)v->dims[0]);
   free(s);
   return rc;
 }
@@ -155,8 +155,8 @@ static int check_shards(uint32_t i, const wvar *v) {
 /* Binds var i to the model's parameter i, whose shape must be the same. */
 static int bind_params(wstate *st) {
   if (st->params.n != (int)st->nvars)
-    return drv_error(DRV_EINVAL, "SETUP: %u variables for a model with %d parameters", st->nvars,
-                     st->params.n);
+    return err_set(DRV_EINVAL, "SETUP: %u variables for a model with %d parameters", st->nvars,
+                   st->params.n);
   for (uint32_t i = 0; i < st->nvars; i++) {
     wvar *v = &st->vars[i];
     const nn_param *pa = &st->params.items[i];
@@ -164,9 +164,9 @@ static int bind_params(wstate *st) {
     for (int d = 0; same && d < v->ndim; d++) same = pa->value->shape[d] == v->dims[d];
     if (!same) {
       char a[96], b[96];
-      return drv_error(DRV_ESHAPE, "SETUP: variable %u (%s) has shape %s but parameter %s is %s",
-                       i, v->name, dims_str(v->ndim, v->dims, a, sizeof a), pa->name,
-                       dims_str(pa->value->ndim, pa->value->shape, b, sizeof b));
+      return err_set(DRV_ESHAPE, "SETUP: variable %u (%s) has shape %s but parameter %s is %s",
+                     i, v->name, dims_str(v->ndim, v->dims, a, sizeof a), pa->name,
+                     dims_str(pa->value->ndim, pa->value->shape, b, sizeof b));
     }
     int rc = check_shards(i, v);
     if (rc < 0) return rc;
@@ -175,7 +175,7 @@ static int bind_params(wstate *st) {
     if ((int)i >= st->ntrained) {
       v->stat = true;
       if (!(v->grad = tensor_new(pa->value->ndim, pa->value->shape)))
-        return drv_error(DRV_ENOMEM, "out of memory");
+        return err_set(DRV_ENOMEM, "out of memory");
     }
   }
   return 0;
@@ -188,7 +188,7 @@ static int build_parts(wstate *st) {
     for (uint32_t k = 0; k < st->vars[i].nshards; k++)
       if ((int)st->vars[i].shards[k].ps + 1 > nparts) nparts = (int)st->vars[i].shards[k].ps + 1;
   if (nparts && !(st->parts = calloc((size_t)nparts, sizeof *st->parts)))
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   st->nparts = nparts;
   for (int pass = 0; pass < 2; pass++) { /* count, then fill */
     for (uint32_t i = 0; i < st->nvars; i++)
@@ -205,7 +205,7 @@ static int build_parts(wstate *st) {
       ps_part *pp = &st->parts[p];
       pp->var = malloc(((size_t)pp->n + 1) * sizeof *pp->var);
       pp->shard = malloc(((size_t)pp->n + 1) * sizeof *pp->shard);
-      if (!pp->var || !pp->shard) return drv_error(DRV_ENOMEM, "out of memory");
+      if (!pp->var || !pp->shard) return err_set(DRV_ENOMEM, "out of memory");
       pp->n = 0;
     }
   }
@@ -216,9 +216,9 @@ static int build_parts(wstate *st) {
 static int make_dataset(wstate *st, tensor *x, tensor *y, const char *who) {
   char a[96], b[96];
   if (x->ndim < 2 || y->ndim < 1 || y->ndim > 2 || y->shape[0] != x->shape[0]) {
-    int rc = drv_error(DRV_ESHAPE, "SETUP: data x %s and y %s do not match (x must be [n, ...], "
-                       "y [n] or [n, k])", dims_str(x->ndim, x->shape, a, sizeof a),
-                       dims_str(y->ndim, y->shape, b, sizeof b));
+    int rc = err_set(DRV_ESHAPE, "SETUP: data x %s and y %s do not match (x must be [n, ...], "
+                     "y [n] or [n, k])", dims_str(x->ndim, x->shape, a, sizeof a),
+                     dims_str(y->ndim, y->shape, b, sizeof b));
     tensor_free(x);
     tensor_free(y);
     return rc;
@@ -228,7 +228,7 @@ static int make_dataset(wstate *st, tensor *x, tensor *y, const char *who) {
   if (!d) {
     tensor_free(x);
     tensor_free(y);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   d->x = x;
   d->y = y;
@@ -263,13 +263,13 @@ static int build(wstate *st, int role, int index, const char *spec, const char *
   else rc = make_dataset(st, x, y, who);
   if (rc < 0) return rc;
   if (st->batch <= 0)
-    return drv_error(DRV_EINVAL, "SETUP: batch must be > 0 (got %lld)", (long long)st->batch);
+    return err_set(DRV_EINVAL, "SETUP: batch must be > 0 (got %lld)", (long long)st->batch);
   rng_t r;
   rng_seed(&r, st->seed);
   if (!(st->model = nn_from_spec(spec, &r)))
-    return drv_error(DRV_EINVAL, "SETUP: model '%s': %s", spec, drv_errmsg());
+    return err_set(DRV_EINVAL, "SETUP: model '%s': %s", spec, err_msg());
   if (!(st->loss = nn_loss_from_name(lossname)))
-    return drv_error(DRV_EINVAL, "SETUP: loss '%s': %s", lossname, drv_errmsg());
+    return err_set(DRV_EINVAL, "SETUP: loss '%s': %s", lossname, err_msg());
   rng_t *gens[WPOS_MAX_RNG];
   st->nrng = worker__rngs(st->model, gens, WPOS_MAX_RNG);
   for (int i = 0; i < st->nrng; i++) st->init_rng[i] = *gens[i];
@@ -278,7 +278,7 @@ static int build(wstate *st, int role, int index, const char *spec, const char *
       (rc = build_parts(st)) < 0)
     return rc;
   if (role == ROLE_EVALUATOR && st->data->n == 0)
-    return drv_error(DRV_EINVAL, "SETUP: the evaluation data is empty");
+    return err_set(DRV_EINVAL, "SETUP: the evaluation data is empty");
   if (role != ROLE_EVALUATOR && st->data->n > 0) {
     /* Worker 0 shuffles exactly as in-process training with the same seed
      * would, so a one-worker cluster reproduces it bit for bit. */
@@ -300,7 +300,7 @@ int wstate_parse(int role, int index, const uint8_t *p, size_t len, wstate **out
   if (!st || !spec) {
     free(st);
     free(spec);
-    return drv_error(DRV_ENOMEM, "out of memory");
+    return err_set(DRV_ENOMEM, "out of memory");
   }
   char lossname[64];
   tensor *x = NULL, *y = NULL;
