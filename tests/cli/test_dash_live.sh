@@ -44,7 +44,10 @@ expect run "live-01 the header says it trains" wait_re run "training"
 pid=$(screen run | awk '{ for (i = 1; i < NF; i++) if ($i == "worker:1") { for (j = i + 1; j <= NF; j++) if ($j ~ /^[0-9]+$/) { print $j; exit } } }')
 check "live-02 the table shows worker:1's pid" [ -n "$pid" ]
 [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-expect run "live-02 a killed worker shows as lost or restarting" wait_re run "worker:1 .* (lost|restarting) "
+# The table's lost/restarting can last less than a poll on a loaded
+# machine (the restart is that quick); the events pane keeps the loss.
+expect run "live-02 a killed worker shows as lost or restarting" \
+  wait_re run "worker:1 .* (lost|restarting) |node lost worker:1: killed by signal 9"
 expect run "live-02 then busy again, one restart" wait_re run "worker:1 .* busy +1 "
 check "live-02 the script's print() went to the events (events.log)" grep -q "print training for 25 s" "$RUNS"/live-*/events.log
 key run q
