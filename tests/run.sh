@@ -45,6 +45,9 @@ want() { [ -z "${ONLY:-}" ] || case "$1" in *"$ONLY"*) return 0 ;; *) return 1 ;
 if want layers; then run layers 60 make -s --no-print-directory layers; fi
 # No function in src/ over 80 lines without a "Long:" comment saying why.
 if want funclen; then run funclen 60 sh tools/funclen.sh; fi
+# docs/ARCHITECTURE.md names every folder and module of src/, and the docs
+# name no source file that is gone (tools/archmap.sh).
+if want archmap; then run archmap 60 sh tools/archmap.sh; fi
 if want unit; then run unit 900 "$UNIT"; fi
 for t in tests/lua/test_*.lua; do
   [ -e "$t" ] && want "$t" && run "$t" 300 "$DROVER" run "$t"
