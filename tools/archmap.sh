@@ -11,8 +11,8 @@
 #    code quotes (`x.c`, `x.h`, `src/...`) exists, so a rename is noticed;
 #  - those pages keep lines of at most 100 characters, and the map stays a
 #    map: at most MAP_LINES lines (the detail goes to docs/design/).
-# Prints one PASS or FAIL line per rule (tests/run.sh counts them) and
-# exits non-zero on a failure.
+# Prints a FAIL line per problem and a closing PASS or FAIL line
+# (tests/run.sh counts them), and exits non-zero on a failure.
 set -uf # -f: the quoted words are not globbed by the shell (`coord_feed.*`)
 cd "$(dirname "$0")/.." || exit 2
 MAP=docs/ARCHITECTURE.md
