@@ -11,6 +11,7 @@
 # where Spark cannot start (DROVER_SPARK_REQUIRED=1 makes that a
 # failure), and under ASan unless DROVER_SPARK_ASAN=1 (the C path is
 # launch_spark.c's argument list, which test_spark.sh's refusals run).
+# run.sh timeout: 600
 . tests/cli/lib.sh
 RUNS=$TMP/runs
 if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_SPARK_ASAN:-0}" != 1 ]; then
