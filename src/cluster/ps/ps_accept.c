@@ -12,7 +12,7 @@
 #include "cluster/ps/ps_int.h"
 
 /* Built once, on the loop thread, from the message table's limits. */
-const conn_accept *ps__accept(const conn *c) {
+const conn_accept *ps__accept_as(auth_cap cap, int role) {
   static conn_accept coord, trainer, replicator, none;
   static bool built;
   if (!built) {
@@ -42,7 +42,9 @@ const conn_accept *ps__accept(const conn *c) {
     }
     built = true;
   }
-  if (conn_cap(c) != AUTH_CAP_NODE) return &none;
-  if (conn_role(c) == AUTH_ROLE_COORD) return &coord;
-  return conn_role(c) == ROLE_PS ? &replicator : &trainer;
+  if (cap != AUTH_CAP_NODE) return &none;
+  if (role == AUTH_ROLE_COORD) return &coord;
+  return role == ROLE_PS ? &replicator : &trainer;
 }
+
+const conn_accept *ps__accept(const conn *c) { return ps__accept_as(conn_cap(c), conn_role(c)); }
