@@ -35,6 +35,7 @@
 #include "train/progress.h"
 #include "base/rundir.h"
 #include "train/train.h"
+#include "proto/nodestate.h"
 #include "proto/wire.h"
 
 #define DASH_AUTO_KEY "drover.dash.auto"
@@ -430,7 +431,8 @@ void ldash_fit_begin(lua_State *L, rundir *rd) {
   }
   if (!live.local) return;
   snprintf(live.still.state, sizeof live.still.state, "training");
-  if (live.still.nnodes) snprintf(live.still.nodes[0].state, sizeof live.still.nodes[0].state, "busy");
+  if (live.still.nnodes)
+    snprintf(live.still.nodes[0].state, sizeof live.still.nodes[0].state, "%s", nodestate_shown(NODE_BUSY));
 }
 
 /* Turns the loop (the dashboard's redraws and keys) at most 20 times a
@@ -474,7 +476,8 @@ void ldash_fit_progress(lua_State *L, const train_progress *p) {
 void ldash_fit_end(lua_State *L) {
   if (!live.local) return;
   snprintf(live.still.state, sizeof live.still.state, "idle");
-  if (live.still.nnodes) snprintf(live.still.nodes[0].state, sizeof live.still.nodes[0].state, "ready");
+  if (live.still.nnodes)
+    snprintf(live.still.nodes[0].state, sizeof live.still.nodes[0].state, "%s", nodestate_shown(NODE_READY));
   if (!dash_closed(live.d)) local_pump(L, true);
 }
 
@@ -497,7 +500,8 @@ void ldash_script_end(lua_State *L, int status, bool interrupted) {
     else snprintf(m->banner, sizeof m->banner, "run failed (exit %d) %s q to leave", status, sep);
     snprintf(m->state, sizeof m->state, "%s", status == 0 ? "finished" : "failed");
     for (int i = 0; live.local && i < m->nnodes; i++)
-      snprintf(m->nodes[i].state, sizeof m->nodes[i].state, "%s", status == 0 ? "done" : "failed");
+      snprintf(m->nodes[i].state, sizeof m->nodes[i].state, "%s",
+               nodestate_shown(status == 0 ? NODE_DONE : NODE_FAILED));
     m->version++;
     uv_loop_t *loop = drover_lua_loop(L);
     while (!dash_closed(live.d) && !err_interrupted()) uv_run(loop, UV_RUN_ONCE);

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/nodestate.h"
+
 /* Points kept per series. A full series drops every second point (keeping
  * its first and newest), so the whole history stays at a lower resolution. */
 #define RUNVIEW_SERIES_MAX 4096
@@ -24,8 +26,8 @@ typedef struct runview_node {
   int role, index;        /* wire_role, index */
   char host[64];
   int pid;
-  char state[16];         /* coord_state_name(): "starting", "ready", "busy",
-                             "lost", "restarting", "done", "failed" */
+  char state[NODESTATE_SHOWN_MAX]; /* a shown name of nodestate.h: "starting",
+                                     "busy", "restarting"... */
   int restarts;
   int64_t steps;          /* train steps completed */
   double examples_per_sec;

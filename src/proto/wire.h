@@ -49,84 +49,124 @@
 #define WIRE_NONCE_SIZE 32
 #define WIRE_MAC_SIZE 32
 
-/* One row per message type: XX(number, NAME, name, pre_auth, max_len).
+/* Who may send a type to a server once authenticated: a peer as the
+ * server tells it apart, by the key it proved (auth.h) and how far its
+ * conversation got. XX(NAME, "what"): `what` names it in the server's log
+ * when it sends a type it may not ("refused PUSH from 10.0.0.7:4711 (a
+ * node before REGISTER)"). A server takes from each peer exactly the
+ * types whose `from` column below names it (conn_accept: coord_keys.c,
+ * ps_accept.c), each up to its largest payload; a frame of any other type
+ * closes that connection at its header. */
+#define WIRE_PEER_MAP(XX)                                                          \
+  /* at the coordinator */                                                         \
+  XX(NEW_NODE, "a node before REGISTER")                                           \
+  XX(NEW_CONTROL, "a control client before ATTACH, FEED_OPEN or PREDICT_OPEN")     \
+  XX(NEW_VIEW, "a view client before ATTACH")                                      \
+  XX(PS, "a ps")                           /* registered */                        \
+  XX(TRAINER, "a registered node")         /* a worker, chief or evaluator */      \
+  XX(ATTACH, "an attach client")           /* after ATTACH */                      \
+  XX(FEEDER, "an external feeder")         /* after FEED_OPEN (control key) */     \
+  XX(PREDICTOR, "a predict client")        /* after PREDICT_OPEN (control key) */  \
+  /* at a ps (its data port) */                                                    \
+  XX(PS_COORD, "the coordinator")                                                  \
+  XX(PS_TRAINER, "a worker, chief or evaluator")                                   \
+  XX(PS_PRIMARY, "another ps, a primary")  /* ps_repl.c */                         \
+  XX(PS_OTHER, "a node that does not pull, push or replicate") /* any other key */
+
+typedef enum wire_peer {
+#define XX(NAME, what) WIRE_PEER_##NAME,
+  WIRE_PEER_MAP(XX)
+#undef XX
+  WIRE_PEER_COUNT
+} wire_peer;
+/* A `from` column's bit: WIRE_FROM(PS) | WIRE_FROM(TRAINER). */
+#define WIRE_FROM(peer) (1u << WIRE_PEER_##peer)
+
+/* One row per message type: XX(number, NAME, name, pre_auth, max_len, from).
  *   name      the field list WIRE_MSG_<name> in wire_msgs.h, which gives
  *             the payload's struct, encoder, decoder, limits and samples
  *   pre_auth  may arrive before the handshake completes (handshake only)
  *   max_len   the largest payload when the layout alone does not bound it
  *             usefully; 0: computed from the layout (exact for fixed
  *             layouts, a few KiB for strings, the receiver's max_frame for
- *             bulk data) */
+ *             bulk data)
+ *   from      the peers (WIRE_PEER_MAP) a server takes it from, once
+ *             authenticated, as WIRE_FROM(PEER) | ...; 0 when no server
+ *             takes it: the handshake's, and what servers send their
+ *             clients (replies, orders), which a client takes from the
+ *             server it dialed without a table */
 #define WIRE_SPEC_MAX (1u << 20)              /* thousands of nodes */
 #define WIRE_PULL_MAX (8 + 4 + 4 * 65536)     /* 64 Ki variables: beyond any model */
 #define WIRE_REPL_SHARD_MAX 4096              /* OPTIM's schedule is beyond the layout's bound */
-#define WIRE_TYPE_MAP(XX)                        \
-  XX(1, HELLO, hello, true, 0)                   \
-  XX(2, AUTH, auth, true, 0)                     \
-  XX(3, AUTH_OK, auth_ok, true, 0)               \
-  XX(10, REGISTER, register, false, 0)           \
-  XX(11, REGISTERED, registered, false, 0)       \
-  XX(12, SPEC, spec, false, WIRE_SPEC_MAX)       \
-  XX(13, HEARTBEAT, heartbeat, false, 0)         \
-  XX(14, SHUTDOWN, shutdown, false, 0)           \
-  XX(15, ERROR, error, false, 0)                 \
-  XX(16, LOG, log, false, 0)                     \
-  XX(20, VAR_INIT, var_init, false, 0)           \
-  XX(21, VAR_INIT_OK, var_init_ok, false, 0)     \
-  XX(22, SETUP, setup, false, 0)                 \
-  XX(23, SETUP_OK, setup_ok, false, 0)           \
-  XX(30, TASK, task, false, 0)                   \
-  XX(31, RESULT, result, false, 0)               \
-  XX(32, EVAL, eval, false, 0)                   \
-  XX(33, EVAL_RESULT, eval_result, false, 0)     \
-  XX(34, CALL, call, false, 0)                   \
-  XX(35, CALL_RESULT, call_result, false, 0)     \
-  XX(36, POSITION, position, false, 0)           \
-  XX(37, POSITION_OK, position_ok, false, 0)     \
-  XX(38, ROLLBACK, rollback, false, 0)           \
-  XX(39, ROLLBACK_OK, rollback_ok, false, 0)     \
-  XX(40, PULL, pull, false, WIRE_PULL_MAX)       \
-  XX(41, PULL_REPLY, pull_reply, false, 0)       \
-  XX(42, PUSH, push, false, 0)                   \
-  XX(43, PUSH_OK, push_ok, false, 0)             \
-  XX(44, CHECKPOINT, checkpoint, false, 0)       \
-  XX(45, CHECKPOINT_OK, checkpoint_ok, false, 0) \
-  XX(46, RESTORE, restore, false, 0)             \
-  XX(47, RESTORE_OK, restore_ok, false, 0)       \
-  XX(48, PS_ROLE, ps_role, false, 0)             \
-  XX(49, PS_ROLE_OK, ps_role_ok, false, 0)       \
-  XX(54, REPL_SYNC, repl_sync, false, 0)         \
-  XX(55, REPL, repl, false, 0)                   \
-  XX(56, REPL_OK, repl_ok, false, 0)             \
-  XX(57, PUSH_ID, push_id, false, 0)             \
-  XX(58, LR_SCALE, lr_scale, false, 0)           \
-  XX(59, SYNC_STOP, sync_stop, false, 0)         \
-  XX(50, ATTACH, attach, false, 0)               \
-  XX(51, SNAPSHOT, snapshot, false, 0)           \
-  XX(52, COMMAND, command, false, 0)             \
-  XX(53, COMMAND_REPLY, command_reply, false, 0) \
-  XX(60, FEED_OPEN, feed_open, false, 0)         \
-  XX(61, FEED_CREDIT, feed_credit, false, 0)     \
-  XX(62, FEED_BATCH, feed_batch, false, 0)       \
-  XX(63, FEED_END, feed_end, false, 0)           \
-  XX(64, FEED_ROUTE, feed_route, false, 0)       \
-  XX(65, FEED_LISTEN, feed_listen, false, 0)     \
-  XX(66, FEED_LISTEN_OK, feed_listen_ok, false, 0) \
-  XX(67, FEED_ACK, feed_ack, false, 0)           \
-  XX(68, FEED_DIRECT_END, feed_direct_end, false, 0) \
-  XX(69, FEED_DIRECT_CLOSE, feed_direct_close, false, 0) \
-  XX(70, PREDICT_MODEL, predict_model, false, 0) \
-  XX(71, PREDICT, predict, false, 0)             \
-  XX(72, PREDICT_RESULT, predict_result, false, 0) \
-  XX(73, PREDICT_OPEN, predict_open, false, 0)   \
-  XX(74, PREDICT_REQUEST, predict_request, false, 0) \
-  XX(75, PREDICT_REPLY, predict_reply, false, 0) \
-  XX(76, REPL_SHARD, repl_shard, false, WIRE_REPL_SHARD_MAX) \
-  XX(77, REPL_PIECE, repl_piece, false, 0)       \
-  XX(78, REPL_SYNC_END, repl_sync_end, false, 0)
+#define WIRE_TYPE_MAP(XX)                                                                    \
+  XX(1, HELLO, hello, true, 0, 0)                                                            \
+  XX(2, AUTH, auth, true, 0, 0)                                                              \
+  XX(3, AUTH_OK, auth_ok, true, 0, 0)                                                        \
+  XX(10, REGISTER, register, false, 0, WIRE_FROM(NEW_NODE))                                  \
+  XX(11, REGISTERED, registered, false, 0, 0)                                                \
+  XX(12, SPEC, spec, false, WIRE_SPEC_MAX, 0)                                                \
+  XX(13, HEARTBEAT, heartbeat, false, 0,                                                     \
+     WIRE_FROM(PS) | WIRE_FROM(TRAINER) | WIRE_FROM(PS_COORD) | WIRE_FROM(PS_TRAINER) |      \
+         WIRE_FROM(PS_PRIMARY))                                                              \
+  XX(14, SHUTDOWN, shutdown, false, 0, 0)                                                    \
+  XX(15, ERROR, error, false, 0, WIRE_FROM(PS) | WIRE_FROM(TRAINER))                         \
+  XX(16, LOG, log, false, 0, WIRE_FROM(PS) | WIRE_FROM(TRAINER))                             \
+  XX(20, VAR_INIT, var_init, false, 0, WIRE_FROM(PS_COORD))                                  \
+  XX(21, VAR_INIT_OK, var_init_ok, false, 0, 0)                                              \
+  XX(22, SETUP, setup, false, 0, 0)                                                          \
+  XX(23, SETUP_OK, setup_ok, false, 0, WIRE_FROM(TRAINER))                                   \
+  XX(30, TASK, task, false, 0, 0)                                                            \
+  XX(31, RESULT, result, false, 0, WIRE_FROM(TRAINER))                                       \
+  XX(32, EVAL, eval, false, 0, 0)                                                            \
+  XX(33, EVAL_RESULT, eval_result, false, 0, WIRE_FROM(TRAINER))                             \
+  XX(34, CALL, call, false, 0, 0)                                                            \
+  XX(35, CALL_RESULT, call_result, false, 0, WIRE_FROM(TRAINER))                             \
+  XX(36, POSITION, position, false, 0, 0)                                                    \
+  XX(37, POSITION_OK, position_ok, false, 0, WIRE_FROM(TRAINER))                             \
+  XX(38, ROLLBACK, rollback, false, 0, 0)                                                    \
+  XX(39, ROLLBACK_OK, rollback_ok, false, 0, WIRE_FROM(TRAINER))                             \
+  XX(40, PULL, pull, false, WIRE_PULL_MAX, WIRE_FROM(PS_COORD) | WIRE_FROM(PS_TRAINER))      \
+  XX(41, PULL_REPLY, pull_reply, false, 0, 0)                                                \
+  XX(42, PUSH, push, false, 0, WIRE_FROM(PS_COORD) | WIRE_FROM(PS_TRAINER))                  \
+  XX(43, PUSH_OK, push_ok, false, 0, 0)                                                      \
+  XX(44, CHECKPOINT, checkpoint, false, 0, WIRE_FROM(PS_COORD))                              \
+  XX(45, CHECKPOINT_OK, checkpoint_ok, false, 0, 0)                                          \
+  XX(46, RESTORE, restore, false, 0, WIRE_FROM(PS_COORD))                                    \
+  XX(47, RESTORE_OK, restore_ok, false, 0, 0)                                                \
+  XX(48, PS_ROLE, ps_role, false, 0, 0)                                                      \
+  XX(49, PS_ROLE_OK, ps_role_ok, false, 0, WIRE_FROM(PS))                                    \
+  XX(54, REPL_SYNC, repl_sync, false, 0, WIRE_FROM(PS_PRIMARY))                              \
+  XX(55, REPL, repl, false, 0, WIRE_FROM(PS_PRIMARY))                                        \
+  XX(56, REPL_OK, repl_ok, false, 0, 0)                                                      \
+  XX(57, PUSH_ID, push_id, false, 0, WIRE_FROM(PS_COORD) | WIRE_FROM(PS_TRAINER))            \
+  XX(58, LR_SCALE, lr_scale, false, 0, WIRE_FROM(PS_COORD))                                  \
+  XX(59, SYNC_STOP, sync_stop, false, 0, WIRE_FROM(PS_COORD))                                \
+  XX(50, ATTACH, attach, false, 0, WIRE_FROM(NEW_CONTROL) | WIRE_FROM(NEW_VIEW))             \
+  XX(51, SNAPSHOT, snapshot, false, 0, 0)                                                    \
+  XX(52, COMMAND, command, false, 0, WIRE_FROM(ATTACH))                                      \
+  XX(53, COMMAND_REPLY, command_reply, false, 0, 0)                                          \
+  XX(60, FEED_OPEN, feed_open, false, 0, WIRE_FROM(NEW_CONTROL))                             \
+  XX(61, FEED_CREDIT, feed_credit, false, 0, 0)                                              \
+  XX(62, FEED_BATCH, feed_batch, false, 0, WIRE_FROM(FEEDER))                                \
+  XX(63, FEED_END, feed_end, false, 0, WIRE_FROM(FEEDER) | WIRE_FROM(TRAINER))               \
+  XX(64, FEED_ROUTE, feed_route, false, 0, 0)                                                \
+  XX(65, FEED_LISTEN, feed_listen, false, 0, 0)                                              \
+  XX(66, FEED_LISTEN_OK, feed_listen_ok, false, 0, WIRE_FROM(TRAINER))                       \
+  XX(67, FEED_ACK, feed_ack, false, 0, WIRE_FROM(TRAINER))                                   \
+  XX(68, FEED_DIRECT_END, feed_direct_end, false, 0, WIRE_FROM(TRAINER))                     \
+  XX(69, FEED_DIRECT_CLOSE, feed_direct_close, false, 0, 0)                                  \
+  XX(70, PREDICT_MODEL, predict_model, false, 0, 0)                                          \
+  XX(71, PREDICT, predict, false, 0, 0)                                                      \
+  XX(72, PREDICT_RESULT, predict_result, false, 0, WIRE_FROM(TRAINER))                       \
+  XX(73, PREDICT_OPEN, predict_open, false, 0, WIRE_FROM(NEW_CONTROL) | WIRE_FROM(NEW_VIEW)) \
+  XX(74, PREDICT_REQUEST, predict_request, false, 0, WIRE_FROM(PREDICTOR))                   \
+  XX(75, PREDICT_REPLY, predict_reply, false, 0, 0)                                          \
+  XX(76, REPL_SHARD, repl_shard, false, WIRE_REPL_SHARD_MAX, WIRE_FROM(PS_PRIMARY))          \
+  XX(77, REPL_PIECE, repl_piece, false, 0, WIRE_FROM(PS_PRIMARY))                            \
+  XX(78, REPL_SYNC_END, repl_sync_end, false, 0, WIRE_FROM(PS_PRIMARY))
 
 typedef enum wire_type {
-#define XX(num, NAME, name, pre_auth, max) WIRE_##NAME = num,
+#define XX(num, NAME, name, pre_auth, max, from) WIRE_##NAME = num,
   WIRE_TYPE_MAP(XX)
 #undef XX
 } wire_type;
@@ -171,11 +211,20 @@ typedef struct wire_msg_info {
   uint32_t min_len;  /* smallest valid payload */
   uint32_t max_len;  /* largest valid payload (UINT32_MAX: the frame max) */
   bool pre_auth;     /* may be sent before authentication completes */
+  uint32_t from;     /* the peers a server takes it from: WIRE_FROM() bits */
 } wire_msg_info;
 
 /* The table entry for `type`, or NULL for an unknown type. */
 const wire_msg_info *wire_msg(uint8_t type);
 const char *wire_type_name(uint8_t type); /* "PUSH"; "type 0x7f" style when unknown (static buffer) */
+
+/* How a server's log names peer p ("a node before REGISTER"; static). */
+const char *wire_peer_what(wire_peer p);
+/* The types p may send, from the table's `from` column: sets allow[t]
+ * and max_len[t] (t's largest payload) for each, leaves the other
+ * entries alone (the caller zeroes them: a conn_accept, net/conn.h).
+ * Returns wire_peer_what(p). */
+const char *wire_peer_allow(wire_peer p, bool allow[256], uint32_t max_len[256]);
 
 /* Checks an authenticated payload against its type's documented layout
  * (lengths, counts that fit the bytes left, roles and flags in range,

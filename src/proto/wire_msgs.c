@@ -80,10 +80,10 @@ enum {
  * the rows left zero (name NULL). min_len: every string empty, every
  * list empty, every tensor [0]; max_len: the row's, else the layout's. */
 static const wire_msg_info msg_table[256] = {
-#define XX(num, NAME, name, pre_auth, max)                                          \
+#define XX(num, NAME, name, pre_auth, max, from)                                    \
   [num] = {num, #NAME, 0 WIRE_MSG_##name(MIN_),                                    \
            (uint64_t)(max) > 0 ? (uint32_t)(max) : CLAMP32((uint64_t)0 WIRE_MSG_##name(MAX_)), \
-           pre_auth},
+           pre_auth, from},
     WIRE_TYPE_MAP(XX)
 #undef XX
 };
@@ -97,6 +97,24 @@ const char *wire_type_name(uint8_t type) {
   if (msg_table[type].name) return msg_table[type].name;
   snprintf(buf, sizeof buf, "type 0x%02x", type);
   return buf;
+}
+
+_Static_assert(WIRE_PEER_COUNT <= 32, "a `from` column is a uint32_t of WIRE_FROM() bits");
+
+const char *wire_peer_what(wire_peer p) {
+  static const char *const what[WIRE_PEER_COUNT] = {
+#define XX(NAME, what) what,
+      WIRE_PEER_MAP(XX)
+#undef XX
+  };
+  return (unsigned)p < WIRE_PEER_COUNT ? what[p] : "?";
+}
+
+const char *wire_peer_allow(wire_peer p, bool allow[256], uint32_t max_len[256]) {
+  for (int t = 0; t < 256; t++)
+    if ((unsigned)p < WIRE_PEER_COUNT && (msg_table[t].from & (1u << p)))
+      allow[t] = true, max_len[t] = msg_table[t].max_len;
+  return wire_peer_what(p);
 }
 
 /* ======================================================================
@@ -153,7 +171,7 @@ static void put_items(wire_wr *w, const wire_items *it) {
 #define PUT_ITEMS(f, item, what) put_items(w, &m->f);
 #define PUT_EMPTY(f) (void)w, (void)m;
 
-#define XX(num, NAME, name, pre_auth, max) \
+#define XX(num, NAME, name, pre_auth, max, from) \
   void wire_put_##name(wire_wr *w, const wire_msg_##name *m) { WIRE_MSG_##name(PUT_) }
 WIRE_TYPE_MAP(XX)
 #undef XX
@@ -275,7 +293,7 @@ void wire_tensor_to(const wire_tensor *v, float *dst) {
 WIRE_ITEM_MAP(XX)
 #undef XX
 
-#define XX(num, NAME, name, pre_auth, max)                               \
+#define XX(num, NAME, name, pre_auth, max, from)                         \
   int wire_get_##name(const uint8_t *p, size_t n, wire_msg_##name *m) {  \
     wire_rd rd, *r = &rd;                                                \
     wire_rd_init(r, p, n);                                               \
@@ -306,10 +324,10 @@ int wire_validate_payload(uint8_t type, const uint8_t *p, size_t n) {
     return err_set(DRV_EPARSE, "%s payload of %zu bytes, expected %" PRIu32 " to %" PRIu32,
                    m->name, n, m->min_len, m->max_len);
   switch (type) {
-#define XX(num, NAME, name, pre_auth, max) \
-  case num: {                              \
-    wire_msg_##name msg;                   \
-    return wire_get_##name(p, n, &msg);    \
+#define XX(num, NAME, name, pre_auth, max, from) \
+  case num: {                                    \
+    wire_msg_##name msg;                         \
+    return wire_get_##name(p, n, &msg);          \
   }
     WIRE_TYPE_MAP(XX)
 #undef XX
@@ -381,13 +399,13 @@ WIRE_ITEM_MAP(XX)
 int wire_sample(uint8_t type, unsigned v, wire_wr *w) {
   wire_wr_init(w);
   switch (type) {
-#define XX(num, NAME, name, pre_auth, max) \
-  case num: {                              \
-    wire_msg_##name msg, *m = &msg;        \
-    memset(m, 0, sizeof *m);               \
-    WIRE_MSG_##name(SAMPLE_)               \
-    wire_put_##name(w, m);                 \
-    break;                                 \
+#define XX(num, NAME, name, pre_auth, max, from) \
+  case num: {                                    \
+    wire_msg_##name msg, *m = &msg;              \
+    memset(m, 0, sizeof *m);                     \
+    WIRE_MSG_##name(SAMPLE_)                     \
+    wire_put_##name(w, m);                       \
+    break;                                       \
   }
     WIRE_TYPE_MAP(XX)
 #undef XX

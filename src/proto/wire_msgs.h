@@ -8,9 +8,11 @@
  * part of the validator (wire_validate_payload) and sample frames
  * (wire_sample) for the unit tests and the fuzz corpus.
  *
- * Adding a message: a row in WIRE_TYPE_MAP, a WIRE_MSG_<name> list below
- * (and WIRE_ITEM_ lists plus WIRE_ITEM_MAP rows for its repeated parts),
- * then the sender calls wire_put_<name> and the receiver wire_get_<name>.
+ * Adding a message: a row in WIRE_TYPE_MAP, whose last column says who
+ * may send it to a server (WIRE_FROM(PEER) | ..., or 0 for what only a
+ * server sends: wire.h), a WIRE_MSG_<name> list below (and WIRE_ITEM_
+ * lists plus WIRE_ITEM_MAP rows for its repeated parts), then the sender
+ * calls wire_put_<name> and the receiver wire_get_<name>.
  *
  * Field kinds, X(KIND, field, ...), all little-endian without padding:
  *   U8 U16 U32 U64 I32 I64 F64 (field)   fixed-size numbers
@@ -542,7 +544,7 @@ int64_t wire_tensor_numel(const wire_tensor *v);
  * Per item <name>:
  *   wire_item_<name>, wire_put_item_<name>(w, it),
  *   wire_get_item_<name>(r, it)   reads the next item of a list reader */
-#define XX(num, NAME, name, pre_auth, max)                                      \
+#define XX(num, NAME, name, pre_auth, max, from)                                \
   typedef struct wire_msg_##name {                                              \
     WIRE_MSG_##name(WIRE_MSGS_FIELD_)                                           \
   } wire_msg_##name;                                                            \

@@ -8,26 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/nodestate.h"
 #include "ui/dash_int.h"
 
 /* ============================== node rows ================================ */
 
-/* Worst first: what needs attention sorts to the top. */
-static int state_rank(const char *s) {
-  static const char *const order[] = {"failed",  "lost", "restarting", "restoring", "syncing",
-                                      "starting", "busy", "ready",      "replica",   "idle",
-                                      "done"};
-  for (int i = 0; i < 11; i++)
-    if (strcmp(s, order[i]) == 0) return i;
-  return 11;
-}
-
 int dash_state_role(const char *s) {
-  int r = state_rank(s);
-  if (r <= 1) return DASH_ROLE_BAD;
-  if (r <= 5) return DASH_ROLE_WARN; /* restarting, restoring, syncing, starting */
-  if (r == 6) return DASH_ROLE_BUSY;
-  return r <= 10 ? DASH_ROLE_OK : DASH_ROLE_TEXT;
+  switch (nodestate_tone_of(s)) {
+  case NODESTATE_BAD: return DASH_ROLE_BAD;
+  case NODESTATE_WARN: return DASH_ROLE_WARN;
+  case NODESTATE_BUSY: return DASH_ROLE_BUSY;
+  case NODESTATE_OK: return DASH_ROLE_OK;
+  default: return DASH_ROLE_TEXT;
+  }
 }
 
 bool dash_node_matches(const runview_node *n, const char *f) {
@@ -54,7 +47,7 @@ static int cmp_nodes(const void *pa, const void *pb, void *arg) {
   int c = 0;
   switch (ctx->sort) {
   case DASH_SORT_NAME: c = a->role != b->role ? a->role - b->role : a->index - b->index; break;
-  case DASH_SORT_STATE: c = state_rank(a->state) - state_rank(b->state); break;
+  case DASH_SORT_STATE: c = nodestate_rank(a->state) - nodestate_rank(b->state); break; /* worst first */
   /* numbers: the most first */
   case DASH_SORT_STEPS: c = cmp3((double)b->steps, (double)a->steps); break;
   case DASH_SORT_RATE: c = cmp3(b->examples_per_sec, a->examples_per_sec); break;

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "proto/nodestate.h"
 #include "ui/runs.h"
 
 #define THROUGHPUT_EVERY 1.0 /* seconds of run time per examples/s point */
@@ -68,7 +69,7 @@ static void add_node(runview *m, const char *dir, char **col, int ncol) {
   n->pid = ncol > 1 ? atoi(col[1]) : 0;
   snprintf(n->host, sizeof n->host, "%s", ncol > 2 ? col[2] : "-");
   n->restarts = ncol > 14 ? atoi(col[14]) : 0;
-  snprintf(n->state, sizeof n->state, "%s", "done");
+  snprintf(n->state, sizeof n->state, "%s", nodestate_shown(NODE_DONE));
   n->cpu_pct = n->heartbeat_age = -1;
   n->backlog = -1;
   char role[32] = "";
@@ -198,7 +199,7 @@ int dash_records_load(const char *dir, const char *state, const char *ended, run
   if (m->total_steps < m->step) m->total_steps = m->step;
   bool failed = strcmp(state, "done") != 0;
   for (int i = 0; i < m->nnodes; i++)
-    if (failed) snprintf(m->nodes[i].state, sizeof m->nodes[i].state, "%s", "failed");
+    if (failed) snprintf(m->nodes[i].state, sizeof m->nodes[i].state, "%s", nodestate_shown(NODE_FAILED));
   char when[64];
   local_time(ended, when, sizeof when);
   if (status < 0) status = failed ? 1 : 0; /* a run from before exits were recorded */

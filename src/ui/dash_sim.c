@@ -13,6 +13,7 @@
 
 #include "base/err.h"
 #include "base/rundir.h"
+#include "proto/nodestate.h"
 #include "proto/wire.h"
 #include "base/util.h"
 
@@ -25,6 +26,7 @@
 #define LOSS_RATE 1.0 / 6000 /* per worker per tick: about one loss a worker in 10 minutes */
 
 typedef struct sim_node {
+  node_state st;  /* shown in its runview_node's state */
   double until;   /* the current phase ends (lost, restarting, starting) */
   double rate;    /* steps per second while busy */
   double steps;
@@ -62,7 +64,10 @@ static double gauss(dash_sim *s) {
 
 static bool is_trainer(const runview_node *n) { return n->role == ROLE_WORKER || n->role == ROLE_CHIEF; }
 
-static void set_state(runview_node *n, const char *st) { snprintf(n->state, sizeof n->state, "%s", st); }
+static void set_state(dash_sim *s, int i, node_state st) {
+  s->sn[i].st = st;
+  snprintf(s->m.nodes[i].state, sizeof s->m.nodes[i].state, "%s", nodestate_shown(st));
+}
 
 static void event(dash_sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void event(dash_sim *s, const char *fmt, ...) {
@@ -76,7 +81,7 @@ static void event(dash_sim *s, const char *fmt, ...) {
 
 static void lose(dash_sim *s, int i, const char *why) {
   runview_node *n = &s->m.nodes[i];
-  set_state(n, "lost");
+  set_state(s, i, NODE_LOST);
   s->sn[i].until = s->t + 2;
   n->inflight = 0;
   n->examples_per_sec = 0;
@@ -89,30 +94,30 @@ static void lose(dash_sim *s, int i, const char *why) {
 }
 
 /* One node's tick: the state machine lost -> restarting -> starting ->
- * ready -> busy (trainers) or ready / idle (ps, evaluator). */
+ * ready -> busy (trainers) or ready (ps, evaluator). */
 static void tick_node(dash_sim *s, int i) {
   runview_node *n = &s->m.nodes[i];
   sim_node *sn = &s->sn[i];
-  bool alive = strcmp(n->state, "lost") != 0 && strcmp(n->state, "restarting") != 0;
-  if (!strcmp(n->state, "lost") && s->t >= sn->until) {
-    set_state(n, "restarting");
+  bool alive = sn->st != NODE_LOST && sn->st != NODE_RESTARTING;
+  if (sn->st == NODE_LOST && s->t >= sn->until) {
+    set_state(s, i, NODE_RESTARTING);
     n->restarts++;
     sn->until = s->t + 1.5;
     event(s, "node restarting %s (restart %d)", n->name, n->restarts);
-  } else if (!strcmp(n->state, "restarting") && s->t >= sn->until) {
-    set_state(n, "starting");
+  } else if (sn->st == NODE_RESTARTING && s->t >= sn->until) {
+    set_state(s, i, NODE_STARTING);
     n->pid += 101;
     n->heartbeat_age = 0;
     sn->until = s->t + 0.8;
-  } else if (!strcmp(n->state, "starting") && s->t >= sn->until) {
-    set_state(n, "ready");
+  } else if (sn->st == NODE_STARTING && s->t >= sn->until) {
+    set_state(s, i, NODE_READY);
     sn->until = s->t + 0.3;
     if (n->restarts) event(s, "node back %s", n->name);
-  } else if (!strcmp(n->state, "ready") && s->t >= sn->until && is_trainer(n) && !s->finished) {
-    set_state(n, "busy");
+  } else if (sn->st == NODE_READY && s->t >= sn->until && is_trainer(n) && !s->finished) {
+    set_state(s, i, NODE_BUSY);
   }
   n->heartbeat_age = alive ? fmod(n->heartbeat_age + DT, 1.0) : n->heartbeat_age + DT;
-  if (!strcmp(n->state, "busy") && is_trainer(n)) {
+  if (sn->st == NODE_BUSY && is_trainer(n)) {
     sn->rate = fmax(0.2, sn->rate + 0.05 * gauss(s));
     if (sn->rate > 2 * STEPS_PER_WORKER) sn->rate = 2 * STEPS_PER_WORKER;
     sn->steps += sn->rate * DT;
@@ -194,7 +199,7 @@ static void tick(dash_sim *s) {
     s->scripted_loss = true;
     for (int i = 0; i < m->nnodes; i++)
       if (m->nodes[i].role == ROLE_WORKER && m->nodes[i].index == 1 &&
-          !strcmp(m->nodes[i].state, "busy"))
+          s->sn[i].st == NODE_BUSY)
         lose(s, i, "killed by signal 9 (simulated)");
   }
   int64_t inflight = 0;
@@ -208,7 +213,7 @@ static void tick(dash_sim *s) {
       s->finished = true;
       snprintf(m->state, sizeof m->state, "idle");
       for (int i = 0; i < m->nnodes; i++)
-        if (!strcmp(m->nodes[i].state, "busy")) set_state(&m->nodes[i], "idle");
+        if (s->sn[i].st == NODE_BUSY) set_state(s, i, NODE_READY);
       event(s, "fit done: %lld steps", (long long)m->total_steps);
     }
   }
@@ -256,7 +261,7 @@ int dash_sim_new(const dash_sim_opts *o, dash_sim **out) {
     d->pid = 40000 + i * 7;
     snprintf(d->got, sizeof d->got, "10.1.%d.%d  2 threads, 2 cpus, 4.0G, slurm 4242.%d on node%02d",
              i / 8, i % 8 + 10, i, i / 8);
-    set_state(d, "starting");
+    set_state(s, i, NODE_STARTING);
     d->backlog = is_trainer(d) ? 0 : -1;
     d->heartbeat_age = urand(s);
     if (s->o.log_dir)
@@ -311,7 +316,7 @@ static int src_kill(void *ud, const char *name, char *out, size_t n) {
   for (int i = 0; i < s->m.nnodes; i++) {
     runview_node *d = &s->m.nodes[i];
     if (strcmp(d->name, name) != 0) continue;
-    if (!strcmp(d->state, "lost") || !strcmp(d->state, "restarting")) {
+    if (s->sn[i].st == NODE_LOST || s->sn[i].st == NODE_RESTARTING) {
       snprintf(out, n, "%s is already %s", name, d->state);
       return DRV_EINVAL;
     }

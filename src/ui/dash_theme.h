@@ -32,7 +32,7 @@
   XX(BORDER, "border", "panel borders")                             \
   XX(FOCUS, "focus", "the border and title of the focused panel")   \
   XX(SELECTED, "selected", "the selected row")                      \
-  XX(OK, "ok", "ready, idle, done; good news")                      \
+  XX(OK, "ok", "ready, replica, done; good news")                   \
   XX(BUSY, "busy", "busy nodes")                                    \
   XX(WARN, "warn", "starting, restarting; retries")                 \
   XX(BAD, "bad", "lost, failed; errors")                            \

@@ -29,7 +29,7 @@
 #include "proto/wire_msgs.h"
 
 static const uint8_t all_types[] = {
-#define XX(num, NAME, name, pre_auth, max) num,
+#define XX(num, NAME, name, pre_auth, max, from) num,
     WIRE_TYPE_MAP(XX)
 #undef XX
 };

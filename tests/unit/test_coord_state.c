@@ -150,6 +150,23 @@ TEST(coord_state_changes_are_logged_and_failures_counted) {
   drop(c);
 }
 
+/* Every state the table lets a node enter has its events.log word. */
+TEST(coord_state_every_entry_is_logged) {
+  coord *c = make();
+  for (int a = 0; a < NODE_STATE_COUNT; a++)
+    for (int b = 0; b < NODE_STATE_COUNT; b++) {
+      if (!coord__state_legal(a, b)) continue;
+      c->nodes[0].state = a;
+      last_event[0] = 0;
+      CHECK_OK(coord__node_set_state(c, 0, b, ": x"));
+      char verb[32] = "";
+      if (sscanf(last_event, "node %31s worker:0: x", verb) != 1 || !strcmp(verb, "(null)"))
+        harness_fail(__FILE__, __LINE__, "%s -> %s logged \"%s\"", nodestate_name(a),
+                     nodestate_name(b), last_event);
+    }
+  drop(c);
+}
+
 TEST(coord_state_illegal_change_is_refused_and_logged) {
   coord *c = make();
   int before = nevents;

@@ -17,7 +17,7 @@
 
 static void model_with_nodes(runview *m) {
   static const char *const names[] = {"ps:0", "chief:0", "worker:0", "worker:1", "worker:2", "evaluator:0"};
-  static const char *const states[] = {"ready", "busy", "busy", "lost", "restarting", "idle"};
+  static const char *const states[] = {"ready", "busy", "busy", "lost", "restarting", "done"};
   runview_init(m);
   CHECK_OK(runview_set_nnodes(m, 6));
   for (int i = 0; i < 6; i++) {
@@ -383,4 +383,19 @@ TEST(dash_frame_detail_view_shows_the_log_tail) {
   endwin();
   dash_ui_free(&ui);
   runview_free(&m);
+}
+
+/* A node's state colours its cell by the tone nodestate.h gives it. */
+TEST(dash_state_colours_follow_the_state_table) {
+  static const struct {
+    const char *state;
+    int role;
+  } want[] = {{"failed", DASH_ROLE_BAD},      {"lost", DASH_ROLE_BAD},     {"restarting", DASH_ROLE_WARN},
+              {"restoring", DASH_ROLE_WARN},  {"syncing", DASH_ROLE_WARN}, {"starting", DASH_ROLE_WARN},
+              {"busy", DASH_ROLE_BUSY},       {"ready", DASH_ROLE_OK},     {"replica", DASH_ROLE_OK},
+              {"done", DASH_ROLE_OK},         {"idle", DASH_ROLE_TEXT},    {"", DASH_ROLE_TEXT}};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    if (dash_state_role(want[i].state) != want[i].role)
+      harness_fail(__FILE__, __LINE__, "\"%s\" is %s, not %s", want[i].state,
+                   dash_role_name(dash_state_role(want[i].state)), dash_role_name(want[i].role));
 }

@@ -18,7 +18,7 @@
 #define PAYLOAD_LEN(w) ((w).len - WIRE_HEADER_SIZE)
 
 static const uint8_t all_types[] = {
-#define XX(num, NAME, name, pre_auth, max) num,
+#define XX(num, NAME, name, pre_auth, max, from) num,
     WIRE_TYPE_MAP(XX)
 #undef XX
 };
@@ -111,7 +111,7 @@ TEST(wire_table_is_consistent) {
   int known = 0;
   for (int t = 0; t < 256; t++) known += wire_msg((uint8_t)t) != NULL;
   CHECK_INT_EQ(known, (int)NTYPES);
-#define XX(num, nm, lc, pa, mx)                                         \
+#define XX(num, nm, lc, pa, mx, fr)                                     \
   do {                                                         \
     const wire_msg_info *m = wire_msg(num);                    \
     CHECK(m != NULL);                                          \
@@ -120,6 +120,8 @@ TEST(wire_table_is_consistent) {
     CHECK(strcmp(wire_type_name(num), #nm) == 0);             \
     CHECK(m->min_len <= m->max_len);                           \
     CHECK_INT_EQ(m->pre_auth, num == WIRE_HELLO || num == WIRE_AUTH || num == WIRE_AUTH_OK); \
+    CHECK(!m->pre_auth || m->from == 0); /* no server table holds the handshake */ \
+    CHECK(m->from < (1u << WIRE_PEER_COUNT));                  \
   } while (0);
   WIRE_TYPE_MAP(XX)
 #undef XX

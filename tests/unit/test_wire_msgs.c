@@ -18,12 +18,12 @@ static int round_trip(uint8_t type, const uint8_t *p, size_t n) {
   wire_wr_init(&w);
   int rc = DRV_EINVAL;
   switch (type) {
-#define XX(num, NAME, name, pre_auth, max) \
-  case num: {                              \
-    wire_msg_##name m;                     \
-    rc = wire_get_##name(p, n, &m);        \
-    if (rc == 0) wire_put_##name(&w, &m);  \
-    break;                                 \
+#define XX(num, NAME, name, pre_auth, max, from) \
+  case num: {                                    \
+    wire_msg_##name m;                           \
+    rc = wire_get_##name(p, n, &m);              \
+    if (rc == 0) wire_put_##name(&w, &m);        \
+    break;                                       \
   }
     WIRE_TYPE_MAP(XX)
 #undef XX
@@ -35,7 +35,7 @@ static int round_trip(uint8_t type, const uint8_t *p, size_t n) {
 }
 
 TEST(wire_msgs_every_sample_round_trips) {
-#define XX(num, NAME, name, pre_auth, max)                                              \
+#define XX(num, NAME, name, pre_auth, max, from)                                        \
   for (unsigned v = 0; v < WIRE_SAMPLE_VARIANTS; v++) {                                 \
     wire_wr w;                                                                          \
     CHECK_OK(wire_sample(num, v, &w));                                                  \
@@ -55,7 +55,7 @@ TEST(wire_msgs_every_sample_round_trips) {
 }
 
 TEST(wire_msgs_every_truncation_is_refused) {
-#define XX(num, NAME, name, pre_auth, max)                                                 \
+#define XX(num, NAME, name, pre_auth, max, from)                                           \
   for (unsigned v = 0; v < WIRE_SAMPLE_VARIANTS; v++) {                                    \
     wire_wr w;                                                                             \
     CHECK_OK(wire_sample(num, v, &w));                                                     \

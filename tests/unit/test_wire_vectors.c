@@ -68,7 +68,7 @@ static int check_vector(uint8_t type, unsigned v) {
 
 TEST(wire_vectors_committed_match_the_c_side) {
   int checked = 0;
-#define XX(num, NAME, name, pre_auth, max) \
+#define XX(num, NAME, name, pre_auth, max, from) \
   for (unsigned v = 0; v < WIRE_SAMPLE_VARIANTS; v++) checked += check_vector(num, v);
   WIRE_TYPE_MAP(XX)
 #undef XX

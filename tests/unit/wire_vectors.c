@@ -125,7 +125,7 @@ WIRE_ITEM_MAP(XX)
  * decoded message into w (the caller finishes it). */
 static json_t *payload_json(uint8_t type, const uint8_t *p, size_t n, wire_wr *w) {
   switch (type) {
-#define XX(num, NAME, name, pre_auth, max)           \
+#define XX(num, NAME, name, pre_auth, max, from)     \
   case num: {                                        \
     wire_msg_##name msg, *m = &msg;                  \
     if (wire_get_##name(p, n, m) < 0) return NULL;   \
@@ -211,7 +211,7 @@ static int write_one(const char *dir, uint8_t type, unsigned v) {
 
 static int write_all(const char *dir) {
   static const uint8_t types[] = {
-#define XX(num, NAME, name, pre_auth, max) num,
+#define XX(num, NAME, name, pre_auth, max, from) num,
       WIRE_TYPE_MAP(XX)
 #undef XX
   };

@@ -31,34 +31,20 @@
 #include "proto/runview.h"
 #include "launch/launch.h"
 #include "proto/nodeinfo.h"
+#include "proto/nodestate.h"
 #include "data/data.h"
 #include "numeric/nn.h"
 #include "numeric/optim.h"
 #include "train/train.h"
 #include "proto/wire.h"
 
-/* A node's state; the transitions are in coord_nodes.c (a diagram there
- * and in docs/ARCHITECTURE.md). */
-typedef enum coord_node_state {
-  NODE_STARTING,   /* launched, not registered */
-  NODE_READY,      /* registered; takes tasks */
-  NODE_BUSY,       /* READY with tasks in flight: what coord_node_status()
-                      shows, never a node's stored state */
-  NODE_LOST,       /* exited or silent while it was needed */
-  NODE_DONE,       /* exited cleanly after SHUTDOWN */
-  NODE_FAILED,     /* exited with an error status or was killed at shutdown */
-  NODE_RESTARTING, /* lost and recoverable: waiting out its back-off */
-  NODE_RELAUNCHED, /* started again after a loss, not registered yet
-                      (shown as "restarting") */
-  NODE_RESTORING,  /* a ps back after a loss, its shards being restored
-                      from a checkpoint; no tasks meanwhile */
-  NODE_SYNCING,    /* a ps replica taking its primary's state */
-  NODE_REPLICA,    /* a ps replica in sync with its primary (ps_replicas) */
-  NODE_STATE_COUNT
-} coord_node_state;
+/* A node's state (proto/nodestate.h: the states, what each means, their
+ * names); the transitions are in coord_nodes.c (a diagram there and in
+ * docs/ARCHITECTURE.md). */
+typedef node_state coord_node_state;
 
-/* "starting", ... as users see it (RELAUNCHED shows as "restarting").
- * Static. */
+/* "starting", ... as users see it (RELAUNCHED shows as "restarting"):
+ * nodestate_shown(). Static. */
 const char *coord_state_name(coord_node_state s);
 
 /* One task of the cluster: what the dashboard and c:nodes() show. */

@@ -15,16 +15,16 @@
  * server (which a ps can do to itself only).
  *
  * What a peer may send is checked at each frame's header (conn_accept),
- * before its payload is buffered: an authenticated peer that has not
- * registered may send only a REGISTER (a node), an ATTACH (a client), a
- * FEED_OPEN (a client with the control key) or a PREDICT_OPEN (any
- * client: a view key's is answered with a refusal that names the control
- * key, then closed), each within its layout's size; a registered node the
- * frames of its role (a worker's include the direct feed's FEED_LISTEN_OK,
- * FEED_ACK and FEED_DIRECT_END; a ps's do not); an attach client COMMANDs, an external feeder (the
- * control key: it steers training) FEED_BATCH and FEED_END, a predict
- * client (the control key only) PREDICT_REQUEST. Anything else closes
- * that connection.
+ * before its payload is buffered, against the tables made from
+ * WIRE_TYPE_MAP's `from` column (wire.h, WIRE_PEER_MAP): an authenticated
+ * peer that has not registered may send only a REGISTER (a node), an
+ * ATTACH (a client), a FEED_OPEN (a client with the control key) or a
+ * PREDICT_OPEN (any client: a view key's is answered with a refusal that
+ * names the control key, then closed); a registered node the frames of
+ * its role; an attach client COMMANDs, an external feeder (the control
+ * key: it steers training) FEED_BATCH and FEED_END, a predict client (the
+ * control key only) PREDICT_REQUEST. Anything else closes that
+ * connection.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -128,60 +128,22 @@ int coord__node_key_file(coord *c, int i, char *path, size_t n) {
 
 /* ============================== accept tables ============================= */
 
-/* Every type listed, up to its layout's largest payload. */
-static void accept_fill(conn_accept *a, const char *what, const uint8_t *types, int n) {
-  memset(a, 0, sizeof *a);
-  a->what = what;
-  for (int i = 0; i < n; i++) {
-    a->allow[types[i]] = true;
-    a->max_len[types[i]] = wire_msg(types[i])->max_len;
-  }
-}
-
-enum {
-  ACC_NODE_FRESH, ACC_CONTROL_FRESH, ACC_VIEW_FRESH, ACC_PS, ACC_WORKER, ACC_ATTACH, ACC_FEEDER,
-  ACC_PREDICTOR,
-  ACC_COUNT
-};
-static conn_accept tables[ACC_COUNT];
-
-/* Built once, on the loop thread, from the message table's limits. */
-static const conn_accept *table(int k) {
-  static bool built;
-  if (!built) {
-    static const uint8_t fresh[] = {WIRE_REGISTER}, control[] = {WIRE_ATTACH, WIRE_FEED_OPEN, WIRE_PREDICT_OPEN},
-                         view[] = {WIRE_ATTACH, WIRE_PREDICT_OPEN},
-                         predictor[] = {WIRE_PREDICT_REQUEST}, feeder[] = {WIRE_FEED_BATCH, WIRE_FEED_END},
-                         ps[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_PS_ROLE_OK, WIRE_LOG},
-                         worker[] = {WIRE_HEARTBEAT, WIRE_ERROR, WIRE_SETUP_OK, WIRE_RESULT,
-                                     WIRE_EVAL_RESULT, WIRE_CALL_RESULT, WIRE_POSITION_OK,
-                                     WIRE_ROLLBACK_OK, WIRE_FEED_END, WIRE_PREDICT_RESULT,
-                                     WIRE_LOG, WIRE_FEED_LISTEN_OK, WIRE_FEED_ACK,
-                                     WIRE_FEED_DIRECT_END},
-                         attach[] = {WIRE_COMMAND};
-#define FILL(k, what, t) accept_fill(&tables[k], what, t, (int)sizeof t)
-    FILL(ACC_NODE_FRESH, "a node before REGISTER", fresh);
-    FILL(ACC_CONTROL_FRESH, "a control client before ATTACH, FEED_OPEN or PREDICT_OPEN", control);
-    FILL(ACC_VIEW_FRESH, "a view client before ATTACH", view);
-    FILL(ACC_PREDICTOR, "a predict client", predictor);
-    FILL(ACC_FEEDER, "an external feeder", feeder);
-    FILL(ACC_PS, "a ps", ps);
-    FILL(ACC_WORKER, "a registered node", worker);
-    FILL(ACC_ATTACH, "an attach client", attach);
-#undef FILL
-    built = true;
-  }
-  return &tables[k];
+/* What peer p may send here: WIRE_TYPE_MAP's `from` column (wire.h).
+ * Built once, on the loop thread. */
+static const conn_accept *table(wire_peer p) {
+  static conn_accept tables[WIRE_PEER_COUNT];
+  if (!tables[p].what) tables[p].what = wire_peer_allow(p, tables[p].allow, tables[p].max_len);
+  return &tables[p];
 }
 
 const conn_accept *coord__accept_fresh(auth_cap cap) {
-  return table(cap == AUTH_CAP_NODE      ? ACC_NODE_FRESH
-               : cap == AUTH_CAP_CONTROL ? ACC_CONTROL_FRESH
-                                         : ACC_VIEW_FRESH);
+  return table(cap == AUTH_CAP_NODE      ? WIRE_PEER_NEW_NODE
+               : cap == AUTH_CAP_CONTROL ? WIRE_PEER_NEW_CONTROL
+                                         : WIRE_PEER_NEW_VIEW);
 }
-const conn_accept *coord__accept_feeder(void) { return table(ACC_FEEDER); }
-const conn_accept *coord__accept_predictor(void) { return table(ACC_PREDICTOR); }
+const conn_accept *coord__accept_feeder(void) { return table(WIRE_PEER_FEEDER); }
+const conn_accept *coord__accept_predictor(void) { return table(WIRE_PEER_PREDICTOR); }
 const conn_accept *coord__accept_node(int role) {
-  return table(role == ROLE_PS ? ACC_PS : ACC_WORKER);
+  return table(role == ROLE_PS ? WIRE_PEER_PS : WIRE_PEER_TRAINER);
 }
-const conn_accept *coord__accept_attach(void) { return table(ACC_ATTACH); }
+const conn_accept *coord__accept_attach(void) { return table(WIRE_PEER_ATTACH); }

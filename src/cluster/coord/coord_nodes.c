@@ -61,52 +61,47 @@
  *
  * The rest of the coordinator asks what a state means (its flags: has a
  * process, registered, takes tasks, a failure, final), never for a list
- * of states. So a coming state is one row here and its arrows, and
- * nothing elsewhere changes:
- *  - a ps restoring from a checkpoint (coord_ckpt.c): RESTORING
- *    {process, registered}, READY -> RESTORING -> READY once it
- *    registered again after a restart; without NS_TASKS the queue sends
- *    it nothing, and with NS_PROCESS its loss is a loss;
- *  - a worker draining its feed: DRAINING {process, registered},
- *    READY -> DRAINING -> READY or DONE; its tasks in flight finish, no
- *    new ones come (no NS_TASKS), and it is still watched. */
+ * of states. So a coming state is its row in proto/nodestate.h (its
+ * names, where it sorts) and one here with its arrows, and nothing
+ * elsewhere changes: RESTORING, a ps restoring from a checkpoint
+ * (coord_ckpt.c), came so: {process, registered}, READY -> RESTORING ->
+ * READY once it registered again after a restart; without NS_TASKS the
+ * queue sends it nothing, and with NS_PROCESS its loss is a loss. */
 
 #define B(s) (1u << (s))
 
+/* The names are nodestate.h's (nodestate_name, nodestate_shown). */
 static const struct {
-  const char *name;  /* in the coordinator's log */
-  const char *shown; /* what users see (coord_state_name) */
   const char *verb;  /* the events.log line on entering it: "node VERB NAME..." */
   unsigned flags;    /* NS_* */
   unsigned to;       /* states it may go to, B(state) each */
 } states[NODE_STATE_COUNT] = {
-    [NODE_STARTING] = {"starting", "starting", "start", NS_PROCESS,
+    [NODE_STARTING] = {"start", NS_PROCESS,
                        B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE)},
-    [NODE_READY] = {"ready", "ready", "up", NS_PROCESS | NS_REGISTERED | NS_TASKS,
+    [NODE_READY] = {"up", NS_PROCESS | NS_REGISTERED | NS_TASKS,
                     B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) | B(NODE_FAILED) |
                         B(NODE_RESTORING) | B(NODE_SYNCING)},
-    [NODE_BUSY] = {"busy", "busy", "busy", NS_PROCESS | NS_REGISTERED | NS_TASKS | NS_DERIVED, 0},
-    [NODE_LOST] = {"lost", "lost", "lost", NS_FAILURE | NS_FINAL, 0},
-    [NODE_DONE] = {"done", "done", "done", NS_FINAL, 0},
-    [NODE_FAILED] = {"failed", "failed", "failed", NS_FAILURE | NS_FINAL, 0},
-    [NODE_RESTARTING] = {"restarting", "restarting", "lost", 0,
-                         B(NODE_RELAUNCHED) | B(NODE_LOST) | B(NODE_DONE)},
-    [NODE_RESTORING] = {"restoring", "restoring", "restoring", NS_PROCESS | NS_REGISTERED,
+    [NODE_BUSY] = {"busy", NS_PROCESS | NS_REGISTERED | NS_TASKS | NS_DERIVED, 0},
+    [NODE_LOST] = {"lost", NS_FAILURE | NS_FINAL, 0},
+    [NODE_DONE] = {"done", NS_FINAL, 0},
+    [NODE_FAILED] = {"failed", NS_FAILURE | NS_FINAL, 0},
+    [NODE_RESTARTING] = {"lost", 0, B(NODE_RELAUNCHED) | B(NODE_LOST) | B(NODE_DONE)},
+    [NODE_RESTORING] = {"restoring", NS_PROCESS | NS_REGISTERED,
                         B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) |
                             B(NODE_FAILED)},
-    [NODE_SYNCING] = {"syncing", "syncing", "syncing", NS_PROCESS | NS_REGISTERED,
+    [NODE_SYNCING] = {"syncing", NS_PROCESS | NS_REGISTERED,
                       B(NODE_REPLICA) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) |
                           B(NODE_FAILED)},
-    [NODE_REPLICA] = {"replica", "replica", "synced", NS_PROCESS | NS_REGISTERED,
+    [NODE_REPLICA] = {"synced", NS_PROCESS | NS_REGISTERED,
                       B(NODE_READY) | B(NODE_SYNCING) | B(NODE_RESTARTING) | B(NODE_LOST) |
                           B(NODE_DONE) | B(NODE_FAILED)},
-    [NODE_RELAUNCHED] = {"relaunched", "restarting", "restart", NS_PROCESS,
+    [NODE_RELAUNCHED] = {"restart", NS_PROCESS,
                          B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE)},
 };
 
 static bool valid(coord_node_state s) { return (unsigned)s < NODE_STATE_COUNT; }
 
-const char *coord_state_name(coord_node_state s) { return valid(s) ? states[s].shown : "?"; }
+const char *coord_state_name(coord_node_state s) { return nodestate_shown(s); }
 
 unsigned coord__state_flags(coord_node_state s) { return valid(s) ? states[s].flags : 0; }
 
@@ -123,7 +118,7 @@ coord_node_state coord_node_status(const coord_node *n) {
  * where tests ask for it. */
 static int illegal(coord *c, const char *name, coord_node_state from, coord_node_state to,
                    const char *why) {
-  const char *a = valid(from) ? states[from].name : "?", *b = valid(to) ? states[to].name : "?";
+  const char *a = nodestate_name(from), *b = nodestate_name(to);
   log_error("%s: illegal state change %s -> %s%s; ignored", name, a, b, why);
   rundir_event(&c->rd, "node %s: illegal state change %s -> %s; ignored", name, a, b);
   if (c->strict_states) {
@@ -145,7 +140,7 @@ int coord__node_set_state(coord *c, int i, coord_node_state to, const char *why_
   if (!coord__state_legal(from, to)) return illegal(c, name, from, to, why);
   n->state = to;
   if (states[to].flags & NS_FAILURE) c->failures++;
-  log_info("%s: %s -> %s", name, states[from].name, states[to].name);
+  log_info("%s: %s -> %s", name, nodestate_name(from), nodestate_name(to));
   rundir_event(&c->rd, "node %s %s%s", states[to].verb, name, why);
   /* A node that takes tasks now (registered, or registered again after a
    * restart) may be what queued tasks wait for: serve the queue. Without

@@ -218,5 +218,7 @@ void ps__ckpt_free_spare(ps_server *ps); /* at ps_free */
 /* ps_accept.c: the frames a data connection may send, by its identity
  * (static tables; valid for the process's life). */
 const conn_accept *ps__accept(const conn *c);
+/* The same for a peer that proved capability cap (and, a node, role). */
+const conn_accept *ps__accept_as(auth_cap cap, int role);
 
 #endif
