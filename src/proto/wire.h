@@ -71,7 +71,9 @@
   XX(PS_COORD, "the coordinator")                                                  \
   XX(PS_TRAINER, "a worker, chief or evaluator")                                   \
   XX(PS_PRIMARY, "another ps, a primary")  /* ps_repl.c */                         \
-  XX(PS_OTHER, "a node that does not pull, push or replicate") /* any other key */
+  XX(PS_OTHER, "a node that does not pull, push or replicate") /* any other key */ \
+  /* at a worker (its direct-feeder port, worker_direct.c) */                      \
+  XX(DIRECT_FEEDER, "a direct feeder")
 
 typedef enum wire_peer {
 #define XX(NAME, what) WIRE_PEER_##NAME,
@@ -147,7 +149,7 @@ typedef enum wire_peer {
   XX(53, COMMAND_REPLY, command_reply, false, 0, 0)                                          \
   XX(60, FEED_OPEN, feed_open, false, 0, WIRE_FROM(NEW_CONTROL))                             \
   XX(61, FEED_CREDIT, feed_credit, false, 0, 0)                                              \
-  XX(62, FEED_BATCH, feed_batch, false, 0, WIRE_FROM(FEEDER))                                \
+  XX(62, FEED_BATCH, feed_batch, false, 0, WIRE_FROM(FEEDER) | WIRE_FROM(DIRECT_FEEDER))     \
   XX(63, FEED_END, feed_end, false, 0, WIRE_FROM(FEEDER) | WIRE_FROM(TRAINER))               \
   XX(64, FEED_ROUTE, feed_route, false, 0, 0)                                                \
   XX(65, FEED_LISTEN, feed_listen, false, 0, 0)                                              \

@@ -1,6 +1,7 @@
 /* test_accept.c - who may send which message, as the servers check it at
  * each frame's header: every accept table of the coordinator
- * (coord_keys.c) and of a ps (ps_accept.c) written out type by type, so
+ * (coord_keys.c), of a ps (ps_accept.c) and of a worker's direct-feeder
+ * port (worker_direct.c) written out type by type, so
  * that a change to any of them (or to the WIRE_TYPE_MAP column they come
  * from) shows here as the exact types it lets in or shuts out. */
 #include <stdio.h>
@@ -65,4 +66,10 @@ TEST(accept_ps_by_peer) {
   static const char none[] = "a node that does not pull, push or replicate:";
   for (int cap = AUTH_CAP_NONE; cap <= AUTH_CAP_VIEW; cap++)
     if (cap != AUTH_CAP_NODE) CHECK_ALLOWS(ps__accept_as((auth_cap)cap, ROLE_WORKER), none);
+}
+
+TEST(accept_direct_feeder_at_a_worker) {
+  conn_accept a = {0};
+  a.what = wire_peer_allow(WIRE_PEER_DIRECT_FEEDER, a.allow, a.max_len);
+  CHECK_ALLOWS(&a, "a direct feeder: FEED_BATCH");
 }

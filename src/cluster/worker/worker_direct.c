@@ -164,9 +164,7 @@ int worker_feed_listen(worker *w, const char *bind_host, const uint8_t *payload,
     listen_ok(w, rc, 0, err_msg());
     return 0;
   }
-  d->accept.what = "a direct feeder";
-  d->accept.allow[WIRE_FEED_BATCH] = true;
-  d->accept.max_len[WIRE_FEED_BATCH] = wire_msg(WIRE_FEED_BATCH)->max_len;
+  d->accept.what = wire_peer_allow(WIRE_PEER_DIRECT_FEEDER, d->accept.allow, d->accept.max_len);
   d->opts = (conn_opts){.secret = &d->nobody, .control = &d->key, .accept = &d->accept,
                         .cbs = &direct_cbs, .ud = d};
   if ((rc = conn_listen(w->loop, bind_host, 0, &d->opts, &d->srv, &d->port)) < 0) {
