@@ -194,7 +194,7 @@ static int resume_run(const char *dir) {
     fprintf(stderr, "drover: cannot resume '%s': it is still running\n", dir);
     return 1;
   }
-  snprintf(path, sizeof path, "%s/run.json", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_RUN_JSON, dir);
   json_error_t jerr;
   json_t *j = json_load_file(path, 0, &jerr);
   const char *script = NULL, *cwd = NULL;
@@ -217,7 +217,7 @@ static int resume_run(const char *dir) {
   char **all = calloc(n + 4, sizeof *all);
   all[0] = "drover";
   all[1] = "run";
-  snprintf(path, sizeof path, "%s/run.lua", abs);
+  snprintf(path, sizeof path, "%s/" RUNDIR_RUN_LUA, abs);
   all[2] = path;
   for (size_t i = 0; i < n; i++) all[3 + i] = (char *)json_string_value(json_array_get(args, i));
   int rc = run_script((int)n + 2, all + 1, 1, false, abs, script);
@@ -402,7 +402,7 @@ static bool parse_seconds(const char *s, double *out) {
 
 int cmd_attach(int argc, char **argv) {
   const command *self = find_command("attach");
-  attach_opts o = {.hz = 4, .timeout = 10, .runs = "runs"};
+  attach_opts o = {.hz = 4, .timeout = 10, .runs = RUNDIR_BASE};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     bool takes = strcmp(a, "--command") == 0 || strcmp(a, "--stop") == 0 ||
@@ -435,7 +435,7 @@ int cmd_attach(int argc, char **argv) {
 
 int cmd_ls(int argc, char **argv) {
   if (argc > 2) return usage_error(find_command("ls"), "unexpected argument '%s'", argv[2]);
-  const char *dir = argc == 2 ? argv[1] : "runs";
+  const char *dir = argc == 2 ? argv[1] : RUNDIR_BASE;
   if (argc < 2 && access(dir, F_OK) != 0) { /* no ./runs yet: no runs */
     printf("no runs in %s\n", dir);
     return 0;
@@ -453,7 +453,7 @@ int cmd_ls(int argc, char **argv) {
 
 int cmd_logs(int argc, char **argv) {
   const command *self = find_command("logs");
-  logs_opts o = {.runs = "runs"};
+  logs_opts o = {.runs = RUNDIR_BASE};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-f") || !strcmp(a, "--follow")) o.follow = true;
@@ -476,7 +476,7 @@ int cmd_logs(int argc, char **argv) {
 
 int cmd_export_metrics(int argc, char **argv) {
   const command *self = find_command("export-metrics");
-  const char *run = NULL, *runs = "runs", *file = NULL;
+  const char *run = NULL, *runs = RUNDIR_BASE, *file = NULL;
   export_format fmt = EXPORT_CSV;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -511,7 +511,7 @@ fail:
 
 int cmd_doctor(int argc, char **argv) {
   const command *self = find_command("doctor");
-  doctor_opts o = {.runs = "runs"};
+  doctor_opts o = {.runs = RUNDIR_BASE};
   const char **hosts = calloc((size_t)argc, sizeof *hosts);
   if (!hosts) return 1;
   for (int i = 1; i < argc; i++) {
@@ -536,7 +536,7 @@ int cmd_doctor(int argc, char **argv) {
 
 int cmd_export(int argc, char **argv) {
   const command *self = find_command("export");
-  export_opts o = {.runs = "runs", .step = -1};
+  export_opts o = {.runs = RUNDIR_BASE, .step = -1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     bool takes = !strcmp(a, "--step") || !strcmp(a, "-o") || !strcmp(a, "--output") ||

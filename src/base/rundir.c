@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -112,10 +113,10 @@ int rundir_create(const char *base, const char *name, rundir *rd) {
     return rc;
   }
   char p[sizeof rd->path + 32];
-  snprintf(p, sizeof p, "%s/logs", rd->path);
+  snprintf(p, sizeof p, "%s/" RUNDIR_LOGS, rd->path);
   if (mkdir(p, 0755) != 0)
     return err_set(DRV_EIO, "cannot create '%s': %s", p, strerror(errno));
-  snprintf(p, sizeof p, "%s/events.log", rd->path);
+  snprintf(p, sizeof p, "%s/" RUNDIR_EVENTS_LOG, rd->path);
   rd->events = util_fopen_append(p, 0644);
   if (!rd->events) return err_set(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
   setvbuf(rd->events, NULL, _IOLBF, 0);
@@ -129,9 +130,10 @@ int rundir_open(const char *path, rundir *rd) {
   char p[sizeof rd->path + 32];
   if (!realpath(path, rd->path))
     return err_set(DRV_EIO, "cannot open run directory '%s': %s", path, strerror(errno));
-  snprintf(p, sizeof p, "%s/events.log", rd->path);
+  snprintf(p, sizeof p, "%s/" RUNDIR_EVENTS_LOG, rd->path);
   if (access(p, F_OK) != 0)
-    return err_set(DRV_EINVAL, "'%s' is not a run directory (it has no events.log)", path);
+    return err_set(DRV_EINVAL, "'%s' is not a run directory (it has no " RUNDIR_EVENTS_LOG ")",
+                   path);
   rd->events = util_fopen_append(p, 0644);
   if (!rd->events) return err_set(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
   setvbuf(rd->events, NULL, _IOLBF, 0);
@@ -160,7 +162,7 @@ void rundir_record_exit(int status, int signo) {
     rundir rd = {0};
     memcpy(rd.path, touched[i], sizeof rd.path);
     char p[sizeof rd.path + 32];
-    rd.events = util_fopen_append(rundir_file(&rd, "events.log", p, sizeof p), 0644);
+    rd.events = util_fopen_append(rundir_file(&rd, RUNDIR_EVENTS_LOG, p, sizeof p), 0644);
     if (!rd.events) continue;
     if (signo) rundir_event(&rd, "process exit: %d (signal %d)", status, signo);
     else rundir_event(&rd, "process exit: %d", status);
@@ -190,7 +192,7 @@ void rundir_event(rundir *rd, const char *fmt, ...) {
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
   char line[2200];
   int k = snprintf(line, sizeof line, "%s.%03ldZ %s", when, ts.tv_nsec / 1000000L, text);
-  rundir_append(rd, rd->events, "events.log", line, k < 0 ? 0 : (size_t)k);
+  rundir_append(rd, rd->events, RUNDIR_EVENTS_LOG, line, k < 0 ? 0 : (size_t)k);
   if (rd->hook) rd->hook(rd->hook_ud, text);
 }
 
@@ -273,6 +275,51 @@ int rundir_write(const rundir *rd, const char *name, const char *content, mode_t
   if ((rc = afile_open(&f, path)) < 0) return rc;
   afile_write(&f, content, strlen(content));
   return afile_commit(&f, mode);
+}
+
+/* ============================== names ==================================== */
+
+/* "DIR/" then the name fmt makes, or the name alone without a dir. */
+__attribute__((format(printf, 4, 5)))
+static int name_in(char *buf, size_t n, const char *dir, const char *fmt, ...) {
+  int k = dir ? snprintf(buf, n, "%s/", dir) : 0;
+  if (k < 0) return k;
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf((size_t)k < n ? buf + k : NULL, (size_t)k < n ? n - (size_t)k : 0, fmt, ap);
+  va_end(ap);
+  return m < 0 ? m : k + m;
+}
+
+int rundir_node_log(char *buf, size_t n, const char *dir, const char *role, int index) {
+  return name_in(buf, n, dir, RUNDIR_LOGS "/%s-%d.log", role, index);
+}
+
+int rundir_node_key(char *buf, size_t n, const char *dir, const char *role, int index) {
+  return name_in(buf, n, dir, RUNDIR_KEYS "/%s-%d.key", role, index);
+}
+
+int rundir_host_log(char *buf, size_t n, const char *dir, const char *host) {
+  return name_in(buf, n, dir, RUNDIR_LOGS "/ssh-%s.log", host);
+}
+
+#define STEP_PREFIX "step-"
+
+int rundir_step(char *buf, size_t n, const char *dir, int64_t step) {
+  return name_in(buf, n, dir, STEP_PREFIX "%" PRId64, step);
+}
+
+int64_t rundir_step_of(const char *name) {
+  size_t p = sizeof STEP_PREFIX - 1;
+  if (strncmp(name, STEP_PREFIX, p) != 0 || name[p] < '0' || name[p] > '9') return -1;
+  char *end;
+  errno = 0;
+  long long v = strtoll(name + p, &end, 10);
+  return *end || v < 0 || errno ? -1 : (int64_t)v;
+}
+
+int rundir_ps_shards(char *buf, size_t n, const char *dir, int ps) {
+  return name_in(buf, n, dir, "ps-%d.safetensors", ps);
 }
 
 /* ============================== tail ===================================== */

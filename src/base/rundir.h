@@ -1,16 +1,48 @@
-/* rundir.h - the run directory: everything a run produces.
+/* rundir.h - the run directory: everything a run produces, and the one
+ * definition of the names in it (every file of src/ names them by these).
  *
- *   runs/<name>-<yyyymmdd-hhmmss>[-N]/
- *     coordinator   "host:port pid" of the coordinator (while it runs)
- *     secret        the run's secret, 0600
- *     events.log    one line per event: node up, lost, errors, shutdown
- *     logs/<role>-<i>.log   each node's stdout and stderr
- *     logs/coordinator.log  the coordinator's own log records
- *     metrics.jsonl one JSON object per train step and per evaluation
- *     events/coordinator/, events/chief/   TensorBoard event files
- *     run.lua, run.json   the script and its arguments (`drover run --resume`)
- *     process       "in-process PID" of an in-process run (while it runs)
- *     checkpoints/step-<N>/   checkpoints (ckpt.h; a cluster's: coord_ckpt.c)
+ *   runs/<name>-<yyyymmdd-hhmmss>[-N]/          RUNDIR_BASE, rundir_create
+ *     events.log      one stamped line per event (rundir_event) from the
+ *                     process running the run (the coordinator's, or the
+ *                     in-process fit's); the last is "process exit: N"
+ *                     (rundir_record_exit)
+ *     metrics.jsonl   a JSON object per train step and per evaluation, in
+ *                     process and on a cluster (run/metrics.h: the schema)
+ *     run.lua         the script as it was, and its path, arguments and
+ *     run.json        working directory: what `drover run --resume` runs
+ *                     (as the fit or the cluster starts; kept on a resume)
+ *     process         "in-process PID", while an in-process run runs
+ *     checkpoints/step-<N>/   with checkpoint = {...} or exp:checkpoint():
+ *                     committed by its manifest.json (MANIFEST_NAME),
+ *                     written last; in process model.safetensors and
+ *                     state.safetensors (ckpt.h), on a cluster
+ *                     ps-<k>.safetensors from each ps
+ *     events/<who>/events.out.tfevents.*   TensorBoard summaries: who is
+ *                     train in process, coordinator and chief on a cluster
+ *     logs/           made with the directory (an in-process run's stays
+ *                     empty); on a cluster:
+ *       <role>-<i>.log      each node's stdout and stderr (the launcher's)
+ *       coordinator.log     the coordinator's own log records
+ *       script.log          a detached script's output (`run --detach`)
+ *       ssh-<host>.log      shipping drover and files to an ssh host
+ *       slurm-job.log       the Slurm job holding the allocation
+ *   and on a cluster only:
+ *     coordinator     "HOST:PORT PID" of the coordinator, while it runs
+ *     secret          the run's secret, 0600 (the coordinator's alone)
+ *     control.key     the keys of `drover attach --control` and of a
+ *     view.key        read-only attach, 0600
+ *     keys/<role>-<i>.key   each node's key file, 0600, at its first start
+ *                     (a resumed run makes all of these afresh)
+ *     nodes.tsv       a node per line: what it asked for, what it got
+ *                     (rewritten as nodes register and restart)
+ *     slurm-job.sh, slurm-heartbeat   the Slurm launcher's job and its
+ *                     watchdog's heartbeat
+ *     spark-app.py    the Spark launcher's application
+ *     yarn            the YARN launcher's application, tracking URL,
+ *                     ResourceManager, ApplicationMaster and attempt
+ *
+ * Outside it: a detached run's output goes to runs/detached-<stamp>-<pid>.log,
+ * moved to logs/script.log once its cluster has started.
  */
 #ifndef DROVER_RUNDIR_H
 #define DROVER_RUNDIR_H
@@ -18,6 +50,48 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+
+/* The runs of a working directory, unless told otherwise. */
+#define RUNDIR_BASE "runs"
+
+/* Names inside a run directory. */
+#define RUNDIR_EVENTS_LOG "events.log"
+#define RUNDIR_METRICS "metrics.jsonl"
+#define RUNDIR_RUN_LUA "run.lua"
+#define RUNDIR_RUN_JSON "run.json"
+#define RUNDIR_PROCESS "process"
+#define RUNDIR_COORDINATOR "coordinator"
+#define RUNDIR_SECRET "secret"
+#define RUNDIR_CONTROL_KEY "control.key"
+#define RUNDIR_VIEW_KEY "view.key"
+#define RUNDIR_KEYS "keys"
+#define RUNDIR_NODES "nodes.tsv"
+#define RUNDIR_LOGS "logs"
+#define RUNDIR_COORD_LOG RUNDIR_LOGS "/coordinator.log"
+#define RUNDIR_SCRIPT_LOG RUNDIR_LOGS "/script.log"
+#define RUNDIR_SLURM_LOG RUNDIR_LOGS "/slurm-job.log"
+#define RUNDIR_TB "events" /* TensorBoard: events/<who>/ */
+#define RUNDIR_TB_TRAIN RUNDIR_TB "/train"
+#define RUNDIR_CHECKPOINTS "checkpoints"
+#define RUNDIR_SLURM_JOB "slurm-job.sh"
+#define RUNDIR_SLURM_HEARTBEAT "slurm-heartbeat"
+#define RUNDIR_SPARK_APP "spark-app.py"
+#define RUNDIR_YARN "yarn"
+
+/* The numbered names, each formatted as snprintf does (into buf, the
+ * length it needs back) under `dir` ("DIR/NAME"), or alone with dir NULL. */
+/* "logs/<role>-<i>.log" */
+int rundir_node_log(char *buf, size_t n, const char *dir, const char *role, int index);
+/* "keys/<role>-<i>.key" */
+int rundir_node_key(char *buf, size_t n, const char *dir, const char *role, int index);
+/* "logs/ssh-<host>.log" */
+int rundir_host_log(char *buf, size_t n, const char *dir, const char *host);
+/* "step-<N>", a checkpoint of checkpoints/ */
+int rundir_step(char *buf, size_t n, const char *dir, int64_t step);
+/* The N of a "step-<N>" (a plain decimal), else -1. */
+int64_t rundir_step_of(const char *name);
+/* "ps-<k>.safetensors", ps k's file of a cluster checkpoint */
+int rundir_ps_shards(char *buf, size_t n, const char *dir, int ps);
 
 typedef struct rundir {
   char path[1024]; /* absolute */

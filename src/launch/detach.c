@@ -46,7 +46,7 @@ void detach_notify(const char *run_dir) {
   if (notify_fd < 0) return;
   if (detach_log[0]) {
     char dest[PATH_MAX + 32];
-    snprintf(dest, sizeof dest, "%s/logs/script.log", run_dir);
+    snprintf(dest, sizeof dest, "%s/" RUNDIR_SCRIPT_LOG, run_dir);
     if (rename(detach_log, dest) != 0 && symlink(detach_log, dest) != 0)
       fprintf(stderr, "drover: cannot move %s to %s: %s\n", detach_log, dest, strerror(errno));
   }
@@ -62,9 +62,9 @@ void detach_notify(const char *run_dir) {
 
 /* runs/detached-<stamp>-<pid>.log (absolute) into path; 0 or -1. */
 static int make_log(char *path, size_t n) {
-  if (mkdir("runs", 0755) != 0 && errno != EEXIST) return -1;
+  if (mkdir(RUNDIR_BASE, 0755) != 0 && errno != EEXIST) return -1;
   char dir[PATH_MAX], stamp[32];
-  if (!realpath("runs", dir)) return -1;
+  if (!realpath(RUNDIR_BASE, dir)) return -1;
   time_t now = time(NULL);
   struct tm tm;
   localtime_r(&now, &tm);
@@ -170,7 +170,7 @@ int detach_run(int n, char **args) {
     return 1;
   }
   printf("run directory: %s\n"
-         "output:        %s/logs/script.log\n"
+         "output:        %s/" RUNDIR_SCRIPT_LOG "\n"
          "pid:           %d\n"
          "attach with:   drover attach %s\n",
          dir, dir, (int)pid, dir);

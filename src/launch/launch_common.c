@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/rundir.h"
 #include "launch/launch_int.h"
 #include "base/util.h"
 #include "proto/wire.h"
@@ -208,7 +209,7 @@ char **launch__child_env(const launch_task *t, char *secret_var, size_t secret_n
 int launch__open_stdio(const launch_task *t, int *log_fd, int *null_fd) {
   const char *r = launch__role_name(t->role);
   char path[PATH_MAX];
-  int k = snprintf(path, sizeof path, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
+  int k = rundir_node_log(path, sizeof path, t->run_dir, r, t->index);
   if (k < 0 || (size_t)k >= sizeof path)
     return err_set(DRV_ERANGE, "launch %s-%d: log path too long", r, t->index);
   *log_fd = util_open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);

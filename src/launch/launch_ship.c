@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/rundir.h"
 
 #define PROBE_TIMEOUT_MS 30000
 #define SHIP_TIMEOUT_MS 300000
@@ -106,7 +107,7 @@ typedef struct job {
 } job;
 
 int launch__host_log(const char *run_dir, const char *host, char *out, size_t n) {
-  int k = snprintf(out, n, "%s/logs/ssh-%s.log", run_dir, host);
+  int k = rundir_host_log(out, n, run_dir, host);
   return k < 0 || (size_t)k >= n ? err_set(DRV_ERANGE, "ssh: log path too long") : 0;
 }
 

@@ -82,6 +82,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/rundir.h"
 #include "base/util.h"
 #include "proto/wire.h"
 
@@ -317,7 +318,7 @@ static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_
     free(task);
     return err_set(DRV_ENOMEM, "launch %s-%d: out of memory", r, t->index);
   }
-  snprintf(task->log, sizeof task->log, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
+  rundir_node_log(task->log, sizeof task->log, t->run_dir, r, t->index);
   snprintf(task->name, sizeof task->name, "drover-%s-%d", r, t->index);
   task->step = -1;
   int log_fd = -1, null_fd = -1;

@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/rundir.h"
 #include "launch/launch_int.h"
 #include "proto/wire.h"
 #include "base/util.h"
@@ -174,7 +175,7 @@ static void sh_quote(FILE *f, const char *s) {
 }
 
 static int write_holder(const char *run_dir, char *path, size_t n) {
-  snprintf(path, n, "%s/slurm-job.sh", run_dir);
+  snprintf(path, n, "%s/" RUNDIR_SLURM_JOB, run_dir);
   FILE *f = fopen(path, "we");
   if (!f) return err_set(DRV_EIO, "cannot write '%s': %s", path, strerror(errno));
   fputs("#!/bin/sh\n"
@@ -183,7 +184,7 @@ static int write_holder(const char *run_dir, char *path, size_t n) {
         "# file has not changed for 30 s (see src/launch/launch_slurm_job.c).\n"
         "hb=", f);
   sh_quote(f, run_dir);
-  fputs("/slurm-heartbeat\n"
+  fputs("/" RUNDIR_SLURM_HEARTBEAT "\n"
         "last= quiet=0\n"
         "while [ \"$quiet\" -lt 30 ]; do\n"
         "  sleep 5\n"
@@ -210,8 +211,8 @@ static const char watchdog_sh[] =
 
 static int start_watchdog(slurm_job *job, const char *run_dir) {
   char hb[4200], logp[4200];
-  snprintf(hb, sizeof hb, "%s/slurm-heartbeat", run_dir);
-  snprintf(logp, sizeof logp, "%s/logs/slurm-job.log", run_dir);
+  snprintf(hb, sizeof hb, "%s/" RUNDIR_SLURM_HEARTBEAT, run_dir);
+  snprintf(logp, sizeof logp, "%s/" RUNDIR_SLURM_LOG, run_dir);
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0) return err_set(DRV_EIO, "pipe: %s", strerror(errno));
   posix_spawn_file_actions_t fa;
@@ -308,7 +309,7 @@ static void name_args(const launch_config *cfg, job_args *a) {
     name[k] = (strchr(" \t\n'\"\\$`", base[k]) ? '_' : base[k]);
   name[k] = '\0';
   argf(a, "--job-name=drover-%s", name);
-  argf(a, "--output=%s/logs/slurm-job.log", cfg->run_dir);
+  argf(a, "--output=%s/" RUNDIR_SLURM_LOG, cfg->run_dir);
   arg(a, "--open-mode=append");
 }
 
@@ -326,7 +327,7 @@ static int sbatch(const launch_config *cfg, slurm_job *job) {
   char script[4200], hb[4200];
   int rc = write_holder(cfg->run_dir, script, sizeof script);
   if (rc < 0) return rc;
-  snprintf(hb, sizeof hb, "%s/slurm-heartbeat", cfg->run_dir);
+  snprintf(hb, sizeof hb, "%s/" RUNDIR_SLURM_HEARTBEAT, cfg->run_dir);
   int fd = open(hb, O_WRONLY | O_CREAT | O_CLOEXEC, 0644); /* there before the holder looks */
   if (fd >= 0) close(fd);
   job_args *a = calloc(1, sizeof *a);
@@ -444,7 +445,7 @@ int slurm__job_submit(uv_loop_t *loop, const launch_config *cfg, slurm_job *job)
   int rc = sbatch(cfg, job);
   if (rc < 0) return rc;
   job->own = true;
-  note(cfg, "submitted Slurm job %s (%s/slurm-job.sh)", job->id, cfg->run_dir);
+  note(cfg, "submitted Slurm job %s (%s/" RUNDIR_SLURM_JOB ")", job->id, cfg->run_dir);
   if ((rc = start_watchdog(job, cfg->run_dir)) < 0 || (rc = wait_running(loop, cfg, job)) < 0) {
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", err_msg());

@@ -57,6 +57,7 @@
 
 #include "base/embed.h"
 #include "base/err.h"
+#include "base/rundir.h"
 #include "base/util.h"
 #include "proto/wire.h"
 
@@ -278,7 +279,7 @@ static int write_app(spark_launcher *l) {
   const embed_file *f = embed_find("spark/app.py");
   if (!f) return err_set(DRV_EIO, "spark: spark/app.py is not compiled into this drover");
   char path[PATH_MAX];
-  int k = snprintf(path, sizeof path, "%s/spark-app.py", l->run_dir);
+  int k = snprintf(path, sizeof path, "%s/" RUNDIR_SPARK_APP, l->run_dir);
   if (k < 0 || (size_t)k >= sizeof path) return err_set(DRV_ERANGE, "spark: run path too long");
   if (!(l->app = strdup(path))) return err_set(DRV_ENOMEM, "out of memory");
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -78,6 +78,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/rundir.h"
 #include "base/util.h"
 #include "proto/wire.h"
 
@@ -356,7 +357,7 @@ static int ssh_start(launcher *base, const launch_task *t, void *task_ud, pid_t 
     forget(keys, klen);
     return err_set(DRV_ENOMEM, "out of memory");
   }
-  snprintf(task->log, sizeof task->log, "%s/logs/%s-%d.log", t->run_dir, r, t->index);
+  rundir_node_log(task->log, sizeof task->log, t->run_dir, r, t->index);
   int log_fd = open(task->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (log_fd < 0) {
     rc = err_set(DRV_EIO, "launch %s-%d: cannot open '%s': %s", r, t->index, task->log,

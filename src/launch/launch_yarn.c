@@ -65,6 +65,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/rundir.h"
 
 #define POLL_MS 250
 
@@ -261,7 +262,7 @@ static int yarn_start(launcher *l, const launch_task *t, void *task_ud, pid_t *p
   ytask *k = calloc(1, sizeof *k);
   if (!k) return err_set(DRV_ENOMEM, "out of memory");
   snprintf(k->key, sizeof k->key, "%s-%d", launch__role_name(t->role), t->index);
-  int n = snprintf(k->log, sizeof k->log, "%s/logs/%s.log", t->run_dir, k->key);
+  int n = rundir_node_log(k->log, sizeof k->log, t->run_dir, launch__role_name(t->role), t->index);
   if (n < 0 || (size_t)n >= sizeof k->log) rc = err_set(DRV_ERANGE, "yarn: run dir too long");
   if (rc == 0) rc = start_body(y, t, k->key, k->log, &k->body);
   if (rc == 0 && !y->am_down)

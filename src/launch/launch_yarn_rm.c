@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "base/rundir.h"
 
 #define AM_MEMORY_MB 512
 
@@ -244,8 +245,8 @@ void launch_yarn__rm_kill(yarn_launcher *y) {
 
 int launch_yarn__write_info(yarn_launcher *y) {
   char path[PATH_MAX], tmp[PATH_MAX];
-  int n = snprintf(path, sizeof path, "%s/yarn", y->run_dir);
-  int m = snprintf(tmp, sizeof tmp, "%s/yarn.tmp", y->run_dir);
+  int n = snprintf(path, sizeof path, "%s/" RUNDIR_YARN, y->run_dir);
+  int m = snprintf(tmp, sizeof tmp, "%s/" RUNDIR_YARN ".tmp", y->run_dir);
   if (n < 0 || (size_t)n >= sizeof path || m < 0 || (size_t)m >= sizeof tmp)
     return err_set(DRV_ERANGE, "run dir path too long");
   FILE *f = fopen(tmp, "we");

@@ -21,6 +21,7 @@
 #include "train/ckpt.h"
 #include "data/data.h"
 #include "base/err.h"
+#include "base/rundir.h"
 #include "run/fitrun.h"
 #include "luabind/l_drover.h"
 #include "luabind/l_util.h"
@@ -513,7 +514,9 @@ static int t_checkpoint(lua_State *L) {
   ckpt_state cs = {.model = t->model, .opt = t->opt, .rng = ldrv_rng(L), .pos = t->pos,
                    .fit = t->fit, .seed = t->seed};
   if (fitrun_checkpoint(t->run, &cs) < 0) return luaL_error(L, "%s", err_msg());
-  lua_pushfstring(L, "%s/step-%I", t->run->ckdir, (lua_Integer)t->pos.step);
+  char dir[sizeof t->run->ckdir + 32];
+  rundir_step(dir, sizeof dir, t->run->ckdir, t->pos.step);
+  lua_pushstring(L, dir);
   return 1;
 }
 
@@ -594,8 +597,8 @@ int ltrain_save_script(lua_State *L, const char *dir) {
   rundir rd = {0};
   snprintf(rd.path, sizeof rd.path, "%s", dir);
   int rc = text && !json ? err_set(DRV_ENOMEM, "out of memory") : 0;
-  if (rc == 0 && text) rc = rundir_write(&rd, "run.lua", text, 0644);
-  if (rc == 0 && json) rc = rundir_write(&rd, "run.json", json, 0644);
+  if (rc == 0 && text) rc = rundir_write(&rd, RUNDIR_RUN_LUA, text, 0644);
+  if (rc == 0 && json) rc = rundir_write(&rd, RUNDIR_RUN_JSON, json, 0644);
   free(text);
   free(json);
   lua_settop(L, top);

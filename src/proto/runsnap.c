@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/rundir.h"
 #include "proto/wire_msgs.h"
 
 /* ============================== the store ================================= */
@@ -157,7 +158,7 @@ static const char *log_on_wire(const runview_node *d, const char *dir) {
   if (!n || strncmp(d->log, dir, n) != 0 || d->log[n] != '/') return d->log;
   const char *rel = d->log + n + 1;
   char usual[96];
-  snprintf(usual, sizeof usual, "logs/%s-%d.log", wire_role_name(d->role), d->index);
+  rundir_node_log(usual, sizeof usual, NULL, wire_role_name(d->role), d->index);
   return strcmp(rel, usual) == 0 ? "" : rel;
 }
 
@@ -335,8 +336,7 @@ static int read_node(const wire_item_snap_node *w, runview_node *d, const char *
   snprintf(d->name, sizeof d->name, "%s:%d", wire_role_name(d->role), d->index);
   int k;
   if (!log[0])
-    k = snprintf(d->log, sizeof d->log, "%s/logs/%s-%d.log", run_dir, wire_role_name(d->role),
-                 d->index);
+    k = rundir_node_log(d->log, sizeof d->log, run_dir, wire_role_name(d->role), d->index);
   else if (log[0] == '/')
     k = snprintf(d->log, sizeof d->log, "%s", log);
   else

@@ -302,7 +302,7 @@ bool events_failed(const events_writer *w) { return w->err != 0; }
 events_writer *events_run_open(const char *run_dir, const char *who) {
   if (!run_dir || !run_dir[0]) return NULL;
   char dir[1100], suffix[64];
-  snprintf(dir, sizeof dir, "%s/events/%s", run_dir, who);
+  snprintf(dir, sizeof dir, "%s/" RUNDIR_TB "/%s", run_dir, who);
   snprintf(suffix, sizeof suffix, ".%s", who);
   events_writer *w;
   if (events_open(dir, suffix, &w) < 0) {

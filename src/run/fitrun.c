@@ -3,9 +3,7 @@
  */
 #include "run/fitrun.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,16 +11,15 @@
 
 #include "base/err.h"
 #include "train/progress.h"
-#include "base/util.h"
 
 /* ============================== the directory ============================ */
 
 static int write_files(fitrun *r, const char *script, const char *run_json) {
   char pid[64];
   snprintf(pid, sizeof pid, "in-process %ld\n", (long)getpid());
-  int rc = rundir_write(&r->rd, "process", pid, 0644);
-  if (rc == 0 && script) rc = rundir_write(&r->rd, "run.lua", script, 0644);
-  if (rc == 0 && run_json) rc = rundir_write(&r->rd, "run.json", run_json, 0644);
+  int rc = rundir_write(&r->rd, RUNDIR_PROCESS, pid, 0644);
+  if (rc == 0 && script) rc = rundir_write(&r->rd, RUNDIR_RUN_LUA, script, 0644);
+  if (rc == 0 && run_json) rc = rundir_write(&r->rd, RUNDIR_RUN_JSON, run_json, 0644);
   return rc;
 }
 
@@ -36,16 +33,11 @@ int fitrun_open(fitrun *r, const char *base, const char *name, const char *resum
     rundir_close(&r->rd);
     return rc;
   }
-  snprintf(r->ckdir, sizeof r->ckdir, "%s/checkpoints", r->rd.path);
-  char path[1200];
-  r->metrics = util_fopen_append(rundir_file(&r->rd, "metrics.jsonl", path, sizeof path), 0644);
-  if (!r->metrics) {
-    char why[1400];
-    snprintf(why, sizeof why, "cannot open %s: %s", path, strerror(errno));
-    rundir_lost(&r->rd, why);
-  }
+  snprintf(r->ckdir, sizeof r->ckdir, "%s/" RUNDIR_CHECKPOINTS, r->rd.path);
+  metrics_open(&r->metrics, &r->rd);
   /* events_open, not events_run_open: a script's output stays its own. */
-  snprintf(path, sizeof path, "%s/events/train", r->rd.path);
+  char path[1200];
+  snprintf(path, sizeof path, "%s/" RUNDIR_TB_TRAIN, r->rd.path);
   if (events_open(path, ".train", &r->ev) < 0) {
     rundir_event(&r->rd, "summaries: %s; none are written", err_msg());
     r->ev = NULL;
@@ -63,12 +55,11 @@ void fitrun_set_ckpt(fitrun *r, const fitrun_ckpt *ck) {
 void fitrun_close(fitrun *r) {
   if (!r->rd.events) return;
   rundir_event(&r->rd, "in-process run ended");
-  if (r->metrics) fclose(r->metrics);
-  r->metrics = NULL;
+  metrics_close(&r->metrics);
   events_run_close(r->ev);
   r->ev = NULL;
   char path[1200];
-  unlink(rundir_file(&r->rd, "process", path, sizeof path));
+  unlink(rundir_file(&r->rd, RUNDIR_PROCESS, path, sizeof path));
   rundir_close(&r->rd);
 }
 
@@ -101,7 +92,7 @@ void fitrun_begin(fitrun *r, int64_t fit, int64_t from_step) {
 }
 
 void fitrun_end(fitrun *r, const train_result *res, int rc) {
-  if (r->metrics) fflush(r->metrics);
+  metrics_flush(&r->metrics);
   if (r->ev) events_flush(r->ev);
   if (rc < 0) rundir_event(&r->rd, "error: fit stopped: %s", err_msg());
   else rundir_event(&r->rd, "fit done: %" PRId64 " steps", res->steps);
@@ -109,33 +100,21 @@ void fitrun_end(fitrun *r, const train_result *res, int rc) {
 
 /* ============================== metrics ================================== */
 
-static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 void fitrun_progress(fitrun *r, const train_progress *p) {
-  json_t *line = p->is_eval
-      ? json_pack("{s:o, s:I, s:o, s:o}", "time", num(p->elapsed), "step", (json_int_t)p->step,
-                  "eval_loss", num(p->eval_loss), "eval_accuracy", num(p->eval_accuracy))
-      : json_pack("{s:o, s:I, s:I, s:o, s:o}", "time", num(p->elapsed), "step",
-                  (json_int_t)p->step, "epoch", (json_int_t)p->epoch, "loss", num(p->loss),
-                  "accuracy", num(p->accuracy));
-  /* The rate and the norm when known (a schedule and clipping chart them). */
-  if (line && !p->is_eval && isfinite(p->lr)) json_object_set_new(line, "lr", json_real(p->lr));
-  if (line && !p->is_eval && isfinite(p->grad_norm))
-    json_object_set_new(line, "grad_norm", json_real(p->grad_norm));
-  char *text = r->metrics && line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
-  if (text) rundir_append(&r->rd, r->metrics, "metrics.jsonl", text, strlen(text));
-  else if (r->metrics) rundir_lost(&r->rd, "a metrics.jsonl line: out of memory");
-  free(text);
-  json_decref(line);
   if (p->is_eval) {
+    metrics_eval_line(&r->metrics, p->elapsed, p->step, p->eval_loss, p->eval_accuracy);
     events_run_scalar(r->ev, "eval/loss", p->step, p->eval_loss);
     events_run_scalar(r->ev, "eval/accuracy", p->step, p->eval_accuracy);
-  } else {
-    events_run_scalar(r->ev, "train/loss", p->step, p->loss);
-    events_run_scalar(r->ev, "train/accuracy", p->step, p->accuracy);
-    if (isfinite(p->lr)) events_run_scalar(r->ev, "train/learning_rate", p->step, p->lr);
-    if (isfinite(p->grad_norm)) events_run_scalar(r->ev, "train/grad_norm", p->step, p->grad_norm);
+    return;
   }
+  metrics_step_line(&r->metrics, &(metrics_step){.time = p->elapsed, .step = p->step,
+                                                 .epoch = p->epoch, .loss = p->loss,
+                                                 .accuracy = p->accuracy, .examples = -1,
+                                                 .lr = p->lr, .grad_norm = p->grad_norm});
+  events_run_scalar(r->ev, "train/loss", p->step, p->loss);
+  events_run_scalar(r->ev, "train/accuracy", p->step, p->accuracy);
+  if (isfinite(p->lr)) events_run_scalar(r->ev, "train/learning_rate", p->step, p->lr);
+  if (isfinite(p->grad_norm)) events_run_scalar(r->ev, "train/grad_norm", p->step, p->grad_norm);
 }
 
 /* ============================== checkpoints ============================== */

@@ -1,7 +1,8 @@
 /* fitrun.h - an in-process run (exp:fit()): its run directory, like a
  * cluster run's (rundir.h), with run.lua and run.json (the script and its
- * arguments, for `drover run --resume`), metrics.jsonl, TensorBoard events
- * under events/train/, events.log, and checkpoints/ taken as the
+ * arguments, for `drover run --resume`), metrics.jsonl (metrics.h),
+ * TensorBoard events under events/train/, events.log, and checkpoints/
+ * taken as the
  * experiment's checkpoint = { ... } says (ckpt.h).
  *
  * A checkpoint that fails (a full disk, an unwritable directory) is said
@@ -16,6 +17,7 @@
 
 #include "train/ckpt.h"
 #include "run/events.h"
+#include "run/metrics.h"
 #include "base/rundir.h"
 #include "train/train.h"
 
@@ -31,7 +33,7 @@ typedef struct fitrun_ckpt {
 typedef struct fitrun {
   rundir rd;
   char ckdir[1100]; /* <run>/checkpoints */
-  FILE *metrics;
+  metrics metrics; /* its rd is &rd */
   events_writer *ev;
   bool has_ckpt;    /* checkpoint = {...} was given */
   fitrun_ckpt ck;

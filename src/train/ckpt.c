@@ -51,14 +51,6 @@ static bool has_manifest(const char *step_dir) {
   return access(p, F_OK) == 0;
 }
 
-/* "step-<N>" with N a plain decimal: N, else -1. */
-static int64_t step_of(const char *name) {
-  if (strncmp(name, "step-", 5) != 0 || name[5] < '0' || name[5] > '9') return -1;
-  char *end;
-  long long v = strtoll(name + 5, &end, 10);
-  return *end || v < 0 ? -1 : (int64_t)v;
-}
-
 static int by_step(const void *a, const void *b) {
   const ckpt_entry *x = a, *y = b;
   return x->step < y->step ? -1 : x->step > y->step;
@@ -73,7 +65,7 @@ static int list_steps(const char *dir, ckpt_entry **out, bool all) {
   struct dirent *e;
   int rc = 0;
   while (rc == 0 && (e = readdir(d)) != NULL) {
-    int64_t step = step_of(e->d_name);
+    int64_t step = rundir_step_of(e->d_name);
     if (step < 0) continue;
     if ((rc = util_grow(out, &cap, n + 1, sizeof **out, 8)) < 0) break;
     ckpt_entry *c = &(*out)[n];
@@ -223,7 +215,7 @@ int ckpt_write(const char *dir, const ckpt_state *s, const char *const *metrics,
                size_t n) {
   if (!dir || !s || !s->model || !s->opt) return err_set(DRV_EINVAL, "ckpt_write: NULL argument");
   char step_dir[4096];
-  snprintf(step_dir, sizeof step_dir, "%s/step-%" PRId64, dir, s->pos.step);
+  rundir_step(step_dir, sizeof step_dir, dir, s->pos.step);
   if (path) snprintf(path, n, "%s", step_dir);
   if (has_manifest(step_dir)) return 0;
   int rc = make_step_dir(dir, step_dir);

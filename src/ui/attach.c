@@ -24,6 +24,7 @@
 #include "ui/dash.h"
 #include "proto/runsnap.h"
 #include "base/err.h"
+#include "base/rundir.h"
 #include "base/log.h"
 #include "train/progress.h"
 #include "ui/runs.h"
@@ -339,11 +340,11 @@ static bool split_hostport(const char *s, char *host, size_t n, int *port) {
 static int read_run_dir(const char *dir, target *t) {
   char path[PATH_MAX + 32], line[512] = "";
   snprintf(t->label, sizeof t->label, "run '%s'", dir);
-  snprintf(path, sizeof path, "%s/coordinator", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_COORDINATOR, dir);
   FILE *f = fopen(path, "r");
   if (!f)
     return err_set(DRV_EIO, "run '%s' is not running (no coordinator file: it ended or never "
-                              "started; see %s/events.log)", dir, dir);
+                              "started; see %s/" RUNDIR_EVENTS_LOG ")", dir, dir);
   bool got = fgets(line, sizeof line, f) != NULL;
   fclose(f);
   char *sp = strchr(line, ' ');
@@ -360,14 +361,15 @@ static int read_run_dir(const char *dir, target *t) {
  * control (or the view key, which the coordinator then refuses, saying
  * so), else view.key, else control.key: the least that does the job. */
 static int pick_key(const attach_opts *o, const char *dir, target *t) {
-  const char *order[2] = {"view.key", "control.key"};
-  if (o->control || o->command || o->stop) order[0] = "control.key", order[1] = "view.key";
+  const char *order[2] = {RUNDIR_VIEW_KEY, RUNDIR_CONTROL_KEY};
+  if (o->control || o->command || o->stop)
+    order[0] = RUNDIR_CONTROL_KEY, order[1] = RUNDIR_VIEW_KEY;
   for (int i = 0; i < 2; i++) {
     snprintf(t->secret_file, sizeof t->secret_file, "%s/%s", dir, order[i]);
     if (access(t->secret_file, R_OK) == 0) return 0;
   }
-  return err_set(DRV_EIO, "run '%s' has no key this user can read (control.key or view.key); "
-                            "pass one with --key FILE", dir);
+  return err_set(DRV_EIO, "run '%s' has no key this user can read (" RUNDIR_CONTROL_KEY " or "
+                            RUNDIR_VIEW_KEY "); pass one with --key FILE", dir);
 }
 
 static int resolve(const attach_opts *o, target *t) {
@@ -521,7 +523,7 @@ static int find_run(const attach_opts *o, const char *name, char *dir, size_t n)
   int port;
   struct stat st;
   if (stat(name, &st) != 0 && split_hostport(name, host, sizeof host, &port)) return 1;
-  return runs_find(o->runs ? o->runs : "runs", name, dir, n);
+  return runs_find(o->runs ? o->runs : RUNDIR_BASE, name, dir, n);
 }
 
 int attach_main(const attach_opts *opts) {

@@ -29,9 +29,10 @@ bool attach_coordinator_up(const char *dir) {
 /* One run's records into m; the banner says how it stands. */
 static int load_run(const char *dir, runview *m) {
   char path[PATH_MAX + 16];
-  snprintf(path, sizeof path, "%s/events.log", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_EVENTS_LOG, dir);
   if (access(path, F_OK) != 0)
-    return err_set(DRV_EINVAL, "'%s' is not a run directory (it has no events.log)", dir);
+    return err_set(DRV_EINVAL, "'%s' is not a run directory (it has no " RUNDIR_EVENTS_LOG ")",
+                   dir);
   char state[64], last[40];
   runs_state(dir, state, sizeof state, last, sizeof last);
   int rc = dash_records_load(dir, state, last, m);

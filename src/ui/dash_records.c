@@ -17,7 +17,9 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "base/rundir.h"
 #include "proto/nodestate.h"
+#include "run/metrics.h"
 #include "ui/runs.h"
 
 #define THROUGHPUT_EVERY 1.0 /* seconds of run time per examples/s point */
@@ -37,7 +39,7 @@ static double stamp_seconds(const char *s) {
  * one), or -1. */
 static int load_events(const char *dir, runview *m) {
   char path[PATH_MAX + 32], line[2400];
-  snprintf(path, sizeof path, "%s/events.log", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_EVENTS_LOG, dir);
   FILE *f = fopen(path, "r");
   int status = -1;
   if (!f) return status;
@@ -75,14 +77,14 @@ static void add_node(runview *m, const char *dir, char **col, int ncol) {
   char role[32] = "";
   int index = 0;
   if (sscanf(col[0], "%31[^:]:%d", role, &index) == 2)
-    snprintf(n->log, sizeof n->log, "%s/logs/%s-%d.log", dir, role, index);
+    rundir_node_log(n->log, sizeof n->log, dir, role, index);
   if (ncol > 6)
     snprintf(n->got, sizeof n->got, "%s threads, %s cpus", col[5], col[6]);
 }
 
 static void load_nodes(const char *dir, runview *m) {
   char path[PATH_MAX + 32], line[2048];
-  snprintf(path, sizeof path, "%s/nodes.tsv", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_NODES, dir);
   FILE *f = fopen(path, "r");
   if (!f) return;
   bool header = true;
@@ -106,19 +108,6 @@ static void load_nodes(const char *dir, runview *m) {
 
 /* ============================== metrics.jsonl ============================ */
 
-/* The dashboard's tag for a metrics.jsonl member ("loss" -> "train/loss");
- * NULL for the members that are not series. */
-static const char *tag_of(const char *key) {
-  static const char *const map[][2] = {{"loss", "train/loss"}, {"accuracy", "train/accuracy"},
-                                       {"eval_loss", "eval/loss"}, {"eval_accuracy", "eval/accuracy"}};
-  static const char *const skip[] = {"time", "step", "epoch", "examples", "node"};
-  for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
-    if (strcmp(key, skip[i]) == 0) return NULL;
-  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-    if (strcmp(key, map[i][0]) == 0) return map[i][1];
-  return key;
-}
-
 typedef struct rate {
   double t0, examples; /* since the last point */
 } rate;
@@ -130,9 +119,9 @@ static void metrics_line(runview *m, json_t *o, rate *r) {
   const char *key;
   json_t *v;
   json_object_foreach(o, key, v) {
-    const char *tag = tag_of(key);
-    if (tag && json_is_number(v))
-      runview_add_point(m, tag, (runview_point){step, t, json_number_value(v)});
+    double x;
+    if (metrics_series(key, v, &x) && !isnan(x)) /* null: no point */
+      runview_add_point(m, metrics_tag(key), (runview_point){step, t, x});
   }
   if (step > (double)m->step) m->step = (int64_t)step;
   const char *node = json_string_value(json_object_get(o, "node"));
@@ -151,7 +140,7 @@ static void metrics_line(runview *m, json_t *o, rate *r) {
 
 static void load_metrics(const char *dir, runview *m) {
   char path[PATH_MAX + 32];
-  snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_METRICS, dir);
   FILE *f = fopen(path, "r");
   if (!f) return;
   char *line = NULL;

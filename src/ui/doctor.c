@@ -7,6 +7,9 @@
  */
 #include "ui/doctor.h"
 
+/* Before term.h, whose `lines` macro would rename its parameters. */
+#include "base/rundir.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -216,7 +219,7 @@ int doctor_run(const doctor_opts *o, FILE *out) {
       check_blas(out),
       check_terminal(out),
       check_utf8(out),
-      check_writable(out, "runs", o->runs ? o->runs : "runs", true),
+      check_writable(out, "runs", o->runs ? o->runs : RUNDIR_BASE, true),
       check_writable(out, "TMPDIR", tmp && *tmp ? tmp : "/tmp", false),
       check_loopback(out),
       check_ssh(out, o),

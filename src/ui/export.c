@@ -14,6 +14,7 @@
 #include "train/ckpt.h"
 #include "base/afile.h"
 #include "base/err.h"
+#include "base/rundir.h"
 #include "base/manifest.h"
 #include "numeric/nn.h"
 #include "base/safetensors.h"
@@ -150,7 +151,7 @@ int export_model(const export_opts *o, FILE *warn, int64_t *step) {
   char dir[PATH_MAX], ckdir[PATH_MAX + 16], src[PATH_MAX + 4200];
   int rc = find_run(o, dir, sizeof dir);
   if (rc < 0) return rc;
-  snprintf(ckdir, sizeof ckdir, "%s/checkpoints", dir);
+  snprintf(ckdir, sizeof ckdir, "%s/" RUNDIR_CHECKPOINTS, dir);
   ckpt_entry c;
   if ((rc = pick(o, ckdir, warn, &c)) < 0) return rc;
   manifest m;

@@ -11,7 +11,9 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "base/rundir.h"
 #include "base/util.h"
+#include "run/metrics.h"
 
 /* "2026-11-21T10:53:06.123Z" as Unix seconds, or NAN. */
 static double parse_stamp(const char *s) {
@@ -26,7 +28,7 @@ static double parse_stamp(const char *s) {
  * "fit done"). Returns how many, with *out malloc'd (NULL for none). */
 static size_t fit_starts(const char *dir, double **out) {
   char path[PATH_MAX + 16], line[2400];
-  snprintf(path, sizeof path, "%s/events.log", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_EVENTS_LOG, dir);
   *out = NULL;
   FILE *f = fopen(path, "re");
   if (!f) return 0;
@@ -43,17 +45,10 @@ static size_t fit_starts(const char *dir, double **out) {
   return n;
 }
 
-static bool is_tag(const char *key, const json_t *v) {
-  static const char *const not_tags[] = {"time", "step", "epoch", "examples"};
-  for (size_t i = 0; i < sizeof not_tags / sizeof *not_tags; i++)
-    if (strcmp(key, not_tags[i]) == 0) return false;
-  return json_is_number(v) || json_is_null(v);
-}
-
-/* One value: a CSV row or a JSON line. */
+/* A CSV row or a JSON line: one value, x (NAN for null), v as the file
+ * has it. */
 static void emit(FILE *out, export_format fmt, double wall, const char *tag, long long step,
-                 const json_t *v, const char *node) {
-  double x = json_is_number(v) ? json_number_value(v) : NAN;
+                 double x, const json_t *v, const char *node) {
   if (fmt == EXPORT_CSV) {
     fprintf(out, "%.3f,%s,%lld,", wall, tag, step);
     if (isfinite(x)) fprintf(out, "%.9g", x);
@@ -79,8 +74,9 @@ static long emit_line(FILE *out, export_format fmt, json_t *j, double base) {
   json_t *v;
   long n = 0;
   json_object_foreach(j, key, v) {
-    if (!is_tag(key, v)) continue;
-    emit(out, fmt, wall, key, step, v, json_is_string(node) ? json_string_value(node) : NULL);
+    double x;
+    if (!metrics_series(key, v, &x)) continue;
+    emit(out, fmt, wall, key, step, x, v, json_is_string(node) ? json_string_value(node) : NULL);
     n++;
   }
   return n;
@@ -88,7 +84,7 @@ static long emit_line(FILE *out, export_format fmt, json_t *j, double base) {
 
 long export_metrics(const char *dir, export_format fmt, FILE *out) {
   char path[PATH_MAX + 16], line[8192];
-  snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_METRICS, dir);
   FILE *f = fopen(path, "re");
   if (!f) return err_set(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
   double *starts;

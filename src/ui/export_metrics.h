@@ -8,9 +8,9 @@
  *
  * wall_time is Unix seconds: metrics.jsonl's "time" counts from the start
  * of its fit, whose time events.log gives ("fit ..." lines, in order). The
- * tags are a line's numeric fields other than time, step, epoch and
- * examples (loss, accuracy, eval_loss, eval_accuracy...); a value JSON
- * could not hold (NaN, an infinity: null in the file) is "nan".
+ * tags are the names of a line's series, as metrics_series (metrics.h)
+ * tells them (loss, accuracy, eval_loss, eval_accuracy, lr...); a value
+ * JSON could not hold (NaN, an infinity: null in the file) is "nan".
  */
 #ifndef DROVER_EXPORT_METRICS_H
 #define DROVER_EXPORT_METRICS_H

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "base/rundir.h"
 #include "ui/runs.h"
 #include "base/util.h"
 
@@ -58,7 +59,7 @@ static int by_name(const void *a, const void *b) {
 /* The run's logs/NAME.log files, or its events.log when it has none. */
 static int find_sources(const char *dir, source **out, size_t *count) {
   char logs[PATH_MAX + 16];
-  snprintf(logs, sizeof logs, "%s/logs", dir);
+  snprintf(logs, sizeof logs, "%s/" RUNDIR_LOGS, dir);
   source *s = NULL;
   size_t n = 0, cap = 0;
   DIR *d = opendir(logs);
@@ -75,7 +76,7 @@ static int find_sources(const char *dir, source **out, size_t *count) {
   if (d) closedir(d);
   if (n == 0 && util_grow_zeroed(&s, &cap, 1, sizeof *s, 1) == 0) {
     snprintf(s[0].name, sizeof s[0].name, "events");
-    snprintf(s[0].path, sizeof s[0].path, "%s/events.log", dir);
+    snprintf(s[0].path, sizeof s[0].path, "%s/" RUNDIR_EVENTS_LOG, dir);
     n = 1;
   }
   if (!s) return err_set(DRV_ENOMEM, "out of memory");

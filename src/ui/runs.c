@@ -31,6 +31,7 @@
 
 #include "train/ckpt.h"
 #include "base/err.h"
+#include "base/rundir.h"
 #include "base/util.h"
 
 typedef struct run_info {
@@ -56,7 +57,7 @@ static bool starts(const char *s, const char *prefix) {
 /* Reads events.log: start time, node count, and how the run ended. */
 static void read_events(const char *dir, run_info *r, bool *shutdown_ok, bool *failed) {
   char path[PATH_MAX + 32], line[2400];
-  snprintf(path, sizeof path, "%s/events.log", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_EVENTS_LOG, dir);
   FILE *f = fopen(path, "r");
   *shutdown_ok = *failed = false;
   if (!f) return;
@@ -98,7 +99,7 @@ static void read_events(const char *dir, run_info *r, bool *shutdown_ok, bool *f
 
 long runs_coordinator_pid(const char *dir, char *addr, size_t n) {
   char path[PATH_MAX + 32], line[512] = "";
-  snprintf(path, sizeof path, "%s/coordinator", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_COORDINATOR, dir);
   FILE *f = fopen(path, "r");
   if (!f) return -1;
   bool got = fgets(line, sizeof line, f) != NULL;
@@ -123,7 +124,7 @@ static bool coordinator_alive(const char *dir, run_info *r) {
 /* "in-process PID" while the process lives. */
 static bool process_alive(const char *dir) {
   char path[PATH_MAX + 32], line[64] = "";
-  snprintf(path, sizeof path, "%s/process", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_PROCESS, dir);
   FILE *f = fopen(path, "r");
   if (!f) return false;
   long pid = 0;
@@ -135,7 +136,7 @@ static bool process_alive(const char *dir) {
 /* The newest committed checkpoint's step, or -1. */
 static int64_t last_checkpoint(const char *dir) {
   char path[PATH_MAX + 32];
-  snprintf(path, sizeof path, "%s/checkpoints", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_CHECKPOINTS, dir);
   ckpt_entry *all;
   int n = ckpt_list(path, &all);
   int64_t step = n > 0 ? all[n - 1].step : -1;
@@ -169,7 +170,7 @@ static bool read_run(const char *base, const char *name, run_info *r) {
   if (snprintf(dir, sizeof dir, "%s/%s", base, name) >= (int)sizeof dir) return false;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return false;
   char ev[PATH_MAX + 16];
-  snprintf(ev, sizeof ev, "%s/events.log", dir);
+  snprintf(ev, sizeof ev, "%s/" RUNDIR_EVENTS_LOG, dir);
   if (stat(ev, &st) != 0) return false; /* not a run directory */
   memset(r, 0, sizeof *r);
   r->nodes = -1;
@@ -178,10 +179,10 @@ static bool read_run(const char *base, const char *name, run_info *r) {
   bool shutdown_ok, failed;
   read_events(dir, r, &shutdown_ok, &failed);
   int64_t step = last_checkpoint(dir);
-  if (step >= 0) snprintf(r->ckpt, sizeof r->ckpt, "step-%lld", (long long)step);
+  if (step >= 0) rundir_step(r->ckpt, sizeof r->ckpt, NULL, step);
   else snprintf(r->ckpt, sizeof r->ckpt, "-");
   char rj[PATH_MAX + 16];
-  snprintf(rj, sizeof rj, "%s/run.json", dir);
+  snprintf(rj, sizeof rj, "%s/" RUNDIR_RUN_JSON, dir);
   struct stat sx; /* st stays events.log's */
   r->resumable = stat(rj, &sx) == 0; /* its script was kept */
   r->in_process = runs_in_process(dir);
@@ -299,9 +300,9 @@ void runs_state(const char *dir, char *state, size_t n, char *last, size_t nl) {
 bool runs_in_process(const char *dir) {
   char path[PATH_MAX + 16];
   struct stat st;
-  snprintf(path, sizeof path, "%s/run.json", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_RUN_JSON, dir);
   if (stat(path, &st) != 0) return false;
-  snprintf(path, sizeof path, "%s/secret", dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_SECRET, dir);
   return stat(path, &st) != 0;
 }
 

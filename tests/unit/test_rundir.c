@@ -309,3 +309,29 @@ TEST(afile_big_file_in_pieces) {
   free(back);
   free(buf);
 }
+
+TEST(rundir_numbered_names) {
+  char b[64];
+  CHECK_INT_EQ(rundir_node_log(b, sizeof b, NULL, "worker", 3), strlen("logs/worker-3.log"));
+  CHECK(strcmp(b, "logs/worker-3.log") == 0);
+  CHECK(rundir_node_log(b, sizeof b, "/r", "ps", 0) > 0 && strcmp(b, "/r/logs/ps-0.log") == 0);
+  CHECK(rundir_node_key(b, sizeof b, "/r", "chief", 0) > 0);
+  CHECK(strcmp(b, "/r/keys/chief-0.key") == 0);
+  CHECK(rundir_host_log(b, sizeof b, "/r", "h1") > 0 && strcmp(b, "/r/logs/ssh-h1.log") == 0);
+  CHECK(rundir_ps_shards(b, sizeof b, NULL, 2) > 0 && strcmp(b, "ps-2.safetensors") == 0);
+  CHECK(rundir_step(b, sizeof b, "/r/" RUNDIR_CHECKPOINTS, 1200) > 0);
+  CHECK(strcmp(b, "/r/checkpoints/step-1200") == 0);
+  /* As snprintf: what it needs back, and a cut name in a short buffer. */
+  char s[8];
+  CHECK_INT_EQ(rundir_node_log(s, sizeof s, "/run", "worker", 1), strlen("/run/logs/worker-1.log"));
+  CHECK(strcmp(s, "/run/lo") == 0);
+  CHECK_INT_EQ(rundir_step(s, 3, "/run", 5), strlen("/run/step-5"));
+  CHECK(strcmp(s, "/r") == 0);
+  CHECK_INT_EQ(rundir_step(NULL, 0, NULL, 42), strlen("step-42"));
+  /* A step directory's name read back; anything else is none. */
+  CHECK_INT_EQ(rundir_step_of("step-0"), 0);
+  CHECK_INT_EQ(rundir_step_of("step-1200"), 1200);
+  const char *not[] = {"step-", "step-x", "step-12a", "step--1", "step-+1", "Step-1", "step-1.tmp",
+                       "step-99999999999999999999", "ps-1", ""};
+  for (size_t i = 0; i < sizeof not / sizeof *not; i++) CHECK_INT_EQ(rundir_step_of(not[i]), -1);
+}

@@ -461,7 +461,7 @@ static int start_run(coord *c) {
   c->opts.resume_dir = NULL; /* borrowed for the call */
   if (c->resume) rundir_event(&c->rd, "cluster run resumed: pid %ld", (long)getpid());
   /* "e": close-on-exec, or every node would inherit the descriptor. */
-  c->log = util_fopen_append(rundir_file(&c->rd, "logs/coordinator.log", path, sizeof path), 0644);
+  c->log = util_fopen_append(rundir_file(&c->rd, RUNDIR_COORD_LOG, path, sizeof path), 0644);
   if (!c->log) return err_set(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
   log_setup(c->log, "coordinator", LOG_INFO);
   coord__raise_fd_limit(c);
@@ -610,7 +610,7 @@ int coord_shutdown(coord *c, double grace, double timeout, char *buf, size_t n) 
   c->shut_down = true;
   rundir_event(&c->rd, "shutdown complete: %d node failure%s", c->failures,
                c->failures == 1 ? "" : "s");
-  unlink(rundir_file(&c->rd, "coordinator", (char[1200]){0}, 1200));
+  unlink(rundir_file(&c->rd, RUNDIR_COORDINATOR, (char[1200]){0}, 1200));
   return failure_report(c, buf, n);
 }
 

@@ -112,7 +112,7 @@ int coord__listen(coord *c, const conn_opts *o) {
   c->node_bind = remote ? "0.0.0.0" : "127.0.0.1";
   char line[128];
   snprintf(line, sizeof line, "%s %d\n", c->addr, (int)getpid());
-  if ((rc = rundir_write(&c->rd, "coordinator", line, 0644)) < 0) return rc;
+  if ((rc = rundir_write(&c->rd, RUNDIR_COORDINATOR, line, 0644)) < 0) return rc;
   char where[96];
   join(where, sizeof where, listen, c->port);
   rundir_event(&c->rd, "coordinator listening on %s; nodes dial %s%s", where, c->node_addr,

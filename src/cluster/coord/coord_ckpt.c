@@ -67,13 +67,13 @@ static void put_name(wire_wr *w, void *ud, uint32_t i) {
 }
 
 static void ps_file(const char *dir, int ps, char *buf, size_t n) {
-  snprintf(buf, n, "%s/ps-%d.safetensors", dir, ps);
+  rundir_ps_shards(buf, n, dir, ps);
 }
 
 /* ============================== taking one ================================ */
 
 static void ckpt_dir(coord_fit_state *f, char *buf, size_t n) {
-  snprintf(buf, n, "%s/checkpoints", f->c->rd.path);
+  snprintf(buf, n, "%s/" RUNDIR_CHECKPOINTS, f->c->rd.path);
 }
 
 static void remove_uncommitted(coord_fit_state *f) {
@@ -90,7 +90,7 @@ static int write_phase(coord_fit_state *f, uint64_t at_version) {
   char base[1100];
   ck->step = f->sync && at_version ? (int64_t)at_version * f->replicas : f->done;
   ckpt_dir(f, base, sizeof base);
-  snprintf(ck->dir, sizeof ck->dir, "%s/step-%" PRId64, base, f->step_base + ck->step);
+  rundir_step(ck->dir, sizeof ck->dir, base, f->step_base + ck->step);
   manifest m;
   int there = manifest_read(ck->dir, &m) == 0;
   manifest_free(&m);
@@ -162,7 +162,7 @@ static int commit(coord_fit_state *f) {
   int nf = 0;
   for (int k = 0; k < f->nps && nf < COORD_MAX_PS_FILES; k++)
     if (shards_on(f, k)) {
-      snprintf(names[nf], sizeof names[nf], "ps-%d.safetensors", k);
+      rundir_ps_shards(names[nf], sizeof names[nf], NULL, k);
       files[nf] = names[nf];
       hexes[nf] = ck->sha ? ck->sha[k] : NULL; /* hashed by the ps as it wrote */
       sizes[nf] = ck->size ? ck->size[k] : 0;

@@ -19,9 +19,7 @@
  * still running end at once. A RESULT then means "this gradient was
  * accepted or dropped", and res->steps counts them all.
  */
-#include <errno.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +28,6 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "proto/wire_msgs.h"
-#include "base/util.h"
 
 /* SETUP of the trainers and the evaluator is in coord_setup.c. */
 
@@ -74,26 +71,6 @@ const coord_producer_ops coord__fit_tasks = {
     .refill = refill,
     .done = coord__step_done,
 };
-
-/* A JSON number, or null for NaN and the infinities, which JSON lacks
- * (and json_real refuses): a diverged loss must not write a bare `nan`. */
-static json_t *json_num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
-/* Appends {"time": seconds since the fit began, then fields' members} as
- * one line of metrics.jsonl. Takes over `fields` (NULL is dropped). */
-static void metrics_line(coord_fit_state *f, json_t *fields) {
-  json_t *line = f->metrics && fields
-                     ? json_pack("{s:o}", "time", json_num(round((progress_now() - f->t0) * 1e3) / 1e3))
-                     : NULL;
-  char *text = line && json_object_update(line, fields) == 0
-                   ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(9))
-                   : NULL;
-  if (text) rundir_append(&f->c->rd, f->metrics, "metrics.jsonl", text, strlen(text));
-  else if (f->metrics && fields) rundir_lost(&f->c->rd, "a metrics.jsonl line: out of memory");
-  free(text);
-  json_decref(line);
-  json_decref(fields);
-}
 
 /* The rate the ps applies to the update of train step f->done (its
  * shards count updates: every push async; sync, every global step, which
@@ -149,18 +126,18 @@ int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
   else f->epoch_correct += correct;
   double lr = step_lr(f);
   f->p.lr = lr;
-  json_t *line = json_pack("{s:I, s:s, s:o, s:I}", "step", (json_int_t)f->done, "node", name,
-                           "loss", json_num(loss), "examples", (json_int_t)examples);
-  if (line && isfinite(lr)) json_object_set_new(line, "lr", json_real(lr));
-  metrics_line(f, line);
+  double acc = correct >= 0 && examples > 0 ? (double)correct / (double)examples : NAN;
+  metrics_step_line(&f->metrics, &(metrics_step){.time = progress_now() - f->t0, .step = f->done,
+                                                 .epoch = epoch, .node = name, .loss = loss,
+                                                 .accuracy = acc, .examples = (int64_t)examples,
+                                                 .lr = lr, .grad_norm = NAN});
   if (isfinite(lr)) {
     events_run_scalar(f->events, "train/learning_rate", f->done, lr);
     coord__dash_point(f->c, "train/learning_rate", f->done, lr);
   }
   events_run_scalar(f->events, "train/loss", f->done, loss);
   coord__dash_point(f->c, "train/loss", f->done, loss);
-  if (correct >= 0 && examples > 0) {
-    double acc = (double)correct / (double)examples;
+  if (!isnan(acc)) {
     events_run_scalar(f->events, "train/accuracy", f->done, acc);
     coord__dash_point(f->c, "train/accuracy", f->done, acc);
   }
@@ -224,8 +201,7 @@ static void eval_done(coord_fit_state *f, int64_t step, double loss, double acc)
   train_progress p = f->p;
   p.step = step;
   progress_eval(&f->out, &p);
-  metrics_line(f, json_pack("{s:I, s:o, s:o}", "step", (json_int_t)step, "eval_loss",
-                            json_num(loss), "eval_accuracy", json_num(acc))); /* NaN: null */
+  metrics_eval_line(&f->metrics, progress_now() - f->t0, step, loss, acc);
   events_run_scalar(f->events, "eval/loss", step, loss);
   events_run_scalar(f->events, "eval/accuracy", step, acc); /* NaN: skipped */
   coord__dash_point(f->c, "eval/loss", step, loss);
@@ -550,8 +526,7 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
     res->best_step = f->stopper.seen ? f->stopper.best_step : 0;
     res->best_metric = f->stopper.seen ? f->stopper.best : NAN;
   }
-  if (f->metrics) fclose(f->metrics);
-  f->metrics = NULL;
+  metrics_close(&f->metrics);
   events_run_flush(f->events);
   f->cfg = NULL;
   keep_args(f, a);
@@ -613,13 +588,7 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
     keep_args(f, a);
     return 0;
   }
-  char path[1200];
-  f->metrics = util_fopen_append(rundir_file(&c->rd, "metrics.jsonl", path, sizeof path), 0644);
-  if (!f->metrics) {
-    char why[1400];
-    snprintf(why, sizeof why, "cannot open %s: %s", path, strerror(errno));
-    rundir_lost(&c->rd, why);
-  }
+  metrics_open(&f->metrics, &c->rd);
   if (!f->events) f->events = events_run_open(c->rd.path, "coordinator");
   f->cfg = cfg;
   f->stopped_early = false; /* the stopper was reset, or resumed, with the checkpoints */
@@ -669,7 +638,7 @@ void coord__fit_free(coord *c) {
   free(f->trainers);
   free(f->examples0);
   free(f->setup_ok);
-  if (f->metrics) fclose(f->metrics);
+  metrics_close(&f->metrics);
   events_run_close(f->events);
   free(f->ps);
   free(f->links);

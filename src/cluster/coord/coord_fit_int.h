@@ -10,6 +10,7 @@
 #include "cluster/coord/coord_int.h"
 #include "run/events.h"
 #include "run/fitrun.h"
+#include "run/metrics.h"
 #include "train/progress.h"
 
 #define INFLIGHT_PER_WORKER 2 /* a queued task hides the RESULT -> TASK round trip */
@@ -183,7 +184,7 @@ struct coord_fit_state {
   train_progress p;
   progress out;
   double t0;
-  FILE *metrics;
+  metrics metrics;       /* metrics.jsonl, open during a fit */
   events_writer *events; /* events/coordinator/: TensorBoard's global view */
   bool has_ckpt;         /* the fit's checkpoint = {...} */
   fitrun_ckpt ckpol;

@@ -42,18 +42,24 @@
 /* A resumed run's keys were its previous process's: that run is over, and
  * new keys make its nodes and clients unable to speak to this one. */
 static void remove_old_keys(coord *c) {
-  static const char *const names[] = {"secret", "control.key", "view.key"};
+  static const char *const names[] = {RUNDIR_SECRET, RUNDIR_CONTROL_KEY, RUNDIR_VIEW_KEY};
   char path[1200];
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
     unlink(rundir_file(&c->rd, names[i], path, sizeof path));
-  DIR *d = opendir(rundir_file(&c->rd, "keys", path, sizeof path));
+  DIR *d = opendir(rundir_file(&c->rd, RUNDIR_KEYS, path, sizeof path));
   for (struct dirent *e; d && (e = readdir(d));) {
     char name[300];
-    if (e->d_name[0] == '.' || snprintf(name, sizeof name, "keys/%s", e->d_name) >= (int)sizeof name)
+    if (e->d_name[0] == '.' ||
+        snprintf(name, sizeof name, RUNDIR_KEYS "/%s", e->d_name) >= (int)sizeof name)
       continue;
     unlink(rundir_file(&c->rd, name, path, sizeof path));
   }
   if (d) closedir(d);
+}
+
+static int save_key(coord *c, const auth_secret *key, const char *name) {
+  char path[1200];
+  return auth_secret_save(key, rundir_file(&c->rd, name, path, sizeof path));
 }
 
 int coord__keys_create(coord *c) {
@@ -62,12 +68,12 @@ int coord__keys_create(coord *c) {
   if (c->resume) remove_old_keys(c);
   if ((rc = auth_secret_generate(&c->secret)) < 0 || (rc = auth_secret_generate(&c->control)) < 0 ||
       (rc = auth_secret_generate(&c->view)) < 0 ||
-      (rc = auth_secret_save(&c->secret, rundir_file(&c->rd, "secret", path, sizeof path))) < 0 ||
-      (rc = auth_secret_save(&c->control, rundir_file(&c->rd, "control.key", path, sizeof path))) < 0 ||
-      (rc = auth_secret_save(&c->view, rundir_file(&c->rd, "view.key", path, sizeof path))) < 0)
+      (rc = save_key(c, &c->secret, RUNDIR_SECRET)) < 0 ||
+      (rc = save_key(c, &c->control, RUNDIR_CONTROL_KEY)) < 0 ||
+      (rc = save_key(c, &c->view, RUNDIR_VIEW_KEY)) < 0)
     return rc;
   auth_feed_key(&c->control, &c->feed_key);
-  if (mkdir(rundir_file(&c->rd, "keys", path, sizeof path), 0700) < 0 && errno != EEXIST)
+  if (mkdir(rundir_file(&c->rd, RUNDIR_KEYS, path, sizeof path), 0700) < 0 && errno != EEXIST)
     return err_set(DRV_EIO, "cannot create '%s': %s", path, strerror(errno));
   return 0;
 }
@@ -114,9 +120,7 @@ static int node_keyring(const coord *c, const coord_node *nd, keyring *k) {
 
 int coord__node_key_file(coord *c, int i, char *path, size_t n) {
   const coord_node *nd = &c->nodes[i];
-  char name[64];
-  snprintf(name, sizeof name, "keys/%s-%d.key", wire_role_name(nd->role), nd->index);
-  rundir_file(&c->rd, name, path, n);
+  rundir_node_key(path, n, c->rd.path, wire_role_name(nd->role), nd->index);
   struct stat st;
   if (stat(path, &st) == 0) return 0; /* a restart: written at the first start */
   keyring k;

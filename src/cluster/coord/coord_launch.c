@@ -128,8 +128,8 @@ static int launch_node(coord *c, int i) {
   };
   char name[32];
   coord__node_name(n, name, sizeof name);
-  if (snprintf(n->log, sizeof n->log, "%s/logs/%s-%d.log", c->rd.path,
-               wire_role_name(n->role), n->index) >= (int)sizeof n->log)
+  if (rundir_node_log(n->log, sizeof n->log, c->rd.path, wire_role_name(n->role), n->index) >=
+      (int)sizeof n->log)
     n->log[0] = '\0'; /* too long to name: no log tail shown */
   rc = c->launch->ops->start(c->launch, &t, n, &n->pid);
   if (rc < 0) return err_set(rc, "launching %s: %s", name, err_msg());

@@ -155,7 +155,7 @@ int coord__node_set_state(coord *c, int i, coord_node_state to, const char *why_
 void coord_opts_default(coord_opts *o) {
   memset(o, 0, sizeof *o);
   o->name = "cluster";
-  o->runs_base = "runs";
+  o->runs_base = RUNDIR_BASE;
   o->launcher = "local";
   o->reservation_timeout = 60;
   o->heartbeat_ms = 500;
@@ -224,7 +224,7 @@ static void write_nodes_file(coord *c) {
         or_dash(n->got.slurm_job), or_dash(n->got.slurm_step), or_dash(n->got.slurm_node),
         n->restarts);
   }
-  if (rundir_write(&c->rd, "nodes.tsv", buf, 0644) < 0) {
+  if (rundir_write(&c->rd, RUNDIR_NODES, buf, 0644) < 0) {
     log_warn("%s", err_msg());
     rundir_lost(&c->rd, err_msg());
   }
