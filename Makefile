@@ -50,7 +50,7 @@ EMBEDDED = $(sort $(wildcard lua/*.lua lua/*/*.lua themes/* spark/*.py))
 # as the C codecs (tools/wire_py.py; standard library only).
 PYWIRE = clients/python/drover_client/_wire.py
 
-.PHONY: all deps test test-run unit demo asan bench bench-deps install clean help layers venv vectors spark yarn-deps
+.PHONY: all deps test test-run unit demo asan bench bench-deps install clean help layers venv vectors spark yarn-deps yarn-am
 all: drover $(PYWIRE)
 
 drover: $(BUILD)/drover
@@ -126,19 +126,36 @@ vectors: $(BUILD)/unit_tests
 # bench_scale too: tests/cli/test_external.sh runs its simulated nodes.
 unit: $(BUILD)/unit_tests $(BUILD)/bench_scale
 
-# The test YARN (tests/yarn: Hadoop's MiniYARNCluster) and drover's
-# ApplicationMaster, built by Maven into build/yarn with the Hadoop jars in
-# a project-local repository (build/m2): nothing goes into the system. When
-# Java or Maven is missing this says so and the YARN tests SKIP.
-YARN_JAR = build/yarn/drover-yarn-1.jar
-yarn-deps: $(YARN_JAR)
-
-$(YARN_JAR): tests/yarn/pom.xml $(wildcard tests/yarn/src/main/java/drover/yarn/*.java tests/yarn/src/main/resources/*)
-	$(Q)if command -v mvn >/dev/null && command -v java >/dev/null; then \
+# Maven's package of a pom into build/ with the Hadoop jars in a project-local
+# repository (build/m2): nothing goes into the system. Without Java or Maven
+# it says so (the rest of the line: what that costs) and builds nothing.
+# $(call mvn_package,POM,LOG,WHAT-IS-MISSED)
+define mvn_package
+	$(Q)mkdir -p build && if command -v mvn >/dev/null && command -v java >/dev/null; then \
 		echo "  MVN   $@"; \
-		mvn -B -q -f tests/yarn/pom.xml -Dmaven.repo.local=$(CURDIR)/build/m2 package >build/mvn.log 2>&1 || \
-		{ tail -30 build/mvn.log; exit 1; }; \
-	else echo "yarn-deps: no java or mvn; the YARN tests will SKIP"; fi
+		mvn -B -q -f $(1) -Dmaven.repo.local=$(CURDIR)/build/m2 \
+			$(if $(HADOOP_VERSION),-Dhadoop.version=$(HADOOP_VERSION)) package >$(2) 2>&1 || \
+		{ tail -30 $(2); exit 1; }; \
+	else echo "$@: no java or mvn; $(3)"; fi
+endef
+
+# drover's YARN ApplicationMaster (yarn/, its own pom): the jar the yarn
+# launcher's AM container runs, Hadoop left to the cluster's own jars.
+# `make install` installs it when it was built. HADOOP_VERSION=3.x builds
+# it against that Hadoop's client API (yarn/pom.xml has the default).
+YARN_AM_JAR = build/yarn-am/drover-yarn-am.jar
+yarn-am: $(YARN_AM_JAR)
+
+$(YARN_AM_JAR): yarn/pom.xml $(wildcard yarn/src/main/java/drover/yarn/*.java)
+	$(call mvn_package,yarn/pom.xml,build/mvn-am.log,make install will skip the ApplicationMaster)
+
+# The test YARN (tests/yarn: Hadoop's MiniYARNCluster) and the AM it runs.
+# When Java or Maven is missing the YARN tests SKIP.
+YARN_TEST_JAR = build/yarn/drover-yarn-test.jar
+yarn-deps: $(YARN_AM_JAR) $(YARN_TEST_JAR)
+
+$(YARN_TEST_JAR): tests/yarn/pom.xml $(wildcard tests/yarn/src/main/java/drover/yarn/*.java tests/yarn/src/main/resources/*)
+	$(call mvn_package,tests/yarn/pom.xml,build/mvn.log,the YARN tests will SKIP)
 
 # The Python the safetensors tests check drover's files with: the real
 # `safetensors` package (pinned, from PyPI) in a project-local virtual
@@ -243,12 +260,17 @@ install: all $(BUILD)/drover.1
 	install -m 0644 $(BUILD)/drover.1 $(DESTDIR)$(PREFIX)/share/man/man1/drover.1
 	install -m 0644 completion/drover.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/drover
 	install -m 0644 completion/_drover $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_drover
+	$(Q)if [ -f $(YARN_AM_JAR) ]; then \
+		install -d $(DESTDIR)$(PREFIX)/share/drover && \
+		install -m 0644 $(YARN_AM_JAR) $(DESTDIR)$(PREFIX)/share/drover/drover-yarn-am.jar && \
+		echo "install: $(PREFIX)/share/drover/drover-yarn-am.jar (the yarn launcher's ApplicationMaster)"; \
+	else echo "install: skipped the yarn launcher's ApplicationMaster: no $(YARN_AM_JAR) (make yarn-am needs a JDK and Maven)"; fi
 
 clean:
 	rm -rf build drover $(PYWIRE)
 
 help:
-	@echo "targets: all deps test venv spark vectors demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
+	@echo "targets: all deps test venv spark yarn-am vectors demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
 
 -include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(BUILD)/*/*/*.d)
 

@@ -1,6 +1,8 @@
 # test_install.sh - `make install` into a temporary DESTDIR: the binary,
-# the man page (made from the --help texts: every command is in it) and the
-# bash and zsh completions (subcommands, options, run names, node names).
+# the man page (made from the --help texts: every command is in it), the
+# bash and zsh completions (subcommands, options, run names, node names)
+# and the yarn launcher's ApplicationMaster jar when it was built (else
+# install says it skipped it).
 . tests/cli/lib.sh
 D=$TMP/dest
 make -s --no-print-directory install DESTDIR="$D" PREFIX=/usr >"$TMP/make.out" 2>&1; rc=$?
@@ -53,3 +55,21 @@ for c in $("$DROVER" --help | awk '/^commands:/ { on = 1; next } on && NF { prin
   grep -q "'$c:" "$D/usr/share/zsh/site-functions/_drover" || fail "install-07 zsh knows $c" "not in _drover"
 done
 pass "install-07 the completions know every command"
+
+# install-08: the AM jar `make yarn-am` built (make test builds it where
+# Java and Maven are), where the yarn launcher of an installed drover
+# looks for it; without one, install says it skipped it and goes on
+AM=build/yarn-am/drover-yarn-am.jar
+if [ -f "$AM" ]; then
+  check "install-08 the YARN ApplicationMaster's jar" cmp -s "$AM" "$D/usr/share/drover/drover-yarn-am.jar"
+  check "install-08 readable by all" sh -c "[ \$(stat -c %a '$D/usr/share/drover/drover-yarn-am.jar') = 644 ]"
+  check "install-08 make install says so" grep -q "^install: /usr/share/drover/drover-yarn-am.jar" "$TMP/make.out"
+else
+  echo "SKIP install-08 the installed jar: no $AM (make yarn-am: a JDK and Maven)"
+fi
+make -s --no-print-directory install DESTDIR="$TMP/dest2" PREFIX=/usr YARN_AM_JAR="$TMP/none.jar" \
+  >"$TMP/make2.out" 2>&1
+check "install-08 without the jar make install still succeeds" [ $? -eq 0 ]
+check "install-08 and says it skipped the ApplicationMaster" \
+  grep -q "^install: skipped the yarn launcher's ApplicationMaster: no $TMP/none.jar" "$TMP/make2.out"
+check "install-08 installing no jar" [ ! -e "$TMP/dest2/usr/share/drover/drover-yarn-am.jar" ]

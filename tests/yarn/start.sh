@@ -2,12 +2,21 @@
 # start.sh - the test YARN: Hadoop's MiniYARNCluster (a real ResourceManager
 # and two NodeManagers, the second labelled "gpu", in one JVM) on loopback,
 # from tests/yarn/ built by `make yarn-deps` (build/yarn, Maven repository
-# build/m2: nothing goes into the system).
+# build/m2: nothing goes into the system), with drover's ApplicationMaster
+# from yarn/ (build/yarn-am/drover-yarn-am.jar, also `make yarn-deps`).
 #
 # Usage: bash tests/yarn/start.sh        then  . "$DROVER_YARN_DIR/env"
 # which sets DROVER_YARN_RM (host:port of the RM's REST API) and
 # DROVER_YARN_AM_CLASSPATH (the classpath drover's ApplicationMaster runs
-# with: this machine's Hadoop jars, as `yarn classpath` gives on a cluster).
+# with: the cluster's configuration, the AM's jar and this machine's Hadoop
+# jars, as `yarn classpath` gives them on a cluster) and DROVER_YARN_AM_JAR
+# (the AM's jar).
+#
+# The NodeManagers have what a cluster's have in their environment, which
+# YARN's default application classpath names (drover's, for an installed
+# AM jar: src/launch/launch_yarn_rm.c): HADOOP_CONF_DIR (conf/: the
+# cluster's yarn-site.xml and log4j.properties) and HADOOP_COMMON_HOME
+# (hadoop/: share/hadoop/common/lib/ links to the Hadoop jars).
 #
 # Everything lives under $DROVER_YARN_DIR (default /tmp/drover-yarn): the
 # JVM's pid, its log (log/yarn.log), the cluster's work dirs and container
@@ -24,7 +33,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 DIR=${DROVER_YARN_DIR:-/tmp/drover-yarn}
 TIMEOUT=${DROVER_YARN_TIMEOUT:-90}
-JAR=${DROVER_YARN_JAR:-$ROOT/build/yarn/drover-yarn-1.jar}
+JAR=${DROVER_YARN_JAR:-$ROOT/build/yarn/drover-yarn-test.jar}
+AM_JAR=${DROVER_YARN_AM_JAR:-$ROOT/build/yarn-am/drover-yarn-am.jar}
 CP_FILE=$(dirname "$JAR")/classpath.txt
 
 log() { printf '[yarn start] %s\n' "$*" >&2; }
@@ -37,6 +47,7 @@ exec </dev/null
 
 command -v java >/dev/null || skip "no java (the test YARN is Hadoop's MiniYARNCluster)"
 [ -f "$JAR" ] && [ -f "$CP_FILE" ] || skip "no $JAR (run make yarn-deps)"
+[ -f "$AM_JAR" ] || skip "no $AM_JAR (run make yarn-deps)"
 
 alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null &&
   ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
@@ -54,11 +65,14 @@ if ours >/dev/null && rm_up; then
 fi
 bash "$HERE/stop.sh" || true
 rm -rf "$DIR"
-mkdir -p "$DIR/log"
+mkdir -p "$DIR/log" "$DIR/conf" "$DIR/hadoop/share/hadoop/common/lib"
+cp "$HERE/src/main/resources/log4j.properties" "$DIR/conf/"
+hadoop_cp=$(cat "$CP_FILE")
+(IFS=:; for j in $hadoop_cp; do ln -s "$j" "$DIR/hadoop/share/hadoop/common/lib/"; done)
 
-cp=$JAR:$(cat "$CP_FILE")
 # setsid: the cluster outlives this script; stop.sh ends it by its pid.
-setsid java -Xmx1g -cp "$cp" drover.yarn.TestCluster "$DIR" >"$DIR/log/yarn.log" 2>&1 &
+HADOOP_CONF_DIR=$DIR/conf HADOOP_COMMON_HOME=$DIR/hadoop \
+  setsid java -Xmx1g -cp "$JAR:$hadoop_cp" drover.yarn.TestCluster "$DIR" >"$DIR/log/yarn.log" 2>&1 &
 echo $! >"$DIR/pid"
 pid=$!
 for _ in $(seq "$TIMEOUT"); do
@@ -75,6 +89,7 @@ fi
 cat >"$DIR/env" <<ENV
 export DROVER_YARN_DIR='$DIR'
 export DROVER_YARN_RM='$(cat "$DIR/rm")'
-export DROVER_YARN_AM_CLASSPATH='$DIR/conf:$cp'
+export DROVER_YARN_AM_CLASSPATH='$DIR/conf:$AM_JAR:$hadoop_cp'
+export DROVER_YARN_AM_JAR='$AM_JAR'
 ENV
 log "test YARN up: RM REST at http://$(cat "$DIR/rm") (pid $pid)"

@@ -3,6 +3,7 @@ package drover.yarn;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.lang.management.ManagementFactory;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URI;
@@ -128,6 +129,12 @@ public final class DroverAM {
 
   synchronized void event(String e) { events.add(e.replace('\n', ' ')); }
 
+  /** This JVM's pid ("PID@HOST" is the runtime's name on every JVM the AM
+   *  runs on; ProcessHandle is Java 9's). */
+  static String pid() {
+    return ManagementFactory.getRuntimeMXBean().getName().split("@", 2)[0];
+  }
+
   public static void main(String[] args) throws Exception {
     new DroverAM().run();
   }
@@ -157,7 +164,7 @@ public final class DroverAM {
         "http://" + host + ":" + port + "/");
     recover(r.getContainersFromPreviousAttempts());
     max = r.getMaximumResourceCapability();
-    System.err.println("DroverAM: " + attempt + " (pid " + ProcessHandle.current().pid()
+    System.err.println("DroverAM: " + attempt + " (pid " + pid()
         + ") control at " + host + ":" + port + ", max " + max);
     synchronized (done) {
       while (!finished) done.wait();
@@ -237,7 +244,7 @@ public final class DroverAM {
       } else if (path.equals("/put")) {
         out = staging.put(x.getRequestHeaders().getFirst("X-Drover-Name"), in) + "\n";
       } else {
-        String body = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        String body = new String(Staging.readAll(in), StandardCharsets.UTF_8);
         switch (path) {
           case "/start": out = start(body); break;
           case "/kill": out = kill(body.trim()); break;
@@ -261,7 +268,7 @@ public final class DroverAM {
     StringBuilder b = new StringBuilder();
     b.append("drover ApplicationMaster\napplication ").append(attempt.getApplicationId())
         .append("\nattempt ").append(attempt.getAttemptId())
-        .append("\npid ").append(ProcessHandle.current().pid()).append("\nnodes\n");
+        .append("\npid ").append(pid()).append("\nnodes\n");
     List<String> keys = new ArrayList<>(byKey.keySet());
     Collections.sort(keys);
     for (String k : keys) {
@@ -366,7 +373,7 @@ public final class DroverAM {
           // Saved before it starts: a new attempt then adopts it, or stops it.
           staging.saveNode(n.key, "running " + n.cid, n.body);
           ContainerLaunchContext ctx = ContainerLaunchContext.newInstance(
-              n.files, Collections.emptyMap(), List.of(n.command), null, null, null);
+              n.files, Collections.emptyMap(), Collections.singletonList(n.command), null, null, null);
           nm.startContainerAsync(c, ctx);
         }
       }

@@ -1,5 +1,6 @@
 package drover.yarn;
 
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -47,6 +48,19 @@ final class Staging {
     fs.mkdirs(dir, new FsPermission((short) 0700));
   }
 
+  // InputStream's own transferTo and readAllBytes are Java 9's; the AM is
+  // built for Java 8 (see pom.xml).
+  static void copy(InputStream in, OutputStream out) throws IOException {
+    byte[] b = new byte[65536];
+    for (int n; (n = in.read(b)) > 0; ) out.write(b, 0, n);
+  }
+
+  static byte[] readAll(InputStream in) throws IOException {
+    ByteArrayOutputStream b = new ByteArrayOutputStream();
+    copy(in, b);
+    return b.toByteArray();
+  }
+
   /** A file name drover gave: relative, no "..", no control characters. */
   static String checkName(String name) {
     if (name == null || name.isEmpty() || name.startsWith("/") || name.length() > 1024)
@@ -64,7 +78,7 @@ final class Staging {
   String put(String name, InputStream in) throws IOException {
     Path p = new Path(new Path(dir, "files"), checkName(name));
     try (OutputStream o = fs.create(p, true)) {
-      in.transferTo(o);
+      copy(in, o);
     }
     FileStatus s = fs.getFileStatus(p);
     return s.getPath().toUri() + " " + s.getLen() + " " + s.getModificationTime();
@@ -96,7 +110,7 @@ final class Staging {
     for (FileStatus s : fs.listStatus(d)) {
       String text;
       try (FSDataInputStream in = fs.open(s.getPath())) {
-        text = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        text = new String(readAll(in), StandardCharsets.UTF_8);
       }
       int nl = text.indexOf('\n');
       if (nl < 0) continue;
