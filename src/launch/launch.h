@@ -103,7 +103,8 @@ typedef struct launch_yarn_opts {
   const char *name;         /* the application's name (NULL: "drover") */
   int max_attempts;         /* the AM's attempts (0: 1); a new attempt adopts the nodes */
   const char *am_classpath; /* where drover's AM and Hadoop's jars are on the cluster's
-                             * machines (NULL: $DROVER_YARN_AM_CLASSPATH) */
+                             * machines (NULL: $DROVER_YARN_AM_CLASSPATH, else the
+                             * installed jar and YARN's default classpath) */
   double submit_timeout;    /* seconds for the AM to come up (0: 120) */
   const char *staging;      /* the directory on the cluster's default file system the
                              * binary and files are uploaded under (NULL:
@@ -190,7 +191,7 @@ int launch_spark_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb o
                      void *ud, launcher **out);
 
 /* The YARN launcher (launch_yarn.c): one YARN application per run, whose
- * ApplicationMaster (drover's small Java AM, tests/yarn/DroverAM.java)
+ * ApplicationMaster (drover's small Java AM, yarn/.../DroverAM.java)
  * starts one container per node, driven over HTTP; the RM through its REST
  * API. This call submits the application and blocks until the AM is up
  * (bounded by cfg->yarn.submit_timeout), failing with YARN's diagnostics;

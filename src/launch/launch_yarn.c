@@ -4,9 +4,9 @@
  * drover stays one C binary with no JVM of its own: it talks to the
  * ResourceManager through its REST API and to the application's
  * ApplicationMaster over plain HTTP (launch_yarn_rm.c). The AM is drover's
- * own small Java program (tests/yarn/.../DroverAM.java, built by `make
- * yarn-deps`), which runs inside the cluster where Hadoop's client jars
- * are: YARN gives a container only to an AM that speaks its RPC protocol,
+ * own small Java program (yarn/.../DroverAM.java, built by `make yarn-am`,
+ * installed by `make install`), which runs inside the cluster where
+ * Hadoop's client jars are: YARN gives a container only to an AM that speaks its RPC protocol,
  * which a C program cannot without Hadoop's jars. Hadoop's
  * DistributedShell AM starts a fixed number of copies of one command and
  * cannot replace one container for one node; ours starts a container when
@@ -393,14 +393,41 @@ static int configure(yarn_launcher *y, const launch_config *cfg) {
   return 0;
 }
 
+/* The installed AM jar, for when neither yarn.am_classpath nor
+ * $DROVER_YARN_AM_CLASSPATH says where the AM is: `make install` puts it
+ * beside this binary (PREFIX/bin/drover, PREFIX/share/drover/
+ * drover-yarn-am.jar). The path is this machine's; the AM's container
+ * reads it on a machine of the cluster, so this holds where drover is
+ * installed at the same PREFIX there (or the prefix is shared), which
+ * the note and the README say. Fails, naming where it looked. */
+static int installed_am_jar(char *jar, size_t n) {
+  static const char *const no_cp =
+      "launcher \"yarn\": no classpath for drover's ApplicationMaster (yarn = "
+      "{ am_classpath = ... } or $DROVER_YARN_AM_CLASSPATH: its jar and Hadoop's client "
+      "jars; or drover installed with the jar by `make yarn-am install`): ";
+  const char *exe = launch_self_exe();
+  const char *slash = strrchr(exe, '/');
+  size_t dir = slash ? (size_t)(slash - exe) : 0;
+  if (dir < 4 || memcmp(exe + dir - 4, "/bin", 4) != 0)
+    return err_set(DRV_EINVAL, "%sthis drover (%s) is not in an installed PREFIX/bin", no_cp, exe);
+  int k = snprintf(jar, n, "%.*s/share/drover/drover-yarn-am.jar", (int)(dir - 4), exe);
+  if (k < 0 || (size_t)k >= n || access(jar, R_OK) != 0)
+    return err_set(DRV_EINVAL, "%sthere is no %s", no_cp, k < 0 || (size_t)k >= n ? exe : jar);
+  return 0;
+}
+
 /* Submits the application and waits for its AM; on failure the
- * application is killed and the error kept. */
-static int start_app(yarn_launcher *y, const launch_config *cfg, const char *cp) {
+ * application is killed and the error kept. cp NULL: the installed jar. */
+static int start_app(yarn_launcher *y, const launch_config *cfg, const char *cp, const char *jar) {
   int rc = launch_yarn__new_app(y);
   if (rc == 0) rc = launch_yarn__check_resources(y, cfg);
-  if (rc == 0) rc = launch_yarn__submit(y, &cfg->yarn, cp);
+  if (rc == 0) rc = launch_yarn__submit(y, &cfg->yarn, cp, jar);
   if (rc < 0) return rc;
   launch_yarn__note(y, "YARN application %s submitted to %s", y->app, y->rm);
+  if (!cp)
+    launch_yarn__note(y, "YARN ApplicationMaster: the installed %s, which the cluster's "
+                      "machines need at that path, with their Hadoop (YARN's default "
+                      "application classpath); yarn.am_classpath sets another", jar);
   rc = launch_yarn__wait_am(y, cfg->yarn.submit_timeout > 0 ? cfg->yarn.submit_timeout : 120);
   if (rc < 0) {
     char msg[1024];
@@ -417,16 +444,16 @@ int launch_yarn_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on
   if (!loop || !cfg) return err_set(DRV_EINVAL, "launch_yarn_new: NULL loop or config");
   const char *cp = cfg->yarn.am_classpath ? cfg->yarn.am_classpath
                                           : getenv("DROVER_YARN_AM_CLASSPATH");
-  if (!cp || !*cp)
-    return err_set(DRV_EINVAL, "launcher \"yarn\": no classpath for drover's "
-                   "ApplicationMaster (yarn = { am_classpath = ... } or "
-                   "$DROVER_YARN_AM_CLASSPATH: its jar and Hadoop's client jars)");
+  char jar[PATH_MAX] = "";
+  if (cp && !*cp) cp = NULL;
+  int rc = cp ? 0 : installed_am_jar(jar, sizeof jar);
+  if (rc < 0) return rc;
   yarn_launcher *y = calloc(1, sizeof *y);
   if (!y) return err_set(DRV_ENOMEM, "out of memory");
   y->pub = (launcher){.ops = &yarn_ops, .loop = loop, .on_exit = on_exit, .ud = ud};
-  int rc = configure(y, cfg);
+  rc = configure(y, cfg);
   if (rc == 0) rc = launch_yarn__check_files(cfg);
-  if (rc == 0) rc = start_app(y, cfg, cp);
+  if (rc == 0) rc = start_app(y, cfg, cp, jar);
   if (rc == 0) rc = launch_yarn__stage(y, cfg);
   if (rc == 0) rc = launch_yarn__write_info(y);
   snprintf(y->where, sizeof y->where, "yarn %s %s", y->app, y->tracking ? y->tracking : "");

@@ -73,8 +73,12 @@ long launch_yarn__role_mb(const launch_resources *r);
 /* Fails, naming the role and YARN's numbers, when a role asks for more
  * than any container may have. */
 int launch_yarn__check_resources(yarn_launcher *y, const launch_config *cfg);
-/* Submits the AM's container (queue, name, attempts, classpath cp). */
-int launch_yarn__submit(yarn_launcher *y, const launch_yarn_opts *o, const char *cp);
+/* Submits the AM's container (queue, name, attempts) with the classpath
+ * cp (yarn.am_classpath or $DROVER_YARN_AM_CLASSPATH) or, cp NULL, the
+ * installed AM jar `jar` and YARN's default application classpath, which
+ * each NodeManager expands from its own Hadoop. */
+int launch_yarn__submit(yarn_launcher *y, const launch_yarn_opts *o, const char *cp,
+                        const char *jar);
 /* Polls until the AM registered (0, y->am and y->tracking set), the
  * application ended (YARN's diagnostics) or timeout_s passed. */
 int launch_yarn__wait_am(yarn_launcher *y, double timeout_s);

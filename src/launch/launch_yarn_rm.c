@@ -122,36 +122,71 @@ int launch_yarn__check_resources(yarn_launcher *y, const launch_config *cfg) {
   return 0;
 }
 
-/* The AM's environment: the token, and where it stages (see Staging.java). */
-static json_t *am_env(yarn_launcher *y, const launch_yarn_opts *o) {
+/* YARN's default application classpath (yarn.application.classpath's
+ * default, what Hadoop's own ApplicationMasters run with): the cluster's
+ * configuration and Hadoop jars, in the NodeManager's words, which it
+ * expands ({{VAR}} from its environment, <CPS> the separator) before it
+ * runs the container. */
+static const char yarn_app_cp[] =
+    "{{HADOOP_CONF_DIR}}<CPS>{{HADOOP_COMMON_HOME}}/share/hadoop/common/*<CPS>"
+    "{{HADOOP_COMMON_HOME}}/share/hadoop/common/lib/*<CPS>"
+    "{{HADOOP_HDFS_HOME}}/share/hadoop/hdfs/*<CPS>{{HADOOP_HDFS_HOME}}/share/hadoop/hdfs/lib/*<CPS>"
+    "{{HADOOP_YARN_HOME}}/share/hadoop/yarn/*<CPS>{{HADOOP_YARN_HOME}}/share/hadoop/yarn/lib/*";
+
+static void env_add(json_t *env, const char *key, const char *value) {
+  json_array_append_new(env, json_pack("{s:s,s:s}", "key", key, "value", value));
+}
+
+/* The AM's environment: the token, where it stages (see Staging.java)
+ * and, with the installed jar, its CLASSPATH: the NodeManager writes it
+ * in double quotes, so the jar's path must have none of "$`\ (checked). */
+static json_t *am_env(yarn_launcher *y, const launch_yarn_opts *o, const char *jar) {
   json_t *env = json_array();
   const char *staging = o->staging ? o->staging : getenv("DROVER_YARN_STAGING");
-  json_array_append_new(env, json_pack("{s:s,s:s}", "key", "DROVER_AM_TOKEN", "value", y->token));
-  if (staging && *staging)
-    json_array_append_new(env, json_pack("{s:s,s:s}", "key", "DROVER_AM_STAGING", "value",
-                                         staging));
+  env_add(env, "DROVER_AM_TOKEN", y->token);
+  if (staging && *staging) env_add(env, "DROVER_AM_STAGING", staging);
+  if (jar) {
+    char cp[PATH_MAX + sizeof yarn_app_cp + 8];
+    snprintf(cp, sizeof cp, "%s<CPS>%s", jar, yarn_app_cp);
+    env_add(env, "CLASSPATH", cp);
+  }
   return json_pack("{s:o}", "entry", env);
 }
 
+/* The AM's command: java with cp (yarn.am_classpath, quoted as given), or
+ * with the CLASSPATH of its environment (the installed jar). */
+static int am_command(char *cmd, size_t size, const char *cp, const char *jar) {
+  const char *bad = cp ? "'" : "\"$`\\\n";
+  int n = cp ? snprintf(cmd, size, "exec java -Xmx256m -cp '%s' drover.yarn.DroverAM "
+                        "1>><LOG_DIR>/am.log 2>&1", cp)
+             : snprintf(cmd, size, "exec java -Xmx256m drover.yarn.DroverAM "
+                        "1>><LOG_DIR>/am.log 2>&1");
+  if (n < 0 || (size_t)n >= size || strpbrk(cp ? cp : jar, bad))
+    return cp ? err_set(DRV_EINVAL, "yarn.am_classpath is too long or has a quote")
+              : err_set(DRV_EINVAL, "yarn: the installed AM jar's path '%s' has one of "
+                        "\"$`\\ or a newline: set yarn.am_classpath", jar);
+  return 0;
+}
+
 /* Containers are kept across attempts: a new AM adopts the running nodes
- * (DroverAM.java), so the AM's death costs the run nothing but a pause. */
-int launch_yarn__submit(yarn_launcher *y, const launch_yarn_opts *o, const char *cp) {
+ * (DroverAM.java), so the AM's death costs the run nothing but a pause.
+ * cp NULL: jar, the installed AM jar, with YARN's default classpath. */
+int launch_yarn__submit(yarn_launcher *y, const launch_yarn_opts *o, const char *cp,
+                        const char *jar) {
   char cmd[PATH_MAX * 8];
-  int n = snprintf(cmd, sizeof cmd, "exec java -Xmx256m -cp '%s' drover.yarn.DroverAM "
-                   "1>><LOG_DIR>/am.log 2>&1", cp);
-  if (n < 0 || (size_t)n >= sizeof cmd || strchr(cp, '\''))
-    return err_set(DRV_EINVAL, "yarn.am_classpath is too long or has a quote");
+  int rc = am_command(cmd, sizeof cmd, cp, jar);
+  if (rc < 0) return rc;
   json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:i,s:b,s:{s:{s:s},s:o},s:{s:i,s:i}}",
                         "application-id", y->app, "application-name", o->name ? o->name : "drover",
                         "queue", o->queue ? o->queue : "default", "application-type", "DROVER",
                         "max-app-attempts", o->max_attempts > 0 ? o->max_attempts : 1,
                         "keep-containers-across-application-attempts", 1, "am-container-spec",
-                        "commands", "command", cmd, "environment", am_env(y, o), "resource",
-                        "memory", AM_MEMORY_MB, "vCores", 1);
+                        "commands", "command", cmd, "environment", am_env(y, o, cp ? NULL : jar),
+                        "resource", "memory", AM_MEMORY_MB, "vCores", 1);
   char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
   json_decref(j);
   if (!body) return err_set(DRV_ENOMEM, "out of memory");
-  int rc = launch_yarn__rm_json(y, "POST", "/ws/v1/cluster/apps", body, 202, NULL);
+  rc = launch_yarn__rm_json(y, "POST", "/ws/v1/cluster/apps", body, 202, NULL);
   free(body);
   return rc;
 }

@@ -7,8 +7,8 @@
 # a ps killed mid-fit replaced by its replica and started again, a node
 # that never registers ending the run with the node named, the
 # binary and the script's files localised by YARN, the AM killed and its
-# next attempt adopting the nodes, and no application or container left in
-# the RM after each case.
+# next attempt adopting the nodes, an installed drover finding its AM jar,
+# and no application or container left in the RM after each case.
 # Skipped, with the reason, where Java or the built jars are missing
 # (start.sh exits 77; `make test` builds them with `make yarn-deps`);
 # DROVER_YARN_REQUIRED=1 (CI) makes that a failure.
@@ -321,3 +321,37 @@ dir=$(ls -d "$RUNS"/ps-* | head -n 1)
 check "yarn-t08 a new container ran ps-0" \
   sh -c "[ \$(grep -c 'YARN container of ps-0 ended' '$dir/logs/ps-0.log') -eq 2 ]"
 check "yarn-t08 nothing is left in the RM" wait_for 20 nothing_left
+
+# yarn-t09: with neither yarn.am_classpath nor $DROVER_YARN_AM_CLASSPATH, an
+# installed drover (PREFIX/bin/drover) runs the AM from the jar `make
+# install` puts in PREFIX/share/drover, with YARN's default application
+# classpath, which each NodeManager expands from its own Hadoop (start.sh
+# gives the test YARN's the HADOOP_* a cluster's have); a drover that is not
+# installed, or installed without the jar, says where it looked
+mkdir -p "$TMP/prefix/bin" "$TMP/prefix/share/drover" "$TMP/nojar/bin"
+cp "$DROVER" "$TMP/prefix/bin/drover"
+cp "$DROVER" "$TMP/nojar/bin/drover"
+cp "$DROVER_YARN_AM_JAR" "$TMP/prefix/share/drover/drover-yarn-am.jar"
+cat > "$TMP/inst.lua" <<LUA
+local c = drover.cluster { launcher = "yarn", bind = "127.0.0.1", ps = 1, worker = 1,
+  runs = "$RUNS", name = "inst" }
+io.stdout:write("answer ", c:schedule(function() return 6 * 7 end):fetch(), "\n")
+c:shutdown()
+LUA
+env -u DROVER_YARN_AM_CLASSPATH timeout 180 "$TMP/prefix/bin/drover" run "$TMP/inst.lua" \
+  >"$TMP/inst.out" 2>&1
+check "yarn-t09 an installed drover runs with no AM classpath given" [ $? -eq 0 ]
+check "yarn-t09 its nodes answer" grep -q "^answer 42$" "$TMP/inst.out"
+dir=$(ls -d "$RUNS"/inst-* | head -n 1)
+check "yarn-t09 events.log names the installed jar" \
+  grep -q "ApplicationMaster: the installed $TMP/prefix/share/drover/drover-yarn-am.jar" "$dir/events.log"
+check "yarn-t09 nothing is left in the RM" wait_for 20 nothing_left
+for d in nojar build; do
+  case $d in nojar) exe=$TMP/nojar/bin/drover ;; build) exe=$DROVER ;; esac
+  env -u DROVER_YARN_AM_CLASSPATH timeout 60 "$exe" run "$TMP/inst.lua" >"$TMP/$d.out" 2>&1
+  check "yarn-t09 no AM classpath and no installed jar ($d) fails the start" [ $? -ne 0 ]
+done
+check "yarn-t09 an installed drover without the jar names where it looked" \
+  grep -q "no classpath for drover's ApplicationMaster.*there is no $TMP/nojar/share/drover/drover-yarn-am.jar" "$TMP/nojar.out"
+check "yarn-t09 a drover that is not installed says so" \
+  grep -q "no classpath for drover's ApplicationMaster.*this drover (.*) is not in an installed PREFIX/bin" "$TMP/build.out"
