@@ -214,7 +214,9 @@ VENV_OR_SAY = $(MAKE) --no-print-directory venv || \
 	$(MAKE) --no-print-directory spark || \
 	echo "spark: could not make $(SPARK_VENV); tests/cli/test_spark.sh will skip (fail in CI)"
 
-# Installs what is missing, builds, runs every test; last line "N passed, N failed".
+# Installs what is missing, builds, runs every test (ONLY=SUBSTRING: the test
+# files whose path has it; tests/run.sh says how to run one test); last line
+# "N passed, N failed, N skipped".
 test: deps
 	$(Q)$(MAKE) --no-print-directory all unit
 	$(Q)$(VENV_OR_SAY)

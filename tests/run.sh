@@ -1,9 +1,32 @@
 #!/bin/sh
-# run.sh - runs every test and prints the closing line "N passed, N failed".
+# run.sh - runs every test and prints the closing line
+# "N passed, N failed, N skipped".
 #
-# Each test program prints "PASS name" / "FAIL name: why" lines; this script
-# counts them. A program that exits non-zero without printing a FAIL line
-# counts as one failure under its own name, so a crash is never a pass.
+# Running one test, from the repository root after `make all unit`:
+#   a whole file     ONLY=test_attach.sh sh tests/run.sh
+#                    ONLY is a substring of the path: ONLY=tests/lua/test_cluster.lua,
+#                    ONLY=unit (every unit case), ONLY=layers, ONLY=funclen.
+#                    `make test ONLY=...` does the same after installing what is
+#                    missing (a file's own set-up is in its header comment:
+#                    VENV=build/venv for the Python ones, SPARK_VENV=build/spark-venv).
+#   one unit case    ./build/unit_tests NAME...       (cases whose name contains NAME)
+#   one Lua test     ONLY_CASE=cluster-05 ./drover run tests/lua/test_cluster.lua
+#                    (tests/lua/t.lua runs only the tests whose name contains it;
+#                    ONLY=test_cluster.lua ONLY_CASE=cluster-05 sh tests/run.sh too)
+#   a CLI test       sh tests/cli/test_attach.sh      (PASS/FAIL lines; KEEP_TMP=1
+#                    keeps its temporary directory)
+#   under ASan       make asan ONLY=test_attach.sh    (builds build/asan, runs the
+#                    file on it); once built, without make:
+#                    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 SANITIZED=1 \
+#                    DROVER=$PWD/build/asan/drover UNIT=$PWD/build/asan/unit_tests \
+#                    ONLY=test_attach.sh sh tests/run.sh
+#                    (or build/asan/unit_tests NAME..., build/asan/drover run FILE.lua)
+#
+# Each test program prints "PASS name" / "FAIL name: why" / "SKIP name: why"
+# lines; this script counts them. A program that exits non-zero without
+# printing a FAIL line counts as one failure under its own name, so a crash
+# is never a pass. A SKIP says what did not run and why (no Java for the
+# YARN tests...): it is neither a pass nor a failure.
 # Environment: DROVER (binary under test), UNIT (unit test binary),
 # ONLY (substring: run only test files whose path contains it).
 # Sets DROVER_STRICT_STATES=1: an illegal node state change is fatal.
@@ -17,6 +40,7 @@ export DROVER_STRICT_STATES
 log=$(mktemp -d "${TMPDIR:-/tmp}/drover-tests-XXXXXX")
 pass=0
 fail=0
+skip=0
 
 run() { # name timeout cmd...
   name=$1; limit=$2; shift 2
@@ -25,6 +49,7 @@ run() { # name timeout cmd...
   rc=$?
   p=$(grep -c '^PASS ' "$out")
   f=$(grep -c '^FAIL ' "$out")
+  s=$(grep -c '^SKIP ' "$out")
   grep -E '^(PASS|FAIL|SKIP) ' "$out" | sed "s|^|[$name] |"
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
     f=1
@@ -37,6 +62,7 @@ run() { # name timeout cmd...
   fi
   pass=$((pass + p))
   fail=$((fail + f))
+  skip=$((skip + s))
 }
 
 want() { [ -z "${ONLY:-}" ] || case "$1" in *"$ONLY"*) return 0 ;; *) return 1 ;; esac; }
@@ -67,5 +93,6 @@ for t in tests/cli/test_*.sh; do
 done
 
 rm -rf "$log"
-echo "$pass passed, $fail failed"
+# CI (.ci/run) reads fields 1 and 3 of this line: keep their places.
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
