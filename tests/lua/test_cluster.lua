@@ -1,9 +1,11 @@
 -- test_cluster.lua - clusters of real processes on loopback: training,
 -- variable splitting against in-process training, bad peers, failures.
-local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
+local T = dofile("tests/lua/t.lua")
+local test, eq, near, raises = table.unpack(T)
+local read, node, sh, alive = T.read, T.node, T.sh, T.alive
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local DROVER = os.getenv("DROVER") or arg[-1]
-local RUNS = os.getenv("TMPDIR") and (os.getenv("TMPDIR") .. "/drover-runs") or "/tmp/drover-test-runs"
+local RUNS = T.RUNS
 
 local digits = data.csv("examples/data/digits.csv", { label = -1 })
 local train, test_ds = digits:split(0.8, { seed = 1 })
@@ -19,24 +21,6 @@ local function experiment(extra)
   }
   for k, v in pairs(extra or {}) do e[k] = v end
   return drover.experiment(e)
-end
-
-local function read(path)
-  local f = assert(io.open(path))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function sh(cmd) -- exit status of a shell command
-  local ok, how, code = os.execute(cmd)
-  return ok and 0 or code
-end
-
-local function alive(pid) return sh("kill -0 " .. pid .. " 2>/dev/null") == 0 end
-
-local function node(c, role, index)
-  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
 end
 
 test("cluster-01 1 ps + 2 workers + evaluator learns digits", function()
@@ -316,7 +300,6 @@ test("cluster-08 a chief writes TensorBoard summaries", function()
     assert(s:find(tag, 1, true), "coordinator tag " .. tag)
   end
 end)
-
 
 test("cluster-09 SIGKILL of a worker in the middle of fit: the run finishes", function()
   drover.seed(1)
