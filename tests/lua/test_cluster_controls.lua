@@ -4,11 +4,13 @@
 -- coordinator watches the evals and sends every ps the reduced rate) and
 -- early stopping (stop = { ... }: the coordinator ends the fit; sync: at
 -- a global step every ps reaches, with no step left waiting at a ps).
-local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
+local T = dofile("tests/lua/t.lua")
+local test, eq, near, raises = table.unpack(T)
+local read = T.read
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local S = optim.schedule
 local DROVER = os.getenv("DROVER") or arg[-1]
-local RUNS = os.getenv("TMPDIR") and (os.getenv("TMPDIR") .. "/drover-runs") or "/tmp/drover-test-runs"
+local RUNS = T.RUNS
 
 local digits = data.csv("examples/data/digits.csv", { label = -1 })
 local train, held = digits:split(0.8, { seed = 1 })
@@ -22,14 +24,6 @@ local function exp(over)
     train = { data = train2, batch = 64, epochs = 2 }, verbose = false }
   for k, v in pairs(over) do s[k] = v end
   return drover.experiment(s)
-end
-
-local function read(path)
-  local f = io.open(path)
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
 end
 
 -- How far the parameters moved in one fit (their L2 distance).
