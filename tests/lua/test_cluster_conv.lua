@@ -2,9 +2,10 @@
 -- worker): a Conv2d model built from its spec on the worker, its 4-D
 -- weights on the ps, trains on the bundled digits like the same model in
 -- process, and learns them.
-local test, eq = table.unpack(dofile("tests/lua/t.lua"))
+local T = dofile("tests/lua/t.lua")
+local test, eq = table.unpack(T)
 local nn, optim, data = drover.nn, drover.optim, drover.data
-local RUNS = os.getenv("TMPDIR") and (os.getenv("TMPDIR") .. "/drover-runs") or "/tmp/drover-test-runs"
+local RUNS = T.RUNS
 
 local digits = data.csv("examples/data/digits.csv", { label = -1 })
 local train, test_ds = digits:split(0.8, { seed = 1 })
