@@ -7,9 +7,10 @@
 -- (values and optimizer slots, several times that) is streamed in bounded
 -- frames instead: tests/unit/test_ps_repl.c and the README's "Keeping a
 -- run".
-local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
+local T = dofile("tests/lua/t.lua")
+local test, eq, near, raises = table.unpack(T)
 local nn, optim, data = drover.nn, drover.optim, drover.data
-local RUNS = os.getenv("TMPDIR") and (os.getenv("TMPDIR") .. "/drover-runs") or "/tmp/drover-test-runs"
+local RUNS = T.RUNS
 
 test("cluster-limits-01 a ps holding more than a frame is refused at placement, with the remedy", function()
   local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "limits" }
