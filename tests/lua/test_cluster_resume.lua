@@ -3,23 +3,14 @@
 -- worker is restored from a checkpoint, the worker rolled back to its data
 -- position and Dropout generator there, and the run ends with parameters
 -- bit-identical to an uninterrupted one. Real processes on loopback.
-local test, eq = table.unpack(dofile("tests/lua/t.lua"))
+local T = dofile("tests/lua/t.lua")
+local test, eq = table.unpack(T)
+local read, node = T.read, T.node
 local nn, optim, data = drover.nn, drover.optim, drover.data
-local RUNS = os.getenv("TMPDIR") and (os.getenv("TMPDIR") .. "/drover-runs") or "/tmp/drover-test-runs"
+local RUNS = T.RUNS
 
 local digits = data.csv("examples/data/digits.csv", { label = -1 })
 local train_std = digits:standardize()
-
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function node(c, role, index)
-  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
-end
 
 -- Trains 3 epochs, sync, one worker, a checkpoint every 20 steps; kills
 -- ps:0 once the fit passed `kill_at` steps (nil: never; "end": once the ps
