@@ -1,8 +1,10 @@
 -- test_feed.lua - feed mode (train = { feed = ... }) on clusters of real
 -- processes on loopback: a dataset, a function, backpressure, timeouts.
-local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
+local T = dofile("tests/lua/t.lua")
+local test, eq, near, raises = table.unpack(T)
+local read, node = T.read, T.node
 local nn, optim, data, tensor = drover.nn, drover.optim, drover.data, drover.tensor
-local RUNS = os.getenv("TMPDIR") and (os.getenv("TMPDIR") .. "/drover-runs") or "/tmp/drover-test-runs"
+local RUNS = T.RUNS
 
 local digits = data.csv("examples/data/digits.csv", { label = -1 })
 local train, test_ds = digits:split(0.8, { seed = 1 })
@@ -123,17 +125,6 @@ test("feed-04 a stuck source hits feed_timeout naming the workers waiting", func
   local r = c:fit(exp)
   eq(r.batches, math.ceil(#train_std / 100), "a slow feed completes")
 end)
-
-local function node(c, role, index)
-  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
-end
-
-local function read(path)
-  local f = assert(io.open(path))
-  local s = f:read("a")
-  f:close()
-  return s
-end
 
 test("feed-05 SIGKILL of a worker mid-feed: its batches go to another, each trained once", function()
   drover.seed(1)
