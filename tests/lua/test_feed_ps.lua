@@ -1,23 +1,14 @@
 -- test_feed_ps.lua - feed mode when a ps is lost: the fed batches that
 -- failed with it are fed again (real processes on loopback).
-local test, eq = table.unpack(dofile("tests/lua/t.lua"))
+local T = dofile("tests/lua/t.lua")
+local test, eq = table.unpack(T)
+local read, node = T.read, T.node
 local nn, optim, data = drover.nn, drover.optim, drover.data
-local RUNS = os.getenv("TMPDIR") and (os.getenv("TMPDIR") .. "/drover-runs") or "/tmp/drover-test-runs"
+local RUNS = T.RUNS
 
 local digits = data.csv("examples/data/digits.csv", { label = -1 })
 local train = digits:split(0.8, { seed = 1 })
 local train_std = train:standardize()
-
-local function node(c, role, index)
-  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
-end
-
-local function read(path)
-  local f = assert(io.open(path))
-  local s = f:read("a")
-  f:close()
-  return s
-end
 
 test("feed-ps-01 SIGKILL of the ps mid-feed: the batches it failed are fed again, none lost", function()
   drover.seed(1)
