@@ -1,7 +1,9 @@
 -- test_gz.lua - every dataset reader takes gzip-compressed files
 -- transparently (by their magic bytes, as datasets are distributed), and a
 -- truncated or corrupt one fails by name.
-local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
+local T = dofile("tests/lua/t.lua")
+local test, eq, near, raises = table.unpack(T)
+local read = T.read
 local data = drover.data
 
 local function write_tmp(bytes)
@@ -10,13 +12,6 @@ local function write_tmp(bytes)
   f:write(bytes)
   f:close()
   return p
-end
-
-local function read(p)
-  local f = assert(io.open(p, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
 end
 
 -- gzip of a file's bytes (the gzip tool), as path .. ".gz"
