@@ -4,28 +4,17 @@
 -- uninterrupted run; async: the exact step count), the lost process comes
 -- back as the new replica, synced in the background; a lost replica stops
 -- nothing and is started again.
-local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
+local T = dofile("tests/lua/t.lua")
+local test, eq, near, raises = table.unpack(T)
+local read, node, alive = T.read, T.node, T.alive
 local nn, optim, data = drover.nn, drover.optim, drover.data
-local RUNS = os.getenv("TMPDIR") and (os.getenv("TMPDIR") .. "/drover-runs") or "/tmp/drover-test-runs"
+local RUNS = T.RUNS
 
 local digits = data.csv("examples/data/digits.csv", { label = -1 })
 local train, test_ds = digits:split(0.8, { seed = 1 })
 local train_std, stats = train:standardize()
 local test_std = test_ds:standardize(stats)
 local STEPS = 10 * math.ceil(#train_std / 32)
-
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
-
-local function node(c, role, index)
-  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
-end
 
 -- Waits (bounded) until both ps groups of c have a primary and a replica
 -- in sync.
