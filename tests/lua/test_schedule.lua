@@ -2,24 +2,11 @@
 -- processes on loopback: c:schedule / rv:fetch / c:join / c:done, the
 -- bounded queue, TensorFlow's error semantics, at-least-once re-execution
 -- when a worker is SIGKILLed, and the worker object w.
-local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
+local T = dofile("tests/lua/t.lua")
+local test, eq, near, raises = table.unpack(T)
+local read, node, sh, alive = T.read, T.node, T.sh, T.alive
 local nn, optim, data = drover.nn, drover.optim, drover.data
-local RUNS = os.getenv("TMPDIR") and (os.getenv("TMPDIR") .. "/drover-runs") or "/tmp/drover-test-runs"
-
-local function sh(cmd)
-  local ok, _, code = os.execute(cmd)
-  return ok and 0 or code
-end
-local function alive(pid) return sh("kill -0 " .. pid .. " 2>/dev/null") == 0 end
-local function node(c, role, index)
-  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
-end
-local function read(path)
-  local f = assert(io.open(path))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local RUNS = T.RUNS
 
 -- Runs on a worker: spins for ms milliseconds of CPU (no sleeping call
 -- that would pump the worker's loop from inside a closure).
