@@ -1,15 +1,12 @@
 -- test_files.lua - files mode: a dataset read from a file reaches the
 -- workers as a recipe and each worker reads its own shard; a 2 GiB .npy
 -- trains on 1 ps + 2 workers while the coordinator stays small.
-local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
+local T = dofile("tests/lua/t.lua")
+local test, eq, near, raises = table.unpack(T)
+local sh = T.sh
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local TMP = os.getenv("TMPDIR") or "/tmp"
 local RUNS = TMP .. "/drover-test-runs"
-
-local function sh(cmd)
-  local ok, _, code = os.execute(cmd)
-  return ok and 0 or code
-end
 
 -- The coordinator's peak resident set (this process), in kB.
 local function hwm_kb()
