@@ -2,7 +2,12 @@
 # that tests/run.sh counts.
 : "${DROVER:=$PWD/drover}"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/drover-cli-XXXXXX")
-trap '[ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
+# at_exit CMD: CMD (shell text, evaluated then) runs when the test exits,
+# before $TMP is removed (KEEP_TMP=1 keeps it); the last added runs first.
+# A test that sets its own EXIT trap replaces all of this.
+AT_EXIT=
+at_exit() { AT_EXIT="$1; $AT_EXIT"; }
+trap 'eval "$AT_EXIT"; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
 # check NAME CONDITION-COMMAND... : PASS when the command succeeds.
@@ -46,4 +51,48 @@ LUA
   wait_for 60 test -s "$RUNS/current"
   RUN=$(cat "$RUNS/current" 2>/dev/null)
   wait_for 30 test -s "$RUN/coordinator"
+}
+
+# engine_start ENGINE CASE: starts the test ENGINE (bash tests/ENGINE/start.sh,
+# set up by the caller's DROVER_<ENGINE>_* variables) and stops it at exit
+# (stop.sh; run.sh's timeout sends TERM, which exits, so that runs too).
+# Where start.sh cannot run here (exit 77: no Java, no Slurm, ...) the test
+# prints "SKIP <test>: why" and exits 0; where it fails, "FAIL CASE: ..."
+# with start.sh's last words, and exits 1. The caller then sources the env
+# file start.sh wrote.
+engine_start() {
+  why=$(bash "tests/$1/start.sh" 2>"$TMP/start.err")
+  rc=$?
+  if [ $rc -eq 77 ]; then
+    echo "SKIP $(basename "$0" .sh): ${why#SKIP }"
+    exit 0
+  fi
+  if [ $rc -ne 0 ]; then
+    fail "$2" "exit $rc: $why $(tail -n 5 "$TMP/start.err")"
+    exit 1
+  fi
+  at_exit "bash tests/$1/stop.sh"
+  trap 'exit 143' TERM INT
+}
+
+# trainer_start NAME: runs tests/cli/train_until.lua in the background: 1 ps
+# + 2 workers in $RUNS under NAME, training (throttled) until trainer_stop
+# NAME (at most 90 s), output in $TMP/NAME.out. Sets trainer (its pid,
+# stopped at exit) and RUN (its run directory; empty when the cluster did
+# not come up in 60 s).
+trainer_start() {
+  mkdir -p "$RUNS"
+  "$DROVER" run tests/cli/train_until.lua "$RUNS" "$1" >"$TMP/$1.out" 2>&1 &
+  trainer=$!
+  at_exit "trainer_stop $1"
+  wait_for 60 test -s "$RUNS/$1"
+  RUN=$(cat "$RUNS/$1" 2>/dev/null)
+}
+
+# trainer_stop NAME: asks trainer_start's run to end its fit, gives it 30 s
+# to finish, then SIGKILLs it.
+trainer_stop() {
+  touch "$RUNS/stop-$1"
+  wait_for 30 sh -c "! kill -0 $trainer 2>/dev/null"
+  kill -9 $trainer 2>/dev/null
 }
