@@ -12,37 +12,8 @@ mkdir -p "$RUNS"
 # (2 state, 5 restarts, 6 steps).
 field() { awk -v n="$1" -v c="$2" '$1 == n { print $c }' "$3"; }
 
-# A cluster that trains (throttled) until $RUNS/stop exists, at most 90 s.
-cat > "$TMP/train.lua" <<LUA
-local nn, optim, data = drover.nn, drover.optim, drover.data
-local digits = data.csv("examples/data/digits.csv", { label = -1 }):standardize()
-local t0, calls = drover.clock(), 0
-local function stop()
-  local f = io.open("$RUNS/stop")
-  if f then f:close() return true end
-  return drover.clock() - t0 > 90
-end
-local exp = drover.experiment {
-  name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
-  model = nn.Sequential { nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10) },
-  train = { data = digits, batch = 32, epochs = 100000 }, seed = 1, verbose = false,
-  progress = function(p)
-    calls = calls + 1
-    drover.sleep(0.005)
-    return calls % 20 ~= 0 or not stop()
-  end,
-}
-local c = drover.cluster { ps = 1, worker = 2, runs = "$RUNS", name = "train" }
-local f = io.open("$RUNS/current", "w"); f:write(c.run_dir, "\n"); f:close()
-c:fit(exp)
-c:shutdown()
-print("trained")
-LUA
-
-"$DROVER" run "$TMP/train.lua" >"$TMP/train.out" 2>&1 &
-trainer=$!
-wait_for 60 test -s "$RUNS/current"
-RUN=$(cat "$RUNS/current" 2>/dev/null)
+# A cluster that trains (throttled) until trainer_stop (lib.sh).
+trainer_start train
 check "attach-t00 the training run started" test -n "$RUN" -a -d "$RUN"
 steps_positive() {
   [ "$(field worker:0 6 "$TMP/p1.txt")" -gt 0 ] 2>/dev/null &&
@@ -123,7 +94,7 @@ check "attach-t05 and says so" grep -q -- "--key FILE" "$TMP/nosecret.err"
 check "ls-t01 the training run is running" grep -q "^$(basename "$RUN") *running *3 .*$addr" "$TMP/ls1.txt"
 
 # The training run ends; the clients never stopped it.
-touch "$RUNS/stop"
+touch "$RUNS/stop-train"
 wait_for 60 sh -c "! kill -0 $trainer 2>/dev/null"
 kill -9 $trainer 2>/dev/null
 wait $trainer; rc=$?
