@@ -15,38 +15,8 @@ export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
 RUNS=$TMP/runs
 mkdir -p "$RUNS"
 
-# A cluster that trains (throttled) until $RUNS/stop exists, at most 90 s.
-cat > "$TMP/train.lua" <<LUA
-local nn, optim, data = drover.nn, drover.optim, drover.data
-local digits = data.csv("examples/data/digits.csv", { label = -1 }):standardize()
-local t0, calls = drover.clock(), 0
-local function stop()
-  local f = io.open("$RUNS/stop")
-  if f then f:close() return true end
-  return drover.clock() - t0 > 90
-end
-local exp = drover.experiment {
-  name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
-  model = nn.Sequential { nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10) },
-  train = { data = digits, batch = 32, epochs = 100000 }, seed = 1, verbose = false,
-  progress = function(p)
-    calls = calls + 1
-    drover.sleep(0.005)
-    return calls % 20 ~= 0 or not stop()
-  end,
-}
-local c = drover.cluster { ps = 1, worker = 2, runs = "$RUNS", name = "py" }
-local f = io.open("$RUNS/current", "w"); f:write(c.run_dir, "\n"); f:close()
-c:fit(exp)
-c:shutdown()
-print("trained")
-LUA
-"$DROVER" run "$TMP/train.lua" >"$TMP/train.out" 2>&1 &
-trainer=$!
-stop_trainer() { touch "$RUNS/stop"; wait_for 30 sh -c "! kill -0 $trainer 2>/dev/null"; kill -9 $trainer 2>/dev/null; }
-trap 'stop_trainer; rm -rf "$TMP"' EXIT
-wait_for 60 test -s "$RUNS/current"
-RUN=$(cat "$RUNS/current" 2>/dev/null)
+# A cluster that trains (throttled) until trainer_stop (lib.sh).
+trainer_start py
 check "pyclient-t00 the training run started" test -n "$RUN" -a -d "$RUN"
 wait_for 30 test -s "$RUN/coordinator"
 
@@ -134,7 +104,7 @@ with dc.connect(run_dir, timeout=20) as run:
 # t06: the stream ends with the run
 with dc.connect(run_dir, timeout=20) as run:
     run.snapshot()
-    open(os.path.join(os.path.dirname(run_dir), "stop"), "w").close()
+    open(os.path.join(os.path.dirname(run_dir), "stop-py"), "w").close()
     n = sum(1 for _ in run.metrics(timeout=60))
     result("pyclient-t06 the stream ends when the run does", run.ended, "not ended")
 PY
