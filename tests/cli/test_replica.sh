@@ -19,32 +19,10 @@ trap cleanup EXIT
 RUNS="$TMP/runs"
 mkdir -p "$RUNS"
 
-# train.lua REPLICAS NAME: a cluster of 1 ps (+ its replica) and 2 workers
-# training until $RUNS/stop-NAME exists; $RUNS/ckpt-NAME asks a checkpoint.
-cat > "$TMP/train.lua" <<LUA
-local nn, optim, data = drover.nn, drover.optim, drover.data
-local digits = data.csv("$PWD/examples/data/digits.csv", { label = -1 }):standardize()
-local t0, calls, asked = drover.clock(), 0, false
-local function exists(p) local h = io.open(p) if h then h:close() return true end return false end
-local name = arg[2]
-local c = drover.cluster { ps = 1, worker = 2, runs = "$RUNS", name = name,
-  ps_replicas = tonumber(arg[1]) }
-local f = io.open("$RUNS/" .. name, "w"); f:write(c.run_dir, "\n"); f:close()
-local exp = drover.experiment {
-  name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
-  model = nn.Sequential { nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10) },
-  train = { data = digits, batch = 32, epochs = 100000 }, seed = 1, verbose = false,
-  progress = function(p)
-    calls = calls + 1
-    drover.sleep(0.005)
-    if not asked and exists("$RUNS/ckpt-" .. name) then asked = true; c:checkpoint() end
-    return calls % 20 ~= 0 or not (exists("$RUNS/stop-" .. name) or drover.clock() - t0 > 90)
-  end,
-}
-c:fit(exp)
-c:shutdown()
-print("trained")
-LUA
+# The runs: tests/cli/train_until.lua RUNS NAME REPLICAS, a cluster of 1 ps
+# (+ its replicas) and 2 workers training until $RUNS/stop-NAME exists;
+# $RUNS/ckpt-NAME asks a checkpoint.
+TRAIN=$PWD/tests/cli/train_until.lua
 
 note_coord() {
   for f in "$RUNS"/*/coordinator; do
@@ -77,7 +55,7 @@ finish() {
 
 # ------------------------------------------------ no replica
 tm new-session -d -s a -x 200 -y 45 \
-  "LANG=C.UTF-8 '$DROVER' run --dash '$TMP/train.lua' 0 plain; echo \$? >'$TMP/plain.status'; sleep 60"
+  "LANG=C.UTF-8 '$DROVER' run --dash '$TRAIN' '$RUNS' plain 0; echo \$? >'$TMP/plain.status'; sleep 60"
 expect a "replica-t01 the dashboard shows ps:0 training" wait_re a "ps:0 .* ready "
 note_coord
 # the fit has begun (ps:0 shows ready from its registration on; before the
@@ -103,7 +81,7 @@ finish a plain replica-t02
 
 # ------------------------------------------------ a replica
 tm new-session -d -s b -x 200 -y 45 \
-  "LANG=C.UTF-8 '$DROVER' run --dash '$TMP/train.lua' 1 repl; echo \$? >'$TMP/repl.status'; sleep 60"
+  "LANG=C.UTF-8 '$DROVER' run --dash '$TRAIN' '$RUNS' repl 1; echo \$? >'$TMP/repl.status'; sleep 60"
 expect b "replica-t03 ps:1 is ps:0's replica" wait_re b "ps:1 .* replica "
 note_coord
 RUN=$(cat "$RUNS/repl")
