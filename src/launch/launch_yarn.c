@@ -6,12 +6,13 @@
  * ApplicationMaster over plain HTTP (launch_yarn_rm.c). The AM is drover's
  * own small Java program (yarn/.../DroverAM.java, built by `make yarn-am`,
  * installed by `make install`), which runs inside the cluster where
- * Hadoop's client jars are: YARN gives a container only to an AM that speaks its RPC protocol,
- * which a C program cannot without Hadoop's jars. Hadoop's
- * DistributedShell AM starts a fixed number of copies of one command and
- * cannot replace one container for one node; ours starts a container when
- * drover asks for a node (POST /start), stops one (POST /kill), reports
- * how each ended (GET /events, polled), and unregisters (POST /finish).
+ * Hadoop's client jars are: YARN gives a container only to an AM that
+ * speaks its RPC protocol, which a C program cannot without Hadoop's jars.
+ * Hadoop's DistributedShell AM starts a fixed number of copies of one
+ * command and cannot replace one container for one node; ours starts a
+ * container when drover asks for a node (POST /start), stops one (POST
+ * /kill), reports how each ended (GET /events, polled), and unregisters
+ * (POST /finish).
  * Requests carry a random token given to the AM in its environment.
  *
  * Start (launch_yarn_rm.c): new-application gives the id and YARN's
@@ -399,7 +400,7 @@ static int configure(yarn_launcher *y, const launch_config *cfg) {
  * drover-yarn-am.jar). The path is this machine's; the AM's container
  * reads it on a machine of the cluster, so this holds where drover is
  * installed at the same PREFIX there (or the prefix is shared), which
- * the note and the README say. Fails, naming where it looked. */
+ * the note in events.log says. Fails, naming where it looked. */
 static int installed_am_jar(char *jar, size_t n) {
   static const char *const no_cp =
       "launcher \"yarn\": no classpath for drover's ApplicationMaster (yarn = "
