@@ -47,7 +47,7 @@ c:shutdown()
 LUA
   "$DROVER" run "$TMP/$1.lua" >"$TMP/$1.out" 2>&1 &
   trainer=$!
-  trap 'kill -9 $trainer 2>/dev/null; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
+  at_exit 'kill -9 $trainer 2>/dev/null'
   wait_for 60 test -s "$RUNS/current"
   RUN=$(cat "$RUNS/current" 2>/dev/null)
   wait_for 30 test -s "$RUN/coordinator"
