@@ -29,9 +29,7 @@ cat >"$TMP/ext.lua" <<LUA
 local N = $N
 local c = drover.cluster { ps = 1, worker = N, launcher = "external", runs = "$RUNS",
                            name = "ext", reservation_timeout = 60 }
-local function node(role, index)
-  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
-end
+local node = dofile("$PWD/tests/lua/t.lua").node
 local ready = 0
 for _, n in ipairs(c:nodes()) do if n.state == "ready" then ready = ready + 1 end end
 print("ready " .. ready)
@@ -69,7 +67,7 @@ local last = "worker:" .. (N - 1)
 local function wait_state(ok)
   local t, n = drover.clock()
   repeat
-    n = node("worker", N - 1)
+    n = node(c, "worker", N - 1)
     if ok(n) then break end
     drover.sleep(0.05)
   until drover.clock() - t > 30
