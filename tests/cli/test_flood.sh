@@ -24,10 +24,8 @@ flood_run() {
   cat > "$TMP/$run.lua" <<LUA
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local c = drover.cluster { ps = 1, worker = 2, runs = "$runs", name = "flood" }
-local function node(role, index)
-  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
-end
-local ps_port, victim = node("ps", 0).port, node("worker", 1).pid
+local node = dofile("$PWD/tests/lua/t.lua").node
+local ps_port, victim = node(c, "ps", 0).port, node(c, "worker", 1).pid
 -- The flood lasts until the test ends it (by pid), so every reconnection
 -- below happens under it.
 os.execute(string.format("$PY $PWD/tests/cli/flood.py 120 $COUNT $src %s 127.0.0.1:%d >$TMP/$run.flood 2>$TMP/$run.flood.err & echo \$! >$TMP/$run.pid",
@@ -61,16 +59,16 @@ print("steps " .. r.steps)
 local back = false
 t0 = drover.clock()
 while drover.clock() - t0 < 45 and not back do
-  local w = node("worker", 1)
+  local w = node(c, "worker", 1)
   back = w.restarts >= 1 and w.state == "ready"
   if not back then drover.sleep(0.1) end
 end
 print("worker back " .. tostring(back))
 -- The restarted worker connects to the ps under the flood and trains.
-local before = node("worker", 1).steps
+local before = node(c, "worker", 1).steps
 r = c:fit(exp(2))
 print("second fit steps " .. r.steps)
-print("worker:1 trained " .. (node("worker", 1).steps - before))
+print("worker:1 trained " .. (node(c, "worker", 1).steps - before))
 c:shutdown()
 print("run done")
 LUA
