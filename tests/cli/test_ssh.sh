@@ -263,9 +263,7 @@ local cfg = "$CFG"
 local c = drover.cluster { launcher = "ssh", hosts = { "c:2", "r" }, ssh_config = cfg,
   ps = 1, worker = 2, runs = "$RUNS", name = "ship", reservation_timeout = 30,
   files = { "x.txt", "sub/y.txt", "$TMP/abs/z.txt" } }
-local function node(role, index)
-  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
-end
+local node = dofile("$PWD/tests/lua/t.lua").node
 local function wait_file(path)
   for _ = 1, 600 do
     local f = io.open(path) if f then f:close() return end
@@ -273,14 +271,14 @@ local function wait_file(path)
   end
   error("no " .. path .. " within 60 s")
 end
-local victim = node("worker", 1)
+local victim = node(c, "worker", 1)
 print("victim " .. victim.pid .. " " .. victim.host)
 io.stdout:write("ready\\n"); io.stdout:flush()
 wait_file("$TMP/ship.go")
 assert(os.execute("timeout 20 ssh -F " .. cfg .. " c kill -9 " .. victim.pid))
 local back
 for _ = 1, 300 do
-  local n = node("worker", 1)
+  local n = node(c, "worker", 1)
   if n.pid ~= victim.pid and n.state == "ready" then back = n break end
   drover.sleep(0.1)
 end
