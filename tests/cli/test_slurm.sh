@@ -16,17 +16,7 @@ RUNS=$TMP/runs
 export DROVER_SLURM_DIR DROVER_SLURM_PORT
 SLURM_DIR=$DROVER_SLURM_DIR
 
-why=$(bash tests/slurm/start.sh 2>"$TMP/start.err")
-rc=$?
-if [ $rc -eq 77 ]; then
-  echo "SKIP test_slurm: ${why#SKIP }"
-  exit 0
-fi
-if [ $rc -ne 0 ]; then
-  fail "slurm-t00 tests/slurm/start.sh starts Slurm" "exit $rc: $why $(tail -n 5 "$TMP/start.err")"
-  exit 1
-fi
-trap 'bash tests/slurm/stop.sh; rm -rf "$TMP"' EXIT
+engine_start slurm "slurm-t00 tests/slurm/start.sh starts Slurm"
 . "$SLURM_DIR/env"
 export SLURM_CONF RUNS
 
@@ -254,7 +244,7 @@ LUA
 env -u SLURM_JOB_ID -u SLURM_JOBID "$DROVER" run "$TMP/kill.lua" >"$TMP/kill.out" 2>&1 &
 pid=$! # env execs drover: this is the coordinator's pid
 # never leave it behind, whatever fails below
-trap 'kill -KILL $pid 2>/dev/null; bash tests/slurm/stop.sh; rm -rf "$TMP"' EXIT
+at_exit 'kill -KILL $pid 2>/dev/null'
 i=0; while [ $i -lt 300 ] && ! grep -q '^up' "$TMP/kill.out"; do sleep 0.1; i=$((i + 1)); done
 check "slurm-t07 the cluster came up in its own job" sh -c "grep -q '^up' '$TMP/kill.out' && [ -n \"\$(squeue -h -o %A)\" ]"
 kill -KILL $pid
