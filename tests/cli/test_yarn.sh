@@ -17,17 +17,7 @@ RUNS=$TMP/runs
 : "${DROVER_YARN_DIR:=$TMP/yarn}"
 export DROVER_YARN_DIR
 
-why=$(bash tests/yarn/start.sh 2>"$TMP/start.err")
-rc=$?
-if [ $rc -eq 77 ]; then
-  echo "SKIP test_yarn: ${why#SKIP }"
-  exit 0
-fi
-if [ $rc -ne 0 ]; then
-  fail "yarn-t00 tests/yarn/start.sh starts the test YARN" "exit $rc: $why $(tail -n 5 "$TMP/start.err")"
-  exit 1
-fi
-trap 'bash tests/yarn/stop.sh; rm -rf "$TMP"' EXIT
+engine_start yarn "yarn-t00 tests/yarn/start.sh starts the test YARN"
 . "$DROVER_YARN_DIR/env"
 RM=http://$DROVER_YARN_RM
 # Where the AM stages the binary and the files (on the test YARN's default
@@ -136,17 +126,15 @@ cat > "$TMP/kill.lua" <<LUA
 local exp = dofile("$TMP/exp.lua")
 local c = drover.cluster { launcher = "yarn", bind = "127.0.0.1", ps = 1, worker = 2,
   runs = "$RUNS", name = "kill" }
-local function node(role, i)
-  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == i then return n end end
-end
-local victim, killed = node("worker", 1)
+local node = dofile("$PWD/tests/lua/t.lua").node
+local victim, killed = node(c, "worker", 1)
 local r = c:fit(exp(20, function(p)
   if killed or p.step < 100 then return end
   killed = p.step
   os.execute("kill -9 " .. victim.pid)
   local back
   for _ = 1, 600 do
-    local n = node("worker", 1)
+    local n = node(c, "worker", 1)
     if n.pid ~= victim.pid and (n.state == "ready" or n.state == "busy") then back = true break end
     drover.sleep(0.05)
   end
@@ -154,7 +142,7 @@ local r = c:fit(exp(20, function(p)
 end))
 io.stdout:write(string.format("killed at %s, steps %d, eval_accuracy %.4f\n", tostring(killed),
   r.steps, r.eval_accuracy))
-io.stdout:write("restarts ", node("worker", 1).restarts, "\n")
+io.stdout:write("restarts ", node(c, "worker", 1).restarts, "\n")
 c:shutdown()
 LUA
 timeout 180 "$DROVER" run "$TMP/kill.lua" >"$TMP/kill.out" 2>&1
@@ -290,10 +278,8 @@ cat > "$TMP/ps.lua" <<LUA
 local exp = dofile("$TMP/exp.lua")
 local c = drover.cluster { launcher = "yarn", bind = "127.0.0.1", ps = 1, worker = 2,
   ps_replicas = 1, runs = "$RUNS", name = "ps" }
-local function node(role, i)
-  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == i then return n end end
-end
-local victim, killed = node("ps", 0)
+local node = dofile("$PWD/tests/lua/t.lua").node
+local victim, killed = node(c, "ps", 0)
 local r = c:fit(exp(20, function(p)
   if killed or p.step < 100 then return end
   killed = p.step
@@ -301,14 +287,14 @@ local r = c:fit(exp(20, function(p)
 end))
 local back
 for _ = 1, 600 do
-  local n = node("ps", 0)
+  local n = node(c, "ps", 0)
   if n.pid ~= victim.pid and n.state == "replica" then back = n break end
   drover.sleep(0.05)
 end
 io.stdout:write(string.format("killed at %s, steps %d, eval_accuracy %.4f\n", tostring(killed),
   r.steps, r.eval_accuracy))
 io.stdout:write("ps:0 back as the replica ", tostring(back ~= nil), ", restarts ",
-  back and back.restarts or -1, "; ps:1 ", node("ps", 1).state, "\n")
+  back and back.restarts or -1, "; ps:1 ", node(c, "ps", 1).state, "\n")
 c:shutdown()
 LUA
 timeout 180 "$DROVER" run "$TMP/ps.lua" >"$TMP/ps.out" 2>&1
