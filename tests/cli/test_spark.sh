@@ -46,19 +46,7 @@ fi
 # test runs on one machine never stop each other's daemons.
 : "${DROVER_SPARK_DIR:=$TMP/spark}" "${DROVER_SPARK_PORT:=$((30000 + ($$ % 8000) * 4))}"
 export DROVER_SPARK_DIR DROVER_SPARK_PORT
-why=$(bash tests/spark/start.sh 2>"$TMP/start.err")
-rc=$?
-if [ $rc -eq 77 ]; then
-  echo "SKIP test_spark: ${why#SKIP }"
-  exit 0
-fi
-if [ $rc -ne 0 ]; then
-  fail "spark-t00 tests/spark/start.sh starts Spark" "exit $rc: $why $(tail -n 5 "$TMP/start.err")"
-  exit 1
-fi
-trap 'bash tests/spark/stop.sh; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
-# run.sh's timeout sends TERM: exit, so the EXIT trap stops our Spark
-trap 'exit 143' TERM INT
+engine_start spark "spark-t00 tests/spark/start.sh starts Spark"
 . "$DROVER_SPARK_DIR/env"
 
 # master FIELD: what the master's JSON says (python3 of the system).
@@ -99,9 +87,7 @@ local function exp(progress)
     progress = progress,
   }
 end
-local function node(c, role, index)
-  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
-end
+local node = dofile("$PWD/tests/lua/t.lua").node
 local c = drover.cluster { launcher = "spark", ps = 1, worker = 2, runs = "$RUNS", name = "fit",
   bind = "127.0.0.1", reservation_timeout = 240, spark = dofile("$TMP/spark.lua") }
 io.stdout:write("run_dir ", c.run_dir, "\n")
