@@ -21,19 +21,7 @@ fi
 : "${DROVER_SPARK_DIR:=$TMP/spark}" "${DROVER_SPARK_PORT:=$((30000 + ($$ % 8000) * 4))}"
 DROVER_SPARK_GPUS=2
 export DROVER_SPARK_DIR DROVER_SPARK_PORT DROVER_SPARK_GPUS
-why=$(bash tests/spark/start.sh 2>"$TMP/start.err")
-rc=$?
-if [ $rc -eq 77 ]; then
-  echo "SKIP test_spark_gpus: ${why#SKIP }"
-  exit 0
-fi
-if [ $rc -ne 0 ]; then
-  fail "spark-gpus-00 tests/spark/start.sh starts Spark with 2 GPUs" "exit $rc: $why $(tail -n 5 "$TMP/start.err")"
-  exit 1
-fi
-trap 'bash tests/spark/stop.sh; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
-# run.sh's timeout sends TERM: exit, so the EXIT trap stops our Spark
-trap 'exit 143' TERM INT
+engine_start spark "spark-gpus-00 tests/spark/start.sh starts Spark with 2 GPUs"
 . "$DROVER_SPARK_DIR/env"
 no_active_app() {
   python3 - "$DROVER_SPARK_UI" <<'PY'
