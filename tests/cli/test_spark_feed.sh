@@ -27,20 +27,9 @@ if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_SPARK_ASAN:-0}" != 1 ]; then
 fi
 : "${DROVER_SPARK_DIR:=$TMP/spark}" "${DROVER_SPARK_PORT:=$((30000 + ($$ % 8000) * 4))}"
 export DROVER_SPARK_DIR DROVER_SPARK_PORT
-why=$(bash tests/spark/start.sh 2>"$TMP/start.err")
-rc=$?
-if [ $rc -eq 77 ]; then
-  echo "SKIP test_spark_feed: ${why#SKIP }"
-  exit 0
-fi
-if [ $rc -ne 0 ]; then
-  fail "spark-feed-t00 tests/spark/start.sh starts Spark" "exit $rc: $why $(tail -n 5 "$TMP/start.err")"
-  exit 1
-fi
+engine_start spark "spark-feed-t00 tests/spark/start.sh starts Spark"
 trainer=
-trap '[ -n "$trainer" ] && kill -9 $trainer 2>/dev/null; bash tests/spark/stop.sh; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
-# run.sh's timeout sends TERM: exit, so the EXIT trap stops our Spark
-trap 'exit 143' TERM INT
+at_exit '[ -n "$trainer" ] && kill -9 $trainer 2>/dev/null'
 . "$DROVER_SPARK_DIR/env"
 PY=$PYSPARK_PYTHON
 export PYTHONPATH="$PWD/clients/python"
