@@ -24,6 +24,18 @@ wait_for() {
   return 1
 }
 
+# python_client NAME: PY, the Python of $VENV (make venv), with the Python
+# client (clients/python) on its path; without VENV the test prints "SKIP
+# NAME: ..." and exits.
+python_client() {
+  if [ -z "${VENV:-}" ]; then
+    echo "SKIP $1: VENV is not set (make venv)"
+    exit 0
+  fi
+  PY=$VENV/bin/python
+  export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
+}
+
 # feed_fit_start NAME: runs, in the background, a script training a small
 # digits MLP on 1 ps + 2 workers with feed = "external" (epochs 2), that
 # prints "FED n TRAINED m" into $TMP/NAME.out when its fit ends. Sets
