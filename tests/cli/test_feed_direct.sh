@@ -7,12 +7,7 @@
 # trains every batch once (35, also those of a feeder lost and never
 # retried), and the records say which went directly.
 . tests/cli/lib.sh
-if [ -z "${VENV:-}" ]; then
-  echo "SKIP feed-direct: VENV is not set (make venv)"
-  exit 0
-fi
-PY=$VENV/bin/python
-export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
+python_client feed-direct
 feed_fit_start direct
 timeout 150 "$PY" tests/cli/feed_direct.py "$RUN"
 check "feed-direct-t06 the fit ended" wait_for 60 sh -c "! kill -0 $trainer 2>/dev/null"
