@@ -5,12 +5,7 @@
 # key fed whole, a feeder that leaves once its batches are taken, the
 # holder that sent none; the fit trains every batch once (20 = 10 + 6 + 4).
 . tests/cli/lib.sh
-if [ -z "${VENV:-}" ]; then
-  echo "SKIP feed-keys: VENV is not set (make venv)"
-  exit 0
-fi
-PY=$VENV/bin/python
-export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
+python_client feed-keys
 feed_fit_start keys
 timeout 120 "$PY" tests/cli/feed_keys.py "$RUN"
 check "feed-keys-t05 the fit ended" wait_for 60 sh -c "! kill -0 $trainer 2>/dev/null"
