@@ -6,12 +6,7 @@
 # for a command from a read-only client, and sees the stream end with the
 # run. Every wait is bounded; the run is ended by its pid.
 . tests/cli/lib.sh
-if [ -z "${VENV:-}" ]; then
-  echo "SKIP pyclient: VENV is not set (make venv)"
-  exit 0
-fi
-PY=$VENV/bin/python
-export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
+python_client pyclient
 RUNS=$TMP/runs
 mkdir -p "$RUNS"
 
