@@ -5,12 +5,7 @@
 # with train = { feed = "external" } and trains exactly the batches Python
 # sent. Skipped while this drover has no feed messages.
 . tests/cli/lib.sh
-if [ -z "${VENV:-}" ]; then
-  echo "SKIP pyclient-feed: VENV is not set (make venv)"
-  exit 0
-fi
-PY=$VENV/bin/python
-export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
+python_client pyclient-feed
 
 timeout 60 "$PY" tests/cli/pyclient_fake_feed.py
 if ! "$PY" -c "import sys, drover_client as dc; sys.exit(0 if dc.feed.supported() else 1)"; then
