@@ -6,12 +6,7 @@
 # request while the script is not serving (it is inside a feed = "external"
 # fit) and a client holding the view key are refused, each saying why.
 . tests/cli/lib.sh
-if [ -z "${VENV:-}" ]; then
-  echo "SKIP pyclient-predict: VENV is not set (make venv)"
-  exit 0
-fi
-PY=$VENV/bin/python
-export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
+python_client pyclient-predict
 
 RUNS=$TMP/runs
 mkdir -p "$RUNS"
