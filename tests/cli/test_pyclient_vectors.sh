@@ -7,12 +7,7 @@
 # bytes. Also: the generated message table is what src/ generates now.
 . tests/cli/lib.sh
 : "${UNIT:=$PWD/build/unit_tests}"
-if [ -z "${VENV:-}" ]; then
-  echo "SKIP pyclient-vectors: VENV is not set (make venv)"
-  exit 0
-fi
-PY=$VENV/bin/python
-export PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}"
+python_client pyclient-vectors
 
 check "pyclient-vec-t00 _wire.py is what src/ generates" \
   python3 tools/wire_py.py --check src clients/python/drover_client/_wire.py
