@@ -12,7 +12,7 @@ mkdir -p "$RUNS"
 # (2 state, 5 restarts, 6 steps).
 field() { awk -v n="$1" -v c="$2" '$1 == n { print $c }' "$3"; }
 
-# A cluster that trains (throttled) until trainer_stop (lib.sh).
+# A cluster that trains (throttled) until $RUNS/stop-train exists (lib.sh).
 trainer_start train
 check "attach-t00 the training run started" test -n "$RUN" -a -d "$RUN"
 steps_positive() {

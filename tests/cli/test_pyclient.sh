@@ -10,7 +10,7 @@ python_client pyclient
 RUNS=$TMP/runs
 mkdir -p "$RUNS"
 
-# A cluster that trains (throttled) until trainer_stop (lib.sh).
+# A cluster that trains (throttled) until $RUNS/stop-py exists (lib.sh).
 trainer_start py
 check "pyclient-t00 the training run started" test -n "$RUN" -a -d "$RUN"
 wait_for 30 test -s "$RUN/coordinator"
