@@ -15,6 +15,7 @@
 # the runs drive (the task base, spawn, exits; LOG) are the ones the local
 # launcher's tests and test_logfwd.sh run under ASan; DROVER_SPARK_ASAN=1
 # runs everything there too.
+# run.sh timeout: 600
 . tests/cli/lib.sh
 RUNS=$TMP/runs
 # spark-t00: options drover does not honour are refused before anything runs
