@@ -1,16 +1,24 @@
--- extract_examples.lua - writes the examples of help() and the README as
--- Lua files for test_examples.sh: drover run extract_examples.lua README OUTDIR
+-- extract_examples.lua - writes the examples of help() and of the
+-- documentation pages as Lua files for test_examples.sh:
+--   drover run extract_examples.lua OUTDIR PAGE.md...
 --
 -- help(): in each topic, the lines indented by two spaces under a line
 -- "A first model...:" or "Example...:"; all of them in one file
 -- (help-chain.lua), the overview's first, as the others build on it.
--- README: every ```lua block must have a marker on the line before it,
--- <!-- example: KIND -->. The blocks of one KIND form one file, in order
--- (KIND.lua, spaces as '-'), except: "reference" (signatures, not code) is
--- not written; "ssh", "slurm", "spark" and "yarn" need hosts or a cluster and
--- go to compile-ssh.lua / compile-slurm.lua / compile-spark.lua /
--- compile-yarn.lua, to be compiled only. An unmarked block is an error.
-local readme, out = arg[1], arg[2]
+--
+-- Pages (README.md, docs/*.md): every ```lua block must have a marker on
+-- the line before it, <!-- example: KIND -->. The blocks of one KIND on one
+-- page form one file, in order: PAGE--KIND.lua, PAGE being the page's path
+-- without ".md" and with '/' as '-' (docs-lua-api--tensors.lua), spaces in
+-- KIND as '-'. Each line of a block keeps its page's line number in the
+-- file (the lines between are empty), so an error at FILE:N is at PAGE:N.
+-- Except: "reference" (signatures, not code) is not written; "ssh",
+-- "slurm", "spark" and "yarn" need hosts or a cluster and go to
+-- compile-PAGE--KIND.lua, to be compiled only. An unmarked or unclosed
+-- block is an error naming the page and the line.
+-- pages.tsv lists each file written and its page: FILE<TAB>PAGE<TAB>KIND.
+local out = arg[1]
+assert(out and arg[2], "usage: drover run extract_examples.lua OUTDIR PAGE.md...")
 
 local function write(name, text)
   local f = assert(io.open(out .. "/" .. name, "w"))
@@ -39,28 +47,53 @@ for _, name in ipairs(names) do
 end
 write("help-chain.lua", table.concat(chain, "\n") .. "\n")
 
--- README
-local files, order, kind, block, n = {}, {}, nil, nil, 0
-for line in io.lines(readme) do
-  n = n + 1
-  if block then
-    if line:match("^```") then
-      if not files[kind] then files[kind] = {}; order[#order + 1] = kind end
-      table.insert(files[kind], table.concat(block, "\n"))
-      block = nil
+-- One page: { kind = { [line number] = text, ... } } and the kinds in the
+-- order they first appear.
+local function blocks_of(page)
+  local kinds, order, kind, block, n = {}, {}, nil, nil, 0
+  for line in io.lines(page) do
+    n = n + 1
+    if block then
+      if line:match("^```") then
+        block = nil
+      else
+        block[n] = line
+      end
+    elseif line:match("^```lua") then
+      if not kind then error(page .. ":" .. n .. ": a ```lua block without <!-- example: KIND -->", 0) end
+      if not kinds[kind] then kinds[kind] = {}; order[#order + 1] = kind end
+      block, kinds[kind].last = kinds[kind], n
     else
-      block[#block + 1] = line
+      kind = line:match("^<!%-%- example: ([%w %-]-) %-%->$")
     end
-  elseif line:match("^```lua") then
-    if not kind then error(readme .. ":" .. n .. ": a ```lua block without <!-- example: KIND -->", 0) end
-    block = {}
-  else
-    kind = line:match("^<!%-%- example: ([%w ]-) %-%->$")
   end
+  if block then error(page .. ": the ```lua block of line " .. block.last .. " never ends", 0) end
+  return kinds, order, n
 end
-for _, k in ipairs(order) do
-  local name = k:gsub(" ", "-")
-  if k == "ssh" or k == "slurm" or k == "spark" or k == "yarn" then write("compile-" .. name .. ".lua", table.concat(files[k], "\n") .. "\n")
-  elseif k ~= "reference" then write(name .. ".lua", table.concat(files[k], "\n") .. "\n") end
+
+-- The lines of one kind, each at its page line (empty lines between).
+local function padded(lines, count)
+  local t = {}
+  for i = 1, count do t[i] = lines[i] or "" end
+  return table.concat(t, "\n") .. "\n"
 end
-print("help: " .. #chain .. " lines; README: " .. table.concat(order, ", "))
+
+local index, said = {}, {}
+for i = 2, #arg do
+  local page = arg[i]
+  local kinds, order, count = blocks_of(page)
+  local slug = page:gsub("%.md$", ""):gsub("/", "-")
+  for _, k in ipairs(order) do
+    local name = slug .. "--" .. k:gsub(" ", "-") .. ".lua"
+    if k == "ssh" or k == "slurm" or k == "spark" or k == "yarn" then name = "compile-" .. name
+    elseif k == "reference" then name = nil end
+    if name then
+      kinds[k].last = nil
+      write(name, padded(kinds[k], count))
+      index[#index + 1] = name .. "\t" .. page .. "\t" .. k
+    end
+  end
+  said[#said + 1] = page .. " (" .. (#order > 0 and table.concat(order, ", ") or "none") .. ")"
+end
+write("pages.tsv", table.concat(index, "\n") .. "\n")
+print("help: " .. #chain .. " lines; pages: " .. table.concat(said, "; "))

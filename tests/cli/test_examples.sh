@@ -1,39 +1,60 @@
-# test_examples.sh - every example in help() and in the README's ```lua
-# blocks works run as a script and typed line by line into the REPL (fed
-# on stdin: each line its own chunk, statements continued while
-# incomplete). Blocks that need ssh hosts or Slurm are compiled only;
-# reference blocks (signatures) are skipped; local clusters run. Also:
-# results print their fields, and dashboard commands see the cluster as
-# `c` and `cluster` whatever the script named it.
+# test_examples.sh - every example in help() and in the ```lua blocks of
+# README.md and docs/*.md (not docs/notes/ or docs/design/) works run as a
+# script and typed line by line into the REPL (fed on stdin: each line its
+# own chunk, statements continued while incomplete). A failure names the
+# page (and, from a script, the page's line: extract_examples.lua keeps
+# each block at its page line). Blocks that need ssh hosts, Slurm, Spark
+# or YARN are compiled only; reference blocks (signatures) are skipped;
+# local clusters run. Also: results print their fields, and dashboard
+# commands see the cluster as `c` and `cluster` whatever the script named
+# it.
 . tests/cli/lib.sh
 REPO=$PWD
 mkdir -p "$TMP/ex" "$TMP/work"
 ln -s "$REPO/examples" "$TMP/work/examples" # the examples' data paths are relative
 
-"$DROVER" run tests/cli/extract_examples.lua README.md "$TMP/ex" >"$TMP/extract.out" 2>&1
-check "examples-01 every README lua block is marked, and they extract" [ $? -eq 0 ]
+PAGES="README.md $(ls docs/*.md)"
+"$DROVER" run tests/cli/extract_examples.lua "$TMP/ex" $PAGES >"$TMP/extract.out" 2>&1
+rc=$?
+check "examples-01 every lua block of README.md and docs/*.md is marked, and they extract" [ $rc -eq 0 ]
+[ $rc -eq 0 ] || cat "$TMP/extract.out"
 check "examples-01 help() has examples" [ -s "$TMP/ex/help-chain.lua" ]
+check "examples-01 the README and the docs pages have examples that run" \
+  sh -c "grep -q '^README--' '$TMP/ex/pages.tsv' && grep -q '^docs-' '$TMP/ex/pages.tsv'"
+
+# The page an example file came from, and its name in the test lines.
+page_of() { awk -F'\t' -v f="$1.lua" '$1 == f { print $2; exit }' "$TMP/ex/pages.tsv"; }
+kind_of() { awk -F'\t' -v f="$1.lua" '$1 == f { print $3; exit }' "$TMP/ex/pages.tsv"; }
+# What failed, its file names turned into the page (FILE:N is PAGE:N).
+tell() { # out-file example page
+  tail -5 "$1" | sed "s|$TMP/ex/$2.lua|$3|g"
+}
 
 for f in "$TMP"/ex/*.lua; do
   ex=$(basename "$f" .lua)
+  page=$(page_of "$ex")
+  what="$ex"
+  [ -n "$page" ] && what="$page ($(kind_of "$ex"))"
   case $ex in
     compile-*)
       "$DROVER" run - >"$TMP/$ex.out" 2>&1 <<LUA
-assert(load(assert(io.open("$f")):read("a"), "=$ex"))
+assert(load(assert(io.open("$f")):read("a"), "@$page"))
 LUA
-      check "examples-02 $ex compiles" [ $? -eq 0 ]
+      rc=$?
+      check "examples-02 $what compiles" [ $rc -eq 0 ]
+      [ $rc -eq 0 ] || tail -5 "$TMP/$ex.out"
       continue ;;
   esac
   rm -rf "$TMP/work/runs" "$TMP/work/keep"
   (cd "$TMP/work" && timeout 240 "$DROVER" run "$f") >"$TMP/$ex.script.out" 2>&1
   rc=$?
-  check "examples-03 $ex runs as a script" [ $rc -eq 0 ]
-  [ $rc -eq 0 ] || tail -5 "$TMP/$ex.script.out"
+  check "examples-03 $what runs as a script" [ $rc -eq 0 ]
+  [ $rc -eq 0 ] || tell "$TMP/$ex.script.out" "$ex" "$page"
   rm -rf "$TMP/work/runs" "$TMP/work/keep"
   (cd "$TMP/work" && timeout 240 "$DROVER" <"$f") >"$TMP/$ex.repl.out" 2>"$TMP/$ex.repl.err"
   rc=$?
-  check "examples-04 $ex works typed line by line into the REPL" sh -c "[ $rc -eq 0 ] && ! grep -q 'stack traceback' '$TMP/$ex.repl.err'"
-  [ $rc -eq 0 ] || tail -5 "$TMP/$ex.repl.err"
+  check "examples-04 $what works typed line by line into the REPL" sh -c "[ $rc -eq 0 ] && ! grep -q 'stack traceback' '$TMP/$ex.repl.err'"
+  [ $rc -eq 0 ] || tell "$TMP/$ex.repl.err" "$ex" "$page"
 done
 
 # Results print as their fields, in a script and in the REPL.
