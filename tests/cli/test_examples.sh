@@ -25,7 +25,11 @@ check "examples-01 the README and the docs pages have examples that run" \
 # The page an example file came from, and its name in the test lines.
 page_of() { awk -F'\t' -v f="$1.lua" '$1 == f { print $2; exit }' "$TMP/ex/pages.tsv"; }
 kind_of() { awk -F'\t' -v f="$1.lua" '$1 == f { print $3; exit }' "$TMP/ex/pages.tsv"; }
-# What failed, its file names turned into the page (FILE:N is PAGE:N).
+# What failed, its file names turned into the page (FILE:N is PAGE:N):
+# the first error line, for the check's name, and the output's tail.
+first_error() { # out-file example page
+  grep -m1 -E '^drover: |^stdin:|error' "$1" | sed "s|$TMP/ex/$2.lua|$3|g"
+}
 tell() { # out-file example page
   tail -5 "$1" | sed "s|$TMP/ex/$2.lua|$3|g"
 }
@@ -48,12 +52,16 @@ LUA
   rm -rf "$TMP/work/runs" "$TMP/work/keep"
   (cd "$TMP/work" && timeout 240 "$DROVER" run "$f") >"$TMP/$ex.script.out" 2>&1
   rc=$?
-  check "examples-03 $what runs as a script" [ $rc -eq 0 ]
+  why=""
+  [ $rc -eq 0 ] || why=" ($(first_error "$TMP/$ex.script.out" "$ex" "$page"))"
+  check "examples-03 $what runs as a script$why" [ $rc -eq 0 ]
   [ $rc -eq 0 ] || tell "$TMP/$ex.script.out" "$ex" "$page"
   rm -rf "$TMP/work/runs" "$TMP/work/keep"
   (cd "$TMP/work" && timeout 240 "$DROVER" <"$f") >"$TMP/$ex.repl.out" 2>"$TMP/$ex.repl.err"
   rc=$?
-  check "examples-04 $what works typed line by line into the REPL" sh -c "[ $rc -eq 0 ] && ! grep -q 'stack traceback' '$TMP/$ex.repl.err'"
+  why=""
+  grep -q 'stack traceback' "$TMP/$ex.repl.err" && why=" ($(first_error "$TMP/$ex.repl.err" "$ex" "$page"))"
+  check "examples-04 $what works typed line by line into the REPL$why" sh -c "[ $rc -eq 0 ] && ! grep -q 'stack traceback' '$TMP/$ex.repl.err'"
   [ $rc -eq 0 ] || tell "$TMP/$ex.repl.err" "$ex" "$page"
 done
 
