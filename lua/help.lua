@@ -140,7 +140,8 @@ nn.LayerNorm(dim, { eps = 1e-5 }) - normalises over the last dimension, then wei
 T["nn.BatchNorm1d"] = [[
 nn.BatchNorm1d(C, { eps = 1e-5, momentum = 0.1 }) - per channel of [N, C] or [N, C, L]:
 batch statistics while training (updating running_mean and running_var), the running
-ones after m:evaluate(). On a cluster each worker keeps its own (see the README).]]
+ones after m:evaluate(). On a cluster running_mean and running_var live on the ps
+beside the parameters (docs/lua-api.md).]]
 T["nn.BatchNorm2d"] = "nn.BatchNorm2d(C, { eps, momentum }) - nn.BatchNorm1d for [N, C, H, W]."
 T["nn.Residual"] = "nn.Residual(m) - x + m(x); m must keep the shape."
 T["nn.Concat"] = [[
@@ -189,8 +190,9 @@ Every optimizer also takes
     optim.schedule.warmup    { steps = N, start_factor = 1/3, after = s }
     optim.schedule.plateau   { metric = "eval_loss", mode = "min", factor = 0.1,
                                patience = 10, threshold = 1e-4, min_lr = 0 }
-  (on a cluster each ps applies the rate of its step; plateau and clip_norm
-  are in process only. s:lr(base, k) is the rate of update k + 1)
+  (on a cluster each ps applies the rate of its step, plateau follows the
+  coordinator's evals, and each worker clips the gradient of its own batch.
+  s:lr(base, k) is the rate of update k + 1)
 
 Unknown options are errors. Methods: help("Optimizer").]]
 
@@ -255,7 +257,7 @@ drover.experiment { ... } - a model, a loss, an optimizer and data, trained in t
              in process and on clusters (each ps writes its shards; a lost
              ps is restored from the newest); see exp:checkpoint()
   stop       { metric = "eval_loss", mode = "min", patience = 0, min_delta = 0 }
-             early stopping on the periodic evals (in process only)
+             early stopping on the periodic evals (in process and on clusters)
   runs       where the run directory goes (default "runs"; false: none)
   mode       accepted for clusters
 

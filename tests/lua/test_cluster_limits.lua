@@ -5,8 +5,7 @@
 -- any transfer (a ps used to close the VAR_INIT's connection and the fit
 -- failed with "ps:0 was lost"). A new replica's copy of a ps's whole state
 -- (values and optimizer slots, several times that) is streamed in bounded
--- frames instead: tests/unit/test_ps_repl.c and the README's "Keeping a
--- run".
+-- frames instead: tests/unit/test_ps_repl.c and docs/keeping-a-run.md.
 local T = dofile("tests/lua/t.lua")
 local test, eq, near, raises = table.unpack(T)
 local nn, optim, data = drover.nn, drover.optim, drover.data
