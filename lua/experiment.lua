@@ -1,6 +1,7 @@
--- experiment.lua - drover.experiment { ... }: checks an experiment's
--- description (errors name the field) and trains it in this process
--- through the C loop (drover.train): exp:fit(), exp:evaluate(ds).
+-- experiment.lua - drover.experiment { ... }: an experiment's description,
+-- checked by drover.train.settings (src/luabind/l_settings.c, which every
+-- fit reads it with again), trained in this process through the C loop
+-- (drover.train): exp:fit(), exp:evaluate(ds); saved and loaded.
 
 local ctrain = require "drover.train"
 
@@ -19,229 +20,9 @@ local function show(v)
   return kind(v) == type(v) and tostring(v) or kind(v)
 end
 
--- Validation raises plain messages (level 0); experiment() re-raises them
+-- Errors of loading raise plain messages (level 0); load re-raises them
 -- at the caller's line.
 local function fail(fmt, ...) error("experiment: " .. string.format(fmt, ...), 0) end
-
-local function check_fields(t, allowed, where)
-  for k in pairs(t) do
-    if not allowed[k] then
-      local names = {}
-      for name in pairs(allowed) do names[#names + 1] = name end
-      table.sort(names)
-      fail("unknown field '%s%s' (valid: %s)", where, tostring(k), table.concat(names, ", "))
-    end
-  end
-end
-
-local function want(v, expected, field, article)
-  if kind(v) ~= expected then
-    fail("%s must be %s (got %s)", field, article, v == nil and "nothing" or show(v))
-  end
-end
-
-local COUNT_MAX = 1 << 40
-
-local function int_field(v, field, default, min)
-  if v == nil then return default end
-  local n = math.tointeger(v) -- integral floats (2.0) count as integers
-  if n == nil or n < min then
-    fail("%s must be a %s integer (got %s)", field, min > 0 and "positive" or "non-negative",
-      show(v))
-  end
-  -- A count of steps, epochs or rows beyond 2^40 is a mistake (and its
-  -- products would overflow); a seed is any integer.
-  if field ~= "seed" and n > COUNT_MAX then
-    fail("%s = %s is too large (at most %d)", field, show(v), COUNT_MAX)
-  end
-  return n
-end
-
-local function bool_field(v, field, default)
-  if v == nil then return default end
-  if type(v) ~= "boolean" then fail("%s must be true or false (got %s)", field, show(v)) end
-  return v
-end
-
--- A sub-table such as train = { ... }: a table with known fields only.
-local function table_field(v, field, example, allowed)
-  if type(v) ~= "table" then fail("%s must be a table %s (got %s)", field, example, show(v)) end
-  check_fields(v, allowed, field .. ".")
-end
-
-local function set_of(list)
-  local s = {}
-  for _, v in ipairs(list) do s[v] = true end
-  return s
-end
-
-local top_fields = set_of { "name", "model", "loss", "optimizer", "train", "eval", "seed",
-  "verbose", "progress", "mode", "backup_workers", "checkpoint", "runs", "stop" }
-local train_fields = set_of { "data", "batch", "epochs", "shuffle", "max_steps", "feed",
-  "feed_timeout", "feeders" }
-local eval_fields = set_of { "data", "every", "batch" }
-local checkpoint_fields = set_of { "every", "every_seconds", "keep", "keep_best" }
-local keep_best_fields = set_of { "metric", "mode" }
-local stop_fields = set_of { "metric", "mode", "patience", "min_delta" }
-
--- train.feed: a dataset, a function returning the next x, y (nil at the
--- end), a stream (data.stream), a path or "-" (a stream of its lines), or
--- "external" (feeders on the control port).
-local function validate_feed(t)
-  local f = t.feed
-  if t.feeders ~= nil and f ~= "external" then
-    fail("train.feeders counts external feeders: it needs train.feed = \"external\"")
-  end
-  if f == nil then
-    if t.feed_timeout ~= nil then fail("train.feed_timeout needs train.feed") end
-    want(t.data, "drover.Dataset", "train.data", "a dataset")
-    return
-  end
-  local k = kind(f)
-  if not (k == "drover.Dataset" or k == "function" or k == "drover.Stream" or
-      (k == "string" and f ~= "")) then
-    fail("train.feed must be a dataset, a function returning x, y, a stream (data.stream), a " ..
-      "path, \"-\" (stdin) or \"external\" (got %s)", show(f))
-  end
-  if t.data ~= nil then
-    fail("train.data and train.feed are two sources: give one (a dataset can be the feed)")
-  end
-  if t.feed_timeout ~= nil and (type(t.feed_timeout) ~= "number" or not (t.feed_timeout > 0)) then
-    fail("train.feed_timeout must be a positive number of seconds (got %s)", show(t.feed_timeout))
-  end
-end
-
-local function validate_train(t)
-  table_field(t, "train", "{ data = ..., batch = ..., epochs = ... }", train_fields)
-  validate_feed(t)
-  return {
-    feed = t.feed,
-    feed_timeout = t.feed_timeout,
-    feeders = int_field(t.feeders, "train.feeders", nil, 1),
-    data = t.data,
-    batch = int_field(t.batch, "train.batch", 32, 1),
-    epochs = int_field(t.epochs, "train.epochs", 1, 1),
-    shuffle = bool_field(t.shuffle, "train.shuffle", true),
-    max_steps = int_field(t.max_steps, "train.max_steps", 0, 0),
-  }
-end
-
-local function validate_eval(t, train)
-  if t == nil then return nil end
-  table_field(t, "eval", "{ data = ..., every = ... }", eval_fields)
-  want(t.data, "drover.Dataset", "eval.data", "a dataset")
-  local tdata = train.data or (kind(train.feed) == "drover.Dataset" and train.feed)
-  if tdata and t.data.features ~= tdata.features then
-    fail("eval.data has %d features but train.data has %d", t.data.features, tdata.features)
-  end
-  return {
-    data = t.data,
-    every = int_field(t.every, "eval.every", 0, 0),
-    batch = int_field(t.batch, "eval.batch", train.batch, 1),
-  }
-end
-
-local function validate_keep_best(t)
-  if t == nil then return nil end
-  table_field(t, "checkpoint.keep_best", '{ metric = "eval_accuracy", mode = "max" }',
-    keep_best_fields)
-  if type(t.metric) ~= "string" or t.metric == "" then
-    fail("checkpoint.keep_best.metric must be a metric's name, e.g. \"eval_accuracy\" (got %s)",
-      show(t.metric))
-  end
-  local mode = t.mode == nil and "max" or t.mode
-  if mode ~= "max" and mode ~= "min" then
-    fail('checkpoint.keep_best.mode must be "max" or "min" (got %s)', show(t.mode))
-  end
-  return { metric = t.metric, mode = mode }
-end
-
--- checkpoint = { every = STEPS, every_seconds = S, keep = N, keep_best = {...} }
-local function validate_checkpoint(t)
-  if t == nil then return nil end
-  table_field(t, "checkpoint", "{ every = ..., every_seconds = ..., keep = ..., keep_best = ... }",
-    checkpoint_fields)
-  local c = {
-    every = int_field(t.every, "checkpoint.every", 0, 0),
-    keep = int_field(t.keep, "checkpoint.keep", 0, 0),
-    keep_best = validate_keep_best(t.keep_best),
-  }
-  c.every_seconds = t.every_seconds == nil and 0 or t.every_seconds
-  if type(c.every_seconds) ~= "number" or c.every_seconds < 0 then
-    fail("checkpoint.every_seconds must be a non-negative number (got %s)", show(t.every_seconds))
-  end
-  if c.every == 0 and c.every_seconds == 0 and t.every == nil and t.every_seconds == nil then
-    fail("checkpoint needs every = STEPS or every_seconds = S")
-  end
-  return c
-end
-
--- stop = { metric = "eval_loss", mode = "min", patience = N, min_delta = 0 }:
--- early stopping on the periodic evals.
-local function validate_stop(t, eval)
-  if t == nil then return nil end
-  table_field(t, "stop", '{ metric = "eval_loss", mode = "min", patience = 3 }', stop_fields)
-  if t.metric ~= "eval_loss" and t.metric ~= "eval_accuracy" then
-    fail('stop.metric must be "eval_loss" or "eval_accuracy" (got %s)', show(t.metric))
-  end
-  local mode = t.mode == nil and (t.metric == "eval_accuracy" and "max" or "min") or t.mode
-  if mode ~= "max" and mode ~= "min" then
-    fail('stop.mode must be "max" or "min" (got %s)', show(t.mode))
-  end
-  if not eval or eval.every == 0 then
-    fail("stop needs periodic evals: eval = { data = ..., every = STEPS }")
-  end
-  local d = t.min_delta == nil and 0 or t.min_delta
-  if type(d) ~= "number" or not (d >= 0) then
-    fail("stop.min_delta must be a non-negative number (got %s)", show(t.min_delta))
-  end
-  return { metric = t.metric, mode = mode, patience = int_field(t.patience, "stop.patience", 0, 0),
-    min_delta = d }
-end
-
--- Fields for later cluster runs, checked now so that typos surface early.
-local function validate_cluster(cfg, e)
-  e.mode = cfg.mode == nil and "async" or cfg.mode
-  if e.mode ~= "async" and e.mode ~= "sync" then
-    fail('mode must be "async" or "sync" (got %s)', show(cfg.mode))
-  end
-  -- Sync only: gradients a step may go without (checked against the
-  -- cluster's trainers when it fits).
-  e.backup_workers = int_field(cfg.backup_workers, "backup_workers", 0, 0)
-  -- Not e.checkpoint: that is the method exp:checkpoint().
-  e.checkpointing = validate_checkpoint(cfg.checkpoint)
-end
-
-local function validate(cfg)
-  if type(cfg) ~= "table" then
-    fail("expected a table { name = ..., model = ..., ... } (got %s)", show(cfg))
-  end
-  check_fields(cfg, top_fields, "")
-  local e = {}
-  e.name = cfg.name == nil and "experiment" or cfg.name
-  if type(e.name) ~= "string" or e.name == "" then
-    fail("name must be a non-empty string (got %s)", show(cfg.name))
-  end
-  want(cfg.model, "drover.Module", "model", "an nn module, e.g. nn.Sequential { ... }")
-  want(cfg.loss, "drover.Loss", "loss", "an nn loss, e.g. nn.CrossEntropy()")
-  want(cfg.optimizer, "drover.Optimizer", "optimizer", "an optimizer, e.g. optim.SGD { lr = 0.1 }")
-  e.model, e.loss, e.optimizer = cfg.model, cfg.loss, cfg.optimizer
-  e.train = validate_train(cfg.train)
-  e.eval = validate_eval(cfg.eval, e.train)
-  e.stop = validate_stop(cfg.stop, e.eval)
-  e.seed = int_field(cfg.seed, "seed", 0, 0)
-  e.verbose = bool_field(cfg.verbose, "verbose", true)
-  if cfg.progress ~= nil and type(cfg.progress) ~= "function" then
-    fail("progress must be a function (got %s)", show(cfg.progress))
-  end
-  e.progress = cfg.progress
-  if cfg.runs ~= nil and cfg.runs ~= false and (type(cfg.runs) ~= "string" or cfg.runs == "") then
-    fail("runs must be a directory or false (got %s)", show(cfg.runs))
-  end
-  e.runs = cfg.runs == nil and "runs" or cfg.runs
-  validate_cluster(cfg, e)
-  return e
-end
 
 -- Private state per experiment: its trainer (model + optimizer state)
 -- and how many fits it ran.
@@ -274,12 +55,7 @@ local function open_run(self, tr)
   local resume = ctrain.resume_dir()
   local script = type(arg) == "table" and type(arg[0]) == "string" and arg[0] or nil
   s.run = call(3, tr.open_run, tr, self.runs, self.name, resume, script, arg)
-  local c = self.checkpointing
-  if c then
-    local best = c.keep_best
-    call(3, tr.set_checkpoint, tr, c.every, c.every_seconds, c.keep, best and best.metric,
-      best and best.mode == "max")
-  end
+  call(3, tr.set_checkpoint, tr, self)
 end
 
 --- exp:fit() -> { loss, accuracy, steps, epochs, examples_per_sec,
@@ -298,9 +74,8 @@ function Experiment:fit(...)
   local s, tr = state[self], trainer(self)
   open_run(self, tr)
   -- A later fit continues training: new shuffles, same optimizer state.
-  local seed = self.seed + 7919 * s.fits
   s.fits = s.fits + 1
-  local res = call(2, tr.fit, tr, self, seed, s.fits - 1) -- the settings: read in C, as c:fit does
+  local res = call(2, tr.fit, tr, self, s.fits - 1) -- the settings: read in C, as c:fit does
   self.result = res
   return res
 end
@@ -508,7 +283,7 @@ local function merge(cfg, with, dir, d)
 end
 
 local function new(cfg)
-  local e = validate(cfg)
+  local e = ctrain.settings(cfg)
   state[e] = { fits = 0 }
   return setmetatable(e, Experiment)
 end
@@ -553,7 +328,7 @@ return setmetatable({
 }, {
   __call = function(_, cfg)
     local ok, e = pcall(new, cfg)
-    if not ok then error(e, 2) end
+    if not ok then error(strip(e), 2) end
     return e
   end,
   __name = "drover.experiment",

@@ -8,7 +8,6 @@
  * script's exit status non-zero (drover_cluster_failures).
  */
 #include <lauxlib.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "luabind/l_drover.h"
 #include "luabind/l_cluster_opts.h"
 #include "luabind/l_feed.h"
+#include "luabind/l_settings.h"
 #include "luabind/l_util.h"
 
 #define CLUSTER_MT "drover.Cluster"
@@ -64,9 +64,7 @@ static int l_cluster(lua_State *L) {
   coord_opts o;
   lcluster_read_opts(L, &o); /* what it pushes keeps o's arrays alive */
   /* The Lua side's own option: how long an attach client's line may run. */
-  double limit = ldrv_opt_number(L, 1, "command_limit", 10, "cluster");
-  if (!(limit > 0 && limit <= 86400))
-    return luaL_error(L, "cluster: command_limit must be a number of seconds in (0, 86400]");
+  double limit = lopts_real(L, 1, "command_limit", 10, LOPTS_POS, 86400, "cluster");
   uv_loop_t *loop = drover_lua_loop(L);
 
   /* user values: 1 what workers were set up from, 2 the ':' command thread */
@@ -90,8 +88,7 @@ static int l_cluster(lua_State *L) {
 
 typedef struct fit_ctx {
   lua_State *L;
-  fitrun_ckpt ck;  /* exp.checkpointing (validated by lua/experiment.lua) */
-  ltrain_exp e;    /* the experiment's settings (cfg) and values on the stack */
+  lsettings e;     /* the experiment's settings and values on the stack */
   int progress_fn; /* stack index of the progress function, 0 none */
   bool failed;     /* the progress function raised; its error is in the registry */
 } fit_ctx;
@@ -114,39 +111,14 @@ static int call_progress(void *ud, const train_progress *p) {
   return stop;
 }
 
-/* exp.checkpointing (checkpoint = {...}, checked by lua/experiment.lua)
- * into x->ck, and a->ckpt when there is one. */
-static void read_checkpointing(lua_State *L, fit_ctx *x, coord_fit_args *a) {
-  int top = lua_gettop(L);
-  if (lua_getfield(L, 2, "checkpointing") != LUA_TTABLE) {
-    lua_settop(L, top);
-    return;
-  }
-  int t = lua_gettop(L);
-  lua_getfield(L, t, "every"), x->ck.every = lua_tointeger(L, -1);
-  lua_getfield(L, t, "every_seconds"), x->ck.every_seconds = lua_tonumber(L, -1);
-  lua_getfield(L, t, "keep"), x->ck.keep = (int)lua_tointeger(L, -1);
-  if (lua_getfield(L, t, "keep_best") == LUA_TTABLE) {
-    lua_getfield(L, -1, "metric");
-    snprintf(x->ck.metric, sizeof x->ck.metric, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "");
-    lua_getfield(L, -2, "mode");
-    x->ck.max = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "max") == 0;
-  }
-  lua_settop(L, top);
-  a->ckpt = &x->ck;
-}
-
 /* Settings a cluster fit cannot honour: refused rather than ignored. A
- * plateau schedule and early stopping are driven by the evals, so they
- * need them (as train_fit does in process). */
-static void refuse_in_process_only(lua_State *L, const ltrain_exp *e) {
+ * plateau schedule is driven by the evals, so it needs them (early
+ * stopping does everywhere: lsettings_read refuses it without them). */
+static void refuse_in_process_only(lua_State *L, const lsettings *e) {
   const optim_cfg *o = loptim_check(L, e->optimizer);
   bool evals = e->cfg.eval && e->cfg.eval_every > 0;
   if (o->sched.kind == OSCHED_PLATEAU && !evals)
     luaL_error(L, "experiment: optim.schedule.plateau needs periodic evals (eval = { data = ..., "
-               "every = N })");
-  if (e->cfg.stop.on && !evals)
-    luaL_error(L, "experiment: early stopping needs periodic evals (eval = { data = ..., "
                "every = N })");
 }
 
@@ -155,7 +127,7 @@ static void refuse_in_process_only(lua_State *L, const ltrain_exp *e) {
 static void read_experiment(lua_State *L, fit_ctx *x, coord_fit_args *a) {
   lua_settop(L, 2);
   *x = (fit_ctx){.L = L};
-  ltrain_read_experiment(L, 2, &x->e);
+  lsettings_read(L, 2, &x->e);
   refuse_in_process_only(L, &x->e);
   train_cfg *cfg = &x->e.cfg;
   x->progress_fn = x->e.progress;
@@ -166,23 +138,15 @@ static void read_experiment(lua_State *L, fit_ctx *x, coord_fit_args *a) {
       .optim = loptim_check(L, x->e.optimizer),
       .train = x->e.train_data ? ldata_check(L, x->e.train_data) : NULL,
       .cfg = cfg,
+      .sync = x->e.sync,
+      .backup_workers = x->e.backup_workers,
+      .ckpt = x->e.has_ckpt ? &x->e.ck : NULL,
   };
-  lua_getfield(L, 2, "mode"), a->sync = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "sync") == 0;
-  lua_pop(L, 1);
-  lua_getfield(L, 2, "backup_workers");
-  int isint;
-  lua_Integer k = lua_tointegerx(L, -1, &isint);
-  if (!lua_isnil(L, -1) && (!isint || k < 0 || k > INT_MAX))
-    luaL_error(L, "experiment: backup_workers must be a non-negative integer (got %s)",
-               luaL_tolstring(L, -1, NULL));
-  a->backup_workers = (int)k;
-  lua_pop(L, 1);
-  read_checkpointing(L, x, a);
 }
 
 /* The workers now hold this model and data: a worker restarted later is
  * set up from them (coord_setup's contract), so the cluster keeps them. */
-static void anchor_experiment(lua_State *L, const ltrain_exp *e) {
+static void anchor_experiment(lua_State *L, const lsettings *e) {
   lua_createtable(L, 4, 0);
   lua_pushvalue(L, e->model), lua_rawseti(L, -2, 1);
   lua_pushvalue(L, e->loss), lua_rawseti(L, -2, 2);
@@ -247,18 +211,16 @@ static int l_feed(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
   lua_settop(L, 3);
   if (lua_isnil(L, 2)) return luaL_argerror(L, 2, "a feed source (a dataset, a function, a stream, a path)");
-  ldrv_check_keys(L, 3, "c:feed", feed_keys);
-  ltrain_exp e;
+  lopts_check_keys(L, 3, "c:feed", feed_keys);
+  lsettings e;
   memset(&e, 0, sizeof e);
   e.train_feed = 2;
-  e.cfg.batch = ldrv_opt_integer(L, 3, "batch", 32, "c:feed");
-  e.cfg.epochs = ldrv_opt_integer(L, 3, "epochs", 1, "c:feed");
-  e.cfg.shuffle = ldrv_opt_bool(L, 3, "shuffle", 1, "c:feed");
-  e.cfg.seed = (uint64_t)ldrv_opt_integer(L, 3, "seed", 0, "c:feed");
-  e.feed_timeout = ldrv_opt_number(L, 3, "feed_timeout", 0, "c:feed");
-  if (e.cfg.batch < 1 || e.cfg.epochs < 1 || e.cfg.batch > ((int64_t)1 << 30) || e.cfg.epochs > ((int64_t)1 << 30))
-    return luaL_error(L, "c:feed: batch and epochs must be positive");
-  if (e.feed_timeout < 0) return luaL_error(L, "c:feed: feed_timeout must be a positive number of seconds");
+  /* as train = { ... } takes them */
+  e.cfg.batch = lopts_int(L, 3, "batch", 32, LOPTS_POS, LOPTS_COUNT_MAX, "c:feed");
+  e.cfg.epochs = lopts_int(L, 3, "epochs", 1, LOPTS_POS, LOPTS_COUNT_MAX, "c:feed");
+  e.cfg.shuffle = lopts_bool(L, 3, "shuffle", 1, "c:feed");
+  e.cfg.seed = (uint64_t)lopts_int(L, 3, "seed", 0, LOPTS_NONNEG, LUA_MAXINTEGER, "c:feed");
+  e.feed_timeout = lopts_real(L, 3, "feed_timeout", 0, LOPTS_POS, HUGE_VAL, "c:feed");
   if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "external") == 0)
     return luaL_error(L, "c:feed: \"external\" feeds a fit (train = { feed = \"external\" })");
   lfeed feed;
@@ -340,17 +302,15 @@ static int l_serve(lua_State *L) {
   static const char *const keys[] = {"predict", "batch", "requests", "idle", NULL};
   coord *c = live(L, check_cluster(L, 1));
   luaL_checktype(L, 2, LUA_TTABLE);
-  ldrv_check_keys(L, 2, "c:serve", keys);
+  lopts_check_keys(L, 2, "c:serve", keys);
   lua_settop(L, 2);
   if (lua_getfield(L, 2, "predict") == LUA_TNIL) /* 3 */
     return luaL_error(L, "c:serve: predict = exp (the experiment whose model answers) is required");
   ltrain_check_experiment(L, 3);
   coord_serve_opts o = {
-      .batch = ldrv_opt_integer(L, 2, "batch", 0, "c:serve"),
-      .requests = ldrv_opt_integer(L, 2, "requests", 0, "c:serve"),
-      .idle = ldrv_opt_number(L, 2, "idle", 0, "c:serve")};
-  if (o.batch < 0 || o.requests < 0 || !(o.idle >= 0))
-    return luaL_error(L, "c:serve: batch, requests and idle must not be negative");
+      .batch = lopts_int(L, 2, "batch", 0, LOPTS_NONNEG, LOPTS_COUNT_MAX, "c:serve"),
+      .requests = lopts_int(L, 2, "requests", 0, LOPTS_NONNEG, LUA_MAXINTEGER, "c:serve"),
+      .idle = lopts_real(L, 2, "idle", 0, LOPTS_NONNEG, HUGE_VAL, "c:serve")};
   if (o.batch == 0) o.batch = exp_batch(L, 3);
   lua_getfield(L, 3, "model"); /* 4: anchored on the stack while serving */
   nn_module *model = lnn_check_module(L, 4);
@@ -443,9 +403,9 @@ static int l_shutdown(lua_State *L) {
   double grace = 5, timeout = 30;
   if (lua_istable(L, 2)) {
     static const char *const keys[] = {"grace", "timeout", NULL};
-    ldrv_check_keys(L, 2, "shutdown", keys);
-    grace = ldrv_opt_number(L, 2, "grace", grace, "shutdown");
-    timeout = ldrv_opt_number(L, 2, "timeout", timeout, "shutdown");
+    lopts_check_keys(L, 2, "shutdown", keys);
+    grace = lopts_real(L, 2, "grace", grace, LOPTS_NONNEG, HUGE_VAL, "shutdown");
+    timeout = lopts_real(L, 2, "timeout", timeout, LOPTS_NONNEG, HUGE_VAL, "shutdown");
   }
   char report[8192];
   int failures = do_shutdown(lc, grace, timeout, report, sizeof report);

@@ -4,6 +4,7 @@
  * addresses. Every mistake raises a Lua error naming the key.
  */
 #include <ctype.h>
+#include <limits.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdlib.h>
@@ -82,15 +83,12 @@ int lcluster_parse_memory(const char *s, uint64_t *bytes) {
   return 0;
 }
 
-static uint64_t opt_memory(lua_State *L, int idx, const char *role) {
+/* memory = MiB (a number) or a size ("4G"); what is "cluster: ROLE". */
+static uint64_t opt_memory(lua_State *L, int idx, const char *what, const char *role) {
   int t = lua_getfield(L, idx, "memory");
   uint64_t bytes = 0;
   if (t == LUA_TNUMBER) {
-    lua_Integer mib = lua_tointeger(L, -1);
-    if (!lua_isinteger(L, -1) || mib < 1 || mib > ((lua_Integer)1 << 40))
-      luaL_error(L, "cluster: %s.memory must be a positive whole number of MiB or a "
-                    "string like \"4G\"", role);
-    bytes = (uint64_t)mib << 20;
+    bytes = (uint64_t)lopts_to_int(L, -1, LOPTS_POS, (lua_Integer)1 << 40, what, "memory") << 20;
   } else if (t == LUA_TSTRING) {
     if (lcluster_parse_memory(lua_tostring(L, -1), &bytes) < 0)
       luaL_error(L, "cluster: %s.memory '%s' is not a size (\"512M\", \"4G\", or MiB as a "
@@ -110,22 +108,15 @@ static void opt_role(lua_State *L, const char *role, int def, int *count,
   if (t == LUA_TNIL) {
     *count = def;
   } else if (t == LUA_TNUMBER) {
-    *count = (int)ldrv_opt_integer(L, 1, role, def, "cluster");
+    *count = (int)lopts_to_int(L, -1, LOPTS_NONNEG, COORD_MAX_PER_ROLE, "cluster", role);
   } else if (t == LUA_TTABLE) {
     char what[48];
     snprintf(what, sizeof what, "cluster: %s", role);
-    ldrv_check_keys(L, -1, what, strcmp(role, "ps") == 0 ? ps_keys : role_keys);
-    lua_Integer n = ldrv_opt_integer(L, -1, "instances", 1, what);
-    lua_Integer cpus = ldrv_opt_integer(L, -1, "cpus", 0, what);
-    lua_Integer gpus = ldrv_opt_integer(L, -1, "gpus", 0, what);
-    if (n < 0 || n > COORD_MAX_PER_ROLE)
-      luaL_error(L, "%s.instances must be 0..%d", what, COORD_MAX_PER_ROLE);
-    if (cpus < 0 || cpus > 4096) luaL_error(L, "%s.cpus must be 0..4096", what);
-    if (gpus < 0 || gpus > 64) luaL_error(L, "%s.gpus must be 0..64", what);
-    *count = (int)n;
-    res->cpus = (int)cpus;
-    res->gpus = (int)gpus;
-    res->memory = opt_memory(L, lua_gettop(L), role);
+    lopts_check_keys(L, -1, what, strcmp(role, "ps") == 0 ? ps_keys : role_keys);
+    *count = (int)lopts_int(L, -1, "instances", 1, LOPTS_NONNEG, COORD_MAX_PER_ROLE, what);
+    res->cpus = (int)lopts_int(L, -1, "cpus", 0, LOPTS_NONNEG, 4096, what);
+    res->gpus = (int)lopts_int(L, -1, "gpus", 0, LOPTS_NONNEG, 64, what);
+    res->memory = opt_memory(L, lua_gettop(L), what, role);
     res->label = opt_string(L, -1, "label", NULL, what); /* alive in the options table */
   } else {
     luaL_error(L, "cluster: %s must be a count or a table { instances, cpus, memory, gpus }",
@@ -143,16 +134,15 @@ static void opt_slurm(lua_State *L, coord_opts *o) {
   }
   if (t != LUA_TTABLE) luaL_error(L, "cluster: slurm must be a table");
   int s = lua_gettop(L);
-  ldrv_check_keys(L, s, "cluster: slurm", slurm_keys);
+  lopts_check_keys(L, s, "cluster: slurm", slurm_keys);
   launch_slurm_opts *so = &o->slurm;
   so->partition = opt_string(L, s, "partition", NULL, "cluster: slurm");
   so->time = opt_string(L, s, "time", NULL, "cluster: slurm");
   so->account = opt_string(L, s, "account", NULL, "cluster: slurm");
   so->qos = opt_string(L, s, "qos", NULL, "cluster: slurm");
   so->constraint = opt_string(L, s, "constraint", NULL, "cluster: slurm");
-  so->pending_timeout = ldrv_opt_number(L, s, "pending_timeout", 300, "cluster: slurm");
-  if (!(so->pending_timeout > 0))
-    luaL_error(L, "cluster: slurm.pending_timeout must be a positive number of seconds");
+  so->pending_timeout =
+      lopts_real(L, s, "pending_timeout", 300, LOPTS_POS, HUGE_VAL, "cluster: slurm");
   so->sbatch = opt_strings(L, s, "options", 256, &so->nsbatch, "cluster: slurm");
   lua_replace(L, s); /* the options array (or nil) takes the table's slot */
 }
@@ -193,7 +183,7 @@ static void opt_spark(lua_State *L, coord_opts *o) {
   if (strcmp(o->launcher, "spark") != 0)
     luaL_error(L, "cluster: spark = {...} is for launcher = \"spark\"");
   int s = lua_gettop(L);
-  ldrv_check_keys(L, s, "cluster: spark", spark_keys);
+  lopts_check_keys(L, s, "cluster: spark", spark_keys);
   launch_spark_opts *so = &o->spark;
   so->master = opt_string(L, s, "master", NULL, "cluster: spark");
   so->master_ui = opt_string(L, s, "master_ui", NULL, "cluster: spark");
@@ -210,7 +200,7 @@ static void opt_yarn(lua_State *L, coord_opts *o) {
   if (t == LUA_TTABLE) {
     if (strcmp(o->launcher, "yarn") != 0) luaL_error(L, "cluster: yarn is for launcher = \"yarn\"");
     int s = lua_gettop(L);
-    ldrv_check_keys(L, s, "cluster: yarn", yarn_keys);
+    lopts_check_keys(L, s, "cluster: yarn", yarn_keys);
     launch_yarn_opts *y = &o->yarn;
     y->rm = opt_string(L, s, "rm", NULL, "cluster: yarn");
     y->queue = opt_string(L, s, "queue", NULL, "cluster: yarn");
@@ -218,20 +208,37 @@ static void opt_yarn(lua_State *L, coord_opts *o) {
     y->am_classpath = opt_string(L, s, "am_classpath", NULL, "cluster: yarn");
     y->staging = opt_string(L, s, "staging", NULL, "cluster: yarn");
     /* YARN caps it with yarn.resourcemanager.am.max-attempts (2 by default). */
-    lua_Integer a = ldrv_opt_integer(L, s, "max_attempts", 1, "cluster: yarn");
-    if (a < 1 || a > 1000)
-      luaL_error(L, "cluster: yarn.max_attempts must be between 1 and 1000");
-    y->max_attempts = (int)a;
-    y->submit_timeout = ldrv_opt_number(L, s, "submit_timeout", 120, "cluster: yarn");
-    if (!(y->submit_timeout > 0))
-      luaL_error(L, "cluster: yarn.submit_timeout must be a positive number of seconds");
+    y->max_attempts = (int)lopts_int(L, s, "max_attempts", 1, LOPTS_POS, 1000, "cluster: yarn");
+    y->submit_timeout =
+        lopts_real(L, s, "submit_timeout", 120, LOPTS_POS, HUGE_VAL, "cluster: yarn");
   }
   lua_pop(L, 1);
 }
 
+/* The top level's numbers. The coordinator states the ranges of those it
+ * checks (coord__check_opts: max_restarts 0..1000, ...); here they are
+ * bounded by their C types, so that nothing is truncated on the way. */
+static void opt_numbers(lua_State *L, coord_opts *o) {
+  o->reservation_timeout =
+      lopts_real(L, 1, "reservation_timeout", 60, LOPTS_POS, HUGE_VAL, "cluster");
+  /* in ms, a uint32_t: a day is far beyond any use and far within it */
+  o->heartbeat_ms =
+      (uint32_t)(lopts_real(L, 1, "heartbeat", 0.5, LOPTS_POS, 86400, "cluster") * 1000);
+  o->heartbeat_timeout_ms =
+      (uint32_t)(lopts_real(L, 1, "heartbeat_timeout", 5, LOPTS_POS, 86400, "cluster") * 1000);
+  o->split_threshold = lopts_int(L, 1, "split_threshold", o->split_threshold, LOPTS_NONNEG,
+                                 LUA_MAXINTEGER, "cluster");
+  o->cpus = (int)lopts_int(L, 1, "cpus", 0, LOPTS_NONNEG, 4096, "cluster");
+  for (int r = 0; r < ROLE_COUNT; r++)
+    if (!o->res[r].cpus) o->res[r].cpus = o->cpus;
+  o->max_restarts =
+      (int)lopts_int(L, 1, "max_restarts", o->max_restarts, LOPTS_NONNEG, INT_MAX, "cluster");
+  o->max_queue = (int)lopts_int(L, 1, "max_queue", o->max_queue, LOPTS_POS, INT_MAX, "cluster");
+}
+
 int lcluster_read_opts(lua_State *L, coord_opts *o) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  ldrv_check_keys(L, 1, "cluster", cluster_keys);
+  lopts_check_keys(L, 1, "cluster", cluster_keys);
   int top = lua_gettop(L);
   coord_opts_default(o);
   o->launcher = opt_string(L, 1, "launcher", o->launcher, "cluster");
@@ -241,23 +248,13 @@ int lcluster_read_opts(lua_State *L, coord_opts *o) {
   opt_role(L, "worker", 1, &o->count[ROLE_WORKER], &o->res[ROLE_WORKER]);
   opt_role(L, "chief", 0, &o->count[ROLE_CHIEF], &o->res[ROLE_CHIEF]);
   opt_role(L, "evaluator", 0, &o->count[ROLE_EVALUATOR], &o->res[ROLE_EVALUATOR]);
-  o->reservation_timeout = ldrv_opt_number(L, 1, "reservation_timeout", 60, "cluster");
-  o->heartbeat_ms = (uint32_t)(ldrv_opt_number(L, 1, "heartbeat", 0.5, "cluster") * 1000);
-  o->heartbeat_timeout_ms =
-      (uint32_t)(ldrv_opt_number(L, 1, "heartbeat_timeout", 5, "cluster") * 1000);
-  o->split_threshold = ldrv_opt_integer(L, 1, "split_threshold", o->split_threshold, "cluster");
-  o->cpus = (int)ldrv_opt_integer(L, 1, "cpus", 0, "cluster");
-  if (o->cpus < 0 || o->cpus > 4096) luaL_error(L, "cluster: cpus must be 0..4096");
-  for (int r = 0; r < ROLE_COUNT; r++)
-    if (!o->res[r].cpus) o->res[r].cpus = o->cpus;
-  o->max_restarts = (int)ldrv_opt_integer(L, 1, "max_restarts", o->max_restarts, "cluster");
-  o->max_queue = (int)ldrv_opt_integer(L, 1, "max_queue", o->max_queue, "cluster");
+  opt_numbers(L, o);
   /* not `replicas` at the top: an experiment's sync replicas are gradients
    * per update; inside `ps = { ... }` the word is unambiguous */
-  o->ps_replicas = (int)ldrv_opt_integer(L, 1, "ps_replicas", -1, "cluster");
+  o->ps_replicas = (int)lopts_int(L, 1, "ps_replicas", -1, LOPTS_NONNEG, INT_MAX, "cluster");
   int in_ps = -1;
   if (lua_getfield(L, 1, "ps") == LUA_TTABLE)
-    in_ps = (int)ldrv_opt_integer(L, -1, "replicas", -1, "cluster: ps");
+    in_ps = (int)lopts_int(L, -1, "replicas", -1, LOPTS_NONNEG, INT_MAX, "cluster: ps");
   lua_pop(L, 1);
   if (in_ps >= 0 && o->ps_replicas >= 0 && in_ps != o->ps_replicas)
     luaL_error(L, "cluster: ps.replicas = %d and ps_replicas = %d disagree", in_ps, o->ps_replicas);

@@ -109,7 +109,7 @@ static void csv_label(lua_State *L, data_csv_opts *o) {
  * is a target, never class ids. */
 static int l_csv(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
-  ldrv_check_keys(L, 2, "data.csv", csv_keys);
+  lopts_check_keys(L, 2, "data.csv", csv_keys);
   data_csv_opts o = {.label = -1, .header = -1, .delimiter = ','};
   csv_label(L, &o);
   if (!lua_isnoneornil(L, 2) && lua_getfield(L, 2, "header") != LUA_TNIL) {
@@ -142,9 +142,9 @@ static const char *const libsvm_keys[] = {"features", "zero_based", NULL};
  * features defaults to the largest index. */
 static int l_libsvm(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
-  ldrv_check_keys(L, 2, "data.libsvm", libsvm_keys);
+  lopts_check_keys(L, 2, "data.libsvm", libsvm_keys);
   data_libsvm_opts o = {0};
-  o.features = ldrv_opt_integer(L, 2, "features", 0, "data.libsvm");
+  o.features = lopts_int(L, 2, "features", 0, LOPTS_ANY, LUA_MAXINTEGER, "data.libsvm");
   if (o.features < 0) luaL_error(L, "data.libsvm: features must be >= 0");
   if (!lua_isnoneornil(L, 2) && lua_getfield(L, 2, "zero_based") != LUA_TNIL) {
     if (lua_isboolean(L, -1)) o.zero_based = lua_toboolean(L, -1);
@@ -179,12 +179,12 @@ static const char *const synth_keys[] = {"n", "features", "classes", "seed", NUL
  * MNIST-shaped inputs labelled by a fixed random linear teacher. */
 static int l_synthetic(lua_State *L) {
   if (!lua_isnoneornil(L, 1)) luaL_checktype(L, 1, LUA_TTABLE);
-  ldrv_check_keys(L, 1, "data.synthetic", synth_keys);
+  lopts_check_keys(L, 1, "data.synthetic", synth_keys);
   data_synth_opts o;
-  o.n = ldrv_opt_integer(L, 1, "n", 60000, "data.synthetic");
-  o.features = ldrv_opt_integer(L, 1, "features", 784, "data.synthetic");
-  o.classes = ldrv_opt_integer(L, 1, "classes", 10, "data.synthetic");
-  o.seed = (uint64_t)ldrv_opt_integer(L, 1, "seed", 0, "data.synthetic");
+  o.n = lopts_int(L, 1, "n", 60000, LOPTS_ANY, LUA_MAXINTEGER, "data.synthetic");
+  o.features = lopts_int(L, 1, "features", 784, LOPTS_ANY, LUA_MAXINTEGER, "data.synthetic");
+  o.classes = lopts_int(L, 1, "classes", 10, LOPTS_ANY, LUA_MAXINTEGER, "data.synthetic");
+  o.seed = (uint64_t)lopts_int(L, 1, "seed", 0, LOPTS_ANY, LUA_MAXINTEGER, "data.synthetic");
   if (o.n <= 0 || o.features <= 0 || o.classes < 2)
     luaL_error(L, "data.synthetic: n and features must be positive and classes at least 2");
   dataset **box = new_box(L);
@@ -202,8 +202,8 @@ static uint64_t opt_seed(lua_State *L, int idx, const char *what) {
   if (lua_type(L, idx) == LUA_TNUMBER) return (uint64_t)luaL_checkinteger(L, idx);
   if (!lua_isnoneornil(L, idx) && !lua_istable(L, idx))
     luaL_error(L, "%s: expected options like { seed = 1 } (got %s)", what, luaL_typename(L, idx));
-  ldrv_check_keys(L, idx, what, seed_keys);
-  return (uint64_t)ldrv_opt_integer(L, idx, "seed", 0, what);
+  lopts_check_keys(L, idx, what, seed_keys);
+  return (uint64_t)lopts_int(L, idx, "seed", 0, LOPTS_ANY, LUA_MAXINTEGER, what);
 }
 
 /* train, test = ds:split(0.8, { seed = 1 }) */
@@ -363,9 +363,9 @@ static int ds_batch(lua_State *L) {
   dataset *d = ldata_values(L, 1);
   lua_Integer size = luaL_checkinteger(L, 2);
   if (size < 1) luaL_argerror(L, 2, "the batch size must be positive");
-  ldrv_check_keys(L, 3, "batch", batch_keys);
-  int shuffle = ldrv_opt_bool(L, 3, "shuffle", 0, "batch");
-  uint64_t seed = (uint64_t)ldrv_opt_integer(L, 3, "seed", 0, "batch");
+  lopts_check_keys(L, 3, "batch", batch_keys);
+  int shuffle = lopts_bool(L, 3, "shuffle", 0, "batch");
+  uint64_t seed = (uint64_t)lopts_int(L, 3, "seed", 0, LOPTS_ANY, LUA_MAXINTEGER, "batch");
   batches *b = lua_newuserdatauv(L, sizeof *b, 1);
   b->live = 0;
   b->box = lua_touserdata(L, 1);

@@ -87,7 +87,7 @@ static int stream_next(void *ud, tensor **x, tensor **y, uint32_t *epoch) {
 
 /* ============================== opening ================================== */
 
-void lfeed_open(lua_State *L, const ltrain_exp *e, lfeed *f) {
+void lfeed_open(lua_State *L, const lsettings *e, lfeed *f) {
   memset(f, 0, sizeof *f);
   f->L = L;
   f->epochs = e->cfg.epochs;

@@ -8,6 +8,7 @@
 
 #include "cluster/coord/coord.h"
 #include "data/data_stream.h"
+#include "luabind/l_settings.h"
 #include "luabind/l_util.h"
 
 /* The feed of one c:fit: the source and what it reads from. Lives on the
@@ -28,7 +29,7 @@ typedef struct lfeed {
 /* Reads exp.train.feed (at e->train_feed) into f; raises a Lua error for a
  * source that cannot be opened. May push a value (a stream it opened),
  * which must stay on the stack until lfeed_close. */
-void lfeed_open(lua_State *L, const ltrain_exp *e, lfeed *f);
+void lfeed_open(lua_State *L, const lsettings *e, lfeed *f);
 void lfeed_close(lfeed *f);
 
 /* data.stream into the drover.data table on top of the stack. */

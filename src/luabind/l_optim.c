@@ -64,7 +64,7 @@ static void read_betas(lua_State *L, int idx, optim_cfg *c, const char *what) {
 
 static void read_cfg(lua_State *L, int idx, optim_cfg *c, const char *what) {
   const char *const *keys = keys_of(c->kind);
-  ldrv_check_keys(L, idx, what, keys);
+  lopts_check_keys(L, idx, what, keys);
   if (lua_isnoneornil(L, idx)) return;
   /* Each field has a default already; a present key overrides it. */
   struct {
@@ -84,8 +84,9 @@ static void read_cfg(lua_State *L, int idx, optim_cfg *c, const char *what) {
   if (has_key(keys, "betas")) read_betas(L, idx, c, what);
   for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
     if (has_key(keys, nums[i].key))
-      *nums[i].field = (float)ldrv_opt_number(L, idx, nums[i].key, *nums[i].field, what);
-  if (has_key(keys, "nesterov")) c->nesterov = ldrv_opt_bool(L, idx, "nesterov", c->nesterov, what);
+      *nums[i].field =
+          (float)lopts_real(L, idx, nums[i].key, *nums[i].field, LOPTS_ANY, HUGE_VAL, what);
+  if (has_key(keys, "nesterov")) c->nesterov = lopts_bool(L, idx, "nesterov", c->nesterov, what);
   if (lua_getfield(L, idx, "schedule") != LUA_TNIL) {
     const optim_sched *s = luaL_testudata(L, -1, "drover.Schedule");
     if (!s)

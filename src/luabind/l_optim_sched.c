@@ -23,7 +23,7 @@ static optim_sched *new_sched(lua_State *L, const char *what, const char *const 
                               optim_sched_kind kind) {
   if (!lua_istable(L, 1))
     luaL_error(L, "%s: expected a table of options (got %s)", what, luaL_typename(L, 1));
-  ldrv_check_keys(L, 1, what, keys);
+  lopts_check_keys(L, 1, what, keys);
   optim_sched *s = lua_newuserdatauv(L, sizeof *s, 0);
   memset(s, 0, sizeof *s);
   s->kind = kind;
@@ -40,7 +40,7 @@ static int done(lua_State *L, const optim_sched *s) {
 static int64_t need_int(lua_State *L, const char *key, const char *what) {
   if (lua_getfield(L, 1, key) == LUA_TNIL) luaL_error(L, "%s: %s is required", what, key);
   lua_pop(L, 1);
-  return ldrv_opt_integer(L, 1, key, 0, what);
+  return lopts_int(L, 1, key, 0, LOPTS_ANY, LUA_MAXINTEGER, what);
 }
 
 /* optim.schedule.step { step_size = N, gamma = 0.1 } */
@@ -49,7 +49,7 @@ static int l_step(lua_State *L) {
   const char *what = "optim.schedule.step";
   optim_sched *s = new_sched(L, what, keys, OSCHED_STEP);
   s->step_size = need_int(L, "step_size", what);
-  s->gamma = (float)ldrv_opt_number(L, 1, "gamma", 0.1, what);
+  s->gamma = (float)lopts_real(L, 1, "gamma", 0.1, LOPTS_ANY, HUGE_VAL, what);
   return done(L, s);
 }
 
@@ -72,7 +72,7 @@ static int l_multistep(lua_State *L) {
   }
   lua_pop(L, 1);
   s->nmilestones = (int)n;
-  s->gamma = (float)ldrv_opt_number(L, 1, "gamma", 0.1, what);
+  s->gamma = (float)lopts_real(L, 1, "gamma", 0.1, LOPTS_ANY, HUGE_VAL, what);
   return done(L, s);
 }
 
@@ -82,7 +82,7 @@ static int l_cosine(lua_State *L) {
   const char *what = "optim.schedule.cosine";
   optim_sched *s = new_sched(L, what, keys, OSCHED_COSINE);
   s->t_max = need_int(L, "T_max", what);
-  s->eta_min = (float)ldrv_opt_number(L, 1, "eta_min", 0, what);
+  s->eta_min = (float)lopts_real(L, 1, "eta_min", 0, LOPTS_ANY, HUGE_VAL, what);
   return done(L, s);
 }
 
@@ -100,7 +100,8 @@ static int l_warmup(lua_State *L) {
   lua_pop(L, 1);
   s->warmup = need_int(L, "steps", what);
   if (s->warmup < 1) luaL_error(L, "%s: steps must be > 0 (got %I)", what, (lua_Integer)s->warmup);
-  s->start_factor = (float)ldrv_opt_number(L, 1, "start_factor", 1.0 / 3.0, what);
+  s->start_factor =
+      (float)lopts_real(L, 1, "start_factor", 1.0 / 3.0, LOPTS_ANY, HUGE_VAL, what);
   return done(L, s);
 }
 
@@ -125,10 +126,10 @@ static int l_plateau(lua_State *L) {
     luaL_error(L, "%s: mode must be \"min\" or \"max\" (got %s)", what, luaL_tolstring(L, -1, NULL));
   s->maximize = strcmp(mode, "max") == 0;
   lua_pop(L, 2);
-  s->factor = (float)ldrv_opt_number(L, 1, "factor", 0.1, what);
-  s->patience = ldrv_opt_integer(L, 1, "patience", 10, what);
-  s->threshold = (float)ldrv_opt_number(L, 1, "threshold", 1e-4, what);
-  s->min_lr = (float)ldrv_opt_number(L, 1, "min_lr", 0, what);
+  s->factor = (float)lopts_real(L, 1, "factor", 0.1, LOPTS_ANY, HUGE_VAL, what);
+  s->patience = lopts_int(L, 1, "patience", 10, LOPTS_ANY, LUA_MAXINTEGER, what);
+  s->threshold = (float)lopts_real(L, 1, "threshold", 1e-4, LOPTS_ANY, HUGE_VAL, what);
+  s->min_lr = (float)lopts_real(L, 1, "min_lr", 0, LOPTS_ANY, HUGE_VAL, what);
   return done(L, s);
 }
 

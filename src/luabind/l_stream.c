@@ -38,7 +38,7 @@ static const char *const stream_keys[] = {"format", "label", "delimiter", "featu
  * features = n (libsvm), follow = false }]) */
 static int l_stream(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
-  ldrv_check_keys(L, 2, "data.stream", stream_keys);
+  lopts_check_keys(L, 2, "data.stream", stream_keys);
   data_stream_opts o = {.format = DATA_STREAM_CSV, .label = -1, .delimiter = ','};
   bool opts = !lua_isnoneornil(L, 2);
   if (opts && lua_getfield(L, 2, "format") != LUA_TNIL) {
@@ -47,7 +47,7 @@ static int l_stream(lua_State *L) {
     else if (!f || strcmp(f, "csv") != 0)
       luaL_error(L, "data.stream: format must be \"csv\" or \"libsvm\"");
   }
-  lua_Integer label = ldrv_opt_integer(L, 2, "label", -1, "data.stream");
+  lua_Integer label = lopts_int(L, 2, "label", -1, LOPTS_ANY, LUA_MAXINTEGER, "data.stream");
   if (label == 0 || label > 1000000 || label < -1000000)
     luaL_error(L, "data.stream: label must be a column index (1 is the first column, -1 the last)");
   o.label = (int)(label > 0 ? label - 1 : label);
@@ -57,7 +57,7 @@ static int l_stream(lua_State *L) {
     if (!d || len != 1) luaL_error(L, "data.stream: delimiter must be a one-character string");
     o.delimiter = d[0];
   }
-  o.features = ldrv_opt_integer(L, 2, "features", 0, "data.stream");
+  o.features = lopts_int(L, 2, "features", 0, LOPTS_ANY, LUA_MAXINTEGER, "data.stream");
   if (o.format == DATA_STREAM_CSV && o.features != 0)
     luaL_error(L, "data.stream: features is for libsvm streams (a CSV row says its columns)");
   if (opts && lua_getfield(L, 2, "follow") != LUA_TNIL) {

@@ -24,6 +24,7 @@
 #include "base/rundir.h"
 #include "run/fitrun.h"
 #include "luabind/l_drover.h"
+#include "luabind/l_settings.h"
 #include "luabind/l_util.h"
 #include "numeric/nn.h"
 #include "numeric/optim.h"
@@ -224,124 +225,6 @@ void ltrain_check_experiment(lua_State *L, int idx) {
   luaL_argerror(L, idx, "expected an experiment (drover.experiment { ... })");
 }
 
-/* The type drover.experiment's messages name: "drover.Module", "number". */
-static const char *kind(lua_State *L, int idx) {
-  int t = luaL_getmetafield(L, idx, "__name");
-  const char *k = t == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, idx);
-  if (t != LUA_TNIL) lua_pop(L, 1); /* the metatable still holds the string */
-  return k;
-}
-
-/* Pushes t[key] (t at index tbl; tbl 0: nil) and returns its index, or 0
- * (popped) when it is nil and optional. Raises unless it is of `type`
- * (a Lua type, or a userdata with the metatable __name `mt`). */
-static int push_field(lua_State *L, int tbl, const char *key, int type, const char *mt,
-                      bool optional, const char *field) {
-  if (tbl) lua_getfield(L, tbl, key);
-  else lua_pushnil(L);
-  if (lua_isnil(L, -1) && optional) {
-    lua_pop(L, 1);
-    return 0;
-  }
-  if (lua_type(L, -1) != type || (mt && strcmp(kind(L, -1), mt) != 0))
-    luaL_error(L, "experiment: %s must be a %s (got %s)", field, mt ? mt : lua_typename(L, type),
-               kind(L, -1));
-  return lua_gettop(L);
-}
-
-/* t[key] as an integer >= min (def when nil or tbl is 0). */
-/* Counts (steps, epochs, sizes) stop at 2^40: a trillion steps is no
- * run, and products of such counts stay far from overflowing. */
-#define COUNT_MAX ((int64_t)1 << 40)
-
-static int64_t int_field(lua_State *L, int tbl, const char *key, int64_t def, int64_t min,
-                         const char *field) {
-  if (!tbl || lua_getfield(L, tbl, key) == LUA_TNIL) {
-    if (tbl) lua_pop(L, 1);
-    return def;
-  }
-  int isint;
-  lua_Integer v = lua_tointegerx(L, -1, &isint);
-  if (!isint || v < min)
-    luaL_error(L, "experiment: %s must be an integer >= %I (got %s)", field, (lua_Integer)min,
-               luaL_tolstring(L, -1, NULL));
-  /* The seed is any integer; a count above COUNT_MAX is a mistake. */
-  if (strcmp(key, "seed") != 0 && v > COUNT_MAX)
-    luaL_error(L, "experiment: %s = %I is too large (at most %I)", field, v,
-               (lua_Integer)COUNT_MAX);
-  lua_pop(L, 1);
-  return v;
-}
-
-/* t[key] as a boolean (def when nil). */
-static bool bool_field(lua_State *L, int tbl, const char *key, bool def, const char *field) {
-  int t = lua_getfield(L, tbl, key);
-  bool v = t == LUA_TNIL ? def : lua_toboolean(L, -1);
-  if (t != LUA_TNIL && t != LUA_TBOOLEAN)
-    luaL_error(L, "experiment: %s must be true or false (got %s)", field, kind(L, -1));
-  lua_pop(L, 1);
-  return v;
-}
-
-/* exp.stop (validated by experiment.lua) into s; s->on false without it. */
-static void read_stop(lua_State *L, int idx, train_stop *s) {
-  *s = (train_stop){0};
-  if (lua_getfield(L, idx, "stop") != LUA_TTABLE) {
-    lua_pop(L, 1);
-    return;
-  }
-  int t = lua_gettop(L);
-  lua_getfield(L, t, "metric");
-  int m = lua_isstring(L, -1) ? optim_metric_from_name(lua_tostring(L, -1)) : -1;
-  lua_getfield(L, t, "mode");
-  s->maximize = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "max") == 0;
-  lua_pop(L, 2);
-  if (m < 0) luaL_error(L, "experiment: stop.metric must be \"eval_loss\" or \"eval_accuracy\"");
-  s->on = true;
-  s->metric = (optim_metric)m;
-  s->patience = int_field(L, t, "patience", 0, 0, "stop.patience");
-  s->min_delta = ldrv_opt_number(L, t, "min_delta", 0, "experiment: stop");
-  lua_pop(L, 1);
-}
-
-void ltrain_read_experiment(lua_State *L, int idx, ltrain_exp *e) {
-  idx = lua_absindex(L, idx);
-  ltrain_check_experiment(L, idx);
-  luaL_checkstack(L, 16, "experiment"); /* 9 values, and what a fit's callbacks push */
-  memset(e, 0, sizeof *e);
-  e->model = push_field(L, idx, "model", LUA_TUSERDATA, "drover.Module", false, "model");
-  e->loss = push_field(L, idx, "loss", LUA_TUSERDATA, "drover.Loss", false, "loss");
-  e->optimizer =
-      push_field(L, idx, "optimizer", LUA_TUSERDATA, "drover.Optimizer", false, "optimizer");
-  int train = push_field(L, idx, "train", LUA_TTABLE, NULL, false, "train");
-  int eval = push_field(L, idx, "eval", LUA_TTABLE, NULL, true, "eval");
-  e->progress = push_field(L, idx, "progress", LUA_TFUNCTION, NULL, true, "progress");
-  if (lua_getfield(L, train, "feed") != LUA_TNIL) {
-    e->train_feed = lua_gettop(L);
-  } else {
-    lua_pop(L, 1);
-  }
-  e->train_data = push_field(L, train, "data", LUA_TUSERDATA, "drover.Dataset", e->train_feed != 0,
-                             "train.data");
-  if (lua_getfield(L, train, "feed_timeout") == LUA_TNUMBER) e->feed_timeout = lua_tonumber(L, -1);
-  lua_pop(L, 1);
-  e->feeders = (int)int_field(L, train, "feeders", 0, 0, "train.feeders");
-  e->eval_data = push_field(L, eval, "data", LUA_TUSERDATA, "drover.Dataset", !eval, "eval.data");
-  train_cfg *c = &e->cfg;
-  c->batch = int_field(L, train, "batch", 32, 1, "train.batch");
-  c->epochs = int_field(L, train, "epochs", 1, 1, "train.epochs");
-  c->shuffle = bool_field(L, train, "shuffle", true, "train.shuffle");
-  c->max_steps = int_field(L, train, "max_steps", 0, 0, "train.max_steps");
-  c->seed = (uint64_t)int_field(L, idx, "seed", 0, 0, "seed");
-  c->eval_every = int_field(L, eval, "every", 0, 0, "eval.every");
-  c->eval = e->eval_data ? ldata_check(L, e->eval_data) : NULL;
-  read_stop(L, idx, &c->stop);
-  if (bool_field(L, idx, "verbose", true, "verbose")) {
-    c->progress = stdout;
-    c->progress_tty = isatty(fileno(stdout));
-  }
-}
-
 /* ============================== fit / evaluate ========================== */
 
 static void push_result(lua_State *L, const train_result *r, int evals, int stopped) {
@@ -374,7 +257,7 @@ static int resume_fit(lua_State *L, trainer *t, ckpt_state *cs) {
   return cs->fit == fit ? 1 : 0;
 }
 
-static void run_fit(lua_State *L, trainer *t, ltrain_exp *e, train_cfg *cfg, fit_ctx *ctx,
+static void run_fit(lua_State *L, trainer *t, lsettings *e, train_cfg *cfg, fit_ctx *ctx,
                     train_result *r) {
   fflush(stdout); /* keep the script's own prints before the progress lines */
   if (t->run) fitrun_begin(t->run, ctx->cs->fit, cfg->resume ? cfg->resume->step : 0);
@@ -393,25 +276,27 @@ static void run_fit(lua_State *L, trainer *t, ltrain_exp *e, train_cfg *cfg, fit
   if (rc < 0) luaL_error(L, "%s", err_msg());
 }
 
-/* trainer:fit(exp, seed [, n]) -> { loss, accuracy, steps, epochs,
+/* A later fit of an experiment continues training with new shuffles. */
+#define FIT_SEED_STRIDE 7919
+
+/* trainer:fit(exp [, n]) -> { loss, accuracy, steps, epochs,
  * examples_per_sec, eval_loss, eval_accuracy, seconds, evals }: trains
- * on exp.train.data as the experiment says, shuffling with `seed` (a later
- * fit of the same experiment shuffles anew); n is the fit's number (0 the
- * first), which a resumed run matches against its checkpoint's. */
+ * on exp.train.data as the experiment says; n is the fit's number (0 the
+ * first), which a resumed run matches against its checkpoint's, and which
+ * moves the shuffling seed from exp.seed. */
 static int t_fit(lua_State *L) {
   trainer *t = check_trainer(L, 1);
-  lua_Integer seed = luaL_checkinteger(L, 3), n = luaL_optinteger(L, 4, 0);
-  lua_settop(L, 4);
-  ltrain_exp e;
-  ltrain_read_experiment(L, 2, &e); /* its values stay on the stack during the fit */
-  if (e.train_feed)
-    return luaL_error(L, "experiment: train.feed streams batches to a cluster's workers: train it "
-                      "with c:fit(exp) (in this process, give train.data)");
-  ckpt_state cs = {.model = t->model, .opt = t->opt, .rng = ldrv_rng(L), .fit = n,
-                   .seed = (uint64_t)seed};
+  lua_Integer n = luaL_optinteger(L, 3, 0);
+  lua_settop(L, 3);
+  lsettings e;
+  lsettings_read(L, 2, &e); /* its values stay on the stack during the fit */
+  uint64_t seed = e.cfg.seed + (uint64_t)FIT_SEED_STRIDE * (uint64_t)n;
+  /* experiment.lua refuses it, naming c:fit, before the run directory is made */
+  luaL_argcheck(L, !e.train_feed, 2, "train.feed is for c:fit(exp)");
+  ckpt_state cs = {.model = t->model, .opt = t->opt, .rng = ldrv_rng(L), .fit = n, .seed = seed};
   int resumed = resume_fit(L, t, &cs);
   train_cfg cfg = e.cfg;
-  cfg.seed = resumed > 0 ? cs.seed : (uint64_t)seed;
+  cfg.seed = resumed > 0 ? cs.seed : seed;
   cs.seed = cfg.seed;
   train_position from = cs.pos;
   if (resumed > 0) cfg.resume = &from;
@@ -490,14 +375,15 @@ static int t_open_run(lua_State *L) {
   return 1;
 }
 
-/* trainer:set_checkpoint(every, every_seconds, keep, metric|nil, max) */
+/* trainer:set_checkpoint(exp): the run's checkpoints as exp.checkpointing
+ * says (none without it). */
 static int t_set_checkpoint(lua_State *L) {
   trainer *t = check_trainer(L, 1);
   if (!t->run) return luaL_error(L, "checkpoints need a run directory");
-  fitrun_ckpt ck = {.every = luaL_checkinteger(L, 2), .every_seconds = luaL_checknumber(L, 3),
-                    .keep = (int)luaL_checkinteger(L, 4), .max = lua_toboolean(L, 6)};
-  snprintf(ck.metric, sizeof ck.metric, "%s", luaL_optstring(L, 5, ""));
-  fitrun_set_ckpt(t->run, &ck);
+  lua_settop(L, 2);
+  lsettings e;
+  lsettings_read(L, 2, &e);
+  fitrun_set_ckpt(t->run, e.has_ckpt ? &e.ck : NULL);
   return 0;
 }
 
@@ -693,7 +579,7 @@ static const luaL_Reg trainer_meta[] = {
 
 static const luaL_Reg funcs[] = {
     {"new", l_new}, {"seed", l_seed}, {"resume_dir", l_resume_dir},
-    {"read_saved", l_read_saved}, {NULL, NULL}};
+    {"read_saved", l_read_saved}, {"settings", lsettings_new}, {NULL, NULL}};
 
 int luaopen_drover_train(lua_State *L) {
   ldrv_createmeta(L, TRAINER_MT, trainer_meta, trainer_methods);

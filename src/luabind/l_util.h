@@ -14,6 +14,7 @@
 #include "numeric/rng.h"
 #include "numeric/tensor.h"
 #include "train/train.h"
+#include "luabind/l_opts.h" /* option tables: every binding reads them */
 
 /* ---- l_drover.c ---- */
 /* Makes the metatable `name` of a userdata type (Lua's liolib createmeta):
@@ -40,14 +41,6 @@ void lsched_open(lua_State *L);
 void ltensor_ops_open(lua_State *L, int lib);
 /* The state's RNG for initialisation (registry; drover.seed resets it). */
 rng_t *ldrv_rng(lua_State *L);
-/* Raises if the table at idx has a key not in the NULL-ended `keys`. */
-void ldrv_check_keys(lua_State *L, int idx, const char *what, const char *const *keys);
-/* Optional typed fields of the table at idx (def when absent). */
-lua_Number ldrv_opt_number(lua_State *L, int idx, const char *key, lua_Number def,
-                           const char *what);
-lua_Integer ldrv_opt_integer(lua_State *L, int idx, const char *key, lua_Integer def,
-                             const char *what);
-int ldrv_opt_bool(lua_State *L, int idx, const char *key, int def, const char *what);
 
 /* ---- l_nn.c ---- */
 nn_module *lnn_check_module(lua_State *L, int idx);
@@ -70,29 +63,9 @@ void ltrain_push_result(lua_State *L, const train_result *r);
  * does); nothing when the pretty printer is not loaded. */
 void ltrain_mark_result(lua_State *L);
 
-/* An experiment's settings, read by ltrain_read_experiment for exp:fit
- * (l_train.c) and c:fit / c:setup (l_cluster.c). The stack indices hold
- * the values read (0: absent); they stay there while the caller uses them. */
-typedef struct ltrain_exp {
-  train_cfg cfg;  /* batch, epochs, shuffle, max_steps (exp.train), seed,
-                     eval and eval_every (exp.eval), progress output (stdout
-                     unless verbose = false); on_progress unset */
-  int model, loss, optimizer; /* a drover.Module, Loss, Optimizer */
-  int train_data, eval_data;  /* drover.Datasets */
-  int progress;               /* exp.progress, a function */
-  int train_feed;             /* exp.train.feed (any feed source), 0 none:
-                                 train_data is then set */
-  double feed_timeout;        /* exp.train.feed_timeout, 0 none given */
-  int feeders;                /* exp.train.feeders (feed = "external"), 0 none given */
-} ltrain_exp;
-
 /* Raises "bad argument #idx ... (expected an experiment ...)" unless the
  * value at idx is a drover.experiment { ... }. */
 void ltrain_check_experiment(lua_State *L, int idx);
-/* Reads the experiment at idx into *e, pushing the values it refers to.
- * drover.experiment validated them; a field changed since to a wrong type
- * raises "experiment: FIELD must be ... (got ...)". */
-void ltrain_read_experiment(lua_State *L, int idx, ltrain_exp *e);
 
 /* Writes run.lua (the script arg[0] names, as it is now) and run.json
  * (its absolute path, the arguments in `arg`, the working directory) into

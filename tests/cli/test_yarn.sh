@@ -207,7 +207,7 @@ timeout 90 "$DROVER" run "$TMP/bad.lua" >"$TMP/bad.out" 2>&1
 check "yarn-t06 gpus is refused" grep -q "^false .*gpus is not supported" "$TMP/bad.out"
 check "yarn-t06 label is refused by other launchers" grep -q "^false .*label is for launcher" "$TMP/bad.out"
 check "yarn-t06 yarn = {...} is refused by other launchers" grep -q "^false .*yarn is for launcher" "$TMP/bad.out"
-check "yarn-t06 max_attempts below 1 is refused" grep -q "^false .*max_attempts must be between 1" "$TMP/bad.out"
+check "yarn-t06 max_attempts below 1 is refused" grep -q "^false .*cluster: yarn.max_attempts must be a positive integer (got 0)" "$TMP/bad.out"
 check "yarn-t06 a file named like the binary is refused" grep -q "^false .*would hide the drover binary" "$TMP/bad.out"
 check "yarn-t06 nothing is left in the RM" wait_for 20 nothing_left
 

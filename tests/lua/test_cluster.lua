@@ -48,7 +48,7 @@ test("cluster-01 1 ps + 2 workers + evaluator learns digits", function()
   -- c:fit reads the settings as exp:fit does: a field changed to a wrong type is named
   local bad = experiment()
   bad.train.batch = "many"
-  raises(function() c:fit(bad) end, "experiment: train.batch must be an integer >= 1 (got many)")
+  raises(function() c:fit(bad) end, 'experiment: train.batch must be a positive integer (got "many")')
   bad = experiment()
   bad.backup_workers = -1
   raises(function() c:fit(bad) end, "experiment: backup_workers must be a non-negative integer")

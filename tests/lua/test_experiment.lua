@@ -150,18 +150,69 @@ test("experiment_progress_callback", function()
 end)
 
 test("experiment_fit_checks_settings_changed_after_validation", function()
+  -- the same checks, in the same words, as drover.experiment { ... }
   local exp = drover.experiment(spec {})
   exp.train.batch = 0
-  raises(function() exp:fit() end, "experiment: train.batch must be an integer >= 1 (got 0)")
+  raises(function() exp:fit() end, "experiment: train.batch must be a positive integer (got 0)")
   exp = drover.experiment(spec {})
   exp.eval = 3
-  raises(function() exp:fit() end, "experiment: eval must be a table (got number)")
+  raises(function() exp:fit() end, "experiment: eval must be a table { data = ..., every = ... } (got 3)")
   exp = drover.experiment(spec {})
   exp.train.data = nil
-  raises(function() exp:fit() end, "experiment: train.data must be a drover.Dataset (got nil)")
+  raises(function() exp:fit() end, "experiment: train.data must be a dataset (got nothing)")
   exp = drover.experiment(spec {})
   exp.verbose = "loud"
-  raises(function() exp:fit() end, "experiment: verbose must be true or false (got string)")
+  raises(function() exp:fit() end, 'experiment: verbose must be true or false (got "loud")')
+  exp = drover.experiment(spec {})
+  exp.train.epoch = 3
+  raises(function() exp:fit() end, "experiment: unknown field 'train.epoch'")
+end)
+
+-- One rule for the numbers of an experiment's settings (issue 24, defect
+-- 5): an integer is a Lua integer or a float with an exact integer value,
+-- a real is a finite number, neither is a string, each within its range,
+-- and the error names the field and the value.
+test("experiment_numbers_follow_one_rule", function()
+  local E = drover.experiment
+  local function ck(c) return spec { checkpoint = c, runs = false } end
+  -- keep was truncated to 32 bits (4294967297 kept 1)
+  raises(function() E(ck { every = 10, keep = 4294967297 }) end,
+    "experiment: checkpoint.keep = 4294967297 is too large (at most 2147483647)")
+  raises(function() E(ck { every = 10, keep = 2^40 }) end, "checkpoint.keep = 1099511627776.0 is too large")
+  -- NaN and the infinities were accepted
+  raises(function() E(ck { every_seconds = 0 / 0 }) end,
+    "experiment: checkpoint.every_seconds must be a finite number (got ")
+  raises(function() E(ck { every_seconds = 1 / 0 }) end,
+    "experiment: checkpoint.every_seconds must be a finite number (got inf)")
+  raises(function() E(spec { stop = { metric = "eval_loss", min_delta = 0 / 0 } }) end,
+    "experiment: stop.min_delta must be a finite number")
+  -- a string was an integer ("3") but not a real ("0.5"): neither is
+  raises(function() E(ck { every = 10, keep = "3" }) end,
+    'experiment: checkpoint.keep must be a non-negative integer (got "3")')
+  raises(function() E(ck { every_seconds = "0.5" }) end,
+    'experiment: checkpoint.every_seconds must be a non-negative number (got "0.5")')
+  raises(function() E(spec { seed = "1" }) end, 'experiment: seed must be a non-negative integer (got "1")')
+  raises(function() E(spec { train = { data = train2, batch = "64" } }) end,
+    'experiment: train.batch must be a positive integer (got "64")')
+  raises(function() E(spec { train = { data = train2, epochs = 1 / 0 } }) end,
+    "experiment: train.epochs must be a positive integer (got inf)")
+  raises(function() E(spec { backup_workers = 2 ^ 31 }) end,
+    "experiment: backup_workers = 2147483648.0 is too large (at most 2147483647)")
+  raises(function() E(ck { every_seconds = -1 }) end,
+    "experiment: checkpoint.every_seconds must be a non-negative number (got -1)")
+  -- an integral float is an integer, stored as one
+  local e = E(spec { train = { data = train2, batch = 64.0, epochs = 2.0 }, checkpoint = { keep = 3.0,
+    every_seconds = 0.5 }, runs = false })
+  eq(math.type(e.train.batch), "integer", "batch 64.0 is the integer 64")
+  eq(e.train.batch, 64, "batch")
+  eq(e.checkpointing.keep, 3, "keep 3.0")
+  eq(e.checkpointing.every_seconds, 0.5, "every_seconds")
+  -- the same rule when a fit reads a setting changed since
+  e.checkpointing.keep = 4294967297
+  raises(function() e:fit() end, "experiment: checkpoint.keep = 4294967297 is too large")
+  e.checkpointing.keep = 1
+  e.train.max_steps = "5"
+  raises(function() e:fit() end, 'experiment: train.max_steps must be a non-negative integer (got "5")')
 end)
 
 test("experiment_fit_errors_name_the_line", function()

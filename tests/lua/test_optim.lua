@@ -45,7 +45,7 @@ test("optim_bad_values_name_the_field", function()
   local line = debug.getinfo(1, "l").currentline + 1
   local err = raises(function() optim.SGD { lr = -1 } end, "lr must be")
   if not err:find("test_optim.lua:" .. line .. ":", 1, true) then error("no script line in: " .. err) end
-  raises(function() optim.SGD { lr = "fast" } end, "optim.SGD: lr must be a number (got string)")
+  raises(function() optim.SGD { lr = "fast" } end, 'optim.SGD: lr must be a number (got "fast")')
   raises(function() optim.Adam { beta1 = 1 } end, "beta1 must be in [0, 1)")
   raises(function() optim.SGD { nesterov = true } end, "nesterov requires momentum > 0")
   raises(function() optim.SGD { nesterov = 1 } end, "nesterov must be true or false")
