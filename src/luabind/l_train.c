@@ -148,6 +148,10 @@ void ltrain_push_result(lua_State *L, const train_result *r) {
     set_int(L, "best_step", r->best_step);
     set_num(L, "best_metric", r->best_metric);
   }
+  if (r->stopped) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "stopped");
+  }
   ltrain_mark_result(L);
 }
 
@@ -227,14 +231,10 @@ void ltrain_check_experiment(lua_State *L, int idx) {
 
 /* ============================== fit / evaluate ========================== */
 
-static void push_result(lua_State *L, const train_result *r, int evals, int stopped) {
+static void push_result(lua_State *L, const train_result *r, int evals) {
   ltrain_push_result(L, r);
   lua_pushvalue(L, evals);
   lua_setfield(L, -2, "evals");
-  if (stopped) {
-    lua_pushboolean(L, 1);
-    lua_setfield(L, -2, "stopped");
-  }
 }
 
 /* A resumed run's first fit: restores the newest checkpoint into cs.
@@ -310,7 +310,7 @@ static int t_fit(lua_State *L) {
   t->fit = n;
   t->seed = cfg.seed;
   if (resumed >= 0) run_fit(L, t, &e, &cfg, &ctx, &r);
-  push_result(L, &r, ctx.evals, ctx.stopped);
+  push_result(L, &r, ctx.evals);
   if (resumed < 0) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "skipped"); /* done before the run was interrupted */

@@ -102,6 +102,7 @@ typedef struct fit {
   bool epoch_has_acc;
   train_stopper stopper;
   bool stopped_early;
+  bool stopped; /* the progress callback asked to stop */
 } fit;
 
 static void fit_update_times(fit *f) {
@@ -128,7 +129,10 @@ static int fit_eval(fit *f) {
     f->p.is_eval = true;
     rc = cfg->on_progress(cfg->ud, &f->p);
     f->p.is_eval = false;
-    if (rc != 0) return rc;
+    if (rc != 0) {
+      f->stopped = true;
+      return rc;
+    }
   }
   if (train_stop_observe(&cfg->stop, &f->stopper, f->p.step, f->p.eval_loss,
                          f->p.eval_accuracy))
@@ -232,7 +236,10 @@ static int fit_step_done(fit *f, data_iter *it) {
   const train_cfg *cfg = f->cfg;
   int rc;
   fit_print(f, false);
-  if (cfg->on_progress && (rc = cfg->on_progress(cfg->ud, &f->p)) != 0) return rc;
+  if (cfg->on_progress && (rc = cfg->on_progress(cfg->ud, &f->p)) != 0) {
+    f->stopped = true;
+    return rc;
+  }
   if (cfg->eval && cfg->eval_every > 0 && f->p.step % cfg->eval_every == 0 &&
       (rc = fit_eval(f)) != 0)
     return rc;
@@ -310,16 +317,18 @@ static int fit_finish(fit *f, int rc, train_result *res) {
   fit_update_times(f);
   fit_print(f, true);
   progress_end(&f->out);
-  if (res) {
-    train_result_set(res, &f->p);
-    res->stopped_early = f->stopped_early;
-    res->best_step = f->stopper.seen ? f->stopper.best_step : 0;
-    res->best_metric = f->stopper.seen ? f->stopper.best : NAN;
-  }
+  if (res) train_result_fill(res, &f->p, &f->stopper, f->stopped_early, f->stopped);
   return rc;
 }
 
-void train_result_set(train_result *r, const train_progress *p) {
+void train_result_init(train_result *r) {
+  memset(r, 0, sizeof *r);
+  r->loss = r->accuracy = r->eval_loss = r->eval_accuracy = r->best_metric = NAN;
+}
+
+void train_result_fill(train_result *r, const train_progress *p, const train_stopper *st,
+                       bool stopped_early, bool stopped) {
+  train_result_init(r);
   r->steps = p->step;
   r->epochs = p->epoch;
   r->loss = p->loss;
@@ -328,14 +337,15 @@ void train_result_set(train_result *r, const train_progress *p) {
   r->eval_accuracy = p->eval_accuracy;
   r->examples_per_sec = p->examples_per_sec;
   r->seconds = p->elapsed;
+  r->stopped_early = stopped_early;
+  r->best_step = st->seen ? st->best_step : 0;
+  r->best_metric = st->seen ? st->best : NAN;
+  r->stopped = stopped;
 }
 
 int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *train,
               const train_cfg *cfg, train_result *res) {
-  if (res) {
-    memset(res, 0, sizeof *res);
-    res->loss = res->accuracy = res->eval_loss = res->eval_accuracy = NAN;
-  }
+  if (res) train_result_init(res);
   /* Lazy datasets are filled in place on first use (see train_evaluate). */
   int rc = train ? data_load((dataset *)train) : 0;
   if (rc == 0 && cfg && cfg->eval) rc = data_load((dataset *)cfg->eval);

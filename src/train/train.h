@@ -112,10 +112,17 @@ typedef struct train_result {
   bool stopped_early;      /* cfg->stop ended the fit */
   int64_t best_step;       /* with stop: the step of the best eval */
   double best_metric;      /* and its value */
+  bool stopped;            /* the progress callback asked to stop */
 } train_result;
 
-/* Fills r from the state of a finished fit (both fit loops end so). */
-void train_result_set(train_result *r, const train_progress *p);
+/* r before a fit: nothing done, every metric NAN. */
+void train_result_init(train_result *r);
+/* The result of a finished fit from where it ended: its last progress p,
+ * its early stopping state st, whether that (stopped_early) or the
+ * progress callback (stopped) ended it. Both fit loops (train_fit here,
+ * coord_fit on a cluster) end with it, so both report alike. */
+void train_result_fill(train_result *r, const train_progress *p, const train_stopper *st,
+                       bool stopped_early, bool stopped);
 
 /* One training step on a batch: forward, loss, backward (gradients
  * accumulate into the model's grad buffers; zeroing is the caller's). Sets

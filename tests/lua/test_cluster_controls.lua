@@ -259,3 +259,47 @@ test("cluster-controls-06 stop in sync mode: every ps ends at one global step, n
   for i = 1, 3 do fs[i] = c:schedule(function(w) return 40 + 2 end) end
   for i = 1, 3 do eq(fs[i]:fetch(), 42, "closure " .. i) end
 end)
+
+-- A progress function returning false stops a cluster fit as it stops one
+-- in process (issue 24, defect 4): stopped = true with the steps done, the
+-- trained values pulled into the model, no final eval; not a failure.
+test("cluster-controls-07 progress returning false stops the fit: stopped, not failed", function()
+  local c <close> = drover.cluster { ps = 1, worker = 2, runs = RUNS, name = "progstop" }
+  for _, mode in ipairs { "async", "sync" } do
+    local calls, evals, calls_at_stop = 0, 0, nil
+    local e = exp { mode = mode, train = { data = train2, batch = 16, epochs = 30 },
+      eval = { data = held2, every = 1000 },
+      progress = function(p)
+        calls = calls + 1
+        if p.is_eval then evals = evals + 1 end
+        if p.step >= 42 then
+          calls_at_stop = calls_at_stop or calls
+          return false
+        end
+      end }
+    local dist, r = moved(e, function(x) return c:fit(x) end)
+    eq(r.stopped, true, mode .. ": stopped is reported")
+    assert(r.steps >= 42 and r.steps < 30 * 72, mode .. ": the steps done, " .. r.steps)
+    assert(dist > 0, mode .. ": the trained values are pulled into the model")
+    eq(evals, 0, mode .. ": no final eval after the stop")
+    eq(r.eval_loss, nil, mode .. ": no final eval, as in process")
+    if mode == "sync" then
+      assert(r.global_steps > 0 and r.global_steps <= r.steps, "sync: the global steps applied, " ..
+        tostring(r.global_steps))
+    end
+    local ev = read(c.run_dir .. "/events.log")
+    assert(ev:find("fit: its progress function stopped it at step %d+"), "events.log says why: " .. ev)
+    assert(not ev:find("fit failed", 1, true), "not a failure: " .. ev)
+    -- (sync goes on to the lowered last global step meanwhile)
+    eq(calls, calls_at_stop, mode .. ": the progress function is not called after it asked to stop")
+  end
+  -- in process the same script reports the same
+  local here = exp { train = { data = train2, batch = 16, epochs = 30 }, runs = false,
+    progress = function(p) if p.step >= 42 then return false end end }
+  local r = here:fit()
+  eq(r.stopped, true, "in process: stopped")
+  eq(r.steps, 42, "in process: the steps done")
+  -- the cluster is free for the next fit
+  local r2 = c:fit(exp { train = { data = train2, batch = 64, epochs = 1 } })
+  eq(r2.steps, math.ceil(#train2 / 64), "the next fit runs whole")
+end)

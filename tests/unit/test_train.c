@@ -305,6 +305,37 @@ TEST(train_on_progress_nonzero_stops) {
   CHECK_INT_EQ(r.steps, 5);
   CHECK_INT_EQ(cnt.steps, 5);
   CHECK(isfinite(r.loss) && r.accuracy >= 0);
+  CHECK(r.stopped && !r.stopped_early); /* the callback's stop, in the result */
+  /* a fit that runs its plan is not stopped */
+  counter whole = {0};
+  c = base_cfg(32, 1);
+  CHECK_OK(run_counted(&c, false, &whole, &r));
+  CHECK(!r.stopped);
+  CHECK_INT_EQ(r.steps, 10);
+}
+
+TEST(train_result_fill_reports_the_end) {
+  train_progress p = {.step = 12, .epoch = 2, .loss = 0.5, .accuracy = NAN, .eval_loss = 0.25,
+                      .eval_accuracy = 0.75, .examples_per_sec = 100, .elapsed = 3};
+  train_stopper st = {.best = 0.2, .best_step = 8, .bad = 2, .seen = true};
+  train_result r;
+  memset(&r, 0x5a, sizeof r); /* every field set, none left over */
+  train_result_fill(&r, &p, &st, true, false);
+  CHECK_INT_EQ(r.steps, 12);
+  CHECK_INT_EQ(r.epochs, 2);
+  CHECK(r.loss == 0.5 && isnan(r.accuracy) && r.eval_loss == 0.25 && r.eval_accuracy == 0.75);
+  CHECK(r.examples_per_sec == 100 && r.seconds == 3);
+  CHECK(r.stopped_early && !r.stopped);
+  CHECK_INT_EQ(r.best_step, 8);
+  CHECK(r.best_metric == 0.2);
+  train_stopper none = {0};
+  train_result_fill(&r, &p, &none, false, true);
+  CHECK(r.stopped && !r.stopped_early);
+  CHECK_INT_EQ(r.best_step, 0);
+  CHECK(isnan(r.best_metric));
+  train_result_init(&r);
+  CHECK_INT_EQ(r.steps, 0);
+  CHECK(isnan(r.loss) && isnan(r.eval_loss) && !r.stopped);
 }
 
 TEST(train_interrupt_returns_EINTERRUPTED) {

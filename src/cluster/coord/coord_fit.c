@@ -358,6 +358,16 @@ static bool turn_done(coord *c, void *arg) {
   return *(int *)arg > 0 ? true : (++*(int *)arg, false);
 }
 
+/* The progress callback asked to stop: the fit ends as early stopping
+ * ends it (an async fit drops its queued steps, a sync one lowers its
+ * last global step), and, as train_fit does, without a final eval. */
+static void stop_by_progress(coord_fit_state *f) {
+  f->stopped = true;
+  rundir_event(&f->c->rd, "fit: its progress function stopped it at step %lld",
+               (long long)f->done);
+  coord__sync_stop_begin(f);
+}
+
 /* Pumps one turn of the loop at a time, acting between turns. */
 static int fit_loop(coord *c, const coord_fit_args *a) {
   coord_fit_state *f = c->fit;
@@ -383,15 +393,15 @@ static int fit_loop(coord *c, const coord_fit_args *a) {
     }
     update_progress(f);
     progress_step(&f->out, &f->p, false);
-    if (cfg->on_progress) {
+    if (cfg->on_progress && !f->stopped) {
       f->p.is_eval = f->eval_fresh;
       f->eval_fresh = false;
-      if ((rc = cfg->on_progress(cfg->ud, &f->p)) != 0) return rc;
+      if (cfg->on_progress(cfg->ud, &f->p) != 0) stop_by_progress(f);
       f->p.is_eval = false;
     }
     /* async: fit_finish drops the steps still queued; sync ends at the
      * lowered target, as any sync fit ends (coord_stop.c) */
-    if (f->stopped_early && !f->sync) return 0;
+    if ((f->stopped_early || f->stopped) && !f->sync) return 0;
   }
   return 0;
 }
@@ -513,19 +523,15 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
   coord__sched_drop(c, f->producer, true); /* a step still running is ignored */
   coord__sched_drop(c, f->feed.producer, true);
   coord__feed_end(f, rc);
-  if (rc == 0 && a->cfg->eval && f->last_eval_step != f->done) rc = local_eval(c, a, f->done);
-  if (rc == 0 && f->has_ckpt && f->ck.last_step != f->done) final_checkpoint(f);
+  bool ended = rc == 0 && !f->stopped; /* as planned, or by early stopping */
+  if (ended && a->cfg->eval && f->last_eval_step != f->done) rc = local_eval(c, a, f->done);
+  if (ended && rc == 0 && f->has_ckpt && f->ck.last_step != f->done) final_checkpoint(f);
   coord__ckpt_fit_end(f);
   f->prev_steps = f->done; /* the next fit's checkpoints are numbered after */
   update_progress(f);
   progress_step(&f->out, &f->p, true);
   progress_end(&f->out);
-  if (res) {
-    train_result_set(res, &f->p);
-    res->stopped_early = f->stopped_early;
-    res->best_step = f->stopper.seen ? f->stopper.best_step : 0;
-    res->best_metric = f->stopper.seen ? f->stopper.best : NAN;
-  }
+  if (res) train_result_fill(res, &f->p, &f->stopper, f->stopped_early, f->stopped);
   metrics_close(&f->metrics);
   events_run_flush(f->events);
   f->cfg = NULL;
@@ -565,10 +571,7 @@ int coord_setup(coord *c, const coord_fit_args *a) {
 }
 
 int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
-  if (res) {
-    memset(res, 0, sizeof *res);
-    res->loss = res->accuracy = res->eval_loss = res->eval_accuracy = NAN;
-  }
+  if (res) train_result_init(res);
   int rc = prepare(c, a);
   if (rc < 0) return rc;
   coord_fit_state *f = c->fit;
@@ -592,6 +595,7 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   if (!f->events) f->events = events_run_open(c->rd.path, "coordinator");
   f->cfg = cfg;
   f->stopped_early = false; /* the stopper was reset, or resumed, with the checkpoints */
+  f->stopped = false;
   f->stop_phase = 0;
   progress_init(&f->out, cfg->progress, cfg->progress_tty);
   f->t0 = progress_now();

@@ -176,6 +176,7 @@ struct coord_fit_state {
   optim_plateau plateau;
   train_stopper stopper;
   bool stopped_early;
+  bool stopped;        /* the progress callback asked to stop (as early stopping ends) */
   /* sync early stop (coord_stop.c): 0 none, 1 capping (stop_waiting ps
    * to answer, the highest cap so far in stop_target), 2 ended there */
   int stop_phase, stop_waiting;
