@@ -130,7 +130,7 @@ static void learn_steps(slurm_launcher *l) {
   if (!need) return;
   char out[16384];
   char *argv[] = {"squeue", "-h", "-s", "-j", l->job, "-o", "%i %j", NULL};
-  if (slurm__run(argv, out, sizeof out, NULL, 0) != 0) return;
+  if (launch_slurm__run(argv, out, sizeof out, NULL, 0) != 0) return;
   size_t jl = strlen(l->job);
   char *save = NULL;
   for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -153,7 +153,8 @@ static void on_learn(uv_timer_t *h) {
   bool unknown = false;
   FOR_TASKS(t, l) {
     if (t->step >= 0 && !t->told)
-      slurm__log_line(t->log, "drover: %s runs as Slurm step %s.%ld", t->name, l->job, t->step);
+      launch_slurm__log_line(t->log, "drover: %s runs as Slurm step %s.%ld", t->name, l->job,
+                             t->step);
     t->told |= t->step >= 0;
     unknown |= t->step < 0;
   }
@@ -222,7 +223,7 @@ static void report_end(slurm_launcher *l, slurm_task *t, int64_t *status, int *s
     snprintf(how, sizeof how, "Slurm could not start the step (see srun's error above)");
   else
     snprintf(how, sizeof how, "the task exited with status %lld", (long long)*status);
-  slurm__log_line(t->log, "drover: step %s (%s) ended: %s", step, t->name, how);
+  launch_slurm__log_line(t->log, "drover: step %s (%s) ended: %s", step, t->name, how);
   if (cancelled && !*sig && *status == 0) *sig = SIGKILL;
 }
 
@@ -363,7 +364,7 @@ static int cancel_steps(slurm_launcher *l, launch_proc **tasks, int n, int sig) 
         TASK(tasks, i)->sent = sig;
       }
     argv[a] = NULL;
-    if (k > 0) slurm__run(argv, NULL, 0, NULL, 0);
+    if (k > 0) launch_slurm__run(argv, NULL, 0, NULL, 0);
     named += k;
   }
   return named;
@@ -381,7 +382,7 @@ static int slurm_signal(launcher *base, void *task_ud, int sig) {
     char *argv[] = {"scancel", sigopt, step, NULL};
     int prev = t->sent;
     t->sent = sig;
-    if (slurm__run(argv, NULL, 0, err, sizeof err) == 0) return 0;
+    if (launch_slurm__run(argv, NULL, 0, err, sizeof err) == 0) return 0;
     t->sent = prev;
   }
   /* No step yet (srun still waiting for it), or scancel failed: srun
@@ -415,11 +416,13 @@ static int reap_logged(slurm_launcher *l, launch_proc **ts, pid_t *pids, int n, 
       if (TASK(ts, i)->step >= 0) snprintf(step, sizeof step, "%s.%ld", l->job, TASK(ts, i)->step);
       else snprintf(step, sizeof step, "of job %s", l->job);
       if (k > 0 && WIFEXITED(st))
-        slurm__log_line(TASK(ts, i)->log, "drover: step %s (%s) ended at shutdown %s: srun status %d",
-                        step, TASK(ts, i)->name, when, WEXITSTATUS(st));
+        launch_slurm__log_line(TASK(ts, i)->log,
+                               "drover: step %s (%s) ended at shutdown %s: srun status %d", step,
+                               TASK(ts, i)->name, when, WEXITSTATUS(st));
       else if (k > 0)
-        slurm__log_line(TASK(ts, i)->log, "drover: step %s (%s) ended at shutdown %s: srun signal %d",
-                        step, TASK(ts, i)->name, when, WTERMSIG(st));
+        launch_slurm__log_line(TASK(ts, i)->log,
+                               "drover: step %s (%s) ended at shutdown %s: srun signal %d", step,
+                               TASK(ts, i)->name, when, WTERMSIG(st));
     }
     if (left == 0 || launch__now_ms() >= deadline) return left;
     struct timespec pause = {0, 5 * 1000000L};
@@ -452,7 +455,7 @@ static void slurm_destroy(launcher *base) {
     if (reap_logged(l, ts, pids, k, LAUNCH__REAP_MS, "after SIGKILL to srun") > 0)
       fprintf(stderr, "drover: an srun did not end within %d ms of SIGKILL\n", LAUNCH__REAP_MS);
   }
-  slurm__job_cancel(&l->own); /* our own job, with whatever still runs in it */
+  launch_slurm__job_cancel(&l->own); /* our own job, with whatever still runs in it */
   uv_close((uv_handle_t *)l->learn, util_free_handle);
   free(ts);
   free(pids);
@@ -484,7 +487,7 @@ int launch_slurm_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb o
     }
     snprintf(l->job, sizeof l->job, "%s", job);
   } else {
-    int rc = slurm__job_submit(loop, cfg, &l->own);
+    int rc = launch_slurm__job_submit(loop, cfg, &l->own);
     if (rc < 0) {
       free(l->learn);
       free(l);

@@ -11,14 +11,14 @@
 
 #include "launch/launch.h"
 
-#define SLURM__HELPER_MS 10000 /* one squeue, scancel or sbatch */
+#define LAUNCH_SLURM__HELPER_MS 10000 /* one squeue, scancel or sbatch */
 
 /* Runs argv (searched in PATH) with stdin from /dev/null, for at most
- * SLURM__HELPER_MS (then SIGKILL). Its stdout goes to out and its stderr to
- * err (each NUL-terminated, truncated to n - 1; either may be NULL, and is
- * then discarded). Returns its exit status (0..255), or a negative code
- * with the error set. The child is reaped here. */
-int slurm__run(char *const argv[], char *out, size_t out_n, char *err, size_t err_n);
+ * LAUNCH_SLURM__HELPER_MS (then SIGKILL). Its stdout goes to out and its
+ * stderr to err (each NUL-terminated, truncated to n - 1; either may be
+ * NULL, and is then discarded). Returns its exit status (0..255), or a
+ * negative code with the error set. The child is reaped here. */
+int launch_slurm__run(char *const argv[], char *out, size_t out_n, char *err, size_t err_n);
 
 /* The allocation the nodes run in. `own` when drover submitted it
  * (launch_slurm_job.c): then destroy cancels it, and a watchdog process
@@ -38,14 +38,15 @@ typedef struct slurm_job {
  * seconds, interruptible), and fills *job. On failure the job, if any, is
  * cancelled and a negative code returned with Slurm's reason. While it
  * waits, `loop` (may be NULL) keeps turning between squeue calls. */
-int slurm__job_submit(uv_loop_t *loop, const launch_config *cfg, slurm_job *job);
+int launch_slurm__job_submit(uv_loop_t *loop, const launch_config *cfg, slurm_job *job);
 
 /* Cancels a job we submitted (and so every step) and waits, bounded, until
  * squeue no longer lists it; then retires the watchdog. A no-op for an
  * allocation we did not make. */
-void slurm__job_cancel(slurm_job *job);
+void launch_slurm__job_cancel(slurm_job *job);
 
 /* Appends a line to the file at path (a node's log); best effort. */
-void slurm__log_line(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void launch_slurm__log_line(const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #endif

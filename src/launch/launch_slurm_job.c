@@ -76,7 +76,7 @@ static void append(char *buf, size_t n, size_t *len, const char *src, size_t k) 
 /* Reads the child's two pipes until both close or the deadline passes. */
 static bool drain(int fds[2], char *out, size_t on, char *err, size_t en) {
   size_t lens[2] = {0, 0};
-  long long deadline = launch__now_ms() + SLURM__HELPER_MS;
+  long long deadline = launch__now_ms() + LAUNCH_SLURM__HELPER_MS;
   while (fds[0] >= 0 || fds[1] >= 0) {
     long long left = deadline - launch__now_ms();
     if (left <= 0) return false;
@@ -99,7 +99,7 @@ static bool drain(int fds[2], char *out, size_t on, char *err, size_t en) {
   return true;
 }
 
-int slurm__run(char *const argv[], char *out, size_t out_n, char *err, size_t err_n) {
+int launch_slurm__run(char *const argv[], char *out, size_t out_n, char *err, size_t err_n) {
   if (out && out_n) out[0] = '\0';
   if (err && err_n) err[0] = '\0';
   int po[2], pe[2];
@@ -130,13 +130,14 @@ int slurm__run(char *const argv[], char *out, size_t out_n, char *err, size_t er
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!done)
-    return err_set(DRV_ETIMEDOUT, "%s did not answer within %d ms", argv[0], SLURM__HELPER_MS);
+    return err_set(DRV_ETIMEDOUT, "%s did not answer within %d ms", argv[0],
+                   LAUNCH_SLURM__HELPER_MS);
   if (WIFSIGNALED(status))
     return err_set(DRV_EIO, "%s killed by signal %d", argv[0], WTERMSIG(status));
   return WEXITSTATUS(status);
 }
 
-void slurm__log_line(const char *path, const char *fmt, ...) {
+void launch_slurm__log_line(const char *path, const char *fmt, ...) {
   FILE *f = util_fopen_append(path, 0644);
   if (!f) return;
   va_list ap;
@@ -340,7 +341,7 @@ static int sbatch(const launch_config *cfg, slurm_job *job) {
   arg(a, script);
   a->argv[a->n] = NULL;
   char out[256], err[2048], msg[2048];
-  rc = slurm__run(a->argv, out, sizeof out, err, sizeof err);
+  rc = launch_slurm__run(a->argv, out, sizeof out, err, sizeof err);
   free(a);
   if (rc < 0) return rc;
   one_line(err, msg, sizeof msg);
@@ -401,7 +402,7 @@ static void note(const launch_config *cfg, const char *fmt, ...) {
 static int look(const launch_config *cfg, slurm_job *job, char *last, size_t n) {
   char out[512], err[512], state[64] = "", reason[256] = "";
   char *argv[] = {"squeue", "-h", "-t", "all", "-j", job->id, "-o", "%T|%r", NULL};
-  int rc = slurm__run(argv, out, sizeof out, err, sizeof err);
+  int rc = launch_slurm__run(argv, out, sizeof out, err, sizeof err);
   if (rc < 0) return rc;
   if (rc != 0 || sscanf(out, "%63[^|\n]|%255[^\n]", state, reason) < 1)
     return err_set(DRV_EIO, "Slurm job %s vanished before it started (squeue: %.200s)", job->id,
@@ -438,7 +439,7 @@ static int wait_running(uv_loop_t *loop, const launch_config *cfg, slurm_job *jo
   }
 }
 
-int slurm__job_submit(uv_loop_t *loop, const launch_config *cfg, slurm_job *job) {
+int launch_slurm__job_submit(uv_loop_t *loop, const launch_config *cfg, slurm_job *job) {
   memset(job, 0, sizeof *job);
   job->watch_fd = -1;
   if (!cfg || !cfg->run_dir) return err_set(DRV_EINVAL, "launcher \"slurm\": no run directory");
@@ -449,7 +450,7 @@ int slurm__job_submit(uv_loop_t *loop, const launch_config *cfg, slurm_job *job)
   if ((rc = start_watchdog(job, cfg->run_dir)) < 0 || (rc = wait_running(loop, cfg, job)) < 0) {
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", err_msg());
-    slurm__job_cancel(job);
+    launch_slurm__job_cancel(job);
     return err_set(rc, "%s", msg);
   }
   note(cfg, "job %s running", job->id);
@@ -461,15 +462,15 @@ int slurm__job_submit(uv_loop_t *loop, const launch_config *cfg, slurm_job *job)
 static bool job_listed(const slurm_job *job) {
   char out[256];
   char *argv[] = {"squeue", "-h", "-j", (char *)job->id, "-o", "%T", NULL};
-  int rc = slurm__run(argv, out, sizeof out, NULL, 0);
+  int rc = launch_slurm__run(argv, out, sizeof out, NULL, 0);
   return rc == 0 && out[0]; /* squeue fails for a job it has forgotten */
 }
 
-void slurm__job_cancel(slurm_job *job) {
+void launch_slurm__job_cancel(slurm_job *job) {
   if (!job || !job->own || !job->id[0]) return;
   char *argv[] = {"scancel", job->id, NULL};
   char err[512];
-  if (slurm__run(argv, NULL, 0, err, sizeof err) < 0)
+  if (launch_slurm__run(argv, NULL, 0, err, sizeof err) < 0)
     fprintf(stderr, "drover: scancel %s: %s\n", job->id, err_msg());
   long long deadline = launch__now_ms() + CANCEL_WAIT_MS;
   while (job_listed(job) && launch__now_ms() < deadline) {

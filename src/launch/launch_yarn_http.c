@@ -45,7 +45,7 @@ static size_t on_read(char *d, size_t sz, size_t nm, void *ud) {
 }
 
 /* The body from r->body_file: its size, then read by on_read. */
-static int stream_body(CURL *c, const yhttp_req *r, FILE **f) {
+static int stream_body(CURL *c, const launch_yarn_http_req *r, FILE **f) {
   *f = fopen(r->body_file, "rbe");
   if (!*f) return err_set(DRV_EIO, "cannot read '%s'", r->body_file);
   if (fseeko(*f, 0, SEEK_END) != 0) return err_set(DRV_EIO, "cannot read '%s'", r->body_file);
@@ -59,7 +59,7 @@ static int stream_body(CURL *c, const yhttp_req *r, FILE **f) {
   return 0;
 }
 
-int yhttp(const yhttp_req *r, long *status, char **resp) {
+int launch_yarn_http_request(const launch_yarn_http_req *r, long *status, char **resp) {
   static int inited;
   *resp = NULL;
   *status = 0;

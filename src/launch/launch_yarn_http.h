@@ -9,7 +9,7 @@
 #ifndef DROVER_LAUNCH_YARN_HTTP_H
 #define DROVER_LAUNCH_YARN_HTTP_H
 
-typedef struct yhttp_req {
+typedef struct launch_yarn_http_req {
   const char *method;       /* "GET", "POST", "PUT" */
   const char *url;          /* "http://host:port/ws/v1/cluster/apps" */
   const char *body;         /* NULL: none */
@@ -18,12 +18,12 @@ typedef struct yhttp_req {
   long timeout_ms;
   const char *body_file;    /* NULL, or a file streamed as the body (instead of body) */
   const char *header;       /* NULL, or one more header line ("X-Drover-Name: drover") */
-} yhttp_req;
+} launch_yarn_http_req;
 
 /* Makes the request. On a response (any status) returns 0 with *status
  * and *resp (malloc'd, NUL-terminated, the caller frees); otherwise
  * DRV_EIO naming the URL and curl's reason, with *resp NULL. Responses
  * over 4 MiB are an error, and so is a body_file that cannot be read. */
-int yhttp(const yhttp_req *r, long *status, char **resp);
+int launch_yarn_http_request(const launch_yarn_http_req *r, long *status, char **resp);
 
 #endif

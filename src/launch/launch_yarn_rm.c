@@ -36,10 +36,11 @@ int launch_yarn__rm_json(yarn_launcher *y, const char *method, const char *path,
   snprintf(url, sizeof url, "%s%s", y->rm, path);
   long st;
   char *resp;
-  yhttp_req r = {method, url, body, body ? "application/json" : NULL, NULL, YARN_REQ_MS, NULL,
-                 NULL};
+  launch_yarn_http_req r = {.method = method, .url = url, .body = body,
+                            .content_type = body ? "application/json" : NULL,
+                            .timeout_ms = YARN_REQ_MS};
   if (out) *out = NULL;
-  int rc = yhttp(&r, &st, &resp);
+  int rc = launch_yarn_http_request(&r, &st, &resp);
   if (rc < 0) return err_set(rc, "YARN ResourceManager: %s", err_msg());
   if (st != want) {
     rc = err_set(DRV_EIO, "YARN ResourceManager: %s %s answered %ld: %.400s", method, path, st,
@@ -63,9 +64,10 @@ int launch_yarn__am_req(yarn_launcher *y, const char *method, const char *path, 
   long st;
   char *r;
   if (resp) *resp = NULL;
-  yhttp_req q = {method,    url,    body,  body ? "text/plain" : NULL, y->token, timeout_ms,
-                 body_file, header};
-  int rc = yhttp(&q, &st, &r);
+  launch_yarn_http_req q = {.method = method, .url = url, .body = body,
+                            .content_type = body ? "text/plain" : NULL, .token = y->token,
+                            .timeout_ms = timeout_ms, .body_file = body_file, .header = header};
+  int rc = launch_yarn_http_request(&q, &st, &r);
   y->am_down = rc < 0;
   if (rc < 0) return err_set(rc, "drover's YARN ApplicationMaster: %s", err_msg());
   if (st != 200) {

@@ -179,7 +179,7 @@ int luaopen_drover_optim(lua_State *L) {
     lua_pushcclosure(L, l_make, 1);
     lua_setfield(L, -2, optim_kind_name(kinds[i]));
   }
-  lsched_open(L);
+  loptim_sched_open(L);
   lua_setfield(L, -2, "schedule");
   return 1;
 }

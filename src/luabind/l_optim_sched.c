@@ -17,7 +17,9 @@
 
 #define SCHED_MT "drover.Schedule"
 
-const optim_sched *lsched_check(lua_State *L, int idx) { return luaL_checkudata(L, idx, SCHED_MT); }
+static const optim_sched *check_sched(lua_State *L, int idx) {
+  return luaL_checkudata(L, idx, SCHED_MT);
+}
 
 static optim_sched *new_sched(lua_State *L, const char *what, const char *const *keys,
                               optim_sched_kind kind) {
@@ -136,7 +138,7 @@ static int l_plateau(lua_State *L) {
 /* s:lr(base, k) -> the rate of the update after k earlier ones (a plateau
  * schedule as if never reduced): for plotting and checking a schedule. */
 static int s_lr(lua_State *L) {
-  const optim_sched *s = lsched_check(L, 1);
+  const optim_sched *s = check_sched(L, 1);
   lua_Number base = luaL_checknumber(L, 2);
   lua_Integer k = luaL_checkinteger(L, 3);
   luaL_argcheck(L, k >= 0, 3, "steps must be >= 0");
@@ -146,7 +148,7 @@ static int s_lr(lua_State *L) {
 
 static int s_tostring(lua_State *L) {
   char buf[640];
-  optim_sched_describe(lsched_check(L, 1), buf, sizeof buf);
+  optim_sched_describe(check_sched(L, 1), buf, sizeof buf);
   lua_pushstring(L, buf);
   return 1;
 }
@@ -158,7 +160,7 @@ static const luaL_Reg funcs[] = {{"step", l_step},     {"multistep", l_multistep
                                  {"plateau", l_plateau}, {NULL, NULL}};
 
 /* Pushes the drover.optim.schedule table. */
-void lsched_open(lua_State *L) {
+void loptim_sched_open(lua_State *L) {
   ldrv_createmeta(L, SCHED_MT, meta, methods);
   luaL_newlib(L, funcs);
 }

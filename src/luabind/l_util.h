@@ -35,7 +35,7 @@ tensor *ltensor_arg(lua_State *L, int idx);
 tensor *ltensor_push(lua_State *L, tensor *t);
 /* ---- l_optim_sched.c ---- */
 /* Pushes the drover.optim.schedule table (and registers drover.Schedule). */
-void lsched_open(lua_State *L);
+void loptim_sched_open(lua_State *L);
 /* ---- l_tensor_ops.c ---- */
 /* Adds the tensor math to the Tensor metatable and the library at lib. */
 void ltensor_ops_open(lua_State *L, int lib);

@@ -77,7 +77,7 @@ static job *job_new(worker *w, int kind, uint32_t req) {
 
 static void job_free(job *j) {
   if (!j) return;
-  wstate_free(j->setup);
+  worker__state_free(j->setup);
   free(j->payload);
   tensor_free(j->bx);
   tensor_free(j->by);
@@ -268,7 +268,7 @@ static void work_cb(uv_work_t *req) {
   if (j->kind == JOB_SETUP) {
     /* Building the state reads this node's shard in files mode: a large
      * file takes seconds, which the loop spends answering heartbeats. */
-    rc = wstate_parse(j->w->role, j->w->index, j->payload, j->payload_len, &j->setup);
+    rc = worker__state_parse(j->w->role, j->w->index, j->payload, j->payload_len, &j->setup);
   } else if (j->kind == JOB_EVAL) {
     rc = train_evaluate(st->model, st->loss, st->data, st->batch, &j->eval_loss, &j->eval_acc);
     j->examples = st->data->n;
@@ -283,7 +283,7 @@ static void go_push(worker *w, job *j);
 
 /* A SETUP's state, built, replaces the worker's. */
 static void swap_state(worker *w, job *j) {
-  wstate_free(w->st);
+  worker__state_free(w->st);
   w->st = j->setup;
   j->setup = NULL;
   for (int i = 0; i < w->nlinks; i++) /* a new fit starts at version 0 */
@@ -781,7 +781,7 @@ void worker_free(worker *w) {
   drop_queue(w);
   worker__fed_free(w);
   if (w->calls) w->calls->free(w); /* after the jobs: none calls back into them any more */
-  wstate_free(w->st);
+  worker__state_free(w->st);
   worker__predict_free(w);
   worker__direct_free(w);
   free(w);

@@ -90,8 +90,8 @@ typedef struct wstate {
  * model's parameters, the data, and for workers and the chief the batch
  * iterator, shuffled with seed (index 0) or rng_derive(seed, index).
  * Returns 0 with *out owned by the caller, or a negative code. */
-int wstate_parse(int role, int index, const uint8_t *p, size_t len, wstate **out);
-void wstate_free(wstate *st); /* NULL is fine */
+int worker__state_parse(int role, int index, const uint8_t *p, size_t len, wstate **out);
+void worker__state_free(wstate *st); /* NULL is fine */
 
 enum { JOB_SETUP, JOB_TRAIN, JOB_EVAL };
 

@@ -17,7 +17,7 @@
 #include "proto/wire_msgs.h"
 #include "cluster/worker/worker_int.h"
 
-void wstate_free(wstate *st) {
+void worker__state_free(wstate *st) {
   if (!st) return;
   if (st->has_iter) data_iter_free(&st->it);
   data_free(st->data);
@@ -293,7 +293,7 @@ static int build(wstate *st, int role, int index, const char *spec, const char *
   return 0;
 }
 
-int wstate_parse(int role, int index, const uint8_t *p, size_t len, wstate **out) {
+int worker__state_parse(int role, int index, const uint8_t *p, size_t len, wstate **out) {
   *out = NULL;
   wstate *st = calloc(1, sizeof *st);
   char *spec = malloc(WIRE_MAX_STR + 1);
@@ -315,7 +315,7 @@ int wstate_parse(int role, int index, const uint8_t *p, size_t len, wstate **out
   }
   free(spec);
   if (rc < 0) {
-    wstate_free(st);
+    worker__state_free(st);
     return rc;
   }
   *out = st;
