@@ -503,8 +503,6 @@ int data_read_npy(const char *x_path, const char *y_path, dataset **out) {
   return data__read_npy(x_path, y_path, true, out);
 }
 
-/* Long: one reader with two files to check against each other, the
- * labels' shape, their decoding and the recipe. */
 int data__read_npy(const char *x_path, const char *y_path, bool check, dataset **out) {
   *out = NULL;
   npy_file fx = {0}, fy = {0};

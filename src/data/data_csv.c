@@ -303,8 +303,6 @@ static int csv_read_kept(const char *path, const data_csv_opts *o, dataset **out
   return csv_finish(&cx, o, sc.header, fill.x, fill.y, out);
 }
 
-/* Long: the reader's steps (options, first pass, shape, header, second
- * pass) read best in one place; each is a call or a check. */
 int data_read_csv(const char *path, const data_csv_opts *o, dataset **out) {
   *out = NULL;
   data_csv_opts def = {.label = -1, .header = -1, .delimiter = ','};
@@ -411,8 +409,6 @@ static void csv_scan_out(csv_ctx *cx, const data_csv_opts *o, int64_t rows, bool
   }
 }
 
-/* Long: one pass over the lines (the first one sets the shape, the rest
- * are parsed or skipped), then the checks of what was found. */
 int data__csv_stream(const char *path, const data_csv_opts *o, data__row_fn fn, void *ud,
                      data_scan *scan) {
   csv_ctx cx = {.path = path, .delim = o->delimiter ? o->delimiter : ',', .classes = o->classes};

@@ -525,8 +525,6 @@ static int svm_shape(const char *path, const data_libsvm_opts *o, const sparse *
   return 0;
 }
 
-/* Long: one pass over the lines, each parsed (or skipped), densified for
- * fn, then the checks of what was found. */
 int data__svm_stream(const char *path, const data_libsvm_opts *o, data__row_fn fn, void *ud,
                      data_scan *scan) {
   if (o->features < 0 || (fn && (o->features == 0 || o->zero_based < 0)))

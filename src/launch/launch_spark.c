@@ -110,7 +110,6 @@ static int files_lists(spark_launcher *l, const launch_task *t, char *files, siz
   return 0;
 }
 
-/* Long: one argument list, built in one place so it reads as the command. */
 static int spark_spawn(spark_launcher *l, launch_proc *task, const launch_task *t, void *task_ud,
                        int log_fd, int null_fd) {
   const char *r = launch__role_name(t->role);
@@ -292,7 +291,6 @@ static int write_app(spark_launcher *l) {
   return 0;
 }
 
-/* Long: copies every option, each with its own failure. */
 int launch_spark_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit,
                      void *ud, launcher **out) {
   *out = NULL;

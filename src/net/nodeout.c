@@ -196,7 +196,6 @@ static void on_closed(uv_handle_t *h) {
   free(o);
 }
 
-/* Long: one setup with its unwinding on each failure. */
 int nodeout_start(uv_loop_t *loop, const char *who, nodeout_fn fn, void *ud, nodeout **out,
                   FILE **log_out) {
   nodeout *o = calloc(1, sizeof *o);

@@ -496,8 +496,6 @@ static int send_restore(coord_fit_state *f, const char *dir, uint64_t version) {
   return coord__wait_replies(f, "RESTORE_OK");
 }
 
-/* Long: the rollback is one sequence of waits (connect, VAR_INIT,
- * RESTORE), clearer in one place than split. */
 int coord__ckpt_restore_tick(coord_fit_state *f) {
   coord *c = f->c;
   coord_ck *ck = &f->ck;

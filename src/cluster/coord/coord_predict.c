@@ -117,7 +117,6 @@ static void pred_fail(pred *p, const char *fmt, const char *a, const char *b) {
   snprintf(p->why, sizeof p->why, fmt, a, b);
 }
 
-/* Long: the checks of an answer against its batch come one after another. */
 static int pred_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len) {
   pred *p = ud;
   wire_msg_predict_result m;
