@@ -415,15 +415,37 @@ static void on_live_poll(uv_poll_t *p, int status, int events) {
 
 static void on_live_timer(uv_timer_t *t) { live_step(t->data); }
 
-/* One turn of the client's loop, then wait for its next event. */
+/* The run is over for this client: the last frame stays, marked, until q.
+ * The client's loop is no longer driven: with no handle active there,
+ * uv_backend_timeout is 0, and a timer re-armed at 0 from its own callback
+ * ran again in the same turn, forever (q was never read). */
+static void live_end(live *l, bool finished) {
+  runview *m = attach_client_model_mut(l->a);
+  l->ended = true;
+  uv_poll_stop(&l->poll);
+  uv_timer_stop(&l->timer);
+  snprintf(m->state, sizeof m->state, "%s", finished ? "finished" : "lost");
+  snprintf(m->banner, sizeof m->banner, "%s - q to leave",
+           finished ? "run finished" : "coordinator lost");
+  m->version++;
+}
+
+/* One turn of the client's loop, then wait for its next event. The
+ * coordinator says "stopping", then "shut down", as the run ends (a last
+ * snapshot, coord_dash.c); a connection that closes without either lost
+ * its coordinator (SIGKILLed, its host gone). */
 static void live_step(live *l) {
+  if (l->ended) return;
   uv_run(l->a->loop, UV_RUN_NOWAIT);
-  if (attach_client_closed(l->a, NULL) && !l->ended) {
-    l->ended = true; /* the dashboard keeps the last picture until q */
-    snprintf(attach_client_model_mut(l->a)->state, sizeof l->a->m.state, "detached");
+  const char *state = attach_client_model(l->a)->state;
+  bool ending = strcmp(state, "stopping") == 0 || strcmp(state, "shut down") == 0;
+  if (strcmp(state, "shut down") == 0 || attach_client_closed(l->a, NULL)) {
+    live_end(l, ending);
+    return;
   }
   int t = uv_backend_timeout(l->a->loop);
-  if (t >= 0) uv_timer_start(&l->timer, on_live_timer, (uint64_t)t, 0);
+  /* never 0: a timer due again at once runs in the same turn of the loop */
+  if (t >= 0) uv_timer_start(&l->timer, on_live_timer, t > 0 ? (uint64_t)t : 1, 0);
 }
 
 static const runview *src_get(void *ud) { return attach_client_model(((live *)ud)->a); }

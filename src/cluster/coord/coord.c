@@ -588,6 +588,7 @@ int coord_shutdown(coord *c, double grace, double timeout, char *buf, size_t n) 
   if (c->shut_down) return failure_report(c, buf, n);
   c->shutting_down = true;
   rundir_event(&c->rd, "shutdown (grace %.1f s, timeout %.1f s)", grace, timeout);
+  coord__dash_push(c); /* "stopping": attach clients learn the run is ending */
   double deadline = progress_now() + (timeout > 0 ? timeout : 0);
   for (int i = 0; i < c->nnodes; i++) /* lost, waiting out its back-off: not started again */
     if (c->nodes[i].state == NODE_RESTARTING)

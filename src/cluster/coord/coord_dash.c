@@ -588,9 +588,18 @@ int coord_node_log_tail(coord *c, const char *name, int lines, char *out, size_t
 
 /* ============================== teardown ================================== */
 
+void coord__dash_push(coord *c) {
+  coord_dash_state *d = c->dash;
+  if (!d || !d->clients) return;
+  double now = progress_now();
+  refresh(c);
+  for (attach_peer *a = d->clients; a; a = a->link) send_snapshot(c, a, now);
+}
+
 void coord__dash_close(coord *c) {
   coord_dash_state *d = c->dash;
   if (!d) return;
+  if (c->shut_down) coord__dash_push(c); /* "shut down": the run finished */
   d->closing = true;
   for (attach_peer *a = d->clients; a; a = a->link) conn_close(a->cn, "the run ended");
 }

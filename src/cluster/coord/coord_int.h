@@ -390,7 +390,12 @@ void coord__predictor_frame(coord *c, conn *cn, void **predictor, bool other, co
 /* The predictor's connection closed: forget it (an answer due is dropped). */
 void coord__predictor_gone(coord *c, void *predictor);
 void coord__serve_free(coord *c);
-/* Closes every attach connection (coord_free, before the loop's last turns). */
+/* A snapshot to every attach client now, whatever its rate: the run's end
+ * ("stopping", then "shut down") is how `drover attach` tells a finished
+ * run from a lost coordinator. */
+void coord__dash_push(coord *c);
+/* Closes every attach connection (coord_free, before the loop's last
+ * turns); after coord_shutdown, a last snapshot first. */
 void coord__dash_close(coord *c);
 void coord__dash_free(coord *c);
 
