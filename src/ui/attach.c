@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "net/conn.h"
 #include "ui/dash.h"
@@ -318,6 +319,7 @@ typedef struct target {
   int port;
   char secret_file[PATH_MAX];
   char label[PATH_MAX + 16]; /* "run 'DIR'" or "coordinator HOST:PORT" for messages */
+  long pid;                  /* the coordinator's, from RUN_DIR/coordinator (0: unknown) */
 } target;
 
 static bool split_hostport(const char *s, char *host, size_t n, int *port) {
@@ -354,6 +356,7 @@ static int read_run_dir(const char *dir, target *t) {
   if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
     return err_set(DRV_EIO, "run '%s' is not running (its coordinator, pid %ld, is gone)", dir,
                    pid);
+  t->pid = pid;
   return 0;
 }
 
@@ -362,7 +365,7 @@ static int read_run_dir(const char *dir, target *t) {
  * so), else view.key, else control.key: the least that does the job. */
 static int pick_key(const attach_opts *o, const char *dir, target *t) {
   const char *order[2] = {RUNDIR_VIEW_KEY, RUNDIR_CONTROL_KEY};
-  if (o->control || o->command || o->stop)
+  if (o->control || o->command || o->stop || o->stop_run)
     order[0] = RUNDIR_CONTROL_KEY, order[1] = RUNDIR_VIEW_KEY;
   for (int i = 0; i < 2; i++) {
     snprintf(t->secret_file, sizeof t->secret_file, "%s/%s", dir, order[i]);
@@ -538,6 +541,68 @@ static int one_command(attach_client *a, const attach_opts *o) {
   return 0;
 }
 
+/* ---- `drover stop` ---- */
+
+/* Waits up to o->wait s for pid to exit: 0 once it has. */
+static int wait_pid(const attach_opts *o, long pid) {
+  for (double t = 0; t < o->wait; t += 0.1) {
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 0;
+    usleep(100000);
+  }
+  return kill((pid_t)pid, 0) != 0 && errno == ESRCH ? 0 : -1;
+}
+
+/* An in-process run has no coordinator and no keys: its process is sent
+ * SIGINT from here, as Ctrl-C (this machine, this user). */
+static int stop_in_process(const attach_opts *o, const char *dir) {
+  long pid = runs_process_pid(dir);
+  if (pid <= 0) {
+    fprintf(stderr, "drover: run '%s' is not running\n", dir);
+    return 1;
+  }
+  if (kill((pid_t)pid, SIGINT) != 0) {
+    fprintf(stderr, "drover: cannot stop run '%s' (pid %ld): %s\n", dir, pid, strerror(errno));
+    return 1;
+  }
+  printf("stopping: SIGINT to the run's process (pid %ld), as Ctrl-C: it resumes from its "
+         "newest checkpoint\n", pid);
+  fflush(stdout);
+  if (o->wait > 0 && wait_pid(o, pid) < 0) {
+    fprintf(stderr, "drover: run '%s' has not ended within %g s\n", dir, o->wait);
+    return 1;
+  }
+  if (o->wait > 0) printf("stopped %s\n", dir);
+  return 0;
+}
+
+/* STOP_RUN, its reply, then the end: the coordinator closes every attach
+ * connection as the run shuts down, and its process exits. */
+static int stop_cluster(attach_client *a, const attach_opts *o, const target *t) {
+  const char *label = t->label;
+  char out[WIRE_MAX_STR + 1];
+  const char *how = o->stop_run == ATTACH_STOP_NOW ? "now" : "";
+  if (attach_client_command(a, WIRE_COMMAND_STOP_RUN, how, out, sizeof out, o->timeout) != 0) {
+    fprintf(stderr, "drover: %s\n", out);
+    return 1;
+  }
+  printf("%s\n", out);
+  fflush(stdout);
+  if (o->wait <= 0) return 0;
+  bool never = false;
+  int rc = pump(a, &never, o->wait, "end of the run");
+  if (rc == DRV_EIO) { /* closed: the run is over; its process exits */
+    if (t->pid > 0 && wait_pid(o, t->pid) < 0) {
+      fprintf(stderr, "drover: %s: its process (pid %ld) has not exited within %g s\n", label,
+              t->pid, o->wait);
+      return 1;
+    }
+    printf("stopped %s\n", label);
+    return 0;
+  }
+  fprintf(stderr, "drover: %s has not ended within %g s: %s\n", label, o->wait, err_msg());
+  return 1;
+}
+
 /* A run's name, or name prefix, as its directory (unless it is HOST:PORT
  * or a directory already); the message says why when there is none. */
 static int find_run(const attach_opts *o, const char *name, char *dir, size_t n) {
@@ -569,7 +634,8 @@ int attach_main(const attach_opts *opts) {
     }
     return attach_records_main(o, dir, dir2);
   }
-  if (rc == 0 && !o->command && !o->stop && !attach_coordinator_up(dir))
+  if (rc == 0 && o->stop_run && runs_in_process(dir)) return stop_in_process(o, dir);
+  if (rc == 0 && !o->command && !o->stop && !o->stop_run && !attach_coordinator_up(dir))
     return attach_records_main(o, dir, NULL);
   log_setup(stderr, "attach", LOG_ERROR); /* conn.c's warnings: our message says it */
   if ((rc = resolve(o, &t)) < 0 || (rc = auth_init()) < 0 ||
@@ -589,6 +655,8 @@ int attach_main(const attach_opts *opts) {
     fprintf(stderr, "drover: cannot attach to %s (%s:%d): %s\n", t.label, t.host, t.port,
             err_msg());
     status = 1;
+  } else if (o->stop_run) {
+    status = stop_cluster(a, o, &t);
   } else if (o->stop || o->command) {
     status = one_command(a, o);
   } else if (o->print) {

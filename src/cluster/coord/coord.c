@@ -352,6 +352,7 @@ static void on_tick(uv_timer_t *t) {
     coord__repl_tick(c);
   }
   coord__dash_tick(c, now);
+  coord__run_stop_tick(c, now);
 }
 
 /* ============================== pumping ================================== */

@@ -401,6 +401,12 @@ static void on_command(coord *c, attach_peer *a, uint32_t req, const uint8_t *pl
                              "to send commands)");
     return;
   }
+  if (kind == WIRE_COMMAND_STOP_RUN) {
+    int rc = coord__run_stop(c, strcmp(text, "now") == 0, out, sizeof out);
+    log_info("attach %s: stop the run: %s", conn_peer(a->cn), out);
+    reply(a, req, rc, out);
+    return;
+  }
   if (kind == WIRE_COMMAND_STOP_NODE) {
     char who[96];
     snprintf(who, sizeof who, "attach %s", conn_peer(a->cn));
