@@ -255,8 +255,12 @@ static int resume_run(const char *name, const char *runs) {
     fprintf(stderr, "drover: cannot resume: %s\n", err_msg());
     return 1;
   }
-  if (!realpath(dir, abs)) {
-    fprintf(stderr, "drover: cannot resume '%s': %s\n", dir, strerror(errno));
+  char rj[PATH_MAX + 16];
+  snprintf(rj, sizeof rj, "%s/run.json", dir);
+  if (!realpath(dir, abs) || access(rj, F_OK) != 0) { /* not a run's: no lock file made there */
+    fprintf(stderr, "drover: cannot resume '%s': %s\n", dir,
+            errno == ENOENT ? "its run.json is missing (a run keeps its script there when "
+                              "`drover run` starts it from a file)" : strerror(errno));
     return 1;
   }
   if (rundir_lock(abs) < 0) {

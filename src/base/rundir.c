@@ -397,17 +397,26 @@ void rundir_close(rundir *rd) {
 
 /* The locks this process holds, counted: flock() conflicts between two
  * open files even in one process, and a resumed run's coordinator opens
- * the directory `drover run --resume` already holds. */
-#define RUNDIR_MAX_LOCKS 16
+ * the directory `drover run --resume` already holds. A slot with count 0
+ * is free (a sweep's experiments each hold theirs while they live). */
 static struct held {
   char dir[sizeof ((rundir *)0)->path];
   int fd, count;
-} held[RUNDIR_MAX_LOCKS];
+} *held;
+static size_t nheld, capheld;
 
 static struct held *find_held(const char *dir) {
-  for (int i = 0; i < RUNDIR_MAX_LOCKS; i++)
+  for (size_t i = 0; i < nheld; i++)
     if (held[i].count > 0 && strcmp(held[i].dir, dir) == 0) return &held[i];
   return NULL;
+}
+
+/* A free slot, or NULL (out of memory: the message is set). */
+static struct held *free_slot(void) {
+  for (size_t i = 0; i < nheld; i++)
+    if (held[i].count == 0) return &held[i];
+  if (util_grow(&held, &capheld, nheld + 1, sizeof *held, 8) < 0) return NULL;
+  return &held[nheld++];
 }
 
 /* The pid in a lock file: written right after its holder locked it, so a
@@ -430,15 +439,13 @@ static int lock_path(const char *dir, char *path, size_t n) {
 }
 
 int rundir_lock(const char *dir) {
-  struct held *h = find_held(dir), *slot = NULL;
+  struct held *h = find_held(dir);
   if (h) return h->count++, 0;
-  for (int i = 0; i < RUNDIR_MAX_LOCKS && !slot; i++)
-    if (held[i].count == 0) slot = &held[i];
   char path[PATH_MAX + 16];
   int rc = lock_path(dir, path, sizeof path);
   if (rc < 0) return rc;
-  if (!slot || strlen(dir) >= sizeof slot->dir)
-    return err_set(DRV_ERANGE, "cannot lock '%s': too many run directories in one process", dir);
+  if (strlen(dir) >= sizeof h->dir)
+    return err_set(DRV_ERANGE, "run directory '%.64s...': path too long", dir);
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return err_set(DRV_EIO, "cannot lock run directory '%s': %s", dir, strerror(errno));
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -452,6 +459,11 @@ int rundir_lock(const char *dir) {
                      "%ld): one process runs a run at a time", dir, pid);
     return err_set(DRV_EAGAIN, "run directory '%s' is in use by another drover process: one "
                    "process runs a run at a time", dir);
+  }
+  struct held *slot = free_slot();
+  if (!slot) {
+    close(fd);
+    return DRV_ENOMEM;
   }
   char pid[32];
   int k = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());

@@ -192,19 +192,17 @@ check "life-09 the resume continues from that checkpoint" \
   grep -q "resum.*from step $step" "$FG/events.log"
 remember_nodes "$FG"
 
-# --now, on a detached run: no checkpoint
-(cd "$TMP" && "$DROVER" run --detach "$TMP/life.lua" "$RUNS" stopnow 8) >"$TMP/det.out" 2>&1
+# --now, on a detached run: no checkpoint (none periodic either)
+(cd "$TMP" && "$DROVER" run --detach "$TMP/life.lua" "$RUNS" stopnow 1000) >"$TMP/det.out" 2>&1
 DET=$(sed -n 's/^run directory: *//p' "$TMP/det.out")
 dpid=$(sed -n 's/^pid: *//p' "$TMP/det.out")
 PIDS="$PIDS $dpid"
 wait_for 60 sh -c "grep -q 'fit: ' '$DET/events.log' 2>/dev/null"
 remember_nodes "$DET"
-nck=$(ls "$DET/checkpoints" 2>/dev/null | wc -l)
 "$DROVER" stop --now "$DET" >"$TMP/now.out" 2>&1
 check "life-10 stop --now of a detached run succeeds" [ $? -eq 0 ]
 check "life-10 its process is gone" gone "$dpid"
-check "life-10 no checkpoint was taken first" \
-  sh -c "! sed -n '/stop requested/,\$p' '$DET/events.log' | grep -q '^[^ ]* checkpoint step'"
+check "life-10 no checkpoint was taken" sh -c "! grep -q '^[^ ]* checkpoint step' '$DET/events.log'"
 check "life-10 it ended as on Ctrl-C" grep -q "process exit: 130 (signal 2)" "$DET/events.log"
 
 # an in-process run: SIGINT to its process
