@@ -362,9 +362,8 @@ int runs_remove(const char *dir) {
   if (!realpath(dir, abs)) return err_set(DRV_EIO, "cannot remove '%s': %s", dir, strerror(errno));
   snprintf(ev, sizeof ev, "%s/" RUNDIR_EVENTS_LOG, abs);
   if (stat(ev, &st) != 0)
-    return err_set(DRV_EINVAL, "'%s' is not a run directory (it has no " RUNDIR_EVENTS_LOG "): not "
-                   "removed",
-                   dir);
+    return err_set(DRV_EINVAL, "'%s' is not a run directory (it has no " RUNDIR_EVENTS_LOG
+                   "): not removed", dir);
   if (rundir_lock(abs) < 0) {
     long pid = rundir_lock_holder(abs);
     if (pid > 0)
