@@ -185,16 +185,30 @@ static void report_run_error(lua_State *L, bool interrupted) {
   }
 }
 
-/* `drover run --resume RUN_DIR`: the run's script (RUN_DIR/run.lua) and
- * arguments (RUN_DIR/run.json), run again from the directory it ran in,
- * with the run directory in the registry for exp:fit() to continue in. */
-static int resume_run(const char *dir) {
+/* A finished run is not run again: its script would reload its data and
+ * repeat its side effects for nothing. Says how to start afresh. */
+static bool refuse_finished(const char *dir, json_t *args, const char *script, const char *cwd) {
+  int64_t step;
+  int status;
+  if (!runs_done(dir, &step, &status)) return false;
+  char again[1024] = "";
+  size_t len = 0;
+  for (size_t i = 0; i < json_array_size(args) && len < sizeof again; i++)
+    len += (size_t)snprintf(again + len, sizeof again - len, " %s",
+                            json_string_value(json_array_get(args, i)));
+  char at[64] = "", ex[32] = "";
+  if (step >= 0) snprintf(at, sizeof at, " at step %lld", (long long)step);
+  if (status >= 0) snprintf(ex, sizeof ex, " (exit %d)", status);
+  fprintf(stderr, "drover: cannot resume '%s': it already finished%s%s; to train again from "
+          "the start, run its script afresh (a new run directory): cd %s && drover run %s%s\n",
+          dir, at, ex, cwd, script, again);
+  return true;
+}
+
+/* resume_run's part under the run directory's lock. */
+static int resume_locked(const char *abs) {
   char path[4200];
-  if (runs_running(dir)) {
-    fprintf(stderr, "drover: cannot resume '%s': it is still running\n", dir);
-    return 1;
-  }
-  snprintf(path, sizeof path, "%s/" RUNDIR_RUN_JSON, dir);
+  snprintf(path, sizeof path, "%s/" RUNDIR_RUN_JSON, abs);
   json_error_t jerr;
   json_t *j = json_load_file(path, 0, &jerr);
   const char *script = NULL, *cwd = NULL;
@@ -202,13 +216,16 @@ static int resume_run(const char *dir) {
   if (!j || json_unpack(j, "{s:s, s:o, s:s}", "script", &script, "args", &args, "cwd", &cwd) < 0 ||
       !json_is_array(args)) {
     fprintf(stderr, "drover: cannot resume '%s': %s is missing or unreadable (a run keeps its "
-            "script there when `drover run` starts it from a file)\n", dir, path);
+            "script there when `drover run` starts it from a file)\n", abs, path);
     json_decref(j);
     return 1;
   }
-  char abs[4096];
-  if (!realpath(dir, abs) || chdir(cwd) != 0) {
-    fprintf(stderr, "drover: cannot resume '%s': %s\n", dir, strerror(errno));
+  if (refuse_finished(abs, args, script, cwd)) {
+    json_decref(j);
+    return 1;
+  }
+  if (chdir(cwd) != 0) {
+    fprintf(stderr, "drover: cannot resume '%s': cd %s: %s\n", abs, cwd, strerror(errno));
     json_decref(j);
     return 1;
   }
@@ -226,6 +243,53 @@ static int resume_run(const char *dir) {
   return rc;
 }
 
+/* `drover run --resume RUN`: the run's script (RUN_DIR/run.lua) and
+ * arguments (RUN_DIR/run.json), run again from the directory it ran in,
+ * with the run directory in the registry for exp:fit() to continue in.
+ * The run directory's lock is held throughout (the coordinator takes it
+ * again in this process): a second resume of it is refused, naming this
+ * process, before either touches anything in it. */
+static int resume_run(const char *name, const char *runs) {
+  char dir[PATH_MAX], abs[PATH_MAX];
+  if (runs_find(runs, name, dir, sizeof dir) < 0) {
+    fprintf(stderr, "drover: cannot resume: %s\n", err_msg());
+    return 1;
+  }
+  char rj[PATH_MAX + 16];
+  snprintf(rj, sizeof rj, "%s/run.json", dir);
+  if (!realpath(dir, abs) || access(rj, F_OK) != 0) { /* not a run's: no lock file made there */
+    fprintf(stderr, "drover: cannot resume '%s': %s\n", dir,
+            errno == ENOENT ? "its run.json is missing (a run keeps its script there when "
+                              "`drover run` starts it from a file)" : strerror(errno));
+    return 1;
+  }
+  if (rundir_lock(abs) < 0) {
+    fprintf(stderr, "drover: cannot resume '%s': %s\n", dir, err_msg());
+    return 1;
+  }
+  /* an in-process run holds its lock while its experiment lives, not
+   * between two: its process file says whether it still runs */
+  int rc = 1;
+  if (runs_running(abs))
+    fprintf(stderr, "drover: cannot resume '%s': it is still running\n", dir);
+  else
+    rc = resume_locked(abs);
+  rundir_unlock(abs);
+  return rc;
+}
+
+/* "--resume RUN [--runs DIR]" (argv[0] is --resume). */
+static int resume_args(const command *self, int argc, char **argv) {
+  const char *run = NULL, *runs = "runs";
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = argv[++i];
+    else if (argv[i][0] == '-' || run) return usage_error(self, "--resume takes a run (and --runs DIR) and nothing else");
+    else run = argv[i];
+  }
+  if (!run) return usage_error(self, "--resume needs a run: a directory, or a name from `drover ls`");
+  return resume_run(run, runs);
+}
+
 int cmd_run(int argc, char **argv) {
   const command *self = find_command("run");
   detach_child_init(); /* a detached run's own process: before any node starts */
@@ -236,10 +300,7 @@ int cmd_run(int argc, char **argv) {
       script++;
       break;
     }
-    if (strcmp(argv[script], "--resume") == 0) {
-      if (script + 2 != argc) return usage_error(self, "--resume takes a run directory and nothing else");
-      return resume_run(argv[script + 1]);
-    }
+    if (strcmp(argv[script], "--resume") == 0) return resume_args(self, argc - script, argv + script);
     if (strcmp(argv[script], "--detach") == 0) detach = true;
     else if (strcmp(argv[script], "--dash") == 0) dash = true;
     else return usage_error(self, "unknown option '%s'", argv[script]);
@@ -431,6 +492,61 @@ int cmd_attach(int argc, char **argv) {
     return usage_error(self, "two runs are compared read-only: no --command, --stop or --control");
   if (o.command && o.stop) return usage_error(self, "--command and --stop go one at a time");
   return attach_main(&o);
+}
+
+/* ============================== stop, rm ================================ */
+
+int cmd_stop(int argc, char **argv) {
+  const command *self = find_command("stop");
+  attach_opts o = {.timeout = 10, .wait = 300, .runs = "runs", .control = true,
+                   .stop_run = ATTACH_STOP_CHECKPOINT};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    bool takes = !strcmp(a, "--key") || !strcmp(a, "--runs") || !strcmp(a, "--timeout") ||
+                 !strcmp(a, "--wait");
+    if (takes && i + 1 >= argc) return usage_error(self, "%s needs a value", a);
+    if (!strcmp(a, "--now")) o.stop_run = ATTACH_STOP_NOW;
+    else if (!strcmp(a, "--key")) o.secret_file = argv[++i];
+    else if (!strcmp(a, "--runs")) o.runs = argv[++i];
+    else if (!strcmp(a, "--timeout") && !parse_seconds(argv[++i], &o.timeout))
+      return usage_error(self, "--timeout '%s' is not a positive number of seconds", argv[i]);
+    else if (!strcmp(a, "--wait") && !(o.wait = 0, !strcmp(argv[++i], "0")) &&
+             !parse_seconds(argv[i], &o.wait))
+      return usage_error(self, "--wait '%s' is not a number of seconds", argv[i]);
+    else if (takes) continue;
+    else if (a[0] == '-') return usage_error(self, "unknown option '%s'", a);
+    else if (o.target) return usage_error(self, "unexpected argument '%s'", a);
+    else o.target = a;
+  }
+  if (!o.target) return usage_error(self, "which run? (a run directory or a name from `drover ls`)");
+  return attach_main(&o);
+}
+
+int cmd_rm(int argc, char **argv) {
+  const command *self = find_command("rm");
+  const char *runs = "runs";
+  int nruns = 0, status = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = argv[++i];
+    else if (!strcmp(argv[i], "--runs")) return usage_error(self, "--runs needs a value");
+    else if (argv[i][0] == '-') return usage_error(self, "unknown option '%s'", argv[i]);
+    else nruns++;
+  }
+  if (!nruns) return usage_error(self, "which runs? (run directories or names from `drover ls`)");
+  for (int i = 1; i < argc; i++) {
+    char dir[PATH_MAX];
+    if (!strcmp(argv[i], "--runs")) {
+      i++;
+      continue;
+    }
+    if (runs_find(runs, argv[i], dir, sizeof dir) < 0 || runs_remove(dir) < 0) {
+      fprintf(stderr, "drover: %s\n", err_msg());
+      status = 1;
+      continue;
+    }
+    printf("removed %s\n", dir);
+  }
+  return status;
 }
 
 int cmd_ls(int argc, char **argv) {

@@ -33,6 +33,8 @@ int cmd_node(int argc, char **argv);
 int cmd_dash_sim(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_export_metrics(int argc, char **argv);

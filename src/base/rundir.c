@@ -14,6 +14,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -112,6 +114,8 @@ int rundir_create(const char *base, const char *name, rundir *rd) {
     rd->path[0] = '\0';
     return rc;
   }
+  if ((rc = rundir_lock(rd->path)) < 0) return rc;
+  rd->locked = 1;
   char p[sizeof rd->path + 32];
   snprintf(p, sizeof p, "%s/" RUNDIR_LOGS, rd->path);
   if (mkdir(p, 0755) != 0)
@@ -134,6 +138,9 @@ int rundir_open(const char *path, rundir *rd) {
   if (access(p, F_OK) != 0)
     return err_set(DRV_EINVAL, "'%s' is not a run directory (it has no " RUNDIR_EVENTS_LOG ")",
                    path);
+  int rc = rundir_lock(rd->path);
+  if (rc < 0) return rc;
+  rd->locked = 1;
   rd->events = util_fopen_append(p, 0644);
   if (!rd->events) return err_set(DRV_EIO, "cannot open '%s': %s", p, strerror(errno));
   setvbuf(rd->events, NULL, _IOLBF, 0);
@@ -379,7 +386,111 @@ const char *rundir_log_tail(const char *path, int lines, char *buf, size_t n) {
 }
 
 void rundir_close(rundir *rd) {
-  if (!rd || !rd->events) return;
-  fclose(rd->events);
+  if (!rd) return;
+  if (rd->events) fclose(rd->events);
   rd->events = NULL;
+  if (rd->locked) rundir_unlock(rd->path);
+  rd->locked = 0;
+}
+
+/* ============================== the lock ================================= */
+
+/* The locks this process holds, counted: flock() conflicts between two
+ * open files even in one process, and a resumed run's coordinator opens
+ * the directory `drover run --resume` already holds. A slot with count 0
+ * is free (a sweep's experiments each hold theirs while they live). */
+static struct held {
+  char dir[sizeof ((rundir *)0)->path];
+  int fd, count;
+} *held;
+static size_t nheld, capheld;
+
+static struct held *find_held(const char *dir) {
+  for (size_t i = 0; i < nheld; i++)
+    if (held[i].count > 0 && strcmp(held[i].dir, dir) == 0) return &held[i];
+  return NULL;
+}
+
+/* A free slot, or NULL (out of memory: the message is set). */
+static struct held *free_slot(void) {
+  for (size_t i = 0; i < nheld; i++)
+    if (held[i].count == 0) return &held[i];
+  if (util_grow(&held, &capheld, nheld + 1, sizeof *held, 8) < 0) return NULL;
+  return &held[nheld++];
+}
+
+/* The pid in a lock file: written right after its holder locked it, so a
+ * reader may find it empty, or the previous holder's, for a moment. */
+static long read_holder(int fd) {
+  for (int tries = 0; tries < 50; tries++) {
+    char buf[32] = "";
+    ssize_t k = pread(fd, buf, sizeof buf - 1, 0);
+    long pid = k > 0 ? strtol(buf, NULL, 10) : 0;
+    if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)) return pid;
+    usleep(2000);
+  }
+  return -1;
+}
+
+static int lock_path(const char *dir, char *path, size_t n) {
+  if (snprintf(path, n, "%s/%s", dir, RUNDIR_LOCK) >= (int)n)
+    return err_set(DRV_ERANGE, "run directory '%.64s...': path too long", dir);
+  return 0;
+}
+
+int rundir_lock(const char *dir) {
+  struct held *h = find_held(dir);
+  if (h) return h->count++, 0;
+  char path[PATH_MAX + 16];
+  int rc = lock_path(dir, path, sizeof path);
+  if (rc < 0) return rc;
+  if (strlen(dir) >= sizeof h->dir)
+    return err_set(DRV_ERANGE, "run directory '%.64s...': path too long", dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return err_set(DRV_EIO, "cannot lock run directory '%s': %s", dir, strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    long pid = e == EWOULDBLOCK ? read_holder(fd) : 0;
+    close(fd);
+    if (e != EWOULDBLOCK)
+      return err_set(DRV_EIO, "cannot lock run directory '%s': %s", dir, strerror(e));
+    if (pid > 0)
+      return err_set(DRV_EAGAIN, "run directory '%s' is in use by another drover process (pid "
+                     "%ld): one process runs a run at a time", dir, pid);
+    return err_set(DRV_EAGAIN, "run directory '%s' is in use by another drover process: one "
+                   "process runs a run at a time", dir);
+  }
+  struct held *slot = free_slot();
+  if (!slot) {
+    close(fd);
+    return DRV_ENOMEM;
+  }
+  char pid[32];
+  int k = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)k, 0) != k) { /* the lock holds anyway */ }
+  snprintf(slot->dir, sizeof slot->dir, "%s", dir);
+  slot->fd = fd;
+  slot->count = 1;
+  return 0;
+}
+
+void rundir_unlock(const char *dir) {
+  struct held *h = find_held(dir);
+  if (!h || --h->count > 0) return;
+  /* The file stays: unlinking it would let a process that opened it just
+   * before lock the unlinked file while another locks a new one. */
+  close(h->fd);
+  h->fd = -1;
+}
+
+long rundir_lock_holder(const char *dir) {
+  if (find_held(dir)) return 0;
+  char path[PATH_MAX + 16];
+  if (lock_path(dir, path, sizeof path) < 0) return 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0; /* no lock file: a run from before the lock, or none */
+  long pid = 0;
+  if (flock(fd, LOCK_SH | LOCK_NB) != 0) pid = errno == EWOULDBLOCK ? read_holder(fd) : 0;
+  close(fd); /* a shared lock taken here goes with it */
+  return pid;
 }

@@ -40,6 +40,9 @@
  *     spark-app.py    the Spark launcher's application
  *     yarn            the YARN launcher's application, tracking URL,
  *                     ResourceManager, ApplicationMaster and attempt
+ *   and always:
+ *     lock            flock()ed by the one process that runs the run, with
+ *                     its pid (rundir_lock); left in place when it ends
  *
  * Outside it: a detached run's output goes to runs/detached-<stamp>-<pid>.log,
  * moved to logs/script.log once its cluster has started.
@@ -77,6 +80,7 @@
 #define RUNDIR_SLURM_HEARTBEAT "slurm-heartbeat"
 #define RUNDIR_SPARK_APP "spark-app.py"
 #define RUNDIR_YARN "yarn"
+#define RUNDIR_LOCK "lock" /* rundir_lock */
 
 /* The numbered names, each formatted as snprintf does (into buf, the
  * length it needs back) under `dir` ("DIR/NAME"), or alone with dir NULL. */
@@ -98,16 +102,34 @@ typedef struct rundir {
   FILE *events;    /* events.log, line-buffered */
   void (*hook)(void *ud, const char *text); /* rundir_set_hook */
   void *hook_ud;
+  int locked; /* rundir_create/rundir_open took the lock: rundir_close drops it */
 } rundir;
 
-/* Creates base/<name>-<stamp> (base and logs/ too) and opens events.log.
- * A name with '/' or starting with '.' is refused; a taken directory gets
- * a -2, -3... suffix. Errors name the path and the reason ("cannot create
- * 'runs': Permission denied"). */
+/* Creates base/<name>-<stamp> (base and logs/ too), locks it (rundir_lock)
+ * and opens events.log. A name with '/' or starting with '.' is refused; a
+ * taken directory gets a -2, -3... suffix. Errors name the path and the
+ * reason ("cannot create 'runs': Permission denied"). */
 int rundir_create(const char *base, const char *name, rundir *rd);
 /* Opens an existing run directory `path` (a resumed run) as rundir_create
- * leaves a new one: events.log open for appending. */
+ * leaves a new one: locked first, before anything in it is touched (so a
+ * second process resuming it is refused, naming the first), then
+ * events.log open for appending. */
 int rundir_open(const char *path, rundir *rd);
+
+/* One process runs a run directory at a time: an exclusive flock() on
+ * dir/lock, which holds the holder's pid. Within a process the lock is
+ * counted (the coordinator of a resumed run takes it again under
+ * `drover run --resume`'s own hold): 0, or DRV_EAGAIN when another process
+ * holds it ("run directory 'D' is in use by another drover process (pid
+ * N)"), DRV_EIO. Its descriptor is close-on-exec (the nodes a coordinator
+ * spawns do not inherit it) and the kernel drops it when the process dies,
+ * however it dies. dir as given is the key: pass one spelling (absolute). */
+int rundir_lock(const char *dir);
+/* Undoes one rundir_lock of this process; the last releases it. */
+void rundir_unlock(const char *dir);
+/* Whether another process holds dir's lock: its pid (-1 when its file does
+ * not say it yet), or 0 when none does (or this process does). */
+long rundir_lock_holder(const char *dir);
 /* mkdir -p. The error names the path, and the component that failed when
  * it is another (a regular file in the way, a read-only parent). */
 int rundir_mkdirs(const char *path);
@@ -141,6 +163,7 @@ const char *rundir_tail(const char *path, int lines, char *buf, size_t n);
  * there are none ("(this node has no log file)" for "" or NULL, "(cannot
  * read PATH: REASON)", "(the log is empty)"). Returns buf. */
 const char *rundir_log_tail(const char *path, int lines, char *buf, size_t n);
+/* Closes events.log and releases the lock rundir_create/rundir_open took. */
 void rundir_close(rundir *rd);
 /* At the end of the process: appends "process exit: STATUS" ("process
  * exit: 130 (signal 2)" for a run interrupted by SIGINT) to the events.log

@@ -189,7 +189,8 @@ enum {
   WIRE_COMMAND_STOP_NODE = 1,
   WIRE_COMMAND_LOG_TAIL = 2,
   WIRE_COMMAND_STOP_PLAN = 3, /* what stopping the node would do (asked before a stop) */
-  WIRE_COMMAND_LAST = WIRE_COMMAND_STOP_PLAN
+  WIRE_COMMAND_STOP_RUN = 4,  /* `drover stop`: text "" (checkpoint first) or "now" */
+  WIRE_COMMAND_LAST = WIRE_COMMAND_STOP_RUN
 };
 
 /* FEED_BATCH mode (wire_msgs.h, "Feed"); WIRE_FEED_LAST is the highest. */

@@ -302,7 +302,8 @@
  *  COMMAND   A -> C: kind WIRE_COMMAND_*: a line of Lua, stop the node
  *            named in text ("worker:1"), the tail of that node's log, or
  *            what stopping it would do ("promote replica ps:2: ..."; the
- *            last two also for read-only clients); reply COMMAND_REPLY
+ *            last two also for read-only clients), or stop the run (text
+ *            "": a checkpoint first; "now"); reply COMMAND_REPLY
  *  COMMAND_REPLY  C -> A (req echoed): status 0 or a DRV_E* code */
 #define WIRE_MSG_attach(X) X(FLAG, control, "ATTACH control") X(POS, hz, "ATTACH hz")
 #define WIRE_MSG_snapshot(X)                                                              \

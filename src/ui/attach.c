@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "net/conn.h"
 #include "ui/dash.h"
@@ -318,6 +319,7 @@ typedef struct target {
   int port;
   char secret_file[PATH_MAX];
   char label[PATH_MAX + 16]; /* "run 'DIR'" or "coordinator HOST:PORT" for messages */
+  long pid;                  /* the coordinator's, from RUN_DIR/coordinator (0: unknown) */
 } target;
 
 static bool split_hostport(const char *s, char *host, size_t n, int *port) {
@@ -354,6 +356,7 @@ static int read_run_dir(const char *dir, target *t) {
   if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
     return err_set(DRV_EIO, "run '%s' is not running (its coordinator, pid %ld, is gone)", dir,
                    pid);
+  t->pid = pid;
   return 0;
 }
 
@@ -362,7 +365,7 @@ static int read_run_dir(const char *dir, target *t) {
  * so), else view.key, else control.key: the least that does the job. */
 static int pick_key(const attach_opts *o, const char *dir, target *t) {
   const char *order[2] = {RUNDIR_VIEW_KEY, RUNDIR_CONTROL_KEY};
-  if (o->control || o->command || o->stop)
+  if (o->control || o->command || o->stop || o->stop_run)
     order[0] = RUNDIR_CONTROL_KEY, order[1] = RUNDIR_VIEW_KEY;
   for (int i = 0; i < 2; i++) {
     snprintf(t->secret_file, sizeof t->secret_file, "%s/%s", dir, order[i]);
@@ -415,15 +418,37 @@ static void on_live_poll(uv_poll_t *p, int status, int events) {
 
 static void on_live_timer(uv_timer_t *t) { live_step(t->data); }
 
-/* One turn of the client's loop, then wait for its next event. */
+/* The run is over for this client: the last frame stays, marked, until q.
+ * The client's loop is no longer driven: with no handle active there,
+ * uv_backend_timeout is 0, and a timer re-armed at 0 from its own callback
+ * ran again in the same turn, forever (q was never read). */
+static void live_end(live *l, bool finished) {
+  runview *m = attach_client_model_mut(l->a);
+  l->ended = true;
+  uv_poll_stop(&l->poll);
+  uv_timer_stop(&l->timer);
+  snprintf(m->state, sizeof m->state, "%s", finished ? "finished" : "lost");
+  snprintf(m->banner, sizeof m->banner, "%s - q to leave",
+           finished ? "run finished" : "coordinator lost");
+  m->version++;
+}
+
+/* One turn of the client's loop, then wait for its next event. The
+ * coordinator says "stopping", then "shut down", as the run ends (a last
+ * snapshot, coord_dash.c); a connection that closes without either lost
+ * its coordinator (SIGKILLed, its host gone). */
 static void live_step(live *l) {
+  if (l->ended) return;
   uv_run(l->a->loop, UV_RUN_NOWAIT);
-  if (attach_client_closed(l->a, NULL) && !l->ended) {
-    l->ended = true; /* the dashboard keeps the last picture until q */
-    snprintf(attach_client_model_mut(l->a)->state, sizeof l->a->m.state, "detached");
+  const char *state = attach_client_model(l->a)->state;
+  bool ending = strcmp(state, "stopping") == 0 || strcmp(state, "shut down") == 0;
+  if (strcmp(state, "shut down") == 0 || attach_client_closed(l->a, NULL)) {
+    live_end(l, ending);
+    return;
   }
   int t = uv_backend_timeout(l->a->loop);
-  if (t >= 0) uv_timer_start(&l->timer, on_live_timer, (uint64_t)t, 0);
+  /* never 0: a timer due again at once runs in the same turn of the loop */
+  if (t >= 0) uv_timer_start(&l->timer, on_live_timer, t > 0 ? (uint64_t)t : 1, 0);
 }
 
 static const runview *src_get(void *ud) { return attach_client_model(((live *)ud)->a); }
@@ -516,6 +541,68 @@ static int one_command(attach_client *a, const attach_opts *o) {
   return 0;
 }
 
+/* ---- `drover stop` ---- */
+
+/* Waits up to o->wait s for pid to exit: 0 once it has. */
+static int wait_pid(const attach_opts *o, long pid) {
+  for (double t = 0; t < o->wait; t += 0.1) {
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 0;
+    usleep(100000);
+  }
+  return kill((pid_t)pid, 0) != 0 && errno == ESRCH ? 0 : -1;
+}
+
+/* An in-process run has no coordinator and no keys: its process is sent
+ * SIGINT from here, as Ctrl-C (this machine, this user). */
+static int stop_in_process(const attach_opts *o, const char *dir) {
+  long pid = runs_process_pid(dir);
+  if (pid <= 0) {
+    fprintf(stderr, "drover: run '%s' is not running\n", dir);
+    return 1;
+  }
+  if (kill((pid_t)pid, SIGINT) != 0) {
+    fprintf(stderr, "drover: cannot stop run '%s' (pid %ld): %s\n", dir, pid, strerror(errno));
+    return 1;
+  }
+  printf("stopping: SIGINT to the run's process (pid %ld), as Ctrl-C: it resumes from its "
+         "newest checkpoint\n", pid);
+  fflush(stdout);
+  if (o->wait > 0 && wait_pid(o, pid) < 0) {
+    fprintf(stderr, "drover: run '%s' has not ended within %g s\n", dir, o->wait);
+    return 1;
+  }
+  if (o->wait > 0) printf("stopped %s\n", dir);
+  return 0;
+}
+
+/* STOP_RUN, its reply, then the end: the coordinator closes every attach
+ * connection as the run shuts down, and its process exits. */
+static int stop_cluster(attach_client *a, const attach_opts *o, const target *t) {
+  const char *label = t->label;
+  char out[WIRE_MAX_STR + 1];
+  const char *how = o->stop_run == ATTACH_STOP_NOW ? "now" : "";
+  if (attach_client_command(a, WIRE_COMMAND_STOP_RUN, how, out, sizeof out, o->timeout) != 0) {
+    fprintf(stderr, "drover: %s\n", out);
+    return 1;
+  }
+  printf("%s\n", out);
+  fflush(stdout);
+  if (o->wait <= 0) return 0;
+  bool never = false;
+  int rc = pump(a, &never, o->wait, "end of the run");
+  if (rc == DRV_EIO) { /* closed: the run is over; its process exits */
+    if (t->pid > 0 && wait_pid(o, t->pid) < 0) {
+      fprintf(stderr, "drover: %s: its process (pid %ld) has not exited within %g s\n", label,
+              t->pid, o->wait);
+      return 1;
+    }
+    printf("stopped %s\n", label);
+    return 0;
+  }
+  fprintf(stderr, "drover: %s has not ended within %g s: %s\n", label, o->wait, err_msg());
+  return 1;
+}
+
 /* A run's name, or name prefix, as its directory (unless it is HOST:PORT
  * or a directory already); the message says why when there is none. */
 static int find_run(const attach_opts *o, const char *name, char *dir, size_t n) {
@@ -547,7 +634,8 @@ int attach_main(const attach_opts *opts) {
     }
     return attach_records_main(o, dir, dir2);
   }
-  if (rc == 0 && !o->command && !o->stop && !attach_coordinator_up(dir))
+  if (rc == 0 && o->stop_run && runs_in_process(dir)) return stop_in_process(o, dir);
+  if (rc == 0 && !o->command && !o->stop && !o->stop_run && !attach_coordinator_up(dir))
     return attach_records_main(o, dir, NULL);
   log_setup(stderr, "attach", LOG_ERROR); /* conn.c's warnings: our message says it */
   if ((rc = resolve(o, &t)) < 0 || (rc = auth_init()) < 0 ||
@@ -567,6 +655,8 @@ int attach_main(const attach_opts *opts) {
     fprintf(stderr, "drover: cannot attach to %s (%s:%d): %s\n", t.label, t.host, t.port,
             err_msg());
     status = 1;
+  } else if (o->stop_run) {
+    status = stop_cluster(a, o, &t);
   } else if (o->stop || o->command) {
     status = one_command(a, o);
   } else if (o->print) {

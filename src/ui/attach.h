@@ -85,12 +85,20 @@ typedef struct attach_opts {
   const char *stop;        /* stop this node ("worker:1"), print the reply, leave */
   double hz;               /* dashboard refresh (4) */
   double timeout;          /* seconds to wait for the first snapshot or a reply (10) */
+  int stop_run;            /* `drover stop`: ATTACH_STOP_* (0: attach) */
+  double wait;             /* `drover stop`: seconds to wait for the run's end (0: none) */
 } attach_opts;
+
+enum { ATTACH_STOP_CHECKPOINT = 1, ATTACH_STOP_NOW = 2 };
 
 /* `drover attach`: returns the exit status (0; 1 when the run is not
  * running, cannot be reached or refuses; errors go to stderr naming the
  * run directory or address). A run whose coordinator is gone, and any
- * comparison of two runs, is shown from its records (attach_records). */
+ * comparison of two runs, is shown from its records (attach_records).
+ * With stop_run, `drover stop`: COMMAND STOP_RUN with the control key
+ * (coord_runstop.c), then up to `wait` s until the coordinator closes the
+ * connection; an in-process run (no coordinator, no keys) gets SIGINT from
+ * here, as Ctrl-C. 0 once the run ended (or was told to, wait 0). */
 int attach_main(const attach_opts *o);
 
 /* ---- a run's records (attach_records.c) ---------------------------------- */

@@ -18,22 +18,7 @@
 #include "base/manifest.h"
 #include "numeric/nn.h"
 #include "base/safetensors.h"
-
-static bool is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* The run's directory: RUN itself when it is one, else <runs>/RUN. */
-static int find_run(const export_opts *o, char *dir, size_t n) {
-  if (is_dir(o->run)) return snprintf(dir, n, "%s", o->run), 0;
-  if (!strchr(o->run, '/') && snprintf(dir, n, "%s/%s", o->runs, o->run) < (int)n && is_dir(dir))
-    return 0;
-  if (strchr(o->run, '/'))
-    return err_set(DRV_EINVAL, "no run '%s': not a directory", o->run);
-  return err_set(DRV_EINVAL, "no run '%s': not a directory nor a run in %s (`drover ls %s` "
-                 "lists them)", o->run, o->runs, o->runs);
-}
+#include "ui/runs.h"
 
 /* "8, 16, 24" (the last few when there are many) into buf. */
 static const char *steps_of(const ckpt_entry *c, int n, char *buf, size_t len) {
@@ -149,7 +134,7 @@ static int export_cluster(const char *dir, const manifest *m, const char *out) {
 
 int export_model(const export_opts *o, FILE *warn, int64_t *step) {
   char dir[PATH_MAX], ckdir[PATH_MAX + 16], src[PATH_MAX + 4200];
-  int rc = find_run(o, dir, sizeof dir);
+  int rc = runs_find(o->runs, o->run, dir, sizeof dir);
   if (rc < 0) return rc;
   snprintf(ckdir, sizeof ckdir, "%s/" RUNDIR_CHECKPOINTS, dir);
   ckpt_entry c;

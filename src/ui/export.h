@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 typedef struct export_opts {
-  const char *run;  /* a run directory, or a run's name under `runs` */
+  const char *run;  /* a run directory, a run's name or its unique prefix under `runs` */
   const char *runs; /* where names are looked up ("runs") */
   int64_t step;     /* the checkpoint's step; -1: the newest intact one */
   const char *out;  /* the file to write */

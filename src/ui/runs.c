@@ -20,6 +20,7 @@
 #include "ui/runs.h"
 
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -28,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "train/ckpt.h"
 #include "base/err.h"
@@ -48,6 +50,7 @@ typedef struct run_info {
   int exit_status;  /* "process exit: N", -1 none */
   int exit_signal;  /* "(signal S)", 0 none */
   bool shut_down;   /* a cluster run logged "shutdown complete" */
+  int64_t fit_steps; /* the last "fit done: N steps", -1 none */
 } run_info;
 
 static bool starts(const char *s, const char *prefix) {
@@ -79,6 +82,8 @@ static void read_events(const char *dir, run_info *r, bool *shutdown_ok, bool *f
     if (starts(text, "error ") || starts(text, "start failed") ||
         starts(text, "reservation timed out"))
       *failed = true;
+    long long steps;
+    if (sscanf(text, "fit done: %lld steps", &steps) == 1) r->fit_steps = steps;
     int st, sig;
     if (sscanf(text, "process exit: %d (signal %d)", &st, &sig) == 2) {
       r->exit_status = st;
@@ -121,17 +126,19 @@ static bool coordinator_alive(const char *dir, run_info *r) {
   return true;
 }
 
-/* "in-process PID" while the process lives. */
-static bool process_alive(const char *dir) {
+long runs_process_pid(const char *dir) {
   char path[PATH_MAX + 32], line[64] = "";
   snprintf(path, sizeof path, "%s/" RUNDIR_PROCESS, dir);
   FILE *f = fopen(path, "r");
-  if (!f) return false;
+  if (!f) return 0;
   long pid = 0;
   bool got = fgets(line, sizeof line, f) && sscanf(line, "in-process %ld", &pid) == 1;
   fclose(f);
-  return got && pid > 0 && !(kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+  return got && pid > 0 && !(kill((pid_t)pid, 0) != 0 && errno == ESRCH) ? pid : 0;
 }
+
+/* "in-process PID" while the process lives. */
+static bool process_alive(const char *dir) { return runs_process_pid(dir) > 0; }
 
 /* The newest committed checkpoint's step, or -1. */
 static int64_t last_checkpoint(const char *dir) {
@@ -175,6 +182,7 @@ static bool read_run(const char *base, const char *name, run_info *r) {
   memset(r, 0, sizeof *r);
   r->nodes = -1;
   r->exit_status = -1;
+  r->fit_steps = -1;
   snprintf(r->name, sizeof r->name, "%s", name);
   bool shutdown_ok, failed;
   read_events(dir, r, &shutdown_ok, &failed);
@@ -256,39 +264,66 @@ static bool is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* The newest run under base whose name starts with prefix, into dir. */
-static bool newest_with_prefix(const char *base, const char *prefix, char *dir, size_t n) {
+/* The runs under base whose names start with prefix: how many, the first
+ * into dir, and up to RUNS_LIST_MAX names, oldest first, into list. */
+#define RUNS_LIST_MAX 8
+static int with_prefix(const char *base, const char *prefix, char *dir, size_t n, char *list,
+                       size_t nl) {
   DIR *d = opendir(base);
-  if (!d) return false;
-  run_info best, r;
-  bool found = false;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
+  if (!d) return 0;
+  run_info r, found[RUNS_LIST_MAX];
+  int count = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
     if (e->d_name[0] == '.' || !starts(e->d_name, prefix) || !read_run(base, e->d_name, &r)) continue;
-    if (!found || by_start(&r, &best) > 0) best = r;
-    found = true;
+    if (count < RUNS_LIST_MAX) found[count] = r;
+    count++;
   }
   closedir(d);
-  return found && snprintf(dir, n, "%s/%s", base, best.name) < (int)n;
+  int shown = count < RUNS_LIST_MAX ? count : RUNS_LIST_MAX;
+  qsort(found, (size_t)shown, sizeof *found, by_start);
+  size_t len = 0;
+  list[0] = '\0';
+  for (int i = 0; i < shown && len < nl; i++)
+    len += (size_t)snprintf(list + len, nl - len, "%s  %s", i ? "\n" : "", found[i].name);
+  if (count > shown && len < nl) snprintf(list + len, nl - len, "\n  ... (%d more)", count - shown);
+  if (count == 1 && snprintf(dir, n, "%s/%s", base, found[0].name) >= (int)n) return 0;
+  return count;
 }
 
 int runs_find(const char *base, const char *name, char *dir, size_t n) {
   if (is_dir(name) && snprintf(dir, n, "%s", name) < (int)n) return 0;
   if (!strchr(name, '/') && *name) {
     if (snprintf(dir, n, "%s/%s", base, name) < (int)n && is_dir(dir)) return 0;
-    if (newest_with_prefix(base, name, dir, n)) return 0;
+    char list[RUNS_LIST_MAX * 260 + 32];
+    int count = with_prefix(base, name, dir, n, list, sizeof list);
+    if (count == 1) return 0;
+    if (count > 1)
+      return err_set(DRV_EINVAL, "run '%s' is ambiguous: %d runs in '%s' start so (give more of "
+                     "the name):\n%s", name, count, base, list);
   }
   return err_set(DRV_EINVAL, "no run '%s' (not a directory, nor a run in '%s': drover ls %s "
                  "lists them)", name, base, base);
 }
 
-void runs_state(const char *dir, char *state, size_t n, char *last, size_t nl) {
+static bool read_dir(const char *dir, run_info *r) {
   char base[PATH_MAX], name[256];
   const char *slash = strrchr(dir, '/');
   snprintf(base, sizeof base, "%.*s", slash ? (int)(slash - dir) : 1, slash ? dir : ".");
   snprintf(name, sizeof name, "%s", slash ? slash + 1 : dir);
+  return read_run(base, name, r);
+}
+
+bool runs_done(const char *dir, int64_t *step, int *exit_status) {
   run_info r;
-  if (!read_run(base, name, &r)) {
+  if (!read_dir(dir, &r) || strcmp(r.state, "done") != 0) return false;
+  *step = r.fit_steps;
+  *exit_status = r.exit_status;
+  return true;
+}
+
+void runs_state(const char *dir, char *state, size_t n, char *last, size_t nl) {
+  run_info r;
+  if (!read_dir(dir, &r)) {
     snprintf(state, n, "unknown");
     if (nl) last[0] = '\0';
     return;
@@ -309,4 +344,40 @@ bool runs_in_process(const char *dir) {
 bool runs_running(const char *dir) {
   run_info r = {0};
   return runs_in_process(dir) ? process_alive(dir) : coordinator_alive(dir, &r);
+}
+
+/* ============================== removing runs ============================ */
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)ftw;
+  int rc = flag == FTW_DP ? rmdir(path) : unlink(path);
+  if (rc != 0 && errno != ENOENT)
+    return err_set(DRV_EIO, "cannot remove '%s': %s", path, strerror(errno)), 1;
+  return 0;
+}
+
+int runs_remove(const char *dir) {
+  char abs[PATH_MAX], ev[PATH_MAX + 16];
+  struct stat st;
+  if (!realpath(dir, abs)) return err_set(DRV_EIO, "cannot remove '%s': %s", dir, strerror(errno));
+  snprintf(ev, sizeof ev, "%s/" RUNDIR_EVENTS_LOG, abs);
+  if (stat(ev, &st) != 0)
+    return err_set(DRV_EINVAL, "'%s' is not a run directory (it has no " RUNDIR_EVENTS_LOG
+                   "): not removed", dir);
+  if (rundir_lock(abs) < 0) {
+    long pid = rundir_lock_holder(abs);
+    if (pid > 0)
+      return err_set(DRV_EAGAIN, "run '%s' is running (pid %ld): `drover stop %s` first", dir,
+                     pid, dir);
+    return err_set(DRV_EAGAIN, "run '%s' is running: `drover stop %s` first", dir, dir);
+  }
+  int rc = 0;
+  if (runs_running(abs))
+    rc = err_set(DRV_EAGAIN, "run '%s' is running (its process is alive): `drover stop %s` "
+                 "first", dir, dir);
+  else if ((rc = nftw(abs, rm_one, 16, FTW_DEPTH | FTW_PHYS)) != 0)
+    rc = rc > 0 ? DRV_EIO /* rm_one said which file */
+                : err_set(DRV_EIO, "cannot remove '%s': %s", dir, strerror(errno));
+  rundir_unlock(abs);
+  return rc;
 }

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Prints a header and one line per run directory under `base` (oldest
@@ -20,17 +21,35 @@ bool runs_in_process(const char *dir);
  * its own process is alive). */
 bool runs_running(const char *dir);
 
+/* The pid in dir/process ("in-process PID", while an in-process run's
+ * process lives): 0 when there is none or it is gone. */
+long runs_process_pid(const char *dir);
+
 /* The pid in dir/coordinator ("HOST:PORT PID"), the address copied to
  * addr (n bytes, may be 0): -1 when there is no such file, 0 when it does
  * not parse. */
 long runs_coordinator_pid(const char *dir, char *addr, size_t n);
 
-/* The run directory `name` stands for, into dir[n]: name itself when it is
- * a directory; else base/name (a name `drover ls` prints); else the newest
- * run under base whose name starts with `name` ("train" for the newest
- * train-20261124-...). 0, or DRV_EINVAL naming both ("no run 'x' in
- * 'runs' (drover ls lists them)"). */
+/* The run directory `name` stands for, into dir[n]: every command that
+ * takes a run resolves it here. name itself when it is a directory; else
+ * base/name (a name `drover ls` prints); else the one run under base whose
+ * name starts with `name` ("mnist-2026" for mnist-20261124-101500). 0, or
+ * DRV_EINVAL: "no run 'x' (... drover ls runs lists them)", or, for a
+ * prefix of several runs, "run 'x' is ambiguous: N runs in 'runs' start
+ * so (give more of the name):" and their names, one a line, oldest first. */
 int runs_find(const char *base, const char *name, char *dir, size_t n);
+
+/* `drover rm`: removes run directory dir and all it holds, under its lock
+ * (rundir_lock: nothing can start in it meanwhile). Refuses a directory
+ * that is not a run's (no events.log) and a run that is running (its lock
+ * held: "run 'D' is running (pid N): drover stop ... first"; or its
+ * coordinator or process alive). 0, DRV_EINVAL, DRV_EAGAIN, DRV_EIO. */
+int runs_remove(const char *dir);
+
+/* Whether the run in dir has ended well (`drover ls` says "done"): then
+ * the steps of its last fit into *step (-1: it logged none) and its exit
+ * status into *exit_status (-1: none recorded). */
+bool runs_done(const char *dir, int64_t *step, int *exit_status);
 
 /* How the run in `dir` stands, as `drover ls` says it ("running", "done",
  * "failed", "crashed ..."), into state[n], and the UTC time stamp of its

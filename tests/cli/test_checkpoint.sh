@@ -103,8 +103,11 @@ check "ckpt-04 drover ls: done after the resume" grep -q " done .*step-192" "$TM
 
 # ckpt-05..07: the newest checkpoint damaged (truncated, one bit flipped,
 # no manifest): --resume names it, uses the one before, ends bit-identical.
+# The copy of the reference run is cut back to a run killed after its last
+# checkpoint (events.log up to its fit's end): a finished run is not resumed.
 damage() { # case how
   D=$TMP/$1; cp -r "$REF" "$D"; rm "$D"/checkpoints/step-8 -rf
+  sed -i '/ fit done: /,$d' "$D/events.log"
   f=$D/checkpoints/step-192/model.safetensors
   case $2 in
     truncate) head -c 700 "$f" >"$f.x" && mv "$f.x" "$f" ;;
@@ -234,7 +237,7 @@ check "export-02 a run by name, --step N" sh -c "grep -q 'the model of step 176 
 "$DROVER" export "$REF" --step 100 -o "$TMP/y.st" >"$TMP/x.out" 2>&1; rc=$?
 check "export-03 a step it does not have: the steps it has" sh -c "[ $rc -eq 1 ] && grep -q 'has no checkpoint of step 100; it has steps 8, 176, 184, 192' '$TMP/x.out' && [ ! -e '$TMP/y.st' ]"
 "$DROVER" export nope --runs "$RUNS/ref" -o "$TMP/y.st" >"$TMP/x.out" 2>&1; rc=$?
-check "export-04 no such run" sh -c "[ $rc -eq 1 ] && grep -q \"no run 'nope': not a directory nor a run in $RUNS/ref\" '$TMP/x.out'"
+check "export-04 no such run" sh -c "[ $rc -eq 1 ] && grep -q \"no run 'nope' (not a directory, nor a run in '$RUNS/ref'\" '$TMP/x.out'"
 mkdir -p "$TMP/empty-run"
 "$DROVER" export "$TMP/empty-run" -o "$TMP/y.st" >"$TMP/x.out" 2>&1; rc=$?
 check "export-04 a run without checkpoints" sh -c "[ $rc -eq 1 ] && grep -q 'has no checkpoint (checkpoint = { every = STEPS }' '$TMP/x.out'"

@@ -56,17 +56,16 @@ check "logs-08 no such run: status 1, said" sh -c "[ $? -eq 1 ] && grep -q \"no 
 "$DROVER" logs >/dev/null 2>&1
 check "logs-08 no run: a usage error" [ $? -eq 2 ]
 
-# A prefix names the newest run that starts so; an in-process run shows its events.
+# A prefix names the one run that starts so; an in-process run shows its events.
 cat >"$TMP/ip.lua" <<LUA
 local nn = drover.nn
-drover.experiment { name = "logme", runs = "$RUNS", verbose = false, model = nn.Linear(4, 2),
+drover.experiment { name = "logip", runs = "$RUNS", verbose = false, model = nn.Linear(4, 2),
   loss = nn.CrossEntropy(), optimizer = drover.optim.SGD { lr = 0.1 },
   train = { data = drover.data.synthetic { n = 16, features = 4, classes = 2 }, batch = 8 } }:fit()
 LUA
-sleep 1 # a later start time than the cluster run
 "$DROVER" run "$TMP/ip.lua" >/dev/null 2>&1
-"$DROVER" logs logm --runs "$RUNS" >"$TMP/ip.out" 2>&1
-check "logs-09 a prefix: the newest run; in process: its events" grep -q "^events | .*in-process run: pid" "$TMP/ip.out"
+"$DROVER" logs logi --runs "$RUNS" >"$TMP/ip.out" 2>&1
+check "logs-09 a unique prefix: its run; in process: its events" grep -q "^events | .*in-process run: pid" "$TMP/ip.out"
 
 # export-metrics: the scalars in one table, TensorBoard's CSV with the tag
 # (and node) beside each value; wall times in Unix seconds across fits.

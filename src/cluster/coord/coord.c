@@ -352,6 +352,7 @@ static void on_tick(uv_timer_t *t) {
     coord__repl_tick(c);
   }
   coord__dash_tick(c, now);
+  coord__run_stop_tick(c, now);
 }
 
 /* ============================== pumping ================================== */
@@ -588,6 +589,7 @@ int coord_shutdown(coord *c, double grace, double timeout, char *buf, size_t n) 
   if (c->shut_down) return failure_report(c, buf, n);
   c->shutting_down = true;
   rundir_event(&c->rd, "shutdown (grace %.1f s, timeout %.1f s)", grace, timeout);
+  coord__dash_push(c); /* "stopping": attach clients learn the run is ending */
   double deadline = progress_now() + (timeout > 0 ? timeout : 0);
   for (int i = 0; i < c->nnodes; i++) /* lost, waiting out its back-off: not started again */
     if (c->nodes[i].state == NODE_RESTARTING)

@@ -401,6 +401,12 @@ static void on_command(coord *c, attach_peer *a, uint32_t req, const uint8_t *pl
                              "to send commands)");
     return;
   }
+  if (kind == WIRE_COMMAND_STOP_RUN) {
+    int rc = coord__run_stop(c, strcmp(text, "now") == 0, out, sizeof out);
+    log_info("attach %s: stop the run: %s", conn_peer(a->cn), out);
+    reply(a, req, rc, out);
+    return;
+  }
   if (kind == WIRE_COMMAND_STOP_NODE) {
     char who[96];
     snprintf(who, sizeof who, "attach %s", conn_peer(a->cn));
@@ -588,9 +594,18 @@ int coord_node_log_tail(coord *c, const char *name, int lines, char *out, size_t
 
 /* ============================== teardown ================================== */
 
+void coord__dash_push(coord *c) {
+  coord_dash_state *d = c->dash;
+  if (!d || !d->clients) return;
+  double now = progress_now();
+  refresh(c);
+  for (attach_peer *a = d->clients; a; a = a->link) send_snapshot(c, a, now);
+}
+
 void coord__dash_close(coord *c) {
   coord_dash_state *d = c->dash;
   if (!d) return;
+  if (c->shut_down) coord__dash_push(c); /* "shut down": the run finished */
   d->closing = true;
   for (attach_peer *a = d->clients; a; a = a->link) conn_close(a->cn, "the run ended");
 }

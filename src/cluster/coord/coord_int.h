@@ -186,6 +186,11 @@ struct coord {
   int open_conns;
   bool freeing;
   bool resume; /* `drover run --resume`: the first fits continue from the run's checkpoints */
+  /* `drover stop` (coord_runstop.c): RUN_STOP_*, the step whose checkpoint
+   * it waits for, and since when */
+  int run_stop;
+  int64_t run_stop_step;
+  double run_stop_at;
   bool *freed; /* coord_free's, set once the struct is gone */
 };
 
@@ -251,6 +256,15 @@ void coord__node_info(coord *c, int i, const node_info *got);
 /* LOG from node n: its text appended to n's log file (`drover node
  * --log-forward`); a write failure is only logged. */
 void coord__node_log(coord_node *n, const uint8_t *pl, uint32_t len);
+/* ---- coord_runstop.c: `drover stop` ---- */
+/* A control client asks the run to stop: with a checkpoint of the running
+ * fit first (now false, and the fit takes checkpoints), else at once. The
+ * reply's text into out[n]; 0 (a repeated request is not an error). */
+int coord__run_stop(coord *c, bool now, char *out, size_t n);
+/* Each tick: once the checkpoint asked for is committed (or failed, or
+ * did not come in time), the run ends as on Ctrl-C. */
+void coord__run_stop_tick(coord *c, double now);
+
 /* coord_addr.c: listens with o (where: see there), sets addr, node_addr
  * and node_bind, and writes the run's coordinator file. */
 int coord__listen(coord *c, const conn_opts *o);
@@ -390,7 +404,12 @@ void coord__predictor_frame(coord *c, conn *cn, void **predictor, bool other, co
 /* The predictor's connection closed: forget it (an answer due is dropped). */
 void coord__predictor_gone(coord *c, void *predictor);
 void coord__serve_free(coord *c);
-/* Closes every attach connection (coord_free, before the loop's last turns). */
+/* A snapshot to every attach client now, whatever its rate: the run's end
+ * ("stopping", then "shut down") is how `drover attach` tells a finished
+ * run from a lost coordinator. */
+void coord__dash_push(coord *c);
+/* Closes every attach connection (coord_free, before the loop's last
+ * turns); after coord_shutdown, a last snapshot first. */
 void coord__dash_close(coord *c);
 void coord__dash_free(coord *c);
 

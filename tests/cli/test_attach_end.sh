@@ -1,0 +1,100 @@
+# test_attach_end.sh - `drover attach` when the run it watches ends, through
+# tmux: a run that finishes, and one whose coordinator is SIGKILLed. Within
+# 2 s the frame says "run finished" (or "coordinator lost"), the attach
+# process then idles (its CPU time over 5 s, from /proc/PID/stat, is under
+# 5% of a core) and q leaves with status 0. Every process this test starts
+# is ended by pid; every wait is bounded.
+. tests/cli/lib.sh
+
+SOCK=drover-attend-$$
+LIMIT=200 # tenths of a second
+TMUX_CASE=attend-00
+. tests/cli/tmux.sh
+PIDS=""
+cleanup() {
+  for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+  tmux_cleanup
+}
+trap cleanup EXIT
+export RUNS="$TMP/runs"
+SCRIPT="$PWD/tests/cli/dash_train.lua"
+END=20 # tenths of a second from the run's end to the banner
+[ -n "${SANITIZED:-}" ] && END=60
+
+# cpu_ticks PID: its user + system time so far, in clock ticks. The
+# command name (field 2) may hold spaces: count from after its ')'.
+cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 }'; }
+
+# detached SECONDS: starts dash_train.lua detached for SECONDS of training;
+# sets DIR and CPID (its coordinator, the detached process).
+detached() {
+  ( cd "$TMP" && "$DROVER" run --detach "$SCRIPT" "$1" >"$TMP/detach.out" 2>&1 )
+  DIR=$(sed -n 's/^run directory: *//p' "$TMP/detach.out")
+  CPID=$(sed -n 's/^pid: *//p' "$TMP/detach.out")
+  PIDS="$PIDS $CPID"
+}
+
+# attach_in SESSION: `drover attach $DIR` in a tmux session whose shell
+# writes attach's exit status to $TMP/SESSION.status; sets APID.
+attach_in() {
+  tm new-session -d -s "$1" -x 140 -y 45 \
+    "cd '$TMP' && LANG=C.UTF-8 '$DROVER' attach '$DIR'; echo \$? >'$TMP/$1.status'; sleep 60"
+  APID=""
+  n=50
+  while [ -z "$APID" ] && [ "$n" -gt 0 ]; do
+    sh_pid=$(tm display-message -p -t "$1" '#{pane_pid}' 2>/dev/null)
+    APID=$(ps -o pid= --ppid "$sh_pid" 2>/dev/null | tr -d ' ' | head -n 1)
+    n=$((n - 1))
+    [ -z "$APID" ] && sleep 0.1
+  done
+  PIDS="$PIDS $APID"
+}
+
+# banner SESSION TEXT: within END tenths of a second, TEXT on the screen.
+banner() { LIMIT=$END wait_text "$1" "$2"; }
+
+# idles CASE: attach's CPU time over 5 s stays under 5% of a core.
+idles() {
+  hz=$(getconf CLK_TCK)
+  t0=$(cpu_ticks "$APID")
+  sleep 5
+  t1=$(cpu_ticks "$APID")
+  used=$(( ${t1:-999999} - ${t0:-0} ))
+  check "$1 then idles: $used ticks of CPU in 5 s (under $((hz / 4)))" \
+    [ -n "$t0" -a -n "$t1" -a "$used" -lt $((hz / 4)) ]
+}
+
+# leaves SESSION CASE: q ends attach with status 0.
+leaves() {
+  key "$1" q
+  n=$LIMIT
+  until [ -f "$TMP/$1.status" ] || [ "$n" -le 0 ]; do n=$((n - 1)); sleep 0.1; done
+  check "$2 q leaves with status 0" [ "$(cat "$TMP/$1.status" 2>/dev/null)" = 0 ]
+}
+
+# ------------------------------------------------ a run that finishes
+detached 4
+check "attend-01 the detached run started" [ -d "$DIR" -a -n "$CPID" ]
+attach_in fin
+check "attend-01 attach runs (pid $APID)" [ -n "$APID" ]
+expect fin "attend-01 attach shows the nodes" wait_re fin "worker:1 .* (busy|ready) "
+n=$((LIMIT * 3))
+while kill -0 "$CPID" 2>/dev/null && [ "$n" -gt 0 ]; do n=$((n - 1)); sleep 0.1; done
+check "attend-01 the run ended by itself" sh -c "! kill -0 $CPID 2>/dev/null"
+expect fin "attend-01 within 2 s the frame says the run finished" banner fin "run finished"
+idles attend-01
+leaves fin attend-01
+
+# ------------------------------------------------ a coordinator SIGKILLed
+detached 120
+attach_in lost
+check "attend-02 attach runs (pid $APID)" [ -n "$APID" ]
+expect lost "attend-02 attach shows the nodes" wait_re lost "worker:1 .* (busy|ready) "
+NODES=$("$DROVER" attach "$DIR" --print 2>/dev/null | awk '$1 ~ /^(ps|worker):/ { print $3 }')
+PIDS="$PIDS $NODES"
+# the theme's name, on the status line for its first 3 s, would hide the banner
+expect lost "attend-02 the key hints are back on the status line" wait_text lost "q quit"
+kill -9 "$CPID"
+expect lost "attend-02 within 2 s the frame says the coordinator was lost" banner lost "coordinator lost"
+idles attend-02
+leaves lost attend-02
