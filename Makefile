@@ -274,7 +274,9 @@ clean:
 help:
 	@echo "targets: all deps test venv spark yarn-am vectors demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
 
--include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(BUILD)/*/*/*.d)
+# The objects' dependency files, named (a wildcard over build/ would also
+# match the fuzz target's seed directory seeds_files.d).
+-include $(wildcard $(LIB_OBJS:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJS:.o=.d) $(BUILD)/bench/*.d)
 
 # ---- fuzzing ------------------------------------------------------------------
 # `make fuzz` builds two libFuzzer targets (clang, ASan + UBSan) and fuzzes
