@@ -463,9 +463,9 @@ void ldash_fit_progress(lua_State *L, const train_progress *p) {
     if (p->eval_accuracy == p->eval_accuracy)
       runview_add_point(m, "eval/accuracy", (pt.value = p->eval_accuracy, pt));
   } else {
-    runview_add_point(m, "train/loss", (pt.value = p->loss, pt));
-    if (p->accuracy == p->accuracy)
-      runview_add_point(m, "train/accuracy", (pt.value = p->accuracy, pt));
+    runview_add_point(m, "train/loss", (pt.value = p->batch_loss, pt));
+    if (p->batch_accuracy == p->batch_accuracy)
+      runview_add_point(m, "train/accuracy", (pt.value = p->batch_accuracy, pt));
     const runview_series *tp = &m->throughput;
     if (tp->n == 0 || p->elapsed - runview_series_at(tp, tp->n - 1)->wall >= 0.5)
       runview_add_point(m, "examples/s", (pt.value = p->examples_per_sec, pt));

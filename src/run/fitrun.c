@@ -108,11 +108,11 @@ void fitrun_progress(fitrun *r, const train_progress *p) {
     return;
   }
   metrics_step_line(&r->metrics, &(metrics_step){.time = p->elapsed, .step = p->step,
-                                                 .epoch = p->epoch, .loss = p->loss,
-                                                 .accuracy = p->accuracy, .examples = -1,
+                                                 .epoch = p->epoch, .loss = p->batch_loss,
+                                                 .accuracy = p->batch_accuracy, .examples = -1,
                                                  .lr = p->lr, .grad_norm = p->grad_norm});
-  events_run_scalar(r->ev, "train/loss", p->step, p->loss);
-  events_run_scalar(r->ev, "train/accuracy", p->step, p->accuracy);
+  events_run_scalar(r->ev, "train/loss", p->step, p->batch_loss);
+  events_run_scalar(r->ev, "train/accuracy", p->step, p->batch_accuracy);
   if (isfinite(p->lr)) events_run_scalar(r->ev, "train/learning_rate", p->step, p->lr);
   if (isfinite(p->grad_norm)) events_run_scalar(r->ev, "train/grad_norm", p->step, p->grad_norm);
 }

@@ -11,9 +11,10 @@
  *   step       integer  train steps done in this fit (1 for the first)
  *   epoch      integer  the step's epoch, from 1
  *   node       string   the node that ran the step ("worker:1"; cluster)
- *   loss       number   in process the epoch's mean so far, on a cluster
- *                       the step's batch
- *   accuracy   number   as loss; null where it does not apply (regression)
+ *   loss       number   the loss of the step's batch alone (not a running
+ *                       mean: readers smooth it, as TensorBoard does)
+ *   accuracy   number   the step's batch's accuracy; null where it does not
+ *                       apply (regression)
  *   examples   integer  the step's batch size (cluster)
  *   lr         number   the learning rate of the step, when known
  *   grad_norm  number   the gradient's norm before clipping, when computed
@@ -26,7 +27,8 @@
  * Readers: time, step, epoch, node and examples place a line; every other
  * member whose value is a number or null is a point of the series of its
  * name (metrics_series). Older files (before this schema: an in-process
- * time to the nanosecond, a cluster's lines without epoch and accuracy)
+ * time to the nanosecond, a cluster's lines without epoch and accuracy,
+ * an in-process loss and accuracy that were the epoch's mean so far)
  * read the same way.
  */
 #ifndef DROVER_METRICS_H

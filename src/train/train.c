@@ -204,6 +204,8 @@ static int fit_one_step(fit *f, data_iter *it) {
     f->epoch_has_acc = false;
   else
     f->epoch_correct += correct;
+  f->p.batch_loss = l;
+  f->p.batch_accuracy = correct < 0 ? NAN : (double)correct / (double)bs;
   f->p.loss = f->epoch_loss / (double)f->epoch_seen;
   f->p.accuracy = f->epoch_has_acc ? (double)f->epoch_correct / (double)f->epoch_seen : NAN;
   fit_update_times(f);
@@ -358,7 +360,7 @@ int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *trai
     f.p.total_steps = cfg->max_steps;
   f.p.epochs = cfg->epochs;
   f.p.loss = f.p.accuracy = f.p.eval_loss = f.p.eval_accuracy = NAN;
-  f.p.lr = f.p.grad_norm = NAN;
+  f.p.batch_loss = f.p.batch_accuracy = f.p.lr = f.p.grad_norm = NAN;
   /* The bar appears after the first step; plain lines only after 5 s. */
   progress_init(&f.out, cfg->progress, cfg->progress_tty);
   f.t0 = now_sec();

@@ -25,6 +25,11 @@ typedef struct train_progress {
   int64_t epoch, epochs;       /* 1-based current epoch */
   double loss;                 /* mean training loss of the current epoch so far */
   double accuracy;             /* same for accuracy; NAN when it does not apply */
+  /* The last step's batch alone (NAN before a step; accuracy NAN when it
+   * does not apply): the per-step records (metrics.jsonl, TensorBoard,
+   * the dashboard) carry these, as a cluster's do; the progress line and
+   * the result the epoch means above. */
+  double batch_loss, batch_accuracy;
   double examples_per_sec;     /* since the start of fit */
   double elapsed, eta;         /* seconds */
   bool is_eval;                /* an eval just ran: eval_* are set */

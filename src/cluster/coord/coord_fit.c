@@ -127,6 +127,7 @@ int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
   double lr = step_lr(f);
   f->p.lr = lr;
   double acc = correct >= 0 && examples > 0 ? (double)correct / (double)examples : NAN;
+  f->p.batch_loss = loss, f->p.batch_accuracy = acc;
   metrics_step_line(&f->metrics, &(metrics_step){.time = progress_now() - f->t0, .step = f->done,
                                                  .epoch = epoch, .node = name, .loss = loss,
                                                  .accuracy = acc, .examples = (int64_t)examples,
@@ -472,6 +473,7 @@ static int plan(coord *c, const coord_fit_args *a) {
   f->p.total_steps = f->sync ? f->sync_target * (int64_t)f->replicas : f->total;
   f->p.epochs = cfg->epochs;
   f->p.loss = f->p.accuracy = f->p.eval_loss = f->p.eval_accuracy = NAN;
+  f->p.batch_loss = f->p.batch_accuracy = NAN;
   f->p.lr = f->p.grad_norm = NAN; /* the ps applies the rate; workers do not see it */
   return 0;
 }
