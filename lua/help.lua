@@ -46,7 +46,8 @@ Methods: help("Tensor").]]
 T.Tensor = [[
 drover tensor - a float32 array over shared storage (views share memory).
 
-  t:shape()          { rows, cols }          t:size([d])   elements, or size of dimension d
+  t:shape()          { rows, cols }          t:numel()     number of elements
+  t:size([d])        the shape too (Torch7's, PyTorch's); with d, the size of dimension d
   t:dim()            number of dimensions    #t            size of the first dimension
   t[i]               element i (1-D) or a view of row i; t[i] = v assigns
   t:get(i, j) / t:set(i, j, v)               1-based indices

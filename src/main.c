@@ -173,13 +173,14 @@ static void set_arg_table(lua_State *L, int argc, char **argv, int script) {
 }
 
 /* Prints the error on top of L for `drover run`: "drover: FILE:LINE: msg"
- * and the traceback, or "drover: interrupted" and the traceback. */
+ * and the traceback; for Ctrl-C "drover: interrupted at step N" (a fit's)
+ * or "drover: interrupted" and the script's own frames, nothing of
+ * drover's insides. */
 static void report_run_error(lua_State *L, bool interrupted) {
   const char *msg = lua_tostring(L, -1);
   if (!msg) msg = "(error object is not a string)";
   if (interrupted) {
-    const char *tb = strstr(msg, "\nstack traceback:");
-    fprintf(stderr, "drover: interrupted%s\n", tb ? tb : "");
+    repl_report_interrupted(stderr, "drover: ", msg, true);
   } else {
     fprintf(stderr, "drover: %s\n", msg);
   }

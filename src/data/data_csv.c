@@ -128,7 +128,9 @@ static int64_t count_fields(const char *s, const char *e, char delim) {
 }
 
 /* True when some field of the line [s, e) other than column `skip` is not
- * a number: the line is a header. Works on a copy. */
+ * a number at all: the line is a header. A number out of a float's range
+ * (1e999) is still a number, so its line is data and the value the same
+ * error as on any other line. Works on a copy. */
 static int line_has_text(const char *s, const char *e, char delim, int64_t skip, bool *text) {
   size_t len = (size_t)(e - s);
   char *copy = malloc(len + 1);
@@ -141,7 +143,7 @@ static int line_has_text(const char *s, const char *e, char delim, int64_t skip,
     char *d = strchr(p, delim);
     if (d) *d = '\0';
     float v;
-    if (j != skip && data__parse_float(p, &v) != NUM_OK) *text = true;
+    if (j != skip && data__parse_float(p, &v) == NUM_BAD) *text = true;
     if (!d || *text) break;
     p = d + 1;
   }

@@ -84,8 +84,16 @@ static int grow_rows(data_stream *s) {
   return 0;
 }
 
-/* Numbers of a CSV line into vals (at most n); the count, or -1 when a
- * field is not a number. */
+/* A number out of a float's range (1e999, 1e39) or nan: an error naming
+ * the line and the field, as data.csv's. */
+static int not_finite(const data_stream *s, const char *what, const char *p, const char *end) {
+  return err_set(DRV_EPARSE, "%s:%lld: %s: '%.*s' is not a finite number", s->name,
+                 (long long)s->line, what, (int)(end - p), p);
+}
+
+/* Numbers of a CSV line into vals (at most n); the count, -1 when a field
+ * is not a number (the first line is then a header), or a negative DRV_E*
+ * code when one is out of range (still a number: its line is data). */
 static int64_t csv_fields(const data_stream *s, char *p, double *vals, int64_t n) {
   int64_t k = 0;
   for (;;) {
@@ -93,6 +101,11 @@ static int64_t csv_fields(const data_stream *s, char *p, double *vals, int64_t n
     while (*p == ' ' || *p == '\t') p++;
     double v = strtod(p, &end);
     if (end == p) return -1;
+    if (!isfinite((float)v)) {
+      char what[32];
+      snprintf(what, sizeof what, "field %lld", (long long)k + 1);
+      return not_finite(s, what, p, end);
+    }
     while (*end == ' ' || *end == '\t' || *end == '\r') end++;
     if (k < n) vals[k] = v;
     k++;
@@ -122,7 +135,8 @@ static int parse_csv(data_stream *s, char *line) {
   if (cap > (int64_t)(sizeof vals / sizeof *vals) && !(v = malloc((size_t)cap * sizeof *v)))
     return err_set(DRV_ENOMEM, "out of memory");
   int64_t k = csv_fields(s, line, v, cap);
-  int rc = 0;
+  int rc = k < -1 ? (int)k : 0;
+  if (rc < 0) goto done;
   if (k < 0 && s->features < 0 && s->handed + s->rows == 0 && s->line == 1) {
     goto done; /* a header */
   }
@@ -151,6 +165,7 @@ static int parse_libsvm(data_stream *s, char *p) {
   char *end;
   double label = strtod(p, &end);
   if (end == p) return err_set(DRV_EPARSE, "%s:%lld: no label", s->name, (long long)s->line);
+  if (!isfinite((float)label)) return not_finite(s, "the label", p, end);
   int rc = grow_rows(s);
   if (rc < 0) return rc;
   float *x = s->xs + s->rows * s->features;
@@ -167,6 +182,11 @@ static int parse_libsvm(data_stream *s, char *p) {
     double v = strtod(p, &end);
     if (end == p)
       return err_set(DRV_EPARSE, "%s:%lld: index %lld has no value", s->name, (long long)s->line, idx);
+    if (!isfinite((float)v)) {
+      char what[40];
+      snprintf(what, sizeof what, "index %lld", idx);
+      return not_finite(s, what, p, end);
+    }
     x[idx - 1] = (float)v;
     p = end;
   }

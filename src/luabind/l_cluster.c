@@ -21,6 +21,7 @@
 #include "luabind/l_feed.h"
 #include "luabind/l_settings.h"
 #include "luabind/l_util.h"
+#include "luabind/repl.h"
 
 #define CLUSTER_MT "drover.Cluster"
 
@@ -175,6 +176,7 @@ static int l_fit(lua_State *L) {
   if (a.feed) lfeed_close(&feed);
   fflush(stdout);
   anchor_experiment(L, &x.e);
+  if (err_interrupted()) repl_raise_interrupted(L, res.steps); /* however the fit learnt of it */
   if (x.failed) {
     lua_getfield(L, LUA_REGISTRYINDEX, "drover.cluster.error");
     return lua_error(L);

@@ -168,7 +168,18 @@ static int src_log_tail(void *ud, const char *name, char *out, size_t n) {
   return 0;
 }
 
-/* print() while the dashboard is up: each line becomes an event. */
+/* One line of print()'s text [s, s + n) as an event. */
+static void print_event(const char *s, size_t n) {
+  char line[sizeof ((runview_event *)0)->text];
+  snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), s);
+  if (live.c) coord_note(live.c, "print %s", line);
+  else if (live.local) runview_add_event(&live.still, progress_now() - live.t0, line);
+  else if (live.frozen) runview_add_event(&live.still, live.still.uptime, line);
+}
+
+/* print() while the dashboard is up: each line becomes an event, so a
+ * multi-line string or a printed tensor is as many event lines (one event
+ * holding newlines was drawn over the pane's border). */
 static int l_dash_print(lua_State *L) {
   int n = lua_gettop(L); /* before luaL_buffinit, which may push */
   luaL_Buffer b;
@@ -181,9 +192,13 @@ static int l_dash_print(lua_State *L) {
   luaL_pushresult(&b);
   size_t len;
   const char *line = lua_tolstring(L, -1, &len);
-  if (live.c) coord_note(live.c, "print %s", line);
-  else if (live.local) runview_add_event(&live.still, progress_now() - live.t0, line);
-  else if (live.frozen) runview_add_event(&live.still, live.still.uptime, line);
+  for (const char *p = line, *end = line + len;;) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *e = nl ? nl : end;
+    print_event(p, (size_t)(e - p - (e > p && e[-1] == '\r')));
+    if (!nl) break;
+    p = nl + 1;
+  }
   if (live.held_len + len + 2 > live.held_cap) {
     size_t cap = live.held_cap ? live.held_cap : 1024;
     while (cap < live.held_len + len + 2) cap *= 2;

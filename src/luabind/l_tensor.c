@@ -244,16 +244,19 @@ static int m_shape(lua_State *L) {
   return 1;
 }
 
-/* t:size() is the element count; t:size(d) the size of dimension d. */
+/* t:size() is the shape, as Torch7's t:size() and PyTorch's t.size();
+ * t:size(d) the size of dimension d. */
 static int m_size(lua_State *L) {
   tensor *t = ltensor_check(L, 1);
-  if (lua_isnoneornil(L, 2)) {
-    lua_pushinteger(L, tensor_numel(t));
-    return 1;
-  }
+  if (lua_isnoneornil(L, 2)) return m_shape(L);
   lua_Integer d = luaL_checkinteger(L, 2);
   luaL_argcheck(L, d >= 1 && d <= t->ndim, 2, "dimension out of range");
   lua_pushinteger(L, t->shape[d - 1]);
+  return 1;
+}
+
+static int m_numel(lua_State *L) {
+  lua_pushinteger(L, tensor_numel(ltensor_check(L, 1)));
   return 1;
 }
 
@@ -548,7 +551,8 @@ static int m_len(lua_State *L) {
 /* ============================== registration ============================ */
 
 static const luaL_Reg methods[] = {
-    {"shape", m_shape},     {"size", m_size},   {"dim", m_dim},   {"clone", m_clone},
+    {"shape", m_shape},     {"size", m_size},   {"numel", m_numel}, {"dim", m_dim},
+    {"clone", m_clone},
     {"reshape", m_reshape}, {"t", m_t},         {"get", m_get},   {"set", m_set},
     {"fill", m_fill},       {"totable", m_totable}, {"close", m_close}, {NULL, NULL}};
 

@@ -26,6 +26,7 @@
 #include "luabind/l_drover.h"
 #include "luabind/l_settings.h"
 #include "luabind/l_util.h"
+#include "luabind/repl.h"
 #include "numeric/nn.h"
 #include "numeric/optim.h"
 #include "train/train.h"
@@ -272,6 +273,7 @@ static void run_fit(lua_State *L, trainer *t, lsettings *e, train_cfg *cfg, fit_
     t->pos = ctx->cs->pos;
   }
   if (t->run) fitrun_end(t->run, r, ctx->failed ? DRV_EINVAL : rc);
+  if (err_interrupted()) repl_raise_interrupted(L, r->steps); /* however the fit learnt of it */
   if (ctx->failed) lua_error(L); /* the progress function's error */
   if (rc < 0) luaL_error(L, "%s", err_msg());
 }

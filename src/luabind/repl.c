@@ -160,6 +160,44 @@ int repl_pcall(lua_State *L, int nargs, int nresults, bool second_kills, bool *i
   return status;
 }
 
+int repl_raise_interrupted(lua_State *L, long long step) {
+  /* the handler's hook is on the thread repl_pcall runs, maybe not L */
+  if (sig_L) lua_sethook(sig_L, poll_hook, LUA_MASKCOUNT, POLL_COUNT);
+  return luaL_error(L, "interrupted at step %I", (lua_Integer)step);
+}
+
+static bool starts(const char *s, const char *prefix) {
+  return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* A traceback line of the script's own: not C's, not drover's Lua. */
+static bool user_frame(const char *line, size_t len) {
+  if (len < 2 || line[0] != '\t') return false;
+  return !starts(line, "\t[C]:") && !starts(line, "\t[drover]") &&
+         !starts(line, "\t(...tail calls...)");
+}
+
+void repl_report_interrupted(FILE *f, const char *prefix, const char *msg, bool frames) {
+  if (!msg) msg = "";
+  size_t first = strcspn(msg, "\n");
+  const char *at = strstr(msg, "interrupted at step ");
+  if (at && at < msg + first)
+    fprintf(f, "%s%.*s\n", prefix, (int)(msg + first - at), at);
+  else
+    fprintf(f, "%sinterrupted\n", prefix);
+  const char *tb = strstr(msg, "\nstack traceback:\n");
+  bool said = false;
+  for (const char *l = tb ? tb + strlen("\nstack traceback:\n") : NULL; frames && l && *l;) {
+    size_t len = strcspn(l, "\n");
+    if (user_frame(l, len)) {
+      if (!said) fputs("stack traceback:\n", f);
+      said = true;
+      fprintf(f, "%.*s\n", (int)len, l);
+    }
+    l += len + (l[len] == '\n');
+  }
+}
+
 /* ============================== evaluation ============================== */
 
 typedef struct repl {
@@ -270,7 +308,7 @@ static void run_chunk(repl *r) {
   fflush(stdout);
   if (st != LUA_OK) {
     if (interrupted) /* on a line of its own, after the terminal's "^C" */
-      fputs("\ninterrupted\n", stderr);
+      repl_report_interrupted(stderr, "\n", lua_tostring(L, -1), false);
     else
       fprintf(stderr, "%s\n", lua_tostring(L, -1));
     lua_pop(L, 1);

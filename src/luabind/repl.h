@@ -12,6 +12,7 @@
 
 #include <lua.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <uv.h>
 
 /* Runs the prompt on `loop` with the state L (made by drover_lua_init; the
@@ -39,5 +40,19 @@ int repl_run(lua_State *L, uv_loop_t *loop);
  * NULL) tells whether a SIGINT arrived during the call; the status and the
  * stack are as lua_pcall leaves them (message with traceback on error). */
 int repl_pcall(lua_State *L, int nargs, int nresults, bool second_kills, bool *interrupted);
+
+/* For C code that answers Ctrl-C itself, saying where it stopped (a fit):
+ * raises "interrupted at step N" (with luaL_error: it does not return).
+ * The hook the signal handler set would raise a bare "interrupted" in its
+ * place at the next Lua call on the way up: it is taken off first (the
+ * polling hook stays, so a script that catches the error still stops). */
+int repl_raise_interrupted(lua_State *L, long long step);
+
+/* Prints to f what an interrupted call's error `msg` says: prefix, then
+ * "interrupted at step N" when a fit said where it stopped, else
+ * "interrupted"; with `frames`, the traceback's frames in the script's
+ * own files after it. Nothing that names drover's own Lua or C (their
+ * frames, a position they gave the message). */
+void repl_report_interrupted(FILE *f, const char *prefix, const char *msg, bool frames);
 
 #endif

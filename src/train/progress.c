@@ -58,27 +58,41 @@ static int64_t shown_epoch(const train_progress *p) {
   return p->global_steps > 0 ? p->global_epoch : p->epoch;
 }
 
+/* "step 60/600", or "step 60" when the total is not known (a feed that
+ * runs until its feeders end): no "/0". */
+static void print_step(FILE *f, const train_progress *p) {
+  fprintf(f, "step %lld", (long long)shown_step(p));
+  if (shown_total(p) > 0) fprintf(f, "/%lld", (long long)shown_total(p));
+}
+
 static void print_bar(FILE *f, const train_progress *p) {
   char bar[BAR_WIDTH + 1], rate[32], eta[32];
-  int filled = shown_total(p) > 0 ? (int)(BAR_WIDTH * shown_step(p) / shown_total(p)) : 0;
+  bool known = shown_total(p) > 0;
+  int filled = known ? (int)(BAR_WIDTH * shown_step(p) / shown_total(p)) : 0;
   for (int i = 0; i < BAR_WIDTH; i++)
     bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
   bar[BAR_WIDTH] = '\0';
   fmt_thousands(rate, sizeof rate, p->examples_per_sec);
   fmt_eta(eta, sizeof eta, p->eta, true);
-  fprintf(f, "\rstep %lld/%lld [%s] epoch %lld/%lld loss %.4f", (long long)shown_step(p),
-          (long long)shown_total(p), bar, (long long)shown_epoch(p), (long long)p->epochs, p->loss);
+  fputc('\r', f);
+  print_step(f, p);
+  if (known) fprintf(f, " [%s]", bar);
+  fprintf(f, " epoch %lld/%lld loss %.4f", (long long)shown_epoch(p), (long long)p->epochs, p->loss);
   if (!isnan(p->accuracy)) fprintf(f, " acc %.3f", p->accuracy);
-  fprintf(f, " %s ex/s ETA %s\033[K", rate, eta);
+  fprintf(f, " %s ex/s", rate);
+  if (known) fprintf(f, " ETA %s", eta);
+  fputs("\033[K", f);
 }
 
 static void print_line(FILE *f, const train_progress *p) {
   char eta[32];
   fmt_eta(eta, sizeof eta, p->eta, false);
-  fprintf(f, "step %lld/%lld epoch %lld/%lld loss %.4f", (long long)shown_step(p),
-          (long long)shown_total(p), (long long)shown_epoch(p), (long long)p->epochs, p->loss);
+  print_step(f, p);
+  fprintf(f, " epoch %lld/%lld loss %.4f", (long long)shown_epoch(p), (long long)p->epochs, p->loss);
   if (!isnan(p->accuracy)) fprintf(f, " acc %.3f", p->accuracy);
-  fprintf(f, " %.0f ex/s eta %s\n", p->examples_per_sec, eta);
+  fprintf(f, " %.0f ex/s", p->examples_per_sec);
+  if (shown_total(p) > 0) fprintf(f, " eta %s", eta);
+  fputc('\n', f);
 }
 
 void progress_init(progress *pr, FILE *out, bool tty) {

@@ -286,11 +286,13 @@ static void print_series(const runview_series *s, FILE *out) {
 }
 
 void attach_print(const runview *m, int events, FILE *out) {
-  char up[16], eta[16];
-  fprintf(out, "run %s  %s  %s%s%s  up %s  step %lld/%lld  %.1f examples/s  eta %s  "
+  char up[16], eta[16], total[32] = "";
+  if (m->total_steps > 0) /* a feed's is not known: "step 60", not "step 60/0" */
+    snprintf(total, sizeof total, "/%lld", (long long)m->total_steps);
+  fprintf(out, "run %s  %s  %s%s%s  up %s  step %lld%s  %.1f examples/s  eta %s  "
                "attached %d\n",
           m->run, m->launcher, m->state, m->mode[0] ? "  " : "", m->mode,
-          ago(m->uptime, up, sizeof up), (long long)m->step, (long long)m->total_steps,
+          ago(m->uptime, up, sizeof up), (long long)m->step, total,
           m->examples_per_sec, ago(m->eta, eta, sizeof eta), m->attach_clients);
   fprintf(out, "%-14s %-11s %-8s %-15s %8s %9s %9s %6s %8s %7s %8s\n", "NODE", "STATE", "PID",
           "HOST", "RESTARTS", "STEPS", "EX/S", "CPU%", "RSS", "HB", "INFLIGHT");

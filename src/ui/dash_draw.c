@@ -8,30 +8,56 @@
 #include <string.h>
 #include <wchar.h>
 
+/* Columns of the character at s (of at most n bytes) into *cw; its bytes.
+ * An invalid sequence is one byte of one column. */
+static size_t char_width(const char *s, size_t n, mbstate_t *st, int *cw) {
+  wchar_t wc;
+  size_t k = mbrtowc(&wc, s, n, st);
+  *cw = 1;
+  if (k == (size_t)-1 || k == (size_t)-2 || k == 0) {
+    memset(st, 0, sizeof *st);
+    return 1;
+  }
+  *cw = wcwidth(wc);
+  if (*cw < 0) *cw = 1;
+  return k;
+}
+
+/* A control character would move the cursor (a newline clears the rest of
+ * the row and goes on below, over a box's border; a tab jumps past w): it
+ * is drawn as blanks instead, a tab up to the next multiple of 8 columns.
+ * Returns the columns, at most w. */
+static int put_control(unsigned char c, int cols, int w) {
+  int to = c == '\t' ? (cols / 8 + 1) * 8 : cols + 1;
+  if (to > w) to = w;
+  for (int i = cols; i < to; i++) addch(' ');
+  return to;
+}
+
 int dash__put(int y, int x, int w, unsigned long attr, const char *s) {
   if (w <= 0 || !s) return 0;
+  attrset((int)attr);
+  move(y, x);
   /* Cut at w columns, counting a multi-byte character as its width. */
   mbstate_t st;
   memset(&st, 0, sizeof st);
   int cols = 0;
-  size_t bytes = 0, len = strlen(s);
-  while (bytes < len) {
-    wchar_t wc;
-    size_t k = mbrtowc(&wc, s + bytes, len - bytes, &st);
-    int cw = 1;
-    if (k == (size_t)-1 || k == (size_t)-2 || k == 0) {
-      k = 1;
-      memset(&st, 0, sizeof st);
-    } else {
-      cw = wcwidth(wc);
-      if (cw < 0) cw = 1;
+  size_t bytes = 0, run = 0, len = strlen(s);
+  while (bytes < len && cols < w) {
+    unsigned char c = (unsigned char)s[bytes];
+    if (c < 0x20 || c == 0x7f) {
+      addnstr(s + run, (int)(bytes - run));
+      cols = put_control(c, cols, w);
+      run = ++bytes;
+      continue;
     }
+    int cw;
+    size_t k = char_width(s + bytes, len - bytes, &st, &cw);
     if (cols + cw > w) break;
     cols += cw;
     bytes += k;
   }
-  attrset((int)attr);
-  mvaddnstr(y, x, s, (int)bytes);
+  addnstr(s + run, (int)(bytes - run));
   return cols;
 }
 

@@ -11,7 +11,8 @@
 #include <stdint.h>
 
 /* s at (y, x), cut to w columns (a multi-byte character counts its
- * width); returns the columns written. NULL or w <= 0 writes nothing. */
+ * width; a control character is blanks, a tab to the next multiple of 8);
+ * returns the columns written. NULL or w <= 0 writes nothing. */
 int dash__put(int y, int x, int w, unsigned long attr, const char *s);
 /* dash__put of a printf format (at most 511 bytes). */
 int dash__putf(int y, int x, int w, unsigned long attr, const char *fmt, ...)

@@ -6,8 +6,9 @@
 --                  worker:0: the timeout names it)
 --   stream PATH    the feed is data.stream(PATH) (CSV, label last); prints
 --                  the batches trained and the rows read
---   external N K   feed = "external", feeders = K: prints the run
---                  directory, trains on what feeders send (tests/cli/feeder.py), N fits
+--   external N K [verbose]  feed = "external", feeders = K: prints the run
+--                  directory, trains on what feeders send (tests/cli/feeder.py), N fits;
+--                  each one's result with its accuracy; verbose: progress lines too
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local case = arg[1]
 local here = (arg[0] or ""):match("^(.*)/[^/]*$") or "."
@@ -18,7 +19,7 @@ end
 local function exp(train)
   return drover.experiment { name = "feed-" .. case, loss = nn.CrossEntropy(),
     optimizer = optim.Adam { lr = 1e-3 }, model = model(64), train = train, seed = 1,
-    verbose = false }
+    verbose = arg[4] == "verbose" }
 end
 
 if case == "slow" then
@@ -52,7 +53,7 @@ elseif case == "external" then
   for i = 1, tonumber(arg[2]) or 1 do
     local ok, r = pcall(c.fit, c, exp { feed = "external", batch = 10, feed_timeout = 20,
       feeders = tonumber(arg[3]) })
-    if ok then print(string.format("EXTERNAL %d fed %d trained", r.fed, r.batches))
+    if ok then print(string.format("EXTERNAL %d fed %d trained acc %s", r.fed, r.batches, r.accuracy))
     else print("EXTERNAL FAILED " .. tostring(r)) end
     io.stdout:flush()
   end

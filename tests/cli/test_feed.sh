@@ -57,6 +57,20 @@ if command -v python3 >/dev/null 2>&1; then
   check "feed-cli-06 a feeder giving up fails the fit, named" grep -q "^EXTERNAL FAILED.*feeder quitter gave up: the source broke" "$TMP/ext.out"
   wait_for 20 sh -c '! kill -0 '"$run_pid"' 2>/dev/null'
   kill "$run_pid" 2>/dev/null || true
+  # an external feed's length is not known: its progress says "step 30",
+  # not "step 30/0", without an ETA; its accuracy is returned
+  "$DROVER" run "$S" external 1 1 verbose >"$TMP/extv.out" 2>&1 &
+  run_pid=$!
+  wait_for 20 grep -q '^RUN ' "$TMP/extv.out"
+  dir=$(sed -n 's/^RUN //p' "$TMP/extv.out")
+  python3 "$F" "$dir" "$TMP/300.csv" 10 v >"$TMP/fv.out" 2>&1
+  wait_for 20 grep -q '^EXTERNAL' "$TMP/extv.out"
+  check "feed-cli-07 an external feed's progress has no total: step 30, no /0, no eta" \
+    grep -Eqx "step 30 epoch 1/1 loss [0-9.]+ acc [0-9.]+ [0-9]+ ex/s" "$TMP/extv.out"
+  check "feed-cli-07 its fit returns the accuracy" \
+    grep -Eqx "EXTERNAL 30 fed 30 trained acc 0?\.[0-9]+|EXTERNAL 30 fed 30 trained acc 1\.0" "$TMP/extv.out"
+  wait_for 20 sh -c '! kill -0 '"$run_pid"' 2>/dev/null'
+  kill "$run_pid" 2>/dev/null || true
 else
   fail "feed-cli-05 external feeders" "python3 is not installed"
 fi

@@ -2,10 +2,11 @@
 # coordinator's and a ps's port, with a low descriptor limit, while a
 # worker is SIGKILLed in the middle of a fit: the fit completes, the worker
 # is relaunched (its log opened, its process started), connects to the ps
-# again under the flood and trains. Twice: the flood from one address
-# (flood-01: the bound per address holds it) and spread over 40 loopback
-# addresses (flood-03: only the total bound and the descriptor reserve
-# do). The flood (flood.py) is ended by pid; nothing else is signalled.
+# again under the flood (the test waits until its log says so) and trains.
+# Twice: the flood from one address (flood-01: the bound per address holds
+# it) and spread over 40 loopback addresses (flood-03: only the total
+# bound and the descriptor reserve do). The flood (flood.py) is ended by
+# pid; nothing else is signalled.
 . tests/cli/lib.sh
 # The issue's own numbers (1,500 at ulimit -n 1024) pass too: FLOOD_COUNT=1500
 # FLOOD_NOFILE=1024 sh tests/cli/test_flood.sh (slower, so not the default).
@@ -47,22 +48,57 @@ local function exp(epochs, progress)
     train = { data = digits, batch = 64, epochs = epochs }, seed = 1, verbose = false,
     progress = progress }
 end
-local killed = false
+-- worker:1's log: where the killed process's lines end (read at the
+-- kill), so that what follows is the new process's.
+local wlog = node(c, "worker", 1).log
+local function log_text()
+  local f = io.open(wlog)
+  local s = f and f:read("a") or ""
+  if f then f:close() end
+  return s
+end
+local killed, mark = false, nil
 local r = c:fit(exp(4, function(p)
   if not killed and p.step >= 20 then
     killed = true
+    mark = #log_text()
     os.execute("kill -9 " .. victim)
   end
 end))
 print("killed " .. tostring(killed))
 print("steps " .. r.steps)
-local back = false
+-- Back means able to train: registered again (ready) and its link to the
+-- ps up, as the new process's log says (after the mark). Ready alone is
+-- not enough: a step it takes unlinked fails and goes to worker:0, so a
+-- short second fit could end before it trains one. It links at its
+-- registration; where the flood's bound drops that connection it links
+-- again only when a step needs it, so then one-epoch fits give it steps
+-- until it has.
+local function link_state()
+  local s = log_text()
+  local at = s:find("I registered\n", (mark or #s) + 1, true)
+  if not at then return "unregistered" end
+  local up, down = 0, 0
+  for p in s:gmatch("()I connected to ps:0 at", at) do up = p end
+  for p in s:gmatch("()W lost ps:0", at) do down = math.max(down, p) end
+  for p in s:gmatch("()E cannot connect to ps:0", at) do down = math.max(down, p) end
+  return up > down and "linked" or down > 0 and "down" or "linking"
+end
+local back, warmups = false, 0
 t0 = drover.clock()
 while drover.clock() - t0 < 45 and not back do
   local w = node(c, "worker", 1)
-  back = w.restarts >= 1 and w.state == "ready"
-  if not back then drover.sleep(0.1) end
+  local ready = w.restarts >= 1 and w.state == "ready"
+  local link = ready and link_state()
+  back = link == "linked"
+  if link == "down" then
+    c:fit(exp(1))
+    warmups = warmups + 1
+  elseif not back then
+    drover.sleep(0.1)
+  end
 end
+print("warm-up fits " .. warmups)
 print("worker back " .. tostring(back))
 -- The restarted worker connects to the ps under the flood and trains.
 local before = node(c, "worker", 1).steps

@@ -154,6 +154,7 @@ if wait_file_line "$TMP/spin.ready" ready "$limit"; then
     RC=$?
     ok "run-11 SIGINT stops a Lua loop with status 130" '[ "$RC" -eq 130 ]'
     ok "run-11 it says interrupted, with a traceback" 'has_err "drover: interrupted" && has_err "spin.lua:3: in main chunk"'
+    ok "run-11 and nothing of drover's insides (no [C] frame)" '! has_err "[C]"'
   else
     kill -KILL "$pid" 2>/dev/null
     fail "run-11 SIGINT stops a Lua loop" "still running ${limit}s after SIGINT"
@@ -213,6 +214,7 @@ if wait_file_line "$TMP/train.ready" ready "$limit"; then
     wait "$pid"
     RC=$?
     ok "run-12 SIGINT stops training in C with status 130" '[ "$RC" -eq 130 ] && has_err "interrupted"'
+    ok "run-12 nothing of drover's insides" '! has_err "[drover]" && ! has_err "[C]"'
   else
     kill -KILL "$pid" 2>/dev/null
     fail "run-12 SIGINT stops training in C" "still running ${limit}s after SIGINT"
@@ -254,6 +256,60 @@ else
   kill -KILL "$pid" 2>/dev/null
   fail "run-13 a second SIGINT kills" "the script never started"
 fi
+
+# ---------------------------------------------------------------- 16, 17 SIGINT in a fit
+# A fit says where Ctrl-C stopped it, in process and on a cluster: one
+# line "drover: interrupted at step N", then the script's own frames;
+# nothing of drover's Lua or C. The progress function writes the ready
+# file at the fit's first step (Lua runs at each step: the SIGINT lands
+# there or in C, the report is the same).
+# fit_interrupt CASE WHERE: WHERE "local" (exp:fit()) or "cluster".
+fit_interrupt() {
+  cat >"$TMP/$1.lua" <<EOF
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local ds = data.synthetic { n = 4096, features = 64, classes = 10, seed = 1 }
+local ready = false
+local exp = drover.experiment {
+  name = "$1", loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.01 },
+  model = nn.Sequential { nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10) },
+  train = { data = ds, batch = 32, epochs = 100000 }, runs = "$TMP/runs",
+  progress = function(p)
+    if not ready and p.step > 0 then
+      ready = true
+      local f = assert(io.open("$TMP/$1.ready", "w")); f:write("ready\n"); f:close()
+    end
+  end,
+}
+local c = "$2" == "cluster" and drover.cluster { ps = 1, worker = 1, runs = "$TMP/runs", name = "$1" }
+if c then c:fit(exp) else exp:fit() end
+print("fit returned")
+EOF
+  "$DROVER" run "$TMP/$1.lua" >"$TMP/$1.out" 2>"$TMP/err" &
+  pid=$!
+  if ! wait_file_line "$TMP/$1.ready" ready $((limit * 3)); then
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    fail "$1 SIGINT stops a fit" "the fit never started"
+    return
+  fi
+  kill -INT "$pid"
+  if ! wait_exit "$pid" "$limit"; then
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    fail "$1 SIGINT stops a fit" "still running ${limit}s after SIGINT"
+    return
+  fi
+  wait "$pid"
+  RC=$?
+  ok "$1 SIGINT stops the fit with status 130" '[ "$RC" -eq 130 ]'
+  ok "$1 it says where: interrupted at step N" \
+    'head -n 1 "$TMP/err" | grep -Eqx "drover: interrupted at step [1-9][0-9]*"'
+  frame="$1.lua:16: in main chunk"
+  ok "$1 then the script's line" 'has_err "$frame"'
+  ok "$1 and nothing of drover's insides" '! has_err "[drover]" && ! has_err "[C]"'
+}
+fit_interrupt run-16 local
+fit_interrupt run-17 cluster
 
 # examples/schedules.lua: schedules, clipping, early stopping and tensor math
 # in one script that asserts its own result.

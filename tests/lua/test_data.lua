@@ -126,7 +126,7 @@ test("data_shuffle_shard_batch", function()
   for x, y in ds:batch(500) do
     n = n + 1
     rows = rows + x:shape()[1]
-    eq(y:size(), x:shape()[1], "labels per batch")
+    eq(y:numel(), x:shape()[1], "labels per batch")
     last = x:shape()[1]
   end
   eq(n, 4, "batches")

@@ -76,6 +76,32 @@ test("formats-05 features-only files and malformed data name file and line", fun
   raises(function() data.libsvm(write("bad.svm", "1 1:2\n0 3:x\n")) end, "bad.svm:2: index 3: 'x' is not a number")
 end)
 
+test("formats-07 an out-of-range number on line 1 is an error, not a header", function()
+  -- 1e999 overflows a float, as 1e39 does: a number all the same, so the
+  -- line is data and the value the same error as on any other line
+  raises(function() data.csv(write("big1.csv", "1e999,2,0\n1,2,1\n3,4,0\n")) end,
+         "big1.csv:1: field 1: '1e999' is not a finite number")
+  raises(function() data.csv(write("big2.csv", "1,2,0\n1e999,2,1\n3,4,0\n")) end,
+         "big2.csv:2: field 1: '1e999' is not a finite number")
+  raises(function() data.csv(write("big3.csv", "1,-1e39,0\n1,2,1\n")) end,
+         "big3.csv:1: field 2: '-1e39' is not a finite number")
+  local h = data.csv(write("big4.csv", "1e999,2,0\n1,2,1\n3,4,0\n"), { header = true })
+  eq(h.n, 2, "header = true still skips line 1")
+  local t = data.csv(write("text.csv", "a,2,0\n1,2,1\n3,4,0\n"))
+  eq(t.n, 2, "a field that is not a number at all still makes a header")
+  -- a stream (a feed) read the overflow as inf, on any line
+  local function stream(name, text, o)
+    local st = data.stream(write(name, text), o or { format = "csv" })
+    return function() return st:read(10) end
+  end
+  raises(stream("s1.csv", "1e999,2,0\n1,2,1\n"), "s1.csv:1: field 1: '1e999' is not a finite number")
+  raises(stream("s2.csv", "a,b,c\n1,2,1\n3,1e39,0\n"), "s2.csv:3: field 2: '1e39' is not a finite number")
+  raises(stream("s3.svm", "1 1:2\n0 2:-1e999\n", { format = "libsvm", features = 2 }),
+         "s3.svm:2: index 2: '-1e999' is not a finite number")
+  local x = stream("s4.csv", "a,b,c\n1,2,1\n3,4,0\n")()
+  eq(x:size(1), 2, "the stream's text header is still skipped")
+end)
+
 os.execute("rm -rf '" .. DIR .. "'")
 
 test("formats-06 class names are kept by exp:save and drover.experiment.load", function()

@@ -542,3 +542,24 @@ TEST(progress_sync_shows_global_steps) {
   CHECK_STR_CONTAINS(buf, "step 1108/1200 epoch 93/100 ");
   free(buf);
 }
+
+/* A feed of unknown length (total_steps 0): "step 60", never "step 60/0",
+ * and no ETA, in the plain line and in the bar. */
+TEST(progress_unknown_total_says_no_total) {
+  for (int tty = 0; tty <= 1; tty++) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f != NULL);
+    progress pr;
+    progress_init(&pr, f, tty);
+    train_progress p = {.step = 60, .total_steps = 0, .epoch = 1, .epochs = 1, .loss = 0.5,
+                        .accuracy = 0.25, .eta = -1, .examples_per_sec = 100};
+    progress_step(&pr, &p, true);
+    fclose(f);
+    CHECK_STR_CONTAINS(buf, "step 60 epoch 1/1 loss 0.5000 acc 0.250 100 ex/s");
+    CHECK(strstr(buf, "/0") == NULL);
+    CHECK(strstr(buf, "eta") == NULL && strstr(buf, "ETA") == NULL);
+    free(buf);
+  }
+}

@@ -115,7 +115,11 @@ int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
   n->examples += (int64_t)examples;
   f->done++;
   f->examples += (int64_t)examples;
-  int64_t epoch = f->feed.src ? (int64_t)f->feed.epoch : (f->done - 1) / f->per_epoch + 1;
+  /* A feeder that numbers no epochs sends 0: its batches are epoch 1, so
+   * the first step opens the epoch's sums (accuracy included) as any
+   * fit's does. */
+  int64_t epoch = !f->feed.src ? (f->done - 1) / f->per_epoch + 1
+                  : f->feed.epoch ? (int64_t)f->feed.epoch : 1;
   if (epoch != f->epoch_no) {
     f->epoch_no = epoch;
     f->epoch_loss = 0, f->epoch_seen = f->epoch_correct = 0, f->epoch_has_acc = true;
