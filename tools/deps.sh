@@ -11,6 +11,8 @@
 #                                 and python3-venv (`make venv`: the
 #                                 safetensors tests load drover's files in
 #                                 PyTorch; TensorBoard, the Python client),
+#                                 python3-wheel (the client built by pip
+#                                 offline, test_pyclient_pip.sh),
 #                                 Java 17 (the Spark of `make spark`)
 #   sh tools/deps.sh bench        the test set: the benchmarks compare against
 #                                 PyTorch and run a Spark feed
@@ -21,7 +23,7 @@
 # not installed here: without them the YARN tests SKIP.
 set -e
 build="build-essential pkg-config liblua5.4-dev libuv1-dev libncurses-dev libedit-dev libopenblas-dev libsodium-dev libssl-dev libjansson-dev libcurl4-openssl-dev zlib1g-dev python3"
-tests="tmux procps python3-torch python3-venv openjdk-17-jre-headless"
+tests="tmux procps python3-torch python3-venv python3-wheel openjdk-17-jre-headless"
 case "${1:-build}" in
   build) pkgs=$build ;;
   test | bench) pkgs="$build $tests" ;;
