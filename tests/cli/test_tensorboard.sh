@@ -11,7 +11,9 @@
 #   tb-03  the coordinator SIGKILLed: TensorBoard goes too (PR_SET_PDEATHSIG)
 #   tb-04  `drover tensorboard RUN1 RUN2` serves both, each under its name;
 #          Ctrl-C ends it (exit 0) and TensorBoard with it
-#   tb-05  refusals: no TensorBoard installed (the way to install it), a
+#   tb-05  an experiment's tensorboard = { port } fitted with c:fit(exp) on a
+#          cluster without one: the coordinator serves it, until shutdown
+#   tb-06  refusals: no TensorBoard installed (the way to install it), a
 #          port out of range, an address not of this machine, a wrong form,
 #          an in-process run without a run directory
 # Listens on 127.0.0.1 only, on ports the kernel says are free. Every wait is
@@ -40,23 +42,24 @@ reaped_at_exit() { [ -n "$1" ] && at_exit "kill -9 -- -$1 2>/dev/null"; }
 # scalars URL RUN TAG METRICS FIELD: TensorBoard's points are the file's.
 scalars() { "$PY" tests/cli/tb_scalars.py "$@" 2>&1 | grep -qx ok; }
 
-# A cluster (arg[3]: its tensorboard port) or an in-process fit (no port:
-# tensorboard = true) that trains one epoch with evals, writes RUNS/fitted-NAME
-# (its run directory) and waits for RUNS/stop-NAME (at most 120 s).
+# A cluster (arg[3]: its tensorboard port; with arg[4] "exp" the
+# experiment's instead) or an in-process fit (no port: tensorboard = true)
+# that trains one epoch with evals, writes RUNS/fitted-NAME (its run
+# directory) and waits for RUNS/stop-NAME (at most 120 s).
 cat >"$TMP/fit.lua" <<'LUA'
 local nn, optim, data = drover.nn, drover.optim, drover.data
-local runs, name, port = arg[1], arg[2], tonumber(arg[3])
+local runs, name, port, on_exp = arg[1], arg[2], tonumber(arg[3]), arg[4] == "exp"
 local train, test = data.csv("examples/data/digits.csv", { label = -1 }):split(0.8, { seed = 1 })
 local exp = drover.experiment {
   name = name, runs = runs, model = nn.Sequential { nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10) },
   loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 }, verbose = false,
   train = { data = train, batch = 64, epochs = 1 }, eval = { data = test, every = 10 },
-  tensorboard = not port or nil,
+  tensorboard = (not port or nil) or (on_exp and { port = port }) or nil,
 }
 local c, dir
 if port then
   c = drover.cluster { ps = 1, worker = 1, runs = runs, name = name,
-                       tensorboard = { port = port, bind = "127.0.0.1" } }
+                       tensorboard = not on_exp and { port = port, bind = "127.0.0.1" } or nil }
   c:fit(exp)
   dir = c.run_dir
 else
@@ -172,7 +175,21 @@ check "tb-04 and TensorBoard with it" wait_for 10 gone "${stb:-0}"
 "$DROVER" tensorboard --runs "$RUNS" nosuchrun >/dev/null 2>"$TMP/nosuch.err"
 check "tb-04 an unknown run is refused" grep -q "no run 'nosuchrun'" "$TMP/nosuch.err"
 
-# ---- tb-05: refusals -------------------------------------------------------------
+# ---- tb-05: an experiment's tensorboard on a cluster --------------------------
+port=$(free_port)
+url="http://127.0.0.1:$port/"
+start e1 "$port" exp
+e1=$bg
+E1=$RUN
+etb=$(cut -d' ' -f2 "$E1/tensorboard" 2>/dev/null)
+reaped_at_exit "$etb"
+check "tb-05 c:fit(exp) started the experiment's TensorBoard" grep -q "drover: TensorBoard at $url" "$TMP/e1.err"
+check "tb-05 over the cluster's run" \
+  scalars "$url" coordinator eval/accuracy "$E1/metrics.jsonl" eval_accuracy
+check "tb-05 the run ended well" finish e1 "$e1"
+check "tb-05 TensorBoard gone with the cluster" wait_for 10 gone "${etb:-0}"
+
+# ---- tb-06: refusals -------------------------------------------------------------
 # refused WHAT SNIPPET LUA: the script fails saying SNIPPET.
 refused() {
   printf '%s\n' "$3" >"$TMP/r.lua"
@@ -180,13 +197,13 @@ refused() {
     { echo "  (stderr: $(head -c 300 "$TMP/r.err"))"; false; }
 }
 C="drover.cluster { ps = 1, worker = 1, runs = '$RUNS', name = 'refused', tensorboard ="
-check "tb-05 a port out of range" refused x "tensorboard.port = 70000 is too large" "$C { port = 70000 } }"
-check "tb-05 an address of no machine here" refused x "cannot listen on 192.0.2.1" \
+check "tb-06 a port out of range" refused x "tensorboard.port = 70000 is too large" "$C { port = 70000 } }"
+check "tb-06 an address of no machine here" refused x "cannot listen on 192.0.2.1" \
   "$C { bind = '192.0.2.1' } }"
-check "tb-05 a wrong form" refused x "tensorboard must be true, false or a table" "$C 'yes' }"
-check "tb-05 an unknown key" refused x "unknown option 'prot'" "$C { prot = 1 } }"
-check "tb-05 none of them made a run directory" sh -c "! ls -d '$RUNS'/refused-* 2>/dev/null"
-check "tb-05 in process without a run directory" refused x "runs = false makes none" \
+check "tb-06 a wrong form" refused x "tensorboard must be true, false or a table" "$C 'yes' }"
+check "tb-06 an unknown key" refused x "unknown option 'prot'" "$C { prot = 1 } }"
+check "tb-06 none of them made a run directory" sh -c "! ls -d '$RUNS'/refused-* 2>/dev/null"
+check "tb-06 in process without a run directory" refused x "runs = false makes none" \
   "drover.experiment { model = drover.nn.Linear(2, 2), loss = drover.nn.MSE(), runs = false,
      optimizer = drover.optim.SGD { lr = 0.1 }, tensorboard = true,
      train = { data = drover.data.synthetic { n = 8, features = 2, classes = 2 } } }:fit()"
@@ -194,19 +211,19 @@ check "tb-05 in process without a run directory" refused x "runs = false makes n
 mkdir -p "$TMP/bin"
 cp "$DROVER" "$TMP/bin/drover"
 if [ -e /usr/bin/tensorboard ] || [ -e /bin/tensorboard ]; then
-  echo "SKIP tb-05 not installed: this machine has a tensorboard in /usr/bin"
+  echo "SKIP tb-06 not installed: this machine has a tensorboard in /usr/bin"
 else
   bare() { env -u DROVER_TENSORBOARD PATH=/usr/bin:/bin "$TMP/bin/drover" "$@"; }
   printf '%s\n' "$C true }" >"$TMP/none.lua"
   bare run "$TMP/none.lua" >/dev/null 2>"$TMP/none.err"
-  check "tb-05 not installed: refused, saying how to install it" \
+  check "tb-06 not installed: refused, saying how to install it" \
     grep -q "TensorBoard is not installed.*make tensorboard.*pip install tensorboard" "$TMP/none.err"
   printf '%s\n' "drover.experiment { model = drover.nn.Linear(2, 2), loss = drover.nn.MSE(),
     optimizer = drover.optim.SGD { lr = 0.1 }, tensorboard = true,
     train = { data = drover.data.synthetic { n = 8, features = 2, classes = 2 } } }" >"$TMP/none2.lua"
   bare run "$TMP/none2.lua" >/dev/null 2>"$TMP/none2.err"
-  check "tb-05 an experiment refused where it is described" \
+  check "tb-06 an experiment refused where it is described" \
     grep -q "none2.lua:1: experiment: tensorboard: TensorBoard is not installed" "$TMP/none2.err"
   bare tensorboard --runs "$RUNS" >/dev/null 2>"$TMP/none3.err"
-  check "tb-05 drover tensorboard too" grep -q "make tensorboard" "$TMP/none3.err"
+  check "tb-06 drover tensorboard too" grep -q "make tensorboard" "$TMP/none3.err"
 fi
