@@ -50,7 +50,7 @@ EMBEDDED = $(sort $(wildcard lua/*.lua lua/*/*.lua themes/* spark/*.py))
 # as the C codecs (tools/wire_py.py; standard library only).
 PYWIRE = clients/python/drover_client/_wire.py
 
-.PHONY: all deps test test-run unit demo asan bench bench-deps install clean help layers venv vectors spark yarn-deps yarn-am
+.PHONY: all deps test-deps test test-run unit demo asan bench bench-deps install clean help layers venv vectors spark yarn-deps yarn-am tensorboard
 all: drover $(PYWIRE)
 
 drover: $(BUILD)/drover
@@ -109,8 +109,13 @@ $(BUILD)/embedded.o: $(BUILD)/embedded.c
 $(BUILD)/.dirs:
 	$(Q)mkdir -p $(BUILD)/unit $(BUILD)/bench && touch $@
 
+# What building and `make demo` need (deps), and what the tests add
+# (test-deps): tools/deps.sh says which packages each is.
 deps:
 	$(Q)sh tools/deps.sh
+
+test-deps:
+	$(Q)sh tools/deps.sh test
 
 # The Python client's message table (PYWIRE, defined above `all`).
 $(PYWIRE): tools/wire_py.py src/proto/wire.h src/proto/wire_msgs.h src/numeric/tensor.h src/proto/wire.c src/base/err.h
@@ -164,7 +169,8 @@ $(YARN_TEST_JAR): tests/yarn/pom.xml $(wildcard tests/yarn/src/main/java/drover/
 # saying so, and the rest still run.
 VENV ?= build/venv
 SAFETENSORS_VERSION = 0.8.0
-# TensorBoard's own reader checks the event files (tests/cli/test_events.sh).
+# TensorBoard's own reader checks the event files (tests/cli/test_events.sh)
+# and serves runs (tests/cli/test_tensorboard.sh); `make tensorboard` pins it too.
 TENSORBOARD_VERSION = 2.21.0
 venv: $(VENV)/.ok $(VENV)/.pyclient
 
@@ -185,6 +191,22 @@ $(VENV)/.pyclient: $(VENV)/.ok $(PYWIRE)
 		"$(CURDIR)/clients/python"
 	$(Q)$(VENV)/bin/python -c "import drover_client"
 	$(Q)touch $@
+
+# TensorBoard for tensorboard = true and `drover tensorboard` (run/tboard.h):
+# the pinned `tensorboard` from PyPI in a virtual environment of its own,
+# without the system's packages (no PyTorch: VENV above is the tests'),
+# found by drover beside its binary (build/tensorboard/bin/tensorboard for
+# ./drover and for build/drover). Nothing goes into the system.
+TB_VENV = build/tensorboard
+tensorboard: $(TB_VENV)/.ok
+
+$(TB_VENV)/.ok:
+	$(Q)sh tools/deps.sh tensorboard
+	$(call say,VENV,$(TB_VENV))rm -rf $(TB_VENV) && /usr/bin/python3 -m venv $(TB_VENV)
+	$(Q)$(TB_VENV)/bin/pip install -q --disable-pip-version-check tensorboard==$(TENSORBOARD_VERSION)
+	$(Q)$(TB_VENV)/bin/tensorboard --version >/dev/null 2>&1
+	$(Q)touch $@
+	@echo "tensorboard: $(TB_VENV)/bin/tensorboard (tensorboard = true and drover tensorboard use it)"
 
 # The Spark the spark launcher's tests run (tests/spark/start.sh): the
 # `pyspark` package, which carries Spark's jars, in a virtual environment
@@ -217,14 +239,14 @@ VENV_OR_SAY = $(MAKE) --no-print-directory venv || \
 # Installs what is missing, builds, runs every test (ONLY=SUBSTRING: the test
 # files whose path has it; tests/run.sh says how to run one test); last line
 # "N passed, N failed, N skipped".
-test: deps
+test: test-deps
 	$(Q)$(MAKE) --no-print-directory all unit
 	$(Q)$(VENV_OR_SAY)
 	$(Q)mkdir -p build && $(MAKE) --no-print-directory yarn-deps
 	$(Q)$(TEST_ENV) DROVER=$(CURDIR)/$(BUILD)/drover UNIT=$(CURDIR)/$(BUILD)/unit_tests sh tests/run.sh
 
 # The same suite on an ASan+UBSan build (objects in build/asan).
-asan: deps
+asan: test-deps
 	$(Q)$(MAKE) --no-print-directory BUILD=build/asan OPTIMIZATION=-O1 \
 		SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 		build/asan/drover build/asan/unit_tests build/asan/bench_scale
@@ -239,7 +261,7 @@ demo: deps
 	./drover run examples/digits.lua
 	./drover run examples/cluster_digits.lua
 
-bench-deps: deps
+bench-deps:
 	$(Q)sh tools/deps.sh bench
 
 bench: bench-deps
@@ -272,7 +294,7 @@ clean:
 	rm -rf build drover $(PYWIRE)
 
 help:
-	@echo "targets: all deps test venv spark yarn-am vectors demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
+	@echo "targets: all deps test-deps test venv tensorboard spark yarn-am vectors demo asan bench install clean (V=1 verbose, PREFIX=$(PREFIX))"
 
 # The objects' dependency files, named (a wildcard over build/ would also
 # match the fuzz target's seed directory seeds_files.d).

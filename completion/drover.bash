@@ -1,6 +1,6 @@
 # bash completion for drover: subcommands, their options, run names (from
 # ./runs, or the directory after --runs) for attach, stop, rm, logs, export,
-# export-metrics and run --resume, and node names (from the run's nodes.tsv or logs/) for
+# export-metrics, tensorboard and run --resume, and node names (from the run's nodes.tsv or logs/) for
 # attach --stop and logs NODE. Installed by `make install` as
 # share/bash-completion/completions/drover.
 
@@ -45,7 +45,7 @@ _drover_node_names_all() {
 
 _drover() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="repl run node attach ls stop rm logs export export-metrics doctor help"
+  local commands="repl run node attach ls stop rm tensorboard logs export export-metrics doctor help"
   COMPREPLY=()
   if ((COMP_CWORD == 1)); then
     COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
@@ -57,7 +57,7 @@ _drover() {
     -o | --output | --secret-file | --key) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --stop) COMPREPLY=($(compgen -W "$(_drover_node_names)" -- "$cur")); return ;;
     --resume) COMPREPLY=($(compgen -W "$(_drover_run_names)" -d -- "$cur")); return ;;
-    --command | --hz | --timeout | --step | --wait) return ;;
+    --command | --hz | --timeout | --step | --wait | --port | --bind) return ;;
   esac
   case $cmd in
     run)
@@ -70,6 +70,7 @@ _drover() {
       opts="--now --wait --timeout --key --runs --help"
       words=$(_drover_run_names) ;;
     rm) opts="--runs --help"; words=$(_drover_run_names) ;;
+    tensorboard) opts="--port --bind --runs --help"; words=$(_drover_run_names) ;;
     logs)
       opts="-f --follow --runs --help"
       if ((COMP_CWORD == 3)) && [[ $cur != -* ]]; then words=$(_drover_node_names)

@@ -51,10 +51,14 @@ end
 -- `drover run --resume`): run.lua and run.json, metrics, events, checkpoints.
 local function open_run(self, tr)
   local s = state[self]
+  if self.runs == false and self.tensorboard then
+    error("experiment: tensorboard serves a run directory, and runs = false makes none in " ..
+      "this process (on a cluster, c:fit(exp) serves the cluster's)", 3)
+  end
   if s.run ~= nil or self.runs == false then return end
   local resume = ctrain.resume_dir()
   local script = type(arg) == "table" and type(arg[0]) == "string" and arg[0] or nil
-  s.run = call(3, tr.open_run, tr, self.runs, self.name, resume, script, arg)
+  s.run = call(3, tr.open_run, tr, self.runs, self.name, resume, script, arg, self.tensorboard)
   call(3, tr.set_checkpoint, tr, self)
 end
 

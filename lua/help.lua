@@ -260,6 +260,9 @@ drover.experiment { ... } - a model, a loss, an optimizer and data, trained in t
   stop       { metric = "eval_loss", mode = "min", patience = 0, min_delta = 0 }
              early stopping on the periodic evals (in process and on clusters)
   runs       where the run directory goes (default "runs"; false: none)
+  tensorboard  true or { port = 6006, bind = "127.0.0.1" }: a TensorBoard serves
+             the run while it lives (its URL printed, in `drover ls`; needs
+             TensorBoard: make tensorboard, or tensorboard on PATH)
   mode       accepted for clusters
 
 exp:fit()            -> { loss, accuracy, steps, epochs, examples_per_sec,
@@ -295,7 +298,9 @@ a Slurm job (launcher = "slurm", slurm = { partition = ... }) or as Spark tasks
 (launcher = "spark", spark = { master = "spark://host:7077" }).
 
   c = drover.cluster { ps = 1, worker = 2, chief = 0, evaluator = 0,
-                       max_restarts = 3, max_queue = 1024, heartbeat_timeout = 5 }
+                       max_restarts = 3, max_queue = 1024, heartbeat_timeout = 5,
+                       tensorboard = true }  -- or { port = N, bind = "host" }:
+                       TensorBoard over c.run_dir's events/ until c:shutdown()
   c:fit(exp)            train exp on the cluster (exp.mode = "sync" for sync training)
   c:setup(exp)          give the workers the model and their data shards, no training
   c:feed(source, { batch = 32 })  batches into the workers' input queues, which

@@ -35,6 +35,7 @@
 #include "luabind/repl.h"
 #include "base/rundir.h"
 #include "ui/runs.h"
+#include "ui/tbserve.h"
 #include "proto/wire.h"
 
 #ifndef DROVER_VERSION
@@ -564,6 +565,34 @@ int cmd_ls(int argc, char **argv) {
   }
   if (n == 0) printf("no runs in %s\n", dir);
   return 0;
+}
+
+/* ============================== tensorboard ============================= */
+
+int cmd_tensorboard(int argc, char **argv) {
+  const command *self = find_command("tensorboard");
+  const char **names = calloc((size_t)argc, sizeof *names);
+  tbserve_opts o = {.runs = RUNDIR_BASE, .names = names};
+  if (!names) return 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    bool takes = !strcmp(a, "--port") || !strcmp(a, "--bind") || !strcmp(a, "--runs");
+    long port;
+    if (takes && i + 1 >= argc) return free(names), usage_error(self, "%s needs a value", a);
+    if (!strcmp(a, "--runs")) o.runs = argv[++i];
+    else if (!strcmp(a, "--bind") && snprintf(o.tb.bind, sizeof o.tb.bind, "%s", argv[++i]) > 0)
+      continue;
+    else if (!strcmp(a, "--port") && (!parse_count(argv[++i], 65535, &port) || port == 0))
+      return free(names), usage_error(self, "--port '%s' is not a port (1..65535)", argv[i]);
+    else if (!strcmp(a, "--port")) o.tb.port = (int)port;
+    else if (takes) return free(names), usage_error(self, "%s needs a value", a);
+    else if (a[0] == '-') return free(names), usage_error(self, "unknown option '%s'", a);
+    else names[o.nnames++] = a;
+  }
+  int rc = tbserve_main(&o, stdout);
+  free(names);
+  if (rc < 0) fprintf(stderr, "drover: %s\n", err_msg());
+  return rc < 0 ? 1 : 0;
 }
 
 /* ============================== logs ==================================== */

@@ -39,5 +39,6 @@ int cmd_export(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_export_metrics(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_tensorboard(int argc, char **argv);
 
 #endif

@@ -19,13 +19,17 @@
  *                     ps-<k>.safetensors from each ps
  *     events/<who>/events.out.tfevents.*   TensorBoard summaries: who is
  *                     train in process, coordinator and chief on a cluster
- *     logs/           made with the directory (an in-process run's stays
- *                     empty); on a cluster:
+ *     tensorboard     "URL PID" of the TensorBoard serving events/, while
+ *                     it runs (tensorboard = true; run/tboard.h)
+ *     logs/           made with the directory (an in-process run's holds
+ *                     only tensorboard.log); on a cluster:
  *       <role>-<i>.log      each node's stdout and stderr (the launcher's)
  *       coordinator.log     the coordinator's own log records
  *       script.log          a detached script's output (`run --detach`)
  *       ssh-<host>.log      shipping drover and files to an ssh host
  *       slurm-job.log       the Slurm job holding the allocation
+ *       tensorboard.log     TensorBoard's output (tensorboard = true; in
+ *                           process too)
  *   and on a cluster only:
  *     coordinator     "HOST:PORT PID" of the coordinator, while it runs
  *     secret          the run's secret, 0600 (the coordinator's alone)
@@ -75,6 +79,8 @@
 #define RUNDIR_SLURM_LOG RUNDIR_LOGS "/slurm-job.log"
 #define RUNDIR_TB "events" /* TensorBoard: events/<who>/ */
 #define RUNDIR_TB_TRAIN RUNDIR_TB "/train"
+#define RUNDIR_TENSORBOARD "tensorboard" /* "URL PID" while TensorBoard serves */
+#define RUNDIR_TB_LOG RUNDIR_LOGS "/tensorboard.log"
 #define RUNDIR_CHECKPOINTS "checkpoints"
 #define RUNDIR_SLURM_JOB "slurm-job.sh"
 #define RUNDIR_SLURM_HEARTBEAT "slurm-heartbeat"

@@ -135,6 +135,17 @@ static void report_exit(pid_t pid, const char *log) {
                   "%s:\n%s", how, log, tail[0] ? tail : "(empty)\n");
 }
 
+/* "tensorboard:   URL" when the run serves one (tensorboard = true: its
+ * file is written before the cluster's nodes start). */
+static void print_tensorboard(const char *dir) {
+  char path[PATH_MAX + 32], url[256];
+  snprintf(path, sizeof path, "%s/" RUNDIR_TENSORBOARD, dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  if (fscanf(f, "%255s", url) == 1) printf("tensorboard:   %s\n", url);
+  fclose(f);
+}
+
 int detach_run(int n, char **args) {
   char log[PATH_MAX];
   if (make_log(log, sizeof log) < 0) {
@@ -174,5 +185,6 @@ int detach_run(int n, char **args) {
          "pid:           %d\n"
          "attach with:   drover attach %s\n",
          dir, dir, (int)pid, dir);
+  print_tensorboard(dir);
   return 0;
 }

@@ -156,6 +156,16 @@ static void anchor_experiment(lua_State *L, const lsettings *e) {
   lua_setiuservalue(L, 1, 1);
 }
 
+/* An experiment's tensorboard = ... fitted here: served by the
+ * coordinator (unless it serves one already), until the cluster stops. */
+static void experiment_tensorboard(lua_State *L, coord *c) {
+  tboard_opts o;
+  lua_getfield(L, 2, "tensorboard");
+  bool on = lcluster_tensorboard(L, -1, "experiment", &o);
+  lua_pop(L, 1);
+  if (on && coord_tensorboard(c, &o) < 0) luaL_error(L, "experiment: %s", err_msg());
+}
+
 /* c:fit(exp) -> the result table of exp:fit(), trained on the cluster. */
 static int l_fit(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
@@ -166,6 +176,7 @@ static int l_fit(lua_State *L) {
   fit_ctx x;
   coord_fit_args a;
   read_experiment(L, &x, &a);
+  experiment_tensorboard(L, c);
   lfeed feed;
   if (x.e.train_feed) {
     lfeed_open(L, &x.e, &feed); /* may push a stream it opened: kept until the end */

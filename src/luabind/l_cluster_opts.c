@@ -18,7 +18,7 @@ static const char *const cluster_keys[] = {
     "launcher", "ps", "worker", "chief", "evaluator", "reservation_timeout", "heartbeat",
     "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", "max_restarts", "max_queue",
     "hosts", "ssh_config", "slurm", "spark", "yarn", "files", "bind", "address", "ps_replicas",
-    "command_limit", NULL};
+    "command_limit", "tensorboard", NULL};
 static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", "label", NULL};
 /* A ps table also takes `replicas` (ps_replicas, spelled as issue 12 has it). */
 static const char *const ps_keys[] = {"instances", "cpus", "memory", "gpus", "label", "replicas",
@@ -28,6 +28,7 @@ static const char *const yarn_keys[] = {"rm", "queue", "name", "max_attempts", "
 static const char *const slurm_keys[] = {"partition", "time", "account", "qos", "constraint",
                                          "options", "pending_timeout", NULL};
 static const char *const spark_keys[] = {"master", "master_ui", "submit", "conf", NULL};
+static const char *const tensorboard_keys[] = {"port", "bind", NULL};
 
 /* The string field `key` of the table at idx, or def when absent. The
  * string stays alive in that table, which outlives the call. */
@@ -236,6 +237,29 @@ static void opt_numbers(lua_State *L, coord_opts *o) {
   o->max_queue = (int)lopts_int(L, 1, "max_queue", o->max_queue, LOPTS_POS, INT_MAX, "cluster");
 }
 
+bool lcluster_tensorboard(lua_State *L, int idx, const char *what, tboard_opts *o) {
+  memset(o, 0, sizeof *o);
+  int t = lua_type(L, idx);
+  if (t == LUA_TNIL || t == LUA_TNONE || (t == LUA_TBOOLEAN && !lua_toboolean(L, idx)))
+    return false;
+  if (t == LUA_TBOOLEAN) return true;
+  if (t != LUA_TTABLE)
+    luaL_error(L, "%s: tensorboard must be true, false or a table { port = N, bind = \"host\" } "
+                  "(got %s)", what, lopts_show(L, idx));
+  char sub[64];
+  snprintf(sub, sizeof sub, "%s: tensorboard", what);
+  idx = lua_absindex(L, idx);
+  lopts_check_keys(L, idx, sub, tensorboard_keys);
+  o->port = (int)lopts_int(L, idx, "port", 0, LOPTS_POS, 65535, sub); /* 0: not given */
+  const char *bind = opt_string(L, idx, "bind", "", sub);
+  if (lua_getfield(L, idx, "bind") != LUA_TNIL && !*bind)
+    luaL_error(L, "%s.bind must name an address (\"127.0.0.1\", \"0.0.0.0\", a host name)", sub);
+  lua_pop(L, 1);
+  if (strlen(bind) >= sizeof o->bind) luaL_error(L, "%s.bind is too long", sub);
+  snprintf(o->bind, sizeof o->bind, "%s", bind);
+  return true;
+}
+
 int lcluster_read_opts(lua_State *L, coord_opts *o) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lopts_check_keys(L, 1, "cluster", cluster_keys);
@@ -265,6 +289,9 @@ int lcluster_read_opts(lua_State *L, coord_opts *o) {
   o->address = opt_string(L, 1, "address", NULL, "cluster");
   o->hosts = opt_strings(L, 1, "hosts", 4096, &o->nhosts, "cluster");
   o->files = opt_strings(L, 1, "files", 4096, &o->nfiles, "cluster");
+  lua_getfield(L, 1, "tensorboard");
+  o->tensorboard = lcluster_tensorboard(L, -1, "cluster", &o->tboard);
+  lua_pop(L, 1);
   opt_slurm(L, o);
   opt_spark(L, o);
   opt_yarn(L, o);

@@ -425,7 +425,7 @@ static void local_model(const char *run) {
   }
 }
 
-void ldash_fit_begin(lua_State *L, rundir *rd) {
+void ldash_fit_begin(lua_State *L, rundir *rd, const char *tensorboard) {
   lua_getfield(L, LUA_REGISTRYINDEX, DASH_AUTO_KEY);
   bool autoopen = lua_toboolean(L, -1);
   lua_pop(L, 1);
@@ -446,6 +446,7 @@ void ldash_fit_begin(lua_State *L, rundir *rd) {
   }
   if (!live.local) return;
   snprintf(live.still.state, sizeof live.still.state, "training");
+  snprintf(live.still.tensorboard, sizeof live.still.tensorboard, "%s", tensorboard);
   if (live.still.nnodes)
     snprintf(live.still.nodes[0].state, sizeof live.still.nodes[0].state, "%s", nodestate_shown(NODE_BUSY));
 }

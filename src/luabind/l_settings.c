@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/err.h"
+#include "luabind/l_cluster_opts.h"
 #include "luabind/l_opts.h"
 #include "luabind/l_util.h"
 #include "numeric/optim_sched.h"
@@ -25,7 +27,7 @@
 /* Sorted: the error for an unknown field lists them in this order. */
 static const char *const top_fields[] = {
     "backup_workers", "checkpoint", "eval", "loss", "mode", "model", "name", "optimizer",
-    "progress", "runs", "seed", "stop", "train", "verbose", NULL};
+    "progress", "runs", "seed", "stop", "tensorboard", "train", "verbose", NULL};
 static const char *const train_fields[] = {"batch", "data", "epochs", "feed", "feed_timeout",
                                            "feeders", "max_steps", "shuffle", NULL};
 static const char *const eval_fields[] = {"batch", "data", "every", NULL};
@@ -275,6 +277,16 @@ static void read_run(lua_State *L, int idx, lsettings *s) {
   else s->progress = lua_gettop(L);
 }
 
+/* tensorboard = true | { port, bind }: its form and, at drover.experiment
+ * { ... }, whether TensorBoard can serve (installed, the port free), so
+ * that the description is refused rather than its first fit. */
+static void read_tensorboard(lua_State *L, int idx, bool desc, lsettings *s) {
+  push(L, idx, "tensorboard");
+  s->tensorboard = lcluster_tensorboard(L, -1, WHAT, &s->tb);
+  lua_pop(L, 1);
+  if (desc && s->tensorboard && tboard_check(&s->tb) < 0) fail(L, "%s", err_msg());
+}
+
 /* Fields for cluster fits (c:fit), checked in any case so that typos
  * surface early. */
 static void read_cluster(lua_State *L, int idx, bool desc, lsettings *s) {
@@ -297,6 +309,7 @@ static void read_all(lua_State *L, int idx, bool desc, lsettings *s) {
   read_eval(L, idx, s);
   read_stop(L, idx, s);
   read_run(L, idx, s);
+  read_tensorboard(L, idx, desc, s);
   read_cluster(L, idx, desc, s);
 }
 
@@ -394,6 +407,8 @@ static void push_fields(lua_State *L, int desc, const lsettings *s) {
   set_str(L, "mode", s->sync ? "sync" : "async");
   ldrv_set_int(L, "backup_workers", s->backup_workers);
   if (s->has_ckpt) push_checkpoint(L, &s->ck), lua_setfield(L, -2, "checkpointing");
+  lua_getfield(L, desc, "tensorboard"); /* as given: open_run and c:fit read it */
+  lua_setfield(L, -2, "tensorboard");
 }
 
 int lsettings_new(lua_State *L) {

@@ -37,6 +37,8 @@ typedef struct lsettings {
   int backup_workers;         /* sync: gradients a step may go without */
   bool has_ckpt;              /* checkpoint = { ... } was given: ck */
   fitrun_ckpt ck;
+  bool tensorboard;           /* tensorboard = true or { ... }: tb */
+  tboard_opts tb;
 } lsettings;
 
 /* drover.train.settings(description) -> the experiment's fields: the

@@ -23,6 +23,7 @@
 #include "base/err.h"
 #include "base/rundir.h"
 #include "run/fitrun.h"
+#include "luabind/l_cluster_opts.h"
 #include "luabind/l_drover.h"
 #include "luabind/l_settings.h"
 #include "luabind/l_util.h"
@@ -262,7 +263,7 @@ static void run_fit(lua_State *L, trainer *t, lsettings *e, train_cfg *cfg, fit_
                     train_result *r) {
   fflush(stdout); /* keep the script's own prints before the progress lines */
   if (t->run) fitrun_begin(t->run, ctx->cs->fit, cfg->resume ? cfg->resume->step : 0);
-  ldash_fit_begin(L, t->run ? &t->run->rd : NULL);
+  ldash_fit_begin(L, t->run ? &t->run->rd : NULL, t->run ? fitrun_tensorboard_url(t->run) : "");
   t->in_fit = true;
   int rc = train_fit(t->model, t->loss, t->opt, ldata_check(L, e->train_data), cfg, r);
   t->in_fit = false;
@@ -354,17 +355,20 @@ static char *run_json(lua_State *L, const char *script, int args) {
   return text;
 }
 
-/* trainer:open_run(base, name, resume_dir|nil, script|nil, args|nil) -> path */
+/* trainer:open_run(base, name, resume_dir|nil, script|nil, args|nil,
+ * tensorboard|nil) -> path */
 static int t_open_run(lua_State *L) {
   trainer *t = check_trainer(L, 1);
   const char *base = luaL_checkstring(L, 2), *name = luaL_checkstring(L, 3);
   const char *resume = luaL_optstring(L, 4, NULL), *script = luaL_optstring(L, 5, NULL);
   int args = lua_istable(L, 6) ? 6 : 0;
+  tboard_opts tb;
+  bool serve = lcluster_tensorboard(L, 7, "experiment", &tb);
   if (t->run) return luaL_error(L, "the experiment has a run directory already");
   if (!(t->run = calloc(1, sizeof *t->run))) return luaL_error(L, "out of memory");
   char *text = read_script(script);
   char *json = script ? run_json(L, script, args) : NULL;
-  int rc = fitrun_open(t->run, base, name, resume, text, json);
+  int rc = fitrun_open(t->run, base, name, resume, text, json, serve ? &tb : NULL);
   free(text);
   free(json);
   if (rc < 0) {

@@ -110,11 +110,12 @@ void lclosure_open(lua_State *L);
 void ldash_cluster_up(lua_State *L, int idx, struct coord *c, double limit);
 /* c is being shut down: a dashboard showing it closes first. */
 void ldash_cluster_down(struct coord *c);
-/* An in-process fit (exp:fit) begins, in run directory rd (NULL: none):
- * with `drover run --dash` and no dashboard yet, the dashboard opens over
- * a model of this process's fit (one "local" node, its metrics). */
+/* An in-process fit (exp:fit) begins, in run directory rd (NULL: none),
+ * `tensorboard` the URL of the TensorBoard serving it ("": none): with
+ * `drover run --dash` and no dashboard yet, the dashboard opens over a
+ * model of this process's fit (one "local" node, its metrics). */
 struct rundir;
-void ldash_fit_begin(lua_State *L, struct rundir *rd);
+void ldash_fit_begin(lua_State *L, struct rundir *rd, const char *tensorboard);
 /* Each step's and eval's progress of that fit: the model, and now and then
  * a turn of the loop so that the dashboard draws and reads its keys. */
 void ldash_fit_progress(lua_State *L, const train_progress *p);

@@ -259,6 +259,7 @@ int runsnap_encode(const runsnap_store *s, const char *run_dir, runsnap_cursor *
   wire_put_snapshot(w, &(wire_msg_snapshot){
                            .run_dir = WIRE_STR(run_dir),
                            .launcher = WIRE_STR(m->launcher),
+                           .tensorboard = WIRE_STR(m->tensorboard),
                            .state = WIRE_STR(m->state),
                            .mode = WIRE_STR(m->mode),
                            .uptime = m->uptime,
@@ -293,6 +294,7 @@ int runsnap_encode(const runsnap_store *s, const char *run_dir, runsnap_cursor *
 static int apply_header(runview *m, const wire_msg_snapshot *w, char *run_dir, size_t n) {
   int rc = wire_str_copy(w->run_dir, run_dir, n);
   if (rc == 0) rc = wire_str_copy(w->launcher, m->launcher, sizeof m->launcher);
+  if (rc == 0) rc = wire_str_copy(w->tensorboard, m->tensorboard, sizeof m->tensorboard);
   if (rc == 0) rc = wire_str_copy(w->state, m->state, sizeof m->state);
   if (rc == 0) rc = wire_str_copy(w->mode, m->mode, sizeof m->mode);
   if (rc < 0) return rc;

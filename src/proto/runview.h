@@ -64,6 +64,7 @@ typedef struct runview {
   /* header */
   char run[160];          /* run directory's base name */
   char launcher[160];     /* "local"; "yarn application_... http://..." */
+  char tensorboard[128];  /* the URL of the TensorBoard serving the run, or "" */
   char state[16];         /* "starting", "running", "training", "idle",
                              "failed", "shut down" */
   char mode[8];           /* "async" / "sync" / "" (no fit yet) */

@@ -291,7 +291,8 @@
  * authenticates like a node, then sends ATTACH where a node sends REGISTER.
  *  ATTACH    A -> C: control 1: may send COMMAND; hz snapshots per second
  *            wanted (at most 10 come)
- *  SNAPSHOT  C -> A: the run as runview.h has it (runsnap.c): header,
+ *  SNAPSHOT  C -> A: the run as runview.h has it (runsnap.c): header
+ *            (tensorboard: the URL of the TensorBoard serving the run, ""),
  *            queue counts, nodes (log "": run_dir/logs/ROLE-INDEX.log, a
  *            relative path is under run_dir; got "": unchanged), series
  *            (reset 1: replace the client's copy, 0: append) and events.
@@ -307,7 +308,7 @@
  *  COMMAND_REPLY  C -> A (req echoed): status 0 or a DRV_E* code */
 #define WIRE_MSG_attach(X) X(FLAG, control, "ATTACH control") X(POS, hz, "ATTACH hz")
 #define WIRE_MSG_snapshot(X)                                                              \
-  X(STR, run_dir) X(STR, launcher) X(STR, state) X(STR, mode) X(F64, uptime) X(I64, step) \
+  X(STR, run_dir) X(STR, launcher) X(STR, tensorboard) X(STR, state) X(STR, mode) X(F64, uptime) X(I64, step) \
   X(I64, total_steps) X(F64, examples_per_sec) X(F64, eta) X(F64, feed_per_sec)           \
   X(U32, attach_clients)                                                                  \
   X(I64, queued) X(I64, capacity) X(I64, running) X(I64, done) X(I64, failed)             \

@@ -24,11 +24,14 @@ static int write_files(fitrun *r, const char *script, const char *run_json) {
 }
 
 int fitrun_open(fitrun *r, const char *base, const char *name, const char *resume,
-                const char *script, const char *run_json) {
+                const char *script, const char *run_json, const tboard_opts *tb) {
   memset(r, 0, sizeof *r);
   r->last_step = -1;
-  int rc = resume ? rundir_open(resume, &r->rd) : rundir_create(base, name, &r->rd);
+  int rc = tb ? tboard_check(tb) : 0;
+  if (rc < 0) return rc;
+  rc = resume ? rundir_open(resume, &r->rd) : rundir_create(base, name, &r->rd);
   if (rc == 0) rc = write_files(r, resume ? NULL : script, resume ? NULL : run_json);
+  if (rc == 0 && tb) rc = tboard_run_start(&r->rd, tb, &r->tb);
   if (rc < 0) {
     rundir_close(&r->rd);
     return rc;
@@ -47,6 +50,8 @@ int fitrun_open(fitrun *r, const char *base, const char *name, const char *resum
   return 0;
 }
 
+const char *fitrun_tensorboard_url(const fitrun *r) { return r->tb ? tboard_url(r->tb) : ""; }
+
 void fitrun_set_ckpt(fitrun *r, const fitrun_ckpt *ck) {
   r->has_ckpt = ck != NULL;
   if (ck) r->ck = *ck;
@@ -54,6 +59,7 @@ void fitrun_set_ckpt(fitrun *r, const fitrun_ckpt *ck) {
 
 void fitrun_close(fitrun *r) {
   if (!r->rd.events) return;
+  tboard_run_stop(&r->rd, &r->tb);
   rundir_event(&r->rd, "in-process run ended");
   metrics_close(&r->metrics);
   events_run_close(r->ev);
@@ -146,6 +152,10 @@ int fitrun_checkpoint(fitrun *r, ckpt_state *s) {
 }
 
 void fitrun_step_end(fitrun *r, ckpt_state *s) {
+  if (r->tb && progress_now() - r->tb_polled >= 1.0) {
+    r->tb_polled = progress_now();
+    tboard_run_poll(&r->rd, &r->tb);
+  }
   bool due = r->requested;
   if (r->has_ckpt && s->pos.step != r->last_step) {
     if (r->ck.every > 0 && s->pos.step % r->ck.every == 0) due = true;

@@ -18,6 +18,7 @@
 #include "train/ckpt.h"
 #include "run/events.h"
 #include "run/metrics.h"
+#include "run/tboard.h"
 #include "base/rundir.h"
 #include "train/train.h"
 
@@ -40,13 +41,19 @@ typedef struct fitrun {
   double t0, last_time; /* of the fit, of the last checkpoint */
   int64_t last_step;    /* of the last checkpoint, -1 none */
   bool requested;       /* exp:checkpoint() during a fit */
+  tboard *tb;           /* TensorBoard over events/ (tensorboard = ...), or NULL */
+  double tb_polled;     /* when it was last looked at */
 } fitrun;
 
 /* Creates base/<name>-<stamp>/ (or, with `resume`, reopens that run
  * directory) and writes run.lua (`script`, the script's text, may be
- * NULL) and run.json (`run_json`, may be NULL) unless resuming. */
+ * NULL) and run.json (`run_json`, may be NULL) unless resuming. With `tb`
+ * (NULL: none), TensorBoard serves the run's events/ until fitrun_close;
+ * when it cannot (tboard_check), nothing is made. */
 int fitrun_open(fitrun *r, const char *base, const char *name, const char *resume,
-                const char *script, const char *run_json);
+                const char *script, const char *run_json, const tboard_opts *tb);
+/* The URL of its TensorBoard, "" when none. */
+const char *fitrun_tensorboard_url(const fitrun *r);
 void fitrun_set_ckpt(fitrun *r, const fitrun_ckpt *ck);
 /* Restores s from the newest intact checkpoint (damaged newer ones are
  * reported by name). 1 restored, 0 none, < 0 error. */
@@ -56,7 +63,8 @@ void fitrun_begin(fitrun *r, int64_t fit, int64_t from_step);
 void fitrun_end(fitrun *r, const train_result *res, int rc);
 /* After each progress call: a metrics.jsonl line and TensorBoard scalars. */
 void fitrun_progress(fitrun *r, const train_progress *p);
-/* At the end of each step: a checkpoint when one is due or requested. */
+/* At the end of each step: a checkpoint when one is due or requested;
+ * once a second, whether TensorBoard still serves (tboard_run_poll). */
 void fitrun_step_end(fitrun *r, ckpt_state *s);
 /* At the end of a fit that finished (or was stopped by its progress
  * function): with checkpoint = {...}, a last checkpoint unless one of this

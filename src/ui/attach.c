@@ -294,6 +294,7 @@ void attach_print(const runview *m, int events, FILE *out) {
           m->run, m->launcher, m->state, m->mode[0] ? "  " : "", m->mode,
           ago(m->uptime, up, sizeof up), (long long)m->step, total,
           m->examples_per_sec, ago(m->eta, eta, sizeof eta), m->attach_clients);
+  if (m->tensorboard[0]) fprintf(out, "tensorboard %s\n", m->tensorboard);
   fprintf(out, "%-14s %-11s %-8s %-15s %8s %9s %9s %6s %8s %7s %8s\n", "NODE", "STATE", "PID",
           "HOST", "RESTARTS", "STEPS", "EX/S", "CPU%", "RSS", "HB", "INFLIGHT");
   for (int i = 0; i < m->nnodes; i++) print_node(&m->nodes[i], out);

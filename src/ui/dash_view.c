@@ -25,10 +25,12 @@ static void draw_header(dash_ui *ui, const runview *m, int cols) {
   struct {
     int prio;
     char s[180];
-  } p[10];
+  } p[12];
   int n = 0;
   snprintf(p[n].s, sizeof p[n].s, "drover %s", m->run[0] ? m->run : "-"), p[n++].prio = 0;
   snprintf(p[n].s, sizeof p[n].s, "%s", m->launcher[0] ? m->launcher : "-"), p[n++].prio = 7;
+  if (m->tensorboard[0]) /* where to look at it all in a browser */
+    snprintf(p[n].s, sizeof p[n].s, "tensorboard %s", m->tensorboard), p[n++].prio = 5;
   snprintf(p[n].s, sizeof p[n].s, "%s", m->state[0] ? m->state : "-"), p[n++].prio = 1;
   snprintf(p[n].s, sizeof p[n].s, "up %s", up), p[n++].prio = 5;
   if (m->total_steps > 0)

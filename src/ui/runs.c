@@ -46,6 +46,7 @@ typedef struct run_info {
   char started[32]; /* events.log's first time stamp (UTC, sortable) */
   char last[32];    /* and its last */
   char address[80];
+  char tensorboard[160]; /* the URL while its TensorBoard serves, else "" */
   int nodes;        /* -1 unknown */
   int exit_status;  /* "process exit: N", -1 none */
   int exit_signal;  /* "(signal S)", 0 none */
@@ -126,6 +127,20 @@ static bool coordinator_alive(const char *dir, run_info *r) {
   return true;
 }
 
+/* "URL PID" while the TensorBoard serving the run lives (run/tboard.h);
+ * a file its SIGKILLed process left is ignored. */
+static void read_tensorboard(const char *dir, run_info *r) {
+  char path[PATH_MAX + 32], line[256] = "", url[160];
+  snprintf(path, sizeof path, "%s/" RUNDIR_TENSORBOARD, dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  long pid = 0;
+  bool got = fgets(line, sizeof line, f) && sscanf(line, "%159s %ld", url, &pid) == 2;
+  fclose(f);
+  if (got && pid > 0 && !(kill((pid_t)pid, 0) != 0 && errno == ESRCH))
+    snprintf(r->tensorboard, sizeof r->tensorboard, "%s", url);
+}
+
 long runs_process_pid(const char *dir) {
   char path[PATH_MAX + 32], line[64] = "";
   snprintf(path, sizeof path, "%s/" RUNDIR_PROCESS, dir);
@@ -194,10 +209,12 @@ static bool read_run(const char *base, const char *name, run_info *r) {
   struct stat sx; /* st stays events.log's */
   r->resumable = stat(rj, &sx) == 0; /* its script was kept */
   r->in_process = runs_in_process(dir);
-  if (r->in_process ? process_alive(dir) : coordinator_alive(dir, r))
+  if (r->in_process ? process_alive(dir) : coordinator_alive(dir, r)) {
     snprintf(r->state, sizeof r->state, "running");
-  else
+    read_tensorboard(dir, r);
+  } else {
     ended_state(r, shutdown_ok, failed, step);
+  }
   if (!r->started[0]) { /* an empty events.log: its time of creation */
     struct tm tm;
     gmtime_r(&st.st_mtime, &tm);
@@ -222,6 +239,28 @@ static const char *local_time(const char *utc, char *buf, size_t n) {
   return buf;
 }
 
+/* The table: a TENSORBOARD column after ADDRESS while some run has one. */
+static void print_runs(const run_info *runs, size_t n, FILE *out) {
+  bool tb = false;
+  for (size_t i = 0; i < n; i++) tb |= runs[i].tensorboard[0] != '\0';
+  const char *fmt = tb ? "%-40s %-11s %5s  %-19s  %-12s %4s  %-21s  %s\n"
+                       : "%-40s %-11s %5s  %-19s  %-12s %4s  %s%s\n";
+  if (n)
+    fprintf(out, fmt, "RUN", "STATE", "NODES", "STARTED", "CHECKPOINT", "EXIT", "ADDRESS",
+            tb ? "TENSORBOARD" : "");
+  for (size_t i = 0; i < n; i++) {
+    char when[32], nodes[16], status[16] = "-";
+    if (runs[i].exit_status >= 0 && strcmp(runs[i].state, "running") != 0)
+      snprintf(status, sizeof status, "%d", runs[i].exit_status);
+    if (runs[i].in_process) snprintf(nodes, sizeof nodes, "local");
+    else if (runs[i].nodes >= 0) snprintf(nodes, sizeof nodes, "%d", runs[i].nodes);
+    else snprintf(nodes, sizeof nodes, "-");
+    fprintf(out, fmt, runs[i].name, runs[i].state, nodes,
+            local_time(runs[i].started, when, sizeof when), runs[i].ckpt, status,
+            runs[i].address[0] || !tb ? runs[i].address : "-", runs[i].tensorboard);
+  }
+}
+
 int runs_list(const char *base, FILE *out) {
   DIR *d = opendir(base);
   if (!d) return err_set(DRV_EIO, "cannot list runs in '%s': %s", base, strerror(errno));
@@ -240,19 +279,7 @@ int runs_list(const char *base, FILE *out) {
   }
   closedir(d);
   qsort(runs, n, sizeof *runs, by_start);
-  if (n)
-    fprintf(out, "%-40s %-11s %5s  %-19s  %-12s %4s  %s\n", "RUN", "STATE", "NODES", "STARTED",
-            "CHECKPOINT", "EXIT", "ADDRESS");
-  for (size_t i = 0; i < n; i++) {
-    char when[32], nodes[16], status[16] = "-";
-    if (runs[i].exit_status >= 0 && strcmp(runs[i].state, "running") != 0)
-      snprintf(status, sizeof status, "%d", runs[i].exit_status);
-    if (runs[i].in_process) snprintf(nodes, sizeof nodes, "local");
-    else if (runs[i].nodes >= 0) snprintf(nodes, sizeof nodes, "%d", runs[i].nodes);
-    else snprintf(nodes, sizeof nodes, "-");
-    fprintf(out, "%-40s %-11s %5s  %-19s  %-12s %4s  %s\n", runs[i].name, runs[i].state, nodes,
-            local_time(runs[i].started, when, sizeof when), runs[i].ckpt, status, runs[i].address);
-  }
+  print_runs(runs, n, out);
   free(runs);
   return (int)n;
 }

@@ -347,6 +347,29 @@ TEST(dash_frame_large_terminal_and_too_small) {
   runview_free(&m);
 }
 
+/* The URL of the TensorBoard serving the run, in the header when there is
+ * room; a narrow terminal drops it before the step. */
+TEST(dash_frame_header_names_the_tensorboard) {
+  screen_open(40, 160);
+  runview m;
+  model_with_nodes(&m);
+  dash_ui ui;
+  dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m});
+  frame(&ui, &m);
+  CHECK(!strstr(screen_text(), "tensorboard"));
+  snprintf(m.tensorboard, sizeof m.tensorboard, "http://127.0.0.1:6006/");
+  frame(&ui, &m);
+  CHECK_STR_CONTAINS(screen_text(), "tensorboard http://127.0.0.1:6006/");
+  resizeterm(24, 80);
+  frame(&ui, &m);
+  char *s = screen_text();
+  CHECK_STR_CONTAINS(s, "step 1234/5000");
+  CHECK(!strstr(s, "tensorboard"));
+  endwin();
+  dash_ui_free(&ui);
+  runview_free(&m);
+}
+
 TEST(dash_frame_detail_view_shows_the_log_tail) {
   char log[8000] = "";
   for (int i = 0; i < 60; i++) {

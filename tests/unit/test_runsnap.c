@@ -46,6 +46,7 @@ static void fill_store(runsnap_store *s, int nnodes) {
   runview *m = &s->m;
   snprintf(m->run, sizeof m->run, "mnist-20261121-105306");
   snprintf(m->launcher, sizeof m->launcher, "local");
+  snprintf(m->tensorboard, sizeof m->tensorboard, "http://127.0.0.1:6006/");
   snprintf(m->state, sizeof m->state, "training");
   snprintf(m->mode, sizeof m->mode, "async");
   m->uptime = 83.5;
@@ -113,6 +114,7 @@ TEST(runsnap_header_nodes_queue_round_trip) {
   CHECK(strcmp(c.run, "mnist-20261121-105306") == 0);
   CHECK(strcmp(c.launcher, "local") == 0 && strcmp(c.state, "training") == 0);
   CHECK(strcmp(c.mode, "async") == 0);
+  CHECK(strcmp(c.tensorboard, "http://127.0.0.1:6006/") == 0);
   CHECK(c.uptime == 83.5 && c.step == 1200 && c.total_steps == 4000);
   CHECK(c.examples_per_sec == 3510.5 && c.eta == 61.25 && c.attach_clients == 2);
   CHECK(c.queued == 6 && c.capacity == 1024 && c.running == 4 && c.done == 1200);
@@ -338,7 +340,8 @@ TEST(runsnap_too_many_tags_are_dropped) {
 
 static void snapshot_payload(wire_wr *w, const char *state, uint32_t nodes, int role) {
   wire_wr_init(w);
-  wire_wr_str(w, RUN_DIR); wire_wr_str(w, "local"); wire_wr_str(w, "idle"); wire_wr_str(w, "");
+  wire_wr_str(w, RUN_DIR); wire_wr_str(w, "local"); wire_wr_str(w, ""); /* tensorboard */
+  wire_wr_str(w, "idle"); wire_wr_str(w, "");
   for (int i = 0; i < 6; i++) wire_wr_f64(w, 0); /* uptime .. feed_per_sec */
   wire_wr_u32(w, 0);
   for (int i = 0; i < 7; i++) wire_wr_i64(w, 0);

@@ -342,6 +342,7 @@ static void on_tick(uv_timer_t *t) {
     for (int i = 0; i < c->nnodes; i++) c->nodes[i].last_seen = now;
   c->last_tick = now;
   coord__nodes_file(c, false);
+  tboard_run_poll(&c->rd, &c->tb); /* one that died is said, once */
   if (now - c->last_heartbeat >= c->opts.heartbeat_ms / 1000.0) {
     send_heartbeats(c);
     c->last_heartbeat = now;
@@ -471,6 +472,9 @@ static int start_run(coord *c) {
   conn_opts co = {.secret = &c->secret, .derive_node_keys = true, .control = &c->control,
                   .view = &c->view, .cbs = &ctl_cbs, .ud = c, .server_kind = 0};
   if ((rc = coord__listen(c, &co)) < 0 || (rc = start_tick(c)) < 0) return rc;
+  /* Before the nodes: its URL is printed while they start. */
+  if (c->opts.tensorboard && (rc = tboard_run_start(&c->rd, &c->opts.tboard, &c->tb)) < 0)
+    return rc;
   launch_config lc = {.hosts = c->opts.hosts, .nhosts = c->opts.nhosts,
                       .ssh_config = c->opts.ssh_config, .run_dir = c->rd.path,
                       .slurm = c->opts.slurm, .spark = c->opts.spark, .yarn = c->opts.yarn, .files = c->opts.files, .nfiles = c->opts.nfiles,
@@ -492,6 +496,9 @@ static int start_run(coord *c) {
 int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
   *out = NULL;
   int rc = coord__check_opts(o);
+  /* Refused before anything is made: no run directory for a run that
+   * cannot have what it asked for. */
+  if (rc == 0 && o->tensorboard) rc = tboard_check(&o->tboard);
   if (rc < 0) return rc;
   coord *c = calloc(1, sizeof *c);
   if (!c) return err_set(DRV_ENOMEM, "out of memory");
@@ -609,6 +616,7 @@ int coord_shutdown(coord *c, double grace, double timeout, char *buf, size_t n) 
   for (int i = 0; i < c->nnodes; i++)
     if (c->ctl[i]) conn_close(c->ctl[i], "shutdown");
   coord__fit_close(c);
+  tboard_run_stop(&c->rd, &c->tb);
   c->shut_down = true;
   rundir_event(&c->rd, "shutdown complete: %d node failure%s", c->failures,
                c->failures == 1 ? "" : "s");
@@ -648,6 +656,7 @@ void coord_free(coord *c) {
   c->shutting_down = true; /* what closes from here on is not a failure */
   if (c->launch) c->launch->ops->destroy(c->launch); /* SIGKILLs what is left */
   c->launch = NULL;
+  if (c->rd.events) tboard_run_stop(&c->rd, &c->tb);
   for (int i = 0; i < c->nnodes; i++)
     if (c->ctl[i]) conn_close(c->ctl[i], "coordinator closing");
   coord__fit_close(c);
@@ -667,6 +676,12 @@ void coord_free(coord *c) {
 const char *coord_run_dir(const coord *c) { return c->rd.path; }
 const char *coord_failure(const coord *c) { return c->failure; }
 const char *coord_address(const coord *c) { return c->addr; }
+const char *coord_tensorboard_url(const coord *c) { return c->tb ? tboard_url(c->tb) : ""; }
+
+int coord_tensorboard(coord *c, const tboard_opts *o) {
+  if (c->tb || c->shutting_down) return 0;
+  return tboard_run_start(&c->rd, o, &c->tb);
+}
 
 const coord_node *coord_nodes(const coord *c, int *count) {
   *count = c->nnodes;

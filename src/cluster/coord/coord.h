@@ -34,6 +34,7 @@
 #include "proto/nodestate.h"
 #include "data/data.h"
 #include "numeric/nn.h"
+#include "run/tboard.h"
 #include "numeric/optim.h"
 #include "train/train.h"
 #include "proto/wire.h"
@@ -118,6 +119,9 @@ typedef struct coord_opts {
                                     borrowed until coord_start returns */
   int ps_replicas;               /* 0 or 1: a hot replica per ps (another
                                     ps process, ps:count+k for ps:k) */
+  bool tensorboard;              /* serve the run's events/ with TensorBoard
+                                    from the start to the shutdown */
+  tboard_opts tboard;            /* its port and address */
 } coord_opts;
 
 void coord_opts_default(coord_opts *o);
@@ -362,6 +366,12 @@ void coord_note(coord *c, const char *fmt, ...) __attribute__((format(printf, 2,
 const char *coord_failure(const coord *c);
 /* "127.0.0.1:40123" */
 const char *coord_address(const coord *c);
+/* The URL of the TensorBoard serving the run, "" when none. */
+const char *coord_tensorboard_url(const coord *c);
+/* Starts TensorBoard over the run's events/ (an experiment's tensorboard
+ * = ... fitted on the cluster) unless one serves already or the cluster
+ * is shutting down; it stops with the cluster. 0 or the error. */
+int coord_tensorboard(coord *c, const tboard_opts *o);
 
 /* ---- the dashboard's data (coord_dash.c) --------------------------------
  * The coordinator keeps a runview as its metric store: train/loss and

@@ -161,6 +161,7 @@ static void fill_header(coord *c, runview *m, double now) {
   put(m->run, sizeof m->run, base ? base + 1 : c->rd.path);
   const char *where = c->launch && c->launch->ops->where ? c->launch->ops->where(c->launch) : NULL;
   put(m->launcher, sizeof m->launcher, where ? where : c->opts.launcher);
+  put(m->tensorboard, sizeof m->tensorboard, coord_tensorboard_url(c));
   put(m->state, sizeof m->state, run_state(c));
   m->uptime = now - d->t0;
   m->attach_clients = d->nclients;

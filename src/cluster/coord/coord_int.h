@@ -155,6 +155,7 @@ struct coord {
   char node_addr[80]; /* what nodes are told to dial; a wildcard host: found by each */
   const char *node_bind; /* where nodes listen (static) */
   launcher *launch;
+  tboard *tb;        /* TensorBoard over events/ (run/tboard.h), or NULL */
   coord_node *nodes; /* nnodes entries, ps first (role order) */
   conn **ctl;        /* control connection per node, NULL until registered */
   int nnodes, registered;
