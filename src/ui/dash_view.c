@@ -60,6 +60,16 @@ static void draw_header(dash_ui *ui, const runview *m, int cols) {
     if (p[i].prio <= keep) x += dash__put(0, x, cols - x, a, p[i].s) + 2;
 }
 
+/* The end banner, then any message of the moment after it: a message
+ * (a key's, the theme's name for the first seconds) never hides that the
+ * run is over, even one that stays until the next (a command's reply). */
+static void draw_banner(dash_ui *ui, const runview *m, int row, int lw, unsigned long a,
+                        unsigned long pa) {
+  int w = dash__putf(row, 0, lw, pa, " %s", m->banner);
+  if (ui->status[0] && ui->now < ui->status_until && w + 4 < lw)
+    dash__putf(row, w, lw - w, a, "   %s", ui->status);
+}
+
 static void draw_status(dash_ui *ui, const runview *m, int row, int cols) {
   unsigned long a = dash__role(ui, DASH_ROLE_STATUS), pa = dash__role(ui, DASH_ROLE_PROMPT);
   attrset((int)a);
@@ -86,10 +96,10 @@ static void draw_status(dash_ui *ui, const runview *m, int row, int cols) {
                ui->plan[0] ? " " : "");
     break;
   default:
-    if (ui->status[0] && ui->now < ui->status_until)
+    if (m->banner[0]) /* the run is over: said where the keys were, first */
+      draw_banner(ui, m, row, lw, a, pa);
+    else if (ui->status[0] && ui->now < ui->status_until)
       dash__putf(row, 0, lw, a, " %s", ui->status);
-    else if (m->banner[0]) /* the run is over: say so where the keys were */
-      dash__putf(row, 0, lw, pa, " %s", m->banner);
     else if (ui->mode == DASH_MODE_DETAIL)
       dash__put(row, 0, lw, a, " Esc back  k stop this node  ? help");
     else

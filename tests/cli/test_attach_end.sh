@@ -2,7 +2,8 @@
 # tmux: a run that finishes, and one whose coordinator is SIGKILLed. Within
 # 2 s the frame says "run finished" (or "coordinator lost"), the attach
 # process then idles (its CPU time over 5 s, from /proc/PID/stat, is under
-# 5% of a core) and q leaves with status 0. Every process this test starts
+# 5% of a core) and q leaves with status 0. A status message shown after the
+# end (a key's) comes after the banner, not over it. Every process this test starts
 # is ended by pid; every wait is bounded.
 . tests/cli/lib.sh
 
@@ -97,4 +98,9 @@ expect lost "attend-02 the key hints are back on the status line" wait_text lost
 kill -9 "$CPID"
 expect lost "attend-02 within 2 s the frame says the coordinator was lost" banner lost "coordinator lost"
 idles attend-02
+# a message of the moment (s: "sort: ...", 2 s) follows the end banner on
+# the status line: it does not hide it
+both() { screen lost | grep "coordinator lost" | grep -q "sort:"; }
+key lost s
+expect lost "attend-03 a status message does not hide the end banner" wait_for 3 both
 leaves lost attend-02
