@@ -31,6 +31,7 @@
 #include "numeric/nn.h"
 #include "numeric/optim.h"
 #include "train/train.h"
+#include "ui/runs.h"
 
 #define TRAINER_MT "drover.Trainer"
 
@@ -259,6 +260,15 @@ static int resume_fit(lua_State *L, trainer *t, ckpt_state *cs) {
   return cs->fit == fit ? 1 : 0;
 }
 
+/* How a fit whose progress function raised ended, for fitrun_end: Ctrl-C
+ * (or `drover stop`) raises "interrupted" there as anywhere in Lua; any
+ * other error is the function's own (its message on top of the stack). */
+static int progress_failure(lua_State *L) {
+  if (err_interrupted()) return DRV_EINTERRUPTED;
+  return err_set(DRV_EINVAL, "the progress function raised: %s",
+                 lua_isstring(L, -1) ? lua_tostring(L, -1) : "(an error object)");
+}
+
 static void run_fit(lua_State *L, trainer *t, lsettings *e, train_cfg *cfg, fit_ctx *ctx,
                     train_result *r) {
   fflush(stdout); /* keep the script's own prints before the progress lines */
@@ -273,7 +283,7 @@ static void run_fit(lua_State *L, trainer *t, lsettings *e, train_cfg *cfg, fit_
     fitrun_fit_done(t->run, ctx->cs, r);
     t->pos = ctx->cs->pos;
   }
-  if (t->run) fitrun_end(t->run, r, ctx->failed ? DRV_EINVAL : rc);
+  if (t->run) fitrun_end(t->run, r, ctx->failed ? progress_failure(L) : rc);
   if (err_interrupted()) repl_raise_interrupted(L, r->steps); /* however the fit learnt of it */
   if (ctx->failed) lua_error(L); /* the progress function's error */
   if (rc < 0) luaL_error(L, "%s", err_msg());
@@ -377,6 +387,9 @@ static int t_open_run(lua_State *L) {
     return luaL_error(L, "%s", err_msg());
   }
   t->resume = resume != NULL;
+  if (repl_hosts(L))
+    rundir_event(&t->run->rd, RUNS_REPL_EVENT " (pid %ld): it stands as its last fit ended, "
+                 "whatever the REPL's exit status", (long)getpid());
   lua_pushstring(L, t->run->rd.path);
   return 1;
 }

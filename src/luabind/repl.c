@@ -805,9 +805,19 @@ static int run_piped(repl *r) {
   return r->failures ? 1 : 0;
 }
 
+#define REPL_KEY "drover.repl"
+
+bool repl_hosts(lua_State *L) {
+  bool yes = lua_getfield(L, LUA_REGISTRYINDEX, REPL_KEY) == LUA_TBOOLEAN && lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return yes;
+}
+
 int repl_run(lua_State *L, uv_loop_t *loop) {
   repl r;
   memset(&r, 0, sizeof r);
+  lua_pushboolean(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, REPL_KEY);
   r.L = L;
   r.loop = loop;
   r.interactive = isatty(STDIN_FILENO);
@@ -821,6 +831,8 @@ int repl_run(lua_State *L, uv_loop_t *loop) {
     status = run_piped(&r);
   }
   current = prev;
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, REPL_KEY);
   free(r.history);
   free(r.last_entry);
   free(r.chunk.s);

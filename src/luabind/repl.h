@@ -29,6 +29,10 @@
  * could not be set up. */
 int repl_run(lua_State *L, uv_loop_t *loop);
 
+/* Whether repl_run is running on L: a run the REPL hosts is not a
+ * script's (its exit status is not the run's; ui/runs.h RUNS_REPL_EVENT). */
+bool repl_hosts(lua_State *L);
+
 /* Like lua_pcall(L, nargs, nresults, drover_lua_traceback) on the function
  * below the nargs arguments, but interruptible: a SIGINT during the call
  * calls err_interrupt_request() (so C loops such as training stop) and sets

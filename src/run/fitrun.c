@@ -100,7 +100,9 @@ void fitrun_begin(fitrun *r, int64_t fit, int64_t from_step) {
 void fitrun_end(fitrun *r, const train_result *res, int rc) {
   metrics_flush(&r->metrics);
   if (r->ev) events_flush(r->ev);
-  if (rc < 0) rundir_event(&r->rd, "error: fit stopped: %s", err_msg());
+  if (rc == DRV_EINTERRUPTED) /* runs.c: "interrupted" whatever the process's exit */
+    rundir_event(&r->rd, "interrupted: the fit stopped at step %" PRId64, res->steps);
+  else if (rc < 0) rundir_event(&r->rd, "error: fit stopped: %s", err_msg());
   else rundir_event(&r->rd, "fit done: %" PRId64 " steps", res->steps);
 }
 

@@ -36,13 +36,20 @@
 #include "base/rundir.h"
 #include "base/util.h"
 
+/* How the last fit a run began ended, as events.log says. */
+enum { FIT_NONE, FIT_DONE, FIT_FAILED, FIT_INTERRUPTED };
+
 typedef struct run_info {
   char name[256];
   char state[64];
   char ckpt[32];    /* "step-N" or "-" */
   bool in_process;
+  bool repl;        /* the REPL hosts it: its exit status is not the run's */
   bool resumable;   /* run.json: `drover run --resume` can run its script again */
-  bool fit_open;    /* in process: a fit began and did not end */
+  bool fit_open;    /* a fit began and logged no end */
+  bool unfinished;  /* a fit began and did not end "fit done" (a resume goes on) */
+  int last_fit;     /* FIT_* */
+  bool stopped;     /* `drover stop` ended it ("stopping the run ...") */
   char started[32]; /* events.log's first time stamp (UTC, sortable) */
   char last[32];    /* and its last */
   char address[80];
@@ -56,6 +63,56 @@ typedef struct run_info {
 
 static bool starts(const char *s, const char *prefix) {
   return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* A fit begins: "fit N: started", "fit N: resuming ..." in process; on a
+ * cluster "fit: ..." (several lines per fit, none after its end). */
+static bool fit_begins(const char *text) {
+  return (starts(text, "fit ") && (strstr(text, ": started") || strstr(text, ": resuming"))) ||
+         starts(text, "fit: ");
+}
+
+/* How a fit ends: "fit done: N steps"; "fit failed: N steps" (a cluster)
+ * or "error: fit stopped: why" (in process); then, when it was Ctrl-C or
+ * `drover stop`, "interrupted: the fit stopped at step N" (both). */
+static int fit_ends(const char *text) {
+  if (starts(text, "fit done")) return FIT_DONE;
+  if (starts(text, "interrupted: ")) return FIT_INTERRUPTED;
+  if (starts(text, "fit failed") || starts(text, "error: fit stopped")) return FIT_FAILED;
+  return FIT_NONE;
+}
+
+/* One event of events.log into r; *failed when it is a failure's. */
+static void read_event(run_info *r, const char *text, int *started, bool *shutdown_ok,
+                       bool *failed) {
+  int n, fails, st, sig, end = fit_ends(text);
+  long long steps;
+  if (sscanf(text, "cluster ready: %d nodes", &n) == 1) r->nodes = n;
+  if (starts(text, "node start ")) (*started)++;
+  if (starts(text, RUNS_REPL_EVENT)) r->repl = true;
+  if (starts(text, "stopping the run")) r->stopped = true;
+  if (fit_begins(text)) r->fit_open = r->unfinished = true;
+  if (end != FIT_NONE) {
+    r->fit_open = false;
+    r->unfinished = end != FIT_DONE;
+    r->last_fit = end;
+  }
+  if (starts(text, "error ") || starts(text, "start failed") ||
+      starts(text, "reservation timed out"))
+    *failed = true;
+  if (sscanf(text, "fit done: %lld steps", &steps) == 1) r->fit_steps = steps;
+  if (sscanf(text, "process exit: %d (signal %d)", &st, &sig) == 2) {
+    r->exit_status = st;
+    r->exit_signal = sig;
+  } else if (sscanf(text, "process exit: %d", &st) == 1) {
+    r->exit_status = st;
+    r->exit_signal = 0;
+  }
+  if (sscanf(text, "shutdown complete: %d node failure", &fails) == 1) {
+    r->shut_down = true;
+    *shutdown_ok = fails == 0;
+    *failed |= fails != 0;
+  }
 }
 
 /* Reads events.log: start time, node count, and how the run ended. */
@@ -72,32 +129,7 @@ static void read_events(const char *dir, run_info *r, bool *shutdown_ok, bool *f
     *text++ = '\0';
     if (!r->started[0]) snprintf(r->started, sizeof r->started, "%.31s", line);
     snprintf(r->last, sizeof r->last, "%.31s", line);
-    int n, fails;
-    if (sscanf(text, "cluster ready: %d nodes", &n) == 1) r->nodes = n;
-    if (starts(text, "node start ")) started++;
-    if ((starts(text, "fit ") && (strstr(text, ": started") || strstr(text, ": resuming"))) ||
-        starts(text, "fit: ")) /* in process; on a cluster */
-      r->fit_open = true;
-    if (starts(text, "fit done") || starts(text, "fit failed") || starts(text, "error: fit stopped"))
-      r->fit_open = false;
-    if (starts(text, "error ") || starts(text, "start failed") ||
-        starts(text, "reservation timed out"))
-      *failed = true;
-    long long steps;
-    if (sscanf(text, "fit done: %lld steps", &steps) == 1) r->fit_steps = steps;
-    int st, sig;
-    if (sscanf(text, "process exit: %d (signal %d)", &st, &sig) == 2) {
-      r->exit_status = st;
-      r->exit_signal = sig;
-    } else if (sscanf(text, "process exit: %d", &st) == 1) {
-      r->exit_status = st;
-      r->exit_signal = 0;
-    }
-    if (sscanf(text, "shutdown complete: %d node failure", &fails) == 1) {
-      r->shut_down = true;
-      *shutdown_ok = fails == 0;
-      *failed |= fails != 0;
-    }
+    read_event(r, text, &started, shutdown_ok, failed);
   }
   fclose(f);
   if (r->nodes < 0 && started > 0) r->nodes = started;
@@ -166,17 +198,38 @@ static int64_t last_checkpoint(const char *dir) {
   return step;
 }
 
-/* `what` with ", resumable from step N" when an unfinished fit has a
- * checkpoint. */
+/* Running: its coordinator lives; in process, its process lives and, when
+ * that is the REPL, a fit runs (between fits the REPL waits for the user,
+ * and the run stands as its last fit ended). */
+static bool is_running(const char *dir, run_info *r) {
+  if (!r->in_process) return coordinator_alive(dir, r);
+  return process_alive(dir) && (!r->repl || r->fit_open);
+}
+
+/* `what`, with " (resumable from step N)" when its script was kept, a fit
+ * did not finish (it failed, was interrupted or its process died) and a
+ * checkpoint is there to go on from. */
 static void set_state(run_info *r, const char *what, int64_t step) {
-  if (r->resumable && r->fit_open && step >= 0)
+  if (r->resumable && r->unfinished && step >= 0 && strcmp(what, "done") != 0)
     snprintf(r->state, sizeof r->state, "%s (resumable from step %lld)", what, (long long)step);
   else snprintf(r->state, sizeof r->state, "%s", what);
 }
 
+/* A run the REPL hosts, not running: as its last fit ended (the REPL's
+ * exit status says nothing of it), or as `drover stop` ended its cluster. */
+static const char *repl_state(const run_info *r, bool failed) {
+  if (r->fit_open) return "crashed"; /* the REPL died in the middle of a fit */
+  if (r->stopped || r->last_fit == FIT_INTERRUPTED) return "interrupted";
+  if (failed || r->last_fit == FIT_FAILED) return "failed";
+  if (!r->in_process && !r->shut_down) return "crashed"; /* with its cluster up */
+  return "done";
+}
+
 /* The state of a run that is not running (see the top of the file). */
 static void ended_state(run_info *r, bool shutdown_ok, bool failed, int64_t step) {
-  if (r->exit_status >= 0)
+  if (r->repl)
+    set_state(r, repl_state(r, failed), step);
+  else if (r->exit_status >= 0)
     set_state(r, r->exit_signal == SIGINT ? "interrupted" : r->exit_status == 0 ? "done" : "failed",
               step);
   else if (r->in_process)
@@ -209,7 +262,7 @@ static bool read_run(const char *base, const char *name, run_info *r) {
   struct stat sx; /* st stays events.log's */
   r->resumable = stat(rj, &sx) == 0; /* its script was kept */
   r->in_process = runs_in_process(dir);
-  if (r->in_process ? process_alive(dir) : coordinator_alive(dir, r)) {
+  if (is_running(dir, r)) {
     snprintf(r->state, sizeof r->state, "running");
     read_tensorboard(dir, r);
   } else {
@@ -239,25 +292,60 @@ static const char *local_time(const char *utc, char *buf, size_t n) {
   return buf;
 }
 
-/* The table: a TENSORBOARD column after ADDRESS while some run has one. */
-static void print_runs(const run_info *runs, size_t n, FILE *out) {
-  bool tb = false;
-  for (size_t i = 0; i < n; i++) tb |= runs[i].tensorboard[0] != '\0';
-  const char *fmt = tb ? "%-40s %-11s %5s  %-19s  %-12s %4s  %-21s  %s\n"
-                       : "%-40s %-11s %5s  %-19s  %-12s %4s  %s%s\n";
-  if (n)
-    fprintf(out, fmt, "RUN", "STATE", "NODES", "STARTED", "CHECKPOINT", "EXIT", "ADDRESS",
-            tb ? "TENSORBOARD" : "");
+/* One run's columns as printed. */
+typedef struct run_row {
+  const char *name, *state, *ckpt, *address, *tensorboard;
+  char when[32], nodes[16], status[16];
+} run_row;
+
+static void make_row(run_info *r, run_row *w) {
+  w->name = r->name;
+  w->state = r->state;
+  w->ckpt = r->ckpt;
+  w->address = r->address;
+  w->tensorboard = r->tensorboard;
+  char when[32];
+  snprintf(w->when, sizeof w->when, "%s", local_time(r->started, when, sizeof when));
+  snprintf(w->status, sizeof w->status, "-");
+  if (r->exit_status >= 0 && !r->repl && strcmp(r->state, "running") != 0)
+    snprintf(w->status, sizeof w->status, "%d", r->exit_status);
+  if (r->in_process) snprintf(w->nodes, sizeof w->nodes, "local");
+  else if (r->nodes >= 0) snprintf(w->nodes, sizeof w->nodes, "%d", r->nodes);
+  else snprintf(w->nodes, sizeof w->nodes, "-");
+}
+
+static int widest(int w, const char *s) {
+  int n = (int)strlen(s);
+  return n > w ? n : w;
+}
+
+/* The table, each column as wide as its widest cell (as ls -l and ps do):
+ * a long STATE ("interrupted (resumable from step 14070)") or name moves
+ * the columns after it, on every line alike. A TENSORBOARD column follows
+ * ADDRESS while some run has one ("-" for an ADDRESS then; else none). */
+static void print_rows(run_row *w, size_t n, FILE *out) {
+  int cw[6] = {3, 5, 5, 10, 4, 0}; /* RUN STATE NODES CHECKPOINT EXIT ADDRESS */
   for (size_t i = 0; i < n; i++) {
-    char when[32], nodes[16], status[16] = "-";
-    if (runs[i].exit_status >= 0 && strcmp(runs[i].state, "running") != 0)
-      snprintf(status, sizeof status, "%d", runs[i].exit_status);
-    if (runs[i].in_process) snprintf(nodes, sizeof nodes, "local");
-    else if (runs[i].nodes >= 0) snprintf(nodes, sizeof nodes, "%d", runs[i].nodes);
-    else snprintf(nodes, sizeof nodes, "-");
-    fprintf(out, fmt, runs[i].name, runs[i].state, nodes,
-            local_time(runs[i].started, when, sizeof when), runs[i].ckpt, status,
-            runs[i].address[0] || !tb ? runs[i].address : "-", runs[i].tensorboard);
+    cw[0] = widest(cw[0], w[i].name);
+    cw[1] = widest(cw[1], w[i].state);
+    cw[2] = widest(cw[2], w[i].nodes);
+    cw[3] = widest(cw[3], w[i].ckpt);
+    cw[4] = widest(cw[4], w[i].status);
+    if (w[i].tensorboard[0]) cw[5] = 7;
+  }
+  for (size_t i = 0; cw[5] && i < n; i++) cw[5] = widest(cw[5], w[i].address);
+  for (size_t i = 0; i <= n; i++) {
+    const run_row *r = i ? &w[i - 1] : NULL;
+    const char *addr = !r ? "ADDRESS" : r->address[0] || !cw[5] ? r->address : "-";
+    char line[1024];
+    snprintf(line, sizeof line, "%-*s  %-*s  %*s  %-19s  %-*s  %*s  %-*s  %s", cw[0],
+             r ? r->name : "RUN", cw[1], r ? r->state : "STATE", cw[2], r ? r->nodes : "NODES",
+             r ? r->when : "STARTED", cw[3], r ? r->ckpt : "CHECKPOINT", cw[4],
+             r ? r->status : "EXIT", cw[5], addr,
+             cw[5] ? (r ? r->tensorboard : "TENSORBOARD") : "");
+    size_t len = strlen(line);
+    while (len > 0 && line[len - 1] == ' ') line[--len] = '\0'; /* no trailing blanks */
+    fprintf(out, "%s\n", line);
   }
 }
 
@@ -279,7 +367,14 @@ int runs_list(const char *base, FILE *out) {
   }
   closedir(d);
   qsort(runs, n, sizeof *runs, by_start);
-  print_runs(runs, n, out);
+  run_row *rows = n ? calloc(n, sizeof *rows) : NULL;
+  if (n && !rows) {
+    free(runs);
+    return err_set(DRV_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < n; i++) make_row(&runs[i], &rows[i]);
+  if (n) print_rows(rows, n, out);
+  free(rows);
   free(runs);
   return (int)n;
 }
@@ -359,18 +454,35 @@ void runs_state(const char *dir, char *state, size_t n, char *last, size_t nl) {
   snprintf(last, nl, "%s", r.last);
 }
 
+/* Whether events.log begins as an in-process run's ("in-process run: pid
+ * N", among its first lines): one of the REPL, or of a script read from
+ * stdin, has no run.json. */
+static bool logged_in_process(const char *dir) {
+  char path[PATH_MAX + 16], line[512];
+  snprintf(path, sizeof path, "%s/" RUNDIR_EVENTS_LOG, dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  bool found = false;
+  for (int i = 0; i < 8 && !found && fgets(line, sizeof line, f); i++) {
+    const char *text = strchr(line, ' ');
+    found = text && starts(text + 1, "in-process run");
+  }
+  fclose(f);
+  return found;
+}
+
 bool runs_in_process(const char *dir) {
   char path[PATH_MAX + 16];
   struct stat st;
-  snprintf(path, sizeof path, "%s/" RUNDIR_RUN_JSON, dir);
-  if (stat(path, &st) != 0) return false;
   snprintf(path, sizeof path, "%s/" RUNDIR_SECRET, dir);
-  return stat(path, &st) != 0;
+  if (stat(path, &st) == 0) return false;
+  snprintf(path, sizeof path, "%s/" RUNDIR_RUN_JSON, dir);
+  return stat(path, &st) == 0 || logged_in_process(dir);
 }
 
 bool runs_running(const char *dir) {
-  run_info r = {0};
-  return runs_in_process(dir) ? process_alive(dir) : coordinator_alive(dir, &r);
+  run_info r;
+  return read_dir(dir, &r) && strcmp(r.state, "running") == 0;
 }
 
 /* ============================== removing runs ============================ */

@@ -10,6 +10,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The event that says the REPL hosts a run (l_train.c, l_cluster.c write
+ * it as the run opens): the REPL's exit status is not the run's, and the
+ * run stands as its last fit ended (runs.c). */
+#define RUNS_REPL_EVENT "the REPL hosts this run"
+
 /* Prints a header and one line per run directory under `base` (oldest
  * first; nothing when there is none). Returns the number of runs, or
  * DRV_EIO ("cannot list runs in 'x': ..."), DRV_ENOMEM. */

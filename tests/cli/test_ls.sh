@@ -120,3 +120,82 @@ LUA
 "$DROVER" run "$TMP/sync.lua" >"$TMP/sync.out" 2>&1
 SYNC=$(ls -d "$RUNS"/sync-* 2>/dev/null)
 check "ls-11 each ps says 'sync training' once" sh -c "[ \$(grep -c 'sync training: 2 gradients per update' '$SYNC/logs/ps-0.log') = 1 ] && [ \$(grep -c 'sync training: 2 gradients per update' '$SYNC/logs/ps-1.log') = 1 ]"
+
+# ------------------------------------------------ interrupted, resumable, in the REPL
+# A fit with checkpoints every 4 steps; arg[1] names it, arg[2] "cluster"
+# trains on a local cluster. It touches NAME.ready once a checkpoint is
+# committed and trains until interrupted.
+cat >"$TMP/ck.lua" <<LUA
+local nn = drover.nn
+local name, where = arg[1], arg[2]
+local ready = "$TMP/" .. name .. ".ready"
+local exp = drover.experiment { name = name, runs = "$RUNS", verbose = false,
+  model = nn.Linear(4, 2), loss = nn.CrossEntropy(), optimizer = drover.optim.SGD { lr = 0.1 },
+  train = { data = drover.data.synthetic { n = 64, features = 4, classes = 2 }, batch = 8,
+            epochs = 1000000 },
+  checkpoint = { every = 4 },
+  progress = function(p)
+    if p.step == 9 then local f = assert(io.open(ready, "w")); f:close() end
+    io.popen("sleep 0.01"):close()
+  end }
+if where == "cluster" then
+  local c = drover.cluster { ps = 1, worker = 1, runs = "$RUNS", name = name }
+  c:fit(exp)
+else
+  exp:fit()
+end
+LUA
+# newest NAME: the newest checkpoint's step of the run named NAME-<stamp>.
+newest() { ls "$RUNS"/$1-*/checkpoints 2>/dev/null | sed -n 's/^step-//p' | sort -n | tail -n 1; }
+
+for where in local cluster; do
+  name=ckint$where
+  "$DROVER" run "$TMP/ck.lua" $name $where >/dev/null 2>&1 &
+  pid=$!
+  wait_for 60 test -e "$TMP/$name.ready"
+  kill -INT $pid
+  wait_for 30 sh -c "! kill -0 $pid 2>/dev/null"
+  kill -9 $pid 2>/dev/null; wait $pid
+  [ $where = cluster ] && for p in $(awk 'NR > 1 && $2 > 1 { print $2 }' "$RUNS"/$name-*/nodes.tsv 2>/dev/null); do
+    kill -9 "$p" 2>/dev/null
+  done
+  step=$(newest $name)
+  check "ls-12 a $where run Ctrl-C'd after a checkpoint (step $step): interrupted (resumable from step $step)" \
+    sh -c "[ -n '$step' ] && '$DROVER' ls '$RUNS' | grep -q '^$name-[0-9-]* *interrupted (resumable from step $step) '"
+done
+
+# The same fit in the REPL (its input a pipe), interrupted: the REPL goes
+# on; the run is interrupted, before and after the REPL exits. The REPL
+# is no script: its exit status is not the run's (EXIT -), and nothing
+# can run it again (no "resumable").
+mkfifo "$TMP/repl.in"
+"$DROVER" repl <"$TMP/repl.in" >"$TMP/repl.out" 2>&1 &
+rpid=$!
+exec 3>"$TMP/repl.in"
+echo 'arg = { [1] = "ckrepl" }' >&3
+echo "dofile('$TMP/ck.lua')" >&3
+if wait_for 60 test -e "$TMP/ckrepl.ready"; then
+  check "ls-13 a fit running in the REPL: running, local" \
+    sh -c "'$DROVER' ls '$RUNS' | grep -q '^ckrepl-[0-9-]* *running *local '"
+  kill -INT $rpid
+  wait_for 20 sh -c "'$DROVER' ls '$RUNS' | grep -q '^ckrepl-[0-9-]* *interrupted '"
+fi
+check "ls-13 the REPL goes on" kill -0 $rpid
+check "ls-13 its fit interrupted in the REPL: interrupted, local, no exit status" \
+  sh -c "'$DROVER' ls '$RUNS' | grep -q '^ckrepl-[0-9-]* *interrupted *local .* step-[0-9]* *- *\$'"
+echo 'print("after " .. "the fit")' >&3
+exec 3>&-
+wait_for 30 sh -c "! kill -0 $rpid 2>/dev/null"
+kill -9 $rpid 2>/dev/null; wait $rpid
+check "ls-13 the REPL ran the next line" grep -q "after the fit" "$TMP/repl.out"
+check "ls-13 once the REPL has exited: still interrupted, no exit status" \
+  sh -c "'$DROVER' ls '$RUNS' | grep -q '^ckrepl-[0-9-]* *interrupted *local .* step-[0-9]* *- *\$'"
+
+# The columns line up whatever the states' lengths: STARTED begins at the
+# same column on every line.
+"$DROVER" ls "$RUNS" >"$TMP/ls.out"
+cols=$(awk 'NR == 1 { print index($0, "STARTED"); next }
+            { if (match($0, / 20[0-9][0-9]-[0-1][0-9]-[0-3][0-9] /)) print RSTART + 1; else print 0 }' \
+       "$TMP/ls.out" | sort -u)
+check "ls-14 the columns line up past a long STATE (STARTED at column $(echo $cols))" \
+  sh -c "[ \$(echo '$cols' | wc -l) -eq 1 ] && grep -q 'resumable from step' '$TMP/ls.out'"
