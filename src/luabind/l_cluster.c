@@ -22,6 +22,7 @@
 #include "luabind/l_settings.h"
 #include "luabind/l_util.h"
 #include "luabind/repl.h"
+#include "ui/runs.h"
 
 #define CLUSTER_MT "drover.Cluster"
 
@@ -59,6 +60,49 @@ static int cluster_error(lua_State *L) {
   return strncmp(m, "cluster: ", 9) == 0 ? luaL_error(L, "%s", m) : luaL_error(L, "cluster: %s", m);
 }
 
+static int do_shutdown(lcluster *lc, double grace, double timeout, char *report, size_t n);
+
+/* ============================== drover stop in the REPL ================== */
+/* In the REPL, Ctrl-C stops a line, not the cluster: the run is the
+ * cluster, so `drover stop` ends it as a script's run ends, and the REPL
+ * stays. The coordinator calls on_run_stop from its tick once the stop's
+ * checkpoint is taken: it interrupts the line running (a c:fit), if any,
+ * as Ctrl-C; the cluster is shut down between loop turns, after that line
+ * or at the prompt (lcluster_end_stopped, called by repl.c). */
+#define STOPS_MAX 16
+static lcluster *stopping[STOPS_MAX];
+static int nstopping;
+
+static void on_run_stop(void *ud) {
+  lcluster *lc = ud;
+  for (int i = 0; i < nstopping; i++)
+    if (stopping[i] == lc) return;
+  if (nstopping < STOPS_MAX) stopping[nstopping++] = lc;
+  repl_interrupt_line();
+}
+
+static void forget_stop(lcluster *lc) {
+  for (int i = 0; i < nstopping; i++)
+    if (stopping[i] == lc) stopping[i--] = stopping[--nstopping];
+}
+
+bool lcluster_stop_pending(void) { return nstopping > 0; }
+
+int lcluster_end_stopped(void) {
+  int n = 0;
+  for (; nstopping > 0; n++) {
+    lcluster *lc = stopping[0]; /* do_shutdown forgets it */
+    char report[8192];
+    int failures = do_shutdown(lc, 5, 30, report, sizeof report);
+    fprintf(stderr, "drover stop: the run in %s was stopped: its cluster is shut down (c:fit on "
+            "it fails from now on); the REPL goes on\n", lc->run_dir);
+    if (failures > 0)
+      fprintf(stderr, "drover: cluster %s: %d node failure%s: %s\n", lc->run_dir, failures,
+              failures == 1 ? "" : "s", report);
+  }
+  return n;
+}
+
 /* ============================== creation ================================= */
 
 static int l_cluster(lua_State *L) {
@@ -81,6 +125,11 @@ static int l_cluster(lua_State *L) {
   if (!o.resume_dir && ltrain_save_script(L, lc->run_dir) < 0)
     fprintf(stderr, "drover: %s (this run cannot be resumed)\n", err_msg());
   snprintf(lc->address, sizeof lc->address, "%s", coord_address(lc->c));
+  if (repl_hosts(L)) {
+    coord_set_stop_handler(lc->c, on_run_stop, lc);
+    coord_note(lc->c, RUNS_REPL_EVENT " (pid %ld): drover stop shuts its cluster down, the "
+               "REPL goes on; it stands as its last fit ended", (long)getpid());
+  }
   ldash_cluster_up(L, -1, lc->c, limit);
   return 1;
 }
@@ -183,8 +232,11 @@ static int l_fit(lua_State *L) {
     a.feed = &feed.src;
   }
   train_result res;
+  train_result_init(&res);
   int rc = coord_fit(c, &a, &res);
   if (a.feed) lfeed_close(&feed);
+  if (rc == DRV_EINTERRUPTED || (x.failed && err_interrupted())) /* as in process (fitrun.c) */
+    coord_note(c, "interrupted: the fit stopped at step %lld", (long long)res.steps);
   fflush(stdout);
   anchor_experiment(L, &x.e);
   if (err_interrupted()) repl_raise_interrupted(L, res.steps); /* however the fit learnt of it */
@@ -402,6 +454,7 @@ static int l_save(lua_State *L) {
 /* ============================== shutdown ================================= */
 
 static int do_shutdown(lcluster *lc, double grace, double timeout, char *report, size_t n) {
+  forget_stop(lc);
   ldash_cluster_down(lc->c);
   int failures = coord_shutdown(lc->c, grace, timeout, report, n);
   coord_free(lc->c);

@@ -87,6 +87,11 @@ struct coord;
 struct coord *lcluster_live(lua_State *L, int idx);
 /* The same without raising: NULL when shut down or not a Cluster. */
 struct coord *lcluster_get(lua_State *L, int idx);
+/* Clusters the REPL hosts that `drover stop` stopped: whether any waits to
+ * be shut down, and shutting them down (saying so on stderr), from outside
+ * the loop's callbacks. Returns how many. */
+bool lcluster_stop_pending(void);
+int lcluster_end_stopped(void);
 
 /* ---- l_schedule.c ---- */
 /* Adds schedule, join and done to the Cluster methods table on top of the

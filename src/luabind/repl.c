@@ -36,6 +36,7 @@
 
 #include "base/err.h"
 #include "luabind/l_drover.h"
+#include "luabind/l_util.h"
 #include "base/util.h"
 
 #ifndef DROVER_VERSION
@@ -122,6 +123,10 @@ static void catch_sigint(struct sigaction *old) {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART; /* stdio writes must not fail with EINTR */
   sigaction(SIGINT, &sa, old);
+}
+
+void repl_interrupt_line(void) {
+  if (sig_L) kill(getpid(), SIGINT); /* on_sigint, as Ctrl-C */
 }
 
 int repl_pcall(lua_State *L, int nargs, int nresults, bool second_kills, bool *interrupted) {
@@ -313,9 +318,10 @@ static void run_chunk(repl *r) {
       fprintf(stderr, "%s\n", lua_tostring(L, -1));
     lua_pop(L, 1);
     r->failures++;
-    return;
+  } else {
+    print_results(L, base);
   }
-  print_results(L, base);
+  lcluster_end_stopped(); /* a cluster `drover stop` stopped during the line */
 }
 
 static void history_add(repl *r, const char *entry);
@@ -753,6 +759,27 @@ static void prompt_close(repl *r) {
   wait_closed(r);
 }
 
+/* A cluster `drover stop` stopped while the prompt waits: shut down, said
+ * above the prompt, and the line being typed given back. */
+static void end_stops_at_prompt(repl *r) {
+  bool prompt = r->at_prompt;
+  char *typed = prompt && rl_line_buffer ? strdup(rl_line_buffer) : NULL;
+  if (prompt) {
+    uv_poll_stop(&r->poll);
+    rl_callback_handler_remove();
+    r->at_prompt = false;
+    fputs("\n", stdout);
+    fflush(stdout);
+  }
+  lcluster_end_stopped();
+  if (prompt && !r->quit) {
+    show_prompt(r);
+    if (typed && typed[0]) rl_insert_text(typed);
+    rl_redisplay();
+  }
+  free(typed);
+}
+
 static int run_interactive(repl *r) {
   int rc = prompt_open(r);
   if (rc < 0) {
@@ -769,6 +796,7 @@ static int run_interactive(repl *r) {
   show_prompt(r);
   while (!r->quit) {
     uv_run(r->loop, UV_RUN_ONCE);
+    if (lcluster_stop_pending()) end_stops_at_prompt(r);
     if (r->line) {
       char *line = r->line;
       r->line = NULL;

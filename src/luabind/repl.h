@@ -33,6 +33,10 @@ int repl_run(lua_State *L, uv_loop_t *loop);
  * script's (its exit status is not the run's; ui/runs.h RUNS_REPL_EVENT). */
 bool repl_hosts(lua_State *L);
 
+/* Interrupts the line the REPL (or `drover run`'s script) is running, as
+ * Ctrl-C does; nothing at the prompt. Safe from a libuv callback. */
+void repl_interrupt_line(void);
+
 /* Like lua_pcall(L, nargs, nresults, drover_lua_traceback) on the function
  * below the nargs arguments, but interruptible: a SIGINT during the call
  * calls err_interrupt_request() (so C loops such as training stop) and sets

@@ -5,12 +5,56 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/err.h"
 #include "train/progress.h"
+
+/* ============================== drover stop ============================== */
+/* `drover stop` of an in-process run (ui/attach.c) has no coordinator to
+ * ask: it sends the process FITRUN_STOP_SIGNAL. A fit with checkpoints
+ * takes it as a request, as exp:checkpoint() from a progress function is
+ * one: at the end of the step it is in (fitrun_step_end) a checkpoint of
+ * that step is committed, then the process raises SIGINT at itself, and
+ * the run ends exactly as on Ctrl-C (the fit "interrupted", the script's
+ * status 130, the REPL's line interrupted), resumable from that
+ * checkpoint. Without such a fit there is nothing to save: the handler
+ * raises SIGINT at once. The handler is installed by the first fitrun_open,
+ * before the process file that names the pid to signal exists, and stays:
+ * a run directory may be reopened and several experiments may run. */
+static volatile sig_atomic_t stop_fit;   /* a fit with checkpoints runs */
+static volatile sig_atomic_t stop_asked; /* and a stop waits for its step's end */
+
+static void on_stop_signal(int signo) {
+  (void)signo;
+  if (stop_fit) stop_asked = 1;
+  else kill(getpid(), SIGINT);
+}
+
+static void catch_stop_signal(void) {
+  static bool caught;
+  if (caught) return;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART; /* a write the signal lands in must not fail */
+  caught = sigaction(FITRUN_STOP_SIGNAL, &sa, NULL) == 0;
+}
+
+/* The stop asked for, at the end of step s: its checkpoint, then Ctrl-C. */
+static void stop_now(fitrun *r, ckpt_state *s) {
+  stop_asked = stop_fit = 0;
+  rundir_event(&r->rd, "stop requested (drover stop): a checkpoint of step %" PRId64
+               ", then the run ends as on Ctrl-C", s->pos.step);
+  if (s->pos.step != r->last_step && fitrun_checkpoint(r, s) < 0)
+    rundir_event(&r->rd, "stop: no checkpoint of step %" PRId64 ": stopping without it",
+                 s->pos.step);
+  kill(getpid(), SIGINT);
+}
 
 /* ============================== the directory ============================ */
 
@@ -27,6 +71,7 @@ int fitrun_open(fitrun *r, const char *base, const char *name, const char *resum
                 const char *script, const char *run_json, const tboard_opts *tb) {
   memset(r, 0, sizeof *r);
   r->last_step = -1;
+  catch_stop_signal();
   int rc = tb ? tboard_check(tb) : 0;
   if (rc < 0) return rc;
   rc = resume ? rundir_open(resume, &r->rd) : rundir_create(base, name, &r->rd);
@@ -91,6 +136,8 @@ int fitrun_restore(fitrun *r, ckpt_state *s) {
 void fitrun_begin(fitrun *r, int64_t fit, int64_t from_step) {
   r->t0 = r->last_time = progress_now();
   r->requested = false;
+  stop_asked = 0; /* one from before this fit began was answered then */
+  stop_fit = r->has_ckpt;
   if (from_step > 0)
     rundir_event(&r->rd, "fit %" PRId64 ": resuming from step %" PRId64, fit + 1, from_step);
   else
@@ -98,6 +145,11 @@ void fitrun_begin(fitrun *r, int64_t fit, int64_t from_step) {
 }
 
 void fitrun_end(fitrun *r, const train_result *res, int rc) {
+  stop_fit = 0;
+  if (stop_asked) { /* the fit ended with its step: its last checkpoint is taken */
+    stop_asked = 0;
+    kill(getpid(), SIGINT);
+  }
   metrics_flush(&r->metrics);
   if (r->ev) events_flush(r->ev);
   if (rc == DRV_EINTERRUPTED) /* runs.c: "interrupted" whatever the process's exit */
@@ -157,6 +209,10 @@ void fitrun_step_end(fitrun *r, ckpt_state *s) {
   if (r->tb && progress_now() - r->tb_polled >= 1.0) {
     r->tb_polled = progress_now();
     tboard_run_poll(&r->rd, &r->tb);
+  }
+  if (stop_asked) {
+    stop_now(r, s);
+    return;
   }
   bool due = r->requested;
   if (r->has_ckpt && s->pos.step != r->last_step) {

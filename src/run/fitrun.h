@@ -12,6 +12,7 @@
 #ifndef DROVER_FITRUN_H
 #define DROVER_FITRUN_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -21,6 +22,12 @@
 #include "run/tboard.h"
 #include "base/rundir.h"
 #include "train/train.h"
+
+/* `drover stop` (graceful) sends an in-process run's process this signal:
+ * a fit with checkpoints commits one at the end of its step, then the
+ * process raises SIGINT at itself (the run ends as on Ctrl-C); without one
+ * SIGINT comes at once (fitrun.c). `--now` sends SIGINT itself. */
+#define FITRUN_STOP_SIGNAL SIGUSR1
 
 /* checkpoint = { every, every_seconds, keep, keep_best = { metric, mode } } */
 typedef struct fitrun_ckpt {
@@ -58,7 +65,9 @@ void fitrun_set_ckpt(fitrun *r, const fitrun_ckpt *ck);
 /* Restores s from the newest intact checkpoint (damaged newer ones are
  * reported by name). 1 restored, 0 none, < 0 error. */
 int fitrun_restore(fitrun *r, ckpt_state *s);
-/* A fit begins / ends (events.log: "fit: ...", "fit done: ..."). */
+/* A fit begins / ends (events.log: "fit N: started", "fit done: N steps";
+ * rc DRV_EINTERRUPTED: "interrupted: the fit stopped at step N"; another
+ * error: "error: fit stopped: why"). */
 void fitrun_begin(fitrun *r, int64_t fit, int64_t from_step);
 void fitrun_end(fitrun *r, const train_result *res, int rc);
 /* After each progress call: a metrics.jsonl line and TensorBoard scalars. */

@@ -28,6 +28,7 @@
 #include "base/rundir.h"
 #include "base/log.h"
 #include "train/progress.h"
+#include "run/fitrun.h"
 #include "ui/runs.h"
 #include "proto/wire_msgs.h"
 
@@ -323,6 +324,7 @@ typedef struct target {
   char secret_file[PATH_MAX];
   char label[PATH_MAX + 16]; /* "run 'DIR'" or "coordinator HOST:PORT" for messages */
   long pid;                  /* the coordinator's, from RUN_DIR/coordinator (0: unknown) */
+  char dir[PATH_MAX];        /* RUN_DIR, "" for HOST:PORT */
 } target;
 
 static bool split_hostport(const char *s, char *host, size_t n, int *port) {
@@ -345,6 +347,7 @@ static bool split_hostport(const char *s, char *host, size_t n, int *port) {
 static int read_run_dir(const char *dir, target *t) {
   char path[PATH_MAX + 32], line[512] = "";
   snprintf(t->label, sizeof t->label, "run '%s'", dir);
+  snprintf(t->dir, sizeof t->dir, "%s", dir);
   snprintf(path, sizeof path, "%s/" RUNDIR_COORDINATOR, dir);
   FILE *f = fopen(path, "r");
   if (!f)
@@ -546,31 +549,47 @@ static int one_command(attach_client *a, const attach_opts *o) {
 
 /* ---- `drover stop` ---- */
 
-/* Waits up to o->wait s for pid to exit: 0 once it has. */
-static int wait_pid(const attach_opts *o, long pid) {
-  for (double t = 0; t < o->wait; t += 0.1) {
+/* Waits up to o->wait s for pid to exit (a script's run ends with its
+ * process, once its exit status is recorded): 0 once it has. A REPL
+ * outlives its runs: then, with dir, until the run no longer runs. */
+static int wait_end(const attach_opts *o, long pid, const char *dir) {
+  bool repl = dir && runs_repl(dir);
+  for (double t = 0;; t += 0.1) {
     if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 0;
+    if (repl && !runs_running(dir)) return 0;
+    if (t >= o->wait) return -1;
     usleep(100000);
   }
-  return kill((pid_t)pid, 0) != 0 && errno == ESRCH ? 0 : -1;
 }
 
 /* An in-process run has no coordinator and no keys: its process is sent
- * SIGINT from here, as Ctrl-C (this machine, this user). */
+ * FITRUN_STOP_SIGNAL (a checkpoint first: fitrun.c says how) or, with
+ * --now, SIGINT, as Ctrl-C (this machine, this user). A REPL between fits
+ * runs nothing: it is left alone. */
 static int stop_in_process(const attach_opts *o, const char *dir) {
   long pid = runs_process_pid(dir);
+  if (pid > 0 && !runs_running(dir)) {
+    fprintf(stderr, "drover: run '%s' is not running: its last fit ended, and the REPL that "
+            "holds it (pid %ld) is left alone\n", dir, pid);
+    return 1;
+  }
   if (pid <= 0) {
     fprintf(stderr, "drover: run '%s' is not running\n", dir);
     return 1;
   }
-  if (kill((pid_t)pid, SIGINT) != 0) {
+  bool now = o->stop_run == ATTACH_STOP_NOW;
+  if (kill((pid_t)pid, now ? SIGINT : FITRUN_STOP_SIGNAL) != 0) {
     fprintf(stderr, "drover: cannot stop run '%s' (pid %ld): %s\n", dir, pid, strerror(errno));
     return 1;
   }
-  printf("stopping: SIGINT to the run's process (pid %ld), as Ctrl-C: it resumes from its "
-         "newest checkpoint\n", pid);
+  if (now)
+    printf("stopping: SIGINT to the run's process (pid %ld), as Ctrl-C (no checkpoint first)\n",
+           pid);
+  else
+    printf("stopping: the run's process (pid %ld) checkpoints the step its fit is at (a fit "
+           "with checkpoints), then the run ends as on Ctrl-C\n", pid);
   fflush(stdout);
-  if (o->wait > 0 && wait_pid(o, pid) < 0) {
+  if (o->wait > 0 && wait_end(o, pid, dir) < 0) {
     fprintf(stderr, "drover: run '%s' has not ended within %g s\n", dir, o->wait);
     return 1;
   }
@@ -594,7 +613,7 @@ static int stop_cluster(attach_client *a, const attach_opts *o, const target *t)
   bool never = false;
   int rc = pump(a, &never, o->wait, "end of the run");
   if (rc == DRV_EIO) { /* closed: the run is over; its process exits */
-    if (t->pid > 0 && wait_pid(o, t->pid) < 0) {
+    if (t->pid > 0 && wait_end(o, t->pid, t->dir[0] ? t->dir : NULL) < 0) {
       fprintf(stderr, "drover: %s: its process (pid %ld) has not exited within %g s\n", label,
               t->pid, o->wait);
       return 1;

@@ -435,6 +435,11 @@ static bool read_dir(const char *dir, run_info *r) {
   return read_run(base, name, r);
 }
 
+bool runs_repl(const char *dir) {
+  run_info r;
+  return read_dir(dir, &r) && r.repl;
+}
+
 bool runs_done(const char *dir, int64_t *step, int *exit_status) {
   run_info r;
   if (!read_dir(dir, &r) || strcmp(r.state, "done") != 0) return false;

@@ -22,9 +22,14 @@ int runs_list(const char *base, FILE *out);
 /* Whether dir holds an in-process run: its script kept (run.json) and no
  * secret (a cluster run keeps its script too, and always has a secret). */
 bool runs_in_process(const char *dir);
-/* Whether the run in dir is running (its coordinator's or, in process,
- * its own process is alive). */
+/* Whether the run in dir is running, as `drover ls` says it: its
+ * coordinator's or, in process, its own process is alive (and, when that
+ * is the REPL, a fit runs). */
 bool runs_running(const char *dir);
+
+/* Whether the REPL hosts the run in dir (RUNS_REPL_EVENT): its process
+ * outlives the run's fits (and, `drover stop`ped, its cluster). */
+bool runs_repl(const char *dir);
 
 /* The pid in dir/process ("in-process PID", while an in-process run's
  * process lives): 0 when there is none or it is gone. */

@@ -4,8 +4,9 @@
 # nodes never hold it), a finished run is not run again, one run-name rule
 # for every command (a directory, a full name or a unique prefix; an
 # ambiguous prefix lists the candidates), `drover stop` (a checkpoint, then
-# the end as on Ctrl-C; --now; the view key refused; an in-process run)
-# and `drover rm` (refuses a running run). Every wait is bounded; every
+# the end as on Ctrl-C; --now; the view key refused; an in-process run,
+# its checkpoint first too; a fit in the REPL, a cluster the REPL hosts:
+# the REPL goes on) and `drover rm` (refuses a running run). Every wait is bounded; every
 # process this test starts is ended by pid.
 . tests/cli/lib.sh
 RUNS=$TMP/runs
@@ -31,15 +32,16 @@ c:shutdown()
 print("steps " .. r.steps)
 LUA
 
-# An in-process fit: arg[3] "long" trains until stopped, else 2 epochs.
+# An in-process fit: arg[3] "long" trains until stopped, else 2 epochs;
+# a checkpoint every arg[4] steps (4).
 cat >"$TMP/fit.lua" <<'LUA'
 local nn = drover.nn
-local runs, name, how = arg[1], arg[2], arg[3]
+local runs, name, how, every = arg[1], arg[2], arg[3], tonumber(arg[4]) or 4
 local exp = drover.experiment { name = name, runs = runs, verbose = false,
   model = nn.Linear(4, 2), loss = nn.CrossEntropy(), optimizer = drover.optim.SGD { lr = 0.1 },
   train = { data = drover.data.synthetic { n = 64, features = 4, classes = 2 }, batch = 8,
             epochs = how == "long" and 1000000 or 2 },
-  checkpoint = { every = 4 },
+  checkpoint = { every = every },
   progress = function() if how == "long" then drover.sleep(0.01) end end }
 exp:fit()
 LUA
@@ -51,6 +53,8 @@ remember_nodes() { for p in $(nodes "$1"); do PIDS="$PIDS $p"; done; }
 holds() { ls -l "/proc/$1/fd" 2>/dev/null | grep -qF -- "-> $2"; }
 gone() { ! kill -0 "$1" 2>/dev/null; }
 lines() { wc -l <"$1" | tr -d ' '; }
+# logged NAME: whether the run NAME-<stamp> has logged 5 steps.
+logged() { [ "$(cat "$RUNS"/$1-*/metrics.jsonl 2>/dev/null | wc -l)" -ge 5 ]; }
 
 # ------------------------------------------------ a run interrupted after a checkpoint
 "$DROVER" run "$TMP/life.lua" "$RUNS" life 16 >"$TMP/first.out" 2>&1 &
@@ -219,6 +223,108 @@ check "life-11 it ended as on Ctrl-C (status 130)" [ $? -eq 130 ]
 "$DROVER" stop "$IP" >/dev/null 2>"$TMP/ip2.err"
 check "life-11 a run that is not running cannot be stopped" [ $? -eq 1 ]
 check "life-11 it says so" grep -q "is not running" "$TMP/ip2.err"
+
+# an in-process run, gracefully: its fit checkpoints the step it is at
+# first (none periodic: every 100000 steps), then it ends as on Ctrl-C
+"$DROVER" run "$TMP/fit.lua" "$RUNS" stopck long 100000 >/dev/null 2>&1 &
+ip=$!
+PIDS="$PIDS $ip"
+wait_for 60 logged stopck
+CK=$(ls -d "$RUNS"/stopck-* | head -n 1)
+"$DROVER" stop "$CK" >"$TMP/ck.out" 2>&1
+check "life-13 stop of an in-process run with checkpoints succeeds" [ $? -eq 0 ]
+check "life-13 it says a checkpoint comes first" grep -q "checkpoints the step its fit is at" "$TMP/ck.out"
+wait "$ip"
+check "life-13 it ended as on Ctrl-C (status 130)" [ $? -eq 130 ]
+step=$(ls "$CK/checkpoints" 2>/dev/null | sed -n 's/^step-//p' | sort -n | tail -n 1)
+check "life-13 a checkpoint of the step it was at (step $step), after the stop was asked" \
+  sh -c "[ -n '$step' ] && sed -n '/stop requested (drover stop)/,\$p' '$CK/events.log' | grep -q 'checkpoint step-$step committed'"
+check "life-13 ls: interrupted (resumable from step $step)" \
+  sh -c "'$DROVER' ls '$RUNS' | grep -q '^$(basename "$CK") *interrupted (resumable from step $step) '"
+"$DROVER" run --resume "$CK" >/dev/null 2>&1 &
+res=$!
+PIDS="$PIDS $res"
+check "life-13 the resume continues from that checkpoint" \
+  wait_for 60 grep -q "fit 1: resuming from step $step" "$CK/events.log"
+kill -9 "$res" 2>/dev/null
+wait "$res" 2>/dev/null
+
+# --now: no checkpoint first
+"$DROVER" run "$TMP/fit.lua" "$RUNS" stopipnow long 100000 >/dev/null 2>&1 &
+ip=$!
+PIDS="$PIDS $ip"
+wait_for 60 logged stopipnow
+NOW=$(ls -d "$RUNS"/stopipnow-* | head -n 1)
+"$DROVER" stop --now "$NOW" >/dev/null 2>&1
+check "life-14 stop --now of an in-process run succeeds" [ $? -eq 0 ]
+wait "$ip"
+check "life-14 it ended as on Ctrl-C (status 130)" [ $? -eq 130 ]
+check "life-14 with no checkpoint" [ -z "$(ls "$NOW/checkpoints" 2>/dev/null)" ]
+
+# a fit in the REPL (its input a pipe): stop checkpoints and interrupts the
+# fit; the REPL goes on, and `stop` does not wait for it to exit
+mkfifo "$TMP/repl.in"
+"$DROVER" repl <"$TMP/repl.in" >"$TMP/repl.out" 2>&1 &
+rp=$!
+PIDS="$PIDS $rp"
+exec 3>"$TMP/repl.in"
+echo "arg = { '$RUNS', 'stoprepl', 'long', '100000' }" >&3
+echo "dofile('$TMP/fit.lua')" >&3
+wait_for 60 logged stoprepl
+RP=$(ls -d "$RUNS"/stoprepl-* | head -n 1)
+"$DROVER" stop --wait 30 "$RP" >"$TMP/rp.out" 2>&1
+check "life-15 stop of a fit in the REPL succeeds" [ $? -eq 0 ]
+check "life-15 the REPL goes on" kill -0 "$rp"
+step=$(ls "$RP/checkpoints" 2>/dev/null | sed -n 's/^step-//p' | sort -n | tail -n 1)
+check "life-15 its fit checkpointed the step it was at (step $step)" [ -n "$step" ]
+check "life-15 ls: interrupted" sh -c "'$DROVER' ls '$RUNS' | grep -q '^$(basename "$RP") *interrupted '"
+"$DROVER" stop --wait 5 "$RP" >/dev/null 2>"$TMP/rp2.err"
+check "life-15 the REPL between fits: not running" [ $? -eq 1 ]
+check "life-15 it says the REPL is left alone" grep -q "is not running: its last fit ended, and the REPL that holds it (pid $rp) is left alone" "$TMP/rp2.err"
+echo 'print("still " .. "here")' >&3
+exec 3>&-
+wait_for 30 gone "$rp"
+check "life-15 the REPL ran its next line" grep -q "still here" "$TMP/repl.out"
+
+# a cluster the REPL hosts (its input a pipe): the run is the cluster.
+# stop checkpoints its fit, interrupts the line (c:fit) and shuts the
+# cluster down; the REPL goes on, saying so, and frees the run directory
+mkfifo "$TMP/replc.in"
+"$DROVER" repl <"$TMP/replc.in" >"$TMP/replc.out" 2>&1 &
+rcl=$!
+PIDS="$PIDS $rcl"
+exec 3>"$TMP/replc.in"
+cat >&3 <<LUA
+exp = drover.experiment { name = "stopcl", model = drover.nn.Sequential { drover.nn.Linear(8, 2) }, loss = drover.nn.CrossEntropy(), optimizer = drover.optim.SGD { lr = 0.01 }, train = { data = drover.data.synthetic { n = 512, features = 8, classes = 2, seed = 1 }, batch = 8, epochs = 100000 }, verbose = false, runs = "$RUNS", checkpoint = { every = 1000000 }, progress = function() io.popen("sleep 0.01"):close() end }
+c = drover.cluster { ps = 1, worker = 1, runs = "$RUNS", name = "stopcl" }
+r = c:fit(exp)
+LUA
+wait_for 60 sh -c "grep -q 'fit: ' '$RUNS'/stopcl-*/events.log 2>/dev/null"
+CL=$(ls -d "$RUNS"/stopcl-* | head -n 1)
+remember_nodes "$CL"
+CLNODES=$(nodes "$CL")
+sleep 1
+"$DROVER" stop --wait 60 "$CL" >"$TMP/cl.out" 2>&1
+check "life-16 stop of a cluster in the REPL succeeds" [ $? -eq 0 ]
+check "life-16 it says the cluster shuts down and the REPL goes on" \
+  grep -q "then its cluster shuts down (the REPL that hosts it goes on)" "$TMP/cl.out"
+check "life-16 the REPL goes on" kill -0 "$rcl"
+step=$(ls "$CL/checkpoints" 2>/dev/null | sed -n 's/^step-//p' | sort -n | tail -n 1)
+check "life-16 the fit checkpointed first (step $step)" \
+  sh -c "[ -n '$step' ] && sed -n '/stop requested/,\$p' '$CL/events.log' | grep -q 'checkpoint step $step:'"
+check "life-16 the cluster was shut down" grep -q "shutdown complete" "$CL/events.log"
+alive=0
+for p in $CLNODES; do kill -0 "$p" 2>/dev/null && alive=$((alive + 1)); done
+check "life-16 its nodes ($(echo $CLNODES)) are gone" [ -n "$CLNODES" -a "$alive" -eq 0 ]
+check "life-16 the REPL says so" wait_for 10 grep -q "drover stop: the run in $CL was stopped: its cluster is shut down" "$TMP/replc.out"
+check "life-16 ls: interrupted, no exit status" \
+  sh -c "'$DROVER' ls '$RUNS' | grep -q '^$(basename "$CL") *interrupted .* step-$step *- *\$'"
+echo 'print("refit", pcall(c.fit, c, exp))' >&3
+check "life-16 the stopped cluster refuses a fit" wait_for 20 grep -q "refit.*false.*it was shut down" "$TMP/replc.out"
+"$DROVER" rm "$CL" >/dev/null 2>&1
+check "life-16 the REPL let the run directory go: rm removes it" [ ! -e "$CL" ]
+exec 3>&-
+wait_for 30 gone "$rcl"
 
 # ------------------------------------------------ drover rm
 "$DROVER" rm --runs "$RUNS" nameso "$FG" >"$TMP/rm.out" 2>&1

@@ -349,6 +349,16 @@ void coord_queue_stats(const coord *c, coord_queue *q);
  * report of them in buf. Idempotent. */
 int coord_shutdown(coord *c, double grace, double timeout, char *buf, size_t n);
 
+/* Who ends the run once `drover stop` asked (after the checkpoint it
+ * waits for, or at once): NULL, the default, raises SIGINT at this
+ * process, and the run ends as a script's does on Ctrl-C. A host that
+ * Ctrl-C does not end (the REPL: it stops a line, the cluster stays) sets
+ * its own: fn(ud) is called from a callback of the loop, so it only notes
+ * the stop (and may interrupt Lua), and shuts the cluster down (and frees
+ * it) after the turn. The STOP_RUN reply and events.log say which. */
+typedef void (*coord_stop_fn)(void *ud);
+void coord_set_stop_handler(coord *c, coord_stop_fn fn, void *ud);
+
 /* Kills what is left, frees everything (closing handles; the loop may
  * need a UV_RUN_NOWAIT afterwards for close callbacks). NULL is fine. */
 void coord_free(coord *c);

@@ -192,6 +192,8 @@ struct coord {
   int run_stop;
   int64_t run_stop_step;
   double run_stop_at;
+  coord_stop_fn stop_fn; /* who ends the run then (NULL: SIGINT), and its argument */
+  void *stop_ud;
   bool *freed; /* coord_free's, set once the struct is gone */
 };
 

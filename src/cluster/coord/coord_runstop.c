@@ -9,6 +9,11 @@
  * (c:checkpoint()'s request) and raises once it is committed: the resume
  * loses nothing. "now" raises at the next tick (the reply goes out first).
  * A fit without checkpoints, or no fit, has nothing to save: at once too.
+ *
+ * A host that Ctrl-C does not end (the REPL) gives a stop handler
+ * (coord_set_stop_handler): the run then ends by it, with the same
+ * checkpoint first, and the reply and events.log say the cluster shuts
+ * down while its host goes on.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +26,17 @@ enum { RUN_STOP_NONE, RUN_STOP_CHECKPOINT, RUN_STOP_NOW, RUN_STOP_RAISED };
 
 /* Seconds to wait for the checkpoint (a ps being restored holds it). */
 #define RUN_STOP_CKPT_WAIT 120.0
+
+void coord_set_stop_handler(coord *c, coord_stop_fn fn, void *ud) {
+  c->stop_fn = fn;
+  c->stop_ud = ud;
+}
+
+/* How the run ends, for the reply. */
+static const char *ending(const coord *c) {
+  return c->stop_fn ? "its cluster shuts down (the REPL that hosts it goes on)"
+                    : "the run ends as on Ctrl-C";
+}
 
 int coord__run_stop(coord *c, bool now, char *out, size_t n) {
   if (c->shutting_down || c->shut_down || c->run_stop == RUN_STOP_RAISED) {
@@ -37,11 +53,11 @@ int coord__run_stop(coord *c, bool now, char *out, size_t n) {
     c->run_stop = RUN_STOP_CHECKPOINT;
     c->run_stop_step = f->done > 0 ? f->done : 1;
     f->ck.requested = true;
-    snprintf(out, n, "stopping: a checkpoint of step %lld or the next, then the run ends as "
-             "on Ctrl-C", (long long)c->run_stop_step);
+    snprintf(out, n, "stopping: a checkpoint of step %lld or the next, then %s",
+             (long long)c->run_stop_step, ending(c));
   } else {
     c->run_stop = RUN_STOP_NOW;
-    snprintf(out, n, "stopping: the run ends as on Ctrl-C%s",
+    snprintf(out, n, "stopping: %s%s", ending(c),
              now ? " (no checkpoint first)" : ": no fit with checkpoints runs, nothing to save");
   }
   rundir_event(&c->rd, "stop requested (drover stop%s)", now ? " --now" : "");
@@ -70,6 +86,12 @@ void coord__run_stop_tick(coord *c, double now) {
                    (long long)c->run_stop_step, over ? "it failed" : "not in time");
   }
   c->run_stop = RUN_STOP_RAISED;
+  if (c->stop_fn) {
+    rundir_event(&c->rd, "stopping the run: its cluster shuts down (drover stop; the REPL that "
+                 "hosts it goes on)");
+    c->stop_fn(c->stop_ud);
+    return;
+  }
   rundir_event(&c->rd, "stopping the run as on Ctrl-C (drover stop)");
   log_info("drover stop: raising SIGINT");
   kill(getpid(), SIGINT);
