@@ -774,8 +774,12 @@ static void end_stops_at_prompt(repl *r) {
   lcluster_end_stopped();
   if (prompt && !r->quit) {
     show_prompt(r);
-    if (typed && typed[0]) rl_insert_text(typed);
-    rl_redisplay();
+    if (typed && typed[0]) {
+      rl_insert_text(typed);
+      fputs("\r", stdout); /* the prompt again, with the line, over the one just shown */
+      fflush(stdout);
+      rl_forced_update_display(); /* not rl_redisplay: libedit's pushes a ^R key */
+    }
   }
   free(typed);
 }

@@ -3,7 +3,9 @@
 # 2 s the frame says "run finished" (or "coordinator lost"), the attach
 # process then idles (its CPU time over 5 s, from /proc/PID/stat, is under
 # 5% of a core) and q leaves with status 0. A status message shown after the
-# end (a key's) comes after the banner, not over it. Every process this test starts
+# end (a key's) comes after the banner, not over it. The other end of a
+# run: `drover stop` of a cluster the interactive REPL hosts shuts it down
+# at the prompt, and the REPL says so and gives back the line being typed. Every process this test starts
 # is ended by pid; every wait is bounded.
 . tests/cli/lib.sh
 
@@ -104,3 +106,28 @@ both() { screen lost | grep "coordinator lost" | grep -q "sort:"; }
 key lost s
 expect lost "attend-03 a status message does not hide the end banner" wait_for 3 both
 leaves lost attend-02
+
+# ------------------------------------------------ drover stop of a cluster the REPL hosts
+# At the prompt, with a line half typed: the cluster is shut down, the REPL
+# says so above the prompt and gives the line back.
+tm new-session -d -s repl -x 150 -y 40 \
+  "cd '$TMP' && DROVER_HISTORY= LANG=C.UTF-8 '$DROVER' repl; sleep 60"
+send repl 'c = drover.cluster { ps = 1, worker = 1, runs = os.getenv("RUNS"), name = "replstop" }' Enter
+wait_for 60 sh -c "ls '$RUNS'/replstop-*/coordinator >/dev/null 2>&1"
+RDIR=$(ls -d "$RUNS"/replstop-* 2>/dev/null | head -n 1)
+wait_for 30 sh -c "[ \$(awk 'NR > 1 && \$2 > 0' '$RDIR/nodes.tsv' 2>/dev/null | wc -l) -ge 2 ]"
+RNODES=$(awk -F'\t' 'NR > 1 && $2 > 0 { print $2 }' "$RDIR/nodes.tsv" 2>/dev/null)
+PIDS="$PIDS $RNODES $(ps -o pid= --ppid "$(tm display-message -p -t repl '#{pane_pid}')" 2>/dev/null)"
+send repl 'print("typed'
+wait_text repl 'print("typed'
+"$DROVER" stop --wait 60 "$RDIR" >"$TMP/rstop.out" 2>&1
+check "attend-04 drover stop of a cluster the REPL hosts, at its prompt, succeeds" [ $? -eq 0 ]
+expect repl "attend-04 the REPL says its cluster was shut down" \
+  wait_text repl "was stopped: its cluster is shut down"
+expect repl "attend-04 the line being typed is given back" wait_re repl '^> print\("typed$'
+alive=0
+for p in $RNODES; do kill -0 "$p" 2>/dev/null && alive=$((alive + 1)); done
+check "attend-04 its nodes ($(echo $RNODES)) are gone" [ -n "$RNODES" -a "$alive" -eq 0 ]
+send repl ' again")' Enter
+expect repl "attend-04 the REPL goes on with that line" wait_line repl "typed again"
+key repl C-d
