@@ -510,6 +510,9 @@ int runs_remove(const char *dir) {
                    "): not removed", dir);
   if (rundir_lock(abs) < 0) {
     long pid = rundir_lock_holder(abs);
+    if (pid > 0 && runs_repl(abs) && !runs_running(abs)) /* between fits */
+      return err_set(DRV_EAGAIN, "run '%s' is held by the REPL that ran it (pid %ld), for its "
+                     "experiment's next fit: leave that REPL first", dir, pid);
     if (pid > 0)
       return err_set(DRV_EAGAIN, "run '%s' is running (pid %ld): `drover stop %s` first", dir,
                      pid, dir);

@@ -1,7 +1,7 @@
 /* runs.h - `drover ls`: the run directories under a runs directory, with
  * their state (running, done, failed, interrupted, crashed), exit status,
- * node count, start time and, while
- * running, the coordinator's address. */
+ * node count, start time and, while running, the coordinator's address;
+ * finding a run by name; removing one. */
 #ifndef DROVER_RUNS_H
 #define DROVER_RUNS_H
 
@@ -53,7 +53,9 @@ int runs_find(const char *base, const char *name, char *dir, size_t n);
  * (rundir_lock: nothing can start in it meanwhile). Refuses a directory
  * that is not a run's (no events.log) and a run that is running (its lock
  * held: "run 'D' is running (pid N): drover stop ... first"; or its
- * coordinator or process alive). 0, DRV_EINVAL, DRV_EAGAIN, DRV_EIO. */
+ * coordinator or process alive), or that a REPL holds between fits ("run
+ * 'D' is held by the REPL that ran it (pid N) ..."). 0, DRV_EINVAL,
+ * DRV_EAGAIN, DRV_EIO. */
 int runs_remove(const char *dir);
 
 /* Whether the run in dir has ended well (`drover ls` says "done"): then

@@ -5,8 +5,8 @@
 # 5% of a core) and q leaves with status 0. A status message shown after the
 # end (a key's) comes after the banner, not over it. The other end of a
 # run: `drover stop` of a cluster the interactive REPL hosts shuts it down
-# at the prompt, and the REPL says so and gives back the line being typed. Every process this test starts
-# is ended by pid; every wait is bounded.
+# at the prompt, and the REPL says so and gives back the line being typed.
+# Every process this test starts is ended by pid; every wait is bounded.
 . tests/cli/lib.sh
 
 SOCK=drover-attend-$$

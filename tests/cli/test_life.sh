@@ -281,6 +281,9 @@ check "life-15 ls: interrupted" sh -c "'$DROVER' ls '$RUNS' | grep -q '^$(basena
 "$DROVER" stop --wait 5 "$RP" >/dev/null 2>"$TMP/rp2.err"
 check "life-15 the REPL between fits: not running" [ $? -eq 1 ]
 check "life-15 it says the REPL is left alone" grep -q "is not running: its last fit ended, and the REPL that holds it (pid $rp) is left alone" "$TMP/rp2.err"
+"$DROVER" rm "$RP" >/dev/null 2>"$TMP/rp3.err"
+check "life-15 rm refuses it while the REPL holds it, saying so" \
+  sh -c "grep -q 'is held by the REPL that ran it (pid $rp)' '$TMP/rp3.err' && [ -d '$RP' ]"
 echo 'print("still " .. "here")' >&3
 exec 3>&-
 wait_for 30 gone "$rp"
