@@ -3,19 +3,24 @@
  *   running      its coordinator (or in-process) file names a live process
  *   done         the process that ran it exited with status 0
  *   failed       it exited with another status
- *   interrupted  it exited on SIGINT (status 130)
+ *   interrupted  it exited on SIGINT (status 130: Ctrl-C, drover stop)
  *   crashed      its process is gone and left no exit status (killed, a
- *                segfault): "crashed (resumable from step N)" when it has
- *                a checkpoint
+ *                segfault)
+ * and, after any but done, "(resumable from step N)" when its script was
+ * kept (run.json), its last fit did not end "fit done" and a checkpoint is
+ * there to go on from.
  * The exit status is events.log's "process exit: N" line, written by
  * rundir_record_exit. A run without one (from a drover before it, or a
  * process that died) is judged by its events: a cluster run is done when
  * it logged "shutdown complete: 0 node failures" and no error, failed
  * when it logged an error, a failed start or node failures, and crashed
  * when its coordinator went without shutting down; an in-process run is
- * done when every fit it began ended, else crashed. The EXIT column is
- * the status, "-" when there is none. The CHECKPOINT column is the newest
- * committed checkpoint.
+ * done when every fit it began ended, else crashed. A run the REPL hosts
+ * (RUNS_REPL_EVENT) is judged by its events whatever the REPL's exit
+ * status: running while its fit (or its cluster) runs, then as its last
+ * fit ended or as `drover stop` ended it. The EXIT column is the status,
+ * "-" when there is none or the REPL ran it. The CHECKPOINT column is the
+ * newest committed checkpoint.
  */
 #include "ui/runs.h"
 
