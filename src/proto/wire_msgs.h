@@ -98,19 +98,21 @@
  *            backup workers; target (sync) the fit's updates: past it
  *            pulls are never held and pushes are ignored; value the shard.
  *            Resets the ps's version to 0; reply VAR_INIT_OK (req echoed)
- *  SETUP     C -> W,E: model is an nn spec (nn_spec.c); per variable its
- *            shards (ps index, rows); x and y this node's data (worker i's
- *            shard, or the eval data); files mode: recipe (JSON,
- *            data_from_recipe) is not empty, x and y have no rows, and
- *            the node reads shard `shard` of `shards` itself; reply
- *            SETUP_OK */
+ *  SETUP     C -> W,E: model is an nn spec (nn_spec.c); shuffle: a
+ *            worker draws its batches in a seeded order new each epoch,
+ *            else in its rows' order (the fit's train.shuffle); per
+ *            variable its shards (ps index, rows); x and y this node's
+ *            data (worker i's shard, or the eval data); files mode:
+ *            recipe (JSON, data_from_recipe) is not empty, x and y have
+ *            no rows, and the node reads shard `shard` of `shards`
+ *            itself; reply SETUP_OK */
 #define WIRE_MSG_var_init(X)                                                              \
   X(U32, var) X(U64, row0) X(FLAG, mode, "VAR_INIT mode") X(U32, replicas) X(U64, target) \
   X(OPTIM, optim) X(TENSOR, value)
 #define WIRE_MSG_var_init_ok(X) X(EMPTY, unused)
-#define WIRE_MSG_setup(X)                                               \
-  X(STR, model) X(STR, loss) X(U64, batch) X(U64, seed) X(F64, clip_norm) \
-  X(ITEMS, vars, setup_var, "SETUP variable") X(TENSOR, x) X(TENSOR, y)   \
+#define WIRE_MSG_setup(X)                                                                 \
+  X(STR, model) X(STR, loss) X(U64, batch) X(U64, seed) X(FLAG, shuffle, "SETUP shuffle") \
+  X(F64, clip_norm) X(ITEMS, vars, setup_var, "SETUP variable") X(TENSOR, x) X(TENSOR, y) \
   X(BYTES, recipe) X(U32, shard) X(U32, shards)
 #define WIRE_MSG_setup_ok(X) X(EMPTY, unused)
 

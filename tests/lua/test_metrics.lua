@@ -121,3 +121,31 @@ test("metrics-02 a cluster's step lines carry the same keys, with its batch's va
   c:shutdown { grace = 5 }
   os.execute("rm -rf '" .. here:run_dir() .. "' '" .. c.run_dir .. "'")
 end)
+
+test("metrics-03 train.shuffle = false on a cluster: the worker reads its rows in order", function()
+  local ordered = { data = train_std, batch = BATCH, epochs = 2, shuffle = false }
+  local here = experiment { train = ordered }
+  here:fit()
+  local mine = step_lines(here:run_dir() .. "/metrics.jsonl")
+  local cl = experiment { train = ordered }
+  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "m03" }
+  local r = c:fit(cl)
+  local theirs = step_lines(c.run_dir .. "/metrics.jsonl")
+  eq(#theirs, r.steps, "a cluster line per step")
+  eq(#theirs, #mine, "as many steps as in process")
+  -- Before the fix every worker shuffled whatever train.shuffle said:
+  -- these losses were those of a shuffled order.
+  for s = 1, #mine do
+    eq(theirs[s].epoch, mine[s].epoch, "epoch of step " .. s)
+    near(theirs[s].loss, mine[s].loss, 1e-5, "loss of step " .. s)
+  end
+  -- The first step's batch is rows 1..BATCH: its loss is the initial
+  -- model's (experiment() seeds 3 before building it) on those rows.
+  drover.seed(3)
+  local m0 = nn.Sequential { nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10) }
+  local x1, y1
+  for x, y in train_std:batch(BATCH) do x1, y1 = x, y break end
+  near(theirs[1].loss, nn.CrossEntropy()(m0(x1), y1), 1e-5, "the first batch is rows 1.." .. BATCH)
+  c:shutdown { grace = 5 }
+  os.execute("rm -rf '" .. here:run_dir() .. "' '" .. c.run_dir .. "'")
+end)

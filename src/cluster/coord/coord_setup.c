@@ -62,6 +62,7 @@ static int send_setup(coord *c, int node, const coord_fit_args *a, const char *s
                                        .loss = WIRE_STR(loss),
                                        .batch = (uint64_t)a->cfg->batch,
                                        .seed = a->cfg->seed,
+                                       .shuffle = a->cfg->shuffle,
                                        .clip_norm = a->optim->clip_norm,
                                        .vars = {(uint32_t)c->fit->nvars, .put = put_var,
                                                 .ud = c->fit},

@@ -72,10 +72,11 @@ typedef struct wstate {
   ps_part *parts; /* indexed by ps index */
   int nparts;
   dataset *data;
-  data_iter it;   /* workers: shuffled batches of `data` */
+  data_iter it;   /* workers: batches of `data`, shuffled when `shuffle` */
   bool has_iter;
   int64_t batch;
   uint64_t seed;
+  bool shuffle; /* SETUP's: the fit's train.shuffle */
   int nrng;                     /* the model's Dropout generators as built */
   rng_t init_rng[WPOS_MAX_RNG]; /* (a ROLLBACK to the start restores them) */
   /* > 0: each gradient is clipped to this global norm (over the whole
@@ -88,7 +89,8 @@ typedef struct wstate {
  * model from its spec with weights drawn from `seed` (they are overwritten
  * by the first pull), the loss, the variable table checked against the
  * model's parameters, the data, and for workers and the chief the batch
- * iterator, shuffled with seed (index 0) or rng_derive(seed, index).
+ * iterator, shuffled (when SETUP says so) with seed (index 0) or
+ * rng_derive(seed, index), else in the rows' order.
  * Returns 0 with *out owned by the caller, or a negative code. */
 int worker__state_parse(int role, int index, const uint8_t *p, size_t len, wstate **out);
 void worker__state_free(wstate *st); /* NULL is fine */

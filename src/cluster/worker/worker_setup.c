@@ -88,6 +88,7 @@ static int read_setup(const uint8_t *p, size_t len, wstate *st, char *spec, size
   if (rc < 0) return rc;
   st->batch = (int64_t)m.batch;
   st->seed = m.seed;
+  st->shuffle = m.shuffle;
   if (!isfinite(m.clip_norm) || m.clip_norm < 0)
     return err_set(DRV_EINVAL, "SETUP: clip_norm must be finite and >= 0 (got %g)", m.clip_norm);
   st->clip_norm = m.clip_norm;
@@ -280,10 +281,10 @@ static int build(wstate *st, int role, int index, const char *spec, const char *
   if (role == ROLE_EVALUATOR && st->data->n == 0)
     return err_set(DRV_EINVAL, "SETUP: the evaluation data is empty");
   if (role != ROLE_EVALUATOR && st->data->n > 0) {
-    /* Worker 0 shuffles exactly as in-process training with the same seed
-     * would, so a one-worker cluster reproduces it bit for bit. */
+    /* Worker 0 shuffles (or not) exactly as in-process training with the
+     * same seed would, so a one-worker cluster reproduces it bit for bit. */
     uint64_t seed = index == 0 ? st->seed : rng_derive(st->seed, (uint64_t)index);
-    if ((rc = data_iter_init(&st->it, st->data, st->batch, true, seed)) < 0) return rc;
+    if ((rc = data_iter_init(&st->it, st->data, st->batch, st->shuffle, seed)) < 0) return rc;
     st->has_iter = true;
   }
   if (role != ROLE_EVALUATOR) nn_set_training(st->model, true);
