@@ -16,15 +16,16 @@ local train_std = digits:standardize()
 -- ps:0 once the fit passed `kill_at` steps (nil: never; "end": once the ps
 -- applied the last global step, so the coordinator may notice the loss
 -- only as it pulls the trained values). Returns the saved model's bytes,
--- the result and events.log.
-local function run(name, kill_at)
+-- the result and events.log. shuffle: train.shuffle (nil: the default).
+local function run(name, kill_at, shuffle)
   drover.seed(1)
   local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = name }
   local victim, killed = node(c, "ps", 0), nil
   local exp = drover.experiment {
     name = name, loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
     model = nn.Sequential { nn.Linear(64, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 10) },
-    train = { data = train_std, batch = 32, epochs = 3 }, seed = 1, verbose = false,
+    train = { data = train_std, batch = 32, epochs = 3, shuffle = shuffle }, seed = 1,
+    verbose = false,
     mode = "sync", checkpoint = { every = 20 },
     progress = function(p)
       if not kill_at or killed or (kill_at ~= "end" and p.step < kill_at) then return end
@@ -81,3 +82,17 @@ test("resume-02 sync, one worker: a ps SIGKILLed as the fit ends is restored, bi
   assert(got == want, "the parameters are bit-identical to an uninterrupted run's")
 end)
 
+
+-- Unshuffled, the worker's position is a place in its rows' order: rolled
+-- back there, it reads the batches the uninterrupted run read (and none
+-- of them is the one a shuffled run would read at that step).
+test("resume-03 sync, shuffle = false: a ps SIGKILLed mid-fit and restored ends bit-identical", function()
+  local want, r0 = run("r03a", nil, false)
+  assert(want ~= reference(), "unshuffled, the fit ends elsewhere than a shuffled one")
+  local got, r1, ev = run("r03b", 50, false)
+  local from = ev:match("restoring from step (%d+)")
+  assert(from and tonumber(from) >= 20, ev)
+  assert(not ev:find("data goes on where it is", 1, true), "the worker was rolled back: " .. ev)
+  eq(r1.global_steps, r0.global_steps, "global steps")
+  assert(got == want, "the parameters are bit-identical to an uninterrupted run's")
+end)
