@@ -83,6 +83,7 @@ void wf_send_setup_placed(peer *ctl, const nn_param_list *pl, const dataset *d, 
                                        .loss = WIRE_STR("CrossEntropy"),
                                        .batch = (uint64_t)batch,
                                        .seed = WF_SEED,
+                                       .shuffle = true,
                                        .vars = {(uint32_t)pl->n, .put = put_var, .ud = &vt},
                                        .x = {.t = d->x},
                                        .y = {.t = d->y}});
