@@ -1,6 +1,9 @@
 -- test_metrics.lua - metrics.jsonl's step lines mean one thing in process
 -- and on a cluster: `loss` and `accuracy` are the step's batch alone, while
 -- the progress callback and the result keep the epoch's means (issue 23).
+-- The cluster cases compare step by step with in-process training, so they
+-- also check a worker's data order: shuffled as in process, or with
+-- train.shuffle = false its rows' order (files mode and rows in SETUP).
 local T = dofile("tests/lua/t.lua")
 local test, eq, near = table.unpack(T)
 local nn, optim, data = drover.nn, drover.optim, drover.data
@@ -122,19 +125,20 @@ test("metrics-02 a cluster's step lines carry the same keys, with its batch's va
   os.execute("rm -rf '" .. here:run_dir() .. "' '" .. c.run_dir .. "'")
 end)
 
-test("metrics-03 train.shuffle = false on a cluster: the worker reads its rows in order", function()
-  local ordered = { data = train_std, batch = BATCH, epochs = 2, shuffle = false }
+-- train.shuffle = false on a 1 ps + 1 worker cluster: the worker reads
+-- its rows in order, so its step losses are the in-process unshuffled
+-- fit's (before the fix every worker shuffled whatever train.shuffle said).
+local function unshuffled(ds, name)
+  local ordered = { data = ds, batch = BATCH, epochs = 2, shuffle = false }
   local here = experiment { train = ordered }
   here:fit()
   local mine = step_lines(here:run_dir() .. "/metrics.jsonl")
   local cl = experiment { train = ordered }
-  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "m03" }
+  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = name }
   local r = c:fit(cl)
   local theirs = step_lines(c.run_dir .. "/metrics.jsonl")
   eq(#theirs, r.steps, "a cluster line per step")
   eq(#theirs, #mine, "as many steps as in process")
-  -- Before the fix every worker shuffled whatever train.shuffle said:
-  -- these losses were those of a shuffled order.
   for s = 1, #mine do
     eq(theirs[s].epoch, mine[s].epoch, "epoch of step " .. s)
     near(theirs[s].loss, mine[s].loss, 1e-5, "loss of step " .. s)
@@ -144,8 +148,19 @@ test("metrics-03 train.shuffle = false on a cluster: the worker reads its rows i
   drover.seed(3)
   local m0 = nn.Sequential { nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10) }
   local x1, y1
-  for x, y in train_std:batch(BATCH) do x1, y1 = x, y break end
+  for x, y in ds:batch(BATCH) do x1, y1 = x, y break end
   near(theirs[1].loss, nn.CrossEntropy()(m0(x1), y1), 1e-5, "the first batch is rows 1.." .. BATCH)
   c:shutdown { grace = 5 }
   os.execute("rm -rf '" .. here:run_dir() .. "' '" .. c.run_dir .. "'")
+end
+
+test("metrics-03 train.shuffle = false, files mode: the worker reads its own rows in order", function()
+  assert(train_std.files, "read from a file: the worker reads its shard itself")
+  unshuffled(train_std, "m03")
+end)
+
+test("metrics-04 train.shuffle = false, rows sent in SETUP: the worker reads them in order", function()
+  local mem = data.synthetic { n = 400, features = 64, classes = 10, seed = 2 }
+  assert(not mem.files, "built in memory: its rows go in SETUP")
+  unshuffled(mem, "m04")
 end)
