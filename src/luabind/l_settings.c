@@ -120,6 +120,14 @@ static bool is_feed_source(lua_State *L, int idx) {
          is_kind(L, idx, "drover.Dataset") || is_kind(L, idx, "drover.Stream");
 }
 
+/* What a train.feed other than a dataset is, for messages. */
+static const char *feed_kind(lua_State *L, int idx) {
+  if (lua_type(L, idx) == LUA_TFUNCTION) return "a function";
+  if (lua_type(L, idx) != LUA_TSTRING) return "a stream";
+  if (strcmp(lua_tostring(L, idx), "external") == 0) return "external feeders";
+  return strcmp(lua_tostring(L, idx), "-") == 0 ? "stdin" : "a file";
+}
+
 /* train.feed: a dataset, a function returning the next x, y (nil at the
  * end), a stream (data.stream), a path or "-" (a stream of its lines), or
  * "external" (feeders on the control port); train.data then is absent. */
@@ -141,6 +149,12 @@ static void read_feed(lua_State *L, int train, lsettings *s) {
     fail(L, "train.feed must be a dataset, a function returning x, y, a stream (data.stream), a "
             "path, \"-\" (stdin) or \"external\" (got %s)", lopts_show(L, -1));
   s->train_feed = lua_gettop(L);
+  /* The coordinator orders a dataset's batches; any other source's come
+   * in its own order, which a shuffle here cannot change. */
+  if (push(L, train, "shuffle") != LUA_TNIL && !is_kind(L, -2, "drover.Dataset"))
+    fail(L, "train.shuffle orders a dataset's batches: a feed from %s comes in its own order "
+            "(shuffle it where it is made)", feed_kind(L, -2));
+  lua_pop(L, 1);
   if (push(L, train, "data") != LUA_TNIL)
     fail(L, "train.data and train.feed are two sources: give one (a dataset can be the feed)");
   lua_pop(L, 1);
@@ -345,7 +359,9 @@ static void push_train(lua_State *L, const lsettings *s) {
   set_value(L, "data", s->train_data);
   ldrv_set_int(L, "batch", s->cfg.batch);
   ldrv_set_int(L, "epochs", s->cfg.epochs);
-  set_bool(L, "shuffle", s->cfg.shuffle);
+  /* read again as it is written: a feed other than a dataset has none */
+  if (!s->train_feed || is_kind(L, s->train_feed, "drover.Dataset"))
+    set_bool(L, "shuffle", s->cfg.shuffle);
   ldrv_set_int(L, "max_steps", s->cfg.max_steps);
 }
 

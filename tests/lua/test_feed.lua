@@ -94,6 +94,14 @@ test("feed-03 a bad source fails the fit with its message; the cluster goes on",
   raises(function() drover.experiment { loss = nn.MSE(), optimizer = optim.SGD { lr = 1 },
     model = nn.Linear(2, 1), train = { data = train_std, feed_timeout = 3 } } end,
     "feed_timeout needs train.feed")
+  -- only a dataset's batches are the coordinator's to order
+  for _, src in ipairs { "external", "-", function() end } do
+    raises(function() drover.experiment { loss = nn.MSE(), optimizer = optim.SGD { lr = 1 },
+      model = nn.Linear(2, 1), train = { feed = src, shuffle = false } } end,
+      "train.shuffle orders a dataset's batches")
+  end
+  drover.experiment { loss = nn.MSE(), optimizer = optim.SGD { lr = 1 }, model = nn.Linear(2, 1),
+    train = { feed = train_std, shuffle = false } }
   raises(function() experiment({ feed = train_std }):fit() end, "train it with c:fit")
   raises(function() c:fit(experiment({ feed = train_std }, { mode = "sync" })) end,
     "trains asynchronously")
