@@ -169,6 +169,8 @@ static void read_train(lua_State *L, int idx, lsettings *s) {
   const char *what = WHAT ": train";
   s->cfg.batch = lopts_int(L, train, "batch", 32, LOPTS_POS, LOPTS_COUNT_MAX, what);
   s->cfg.epochs = lopts_int(L, train, "epochs", 1, LOPTS_POS, LOPTS_COUNT_MAX, what);
+  s->shuffle_given = push(L, train, "shuffle") != LUA_TNIL;
+  lua_pop(L, 1);
   s->cfg.shuffle = lopts_bool(L, train, "shuffle", true, what);
   s->cfg.max_steps = lopts_int(L, train, "max_steps", 0, LOPTS_NONNEG, LOPTS_COUNT_MAX, what);
 }
@@ -359,9 +361,10 @@ static void push_train(lua_State *L, const lsettings *s) {
   set_value(L, "data", s->train_data);
   ldrv_set_int(L, "batch", s->cfg.batch);
   ldrv_set_int(L, "epochs", s->cfg.epochs);
-  /* read again as it is written: a feed other than a dataset has none */
-  if (!s->train_feed || is_kind(L, s->train_feed, "drover.Dataset"))
-    set_bool(L, "shuffle", s->cfg.shuffle);
+  /* Read again as it is written. A feed's default shuffle is left out, so
+   * that it does not turn into a refusal when the script later makes the
+   * feed a function (docs/data.md's example); train.data shows it. */
+  if (s->shuffle_given || !s->train_feed) set_bool(L, "shuffle", s->cfg.shuffle);
   ldrv_set_int(L, "max_steps", s->cfg.max_steps);
 }
 

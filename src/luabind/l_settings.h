@@ -31,6 +31,7 @@ typedef struct lsettings {
   int train_feed;             /* exp.train.feed (any feed source), 0 none:
                                  train_data is then set */
   double feed_timeout;        /* exp.train.feed_timeout, 0 none given */
+  bool shuffle_given;         /* exp.train.shuffle was set (not the default) */
   int feeders;                /* exp.train.feeders (feed = "external"), 0 none given */
   int64_t eval_batch;         /* exp.eval.batch: exp:evaluate's (train.batch unless given) */
   bool sync;                  /* mode = "sync" */
