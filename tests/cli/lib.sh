@@ -7,6 +7,15 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/drover-cli-XXXXXX")
 # A test that sets its own EXIT trap replaces all of this.
 AT_EXIT=
 at_exit() { AT_EXIT="$1; $AT_EXIT"; }
+# kill_at_exit PID...: those processes are SIGKILLed at exit (if still there).
+kill_at_exit() { [ -z "$*" ] || at_exit "kill -9 $* 2>/dev/null"; }
+# note_coords: the coordinators of the runs under $RUNS, killed at exit:
+# "ADDRESS PID" in each run's coordinator file while it runs.
+note_coords() {
+  for f in "$RUNS"/*/coordinator; do
+    [ -f "$f" ] && kill_at_exit "$(awk '{ print $2; exit }' "$f")"
+  done
+}
 trap 'eval "$AT_EXIT"; [ -n "$KEEP_TMP" ] || rm -rf "$TMP"' EXIT
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }

@@ -13,12 +13,6 @@ SOCK=drover-attend-$$
 LIMIT=200 # tenths of a second
 TMUX_CASE=attend-00
 . tests/cli/tmux.sh
-PIDS=""
-cleanup() {
-  for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
-  tmux_cleanup
-}
-trap cleanup EXIT
 export RUNS="$TMP/runs"
 SCRIPT="$PWD/tests/cli/dash_train.lua"
 END=20 # tenths of a second from the run's end to the banner
@@ -34,7 +28,7 @@ detached() {
   ( cd "$TMP" && "$DROVER" run --detach "$SCRIPT" "$1" >"$TMP/detach.out" 2>&1 )
   DIR=$(sed -n 's/^run directory: *//p' "$TMP/detach.out")
   CPID=$(sed -n 's/^pid: *//p' "$TMP/detach.out")
-  PIDS="$PIDS $CPID"
+  kill_at_exit $CPID
 }
 
 # attach_in SESSION: `drover attach $DIR` in a tmux session whose shell
@@ -50,7 +44,7 @@ attach_in() {
     n=$((n - 1))
     [ -z "$APID" ] && sleep 0.1
   done
-  PIDS="$PIDS $APID"
+  kill_at_exit $APID
 }
 
 # banner SESSION TEXT: within END tenths of a second, TEXT on the screen.
@@ -94,7 +88,7 @@ attach_in lost
 check "attend-02 attach runs (pid $APID)" [ -n "$APID" ]
 expect lost "attend-02 attach shows the nodes" wait_re lost "worker:1 .* (busy|ready) "
 NODES=$("$DROVER" attach "$DIR" --print 2>/dev/null | awk '$1 ~ /^(ps|worker):/ { print $3 }')
-PIDS="$PIDS $NODES"
+kill_at_exit $NODES
 # the theme's name, on the status line for its first 3 s, would hide the banner
 expect lost "attend-02 the key hints are back on the status line" wait_text lost "q quit"
 kill -9 "$CPID"
@@ -117,7 +111,7 @@ wait_for 60 sh -c "ls '$RUNS'/replstop-*/coordinator >/dev/null 2>&1"
 RDIR=$(ls -d "$RUNS"/replstop-* 2>/dev/null | head -n 1)
 wait_for 30 sh -c "[ \$(awk 'NR > 1 && \$2 > 0' '$RDIR/nodes.tsv' 2>/dev/null | wc -l) -ge 2 ]"
 RNODES=$(awk -F'\t' 'NR > 1 && $2 > 0 { print $2 }' "$RDIR/nodes.tsv" 2>/dev/null)
-PIDS="$PIDS $RNODES $(ps -o pid= --ppid "$(tm display-message -p -t repl '#{pane_pid}')" 2>/dev/null)"
+kill_at_exit $RNODES $(ps -o pid= --ppid "$(tm display-message -p -t repl '#{pane_pid}')" 2>/dev/null)
 send repl 'print("typed'
 wait_text repl 'print("typed'
 "$DROVER" stop --wait 60 "$RDIR" >"$TMP/rstop.out" 2>&1

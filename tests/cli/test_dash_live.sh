@@ -14,23 +14,8 @@ SOCK=drover-live-$$
 LIMIT=200 # tenths of a second
 TMUX_CASE=live-00
 . tests/cli/tmux.sh
-COORDS=""
-cleanup() {
-  for p in $COORDS; do kill -9 "$p" 2>/dev/null; done
-  tmux_cleanup
-}
-trap cleanup EXIT
 export RUNS="$TMP/runs"
 SCRIPT="$PWD/tests/cli/dash_train.lua"
-
-# The coordinators we start, by pid, from their run directories.
-note_coord() {
-  for f in "$RUNS"/*/coordinator; do
-    [ -f "$f" ] || continue
-    p=$(awk '{ print $2; exit }' "$f") # "ADDRESS PID"
-    [ -n "$p" ] && COORDS="$COORDS $p"
-  done
-}
 
 # ------------------------------------------------ drover run --dash
 tm new-session -d -s run -x 140 -y 45 \
@@ -38,7 +23,7 @@ tm new-session -d -s run -x 140 -y 45 \
 # The dashboard draws where the script writes: its progress is held back
 # and its print() lines go to the events pane until q.
 expect run "live-01 the dashboard shows the cluster" wait_re run "worker:1 .* (busy|ready) "
-note_coord
+note_coords
 expect run "live-01 ps:0 is there" wait_re run "ps:0 .* ready "
 expect run "live-01 the header says it trains" wait_re run "training"
 pid=$(screen run | awk '{ for (i = 1; i < NF; i++) if ($i == "worker:1") { for (j = i + 1; j <= NF; j++) if ($j ~ /^[0-9]+$/) { print $j; exit } } }')
@@ -62,7 +47,7 @@ tm new-session -d -s repl -x 140 -y 45 "cd '$TMP' && DROVER_HISTORY= LANG=C.UTF-
 expect repl "live-04 the REPL starts" wait_re repl "^>"
 key repl "c = drover.cluster { ps = 1, worker = 2, runs = '$RUNS', name = 'repl' }" Enter
 expect repl "live-04 a cluster starts" wait_re repl "^> *$"
-note_coord
+note_coords
 key repl "dash()" Enter
 expect repl "live-04 dash() shows its nodes" wait_re repl "worker:1 .* ready "
 key repl q
@@ -76,7 +61,7 @@ sleep 1
 ( cd "$TMP" && "$DROVER" run --detach "$SCRIPT" 3 20 >"$TMP/detach.out" 2>&1 )
 check "live-05 --detach prints the run directory" grep -q "run directory:" "$TMP/detach.out"
 dir=$(sed -n 's/^run directory: *//p' "$TMP/detach.out")
-note_coord
+note_coords
 n=$LIMIT
 until grep -q "FIT DONE" "$dir/logs/script.log" 2>/dev/null || [ "$n" -le 0 ]; do n=$((n - 1)); sleep 0.1; done
 check "live-05 the detached fit finishes" grep -q "FIT DONE" "$dir/logs/script.log"
@@ -101,7 +86,7 @@ check "live-05 detaching did not stop the run; it ends by itself" grep -q "SCRIP
 tm new-session -d -s end -x 140 -y 45 \
   "cd '$TMP' && LANG=C.UTF-8 '$DROVER' run --dash '$SCRIPT' 3; echo \$? >'$TMP/end.status'; sleep 60"
 expect end "live-06 the dashboard shows the run" wait_re end "worker:1 .* (busy|ready) "
-note_coord
+note_coords
 expect end "live-06 when it ends, the last frame stays" wait_re end "run finished . q to leave"
 expect end "live-06 with the run's nodes" wait_re end "worker:1 .* [0-9]"
 expect end "live-06 and its last print() in the events" wait_text end "SCRIPT DONE"

@@ -14,11 +14,7 @@ TMUX_CASE=print-00
 export RUNS="$TMP/runs"
 # Each script writes its drover's pid (the coordinator's, on a cluster)
 # into $TMP/NAME.pid: ended at exit when the test did not get that far.
-cleanup() {
-  for f in "$TMP"/*.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done
-  tmux_cleanup
-}
-trap cleanup EXIT
+at_exit 'for f in "$TMP"/*.pid; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done'
 
 # fit_script NAME CLUSTER: a digits fit that prints three lines and a
 # tensor once $TMP/NAME.say exists (the dashboard is up then: before it,

@@ -10,12 +10,6 @@ SOCK=drover-replica-$$
 LIMIT=200 # tenths of a second
 TMUX_CASE=replica-t00
 . tests/cli/tmux.sh
-COORDS=""
-cleanup() {
-  for p in $COORDS; do kill -9 "$p" 2>/dev/null; done
-  tmux_cleanup
-}
-trap cleanup EXIT
 RUNS="$TMP/runs"
 mkdir -p "$RUNS"
 
@@ -23,14 +17,6 @@ mkdir -p "$RUNS"
 # (+ its replicas) and 2 workers training until $RUNS/stop-NAME exists;
 # $RUNS/ckpt-NAME asks a checkpoint.
 TRAIN=$PWD/tests/cli/train_until.lua
-
-note_coord() {
-  for f in "$RUNS"/*/coordinator; do
-    [ -f "$f" ] || continue
-    p=$(awk '{ print $2; exit }' "$f") # "ADDRESS PID"
-    [ -n "$p" ] && COORDS="$COORDS $p"
-  done
-}
 
 # ask S NODE: opens NODE's detail in session S and presses k.
 ask() {
@@ -57,7 +43,7 @@ finish() {
 tm new-session -d -s a -x 200 -y 45 \
   "LANG=C.UTF-8 '$DROVER' run --dash '$TRAIN' '$RUNS' plain 0; echo \$? >'$TMP/plain.status'; sleep 60"
 expect a "replica-t01 the dashboard shows ps:0 training" wait_re a "ps:0 .* ready "
-note_coord
+note_coords
 # the fit has begun (ps:0 shows ready from its registration on; before the
 # fit, k says "no fit is running")
 wait_for 30 test -s "$RUNS/plain"
@@ -83,7 +69,7 @@ finish a plain replica-t02
 tm new-session -d -s b -x 200 -y 45 \
   "LANG=C.UTF-8 '$DROVER' run --dash '$TRAIN' '$RUNS' repl 1; echo \$? >'$TMP/repl.status'; sleep 60"
 expect b "replica-t03 ps:1 is ps:0's replica" wait_re b "ps:1 .* replica "
-note_coord
+note_coords
 RUN=$(cat "$RUNS/repl")
 ask b ps:1
 expect b "replica-t03 k on the replica: its primary serves alone" \

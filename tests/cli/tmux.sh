@@ -7,9 +7,9 @@
 # of a second a wait may take; 100 when unset, three times that under
 # sanitizers) and TMUX_CASE (the case that fails when tmux is missing; the
 # script's name when unset). Without tmux the test FAILs and ends: a
-# screen test that cannot run is not a pass. The EXIT trap runs
-# tmux_cleanup (server, socket, $TMP); a caller with more to end sets its
-# own trap and calls tmux_cleanup from it.
+# screen test that cannot run is not a pass. tmux_cleanup (server, socket)
+# runs at exit through lib.sh's at_exit, after whatever the caller adds
+# there (kill_at_exit, note_coords).
 if ! command -v tmux >/dev/null 2>&1; then
   fail "${TMUX_CASE:-${0##*/}} tmux" "tmux is not installed (make deps installs it)"
   exit 0
@@ -20,9 +20,8 @@ SOCKPATH="${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$SOCK"
 tmux_cleanup() {
   tm kill-server >/dev/null 2>&1
   rm -f "$SOCKPATH"
-  rm -rf "$TMP"
 }
-trap tmux_cleanup EXIT
+at_exit tmux_cleanup
 trap 'exit 1' INT TERM HUP
 
 : "${LIMIT:=100}"
