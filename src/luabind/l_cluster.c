@@ -288,6 +288,12 @@ static int l_feed(lua_State *L) {
   e.feed_timeout = lopts_real(L, 3, "feed_timeout", 0, LOPTS_POS, HUGE_VAL, "c:feed");
   if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "external") == 0)
     return luaL_error(L, "c:feed: \"external\" feeds a fit (train = { feed = \"external\" })");
+  /* as train.shuffle: only a dataset's batches are ordered here */
+  if (lua_istable(L, 3) && lua_getfield(L, 3, "shuffle") != LUA_TNIL &&
+      !luaL_testudata(L, 2, "drover.Dataset"))
+    return luaL_error(L, "c:feed: shuffle orders a dataset's batches: any other source comes in "
+                         "its own order (shuffle it where it is made)");
+  if (lua_istable(L, 3)) lua_pop(L, 1);
   lfeed feed;
   lfeed_open(L, &e, &feed);
   int64_t fed, taken;

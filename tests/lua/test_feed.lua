@@ -232,4 +232,6 @@ test("feed-06 c:feed into input queues; scheduled functions read w:next_batch un
   eq(c:schedule(function(w) return w.name end):fetch():match("^worker:") ~= nil, true, "still serving")
   raises(function() c:feed(nil) end, "a feed source")
   raises(function() c:feed(train_std, { bogus = 1 }) end, "bogus")
+  raises(function() c:feed(function() return nil end, { shuffle = true }) end,
+         "shuffle orders a dataset's batches")
 end)
