@@ -85,6 +85,12 @@ static int series_push(runview_series *s, runview_point p) {
   return 0;
 }
 
+const runview_node *runview_find_node(const runview *m, const char *name) {
+  for (int i = 0; i < m->nnodes; i++)
+    if (strcmp(m->nodes[i].name, name) == 0) return &m->nodes[i];
+  return NULL;
+}
+
 const runview_series *runview_find_series(const runview *m, const char *tag) {
   if (strcmp(tag, m->throughput.tag) == 0) return &m->throughput;
   for (int i = 0; i < m->nmetrics; i++)

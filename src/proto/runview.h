@@ -110,6 +110,8 @@ const runview_series *runview_overlay(const runview *m, const char *tag);
 /* Makes the model hold n nodes: nodes kept keep their fields, new ones are
  * zeroed. 0 or DRV_ENOMEM (the model unchanged). */
 int runview_set_nnodes(runview *m, int n);
+/* The node named `name` ("worker:1"), or NULL. */
+const runview_node *runview_find_node(const runview *m, const char *name);
 
 /* Appends a point to the series `tag` (made on first use; "examples/s" is
  * the throughput series) and bumps m->version. 0 or DRV_ENOMEM. */

@@ -71,11 +71,11 @@ static const runview *src_get(void *ud) { return ((view *)ud)->m; }
 /* The node's log file is in the run directory: read it here. */
 static int src_log_tail(void *ud, const char *name, char *out, size_t n) {
   const runview *m = ((view *)ud)->m;
-  for (int i = 0; i < m->nnodes; i++)
-    if (strcmp(m->nodes[i].name, name) == 0) {
-      rundir_log_tail(m->nodes[i].log, DASH_LOG_LINES, out, n);
-      return 0;
-    }
+  const runview_node *node = runview_find_node(m, name);
+  if (node) {
+    rundir_log_tail(node->log, DASH_LOG_LINES, out, n);
+    return 0;
+  }
   snprintf(out, n, "(no node '%s' in this run's records)", name);
   return 0;
 }

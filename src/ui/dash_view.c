@@ -111,12 +111,6 @@ static void draw_status(dash_ui *ui, const runview *m, int row, int cols) {
 
 /* ============================== detail view ============================== */
 
-static const runview_node *find_node(const runview *m, const char *name) {
-  for (int i = 0; i < m->nnodes; i++)
-    if (strcmp(m->nodes[i].name, name) == 0) return &m->nodes[i];
-  return NULL;
-}
-
 /* Asks the source for the node's log tail now and then (once a second, or
  * every frame while its answer is on the way). */
 static void refresh_log(dash_ui *ui, const runview_node *n) {
@@ -136,7 +130,7 @@ static void refresh_log(dash_ui *ui, const runview_node *n) {
 static void draw_detail(dash_ui *ui, const runview *m, int y, int h, int cols) {
   unsigned long text = dash__role(ui, DASH_ROLE_TEXT), dim = dash__role(ui, DASH_ROLE_DIM);
   unsigned long focus = dash__role(ui, DASH_ROLE_FOCUS), border = dash__role(ui, DASH_ROLE_BORDER);
-  const runview_node *n = find_node(m, ui->detail);
+  const runview_node *n = runview_find_node(m, ui->detail);
   char title[64];
   snprintf(title, sizeof title, "node %s", ui->detail);
   int fh = 8;

@@ -130,12 +130,6 @@ static int command(fixture *f, attach_client *a, int kind, const char *text, cha
   return w.status;
 }
 
-static const runview_node *find_node(const runview *m, const char *name) {
-  for (int i = 0; i < m->nnodes; i++)
-    if (strcmp(m->nodes[i].name, name) == 0) return &m->nodes[i];
-  return NULL;
-}
-
 static bool has_event(const runview *m, const char *needle) {
   for (int i = 0; i < m->nevents; i++)
     if (strstr(runview_event_at(m, i)->text, needle)) return true;
@@ -213,7 +207,7 @@ typedef struct seen_state {
 
 static bool client_sees(void *arg) {
   seen_state *s = arg;
-  const runview_node *d = find_node(attach_client_model(s->a), s->node);
+  const runview_node *d = runview_find_node(attach_client_model(s->a), s->node);
   return d && strcmp(d->state, s->state) == 0;
 }
 
@@ -260,7 +254,7 @@ TEST(coord_dash_attach_clients_and_commands) {
   int n;
   const coord_node *nodes = coord_nodes(f.c, &n);
   for (int i = 0; i < 3; i++) {
-    const runview_node *d = find_node(m, names[i]);
+    const runview_node *d = runview_find_node(m, names[i]);
     CHECK(d && strcmp(d->state, "ready") == 0 && d->pid == nodes[i].pid);
     CHECK(d->heartbeat_age >= 0 && d->heartbeat_age < 5);
     CHECK(strcmp(d->log, nodes[i].log) == 0);
@@ -292,7 +286,7 @@ TEST(coord_dash_attach_clients_and_commands) {
   seen_state back = {ro, "worker:1", "ready"};
   CHECK(pump_until(&f, client_sees, &back, 5));
   m = attach_client_model(ro);
-  CHECK_INT_EQ(find_node(m, "worker:1")->restarts, 1);
+  CHECK_INT_EQ(runview_find_node(m, "worker:1")->restarts, 1);
   CHECK(has_event(m, "node stop worker:1"));
   CHECK(has_event(m, "node lost worker:1: killed by signal 15"));
   CHECK(has_event(m, "node restart worker:1 (1 of 3)"));
@@ -309,7 +303,8 @@ TEST(coord_dash_attach_clients_and_commands) {
   CHECK_INT_EQ(m->total_steps, res.steps);
   CHECK(strcmp(m->mode, "async") == 0 && strcmp(m->state, "idle") == 0);
   CHECK(m->eta == 0 && m->examples_per_sec > 0);
-  CHECK_INT_EQ(find_node(m, "worker:0")->steps + find_node(m, "worker:1")->steps, res.steps);
+  CHECK_INT_EQ(runview_find_node(m, "worker:0")->steps + runview_find_node(m, "worker:1")->steps,
+               res.steps);
   const runview_series *a = runview_find_series(m, "train/loss"), *b = runview_find_series(store, "train/loss");
   CHECK(a && b && b->n == res.steps && a->n > 0);
   CHECK(runview_series_at(a, a->n - 1)->value == runview_series_at(b, b->n - 1)->value);

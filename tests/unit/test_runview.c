@@ -99,12 +99,6 @@ TEST(runview_set_nnodes_keeps_and_zeroes) {
 
 /* ============================== the simulation =========================== */
 
-static const runview_node *node(const runview *m, const char *name) {
-  for (int i = 0; i < m->nnodes; i++)
-    if (strcmp(m->nodes[i].name, name) == 0) return &m->nodes[i];
-  return NULL;
-}
-
 static bool has_event(const runview *m, const char *needle) {
   for (int i = 0; i < m->nevents; i++)
     if (strstr(runview_event_at(m, i)->text, needle)) return true;
@@ -124,13 +118,13 @@ TEST(dash_sim_loses_worker_1_and_brings_it_back) {
   const runview *m = dash_sim_advance(s, 3);
   CHECK_INT_EQ(m->nnodes, 8);
   CHECK(strcmp(m->nodes[0].name, "ps:0") == 0); /* ps first */
-  CHECK(strcmp(node(m, "worker:1")->state, "busy") == 0);
+  CHECK(strcmp(runview_find_node(m, "worker:1")->state, "busy") == 0);
   m = dash_sim_advance(s, 6.5);
-  CHECK(strcmp(node(m, "worker:1")->state, "lost") == 0);
+  CHECK(strcmp(runview_find_node(m, "worker:1")->state, "lost") == 0);
   CHECK(has_event(m, "node lost worker:1"));
   m = dash_sim_advance(s, 12);
-  CHECK(strcmp(node(m, "worker:1")->state, "busy") == 0);
-  CHECK_INT_EQ(node(m, "worker:1")->restarts, 1);
+  CHECK(strcmp(runview_find_node(m, "worker:1")->state, "busy") == 0);
+  CHECK_INT_EQ(runview_find_node(m, "worker:1")->restarts, 1);
   CHECK(has_event(m, "node restarting worker:1"));
   CHECK(has_event(m, "node back worker:1"));
   CHECK(m->step > 0 && m->retried >= 1);
@@ -138,7 +132,7 @@ TEST(dash_sim_loses_worker_1_and_brings_it_back) {
   dash_source src = dash_sim_source(s);
   char out[128];
   CHECK_OK(src.kill_node(src.ud, "worker:2", out, sizeof out));
-  CHECK(strcmp(node(m, "worker:2")->state, "lost") == 0);
+  CHECK(strcmp(runview_find_node(m, "worker:2")->state, "lost") == 0);
   CHECK(src.kill_node(src.ud, "worker:2", out, sizeof out) < 0);
   CHECK_STR_CONTAINS(out, "already lost");
   CHECK(src.kill_node(src.ud, "worker:99", out, sizeof out) < 0);
