@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "data/data.h"
+#include "data/data_file.h"
 
 /* Most elements a reader will allocate for x: a header or an index beyond
  * this is taken to be corrupt rather than a real dataset (2^34 floats is
@@ -101,11 +102,11 @@ void data__note_shapes(dataset *d);
 /* ---- streaming (data_lines.c) ------------------------------------------- */
 
 /* A text file read line by line through a small buffer (plain or gzip,
- * members one after another, by zlib's gzread): the coordinator streams a
- * file it must not hold. */
+ * members one after another: data_file's stream): the coordinator streams
+ * a file it must not hold. */
 typedef struct data_lines {
   const char *path; /* borrowed */
-  void *gz;         /* gzFile */
+  data_file f;      /* its stream */
   char *buf;        /* owned; lines point into it until the next call */
   size_t cap, start, len;
   int64_t lineno;   /* 1-based number of the line last returned */
