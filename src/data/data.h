@@ -11,7 +11,7 @@
  * nothing is half-loaded.
  *
  * A dataset read from a file may be LAZY (data_open_csv, data_open_libsvm,
- * and every split, shuffle, shard or standardize of a dataset with a
+ * data_open_idx, and every split, shuffle, shard or standardize of a dataset with a
  * recipe): x and y are NULL, n, features, classes and names are known, and
  * the rows are read from the file on first use (data_load). Operations
  * that need values (data_subset, data_iter_init, ...) refuse a lazy
@@ -114,6 +114,12 @@ int data_open_libsvm(const char *path, const data_libsvm_opts *o, dataset **out)
  * flattened to rows; labels a 1-D IDX file (may be NULL: y is zeros).
  * Values are kept as stored (pixels stay 0..255). */
 int data_read_idx(const char *images, const char *labels, dataset **out);
+/* The same as a lazy dataset (files mode): each file is streamed once
+ * (gzip or plain) and checked as data_read_idx checks it, the labels'
+ * classes collected; nothing is kept but the recipe (paths, sizes, the
+ * images' dimensions). A worker then reads its rows by byte ranges (plain)
+ * or by streaming (gzip). A pipe is read whole (data_read_idx). */
+int data_open_idx(const char *images, const char *labels, dataset **out);
 /* NumPy .npy (format 1.0/2.0/3.0), C order, dtypes <f4 <f8 |u1 <i8 (and
  * <i4): x is 2-D (or N-D, flattened to rows), labels 1-D (may be NULL). */
 int data_read_npy(const char *x_path, const char *y_path, dataset **out);
@@ -137,6 +143,14 @@ int data_synthetic(const data_synth_opts *o, dataset **out);
  * for row (its recipe is NULL). */
 int data_from_recipe(const char *recipe, size_t len, int64_t shard, int64_t nshards,
                      dataset **out);
+
+/* The recipe with, for each file of it found among files[0..n) (absolute
+ * paths as realpath gives them), the name the launcher shipped it under,
+ * names[i]: a worker that sees neither the coordinator's path nor the path
+ * as the script gave it opens that name in its directory. *out is a new
+ * string (the caller's), or NULL when no file of the recipe was shipped. */
+int data_recipe_shipped(const char *recipe, const char *const *files, const char *const *names,
+                        int n, char **out);
 
 /* ---- writers (data_write.c) --------------------------------------------- */
 

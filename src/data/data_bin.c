@@ -1,7 +1,8 @@
-/* data_bin.c - binary dataset readers: IDX (the MNIST format, big-endian)
- * and NumPy .npy (format 1.0/2.0/3.0, C order).
+/* data_bin.c - binary datasets: the element decoding the binary formats
+ * share (IDX, in data_idx.c, is big-endian; .npy usually little-endian),
+ * and the NumPy .npy reader (format 1.0/2.0/3.0, C order).
  *
- * Both validate the whole header and require the file length to be exactly
+ * It validates the whole header and requires the file length to be exactly
  * header + data before allocating; error messages name the file and the
  * byte offset where it went wrong.
  */
@@ -27,24 +28,15 @@
  * Binary element decoding (IDX is big-endian, .npy usually little-endian)
  * ==================================================================== */
 
-typedef enum { EL_U, EL_I, EL_F } el_kind;
-
-typedef struct el_type {
-  el_kind kind;
-  int size;     /* bytes: 1, 2, 4 or 8 */
-  bool big;     /* big-endian in the file */
-} el_type;
-
-static uint64_t load_uint(const unsigned char *p, int size, bool big) {
+uint64_t data__load_uint(const unsigned char *p, int size, bool big) {
   uint64_t v = 0;
   for (int i = 0; i < size; i++) v |= (uint64_t)p[big ? i : size - 1 - i] << (8 * (size - 1 - i));
   return v;
 }
 
-/* Converts `count` elements of type t at src to floats at dst. */
-static void decode(const unsigned char *src, el_type t, int64_t count, float *dst) {
+void data__decode(const unsigned char *src, data__el_type t, int64_t count, float *dst) {
   for (int64_t i = 0; i < count; i++, src += t.size) {
-    uint64_t u = load_uint(src, t.size, t.big);
+    uint64_t u = data__load_uint(src, t.size, t.big);
     float v;
     if (t.kind == EL_F && t.size == 4) {
       uint32_t w = (uint32_t)u;
@@ -64,132 +56,18 @@ static void decode(const unsigned char *src, el_type t, int64_t count, float *ds
   }
 }
 
-static uint32_t be32(const unsigned char *p) { return (uint32_t)load_uint(p, 4, true); }
-
-/* ======================================================================
- * IDX
- * ==================================================================== */
-
-#define IDX_MAXDIM 16
-
-typedef struct idx_file {
-  filebuf fb;
-  el_type type;
-  int ndim;
-  int64_t dims[IDX_MAXDIM];
-  int64_t count; /* product of dims */
-  size_t header; /* bytes before the data */
-} idx_file;
-
-static bool idx_type(int code, el_type *t) {
-  switch (code) {
-  case 0x08: *t = (el_type){EL_U, 1, true}; return true;
-  case 0x09: *t = (el_type){EL_I, 1, true}; return true;
-  case 0x0B: *t = (el_type){EL_I, 2, true}; return true;
-  case 0x0C: *t = (el_type){EL_I, 4, true}; return true;
-  case 0x0D: *t = (el_type){EL_F, 4, true}; return true;
-  case 0x0E: *t = (el_type){EL_F, 8, true}; return true;
-  default: return false;
-  }
-}
-
-/* Reads and validates an IDX file: magic, type, dimensions and a length
- * that is exactly header + data. */
-static int idx_open(const char *path, idx_file *f) {
-  int rc = data__read_all(path, &f->fb);
-  if (rc < 0) return rc;
-  const unsigned char *b = (const unsigned char *)f->fb.data;
-  size_t len = f->fb.len;
-  if (len < 4)
-    return err_set(DRV_EPARSE, "%s: byte %zu: file ends inside the 4-byte IDX magic", path, len);
-  if (b[0] || b[1])
-    return err_set(DRV_EPARSE, "%s: byte 0: bad magic 0x%02x%02x, expected 0x0000 (not an IDX file?)",
-                   path, b[0], b[1]);
-  if (!idx_type(b[2], &f->type))
-    return err_set(DRV_EPARSE, "%s: byte 2: unknown IDX type 0x%02x", path, b[2]);
-  f->ndim = b[3];
-  if (f->ndim == 0 || f->ndim > IDX_MAXDIM)
-    return err_set(DRV_EPARSE, "%s: byte 3: %d dimensions (expected 1 to %d)", path, f->ndim,
-                   IDX_MAXDIM);
-  f->header = 4 + 4 * (size_t)f->ndim;
-  if (len < f->header)
-    return err_set(DRV_EPARSE, "%s: byte %zu: file ends inside the dimensions", path, len);
-  f->count = 1;
-  for (int i = 0; i < f->ndim; i++) {
-    size_t at = 4 + 4 * (size_t)i;
-    f->dims[i] = be32(b + at);
-    if (f->dims[i] == 0)
-      return err_set(DRV_EPARSE, "%s: byte %zu: dimension %d is 0", path, at, i);
-    if (__builtin_mul_overflow(f->count, f->dims[i], &f->count) || f->count > DATA__MAX_ELEMS)
-      return err_set(DRV_ERANGE, "%s: byte %zu: dimensions too large", path, at);
-  }
-  uint64_t want = f->header + (uint64_t)f->count * (uint64_t)f->type.size;
-  if (len < want)
-    return err_set(DRV_EPARSE,
-                   "%s: byte %zu: file ends early: expected %llu bytes (%zu-byte header + %lld values of %d bytes)",
-                   path, len, (unsigned long long)want, f->header, (long long)f->count,
-                   f->type.size);
-  if (len > want)
-    return err_set(DRV_EPARSE, "%s: byte %llu: %llu unexpected bytes after the data", path,
-                   (unsigned long long)want, (unsigned long long)(len - want));
-  return 0;
-}
-
-/* Gives x [rows, features] the file's shape when it has 3 or 4 dimensions
- * (images [n, h, w], [n, c, h, w]); more stay flattened to [n, features]. */
-static int keep_shape(tensor *x, int ndim, const int64_t *dims) {
+int data__keep_shape(tensor *x, int ndim, const int64_t *dims) {
   if (ndim < 3 || ndim > TENSOR_MAXDIM) return 0;
   return tensor_resize(x, ndim, dims);
 }
 
-/* Non-finite values poison a fit (its loss becomes NaN): refused at load,
- * as the CSV reader does, naming the first one's row (1-based, as a user
- * counts them) and column. */
-static int check_finite(const char *path, const float *v, int64_t rows, int64_t cols) {
+int data__check_finite(const char *path, const float *v, int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows * cols; i++)
     if (!isfinite(v[i]))
       return err_set(DRV_EPARSE, "%s: row %lld, column %lld: %s is not a finite number", path,
                      (long long)(i / cols + 1), (long long)(i % cols + 1),
                      isnan(v[i]) ? "NaN" : v[i] > 0 ? "Inf" : "-Inf");
   return 0;
-}
-
-int data_read_idx(const char *images, const char *labels, dataset **out) {
-  *out = NULL;
-  idx_file im = {0}, lb = {0};
-  tensor *x = NULL, *y = NULL;
-  int rc = idx_open(images, &im);
-  if (rc < 0) goto done;
-  if (labels) {
-    if ((rc = idx_open(labels, &lb)) < 0) goto done;
-    if (lb.ndim != 1) {
-      rc = err_set(DRV_ESHAPE, "%s: byte 3: labels must be 1-D, found %d dimensions", labels,
-                   lb.ndim);
-      goto done;
-    }
-    if (lb.dims[0] != im.dims[0]) {
-      rc = err_set(DRV_ESHAPE, "%s: byte 4: %lld labels but %s has %lld images", labels,
-                   (long long)lb.dims[0], images, (long long)im.dims[0]);
-      goto done;
-    }
-  }
-  int64_t rows = im.dims[0];
-  if ((rc = data__alloc_xy(images, rows, im.count / rows, &x, &y)) < 0) goto done;
-  decode((const unsigned char *)im.fb.data + im.header, im.type, im.count, tensor_data(x));
-  if ((rc = keep_shape(x, im.ndim, im.dims)) < 0) goto done;
-  if (labels)
-    decode((const unsigned char *)lb.fb.data + lb.header, lb.type, rows, tensor_data(y));
-  if ((rc = check_finite(images, tensor_data(x), rows, im.count / rows)) < 0 ||
-      (labels && (rc = check_finite(labels, tensor_data(y), rows, 1)) < 0))
-    goto done;
-  rc = data__wrap(x, y, images, out);
-  x = y = NULL;
-done:
-  tensor_free(x);
-  tensor_free(y);
-  free(im.fb.data);
-  free(lb.fb.data);
-  return rc;
 }
 
 /* ======================================================================
@@ -200,7 +78,7 @@ done:
 
 typedef struct npy_file {
   filebuf fb;
-  el_type type;
+  data__el_type type;
   char descr[16];
   int ndim;
   int64_t shape[NPY_MAXDIM];
@@ -272,7 +150,7 @@ static int npy_shape(npy_cur *c, npy_file *f) {
 }
 
 /* Understands descr strings like "<f4", "|u1", ">i8". */
-static bool npy_dtype(const char *s, el_type *t) {
+static bool npy_dtype(const char *s, data__el_type *t) {
   char order = s[0], kind = s[1];
   if (!order || !kind || !strchr("<>|=", order)) return false;
   char *end;
@@ -356,11 +234,11 @@ static int npy_parse(const char *path, npy_file *f, size_t len) {
   if (have < 10) return err_set(DRV_EPARSE, "%s: byte %zu: file ends inside the header", path, len);
   size_t hlen, start;
   if (b[6] == 1) {
-    hlen = (size_t)load_uint(b + 8, 2, false);
+    hlen = (size_t)data__load_uint(b + 8, 2, false);
     start = 10;
   } else if (b[6] == 2 || b[6] == 3) {
     if (have < 12) return err_set(DRV_EPARSE, "%s: byte %zu: file ends inside the header", path, len);
-    hlen = (size_t)load_uint(b + 8, 4, false);
+    hlen = (size_t)data__load_uint(b + 8, 4, false);
     start = 12;
   } else {
     return err_set(DRV_EUNSUPPORTED, "%s: byte 6: unsupported .npy version %d.%d", path, b[6], b[7]);
@@ -440,8 +318,8 @@ static int npy_map(const char *path, npy_file *f, tensor **x, bool check) {
   if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < 12 ||
       pread(fd, head, sizeof head, 0) != (ssize_t)sizeof head || memcmp(head, "\x93NUMPY", 6) != 0)
     goto out; /* a pipe, gzip, or something npy_open explains */
-  size_t hlen = head[6] == 1 ? (size_t)load_uint(head + 8, 2, false) + 10
-                             : (size_t)load_uint(head + 8, 4, false) + 12;
+  size_t hlen = head[6] == 1 ? (size_t)data__load_uint(head + 8, 2, false) + 10
+                             : (size_t)data__load_uint(head + 8, 4, false) + 12;
   if (hlen > (size_t)st.st_size || hlen > ((size_t)1 << 24)) goto out;
   if (!(f->fb.data = malloc(hlen + 1))) {
     rc = err_set(DRV_ENOMEM, "out of memory");
@@ -494,9 +372,9 @@ static int npy_x(const char *x_path, npy_file *fx, tensor **x, int64_t *rows, bo
   tensor *y;
   if ((rc = data__alloc_xy(x_path, *rows, fx->count / *rows, x, &y)) < 0) return rc;
   tensor_free(y);
-  decode((const unsigned char *)fx->fb.data + fx->data, fx->type, fx->count, tensor_data(*x));
-  if ((rc = keep_shape(*x, fx->ndim, fx->shape)) < 0) return rc;
-  return check_finite(x_path, tensor_data(*x), *rows, fx->count / *rows);
+  data__decode((const unsigned char *)fx->fb.data + fx->data, fx->type, fx->count, tensor_data(*x));
+  if ((rc = data__keep_shape(*x, fx->ndim, fx->shape)) < 0) return rc;
+  return data__check_finite(x_path, tensor_data(*x), *rows, fx->count / *rows);
 }
 
 int data_read_npy(const char *x_path, const char *y_path, dataset **out) {
@@ -529,8 +407,8 @@ int data__read_npy(const char *x_path, const char *y_path, bool check, dataset *
     rc = DRV_ENOMEM;
     goto done;
   }
-  if (y_path) decode((const unsigned char *)fy.fb.data + fy.data, fy.type, rows, tensor_data(y));
-  if (y_path && (rc = check_finite(y_path, tensor_data(y), rows, 1)) < 0) goto done;
+  if (y_path) data__decode((const unsigned char *)fy.fb.data + fy.data, fy.type, rows, tensor_data(y));
+  if (y_path && (rc = data__check_finite(y_path, tensor_data(y), rows, 1)) < 0) goto done;
   rc = data__wrap(x, y, x_path, out);
   x = y = NULL;
   if (rc == 0) {

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "data/data.h"
+#include "data/data_file.h"
 
 /* Most elements a reader will allocate for x: a header or an index beyond
  * this is taken to be corrupt rather than a real dataset (2^34 floats is
@@ -101,11 +102,11 @@ void data__note_shapes(dataset *d);
 /* ---- streaming (data_lines.c) ------------------------------------------- */
 
 /* A text file read line by line through a small buffer (plain or gzip,
- * members one after another, by zlib's gzread): the coordinator streams a
- * file it must not hold. */
+ * members one after another: data_file's stream): the coordinator streams
+ * a file it must not hold. */
 typedef struct data_lines {
   const char *path; /* borrowed */
-  void *gz;         /* gzFile */
+  data_file f;      /* its stream */
   char *buf;        /* owned; lines point into it until the next call */
   size_t cap, start, len;
   int64_t lineno;   /* 1-based number of the line last returned */
@@ -170,5 +171,40 @@ int data__recipe_stats(const char *recipe, int64_t f, data_stats **out);
  * (x - k)^2 over n rows), with fit_stats' rule for constant features. */
 int data__stats_from_sums(int64_t f, int64_t n, const double *k, const double *s1,
                           const double *s2, data_stats **out);
+
+/* ---- binary elements (data_bin.c), shared by IDX and .npy ---------------- */
+
+typedef enum { EL_U, EL_I, EL_F } data__el_kind;
+typedef struct data__el_type {
+  data__el_kind kind;
+  int size; /* bytes: 1, 2, 4 or 8 */
+  bool big; /* big-endian in the file */
+} data__el_type;
+
+uint64_t data__load_uint(const unsigned char *p, int size, bool big);
+/* Converts `count` elements of type t at src to floats at dst. */
+void data__decode(const unsigned char *src, data__el_type t, int64_t count, float *dst);
+/* Gives x [rows, features] the file's shape when it has 3 or 4 dimensions
+ * (images [n, h, w], [n, c, h, w]); more stay flattened to [n, features]. */
+int data__keep_shape(tensor *x, int ndim, const int64_t *dims);
+/* Non-finite values poison a fit (its loss becomes NaN): refused at load,
+ * as the CSV reader does, naming the first one's row (1-based, as a user
+ * counts them) and column. */
+int data__check_finite(const char *path, const float *v, int64_t rows, int64_t cols);
+
+/* ---- IDX in files mode (data_idx.c) ------------------------------------- */
+
+/* The rows `rows[0..k)` (file rows, in that order) of the IDX dataset of
+ * the recipe rec ({"format": "idx", ...}), read from x_path and y_path (y
+ * may be NULL: zeros) as the worker found them: a plain file by byte
+ * ranges, a gzip file streamed. The files must be the ones the recipe
+ * describes (their size, dimensions), else the error names the file. */
+struct json_t;
+int data__idx_rows(struct json_t *rec, const char *x_path, const char *y_path,
+                   const int64_t *rows, int64_t k, dataset **out);
+/* fn(x row, features, 0) for each row i of the file with keep[i], in file
+ * order: standardize's statistics (the labels are not read). */
+int data__idx_each_x(struct json_t *rec, const char *x_path, const uint8_t *keep,
+                     data__row_fn fn, void *ud);
 
 #endif

@@ -2,14 +2,13 @@
  *
  * The readers of data_read.c hold a whole file; a coordinator that only
  * needs a file's shape, its labels or its statistics streams it instead,
- * so a 300 MB CSV costs it a buffer of 1 MiB (or the longest line). zlib's
- * gzread reads plain files as they are and gzip files (members one after
- * another) decompressed, so every streaming reader takes `.gz` as well.
+ * so a 300 MB CSV costs it a buffer of 1 MiB (or the longest line).
+ * data_file's stream reads plain files as they are and gzip files (members
+ * one after another) decompressed, so every streaming reader takes `.gz`
+ * as well, and a source data_file learns (HDFS) serves them all.
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "data/data_int.h"
 #include "base/err.h"
@@ -21,13 +20,8 @@
 int data__lines_open(data_lines *l, const char *path) {
   memset(l, 0, sizeof *l);
   l->path = path;
-  errno = 0;
-  gzFile f = gzopen(path, "rb");
-  if (!f)
-    return err_set(errno ? DRV_EIO : DRV_ENOMEM, "cannot open '%s': %s", path,
-                   errno ? strerror(errno) : "out of memory");
-  gzbuffer(f, 1 << 17);
-  l->gz = f;
+  int rc = data_file_open(&l->f, path);
+  if (rc < 0) return rc;
   l->cap = LINES_CHUNK;
   if (!(l->buf = malloc(l->cap))) {
     data__lines_close(l);
@@ -37,22 +31,9 @@ int data__lines_open(data_lines *l, const char *path) {
 }
 
 void data__lines_close(data_lines *l) {
-  if (l->gz) gzclose_r(l->gz);
+  data_file_close(&l->f);
   free(l->buf);
-  l->gz = NULL;
   l->buf = NULL;
-}
-
-/* The read error of a gzip file, with the byte of the compressed file. */
-static int gz_error(data_lines *l) {
-  int code;
-  const char *msg = gzerror(l->gz, &code);
-  if (code == Z_ERRNO)
-    return err_set(DRV_EIO, "cannot read '%s': %s", l->path, strerror(errno ? errno : EIO));
-  long long at = (long long)gzoffset(l->gz);
-  if (code == Z_BUF_ERROR) msg = "the file ends inside the data";
-  return err_set(DRV_EPARSE, "%s: byte %lld of the gzip file: %s", l->path, at,
-                 msg && *msg ? msg : "corrupt");
 }
 
 /* More bytes after the partial line [start, len): moved to the front, the
@@ -72,16 +53,11 @@ static int fill(data_lines *l) {
     l->buf = nb;
     l->cap *= 2;
   }
-  size_t room = l->cap - 1 - l->len;
-  int got = gzread(l->gz, l->buf + l->len, (unsigned)(room > LINES_CHUNK ? LINES_CHUNK : room));
-  if (got < 0) return gz_error(l);
-  if (got == 0) {
-    int code;
-    gzerror(l->gz, &code);
-    if (code != Z_OK) return gz_error(l); /* a cut gzip file ends with an error */
-    l->eof = true;
-  }
-  l->len += (size_t)got;
+  size_t room = l->cap - 1 - l->len, got;
+  int rc = data_file_read(&l->f, l->buf + l->len, room > LINES_CHUNK ? LINES_CHUNK : room, &got);
+  if (rc < 0) return rc;
+  if (got == 0) l->eof = true;
+  l->len += got;
   return 0;
 }
 

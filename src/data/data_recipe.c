@@ -14,6 +14,7 @@
  */
 #include "data/data.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -26,6 +27,10 @@
 #include "base/err.h"
 
 /* ============================== building ================================= */
+
+static int bad(const char *what) {
+  return err_set(DRV_EPROTO, "files mode: the dataset's recipe is malformed (%s)", what);
+}
 
 const char *data__abspath(const char *path, char *buf, size_t n) {
   char *r = realpath(path, NULL);
@@ -82,6 +87,32 @@ json_t *data__op_stats(const data_stats *s) {
                  : (json_decref(m), json_decref(sd), NULL);
 }
 
+int data_recipe_shipped(const char *recipe, const char *const *files, const char *const *names,
+                        int n, char **out) {
+  *out = NULL;
+  json_t *rec = n > 0 ? json_loads(recipe, 0, NULL) : NULL;
+  if (!rec) return n > 0 ? bad("not JSON") : 0;
+  static const char *const keys[] = {"path", "x", "y"};
+  bool any = false;
+  for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+    const char *abs = json_string_value(json_object_get(rec, keys[k]));
+    for (int i = 0; abs && i < n; i++) {
+      if (strcmp(abs, files[i]) != 0) continue;
+      char sk[32];
+      snprintf(sk, sizeof sk, "%s_shipped", keys[k]);
+      json_object_set_new(rec, sk, json_string(names[i]));
+      any = true;
+      break;
+    }
+  }
+  if (any && !(*out = json_dumps(rec, JSON_COMPACT | JSON_REAL_PRECISION(17)))) {
+    json_decref(rec);
+    return err_set(DRV_ENOMEM, "out of memory");
+  }
+  json_decref(rec);
+  return 0;
+}
+
 /* ============================== rows ==================================== */
 
 typedef struct rows {
@@ -110,10 +141,6 @@ static int op_perm(rows *r, uint64_t seed, int64_t from, int64_t k) {
   r->v = fit ? fit : perm;
   r->n = k;
   return 0;
-}
-
-static int bad(const char *what) {
-  return err_set(DRV_EPROTO, "files mode: the dataset's recipe is malformed (%s)", what);
 }
 
 /* shard (i, n) of r: rows i, i + n, ... as data_shard takes them. */
@@ -147,15 +174,29 @@ static int apply_op(rows *r, json_t *op) {
 
 /* ============================== reading ================================== */
 
-/* Where a worker finds a file: the coordinator's absolute path when it
- * exists here (a shared file system), else the path as the script gave it,
+/* Where a worker finds the recipe's file `key` ("path", "x" or "y"): the
+ * coordinator's absolute path when it exists here (a shared file system),
+ * else the path as the script gave it (KEY_given, "given" for "path"),
  * relative to the node's directory, where the launcher's `files = {...}`
- * land on another host. */
-static const char *file_of(json_t *rec, const char *abs_key, const char *given_key) {
-  const char *abs = json_string_value(json_object_get(rec, abs_key));
-  const char *given = json_string_value(json_object_get(rec, given_key));
-  if (abs && access(abs, R_OK) == 0) return abs;
-  return given && access(given, R_OK) == 0 ? given : abs;
+ * land on another host, else the name the launcher shipped it under
+ * (KEY_shipped: an absolute path ships by its last component;
+ * data_recipe_shipped). *out is NULL for a key the recipe has not (no
+ * labels), the absolute path when nothing exists (its reader says why). */
+static int file_of(json_t *rec, const char *key, const char **out) {
+  char gk[32], sk[32];
+  snprintf(gk, sizeof gk, "%s", strcmp(key, "path") == 0 ? "given" : key);
+  if (strcmp(key, "path") != 0) snprintf(gk, sizeof gk, "%s_given", key);
+  snprintf(sk, sizeof sk, "%s_shipped", key);
+  const char *abs = json_string_value(json_object_get(rec, key));
+  const char *given = json_string_value(json_object_get(rec, gk));
+  const char *shipped = json_string_value(json_object_get(rec, sk));
+  *out = abs;
+  if (!abs || access(abs, R_OK) == 0) return 0;
+  if (given && access(given, R_OK) == 0) return (*out = given), 0;
+  if (!shipped) return 0;
+  if (access(shipped, R_OK) == 0) return (*out = shipped), 0;
+  return err_set(DRV_EIO, "cannot open '%s' (nor '%s', the name it was shipped under): %s", abs,
+                 shipped, strerror(errno));
 }
 
 /* The CSV reader's options of the recipe, reading the rows in keep
@@ -181,36 +222,49 @@ static data_libsvm_opts svm_opts(json_t *rec, const uint8_t *keep, int64_t keep_
                             .keep = keep, .keep_n = keep_n};
 }
 
-/* The file's rows listed in r, in r's order, read with only those parsed. */
-static int read_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
-  const char *fmt = json_string_value(json_object_get(rec, "format"));
-  const char *path = file_of(rec, "path", "given");
-  *out = NULL;
-  if (!fmt) return bad("no format");
+/* A .npy's rows listed in r: the mapping itself when r is the whole file
+ * in order, else a copy of those rows. */
+static int npy_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
+  const char *xp, *yp;
   dataset *base = NULL;
-  int rc;
-  uint8_t *keep = NULL;
-  int64_t *rank = NULL;
-  if (strcmp(fmt, "npy") == 0) {
-    rc = data__read_npy(file_of(rec, "x", "x_given"), file_of(rec, "y", "y_given"), false, &base);
-    if (rc == 0 && base->n != n)
-      rc = err_set(DRV_EINVAL, "%s: has %lld rows now, %lld when it was first read: a worker "
-                   "must see the same file", base->source, (long long)base->n, (long long)n);
-    bool identity = rc == 0 && r->n == n;
-    for (int64_t i = 0; identity && i < n; i++) identity = r->v[i] == i;
-    if (identity) { /* the whole file in order: keep the mapping, copy nothing */
-      *out = base;
-      free(base->recipe);
-      base->recipe = NULL;
-      return 0;
-    }
-    if (rc == 0) rc = data_subset(base, r->v, r->n, out);
-    data_free(base);
-    return rc;
+  int rc = file_of(rec, "x", &xp);
+  if (rc == 0) rc = file_of(rec, "y", &yp);
+  if (rc == 0 && !xp) rc = bad("no path");
+  if (rc == 0) rc = data__read_npy(xp, yp, false, &base);
+  if (rc == 0 && base->n != n)
+    rc = err_set(DRV_EINVAL, "%s: has %lld rows now, %lld when it was first read: a worker "
+                 "must see the same file", base->source, (long long)base->n, (long long)n);
+  bool identity = rc == 0 && r->n == n;
+  for (int64_t i = 0; identity && i < n; i++) identity = r->v[i] == i;
+  if (identity) { /* the whole file in order: keep the mapping, copy nothing */
+    *out = base;
+    free(base->recipe);
+    base->recipe = NULL;
+    return 0;
   }
+  if (rc == 0) rc = data_subset(base, r->v, r->n, out);
+  data_free(base);
+  return rc;
+}
+
+static int idx_rows(json_t *rec, const rows *r, dataset **out) {
+  const char *xp, *yp;
+  int rc = file_of(rec, "x", &xp);
+  if (rc == 0) rc = file_of(rec, "y", &yp);
+  if (rc == 0 && !xp) rc = bad("no path");
+  return rc < 0 ? rc : data__idx_rows(rec, xp, yp, r->v, r->n, out);
+}
+
+/* A CSV or libsvm file's rows listed in r, in r's order, read with only
+ * those parsed. */
+static int text_rows(json_t *rec, const char *fmt, const rows *r, int64_t n, dataset **out) {
+  const char *path;
+  int rc = file_of(rec, "path", &path);
+  if (rc < 0) return rc;
   if (!path) return bad("no path");
-  keep = calloc((size_t)n, 1);
-  rank = malloc((size_t)n * sizeof *rank);
+  dataset *base = NULL;
+  uint8_t *keep = calloc((size_t)n, 1);
+  int64_t *rank = malloc((size_t)n * sizeof *rank);
   if (!keep || !rank) {
     free(keep);
     free(rank);
@@ -222,11 +276,9 @@ static int read_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
     char **nv = csv_opts(rec, keep, n, &o);
     rc = nv ? data_read_csv(path, &o, &base) : err_set(DRV_ENOMEM, "out of memory");
     free(nv);
-  } else if (strcmp(fmt, "libsvm") == 0) {
+  } else {
     data_libsvm_opts o = svm_opts(rec, keep, n);
     rc = data_read_libsvm(path, &o, &base);
-  } else {
-    rc = bad(fmt);
   }
   if (rc == 0) { /* base holds the kept rows in file order */
     for (int64_t i = 0, k = 0; i < n; i++) rank[i] = keep[i] ? k++ : -1;
@@ -240,6 +292,17 @@ static int read_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
   free(keep);
   free(rank);
   return rc;
+}
+
+/* The file's rows listed in r, in r's order, reading only those. */
+static int read_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
+  const char *fmt = json_string_value(json_object_get(rec, "format"));
+  *out = NULL;
+  if (!fmt) return bad("no format");
+  if (strcmp(fmt, "npy") == 0) return npy_rows(rec, r, n, out);
+  if (strcmp(fmt, "idx") == 0) return idx_rows(rec, r, out);
+  if (strcmp(fmt, "csv") == 0 || strcmp(fmt, "libsvm") == 0) return text_rows(rec, fmt, r, n, out);
+  return bad(fmt);
 }
 
 /* The recipe's standardisations, in order, on d (replaced). */
@@ -390,7 +453,9 @@ static int acc_init(stat_acc *a, int64_t f, json_t *ops) {
  * reads them again from the file), so the file never sits in our RSS. */
 static int npy_each(json_t *rec, const uint8_t *keep, int64_t n, stat_acc *a) {
   dataset *d = NULL;
-  int rc = data__read_npy(file_of(rec, "x", "x_given"), file_of(rec, "y", "y_given"), false, &d);
+  const char *xp;
+  int rc = file_of(rec, "x", &xp);
+  if (rc == 0) rc = xp ? data__read_npy(xp, NULL, false, &d) : bad("no path");
   if (rc < 0) return rc;
   if (d->n != n || d->features != a->f) {
     rc = err_set(DRV_EINVAL, "%s: has %lld x %lld values now, %lld x %lld when it was first read",
@@ -414,6 +479,26 @@ static int npy_each(json_t *rec, const uint8_t *keep, int64_t n, stat_acc *a) {
   return rc;
 }
 
+/* acc_row for each row of the file with keep[i], in file order. */
+static int each_row(json_t *rec, const char *fmt, const uint8_t *keep, int64_t n, stat_acc *a) {
+  if (strcmp(fmt, "npy") == 0) return npy_each(rec, keep, n, a);
+  const char *path;
+  int rc = file_of(rec, strcmp(fmt, "idx") == 0 ? "x" : "path", &path);
+  if (rc == 0 && !path) rc = bad("no path");
+  if (rc < 0) return rc;
+  if (strcmp(fmt, "idx") == 0) return data__idx_each_x(rec, path, keep, acc_row, a);
+  if (strcmp(fmt, "libsvm") == 0) {
+    data_libsvm_opts o = svm_opts(rec, keep, n);
+    return data__svm_stream(path, &o, acc_row, a, NULL);
+  }
+  if (strcmp(fmt, "csv") != 0) return bad(fmt);
+  data_csv_opts o;
+  char **nv = csv_opts(rec, keep, n, &o);
+  rc = nv ? data__csv_stream(path, &o, acc_row, a, NULL) : err_set(DRV_ENOMEM, "out of memory");
+  free(nv);
+  return rc;
+}
+
 int data__recipe_stats(const char *recipe, int64_t f, data_stats **out) {
   *out = NULL;
   json_error_t jerr;
@@ -431,21 +516,7 @@ int data__recipe_stats(const char *recipe, int64_t f, data_stats **out) {
   for (int64_t j = 0; rc == 0 && j < r.n; j++) keep[r.v[j]] = 1;
   if (rc == 0 && f <= 0) rc = bad("no feature count");
   if (rc == 0) rc = acc_init(&a, f, json_object_get(rec, "ops"));
-  const char *path = rc == 0 ? file_of(rec, "path", "given") : NULL;
-  if (rc < 0) {
-  } else if (strcmp(fmt, "csv") == 0) {
-    data_csv_opts o;
-    char **nv = csv_opts(rec, keep, n, &o);
-    rc = nv ? data__csv_stream(path, &o, acc_row, &a, NULL) : err_set(DRV_ENOMEM, "out of memory");
-    free(nv);
-  } else if (strcmp(fmt, "libsvm") == 0) {
-    data_libsvm_opts o = svm_opts(rec, keep, n);
-    rc = data__svm_stream(path, &o, acc_row, &a, NULL);
-  } else if (strcmp(fmt, "npy") == 0) {
-    rc = npy_each(rec, keep, n, &a);
-  } else {
-    rc = bad(fmt);
-  }
+  if (rc == 0) rc = each_row(rec, fmt, keep, n, &a);
   if (rc == 0 && a.n != r.n)
     rc = err_set(DRV_EINVAL, "standardize: %lld rows read, %lld expected", (long long)a.n,
                  (long long)r.n);

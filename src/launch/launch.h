@@ -213,6 +213,12 @@ int launch_check_name(const char *name);
  * negative code with the reason (an unknown name lists the known ones). */
 int launch_open(const char *name, const launch_config *cfg, uv_loop_t *loop,
                 launch_exit_cb on_exit, void *ud, launcher **out);
+/* The name under which launcher `name` puts a file of cfg->files in a
+ * node's working directory: "spark" by its last component (--files
+ * flattens); "ssh", "yarn" and "external" (whose nodes' operator places
+ * the files as ssh would) a relative path as given, an absolute one by its
+ * last component. 0, or an error naming the path. */
+int launch_ship_name(const char *name, const char *path, char *out, size_t n);
 
 /* The absolute path of the running drover binary (static buffer). */
 const char *launch_self_exe(void);

@@ -265,6 +265,16 @@ int launch_open(const char *name, const launch_config *cfg, uv_loop_t *loop,
   return launch_check_name(name);
 }
 
+int launch_ship_name(const char *name, const char *path, char *out, size_t n) {
+  if (strcmp(name, "spark") != 0) return launch__ship_name(path, out, n);
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  if (!*base) return err_set(DRV_EINVAL, "files: '%s' names no file", path);
+  if (strlen(base) >= n) return err_set(DRV_ERANGE, "files: '%s' is too long", path);
+  snprintf(out, n, "%s", base);
+  return 0;
+}
+
 int launch_check_name(const char *name) {
   for (size_t i = 0; i < NLAUNCHERS; i++)
     if (strcmp(name, launchers[i].name) == 0) return 0;

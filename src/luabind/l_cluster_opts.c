@@ -300,9 +300,11 @@ int lcluster_read_opts(lua_State *L, coord_opts *o) {
       luaL_error(L, "cluster: label is for launcher = \"yarn\" (node labels are YARN's)");
   if (o->nhosts && strcmp(o->launcher, "ssh") != 0)
     luaL_error(L, "cluster: hosts is for launcher = \"ssh\"");
+  /* external: the nodes' operator puts the files in their directories
+   * under the names ssh would give them (launch_ship_name) */
   if (o->nfiles && strcmp(o->launcher, "ssh") != 0 && strcmp(o->launcher, "spark") != 0 &&
-      strcmp(o->launcher, "yarn") != 0)
-    luaL_error(L, "cluster: files is for launchers \"ssh\", \"spark\" and \"yarn\" (other "
-                  "launchers share the file system)");
+      strcmp(o->launcher, "yarn") != 0 && strcmp(o->launcher, "external") != 0)
+    luaL_error(L, "cluster: files is for launchers \"ssh\", \"spark\", \"yarn\" and "
+                  "\"external\" (other launchers share the file system)");
   return lua_gettop(L) - top;
 }

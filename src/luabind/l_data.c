@@ -161,7 +161,7 @@ static int l_libsvm(lua_State *L) {
 static int l_idx(lua_State *L) {
   const char *images = luaL_checkstring(L, 1), *labels = luaL_optstring(L, 2, NULL);
   dataset **box = new_box(L);
-  check_rc(L, data_read_idx(images, labels, box));
+  check_rc(L, data_open_idx(images, labels, box));
   return 1;
 }
 

@@ -332,3 +332,35 @@ check "ssh-t05 closures read the shipped files by relative path, on c too" got_o
 check "ssh-t05 both per-run directories are removed at shutdown" \
   timeout 20 ssh -F "$CFG" c "test ! -e '$cdir' && test ! -e '$rdir'"
 check "ssh-t05 no node or ssh outlives the run" wait_none 10 "$dir"
+
+# ssh-t08: files mode where the data's directory is not there: the worker
+# on c cannot see $TMP/bin (start.sh hid it), where the CSV is; shipped by
+# `files`, it opens it under the name it was shipped under (its last
+# component) in its per-run directory, and trains; r's worker reads the
+# coordinator's path.
+mkdir -p "$TMP/bin/data" && cp examples/data/digits.csv "$TMP/bin/data/digits.csv"
+cat > "$TMP/shipname.lua" <<LUA
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local ds = data.csv("$TMP/bin/data/digits.csv", { label = -1 })
+local std = ds:standardize()
+assert(std.files and not std.loaded, "files mode")
+local c = drover.cluster { launcher = "ssh", hosts = { "c:2", "r" }, ssh_config = "$CFG",
+  ps = 1, worker = 2, runs = "$RUNS", name = "shipname", reservation_timeout = 30,
+  files = { "$TMP/bin/data/digits.csv" } }
+local r = c:fit(drover.experiment {
+  name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-2 },
+  model = nn.Linear(64, 10), train = { data = std, batch = 32, epochs = 2 }, seed = 1, verbose = false })
+print("steps " .. r.steps .. " accuracy " .. r.accuracy)
+c:shutdown()
+LUA
+timeout 120 "$BIN" run "$TMP/shipname.lua" >"$TMP/shipname.out" 2>&1
+check "ssh-t08 files mode with the data's directory hidden on c succeeds" [ $? -eq 0 ]
+dir=$(ls -d "$RUNS"/shipname-* | head -n 1)
+check "ssh-t08 c does not see the coordinator's path of the data" \
+  timeout 20 ssh -F "$CFG" c "test ! -e '$TMP/bin/data/digits.csv'"
+check "ssh-t08 worker:1 ran on c ($net.2)" grep -q "node up worker:1 pid [0-9]* host $net.2$" "$dir/events.log"
+check "ssh-t08 both workers read their shards from the file" \
+  sh -c "grep -q 'examples read from its file' '$dir/logs/worker-0.log' && grep -q 'examples read from its file' '$dir/logs/worker-1.log'"
+check "ssh-t08 the fit learnt ($(grep '^steps' "$TMP/shipname.out"))" \
+  awk '/^steps/ { ok = $4 >= 0.8 } END { exit !ok }' "$TMP/shipname.out"
+check "ssh-t08 no node or ssh outlives the run" wait_none 10 "$dir"

@@ -109,7 +109,7 @@ test("cluster-03 bad options are named", function()
   raises(function() drover.cluster { worker = "two", runs = RUNS } end, "count or a table")
   raises(function() drover.cluster { slurm = { partition = 1 }, runs = RUNS } end, "partition")
   raises(function() drover.cluster { slurm = { queue = "x" }, runs = RUNS } end, "queue")
-  raises(function() drover.cluster { files = { "a" }, runs = RUNS } end, "launchers \"ssh\", \"spark\" and \"yarn\"")
+  raises(function() drover.cluster { files = { "a" }, runs = RUNS } end, "launchers \"ssh\", \"spark\", \"yarn\" and \"external\"")
 end)
 
 test("cluster-15 per-role resources: cpus reach each node's threads; every node reports what it got",

@@ -1,13 +1,15 @@
 /* test_data_recipe.c - files mode: every shard a worker rebuilds from a
  * dataset's recipe is, row for row and bit for bit, data_shard of the
  * coordinator's dataset, for CSV, libsvm and .npy, after split, shuffle,
- * shard and standardize; a changed file is refused. */
+ * shard and standardize (IDX too, plain and gzip); a changed file is
+ * refused; a shipped file is found by the name it was shipped under. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <zlib.h>
 
 #include "data/data.h"
 #include "harness.h"
@@ -201,4 +203,85 @@ TEST(data_lazy_libsvm_matches_the_reader) {
   data_free(lazy);
   p = harness_write_str("b.svm", "1 1:1\n0 2:x\n");
   CHECK_ERR(data_open_libsvm(p, NULL, &lazy), DRV_EPARSE, "b.svm:2: index 2: 'x' is not a number");
+}
+
+/* ======================================================================
+ * IDX (data_open_idx): plain by byte ranges, gzip streamed
+ * ==================================================================== */
+
+/* 37 rows of 2x3 big-endian float32 (0x0D) images and u8 labels 0..4. */
+static size_t idx_images(unsigned char *buf) {
+  static const unsigned char head[] = {0, 0, 0x0D, 3, 0, 0, 0, 37, 0, 0, 0, 2, 0, 0, 0, 3};
+  memcpy(buf, head, sizeof head);
+  for (int i = 0; i < 37 * 6; i++) {
+    float v = (float)((i * 7) % 23) * 0.5f - 3;
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    for (int b = 0; b < 4; b++) buf[sizeof head + 4 * (size_t)i + (size_t)b] = (unsigned char)(u >> (24 - 8 * b));
+  }
+  return sizeof head + 37 * 6 * 4;
+}
+
+static size_t idx_labels(unsigned char *buf) {
+  static const unsigned char head[] = {0, 0, 0x08, 1, 0, 0, 0, 37};
+  memcpy(buf, head, sizeof head);
+  for (int i = 0; i < 37; i++) buf[sizeof head + (size_t)i] = (unsigned char)(i % 5);
+  return sizeof head + 37;
+}
+
+/* data_open_idx of the files (gz: gzipped copies) against data_read_idx. */
+static void idx_case(bool gz) {
+  unsigned char im[1024], lb[64];
+  size_t ni = idx_images(im), nl = idx_labels(lb);
+  char ip[4096], lp[4096];
+  snprintf(ip, sizeof ip, "%s", harness_write(gz ? "i.idx.gz" : "i.idx", im, ni));
+  snprintf(lp, sizeof lp, "%s", harness_write(gz ? "l.idx.gz" : "l.idx", lb, nl));
+  if (gz) { /* the same bytes, compressed */
+    gzFile f = gzopen(ip, "wb");
+    CHECK(f && gzwrite(f, im, (unsigned)ni) == (int)ni && gzclose(f) == Z_OK);
+    f = gzopen(lp, "wb");
+    CHECK(f && gzwrite(f, lb, (unsigned)nl) == (int)nl && gzclose(f) == Z_OK);
+  }
+  dataset *lazy, *eager;
+  CHECK_OK(data_open_idx(ip, lp, &lazy));
+  CHECK(data_is_lazy(lazy) && lazy->recipe && lazy->n == 37 && lazy->features == 6);
+  CHECK(lazy->classes == 5 && lazy->x_ndim == 3 && lazy->x_shape[1] == 2 && lazy->x_shape[2] == 3);
+  CHECK_OK(data_read_idx(ip, lp, &eager));
+  CHECK_OK(data_load(lazy));
+  same(lazy, eager);
+  CHECK(lazy->x->ndim == 3);
+  chain(lazy);
+  data_free(eager);
+  data_free(lazy);
+}
+
+TEST(data_recipe_idx_shards_plain_and_gzip) {
+  idx_case(false);
+  idx_case(true);
+}
+
+/* A file of the run's `files` that a worker sees neither at the
+ * coordinator's path nor as the script gave it is opened by the name it
+ * was shipped under; if that is missing too, the error names both. */
+TEST(data_recipe_shipped_name) {
+  CHECK(system("mkdir -p far && printf '1,2,0\\n3,4,1\\n5,6,0\\n7,8,1\\n' > far/t.csv") == 0);
+  char abs[4096];
+  CHECK(realpath("far/t.csv", abs) != NULL);
+  dataset *d, *got;
+  CHECK_OK(data_open_csv(abs, NULL, &d));
+  const char *files[] = {"/elsewhere/other.csv", abs}, *names[] = {"other.csv", "t.csv"};
+  char *shipped = NULL;
+  CHECK_OK(data_recipe_shipped(d->recipe, files, names, 1, &shipped));
+  CHECK(shipped == NULL); /* none of the recipe's files was shipped */
+  CHECK_OK(data_recipe_shipped(d->recipe, files, names, 2, &shipped));
+  CHECK(shipped && strstr(shipped, "\"path_shipped\":\"t.csv\""));
+  CHECK(rename("far", "hidden") == 0); /* the coordinator's path is gone here */
+  CHECK_ERR(data_from_recipe(shipped, strlen(shipped), 0, 2, &got), DRV_EIO, "cannot open '");
+  CHECK(strstr(err_msg(), abs) && strstr(err_msg(), "(nor 't.csv', the name it was shipped under)"));
+  CHECK(system("cp hidden/t.csv t.csv") == 0); /* where the launcher puts it */
+  CHECK_OK(data_from_recipe(shipped, strlen(shipped), 1, 2, &got));
+  CHECK(got->n == 2 && tensor_data(got->x)[0] == 3 && tensor_data(got->y)[1] == 1);
+  data_free(got);
+  free(shipped);
+  data_free(d);
 }

@@ -475,6 +475,7 @@ static int start_run(coord *c) {
   /* Before the nodes: its URL is printed while they start. */
   if (c->opts.tensorboard && (rc = tboard_run_start(&c->rd, &c->opts.tboard, &c->tb)) < 0)
     return rc;
+  if ((rc = coord__ship_init(c)) < 0) return rc;
   launch_config lc = {.hosts = c->opts.hosts, .nhosts = c->opts.nhosts,
                       .ssh_config = c->opts.ssh_config, .run_dir = c->rd.path,
                       .slurm = c->opts.slurm, .spark = c->opts.spark, .yarn = c->opts.yarn, .files = c->opts.files, .nfiles = c->opts.nfiles,
@@ -636,6 +637,7 @@ static void finish_free(coord *c) {
   if (c->log) fclose(c->log);
   rundir_close(&c->rd);
   coord__repl_free(c);
+  coord__ship_free(c);
   free(c->nodes);
   free(c->ctl);
   *c->freed = true;

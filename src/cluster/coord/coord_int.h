@@ -180,6 +180,10 @@ struct coord {
   coord_sched sched;
   coord_dash_state *dash; /* the metric store and attach clients */
   struct coord_serving *serve; /* predict clients and c:serve (coord_serve.c) */
+  /* The run's `files` (coord_ship.c): their absolute real paths and the
+   * names the launcher puts them under on a node, for files mode. */
+  char **ship_paths, **ship_names;
+  int nship;
   /* Teardown. Connections whose on_close still uses this struct (control
    * peers, the fit's ps links) are counted; coord_free closes them and the
    * last close callback frees the coordinator (coord__conn_gone). */
@@ -314,6 +318,17 @@ void coord__sched_free(coord *c);
 /* coord_repl.c: ps replicas. */
 int coord__repl_init(coord *c); /* after the nodes exist */
 void coord__repl_free(coord *c);
+
+/* ---- shipped files (coord_ship.c) ------------------------------------- */
+
+/* Notes the run's files (c->opts.files, before the launcher takes them)
+ * with the names the launcher ships them under. */
+int coord__ship_init(coord *c);
+/* The recipe a node gets: with the shipped names of its files
+ * (data_recipe_shipped), in *out (the caller frees it), or NULL when the
+ * recipe goes as it is. */
+int coord__ship_recipe(const coord *c, const char *recipe, char **out);
+void coord__ship_free(coord *c);
 /* The node serving ps group k (ps:k without replicas), or -1. */
 int coord__ps_node(const coord *c, int group);
 /* The group node is the primary or replica of, or -1. */

@@ -27,6 +27,7 @@ typedef struct pred {
   uint64_t no;            /* this predict's number (PREDICT_MODEL, PREDICT) */
   const tensor *x;        /* the inputs (borrowed) */
   const char *recipe;     /* files mode: the workers read x themselves (borrowed), or NULL */
+  char *shipped;          /* recipe with the run's files' shipped names (coord_ship.c), or NULL */
   tensor *empty;          /* files mode: the x of every PREDICT, [0, ...] */
   int64_t n, batch, nbatches, produced, done, row_elems;
   int64_t *ids;           /* task id of batch b (ids grow with b) */
@@ -53,13 +54,13 @@ static bool pred_ready(void *ud, int node) {
   pred *p = ud;
   if (p->failed) return false;
   if (p->sent[node] == p->c->ctl[node]) return true;
+  const char *recipe = p->shipped ? p->shipped : p->recipe;
   wire_wr w;
   wire_wr_init(&w);
   wire_put_predict_model(&w, &(wire_msg_predict_model){
                                  .predict = p->no, .model = WIRE_STR(p->spec),
                                  .vars = {(uint32_t)p->params.n, .put = put_value, .ud = p},
-                                 .recipe = {(const uint8_t *)p->recipe,
-                                            p->recipe ? (uint32_t)strlen(p->recipe) : 0}});
+                                 .recipe = {(const uint8_t *)recipe, recipe ? (uint32_t)strlen(recipe) : 0}});
   coord__send(p->c, node, &w, WIRE_PREDICT_MODEL, 0);
   p->sent[node] = p->c->ctl[node];
   return true;
@@ -184,6 +185,7 @@ static int current_values(coord *c, nn_module *model) {
 }
 
 static void pred_free(pred *p) {
+  free(p->shipped);
   free(p->ids);
   free(p->spec);
   free(p->sent);
@@ -206,6 +208,7 @@ int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recip
   for (int i = 1; i < x->ndim; i++) p.row_elems *= x->shape[i];
   p.nbatches = (p.n + batch - 1) / batch;
   int rc = current_values(c, model);
+  if (rc == 0) rc = coord__ship_recipe(c, recipe, &p.shipped);
   if (rc < 0) return rc;
   p.spec = malloc(WIRE_MAX_STR);
   p.ids = malloc((size_t)p.nbatches * sizeof *p.ids);

@@ -54,6 +54,13 @@ static int send_setup(coord *c, int node, const coord_fit_args *a, const char *s
     return rc;
   }
   const dataset *src = part ? part : d;
+  char *shipped = NULL; /* the recipe with the run's files' shipped names */
+  if (d->recipe && (rc = coord__ship_recipe(c, d->recipe, &shipped)) < 0) {
+    tensor_free(ex);
+    tensor_free(ey);
+    return rc;
+  }
+  const char *recipe = shipped ? shipped : d->recipe;
   wire_wr w;
   char loss[64]; /* the type, with Huber's delta */
   nn_loss_spec(a->loss, loss, sizeof loss);
@@ -68,14 +75,15 @@ static int send_setup(coord *c, int node, const coord_fit_args *a, const char *s
                                                 .ud = c->fit},
                                        .x = {.t = ex ? ex : src->x},
                                        .y = {.t = ey ? ey : src->y},
-                                       .recipe = {(const uint8_t *)d->recipe,
-                                                  d->recipe ? (uint32_t)strlen(d->recipe) : 0},
+                                       .recipe = {(const uint8_t *)recipe,
+                                                  recipe ? (uint32_t)strlen(recipe) : 0},
                                        .shard = (uint32_t)shard,
                                        .shards = (uint32_t)shards});
   c->fit->setup_ok[node] = false;
   coord__send(c, node, &w, WIRE_SETUP, 0);
   tensor_free(ex);
   tensor_free(ey);
+  free(shipped);
   data_free(part);
   return 0;
 }

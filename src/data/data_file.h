@@ -1,0 +1,46 @@
+/* data_file.h - the bytes of a data file, behind the few calls its readers
+ * make: open it (learning its size and whether it is gzip), read a byte
+ * range of a plain file, and stream it from its start (decompressed when it
+ * is gzip). A worker of files mode reads its shard's byte ranges through
+ * data_file_pread; a coordinator checking a file, and a worker reading a
+ * gzip file, stream it through data_file_read.
+ *
+ * These four calls are where another source slots in: an hdfs:// path is a
+ * WebHDFS OPEN with offset and length for data_file_pread, one OPEN read as
+ * it arrives for data_file_read, and GETFILESTATUS for the size.
+ */
+#ifndef DROVER_DATA_FILE_H
+#define DROVER_DATA_FILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct data_file {
+  const char *path; /* borrowed: named in every message */
+  int fd;
+  int64_t size;     /* bytes of the file as stored (gzip: compressed); -1 when
+                       it is not a regular file (a pipe) */
+  bool gzip;        /* begins with gzip's magic bytes */
+  void *gz;         /* gzFile of the stream, made by the first data_file_read */
+  int64_t pos;      /* bytes data_file_read handed out (decompressed) */
+} data_file;
+
+/* Opens path for reading. "cannot open 'PATH': REASON" on failure (f is
+ * then closed: data_file_close is harmless). */
+int data_file_open(data_file *f, const char *path);
+
+/* Exactly n bytes at byte `at` of a plain file (not gzip). A read past
+ * the end is DRV_EIO naming the file and the byte ("changed while it was
+ * read?"): callers check the size first. */
+int data_file_pread(data_file *f, void *buf, size_t n, int64_t at);
+
+/* The next bytes of the file from its start, decompressed when it is gzip
+ * (members one after another): *got == n but at the end. A corrupt or cut
+ * gzip file is DRV_EPARSE naming the byte of the compressed file. Do not
+ * mix with data_file_pread's offsets: this is a stream. */
+int data_file_read(data_file *f, void *buf, size_t n, size_t *got);
+
+void data_file_close(data_file *f);
+
+#endif
