@@ -27,6 +27,7 @@
 #ifndef DROVER_MANIFEST_H
 #define DROVER_MANIFEST_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define MANIFEST_NAME "manifest.json"
@@ -79,6 +80,23 @@ void manifest_free(manifest *m);
  * one SHA-256 of the whole is enough (up to 32 MiB), else at least 32 MiB
  * and large enough for at most MANIFEST_MAX_CHUNKS chunks. */
 uint64_t manifest_chunk_size(uint64_t size);
+/* A digest (above) computed as the bytes of a file of a known size come
+ * in, in order and in pieces of any length: what a receiver of a file
+ * over the wire checks against its sender's (coord_ckpt_xfer.c). */
+typedef struct manifest_digest {
+  uint64_t size, chunk, at; /* the file's size, manifest_chunk_size, bytes so far */
+  void *h;                  /* the running sha256_ctx's EVP context, or NULL */
+  uint64_t nchunks;         /* finished */
+  char hexes[64 * MANIFEST_MAX_CHUNKS + 1];
+} manifest_digest;
+/* 0, or DRV_ENOMEM. manifest_digest_end or _drop frees it. */
+int manifest_digest_begin(manifest_digest *d, uint64_t size);
+/* Bytes past `size` are refused (DRV_ERANGE, nothing hashed). */
+int manifest_digest_update(manifest_digest *d, const void *buf, size_t len);
+/* The digest into out (MANIFEST_DIGEST_MAX bytes); DRV_ERANGE when fewer
+ * than `size` bytes came. Frees d's hash either way. */
+int manifest_digest_end(manifest_digest *d, char *out);
+void manifest_digest_drop(manifest_digest *d);
 /* The meta value of `key`, or NULL (borrowed from m). */
 const char *manifest_meta(const manifest *m, const char *key);
 

@@ -81,6 +81,7 @@
 #define RUNDIR_TB_TRAIN RUNDIR_TB "/train"
 #define RUNDIR_TENSORBOARD "tensorboard" /* "URL PID" while TensorBoard serves */
 #define RUNDIR_TB_LOG RUNDIR_LOGS "/tensorboard.log"
+#define RUNDIR_CKPT_TOKEN "ckpt-token" /* a node that reads it sees the run directory */
 #define RUNDIR_CHECKPOINTS "checkpoints"
 #define RUNDIR_SLURM_JOB "slurm-job.sh"
 #define RUNDIR_SLURM_HEARTBEAT "slurm-heartbeat"

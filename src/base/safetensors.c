@@ -364,6 +364,65 @@ static int write_file(const char *path, const safetensors_entry *t, size_t n,
   return rc;
 }
 
+static int encode_into(const char *name, const safetensors_entry *const *order, size_t n,
+                       const char *header, size_t hlen, uint8_t **buf, size_t *len) {
+  size_t total = 8 + hlen;
+  for (size_t i = 0; i < n; i++) {
+    size_t b = entry_count(order[i]) * sizeof(float); /* bounded by entry_bytes */
+    if (b > SIZE_MAX - total) return err_set(DRV_ERANGE, "cannot encode '%s': too large", name);
+    total += b;
+  }
+  uint8_t *p = *buf = malloc(total);
+  if (!p) return err_set(DRV_ENOMEM, "cannot encode '%s': out of memory for %zu bytes", name, total);
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+  memcpy(p + 8, header, hlen);
+  size_t at = 8 + hlen;
+  for (size_t i = 0; i < n; i++) {
+    size_t count = entry_count(order[i]);
+    memcpy(p + at, order[i]->data, count * sizeof(float));
+    if (!host_is_le()) {
+      uint32_t *w = (uint32_t *)(void *)(p + at);
+      for (size_t k = 0; k < count; k++) w[k] = bswap32(w[k]);
+    }
+    at += count * sizeof(float);
+  }
+  *len = total;
+  return 0;
+}
+
+int safetensors_encode(const char *name, const safetensors_entry *t, size_t n,
+                       const char *const *meta, uint8_t **buf, size_t *len, char *digest) {
+  *buf = NULL, *len = 0, digest[0] = '\0';
+  const safetensors_entry **order = malloc((n ? n : 1) * sizeof *order);
+  if (!order) return err_set(DRV_ENOMEM, "cannot encode '%s': out of memory", name);
+  int rc = 0;
+  uint64_t bytes;
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    order[i] = &t[i];
+    rc = entry_bytes(name, &t[i], &bytes);
+  }
+  if (rc == 0) qsort(order, n, sizeof *order, cmp_entry_name);
+  for (size_t i = 1; i < n && rc == 0; i++)
+    if (strcmp(order[i - 1]->name, order[i]->name) == 0)
+      rc = err_set(DRV_EINVAL, "cannot encode '%s': two tensors are named '%s'", name,
+                   order[i]->name);
+  size_t hlen = 0;
+  char *header = rc == 0 ? header_text(name, order, n, meta, &hlen) : NULL;
+  if (rc == 0 && !header) rc = DRV_EINVAL;
+  if (rc == 0) rc = encode_into(name, order, n, header, hlen, buf, len);
+  free(header);
+  free(order);
+  manifest_digest d;
+  if (rc == 0 && (rc = manifest_digest_begin(&d, *len)) == 0 &&
+      (rc = manifest_digest_update(&d, *buf, *len)) == 0)
+    rc = manifest_digest_end(&d, digest);
+  if (rc < 0) {
+    free(*buf);
+    *buf = NULL, *len = 0;
+  }
+  return rc;
+}
+
 /* ============================== reading ================================== */
 
 /* Element types the reader converts to float. */
@@ -380,6 +439,7 @@ typedef struct reader {
   uint64_t size;      /* of the file */
   uint64_t hlen;      /* N */
   uint64_t data_len;  /* size - 8 - N */
+  const uint8_t *mem; /* the file's bytes (safetensors_read_mem), or NULL: fd */
 } reader;
 
 /* One tensor while reading: where its bytes are and how to convert them. */
@@ -401,6 +461,11 @@ static int bad(const reader *r, const char *fmt, ...) {
 
 /* pread of exactly len bytes at off; a short read is a truncated file. */
 static int read_at(const reader *r, void *buf, size_t len, uint64_t off) {
+  if (r->mem) {
+    if (off > r->size || len > r->size - off) return bad(r, "the bytes end early");
+    memcpy(buf, r->mem + off, len);
+    return 0;
+  }
   char *p = buf;
   while (len) {
     ssize_t k = pread(r->fd, p, len, (off_t)off);
@@ -661,7 +726,7 @@ int safetensors_read(const char *path, safetensors_file *out) {
   out->meta = calloc(1, sizeof *out->meta);
   if (!out->meta) return err_set(DRV_ENOMEM, "out of memory");
   if (!path) return err_set(DRV_EINVAL, "safetensors_read: NULL path");
-  reader r = {path, open(path, O_RDONLY | O_CLOEXEC), 0, 0, 0};
+  reader r = {path, open(path, O_RDONLY | O_CLOEXEC), 0, 0, 0, NULL};
   if (r.fd < 0) return err_set(DRV_EIO, "cannot read '%s': %s", path, strerror(errno));
   struct stat st;
   int rc = fstat(r.fd, &st) < 0 ? err_set(DRV_EIO, "cannot read '%s': %s", path,
@@ -673,6 +738,16 @@ int safetensors_read(const char *path, safetensors_file *out) {
   if (rc == 0) rc = read_all(&r, out);
   close(r.fd);
   return rc;
+}
+
+int safetensors_read_mem(const char *name, const void *buf, size_t len, safetensors_file *out) {
+  if (!out) return err_set(DRV_EINVAL, "safetensors_read_mem: NULL argument");
+  memset(out, 0, sizeof *out);
+  out->meta = calloc(1, sizeof *out->meta);
+  if (!out->meta) return err_set(DRV_ENOMEM, "out of memory");
+  if (!buf && len) return err_set(DRV_EINVAL, "safetensors_read_mem: NULL bytes");
+  reader r = {name ? name : "(memory)", -1, (uint64_t)len, 0, 0, buf ? buf : (const void *)""};
+  return read_all(&r, out);
 }
 
 void safetensors_free(safetensors_file *f) {

@@ -62,6 +62,13 @@ int safetensors_write_hashed(const char *path, const safetensors_entry *t, size_
                              const char *const *meta, char *digest, uint64_t *size,
                              safetensors_times *times);
 
+/* The bytes safetensors_write would write, into *buf (malloc'ed, *len
+ * bytes; the caller frees it), and their digest (as _write_hashed's):
+ * for a file that travels instead of being written where it is made.
+ * `name` names it in messages. */
+int safetensors_encode(const char *name, const safetensors_entry *t, size_t n,
+                       const char *const *meta, uint8_t **buf, size_t *len, char *digest);
+
 /* One tensor read back; owned by its safetensors_file. */
 typedef struct safetensors_tensor {
   char *name;
@@ -86,6 +93,9 @@ typedef struct safetensors_file {
  * offsets, tensors that overlap or leave a gap, bytes after the last one,
  * and a metadata value that is not a string. */
 int safetensors_read(const char *path, safetensors_file *out);
+/* The same from len bytes in memory (a file received whole); `name`
+ * names them in messages. buf is borrowed for the call. */
+int safetensors_read_mem(const char *name, const void *buf, size_t len, safetensors_file *out);
 void safetensors_free(safetensors_file *f);
 
 /* The metadata value of `key`, or NULL. Borrowed from f. */

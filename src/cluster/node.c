@@ -29,6 +29,7 @@
 #include "proto/auth.h"
 #include "net/conn.h"
 #include "base/err.h"
+#include "base/rundir.h"
 #include "run/events.h"
 #include "proto/keyring.h"
 #include "base/log.h"
@@ -239,8 +240,27 @@ static const char *advertised_host(node *n) {
   return b;
 }
 
+/* What <run_dir>/ckpt-token holds ("" when it cannot be read): the
+ * coordinator compares it with what it wrote there, to learn whether this
+ * host sees the run directory (coord_ckpt_route.c). */
+static void read_rundir_token(const node_opts *o, char *out, size_t n) {
+  char path[4200];
+  out[0] = '\0';
+  if (!o->run_dir || snprintf(path, sizeof path, "%s/" RUNDIR_CKPT_TOKEN, o->run_dir) >=
+                         (int)sizeof path)
+    return;
+  FILE *f = fopen(path, "re");
+  if (!f) return;
+  size_t k = fread(out, 1, n - 1, f);
+  fclose(f);
+  out[k] = '\0';
+  out[strcspn(out, "\n")] = '\0';
+}
+
 static void send_register(node *n) {
   const node_opts *o = n->o;
+  char token[80];
+  read_rundir_token(o, token, sizeof token);
   node_info ni;
   nodeinfo_probe(&ni);
   wire_msg_register m = {.role = (uint8_t)o->role,
@@ -249,6 +269,7 @@ static void send_register(node *n) {
                          .host = WIRE_STR(advertised_host(n)),
                          .port = (uint16_t)n->data_port};
   nodeinfo_to_msg(&ni, &m);
+  m.rundir_token = WIRE_STR(token);
   wire_wr w;
   wire_wr_init(&w);
   wire_put_register(&w, &m);

@@ -165,7 +165,10 @@ typedef enum wire_peer {
   XX(75, PREDICT_REPLY, predict_reply, false, 0, 0)                                          \
   XX(76, REPL_SHARD, repl_shard, false, WIRE_REPL_SHARD_MAX, WIRE_FROM(PS_PRIMARY))          \
   XX(77, REPL_PIECE, repl_piece, false, 0, WIRE_FROM(PS_PRIMARY))                            \
-  XX(78, REPL_SYNC_END, repl_sync_end, false, 0, WIRE_FROM(PS_PRIMARY))
+  XX(78, REPL_SYNC_END, repl_sync_end, false, 0, WIRE_FROM(PS_PRIMARY))                      \
+  XX(79, CKPT_FILE, ckpt_file, false, 0, WIRE_FROM(PS_COORD))                                \
+  XX(80, CKPT_PIECE, ckpt_piece, false, 0, WIRE_FROM(PS_COORD))                              \
+  XX(81, CKPT_FILE_END, ckpt_file_end, false, 0, WIRE_FROM(PS_COORD))
 
 typedef enum wire_type {
 #define XX(num, NAME, name, pre_auth, max, from) WIRE_##NAME = num,
@@ -182,6 +185,13 @@ enum {
   WIRE_PIECE_ACC = 1,
   WIRE_PIECE_SLOT0 = 2,
   WIRE_PIECE_LAST = 3 /* WIRE_PIECE_SLOT0 + OPTIM_MAX_SLOTS - 1 (ps_repl.c checks) */
+};
+/* CHECKPOINT `to` and RESTORE `from`: where a ps's checkpoint file is
+ * (coord_ckpt_route.c decides it per ps). */
+enum {
+  WIRE_CKPT_PATH = 0,  /* the ps writes or reads `path` itself */
+  WIRE_CKPT_COORD = 1, /* its bytes travel over the connection (CKPT_FILE) */
+  WIRE_CKPT_LAST = WIRE_CKPT_COORD
 };
 /* COMMAND kind; WIRE_COMMAND_LAST is the highest one known. */
 enum {

@@ -65,7 +65,9 @@
 
 /* Control, node <-> coordinator.
  *  REGISTER    N -> C: port is the ps data port (0 otherwise); hostname to
- *              slurm_node are what the node got (nodeinfo.h)
+ *              slurm_node are what the node got (nodeinfo.h); rundir_token
+ *              what it read in <run>/ckpt-token ("" none): whether the
+ *              run directory is visible where it runs (coord_ckpt_route.c)
  *  REGISTERED  C -> N (reply): message is the refusal reason when !ok
  *  SPEC        C -> N: the ps nodes (where workers dial them), sent once
  *              all registered; with ps replicas only each group's primary
@@ -83,7 +85,7 @@
 #define WIRE_MSG_register(X)                                                          \
   X(ROLE, role) X(U32, index) X(U32, pid) X(STR, host) X(U16, port) X(STR, hostname) \
   X(U32, threads) X(U32, cpus) X(U64, memory) X(STR, gpus) X(STR, slurm_job)          \
-  X(STR, slurm_step) X(STR, slurm_node)
+  X(STR, slurm_step) X(STR, slurm_node) X(STR, rundir_token)
 #define WIRE_MSG_registered(X) X(FLAG, ok, "REGISTERED ok") X(STR, message)
 #define WIRE_MSG_spec(X) \
   X(ITEMS, nodes, spec_node, "SPEC node") X(FLAG, ps_replicated, "SPEC ps_replicated")
@@ -228,13 +230,29 @@
  *                 slots and update counts from `path` (a CHECKPOINT's
  *                 file, tensors named by `names`); the version becomes
  *                 `version` (sync); held PULLs from before are answered
- *  RESTORE_OK     P -> C (req echoed): status 0 or a DRV_E* code */
+ *  RESTORE_OK     P -> C (req echoed): status 0 or a DRV_E* code
+ * CHECKPOINT `to` and RESTORE `from` (WIRE_CKPT_*): PATH, the ps writes or
+ * reads `path` itself; COORD (the run directory is not visible where the
+ * ps runs), the file's bytes travel over this connection instead, P -> C
+ * before CHECKPOINT_OK, C -> P before RESTORE (ps_ckpt_xfer.c,
+ * coord_ckpt_xfer.c):
+ *  CKPT_FILE      the file `path` follows: `size` bytes, digest `sha256`
+ *                 (manifest.h's form: what CHECKPOINT_OK reports)
+ *  CKPT_PIECE     its bytes from `offset`, in order, at most
+ *                 DROVER_CKPT_PIECE (4 MiB by default) each
+ *  CKPT_FILE_END  all of it came: `size` bytes in `pieces` pieces; the
+ *                 receiver checks size and digest before it takes it */
 #define WIRE_MSG_checkpoint(X) \
-  X(U64, at_version) X(STR, path) X(ITEMS, names, var_name, "CHECKPOINT variable")
+  X(U64, at_version) X(STR, path) X(ITEMS, names, var_name, "CHECKPOINT variable") \
+  X(ENUM, to, WIRE_CKPT_LAST, "CHECKPOINT to")
 #define WIRE_MSG_checkpoint_ok(X) \
   X(I32, status) X(U64, version) X(U64, bytes) X(STR, message) X(STR, sha256)
 #define WIRE_MSG_restore(X) \
-  X(U64, version) X(STR, path) X(ITEMS, names, var_name, "RESTORE variable")
+  X(U64, version) X(STR, path) X(ITEMS, names, var_name, "RESTORE variable") \
+  X(ENUM, from, WIRE_CKPT_LAST, "RESTORE from")
+#define WIRE_MSG_ckpt_file(X) X(U64, size) X(STR, sha256) X(STR, path)
+#define WIRE_MSG_ckpt_piece(X) X(U64, offset) X(BYTES, data)
+#define WIRE_MSG_ckpt_file_end(X) X(U64, size) X(U32, pieces)
 #define WIRE_MSG_restore_ok(X) X(I32, status) X(STR, message)
 
 /* ps replicas (docs/ARCHITECTURE.md, "ps replicas").

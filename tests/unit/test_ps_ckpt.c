@@ -31,7 +31,8 @@ static void send_checkpoint(peer *pe, uint64_t at, const char *path, uint32_t re
   one_name n = {"0.weight"};
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_checkpoint(&w, &(wire_msg_checkpoint){at, WIRE_STR(path), {1, .put = put_one, .ud = &n}});
+  wire_put_checkpoint(&w, &(wire_msg_checkpoint){at, WIRE_STR(path), {1, .put = put_one, .ud = &n},
+                                                 WIRE_CKPT_PATH});
   nf_send_wr(pe, &w, WIRE_CHECKPOINT, req);
 }
 
@@ -113,7 +114,8 @@ TEST(ps_checkpoint_writes_holds_fails_and_restores) {
   one_name n = {"0.weight"};
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_restore(&w, &(wire_msg_restore){2, WIRE_STR(path), {1, .put = put_one, .ud = &n}});
+  wire_put_restore(&w, &(wire_msg_restore){2, WIRE_STR(path), {1, .put = put_one, .ud = &n},
+                                           WIRE_CKPT_PATH});
   nf_send_wr(coord, &w, WIRE_RESTORE, 8);
   fk_frame *fr = NF_EXPECT(f, coord, WIRE_RESTORE_OK);
   wire_msg_restore_ok ro;

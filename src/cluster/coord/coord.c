@@ -151,6 +151,8 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   n->pid = pid;
   snprintf(n->host, sizeof n->host, "%s", host);
   n->port = port;
+  bool saw = n->sees_rundir;
+  coord__route_register(c, i, m.rundir_token);
   coord__node_set_state(c, i, NODE_READY, " pid %d host %s%s%.0d", (int)pid, host,
                         port ? " port " : "", port);
   coord__node_info(c, i, &got);
@@ -160,6 +162,8 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   n->joined = true;
   send_registered(cn, true, "");
   log_info("%s registered from %s (pid %d)", name, conn_peer(cn), (int)pid);
+  if (again && role == ROLE_PS && saw != n->sees_rundir && c->fit)
+    coord__route_say(c, c->ngroups); /* back on a host that sees it differently */
   if (again && c->spec_sent) {
     send_spec(c, i);
     int k = coord__ps_group(c, i);
@@ -468,7 +472,7 @@ static int start_run(coord *c) {
   log_setup(c->log, "coordinator", LOG_INFO);
   coord__raise_fd_limit(c);
   util_fd_reserve(); /* for recovery under a flood of connections (util.h) */
-  if ((rc = coord__keys_create(c)) < 0) return rc;
+  if ((rc = coord__keys_create(c)) < 0 || (rc = coord__route_init(c)) < 0) return rc;
   conn_opts co = {.secret = &c->secret, .derive_node_keys = true, .control = &c->control,
                   .view = &c->view, .cbs = &ctl_cbs, .ud = c, .server_kind = 0};
   if ((rc = coord__listen(c, &co)) < 0 || (rc = start_tick(c)) < 0) return rc;

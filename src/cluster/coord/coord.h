@@ -55,6 +55,7 @@ typedef struct coord_node {
   pid_t pid;
   char host[64];
   int port;               /* ps data port */
+  bool sees_rundir;       /* it read the run's ckpt-token at REGISTER */
   node_info got;          /* what it reported of where it runs (threads,
                              memory, host, Slurm job...) */
   uint64_t rss, cpu_ms;   /* from its last heartbeat */

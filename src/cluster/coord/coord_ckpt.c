@@ -78,6 +78,7 @@ static void ckpt_dir(coord_fit_state *f, char *buf, size_t n) {
 
 static void remove_uncommitted(coord_fit_state *f) {
   char path[4200];
+  for (int k = 0; k < f->nps; k++) coord__xfer_abort(f, k, NULL);
   for (int k = 0; k < f->nps; k++) {
     ps_file(f->ck.dir, k, path, sizeof path);
     unlink(path);
@@ -112,10 +113,12 @@ static int write_phase(coord_fit_state *f, uint64_t at_version) {
     char path[4200];
     ps_file(ck->dir, k, path, sizeof path);
     name_cursor nc = {f, k, 0};
+    uint8_t to = (uint8_t)coord__ckpt_route(f->c, k);
+    if (to == WIRE_CKPT_COORD && (rc = coord__xfer_expect(f, k, path)) < 0) return rc;
     wire_wr w;
     wire_wr_init(&w);
     wire_put_checkpoint(&w, &(wire_msg_checkpoint){at_version, WIRE_STR(path),
-                                                   {(uint32_t)n, .put = put_name, .ud = &nc}});
+                                                   {(uint32_t)n, .put = put_name, .ud = &nc}, to});
     if ((rc = conn_send_wr(f->ps[k], &w, WIRE_CHECKPOINT, 0)) < 0) return rc;
     ck->waiting++;
   }
@@ -278,13 +281,21 @@ void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const u
   char msg[900] = "";
   if (ck->state != CK_WRITING || wire_get_checkpoint_ok(pl, h->len, &m) < 0) return;
   wire_str_copy(m.message, msg, sizeof msg);
+  char digest[MANIFEST_DIGEST_MAX] = "", why[600];
+  uint64_t size = 0;
+  int via = coord__xfer_result(f, ps, m.status, digest, &size, why, sizeof why);
   if (m.status == DRV_ERANGE) ck->passed++;
   else if (m.status != 0 && ck->failed++ == 0) snprintf(ck->why, sizeof ck->why, "ps:%d: %s", ps, msg);
+  else if (m.status == 0 && via < 0 && ck->failed++ == 0) snprintf(ck->why, sizeof ck->why, "%s", why);
   ck->bytes += m.bytes;
   ck->version = m.version;
   if (ck->sha && ps >= 0 && ps < f->nps) {
     wire_str_copy(m.sha256, ck->sha[ps], sizeof ck->sha[ps]);
     ck->size[ps] = m.bytes;
+    if (via == 0 && m.status == 0) { /* as it came and was checked here */
+      snprintf(ck->sha[ps], sizeof ck->sha[ps], "%s", digest);
+      ck->size[ps] = size;
+    }
   }
   if (--ck->waiting == 0 && ck->pos_waiting == 0) coord__ckpt_finish(f);
 }
@@ -368,6 +379,7 @@ int coord__ckpt_fit_begin(coord_fit_state *f) {
   ck->last_step = -1;
   ck->last_time = progress_now();
   ck->requested = ck->restoring = false;
+  if (f->has_ckpt || f->c->resume) coord__route_say(f->c, f->nps);
   f->plateau = (optim_plateau){0}; /* before a resume, which may set it */
   f->stopper = (train_stopper){0};
   f->fit_no++;
@@ -378,6 +390,7 @@ int coord__ckpt_fit_begin(coord_fit_state *f) {
 
 void coord__ckpt_fit_end(coord_fit_state *f) {
   coord_ck *ck = &f->ck;
+  coord__xfer_free(f);
   free(ck->sha), free(ck->size);
   ck->sha = NULL, ck->size = NULL;
   for (int i = 0; ck->initial && i < f->nvars; i++) free(ck->initial[i]);
@@ -486,11 +499,14 @@ static int send_restore(coord_fit_state *f, const char *dir, uint64_t version) {
     char path[4200] = "";
     if (dir) ps_file(dir, k, path, sizeof path);
     name_cursor nc = {f, k, 0};
+    uint8_t from = dir ? (uint8_t)coord__ckpt_route(f->c, k) : WIRE_CKPT_PATH;
+    int rc = from == WIRE_CKPT_COORD ? coord__xfer_send(f, k, dir, path) : 0;
+    if (rc < 0) return rc;
     wire_wr w;
     wire_wr_init(&w);
     wire_put_restore(&w, &(wire_msg_restore){version, WIRE_STR(path),
-                                             {(uint32_t)n, .put = put_name, .ud = &nc}});
-    int rc = coord__ps_request(f, k, &w, WIRE_RESTORE, RESTORE_REQ);
+                                             {(uint32_t)n, .put = put_name, .ud = &nc}, from});
+    rc = coord__ps_request(f, k, &w, WIRE_RESTORE, RESTORE_REQ);
     if (rc < 0) return rc;
   }
   return coord__wait_replies(f, "RESTORE_OK");

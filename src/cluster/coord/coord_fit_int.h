@@ -190,6 +190,7 @@ struct coord_fit_state {
   bool has_ckpt;         /* the fit's checkpoint = {...} */
   fitrun_ckpt ckpol;
   coord_ck ck;
+  struct coord_xfer *xfer; /* per ps: its checkpoint file in transit (coord_ckpt_xfer.c) */
   int64_t fit_no;        /* fits so far on this cluster */
   bool skipped;          /* `--resume`: this fit had ended before the checkpoint */
   /* Checkpoint directories are numbered across the cluster's fits
@@ -343,6 +344,25 @@ bool coord__ckpt_idle(coord *c, void *arg);
 int coord__ckpt_wait(coord_fit_state *f);
 /* CHECKPOINT_OK, RESTORE_OK or a probe's PULL_REPLY from ps `ps`. */
 void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const uint8_t *pl);
+
+/* coord_ckpt_xfer.c: checkpoint files through the coordinator */
+typedef struct coord_xfer coord_xfer;
+/* ps k will send its file `path` before its CHECKPOINT_OK. */
+int coord__xfer_expect(coord_fit_state *f, int k, const char *path);
+/* CKPT_FILE, CKPT_PIECE or CKPT_FILE_END from ps k's data connection. */
+void coord__xfer_frame(coord_fit_state *f, int k, const wire_header *h, const uint8_t *pl);
+/* At ps k's CHECKPOINT_OK (its status): 1, its file was not to come here;
+ * 0, it came whole and is in place (its digest and size into digest and
+ * size when status is 0); -1, it did not (why). The transfer is over. */
+int coord__xfer_result(coord_fit_state *f, int k, int status, char *digest, uint64_t *size,
+                       char *why, size_t n);
+/* The transfer ends (why NULL: forgotten; else failed for that reason),
+ * its temporary removed. */
+void coord__xfer_abort(coord_fit_state *f, int k, const char *why);
+void coord__xfer_free(coord_fit_state *f);
+/* Queues the file `path` of checkpoint dir (checked against its manifest)
+ * to ps k, before the RESTORE that names it. */
+int coord__xfer_send(coord_fit_state *f, int k, const char *dir, const char *path);
 /* A fit begins: keeps the initial values (a ps lost before the first
  * checkpoint restarts from them). */
 int coord__ckpt_fit_begin(coord_fit_state *f);

@@ -199,6 +199,7 @@ struct coord {
   coord_stop_fn stop_fn; /* who ends the run then (NULL: SIGINT), and its argument */
   void *stop_ud;
   bool *freed; /* coord_free's, set once the struct is gone */
+  char rundir_token[33]; /* in <run>/ckpt-token (coord_ckpt_route.c) */
 };
 
 const char *coord__node_name(const coord_node *n, char *buf, size_t len);
@@ -314,6 +315,15 @@ int coord__sched_frame(coord *c, int node, const wire_header *h, const uint8_t *
 /* Node was lost: the tasks it held go back to the front of the queue. */
 void coord__sched_node_lost(coord *c, int node);
 void coord__sched_free(coord *c);
+
+/* coord_ckpt_route.c: where each ps's checkpoint file goes */
+int coord__route_init(coord *c); /* writes <run>/ckpt-token */
+/* REGISTER's token: whether that node sees the run directory. */
+void coord__route_register(coord *c, int node, wire_str token);
+/* WIRE_CKPT_PATH or WIRE_CKPT_COORD for ps group `group` as it is now. */
+int coord__ckpt_route(const coord *c, int group);
+/* The decision for groups 0..ngroups-1, in events.log and the log. */
+void coord__route_say(coord *c, int ngroups);
 
 /* coord_repl.c: ps replicas. */
 int coord__repl_init(coord *c); /* after the nodes exist */

@@ -66,6 +66,11 @@ static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   case WIRE_RESTORE_OK:
     coord__ckpt_frame(f, l->ps, h, pl);
     return;
+  case WIRE_CKPT_FILE:
+  case WIRE_CKPT_PIECE:
+  case WIRE_CKPT_FILE_END:
+    coord__xfer_frame(f, l->ps, h, pl);
+    return;
   case WIRE_PULL_REPLY: {
     uint64_t version = 0;
     if (h->req == CK_PROBE_REQ) {
@@ -123,6 +128,7 @@ static void ps_ready(conn *cn) {
 
 void coord__ps_link_gone(coord_fit_state *f, int k) {
   f->ps[k] = NULL;
+  coord__xfer_abort(f, k, "its connection closed during the transfer");
   if (f->pend_ps[k] > 0) { /* the replies it owed will never come */
     f->pend_ps[k] = 0;
     f->lost_replies++;

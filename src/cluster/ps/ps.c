@@ -423,6 +423,9 @@ int ps__apply(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl, u
   case WIRE_PUSH: return ps__on_push(ps, c, h, pl, client, seq);
   case WIRE_RESTORE: return ps__on_restore(ps, c, h, pl);
   case WIRE_SYNC_STOP: return ps__on_sync_stop(ps, h, pl);
+  case WIRE_CKPT_FILE:
+  case WIRE_CKPT_PIECE:
+  case WIRE_CKPT_FILE_END: return ps__xfer_frame(ps, h, pl);
   default: return err_set(DRV_EPARSE, "a ps does not apply %s", wire_type_name(h->type));
   }
 }
@@ -514,6 +517,9 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   case WIRE_RESTORE:
   case WIRE_SYNC_STOP:
   case WIRE_LR_SCALE:
+  case WIRE_CKPT_FILE: /* a RESTORE's file: the replica gets it too */
+  case WIRE_CKPT_PIECE:
+  case WIRE_CKPT_FILE_END:
     if (replica) goto not_primary;
     if (h->type == WIRE_PUSH) { /* its PUSH_ID, if one came before it */
       pe->pushed = true; /* a RESTORE closes it (ps_ckpt.c) */
@@ -557,6 +563,7 @@ static void data_close(conn *c, int err, const char *why) {
   if (err && !pe->ps->stopping) log_warn("data connection %s closed: %s", conn_peer(c), why);
   peers_remove(&pe->ps->peers, pe);
   drop_held(pe->ps, pe);
+  ps__xfer_peer_gone(pe->ps, c);
   ps__ckpt_peer_gone(pe->ps, pe);
   ps__repl_peer_gone(pe->ps, pe);
   free(pe);
@@ -607,6 +614,7 @@ void ps_free(ps_server *ps) {
   if (!ps) return;
   free_shards(ps);
   ps__ckpt_free_spare(ps);
+  ps__xfer_drop(ps);
   if (ps->server) conn_server_close(ps->server);
   free(ps->peers.items);
   free(ps->held);

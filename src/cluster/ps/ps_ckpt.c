@@ -1,7 +1,9 @@
 /* ps_ckpt.c - a ps's CHECKPOINT and RESTORE: a snapshot of its shards
  * taken on the loop between two updates and written by a thread as one
  * safetensors file, and a rollback of every shard to such a file (ps
- * failover). See ps_int.h for the state it shares with ps.c. */
+ * failover). Where the file goes (CHECKPOINT `to`): written at the path,
+ * or encoded in memory and sent to the coordinator (ps_ckpt_xfer.c). See
+ * ps_int.h for the state it shares with ps.c. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,9 @@ typedef struct ps_ckpt {
   peer *pe;         /* who asked; NULL once its connection closed */
   uint32_t req;
   uint64_t at_version, version;
+  uint8_t to;       /* WIRE_CKPT_PATH or _COORD */
+  uint8_t *file;    /* to the coordinator: the file's bytes, until sent */
+  size_t file_len;
   char path[4096];
   uint32_t nnames;
   uint32_t *vars;   /* var ids and their names, as the request gave them */
@@ -87,6 +92,7 @@ static void ckpt_free(ps_ckpt *k) {
   free(k->sizes);
   for (size_t i = 0; k->meta && k->meta[i]; i++) free(k->meta[i]);
   free(k->vars), free(k->names), free(k->e), free(k->tnames), free(k->data), free(k->meta);
+  free(k->file);
   free(k);
 }
 
@@ -183,10 +189,60 @@ static void ckpt_reply(ps_ckpt *k) {
 static void ckpt_write_cb(uv_work_t *wk) {
   ps_ckpt *k = wk->data;
   uint64_t t0 = uv_hrtime();
-  k->status = safetensors_write_hashed(k->path, k->e, k->n, (const char *const *)k->meta,
-                                       k->sha256, &k->bytes, &k->times);
+  if (k->to == WIRE_CKPT_COORD) {
+    k->status = safetensors_encode(k->path, k->e, k->n, (const char *const *)k->meta, &k->file,
+                                   &k->file_len, k->sha256);
+    k->bytes = k->file_len;
+  } else
+    k->status = safetensors_write_hashed(k->path, k->e, k->n, (const char *const *)k->meta,
+                                         k->sha256, &k->bytes, &k->times);
   k->write_ms = (double)(uv_hrtime() - t0) / 1e6;
   if (k->status < 0) snprintf(k->msg, sizeof k->msg, "%s", err_msg());
+}
+
+/* The last step of either way: CHECKPOINT_OK, and the next one may come. */
+static void ckpt_done(ps_ckpt *k) {
+  ckpt_reply(k);
+  if (k->ps->ck == k) k->ps->ck = NULL;
+  ckpt_free(k);
+}
+
+static void sent_cb(void *ud, int status, const char *why) {
+  ps_ckpt *k = ud;
+  k->file = NULL; /* freed by the transfer */
+  if (status < 0) {
+    k->status = status;
+    snprintf(k->msg, sizeof k->msg, "%s", why);
+    log_warn("checkpoint %s failed: %s", k->path, k->msg);
+  } else
+    log_info("checkpoint %s: version %llu, %llu bytes sent to the coordinator, training paused "
+             "%.2f ms for the copy, encoded in %.1f ms", k->path, (unsigned long long)k->version,
+             (unsigned long long)k->bytes, k->pause_ms, k->write_ms);
+  ckpt_done(k);
+}
+
+/* Fault injection for tests (test_ckpt_remote.sh): DROVER_FAULT=
+ * ckpt-bad-digest:ps:I announces a digest the bytes do not have. */
+static bool fault(const ps_server *ps, const char *what) {
+  const char *f = getenv("DROVER_FAULT");
+  char want[64];
+  snprintf(want, sizeof want, "%s:ps:%u", what, ps->index);
+  return f && strcmp(f, want) == 0;
+}
+
+/* To the coordinator: the bytes go now, the answer once they are queued. */
+static bool send_file(ps_ckpt *k) {
+  if (k->to != WIRE_CKPT_COORD || k->status < 0 || !k->pe || k->pe->doomed) return false;
+  char digest[MANIFEST_DIGEST_MAX];
+  snprintf(digest, sizeof digest, "%s", k->sha256);
+  if (fault(k->ps, "ckpt-bad-digest")) digest[0] = digest[0] == '0' ? '1' : '0';
+  uint8_t *buf = k->file;
+  k->file = NULL;
+  if (ps__xfer_send(k->ps, k->pe->c, k->path, buf, k->file_len, digest, sent_cb, k) == 0)
+    return true;
+  k->status = DRV_EIO;
+  snprintf(k->msg, sizeof k->msg, "%s", err_msg());
+  return false;
 }
 
 static void ckpt_after_cb(uv_work_t *wk, int status) {
@@ -195,14 +251,13 @@ static void ckpt_after_cb(uv_work_t *wk, int status) {
     k->status = DRV_EIO;
     snprintf(k->msg, sizeof k->msg, "%.900s: %s", k->path, uv_strerror(status));
   }
+  if (send_file(k)) return;
   if (k->status < 0) log_warn("checkpoint %s failed: %s", k->path, k->msg);
   else log_info("checkpoint %s: version %llu, %llu bytes, training paused %.2f ms for the copy, "
                 "written in %.1f ms (writes %.1f, fsync and rename %.1f, then the hash %.1f)",
                 k->path, (unsigned long long)k->version, (unsigned long long)k->bytes,
                 k->pause_ms, k->write_ms, k->times.write, k->times.commit, k->times.hash);
-  ckpt_reply(k);
-  if (k->ps->ck == k) k->ps->ck = NULL;
-  ckpt_free(k);
+  ckpt_done(k);
 }
 
 /* Takes the copy now and starts the write; a failure is answered at once. */
@@ -242,7 +297,7 @@ int ps__on_checkpoint(ps_server *ps, peer *pe, const wire_header *h, const uint8
   ps_ckpt *k = calloc(1, sizeof *k);
   if (!k) return err_set(DRV_ENOMEM, "out of memory");
   *k = (ps_ckpt){.ps = ps, .pe = pe, .req = h->req, .at_version = m.at_version,
-                 .nnames = m.names.n};
+                 .nnames = m.names.n, .to = m.to};
   if ((rc = wire_str_copy(m.path, k->path, sizeof k->path)) < 0 ||
       (rc = read_names(&m.names, &k->vars, &k->names)) < 0) {
     ckpt_free(k);
@@ -291,11 +346,23 @@ static int restore_shard(shard *s, const safetensors_file *f, const char *name) 
   return 0;
 }
 
-static int restore_all(ps_server *ps, const char *path, const uint32_t *vars, char *const *names,
-                       uint32_t n) {
+/* The checkpoint file: read at path, or the one that came for it. */
+static int read_file(ps_server *ps, const char *path, uint8_t from, safetensors_file *f) {
+  const uint8_t *buf;
+  size_t len;
+  if (from != WIRE_CKPT_COORD) return safetensors_read(path, f);
+  int rc = ps__xfer_take(ps, path, &buf, &len);
+  if (rc == 0) rc = safetensors_read_mem(path, buf, len, f);
+  else *f = (safetensors_file){0};
+  return rc;
+}
+
+static int restore_all(ps_server *ps, const char *path, uint8_t from, const uint32_t *vars,
+                       char *const *names, uint32_t n) {
   if (!path[0]) return 0; /* no checkpoint yet: the values VAR_INIT gave */
   safetensors_file f;
-  int rc = safetensors_read(path, &f);
+  int rc = read_file(ps, path, from, &f);
+  ps__xfer_drop(ps);
   for (int i = 0; i < ps->nshards && rc == 0; i++) {
     const char *name = name_of(ps->shards[i].var, vars, names, n);
     rc = name ? restore_shard(&ps->shards[i], &f, name)
@@ -314,7 +381,7 @@ int ps__on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *
   if (rc < 0) return rc;
   if ((rc = wire_str_copy(m.path, path, sizeof path)) == 0 &&
       (rc = read_names(&m.names, &vars, &names)) == 0)
-    rc = restore_all(ps, path, vars, names, m.names.n);
+    rc = restore_all(ps, path, m.from, vars, names, m.names.n);
   for (uint32_t i = 0; names && i < m.names.n; i++) free(names[i]);
   free(vars), free(names);
   if (rc < 0) {

@@ -107,6 +107,8 @@ struct ps_server {
   bool stopping;
   /* checkpoints and failover (ps_ckpt.c) */
   struct ps_ckpt *ck;  /* the CHECKPOINT in progress (one at a time), or NULL */
+  struct ps_xfer_out *tx; /* its file on its way to the coordinator (ps_ckpt_xfer.c) */
+  struct ps_xfer_in *rx;  /* a file coming from the coordinator for a RESTORE */
   bool restored;       /* a RESTORE rolled the version back: see must_hold */
   /* The last snapshot's buffers, kept for the next one (ps_ckpt.c): a
    * copy into memory already mapped is several times faster than into
@@ -214,6 +216,25 @@ void ps__ckpt_peer_gone(ps_server *ps, const peer *pe);
 int ps__on_checkpoint(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
 int ps__on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
 void ps__ckpt_free_spare(ps_server *ps); /* at ps_free */
+
+/* ps_ckpt_xfer.c: checkpoint files over the coordinator's connection */
+typedef struct ps_xfer_out ps_xfer_out;
+typedef struct ps_xfer_in ps_xfer_in;
+/* Called once from the loop: the file was queued whole (status 0) or
+ * could not be (the connection went). */
+typedef void (*ps_xfer_fin)(void *ud, int status, const char *why);
+/* Sends `len` bytes of buf (taken over, freed here) as the file `path`
+ * with that digest: CKPT_FILE, pieces, CKPT_FILE_END on c. A negative
+ * return: nothing was sent and fin is not called. */
+int ps__xfer_send(ps_server *ps, conn *c, const char *path, uint8_t *buf, size_t len,
+                  const char *digest, ps_xfer_fin fin, void *ud);
+void ps__xfer_peer_gone(ps_server *ps, const conn *c); /* the sending stops */
+/* CKPT_FILE, CKPT_PIECE or CKPT_FILE_END from the coordinator (or the
+ * primary's REPL of one); an error drops the file being received. */
+int ps__xfer_frame(ps_server *ps, const wire_header *h, const uint8_t *pl);
+/* The file `path` received whole (borrowed until ps__xfer_drop). */
+int ps__xfer_take(ps_server *ps, const char *path, const uint8_t **buf, size_t *len);
+void ps__xfer_drop(ps_server *ps);
 
 /* ps_accept.c: the frames a data connection may send, by its identity
  * (static tables; valid for the process's life). */

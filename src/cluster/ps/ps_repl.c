@@ -186,7 +186,8 @@ int ps__repl_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t 
   int rc = wire_get_repl(pl, h->len, &m);
   if (rc < 0) return rc;
   if (m.type != WIRE_VAR_INIT && m.type != WIRE_PUSH && m.type != WIRE_RESTORE &&
-      m.type != WIRE_SYNC_STOP && m.type != WIRE_LR_SCALE)
+      m.type != WIRE_SYNC_STOP && m.type != WIRE_LR_SCALE && m.type != WIRE_CKPT_FILE &&
+      m.type != WIRE_CKPT_PIECE && m.type != WIRE_CKPT_FILE_END)
     return err_set(DRV_EPARSE, "REPL of %s", wire_type_name(m.type));
   if ((rc = wire_validate_payload(m.type, m.frame.p, m.frame.len)) < 0) return rc;
   wire_header ih = {.type = m.type, .len = m.frame.len};
