@@ -83,6 +83,7 @@
 #include "proto/wire.h"
 
 #define MAX_HOSTS 4096
+#define TAIL_LINES "40" /* of a node's raw output, after an abnormal end */
 #define MAX_SLOTS 4096
 
 /* Double quotes only: the whole script travels inside single quotes.
@@ -101,11 +102,14 @@ static const char WRAPPER[] =
     "{ rm -rf \"$d\"; echo \"drover: the key file on stdin is cut short\" >&2; exit 125; }; "
     "printf \"%s\\n\" \"$s\" >> \"$d/key\"; n=$((n - 1)); done; s=; "
     "exec 3<&0; "
-    "DROVER_SECRET_FILE=\"$d/key\" \"$@\" </dev/null & p=$!; "
+    "DROVER_SECRET_FILE=\"$d/key\" \"$@\" </dev/null >\"$d/out\" 2>&1 & p=$!; "
     "( while IFS= read -r g; do kill -s \"$g\" $p 2>/dev/null; done; "
     "kill -s TERM $p 2>/dev/null; sleep 5; kill -s KILL $p 2>/dev/null ) <&3 >/dev/null 2>&1 & "
     "w=$!; exec 3<&-; "
-    "wait $p; st=$?; kill $w 2>/dev/null; rm -rf \"$d\"; exit $st";
+    "wait $p; st=$?; kill $w 2>/dev/null; "
+    "case $st in 0|143) ;; *) echo \"drover: the node ended with status $st; the last lines of "
+    "its own output on $(hostname):\" >&2; tail -n " TAIL_LINES " \"$d/out\" >&2;; esac; "
+    "rm -rf \"$d\"; exit $st";
 
 typedef struct ssh_launcher ssh_launcher;
 
@@ -223,6 +227,7 @@ static int remote_command(const launch_site *site, const launch_task *t, char *o
   args[n++] = "--run-dir", args[n++] = t->run_dir, args[n++] = "--bind", args[n++] = t->bind_host;
   if (t->cpus > 0) args[n++] = "--cpus", args[n++] = cpus;
   args[n++] = "--heartbeat-ms", args[n++] = hb, args[n++] = "--timeout-ms", args[n++] = to;
+  args[n++] = "--log-forward";
   size_t len = 0;
   out[0] = '\0';
   for (int i = 0; i < n; i++)
@@ -352,6 +357,9 @@ static int ssh_start(launcher *base, const launch_task *t, void *task_ud, pid_t 
   if ((rc = remote_command(&l->hosts[h], t, cmd, sizeof cmd)) < 0 ||
       (rc = read_keyfile(t->secret_file, &keys, &klen)) < 0)
     return rc;
+  /* Read once, as a node does its own (node.c): the keys travel on ssh's
+   * stdin, and the coordinator writes the file again for a restart. */
+  unlink(t->secret_file);
   ssh_task *task = calloc(1, sizeof *task);
   if (!task) {
     forget(keys, klen);
