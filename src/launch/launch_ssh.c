@@ -11,11 +11,14 @@
  * where it lacks it (or the run has `files`), gets a per-run directory
  * with a copy of drover and the files (launch_ship.c has the layout).
  *
- * Each task runs, with its stdout and stderr appended to the local
- * <run_dir>/logs/<role>-<index>.log (ssh forwards the remote output):
+ * Each task runs, with ssh's stdout and stderr appended to the local
+ * <run_dir>/logs/<role>-<index>.log:
  *   ssh [-F CONFIG] -T -o BatchMode=yes -o ServerAliveInterval=5
  *       -o ServerAliveCountMax=3 -- HOST sh -c '<WRAPPER>' drover-node
- *       DIR [env OPENBLAS_NUM_THREADS=N] EXE node --coord ... (launch.h)
+ *       DIR [env OPENBLAS_NUM_THREADS=N] EXE node --coord ... --log-forward
+ * The node forwards its records and output to the coordinator, which
+ * appends them to that same log (as for Spark): no file on the host is
+ * needed to read them.
  * CONFIG is the launcher's ssh_config (a test's private sshd), else the
  * user's own config and keys apply. DIR is the host's per-run directory
  * (the node's working directory) or "." (the login directory); EXE the
@@ -35,14 +38,21 @@
  *    lines: keyring.h) into a 0600 file in a fresh mktemp -d directory and
  *    points DROVER_SECRET_FILE at it: the keys are never in an argument
  *    list or an environment, on either side;
- *  - starts the node in the background, and a watcher that reads signal
+ *  - starts the node in the background, its raw output to "$d/out"
+ *    (forwarded already: not through ssh's stream a second time),
+ *    and a watcher that reads signal
  *    names from the rest of stdin ("TERM\n") and kills the node with each;
  *    at EOF (we closed ssh's stdin, or ssh died and sshd closed the session)
  *    the watcher sends TERM and, 5 s later, KILL: a node never outlives its
  *    ssh process for long, without a pty (which would echo the keys and
  *    mangle the log);
- *  - waits for the node, removes the directory and exits with the node's
- *    status (128 + signal when killed), which ssh passes on.
+ *  - waits for the node; after an end other than 0 or SIGTERM's (a crash,
+ *    a failed start before it could reach us) writes a line and the last
+ *    TAIL_LINES lines of "$d/out" to ssh's stderr, so the log has what the
+ *    node could not forward; removes the directory and exits with the
+ *    node's status (128 + signal when killed), which ssh passes on.
+ * The node removes "$d/key" once read (node.c), and this launcher the
+ * run's keys/ file it sent.
  * So `signal` writes the signal's name to ssh's stdin, and destroy kills
  * the ssh processes (their remote nodes end through the watcher).
  *
@@ -52,7 +62,8 @@
  * term_signal = status - 128 (the wrapper's rendering of a killed node).
  *
  * Not done: the run directory on the host (only the chief writes there:
- * its summaries, lost when the host does not share the path).
+ * its summaries, lost when the host does not share the path; node logs
+ * no longer need it).
  *
  * Lifetimes: a task is the task base's launch_proc (launch_int.h) plus
  * the uv_pipe_t of ssh's stdin, its second handle; it is freed when both
