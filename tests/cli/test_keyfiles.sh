@@ -53,3 +53,27 @@ else
   check "keys-03 the file is still there" [ -f "$TMP/ro/key" ]
   check "keys-03 the node's log warns" grep -q "cannot remove the key file '$TMP/ro/key' after reading it" "$RUNS"/ro-*/logs/worker-0.log
 fi
+
+# keys-04: a duplicate worker:0 with worker:0's genuine keys (copied by a
+# $DROVER_LAUNCH_EXE wrapper before the node read them) is refused, named
+cat > "$TMP/dup.sh" <<EOF
+#!/bin/sh
+case " \$* " in *" --role worker --index 0 "*) cp -p "\$DROVER_SECRET_FILE" "$TMP/dup.key" ;; esac
+exec "$DROVER" "\$@"
+EOF
+chmod +x "$TMP/dup.sh"
+cat > "$TMP/dup.lua" <<EOF
+local c = drover.cluster { ps = 1, worker = 1, runs = "$RUNS", name = "dup", reservation_timeout = 20 }
+os.execute(string.format("(DROVER_SECRET_FILE=$TMP/dup.key timeout 20 $DROVER node --coord %s "
+  .. "--role worker --index 0 --run-dir %s --bind 127.0.0.1 --heartbeat-ms 500 --timeout-ms 5000 >$TMP/dup.out 2>&1; echo \$? >$TMP/dup.rc) &",
+  c.address, c.run_dir))
+local t0 = drover.clock()
+while drover.clock() - t0 < 30 and not io.open("$TMP/dup.rc") do drover.sleep(0.1) end
+for _, n in ipairs(c:nodes()) do print("node", n.role .. ":" .. n.index, n.state, n.restarts) end
+c:shutdown()
+EOF
+DROVER_LAUNCH_EXE="$TMP/dup.sh" timeout 90 "$DROVER" run "$TMP/dup.lua" >"$TMP/dup.lua.out" 2>&1
+check "keys-04 the run with a duplicate attempt ends cleanly" [ $? -eq 0 ]
+check "keys-04 the duplicate worker:0 exits 1" [ "$(cat "$TMP/dup.rc" 2>/dev/null)" = 1 ]
+check "keys-04 named as a duplicate" grep -q "duplicate worker:0" "$TMP/dup.out"
+check "keys-04 the real worker:0 is unaffected" grep -q "^node	worker:0	ready	0$" "$TMP/dup.lua.out"
