@@ -242,9 +242,10 @@ w=$dir/logs/worker-0.log
 check "ssh-t08 a closure's print() reached the worker's log over the connection" \
   grep -q '^[0-9T:.-]*Z worker:0 stdout hello over ssh$' "$w"
 check "ssh-t08 and its stderr line" grep -q '^[0-9T:.-]*Z worker:0 stderr stderr over ssh$' "$w"
-# (before the crash's quote of the raw output, which has it again)
+# (up to the crash: its quote of the raw output has it again, and the
+# restarted worker:0 registers again)
 check "ssh-t08 the node's records are there once, stamped (not through ssh's stream too)" \
-  sh -c "[ \$(grep -c 'worker:0 I registered\$' '$w') -eq 1 ] && ! sed '/^drover: the node ended/q' '$w' | grep -q '^hello over ssh\$'"
+  sh -c "sed '/^drover: the node ended/q' '$w' > '$TMP/w0' && [ \$(grep -c 'worker:0 I registered\$' '$TMP/w0') -eq 1 ] && ! grep -q '^hello over ssh\$' '$TMP/w0'"
 check "ssh-t08 the crashed node's status and last lines are in its log" \
   awk '/drover: the node ended with status 139; the last lines of its own output/ { t = 1 } t && /^last words over ssh$/ { ok = 1 } END { exit !ok }' "$w"
 check "ssh-t08 the ps's records are in its log" grep -q '^[0-9T:.-]*Z ps:0 I registered$' "$dir/logs/ps-0.log"
