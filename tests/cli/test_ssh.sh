@@ -220,7 +220,7 @@ done
 check "ssh-t07 no group said to share a host" sh -c "! grep -q 'on the same machine' '$dir/events.log'"
 check "ssh-t07 no node or ssh outlives the run" wait_none 10 "$dir"
 
-# ssh-t08: nodes run with --log-forward: their records and output reach
+# ssh-t10: nodes run with --log-forward: their records and output reach
 # logs/<role>-<i>.log over the connection (stamped, once); a node that
 # prints and then crashes has its last lines there too (the wrapper quotes
 # the tail of the node's raw output on the host after an abnormal end)
@@ -239,19 +239,19 @@ LUA
 timeout 120 "$DROVER" run "$TMP/logs.lua" >"$TMP/logs.out" 2>&1
 dir=$(ls -d "$RUNS"/logs-* | head -n 1)
 w=$dir/logs/worker-0.log
-check "ssh-t08 a closure's print() reached the worker's log over the connection" \
+check "ssh-t10 a closure's print() reached the worker's log over the connection" \
   grep -q '^[0-9T:.-]*Z worker:0 stdout hello over ssh$' "$w"
-check "ssh-t08 and its stderr line" grep -q '^[0-9T:.-]*Z worker:0 stderr stderr over ssh$' "$w"
+check "ssh-t10 and its stderr line" grep -q '^[0-9T:.-]*Z worker:0 stderr stderr over ssh$' "$w"
 # (up to the crash: its quote of the raw output has it again, and the
 # restarted worker:0 registers again)
-check "ssh-t08 the node's records are there once, stamped (not through ssh's stream too)" \
+check "ssh-t10 the node's records are there once, stamped (not through ssh's stream too)" \
   sh -c "sed '/^drover: the node ended/q' '$w' > '$TMP/w0' && [ \$(grep -c 'worker:0 I registered\$' '$TMP/w0') -eq 1 ] && ! grep -q '^hello over ssh\$' '$TMP/w0'"
-check "ssh-t08 the crashed node's status and last lines are in its log" \
+check "ssh-t10 the crashed node's status and last lines are in its log" \
   awk '/drover: the node ended with status 139; the last lines of its own output/ { t = 1 } t && /^last words over ssh$/ { ok = 1 } END { exit !ok }' "$w"
-check "ssh-t08 the ps's records are in its log" grep -q '^[0-9T:.-]*Z ps:0 I registered$' "$dir/logs/ps-0.log"
-check "ssh-t08 no node or ssh outlives the run" wait_none 10 "$dir"
+check "ssh-t10 the ps's records are in its log" grep -q '^[0-9T:.-]*Z ps:0 I registered$' "$dir/logs/ps-0.log"
+check "ssh-t10 no node or ssh outlives the run" wait_none 10 "$dir"
 
-# ssh-t09: a node's key file is gone on the host once it registered (the
+# ssh-t11: a node's key file is gone on the host once it registered (the
 # wrapper's copy, read by the node; the run's keys/ file, sent on ssh's
 # stdin); worker:1 SIGKILLed comes back with a fresh one, gone as well
 cat > "$TMP/kspec.lua" <<LUA
@@ -263,14 +263,14 @@ kc=$!
 kill_at_exit $kc
 wait_for 60 test -s "$TMP/k/victim"
 read vpid parent vcwd <"$TMP/k/victim"
-check "ssh-t09 every node's key file is gone on its host" \
+check "ssh-t11 every node's key file is gone on its host" \
   [ "$(grep -c '^up	[a-z]*:[0-9]	[0-9]*	gone	/.*/drover-node-[^/]*/key$' "$TMP/k/out")" -eq 3 ]
-check "ssh-t09 the run's keys/ is empty" grep -q '^up	keys \[\]$' "$TMP/k/out"
+check "ssh-t11 the run's keys/ is empty" grep -q '^up	keys \[\]$' "$TMP/k/out"
 kill -9 "${vpid:-0}"
 touch "$TMP/k/killed"
 wait $kc
-check "ssh-t09 the run ends (status $?) after worker:1's SIGKILL" grep -q '^finished' "$TMP/k/out"
-check "ssh-t09 worker:1 came back with a key file, gone too" \
+check "ssh-t11 the run ends (status $?) after worker:1's SIGKILL" grep -q '^finished' "$TMP/k/out"
+check "ssh-t11 worker:1 came back with a key file, gone too" \
   grep -q '^again	worker:1	[0-9]*	gone	/.*/drover-node-[^/]*/key$' "$TMP/k/out"
 
 if [ "$have_c" != 1 ]; then
