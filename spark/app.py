@@ -10,7 +10,19 @@ node, in client mode:
 The driver (run by spark-submit's JVM, the launcher's local handle of the
 node) runs a stage of one task; the task copies the shipped drover binary, the
 node's key file and the script's files into a fresh directory on the
-executor, runs `drover node ...` there and returns its exit status. The
+executor, runs `drover node ...` there and returns its exit status.
+
+Key files: the driver removes its own copy of the key file (Spark makes one
+for the driver's SparkFiles), the task Spark's copy in the executor's
+directory once it has its own, and the node its own once read (node.c).
+
+The node's directory (drover-node-XXX in the executor's temporary
+directory) is removed by its task at the end. A task killed outright (its
+executor killed) cannot: so each task first sweeps the directories whose
+owners are gone. The task holds an flock on the directory's .lock, and so
+does the node (the descriptor is inherited): a lock that can be taken is a
+directory nobody uses any more, whatever pids were reused since; a live
+run's directories, locked, stay. The
 driver exits with that status (128 + S when the node was killed by signal
 S), so the node's end is the handle's end, as with ssh and srun.
 
@@ -62,14 +74,18 @@ def node_task(_rows, args, names):
 
     import socket
     where = os.getcwd()  # the executor's directory, with its stderr (standalone)
-    d = tempfile.mkdtemp(prefix="drover-node-")
+    tmp = tempfile.gettempdir()
+    sweep(tmp)
+    d, lock = own_dir(tmp)
     try:
         exe = os.path.join(d, "drover")
         shutil.copyfile(SparkFiles.get(names[0]), exe)
         os.chmod(exe, 0o700)
         secret = os.path.join(d, ".secret")
-        shutil.copyfile(SparkFiles.get(names[1]), secret)
-        os.chmod(secret, 0o600)
+        with open(secret, "wb", opener=lambda p, f: os.open(p, f, 0o600)) as out:
+            with open(SparkFiles.get(names[1]), "rb") as src:
+                shutil.copyfileobj(src, out)
+        forget(SparkFiles.get(names[1]))  # Spark's copy: this task was its one reader
         for n in names[2:]:
             shutil.copyfile(SparkFiles.get(n), os.path.join(d, n))
         args = list(args)
@@ -89,13 +105,81 @@ def node_task(_rows, args, names):
         def die_with_us():  # the node ends when this Python worker does
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
+        # the node holds the lock too (pass_fds): the directory is in use
+        # while this task or the node lives
         p = subprocess.Popen([exe] + args, cwd=d, env=env, stdin=subprocess.DEVNULL,
                              stdout=sys.stderr, stderr=subprocess.STDOUT,
-                             preexec_fn=die_with_us)
+                             preexec_fn=die_with_us, pass_fds=(lock,))
         rc = p.wait()
         yield (rc if rc >= 0 else 128 - rc, socket.gethostname(), where)
     finally:
         shutil.rmtree(d, ignore_errors=True)
+        os.close(lock)
+
+
+def forget(path):
+    """Removes a file holding keys; one already gone is fine."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def own_dir(tmp):
+    """A fresh node directory drover-node-XXX in tmp, with its .lock held
+    (flock) by us: made under a staging name, locked, then renamed, so a
+    sweeping task never sees it unlocked. Returns (path, lock fd)."""
+    import fcntl
+    import tempfile
+    for _ in range(100):
+        stage = tempfile.mkdtemp(prefix=".drover-new-", dir=tmp)
+        fd = os.open(os.path.join(stage, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        d = os.path.join(tmp, "drover-node-" + os.path.basename(stage)[len(".drover-new-"):])
+        if not os.path.lexists(d):
+            try:
+                os.rename(stage, d)
+                return d, fd
+            except OSError:
+                pass
+        os.close(fd)
+        os.unlink(os.path.join(stage, ".lock"))
+        os.rmdir(stage)
+    raise RuntimeError("no fresh drover-node directory in %s" % tmp)
+
+
+def sweep(tmp):
+    """Removes the drover-node-* directories in tmp whose owners died: an
+    executor killed mid-run leaves its node's directory, with a copy of the
+    binary and the files. Owned means its .lock is flocked (by the task
+    that made it, and by its node); a free lock is a dead owner. A
+    directory without a lock, or one we may not open (another user's), is
+    not ours to judge."""
+    import fcntl
+    import shutil
+    try:
+        names = os.listdir(tmp)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith("drover-node-"):
+            continue
+        path = os.path.join(tmp, name)
+        try:
+            fd = os.open(os.path.join(path, ".lock"), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)  # its owner lives
+            continue
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+            print("drover-spark: removed %s, left by a node whose task died" % path,
+                  file=sys.stderr, flush=True)
+        finally:
+            os.close(fd)
 
 
 def task_gpus():
@@ -165,6 +249,11 @@ def main(argv):
 
     sc = SparkContext(appName="drover-" + name)
     sc.setLogLevel("WARN")
+    if not sc.master.startswith("local"):
+        # the driver's own copy of the key file: its file server serves the
+        # coordinator's, and local executors (local[N]) would read this one
+        from pyspark import SparkFiles
+        forget(SparkFiles.get(files[1]))
     print("drover-spark: %s is application %s" % (name, sc.applicationId), file=sys.stderr, flush=True)
     stop = threading.Event()
     threading.Thread(target=watch, args=(sc, ui, stop), daemon=True).start()

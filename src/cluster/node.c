@@ -17,6 +17,7 @@
  */
 #include "cluster/node.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -575,16 +576,29 @@ static void forward_logs(node *n) {
   }
 }
 
+/* The key file is read once: from here on the keys in memory are the
+ * node's, and a copy left on the node's machine (a shared run directory,
+ * an ssh host's temporary directory, a Spark executor's) would outlive
+ * the node for anyone who gets at that disk later. The coordinator writes
+ * a fresh one before each start (coord__node_key_file). A directory the
+ * node may not write (read-only) keeps it: a warning, not a failure. */
+static void forget_key_file(void) {
+  const char *path = getenv("DROVER_SECRET_FILE");
+  if (path && unlink(path) < 0 && errno != ENOENT)
+    log_warn("cannot remove the key file '%s' after reading it: %s", path, strerror(errno));
+}
+
 static int start(node *n) {
   const node_opts *o = n->o;
   int rc;
   if ((rc = auth_init()) < 0 || (rc = keyring_from_env(&n->keys)) < 0) return rc;
   /* A ps's file holds its own root, from which it checks its clients'
    * keys; no node's holds the run's secret (auth.h). */
+  if (o->role == ROLE_PS && !n->keys.has_root)
+    return err_set(DRV_EINVAL, "key file '%s' has no `root` key: it is not a ps's",
+                   getenv("DROVER_SECRET_FILE"));
+  forget_key_file(); /* only a file that is a key file of this role */
   if (o->role == ROLE_PS) {
-    if (!n->keys.has_root)
-      return err_set(DRV_EINVAL, "key file '%s' has no `root` key: it is not a ps's",
-                     getenv("DROVER_SECRET_FILE"));
     if ((rc = ps_start(&n->loop, &n->keys, (uint32_t)o->index, o->bind_host, &n->ps,
                         &n->data_port)) < 0)
       return rc;

@@ -6,7 +6,8 @@
  *
  * Each task runs, with its output appended to <run_dir>/logs/<role>-<i>.log:
  *   SUBMIT --master MASTER --deploy-mode client --name drover-<role>-<i>
- *          --conf spark.task.maxFailures=1 --conf spark.executor.cores=C
+ *          --conf spark.task.maxFailures=1 --conf spark.files.useFetchCache=false
+ *          --conf spark.executor.cores=C
  *          --conf spark.task.cpus=C --conf spark.cores.max=C
  *          [--conf spark.executor.memory=<M>m]
  *          [--conf spark.executor.resource.gpu.amount=G
@@ -35,7 +36,12 @@
  * The node's key file (keyring.h: only that node's keys, never the run's
  * secret) travels as one of --files: Spark's file server serves it to
  * the executors (set spark.authenticate and spark.network.crypto.enabled
- * in conf where the network is not trusted).
+ * in conf where the network is not trusted). Copies of it go as soon as
+ * they are not needed: the executor's fetch cache is off (its cache
+ * would keep one in the executor's local directory), the driver drops its
+ * own, the task Spark's in the executor's directory once it has its
+ * copy, the node that one once read, and the coordinator the file it
+ * served at the node's REGISTER (app.py, node.c, coord_keys.c).
  *
  * signal() signals the driver: SIGTERM makes Spark stop the application
  * (its shutdown hook), whose executor ends, and the node with it (the task
@@ -142,6 +148,7 @@ static int spark_spawn(spark_launcher *l, launch_proc *task, const launch_task *
 #define ARG(s) (args[n++] = (char *)(s))
   ARG(l->submit), ARG("--master"), ARG(l->master), ARG("--deploy-mode"), ARG("client");
   ARG("--name"), ARG(app_name), ARG("--conf"), ARG("spark.task.maxFailures=1");
+  ARG("--conf"), ARG("spark.files.useFetchCache=false"); /* no cached copy of the key file */
   for (int i = 0; i < 3; i++) ARG("--conf"), ARG(cores[i]);
   if (t->memory) ARG("--conf"), ARG(mem);
   if (t->gpus > 0) ARG("--conf"), ARG(gpus[0]), ARG("--conf"), ARG(gpus[1]);

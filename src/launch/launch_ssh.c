@@ -11,11 +11,14 @@
  * where it lacks it (or the run has `files`), gets a per-run directory
  * with a copy of drover and the files (launch_ship.c has the layout).
  *
- * Each task runs, with its stdout and stderr appended to the local
- * <run_dir>/logs/<role>-<index>.log (ssh forwards the remote output):
+ * Each task runs, with ssh's stdout and stderr appended to the local
+ * <run_dir>/logs/<role>-<index>.log:
  *   ssh [-F CONFIG] -T -o BatchMode=yes -o ServerAliveInterval=5
  *       -o ServerAliveCountMax=3 -- HOST sh -c '<WRAPPER>' drover-node
- *       DIR [env OPENBLAS_NUM_THREADS=N] EXE node --coord ... (launch.h)
+ *       DIR [env OPENBLAS_NUM_THREADS=N] EXE node --coord ... --log-forward
+ * The node forwards its records and output to the coordinator, which
+ * appends them to that same log (as for Spark): no file on the host is
+ * needed to read them.
  * CONFIG is the launcher's ssh_config (a test's private sshd), else the
  * user's own config and keys apply. DIR is the host's per-run directory
  * (the node's working directory) or "." (the login directory); EXE the
@@ -35,14 +38,21 @@
  *    lines: keyring.h) into a 0600 file in a fresh mktemp -d directory and
  *    points DROVER_SECRET_FILE at it: the keys are never in an argument
  *    list or an environment, on either side;
- *  - starts the node in the background, and a watcher that reads signal
+ *  - starts the node in the background, its raw output to "$d/out"
+ *    (forwarded already: not through ssh's stream a second time),
+ *    and a watcher that reads signal
  *    names from the rest of stdin ("TERM\n") and kills the node with each;
  *    at EOF (we closed ssh's stdin, or ssh died and sshd closed the session)
  *    the watcher sends TERM and, 5 s later, KILL: a node never outlives its
  *    ssh process for long, without a pty (which would echo the keys and
  *    mangle the log);
- *  - waits for the node, removes the directory and exits with the node's
- *    status (128 + signal when killed), which ssh passes on.
+ *  - waits for the node; after an end other than 0 or SIGTERM's (a crash,
+ *    a failed start before it could reach us) writes a line and the last
+ *    TAIL_LINES lines of "$d/out" to ssh's stderr, so the log has what the
+ *    node could not forward; removes the directory and exits with the
+ *    node's status (128 + signal when killed), which ssh passes on.
+ * The node removes "$d/key" once read (node.c), and this launcher the
+ * run's keys/ file it sent.
  * So `signal` writes the signal's name to ssh's stdin, and destroy kills
  * the ssh processes (their remote nodes end through the watcher).
  *
@@ -52,7 +62,8 @@
  * term_signal = status - 128 (the wrapper's rendering of a killed node).
  *
  * Not done: the run directory on the host (only the chief writes there:
- * its summaries, lost when the host does not share the path).
+ * its summaries, lost when the host does not share the path; node logs
+ * no longer need it).
  *
  * Lifetimes: a task is the task base's launch_proc (launch_int.h) plus
  * the uv_pipe_t of ssh's stdin, its second handle; it is freed when both
@@ -83,6 +94,7 @@
 #include "proto/wire.h"
 
 #define MAX_HOSTS 4096
+#define TAIL_LINES "40" /* of a node's raw output, after an abnormal end */
 #define MAX_SLOTS 4096
 
 /* Double quotes only: the whole script travels inside single quotes.
@@ -101,11 +113,14 @@ static const char WRAPPER[] =
     "{ rm -rf \"$d\"; echo \"drover: the key file on stdin is cut short\" >&2; exit 125; }; "
     "printf \"%s\\n\" \"$s\" >> \"$d/key\"; n=$((n - 1)); done; s=; "
     "exec 3<&0; "
-    "DROVER_SECRET_FILE=\"$d/key\" \"$@\" </dev/null & p=$!; "
+    "DROVER_SECRET_FILE=\"$d/key\" \"$@\" </dev/null >\"$d/out\" 2>&1 & p=$!; "
     "( while IFS= read -r g; do kill -s \"$g\" $p 2>/dev/null; done; "
     "kill -s TERM $p 2>/dev/null; sleep 5; kill -s KILL $p 2>/dev/null ) <&3 >/dev/null 2>&1 & "
     "w=$!; exec 3<&-; "
-    "wait $p; st=$?; kill $w 2>/dev/null; rm -rf \"$d\"; exit $st";
+    "wait $p; st=$?; kill $w 2>/dev/null; "
+    "case $st in 0|143) ;; *) echo \"drover: the node ended with status $st; the last lines of "
+    "its own output on $(hostname):\" >&2; tail -n " TAIL_LINES " \"$d/out\" >&2;; esac; "
+    "rm -rf \"$d\"; exit $st";
 
 typedef struct ssh_launcher ssh_launcher;
 
@@ -223,6 +238,7 @@ static int remote_command(const launch_site *site, const launch_task *t, char *o
   args[n++] = "--run-dir", args[n++] = t->run_dir, args[n++] = "--bind", args[n++] = t->bind_host;
   if (t->cpus > 0) args[n++] = "--cpus", args[n++] = cpus;
   args[n++] = "--heartbeat-ms", args[n++] = hb, args[n++] = "--timeout-ms", args[n++] = to;
+  args[n++] = "--log-forward";
   size_t len = 0;
   out[0] = '\0';
   for (int i = 0; i < n; i++)
@@ -352,6 +368,9 @@ static int ssh_start(launcher *base, const launch_task *t, void *task_ud, pid_t 
   if ((rc = remote_command(&l->hosts[h], t, cmd, sizeof cmd)) < 0 ||
       (rc = read_keyfile(t->secret_file, &keys, &klen)) < 0)
     return rc;
+  /* Read once, as a node does its own (node.c): the keys travel on ssh's
+   * stdin, and the coordinator writes the file again for a restart. */
+  unlink(t->secret_file);
   ssh_task *task = calloc(1, sizeof *task);
   if (!task) {
     forget(keys, klen);

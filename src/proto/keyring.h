@@ -1,7 +1,9 @@
 /* keyring.h - a node's key file: the keys one node holds (auth.h).
  *
  * The coordinator writes it as keys/<role>-<index>.key in the run
- * directory (mode 0600); the node reads it from $DROVER_SECRET_FILE. One
+ * directory (mode 0600) before each start of the node, which reads it from
+ * $DROVER_SECRET_FILE and removes it (node.c: the keys live on in its
+ * memory only). One
  * key a line, a word, for `ps` a ps index, and 64 lowercase hex digits,
  * separated by one space, each line ending in a newline:
  *

@@ -13,8 +13,8 @@ rows=${BENCH_SPARK_ROWS:-16384}
 epochs=${BENCH_SPARK_EPOCHS:-8}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/drover-spark-bench-XXXXXX")
 DROVER_SPARK_DIR=$dir/spark
-DROVER_SPARK_PORT=${DROVER_SPARK_PORT:-$((30000 + ($$ % 8000) * 4))}
-export DROVER_SPARK_DIR DROVER_SPARK_PORT OPENBLAS_NUM_THREADS=1
+# DROVER_SPARK_PORT: start.sh picks four free ports when it is not set
+export DROVER_SPARK_DIR OPENBLAS_NUM_THREADS=1
 trainer=
 cleanup() {
   [ -n "$trainer" ] && kill -9 "$trainer" 2>/dev/null

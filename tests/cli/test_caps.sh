@@ -31,7 +31,19 @@ local r = c:fit(drover.experiment {
 print("steps " .. r.steps)
 c:shutdown()
 LUA
-timeout 90 "$DROVER" run "$TMP/caps.lua" >"$TMP/out" 2>"$TMP/err" &
+# Nodes remove their key files once read: the thief copies each one as the
+# node starts (a $DROVER_LAUNCH_EXE wrapper), before the node has read it.
+mkdir -p "$TMP/stolen"
+cat > "$TMP/node.sh" <<SH
+#!/bin/sh
+prev=
+for a do case \$prev in --role) role=\$a ;; --index) index=\$a ;; esac; prev=\$a; done
+echo "\$DROVER_SECRET_FILE" > "$TMP/stolen/\$role-\$index.path"
+cp -p "\$DROVER_SECRET_FILE" "$TMP/stolen/\$role-\$index.key"
+exec "$DROVER" "\$@"
+SH
+chmod +x "$TMP/node.sh"
+DROVER_LAUNCH_EXE="$TMP/node.sh" timeout 90 "$DROVER" run "$TMP/caps.lua" >"$TMP/out" 2>"$TMP/err" &
 coord=$!
 wait_for 30 test -s "$TMP/info"
 read addr RUN <"$TMP/info"
@@ -40,17 +52,23 @@ ps_pid=$(awk '$1 == "ps" && $2 == 0 { print $4 }' "$TMP/info")
 ps1_port=$(awk '$1 == "ps" && $2 == 1 { print $3 }' "$TMP/info")
 ps_addr=127.0.0.1:$ps_port
 ps1_addr=127.0.0.1:$ps1_port
-W=$RUN/keys/worker-0.key
+W=$TMP/stolen/worker-0.key
 # The file ps:0 was given, wherever the launcher put it (its environment
-# says): what a thief of that ps finds.
-P0=$(tr '\0' '\n' < "/proc/$ps_pid/environ" | sed -n 's/^DROVER_SECRET_FILE=//p')
+# says), as a thief of that ps found it before the node read it.
+P0F=$(tr '\0' '\n' < "/proc/$ps_pid/environ" | sed -n 's/^DROVER_SECRET_FILE=//p')
+P0=$TMP/stolen/ps-0.key
 
-# caps-01: one 0600 file per key
-for k in secret control.key view.key keys/worker-0.key keys/ps-0.key keys/ps-1.key; do
+# caps-01: one 0600 file per key; a node's is gone once the node read it
+for k in secret control.key view.key; do
   check "caps-01 $k is 0600" [ "$(stat -c %a "$RUN/$k")" = 600 ]
 done
+for k in worker-0 ps-0 ps-1; do
+  check "caps-01 keys/$k.key was 0600" [ "$(stat -c %a "$TMP/stolen/$k.key")" = 600 ]
+  check "caps-01 $k read keys/$k.key" [ "$(cat "$TMP/stolen/$k.path")" = "$RUN/keys/$k.key" ]
+  check "caps-01 and removed it once read" [ ! -e "$RUN/keys/$k.key" ]
+done
 check "caps-01 no key appears twice in the run's files" \
-  [ -z "$(cat "$RUN/secret" "$RUN/control.key" "$RUN/view.key" "$RUN"/keys/*.key | grep -o '[0-9a-f]\{64\}' | sort | uniq -d)" ]
+  [ -z "$(cat "$RUN/secret" "$RUN/control.key" "$RUN/view.key" "$TMP"/stolen/*.key | grep -o '[0-9a-f]\{64\}' | sort | uniq -d)" ]
 
 # caps-02: the view key attaches read-only, never controls
 "$DROVER" attach "$RUN" --key "$RUN/view.key" --print >"$TMP/v.out" 2>&1
@@ -74,7 +92,7 @@ check "caps-03 the control key is no node key" [ "$(raw "$addr" "$RUN/control.ke
 # caps-06: a ps holds no root but its own. Its key file is not the secret;
 # a thief of it (every key in it, as it is and as a root to derive from)
 # is the coordinator at that ps alone, and ps:0 alone at the coordinator
-check "caps-06 ps:0's key file is its own file" [ "$P0" = "$RUN/keys/ps-0.key" ]
+check "caps-06 ps:0's key file is its own file" [ "$P0F" = "$RUN/keys/ps-0.key" ]
 check "caps-06 ps:0's key file does not hold the run's secret" \
   sh -c "! grep -qF '$(cat "$RUN/secret")' '$P0'"
 check "caps-06 ps:0's keys are the coordinator at ps:0 (its own)" \

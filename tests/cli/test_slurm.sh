@@ -288,6 +288,27 @@ check "slurm-t02 the worker's log says its step was cancelled by Slurm, not a cr
   grep -Eq "ended: cancelled by Slurm or a user's scancel: (STEP [0-9]+\.[0-9]+ ON .* CANCELLED AT|srun: Job step aborted)" \
   "$restart_dir/logs/worker-1.log"
 
+# slurm-t10: a node's key file (keys/ROLE-I.key, on the file system the
+# steps share) is gone once the node read it; worker:1 SIGKILLed by its
+# pid comes back as a new step with a fresh file, gone as well
+mkdir -p "$TMP/k"
+echo 'return { launcher = "slurm", reservation_timeout = 60 }' > "$TMP/k/spec.lua"
+timeout 150 salloc -N1 -n3 "$DROVER" run tests/cli/keyfiles.lua "$TMP/k/spec.lua" "$RUNS" keys "$TMP/k" \
+  >"$TMP/k/out" 2>&1 &
+kc=$!
+kill_at_exit $kc
+wait_for 90 test -s "$TMP/k/victim"
+read vpid parent vcwd <"$TMP/k/victim"
+check "slurm-t10 every node's key file is gone once it registered" \
+  [ "$(grep -c '^up	[a-z]*:[0-9]	[0-9]*	gone	/.*/keys/[a-z]*-[0-9].key$' "$TMP/k/out")" -eq 3 ]
+check "slurm-t10 the run's keys/ is empty" grep -q '^up	keys \[\]$' "$TMP/k/out"
+kill -9 "${vpid:-0}"
+touch "$TMP/k/killed"
+wait $kc
+check "slurm-t10 the run ends after worker:1's SIGKILL" grep -q '^finished' "$TMP/k/out"
+check "slurm-t10 worker:1 came back with a fresh key file, gone too" \
+  grep -q '^again	worker:1	[0-9]*	gone	/.*/keys/worker-1.key$' "$TMP/k/out"
+
 # slurm-t09: nothing of ours is left in Slurm
 wait_no_jobs 15
 check "slurm-t09 squeue shows no drover step" [ -z "$(drover_steps)" ]

@@ -25,8 +25,8 @@ if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_SPARK_ASAN:-0}" != 1 ]; then
   echo "SKIP test_spark_feed: Spark under ASan (SANITIZED=1; DROVER_SPARK_ASAN=1 runs it)"
   exit 0
 fi
-: "${DROVER_SPARK_DIR:=$TMP/spark}" "${DROVER_SPARK_PORT:=$((30000 + ($$ % 8000) * 4))}"
-export DROVER_SPARK_DIR DROVER_SPARK_PORT
+: "${DROVER_SPARK_DIR:=$TMP/spark}" # ports: start.sh picks free ones
+export DROVER_SPARK_DIR
 engine_start spark "spark-feed-t00 tests/spark/start.sh starts Spark"
 trainer=
 at_exit '[ -n "$trainer" ] && kill -9 $trainer 2>/dev/null'

@@ -18,9 +18,9 @@ if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_SPARK_ASAN:-0}" != 1 ]; then
   echo "SKIP test_spark_gpus: the run on Spark under ASan (SANITIZED=1; DROVER_SPARK_ASAN=1 runs it)"
   exit 0
 fi
-: "${DROVER_SPARK_DIR:=$TMP/spark}" "${DROVER_SPARK_PORT:=$((30000 + ($$ % 8000) * 4))}"
+: "${DROVER_SPARK_DIR:=$TMP/spark}" # ports: start.sh picks free ones
 DROVER_SPARK_GPUS=2
-export DROVER_SPARK_DIR DROVER_SPARK_PORT DROVER_SPARK_GPUS
+export DROVER_SPARK_DIR DROVER_SPARK_GPUS
 engine_start spark "spark-gpus-00 tests/spark/start.sh starts Spark with 2 GPUs"
 . "$DROVER_SPARK_DIR/env"
 no_active_app() {

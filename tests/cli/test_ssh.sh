@@ -128,19 +128,19 @@ for secret in $(cat "$dir/secret" "$dir"/keys/*.key | sed 's/.* //'); do
   done
 done
 check "ssh-t03 $(procs_with "$dir" | wc -l) processes of the run, none with a key in argv or environ" [ -z "$leaks" ]
-# A remote node's key file is its keys/<role>-<i>.key, copied whole (the
-# ps's holds its root, no other file the secret)
+# A remote node's key file (the wrapper's copy of keys/<role>-<i>.key) is
+# gone once the node read it, and so is the one the launcher sent
 kf=""
 for p in $(procs_with "$dir"); do
   f=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null | sed -n 's/^DROVER_SECRET_FILE=//p')
   case "$(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null)" in
-    *"drover node "*"--role ps "*) cmp -s "$f" "$dir/keys/ps-0.key" && kf="${kf}p" ;;
-    *"drover node "*"--role worker --index 1 "*) cmp -s "$f" "$dir/keys/worker-1.key" && kf="${kf}w" ;;
+    *"drover node "*"--role ps "*) [ -n "$f" ] && [ ! -e "$f" ] && kf="${kf}p" ;;
+    *"drover node "*"--role worker --index 1 "*) [ -n "$f" ] && [ ! -e "$f" ] && kf="${kf}w" ;;
   esac
 done
-check "ssh-t03 the remote ps and worker:1 got their own key files whole" \
+check "ssh-t03 the remote ps's and worker:1's key files are gone once read" \
   sh -c "[ '$kf' = pw ] || [ '$kf' = wp ]"
-check "ssh-t03 no key file holds the secret" sh -c "! grep -qF '$(cat "$dir/secret")' '$dir'/keys/*.key"
+check "ssh-t03 and so are the run's keys/ files the launcher sent" [ -z "$(ls -A "$dir/keys")" ]
 check "ssh-t03 remote nodes run (3 drover node processes)" \
   [ "$(for p in $(procs_with "$dir"); do tr '\0' ' ' < /proc/$p/cmdline; echo; done | grep -c "^[^ ]*drover node ")" -eq 3 ]
 kill -9 $coord
@@ -219,6 +219,59 @@ echo "$pairs" | while read -r r p; do
 done
 check "ssh-t07 no group said to share a host" sh -c "! grep -q 'on the same machine' '$dir/events.log'"
 check "ssh-t07 no node or ssh outlives the run" wait_none 10 "$dir"
+
+# ssh-t10: nodes run with --log-forward: their records and output reach
+# logs/<role>-<i>.log over the connection (stamped, once); a node that
+# prints and then crashes has its last lines there too (the wrapper quotes
+# the tail of the node's raw output on the host after an abnormal end)
+cat > "$TMP/logs.lua" <<LUA
+local c = drover.cluster { launcher = "ssh", hosts = { "a", "b:2" }, ssh_config = "$CFG",
+                           ps = 1, worker = 1, runs = "$RUNS", name = "logs", reservation_timeout = 30 }
+c:schedule(function() print("hello over ssh") io.stderr:write("stderr over ssh\n") return true end):fetch()
+print(pcall(function() c:schedule(function()
+  io.stdout:write("last words over ssh\n") io.stdout:flush()
+  local f = io.open("/proc/self/stat") local pid = f:read("n") f:close()
+  os.execute("kill -SEGV " .. pid)
+  return true
+end):fetch() end))
+c:shutdown()
+LUA
+timeout 120 "$DROVER" run "$TMP/logs.lua" >"$TMP/logs.out" 2>&1
+dir=$(ls -d "$RUNS"/logs-* | head -n 1)
+w=$dir/logs/worker-0.log
+check "ssh-t10 a closure's print() reached the worker's log over the connection" \
+  grep -q '^[0-9T:.-]*Z worker:0 stdout hello over ssh$' "$w"
+check "ssh-t10 and its stderr line" grep -q '^[0-9T:.-]*Z worker:0 stderr stderr over ssh$' "$w"
+# (up to the crash: its quote of the raw output has it again, and the
+# restarted worker:0 registers again)
+check "ssh-t10 the node's records are there once, stamped (not through ssh's stream too)" \
+  sh -c "sed '/^drover: the node ended/q' '$w' > '$TMP/w0' && [ \$(grep -c 'worker:0 I registered\$' '$TMP/w0') -eq 1 ] && ! grep -q '^hello over ssh\$' '$TMP/w0'"
+check "ssh-t10 the crashed node's status and last lines are in its log" \
+  awk '/drover: the node ended with status 139; the last lines of its own output/ { t = 1 } t && /^last words over ssh$/ { ok = 1 } END { exit !ok }' "$w"
+check "ssh-t10 the ps's records are in its log" grep -q '^[0-9T:.-]*Z ps:0 I registered$' "$dir/logs/ps-0.log"
+check "ssh-t10 no node or ssh outlives the run" wait_none 10 "$dir"
+
+# ssh-t11: a node's key file is gone on the host once it registered (the
+# wrapper's copy, read by the node; the run's keys/ file, sent on ssh's
+# stdin); worker:1 SIGKILLed comes back with a fresh one, gone as well
+cat > "$TMP/kspec.lua" <<LUA
+return { launcher = "ssh", hosts = { "a", "b:2" }, ssh_config = "$CFG", reservation_timeout = 30 }
+LUA
+mkdir -p "$TMP/k"
+timeout 150 "$DROVER" run tests/cli/keyfiles.lua "$TMP/kspec.lua" "$RUNS" keys "$TMP/k" >"$TMP/k/out" 2>&1 &
+kc=$!
+kill_at_exit $kc
+wait_for 60 test -s "$TMP/k/victim"
+read vpid parent vcwd <"$TMP/k/victim"
+check "ssh-t11 every node's key file is gone on its host" \
+  [ "$(grep -c '^up	[a-z]*:[0-9]	[0-9]*	gone	/.*/drover-node-[^/]*/key$' "$TMP/k/out")" -eq 3 ]
+check "ssh-t11 the run's keys/ is empty" grep -q '^up	keys \[\]$' "$TMP/k/out"
+kill -9 "${vpid:-0}"
+touch "$TMP/k/killed"
+wait $kc
+check "ssh-t11 the run ends (status $?) after worker:1's SIGKILL" grep -q '^finished' "$TMP/k/out"
+check "ssh-t11 worker:1 came back with a key file, gone too" \
+  grep -q '^again	worker:1	[0-9]*	gone	/.*/drover-node-[^/]*/key$' "$TMP/k/out"
 
 if [ "$have_c" != 1 ]; then
   echo "SKIP test_ssh.sh: ssh-t04/t05 (host c): $(cat "$SSHD/no_c" 2>/dev/null)"

@@ -20,6 +20,28 @@ port_listening() {
     END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
+# free_port_base COUNT: a port P with P..P+COUNT-1 all free, picked at random
+# between 10000 and the start of the kernel's ephemeral range
+# (/proc/sys/net/ipv4/ip_local_port_range): a daemon's port in that range
+# may be taken by any outgoing connection before the daemon binds it.
+# Retries on a taken port; false when 100 tries found none.
+free_port_base() {
+  local n=$1 lo=10000 hi p k tries=0 ok
+  hi=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+  case $hi in ''|*[!0-9]*) hi=32768 ;; esac
+  [ "$hi" -gt $((lo + n + 100)) ] || hi=32768
+  while [ $tries -lt 100 ]; do
+    p=$((lo + (RANDOM * 32768 + RANDOM + $$) % (hi - n - lo)))
+    ok=1
+    for ((k = 0; k < n; k++)); do
+      if port_listening $((p + k)); then ok=0; break; fi
+    done
+    if [ $ok = 1 ]; then echo "$p"; return 0; fi
+    tries=$((tries + 1))
+  done
+  return 1
+}
+
 # alive PID: the process exists and is not a zombie. `kill -0` succeeds on
 # zombies, and this machine's PID 1 reaps orphans lazily (NOTES.md).
 alive() {

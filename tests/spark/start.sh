@@ -7,8 +7,11 @@
 #
 #  - everything of its own lives under $DROVER_SPARK_DIR (default
 #    /tmp/drover-spark): the pids it started, logs, Spark's work directory;
-#  - its own ports: DROVER_SPARK_PORT (default 17077) for the master, the
-#    next three for the master's UI, the worker's UI and the REST server;
+#  - its own ports: DROVER_SPARK_PORT for the master, the next three for
+#    the master's UI, the worker's UI and the REST server; without it, four
+#    free consecutive ports below the ephemeral range (free_port_base),
+#    picked again when one is taken before Spark binds it (Spark's own
+#    retry on the next port is off: the ports would no longer be ours);
 #  - the worker offers DROVER_SPARK_CORES (default 8) cores and 8 GB: slots
 #    for bookkeeping, not a claim on the machine (a drover node per core);
 #  - DROVER_SPARK_GPUS=N (default 0): the worker offers N GPUs, addresses
@@ -27,8 +30,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 DIR=${DROVER_SPARK_DIR:-/tmp/drover-spark}
-PORT=${DROVER_SPARK_PORT:-17077}
-UI_PORT=$((PORT + 1))
+PORT=${DROVER_SPARK_PORT:-}
 TIMEOUT=${DROVER_SPARK_TIMEOUT:-90}
 CORES=${DROVER_SPARK_CORES:-8}
 SPARK_VENV=${SPARK_VENV:-$HERE/../../build/spark-venv}
@@ -52,36 +54,64 @@ SPARK_HOME=$("$SPARK_VENV/bin/python" -c 'import os, pyspark; print(os.path.dirn
 command -v java >/dev/null || skip "no java in PATH (Spark needs Java 17 or later)"
 
 bash "$HERE/stop.sh" >/dev/null 2>&1 || true
-for p in "$PORT" "$UI_PORT" $((PORT + 2)) $((PORT + 3)); do
-  if port_listening "$p"; then skip "TCP port $p is in use (set DROVER_SPARK_PORT)"; fi
-done
+FIXED=${PORT:+1}
+if [ -n "$FIXED" ]; then
+  for p in "$PORT" $((PORT + 1)) $((PORT + 2)) $((PORT + 3)); do
+    if port_listening "$p"; then skip "TCP port $p is in use (set DROVER_SPARK_PORT)"; fi
+  done
+fi
 mkdir -p "$DIR" "$PIDS" "$DIR/log" "$DIR/work"
 trap 'rc=$?; if [ $rc -ne 0 ]; then bash "$HERE/stop.sh" >/dev/null 2>&1; fi; exit $rc' EXIT
 
 export SPARK_HOME SPARK_LOCAL_IP=127.0.0.1 SPARK_LOG_DIR=$DIR/log SPARK_WORKER_DIR=$DIR/work
-export SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=true -Dspark.master.rest.port=$((PORT + 3))"
 GPUS=${DROVER_SPARK_GPUS:-0}
 case $GPUS in ''|*[!0-9]*) skip "DROVER_SPARK_GPUS='$GPUS' is not a count" ;; esac
 if [ "$GPUS" -gt 0 ]; then
   addrs=$(seq -s '","' 0 $((GPUS - 1)))
   printf '#!/bin/sh\necho %s\n' "'{\"name\":\"gpu\",\"addresses\":[\"$addrs\"]}'" >"$DIR/gpus.sh"
   chmod 755 "$DIR/gpus.sh"
-  export SPARK_WORKER_OPTS="-Dspark.worker.resource.gpu.amount=$GPUS -Dspark.worker.resource.gpu.discoveryScript=$DIR/gpus.sh"
+  GPU_OPTS="-Dspark.worker.resource.gpu.amount=$GPUS -Dspark.worker.resource.gpu.discoveryScript=$DIR/gpus.sh"
 fi
 # Small daemons: they only schedule.
 export SPARK_DAEMON_MEMORY=256m
-# spark-class runs in the foreground: we keep its pid (it execs java).
-setsid "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.master.Master --host 127.0.0.1 \
-  --port "$PORT" --webui-port "$UI_PORT" >"$DIR/log/master.out" 2>&1 &
-echo $! >"$PIDS/master.pid"
-wait_until "$TIMEOUT" eval 'master_json >/dev/null 2>&1' ||
-  skip "the Spark master did not answer on port $UI_PORT within $TIMEOUT s: $(tail -n 3 "$DIR/log/master.out")"
-setsid "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.worker.Worker --host 127.0.0.1 \
-  --cores "$CORES" --memory 8g --webui-port $((PORT + 2)) --work-dir "$DIR/work" \
-  "spark://127.0.0.1:$PORT" >"$DIR/log/worker.out" 2>&1 &
-echo $! >"$PIDS/worker.pid"
-wait_until "$TIMEOUT" worker_alive ||
-  skip "the Spark worker did not register within $TIMEOUT s: $(tail -n 3 "$DIR/log/worker.out")"
+# start_daemons: the master, then the worker, on $PORT..$PORT+3. Status 0
+# up; 2 a daemon died (a port taken since we looked: start again with
+# others); 1 no answer within $TIMEOUT s.
+start_daemons() {
+  local pid
+  UI_PORT=$((PORT + 1))
+  export SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=true -Dspark.master.rest.port=$((PORT + 3)) -Dspark.port.maxRetries=0"
+  export SPARK_WORKER_OPTS="${GPU_OPTS:-} -Dspark.port.maxRetries=0"
+  # spark-class runs in the foreground: we keep its pid (it execs java).
+  setsid "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.master.Master --host 127.0.0.1 \
+    --port "$PORT" --webui-port "$UI_PORT" >"$DIR/log/master.out" 2>&1 &
+  pid=$!
+  echo $pid >"$PIDS/master.pid"
+  wait_until "$TIMEOUT" eval 'master_json >/dev/null 2>&1 || ! alive '"$pid" || return 1
+  alive "$pid" || return 2
+  setsid "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.worker.Worker --host 127.0.0.1 \
+    --cores "$CORES" --memory 8g --webui-port $((PORT + 2)) --work-dir "$DIR/work" \
+    "spark://127.0.0.1:$PORT" >"$DIR/log/worker.out" 2>&1 &
+  pid=$!
+  echo $pid >"$PIDS/worker.pid"
+  wait_until "$TIMEOUT" eval 'worker_alive || ! alive '"$pid" || return 1
+  alive "$pid" || return 2
+}
+for try in 1 2 3 4 5; do
+  if [ -z "$FIXED" ]; then
+    PORT=$(free_port_base 4) || skip "no four free consecutive TCP ports below the ephemeral range"
+  fi
+  rc=0; start_daemons || rc=$?
+  [ $rc -eq 2 ] && [ -z "$FIXED" ] && [ $try -lt 5 ] || break
+  log "a daemon could not bind its port (taken meanwhile): again with other ports"
+  bash "$HERE/stop.sh" >/dev/null 2>&1 || true
+  mkdir -p "$PIDS"
+done
+case $rc in
+  0) ;;
+  2) skip "a Spark daemon exited (ports $PORT..$((PORT + 3))): $(tail -n 3 "$DIR/log/master.out" "$DIR/log/worker.out" 2>/dev/null)" ;;
+  *) skip "Spark did not come up on ports $PORT..$((PORT + 3)) within $TIMEOUT s: $(tail -n 3 "$DIR/log/master.out" "$DIR/log/worker.out" 2>/dev/null)" ;;
+esac
 cat >"$DIR/env" <<ENV
 SPARK_HOME=$SPARK_HOME
 PATH=$SPARK_HOME/bin:\$PATH
@@ -90,6 +120,7 @@ PYSPARK_DRIVER_PYTHON=$SPARK_VENV/bin/python
 SPARK_LOCAL_IP=127.0.0.1
 DROVER_SPARK_MASTER=spark://127.0.0.1:$PORT
 DROVER_SPARK_UI=http://127.0.0.1:$UI_PORT
-export SPARK_HOME PATH PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON SPARK_LOCAL_IP DROVER_SPARK_MASTER DROVER_SPARK_UI
+DROVER_SPARK_PORT=$PORT
+export SPARK_HOME PATH PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON SPARK_LOCAL_IP DROVER_SPARK_MASTER DROVER_SPARK_UI DROVER_SPARK_PORT
 ENV
 log "master spark://127.0.0.1:$PORT (UI $UI_PORT), one worker with $CORES cores, $GPUS gpus (state in $DIR)"

@@ -161,6 +161,7 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   if (!n->joined) c->registered++; /* a node lost before it registered comes here once */
   n->joined = true;
   send_registered(cn, true, "");
+  coord__node_key_forget(c, i);
   log_info("%s registered from %s (pid %d)", name, conn_peer(cn), (int)pid);
   if (again && role == ROLE_PS && saw != n->sees_rundir && c->fit)
     coord__route_say(c, c->ngroups); /* back on a host that sees it differently */

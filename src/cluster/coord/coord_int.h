@@ -292,6 +292,10 @@ int coord__keys_create(coord *c);
  * (keyring.h: its keys here and at the ps it dials; a ps its root too),
  * written if absent (a restarted node keeps its index and its keys). */
 int coord__node_key_file(coord *c, int i, char *path, size_t n);
+/* Node i registered: its key file has done its work (read by the node, or
+ * sent by its launcher: ssh's stdin, Spark's file server) and goes, if
+ * still there. The next start writes it again. */
+void coord__node_key_forget(coord *c, int i);
 /* What the coordinator proves when it dials ps `ps` (a process index). */
 void coord__ps_coord_key(const coord *c, uint32_t ps, auth_secret *out);
 /* Accept tables (static, borrowed): an authenticated peer before it

@@ -4,7 +4,9 @@
  * reads it: it derives every node's key at the coordinator from it, and
  * each ps's root R_i (auth_ps_root). Every node, ps included, gets a key
  * file holding only the keys it proves, keys/<role>-<index>.key
- * (keyring.h): its key here, and its key at each ps it dials (a worker,
+ * (keyring.h), written before each start and gone once the node has it
+ * (the node removes what it read; the coordinator, at REGISTER, what a
+ * launcher sent on): its key here, and its key at each ps it dials (a worker,
  * chief or evaluator: every ps; a ps with replicas: every other ps, as
  * itself); a ps also its
  * own root, with which it checks its clients. `control.key` lets
@@ -36,6 +38,7 @@
 
 #include "cluster/coord/coord_int.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "proto/keyring.h"
 #include "proto/wire_msgs.h"
 
@@ -122,12 +125,23 @@ int coord__node_key_file(coord *c, int i, char *path, size_t n) {
   const coord_node *nd = &c->nodes[i];
   rundir_node_key(path, n, c->rd.path, wire_role_name(nd->role), nd->index);
   struct stat st;
-  if (stat(path, &st) == 0) return 0; /* a restart: written at the first start */
+  /* A node removes its file once read (node.c), so a restart writes it
+   * again; one still there is a start's whose node never read it. */
+  if (stat(path, &st) == 0) return 0;
   keyring k;
   int rc = node_keyring(c, nd, &k);
   if (rc == 0) rc = keyring_write(&k, path, false);
   keyring_free(&k);
   return rc;
+}
+
+void coord__node_key_forget(coord *c, int i) {
+  const coord_node *nd = &c->nodes[i];
+  char path[1200];
+  rundir_node_key(path, sizeof path, c->rd.path, wire_role_name(nd->role), nd->index);
+  if (unlink(path) < 0 && errno != ENOENT)
+    log_warn("cannot remove %s's key file '%s': %s", wire_role_name(nd->role), path,
+             strerror(errno));
 }
 
 /* ============================== accept tables ============================= */
