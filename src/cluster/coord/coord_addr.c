@@ -157,7 +157,7 @@ int coord__listen(coord *c, const conn_opts *o) {
   join(where, sizeof where, listen, c->port);
   rundir_event(&c->rd, "coordinator listening on %s; nodes dial %s%s", where, c->node_addr,
                dial ? "" : " (each host fills in our address from $SSH_CONNECTION)");
-  if (strcmp(c->local_addr, c->node_addr) != 0 && coord_uses_launcher(op, "local"))
+  if (remote && coord_uses_launcher(op, "local"))
     rundir_event(&c->rd, "local nodes dial %s and listen on %s (routable from the %s nodes)",
                  c->local_addr, c->local_bind, remote_launcher);
   return 0;
