@@ -22,7 +22,10 @@ mixed_checks() {
   dir=$(sed -n 's/^run_dir //p' "$out")
   check "$1 events.log: the ps restored from a checkpoint" \
     grep -q "restored from step [0-9]*: training goes on" "$dir/events.log"
-  check "$1 events.log says the placement is mixed" grep -q "mixed placement: local + " "$dir/events.log"
+  check "$1 events.log says the placement is mixed" \
+    grep -q "mixed placement: local+$3 (ps on local, worker on $3)\$" "$dir/events.log"
+  "$DROVER" ls "$RUNS" >"$RUNS/$5.ls" 2>&1
+  check "$1 drover ls shows the run's launchers" grep -Eq "^$5-[0-9-]+ +done +3 local\+$3 " "$RUNS/$5.ls"
   check "$1 nodes.tsv has where each node runs" \
     sh -c "grep -q '^ps:0	.*	local\$' '$dir/nodes.tsv' && \
            [ \$(grep -Ec '^worker:[01]	.*	$3 $4' '$dir/nodes.tsv') -eq 2 ]"

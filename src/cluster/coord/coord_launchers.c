@@ -60,9 +60,17 @@ int coord__open_launchers(coord *c) {
   for (int r = 0; r < ROLE_COUNT && rc == 0; r++)
     if (c->opts.count[r] > 0 && !c->role_launch[r])
       rc = open_one(c, coord_role_launcher(&c->opts, r));
-  if (rc == 0 && c->nlaunchers > 1) {
-    char buf[256];
-    rundir_event(&c->rd, "mixed placement: %s", coord__launch_where(c, buf, sizeof buf));
+  if (rc == 0 && c->nlaunchers > 1) { /* "local+spark" is what `drover ls` shows */
+    char names[64] = "", roles[160] = "";
+    size_t a = 0, b = 0;
+    for (int k = 0; k < c->nlaunchers && a < sizeof names; k++)
+      a += (size_t)snprintf(names + a, sizeof names - a, "%s%s", k ? "+" : "",
+                            c->launchers[k]->ops->name);
+    for (int r = 0; r < ROLE_COUNT && b < sizeof roles; r++)
+      if (c->opts.count[r] > 0)
+        b += (size_t)snprintf(roles + b, sizeof roles - b, "%s%s on %s", b ? ", " : "",
+                              wire_role_name(r), coord_role_launcher(&c->opts, r));
+    rundir_event(&c->rd, "mixed placement: %s (%s)", names, roles);
   }
   for (int i = 0; i < c->nnodes; i++) {
     c->nodes[i].launcher = coord_role_launcher(&c->opts, c->nodes[i].role);
