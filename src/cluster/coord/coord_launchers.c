@@ -72,6 +72,17 @@ int coord__open_launchers(coord *c) {
                               wire_role_name(r), coord_role_launcher(&c->opts, r));
     rundir_event(&c->rd, "mixed placement: %s (%s)", names, roles);
   }
+  /* The names were the options table's (borrowed for the call): from here
+   * on, the launchers' own (static) names; a default no role uses, the
+   * first launcher's. */
+  const char *def = c->nlaunchers ? c->launchers[0]->ops->name : "local";
+  for (int r = 0; r < ROLE_COUNT; r++)
+    if (c->role_launch[r]) {
+      if (strcmp(c->opts.launcher, c->role_launch[r]->ops->name) == 0)
+        def = c->role_launch[r]->ops->name;
+      c->opts.role_launcher[r] = c->role_launch[r]->ops->name;
+    }
+  c->opts.launcher = def;
   for (int i = 0; i < c->nnodes; i++) {
     c->nodes[i].launcher = coord_role_launcher(&c->opts, c->nodes[i].role);
     coord__node_where(c, i);
