@@ -95,6 +95,9 @@ def node_task(_rows, args, names):
             args[i] = d
         env = dict(os.environ, DROVER_SECRET_FILE=secret)
         env.pop("DROVER_LAUNCH_EXE", None)
+        app = os.path.basename(os.path.dirname(where))
+        if app.startswith("app-"):  # standalone: the executor's directory is work/APP/EXEC
+            env["DROVER_PLACE"] = "%s exec %s" % (app, os.path.basename(where))
         gpus = task_gpus()
         if gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpus

@@ -533,6 +533,8 @@ static int l_nodes(lua_State *L) {
     set_str(L, "slurm_job", nd->got.slurm_job);
     set_str(L, "slurm_step", nd->got.slurm_step);
     set_str(L, "slurm_node", nd->got.slurm_node);
+    if (nd->launcher) set_str(L, "launcher", nd->launcher);
+    set_str(L, "where", nd->where);
     set_int(L, "rss", (int64_t)nd->rss);
     set_int(L, "steps", nd->steps);
     set_int(L, "restarts", nd->restarts);

@@ -19,10 +19,11 @@ static const char *const cluster_keys[] = {
     "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", "max_restarts", "max_queue",
     "hosts", "ssh_config", "slurm", "spark", "yarn", "files", "bind", "address", "ps_replicas",
     "command_limit", "tensorboard", NULL};
-static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", "label", NULL};
+static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", "label",
+                                        "launcher", NULL};
 /* A ps table also takes `replicas` (ps_replicas, spelled as issue 12 has it). */
 static const char *const ps_keys[] = {"instances", "cpus", "memory", "gpus", "label", "replicas",
-                                      NULL};
+                                      "launcher", NULL};
 static const char *const yarn_keys[] = {"rm", "queue", "name", "max_attempts", "am_classpath",
                                         "submit_timeout", "staging", NULL};
 static const char *const slurm_keys[] = {"partition", "time", "account", "qos", "constraint",
@@ -101,11 +102,14 @@ static uint64_t opt_memory(lua_State *L, int idx, const char *what, const char *
   return bytes;
 }
 
-/* `role = N` or `role = { instances = N, cpus = C, memory = M, gpus = G }`. */
+/* `role = N` or `role = { instances = N, cpus = C, memory = M, gpus = G,
+ * launcher = "local" }` (its own launcher: mixed placement; the name is
+ * checked with the others by the coordinator). */
 static void opt_role(lua_State *L, const char *role, int def, int *count,
-                     launch_resources *res) {
+                     launch_resources *res, const char **launcher) {
   int t = lua_getfield(L, 1, role);
   memset(res, 0, sizeof *res);
+  *launcher = NULL;
   if (t == LUA_TNIL) {
     *count = def;
   } else if (t == LUA_TNUMBER) {
@@ -119,6 +123,8 @@ static void opt_role(lua_State *L, const char *role, int def, int *count,
     res->gpus = (int)lopts_int(L, -1, "gpus", 0, LOPTS_NONNEG, 64, what);
     res->memory = opt_memory(L, lua_gettop(L), what, role);
     res->label = opt_string(L, -1, "label", NULL, what); /* alive in the options table */
+    *launcher = opt_string(L, -1, "launcher", NULL, what);
+    if (*launcher && !**launcher) luaL_error(L, "%s: launcher must name a launcher", what);
   } else {
     luaL_error(L, "cluster: %s must be a count or a table { instances, cpus, memory, gpus }",
                role);
@@ -181,8 +187,9 @@ static void opt_spark(lua_State *L, coord_opts *o) {
   int t = lua_getfield(L, 1, "spark");
   if (t == LUA_TNIL) return; /* the nil keeps the stack shape: one slot */
   if (t != LUA_TTABLE) luaL_error(L, "cluster: spark must be a table");
-  if (strcmp(o->launcher, "spark") != 0)
-    luaL_error(L, "cluster: spark = {...} is for launcher = \"spark\"");
+  if (!coord_uses_launcher(o, "spark"))
+    luaL_error(L, "cluster: spark = {...} is for launcher = \"spark\" (the cluster's or a "
+                  "role's: no role runs on it)");
   int s = lua_gettop(L);
   lopts_check_keys(L, s, "cluster: spark", spark_keys);
   launch_spark_opts *so = &o->spark;
@@ -199,7 +206,9 @@ static void opt_yarn(lua_State *L, coord_opts *o) {
   int t = lua_getfield(L, 1, "yarn");
   if (t != LUA_TNIL && t != LUA_TTABLE) luaL_error(L, "cluster: yarn must be a table");
   if (t == LUA_TTABLE) {
-    if (strcmp(o->launcher, "yarn") != 0) luaL_error(L, "cluster: yarn is for launcher = \"yarn\"");
+    if (!coord_uses_launcher(o, "yarn"))
+      luaL_error(L, "cluster: yarn is for launcher = \"yarn\" (the cluster's or a role's: no role "
+                    "runs on it)");
     int s = lua_gettop(L);
     lopts_check_keys(L, s, "cluster: yarn", yarn_keys);
     launch_yarn_opts *y = &o->yarn;
@@ -268,10 +277,13 @@ int lcluster_read_opts(lua_State *L, coord_opts *o) {
   o->launcher = opt_string(L, 1, "launcher", o->launcher, "cluster");
   o->name = opt_string(L, 1, "name", o->name, "cluster");
   o->runs_base = opt_string(L, 1, "runs", o->runs_base, "cluster");
-  opt_role(L, "ps", 1, &o->count[ROLE_PS], &o->res[ROLE_PS]);
-  opt_role(L, "worker", 1, &o->count[ROLE_WORKER], &o->res[ROLE_WORKER]);
-  opt_role(L, "chief", 0, &o->count[ROLE_CHIEF], &o->res[ROLE_CHIEF]);
-  opt_role(L, "evaluator", 0, &o->count[ROLE_EVALUATOR], &o->res[ROLE_EVALUATOR]);
+  static const struct { const char *name; int role, def; } roles[] = {
+      {"ps", ROLE_PS, 1}, {"worker", ROLE_WORKER, 1}, {"chief", ROLE_CHIEF, 0},
+      {"evaluator", ROLE_EVALUATOR, 0}};
+  for (int k = 0; k < 4; k++) {
+    int r = roles[k].role;
+    opt_role(L, roles[k].name, roles[k].def, &o->count[r], &o->res[r], &o->role_launcher[r]);
+  }
   opt_numbers(L, o);
   /* not `replicas` at the top: an experiment's sync replicas are gradients
    * per update; inside `ps = { ... }` the word is unambiguous */
@@ -296,14 +308,16 @@ int lcluster_read_opts(lua_State *L, coord_opts *o) {
   opt_spark(L, o);
   opt_yarn(L, o);
   for (int r = 0; r < ROLE_COUNT; r++)
-    if (o->res[r].label && strcmp(o->launcher, "yarn") != 0)
-      luaL_error(L, "cluster: label is for launcher = \"yarn\" (node labels are YARN's)");
-  if (o->nhosts && strcmp(o->launcher, "ssh") != 0)
-    luaL_error(L, "cluster: hosts is for launcher = \"ssh\"");
+    if (o->res[r].label && strcmp(coord_role_launcher(o, r), "yarn") != 0)
+      luaL_error(L, "cluster: %s.label is for launcher = \"yarn\" (node labels are YARN's; "
+                    "%s runs on \"%s\")", wire_role_name(r), wire_role_name(r),
+                 coord_role_launcher(o, r));
+  if (o->nhosts && !coord_uses_launcher(o, "ssh"))
+    luaL_error(L, "cluster: hosts is for launcher = \"ssh\" (the cluster's or a role's)");
   /* external: the nodes' operator puts the files in their directories
    * under the names ssh would give them (launch_ship_name) */
-  if (o->nfiles && strcmp(o->launcher, "ssh") != 0 && strcmp(o->launcher, "spark") != 0 &&
-      strcmp(o->launcher, "yarn") != 0 && strcmp(o->launcher, "external") != 0)
+  if (o->nfiles && !coord_uses_launcher(o, "ssh") && !coord_uses_launcher(o, "spark") &&
+      !coord_uses_launcher(o, "yarn") && !coord_uses_launcher(o, "external"))
     luaL_error(L, "cluster: files is for launchers \"ssh\", \"spark\", \"yarn\" and "
                   "\"external\" (other launchers share the file system)");
   return lua_gettop(L) - top;

@@ -69,6 +69,8 @@ void nodeinfo_probe(node_info *ni) {
   copy_env(ni->slurm_job, sizeof ni->slurm_job, "SLURM_JOB_ID");
   copy_env(ni->slurm_step, sizeof ni->slurm_step, "SLURM_STEP_ID");
   copy_env(ni->slurm_node, sizeof ni->slurm_node, "SLURMD_NODENAME");
+  copy_env(ni->place, sizeof ni->place, "DROVER_PLACE");
+  if (!ni->place[0]) copy_env(ni->place, sizeof ni->place, "CONTAINER_ID");
 }
 
 void nodeinfo_to_msg(const node_info *ni, wire_msg_register *m) {
@@ -80,6 +82,7 @@ void nodeinfo_to_msg(const node_info *ni, wire_msg_register *m) {
   m->slurm_job = WIRE_STR(ni->slurm_job);
   m->slurm_step = WIRE_STR(ni->slurm_step);
   m->slurm_node = WIRE_STR(ni->slurm_node);
+  m->place = WIRE_STR(ni->place);
 }
 
 int nodeinfo_from_msg(const wire_msg_register *m, node_info *ni) {
@@ -92,6 +95,7 @@ int nodeinfo_from_msg(const wire_msg_register *m, node_info *ni) {
   if (rc == 0) rc = wire_str_copy(m->slurm_job, ni->slurm_job, sizeof ni->slurm_job);
   if (rc == 0) rc = wire_str_copy(m->slurm_step, ni->slurm_step, sizeof ni->slurm_step);
   if (rc == 0) rc = wire_str_copy(m->slurm_node, ni->slurm_node, sizeof ni->slurm_node);
+  if (rc == 0) rc = wire_str_copy(m->place, ni->place, sizeof ni->place);
   return rc;
 }
 

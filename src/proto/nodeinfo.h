@@ -21,6 +21,9 @@ typedef struct node_info {
   char slurm_job[24];  /* SLURM_JOB_ID, "" outside Slurm */
   char slurm_step[24]; /* SLURM_STEP_ID */
   char slurm_node[64]; /* SLURMD_NODENAME */
+  char place[96];      /* its place as its launcher names it: $DROVER_PLACE (the
+                          Spark task sets "app-... exec N"), else YARN's
+                          $CONTAINER_ID; "" elsewhere */
 } node_info;
 
 /* Fills *ni from this process and its environment. */

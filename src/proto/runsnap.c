@@ -205,7 +205,8 @@ static void put_node(wire_wr *w, void *ud, uint32_t i) {
                                  .state = WIRE_STR(d->state),
                                  .host = WIRE_STR(d->host),
                                  .log = WIRE_STR(log_on_wire(d, o->run_dir)),
-                                 .got = WIRE_STR(got_on_wire(d, o->k, (int)i))});
+                                 .got = WIRE_STR(got_on_wire(d, o->k, (int)i)),
+                                 .where = WIRE_STR(d->where)});
 }
 
 /* The next series with points due (the callback is called in order). */
@@ -333,6 +334,7 @@ static int read_node(const wire_item_snap_node *w, runview_node *d, const char *
   if (rc == 0) rc = wire_str_copy(w->host, d->host, sizeof d->host);
   if (rc == 0) rc = wire_str_copy(w->log, log, sizeof log);
   if (rc == 0) rc = wire_str_copy(w->got, d->got, sizeof d->got);
+  if (rc == 0) rc = wire_str_copy(w->where, d->where, sizeof d->where);
   if (rc < 0) return rc;
   if (!d->got[0]) memcpy(d->got, got, sizeof got);
   snprintf(d->name, sizeof d->name, "%s:%d", wire_role_name(d->role), d->index);

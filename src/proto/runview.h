@@ -39,6 +39,7 @@ typedef struct runview_node {
   char log[512];          /* path of its log file (for the detail view) */
   char got[192];          /* what it got where it runs: address, threads,
                              cpus, memory, GPUs, Slurm job.step (detail view) */
+  char where[200];        /* its launcher and place: "local", "yarn container_... @ h" */
 } runview_node;
 
 /* One scalar series, TensorBoard-style: points in arrival order. */

@@ -65,9 +65,13 @@
 
 /* Control, node <-> coordinator.
  *  REGISTER    N -> C: port is the ps data port (0 otherwise); hostname to
+<<<<<<< HEAD
  *              slurm_node are what the node got (nodeinfo.h); rundir_token
  *              what it read in <run>/ckpt-token ("" none): whether the
  *              run directory is visible where it runs (coord_ckpt_route.c)
+=======
+ *              place are what the node got (nodeinfo.h)
+>>>>>>> mixed
  *  REGISTERED  C -> N (reply): message is the refusal reason when !ok
  *  SPEC        C -> N: the ps nodes (where workers dial them), sent once
  *              all registered; with ps replicas only each group's primary
@@ -85,7 +89,7 @@
 #define WIRE_MSG_register(X)                                                          \
   X(ROLE, role) X(U32, index) X(U32, pid) X(STR, host) X(U16, port) X(STR, hostname) \
   X(U32, threads) X(U32, cpus) X(U64, memory) X(STR, gpus) X(STR, slurm_job)          \
-  X(STR, slurm_step) X(STR, slurm_node) X(STR, rundir_token)
+  X(STR, slurm_step) X(STR, slurm_node) X(STR, rundir_token) X(STR, place)
 #define WIRE_MSG_registered(X) X(FLAG, ok, "REGISTERED ok") X(STR, message)
 #define WIRE_MSG_spec(X) \
   X(ITEMS, nodes, spec_node, "SPEC node") X(FLAG, ps_replicated, "SPEC ps_replicated")
@@ -481,7 +485,8 @@
 #define WIRE_ITEM_snap_node(X)                                                          \
   X(ROLE, role) X(U32, index) X(U32, pid) X(U32, restarts) X(U32, inflight) X(I64, steps) \
   X(I64, backlog) X(U64, rss) X(F64, examples_per_sec) X(F64, cpu_pct)                    \
-  X(F64, heartbeat_age) X(STR, state) X(STR, host) X(STR, log) X(STR, got)
+  X(F64, heartbeat_age) X(STR, state) X(STR, host) X(STR, log) X(STR, got)   \
+  X(STR, where)
 #define WIRE_ITEM_snap_series(X) \
   X(STR, tag) X(FLAG, reset, "SNAPSHOT series reset") X(ITEMS, points, snap_point, "SNAPSHOT point")
 #define WIRE_ITEM_snap_point(X) X(F64, step) X(F64, wall) X(F64, value)

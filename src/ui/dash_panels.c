@@ -24,7 +24,8 @@ int dash_state_role(const char *s) {
 }
 
 bool dash_node_matches(const runview_node *n, const char *f) {
-  return !f[0] || strstr(n->name, f) || strstr(n->host, f) || strstr(n->state, f);
+  return !f[0] || strstr(n->name, f) || strstr(n->host, f) || strstr(n->state, f) ||
+         strstr(n->where, f);
 }
 
 const char *dash_sort_name(int sort) {
@@ -88,7 +89,8 @@ void dash_view_rows(dash_ui *ui, const runview *m) {
 
 /* ============================== nodes table ============================== */
 
-enum { C_NODE, C_HOST, C_PID, C_STATE, C_RST, C_STEPS, C_RATE, C_CPU, C_RSS, C_HB, C_INFL, C_BKLG, NCOLS };
+enum { C_NODE, C_HOST, C_PID, C_STATE, C_RST, C_STEPS, C_RATE, C_CPU, C_RSS, C_HB, C_INFL, C_BKLG,
+       C_WHERE, NCOLS };
 
 /* Columns in screen order; `prio` decides which go first when narrow
  * (0 always shown). */
@@ -104,12 +106,16 @@ static const struct column {
     [C_RATE] = {"EX/S", 7, true, 1},     [C_CPU] = {"CPU%", 5, true, 2},
     [C_RSS] = {"RSS", 6, true, 3},       [C_HB] = {"HB", 5, true, 2},
     [C_INFL] = {"INFL", 4, true, 3},     [C_BKLG] = {"BKLG", 5, true, 6},
+    /* last: the launcher and place ("yarn container_... @ h") of a mixed
+     * cluster, where the width allows; the detail view always has it */
+    [C_WHERE] = {"WHERE", 30, false, 7},
 };
 
 static void cell(const runview_node *n, int c, char *b, size_t sz) {
   switch (c) {
   case C_NODE: snprintf(b, sz, "%s", n->name); break;
   case C_HOST: snprintf(b, sz, "%s", n->host); break;
+  case C_WHERE: snprintf(b, sz, "%s", n->where[0] ? n->where : "-"); break;
   case C_PID: snprintf(b, sz, n->pid > 0 ? "%d" : "-", n->pid); break;
   case C_STATE: snprintf(b, sz, "%s", n->state); break;
   case C_RST: snprintf(b, sz, "%d", n->restarts); break;
@@ -135,7 +141,7 @@ static void cell(const runview_node *n, int c, char *b, size_t sz) {
 
 /* Which columns fit in w: the highest priority level whose columns all fit. */
 static int pick_columns(int w, int node_w, bool show[NCOLS]) {
-  for (int p = 6; p >= 0; p--) {
+  for (int p = 7; p >= 0; p--) {
     int total = 0;
     for (int c = 0; c < NCOLS; c++)
       if (columns[c].prio <= p) total += (c == C_NODE ? node_w : columns[c].width) + 1;
@@ -195,7 +201,7 @@ void dash__nodes(dash_ui *ui, const runview *m, int y, int x, int h, int w) {
     for (int c = 0; c < NCOLS; c++) {
       if (!show[c]) continue;
       int cw = c == C_NODE ? node_w : columns[c].width;
-      char v[96];
+      char v[sizeof n->where];
       cell(n, c, v, sizeof v);
       unsigned long a = text;
       if (is_sel) a = sel;

@@ -71,6 +71,7 @@ static void add_node(runview *m, const char *dir, char **col, int ncol) {
   n->pid = ncol > 1 ? atoi(col[1]) : 0;
   snprintf(n->host, sizeof n->host, "%s", ncol > 2 ? col[2] : "-");
   n->restarts = ncol > 14 ? atoi(col[14]) : 0;
+  snprintf(n->where, sizeof n->where, "%s", ncol > 15 ? col[15] : "");
   snprintf(n->state, sizeof n->state, "%s", nodestate_shown(NODE_DONE));
   n->cpu_pct = n->heartbeat_age = -1;
   n->backlog = -1;

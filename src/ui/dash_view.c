@@ -152,7 +152,8 @@ static void draw_detail(dash_ui *ui, const runview *m, int y, int h, int cols) {
   dash__put(y + 1, 2, 8, dim, "state");
   dash__put(y + 1, 12, cw - 10, dash__role(ui, dash_state_role(n->state)), n->state);
   dash__put(y + 2, 2, 8, dim, "host");
-  dash__putf(y + 2, 12, cw - 10, text, "%s  pid %d", n->host, n->pid);
+  dash__putf(y + 2, 12, cw - 10, text, "%s  pid %d%s%s", n->host, n->pid,
+             n->where[0] ? "  " : "", n->where);
   dash__put(y + 3, 2, 8, dim, "steps");
   dash__putf(y + 3, 12, cw - 10, text, "%lld  (%s ex/s)", (long long)n->steps, rate);
   dash__put(y + 4, 2, 8, dim, "restarts");

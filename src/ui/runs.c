@@ -60,6 +60,7 @@ typedef struct run_info {
   char address[80];
   char tensorboard[160]; /* the URL while its TensorBoard serves, else "" */
   int nodes;        /* -1 unknown */
+  char mix[24];     /* a mixed cluster's launchers ("local+spark"), else "" */
   int exit_status;  /* "process exit: N", -1 none */
   int exit_signal;  /* "(signal S)", 0 none */
   bool shut_down;   /* a cluster run logged "shutdown complete" */
@@ -93,6 +94,7 @@ static void read_event(run_info *r, const char *text, int *started, bool *shutdo
   int n, fails, st, sig, end = fit_ends(text);
   long long steps;
   if (sscanf(text, "cluster ready: %d nodes", &n) == 1) r->nodes = n;
+  if (starts(text, "mixed placement: ")) sscanf(text, "mixed placement: %23[a-z+]", r->mix);
   if (starts(text, "node start ")) (*started)++;
   if (starts(text, RUNS_REPL_EVENT)) r->repl = true;
   if (starts(text, "stopping the run")) r->stopped = true;
@@ -300,7 +302,7 @@ static const char *local_time(const char *utc, char *buf, size_t n) {
 /* One run's columns as printed. */
 typedef struct run_row {
   const char *name, *state, *ckpt, *address, *tensorboard;
-  char when[32], nodes[16], status[16];
+  char when[32], nodes[40], status[16];
 } run_row;
 
 static void make_row(run_info *r, run_row *w) {
@@ -315,7 +317,8 @@ static void make_row(run_info *r, run_row *w) {
   if (r->exit_status >= 0 && !r->repl && strcmp(r->state, "running") != 0)
     snprintf(w->status, sizeof w->status, "%d", r->exit_status);
   if (r->in_process) snprintf(w->nodes, sizeof w->nodes, "local");
-  else if (r->nodes >= 0) snprintf(w->nodes, sizeof w->nodes, "%d", r->nodes);
+  else if (r->nodes >= 0) snprintf(w->nodes, sizeof w->nodes, "%d%s%s", r->nodes,
+                                   r->mix[0] ? " " : "", r->mix);
   else snprintf(w->nodes, sizeof w->nodes, "-");
 }
 

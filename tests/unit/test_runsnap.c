@@ -351,6 +351,7 @@ static void snapshot_payload(wire_wr *w, const char *state, uint32_t nodes, int 
     for (int f = 0; f < 4; f++) wire_wr_u32(w, 1);
     for (int f = 0; f < 6; f++) wire_wr_u64(w, 0);
     wire_wr_str(w, state); wire_wr_str(w, "h"); wire_wr_str(w, "logs/x.log"); wire_wr_str(w, "");
+    wire_wr_str(w, ""); /* where */
   }
   wire_wr_u32(w, 0);
   wire_wr_u32(w, 0);

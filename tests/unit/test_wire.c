@@ -91,7 +91,7 @@ TEST(wire_header_rejections_name_the_reason) {
             "HELLO payload of 5 bytes, expected 33");
   header_bytes(b, WIRE_REGISTER, 5);
   CHECK_ERR(wire_header_decode(b, WIRE_DEFAULT_MAX_FRAME, true, &g), DRV_EPARSE,
-            "REGISTER payload of 5 bytes, expected 55 to 28727");
+            "REGISTER payload of 5 bytes, expected 59 to 32827");
   header_bytes(b, WIRE_ERROR, 5000);
   CHECK_ERR(wire_header_decode(b, WIRE_DEFAULT_MAX_FRAME, true, &g), DRV_EPARSE,
             "ERROR payload of 5000 bytes");

@@ -277,8 +277,8 @@ static void ctl_close(conn *cn, int err, const char *why) {
     coord_node *n = &c->nodes[p->node];
     /* A node of the external launcher has no process of ours: after
      * SHUTDOWN its connection closing is its clean exit. */
-    if (c->shutting_down && !n->exited && coord__external(c))
-      coord__on_exit(c->launch, n, 0, 0);
+    if (c->shutting_down && !n->exited && coord__external(c) && coord__launcher(c, p->node))
+      coord__on_exit(coord__launcher(c, p->node), n, 0, 0);
     /* A process that dies closes its socket and exits at about the same
      * time; the exit status says more, so wait a moment for it (on_tick). */
     if (!c->shutting_down && n->state != NODE_DONE) {
@@ -447,15 +447,6 @@ static int start_tick(coord *c) {
   return 0;
 }
 
-/* A launcher's news while the start waits (a pending Slurm job): events
- * and the user's terminal. */
-static void launcher_note(void *ud, const char *msg) {
-  coord *c = ud;
-  rundir_event(&c->rd, "launcher: %s", msg);
-  log_info("launcher: %s", msg);
-  fprintf(stderr, "drover: %s\n", msg);
-}
-
 static int start_run(coord *c) {
   int rc;
   char path[1200];
@@ -481,19 +472,7 @@ static int start_run(coord *c) {
   if (c->opts.tensorboard && (rc = tboard_run_start(&c->rd, &c->opts.tboard, &c->tb)) < 0)
     return rc;
   if ((rc = coord__ship_init(c)) < 0) return rc;
-  launch_config lc = {.hosts = c->opts.hosts, .nhosts = c->opts.nhosts,
-                      .ssh_config = c->opts.ssh_config, .run_dir = c->rd.path,
-                      .slurm = c->opts.slurm, .spark = c->opts.spark, .yarn = c->opts.yarn, .files = c->opts.files, .nfiles = c->opts.nfiles,
-                      .note = launcher_note, .note_ud = c};
-  for (int r = 0; r < ROLE_COUNT; r++) lc.count[r] = coord__processes(c, r);
-  memcpy(lc.res, c->opts.res, sizeof lc.res);
-  rc = launch_open(c->opts.launcher, &lc, c->loop, coord__on_exit, c, &c->launch);
-  /* borrowed for the call: the launcher keeps copies */
-  c->opts.hosts = c->opts.files = c->opts.slurm.sbatch = NULL;
-  c->opts.ssh_config = NULL;
-  memset(&c->opts.spark, 0, sizeof c->opts.spark);
-  memset(&c->opts.yarn, 0, sizeof c->opts.yarn);
-  for (int r = 0; r < ROLE_COUNT; r++) c->opts.res[r].label = NULL;
+  rc = coord__open_launchers(c);
   if (rc < 0) return rc;
   log_info("listening on %s; run directory %s", c->addr, c->rd.path);
   return 0;
@@ -557,8 +536,8 @@ static void stop_group(coord *c, bool ps, double grace, double deadline) {
       if (coord__external(c)) {
         c->nodes[i].exited = true;
         coord__node_set_state(c, i, NODE_DONE, ": not registered again (shutdown)");
-      } else if (c->launch) {
-        c->launch->ops->signal(c->launch, &c->nodes[i], SIGTERM);
+      } else {
+        coord__signal(c, i, SIGTERM);
       }
       continue;
     }
@@ -573,7 +552,7 @@ static void stop_group(coord *c, bool ps, double grace, double deadline) {
 
 static bool none_running(coord *c, void *arg) {
   (void)arg;
-  return !c->launch || c->launch->ops->running(c->launch) == 0;
+  return coord__running(c) == 0;
 }
 
 static int failure_report(coord *c, char *buf, size_t n) {
@@ -609,13 +588,13 @@ int coord_shutdown(coord *c, double grace, double timeout, char *buf, size_t n) 
       coord__node_set_state(c, i, NODE_DONE, ": not started again (shutdown)");
   stop_group(c, false, grace, deadline);
   stop_group(c, true, grace, deadline);
-  if (c->launch && c->launch->ops->running(c->launch) > 0) {
+  if (coord__running(c) > 0) {
     for (int i = 0; i < c->nnodes; i++)
       if (!c->nodes[i].exited) {
         char name[32];
         log_warn("%s did not stop in time; killing it",
                  coord__node_name(&c->nodes[i], name, sizeof name));
-        c->launch->ops->signal(c->launch, &c->nodes[i], SIGKILL);
+        coord__signal(c, i, SIGKILL);
       }
     coord__pump(c, none_running, NULL, 5.0, false);
   }
@@ -661,8 +640,7 @@ void coord_free(coord *c) {
   uv_loop_t *loop = c->loop;
   bool freed = false;
   c->shutting_down = true; /* what closes from here on is not a failure */
-  if (c->launch) c->launch->ops->destroy(c->launch); /* SIGKILLs what is left */
-  c->launch = NULL;
+  coord__close_launchers(c); /* SIGKILLs what is left */
   if (c->rd.events) tboard_run_stop(&c->rd, &c->tb);
   for (int i = 0; i < c->nnodes; i++)
     if (c->ctl[i]) conn_close(c->ctl[i], "coordinator closing");

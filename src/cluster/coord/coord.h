@@ -58,6 +58,10 @@ typedef struct coord_node {
   bool sees_rundir;       /* it read the run's ckpt-token at REGISTER */
   node_info got;          /* what it reported of where it runs (threads,
                              memory, host, Slurm job...) */
+  const char *launcher;   /* the name of the launcher that starts it ("local") */
+  char where[200];        /* where it runs, as its launcher and its REGISTER
+                             tell: "local", "spark app-1 exec 0 @ h1",
+                             "yarn container_1_0001_01_000002 @ h2" */
   uint64_t rss, cpu_ms;   /* from its last heartbeat */
   double cpu_at;          /* monotonic seconds when cpu_ms arrived (0: never) */
   double last_seen;       /* monotonic seconds of its last frame */
@@ -85,7 +89,9 @@ typedef struct coord_opts {
   const char *runs_base;         /* "runs" */
   int count[ROLE_COUNT];         /* ps, chief (0/1), worker, evaluator (0/1); each at
                                     most COORD_MAX_PER_ROLE */
-  const char *launcher;          /* "local" */
+  const char *launcher;          /* "local": the default for every role */
+  const char *role_launcher[ROLE_COUNT]; /* a role's own launcher (mixed placement,
+                                    `ps = { launcher = "local" }`); NULL: launcher */
   const char *bind_host;         /* where we listen (NULL: 127.0.0.1, or
                                     0.0.0.0 for "ssh", "slurm", "spark") */
   const char *const *hosts;      /* launcher "ssh": "name[:slots]"; borrowed
@@ -126,6 +132,12 @@ typedef struct coord_opts {
 } coord_opts;
 
 void coord_opts_default(coord_opts *o);
+
+/* The launcher that starts the nodes of `role`: its own, else the
+ * cluster's. Static or o's. */
+const char *coord_role_launcher(const coord_opts *o, int role);
+/* Whether a role with nodes (count > 0) is started by launcher `name`. */
+bool coord_uses_launcher(const coord_opts *o, const char *name);
 
 typedef struct coord coord;
 

@@ -14,7 +14,13 @@
  *
  * A remote node binds 0.0.0.0 and advertises, in REGISTER, the local
  * address of its own connection to us (node.c), so workers reach the ps
- * data ports over the same network that reached the coordinator. Every
+ * data ports over the same network that reached the coordinator.
+ *
+ * Mixed placement (a role on "local" beside roles on remote launchers):
+ * the coordinator listens as for the remote ones, and the local nodes dial
+ * the address the remote nodes dial, found as for Slurm when that is a
+ * wildcard (ssh's $SSH_CONNECTION is no local node's), and bind 0.0.0.0:
+ * what they advertise is then routable from the remote workers. Every
  * connection on these ports must prove the run's secret first (conn.c),
  * which is what makes listening beyond loopback acceptable.
  */
@@ -40,6 +46,21 @@ static bool is_wildcard(const char *h) {
 static bool is_remote(const char *launcher) {
   return strcmp(launcher, "ssh") == 0 || strcmp(launcher, "slurm") == 0 ||
          strcmp(launcher, "spark") == 0 || strcmp(launcher, "yarn") == 0;
+}
+
+/* The remote launcher some role uses ("yarn"), or NULL when all are local;
+ * *unfound: one whose nodes cannot find us as ssh's do (Slurm's, Spark's
+ * and YARN's have no $SSH_CONNECTION). */
+static const char *remote_used(const coord_opts *o, bool *unfound) {
+  const char *used = NULL;
+  *unfound = false;
+  for (int r = 0; r < ROLE_COUNT; r++) {
+    const char *l = coord_role_launcher(o, r);
+    if (o->count[r] == 0 || !is_remote(l)) continue;
+    used = l;
+    *unfound |= strcmp(l, "ssh") != 0;
+  }
+  return used;
 }
 
 static bool usable_v4(const struct sockaddr *sa) {
@@ -82,9 +103,25 @@ static void join(char *out, size_t n, const char *host, int port) {
   snprintf(out, n, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 }
 
+/* Where the local nodes of a mixed cluster dial us: the remote nodes'
+ * address, found when that is a wildcard. */
+static int local_beside_remote(coord *c, const char *dial) {
+  char found[64];
+  if (!dial || is_wildcard(dial)) {
+    int rc = host_address(found, sizeof found);
+    if (rc < 0) return rc;
+    dial = found;
+  }
+  join(c->local_addr, sizeof c->local_addr, dial, c->port);
+  c->local_bind = "0.0.0.0";
+  return 0;
+}
+
 int coord__listen(coord *c, const conn_opts *o) {
   const coord_opts *op = &c->opts;
-  bool remote = is_remote(op->launcher);
+  bool unfound;
+  const char *remote_launcher = remote_used(op, &unfound);
+  bool remote = remote_launcher != NULL;
   const char *listen = op->bind_host ? op->bind_host : remote ? "0.0.0.0" : "127.0.0.1";
   int rc = conn_listen(c->loop, listen, 0, o, &c->server, &c->port);
   if (rc < 0) return rc;
@@ -99,9 +136,7 @@ int coord__listen(coord *c, const conn_opts *o) {
     return err_set(DRV_EINVAL, "cluster: address = \"%s\" is not a numeric IPv4 or IPv6 "
                    "address", dial);
   if (!dial && (!remote || !is_wildcard(listen))) dial = remote ? listen : c->addr;
-  /* Slurm's, Spark's and YARN's nodes have no $SSH_CONNECTION to find us by. */
-  if (!dial && (strcmp(op->launcher, "slurm") == 0 || strcmp(op->launcher, "spark") == 0 ||
-                strcmp(op->launcher, "yarn") == 0)) {
+  if (!dial && unfound) {
     if ((rc = host_address(found, sizeof found)) < 0) return rc;
     dial = found;
   }
@@ -110,6 +145,11 @@ int coord__listen(coord *c, const conn_opts *o) {
   else
     join(c->node_addr, sizeof c->node_addr, dial ? dial : listen, c->port);
   c->node_bind = remote ? "0.0.0.0" : "127.0.0.1";
+  snprintf(c->local_addr, sizeof c->local_addr, "%s", c->node_addr);
+  c->local_bind = c->node_bind;
+  if (remote && coord_uses_launcher(op, "local") &&
+      (rc = local_beside_remote(c, dial ? dial : listen)) < 0)
+    return rc;
   char line[128];
   snprintf(line, sizeof line, "%s %d\n", c->addr, (int)getpid());
   if ((rc = rundir_write(&c->rd, RUNDIR_COORDINATOR, line, 0644)) < 0) return rc;
@@ -117,5 +157,8 @@ int coord__listen(coord *c, const conn_opts *o) {
   join(where, sizeof where, listen, c->port);
   rundir_event(&c->rd, "coordinator listening on %s; nodes dial %s%s", where, c->node_addr,
                dial ? "" : " (each host fills in our address from $SSH_CONNECTION)");
+  if (remote && coord_uses_launcher(op, "local"))
+    rundir_event(&c->rd, "local nodes dial %s and listen on %s (routable from the %s nodes)",
+                 c->local_addr, c->local_bind, remote_launcher);
   return 0;
 }

@@ -159,8 +159,8 @@ static void fill_header(coord *c, runview *m, double now) {
   coord_dash_state *d = c->dash;
   const char *base = strrchr(c->rd.path, '/');
   put(m->run, sizeof m->run, base ? base + 1 : c->rd.path);
-  const char *where = c->launch && c->launch->ops->where ? c->launch->ops->where(c->launch) : NULL;
-  put(m->launcher, sizeof m->launcher, where ? where : c->opts.launcher);
+  char where[sizeof m->launcher];
+  put(m->launcher, sizeof m->launcher, coord__launch_where(c, where, sizeof where));
   put(m->tensorboard, sizeof m->tensorboard, coord_tensorboard_url(c));
   put(m->state, sizeof m->state, run_state(c));
   m->uptime = now - d->t0;
@@ -208,6 +208,7 @@ static int fill_nodes(coord *c, runview *m, double now) {
                nodeinfo_format(&n->got, what, sizeof what));
     }
     o->pid = (int)n->pid;
+    put(o->where, sizeof o->where, n->where);
     put(o->state, sizeof o->state, coord_state_name(coord_node_status(n)));
     o->restarts = n->restarts;
     o->steps = n->steps;
@@ -547,7 +548,7 @@ int coord_stop_node(coord *c, const char *name, char *out, size_t n) {
   int rc = 0;
   if (i < 0)
     rc = err_set(DRV_EINVAL, "no node '%s' in this cluster", name);
-  else if (c->shutting_down || c->shut_down || !c->launch)
+  else if (c->shutting_down || c->shut_down || !coord__launcher(c, i))
     rc = err_set(DRV_EINVAL, "the cluster is shutting down");
   else if (!running(&c->nodes[i]))
     rc = err_set(DRV_EINVAL, "%s is not running (%s)", name,
@@ -563,7 +564,7 @@ int coord_stop_node(coord *c, const char *name, char *out, size_t n) {
   coord__stop_plan(c, i, plan, sizeof plan);
   rundir_event(&c->rd, "node stop %s pid %d: requested from the dashboard%s%s", who, (int)nd->pid,
                plan[0] ? "; " : "", plan);
-  c->launch->ops->signal(c->launch, nd, SIGTERM);
+  coord__signal(c, i, SIGTERM);
   snprintf(out, n, "stopping %s (pid %d)%s%s", who, (int)nd->pid, plan[0] ? ": " : "", plan);
   return 0;
 }

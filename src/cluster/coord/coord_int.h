@@ -154,7 +154,11 @@ struct coord {
   char addr[80];      /* where a process on this machine dials us (coord_addr.c) */
   char node_addr[80]; /* what nodes are told to dial; a wildcard host: found by each */
   const char *node_bind; /* where nodes listen (static) */
-  launcher *launch;
+  char local_addr[80];   /* what nodes of the local launcher dial, and where they */
+  const char *local_bind; /* listen (static): beside remote ones, routable addresses */
+  launcher *launchers[ROLE_COUNT]; /* each launcher the run uses, once (coord_launch.c) */
+  int nlaunchers;
+  launcher *role_launch[ROLE_COUNT]; /* the one starting each role's nodes (NULL: none yet) */
   tboard *tb;        /* TensorBoard over events/ (run/tboard.h), or NULL */
   coord_node *nodes; /* nnodes entries, ps first (role order) */
   conn **ctl;        /* control connection per node, NULL until registered */
@@ -222,8 +226,27 @@ void coord__on_exit(launcher *l, void *task_ud, int64_t status, int sig);
 void coord__node_lost(coord *c, int i, const char *why);
 void coord__check_restarts(coord *c, double now);
 /* The launcher is "external": its nodes have no process of ours (a node's
- * connection is all there is of it). */
+ * connection is all there is of it). Never mixed with another. */
 bool coord__external(const coord *c);
+/* The roles' own launchers: known names, what each needs given, "external"
+ * never mixed. 0, or DRV_EINVAL / DRV_EUNSUPPORTED naming the role. */
+int coord__check_launchers(const coord_opts *o);
+/* Opens every launcher the roles use, once each, with the options and the
+ * counts of its own roles (borrowed strings of c->opts are dropped after). */
+int coord__open_launchers(coord *c);
+/* The launcher of node i (NULL before coord__open_launchers). */
+launcher *coord__launcher(const coord *c, int i);
+/* Sends sig to node i through its launcher (no-op without one). */
+void coord__signal(coord *c, int i, int sig);
+/* Started tasks whose exit no launcher has reported yet. */
+int coord__running(const coord *c);
+/* Destroys every launcher (their tasks SIGKILLed). */
+void coord__close_launchers(coord *c);
+/* The launchers as the dashboard's header shows them ("local + yarn
+ * application_1_0001 ..."), into buf. */
+const char *coord__launch_where(const coord *c, char *buf, size_t n);
+/* Sets node i's `where` from its launcher and what it registered with. */
+void coord__node_where(coord *c, int i);
 /* Sends on node i's control connection (dropped when it has none). */
 void coord__send(coord *c, int node, wire_wr *w, uint8_t type, uint32_t req);
 /* Pumps the loop until done(c, arg): 0; DRV_ETIMEDOUT after `timeout`

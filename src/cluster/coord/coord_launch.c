@@ -68,12 +68,10 @@ void coord__node_lost(coord *c, int i, const char *why) {
   /* An external node's connection closing was its end: the restart below
    * only waits for it to register again, which needs it exited. */
   if (!n->exited && coord__external(c)) n->exited = true;
-  else if (!n->exited && c->launch) c->launch->ops->signal(c->launch, n, SIGKILL);
+  else if (!n->exited) coord__signal(c, i, SIGKILL);
 }
 
-bool coord__external(const coord *c) {
-  return c->launch && strcmp(c->launch->ops->name, "external") == 0;
-}
+bool coord__external(const coord *c) { return coord_uses_launcher(&c->opts, "external"); }
 
 /* ============================== launching ================================ */
 
@@ -117,9 +115,12 @@ static int launch_node(coord *c, int i) {
   int rc = coord__external(c) ? 0 : coord__node_key_file(c, i, secret, sizeof secret);
   if (rc < 0) return rc;
   coord_node *n = &c->nodes[i];
+  launcher *l = coord__launcher(c, i);
+  bool here = strcmp(l->ops->name, "local") == 0; /* beside remote nodes: routable */
   launch_task t = {
-      .role = n->role, .index = n->index, .coord = c->node_addr, .run_dir = c->rd.path,
-      .secret_file = secret, .bind_host = c->node_bind, .cpus = c->opts.res[n->role].cpus,
+      .role = n->role, .index = n->index, .coord = here ? c->local_addr : c->node_addr,
+      .run_dir = c->rd.path, .secret_file = secret,
+      .bind_host = here ? c->local_bind : c->node_bind, .cpus = c->opts.res[n->role].cpus,
       .memory = c->opts.res[n->role].memory, .gpus = c->opts.res[n->role].gpus,
       .heartbeat_ms = c->opts.heartbeat_ms,
       /* Nodes tolerate a long silence from us (Lua may be busy between
@@ -131,7 +132,7 @@ static int launch_node(coord *c, int i) {
   if (rundir_node_log(n->log, sizeof n->log, c->rd.path, wire_role_name(n->role), n->index) >=
       (int)sizeof n->log)
     n->log[0] = '\0'; /* too long to name: no log tail shown */
-  rc = c->launch->ops->start(c->launch, &t, n, &n->pid);
+  rc = l->ops->start(l, &t, n, &n->pid);
   if (rc < 0) return err_set(rc, "launching %s: %s", name, err_msg());
   return 0;
 }

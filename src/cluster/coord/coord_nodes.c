@@ -189,6 +189,8 @@ int coord__check_opts(const coord_opts *o) {
                    o->max_queue);
   /* before the run directory exists: a misspelt launcher leaves none */
   if (o->launcher && launch_check_name(o->launcher) < 0) return DRV_EUNSUPPORTED;
+  int rc = coord__check_launchers(o);
+  if (rc < 0) return rc;
   if (o->reservation_timeout <= 0 || o->heartbeat_ms == 0 ||
       o->heartbeat_timeout_ms <= o->heartbeat_ms)
     return err_set(DRV_EINVAL, "cluster: timeouts must be positive, and the heartbeat "
@@ -203,26 +205,26 @@ static const char *or_dash(const char *s) { return s && *s ? s : "-"; }
 /* One line per node: what it asked for next to what it got. Rewritten
  * whole on every registration (a restarted node may land elsewhere). */
 static void write_nodes_file(coord *c) {
-  size_t cap = 256 + (size_t)c->nnodes * 320, len = 0;
+  size_t cap = 256 + (size_t)c->nnodes * 480, len = 0;
   char *buf = malloc(cap);
   if (!buf) return;
   len += (size_t)snprintf(buf, cap,
                           "node\tpid\thost\taddress\tcpus_asked\tthreads\tcpus\t"
                           "memory_asked\tmemory\tgpus_asked\tgpus\tslurm_job\tslurm_step\t"
-                          "slurm_node\trestarts\n");
+                          "slurm_node\trestarts\twhere\n");
   for (int i = 0; i < c->nnodes && len < cap; i++) {
     const coord_node *n = &c->nodes[i];
     const launch_resources *want = &c->opts.res[n->role];
     char name[32];
     len += (size_t)snprintf(
         buf + len, cap - len,
-        "%s\t%d\t%s\t%s\t%d\t%u\t%u\t%llu\t%llu\t%d\t%s\t%s\t%s\t%s\t%d\n",
+        "%s\t%d\t%s\t%s\t%d\t%u\t%u\t%llu\t%llu\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n",
         coord__node_name(n, name, sizeof name), (int)n->pid,
         or_dash(n->got.hostname), or_dash(n->host), want->cpus, (unsigned)n->got.threads,
         (unsigned)n->got.affinity, (unsigned long long)want->memory,
         (unsigned long long)n->got.memory, want->gpus, or_dash(n->got.gpus),
         or_dash(n->got.slurm_job), or_dash(n->got.slurm_step), or_dash(n->got.slurm_node),
-        n->restarts);
+        n->restarts, or_dash(n->where));
   }
   if (rundir_write(&c->rd, RUNDIR_NODES, buf, 0644) < 0) {
     log_warn("%s", err_msg());
@@ -234,9 +236,11 @@ static void write_nodes_file(coord *c) {
 void coord__node_info(coord *c, int i, const node_info *got) {
   coord_node *n = &c->nodes[i];
   n->got = *got;
+  coord__node_where(c, i);
   char name[32], what[256];
-  rundir_event(&c->rd, "node got %s on %s: %s", coord__node_name(n, name, sizeof name),
-               got->hostname[0] ? got->hostname : "?", nodeinfo_format(got, what, sizeof what));
+  rundir_event(&c->rd, "node got %s on %s: %s, where %s", coord__node_name(n, name, sizeof name),
+               got->hostname[0] ? got->hostname : "?", nodeinfo_format(got, what, sizeof what),
+               n->where);
   c->nodes_dirty = true;
   /* A restarted node: at once. During the reservation, once at its end
    * and at most once a second meanwhile (coord__nodes_file): a rewrite

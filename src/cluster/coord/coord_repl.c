@@ -86,8 +86,8 @@ int coord__repl_match(const char *const *prim, const char *const *cand, int n, i
  * local cluster is all one machine). */
 static const char *machine(coord *c, int i) {
   const coord_node *n = &c->nodes[i];
-  const launch_ops *ops = c->launch ? c->launch->ops : NULL;
-  const char *m = ops && ops->machine ? ops->machine(c->launch, n->role, n->index) : NULL;
+  launcher *l = coord__launcher(c, i);
+  const char *m = l && l->ops->machine ? l->ops->machine(l, n->role, n->index) : NULL;
   return m ? m : n->got.slurm_node[0] ? n->got.slurm_node : n->host;
 }
 

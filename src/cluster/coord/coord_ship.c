@@ -18,6 +18,9 @@
 int coord__ship_init(coord *c) {
   int n = c->opts.nfiles;
   if (n <= 0 || !c->opts.files) return 0;
+  /* mixed placement: the names of the launcher of the nodes that read data */
+  const char *via = coord_role_launcher(&c->opts, c->opts.count[ROLE_WORKER] ? ROLE_WORKER
+                                                                             : ROLE_CHIEF);
   c->ship_paths = calloc((size_t)n, sizeof *c->ship_paths);
   c->ship_names = calloc((size_t)n, sizeof *c->ship_names);
   if (!c->ship_paths || !c->ship_names) return err_set(DRV_ENOMEM, "out of memory");
@@ -25,7 +28,7 @@ int coord__ship_init(coord *c) {
     char abs[PATH_MAX], name[PATH_MAX];
     const char *f = c->opts.files[i];
     /* A file that is not there is the launcher's to report. */
-    if (!f || !realpath(f, abs) || launch_ship_name(c->opts.launcher, f, name, sizeof name) < 0)
+    if (!f || !realpath(f, abs) || launch_ship_name(via, f, name, sizeof name) < 0)
       continue;
     char *p = strdup(abs), *nm = strdup(name);
     if (!p || !nm) {
