@@ -386,16 +386,16 @@ int webhdfs_delete(const char *url, int recursive) {
 }
 
 /* Why a rename answered false: the source missing, the destination there. */
-static int rename_refused(const char *from, const char *to_url) {
+static int rename_refused(const char *from, const char *to, const char *to_url) {
   webhdfs_info st;
   int rc = webhdfs_stat(from, &st);
   if (rc == DRV_ENOENT)
     return err_set(DRV_ENOENT, "webhdfs RENAME %s: the source does not exist", from);
   if (webhdfs_stat(to_url, &st) == 0)
     return err_set(DRV_EIO, "webhdfs RENAME %s to %s: the destination exists (HDFS does not "
-                   "replace it)", from, to_url);
+                   "replace it)", from, to);
   return err_set(DRV_EIO, "webhdfs RENAME %s to %s: the NameNode refused it (does the "
-                 "destination's directory exist?)", from, to_url);
+                 "destination's directory exist?)", from, to);
 }
 
 int webhdfs_rename(const char *from, const char *to) {
@@ -420,7 +420,7 @@ int webhdfs_rename(const char *from, const char *to) {
     return err_set(DRV_ERANGE, "webhdfs RENAME %s: the destination is too long", from);
   snprintf(extra, sizeof extra, "&destination=%s", dest);
   rc = nn_bool(from, "PUT", "RENAME", extra);
-  return rc == 0 ? rename_refused(from, to_url) : rc < 0 ? rc : 0;
+  return rc == 0 ? rename_refused(from, to, to_url) : rc < 0 ? rc : 0;
 }
 
 /* ============================== data ==================================== */
