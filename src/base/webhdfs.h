@@ -9,6 +9,8 @@
  *                              dfs.namenode.http-address (a 0.0.0.0 host
  *                              there is taken as HOST), else HOST:9870.
  *   hdfs:///PATH               the NameNode of core-site.xml's fs.defaultFS.
+ * The configuration directory is $HADOOP_CONF_DIR, else
+ * $HADOOP_HOME/etc/hadoop, else /etc/hadoop/conf (base/hadoopconf.h).
  * PATH is absolute; it is percent-encoded on the wire. A coordinator
  * resolves a URL once (webhdfs_resolve) and hands nodes the webhdfs:// form,
  * which they use without any Hadoop configuration.
