@@ -131,12 +131,25 @@ dh cat /etc/hostname; r3=$?
 check "hdfs-t10 usage errors exit 2; a local path is refused as not a URL" \
   sh -c "[ $r1 -eq 2 ] && [ $r2 -eq 2 ] && [ $r3 -eq 1 ] && grep -q 'not an hdfs:// or webhdfs:// URL' '$TMP/err'"
 
-# hdfs-t11: the NameNode down: a bounded, clear error naming it.
+# hdfs-t11: the C API's own cases (tests/unit/test_webhdfs_live.c) against
+# this HDFS: buffers and readers, read_all's bound, callbacks' errors,
+# list, mkdirs, delete, rename, several threads.
+UNIT=${UNIT:-$PWD/build/unit_tests}
+if [ -x "$UNIT" ]; then
+  DROVER_WEBHDFS=$W timeout 180 "$UNIT" webhdfs_live >"$TMP/unit.out" 2>&1
+  r=$?
+  sed -n 's/^\(PASS\|FAIL\) /\1 hdfs-t11 /p' "$TMP/unit.out"
+  [ $r -eq 0 ] || fail "hdfs-t11 unit_tests webhdfs_live" "exit $r: $(tail -n 5 "$TMP/unit.out")"
+else
+  echo "SKIP hdfs-t11: no $UNIT (make unit)"
+fi
+
+# hdfs-t12: the NameNode down: a bounded, clear error naming it.
 bash tests/hdfs/stop.sh 2>/dev/null
 t0=$(date +%s)
 dh ls "$W/"
 r=$?
 t1=$(date +%s)
-check "hdfs-t11 with the NameNode stopped: exit 1 within 15 s naming the NameNode" \
+check "hdfs-t12 with the NameNode stopped: exit 1 within 15 s naming the NameNode" \
   sh -c "[ $r -eq 1 ] && [ $((t1 - t0)) -le 15 ] && grep -q 'the NameNode at http://127.0.0.1:' '$TMP/err'"
 [ $r -eq 1 ] || cat "$TMP/err"
