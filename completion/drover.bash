@@ -45,7 +45,7 @@ _drover_node_names_all() {
 
 _drover() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="repl run node attach ls stop rm tensorboard logs export export-metrics doctor help"
+  local commands="repl run node attach ls stop rm tensorboard logs export export-metrics doctor hdfs help"
   COMPREPLY=()
   if ((COMP_CWORD == 1)); then
     COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
@@ -82,6 +82,11 @@ _drover() {
     export-metrics) opts="--csv --jsonl --runs -o --help"; words=$(_drover_run_names) ;;
     repl) opts="--help" ;;
     doctor) opts="--runs --timeout --help" ;;
+    hdfs)
+      opts="-r -f --offset --length --help"
+      ((COMP_CWORD == 2)) && words="ls stat cat put get mkdir mv rm"
+      [[ $COMP_CWORD -gt 2 && $cur != -* && $cur != hdfs:* && $cur != webhdfs:* ]] &&
+        { COMPREPLY=($(compgen -f -- "$cur")); return; } ;;
     help) words=$commands ;;
     node) opts="--coord --role --index --run-dir --bind --cpus --heartbeat-ms --timeout-ms" ;;
   esac

@@ -30,6 +30,7 @@
 #include "luabind/l_drover.h"
 #include "luabind/l_worker.h"
 #include "ui/logs.h"
+#include "ui/hdfscmd.h"
 #include "main_int.h"
 #include "cluster/node.h"
 #include "luabind/repl.h"
@@ -616,6 +617,14 @@ int cmd_logs(int argc, char **argv) {
     return 1;
   }
   return 0;
+}
+
+/* ============================== hdfs ==================================== */
+
+int cmd_hdfs(int argc, char **argv) {
+  int st = hdfscmd_main(argc - 1, argv + 1, stdout, stderr);
+  if (st == 2) fputs(find_command("hdfs")->usage, stderr);
+  return st;
 }
 
 /* ============================== export-metrics ========================== */

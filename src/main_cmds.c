@@ -273,6 +273,35 @@ const command main_commands[] = {
      "\n"
      "Exit status: 0 when nothing failed (warnings allowed); 1 when a check\n"
      "failed; 2 on a usage error.\n"},
+    {"hdfs", cmd_hdfs, "list, read, write, move and remove files on HDFS (WebHDFS, no JVM)",
+     "usage: drover hdfs ls URL...\n"
+     "       drover hdfs stat URL...\n"
+     "       drover hdfs cat [--offset N] [--length N] URL...\n"
+     "       drover hdfs put [-f] LOCAL URL      (LOCAL - : stdin)\n"
+     "       drover hdfs get URL LOCAL           (LOCAL - : stdout)\n"
+     "       drover hdfs mkdir URL...\n"
+     "       drover hdfs mv URL DEST\n"
+     "       drover hdfs rm [-r] URL...\n"
+     "\n"
+     "Files on HDFS through the NameNode's WebHDFS REST API: no Java, no Hadoop\n"
+     "install. URL is webhdfs://HOST:PORT/PATH (the NameNode's HTTP port, 9870 on\n"
+     "Hadoop 3), hdfs://HOST:PORT/PATH (the RPC port; the HTTP address is\n"
+     "dfs.namenode.http-address of $HADOOP_CONF_DIR/hdfs-site.xml, else HOST:9870)\n"
+     "or hdfs:///PATH (the NameNode of core-site.xml's fs.defaultFS). Requests are\n"
+     "made as $HADOOP_USER_NAME, else the local user; a Kerberized NameNode gets\n"
+     "SPNEGO from the ticket cache (kinit first).\n"
+     "\n"
+     "ls lists a directory (type, size, UTC modification time, name); stat\n"
+     "prints one path's status; cat streams files to stdout, from byte --offset\n"
+     "and --length bytes at most; put uploads LOCAL (into URL/NAME when URL is a\n"
+     "directory; -f replaces an existing file); get downloads to LOCAL (into a\n"
+     "directory under its name; nothing is left under LOCAL's name on a\n"
+     "failure); mkdir makes directories with their parents; mv renames (an\n"
+     "existing destination file is not replaced: an error); rm removes (-r: a\n"
+     "directory and its contents). See docs/hdfs.md.\n"
+     "\n"
+     "Exit status: 0; 1 when an operation failed (the message names the URL,\n"
+     "the HTTP status and HDFS's reason); 2 on a usage error.\n"},
     {"help", cmd_help, "show help for drover or for one command",
      "usage: drover help [COMMAND]\n"},
 };

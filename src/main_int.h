@@ -40,5 +40,6 @@ int cmd_logs(int argc, char **argv);
 int cmd_export_metrics(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_tensorboard(int argc, char **argv);
+int cmd_hdfs(int argc, char **argv);
 
 #endif

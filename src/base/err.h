@@ -27,7 +27,8 @@
   XX(CLOSURE, "a scheduled closure failed")                 \
   XX(CANCELLED, "cancelled")                                \
   XX(PERM, "not permitted")                                 \
-  XX(AGAIN, "not ready yet: try again later")
+  XX(AGAIN, "not ready yet: try again later")               \
+  XX(NOENT, "no such file or directory")
 
 enum err_code {
   DRV_OK = 0,

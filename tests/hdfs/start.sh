@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# start.sh - the test HDFS: Hadoop's MiniDFSCluster (a real NameNode and
+# one DataNode in one JVM: drover.yarn.TestHdfs, in the test YARN's jar)
+# on loopback, WebHDFS on, permissions checked, the superuser the user
+# running it; from tests/yarn/ built by `make yarn-deps` (build/yarn,
+# Maven repository build/m2: nothing goes into the system).
+#
+# Usage: bash tests/hdfs/start.sh        then  . "$DROVER_HDFS_DIR/env"
+# which sets DROVER_HDFS (hdfs://127.0.0.1:RPCPORT, the NameNode's RPC
+# address as fs.defaultFS names it), DROVER_WEBHDFS
+# (webhdfs://127.0.0.1:HTTPPORT, its WebHDFS address) and HADOOP_CONF_DIR
+# (core-site.xml with fs.defaultFS, hdfs-site.xml with
+# dfs.namenode.http-address: what a cluster's client configuration has),
+# plus DROVER_HDFS_DIR and DROVER_HDFS_CLASSPATH (Hadoop's own client, for
+# `java -cp "$DROVER_HDFS_CLASSPATH" drover.yarn.HdfsShell cat|put PATH`).
+# /tmp in it is 1777 and /user/$USER the user's.
+#
+# Ports: free ones on 127.0.0.1 picked below the kernel's ephemeral range.
+# Everything lives under $DROVER_HDFS_DIR (default /tmp/drover-hdfs): the
+# JVM's pid, its log (log/hdfs.log), the blocks and namespace (work/).
+# Idempotent: a live cluster of ours is reused; otherwise what is left is
+# stopped (stop.sh) and a new one started on fresh state. Every wait is
+# bounded (DROVER_HDFS_TIMEOUT seconds, default 90).
+#
+# Exit status: 0 started (or already running); 77 with "SKIP <reason>" when
+# Java or the built jars are missing; 1 for anything else. With
+# DROVER_HDFS_REQUIRED=1 (CI) a SKIP is a failure.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+DIR=${DROVER_HDFS_DIR:-/tmp/drover-hdfs}
+TIMEOUT=${DROVER_HDFS_TIMEOUT:-90}
+JAR=${DROVER_YARN_JAR:-$ROOT/build/yarn/drover-yarn-test.jar}
+CP_FILE=$(dirname "$JAR")/classpath.txt
+
+log() { printf '[hdfs start] %s\n' "$*" >&2; }
+skip() {
+  echo "SKIP $*"
+  if [ "${DROVER_HDFS_REQUIRED:-0}" = 1 ]; then log "DROVER_HDFS_REQUIRED=1: failing"; exit 1; fi
+  exit 77
+}
+exec </dev/null
+
+command -v java >/dev/null || skip "no java (the test HDFS is Hadoop's MiniDFSCluster)"
+[ -f "$JAR" ] && [ -f "$CP_FILE" ] || skip "no $JAR (run make yarn-deps)"
+
+alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null &&
+  ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+ours() { # the pid of our JVM when it still runs, else fails
+  local pid
+  pid=$(cat "$DIR/pid" 2>/dev/null) || return 1
+  alive "$pid" && grep -q 'drover.yarn.TestHdfs' "/proc/$pid/cmdline" 2>/dev/null &&
+    echo "$pid"
+}
+nn_up() { [ -s "$DIR/nn" ] && [ -s "$DIR/env" ] &&
+  curl -sf -m 5 "http://127.0.0.1:$(cut -d' ' -f2 "$DIR/nn")/webhdfs/v1/?op=GETFILESTATUS" >/dev/null; }
+
+if ours >/dev/null && nn_up; then
+  log "reusing the test HDFS at $(cat "$DIR/nn")"
+  exit 0
+fi
+bash "$HERE/stop.sh" || true
+rm -rf "$DIR"
+mkdir -p "$DIR/log" "$DIR/conf"
+cp "$ROOT/tests/yarn/src/main/resources/log4j.properties" "$DIR/conf/"
+cp_all="$JAR:$(cat "$CP_FILE")"
+
+# setsid: the cluster outlives this script; stop.sh ends it by its pid.
+# HADOOP_USER_NAME unset: the superuser is the user running this.
+env -u HADOOP_USER_NAME setsid java -Xmx512m -cp "$DIR/conf:$cp_all" drover.yarn.TestHdfs "$DIR" \
+  >"$DIR/log/hdfs.log" 2>&1 &
+pid=$!
+echo $pid >"$DIR/pid"
+for _ in $(seq "$TIMEOUT"); do
+  [ -s "$DIR/nn" ] && break
+  alive "$pid" || break
+  sleep 1
+done
+if ! [ -s "$DIR/nn" ]; then
+  log "the test HDFS did not come up in ${TIMEOUT}s; its log ends:"
+  tail -20 "$DIR/log/hdfs.log" >&2
+  bash "$HERE/stop.sh" || true
+  exit 1
+fi
+read -r rpc http <"$DIR/nn"
+cat >"$DIR/env" <<ENV
+export DROVER_HDFS_DIR='$DIR'
+export DROVER_HDFS='hdfs://127.0.0.1:$rpc'
+export DROVER_WEBHDFS='webhdfs://127.0.0.1:$http'
+export HADOOP_CONF_DIR='$DIR/conf'
+export DROVER_HDFS_CLASSPATH='$DIR/conf:$cp_all'
+ENV
+if ! nn_up; then
+  log "the test HDFS's WebHDFS does not answer on 127.0.0.1:$http"
+  bash "$HERE/stop.sh" || true
+  exit 1
+fi
+log "test HDFS up: hdfs://127.0.0.1:$rpc, webhdfs://127.0.0.1:$http (pid $pid)"
