@@ -1,0 +1,174 @@
+# test_noshare.sh - drover on engines whose nodes share no file system with
+# the coordinator, as on a real Hadoop cluster (issue 25): the test Spark's
+# worker and the test YARN run in a mount namespace where the coordinator's
+# directory ($TMP/coord: the run directories, the data, the script's working
+# directory) is covered by an empty tmpfs (tests/noshare/hide.sh, through
+# DROVER_SPARK_HIDE and DROVER_YARN_HIDE of tests/spark/start.sh and
+# tests/yarn/start.sh). Each engine's first case proves the mode is on
+# (noshare_check); then, on Spark: a scheduled function on a worker cannot
+# see the run directory, the marker or the data, and what it writes there
+# never reaches the coordinator; files-mode training from a CSV shipped with
+# `files = { "train.csv" }` learns digits; the nodes' logs reach
+# <run>/logs through --log-forward. On YARN the same first probe, once
+# YARN's nodes can start without the run directory (NOSHARE_YARN_NODES
+# below).
+#
+# Adding a case under this mode (checkpoints every N steps, a ps SIGKILLed
+# and restored, the coordinator SIGKILLed and --resume, HDFS):
+#  1. write its script into $TMP and run it from $COORD/work (`cd
+#     "$COORD/work"`): runs = "$RUNS" (under $COORD), data and `files`
+#     under $COORD/work, `spark = dofile("$TMP/spark.lua")` for Spark;
+#     anything a node must read has to travel (files, the connection, HDFS);
+#  2. put it after the engine's noshare_check, in the engine's section
+#     (noshare_spark / noshare_yarn), numbered noshare-sNN / noshare-yNN;
+#  3. assert on the coordinator's side (its output, $RUNS/*/...): a node
+#     writing under $COORD writes into its tmpfs, never the run directory.
+# Skipped, with the reason, where an engine cannot start here or unshare
+# and mount are not permitted (start.sh exits 77); DROVER_SPARK_REQUIRED=1
+# and DROVER_YARN_REQUIRED=1 (CI) make that a failure. Not under `make
+# asan` unless DROVER_SPARK_ASAN=1 (the JVMs are slow there; test_spark.sh
+# says why that loses no C coverage).
+# run.sh timeout: 900
+. tests/cli/lib.sh
+# Flip to 1 once a YARN node starts without the coordinator's run directory
+# (its key file and its log are there today: the container's shell cannot
+# open <run>/logs/NODE.log, issue 25's "key delivery + log forwarding").
+: "${NOSHARE_YARN_NODES:=0}"
+
+if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_SPARK_ASAN:-0}" != 1 ]; then
+  echo "SKIP test_noshare: the engines under ASan (SANITIZED=1; DROVER_SPARK_ASAN=1 runs them)"
+  exit 0
+fi
+
+noshare_dir
+RUNS=$COORD/runs
+mkdir -p "$RUNS" "$COORD/work"
+cp examples/data/digits.csv "$COORD/work/train.csv"
+
+# The probe every engine runs first, on a worker: what it sees of the
+# coordinator's paths (the run directory's events.log, the marker, the
+# data by its absolute path) and of the shipped copy (train.csv in its own
+# directory), and a file it writes under $COORD.
+cat >"$TMP/probe.lua" <<LUA
+return function(c)
+  local paths = { c.run_dir .. "/events.log", "$NOSHARE_MARK", "$COORD/work/train.csv" }
+  for _, p in ipairs(paths) do assert(io.open(p), "the coordinator cannot read " .. p):close() end
+  local function probe(w, ps, coord)
+    local seen = {}
+    for i, p in ipairs(ps) do
+      local f = io.open(p)
+      seen[i] = f and "visible" or "hidden"
+      if f then f:close() end
+    end
+    local shipped = io.open("train.csv")
+    if shipped then shipped:close() end
+    local f = io.open(coord .. "/from-" .. w.name:gsub(":", "-"), "w")
+    if f then f:write("written by a node\n") f:close() end
+    return w.name, table.concat(seen, " "), shipped and "shipped" or "not-shipped",
+      f and "wrote" or "no-write"
+  end
+  local rvs = {}
+  for i = 1, 4 do rvs[i] = c:schedule(probe, paths, "$COORD") end
+  for _, rv in ipairs(rvs) do print("probe", rv:fetch()) end
+end
+LUA
+
+# noshare_probe_checks ENGINE OUT: the probe's lines in OUT: every worker
+# sees none of the coordinator's paths, its shipped copy of the data, and
+# what it wrote under $COORD stayed on its side.
+noshare_probe_checks() {
+  check "noshare-${1}01 the probe ran on the workers" grep -q "^probe	worker:" "$2"
+  check "noshare-${1}01 no worker sees the run directory, the marker or the data by the coordinator's paths" \
+    sh -c "! grep '^probe	' '$2' | grep -qv '^probe	worker:[01]	hidden hidden hidden	'"
+  check "noshare-${1}01 each worker has its shipped copy of train.csv" \
+    sh -c "! grep '^probe	' '$2' | grep -qv '	shipped	'"
+  check "noshare-${1}01 what a worker wrote under \$COORD stayed in its namespace" \
+    sh -c "grep -q '	wrote$' '$2' && ! ls '$COORD' | grep -q '^from-'"
+}
+
+noshare_spark() {
+  : "${DROVER_SPARK_DIR:=$TMP/spark}" "${DROVER_SPARK_PORT:=$((30000 + ($$ % 8000) * 4))}"
+  export DROVER_SPARK_DIR DROVER_SPARK_PORT
+  engine_try spark "noshare-s00 tests/spark/start.sh starts Spark with $COORD hidden" || return 0
+  . "$DROVER_SPARK_DIR/env"
+  noshare_check spark "noshare-s00 the Spark worker's mount namespace hides $COORD"
+  cat >"$TMP/spark.lua" <<LUA
+local jvm = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1"
+return { master = "$DROVER_SPARK_MASTER", master_ui = "$DROVER_SPARK_UI",
+  conf = { ["spark.executor.memory"] = "512m", ["spark.ui.enabled"] = "false",
+           ["spark.driver.extraJavaOptions"] = jvm, ["spark.executor.extraJavaOptions"] = jvm } }
+LUA
+  # noshare-s01..s03: one cluster: the probe, a files-mode fit from the
+  # shipped CSV, the nodes' logs
+  cat >"$TMP/spark_fit.lua" <<LUA
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local digits = data.csv("train.csv", { label = -1 })
+io.stdout:write("files mode ", tostring(digits.files), "\n")
+local train, test_ds = digits:split(0.8, { seed = 1 })
+local train_std, stats = train:standardize()
+local c = drover.cluster { launcher = "spark", ps = 1, worker = 2, runs = "$RUNS", name = "spark",
+  bind = "127.0.0.1", reservation_timeout = 240, spark = dofile("$TMP/spark.lua"),
+  files = { "train.csv" } }
+io.stdout:write("run_dir ", c.run_dir, "\n")
+dofile("$TMP/probe.lua")(c)
+c:schedule(function() print("noshare print from a closure") return true end):fetch()
+local r = c:fit(drover.experiment {
+  name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+  model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
+  train = { data = train_std, batch = 32, epochs = 10 },
+  eval = { data = test_ds:standardize(stats), every = 1000 }, seed = 1, verbose = false })
+io.stdout:write(string.format("eval_accuracy %.4f steps %d\n", r.eval_accuracy, r.steps))
+c:shutdown() -- raises if a node failed
+io.stdout:write("shut down\n")
+LUA
+  (cd "$COORD/work" && timeout 300 "$DROVER" run "$TMP/spark_fit.lua" >"$TMP/spark_fit.out" 2>&1)
+  rc=$?
+  check "noshare-s01 the run on Spark with $COORD hidden succeeds (status $rc)" [ $rc -eq 0 ]
+  [ $rc -eq 0 ] || tail -n 30 "$TMP/spark_fit.out"
+  noshare_probe_checks s "$TMP/spark_fit.out"
+  check "noshare-s02 the data is a file's (files mode)" grep -q "^files mode true$" "$TMP/spark_fit.out"
+  acc=$(sed -n 's/^eval_accuracy \([0-9.]*\) .*/\1/p' "$TMP/spark_fit.out")
+  check "noshare-s02 files mode from the shipped train.csv learns digits to >= 0.9 (got '$acc')" \
+    awk -v a="$acc" 'BEGIN { exit !(a != "" && a + 0 >= 0.9) }'
+  dir=$(sed -n 's/^run_dir //p' "$TMP/spark_fit.out")
+  for n in ps-0 worker-0 worker-1; do
+    check "noshare-s03 $n's own lines reached $n.log in the run directory (--log-forward)" \
+      grep -q "Z ${n%-*}:${n#*-} I registered" "$dir/logs/$n.log"
+  done
+  check "noshare-s03 so did a closure's print()" \
+    sh -c "cat '$dir'/logs/worker-*.log | grep -q 'Z worker:[01] stdout noshare print from a closure\$'"
+  check "noshare-s03 the run shut down cleanly" grep -q "^shut down" "$TMP/spark_fit.out"
+  bash tests/spark/stop.sh
+}
+
+noshare_yarn() {
+  : "${DROVER_YARN_DIR:=$TMP/yarn}"
+  DROVER_YARN_STAGING=$TMP/staging # the AM's, on the cluster's file:///: visible
+  export DROVER_YARN_DIR DROVER_YARN_STAGING
+  mkdir -p "$DROVER_YARN_STAGING"
+  engine_try yarn "noshare-y00 tests/yarn/start.sh starts the test YARN with $COORD hidden" || return 0
+  . "$DROVER_YARN_DIR/env"
+  noshare_check yarn "noshare-y00 the test YARN's mount namespace hides $COORD"
+  if [ "$NOSHARE_YARN_NODES" != 1 ]; then
+    echo "SKIP noshare-y01: needs keys that travel with the container (a YARN node reads its key file and appends to its log in the run directory; NOSHARE_YARN_NODES=1 runs it)"
+    return 0
+  fi
+  cat >"$TMP/yarn_probe.lua" <<LUA
+local c = drover.cluster { launcher = "yarn", bind = "127.0.0.1", ps = 1, worker = 2,
+  reservation_timeout = 120, yarn = { max_attempts = 1 }, files = { "train.csv" },
+  runs = "$RUNS", name = "yarn" }
+io.stdout:write("run_dir ", c.run_dir, "\n")
+dofile("$TMP/probe.lua")(c)
+c:shutdown()
+io.stdout:write("shut down\n")
+LUA
+  (cd "$COORD/work" && timeout 240 "$DROVER" run "$TMP/yarn_probe.lua" >"$TMP/yarn_probe.out" 2>&1)
+  rc=$?
+  check "noshare-y01 the run on YARN with $COORD hidden succeeds (status $rc)" [ $rc -eq 0 ]
+  [ $rc -eq 0 ] || tail -n 30 "$TMP/yarn_probe.out"
+  noshare_probe_checks y "$TMP/yarn_probe.out"
+  check "noshare-y01 the run shut down cleanly" grep -q "^shut down" "$TMP/yarn_probe.out"
+}
+
+noshare_spark
+noshare_yarn
