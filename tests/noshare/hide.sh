@@ -16,7 +16,9 @@
 #       and does not hold any KEEP path (what the daemon itself needs: the
 #       engine's state directory, the build's jars and venvs, /tmp); then
 #       a throwaway namespace proves that unshare and mount work here.
-#       Exit 0, or 1 with the reason on stdout.
+#       Exit 0; 1 when this machine cannot (no unshare, not permitted: the
+#       caller SKIPs); 2 when DIRS are wrong (the caller fails); the reason
+#       on stdout.
 #   hide.sh exec "DIRS" CMD [ARG...]
 #       exec unshare -m, which execs this script's other half: it mounts a
 #       tmpfs over each of DIRS and execs CMD. Every step is an exec, so the
@@ -33,25 +35,24 @@ canon() { realpath -m -- "$1"; }
 check() {
   local dirs=$1 d k cd ck
   shift
-  [ -n "${dirs// /}" ] || { echo "no directory to hide"; return 1; }
+  [ -n "${dirs// /}" ] || { echo "no directory to hide"; return 2; }
   for d in $dirs; do
-    case $d in /*) ;; *) echo "'$d' is not an absolute path"; return 1 ;; esac
-    [ -d "$d" ] || { echo "'$d' is not a directory (create it before the engine starts)"; return 1; }
+    case $d in /*) ;; *) echo "'$d' is not an absolute path"; return 2 ;; esac
+    [ -d "$d" ] || { echo "'$d' is not a directory (create it before the engine starts)"; return 2; }
     cd=$(canon "$d")
-    [ "$cd" != / ] || { echo "'$d' is the root directory"; return 1; }
+    [ "$cd" != / ] || { echo "'$d' is the root directory"; return 2; }
     for k in "$@"; do
       [ -n "$k" ] || continue
       ck=$(canon "$k")
       case $ck/ in
-        "$cd"/*) echo "'$d' would hide '$k', which the engine itself needs"; return 1 ;;
+        "$cd"/*) echo "'$d' would hide '$k', which the engine itself needs"; return 2 ;;
       esac
     done
   done
   command -v unshare >/dev/null || { echo "no unshare (util-linux) to make a mount namespace"; return 1; }
   local err
   if ! err=$(unshare -m -- bash "$SELF" inner "$dirs" true 2>&1); then
-    echo "cannot hide directories here (unshare -m and mount -t tmpfs, as root): $err" | tr '\n' ' '
-    echo
+    echo "cannot hide directories here (unshare -m and mount -t tmpfs, as root): $(echo $err)"
     return 1
   fi
 }

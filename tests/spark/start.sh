@@ -29,7 +29,8 @@
 #    its own where each DIR (the coordinator's: run directories, data) is
 #    covered by an empty tmpfs (tests/noshare/hide.sh); the master stays
 #    outside. Each DIR must exist and hold neither $DROVER_SPARK_DIR, the
-#    venv nor /tmp. Where unshare and mount are not permitted: SKIP.
+#    venv nor /tmp. Where unshare and mount are not permitted: SKIP; a DIR that
+#    does not exist or would hide what the engine needs: exit 1.
 #
 # Exit status: 0 started; 77 SKIP with a line "SKIP <reason>" (no venv with
 # pyspark, no java, ports taken, daemons did not come up); 1 otherwise.
@@ -65,7 +66,10 @@ HIDE="${hide_dirs[*]}" # one space between directories, '' for none
 HIDE_WRAP=()
 if [ -n "$HIDE" ]; then
   why=$(bash "$HERE/../noshare/hide.sh" check "$HIDE" "$DIR" "$SPARK_VENV" "$SPARK_HOME" \
-    "$HERE/../../build" /tmp) || skip "DROVER_SPARK_HIDE='$HIDE': $why"
+    "$HERE/../../build" /tmp) || case $? in
+    1) skip "DROVER_SPARK_HIDE='$HIDE': $why" ;;
+    *) log "DROVER_SPARK_HIDE='$HIDE': $why"; exit 1 ;;
+  esac
   HIDE_WRAP=(bash "$HERE/../noshare/hide.sh" exec "$HIDE")
 fi
 

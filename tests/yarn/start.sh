@@ -33,7 +33,8 @@
 # then also says DROVER_YARN_HIDDEN (the directories, '' for none) and
 # DROVER_YARN_NS_PID (the JVM: nsenter -t PID -m sees as it does). A live
 # cluster is reused only when it hides the same. Where unshare and mount
-# are not permitted: SKIP.
+# are not permitted: SKIP; a DIR that does not exist or would hide what
+# the engine needs: exit 1.
 #
 # Exit status: 0 started (or already running); 77 with "SKIP <reason>" when
 # Java, Maven or the built jars are missing; 1 for anything else. With
@@ -64,8 +65,10 @@ HIDE="${hide_dirs[*]}" # one space between directories, '' for none
 HIDE_WRAP=()
 if [ -n "$HIDE" ]; then
   why=$(bash "$HERE/../noshare/hide.sh" check "$HIDE" "$DIR" "$(dirname "$JAR")" \
-    "$(dirname "$AM_JAR")" "$ROOT/build" "${DROVER_YARN_STAGING:-}" /tmp) ||
-    skip "DROVER_YARN_HIDE='$HIDE': $why"
+    "$(dirname "$AM_JAR")" "$ROOT/build" "${DROVER_YARN_STAGING:-}" /tmp) || case $? in
+    1) skip "DROVER_YARN_HIDE='$HIDE': $why" ;;
+    *) log "DROVER_YARN_HIDE='$HIDE': $why"; exit 1 ;;
+  esac
   HIDE_WRAP=(bash "$HERE/../noshare/hide.sh" exec "$HIDE")
 fi
 
