@@ -8,10 +8,11 @@
 # (noshare_check); then, on Spark: a scheduled function on a worker cannot
 # see the run directory, the marker or the data, and what it writes there
 # never reaches the coordinator; files-mode training from a CSV shipped with
-# `files = { "train.csv" }` learns digits; the nodes' logs reach
-# <run>/logs through --log-forward. On YARN the same first probe, once
-# YARN's nodes can start without the run directory (NOSHARE_YARN_NODES
-# below).
+# `files = { "train.csv" }` learns digits, and so does one read by the
+# coordinator's absolute path, shipped (the workers find it under its
+# shipped name); the nodes' logs reach <run>/logs through --log-forward.
+# On YARN the same first probe, once YARN's nodes can start without the run
+# directory (NOSHARE_YARN_NODES below).
 #
 # Adding a case under this mode (checkpoints every N steps, a ps SIGKILLed
 # and restored, the coordinator SIGKILLed and --resume, HDFS):
@@ -44,8 +45,9 @@ fi
 
 noshare_dir
 RUNS=$COORD/runs
-mkdir -p "$RUNS" "$COORD/work"
+mkdir -p "$RUNS" "$COORD/work" "$COORD/data"
 cp examples/data/digits.csv "$COORD/work/train.csv"
+cp examples/data/digits.csv "$COORD/data/digits.csv"
 
 # The probe every engine runs first, on a worker: what it sees of the
 # coordinator's paths (the run directory's events.log, the marker, the
@@ -110,16 +112,26 @@ local train, test_ds = digits:split(0.8, { seed = 1 })
 local train_std, stats = train:standardize()
 local c = drover.cluster { launcher = "spark", ps = 1, worker = 2, runs = "$RUNS", name = "spark",
   bind = "127.0.0.1", reservation_timeout = 240, spark = dofile("$TMP/spark.lua"),
-  files = { "train.csv" } }
+  files = { "train.csv", "$COORD/data/digits.csv" } }
 io.stdout:write("run_dir ", c.run_dir, "\n")
 dofile("$TMP/probe.lua")(c)
 c:schedule(function() print("noshare print from a closure") return true end):fetch()
-local r = c:fit(drover.experiment {
-  name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
-  model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
-  train = { data = train_std, batch = 32, epochs = 10 },
-  eval = { data = test_ds:standardize(stats), every = 1000 }, seed = 1, verbose = false })
+local function exp(train, test)
+  return drover.experiment {
+    name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
+    model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
+    train = { data = train, batch = 32, epochs = 10 },
+    eval = { data = test, every = 1000 }, seed = 1, verbose = false }
+end
+local r = c:fit(exp(train_std, test_ds:standardize(stats)))
 io.stdout:write(string.format("eval_accuracy %.4f steps %d\n", r.eval_accuracy, r.steps))
+-- the data by its absolute path, shipped: found under its shipped name
+local abs = data.csv("$COORD/data/digits.csv", { label = -1 })
+local abs_train, abs_test = abs:split(0.8, { seed = 1 })
+local abs_std, abs_stats = abs_train:standardize()
+io.stdout:write("abs files mode ", tostring(abs_std.files), "\n")
+r = c:fit(exp(abs_std, abs_test:standardize(abs_stats)))
+io.stdout:write(string.format("abs eval_accuracy %.4f steps %d\n", r.eval_accuracy, r.steps))
 c:shutdown() -- raises if a node failed
 io.stdout:write("shut down\n")
 LUA
@@ -133,6 +145,14 @@ LUA
   check "noshare-s02 files mode from the shipped train.csv learns digits to >= 0.9 (got '$acc')" \
     awk -v a="$acc" 'BEGIN { exit !(a != "" && a + 0 >= 0.9) }'
   dir=$(sed -n 's/^run_dir //p' "$TMP/spark_fit.out")
+  check "noshare-s02 each worker read its shard from its own copy of the file" \
+    sh -c "grep -q 'worker:0 I .* examples read from its file' '$dir/logs/worker-0.log' &&
+           grep -q 'worker:1 I .* examples read from its file' '$dir/logs/worker-1.log'"
+  check "noshare-s04 data.csv by the coordinator's absolute path, shipped by files, is a file's" \
+    grep -q "^abs files mode true$" "$TMP/spark_fit.out"
+  acc=$(sed -n 's/^abs eval_accuracy \([0-9.]*\) .*/\1/p' "$TMP/spark_fit.out")
+  check "noshare-s04 the workers find it under its shipped name and learn digits to >= 0.9 (got '$acc')" \
+    awk -v a="$acc" 'BEGIN { exit !(a != "" && a + 0 >= 0.9) }'
   for n in ps-0 worker-0 worker-1; do
     check "noshare-s03 $n's own lines reached $n.log in the run directory (--log-forward)" \
       grep -q "Z ${n%-*}:${n#*-} I registered" "$dir/logs/$n.log"
