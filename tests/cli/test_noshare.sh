@@ -5,7 +5,7 @@
 # directory) is covered by an empty tmpfs (tests/noshare/hide.sh, through
 # DROVER_SPARK_HIDE and DROVER_YARN_HIDE of tests/spark/start.sh and
 # tests/yarn/start.sh). Each engine's first case proves the mode is on
-# (noshare_check); then, on Spark: a scheduled function on a worker cannot
+# (noshare_check, tests/cli/lib.sh); then, on Spark: a scheduled function on a worker cannot
 # see the run directory, the marker or the data, and what it writes there
 # never reaches the coordinator; files-mode training from a CSV shipped with
 # `files = { "train.csv" }` learns digits, and so does one read by the
@@ -16,14 +16,20 @@
 #
 # Adding a case under this mode (checkpoints every N steps, a ps SIGKILLed
 # and restored, the coordinator SIGKILLed and --resume, HDFS):
-#  1. write its script into $TMP and run it from $COORD/work (`cd
-#     "$COORD/work"`): runs = "$RUNS" (under $COORD), data and `files`
-#     under $COORD/work, `spark = dofile("$TMP/spark.lua")` for Spark;
-#     anything a node must read has to travel (files, the connection, HDFS);
-#  2. put it after the engine's noshare_check, in the engine's section
+#  1. write its script as $TMP/NAME.lua with runs = "$RUNS" (under $COORD),
+#     its data under $COORD (work/train.csv and data/digits.csv are there)
+#     and `spark = dofile("$TMP/spark.lua")` for Spark; anything a node
+#     must read has to travel (files, the connection, HDFS);
+#  2. run it with `noshare_run NAME SECONDS` (from $COORD/work, bounded,
+#     output in $TMP/NAME.out, status in rc), or in the background from
+#     $COORD/work with its pid given to kill_at_exit to SIGKILL it and
+#     `--resume` it; the nodes share our pid namespace, so a node's pid
+#     from c:nodes() can be SIGKILLed as in test_spark.sh;
+#  3. put it after the engine's noshare_check, in the engine's section
 #     (noshare_spark / noshare_yarn), numbered noshare-sNN / noshare-yNN;
-#  3. assert on the coordinator's side (its output, $RUNS/*/...): a node
+#  4. assert on the coordinator's side (its output, $RUNS/*/...): a node
 #     writing under $COORD writes into its tmpfs, never the run directory.
+# NOSHARE_ENGINES=spark (or yarn) runs one engine's section.
 # Skipped, with the reason, where an engine cannot start here or unshare
 # and mount are not permitted (start.sh exits 77); DROVER_SPARK_REQUIRED=1
 # and DROVER_YARN_REQUIRED=1 (CI) make that a failure. Not under `make
@@ -48,6 +54,19 @@ RUNS=$COORD/runs
 mkdir -p "$RUNS" "$COORD/work" "$COORD/data"
 cp examples/data/digits.csv "$COORD/work/train.csv"
 cp examples/data/digits.csv "$COORD/data/digits.csv"
+
+# noshare_run NAME SECONDS: runs $TMP/NAME.lua from $COORD/work (the
+# coordinator's working directory: relative `files` and data paths are
+# there) for at most SECONDS, output in $TMP/NAME.out; sets rc, and on a
+# failure prints the output's last 30 lines.
+noshare_run() {
+  (cd "$COORD/work" && timeout "$2" "$DROVER" run "$TMP/$1.lua" >"$TMP/$1.out" 2>&1)
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    echo "---- $TMP/$1.out (last 30 lines)"
+    tail -n 30 "$TMP/$1.out"
+  fi
+}
 
 # The probe every engine runs first, on a worker: what it sees of the
 # coordinator's paths (the run directory's events.log, the marker, the
@@ -135,10 +154,8 @@ io.stdout:write(string.format("abs eval_accuracy %.4f steps %d\n", r.eval_accura
 c:shutdown() -- raises if a node failed
 io.stdout:write("shut down\n")
 LUA
-  (cd "$COORD/work" && timeout 300 "$DROVER" run "$TMP/spark_fit.lua" >"$TMP/spark_fit.out" 2>&1)
-  rc=$?
+  noshare_run spark_fit 300
   check "noshare-s01 the run on Spark with $COORD hidden succeeds (status $rc)" [ $rc -eq 0 ]
-  [ $rc -eq 0 ] || tail -n 30 "$TMP/spark_fit.out"
   noshare_probe_checks s "$TMP/spark_fit.out"
   check "noshare-s02 the data is a file's (files mode)" grep -q "^files mode true$" "$TMP/spark_fit.out"
   acc=$(sed -n 's/^eval_accuracy \([0-9.]*\) .*/\1/p' "$TMP/spark_fit.out")
@@ -184,10 +201,8 @@ dofile("$TMP/probe.lua")(c)
 c:shutdown()
 io.stdout:write("shut down\n")
 LUA
-  (cd "$COORD/work" && timeout 240 "$DROVER" run "$TMP/yarn_probe.lua" >"$TMP/yarn_probe.out" 2>&1)
-  rc=$?
+  noshare_run yarn_probe 240
   check "noshare-y01 the run on YARN with $COORD hidden succeeds (status $rc)" [ $rc -eq 0 ]
-  [ $rc -eq 0 ] || tail -n 30 "$TMP/yarn_probe.out"
   noshare_probe_checks y "$TMP/yarn_probe.out"
   check "noshare-y01 the run shut down cleanly" grep -q "^shut down" "$TMP/yarn_probe.out"
 }
