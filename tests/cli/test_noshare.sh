@@ -10,7 +10,9 @@
 # never reaches the coordinator; files-mode training from a CSV shipped with
 # `files = { "train.csv" }` learns digits, and so does one read by the
 # coordinator's absolute path, shipped (the workers find it under its
-# shipped name); the nodes' logs reach <run>/logs through --log-forward.
+# shipped name); checkpoints every 20 steps reach the run directory
+# through the coordinator; the nodes' logs reach <run>/logs through
+# --log-forward.
 # On YARN the same first probe, once YARN's nodes can start without the run
 # directory (NOSHARE_YARN_NODES below).
 #
@@ -68,6 +70,17 @@ noshare_run() {
   fi
 }
 
+# noshare_manifests_ok RUN: every checkpoint of RUN has its ps-0 file, whose
+# sha256 its manifest.json names; false when there is none.
+noshare_manifests_ok() {
+  set -- "$1" "$(ls -d "$1"/checkpoints/step-* 2>/dev/null)"
+  [ -n "$2" ] || return 1
+  for d in $2; do
+    [ -f "$d/ps-0.safetensors" ] &&
+      grep -q "\"$(sha256sum "$d/ps-0.safetensors" | cut -d' ' -f1)\"" "$d/manifest.json" || return 1
+  done
+}
+
 # The probe every engine runs first, on a worker: what it sees of the
 # coordinator's paths (the run directory's events.log, the marker, the
 # data by its absolute path) and of the shipped copy (train.csv in its own
@@ -110,8 +123,8 @@ noshare_probe_checks() {
 }
 
 noshare_spark() {
-  : "${DROVER_SPARK_DIR:=$TMP/spark}" "${DROVER_SPARK_PORT:=$((30000 + ($$ % 8000) * 4))}"
-  export DROVER_SPARK_DIR DROVER_SPARK_PORT
+  : "${DROVER_SPARK_DIR:=$TMP/spark}" # ports: start.sh picks free ones
+  export DROVER_SPARK_DIR
   engine_try spark "noshare-s00 tests/spark/start.sh starts Spark with $COORD hidden" || return 0
   . "$DROVER_SPARK_DIR/env"
   noshare_check spark "noshare-s00 the Spark worker's mount namespace hides $COORD"
@@ -135,22 +148,27 @@ local c = drover.cluster { launcher = "spark", ps = 1, worker = 2, runs = "$RUNS
 io.stdout:write("run_dir ", c.run_dir, "\n")
 dofile("$TMP/probe.lua")(c)
 c:schedule(function() print("noshare print from a closure") return true end):fetch()
-local function exp(train, test)
+local function exp(train, test, epochs, checkpoint)
   return drover.experiment {
     name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
     model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
-    train = { data = train, batch = 32, epochs = 10 },
-    eval = { data = test, every = 1000 }, seed = 1, verbose = false }
+    train = { data = train, batch = 32, epochs = epochs or 10 },
+    eval = { data = test, every = 1000 }, seed = 1, verbose = false, checkpoint = checkpoint }
 end
-local r = c:fit(exp(train_std, test_ds:standardize(stats)))
+local test_std = test_ds:standardize(stats)
+local r = c:fit(exp(train_std, test_std))
 io.stdout:write(string.format("eval_accuracy %.4f steps %d\n", r.eval_accuracy, r.steps))
 -- the data by its absolute path, shipped: found under its shipped name
 local abs = data.csv("$COORD/data/digits.csv", { label = -1 })
 local abs_train, abs_test = abs:split(0.8, { seed = 1 })
 local abs_std, abs_stats = abs_train:standardize()
 io.stdout:write("abs files mode ", tostring(abs_std.files), "\n")
-r = c:fit(exp(abs_std, abs_test:standardize(abs_stats)))
+local abs_test_std = abs_test:standardize(abs_stats)
+r = c:fit(exp(abs_std, abs_test_std))
 io.stdout:write(string.format("abs eval_accuracy %.4f steps %d\n", r.eval_accuracy, r.steps))
+-- checkpoints every 20 steps: the ps cannot write the run directory
+r = c:fit(exp(train_std, test_std, 2, { every = 20 }))
+io.stdout:write(string.format("checkpointed fit steps %d\n", r.steps))
 c:shutdown() -- raises if a node failed
 io.stdout:write("shut down\n")
 LUA
@@ -170,6 +188,14 @@ LUA
   acc=$(sed -n 's/^abs eval_accuracy \([0-9.]*\) .*/\1/p' "$TMP/spark_fit.out")
   check "noshare-s04 the workers find it under its shipped name and learn digits to >= 0.9 (got '$acc')" \
     awk -v a="$acc" 'BEGIN { exit !(a != "" && a + 0 >= 0.9) }'
+  check "noshare-s05 a fit with checkpoints every 20 steps ran ($(grep '^checkpointed fit' "$TMP/spark_fit.out"))" \
+    grep -q "^checkpointed fit steps [1-9]" "$TMP/spark_fit.out"
+  check "noshare-s05 events.log says ps:0's checkpoints go through the coordinator" \
+    grep -q "checkpoints: ps:0 through the coordinator (the run directory is not visible on its host)" "$dir/events.log"
+  check "noshare-s05 no checkpoint failed" sh -c "! grep -q 'checkpoint.*failed' '$dir/events.log'"
+  check "noshare-s05 several checkpoints are in the run directory ($(ls "$dir/checkpoints" 2>/dev/null | tr '\n' ' '))" \
+    [ "$(ls -d "$dir"/checkpoints/step-* 2>/dev/null | wc -l)" -ge 2 ]
+  check "noshare-s05 each holds ps-0's file with the sha256 its manifest says" noshare_manifests_ok "$dir"
   for n in ps-0 worker-0 worker-1; do
     check "noshare-s03 $n's own lines reached $n.log in the run directory (--log-forward)" \
       grep -q "Z ${n%-*}:${n#*-} I registered" "$dir/logs/$n.log"
