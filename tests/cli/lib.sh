@@ -117,3 +117,76 @@ trainer_stop() {
   wait_for 30 sh -c "! kill -0 $trainer 2>/dev/null"
   kill -9 $trainer 2>/dev/null
 }
+
+# engine_try ENGINE CASE: engine_start for a test of several engines: where
+# ENGINE cannot start here it prints "SKIP CASE: why" and returns 1 (and
+# where start.sh fails, "FAIL CASE: ..." and returns 1), so the test goes
+# on with its next engine. Stop it with `bash tests/ENGINE/stop.sh` before
+# starting the next (the machine is small); at exit it is stopped anyway.
+engine_try() {
+  why=$(bash "tests/$1/start.sh" 2>"$TMP/start.err")
+  rc=$?
+  if [ $rc -eq 77 ]; then
+    echo "SKIP $2: ${why#SKIP }"
+    return 1
+  fi
+  if [ $rc -ne 0 ]; then
+    fail "$2" "exit $rc: $why $(tail -n 5 "$TMP/start.err")"
+    return 1
+  fi
+  at_exit "bash tests/$1/stop.sh"
+  trap 'exit 143' TERM INT
+}
+
+# No shared file system (tests/noshare/hide.sh, tests/cli/test_noshare.sh).
+# noshare_dir: makes COORD=$TMP/coord, the coordinator's side, with a
+# marker file NOSHARE_MARK in it, and exports DROVER_SPARK_HIDE and
+# DROVER_YARN_HIDE so that the engine started next runs its nodes where
+# COORD is an empty tmpfs. Put the runs (RUNS=$COORD/runs), the data and
+# the script's working directory under COORD; the engines' own
+# directories ($TMP/spark, $TMP/yarn) stay outside it, visible.
+noshare_dir() {
+  COORD=$TMP/coord
+  NOSHARE_MARK=$COORD/.noshare-marker
+  mkdir -p "$COORD"
+  echo "the coordinator's side of $TMP" >"$NOSHARE_MARK"
+  DROVER_SPARK_HIDE=$COORD DROVER_YARN_HIDE=$COORD
+  export DROVER_SPARK_HIDE DROVER_YARN_HIDE
+}
+
+# noshare_check ENGINE CASE: after ENGINE's env file is sourced, proves the
+# mode is on before the test asserts anything else (a run that silently
+# shared the directory would prove nothing): the env file says COORD is
+# hidden, the engine's process (DROVER_<ENGINE>_NS_PID) has a mount
+# namespace that is not ours, in which the engine's own directory is there
+# and NOSHARE_MARK is not, and a file written there under COORD does not
+# appear here. PASS CASE, or FAIL CASE with why and exit 1.
+noshare_check() {
+  eng=$(echo "$1" | tr 'a-z' 'A-Z')
+  eval "ns_hidden=\${DROVER_${eng}_HIDDEN-} ns_pid=\${DROVER_${eng}_NS_PID-} ns_dir=\${DROVER_${eng}_DIR-}"
+  ns_why=
+  case " $ns_hidden " in
+    *" $COORD "*) ;;
+    *) ns_why="the engine's env file hides '$ns_hidden', not $COORD" ;;
+  esac
+  if [ -z "$ns_why" ] && ! [ -r "/proc/$ns_pid/ns/mnt" ]; then
+    ns_why="no process $ns_pid (DROVER_${eng}_NS_PID)"
+  elif [ -z "$ns_why" ] && [ "$(readlink "/proc/$ns_pid/ns/mnt")" = "$(readlink /proc/self/ns/mnt)" ]; then
+    ns_why="its process $ns_pid is in our mount namespace"
+  elif [ -z "$ns_why" ] && ! [ -s "$NOSHARE_MARK" ]; then
+    ns_why="no $NOSHARE_MARK on the coordinator's side"
+  elif [ -z "$ns_why" ] && ! nsenter -t "$ns_pid" -m -- test -d "$ns_dir"; then
+    ns_why="nsenter -t $ns_pid -m does not see the engine's own $ns_dir"
+  elif [ -z "$ns_why" ] && nsenter -t "$ns_pid" -m -- test -e "$NOSHARE_MARK"; then
+    ns_why="$NOSHARE_MARK is visible in its mount namespace"
+  elif [ -z "$ns_why" ] && ! nsenter -t "$ns_pid" -m -- sh -c 'echo x >"$1/.noshare-$2"' _ "$COORD" "$1"; then
+    ns_why="cannot write into the tmpfs over $COORD in its mount namespace"
+  elif [ -z "$ns_why" ] && [ -e "$COORD/.noshare-$1" ]; then
+    ns_why="a file written under $COORD in its mount namespace appeared here"
+  fi
+  if [ -n "$ns_why" ]; then
+    fail "$2" "$ns_why"
+    exit 1
+  fi
+  pass "$2"
+}

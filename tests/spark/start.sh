@@ -21,7 +21,16 @@
 #  - bounds every wait (DROVER_SPARK_TIMEOUT seconds, default 90).
 #  - writes $DROVER_SPARK_DIR/env: SPARK_HOME, PATH (spark-submit),
 #    DROVER_SPARK_MASTER (spark://...), DROVER_SPARK_UI (http://...),
-#    PYSPARK_PYTHON (the venv's python, on executors too).
+#    PYSPARK_PYTHON (the venv's python, on executors too),
+#    DROVER_SPARK_HIDDEN (the hidden directories, '' for none) and
+#    DROVER_SPARK_NS_PID (the worker's pid: nsenter -t PID -m sees as it does);
+#  - DROVER_SPARK_HIDE="DIR [DIR...]": no shared file system. The worker
+#    (and so its executors and drover's nodes) runs in a mount namespace of
+#    its own where each DIR (the coordinator's: run directories, data) is
+#    covered by an empty tmpfs (tests/noshare/hide.sh); the master stays
+#    outside. Each DIR must exist and hold neither $DROVER_SPARK_DIR, the
+#    venv nor /tmp. Where unshare and mount are not permitted: SKIP; a DIR that
+#    does not exist or would hide what the engine needs: exit 1.
 #
 # Exit status: 0 started; 77 SKIP with a line "SKIP <reason>" (no venv with
 # pyspark, no java, ports taken, daemons did not come up); 1 otherwise.
@@ -52,6 +61,17 @@ SPARK_VENV=$(cd "$SPARK_VENV" && pwd)
 SPARK_HOME=$("$SPARK_VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))' 2>/dev/null) ||
   skip "pyspark is not importable from $SPARK_VENV"
 command -v java >/dev/null || skip "no java in PATH (Spark needs Java 17 or later)"
+read -r -a hide_dirs <<<"${DROVER_SPARK_HIDE:-}"
+HIDE="${hide_dirs[*]}" # one space between directories, '' for none
+HIDE_WRAP=()
+if [ -n "$HIDE" ]; then
+  why=$(bash "$HERE/../noshare/hide.sh" check "$HIDE" "$DIR" "$SPARK_VENV" "$SPARK_HOME" \
+    "$HERE/../../build" /tmp) || case $? in
+    1) skip "DROVER_SPARK_HIDE='$HIDE': $why" ;;
+    *) log "DROVER_SPARK_HIDE='$HIDE': $why"; exit 1 ;;
+  esac
+  HIDE_WRAP=(bash "$HERE/../noshare/hide.sh" exec "$HIDE")
+fi
 
 bash "$HERE/stop.sh" >/dev/null 2>&1 || true
 FIXED=${PORT:+1}
@@ -89,7 +109,7 @@ start_daemons() {
   echo $pid >"$PIDS/master.pid"
   wait_until "$TIMEOUT" eval 'master_json >/dev/null 2>&1 || ! alive '"$pid" || return 1
   alive "$pid" || return 2
-  setsid "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.worker.Worker --host 127.0.0.1 \
+  setsid "${HIDE_WRAP[@]}" "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.worker.Worker --host 127.0.0.1 \
     --cores "$CORES" --memory 8g --webui-port $((PORT + 2)) --work-dir "$DIR/work" \
     "spark://127.0.0.1:$PORT" >"$DIR/log/worker.out" 2>&1 &
   pid=$!
@@ -123,4 +143,17 @@ DROVER_SPARK_UI=http://127.0.0.1:$UI_PORT
 DROVER_SPARK_PORT=$PORT
 export SPARK_HOME PATH PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON SPARK_LOCAL_IP DROVER_SPARK_MASTER DROVER_SPARK_UI DROVER_SPARK_PORT
 ENV
+# No shared file system: the worker's mount namespace is not ours.
+wpid=$(cat "$PIDS/worker.pid")
+if [ -n "$HIDE" ] &&
+  [ "$(readlink "/proc/$wpid/ns/mnt")" = "$(readlink /proc/self/ns/mnt)" ]; then
+  log "DROVER_SPARK_HIDE: the worker ($wpid) runs in our mount namespace"
+  exit 1
+fi
+cat >>"$DIR/env" <<ENV
+DROVER_SPARK_HIDDEN='$HIDE'
+DROVER_SPARK_NS_PID=$wpid
+export DROVER_SPARK_HIDDEN DROVER_SPARK_NS_PID
+ENV
+[ -z "$HIDE" ] || log "hidden from the worker (pid $wpid): $HIDE"
 log "master spark://127.0.0.1:$PORT (UI $UI_PORT), one worker with $CORES cores, $GPUS gpus (state in $DIR)"

@@ -24,6 +24,18 @@
 # is left is stopped (stop.sh) and a new one started on fresh state. Every
 # wait is bounded (DROVER_YARN_TIMEOUT seconds, default 90).
 #
+# DROVER_YARN_HIDE="DIR [DIR...]": no shared file system. The JVM (its
+# ResourceManager, NodeManagers and so every container: drover's AM and
+# nodes) runs in a mount namespace of its own where each DIR (the
+# coordinator's: run directories, data) is covered by an empty tmpfs
+# (tests/noshare/hide.sh). Each DIR must exist and hold neither
+# $DROVER_YARN_DIR, the jars, $DROVER_YARN_STAGING nor /tmp; the env file
+# then also says DROVER_YARN_HIDDEN (the directories, '' for none) and
+# DROVER_YARN_NS_PID (the JVM: nsenter -t PID -m sees as it does). A live
+# cluster is reused only when it hides the same. Where unshare and mount
+# are not permitted: SKIP; a DIR that does not exist or would hide what
+# the engine needs: exit 1.
+#
 # Exit status: 0 started (or already running); 77 with "SKIP <reason>" when
 # Java, Maven or the built jars are missing; 1 for anything else. With
 # DROVER_YARN_REQUIRED=1 (CI) a SKIP is a failure.
@@ -48,6 +60,17 @@ exec </dev/null
 command -v java >/dev/null || skip "no java (the test YARN is Hadoop's MiniYARNCluster)"
 [ -f "$JAR" ] && [ -f "$CP_FILE" ] || skip "no $JAR (run make yarn-deps)"
 [ -f "$AM_JAR" ] || skip "no $AM_JAR (run make yarn-deps)"
+read -r -a hide_dirs <<<"${DROVER_YARN_HIDE:-}"
+HIDE="${hide_dirs[*]}" # one space between directories, '' for none
+HIDE_WRAP=()
+if [ -n "$HIDE" ]; then
+  why=$(bash "$HERE/../noshare/hide.sh" check "$HIDE" "$DIR" "$(dirname "$JAR")" \
+    "$(dirname "$AM_JAR")" "$ROOT/build" "${DROVER_YARN_STAGING:-}" /tmp) || case $? in
+    1) skip "DROVER_YARN_HIDE='$HIDE': $why" ;;
+    *) log "DROVER_YARN_HIDE='$HIDE': $why"; exit 1 ;;
+  esac
+  HIDE_WRAP=(bash "$HERE/../noshare/hide.sh" exec "$HIDE")
+fi
 
 alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null &&
   ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
@@ -59,7 +82,7 @@ ours() { # the pid of our JVM when it still runs, else fails
 }
 rm_up() { [ -s "$DIR/rm" ] && curl -sf -m 5 "http://$(cat "$DIR/rm")/ws/v1/cluster/info" >/dev/null; }
 
-if ours >/dev/null && rm_up; then
+if ours >/dev/null && rm_up && [ "$(cat "$DIR/hidden" 2>/dev/null)" = "$HIDE" ]; then
   log "reusing the test YARN at $(cat "$DIR/rm")"
   exit 0
 fi
@@ -67,12 +90,13 @@ bash "$HERE/stop.sh" || true
 rm -rf "$DIR"
 mkdir -p "$DIR/log" "$DIR/conf" "$DIR/hadoop/share/hadoop/common/lib"
 cp "$HERE/src/main/resources/log4j.properties" "$DIR/conf/"
+printf '%s\n' "$HIDE" >"$DIR/hidden"
 hadoop_cp=$(cat "$CP_FILE")
 (IFS=:; for j in $hadoop_cp; do ln -s "$j" "$DIR/hadoop/share/hadoop/common/lib/"; done)
 
 # setsid: the cluster outlives this script; stop.sh ends it by its pid.
 HADOOP_CONF_DIR=$DIR/conf HADOOP_COMMON_HOME=$DIR/hadoop \
-  setsid java -Xmx1g -cp "$JAR:$hadoop_cp" drover.yarn.TestCluster "$DIR" >"$DIR/log/yarn.log" 2>&1 &
+  setsid "${HIDE_WRAP[@]}" java -Xmx1g -cp "$JAR:$hadoop_cp" drover.yarn.TestCluster "$DIR" >"$DIR/log/yarn.log" 2>&1 &
 echo $! >"$DIR/pid"
 pid=$!
 for _ in $(seq "$TIMEOUT"); do
@@ -91,5 +115,14 @@ export DROVER_YARN_DIR='$DIR'
 export DROVER_YARN_RM='$(cat "$DIR/rm")'
 export DROVER_YARN_AM_CLASSPATH='$DIR/conf:$AM_JAR:$hadoop_cp'
 export DROVER_YARN_AM_JAR='$AM_JAR'
+export DROVER_YARN_HIDDEN='$HIDE'
+export DROVER_YARN_NS_PID=$pid
 ENV
+# No shared file system: the JVM's mount namespace is not ours.
+if [ -n "$HIDE" ] && [ "$(readlink "/proc/$pid/ns/mnt")" = "$(readlink /proc/self/ns/mnt)" ]; then
+  log "DROVER_YARN_HIDE: the test YARN ($pid) runs in our mount namespace"
+  bash "$HERE/stop.sh" || true
+  exit 1
+fi
+[ -z "$HIDE" ] || log "hidden from the test YARN (pid $pid): $HIDE"
 log "test YARN up: RM REST at http://$(cat "$DIR/rm") (pid $pid)"
