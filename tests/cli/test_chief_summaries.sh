@@ -17,23 +17,25 @@ if ! "$PY" -c "import tensorboard" 2>/dev/null; then
   echo "SKIP chiefsum: $PY has no tensorboard package (make venv installs it)"
   exit 0
 fi
-if ! unshare -m sh -c "mount -t tmpfs tmpfs '$TMP'" 2>/dev/null; then
-  echo "SKIP chiefsum: no mount namespace with a tmpfs here (unshare -m needs root)"
-  exit 0
-fi
 HIDE=$TMP/hidden
 RUNS=$HIDE/runs
 mkdir -p "$RUNS" "$TMP/keys"
+why=$(bash tests/noshare/hide.sh check "$HIDE" "$TMP/keys" "$DROVER")
+case $? in
+  0) ;;
+  1) echo "SKIP chiefsum: $why"; exit 0 ;;
+  *) fail "chiefsum" "hide.sh check: $why"; exit 1 ;;
+esac
 
-# The node wrapper: the chief gets its own mount namespace with $HIDE
-# covered (its key file copied out first: the launcher put it in the run dir).
+# The node wrapper: the chief runs where $HIDE is an empty tmpfs
+# (tests/noshare/hide.sh), its key file copied out first (the launcher put
+# it in the run dir).
 cat >"$TMP/node.sh" <<SH
 #!/bin/sh
 case " \$* " in
 *" --role chief "*)
   k=\$(mktemp -p "$TMP/keys") && cp "\$DROVER_SECRET_FILE" "\$k" || exit 1
-  DROVER_SECRET_FILE=\$k exec unshare -m sh -c 'mount -t tmpfs tmpfs "\$0" && exec "\$@"' \
-    "$HIDE" "$DROVER" "\$@" ;;
+  DROVER_SECRET_FILE=\$k exec bash "$PWD/tests/noshare/hide.sh" exec "$HIDE" "$DROVER" "\$@" ;;
 esac
 exec "$DROVER" "\$@"
 SH
