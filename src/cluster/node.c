@@ -360,6 +360,19 @@ static void node_stop(node *n, int status) {
 
 /* ============================== control frames =========================== */
 
+/* The coordinator's verdict on our run directory token decides who writes
+ * the chief's summaries, so that a run never has two writers, and a chief
+ * whose run directory is some other disk (a tmpfs, a stale copy) writes
+ * none there: the coordinator writes them from our RESULTs
+ * (coord_summaries.c). Our first RESULT follows REGISTERED. */
+static void chief_summaries(node *n, bool sees_rundir) {
+  if (n->o->role != ROLE_CHIEF || !n->o->run_dir || n->summaries) return;
+  if (sees_rundir)
+    n->summaries = events_run_open(n->o->run_dir, "chief");
+  else
+    log_info("summaries: the run directory is not visible here; the coordinator writes them");
+}
+
 static int on_registered(node *n, const uint8_t *pl, uint32_t len) {
   wire_msg_registered m;
   int rc = wire_get_registered(pl, len, &m);
@@ -372,6 +385,7 @@ static int on_registered(node *n, const uint8_t *pl, uint32_t len) {
   if (n->registered) return 0;
   n->registered = true;
   log_info("registered");
+  chief_summaries(n, m.sees_rundir);
   fwd_flush(n);
   uv_timer_start(&n->hb, on_heartbeat, 0, n->heartbeat_ms);
   watch_restart(n);
@@ -610,7 +624,6 @@ static int start(node *n) {
     worker_set_calls(n->wk, o->calls);
     worker_set_fatal(n->wk, worker_fatal);
   }
-  if (o->role == ROLE_CHIEF) n->summaries = events_run_open(o->run_dir, "chief");
   n->copts = (conn_opts){.secret = &n->keys.coord, .who = AUTH_WHO_NODE, .role = (uint8_t)o->role,
                          .index = (uint32_t)o->index, .cbs = &coord_cbs, .ud = n};
   return conn_connect(&n->loop, o->coord_host, o->coord_port, &n->copts, &n->coord);

@@ -65,14 +65,14 @@
 
 /* Control, node <-> coordinator.
  *  REGISTER    N -> C: port is the ps data port (0 otherwise); hostname to
-<<<<<<< HEAD
- *              slurm_node are what the node got (nodeinfo.h); rundir_token
- *              what it read in <run>/ckpt-token ("" none): whether the
- *              run directory is visible where it runs (coord_ckpt_route.c)
-=======
- *              place are what the node got (nodeinfo.h)
->>>>>>> mixed
- *  REGISTERED  C -> N (reply): message is the refusal reason when !ok
+ *              slurm_node and place are what the node got (nodeinfo.h);
+ *              rundir_token what it read in <run>/ckpt-token ("" none):
+ *              whether the run directory is visible where it runs
+ *              (coord_ckpt_route.c)
+ *  REGISTERED  C -> N (reply): message is the refusal reason when !ok;
+ *              sees_rundir: the token matched. A chief writes its own
+ *              summaries only then; else the coordinator writes them from
+ *              its RESULTs (coord_summaries.c): one writer either way
  *  SPEC        C -> N: the ps nodes (where workers dial them), sent once
  *              all registered; with ps replicas only each group's primary
  *              is listed (as ps:<group>; `proc` is the index of the ps
@@ -90,7 +90,8 @@
   X(ROLE, role) X(U32, index) X(U32, pid) X(STR, host) X(U16, port) X(STR, hostname) \
   X(U32, threads) X(U32, cpus) X(U64, memory) X(STR, gpus) X(STR, slurm_job)          \
   X(STR, slurm_step) X(STR, slurm_node) X(STR, rundir_token) X(STR, place)
-#define WIRE_MSG_registered(X) X(FLAG, ok, "REGISTERED ok") X(STR, message)
+#define WIRE_MSG_registered(X) \
+  X(FLAG, ok, "REGISTERED ok") X(STR, message) X(FLAG, sees_rundir, "REGISTERED sees_rundir")
 #define WIRE_MSG_spec(X) \
   X(ITEMS, nodes, spec_node, "SPEC node") X(FLAG, ps_replicated, "SPEC ps_replicated")
 #define WIRE_MSG_heartbeat(X) X(U64, seq) X(U64, rss) X(U64, cpu_ms)

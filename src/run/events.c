@@ -328,10 +328,12 @@ void events_run_scalar(events_writer *w, const char *tag, int64_t step, double v
 
 void events_run_result(events_writer *w, const struct wire_wr *frame) {
   if (!w || frame->err || frame->len < WIRE_HEADER_SIZE) return;
+  events_run_result_payload(w, frame->buf + WIRE_HEADER_SIZE, frame->len - WIRE_HEADER_SIZE);
+}
+
+void events_run_result_payload(events_writer *w, const uint8_t *payload, size_t len) {
   wire_msg_result m;
-  if (wire_get_result(frame->buf + WIRE_HEADER_SIZE, frame->len - WIRE_HEADER_SIZE, &m) < 0 ||
-      m.status != 0)
-    return;
+  if (!w || wire_get_result(payload, len, &m) < 0 || m.status != 0) return;
   events_run_scalar(w, "train/loss", (int64_t)m.task, m.loss);
   if (m.correct >= 0 && m.examples > 0)
     events_run_scalar(w, "train/accuracy", (int64_t)m.task, (double)m.correct / (double)m.examples);

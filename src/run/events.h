@@ -97,6 +97,10 @@ void events_run_scalar(events_writer *w, const char *tag, int64_t step, double v
  * `train/accuracy` of its batch, at step = the task id. A failed step
  * writes nothing. NULL w is fine. */
 void events_run_result(events_writer *w, const struct wire_wr *frame);
+/* The same from a RESULT's payload as received: the coordinator writes a
+ * chief's summaries so when the chief cannot see the run directory
+ * (coord_summaries.c), and the file is the one the chief would write. */
+void events_run_result_payload(events_writer *w, const uint8_t *payload, size_t len);
 
 /* events_tick and events_flush, logging a failure. NULL is fine. */
 void events_run_tick(events_writer *w);

@@ -14,6 +14,7 @@
 
 #include "harness.h"
 #include "node_fake.h"
+#include "proto/wire_msgs.h"
 
 /* ============================== ps =========================================== */
 
@@ -269,8 +270,7 @@ TEST(node_exits_1_when_registration_is_refused) {
   nf_read_register(&f, f.accepted[0], &r);
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u8(&w, 0);
-  wire_wr_str(&w, "duplicate worker:0");
+  wire_put_registered(&w, &(wire_msg_registered){.message = WIRE_STR("duplicate worker:0")});
   nf_send_wr(r.ctl, &w, WIRE_REGISTERED, 0);
   CHECK_INT_EQ(nf_reap(&f, pid, WAIT_MS), 1);
   nf_fake_stop(&f, NULL, 0);

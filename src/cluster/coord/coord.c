@@ -88,17 +88,18 @@ typedef struct peer {
   struct peer *prev, *next; /* in c->peers */
 } peer;
 
-static void send_registered(conn *cn, bool ok, const char *msg) {
+static void send_registered(conn *cn, bool ok, const char *msg, bool sees_rundir) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_registered(&w, &(wire_msg_registered){.ok = ok, .message = WIRE_STR(msg)});
+  wire_put_registered(
+      &w, &(wire_msg_registered){.ok = ok, .message = WIRE_STR(msg), .sees_rundir = sees_rundir});
   conn_send_wr(cn, &w, WIRE_REGISTERED, 0);
 }
 
 /* REGISTERED { ok = 0, why }, then the close once it is written: the node
  * should learn why. */
 static void refuse(conn *cn, const char *why) {
-  send_registered(cn, false, why);
+  send_registered(cn, false, why, false);
   conn_shutdown(cn, "registration refused");
 }
 
@@ -153,6 +154,7 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   n->port = port;
   bool saw = n->sees_rundir;
   coord__route_register(c, i, m.rundir_token);
+  coord__summaries_register(c, i);
   coord__node_set_state(c, i, NODE_READY, " pid %d host %s%s%.0d", (int)pid, host,
                         port ? " port " : "", port);
   coord__node_info(c, i, &got);
@@ -160,7 +162,7 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   n->closed_at = 0;
   if (!n->joined) c->registered++; /* a node lost before it registered comes here once */
   n->joined = true;
-  send_registered(cn, true, "");
+  send_registered(cn, true, "", n->sees_rundir); /* a chief: who writes its summaries */
   coord__node_key_forget(c, i);
   log_info("%s registered from %s (pid %d)", name, conn_peer(cn), (int)pid);
   if (again && role == ROLE_PS && saw != n->sees_rundir && c->fit)
@@ -237,6 +239,7 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   default: {
     bool result = h->type == WIRE_CALL_RESULT || h->type == WIRE_RESULT ||
                   h->type == WIRE_PREDICT_RESULT; /* the queue's */
+    if (h->type == WIRE_RESULT) coord__summaries_result(c, p->node, pl, h->len);
     if ((result ? coord__sched_frame(c, p->node, h, pl) : coord__fit_frame(c, p->node, h, pl)) < 0) {
       log_warn("%s: %s", conn_peer(cn), err_msg());
       conn_close(cn, "unexpected frame");
@@ -348,6 +351,7 @@ static void on_tick(uv_timer_t *t) {
   c->last_tick = now;
   coord__nodes_file(c, false);
   tboard_run_poll(&c->rd, &c->tb); /* one that died is said, once */
+  coord__summaries_tick(c);
   if (now - c->last_heartbeat >= c->opts.heartbeat_ms / 1000.0) {
     send_heartbeats(c);
     c->last_heartbeat = now;
@@ -601,6 +605,7 @@ int coord_shutdown(coord *c, double grace, double timeout, char *buf, size_t n) 
   for (int i = 0; i < c->nnodes; i++)
     if (c->ctl[i]) conn_close(c->ctl[i], "shutdown");
   coord__fit_close(c);
+  coord__summaries_close(c);
   tboard_run_stop(&c->rd, &c->tb);
   c->shut_down = true;
   rundir_event(&c->rd, "shutdown complete: %d node failure%s", c->failures,
@@ -617,6 +622,7 @@ static void finish_free(coord *c) {
   coord__sched_free(c);
   coord__dash_free(c);
   coord__serve_free(c);
+  coord__summaries_close(c);
   log_setup(NULL, "drover", LOG_INFO);
   if (c->log) fclose(c->log);
   rundir_close(&c->rd);

@@ -540,6 +540,7 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
   if (res) train_result_fill(res, &f->p, &f->stopper, f->stopped_early, f->stopped);
   metrics_close(&f->metrics);
   events_run_flush(f->events);
+  coord__summaries_flush(c);
   f->cfg = NULL;
   keep_args(f, a);
   rundir_event(&c->rd, "fit %s: %lld steps", rc == 0 ? "done" : "failed", (long long)f->done);

@@ -204,6 +204,10 @@ struct coord {
   void *stop_ud;
   bool *freed; /* coord_free's, set once the struct is gone */
   char rundir_token[33]; /* in <run>/ckpt-token (coord_ckpt_route.c) */
+  /* events/chief/ written here for a chief that cannot see the run
+   * directory (coord_summaries.c); tried: opened, or failed once */
+  struct events_writer *chief_events;
+  bool chief_events_tried;
 };
 
 const char *coord__node_name(const coord_node *n, char *buf, size_t len);
@@ -351,6 +355,15 @@ void coord__route_register(coord *c, int node, wire_str token);
 int coord__ckpt_route(const coord *c, int group);
 /* The decision for groups 0..ngroups-1, in events.log and the log. */
 void coord__route_say(coord *c, int ngroups);
+
+/* coord_summaries.c: the chief's summaries, written here when the chief
+ * cannot see the run directory (its REGISTERED sees_rundir is false). */
+void coord__summaries_register(coord *c, int node); /* after coord__route_register */
+/* A RESULT's payload from node: its scalars when it is such a chief. */
+void coord__summaries_result(coord *c, int node, const uint8_t *payload, uint32_t len);
+void coord__summaries_tick(coord *c);  /* the last steps before a pause reach the disk */
+void coord__summaries_flush(coord *c); /* at a fit's end */
+void coord__summaries_close(coord *c); /* at shutdown; again is fine */
 
 /* coord_repl.c: ps replicas. */
 int coord__repl_init(coord *c); /* after the nodes exist */
