@@ -21,8 +21,14 @@ PY=$VENV/bin/python
 
 # The node wrapper: a ps gets its own mount namespace with $HIDE covered
 # (its key file copied out first: the launcher put it in the run dir).
+# Nodes remove their key file once read: rc-05's hand-made peer uses the
+# copies kept here as each node starts.
+mkdir -p "$TMP/stolen"
 cat >"$TMP/node.sh" <<SH
 #!/bin/sh
+prev=
+for a do case \$prev in --role) role=\$a ;; --index) index=\$a ;; esac; prev=\$a; done
+cp -p "\$DROVER_SECRET_FILE" "$TMP/stolen/\$role-\$index.key"
 case " \$* " in
 *" --role ps "*)
   k=\$(mktemp -p "$TMP/keys") && cp "\$DROVER_SECRET_FILE" "\$k" || exit 1
@@ -135,13 +141,13 @@ FO=$(new_run fo)
 wait_for 60 committed "$FO"
 ps_pid=$(sed -n 's/.* node start ps:0 pid \([0-9]*\).*/\1/p' "$FO/events.log" | head -1)
 ps_port=$(sed -n 's/.* ps:0 .*pid [0-9]* host [0-9.]* port \([0-9]*\).*/\1/p' "$FO/events.log" | head -1)
-W=$FO/keys/worker-0.key
+W=$TMP/stolen/worker-0.key
 if [ -x "$PY" ] && [ -n "$ps_port" ]; then
   raw() { timeout 20 "$PY" tests/cli/rawpeer.py "$@" 2>&1; }
   check "rc-05 a worker's CKPT_PIECE to the ps is closed at its header" \
     [ "$(raw 127.0.0.1:$ps_port "$W#ps.0" 0 2 0 80 16 00000000000000000400000001020304)" = closed ]
   check "rc-05 the coordinator's key: a CKPT_PIECE without CKPT_FILE is refused" \
-    [ "$(raw 127.0.0.1:$ps_port "$FO/keys/ps-0.key#all" 0 4 0 80 16 00000000000000000400000001020304)" = closed ]
+    [ "$(raw 127.0.0.1:$ps_port "$TMP/stolen/ps-0.key#all" 0 4 0 80 16 00000000000000000400000001020304)" = closed ]
 else
   fail "rc-05 hand-made peer" "no python ($PY) or no ps port ($ps_port)"
 fi
