@@ -20,6 +20,7 @@ typedef struct data_file_remote {
   char url[WEBHDFS_URL_MAX]; /* the webhdfs:// form of f->path */
   unsigned char *buf;        /* DATA_FILE_CHUNK bytes, made by the first read */
   size_t len, at;            /* the chunk's bytes, and the next one to hand out */
+  size_t chunk;              /* bytes of the next OPEN: doubles up to DATA_FILE_CHUNK */
   int64_t next;              /* byte of the file the next chunk starts at */
   z_stream z;
   bool z_init, mid, done;    /* inflate set up; inside a member; nothing more */
@@ -108,7 +109,10 @@ static int refill(data_file *f) {
   r->len = r->at = 0;
   int64_t left = f->size - r->next;
   if (left <= 0) return 0;
-  size_t want = (uint64_t)left < DATA_FILE_CHUNK ? (size_t)left : DATA_FILE_CHUNK;
+  /* Small first: a reader after a header (IDX) must not fetch 4 MiB. */
+  r->chunk = r->chunk ? (r->chunk < DATA_FILE_CHUNK / 2 ? r->chunk * 2 : DATA_FILE_CHUNK)
+                      : (size_t)64 << 10;
+  size_t want = (uint64_t)left < r->chunk ? (size_t)left : r->chunk;
   int rc = fetch(f, r->next, want, r->buf, &r->len);
   if (rc == 0 && r->len < want)
     rc = err_set(DRV_EIO, "%s: byte %lld: the file ends there (did it change while it was "
