@@ -461,11 +461,12 @@ static int cmp_pick(const void *a, const void *b) {
 }
 
 /* x's rows p[0..k) (sorted by file row) decoded into x: rows within a
- * MiB of each other are one read, so a strided shard costs a few large
- * OPENs, not one per row. */
+ * span (data_file_span) of each other are one read, so a strided shard
+ * costs a few large OPENs, not one per row. */
 static int npy_gather(data_file *df, const npy_file *f, const npy_pick *p, int64_t k, tensor *x) {
   int64_t cols = f->count / f->shape[0], rb = cols * f->type.size;
-  int64_t per = ((int64_t)1 << 20) / rb > 0 ? ((int64_t)1 << 20) / rb : 1;
+  int64_t per = (int64_t)data_file_span(df, (size_t)1 << 20) / rb;
+  if (per < 1) per = 1;
   unsigned char *buf = malloc((size_t)(per * rb));
   if (!buf) return err_set(DRV_ENOMEM, "%s: out of memory", df->path);
   int rc = 0;

@@ -95,3 +95,7 @@ void data_file_close(data_file *f) {
   f->gz = NULL;
   f->fd = -1;
 }
+
+size_t data_file_span(const data_file *f, size_t local) {
+  return f->remote ? 4 * DATA_FILE_CHUNK : local;
+}

@@ -53,6 +53,12 @@ int data_file_read(data_file *f, void *buf, size_t n, size_t *got);
 
 void data_file_close(data_file *f);
 
+/* Bytes worth fetching in one data_file_pread when rows to read are
+ * scattered (the gaps read through): `local` for a local file, where a
+ * read costs a system call, 4 times DATA_FILE_CHUNK (16 MiB) on HDFS, where an
+ * OPEN costs tens of milliseconds (a NameNode round trip and a redirect). */
+size_t data_file_span(const data_file *f, size_t local);
+
 /* What this process fetched from HDFS through data_file (every file, all
  * threads): OPEN requests and their bytes. Tests read it to see that a
  * worker read byte ranges rather than whole files. */
