@@ -158,9 +158,9 @@ if phase == "rss" then
     local size, labels = 16 + 60000 * 784, 8 + 60000
     for i, t in ipairs(tr) do
       print(string.format("worker %d: %d OPEN requests, %d bytes of HDFS", i - 1, t[1], t[2]))
-      -- ranges of at most a MiB (IDX_CHUNK), each file's bytes about once
+      -- ranges of at most 16 MiB (data_file_span), each file's bytes about once
       -- (a strided shard has rows in every MiB; the headers cost a chunk)
-      assert(t[1] >= size // (1 << 20), "byte ranges, not one OPEN of the file: " .. t[1])
+      assert(t[1] >= size // (16 << 20), "byte ranges, not one OPEN of the file: " .. t[1])
       assert(t[2] <= size + 2 * labels + (256 << 10), "read about once: " .. t[2])
     end
   end)
@@ -201,8 +201,9 @@ for k, f in ipairs(formats) do
       assert(ds.files, "files mode")
       return ds:shuffle { seed = 4 }:standardize()
     end
-    local rh, ph, tr = fit(prep(H), 1, "sync", "fh03h", 40, wide)
-    local rl, pl = fit(prep(L), 1, "sync", "fh03l", 40, wide)
+    -- whole epochs: a sync fit's max_steps may run one step more (a race of its own)
+    local rh, ph, tr = fit(prep(H), 1, "sync", "fh03h", nil, wide)
+    local rl, pl = fit(prep(L), 1, "sync", "fh03l", nil, wide)
     eq(rh.loss, rl.loss, "loss")
     same_params(ph, pl)
     assert(tr[1][1] >= 1, "the worker read HDFS")
