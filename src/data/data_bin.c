@@ -23,6 +23,7 @@
 
 #include "data/data_int.h"
 #include "base/err.h"
+#include "base/webhdfs.h"
 
 /* ======================================================================
  * Binary element decoding (IDX is big-endian, .npy usually little-endian)
@@ -310,6 +311,7 @@ static int check_finite_fd(const char *path, int fd, size_t at, int64_t count, i
  * negative code. Only the header is read. */
 static int npy_map(const char *path, npy_file *f, tensor **x, bool check) {
   *x = NULL;
+  if (webhdfs_is_url(path)) return 0; /* nothing to map: read (or, a worker, ranges) */
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return err_set(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
   struct stat st;
@@ -424,4 +426,141 @@ done:
   free(fx.fb.data);
   free(fy.fb.data);
   return rc;
+}
+
+/* ======================================================================
+ * A worker's rows of a .npy on HDFS: byte ranges, not the whole file
+ * ==================================================================== */
+
+/* The header of the plain .npy df into f (f->fb holds it): 1 when it is
+ * one, 0 when not (gzip, or something npy_open explains). */
+static int npy_head_ranged(data_file *df, npy_file *f) {
+  unsigned char head[12];
+  if (df->gzip || df->size < 12) return 0;
+  int rc = data_file_pread(df, head, sizeof head, 0);
+  if (rc < 0) return rc;
+  if (memcmp(head, "\x93NUMPY", 6) != 0) return 0;
+  size_t hlen = head[6] == 1 ? (size_t)data__load_uint(head + 8, 2, false) + 10
+                             : (size_t)data__load_uint(head + 8, 4, false) + 12;
+  if (hlen > (uint64_t)df->size || hlen > ((size_t)1 << 24)) return 0;
+  if (!(f->fb.data = malloc(hlen + 1))) return err_set(DRV_ENOMEM, "out of memory");
+  f->fb.len = hlen;
+  f->fb.data[hlen] = '\0';
+  if ((rc = data_file_pread(df, f->fb.data, hlen, 0)) < 0) return rc;
+  if ((rc = npy_parse(df->path, f, (size_t)df->size)) < 0) return rc;
+  return f->ndim > 0 ? 1 : 0;
+}
+
+typedef struct npy_pick {
+  int64_t row, at; /* a file row, and where it goes in x */
+} npy_pick;
+
+static int cmp_pick(const void *a, const void *b) {
+  int64_t x = ((const npy_pick *)a)->row, y = ((const npy_pick *)b)->row;
+  return (x > y) - (x < y);
+}
+
+/* x's rows p[0..k) (sorted by file row) decoded into x: rows within a
+ * span (data_file_span) of each other are one read, so a strided shard
+ * costs a few large OPENs, not one per row. */
+static int npy_gather(data_file *df, const npy_file *f, const npy_pick *p, int64_t k, tensor *x) {
+  int64_t cols = f->count / f->shape[0], rb = cols * f->type.size;
+  int64_t per = (int64_t)data_file_span(df, (size_t)1 << 20) / rb;
+  if (per < 1) per = 1;
+  unsigned char *buf = malloc((size_t)(per * rb));
+  if (!buf) return err_set(DRV_ENOMEM, "%s: out of memory", df->path);
+  int rc = 0;
+  for (int64_t i = 0; i < k && rc == 0;) {
+    int64_t j = i;
+    while (j + 1 < k && p[j + 1].row < p[i].row + per) j++;
+    int64_t first = p[i].row, span = p[j].row - first + 1;
+    rc = data_file_pread(df, buf, (size_t)(span * rb), (int64_t)f->data + first * rb);
+    for (int64_t q = i; q <= j && rc == 0; q++)
+      data__decode(buf + (p[q].row - first) * rb, f->type, cols, tensor_data(x) + p[q].at * cols);
+    i = j + 1;
+    if (rc == 0 && err_interrupted()) rc = data__interrupted(df->path);
+  }
+  free(buf);
+  return rc;
+}
+
+/* The labels of rows[0..k) from the .npy at y_path (read whole: one value
+ * a row), n of them expected, into y. */
+static int npy_labels(const char *y_path, const char *x_path, int64_t n, const int64_t *rows,
+                      int64_t k, tensor *y) {
+  npy_file fy = {0};
+  char sh[128];
+  int rc = npy_open(y_path, &fy);
+  if (rc == 0 && fy.ndim != 1)
+    rc = err_set(DRV_ESHAPE, "%s: labels must be 1-D, shape is %s", y_path,
+                 npy_shape_str(&fy, sh, sizeof sh));
+  if (rc == 0 && fy.shape[0] != n)
+    rc = err_set(DRV_ESHAPE, "%s: %lld labels but %s has %lld rows", y_path,
+                 (long long)fy.shape[0], x_path, (long long)n);
+  float *all = rc == 0 ? malloc((size_t)n * sizeof *all) : NULL;
+  if (rc == 0 && !all) rc = err_set(DRV_ENOMEM, "%s: out of memory", y_path);
+  if (rc == 0) data__decode((const unsigned char *)fy.fb.data + fy.data, fy.type, n, all);
+  for (int64_t j = 0; rc == 0 && j < k; j++) tensor_data(y)[j] = all[rows[j]];
+  if (rc == 0) rc = data__check_finite(y_path, tensor_data(y), k, 1);
+  free(all);
+  free(fy.fb.data);
+  return rc;
+}
+
+/* Picks rows[0..k) of x (n rows) in file order; sorted copy in *out. */
+static int npy_picks(const char *path, const int64_t *rows, int64_t k, int64_t n, npy_pick **out) {
+  npy_pick *p = malloc((size_t)(k ? k : 1) * sizeof *p);
+  if (!p) return err_set(DRV_ENOMEM, "%s: out of memory", path);
+  for (int64_t j = 0; j < k; j++) {
+    if (rows[j] < 0 || rows[j] >= n) {
+      free(p);
+      return err_set(DRV_EINVAL, "%s: row %lld of %lld: a worker must see the same file", path,
+                     (long long)rows[j] + 1, (long long)n);
+    }
+    p[j] = (npy_pick){rows[j], j};
+  }
+  qsort(p, (size_t)k, sizeof *p, cmp_pick);
+  *out = p;
+  return 0;
+}
+
+int data__npy_rows(const char *x_path, const char *y_path, const int64_t *rows, int64_t k,
+                   int64_t n, dataset **out) {
+  *out = NULL;
+  data_file df;
+  npy_file fx = {0};
+  npy_pick *p = NULL;
+  tensor *x = NULL, *y = NULL;
+  int rc = data_file_open(&df, x_path);
+  int ranged = rc == 0 ? npy_head_ranged(&df, &fx) : rc;
+  if (ranged == 0) { /* gzip: the whole file, then the rows */
+    data_file_close(&df);
+    free(fx.fb.data);
+    dataset *base = NULL;
+    rc = data__read_npy(x_path, y_path, false, &base);
+    if (rc == 0) rc = data_subset(base, rows, k, out);
+    data_free(base);
+    return rc;
+  }
+  rc = ranged < 0 ? ranged : 0;
+  if (rc == 0 && fx.shape[0] != n)
+    rc = err_set(DRV_EINVAL, "%s: has %lld rows now, %lld when it was first read: a worker must "
+                 "see the same file", x_path, (long long)fx.shape[0], (long long)n);
+  if (rc == 0) rc = npy_picks(x_path, rows, k, n, &p);
+  if (rc == 0) rc = data__alloc_xy(x_path, k, fx.count / n, &x, &y);
+  if (rc == 0) rc = npy_gather(&df, &fx, p, k, x);
+  if (rc == 0 && y_path) rc = npy_labels(y_path, x_path, n, rows, k, y);
+  int64_t dims[NPY_MAXDIM];
+  memcpy(dims, fx.shape, sizeof dims);
+  dims[0] = k;
+  if (rc == 0) rc = data__keep_shape(x, fx.ndim, dims);
+  data_file_close(&df);
+  free(fx.fb.data);
+  free(p);
+  if (rc < 0) {
+    tensor_free(x);
+    tensor_free(y);
+    return rc;
+  }
+  return data__wrap(x, y, x_path, out);
 }

@@ -1,6 +1,7 @@
 /* data_file.c - a data file's bytes: a byte range by pread, a stream by
  * zlib's gzread (which passes a plain file through as it is), so every
- * reader built on it takes `.gz` too. See data_file.h for why so few calls.
+ * reader built on it takes `.gz` too; a URL's by WebHDFS (data_file_hdfs.c).
+ * See data_file.h for why so few calls.
  */
 #include "data/data_file.h"
 
@@ -12,10 +13,14 @@
 #include <zlib.h>
 
 #include "base/err.h"
+#include "base/webhdfs.h"
+#include "data/data_file_hdfs.h"
 
 int data_file_open(data_file *f, const char *path) {
   memset(f, 0, sizeof *f);
   f->path = path;
+  f->fd = -1;
+  if (webhdfs_is_url(path)) return data_file_hdfs_open(f);
   f->fd = open(path, O_RDONLY | O_CLOEXEC);
   if (f->fd < 0) return err_set(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
   struct stat st;
@@ -26,6 +31,7 @@ int data_file_open(data_file *f, const char *path) {
 }
 
 int data_file_pread(data_file *f, void *buf, size_t n, int64_t at) {
+  if (f->remote) return data_file_hdfs_pread(f, buf, n, at);
   size_t done = 0;
   while (done < n) {
     ssize_t k = pread(f->fd, (char *)buf + done, n - done, (off_t)(at + (int64_t)done));
@@ -52,6 +58,11 @@ static int gz_error(data_file *f) {
 
 int data_file_read(data_file *f, void *buf, size_t n, size_t *got) {
   *got = 0;
+  if (f->remote) {
+    int rc = data_file_hdfs_read(f, buf, n, got);
+    f->pos += (int64_t)*got;
+    return rc;
+  }
   if (!f->gz) {
     /* A descriptor of its own: gzclose closes it, f->fd stays ours. */
     int fd = dup(f->fd);
@@ -80,6 +91,11 @@ int data_file_read(data_file *f, void *buf, size_t n, size_t *got) {
 void data_file_close(data_file *f) {
   if (f->gz) gzclose_r(f->gz);
   if (f->fd > 0) close(f->fd);
+  data_file_hdfs_close(f);
   f->gz = NULL;
   f->fd = -1;
+}
+
+size_t data_file_span(const data_file *f, size_t local) {
+  return f->remote ? 4 * DATA_FILE_CHUNK : local;
 }

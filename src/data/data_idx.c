@@ -364,7 +364,8 @@ static int walk(json_t *rec, const char *key, const char *path, const uint8_t *k
                 void *ud, idx_head *h) {
   data_file f;
   int rc = open_src(rec, key, path, &f, h);
-  int64_t rb = rc == 0 ? row_bytes(h) : 1, per = (int64_t)IDX_CHUNK / rb;
+  int64_t rb = rc == 0 ? row_bytes(h) : 1;
+  int64_t per = (int64_t)(f.gzip ? IDX_CHUNK : data_file_span(&f, IDX_CHUNK)) / rb;
   if (per < 1) per = 1;
   unsigned char *buf = rc == 0 ? malloc((size_t)(per * rb)) : NULL;
   if (rc == 0 && !buf) rc = err_set(DRV_ENOMEM, "%s: out of memory", path);

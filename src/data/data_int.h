@@ -86,8 +86,9 @@ void data__recipe_op(const dataset *src, dataset *dst, struct json_t *op);
 /* {"op": name, "seed": seed} and {"op": "standardize", mean, std}. */
 struct json_t *data__op_seeded(const char *name, uint64_t seed);
 struct json_t *data__op_stats(const data_stats *s);
-/* The absolute form of path in buf (path itself when it cannot be
- * resolved: the worker then reports it). */
+/* The form of path a recipe keeps, in buf: absolute, or for an hdfs://
+ * URL its webhdfs:// form, which a node without HADOOP_CONF_DIR can use
+ * (path itself when it cannot be resolved: the worker then reports it). */
 const char *data__abspath(const char *path, char *buf, size_t n);
 
 /* ---- lazy datasets (data_lazy.c) ---------------------------------------- */
@@ -191,6 +192,12 @@ int data__keep_shape(tensor *x, int ndim, const int64_t *dims);
  * as the CSV reader does, naming the first one's row (1-based, as a user
  * counts them) and column. */
 int data__check_finite(const char *path, const float *v, int64_t rows, int64_t cols);
+
+/* The rows `rows[0..k)` (in that order) of the .npy x at x_path, n rows in
+ * all, and their labels from y_path (NULL: zeros): a plain file by byte
+ * ranges (a file on HDFS, where nothing is mapped), a gzip one read whole. */
+int data__npy_rows(const char *x_path, const char *y_path, const int64_t *rows, int64_t k,
+                   int64_t n, dataset **out);
 
 /* ---- IDX in files mode (data_idx.c) ------------------------------------- */
 

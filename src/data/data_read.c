@@ -24,6 +24,7 @@
 
 #include "data/data_int.h"
 #include "base/err.h"
+#include "base/webhdfs.h"
 
 /* Lines between polls of the interrupt flag. */
 #define POLL_LINES DATA__POLL_LINES
@@ -33,10 +34,31 @@
  * Shared helpers
  * ==================================================================== */
 
-/* The file's bytes as they are on disk. */
+/* A file on HDFS, whole, in one OPEN (the eager readers hold it anyway). */
+static int read_url(const char *path, filebuf *fb) {
+  data_file f;
+  int rc = data_file_open(&f, path);
+  if (rc == 0 && (uint64_t)f.size >= SIZE_MAX / 2)
+    rc = err_set(DRV_ERANGE, "%s: too large to hold", path);
+  if (rc == 0 && !(fb->data = malloc((size_t)f.size + 1)))
+    rc = err_set(DRV_ENOMEM, "%s: out of memory reading the file", path);
+  if (rc == 0) rc = data_file_pread(&f, fb->data, (size_t)f.size, 0);
+  data_file_close(&f);
+  if (rc < 0) {
+    free(fb->data);
+    fb->data = NULL;
+    return rc;
+  }
+  fb->data[f.size] = '\0';
+  fb->len = (size_t)f.size;
+  return 0;
+}
+
+/* The file's bytes as they are stored. */
 static int read_raw(const char *path, filebuf *fb) {
   fb->data = NULL;
   fb->len = 0;
+  if (webhdfs_is_url(path)) return read_url(path, fb);
   FILE *f = fopen(path, "rb");
   if (!f) return err_set(DRV_EIO, "cannot open '%s': %s", path, strerror(errno));
   size_t cap = (size_t)1 << 16, len = 0;

@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,6 +26,7 @@
 
 #include "data/data_int.h"
 #include "base/err.h"
+#include "base/webhdfs.h"
 
 /* ============================== building ================================= */
 
@@ -33,6 +35,7 @@ static int bad(const char *what) {
 }
 
 const char *data__abspath(const char *path, char *buf, size_t n) {
+  if (webhdfs_is_url(path)) return webhdfs_resolve(path, buf, n) == 0 ? buf : path;
   char *r = realpath(path, NULL);
   if (!r || strlen(r) >= n) {
     free(r);
@@ -191,7 +194,7 @@ static int file_of(json_t *rec, const char *key, const char **out) {
   const char *given = json_string_value(json_object_get(rec, gk));
   const char *shipped = json_string_value(json_object_get(rec, sk));
   *out = abs;
-  if (!abs || access(abs, R_OK) == 0) return 0;
+  if (!abs || webhdfs_is_url(abs) || access(abs, R_OK) == 0) return 0;
   if (given && access(given, R_OK) == 0) return (*out = given), 0;
   if (!shipped) return 0;
   if (access(shipped, R_OK) == 0) return (*out = shipped), 0;
@@ -230,6 +233,7 @@ static int npy_rows(json_t *rec, const rows *r, int64_t n, dataset **out) {
   int rc = file_of(rec, "x", &xp);
   if (rc == 0) rc = file_of(rec, "y", &yp);
   if (rc == 0 && !xp) rc = bad("no path");
+  if (rc == 0 && webhdfs_is_url(xp)) return data__npy_rows(xp, yp, r->v, r->n, n, out);
   if (rc == 0) rc = data__read_npy(xp, yp, false, &base);
   if (rc == 0 && base->n != n)
     rc = err_set(DRV_EINVAL, "%s: has %lld rows now, %lld when it was first read: a worker "
@@ -350,6 +354,19 @@ static int recipe_rows(json_t *rec, rows *r, int64_t *n) {
   return rc;
 }
 
+/* With DROVER_HDFS_TRACE set, what reading a shard fetched from HDFS, on
+ * stderr (a node's log): the tests' evidence that a worker read ranges. */
+static void trace_hdfs(json_t *rec, int64_t shard, int64_t nshards, uint64_t o0, uint64_t b0) {
+  const char *p = json_string_value(json_object_get(rec, "path"));
+  if (!p) p = json_string_value(json_object_get(rec, "x"));
+  if (!getenv("DROVER_HDFS_TRACE") || !webhdfs_is_url(p)) return;
+  uint64_t o, b;
+  data_file_hdfs_counts(&o, &b);
+  fprintf(stderr, "hdfs-trace: shard %lld of %lld of %s: %llu OPEN requests, %llu bytes\n",
+          (long long)shard, (long long)nshards, p, (unsigned long long)(o - o0),
+          (unsigned long long)(b - b0));
+}
+
 int data_from_recipe(const char *recipe, size_t len, int64_t shard, int64_t nshards,
                      dataset **out) {
   *out = NULL;
@@ -361,8 +378,11 @@ int data_from_recipe(const char *recipe, size_t len, int64_t shard, int64_t nsha
   rows r = {NULL, 0};
   int rc = recipe_rows(rec, &r, &n);
   if (rc == 0) rc = op_shard(&r, shard, nshards);
+  uint64_t o0, b0;
+  data_file_hdfs_counts(&o0, &b0);
   if (rc == 0) rc = read_rows(rec, &r, n, out);
   if (rc == 0) rc = standardize_all(ops, out);
+  if (rc == 0) trace_hdfs(rec, shard, nshards, o0, b0);
   if (rc < 0) {
     data_free(*out);
     *out = NULL;

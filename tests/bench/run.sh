@@ -246,5 +246,10 @@ BUILD="$build" sh tests/bench/spark_feed.sh "$PWD/drover" "$pairs"
 echo "(goal: at least 0.8; TFoS: about 0.12)"
 
 echo
+echo "== files mode from hdfs:// (test HDFS) vs the same IDX on local disk, the MLP, 1 ps + 2 workers"
+DROVER="$PWD/drover" BENCH_PAIRS="$pairs" sh tests/bench/hdfs_data.sh
+echo "(goal: at least 0.9)"
+
+echo
 echo "== scale: one coordinator, 1,000 and 10,000 simulated workers (bench_scale) on loopback"
 BUILD="$build" sh tests/bench/scale.sh
