@@ -27,12 +27,20 @@
  * The application's id, tracking URL and AM go to RUN_DIR/yarn and,
  * through the note callback, to events.log and the dashboard.
  *
- * A node is the same `drover node ...` command as elsewhere (launch.h),
- * run by the container's shell with its key file's path and the BLAS thread
- * count in its environment, stdout and stderr appended to the node's log
- * in the run directory: the run directory (logs, keys, checkpoints) is on
- * a file system the cluster's machines share; the binary and files are
- * not.
+ * A node is the same `drover node ... --log-forward` command as elsewhere
+ * (launch.h), run by the container's shell with its key file's path and
+ * the BLAS thread count in its environment. Nothing of a node goes through
+ * the run directory: its key file is a local resource of its container
+ * alone, uploaded at each start (launch_yarn_stage.c), its log comes over
+ * its connection (--log-forward) into RUN_DIR/logs, and the container's
+ * own stdout and stderr stay in YARN's container log directory.
+ *
+ * drover's life bounds the application's: every poll (GET /events) is also
+ * drover's heartbeat, and the AM, hearing nothing for yarn.orphan_timeout
+ * seconds, stops every container, removes the staging directory and
+ * unregisters as FAILED, saying why (DroverAM.java). The application is
+ * submitted as the local user or yarn.user (the REST API's user.name); a
+ * Kerberos RM's 401 is answered with SPNEGO from the user's ticket cache.
  *
  * Resources: memory in MiB (the role's `memory`, 1024 when not given),
  * vcores from `cpus` (1 when not given), the node label from `label`.

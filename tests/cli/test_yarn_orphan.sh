@@ -83,7 +83,7 @@ c:shutdown()
 LUA
 timeout 240 "$DROVER" run "$TMP/long.lua" >"$TMP/long.out" 2>&1
 check "yarn-o01 a run of 3x orphan_timeout succeeds" [ $? -eq 0 ]
-check "yarn-o01 it fitted for 10 s" grep -q "^fitted 1[0-9] " "$TMP/long.out"
+check "yarn-o01 it fitted for 10 s" grep -q "^fitted	1[0-9]	" "$TMP/long.out"
 check "yarn-o01 its application was RUNNING after that" grep -q '^state.*"RUNNING"' "$TMP/long.out"
 dir=$(ls -d "$RUNS"/long-* | head -n 1)
 app=$(app_of "$dir")
@@ -102,7 +102,7 @@ for n in ps-0 worker-0 worker-1; do
   key=$(echo "$line" | cut -f 3)
   cwd=$(echo "$line" | cut -f 4)
   check "yarn-o01 $n's key file comes with its container, not from the run directory ($key)" \
-    sh -c "case '$key' in '$DROVER_YARN_DIR'/work/*/$app/*drover-node.key) exit 0;; *) exit 1;; esac"
+    sh -c "case '$key' in '$DROVER_YARN_DIR'/work/*/appcache/$app/filecache/*/$n) exit 0;; *) exit 1;; esac"
   check "yarn-o01 $n runs in its container's working directory" \
     sh -c "case '$cwd' in '$DROVER_YARN_DIR'/work/*/$app/container_*) exit 0;; *) exit 1;; esac"
   if grep -q forget_key_file src/cluster/node.c; then # nodes remove the key they read
@@ -112,26 +112,30 @@ done
 check "yarn-o01 the staging directory is removed" sh -c "[ -z \"\$(ls -A '$DROVER_YARN_STAGING')\" ]"
 check "yarn-o01 nothing is left in the RM" wait_for 20 nothing_left
 
-# yarn-o02: the REPL waiting for input keeps the application (orphan_timeout
-# 3 s, 9 s of waiting), and the cluster answers afterwards
-mkfifo "$TMP/repl.in"
-"$DROVER" repl <"$TMP/repl.in" >"$TMP/repl.out" 2>&1 &
-rp=$!
+# yarn-o02: the REPL at its prompt (a terminal: tmux) keeps the application
+# (orphan_timeout 3 s, 9 s of waiting for input), and the cluster answers
+# afterwards
+SOCK=drover-yarn-o-$$ TMUX_CASE=yarn-o02
+. tests/cli/tmux.sh
+tm new-session -d -s r -x 200 -y 50 "exec env DROVER_YARN_RM='$DROVER_YARN_RM' \
+  DROVER_YARN_AM_CLASSPATH='$DROVER_YARN_AM_CLASSPATH' DROVER_YARN_STAGING='$DROVER_YARN_STAGING' \
+  '$DROVER' repl"
+rp=$(tm display -p -t r '#{pane_pid}')
 kill_at_exit "$rp"
-exec 3>"$TMP/repl.in"
-echo "c = drover.cluster { launcher = 'yarn', bind = '127.0.0.1', ps = 1, worker = 1, yarn = { orphan_timeout = 3 }, runs = '$RUNS', name = 'repl' }" >&3
-echo "print('up ' .. c.run_dir)" >&3
-wait_for 120 grep -q "^up " "$TMP/repl.out"
-dir=$(sed -n 's/^up //p' "$TMP/repl.out")
+wait_text r "Ctrl-D to leave"
+send r "c = drover.cluster { launcher = 'yarn', bind = '127.0.0.1', ps = 1, worker = 1, yarn = { orphan_timeout = 3 }, runs = '$RUNS', name = 'repl' }" Enter
+send r "f = io.open('$TMP/repl.up', 'w') f:write(c.run_dir) f:close()" Enter
+wait_for 120 test -s "$TMP/repl.up"
+dir=$(cat "$TMP/repl.up")
 sleep 9
 app=$(app_of "$dir")
-check "yarn-o02 the application still runs after 3x orphan_timeout of REPL idleness" \
+check "yarn-o02 the application still runs after 3x orphan_timeout at the REPL's prompt" \
   [ "$(app_field "$app" state)" = RUNNING ]
-echo "print('answer ' .. c:schedule(function() return 6 * 7 end):fetch())" >&3
-echo "c:shutdown()" >&3
-exec 3>&-
+send r "print('answer ' .. c:schedule(function() return 6 * 7 end):fetch())" Enter
+expect r "yarn-o02 its nodes still answer" wait_line r "answer 42"
+send r "c:shutdown()" Enter
+key r C-d
 wait_for 60 sh -c "! kill -0 $rp 2>/dev/null"
-check "yarn-o02 its nodes still answer" grep -q "^answer 42" "$TMP/repl.out"
 check "yarn-o02 nothing is left in the RM" wait_for 20 nothing_left
 
 # yarn-o03: drover SIGKILLed mid-fit (1 ps + 2 workers, orphan_timeout 10):
@@ -141,13 +145,17 @@ cat > "$TMP/orphan.lua" <<LUA
 local exp = dofile("$TMP/exp.lua")
 local c = drover.cluster { launcher = "yarn", bind = "127.0.0.1", ps = 1, worker = 2,
   yarn = { orphan_timeout = 10 }, runs = "$RUNS", name = "orphan" }
-c:fit(exp(1000, function(p) if p.step == 20 then print("fitting") io.stdout:flush() end end))
+local said
+c:fit(exp(1000, function(p)
+  if not said and p.step >= 20 then said = true print("fitting") io.stdout:flush() end
+end))
+print("the fit ended")
 LUA
 timeout 300 "$DROVER" run "$TMP/orphan.lua" >"$TMP/orphan.out" 2>&1 &
 op=$!
 kill_at_exit "$op"
-wait_for 120 grep -q "^fitting" "$TMP/orphan.out"
-check "yarn-o03 the fit is in progress" grep -q "^fitting" "$TMP/orphan.out"
+wait_for 180 grep -q "^fitting" "$TMP/orphan.out"
+check "yarn-o03 the fit is in progress" sh -c "grep -q '^fitting' '$TMP/orphan.out' && ! grep -q '^the fit ended' '$TMP/orphan.out'"
 dir=$(ls -d "$RUNS"/orphan-* | head -n 1)
 app=$(app_of "$dir")
 check "yarn-o03 the staging directory holds the application's files" [ -d "$DROVER_YARN_STAGING/$app" ]

@@ -112,6 +112,7 @@ public final class TestCluster {
         + "org.apache.hadoop.http.lib.StaticUserWebFilter");
     conf.set("hadoop.http.authentication.type", "simple");
     conf.setBoolean("hadoop.http.authentication.simple.anonymous.allowed", true);
+    if ("1".equals(System.getenv("DROVER_YARN_KERBEROS"))) Kdc.secure(conf, new File(dir, "kdc"));
 
     MiniYARNCluster cluster = new MiniYARNCluster("drover", 2, 1, 1);
     cluster.init(conf);
