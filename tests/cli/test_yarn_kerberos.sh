@@ -36,19 +36,19 @@ check "yarn-k00 the RM asks for Kerberos" \
 
 cat > "$TMP/k.lua" <<LUA
 local c = drover.cluster { launcher = "yarn", bind = "127.0.0.1", ps = 1, worker = 1,
-  runs = "$RUNS", name = "krb" }
+  runs = "$RUNS", name = os.getenv("RUN_NAME") }
 print("answer", c:schedule(function() return 6 * 7 end):fetch())
 c:shutdown()
 LUA
 
 # yarn-k01: no ticket: the start fails, naming Kerberos and kinit
-KRB5CCNAME=FILE:$TMP/no-ccache timeout 60 "$DROVER" run "$TMP/k.lua" >"$TMP/none.out" 2>&1
+RUN_NAME=noticket KRB5CCNAME=FILE:$TMP/no-ccache timeout 60 "$DROVER" run "$TMP/k.lua" >"$TMP/none.out" 2>&1
 check "yarn-k01 without a ticket the run fails" [ $? -ne 0 ]
 check "yarn-k01 saying the RM asks for Kerberos (SPNEGO) and to run kinit" \
   grep -q "the ResourceManager asks for Kerberos (SPNEGO) .*run kinit" "$TMP/none.out"
 
 # yarn-k02: with alice's ticket: the run works, the application is alice's
-timeout 180 "$DROVER" run "$TMP/k.lua" >"$TMP/k.out" 2>&1
+RUN_NAME=krb timeout 180 "$DROVER" run "$TMP/k.lua" >"$TMP/k.out" 2>&1
 check "yarn-k02 with a ticket the run succeeds" [ $? -eq 0 ]
 check "yarn-k02 its nodes answer" grep -q "^answer	42" "$TMP/k.out"
 dir=$(ls -d "$RUNS"/krb-* | head -n 1)
