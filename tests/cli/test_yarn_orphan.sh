@@ -105,9 +105,8 @@ for n in ps-0 worker-0 worker-1; do
     sh -c "case '$key' in '$DROVER_YARN_DIR'/work/*/appcache/$app/filecache/*/$n) exit 0;; *) exit 1;; esac"
   check "yarn-o01 $n runs in its container's working directory" \
     sh -c "case '$cwd' in '$DROVER_YARN_DIR'/work/*/$app/container_*) exit 0;; *) exit 1;; esac"
-  if grep -q forget_key_file src/cluster/node.c; then # nodes remove the key they read
-    check "yarn-o01 $n's key file is gone once it registered" [ ! -e "$key" ]
-  fi
+  check "yarn-o01 $n's key file is gone from its container once it registered" \
+    sh -c "[ ! -e '$key' ] && [ ! -e '$cwd/drover-node.key' ]"
 done
 check "yarn-o01 the staging directory is removed" sh -c "[ -z \"\$(ls -A '$DROVER_YARN_STAGING')\" ]"
 check "yarn-o01 nothing is left in the RM" wait_for 20 nothing_left
