@@ -109,6 +109,10 @@ typedef struct launch_yarn_opts {
   const char *staging;      /* the directory on the cluster's default file system the
                              * binary and files are uploaded under (NULL:
                              * $DROVER_YARN_STAGING, else ~/.droverStaging there) */
+  double orphan_timeout;    /* seconds the AM waits for a word from drover before it
+                             * ends the application as FAILED (0: 30) */
+  const char *user;         /* the user the application runs as, the RM's user.name
+                             * (NULL: the local user's name) */
 } launch_yarn_opts;
 
 /* Called by a launcher with news the user should see while a start waits

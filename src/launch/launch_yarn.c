@@ -27,12 +27,20 @@
  * The application's id, tracking URL and AM go to RUN_DIR/yarn and,
  * through the note callback, to events.log and the dashboard.
  *
- * A node is the same `drover node ...` command as elsewhere (launch.h),
- * run by the container's shell with its key file's path and the BLAS thread
- * count in its environment, stdout and stderr appended to the node's log
- * in the run directory: the run directory (logs, keys, checkpoints) is on
- * a file system the cluster's machines share; the binary and files are
- * not.
+ * A node is the same `drover node ... --log-forward` command as elsewhere
+ * (launch.h), run by the container's shell with its key file's path and
+ * the BLAS thread count in its environment. Nothing of a node goes through
+ * the run directory: its key file is a local resource of its container
+ * alone, uploaded at each start (launch_yarn_stage.c), its log comes over
+ * its connection (--log-forward) into RUN_DIR/logs, and the container's
+ * own stdout and stderr stay in YARN's container log directory.
+ *
+ * drover's life bounds the application's: every poll (GET /events) is also
+ * drover's heartbeat, and the AM, hearing nothing for yarn.orphan_timeout
+ * seconds, stops every container, removes the staging directory and
+ * unregisters as FAILED, saying why (DroverAM.java). The application is
+ * submitted as the local user or yarn.user (the REST API's user.name); a
+ * Kerberos RM's 401 is answered with SPNEGO from the user's ticket cache.
  *
  * Resources: memory in MiB (the role's `memory`, 1024 when not given),
  * vcores from `cpus` (1 when not given), the node label from `label`.
@@ -57,6 +65,7 @@
 #include "launch/launch_yarn_int.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,6 +82,8 @@
 
 /* ============================== events =================================== */
 
+static int send_start(yarn_launcher *y, ytask *k);
+
 static ytask *find_key(yarn_launcher *y, const char *key, ytask ***link) {
   for (ytask **q = &y->tasks; *q; q = &(*q)->next)
     if (strcmp((*q)->key, key) == 0) {
@@ -84,6 +95,7 @@ static ytask *find_key(yarn_launcher *y, const char *key, ytask ***link) {
 
 static void free_task(ytask *t) {
   if (!t) return;
+  free(t->cmd);
   free(t->body);
   free(t);
 }
@@ -149,7 +161,7 @@ static void send_queued(yarn_launcher *y) {
       q = &t->next;
       continue;
     }
-    if (launch_yarn__am_req(y, "POST", "/start", t->body, NULL, NULL, YARN_REQ_MS, NULL) == 0) {
+    if (send_start(y, t) == 0) {
       t->queued = 0;
       q = &t->next;
     } else if (y->am_down) {
@@ -169,10 +181,16 @@ static void follow(yarn_launcher *y) {
     send_queued(y);
 }
 
+/* Every tick asks the AM for its events, with or without nodes: that
+ * request is also drover's heartbeat, without which the AM ends the
+ * application (yarn.orphan_timeout, DroverAM.java). The timer runs on the
+ * coordinator's loop, which runs while a script waits (c:fit, rv:fetch,
+ * drover.sleep pump it) and while the REPL waits for input; a node gives
+ * up on a coordinator whose loop stalls far sooner (its heartbeat_timeout). */
 static void on_poll(uv_timer_t *tm) {
   yarn_launcher *y = tm->data;
   if (y->am_down) follow(y);
-  if (y->am_down || y->gone || !y->tasks) return;
+  if (y->am_down || y->gone) return;
   char *r = NULL;
   if (launch_yarn__am_req(y, "GET", "/events", NULL, NULL, NULL, YARN_REQ_MS, &r) < 0) {
     free(r);
@@ -191,62 +209,98 @@ static void on_poll(uv_timer_t *tm) {
 
 /* ============================== tasks ==================================== */
 
-/* The container's command: the node, its environment and its log,
- * `exec env VAR=... ./drover node ... >>LOG 2>&1`, every word quoted.
- * ./drover is the binary YARN localised into the container's working
- * directory, beside the script's files. */
-static int node_command(const launch_task *t, const char *log, char *out, size_t cap) {
-  char idx[16], cpus[16], hb[16], to[16], sv[PATH_MAX + 32], bv[48];
+/* The container's command: the node, its environment and its output,
+ * `exec env VAR=... ./drover node ... --log-forward 1><LOG_DIR>/stdout
+ * 2><LOG_DIR>/stderr`, every word of ours quoted. ./drover and the key file
+ * are local resources YARN localised into the container's working
+ * directory; the key's path is resolved (readlink -f) so that the node,
+ * which removes the file it read, removes the localised copy and not the
+ * link to it. The node's log reaches RUN_DIR/logs over its connection
+ * (--log-forward); what it writes before it connects, or after it loses
+ * the coordinator, stays in YARN's container log directory (<LOG_DIR>,
+ * which the NodeManager fills in): nothing is written to the run
+ * directory from the container. */
+static int node_command(const launch_task *t, char *out, size_t cap) {
+  char idx[16], cpus[16], hb[16], to[16], bv[48];
   snprintf(idx, sizeof idx, "%d", t->index);
   snprintf(cpus, sizeof cpus, "%d", t->cpus);
   snprintf(hb, sizeof hb, "%u", (unsigned)t->heartbeat_ms);
   snprintf(to, sizeof to, "%u", (unsigned)t->timeout_ms);
-  snprintf(sv, sizeof sv, "DROVER_SECRET_FILE=%s", t->secret_file);
   snprintf(bv, sizeof bv, "OPENBLAS_NUM_THREADS=%d", t->cpus > 0 ? t->cpus : 1);
   /* A container's environment is the NodeManager's, not ours: the one
    * variable of ours a node reads besides these is the tests' fault hook. */
   char fv[160] = "DROVER_YARN=1";
   const char *fault = getenv("DROVER_FAULT");
   if (fault && strlen(fault) < sizeof fv - 16) snprintf(fv, sizeof fv, "DROVER_FAULT=%s", fault);
-  const char *a[] = {"env", sv, bv, fv, "./drover", "node", "--coord", t->coord, "--role",
+  const char *a[] = {bv, fv, "./drover", "node", "--coord", t->coord, "--role",
                      launch__role_name(t->role), "--index", idx, "--run-dir", t->run_dir,
                      "--bind", t->bind_host, "--heartbeat-ms", hb, "--timeout-ms", to,
-                     t->cpus > 0 ? "--cpus" : NULL, cpus};
-  size_t len = (size_t)snprintf(out, cap, "exec");
+                     "--log-forward", t->cpus > 0 ? "--cpus" : NULL, cpus};
+  size_t len = (size_t)snprintf(out, cap, "exec env DROVER_SECRET_FILE=\"$(readlink -f %s)\"",
+                                YARN_KEY_FILE);
   for (size_t i = 0; i < sizeof a / sizeof a[0] && a[i]; i++)
     if (!launch__sh_quote(out, cap, &len, a[i]))
       return err_set(DRV_ERANGE, "yarn: the node's command is too long");
-  int n = snprintf(out + len, cap - len, " >>");
-  if (n < 0 || (size_t)n >= cap - len) return err_set(DRV_ERANGE, "yarn: command too long");
-  len += (size_t)n;
-  if (!launch__sh_quote(out, cap, &len, log))
-    return err_set(DRV_ERANGE, "yarn: the node's command is too long");
-  n = snprintf(out + len, cap - len, " 2>&1");
+  int n = snprintf(out + len, cap - len, " 1><LOG_DIR>/stdout 2><LOG_DIR>/stderr");
   if (n < 0 || (size_t)n >= cap - len) return err_set(DRV_ERANGE, "yarn: command too long");
   return 0;
 }
 
 /* The /start body (DroverAM.java): key, resources, label, the local
- * resources, the command. malloc'd into *out. */
-static int start_body(yarn_launcher *y, const launch_task *t, const char *key, const char *log,
-                      char **out) {
-  size_t cmd_cap = PATH_MAX * 10, files = y->files ? strlen(y->files) : 0;
-  if (files > SIZE_MAX - cmd_cap - 256) return err_set(DRV_ERANGE, "yarn: too many files");
-  size_t cap = cmd_cap + files + 256;
-  char *cmd = malloc(cmd_cap), *body = malloc(cap);
-  int rc = !cmd || !body ? err_set(DRV_ENOMEM, "out of memory") : 0;
-  if (rc == 0) rc = node_command(t, log, cmd, cmd_cap);
-  if (rc == 0) {
-    const launch_resources *r = &y->res[t->role];
-    snprintf(body, cap, "%s\n%ld\n%d\n%s\n%d\n%s%s", key, launch_yarn__role_mb(r),
-             r->cpus > 0 ? r->cpus : 1, y->label[t->role], y->nfiles,
-             y->files ? y->files : "", cmd);
-    *out = body;
-    body = NULL;
+ * resources (the binary and files, and this start's key file), the
+ * command. Stages the key file first. */
+static int start_body(yarn_launcher *y, ytask *k) {
+  char *key = NULL;
+  int rc = launch_yarn__stage_key(y, k->secret, k->key, &key);
+  if (rc < 0) return rc;
+  size_t files = y->files ? strlen(y->files) : 0, more = strlen(key) + strlen(k->cmd) + 256;
+  char *body = files > SIZE_MAX - more ? NULL : malloc(files + more);
+  if (!body) {
+    free(key);
+    return err_set(DRV_ENOMEM, "out of memory");
   }
-  free(cmd);
-  free(body);
+  const launch_resources *r = &y->res[k->role];
+  snprintf(body, files + more, "%s\n%ld\n%d\n%s\n%d\n%s%s%s", k->key, launch_yarn__role_mb(r),
+           r->cpus > 0 ? r->cpus : 1, y->label[k->role], y->nfiles + 1,
+           y->files ? y->files : "", key, k->cmd);
+  free(key);
+  free(k->body);
+  k->body = body;
+  return 0;
+}
+
+/* Asks the AM for the task's container: its key staged and its body made
+ * once, then the same body each time (see ytask). */
+static int send_start(yarn_launcher *y, ytask *k) {
+  int rc = k->body ? 0 : start_body(y, k);
+  if (rc == 0) rc = launch_yarn__am_req(y, "POST", "/start", k->body, NULL, NULL, YARN_REQ_MS, NULL);
   return rc;
+}
+
+/* A task for t, not yet listed or sent. */
+static int new_task(const launch_task *t, void *task_ud, ytask **out) {
+  ytask *k = calloc(1, sizeof *k);
+  char *cmd = malloc(PATH_MAX * 10);
+  int rc = !k || !cmd ? err_set(DRV_ENOMEM, "out of memory") : 0;
+  if (rc == 0) {
+    snprintf(k->key, sizeof k->key, "%s-%d", launch__role_name(t->role), t->index);
+    k->role = t->role;
+    k->ud = task_ud;
+    int n = rundir_node_log(k->log, sizeof k->log, t->run_dir, launch__role_name(t->role),
+                            t->index);
+    int m = snprintf(k->secret, sizeof k->secret, "%s", t->secret_file);
+    if (n < 0 || (size_t)n >= sizeof k->log || m < 0 || (size_t)m >= sizeof k->secret)
+      rc = err_set(DRV_ERANGE, "yarn: run dir too long");
+  }
+  if (rc == 0) rc = node_command(t, cmd, PATH_MAX * 10);
+  if (rc < 0) {
+    free(cmd);
+    free(k);
+    return rc;
+  }
+  k->cmd = cmd;
+  *out = k;
+  return 0;
 }
 
 /* Asks the AM for the node's container. While no AM answers (its
@@ -260,21 +314,15 @@ static int yarn_start(launcher *l, const launch_task *t, void *task_ud, pid_t *p
   int rc = launch__check_task(t);
   if (rc < 0) return rc;
   if (y->gone) return err_set(DRV_EIO, "YARN application %s has ended", y->app);
-  ytask *k = calloc(1, sizeof *k);
-  if (!k) return err_set(DRV_ENOMEM, "out of memory");
-  snprintf(k->key, sizeof k->key, "%s-%d", launch__role_name(t->role), t->index);
-  int n = rundir_node_log(k->log, sizeof k->log, t->run_dir, launch__role_name(t->role), t->index);
-  if (n < 0 || (size_t)n >= sizeof k->log) rc = err_set(DRV_ERANGE, "yarn: run dir too long");
-  if (rc == 0) rc = start_body(y, t, k->key, k->log, &k->body);
-  if (rc == 0 && !y->am_down)
-    rc = launch_yarn__am_req(y, "POST", "/start", k->body, NULL, NULL, YARN_REQ_MS, NULL);
+  ytask *k;
+  if ((rc = new_task(t, task_ud, &k)) < 0) return rc;
+  if (!y->am_down) rc = send_start(y, k);
   if (rc < 0 && y->am_down) rc = 0;
   if (rc < 0) {
     free_task(k);
     return rc;
   }
   k->queued = y->am_down;
-  k->ud = task_ud;
   k->next = y->tasks;
   y->tasks = k;
   return 0;
@@ -370,6 +418,27 @@ static void random_token(char *out, size_t n) {
   for (size_t i = 0; i < sizeof b && 2 * i + 2 < n; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
+/* The user the application runs as: yarn.user, else this process's user
+ * (getpwuid), sent as the RM's user.name. A name is checked for what a URL's
+ * query and a YARN user name may hold. */
+static int pick_user(yarn_launcher *y, const launch_yarn_opts *o) {
+  const char *u = o->user;
+  if (!u) {
+    struct passwd *pw = getpwuid(getuid());
+    if (!pw || !pw->pw_name || !*pw->pw_name)
+      return err_set(DRV_EINVAL, "launcher \"yarn\": this process's user (uid %u) has no "
+                     "name: set yarn.user", (unsigned)getuid());
+    u = pw->pw_name;
+  }
+  size_t n = strlen(u);
+  if (n == 0 || n >= sizeof y->user || strspn(u, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS"
+                                               "TUVWXYZ0123456789._-@$") != n)
+    return err_set(DRV_EINVAL, "yarn.user: '%s' is not a user name (letters, digits and ._-@$, "
+                   "under %zu characters)", u, sizeof y->user);
+  memcpy(y->user, u, n + 1);
+  return 0;
+}
+
 static int configure(yarn_launcher *y, const launch_config *cfg) {
   const launch_yarn_opts *o = &cfg->yarn;
   const char *rm = o->rm ? o->rm : getenv("DROVER_YARN_RM");
@@ -391,7 +460,8 @@ static int configure(yarn_launcher *y, const launch_config *cfg) {
   y->note = cfg->note;
   y->note_ud = cfg->note_ud;
   random_token(y->token, sizeof y->token);
-  return 0;
+  y->orphan_timeout = o->orphan_timeout > 0 ? o->orphan_timeout : 30;
+  return pick_user(y, o);
 }
 
 /* The installed AM jar, for when neither yarn.am_classpath nor

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/err.h"
 
@@ -42,6 +43,14 @@ static size_t on_data(char *d, size_t sz, size_t nm, void *ud) {
 static size_t on_read(char *d, size_t sz, size_t nm, void *ud) {
   if (nm && sz > SIZE_MAX / nm) return CURL_READFUNC_ABORT;
   return fread(d, 1, sz * nm, (FILE *)ud);
+}
+
+/* Notes a 401's "WWW-Authenticate: Negotiate" (a Kerberos RM's). */
+static size_t on_header(char *d, size_t sz, size_t nm, void *ud) {
+  size_t k = sz * nm;
+  static const char want[] = "www-authenticate: negotiate";
+  if (k >= sizeof want - 1 && strncasecmp(d, want, sizeof want - 1) == 0) *(int *)ud = 1;
+  return k;
 }
 
 /* The body from r->body_file: its size, then read by on_read. */
@@ -91,6 +100,13 @@ int launch_yarn_http_request(const launch_yarn_http_req *r, long *status, char *
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+  int asks = 0;
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &asks);
+  if (r->negotiate) { /* the name and password are the ticket cache's: none given */
+    curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_NEGOTIATE);
+    curl_easy_setopt(c, CURLOPT_USERPWD, ":");
+  }
   FILE *f = NULL;
   int rc = 0;
   if (r->body_file) {
@@ -111,6 +127,7 @@ int launch_yarn_http_request(const launch_yarn_http_req *r, long *status, char *
     *resp = b.p ? b.p : strdup("");
     if (!*resp) rc = err_set(DRV_ENOMEM, "out of memory");
   }
+  if (r->asks_negotiate) *r->asks_negotiate = asks;
   if (f) fclose(f);
   curl_slist_free_all(h);
   curl_easy_cleanup(c);

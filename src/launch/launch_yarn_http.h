@@ -18,6 +18,9 @@ typedef struct launch_yarn_http_req {
   long timeout_ms;
   const char *body_file;    /* NULL, or a file streamed as the body (instead of body) */
   const char *header;       /* NULL, or one more header line ("X-Drover-Name: drover") */
+  int negotiate;            /* 1: answer a 401 Negotiate with SPNEGO, from the user's
+                             * Kerberos ticket cache (libcurl's GSS-API) */
+  int *asks_negotiate;      /* NULL, or set to 1 when a 401 asked for Negotiate */
 } launch_yarn_http_req;
 
 /* Makes the request. On a response (any status) returns 0 with *status

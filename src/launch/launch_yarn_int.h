@@ -15,13 +15,19 @@
 
 #define YARN_KEY_MAX 32
 #define YARN_REQ_MS 5000
+/* The node's key file in its container's working directory. */
+#define YARN_KEY_FILE "drover-node.key"
 
 /* A node drover asked the AM for, until its exit is reported. */
 typedef struct ytask {
   char key[YARN_KEY_MAX]; /* "worker-1" */
   void *ud;
   char log[PATH_MAX];
-  char *body;   /* its /start request (owned): sent again when queued */
+  char secret[PATH_MAX]; /* the coordinator's key file of the node, uploaded at /start */
+  int role;
+  char *cmd;    /* the container's command (owned) */
+  char *body;   /* its /start request (owned), NULL until its key is staged: sent
+                 * again, unchanged, when queued (the AM takes a repeated one) */
   int queued;   /* 1: asked while no AM answered; sent when one does */
   struct ytask *next;
 } ytask;
@@ -34,6 +40,8 @@ typedef struct yarn_launcher {
   char app[96];       /* application_..._0001 */
   char am[256];       /* "http://host:port" of the AM, "" until it runs */
   char token[65];
+  char user[64];      /* the RM's user.name: the application's user */
+  double orphan_timeout; /* seconds: the AM's wait for a word from us */
   char *tracking;     /* the RM's tracking URL (owned) */
   char where[512];    /* "yarn APP TRACKING_URL": the dashboard's header */
   char run_dir[PATH_MAX];
@@ -102,5 +110,10 @@ int launch_yarn__check_files(const launch_config *cfg);
  * staging directory on the cluster's default file system, filling
  * y->files. An error names the file. */
 int launch_yarn__stage(yarn_launcher *y, const launch_config *cfg);
+/* Uploads one start's key file of node `key` (the coordinator's
+ * secret_file) to STAGING/files/keys/KEY; *line (malloc'd, the caller
+ * frees): its resource line, YARN_KEY_FILE in the container. */
+int launch_yarn__stage_key(yarn_launcher *y, const char *secret_file, const char *key,
+                           char **line);
 
 #endif

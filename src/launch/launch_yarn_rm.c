@@ -32,16 +32,28 @@ void launch_yarn__note(yarn_launcher *y, const char *fmt, ...) {
 
 int launch_yarn__rm_json(yarn_launcher *y, const char *method, const char *path, const char *body,
                          long want, json_t **out) {
-  char url[512];
-  snprintf(url, sizeof url, "%s%s", y->rm, path);
+  /* user.name: the RM's simple authentication takes the caller's name
+   * from it (without it, a submitted application runs as the web's
+   * static user, dr.who); a Kerberos RM takes the ticket's instead. */
+  char url[640];
+  snprintf(url, sizeof url, "%s%s%suser.name=%s", y->rm, path, strchr(path, '?') ? "&" : "?",
+           y->user);
   long st;
   char *resp;
+  int asks = 0;
   launch_yarn_http_req r = {.method = method, .url = url, .body = body,
                             .content_type = body ? "application/json" : NULL,
-                            .timeout_ms = YARN_REQ_MS};
+                            .timeout_ms = YARN_REQ_MS, .negotiate = 1, .asks_negotiate = &asks};
   if (out) *out = NULL;
   int rc = launch_yarn_http_request(&r, &st, &resp);
   if (rc < 0) return err_set(rc, "YARN ResourceManager: %s", err_msg());
+  if (st == 401 && asks) {
+    free(resp);
+    return err_set(DRV_EPERM, "YARN ResourceManager: %s %s: the ResourceManager asks for "
+                   "Kerberos (SPNEGO) and accepted no ticket of ours: run kinit (drover answers "
+                   "with your Kerberos ticket cache, $KRB5CCNAME, through libcurl's GSS-API; "
+                   "the ticket must be valid for the RM's HTTP/ principal)", method, path);
+  }
   if (st != want) {
     rc = err_set(DRV_EIO, "YARN ResourceManager: %s %s answered %ld: %.400s", method, path, st,
                  resp);
@@ -139,13 +151,17 @@ static void env_add(json_t *env, const char *key, const char *value) {
   json_array_append_new(env, json_pack("{s:s,s:s}", "key", key, "value", value));
 }
 
-/* The AM's environment: the token, where it stages (see Staging.java)
+/* The AM's environment: the token, how long it waits for a word from drover
+ * before it ends the application (DroverAM.java), where it stages (see Staging.java)
  * and, with the installed jar, its CLASSPATH: the NodeManager writes it
  * in double quotes, so the jar's path must have none of "$`\ (checked). */
 static json_t *am_env(yarn_launcher *y, const launch_yarn_opts *o, const char *jar) {
   json_t *env = json_array();
   const char *staging = o->staging ? o->staging : getenv("DROVER_YARN_STAGING");
+  char orphan[32];
+  snprintf(orphan, sizeof orphan, "%g", y->orphan_timeout);
   env_add(env, "DROVER_AM_TOKEN", y->token);
+  env_add(env, "DROVER_AM_ORPHAN_TIMEOUT", orphan);
   if (staging && *staging) env_add(env, "DROVER_AM_STAGING", staging);
   if (jar) {
     char cp[PATH_MAX + sizeof yarn_app_cp + 8];

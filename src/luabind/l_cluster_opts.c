@@ -25,7 +25,8 @@ static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", "
 static const char *const ps_keys[] = {"instances", "cpus", "memory", "gpus", "label", "replicas",
                                       "launcher", NULL};
 static const char *const yarn_keys[] = {"rm", "queue", "name", "max_attempts", "am_classpath",
-                                        "submit_timeout", "staging", NULL};
+                                        "submit_timeout", "staging", "orphan_timeout", "user",
+                                        NULL};
 static const char *const slurm_keys[] = {"partition", "time", "account", "qos", "constraint",
                                          "options", "pending_timeout", NULL};
 static const char *const spark_keys[] = {"master", "master_ui", "submit", "conf", NULL};
@@ -200,8 +201,9 @@ static void opt_spark(lua_State *L, coord_opts *o) {
   lua_replace(L, s); /* the conf arrays (or nil) take the table's slot */
 }
 
-/* yarn = { rm, queue, name, max_attempts, am_classpath, submit_timeout, staging }:
- * the strings stay alive in that table, which the options table holds. */
+/* yarn = { rm, queue, name, max_attempts, am_classpath, submit_timeout, staging,
+ * orphan_timeout, user }: the strings stay alive in that table, which the
+ * options table holds. */
 static void opt_yarn(lua_State *L, coord_opts *o) {
   int t = lua_getfield(L, 1, "yarn");
   if (t != LUA_TNIL && t != LUA_TTABLE) luaL_error(L, "cluster: yarn must be a table");
@@ -221,6 +223,10 @@ static void opt_yarn(lua_State *L, coord_opts *o) {
     y->max_attempts = (int)lopts_int(L, s, "max_attempts", 1, LOPTS_POS, 1000, "cluster: yarn");
     y->submit_timeout =
         lopts_real(L, s, "submit_timeout", 120, LOPTS_POS, HUGE_VAL, "cluster: yarn");
+    /* bounded so that the AM reads it back as a plain number (%g) */
+    y->orphan_timeout =
+        lopts_real(L, s, "orphan_timeout", 30, LOPTS_POS, 1e6, "cluster: yarn");
+    y->user = opt_string(L, s, "user", NULL, "cluster: yarn");
   }
   lua_pop(L, 1);
 }

@@ -214,11 +214,13 @@ check "yarn-t06 nothing is left in the RM" wait_for 20 nothing_left
 # yarn-t07: with max_attempts = 2, the AM killed mid-fit (SIGKILL to the pid
 # its page shows through the RM's tracking URL) is followed by YARN's second
 # attempt, which adopts the running containers: the fit finishes with no
-# node restarted, and drover follows the AM to its new address
+# node restarted, and drover follows the AM to its new address; the new
+# attempt counts drover's silence from its own registration, so a short
+# yarn.orphan_timeout (5 s, less than YARN takes to start it) ends nothing
 cat > "$TMP/am.lua" <<LUA
 local exp = dofile("$TMP/exp.lua")
 local c = drover.cluster { launcher = "yarn", bind = "127.0.0.1", ps = 1, worker = 2,
-  yarn = { max_attempts = 2 }, runs = "$RUNS", name = "am" }
+  yarn = { max_attempts = 2, orphan_timeout = 5 }, runs = "$RUNS", name = "am" }
 local function info(k)
   for line in io.lines(c.run_dir .. "/yarn") do
     local key, v = line:match("^(%S+)\t(.*)$") if key == k then return v end

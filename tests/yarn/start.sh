@@ -10,7 +10,10 @@
 # DROVER_YARN_AM_CLASSPATH (the classpath drover's ApplicationMaster runs
 # with: the cluster's configuration, the AM's jar and this machine's Hadoop
 # jars, as `yarn classpath` gives them on a cluster) and DROVER_YARN_AM_JAR
-# (the AM's jar).
+# (the AM's jar). With DROVER_YARN_KERBEROS=1 the cluster's web endpoints,
+# the RM's REST API among them, ask for Kerberos (SPNEGO) from a MiniKdc
+# (tests/yarn/src/.../Kdc.java), and the env file also sets KRB5_CONFIG and
+# KRB5CCNAME: a ticket cache with a TGT of alice, as `kinit alice` leaves.
 #
 # The NodeManagers have what a cluster's have in their environment, which
 # YARN's default application classpath names (drover's, for an installed
@@ -125,4 +128,8 @@ if [ -n "$HIDE" ] && [ "$(readlink "/proc/$pid/ns/mnt")" = "$(readlink /proc/sel
   exit 1
 fi
 [ -z "$HIDE" ] || log "hidden from the test YARN (pid $pid): $HIDE"
+if [ -f "$DIR/kdc/krb5.conf" ]; then # DROVER_YARN_KERBEROS=1: a client's Kerberos (Kdc.java)
+  printf "export KRB5_CONFIG='%s'\nexport KRB5CCNAME='FILE:%s'\n" "$DIR/kdc/krb5.conf" \
+    "$DIR/kdc/ccache" >>"$DIR/env"
+fi
 log "test YARN up: RM REST at http://$(cat "$DIR/rm") (pid $pid)"

@@ -16,7 +16,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 import com.sun.net.httpserver.HttpExchange;
@@ -53,8 +56,9 @@ import org.apache.hadoop.yarn.conf.YarnConfiguration;
  * carrying the token drover put in this AM's environment (DROVER_AM_TOKEN):
  *
  *   POST /put     header X-Drover-Name: NAME, body the file's bytes: stored
- *                 in the staging directory (Staging.java); answers "URL
- *                 SIZE TIMESTAMP" for the containers' local resources
+ *                 in the staging directory (Staging.java; a node's key file,
+ *                 keys/KEY, readable by its owner only); answers "URL SIZE
+ *                 TIMESTAMP" for the containers' local resources
  *   POST /start   body "KEY\nMEMORY_MB\nVCORES\nLABEL\nN\n" then N lines
  *                 "NAME\tURL\tSIZE\tTIMESTAMP" (local resources: NAME is
  *                 the link in the container's working directory) then
@@ -67,6 +71,17 @@ import org.apache.hadoop.yarn.conf.YarnConfiguration;
  *                 unregisters, removes the staging directory, exits
  *   GET  /        (no token) a page saying what runs where: the tracking
  *                 URL this AM registers, which the RM's proxy shows
+ *
+ * drover's heartbeat: drover polls GET /events every 250 ms from its event
+ * loop, which runs while its script computes or waits (the loop is pumped)
+ * and while its REPL waits for input. Every request with the token counts.
+ * Without one for DROVER_AM_ORPHAN_TIMEOUT seconds (yarn.orphan_timeout,
+ * 30 by default) and none in progress, drover is taken for dead (killed,
+ * or its machine or network gone): the AM does what /finish does, with
+ * FAILED and a diagnostic saying why, so that no application, container
+ * or staging directory outlives it. The silence is counted from this
+ * attempt's registration: a new attempt does not inherit the time drover
+ * spent finding it.
  *
  * Recovery of nodes is drover's: a node whose container ended is started
  * again by drover with a new /start for the same KEY. Recovery of the AM
@@ -126,6 +141,10 @@ public final class DroverAM {
   volatile Resource max; // set once registered and recovered: requests wait for it
   final Object done = new Object();
   volatile boolean finished;
+  final AtomicBoolean finishing = new AtomicBoolean();
+  final long orphanNanos = orphanNanos(System.getenv("DROVER_AM_ORPHAN_TIMEOUT"));
+  volatile long heard = System.nanoTime(); // drover's last request (set again at registration)
+  final AtomicInteger inFlight = new AtomicInteger(); // drover's requests being served
 
   synchronized void event(String e) { events.add(e.replace('\n', ' ')); }
 
@@ -133,6 +152,18 @@ public final class DroverAM {
    *  runs on; ProcessHandle is Java 9's). */
   static String pid() {
     return ManagementFactory.getRuntimeMXBean().getName().split("@", 2)[0];
+  }
+
+  /** yarn.orphan_timeout in nanoseconds: drover checks it is a positive
+   *  number; anything else here (an AM run by hand) is the default, 30 s. */
+  static long orphanNanos(String s) {
+    double sec = 30;
+    try {
+      if (s != null) sec = Double.parseDouble(s);
+    } catch (NumberFormatException e) {
+      sec = 30;
+    }
+    return (long) ((sec > 0 && sec < 1e9 ? sec : 30) * 1e9);
   }
 
   public static void main(String[] args) throws Exception {
@@ -162,10 +193,13 @@ public final class DroverAM {
     // The tracking URL is our own page: the RM's proxy fetches it from here.
     RegisterApplicationMasterResponse r = rm.registerApplicationMaster(host, port,
         "http://" + host + ":" + port + "/");
+    heard = System.nanoTime();
     recover(r.getContainersFromPreviousAttempts());
     max = r.getMaximumResourceCapability();
     System.err.println("DroverAM: " + attempt + " (pid " + pid()
-        + ") control at " + host + ":" + port + ", max " + max);
+        + ") control at " + host + ":" + port + ", max " + max + ", orphan timeout "
+        + orphanNanos / 1e9 + " s");
+    watchdog();
     synchronized (done) {
       while (!finished) done.wait();
     }
@@ -232,14 +266,40 @@ public final class DroverAM {
     staging.saveNode(n.key, "exit " + statusDiag, n.body);
   }
 
+  /** Checks drover's heartbeat every second (see the top). */
+  void watchdog() {
+    ScheduledExecutorService w = Executors.newSingleThreadScheduledExecutor(t -> {
+      Thread th = new Thread(t, "drover-watchdog");
+      th.setDaemon(true);
+      return th;
+    });
+    w.scheduleWithFixedDelay(() -> {
+      long silent = System.nanoTime() - heard;
+      if (finishing.get() || inFlight.get() > 0 || silent <= orphanNanos) return;
+      String why = String.format("drover (the coordinator) stopped answering for %s s "
+          + "(yarn.orphan_timeout): its last request came at %s; it was killed, or its "
+          + "machine or network was lost. The ApplicationMaster stopped every container, "
+          + "removed the staging directory and ended the application",
+          new java.math.BigDecimal(orphanNanos / 1e9).stripTrailingZeros().toPlainString(),
+          new java.util.Date(System.currentTimeMillis() - silent / 1000000));
+      System.err.println("DroverAM: " + why);
+      finish("FAILED\n" + why);
+    }, 1, 1, TimeUnit.SECONDS);
+  }
+
   void serve(HttpExchange x) throws IOException {
     int code = 200;
     String out;
     String path = x.getRequestURI().getPath();
+    boolean ours = token.equals(x.getRequestHeaders().getFirst("X-Drover-Token"));
+    if (ours) {
+      inFlight.incrementAndGet();
+      heard = System.nanoTime();
+    }
     try (InputStream in = x.getRequestBody()) {
       if (path.equals("/")) {
         out = page();
-      } else if (!token.equals(x.getRequestHeaders().getFirst("X-Drover-Token"))) {
+      } else if (!ours) {
         code = 403; out = "bad token\n";
       } else if (path.equals("/put")) {
         out = staging.put(x.getRequestHeaders().getFirst("X-Drover-Name"), in) + "\n";
@@ -255,6 +315,11 @@ public final class DroverAM {
       }
     } catch (Exception e) {
       code = 400; out = e.toString().replace('\n', ' ') + "\n";
+    } finally {
+      if (ours) {
+        heard = System.nanoTime();
+        inFlight.decrementAndGet();
+      }
     }
     if (out.startsWith("refused ")) code = 409;
     byte[] b = out.getBytes(StandardCharsets.UTF_8);
@@ -332,7 +397,9 @@ public final class DroverAM {
     return b.toString();
   }
 
+  /** Once: drover's /finish and the watchdog may meet. */
   String finish(String body) {
+    if (!finishing.compareAndSet(false, true)) return "ok\n";
     String[] f = body.split("\n", 2);
     FinalApplicationStatus st = "FAILED".equals(f[0]) ? FinalApplicationStatus.FAILED
         : FinalApplicationStatus.SUCCEEDED;

@@ -23,7 +23,9 @@ import org.apache.hadoop.yarn.api.records.ApplicationId;
  *
  *   STAGING/files/NAME   the drover binary and the script's files, uploaded
  *                        by drover (POST /put): the containers' local
- *                        resources, which every NodeManager downloads
+ *                        resources, which every NodeManager downloads;
+ *                        files/keys/KEY, each node's key file (0600), its
+ *                        container's alone
  *   STAGING/nodes/KEY    one per node the AM was asked for: its state line
  *                        ("pending", "running CONTAINER_ID", "exit STATUS
  *                        DIAG") and its /start body, so that a new attempt
@@ -33,7 +35,8 @@ import org.apache.hadoop.yarn.api.records.ApplicationId;
  *
  * STAGING is $DROVER_AM_STAGING/APP_ID, or ~/.droverStaging/APP_ID on the
  * default file system. The AM removes it when drover finishes the
- * application; an application killed through the RM leaves it behind.
+ * application, and when drover stops answering (DroverAM.java); an
+ * application killed through the RM leaves it behind.
  */
 final class Staging {
   final FileSystem fs;
@@ -74,10 +77,14 @@ final class Staging {
   }
 
   /** Stores the upload as files/NAME; answers "URL SIZE TIMESTAMP", what a
-   *  LocalResource of it needs. */
+   *  LocalResource of it needs. A node's key (keys/KEY) is created readable
+   *  by its owner only: the NodeManager localises it as that user. */
   String put(String name, InputStream in) throws IOException {
     Path p = new Path(new Path(dir, "files"), checkName(name));
-    try (OutputStream o = fs.create(p, true)) {
+    FsPermission perm = name.startsWith("keys/") ? new FsPermission((short) 0600)
+        : FsPermission.getFileDefault().applyUMask(FsPermission.getUMask(fs.getConf()));
+    try (OutputStream o = fs.create(p, perm, true, 65536, fs.getDefaultReplication(p),
+        fs.getDefaultBlockSize(p), null)) {
       copy(in, o);
     }
     FileStatus s = fs.getFileStatus(p);

@@ -103,6 +103,17 @@ public final class TestCluster {
     conf.setBoolean(YarnConfiguration.NODE_LABELS_ENABLED, true);
     conf.set(YarnConfiguration.FS_NODE_LABELS_STORE_ROOT_DIR, new File(work, "labels").toURI().toString());
 
+    // The RM's REST API as a cluster with simple authentication has it: the
+    // caller's user.name is the application's user (Hadoop's default web
+    // filter alone makes every caller its static user, dr.who, which it
+    // still is for requests without user.name).
+    conf.set("hadoop.http.filter.initializers",
+        "org.apache.hadoop.security.AuthenticationFilterInitializer,"
+        + "org.apache.hadoop.http.lib.StaticUserWebFilter");
+    conf.set("hadoop.http.authentication.type", "simple");
+    conf.setBoolean("hadoop.http.authentication.simple.anonymous.allowed", true);
+    if ("1".equals(System.getenv("DROVER_YARN_KERBEROS"))) Kdc.secure(conf, new File(dir, "kdc"));
+
     MiniYARNCluster cluster = new MiniYARNCluster("drover", 2, 1, 1);
     cluster.init(conf);
     cluster.start();
