@@ -55,7 +55,7 @@ typedef struct coord_ck {
   int failed;          /* ps that failed; why says the first */
   int passed;          /* sync: ps already past the version asked (asked again) */
   char why[1024];
-  char dir[1200];      /* <run>/checkpoints/step-N */
+  char dir[2300];      /* <run>/checkpoints/step-N, or its URL on HDFS */
   uint64_t bytes;
   char (*sha)[MANIFEST_DIGEST_MAX]; /* per ps: its file's digest as it reported it ("" none) */
   uint64_t *size;      /* per ps: its file's bytes */
