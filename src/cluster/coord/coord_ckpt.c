@@ -284,6 +284,7 @@ void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const u
   }
   wire_msg_checkpoint_ok m;
   char msg[900] = "";
+  if (coord__xfer_hold(f, ps, h, pl)) return; /* its file is being committed */
   if (ck->state != CK_WRITING || wire_get_checkpoint_ok(pl, h->len, &m) < 0) return;
   wire_str_copy(m.message, msg, sizeof msg);
   char digest[MANIFEST_DIGEST_MAX] = "", why[600];

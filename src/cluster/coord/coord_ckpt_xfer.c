@@ -8,7 +8,8 @@
  * beside ps-<i>.safetensors and hashed; at the end size, piece count and
  * digest must be the ones announced, and only then the temporary is
  * fsynced and renamed (afile.h), as the ps does when it writes the file
- * itself. Anything else fails that ps's file, so that checkpoint fails
+ * itself: on a libuv worker thread, so a big shard's fsync does not stall
+ * the loop (a CHECKPOINT_OK that comes meanwhile waits for it). Anything else fails that ps's file, so that checkpoint fails
  * as when a ps's disk is full; frames of a transfer nobody asked for are
  * refused (logged, dropped) and change nothing.
  *
@@ -34,7 +35,20 @@
 
 #define XFER_PIECE (4u << 20)
 
-enum { XF_NONE, XF_EXPECT, XF_RECV, XF_DONE, XF_FAILED };
+enum { XF_NONE, XF_EXPECT, XF_RECV, XF_COMMIT, XF_DONE, XF_FAILED };
+
+/* The fsync and rename of a received file, on a worker thread. It owns
+ * the temporary; a transfer that ends meanwhile orphans it (x NULL): its
+ * file is then removed once committed. */
+typedef struct commit_job {
+  uv_work_t work;
+  struct coord_xfer *x; /* NULL once orphaned */
+  coord_fit_state *f;
+  int k, rc;
+  afile file;
+  char path[4200];
+  char why[512];
+} commit_job;
 
 struct coord_xfer {
   int state;
@@ -46,6 +60,9 @@ struct coord_xfer {
   afile file;
   bool open;
   char why[512];
+  commit_job *job;   /* while XF_COMMIT */
+  wire_header ok_h;  /* a CHECKPOINT_OK that came during the commit */
+  uint8_t *ok;
 };
 
 static coord_xfer *xfer_of(coord_fit_state *f, int k) {
@@ -58,6 +75,10 @@ static void xfer_close(coord_xfer *x) {
   if (x->open) afile_abort(&x->file);
   manifest_digest_drop(&x->d);
   x->open = false;
+  if (x->job) x->job->x = NULL; /* its file goes once committed */
+  x->job = NULL;
+  free(x->ok);
+  x->ok = NULL;
 }
 
 void coord__xfer_abort(coord_fit_state *f, int k, const char *why) {
@@ -136,7 +157,53 @@ static void on_piece(coord_xfer *x, int k, const uint8_t *pl, uint32_t len) {
   x->pieces++;
 }
 
-static void on_end(coord_xfer *x, int k, const uint8_t *pl, uint32_t len) {
+static void commit_cb(uv_work_t *w) {
+  commit_job *j = w->data;
+  j->rc = afile_commit(&j->file, 0644);
+  if (j->rc < 0) snprintf(j->why, sizeof j->why, "%s", err_msg());
+}
+
+static void committed_cb(uv_work_t *w, int status) {
+  commit_job *j = w->data;
+  coord_xfer *x = j->x;
+  if (status < 0 && j->rc == 0) j->rc = DRV_EIO, snprintf(j->why, sizeof j->why, "%s", uv_strerror(status));
+  if (!x) { /* the checkpoint was given up meanwhile */
+    if (j->rc == 0) unlink(j->path);
+    free(j);
+    return;
+  }
+  x->job = NULL;
+  uint8_t *ok = x->ok; /* taken first: failed() drops what x holds */
+  wire_header h = x->ok_h;
+  coord_fit_state *f = j->f;
+  int k = j->k;
+  x->ok = NULL;
+  if (j->rc < 0) failed(x, k, "%s", j->why);
+  else x->state = XF_DONE;
+  free(j);
+  if (ok) coord__ckpt_frame(f, k, &h, ok); /* its CHECKPOINT_OK, held till now */
+  free(ok);
+}
+
+/* The commit goes to a worker thread (inline when it cannot). */
+static void start_commit(coord_fit_state *f, coord_xfer *x, int k) {
+  commit_job *j = calloc(1, sizeof *j);
+  if (j) {
+    *j = (commit_job){.x = x, .f = f, .k = k, .file = x->file};
+    snprintf(j->path, sizeof j->path, "%s", x->path);
+    j->file.path = j->path;
+    j->work.data = j;
+    x->job = j;
+    x->state = XF_COMMIT;
+    if (uv_queue_work(f->c->loop, &j->work, commit_cb, committed_cb) == 0) return;
+    x->job = NULL;
+    free(j);
+  }
+  if (afile_commit(&x->file, 0644) < 0) failed(x, k, "%s", err_msg());
+  else x->state = XF_DONE;
+}
+
+static void on_end(coord_fit_state *f, coord_xfer *x, int k, const uint8_t *pl, uint32_t len) {
   wire_msg_ckpt_file_end m;
   char got[MANIFEST_DIGEST_MAX], detail[160];
   if (wire_get_ckpt_file_end(pl, len, &m) < 0 || m.size != x->size || x->got != x->size ||
@@ -151,11 +218,7 @@ static void on_end(coord_xfer *x, int k, const uint8_t *pl, uint32_t len) {
     return;
   }
   x->open = false;
-  if (afile_commit(&x->file, 0644) < 0) {
-    failed(x, k, "%s", err_msg());
-    return;
-  }
-  x->state = XF_DONE;
+  start_commit(f, x, k);
 }
 
 void coord__xfer_frame(coord_fit_state *f, int k, const wire_header *h, const uint8_t *pl) {
@@ -168,7 +231,16 @@ void coord__xfer_frame(coord_fit_state *f, int k, const wire_header *h, const ui
     return;
   }
   if (h->type == WIRE_CKPT_PIECE) on_piece(x, k, pl, h->len);
-  else if (h->type == WIRE_CKPT_FILE_END) on_end(x, k, pl, h->len);
+  else if (h->type == WIRE_CKPT_FILE_END) on_end(f, x, k, pl, h->len);
+}
+
+bool coord__xfer_hold(coord_fit_state *f, int k, const wire_header *h, const uint8_t *pl) {
+  coord_xfer *x = f->xfer && k >= 0 && k < f->nps ? &f->xfer[k] : NULL;
+  if (!x || x->state != XF_COMMIT || x->ok) return false;
+  if (!(x->ok = malloc(h->len + 1))) return false; /* answered now: as a failed commit */
+  memcpy(x->ok, pl, h->len);
+  x->ok_h = *h;
+  return true;
 }
 
 int coord__xfer_result(coord_fit_state *f, int k, int status, char *digest, uint64_t *size,
