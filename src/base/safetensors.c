@@ -409,9 +409,21 @@ int safetensors_encode(const char *name, const safetensors_entry *t, size_t n,
   char *header;
   size_t hlen;
   int rc = safetensors_layout(name, t, n, meta, &order, &header, &hlen);
+  /* The hash (a big file's chunks on two threads) from the entries while
+   * the copy is made, as a hashed write does. */
+  file_parts fp = {.digest = digest};
+  pthread_t th;
+  bool hashing = false;
+  if (rc == 0 && host_is_le()) {
+    fp = (file_parts){.header = header, .hlen = hlen, .order = order, .n = n, .digest = digest};
+    for (int i = 0; i < 8; i++) fp.len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+    hashing = pthread_create(&th, NULL, hash_parts, &fp) == 0;
+  }
   if (rc == 0) rc = encode_into(name, order, n, header, hlen, buf, len);
+  if (hashing) pthread_join(th, NULL);
   free(header);
   free(order);
+  if (rc == 0 && digest[0]) return 0;
   manifest_digest d;
   if (rc == 0 && (rc = manifest_digest_begin(&d, *len)) == 0 &&
       (rc = manifest_digest_update(&d, *buf, *len)) == 0)

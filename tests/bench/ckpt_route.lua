@@ -6,8 +6,8 @@
 --   hdfs   the ps streams its file to HDFS (checkpoint.dir = arg[3]) and
 --          the coordinator commits the manifest there by RENAME
 -- A 1 ps cluster holding a 12.6M-parameter model with Adam (151 MB file);
--- one warm-up checkpoint, then `n` timed c:checkpoint() calls, each of a
--- fresh step directory. Prints "ckpt MODE MB_PER_S SECONDS MB" per call.
+-- a fit of two steps (the checkpoint policy's), one warm-up checkpoint,
+-- then `n` timed c:checkpoint() calls, each into an emptied directory. Prints "ckpt MODE MB_PER_S SECONDS MB" per call.
 -- Usage: drover run ckpt_route.lua MODE N [HDFS_URL]
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local runs = os.getenv("BENCH_RUNS") or "/tmp/drover-bench-runs"
@@ -19,10 +19,12 @@ local c <close> = drover.cluster { ps = 1, worker = 1, runs = runs, name = "ckro
 local ck = { every = 1000000, keep = 0 }
 if mode == "hdfs" then ck.dir = url end
 local exp = drover.experiment { name = "ckroute", verbose = false,
-  model = nn.Sequential { nn.Linear(2048, 2048), nn.Linear(2048, 2048), nn.Linear(2048, 2048) },
-  loss = nn.MSE(), optimizer = optim.Adam { lr = 1e-3 }, checkpoint = ck,
-  train = { data = data.synthetic { n = 64, features = 2048, classes = 2, seed = 1 }, batch = 8 } }
-c:setup(exp)
+  model = nn.Sequential { nn.Linear(2048, 2048), nn.Linear(2048, 2048), nn.Linear(2048, 2048),
+    nn.Linear(2048, 2) },
+  loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 }, checkpoint = ck,
+  train = { data = data.synthetic { n = 64, features = 2048, classes = 2, seed = 1 }, batch = 8,
+    max_steps = 2 } }
+c:fit(exp) -- two steps: c:checkpoint() then goes where this fit's checkpoint.dir says
 local f = io.open(c.run_dir .. "/checkpoint-dir")
 local dir = f and f:read("l") or (c.run_dir .. "/checkpoints")
 if f then f:close() end
@@ -30,9 +32,11 @@ local function clear()
   if mode == "hdfs" then os.execute(drover_bin .. " hdfs rm -r " .. dir .. " >/dev/null 2>&1")
   else os.execute("rm -rf " .. dir) end
 end
+-- The size of the one checkpoint's file, as its manifest says.
 local function bytes()
-  local man = io.popen(mode == "hdfs" and (drover_bin .. " hdfs cat " .. dir .. "/step-0/manifest.json")
-    or ("cat " .. dir .. "/step-0/manifest.json"))
+  local man = io.popen(mode == "hdfs" and string.format("%s hdfs cat $(%s hdfs ls %s | "
+    .. "sed -n 's|.* \\(step-[0-9]*\\)/$|%s/\\1/manifest.json|p')", drover_bin, drover_bin, dir, dir)
+    or ("cat " .. dir .. "/step-*/manifest.json"))
   local text = man:read("a")
   man:close()
   return tonumber(text:match('"size": (%d+)')) or 0
