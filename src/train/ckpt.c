@@ -201,8 +201,17 @@ int ckpt_write(const char *dir, const ckpt_state *s, const char *const *metrics,
   return 0;
 }
 
+/* exp:save and load take a local directory: an HDFS URL would otherwise
+ * be made as a local path named "hdfs:". */
+static int refuse_remote(const char *dir) {
+  return ckfs_is_remote(dir) ? err_set(DRV_EINVAL, "'%s': save and load take a local directory "
+                                       "(copy it with `drover hdfs put`/`get`; checkpoints go to "
+                                       "HDFS with checkpoint = { dir = ... })", dir) : 0;
+}
+
 int ckpt_save(const char *dir, const ckpt_state *s, const char *const *meta) {
   if (!dir || !s || !s->model || !s->opt) return err_set(DRV_EINVAL, "ckpt_save: NULL argument");
+  if (refuse_remote(dir) < 0) return DRV_EINVAL;
   int rc = rundir_mkdirs(dir);
   if (rc < 0) return rc;
   char man[4200];
@@ -217,6 +226,7 @@ int ckpt_save(const char *dir, const ckpt_state *s, const char *const *meta) {
 int ckpt_open(const char *dir, manifest *m) {
   struct stat st;
   memset(m, 0, sizeof *m);
+  if (refuse_remote(dir) < 0) return DRV_EINVAL;
   if (stat(dir, &st) != 0) return err_set(DRV_EIO, "'%s': %s", dir, strerror(errno));
   if (!S_ISDIR(st.st_mode)) return err_set(DRV_EIO, "'%s' is not a directory", dir);
   int rc = manifest_read(dir, m);

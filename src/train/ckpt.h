@@ -20,6 +20,8 @@
  * ckpt_prune and ckpt_restore's step may be an HDFS URL (ckfs.h): the
  * files are written to a local temporary directory, then uploaded with
  * the manifest last (committed by RENAME); a restore reads them back.
+ * ckpt_save and ckpt_open (exp:save, drover.experiment.load) take a local
+ * directory only, and refuse a URL saying so.
  */
 #ifndef DROVER_CKPT_H
 #define DROVER_CKPT_H
