@@ -193,6 +193,7 @@ local function describe(self)
   if c then
     d["checkpoint.every"], d["checkpoint.keep"] = tostring(c.every), tostring(c.keep)
     d["checkpoint.every_seconds"] = hex(c.every_seconds)
+    d["checkpoint.dir"] = c.dir
     if c.keep_best then
       d["checkpoint.keep_best.metric"] = c.keep_best.metric
       d["checkpoint.keep_best.mode"] = c.keep_best.mode
@@ -257,7 +258,7 @@ local function rebuild(dir, d)
   end
   if d["checkpoint.every"] then
     cfg.checkpoint = { every = num(d, "checkpoint.every"), keep = num(d, "checkpoint.keep"),
-      every_seconds = num(d, "checkpoint.every_seconds") }
+      every_seconds = num(d, "checkpoint.every_seconds"), dir = d["checkpoint.dir"] }
     if d["checkpoint.keep_best.metric"] then
       cfg.checkpoint.keep_best = { metric = d["checkpoint.keep_best.metric"],
         mode = d["checkpoint.keep_best.mode"] }

@@ -257,6 +257,8 @@ drover.experiment { ... } - a model, a loss, an optimizer and data, trained in t
                keep_best = { metric = "eval_accuracy", mode = "max" } }
              in process and on clusters (each ps writes its shards; a lost
              ps is restored from the newest); see exp:checkpoint()
+             dir = "hdfs://nn:8020/path" (or webhdfs://): kept on HDFS under
+             <dir>/<run name>/, each ps writing its own (docs/hdfs.md)
   stop       { metric = "eval_loss", mode = "min", patience = 0, min_delta = 0 }
              early stopping on the periodic evals (in process and on clusters)
   runs       where the run directory goes (default "runs"; false: none)

@@ -213,17 +213,26 @@ int manifest_commit(const char *dir, const char *const *files, const char *const
   return manifest_commit_hashed(dir, files, NULL, NULL, meta);
 }
 
-int manifest_commit_hashed(const char *dir, const char *const *files, const uint64_t *sizes,
-                           const char *const *hexes, const char *const *meta) {
-  if (!dir) return err_set(DRV_EINVAL, "manifest_commit: NULL directory");
+int manifest_encode(const char *dir, const char *const *files, const uint64_t *sizes,
+                    const char *const *hexes, const char *const *meta, char **text) {
+  *text = NULL;
   json_t *fl;
   int rc = files_json(dir, files, sizes, hexes, &fl);
   if (rc < 0) return rc;
   json_t *root = json_pack("{s:s, s:o, s:o}", "format", FORMAT, "files", fl, "meta",
                            meta_json(meta));
-  char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+  *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
   json_decref(root);
-  if (!text) return err_set(DRV_ENOMEM, "cannot write the manifest in '%s': out of memory", dir);
+  if (!*text) return err_set(DRV_ENOMEM, "cannot write the manifest in '%s': out of memory", dir);
+  return 0;
+}
+
+int manifest_commit_hashed(const char *dir, const char *const *files, const uint64_t *sizes,
+                           const char *const *hexes, const char *const *meta) {
+  if (!dir) return err_set(DRV_EINVAL, "manifest_commit: NULL directory");
+  char *text;
+  int rc = manifest_encode(dir, files, sizes, hexes, meta, &text);
+  if (rc < 0) return rc;
   char path[4150];
   snprintf(path, sizeof path, "%s/%s", dir, MANIFEST_NAME);
   afile f;
@@ -301,6 +310,24 @@ static int read_meta(const char *path, json_t *obj, manifest *m) {
   return 0;
 }
 
+static int parse_root(const char *path, json_t *root, manifest *m) {
+  const char *format = json_string_value(json_object_get(root, "format"));
+  int rc = format && strcmp(format, FORMAT) == 0
+               ? 0 : err_set(DRV_EPARSE, "'%s' is not a drover manifest (format)", path);
+  if (rc == 0) rc = read_files(path, json_object_get(root, "files"), m);
+  if (rc == 0) rc = read_meta(path, json_object_get(root, "meta"), m);
+  json_decref(root);
+  return rc;
+}
+
+int manifest_parse(const char *name, const char *text, size_t len, manifest *m) {
+  memset(m, 0, sizeof *m);
+  json_error_t jerr;
+  json_t *root = json_loadb(text, len, 0, &jerr);
+  if (!root) return err_set(DRV_EPARSE, "cannot read '%s': %s", name, jerr.text);
+  return parse_root(name, root, m);
+}
+
 int manifest_read(const char *dir, manifest *m) {
   memset(m, 0, sizeof *m);
   char path[4150];
@@ -314,14 +341,16 @@ int manifest_read(const char *dir, manifest *m) {
   json_error_t jerr;
   json_t *root = json_load_file(path, 0, &jerr);
   if (!root) return err_set(DRV_EPARSE, "cannot read '%s': %s", path, jerr.text);
-  const char *format = json_string_value(json_object_get(root, "format"));
-  int rc = format && strcmp(format, FORMAT) == 0
-               ? 0 : err_set(DRV_EPARSE, "'%s' is not a drover manifest (format)", path);
-  if (rc == 0) rc = read_files(path, json_object_get(root, "files"), m);
-  if (rc == 0) rc = read_meta(path, json_object_get(root, "meta"), m);
-  json_decref(root);
+  int rc = parse_root(path, root, m);
   errno = 0;
   return rc;
+}
+
+int manifest_digest_matches(const manifest_file *f, const char *digest) {
+  if (!f->chunks) return strlen(digest) == 64 && strcmp(digest, f->sha256) == 0;
+  char want[MANIFEST_DIGEST_MAX];
+  snprintf(want, sizeof want, MANIFEST_CHUNKED "%llu:%s", (unsigned long long)f->chunk, f->chunks);
+  return strcmp(digest, want) == 0;
 }
 
 /* Finishes chunk i's hash (st) and compares it; `end` is where it ends. */

@@ -69,6 +69,18 @@ int manifest_commit(const char *dir, const char *const *files, const char *const
 int manifest_commit_hashed(const char *dir, const char *const *files, const uint64_t *sizes,
                            const char *const *hexes, const char *const *meta);
 
+/* The manifest's text as manifest_commit_hashed would write it, into
+ * *text (malloc'ed, the caller frees): for a directory that is not a local
+ * one (HDFS, train/ckfs.h), where the caller stores it. `dir` names it in
+ * messages and is where files without a hash are read from. */
+int manifest_encode(const char *dir, const char *const *files, const uint64_t *sizes,
+                    const char *const *hexes, const char *const *meta, char **text);
+/* Parses a manifest's text (len bytes, read from `name`) into *m, as
+ * manifest_read does a file. */
+int manifest_parse(const char *name, const char *text, size_t len, manifest *m);
+/* 1 when `digest` (manifest_digest_end's form) is what f says, else 0. */
+int manifest_digest_matches(const manifest_file *f, const char *digest);
+
 /* Reads dir/manifest.json into *m (freed with manifest_free, also after a
  * failure). DRV_EIO with errno ENOENT when there is none: no checkpoint. */
 int manifest_read(const char *dir, manifest *m);

@@ -258,6 +258,30 @@ const char *rundir_file(const rundir *rd, const char *name, char *buf, size_t n)
   return buf;
 }
 
+const char *rundir_ckdir(const char *run, char *buf, size_t n) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/" RUNDIR_CKPT_DIR, run);
+  FILE *f = fopen(path, "r");
+  if (f && fgets(buf, (int)n, f)) {
+    buf[strcspn(buf, "\n")] = '\0';
+    fclose(f);
+    if (buf[0]) return buf;
+  } else if (f)
+    fclose(f);
+  snprintf(buf, n, "%s/" RUNDIR_CHECKPOINTS, run);
+  return buf;
+}
+
+int rundir_set_ckdir(const rundir *rd, const char *base, char *buf, size_t n) {
+  const char *name = strrchr(rd->path, '/') ? strrchr(rd->path, '/') + 1 : rd->path;
+  size_t bl = strlen(base);
+  while (bl > 1 && base[bl - 1] == '/') bl--;
+  snprintf(buf, n, "%.*s/%s", (int)bl, base, name);
+  char text[4300];
+  snprintf(text, sizeof text, "%s\n", buf);
+  return rundir_write(rd, RUNDIR_CKPT_DIR, text, 0644);
+}
+
 /* Refuses names that would leave the run directory. */
 static int check_file_name(const char *name) {
   if (!name || !*name) return err_set(DRV_EINVAL, "rundir_write: empty file name");

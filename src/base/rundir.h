@@ -17,6 +17,9 @@
  *                     written last; in process model.safetensors and
  *                     state.safetensors (ckpt.h), on a cluster
  *                     ps-<k>.safetensors from each ps
+ *     checkpoint-dir  the URL of the checkpoints when they are elsewhere
+ *                     (checkpoint = { dir = "hdfs://..." }): the run's own
+ *                     directory there, <dir>/<this directory's name>
  *     events/<who>/events.out.tfevents.*   TensorBoard summaries: who is
  *                     train in process, coordinator and chief on a cluster
  *     tensorboard     "URL PID" of the TensorBoard serving events/, while
@@ -83,6 +86,7 @@
 #define RUNDIR_TB_LOG RUNDIR_LOGS "/tensorboard.log"
 #define RUNDIR_CKPT_TOKEN "ckpt-token" /* a node that reads it sees the run directory */
 #define RUNDIR_CHECKPOINTS "checkpoints"
+#define RUNDIR_CKPT_DIR "checkpoint-dir" /* checkpoints elsewhere (HDFS): their URL */
 #define RUNDIR_SLURM_JOB "slurm-job.sh"
 #define RUNDIR_SLURM_HEARTBEAT "slurm-heartbeat"
 #define RUNDIR_SPARK_APP "spark-app.py"
@@ -137,6 +141,13 @@ void rundir_unlock(const char *dir);
 /* Whether another process holds dir's lock: its pid (-1 when its file does
  * not say it yet), or 0 when none does (or this process does). */
 long rundir_lock_holder(const char *dir);
+/* Where run directory `run`'s checkpoints are: the URL its
+ * RUNDIR_CKPT_DIR file records (checkpoint = { dir = "hdfs://..." }), else
+ * <run>/checkpoints; into buf. */
+const char *rundir_ckdir(const char *run, char *buf, size_t n);
+/* Checkpoints of rd go to <base>/<rd's name> (a URL): into buf, and
+ * recorded in RUNDIR_CKPT_DIR. 0 or the write's error. */
+int rundir_set_ckdir(const rundir *rd, const char *base, char *buf, size_t n);
 /* mkdir -p. The error names the path, and the component that failed when
  * it is another (a regular file in the way, a read-only parent). */
 int rundir_mkdirs(const char *path);

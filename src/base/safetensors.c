@@ -339,25 +339,37 @@ int safetensors_write_hashed(const char *path, const safetensors_entry *t, size_
   return manifest_hash_file(path, digest, size); /* digest has room for 65 */
 }
 
-static int write_file(const char *path, const safetensors_entry *t, size_t n,
-                      const char *const *meta, file_parts *fp, safetensors_times *tm) {
-  if (!path || (n && !t)) return err_set(DRV_EINVAL, "safetensors_write: NULL argument");
-  const safetensors_entry **order = malloc((n ? n : 1) * sizeof *order);
-  if (!order) return err_set(DRV_ENOMEM, "cannot write '%s': out of memory", path);
+int safetensors_layout(const char *name, const safetensors_entry *t, size_t n,
+                       const char *const *meta, const safetensors_entry ***order, char **header,
+                       size_t *hlen) {
+  *header = NULL, *hlen = 0;
+  const safetensors_entry **o = *order = malloc((n ? n : 1) * sizeof *o);
+  if (!o) return err_set(DRV_ENOMEM, "cannot write '%s': out of memory", name);
   int rc = 0;
   uint64_t bytes;
   for (size_t i = 0; i < n && rc == 0; i++) {
-    order[i] = &t[i];
-    rc = entry_bytes(path, &t[i], &bytes);
+    o[i] = &t[i];
+    rc = entry_bytes(name, &t[i], &bytes);
   }
-  if (rc == 0) qsort(order, n, sizeof *order, cmp_entry_name);
+  if (rc == 0) qsort(o, n, sizeof *o, cmp_entry_name);
   for (size_t i = 1; i < n && rc == 0; i++)
-    if (strcmp(order[i - 1]->name, order[i]->name) == 0)
-      rc = err_set(DRV_EINVAL, "cannot write '%s': two tensors are named '%s'", path,
-                   order[i]->name);
-  size_t hlen = 0;
-  char *header = rc == 0 ? header_text(path, order, n, meta, &hlen) : NULL;
-  if (rc == 0 && !header) rc = DRV_EINVAL;
+    if (strcmp(o[i - 1]->name, o[i]->name) == 0)
+      rc = err_set(DRV_EINVAL, "cannot write '%s': two tensors are named '%s'", name, o[i]->name);
+  if (rc == 0 && !(*header = header_text(name, o, n, meta, hlen))) rc = DRV_EINVAL;
+  if (rc < 0) {
+    free(o);
+    *order = NULL;
+  }
+  return rc;
+}
+
+static int write_file(const char *path, const safetensors_entry *t, size_t n,
+                      const char *const *meta, file_parts *fp, safetensors_times *tm) {
+  if (!path || (n && !t)) return err_set(DRV_EINVAL, "safetensors_write: NULL argument");
+  const safetensors_entry **order;
+  char *header;
+  size_t hlen;
+  int rc = safetensors_layout(path, t, n, meta, &order, &header, &hlen);
   if (rc == 0) rc = commit_file(path, header, hlen, order, n, fp, tm);
   free(header);
   free(order);
@@ -393,25 +405,25 @@ static int encode_into(const char *name, const safetensors_entry *const *order, 
 int safetensors_encode(const char *name, const safetensors_entry *t, size_t n,
                        const char *const *meta, uint8_t **buf, size_t *len, char *digest) {
   *buf = NULL, *len = 0, digest[0] = '\0';
-  const safetensors_entry **order = malloc((n ? n : 1) * sizeof *order);
-  if (!order) return err_set(DRV_ENOMEM, "cannot encode '%s': out of memory", name);
-  int rc = 0;
-  uint64_t bytes;
-  for (size_t i = 0; i < n && rc == 0; i++) {
-    order[i] = &t[i];
-    rc = entry_bytes(name, &t[i], &bytes);
+  const safetensors_entry **order;
+  char *header;
+  size_t hlen;
+  int rc = safetensors_layout(name, t, n, meta, &order, &header, &hlen);
+  /* The hash (a big file's chunks on two threads) from the entries while
+   * the copy is made, as a hashed write does. */
+  file_parts fp = {.digest = digest};
+  pthread_t th;
+  bool hashing = false;
+  if (rc == 0 && host_is_le()) {
+    fp = (file_parts){.header = header, .hlen = hlen, .order = order, .n = n, .digest = digest};
+    for (int i = 0; i < 8; i++) fp.len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+    hashing = pthread_create(&th, NULL, hash_parts, &fp) == 0;
   }
-  if (rc == 0) qsort(order, n, sizeof *order, cmp_entry_name);
-  for (size_t i = 1; i < n && rc == 0; i++)
-    if (strcmp(order[i - 1]->name, order[i]->name) == 0)
-      rc = err_set(DRV_EINVAL, "cannot encode '%s': two tensors are named '%s'", name,
-                   order[i]->name);
-  size_t hlen = 0;
-  char *header = rc == 0 ? header_text(name, order, n, meta, &hlen) : NULL;
-  if (rc == 0 && !header) rc = DRV_EINVAL;
   if (rc == 0) rc = encode_into(name, order, n, header, hlen, buf, len);
+  if (hashing) pthread_join(th, NULL);
   free(header);
   free(order);
+  if (rc == 0 && digest[0]) return 0;
   manifest_digest d;
   if (rc == 0 && (rc = manifest_digest_begin(&d, *len)) == 0 &&
       (rc = manifest_digest_update(&d, *buf, *len)) == 0)

@@ -69,6 +69,28 @@ int safetensors_write_hashed(const char *path, const safetensors_entry *t, size_
 int safetensors_encode(const char *name, const safetensors_entry *t, size_t n,
                        const char *const *meta, uint8_t **buf, size_t *len, char *digest);
 
+/* The file's layout: the entries in the order their bytes follow the
+ * header (by name; checked: sizes, no two alike) into *order, and the
+ * padded header text (*hlen bytes, a multiple of 8) into *header; both
+ * malloc'ed for the caller to free. For writers of the bytes elsewhere. */
+int safetensors_layout(const char *name, const safetensors_entry *t, size_t n,
+                       const char *const *meta, const safetensors_entry ***order, char **header,
+                       size_t *hlen);
+
+/* A file's bytes pulled in pieces, never whole in memory (safetensors_src.c):
+ * for an upload that asks for its next bytes (a ps writing its shard to
+ * HDFS), hashed as they pass. Everything in t stays borrowed until close. */
+typedef struct safetensors_src safetensors_src;
+/* *out, and the file's size into *size; 0 or an error (nothing to close). */
+int safetensors_src_open(const char *name, const safetensors_entry *t, size_t n,
+                         const char *const *meta, safetensors_src **out, uint64_t *size);
+/* The next bytes into buf (at most cap): how many, 0 at the end
+ * (webhdfs_read_fn's contract; `src` is a safetensors_src). */
+long long safetensors_src_read(void *src, char *buf, size_t cap);
+/* Frees s; the digest (manifest.h's form, MANIFEST_DIGEST_MAX bytes) of
+ * all the bytes when every one was read, else DRV_ERANGE. */
+int safetensors_src_close(safetensors_src *s, char *digest);
+
 /* One tensor read back; owned by its safetensors_file. */
 typedef struct safetensors_tensor {
   char *name;

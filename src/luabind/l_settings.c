@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/webhdfs.h"
 #include "luabind/l_cluster_opts.h"
 #include "luabind/l_opts.h"
 #include "luabind/l_util.h"
@@ -31,8 +32,8 @@ static const char *const top_fields[] = {
 static const char *const train_fields[] = {"batch", "data", "epochs", "feed", "feed_timeout",
                                            "feeders", "max_steps", "shuffle", NULL};
 static const char *const eval_fields[] = {"batch", "data", "every", NULL};
-static const char *const checkpoint_fields[] = {"every", "every_seconds", "keep", "keep_best",
-                                                NULL};
+static const char *const checkpoint_fields[] = {"dir", "every", "every_seconds", "keep",
+                                                "keep_best", NULL};
 static const char *const keep_best_fields[] = {"metric", "mode", NULL};
 static const char *const stop_fields[] = {"metric", "min_delta", "mode", "patience", NULL};
 
@@ -238,6 +239,25 @@ static void read_keep_best(lua_State *L, int ckpt, lsettings *s) {
   lua_pop(L, 1);
 }
 
+/* checkpoint.dir: an HDFS directory, resolved here once (its NameNode
+ * from HADOOP_CONF_DIR for hdfs://) so nodes get a URL needing no
+ * configuration. A local directory is not taken: local checkpoints are
+ * the run directory's. */
+static void read_ckpt_dir(lua_State *L, int ck, lsettings *s) {
+  if (push(L, ck, "dir") == LUA_TNIL) {
+    lua_pop(L, 1);
+    return;
+  }
+  const char *d = lua_tostring(L, -1);
+  if (lua_type(L, -1) != LUA_TSTRING || !webhdfs_is_url(d))
+    fail(L, "checkpoint.dir must be an hdfs:// or webhdfs:// URL (got %s); local checkpoints "
+         "are the run directory's checkpoints/", lopts_show(L, -1));
+  if (strlen(d) >= sizeof s->ck.dir) fail(L, "checkpoint.dir is too long");
+  snprintf(s->ck.dir, sizeof s->ck.dir, "%s", d);
+  if (webhdfs_resolve(d, s->ck.url, sizeof s->ck.url) < 0) fail(L, "checkpoint.dir: %s", err_msg());
+  lua_pop(L, 1);
+}
+
 /* checkpoint = { every = STEPS, every_seconds = S, keep = N, keep_best = {...} },
  * found under `key` ("checkpointing" in an experiment). */
 static void read_checkpoint(lua_State *L, int idx, const char *key, lsettings *s) {
@@ -255,6 +275,7 @@ static void read_checkpoint(lua_State *L, int idx, const char *key, lsettings *s
   read_keep_best(L, ck, s);
   s->ck.every_seconds = lopts_real(L, ck, "every_seconds", 0, LOPTS_NONNEG, HUGE_VAL, what);
   if (!every && !secs) fail(L, "checkpoint needs every = STEPS or every_seconds = S");
+  read_ckpt_dir(L, ck, s);
   lua_pop(L, 1);
 }
 
@@ -384,7 +405,8 @@ static void push_stop(lua_State *L, const train_stop *t) {
 }
 
 static void push_checkpoint(lua_State *L, const fitrun_ckpt *ck) {
-  lua_createtable(L, 0, 4);
+  lua_createtable(L, 0, 5);
+  if (ck->dir[0]) set_str(L, "dir", ck->dir);
   ldrv_set_int(L, "every", ck->every);
   ldrv_set_num(L, "every_seconds", ck->every_seconds);
   ldrv_set_int(L, "keep", ck->keep);

@@ -191,7 +191,8 @@ enum {
 enum {
   WIRE_CKPT_PATH = 0,  /* the ps writes or reads `path` itself */
   WIRE_CKPT_COORD = 1, /* its bytes travel over the connection (CKPT_FILE) */
-  WIRE_CKPT_LAST = WIRE_CKPT_COORD
+  WIRE_CKPT_HDFS = 2,  /* `path` is a webhdfs:// URL the ps writes or reads itself */
+  WIRE_CKPT_LAST = WIRE_CKPT_HDFS
 };
 /* COMMAND kind; WIRE_COMMAND_LAST is the highest one known. */
 enum {

@@ -100,6 +100,10 @@ const char *fitrun_tensorboard_url(const fitrun *r) { return r->tb ? tboard_url(
 void fitrun_set_ckpt(fitrun *r, const fitrun_ckpt *ck) {
   r->has_ckpt = ck != NULL;
   if (ck) r->ck = *ck;
+  if (!ck || !ck->url[0]) return;
+  if (rundir_set_ckdir(&r->rd, ck->url, r->ckdir, sizeof r->ckdir) < 0)
+    rundir_event(&r->rd, "checkpoints: %s", err_msg());
+  rundir_event(&r->rd, "checkpoints go to %s (%s)", r->ckdir, ck->dir);
 }
 
 void fitrun_close(fitrun *r) {

@@ -29,8 +29,10 @@
  * SIGINT comes at once (fitrun.c). `--now` sends SIGINT itself. */
 #define FITRUN_STOP_SIGNAL SIGUSR1
 
-/* checkpoint = { every, every_seconds, keep, keep_best = { metric, mode } } */
+/* checkpoint = { dir, every, every_seconds, keep, keep_best = { metric, mode } } */
 typedef struct fitrun_ckpt {
+  char dir[1024];       /* dir = "hdfs://..." as given, "" for the run directory's */
+  char url[1024];       /* its webhdfs:// form (webhdfs_resolve), "" with none */
   int64_t every;        /* steps; 0: not by steps */
   double every_seconds; /* 0: not by time */
   int keep;             /* 0: all */
@@ -40,7 +42,7 @@ typedef struct fitrun_ckpt {
 
 typedef struct fitrun {
   rundir rd;
-  char ckdir[1100]; /* <run>/checkpoints */
+  char ckdir[2200]; /* <run>/checkpoints, or <checkpoint.dir>/<run's name> (rundir_ckdir) */
   metrics metrics; /* its rd is &rd */
   events_writer *ev;
   bool has_ckpt;    /* checkpoint = {...} was given */
@@ -61,6 +63,8 @@ int fitrun_open(fitrun *r, const char *base, const char *name, const char *resum
                 const char *script, const char *run_json, const tboard_opts *tb);
 /* The URL of its TensorBoard, "" when none. */
 const char *fitrun_tensorboard_url(const fitrun *r);
+/* With ck->url, checkpoints go to <url>/<the run directory's name>:
+ * recorded in the run directory (RUNDIR_CKPT_DIR) and said in events.log. */
 void fitrun_set_ckpt(fitrun *r, const fitrun_ckpt *ck);
 /* Restores s from the newest intact checkpoint (damaged newer ones are
  * reported by name). 1 restored, 0 none, < 0 error. */

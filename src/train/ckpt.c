@@ -30,57 +30,13 @@
 
 /* ============================== directories ============================== */
 
-/* Removes a step directory and the files in it (it has no subdirectory). */
-static void remove_step(const char *path) {
-  DIR *d = opendir(path);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    char p[4400];
-    snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-    unlink(p);
-  }
-  closedir(d);
-  rmdir(path);
-}
+static void remove_step(const char *path) { ckfs_remove(path); }
 
-static bool has_manifest(const char *step_dir) {
-  char p[4400];
-  snprintf(p, sizeof p, "%s/%s", step_dir, MANIFEST_NAME);
-  return access(p, F_OK) == 0;
-}
-
-static int by_step(const void *a, const void *b) {
-  const ckpt_entry *x = a, *y = b;
-  return x->step < y->step ? -1 : x->step > y->step;
-}
+static bool has_manifest(const char *step_dir) { return ckfs_committed(step_dir); }
 
 /* Every step directory (committed or not when `all`), oldest first. */
 static int list_steps(const char *dir, ckpt_entry **out, bool all) {
-  *out = NULL;
-  DIR *d = opendir(dir);
-  if (!d) return errno == ENOENT ? 0 : err_set(DRV_EIO, "cannot list '%s': %s", dir, strerror(errno));
-  size_t n = 0, cap = 0;
-  struct dirent *e;
-  int rc = 0;
-  while (rc == 0 && (e = readdir(d)) != NULL) {
-    int64_t step = rundir_step_of(e->d_name);
-    if (step < 0) continue;
-    if ((rc = util_grow(out, &cap, n + 1, sizeof **out, 8)) < 0) break;
-    ckpt_entry *c = &(*out)[n];
-    c->step = step;
-    snprintf(c->path, sizeof c->path, "%s/%s", dir, e->d_name);
-    if (all || has_manifest(c->path)) n++;
-  }
-  closedir(d);
-  if (rc < 0) {
-    free(*out);
-    *out = NULL;
-    return rc;
-  }
-  if (n) qsort(*out, n, sizeof **out, by_step);
-  return (int)n;
+  return ckfs_list(dir, out, all);
 }
 
 int ckpt_list(const char *dir, ckpt_entry **out) { return list_steps(dir, out, false); }
@@ -211,6 +167,20 @@ static int write_files(const char *to, const ckpt_state *s, const char *const *m
   return rc;
 }
 
+/* To HDFS: written to a local temporary directory, then uploaded with
+ * its manifest last (ckfs_publish). */
+static int write_remote(const char *step_dir, const ckpt_state *s, const char *const *metrics) {
+  char tmp[4096];
+  int rc = ckfs_tmpdir(tmp, sizeof tmp);
+  if (rc < 0) return rc;
+  static const char *const files[] = {CKPT_MODEL, CKPT_STATE, NULL};
+  remove_step(step_dir); /* an uncommitted attempt of the same step */
+  rc = write_files(tmp, s, metrics);
+  if (rc == 0) rc = ckfs_publish(tmp, step_dir, files);
+  ckfs_drop_copy(tmp);
+  return rc;
+}
+
 int ckpt_write(const char *dir, const ckpt_state *s, const char *const *metrics, char *path,
                size_t n) {
   if (!dir || !s || !s->model || !s->opt) return err_set(DRV_EINVAL, "ckpt_write: NULL argument");
@@ -218,18 +188,30 @@ int ckpt_write(const char *dir, const ckpt_state *s, const char *const *metrics,
   rundir_step(step_dir, sizeof step_dir, dir, s->pos.step);
   if (path) snprintf(path, n, "%s", step_dir);
   if (has_manifest(step_dir)) return 0;
-  int rc = make_step_dir(dir, step_dir);
-  if (rc == 0) rc = write_files(step_dir, s, metrics);
+  bool remote = ckfs_is_remote(dir);
+  int rc = remote ? write_remote(step_dir, s, metrics) : make_step_dir(dir, step_dir);
+  if (rc == 0 && !remote) rc = write_files(step_dir, s, metrics);
   if (rc < 0) {
+    char why[2048];
+    snprintf(why, sizeof why, "%s", err_msg()); /* the removal may set another */
     remove_step(step_dir);
-    return rc;
+    return err_set(rc, "%s", why);
   }
-  util_sync_dir(dir); /* the step directory's own entry */
+  if (!remote) util_sync_dir(dir); /* the step directory's own entry */
   return 0;
+}
+
+/* exp:save and load take a local directory: an HDFS URL would otherwise
+ * be made as a local path named "hdfs:". */
+static int refuse_remote(const char *dir) {
+  return ckfs_is_remote(dir) ? err_set(DRV_EINVAL, "'%s': save and load take a local directory "
+                                       "(copy it with `drover hdfs put`/`get`; checkpoints go to "
+                                       "HDFS with checkpoint = { dir = ... })", dir) : 0;
 }
 
 int ckpt_save(const char *dir, const ckpt_state *s, const char *const *meta) {
   if (!dir || !s || !s->model || !s->opt) return err_set(DRV_EINVAL, "ckpt_save: NULL argument");
+  if (refuse_remote(dir) < 0) return DRV_EINVAL;
   int rc = rundir_mkdirs(dir);
   if (rc < 0) return rc;
   char man[4200];
@@ -244,6 +226,7 @@ int ckpt_save(const char *dir, const ckpt_state *s, const char *const *meta) {
 int ckpt_open(const char *dir, manifest *m) {
   struct stat st;
   memset(m, 0, sizeof *m);
+  if (refuse_remote(dir) < 0) return DRV_EINVAL;
   if (stat(dir, &st) != 0) return err_set(DRV_EIO, "'%s': %s", dir, strerror(errno));
   if (!S_ISDIR(st.st_mode)) return err_set(DRV_EIO, "'%s' is not a directory", dir);
   int rc = manifest_read(dir, m);
@@ -364,7 +347,7 @@ static void put_rngs(const safetensors_file *f, ckpt_state *s) {
   for (int i = 0; i < nd; i++) meta_rng_get(f, dropout_keys[i], &d[i]->rng);
 }
 
-int ckpt_restore(const char *path, ckpt_state *s) {
+static int restore_local(const char *path, ckpt_state *s) {
   if (!path || !s || !s->model || !s->opt) return err_set(DRV_EINVAL, "ckpt_restore: NULL argument");
   char file[4200];
   safetensors_file f;
@@ -388,6 +371,16 @@ int ckpt_restore(const char *path, ckpt_state *s) {
   return rc;
 }
 
+int ckpt_restore(const char *path, ckpt_state *s) {
+  if (!path || !s || !s->model || !s->opt) return err_set(DRV_EINVAL, "ckpt_restore: NULL argument");
+  char local[4096];
+  int copied;
+  int rc = ckfs_fetch(path, local, sizeof local, &copied);
+  if (rc == 0) rc = restore_local(local, s);
+  if (copied) ckfs_drop_copy(local);
+  return rc;
+}
+
 /* ============================== choosing ================================= */
 
 int ckpt_newest(const char *dir, ckpt_entry *found, void (*bad)(void *ud, const char *msg),
@@ -398,8 +391,8 @@ int ckpt_newest(const char *dir, ckpt_entry *found, void (*bad)(void *ud, const 
   int got = 0;
   for (int i = n - 1; i >= 0 && !got; i--) {
     manifest m;
-    int rc = manifest_read(all[i].path, &m);
-    if (rc == 0) rc = manifest_verify(all[i].path, &m);
+    int rc = ckfs_manifest_read(all[i].path, &m);
+    if (rc == 0) rc = ckfs_manifest_verify(all[i].path, &m);
     manifest_free(&m);
     if (rc == 0) {
       *found = all[i];
@@ -420,7 +413,7 @@ int ckpt_newest(const char *dir, ckpt_entry *found, void (*bad)(void *ud, const 
 static double manifest_value(const char *path, const char *metric) {
   manifest m;
   double v = NAN;
-  if (manifest_read(path, &m) == 0 && manifest_meta(&m, metric)) {
+  if (ckfs_manifest_read(path, &m) == 0 && manifest_meta(&m, metric)) {
     char *end;
     v = strtod(manifest_meta(&m, metric), &end);
     if (*end) v = NAN;
@@ -456,6 +449,6 @@ int ckpt_prune(const char *dir, int keep, const char *metric, bool max) {
     removed++;
   }
   free(all);
-  if (removed) util_sync_dir(dir);
+  if (removed && !ckfs_is_remote(dir)) util_sync_dir(dir);
   return removed;
 }

@@ -15,6 +15,13 @@
  *
  * A step directory without a manifest is not a checkpoint: a crash or a
  * full disk while writing leaves the previous checkpoints as they were.
+ *
+ * The checkpoints directory of ckpt_write, ckpt_list, ckpt_newest,
+ * ckpt_prune and ckpt_restore's step may be an HDFS URL (ckfs.h): the
+ * files are written to a local temporary directory, then uploaded with
+ * the manifest last (committed by RENAME); a restore reads them back.
+ * ckpt_save and ckpt_open (exp:save, drover.experiment.load) take a local
+ * directory only, and refuse a URL saying so.
  */
 #ifndef DROVER_CKPT_H
 #define DROVER_CKPT_H
@@ -24,6 +31,7 @@
 #include <stdint.h>
 
 #include "base/manifest.h"
+#include "train/ckfs.h"
 #include "numeric/nn.h"
 #include "numeric/optim.h"
 #include "numeric/rng.h"
@@ -42,11 +50,6 @@ typedef struct ckpt_state {
   uint64_t seed;  /* that fit's shuffling seed */
 } ckpt_state;
 
-/* One committed checkpoint found in a checkpoints directory. */
-typedef struct ckpt_entry {
-  int64_t step;
-  char path[4096];
-} ckpt_entry;
 
 /* Writes s as <dir>/step-<pos.step>/ (creating dir), `metrics` (NULL or a
  * NULL-ended key/value list: "eval_accuracy", "0.93") going into its

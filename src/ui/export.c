@@ -106,7 +106,8 @@ static int merge_tensor(nn_param_list *pl, const safetensors_file *f, const safe
 
 /* A cluster checkpoint: one file per ps, each with its shards; rebuilt
  * into the model its manifest describes and written as one file. */
-static int export_cluster(const char *dir, const manifest *m, const char *out) {
+static int export_cluster(const char *dir, const char *local, const manifest *m,
+                          const char *out) {
   const char *spec = manifest_meta(m, NN_SPEC_META_KEY);
   if (!spec || !spec[0]) return err_set(DRV_EINVAL, "%s: the manifest has no model spec", dir);
   rng_t r;
@@ -119,7 +120,7 @@ static int export_cluster(const char *dir, const manifest *m, const char *out) {
   int rc = nn_torch_state(model, &pl);
   for (int k = 0; k < m->nfiles && rc == 0; k++) {
     char path[PATH_MAX + 100];
-    snprintf(path, sizeof path, "%s/%s", dir, m->files[k].name);
+    snprintf(path, sizeof path, "%s/%s", local, m->files[k].name);
     safetensors_file f;
     rc = safetensors_read(path, &f);
     for (size_t t = 0; t < f.n && rc == 0; t++)
@@ -132,31 +133,40 @@ static int export_cluster(const char *dir, const manifest *m, const char *out) {
   return rc;
 }
 
-int export_model(const export_opts *o, FILE *warn, int64_t *step) {
-  char dir[PATH_MAX], ckdir[PATH_MAX + 16], src[PATH_MAX + 4200];
-  int rc = runs_find(o->runs, o->run, dir, sizeof dir);
-  if (rc < 0) return rc;
-  snprintf(ckdir, sizeof ckdir, "%s/" RUNDIR_CHECKPOINTS, dir);
-  ckpt_entry c;
-  if ((rc = pick(o, ckdir, warn, &c)) < 0) return rc;
+/* The checkpoint in the local directory `path` (a copy of an HDFS one
+ * read into it, or the run directory's) to o->out. */
+static int export_step(const export_opts *o, const ckpt_entry *c, const char *path) {
+  char src[PATH_MAX + 4200];
   manifest m;
-  rc = ckpt_open(c.path, &m);
+  int rc = ckpt_open(path, &m);
   const char *kind = rc == 0 ? manifest_meta(&m, "kind") : NULL;
   if (kind && strcmp(kind, "cluster") == 0) {
-    rc = export_cluster(c.path, &m, o->out);
+    rc = export_cluster(c->path, path, &m, o->out);
     manifest_free(&m);
-    if (rc == 0 && step) *step = c.step;
     return rc;
   }
   manifest_free(&m);
   if (rc < 0) {
     char why[1024];
     snprintf(why, sizeof why, "%s", err_msg()); /* err_set reuses its buffer */
-    return err_set(DRV_EIO, "checkpoint step-%" PRId64 " of run '%s' is damaged: %s", c.step,
+    return err_set(DRV_EIO, "checkpoint step-%" PRId64 " of run '%s' is damaged: %s", c->step,
                    o->run, why);
   }
-  snprintf(src, sizeof src, "%s/" CKPT_MODEL, c.path);
-  if ((rc = copy_file(src, o->out)) < 0) return rc;
-  if (step) *step = c.step;
-  return 0;
+  snprintf(src, sizeof src, "%s/" CKPT_MODEL, path);
+  return copy_file(src, o->out);
+}
+
+int export_model(const export_opts *o, FILE *warn, int64_t *step) {
+  char dir[PATH_MAX], ckdir[PATH_MAX + 16], local[4096];
+  int rc = runs_find(o->runs, o->run, dir, sizeof dir);
+  if (rc < 0) return rc;
+  rundir_ckdir(dir, ckdir, sizeof ckdir); /* the run directory's, or on HDFS */
+  ckpt_entry c;
+  if ((rc = pick(o, ckdir, warn, &c)) < 0) return rc;
+  int copied;
+  if ((rc = ckfs_fetch(c.path, local, sizeof local, &copied)) < 0) return rc;
+  rc = export_step(o, &c, local);
+  if (copied) ckfs_drop_copy(local);
+  if (rc == 0 && step) *step = c.step;
+  return rc;
 }

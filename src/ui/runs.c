@@ -197,7 +197,7 @@ static bool process_alive(const char *dir) { return runs_process_pid(dir) > 0; }
 /* The newest committed checkpoint's step, or -1. */
 static int64_t last_checkpoint(const char *dir) {
   char path[PATH_MAX + 32];
-  snprintf(path, sizeof path, "%s/" RUNDIR_CHECKPOINTS, dir);
+  rundir_ckdir(dir, path, sizeof path);
   ckpt_entry *all;
   int n = ckpt_list(path, &all);
   int64_t step = n > 0 ? all[n - 1].step : -1;

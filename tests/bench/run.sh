@@ -202,6 +202,43 @@ echo "$out" | awk '$1 == "failover" && $2 >= 0 { print $2 }' | median ps_sigkill
 echo "(goal: under 2 s)"
 
 echo
+echo "== a cluster checkpoint's way: through the coordinator, and to HDFS, vs the ps writing the run directory"
+# ckroute MODE [URL]: MB/s of one timed checkpoint of the 151 MB model.
+ckroute() {
+  BENCH_RUNS="$runs" ./drover run tests/bench/ckpt_route.lua "$@" | awk '$1 == "ckpt" { print $3; exit }'
+}
+hdfs_dir=$runs-hdfs
+hdfs_url=
+if DROVER_HDFS_DIR=$hdfs_dir bash tests/hdfs/start.sh >/dev/null 2>"$build/bench.hdfs.err"; then
+  . "$hdfs_dir/env"
+  hdfs_url=$DROVER_WEBHDFS/bench
+else
+  echo "(no test HDFS: $(tail -1 "$build/bench.hdfs.err"); the HDFS ratio is skipped)"
+fi
+: >"$build/bench.ckcoord"; : >"$build/bench.ckhdfs"
+i=0
+while [ $i -lt "$pairs" ]; do
+  via=$(DROVER_CKPT_VIA_COORD=1 ckroute coord 1)
+  loc=$(ckroute local 1)
+  hd=
+  [ -n "$hdfs_url" ] && hd=$(ckroute hdfs 1 "$hdfs_url")
+  echo "pair $((i + 1)): MB/s through the coordinator $via, writing locally $loc${hd:+, to HDFS $hd}"
+  ratio "$via" "$loc" >>"$build/bench.ckcoord"
+  [ -n "$hd" ] && ratio "$hd" "$loc" >>"$build/bench.ckhdfs"
+  i=$((i + 1))
+done
+rm -rf "$runs"
+median ckpt_via_coordinator_vs_local <"$build/bench.ckcoord"
+echo "(goal: at least 0.5)"
+if [ -n "$hdfs_url" ]; then
+  median ckpt_to_hdfs_vs_local <"$build/bench.ckhdfs"
+  echo "(reported: the test HDFS is one JVM on this machine, one DataNode, replication 1)"
+  DROVER_HDFS_DIR=$hdfs_dir bash tests/hdfs/stop.sh 2>/dev/null
+  rm -rf "$hdfs_dir"
+fi
+rm -f "$build/bench.ckcoord" "$build/bench.ckhdfs" "$build/bench.hdfs.err"
+
+echo
 echo "== feed mode: the MLP fed by the coordinator vs read from each worker's shard; feed bytes/s vs loopback TCP"
 : >"$build/bench.feed"; : >"$build/bench.feedbytes"
 i=0

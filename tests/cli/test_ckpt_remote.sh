@@ -11,7 +11,10 @@
 # coordinator and the fit ends bit-identical; a coordinator SIGKILLed and
 # `drover run --resume` ends bit-identical to an uninterrupted run; a ps
 # announcing a wrong digest fails that checkpoint only; a peer that is not
-# the coordinator sending a checkpoint piece to a ps is refused.
+# the coordinator sending a checkpoint piece to a ps is refused; with
+# ps_replicas = 1 (both hidden) the primary SIGKILLed after a checkpoint:
+# its replica takes over and the checkpoints after that still go through
+# the coordinator.
 # Only processes this test started are signalled, by pid.
 . tests/cli/lib.sh
 HIDE=$TMP/hidden
@@ -39,7 +42,8 @@ exec "$DROVER" "\$@"
 SH
 chmod +x "$TMP/node.sh"
 
-# arg[1] = final model, arg[2] = "slow", arg[3] = runs, arg[4] = name
+# arg[1] = final model, arg[2] = "slow", arg[3] = runs, arg[4] = name,
+# arg[5] = "repl" for ps_replicas = 1
 cat >"$TMP/fit.lua" <<'EOF'
 local nn, optim = drover.nn, drover.optim
 local out, slow, runs, name = arg[1], arg[2] == "slow", arg[3], arg[4]
@@ -50,7 +54,8 @@ local exp = drover.experiment { name = "rc", model = model, loss = nn.CrossEntro
   optimizer = optim.Adam { lr = 0.01 }, train = { data = data, batch = 16, epochs = 2 },
   verbose = false, seed = 5, mode = "sync", checkpoint = { every = 16, keep = 100 },
   progress = function(p) if slow and p.step % 4 == 0 then os.execute("sleep 0.05") end end }
-local c = drover.cluster { ps = 1, worker = 1, runs = runs, name = name }
+local c = drover.cluster { ps = 1, worker = 1, runs = runs, name = name,
+  ps_replicas = arg[5] == "repl" and 1 or 0 }
 local r = c:fit(exp)
 print("steps " .. r.global_steps .. " run " .. c.run_dir)
 c:save(out)
@@ -177,3 +182,28 @@ DROVER_LAUNCH_EXE=$TMP/node.sh timeout 300 "$DROVER" run --resume "$KL" >"$TMP/k
 check "rc-06 the resumed run finished" grep -q "^steps 128 run $KL\$" "$TMP/kl2.out"
 check "rc-06 it resumed from a checkpoint" grep -q "resuming fit 1 from step [1-9][0-9]* " "$KL/events.log"
 check "rc-06 bit-identical to the uninterrupted run" [ "$(sha "$TMP/res.st")" = "$(sha "$TMP/ref.st")" ]
+
+# rc-07: ps_replicas = 1, primary and replica hidden: a checkpoint, then
+# the primary SIGKILLed; the replica takes over (no rollback) and the
+# checkpoints after that go through the coordinator; the fit ends
+# bit-identical to the reference (sync: no update lost).
+DROVER_LAUNCH_EXE=$TMP/node.sh timeout 300 "$DROVER" run "$TMP/fit.lua" "$TMP/rp.st" slow "$RUNS" rp repl >"$TMP/rp.out" 2>&1 &
+rp=$!
+kill_at_exit $rp
+wait_for 60 sh -c "[ -n \"\$(ls -d '$RUNS'/rp-* 2>/dev/null)\" ]"
+RP=$(new_run rp)
+wait_for 60 committed "$RP"
+prim=$(sed -n 's/.* node start ps:0 pid \([0-9]*\).*/\1/p' "$RP/events.log" | head -1)
+check "rc-07 the primary had started" [ -n "$prim" ]
+[ -n "$prim" ] && kill -9 "$prim"
+wait $rp
+RP_RC=$?
+check "rc-07 the run ended well ($RP_RC)" [ $RP_RC -eq 0 ]
+check "rc-07 the group goes through the coordinator" \
+  grep -q "checkpoints: ps:0 through the coordinator (the run directory is not visible on its host)" "$RP/events.log"
+check "rc-07 the replica was promoted" grep -q "replica ps:1 promoted in place of ps:0" "$RP/events.log"
+check "rc-07 no rollback from a checkpoint" sh -c "! grep -q 'restoring from step' '$RP/events.log'"
+after=$(awk '/promoted in place of/ { p = 1 } p && / checkpoint step [0-9]*: / { n++ } END { print n + 0 }' "$RP/events.log")
+check "rc-07 checkpoints after the promotion were committed ($after)" [ "$after" -ge 1 ]
+check "rc-07 none failed" sh -c "! grep -q 'checkpoint.*failed' '$RP/events.log'"
+check "rc-07 bit-identical to the reference" [ "$(sha "$TMP/rp.st")" = "$(sha "$TMP/ref.st")" ]

@@ -215,6 +215,20 @@ test("experiment_numbers_follow_one_rule", function()
   raises(function() e:fit() end, 'experiment: train.max_steps must be a non-negative integer (got "5")')
 end)
 
+-- checkpoint.dir (issue 25): an HDFS URL, resolved when the experiment is
+-- read; a local directory is refused (checkpoints there are the run
+-- directory's), and so is an hdfs:// URL whose NameNode cannot be found.
+test("experiment_checkpoint_dir_is_an_hdfs_url", function()
+  local E = drover.experiment
+  local function ck(c) return spec { checkpoint = c, runs = false } end
+  raises(function() E(ck { every = 10, dir = "/data/ckpt" }) end,
+    'experiment: checkpoint.dir must be an hdfs:// or webhdfs:// URL (got "/data/ckpt")')
+  raises(function() E(ck { every = 10, dir = 5 }) end, "checkpoint.dir must be an hdfs:// or webhdfs:// URL")
+  raises(function() E(ck { every = 10, dir = "webhdfs://" }) end, "experiment: checkpoint.dir: ")
+  local exp = E(ck { every = 10, dir = "webhdfs://nn.example:9870/ckpt" })
+  eq(exp.checkpointing.dir, "webhdfs://nn.example:9870/ckpt", "kept as given")
+end)
+
 test("experiment_fit_errors_name_the_line", function()
   local exp = drover.experiment(spec { model = nn.Sequential { nn.Linear(10, 10) } })
   local line = debug.getinfo(1, "l").currentline + 1

@@ -73,12 +73,17 @@ static void ps_file(const char *dir, int ps, char *buf, size_t n) {
 /* ============================== taking one ================================ */
 
 static void ckpt_dir(coord_fit_state *f, char *buf, size_t n) {
-  snprintf(buf, n, "%s/" RUNDIR_CHECKPOINTS, f->c->rd.path);
+  if (f->c->ckdir[0]) snprintf(buf, n, "%s", f->c->ckdir);
+  else snprintf(buf, n, "%s/" RUNDIR_CHECKPOINTS, f->c->rd.path);
 }
 
 static void remove_uncommitted(coord_fit_state *f) {
   char path[4200];
   for (int k = 0; k < f->nps; k++) coord__xfer_abort(f, k, NULL);
+  if (ckfs_is_remote(f->ck.dir)) {
+    ckfs_remove(f->ck.dir);
+    return;
+  }
   for (int k = 0; k < f->nps; k++) {
     ps_file(f->ck.dir, k, path, sizeof path);
     unlink(path);
@@ -88,18 +93,18 @@ static void remove_uncommitted(coord_fit_state *f) {
 
 static int write_phase(coord_fit_state *f, uint64_t at_version) {
   coord_ck *ck = &f->ck;
-  char base[1100];
+  char base[2200];
   ck->step = f->sync && at_version ? (int64_t)at_version * f->replicas : f->done;
   ckpt_dir(f, base, sizeof base);
   rundir_step(ck->dir, sizeof ck->dir, base, f->step_base + ck->step);
   manifest m;
-  int there = manifest_read(ck->dir, &m) == 0;
+  int there = ckfs_manifest_read(ck->dir, &m) == 0;
   manifest_free(&m);
   if (there) { /* a committed checkpoint of this step: kept as it is */
     ck->state = CK_IDLE;
     return 0;
   }
-  int rc = rundir_mkdirs(ck->dir);
+  int rc = ckfs_mkdirs(ck->dir);
   if (rc < 0) return rc;
   free(ck->sha), free(ck->size);
   ck->sha = calloc((size_t)f->nps + 1, sizeof *ck->sha);
@@ -211,7 +216,7 @@ static int commit(coord_fit_state *f) {
   meta[m] = NULL;
   int rc = coord__pos_meta(f, meta, &m, &owned);
   coord__feed_ckpt_meta(f, meta, &m);
-  if (rc == 0) rc = manifest_commit_hashed(ck->dir, files, sizes, hexes, meta);
+  if (rc == 0) rc = ckfs_manifest_commit(ck->dir, files, sizes, hexes, meta);
   free(owned);
   free(meta);
   return rc;
@@ -245,7 +250,7 @@ void coord__ckpt_finish(coord_fit_state *f) {
   rundir_event(&c->rd, "checkpoint step %" PRId64 ": %llu bytes from %d ps (version %llu)",
                ck->step, (unsigned long long)ck->bytes, f->nps, (unsigned long long)ck->version);
   if (f->has_ckpt) {
-    char base[1100];
+    char base[2200];
     ckpt_dir(f, base, sizeof base);
     ckpt_prune(base, f->ckpol.keep, f->ckpol.metric[0] ? f->ckpol.metric : NULL, f->ckpol.max);
   }
@@ -279,6 +284,7 @@ void coord__ckpt_frame(coord_fit_state *f, int ps, const wire_header *h, const u
   }
   wire_msg_checkpoint_ok m;
   char msg[900] = "";
+  if (coord__xfer_hold(f, ps, h, pl)) return; /* its file is being committed */
   if (ck->state != CK_WRITING || wire_get_checkpoint_ok(pl, h->len, &m) < 0) return;
   wire_str_copy(m.message, msg, sizeof msg);
   char digest[MANIFEST_DIGEST_MAX] = "", why[600];
@@ -366,6 +372,19 @@ int coord_checkpoint(coord *c) {
 
 /* ============================== failover ================================== */
 
+/* checkpoint.dir (an HDFS URL, resolved once by the settings): this run's
+ * directory there, recorded in the run directory for --resume and export. */
+static int ckpt_dir_begin(coord_fit_state *f) {
+  coord *c = f->c;
+  if (!f->has_ckpt || !f->ckpol.url[0]) {
+    c->ckdir[0] = '\0';
+    return 0;
+  }
+  int rc = rundir_set_ckdir(&c->rd, f->ckpol.url, c->ckdir, sizeof c->ckdir);
+  if (rc < 0) c->ckdir[0] = '\0';
+  return rc;
+}
+
 int coord__ckpt_fit_begin(coord_fit_state *f) {
   coord_ck *ck = &f->ck;
   coord__ckpt_fit_end(f);
@@ -379,6 +398,8 @@ int coord__ckpt_fit_begin(coord_fit_state *f) {
   ck->last_step = -1;
   ck->last_time = progress_now();
   ck->requested = ck->restoring = false;
+  int rc = ckpt_dir_begin(f);
+  if (rc < 0) return rc;
   if (f->has_ckpt || f->c->resume) coord__route_say(f->c, f->nps);
   f->plateau = (optim_plateau){0}; /* before a resume, which may set it */
   f->stopper = (train_stopper){0};
@@ -454,10 +475,10 @@ static void restore_stopper(coord_fit_state *f, const manifest *m) {
 
 /* The newest intact checkpoint of this fit, or 0. */
 static int newest(coord_fit_state *f, ckpt_entry *e, manifest *m) {
-  char base[1100];
+  char base[2200];
   ckpt_dir(f, base, sizeof base);
   if (ckpt_newest(base, e, NULL, NULL) != 1) return 0;
-  if (manifest_read(e->path, m) < 0) return 0;
+  if (ckfs_manifest_read(e->path, m) < 0) return 0;
   const char *kind = manifest_meta(m, "kind"), *fit = manifest_meta(m, "fit");
   return kind && strcmp(kind, "cluster") == 0 && fit && strtoll(fit, NULL, 10) == f->fit_no;
 }
@@ -574,12 +595,12 @@ int coord__ckpt_resume(coord_fit_state *f) {
   free(f->feed_rs.redo); /* a fed fit passes over nothing unless resumed now */
   memset(&f->feed_rs, 0, sizeof f->feed_rs);
   if (!c->resume) return 0;
-  char base[1100];
+  char base[2200];
   ckpt_dir(f, base, sizeof base);
   ckpt_entry e;
   manifest m = {0};
   const char *kind = NULL;
-  if (ckpt_newest(base, &e, bad_ckpt, f) == 1 && manifest_read(e.path, &m) == 0)
+  if (ckpt_newest(base, &e, bad_ckpt, f) == 1 && ckfs_manifest_read(e.path, &m) == 0)
     kind = manifest_meta(&m, "kind");
   if (!kind || strcmp(kind, "cluster") != 0 || !manifest_meta(&m, "fit") ||
       !manifest_meta(&m, "step") || !manifest_meta(&m, "version")) {

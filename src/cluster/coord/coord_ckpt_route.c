@@ -12,8 +12,9 @@
  * coordinator when either of its ps cannot see the directory: the
  * replica applies its primary's RESTORE from the same bytes.
  * DROVER_CKPT_VIA_COORD=1 sends every ps through the coordinator (tests
- * compare both ways). A third way (a ps writing to HDFS itself) is one
- * more case of coord__ckpt_route.
+ * compare both ways). With checkpoint.dir (HDFS) every ps writes and
+ * reads its file there itself (WIRE_CKPT_HDFS): HDFS is what every node
+ * of a Hadoop cluster reaches, whatever it sees of the run directory.
  */
 #include <sodium.h>
 #include <stdio.h>
@@ -44,6 +45,7 @@ static bool forced(void) {
 }
 
 int coord__ckpt_route(const coord *c, int group) {
+  if (c->ckdir[0]) return WIRE_CKPT_HDFS; /* checkpoint.dir: HDFS, where every ps reaches */
   if (forced()) return WIRE_CKPT_COORD;
   int prim = coord__ps_node(c, group);
   int repl = c->ps_repl && group < c->ngroups ? c->ps_repl[group] : -1;
@@ -55,6 +57,11 @@ int coord__ckpt_route(const coord *c, int group) {
 /* "ps:0 writes the run directory; ps:1 through the coordinator (...)" */
 void coord__route_say(coord *c, int ngroups) {
   char line[2048];
+  if (c->ckdir[0]) {
+    rundir_event(&c->rd, "checkpoints: every ps writes HDFS itself, to %s", c->ckdir);
+    log_info("checkpoints: every ps writes HDFS itself, to %s", c->ckdir);
+    return;
+  }
   size_t at = 0;
   for (int k = 0; k < ngroups && at < sizeof line - 200; k++) {
     bool via = coord__ckpt_route(c, k) == WIRE_CKPT_COORD;

@@ -4,11 +4,13 @@
  *
  * In (a checkpoint): the CHECKPOINT told the ps to send its file; its
  * CKPT_FILE (size, digest), CKPT_PIECEs in order and CKPT_FILE_END come
- * before its CHECKPOINT_OK. Each piece is written at once to a temporary
+ * before its CHECKPOINT_OK. Each piece is written to a temporary
  * beside ps-<i>.safetensors and hashed; at the end size, piece count and
  * digest must be the ones announced, and only then the temporary is
  * fsynced and renamed (afile.h), as the ps does when it writes the file
- * itself. Anything else fails that ps's file, so that checkpoint fails
+ * itself. The writes, the hash and the commit run on libuv's worker
+ * threads (recv_job), so a big shard does not stall the loop; a
+ * CHECKPOINT_OK that comes before the commit ended waits for it. Anything else fails that ps's file, so that checkpoint fails
  * as when a ps's disk is full; frames of a transfer nobody asked for are
  * refused (logged, dropped) and change nothing.
  *
@@ -34,7 +36,36 @@
 
 #define XFER_PIECE (4u << 20)
 
-enum { XF_NONE, XF_EXPECT, XF_RECV, XF_DONE, XF_FAILED };
+enum { XF_NONE, XF_EXPECT, XF_RECV, XF_COMMIT, XF_DONE, XF_FAILED };
+
+/* A piece received, waiting for the writer. */
+typedef struct piece {
+  struct piece *next;
+  size_t len;
+  uint8_t data[];
+} piece;
+
+/* One file as it comes: its pieces are written to the temporary and
+ * hashed on libuv's worker threads, a batch at a time and in order, and
+ * at the end checked, fsynced and renamed there too; the loop only copies
+ * each piece (a big shard's writes, hash and fsync would stall it; the
+ * pieces a slow disk has not taken yet wait in memory). The job owns the
+ * temporary. A transfer that ends meanwhile orphans it (x NULL): it is
+ * freed, and its file removed, once its batch is done. */
+typedef struct recv_job {
+  uv_work_t work;
+  struct coord_xfer *x; /* NULL once orphaned */
+  coord_fit_state *f;
+  int k, rc;
+  afile file;
+  manifest_digest d;
+  char path[4200];
+  char want[MANIFEST_DIGEST_MAX]; /* the digest announced */
+  piece *pending, **tail;         /* the loop's */
+  piece *batch;                   /* the worker's, while busy */
+  bool busy, ended, last, open, committed;
+  char why[512];
+} recv_job;
 
 struct coord_xfer {
   int state;
@@ -42,10 +73,10 @@ struct coord_xfer {
   char digest[MANIFEST_DIGEST_MAX]; /* announced */
   uint64_t size, got;
   uint32_t pieces;
-  manifest_digest d;
-  afile file;
-  bool open;
   char why[512];
+  recv_job *job;    /* from CKPT_FILE until the commit ended */
+  wire_header ok_h; /* a CHECKPOINT_OK that came before the commit ended */
+  uint8_t *ok;
 };
 
 static coord_xfer *xfer_of(coord_fit_state *f, int k) {
@@ -54,10 +85,31 @@ static coord_xfer *xfer_of(coord_fit_state *f, int k) {
   return f->xfer ? &f->xfer[k] : NULL;
 }
 
+static void pieces_free(piece *p) {
+  while (p) {
+    piece *n = p->next;
+    free(p);
+    p = n;
+  }
+}
+
+static void job_free(recv_job *j) {
+  if (j->open) afile_abort(&j->file);
+  if (j->committed && !j->x) unlink(j->path); /* the checkpoint was given up meanwhile */
+  manifest_digest_drop(&j->d);
+  pieces_free(j->pending);
+  pieces_free(j->batch);
+  free(j);
+}
+
 static void xfer_close(coord_xfer *x) {
-  if (x->open) afile_abort(&x->file);
-  manifest_digest_drop(&x->d);
-  x->open = false;
+  if (x->job) {
+    x->job->x = NULL;
+    if (!x->job->busy) job_free(x->job);
+  }
+  x->job = NULL;
+  free(x->ok);
+  x->ok = NULL;
 }
 
 void coord__xfer_abort(coord_fit_state *f, int k, const char *why) {
@@ -98,7 +150,80 @@ static void failed(coord_xfer *x, int k, const char *fmt, const char *detail) {
   log_warn("%s", x->why);
 }
 
-static int on_file(coord_xfer *x, int k, const uint8_t *pl, uint32_t len) {
+/* ---- the worker's side: a batch written and hashed; the last checked
+ * and committed ---- */
+
+static void job_fail(recv_job *j, const char *why) {
+  if (j->rc == 0) j->rc = DRV_EIO, snprintf(j->why, sizeof j->why, "%s", why);
+}
+
+static void job_finish(recv_job *j) {
+  char got[MANIFEST_DIGEST_MAX];
+  if (j->rc == 0 && (manifest_digest_end(&j->d, got) < 0 || strcmp(got, j->want) != 0))
+    job_fail(j, "its bytes do not have the SHA-256 announced");
+  if (j->rc < 0) return;
+  j->open = false;
+  if (afile_commit(&j->file, 0644) < 0) job_fail(j, err_msg());
+  else j->committed = true;
+}
+
+static void job_work(uv_work_t *w) {
+  recv_job *j = w->data;
+  for (piece *p = j->batch; p && j->rc == 0; p = p->next) {
+    if (afile_write(&j->file, p->data, p->len) < 0) job_fail(j, strerror(j->file.err));
+    else if (manifest_digest_update(&j->d, p->data, p->len) < 0) job_fail(j, err_msg());
+  }
+  if (j->last) job_finish(j);
+}
+
+static void kick(recv_job *j);
+
+/* The loop's side once the commit ended: the transfer's result, and its
+ * CHECKPOINT_OK, held till now, handed on. */
+static void job_ended(recv_job *j) {
+  coord_xfer *x = j->x;
+  coord_fit_state *f = j->f;
+  int k = j->k;
+  x->job = NULL;
+  uint8_t *ok = x->ok; /* taken first: failed() drops what x holds */
+  wire_header h = x->ok_h;
+  x->ok = NULL;
+  if (j->rc < 0) failed(x, k, "%s", j->why);
+  else x->state = XF_DONE;
+  job_free(j);
+  if (ok) coord__ckpt_frame(f, k, &h, ok);
+  free(ok);
+}
+
+static void job_done(uv_work_t *w, int status) {
+  recv_job *j = w->data;
+  pieces_free(j->batch);
+  j->batch = NULL;
+  j->busy = false;
+  if (status < 0) job_fail(j, uv_strerror(status));
+  if (!j->x) job_free(j);
+  else if (j->last) job_ended(j);
+  else if (j->rc < 0) failed(j->x, j->k, "%s", j->why); /* frees j */
+  else kick(j);
+}
+
+/* The pieces so far to a worker (inline when none can be had). */
+static void kick(recv_job *j) {
+  if (j->busy || (!j->pending && !j->ended)) return;
+  j->batch = j->pending;
+  j->pending = NULL;
+  j->tail = &j->pending;
+  j->last = j->ended;
+  j->busy = true;
+  j->work.data = j;
+  if (uv_queue_work(j->f->c->loop, &j->work, job_work, job_done) == 0) return;
+  job_work(&j->work);
+  job_done(&j->work, 0);
+}
+
+/* ---- the loop's side: the frames ---- */
+
+static int on_file(coord_fit_state *f, coord_xfer *x, int k, const uint8_t *pl, uint32_t len) {
   wire_msg_ckpt_file m;
   char path[4200];
   if (wire_get_ckpt_file(pl, len, &m) < 0) return -1;
@@ -108,11 +233,21 @@ static int on_file(coord_xfer *x, int k, const uint8_t *pl, uint32_t len) {
     return 0;
   }
   x->size = m.size;
-  if (manifest_digest_begin(&x->d, m.size) < 0 || afile_open(&x->file, x->path) < 0) {
+  recv_job *j = calloc(1, sizeof *j);
+  if (!j) {
+    failed(x, k, "%s", "out of memory");
+    return 0;
+  }
+  *j = (recv_job){.x = x, .f = f, .k = k};
+  j->tail = &j->pending;
+  snprintf(j->path, sizeof j->path, "%s", x->path);
+  snprintf(j->want, sizeof j->want, "%s", x->digest);
+  x->job = j;
+  if (manifest_digest_begin(&j->d, m.size) < 0 || afile_open(&j->file, j->path) < 0) {
     failed(x, k, "%s", err_msg());
     return 0;
   }
-  x->open = true;
+  j->open = true;
   x->state = XF_RECV;
   return 0;
 }
@@ -127,18 +262,24 @@ static void on_piece(coord_xfer *x, int k, const uint8_t *pl, uint32_t len) {
     failed(x, k, "%s", detail);
     return;
   }
-  if (afile_write(&x->file, m.data.p, m.data.len) < 0 ||
-      manifest_digest_update(&x->d, m.data.p, m.data.len) < 0) {
-    failed(x, k, "%s", x->file.err ? strerror(x->file.err) : err_msg());
+  piece *p = malloc(sizeof *p + m.data.len);
+  if (!p) {
+    failed(x, k, "%s", "out of memory");
     return;
   }
+  p->next = NULL;
+  p->len = m.data.len;
+  memcpy(p->data, m.data.p, m.data.len);
+  *x->job->tail = p;
+  x->job->tail = &p->next;
   x->got += m.data.len;
   x->pieces++;
+  kick(x->job);
 }
 
 static void on_end(coord_xfer *x, int k, const uint8_t *pl, uint32_t len) {
   wire_msg_ckpt_file_end m;
-  char got[MANIFEST_DIGEST_MAX], detail[160];
+  char detail[160];
   if (wire_get_ckpt_file_end(pl, len, &m) < 0 || m.size != x->size || x->got != x->size ||
       m.pieces != x->pieces) {
     snprintf(detail, sizeof detail, "%" PRIu64 " bytes in %u pieces came of %" PRIu64 " announced",
@@ -146,29 +287,32 @@ static void on_end(coord_xfer *x, int k, const uint8_t *pl, uint32_t len) {
     failed(x, k, "%s", detail);
     return;
   }
-  if (manifest_digest_end(&x->d, got) < 0 || strcmp(got, x->digest) != 0) {
-    failed(x, k, "%s", "its bytes do not have the SHA-256 announced");
-    return;
-  }
-  x->open = false;
-  if (afile_commit(&x->file, 0644) < 0) {
-    failed(x, k, "%s", err_msg());
-    return;
-  }
-  x->state = XF_DONE;
+  x->state = XF_COMMIT; /* its CHECKPOINT_OK waits for the commit */
+  x->job->ended = true;
+  kick(x->job);
 }
 
 void coord__xfer_frame(coord_fit_state *f, int k, const wire_header *h, const uint8_t *pl) {
   coord_xfer *x = f->xfer && k >= 0 && k < f->nps ? &f->xfer[k] : NULL;
   int want = h->type == WIRE_CKPT_FILE ? XF_EXPECT : XF_RECV;
   if (x && x->state == XF_FAILED) return; /* the rest of a transfer failed already */
-  if (!x || x->state != want || (h->type == WIRE_CKPT_FILE && on_file(x, k, pl, h->len) < 0)) {
+  if (!x || x->state != want ||
+      (h->type == WIRE_CKPT_FILE && on_file(f, x, k, pl, h->len) < 0)) {
     log_warn("refused %s from ps:%d: no transfer of its is at that point", wire_type_name(h->type), k);
     rundir_event(&f->c->rd, "refused %s from ps:%d: no checkpoint asked for it", wire_type_name(h->type), k);
     return;
   }
   if (h->type == WIRE_CKPT_PIECE) on_piece(x, k, pl, h->len);
   else if (h->type == WIRE_CKPT_FILE_END) on_end(x, k, pl, h->len);
+}
+
+bool coord__xfer_hold(coord_fit_state *f, int k, const wire_header *h, const uint8_t *pl) {
+  coord_xfer *x = f->xfer && k >= 0 && k < f->nps ? &f->xfer[k] : NULL;
+  if (!x || x->state != XF_COMMIT || x->ok) return false;
+  if (!(x->ok = malloc(h->len + 1))) return false; /* answered now: as a failed commit */
+  memcpy(x->ok, pl, h->len);
+  x->ok_h = *h;
+  return true;
 }
 
 int coord__xfer_result(coord_fit_state *f, int k, int status, char *digest, uint64_t *size,

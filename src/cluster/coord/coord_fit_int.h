@@ -55,7 +55,7 @@ typedef struct coord_ck {
   int failed;          /* ps that failed; why says the first */
   int passed;          /* sync: ps already past the version asked (asked again) */
   char why[1024];
-  char dir[1200];      /* <run>/checkpoints/step-N */
+  char dir[2300];      /* <run>/checkpoints/step-N, or its URL on HDFS */
   uint64_t bytes;
   char (*sha)[MANIFEST_DIGEST_MAX]; /* per ps: its file's digest as it reported it ("" none) */
   uint64_t *size;      /* per ps: its file's bytes */
@@ -356,6 +356,10 @@ void coord__xfer_frame(coord_fit_state *f, int k, const wire_header *h, const ui
  * size when status is 0); -1, it did not (why). The transfer is over. */
 int coord__xfer_result(coord_fit_state *f, int k, int status, char *digest, uint64_t *size,
                        char *why, size_t n);
+/* A CHECKPOINT_OK (h, pl) from ps k while its file is being committed
+ * (fsync, rename) off the loop: kept, and handed to coord__ckpt_frame
+ * once the commit ended; true when so. */
+bool coord__xfer_hold(coord_fit_state *f, int k, const wire_header *h, const uint8_t *pl);
 /* The transfer ends (why NULL: forgotten; else failed for that reason),
  * its temporary removed. */
 void coord__xfer_abort(coord_fit_state *f, int k, const char *why);

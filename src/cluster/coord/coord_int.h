@@ -208,6 +208,8 @@ struct coord {
    * directory (coord_summaries.c); tried: opened, or failed once */
   struct events_writer *chief_events;
   bool chief_events_tried;
+  char ckdir[2200]; /* checkpoint.dir's webhdfs://.../<run name>: every ps writes there
+                     * itself (WIRE_CKPT_HDFS); "" for <run>/checkpoints */
 };
 
 const char *coord__node_name(const coord_node *n, char *buf, size_t len);

@@ -15,6 +15,7 @@
 #include "numeric/optim.h"
 #include "cluster/ps/ps_int.h"
 #include "base/safetensors.h"
+#include "base/webhdfs.h"
 #include "proto/wire_msgs.h"
 
 /* A CHECKPOINT in progress: the request, then the snapshot (copies of the
@@ -26,7 +27,7 @@ typedef struct ps_ckpt {
   peer *pe;         /* who asked; NULL once its connection closed */
   uint32_t req;
   uint64_t at_version, version;
-  uint8_t to;       /* WIRE_CKPT_PATH or _COORD */
+  uint8_t to;       /* WIRE_CKPT_PATH, _COORD or _HDFS */
   uint8_t *file;    /* to the coordinator: the file's bytes, until sent */
   size_t file_len;
   char path[4096];
@@ -186,10 +187,26 @@ static void ckpt_reply(ps_ckpt *k) {
   conn_send_wr(k->pe->c, &w, WIRE_CHECKPOINT_OK, k->req);
 }
 
+/* To HDFS: the file's bytes stream from the snapshot to the DataNode as
+ * the upload asks for them (never whole in memory), hashed as they go. */
+static int write_hdfs(ps_ckpt *k) {
+  safetensors_src *src;
+  uint64_t size;
+  int rc = safetensors_src_open(k->path, k->e, k->n, (const char *const *)k->meta, &src, &size);
+  if (rc < 0) return rc;
+  rc = webhdfs_create_stream(k->path, (int64_t)size, safetensors_src_read, src, 1, 0);
+  int hc = safetensors_src_close(src, k->sha256);
+  if (rc == 0 && hc < 0) rc = hc;
+  k->bytes = rc == 0 ? size : 0;
+  return rc;
+}
+
 static void ckpt_write_cb(uv_work_t *wk) {
   ps_ckpt *k = wk->data;
   uint64_t t0 = uv_hrtime();
-  if (k->to == WIRE_CKPT_COORD) {
+  if (k->to == WIRE_CKPT_HDFS)
+    k->status = write_hdfs(k);
+  else if (k->to == WIRE_CKPT_COORD) {
     k->status = safetensors_encode(k->path, k->e, k->n, (const char *const *)k->meta, &k->file,
                                    &k->file_len, k->sha256);
     k->bytes = k->file_len;
@@ -253,6 +270,10 @@ static void ckpt_after_cb(uv_work_t *wk, int status) {
   }
   if (send_file(k)) return;
   if (k->status < 0) log_warn("checkpoint %s failed: %s", k->path, k->msg);
+  else if (k->to == WIRE_CKPT_HDFS)
+    log_info("checkpoint %s: version %llu, %llu bytes, training paused %.2f ms for the copy, "
+             "streamed to HDFS (hashed as it went) in %.1f ms", k->path,
+             (unsigned long long)k->version, (unsigned long long)k->bytes, k->pause_ms, k->write_ms);
   else log_info("checkpoint %s: version %llu, %llu bytes, training paused %.2f ms for the copy, "
                 "written in %.1f ms (writes %.1f, fsync and rename %.1f, then the hash %.1f)",
                 k->path, (unsigned long long)k->version, (unsigned long long)k->bytes,
@@ -346,10 +367,24 @@ static int restore_shard(shard *s, const safetensors_file *f, const char *name) 
   return 0;
 }
 
-/* The checkpoint file: read at path, or the one that came for it. */
+/* A shard's file from HDFS (OPEN), whole: a restore needs all of it. */
+static int read_hdfs(const char *url, safetensors_file *f) {
+  char *buf;
+  size_t len;
+  *f = (safetensors_file){0};
+  int rc = webhdfs_read_all(url, &buf, &len, SIZE_MAX / 2);
+  if (rc < 0) return rc;
+  rc = safetensors_read_mem(url, buf, len, f);
+  free(buf);
+  return rc;
+}
+
+/* The checkpoint file: read at path (a path or a URL), or the one that
+ * came for it. */
 static int read_file(ps_server *ps, const char *path, uint8_t from, safetensors_file *f) {
   const uint8_t *buf;
   size_t len;
+  if (from == WIRE_CKPT_HDFS) return read_hdfs(path, f);
   if (from != WIRE_CKPT_COORD) return safetensors_read(path, f);
   int rc = ps__xfer_take(ps, path, &buf, &len);
   if (rc == 0) rc = safetensors_read_mem(path, buf, len, f);
