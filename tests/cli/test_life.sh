@@ -83,11 +83,15 @@ nheld=0
 for p in $NODES; do holds "$p" "$RUN/lock" && nheld=$((nheld + 1)); done
 check "life-02 none of its nodes ($(echo $NODES)) holds the lock (close-on-exec)" \
   [ -n "$NODES" -a "$nheld" -eq 0 ]
+# (nodes delete their key files once read: keys/ may be empty, the run's
+# own keys must be the same bytes after the refused resume)
+before=$(cat "$RUN/secret" "$RUN/control.key" "$RUN/view.key" 2>/dev/null | sha256sum)
 "$DROVER" run --resume "$RUN" >"$TMP/b.out" 2>"$TMP/b.err"
 check "life-02 a second resume while it runs is refused" [ $? -eq 1 ]
 check "life-02 naming the holder's pid" grep -q "in use by another drover process (pid $a)" "$TMP/b.err"
 check "life-02 its files are intact" \
-  sh -c "[ -s '$RUN/secret' ] && [ -s '$RUN/control.key' ] && [ -n \"\$(ls '$RUN/keys')\" ]"
+  sh -c "[ -s '$RUN/secret' ] && [ -s '$RUN/control.key' ] && [ -d '$RUN/keys' ] &&
+    [ \"\$(cat '$RUN/secret' '$RUN/control.key' '$RUN/view.key' | sha256sum)\" = '$before' ]"
 check "life-02 the run goes on" kill -0 "$a"
 
 # The lock goes with its holder, however it dies.

@@ -70,9 +70,9 @@ test("cluster-conv-idx images [n, 8, 8] from an IDX file reach the worker with t
   f = assert(io.open(lab, "wb"))
   f:write(string.pack(">I4I4", 0x801, #y), table.concat(labels))
   f:close()
+  -- data.idx is read in files mode (the rows stay in the file until used):
+  -- the files live until the fit is over
   local ds = data.idx(img, lab)
-  os.remove(img)
-  os.remove(lab)
   eq(table.concat(ds.x:shape(), "x"), "1797x8x8", "IDX shape")
   local tr, te = ds:split(0.8, { seed = 1 })
   local tr_std, st = tr:standardize()
@@ -88,4 +88,6 @@ test("cluster-conv-idx images [n, 8, 8] from an IDX file reach the worker with t
   local r = c:fit(exp)
   assert(r.eval_accuracy >= 0.9, "eval accuracy " .. tostring(r.eval_accuracy))
   c:shutdown()
+  os.remove(img)
+  os.remove(lab)
 end)
