@@ -45,8 +45,10 @@ skip=0
 run() { # name timeout cmd...
   name=$1; limit=$2; shift 2
   out="$log/$(echo "$name" | tr '/ ' '__').out"
+  t0=$(date +%s)
   timeout -k 5 "$limit" "$@" >"$out" 2>&1
   rc=$?
+  echo "$(($(date +%s) - t0)) $name" >>"$log/times"
   p=$(grep -c '^PASS ' "$out")
   f=$(grep -c '^FAIL ' "$out")
   s=$(grep -c '^SKIP ' "$out")
@@ -92,6 +94,8 @@ for t in tests/cli/test_*.sh; do
   [ -e "$t" ] && want "$t" && run "$t" "$(l=$(limit_of "$t"); echo "${l:-300}")" sh "$t"
 done
 
+# Where the time went: the ten slowest files (CI's budget is 40 minutes).
+echo "slowest: $(sort -rn "$log/times" 2>/dev/null | head -n 10 | awk '{printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1}')"
 rm -rf "$log"
 # CI (.ci/run) reads fields 1 and 3 of this line: keep their places.
 echo "$pass passed, $fail failed, $skip skipped"

@@ -7,6 +7,12 @@
 # saying what to do. Skipped as test_yarn.sh is, and where libcurl has no
 # SPNEGO.
 . tests/cli/lib.sh
+# Under `make asan` (SANITIZED=1) the launcher's C paths run in test_yarn.sh;
+# this file's JVM-bound cases would only double CI's time.
+if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_YARN_ASAN:-0}" != 1 ]; then
+  echo "SKIP test_yarn_kerberos: the YARN runs under ASan (SANITIZED=1; DROVER_YARN_ASAN=1 runs them)"
+  exit 0
+fi
 RUNS=$TMP/runs
 DROVER_YARN_DIR=$TMP/yarn-krb
 export DROVER_YARN_DIR

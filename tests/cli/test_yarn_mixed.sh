@@ -10,6 +10,12 @@
 # test_yarn.sh is, without Java or the built jars.
 # run.sh timeout: 600
 . tests/cli/lib.sh
+# Under `make asan` (SANITIZED=1) the launcher's C paths run in test_yarn.sh;
+# this file's JVM-bound cases would only double CI's time.
+if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_YARN_ASAN:-0}" != 1 ]; then
+  echo "SKIP test_yarn_mixed: the YARN runs under ASan (SANITIZED=1; DROVER_YARN_ASAN=1 runs them)"
+  exit 0
+fi
 . tests/cli/mixed_checks.sh
 RUNS=$TMP/runs
 mkdir -p "$RUNS"

@@ -10,6 +10,12 @@
 # Skipped, with the reason, where Java or the built jars are missing;
 # DROVER_YARN_REQUIRED=1 (CI) makes that a failure.
 . tests/cli/lib.sh
+# Under `make asan` (SANITIZED=1) the launcher's C paths run in test_yarn.sh;
+# this file's JVM-bound cases would only double CI's time.
+if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_YARN_ASAN:-0}" != 1 ]; then
+  echo "SKIP test_yarn_orphan: the YARN runs under ASan (SANITIZED=1; DROVER_YARN_ASAN=1 runs them)"
+  exit 0
+fi
 RUNS=$TMP/runs
 : "${DROVER_YARN_DIR:=$TMP/yarn}"
 export DROVER_YARN_DIR
