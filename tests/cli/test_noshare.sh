@@ -1,20 +1,30 @@
-# test_noshare.sh - drover on engines whose nodes share no file system with
+# test_noshare.sh - drover on a Spark whose nodes share no file system with
 # the coordinator, as on a real Hadoop cluster (issue 25): the test Spark's
-# worker and the test YARN run in a mount namespace where the coordinator's
-# directory ($TMP/coord: the run directories, the data, the script's working
+# worker runs in a mount namespace where the coordinator's directory
+# ($TMP/coord: the run directories, the data, the script's working
 # directory) is covered by an empty tmpfs (tests/noshare/hide.sh, through
-# DROVER_SPARK_HIDE and DROVER_YARN_HIDE of tests/spark/start.sh and
-# tests/yarn/start.sh). Each engine's first case proves the mode is on
-# (noshare_check, tests/cli/lib.sh); then, on Spark: a scheduled function on a worker cannot
-# see the run directory, the marker or the data, and what it writes there
-# never reaches the coordinator; files-mode training from a CSV shipped with
-# `files = { "train.csv" }` learns digits, and so does one read by the
-# coordinator's absolute path, shipped (the workers find it under its
-# shipped name); checkpoints every 20 steps reach the run directory
-# through the coordinator; the nodes' logs reach <run>/logs through
-# --log-forward.
-# On YARN the same first probe, once YARN's nodes can start without the run
-# directory (NOSHARE_YARN_NODES below).
+# DROVER_SPARK_HIDE of tests/spark/start.sh). test_noshare_yarn.sh is the
+# same on YARN; what both share (the probe, the test HDFS started once per
+# file with the digits on it as CSV and IDX, the checkpoint cases) is in
+# tests/cli/noshare_cases.sh. The first case proves the mode is on
+# (noshare_check, tests/cli/lib.sh); then: s01 a scheduled function on a
+# worker cannot see the run directory, the marker or the data, and what it
+# writes there never reaches the coordinator; s02 files-mode training from
+# a CSV shipped with `files = { "train.csv" }` learns digits, s04 and so
+# does one read by the coordinator's absolute path, shipped (the workers
+# find it under its shipped name); s06 files-mode training from hdfs://
+# CSV and IDX (the data exists only under $COORD and on HDFS); s05
+# checkpoints every 20 steps reach the run directory through the
+# coordinator; s03 the nodes' logs reach <run>/logs through --log-forward.
+# Sync fits with a chief as the only trainer, checkpoints every 16 steps,
+# against one uninterrupted reference: s07 ps:0 SIGKILLed mid-fit is
+# relaunched (a new Spark application), restored from the newest
+# checkpoint through the coordinator, and the fit ends bit-identical to
+# the reference; s08 that run's chief summaries are in events/chief/
+# (through the coordinator) and its nodes' logs in <run>/logs; s09 the
+# coordinator SIGKILLed, its nodes and Spark drivers end by themselves,
+# and `drover run --resume` ends bit-identical; s10, s11 the same two
+# with checkpoint.dir on the test HDFS.
 #
 # Adding a case under this mode (checkpoints every N steps, a ps SIGKILLed
 # and restored, the coordinator SIGKILLed and --resume, HDFS):
@@ -28,99 +38,25 @@
 #     `--resume` it; the nodes share our pid namespace, so a node's pid
 #     from c:nodes() can be SIGKILLed as in test_spark.sh;
 #  3. put it after the engine's noshare_check, in the engine's section
-#     (noshare_spark / noshare_yarn), numbered noshare-sNN / noshare-yNN;
+#     (noshare_spark here, noshare_yarn in test_noshare_yarn.sh), numbered
+#     noshare-sNN / noshare-yNN; a case for both engines goes in
+#     noshare_cases.sh as a function of the engine's cluster options;
 #  4. assert on the coordinator's side (its output, $RUNS/*/...): a node
 #     writing under $COORD writes into its tmpfs, never the run directory.
-# NOSHARE_ENGINES=spark (or yarn) runs one engine's section.
 # Skipped, with the reason, where an engine cannot start here or unshare
 # and mount are not permitted (start.sh exits 77); DROVER_SPARK_REQUIRED=1
-# and DROVER_YARN_REQUIRED=1 (CI) make that a failure. Not under `make
+# (CI) makes that a failure. Not under `make
 # asan` unless DROVER_SPARK_ASAN=1 (the JVMs are slow there; test_spark.sh
 # says why that loses no C coverage).
 # run.sh timeout: 900
 . tests/cli/lib.sh
-# Flip to 1 once a YARN node starts without the coordinator's run directory
-# (its key file and its log are there today: the container's shell cannot
-# open <run>/logs/NODE.log, issue 25's "key delivery + log forwarding").
-: "${NOSHARE_YARN_NODES:=0}"
-# The engines whose sections run, in order (NOSHARE_ENGINES=yarn: YARN's alone).
-: "${NOSHARE_ENGINES:=spark yarn}"
 
 if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_SPARK_ASAN:-0}" != 1 ]; then
   echo "SKIP test_noshare: the engines under ASan (SANITIZED=1; DROVER_SPARK_ASAN=1 runs them)"
   exit 0
 fi
 
-noshare_dir
-RUNS=$COORD/runs
-mkdir -p "$RUNS" "$COORD/work" "$COORD/data"
-cp examples/data/digits.csv "$COORD/work/train.csv"
-cp examples/data/digits.csv "$COORD/data/digits.csv"
-
-# noshare_run NAME SECONDS: runs $TMP/NAME.lua from $COORD/work (the
-# coordinator's working directory: relative `files` and data paths are
-# there) for at most SECONDS, output in $TMP/NAME.out; sets rc, and on a
-# failure prints the output's last 30 lines.
-noshare_run() {
-  (cd "$COORD/work" && timeout "$2" "$DROVER" run "$TMP/$1.lua" >"$TMP/$1.out" 2>&1)
-  rc=$?
-  if [ $rc -ne 0 ]; then
-    echo "---- $TMP/$1.out (last 30 lines)"
-    tail -n 30 "$TMP/$1.out"
-  fi
-}
-
-# noshare_manifests_ok RUN: every checkpoint of RUN has its ps-0 file, whose
-# sha256 its manifest.json names; false when there is none.
-noshare_manifests_ok() {
-  set -- "$1" "$(ls -d "$1"/checkpoints/step-* 2>/dev/null)"
-  [ -n "$2" ] || return 1
-  for d in $2; do
-    [ -f "$d/ps-0.safetensors" ] &&
-      grep -q "\"$(sha256sum "$d/ps-0.safetensors" | cut -d' ' -f1)\"" "$d/manifest.json" || return 1
-  done
-}
-
-# The probe every engine runs first, on a worker: what it sees of the
-# coordinator's paths (the run directory's events.log, the marker, the
-# data by its absolute path) and of the shipped copy (train.csv in its own
-# directory), and a file it writes under $COORD.
-cat >"$TMP/probe.lua" <<LUA
-return function(c)
-  local paths = { c.run_dir .. "/events.log", "$NOSHARE_MARK", "$COORD/work/train.csv" }
-  for _, p in ipairs(paths) do assert(io.open(p), "the coordinator cannot read " .. p):close() end
-  local function probe(w, ps, coord)
-    local seen = {}
-    for i, p in ipairs(ps) do
-      local f = io.open(p)
-      seen[i] = f and "visible" or "hidden"
-      if f then f:close() end
-    end
-    local shipped = io.open("train.csv")
-    if shipped then shipped:close() end
-    local f = io.open(coord .. "/from-" .. w.name:gsub(":", "-"), "w")
-    if f then f:write("written by a node\n") f:close() end
-    return w.name, table.concat(seen, " "), shipped and "shipped" or "not-shipped",
-      f and "wrote" or "no-write"
-  end
-  local rvs = {}
-  for i = 1, 4 do rvs[i] = c:schedule(probe, paths, "$COORD") end
-  for _, rv in ipairs(rvs) do print("probe", rv:fetch()) end
-end
-LUA
-
-# noshare_probe_checks ENGINE OUT: the probe's lines in OUT: every worker
-# sees none of the coordinator's paths, its shipped copy of the data, and
-# what it wrote under $COORD stayed on its side.
-noshare_probe_checks() {
-  check "noshare-${1}01 the probe ran on the workers" grep -q "^probe	worker:" "$2"
-  check "noshare-${1}01 no worker sees the run directory, the marker or the data by the coordinator's paths" \
-    sh -c "grep -q '^probe	' '$2' && ! grep '^probe	' '$2' | grep -qv '^probe	worker:[01]	hidden hidden hidden	'"
-  check "noshare-${1}01 each worker has its shipped copy of train.csv" \
-    sh -c "grep -q '^probe	' '$2' && ! grep '^probe	' '$2' | grep -qv '	shipped	'"
-  check "noshare-${1}01 what a worker wrote under \$COORD stayed in its namespace" \
-    sh -c "grep -q '	wrote$' '$2' && ! ls '$COORD' | grep -q '^from-'"
-}
+. tests/cli/noshare_cases.sh
 
 noshare_spark() {
   : "${DROVER_SPARK_DIR:=$TMP/spark}" # ports: start.sh picks free ones
@@ -151,7 +87,7 @@ c:schedule(function() print("noshare print from a closure") return true end):fet
 local function exp(train, test, epochs, checkpoint)
   return drover.experiment {
     name = "t", loss = nn.CrossEntropy(), optimizer = optim.Adam { lr = 1e-3 },
-    model = nn.Sequential { nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
+    model = nn.Sequential { nn.Flatten(), nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10) },
     train = { data = train, batch = 32, epochs = epochs or 10 },
     eval = { data = test, every = 1000 }, seed = 1, verbose = false, checkpoint = checkpoint }
 end
@@ -166,13 +102,26 @@ io.stdout:write("abs files mode ", tostring(abs_std.files), "\n")
 local abs_test_std = abs_test:standardize(abs_stats)
 r = c:fit(exp(abs_std, abs_test_std))
 io.stdout:write(string.format("abs eval_accuracy %.4f steps %d\n", r.eval_accuracy, r.steps))
+-- data on the test HDFS (made under $COORD, hidden from the nodes): CSV and IDX
+local H = os.getenv("NOSHARE_H") or ""
+if H ~= "" then
+  for _, f in ipairs { "csv", "idx" } do
+    local ds = f == "csv" and data.csv(H .. "/digits.csv", { label = -1 }) or
+      data.idx(H .. "/images.idx", H .. "/labels.idx")
+    local tr, te = ds:split(0.8, { seed = 1 })
+    local std, st = tr:standardize()
+    io.stdout:write("hdfs ", f, " files mode ", tostring(std.files), "\n")
+    r = c:fit(exp(std, (te:standardize(st))))
+    io.stdout:write(string.format("hdfs %s eval_accuracy %.4f steps %d\n", f, r.eval_accuracy, r.steps))
+  end
+end
 -- checkpoints every 20 steps: the ps cannot write the run directory
 r = c:fit(exp(train_std, test_std, 2, { every = 20 }))
 io.stdout:write(string.format("checkpointed fit steps %d\n", r.steps))
 c:shutdown() -- raises if a node failed
 io.stdout:write("shut down\n")
 LUA
-  noshare_run spark_fit 300
+  NOSHARE_H=$NOSHARE_H noshare_run spark_fit 420
   check "noshare-s01 the run on Spark with $COORD hidden succeeds (status $rc)" [ $rc -eq 0 ]
   noshare_probe_checks s "$TMP/spark_fit.out"
   check "noshare-s02 the data is a file's (files mode)" grep -q "^files mode true$" "$TMP/spark_fit.out"
@@ -188,6 +137,19 @@ LUA
   acc=$(sed -n 's/^abs eval_accuracy \([0-9.]*\) .*/\1/p' "$TMP/spark_fit.out")
   check "noshare-s04 the workers find it under its shipped name and learn digits to >= 0.9 (got '$acc')" \
     awk -v a="$acc" 'BEGIN { exit !(a != "" && a + 0 >= 0.9) }'
+  if [ -n "$NOSHARE_H" ]; then
+    for f in csv idx; do
+      check "noshare-s06 data.$f from hdfs:// is a file's (files mode)" grep -q "^hdfs $f files mode true$" "$TMP/spark_fit.out"
+      acc=$(sed -n "s/^hdfs $f eval_accuracy \([0-9.]*\) .*/\1/p" "$TMP/spark_fit.out")
+      check "noshare-s06 the workers read it from HDFS and learn digits to >= 0.9 (got '$acc')" \
+        awk -v a="$acc" 'BEGIN { exit !(a != "" && a + 0 >= 0.9) }'
+    done
+    check "noshare-s06 each worker read its shard from its file in all 5 files-mode fits" \
+      sh -c "[ \$(grep -c 'worker:0 I .* examples read from its file' '$dir/logs/worker-0.log') -ge 5 ] &&
+             [ \$(grep -c 'worker:1 I .* examples read from its file' '$dir/logs/worker-1.log') -ge 5 ]"
+  else
+    echo "SKIP noshare-s06: no test HDFS here (noshare-h00)"
+  fi
   check "noshare-s05 a fit with checkpoints every 20 steps ran ($(grep '^checkpointed fit' "$TMP/spark_fit.out"))" \
     grep -q "^checkpointed fit steps [1-9]" "$TMP/spark_fit.out"
   check "noshare-s05 events.log says ps:0's checkpoints go through the coordinator" \
@@ -203,34 +165,38 @@ LUA
   check "noshare-s03 so did a closure's print()" \
     sh -c "cat '$dir'/logs/worker-*.log | grep -q 'Z worker:[01] stdout noshare print from a closure\$'"
   check "noshare-s03 the run shut down cleanly" grep -q "^shut down" "$TMP/spark_fit.out"
+
+  # noshare-s07..s10: checkpoints, failover, --resume, the chief's summaries
+  cat >"$TMP/spark_opts.lua" <<LUA
+return { launcher = "spark", bind = "127.0.0.1", reservation_timeout = 240,
+  spark = dofile("$TMP/spark.lua") }
+LUA
+  ck_ref
+  noshare_ckpt_failover s 07 "$TMP/spark_opts.lua" local "checkpoints through the coordinator"
+  check "noshare-s07 events.log says ps:0's checkpoints went through the coordinator" \
+    grep -q "checkpoints: ps:0 through the coordinator (the run directory is not visible on its host)" "$FO/events.log"
+  check "noshare-s07 the relaunched ps restored its shard sent by the coordinator" \
+    grep -q "ps:0 I restored from " "$FO/logs/ps-0.log"
+  check "noshare-s08 events.log says the chief's summaries go through the coordinator" \
+    grep -q "summaries: the chief's through the coordinator (the run directory is not visible on its host)" "$FO/events.log"
+  check "noshare-s08 the chief's summaries are in events/chief/ ($(ls "$FO/events/chief" 2>/dev/null | tr '\n' ' '))" \
+    [ "$(ls "$FO/events/chief" 2>/dev/null | wc -l)" -ge 1 ]
+  for n in ps-0 chief-0; do
+    check "noshare-s08 $n's own lines are in logs/$n.log in the run directory" grep -q "Z ${n%-*}:${n#*-} I registered" "$FO/logs/$n.log"
+  done
+  check "noshare-s08 ps-0.log has both of its lives" [ "$(grep -c 'Z ps:0 I registered' "$FO/logs/ps-0.log")" -ge 2 ]
+  noshare_ckpt_resume s 09 "$TMP/spark_opts.lua" local "checkpoints through the coordinator"
+  if [ -n "$NOSHARE_H" ]; then
+    noshare_ckpt_failover s 10 "$TMP/spark_opts.lua" "$DROVER_HDFS/ck" "checkpoint.dir on HDFS"
+    check "noshare-s10 events.log says every ps writes HDFS itself" grep -q "checkpoints: every ps writes HDFS itself, to webhdfs://" "$FO/events.log"
+    check "noshare-s10 restored from HDFS" grep -q "restoring from step [1-9][0-9]* (webhdfs://" "$FO/events.log"
+    check "noshare-s10 nothing is in the run directory's checkpoints/" [ -z "$(ls "$FO/checkpoints" 2>/dev/null)" ]
+    noshare_ckpt_resume s 11 "$TMP/spark_opts.lua" "$DROVER_HDFS/ck" "checkpoint.dir on HDFS"
+    check "noshare-s11 resumed from HDFS" grep -q "resuming fit 1 from step [1-9][0-9]* (webhdfs://" "$KL/events.log"
+  else
+    echo "SKIP noshare-s10, noshare-s11: no test HDFS here (noshare-h00)"
+  fi
   bash tests/spark/stop.sh
 }
 
-noshare_yarn() {
-  : "${DROVER_YARN_DIR:=$TMP/yarn}"
-  DROVER_YARN_STAGING=$TMP/staging # the AM's, on the cluster's file:///: visible
-  export DROVER_YARN_DIR DROVER_YARN_STAGING
-  mkdir -p "$DROVER_YARN_STAGING"
-  engine_try yarn "noshare-y00 tests/yarn/start.sh starts the test YARN with $COORD hidden" || return 0
-  . "$DROVER_YARN_DIR/env"
-  noshare_check yarn "noshare-y00 the test YARN's mount namespace hides $COORD"
-  if [ "$NOSHARE_YARN_NODES" != 1 ]; then
-    echo "SKIP noshare-y01: needs keys that travel with the container (a YARN node reads its key file and appends to its log in the run directory; NOSHARE_YARN_NODES=1 runs it)"
-    return 0
-  fi
-  cat >"$TMP/yarn_probe.lua" <<LUA
-local c = drover.cluster { launcher = "yarn", bind = "127.0.0.1", ps = 1, worker = 2,
-  reservation_timeout = 120, yarn = { max_attempts = 1 }, files = { "train.csv" },
-  runs = "$RUNS", name = "yarn" }
-io.stdout:write("run_dir ", c.run_dir, "\n")
-dofile("$TMP/probe.lua")(c)
-c:shutdown()
-io.stdout:write("shut down\n")
-LUA
-  noshare_run yarn_probe 240
-  check "noshare-y01 the run on YARN with $COORD hidden succeeds (status $rc)" [ $rc -eq 0 ]
-  noshare_probe_checks y "$TMP/yarn_probe.out"
-  check "noshare-y01 the run shut down cleanly" grep -q "^shut down" "$TMP/yarn_probe.out"
-}
-
-for engine in $NOSHARE_ENGINES; do "noshare_$engine"; done
+noshare_spark
