@@ -104,6 +104,24 @@ static double step_lr(const coord_fit_state *f) {
   return optim_sched_lr(&o->sched, o->lr, k, &f->plateau);
 }
 
+/* Adds step f->done to its epoch's sums; returns the epoch. */
+static int64_t epoch_add(coord_fit_state *f, double loss, int64_t correct, int64_t examples) {
+  /* A feeder that numbers no epochs sends 0: its batches are epoch 1, so
+   * the first step opens the epoch's sums (accuracy included) as any
+   * fit's does. */
+  int64_t epoch = !f->feed.src ? (f->done - 1) / f->per_epoch + 1
+                  : f->feed.epoch ? (int64_t)f->feed.epoch : 1;
+  if (epoch != f->epoch_no) {
+    f->epoch_no = epoch;
+    f->epoch_loss = 0, f->epoch_seen = f->epoch_correct = 0, f->epoch_has_acc = true;
+  }
+  f->epoch_loss += loss * (double)examples;
+  f->epoch_seen += examples;
+  if (correct < 0) f->epoch_has_acc = false;
+  else f->epoch_correct += correct;
+  return epoch;
+}
+
 /* The queue's done(): train step id is over on node, counted once (the
  * queue checked node held it). */
 int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len) {
@@ -141,19 +159,7 @@ int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
   n->examples += (int64_t)examples;
   f->done++;
   f->examples += (int64_t)examples;
-  /* A feeder that numbers no epochs sends 0: its batches are epoch 1, so
-   * the first step opens the epoch's sums (accuracy included) as any
-   * fit's does. */
-  int64_t epoch = !f->feed.src ? (f->done - 1) / f->per_epoch + 1
-                  : f->feed.epoch ? (int64_t)f->feed.epoch : 1;
-  if (epoch != f->epoch_no) {
-    f->epoch_no = epoch;
-    f->epoch_loss = 0, f->epoch_seen = f->epoch_correct = 0, f->epoch_has_acc = true;
-  }
-  f->epoch_loss += loss * (double)examples;
-  f->epoch_seen += (int64_t)examples;
-  if (correct < 0) f->epoch_has_acc = false;
-  else f->epoch_correct += correct;
+  int64_t epoch = epoch_add(f, loss, correct, (int64_t)examples);
   double lr = step_lr(f);
   f->p.lr = lr;
   double acc = correct >= 0 && examples > 0 ? (double)correct / (double)examples : NAN;
