@@ -126,7 +126,9 @@
 /* Tasks, coordinator -> worker (a few in flight per worker).
  *  TASK         C -> W: kind WIRE_TASK_*, arg unused by TRAIN_STEP
  *  RESULT       W -> C: status 0 ok; correct -1 when accuracy does not
- *               apply; message the error text when status != 0
+ *               apply; message the error text when status != 0; dropped
+ *               1: no ps applied the step's gradient (sync: late, or past
+ *               the last global step), so the step does not count
  *  EVAL         C -> E: pull the latest parameters, evaluate
  *  EVAL_RESULT  E -> C
  *  CALL         C -> W: closure_encode's bytes (a Lua function, its
@@ -135,7 +137,8 @@
  *               else the error message with its traceback (text) */
 #define WIRE_MSG_task(X) X(U64, task) X(U8, kind) X(U64, arg)
 #define WIRE_MSG_result(X) \
-  X(U64, task) X(I32, status) X(F64, loss) X(I64, correct) X(U64, examples) X(STR, message)
+  X(U64, task) X(I32, status) X(F64, loss) X(I64, correct) X(U64, examples) X(STR, message) \
+  X(FLAG, dropped, "RESULT dropped")
 #define WIRE_MSG_eval(X) X(U64, step)
 #define WIRE_MSG_eval_result(X) \
   X(U64, step) X(I32, status) X(F64, loss) X(F64, accuracy) X(U64, examples) X(STR, message)

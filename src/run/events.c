@@ -333,7 +333,8 @@ void events_run_result(events_writer *w, const struct wire_wr *frame) {
 
 void events_run_result_payload(events_writer *w, const uint8_t *payload, size_t len) {
   wire_msg_result m;
-  if (!w || wire_get_result(payload, len, &m) < 0 || m.status != 0) return;
+  /* a dropped gradient (sync) trained nothing: the coordinator does not count it either */
+  if (!w || wire_get_result(payload, len, &m) < 0 || m.status != 0 || m.dropped) return;
   events_run_scalar(w, "train/loss", (int64_t)m.task, m.loss);
   if (m.correct >= 0 && m.examples > 0)
     events_run_scalar(w, "train/accuracy", (int64_t)m.task, (double)m.correct / (double)m.examples);

@@ -116,7 +116,7 @@ test("idx-02 one worker: files mode trains as the rows shipped in SETUP (sync) a
   stop()
   assert(lazy.files and not lazy.loaded, "lazy")
   assert(not shipped.files and shipped.loaded, "read through a pipe: no recipe, rows held")
-  -- whole epochs: a sync fit's max_steps may run one step more (a race of its own)
+  -- whole epochs (a sync fit counts exactly its applied steps either way: test_sync_steps.lua)
   local function run(ds, mode)
     drover.seed(1)
     local exp = experiment(ds, nil, mode)
@@ -127,6 +127,7 @@ test("idx-02 one worker: files mode trains as the rows shipped in SETUP (sync) a
   end
   local r1, p1 = run(lazy, "sync")
   local r2, p2 = run(shipped, "sync")
+  eq(r1.steps, 32, "steps: one epoch of 2000 rows in batches of 64")
   eq(r1.steps, r2.steps, "steps")
   eq(r1.loss, r2.loss, "loss: files mode and rows in SETUP")
   eq(#p1, #p2, "parameters")

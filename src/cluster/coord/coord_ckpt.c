@@ -565,6 +565,7 @@ int coord__ckpt_restore_tick(coord_fit_state *f) {
   if (rc < 0) return rc;
   coord__sync_stop_again(f, -1); /* a cap VAR_INIT undid (a final target it carries) */
   coord__sched_drop(c, f->producer, true); /* nothing from before the rollback counts */
+  coord__fit_taken_reset(f);
   f->done = f->produced = step;
   f->epoch_no = 0;
   ck->last_step = step;
@@ -640,6 +641,7 @@ int coord__ckpt_resume(coord_fit_state *f) {
   if (rc == 0) restore_stopper(f, &m);
   manifest_free(&m);
   if (rc < 0) return rc;
+  coord__fit_taken_reset(f);
   f->done = f->produced = step;
   f->epoch_no = 0;
   f->ck.last_step = step;

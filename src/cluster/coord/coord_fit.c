@@ -17,7 +17,12 @@
  * a PULL of no variables with that min_version (the ps holds it until
  * then). Past that step a ps holds nothing and ignores pushes, so steps
  * still running end at once. A RESULT then means "this gradient was
- * accepted or dropped", and res->steps counts them all.
+ * accepted or dropped" and says which: a dropped one (a backup worker's,
+ * one past the last global step) is no step of the fit and is not
+ * counted, so res->steps, the epoch's loss, metrics.jsonl and progress
+ * cover exactly the gradients the ps applied. A trainer is handed no
+ * step past the last global step it can take part in (coord__fit_ready),
+ * so without backup workers none is computed in vain.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -34,6 +39,7 @@
 void coord__fit_node_lost(coord *c, int node) {
   coord_fit_state *f = c->fit;
   if (f && f->setup_ok) f->setup_ok[node] = false; /* SETUP again when it is back */
+  if (f && f->taken) f->taken[node] = 0;          /* a new process: its own global steps */
   if (f) coord__pos_node_lost(f, node);
   if (f) coord__feeders_node_lost(f, node);
   if (f && c->nodes[node].role == ROLE_PS) coord__ckpt_ps_lost(f, coord__ps_group(c, node));
@@ -52,11 +58,26 @@ void coord__fit_ps_promoted(coord *c, int k) {
 
 bool coord__fit_running(const coord *c) { return c->fit && c->fit->cfg; }
 
+/* Sync: a worker's pull after its push waits for the next global step,
+ * so each of its gradients is for a later step than the one before: one
+ * whose applied gradients and steps in flight make sync_target already
+ * could only compute a gradient the ps drops. Handing it none keeps a
+ * step past the end from running at all (it used to, when the queue had
+ * sent it before the coordinator learned the last step was applied). */
+static bool sync_spent(const coord_fit_state *f, int node) {
+  if (!f->sync || !f->taken) return false;
+  return f->taken[node] + f->c->nodes[node].inflight >= f->sync_target;
+}
+
 /* The fit as the queue's producer: a node takes train steps once it is
  * set up for this fit. */
 bool coord__fit_ready(void *ud, int node) {
   coord_fit_state *f = ud;
-  return f->cfg && f->setup_ok && f->setup_ok[node] && !f->ck.restoring;
+  return f->cfg && f->setup_ok && f->setup_ok[node] && !f->ck.restoring && !sync_spent(f, node);
+}
+
+void coord__fit_taken_reset(coord_fit_state *f) {
+  if (f->taken) memset(f->taken, 0, (size_t)f->c->nnodes * sizeof *f->taken);
 }
 
 /* ============================== task results ============================== */
@@ -74,13 +95,31 @@ const coord_producer_ops coord__fit_tasks = {
 
 /* The rate the ps applies to the update of train step f->done (its
  * shards count updates: every push async; sync, every global step, which
- * takes about one gradient from each trainer, as sync_progress estimates);
+ * takes `replicas` of the counted (applied) gradients);
  * NAN without a schedule. For the metrics and the dashboard's chart. */
 static double step_lr(const coord_fit_state *f) {
   const optim_cfg *o = f->args ? f->args->optim : NULL;
   if (!o || !optim_sched_active(&o->sched)) return NAN;
-  int64_t k = f->sync && f->ntrainers > 0 ? (f->done - 1) / f->ntrainers : f->done - 1;
+  int64_t k = f->sync && f->replicas > 0 ? (f->done - 1) / f->replicas : f->done - 1;
   return optim_sched_lr(&o->sched, o->lr, k, &f->plateau);
+}
+
+/* Adds step f->done to its epoch's sums; returns the epoch. */
+static int64_t epoch_add(coord_fit_state *f, double loss, int64_t correct, int64_t examples) {
+  /* A feeder that numbers no epochs sends 0: its batches are epoch 1, so
+   * the first step opens the epoch's sums (accuracy included) as any
+   * fit's does. */
+  int64_t epoch = !f->feed.src ? (f->done - 1) / f->per_epoch + 1
+                  : f->feed.epoch ? (int64_t)f->feed.epoch : 1;
+  if (epoch != f->epoch_no) {
+    f->epoch_no = epoch;
+    f->epoch_loss = 0, f->epoch_seen = f->epoch_correct = 0, f->epoch_has_acc = true;
+  }
+  f->epoch_loss += loss * (double)examples;
+  f->epoch_seen += examples;
+  if (correct < 0) f->epoch_has_acc = false;
+  else f->epoch_correct += correct;
+  return epoch;
 }
 
 /* The queue's done(): train step id is over on node, counted once (the
@@ -111,23 +150,16 @@ int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
     coord__fail_fit(f, "%s: train step failed at step %lld: %s", name, (long long)f->done + 1, msg);
     return 0;
   }
+  if (m.dropped) { /* no ps took its gradient: the fit did not train on it */
+    f->dropped++;
+    return 0;
+  }
+  if (f->taken) f->taken[node]++;
   n->steps++;
   n->examples += (int64_t)examples;
   f->done++;
   f->examples += (int64_t)examples;
-  /* A feeder that numbers no epochs sends 0: its batches are epoch 1, so
-   * the first step opens the epoch's sums (accuracy included) as any
-   * fit's does. */
-  int64_t epoch = !f->feed.src ? (f->done - 1) / f->per_epoch + 1
-                  : f->feed.epoch ? (int64_t)f->feed.epoch : 1;
-  if (epoch != f->epoch_no) {
-    f->epoch_no = epoch;
-    f->epoch_loss = 0, f->epoch_seen = f->epoch_correct = 0, f->epoch_has_acc = true;
-  }
-  f->epoch_loss += loss * (double)examples;
-  f->epoch_seen += (int64_t)examples;
-  if (correct < 0) f->epoch_has_acc = false;
-  else f->epoch_correct += correct;
+  int64_t epoch = epoch_add(f, loss, correct, (int64_t)examples);
   double lr = step_lr(f);
   f->p.lr = lr;
   double acc = correct >= 0 && examples > 0 ? (double)correct / (double)examples : NAN;
@@ -299,11 +331,11 @@ static void refill(void *ud) {
 }
 
 /* The global step: exact once the ps answered the end-of-fit probe; until
- * then each global step takes about one gradient from every trainer, of
- * which `replicas` count. The ETA goes by it. */
+ * then each global step takes `replicas` of the counted (applied)
+ * gradients. The ETA goes by it. */
 static void sync_progress(coord_fit_state *f, train_progress *p) {
   int64_t g = f->sync_applied > 0 ? f->sync_applied
-                                  : f->done * (int64_t)f->replicas / (f->ntrainers ? f->ntrainers : 1);
+                                  : f->done / (f->replicas ? (int64_t)f->replicas : 1);
   if (g > f->sync_target) g = f->sync_target;
   p->global_step = g;
   p->global_steps = f->sync_target;
@@ -466,9 +498,11 @@ static int plan(coord *c, const coord_fit_args *a) {
     f->sync_target = (worker_steps + f->replicas - 1) / f->replicas;
   }
   free(f->setup_ok);
+  free(f->taken);
   f->setup_ok = calloc((size_t)c->nnodes, sizeof *f->setup_ok);
-  if (!f->setup_ok) return err_set(DRV_ENOMEM, "out of memory");
-  f->produced = f->done = f->examples = 0;
+  f->taken = calloc((size_t)c->nnodes, sizeof *f->taken);
+  if (!f->setup_ok || !f->taken) return err_set(DRV_ENOMEM, "out of memory");
+  f->produced = f->done = f->examples = f->dropped = 0;
   f->epoch_no = 0;
   f->evals_out = 0;
   f->last_eval_step = -1;
@@ -543,6 +577,9 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
   coord__summaries_flush(c);
   f->cfg = NULL;
   keep_args(f, a);
+  if (f->sync)
+    rundir_event(&c->rd, "sync: %lld train steps' gradients dropped, not counted",
+                 (long long)f->dropped);
   rundir_event(&c->rd, "fit %s: %lld steps", rc == 0 ? "done" : "failed", (long long)f->done);
   return rc;
 }
@@ -649,6 +686,7 @@ void coord__fit_free(coord *c) {
   free(f->trainers);
   free(f->examples0);
   free(f->setup_ok);
+  free(f->taken);
   metrics_close(&f->metrics);
   events_run_close(f->events);
   free(f->ps);

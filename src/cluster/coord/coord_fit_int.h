@@ -163,6 +163,11 @@ struct coord_fit_state {
   int sync_reached;
   bool *probed;    /* per ps group: its probe answered (a promotion asks again) */
   bool sync;
+  /* sync, per node: its steps whose gradient a ps applied since its
+   * process (or the last rollback) began; a process gives at most one
+   * gradient per global step, so past sync_target it gets no more steps */
+  int64_t *taken;
+  int64_t dropped; /* sync: RESULTs of steps whose gradient no ps applied, not counted */
   int64_t epoch_seen, epoch_correct, epoch_no;
   double epoch_loss;
   bool epoch_has_acc;
@@ -270,6 +275,9 @@ void coord__feed_free(coord_fit_state *f);
 int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len);
 /* coord_fit.c: the fit state may take tasks on node (set up, not restoring). */
 bool coord__fit_ready(void *ud, int node);
+/* coord_fit.c: a rollback: the ps apply the global steps since it again,
+ * so every node may give one gradient for each of them again. */
+void coord__fit_taken_reset(coord_fit_state *f);
 
 /* coord_fit.c: sends every ps the plateau schedule's current scale
  * (LR_SCALE), after a reduction and after a rollback's VAR_INIT. */

@@ -97,6 +97,13 @@ static void enqueue(worker *w, job *j) {
 
 /* ============================== replies ================================== */
 
+/* A train step whose gradient no ps applied (sync: late, or past the
+ * last global step) is not a step of the fit: the coordinator does not
+ * count it. One ps taking it is enough, as its batch then trained. */
+static bool job_dropped(const job *j) {
+  return j->rc == 0 && j->push_oks > 0 && j->pushes_taken == 0;
+}
+
 static void reply(worker *w, job *j) {
   wire_wr m;
   wire_wr_init(&m);
@@ -131,7 +138,8 @@ static void reply(worker *w, job *j) {
                                            .loss = j->rc < 0 ? NAN : (double)j->loss,
                                            .correct = j->rc < 0 ? -1 : j->correct,
                                            .examples = j->rc < 0 ? 0 : (uint64_t)j->examples,
-                                           .message = WIRE_STR(j->msg)});
+                                           .message = WIRE_STR(j->msg),
+                                           .dropped = job_dropped(j)});
     w->send(w->ud, &m, WIRE_RESULT, j->req);
     return;
   case JOB_EVAL:

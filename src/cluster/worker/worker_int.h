@@ -141,6 +141,7 @@ typedef struct job {
   char msg[512];
   float loss;
   int64_t correct, examples;
+  int push_oks, pushes_taken; /* PUSH_OKs back, and those whose ps applied the gradient */
   double eval_loss, eval_acc;
   tensor *bx, *by;    /* JP_BATCH: copies of the batch (owned; on_done may take them) */
   bool rolled_back;   /* a ROLLBACK came: it fails instead of going on */

@@ -207,14 +207,15 @@ static void link_drop(worker *w, ps_link *l) {
   link_lost(w, l);
 }
 
-/* Counts a gradient the ps dropped as late (sync training). */
-static void note_push_ok(worker *w, const ps_link *l, const uint8_t *pl, size_t len) {
+/* Counts a gradient the ps dropped as late (sync training); false then. */
+static bool note_push_ok(worker *w, const ps_link *l, const uint8_t *pl, size_t len) {
   wire_msg_push_ok m;
-  if (wire_get_push_ok(pl, len, &m) < 0 || m.applied) return;
+  if (wire_get_push_ok(pl, len, &m) < 0 || m.applied) return true;
   uint64_t version = m.step;
   w->dropped++;
   log_info("ps:%d dropped a late gradient (the ps is at version %" PRIu64 "): %" PRIu64
            " dropped", l->index, version, w->dropped);
+  return false;
 }
 
 static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
@@ -245,8 +246,9 @@ static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   }
   job *j = l->waits[k].j;
   link_pop(l, k);
-  if (h->type == WIRE_PUSH_OK) note_push_ok(w, l, pl, h->len);
+  bool taken = h->type == WIRE_PUSH_OK && note_push_ok(w, l, pl, h->len);
   if (!j) return; /* the reply to a job that already failed */
+  if (h->type == WIRE_PUSH_OK) j->push_oks++, j->pushes_taken += taken;
   if (h->type == WIRE_PULL_REPLY && take_pull_reply(j, l->index, pl, h->len, &l->version) < 0) {
     snprintf(l->last_error, sizeof l->last_error, "%s", err_msg());
     worker__doom(w, j, DRV_EIO, "ps:%d: %s", l->index, l->last_error);
