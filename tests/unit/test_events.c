@@ -336,6 +336,7 @@ static void result_frame(wire_wr *m, uint64_t task, int32_t status, double loss,
   wire_wr_i64(m, correct);
   wire_wr_u64(m, examples);
   wire_wr_str(m, status ? "it broke" : "");
+  wire_wr_u8(m, 0); /* dropped: no, the gradient was applied */
 }
 
 TEST(events_run_chief_results) {
