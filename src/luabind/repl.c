@@ -7,6 +7,9 @@
  * only stores it and stops the poll; the driver loop in repl_run() then runs
  * it *between* uv_run(UV_RUN_ONCE) calls, never inside a libuv callback,
  * because Lua code may pump the loop itself (uv_run is not reentrant).
+ * Between those turns at the prompt, attach clients' ':' lines run too
+ * (they are Lua; nothing else would run them while the user thinks).
+ * Without a terminal the same happens while a line is awaited (repl_in.c).
  * While a chunk runs the terminal is in cooked mode, so Ctrl-C raises
  * SIGINT, which repl_pcall() turns into a Lua error at the next
  * instruction plus err_interrupt_request() for C loops. At the prompt the
@@ -37,6 +40,7 @@
 #include "base/err.h"
 #include "luabind/l_drover.h"
 #include "luabind/l_util.h"
+#include "luabind/repl_in.h"
 #include "base/util.h"
 
 #ifndef DROVER_VERSION
@@ -800,6 +804,7 @@ static int run_interactive(repl *r) {
   show_prompt(r);
   while (!r->quit) {
     uv_run(r->loop, UV_RUN_ONCE);
+    if (!r->line && !r->quit) ldash_run_commands(r->L); /* attach ':' lines, while idle */
     if (lcluster_stop_pending()) end_stops_at_prompt(r);
     if (r->line) {
       char *line = r->line;
@@ -819,15 +824,21 @@ static int run_interactive(repl *r) {
 
 /* ============================== without a terminal ====================== */
 
+/* Between loop turns while the next line is awaited: what the prompt does
+ * at its own turns (attach clients' ':' lines, a `drover stop`). */
+static void between_lines(void *ud) {
+  repl *r = ud;
+  ldash_run_commands(r->L);
+  if (lcluster_stop_pending()) lcluster_end_stopped();
+}
+
 static int run_piped(repl *r) {
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t n;
-  while ((n = getline(&line, &cap, stdin)) >= 0) {
-    if (n > 0 && line[n - 1] == '\n') line[n - 1] = '\0';
-    feed_line(r, line);
-  }
-  free(line);
+  replin in;
+  replin_open(&in, stdin, r->loop, between_lines, r);
+  const char *line;
+  size_t n;
+  while (replin_next(&in, &line, &n)) feed_line(r, line);
+  replin_close(&in);
   if (r->chunk.len > 0) { /* the input ended inside a chunk: say where */
     if (luaL_loadbuffer(r->L, r->chunk.s, r->chunk.len, CHUNKNAME) != LUA_OK)
       fprintf(stderr, "%s\n", lua_tostring(r->L, -1));

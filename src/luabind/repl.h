@@ -22,7 +22,9 @@
  * DROVER_HISTORY turns it off), tab completion, results pretty-printed,
  * Ctrl-C stopping the running chunk or abandoning the line being typed.
  * Without a terminal it evaluates stdin line by line the same way, with no
- * prompt and no editing. The REPL's handles are closed before it returns;
+ * prompt and no editing. Either way the loop turns while a line is awaited
+ * (a cluster the REPL hosts goes on beating; attach clients' ':' lines and
+ * a `drover stop` are served). The REPL's handles are closed before it returns;
  * SIGINT gets back the disposition it had on entry.
  * Returns the exit status: 0, or 1 when input was not a terminal and some
  * chunk failed (so `drover < file` reports errors), or 1 when the terminal

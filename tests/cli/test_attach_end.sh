@@ -5,7 +5,8 @@
 # 5% of a core) and q leaves with status 0. A status message shown after the
 # end (a key's) comes after the banner, not over it. The other end of a
 # run: `drover stop` of a cluster the interactive REPL hosts shuts it down
-# at the prompt, and the REPL says so and gives back the line being typed.
+# at the prompt, and the REPL says so and gives back the line being typed;
+# an attach client's ':' line is answered at that prompt too.
 # Every process this test starts is ended by pid; every wait is bounded.
 . tests/cli/lib.sh
 
@@ -114,6 +115,11 @@ RNODES=$(awk -F'\t' 'NR > 1 && $2 > 0 { print $2 }' "$RDIR/nodes.tsv" 2>/dev/nul
 kill_at_exit $RNODES $(ps -o pid= --ppid "$(tm display-message -p -t repl '#{pane_pid}')" 2>/dev/null)
 send repl 'print("typed'
 wait_text repl 'print("typed'
+# attend-05: while the prompt waits (a line half typed), an attach
+# client's ':' line runs, and the line being typed stays
+timeout 20 "$DROVER" attach "$RDIR" --control --command "return 6 * 7" >"$TMP/rcmd.out" 2>&1
+check "attend-05 a ':' line is answered while the REPL's prompt waits" grep -q "^42$" "$TMP/rcmd.out"
+expect repl "attend-05 the line being typed stays" wait_re repl '^> print\("typed$'
 "$DROVER" stop --wait 60 "$RDIR" >"$TMP/rstop.out" 2>&1
 check "attend-04 drover stop of a cluster the REPL hosts, at its prompt, succeeds" [ $? -eq 0 ]
 expect repl "attend-04 the REPL says its cluster was shut down" \

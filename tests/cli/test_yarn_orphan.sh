@@ -3,7 +3,7 @@
 # leaves no application, container or staging directory behind once
 # yarn.orphan_timeout has passed (the AM ends it as FAILED, saying why); a
 # healthy run longer than that timeout, computing or in the REPL waiting
-# for input, is not ended; the application runs as the local user, or as
+# for input (at its prompt or on a quiet pipe), is not ended; the application runs as the local user, or as
 # yarn.user; a node's log reaches the run directory over its connection,
 # its container's own output stays in YARN's log directory; its key file
 # comes with its container, not from the run directory.
@@ -142,6 +142,29 @@ send r "c:shutdown()" Enter
 key r C-d
 wait_for 60 sh -c "! kill -0 $rp 2>/dev/null"
 check "yarn-o02 nothing is left in the RM" wait_for 20 nothing_left
+
+# yarn-o05: the same with the REPL's input a FIFO this test holds open:
+# between lines its loop turns too, so the AM keeps hearing from drover
+mkfifo "$TMP/repl.in"
+DROVER_YARN_RM=$DROVER_YARN_RM DROVER_YARN_AM_CLASSPATH=$DROVER_YARN_AM_CLASSPATH \
+  "$DROVER" repl <"$TMP/repl.in" >"$TMP/pipe.out" 2>&1 &
+pp=$!
+kill_at_exit "$pp"
+exec 3>"$TMP/repl.in"
+echo "c = drover.cluster { launcher = 'yarn', bind = '127.0.0.1', ps = 1, worker = 1, yarn = { orphan_timeout = 3 }, runs = '$RUNS', name = 'pipe' }" >&3
+echo "f = io.open('$TMP/pipe.up', 'w') f:write(c.run_dir) f:close()" >&3
+wait_for 120 test -s "$TMP/pipe.up"
+dir=$(cat "$TMP/pipe.up")
+sleep 9
+app=$(app_of "$dir")
+check "yarn-o05 the application still runs after 3x orphan_timeout of idle piped input" \
+  [ "$(app_field "$app" state)" = RUNNING ]
+echo "print('answer ' .. c:schedule(function() return 6 * 7 end):fetch())" >&3
+echo "c:shutdown()" >&3
+exec 3>&-
+wait_for 60 sh -c "! kill -0 $pp 2>/dev/null"
+check "yarn-o05 its nodes still answer" grep -q "^answer 42$" "$TMP/pipe.out"
+check "yarn-o05 nothing is left in the RM" wait_for 20 nothing_left
 
 # yarn-o03: drover SIGKILLed mid-fit (1 ps + 2 workers, orphan_timeout 10):
 # within 20 s the application has ended as FAILED, its diagnostics saying
