@@ -228,6 +228,15 @@ cat > "$TMP/logs.lua" <<LUA
 local c = drover.cluster { launcher = "ssh", hosts = { "a", "b:2" }, ssh_config = "$CFG",
                            ps = 1, worker = 1, runs = "$RUNS", name = "logs", reservation_timeout = 30 }
 c:schedule(function() print("hello over ssh") io.stderr:write("stderr over ssh\n") return true end):fetch()
+-- forwarding is asynchronous: let the lines arrive before the crash (output
+-- a node never got to forward is in the wrapper's quote of its raw tail)
+for _ = 1, 100 do
+  local f = io.open(c.run_dir .. "/logs/worker-0.log")
+  local t = f and f:read("a") or ""
+  if f then f:close() end
+  if t:find("stderr over ssh", 1, true) and t:find("hello over ssh", 1, true) then break end
+  drover.sleep(0.1)
+end
 print(pcall(function() c:schedule(function()
   io.stdout:write("last words over ssh\n") io.stdout:flush()
   local f = io.open("/proc/self/stat") local pid = f:read("n") f:close()
