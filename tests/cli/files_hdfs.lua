@@ -8,7 +8,7 @@
 local T = dofile("tests/lua/t.lua")
 local test, eq, near, raises = table.unpack(T)
 local F = dofile("tests/lua/files_util.lua")
-local hwm_kb, npy_header = F.hwm_kb, F.npy_header
+local hwm_kb, npy_header, same_params = F.hwm_kb, F.npy_header, F.same_params
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local phase, H, L, RUNS = arg[1], os.getenv("H"), os.getenv("L"), os.getenv("RUNS")
 
@@ -79,16 +79,6 @@ local function fit(ds, workers, mode, name, steps, f)
   local tr = traces(c, workers)
   c:shutdown()
   return r, exp.model:parameters(), tr
-end
-
-local function same_params(p1, p2)
-  eq(#p1, #p2, "parameters")
-  local function same(u, v, what)
-    if type(u) ~= "table" then return eq(u, v, what) end
-    eq(#u, #v, what)
-    for k = 1, #u do same(u[k], v[k], what) end
-  end
-  for i = 1, #p1 do same(p1[i].value:totable(), p2[i].value:totable(), "parameter " .. p1[i].name) end
 end
 
 -- ============================== rss ======================================

@@ -1,7 +1,8 @@
 -- files_util.lua - what the files-mode tests share (tests/lua/test_files.lua,
--- test_files_idx.lua, tests/cli/files_hdfs.lua): the peak RSS and data
--- files made on the spot.
+-- test_files_idx.lua, tests/cli/files_hdfs.lua): the peak RSS, data files
+-- made on the spot, and two models' parameters compared.
 --   local F = dofile("tests/lua/files_util.lua")
+local eq = dofile("tests/lua/t.lua")[2]
 local F = {}
 
 -- The peak resident set of this process (the coordinator's), in kB.
@@ -63,6 +64,18 @@ function F.fashion(images, labels, n)
   end
   fi:close()
   fl:close()
+end
+
+-- same_params(p1, p2): two models' parameters (model:parameters()) are
+-- bit-identical, or an error naming the first that is not.
+function F.same_params(p1, p2)
+  eq(#p1, #p2, "parameters")
+  local function same(u, v, what)
+    if type(u) ~= "table" then return eq(u, v, what) end
+    eq(#u, #v, what)
+    for k = 1, #u do same(u[k], v[k], what) end
+  end
+  for i = 1, #p1 do same(p1[i].value:totable(), p2[i].value:totable(), "parameter " .. p1[i].name) end
 end
 
 return F

@@ -96,13 +96,7 @@ test("idx-02 one worker: files mode trains as the rows shipped in SETUP (sync) a
   eq(r1.steps, 32, "steps: one epoch of 2000 rows in batches of 64")
   eq(r1.steps, r2.steps, "steps")
   eq(r1.loss, r2.loss, "loss: files mode and rows in SETUP")
-  eq(#p1, #p2, "parameters")
-  local function same(u, v, what)
-    if type(u) ~= "table" then return eq(u, v, what) end
-    eq(#u, #v, what)
-    for k = 1, #u do same(u[k], v[k], what) end
-  end
-  for i = 1, #p1 do same(p1[i].value:totable(), p2[i].value:totable(), "parameter " .. p1[i].name) end
+  F.same_params(p1, p2)
   local r3 = run(lazy)
   drover.seed(1)
   local r4 = experiment((data.idx(ip, lp):shuffle { seed = 5 }:standardize())):fit()
