@@ -5,12 +5,12 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
+#include "base/http.h"
 #include "base/webhdfs_int.h"
 
 #define BODY_MAX (64u << 20) /* a JSON answer: a listing of ~200k entries */
@@ -19,12 +19,6 @@
 #define STALL_TIMEOUT_S 30
 
 /* ============================== one request ============================= */
-
-typedef struct body {
-  char *p;
-  size_t n, cap;
-  int over;
-} body;
 
 typedef struct req {
   const char *op;   /* "OPEN", named in errors */
@@ -45,14 +39,10 @@ typedef struct req {
   CURL *c;
   long status;
   char location[WEBHDFS_URL_MAX];
-  body resp;
+  http_body resp;
   int cb_rc; /* the error a callback stopped the transfer with */
   uint64_t sent;
 } req;
-
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int global_rc;
-static void global_init(void) { global_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1; }
 
 static long env_seconds(const char *name, long dflt) {
   const char *v = getenv(name);
@@ -75,22 +65,7 @@ static size_t on_body(char *d, size_t sz, size_t nm, void *ud) {
     }
     return k;
   }
-  body *b = &r->resp;
-  if (k > BODY_MAX - b->n) {
-    b->over = 1;
-    return 0;
-  }
-  if (b->n + k + 1 > b->cap) {
-    size_t cap = (b->n + k + 1) * 2;
-    char *q = realloc(b->p, cap);
-    if (!q) return 0;
-    b->p = q;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, d, k);
-  b->n += k;
-  b->p[b->n] = '\0';
-  return k;
+  return http_body_add(&r->resp, BODY_MAX, d, k);
 }
 
 static size_t on_up(char *d, size_t sz, size_t nm, void *ud) {
@@ -133,19 +108,12 @@ static void server_of(const char *http, char *out, size_t cap) {
   snprintf(out, cap, "%.*s", n, http);
 }
 
-static void set_options(req *r, CURL *c, struct curl_slist *h, char *errbuf) {
-  curl_easy_setopt(c, CURLOPT_URL, r->http);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+static void set_options(req *r, CURL *c, struct curl_slist *h) {
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, env_seconds("DROVER_WEBHDFS_CONNECT_TIMEOUT", CONNECT_TIMEOUT_S));
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, env_seconds("DROVER_WEBHDFS_STALL_TIMEOUT", STALL_TIMEOUT_S));
   if (!r->data) curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)META_TIMEOUT_S);
-  /* Kerberos: a 401 Negotiate is answered from the ticket cache; the empty
-   * credentials only switch libcurl's authentication on (no Basic). */
-  curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_NEGOTIATE);
-  curl_easy_setopt(c, CURLOPT_USERPWD, ":");
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, (long)r->follow);
   curl_easy_setopt(c, CURLOPT_MAXREDIRS, 4L);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -166,17 +134,15 @@ static void set_options(req *r, CURL *c, struct curl_slist *h, char *errbuf) {
 /* Makes the request: 0 with r->status, r->resp (and r->location when not
  * following), or an error naming the server that could not be reached. */
 static int perform(req *r) {
-  pthread_once(&once, global_init);
-  if (global_rc) return err_set(DRV_EIO, "webhdfs: libcurl could not be initialised");
-  CURL *c = curl_easy_init();
-  if (!c) return err_set(DRV_ENOMEM, "webhdfs: out of memory (curl)");
+  CURL *c;
+  char errbuf[CURL_ERROR_SIZE];
+  int rc = http_easy(&c, "webhdfs", r->http, 1, errbuf); /* Kerberos: SPNEGO when asked */
+  if (rc < 0) return rc;
   r->c = c;
   struct curl_slist *h = curl_slist_append(NULL, "Expect:"); /* no 100-continue wait */
   if (r->upload && h) h = curl_slist_append(h, "Content-Type: application/octet-stream");
-  char errbuf[CURL_ERROR_SIZE] = "";
-  set_options(r, c, h, errbuf);
+  set_options(r, c, h);
   CURLcode e = h ? curl_easy_perform(c) : CURLE_OUT_OF_MEMORY;
-  int rc = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
   char *loc = NULL;
   if (!r->follow && curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK && loc)
@@ -191,7 +157,7 @@ static int perform(req *r) {
     rc = err_set(e == CURLE_OPERATION_TIMEDOUT ? DRV_ETIMEDOUT : DRV_EIO,
                  "webhdfs %s %s: %s at %s: %s", r->op, r->what,
                  dn ? "the DataNode" : "the NameNode", server,
-                 r->resp.over ? "the answer is too large" : errbuf[0] ? errbuf : curl_easy_strerror(e));
+                 http_reason(e, r->resp.over, errbuf));
   }
   curl_slist_free_all(h);
   curl_easy_cleanup(c);
@@ -482,26 +448,16 @@ int webhdfs_open(const char *url, uint64_t offset, uint64_t length, webhdfs_writ
 }
 
 typedef struct sink {
-  body b;
+  http_body b;
   size_t max;
   const char *url;
 } sink;
 
 static int to_memory(void *ud, const char *buf, size_t n) {
   sink *s = ud;
-  if (n > s->max - s->b.n)
-    return err_set(DRV_ERANGE, "webhdfs OPEN %s: the file is over %zu bytes", s->url, s->max);
-  if (s->b.n + n + 1 > s->b.cap) {
-    size_t cap = s->b.cap ? s->b.cap : 1 << 16;
-    while (cap < s->b.n + n + 1) cap = cap > SIZE_MAX / 2 ? s->b.n + n + 1 : cap * 2;
-    char *p = realloc(s->b.p, cap);
-    if (!p) return err_set(DRV_ENOMEM, "webhdfs OPEN %s: out of memory", s->url);
-    s->b.p = p;
-    s->b.cap = cap;
-  }
-  memcpy(s->b.p + s->b.n, buf, n);
-  s->b.n += n;
-  return 0;
+  if (http_body_add(&s->b, s->max, buf, n) == n) return 0;
+  if (s->b.over) return err_set(DRV_ERANGE, "webhdfs OPEN %s: the file is over %zu bytes", s->url, s->max);
+  return err_set(DRV_ENOMEM, "webhdfs OPEN %s: out of memory", s->url);
 }
 
 int webhdfs_read_all(const char *url, char **data, size_t *len, size_t max) {

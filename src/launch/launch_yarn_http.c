@@ -10,34 +10,13 @@
 #include <strings.h>
 
 #include "base/err.h"
+#include "base/http.h"
 
 #define YHTTP_MAX (4u << 20)
 
-typedef struct buf {
-  char *p;
-  size_t n, cap;
-  int over;
-} buf;
-
 static size_t on_data(char *d, size_t sz, size_t nm, void *ud) {
-  buf *b = ud;
   if (nm && sz > SIZE_MAX / nm) return 0;
-  size_t k = sz * nm;
-  if (k > YHTTP_MAX - b->n) {
-    b->over = 1;
-    return 0;
-  }
-  if (b->n + k + 1 > b->cap) {
-    size_t cap = (b->n + k + 1) * 2;
-    char *q = realloc(b->p, cap);
-    if (!q) return 0;
-    b->p = q;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, d, k);
-  b->n += k;
-  b->p[b->n] = '\0';
-  return k;
+  return http_body_add(ud, YHTTP_MAX, d, sz * nm);
 }
 
 static size_t on_read(char *d, size_t sz, size_t nm, void *ud) {
@@ -69,16 +48,12 @@ static int stream_body(CURL *c, const launch_yarn_http_req *r, FILE **f) {
 }
 
 int launch_yarn_http_request(const launch_yarn_http_req *r, long *status, char **resp) {
-  static int inited;
   *resp = NULL;
   *status = 0;
-  if (!inited) { /* the loop's thread only: launchers are made and used there */
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
-      return err_set(DRV_EIO, "libcurl could not be initialised");
-    inited = 1;
-  }
-  CURL *c = curl_easy_init();
-  if (!c) return err_set(DRV_ENOMEM, "out of memory (curl)");
+  CURL *c;
+  char errbuf[CURL_ERROR_SIZE];
+  int rc = http_easy(&c, "yarn", r->url, r->negotiate, errbuf);
+  if (rc < 0) return rc;
   struct curl_slist *h = NULL;
   char tok[160];
   if (r->content_type) {
@@ -92,23 +67,16 @@ int launch_yarn_http_request(const launch_yarn_http_req *r, long *status, char *
   }
   if (r->header) h = curl_slist_append(h, r->header);
   h = curl_slist_append(h, "Expect:"); /* no 100-continue round trip */
-  buf b = {0};
-  curl_easy_setopt(c, CURLOPT_URL, r->url);
+  http_body b = {0};
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, r->method);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, r->timeout_ms);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
   int asks = 0;
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &asks);
-  if (r->negotiate) { /* the name and password are the ticket cache's: none given */
-    curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_NEGOTIATE);
-    curl_easy_setopt(c, CURLOPT_USERPWD, ":");
-  }
   FILE *f = NULL;
-  int rc = 0;
   if (r->body_file) {
     rc = stream_body(c, r, &f);
   } else if (r->body) {
@@ -119,8 +87,7 @@ int launch_yarn_http_request(const launch_yarn_http_req *r, long *status, char *
   if (rc < 0) {
     free(b.p);
   } else if (e != CURLE_OK) {
-    rc = err_set(DRV_EIO, "%s %s: %s", r->method, r->url,
-                 b.over ? "response too large" : curl_easy_strerror(e));
+    rc = err_set(DRV_EIO, "%s %s: %s", r->method, r->url, http_reason(e, b.over, errbuf));
     free(b.p);
   } else {
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);

@@ -7,55 +7,12 @@
 -- $H is the HDFS directory (hdfs://...), $L the local one, $RUNS the runs.
 local T = dofile("tests/lua/t.lua")
 local test, eq, near, raises = table.unpack(T)
+local F = dofile("tests/lua/files_util.lua")
+local hwm_kb, npy_header, same_params = F.hwm_kb, F.npy_header, F.same_params
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local phase, H, L, RUNS = arg[1], os.getenv("H"), os.getenv("L"), os.getenv("RUNS")
 
 -- ============================== gen ======================================
-
--- images.idx and labels.idx of n Fashion-MNIST-shaped examples (as
--- tests/lua/test_files_idx.lua makes them: learnable bands over noise).
-local function fashion(dir, n)
-  local variants = {}
-  for c = 0, 9 do
-    variants[c] = {}
-    for v = 1, 8 do
-      local px = {}
-      for r = 0, 27 do
-        for col = 0, 27 do
-          local on = (r >= c * 2 and r < c * 2 + 6) or (col >= 23 - c * 2 and col <= 27 - c * 2)
-          local noise = ((r * 31 + col * 17 + v * 101 + c * 7) * 2654435761 >> 7) % 80
-          px[#px + 1] = string.char(on and 150 + noise or noise)
-        end
-      end
-      variants[c][v] = table.concat(px)
-    end
-  end
-  local fi = assert(io.open(dir .. "/images.idx", "wb"))
-  local fl = assert(io.open(dir .. "/labels.idx", "wb"))
-  fi:write(string.pack(">I4I4I4I4", 0x803, n, 28, 28))
-  fl:write(string.pack(">I4I4", 0x801, n))
-  for b = 0, n - 1, 1000 do
-    local rows, labs = {}, {}
-    for i = b, math.min(n, b + 1000) - 1 do
-      local c = (i * 7 + i // 10) % 10
-      rows[#rows + 1] = variants[c][i % 8 + 1]
-      labs[#labs + 1] = string.char(c)
-    end
-    fi:write(table.concat(rows))
-    fl:write(table.concat(labs))
-  end
-  fi:close()
-  fl:close()
-end
-
--- A .npy header for a C-order array (numpy's padding to 64 bytes).
-local function npy_header(descr, shape)
-  local dict = string.format("{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape)
-  local total = (10 + #dict + 1 + 63) // 64 * 64
-  local hlen = total - 10
-  return "\x93NUMPY\1\0" .. string.char(hlen % 256, hlen // 256) .. dict ..
-         string.rep(" ", hlen - #dict - 1) .. "\n"
-end
 
 -- digits as x.npy (float32 [n, 64]) and y.npy (uint8 [n]), digits.svm.
 local function digits_as(dir)
@@ -82,18 +39,12 @@ end
 
 if phase == "gen" then
   local dir = arg[2]
-  fashion(dir, 60000)
+  F.fashion(dir .. "/images.idx", dir .. "/labels.idx", 60000)
   digits_as(dir)
   return
 end
 
 -- ============================== helpers ==================================
-
--- The peak resident set of this process, in kB.
-local function hwm_kb()
-  local s = T.read("/proc/self/status")
-  return tonumber(s:match("VmHWM:%s*(%d+)"))
-end
 
 local function mlp(ds, mode, steps, f)
   return drover.experiment {
@@ -128,16 +79,6 @@ local function fit(ds, workers, mode, name, steps, f)
   local tr = traces(c, workers)
   c:shutdown()
   return r, exp.model:parameters(), tr
-end
-
-local function same_params(p1, p2)
-  eq(#p1, #p2, "parameters")
-  local function same(u, v, what)
-    if type(u) ~= "table" then return eq(u, v, what) end
-    eq(#u, #v, what)
-    for k = 1, #u do same(u[k], v[k], what) end
-  end
-  for i = 1, #p1 do same(p1[i].value:totable(), p2[i].value:totable(), "parameter " .. p1[i].name) end
 end
 
 -- ============================== rss ======================================

@@ -138,6 +138,34 @@ engine_try() {
   trap 'exit 143' TERM INT
 }
 
+# yarn_start CASE: engine_start yarn for the YARN tests: the test YARN in
+# $DROVER_YARN_DIR ($TMP/yarn unless set), its env file sourced, RM the
+# ResourceManager's REST address, and DROVER_YARN_STAGING=$TMP/staging
+# (where the AM stages the binary and the files, on the test YARN's
+# default file system, file:///) made and exported.
+yarn_start() {
+  : "${DROVER_YARN_DIR:=$TMP/yarn}"
+  export DROVER_YARN_DIR
+  engine_start yarn "$1"
+  . "$DROVER_YARN_DIR/env"
+  RM=http://$DROVER_YARN_RM
+  DROVER_YARN_STAGING=$TMP/staging
+  export DROVER_YARN_STAGING
+  mkdir -p "$DROVER_YARN_STAGING"
+}
+
+# After yarn_start: the applications the RM still runs (live_apps), the
+# containers it still has allocated (containers), and neither
+# (nothing_left: a case left nothing behind).
+live_apps() {
+  curl -s -m 5 "$RM/ws/v1/cluster/apps?states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING" |
+    grep -o '"id":"application_[0-9_]*"'
+}
+containers() {
+  curl -s -m 5 "$RM/ws/v1/cluster/metrics" | sed -n 's/.*"containersAllocated":\([0-9]*\).*/\1/p'
+}
+nothing_left() { [ -z "$(live_apps)" ] && [ "$(containers)" = 0 ]; }
+
 # No shared file system (tests/noshare/hide.sh, tests/cli/test_noshare.sh).
 # noshare_dir: makes COORD=$TMP/coord, the coordinator's side, with a
 # marker file NOSHARE_MARK in it, and exports DROVER_SPARK_HIDE and

@@ -14,26 +14,9 @@
 # DROVER_YARN_REQUIRED=1 (CI) makes that a failure.
 . tests/cli/lib.sh
 RUNS=$TMP/runs
-: "${DROVER_YARN_DIR:=$TMP/yarn}"
-export DROVER_YARN_DIR
+# The AM's staging directory, $DROVER_YARN_STAGING: the tests check it is emptied.
+yarn_start "yarn-t00 tests/yarn/start.sh starts the test YARN"
 
-engine_start yarn "yarn-t00 tests/yarn/start.sh starts the test YARN"
-. "$DROVER_YARN_DIR/env"
-RM=http://$DROVER_YARN_RM
-# Where the AM stages the binary and the files (on the test YARN's default
-# file system, file:///): the tests check it is emptied.
-export DROVER_YARN_STAGING=$TMP/staging
-mkdir -p "$DROVER_YARN_STAGING"
-
-# Applications YARN still runs, and containers it still has allocated.
-live_apps() {
-  curl -s -m 5 "$RM/ws/v1/cluster/apps?states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING" |
-    grep -o '"id":"application_[0-9_]*"'
-}
-containers() {
-  curl -s -m 5 "$RM/ws/v1/cluster/metrics" | sed -n 's/.*"containersAllocated":\([0-9]*\).*/\1/p'
-}
-nothing_left() { [ -z "$(live_apps)" ] && [ "$(containers)" = 0 ]; }
 app_state() { # the final state of the run's application (RUN_DIR/yarn names it)
   id=$(sed -n 's/^application\t//p' "$1/yarn")
   curl -s -m 5 "$RM/ws/v1/cluster/apps/$id/state" | sed -n 's/.*"state":"\([A-Z]*\)".*/\1/p'

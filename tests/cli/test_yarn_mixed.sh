@@ -31,21 +31,7 @@ check "mixed-y00 a role on YARN without a ResourceManager is refused" \
 check "mixed-y00 yarn = {...} that no role uses is refused" \
   grep -qF 'cluster: yarn is for launcher = "yarn" (the cluster'"'"'s or a role'"'"'s: no role runs on it)' "$TMP/r.out"
 
-: "${DROVER_YARN_DIR:=$TMP/yarn}"
-export DROVER_YARN_DIR
-engine_start yarn "mixed-y00 tests/yarn/start.sh starts the test YARN"
-. "$DROVER_YARN_DIR/env"
-RM=http://$DROVER_YARN_RM
-export DROVER_YARN_STAGING=$TMP/staging
-mkdir -p "$DROVER_YARN_STAGING"
-live_apps() {
-  curl -s -m 5 "$RM/ws/v1/cluster/apps?states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING" |
-    grep -o '"id":"application_[0-9_]*"'
-}
-containers() {
-  curl -s -m 5 "$RM/ws/v1/cluster/metrics" | sed -n 's/.*"containersAllocated":\([0-9]*\).*/\1/p'
-}
-nothing_left() { [ -z "$(live_apps)" ] && [ "$(containers)" = 0 ]; }
+yarn_start "mixed-y00 tests/yarn/start.sh starts the test YARN"
 cat > "$TMP/yarn.lua" <<LUA
 return { queue = "default", name = "drover-mixed", max_attempts = 1 }
 LUA

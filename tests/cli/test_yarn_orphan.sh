@@ -17,23 +17,8 @@ if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_YARN_ASAN:-0}" != 1 ]; then
   exit 0
 fi
 RUNS=$TMP/runs
-: "${DROVER_YARN_DIR:=$TMP/yarn}"
-export DROVER_YARN_DIR
+yarn_start "yarn-o00 tests/yarn/start.sh starts the test YARN"
 
-engine_start yarn "yarn-o00 tests/yarn/start.sh starts the test YARN"
-. "$DROVER_YARN_DIR/env"
-RM=http://$DROVER_YARN_RM
-export DROVER_YARN_STAGING=$TMP/staging
-mkdir -p "$DROVER_YARN_STAGING"
-
-live_apps() {
-  curl -s -m 5 "$RM/ws/v1/cluster/apps?states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING" |
-    grep -o '"id":"application_[0-9_]*"'
-}
-containers() {
-  curl -s -m 5 "$RM/ws/v1/cluster/metrics" | sed -n 's/.*"containersAllocated":\([0-9]*\).*/\1/p'
-}
-nothing_left() { [ -z "$(live_apps)" ] && [ "$(containers)" = 0 ]; }
 app_of() { sed -n 's/^application\t//p' "$1/yarn"; }
 # app_field APP FIELD: a string field of the RM's report of APP
 app_field() {

@@ -34,29 +34,18 @@ TIMEOUT=${DROVER_HDFS_TIMEOUT:-90}
 JAR=${DROVER_YARN_JAR:-$ROOT/build/yarn/drover-yarn-test.jar}
 CP_FILE=$(dirname "$JAR")/classpath.txt
 
-log() { printf '[hdfs start] %s\n' "$*" >&2; }
-skip() {
-  echo "SKIP $*"
-  if [ "${DROVER_HDFS_REQUIRED:-0}" = 1 ]; then log "DROVER_HDFS_REQUIRED=1: failing"; exit 1; fi
-  exit 77
-}
+ENGINE=hdfs
+# shellcheck source=tests/engine_lib.sh
+. "$HERE/../engine_lib.sh"
 exec </dev/null
 
 command -v java >/dev/null || skip "no java (the test HDFS is Hadoop's MiniDFSCluster)"
 [ -f "$JAR" ] && [ -f "$CP_FILE" ] || skip "no $JAR (run make yarn-deps)"
 
-alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null &&
-  ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
-ours() { # the pid of our JVM when it still runs, else fails
-  local pid
-  pid=$(cat "$DIR/pid" 2>/dev/null) || return 1
-  alive "$pid" && grep -q 'drover.yarn.TestHdfs' "/proc/$pid/cmdline" 2>/dev/null &&
-    echo "$pid"
-}
 nn_up() { [ -s "$DIR/nn" ] && [ -s "$DIR/env" ] &&
   curl -sf -m 5 "http://127.0.0.1:$(cut -d' ' -f2 "$DIR/nn")/webhdfs/v1/?op=GETFILESTATUS" >/dev/null; }
 
-if ours >/dev/null && nn_up; then
+if jvm_ours drover.yarn.TestHdfs >/dev/null && nn_up; then
   log "reusing the test HDFS at $(cat "$DIR/nn")"
   exit 0
 fi
@@ -72,17 +61,7 @@ env -u HADOOP_USER_NAME setsid java -Xmx512m -cp "$DIR/conf:$cp_all" drover.yarn
   >"$DIR/log/hdfs.log" 2>&1 &
 pid=$!
 echo $pid >"$DIR/pid"
-for _ in $(seq "$TIMEOUT"); do
-  [ -s "$DIR/nn" ] && break
-  alive "$pid" || break
-  sleep 1
-done
-if ! [ -s "$DIR/nn" ]; then
-  log "the test HDFS did not come up in ${TIMEOUT}s; its log ends:"
-  tail -20 "$DIR/log/hdfs.log" >&2
-  bash "$HERE/stop.sh" || true
-  exit 1
-fi
+jvm_await "$DIR/nn" "$pid" "the test HDFS" "$DIR/log/hdfs.log"
 read -r rpc http <"$DIR/nn"
 cat >"$DIR/env" <<ENV
 export DROVER_HDFS_DIR='$DIR'

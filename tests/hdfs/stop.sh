@@ -6,23 +6,10 @@
 # JVM's process group (setsid in start.sh). Idempotent. The state stays
 # (start.sh removes it before a new cluster).
 set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 DIR=${DROVER_HDFS_DIR:-/tmp/drover-hdfs}
-log() { printf '[hdfs stop] %s\n' "$*" >&2; }
+ENGINE=hdfs
+# shellcheck source=tests/engine_lib.sh
+. "$HERE/../engine_lib.sh"
 exec </dev/null
-
-pid=$(cat "$DIR/pid" 2>/dev/null) || exit 0
-alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
-if ! alive "$pid" || ! grep -q 'drover.yarn.TestHdfs' "/proc/$pid/cmdline" 2>/dev/null; then
-  rm -f "$DIR/pid"
-  exit 0
-fi
-kill -TERM "$pid"
-for _ in $(seq 30); do alive "$pid" || break; sleep 0.5; done
-if alive "$pid"; then
-  log "the test HDFS ($pid) ignored SIGTERM: SIGKILL"
-  kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid"
-  for _ in $(seq 10); do alive "$pid" || break; sleep 0.5; done
-fi
-if alive "$pid"; then log "the test HDFS ($pid) is still running"; exit 1; fi
-rm -f "$DIR/pid"
-log "stopped the test HDFS ($pid)"
+jvm_stop drover.yarn.TestHdfs "the test HDFS"

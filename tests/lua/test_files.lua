@@ -4,27 +4,11 @@
 local T = dofile("tests/lua/t.lua")
 local test, eq, near, raises = table.unpack(T)
 local sh = T.sh
+local F = dofile("tests/lua/files_util.lua")
+local hwm_kb, npy_header = F.hwm_kb, F.npy_header
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local TMP = os.getenv("TMPDIR") or "/tmp"
 local RUNS = TMP .. "/drover-test-runs"
-
--- The coordinator's peak resident set (this process), in kB.
-local function hwm_kb()
-  local f = assert(io.open("/proc/self/status"))
-  local s = f:read("a")
-  f:close()
-  return tonumber(s:match("VmHWM:%s*(%d+)"))
-end
-
--- A .npy header for a C-order array of `descr` and `shape` (a string
--- like "(3, 4)"), padded to 64 bytes as numpy writes it.
-local function npy_header(descr, shape)
-  local dict = string.format("{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape)
-  local total = (10 + #dict + 1 + 63) // 64 * 64
-  local hlen = total - 10
-  return "\x93NUMPY\1\0" .. string.char(hlen % 256, hlen // 256) .. dict ..
-         string.rep(" ", hlen - #dict - 1) .. "\n"
-end
 
 -- A sparse .npy of rows x cols float32 zeros (and labels of u1 zeros):
 -- made in a moment, read as zeros.

@@ -2,60 +2,26 @@
 -- worker reads its own rows (byte ranges of a plain file, a gzip file
 -- streamed), and a Fashion-MNIST-sized set trains on 1 ps + 2 workers with
 -- the coordinator's peak RSS under 60 MB. No Fashion-MNIST ships in a
--- package this project can fetch, so the files are made here: 60000 28x28
--- uint8 images whose class draws a band of rows and a band of columns over
--- seeded noise, learnable as the real set is (first test: the peak RSS is
--- the process's, so nothing big comes before it).
+-- package this project can fetch, so the files are made here (by
+-- files_util.lua): 60000 28x28 uint8 images whose class draws a band of
+-- rows and a band of columns over seeded noise, learnable as the real set
+-- is (first test: the peak RSS is the process's, so nothing big comes
+-- before it).
 local T = dofile("tests/lua/t.lua")
 local test, eq, near, raises = table.unpack(T)
 local sh = T.sh
+local F = dofile("tests/lua/files_util.lua")
+local hwm_kb = F.hwm_kb
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local TMP = os.getenv("TMPDIR") or "/tmp"
 local RUNS = TMP .. "/drover-test-runs"
 local DIR = TMP .. "/drover-files-idx-" .. os.time() .. "-" .. math.random(1e6)
 assert(sh("mkdir -p '" .. DIR .. "'") == 0)
 
--- The coordinator's peak resident set (this process), in kB.
-local function hwm_kb()
-  local f = assert(io.open("/proc/self/status"))
-  local s = f:read("a")
-  f:close()
-  return tonumber(s:match("VmHWM:%s*(%d+)"))
-end
-
 -- images-N.idx and labels-N.idx of n Fashion-MNIST-shaped examples.
 local function fashion(n)
-  local variants = {}
-  for c = 0, 9 do
-    variants[c] = {}
-    for v = 1, 8 do
-      local px = {}
-      for r = 0, 27 do
-        for col = 0, 27 do
-          local on = (r >= c * 2 and r < c * 2 + 6) or (col >= 23 - c * 2 and col <= 27 - c * 2)
-          local noise = ((r * 31 + col * 17 + v * 101 + c * 7) * 2654435761 >> 7) % 80
-          px[#px + 1] = string.char(on and 150 + noise or noise)
-        end
-      end
-      variants[c][v] = table.concat(px)
-    end
-  end
   local ip, lp = DIR .. "/images-" .. n .. ".idx", DIR .. "/labels-" .. n .. ".idx"
-  local fi, fl = assert(io.open(ip, "wb")), assert(io.open(lp, "wb"))
-  fi:write(string.pack(">I4I4I4I4", 0x803, n, 28, 28))
-  fl:write(string.pack(">I4I4", 0x801, n))
-  for b = 0, n - 1, 1000 do
-    local rows, labs = {}, {}
-    for i = b, math.min(n, b + 1000) - 1 do
-      local c = (i * 7 + i // 10) % 10
-      rows[#rows + 1] = variants[c][i % 8 + 1]
-      labs[#labs + 1] = string.char(c)
-    end
-    fi:write(table.concat(rows))
-    fl:write(table.concat(labs))
-  end
-  fi:close()
-  fl:close()
+  F.fashion(ip, lp, n)
   return ip, lp
 end
 
@@ -130,13 +96,7 @@ test("idx-02 one worker: files mode trains as the rows shipped in SETUP (sync) a
   eq(r1.steps, 32, "steps: one epoch of 2000 rows in batches of 64")
   eq(r1.steps, r2.steps, "steps")
   eq(r1.loss, r2.loss, "loss: files mode and rows in SETUP")
-  eq(#p1, #p2, "parameters")
-  local function same(u, v, what)
-    if type(u) ~= "table" then return eq(u, v, what) end
-    eq(#u, #v, what)
-    for k = 1, #u do same(u[k], v[k], what) end
-  end
-  for i = 1, #p1 do same(p1[i].value:totable(), p2[i].value:totable(), "parameter " .. p1[i].name) end
+  F.same_params(p1, p2)
   local r3 = run(lazy)
   drover.seed(1)
   local r4 = experiment((data.idx(ip, lp):shuffle { seed = 5 }:standardize())):fit()

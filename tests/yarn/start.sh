@@ -52,12 +52,9 @@ JAR=${DROVER_YARN_JAR:-$ROOT/build/yarn/drover-yarn-test.jar}
 AM_JAR=${DROVER_YARN_AM_JAR:-$ROOT/build/yarn-am/drover-yarn-am.jar}
 CP_FILE=$(dirname "$JAR")/classpath.txt
 
-log() { printf '[yarn start] %s\n' "$*" >&2; }
-skip() {
-  echo "SKIP $*"
-  if [ "${DROVER_YARN_REQUIRED:-0}" = 1 ]; then log "DROVER_YARN_REQUIRED=1: failing"; exit 1; fi
-  exit 77
-}
+ENGINE=yarn
+# shellcheck source=tests/engine_lib.sh
+. "$HERE/../engine_lib.sh"
 exec </dev/null
 
 command -v java >/dev/null || skip "no java (the test YARN is Hadoop's MiniYARNCluster)"
@@ -75,17 +72,9 @@ if [ -n "$HIDE" ]; then
   HIDE_WRAP=(bash "$HERE/../noshare/hide.sh" exec "$HIDE")
 fi
 
-alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null &&
-  ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
-ours() { # the pid of our JVM when it still runs, else fails
-  local pid
-  pid=$(cat "$DIR/pid" 2>/dev/null) || return 1
-  alive "$pid" && grep -q 'drover.yarn.TestCluster' "/proc/$pid/cmdline" 2>/dev/null &&
-    echo "$pid"
-}
 rm_up() { [ -s "$DIR/rm" ] && curl -sf -m 5 "http://$(cat "$DIR/rm")/ws/v1/cluster/info" >/dev/null; }
 
-if ours >/dev/null && rm_up && [ "$(cat "$DIR/hidden" 2>/dev/null)" = "$HIDE" ]; then
+if jvm_ours drover.yarn.TestCluster >/dev/null && rm_up && [ "$(cat "$DIR/hidden" 2>/dev/null)" = "$HIDE" ]; then
   log "reusing the test YARN at $(cat "$DIR/rm")"
   exit 0
 fi
@@ -102,17 +91,7 @@ HADOOP_CONF_DIR=$DIR/conf HADOOP_COMMON_HOME=$DIR/hadoop \
   setsid "${HIDE_WRAP[@]}" java -Xmx1g -cp "$JAR:$hadoop_cp" drover.yarn.TestCluster "$DIR" >"$DIR/log/yarn.log" 2>&1 &
 echo $! >"$DIR/pid"
 pid=$!
-for _ in $(seq "$TIMEOUT"); do
-  [ -s "$DIR/rm" ] && break
-  alive "$pid" || break
-  sleep 1
-done
-if ! [ -s "$DIR/rm" ]; then
-  log "the test YARN did not come up in ${TIMEOUT}s; its log ends:"
-  tail -20 "$DIR/log/yarn.log" >&2
-  bash "$HERE/stop.sh" || true
-  exit 1
-fi
+jvm_await "$DIR/rm" "$pid" "the test YARN" "$DIR/log/yarn.log"
 cat >"$DIR/env" <<ENV
 export DROVER_YARN_DIR='$DIR'
 export DROVER_YARN_RM='$(cat "$DIR/rm")'

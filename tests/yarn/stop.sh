@@ -6,23 +6,10 @@
 # SIGTERM (its hook stops the cluster in at most 8 s), up to 15 s, then
 # SIGKILL of the JVM's process group (setsid in start.sh). Idempotent.
 set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 DIR=${DROVER_YARN_DIR:-/tmp/drover-yarn}
-log() { printf '[yarn stop] %s\n' "$*" >&2; }
+ENGINE=yarn
+# shellcheck source=tests/engine_lib.sh
+. "$HERE/../engine_lib.sh"
 exec </dev/null
-
-pid=$(cat "$DIR/pid" 2>/dev/null) || exit 0
-alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
-if ! alive "$pid" || ! grep -q 'drover.yarn.TestCluster' "/proc/$pid/cmdline" 2>/dev/null; then
-  rm -f "$DIR/pid"
-  exit 0
-fi
-kill -TERM "$pid"
-for _ in $(seq 30); do alive "$pid" || break; sleep 0.5; done
-if alive "$pid"; then
-  log "the test YARN ($pid) ignored SIGTERM: SIGKILL"
-  kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid"
-  for _ in $(seq 10); do alive "$pid" || break; sleep 0.5; done
-fi
-if alive "$pid"; then log "the test YARN ($pid) is still running"; exit 1; fi
-rm -f "$DIR/pid"
-log "stopped the test YARN ($pid)"
+jvm_stop drover.yarn.TestCluster "the test YARN"
