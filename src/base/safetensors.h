@@ -88,7 +88,8 @@ int safetensors_src_open(const char *name, const safetensors_entry *t, size_t n,
  * (webhdfs_read_fn's contract; `src` is a safetensors_src). */
 long long safetensors_src_read(void *src, char *buf, size_t cap);
 /* Frees s; the digest (manifest.h's form, MANIFEST_DIGEST_MAX bytes) of
- * all the bytes when every one was read, else DRV_ERANGE. */
+ * all the bytes when every one was read, else DRV_ERANGE. A NULL digest:
+ * the stream is given up, nothing is checked. */
 int safetensors_src_close(safetensors_src *s, char *digest);
 
 /* One tensor read back; owned by its safetensors_file. */

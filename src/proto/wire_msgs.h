@@ -244,12 +244,15 @@
  * ps runs), the file's bytes travel over this connection instead, P -> C
  * before CHECKPOINT_OK, C -> P before RESTORE (ps_ckpt_xfer.c,
  * coord_ckpt_xfer.c):
- *  CKPT_FILE      the file `path` follows: `size` bytes, digest `sha256`
- *                 (manifest.h's form: what CHECKPOINT_OK reports)
+ *  CKPT_FILE      the file `path` follows: `size` bytes
  *  CKPT_PIECE     its bytes from `offset`, in order, at most
- *                 DROVER_CKPT_PIECE (4 MiB by default) each
- *  CKPT_FILE_END  all of it came: `size` bytes in `pieces` pieces; the
- *                 receiver checks size and digest before it takes it */
+ *                 DROVER_REPL_PIECE (4 MiB by default) each
+ *  CKPT_FILE_END  all of it came: `size` bytes in `pieces` pieces, digest
+ *                 `sha256` (manifest.h's form: what CHECKPOINT_OK
+ *                 reports); the receiver checks all three before it takes
+ *                 it. The digest comes last so that a sender can hash the
+ *                 bytes as it sends them: the first piece leaves before
+ *                 the file is whole anywhere */
 #define WIRE_MSG_checkpoint(X) \
   X(U64, at_version) X(STR, path) X(ITEMS, names, var_name, "CHECKPOINT variable") \
   X(ENUM, to, WIRE_CKPT_LAST, "CHECKPOINT to")
@@ -258,9 +261,9 @@
 #define WIRE_MSG_restore(X) \
   X(U64, version) X(STR, path) X(ITEMS, names, var_name, "RESTORE variable") \
   X(ENUM, from, WIRE_CKPT_LAST, "RESTORE from")
-#define WIRE_MSG_ckpt_file(X) X(U64, size) X(STR, sha256) X(STR, path)
+#define WIRE_MSG_ckpt_file(X) X(U64, size) X(STR, path)
 #define WIRE_MSG_ckpt_piece(X) X(U64, offset) X(BYTES, data)
-#define WIRE_MSG_ckpt_file_end(X) X(U64, size) X(U32, pieces)
+#define WIRE_MSG_ckpt_file_end(X) X(U64, size) X(U32, pieces) X(STR, sha256)
 #define WIRE_MSG_restore_ok(X) X(I32, status) X(STR, message)
 
 /* ps replicas (docs/ARCHITECTURE.md, "ps replicas").

@@ -6,8 +6,8 @@
 # the same fit's local checkpoints; a cluster fit (1 ps + 2 workers) with
 # keep = 2 leaves 2, each file's manifest sha256 that of the bytes Hadoop
 # reads; a ps hidden from the run directory (as test_ckpt_remote.sh does)
-# writes HDFS itself; that ps SIGKILLed mid-fit is restored from HDFS and
-# the fit ends bit-identical to an uninterrupted run; the coordinator
+# writes HDFS itself; that ps SIGKILLed mid-fit is restored from HDFS (the
+# file read on a worker thread, not its loop) and the fit ends bit-identical to an uninterrupted run; the coordinator
 # SIGKILLed and `drover run --resume` the same; `drover export RUN` reads
 # an HDFS checkpoint; a directory the user may not write fails the
 # checkpoints clearly (AccessControlException) and training goes on; the
@@ -160,6 +160,7 @@ FO_RC=$?
 check "ckh-04 the run ended well ($FO_RC)" [ $FO_RC -eq 0 ]
 check "ckh-04 restored from a checkpoint on HDFS" grep -q "restoring from step [1-9][0-9]* (webhdfs://" "$FO/events.log"
 check "ckh-04 the restarted ps read it from HDFS" grep -q "restored from webhdfs://.*ps-0.safetensors" "$FO/logs/ps-0.log"
+check "ckh-04 on a worker thread, not its loop" grep -q "restore from webhdfs://.*ps-0.safetensors: reading it on a worker thread" "$FO/logs/ps-0.log"
 check "ckh-04 bit-identical to the reference" [ "$(sha "$TMP/fo.st")" = "$(sha "$TMP/ref.st")" ]
 
 # ckh-05: the coordinator SIGKILLed mid-fit; --resume from HDFS.

@@ -8,7 +8,8 @@
 # safetensors reader loads them, and they are bit-identical to a ps that
 # writes them itself (sync, one worker); DROVER_CKPT_VIA_COORD=1 forces
 # the way; a hidden ps SIGKILLed mid-fit is restored through the
-# coordinator and the fit ends bit-identical; a coordinator SIGKILLed and
+# coordinator and the fit ends bit-identical; the file streams in pieces as
+# the ps encodes it; a coordinator SIGKILLed and
 # `drover run --resume` ends bit-identical to an uninterrupted run; a ps
 # announcing a wrong digest fails that checkpoint only; a peer that is not
 # the coordinator sending a checkpoint piece to a ps is refused; with
@@ -119,6 +120,21 @@ VIA=$(run_of "$TMP/via.out")
 check "rc-03 forced through the coordinator, said so" grep -q "checkpoints: ps:0 through the coordinator (DROVER_CKPT_VIA_COORD=1)" "$VIA/events.log"
 same=$(same_files "$REF" "$VIA")
 check "rc-03 its files are the reference's ($same compared)" [ "$same" -ge 1 ]
+
+# rc-08: the ps streams its file as it encodes it: in 1 KiB pieces, the
+# first is on the socket before the last is encoded, and the files are
+# still the reference's.
+DROVER_REPL_PIECE=1024 DROVER_CKPT_VIA_COORD=1 timeout 300 "$DROVER" run "$TMP/fit.lua" "$TMP/pipe.st" fast "$RUNS" pipe >"$TMP/pipe.out" 2>&1
+PIPE=$(run_of "$TMP/pipe.out")
+# The "first queued" and "last encoded" times of each file of several pieces.
+pipelined() {
+  sed -n 's/.*streamed: [0-9]* bytes in \([0-9]*\) pieces, the first queued after \([0-9.]*\) ms, the last encoded after \([0-9.]*\) ms/\1 \2 \3/p' \
+    "$PIPE/logs/ps-0.log" | awk '$1 > 2 { n++; if ($2 >= $3) bad++ } END { exit !(n > 0 && !bad) }'
+}
+check "rc-08 each file's first piece left before its last was encoded" pipelined
+same=$(same_files "$REF" "$PIPE")
+check "rc-08 its files are the reference's ($same compared)" [ "$same" -ge 1 ]
+check "rc-08 the final parameters are the reference's" [ "$(sha "$TMP/pipe.st")" = "$(sha "$TMP/ref.st")" ]
 
 # rc-04: a wrong digest from the ps fails that checkpoint only.
 DROVER_FAULT=ckpt-bad-digest:ps:0 DROVER_LAUNCH_EXE=$TMP/node.sh timeout 300 "$DROVER" run "$TMP/fit.lua" "$TMP/bad.st" fast "$RUNS" bad >"$TMP/bad.out" 2>&1

@@ -3,14 +3,16 @@
  * bounded pieces (wire_msgs.h, CKPT_FILE).
  *
  * In (a checkpoint): the CHECKPOINT told the ps to send its file; its
- * CKPT_FILE (size, digest), CKPT_PIECEs in order and CKPT_FILE_END come
- * before its CHECKPOINT_OK. Each piece is written to a temporary
- * beside ps-<i>.safetensors and hashed; at the end size, piece count and
- * digest must be the ones announced, and only then the temporary is
+ * CKPT_FILE (size), CKPT_PIECEs in order (sent as the ps encodes them)
+ * and CKPT_FILE_END (size, count, digest) come before its CHECKPOINT_OK.
+ * Each piece is written to a temporary beside ps-<i>.safetensors and
+ * hashed; at the end size, piece count and digest must be the ones the
+ * ps sent, and only then the temporary is
  * fsynced and renamed (afile.h), as the ps does when it writes the file
  * itself. The writes, the hash and the commit run on libuv's worker
  * threads (recv_job), so a big shard does not stall the loop; a
- * CHECKPOINT_OK that comes before the commit ended waits for it. Anything else fails that ps's file, so that checkpoint fails
+ * CHECKPOINT_OK that comes before the commit ended waits for it.
+ * Anything else fails that ps's file, so that checkpoint fails
  * as when a ps's disk is full; frames of a transfer nobody asked for are
  * refused (logged, dropped) and change nothing.
  *
@@ -60,7 +62,7 @@ typedef struct recv_job {
   afile file;
   manifest_digest d;
   char path[4200];
-  char want[MANIFEST_DIGEST_MAX]; /* the digest announced */
+  char want[MANIFEST_DIGEST_MAX]; /* the digest CKPT_FILE_END sent: set before the last batch */
   piece *pending, **tail;         /* the loop's */
   piece *batch;                   /* the worker's, while busy */
   bool busy, ended, last, open, committed;
@@ -70,7 +72,7 @@ typedef struct recv_job {
 struct coord_xfer {
   int state;
   char path[4200];
-  char digest[MANIFEST_DIGEST_MAX]; /* announced */
+  char digest[MANIFEST_DIGEST_MAX]; /* CKPT_FILE_END's */
   uint64_t size, got;
   uint32_t pieces;
   char why[512];
@@ -228,7 +230,7 @@ static int on_file(coord_fit_state *f, coord_xfer *x, int k, const uint8_t *pl, 
   char path[4200];
   if (wire_get_ckpt_file(pl, len, &m) < 0) return -1;
   if (wire_str_copy(m.path, path, sizeof path) < 0 || strcmp(path, x->path) != 0) return -1;
-  if (wire_str_copy(m.sha256, x->digest, sizeof x->digest) < 0 || m.size < 8) {
+  if (m.size < 8) {
     failed(x, k, "%s", "a malformed CKPT_FILE");
     return 0;
   }
@@ -241,7 +243,6 @@ static int on_file(coord_fit_state *f, coord_xfer *x, int k, const uint8_t *pl, 
   *j = (recv_job){.x = x, .f = f, .k = k};
   j->tail = &j->pending;
   snprintf(j->path, sizeof j->path, "%s", x->path);
-  snprintf(j->want, sizeof j->want, "%s", x->digest);
   x->job = j;
   if (manifest_digest_begin(&j->d, m.size) < 0 || afile_open(&j->file, j->path) < 0) {
     failed(x, k, "%s", err_msg());
@@ -281,13 +282,15 @@ static void on_end(coord_xfer *x, int k, const uint8_t *pl, uint32_t len) {
   wire_msg_ckpt_file_end m;
   char detail[160];
   if (wire_get_ckpt_file_end(pl, len, &m) < 0 || m.size != x->size || x->got != x->size ||
-      m.pieces != x->pieces) {
+      m.pieces != x->pieces || wire_str_copy(m.sha256, x->digest, sizeof x->digest) < 0) {
     snprintf(detail, sizeof detail, "%" PRIu64 " bytes in %u pieces came of %" PRIu64 " announced",
              x->got, x->pieces, x->size);
     failed(x, k, "%s", detail);
     return;
   }
   x->state = XF_COMMIT; /* its CHECKPOINT_OK waits for the commit */
+  /* No batch of the job reads `want` before the last one, queued after this */
+  snprintf(x->job->want, sizeof x->job->want, "%s", x->digest);
   x->job->ended = true;
   kick(x->job);
 }
@@ -387,7 +390,7 @@ static int send_pieces(conn *c, int fd, const char *path, uint64_t size, const c
   if (rc < 0) return rc;
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_ckpt_file_end(&w, &(wire_msg_ckpt_file_end){size, pieces});
+  wire_put_ckpt_file_end(&w, &(wire_msg_ckpt_file_end){size, pieces, WIRE_STR(want)});
   return conn_send_wr(c, &w, WIRE_CKPT_FILE_END, 0);
 }
 
@@ -407,7 +410,7 @@ int coord__xfer_send(coord_fit_state *f, int k, const char *dir, const char *pat
   }
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_ckpt_file(&w, &(wire_msg_ckpt_file){size, WIRE_STR(digest), WIRE_STR(path)});
+  wire_put_ckpt_file(&w, &(wire_msg_ckpt_file){size, WIRE_STR(path)});
   rc = conn_send_wr(f->ps[k], &w, WIRE_CKPT_FILE, 0);
   if (rc == 0) rc = send_pieces(f->ps[k], fd, path, size, digest);
   close(fd);

@@ -129,6 +129,10 @@ static void ps_ready(conn *cn) {
 void coord__ps_link_gone(coord_fit_state *f, int k) {
   f->ps[k] = NULL;
   coord__xfer_abort(f, k, "its connection closed during the transfer");
+  /* A version probe or CHECKPOINT sent on it is never answered: without
+   * this the checkpoint waits for good (a link to a promoted replica
+   * that closed during its handshake) and no later one starts. */
+  if (f->cfg) coord__ckpt_abandon(f, k);
   if (f->pend_ps[k] > 0) { /* the replies it owed will never come */
     f->pend_ps[k] = 0;
     f->lost_replies++;

@@ -328,6 +328,7 @@ static bool must_hold(const ps_server *ps, uint64_t min_version, bool probe) {
   /* After a RESTORE rolled the version back, a worker's PULL behind a
    * push made before it asks for a version far ahead: it gets the
    * restored values now (a live one asks for exactly the next version). */
+  if (ps->rs) return true; /* a RESTORE's file is being read: its values come first */
   if (ps->restored && !probe && min_version > ps->version + 1) return false;
   return ps->sync && !ps->stopping && min_version > ps->version && !ps__sync_done(ps);
 }
@@ -565,6 +566,7 @@ static void data_close(conn *c, int err, const char *why) {
   drop_held(pe->ps, pe);
   ps__xfer_peer_gone(pe->ps, c);
   ps__ckpt_peer_gone(pe->ps, pe);
+  ps__restore_peer_gone(pe->ps, c);
   ps__repl_peer_gone(pe->ps, pe);
   free(pe);
 }

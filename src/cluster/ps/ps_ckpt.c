@@ -2,7 +2,8 @@
  * taken on the loop between two updates and written by a thread as one
  * safetensors file, and a rollback of every shard to such a file (ps
  * failover). Where the file goes (CHECKPOINT `to`): written at the path,
- * or encoded in memory and sent to the coordinator (ps_ckpt_xfer.c). See
+ * streamed to HDFS, or streamed to the coordinator in pieces encoded by
+ * worker threads as they go (ps_ckpt_xfer.c). See
  * ps_int.h for the state it shares with ps.c. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,8 +29,6 @@ typedef struct ps_ckpt {
   uint32_t req;
   uint64_t at_version, version;
   uint8_t to;       /* WIRE_CKPT_PATH, _COORD or _HDFS */
-  uint8_t *file;    /* to the coordinator: the file's bytes, until sent */
-  size_t file_len;
   char path[4096];
   uint32_t nnames;
   uint32_t *vars;   /* var ids and their names, as the request gave them */
@@ -45,7 +44,8 @@ typedef struct ps_ckpt {
   uint64_t bytes;
   char sha256[MANIFEST_DIGEST_MAX]; /* of the file, hashed as it was written */
   double pause_ms;  /* the copy: how long updates waited */
-  double write_ms;  /* the write on the thread */
+  double write_ms;  /* the write on the thread; to the coordinator, the stream */
+  uint64_t t_start; /* when the stream to the coordinator started (uv_hrtime) */
   safetensors_times times; /* where write_ms went */
 } ps_ckpt;
 
@@ -93,7 +93,6 @@ static void ckpt_free(ps_ckpt *k) {
   free(k->sizes);
   for (size_t i = 0; k->meta && k->meta[i]; i++) free(k->meta[i]);
   free(k->vars), free(k->names), free(k->e), free(k->tnames), free(k->data), free(k->meta);
-  free(k->file);
   free(k);
 }
 
@@ -206,11 +205,7 @@ static void ckpt_write_cb(uv_work_t *wk) {
   uint64_t t0 = uv_hrtime();
   if (k->to == WIRE_CKPT_HDFS)
     k->status = write_hdfs(k);
-  else if (k->to == WIRE_CKPT_COORD) {
-    k->status = safetensors_encode(k->path, k->e, k->n, (const char *const *)k->meta, &k->file,
-                                   &k->file_len, k->sha256);
-    k->bytes = k->file_len;
-  } else
+  else
     k->status = safetensors_write_hashed(k->path, k->e, k->n, (const char *const *)k->meta,
                                          k->sha256, &k->bytes, &k->times);
   k->write_ms = (double)(uv_hrtime() - t0) / 1e6;
@@ -224,22 +219,25 @@ static void ckpt_done(ps_ckpt *k) {
   ckpt_free(k);
 }
 
-static void sent_cb(void *ud, int status, const char *why) {
+static void sent_cb(void *ud, int status, const char *why, const char *digest) {
   ps_ckpt *k = ud;
-  k->file = NULL; /* freed by the transfer */
+  k->write_ms = (double)(uv_hrtime() - k->t_start) / 1e6;
   if (status < 0) {
     k->status = status;
+    k->bytes = 0;
     snprintf(k->msg, sizeof k->msg, "%s", why);
     log_warn("checkpoint %s failed: %s", k->path, k->msg);
-  } else
+  } else {
+    snprintf(k->sha256, sizeof k->sha256, "%s", digest);
     log_info("checkpoint %s: version %llu, %llu bytes sent to the coordinator, training paused "
-             "%.2f ms for the copy, encoded in %.1f ms", k->path, (unsigned long long)k->version,
-             (unsigned long long)k->bytes, k->pause_ms, k->write_ms);
+             "%.2f ms for the copy, encoded and queued in %.1f ms", k->path,
+             (unsigned long long)k->version, (unsigned long long)k->bytes, k->pause_ms, k->write_ms);
+  }
   ckpt_done(k);
 }
 
 /* Fault injection for tests (test_ckpt_remote.sh): DROVER_FAULT=
- * ckpt-bad-digest:ps:I announces a digest the bytes do not have. */
+ * ckpt-bad-digest:ps:I sends a digest the bytes do not have. */
 static bool fault(const ps_server *ps, const char *what) {
   const char *f = getenv("DROVER_FAULT");
   char want[64];
@@ -247,19 +245,16 @@ static bool fault(const ps_server *ps, const char *what) {
   return f && strcmp(f, want) == 0;
 }
 
-/* To the coordinator: the bytes go now, the answer once they are queued. */
-static bool send_file(ps_ckpt *k) {
-  if (k->to != WIRE_CKPT_COORD || k->status < 0 || !k->pe || k->pe->doomed) return false;
-  char digest[MANIFEST_DIGEST_MAX];
-  snprintf(digest, sizeof digest, "%s", k->sha256);
-  if (fault(k->ps, "ckpt-bad-digest")) digest[0] = digest[0] == '0' ? '1' : '0';
-  uint8_t *buf = k->file;
-  k->file = NULL;
-  if (ps__xfer_send(k->ps, k->pe->c, k->path, buf, k->file_len, digest, sent_cb, k) == 0)
-    return true;
-  k->status = DRV_EIO;
-  snprintf(k->msg, sizeof k->msg, "%s", err_msg());
-  return false;
+/* To the coordinator: the file streams from the snapshot as worker
+ * threads encode it; the answer once its end is queued (sent_cb). */
+static int stream_file(ps_ckpt *k) {
+  if (!k->pe || k->pe->doomed) return err_set(DRV_EIO, "the coordinator's connection closed");
+  safetensors_src *src;
+  int rc = safetensors_src_open(k->path, k->e, k->n, (const char *const *)k->meta, &src, &k->bytes);
+  if (rc < 0) return rc;
+  k->t_start = uv_hrtime();
+  return ps__xfer_stream(k->ps, k->pe->c, k->path, src, k->bytes, fault(k->ps, "ckpt-bad-digest"),
+                         sent_cb, k);
 }
 
 static void ckpt_after_cb(uv_work_t *wk, int status) {
@@ -268,7 +263,6 @@ static void ckpt_after_cb(uv_work_t *wk, int status) {
     k->status = DRV_EIO;
     snprintf(k->msg, sizeof k->msg, "%.900s: %s", k->path, uv_strerror(status));
   }
-  if (send_file(k)) return;
   if (k->status < 0) log_warn("checkpoint %s failed: %s", k->path, k->msg);
   else if (k->to == WIRE_CKPT_HDFS)
     log_info("checkpoint %s: version %llu, %llu bytes, training paused %.2f ms for the copy, "
@@ -286,10 +280,13 @@ static void ckpt_take(ps_server *ps, ps_ckpt *k) {
   uint64_t t0 = uv_hrtime();
   int rc = snapshot(ps, k);
   k->pause_ms = (double)(uv_hrtime() - t0) / 1e6;
-  k->work.data = k;
-  if (rc == 0 && uv_queue_work(ps->loop, &k->work, ckpt_write_cb, ckpt_after_cb) == 0) return;
-  k->status = rc < 0 ? rc : DRV_EIO;
-  snprintf(k->msg, sizeof k->msg, "%s", rc < 0 ? err_msg() : "cannot start the write");
+  k->work.data = k; /* taken: ps__ckpt_version_reached and _peer_gone leave it be */
+  if (rc == 0 && k->to == WIRE_CKPT_COORD) rc = stream_file(k);
+  else if (rc == 0 && uv_queue_work(ps->loop, &k->work, ckpt_write_cb, ckpt_after_cb) < 0)
+    rc = err_set(DRV_EIO, "cannot start the write");
+  if (rc == 0) return;
+  k->status = rc;
+  snprintf(k->msg, sizeof k->msg, "%s", err_msg());
   ckpt_reply(k);
   ps->ck = NULL;
   ckpt_free(k);
@@ -379,8 +376,7 @@ static int read_hdfs(const char *url, safetensors_file *f) {
   return rc;
 }
 
-/* The checkpoint file: read at path (a path or a URL), or the one that
- * came for it. */
+/* The checkpoint file: read at path, or the one that came for it. */
 static int read_file(ps_server *ps, const char *path, uint8_t from, safetensors_file *f) {
   const uint8_t *buf;
   size_t len;
@@ -392,42 +388,32 @@ static int read_file(ps_server *ps, const char *path, uint8_t from, safetensors_
   return rc;
 }
 
-static int restore_all(ps_server *ps, const char *path, uint8_t from, const uint32_t *vars,
-                       char *const *names, uint32_t n) {
-  if (!path[0]) return 0; /* no checkpoint yet: the values VAR_INIT gave */
-  safetensors_file f;
-  int rc = read_file(ps, path, from, &f);
-  ps__xfer_drop(ps);
+/* Every shard from f (freed here). */
+static int apply_file(ps_server *ps, safetensors_file *f, const uint32_t *vars,
+                      char *const *names, uint32_t n) {
+  int rc = 0;
   for (int i = 0; i < ps->nshards && rc == 0; i++) {
     const char *name = name_of(ps->shards[i].var, vars, names, n);
-    rc = name ? restore_shard(&ps->shards[i], &f, name)
+    rc = name ? restore_shard(&ps->shards[i], f, name)
               : err_set(DRV_EINVAL, "RESTORE: no name for var %u", ps->shards[i].var);
   }
-  safetensors_free(&f);
+  safetensors_free(f);
   return rc;
 }
 
-int ps__on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
-  wire_msg_restore m;
-  char path[4096], msg[1024] = "";
-  uint32_t *vars = NULL;
-  char **names = NULL;
-  int rc = wire_get_restore(pl, h->len, &m);
-  if (rc < 0) return rc;
-  if ((rc = wire_str_copy(m.path, path, sizeof path)) == 0 &&
-      (rc = read_names(&m.names, &vars, &names)) == 0)
-    rc = restore_all(ps, path, m.from, vars, names, m.names.n);
-  for (uint32_t i = 0; names && i < m.names.n; i++) free(names[i]);
-  free(vars), free(names);
+/* A RESTORE's end, either way: the version rolls back, RESTORE_OK (a
+ * replica applying its primary's RESTORE has no c and answers nothing). */
+static int restore_end(ps_server *ps, conn *c, uint32_t req, uint64_t version, const char *path,
+                       int rc) {
+  char msg[1024] = "";
   if (rc < 0) {
     snprintf(msg, sizeof msg, "%s", err_msg());
     log_warn("restore from %s failed: %s", path, msg);
   } else {
-    ps->version = m.version;
+    ps->version = version;
     ps->agg = 0;
     ps->restored = true;
     log_info("restored from %s: version %llu", path, (unsigned long long)ps->version);
-    ps__serve_held(ps);
     /* A PUSH still unread on a worker's connection was computed before
      * the rollback: closing those connections drops it unread (the
      * workers, rolled back already, connect again for their next step). */
@@ -435,10 +421,95 @@ int ps__on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *
       if (ps->peers.items[i]->c != c && ps->peers.items[i]->pushed)
         conn_close(ps->peers.items[i]->c, "restored: pushes from before are not taken");
   }
-  if (!c) return 0; /* a replica applying its primary's RESTORE */
+  ps__serve_held(ps); /* the PULLs that waited for the read, too */
+  if (!c) return 0;
   wire_wr w;
   wire_wr_init(&w);
   wire_put_restore_ok(&w, &(wire_msg_restore_ok){rc < 0 ? rc : 0, WIRE_STR(msg)});
-  return conn_send_wr(c, &w, WIRE_RESTORE_OK, h->req);
+  return conn_send_wr(c, &w, WIRE_RESTORE_OK, req);
 }
 
+/* A RESTORE from HDFS on the coordinator's request: its file is read by a
+ * worker thread (a slow or hung NameNode or DataNode must not stall the
+ * loop: heartbeats, replies), then applied on the loop. Meanwhile PULLs
+ * wait (ps.c, must_hold) and a PUSH is taken as before a synchronous
+ * RESTORE (the values it changed are overwritten, its connection closed).
+ * A replica applying its primary's RESTORE reads on its loop: the frames
+ * after it must apply after it. */
+struct ps_restore {
+  uv_work_t work;
+  ps_server *ps;
+  conn *c;  /* who asked; NULL once its connection closed */
+  uint32_t req, n;
+  uint64_t version;
+  char path[4096];
+  uint32_t *vars;
+  char **names;
+  safetensors_file f;
+  int rc;
+  char why[1024];
+};
+
+static void restore_free(ps_restore *r) {
+  for (uint32_t i = 0; r->names && i < r->n; i++) free(r->names[i]);
+  free(r->vars), free(r->names);
+  free(r);
+}
+
+static void restore_read_cb(uv_work_t *w) {
+  ps_restore *r = w->data;
+  if ((r->rc = read_hdfs(r->path, &r->f)) < 0) snprintf(r->why, sizeof r->why, "%s", err_msg());
+}
+
+static void restore_after_cb(uv_work_t *w, int status) {
+  ps_restore *r = w->data;
+  ps_server *ps = r->ps;
+  ps->rs = NULL;
+  int rc = r->rc < 0 ? err_set(r->rc, "%s", r->why)
+           : status < 0 ? err_set(DRV_EIO, "%s: %s", r->path, uv_strerror(status)) : 0;
+  if (ps->stopping) { /* its shards are gone */
+    safetensors_free(&r->f);
+    restore_free(r);
+    return;
+  }
+  if (rc == 0) rc = apply_file(ps, &r->f, r->vars, r->names, r->n);
+  else safetensors_free(&r->f);
+  restore_end(ps, r->c, r->req, r->version, r->path, rc);
+  restore_free(r);
+}
+
+void ps__restore_peer_gone(ps_server *ps, const conn *c) {
+  if (ps->rs && ps->rs->c == c) ps->rs->c = NULL;
+}
+
+/* Starts the read of an HDFS RESTORE; r is owned here from then on. */
+static int restore_queue(ps_server *ps, ps_restore *r) {
+  if (ps->rs) return err_set(DRV_EINVAL, "RESTORE: a restore is being read already");
+  r->work.data = r;
+  if (uv_queue_work(ps->loop, &r->work, restore_read_cb, restore_after_cb) < 0)
+    return err_set(DRV_EIO, "RESTORE: cannot start the read");
+  ps->rs = r;
+  log_info("restore from %s: reading it on a worker thread", r->path);
+  return 0;
+}
+
+int ps__on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
+  wire_msg_restore m;
+  int rc = wire_get_restore(pl, h->len, &m);
+  if (rc < 0) return rc;
+  ps_restore *r = calloc(1, sizeof *r);
+  if (!r) return err_set(DRV_ENOMEM, "out of memory");
+  *r = (ps_restore){.ps = ps, .c = c, .req = h->req, .n = m.names.n, .version = m.version};
+  if ((rc = wire_str_copy(m.path, r->path, sizeof r->path)) == 0)
+    rc = read_names(&m.names, &r->vars, &r->names);
+  if (rc == 0 && c && r->path[0] && m.from == WIRE_CKPT_HDFS && (rc = restore_queue(ps, r)) == 0)
+    return 0;
+  if (rc == 0 && r->path[0]) { /* no path: no checkpoint yet, the values VAR_INIT gave */
+    rc = read_file(ps, r->path, m.from, &r->f);
+    ps__xfer_drop(ps);
+    rc = rc == 0 ? apply_file(ps, &r->f, r->vars, r->names, r->n) : (safetensors_free(&r->f), rc);
+  }
+  rc = restore_end(ps, c, h->req, m.version, r->path, rc);
+  restore_free(r);
+  return rc;
+}

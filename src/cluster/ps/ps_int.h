@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/safetensors.h"
 #include "net/conn.h"
 #include "cluster/ps/ps.h"
 #include "proto/wire.h"
@@ -110,6 +111,7 @@ struct ps_server {
   struct ps_xfer_out *tx; /* its file on its way to the coordinator (ps_ckpt_xfer.c) */
   struct ps_xfer_in *rx;  /* a file coming from the coordinator for a RESTORE */
   bool restored;       /* a RESTORE rolled the version back: see must_hold */
+  struct ps_restore *rs; /* a RESTORE from HDFS whose file a thread reads (ps_ckpt.c) */
   /* The last snapshot's buffers, kept for the next one (ps_ckpt.c): a
    * copy into memory already mapped is several times faster than into
    * fresh pages, and the copy is what training waits for. */
@@ -214,20 +216,26 @@ const peer *ps__repl_stage_from(const ps_server *ps); /* who sends the stream */
 void ps__ckpt_version_reached(ps_server *ps); /* a sync CHECKPOINT waits for a version */
 void ps__ckpt_peer_gone(ps_server *ps, const peer *pe);
 int ps__on_checkpoint(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
+/* RESTORE: applied now, or from HDFS on the coordinator's request once a
+ * worker thread read the file (ps->rs meanwhile; RESTORE_OK then). */
 int ps__on_restore(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
+typedef struct ps_restore ps_restore;
+void ps__restore_peer_gone(ps_server *ps, const conn *c); /* its RESTORE_OK goes nowhere */
 void ps__ckpt_free_spare(ps_server *ps); /* at ps_free */
 
 /* ps_ckpt_xfer.c: checkpoint files over the coordinator's connection */
 typedef struct ps_xfer_out ps_xfer_out;
 typedef struct ps_xfer_in ps_xfer_in;
-/* Called once from the loop: the file was queued whole (status 0) or
- * could not be (the connection went). */
-typedef void (*ps_xfer_fin)(void *ud, int status, const char *why);
-/* Sends `len` bytes of buf (taken over, freed here) as the file `path`
- * with that digest: CKPT_FILE, pieces, CKPT_FILE_END on c. A negative
- * return: nothing was sent and fin is not called. */
-int ps__xfer_send(ps_server *ps, conn *c, const char *path, uint8_t *buf, size_t len,
-                  const char *digest, ps_xfer_fin fin, void *ud);
+/* Called once from the loop: the file was queued whole (status 0, its
+ * digest, manifest.h's form) or could not be (why says so; digest ""). */
+typedef void (*ps_xfer_fin)(void *ud, int status, const char *why, const char *digest);
+/* Streams `size` bytes from src (taken over: closed here; the memory it
+ * reads must live until fin) as the file `path`: CKPT_FILE, the pieces
+ * as worker threads encode them, CKPT_FILE_END with the digest, on c.
+ * bad_digest (fault injection) sends a digest the bytes do not have. A
+ * negative return: nothing was sent and fin is not called. */
+int ps__xfer_stream(ps_server *ps, conn *c, const char *path, safetensors_src *src,
+                    uint64_t size, bool bad_digest, ps_xfer_fin fin, void *ud);
 void ps__xfer_peer_gone(ps_server *ps, const conn *c); /* the sending stops */
 /* CKPT_FILE, CKPT_PIECE or CKPT_FILE_END from the coordinator (or the
  * primary's REPL of one); an error drops the file being received. */
