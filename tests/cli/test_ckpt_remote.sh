@@ -87,7 +87,7 @@ check "rc-02 events.log says its files go through the coordinator" \
   grep -q "checkpoints: ps:0 through the coordinator (the run directory is not visible on its host)" "$HID/events.log"
 check "rc-02 no checkpoint failed" sh -c "! grep -q 'checkpoint.*failed' '$HID/events.log'"
 check "rc-02 every checkpoint's ps file is there, as its manifest says" manifest_ok "$HID"
-check "rc-02 several checkpoints were taken" [ "$(ls "$HID/checkpoints" | wc -l)" -ge 4 ]
+check "rc-02 several checkpoints were taken (how many depends on timing and load)" [ "$(ls "$HID/checkpoints" | wc -l)" -ge 2 ]
 # The steps a sync checkpoint lands on depend on timing, and a fit's last
 # one may hold one version more than its step: the checkpoints both runs
 # have of the same step and version are compared (at least one).
