@@ -266,3 +266,35 @@ noshare_ckpt_resume() {
   check "noshare-$ck_e$ck_n ($ck_w) the final parameters are bit-identical to the uninterrupted reference's" \
     sh -c "[ -n '$(ck_sha "$TMP/$ck.st")' ] && [ '$(ck_sha "$TMP/$ck.st")' = '$(ck_sha "$TMP/ref.st")' ]"
 }
+
+# noshare_ckpt_cases LETTER OPTS: cases LETTER07-11 on the engine whose
+# cluster options are in the Lua file OPTS: failover and resume with
+# checkpoints through the coordinator, then with checkpoint.dir on HDFS
+# (when the file's test HDFS came up), and the logs and summaries that
+# reach the run directory without a shared file system.
+noshare_ckpt_cases() {
+  noshare_ckpt_failover "$1" 07 "$2" local "checkpoints through the coordinator"
+  check "noshare-${1}07 events.log says ps:0's checkpoints went through the coordinator" \
+    grep -q "checkpoints: ps:0 through the coordinator (the run directory is not visible on its host)" "$FO/events.log"
+  check "noshare-${1}07 the relaunched ps restored its shard sent by the coordinator" \
+    grep -q "ps:0 I restored from " "$FO/logs/ps-0.log"
+  check "noshare-${1}08 events.log says the chief's summaries go through the coordinator" \
+    grep -q "summaries: the chief's through the coordinator (the run directory is not visible on its host)" "$FO/events.log"
+  check "noshare-${1}08 the chief's summaries are in events/chief/ ($(ls "$FO/events/chief" 2>/dev/null | tr '\n' ' '))" \
+    [ "$(ls "$FO/events/chief" 2>/dev/null | wc -l)" -ge 1 ]
+  for n in ps-0 chief-0; do
+    check "noshare-${1}08 $n's own lines are in logs/$n.log in the run directory" grep -q "Z ${n%-*}:${n#*-} I registered" "$FO/logs/$n.log"
+  done
+  check "noshare-${1}08 ps-0.log has both of its lives" [ "$(grep -c 'Z ps:0 I registered' "$FO/logs/ps-0.log")" -ge 2 ]
+  noshare_ckpt_resume "$1" 09 "$2" local "checkpoints through the coordinator"
+  if [ -n "$NOSHARE_H" ]; then
+    noshare_ckpt_failover "$1" 10 "$2" "$DROVER_HDFS/ck" "checkpoint.dir on HDFS"
+    check "noshare-${1}10 events.log says every ps writes HDFS itself" grep -q "checkpoints: every ps writes HDFS itself, to webhdfs://" "$FO/events.log"
+    check "noshare-${1}10 restored from HDFS" grep -q "restoring from step [1-9][0-9]* (webhdfs://" "$FO/events.log"
+    check "noshare-${1}10 nothing is in the run directory's checkpoints/" [ -z "$(ls "$FO/checkpoints" 2>/dev/null)" ]
+    noshare_ckpt_resume "$1" 11 "$2" "$DROVER_HDFS/ck" "checkpoint.dir on HDFS"
+    check "noshare-${1}11 resumed from HDFS" grep -q "resuming fit 1 from step [1-9][0-9]* (webhdfs://" "$KL/events.log"
+  else
+    echo "SKIP noshare-${1}10, noshare-${1}11: no test HDFS here (noshare-h00)"
+  fi
+}

@@ -172,30 +172,7 @@ return { launcher = "spark", bind = "127.0.0.1", reservation_timeout = 240,
   spark = dofile("$TMP/spark.lua") }
 LUA
   ck_ref
-  noshare_ckpt_failover s 07 "$TMP/spark_opts.lua" local "checkpoints through the coordinator"
-  check "noshare-s07 events.log says ps:0's checkpoints went through the coordinator" \
-    grep -q "checkpoints: ps:0 through the coordinator (the run directory is not visible on its host)" "$FO/events.log"
-  check "noshare-s07 the relaunched ps restored its shard sent by the coordinator" \
-    grep -q "ps:0 I restored from " "$FO/logs/ps-0.log"
-  check "noshare-s08 events.log says the chief's summaries go through the coordinator" \
-    grep -q "summaries: the chief's through the coordinator (the run directory is not visible on its host)" "$FO/events.log"
-  check "noshare-s08 the chief's summaries are in events/chief/ ($(ls "$FO/events/chief" 2>/dev/null | tr '\n' ' '))" \
-    [ "$(ls "$FO/events/chief" 2>/dev/null | wc -l)" -ge 1 ]
-  for n in ps-0 chief-0; do
-    check "noshare-s08 $n's own lines are in logs/$n.log in the run directory" grep -q "Z ${n%-*}:${n#*-} I registered" "$FO/logs/$n.log"
-  done
-  check "noshare-s08 ps-0.log has both of its lives" [ "$(grep -c 'Z ps:0 I registered' "$FO/logs/ps-0.log")" -ge 2 ]
-  noshare_ckpt_resume s 09 "$TMP/spark_opts.lua" local "checkpoints through the coordinator"
-  if [ -n "$NOSHARE_H" ]; then
-    noshare_ckpt_failover s 10 "$TMP/spark_opts.lua" "$DROVER_HDFS/ck" "checkpoint.dir on HDFS"
-    check "noshare-s10 events.log says every ps writes HDFS itself" grep -q "checkpoints: every ps writes HDFS itself, to webhdfs://" "$FO/events.log"
-    check "noshare-s10 restored from HDFS" grep -q "restoring from step [1-9][0-9]* (webhdfs://" "$FO/events.log"
-    check "noshare-s10 nothing is in the run directory's checkpoints/" [ -z "$(ls "$FO/checkpoints" 2>/dev/null)" ]
-    noshare_ckpt_resume s 11 "$TMP/spark_opts.lua" "$DROVER_HDFS/ck" "checkpoint.dir on HDFS"
-    check "noshare-s11 resumed from HDFS" grep -q "resuming fit 1 from step [1-9][0-9]* (webhdfs://" "$KL/events.log"
-  else
-    echo "SKIP noshare-s10, noshare-s11: no test HDFS here (noshare-h00)"
-  fi
+  noshare_ckpt_cases s "$TMP/spark_opts.lua"
   bash tests/spark/stop.sh
 }
 
