@@ -55,8 +55,10 @@ run() { # name timeout cmd...
   grep -E '^(PASS|FAIL|SKIP) ' "$out" | sed "s|^|[$name] |"
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
     f=1
-    echo "[$name] FAIL $name: exit status $rc$( [ "$rc" -eq 124 ] && echo ' (timeout)')"
+    echo "[$name] FAIL $name: exit status $rc$( [ "$rc" -eq 124 ] && echo ' (timeout)')" |
+      tee -a "$log/failed"
   fi
+  grep '^FAIL ' "$out" | sed "s|^|[$name] |" >>"$log/failed"
   if [ "$f" -ne 0 ]; then
     echo "---- output of $name (last 40 lines) ----"
     tail -n 40 "$out"
@@ -96,6 +98,10 @@ done
 
 # Where the time went: the ten slowest files (CI's budget is 40 minutes).
 echo "slowest: $(sort -rn "$log/times" 2>/dev/null | head -n 10 | awk '{printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1}')"
+# TIMES=FILE keeps every file's seconds (for balancing the suite).
+[ -z "${TIMES:-}" ] || cp "$log/times" "$TIMES"
+# The failures again, together: a CI log keeps only its tail.
+[ ! -s "$log/failed" ] || head -n 20 "$log/failed" | sed 's/^/failed: /'
 rm -rf "$log"
 # CI (.ci/run) reads fields 1 and 3 of this line: keep their places.
 echo "$pass passed, $fail failed, $skip skipped"
