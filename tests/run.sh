@@ -98,8 +98,8 @@ done
 
 # Where the time went: the ten slowest files (CI's budget is 40 minutes).
 echo "slowest: $(sort -rn "$log/times" 2>/dev/null | head -n 10 | awk '{printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1}')"
-# TIMES=FILE keeps every file's seconds (for balancing the suite).
-[ -z "${TIMES:-}" ] || cp "$log/times" "$TIMES"
+# TIMES=FILE: every file's seconds are appended to FILE.
+[ -z "${TIMES:-}" ] || cat "$log/times" >>"$TIMES"
 # The failures again, together: a CI log keeps only its tail.
 [ ! -s "$log/failed" ] || head -n 20 "$log/failed" | sed 's/^/failed: /'
 rm -rf "$log"
