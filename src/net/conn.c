@@ -117,6 +117,7 @@ conn *conn__new(uv_loop_t *loop, const conn_opts *o) {
   uv_timer_init(loop, &c->timer); /* cannot fail */
   c->tcp.data = c->timer.data = c;
   c->open_handles = 2;
+  c->tcp_open = true;
   c->secret = o->secret;
   c->control = o->control;
   c->view = o->view;
@@ -158,19 +159,20 @@ static void unlink_server(conn *c) {
 
 /* ---- closing ------------------------------------------------------------- */
 
-static void finish_wreq(wreq *w) {
+void conn__finish_wreq(wreq *w) {
   free(w->frame);
   if (w->done) w->done(w->arg);
   free(w);
 }
 
-static void on_handle_closed(uv_handle_t *h) {
+void conn__on_handle_closed(uv_handle_t *h) {
   conn *c = h->data;
   if (--c->open_handles > 0) return;
+  conn__link_free(c);
   while (c->dropped) {
     wreq *w = c->dropped;
     c->dropped = w->next;
-    finish_wreq(w);
+    conn__finish_wreq(w);
   }
   free(c->rbuf);
   if (c->cbs->on_close) c->cbs->on_close(c, c->close_err, c->why);
@@ -192,8 +194,10 @@ void conn__fail(conn *c, int err, const char *fmt, ...) {
     log_warn("conn: %s", c->why); /* every error reason names the peer */
   else
     log_debug("conn %s: closed (%s)", c->peer, c->why);
-  uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
-  uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+  if (c->tcp_open) uv_close((uv_handle_t *)&c->tcp, conn__on_handle_closed);
+  c->tcp_open = false;
+  uv_close((uv_handle_t *)&c->timer, conn__on_handle_closed);
+  conn__link_close(c);
 }
 
 void conn_close(conn *c, const char *why) {
@@ -228,8 +232,9 @@ void conn_shutdown(conn *c, const char *why) {
   /* Still connecting: the peer has seen nothing, and libuv would hold the
    * request until the connect completes. */
   c->shutdown_req.data = c;
-  if (c->state == ST_CONNECTING ||
-      uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+  if (c->link ? conn__link_flushed(c)
+              : (c->state == ST_CONNECTING ||
+                 uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) < 0)) {
     conn__fail(c, 0, "%s", why ? why : "closed");
     return;
   }
@@ -251,7 +256,7 @@ static void on_written(uv_write_t *req, int status) {
   c->pending -= w->bytes;
   if (status < 0 && status != UV_ECANCELED)
     conn__fail(c, DRV_EIO, "write to %s failed: %s", c->peer, uv_strerror(status));
-  finish_wreq(w);
+  conn__finish_wreq(w);
 }
 
 /* Queues w's buffers; on failure w goes to the dropped list (finished in
@@ -264,6 +269,12 @@ static int queue_write(conn *c, wreq *w, uv_buf_t *bufs, unsigned nbufs) {
     return err_set(DRV_EIO, "conn %s is closing", c->peer);
   }
   w->c = c;
+  if (c->link) {
+    memcpy(w->bufs, bufs, nbufs * sizeof *bufs);
+    w->nbufs = nbufs;
+    conn__link_write(c, w);
+    return 0;
+  }
   rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, on_written);
   if (rc < 0) {
     w->next = c->dropped;
@@ -356,9 +367,16 @@ int conn_send_refv(conn *c, uint8_t type, uint32_t req, const conn_piece *pieces
 
 int conn__send_hello(conn *c) {
   wire_wr w;
+  uint8_t host[WIRE_HOST_ID_SIZE] = {0}, link[WIRE_LINK_SIZE] = {0};
+  /* A TCP peer may be on this host: offer it the server's Unix socket. */
+  if (!c->link && c->srv && c->srv->offer && c->srv->link_fd >= 0) {
+    conn__host_id(host);
+    memcpy(link, c->srv->link_token, sizeof link);
+    c->offered = true;
+  }
   wire_wr_init(&w);
   auth_nonce(c->ns);
-  wire_put_hello(&w, &(wire_msg_hello){c->ns, c->server_kind});
+  wire_put_hello(&w, &(wire_msg_hello){c->ns, c->server_kind, host, link});
   return conn_send_wr(c, &w, WIRE_HELLO, 0);
 }
 
@@ -378,6 +396,7 @@ static void on_hello(conn *c, const wire_header *h, const uint8_t *payload) {
   wire_msg_hello hello;
   uint8_t mac[AUTH_MAC_SIZE];
   if (!handshake_ok(c, wire_get_hello(payload, h->len, &hello))) return;
+  if (!c->link && conn__link_try(c, hello.host, hello.link)) return; /* HELLO again there */
   memcpy(c->ns, hello.nonce, AUTH_NONCE_SIZE);
   auth_nonce(c->nc);
   auth_client_mac(c->secret, c->ns, c->nc, mac);
@@ -574,18 +593,38 @@ static void process(conn *c) {
   if (make_room(c) < 0) conn__fail(c, DRV_ENOMEM, "%s from %s", err_msg(), c->peer);
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  conn *c = h->data;
-  (void)suggested;
+uint8_t *conn__rbuf_room(conn *c, size_t *room) {
   if (!c->rbuf) {
     c->rbuf = malloc(RBUF_DEFAULT);
     c->rcap = c->rbuf ? RBUF_DEFAULT : 0;
     c->rstart = c->rend = 0;
   }
   /* Never past the current frame when the buffer was sized for it. */
-  size_t room = c->rcap - c->rend;
-  if (room > UINT32_MAX) room = UINT32_MAX;
-  *buf = uv_buf_init(c->rbuf ? (char *)c->rbuf + c->rend : NULL, (unsigned)room);
+  *room = c->rcap - c->rend;
+  if (*room > UINT32_MAX) *room = UINT32_MAX;
+  return c->rbuf ? c->rbuf + c->rend : NULL;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  size_t room;
+  uint8_t *p = conn__rbuf_room(h->data, &room);
+  (void)suggested;
+  *buf = uv_buf_init((char *)p, p ? (unsigned)room : 0);
+}
+
+void conn__got_bytes(conn *c, size_t n) {
+  c->rend += n;
+  process(c);
+}
+
+void conn__got_eof(conn *c) {
+  if (c->state == ST_READY)
+    conn__fail(c, 0, "closed by %s", c->peer);
+  else if (c->offered && c->state == ST_WAIT_AUTH) /* it took the offer */
+    conn__fail(c, 0, "%s moved to a same-host link", c->peer);
+  else
+    conn__fail(c, DRV_EIO, "%s closed the connection during the handshake%s", c->peer,
+              c->state == ST_WAIT_OK ? " (wrong secret?)" : "");
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
@@ -593,11 +632,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   (void)buf;
   if (c->closing) return;
   if (nread == UV_EOF) {
-    if (c->state == ST_READY)
-      conn__fail(c, 0, "closed by %s", c->peer);
-    else
-      conn__fail(c, DRV_EIO, "%s closed the connection during the handshake%s", c->peer,
-                c->state == ST_WAIT_OK ? " (wrong secret?)" : "");
+    conn__got_eof(c);
     return;
   }
   if (nread == UV_ENOBUFS) {
@@ -608,8 +643,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     conn__fail(c, DRV_EIO, "read from %s failed: %s", c->peer, uv_strerror((int)nread));
     return;
   }
-  c->rend += (size_t)nread;
-  process(c);
+  conn__got_bytes(c, (size_t)nread);
 }
 
 /* Sets TCP_NODELAY and starts reading and the handshake timer. */
@@ -679,8 +713,13 @@ size_t conn_pending(const conn *c) { return c->pending; }
 
 int conn_local_host(const conn *c, char *out, size_t n) {
   struct sockaddr_storage ss;
-  int len = sizeof ss;
-  int rc = uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&ss, &len);
+  int len = sizeof ss, rc;
+  if (c->local_ip[0]) { /* a client that moved to a same-host link */
+    snprintf(out, n, "%s", c->local_ip);
+    return 0;
+  }
+  if (!c->tcp_open) return err_set(DRV_EIO, "conn %s: no local address", c->peer);
+  rc = uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&ss, &len);
   if (rc == 0) rc = uv_ip_name((const struct sockaddr *)&ss, out, n);
   if (rc < 0) return err_set(DRV_EIO, "conn %s: no local address: %s", c->peer, uv_strerror(rc));
   return 0;

@@ -169,4 +169,35 @@ size_t conn_pending(const conn *c);
  * 0, or DRV_EIO when the socket is not connected. */
 int conn_local_host(const conn *c, char *out, size_t n);
 
+/* ---- same-host links (conn_shm.c) ----------------------------------------
+ * Two processes on one host (the same boot id and network namespace, which
+ * the server states in its HELLO and the client compares with its own) talk
+ * through a shared-memory ring per direction instead of loopback TCP: the
+ * client dials TCP as always, and on such a HELLO moves to the server's
+ * Unix socket, passes it a sealed memfd holding both rings and two
+ * eventfds, and the handshake starts again over the rings. Frames,
+ * authentication and accept tables are the same; only the bytes' path
+ * differs. A Unix socket carrying the stream is the fallback (no memfd).
+ *
+ * The mode is per process: DROVER_TRANSPORT (auto, unix, tcp) read on the
+ * first conn, or conn_set_transport(). A server offers a same-host link
+ * only when its mode is not tcp and conn_server_set_offer() did not turn
+ * it off; a client takes an offer only when its own mode is not tcp. */
+typedef enum conn_transport_mode {
+  CONN_TRANSPORT_AUTO = 0, /* shared memory with a co-located peer, else TCP */
+  CONN_TRANSPORT_UNIX,     /* a Unix socket with a co-located peer (the fallback) */
+  CONN_TRANSPORT_TCP,      /* TCP always */
+} conn_transport_mode;
+
+/* "auto", "unix" or "tcp" into *m; DRV_EINVAL naming the choices. */
+int conn_transport_parse(const char *s, conn_transport_mode *m);
+const char *conn_transport_mode_name(conn_transport_mode m);
+void conn_set_transport(conn_transport_mode m);
+conn_transport_mode conn_get_transport(void);
+/* Whether the server offers same-host links from its next HELLO on (default:
+ * yes when the process's mode allows). */
+void conn_server_set_offer(conn_server *s, bool offer);
+/* The link's path: "shm", "unix" or "tcp" ("tcp" until a client moved). */
+const char *conn_transport(const conn *c);
+
 #endif

@@ -16,7 +16,10 @@ enum conn_state {
   ST_WAIT_AUTH,  /* server: HELLO sent, waiting for AUTH */
   ST_WAIT_OK,    /* client: AUTH sent, waiting for AUTH_OK */
   ST_READY,      /* authenticated both ways */
+  ST_LINK_SETUP, /* server: a same-host link accepted, its set-up not read yet */
 };
+
+typedef struct conn_link conn_link; /* conn_shm.c: a same-host link */
 
 /* One queued write. `frame` is owned (conn_send) or NULL (conn_send_ref,
  * whose payload is borrowed until `done`). */
@@ -27,8 +30,12 @@ typedef struct wreq {
   size_t bytes; /* counted in conn_pending */
   void (*done)(void *arg);
   void *arg;
-  struct wreq *next; /* in conn.dropped */
+  struct wreq *next; /* in conn.dropped, or a same-host link's queues */
   uint8_t hdr[WIRE_HEADER_SIZE];
+  /* A same-host link copies the buffers itself: what is left of them. */
+  uv_buf_t bufs[1 + CONN_MAX_PIECES];
+  unsigned nbufs, bi;
+  size_t boff;
 } wreq;
 
 struct conn {
@@ -66,6 +73,10 @@ struct conn {
    * them yet). */
   conn_server *srv;
   conn *prev, *next;
+  conn_link *link; /* a same-host link (its handles counted in open_handles), or NULL */
+  bool tcp_open;    /* the TCP handle is not closed yet (a client that moved closes it) */
+  bool offered;     /* server: its HELLO offered a same-host link */
+  char local_ip[48]; /* client on a link: the TCP connection's local address */
   char peer[64];
   char ip[48]; /* the peer's address without the port: the per-address bound */
   char why[320];
@@ -82,6 +93,13 @@ struct conn_server {
   double failed_at;
   uint32_t max_per_addr;          /* waiting handshakes from one address */
   char addr[64];
+  /* Same-host links (conn_shm.c): the Unix listener, watched by link_poll
+   * (link_fd -1: none), and the token naming it in HELLO. */
+  int link_fd;
+  uv_poll_t link_poll;
+  int open; /* handles not closed yet: freed at 0 */
+  bool offer;
+  uint8_t link_token[WIRE_LINK_SIZE];
 };
 
 /* conn.c's internals (see there). */
@@ -94,5 +112,35 @@ uint32_t conn__max_frame(const conn_opts *o);
 int conn__start(conn *c);
 int conn__send_hello(conn *c);
 void conn__on_handshake_timeout(uv_timer_t *t);
+void conn__finish_wreq(wreq *w);
+void conn__on_handle_closed(uv_handle_t *h);
+/* The read buffer's free room for the next bytes (NULL when out of memory). */
+uint8_t *conn__rbuf_room(conn *c, size_t *room);
+/* n bytes were put at the room's start: frames are dispatched. */
+void conn__got_bytes(conn *c, size_t n);
+/* The peer's end is closed (EOF). */
+void conn__got_eof(conn *c);
+/* conn_server.c: an accepted conn joins the waiting handshakes. */
+void conn__server_adopt(conn_server *s, conn *c);
+/* Drops waiting handshakes over the bounds for one more from `ip`. */
+void conn__server_bound(conn_server *s, const char *ip);
+
+/* conn_shm.c: same-host links. */
+conn_transport_mode conn__mode(void);
+void conn__host_id(uint8_t out[WIRE_HOST_ID_SIZE]);
+/* Client, on a HELLO that offers a link: true when the conn moved to it
+ * (the TCP handle is closing and the handshake starts again there). */
+bool conn__link_try(conn *c, const uint8_t *host, const uint8_t *token);
+/* Queues a write on the link (w->bufs set); pending counted. */
+void conn__link_write(conn *c, wreq *w);
+/* conn_shutdown on a link: true when nothing is left to write. */
+bool conn__link_flushed(conn *c);
+/* conn__fail: closes the link's handles (counted in open_handles) and moves
+ * its queued writes to c->dropped. */
+void conn__link_close(conn *c);
+/* The last handle closed: unmaps and closes descriptors. */
+void conn__link_free(conn *c);
+int conn__link_listen(conn_server *s);
+void conn__link_unlisten(conn_server *s);
 
 #endif

@@ -57,7 +57,7 @@ static void drop_handshake(conn_server *s, conn *old, const char *bound, int hel
  * oldest of all. The list is newest first, so the last match is the
  * oldest; a peer that authenticates does so within milliseconds and is
  * never the oldest. */
-static void bound_handshakes(conn_server *s, const char *ip) {
+void conn__server_bound(conn_server *s, const char *ip) {
   conn *oldest = NULL, *mine = NULL;
   uint32_t from_ip = 0;
   for (conn *c = s->handshaking; c; c = c->next) {
@@ -78,6 +78,14 @@ static void accept_failed(conn_server *s, int status) {
   log_warn("conn: accept on %s failed %" PRIu64 " times: %s", s->addr,
            s->failed - s->failed_said, uv_strerror(status));
   s->failed_said = s->failed;
+}
+
+void conn__server_adopt(conn_server *s, conn *c) {
+  c->srv = s;
+  s->nhandshaking++;
+  c->next = s->handshaking;
+  if (c->next) c->next->prev = c;
+  s->handshaking = c;
 }
 
 static void on_connection(uv_stream_t *ls, int status) {
@@ -101,13 +109,9 @@ static void on_connection(uv_stream_t *ls, int status) {
     conn__format_addr((const struct sockaddr *)&ss, c->peer, sizeof c->peer);
     uv_ip_name((const struct sockaddr *)&ss, c->ip, sizeof c->ip);
   }
-  bound_handshakes(s, c->ip);
+  conn__server_bound(s, c->ip);
   c->state = ST_WAIT_AUTH;
-  c->srv = s;
-  s->nhandshaking++;
-  c->next = s->handshaking;
-  if (c->next) c->next->prev = c;
-  s->handshaking = c;
+  conn__server_adopt(s, c);
   if (rc == 0) rc = conn__start(c);
   if (rc < 0) {
     conn__fail(c, DRV_EIO, "accept on %s failed: %s", s->addr, uv_strerror(rc));
@@ -119,7 +123,10 @@ static void on_connection(uv_stream_t *ls, int status) {
     conn__fail(c, DRV_EIO, "cannot send HELLO to %s: %s", c->peer, err_msg());
 }
 
-static void free_server(uv_handle_t *h) { free(h->data); }
+static void free_server(uv_handle_t *h) {
+  conn_server *s = h->data;
+  if (--s->open == 0) free(s);
+}
 
 int conn_server_handshaking(const conn_server *s) { return s ? s->nhandshaking : 0; }
 
@@ -136,6 +143,8 @@ int conn_listen(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
   s->o.max_handshaking = max_handshaking(o);
   s->max_per_addr = max_per_addr(o, s->o.max_handshaking);
   s->tcp.data = s;
+  s->open = 1;
+  s->link_fd = -1;
   uv_tcp_init(loop, &s->tcp); /* cannot fail without AF_ flags */
   rc = uv_tcp_bind(&s->tcp, (const struct sockaddr *)&ss, 0);
   if (rc == 0) rc = uv_listen((uv_stream_t *)&s->tcp, LISTEN_BACKLOG, on_connection);
@@ -145,6 +154,8 @@ int conn_listen(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
     return err_set(DRV_EIO, "cannot listen on %s:%d: %s", host, port, uv_strerror(rc));
   }
   conn__format_addr((const struct sockaddr *)&ss, s->addr, sizeof s->addr);
+  /* Without a Unix socket co-located peers use TCP: said, not fatal. */
+  if (conn__link_listen(s) < 0) log_warn("conn: %s: no same-host links: %s", s->addr, err_msg());
   if (bound_port)
     *bound_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                            : ntohs(((struct sockaddr_in *)&ss)->sin_port);
@@ -158,5 +169,6 @@ int conn_listen(uv_loop_t *loop, const char *host, int port, const conn_opts *o,
 void conn_server_close(conn_server *s) {
   if (!s || uv_is_closing((uv_handle_t *)&s->tcp)) return;
   while (s->handshaking) conn__fail(s->handshaking, 0, "server %s closed", s->addr);
+  conn__link_unlisten(s);
   uv_close((uv_handle_t *)&s->tcp, free_server);
 }

@@ -48,6 +48,10 @@
 #define WIRE_DEFAULT_MAX_FRAME (256u << 20) /* 256 MiB: a dataset shard fits */
 #define WIRE_NONCE_SIZE 32
 #define WIRE_MAC_SIZE 32
+/* HELLO's same-host offer (conn.h): the server's boot id and network
+ * namespace, and the token naming its Unix socket; all zero: no offer. */
+#define WIRE_HOST_ID_SIZE 24
+#define WIRE_LINK_SIZE 16
 
 /* Who may send a type to a server once authenticated: a peer as the
  * server tells it apart, by the key it proved (auth.h) and how far its

@@ -51,13 +51,16 @@
  * evaluator, P = ps, A = an attach client (`drover attach`). */
 
 /* Handshake: the only frames allowed before authentication.
- *  HELLO    server -> client: server_kind 0 coordinator, 1 ps
+ *  HELLO    server -> client: server_kind 0 coordinator, 1 ps; host and
+ *           link (not all zero): a same-host link is offered (conn.h)
  *  AUTH     client -> server: mac over both nonces, under the key of the
  *           identity it claims: who 0 a node (role 0..3, or 4 the
  *           coordinator on a ps link; index), 1 an attach client (role
  *           and index 0; the control or the view key)
  *  AUTH_OK  server -> client: mac proves the server's secret */
-#define WIRE_MSG_hello(X) X(RAW, nonce, WIRE_NONCE_SIZE) X(FLAG, server_kind, "server kind")
+#define WIRE_MSG_hello(X)                                                           \
+  X(RAW, nonce, WIRE_NONCE_SIZE) X(FLAG, server_kind, "server kind")                  \
+  X(RAW, host, WIRE_HOST_ID_SIZE) X(RAW, link, WIRE_LINK_SIZE)
 #define WIRE_MSG_auth(X)                                                                  \
   X(RAW, nonce, WIRE_NONCE_SIZE) X(RAW, mac, WIRE_MAC_SIZE) X(ENUM, who, 1, "AUTH who") \
   X(ENUM, role, 4, "AUTH role") X(U32, index)

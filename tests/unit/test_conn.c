@@ -16,6 +16,9 @@
 #include "base/log.h"
 #include "proto/wire.h"
 
+/* HELLO: nonce, server kind, host id, link token. */
+#define HELLO_LEN (WIRE_NONCE_SIZE + 1 + WIRE_HOST_ID_SIZE + WIRE_LINK_SIZE)
+
 /* ---- fixture ------------------------------------------------------------- */
 
 typedef struct fx fx;
@@ -88,6 +91,9 @@ static void fx_init(fx *f, const char *name, uint64_t ms) {
   f->so.cbs = &cbs;
   f->so.ud = f;
   log_setup(NULL, "test", LOG_WARN);
+  /* These cases are about TCP (peer addresses, kernel buffers); the
+   * same-host links have their own (test_conn_link.c). */
+  conn_set_transport(CONN_TRANSPORT_TCP);
 }
 
 static void fx_listen(fx *f, uint32_t handshake_ms) {
@@ -503,7 +509,7 @@ static void raw_header(uint8_t *out, uint8_t type, uint32_t len) {
 /* A correct client handshake done by hand; `good_mac` false sends a MAC
  * under the wrong key. */
 static void raw_handshake(int fd, const auth_secret *s, bool good_mac) {
-  uint8_t in[WIRE_HEADER_SIZE + 33], out[WIRE_HEADER_SIZE + 70] = {0}, nc[32], mac[32];
+  uint8_t in[WIRE_HEADER_SIZE + HELLO_LEN], out[WIRE_HEADER_SIZE + 70] = {0}, nc[32], mac[32];
   wire_header h;
   auth_secret wrong;
   raw_recv(fd, in, sizeof in);
@@ -542,7 +548,8 @@ static const struct hostile_case {
     {HS_NONE, false, WIRE_AUTH, 1u << 30, 116, false, "frame of 1073741824 bytes exceeds"},
     {HS_NONE, false, 0x7f, 4, 20, false, "unknown frame type 0x7f"},
     {HS_NONE, false, WIRE_PUSH, 12, 28, false, "frame type PUSH before authentication"},
-    {HS_NONE, false, WIRE_HELLO, 33, 49, false, "unexpected HELLO frame"},
+    {HS_NONE, false, WIRE_HELLO, HELLO_LEN, WIRE_HEADER_SIZE + HELLO_LEN, false,
+     "unexpected HELLO frame"},
     {HS_BAD_MAC, false, 0, 0, 0, false, "authentication failed"},
     {HS_GOOD, true, 0, 0, 256, false, "bad magic"},
     {HS_GOOD, false, WIRE_PUSH, 1u << 30, 80, false, "frame of 1073741824 bytes exceeds"},
@@ -629,7 +636,7 @@ static int raw_listener(int *port) {
 TEST(conn_silent_peers_time_out) {
   fx f;
   rec cl;
-  uint8_t hello[WIRE_HEADER_SIZE + 33];
+  uint8_t hello[WIRE_HEADER_SIZE + HELLO_LEN];
   uint64_t t0;
   int fd, port;
   fx_init(&f, "silent peers", 5000);
@@ -662,12 +669,12 @@ TEST(conn_silent_peers_time_out) {
  * must refuse it. */
 static void fake_server_thread(void *arg) {
   int *fds = arg, fd;
-  uint8_t out[WIRE_HEADER_SIZE + 33], in[WIRE_HEADER_SIZE + 64];
+  uint8_t out[WIRE_HEADER_SIZE + HELLO_LEN], in[WIRE_HEADER_SIZE + 64];
   struct timeval tv = {5, 0};
   fd = accept(fds[0], NULL, NULL);
   CHECK(fd >= 0);
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  raw_header(out, WIRE_HELLO, 33);
+  raw_header(out, WIRE_HELLO, HELLO_LEN);
   auth_nonce(out + WIRE_HEADER_SIZE);
   out[WIRE_HEADER_SIZE + 32] = 1;
   raw_send(fd, out, sizeof out);
@@ -832,7 +839,7 @@ TEST(conn_listen_connect_errors) {
  * can end without waiting for their timeout. */
 TEST(conn_server_close_drops_handshakes) {
   fx f;
-  uint8_t hello[WIRE_HEADER_SIZE + 33];
+  uint8_t hello[WIRE_HEADER_SIZE + HELLO_LEN];
   int fd;
   fx_init(&f, "server close", 3000);
   fx_listen(&f, 60000);

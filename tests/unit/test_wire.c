@@ -53,9 +53,9 @@ TEST(wire_header_round_trip) {
   CHECK_INT_EQ(g.req, h.req);
   CHECK_INT_EQ(g.len, h.len);
   /* Handshake frames pass before authentication. */
-  header_bytes(b, WIRE_HELLO, 33);
+  header_bytes(b, WIRE_HELLO, 73);
   CHECK_OK(wire_header_decode(b, WIRE_DEFAULT_MAX_FRAME, false, &g));
-  CHECK_INT_EQ(g.len, 33);
+  CHECK_INT_EQ(g.len, 73);
   header_bytes(b, WIRE_AUTH, 70);
   CHECK_OK(wire_header_decode(b, WIRE_DEFAULT_MAX_FRAME, false, &g));
 }
@@ -88,7 +88,7 @@ TEST(wire_header_rejections_name_the_reason) {
             "PUSH before authentication");
   header_bytes(b, WIRE_HELLO, 5);
   CHECK_ERR(wire_header_decode(b, WIRE_DEFAULT_MAX_FRAME, false, &g), DRV_EPARSE,
-            "HELLO payload of 5 bytes, expected 33");
+            "HELLO payload of 5 bytes, expected 73");
   header_bytes(b, WIRE_REGISTER, 5);
   CHECK_ERR(wire_header_decode(b, WIRE_DEFAULT_MAX_FRAME, true, &g), DRV_EPARSE,
             "REGISTER payload of 5 bytes, expected 59 to 32827");
@@ -130,7 +130,8 @@ TEST(wire_table_is_consistent) {
       CHECK(strcmp(wire_msg(all_types[i])->name, wire_msg(all_types[j])->name) != 0);
   CHECK(strcmp(wire_type_name(0x7f), "type 0x7f") == 0);
   /* The fixed sizes the handshake and the task loop rely on. */
-  CHECK_INT_EQ(wire_msg(WIRE_HELLO)->max_len, WIRE_NONCE_SIZE + 1);
+  CHECK_INT_EQ(wire_msg(WIRE_HELLO)->max_len,
+               WIRE_NONCE_SIZE + 1 + WIRE_HOST_ID_SIZE + WIRE_LINK_SIZE);
   CHECK_INT_EQ(wire_msg(WIRE_AUTH)->min_len, WIRE_NONCE_SIZE + WIRE_MAC_SIZE + 6); /* who, role, u32 index */
   CHECK_INT_EQ(wire_msg(WIRE_AUTH_OK)->min_len, WIRE_MAC_SIZE);
   CHECK_INT_EQ(wire_msg(WIRE_HEARTBEAT)->min_len, 24);
@@ -689,7 +690,7 @@ TEST(wire_validator_checks_roles_and_counts) {
   const uint8_t pull[16] = {[8] = 0xff, 0xff, 0xff, 0xff};
   CHECK_ERR(wire_validate_payload(WIRE_PULL, pull, sizeof pull), DRV_EPARSE,
             "PULL variable count 4294967295 cannot fit in the 4 bytes left");
-  const uint8_t hello[33] = {[32] = 2};
+  const uint8_t hello[73] = {[32] = 2};
   CHECK_ERR(wire_validate_payload(WIRE_HELLO, hello, sizeof hello), DRV_EPARSE,
             "server kind is 2");
   CHECK_ERR(wire_validate_payload(0x7f, hello, sizeof hello), DRV_EPARSE,
