@@ -49,8 +49,11 @@ test("idx-01 Fashion-MNIST-sized IDX, held out, standardized, on 1 ps + 2 worker
   eq(r.steps, 150, "steps")
   local kb = hwm_kb()
   print(string.format("coordinator VmHWM %.1f MB", kb / 1024))
-  local limit = os.getenv("SANITIZED") and 200 or 60
-  assert(kb < limit * 1024, "coordinator peak RSS " .. kb .. " kB")
+  -- Under ASan the peak is its quarantine of freed blocks (up to 256 MB),
+  -- not the rows: there the "no rows here" checks below are the proof.
+  if not os.getenv("SANITIZED") then
+    assert(kb < 60 * 1024, "coordinator peak RSS " .. kb .. " kB")
+  end
   assert(r.accuracy > 0.5, "learnable: accuracy " .. r.accuracy)
   assert(not std.loaded and not held.loaded, "the fit did not load the rows here")
   for i = 0, 1 do
