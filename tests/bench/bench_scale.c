@@ -223,6 +223,9 @@ int main(int argc, char **argv) {
   }
   s.n = to - from;
   raise_fd_limit(s.n);
+  /* The simulated nodes stand for nodes on other hosts: TCP, never the
+   * same-host links that one process's thousands of conns would take. */
+  conn_set_transport(CONN_TRANSPORT_TCP);
   log_setup(stderr, "sim", LOG_ERROR);
   bool ps = from == 0; /* ps:0, which a cluster needs (no fit here: it serves nothing) */
   s.n += ps;
