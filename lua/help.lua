@@ -301,6 +301,8 @@ a Slurm job (launcher = "slurm", slurm = { partition = ... }) or as Spark tasks
 
   c = drover.cluster { ps = 1, worker = 2, chief = 0, evaluator = 0,
                        max_restarts = 3, max_queue = 1024, heartbeat_timeout = 5,
+                       transport = "auto",   -- nodes of one host share memory; "unix" a
+                                                Unix socket, "tcp" TCP ($DROVER_TRANSPORT)
                        tensorboard = true }  -- or { port = N, bind = "host" }:
                        TensorBoard over c.run_dir's events/ until c:shutdown()
   c:fit(exp)            train exp on the cluster (exp.mode = "sync" for sync training)
@@ -314,7 +316,9 @@ a Slurm job (launcher = "slurm", slurm = { partition = ... }) or as Spark tasks
   c:save(path)          the cluster's current parameters as one safetensors file
   c:schedule(fn, ...)   run fn(w, ...) on an idle worker -> a RemoteValue (help("RemoteValue"))
   c:join()  c:done()    wait for / poll everything scheduled; raise the first error
-  c:nodes()  c:shutdown { grace = 5, timeout = 30 }  c.run_dir  c.address
+  c:nodes()             state, host, pid ... and links: "coord=shm,ps:0=shm", the
+                        transport of each of a node's connections
+  c:shutdown { grace = 5, timeout = 30 }  c.run_dir  c.address
   c:dash()              the live dashboard until q (also dash() for the newest cluster)
 
 In a scheduled fn, w is the worker: w.index, w.name, w:train_step(), w:pull(),

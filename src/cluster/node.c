@@ -64,6 +64,7 @@ typedef struct node {
   uint8_t *batch;       /* whole CALL_RESULT frames waiting (owned) */
   size_t batch_len, batch_cap;
   uint64_t hb_seq;
+  char links[192];      /* the LINKS last sent ("" none yet) */
   bool registered;
   bool shutting_down;   /* SHUTDOWN received (or failing): draining */
   bool failing;         /* a fatal protocol or setup error: frames ignored */
@@ -277,6 +278,22 @@ static void send_register(node *n) {
   send_coord(n, &w, WIRE_REGISTER, 0);
 }
 
+/* The transport of each connection this node dialled besides the
+ * coordinator's (a worker's ps links, a primary's to its replica), in
+ * LINKS when it changed: looked at with each heartbeat, sent only on a
+ * change, so that 10,000 nodes say nothing while their links stay. */
+static void send_links(node *n) {
+  char now[sizeof n->links];
+  if (n->wk) worker_links(n->wk, now, sizeof now);
+  else ps_links(n->ps, now, sizeof now);
+  if (strcmp(now, n->links) == 0) return;
+  memcpy(n->links, now, sizeof now);
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_links(&w, &(wire_msg_links){.links = WIRE_STR(now)});
+  send_coord(n, &w, WIRE_LINKS, 0);
+}
+
 /* ============================== timers =================================== */
 
 static void on_heartbeat(uv_timer_t *t) {
@@ -285,6 +302,7 @@ static void on_heartbeat(uv_timer_t *t) {
   wire_wr_init(&w);
   wire_put_heartbeat(&w, &(wire_msg_heartbeat){n->hb_seq++, rss_bytes(), cpu_ms()});
   send_coord(n, &w, WIRE_HEARTBEAT, 0);
+  send_links(n);
   events_run_tick(n->summaries); /* the last steps before a pause reach the disk */
 }
 
@@ -373,6 +391,24 @@ static void chief_summaries(node *n, bool sees_rundir) {
     log_info("summaries: the run directory is not visible here; the coordinator writes them");
 }
 
+_Static_assert((int)CONN_TRANSPORT_AUTO == WIRE_TRANSPORT_AUTO &&
+                   (int)CONN_TRANSPORT_UNIX == WIRE_TRANSPORT_UNIX &&
+                   (int)CONN_TRANSPORT_TCP == WIRE_TRANSPORT_TCP,
+               "REGISTERED's transport numbers are conn.h's modes");
+
+/* The cluster's transport, whatever this process's DROVER_TRANSPORT said:
+ * for the links dialled from now on (a worker's to the ps nodes, after
+ * SPEC; a primary's to its replica), and what a ps offers its clients.
+ * (The coordinator's link was dialled before; the launchers that can pass
+ * the cluster's choice in the environment did.) */
+static void follow_transport(node *n, uint8_t transport) {
+  conn_transport_mode m = (conn_transport_mode)transport;
+  conn_set_transport(m);
+  ps_set_offer(n->ps, m != CONN_TRANSPORT_TCP);
+  log_info("the cluster's transport: %s; the coordinator's link: %s",
+           conn_transport_mode_name(m), n->coord ? conn_transport(n->coord) : "-");
+}
+
 static int on_registered(node *n, const uint8_t *pl, uint32_t len) {
   wire_msg_registered m;
   int rc = wire_get_registered(pl, len, &m);
@@ -385,6 +421,7 @@ static int on_registered(node *n, const uint8_t *pl, uint32_t len) {
   if (n->registered) return 0;
   n->registered = true;
   log_info("registered");
+  follow_transport(n, m.transport);
   chief_summaries(n, m.sees_rundir);
   fwd_flush(n);
   uv_timer_start(&n->hb, on_heartbeat, 0, n->heartbeat_ms);

@@ -38,6 +38,10 @@ typedef struct launch_task {
   int gpus;                  /* GPUs asked for (0: none) */
   uint32_t heartbeat_ms;     /* passed as --heartbeat-ms */
   uint32_t timeout_ms;       /* passed as --timeout-ms */
+  const char *transport;     /* the cluster's, "auto", "unix" or "tcp": DROVER_TRANSPORT in
+                                the environment of launchers that set it (local, slurm), so
+                                that the node's link to the coordinator, dialled before
+                                REGISTERED tells it, follows it too; NULL: left alone */
 } launch_task;
 
 typedef struct launcher launcher;

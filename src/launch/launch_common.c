@@ -186,16 +186,22 @@ int launch__check_task(const launch_task *t) {
 
 char **launch__child_env(const launch_task *t, char *secret_var, size_t secret_n,
                          char *blas_var, size_t blas_n) {
+  /* execve never writes into them */
+  static const char *const transports[] = {"DROVER_TRANSPORT=auto", "DROVER_TRANSPORT=unix",
+                                           "DROVER_TRANSPORT=tcp"};
   size_t n = 0;
   while (environ && environ[n]) n++;
-  char **env = malloc((n + 3) * sizeof *env);
+  char **env = malloc((n + 4) * sizeof *env);
   if (!env) return NULL;
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     if (strncmp(environ[i], "DROVER_SECRET_FILE=", 19) == 0) continue;
     if (t->cpus > 0 && strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) == 0) continue;
+    if (t->transport && strncmp(environ[i], "DROVER_TRANSPORT=", 17) == 0) continue;
     env[k++] = environ[i];
   }
+  for (int i = 0; t->transport && i < 3; i++)
+    if (strcmp(transports[i] + 17, t->transport) == 0) env[k++] = (char *)transports[i];
   snprintf(secret_var, secret_n, "DROVER_SECRET_FILE=%s", t->secret_file);
   env[k++] = secret_var;
   if (t->cpus > 0) {

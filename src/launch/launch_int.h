@@ -86,8 +86,9 @@ long long launch__now_ms(void);
 /* 0, or DRV_EINVAL naming what is missing or out of range in t. */
 int launch__check_task(const launch_task *t);
 /* The node's environment: ours minus DROVER_SECRET_FILE (and
- * OPENBLAS_NUM_THREADS when t->cpus is set), then those two from t,
- * written into the caller's buffers. A malloc'd array (free only the
+ * OPENBLAS_NUM_THREADS when t->cpus is set, DROVER_TRANSPORT when
+ * t->transport is), then those from t, written into the caller's buffers
+ * (DROVER_TRANSPORT a static string). A malloc'd array (free only the
  * array: the strings are environ's and the buffers), or NULL. */
 char **launch__child_env(const launch_task *t, char *secret_var, size_t secret_n,
                          char *blas_var, size_t blas_n);

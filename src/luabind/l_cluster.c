@@ -535,6 +535,9 @@ static int l_nodes(lua_State *L) {
     set_str(L, "slurm_node", nd->got.slurm_node);
     if (nd->launcher) set_str(L, "launcher", nd->launcher);
     set_str(L, "where", nd->where);
+    char links[256];
+    coord_node_links(c, i, links, sizeof links);
+    set_str(L, "links", links);
     set_int(L, "rss", (int64_t)nd->rss);
     set_int(L, "steps", nd->steps);
     set_int(L, "restarts", nd->restarts);

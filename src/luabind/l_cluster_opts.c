@@ -10,15 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/err.h"
 #include "cluster/coord/coord.h"
 #include "luabind/l_cluster_opts.h"
 #include "luabind/l_util.h"
+#include "net/conn.h"
 
 static const char *const cluster_keys[] = {
     "launcher", "ps", "worker", "chief", "evaluator", "reservation_timeout", "heartbeat",
     "heartbeat_timeout", "name", "runs", "split_threshold", "cpus", "max_restarts", "max_queue",
     "hosts", "ssh_config", "slurm", "spark", "yarn", "files", "bind", "address", "ps_replicas",
-    "command_limit", "tensorboard", NULL};
+    "command_limit", "tensorboard", "transport", NULL};
 static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", "label",
                                         "launcher", NULL};
 /* A ps table also takes `replicas` (ps_replicas, spelled as issue 12 has it). */
@@ -305,6 +307,11 @@ int lcluster_read_opts(lua_State *L, coord_opts *o) {
   o->ssh_config = opt_string(L, 1, "ssh_config", "", "cluster"); /* "": ssh's own */
   o->bind_host = opt_string(L, 1, "bind", NULL, "cluster");       /* NULL: by launcher */
   o->address = opt_string(L, 1, "address", NULL, "cluster");
+  /* nil: the process's DROVER_TRANSPORT, else auto (coord.h) */
+  o->transport = opt_string(L, 1, "transport", NULL, "cluster");
+  conn_transport_mode mode;
+  if (o->transport && conn_transport_parse(o->transport, &mode) < 0)
+    luaL_error(L, "cluster: %s", err_msg());
   o->hosts = opt_strings(L, 1, "hosts", 4096, &o->nhosts, "cluster");
   o->files = opt_strings(L, 1, "files", 4096, &o->nfiles, "cluster");
   lua_getfield(L, 1, "tensorboard");

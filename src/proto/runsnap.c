@@ -92,6 +92,7 @@ int runsnap_store_event(runsnap_store *s, double wall, const char *text) {
 void runsnap_cursor_free(runsnap_cursor *k) {
   free(k->series);
   free(k->got);
+  free(k->links);
   memset(k, 0, sizeof *k);
 }
 
@@ -169,14 +170,15 @@ static uint32_t hash_str(const char *s) {
   return h ? h : 1;
 }
 
-/* A node's `got` changes only when it registers: a client gets it once
- * per change, and "" otherwise (the decoder keeps what it had), which
- * keeps a 256-node frame small. k->got has room for every node. */
-static const char *got_on_wire(const runview_node *d, runsnap_cursor *k, int i) {
-  uint32_t h = hash_str(d->got);
-  if (k->got[i] == h) return "";
-  k->got[i] = h;
-  return d->got;
+/* A node's `got` changes only when it registers, its `links` when one
+ * comes up or goes: a client gets each once per change, and "" otherwise
+ * (the decoder keeps what it had), which keeps a 256-node frame small.
+ * seen (k->got, k->links) has room for every node. */
+static const char *once_on_wire(const char *s, uint32_t *seen, int i) {
+  uint32_t h = hash_str(s);
+  if (seen[i] == h) return "";
+  seen[i] = h;
+  return s;
 }
 
 /* What the snapshot's list callbacks need. */
@@ -205,8 +207,9 @@ static void put_node(wire_wr *w, void *ud, uint32_t i) {
                                  .state = WIRE_STR(d->state),
                                  .host = WIRE_STR(d->host),
                                  .log = WIRE_STR(log_on_wire(d, o->run_dir)),
-                                 .got = WIRE_STR(got_on_wire(d, o->k, (int)i)),
-                                 .where = WIRE_STR(d->where)});
+                                 .got = WIRE_STR(once_on_wire(d->got, o->k->got, (int)i)),
+                                 .where = WIRE_STR(d->where),
+                                 .links = WIRE_STR(once_on_wire(d->links, o->k->links, (int)i))});
 }
 
 /* The next series with points due (the callback is called in order). */
@@ -249,7 +252,8 @@ static int grow_zeroed(void **p, int *n, int want, size_t size) {
 int runsnap_encode(const runsnap_store *s, const char *run_dir, runsnap_cursor *k, wire_wr *w) {
   const runview *m = &s->m;
   if (grow_zeroed((void **)&k->series, &k->nseries, s->ntrack, sizeof *k->series) < 0 ||
-      grow_zeroed((void **)&k->got, &k->ngot, m->nnodes, sizeof *k->got) < 0)
+      grow_zeroed((void **)&k->got, &k->ngot, m->nnodes, sizeof *k->got) < 0 ||
+      grow_zeroed((void **)&k->links, &k->nlinks, m->nnodes, sizeof *k->links) < 0)
     return err_set(DRV_ENOMEM, "out of memory");
   uint32_t nseries = 0;
   bool reset;
@@ -281,7 +285,9 @@ int runsnap_encode(const runsnap_store *s, const char *run_dir, runsnap_cursor *
                            .series = {nseries, .put = put_series, .ud = &o},
                            .events = {(uint32_t)nev, .put = put_event, .ud = &o}});
   if (w->err) {
-    memset(k->got, 0, (size_t)k->ngot * sizeof *k->got); /* the frame is dropped: send again */
+    /* the frame is dropped: send them again */
+    memset(k->got, 0, (size_t)k->ngot * sizeof *k->got);
+    memset(k->links, 0, (size_t)k->nlinks * sizeof *k->links);
     return err_set(DRV_ENOMEM, "out of memory encoding a snapshot");
   }
   for (int i = 0; i < s->ntrack; i++)
@@ -315,8 +321,9 @@ static int apply_header(runview *m, const wire_msg_snapshot *w, char *run_dir, s
 }
 
 static int read_node(const wire_item_snap_node *w, runview_node *d, const char *run_dir) {
-  char got[sizeof d->got];
+  char got[sizeof d->got], links[sizeof d->links];
   memcpy(got, d->got, sizeof got); /* "" on the wire: unchanged */
+  memcpy(links, d->links, sizeof links);
   memset(d, 0, sizeof *d);
   d->role = w->role; /* below ROLE_COUNT: validated */
   d->index = (int)(w->index & 0x7fffffff);
@@ -335,8 +342,10 @@ static int read_node(const wire_item_snap_node *w, runview_node *d, const char *
   if (rc == 0) rc = wire_str_copy(w->log, log, sizeof log);
   if (rc == 0) rc = wire_str_copy(w->got, d->got, sizeof d->got);
   if (rc == 0) rc = wire_str_copy(w->where, d->where, sizeof d->where);
+  if (rc == 0) rc = wire_str_copy(w->links, d->links, sizeof d->links);
   if (rc < 0) return rc;
   if (!d->got[0]) memcpy(d->got, got, sizeof got);
+  if (!d->links[0]) memcpy(d->links, links, sizeof links);
   snprintf(d->name, sizeof d->name, "%s:%d", wire_role_name(d->role), d->index);
   int k;
   if (!log[0])

@@ -77,6 +77,8 @@ typedef struct runsnap_cursor {
   uint64_t events_added;
   uint32_t *got;     /* per node: hash of the `got` it last had (owned) */
   int ngot;
+  uint32_t *links;   /* per node: hash of the `links` it last had (owned) */
+  int nlinks;
 } runsnap_cursor;
 
 void runsnap_cursor_free(runsnap_cursor *k);

@@ -40,6 +40,8 @@ typedef struct runview_node {
   char got[192];          /* what it got where it runs: address, threads,
                              cpus, memory, GPUs, Slurm job.step (detail view) */
   char where[200];        /* its launcher and place: "local", "yarn container_... @ h" */
+  char links[160];        /* each connection's transport, "coord=shm,ps:0-1=shm" (the
+                             coordinator's, then those it dialled); "-" none, "" unknown */
 } runview_node;
 
 /* One scalar series, TensorBoard-style: points in arrival order. */

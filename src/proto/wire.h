@@ -172,7 +172,8 @@ typedef enum wire_peer {
   XX(78, REPL_SYNC_END, repl_sync_end, false, 0, WIRE_FROM(PS_PRIMARY))                      \
   XX(79, CKPT_FILE, ckpt_file, false, 0, WIRE_FROM(PS_COORD))                                \
   XX(80, CKPT_PIECE, ckpt_piece, false, 0, WIRE_FROM(PS_COORD))                              \
-  XX(81, CKPT_FILE_END, ckpt_file_end, false, 0, WIRE_FROM(PS_COORD))
+  XX(81, CKPT_FILE_END, ckpt_file_end, false, 0, WIRE_FROM(PS_COORD))                        \
+  XX(82, LINKS, links, false, 0, WIRE_FROM(PS) | WIRE_FROM(TRAINER))
 
 typedef enum wire_type {
 #define XX(num, NAME, name, pre_auth, max, from) WIRE_##NAME = num,
@@ -206,6 +207,15 @@ enum {
   WIRE_COMMAND_STOP_PLAN = 3, /* what stopping the node would do (asked before a stop) */
   WIRE_COMMAND_STOP_RUN = 4,  /* `drover stop`: text "" (checkpoint first) or "now" */
   WIRE_COMMAND_LAST = WIRE_COMMAND_STOP_RUN
+};
+
+/* REGISTERED transport: how the cluster's nodes on one host talk (net/conn.h's
+ * conn_transport_mode, the same numbers); WIRE_TRANSPORT_LAST is the highest. */
+enum {
+  WIRE_TRANSPORT_AUTO = 0, /* shared memory */
+  WIRE_TRANSPORT_UNIX = 1, /* a Unix socket */
+  WIRE_TRANSPORT_TCP = 2,  /* loopback TCP, as across hosts */
+  WIRE_TRANSPORT_LAST = WIRE_TRANSPORT_TCP
 };
 
 /* FEED_BATCH mode (wire_msgs.h, "Feed"); WIRE_FEED_LAST is the highest. */

@@ -75,7 +75,11 @@
  *  REGISTERED  C -> N (reply): message is the refusal reason when !ok;
  *              sees_rundir: the token matched. A chief writes its own
  *              summaries only then; else the coordinator writes them from
- *              its RESULTs (coord_summaries.c): one writer either way
+ *              its RESULTs (coord_summaries.c): one writer either way.
+ *              transport (WIRE_TRANSPORT_*): the cluster's, which the node
+ *              follows from then on whatever its own DROVER_TRANSPORT says
+ *              (its links to the ps nodes are dialled after SPEC; a ps
+ *              offers same-host links only when it is not tcp)
  *  SPEC        C -> N: the ps nodes (where workers dial them), sent once
  *              all registered; with ps replicas only each group's primary
  *              is listed (as ps:<group>; `proc` is the index of the ps
@@ -88,19 +92,24 @@
  *  ERROR       any: code is a DRV_E* code; the sender then closes
  *  LOG         N -> C: whole records of the node's log, appended to its
  *              log in the run directory (`drover node --log-forward`: a
- *              node whose output stays on another machine, as on Spark) */
+ *              node whose output stays on another machine, as on Spark)
+ *  LINKS       N -> C: the transport of each connection the node dialled
+ *              and has up, besides the coordinator's ("ps:0-1=shm,ps:2=tcp";
+ *              "" none), sent when it changes: what the dashboard shows */
 #define WIRE_MSG_register(X)                                                          \
   X(ROLE, role) X(U32, index) X(U32, pid) X(STR, host) X(U16, port) X(STR, hostname) \
   X(U32, threads) X(U32, cpus) X(U64, memory) X(STR, gpus) X(STR, slurm_job)          \
   X(STR, slurm_step) X(STR, slurm_node) X(STR, rundir_token) X(STR, place)
-#define WIRE_MSG_registered(X) \
-  X(FLAG, ok, "REGISTERED ok") X(STR, message) X(FLAG, sees_rundir, "REGISTERED sees_rundir")
+#define WIRE_MSG_registered(X)                                                              \
+  X(FLAG, ok, "REGISTERED ok") X(STR, message) X(FLAG, sees_rundir, "REGISTERED sees_rundir") \
+  X(ENUM, transport, WIRE_TRANSPORT_LAST, "REGISTERED transport")
 #define WIRE_MSG_spec(X) \
   X(ITEMS, nodes, spec_node, "SPEC node") X(FLAG, ps_replicated, "SPEC ps_replicated")
 #define WIRE_MSG_heartbeat(X) X(U64, seq) X(U64, rss) X(U64, cpu_ms)
 #define WIRE_MSG_shutdown(X) X(U32, grace_ms)
 #define WIRE_MSG_error(X) X(I32, code) X(STR, message)
 #define WIRE_MSG_log(X) X(STR, text)
+#define WIRE_MSG_links(X) X(STR, links)
 
 /* Training setup, coordinator -> nodes, once per fit.
  *  VAR_INIT  C -> P: row0 is this shard's first row; mode 0 async, 1
@@ -328,7 +337,9 @@
  *  SNAPSHOT  C -> A: the run as runview.h has it (runsnap.c): header
  *            (tensorboard: the URL of the TensorBoard serving the run, ""),
  *            queue counts, nodes (log "": run_dir/logs/ROLE-INDEX.log, a
- *            relative path is under run_dir; got "": unchanged), series
+ *            relative path is under run_dir; got "": unchanged; links:
+ *            the transport of each of its connections, "coord=shm,ps:0=shm",
+ *            "-" none, "" unchanged), series
  *            (reset 1: replace the client's copy, 0: append) and events.
  *            feed_per_sec: batches per second a feed delivers (< 0: no
  *            feed; a node's backlog is then its fed batches not yet
@@ -495,8 +506,8 @@
 #define WIRE_ITEM_snap_node(X)                                                          \
   X(ROLE, role) X(U32, index) X(U32, pid) X(U32, restarts) X(U32, inflight) X(I64, steps) \
   X(I64, backlog) X(U64, rss) X(F64, examples_per_sec) X(F64, cpu_pct)                    \
-  X(F64, heartbeat_age) X(STR, state) X(STR, host) X(STR, log) X(STR, got)   \
-  X(STR, where)
+  X(F64, heartbeat_age) X(STR, state) X(STR, host) X(STR, log) X(STR, got)             \
+  X(STR, where) X(STR, links)
 #define WIRE_ITEM_snap_series(X) \
   X(STR, tag) X(FLAG, reset, "SNAPSHOT series reset") X(ITEMS, points, snap_point, "SNAPSHOT point")
 #define WIRE_ITEM_snap_point(X) X(F64, step) X(F64, wall) X(F64, value)

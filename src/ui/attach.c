@@ -274,10 +274,11 @@ static void print_node(const runview_node *d, FILE *out) {
   char cpu[16], hb[16], rss[16];
   if (d->cpu_pct < 0) snprintf(cpu, sizeof cpu, "-");
   else snprintf(cpu, sizeof cpu, "%.1f", d->cpu_pct);
-  fprintf(out, "%-14s %-11s %-8d %-15s %8d %9lld %9.1f %6s %8s %7s %8d %s\n", d->name, d->state,
-          d->pid, d->host[0] ? d->host : "-", d->restarts, (long long)d->steps,
+  fprintf(out, "%-14s %-11s %-8d %-15s %8d %9lld %9.1f %6s %8s %7s %8d %-20s %s\n", d->name,
+          d->state, d->pid, d->host[0] ? d->host : "-", d->restarts, (long long)d->steps,
           d->examples_per_sec, cpu, bytes_str(d->rss, rss, sizeof rss),
-          ago(d->heartbeat_age, hb, sizeof hb), d->inflight, d->where[0] ? d->where : "-");
+          ago(d->heartbeat_age, hb, sizeof hb), d->inflight, d->links[0] ? d->links : "-",
+          d->where[0] ? d->where : "-");
 }
 
 static void print_series(const runview_series *s, FILE *out) {
@@ -296,8 +297,9 @@ void attach_print(const runview *m, int events, FILE *out) {
           ago(m->uptime, up, sizeof up), (long long)m->step, total,
           m->examples_per_sec, ago(m->eta, eta, sizeof eta), m->attach_clients);
   if (m->tensorboard[0]) fprintf(out, "tensorboard %s\n", m->tensorboard);
-  fprintf(out, "%-14s %-11s %-8s %-15s %8s %9s %9s %6s %8s %7s %8s %s\n", "NODE", "STATE", "PID",
-          "HOST", "RESTARTS", "STEPS", "EX/S", "CPU%", "RSS", "HB", "INFLIGHT", "WHERE");
+  fprintf(out, "%-14s %-11s %-8s %-15s %8s %9s %9s %6s %8s %7s %8s %-20s %s\n", "NODE", "STATE",
+          "PID", "HOST", "RESTARTS", "STEPS", "EX/S", "CPU%", "RSS", "HB", "INFLIGHT", "LINKS",
+          "WHERE");
   for (int i = 0; i < m->nnodes; i++) print_node(&m->nodes[i], out);
   fprintf(out, "queue: %lld queued (capacity %lld), %lld running, %lld done, %lld failed, "
                "%lld retried, %lld cancelled\n",

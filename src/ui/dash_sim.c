@@ -261,6 +261,10 @@ int dash_sim_new(const dash_sim_opts *o, dash_sim **out) {
     d->pid = 40000 + i * 7;
     snprintf(d->got, sizeof d->got, "10.1.%d.%d  2 threads, 2 cpus, 4.0G, slurm 4242.%d on node%02d",
              i / 8, i % 8 + 10, i, i / 8);
+    /* the coordinator elsewhere; ps:0 beside the first hosts' nodes */
+    if (d->role == ROLE_PS) snprintf(d->links, sizeof d->links, "coord=tcp");
+    else if (nps == 1) snprintf(d->links, sizeof d->links, "coord=tcp,ps:0=%s", i < 8 ? "shm" : "tcp");
+    else snprintf(d->links, sizeof d->links, "coord=tcp,ps:0-%d=tcp", nps - 1);
     set_state(s, i, NODE_STARTING);
     d->backlog = is_trainer(d) ? 0 : -1;
     d->heartbeat_age = urand(s);

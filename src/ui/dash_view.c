@@ -133,7 +133,7 @@ static void draw_detail(dash_ui *ui, const runview *m, int y, int h, int cols) {
   const runview_node *n = runview_find_node(m, ui->detail);
   char title[64];
   snprintf(title, sizeof title, "node %s", ui->detail);
-  int fh = 8;
+  int fh = 9;
   dash__box(y, 0, fh, cols, focus, title, focus);
   if (!n) {
     dash__put(y + 1, 2, cols - 4, dash__role(ui, DASH_ROLE_BAD), "this node is no longer in the run");
@@ -169,8 +169,10 @@ static void draw_detail(dash_ui *ui, const runview *m, int y, int h, int cols) {
   dash__putf(y + 4, 12 + cw, cw - 10, text, "%d  backlog %s", n->inflight, bl);
   dash__put(y + 5, 2, 8, dim, "got");
   dash__put(y + 5, 12, cols - 14, text, n->got[0] ? n->got : "-");
-  dash__put(y + 6, 2, 8, dim, "log");
-  dash__put(y + 6, 12, cols - 14, text, n->log[0] ? n->log : "-");
+  dash__put(y + 6, 2, 8, dim, "links");
+  dash__put(y + 6, 12, cols - 14, text, n->links[0] ? n->links : "-");
+  dash__put(y + 7, 2, 8, dim, "log");
+  dash__put(y + 7, 12, cols - 14, text, n->log[0] ? n->log : "-");
 
   refresh_log(ui, n);
   int lh = h - fh;

@@ -92,6 +92,7 @@ key s1 Enter
 expect s1 "dash-07 Enter opens the node's detail" wait_re s1 "node worker:1"
 expect s1 "dash-07 with the tail of its log" wait_re s1 "t=[0-9.]+ worker:1 [a-z]+ steps="
 expect s1 "dash-07 and what the node got where it runs" wait_re s1 "got +10\.1\.[0-9]+\.[0-9]+  2 threads, 2 cpus, 4\.0G, slurm 4242\.[0-9]+ on node0"
+expect s1 "dash-07 and the transport of each of its links" wait_re s1 "links +coord=tcp,ps:0=shm"
 key s1 Escape
 expect s1 "dash-07 Esc goes back to the table" wait_re s1 "nodes 1/8"
 key s1 Escape

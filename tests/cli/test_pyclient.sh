@@ -54,6 +54,13 @@ with dc.connect(run_dir, timeout=20) as run:
     result("pyclient-t02 they are metrics.jsonl's losses", not bad, bad[:5])
     kept = [m.step for m in run.series.get("train/loss", [])]
     result("pyclient-t02 run.series keeps them", set(steps) <= set(kept), kept[-5:])
+    # A node's links travel when they change ("" in the snapshots after):
+    # many snapshots later the client still has each, the coordinator's
+    # link first and a worker's to ps:0 after it.
+    links = {n["name"]: n["links"] for n in run.nodes}
+    result("pyclient-t02 each node's links are kept across snapshots",
+           all(v.startswith("coord=") for v in links.values()) and
+           ",ps:0=" in links.get("worker:0", ""), links)
 
     # t05: a read-only client's Lua command is refused; a log tail is not
     try:

@@ -110,6 +110,9 @@ test("cluster-03 bad options are named", function()
   raises(function() drover.cluster { slurm = { partition = 1 }, runs = RUNS } end, "partition")
   raises(function() drover.cluster { slurm = { queue = "x" }, runs = RUNS } end, "queue")
   raises(function() drover.cluster { files = { "a" }, runs = RUNS } end, "launchers \"ssh\", \"spark\", \"yarn\" and \"external\"")
+  raises(function() drover.cluster { transport = "udp", runs = RUNS } end,
+         "cluster: transport 'udp': expected auto (shared memory between processes on one host, else TCP), unix or tcp")
+  raises(function() drover.cluster { transport = 2, runs = RUNS } end, "cluster: transport must be a string")
 end)
 
 test("cluster-15 per-role resources: cpus reach each node's threads; every node reports what it got",

@@ -71,6 +71,7 @@ test("help_pretty_and_cluster", function()
   has(printed(), "drover.pretty(x)")
   local s = printed(drover.cluster)
   has(s, "launcher = \"ssh\"")
+  has(s, "transport = \"auto\"")
   if s:find("(local launcher)", 1, true) then error("help(drover.cluster) still says (local launcher)") end
   -- the overview's first model works typed line by line: no `local`
   local first = printed():match("A first model.-\n\n")

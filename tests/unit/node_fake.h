@@ -85,8 +85,8 @@ peer *nf_dial(fake *f, uint32_t ps, int port);
 /* The same as node (role, index) (AUTH_ROLE_COORD 0: the coordinator),
  * proving that identity's key at ps `ps` (its index: its root checks it). */
 peer *nf_dial_as(fake *f, uint32_t ps, int port, int role, uint32_t index);
-/* The next frame from pe that is not a HEARTBEAT (unless one is asked
- * for), or a failure naming what was expected. Free with nf_frame_free. */
+/* The next frame from pe that is not a HEARTBEAT or LINKS (unless one is
+ * asked for), or a failure naming what was expected. Free with nf_frame_free. */
 fk_frame *nf_expect(fake *f, peer *pe, uint8_t type, const char *file, int line);
 #define NF_EXPECT(f, pe, type) nf_expect((f), (pe), (type), __FILE__, __LINE__)
 void nf_frame_free(fk_frame *fr);
@@ -103,6 +103,9 @@ void nf_read_register(fake *f, peer *pe, reg *r);
 /* Accepts n nodes, reads their REGISTERs, answers REGISTERED ok, and
  * sends every one the SPEC of all of them. regs[] in arrival order. */
 void nf_register_all(fake *f, reg *regs, int n);
+/* The cluster transport (WIRE_TRANSPORT_*) the next nf_register_all's
+ * REGISTERED says; after it, auto again. */
+void nf_registered_transport(uint8_t transport);
 reg *nf_find_reg(reg *regs, int n, int role, int index);
 void nf_send_shutdown(peer *ctl);
 /* Sends ctl the SPEC of regs[0..n). */

@@ -98,6 +98,32 @@ TEST(node_worker_matches_in_process_training) {
   data_free(evald);
 }
 
+/* A worker tells the coordinator which transport each ps link took
+ * (LINKS), following the cluster's from REGISTERED whatever its own
+ * process's mode; so do the ps nodes for what they offer. */
+static void links_in(uint8_t transport, const char *want) {
+  nf_cluster c;
+  nf_registered_transport(transport);
+  nf_cluster_up(&c, (nf_node[]){{ROLE_PS, 0}, {ROLE_PS, 1}, {ROLE_WORKER, 0}}, 3, 50, 10000);
+  reg *wk = nf_cluster_reg(&c, ROLE_WORKER, 0);
+  char links[64] = "";
+  /* one link may come up a heartbeat before the other: a LINKS each */
+  for (int k = 0; k < 3 && strcmp(links, want) != 0; k++) {
+    fk_frame *fr = NF_EXPECT(&c.f, wk->ctl, WIRE_LINKS);
+    wire_msg_links l;
+    CHECK_OK(wire_get_links(fr->p, fr->h.len, &l));
+    CHECK_OK(wire_str_copy(l.links, links, sizeof links));
+    nf_frame_free(fr);
+  }
+  if (strcmp(links, want) != 0)
+    harness_fail(__FILE__, __LINE__, "LINKS '%s', wanted '%s'", links, want);
+  nf_cluster_down(&c);
+}
+
+TEST(node_worker_links_follow_the_cluster_auto) { links_in(WIRE_TRANSPORT_AUTO, "ps:0-1=shm"); }
+TEST(node_worker_links_follow_the_cluster_unix) { links_in(WIRE_TRANSPORT_UNIX, "ps:0-1=unix"); }
+TEST(node_worker_links_follow_the_cluster_tcp) { links_in(WIRE_TRANSPORT_TCP, "ps:0-1=tcp"); }
+
 TEST(node_worker_reports_failures) {
   dataset *train = wf_toy_data(12, 3);
   nf_cluster c;

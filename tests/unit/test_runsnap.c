@@ -34,6 +34,7 @@ static void fill_node(runview_node *d, int role, int index, const char *state) {
   d->backlog = -1;
   snprintf(d->got, sizeof d->got, "10.0.0.%d  2 threads, 4 cpus, 8.0G, slurm 77.%d on n%d", index,
            index, index);
+  snprintf(d->links, sizeof d->links, role == ROLE_PS ? "coord=shm" : "coord=shm,ps:0=shm");
   if (index == 2)
     snprintf(d->log, sizeof d->log, "/var/log/elsewhere-%d.log", index);
   else if (index == 3)
@@ -131,6 +132,8 @@ TEST(runsnap_header_nodes_queue_round_trip) {
   }
   CHECK(strcmp(c.nodes[2].log, RUN_DIR "/logs/worker-1.log") == 0);
   CHECK(strcmp(c.nodes[2].got, "10.0.0.1  2 threads, 4 cpus, 8.0G, slurm 77.1 on n1") == 0);
+  CHECK(strcmp(c.nodes[0].links, "coord=shm") == 0);
+  CHECK(strcmp(c.nodes[2].links, "coord=shm,ps:0=shm") == 0);
   CHECK(strcmp(c.nodes[3].log, "/var/log/elsewhere-2.log") == 0);
   CHECK(strcmp(c.nodes[4].log, RUN_DIR "/logs/other/worker-3.log") == 0);
   /* The nodes shrink with the cluster's table, too. */
@@ -169,6 +172,9 @@ TEST(runsnap_series_and_events_travel_as_deltas) {
   k2.got = calloc((size_t)k.ngot + 1, sizeof *k2.got);
   CHECK(k2.got);
   memcpy(k2.got, k.got, (size_t)k.ngot * sizeof *k.got);
+  k2.links = calloc((size_t)k.nlinks + 1, sizeof *k2.links);
+  CHECK(k2.links);
+  memcpy(k2.links, k.links, (size_t)k.nlinks * sizeof *k.links);
   runview only;
   runview_init(&only);
   send_to(&s, &k2, &only);
@@ -352,6 +358,7 @@ static void snapshot_payload(wire_wr *w, const char *state, uint32_t nodes, int 
     for (int f = 0; f < 6; f++) wire_wr_u64(w, 0);
     wire_wr_str(w, state); wire_wr_str(w, "h"); wire_wr_str(w, "logs/x.log"); wire_wr_str(w, "");
     wire_wr_str(w, ""); /* where */
+    wire_wr_str(w, ""); /* links */
   }
   wire_wr_u32(w, 0);
   wire_wr_u32(w, 0);
@@ -462,8 +469,14 @@ TEST(runsnap_256_nodes_frame_size) {
   send_to(&s, &k, &c);
   CHECK(strcmp(c.nodes[7].got, "moved  1 threads, 1 cpus, 2.0G") == 0);
   CHECK(strcmp(c.nodes[8].got, s.m.nodes[8].got) == 0);
-  /* ~90 bytes a node: the whole table stays under 26 KiB a frame. */
-  CHECK(steady < 26 * 1024);
+  /* So do `links`, sent again when they change. */
+  CHECK(strcmp(c.nodes[200].links, "coord=shm,ps:0=shm") == 0);
+  snprintf(s.m.nodes[9].links, sizeof s.m.nodes[9].links, "coord=shm,ps:0=tcp");
+  send_to(&s, &k, &c);
+  CHECK(strcmp(c.nodes[9].links, "coord=shm,ps:0=tcp") == 0);
+  CHECK(strcmp(c.nodes[10].links, "coord=shm,ps:0=shm") == 0);
+  /* ~94 bytes a node: the whole table stays under 27 KiB a frame. */
+  CHECK(steady < 27 * 1024);
   CHECK(first > steady);
   if (getenv("DROVER_BENCH"))
     printf("bench: 256 nodes: first frame %zu bytes, steady frame %zu bytes = %.0f bytes/s at "

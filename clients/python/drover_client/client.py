@@ -71,7 +71,8 @@ def _alive(pid):
 class Run:
     """A run, attached. `state` is the newest SNAPSHOT's header (state,
     step, total_steps, examples_per_sec, queue counts...), `nodes` its
-    nodes (dicts of snap_node's fields and "name": "worker:1"), `series` every metric's points so far (tag -> list of Metric)
+    nodes (dicts of snap_node's fields and "name": "worker:1"; "links" the
+    transport of each of its connections, "coord=shm,ps:0=shm"), `series` every metric's points so far (tag -> list of Metric)
     and `events` the run's events. The run ending closes the stream:
     metrics() and events() then stop, and `ended` is True."""
 
@@ -104,9 +105,14 @@ class Run:
 
     def _apply(self, snap):
         self.state = {k: v for k, v in snap.items() if k not in _DELTAS}
+        before = {(n["role"], n["index"]): n for n in self.nodes}
         self.nodes = snap["nodes"]
         for n in self.nodes:  # "worker:1", as drover names nodes
             n["name"] = "%s:%d" % (_wire.ROLES[n["role"]], n["index"])
+            old = before.get((n["role"], n["index"]))
+            for k in ("got", "links"):  # "": unchanged since the last snapshot
+                if not n[k] and old:
+                    n[k] = old[k]
         for s in snap["series"]:
             tag = s["tag"]
             pts = [Metric(tag, p["step"], p["wall"], p["value"]) for p in s["points"]]

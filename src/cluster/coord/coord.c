@@ -88,18 +88,25 @@ typedef struct peer {
   struct peer *prev, *next; /* in c->peers */
 } peer;
 
-static void send_registered(conn *cn, bool ok, const char *msg, bool sees_rundir) {
+_Static_assert((int)CONN_TRANSPORT_AUTO == WIRE_TRANSPORT_AUTO &&
+                   (int)CONN_TRANSPORT_UNIX == WIRE_TRANSPORT_UNIX &&
+                   (int)CONN_TRANSPORT_TCP == WIRE_TRANSPORT_TCP,
+               "REGISTERED's transport numbers are conn.h's modes");
+
+static void send_registered(coord *c, conn *cn, bool ok, const char *msg, bool sees_rundir) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_registered(
-      &w, &(wire_msg_registered){.ok = ok, .message = WIRE_STR(msg), .sees_rundir = sees_rundir});
+  wire_put_registered(&w, &(wire_msg_registered){.ok = ok,
+                                                 .message = WIRE_STR(msg),
+                                                 .sees_rundir = sees_rundir,
+                                                 .transport = (uint8_t)c->transport});
   conn_send_wr(cn, &w, WIRE_REGISTERED, 0);
 }
 
 /* REGISTERED { ok = 0, why }, then the close once it is written: the node
  * should learn why. */
-static void refuse(conn *cn, const char *why) {
-  send_registered(cn, false, why, false);
+static void refuse(coord *c, conn *cn, const char *why) {
+  send_registered(c, cn, false, why, false);
   conn_shutdown(cn, "registration refused");
 }
 
@@ -142,7 +149,7 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   if (msg[0]) {
     log_warn("refused REGISTER from %s (pid %d): %s", conn_peer(cn), (int)pid, msg);
     rundir_event(&c->rd, "refused %s (pid %d): %s", name, (int)pid, msg);
-    refuse(cn, msg);
+    refuse(c, cn, msg);
     return;
   }
   coord_node *n = &c->nodes[i];
@@ -150,6 +157,7 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   c->ctl[i] = cn;
   conn_set_accept(cn, coord__accept_node(role));
   n->pid = pid;
+  n->links[0] = '\0'; /* a new process: it dialled nothing yet */
   snprintf(n->host, sizeof n->host, "%s", host);
   n->port = port;
   bool saw = n->sees_rundir;
@@ -162,7 +170,7 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   n->closed_at = 0;
   if (!n->joined) c->registered++; /* a node lost before it registered comes here once */
   n->joined = true;
-  send_registered(cn, true, "", n->sees_rundir); /* a chief: who writes its summaries */
+  send_registered(c, cn, true, "", n->sees_rundir); /* a chief: who writes its summaries */
   coord__node_key_forget(c, i);
   log_info("%s registered from %s (pid %d)", name, conn_peer(cn), (int)pid);
   if (again && role == ROLE_PS && saw != n->sees_rundir && c->fit)
@@ -220,6 +228,9 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
     break;
   case WIRE_LOG:
     coord__node_log(n, pl, h->len);
+    break;
+  case WIRE_LINKS:
+    if (coord__node_links(n, pl, h->len) < 0) conn_close(cn, "malformed LINKS");
     break;
   case WIRE_ERROR: {
     char msg[512], name[32];

@@ -78,6 +78,8 @@ typedef struct coord_node {
   int64_t exit_status;
   int term_signal;
   char log[1024];         /* absolute path of its log file */
+  char links[192];        /* the transport of each connection it dialled besides
+                             ours, as it last said (LINKS): "ps:0-1=shm" */
 } coord_node;
 
 /* Nodes of one role a cluster may have: the scale bench runs 10,000
@@ -128,6 +130,10 @@ typedef struct coord_opts {
                                     ps process, ps:count+k for ps:k) */
   bool tensorboard;              /* serve the run's events/ with TensorBoard
                                     from the start to the shutdown */
+  const char *transport;         /* how nodes on one host talk: "auto" (shared
+                                    memory), "unix" or "tcp" (net/conn.h); every
+                                    node follows it. NULL: this process's own
+                                    mode (DROVER_TRANSPORT, else auto) */
   tboard_opts tboard;            /* its port and address */
 } coord_opts;
 
@@ -382,6 +388,10 @@ const coord_node *coord_nodes(const coord *c, int *count);
 /* A node's state as users see it: BUSY for a READY node with tasks in
  * flight, else its state. */
 coord_node_state coord_node_status(const coord_node *n);
+/* Node i's connections and the transport of each: ours first (our side of
+ * its control connection), then those it dialled, "coord=shm,ps:0-1=shm";
+ * "-" when it is not connected. Into out, cut at n bytes. */
+void coord_node_links(const coord *c, int i, char *out, size_t n);
 /* Records a line in events.log (and the dashboard's events pane). */
 void coord_note(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -23,6 +23,11 @@
  * what they advertise is then routable from the remote workers. Every
  * connection on these ports must prove the run's secret first (conn.c),
  * which is what makes listening beyond loopback acceptable.
+ *
+ * The transport between nodes of one host (net/conn.h) is the cluster's
+ * `transport`, else this process's own mode: set before we listen (we
+ * offer same-host links only when it is not tcp), passed to the nodes the
+ * launcher starts in their environment, and to every node in REGISTERED.
  */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -30,6 +35,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -117,8 +123,35 @@ static int local_beside_remote(coord *c, const char *dial) {
   return 0;
 }
 
+/* This process's mode before any cluster set its own: what a cluster
+ * without `transport` takes (DROVER_TRANSPORT, else auto). */
+static conn_transport_mode process_mode(void) {
+  static bool got;
+  static conn_transport_mode m;
+  if (!got) m = conn_get_transport(), got = true;
+  return m;
+}
+
+static void set_transport(coord *c) {
+  static const char *const what[] = {
+      [CONN_TRANSPORT_AUTO] = "shared memory between nodes on one host, TCP across hosts",
+      [CONN_TRANSPORT_UNIX] = "a Unix socket between nodes on one host, TCP across hosts",
+      [CONN_TRANSPORT_TCP] = "TCP between every two nodes, on one host too"};
+  conn_transport_mode m = process_mode();
+  const char *env = getenv("DROVER_TRANSPORT");
+  char from[64] = "";
+  if (c->opts.transport) /* a known name: coord__check_opts */
+    conn_transport_parse(c->opts.transport, &m);
+  else if (env && *env)
+    snprintf(from, sizeof from, "; from DROVER_TRANSPORT=%s", env);
+  c->transport = m;
+  conn_set_transport(m);
+  rundir_event(&c->rd, "transport: %s (%s%s)", conn_transport_mode_name(m), what[m], from);
+}
+
 int coord__listen(coord *c, const conn_opts *o) {
   const coord_opts *op = &c->opts;
+  set_transport(c);
   bool unfound;
   const char *remote_launcher = remote_used(op, &unfound);
   bool remote = remote_launcher != NULL;

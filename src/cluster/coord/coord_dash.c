@@ -209,6 +209,7 @@ static int fill_nodes(coord *c, runview *m, double now) {
     }
     o->pid = (int)n->pid;
     put(o->where, sizeof o->where, n->where);
+    coord_node_links(c, i, o->links, sizeof o->links);
     put(o->state, sizeof o->state, coord_state_name(coord_node_status(n)));
     o->restarts = n->restarts;
     o->steps = n->steps;

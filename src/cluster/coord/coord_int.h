@@ -151,6 +151,7 @@ struct coord {
   auth_secret feed_key;  /* auth_feed_key(control): workers' direct feeders prove it */
   conn_server *server;
   int port;
+  conn_transport_mode transport; /* the cluster's (coord_addr.c), in REGISTERED */
   char addr[80];      /* where a process on this machine dials us (coord_addr.c) */
   char node_addr[80]; /* what nodes are told to dial; a wildcard host: found by each */
   const char *node_bind; /* where nodes listen (static) */
@@ -293,6 +294,9 @@ void coord__node_info(coord *c, int i, const node_info *got);
 /* LOG from node n: its text appended to n's log file (`drover node
  * --log-forward`); a write failure is only logged. */
 void coord__node_log(coord_node *n, const uint8_t *pl, uint32_t len);
+/* LINKS from node n: kept for the dashboard (coord_node_links). 0, or
+ * DRV_EPARSE for a payload that does not decode. */
+int coord__node_links(coord_node *n, const uint8_t *pl, uint32_t len);
 /* ---- coord_runstop.c: `drover stop` ---- */
 /* A control client asks the run to stop: with a checkpoint of the running
  * fit first (now false, and the fit takes checkpoints), else at once. The
@@ -302,8 +306,9 @@ int coord__run_stop(coord *c, bool now, char *out, size_t n);
  * did not come in time), the run ends as on Ctrl-C. */
 void coord__run_stop_tick(coord *c, double now);
 
-/* coord_addr.c: listens with o (where: see there), sets addr, node_addr
- * and node_bind, and writes the run's coordinator file. */
+/* coord_addr.c: sets the cluster's transport (c->transport, the process's
+ * mode: events.log says which), listens with o (where: see there), sets
+ * addr, node_addr and node_bind, and writes the run's coordinator file. */
 int coord__listen(coord *c, const conn_opts *o);
 
 /* coord_nodes.c: raises RLIMIT_NOFILE's soft limit toward what the

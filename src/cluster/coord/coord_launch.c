@@ -123,6 +123,7 @@ static int launch_node(coord *c, int i) {
       .bind_host = here ? c->local_bind : c->node_bind, .cpus = c->opts.res[n->role].cpus,
       .memory = c->opts.res[n->role].memory, .gpus = c->opts.res[n->role].gpus,
       .heartbeat_ms = c->opts.heartbeat_ms,
+      .transport = conn_transport_mode_name(c->transport),
       /* Nodes tolerate a long silence from us (Lua may be busy between
        * pumps); a dead coordinator closes their sockets at once anyway. */
       .timeout_ms = c->opts.heartbeat_timeout_ms > 60000 ? c->opts.heartbeat_timeout_ms : 60000,

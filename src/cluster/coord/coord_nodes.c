@@ -187,6 +187,12 @@ int coord__check_opts(const coord_opts *o) {
   if (o->max_queue < 1 || o->max_queue > (1 << 24))
     return err_set(DRV_EINVAL, "cluster: max_queue = %d is out of range (1..16777216)",
                    o->max_queue);
+  conn_transport_mode m;
+  if (o->transport && conn_transport_parse(o->transport, &m) < 0) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", err_msg());
+    return err_set(DRV_EINVAL, "cluster: %s", why);
+  }
   /* before the run directory exists: a misspelt launcher leaves none */
   if (o->launcher && launch_check_name(o->launcher) < 0) return DRV_EUNSUPPORTED;
   int rc = coord__check_launchers(o);
@@ -271,6 +277,27 @@ void coord__node_log(coord_node *n, const uint8_t *pl, uint32_t len) {
   if (util_write_all(fd, m.text.s, m.text.len) < 0)
     log_warn("cannot append to '%s': %s", n->log, strerror(errno));
   close(fd);
+}
+
+int coord__node_links(coord_node *n, const uint8_t *pl, uint32_t len) {
+  wire_msg_links m;
+  int rc = wire_get_links(pl, len, &m);
+  if (rc < 0) return rc;
+  /* cut to what we keep: a summary, not a protocol value */
+  size_t k = m.links.len < sizeof n->links ? m.links.len : sizeof n->links - 1;
+  for (size_t j = 0; j < k; j++) /* shown on terminals as it is */
+    n->links[j] = m.links.s[j] > ' ' && m.links.s[j] < 127 ? m.links.s[j] : '?';
+  n->links[k] = '\0';
+  return 0;
+}
+
+void coord_node_links(const coord *c, int i, char *out, size_t n) {
+  const coord_node *nd = &c->nodes[i];
+  if (!c->ctl[i])
+    snprintf(out, n, "-");
+  else
+    snprintf(out, n, "coord=%s%s%s", conn_transport(c->ctl[i]), nd->links[0] ? "," : "",
+             nd->links);
 }
 
 /* ============================== descriptors =============================== */

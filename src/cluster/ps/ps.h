@@ -63,6 +63,15 @@ int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int p
 typedef void (*ps_role_fn)(void *ud, int status, bool synced, uint64_t version, const char *msg);
 void ps_on_role(ps_server *ps, ps_role_fn fn, void *ud);
 
+/* Whether the ps offers same-host links to its clients (conn.h) from now
+ * on: node.c says so once REGISTERED tells the cluster's transport. The ps
+ * listens for them whatever the process's mode was at ps_start, and offers
+ * them from the start only when that mode was not tcp. */
+void ps_set_offer(ps_server *ps, bool offer);
+/* The transport of the link this ps dialled, its replica's when it is a
+ * primary and the link is up: "ps:3=shm" ("" none) into out (n bytes). */
+void ps_links(const ps_server *ps, char *out, size_t n);
+
 /* PUSH frames applied (async) or summed into an update (sync) so far. */
 uint64_t ps_updates(const ps_server *ps);
 

@@ -124,6 +124,7 @@ struct ps_server {
   char repl_host[64];  /* primary: where its replica listens */
   int repl_port;
   conn *repl;          /* primary: the connection to the replica, or NULL */
+  uint32_t repl_ps;    /* primary: the replica's ps index */
   conn_opts repl_opts;
   bool repl_live;      /* the replica has the state: frames go through it */
   uint64_t repl_seq;   /* the last frame forwarded */

@@ -246,6 +246,7 @@ int ps_set_role(ps_server *ps, int role, uint64_t token, const char *host, int p
     ps->token = token;
     snprintf(ps->repl_host, sizeof ps->repl_host, "%s", host);
     ps->repl_port = port;
+    ps->repl_ps = replica;
     ps->repl_opts = (conn_opts){.secret = key, .who = AUTH_WHO_NODE, .role = ROLE_PS,
                                 .index = ps->index, .cbs = &repl_cbs, .ud = ps};
     int rc = conn_connect(ps->loop, host, port, &ps->repl_opts, &ps->repl);
@@ -271,6 +272,13 @@ void ps_on_role(ps_server *ps, ps_role_fn fn, void *ud) {
 }
 
 void ps__repl_stop(ps_server *ps) { drop_replica(ps, "ps stopping"); }
+
+void ps_links(const ps_server *ps, char *out, size_t n) {
+  if (ps && ps->repl && conn_is_ready(ps->repl))
+    snprintf(out, n, "ps:%u=%s", (unsigned)ps->repl_ps, conn_transport(ps->repl));
+  else if (n)
+    out[0] = '\0';
+}
 
 void ps__repl_free(ps_server *ps) {
   ps__repl_sync_drop(ps);

@@ -73,6 +73,10 @@ int worker_spec(worker *w, const node_addr *nodes, int n, bool ps_replicated);
  * ps links again, within their back-off (their kept requests, or a job
  * waiting for links, go on once connected). */
 void worker_tick(worker *w);
+/* The transport of each ps link that is up, by the ps process it reaches,
+ * consecutive ones with the same transport as a range: "ps:0-3=shm,ps:4=tcp"
+ * ("" none) into out, cut at n bytes (node.c sends it in LINKS). */
+void worker_links(const worker *w, char *out, size_t n);
 
 /* Frames from the coordinator (payload borrowed for the call):
  *   worker_setup  queues a job that, behind the jobs already queued,

@@ -342,6 +342,54 @@ void worker_tick(worker *w) {
   }
 }
 
+/* Appends ",ps:A=T" or ",ps:A-B=T" (no comma first) to out[*len], whole
+ * or, when it does not fit (with room for the mark), ",..." once. */
+static void put_range(char *out, size_t n, size_t *len, uint32_t a, uint32_t b, const char *t) {
+  char e[64];
+  const char *sep = *len ? "," : "";
+  if (a == b) snprintf(e, sizeof e, "%sps:%u=%s", sep, (unsigned)a, t);
+  else snprintf(e, sizeof e, "%sps:%u-%u=%s", sep, (unsigned)a, (unsigned)b, t);
+  size_t k = strlen(e);
+  if (*len >= n) return; /* cut already */
+  if (*len + k + 4 < n) {
+    memcpy(out + *len, e, k + 1);
+    *len += k;
+  } else {
+    snprintf(out + *len, n - *len, ",...");
+    *len = n;
+  }
+}
+
+typedef struct link_up {
+  uint32_t proc;
+  const char *t; /* conn_transport's (static) */
+} link_up;
+
+static int by_proc(const void *a, const void *b) {
+  uint32_t x = ((const link_up *)a)->proc, y = ((const link_up *)b)->proc;
+  return (x > y) - (x < y);
+}
+
+void worker_links(const worker *w, char *out, size_t n) {
+  size_t len = 0;
+  int k = 0;
+  if (n) out[0] = '\0';
+  link_up *up = w->nlinks ? malloc((size_t)w->nlinks * sizeof *up) : NULL;
+  if (!up) return; /* none, or no memory for a summary: shown as none */
+  for (int p = 0; p < w->nlinks; p++) {
+    const ps_link *l = w->links[p];
+    if (l && l->c && conn_is_ready(l->c)) up[k++] = (link_up){l->proc, conn_transport(l->c)};
+  }
+  /* by process: after a failover a group's is its replica's, out of order */
+  qsort(up, (size_t)k, sizeof *up, by_proc);
+  for (int i = 0, j; i < k; i = j) {
+    for (j = i + 1; j < k && up[j].proc == up[j - 1].proc + 1 && strcmp(up[j].t, up[i].t) == 0;)
+      j++;
+    put_range(out, n, &len, up[i].proc, up[j - 1].proc, up[i].t);
+  }
+  free(up);
+}
+
 int worker_spec(worker *w, const node_addr *nodes, int n, bool ps_replicated) {
   w->ps_replicated = ps_replicated;
   for (int i = 0; i < n; i++) {
