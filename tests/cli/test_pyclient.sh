@@ -55,9 +55,16 @@ with dc.connect(run_dir, timeout=20) as run:
     kept = [m.step for m in run.series.get("train/loss", [])]
     result("pyclient-t02 run.series keeps them", set(steps) <= set(kept), kept[-5:])
     # A node's links travel when they change ("" in the snapshots after):
-    # many snapshots later the client still has each, the coordinator's
-    # link first and a worker's to ps:0 after it.
-    links = {n["name"]: n["links"] for n in run.nodes}
+    # snapshots later the client still has each, the coordinator's link
+    # first and a worker's to ps:0 after it (reported by its next heartbeat).
+    def links():
+        return {n["name"]: n["links"] for n in run.nodes}
+    deadline = time.monotonic() + 20
+    while ",ps:0=" not in links().get("worker:0", "") and time.monotonic() < deadline:
+        run.snapshot()
+    for _ in range(3):
+        run.snapshot()
+    links = links()
     result("pyclient-t02 each node's links are kept across snapshots",
            all(v.startswith("coord=") for v in links.values()) and
            ",ps:0=" in links.get("worker:0", ""), links)
