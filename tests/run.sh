@@ -22,9 +22,9 @@
 #                    ONLY=test_attach.sh sh tests/run.sh
 #                    (or build/asan/unit_tests NAME..., build/asan/drover run FILE.lua)
 #
-# Lanes: with LANES=2 (the default) the JVM engine tests (Spark, YARN,
-# HDFS, no-shared-filesystem) run in a second lane beside the rest and
-# report at the end; LANES=1 runs every file in turn. Under ASan the Spark
+# Lanes: with LANES=3 (the default) the JVM engine tests run in two more
+# lanes beside the rest (Spark; YARN and HDFS) and report at the end;
+# LANES=1 runs every file in turn. Under ASan the Spark
 # and YARN ones skip unless DROVER_ENGINES_ASAN=1.
 #
 # Each test program prints "PASS name" / "FAIL name: why" / "SKIP name: why"
@@ -95,29 +95,37 @@ want() { [ -z "${ONLY:-}" ] || case "$1" in *"$ONLY"*) return 0 ;; *) return 1 ;
 # (the Spark tests: several JVMs each on a loaded machine).
 limit_of() { l=$(sed -n 's/^# run.sh timeout: \([0-9][0-9]*\)$/\1/p' "$1" | head -n 1); echo "${l:-300}"; }
 
-# The tests of the JVM engines (Spark, YARN, HDFS, and the no-shared-
-# filesystem cases on them) spend their time waiting for JVMs: with
-# LANES=2 (the default) they run one after the other in a second lane
-# beside the rest, and report at the end. LANES=1 runs everything in turn.
-jvm_engine() { case "$1" in *spark*|*yarn*|*hdfs*|*noshare*) return 0 ;; esac; return 1; }
+# The tests of the JVM engines spend their time waiting for JVMs (CI's
+# whole run used under half a core on average): with LANES=3 (the
+# default) the Spark ones and the YARN and HDFS ones each run in a lane of
+# their own, one after the other, beside the rest, and report at the end.
+# LANES=1 runs everything in turn.
+lane_of() { # 1 Spark (and the no-shared-filesystem cases on it), 2 YARN and HDFS, 0 the rest
+  case "$1" in
+    *noshare_yarn*|*yarn*|*hdfs*) echo 2 ;;
+    *spark*|*noshare*) echo 1 ;;
+    *) echo 0 ;;
+  esac
+}
 # Under ASan the Spark and YARN tests skip (a JVM starting sanitized nodes
 # by the dozen costs CI minutes for launcher code the unit tests cover);
 # DROVER_ENGINES_ASAN=1 runs them. The HDFS tests (drover's own WebHDFS
 # client) still run.
 asan_skips() {
-  [ -n "${SANITIZED:-}" ] && [ -z "${DROVER_ENGINES_ASAN:-}" ] && jvm_engine "$1" &&
+  [ -n "${SANITIZED:-}" ] && [ -z "${DROVER_ENGINES_ASAN:-}" ] && [ "$(lane_of "$1")" != 0 ] &&
     case "$1" in *hdfs*) return 1 ;; esac
 }
-lane=
-if [ "${LANES:-2}" -ge 2 ]; then
+lanes=
+for n in 1 2; do
+  [ "${LANES:-3}" -gt "$n" ] || continue
   for t in tests/cli/test_*.sh; do
-    [ -e "$t" ] && want "$t" && jvm_engine "$t" && ! asan_skips "$t" && echo "$t"
-  done >"$log/lane2"
-  if [ -s "$log/lane2" ]; then
-    while read -r t; do execute "$t" "$(limit_of "$t")" sh "$t"; done <"$log/lane2" &
-    lane=$!
-  fi
-fi
+    [ -e "$t" ] && want "$t" && [ "$(lane_of "$t")" = "$n" ] && ! asan_skips "$t" && echo "$t"
+  done >"$log/lane$n"
+  [ -s "$log/lane$n" ] || continue
+  while read -r t; do execute "$t" "$(limit_of "$t")" sh "$t"; done <"$log/lane$n" &
+  lanes="$lanes $n:$!"
+done
+in_lane() { [ "${LANES:-3}" -gt "$(lane_of "$1")" ] && [ "$(lane_of "$1")" != 0 ]; }
 # The include layering (Makefile LAYERS): one PASS/FAIL line.
 if want layers; then run layers 60 make -s --no-print-directory layers; fi
 # No function in src/ over 80 lines without a "Long:" comment saying why.
@@ -142,15 +150,15 @@ for t in tests/cli/test_*.sh; do
   if asan_skips "$t"; then
     echo "[$t] SKIP $t: a Spark/YARN test under ASan (DROVER_ENGINES_ASAN=1 runs it)"
     skip=$((skip + 1))
-  elif [ -z "$lane" ] || ! jvm_engine "$t"; then
+  elif ! in_lane "$t"; then
     run "$t" "$(limit_of "$t")" sh "$t"
   fi
 done
-# The second lane: each of its tests is bounded by its own timeout.
-if [ -n "$lane" ]; then
-  wait "$lane"
-  while read -r t; do report "$t"; done <"$log/lane2"
-fi
+# The lanes: each of their tests is bounded by its own timeout.
+for l in $lanes; do
+  wait "${l#*:}"
+  while read -r t; do report "$t"; done <"$log/lane${l%%:*}"
+done
 
 # Where the time went: the ten slowest files (CI's budget is 40 minutes).
 echo "slowest: $(sort -rn "$log/times" 2>/dev/null | head -n 10 | awk '{printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1}')"
