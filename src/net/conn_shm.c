@@ -207,10 +207,11 @@ static int read_some(conn *c, size_t *got) {
 }
 
 /* Reads and dispatches up to `budget` bytes (0: all there is). Returns
- * true when more may be waiting. */
+ * true when more may be waiting. Runs on after the peer's end too: what
+ * it wrote before it went is read first. */
 static bool pump_in(conn *c, size_t budget) {
   size_t total = 0, got;
-  while (!c->closing && !c->link->eof) {
+  while (!c->closing) {
     int r = read_some(c, &got);
     if (r <= 0) return false;
     conn__got_bytes(c, got);
@@ -306,7 +307,9 @@ static void service(conn *c) {
   bool more = pump_in(c, 4 * (l->mode == MODE_SHM ? l->in.size : (64u << 10)));
   if (c->closing) return;
   if (l->eof) { /* the peer is gone: what it wrote before is read first */
-    pump_in(c, 0);
+    /* A ring holds at most its size from a peer that has gone; more means
+     * another process writes on: no reason to read forever. */
+    pump_in(c, l->mode == MODE_SHM ? l->in.size : 0);
     if (!c->closing) conn__got_eof(c);
     return;
   }
