@@ -301,20 +301,24 @@ help:
 -include $(wildcard $(LIB_OBJS:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJS:.o=.d) $(BUILD)/bench/*.d)
 
 # ---- fuzzing ------------------------------------------------------------------
-# `make fuzz` builds two libFuzzer targets (clang, ASan + UBSan) and fuzzes
-# each from a seed corpus that the same file writes when built with
+# `make fuzz` builds three libFuzzer targets (clang, ASan + UBSan) and
+# fuzzes each from a seed corpus that the same file writes when built with
 # -DFUZZ_*_SEEDS:
 #   tests/fuzz/fuzz_wire.c   the wire decoder; seeds: wire_sample, every
 #                            message type's sample frames
+#   tests/fuzz/fuzz_ring.c   a same-host link's shared-memory ring read into
+#                            frames; seeds: sample frames across the wrap
 #   tests/fuzz/fuzz_files.c  the safetensors reader and the manifest reader;
 #                            seeds: files the writers made
-# FUZZ_TIME seconds in all (two thirds for the wire, a third for the files).
-# Inputs found collect in $(BUILD)/fuzz/corpus[_files] and are reused next
-# time; a crash leaves $(BUILD)/fuzz/crash-* and fails the target.
+# FUZZ_TIME seconds in all (a half for the wire, a quarter each for the ring
+# and the files). Inputs found collect in $(BUILD)/fuzz/corpus[_ring|_files]
+# and are reused next time; a crash leaves $(BUILD)/fuzz/crash-* and fails
+# the target.
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 60
 FUZZ_SRCS   = src/proto/wire.c src/proto/wire_msgs.c src/numeric/tensor.c src/base/blockcache.c \
 	src/numeric/optim.c src/numeric/optim_sched.c src/numeric/rng.c src/base/err.c
+FUZZ_RING_SRCS = $(FUZZ_SRCS) src/net/shm_ring.c
 FUZZ_FILES_SRCS = src/base/safetensors.c src/base/manifest.c src/base/sha256.c src/base/util.c \
 	src/base/afile.c src/base/err.c
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Isrc \
@@ -331,17 +335,21 @@ fuzz-deps:
 
 fuzz: fuzz-deps
 	$(Q)$(MAKE) --no-print-directory $(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/seeds_wire \
+		$(BUILD)/fuzz/fuzz_ring $(BUILD)/fuzz/seeds_ring \
 		$(BUILD)/fuzz/fuzz_files $(BUILD)/fuzz/seeds_files
-	$(Q)rm -rf $(BUILD)/fuzz/seeds $(BUILD)/fuzz/seeds_files.d
-	$(Q)mkdir -p $(BUILD)/fuzz/seeds $(BUILD)/fuzz/corpus $(BUILD)/fuzz/seeds_files.d \
-		$(BUILD)/fuzz/corpus_files
+	$(Q)rm -rf $(BUILD)/fuzz/seeds $(BUILD)/fuzz/seeds_ring.d $(BUILD)/fuzz/seeds_files.d
+	$(Q)mkdir -p $(BUILD)/fuzz/seeds $(BUILD)/fuzz/corpus $(BUILD)/fuzz/seeds_ring.d \
+		$(BUILD)/fuzz/corpus_ring $(BUILD)/fuzz/seeds_files.d $(BUILD)/fuzz/corpus_files
 	$(Q)$(BUILD)/fuzz/seeds_wire $(BUILD)/fuzz/seeds
+	$(Q)$(BUILD)/fuzz/seeds_ring $(BUILD)/fuzz/seeds_ring.d
 	$(Q)$(BUILD)/fuzz/seeds_files $(BUILD)/fuzz/seeds_files.d
-	$(Q)$(FUZZ_RUN) $(BUILD)/fuzz/fuzz_wire -max_total_time=$$(( $(FUZZ_TIME) * 2 / 3 )) \
+	$(Q)$(FUZZ_RUN) $(BUILD)/fuzz/fuzz_wire -max_total_time=$$(( $(FUZZ_TIME) / 2 )) \
 		-max_len=8192 $(FUZZ_OPTS) $(BUILD)/fuzz/corpus $(BUILD)/fuzz/seeds
+	$(Q)$(FUZZ_RUN) $(BUILD)/fuzz/fuzz_ring -max_total_time=$$(( $(FUZZ_TIME) / 4 )) \
+		-max_len=8192 $(FUZZ_OPTS) $(BUILD)/fuzz/corpus_ring $(BUILD)/fuzz/seeds_ring.d
 	$(Q)$(FUZZ_RUN) $(BUILD)/fuzz/fuzz_files \
-		-max_total_time=$$(( $(FUZZ_TIME) - $(FUZZ_TIME) * 2 / 3 )) -max_len=4096 \
-		$(FUZZ_OPTS) $(BUILD)/fuzz/corpus_files $(BUILD)/fuzz/seeds_files.d
+		-max_total_time=$$(( $(FUZZ_TIME) - $(FUZZ_TIME) / 2 - $(FUZZ_TIME) / 4 )) \
+		-max_len=4096 $(FUZZ_OPTS) $(BUILD)/fuzz/corpus_files $(BUILD)/fuzz/seeds_files.d
 
 $(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c $(FUZZ_SRCS) $(ALL_HDRS)
 	$(Q)mkdir -p $(BUILD)/fuzz
@@ -352,6 +360,16 @@ $(BUILD)/fuzz/seeds_wire: tests/fuzz/fuzz_wire.c $(FUZZ_SRCS) $(ALL_HDRS)
 	$(Q)mkdir -p $(BUILD)/fuzz
 	$(call say,CC,$@)$(CC) $(FUZZ_CFLAGS) -DFUZZ_WIRE_SEEDS -o $@ tests/fuzz/fuzz_wire.c \
 		$(FUZZ_SRCS) $(FUZZ_LIBS)
+
+$(BUILD)/fuzz/fuzz_ring: tests/fuzz/fuzz_ring.c $(FUZZ_RING_SRCS) $(ALL_HDRS)
+	$(Q)mkdir -p $(BUILD)/fuzz
+	$(call say,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ tests/fuzz/fuzz_ring.c \
+		$(FUZZ_RING_SRCS) $(FUZZ_LIBS)
+
+$(BUILD)/fuzz/seeds_ring: tests/fuzz/fuzz_ring.c $(FUZZ_RING_SRCS) $(ALL_HDRS)
+	$(Q)mkdir -p $(BUILD)/fuzz
+	$(call say,CC,$@)$(CC) $(FUZZ_CFLAGS) -DFUZZ_RING_SEEDS -o $@ tests/fuzz/fuzz_ring.c \
+		$(FUZZ_RING_SRCS) $(FUZZ_LIBS)
 
 $(BUILD)/fuzz/fuzz_files: tests/fuzz/fuzz_files.c $(FUZZ_FILES_SRCS) $(ALL_HDRS)
 	$(Q)mkdir -p $(BUILD)/fuzz
