@@ -584,6 +584,24 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
   return rc;
 }
 
+static bool no_task_in_flight(coord *c, void *arg) {
+  (void)arg;
+  for (int i = 0; i < c->nnodes; i++)
+    if (c->nodes[i].inflight > 0) return false;
+  return true;
+}
+
+/* A fit that stopped early (its progress function, early stopping) left
+ * the steps still running on the workers, ignored. Their pulls and pushes
+ * must end before VAR_INIT resets the ps: a ps in sync mode would hold a
+ * stale async step's pull for good, and its worker would never answer
+ * SETUP. Bounded: a node lost meanwhile has its tasks taken back. */
+static void drain_tasks(coord *c) {
+  if (no_task_in_flight(c, NULL)) return;
+  if (coord__pump(c, no_task_in_flight, NULL, 60, false) == DRV_ETIMEDOUT)
+    rundir_event(&c->rd, "fit: starting with tasks of before still running after 60 s");
+}
+
 /* Everything before the train steps: the plan, the ps connections, the
  * placement, the initial values, SETUP of every node. */
 static int prepare(coord *c, const coord_fit_args *a) {
@@ -592,6 +610,7 @@ static int prepare(coord *c, const coord_fit_args *a) {
   const train_cfg *cfg = a->cfg;
   if (cfg->batch <= 0 || cfg->epochs <= 0)
     return err_set(DRV_EINVAL, "cluster: batch and epochs must be positive");
+  drain_tasks(c);
   coord_fit_state *f = coord__fit_state(c);
   if (!f) return err_set(DRV_ENOMEM, "out of memory");
   int rc;
