@@ -1,0 +1,111 @@
+#!/bin/sh
+# transport.sh - same-host links (issue 27): shared memory against loopback
+# TCP between co-located processes, in alternating pairs (shm run, tcp run,
+# shm, tcp, ...; DROVER_TRANSPORT=auto or tcp in every process's
+# environment), each ratio the median of the pairs with its min and max:
+#  - push + pull of a 1 MiB tensor through a ps (bench_pushpull pushpull);
+#  - the MLP on 1 ps + 2 workers, async (transport.lua mlp), also as a
+#    fraction of 2 x the in-process single-thread rate (bench_mlp, measured
+#    in each pair): the no-communication ceiling of two workers on 2 cores;
+#  - no-op closures/s through the coordinator, 2 workers (transport.lua
+#    closures).
+# Each cluster run's node logs are checked for the links it was asked for
+# (a pair whose shm run fell back to TCP fails the script).
+#
+# Alone, from the repository: make build/bench_pushpull build/bench_mlp &&
+#   sh tests/bench/transport.sh
+# (`make bench` runs it from run.sh). BENCH_SECONDS (6) is each run's
+# length, BENCH_PAIRS (5, at least 3) how many pairs; BUILD (build) where the
+# bench programs are, DROVER (./drover) the binary.
+set -eu
+cd "$(dirname "$0")/../.."
+secs=${BENCH_SECONDS:-6}
+pairs=${BENCH_PAIRS:-5}
+[ "$pairs" -ge 3 ] || pairs=3
+build=${BUILD:-build}
+drover=${DROVER:-./drover}
+runs="${TMPDIR:-/tmp}/drover-link-runs-$$"
+tmp="${TMPDIR:-/tmp}/drover-link-$$"
+export OPENBLAS_NUM_THREADS=1
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp" "$runs"' EXIT
+
+# field NAME TEXT: the number after NAME in TEXT's line "NAME VALUE".
+field() { echo "$2" | awk -v n="$1" '$1 == n { print $2; exit }'; }
+# ratio A B: A / B, or nothing when either is missing.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.4f\n", a / b }'; }
+# median NAME [UNIT] < values, one a line: "NAME M (median of N pairs; min A, max B)".
+median() {
+  sort -g | awk -v n="$1" -v u="${2:-}" '
+    NF { v[++k] = $1 }
+    END {
+      if (!k) { printf "%s skipped: no measurement\n", n; exit }
+      m = k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+      printf "%s %.2f%s (median of %d pairs; min %.2f, max %.2f)\n", n, m, u, k, v[1], v[k]
+    }'
+}
+# links MODE: the cluster run just done used MODE's links only (its node
+# logs say "link to ...: shared memory (same host)" for each shm link).
+links() {
+  n=$(cat "$runs"/*/logs/*.log 2>/dev/null | grep -c 'link to .*: shared memory (same host)' || true)
+  rm -rf "$runs"
+  if [ "$1" = auto ] && [ "$n" -lt 5 ]; then
+    echo "transport.sh: the shm run had $n shared-memory links, not 5" >&2
+    exit 1
+  fi
+  if [ "$1" = tcp ] && [ "$n" -ne 0 ]; then
+    echo "transport.sh: the tcp run had $n shared-memory links" >&2
+    exit 1
+  fi
+}
+# cluster MODE PART: one transport.lua run, its figure line.
+cluster() {
+  out=$(DROVER_TRANSPORT=$1 BENCH_RUNS="$runs" "$drover" run tests/bench/transport.lua "$2" "$secs")
+  links "$1"
+  echo "$out"
+}
+say() { echo "pair $1: $2"; }
+
+echo "== same-host links: shared memory (DROVER_TRANSPORT=auto) vs loopback TCP, $pairs alternating pairs of ${secs} s; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+: >"$tmp/pp"
+i=1
+while [ $i -le "$pairs" ]; do
+  shm=$(DROVER_TRANSPORT=auto "$build/bench_pushpull" "$secs" pushpull 2>/dev/null)
+  tcp=$(DROVER_TRANSPORT=tcp "$build/bench_pushpull" "$secs" pushpull 2>/dev/null)
+  a=$(field pushpull_1MiB_MB_per_sec "$shm"); b=$(field pushpull_1MiB_MB_per_sec "$tcp")
+  say $i "push+pull 1 MiB: shm $a MB/s, tcp $b MB/s"
+  ratio "$a" "$b" >>"$tmp/pp"
+  i=$((i + 1))
+done
+median "pushpull 1 MiB shm/tcp" x <"$tmp/pp"
+echo "(goal: at least 2x)"
+
+: >"$tmp/mlp"; : >"$tmp/ceil"; : >"$tmp/ceiltcp"
+i=1
+while [ $i -le "$pairs" ]; do
+  shm=$(cluster auto mlp); tcp=$(cluster tcp mlp); one=$("$build/bench_mlp" "$secs")
+  a=$(field cluster_samples_per_sec "$shm"); b=$(field cluster_samples_per_sec "$tcp")
+  one=$(field drover_samples_per_sec "$one")
+  say $i "MLP 1 ps + 2 workers async: shm $a samples/s, tcp $b; in process, 1 thread: $one"
+  ratio "$a" "$b" >>"$tmp/mlp"
+  ratio "$a" "$((2 * one))" >>"$tmp/ceil"
+  ratio "$b" "$((2 * one))" >>"$tmp/ceiltcp"
+  i=$((i + 1))
+done
+median "MLP async shm/tcp" x <"$tmp/mlp"
+echo "(goal: at least 1.25x)"
+median "MLP async shm / (2 x in-process)" <"$tmp/ceil"
+median "MLP async tcp / (2 x in-process)" <"$tmp/ceiltcp"
+
+: >"$tmp/cl"
+i=1
+while [ $i -le "$pairs" ]; do
+  shm=$(cluster auto closures); tcp=$(cluster tcp closures)
+  a=$(field closures_per_sec_2workers "$shm"); b=$(field closures_per_sec_2workers "$tcp")
+  say $i "no-op closures, 2 workers: shm $a/s, tcp $b/s"
+  ratio "$a" "$b" >>"$tmp/cl"
+  i=$((i + 1))
+done
+median "closures shm/tcp" x <"$tmp/cl"
+echo "(load at the end: $(cut -d' ' -f1-3 /proc/loadavg))"
