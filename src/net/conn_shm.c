@@ -206,11 +206,27 @@ static int read_some(conn *c, size_t *got) {
   return n > 0;
 }
 
+/* The `done`s of writes already copied into the link. */
+static void run_done(conn *c) {
+  conn_link *l = c->link;
+  while (l->done) {
+    wreq *w = l->done;
+    l->done = w->next;
+    if (!l->done) l->done_tail = NULL;
+    conn__finish_wreq(w);
+  }
+}
+
 /* Reads and dispatches up to `budget` bytes (0: all there is). Returns
- * true when more may be waiting. */
+ * true when more may be waiting. The `done`s of the replies sent so far
+ * run before each read: a peer's next request, read in the same turn,
+ * then finds their buffers released (a ps whose pull reply is still
+ * referenced copies the shard before a push updates it). */
 static bool pump_in(conn *c, size_t budget) {
   size_t total = 0, got;
   while (!c->closing && !c->link->eof) {
+    run_done(c);
+    if (c->closing) break;
     int r = read_some(c, &got);
     if (r <= 0) return false;
     conn__got_bytes(c, got);
@@ -286,16 +302,6 @@ static void pump_out(conn *c) {
     char why[sizeof c->why];
     memcpy(why, c->why, sizeof why);
     conn__fail(c, 0, "%s", why);
-  }
-}
-
-static void run_done(conn *c) {
-  conn_link *l = c->link;
-  while (l->done) {
-    wreq *w = l->done;
-    l->done = w->next;
-    if (!l->done) l->done_tail = NULL;
-    conn__finish_wreq(w);
   }
 }
 
