@@ -51,6 +51,7 @@
 #define MODE_UNIX 2
 #define DEFAULT_RING (2u << 20)
 #define ACCEPT_BURST 64
+#define PUBLISH_CHUNK (256u << 10)
 
 struct conn_link {
   int mode; /* MODE_SHM or MODE_UNIX */
@@ -236,27 +237,47 @@ static bool pump_in(conn *c, size_t budget) {
   return false;
 }
 
+/* Some bytes of a write into the link: how many (0 when full), or < 0 when
+ * the link failed (closed here). Shared memory takes at most PUBLISH_CHUNK
+ * a call, so that a reader on another core sees a large frame's first part
+ * while the rest is still being copied in. */
+static ssize_t put_some(conn *c, const char *p, size_t n) {
+  conn_link *l = c->link;
+  ssize_t k;
+  if (l->mode == MODE_SHM) {
+    k = shm_ring_write(&l->out, p, n < PUBLISH_CHUNK ? n : PUBLISH_CHUNK);
+    if (k < 0) link_fail(c, DRV_EPARSE, "bad shared memory");
+    return k;
+  }
+  k = write(l->sock, p, n);
+  if (k < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+  if (k < 0) conn__fail(c, DRV_EIO, "write to %s failed: %s", c->peer, strerror(errno));
+  return k;
+}
+
 /* Copies a write's buffers into the link while they fit; true when all of
- * it is out. */
+ * it is out. A reader asleep is woken once a first chunk is in, not only
+ * at the end (pump_out): on another core it copies out while the rest goes
+ * in; on this one it runs once more, not once a chunk. */
 static bool write_one(conn *c, wreq *w) {
   conn_link *l = c->link;
+  size_t sent = 0;
+  bool woke = false;
   while (w->bi < w->nbufs) {
     uv_buf_t *b = &w->bufs[w->bi];
     size_t left = b->len - w->boff;
-    ssize_t n = left == 0 ? 0
-                : l->mode == MODE_SHM ? shm_ring_write(&l->out, b->base + w->boff, left)
-                                      : write(l->sock, b->base + w->boff, left);
-    if (n < 0 && l->mode == MODE_UNIX && (errno == EAGAIN || errno == EINTR)) n = 0;
-    if (n < 0) {
-      if (l->mode == MODE_SHM)
-        link_fail(c, DRV_EPARSE, "bad shared memory");
-      else
-        conn__fail(c, DRV_EIO, "write to %s failed: %s", c->peer, strerror(errno));
-      return false;
-    }
+    ssize_t n = left ? put_some(c, b->base + w->boff, left) : 0;
+    if (n < 0) return false;
     w->boff += (size_t)n;
-    if (w->boff < b->len) return false;
-    w->bi++, w->boff = 0;
+    sent += (size_t)n;
+    if (!woke && sent >= PUBLISH_CHUNK && l->mode == MODE_SHM) {
+      woke = true;
+      if (shm_ring_wake_reader(&l->out)) wake_peer(l);
+    }
+    if (w->boff == b->len)
+      w->bi++, w->boff = 0;
+    else if (n == 0 || l->mode != MODE_SHM || (size_t)n < PUBLISH_CHUNK)
+      return false; /* full */
   }
   return true;
 }
