@@ -1,7 +1,8 @@
 /* bench_pushpull.c - push+pull of a 1 MiB tensor through a real ps process
  * (drover's protocol, authenticated conn, SGD applied on the ps), against
  * the loopback TCP bandwidth between two processes measured in the same
- * run with plain blocking sockets. The ps is a forked node_main and this
+ * run with plain blocking sockets. The ps link is a same-host link (shared
+ * memory) unless DROVER_TRANSPORT says otherwise. The ps is a forked node_main and this
  * process plays the coordinator and the worker (tests/unit/node_fake.c).
  * Prints MB/s for both and the ratio. Usage: bench_pushpull [seconds [pushpull]]
  * ("pushpull": that figure alone, for tests/bench/transport.sh, which runs

@@ -34,15 +34,31 @@ trap 'rm -rf "$tmp" "$runs"' EXIT
 field() { echo "$2" | awk -v n="$1" '$1 == n { print $2; exit }'; }
 # ratio A B: A / B, or nothing when either is missing.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.4f\n", a / b }'; }
-# median NAME [UNIT] < values, one a line: "NAME M (median of N pairs; min A, max B)".
-median() {
-  sort -g | awk -v n="$1" -v u="${2:-}" '
+# med FILE: the median of FILE's numbers, one a line.
+med() {
+  sort -g "$1" | awk 'NF { v[++k] = $1 } END {
+    if (!k) exit
+    m = k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+    printf (m >= 100 ? "%.0f\n" : "%.2f\n"), m }'
+}
+# summary NAME [UNIT]: "NAME: shm A UNIT, tcp B UNIT (medians); ratio R (median of N
+# pairs; min X, max Y)" from $tmp/NAME.shm, .tcp and .ratio.
+summary() {
+  f=$tmp/$1
+  sort -g "$f.ratio" | awk -v n="$1" -v u="${2:-}" -v a="$(med "$f.shm")" -v b="$(med "$f.tcp")" '
     NF { v[++k] = $1 }
     END {
       if (!k) { printf "%s skipped: no measurement\n", n; exit }
       m = k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
-      printf "%s %.2f%s (median of %d pairs; min %.2f, max %.2f)\n", n, m, u, k, v[1], v[k]
+      printf "%s: shm %s%s, tcp %s%s (medians); ratio %.2f (median of %d pairs; min %.2f, max %.2f)\n",
+        n, a, u, b, u, m, k, v[1], v[k]
     }'
+}
+# pair NAME A B: one pair's figures kept for summary.
+pair() {
+  echo "$2" >>"$tmp/$1.shm"
+  echo "$3" >>"$tmp/$1.tcp"
+  ratio "$2" "$3" >>"$tmp/$1.ratio"
 }
 # links MODE: the cluster run just done used MODE's links only (its node
 # logs say "link to ...: shared memory (same host)" for each shm link).
@@ -68,44 +84,39 @@ say() { echo "pair $1: $2"; }
 
 echo "== same-host links: shared memory (DROVER_TRANSPORT=auto) vs loopback TCP, $pairs alternating pairs of ${secs} s; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-: >"$tmp/pp"
 i=1
 while [ $i -le "$pairs" ]; do
   shm=$(DROVER_TRANSPORT=auto "$build/bench_pushpull" "$secs" pushpull 2>/dev/null)
   tcp=$(DROVER_TRANSPORT=tcp "$build/bench_pushpull" "$secs" pushpull 2>/dev/null)
   a=$(field pushpull_1MiB_MB_per_sec "$shm"); b=$(field pushpull_1MiB_MB_per_sec "$tcp")
   say $i "push+pull 1 MiB: shm $a MB/s, tcp $b MB/s"
-  ratio "$a" "$b" >>"$tmp/pp"
+  pair pushpull_1MiB "$a" "$b"
   i=$((i + 1))
 done
-median "pushpull 1 MiB shm/tcp" x <"$tmp/pp"
-echo "(goal: at least 2x)"
+summary pushpull_1MiB " MB/s"
+echo "(goal: a ratio of at least 2)"
 
-: >"$tmp/mlp"; : >"$tmp/ceil"; : >"$tmp/ceiltcp"
 i=1
 while [ $i -le "$pairs" ]; do
   shm=$(cluster auto mlp); tcp=$(cluster tcp mlp); one=$("$build/bench_mlp" "$secs")
   a=$(field cluster_samples_per_sec "$shm"); b=$(field cluster_samples_per_sec "$tcp")
   one=$(field drover_samples_per_sec "$one")
   say $i "MLP 1 ps + 2 workers async: shm $a samples/s, tcp $b; in process, 1 thread: $one"
-  ratio "$a" "$b" >>"$tmp/mlp"
-  ratio "$a" "$((2 * one))" >>"$tmp/ceil"
-  ratio "$b" "$((2 * one))" >>"$tmp/ceiltcp"
+  pair mlp_async "$a" "$b"
+  pair mlp_fraction_of_2x_one_process "$(ratio "$a" "$((2 * one))")" "$(ratio "$b" "$((2 * one))")"
   i=$((i + 1))
 done
-median "MLP async shm/tcp" x <"$tmp/mlp"
-echo "(goal: at least 1.25x)"
-median "MLP async shm / (2 x in-process)" <"$tmp/ceil"
-median "MLP async tcp / (2 x in-process)" <"$tmp/ceiltcp"
+summary mlp_async " samples/s"
+echo "(goal: a ratio of at least 1.25)"
+summary mlp_fraction_of_2x_one_process
 
-: >"$tmp/cl"
 i=1
 while [ $i -le "$pairs" ]; do
   shm=$(cluster auto closures); tcp=$(cluster tcp closures)
   a=$(field closures_per_sec_2workers "$shm"); b=$(field closures_per_sec_2workers "$tcp")
   say $i "no-op closures, 2 workers: shm $a/s, tcp $b/s"
-  ratio "$a" "$b" >>"$tmp/cl"
+  pair closures "$a" "$b"
   i=$((i + 1))
 done
-median "closures shm/tcp" x <"$tmp/cl"
+summary closures "/s"
 echo "(load at the end: $(cut -d' ' -f1-3 /proc/loadavg))"
