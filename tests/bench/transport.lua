@@ -5,8 +5,9 @@
 --  mlp: samples/s of the MLP 784-256-256-10 (batch 128, SGD with momentum,
 --       one thread a process) on 1 ps + 2 workers, async;
 --  closures: no-op closures scheduled then joined per second, 2 workers.
--- Each prints its figure; transport.sh checks in the run's node logs that
--- the links took the path it asked for.
+-- Each prints its figure, then "links" and each node's links as c:nodes()
+-- gives them (role:index[coord=shm,...]): transport.sh checks that they
+-- took the path it asked for.
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local part = arg[1] or "mlp"
 local seconds = tonumber(arg[2]) or 6
@@ -51,4 +52,9 @@ local function closures()
 end
 
 local c = (part == "closures" and closures or mlp)()
+local links = {}
+for _, nd in ipairs(c:nodes()) do
+  links[#links + 1] = string.format("%s:%d[%s]", nd.role, nd.index, nd.links or "")
+end
+print("links " .. table.concat(links, " "))
 c:shutdown()
