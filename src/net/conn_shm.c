@@ -19,9 +19,11 @@
  * (shm_ring.h), and the Unix socket, whose end (EOF, or any byte at all)
  * means the peer is gone: what is still in the ring is read first. Writes
  * are copied into the ring at once while there is room (a send_ref's
- * `done` then runs from the loop, through the `kick` idle handle), and
- * wait for the peer's wake-up when it is full. A burst is read a bounded
- * amount per callback so one busy link cannot starve the loop.
+ * `done` then runs from the loop: before the link reads again, or through
+ * the `kick` idle handle), a large one in steps that a reader on another
+ * core can already copy out, and wait for the peer's wake-up when it is
+ * full. A burst is read a bounded amount per callback so one busy link
+ * cannot starve the loop.
  */
 #include "net/conn.h"
 #include "net/conn_int.h"
