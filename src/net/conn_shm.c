@@ -19,9 +19,11 @@
  * (shm_ring.h), and the Unix socket, whose end (EOF, or any byte at all)
  * means the peer is gone: what is still in the ring is read first. Writes
  * are copied into the ring at once while there is room (a send_ref's
- * `done` then runs from the loop, through the `kick` idle handle), and
- * wait for the peer's wake-up when it is full. A burst is read a bounded
- * amount per callback so one busy link cannot starve the loop.
+ * `done` then runs from the loop: before the link reads again, or through
+ * the `kick` idle handle), a large one in steps that a reader on another
+ * core can already copy out, and wait for the peer's wake-up when it is
+ * full. A burst is read a bounded amount per callback so one busy link
+ * cannot starve the loop.
  */
 #include "net/conn.h"
 #include "net/conn_int.h"
@@ -51,6 +53,7 @@
 #define MODE_UNIX 2
 #define DEFAULT_RING (2u << 20)
 #define ACCEPT_BURST 64
+#define PUBLISH_CHUNK (256u << 10)
 
 struct conn_link {
   int mode; /* MODE_SHM or MODE_UNIX */
@@ -206,12 +209,28 @@ static int read_some(conn *c, size_t *got) {
   return n > 0;
 }
 
+/* The `done`s of writes already copied into the link. */
+static void run_done(conn *c) {
+  conn_link *l = c->link;
+  while (l->done) {
+    wreq *w = l->done;
+    l->done = w->next;
+    if (!l->done) l->done_tail = NULL;
+    conn__finish_wreq(w);
+  }
+}
+
 /* Reads and dispatches up to `budget` bytes (0: all there is). Returns
  * true when more may be waiting. Runs on after the peer's end too: what
- * it wrote before it went is read first. */
+ * it wrote before it went is read first. The `done`s of the replies sent
+ * so far run before each read: a peer's next request, read in the same
+ * turn, then finds their buffers released (a ps whose pull reply is still
+ * referenced copies the shard before a push updates it). */
 static bool pump_in(conn *c, size_t budget) {
   size_t total = 0, got;
   while (!c->closing) {
+    run_done(c);
+    if (c->closing) break;
     int r = read_some(c, &got);
     if (r <= 0) return false;
     conn__got_bytes(c, got);
@@ -221,27 +240,47 @@ static bool pump_in(conn *c, size_t budget) {
   return false;
 }
 
+/* Some bytes of a write into the link: how many (0 when full), or < 0 when
+ * the link failed (closed here). Shared memory takes at most PUBLISH_CHUNK
+ * a call, so that a reader on another core sees a large frame's first part
+ * while the rest is still being copied in. */
+static ssize_t put_some(conn *c, const char *p, size_t n) {
+  conn_link *l = c->link;
+  ssize_t k;
+  if (l->mode == MODE_SHM) {
+    k = shm_ring_write(&l->out, p, n < PUBLISH_CHUNK ? n : PUBLISH_CHUNK);
+    if (k < 0) link_fail(c, DRV_EPARSE, "bad shared memory");
+    return k;
+  }
+  k = write(l->sock, p, n);
+  if (k < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+  if (k < 0) conn__fail(c, DRV_EIO, "write to %s failed: %s", c->peer, strerror(errno));
+  return k;
+}
+
 /* Copies a write's buffers into the link while they fit; true when all of
- * it is out. */
+ * it is out. A reader asleep is woken once a first chunk is in, not only
+ * at the end (pump_out): on another core it copies out while the rest goes
+ * in; on this one it runs once more, not once a chunk. */
 static bool write_one(conn *c, wreq *w) {
   conn_link *l = c->link;
+  size_t sent = 0;
+  bool woke = false;
   while (w->bi < w->nbufs) {
     uv_buf_t *b = &w->bufs[w->bi];
     size_t left = b->len - w->boff;
-    ssize_t n = left == 0 ? 0
-                : l->mode == MODE_SHM ? shm_ring_write(&l->out, b->base + w->boff, left)
-                                      : write(l->sock, b->base + w->boff, left);
-    if (n < 0 && l->mode == MODE_UNIX && (errno == EAGAIN || errno == EINTR)) n = 0;
-    if (n < 0) {
-      if (l->mode == MODE_SHM)
-        link_fail(c, DRV_EPARSE, "bad shared memory");
-      else
-        conn__fail(c, DRV_EIO, "write to %s failed: %s", c->peer, strerror(errno));
-      return false;
-    }
+    ssize_t n = left ? put_some(c, b->base + w->boff, left) : 0;
+    if (n < 0) return false;
     w->boff += (size_t)n;
-    if (w->boff < b->len) return false;
-    w->bi++, w->boff = 0;
+    sent += (size_t)n;
+    if (!woke && sent >= PUBLISH_CHUNK && l->mode == MODE_SHM) {
+      woke = true;
+      if (shm_ring_wake_reader(&l->out)) wake_peer(l);
+    }
+    if (w->boff == b->len)
+      w->bi++, w->boff = 0;
+    else if (n == 0 || l->mode != MODE_SHM || (size_t)n < PUBLISH_CHUNK)
+      return false; /* full */
   }
   return true;
 }
@@ -287,16 +326,6 @@ static void pump_out(conn *c) {
     char why[sizeof c->why];
     memcpy(why, c->why, sizeof why);
     conn__fail(c, 0, "%s", why);
-  }
-}
-
-static void run_done(conn *c) {
-  conn_link *l = c->link;
-  while (l->done) {
-    wreq *w = l->done;
-    l->done = w->next;
-    if (!l->done) l->done_tail = NULL;
-    conn__finish_wreq(w);
   }
 }
 

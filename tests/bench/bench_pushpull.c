@@ -1,9 +1,12 @@
 /* bench_pushpull.c - push+pull of a 1 MiB tensor through a real ps process
  * (drover's protocol, authenticated conn, SGD applied on the ps), against
  * the loopback TCP bandwidth between two processes measured in the same
- * run with plain blocking sockets. The ps is a forked node_main and this
+ * run with plain blocking sockets. The ps link is a same-host link (shared
+ * memory) unless DROVER_TRANSPORT says otherwise. The ps is a forked node_main and this
  * process plays the coordinator and the worker (tests/unit/node_fake.c).
- * Prints MB/s for both and the ratio. Usage: bench_pushpull [seconds] */
+ * Prints MB/s for both and the ratio. Usage: bench_pushpull [seconds [pushpull]]
+ * ("pushpull": that figure alone, for tests/bench/transport.sh, which runs
+ * it once with DROVER_TRANSPORT=auto and once with tcp). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -209,6 +212,11 @@ int main(int argc, char **argv) {
   if (!mkdtemp(dir) || chdir(dir) != 0) {
     perror("mkdtemp");
     return 1;
+  }
+  if (argc > 2 && strcmp(argv[2], "pushpull") == 0) {
+    printf("pushpull_1MiB_MB_per_sec %.0f\n", pushpull_rate(seconds) / 1e6);
+    if (chdir("/") == 0) rmdir(dir);
+    return 0;
   }
   double lo = loopback_rate(seconds / 2), pp = pushpull_rate(seconds / 2);
   double lo2 = loopback_rate(seconds / 2), pp2 = pushpull_rate(seconds / 2);

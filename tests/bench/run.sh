@@ -189,6 +189,9 @@ rm -f "$build"/bench.gemm "$build"/bench.torch "$build"/bench.cgemm "$build"/ben
   "$build"/bench.rpcsync "$build"/bench.straggler "$build"/bench.closures
 
 echo
+BUILD="$build" BENCH_SECONDS="$secs" BENCH_PAIRS="$pairs" sh tests/bench/transport.sh
+
+echo
 echo "== cluster checkpoints: write throughput, training with a checkpoint every 2 s, ps failover"
 out=$(BENCH_RUNS="$runs" ./drover run tests/bench/checkpoint.lua "$secs" "$pairs")
 rm -rf "$runs"
