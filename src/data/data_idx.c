@@ -18,10 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <sys/stat.h>
 
 #include "data/data_file.h"
 #include "data/data_int.h"
 #include "base/err.h"
+#include "base/webhdfs.h"
 
 #define IDX_MAXDIM 16
 /* Bytes of one read: a chunk streamed, a span of rows read at once. */
@@ -265,8 +267,12 @@ static int idx_lazy(const char *images, const char *labels, const idx_head *im, 
   return 0;
 }
 
-/* Whether path is a file that can be read twice (not a pipe). */
+/* Whether path is a file that can be read twice (not a pipe). A local
+ * one is asked with stat: opening a FIFO to look would take its writer's
+ * bytes (or let it finish) before the real read (idx-02 saw an empty pipe). */
 static bool rereadable(const char *path) {
+  struct stat st;
+  if (!webhdfs_is_url(path)) return stat(path, &st) == 0 && S_ISREG(st.st_mode);
   data_file f;
   bool ok = data_file_open(&f, path) == 0 && f.size >= 0;
   data_file_close(&f);
