@@ -107,11 +107,18 @@ test("sched-03 an error surfaces with its traceback at join; queued closures are
       error("closure " .. i .. " is " .. st)
     end
   end
-  if #later == 200 then assert(cancelled > 100, "most queued closures were cancelled (" .. cancelled .. ")") end
   eq(cancelled + done, #later, "every closure is cancelled or done")
+  -- How many were still queued when the error came depends on the machine's
+  -- load (the other worker keeps running closures meanwhile); what must hold
+  -- is that those, and only those, were cancelled: events.log says how many.
+  if #later == 200 then assert(cancelled > 0, "queued closures were cancelled") end
+  if cancelled > 0 then
+    local n = read(c.run_dir .. "/events.log"):match("cancel (%d+) queued closures?")
+    assert(n, "events.log records the cancellation")
+    eq(tonumber(n), cancelled, "events.log's count is the closures found cancelled")
+  end
   -- The cluster is usable again.
   eq((c:schedule(function() return 42 end):fetch()), 42, "schedule after the error")
-  if cancelled > 0 then assert(read(c.run_dir .. "/events.log"):find("cancel %d+ queued closures?"), "events.log records it") end
   c:shutdown()
 end)
 
