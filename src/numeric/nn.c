@@ -631,6 +631,12 @@ void nn_set_training(nn_module *m, bool training) {
   for (int i = 0; i < m->nchildren; i++) nn_set_training(m->children[i], training);
 }
 
+void nn_set_sparse(nn_module *m, const nn_sparse *sp) {
+  if (!m) return;
+  m->sparse = sp;
+  for (int i = 0; i < m->nchildren; i++) nn_set_sparse(m->children[i], sp);
+}
+
 void nn_zero_grad(nn_module *m) {
   if (!m) return;
   for (int i = 0; i < m->nparams; i++) tensor_fill(m->params[i].grad, 0.0f);

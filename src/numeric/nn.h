@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "numeric/rng.h"
+#include "numeric/sparse.h"
 #include "numeric/tensor.h"
 
 /* ---- parameters -------------------------------------------------------- */
@@ -108,6 +109,7 @@ struct nn_module {
   uint32_t *winpos;    /* MaxPool2d 2x2 stride 2: the max's place in each window, 0..3 */
   size_t capwinpos;
   rng_t rng;           /* Dropout */
+  const nn_sparse *sparse; /* the batch's ids, set by nn_set_sparse (borrowed) */
 };
 
 /* Constructors return a module with one reference, or NULL (err_msg()).
@@ -205,6 +207,10 @@ int nn_forward(nn_module *m, const tensor *x, const tensor **y);
 int nn_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx);
 void nn_set_training(nn_module *m, bool training); /* recursive */
 void nn_zero_grad(nn_module *m);                   /* recursive */
+/* Hands the batch's sparse input (sparse.h; NULL: none) to every module
+ * of the tree, for the layers that read ids. Borrowed until the backward
+ * after the next forward has returned. */
+void nn_set_sparse(nn_module *m, const nn_sparse *sp);  /* recursive */
 
 /* Appends m's parameters (recursively, in order) to `out`, names qualified
  * Torch7-style by 1-based child position: "1.weight", "3.bias". */
