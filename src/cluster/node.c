@@ -50,6 +50,12 @@ typedef struct node {
   uv_loop_t loop;
   const node_opts *o;
   uint32_t heartbeat_ms, timeout_ms;
+  /* The interval the coordinator asks for (HEARTBEAT interval_ms, at least
+   * heartbeat_ms) and when ours last went: the timer still runs every
+   * heartbeat_ms for this node's own duties, but a big cluster's nodes
+   * speak less often, or 10,000 of them would keep the coordinator busy. */
+  uint32_t hb_interval_ms;
+  uint64_t hb_sent_at;
   char who[32];
   keyring keys; /* the node's key file (keyring.h): its keys here and at the ps */
   conn_opts copts;
@@ -298,24 +304,48 @@ static void send_links(node *n) {
 
 static void on_heartbeat(uv_timer_t *t) {
   node *n = t->data;
+  uint64_t now = uv_now(&n->loop);
+  if (n->wk) worker_tick(n->wk); /* link retries keep their own pace */
+  if (n->hb_sent_at && now - n->hb_sent_at + n->heartbeat_ms / 2 < n->hb_interval_ms) return;
+  n->hb_sent_at = now;
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_heartbeat(&w, &(wire_msg_heartbeat){n->hb_seq++, rss_bytes(), cpu_ms()});
+  wire_put_heartbeat(&w, &(wire_msg_heartbeat){n->hb_seq++, rss_bytes(), cpu_ms(), 0});
   send_coord(n, &w, WIRE_HEARTBEAT, 0);
   send_links(n);
   events_run_tick(n->summaries); /* the last steps before a pause reach the disk */
 }
 
+/* The coordinator's silence this node tolerates: its timeout, and at
+ * least eight of the cluster's heartbeat intervals (a grown cluster's
+ * coordinator speaks every second one). */
+static uint64_t silence_ms(const node *n) {
+  uint64_t eight = 8 * (uint64_t)n->hb_interval_ms;
+  return n->timeout_ms > eight ? n->timeout_ms : eight;
+}
+
 static void on_silence(uv_timer_t *t) {
   node *n = t->data;
-  log_error("no word from the coordinator for %u ms; exiting", n->timeout_ms);
+  log_error("no word from the coordinator for %llu ms; exiting",
+            (unsigned long long)silence_ms(n));
   node_stop(n, EXIT_LOST);
 }
 
 /* Any frame from the coordinator proves it alive: restart the clock. */
 static void watch_restart(node *n) {
   if (n->registered && !n->shutting_down && !n->stopping)
-    uv_timer_start(&n->watch, on_silence, n->timeout_ms, 0);
+    uv_timer_start(&n->watch, on_silence, silence_ms(n), 0);
+}
+
+static int on_coord_heartbeat(node *n, const uint8_t *pl, uint32_t len) {
+  wire_msg_heartbeat m;
+  int rc = wire_get_heartbeat(pl, len, &m);
+  if (rc < 0) return rc;
+  uint32_t iv = m.interval_ms > n->heartbeat_ms ? m.interval_ms : n->heartbeat_ms;
+  if (iv > 3600000) iv = 3600000; /* an hour: past any cluster's need, and no overflow */
+  if (iv != n->hb_interval_ms) log_debug("heartbeats every %u ms", (unsigned)iv);
+  n->hb_interval_ms = iv;
+  return 0;
 }
 
 /* After SHUTDOWN (or a fatal error): polls until the running task is done
@@ -499,9 +529,8 @@ static int dispatch(node *n, const wire_header *h, const uint8_t *pl) {
     return err_set(DRV_EPARSE, "%s before REGISTERED", wire_type_name(h->type));
   switch (h->type) {
   case WIRE_REGISTERED: return on_registered(n, pl, h->len);
-  case WIRE_HEARTBEAT: /* its arrival is what counts; also a clock for link retries */
-    if (n->wk) worker_tick(n->wk);
-    return 0;
+  case WIRE_HEARTBEAT: /* its arrival is what counts (watch_restart), and its interval */
+    return on_coord_heartbeat(n, pl, h->len);
   case WIRE_PS_ROLE:
     if (!n->ps) return wrong_frame(n, h);
     return on_ps_role(n, pl, h->len);
@@ -714,6 +743,7 @@ int node_main(const node_opts *o) {
   }
   n->o = o;
   n->heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : 500;
+  n->hb_interval_ms = n->heartbeat_ms;
   n->timeout_ms = o->timeout_ms ? o->timeout_ms : 5000;
   set_threads(o->cpus);
   if ((rc = uv_loop_init(&n->loop)) < 0) {

@@ -105,7 +105,9 @@
   X(ENUM, transport, WIRE_TRANSPORT_LAST, "REGISTERED transport")
 #define WIRE_MSG_spec(X) \
   X(ITEMS, nodes, spec_node, "SPEC node") X(FLAG, ps_replicated, "SPEC ps_replicated")
-#define WIRE_MSG_heartbeat(X) X(U64, seq) X(U64, rss) X(U64, cpu_ms)
+/* interval_ms: the coordinator's to its nodes, the interval at which the
+ * cluster's heartbeats go (it grows with the node count); a node's: 0. */
+#define WIRE_MSG_heartbeat(X) X(U64, seq) X(U64, rss) X(U64, cpu_ms) X(U32, interval_ms)
 #define WIRE_MSG_shutdown(X) X(U32, grace_ms)
 #define WIRE_MSG_error(X) X(I32, code) X(STR, message)
 #define WIRE_MSG_log(X) X(STR, text)

@@ -51,6 +51,7 @@ typedef struct simnode {
 struct sim {
   uv_loop_t loop;
   uv_timer_t hb, poll;
+  int hb_ms;
   simnode *nodes;
   int n, next, connecting, registered, closed;
   char host[64];
@@ -58,6 +59,8 @@ struct sim {
   auth_secret root;
   double t0, t_reg;
   uint64_t seq, calls;
+  uint32_t interval_ms; /* the coordinator's HEARTBEAT interval_ms, as a node obeys it */
+  double hb_sent;
   const char *runs;
   char run_dir[1024];
 };
@@ -114,6 +117,13 @@ static void on_frame(conn *c, const wire_header *h, const uint8_t *p) {
     wire_put_call_result(&w, &(wire_msg_call_result){.task = m.task, .status = 0});
     send_wr(nd, &w, WIRE_CALL_RESULT, h->req);
     s->calls++;
+  } else if (h->type == WIRE_HEARTBEAT) {
+    wire_msg_heartbeat m;
+    if (wire_get_heartbeat(p, h->len, &m) == 0 && m.interval_ms != s->interval_ms) {
+      s->interval_ms = m.interval_ms;
+      printf("heartbeat interval %u ms\n", (unsigned)m.interval_ms);
+      fflush(stdout);
+    }
   } else if (h->type == WIRE_SHUTDOWN) {
     conn_close(c, "shutdown");
   }
@@ -152,14 +162,19 @@ static void connect_more(sim *s) {
   }
 }
 
+/* Every node speaks at the interval the coordinator asks for, as node.c
+ * does (the timer runs at HEARTBEAT_MS, the floor). */
 static void on_hb(uv_timer_t *t) {
   sim *s = t->data;
+  double now = now_s();
+  if (s->hb_sent > 0 && (now - s->hb_sent) * 1000 + s->hb_ms / 2.0 < s->interval_ms) return;
+  s->hb_sent = now;
   s->seq++;
   for (int i = 0; i < s->n; i++) {
     if (!s->nodes[i].registered || !s->nodes[i].c) continue;
     wire_wr w;
     wire_wr_init(&w);
-    wire_put_heartbeat(&w, &(wire_msg_heartbeat){s->seq, 8u << 20, 0});
+    wire_put_heartbeat(&w, &(wire_msg_heartbeat){s->seq, 8u << 20, 0, 0});
     send_wr(&s->nodes[i], &w, WIRE_HEARTBEAT, 0);
   }
 }
@@ -238,6 +253,7 @@ int main(int argc, char **argv) {
   uv_timer_init(&s.loop, &s.poll);
   s.hb.data = s.poll.data = &s;
   uv_timer_start(&s.poll, on_poll, 0, 10);
+  s.hb_ms = hb;
   uv_timer_start(&s.hb, on_hb, (uint64_t)hb, (uint64_t)hb);
   uv_run(&s.loop, UV_RUN_DEFAULT);
   printf("done: %llu calls answered\n", (unsigned long long)s.calls);

@@ -118,3 +118,28 @@ check "external-05 lost again, the shutdown waits for no process (within the run
 check "external-05 the simulator ended when the run did" [ $sim_gone -eq 0 ]
 check "external-05 it registered every node it held" grep -q "^registered $N nodes" "$TMP/sim.out"
 grep -q "^shutdown" "$TMP/out" && [ $rc -eq 0 ] || { tail -5 "$TMP/err"; cat "$TMP/out"; cat "$TMP/sim.err" "$TMP/sim1.err" "$TMP/sim2.out"; }
+
+# external-06: past 500 nodes heartbeats slow down with the count (1 ms a
+# node at the default 0.5 s): 600 workers and a ps are told 0.601 s, and
+# events.log says so with the silence limit (the 5 s: over 4 intervals).
+M=600
+RUNS6=$TMP/runs6
+mkdir -p "$RUNS6"
+"$SIM" "$RUNS6" $M 500 >"$TMP/sim6.out" 2>"$TMP/sim6.err" &
+SIM6_PID=$!
+kill_at_exit $SIM6_PID
+cat >"$TMP/ext6.lua" <<LUA
+local c = drover.cluster { ps = 1, worker = $M, launcher = "external", runs = "$RUNS6",
+                           name = "ext6", reservation_timeout = 60 }
+drover.sleep(0.5)
+print("dir " .. c.run_dir)
+c:shutdown { grace = 5, timeout = 60 }
+LUA
+timeout 90 "$DROVER" run "$TMP/ext6.lua" >"$TMP/out6" 2>"$TMP/err6"
+rc6=$?
+wait_for 20 sh -c "! kill -0 $SIM6_PID 2>/dev/null"
+dir6=$(sed -n 's/^dir //p' "$TMP/out6")
+check "external-06 the run ends (exit 0): $rc6" [ $rc6 -eq 0 ]
+check "external-06 every node is told the grown interval" grep -qx "heartbeat interval 601 ms" "$TMP/sim6.out"
+check "external-06 events.log says it" \
+  grep -q "heartbeats every 0.6 s for 601 nodes (silence limit 5 s)" "$dir6/events.log"

@@ -250,6 +250,7 @@ static void hb_to_client(rec *r) {
   wire_wr_u64(&w, 7);
   wire_wr_u64(&w, 123456789);
   wire_wr_u64(&w, 42);
+  wire_wr_u32(&w, 500);
   CHECK_OK(conn_send_wr(r->c, &w, WIRE_HEARTBEAT, 5));
 }
 
@@ -262,6 +263,7 @@ static void cli_collect(rec *r, const wire_header *h, const uint8_t *p) {
     CHECK_INT_EQ(wire_rd_u64(&rd), 7);
     CHECK_INT_EQ(wire_rd_u64(&rd), 123456789);
     CHECK_INT_EQ(wire_rd_u64(&rd), 42);
+    CHECK_INT_EQ(wire_rd_u32(&rd), 500);
     CHECK_OK(wire_rd_done(&rd, WIRE_HEARTBEAT));
     CHECK_INT_EQ(h->req, 5);
     r->n1++;

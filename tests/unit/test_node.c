@@ -215,13 +215,19 @@ TEST(node_exits_when_the_coordinator_closes) {
   nf_cluster_down(&c);
 }
 
-static void send_heartbeat(peer *ctl, uint64_t seq) {
+static void send_heartbeat_every(peer *ctl, uint64_t seq, uint32_t interval_ms) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_wr_u64(&w, seq);
-  wire_wr_u64(&w, 0);
-  wire_wr_u64(&w, 0);
+  wire_put_heartbeat(&w, &(wire_msg_heartbeat){.seq = seq, .interval_ms = interval_ms});
   nf_send_wr(ctl, &w, WIRE_HEARTBEAT, 0);
+}
+
+static void send_heartbeat(peer *ctl, uint64_t seq) { send_heartbeat_every(ctl, seq, 0); }
+
+static int node_heartbeats(reg *r) {
+  int count = 0;
+  for (fk_frame *fr = r->ctl->head; fr; fr = fr->next) count += fr->h.type == WIRE_HEARTBEAT;
+  return count;
 }
 
 TEST(node_exits_when_the_coordinator_falls_silent) {
@@ -258,6 +264,38 @@ TEST(node_exits_when_the_coordinator_falls_silent) {
   if (took < timeout - 20 || took > 3000)
     harness_fail(__FILE__, __LINE__, "left %.0f ms after the last heartbeat (timeout %d)", took,
                  timeout);
+  nf_cluster_down(&c);
+}
+
+/* A big cluster's coordinator asks for fewer heartbeats (HEARTBEAT
+ * interval_ms): the node speaks at that interval, not at its own 50 ms, and
+ * waits eight of them before it calls the coordinator lost. */
+TEST(node_heartbeats_at_the_interval_the_coordinator_asks) {
+  nf_cluster c;
+  nf_cluster_up(&c, &(nf_node){ROLE_PS, 0}, 1, 50, 400);
+  fake *f = &c.f;
+  reg *r = &c.regs[0];
+  send_heartbeat_every(r->ctl, 0, 300);
+  nf_pump_for(f, 100);
+  int before = node_heartbeats(r);
+  double last_sent = 0;
+  for (int i = 1; i <= 6; i++) { /* 1.2 s, each gap under its 400 ms timeout */
+    send_heartbeat_every(r->ctl, (uint64_t)i, 300);
+    last_sent = nf_now_ms();
+    nf_pump_for(f, 200);
+  }
+  int spoke = node_heartbeats(r) - before;
+  /* 1.2 s at 300 ms is 4 (5 with timer jitter), where 50 ms made 24. */
+  if (spoke < 3 || spoke > 6)
+    harness_fail(__FILE__, __LINE__, "%d heartbeats in 1.2 s at a 300 ms interval", spoke);
+  /* 200 ms gaps passed its own 400 ms timeout's half: still there. Silence
+   * now: it leaves after 8 x 300 ms, not after its 400 ms. */
+  int st;
+  CHECK_INT_EQ(waitpid(c.pids[0], &st, WNOHANG), 0);
+  CHECK_INT_EQ(nf_cluster_reap(&c, ROLE_PS, 0, 5000), 3);
+  double took = nf_now_ms() - last_sent;
+  if (took < 2400 - 20 || took > 5000)
+    harness_fail(__FILE__, __LINE__, "left %.0f ms after the last heartbeat (8 x 300 ms)", took);
   nf_cluster_down(&c);
 }
 

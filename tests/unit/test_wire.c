@@ -134,7 +134,7 @@ TEST(wire_table_is_consistent) {
                WIRE_NONCE_SIZE + 1 + WIRE_HOST_ID_SIZE + WIRE_LINK_SIZE);
   CHECK_INT_EQ(wire_msg(WIRE_AUTH)->min_len, WIRE_NONCE_SIZE + WIRE_MAC_SIZE + 6); /* who, role, u32 index */
   CHECK_INT_EQ(wire_msg(WIRE_AUTH_OK)->min_len, WIRE_MAC_SIZE);
-  CHECK_INT_EQ(wire_msg(WIRE_HEARTBEAT)->min_len, 24);
+  CHECK_INT_EQ(wire_msg(WIRE_HEARTBEAT)->min_len, 28);
   CHECK_INT_EQ(wire_msg(WIRE_TASK)->max_len, 17);
   CHECK_INT_EQ(wire_msg(WIRE_PUSH)->max_len, UINT32_MAX);
 }

@@ -268,14 +268,19 @@ static void send_snapshot(coord *c, attach_peer *a, double now) {
   }
 }
 
+/* A node's CPU share moves only when its heartbeat brings a new sample:
+ * updated then, not by a walk over every node each tick. */
+void coord__dash_heartbeat(coord *c, int i) {
+  coord_dash_state *d = c->dash;
+  if (!d || i < 0 || i >= c->nnodes) return;
+  const coord_node *n = &c->nodes[i];
+  coord__cpu_update(&d->cpu[i], n->pid, n->cpu_ms, n->cpu_at);
+}
+
 void coord__dash_tick(coord *c, double now) {
   coord_dash_state *d = c->dash;
   if (!d) return;
   sample_throughput(c, now);
-  for (int i = 0; i < c->nnodes; i++) {
-    const coord_node *n = &c->nodes[i];
-    coord__cpu_update(&d->cpu[i], n->pid, n->cpu_ms, n->cpu_at);
-  }
   bool fresh = false;
   for (attach_peer *a = d->clients; a; a = a->link) {
     if (now < a->due) continue;

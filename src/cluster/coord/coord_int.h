@@ -165,8 +165,9 @@ struct coord {
   conn **ctl;        /* control connection per node, NULL until registered */
   int nnodes, registered;
   uv_timer_t *tick;
-  double last_tick, last_heartbeat;
+  double last_tick, last_heartbeat, last_sweep;
   uint64_t hb_seq;
+  uint32_t hb_said;     /* the interval events.log last named (0: none yet) */
   bool shutting_down, shut_down;
   bool spec_sent; /* the reservation is over; SPEC went to everyone */
   bool nodes_dirty;     /* nodes.tsv is behind (coord__nodes_file) */
@@ -317,6 +318,9 @@ void coord__raise_fd_limit(coord *c);
 /* Writes nodes.tsv when a registration changed it: `now`, or at most once
  * a second (the tick, during a reservation). */
 void coord__nodes_file(coord *c, bool now);
+/* The heartbeat interval of the cluster as it is now (coord.c): grows with
+ * the node count past 1,000 nodes. */
+uint32_t coord__hb_interval_ms(const coord *c);
 
 /* coord_keys.c: the run's keys and what each peer may send. */
 /* Generates the secret, control and view keys, saves them 0600 in the run
@@ -453,6 +457,7 @@ void coord__fit_free(coord *c);
  * events hook and the run's start time. */
 int coord__dash_start(coord *c);
 /* Every tick: the throughput sample, SNAPSHOTs to the clients due. */
+void coord__dash_heartbeat(coord *c, int i); /* node i's heartbeat came: its CPU share */
 void coord__dash_tick(coord *c, double now);
 /* A point of series tag at the fit's step (non-finite values skipped). */
 void coord__dash_point(coord *c, const char *tag, int64_t step, double value);
