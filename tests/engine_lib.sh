@@ -33,16 +33,40 @@ jvm_ours() {
 # write FILE (it does once it is up). Where it does not (it died, or the
 # time passed), says so with the end of LOG, stops it (stop.sh) and exits 1.
 jvm_await() {
+  jvm_up "$1" "$2" && return 0
+  log "$3 did not come up in ${TIMEOUT}s; its log ends:"
+  tail -20 "$4" >&2
+  bash "$HERE/stop.sh" || true
+  exit 1
+}
+
+# jvm_up FILE PID: 0 once FILE has content, 1 when PID died or TIMEOUT
+# seconds passed first.
+jvm_up() {
   for _ in $(seq "$TIMEOUT"); do
     [ -s "$1" ] && return 0
     alive "$2" || break
     sleep 1
   done
-  [ -s "$1" ] && return 0
-  log "$3 did not come up in ${TIMEOUT}s; its log ends:"
-  tail -20 "$4" >&2
-  bash "$HERE/stop.sh" || true
-  exit 1
+  [ -s "$1" ]
+}
+
+# jvm_start_retry FILE LOG CMD...: runs CMD (which starts the JVM in the
+# background and writes its pid to $DIR/pid) and waits for FILE; the test
+# clusters take ports the kernel gave as free and bind them a moment
+# later, so another test may take one first: a BindException in LOG
+# starts it again, up to three times. Returns as jvm_up.
+jvm_start_retry() {
+  local file=$1 logf=$2 try
+  shift 2
+  for try in 1 2 3; do
+    "$@"
+    jvm_up "$file" "$(cat "$DIR/pid")" && return 0
+    grep -q "BindException" "$logf" 2>/dev/null && [ $try -lt 3 ] || return 1
+    log "a port was taken between its choice and its bind (try $try); starting again"
+    bash "$HERE/stop.sh" >/dev/null 2>&1 || true
+  done
+  return 1
 }
 
 # jvm_stop CLASS WHAT: stops the JVM of jvm_ours CLASS, and nothing else:

@@ -93,6 +93,7 @@ cat >"$TMP/fit.lua" <<EOF
 local nn, optim = drover.nn, drover.optim
 local out, slow, name, dir, nw = arg[1], arg[2] == "slow", arg[3], arg[4], tonumber(arg[5])
 local every = tonumber(arg[6] or "16")
+local gated = false
 drover.seed(3)
 local data = drover.data.synthetic { n = 1024, features = 16, classes = 4, seed = 1 }
 local model = nn.Sequential { nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 4) }
@@ -101,7 +102,25 @@ if dir ~= "local" then ck.dir = dir end
 local exp = drover.experiment { name = "rc", model = model, loss = nn.CrossEntropy(),
   optimizer = optim.Adam { lr = 0.01 }, train = { data = data, batch = 16, epochs = 2 },
   verbose = false, seed = 5, mode = "sync", checkpoint = ck,
-  progress = function(p) if slow and p.step % 4 == 0 then os.execute("sleep 0.05") end end }
+  progress = function(p)
+    if slow and p.step % 4 == 0 then os.execute("sleep 0.05") end
+    -- CKH_GATE: once the test has seen a checkpoint committed (it made
+    -- GATE.seen), wait (at most 120 s) for GATE, which says it did what it
+    -- does mid-fit (ckh-07 stops the NameNode: on a loaded machine the fit
+    -- could otherwise end before it is down). Not before: the commit needs
+    -- this loop.
+    local gate = os.getenv("CKH_GATE")
+    local seen = gate and io.open(gate .. ".seen")
+    if seen and not gated then
+      seen:close()
+      gated = true
+      for _ = 1, 1200 do
+        local f = io.open(gate)
+        if f then f:close() break end
+        os.execute("sleep 0.1")
+      end
+    end
+  end }
 local c = drover.cluster { ps = 1, worker = nw, runs = "$RUNS", name = name }
 local r = c:fit(exp)
 print("steps " .. r.global_steps .. " run " .. c.run_dir)
@@ -189,13 +208,15 @@ check "ckh-06 its checkpoints failed: permission denied, naming the URL" \
 check "ckh-06 said on stderr too" grep -q "checkpoint at step 8 failed (training goes on" "$TMP/ro.out"
 
 # ckh-07 (last: it stops the HDFS): the NameNode stopped mid-fit.
-timeout 300 "$DROVER" run "$TMP/fit.lua" "$TMP/nn.st" slow nn "$H/ck" 1 >"$TMP/nn.out" 2>&1 &
+CKH_GATE=$TMP/nn.gate timeout 300 "$DROVER" run "$TMP/fit.lua" "$TMP/nn.st" slow nn "$H/ck" 1 >"$TMP/nn.out" 2>&1 &
 nn=$!
 kill_at_exit $nn
 wait_for 60 sh -c "[ -n \"\$(ls -d '$RUNS'/nn-* 2>/dev/null)\" ]"
 NN=$(new_run nn)
 wait_for 60 committed "$NN"
+touch "$TMP/nn.gate.seen" # the fit waits at its next step ...
 bash tests/hdfs/stop.sh 2>/dev/null
+touch "$TMP/nn.gate" # ... until the NameNode is down
 wait $nn
 NN_RC=$?
 check "ckh-07 the fit went on to its end ($NN_RC)" sh -c "[ $NN_RC -eq 0 ] && grep -q '^steps 128 run' '$TMP/nn.out'"

@@ -57,11 +57,13 @@ cp_all="$JAR:$(cat "$CP_FILE")"
 
 # setsid: the cluster outlives this script; stop.sh ends it by its pid.
 # HADOOP_USER_NAME unset: the superuser is the user running this.
-env -u HADOOP_USER_NAME setsid java -Xmx512m -cp "$DIR/conf:$cp_all" drover.yarn.TestHdfs "$DIR" \
-  >"$DIR/log/hdfs.log" 2>&1 &
-pid=$!
-echo $pid >"$DIR/pid"
-jvm_await "$DIR/nn" "$pid" "the test HDFS" "$DIR/log/hdfs.log"
+start_hdfs() {
+  env -u HADOOP_USER_NAME setsid java -Xmx512m -cp "$DIR/conf:$cp_all" drover.yarn.TestHdfs "$DIR" \
+    >"$DIR/log/hdfs.log" 2>&1 &
+  echo $! >"$DIR/pid"
+}
+jvm_start_retry "$DIR/nn" "$DIR/log/hdfs.log" start_hdfs ||
+  jvm_await "$DIR/nn" "$(cat "$DIR/pid")" "the test HDFS" "$DIR/log/hdfs.log"
 read -r rpc http <"$DIR/nn"
 cat >"$DIR/env" <<ENV
 export DROVER_HDFS_DIR='$DIR'
@@ -75,4 +77,4 @@ if ! nn_up; then
   bash "$HERE/stop.sh" || true
   exit 1
 fi
-log "test HDFS up: hdfs://127.0.0.1:$rpc, webhdfs://127.0.0.1:$http (pid $pid)"
+log "test HDFS up: hdfs://127.0.0.1:$rpc, webhdfs://127.0.0.1:$http (pid $(cat "$DIR/pid"))"

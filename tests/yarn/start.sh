@@ -87,11 +87,14 @@ hadoop_cp=$(cat "$CP_FILE")
 (IFS=:; for j in $hadoop_cp; do ln -s "$j" "$DIR/hadoop/share/hadoop/common/lib/"; done)
 
 # setsid: the cluster outlives this script; stop.sh ends it by its pid.
-HADOOP_CONF_DIR=$DIR/conf HADOOP_COMMON_HOME=$DIR/hadoop \
-  setsid "${HIDE_WRAP[@]}" java -Xmx1g -cp "$JAR:$hadoop_cp" drover.yarn.TestCluster "$DIR" >"$DIR/log/yarn.log" 2>&1 &
-echo $! >"$DIR/pid"
-pid=$!
-jvm_await "$DIR/rm" "$pid" "the test YARN" "$DIR/log/yarn.log"
+start_yarn() {
+  HADOOP_CONF_DIR=$DIR/conf HADOOP_COMMON_HOME=$DIR/hadoop \
+    setsid "${HIDE_WRAP[@]}" java -Xmx1g -cp "$JAR:$hadoop_cp" drover.yarn.TestCluster "$DIR" >"$DIR/log/yarn.log" 2>&1 &
+  echo $! >"$DIR/pid"
+}
+jvm_start_retry "$DIR/rm" "$DIR/log/yarn.log" start_yarn ||
+  jvm_await "$DIR/rm" "$(cat "$DIR/pid")" "the test YARN" "$DIR/log/yarn.log"
+pid=$(cat "$DIR/pid")
 cat >"$DIR/env" <<ENV
 export DROVER_YARN_DIR='$DIR'
 export DROVER_YARN_RM='$(cat "$DIR/rm")'
