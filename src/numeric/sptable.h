@@ -1,0 +1,83 @@
+/* sptable.h - a lazily-filled table of float rows addressed by uint64 ids.
+ *
+ * The weights an id layer reads (nn.EmbeddingBag, nn.SparseLinear,
+ * nn.Embedding { sparse = true }) may be declared far larger than memory:
+ * hashed categorical ids live in [0, 2^24 .. 2^40), and one batch touches a
+ * few thousand of them. A table holds only the rows touched so far: a row
+ * exists from its first touch, so memory is proportional to the rows ever
+ * touched, never to the declared size.
+ *
+ * A new row's values are a pure function of (the table's seed, the row id):
+ * any process (a worker, a ps, a resumed run) re-creates the same row
+ * without being told. Element j of row `id` is, with u64(c) =
+ * smix(x + (c + 1) * 0x9e3779b97f4a7c15), x = smix(seed ^ smix(id)) and
+ * smix splitmix64's output function:
+ *   pair k = j / 2 from u1 = ((u64(2k) >> 11) + 1) / 2^53 and
+ *   u2 = (u64(2k + 1) >> 11) / 2^53 by Box-Muller: r = sqrt(-2 ln u1),
+ *   element 2k = std r cos(2 pi u2), element 2k + 1 = std r sin(2 pi u2).
+ * std == 0 gives zeros (the "wide" part's weights).
+ *
+ * Each held row has an index (0, 1, ... in the order rows were created):
+ * its values, its optimizer slot rows (as many as sptable_set_slots asked
+ * for, each dim floats) and its update count. Indices never change and row
+ * memory never moves (rows live in fixed-size arenas), so a pointer to a
+ * row stays valid until the table is freed. Iterating indices 0 .. held-1
+ * is the stable order checkpoints use.
+ *
+ * Not thread-safe; one table per owner.
+ */
+#ifndef DROVER_SPTABLE_H
+#define DROVER_SPTABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Declared sizes up to 2^40 rows; rows of up to 2^20 floats. */
+#define SPTABLE_MAX_ROWS (1ULL << 40)
+#define SPTABLE_MAX_DIM (1LL << 20)
+#define SPTABLE_MAX_SLOTS 2
+
+typedef struct sptable sptable;
+
+/* A table of `rows` declared rows of `dim` floats, initialised N(0, std^2)
+ * from `seed` as above. NULL on bad sizes (DRV_EINVAL) or no memory
+ * (DRV_ENOMEM), with a message. The caller owns it: sptable_free. */
+sptable *sptable_new(uint64_t rows, int64_t dim, float std, uint64_t seed);
+void sptable_free(sptable *t); /* NULL is fine */
+
+uint64_t sptable_rows(const sptable *t); /* declared */
+int64_t sptable_dim(const sptable *t);
+float sptable_std(const sptable *t);
+uint64_t sptable_seed(const sptable *t);
+int64_t sptable_held(const sptable *t);  /* rows created so far */
+/* Bytes the table holds: its arenas and its index (what RSS grows by). */
+size_t sptable_bytes(const sptable *t);
+
+/* Writes the initial values of row `id` (dim floats) into out: what the row
+ * is or would be when created. */
+void sptable_init_row(const sptable *t, uint64_t id, float *out);
+
+/* The index of row `id`, creating it on first touch (values from the seed,
+ * slots from sptable_set_slots' initial values, count 0). DRV_ERANGE when
+ * id >= rows, DRV_ENOMEM; both with a message. */
+int64_t sptable_get(sptable *t, uint64_t id);
+/* The index of row `id` when held, else -1; never creates (export, eval). */
+int64_t sptable_find(const sptable *t, uint64_t id);
+
+/* Row index k's id, values, slot s and update count; k in 0 .. held-1
+ * (unchecked), s < sptable_nslots. Pointers into the table's arenas: valid
+ * until sptable_free. */
+uint64_t sptable_id(const sptable *t, int64_t k);
+float *sptable_value(const sptable *t, int64_t k);
+float *sptable_slot(const sptable *t, int64_t k, int s);
+int64_t *sptable_count(const sptable *t, int64_t k);
+
+/* Gives every row `nslots` optimizer slot rows (0 .. SPTABLE_MAX_SLOTS),
+ * slot s of every row (held or future) starting at init[s]. Rows already
+ * held get fresh slots; their counts restart at 0. An optimizer calls it
+ * when it binds the table. DRV_EINVAL, DRV_ENOMEM. */
+int sptable_set_slots(sptable *t, int nslots, const float *init);
+int sptable_nslots(const sptable *t);
+
+#endif
