@@ -640,6 +640,7 @@ void nn_set_sparse(nn_module *m, const nn_sparse *sp) {
 void nn_zero_grad(nn_module *m) {
   if (!m) return;
   for (int i = 0; i < m->nparams; i++) tensor_fill(m->params[i].grad, 0.0f);
+  if (m->tab) nn_sptab_zero_grad(m);
   for (int i = 0; i < m->nchildren; i++) nn_zero_grad(m->children[i]);
 }
 

@@ -110,6 +110,7 @@ struct nn_module {
   size_t capwinpos;
   rng_t rng;           /* Dropout */
   const nn_sparse *sparse; /* the batch's ids, set by nn_set_sparse (borrowed) */
+  struct nn_sptab *tab;     /* id layers: their table and sparse gradient (nn_sparse.c) */
 };
 
 /* Constructors return a module with one reference, or NULL (err_msg()).

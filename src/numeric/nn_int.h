@@ -53,4 +53,7 @@ int nn_elementwise_begin(nn_module *m, const tensor *x);
  * to have x's shape; m->dx shaped like x. */
 int nn_elementwise_back_begin(nn_module *m, const tensor *x, const tensor *dy, bool need_out);
 
+/* Id layers (nn_sparse.c): clears m->tab's sparse gradient. */
+void nn_sptab_zero_grad(nn_module *m);
+
 #endif

@@ -336,6 +336,7 @@ struct optim {
   int64_t steps;
   optim_plateau plateau; /* a plateau schedule's state */
   double grad_norm;      /* of the last update, NAN when not computed */
+  const nn_table_list *tables; /* borrowed, or NULL */
 };
 
 void optim_free(optim_t *o) {
@@ -419,10 +420,74 @@ double optim_clip_grads(const nn_param_list *l, double max_norm) {
   return norm;
 }
 
-/* Scales every gradient so that their global L2 norm is at most
- * clip_norm, as clip_grad_norm_ does (with its 1e-6). */
+static double table_sq(const nn_table_list *t) {
+  double sq = 0;
+  for (int i = 0; t && i < t->n; i++) {
+    const nn_spgrad *g = t->items[i].grad;
+    for (int64_t k = 0; k < g->n * g->dim; k++) sq += (double)g->rows[k] * (double)g->rows[k];
+  }
+  return sq;
+}
+
+/* Scales every gradient, dense and sparse, so that their global L2 norm is
+ * at most clip_norm, as clip_grad_norm_ does (with its 1e-6). A sparse
+ * gradient's rows are distinct ids, so its norm is that of the dense
+ * gradient it stands for. */
 static void clip(optim_t *o, const nn_param_list *l) {
-  o->grad_norm = optim_clip_grads(l, o->cfg.clip_norm);
+  if (!o->tables || !o->tables->n) {
+    o->grad_norm = optim_clip_grads(l, o->cfg.clip_norm);
+    return;
+  }
+  double sq = table_sq(o->tables);
+  for (int i = 0; i < l->n; i++) {
+    const float *g = tensor_data(l->items[i].grad);
+    for (int64_t k = 0; k < tensor_numel(l->items[i].grad); k++) sq += (double)g[k] * g[k];
+  }
+  double norm = sqrt(sq), coef = o->cfg.clip_norm / (norm + 1e-6);
+  o->grad_norm = norm;
+  if (coef >= 1) return;
+  for (int i = 0; i < l->n; i++) tensor_scale(l->items[i].grad, (float)coef);
+  for (int i = 0; i < o->tables->n; i++) {
+    const nn_spgrad *g = o->tables->items[i].grad;
+    for (int64_t k = 0; k < g->n * g->dim; k++) g->rows[k] *= (float)coef;
+  }
+}
+
+int optim_bind_tables(optim_t *o, const nn_table_list *tables) {
+  float init[SPTABLE_MAX_SLOTS] = {0};
+  int ns = optim_nslots(&o->cfg);
+  if (ns > SPTABLE_MAX_SLOTS)
+    return err_set(DRV_EINVAL, "optim: %d slots do not fit a sparse table", ns);
+  if (ns) {
+    float *p[SPTABLE_MAX_SLOTS] = {&init[0], &init[1]};
+    optim_slots_init(&o->cfg, p, 1);
+  }
+  for (int i = 0; i < tables->n; i++) {
+    int rc = sptable_set_slots(tables->items[i].value, ns, init);
+    if (rc < 0) return rc;
+  }
+  o->tables = tables;
+  return 0;
+}
+
+/* The lazy update of every touched row (see optim_bind_tables). */
+static int step_tables(optim_t *o, const optim_cfg *c, bool zero_grad) {
+  for (int i = 0; o->tables && i < o->tables->n; i++) {
+    sptable *t = o->tables->items[i].value;
+    nn_spgrad *g = o->tables->items[i].grad;
+    int ns = sptable_nslots(t);
+    for (int64_t r = 0; r < g->n; r++) {
+      int64_t k = sptable_get(t, g->ids[r]);
+      if (k < 0) return (int)k;
+      float *slots[SPTABLE_MAX_SLOTS];
+      for (int s = 0; s < ns; s++) slots[s] = sptable_slot(t, k, s);
+      int64_t *count = sptable_count(t, k);
+      optim_update(c, sptable_value(t, k), g->rows + r * g->dim, slots, (size_t)g->dim,
+                   ++*count);
+    }
+    if (zero_grad) nn_spgrad_clear(g);
+  }
+  return 0;
 }
 
 double optim_lr(const optim_t *o) {
@@ -463,6 +528,8 @@ static int step(optim_t *o, bool zero_grad) {
      * than a separate nn_zero_grad pass over cold memory. */
     if (zero_grad) tensor_fill(pa->grad, 0.0f);
   }
+  int rc = step_tables(o, &c, zero_grad);
+  if (rc < 0) return rc;
   o->steps = t;
   return 0;
 }

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "numeric/nn.h"
+#include "numeric/nn_sparse.h"
 #include "numeric/optim_sched.h"
 
 typedef enum optim_kind {
@@ -84,6 +85,18 @@ typedef struct optim optim_t;
 /* Binds cfg to the parameters in `params` (borrowed: the list and its
  * tensors must outlive the optimizer). Allocates zeroed slots. */
 optim_t *optim_new(const optim_cfg *cfg, const nn_param_list *params);
+/* Binds the model's sparse tables too (nn_collect_tables; borrowed like
+ * the parameters). Each step then updates, after the dense parameters,
+ * only the rows in each table's sparse gradient, one row at a time with
+ * optim_update over its dim floats, its own slot rows and its own update
+ * count t (lazy: an untouched row and its state do not change, so weight
+ * decay reaches a row only when it is touched). That is PyTorch's
+ * SparseAdam for Adam, and the dense update itself on the touched rows for
+ * SGD without momentum and Adagrad without lr_decay (whose rate follows
+ * the row's count here, the global step in PyTorch). Clipping scales the
+ * dense and the sparse gradients together by their joint norm. Resets the
+ * tables' slots and counts; DRV_ENOMEM. */
+int optim_bind_tables(optim_t *o, const nn_table_list *tables);
 /* Applies one update to every parameter from its grad buffer, at the
  * rate the schedule gives for this step, after scaling every gradient by
  * min(1, clip_norm / (norm + 1e-6)) when clip_norm > 0, where norm is the
