@@ -22,6 +22,7 @@
 #include "luabind/l_settings.h"
 #include "luabind/l_util.h"
 #include "luabind/repl.h"
+#include "numeric/nn_sparse.h"
 #include "ui/runs.h"
 
 #define CLUSTER_MT "drover.Cluster"
@@ -36,6 +37,15 @@ typedef struct lcluster {
 static int finalizer_failures;
 
 int drover_cluster_failures(void) { return finalizer_failures; }
+
+/* The model at idx, refused when it holds a sparse table: the cluster
+ * half of sparse models (tables sharded over the ps) is not built yet, and
+ * a dense placement would silently leave the tables behind. */
+static nn_module *cluster_model(lua_State *L, int idx) {
+  nn_module *m = lnn_check_module(L, idx);
+  if (nn_refuse_tables(m, "on a cluster") < 0) luaL_error(L, "cluster: %s", err_msg());
+  return m;
+}
 
 static lcluster *check_cluster(lua_State *L, int idx) {
   return luaL_checkudata(L, idx, CLUSTER_MT);
@@ -183,7 +193,7 @@ static void read_experiment(lua_State *L, fit_ctx *x, coord_fit_args *a) {
   x->progress_fn = x->e.progress;
   if (x->progress_fn) cfg->on_progress = call_progress, cfg->ud = x;
   *a = (coord_fit_args){
-      .model = lnn_check_module(L, x->e.model),
+      .model = cluster_model(L, x->e.model),
       .loss = lnn_check_loss(L, x->e.loss),
       .optim = loptim_check(L, x->e.optimizer),
       .train = x->e.train_data ? ldata_check(L, x->e.train_data) : NULL,
@@ -340,7 +350,7 @@ static int l_evaluate(lua_State *L) {
   lua_getfield(L, 6, "batch");
   int64_t batch = lua_tointeger(L, -1);
   lua_pop(L, 1);
-  nn_module *model = lnn_check_module(L, 4);
+  nn_module *model = cluster_model(L, 4);
   int rc = coord_pull(c, model);
   double loss, acc;
   if (rc == 0)
@@ -384,7 +394,7 @@ static int l_serve(lua_State *L) {
       .idle = lopts_real(L, 2, "idle", 0, LOPTS_NONNEG, HUGE_VAL, "c:serve")};
   if (o.batch == 0) o.batch = exp_batch(L, 3);
   lua_getfield(L, 3, "model"); /* 4: anchored on the stack while serving */
-  nn_module *model = lnn_check_module(L, 4);
+  nn_module *model = cluster_model(L, 4);
   coord_serve_stats st;
   if (coord_serve(c, model, &o, &st) < 0) return cluster_error(L);
   lua_createtable(L, 0, 3);
@@ -415,7 +425,7 @@ static int l_predict(lua_State *L) {
     lua_pop(L, 1);
   }
   lua_getfield(L, 2, "model");
-  nn_module *model = lnn_check_module(L, -1);
+  nn_module *model = cluster_model(L, -1);
   tensor *shape = NULL; /* files mode: [0, ...], the rows' shape */
   if (recipe) {
     int64_t sh[TENSOR_MAXDIM];
@@ -450,7 +460,7 @@ static int l_save(lua_State *L) {
   if (lua_getiuservalue(L, 1, 1) != LUA_TTABLE)
     return luaL_error(L, "cluster: nothing to save before c:fit or c:setup");
   lua_rawgeti(L, -1, 1);
-  nn_module *model = lnn_check_module(L, -1);
+  nn_module *model = cluster_model(L, -1);
   int rc = coord_pull(c, model);
   if (rc == 0) rc = nn_save(model, path);
   if (rc < 0) return luaL_error(L, "cluster: %s", err_msg());

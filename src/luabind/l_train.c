@@ -29,6 +29,7 @@
 #include "luabind/l_util.h"
 #include "luabind/repl.h"
 #include "numeric/nn.h"
+#include "numeric/nn_sparse.h"
 #include "numeric/optim.h"
 #include "train/train.h"
 #include "ui/runs.h"
@@ -40,7 +41,8 @@ typedef struct trainer {
   nn_module *model; /* one reference */
   nn_loss *loss;    /* one reference */
   nn_param_list params;
-  optim_t *opt; /* borrows params */
+  nn_table_list tables; /* the model's sparse tables */
+  optim_t *opt; /* borrows params and tables */
   fitrun *run;  /* the in-process run directory, or NULL (owned) */
   bool resume;  /* the next fit restores the newest checkpoint */
   bool in_fit;
@@ -63,6 +65,7 @@ static int trainer_gc(lua_State *L) {
   optim_free(t->opt);
   t->opt = NULL;
   nn_param_list_free(&t->params);
+  nn_table_list_free(&t->tables);
   nn_unref(t->model);
   nn_loss_unref(t->loss);
   t->model = NULL;
@@ -80,10 +83,12 @@ static int l_new(lua_State *L) {
   luaL_setmetatable(L, TRAINER_MT); /* from here __gc cleans up */
   t->model = nn_ref(model);
   t->loss = nn_loss_ref(loss);
-  if (nn_collect_params(model, &t->params) < 0) return luaL_error(L, "%s", err_msg());
-  if (t->params.n == 0) return luaL_error(L, "the model has no parameters to train");
+  if (nn_collect_params(model, &t->params) < 0 || nn_collect_tables(model, false, &t->tables) < 0)
+    return luaL_error(L, "%s", err_msg());
+  if (t->params.n == 0 && t->tables.n == 0)
+    return luaL_error(L, "the model has no parameters to train");
   t->opt = optim_new(cfg, &t->params);
-  if (!t->opt) return luaL_error(L, "%s", err_msg());
+  if (!t->opt || optim_bind_tables(t->opt, &t->tables) < 0) return luaL_error(L, "%s", err_msg());
   return 1;
 }
 

@@ -11,6 +11,7 @@
 
 #include "base/err.h"
 #include "numeric/nn.h"
+#include "numeric/nn_sparse.h"
 #include "base/safetensors.h"
 
 /* ============================== saving =================================== */
@@ -30,6 +31,8 @@ static char *spec_string(const nn_module *m) {
 
 int nn_save(nn_module *m, const char *path) {
   if (!m || !path) return err_set(DRV_EINVAL, "nn_save: NULL argument");
+  if (nn_refuse_tables(m, "in a model file") < 0)
+    return err_set(DRV_EUNSUPPORTED, "cannot save '%s': %s", path, err_msg());
   char *spec = spec_string(m);
   if (!spec) return err_set(DRV_EUNSUPPORTED, "cannot save '%s': %s", path, err_msg());
   nn_param_list pl = {0};
@@ -101,6 +104,8 @@ static int load_from(nn_module *m, const safetensors_file *f, const char *path) 
 
 int nn_load_params(nn_module *m, const char *path) {
   if (!m || !path) return err_set(DRV_EINVAL, "nn_load_params: NULL argument");
+  int refused = nn_refuse_tables(m, "in a model file");
+  if (refused < 0) return refused;
   safetensors_file f;
   int rc = safetensors_read(path, &f);
   if (rc == 0) rc = load_from(m, &f, path);

@@ -405,10 +405,10 @@ const nn_module *nn_find_table(const nn_module *m) {
   return NULL;
 }
 
-int nn_refuse_tables(const nn_module *m, const char *what) {
+int nn_refuse_tables(const nn_module *m, const char *where) {
   const nn_module *f = nn_find_table(m);
   if (!f) return 0;
   char nm[96];
-  return err_set(DRV_EUNSUPPORTED, "%s: sparse tables are not supported yet: %s holds one", what,
+  return err_set(DRV_EUNSUPPORTED, "sparse tables %s are not supported yet: %s holds one", where,
                  nn_name_of(f, nm, sizeof nm));
 }

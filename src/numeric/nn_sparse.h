@@ -85,10 +85,10 @@ int nn_collect_tables(nn_module *m, bool torch_names, nn_table_list *out);
 void nn_table_list_free(nn_table_list *l); /* frees items, not tables */
 /* The first module of m's tree holding a table, or NULL. */
 const nn_module *nn_find_table(const nn_module *m);
-/* DRV_EUNSUPPORTED "WHAT: sparse tables ... not supported yet: nn.X holds
- * one" when m has a table, else 0: for the dense paths that would silently
- * lose one. */
-int nn_refuse_tables(const nn_module *m, const char *what);
+/* DRV_EUNSUPPORTED "sparse tables WHERE are not supported yet: nn.X holds
+ * one" (where: "on a cluster") when m has a table, else 0: for the dense
+ * paths that would silently lose one. */
+int nn_refuse_tables(const nn_module *m, const char *where);
 
 /* Forgets the gradient (n = 0); keeps the buffers. */
 void nn_spgrad_clear(nn_spgrad *g);

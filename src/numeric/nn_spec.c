@@ -32,6 +32,7 @@
  * and names the 1-based character position of the first problem.
  */
 #include "numeric/nn.h"
+#include "numeric/nn_sparse.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -77,6 +78,9 @@ static void write_pairs(spec_out *o, const int64_t *const *pairs, int n) {
 
 static int spec_write(const nn_module *m, spec_out *o) {
   const char *type = m->ops->type;
+  /* An id layer's table (its size, std and seed) has no spec yet: the
+   * sparse nn.Embedding would come back dense. */
+  if (m->tab) return nn_refuse_tables(m, "in a model spec");
   if (strcmp(type, "Sequential") == 0 || strcmp(type, "Concat") == 0 ||
       strcmp(type, "Residual") == 0) {
     out_printf(o, "%s(", type);

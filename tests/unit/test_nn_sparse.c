@@ -483,8 +483,15 @@ TEST(nn_sparse_refusals) {
   CHECK(strcmp(tt.items[0].name, "0.1.weight") == 0);
   CHECK(nn_find_table(seq) == m);
   CHECK_INT_EQ(nn_num_params(seq), 0);
-  CHECK_ERR(nn_refuse_tables(seq, "cluster fit"), DRV_EUNSUPPORTED,
-            "cluster fit: sparse tables are not supported yet: nn.EmbeddingBag(10, 3, mean, all)");
+  CHECK_ERR(nn_refuse_tables(seq, "on a cluster"), DRV_EUNSUPPORTED,
+            "sparse tables on a cluster are not supported yet: nn.EmbeddingBag(10, 3, mean, all)");
+  char spec[256];
+  CHECK_ERR(nn_spec(seq, spec, sizeof spec), DRV_EUNSUPPORTED, "sparse tables in a model spec");
+  CHECK_ERR(nn_save(seq, "m.safetensors"), DRV_EUNSUPPORTED,
+            "cannot save 'm.safetensors': sparse tables in a model file");
+  FILE *f = fopen("m.safetensors", "r");
+  CHECK(!f);
+  CHECK_ERR(nn_load_params(seq, "m.safetensors"), DRV_EUNSUPPORTED, "sparse tables in a model file");
   CHECK_OK(nn_refuse_tables(id, "x"));
   nn_table_list_free(&tl);
   nn_table_list_free(&tt);

@@ -12,6 +12,7 @@
 #include "cluster/coord/coord_fit_int.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "numeric/nn_sparse.h"
 #include "proto/wire_msgs.h"
 
 /* ============================== ps connections ============================ */
@@ -346,7 +347,8 @@ static int check_frames(coord_fit_state *f, const int64_t *load) {
 int coord__place(coord_fit_state *f, nn_module *model) {
   coord__free_vars(f);
   int ntorch = 0;
-  int rc = nn_collect_synced(model, false, &f->params, &f->ntrained);
+  int rc = nn_refuse_tables(model, "on a cluster");
+  if (rc == 0) rc = nn_collect_synced(model, false, &f->params, &f->ntrained);
   if (rc == 0) rc = nn_collect_synced(model, true, &f->torch, &ntorch);
   if (rc < 0) return rc;
   f->nvars = f->params.n;
