@@ -16,6 +16,7 @@
 #include "base/err.h"
 #include "luabind/l_drover.h"
 #include "luabind/l_util.h"
+#include "luabind/l_nn_sparse.h"
 #include "numeric/nn.h"
 #include "numeric/tensor.h"
 
@@ -424,6 +425,7 @@ static int l_gelu(lua_State *L) {
 
 /* nn.Embedding(n, dim): ids 0..n-1 in, rows of dim out. */
 static int l_embedding(lua_State *L) {
+  if (lua_istable(L, 3)) return lnn_embedding_opts(L); /* { sparse = true } */
   lua_Integer n = check_int(L, 1, "Embedding", "the number of ids", 1);
   lua_Integer d = check_int(L, 2, "Embedding", "the embedding size", 1);
   push_new_module(L, nn_embedding(n, d, ldrv_rng(L)));
@@ -647,7 +649,7 @@ static const luaL_Reg module_methods[] = {
     {"parameters", m_parameters}, {"num_params", m_num_params}, {"training", m_training},
     {"evaluate", m_evaluate},     {"is_training", m_is_training}, {"type", m_type},
     {"add", m_add},               {"save", m_save},             {"load", m_load},
-    {"init", m_init},             {NULL, NULL}};
+    {"init", m_init},             {"tables", lnn_m_tables},     {NULL, NULL}};
 
 static const luaL_Reg module_meta[] = {{"__index", m_index},       {"__len", m_len},
                                        {"__call", m_call},         {"__tostring", m_tostring},
@@ -674,6 +676,7 @@ static const luaL_Reg funcs[] = {
     {"LayerNorm", l_layer_norm},  {"BatchNorm1d", l_batch_norm1d},
     {"BatchNorm2d", l_batch_norm2d}, {"Residual", l_residual},
     {"Concat", l_concat},         {"load", l_load},
+    {"EmbeddingBag", lnn_embedding_bag}, {"SparseLinear", lnn_sparse_linear},
     {NULL, NULL}};
 
 int luaopen_drover_nn(lua_State *L) {

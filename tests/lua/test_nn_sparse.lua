@@ -1,0 +1,53 @@
+-- test_nn_sparse.lua - the id layers from Lua: constructors, printing,
+-- options, model:tables(), refusals, and an in-process fit of a
+-- table-backed nn.Embedding with a lazy optimizer.
+local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
+local nn, T = drover.nn, drover.tensor
+
+test("sparse-01 constructors, printing, options and tables()", function()
+  eq(tostring(nn.EmbeddingBag(2^24, 8, { mode = "mean", bags = "all" })),
+    "nn.EmbeddingBag(16777216, 8, mean, all)")
+  eq(tostring(nn.SparseLinear(2^40, 1)), "nn.SparseLinear(1099511627776 -> 1)")
+  eq(tostring(nn.Embedding(10, 2, { sparse = false })), "nn.Embedding(10, 2)")
+  local e = nn.Embedding(1000, 4, { sparse = true, std = 0.5 })
+  eq(tostring(e), "nn.Embedding(1000, 4, sparse)")
+  eq(#e:parameters(), 0, "a table is no dense parameter")
+  local y = e(T { { 1, 2 }, { 3, 1 } })
+  eq(y:size(3), 4)
+  local t = e:tables()[1]
+  eq(t.name, "weight"); eq(t.rows, 1000); eq(t.dim, 4); eq(t.held, 3)
+  assert(t.bytes > 0 and t.bytes < 1e6, "bytes " .. t.bytes)
+  local m = nn.Sequential { nn.Concat():add(nn.Identity()):add(nn.EmbeddingBag(100, 2)) }
+  eq(m:tables()[1].name, "1.2.weight")
+  raises(function() nn.EmbeddingBag(10, 2, { mdoe = "sum" }) end, "unknown option 'mdoe'")
+  raises(function() nn.EmbeddingBag(10, 2, { bags = "each" }) end, "bags must be")
+  raises(function() nn.SparseLinear(10, 2, { std = -1 }) end, "std must be")
+  raises(function() nn.Embedding(10, 2, { std = 1 }) end, "std is an option of sparse = true")
+  raises(function() nn.EmbeddingBag(2^41, 2) end, "2^40")
+  raises(function() m(T { { 1 } }) end, "no sparse input")
+  raises(function() m:save(os.tmpname()) end, "sparse tables in a model file are not supported yet")
+end)
+
+test("sparse-02 a table-backed Embedding learns in process, holding only touched rows", function()
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  for i = 0, 399 do
+    local a, b = (i * 7) % 50, (i * 3) % 20
+    f:write(string.format("%d,%d,%d\n", a, b, a < 25 and 1 or 0))
+  end
+  f:close()
+  local d = drover.data.csv(path, { label = -1 })
+  drover.seed(2)
+  local emb = nn.Embedding(1000000, 4, { sparse = true })
+  local before = emb(T { { 0 } }):totable()[1][1][1]
+  local exp = drover.experiment {
+    model = nn.Sequential { emb, nn.Flatten(), nn.Linear(8, 2) },
+    loss = nn.CrossEntropy(), optimizer = drover.optim.Adagrad { lr = 0.3 },
+    train = { data = d, batch = 20, epochs = 15 }, eval = { data = d, every = 1000 },
+    verbose = false, seed = 1 }
+  local r = exp:fit()
+  os.remove(path)
+  assert(r.eval_accuracy >= 0.95, "eval accuracy " .. r.eval_accuracy)
+  eq(emb:tables()[1].held, 50, "rows held: the ids the data holds")
+  assert(emb(T { { 0 } }):totable()[1][1][1] ~= before, "the optimizer moved row 0")
+end)
