@@ -51,3 +51,17 @@ test("sparse-02 a table-backed Embedding learns in process, holding only touched
   eq(emb:tables()[1].held, 50, "rows held: the ids the data holds")
   assert(emb(T { { 0 } }):totable()[1][1][1] ~= before, "the optimizer moved row 0")
 end)
+
+test("nn-sparse-03 checkpoints of a model with tables are refused before the fit starts", function()
+  local d = drover.data.synthetic { n = 64, features = 2, classes = 2, seed = 1 }
+  local emb = nn.Embedding(100, 2, { sparse = true })
+  local runs = os.tmpname()
+  os.remove(runs)
+  local exp = drover.experiment {
+    model = nn.Sequential { emb, nn.Flatten(), nn.Linear(4, 2) }, loss = nn.CrossEntropy(),
+    optimizer = drover.optim.SGD {}, train = { data = d, batch = 8, epochs = 1 },
+    verbose = false, checkpoint = { every = 4 }, runs = runs }
+  raises(function() exp:fit() end, "sparse tables in checkpoints are not supported yet")
+  eq(emb:tables()[1].held, 0, "no step ran: no row was touched")
+  os.execute("rm -rf " .. runs)
+end)
