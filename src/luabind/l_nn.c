@@ -214,7 +214,7 @@ static int m_add(lua_State *L) {
   nn_module *m = lnn_check_module(L, 1);
   nn_module *child = lnn_check_module(L, 2);
   if (!is_sequential(m))
-    return luaL_error(L, "add: only an nn.Sequential or nn.Concat takes layers");
+    return luaL_error(L, "add: only an nn.Sequential, nn.Concat or nn.Sum takes layers");
   if (nn_sequential_add(m, child) < 0) return luaL_error(L, "%s", err_msg());
   lua_settop(L, 1);
   return 1;
@@ -495,7 +495,7 @@ static int l_dropout(lua_State *L) {
 }
 
 /* nn.Sequential { layer, layer, ... } (or layers as arguments, or none);
- * nn.Concat likewise. */
+ * nn.Concat and nn.Sum likewise. */
 static int container(lua_State *L, nn_module *seq) {
   int list = lua_istable(L, 1) && !luaL_testudata(L, 1, MODULE_MT);
   int n = list ? (int)luaL_len(L, 1) : lua_gettop(L);
@@ -516,6 +516,7 @@ static int container(lua_State *L, nn_module *seq) {
 
 static int l_sequential(lua_State *L) { return container(L, nn_sequential()); }
 static int l_concat(lua_State *L) { return container(L, nn_concat()); }
+static int l_sum(lua_State *L) { return container(L, nn_sum()); }
 
 /* nn.Residual(m): y = x + m(x). */
 static int l_residual(lua_State *L) {
@@ -675,7 +676,7 @@ static const luaL_Reg funcs[] = {
     {"LeakyReLU", l_leaky_relu},  {"Embedding", l_embedding},
     {"LayerNorm", l_layer_norm},  {"BatchNorm1d", l_batch_norm1d},
     {"BatchNorm2d", l_batch_norm2d}, {"Residual", l_residual},
-    {"Concat", l_concat},         {"load", l_load},
+    {"Concat", l_concat},         {"Sum", l_sum},         {"load", l_load},
     {"EmbeddingBag", lnn_embedding_bag}, {"SparseLinear", lnn_sparse_linear},
     {NULL, NULL}};
 

@@ -560,7 +560,7 @@ int nn_sequential_add(nn_module *seq, nn_module *child) {
   char nm[96];
   if (!seq || !child || !nn_takes_children(seq))
     return err_set(DRV_EINVAL, "nn_sequential_add: %s", !seq || !child
-                   ? "NULL module" : "not an nn.Sequential or nn.Concat");
+                   ? "NULL module" : "not an nn.Sequential, nn.Concat or nn.Sum");
   if (seq->nparents > 0 || seq->nchildren > 0 || seq == child) {
     bool cycle = false;
     nn_module *dup = NULL;
@@ -583,7 +583,8 @@ int nn_sequential_add(nn_module *seq, nn_module *child) {
 }
 
 bool nn_takes_children(const nn_module *m) {
-  return m && (m->ops == &sequential_ops || strcmp(m->ops->type, "Concat") == 0);
+  return m && (m->ops == &sequential_ops || strcmp(m->ops->type, "Concat") == 0 ||
+               strcmp(m->ops->type, "Sum") == 0);
 }
 
 /* ---- common entry points -------------------------------------------------- */

@@ -200,6 +200,10 @@ nn_module *nn_residual(nn_module *m);
  * [N, a, ...], [N, b, ...] equal but in dimension 1, are concatenated into
  * [N, a + b + ..., ...]. Children are added with nn_sequential_add. */
 nn_module *nn_concat(void);
+/* Every child gets the same input; their outputs, of one shape, are added
+ * (Torch7's ConcatTable + CAddTable): a wide and a deep part into one
+ * logit. Children are added with nn_sequential_add. */
+nn_module *nn_sum(void);
 
 nn_module *nn_ref(nn_module *m);  /* returns m */
 void nn_unref(nn_module *m);      /* NULL is fine */

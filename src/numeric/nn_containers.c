@@ -161,3 +161,48 @@ static const nn_module_ops concat_ops = {"Concat", concat_forward, concat_backwa
                                          nn_describe_container, NULL};
 
 nn_module *nn_concat(void) { return nn_module_new(&concat_ops); }
+
+/* ---- Sum ---------------------------------------------------------------------- */
+
+/* Every child gets x; their outputs, all of one shape, are added: a wide
+ * and a deep part of a click-through model give one logit. */
+static int sum_forward(nn_module *m, const tensor *x, const tensor **y) {
+  if (m->nchildren == 0) return err_set(DRV_EINVAL, "nn.Sum: no modules");
+  const tensor *h;
+  int rc = nn_forward(m->children[0], x, &h);
+  if (rc < 0) return wrap(m, rc, 1);
+  if ((rc = nn_ensure_like(&m->out, h)) < 0 || (rc = tensor_copy(m->out, h)) < 0) return rc;
+  for (int i = 1; i < m->nchildren; i++) {
+    if ((rc = nn_forward(m->children[i], x, &h)) < 0) return wrap(m, rc, i + 1);
+    if (!tensor_same_shape(h, m->out)) {
+      char a[64], b[64];
+      return err_set(DRV_ESHAPE, "nn.Sum: output %d is %s, output 1 is %s; they must be equal",
+                     i + 1, SHAPE(h, a), SHAPE(m->out, b));
+    }
+    tensor_axpy(1.0f, h, m->out);
+  }
+  *y = m->out;
+  return 0;
+}
+
+/* Each child's output gradient is dy itself; their input gradients add up. */
+static int sum_backward(nn_module *m, const tensor *x, const tensor *dy, const tensor **dx) {
+  char a[64];
+  if (!m->out || !tensor_same_shape(m->out, dy) || m->nchildren == 0)
+    return err_set(DRV_ESHAPE, "nn.Sum: gradient %s does not match the last output",
+                   SHAPE(dy, a));
+  int rc = dx ? nn_ensure_like(&m->dx, x) : 0;
+  if (rc < 0 || (dx && (rc = tensor_fill(m->dx, 0.0f)) < 0)) return rc;
+  for (int i = 0; i < m->nchildren; i++) {
+    const tensor *d;
+    if ((rc = nn_backward(m->children[i], x, dy, dx ? &d : NULL)) < 0) return wrap(m, rc, i + 1);
+    if (dx) tensor_axpy(1.0f, d, m->dx);
+  }
+  if (dx) *dx = m->dx;
+  return 0;
+}
+
+static const nn_module_ops sum_ops = {"Sum", sum_forward, sum_backward, nn_describe_container,
+                                      NULL};
+
+nn_module *nn_sum(void) { return nn_module_new(&sum_ops); }

@@ -5,7 +5,7 @@
  * and the values of its variables separately, so a spec carries structure
  * only. Grammar (spaces between tokens are allowed when parsing; nn_spec
  * never writes any):
- *   layer  := ("Sequential" | "Concat") "(" [layer ("," layer)*] ")"
+ *   layer  := ("Sequential" | "Concat" | "Sum") "(" [layer ("," layer)*] ")"
  *           | "Residual" "(" layer ")"
  *           | "Linear" "(" size "," size ")"
  *           | "Dropout" "(" prob ")"
@@ -82,7 +82,7 @@ static int spec_write(const nn_module *m, spec_out *o) {
    * sparse nn.Embedding would come back dense. */
   if (m->tab) return nn_refuse_tables(m, "in a model spec");
   if (strcmp(type, "Sequential") == 0 || strcmp(type, "Concat") == 0 ||
-      strcmp(type, "Residual") == 0) {
+      strcmp(type, "Sum") == 0 || strcmp(type, "Residual") == 0) {
     out_printf(o, "%s(", type);
     for (int i = 0; i < m->nchildren; i++) {
       if (i) out_printf(o, ",");
@@ -446,9 +446,9 @@ static nn_module *parse_layer(spec_in *in, int depth) {
     }
     return res;
   }
-  if (IS("Sequential") || IS("Concat")) {
+  if (IS("Sequential") || IS("Concat") || IS("Sum")) {
     if (expect_char(in, '(') < 0) return NULL;
-    nn_module *seq = built(in, at, IS("Concat") ? nn_concat() : nn_sequential());
+    nn_module *seq = built(in, at, IS("Concat") ? nn_concat() : IS("Sum") ? nn_sum() : nn_sequential());
     if (seq && parse_children(in, seq, depth) < 0) {
       nn_unref(seq);
       return NULL;
@@ -456,7 +456,7 @@ static nn_module *parse_layer(spec_in *in, int depth) {
     return seq;
   }
 #undef IS
-  err_set(DRV_EPARSE, "model spec: unknown layer '%.*s' at position %d (known: Sequential, Residual, Concat, "
+  err_set(DRV_EPARSE, "model spec: unknown layer '%.*s' at position %d (known: Sequential, Residual, Concat, Sum, "
           "Linear, ReLU, Tanh, Sigmoid, Softmax, Dropout, GELU, LeakyReLU, Identity, Flatten, "
           "Unflatten, Conv2d, MaxPool2d, AvgPool2d, Embedding, LayerNorm, BatchNorm1d, "
           "BatchNorm2d)", (int)(len > 64 ? 64 : len), at,

@@ -65,3 +65,15 @@ test("nn-sparse-03 checkpoints of a model with tables are refused before the fit
   eq(emb:tables()[1].held, 0, "no step ran: no row was touched")
   os.execute("rm -rf " .. runs)
 end)
+
+test("nn-sparse-04 nn.Sum adds a wide and a deep part; the model's parameters are both", function()
+  drover.seed(4)
+  local wide, deep = nn.Linear(3, 1), nn.Sequential { nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1) }
+  local m = nn.Sum { wide, deep }
+  local x = T { { 1, 2, 3 }, { -1, 0, 2 } }
+  local y, a, b = m(x):totable(), wide(x):totable(), deep(x):totable()
+  for i = 1, 2 do near(y[i][1], a[i][1] + b[i][1], 1e-6, "row " .. i) end
+  eq(m:type(), "Sum", "type")
+  eq(#m, 2, "children")
+  raises(function() nn.Sum { nn.Linear(3, 1), nn.Linear(3, 2) }(x) end, "nn.Sum: output 2 is [2, 2], output 1 is [2, 1]")
+end)

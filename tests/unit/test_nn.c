@@ -1215,6 +1215,19 @@ TEST(nn_grad_containers) {
   CHECK(y->ndim == 4 && y->shape[1] == 3 && y->shape[2] == 3);
   CHECK(tensor_data(y)[9] == tensor_data(c4->children[1]->out)[0]); /* channel 2 = pool's 1 */
   gradcheck_single(c4, x, 1e-2f);
+  /* Sum of a Linear and a Sequential of the same output width. */
+  nn_module *sum = nn_sum();
+  nn_module *s1 = nn_linear(4, 3, &r), *s2 = seq_of(2, (nn_module *[]){nn_linear(4, 3, &r), nn_tanh()});
+  CHECK_OK(nn_sequential_add(sum, s1));
+  CHECK_OK(nn_sequential_add(sum, s2));
+  UNREF(s1, s2);
+  tensor *xs = uniform(&r, 3, 4, -1, 1);
+  CHECK_OK(nn_forward(sum, xs, &y));
+  /* a Sequential keeps no output of its own: its last layer's is it */
+  const float want = tensor_data(sum->children[0]->out)[4] +
+                     tensor_data(sum->children[1]->children[1]->out)[4];
+  CHECK(tensor_data(y)[4] == want);
+  gradcheck_single(sum, xs, 1e-2f);
   no_leaks();
 }
 
@@ -1229,7 +1242,12 @@ TEST(nn_container_errors) {
   CHECK_OK(nn_sequential_add(cat, l2));
   CHECK_OK(nn_sequential_add(cat, u));
   CHECK_ERR(nn_forward(cat, x, &y), DRV_ESHAPE, "nn.Concat: output 2 is [2, 2, 2], output 1 is [2, 3]");
-  CHECK_ERR(nn_sequential_add(res, lin), DRV_EINVAL, "not an nn.Sequential or nn.Concat");
+  nn_module *sm = nn_sum(), *l3 = nn_linear(4, 3, &r), *l4 = nn_linear(4, 2, &r);
+  CHECK_OK(nn_sequential_add(sm, l3));
+  CHECK_OK(nn_sequential_add(sm, l4));
+  CHECK_ERR(nn_forward(sm, x, &y), DRV_ESHAPE, "nn.Sum: output 2 is [2, 2], output 1 is [2, 3]");
+  UNREF(sm, l3, l4);
+  CHECK_ERR(nn_sequential_add(res, lin), DRV_EINVAL, "not an nn.Sequential, nn.Concat or nn.Sum");
   char buf[512];
   nn_module *s = seq_of(2, (nn_module *[]){nn_ref(res), nn_ref(cat)});
   nn_describe(s, buf, sizeof buf);

@@ -48,6 +48,7 @@ TEST(nn_spec_roundtrip_nested) {
       "BatchNorm2d(4,9.99999975e-06,0.100000001)",
       "Sequential(Residual(Sequential(Linear(4,4),ReLU)),Concat(Linear(4,2),Identity),Linear(6,1))",
       "Concat()",
+      "Sum(Linear(4,1),Sequential(Linear(4,3),ReLU,Linear(3,1)))",
   };
   rng_t r;
   rng_seed(&r, 7);
