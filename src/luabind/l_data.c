@@ -53,6 +53,13 @@ dataset *ldata_values(lua_State *L, int idx) {
   return d;
 }
 
+void ldata_refuse_sparse(lua_State *L, const dataset *d, const char *what) {
+  if (!data_has_sparse(d)) return;
+  luaL_error(L, "%s: sparse tables on a cluster are not supported yet: dataset '%s' has %s "
+             "(train it in process: drover.fit)", what, d->source,
+             d->sp.fields > 0 ? "hashed categorical ids" : "sparse libsvm rows");
+}
+
 static int ds_gc(lua_State *L) {
   dataset **box = luaL_checkudata(L, 1, DATASET_MT);
   data_free(*box);
