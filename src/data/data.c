@@ -28,6 +28,7 @@ void data_free(dataset *d) {
   tensor_free(d->x);
   tensor_free(d->y);
   free(d->recipe);
+  data__sparse_free(&d->sp);
   for (int64_t i = 0; d->names && i < d->nnames; i++) free(d->names[i]);
   free(d->names);
   free(d);
@@ -61,6 +62,8 @@ static int check_dataset(const dataset *d, const char *op) {
                    op, d->source, (long long)d->n, (long long)d->features);
   if (!tensor_is_contiguous(d->x) || !tensor_is_contiguous(d->y))
     return err_set(DRV_EINVAL, "%s: dataset '%s' has non-contiguous tensors", op, d->source);
+  if (d->sp.bound && (!d->sp.ptr || !d->sp.ids || d->sp.ptr[0] != 0 || d->sp.ptr[d->n] < 0))
+    return err_set(DRV_EINVAL, "%s: dataset '%s' has an inconsistent sparse part", op, d->source);
   return 0;
 }
 
@@ -123,7 +126,11 @@ int data_subset(const dataset *d, const int64_t *idx, int64_t k, dataset **out) 
                      (long long)idx[i], (long long)d->n);
   if ((rc = new_like(d, k, out)) < 0) return rc;
   gather(d, idx, k, tensor_data((*out)->x), tensor_data((*out)->y));
-  return 0;
+  if ((rc = data__sparse_gather(&d->sp, idx, k, &(*out)->sp)) < 0) {
+    data_free(*out);
+    *out = NULL;
+  }
+  return rc;
 }
 
 /* A fresh permutation of 0..n-1 from `seed`; the caller frees it. */
@@ -304,6 +311,9 @@ int data_standardize(const dataset *d, const data_stats *stats, dataset **out,
   bool lazy = d && d->recipe && d->n > 0;
   int rc = lazy ? 0 : check_dataset(d, "standardize");
   if (rc < 0) return rc;
+  if (d->features == 0)
+    return err_set(DRV_EINVAL, "standardize: dataset '%s' has no dense features (its ids are "
+                   "not standardized)", d->source);
   data_stats *fitted = NULL;
   if (!stats) {
     if ((rc = lazy ? data__recipe_stats(d->recipe, d->features, &fitted) : fit_stats(d, &fitted)) < 0) return rc;
@@ -325,6 +335,11 @@ int data_standardize(const dataset *d, const data_stats *stats, dataset **out,
     return rc;
   }
   if (!lazy) apply_stats(d, stats, r);
+  if (!lazy && (rc = data__sparse_copy(&d->sp, d->n, &r->sp)) < 0) {
+    data_free(r);
+    data_stats_free(fitted);
+    return rc;
+  }
   *out = r;
   if (stats_out) *stats_out = fitted;
   else data_stats_free(fitted);
@@ -349,6 +364,7 @@ static void iter_order(data_iter *it) {
 int data_iter_init(data_iter *it, const dataset *d, int64_t batch, bool shuffle, uint64_t seed) {
   memset(it, 0, sizeof *it);
   int rc = check_dataset(d, "batch");
+  if (rc == 0) rc = data__sparse_check(d, "batch");
   if (rc < 0) return rc;
   if (batch < 1) return err_set(DRV_EINVAL, "batch: size %lld must be at least 1", (long long)batch);
   int64_t b = batch < d->n ? batch : d->n;
@@ -401,6 +417,7 @@ int data_iter_next(data_iter *it, const tensor **x, const tensor **y) {
     tensor_free(it->bx);
     it->bx = v;
     gather_y(d, it->perm + it->pos, m, tensor_data(it->by));
+    if ((rc = data__iter_sparse_fill(it, it->perm + it->pos, m)) < 0) return rc;
     it->pos += m;
     *x = it->bx;
     *y = it->by;
@@ -410,6 +427,7 @@ int data_iter_next(data_iter *it, const tensor **x, const tensor **y) {
       (rc = tensor_resize(it->by, it->by->ndim, yshape)) < 0)
     return rc;
   gather(d, it->perm + it->pos, m, tensor_data(it->bx), tensor_data(it->by));
+  if ((rc = data__iter_sparse_fill(it, it->perm + it->pos, m)) < 0) return rc;
   it->pos += m;
   prefetch_next(it);
   *x = it->bx;
@@ -440,6 +458,9 @@ void data_iter_free(data_iter *it) {
   free(it->perm);
   tensor_free(it->bx);
   tensor_free(it->by);
+  free(it->bptr);
+  free(it->bids);
+  free(it->bvals);
   memset(it, 0, sizeof *it);
 }
 

@@ -25,7 +25,31 @@
 #include <stdint.h>
 
 #include "numeric/rng.h"
+#include "numeric/sparse.h"
 #include "numeric/tensor.h"
+
+/* A dataset's sparse part: ids (and weights) per example as CSR, beside
+ * the dense x (sparse.h's layout, for all n rows). Hashed categorical
+ * columns give `fields` ids per row and no weights; libsvm { sparse = true }
+ * gives any number of (id, value) pairs per row. bound > 0 says there is a
+ * sparse part (also while the dataset is lazy: the arrays are NULL then). */
+typedef struct data_sparse {
+  int64_t *ptr;   /* n + 1 offsets from 0, owned; NULL while lazy */
+  uint64_t *ids;  /* ptr[n] ids, each < bound, owned */
+  float *vals;    /* ptr[n] weights, owned; NULL when !weighted (all ones) */
+  int fields;     /* > 0: one id per categorical column per row, in file order */
+  bool weighted;  /* vals present (libsvm) */
+  uint64_t bound; /* ids are < bound (the buckets, libsvm's features); 0: none */
+} data_sparse;
+
+/* Ids of hashed categorical values: fmix64(fnv1a64(column as 4 bytes,
+ * little-endian, 1-based; then the field's bytes)) mod buckets, where
+ * fmix64 is MurmurHash3's 64-bit finalizer. Every categorical column
+ * shares [0, buckets); the column in the hash keeps equal strings of two
+ * columns apart, and an empty field (missing) is its column's own id. */
+uint64_t data_hash_id(uint32_t column, const char *s, size_t len, uint64_t buckets);
+/* Largest buckets (and libsvm sparse feature count) accepted: 2^40. */
+#define DATA_MAX_BUCKETS ((uint64_t)1 << 40)
 
 typedef struct dataset {
   tensor *x;        /* [n, features] or [n, ...] of features elements, contiguous, owned */
@@ -52,9 +76,13 @@ typedef struct dataset {
    * (set by every constructor; x_shape[0] and y_shape[0] are n). */
   int x_ndim, y_ndim;
   int64_t x_shape[TENSOR_MAXDIM], y_shape[2];
+  data_sparse sp;     /* the sparse part; sp.bound == 0: none */
 } dataset;
 
 void data_free(dataset *d); /* NULL is fine */
+
+/* True when d has a sparse part (hashed categorical columns, sparse libsvm). */
+bool data_has_sparse(const dataset *d);
 
 /* True when d's rows are not in memory (x and y NULL; see above). */
 bool data_is_lazy(const dataset *d);
@@ -85,6 +113,17 @@ typedef struct data_csv_opts {
    * shard only. keep has `keep_n` entries, the file's data rows. */
   const uint8_t *keep;
   int64_t keep_n;
+  /* Categorical columns (0-based file columns, ascending, never the
+   * label): their strings are hashed into ids (data_hash_id with the
+   * 1-based column) in [0, buckets), the dataset's sparse part with one
+   * field per column; the other columns stay dense x. */
+  const int *categorical;
+  int ncategorical;
+  uint64_t buckets;  /* 1 .. DATA_MAX_BUCKETS when ncategorical > 0 */
+  /* has_missing: an empty numeric feature field reads as `missing`
+   * (else it is an error naming file:line). */
+  bool has_missing;
+  float missing;
 } data_csv_opts;
 
 /* CSV of numbers; every row must have the same number of fields. Blank
@@ -103,6 +142,10 @@ typedef struct data_libsvm_opts {
                        index 0 appears */
   const uint8_t *keep; /* as in data_csv_opts (examples, 0-based) */
   int64_t keep_n;
+  /* Rows stay sparse: x is [n, 0] and the (index, value) pairs are the
+   * sparse part (ids 0-based, weighted), indices up to 2^32; features
+   * (or the largest index) is its bound. No dense matrix is made. */
+  bool sparse;
 } data_libsvm_opts;
 
 /* libsvm/svmlight: "label idx:val idx:val ..." with ascending indices;
@@ -209,12 +252,22 @@ typedef struct data_iter {
   tensor *bx, *by;
   bool views;     /* unshuffled: x is a view of the dataset's rows (set by
                      the caller that only reads the batch, e.g. to encode it) */
+  /* The batch's sparse part (data_has_sparse(d)): buffers grown to the
+   * largest batch seen, then reused. */
+  nn_sparse bsp;
+  int64_t *bptr;
+  uint64_t *bids;
+  float *bvals;
+  int64_t bcap;   /* entries bids/bvals hold */
 } data_iter;
 
 int data_iter_init(data_iter *it, const dataset *d, int64_t batch, bool shuffle,
                    uint64_t seed);
 /* Next batch into *x, *y: returns 1, or 0 at the end of the epoch. */
 int data_iter_next(data_iter *it, const tensor **x, const tensor **y);
+/* The sparse part of the batch data_iter_next returned last (rows of x in
+ * order), valid until the next call; NULL when the dataset has none. */
+const nn_sparse *data_iter_sparse(const data_iter *it);
 /* Starts the next epoch (reshuffling when shuffle). */
 void data_iter_reset(data_iter *it);
 /* Goes to position `pos` of (0-based) epoch `epoch`, as if that many

@@ -127,11 +127,13 @@ static int64_t count_fields(const char *s, const char *e, char delim) {
   return n;
 }
 
-/* True when some field of the line [s, e) other than column `skip` is not
- * a number at all: the line is a header. A number out of a float's range
- * (1e999) is still a number, so its line is data and the value the same
- * error as on any other line. Works on a copy. */
-static int line_has_text(const char *s, const char *e, char delim, int64_t skip, bool *text) {
+/* True when some field of the line [s, e) other than the columns with
+ * skip[j] (class names, categorical strings; NULL: none) is not a number
+ * at all: the line is a header. A number out of a float's range (1e999) is
+ * still a number, so its line is data and the value the same error as on
+ * any other line. Works on a copy. */
+static int line_has_text(const char *s, const char *e, char delim, const uint8_t *skip,
+                         bool empty_ok, bool *text) {
   size_t len = (size_t)(e - s);
   char *copy = malloc(len + 1);
   if (!copy) return err_set(DRV_ENOMEM, "out of memory");
@@ -143,7 +145,10 @@ static int line_has_text(const char *s, const char *e, char delim, int64_t skip,
     char *d = strchr(p, delim);
     if (d) *d = '\0';
     float v;
-    if (j != skip && data__parse_float(p, &v) == NUM_BAD) *text = true;
+    int len;
+    data__trimmed(p, &len);
+    bool missing = empty_ok && len == 0; /* a missing value, not a name */
+    if (!(skip && skip[j]) && !missing && data__parse_float(p, &v) == NUM_BAD) *text = true;
     if (!d || *text) break;
     p = d + 1;
   }
@@ -151,18 +156,85 @@ static int line_has_text(const char *s, const char *e, char delim, int64_t skip,
   return 0;
 }
 
+/* What each column of a line is. */
+enum { COL_DENSE = 0, COL_LABEL = 1, COL_CAT = 2 };
+
 typedef struct csv_ctx {
   const char *path;
   char delim;
   int64_t nf, label; /* label -1: none */
   int classes;       /* as data_csv_opts */
   names nm;
+  /* Categorical columns (data_csv_opts): kind[nf] says what each column
+   * is once nf is known; a row's ids go to ids[ncat]. */
+  const data_csv_opts *o;
+  uint8_t *kind;
+  uint64_t *ids;
+  int ncat;
 } csv_ctx;
 
-/* Parses one data row (already split into `nf` fields) into x_row / *y. */
+static void ctx_free(csv_ctx *cx) {
+  names_free(&cx->nm);
+  free(cx->kind);
+  free(cx->ids);
+  cx->kind = NULL;
+  cx->ids = NULL;
+}
+
+/* cx->kind and cx->ids for nf columns (label resolved), the categorical
+ * columns checked against the line `lineno` that gave nf. */
+static int csv_kinds(csv_ctx *cx, int64_t lineno) {
+  const data_csv_opts *o = cx->o;
+  cx->ncat = o->ncategorical;
+  cx->kind = calloc((size_t)cx->nf, 1);
+  cx->ids = malloc((size_t)(cx->ncat ? cx->ncat : 1) * sizeof *cx->ids);
+  if (!cx->kind || !cx->ids) return err_set(DRV_ENOMEM, "%s: out of memory", cx->path);
+  if (cx->label >= 0) cx->kind[cx->label] = COL_LABEL;
+  for (int i = 0; i < cx->ncat; i++) {
+    int c = o->categorical[i];
+    if (c < 0 || c >= cx->nf)
+      return err_set(DRV_EINVAL, "%s:%lld: categorical column %d is out of range: the file has "
+                     "%lld columns", cx->path, (long long)lineno, c + 1, (long long)cx->nf);
+    if (cx->kind[c] != COL_DENSE)
+      return err_set(DRV_EINVAL, "%s: categorical column %d is %s", cx->path, c + 1,
+                     cx->kind[c] == COL_LABEL ? "the label column" : "listed twice");
+    cx->kind[c] = COL_CAT;
+  }
+  if (cx->ncat && !(o->buckets >= 1 && o->buckets <= DATA_MAX_BUCKETS))
+    return err_set(DRV_EINVAL, "%s: buckets %llu is out of range (1 to 2^40)", cx->path,
+                   (unsigned long long)o->buckets);
+  return 0;
+}
+
+/* The columns header detection skips: class names and categorical ones. */
+static uint8_t *header_skip(const csv_ctx *cx) {
+  uint8_t *skip = calloc((size_t)cx->nf, 1);
+  for (int64_t j = 0; skip && j < cx->nf; j++)
+    skip[j] = cx->kind[j] == COL_CAT || (cx->kind[j] == COL_LABEL && cx->classes == 1);
+  return skip;
+}
+
+static int csv_header(const csv_ctx *cx, const char *s, const char *e, bool *header) {
+  uint8_t *skip = header_skip(cx);
+  if (!skip) return err_set(DRV_ENOMEM, "%s: out of memory", cx->path);
+  int rc = line_has_text(s, e, cx->delim, skip, cx->o->has_missing, header);
+  free(skip);
+  return rc;
+}
+
+/* Features (dense x columns) of a line of nf fields. */
+static int64_t csv_features(const csv_ctx *cx) { return cx->nf - (cx->label >= 0) - cx->ncat; }
+
+/* Parses one data row (already split into `nf` fields) into x_row / *y
+ * and the categorical columns' ids into cx->ids. */
 static int csv_row(csv_ctx *cx, int64_t lineno, char **fields, float *x_row, float *y) {
-  for (int64_t j = 0, k = 0; j < cx->nf; j++) {
+  for (int64_t j = 0, k = 0, c = 0; j < cx->nf; j++) {
     float v;
+    if (cx->kind[j] == COL_CAT) {
+      uint64_t id = data_hash_id((uint32_t)j + 1, fields[j], strlen(fields[j]), cx->o->buckets);
+      cx->ids[c++] = id;
+      continue;
+    }
     if (j == cx->label && cx->classes == 1) {
       int rc = name_id(&cx->nm, cx->path, lineno, fields[j], y);
       if (rc < 0) return rc;
@@ -172,9 +244,14 @@ static int csv_row(csv_ctx *cx, int64_t lineno, char **fields, float *x_row, flo
     if (rc != NUM_OK) {
       int len;
       const char *t = data__trimmed(fields[j], &len);
+      if (len == 0 && j != cx->label && cx->o->has_missing) {
+        x_row[k++] = cx->o->missing;
+        continue;
+      }
       if (len == 0)
-        return err_set(DRV_EPARSE, "%s:%lld: field %lld is empty", cx->path, (long long)lineno,
-                       (long long)j + 1);
+        return err_set(DRV_EPARSE, "%s:%lld: field %lld is empty%s", cx->path, (long long)lineno,
+                       (long long)j + 1, j == cx->label ? "" : " (a value for empty fields: "
+                       "{ missing = 0 })");
       return err_set(DRV_EPARSE, "%s:%lld: field %lld: '%.*s' is not a %snumber%s", cx->path,
                      (long long)lineno, (long long)j + 1, len, t, rc == NUM_INF ? "finite " : "",
                      j == cx->label && rc == NUM_BAD
@@ -235,6 +312,14 @@ static void set_csv_recipe(dataset *d, const char *path, const csv_ctx *cx, bool
     for (int64_t i = 0; a && i < d->nnames; i++) json_array_append_new(a, json_string(d->names[i]));
     json_object_set_new(r, "names", a);
   }
+  const data_csv_opts *o = cx->o;
+  if (r && o && o->ncategorical > 0) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < o->ncategorical; i++) json_array_append_new(a, json_integer(o->categorical[i]));
+    json_object_set_new(r, "categorical", a);
+    json_object_set_new(r, "buckets", json_integer((json_int_t)o->buckets));
+  }
+  if (r && o && o->has_missing) json_object_set_new(r, "missing", json_real(o->missing));
   data__set_recipe(d, r);
 }
 
@@ -289,6 +374,7 @@ static int csv_finish(csv_ctx *cx, const data_csv_opts *o, bool header, tensor *
  * never holds whole. The class names, if any, are the recipe's. */
 static int csv_read_kept(const char *path, const data_csv_opts *o, dataset **out) {
   data_fill fill = {.path = path};
+  fill.sp.s = (data_sparse){.fields = o->ncategorical, .bound = o->ncategorical ? o->buckets : 0};
   for (int64_t i = 0; i < o->keep_n; i++) fill.kept += o->keep[i] != 0;
   data_scan sc;
   int rc = data__csv_stream(path, o, data__fill_row, &fill, &sc);
@@ -298,19 +384,37 @@ static int csv_read_kept(const char *path, const data_csv_opts *o, dataset **out
   if (rc < 0) {
     tensor_free(fill.x);
     tensor_free(fill.y);
+    data__sparse_free(&fill.sp.s);
     return rc;
   }
-  csv_ctx cx = {.path = path, .classes = o->classes, .label = sc.label};
+  csv_ctx cx = {.path = path, .classes = o->classes, .label = sc.label, .o = o};
   if (o->names) cx.nm = (names){(char **)o->names, o->nnames, o->nnames, true};
-  return csv_finish(&cx, o, sc.header, fill.x, fill.y, out);
+  rc = csv_finish(&cx, o, sc.header, fill.x, fill.y, out);
+  if (rc == 0 && fill.sp.s.bound) data__sp_take(&fill.sp, &(*out)->sp);
+  data__sparse_free(&fill.sp.s);
+  return rc;
+}
+
+/* A file with categorical columns read whole: streamed once to check it
+ * and count its rows (data_open_csv), then its rows read (data_load). */
+static int csv_read_streamed(const char *path, const data_csv_opts *o, dataset **out) {
+  int rc = data_open_csv(path, o, out);
+  if (rc == 0 && (rc = data_load(*out)) < 0) {
+    data_free(*out);
+    *out = NULL;
+  }
+  return rc;
 }
 
 int data_read_csv(const char *path, const data_csv_opts *o, dataset **out) {
   *out = NULL;
   data_csv_opts def = {.label = -1, .header = -1, .delimiter = ','};
   if (!o) o = &def;
-  if (o->keep && (o->classes != 1 || o->names)) return csv_read_kept(path, o, out);
-  csv_ctx cx = {.path = path, .delim = o->delimiter ? o->delimiter : ',', .classes = o->classes};
+  if (o->keep && (o->classes != 1 || o->names || o->ncategorical > 0))
+    return csv_read_kept(path, o, out);
+  if (o->ncategorical > 0 && !o->keep) return csv_read_streamed(path, o, out);
+  csv_ctx cx = {.path = path, .delim = o->delimiter ? o->delimiter : ',', .classes = o->classes,
+                .o = o};
   if (o->names) cx.nm = (names){(char **)o->names, o->nnames, o->nnames, true};
   if (cx.delim == '\n' || cx.delim == '\r' || cx.delim == '.' || cx.delim == '-' || cx.delim == '+')
     return err_set(DRV_EINVAL, "%s: delimiter '%c' cannot separate numbers", path, cx.delim);
@@ -338,9 +442,8 @@ int data_read_csv(const char *path, const data_csv_opts *o, dataset **out) {
   }
   cx.nf = count_fields(first_s, first_e, cx.delim);
   if ((rc = resolve_label(path, first_no, o, cx.nf, &cx.label)) < 0) goto fail;
-  if (o->header < 0 &&
-      (rc = line_has_text(first_s, first_e, cx.delim, cx.classes == 1 ? cx.label : -1, &header)) < 0)
-    goto fail;
+  if ((rc = csv_kinds(&cx, first_no)) < 0) goto fail;
+  if (o->header < 0 && (rc = csv_header(&cx, first_s, first_e, &header)) < 0) goto fail;
   int64_t rows = lines - header, kept = rows;
   if (rows == 0) {
     rc = err_set(DRV_EPARSE, "%s: no data rows after the header", path);
@@ -359,10 +462,10 @@ int data_read_csv(const char *path, const data_csv_opts *o, dataset **out) {
   if ((rc = csv_fill(&cx, &body, header, o->keep, x, y)) < 0) goto fail;
   free(fb.data);
   rc = csv_finish(&cx, o, header, x, y, out);
-  names_free(&cx.nm);
+  ctx_free(&cx);
   return rc;
 fail:
-  names_free(&cx.nm);
+  ctx_free(&cx);
   tensor_free(x);
   tensor_free(y);
   free(fb.data);
@@ -376,8 +479,8 @@ static int csv_first(csv_ctx *cx, const data_csv_opts *o, int64_t lineno, const 
                      const char *e, bool *header) {
   cx->nf = count_fields(s, e, cx->delim);
   int rc = resolve_label(cx->path, lineno, o, cx->nf, &cx->label);
-  if (rc == 0 && o->header < 0)
-    rc = line_has_text(s, e, cx->delim, cx->classes == 1 ? cx->label : -1, header);
+  if (rc == 0) rc = csv_kinds(cx, lineno);
+  if (rc == 0 && o->header < 0) rc = csv_header(cx, s, e, header);
   return rc;
 }
 
@@ -398,7 +501,7 @@ static void csv_scan_out(csv_ctx *cx, const data_csv_opts *o, int64_t rows, bool
   if (!scan) return;
   memset(scan, 0, sizeof *scan);
   scan->rows = rows;
-  scan->features = cx->nf - (cx->label >= 0);
+  scan->features = csv_features(cx);
   scan->header = header;
   scan->label = cx->label;
   scan->classes = o->no_label || cx->classes == -1 ? 0 : classes;
@@ -413,7 +516,8 @@ static void csv_scan_out(csv_ctx *cx, const data_csv_opts *o, int64_t rows, bool
 
 int data__csv_stream(const char *path, const data_csv_opts *o, data__row_fn fn, void *ud,
                      data_scan *scan) {
-  csv_ctx cx = {.path = path, .delim = o->delimiter ? o->delimiter : ',', .classes = o->classes};
+  csv_ctx cx = {.path = path, .delim = o->delimiter ? o->delimiter : ',', .classes = o->classes,
+                .o = o};
   if (o->names) cx.nm = (names){(char **)o->names, o->nnames, o->nnames, true};
   if (cx.delim == '\n' || cx.delim == '\r' || cx.delim == '.' || cx.delim == '-' || cx.delim == '+')
     return err_set(DRV_EINVAL, "%s: delimiter '%c' cannot separate numbers", path, cx.delim);
@@ -448,7 +552,8 @@ int data__csv_stream(const char *path, const data_csv_opts *o, data__row_fn fn, 
     if (!o->keep) data_row++;
     if ((rc = csv_line(&cx, l.lineno, s, e, fields, row, &y)) < 0) break;
     if (!o->no_label && cx.classes == 0) data__classes_add(&cls, y);
-    if (fn && (rc = fn(ud, row, cx.nf - (cx.label >= 0), y)) < 0) break;
+    data__ids ids = {cx.ids, NULL, cx.ncat};
+    if (fn && (rc = fn(ud, row, csv_features(&cx), y, cx.ncat ? &ids : NULL)) < 0) break;
   }
   data__lines_close(&l);
   free(fields);
@@ -463,7 +568,7 @@ int data__csv_stream(const char *path, const data_csv_opts *o, data__row_fn fn, 
                  (long long)o->keep_n);
   if (rc == 0) csv_scan_out(&cx, o, data_row + 1, header, &cls, scan);
   else data__classes_end(&cls);
-  names_free(&cx.nm);
+  ctx_free(&cx);
   return rc;
 }
 
@@ -495,8 +600,9 @@ int data_open_csv(const char *path, const data_csv_opts *o, dataset **out) {
   d->x_shape[1] = d->features;
   d->y_ndim = 1;
   d->y_shape[1] = 1;
+  if (o->ncategorical > 0) d->sp = (data_sparse){.fields = o->ncategorical, .bound = o->buckets};
   csv_ctx cx = {.path = path, .delim = o->delimiter ? o->delimiter : ',', .label = sc.label,
-                .classes = o->classes};
+                .classes = o->classes, .o = o};
   set_csv_recipe(d, path, &cx, sc.header);
   if (!d->recipe) {
     data_free(d);

@@ -455,7 +455,7 @@ static int each_row(void *ud, int64_t row, const unsigned char *bytes) {
   each *e = ud;
   (void)row;
   data__decode(bytes, e->h->type, e->cols, e->v);
-  return e->fn(e->ud, e->v, e->cols, 0);
+  return e->fn(e->ud, e->v, e->cols, 0, NULL);
 }
 
 int data__idx_each_x(json_t *rec, const char *x_path, const uint8_t *keep, data__row_fn fn,

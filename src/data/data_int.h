@@ -122,17 +122,51 @@ int data__lines_open(data_lines *l, const char *path);
 int data__lines_next(data_lines *l, char **s, char **e);
 void data__lines_close(data_lines *l);
 
-/* A row of a stream of rows: x [features] and its label y; returns 0 or
- * a negative code that stops the stream. */
-typedef int (*data__row_fn)(void *ud, const float *x, int64_t features, float y);
+/* ---- sparse parts (data_sparse.c) --------------------------------------- */
+
+/* One row's sparse entries as a reader hands them on (borrowed). */
+typedef struct data__ids {
+  const uint64_t *ids;
+  const float *vals; /* NULL: all ones */
+  int64_t n;
+} data__ids;
+
+/* A sparse part built row by row (arrays grown by doubling). */
+typedef struct data_spbuild {
+  data_sparse s; /* fields, weighted, bound set by the caller */
+  int64_t rows, cap_rows, cap;
+} data_spbuild;
+/* Appends one row (r->vals required when s.weighted). */
+int data__sp_add(data_spbuild *b, const char *path, const data__ids *r);
+/* Moves the built arrays into dst (its shape fields too); b is empty after. */
+void data__sp_take(data_spbuild *b, data_sparse *dst);
+void data__sparse_free(data_sparse *s); /* the arrays; the shape stays */
+/* dst (arrays NULL) = rows idx[0..k) of src, in that order; src's shape. */
+int data__sparse_gather(const data_sparse *src, const int64_t *idx, int64_t k, data_sparse *dst);
+/* dst (arrays NULL) = a copy of src's n rows. */
+int data__sparse_copy(const data_sparse *src, int64_t n, data_sparse *dst);
+/* The structure of d's loaded sparse part (ptr from 0, monotone, ids below
+ * the bound, fields consistent), DRV_EINVAL naming `op` and d. */
+int data__sparse_check(const dataset *d, const char *op);
+/* The batch rows idx[0..m) of it's dataset into it->bsp: the buffers grow
+ * to the largest batch seen, so a warm iterator allocates nothing. */
+int data__iter_sparse_fill(data_iter *it, const int64_t *idx, int64_t m);
+
+/* A row of a stream of rows: x [features], its label y and its sparse
+ * entries (NULL when the reader has none); returns 0 or a negative code
+ * that stops the stream. */
+typedef int (*data__row_fn)(void *ud, const float *x, int64_t features, float y,
+                            const data__ids *ids);
 /* A data__row_fn that appends the rows to a [kept, features] x and a
- * [kept] y made on the first row: a reader of some rows of a file. */
+ * [kept] y made on the first row, and their sparse entries to sp: a reader
+ * of some rows of a file. */
 typedef struct data_fill {
   const char *path;
   int64_t kept, row;
   tensor *x, *y; /* owned until taken */
+  data_spbuild sp; /* owned until taken */
 } data_fill;
-int data__fill_row(void *ud, const float *x, int64_t features, float y);
+int data__fill_row(void *ud, const float *x, int64_t features, float y, const data__ids *ids);
 
 /* Labels seen one at a time, for data__classes_of's rule. */
 typedef struct data_classes {
@@ -155,6 +189,7 @@ typedef struct data_scan {
   int64_t nnames;
   int64_t label;     /* CSV: resolved label column, -1 none */
   bool zero_based;   /* libsvm */
+  uint64_t bound;    /* libsvm sparse: the feature count (ids' bound) */
 } data_scan;
 
 /* Streams the CSV file: with o->keep, parses the kept data rows only and

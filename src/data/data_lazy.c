@@ -36,6 +36,8 @@ int data__lazy_like(const dataset *like, int64_t n, dataset **out) {
   d->features = like->features;
   d->classes = like->classes;
   d->unlabeled = like->unlabeled;
+  d->sp = (data_sparse){.fields = like->sp.fields, .weighted = like->sp.weighted,
+                        .bound = like->sp.bound};
   memcpy(d->source, like->source, sizeof d->source);
   if (like->x) {
     d->x_ndim = like->x->ndim;
@@ -71,7 +73,8 @@ int data_load(dataset *d) {
   dataset *full = NULL;
   int rc = data_from_recipe(d->recipe, strlen(d->recipe), 0, 1, &full);
   if (rc < 0) return rc;
-  if (full->n != d->n || full->features != d->features) {
+  if (full->n != d->n || full->features != d->features || full->sp.bound != d->sp.bound ||
+      full->sp.fields != d->sp.fields) {
     rc = err_set(DRV_EINVAL, "%s: has %lld x %lld values now, %lld x %lld when it was first "
                  "read", d->source, (long long)full->n, (long long)full->features,
                  (long long)d->n, (long long)d->features);
@@ -81,6 +84,8 @@ int data_load(dataset *d) {
   d->x = full->x;
   d->y = full->y;
   full->x = full->y = NULL;
+  d->sp = full->sp;
+  memset(&full->sp, 0, sizeof full->sp);
   data_free(full);
   data__note_shapes(d);
   return 0;
@@ -156,8 +161,12 @@ int data__stats_from_sums(int64_t f, int64_t n, const double *k, const double *s
   return 0;
 }
 
-int data__fill_row(void *ud, const float *x, int64_t features, float y) {
+int data__fill_row(void *ud, const float *x, int64_t features, float y, const data__ids *ids) {
   data_fill *c = ud;
+  if (ids) {
+    int rc = data__sp_add(&c->sp, c->path, ids);
+    if (rc < 0) return rc;
+  }
   if (!c->x) {
     int rc = data__alloc_xy(c->path, c->kept, features, &c->x, &c->y);
     if (rc < 0) return rc;

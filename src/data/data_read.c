@@ -210,7 +210,7 @@ int64_t data__classes_of(const tensor *y) {
 int data__alloc_xy(const char *path, int64_t rows, int64_t cols, tensor **x, tensor **y) {
   int64_t total;
   *x = *y = NULL;
-  if (rows <= 0 || cols <= 0 || __builtin_mul_overflow(rows, cols, &total) ||
+  if (rows <= 0 || cols < 0 || __builtin_mul_overflow(rows, cols, &total) ||
       total > DATA__MAX_ELEMS)
     return err_set(DRV_ERANGE, "%s: %lld x %lld values is too large", path,
                    (long long)rows, (long long)cols);
@@ -307,13 +307,16 @@ typedef struct sparse {
   float *labels;     /* [n] */
   int64_t *rowptr;   /* [n + 1]: row i holds entries [rowptr[i], rowptr[i+1]) */
   int64_t cap_rows;  /* capacity of labels and rowptr */
-  int32_t *col;      /* 0-based feature index per entry */
+  int64_t *col;      /* feature index per entry, as written */
   float *val;        /* value per entry */
   int64_t cap_nnz;   /* capacity of col and val */
   int64_t n, nnz;
   int64_t max_index; /* largest index seen, as written */
   int64_t min_index; /* smallest index seen, as written (-1: none yet) */
   int zero_based;    /* as data_libsvm_opts */
+  bool keep_sparse;  /* data_libsvm_opts.sparse: indices up to 2^40 */
+  uint64_t *ids;     /* streaming a sparse file: the row's 0-based ids */
+  int64_t cap_ids;
 } sparse;
 
 static void sparse_free(sparse *sp) {
@@ -321,6 +324,7 @@ static void sparse_free(sparse *sp) {
   free(sp->rowptr);
   free(sp->col);
   free(sp->val);
+  free(sp->ids);
 }
 
 /* Reallocates *p to hold `n` elements of `size` bytes; false on failure
@@ -344,7 +348,7 @@ static bool sparse_reserve(sparse *sp, int64_t rows, int64_t nnz) {
   }
   if (nnz > sp->cap_nnz) {
     int64_t c = sp->cap_nnz ? sp->cap_nnz * 2 : 4096;
-    if (!resize_array((void **)&sp->col, c, sizeof(int32_t)) ||
+    if (!resize_array((void **)&sp->col, c, sizeof(int64_t)) ||
         !resize_array((void **)&sp->val, c, sizeof(float)))
       return false;
     sp->cap_nnz = c;
@@ -378,9 +382,9 @@ static int svm_entry(const char *path, int64_t lineno, char *tok, int64_t featur
   if (features > 0 && sp->zero_based >= 0 && idx + (sp->zero_based == 1) > features)
     return err_set(DRV_ERANGE, "%s:%lld: index %lld is beyond the %lld features", path,
                    (long long)lineno, idx, (long long)features);
-  if (idx > INT32_MAX)
-    return err_set(DRV_ERANGE, "%s:%lld: index %lld is too large", path,
-                   (long long)lineno, idx);
+  if (idx > (sp->keep_sparse ? (long long)DATA_MAX_BUCKETS : INT32_MAX))
+    return err_set(DRV_ERANGE, "%s:%lld: index %lld is too large%s", path, (long long)lineno, idx,
+                   sp->keep_sparse ? "" : " for dense rows (a sparse dataset: { sparse = true })");
   float v;
   int rc = data__parse_float(colon + 1, &v);
   if (rc != NUM_OK)
@@ -389,7 +393,7 @@ static int svm_entry(const char *path, int64_t lineno, char *tok, int64_t featur
                    rc == NUM_INF ? "finite " : "");
   if (!sparse_reserve(sp, sp->n + 1, sp->nnz + 1))
     return err_set(DRV_ENOMEM, "%s: out of memory", path);
-  sp->col[sp->nnz] = (int32_t)idx; /* shifted to 0-based once the file is read */
+  sp->col[sp->nnz] = idx; /* shifted to 0-based once the file is read */
   sp->val[sp->nnz] = v;
   sp->nnz++;
   *prev = idx;
@@ -448,10 +452,43 @@ static int svm_dense(const char *path, const sparse *sp, int64_t features, bool 
   return data__wrap(x, y, path, out);
 }
 
+/* The parsed rows as a dataset with an empty x [n, 0] and the entries as
+ * its sparse part (0-based ids below the feature count, weighted): no
+ * dense matrix, whatever the feature count. Takes sp's arrays. */
+static int svm_sparse(const char *path, sparse *sp, int64_t features, bool zb, dataset **out) {
+  uint64_t bound = features ? (uint64_t)features : (uint64_t)(sp->max_index + zb);
+  if (bound == 0 || bound > DATA_MAX_BUCKETS)
+    return err_set(bound ? DRV_ERANGE : DRV_EPARSE, "%s: %s", path,
+                   bound ? "more than 2^40 features" : "no feature indices, cannot infer the "
+                   "feature count");
+  tensor *x, *y;
+  int rc = data__alloc_xy(path, sp->n, 0, &x, &y);
+  if (rc < 0) return rc;
+  memcpy(tensor_data(y), sp->labels, (size_t)sp->n * sizeof(float));
+  uint64_t *ids = (uint64_t *)sp->col; /* in place: an int64 becomes a uint64 */
+  for (int64_t k = 0; k < sp->nnz; k++) {
+    ids[k] = (uint64_t)(sp->col[k] - !zb);
+    if (ids[k] >= bound) {
+      tensor_free(x);
+      tensor_free(y);
+      return err_set(DRV_ERANGE, "%s: index %llu is beyond the %llu features", path,
+                     (unsigned long long)ids[k] + !zb, (unsigned long long)bound);
+    }
+  }
+  if ((rc = data__wrap(x, y, path, out)) < 0) return rc;
+  (*out)->sp = (data_sparse){.ptr = sp->rowptr, .ids = ids, .vals = sp->val, .weighted = true,
+                             .bound = bound};
+  sp->rowptr = NULL;
+  sp->col = NULL;
+  sp->val = NULL;
+  return 0;
+}
+
 /* The examples in o->keep, streamed: a worker reads its shard of a file
  * it never holds whole (the recipe gives the features and index base). */
 static int svm_read_kept(const char *path, const data_libsvm_opts *o, dataset **out) {
   data_fill fill = {.path = path};
+  if (o->sparse) fill.sp.s = (data_sparse){.weighted = true, .bound = (uint64_t)o->features};
   for (int64_t i = 0; i < o->keep_n; i++) fill.kept += o->keep[i] != 0;
   int rc = data__svm_stream(path, o, data__fill_row, &fill, NULL);
   if (rc == 0 && fill.row != fill.kept)
@@ -460,9 +497,23 @@ static int svm_read_kept(const char *path, const data_libsvm_opts *o, dataset **
   if (rc < 0) {
     tensor_free(fill.x);
     tensor_free(fill.y);
+    data__sparse_free(&fill.sp.s);
     return rc;
   }
-  return data__wrap(fill.x, fill.y, path, out);
+  rc = data__wrap(fill.x, fill.y, path, out);
+  if (rc == 0 && o->sparse) data__sp_take(&fill.sp, &(*out)->sp);
+  data__sparse_free(&fill.sp.s);
+  return rc;
+}
+
+/* The recipe of a libsvm file: features is the bound of a sparse one. */
+static void svm_recipe(dataset *d, const char *path, int64_t features, bool zb, bool sparse) {
+  char abs[4096];
+  json_t *r = json_pack("{s:s, s:s, s:s, s:I, s:b}", "format", "libsvm", "path",
+                        data__abspath(path, abs, sizeof abs), "given", path, "features",
+                        (json_int_t)features, "zero_based", zb);
+  if (r && sparse) json_object_set_new(r, "sparse", json_true());
+  data__set_recipe(d, r);
 }
 
 int data_read_libsvm(const char *path, const data_libsvm_opts *o, dataset **out) {
@@ -476,7 +527,7 @@ int data_read_libsvm(const char *path, const data_libsvm_opts *o, dataset **out)
   filebuf fb;
   int rc = data__read_all(path, &fb);
   if (rc < 0) return rc;
-  sparse sp = {.min_index = -1, .zero_based = o->zero_based};
+  sparse sp = {.min_index = -1, .zero_based = o->zero_based, .keep_sparse = o->sparse};
   line_iter li = {fb.data, fb.data + fb.len, 0};
   char *s, *e;
   int64_t example = -1;
@@ -501,13 +552,11 @@ int data_read_libsvm(const char *path, const data_libsvm_opts *o, dataset **out)
     goto done;
   }
   bool zb = o->zero_based == 1 || (o->zero_based < 0 && sp.min_index == 0);
-  if ((rc = svm_dense(path, &sp, features, zb, out)) < 0) goto done;
-  if (!o->keep) {
-    char abs[4096];
-    data__set_recipe(*out, json_pack("{s:s, s:s, s:s, s:I, s:b}", "format", "libsvm", "path",
-                                     data__abspath(path, abs, sizeof abs), "given", path, "features",
-                                     (json_int_t)(*out)->features, "zero_based", zb));
-  }
+  if ((rc = o->sparse ? svm_sparse(path, &sp, features, zb, out)
+                       : svm_dense(path, &sp, features, zb, out)) < 0)
+    goto done;
+  if (!o->keep) svm_recipe(*out, path, o->sparse ? (int64_t)(*out)->sp.bound : (*out)->features,
+                           zb, o->sparse);
 done:
   sparse_free(&sp);
   free(fb.data);
@@ -532,17 +581,47 @@ static int svm_row(const char *path, int64_t lineno, const sparse *sp, bool zb, 
   return 0;
 }
 
+/* The one row in sp as 0-based ids (sp->ids grown as needed) for fn. */
+static int svm_ids(const char *path, sparse *sp, bool zb, data__ids *r) {
+  if (sp->nnz > sp->cap_ids) {
+    int64_t c = sp->cap_ids ? sp->cap_ids : 64;
+    while (c < sp->nnz) c *= 2;
+    if (!resize_array((void **)&sp->ids, c, sizeof *sp->ids))
+      return err_set(DRV_ENOMEM, "%s: out of memory", path);
+    sp->cap_ids = c;
+  }
+  for (int64_t k = 0; k < sp->nnz; k++) sp->ids[k] = (uint64_t)(sp->col[k] - !zb);
+  *r = (data__ids){sp->ids, sp->val, sp->nnz};
+  return 0;
+}
+
+/* One streamed row handed to fn: densified, or its ids (o->sparse). */
+static int svm_emit(const char *path, int64_t lineno, const data_libsvm_opts *o, sparse *sp,
+                    float *row, data__row_fn fn, void *ud) {
+  bool zb = o->zero_based == 1;
+  if (o->sparse) {
+    data__ids r;
+    int rc = svm_ids(path, sp, zb, &r);
+    return rc < 0 ? rc : fn(ud, row, 0, sp->labels[0], &r);
+  }
+  int rc = svm_row(path, lineno, sp, zb, row, o->features);
+  return rc < 0 ? rc : fn(ud, row, o->features, sp->labels[0], NULL);
+}
+
 /* The features and index base the stream found, checked. */
 static int svm_shape(const char *path, const data_libsvm_opts *o, const sparse *sp,
                      data_scan *scan) {
   bool zb = o->zero_based == 1 || (o->zero_based < 0 && sp->min_index == 0);
   int64_t nfeat = o->features ? o->features : sp->max_index + zb;
+  if (o->sparse && (uint64_t)nfeat > DATA_MAX_BUCKETS)
+    return err_set(DRV_ERANGE, "%s: %lld features: at most 2^40", path, (long long)nfeat);
   if (nfeat == 0)
     return err_set(DRV_EPARSE, "%s: no feature indices, cannot infer the feature count", path);
   if (sp->max_index - !zb >= nfeat)
     return err_set(DRV_ERANGE, "%s: index %lld is beyond the %lld features", path,
                    (long long)sp->max_index, (long long)nfeat);
-  scan->features = nfeat;
+  scan->features = o->sparse ? 0 : nfeat;
+  scan->bound = o->sparse ? (uint64_t)nfeat : 0;
   scan->zero_based = zb;
   return 0;
 }
@@ -554,8 +633,8 @@ int data__svm_stream(const char *path, const data_libsvm_opts *o, data__row_fn f
   data_lines l;
   int rc = data__lines_open(&l, path);
   if (rc < 0) return rc;
-  sparse sp = {.min_index = -1, .zero_based = o->zero_based};
-  float *row = fn ? malloc((size_t)o->features * sizeof *row) : NULL;
+  sparse sp = {.min_index = -1, .zero_based = o->zero_based, .keep_sparse = o->sparse};
+  float *row = fn ? malloc((size_t)(o->sparse ? 1 : o->features) * sizeof *row) : NULL;
   if (fn && !row) rc = err_set(DRV_ENOMEM, "%s: out of memory", path);
   data_classes cls = {0};
   char *s, *e;
@@ -576,9 +655,7 @@ int data__svm_stream(const char *path, const data_libsvm_opts *o, data__row_fn f
     sp.n = sp.nnz = 0; /* one row at a time; the index range is kept */
     if ((rc = svm_line(path, l.lineno, s, e, o->features, &sp)) < 0) break;
     data__classes_add(&cls, sp.labels[0]);
-    if (fn && ((rc = svm_row(path, l.lineno, &sp, o->zero_based == 1, row, o->features)) < 0 ||
-               (rc = fn(ud, row, o->features, sp.labels[0])) < 0))
-      break;
+    if (fn && (rc = svm_emit(path, l.lineno, o, &sp, row, fn, ud)) < 0) break;
   }
   data__lines_close(&l);
   free(row);
@@ -613,10 +690,8 @@ int data_open_libsvm(const char *path, const data_libsvm_opts *o, dataset **out)
   d->x_shape[1] = d->features;
   d->y_ndim = 1;
   d->y_shape[1] = 1;
-  char abs[4096];
-  data__set_recipe(d, json_pack("{s:s, s:s, s:s, s:I, s:b}", "format", "libsvm", "path",
-                                data__abspath(path, abs, sizeof abs), "given", path, "features",
-                                (json_int_t)d->features, "zero_based", sc.zero_based));
+  if (o->sparse) d->sp = (data_sparse){.weighted = true, .bound = sc.bound};
+  svm_recipe(d, path, o->sparse ? (int64_t)sc.bound : d->features, sc.zero_based, o->sparse);
   if (!d->recipe) {
     data_free(d);
     return err_set(DRV_ENOMEM, "%s: out of memory", path);

@@ -202,10 +202,28 @@ static int file_of(json_t *rec, const char *key, const char **out) {
                  shipped, strerror(errno));
 }
 
+/* The categorical columns of a CSV recipe into o (cat has room for
+ * DATA__MAX_CAT); false when the recipe's list is malformed. */
+#define DATA__MAX_CAT 4096
+static bool csv_cat_opts(json_t *rec, int *cat, data_csv_opts *o) {
+  json_t *a = json_object_get(rec, "categorical"), *m = json_object_get(rec, "missing");
+  size_t n = json_array_size(a);
+  if (n > DATA__MAX_CAT) return false;
+  for (size_t i = 0; i < n; i++) cat[i] = (int)json_integer_value(json_array_get(a, i));
+  o->categorical = n ? cat : NULL;
+  o->ncategorical = (int)n;
+  o->buckets = (uint64_t)json_integer_value(json_object_get(rec, "buckets"));
+  o->has_missing = json_is_number(m);
+  o->missing = (float)json_number_value(m);
+  return true;
+}
+
 /* The CSV reader's options of the recipe, reading the rows in keep
  * (keep_n of them). Returns the class names' array *o points into (the
- * caller frees it; the strings are rec's), NULL when out of memory. */
-static char **csv_opts(json_t *rec, const uint8_t *keep, int64_t keep_n, data_csv_opts *o) {
+ * caller frees it; the strings are rec's), NULL when out of memory or
+ * malformed. The categorical columns go to cat (DATA__MAX_CAT ints). */
+static char **csv_opts(json_t *rec, const uint8_t *keep, int64_t keep_n, int *cat,
+                       data_csv_opts *o) {
   json_t *names = json_object_get(rec, "names");
   int64_t nn = (int64_t)json_array_size(names);
   char **nv = calloc((size_t)nn + 1, sizeof *nv);
@@ -216,13 +234,18 @@ static char **csv_opts(json_t *rec, const uint8_t *keep, int64_t keep_n, data_cs
                        .delimiter = delim ? delim[0] : ',', .no_label = label < 0,
                        .classes = (int)json_integer_value(json_object_get(rec, "classes")),
                        .names = nn ? nv : NULL, .nnames = nn, .keep = keep, .keep_n = keep_n};
+  if (nv && !csv_cat_opts(rec, cat, o)) {
+    free(nv);
+    return NULL;
+  }
   return nv;
 }
 
 static data_libsvm_opts svm_opts(json_t *rec, const uint8_t *keep, int64_t keep_n) {
   return (data_libsvm_opts){.features = json_integer_value(json_object_get(rec, "features")),
                             .zero_based = json_is_true(json_object_get(rec, "zero_based")),
-                            .keep = keep, .keep_n = keep_n};
+                            .keep = keep, .keep_n = keep_n,
+                            .sparse = json_is_true(json_object_get(rec, "sparse"))};
 }
 
 /* A .npy's rows listed in r: the mapping itself when r is the whole file
@@ -277,9 +300,11 @@ static int text_rows(json_t *rec, const char *fmt, const rows *r, int64_t n, dat
   for (int64_t j = 0; j < r->n; j++) keep[r->v[j]] = 1;
   if (strcmp(fmt, "csv") == 0) {
     data_csv_opts o;
-    char **nv = csv_opts(rec, keep, n, &o);
+    int *cat = malloc(DATA__MAX_CAT * sizeof *cat);
+    char **nv = cat ? csv_opts(rec, keep, n, cat, &o) : NULL;
     rc = nv ? data_read_csv(path, &o, &base) : err_set(DRV_ENOMEM, "out of memory");
     free(nv);
+    free(cat);
   } else {
     data_libsvm_opts o = svm_opts(rec, keep, n);
     rc = data_read_libsvm(path, &o, &base);
@@ -404,7 +429,8 @@ typedef struct stat_acc {
   float *tmp;          /* [f] */
 } stat_acc;
 
-static int acc_row(void *ud, const float *x, int64_t f, float y) {
+static int acc_row(void *ud, const float *x, int64_t f, float y, const data__ids *ids) {
+  (void)ids; /* standardize sees the dense columns only */
   stat_acc *a = ud;
   (void)y;
   if (f != a->f)
@@ -487,7 +513,7 @@ static int npy_each(json_t *rec, const uint8_t *keep, int64_t n, stat_acc *a) {
   bool mapped = d->x->storage->mapped > 0;
   uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), done = (uintptr_t)x & ~(page - 1);
   for (int64_t i = 0; rc == 0 && i < n; i++) {
-    if (keep[i]) rc = acc_row(a, x + i * a->f, a->f, 0);
+    if (keep[i]) rc = acc_row(a, x + i * a->f, a->f, 0, NULL);
     uintptr_t upto = (uintptr_t)(x + i * a->f) & ~(page - 1);
     if (mapped && upto - done >= ((uintptr_t)1 << 22)) { /* every 4 MiB */
       madvise((void *)done, upto - done, MADV_DONTNEED);
@@ -513,9 +539,11 @@ static int each_row(json_t *rec, const char *fmt, const uint8_t *keep, int64_t n
   }
   if (strcmp(fmt, "csv") != 0) return bad(fmt);
   data_csv_opts o;
-  char **nv = csv_opts(rec, keep, n, &o);
+  int *cat = malloc(DATA__MAX_CAT * sizeof *cat);
+  char **nv = cat ? csv_opts(rec, keep, n, cat, &o) : NULL;
   rc = nv ? data__csv_stream(path, &o, acc_row, a, NULL) : err_set(DRV_ENOMEM, "out of memory");
   free(nv);
+  free(cat);
   return rc;
 }
 

@@ -189,6 +189,8 @@ static void read_experiment(lua_State *L, fit_ctx *x, coord_fit_args *a) {
   *x = (fit_ctx){.L = L};
   lsettings_read(L, 2, &x->e);
   refuse_in_process_only(L, &x->e);
+  if (x->e.train_data) ldata_refuse_sparse(L, ldata_check(L, x->e.train_data), "experiment");
+  if (x->e.eval_data) ldata_refuse_sparse(L, ldata_check(L, x->e.eval_data), "experiment");
   train_cfg *cfg = &x->e.cfg;
   x->progress_fn = x->e.progress;
   if (x->progress_fn) cfg->on_progress = call_progress, cfg->ud = x;
@@ -347,6 +349,7 @@ static int l_evaluate(lua_State *L) {
     lua_getfield(L, 7, "data");
     d = ldata_check(L, -1);
   }
+  ldata_refuse_sparse(L, d, "cluster: evaluate");
   lua_getfield(L, 6, "batch");
   int64_t batch = lua_tointeger(L, -1);
   lua_pop(L, 1);
@@ -414,6 +417,7 @@ static int l_predict(lua_State *L) {
   ltrain_check_experiment(L, 2);
   /* A dataset read from a file stays on disk here: the workers read it. */
   const dataset *d = luaL_testudata(L, 3, "drover.Dataset") ? ldata_check(L, 3) : NULL;
+  ldata_refuse_sparse(L, d, "cluster: predict");
   const char *recipe = d ? d->recipe : NULL;
   const tensor *x = recipe ? NULL : ltrain_inputs(L, 3);
   int64_t batch = 0;

@@ -8,6 +8,7 @@
  */
 #include <lauxlib.h>
 #include <lua.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +53,13 @@ dataset *ldata_values(lua_State *L, int idx) {
   return d;
 }
 
+void ldata_refuse_sparse(lua_State *L, const dataset *d, const char *what) {
+  if (!data_has_sparse(d)) return;
+  luaL_error(L, "%s: sparse tables on a cluster are not supported yet: dataset '%s' has %s "
+             "(train it in process: drover.fit)", what, d->source,
+             d->sp.fields > 0 ? "hashed categorical ids" : "sparse libsvm rows");
+}
+
 static int ds_gc(lua_State *L) {
   dataset **box = luaL_checkudata(L, 1, DATASET_MT);
   data_free(*box);
@@ -74,7 +82,11 @@ static int stats_gc(lua_State *L) {
 
 /* ============================== readers ================================= */
 
-static const char *const csv_keys[] = {"label", "header", "delimiter", "classes", NULL};
+static const char *const csv_keys[] = {"label",       "header",  "delimiter", "sep",     "classes",
+                                       "categorical", "buckets", "missing",   NULL};
+
+/* Most categorical columns a file may have. */
+#define CSV_MAX_CAT 4096
 
 /* A note on stderr when the first line was taken for a header by guess:
  * a file whose first row is data but holds a string would lose it. */
@@ -101,6 +113,59 @@ static void csv_label(lua_State *L, data_csv_opts *o) {
   o->label_given = (int)label;
 }
 
+/* delimiter = "," (or its other name, sep = "\t"): one character. */
+static void csv_delimiter(lua_State *L, data_csv_opts *o) {
+  if (lua_isnoneornil(L, 2)) return;
+  int has_d = lua_getfield(L, 2, "delimiter") != LUA_TNIL, has_s = lua_getfield(L, 2, "sep") != LUA_TNIL;
+  if (has_d && has_s) luaL_error(L, "data.csv: give delimiter or sep (the same option), not both");
+  if (!has_d && !has_s) return;
+  if (has_d) lua_pop(L, 1);
+  size_t len;
+  const char *d = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+  if (!d || len != 1) luaL_error(L, "data.csv: %s must be a one-character string", has_d ? "delimiter" : "sep");
+  o->delimiter = d[0];
+}
+
+/* categorical = { 15, 16, ... } (columns as 1-based numbers), buckets =
+ * 2^24 (the ids' range), missing = 0 (an empty numeric field's value:
+ * 0 by default with categorical columns, else an empty field is an
+ * error). The column list lives in a userdata on the stack until the
+ * reader has copied it into the recipe. */
+static void csv_categorical(lua_State *L, data_csv_opts *o) {
+  if (lua_isnoneornil(L, 2)) return;
+  if (lua_getfield(L, 2, "categorical") != LUA_TNIL) {
+    if (!lua_istable(L, -1)) luaL_error(L, "data.csv: categorical must be a list of column numbers");
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    if (n < 1 || n > CSV_MAX_CAT)
+      luaL_error(L, "data.csv: categorical must list 1 to %d column numbers", CSV_MAX_CAT);
+    int *cols = lua_newuserdatauv(L, (size_t)n * sizeof *cols, 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+      lua_rawgeti(L, -2, i);
+      int isint = 0;
+      lua_Integer c = lua_tointegerx(L, -1, &isint);
+      if (!isint || c < 1 || c > 1000000)
+        luaL_error(L, "data.csv: categorical[%I] must be a column number (1 is the first column)", i);
+      cols[i - 1] = (int)c - 1;
+      lua_pop(L, 1);
+    }
+    o->categorical = cols;
+    o->ncategorical = (int)n;
+    o->has_missing = true;
+    o->missing = 0;
+  }
+  bool cat = o->ncategorical > 0;
+  if (lua_getfield(L, 2, "buckets") != LUA_TNIL && !cat)
+    luaL_error(L, "data.csv: buckets needs categorical columns (categorical = { ... })");
+  lua_pop(L, 1);
+  o->buckets = (uint64_t)lopts_int(L, 2, "buckets", (lua_Integer)1 << 24, LOPTS_POS,
+                                   (lua_Integer)DATA_MAX_BUCKETS, "data.csv");
+  if (lua_getfield(L, 2, "missing") != LUA_TNIL) {
+    o->missing = (float)lopts_real(L, 2, "missing", 0, LOPTS_ANY, HUGE_VAL, "data.csv");
+    o->has_missing = true;
+  }
+  lua_pop(L, 1);
+}
+
 /* data.csv(path, { label = -1, header = false, delimiter = ",",
  * classes = "names" }). label is a column index: 1 is the first column,
  * -1 the last, false none (features only). header: true skips the first
@@ -116,12 +181,7 @@ static int l_csv(lua_State *L) {
     if (!lua_isboolean(L, -1)) luaL_error(L, "data.csv: header must be true or false");
     o.header = lua_toboolean(L, -1);
   }
-  if (!lua_isnoneornil(L, 2) && lua_getfield(L, 2, "delimiter") != LUA_TNIL) {
-    size_t len;
-    const char *d = lua_tolstring(L, -1, &len);
-    if (!d || len != 1) luaL_error(L, "data.csv: delimiter must be a one-character string");
-    o.delimiter = d[0];
-  }
+  csv_delimiter(L, &o);
   if (!lua_isnoneornil(L, 2) && lua_getfield(L, 2, "classes") != LUA_TNIL) {
     const char *c = lua_tostring(L, -1);
     if (lua_type(L, -1) == LUA_TSTRING && strcmp(c, "names") == 0) o.classes = 1;
@@ -130,21 +190,25 @@ static int l_csv(lua_State *L) {
                        "false (the label is a target)");
     if (o.no_label) luaL_error(L, "data.csv: classes needs a label column (label = false)");
   }
+  csv_categorical(L, &o);
   dataset **box = new_box(L);
   check_rc(L, data_open_csv(path, &o, box));
   note_header(*box, path);
   return 1;
 }
 
-static const char *const libsvm_keys[] = {"features", "zero_based", NULL};
+static const char *const libsvm_keys[] = {"features", "zero_based", "sparse", NULL};
 
-/* data.libsvm(path, { features = n, zero_based = false | true | "auto" });
- * features defaults to the largest index. */
+/* data.libsvm(path, { features = n, zero_based = false | true | "auto",
+ * sparse = false }); features defaults to the largest index. sparse: the
+ * rows stay sparse (the dataset's ids, x is [n, 0]), up to 2^40 features. */
 static int l_libsvm(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   lopts_check_keys(L, 2, "data.libsvm", libsvm_keys);
   data_libsvm_opts o = {0};
-  o.features = lopts_int(L, 2, "features", 0, LOPTS_ANY, LUA_MAXINTEGER, "data.libsvm");
+  o.sparse = lopts_bool(L, 2, "sparse", 0, "data.libsvm");
+  o.features = lopts_int(L, 2, "features", 0, LOPTS_ANY,
+                         o.sparse ? (lua_Integer)DATA_MAX_BUCKETS : LUA_MAXINTEGER, "data.libsvm");
   if (o.features < 0) luaL_error(L, "data.libsvm: features must be >= 0");
   if (!lua_isnoneornil(L, 2) && lua_getfield(L, 2, "zero_based") != LUA_TNIL) {
     if (lua_isboolean(L, -1)) o.zero_based = lua_toboolean(L, -1);
@@ -281,7 +345,13 @@ static int ds_tostring(lua_State *L) {
     lua_Integer k = d->y ? (d->y->ndim == 2 ? d->y->shape[1] : 1) : d->y_ndim == 2 ? d->y_shape[1] : 1;
     lua_pushfstring(L, "%I target%s", k, k == 1 ? "" : "s");
   }
-  lua_concat(L, 2);
+  int parts = 2;
+  if (d->sp.fields > 0)
+    parts++, lua_pushfstring(L, ", %d categorical field%s (ids below %I)", d->sp.fields,
+                             d->sp.fields == 1 ? "" : "s", (lua_Integer)d->sp.bound);
+  else if (d->sp.bound)
+    parts++, lua_pushfstring(L, ", sparse (ids below %I)", (lua_Integer)d->sp.bound);
+  lua_concat(L, parts);
   return 1;
 }
 
@@ -301,8 +371,48 @@ static void push_names(lua_State *L, const dataset *d) {
   }
 }
 
-/* Fields n, features, classes, source, names, files, loaded, x, y (x and y
- * read a lazy dataset's rows from its file); other keys are methods. */
+/* The sparse part's shape: { fields = k, ids = bound, weighted = b }, or
+ * nil when there is none. */
+static void push_sparse_info(lua_State *L, const dataset *d) {
+  if (!data_has_sparse(d)) {
+    lua_pushnil(L);
+    return;
+  }
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, d->sp.fields);
+  lua_setfield(L, -2, "fields");
+  lua_pushinteger(L, (lua_Integer)d->sp.bound);
+  lua_setfield(L, -2, "ids");
+  lua_pushboolean(L, d->sp.weighted);
+  lua_setfield(L, -2, "weighted");
+}
+
+/* ids, vals = ds:ids(i): the sparse entries of example i (1-based) as
+ * lists (vals nil for hashed ids, all ones); nothing when the dataset
+ * has no sparse part. */
+static int ds_ids(lua_State *L) {
+  dataset *d = ldata_values(L, 1);
+  lua_Integer i = luaL_checkinteger(L, 2);
+  if (!data_has_sparse(d)) return 0;
+  if (i < 1 || i > d->n) luaL_error(L, "ids: example %I is outside 1..%I", i, (lua_Integer)d->n);
+  int64_t a = d->sp.ptr[i - 1], m = d->sp.ptr[i] - a;
+  lua_createtable(L, (int)m, 0);
+  for (int64_t k = 0; k < m; k++) {
+    lua_pushinteger(L, (lua_Integer)d->sp.ids[a + k]);
+    lua_rawseti(L, -2, (lua_Integer)k + 1);
+  }
+  if (!d->sp.weighted) return 1;
+  lua_createtable(L, (int)m, 0);
+  for (int64_t k = 0; k < m; k++) {
+    lua_pushnumber(L, d->sp.vals[a + k]);
+    lua_rawseti(L, -2, (lua_Integer)k + 1);
+  }
+  return 2;
+}
+
+/* Fields n, features, classes, source, names, files, loaded, sparse, x, y
+ * (x and y read a lazy dataset's rows from its file); other keys are
+ * methods. */
 static int ds_index(lua_State *L) {
   dataset *d = ldata_check(L, 1);
   const char *k = lua_tostring(L, 2);
@@ -316,6 +426,7 @@ static int ds_index(lua_State *L) {
     else if (strcmp(k, "x") == 0) push_view(L, ldata_values(L, 1)->x);
     else if (strcmp(k, "y") == 0) push_view(L, ldata_values(L, 1)->y);
     else if (strcmp(k, "loaded") == 0) lua_pushboolean(L, !data_is_lazy(d));
+    else if (strcmp(k, "sparse") == 0) push_sparse_info(L, d);
     else goto method;
     return 1;
   }
@@ -411,6 +522,7 @@ static int stats_std(lua_State *L) {
 static const luaL_Reg ds_methods[] = {
     {"split", ds_split},         {"shuffle", ds_shuffle}, {"shard", ds_shard},
     {"standardize", ds_standardize}, {"size", ds_size},   {"batch", ds_batch},
+    {"ids", ds_ids},
     {NULL, NULL}};
 
 static const luaL_Reg ds_meta[] = {{"__index", ds_index}, {"__len", ds_len},

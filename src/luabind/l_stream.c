@@ -34,10 +34,25 @@ static data_stream **push_stream(lua_State *L, const char *path, const data_stre
 
 static const char *const stream_keys[] = {"format", "label", "delimiter", "features", "follow", NULL};
 
+/* A stream of ids feeds a cluster's sparse tables, which come with the
+ * cluster half of issue 26: until then, said so rather than "unknown
+ * option". */
+static void refuse_sparse_stream(lua_State *L) {
+  if (!lua_istable(L, 2)) return;
+  static const char *const keys[] = {"categorical", "sparse", "buckets"};
+  for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+    if (lua_getfield(L, 2, keys[i]) != LUA_TNIL)
+      luaL_error(L, "data.stream: %s: sparse ids on a stream are not supported yet (sparse tables "
+                 "on a cluster come later): read the file with data.csv or data.libsvm", keys[i]);
+    lua_pop(L, 1);
+  }
+}
+
 /* data.stream(path [, { format = "csv" | "libsvm", label = -1, delimiter = ",",
  * features = n (libsvm), follow = false }]) */
 static int l_stream(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
+  refuse_sparse_stream(L);
   lopts_check_keys(L, 2, "data.stream", stream_keys);
   data_stream_opts o = {.format = DATA_STREAM_CSV, .label = -1, .delimiter = ','};
   bool opts = !lua_isnoneornil(L, 2);

@@ -561,14 +561,28 @@ const tensor *ltrain_inputs(lua_State *L, int idx) {
   return NULL;
 }
 
+/* The ids of a dataset at idx (loaded) as one batch of all its rows, for
+ * train_predict: false when idx is a tensor or a dataset without ids. */
+static bool ltrain_sparse(lua_State *L, int idx, nn_sparse *sp) {
+  if (!luaL_testudata(L, idx, "drover.Dataset")) return false;
+  const dataset *d = ldata_values(L, idx);
+  if (!data_has_sparse(d)) return false;
+  *sp = (nn_sparse){.rows = d->n, .ptr = d->sp.ptr, .ids = d->sp.ids, .vals = d->sp.vals,
+                    .fields = d->sp.fields};
+  return true;
+}
+
 /* trainer:predict(data [, batch]) -> [n, k] tensor, one row per input row */
 static int t_predict(lua_State *L) {
   trainer *t = check_trainer(L, 1);
   const tensor *x = ltrain_inputs(L, 2);
   lua_Integer batch = luaL_optinteger(L, 3, 256);
   luaL_argcheck(L, batch > 0, 3, "the batch size must be positive");
+  nn_sparse sp;
+  bool has_sp = ltrain_sparse(L, 2, &sp);
   tensor *out;
-  if (train_predict(t->model, x, batch, &out) < 0) return luaL_error(L, "%s", err_msg());
+  if (train_predict(t->model, x, has_sp ? &sp : NULL, batch, &out) < 0)
+    return luaL_error(L, "%s", err_msg());
   ltensor_push(L, out);
   return 1;
 }

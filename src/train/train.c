@@ -12,6 +12,7 @@
 #include "train/train.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -50,6 +51,7 @@ static int evaluate_batches(nn_module *model, nn_loss *loss, const dataset *d,
       break;
     }
     float l;
+    nn_set_sparse(model, data_iter_sparse(&it));
     if ((rc = nn_forward(model, x, &out)) < 0) break;
     if ((rc = nn_loss_forward(loss, out, y, &l)) < 0) break;
     int64_t c = nn_loss_correct(loss, out, y);
@@ -61,6 +63,7 @@ static int evaluate_batches(nn_module *model, nn_loss *loss, const dataset *d,
     sum += (double)l * (double)bs;
     seen += bs;
   }
+  nn_set_sparse(model, NULL); /* the batch's ids die with the iterator */
   data_iter_free(&it);
   if (rc < 0) return rc;
   *loss_out = sum / (double)seen;
@@ -181,7 +184,9 @@ static int fit_one_step(fit *f, data_iter *it) {
   float l;
   int64_t correct;
   /* Gradients are zero here: fit_loop clears them once, and every step's
-   * optimizer update clears them again while they are in cache. */
+   * optimizer update clears them again while they are in cache. The id
+   * layers read the batch's ids (NULL for a dense dataset) from the model. */
+  nn_set_sparse(f->model, data_iter_sparse(it));
   if ((rc = train_step(f->model, f->loss, x, y, &l, &correct)) < 0) return rc;
   /* A non-finite loss poisons every parameter at the update: the fit
    * stops before it, naming the step, with the model as it was. */
@@ -375,26 +380,45 @@ int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *trai
   bool was = model->training;
   nn_set_training(model, true);
   rc = fit_loop(&f, &it);
+  nn_set_sparse(model, NULL); /* the batch's ids die with the iterator */
   data_iter_free(&it);
   rc = fit_finish(&f, rc, res);
   nn_set_training(model, was);
   return rc;
 }
 
-int train_predict(nn_module *model, const tensor *x, int64_t batch, tensor **out) {
+/* Rows [r0, r0 + m) of sp as a batch of their own in *b: ids and vals
+ * point into sp's, the offsets rebased from 0 into ptr (m + 1 entries). */
+static void sparse_rows(const nn_sparse *sp, int64_t r0, int64_t m, int64_t *ptr, nn_sparse *b) {
+  int64_t base = sp->ptr[r0];
+  for (int64_t i = 0; i <= m; i++) ptr[i] = sp->ptr[r0 + i] - base;
+  *b = (nn_sparse){.rows = m, .ptr = ptr, .ids = sp->ids + base,
+                   .vals = sp->vals ? sp->vals + base : NULL, .fields = sp->fields};
+}
+
+int train_predict(nn_module *model, const tensor *x, const nn_sparse *sp, int64_t batch,
+                  tensor **out) {
   *out = NULL;
   if (!model || !x || x->ndim < 1 || x->shape[0] < 1 || !tensor_is_contiguous(x))
     return err_set(DRV_EINVAL, "predict: expected a contiguous tensor of at least one row");
   if (batch <= 0) return err_set(DRV_EINVAL, "predict: batch must be > 0 (got %lld)", (long long)batch);
   int64_t n = x->shape[0], row = tensor_numel(x) / n;
+  if (sp && sp->rows != n)
+    return err_set(DRV_ESHAPE, "predict: %lld rows of ids for %lld rows of x", (long long)sp->rows,
+                   (long long)n);
+  int64_t *bptr = sp ? malloc((size_t)((batch < n ? batch : n) + 1) * sizeof *bptr) : NULL;
+  if (sp && !bptr) return err_set(DRV_ENOMEM, "predict: out of memory");
   bool was = model->training;
   nn_set_training(model, false);
   int rc = 0;
   tensor *res = NULL;
+  nn_sparse bsp;
   for (int64_t r0 = 0; r0 < n && rc == 0; r0 += batch) {
     tensor v = *x; /* a view header of rows [r0, r0 + k) */
     v.shape[0] = r0 + batch <= n ? batch : n - r0;
     v.offset += r0 * row;
+    if (sp) sparse_rows(sp, r0, v.shape[0], bptr, &bsp);
+    nn_set_sparse(model, sp ? &bsp : NULL);
     const tensor *y;
     if ((rc = nn_forward(model, &v, &y)) < 0) break;
     int64_t k = y->ndim == 2 ? y->shape[1] : 1;
@@ -408,6 +432,8 @@ int train_predict(nn_module *model, const tensor *x, int64_t batch, tensor **out
       memcpy(tensor_data(res) + r0 * k, tensor_data(y), (size_t)(v.shape[0] * k) * sizeof(float));
   }
   nn_set_training(model, was);
+  nn_set_sparse(model, NULL);
+  free(bptr);
   if (rc < 0) tensor_free(res);
   else *out = res;
   return rc;

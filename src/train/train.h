@@ -158,7 +158,9 @@ int train_evaluate(nn_module *model, nn_loss *loss, const dataset *d, int64_t ba
 
 /* Forward passes of model (in evaluation mode) over the rows of x in
  * batches of `batch`: *out a new [n, k] tensor (the caller's), one row per
- * input row, in order. */
-int train_predict(nn_module *model, const tensor *x, int64_t batch, tensor **out);
+ * input row, in order. sp (NULL: none) is the rows' ids (sp->rows == n),
+ * handed to the model batch by batch (nn_set_sparse). */
+int train_predict(nn_module *model, const tensor *x, const nn_sparse *sp, int64_t batch,
+                  tensor **out);
 
 #endif

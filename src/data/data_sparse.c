@@ -1,0 +1,193 @@
+/* data_sparse.c - a dataset's sparse part: the categorical hash, building
+ * the CSR row by row as a reader parses, gathering rows for the row
+ * operations, checks, and the per-batch nn_sparse of data_iter.
+ *
+ * The hash is part of the file format users rely on (a model trained on
+ * one host predicts on ids hashed on another), so it is fixed and written
+ * out here byte by byte rather than taken from a library that may change.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/data.h"
+#include "data/data_int.h"
+#include "base/err.h"
+
+/* ============================== the hash ================================= */
+
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+#define FNV_PRIME 0x100000001b3ULL
+
+static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= FNV_PRIME;
+  }
+  return h;
+}
+
+/* MurmurHash3's fmix64: FNV-1a's low bits are weak; this spreads every
+ * input bit over the result, so `mod buckets` of any size is uniform. */
+static uint64_t fmix64(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ULL;
+  k ^= k >> 33;
+  return k;
+}
+
+uint64_t data_hash_id(uint32_t column, const char *s, size_t len, uint64_t buckets) {
+  unsigned char col[4] = {(unsigned char)column, (unsigned char)(column >> 8),
+                          (unsigned char)(column >> 16), (unsigned char)(column >> 24)};
+  uint64_t h = fnv1a(FNV_OFFSET, col, 4);
+  h = fnv1a(h, (const unsigned char *)s, len);
+  return fmix64(h) % buckets;
+}
+
+bool data_has_sparse(const dataset *d) { return d && d->sp.bound > 0; }
+
+/* ============================== building ================================= */
+
+void data__sparse_free(data_sparse *s) {
+  free(s->ptr);
+  free(s->ids);
+  free(s->vals);
+  s->ptr = NULL;
+  s->ids = NULL;
+  s->vals = NULL;
+}
+
+/* Room for `rows` rows and `nnz` entries in b. */
+static bool sp_reserve(data_spbuild *b, int64_t rows, int64_t nnz) {
+  if (rows + 1 > b->cap_rows) {
+    int64_t c = b->cap_rows ? b->cap_rows * 2 : 1024;
+    while (c < rows + 1) c *= 2;
+    int64_t *np = realloc(b->s.ptr, (size_t)c * sizeof *np);
+    if (!np) return false;
+    b->s.ptr = np;
+    b->cap_rows = c;
+  }
+  if (nnz > b->cap) {
+    int64_t c = b->cap ? b->cap * 2 : 4096;
+    while (c < nnz) c *= 2;
+    uint64_t *ni = realloc(b->s.ids, (size_t)c * sizeof *ni);
+    if (ni) b->s.ids = ni;
+    float *nv = b->s.weighted ? realloc(b->s.vals, (size_t)c * sizeof *nv) : NULL;
+    if (nv) b->s.vals = nv;
+    if (!ni || (b->s.weighted && !nv)) return false;
+    b->cap = c;
+  }
+  return true;
+}
+
+int data__sp_add(data_spbuild *b, const char *path, const data__ids *r) {
+  int64_t at = b->rows ? b->s.ptr[b->rows] : 0;
+  if (!sp_reserve(b, b->rows + 1, at + r->n))
+    return err_set(DRV_ENOMEM, "%s: out of memory for the sparse part", path);
+  b->s.ptr[0] = 0;
+  memcpy(b->s.ids + at, r->ids, (size_t)r->n * sizeof *r->ids);
+  for (int64_t k = 0; b->s.weighted && k < r->n; k++) b->s.vals[at + k] = r->vals ? r->vals[k] : 1;
+  b->s.ptr[++b->rows] = at + r->n;
+  return 0;
+}
+
+void data__sp_take(data_spbuild *b, data_sparse *dst) {
+  if (!b->s.ptr && (b->s.ptr = malloc(sizeof *b->s.ptr))) b->s.ptr[0] = 0;
+  data__sparse_free(dst);
+  *dst = b->s;
+  memset(b, 0, sizeof *b);
+}
+
+int data__sparse_gather(const data_sparse *src, const int64_t *idx, int64_t k, data_sparse *dst) {
+  *dst = (data_sparse){.fields = src->fields, .weighted = src->weighted, .bound = src->bound};
+  if (!src->bound) return 0;
+  int64_t nnz = 0;
+  for (int64_t i = 0; i < k; i++) nnz += src->ptr[idx[i] + 1] - src->ptr[idx[i]];
+  dst->ptr = malloc((size_t)(k + 1) * sizeof *dst->ptr);
+  dst->ids = malloc((size_t)(nnz ? nnz : 1) * sizeof *dst->ids);
+  dst->vals = src->weighted ? malloc((size_t)(nnz ? nnz : 1) * sizeof *dst->vals) : NULL;
+  if (!dst->ptr || !dst->ids || (src->weighted && !dst->vals)) {
+    data__sparse_free(dst);
+    return err_set(DRV_ENOMEM, "out of memory for %lld sparse entries", (long long)nnz);
+  }
+  dst->ptr[0] = 0;
+  for (int64_t i = 0; i < k; i++) {
+    int64_t a = src->ptr[idx[i]], m = src->ptr[idx[i] + 1] - a, at = dst->ptr[i];
+    memcpy(dst->ids + at, src->ids + a, (size_t)m * sizeof *dst->ids);
+    if (src->weighted) memcpy(dst->vals + at, src->vals + a, (size_t)m * sizeof *dst->vals);
+    dst->ptr[i + 1] = at + m;
+  }
+  return 0;
+}
+
+int data__sparse_copy(const data_sparse *src, int64_t n, data_sparse *dst) {
+  *dst = (data_sparse){.fields = src->fields, .weighted = src->weighted, .bound = src->bound};
+  if (!src->bound || !src->ptr) return 0;
+  int64_t nnz = src->ptr[n];
+  dst->ptr = malloc((size_t)(n + 1) * sizeof *dst->ptr);
+  dst->ids = malloc((size_t)(nnz ? nnz : 1) * sizeof *dst->ids);
+  dst->vals = src->weighted ? malloc((size_t)(nnz ? nnz : 1) * sizeof *dst->vals) : NULL;
+  if (!dst->ptr || !dst->ids || (src->weighted && !dst->vals)) {
+    data__sparse_free(dst);
+    return err_set(DRV_ENOMEM, "out of memory for %lld sparse entries", (long long)nnz);
+  }
+  memcpy(dst->ptr, src->ptr, (size_t)(n + 1) * sizeof *dst->ptr);
+  memcpy(dst->ids, src->ids, (size_t)nnz * sizeof *dst->ids);
+  if (src->weighted) memcpy(dst->vals, src->vals, (size_t)nnz * sizeof *dst->vals);
+  return 0;
+}
+
+int data__sparse_check(const dataset *d, const char *op) {
+  const data_sparse *s = &d->sp;
+  if (!s->bound) return 0;
+  if (!s->ptr || !s->ids || (s->weighted && !s->vals) || s->ptr[0] != 0)
+    return err_set(DRV_EINVAL, "%s: dataset '%s' has an inconsistent sparse part", op, d->source);
+  for (int64_t i = 0; i < d->n; i++) {
+    int64_t m = s->ptr[i + 1] - s->ptr[i];
+    if (m < 0 || (s->fields > 0 && m != s->fields))
+      return err_set(DRV_EINVAL, "%s: dataset '%s': row %lld of the sparse part has %lld entries",
+                     op, d->source, (long long)i + 1, (long long)m);
+  }
+  for (int64_t k = 0; k < s->ptr[d->n]; k++)
+    if (s->ids[k] >= s->bound)
+      return err_set(DRV_EINVAL, "%s: dataset '%s': id %llu is not below %llu", op, d->source,
+                     (unsigned long long)s->ids[k], (unsigned long long)s->bound);
+  return 0;
+}
+
+/* ============================== batches ================================== */
+
+int data__iter_sparse_fill(data_iter *it, const int64_t *idx, int64_t m) {
+  const data_sparse *s = &it->d->sp;
+  if (!s->bound) return 0;
+  int64_t nnz = 0;
+  for (int64_t i = 0; i < m; i++) nnz += s->ptr[idx[i] + 1] - s->ptr[idx[i]];
+  int64_t rows = it->batch < it->d->n ? it->batch : it->d->n;
+  if (!it->bptr && !(it->bptr = malloc((size_t)(rows + 1) * sizeof *it->bptr)))
+    return err_set(DRV_ENOMEM, "batch: out of memory");
+  if (nnz > it->bcap) {
+    int64_t c = it->bcap ? it->bcap : 256;
+    while (c < nnz) c *= 2;
+    uint64_t *ni = realloc(it->bids, (size_t)c * sizeof *ni);
+    if (ni) it->bids = ni;
+    float *nv = s->weighted ? realloc(it->bvals, (size_t)c * sizeof *nv) : NULL;
+    if (nv) it->bvals = nv;
+    if (!ni || (s->weighted && !nv)) return err_set(DRV_ENOMEM, "batch: out of memory");
+    it->bcap = c;
+  }
+  it->bptr[0] = 0;
+  for (int64_t i = 0; i < m; i++) {
+    int64_t a = s->ptr[idx[i]], k = s->ptr[idx[i] + 1] - a, at = it->bptr[i];
+    memcpy(it->bids + at, s->ids + a, (size_t)k * sizeof *it->bids);
+    if (s->weighted) memcpy(it->bvals + at, s->vals + a, (size_t)k * sizeof *it->bvals);
+    it->bptr[i + 1] = at + k;
+  }
+  it->bsp = (nn_sparse){.rows = m, .ptr = it->bptr, .ids = it->bids,
+                        .vals = s->weighted ? it->bvals : NULL, .fields = s->fields};
+  return 0;
+}
+
+const nn_sparse *data_iter_sparse(const data_iter *it) {
+  return it && it->d && it->d->sp.bound && it->bptr ? &it->bsp : NULL;
+}
