@@ -77,6 +77,25 @@ if have_torch torch; then
 else echo "cnn_ratio_vs_pytorch skipped: /usr/bin/python3 has no torch (make bench-deps installs python3-torch)"; fi
 
 echo
+echo "== wide & deep on Criteo-format data (100,000 generated rows, 26 hashed fields, 2^20-row tables), 1 thread, vs PyTorch (EmbeddingBag sparse=True + SparseAdam)"
+"$build/drover" run examples/gen_ctr.lua "$build/bench.ctr.tsv" 100000 1 >/dev/null
+: >"$build/bench.ctr"
+i=0
+while [ $i -lt "$pairs" ]; do
+  out=$("$build/drover" run tests/bench/ctr.lua "$build/bench.ctr.tsv" 1048576 "$secs")
+  echo "$out" | sed "s/^/pair $((i + 1)): /"
+  if have_torch torch; then
+    ref=$(/usr/bin/python3 tests/bench/torch_ctr.py "$build/bench.ctr.tsv" 1048576 "$secs")
+    echo "$ref" | sed "s/^/pair $((i + 1)): /"
+    ratio "$(field drover_samples_per_sec "$out")" "$(field torch_samples_per_sec "$ref")" >>"$build/bench.ctr"
+  fi
+  i=$((i + 1))
+done
+if have_torch torch; then median ratio_vs_pytorch x <"$build/bench.ctr"; echo "(goal: at least 1.2)"
+else echo "ratio_vs_pytorch skipped: /usr/bin/python3 has no torch"; fi
+rm -f "$build/bench.ctr.tsv"
+
+echo
 echo "== push+pull of a 1 MiB tensor through a ps process vs loopback TCP"
 : >"$build/bench.pp"
 i=0
