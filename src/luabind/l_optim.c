@@ -27,6 +27,8 @@ static const char *const adagrad_keys[] = {"lr", "lr_decay", "initial_accumulato
                                            "weight_decay", "clip_norm", "schedule", NULL};
 static const char *const rmsprop_keys[] = {"lr", "alpha", "momentum", "eps", "weight_decay",
                                            "clip_norm", "schedule", NULL};
+static const char *const ftrl_keys[] = {"lr", "beta", "l1", "l2", "initial_accumulator",
+                                        "clip_norm", "schedule", NULL};
 
 static const char *const *keys_of(optim_kind k) {
   switch (k) {
@@ -35,6 +37,7 @@ static const char *const *keys_of(optim_kind k) {
   case OPTIM_ADAMW: return adam_keys;
   case OPTIM_ADAGRAD: return adagrad_keys;
   case OPTIM_RMSPROP: return rmsprop_keys;
+  case OPTIM_FTRL: return ftrl_keys;
   }
   return sgd_keys;
 }
@@ -80,6 +83,9 @@ static void read_cfg(lua_State *L, int idx, optim_cfg *c, const char *what) {
               {"alpha", &c->alpha},
               {"lr_decay", &c->lr_decay},
               {"initial_accumulator", &c->initial_accumulator},
+              {"beta", &c->beta},
+              {"l1", &c->l1},
+              {"l2", &c->l2},
               {"clip_norm", &c->clip_norm}};
   if (has_key(keys, "betas")) read_betas(L, idx, c, what);
   for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
@@ -141,7 +147,8 @@ static int o_config(lua_State *L) {
               {"beta1", c->beta1},   {"beta2", c->beta2},
               {"eps", c->eps},       {"alpha", c->alpha},
               {"lr_decay", c->lr_decay}, {"initial_accumulator", c->initial_accumulator},
-              {"clip_norm", c->clip_norm}};
+              {"beta", c->beta},     {"l1", c->l1},
+              {"l2", c->l2},         {"clip_norm", c->clip_norm}};
   for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
     if (!has_key(keys, nums[i].key)) continue;
     lua_pushnumber(L, nums[i].v);
@@ -172,8 +179,8 @@ int luaopen_drover_optim(lua_State *L) {
   ldrv_createmeta(L, OPTIM_MT, meta, methods);
 
   static const optim_kind kinds[] = {OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW, OPTIM_ADAGRAD,
-                                     OPTIM_RMSPROP};
-  lua_createtable(L, 0, 5);
+                                     OPTIM_RMSPROP, OPTIM_FTRL};
+  lua_createtable(L, 0, 6);
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     lua_pushinteger(L, kinds[i]);
     lua_pushcclosure(L, l_make, 1);

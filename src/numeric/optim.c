@@ -35,6 +35,7 @@ static const char *const kind_names[] = {
     [OPTIM_ADAMW] = "AdamW",
     [OPTIM_ADAGRAD] = "Adagrad",
     [OPTIM_RMSPROP] = "RMSprop",
+    [OPTIM_FTRL] = "FTRL",
 };
 #define NKINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
 
@@ -62,6 +63,7 @@ void optim_cfg_default(optim_cfg *c, optim_kind kind) {
   case OPTIM_ADAMW: c->lr = 1e-3f; c->eps = 1e-8f; c->weight_decay = 0.01f; break;
   case OPTIM_ADAGRAD: c->lr = 0.01f; c->eps = 1e-10f; break;
   case OPTIM_RMSPROP: c->lr = 0.01f; c->eps = 1e-8f; break;
+  case OPTIM_FTRL: c->lr = 0.05f; c->beta = 1.0f; break; /* the paper's beta */
   }
 }
 
@@ -115,6 +117,17 @@ int optim_cfg_check(const optim_cfg *c) {
     if ((rc = check_nonneg(k, "eps", c->eps)) < 0) return rc;
     REQUIRE(c->alpha >= 0 && c->alpha <= 1, "optim.RMSprop: alpha must be in [0, 1] (got %g)",
             (double)c->alpha);
+    break;
+  case OPTIM_FTRL:
+    REQUIRE(c->lr > 0, "optim.FTRL: lr (alpha) must be > 0 (got %g)", (double)c->lr);
+    if ((rc = check_nonneg(k, "beta", c->beta)) < 0) return rc;
+    if ((rc = check_nonneg(k, "l1", c->l1)) < 0) return rc;
+    if ((rc = check_nonneg(k, "l2", c->l2)) < 0) return rc;
+    if ((rc = check_nonneg(k, "initial_accumulator", c->initial_accumulator)) < 0) return rc;
+    /* l2 is FTRL's own weight decay: two would be one too many. */
+    REQUIRE(c->weight_decay == 0, "optim.FTRL: weight_decay is not used (l2 regularises)");
+    REQUIRE(c->beta > 0 || c->initial_accumulator > 0,
+            "optim.FTRL: beta or initial_accumulator must be > 0 (the first step divides by them)");
     break;
   }
   if ((rc = check_nonneg(k, "clip_norm", c->clip_norm)) < 0) return rc;
@@ -176,6 +189,12 @@ int optim_describe(const optim_cfg *c, char *buf, size_t n) {
     desc_num(&b, "momentum", c->momentum, d.momentum, false);
     desc_num(&b, "eps", c->eps, d.eps, false);
     break;
+  case OPTIM_FTRL:
+    desc_num(&b, "beta", c->beta, d.beta, false);
+    desc_num(&b, "l1", c->l1, d.l1, false);
+    desc_num(&b, "l2", c->l2, d.l2, false);
+    desc_num(&b, "initial_accumulator", c->initial_accumulator, d.initial_accumulator, false);
+    break;
   }
   desc_num(&b, "weight_decay", c->weight_decay, d.weight_decay, false);
   desc_num(&b, "clip_norm", c->clip_norm, 0, false);
@@ -197,6 +216,7 @@ int optim_nslots(const optim_cfg *c) {
   case OPTIM_ADAMW: return 2;
   case OPTIM_ADAGRAD: return 1;
   case OPTIM_RMSPROP: return c->momentum > 0 ? 2 : 1;
+  case OPTIM_FTRL: return 2;
   }
   return 0;
 }
@@ -206,6 +226,8 @@ void optim_slots_init(const optim_cfg *c, float **slots, size_t n) {
   for (int s = 0; s < ns; s++) memset(slots[s], 0, n * sizeof(float));
   if (c->kind == OPTIM_ADAGRAD)
     for (size_t i = 0; i < n; i++) slots[0][i] = c->initial_accumulator;
+  if (c->kind == OPTIM_FTRL)
+    for (size_t i = 0; i < n; i++) slots[1][i] = c->initial_accumulator;
 }
 
 /* ---- update kernels ------------------------------------------------------
@@ -284,6 +306,22 @@ static void rmsprop_momentum(float *restrict p, const float *restrict g, float *
   }
 }
 
+/* FTRL-Proximal, per coordinate (McMahan et al. 2013, Algorithm 1) with the
+ * current parameter as the paper's w_t, so a model's initial values count
+ * (as TensorFlow's Ftrl does). In double: sqrt(n + g^2) - sqrt(n) cancels. */
+static void ftrl(const optim_cfg *c, float *p, const float *g, float *z, float *acc, size_t n) {
+  const double a = c->lr, beta = c->beta, l1 = c->l1, l2 = c->l2;
+  for (size_t i = 0; i < n; i++) {
+    double gi = g[i], ni = acc[i], nn = ni + gi * gi;
+    double sigma = (sqrt(nn) - sqrt(ni)) / a;
+    double zi = (double)z[i] + gi - sigma * (double)p[i];
+    z[i] = (float)zi;
+    acc[i] = (float)nn;
+    p[i] = fabs(zi) <= l1 ? 0.0f
+                          : (float)(-(zi - copysign(l1, zi)) / ((beta + sqrt(nn)) / a + l2));
+  }
+}
+
 void optim_update(const optim_cfg *c, float *p, const float *g, float **slots, size_t n,
                   int64_t t) {
   const float lr = c->lr, wd = c->weight_decay;
@@ -321,6 +359,7 @@ void optim_update(const optim_cfg *c, float *p, const float *g, float **slots, s
     else
       rmsprop(p, g, slots[0], n, lr, wd, c->alpha, c->eps);
     break;
+  case OPTIM_FTRL: ftrl(c, p, g, slots[0], slots[1], n); break;
   }
 }
 

@@ -20,6 +20,10 @@
  *   RMSprop  g += wd*p; v = alpha*v + (1-alpha)*g^2; with momentum:
  *            b = mom*b + g/(sqrt(v)+eps), p -= lr*b; else
  *            p -= lr*g/(sqrt(v)+eps).            slots: 1, 2 with momentum
+ *   FTRL     FTRL-Proximal (McMahan et al. 2013, per coordinate), lr = alpha:
+ *            s = (sqrt(n + g^2) - sqrt(n)) / lr; z += g - s*p; n += g^2;
+ *            p = |z| <= l1 ? 0 : -(z - sign(z)*l1) / ((beta + sqrt(n))/lr + l2).
+ *            slots: 2 (z, then n, which starts at initial_accumulator)
  */
 #ifndef DROVER_OPTIM_H
 #define DROVER_OPTIM_H
@@ -37,7 +41,8 @@ typedef enum optim_kind {
   OPTIM_ADAM,
   OPTIM_ADAMW,
   OPTIM_ADAGRAD,
-  OPTIM_RMSPROP
+  OPTIM_RMSPROP,
+  OPTIM_FTRL
 } optim_kind;
 
 #define OPTIM_MAX_SLOTS 2
@@ -49,7 +54,8 @@ typedef struct optim_cfg {
   bool nesterov;
   float beta1, beta2, eps;                 /* Adam, AdamW; eps also Adagrad/RMSprop */
   float alpha;                             /* RMSprop smoothing */
-  float lr_decay, initial_accumulator;     /* Adagrad */
+  float lr_decay, initial_accumulator;     /* Adagrad; initial_accumulator also FTRL's n */
+  float beta, l1, l2;                      /* FTRL */
   /* In-process training only (the wire does not carry them; a cluster
    * fit refuses a config that sets them): */
   optim_sched sched;                       /* lr(step); zeroed: constant */

@@ -267,6 +267,9 @@ static const struct {
     {"alpha", offsetof(optim_cfg, alpha)},
     {"lr_decay", offsetof(optim_cfg, lr_decay)},
     {"initial_accumulator", offsetof(optim_cfg, initial_accumulator)},
+    {"beta", offsetof(optim_cfg, beta)},
+    {"l1", offsetof(optim_cfg, l1)},
+    {"l2", offsetof(optim_cfg, l2)},
 };
 #define OPTIM_NFIELDS (sizeof optim_fields / sizeof optim_fields[0])
 
@@ -590,7 +593,7 @@ int wire_rd_optim(wire_rd *r, optim_cfg *c) {
   if (r->err) return DRV_EPARSE;
   if ((nesterov & OPTIM_SCHED_FLAG) && rd_sched(r, &sched) < 0) return DRV_EPARSE;
   nesterov &= ~(unsigned)OPTIM_SCHED_FLAG;
-  if (kind > OPTIM_RMSPROP) {
+  if (kind > OPTIM_FTRL) {
     rd_fail(r, "unknown optimizer kind %u", kind);
     return DRV_EPARSE;
   }

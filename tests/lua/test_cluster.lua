@@ -72,6 +72,29 @@ test("cluster-01 1 ps + 2 workers + evaluator learns digits", function()
   assert(read(dir .. "/metrics.jsonl"):find('"eval_accuracy"', 1, true), "metrics stream")
 end)
 
+test("cluster-02b FTRL's fields reach the ps: a 1 ps + 1 worker fit equals one process's", function()
+  local ftrl = optim.FTRL { lr = 0.05, beta = 0.5, l1 = 0.01, l2 = 0.1 }
+  drover.seed(7)
+  local local_exp = experiment { eval = nil, optimizer = ftrl,
+                                 train = { data = train_std, batch = 64, epochs = 1, shuffle = false } }
+  local_exp:fit()
+  drover.seed(7)
+  local exp = experiment { eval = nil, optimizer = ftrl,
+                           train = { data = train_std, batch = 64, epochs = 1, shuffle = false } }
+  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "c02b" }
+  c:fit(exp)
+  local a, b = local_exp.model:parameters(), exp.model:parameters()
+  local worst, zeros = 0, 0
+  local function walk(u, v)
+    if type(u) == "table" then for k = 1, #u do walk(u[k], v[k]) end
+    else worst, zeros = math.max(worst, math.abs(u - v)), zeros + (v == 0 and 1 or 0) end
+  end
+  for i = 1, #a do walk(a[i].value:totable(), b[i].value:totable()) end
+  assert(worst < 1e-5, "the cluster's parameters differ by " .. worst)
+  assert(zeros > 0, "l1 made some weights exactly 0 on the ps too")
+  c:shutdown()
+end)
+
 test("cluster-02 a variable split over 2 ps trains like one process", function()
   drover.seed(7)
   local local_exp = experiment { eval = nil, train = { data = train_std, batch = 64, epochs = 3 } }

@@ -51,3 +51,39 @@ test("optim_bad_values_name_the_field", function()
   raises(function() optim.SGD { nesterov = 1 } end, "nesterov must be true or false")
   raises(function() optim.Adam { betas = { 0.9 } } end, "betas must be a table of two numbers")
 end)
+
+test("optim_ftrl_options_printing_and_sparse_weights", function()
+  eq(tostring(optim.FTRL { lr = 0.1, l1 = 1 }), "optim.FTRL { lr = 0.1, l1 = 1 }", "printed")
+  local c = optim.FTRL():config()
+  near(c.lr, 0.05, 1e-9, "lr (alpha)")
+  near(c.beta, 1, 0, "beta: the paper's")
+  eq(c.momentum, nil, "no momentum")
+  raises(function() optim.FTRL { weight_decay = 0.1 } end, "weight_decay")
+  raises(function() optim.FTRL { l1 = -1 } end, "l1")
+  -- A logistic regression on 20 features of which 3 matter: with l1, the
+  -- other weights end exactly 0 (FTRL's point: sparse models).
+  local nn = drover.nn
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  math.randomseed(3)
+  for _ = 1, 2000 do
+    local r = {}
+    for j = 1, 20 do r[j] = math.random() * 2 - 1 end
+    f:write(table.concat(r, ","), ",", (2 * r[1] - 3 * r[2] + r[3] > 0) and 1 or 0, "\n")
+  end
+  f:close()
+  local d = drover.data.csv(path, { label = -1, header = false })
+  drover.seed(3)
+  local lin = nn.Linear(20, 1)
+  local exp = drover.experiment {
+    model = lin, loss = nn.BCEWithLogits(), optimizer = optim.FTRL { lr = 0.5, l1 = 1 },
+    train = { data = d, batch = 50, epochs = 5 }, verbose = false, runs = false }
+  local r = exp:fit()
+  os.remove(path)
+  assert(r.loss < 0.4, "it learns: loss " .. r.loss)
+  local w = lin:parameters()[1].value:totable()[1]
+  local zeros = 0
+  for j = 4, 20 do if w[j] == 0 then zeros = zeros + 1 end end
+  assert(zeros >= 12, "most irrelevant weights are exactly 0 (" .. zeros .. " of 17)")
+  assert(w[1] > 0 and w[2] < 0 and w[3] > 0, "the relevant ones keep their signs: " .. w[1] .. " " .. w[2] .. " " .. w[3] .. " loss " .. r.loss .. " zeros " .. zeros)
+end)

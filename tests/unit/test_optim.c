@@ -100,6 +100,7 @@ static void ref_step(const optim_cfg *c, double *p, const double *g, ref_state *
   case OPTIM_ADAMW: ref_adam(c, p, g, s, t); break;
   case OPTIM_ADAGRAD: ref_adagrad(c, p, g, s, t); break;
   case OPTIM_RMSPROP: ref_rmsprop(c, p, g, s, t); break;
+  case OPTIM_FTRL: break; /* its reference is tests/unit/ftrl_ref.py's (below) */
   }
 }
 
@@ -235,6 +236,52 @@ TEST(optim_rmsprop_matches_reference_and_torch) { run_variants(OPTIM_RMSPROP); }
 
 /* The kernels are vectorised loops: a length that is not a multiple of any
  * vector width must update every element (head, body and tail alike). */
+/* FTRL-Proximal against tests/unit/ftrl_ref.py, written from the paper's
+ * Algorithm 1 (printed "%.17g"): three configurations, the grads above, the
+ * weights after each step; l1 = 0.1 makes the first coordinate exactly 0. */
+TEST(optim_ftrl_matches_the_papers_algorithm) {
+  static const struct {
+    float lr, beta, l1, l2, n0;
+    double want[NSTEPS][NP];
+  } cases[] = {
+      {0.1f, 1.0f, 0, 0, 0,
+       {{0.036363636363636369, -0.19166666666666668, 0.4384615384615384},
+        {0.06468601889078017, -0.19581206989757585, 0.42048255568263976},
+        {0.044817179081021188, -0.23252214082418915, 0.43105837362323907}}},
+      {0.5f, 1.0f, 0.1f, 0.2f, 0,
+       {{0, -0.076923076923076913, 0.28571428571428564},
+        {0.099185976553591432, -0.096063220792865278, 0.20185051311326119},
+        {0.0060126004524248848, -0.26903082066067602, 0.25124688896347586}}},
+      {0.05f, 0.5f, 0, 1.0f, 0.1f,
+       {{0.0030820825133939999, -0.067544665651672234, 0.22753479669393603},
+        {0.021780394962216655, -0.070240107499116966, 0.21565824195794714},
+        {0.0087369167013470889, -0.094070959089800663, 0.22263885357110832}}},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    optim_cfg c;
+    optim_cfg_default(&c, OPTIM_FTRL);
+    c.lr = cases[k].lr, c.beta = cases[k].beta, c.l1 = cases[k].l1, c.l2 = cases[k].l2;
+    c.initial_accumulator = cases[k].n0;
+    CHECK_OK(optim_cfg_check(&c));
+    CHECK_INT_EQ(optim_nslots(&c), 2);
+    float p[NP] = {0.5f, -1.25f, 2.0f}, z[NP], n[NP], g[NP];
+    float *slots[2] = {z, n};
+    optim_slots_init(&c, slots, NP);
+    for (int t = 1; t <= NSTEPS; t++) {
+      for (int i = 0; i < NP; i++) g[i] = (float)grads[t - 1][i];
+      optim_update(&c, p, g, slots, NP, t);
+      for (int i = 0; i < NP; i++)
+        if (fabs(p[i] - cases[k].want[t - 1][i]) > 1e-6)
+          harness_fail(__FILE__, __LINE__, "case %zu step %d p[%d] = %.9g, the paper's %.9g", k,
+                       t, i, (double)p[i], cases[k].want[t - 1][i]);
+    }
+  }
+  optim_cfg c;
+  optim_cfg_default(&c, OPTIM_FTRL);
+  c.weight_decay = 0.1f;
+  CHECK_ERR(optim_cfg_check(&c), DRV_EINVAL, "optim.FTRL: weight_decay is not used");
+}
+
 TEST(optim_update_covers_odd_lengths) {
   enum { N = 37 };
   for (int kind = OPTIM_SGD; kind <= OPTIM_RMSPROP; kind++) {

@@ -579,7 +579,7 @@ static void optim_round_trip(const optim_cfg *c) {
   wire_wr_init(&w);
   wire_wr_optim(&w, c);
   CHECK_OK(wire_wr_finish(&w, WIRE_VAR_INIT, 0));
-  CHECK_INT_EQ(PAYLOAD_LEN(w), 82);
+  CHECK_INT_EQ(PAYLOAD_LEN(w), 106); /* kind, 13 fields as f64, flags */
   wire_rd r;
   wire_rd_init(&r, PAYLOAD(w), PAYLOAD_LEN(w));
   optim_cfg g;
@@ -591,11 +591,12 @@ static void optim_round_trip(const optim_cfg *c) {
   CHECK(g.weight_decay == c->weight_decay && g.beta1 == c->beta1 && g.beta2 == c->beta2);
   CHECK(g.eps == c->eps && g.alpha == c->alpha && g.lr_decay == c->lr_decay);
   CHECK(g.initial_accumulator == c->initial_accumulator);
+  CHECK(g.beta == c->beta && g.l1 == c->l1 && g.l2 == c->l2);
   wire_wr_free(&w);
 }
 
 TEST(wire_optim_round_trip) {
-  for (int k = OPTIM_SGD; k <= OPTIM_RMSPROP; k++) {
+  for (int k = OPTIM_SGD; k <= OPTIM_FTRL; k++) {
     optim_cfg c;
     optim_cfg_default(&c, (optim_kind)k);
     c.lr = 0.0123f;
@@ -604,6 +605,7 @@ TEST(wire_optim_round_trip) {
     if (k == OPTIM_RMSPROP) c.momentum = 0.5f, c.alpha = 0.95f;
     if (k == OPTIM_ADAGRAD) c.lr_decay = 0.01f, c.initial_accumulator = 0.1f;
     if (k == OPTIM_ADAM) c.beta1 = 0.8f, c.eps = 1e-7f;
+    if (k == OPTIM_FTRL) c.weight_decay = 0, c.beta = 0.5f, c.l1 = 0.01f, c.l2 = 0.02f;
     optim_round_trip(&c);
   }
 }
@@ -615,7 +617,7 @@ static int read_optim_with(int field, double value, int kind, int nesterov) {
   wire_wr w;
   wire_wr_init(&w);
   wire_wr_u8(&w, (uint8_t)kind);
-  for (int i = 0; i < 10; i++) {
+  for (int i = 0; i < 13; i++) {
     double v = i == 0 ? c.lr : 0.0;
     wire_wr_f64(&w, i == field ? value : v);
   }
@@ -743,7 +745,7 @@ TEST(wire_random_bytes_smoke) {
 }
 
 /* A schedule travels behind bit 7 of the nesterov byte; without one the
- * layout is the original 82 bytes (checked above). */
+ * layout is the original 106 bytes (checked above). */
 TEST(wire_optim_schedule_round_trip) {
   optim_cfg c;
   optim_cfg_default(&c, OPTIM_SGD);
@@ -754,7 +756,7 @@ TEST(wire_optim_schedule_round_trip) {
   wire_wr_init(&w);
   wire_wr_optim(&w, &c);
   CHECK_OK(wire_wr_finish(&w, WIRE_VAR_INIT, 0));
-  CHECK_INT_EQ(PAYLOAD_LEN(w), 82 + 1 + 8 * 4 + 1 + 3 * 8 + 8 + 8);
+  CHECK_INT_EQ(PAYLOAD_LEN(w), 106 + 1 + 8 * 4 + 1 + 3 * 8 + 8 + 8);
   wire_rd r;
   wire_rd_init(&r, PAYLOAD(w), PAYLOAD_LEN(w));
   optim_cfg g;
@@ -763,12 +765,12 @@ TEST(wire_optim_schedule_round_trip) {
   CHECK(g.nesterov);
   CHECK(memcmp(&g.sched, &c.sched, sizeof g.sched) == 0);
   /* every truncation of the schedule fails cleanly */
-  for (size_t k = 82; k < PAYLOAD_LEN(w); k++) {
+  for (size_t k = 106; k < PAYLOAD_LEN(w); k++) {
     wire_rd_init(&r, PAYLOAD(w), k);
     CHECK(wire_rd_optim(&r, &g) < 0);
   }
   /* a bad milestone order is optim_cfg_check's error */
-  PAYLOAD(w)[82 + 1 + 8 * 4 + 1 + 8] = 5; /* milestone 2: 20 -> 5 */
+  PAYLOAD(w)[106 + 1 + 8 * 4 + 1 + 8] = 5; /* milestone 2: 20 -> 5 */
   wire_rd_init(&r, PAYLOAD(w), PAYLOAD_LEN(w));
   CHECK_ERR(wire_rd_optim(&r, &g), DRV_EPARSE, "increasing");
   wire_wr_free(&w);
@@ -784,7 +786,7 @@ TEST(wire_optim_schedule_round_trip) {
   CHECK_OK(wire_rd_optim(&r, &g));
   CHECK_OK(wire_rd_done(&r, WIRE_VAR_INIT));
   CHECK(memcmp(&g.sched, &c.sched, sizeof g.sched) == 0);
-  for (size_t k = 82; k < PAYLOAD_LEN(w); k++) {
+  for (size_t k = 106; k < PAYLOAD_LEN(w); k++) {
     wire_rd_init(&r, PAYLOAD(w), k);
     CHECK(wire_rd_optim(&r, &g) < 0);
   }
