@@ -47,6 +47,9 @@ int nn_describe_plain(const nn_module *m, char *buf, size_t n, int indent);
 int nn_describe_container(const nn_module *m, char *buf, size_t n, int indent);
 /* Names p and allocates its value and gradient (zeroed); DRV_ENOMEM. */
 int nn_param_init(nn_param *p, const char *name, int ndim, const int64_t *shape);
+/* Float ids in x (1 to 3 dimensions, contiguous), each integral and in
+ * 0..n-1: the Embeddings' input (nn_norm.c). DRV_ESHAPE / DRV_ERANGE. */
+int nn_check_ids(const nn_module *m, const tensor *x, double n);
 /* Element-wise layers: x contiguous, m->out shaped like x. */
 int nn_elementwise_begin(nn_module *m, const tensor *x);
 /* dy shaped like x; `need_out` layers also need the last forward's output

@@ -16,8 +16,7 @@
 
 /* ---- Embedding -------------------------------------------------------------- */
 
-/* Every id integral and in 0..n-1. */
-static int embedding_ids(const nn_module *m, const tensor *x) {
+int nn_check_ids(const nn_module *m, const tensor *x, double n) {
   char a[64], nm[96];
   int rc = nn_need_contiguous(m, x, "input");
   if (rc < 0) return rc;
@@ -26,11 +25,14 @@ static int embedding_ids(const nn_module *m, const tensor *x) {
                    nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
   const float *p = tensor_data(x);
   for (int64_t i = 0; i < tensor_numel(x); i++)
-    if (!(p[i] >= 0.0f && p[i] < (float)m->in_features) || p[i] != floorf(p[i]))
-      return err_set(DRV_ERANGE, "%s: input element %lld is %g, expected an id in 0..%lld",
-                     nn_name_of(m, nm, sizeof nm), (long long)i, (double)p[i],
-                     (long long)(m->in_features - 1));
+    if (!(p[i] >= 0.0f && (double)p[i] < n) || p[i] != floorf(p[i]))
+      return err_set(DRV_ERANGE, "%s: input element %lld is %g, expected an id in 0..%.0f",
+                     nn_name_of(m, nm, sizeof nm), (long long)i, (double)p[i], n - 1);
   return 0;
+}
+
+static int embedding_ids(const nn_module *m, const tensor *x) {
+  return nn_check_ids(m, x, (double)m->in_features);
 }
 
 static void embedding_shape(const nn_module *m, const tensor *x, int64_t *shape) {

@@ -200,19 +200,7 @@ static int bag_backward(nn_module *m, const tensor *x, const tensor *dy, const t
 
 /* Every id integral and in 0..n-1, as nn.Embedding's. */
 static int emb_check(const nn_module *m, const tensor *x) {
-  char a[64], nm[96];
-  int rc = nn_need_contiguous(m, x, "input");
-  if (rc < 0) return rc;
-  if (x->ndim < 1 || x->ndim > 3)
-    return err_set(DRV_ESHAPE, "%s: input %s must have 1 to 3 dimensions of ids",
-                   nn_name_of(m, nm, sizeof nm), SHAPE(x, a));
-  const float *p = tensor_data(x);
-  double n = (double)sptable_rows(m->tab->t);
-  for (int64_t i = 0; i < tensor_numel(x); i++)
-    if (!(p[i] >= 0.0f && (double)p[i] < n) || p[i] != floorf(p[i]))
-      return err_set(DRV_ERANGE, "%s: input element %lld is %g, expected an id in 0..%.0f",
-                     nn_name_of(m, nm, sizeof nm), (long long)i, (double)p[i], n - 1);
-  return 0;
+  return nn_check_ids(m, x, (double)sptable_rows(m->tab->t));
 }
 
 static void emb_shape(const nn_module *m, const tensor *x, int64_t *shape) {
