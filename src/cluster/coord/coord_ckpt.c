@@ -342,6 +342,16 @@ static void abandon_if_over(coord_fit_state *f) {
                "worker reached it", ck->step);
 }
 
+/* Every ps link authenticated: one dialled again after a promotion or a
+ * restart is still in its handshake for a moment, and a probe or
+ * CHECKPOINT sent on it then reached the ps before AUTH, which drops
+ * such a connection (seen hanging rc-07's fit). The checkpoint waits. */
+static bool ps_links_ready(const coord_fit_state *f) {
+  for (int k = 0; k < f->nps; k++)
+    if (!f->ps[k] || !conn_is_ready(f->ps[k])) return false;
+  return true;
+}
+
 void coord__ckpt_tick(coord_fit_state *f) {
   coord_ck *ck = &f->ck;
   abandon_if_over(f);
@@ -349,7 +359,7 @@ void coord__ckpt_tick(coord_fit_state *f) {
   int64_t since = f->done - (ck->last_step > 0 ? ck->last_step : 0);
   bool due = ck->requested || (f->ckpol.every > 0 && since >= f->ckpol.every) ||
              (f->ckpol.every_seconds > 0 && progress_now() - ck->last_time >= f->ckpol.every_seconds);
-  if (!due || f->done == ck->last_step || f->done == 0) return;
+  if (!due || f->done == ck->last_step || f->done == 0 || !ps_links_ready(f)) return;
   ck->requested = false;
   if (coord__ckpt_begin(f, true) < 0) {
     rundir_event(&f->c->rd, "checkpoint failed: %s; training goes on", err_msg());
