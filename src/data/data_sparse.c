@@ -99,18 +99,24 @@ void data__sp_take(data_spbuild *b, data_sparse *dst) {
   memset(b, 0, sizeof *b);
 }
 
+/* dst's arrays for `rows` rows and nnz entries (values when weighted). */
+static int sparse_alloc(data_sparse *dst, int64_t rows, int64_t nnz) {
+  dst->ptr = malloc((size_t)(rows + 1) * sizeof *dst->ptr);
+  dst->ids = malloc((size_t)(nnz ? nnz : 1) * sizeof *dst->ids);
+  dst->vals = dst->weighted ? malloc((size_t)(nnz ? nnz : 1) * sizeof *dst->vals) : NULL;
+  if (!dst->ptr || !dst->ids || (dst->weighted && !dst->vals)) {
+    data__sparse_free(dst);
+    return err_set(DRV_ENOMEM, "out of memory for %lld sparse entries", (long long)nnz);
+  }
+  return 0;
+}
+
 int data__sparse_gather(const data_sparse *src, const int64_t *idx, int64_t k, data_sparse *dst) {
   *dst = (data_sparse){.fields = src->fields, .weighted = src->weighted, .bound = src->bound};
   if (!src->bound) return 0;
   int64_t nnz = 0;
   for (int64_t i = 0; i < k; i++) nnz += src->ptr[idx[i] + 1] - src->ptr[idx[i]];
-  dst->ptr = malloc((size_t)(k + 1) * sizeof *dst->ptr);
-  dst->ids = malloc((size_t)(nnz ? nnz : 1) * sizeof *dst->ids);
-  dst->vals = src->weighted ? malloc((size_t)(nnz ? nnz : 1) * sizeof *dst->vals) : NULL;
-  if (!dst->ptr || !dst->ids || (src->weighted && !dst->vals)) {
-    data__sparse_free(dst);
-    return err_set(DRV_ENOMEM, "out of memory for %lld sparse entries", (long long)nnz);
-  }
+  if (sparse_alloc(dst, k, nnz) < 0) return DRV_ENOMEM;
   dst->ptr[0] = 0;
   for (int64_t i = 0; i < k; i++) {
     int64_t a = src->ptr[idx[i]], m = src->ptr[idx[i] + 1] - a, at = dst->ptr[i];
@@ -125,13 +131,7 @@ int data__sparse_copy(const data_sparse *src, int64_t n, data_sparse *dst) {
   *dst = (data_sparse){.fields = src->fields, .weighted = src->weighted, .bound = src->bound};
   if (!src->bound || !src->ptr) return 0;
   int64_t nnz = src->ptr[n];
-  dst->ptr = malloc((size_t)(n + 1) * sizeof *dst->ptr);
-  dst->ids = malloc((size_t)(nnz ? nnz : 1) * sizeof *dst->ids);
-  dst->vals = src->weighted ? malloc((size_t)(nnz ? nnz : 1) * sizeof *dst->vals) : NULL;
-  if (!dst->ptr || !dst->ids || (src->weighted && !dst->vals)) {
-    data__sparse_free(dst);
-    return err_set(DRV_ENOMEM, "out of memory for %lld sparse entries", (long long)nnz);
-  }
+  if (sparse_alloc(dst, n, nnz) < 0) return DRV_ENOMEM;
   memcpy(dst->ptr, src->ptr, (size_t)(n + 1) * sizeof *dst->ptr);
   memcpy(dst->ids, src->ids, (size_t)nnz * sizeof *dst->ids);
   if (src->weighted) memcpy(dst->vals, src->vals, (size_t)nnz * sizeof *dst->vals);
