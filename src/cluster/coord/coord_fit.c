@@ -223,8 +223,10 @@ static void eval_controls(coord_fit_state *f, int64_t step, double loss, double 
   }
   if (train_stop_observe(&f->cfg->stop, &f->stopper, step, loss, acc) && !f->stopped_early) {
     f->stopped_early = true;
-    rundir_event(&f->c->rd, "fit: stopping early at step %lld: no better %s since step %lld",
-                 (long long)f->done, optim_metric_name(f->cfg->stop.metric),
+    /* async: the workers went on while the eval ran, so both steps */
+    rundir_event(&f->c->rd,
+                 "fit: stopping early at step %lld (the eval of step %lld): no better %s since step %lld",
+                 (long long)f->done, (long long)step, optim_metric_name(f->cfg->stop.metric),
                  (long long)f->stopper.best_step);
     coord__sync_stop_begin(f); /* sync: the workers' held steps must end too */
   }
