@@ -96,7 +96,8 @@ end
 --- exp:run_dir() -> the run directory (nil before the first fit)
 function Experiment:run_dir() return state[self].run end
 
---- exp:evaluate([dataset]) -> { loss = ..., accuracy = ... }
+--- exp:evaluate([dataset]) -> { loss = ..., accuracy = ... } (and auc, logloss
+--- with eval.metrics)
 function Experiment:evaluate(ds)
   if getmetatable(self) ~= Experiment then
     error("experiment: call evaluate as exp:evaluate(ds)", 2)
@@ -109,7 +110,8 @@ function Experiment:evaluate(ds)
     error("experiment: evaluate expects a dataset (got " .. show(ds) .. ")", 2)
   end
   local tr = trainer(self)
-  return call(2, tr.evaluate, tr, ds, self.eval and self.eval.batch or self.train.batch)
+  return call(2, tr.evaluate, tr, ds, self.eval and self.eval.batch or self.train.batch,
+    self.eval and self.eval.metrics)
 end
 
 --- exp:classes() -> the class names of the training data (data.csv with
@@ -151,7 +153,8 @@ function Experiment:__tostring()
   }
   if self.eval then
     lines[#lines + 1] = "  eval      " .. tostring(self.eval.data) ..
-      (self.eval.every > 0 and ("; every " .. self.eval.every .. " steps") or "; at the end")
+      (self.eval.every > 0 and ("; every " .. self.eval.every .. " steps") or "; at the end") ..
+      (self.eval.metrics and ("; " .. table.concat(self.eval.metrics, ", ")) or "")
   end
   lines[#lines + 1] = "  seed      " .. self.seed
   return table.concat(lines, "\n")
@@ -184,6 +187,7 @@ local function describe(self)
   if self.eval then
     d["eval.data"], d["eval.every"] = tostring(self.eval.data), tostring(self.eval.every)
     d["eval.batch"] = tostring(self.eval.batch)
+    if self.eval.metrics then d["eval.metrics"] = table.concat(self.eval.metrics, ",") end
   end
   if self.stop then
     d["stop.metric"], d["stop.mode"] = self.stop.metric, self.stop.mode
@@ -251,6 +255,10 @@ local function rebuild(dir, d)
   if d.runs == "false" then cfg.runs = false else cfg.runs = d.runs end
   if d["eval.every"] then
     cfg.eval = { every = num(d, "eval.every"), batch = num(d, "eval.batch") }
+    if d["eval.metrics"] then
+      cfg.eval.metrics = {}
+      for m in d["eval.metrics"]:gmatch("[^,]+") do cfg.eval.metrics[#cfg.eval.metrics + 1] = m end
+    end
   end
   if d["stop.metric"] then
     cfg.stop = { metric = d["stop.metric"], mode = d["stop.mode"],

@@ -23,6 +23,7 @@
 #include "luabind/l_util.h"
 #include "luabind/repl.h"
 #include "numeric/nn_sparse.h"
+#include "train/bineval.h"
 #include "ui/runs.h"
 
 #define CLUSTER_MT "drover.Cluster"
@@ -331,7 +332,8 @@ static int l_setup(lua_State *L) {
 }
 
 /* c:evaluate(exp [, dataset]) -> { loss, accuracy } of the cluster's
- * current parameters (pulled from the ps nodes into exp.model). */
+ * current parameters (pulled from the ps nodes into exp.model); auc and
+ * logloss too when exp.eval.metrics asks. */
 static int l_evaluate(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
   ltrain_check_experiment(L, 2);
@@ -353,15 +355,21 @@ static int l_evaluate(lua_State *L) {
   lua_getfield(L, 6, "batch");
   int64_t batch = lua_tointeger(L, -1);
   lua_pop(L, 1);
+  unsigned metrics = 0;
+  if (lua_istable(L, 7) && lua_getfield(L, 7, "metrics") != LUA_TNIL)
+    metrics = lsettings_metrics(L, -1);
   nn_module *model = cluster_model(L, 4);
   int rc = coord_pull(c, model);
-  double loss, acc;
+  train_eval e;
   if (rc == 0)
-    rc = train_evaluate(model, lnn_check_loss(L, 5), d, batch > 0 ? batch : 256, &loss, &acc);
+    rc = train_evaluate_metrics(model, lnn_check_loss(L, 5), d, batch > 0 ? batch : 256, metrics,
+                                &e);
   if (rc < 0) return cluster_error(L);
-  lua_createtable(L, 0, 2);
-  set_num(L, "loss", loss);
-  set_num(L, "accuracy", acc);
+  lua_createtable(L, 0, 4);
+  set_num(L, "loss", e.loss);
+  set_num(L, "accuracy", e.accuracy);
+  if (metrics & BINEVAL_AUC) set_num(L, "auc", e.auc);
+  if (metrics & BINEVAL_LOGLOSS) set_num(L, "logloss", e.logloss);
   ltrain_mark_result(L);
   return 1;
 }

@@ -22,6 +22,7 @@
  */
 #include <langinfo.h>
 #include <lauxlib.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -478,6 +479,9 @@ void ldash_fit_progress(lua_State *L, const train_progress *p) {
     runview_add_point(m, "eval/loss", (pt.value = p->eval_loss, pt));
     if (p->eval_accuracy == p->eval_accuracy)
       runview_add_point(m, "eval/accuracy", (pt.value = p->eval_accuracy, pt));
+    if (isfinite(p->eval_auc)) runview_add_point(m, "eval/auc", (pt.value = p->eval_auc, pt));
+    if (isfinite(p->eval_logloss))
+      runview_add_point(m, "eval/logloss", (pt.value = p->eval_logloss, pt));
   } else {
     runview_add_point(m, "train/loss", (pt.value = p->batch_loss, pt));
     if (p->batch_accuracy == p->batch_accuracy)

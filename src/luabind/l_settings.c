@@ -22,6 +22,7 @@
 #include "luabind/l_opts.h"
 #include "luabind/l_util.h"
 #include "numeric/optim_sched.h"
+#include "train/bineval.h"
 
 #define WHAT "experiment"
 
@@ -31,7 +32,7 @@ static const char *const top_fields[] = {
     "progress", "runs", "seed", "stop", "tensorboard", "train", "verbose", NULL};
 static const char *const train_fields[] = {"batch", "data", "epochs", "feed", "feed_timeout",
                                            "feeders", "max_steps", "shuffle", NULL};
-static const char *const eval_fields[] = {"batch", "data", "every", NULL};
+static const char *const eval_fields[] = {"batch", "data", "every", "metrics", NULL};
 static const char *const checkpoint_fields[] = {"dir", "every", "every_seconds", "keep",
                                                 "keep_best", NULL};
 static const char *const keep_best_fields[] = {"metric", "mode", NULL};
@@ -178,6 +179,34 @@ static void read_train(lua_State *L, int idx, lsettings *s) {
 
 /* ============================== eval and stop =========================== */
 
+unsigned lsettings_metrics(lua_State *L, int idx) {
+  unsigned bits = 0;
+  lua_pushvalue(L, idx);
+  if (!lua_istable(L, -1))
+    fail(L, "eval.metrics must be a list of names, e.g. { \"auc\", \"logloss\" } (got %s)",
+         luaL_typename(L, -1));
+  lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, -1, i);
+    const char *name = lua_tostring(L, -1);
+    int bit = lua_type(L, -1) == LUA_TSTRING ? bineval_metric(name) : -1;
+    if (bit < 0)
+      fail(L, "eval.metrics[%I]: unknown metric %s (known: " BINEVAL_NAMES ")", i,
+           name ? name : luaL_typename(L, -1));
+    bits |= (unsigned)bit;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return bits;
+}
+
+/* eval.metrics = { "auc", "logloss" }: BINEVAL_* bits. */
+static unsigned read_metrics(lua_State *L, int eval) {
+  unsigned bits = push(L, eval, "metrics") == LUA_TNIL ? 0 : lsettings_metrics(L, -1);
+  lua_pop(L, 1);
+  return bits;
+}
+
 static void read_eval(lua_State *L, int idx, lsettings *s) {
   int eval = sub_table(L, idx, "eval", "eval", "{ data = ..., every = ... }", eval_fields, true);
   s->eval_batch = s->cfg.batch;
@@ -193,6 +222,7 @@ static void read_eval(lua_State *L, int idx, lsettings *s) {
   s->cfg.eval = d;
   s->cfg.eval_every = lopts_int(L, eval, "every", 0, LOPTS_NONNEG, LOPTS_COUNT_MAX, what);
   s->eval_batch = lopts_int(L, eval, "batch", s->cfg.batch, LOPTS_POS, LOPTS_COUNT_MAX, what);
+  s->cfg.metrics = read_metrics(L, eval);
 }
 
 /* stop = { metric = "eval_loss", mode = "min", patience = N, min_delta = 0 }:
@@ -390,10 +420,15 @@ static void push_train(lua_State *L, const lsettings *s) {
 }
 
 static void push_eval(lua_State *L, const lsettings *s) {
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 4);
   set_value(L, "data", s->eval_data);
   ldrv_set_int(L, "every", s->cfg.eval_every);
   ldrv_set_int(L, "batch", s->eval_batch);
+  if (!s->cfg.metrics) return;
+  lua_createtable(L, 2, 0);
+  for (unsigned bit = 1, i = 0; bit <= BINEVAL_ALL; bit <<= 1)
+    if (s->cfg.metrics & bit) lua_pushstring(L, bineval_name(bit)), lua_rawseti(L, -2, ++i);
+  lua_setfield(L, -2, "metrics");
 }
 
 static void push_stop(lua_State *L, const train_stop *t) {

@@ -51,5 +51,8 @@ int lsettings_new(lua_State *L);
  * pushing the values it refers to; raises "experiment: FIELD ..." for a
  * field that is wrong now. */
 void lsettings_read(lua_State *L, int idx, lsettings *s);
+/* The metric names at idx (a list: { "auc", "logloss" }) as BINEVAL_*
+ * bits; raises naming the known ones for anything else. */
+unsigned lsettings_metrics(lua_State *L, int idx);
 
 #endif

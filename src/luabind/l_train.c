@@ -31,6 +31,7 @@
 #include "numeric/nn.h"
 #include "numeric/nn_sparse.h"
 #include "numeric/optim.h"
+#include "train/bineval.h"
 #include "train/train.h"
 #include "ui/runs.h"
 
@@ -137,6 +138,8 @@ void ltrain_push_progress(lua_State *L, const train_progress *p) {
   if (p->is_eval) {
     set_num(L, "eval_loss", p->eval_loss);
     set_num(L, "eval_accuracy", p->eval_accuracy);
+    if (p->metrics & BINEVAL_AUC) set_num(L, "eval_auc", p->eval_auc);
+    if (p->metrics & BINEVAL_LOGLOSS) set_num(L, "eval_logloss", p->eval_logloss);
   }
 }
 
@@ -149,6 +152,8 @@ void ltrain_push_result(lua_State *L, const train_result *r) {
   set_num(L, "examples_per_sec", r->examples_per_sec);
   set_num(L, "eval_loss", r->eval_loss);
   set_num(L, "eval_accuracy", r->eval_accuracy);
+  if (r->metrics & BINEVAL_AUC) set_num(L, "eval_auc", r->eval_auc);
+  if (r->metrics & BINEVAL_LOGLOSS) set_num(L, "eval_logloss", r->eval_logloss);
   set_num(L, "seconds", r->seconds);
   if (r->stopped_early) {
     lua_pushboolean(L, 1);
@@ -183,6 +188,8 @@ static int progress_lua(lua_State *L) {
     set_int(L, "epoch", p->epoch);
     set_num(L, "loss", p->eval_loss);
     set_num(L, "accuracy", p->eval_accuracy);
+    if (p->metrics & BINEVAL_AUC) set_num(L, "auc", p->eval_auc);
+    if (p->metrics & BINEVAL_LOGLOSS) set_num(L, "logloss", p->eval_logloss);
     lua_rawseti(L, 3, (lua_Integer)luaL_len(L, 3) + 1);
   }
   if (lua_isnil(L, 4)) return 0;
@@ -543,12 +550,15 @@ static int t_evaluate(lua_State *L) {
   const dataset *d = ldata_check(L, 2);
   lua_Integer batch = luaL_optinteger(L, 3, 256);
   luaL_argcheck(L, batch > 0, 3, "the batch size must be positive");
-  double loss, acc;
-  if (train_evaluate(t->model, t->loss, d, batch, &loss, &acc) < 0)
+  unsigned metrics = lua_isnoneornil(L, 4) ? 0 : lsettings_metrics(L, 4);
+  train_eval e;
+  if (train_evaluate_metrics(t->model, t->loss, d, batch, metrics, &e) < 0)
     return luaL_error(L, "%s", err_msg());
-  lua_createtable(L, 0, 2);
-  set_num(L, "loss", loss);
-  set_num(L, "accuracy", acc);
+  lua_createtable(L, 0, 4);
+  set_num(L, "loss", e.loss);
+  set_num(L, "accuracy", e.accuracy);
+  if (metrics & BINEVAL_AUC) set_num(L, "auc", e.auc);
+  if (metrics & BINEVAL_LOGLOSS) set_num(L, "logloss", e.logloss);
   ltrain_mark_result(L);
   return 1;
 }

@@ -143,8 +143,10 @@
  *               apply; message the error text when status != 0; dropped
  *               1: no ps applied the step's gradient (sync: late, or past
  *               the last global step), so the step does not count
- *  EVAL         C -> E: pull the latest parameters, evaluate
- *  EVAL_RESULT  E -> C
+ *  EVAL         C -> E: pull the latest parameters, evaluate; metrics:
+ *               BINEVAL_* bits (train/bineval.h: 1 auc, 2 logloss), the
+ *               evaluator computing them over its whole eval set
+ *  EVAL_RESULT  E -> C: auc and logloss NaN unless asked
  *  CALL         C -> W: closure_encode's bytes (a Lua function, its
  *               upvalues and arguments; c:schedule)
  *  CALL_RESULT  W -> C: status 0: data is closure_encode_values' results;
@@ -153,9 +155,10 @@
 #define WIRE_MSG_result(X) \
   X(U64, task) X(I32, status) X(F64, loss) X(I64, correct) X(U64, examples) X(STR, message) \
   X(FLAG, dropped, "RESULT dropped")
-#define WIRE_MSG_eval(X) X(U64, step)
+#define WIRE_MSG_eval(X) X(U64, step) X(U32, metrics)
 #define WIRE_MSG_eval_result(X) \
-  X(U64, step) X(I32, status) X(F64, loss) X(F64, accuracy) X(U64, examples) X(STR, message)
+  X(U64, step) X(I32, status) X(F64, loss) X(F64, accuracy) X(U64, examples) X(STR, message) \
+  X(F64, auc) X(F64, logloss)
 #define WIRE_MSG_call(X) X(U64, task) X(BYTES, closure)
 
 /* Predict (c:predict, coord_predict.c): forward passes spread over the

@@ -166,9 +166,9 @@ void fitrun_end(fitrun *r, const train_result *res, int rc) {
 
 void fitrun_progress(fitrun *r, const train_progress *p) {
   if (p->is_eval) {
-    metrics_eval_line(&r->metrics, p->elapsed, p->step, p->eval_loss, p->eval_accuracy);
-    events_run_scalar(r->ev, "eval/loss", p->step, p->eval_loss);
-    events_run_scalar(r->ev, "eval/accuracy", p->step, p->eval_accuracy);
+    train_eval e = train_progress_eval(p);
+    metrics_eval_line(&r->metrics, p->elapsed, p->step, &e, p->metrics);
+    metrics_eval_events(r->ev, p->step, &e, p->metrics);
     return;
   }
   metrics_step_line(&r->metrics, &(metrics_step){.time = p->elapsed, .step = p->step,

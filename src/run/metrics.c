@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "train/bineval.h"
 
 /* ============================== writing ================================== */
 
@@ -59,10 +60,23 @@ void metrics_step_line(metrics *m, const metrics_step *s) {
   append(m, ok ? o : NULL);
 }
 
-void metrics_eval_line(metrics *m, double time, int64_t step, double loss, double accuracy) {
+void metrics_eval_line(metrics *m, double time, int64_t step, const train_eval *e,
+                       unsigned which) {
   if (!m->f) return;
-  append(m, json_pack("{s:o, s:I, s:o, s:o}", "time", seconds(time), "step", (json_int_t)step,
-                      "eval_loss", num(loss), "eval_accuracy", num(accuracy)));
+  json_t *o = json_pack("{s:o, s:I, s:o, s:o}", "time", seconds(time), "step", (json_int_t)step,
+                        "eval_loss", num(e->loss), "eval_accuracy", num(e->accuracy));
+  bool ok = o && (!(which & BINEVAL_AUC) || json_object_set_new(o, "eval_auc", num(e->auc)) == 0) &&
+            (!(which & BINEVAL_LOGLOSS) ||
+             json_object_set_new(o, "eval_logloss", num(e->logloss)) == 0);
+  if (!ok) json_decref(o);
+  append(m, ok ? o : NULL);
+}
+
+void metrics_eval_events(events_writer *w, int64_t step, const train_eval *e, unsigned which) {
+  events_run_scalar(w, "eval/loss", step, e->loss);
+  events_run_scalar(w, "eval/accuracy", step, e->accuracy);
+  if (which & BINEVAL_AUC) events_run_scalar(w, "eval/auc", step, e->auc);
+  if (which & BINEVAL_LOGLOSS) events_run_scalar(w, "eval/logloss", step, e->logloss);
 }
 
 void metrics_flush(metrics *m) {
@@ -89,7 +103,8 @@ const char *metrics_tag(const char *key) {
   static const char *const tags[][2] = {
       {"loss", "train/loss"},       {"accuracy", "train/accuracy"},
       {"lr", "train/learning_rate"}, {"grad_norm", "train/grad_norm"},
-      {"eval_loss", "eval/loss"},   {"eval_accuracy", "eval/accuracy"}};
+      {"eval_loss", "eval/loss"},   {"eval_accuracy", "eval/accuracy"},
+      {"eval_auc", "eval/auc"},     {"eval_logloss", "eval/logloss"}};
   for (size_t i = 0; i < sizeof tags / sizeof *tags; i++)
     if (strcmp(key, tags[i][0]) == 0) return tags[i][1];
   return key;

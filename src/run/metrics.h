@@ -20,7 +20,9 @@
  *   grad_norm  number   the gradient's norm before clipping, when computed
  *                       (in process)
  * An evaluation, after the step it follows:
- *   time, step, eval_loss, eval_accuracy (null where it does not apply)
+ *   time, step, eval_loss, eval_accuracy (null where it does not apply),
+ *   and with an experiment's eval.metrics: eval_auc, eval_logloss (null
+ *   when not defined: an eval set of one class has no AUC)
  * A value JSON cannot hold (NaN, an infinity) is null: a diverged loss
  * never writes a bare `nan`. Members that are absent are unknown.
  *
@@ -40,6 +42,8 @@
 #include <stdio.h>
 
 #include "base/rundir.h"
+#include "run/events.h"
+#include "train/train.h"
 
 typedef struct metrics {
   rundir *rd; /* borrowed */
@@ -62,7 +66,13 @@ typedef struct metrics_step {
 void metrics_open(metrics *m, rundir *rd);
 /* Appends one line; a line that cannot be made or written is lost. */
 void metrics_step_line(metrics *m, const metrics_step *s);
-void metrics_eval_line(metrics *m, double time, int64_t step, double loss, double accuracy);
+/* An evaluation's line: e's loss and accuracy, and its auc and logloss
+ * when `which` (BINEVAL_* bits) asked for them. */
+void metrics_eval_line(metrics *m, double time, int64_t step, const train_eval *e,
+                       unsigned which);
+/* The same eval as TensorBoard scalars (eval/loss, eval/accuracy,
+ * eval/auc, eval/logloss; a NaN skipped). w NULL is fine. */
+void metrics_eval_events(events_writer *w, int64_t step, const train_eval *e, unsigned which);
 void metrics_flush(metrics *m);
 void metrics_close(metrics *m);
 
@@ -70,7 +80,7 @@ void metrics_close(metrics *m);
  * with its value in *value (NAN for null). */
 bool metrics_series(const char *key, const json_t *v, double *value);
 /* The tag of series `key` on the dashboard and in TensorBoard: "loss" ->
- * "train/loss", "eval_accuracy" -> "eval/accuracy", "lr" ->
+ * "train/loss", "eval_accuracy" -> "eval/accuracy", "eval_auc" -> "eval/auc", "lr" ->
  * "train/learning_rate"...; a key it does not know, as it is. */
 const char *metrics_tag(const char *key);
 

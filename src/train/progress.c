@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "train/bineval.h"
+
 #define TTY_INTERVAL 0.25  /* seconds between redraws of the bar */
 #define LINE_INTERVAL 5.0  /* seconds between plain progress lines */
 #define BAR_WIDTH 20
@@ -133,6 +135,8 @@ void progress_eval(progress *pr, const train_progress *p) {
   if (pr->bar_shown) fputs("\r\033[K", out);
   fprintf(out, "eval step %lld: loss %.4f", (long long)p->step, p->eval_loss);
   if (!isnan(p->eval_accuracy)) fprintf(out, " accuracy %.4f", p->eval_accuracy);
+  if (p->metrics & BINEVAL_AUC) fprintf(out, " auc %.4f", p->eval_auc);
+  if (p->metrics & BINEVAL_LOGLOSS) fprintf(out, " logloss %.4f", p->eval_logloss);
   fputc('\n', out);
   fflush(out);
   if (pr->bar_shown) {

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "train/bineval.h"
 #include "train/progress.h"
 
 #define now_sec progress_now
@@ -35,15 +36,22 @@ int train_step(nn_module *model, nn_loss *loss, const tensor *x, const tensor *y
   return nn_backward(model, x, dout, NULL);
 }
 
+/* The whole set's AUC and log loss from the scores gathered. */
+static void evaluate_binary(bineval *b, unsigned metrics, train_eval *out) {
+  if (metrics & BINEVAL_LOGLOSS) out->logloss = bineval_logloss(b);
+  if (metrics & BINEVAL_AUC) out->auc = bineval_auc(b);
+}
+
 /* Evaluation with the model already in eval mode. */
 static int evaluate_batches(nn_module *model, nn_loss *loss, const dataset *d,
-                            int64_t batch, double *loss_out, double *accuracy_out) {
+                            int64_t batch, unsigned metrics, train_eval *res) {
   data_iter it;
   int rc = data_iter_init(&it, d, batch, false, 0);
   if (rc < 0) return rc;
   double sum = 0;
   int64_t seen = 0, correct = 0;
   bool has_acc = true;
+  bineval scores = {0};
   const tensor *x, *y, *out;
   while ((rc = data_iter_next(&it, &x, &y)) > 0) {
     if (err_interrupted()) {
@@ -54,6 +62,7 @@ static int evaluate_batches(nn_module *model, nn_loss *loss, const dataset *d,
     nn_set_sparse(model, data_iter_sparse(&it));
     if ((rc = nn_forward(model, x, &out)) < 0) break;
     if ((rc = nn_loss_forward(loss, out, y, &l)) < 0) break;
+    if (metrics && (rc = bineval_add(&scores, loss, out, y)) < 0) break;
     int64_t c = nn_loss_correct(loss, out, y);
     if (c < 0)
       has_acc = false;
@@ -65,14 +74,18 @@ static int evaluate_batches(nn_module *model, nn_loss *loss, const dataset *d,
   }
   nn_set_sparse(model, NULL); /* the batch's ids die with the iterator */
   data_iter_free(&it);
-  if (rc < 0) return rc;
-  *loss_out = sum / (double)seen;
-  *accuracy_out = has_acc ? (double)correct / (double)seen : NAN;
-  return 0;
+  if (rc == 0) {
+    res->loss = sum / (double)seen;
+    res->accuracy = has_acc ? (double)correct / (double)seen : NAN;
+    evaluate_binary(&scores, metrics, res);
+  }
+  bineval_free(&scores);
+  return rc;
 }
 
-int train_evaluate(nn_module *model, nn_loss *loss, const dataset *d, int64_t batch,
-                   double *loss_out, double *accuracy_out) {
+int train_evaluate_metrics(nn_module *model, nn_loss *loss, const dataset *d, int64_t batch,
+                           unsigned metrics, train_eval *out) {
+  *out = (train_eval){NAN, NAN, NAN, NAN};
   if (!model || !loss || !d) return err_set(DRV_EINVAL, "evaluate: missing model, loss or data");
   if (batch <= 0)
     return err_set(DRV_EINVAL, "evaluate: batch must be > 0 (got %lld)", (long long)batch);
@@ -83,9 +96,19 @@ int train_evaluate(nn_module *model, nn_loss *loss, const dataset *d, int64_t ba
   if (rc < 0) return rc;
   bool was = model->training;
   nn_set_training(model, false);
-  rc = evaluate_batches(model, loss, d, batch, loss_out, accuracy_out);
+  rc = evaluate_batches(model, loss, d, batch, metrics, out);
   nn_set_training(model, was);
   return rc;
+}
+
+int train_evaluate(nn_module *model, nn_loss *loss, const dataset *d, int64_t batch,
+                   double *loss_out, double *accuracy_out) {
+  train_eval e;
+  int rc = train_evaluate_metrics(model, loss, d, batch, 0, &e);
+  if (rc < 0) return rc;
+  *loss_out = e.loss;
+  *accuracy_out = e.accuracy;
+  return 0;
 }
 
 /* ---- the fit loop ---------------------------------------------------------- */
@@ -121,10 +144,12 @@ static void fit_print(fit *f, bool force) { progress_step(&f->out, &f->p, force)
 static int fit_eval(fit *f) {
   const train_cfg *cfg = f->cfg;
   double t = now_sec();
-  int rc = train_evaluate(f->model, f->loss, cfg->eval, cfg->batch, &f->p.eval_loss,
-                          &f->p.eval_accuracy);
+  train_eval e;
+  int rc = train_evaluate_metrics(f->model, f->loss, cfg->eval, cfg->batch, cfg->metrics, &e);
   f->eval_secs += now_sec() - t;
   if (rc < 0) return rc;
+  f->p.eval_loss = e.loss, f->p.eval_accuracy = e.accuracy;
+  f->p.eval_auc = e.auc, f->p.eval_logloss = e.logloss;
   progress_eval(&f->out, &f->p);
   fit_update_times(f);
   optim_observe(f->opt, f->p.eval_loss, f->p.eval_accuracy);
@@ -311,6 +336,8 @@ static int fit_check(nn_module *model, nn_loss *loss, optim_t *opt, const datase
                    (long long)cfg->epochs, (long long)per_epoch);
   if (cfg->eval && cfg->eval->n <= 0)
     return err_set(DRV_EINVAL, "fit: eval dataset %s is empty", cfg->eval->source);
+  /* Before the first step, not at the first eval. */
+  if (cfg->metrics & BINEVAL_ALL) return bineval_check(loss, -1);
   return 0;
 }
 
@@ -328,9 +355,14 @@ static int fit_finish(fit *f, int rc, train_result *res) {
   return rc;
 }
 
+train_eval train_progress_eval(const train_progress *p) {
+  return (train_eval){p->eval_loss, p->eval_accuracy, p->eval_auc, p->eval_logloss};
+}
+
 void train_result_init(train_result *r) {
   memset(r, 0, sizeof *r);
   r->loss = r->accuracy = r->eval_loss = r->eval_accuracy = r->best_metric = NAN;
+  r->eval_auc = r->eval_logloss = NAN;
 }
 
 void train_result_fill(train_result *r, const train_progress *p, const train_stopper *st,
@@ -342,6 +374,9 @@ void train_result_fill(train_result *r, const train_progress *p, const train_sto
   r->accuracy = p->accuracy;
   r->eval_loss = p->eval_loss;
   r->eval_accuracy = p->eval_accuracy;
+  r->metrics = p->metrics;
+  r->eval_auc = p->eval_auc;
+  r->eval_logloss = p->eval_logloss;
   r->examples_per_sec = p->examples_per_sec;
   r->seconds = p->elapsed;
   r->stopped_early = stopped_early;
@@ -365,6 +400,8 @@ int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *trai
     f.p.total_steps = cfg->max_steps;
   f.p.epochs = cfg->epochs;
   f.p.loss = f.p.accuracy = f.p.eval_loss = f.p.eval_accuracy = NAN;
+  f.p.eval_auc = f.p.eval_logloss = NAN;
+  f.p.metrics = cfg->metrics;
   f.p.batch_loss = f.p.batch_accuracy = f.p.lr = f.p.grad_norm = NAN;
   /* The bar appears after the first step; plain lines only after 5 s. */
   progress_init(&f.out, cfg->progress, cfg->progress_tty);

@@ -19,6 +19,12 @@
 #include "numeric/nn.h"
 #include "numeric/optim.h"
 
+/* An evaluation's numbers: auc and logloss NAN unless asked for (and the
+ * AUC NAN when the set holds one class only: bineval.h). */
+typedef struct train_eval {
+  double loss, accuracy, auc, logloss;
+} train_eval;
+
 /* What a progress or eval callback sees. */
 typedef struct train_progress {
   int64_t step, total_steps;   /* steps done so far, planned */
@@ -34,6 +40,8 @@ typedef struct train_progress {
   double elapsed, eta;         /* seconds */
   bool is_eval;                /* an eval just ran: eval_* are set */
   double eval_loss, eval_accuracy;
+  unsigned metrics;    /* BINEVAL_* bits the evals compute (train_cfg.metrics) */
+  double eval_auc, eval_logloss; /* NAN unless metrics asks (bineval.h) */
   /* Sync cluster training (0 otherwise): the global step (updates the ps
    * applied, estimated until the fit ends) against its target, and the
    * epoch the data has reached through them. Progress lines show these:
@@ -86,6 +94,7 @@ typedef struct train_cfg {
   const dataset *eval;  /* may be NULL */
   int64_t eval_every;   /* steps between evals; 0 = at the end only */
   train_stop stop;      /* early stopping; .on false for none */
+  unsigned metrics;     /* BINEVAL_* bits: what evals compute beyond loss and accuracy */
   /* Progress output: NULL for none, else lines (or a one-line bar with \r
    * when `progress_tty`) written to this stream about every 0.25 s on a TTY,
    * every 5 s otherwise, and once at the end. */
@@ -112,6 +121,8 @@ typedef struct train_result {
   double accuracy;         /* mean training accuracy over the last epoch, or NAN */
   double eval_loss;        /* on cfg->eval at the end, NAN without eval */
   double eval_accuracy;    /* NAN without eval or when it does not apply */
+  unsigned metrics;        /* cfg->metrics: which of the two below were asked for */
+  double eval_auc, eval_logloss; /* NAN unless asked, or the AUC of one class */
   double examples_per_sec; /* training examples / wall seconds of the steps */
   double seconds;
   bool stopped_early;      /* cfg->stop ended the fit */
@@ -119,6 +130,9 @@ typedef struct train_result {
   double best_metric;      /* and its value */
   bool stopped;            /* the progress callback asked to stop */
 } train_result;
+
+/* p's eval as a train_eval. */
+train_eval train_progress_eval(const train_progress *p);
 
 /* r before a fit: nothing done, every metric NAN. */
 void train_result_init(train_result *r);
@@ -155,6 +169,12 @@ bool train_stop_observe(const train_stop *s, train_stopper *st, int64_t step, do
  * evaluation mode (dropout off), in batches of `batch`. */
 int train_evaluate(nn_module *model, nn_loss *loss, const dataset *d, int64_t batch,
                    double *loss_out, double *accuracy_out);
+
+/* train_evaluate, and the whole set's AUC and log loss when `metrics`
+ * (BINEVAL_* bits) asks: refused (a negative code) for a model that is
+ * not a binary classifier. */
+int train_evaluate_metrics(nn_module *model, nn_loss *loss, const dataset *d, int64_t batch,
+                           unsigned metrics, train_eval *out);
 
 /* Forward passes of model (in evaluation mode) over the rows of x in
  * batches of `batch`: *out a new [n, k] tensor (the caller's), one row per

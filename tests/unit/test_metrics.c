@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "proto/runview.h"
 #include "run/metrics.h"
+#include "train/bineval.h"
 #include "ui/dash_records.h"
 #include "ui/export_metrics.h"
 
@@ -63,14 +64,16 @@ TEST(metrics_lines_of_both_writers) {
   metrics_step_line(&m, &(metrics_step){.time = 0.0004, .step = 1, .epoch = 1, .loss = 2.5,
                                         .accuracy = NAN, .examples = -1, .lr = NAN,
                                         .grad_norm = 3.0});
-  metrics_eval_line(&m, 2.0, 7, 0.25, NAN);
+  metrics_eval_line(&m, 2.0, 7, &(train_eval){0.25, NAN, 0.5, 0.1}, 0);
+  /* eval.metrics asked: an AUC of one class's set is null, not absent. */
+  metrics_eval_line(&m, 2.5, 7, &(train_eval){0.25, 0.5, NAN, 0.125}, BINEVAL_ALL);
   metrics_step_line(&m, &(metrics_step){.time = 3, .step = 8, .epoch = 2, .loss = INFINITY,
                                         .accuracy = NAN, .examples = -1, .lr = NAN,
                                         .grad_norm = NAN});
   metrics_close(&m);
   int n;
   json_t **l = read_lines(&rd, &n);
-  CHECK_INT_EQ(n, 4);
+  CHECK_INT_EQ(n, 5);
   char k[256];
   CHECK(strcmp(keys_of(l[0], k, sizeof k), "time,step,epoch,node,loss,accuracy,examples,lr") == 0);
   CHECK(num(l[0], "time") == 1.235); /* to the millisecond */
@@ -83,7 +86,10 @@ TEST(metrics_lines_of_both_writers) {
   CHECK(num(l[1], "time") == 0.0);
   CHECK(strcmp(keys_of(l[2], k, sizeof k), "time,step,eval_loss,eval_accuracy") == 0);
   CHECK(num(l[2], "eval_loss") == 0.25 && json_is_null(json_object_get(l[2], "eval_accuracy")));
-  CHECK(json_is_null(json_object_get(l[3], "loss"))); /* a diverged loss: null, no bare inf */
+  CHECK(strcmp(keys_of(l[3], k, sizeof k),
+               "time,step,eval_loss,eval_accuracy,eval_auc,eval_logloss") == 0);
+  CHECK(json_is_null(json_object_get(l[3], "eval_auc")) && num(l[3], "eval_logloss") == 0.125);
+  CHECK(json_is_null(json_object_get(l[4], "loss"))); /* a diverged loss: null, no bare inf */
   for (int i = 0; i < n; i++) json_decref(l[i]);
   rundir_close(&rd);
 }
@@ -99,7 +105,7 @@ TEST(metrics_unopenable_file_is_a_lost_record) {
   CHECK(m.f == NULL);
   CHECK_INT_EQ(rundir_records_lost(), lost + 1);
   metrics_step_line(&m, &(metrics_step){.step = 1, .loss = 1, .examples = -1, .lr = NAN});
-  metrics_eval_line(&m, 1, 1, 1, 1);
+  metrics_eval_line(&m, 1, 1, &(train_eval){1, 1, 1, 1}, BINEVAL_ALL);
   metrics_flush(&m);
   metrics_close(&m);
   CHECK_INT_EQ(rundir_records_lost(), lost + 1); /* dropped, not counted again */
@@ -124,6 +130,8 @@ TEST(metrics_series_rule_and_tags) {
   CHECK(strcmp(metrics_tag("grad_norm"), "train/grad_norm") == 0);
   CHECK(strcmp(metrics_tag("eval_loss"), "eval/loss") == 0);
   CHECK(strcmp(metrics_tag("eval_accuracy"), "eval/accuracy") == 0);
+  CHECK(strcmp(metrics_tag("eval_auc"), "eval/auc") == 0);
+  CHECK(strcmp(metrics_tag("eval_logloss"), "eval/logloss") == 0);
   CHECK(strcmp(metrics_tag("my_metric"), "my_metric") == 0);
   json_decref(n), json_decref(i), json_decref(s);
 }
@@ -147,7 +155,7 @@ TEST(metrics_readers_take_the_same_series) {
   metrics_step_line(&m, &(metrics_step){.time = 0.2, .step = 2, .epoch = 1, .loss = 0.9,
                                         .accuracy = NAN, .examples = -1, .lr = NAN,
                                         .grad_norm = 2});
-  metrics_eval_line(&m, 0.3, 2, 0.8, 0.6);
+  metrics_eval_line(&m, 0.3, 2, &(train_eval){0.8, 0.6, NAN, NAN}, 0);
   metrics_close(&m);
   /* A line of an older version: a member this one does not write. */
   FILE *f = fopen(rundir_file(&rd, RUNDIR_METRICS, (char[1200]){0}, 1200), "a");

@@ -3,6 +3,7 @@
  * key check is that one worker training through two ps nodes reproduces
  * in-process training bit for bit; then failure reports.
  */
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "numeric/nn.h"
 #include "node_fake.h"
 #include "numeric/optim.h"
+#include "train/bineval.h"
 #include "train/train.h"
 #include "proto/wire_msgs.h"
 #include "worker_fixture.h"
@@ -73,7 +75,7 @@ TEST(node_worker_matches_in_process_training) {
   /* The evaluator pulls the same parameters and evaluates like train_evaluate. */
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_eval(&w, &(wire_msg_eval){WF_STEPS});
+  wire_put_eval(&w, &(wire_msg_eval){WF_STEPS, 0});
   nf_send_wr(ev->ctl, &w, WIRE_EVAL, 77);
   fr = NF_EXPECT(f, ev->ctl, WIRE_EVAL_RESULT);
   CHECK_INT_EQ(fr->h.req, 77);
@@ -89,6 +91,20 @@ TEST(node_worker_matches_in_process_training) {
   double wl, wa;
   CHECK_OK(train_evaluate(ref.model, ref.loss, evald, 4, &wl, &wa));
   CHECK(el == wl && ea == wa);
+  CHECK(isnan(er.auc) && isnan(er.logloss)); /* not asked */
+
+  /* EVAL's metrics reach the evaluator: AUC of a three-class model is
+   * refused there, and the refusal comes back as the eval's status. */
+  wire_wr_init(&w);
+  wire_put_eval(&w, &(wire_msg_eval){WF_STEPS, BINEVAL_AUC});
+  nf_send_wr(ev->ctl, &w, WIRE_EVAL, 78);
+  fr = NF_EXPECT(f, ev->ctl, WIRE_EVAL_RESULT);
+  CHECK_OK(wire_get_eval_result(fr->p, fr->h.len, &er));
+  CHECK(er.status < 0);
+  char why[512];
+  CHECK_OK(wire_str_copy(er.message, why, sizeof why));
+  CHECK_STR_CONTAINS(why, "binary classifier");
+  nf_frame_free(fr);
 
   nf_cluster_down(&c);
   wf_free_reference(&ref);

@@ -33,6 +33,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "proto/wire_msgs.h"
+#include "train/bineval.h"
 
 /* SETUP of the trainers and the evaluator is in coord_setup.c. */
 
@@ -186,7 +187,7 @@ int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
     if (f->evaluator >= 0) {
       wire_wr w;
       wire_wr_init(&w);
-      wire_put_eval(&w, &(wire_msg_eval){(uint64_t)f->done});
+      wire_put_eval(&w, &(wire_msg_eval){(uint64_t)f->done, cfg->metrics});
       f->evals_out++;
       coord__send(f->c, f->evaluator, &w, WIRE_EVAL, 0);
     } else {
@@ -232,20 +233,23 @@ static void eval_controls(coord_fit_state *f, int64_t step, double loss, double 
   }
 }
 
-static void eval_done(coord_fit_state *f, int64_t step, double loss, double acc) {
-  f->p.eval_loss = loss;
-  f->p.eval_accuracy = acc;
+static void eval_done(coord_fit_state *f, int64_t step, const train_eval *e) {
+  f->p.eval_loss = e->loss;
+  f->p.eval_accuracy = e->accuracy;
+  f->p.eval_auc = e->auc;
+  f->p.eval_logloss = e->logloss;
   f->last_eval_step = step;
   f->eval_fresh = true;
   train_progress p = f->p;
   p.step = step;
   progress_eval(&f->out, &p);
-  metrics_eval_line(&f->metrics, progress_now() - f->t0, step, loss, acc);
-  events_run_scalar(f->events, "eval/loss", step, loss);
-  events_run_scalar(f->events, "eval/accuracy", step, acc); /* NaN: skipped */
-  coord__dash_point(f->c, "eval/loss", step, loss);
-  coord__dash_point(f->c, "eval/accuracy", step, acc);
-  eval_controls(f, step, loss, acc);
+  metrics_eval_line(&f->metrics, progress_now() - f->t0, step, e, f->p.metrics);
+  metrics_eval_events(f->events, step, e, f->p.metrics); /* NaN: skipped */
+  coord__dash_point(f->c, "eval/loss", step, e->loss);
+  coord__dash_point(f->c, "eval/accuracy", step, e->accuracy);
+  coord__dash_point(f->c, "eval/auc", step, e->auc);
+  coord__dash_point(f->c, "eval/logloss", step, e->logloss);
+  eval_controls(f, step, e->loss, e->accuracy);
 }
 
 static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {
@@ -259,7 +263,9 @@ static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {
     coord__fail_fit(f, "evaluator:0: evaluation failed: %s", msg);
     return 0;
   }
-  eval_done(f, (int64_t)m.step, m.loss, m.accuracy);
+  eval_done(f, (int64_t)m.step,
+            &(train_eval){.loss = m.loss, .accuracy = m.accuracy, .auc = m.auc,
+                          .logloss = m.logloss});
   return 0;
 }
 
@@ -374,11 +380,12 @@ static bool lost_to_restore(const coord_fit_state *f, int rc) {
 static int local_eval(coord *c, const coord_fit_args *a, int64_t step) {
   coord_fit_state *f = c->fit;
   int rc = coord__pull_all(c);
-  double loss, acc;
+  train_eval e;
   if (rc == 0)
-    rc = train_evaluate(a->model, a->loss, a->cfg->eval, a->cfg->batch, &loss, &acc);
+    rc = train_evaluate_metrics(a->model, a->loss, a->cfg->eval, a->cfg->batch, a->cfg->metrics,
+                                &e);
   if (rc < 0) return rc;
-  eval_done(f, step, loss, acc);
+  eval_done(f, step, &e);
   return 0;
 }
 
@@ -463,6 +470,8 @@ static int plan(coord *c, const coord_fit_args *a) {
     if (role == ROLE_EVALUATOR) f->evaluator = i;
   }
   const train_cfg *cfg = a->cfg;
+  /* Before any step, not at the first eval. */
+  if (cfg->metrics && bineval_check(a->loss, -1) < 0) return DRV_EINVAL;
   if (a->feed) {
     /* feed mode: as many steps as the source gives batches (known for a
      * dataset, for the progress line) */
@@ -513,6 +522,8 @@ static int plan(coord *c, const coord_fit_args *a) {
   f->p.total_steps = f->sync ? f->sync_target * (int64_t)f->replicas : f->total;
   f->p.epochs = cfg->epochs;
   f->p.loss = f->p.accuracy = f->p.eval_loss = f->p.eval_accuracy = NAN;
+  f->p.eval_auc = f->p.eval_logloss = NAN;
+  f->p.metrics = cfg->metrics;
   f->p.batch_loss = f->p.batch_accuracy = NAN;
   f->p.lr = f->p.grad_norm = NAN; /* the ps applies the rate; workers do not see it */
   return 0;

@@ -71,7 +71,7 @@ static job *job_new(worker *w, int kind, uint32_t req) {
   j->req = req;
   j->correct = -1;
   j->loss = NAN;
-  j->eval_loss = j->eval_acc = NAN;
+  j->eval_loss = j->eval_acc = j->eval_auc = j->eval_logloss = NAN;
   return j;
 }
 
@@ -149,7 +149,9 @@ static void reply(worker *w, job *j) {
                                  .loss = j->rc < 0 ? NAN : j->eval_loss,
                                  .accuracy = j->rc < 0 ? NAN : j->eval_acc,
                                  .examples = j->rc < 0 ? 0 : (uint64_t)j->examples,
-                                 .message = WIRE_STR(j->msg)});
+                                 .message = WIRE_STR(j->msg),
+                                 .auc = j->rc < 0 ? NAN : j->eval_auc,
+                                 .logloss = j->rc < 0 ? NAN : j->eval_logloss});
     w->send(w->ud, &m, WIRE_EVAL_RESULT, j->req);
     return;
   }
@@ -278,7 +280,10 @@ static void work_cb(uv_work_t *req) {
      * file takes seconds, which the loop spends answering heartbeats. */
     rc = worker__state_parse(j->w->role, j->w->index, j->payload, j->payload_len, &j->setup);
   } else if (j->kind == JOB_EVAL) {
-    rc = train_evaluate(st->model, st->loss, st->data, st->batch, &j->eval_loss, &j->eval_acc);
+    train_eval e;
+    rc = train_evaluate_metrics(st->model, st->loss, st->data, st->batch, j->eval_metrics, &e);
+    j->eval_loss = e.loss, j->eval_acc = e.accuracy;
+    j->eval_auc = e.auc, j->eval_logloss = e.logloss;
     j->examples = st->data->n;
   } else {
     rc = compute(j);
@@ -632,6 +637,7 @@ int worker_eval(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
   job *j = job_new(w, JOB_EVAL, req);
   if (!j) return err_set(DRV_ENOMEM, "out of memory");
   j->id = m.step;
+  j->eval_metrics = m.metrics;
   j->phases = JP_PULL | JP_COMPUTE;
   enqueue(w, j);
   worker__settle(w);

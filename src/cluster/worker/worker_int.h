@@ -143,6 +143,8 @@ typedef struct job {
   int64_t correct, examples;
   int push_oks, pushes_taken; /* PUSH_OKs back, and those whose ps applied the gradient */
   double eval_loss, eval_acc;
+  unsigned eval_metrics;       /* EVAL's BINEVAL_* bits */
+  double eval_auc, eval_logloss;
   tensor *bx, *by;    /* JP_BATCH: copies of the batch (owned; on_done may take them) */
   bool rolled_back;   /* a ROLLBACK came: it fails instead of going on */
   tensor *fx, *fy;    /* a FEED_BATCH's batch: compute trains on it, not on the shard (owned) */
