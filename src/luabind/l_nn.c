@@ -15,6 +15,7 @@
 
 #include "base/err.h"
 #include "luabind/l_drover.h"
+#include "luabind/l_opts.h"
 #include "luabind/l_util.h"
 #include "luabind/l_nn_sparse.h"
 #include "numeric/nn.h"
@@ -413,6 +414,17 @@ static int l_unflatten(lua_State *L) {
   return 1;
 }
 
+/* nn.DotInteraction(fields [, { keep_first = false }]) */
+static int l_dot_interaction(lua_State *L) {
+  static const char *const keys[] = {"keep_first", NULL};
+  lua_Integer f = check_int(L, 1, "DotInteraction", "fields (the vectors in a row)", 1);
+  if (f < 2) return luaL_error(L, "nn.DotInteraction: fields must be at least 2 (got %I)", f);
+  lopts_check_keys(L, 2, "nn.DotInteraction", keys);
+  bool keep = lopts_bool(L, 2, "keep_first", 0, "nn.DotInteraction");
+  push_new_module(L, nn_dot_interaction(f, keep));
+  return 1;
+}
+
 static int l_identity(lua_State *L) {
   push_new_module(L, nn_identity());
   return 1;
@@ -676,7 +688,7 @@ static const luaL_Reg funcs[] = {
     {"LeakyReLU", l_leaky_relu},  {"Embedding", l_embedding},
     {"LayerNorm", l_layer_norm},  {"BatchNorm1d", l_batch_norm1d},
     {"BatchNorm2d", l_batch_norm2d}, {"Residual", l_residual},
-    {"Concat", l_concat},         {"Sum", l_sum},         {"load", l_load},
+    {"Concat", l_concat},         {"Sum", l_sum},         {"DotInteraction", l_dot_interaction},         {"load", l_load},
     {"EmbeddingBag", lnn_embedding_bag}, {"SparseLinear", lnn_sparse_linear},
     {NULL, NULL}};
 

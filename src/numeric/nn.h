@@ -204,6 +204,12 @@ nn_module *nn_concat(void);
  * (Torch7's ConcatTable + CAddTable): a wide and a deep part into one
  * logit. Children are added with nn_sequential_add. */
 nn_module *nn_sum(void);
+/* DLRM's dot interaction: x [N, fields*d] read as `fields` vectors of d;
+ * y [N, fields(fields-1)/2], the dot products of pairs (i, j), j < i, in
+ * the order (1,0), (2,0), (2,1), (3,0)... (DLRM's); keep_first puts
+ * vector 0 in front, as DLRM keeps its dense part: [N, d + ...]. fields in
+ * 2..4096. No parameters (nn_interact.c). */
+nn_module *nn_dot_interaction(int64_t fields, bool keep_first);
 
 nn_module *nn_ref(nn_module *m);  /* returns m */
 void nn_unref(nn_module *m);      /* NULL is fine */

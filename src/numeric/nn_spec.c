@@ -15,6 +15,7 @@
  *           | ("MaxPool2d" | "AvgPool2d") "(" pair "," pair "," cpair ")"
  *               (kernel, stride, padding)
  *           | "Unflatten" "(" size ["," size ["," size]] ")"
+ *           | "DotInteraction" "(" size "," bit ")"      (fields, keep_first)
  *           | "Embedding" "(" size "," size ")"
  *           | "LayerNorm" "(" size "," num ")"            (dim, eps)
  *           | ("BatchNorm1d" | "BatchNorm2d") "(" size "," num "," num ")"
@@ -115,6 +116,8 @@ static int spec_write(const nn_module *m, spec_out *o) {
   } else if (strcmp(type, "BatchNorm1d") == 0 || strcmp(type, "BatchNorm2d") == 0) {
     out_printf(o, "%s(%lld,%.9g,%.9g)", type, (long long)m->in_features, (double)m->eps,
                (double)m->momentum);
+  } else if (strcmp(type, "DotInteraction") == 0) {
+    out_printf(o, "DotInteraction(%lld,%d)", (long long)m->in_features, m->out_features != 0);
   } else if (strcmp(type, "Unflatten") == 0) {
     out_printf(o, "Unflatten(");
     for (int i = 0; i < m->nview; i++) out_printf(o, "%s%lld", i ? "," : "", (long long)m->view[i]);
@@ -308,6 +311,21 @@ static nn_module *parse_leaky(spec_in *in, const char *at) {
   return built(in, at, nn_leaky_relu(a));
 }
 
+/* DotInteraction(fields,keep_first). */
+static nn_module *parse_dot(spec_in *in, const char *at) {
+  int64_t fields, keep;
+  if (expect_char(in, '(') < 0 || parse_int(in, "DotInteraction fields", 2, &fields) < 0 ||
+      expect_char(in, ',') < 0 || parse_int(in, "DotInteraction keep_first (0 or 1)", 0, &keep) < 0 ||
+      expect_char(in, ')') < 0)
+    return NULL;
+  if (keep > 1) {
+    err_set(DRV_EPARSE, "model spec: position %d: DotInteraction keep_first is 0 or 1",
+            pos(in, at));
+    return NULL;
+  }
+  return built(in, at, nn_dot_interaction(fields, keep == 1));
+}
+
 /* n or h:w, each at least min, as a pair. */
 static int parse_pair(spec_in *in, const char *what, int64_t min, int64_t *v) {
   int rc = parse_int(in, what, min, &v[0]);
@@ -431,6 +449,7 @@ static nn_module *parse_layer(spec_in *in, int depth) {
   if (IS("MaxPool2d")) return parse_pool(in, at, true);
   if (IS("AvgPool2d")) return parse_pool(in, at, false);
   if (IS("Unflatten")) return parse_unflatten(in, at);
+  if (IS("DotInteraction")) return parse_dot(in, at);
   if (IS("Embedding")) return parse_embedding(in, at);
   if (IS("LayerNorm")) return parse_norm(in, at, 0);
   if (IS("BatchNorm1d")) return parse_norm(in, at, 1);
@@ -459,7 +478,7 @@ static nn_module *parse_layer(spec_in *in, int depth) {
   err_set(DRV_EPARSE, "model spec: unknown layer '%.*s' at position %d (known: Sequential, Residual, Concat, Sum, "
           "Linear, ReLU, Tanh, Sigmoid, Softmax, Dropout, GELU, LeakyReLU, Identity, Flatten, "
           "Unflatten, Conv2d, MaxPool2d, AvgPool2d, Embedding, LayerNorm, BatchNorm1d, "
-          "BatchNorm2d)", (int)(len > 64 ? 64 : len), at,
+          "BatchNorm2d, DotInteraction)", (int)(len > 64 ? 64 : len), at,
           pos(in, at));
   return NULL;
 }
