@@ -76,6 +76,7 @@ Layers:  Linear(in, out)  ReLU()  Tanh()  Sigmoid()  Softmax()  Dropout(p = 0.5)
          MaxPool2d(k [, stride [, padding]])  AvgPool2d(k [, stride [, padding]])
          Embedding(n, dim)  LayerNorm(dim)  BatchNorm1d(C)  BatchNorm2d(C)
 Containers: Sequential { layer, ... }  Residual(m)  Concat { m1, m2, ... }
+Crosses: DotInteraction(F, { keep_first = false })  DLRM's pairwise dot products
 Losses:  CrossEntropy()   logits [N, C], class ids 0..C-1
          NLL()            log-probabilities [N, C], class ids 0..C-1
          MSE()  L1()  Huber(delta = 1)   predictions and targets of the same shape
@@ -148,6 +149,11 @@ T["nn.Residual"] = "nn.Residual(m) - x + m(x); m must keep the shape."
 T["nn.Concat"] = [[
 nn.Concat { m1, m2, ... } - every module on the same input; outputs [N, a, ...] and
 [N, b, ...] joined into [N, a + b, ...] (Torch7's nn.Concat(2)).]]
+T["nn.DotInteraction"] = [[
+nn.DotInteraction(F, { keep_first = false }) - [N, F*d] read as F vectors of d (a
+dense vector beside each field's embedding, from nn.Concat) into the F(F-1)/2 dot
+products of their pairs, in DLRM's order (1,0), (2,0), (2,1), (3,0)...; keep_first
+puts vector 0 in front: [N, d + F(F-1)/2], as DLRM keeps its dense part.]]
 T["nn.load"] = [[
 nn.load(path) - the model m:save(path) wrote: its spec from the file's metadata, then
 its values. A file from PyTorch has no spec: build the same model and call m:load(path).
@@ -249,8 +255,9 @@ drover.experiment { ... } - a model, a loss, an optimizer and data, trained in t
              on a cluster, feed = SOURCE instead of data: the coordinator streams
              batches to the workers (a dataset, a function returning x, y,
              data.stream(...), a path, "-", or "external"), feed_timeout = 600
-  eval       { data = ds, every = 0, batch = train.batch }
-             every: steps between evaluations, 0 = only at the end
+  eval       { data = ds, every = 0, batch = train.batch, metrics = { "auc", "logloss" } }
+             every: steps between evaluations, 0 = only at the end; metrics
+             (a binary model): rank AUC and log loss over the whole eval set
   seed       shuffling seed (default 0)       verbose = false silences progress
   progress   function(p) called after each step and eval (return false to stop)
   checkpoint { every = STEPS, every_seconds = S, keep = N,
@@ -269,6 +276,7 @@ drover.experiment { ... } - a model, a loss, an optimizer and data, trained in t
 
 exp:fit()            -> { loss, accuracy, steps, epochs, examples_per_sec,
                           eval_loss, eval_accuracy, seconds, evals }
+                        (eval_auc, eval_logloss with eval.metrics)
                         in a run directory runs/<name>-<stamp>/; under
                         `drover run --resume DIR` it continues from DIR's
                         newest intact checkpoint; with checkpoint = {...} it
