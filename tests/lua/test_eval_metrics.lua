@@ -92,3 +92,13 @@ test("evalm-l05 a cluster's evaluator computes the whole set's AUC", function()
   local bad = experiment { loss = nn.MSE() }
   raises(function() c:fit(bad) end, "need a binary classifier")
 end)
+
+test("evalm-l06 a cluster without an evaluator: the coordinator computes them", function()
+  drover.seed(4)
+  local exp = experiment { eval = { data = te, every = 40, metrics = { "auc" } } }
+  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "evalm06" }
+  local r = c:fit(exp)
+  assert(r.eval_auc > 0.95, "auc " .. tostring(r.eval_auc))
+  eq(r.eval_logloss, nil, "not asked")
+  near(c:evaluate(exp).auc, r.eval_auc, 1e-9, "the same model's AUC")
+end)
