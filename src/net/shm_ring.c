@@ -13,7 +13,16 @@
 
 #define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
-size_t shm_region_bytes(uint64_t size) { return 2 * (sizeof(shm_ring_hdr) + (size_t)size); }
+/* A ring's header takes a page, so that its data starts on a page and can
+ * be mapped a second time right after itself. One host, one page size:
+ * both sides compute the same layout. */
+static size_t hdr_bytes(void) {
+  long pg = sysconf(_SC_PAGESIZE);
+  return pg > (long)sizeof(shm_ring_hdr) ? (size_t)pg : sizeof(shm_ring_hdr);
+}
+
+size_t shm_region_bytes(uint64_t size) { return 2 * (hdr_bytes() + (size_t)size); }
+size_t shm_region_map_bytes(uint64_t size) { return 2 * (hdr_bytes() + 2 * (size_t)size); }
 
 bool shm_ring_size_ok(uint64_t size) {
   return size >= SHM_RING_MIN && size <= SHM_RING_MAX && (size & (size - 1)) == 0;
@@ -36,7 +45,22 @@ int shm_region_create(uint64_t size, int *fd) {
   return 0;
 }
 
-int shm_region_map(int fd, uint64_t size, void **base, size_t *len) {
+/* Into the reserved range at p: per ring its header and data from the
+ * file, then the data again (MAP_FIXED replaces the reservation). */
+static int map_mirrored(int fd, uint8_t *p, uint64_t size) {
+  size_t hb = hdr_bytes(), ring = hb + (size_t)size;
+  for (int i = 0; i < 2; i++) {
+    uint8_t *at = p + (size_t)i * (hb + 2 * (size_t)size);
+    off_t off = (off_t)((size_t)i * ring);
+    if (mmap(at, ring, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off) == MAP_FAILED ||
+        mmap(at + ring, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+             off + (off_t)hb) == MAP_FAILED)
+      return -1;
+  }
+  return 0;
+}
+
+int shm_region_map(int fd, uint64_t size, void **base, size_t *len_out) {
   struct stat st;
   int seals;
   if (!shm_ring_size_ok(size)) return err_set(DRV_EPARSE, "ring size %llu refused",
@@ -48,20 +72,37 @@ int shm_region_map(int fd, uint64_t size, void **base, size_t *len) {
                    "resizing");
   if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != want)
     return err_set(DRV_EPARSE, "the shared-memory region is not of %zu bytes", want);
-  void *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return err_set(DRV_EIO, "mmap of %zu bytes: %s", want, strerror(errno));
+  size_t len = shm_region_map_bytes(size);
+  uint8_t *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return err_set(DRV_EIO, "mmap of %zu bytes: %s", len, strerror(errno));
+  if (map_mirrored(fd, p, size) < 0) {
+    int e = errno;
+    munmap(p, len);
+    return err_set(DRV_EIO, "mmap of a %llu-byte ring: %s", (unsigned long long)size,
+                   strerror(e));
+  }
   *base = p;
-  *len = want;
+  *len_out = len;
   return 0;
 }
 
 void shm_ring_attach(shm_ring *r, void *base, uint64_t size, int which, bool writer) {
-  uint8_t *p = (uint8_t *)base + (size_t)which * (sizeof(shm_ring_hdr) + (size_t)size);
+  size_t hb = hdr_bytes();
+  uint8_t *p = (uint8_t *)base + (size_t)which * (hb + 2 * (size_t)size);
   (void)writer; /* both start at 0; the flag documents the call site */
   r->h = (shm_ring_hdr *)p;
-  r->data = p + sizeof(shm_ring_hdr);
+  r->data = p + hb;
   r->size = size;
   r->pos = 0;
+  r->mirrored = true;
+}
+
+void shm_ring_attach_flat(shm_ring *r, void *mem, uint64_t size) {
+  r->h = mem;
+  r->data = (uint8_t *)mem + sizeof(shm_ring_hdr);
+  r->size = size;
+  r->pos = 0;
+  r->mirrored = false;
 }
 
 /* Bytes in the ring, from our index and the peer's (read once, checked). */
@@ -105,13 +146,45 @@ ssize_t shm_ring_read(shm_ring *r, void *p, size_t n) {
   return (ssize_t)k;
 }
 
+uint8_t *shm_ring_reserve(shm_ring *r, size_t n, int *err) {
+  uint64_t tail = atomic_load_explicit(&r->h->tail, memory_order_acquire);
+  ssize_t used = used_by(r->pos, tail, r->size);
+  *err = used < 0 ? (int)used : 0;
+  if (used < 0) return NULL;
+  size_t at = (size_t)(r->pos & (r->size - 1));
+  size_t room = (size_t)(r->size - (uint64_t)used);
+  if (!r->mirrored && room > r->size - at) room = r->size - at;
+  return n <= room ? r->data + at : NULL;
+}
+
+void shm_ring_commit(shm_ring *r, size_t n) {
+  r->pos += n;
+  atomic_store_explicit(&r->h->head, r->pos, memory_order_release);
+}
+
+ssize_t shm_ring_peek(const shm_ring *r, const uint8_t **p) {
+  ssize_t used = shm_ring_readable(r);
+  size_t at = (size_t)(r->pos & (r->size - 1));
+  if (used > 0 && !r->mirrored && (size_t)used > r->size - at) used = (ssize_t)(r->size - at);
+  *p = r->data + at;
+  return used;
+}
+
+void shm_ring_consume(shm_ring *r, size_t n) {
+  r->pos += n;
+  atomic_store_explicit(&r->h->tail, r->pos, memory_order_release);
+}
+
 /* A side going to sleep: flag, full fence, then look again (the peer
  * publishes its index, fences, then reads the flag: one of the two sees
  * the other). */
-bool shm_ring_reader_sleep(shm_ring *r) {
+bool shm_ring_reader_sleep(shm_ring *r) { return shm_ring_reader_wait(r, 1); }
+
+bool shm_ring_reader_wait(shm_ring *r, size_t want) {
   atomic_store_explicit(&r->h->reader_waiting, 1, memory_order_relaxed);
   atomic_thread_fence(memory_order_seq_cst);
-  if (shm_ring_readable(r) == 0) return true;
+  ssize_t n = shm_ring_readable(r);
+  if (n >= 0 && (size_t)n < want) return true;
   atomic_store_explicit(&r->h->reader_waiting, 0, memory_order_relaxed);
   return false; /* bytes (or a corrupt index, which the next read reports) */
 }

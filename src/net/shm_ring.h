@@ -3,16 +3,23 @@
  *
  * The region is a memfd made by the dialling side and sealed against
  * shrinking and growing before the peer maps it, so no peer can turn a
- * mapping into SIGBUS. It holds two rings, [header][data][header][data];
- * the dialler writes ring 0 and reads ring 1. The bytes are a stream, as a
- * TCP connection's are: the conn's frame parser runs on what is read.
+ * mapping into SIGBUS. It holds two rings, [header][data][header][data],
+ * each header a page; the dialler writes ring 0 and reads ring 1. The bytes
+ * are a stream, as a TCP connection's are: the conn's frame parser runs on
+ * what is read.
+ *
+ * Mirrored: shm_region_map maps each ring's data twice, back to back, so
+ * that any span of up to the ring's size starting anywhere in it is
+ * contiguous in memory. A frame is then written in place (reserve, encode,
+ * commit) and read in place (peek, use, consume) even where it wraps.
  *
  * Trust: the peer may write anything into the shared pages at any moment.
  * Each side keeps its own index (head for the producer, tail for the
  * consumer) privately and publishes it; the peer's index is read once per
  * call and checked (0 <= head - tail <= size), and a violation is an error
- * that closes the link. Bytes are copied out before anything parses them,
- * so nothing is checked in shared memory and used after.
+ * that closes the link. Whoever reads bytes in place (shm_ring_peek) must
+ * copy out every field it checks before checking it: the peer may rewrite
+ * them at any moment.
  *
  * Wake-ups: a side about to sleep sets its waiting flag, fences and looks
  * again (shm_ring_reader_sleep / _writer_sleep); the other side, after
@@ -51,10 +58,13 @@ typedef struct shm_ring {
   uint8_t *data;
   uint64_t size; /* a power of two */
   uint64_t pos;
+  bool mirrored; /* data[size..2 size) maps data[0..size) again */
 } shm_ring;
 
-/* Bytes of a region of two rings of `size` bytes each. */
+/* Bytes of a region (the memfd) of two rings of `size` bytes each. */
 size_t shm_region_bytes(uint64_t size);
+/* Bytes of its mapping (shm_region_map's *len): the data mapped twice. */
+size_t shm_region_map_bytes(uint64_t size);
 /* A ring size is a power of two within [SHM_RING_MIN, SHM_RING_MAX]. */
 bool shm_ring_size_ok(uint64_t size);
 /* A new sealed memfd holding two empty rings of `size` bytes (close-on-exec).
@@ -62,11 +72,15 @@ bool shm_ring_size_ok(uint64_t size);
 int shm_region_create(uint64_t size, int *fd);
 /* Maps a region received from a peer after checking what it is: a memfd
  * sealed against shrinking and growing, of exactly the size two rings of
- * `size` need. *base and *len for munmap. */
+ * `size` need; each ring's data twice (mirrored). *base and *len for
+ * munmap. */
 int shm_region_map(int fd, uint64_t size, void **base, size_t *len);
 /* Ring `which` (0 or 1) of a mapped region, seen by its producer (`writer`)
  * or its consumer. Starts at index 0: both rings are fresh. */
 void shm_ring_attach(shm_ring *r, void *base, uint64_t size, int which, bool writer);
+/* One ring in plain memory of sizeof(shm_ring_hdr) + size bytes, not
+ * mirrored (the fuzzer's): in-place spans stop at the wrap. */
+void shm_ring_attach_flat(shm_ring *r, void *mem, uint64_t size);
 
 /* Producer: copies up to n bytes in and publishes them; returns how many (0
  * when full), or DRV_EPARSE when the consumer's index is impossible. */
@@ -77,9 +91,28 @@ ssize_t shm_ring_read(shm_ring *r, void *p, size_t n);
 /* Consumer: bytes waiting (DRV_EPARSE as above). */
 ssize_t shm_ring_readable(const shm_ring *r);
 
+/* Producer, in place: room for n contiguous bytes at the head, to be
+ * written there and published with shm_ring_commit; NULL when the room is
+ * smaller (or, not mirrored, not contiguous), with *err 0, or DRV_EPARSE
+ * when the consumer's index is impossible. Nothing is visible to the
+ * consumer before the commit. */
+uint8_t *shm_ring_reserve(shm_ring *r, size_t n, int *err);
+/* Publishes the n bytes (n <= what was reserved) written at the head. */
+void shm_ring_commit(shm_ring *r, size_t n);
+/* Consumer, in place: the bytes waiting as one span (mirrored: all of
+ * them; else up to the wrap) into *p; returns its length (0: none) or
+ * DRV_EPARSE. The peer may rewrite them at any moment: see the header. */
+ssize_t shm_ring_peek(const shm_ring *r, const uint8_t **p);
+/* Frees the first n bytes of what peek showed (n <= its length). */
+void shm_ring_consume(shm_ring *r, size_t n);
+
 /* Consumer about to sleep: true when it may (nothing to read, and the
  * producer will wake it); false when bytes arrived meanwhile. */
 bool shm_ring_reader_sleep(shm_ring *r);
+/* The same for a consumer that needs `want` bytes (a whole frame to read
+ * in place): true when fewer are there, and the producer will wake it at
+ * its next publication. */
+bool shm_ring_reader_wait(shm_ring *r, size_t want);
 /* Producer about to wait for room: true when it may. */
 bool shm_ring_writer_sleep(shm_ring *r);
 /* Producer after a write: true when the consumer sleeps and must be woken. */

@@ -140,7 +140,7 @@ static bool read_once(shm_ring *r, parser *ps, uint64_t *rng, uint8_t *tmp) {
 /* The producer's side once: a consumer index the peer chose. */
 static void write_once(uint8_t *mem, uint64_t pos, uint64_t tail, const uint8_t *p, size_t n) {
   shm_ring w;
-  shm_ring_attach(&w, mem, SIZE, 0, true);
+  shm_ring_attach_flat(&w, mem, SIZE);
   w.pos = pos;
   atomic_store(&w.h->tail, tail);
   ssize_t k = shm_ring_write(&w, p, n);
@@ -162,7 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const uint8_t *bytes = data + HEAD_BYTES;
   size_t n = size - HEAD_BYTES;
   shm_ring r;
-  shm_ring_attach(&r, mem, SIZE, 0, false);
+  shm_ring_attach_flat(&r, mem, SIZE);
   r.pos = tail;
   for (size_t i = 0; i < n && i < SIZE; i++) r.data[(tail + i) & MASK] = bytes[i];
   atomic_store(&r.h->head, tail + (flags & 1 ? delta : delta % (SIZE + 2)));

@@ -52,7 +52,9 @@ TEST(shm_ring_sizes) {
   CHECK(!shm_ring_size_ok((uint64_t)SHM_RING_MAX * 2));
   CHECK(!shm_ring_size_ok(100000));
   CHECK(!shm_ring_size_ok(0));
-  CHECK_INT_EQ(shm_region_bytes(SIZE), 2 * (sizeof(shm_ring_hdr) + SIZE));
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  CHECK_INT_EQ(shm_region_bytes(SIZE), 2 * (page + SIZE)); /* a header a page */
+  CHECK_INT_EQ(shm_region_map_bytes(SIZE), 2 * (page + 2 * SIZE)); /* data twice */
   CHECK_INT_EQ(sizeof(shm_ring_hdr) % 64, 0); /* each index on its own line */
 }
 
@@ -71,7 +73,7 @@ TEST(shm_region_create_and_map_check_what_they_get) {
   CHECK_ERR(shm_region_map(fd, 2 * SIZE, &base, &len), DRV_EPARSE, "is not of");
   CHECK_ERR(shm_region_map(fd, 100000, &base, &len), DRV_EPARSE, "ring size 100000 refused");
   CHECK_OK(shm_region_map(fd, SIZE, &base, &len));
-  CHECK_INT_EQ(len, shm_region_bytes(SIZE));
+  CHECK_INT_EQ(len, shm_region_map_bytes(SIZE));
   /* fresh: both rings empty, nobody waiting */
   for (int which = 0; which < 2; which++) {
     shm_ring r;
@@ -125,6 +127,64 @@ TEST(shm_ring_wraps_fills_and_empties) {
   CHECK_INT_EQ(shm_ring_read(&v.r, out, 10), 10);
   CHECK_INT_EQ(shm_ring_write(&v.w, in + SIZE, 100), 10);
   views_close(&v);
+}
+
+/* In place: a span reserved across the wrap is one span in memory (the
+ * data is mapped twice), its bytes land at the ring's start, the reader
+ * sees nothing before the commit and then all of it as one span. */
+TEST(shm_ring_in_place_across_the_wrap) {
+  two_views v;
+  static uint8_t in[SIZE];
+  const uint8_t *p;
+  int err;
+  views_open(&v);
+  pattern(in, sizeof in, 3);
+  CHECK_INT_EQ(shm_ring_write(&v.w, in, SIZE - 100), SIZE - 100);
+  static uint8_t sink[SIZE];
+  CHECK_INT_EQ(shm_ring_read(&v.r, sink, SIZE - 100), SIZE - 100);
+  CHECK(shm_ring_reserve(&v.w, SIZE + 1, &err) == NULL);
+  CHECK_INT_EQ(err, 0);
+  uint8_t *room = shm_ring_reserve(&v.w, 1000, &err);
+  CHECK(room == v.w.data + SIZE - 100);
+  memcpy(room, in, 1000); /* 100 bytes before the wrap, 900 after */
+  CHECK_INT_EQ(shm_ring_peek(&v.r, &p), 0); /* not published yet */
+  shm_ring_commit(&v.w, 1000);
+  CHECK_INT_EQ(shm_ring_peek(&v.r, &p), 1000);
+  CHECK(p == v.r.data + SIZE - 100);
+  CHECK(memcmp(p, in, 1000) == 0);
+  CHECK(memcmp(v.r.data, in + 100, 900) == 0); /* the mirror is the same pages */
+  /* a reader waiting for 2000 bytes sleeps; for 1000 it does not */
+  CHECK(shm_ring_reader_wait(&v.r, 2000));
+  CHECK(shm_ring_wake_reader(&v.w));
+  CHECK(!shm_ring_reader_wait(&v.r, 1000));
+  shm_ring_consume(&v.r, 1000);
+  CHECK_INT_EQ(atomic_load(&v.r.h->tail), SIZE + 900);
+  CHECK_INT_EQ(shm_ring_peek(&v.r, &p), 0);
+  /* the room is what the reader left; a corrupt tail is an error */
+  CHECK(shm_ring_reserve(&v.w, SIZE, &err) != NULL);
+  atomic_store(&v.r.h->tail, v.w.pos + 1);
+  CHECK(shm_ring_reserve(&v.w, 1, &err) == NULL);
+  CHECK_INT_EQ(err, DRV_EPARSE);
+  views_close(&v);
+}
+
+/* Not mirrored (plain memory): in-place spans stop at the wrap. */
+TEST(shm_ring_flat_spans_stop_at_the_wrap) {
+  static uint8_t mem[sizeof(shm_ring_hdr) + SIZE];
+  shm_ring w, r;
+  const uint8_t *p;
+  int err;
+  shm_ring_attach_flat(&w, mem, SIZE);
+  shm_ring_attach_flat(&r, mem, SIZE);
+  w.pos = r.pos = SIZE - 100;
+  atomic_store(&w.h->head, w.pos);
+  atomic_store(&w.h->tail, w.pos);
+  CHECK(shm_ring_reserve(&w, 101, &err) == NULL);
+  CHECK_INT_EQ(err, 0);
+  CHECK(shm_ring_reserve(&w, 100, &err) == w.data + SIZE - 100);
+  CHECK_INT_EQ(shm_ring_write(&w, mem, 300), 300);
+  CHECK_INT_EQ(shm_ring_peek(&r, &p), 100);
+  CHECK(p == r.data + SIZE - 100);
 }
 
 /* The indices count bytes ever moved: their wrap past 2^64 is nothing
