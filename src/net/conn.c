@@ -174,6 +174,7 @@ void conn__on_handle_closed(uv_handle_t *h) {
     c->dropped = w->next;
     conn__finish_wreq(w);
   }
+  conn_send_cancel(c); /* a reservation left open (a caller's bug): its buffer */
   free(c->rbuf);
   if (c->cbs->on_close) c->cbs->on_close(c, c->close_err, c->why);
   free(c);
@@ -491,7 +492,7 @@ static void on_auth_ok(conn *c, const wire_header *h, const uint8_t *payload) {
 /* ---- reading ------------------------------------------------------------- */
 
 /* One whole frame, header already validated. */
-static void dispatch(conn *c, const wire_header *h, const uint8_t *payload) {
+void conn__dispatch(conn *c, const wire_header *h, const uint8_t *payload) {
   static const enum conn_state expect[] = {
       [WIRE_HELLO] = ST_WAIT_HELLO, [WIRE_AUTH] = ST_WAIT_AUTH, [WIRE_AUTH_OK] = ST_WAIT_OK};
   bool handshake = h->type == WIRE_HELLO || h->type == WIRE_AUTH || h->type == WIRE_AUTH_OK;
@@ -546,7 +547,7 @@ static int make_room(conn *c) {
 }
 
 /* The conn's accept table allows this header (else it is closed). */
-static bool accepted(conn *c, const wire_header *h) {
+bool conn__accepted(conn *c, const wire_header *h) {
   if (!c->accept) return true;
   uint32_t max = c->accept->max_len[h->type];
   if (!c->accept->allow[h->type]) {
@@ -575,12 +576,12 @@ static void process(conn *c) {
         return;
       }
       c->have_hdr = true;
-      if (c->state == ST_READY && !accepted(c, &c->cur)) return;
+      if (c->state == ST_READY && !conn__accepted(c, &c->cur)) return;
     }
     if (avail - WIRE_HEADER_SIZE < c->cur.len) break;
     c->have_hdr = false;
     c->rstart += WIRE_HEADER_SIZE + (size_t)c->cur.len;
-    dispatch(c, &c->cur, c->rbuf + c->rstart - c->cur.len);
+    conn__dispatch(c, &c->cur, c->rbuf + c->rstart - c->cur.len);
   }
   if (c->closing) return;
   if (c->rstart == c->rend) c->rstart = c->rend = 0;

@@ -132,6 +132,40 @@ typedef struct conn_piece {
 int conn_send_refv(conn *c, uint8_t type, uint32_t req, const conn_piece *pieces, int n,
                    void (*done)(void *arg), void *arg);
 
+/* Writing a frame in place, its payload encoded once where it goes (a
+ * gradient of many MB): conn_send_reserve returns room for exactly `len`
+ * payload bytes, in a shared-memory link's ring when the ring has that
+ * room and no earlier write is still queued, else in a buffer of the
+ * conn's; conn_send_commit sends what was written there as one frame
+ * (type, req), conn_send_cancel gives the room back unsent. Between the two
+ * no other send on this conn and no return to the loop; one reservation at
+ * a time. The room may be memory the peer shares: write it, never read it
+ * back (wire_wr_init_fixed). NULL, with err_msg, when the conn is closing
+ * (DRV_EIO), a reservation is open (DRV_EINVAL), len does not fit a frame
+ * (DRV_ERANGE) or memory is short. */
+uint8_t *conn_send_reserve(conn *c, size_t len);
+/* Returns DRV_EIO when the conn closed meanwhile (the frame is dropped). */
+int conn_send_commit(conn *c, uint8_t type, uint32_t req);
+void conn_send_cancel(conn *c);
+
+/* Reading in place. An owner that opts in gets large PUSH and PULL_REPLY
+ * frames arriving whole in a shared-memory ring without their floats being
+ * copied: on_frame's payload is then a private copy of everything but the
+ * tensors' float bytes (every count, shape and length checked there, so no
+ * peer can change what was validated), and the floats stay in the ring
+ * until on_frame returns. Such an owner reads a tensor's floats only
+ * through conn_in_place (the payload's own float bytes are stale), copies a
+ * payload it keeps with conn_payload_copy, and never keeps a pointer past
+ * on_frame. Float values read there may change under the reader (the peer
+ * can rewrite them): that is a value the peer could have sent. Off by
+ * default; other frames and other transports are unchanged. */
+void conn_set_in_place(conn *c, bool on);
+/* p, a pointer into the payload on_frame got, as the bytes really lie:
+ * in the ring for a frame read in place, else p itself. */
+const void *conn_in_place(const conn *c, const void *p);
+/* The payload on_frame got (pl, len bytes), floats included, into dst. */
+void conn_payload_copy(const conn *c, const uint8_t *pl, size_t len, uint8_t *dst);
+
 /* Closes the conn (idempotent); on_close follows from the loop with err 0
  * and `why`. Queued writes are dropped (conn_shutdown keeps them). */
 void conn_close(conn *c, const char *why);

@@ -73,6 +73,17 @@ struct conn {
    * them yet). */
   conn_server *srv;
   conn *prev, *next;
+  /* conn_send_reserve's room (header first), and whether it lies in the
+   * link's ring; its payload's bytes. */
+  uint8_t *resv;
+  bool resv_ring;
+  size_t resv_len;
+  /* Reading in place (conn_set_in_place): the frame being dispatched, its
+   * payload in the ring (ip_src) and its private copy (rbuf). */
+  bool in_place;
+  const uint8_t *ip_src;
+  size_t ip_len;
+  uint8_t ip_type;
   conn_link *link; /* a same-host link (its handles counted in open_handles), or NULL */
   bool tcp_open;    /* the TCP handle is not closed yet (a client that moved closes it) */
   bool offered;     /* server: its HELLO offered a same-host link */
@@ -114,12 +125,24 @@ int conn__send_hello(conn *c);
 void conn__on_handshake_timeout(uv_timer_t *t);
 void conn__finish_wreq(wreq *w);
 void conn__on_handle_closed(uv_handle_t *h);
+/* One whole frame, header validated: to the handshake or on_frame. */
+void conn__dispatch(conn *c, const wire_header *h, const uint8_t *payload);
+/* The conn's accept table allows this header (else it is closed). */
+bool conn__accepted(conn *c, const wire_header *h);
 /* The read buffer's free room for the next bytes (NULL when out of memory). */
 uint8_t *conn__rbuf_room(conn *c, size_t *room);
 /* n bytes were put at the room's start: frames are dispatched. */
 void conn__got_bytes(conn *c, size_t n);
 /* The peer's end is closed (EOF). */
 void conn__got_eof(conn *c);
+/* A shared-memory link's readable bytes, `avail` at `frame`, of which at
+ * most `whole` can ever be there at once (the ring's size): IP_TOOK when a
+ * whole frame was read in place and dispatched (*took its bytes, to be
+ * consumed), IP_WAIT when one will be once the rest arrives (read nothing
+ * meanwhile: *took is the bytes to wait for), IP_NO to read them as usual. */
+enum { IP_NO, IP_TOOK, IP_WAIT };
+int conn__frame_in_place(conn *c, const uint8_t *frame, size_t avail, size_t whole,
+                         size_t *took);
 /* conn_server.c: an accepted conn joins the waiting handshakes. */
 void conn__server_adopt(conn_server *s, conn *c);
 /* Drops waiting handshakes over the bounds for one more from `ip`. */
@@ -131,6 +154,11 @@ void conn__host_id(uint8_t out[WIRE_HOST_ID_SIZE]);
 /* Client, on a HELLO that offers a link: true when the conn moved to it
  * (the TCP handle is closing and the handshake starts again there). */
 bool conn__link_try(conn *c, const uint8_t *host, const uint8_t *token);
+/* Room for n bytes (a frame) in the link's ring, or NULL (not shared
+ * memory, earlier writes queued, no room); conn__link_commit publishes
+ * them. */
+uint8_t *conn__link_reserve(conn *c, size_t n);
+void conn__link_commit(conn *c, size_t n);
 /* Queues a write on the link (w->bufs set); pending counted. */
 void conn__link_write(conn *c, wreq *w);
 /* conn_shutdown on a link: true when nothing is left to write. */

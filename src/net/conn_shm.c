@@ -67,6 +67,7 @@ struct conn_link {
   bool efd_open;   /* efd_poll initialised (a shared-memory link once set up) */
   bool up;         /* set-up done: bytes may flow */
   bool eof;        /* the peer's end is closed */
+  size_t want;     /* bytes to wait for before reading: a frame to read in place, or 1 */
   wreq *q, *q_tail;       /* writes not wholly out yet */
   wreq *done, *done_tail; /* written, `done` to run from the loop */
 };
@@ -209,6 +210,27 @@ static int read_some(conn *c, size_t *got) {
   return n > 0;
 }
 
+/* A whole frame read where it lies in the ring (conn_inplace.c): 1 when
+ * one was (*got its bytes), 0 to read as usual, -1 to wait for the rest of
+ * one (l->want says how much). */
+static int take_in_place(conn *c, size_t *got) {
+  conn_link *l = c->link;
+  const uint8_t *p;
+  size_t n;
+  *got = 0;
+  ssize_t avail = shm_ring_peek(&l->in, &p);
+  if (avail <= 0) return 0; /* none, or corrupt: read_some says so */
+  int r = conn__frame_in_place(c, p, (size_t)avail, (size_t)l->in.size, &n);
+  if (r == IP_WAIT) l->want = n;
+  if (r != IP_TOOK) return r == IP_WAIT ? -1 : 0;
+  if (!c->closing && n) {
+    shm_ring_consume(&l->in, n);
+    if (shm_ring_wake_writer(&l->in)) wake_peer(l);
+  }
+  *got = n;
+  return 1;
+}
+
 /* The `done`s of writes already copied into the link. */
 static void run_done(conn *c) {
   conn_link *l = c->link;
@@ -228,12 +250,17 @@ static void run_done(conn *c) {
  * referenced copies the shard before a push updates it). */
 static bool pump_in(conn *c, size_t budget) {
   size_t total = 0, got;
+  conn_link *l = c->link;
   while (!c->closing) {
     run_done(c);
     if (c->closing) break;
-    int r = read_some(c, &got);
-    if (r <= 0) return false;
-    conn__got_bytes(c, got);
+    l->want = 1;
+    int r = l->mode == MODE_SHM ? take_in_place(c, &got) : 0;
+    if (r < 0) return false; /* a frame to read in place, not whole yet */
+    if (r == 0) {
+      if ((r = read_some(c, &got)) <= 0) return false;
+      conn__got_bytes(c, got);
+    }
     total += got;
     if (budget && total >= budget) return true;
   }
@@ -344,7 +371,7 @@ static void service(conn *c) {
   }
   pump_out(c);
   if (c->closing) return;
-  if (more || (l->mode == MODE_SHM && !shm_ring_reader_sleep(&l->in))) kick(c);
+  if (more || (l->mode == MODE_SHM && !shm_ring_reader_wait(&l->in, l->want))) kick(c);
 }
 
 static void on_kick(uv_idle_t *h) {
@@ -403,6 +430,21 @@ static void on_sock(uv_poll_t *p, int status, int events) {
 
 /* ---- the conn's side of it ------------------------------------------------ */
 
+uint8_t *conn__link_reserve(conn *c, size_t n) {
+  conn_link *l = c->link;
+  int err;
+  if (l->mode != MODE_SHM || !l->up || l->q) return NULL; /* the frames keep their order */
+  uint8_t *p = shm_ring_reserve(&l->out, n, &err);
+  if (err < 0) link_fail(c, DRV_EPARSE, "bad shared memory");
+  return p;
+}
+
+void conn__link_commit(conn *c, size_t n) {
+  conn_link *l = c->link;
+  shm_ring_commit(&l->out, n);
+  if (shm_ring_wake_reader(&l->out)) wake_peer(l);
+}
+
 void conn__link_write(conn *c, wreq *w) {
   conn_link *l = c->link;
   w->next = NULL;
@@ -456,6 +498,7 @@ static conn_link *link_new(conn *c, int sock) {
   conn_link *l = calloc(1, sizeof *l);
   if (!l) return NULL;
   l->my_efd = l->peer_efd = -1;
+  l->want = 1;
   if (uv_poll_init(loop, &l->sock_poll, sock) < 0) {
     free(l);
     return NULL;

@@ -168,6 +168,7 @@ int wire_header_decode(const uint8_t *in, uint32_t max_frame, bool authed, wire_
 #define WR_INITIAL_CAP 256
 
 void wire_wr_init(wire_wr *w) {
+  w->fixed = false;
   w->len = WIRE_HEADER_SIZE;
   w->err = 0;
   w->cap = WR_INITIAL_CAP;
@@ -178,12 +179,21 @@ void wire_wr_init(wire_wr *w) {
   }
 }
 
+void wire_wr_init_fixed(wire_wr *w, uint8_t *buf, size_t cap) {
+  *w = (wire_wr){.buf = buf, .len = WIRE_HEADER_SIZE, .cap = cap, .fixed = true};
+  if (!buf || cap < WIRE_HEADER_SIZE) w->err = DRV_ERANGE;
+}
+
 /* Room for n more bytes, returned for filling; NULL once the writer has
  * failed. Capacity doubles, so a frame built field by field costs O(len). */
 static uint8_t *wr_reserve(wire_wr *w, size_t n) {
   if (w->err) return NULL;
   if (n > (size_t)UINT32_MAX - (w->len - WIRE_HEADER_SIZE)) {
     w->err = DRV_ERANGE; /* the header's len field could not say it */
+    return NULL;
+  }
+  if (n > w->cap - w->len && w->fixed) {
+    w->err = DRV_ERANGE;
     return NULL;
   }
   if (n > w->cap - w->len) {
@@ -319,7 +329,9 @@ int wire_wr_finish(wire_wr *w, uint8_t type, uint32_t req) {
     if (!w->err) w->err = DRV_ENOMEM; /* finished or freed already */
     int rc = w->err == DRV_ENOMEM
                  ? err_set(DRV_ENOMEM, "out of memory building a %s frame", wire_type_name(type))
-                 : err_set(w->err, "%s payload exceeds 4 GiB", wire_type_name(type));
+             : w->fixed ? err_set(w->err, "%s payload does not fit its %zu bytes",
+                                  wire_type_name(type), w->cap - WIRE_HEADER_SIZE)
+                        : err_set(w->err, "%s payload exceeds 4 GiB", wire_type_name(type));
     wire_wr_free(w);
     return rc;
   }
@@ -329,7 +341,7 @@ int wire_wr_finish(wire_wr *w, uint8_t type, uint32_t req) {
 }
 
 void wire_wr_free(wire_wr *w) {
-  free(w->buf);
+  if (!w->fixed) free(w->buf);
   w->buf = NULL;
   w->len = w->cap = 0;
 }

@@ -298,12 +298,19 @@ int wire_str_copy(wire_str s, char *out, size_t n);
  * writes the header in front. On allocation failure it records the error
  * and ignores further writes (check wire_wr_finish's return). */
 typedef struct wire_wr {
-  uint8_t *buf; /* owned; WIRE_HEADER_SIZE reserved at the front */
+  uint8_t *buf; /* owned (unless fixed); WIRE_HEADER_SIZE reserved at the front */
   size_t len, cap;
   int err;
+  bool fixed; /* buf is the caller's, of cap bytes: never grown nor freed */
 } wire_wr;
 
 void wire_wr_init(wire_wr *w);
+/* A writer into the caller's frame of exactly cap bytes (header room
+ * included; conn_send_reserve's): a field past its end fails the writer
+ * (DRV_ERANGE), nothing is reallocated, wire_wr_free frees nothing. The
+ * writer only stores into buf, never reads it back: buf may be memory a
+ * peer shares. */
+void wire_wr_init_fixed(wire_wr *w, uint8_t *buf, size_t cap);
 void wire_wr_u8(wire_wr *w, uint8_t v);
 void wire_wr_u16(wire_wr *w, uint16_t v);
 void wire_wr_u32(wire_wr *w, uint32_t v);

@@ -256,6 +256,39 @@ wire_rd wire_items_reader(const wire_items *it) {
   return r;
 }
 
+/* One var_tensor item at r's offset: copied field by field from src into
+ * r's payload (dst) ahead of the reader, which checks each from there. */
+static int copy_item_meta(wire_rd *r, uint8_t *dst, const uint8_t *src) {
+  size_t at = r->off, left = r->len - at;
+  if (left < 5) return DRV_EPARSE;
+  memcpy(dst + at, src + at, 5); /* var, ndim */
+  unsigned nd = dst[at + 4];
+  if (nd < 1 || nd > TENSOR_MAXDIM || left - 5 < 8 * (size_t)nd) return DRV_EPARSE;
+  memcpy(dst + at + 5, src + at + 5, 8 * (size_t)nd);
+  int ndim;
+  int64_t shape[TENSOR_MAXDIM];
+  const uint8_t *data;
+  wire_rd_u32(r);
+  return wire_rd_tensor_view(r, &ndim, shape, &data);
+}
+
+int wire_copy_tensor_meta(uint8_t type, uint8_t *dst, const uint8_t *src, size_t len) {
+  if (type != WIRE_PUSH && type != WIRE_PULL_REPLY)
+    return err_set(DRV_EINVAL, "%s is not read in place", wire_type_name(type));
+  if (len < 12) return err_set(DRV_EPARSE, "%s of %zu bytes", wire_type_name(type), len);
+  memcpy(dst, src, 12); /* version, count */
+  wire_rd r;
+  wire_rd_init(&r, dst, len);
+  wire_rd_u64(&r);
+  uint32_t n = wire_rd_u32(&r);
+  for (uint32_t i = 0; i < n; i++)
+    if (copy_item_meta(&r, dst, src) < 0 || r.err)
+      return err_set(DRV_EPARSE, "%s: item %u does not parse", wire_type_name(type), i);
+  if (r.off != len) return err_set(DRV_EPARSE, "%s: %zu bytes after its items",
+                                   wire_type_name(type), len - r.off);
+  return 0;
+}
+
 void wire_tensor_to(const wire_tensor *v, float *dst) {
   wire__f32_from_wire(dst, v->data, (size_t)wire_tensor_numel(v));
 }

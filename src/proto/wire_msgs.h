@@ -615,6 +615,17 @@ WIRE_TYPE_MAP(XX)
 WIRE_ITEM_MAP(XX)
 #undef XX
 
+/* Frames read in place (conn.h, conn_set_in_place): a PUSH or PULL_REPLY
+ * payload of `len` bytes at src, memory a peer may rewrite at any moment,
+ * copied into dst except the float bytes of its tensors. Each field is
+ * copied before it is read, and every length that decides what comes next
+ * is read from dst, so the layout dst holds is the one checked, whatever
+ * src becomes; dst then validates as the payload would (its float bytes
+ * are left as they were). 0, or DRV_EPARSE when the layout does not walk
+ * to exactly len bytes (the caller then copies it whole and validates
+ * that), DRV_EINVAL for another type. */
+int wire_copy_tensor_meta(uint8_t type, uint8_t *dst, const uint8_t *src, size_t len);
+
 /* Sample frames: wire_sample writes a whole valid frame of `type` (every
  * field filled from `variant`: lists of 2, 1 or 0 items, strings of
  * several lengths, a 2x3 tensor) into w, which it initialises; on success

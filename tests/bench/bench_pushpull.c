@@ -89,7 +89,10 @@ static double loopback_rate(double seconds) {
 }
 
 /* The worker side of the data plane, as worker.c does it: PUSH sent
- * without a copy, PULL_REPLY values copied into the parameter buffer. */
+ * without a copy of its own (the worker encodes it into the ring; over TCP
+ * into a buffer: here, on both, written from one encoded payload),
+ * PULL_REPLY values copied into the parameter buffer (from where they lie
+ * on a shared-memory link). */
 typedef struct client {
   conn *c;
   uint8_t *push;      /* a PUSH payload: version, count, var, 1-D tensor of MIB/4 */
@@ -139,7 +142,7 @@ static void cl_frame(conn *c, const wire_header *h, const uint8_t *pl) {
     cl->failed = cl->done = true;
     return;
   }
-  memcpy(cl->param, it.value.data, MIB);
+  memcpy(cl->param, conn_in_place(c, it.value.data), MIB); /* worker_ps.c's take_pull_reply */
   if (++cl->rounds == 10) cl->t0 = now();
   if (cl->rounds > 10 && now() - cl->t0 >= cl->seconds) {
     cl->rate = 2.0 * MIB * (double)(cl->rounds - 10) / (now() - cl->t0);
@@ -149,7 +152,10 @@ static void cl_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   send_push(cl);
 }
 
-static void cl_ready(conn *c) { send_push(conn_ud(c)); }
+static void cl_ready(conn *c) {
+  conn_set_in_place(c, true); /* as a worker's links do */
+  send_push(conn_ud(c));
+}
 static void cl_close(conn *c, int err, const char *why) {
   client *cl = conn_ud(c);
   if (!cl->done) fprintf(stderr, "bench_pushpull: connection closed: %s (%d)\n", why, err);

@@ -56,7 +56,7 @@ void lfx_init(lfx *f, const char *name, uint64_t ms, conn_transport_mode mode) {
 
 void lfx_listen(lfx *f, uint32_t handshake_ms) {
   f->so.handshake_ms = handshake_ms;
-  f->so.opaque = true;
+  f->so.opaque = !f->typed;
   CHECK_OK(conn_listen(&f->loop, "127.0.0.1", 0, &f->so, &f->srv, &f->port));
   CHECK(f->port > 0);
 }
@@ -68,7 +68,7 @@ static void rec_init(lfx *f, lrec *r) {
 }
 
 void lfx_connect_with(lfx *f, lrec *r, const auth_secret *s) {
-  conn_opts o = {.secret = s, .cbs = &cbs, .ud = r, .opaque = true};
+  conn_opts o = {.secret = s, .cbs = &cbs, .ud = r, .opaque = !f->typed};
   rec_init(f, r);
   CHECK_OK(conn_connect(&f->loop, "127.0.0.1", f->port, &o, &r->c));
 }

@@ -65,13 +65,15 @@ struct lfx {
   void (*cli_ready)(lrec *r);
   void (*srv_ready)(lrec *r);
   long counter;
+  bool typed; /* set before lfx_listen: payloads validated (not opaque) */
 };
 
 /* A loop whose watchdog fails the case after `ms`, a fresh secret, and the
  * process's transport mode set to `mode` (it is per process: each case
  * says which it tests). */
 void lfx_init(lfx *f, const char *name, uint64_t ms, conn_transport_mode mode);
-/* Listens on 127.0.0.1 (opaque payloads: the cases carry arbitrary bytes). */
+/* Listens on 127.0.0.1 (opaque payloads unless f->typed: the cases carry
+ * arbitrary bytes). */
 void lfx_listen(lfx *f, uint32_t handshake_ms);
 void lfx_connect(lfx *f, lrec *r);
 void lfx_connect_with(lfx *f, lrec *r, const auth_secret *s);

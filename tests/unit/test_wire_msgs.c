@@ -2,6 +2,7 @@
  * of every message decodes, re-encodes to the same bytes and validates;
  * every truncation is refused; lists, strings and tensors read back. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -143,4 +144,64 @@ TEST(wire_msgs_field_kinds_check_their_ranges) {
   CHECK_ERR(wire_get_push_ok(PAYLOAD(w), PAYLOAD_LEN(w), &po), DRV_EPARSE,
             "PUSH_OK applied is 2 (expected 0 or 1)");
   wire_wr_free(&w);
+}
+
+/* Reading in place (conn_inplace.c): every sample PUSH and PULL_REPLY and
+ * every truncation of them. The copy holds every field but the floats,
+ * validates and decodes as the payload does, to the same shapes; its float
+ * bytes are left alone; a layout that does not walk to the end is
+ * refused, and another type is not read in place. */
+TEST(wire_msgs_tensor_meta_copies_all_but_the_floats) {
+  static const uint8_t types[] = {WIRE_PUSH, WIRE_PULL_REPLY};
+  for (int t = 0; t < 2; t++)
+    for (unsigned v = 0; v < WIRE_SAMPLE_VARIANTS; v++) {
+      wire_wr w;
+      CHECK_OK(wire_sample(types[t], v, &w));
+      size_t n = PAYLOAD_LEN(w);
+      uint8_t *dst = malloc(n);
+      memset(dst, 0xa5, n);
+      CHECK_OK(wire_copy_tensor_meta(types[t], dst, PAYLOAD(w), n));
+      CHECK_OK(wire_validate_payload(types[t], dst, n));
+      wire_msg_push m; /* PUSH and PULL_REPLY: version, var_tensor items */
+      CHECK_OK(wire_get_push(dst, n, &m));
+      wire_rd r = wire_items_reader(&m.vars);
+      size_t floats = 0;
+      for (uint32_t i = 0; i < m.vars.n; i++) {
+        wire_item_var_tensor it;
+        wire_get_item_var_tensor(&r, &it);
+        size_t k = 4 * (size_t)wire_tensor_numel(&it.value);
+        const uint8_t *at = it.value.data;
+        for (size_t b = 0; b < k; b++) CHECK_INT_EQ(at[b], 0xa5); /* not copied */
+        memcpy((uint8_t *)at, PAYLOAD(w) + (at - dst), k);      /* as conn_payload_copy */
+        floats += k;
+      }
+      CHECK(memcmp(dst, PAYLOAD(w), n) == 0); /* every other byte was copied */
+      CHECK(floats > 0 || m.vars.n == 0);
+      for (size_t k = 0; k < n; k++)
+        CHECK_ERR(wire_copy_tensor_meta(types[t], dst, PAYLOAD(w), k), DRV_EPARSE, "");
+      CHECK_ERR(wire_copy_tensor_meta(WIRE_PULL, dst, PAYLOAD(w), n), DRV_EINVAL,
+                "not read in place");
+      free(dst);
+      wire_wr_free(&w);
+    }
+}
+
+/* A writer into a caller's frame: fields fill it exactly; one more byte
+ * fails the writer and nothing is reallocated or freed. */
+TEST(wire_wr_fixed_fills_the_callers_frame) {
+  uint8_t frame[WIRE_HEADER_SIZE + 12];
+  wire_wr w;
+  wire_wr_init_fixed(&w, frame, sizeof frame);
+  wire_wr_u64(&w, 0x0102030405060708ull);
+  wire_wr_u32(&w, 9);
+  CHECK_INT_EQ(w.err, 0);
+  CHECK_INT_EQ(w.len, sizeof frame);
+  CHECK(w.buf == frame);
+  CHECK_INT_EQ(frame[WIRE_HEADER_SIZE], 0x08);
+  CHECK_INT_EQ(frame[WIRE_HEADER_SIZE + 8], 9);
+  wire_wr_u8(&w, 1);
+  CHECK_INT_EQ(w.err, DRV_ERANGE);
+  CHECK(w.buf == frame);
+  CHECK_ERR(wire_wr_finish(&w, WIRE_PUSH, 1), DRV_ERANGE, "does not fit its 12 bytes");
+  wire_wr_free(&w); /* the caller's: not freed (ASan would say) */
 }

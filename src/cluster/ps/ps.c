@@ -480,6 +480,9 @@ static void data_ready(conn *c) {
   pe->c = c;
   l->items[l->n++] = pe;
   conn_set_ud(c, pe);
+  /* A large PUSH on a shared-memory link is used where it lies (ps_push.c
+   * takes its floats through conn_in_place, ps_repl.c copies it whole). */
+  conn_set_in_place(c, true);
   log_info("data connection from %s", conn_peer(c));
 }
 

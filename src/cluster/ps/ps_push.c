@@ -20,8 +20,14 @@
 
 typedef struct push_item {
   shard *s;
-  const uint8_t *grad; /* unaligned bytes in the frame */
+  const uint8_t *grad; /* the floats in the frame (or in a link's ring): unaligned */
+  const float *copy;   /* the checked copy in ps->scratch, or NULL (a very large push) */
 } push_item;
+
+/* Gradients of one PUSH up to this size are copied into the scratch all
+ * at once, checked while they are copied; a larger one is checked where
+ * it lies and copied shard by shard, so the scratch stays one shard. */
+#define COPY_ALL_MAX ((size_t)64 << 20)
 
 /* The first non-finite float of n at p (unaligned), or -1: one pass
  * over the exponents that vectorizes (all ones: Inf or NaN), then a
@@ -42,6 +48,21 @@ static int64_t first_nonfinite(const uint8_t *p, size_t n) {
   return -1;
 }
 
+/* The same pass copying the floats to dst (aligned, private) as it goes:
+ * what is checked is the copy, which no peer can change afterwards (a
+ * gradient read in place lies in memory the peer shares), and it costs
+ * about one copy where a check and then a copy cost two. */
+static int64_t copy_checked(float *dst, const uint8_t *p, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, p + 4 * i, sizeof u);
+    bad |= (u & 0x7f800000u) == 0x7f800000u;
+    memcpy(dst + i, &u, sizeof u);
+  }
+  return bad ? first_nonfinite((const uint8_t *)dst, n) : -1;
+}
+
 /* Who sent a frame, as the ps log names it: the identity the peer proved
  * at the handshake ("worker:1") and its address, so an operator finds the
  * node, not only a port. The primary forwarding a replicated push: c NULL. */
@@ -56,15 +77,38 @@ static const char *sender(const conn *c, char *buf, size_t n) {
 /* A NaN or Inf gradient would poison the variable for every worker: the
  * push is refused whole, naming the node it came from (the worker's own
  * error, at the coordinator, names the step too). */
-static int check_finite(const conn *c, uint32_t var, const uint8_t *grad, size_t n) {
-  int64_t at = first_nonfinite(grad, n);
-  if (at < 0) return 0;
+static int refuse_nonfinite(const conn *c, uint32_t var, const uint8_t *grad, int64_t at) {
   float g;
   memcpy(&g, grad + 4 * at, sizeof g);
   char who[128];
   return err_set(DRV_ERANGE, "PUSH from %s refused: the gradient for var %u holds %s at "
                  "element %lld; no variable changed", sender(c, who, sizeof who), var,
                  isnan(g) ? "NaN" : g > 0 ? "Inf" : "-Inf", (long long)at);
+}
+
+static int grow_scratch(ps_server *ps, size_t n);
+
+/* Every gradient finite, checked before any is applied, so that a bad
+ * request changes nothing: checked as they are copied into the scratch
+ * (each at a 64-byte boundary), or, past COPY_ALL_MAX, where they lie. */
+static int push_check(ps_server *ps, const conn *c, push_item *it, uint32_t count) {
+  size_t total = 0;
+  for (uint32_t k = 0; k < count; k++) total += ps__round64(it[k].s->n * sizeof(float));
+  bool copy = total <= COPY_ALL_MAX;
+  if (copy && total) {
+    int rc = grow_scratch(ps, total / sizeof(float));
+    if (rc < 0) return rc;
+  }
+  size_t off = 0;
+  for (uint32_t k = 0; k < count; k++) {
+    shard *s = it[k].s;
+    float *dst = ps->scratch + off / sizeof(float);
+    int64_t at = copy ? copy_checked(dst, it[k].grad, s->n) : first_nonfinite(it[k].grad, s->n);
+    if (at >= 0) return refuse_nonfinite(c, s->var, copy ? (const uint8_t *)dst : it[k].grad, at);
+    it[k].copy = copy ? dst : NULL;
+    off += ps__round64(s->n * sizeof(float));
+  }
+  return 0;
 }
 
 /* Reads and checks every gradient of a PUSH before applying any, so that a
@@ -85,7 +129,12 @@ static int push_parse(ps_server *ps, conn *c, const wire_header *h, const uint8_
     uint32_t var = vt.var;
     int nd = vt.value.ndim;
     const int64_t *shape = vt.value.shape;
-    it[k].grad = vt.value.data;
+    /* Read in place (conn.h), the floats lie in the link's ring: what is
+     * checked and applied is push_check's private copy. (Past COPY_ALL_MAX
+     * they are checked there and copied after: a peer rewriting them in
+     * between changes values only, and one that means to can send any
+     * finite values anyway; the check is for a worker's honest NaN.) */
+    it[k].grad = c ? conn_in_place(c, vt.value.data) : vt.value.data;
     int i = ps__shard_find(ps, var);
     if (i < 0) {
       rc = err_set(DRV_EINVAL, "PUSH: unknown var %u", var);
@@ -105,9 +154,9 @@ static int push_parse(ps_server *ps, conn *c, const wire_header *h, const uint8_
         rc = err_set(DRV_EINVAL, "PUSH: var %u appears twice", var);
         break;
       }
-    if (rc == 0) rc = check_finite(c, var, it[k].grad, s->n);
     it[k].s = s;
   }
+  if (rc == 0) rc = push_check(ps, c, it, count);
   if (rc < 0) {
     free(it);
     return rc;
@@ -142,21 +191,28 @@ static void update_shard(shard *s, const float *g) {
   optim_update(c, s->val->data, g, s->slots, s->n, ++s->updates);
 }
 
-/* One update of s from its gradient bytes. */
-static int apply(ps_server *ps, shard *s, const uint8_t *grad) {
-  int rc = grow_scratch(ps, s->n);
-  if (rc < 0) return rc;
-  /* The frame's floats are not aligned (their offset depends on the header
-   * sizes before them): copy them where the kernels may load them. */
-  memcpy(ps->scratch, grad, s->n * sizeof(float));
+/* One update of s from its checked gradient. */
+static int apply(ps_server *ps, const push_item *it) {
+  shard *s = it->s;
+  const float *g = it->copy;
+  int rc;
+  if (!g) {
+    if ((rc = grow_scratch(ps, s->n)) < 0) return rc;
+    /* The frame's floats are not aligned (their offset depends on the
+     * header sizes before them): copied where the kernels may load them. */
+    memcpy(ps->scratch, it->grad, s->n * sizeof(float));
+    g = ps->scratch;
+  }
   if ((rc = ps__blob_own(s)) < 0) return rc;
-  update_shard(s, ps->scratch);
+  update_shard(s, g);
   return 0;
 }
 
 /* Sync: adds one gradient to s's sum for this version (the first one is
  * copied, so one replica's update is bit for bit an async one). */
-static int accumulate(shard *s, const uint8_t *grad) {
+static int accumulate(const push_item *it) {
+  shard *s = it->s;
+  const uint8_t *grad = it->copy ? (const uint8_t *)it->copy : it->grad;
   if (!s->acc && !(s->acc = aligned_alloc(64, ps__round64(s->n * sizeof(float) + 1))))
     return err_set(DRV_ENOMEM, "out of memory for var %u's gradient sum", s->var);
   if (s->acc_n++ == 0) {
@@ -222,7 +278,7 @@ static int push_sync(ps_server *ps, const push_item *it, uint32_t n, uint64_t ve
     return 0;
   }
   for (uint32_t k = 0; k < n; k++) {
-    int rc = accumulate(it[k].s, it[k].grad);
+    int rc = accumulate(&it[k]);
     if (rc < 0) return rc;
   }
   *applied = true;
@@ -280,7 +336,7 @@ int ps__on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
   if (ps->sync) {
     rc = push_sync(ps, it, n, version, &applied);
   } else {
-    for (uint32_t k = 0; k < n && rc == 0; k++) rc = apply(ps, it[k].s, it[k].grad);
+    for (uint32_t k = 0; k < n && rc == 0; k++) rc = apply(ps, &it[k]);
     if (rc == 0) ps->version++;
   }
   free(it);

@@ -109,7 +109,7 @@ int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_
   }
   uint8_t *copy = malloc((size_t)h->len + 1);
   if (!copy) return err_set(DRV_ENOMEM, "out of memory");
-  memcpy(copy, pl, h->len);
+  conn_payload_copy(pe->c, pl, h->len, copy); /* a PUSH read in place: its floats too */
   uint64_t seq = ++ps->repl_seq;
   wire_wr w;
   wire_wr_init(&w);

@@ -393,10 +393,7 @@ static void go_push(worker *w, job *j) {
       fail(w, j, DRV_EIO, "lost the connection to ps:%d before pushing", p);
       return;
     }
-    wire_wr m;
-    wire_wr_init(&m);
-    worker__write_push(st, part, l->version, &m);
-    if (worker__link_send(l, &m, WIRE_PUSH, WIRE_PUSH_OK, j) < 0) {
+    if (worker__link_push(l, st, part, j) < 0) {
       fail(w, j, DRV_EIO, "cannot send PUSH to ps:%d: %s", p, err_msg());
       return;
     }

@@ -349,6 +349,10 @@ void worker__links_reset(worker *w);
 /* Writes the PUSH payload for one ps into m: `version`, then the gradient
  * rows of each of part's shards, from st's parameters' gradients. */
 void worker__write_push(const wstate *st, const ps_part *part, uint64_t version, wire_wr *m);
+/* PUSH of job j's gradients for `part` on l, expecting PUSH_OK: encoded
+ * once, into a shared-memory link's ring when it has room (conn_send_reserve);
+ * with ps replicas kept as worker__link_send keeps it. */
+int worker__link_push(ps_link *l, const wstate *st, const ps_part *part, job *j);
 
 
 #endif

@@ -41,33 +41,42 @@ static int kept_frame(worker *w, wire_wr *m, uint8_t type, uint32_t req, link_wa
   return rc;
 }
 
+/* Room for one more expected reply on l, and the next request id; 0 or
+ * DRV_ENOMEM. */
+static int wait_room(ps_link *l, uint32_t *req) {
+  if (l->nwaits == l->capwaits) {
+    int cap = l->capwaits ? 2 * l->capwaits : WORKER_PIPE_MAX;
+    link_wait *nw = realloc(l->waits, (size_t)cap * sizeof *nw);
+    if (!nw) return err_set(DRV_ENOMEM, "out of memory");
+    l->waits = nw;
+    l->capwaits = cap;
+  }
+  if (++l->next_req == 0) l->next_req = 1; /* 0 is for unsolicited frames */
+  *req = l->next_req;
+  return 0;
+}
+
 /* Sends m (consumed) as a request of job j on link l, expecting `reply`
  * back; on failure nothing stays expected. With ps replicas the request
  * is kept (and sent once connected, when the link is down). */
 int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *j) {
   worker *w = l->w;
-  if (l->nwaits == l->capwaits) {
-    int cap = l->capwaits ? 2 * l->capwaits : WORKER_PIPE_MAX;
-    link_wait *nw = realloc(l->waits, (size_t)cap * sizeof *nw);
-    if (!nw) {
-      wire_wr_free(m);
-      return err_set(DRV_ENOMEM, "out of memory");
-    }
-    l->waits = nw;
-    l->capwaits = cap;
+  uint32_t req;
+  if (wait_room(l, &req) < 0) {
+    wire_wr_free(m);
+    return DRV_ENOMEM;
   }
-  if (++l->next_req == 0) l->next_req = 1; /* 0 is for unsolicited frames */
-  link_wait wt = {.req = l->next_req, .type = reply, .j = j};
+  link_wait wt = {.req = req, .type = reply, .j = j};
   int rc = 0;
   if (w->ps_replicated) { /* kept until answered: a failover sends it again */
-    if ((rc = kept_frame(w, m, type, l->next_req, &wt)) < 0) return rc;
+    if ((rc = kept_frame(w, m, type, req, &wt)) < 0) return rc;
     uint8_t *copy = l->c && conn_is_ready(l->c) ? malloc(wt.len) : NULL;
     if (copy) { /* else sent once connected (link_ready) */
       memcpy(copy, wt.frame, wt.len);
       rc = conn_send(l->c, copy, wt.len); /* takes the copy */
     }
   } else {
-    rc = conn_send_wr(l->c, m, type, l->next_req);
+    rc = conn_send_wr(l->c, m, type, req);
   }
   if (rc < 0) {
     free(wt.frame);
@@ -91,8 +100,8 @@ static void link_pop(ps_link *l, int k) {
 /* ============================== payloads ================================= */
 
 /* Copies one PULL_REPLY into the model's parameter rows; its version
- * goes to *version. */
-static int take_pull_reply(const job *j, int p, const uint8_t *pl, size_t len,
+ * goes to *version. Its floats may lie in c's ring (read in place). */
+static int take_pull_reply(const conn *c, const job *j, int p, const uint8_t *pl, size_t len,
                            uint64_t *version) {
   const wstate *st = j->st;
   const ps_part *part = &st->parts[p];
@@ -111,7 +120,7 @@ static int take_pull_reply(const job *j, int p, const uint8_t *pl, size_t len,
     uint32_t var = it.var;
     int nd = it.value.ndim;
     const int64_t *shape = it.value.shape;
-    const void *data = it.value.data;
+    const void *data = conn_in_place(c, it.value.data);
     if (var != part->var[k])
       return err_set(DRV_EPARSE, "PULL_REPLY from ps:%d: var %u where var %u was expected", p,
                      var, part->var[k]);
@@ -154,6 +163,42 @@ void worker__write_push(const wstate *st, const ps_part *part, uint64_t version,
   wire_put_push(m, &(wire_msg_push){version, {(uint32_t)part->n, .put = put_grad, .ud = &pp}});
 }
 
+/* The PUSH payload's bytes for `part`, as wire_put_push lays them out:
+ * version, count, then per variable its id, ndim, dims and floats. */
+static size_t push_bytes(const wstate *st, const ps_part *part) {
+  size_t n = 8 + 4;
+  for (int k = 0; k < part->n; k++) {
+    const wvar *v = &st->vars[part->var[k]];
+    const wshard *s = &v->shards[part->shard[k]];
+    n += 4 + 1 + 8 * (size_t)v->ndim + 4 * (size_t)s->rows * v->row_elems;
+  }
+  return n;
+}
+
+int worker__link_push(ps_link *l, const wstate *st, const ps_part *part, job *j) {
+  wire_wr m;
+  uint32_t req;
+  if (l->w->ps_replicated) { /* a kept frame: encoded aside */
+    wire_wr_init(&m);
+    worker__write_push(st, part, l->version, &m);
+    return worker__link_send(l, &m, WIRE_PUSH, WIRE_PUSH_OK, j);
+  }
+  size_t len = push_bytes(st, part);
+  int rc = wait_room(l, &req);
+  uint8_t *p = rc < 0 ? NULL : conn_send_reserve(l->c, len);
+  if (!p) return rc < 0 ? rc : DRV_EIO;
+  wire_wr_init_fixed(&m, p - WIRE_HEADER_SIZE, WIRE_HEADER_SIZE + len);
+  worker__write_push(st, part, l->version, &m);
+  if (m.err || m.len != WIRE_HEADER_SIZE + len) {
+    conn_send_cancel(l->c);
+    return err_set(DRV_EINVAL, "PUSH for ps:%d: %zu bytes encoded where %zu were reserved",
+                   l->index, m.len - WIRE_HEADER_SIZE, len);
+  }
+  if ((rc = conn_send_commit(l->c, WIRE_PUSH, req)) < 0) return rc;
+  l->waits[l->nwaits++] = (link_wait){.req = req, .type = WIRE_PUSH_OK, .j = j};
+  return 0;
+}
+
 /* ============================== connections ============================== */
 
 static void link_ready(conn *c) {
@@ -162,6 +207,7 @@ static void link_ready(conn *c) {
   if (l->c != c) return;
   l->last_error[0] = '\0';
   l->attempts = 0;
+  conn_set_in_place(c, true); /* PULL_REPLY's floats: take_pull_reply */
   log_info("connected to ps:%d at %s", l->index, conn_peer(c));
   for (int k = 0; k < l->nwaits; k++) { /* kept requests (ps replicas), in order */
     uint8_t *copy = malloc(l->waits[k].len);
@@ -249,7 +295,7 @@ static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   bool taken = h->type == WIRE_PUSH_OK && note_push_ok(w, l, pl, h->len);
   if (!j) return; /* the reply to a job that already failed */
   if (h->type == WIRE_PUSH_OK) j->push_oks++, j->pushes_taken += taken;
-  if (h->type == WIRE_PULL_REPLY && take_pull_reply(j, l->index, pl, h->len, &l->version) < 0) {
+  if (h->type == WIRE_PULL_REPLY && take_pull_reply(c, j, l->index, pl, h->len, &l->version) < 0) {
     snprintf(l->last_error, sizeof l->last_error, "%s", err_msg());
     worker__doom(w, j, DRV_EIO, "ps:%d: %s", l->index, l->last_error);
     link_drop(w, l);
