@@ -17,6 +17,11 @@
  * the peer wrote over the reader's published index. The ring's memory is
  * a heap block of exactly its size, so any access past it is caught. The
  * producer side is driven the same way once (a hostile consumer index).
+ * Some turns read in place instead, as conn_inplace.c does: a whole PUSH
+ * or PULL_REPLY at the ring's head is copied but for its floats
+ * (wire_copy_tensor_meta), which must succeed exactly when the frame
+ * validates, and the copy must still validate after the peer scribbled
+ * over the ring.
  *
  * Built with -DFUZZ_RING_SEEDS instead, this file writes the seed corpus:
  * wire_sample frames of every type behind tails that wrap them, the
@@ -117,8 +122,32 @@ static void peer_moves(shm_ring *r, uint64_t *rng) {
   }
 }
 
+/* A whole PUSH or PULL_REPLY at the head read in place: true when one was
+ * (and consumed). */
+static bool read_in_place(shm_ring *r, parser *ps, uint64_t *rng) {
+  const uint8_t *p;
+  wire_header h;
+  ssize_t avail = shm_ring_peek(r, &p);
+  if (!ps->authed || ps->len || ps->have_hdr || avail < (ssize_t)WIRE_HEADER_SIZE ||
+      wire_header_decode(p, MAX_FRAME, ps->authed, &h) < 0 ||
+      (h.type != WIRE_PUSH && h.type != WIRE_PULL_REPLY) ||
+      (size_t)avail - WIRE_HEADER_SIZE < h.len)
+    return false;
+  uint8_t *dst = malloc(h.len ? h.len : 1);
+  if (!dst) abort();
+  bool valid = wire_validate_payload(h.type, p + WIRE_HEADER_SIZE, h.len) == 0;
+  bool copied = wire_copy_tensor_meta(h.type, dst, p + WIRE_HEADER_SIZE, h.len) == 0;
+  if (copied != valid) __builtin_trap(); /* in place or copied: the same frames pass */
+  peer_moves(r, rng);
+  if (copied && wire_validate_payload(h.type, dst, h.len) < 0) __builtin_trap();
+  free(dst);
+  shm_ring_consume(r, WIRE_HEADER_SIZE + h.len);
+  return true;
+}
+
 /* Reads the ring out; returns false once a read failed (the link closes). */
 static bool read_once(shm_ring *r, parser *ps, uint64_t *rng, uint8_t *tmp) {
+  if (next(rng) % 4 == 0 && read_in_place(r, ps, rng)) return true;
   uint64_t head = atomic_load(&r->h->head), pos = r->pos;
   size_t want = 1 + (size_t)(next(rng) % (next(rng) & 1 ? 64 : SIZE + 16));
   ssize_t k = shm_ring_read(r, tmp, want);
