@@ -182,7 +182,8 @@ TEST(shm_ring_flat_spans_stop_at_the_wrap) {
   CHECK(shm_ring_reserve(&w, 101, &err) == NULL);
   CHECK_INT_EQ(err, 0);
   CHECK(shm_ring_reserve(&w, 100, &err) == w.data + SIZE - 100);
-  CHECK_INT_EQ(shm_ring_write(&w, mem, 300), 300);
+  static const uint8_t some[300];
+  CHECK_INT_EQ(shm_ring_write(&w, some, sizeof some), 300);
   CHECK_INT_EQ(shm_ring_peek(&r, &p), 100);
   CHECK(p == r.data + SIZE - 100);
 }
