@@ -121,8 +121,12 @@ int conn__frame_in_place(conn *c, const uint8_t *frame, size_t avail, size_t who
     return IP_NO;
   memcpy(hb, frame, sizeof hb);
   /* A bad header is refused by the usual path, which reads it again. */
-  if (wire_header_decode(hb, c->max_frame, true, &h) < 0 || !wanted(c, &h)) return IP_NO;
+  if (wire_header_decode(hb, c->max_frame, true, &h) < 0) return IP_NO;
   size_t n = WIRE_HEADER_SIZE + (size_t)h.len;
+  if (!wanted(c, &h)) {
+    *took = n; /* copied alone: a large frame behind it stays in place */
+    return IP_NO;
+  }
   if (avail < n) {
     *took = n;
     return n <= whole ? IP_WAIT : IP_NO;

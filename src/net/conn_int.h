@@ -139,7 +139,9 @@ void conn__got_eof(conn *c);
  * most `whole` can ever be there at once (the ring's size): IP_TOOK when a
  * whole frame was read in place and dispatched (*took its bytes, to be
  * consumed), IP_WAIT when one will be once the rest arrives (read nothing
- * meanwhile: *took is the bytes to wait for), IP_NO to read them as usual. */
+ * meanwhile: *took is the bytes to wait for), IP_NO to read them as usual
+ * (*took, when not 0, the size of the frame at the head: to copy no more
+ * than it, so that a large frame right behind can still be read in place). */
 enum { IP_NO, IP_TOOK, IP_WAIT };
 int conn__frame_in_place(conn *c, const uint8_t *frame, size_t avail, size_t whole,
                          size_t *took);

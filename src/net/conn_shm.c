@@ -68,6 +68,7 @@ struct conn_link {
   bool up;         /* set-up done: bytes may flow */
   bool eof;        /* the peer's end is closed */
   size_t want;     /* bytes to wait for before reading: a frame to read in place, or 1 */
+  size_t limit;    /* bytes the next read copies at most (0: no limit) */
   wreq *q, *q_tail;       /* writes not wholly out yet */
   wreq *done, *done_tail; /* written, `done` to run from the loop */
 };
@@ -191,7 +192,7 @@ static int read_some(conn *c, size_t *got) {
     return -1;
   }
   if (l->mode == MODE_SHM) {
-    n = shm_ring_read(&l->in, p, room);
+    n = shm_ring_read(&l->in, p, l->limit && l->limit < room ? l->limit : room);
     if (n < 0) {
       link_fail(c, DRV_EPARSE, "bad shared memory");
       return -1;
@@ -222,6 +223,7 @@ static int take_in_place(conn *c, size_t *got) {
   if (avail <= 0) return 0; /* none, or corrupt: read_some says so */
   int r = conn__frame_in_place(c, p, (size_t)avail, (size_t)l->in.size, &n);
   if (r == IP_WAIT) l->want = n;
+  if (r == IP_NO) l->limit = n;
   if (r != IP_TOOK) return r == IP_WAIT ? -1 : 0;
   if (!c->closing && n) {
     shm_ring_consume(&l->in, n);
@@ -255,6 +257,7 @@ static bool pump_in(conn *c, size_t budget) {
     run_done(c);
     if (c->closing) break;
     l->want = 1;
+    l->limit = 0;
     int r = l->mode == MODE_SHM ? take_in_place(c, &got) : 0;
     if (r < 0) return false; /* a frame to read in place, not whole yet */
     if (r == 0) {

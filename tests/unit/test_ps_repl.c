@@ -346,3 +346,37 @@ TEST(ps_refuses_to_start_with_a_bad_repl_piece) {
   CHECK(unsetenv("DROVER_REPL_PIECE") == 0);
   CHECK_OK(uv_loop_close(&loop));
 }
+
+/* A push large enough to be read in place on a same-host link (the ps
+ * takes its floats where they lie in the ring): forwarded to the replica
+ * whole (conn_payload_copy), so the promoted replica holds the primary's
+ * values bit for bit, and both are the update of those floats. */
+TEST(ps_replica_gets_a_push_read_in_place_whole) {
+  conn_set_transport(CONN_TRANSPORT_AUTO); /* the ps processes inherit it */
+  nf_cluster c;
+  nf_cluster_up(&c, (nf_node[]){{ROLE_PS, 0}, {ROLE_PS, 1}}, 2, 50, 5000);
+  fake *f = &c.f;
+  reg *p = nf_cluster_reg(&c, ROLE_PS, 0), *r = nf_cluster_reg(&c, ROLE_PS, 1);
+  send_role(r->ctl, WIRE_PS_REPLICA, 42, NULL);
+  CHECK(!role_ok(f, r->ctl));
+  send_role(p->ctl, WIRE_PS_PRIMARY, 42, r);
+  CHECK(role_ok(f, r->ctl));
+  peer *coord = nf_cluster_dial(&c, ROLE_PS, 0), *a = nf_cluster_dial(&c, ROLE_PS, 0);
+  optim_cfg sgd;
+  optim_cfg_default(&sgd, OPTIM_SGD);
+  sgd.lr = 0.5f;
+  int64_t shape[2] = {512, 256}; /* 512 KiB of floats */
+  tensor *v0 = nf_filled(2, shape, -1.25f, 0.001f), *g = nf_filled(2, shape, 0.25f, -0.0005f);
+  nf_var_init(f, coord, 0, 0, &sgd, v0, 1);
+  CHECK_INT_EQ(push_id(f, a, 9, 1, g, 10), 1);
+  CHECK(strcmp(conn_transport(a->c), "shm") == 0);
+  tensor *on_primary = nf_pull1(f, a, 0, 11);
+  const float *v = tensor_data(v0), *d = tensor_data(g), *got = tensor_data(on_primary);
+  for (int64_t i = 0; i < tensor_numel(g); i += 997) CHECK_NEAR(got[i], v[i] - 0.5 * d[i], 1e-4);
+  send_role(r->ctl, WIRE_PS_ALONE, 0, NULL);
+  peer *b = nf_cluster_dial(&c, ROLE_PS, 1);
+  tensor *on_replica = nf_pull1(f, b, 0, 20);
+  CHECK(nf_same_bits(on_primary, on_replica));
+  tensor_free(v0), tensor_free(g), tensor_free(on_primary), tensor_free(on_replica);
+  nf_cluster_down(&c);
+}
