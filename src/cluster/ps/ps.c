@@ -314,13 +314,30 @@ static int pull_reply(ps_server *ps, conn *c, uint32_t req, int *idx, uint32_t c
     return conn_send_ref(c, WIRE_PULL_REPLY, req, b->payload, b->len, blob_unref, b);
   }
   /* Several shards in one frame: one copy each (the frame must be
-   * contiguous), after which later pushes may update in place. */
+   * contiguous), straight into a shared-memory link's ring when it has
+   * room (conn_send_reserve), after which later pushes may update in
+   * place. The payload: version, count, then each blob's item. */
+  size_t len = 8 + 4;
+  for (uint32_t k = 0; k < count; k++) {
+    const ps_blob *b = ps->shards[idx[k]].val;
+    len += b->len - b->item;
+  }
+  uint8_t *room = conn_send_reserve(c, len);
+  if (!room) {
+    free(idx);
+    return err_set(DRV_EIO, "PULL_REPLY of %zu bytes: %s", len, err_msg());
+  }
   wire_wr w;
-  wire_wr_init(&w);
+  wire_wr_init_fixed(&w, room - WIRE_HEADER_SIZE, WIRE_HEADER_SIZE + len);
   blob_list l = {ps, idx};
   wire_put_pull_reply(&w, &(wire_msg_pull_reply){ps->version, {count, .put = put_blob, .ud = &l}});
   free(idx);
-  return conn_send_wr(c, &w, WIRE_PULL_REPLY, req);
+  if (w.err || w.len != WIRE_HEADER_SIZE + len) {
+    conn_send_cancel(c);
+    return err_set(DRV_EINVAL, "PULL_REPLY: %zu bytes encoded where %zu were reserved",
+                   w.len - WIRE_HEADER_SIZE, len);
+  }
+  return conn_send_commit(c, WIRE_PULL_REPLY, req);
 }
 
 /* Whether a PULL for min_version must wait (sync, before the target). */
