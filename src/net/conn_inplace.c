@@ -127,11 +127,11 @@ int conn__frame_in_place(conn *c, const uint8_t *frame, size_t avail, size_t who
     *took = n; /* copied alone: a large frame behind it stays in place */
     return IP_NO;
   }
+  if (!conn__accepted(c, &h)) return IP_TOOK; /* closed: refused at its header, as ever */
   if (avail < n) {
     *took = n;
     return n <= whole ? IP_WAIT : IP_NO;
   }
-  if (!conn__accepted(c, &h)) return IP_TOOK; /* closed */
   c->rstart = c->rend = 0;
   if (rbuf_fit(c, h.len) < 0) {
     conn__fail(c, DRV_ENOMEM, "%s from %s", err_msg(), c->peer);
