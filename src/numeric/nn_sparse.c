@@ -275,11 +275,7 @@ static const nn_module_ops emb_ops = {"Embedding", emb_forward, emb_backward, sp
                                       sp_destroy};
 
 static nn_module *sp_new(const nn_module_ops *ops, int kind, uint64_t n, int64_t dim,
-                         float std, rng_t *r) {
-  if (!r) {
-    err_set(DRV_EINVAL, "nn.%s: an rng is required", ops->type);
-    return NULL;
-  }
+                         float std, uint64_t seed) {
   nn_module *m = nn_module_new(ops);
   nn_sptab *s = m ? calloc(1, sizeof *s) : NULL;
   if (!s) {
@@ -292,7 +288,7 @@ static nn_module *sp_new(const nn_module_ops *ops, int kind, uint64_t n, int64_t
   s->o = NN_BAG_DEFAULTS;
   s->g.dim = dim;
   char msg[256];
-  if (!(s->t = sptable_new(n, dim, std, rng_u64(r)))) {
+  if (!(s->t = sptable_new(n, dim, std, seed))) {
     snprintf(msg, sizeof msg, "%s", err_msg());
     nn_unref(m);
     err_set(DRV_EINVAL, "nn.%s(%llu, %lld): %s", ops->type, (unsigned long long)n,
@@ -309,16 +305,21 @@ static nn_module *sp_new(const nn_module_ops *ops, int kind, uint64_t n, int64_t
   return m;
 }
 
-nn_module *nn_embedding_bag(uint64_t n, int64_t dim, const nn_bag_opts *o, rng_t *r) {
-  nn_bag_opts d = NN_BAG_DEFAULTS;
-  if (!o) o = &d;
-  nn_module *m = sp_new(&bag_ops, K_BAG, n, dim, o->std, r);
+/* The bag's options, checked: they may come from a spec off the network. */
+static nn_module *bag_new(uint64_t n, int64_t dim, const nn_bag_opts *o, uint64_t seed) {
+  if ((o->mode != NN_BAG_SUM && o->mode != NN_BAG_MEAN) ||
+      (o->bags != NN_BAGS_AUTO && o->bags != NN_BAGS_FIELD && o->bags != NN_BAGS_ALL)) {
+    err_set(DRV_EINVAL, "nn.EmbeddingBag: mode %d or bags %d is not known", (int)o->mode,
+            (int)o->bags);
+    return NULL;
+  }
+  nn_module *m = sp_new(&bag_ops, K_BAG, n, dim, o->std, seed);
   if (m) m->tab->o = *o;
   return m;
 }
 
-nn_module *nn_sparse_linear(uint64_t n, int64_t out, float std, rng_t *r) {
-  nn_module *m = sp_new(&linear_ops, K_LINEAR, n, out, std, r);
+static nn_module *linear_new(uint64_t n, int64_t out, float std, uint64_t seed) {
+  nn_module *m = sp_new(&linear_ops, K_LINEAR, n, out, std, seed);
   if (!m) return NULL;
   m->tab->o.bags = NN_BAGS_ALL;
   m->nparams = 1;
@@ -330,13 +331,52 @@ nn_module *nn_sparse_linear(uint64_t n, int64_t out, float std, rng_t *r) {
   return m;
 }
 
-nn_module *nn_embedding_sparse(int64_t n, int64_t dim, float std, rng_t *r) {
-  if (n <= 0 || n > INT32_MAX) {
-    err_set(DRV_EINVAL, "nn.Embedding(%lld, %lld): sizes must be positive, n at most %d",
-            (long long)n, (long long)dim, INT32_MAX);
+static nn_module *embedding_new(uint64_t n, int64_t dim, float std, uint64_t seed) {
+  if (n == 0 || n > INT32_MAX) {
+    err_set(DRV_EINVAL, "nn.Embedding(%llu, %lld): sizes must be positive, n at most %d",
+            (unsigned long long)n, (long long)dim, INT32_MAX);
     return NULL;
   }
-  return sp_new(&emb_ops, K_EMBEDDING, (uint64_t)n, dim, std, r);
+  return sp_new(&emb_ops, K_EMBEDDING, n, dim, std, seed);
+}
+
+static bool have_rng(rng_t *r, const char *type) {
+  if (!r) err_set(DRV_EINVAL, "nn.%s: an rng is required", type);
+  return r != NULL;
+}
+
+nn_module *nn_embedding_bag(uint64_t n, int64_t dim, const nn_bag_opts *o, rng_t *r) {
+  nn_bag_opts d = NN_BAG_DEFAULTS;
+  return have_rng(r, "EmbeddingBag") ? bag_new(n, dim, o ? o : &d, rng_u64(r)) : NULL;
+}
+
+nn_module *nn_sparse_linear(uint64_t n, int64_t out, float std, rng_t *r) {
+  return have_rng(r, "SparseLinear") ? linear_new(n, out, std, rng_u64(r)) : NULL;
+}
+
+nn_module *nn_embedding_sparse(int64_t n, int64_t dim, float std, rng_t *r) {
+  if (n <= 0) n = 0; /* refused by embedding_new */
+  return have_rng(r, "Embedding") ? embedding_new((uint64_t)n, dim, std, rng_u64(r)) : NULL;
+}
+
+int nn_idlayer_get(const nn_module *m, nn_idlayer *out) {
+  if (!m || !m->tab) return err_set(DRV_EINVAL, "nn_idlayer_get: not an id layer");
+  const nn_sptab *s = m->tab;
+  *out = (nn_idlayer){s->kind == K_BAG ? NN_ID_BAG : s->kind == K_LINEAR ? NN_ID_LINEAR
+                                                                         : NN_ID_EMBEDDING,
+                      sptable_rows(s->t), sptable_dim(s->t), s->o, sptable_seed(s->t)};
+  out->o.std = sptable_std(s->t);
+  return 0;
+}
+
+nn_module *nn_idlayer_new(const nn_idlayer *l) {
+  switch (l->kind) {
+  case NN_ID_BAG: return bag_new(l->rows, l->dim, &l->o, l->seed);
+  case NN_ID_LINEAR: return linear_new(l->rows, l->dim, l->o.std, l->seed);
+  case NN_ID_EMBEDDING: return embedding_new(l->rows, l->dim, l->o.std, l->seed);
+  }
+  err_set(DRV_EINVAL, "nn_idlayer_new: kind %d is not known", (int)l->kind);
+  return NULL;
 }
 
 /* ---- a model's tables ----------------------------------------------------------------- */

@@ -79,6 +79,23 @@ nn_module *nn_embedding_bag(uint64_t n, int64_t dim, const nn_bag_opts *o, rng_t
 nn_module *nn_sparse_linear(uint64_t n, int64_t out, float std, rng_t *r);
 nn_module *nn_embedding_sparse(int64_t n, int64_t dim, float std, rng_t *r);
 
+/* An id layer as its spec carries it (nn_spec.c): the table's seed travels,
+ * so another process (a worker, a ps, a loaded model) re-creates the same
+ * rows. */
+typedef enum nn_idkind { NN_ID_BAG, NN_ID_LINEAR, NN_ID_EMBEDDING } nn_idkind;
+typedef struct nn_idlayer {
+  nn_idkind kind;
+  uint64_t rows;
+  int64_t dim;   /* SparseLinear: its outputs */
+  nn_bag_opts o; /* mode and bags for a bag; std for all three */
+  uint64_t seed; /* the table's */
+} nn_idlayer;
+/* m's fields; DRV_EINVAL when m holds no table. */
+int nn_idlayer_get(const nn_module *m, nn_idlayer *out);
+/* A new id layer (one reference) with exactly those fields and no rows,
+ * every field checked; NULL with a message. */
+nn_module *nn_idlayer_new(const nn_idlayer *l);
+
 /* Appends m's tables (recursively, in parameter order) to out, named as
  * nn_collect_params (torch_names false) or nn_torch_params names. */
 int nn_collect_tables(nn_module *m, bool torch_names, nn_table_list *out);

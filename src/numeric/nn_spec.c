@@ -17,6 +17,10 @@
  *           | "Unflatten" "(" size ["," size ["," size]] ")"
  *           | "DotInteraction" "(" size "," bit ")"      (fields, keep_first)
  *           | "Embedding" "(" size "," size ")"
+ *           | "EmbeddingBag" "(" rows "," size "," bit "," bags "," num "," seed ")"
+ *               (rows, dim, mode: 0 sum 1 mean, bags: 0 auto 1 field 2 all, std, seed)
+ *           | "SparseLinear" "(" rows "," size "," num "," seed ")"   (rows, out, std, seed)
+ *           | "SparseEmbedding" "(" size "," size "," num "," seed ")" (nn.Embedding, sparse)
  *           | "LayerNorm" "(" size "," num ")"            (dim, eps)
  *           | ("BatchNorm1d" | "BatchNorm2d") "(" size "," num "," num ")"
  *               (channels, eps, momentum)
@@ -27,6 +31,9 @@
  *   pair   := size [":" size]      ({height, width}; one number for both)
  *   cpair  := count [":" count]
  *   bit    := "0" | "1"
+ *   bags   := "0" | "1" | "2"
+ *   rows   := decimal digits, 1 .. 2^40 (a table's declared rows)
+ *   seed   := decimal digits, 0 .. 2^64-1 (a table's: its rows are a function of it)
  *   prob   := a decimal float in [0, 1]
  *   num    := a finite decimal float
  * Specs may come off the network, so the parser is strict, bounds nesting
@@ -77,11 +84,26 @@ static void write_pairs(spec_out *o, const int64_t *const *pairs, int n) {
   }
 }
 
+/* An id layer carries its table's seed: a worker or a loaded model makes
+ * the same rows. */
+static int idlayer_write(const nn_module *m, spec_out *o) {
+  nn_idlayer l;
+  int rc = nn_idlayer_get(m, &l);
+  if (rc < 0) return rc;
+  unsigned long long rows = (unsigned long long)l.rows, seed = (unsigned long long)l.seed;
+  if (l.kind == NN_ID_BAG)
+    out_printf(o, "EmbeddingBag(%llu,%lld,%d,%d,%.9g,%llu)", rows, (long long)l.dim,
+               (int)l.o.mode, (int)l.o.bags, (double)l.o.std, seed);
+  else
+    out_printf(o, "%s(%llu,%lld,%.9g,%llu)",
+               l.kind == NN_ID_LINEAR ? "SparseLinear" : "SparseEmbedding", rows,
+               (long long)l.dim, (double)l.o.std, seed);
+  return 0;
+}
+
 static int spec_write(const nn_module *m, spec_out *o) {
   const char *type = m->ops->type;
-  /* An id layer's table (its size, std and seed) has no spec yet: the
-   * sparse nn.Embedding would come back dense. */
-  if (m->tab) return nn_refuse_tables(m, "in a model spec");
+  if (m->tab) return idlayer_write(m, o);
   if (strcmp(type, "Sequential") == 0 || strcmp(type, "Concat") == 0 ||
       strcmp(type, "Sum") == 0 || strcmp(type, "Residual") == 0) {
     out_printf(o, "%s(", type);
@@ -383,6 +405,50 @@ static nn_module *parse_embedding(spec_in *in, const char *at) {
   return built(in, at, nn_embedding(n, d, in->r));
 }
 
+/* A decimal integer in 0 .. max (up to 2^64-1). */
+static int parse_u64(spec_in *in, const char *what, uint64_t max, uint64_t *v) {
+  skip_space(in);
+  const char *start = in->p;
+  uint64_t x = 0;
+  if (*in->p < '0' || *in->p > '9') {
+    char f[8];
+    return err_set(DRV_EPARSE, "model spec: position %d: expected %s (an integer), found %s",
+                   pos(in, start), what, found(in, f, sizeof f));
+  }
+  while (*in->p >= '0' && *in->p <= '9') {
+    uint64_t d = (uint64_t)(*in->p++ - '0');
+    if (d > max || x > (max - d) / 10)
+      return err_set(DRV_ERANGE, "model spec: position %d: %s is larger than %llu",
+                     pos(in, start), what, (unsigned long long)max);
+    x = x * 10 + d;
+  }
+  *v = x;
+  return 0;
+}
+
+/* EmbeddingBag(rows,dim,mode,bags,std,seed), SparseLinear(rows,out,std,seed),
+ * SparseEmbedding(rows,dim,std,seed). */
+static nn_module *parse_idlayer(spec_in *in, const char *at, nn_idkind kind) {
+  nn_idlayer l = {.kind = kind, .o = NN_BAG_DEFAULTS};
+  uint64_t mode = 0, bags = 0;
+  if (expect_char(in, '(') < 0 || parse_u64(in, "table rows", SPTABLE_MAX_ROWS, &l.rows) < 0 ||
+      expect_char(in, ',') < 0 || parse_size(in, "table dim", &l.dim) < 0 ||
+      expect_char(in, ',') < 0)
+    return NULL;
+  if (kind == NN_ID_BAG &&
+      (parse_u64(in, "EmbeddingBag mode (0 sum, 1 mean)", 1, &mode) < 0 ||
+       expect_char(in, ',') < 0 ||
+       parse_u64(in, "EmbeddingBag bags (0 auto, 1 field, 2 all)", 2, &bags) < 0 ||
+       expect_char(in, ',') < 0))
+    return NULL;
+  if (parse_float(in, "a table's std", &l.o.std) < 0 || expect_char(in, ',') < 0 ||
+      parse_u64(in, "a table's seed", UINT64_MAX, &l.seed) < 0 || expect_char(in, ')') < 0)
+    return NULL;
+  l.o.mode = mode ? NN_BAG_MEAN : NN_BAG_SUM;
+  l.o.bags = bags == 1 ? NN_BAGS_FIELD : bags == 2 ? NN_BAGS_ALL : NN_BAGS_AUTO;
+  return built(in, at, nn_idlayer_new(&l));
+}
+
 /* LayerNorm(dim,eps) when bn is 0; BatchNorm<bn>d(channels,eps,momentum). */
 static nn_module *parse_norm(spec_in *in, const char *at, int bn) {
   int64_t c = 0;
@@ -451,6 +517,9 @@ static nn_module *parse_layer(spec_in *in, int depth) {
   if (IS("Unflatten")) return parse_unflatten(in, at);
   if (IS("DotInteraction")) return parse_dot(in, at);
   if (IS("Embedding")) return parse_embedding(in, at);
+  if (IS("EmbeddingBag")) return parse_idlayer(in, at, NN_ID_BAG);
+  if (IS("SparseLinear")) return parse_idlayer(in, at, NN_ID_LINEAR);
+  if (IS("SparseEmbedding")) return parse_idlayer(in, at, NN_ID_EMBEDDING);
   if (IS("LayerNorm")) return parse_norm(in, at, 0);
   if (IS("BatchNorm1d")) return parse_norm(in, at, 1);
   if (IS("BatchNorm2d")) return parse_norm(in, at, 2);
@@ -478,7 +547,7 @@ static nn_module *parse_layer(spec_in *in, int depth) {
   err_set(DRV_EPARSE, "model spec: unknown layer '%.*s' at position %d (known: Sequential, Residual, Concat, Sum, "
           "Linear, ReLU, Tanh, Sigmoid, Softmax, Dropout, GELU, LeakyReLU, Identity, Flatten, "
           "Unflatten, Conv2d, MaxPool2d, AvgPool2d, Embedding, LayerNorm, BatchNorm1d, "
-          "BatchNorm2d, DotInteraction)", (int)(len > 64 ? 64 : len), at,
+          "BatchNorm2d, DotInteraction, EmbeddingBag, SparseLinear, SparseEmbedding)", (int)(len > 64 ? 64 : len), at,
           pos(in, at));
   return NULL;
 }
