@@ -320,9 +320,10 @@ FUZZ_TIME  ?= 60
 # tables (sptable, nn_sparse): the numeric layer comes whole.
 FUZZ_SRCS   = src/proto/wire.c src/proto/wire_msgs.c $(wildcard src/numeric/*.c) \
 	src/base/blockcache.c src/base/err.c src/base/util.c src/base/log.c src/base/safetensors.c \
+	src/base/safetensors_read.c \
 	src/base/manifest.c src/base/sha256.c src/base/afile.c
 FUZZ_RING_SRCS = $(FUZZ_SRCS) src/net/shm_ring.c
-FUZZ_FILES_SRCS = src/base/safetensors.c src/base/manifest.c src/base/sha256.c src/base/util.c \
+FUZZ_FILES_SRCS = src/base/safetensors.c src/base/safetensors_read.c src/base/manifest.c src/base/sha256.c src/base/util.c \
 	src/base/afile.c src/base/err.c
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g -O1 -Isrc \
 	$(shell pkg-config --cflags openblas jansson libsodium 2>/dev/null)

@@ -10,9 +10,10 @@
  *   the data   every tensor's bytes, little-endian, row-major; offsets are
  *              relative to the start of the data and the tensors tile it
  *              exactly: no gap, no overlap, nothing after the last one.
- * The writer lays tensors out as the reference implementation does (sorted
- * by name, all being F32), so the same tensors give the same bytes. The
- * reader takes F32, F64, F16, BF16 and I64 and converts to float.
+ * The writer writes F32 and I64 and lays tensors out as the reference
+ * implementation does (I64 ones first, then by name), so the same tensors
+ * give the same bytes. The reader takes F32, F64, F16, BF16 and I64 and
+ * converts to float, keeping I64's exact values as well.
  *
  * Base layer: includes nothing of drover's but err.h and util.h; JSON goes
  * through jansson.
@@ -34,6 +35,8 @@ typedef struct safetensors_entry {
   int ndim;             /* 0 (a scalar) .. SAFETENSORS_MAX_DIM */
   const int64_t *shape; /* ndim sizes, each >= 0 */
   const float *data;    /* product(shape) floats, contiguous */
+  const int64_t *i64;   /* or, when not NULL, product(shape) int64 (dtype I64, e.g.
+                           a table's row ids); data is then unused */
 } safetensors_entry;
 
 /* Writes `n` tensors and the metadata to `path`, replacing it atomically:
@@ -99,6 +102,7 @@ typedef struct safetensors_tensor {
   int64_t shape[SAFETENSORS_MAX_DIM];
   int64_t numel;
   float *data; /* numel floats (malloc'ed; NULL when numel is 0) */
+  int64_t *i64; /* dtype I64: the exact values too (malloc'ed), else NULL */
 } safetensors_tensor;
 
 typedef struct safetensors_file {

@@ -27,8 +27,8 @@ static size_t part_len(const safetensors_src *s, const uint8_t **p) {
   const safetensors_entry *e = s->order[s->part - 1];
   size_t count = 1;
   for (int k = 0; k < e->ndim; k++) count *= (size_t)e->shape[k];
-  *p = (const uint8_t *)e->data;
-  return count * sizeof(float);
+  *p = e->i64 ? (const uint8_t *)e->i64 : (const uint8_t *)e->data;
+  return count * (e->i64 ? sizeof *e->i64 : sizeof *e->data);
 }
 
 int safetensors_src_open(const char *name, const safetensors_entry *t, size_t n,

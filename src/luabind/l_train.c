@@ -414,9 +414,6 @@ static int t_set_checkpoint(lua_State *L) {
   lua_settop(L, 2);
   lsettings e;
   lsettings_read(L, 2, &e);
-  /* Refused before the fit, not at its first checkpoint. */
-  if (e.has_ckpt && nn_refuse_tables(t->model, "in checkpoints") < 0)
-    return luaL_error(L, "%s (train without checkpoint = {...})", err_msg());
   fitrun_set_ckpt(t->run, e.has_ckpt ? &e.ck : NULL);
   return 0;
 }

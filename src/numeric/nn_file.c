@@ -1,5 +1,6 @@
 /* nn_file.c - a model's parameters in a safetensors file, under the names
- * PyTorch gives the same nn.Sequential, with the model's spec beside them.
+ * PyTorch gives the same nn.Sequential, with the model's spec beside them
+ * and its sparse tables' held rows (nn_tabfile.h).
  *
  * drover and PyTorch agree on the layout of every parameter (Linear's
  * weight is [out, in] in both), so values go across unchanged; only the
@@ -11,7 +12,7 @@
 
 #include "base/err.h"
 #include "numeric/nn.h"
-#include "numeric/nn_sparse.h"
+#include "numeric/nn_tabfile.h"
 #include "base/safetensors.h"
 
 /* ============================== saving =================================== */
@@ -31,21 +32,23 @@ static char *spec_string(const nn_module *m) {
 
 int nn_save(nn_module *m, const char *path) {
   if (!m || !path) return err_set(DRV_EINVAL, "nn_save: NULL argument");
-  if (nn_refuse_tables(m, "in a model file") < 0)
-    return err_set(DRV_EUNSUPPORTED, "cannot save '%s': %s", path, err_msg());
   char *spec = spec_string(m);
   if (!spec) return err_set(DRV_EUNSUPPORTED, "cannot save '%s': %s", path, err_msg());
   nn_param_list pl = {0};
+  nn_tabfile tf = {0};
   int rc = nn_torch_state(m, &pl);
-  safetensors_entry *e = rc < 0 ? NULL : calloc((size_t)pl.n + 1, sizeof *e);
+  if (rc == 0) rc = nn_tabfile_entries(m, false, &tf);
+  safetensors_entry *e = rc < 0 ? NULL : calloc((size_t)pl.n + tf.n + 1, sizeof *e);
   if (rc == 0 && !e) rc = err_set(DRV_ENOMEM, "cannot save '%s': out of memory", path);
   for (int i = 0; rc == 0 && i < pl.n; i++) {
     const tensor *v = pl.items[i].value; /* module-owned buffers are contiguous */
-    e[i] = (safetensors_entry){pl.items[i].name, v->ndim, v->shape, tensor_data(v)};
+    e[i] = (safetensors_entry){pl.items[i].name, v->ndim, v->shape, tensor_data(v), NULL};
   }
+  if (rc == 0 && tf.n) memcpy(e + pl.n, tf.e, tf.n * sizeof *e);
   const char *meta[] = {"format", "pt", NN_SPEC_META_KEY, spec, NULL};
-  if (rc == 0) rc = safetensors_write(path, e, (size_t)pl.n, meta);
+  if (rc == 0) rc = safetensors_write(path, e, (size_t)pl.n + tf.n, meta);
   free(e);
+  nn_tabfile_free(&tf);
   nn_param_list_free(&pl);
   free(spec);
   return rc;
@@ -60,8 +63,10 @@ static void shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
   if (k < n) snprintf(buf + k, n - k, "]");
 }
 
-/* Every parameter has a tensor of its shape in f, and f nothing else. */
-static int check_match(const nn_param_list *pl, const safetensors_file *f, const char *path) {
+/* Every parameter has a tensor of its shape in f, and f nothing else but
+ * the tables' entries (nn_tabfile.h). */
+static int check_match(nn_module *m, const nn_param_list *pl, const safetensors_file *f,
+                       const char *path) {
   for (int i = 0; i < pl->n; i++) {
     const safetensors_tensor *t = safetensors_find(f, pl->items[i].name);
     if (!t)
@@ -82,6 +87,7 @@ static int check_match(const nn_param_list *pl, const safetensors_file *f, const
   for (size_t j = 0; j < f->n; j++) {
     int found = 0;
     for (int i = 0; !found && i < pl->n; i++) found = !strcmp(pl->items[i].name, f->tensors[j].name);
+    if (!found) found = nn_tabfile_owns(m, false, f->tensors[j].name);
     if (!found)
       return err_set(DRV_EINVAL, "cannot load '%s': tensor '%s' is not a parameter of the "
                      "model", path, f->tensors[j].name);
@@ -93,19 +99,19 @@ static int check_match(const nn_param_list *pl, const safetensors_file *f, const
 static int load_from(nn_module *m, const safetensors_file *f, const char *path) {
   nn_param_list pl = {0};
   int rc = nn_torch_state(m, &pl);
-  if (rc == 0) rc = check_match(&pl, f, path);
+  if (rc == 0) rc = check_match(m, &pl, f, path);
+  if (rc == 0) rc = nn_tabfile_check(m, false, f, path);
   for (int i = 0; rc == 0 && i < pl.n; i++) {
     const safetensors_tensor *t = safetensors_find(f, pl.items[i].name);
     if (t->numel) memcpy(tensor_data(pl.items[i].value), t->data, (size_t)t->numel * sizeof(float));
   }
+  if (rc == 0) rc = nn_tabfile_load(m, false, f, path);
   nn_param_list_free(&pl);
   return rc;
 }
 
 int nn_load_params(nn_module *m, const char *path) {
   if (!m || !path) return err_set(DRV_EINVAL, "nn_load_params: NULL argument");
-  int refused = nn_refuse_tables(m, "in a model file");
-  if (refused < 0) return refused;
   safetensors_file f;
   int rc = safetensors_read(path, &f);
   if (rc == 0) rc = load_from(m, &f, path);

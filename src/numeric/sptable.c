@@ -243,3 +243,23 @@ int64_t sptable_get(sptable *t, uint64_t id) {
   t->map[i] = (cell){id, k};
   return k;
 }
+
+void sptable_clear(sptable *t) {
+  for (size_t i = 0; i < t->mapcap; i++) t->map[i].k = -1;
+  t->held = 0;
+}
+
+void sptable_copy_ids(const sptable *t, int64_t *out) {
+  for (int64_t k = 0; k < t->held; k++) out[k] = (int64_t)sptable_id(t, k);
+}
+
+void sptable_copy_rows(const sptable *t, int which, float *out) {
+  size_t d = (size_t)t->dim;
+  for (int64_t k = 0; k < t->held; k++)
+    memcpy(out + (size_t)k * d, which < 0 ? sptable_value(t, k) : sptable_slot(t, k, which),
+           d * sizeof *out);
+}
+
+void sptable_copy_counts(const sptable *t, int64_t *out) {
+  for (int64_t k = 0; k < t->held; k++) out[k] = *sptable_count(t, k);
+}

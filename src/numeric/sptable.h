@@ -73,6 +73,16 @@ float *sptable_value(const sptable *t, int64_t k);
 float *sptable_slot(const sptable *t, int64_t k, int s);
 int64_t *sptable_count(const sptable *t, int64_t k);
 
+/* Forgets every row (held becomes 0; memory is kept for the rows to come):
+ * what a load does before it puts a file's rows in. */
+void sptable_clear(sptable *t);
+
+/* The held rows in index order, for files: their ids (held of them), their
+ * values (which < 0) or slot `which` (held * dim floats), their counts. */
+void sptable_copy_ids(const sptable *t, int64_t *out);
+void sptable_copy_rows(const sptable *t, int which, float *out);
+void sptable_copy_counts(const sptable *t, int64_t *out);
+
 /* Gives every row `nslots` optimizer slot rows (0 .. SPTABLE_MAX_SLOTS),
  * slot s of every row (held or future) starting at init[s]. Rows already
  * held get fresh slots; their counts restart at 0. An optimizer calls it

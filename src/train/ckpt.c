@@ -3,6 +3,7 @@
  * strtod reads back bit for bit.
  */
 #include "train/ckpt.h"
+#include "numeric/nn_tabfile.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -115,13 +116,16 @@ static void state_meta(const ckpt_state *s, meta *m) {
   for (int i = 0; i < nd; i++) meta_rng(m, dropout_keys[i], &d[i]->rng);
 }
 
-/* The optimizer's slots as tensors named optim.<param>.<slot>. */
+/* The optimizer's slots as tensors named optim.<param>.<slot>, and its
+ * tables' rows (nn_tabfile.h). */
 static int write_state(const char *path, const ckpt_state *s) {
   nn_param_list pl = {0};
+  nn_tabfile tf = {0};
   int rc = nn_torch_params(s->model, &pl);
+  if (rc == 0) rc = nn_tabfile_entries(s->model, true, &tf);
   int ns = optim_nslots(optim_config(s->opt));
   size_t n = (size_t)(rc < 0 ? 0 : pl.n) * (size_t)ns;
-  safetensors_entry *e = calloc(n + 1, sizeof *e);
+  safetensors_entry *e = calloc(n + tf.n + 1, sizeof *e);
   char (*names)[160] = calloc(n + 1, sizeof *names);
   if (rc == 0 && (!e || !names)) rc = err_set(DRV_ENOMEM, "cannot write '%s': out of memory", path);
   for (int i = 0; rc == 0 && i < pl.n; i++)
@@ -129,7 +133,7 @@ static int write_state(const char *path, const ckpt_state *s) {
       size_t j = (size_t)i * (size_t)ns + (size_t)k;
       const tensor *v = pl.items[i].value;
       snprintf(names[j], sizeof names[j], "optim.%s.%d", pl.items[i].name, k);
-      e[j] = (safetensors_entry){names[j], v->ndim, v->shape, optim_slot(s->opt, i, k)};
+      e[j] = (safetensors_entry){names[j], v->ndim, v->shape, optim_slot(s->opt, i, k), NULL};
       if (!e[j].data) rc = err_set(DRV_EINVAL, "cannot write '%s': the optimizer does not "
                                    "match the model's parameters", path);
     }
@@ -137,11 +141,13 @@ static int write_state(const char *path, const ckpt_state *s) {
   if (rc == 0 && !m) rc = err_set(DRV_ENOMEM, "cannot write '%s': out of memory", path);
   if (rc == 0) {
     state_meta(s, m);
-    rc = safetensors_write(path, e, n, m->kv);
+    if (tf.n) memcpy(e + n, tf.e, tf.n * sizeof *e);
+    rc = safetensors_write(path, e, n + tf.n, m->kv);
   }
   free(m);
   free(names);
   free(e);
+  nn_tabfile_free(&tf);
   nn_param_list_free(&pl);
   return rc;
 }
@@ -292,9 +298,10 @@ static int read_position(const safetensors_file *f, ckpt_state *s, int64_t *opt_
   return bad ? -1 : 0;
 }
 
-/* Checks the slots of `f` against the model and optimizer. */
+/* Checks the slots of `f` against the model and optimizer (the tables'
+ * entries are nn_tabfile's to check). */
 static int check_slots(const char *path, const safetensors_file *f, const nn_param_list *pl,
-                       int ns) {
+                       int ns, nn_module *model) {
   for (int i = 0; i < pl->n; i++)
     for (int k = 0; k < ns; k++) {
       char name[160];
@@ -304,9 +311,12 @@ static int check_slots(const char *path, const safetensors_file *f, const nn_par
         return err_set(DRV_EINVAL, "cannot restore '%s': optimizer slot '%s' is %s", path,
                        name, t ? "of another size" : "missing");
     }
-  return (size_t)pl->n * (size_t)ns == f->n
-             ? 0 : err_set(DRV_EINVAL, "cannot restore '%s': it has %zu optimizer slots, "
-                           "the optimizer %d", path, f->n, pl->n * ns);
+  size_t dense = 0;
+  for (size_t j = 0; j < f->n; j++) dense += !nn_tabfile_owns(model, true, f->tensors[j].name);
+  if ((size_t)pl->n * (size_t)ns != dense)
+    return err_set(DRV_EINVAL, "cannot restore '%s': it has %zu optimizer slots, the optimizer "
+                   "%d", path, dense, pl->n * ns);
+  return nn_tabfile_check(model, true, f, path);
 }
 
 static void put_slots(const safetensors_file *f, const nn_param_list *pl, optim_t *o, int ns) {
@@ -330,7 +340,7 @@ static int check_state(const char *path, const safetensors_file *f, ckpt_state *
   if (!od || strcmp(od, desc) != 0)
     return err_set(DRV_EINVAL, "cannot restore '%s': it was written by %s, this optimizer is %s",
                    path, od ? od : "?", desc);
-  return check_slots(path, f, pl, optim_nslots(optim_config(s->opt)));
+  return check_slots(path, f, pl, optim_nslots(optim_config(s->opt)), s->model);
 }
 
 /* A plateau schedule's state, when the file has it (older ones start the
@@ -358,6 +368,8 @@ static int restore_local(const char *path, ckpt_state *s) {
   if (rc == 0) rc = nn_torch_params(s->model, &pl);
   if (rc == 0) rc = check_state(file, &f, s, &pl, &opt_steps);
   if (rc == 0) rc = nn_load_params(s->model, (snprintf(file, sizeof file, "%s/" CKPT_MODEL, path), file));
+  if (rc == 0)
+    rc = nn_tabfile_load(s->model, true, &f, (snprintf(file, sizeof file, "%s/" CKPT_STATE, path), file));
   if (rc == 0) {
     put_slots(&f, &pl, s->opt, optim_nslots(optim_config(s->opt)));
     optim_set_steps(s->opt, opt_steps);

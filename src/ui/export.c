@@ -17,6 +17,8 @@
 #include "base/rundir.h"
 #include "base/manifest.h"
 #include "numeric/nn.h"
+#include "numeric/nn_sparse.h"
+#include "numeric/nn_tabfile.h"
 #include "base/safetensors.h"
 #include "ui/runs.h"
 
@@ -133,6 +135,50 @@ static int export_cluster(const char *dir, const char *local, const manifest *m,
   return rc;
 }
 
+/* A model with sparse tables, written for PyTorch: its parameters and each
+ * table dense (nn_tabfile_dense) under nn.EmbeddingBag's name, when it
+ * fits in EXPORT_DENSE_MAX bytes. */
+#define EXPORT_DENSE_MAX ((size_t)4 << 30)
+
+static int write_dense(nn_module *model, const char *out) {
+  nn_param_list pl = {0};
+  nn_tabfile tf = {0};
+  int len = nn_spec(model, NULL, 0);
+  char *spec = len < 0 ? NULL : malloc((size_t)len + 1);
+  int rc = spec ? nn_torch_state(model, &pl) : err_set(DRV_ENOMEM, "out of memory");
+  if (rc == 0) nn_spec(model, spec, (size_t)len + 1);
+  if (rc == 0) rc = nn_tabfile_dense(model, EXPORT_DENSE_MAX, &tf);
+  safetensors_entry *e = rc < 0 ? NULL : calloc((size_t)pl.n + tf.n + 1, sizeof *e);
+  if (rc == 0 && !e) rc = err_set(DRV_ENOMEM, "out of memory");
+  for (int i = 0; rc == 0 && i < pl.n; i++) {
+    const tensor *v = pl.items[i].value;
+    e[i] = (safetensors_entry){pl.items[i].name, v->ndim, v->shape, tensor_data(v), NULL};
+  }
+  if (rc == 0 && tf.n) memcpy(e + pl.n, tf.e, tf.n * sizeof *e);
+  const char *meta[] = {"format", "pt", NN_SPEC_META_KEY, spec, NULL};
+  if (rc == 0) rc = safetensors_write(out, e, (size_t)pl.n + tf.n, meta);
+  free(e);
+  nn_tabfile_free(&tf);
+  nn_param_list_free(&pl);
+  free(spec);
+  return rc;
+}
+
+/* An in-process checkpoint's model file: copied as it is, or rewritten
+ * with its tables dense. */
+static int export_model_file(const char *src, const char *out) {
+  rng_t r;
+  rng_seed(&r, 1);
+  nn_module *model = nn_load(src, &r);
+  if (!model || !nn_find_table(model)) {
+    nn_unref(model);
+    return copy_file(src, out);
+  }
+  int rc = write_dense(model, out);
+  nn_unref(model);
+  return rc;
+}
+
 /* The checkpoint in the local directory `path` (a copy of an HDFS one
  * read into it, or the run directory's) to o->out. */
 static int export_step(const export_opts *o, const ckpt_entry *c, const char *path) {
@@ -153,7 +199,7 @@ static int export_step(const export_opts *o, const ckpt_entry *c, const char *pa
                    o->run, why);
   }
   snprintf(src, sizeof src, "%s/" CKPT_MODEL, path);
-  return copy_file(src, o->out);
+  return export_model_file(src, o->out);
 }
 
 int export_model(const export_opts *o, FILE *warn, int64_t *step) {

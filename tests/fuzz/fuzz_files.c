@@ -51,7 +51,7 @@ static void setup(void) {
   snprintf(p, sizeof p, "%s/model.safetensors", dir);
   static const int64_t shape[] = {2};
   static const float v[] = {1, 2};
-  safetensors_entry e = {"w", 1, shape, v};
+  safetensors_entry e = {"w", 1, shape, v, NULL};
   if (safetensors_write(p, &e, 1, NULL) != 0) abort();
 }
 
@@ -140,8 +140,8 @@ int main(int argc, char **argv) {
   static const int64_t s23[] = {2, 3}, s0[] = {0}, s4[] = {4};
   static const float v6[] = {1, -2, 3.5f, 0, 1e-3f, 7}, v4[] = {0.25f, 0.5f, 0.75f, 1};
   static const float one[] = {42};
-  safetensors_entry model[] = {{"0.weight", 2, s23, v6}, {"0.bias", 1, s4, v4},
-                               {"scalar", 0, NULL, one}, {"empty", 1, s0, NULL}};
+  safetensors_entry model[] = {{"0.weight", 2, s23, v6, NULL}, {"0.bias", 1, s4, v4, NULL},
+                               {"scalar", 0, NULL, one, NULL}, {"empty", 1, s0, NULL, NULL}};
   const char *meta[] = {"format", "pt", "drover.spec", "Sequential(Linear(3,2))", NULL};
   snprintf(p, sizeof p, "%s/model.safetensors", tmp);
   if (safetensors_write(p, model, 4, meta) != 0) return 1;

@@ -1,6 +1,7 @@
 -- test_nn_sparse.lua - the id layers from Lua: constructors, printing,
--- options, model:tables(), refusals, and an in-process fit of a
--- table-backed nn.Embedding with a lazy optimizer.
+-- options, model:tables(), refusals, an in-process fit of a table-backed
+-- nn.Embedding with a lazy optimizer, and tables in files (model files,
+-- checkpoints, exp:save and load).
 local test, eq, near, raises = table.unpack(dofile("tests/lua/t.lua"))
 local nn, T = drover.nn, drover.tensor
 
@@ -25,7 +26,33 @@ test("sparse-01 constructors, printing, options and tables()", function()
   raises(function() nn.Embedding(10, 2, { std = 1 }) end, "std is an option of sparse = true")
   raises(function() nn.EmbeddingBag(2^41, 2) end, "2^40")
   raises(function() m(T { { 1 } }) end, "no sparse input")
-  raises(function() m:save(os.tmpname()) end, "sparse tables in a model file are not supported yet")
+end)
+
+test("sparse-01b a model file holds the touched rows; nn.load rebuilds the tables from the spec", function()
+  local p = os.tmpname()
+  local f = assert(io.open(p, "w"))
+  f:write("1 3:0.5 4294967296:2\n0 10:1\n1 3:1 77:1\n0 5:1 10:2\n")
+  f:close()
+  local d = drover.data.libsvm(p, { sparse = true })
+  drover.seed(8)
+  local bag = nn.EmbeddingBag(2^33, 3, { bags = "all", std = 0.5 })
+  local m = nn.Sum { nn.Sequential { bag, nn.Linear(3, 1) }, nn.SparseLinear(2^33, 1) }
+  local function exp_of(model)
+    return drover.experiment { model = model, loss = nn.BCEWithLogits(),
+      optimizer = drover.optim.Adam { lr = 0.1 }, train = { data = d, batch = 2, epochs = 3 },
+      verbose = false }
+  end
+  local e = exp_of(m)
+  e:fit()
+  eq(bag:tables()[1].held, 5, "rows held: the ids the data holds")
+  local y = e:predict(d)
+  m:save(p .. ".st")
+  local back = nn.load(p .. ".st")
+  eq(tostring(back), tostring(m))
+  eq(back:tables()[1].held, 5)
+  local y2 = exp_of(back):predict(d)
+  for i = 1, #d do eq(y2[i][1], y[i][1], "row " .. i .. " (bit for bit)") end
+  os.remove(p); os.remove(p .. ".st")
 end)
 
 test("sparse-02 a table-backed Embedding learns in process, holding only touched rows", function()
@@ -52,18 +79,37 @@ test("sparse-02 a table-backed Embedding learns in process, holding only touched
   assert(emb(T { { 0 } }):totable()[1][1][1] ~= before, "the optimizer moved row 0")
 end)
 
-test("nn-sparse-03 checkpoints of a model with tables are refused before the fit starts", function()
-  local d = drover.data.synthetic { n = 64, features = 2, classes = 2, seed = 1 }
-  local emb = nn.Embedding(100, 2, { sparse = true })
-  local runs = os.tmpname()
-  os.remove(runs)
-  local exp = drover.experiment {
-    model = nn.Sequential { emb, nn.Flatten(), nn.Linear(4, 2) }, loss = nn.CrossEntropy(),
-    optimizer = drover.optim.SGD {}, train = { data = d, batch = 8, epochs = 1 },
-    verbose = false, checkpoint = { every = 4 }, runs = runs }
-  raises(function() exp:fit() end, "sparse tables in checkpoints are not supported yet")
-  eq(emb:tables()[1].held, 0, "no step ran: no row was touched")
-  os.execute("rm -rf " .. runs)
+test("nn-sparse-03 checkpoints and exp:save hold tables with lazy Adam's rows; a loaded experiment goes on as the original", function()
+  local dir = os.tmpname()
+  os.remove(dir)
+  os.execute("mkdir -p " .. dir)
+  local f = assert(io.open(dir .. "/ids.csv", "w"))
+  for i = 0, 63 do f:write(string.format("%d,%d,%d\n", (i * 7) % 40, (i * 3) % 30, i % 2)) end
+  f:close()
+  local d = drover.data.csv(dir .. "/ids.csv", { label = -1 })
+  local function build(emb)
+    return drover.experiment {
+      model = nn.Sequential { emb, nn.Flatten(), nn.Linear(4, 2) }, loss = nn.CrossEntropy(),
+      optimizer = drover.optim.Adam { lr = 0.05 }, train = { data = d, batch = 8, epochs = 2 },
+      verbose = false, checkpoint = { every = 4 }, runs = dir .. "/runs", seed = 3 }
+  end
+  drover.seed(5)
+  local exp = build(nn.Embedding(100, 2, { sparse = true }))
+  exp:fit()
+  local held = exp.model:tables()[1].held
+  assert(held > 0, "rows held " .. held)
+  local h = io.popen("ls " .. exp:run_dir() .. "/checkpoints")
+  local steps = h:read("a")
+  h:close()
+  assert(steps:find("step%-16"), "checkpoints: " .. steps)
+  exp:save(dir .. "/saved")
+  local back = drover.experiment.load(dir .. "/saved", { train = { data = d } })
+  eq(back.model:tables()[1].held, held)
+  exp:fit()   -- both go on from the same state: Adam's per-row moments and counts
+  back:fit()
+  local a, b = exp:predict(d), back:predict(d)
+  for i = 1, #d do eq(b[i][1], a[i][1], "row " .. i .. " (bit for bit)") end
+  os.execute("rm -rf " .. dir)
 end)
 
 test("nn-sparse-04 nn.Sum adds a wide and a deep part; the model's parameters are both", function()

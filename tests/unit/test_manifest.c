@@ -114,7 +114,7 @@ TEST(manifest_chunk_hashes_of_a_big_file) {
   float *data = malloc((size_t)shape[0] * 4);
   CHECK(data != NULL);
   for (int64_t i = 0; i < shape[0]; i++) data[i] = (float)(i % 1000) * 0.5f;
-  safetensors_entry e = {"w", 1, shape, data};
+  safetensors_entry e = {"w", 1, shape, data, NULL};
   char digest[MANIFEST_DIGEST_MAX];
   uint64_t size = 0;
   CHECK_OK(safetensors_write_hashed("big/t.safetensors", &e, 1, NULL, digest, &size,

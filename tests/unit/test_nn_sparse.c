@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "base/safetensors.h"
 #include "numeric/nn.h"
 #include "numeric/nn_sparse.h"
 #include "numeric/optim.h"
@@ -485,11 +486,6 @@ TEST(nn_sparse_refusals) {
   CHECK_INT_EQ(nn_num_params(seq), 0);
   CHECK_ERR(nn_refuse_tables(seq, "on a cluster"), DRV_EUNSUPPORTED,
             "sparse tables on a cluster are not supported yet: nn.EmbeddingBag(10, 3, mean, all)");
-  CHECK_ERR(nn_save(seq, "m.safetensors"), DRV_EUNSUPPORTED,
-            "cannot save 'm.safetensors': sparse tables in a model file");
-  FILE *f = fopen("m.safetensors", "r");
-  CHECK(!f);
-  CHECK_ERR(nn_load_params(seq, "m.safetensors"), DRV_EUNSUPPORTED, "sparse tables in a model file");
   CHECK_OK(nn_refuse_tables(id, "x"));
   nn_table_list_free(&tl);
   nn_table_list_free(&tt);
@@ -557,4 +553,69 @@ TEST(nn_sparse_spec_round_trip) {
   nn_unref(back);
   nn_unref(cat);
   nn_unref(sum);
+}
+
+/* A model file holds a table's touched rows by id (I64 ids, F32 rows): a
+ * loaded model answers as the saved one, holds the same rows, and a load
+ * replaces the rows wholesale. Bad files are refused with nothing changed. */
+TEST(nn_sparse_model_file_round_trip) {
+  rng_t r;
+  rng_seed(&r, 3);
+  nn_module *m = nn_embedding_sparse(1000000, 3, 1.0f, &r);
+  float idv[] = {5, 999999, 42, 5};
+  tensor *x = tensor_from(1, (int64_t[]){4}, idv);
+  const tensor *y;
+  CHECK_OK(nn_forward(m, x, &y));
+  nn_table_list tl = {0};
+  CHECK_OK(nn_collect_tables(m, true, &tl));
+  sptable *t = tl.items[0].value;
+  CHECK_INT_EQ((int)sptable_held(t), 3);
+  sptable_value(t, sptable_find(t, 42))[1] = 7.5f; /* no longer the initial value */
+  CHECK_OK(nn_save(m, "tab.safetensors"));
+  rng_t r2;
+  rng_seed(&r2, 11);
+  nn_module *back = nn_load("tab.safetensors", &r2);
+  CHECK(back != NULL);
+  nn_table_list tb = {0};
+  CHECK_OK(nn_collect_tables(back, true, &tb));
+  sptable *u = tb.items[0].value;
+  CHECK_INT_EQ((int)sptable_held(u), 3);
+  CHECK(sptable_value(u, sptable_find(u, 42))[1] == 7.5f);
+  for (uint64_t id = 0; id < 3; id++) { /* 5, 999999, 42 in any order: equal rows */
+    uint64_t ids[3] = {5, 999999, 42};
+    CHECK(memcmp(sptable_value(t, sptable_find(t, ids[id])), sptable_value(u, sptable_find(u, ids[id])),
+                 3 * sizeof(float)) == 0);
+  }
+  /* a load into a model that holds other rows: they are gone */
+  float other[] = {7};
+  tensor *x1 = tensor_from(1, (int64_t[]){1}, other);
+  const tensor *y1;
+  CHECK_OK(nn_forward(back, x1, &y1));
+  CHECK_INT_EQ((int)sptable_held(u), 4);
+  CHECK_OK(nn_load_params(back, "tab.safetensors"));
+  CHECK_INT_EQ((int)sptable_held(u), 3);
+  CHECK(sptable_find(u, 7) < 0);
+  /* refusals: an id twice, an id outside, rows of another shape */
+  const int64_t s3[] = {3}, s32[] = {3, 3}, s22[] = {2, 2};
+  const int64_t twice[] = {1, 2, 1}, outside[] = {1, 2, 1000000};
+  float rows[9] = {0};
+  safetensors_entry e[2] = {{"weight.ids", 1, s3, NULL, twice}, {"weight.rows", 2, s32, rows, NULL}};
+  const char *meta[] = {"format", "pt", NULL};
+  CHECK_OK(safetensors_write("bad.safetensors", e, 2, meta));
+  CHECK_ERR(nn_load_params(back, "bad.safetensors"), DRV_EINVAL, "holds id 1, twice");
+  e[0].i64 = outside;
+  CHECK_OK(safetensors_write("bad.safetensors", e, 2, meta));
+  CHECK_ERR(nn_load_params(back, "bad.safetensors"), DRV_EINVAL, "holds id 1000000, outside the table");
+  e[0].i64 = twice + 1;
+  e[0].shape = (const int64_t[]){2};
+  e[1].shape = s22;
+  CHECK_OK(safetensors_write("bad.safetensors", e, 2, meta));
+  CHECK_ERR(nn_load_params(back, "bad.safetensors"), DRV_ESHAPE, "must be F32 [2, 3]");
+  CHECK_INT_EQ((int)sptable_held(u), 3); /* nothing changed */
+  nn_table_list_free(&tl);
+  nn_table_list_free(&tb);
+  tensor_free(x);
+  tensor_free(x1);
+  nn_unref(back);
+  nn_unref(m);
 }

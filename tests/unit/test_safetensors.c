@@ -40,7 +40,7 @@ static unsigned char *slurp(const char *path, size_t *n) {
 TEST(safetensors_exact_layout) {
   const float a[1] = {1.5f}, b[2] = {-2.0f, 0.25f};
   const int64_t sa[1] = {1}, sb[2] = {1, 2};
-  safetensors_entry e[2] = {{"b", 2, sb, b}, {"a", 1, sa, a}};
+  safetensors_entry e[2] = {{"b", 2, sb, b, NULL}, {"a", 1, sa, a, NULL}};
   const char *meta[] = {"format", "pt", NULL};
   CHECK_OK(safetensors_write("x.safetensors", e, 2, meta));
   size_t n;
@@ -64,7 +64,7 @@ TEST(safetensors_exact_layout) {
 TEST(safetensors_roundtrip) {
   float w[6] = {1, 2, 3, 4, 5, 6}, s = 7;
   const int64_t sw[2] = {2, 3}, sz[2] = {0, 4};
-  safetensors_entry e[3] = {{"w", 2, sw, w}, {"scalar", 0, NULL, &s}, {"empty", 2, sz, NULL}};
+  safetensors_entry e[3] = {{"w", 2, sw, w, NULL}, {"scalar", 0, NULL, &s, NULL}, {"empty", 2, sz, NULL, NULL}};
   const char *meta[] = {"z", "last", "a", "first", NULL};
   CHECK_OK(safetensors_write("r.safetensors", e, 3, meta));
   safetensors_file f;
@@ -88,11 +88,11 @@ TEST(safetensors_roundtrip) {
 TEST(safetensors_write_refuses_bad_input) {
   float v = 1;
   const int64_t one = 1, neg = -1;
-  safetensors_entry dup[2] = {{"x", 1, &one, &v}, {"x", 1, &one, &v}};
+  safetensors_entry dup[2] = {{"x", 1, &one, &v, NULL}, {"x", 1, &one, &v, NULL}};
   CHECK_ERR(safetensors_write("d.safetensors", dup, 2, NULL), DRV_EINVAL, "two tensors are named 'x'");
-  safetensors_entry meta_name = {"__metadata__", 1, &one, &v};
+  safetensors_entry meta_name = {"__metadata__", 1, &one, &v, NULL};
   CHECK_ERR(safetensors_write("d.safetensors", &meta_name, 1, NULL), DRV_EINVAL, "__metadata__");
-  safetensors_entry negative = {"n", 1, &neg, &v};
+  safetensors_entry negative = {"n", 1, &neg, &v, NULL};
   CHECK_ERR(safetensors_write("d.safetensors", &negative, 1, NULL), DRV_ERANGE, "'n'");
   const char *odd[] = {"key", NULL};
   CHECK_ERR(safetensors_write("d.safetensors", NULL, 0, odd), DRV_EINVAL, "has no value");
@@ -104,7 +104,7 @@ TEST(safetensors_write_refuses_bad_input) {
 TEST(safetensors_write_errors_name_the_path) {
   float v = 1;
   const int64_t one = 1;
-  safetensors_entry e = {"x", 1, &one, &v};
+  safetensors_entry e = {"x", 1, &one, &v, NULL};
   CHECK_ERR(safetensors_write("no/such/dir/m.safetensors", &e, 1, NULL), DRV_EIO,
             "cannot write 'no/such/dir/m.safetensors': No such file or directory");
   CHECK_OK(mkdir("isdir.safetensors", 0755));
@@ -127,7 +127,7 @@ TEST(safetensors_write_errors_name_the_path) {
 TEST(safetensors_truncated) {
   float w[8] = {0};
   const int64_t s[1] = {8};
-  safetensors_entry e[2] = {{"a", 1, s, w}, {"b", 1, s, w}};
+  safetensors_entry e[2] = {{"a", 1, s, w, NULL}, {"b", 1, s, w, NULL}};
   CHECK_OK(safetensors_write("t.safetensors", e, 2, NULL));
   size_t n;
   unsigned char *full = slurp("t.safetensors", &n);
@@ -146,7 +146,7 @@ TEST(safetensors_truncated) {
 TEST(safetensors_bit_flipped_header) {
   float w[4] = {1, 2, 3, 4};
   const int64_t s[2] = {2, 2};
-  safetensors_entry e[2] = {{"0.weight", 2, s, w}, {"0.bias", 1, s, w}};
+  safetensors_entry e[2] = {{"0.weight", 2, s, w, NULL}, {"0.bias", 1, s, w, NULL}};
   CHECK_OK(safetensors_write("f.safetensors", e, 2, NULL));
   size_t n;
   unsigned char *b = slurp("f.safetensors", &n);
@@ -236,6 +236,29 @@ TEST(safetensors_reads_i64) {
   CHECK(safetensors_find(&f, "n")->data[0] == -7.0f);
   CHECK(safetensors_find(&f, "n")->data[1] == 123456.0f);
   safetensors_free(&f);
+}
+
+/* I64 tensors are written (before the F32 ones, as the reference writer
+ * orders dtypes) and read back exactly, past float's 2^24. */
+TEST(safetensors_writes_i64) {
+  const int64_t ids[3] = {-5, (1LL << 40) + 1, INT64_MAX}, s3[] = {3}, s1[] = {1};
+  const float w[1] = {0.5f};
+  safetensors_entry e[2] = {{"a", 1, s1, w, NULL}, {"z.ids", 1, s3, NULL, ids}};
+  CHECK_OK(safetensors_write("i.st", e, 2, NULL));
+  safetensors_file f;
+  CHECK_OK(safetensors_read("i.st", &f));
+  CHECK_INT_EQ((int)f.n, 2);
+  CHECK(strcmp(f.tensors[0].name, "z.ids") == 0); /* its bytes come first */
+  const safetensors_tensor *t = safetensors_find(&f, "z.ids");
+  CHECK(t->i64 && t->i64[0] == -5 && t->i64[1] == (1LL << 40) + 1 && t->i64[2] == INT64_MAX);
+  CHECK(safetensors_find(&f, "a")->i64 == NULL);
+  CHECK(safetensors_find(&f, "a")->data[0] == 0.5f);
+  safetensors_free(&f);
+  FILE *fp = fopen("i.st", "rb");
+  char head[256] = {0};
+  CHECK(fp && fread(head, 1, sizeof head - 1, fp) > 8);
+  fclose(fp);
+  CHECK(strstr(head + 8, "\"z.ids\":{\"dtype\":\"I64\",\"shape\":[3],\"data_offsets\":[0,24]}"));
 }
 
 /* F64, F16 and BF16 tensors are read as float. */
@@ -341,7 +364,7 @@ TEST(nn_load_params_mismatch) {
   /* A file without a spec (as PyTorch writes) loads only into a model. */
   float w[15] = {0}, b[5] = {0};
   const int64_t sw[2] = {5, 3}, sb[1] = {5};
-  safetensors_entry e[2] = {{"0.weight", 2, sw, w}, {"0.bias", 1, sb, b}};
+  safetensors_entry e[2] = {{"0.weight", 2, sw, w, NULL}, {"0.bias", 1, sb, b, NULL}};
   CHECK_OK(safetensors_write("torch.safetensors", e, 2, NULL));
   CHECK(nn_load("torch.safetensors", &r) == NULL);
   CHECK_STR_CONTAINS(err_msg(), "has no model spec");

@@ -126,7 +126,7 @@ static int add_tensor(ps_ckpt *k, const shard *s, const char *name, const float 
     return err_set(DRV_ENOMEM, "out of memory for a checkpoint of var %u", s->var);
   k->sizes[i] = s->n;
   memcpy(k->data[i], src, s->n * sizeof(float));
-  k->e[i] = (safetensors_entry){k->tnames[i], s->ndim, s->shape, k->data[i]};
+  k->e[i] = (safetensors_entry){k->tnames[i], s->ndim, s->shape, k->data[i], NULL};
   k->n++;
   return 0;
 }
