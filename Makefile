@@ -132,13 +132,15 @@ vectors: $(BUILD)/unit_tests
 unit: $(BUILD)/unit_tests $(BUILD)/bench_scale
 
 # Maven's package of a pom into build/ with the Hadoop jars in a project-local
-# repository (build/m2): nothing goes into the system. Without Java or Maven
+# repository (build/m2, named by its real path: a worktree that links it
+# writes a classpath.txt that outlives the worktree): nothing goes into the
+# system. Without Java or Maven
 # it says so (the rest of the line: what that costs) and builds nothing.
 # $(call mvn_package,POM,LOG,WHAT-IS-MISSED)
 define mvn_package
 	$(Q)mkdir -p build && if command -v mvn >/dev/null && command -v java >/dev/null; then \
 		echo "  MVN   $@"; \
-		mvn -B -q -f $(1) -Dmaven.repo.local=$(CURDIR)/build/m2 \
+		mvn -B -q -f $(1) -Dmaven.repo.local="$$(mkdir -p build/m2 && cd build/m2 && pwd -P)" \
 			$(if $(HADOOP_VERSION),-Dhadoop.version=$(HADOOP_VERSION)) package >$(2) 2>&1 || \
 		{ tail -30 $(2); exit 1; }; \
 	else echo "$@: no java or mvn; $(3)"; fi
