@@ -44,32 +44,14 @@ local exp = drover.experiment {
   name = "ctr", model = model, loss = nn.BCEWithLogits(),
   optimizer = drover.optim.Adam { lr = wide and 1e-2 or 2e-3 },
   train = { data = train, batch = 256, epochs = epochs },
+  -- AUC by ranks (ties averaged) and log loss over the held-out rows, at the end
+  eval = { data = test, metrics = { "auc", "logloss" } },
   verbose = false, seed = 1 }
 local t0 = drover.clock()
-exp:fit()
+local r = exp:fit()
 local secs = drover.clock() - t0
 
--- AUC by ranks (ties averaged) and log loss over the held-out rows.
-local scores, labels = exp:predict(test):totable(), test.y:totable()
-local order = {}
-for i = 1, #scores do order[i] = i end
-table.sort(order, function(a, b) return scores[a][1] < scores[b][1] end)
-local rank, i, pos, sum_pos, logloss = {}, 1, 0, 0, 0
-while i <= #order do
-  local j = i
-  while j < #order and scores[order[j + 1]][1] == scores[order[i]][1] do j = j + 1 end
-  for k = i, j do rank[order[k]] = (i + j) / 2 end
-  i = j + 1
-end
-for k = 1, #scores do
-  local y, p = labels[k], 1 / (1 + math.exp(-scores[k][1]))
-  p = math.min(math.max(p, 1e-15), 1 - 1e-15)
-  logloss = logloss - (y * math.log(p) + (1 - y) * math.log(1 - p))
-  if y == 1 then pos, sum_pos = pos + 1, sum_pos + rank[k] end
-end
-local neg = #scores - pos
-local auc = (sum_pos - pos * (pos + 1) / 2) / (pos * neg)
-print(("held-out AUC %.4f, log loss %.4f over %d rows"):format(auc, logloss / #scores, #scores))
+print(("held-out AUC %.4f, log loss %.4f over %d rows"):format(r.eval_auc, r.eval_logloss, #test))
 print(("%d epochs in %.1f s: %.0f samples/s"):format(epochs, secs, epochs * #train / secs))
 for _, t in ipairs(model:tables()) do
   print(("table %s: %d of %d rows held, %.1f MB"):format(t.name, t.held, t.rows, t.bytes / 2 ^ 20))
