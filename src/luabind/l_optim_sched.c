@@ -117,7 +117,7 @@ static int l_plateau(lua_State *L) {
   lua_getfield(L, 1, "metric");
   const char *m = lua_isnil(L, -1) ? "eval_loss" : lua_tostring(L, -1);
   int metric = m && lua_type(L, -1) != LUA_TNUMBER ? optim_metric_from_name(m) : -1;
-  if (metric < 0)
+  if (metric != OMETRIC_EVAL_LOSS && metric != OMETRIC_EVAL_ACCURACY)
     luaL_error(L, "%s: metric must be \"eval_loss\" or \"eval_accuracy\" (got %s)", what,
                luaL_tolstring(L, -1, NULL));
   s->metric = (optim_metric)metric;

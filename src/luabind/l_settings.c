@@ -232,17 +232,24 @@ static void read_stop(lua_State *L, int idx, lsettings *s) {
                        "{ metric = \"eval_loss\", mode = \"min\", patience = 3 }", stop_fields,
                        true);
   if (!stop) return;
-  static const char *const metrics[] = {"eval_loss", "eval_accuracy", NULL};
+  static const char *const metrics[] = {"eval_loss", "eval_accuracy", "eval_auc", "eval_logloss",
+                                        NULL};
   const char *metric = string_field(L, stop, "metric", NULL, "stop.metric", metrics,
-                                    "\"eval_loss\" or \"eval_accuracy\"");
-  bool acc = strcmp(metric, "eval_accuracy") == 0;
-  const char *mode = string_field(L, stop, "mode", acc ? "max" : "min", "stop.mode", max_min,
+                                    "\"eval_loss\", \"eval_accuracy\", \"eval_auc\" or "
+                                    "\"eval_logloss\"");
+  optim_metric m = (optim_metric)optim_metric_from_name(metric);
+  bool up = m == OMETRIC_EVAL_ACCURACY || m == OMETRIC_EVAL_AUC;
+  const char *mode = string_field(L, stop, "mode", up ? "max" : "min", "stop.mode", max_min,
                                   "\"max\" or \"min\"");
   if (!s->cfg.eval || s->cfg.eval_every == 0)
     fail(L, "stop needs periodic evals: eval = { data = ..., every = STEPS }");
+  unsigned need = m == OMETRIC_EVAL_AUC ? BINEVAL_AUC : m == OMETRIC_EVAL_LOGLOSS ? BINEVAL_LOGLOSS : 0;
+  if (need && !(s->cfg.metrics & need))
+    fail(L, "stop.metric = \"%s\" needs the evals to compute it: eval = { ..., metrics = { \"%s\" } }",
+         metric, metric + 5);
   train_stop *t = &s->cfg.stop;
   t->on = true;
-  t->metric = (optim_metric)optim_metric_from_name(metric);
+  t->metric = m;
   t->maximize = strcmp(mode, "max") == 0;
   t->min_delta = lopts_real(L, stop, "min_delta", 0, LOPTS_NONNEG, HUGE_VAL, WHAT ": stop");
   t->patience = lopts_int(L, stop, "patience", 0, LOPTS_NONNEG, LOPTS_COUNT_MAX, WHAT ": stop");

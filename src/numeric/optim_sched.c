@@ -16,13 +16,16 @@ bool optim_sched_active(const optim_sched *s) {
   return s->kind != OSCHED_CONST || s->warmup > 0;
 }
 
+static const char *const metric_names[] = {"eval_loss", "eval_accuracy", "eval_auc",
+                                           "eval_logloss"};
+
 const char *optim_metric_name(optim_metric m) {
-  return m == OMETRIC_EVAL_ACCURACY ? "eval_accuracy" : "eval_loss";
+  return (unsigned)m < sizeof metric_names / sizeof *metric_names ? metric_names[m] : "eval_loss";
 }
 
 int optim_metric_from_name(const char *name) {
-  if (strcmp(name, "eval_loss") == 0) return OMETRIC_EVAL_LOSS;
-  if (strcmp(name, "eval_accuracy") == 0) return OMETRIC_EVAL_ACCURACY;
+  for (size_t i = 0; i < sizeof metric_names / sizeof *metric_names; i++)
+    if (strcmp(name, metric_names[i]) == 0) return (int)i;
   return -1;
 }
 

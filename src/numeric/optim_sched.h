@@ -34,8 +34,15 @@ typedef enum optim_sched_kind {
 
 #define OSCHED_MAX_MILESTONES 16
 
-/* The metric a plateau schedule (or early stopping) watches. */
-typedef enum optim_metric { OMETRIC_EVAL_LOSS, OMETRIC_EVAL_ACCURACY } optim_metric;
+/* The metric a plateau schedule (loss or accuracy) or early stopping (any)
+ * watches. AUC and log loss exist when the eval computes them
+ * (eval.metrics). */
+typedef enum optim_metric {
+  OMETRIC_EVAL_LOSS,
+  OMETRIC_EVAL_ACCURACY,
+  OMETRIC_EVAL_AUC,
+  OMETRIC_EVAL_LOGLOSS
+} optim_metric;
 
 typedef struct optim_sched {
   optim_sched_kind kind;

@@ -184,14 +184,19 @@ void fitrun_progress(fitrun *r, const train_progress *p) {
 /* ============================== checkpoints ============================== */
 
 int fitrun_checkpoint(fitrun *r, ckpt_state *s) {
-  char path[4096], v[4][48];
+  char path[4096], v[6][48];
   const train_position *p = &s->pos;
   snprintf(v[0], sizeof v[0], "%" PRId64, p->step);
   snprintf(v[1], sizeof v[1], "%.17g", p->epoch_seen ? p->epoch_loss / (double)p->epoch_seen : NAN);
   snprintf(v[2], sizeof v[2], "%.17g", p->eval_loss);
   snprintf(v[3], sizeof v[3], "%.17g", p->eval_accuracy);
-  const char *metrics[] = {"step", v[0], "loss", v[1], "eval_loss", v[2], "eval_accuracy", v[3],
-                           NULL};
+  snprintf(v[4], sizeof v[4], "%.17g", p->eval_auc);
+  snprintf(v[5], sizeof v[5], "%.17g", p->eval_logloss);
+  /* for keep_best; AUC and log loss only when the evals compute them */
+  const char *metrics[13] = {"step", v[0], "loss", v[1], "eval_loss", v[2], "eval_accuracy", v[3]};
+  int n = 8;
+  if (isfinite(p->eval_auc)) metrics[n++] = "eval_auc", metrics[n++] = v[4];
+  if (isfinite(p->eval_logloss)) metrics[n++] = "eval_logloss", metrics[n++] = v[5];
   r->last_time = progress_now();
   r->requested = false;
   int rc = ckpt_write(r->ckdir, s, metrics, path, sizeof path);
@@ -232,5 +237,7 @@ void fitrun_fit_done(fitrun *r, ckpt_state *s, const train_result *res) {
    * when the last step was evaluated, it is that step's). */
   s->pos.eval_loss = res->eval_loss;
   s->pos.eval_accuracy = res->eval_accuracy;
+  s->pos.eval_auc = res->eval_auc;
+  s->pos.eval_logloss = res->eval_logloss;
   fitrun_checkpoint(r, s);
 }

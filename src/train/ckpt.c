@@ -100,6 +100,8 @@ static void state_meta(const ckpt_state *s, meta *m) {
   meta_add(m, "epoch_has_acc", "%d", p->epoch_has_acc ? 1 : 0);
   meta_add(m, "eval_loss", "%a", p->eval_loss);
   meta_add(m, "eval_accuracy", "%a", p->eval_accuracy);
+  meta_add(m, "eval_auc", "%a", p->eval_auc);
+  meta_add(m, "eval_logloss", "%a", p->eval_logloss);
   if (optim_config(s->opt)->sched.kind == OSCHED_PLATEAU) {
     char pl[128];
     optim_plateau_format(optim_plateau_state(s->opt), pl, sizeof pl);
@@ -291,6 +293,8 @@ static int read_position(const safetensors_file *f, ckpt_state *s, int64_t *opt_
             meta_i64(f, "optim_steps", opt_steps) | meta_i64(f, "fit", &s->fit) |
             meta_i64(f, "seed", &seed);
   p->epoch_has_acc = has_acc != 0;
+  if (meta_f64(f, "eval_auc", &p->eval_auc) < 0) p->eval_auc = NAN; /* older files */
+  if (meta_f64(f, "eval_logloss", &p->eval_logloss) < 0) p->eval_logloss = NAN;
   s->seed = (uint64_t)seed;
   /* absent before any eval improved, and in older files: afresh */
   if (!train_stopper_parse(safetensors_meta(f, "train_stop"), &p->stop))

@@ -162,16 +162,23 @@ static int fit_eval(fit *f) {
       return rc;
     }
   }
-  if (train_stop_observe(&cfg->stop, &f->stopper, f->p.step, f->p.eval_loss,
-                         f->p.eval_accuracy))
-    f->stopped_early = true;
+  if (train_stop_observe(&cfg->stop, &f->stopper, f->p.step, &e)) f->stopped_early = true;
   return 0;
 }
 
-bool train_stop_observe(const train_stop *s, train_stopper *st, int64_t step, double eval_loss,
-                        double eval_accuracy) {
+double train_eval_value(const train_eval *e, optim_metric m) {
+  switch (m) {
+  case OMETRIC_EVAL_ACCURACY: return e->accuracy;
+  case OMETRIC_EVAL_AUC: return e->auc;
+  case OMETRIC_EVAL_LOGLOSS: return e->logloss;
+  case OMETRIC_EVAL_LOSS: break;
+  }
+  return e->loss;
+}
+
+bool train_stop_observe(const train_stop *s, train_stopper *st, int64_t step, const train_eval *e) {
   if (!s->on) return false;
-  double v = s->metric == OMETRIC_EVAL_ACCURACY ? eval_accuracy : eval_loss;
+  double v = train_eval_value(e, s->metric);
   if (isnan(v)) return false;
   if (!st->seen || (s->maximize ? v > st->best + s->min_delta : v < st->best - s->min_delta)) {
     st->best = v, st->best_step = step, st->bad = 0, st->seen = true;
@@ -248,7 +255,8 @@ static void fit_position(const fit *f, const data_iter *it, train_position *pos)
                           .epoch_loss = f->epoch_loss,
                           .epoch_seen = f->epoch_seen, .epoch_correct = f->epoch_correct,
                           .epoch_has_acc = f->epoch_has_acc, .eval_loss = f->p.eval_loss,
-                          .eval_accuracy = f->p.eval_accuracy, .stop = f->stopper};
+                          .eval_accuracy = f->p.eval_accuracy, .eval_auc = f->p.eval_auc,
+                          .eval_logloss = f->p.eval_logloss, .stop = f->stopper};
 }
 
 /* Puts the fit where `from` says, in its epoch `epoch`: the iterator, and
@@ -410,6 +418,8 @@ int train_fit(nn_module *model, nn_loss *loss, optim_t *opt, const dataset *trai
     f.p.step = cfg->resume->step;
     f.p.eval_loss = cfg->resume->eval_loss;
     f.p.eval_accuracy = cfg->resume->eval_accuracy;
+    f.p.eval_auc = cfg->resume->eval_auc;
+    f.p.eval_logloss = cfg->resume->eval_logloss;
     f.stopper = cfg->resume->stop;
   }
   data_iter it;

@@ -71,6 +71,7 @@ typedef struct train_position {
   int64_t epoch_seen, epoch_correct;
   bool epoch_has_acc;
   double eval_loss, eval_accuracy; /* of the last eval; NAN before one */
+  double eval_auc, eval_logloss;    /* NAN unless its evals compute them */
   train_stopper stop;  /* early stopping's state */
 } train_position;
 
@@ -162,8 +163,9 @@ void train_stopper_format(const train_stopper *s, char *buf, size_t n);
 bool train_stopper_parse(const char *s, train_stopper *out);
 /* Feeds one eval's metrics to early stopping; true when the fit should
  * stop. */
-bool train_stop_observe(const train_stop *s, train_stopper *st, int64_t step, double eval_loss,
-                        double eval_accuracy);
+bool train_stop_observe(const train_stop *s, train_stopper *st, int64_t step, const train_eval *e);
+/* The value of metric m in e (NAN when the eval did not compute it). */
+double train_eval_value(const train_eval *e, optim_metric m);
 
 /* Mean loss and accuracy (NAN when it does not apply) of the model on d in
  * evaluation mode (dropout off), in batches of `batch`. */

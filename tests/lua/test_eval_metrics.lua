@@ -102,3 +102,39 @@ test("evalm-l06 a cluster without an evaluator: the coordinator computes them", 
   eq(r.eval_logloss, nil, "not asked")
   near(c:evaluate(exp).auc, r.eval_auc, 1e-9, "the same model's AUC")
 end)
+
+test("evalm-l07 early stopping and keep_best watch eval_auc or eval_logloss", function()
+  drover.seed(5)
+  -- min_delta = 1: only the first eval (step 20) is ever better; patience 1
+  local exp = experiment { stop = { metric = "eval_auc", patience = 1, min_delta = 1 },
+    runs = RUNS, name = "evalm07",
+    checkpoint = { every = 20, keep = 1, keep_best = { metric = "eval_auc" } } }
+  local r = exp:fit()
+  eq(r.stopped_early, true); eq(r.best_step, 20)
+  eq(#r.evals, 3, "evals at 20, 40, 60: the second bad one stops the fit")
+  local h = io.popen("cat " .. exp:run_dir() .. "/checkpoints/step-*/manifest.json")
+  local man = h:read("a")
+  h:close()
+  assert(man:find('"eval_auc"', 1, true) and man:find('"eval_logloss"', 1, true), man)
+  local ll = experiment { stop = { metric = "eval_logloss", patience = 0, min_delta = 10 } }
+  local r2 = ll:fit()
+  eq(r2.stopped_early, true); eq(r2.best_step, 20, "log loss: lower is better (mode min)")
+  raises(function() experiment { eval = { data = te, every = 20, metrics = { "logloss" } },
+    stop = { metric = "eval_auc", patience = 1 } } end,
+    'stop.metric = "eval_auc" needs the evals to compute it: eval = { ..., metrics = { "auc" } }')
+  raises(function() optim.schedule.plateau { metric = "eval_auc" } end,
+    'metric must be "eval_loss" or "eval_accuracy"')
+end)
+
+test("evalm-l08 a cluster stops early on its evaluator's AUC", function()
+  drover.seed(6)
+  local exp = experiment { stop = { metric = "eval_auc", patience = 1, min_delta = 1 } }
+  local c <close> = drover.cluster { ps = 1, worker = 1, evaluator = 1, runs = RUNS,
+    name = "evalm08" }
+  local r = c:fit(exp)
+  eq(r.stopped_early, true); eq(r.best_step, 20)
+  local f = assert(io.open(c.run_dir .. "/events.log"))
+  local ev = f:read("a")
+  f:close()
+  assert(ev:find("the eval of step 60%): no better eval_auc since step 20"), ev)
+end)

@@ -190,7 +190,7 @@ static int commit(coord_fit_state *f) {
   const char *head[] = {"kind", "cluster", "step", step, "epoch", epoch, "version", version,
                         "fit", fit, "ps", nps, "mode", f->sync ? "sync" : "async",
                         "step_base", sbase, NN_SPEC_META_KEY, spec};
-  const char **meta = calloc(40 + 2 * (size_t)f->ntrainers, sizeof *meta);
+  const char **meta = calloc(48 + 2 * (size_t)f->ntrainers, sizeof *meta);
   if (!meta) return err_set(DRV_ENOMEM, "out of memory");
   memcpy(meta, head, sizeof head);
   double acc = f->p.eval_accuracy, loss = f->p.eval_loss;
@@ -202,6 +202,15 @@ static int commit(coord_fit_state *f) {
   if (isfinite(loss)) {
     snprintf(loss_s, sizeof loss_s, "%.9g", loss);
     meta[m++] = "eval_loss", meta[m++] = loss_s;
+  }
+  char auc_s[32], ll_s[32];
+  if (isfinite(f->p.eval_auc)) {
+    snprintf(auc_s, sizeof auc_s, "%.9g", f->p.eval_auc);
+    meta[m++] = "eval_auc", meta[m++] = auc_s;
+  }
+  if (isfinite(f->p.eval_logloss)) {
+    snprintf(ll_s, sizeof ll_s, "%.9g", f->p.eval_logloss);
+    meta[m++] = "eval_logloss", meta[m++] = ll_s;
   }
   char plateau[128];
   if (a && a->optim && a->optim->sched.kind == OSCHED_PLATEAU) { /* the evals' schedule state */

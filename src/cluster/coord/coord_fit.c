@@ -215,14 +215,14 @@ void coord__send_lr_scale(coord_fit_state *f) {
 /* The controls an eval drives, as train_fit applies them in process: a
  * plateau schedule and early stopping (fit_loop ends the fit at its next
  * turn). */
-static void eval_controls(coord_fit_state *f, int64_t step, double loss, double acc) {
+static void eval_controls(coord_fit_state *f, int64_t step, const train_eval *e) {
   const optim_cfg *o = f->args ? f->args->optim : NULL;
   if (!f->looping || !f->cfg) return; /* the final eval changes nothing */
   if (o && o->sched.kind == OSCHED_PLATEAU) {
-    double v = o->sched.metric == OMETRIC_EVAL_ACCURACY ? acc : loss;
+    double v = train_eval_value(e, o->sched.metric);
     if (optim_plateau_observe(&o->sched, &f->plateau, o->lr, v) == 1) coord__send_lr_scale(f);
   }
-  if (train_stop_observe(&f->cfg->stop, &f->stopper, step, loss, acc) && !f->stopped_early) {
+  if (train_stop_observe(&f->cfg->stop, &f->stopper, step, e) && !f->stopped_early) {
     f->stopped_early = true;
     /* async: the workers went on while the eval ran, so both steps */
     rundir_event(&f->c->rd,
@@ -249,7 +249,7 @@ static void eval_done(coord_fit_state *f, int64_t step, const train_eval *e) {
   coord__dash_point(f->c, "eval/accuracy", step, e->accuracy);
   coord__dash_point(f->c, "eval/auc", step, e->auc);
   coord__dash_point(f->c, "eval/logloss", step, e->logloss);
-  eval_controls(f, step, e->loss, e->accuracy);
+  eval_controls(f, step, e);
 }
 
 static int on_eval_result(coord_fit_state *f, const uint8_t *pl, uint32_t len) {
