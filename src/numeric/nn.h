@@ -316,6 +316,10 @@ int nn_torch_state(nn_module *m, nn_param_list *out);
  * takes the file and nn_load rebuilds the model from it alone. */
 #define NN_SPEC_META_KEY "drover.spec"
 int nn_save(nn_module *m, const char *path);
+/* nn_save with each sparse table written dense (nn_tabfile.h: NAME as
+ * [rows, dim], PyTorch's nn.EmbeddingBag weight): `drover export`.
+ * DRV_ERANGE, with the table's size, when one needs more than max_bytes. */
+int nn_save_dense(nn_module *m, const char *path, size_t max_bytes);
 /* Loads a safetensors file's values into m's parameters and buffers. As
  * PyTorch's strict load_state_dict: every one must be in the file with its
  * shape, and the file must hold nothing else; otherwise m is left

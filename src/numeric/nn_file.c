@@ -30,14 +30,16 @@ static char *spec_string(const nn_module *m) {
   return s;
 }
 
-int nn_save(nn_module *m, const char *path) {
+/* Parameters and buffers, then the tables: by id (max_bytes 0) or dense. */
+static int save_model(nn_module *m, const char *path, size_t max_bytes) {
   if (!m || !path) return err_set(DRV_EINVAL, "nn_save: NULL argument");
   char *spec = spec_string(m);
   if (!spec) return err_set(DRV_EUNSUPPORTED, "cannot save '%s': %s", path, err_msg());
   nn_param_list pl = {0};
   nn_tabfile tf = {0};
   int rc = nn_torch_state(m, &pl);
-  if (rc == 0) rc = nn_tabfile_entries(m, false, &tf);
+  if (rc == 0)
+    rc = max_bytes ? nn_tabfile_dense(m, max_bytes, &tf) : nn_tabfile_entries(m, false, &tf);
   safetensors_entry *e = rc < 0 ? NULL : calloc((size_t)pl.n + tf.n + 1, sizeof *e);
   if (rc == 0 && !e) rc = err_set(DRV_ENOMEM, "cannot save '%s': out of memory", path);
   for (int i = 0; rc == 0 && i < pl.n; i++) {
@@ -52,6 +54,12 @@ int nn_save(nn_module *m, const char *path) {
   nn_param_list_free(&pl);
   free(spec);
   return rc;
+}
+
+int nn_save(nn_module *m, const char *path) { return save_model(m, path, 0); }
+
+int nn_save_dense(nn_module *m, const char *path, size_t max_bytes) {
+  return save_model(m, path, max_bytes ? max_bytes : 1);
 }
 
 /* ============================== loading ================================== */

@@ -18,7 +18,6 @@
 #include "base/manifest.h"
 #include "numeric/nn.h"
 #include "numeric/nn_sparse.h"
-#include "numeric/nn_tabfile.h"
 #include "base/safetensors.h"
 #include "ui/runs.h"
 
@@ -135,34 +134,9 @@ static int export_cluster(const char *dir, const char *local, const manifest *m,
   return rc;
 }
 
-/* A model with sparse tables, written for PyTorch: its parameters and each
- * table dense (nn_tabfile_dense) under nn.EmbeddingBag's name, when it
- * fits in EXPORT_DENSE_MAX bytes. */
+/* A model with sparse tables is written for PyTorch: each table dense
+ * under nn.EmbeddingBag's name, when it fits in EXPORT_DENSE_MAX bytes. */
 #define EXPORT_DENSE_MAX ((size_t)4 << 30)
-
-static int write_dense(nn_module *model, const char *out) {
-  nn_param_list pl = {0};
-  nn_tabfile tf = {0};
-  int len = nn_spec(model, NULL, 0);
-  char *spec = len < 0 ? NULL : malloc((size_t)len + 1);
-  int rc = spec ? nn_torch_state(model, &pl) : err_set(DRV_ENOMEM, "out of memory");
-  if (rc == 0) nn_spec(model, spec, (size_t)len + 1);
-  if (rc == 0) rc = nn_tabfile_dense(model, EXPORT_DENSE_MAX, &tf);
-  safetensors_entry *e = rc < 0 ? NULL : calloc((size_t)pl.n + tf.n + 1, sizeof *e);
-  if (rc == 0 && !e) rc = err_set(DRV_ENOMEM, "out of memory");
-  for (int i = 0; rc == 0 && i < pl.n; i++) {
-    const tensor *v = pl.items[i].value;
-    e[i] = (safetensors_entry){pl.items[i].name, v->ndim, v->shape, tensor_data(v), NULL};
-  }
-  if (rc == 0 && tf.n) memcpy(e + pl.n, tf.e, tf.n * sizeof *e);
-  const char *meta[] = {"format", "pt", NN_SPEC_META_KEY, spec, NULL};
-  if (rc == 0) rc = safetensors_write(out, e, (size_t)pl.n + tf.n, meta);
-  free(e);
-  nn_tabfile_free(&tf);
-  nn_param_list_free(&pl);
-  free(spec);
-  return rc;
-}
 
 /* An in-process checkpoint's model file: copied as it is, or rewritten
  * with its tables dense. */
@@ -174,7 +148,7 @@ static int export_model_file(const char *src, const char *out) {
     nn_unref(model);
     return copy_file(src, out);
   }
-  int rc = write_dense(model, out);
+  int rc = nn_save_dense(model, out, EXPORT_DENSE_MAX);
   nn_unref(model);
   return rc;
 }
