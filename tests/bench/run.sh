@@ -310,5 +310,10 @@ DROVER="$PWD/drover" BENCH_PAIRS="$pairs" sh tests/bench/hdfs_data.sh
 echo "(goal: at least 0.9)"
 
 echo
+echo "== loss: 1 ps + 2 workers, seconds from a signal to worker:1 lost (median, min, max of 3)"
+BENCH_RUNS="$runs" "$build/drover" run tests/bench/loss.lua 2>&1 | grep '^loss_'
+echo "(goal: under 2 s; hung: heartbeat_timeout, 5 s by default, decides)"
+
+echo
 echo "== scale: one coordinator, 1,000 and 10,000 simulated workers (bench_scale) on loopback"
 BUILD="$build" sh tests/bench/scale.sh
