@@ -174,7 +174,7 @@ test("stop_validation", function()
   local E = function(over) return exp(over) end
   raises(function() E { stop = { metric = "eval_loss" } } end, "stop needs periodic evals")
   raises(function() E { eval = { data = held2, every = 5 }, stop = { metric = "loss" } } end,
-    'stop.metric must be "eval_loss" or "eval_accuracy"')
+    'stop.metric must be "eval_loss", "eval_accuracy", "eval_auc" or "eval_logloss"')
   raises(function() E { eval = { data = held2, every = 5 }, stop = { metric = "eval_loss", patince = 2 } } end,
     "unknown field 'stop.patince'")
   raises(function() E { eval = { data = held2, every = 5 }, stop = { metric = "eval_loss", mode = "up" } } end,
