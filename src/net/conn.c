@@ -169,6 +169,11 @@ void conn__on_handle_closed(uv_handle_t *h) {
   conn *c = h->data;
   if (--c->open_handles > 0) return;
   conn__link_free(c);
+  while (c->held) { /* sent during a handshake that never ended */
+    wreq *w = c->held;
+    c->held = w->next;
+    conn__finish_wreq(w);
+  }
   while (c->dropped) {
     wreq *w = c->dropped;
     c->dropped = w->next;
@@ -270,6 +275,15 @@ static int queue_write(conn *c, wreq *w, uv_buf_t *bufs, unsigned nbufs) {
     return err_set(DRV_EIO, "conn %s is closing", c->peer);
   }
   w->c = c;
+  if (c->state != ST_READY && !c->hs_send) { /* written when the handshake ends */
+    memcpy(w->bufs, bufs, nbufs * sizeof *bufs);
+    w->nbufs = nbufs;
+    w->next = NULL;
+    if (!c->held_tail) c->held_tail = &c->held;
+    *c->held_tail = w;
+    c->held_tail = &w->next;
+    return 0;
+  }
   if (c->link) {
     memcpy(w->bufs, bufs, nbufs * sizeof *bufs);
     w->nbufs = nbufs;
@@ -366,6 +380,14 @@ int conn_send_refv(conn *c, uint8_t type, uint32_t req, const conn_piece *pieces
 
 /* ---- handshake ----------------------------------------------------------- */
 
+/* A handshake frame goes out at once, ahead of anything held. */
+static int send_handshake(conn *c, wire_wr *w, uint8_t type) {
+  c->hs_send = true;
+  int rc = conn_send_wr(c, w, type, 0);
+  c->hs_send = false;
+  return rc;
+}
+
 int conn__send_hello(conn *c) {
   wire_wr w;
   uint8_t host[WIRE_HOST_ID_SIZE] = {0}, link[WIRE_LINK_SIZE] = {0};
@@ -378,7 +400,7 @@ int conn__send_hello(conn *c) {
   wire_wr_init(&w);
   auth_nonce(c->ns);
   wire_put_hello(&w, &(wire_msg_hello){c->ns, c->server_kind, host, link});
-  return conn_send_wr(c, &w, WIRE_HELLO, 0);
+  return send_handshake(c, &w, WIRE_HELLO);
 }
 
 /* Handshake payloads are fixed-size raw fields (nonce[32], mac[32], see
@@ -405,8 +427,22 @@ static void on_hello(conn *c, const wire_header *h, const uint8_t *payload) {
   wire_put_auth(&w, &(wire_msg_auth){c->nc, mac, c->who, c->role, c->index});
   c->cap = c->who == AUTH_WHO_NODE ? AUTH_CAP_NODE : AUTH_CAP_NONE; /* a client learns no more */
   c->state = ST_WAIT_OK;
-  if (conn_send_wr(c, &w, WIRE_AUTH, 0) < 0)
+  if (send_handshake(c, &w, WIRE_AUTH) < 0)
     conn__fail(c, DRV_EIO, "cannot send AUTH to %s: %s", c->peer, err_msg());
+}
+
+/* The frames the owner sent during the handshake, in their order. */
+static void flush_held(conn *c) {
+  wreq *w = c->held;
+  c->held = NULL;
+  c->held_tail = &c->held;
+  while (w) {
+    wreq *next = w->next;
+    uv_buf_t bufs[1 + CONN_MAX_PIECES];
+    memcpy(bufs, w->bufs, w->nbufs * sizeof *bufs);
+    queue_write(c, w, bufs, w->nbufs); /* on failure w is in c->dropped */
+    w = next;
+  }
 }
 
 static void become_ready(conn *c) {
@@ -414,8 +450,10 @@ static void become_ready(conn *c) {
   unlink_server(c);
   uv_timer_stop(&c->timer);
   log_debug("conn %s: authenticated", c->peer);
-  if (c->cbs->on_ready) c->cbs->on_ready(c);
+  flush_held(c);
+  if (c->cbs->on_ready && !c->closing) c->cbs->on_ready(c);
 }
+
 
 /* The key of the identity AUTH claims whose MAC matches, and the
  * capability it gives; NULL when none does (`tmp` holds a derived key). */
@@ -468,7 +506,7 @@ static void on_auth(conn *c, const wire_header *h, const uint8_t *payload) {
   sodium_memzero(&derived, sizeof derived);
   wire_wr_init(&w);
   wire_put_auth_ok(&w, &(wire_msg_auth_ok){mac});
-  if (conn_send_wr(c, &w, WIRE_AUTH_OK, 0) < 0) {
+  if (send_handshake(c, &w, WIRE_AUTH_OK) < 0) {
     conn__fail(c, DRV_EIO, "cannot send AUTH_OK to %s: %s", c->peer, err_msg());
     return;
   }

@@ -111,7 +111,9 @@ int conn_connect(uv_loop_t *loop, const char *host, int port, const conn_opts *o
 
 /* Queues a whole frame (header included, as from wire_wr_finish). Takes
  * ownership of `frame` (malloc'd) in every case. Returns DRV_EIO once the
- * conn is closing. */
+ * conn is closing. Every send may come before the handshake has ended (a
+ * conn just dialled, or dialled again): the frames are held and written in
+ * their order once it has, or finished unsent (done run) when it fails. */
 int conn_send(conn *c, uint8_t *frame, size_t len);
 /* wire_wr_finish(w, type, req) and conn_send; w is consumed. */
 int conn_send_wr(conn *c, wire_wr *w, uint8_t type, uint32_t req);

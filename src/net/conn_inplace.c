@@ -41,7 +41,8 @@ uint8_t *conn_send_reserve(conn *c, size_t len) {
     err_set(DRV_ERANGE, "a payload of %zu bytes does not fit a frame", len);
     return NULL;
   }
-  uint8_t *p = c->link ? conn__link_reserve(c, WIRE_HEADER_SIZE + len) : NULL;
+  uint8_t *p = c->link && c->state == ST_READY ? conn__link_reserve(c, WIRE_HEADER_SIZE + len)
+                                               : NULL; /* before: held (conn.c) */
   if (c->closing) { /* the link found its ring corrupted */
     err_set(DRV_EIO, "conn %s is closing", c->peer);
     return NULL;

@@ -67,6 +67,10 @@ struct conn {
   wire_header cur;
   size_t pending;
   wreq *dropped; /* send_ref writes never queued: done runs at close */
+  /* Frames the owner sent before the handshake ended, in order: written
+   * once it has (a peer drops any frame before authentication). */
+  wreq *held, **held_tail;
+  bool hs_send; /* the handshake's own frame is being queued */
   int close_err;
   /* While handshaking on a server: its list of such conns, so that
    * conn_server_close can drop them (the owner cannot: it has not seen
