@@ -464,6 +464,22 @@ static int l_checkpoint(lua_State *L) {
   return 1;
 }
 
+/* c:scale { worker = N }: true once the change is made; an error saying
+ * why it is refused (coord_scale). */
+static int l_scale(lua_State *L) {
+  coord *c = live(L, check_cluster(L, 1));
+  luaL_checktype(L, 2, LUA_TTABLE);
+  static const char *const keys[] = {"worker", NULL};
+  lopts_check_keys(L, 2, "c:scale", keys);
+  if (lua_getfield(L, 2, "worker") != LUA_TNUMBER)
+    return luaL_error(L, "c:scale: worker = N is required");
+  lua_pop(L, 1);
+  int n = (int)lopts_int(L, 2, "worker", 0, LOPTS_NONNEG, COORD_MAX_PER_ROLE, "c:scale");
+  if (coord_scale(c, ROLE_WORKER, n, "lua") < 0) return luaL_error(L, "%s", err_msg());
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* c:save(path): the cluster's current parameters, pulled into the model
  * last set up or fitted, as one safetensors file (model:save's format). */
 static int l_save(lua_State *L) {
@@ -607,7 +623,7 @@ static int l_index(lua_State *L) {
 
 static const luaL_Reg methods[] = {
     {"fit", l_fit}, {"feed", l_feed}, {"setup", l_setup}, {"evaluate", l_evaluate}, {"predict", l_predict}, {"serve", l_serve}, {"shutdown", l_shutdown}, {"nodes", l_nodes},
-    {"checkpoint", l_checkpoint}, {"save", l_save},
+    {"checkpoint", l_checkpoint}, {"save", l_save}, {"scale", l_scale},
     {NULL, NULL}};
 
 static const luaL_Reg meta[] = {

@@ -24,6 +24,9 @@ static const char *const cluster_keys[] = {
 static const char *const role_keys[] = {"instances", "cpus", "memory", "gpus", "label",
                                         "launcher", NULL};
 /* A ps table also takes `replicas` (ps_replicas, spelled as issue 12 has it). */
+/* A worker table also takes `min` and `max`: the bounds of c:scale. */
+static const char *const worker_keys[] = {"instances", "cpus", "memory", "gpus", "label",
+                                          "launcher", "min", "max", NULL};
 static const char *const ps_keys[] = {"instances", "cpus", "memory", "gpus", "label", "replicas",
                                       "launcher", NULL};
 static const char *const yarn_keys[] = {"rm", "queue", "name", "max_attempts", "am_classpath",
@@ -120,7 +123,10 @@ static void opt_role(lua_State *L, const char *role, int def, int *count,
   } else if (t == LUA_TTABLE) {
     char what[48];
     snprintf(what, sizeof what, "cluster: %s", role);
-    lopts_check_keys(L, -1, what, strcmp(role, "ps") == 0 ? ps_keys : role_keys);
+    lopts_check_keys(L, -1, what,
+                     strcmp(role, "ps") == 0       ? ps_keys
+                     : strcmp(role, "worker") == 0 ? worker_keys
+                                                   : role_keys);
     *count = (int)lopts_int(L, -1, "instances", 1, LOPTS_NONNEG, COORD_MAX_PER_ROLE, what);
     res->cpus = (int)lopts_int(L, -1, "cpus", 0, LOPTS_NONNEG, 4096, what);
     res->gpus = (int)lopts_int(L, -1, "gpus", 0, LOPTS_NONNEG, 64, what);
@@ -133,6 +139,20 @@ static void opt_role(lua_State *L, const char *role, int def, int *count,
                role);
   }
   lua_pop(L, 1);
+}
+
+/* `worker = { min = A, max = B }`: what c:scale may go down and up to
+ * (0: the floor 1, no ceiling but COORD_MAX_PER_ROLE). */
+static void opt_scale_bounds(lua_State *L, coord_opts *o) {
+  if (lua_getfield(L, 1, "worker") == LUA_TTABLE) {
+    o->worker_min = (int)lopts_int(L, -1, "min", 0, LOPTS_NONNEG, COORD_MAX_PER_ROLE, "cluster: worker");
+    o->worker_max = (int)lopts_int(L, -1, "max", 0, LOPTS_NONNEG, COORD_MAX_PER_ROLE, "cluster: worker");
+  }
+  lua_pop(L, 1);
+  int n = o->count[ROLE_WORKER];
+  if (o->worker_min > n || (o->worker_max && (o->worker_max < n || o->worker_max < o->worker_min)))
+    luaL_error(L, "cluster: worker = { instances = %d, min = %d, max = %d }: needs min <= "
+               "instances <= max", n, o->worker_min, o->worker_max);
 }
 
 static void opt_slurm(lua_State *L, coord_opts *o) {
@@ -292,6 +312,7 @@ int lcluster_read_opts(lua_State *L, coord_opts *o) {
     int r = roles[k].role;
     opt_role(L, roles[k].name, roles[k].def, &o->count[r], &o->res[r], &o->role_launcher[r]);
   }
+  opt_scale_bounds(L, o);
   opt_numbers(L, o);
   /* not `replicas` at the top: an experiment's sync replicas are gradients
    * per update; inside `ps = { ... }` the word is unambiguous */

@@ -28,6 +28,9 @@
  *               checkpoint; no tasks meanwhile
  *   SYNCING     a ps replica taking its primary's state
  *   REPLICA     a ps replica in sync with its primary (ps_replicas)
+ *   REMOVING    a worker c:scale takes away: told SHUTDOWN, no tasks; its
+ *               exit, whatever its status, is no loss
+ *   REMOVED     a worker c:scale took away, exited
  */
 #ifndef DROVER_NODESTATE_H
 #define DROVER_NODESTATE_H
@@ -43,7 +46,9 @@
   XX(RELAUNCHED, "relaunched", "restarting", 2, WARN) \
   XX(RESTORING, "restoring", "restoring", 3, WARN)    \
   XX(SYNCING, "syncing", "syncing", 4, WARN)          \
-  XX(REPLICA, "replica", "replica", 8, OK)
+  XX(REPLICA, "replica", "replica", 8, OK)           \
+  XX(REMOVING, "removing", "removing", 5, WARN)      \
+  XX(REMOVED, "removed", "removed", 10, OK)
 
 typedef enum node_state {
 #define XX(NAME, name, shown, rank, tone) NODE_##NAME,

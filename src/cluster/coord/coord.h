@@ -120,6 +120,8 @@ typedef struct coord_opts {
                                     until coord_start returns */
   int nfiles;
   int max_restarts;              /* per worker or chief (3); 0 = none */
+  int worker_min, worker_max;    /* c:scale's bounds (`worker = { min, max }`);
+                                    0: 1 and no ceiling */
   int max_queue;                 /* closures queued at most (1024):
                                     coord_schedule waits beyond */
   const char *resume_dir;        /* NULL, or a run directory to continue
@@ -306,6 +308,17 @@ int coord_serve(coord *c, nn_module *model, const coord_serve_opts *o, coord_ser
  * committed before returning. 0 or a negative code (a failure of the
  * checkpoint: the previous ones are kept). */
 int coord_checkpoint(coord *c);
+
+/* c:scale { worker = N } (coord_scale.c): between fits, on the local
+ * launcher, the highest-indexed workers beyond `want` finish, exit and
+ * become "removed" (no loss, no restart); the next fit plans for the
+ * workers left. Returns once they exited (killed after 30 s). by: who asked,
+ * for events.log (borrowed). Refused with a message naming why: another
+ * role, another launcher, above `max` or below `min` (or 1), during a fit
+ * or with closures queued or running, and growing (not built yet). */
+int coord_scale(coord *c, int role, int want, const char *by);
+/* Nodes of `role` not taken away by c:scale. */
+int coord_scale_count(const coord *c, int role);
 
 /* ---- scheduled closures (coord_sched.c) ---------------------------------
  * ClusterCoordinator semantics. A closure is the output of closure_encode

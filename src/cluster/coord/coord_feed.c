@@ -286,8 +286,10 @@ int coord__feed_begin(coord_fit_state *f, const coord_feed_source *src, uint8_t 
   fd->mode = mode;
   if (!(fd->trainers = calloc((size_t)c->nnodes, sizeof *fd->trainers)))
     return err_set(DRV_ENOMEM, "out of memory");
-  for (int i = 0; i < c->nnodes; i++)
+  for (int i = 0; i < c->nnodes; i++) {
+    if (coord__scaled_away(&c->nodes[i])) continue;
     if (c->nodes[i].role == ROLE_WORKER || c->nodes[i].role == ROLE_CHIEF) fd->trainers[fd->ntrainers++] = i;
+  }
   fd->src = src;
   fd->last_progress = fd->rate_t = progress_now();
   if (src->external) {

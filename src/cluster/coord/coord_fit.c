@@ -463,6 +463,7 @@ static int plan(coord *c, const coord_fit_args *a) {
   f->evaluator = -1;
   for (int i = 0; i < c->nnodes; i++) {
     int role = c->nodes[i].role;
+    if (coord__scaled_away(&c->nodes[i])) continue;
     if (role == ROLE_CHIEF || role == ROLE_WORKER) {
       f->examples0[f->ntrainers] = c->nodes[i].examples;
       f->trainers[f->ntrainers++] = i;

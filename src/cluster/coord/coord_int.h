@@ -263,6 +263,11 @@ void coord__send(coord *c, int node, wire_wr *w, uint8_t type, uint32_t req);
 int coord__pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double timeout,
                bool fail_on_loss);
 
+/* ---- coord_scale.c ---- */
+/* Node n was taken away by c:scale (REMOVING or REMOVED): fits and feeds
+ * plan without it. */
+bool coord__scaled_away(const coord_node *n);
+
 /* ---- coord_nodes.c: the node state machine ---- */
 /* What a state means, as flags: the code asks these, never for a list of
  * states, so a new state is one row of the table in coord_nodes.c. */

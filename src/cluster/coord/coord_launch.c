@@ -43,7 +43,10 @@ void coord__node_lost(coord *c, int i, const char *why) {
     c->ctl[i] = NULL;
     conn_close(cn, "node lost");
   }
-  if (recoverable(c, n)) {
+  if (n->state == NODE_REMOVING) { /* c:scale asked it to go: gone is no loss */
+    coord__node_set_state(c, i, NODE_REMOVED, ": %s", why);
+    coord__sched_node_lost(c, i);
+  } else if (recoverable(c, n)) {
     /* external: no process to start, only a REGISTER to wait for */
     double delay = coord__external(c)
                        ? 0

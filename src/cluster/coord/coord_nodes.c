@@ -49,6 +49,9 @@
  *             SYNCING when paired again (a primary restored from a
  *             checkpoint); lost: -> RESTARTING or LOST like any ps
  *
+ *   c:scale taking a worker away: READY -> REMOVING (SHUTDOWN sent, no
+ *             tasks) -> REMOVED once it exited or was silent: no loss
+ *
  *   shutdown: READY, RESTORING, SYNCING, REPLICA -> DONE (clean exit) or
  *             FAILED (any other exit); STARTING, RESTARTING, RELAUNCHED ->
  *             DONE (nothing is lost)
@@ -80,7 +83,7 @@ static const struct {
                        B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE)},
     [NODE_READY] = {"up", NS_PROCESS | NS_REGISTERED | NS_TASKS,
                     B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) | B(NODE_FAILED) |
-                        B(NODE_RESTORING) | B(NODE_SYNCING)},
+                        B(NODE_RESTORING) | B(NODE_SYNCING) | B(NODE_REMOVING)},
     [NODE_BUSY] = {"busy", NS_PROCESS | NS_REGISTERED | NS_TASKS | NS_DERIVED, 0},
     [NODE_LOST] = {"lost", NS_FAILURE | NS_FINAL, 0},
     [NODE_DONE] = {"done", NS_FINAL, 0},
@@ -95,6 +98,10 @@ static const struct {
     [NODE_REPLICA] = {"synced", NS_PROCESS | NS_REGISTERED,
                       B(NODE_READY) | B(NODE_SYNCING) | B(NODE_RESTARTING) | B(NODE_LOST) |
                           B(NODE_DONE) | B(NODE_FAILED)},
+    /* c:scale (coord_scale.c): its exit, clean or not, ends in REMOVED */
+    [NODE_REMOVING] = {"removing", NS_PROCESS | NS_REGISTERED,
+                       B(NODE_REMOVED) | B(NODE_DONE) | B(NODE_FAILED)},
+    [NODE_REMOVED] = {"removed", NS_FINAL, 0},
     [NODE_RELAUNCHED] = {"restart", NS_PROCESS,
                          B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE)},
 };

@@ -1,0 +1,70 @@
+-- test_scale.lua - c:scale { worker = N } on local clusters: shrinking
+-- between fits (the removed workers exit, are no loss, and the next fit,
+-- async or sync, trains its exact steps on the workers left), and every
+-- refusal: above max, below min, growing (not built yet), another role.
+local T = dofile("tests/lua/t.lua")
+local test, eq, near, raises = table.unpack(T)
+local read = T.read
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local RUNS = T.RUNS
+
+local digits = data.csv("examples/data/digits.csv", { label = -1 })
+
+local function exp(over)
+  drover.seed(5)
+  local s = { name = "scale", model = nn.Sequential { nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10) },
+    loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.05 },
+    train = { data = digits, batch = 32, epochs = 1, max_steps = 25 }, verbose = false }
+  for k, v in pairs(over or {}) do s[k] = v end
+  return drover.experiment(s)
+end
+
+local function states(c)
+  local s = {}
+  for _, n in ipairs(c:nodes()) do
+    if n.role == "worker" then s[n.index + 1] = n.state end
+  end
+  return s
+end
+
+test("scale-01 shrink 3 -> 1 between async fits: removed, no loss, exact steps after", function()
+  local c <close> = drover.cluster { ps = 1, worker = { instances = 3, min = 1, max = 4 }, runs = RUNS,
+    name = "shrink", max_restarts = 3 }
+  eq(c:fit(exp()).steps, 25, "3 workers")
+  eq(c:scale { worker = 1 }, true)
+  local s = states(c)
+  eq(s[1] ~= "removed", true, "worker:0 stays")
+  eq(s[2], "removed")
+  eq(s[3], "removed")
+  eq(c:scale { worker = 1 }, true, "the count it has: nothing to do")
+  local r = c:fit(exp())
+  eq(r.steps, 25, "1 worker, the exact steps")
+  local ev = read(c.run_dir .. "/events.log")
+  assert(ev:find("scale: worker 3 -> 1 (requested by lua)", 1, true), "events.log: the request")
+  assert(ev:find("node removed worker:2", 1, true), "events.log: worker:2 removed")
+  assert(ev:find("node removed worker:1", 1, true), "events.log: worker:1 removed")
+  assert(not ev:find("restarting it", 1, true) and not ev:find("node lost worker", 1, true),
+    "a removed worker is no loss")
+  raises(function() c:scale { worker = 2 } end, "adding workers (1 -> 2) is not built yet")
+end)
+
+test("scale-02 shrink 3 -> 2, then a sync fit: the quorum is the workers left", function()
+  local c <close> = drover.cluster { ps = 1, worker = 3, runs = RUNS, name = "shrinksync" }
+  eq(c:scale { worker = 2 }, true)
+  local r = c:fit(exp { mode = "sync", train = { data = digits, batch = 32, epochs = 1, max_steps = 20 } })
+  eq(r.steps, 20, "sync steps exact")
+  eq(r.global_steps, 10, "2 gradients per global step")
+end)
+
+test("scale-03 refusals: max, min, another role, bad bounds", function()
+  local c <close> = drover.cluster { ps = 1, worker = { instances = 2, min = 2, max = 3 }, runs = RUNS,
+    name = "refuse" }
+  raises(function() c:scale { worker = 4 } end, "worker = 4 is above max = 3")
+  raises(function() c:scale { worker = 1 } end, "worker = 1 is below min = 2")
+  raises(function() c:scale { ps = 2 } end, "c:scale")
+  raises(function() c:scale {} end, "worker = N is required")
+  eq(#c:nodes(), 3)
+  raises(function() drover.cluster { worker = { instances = 2, max = 1 }, runs = RUNS } end,
+    "needs min <= instances <= max")
+  raises(function() drover.cluster { ps = { instances = 1, max = 2 }, runs = RUNS } end, "max")
+end)
