@@ -36,19 +36,19 @@
 #define DROVER_NODESTATE_H
 
 #define NODESTATE_MAP(XX)                             \
-  XX(STARTING, "starting", "starting", 5, WARN)       \
-  XX(READY, "ready", "ready", 7, OK)                  \
-  XX(BUSY, "busy", "busy", 6, BUSY)                   \
-  XX(LOST, "lost", "lost", 1, BAD)                    \
-  XX(DONE, "done", "done", 9, OK)                     \
-  XX(FAILED, "failed", "failed", 0, BAD)              \
-  XX(RESTARTING, "restarting", "restarting", 2, WARN) \
-  XX(RELAUNCHED, "relaunched", "restarting", 2, WARN) \
-  XX(RESTORING, "restoring", "restoring", 3, WARN)    \
-  XX(SYNCING, "syncing", "syncing", 4, WARN)          \
-  XX(REPLICA, "replica", "replica", 8, OK)           \
-  XX(REMOVING, "removing", "removing", 5, WARN)      \
-  XX(REMOVED, "removed", "removed", 10, OK)
+  XX(STARTING, "starting", "starting", 6, WARN)     \
+  XX(READY, "ready", "ready", 8, OK)                \
+  XX(BUSY, "busy", "busy", 7, BUSY)                 \
+  XX(LOST, "lost", "lost", 1, BAD)                  \
+  XX(DONE, "done", "done", 10, OK)                  \
+  XX(FAILED, "failed", "failed", 0, BAD)            \
+  XX(RESTARTING, "restarting", "restarting", 2, WARN)\
+  XX(RELAUNCHED, "relaunched", "restarting", 2, WARN)\
+  XX(RESTORING, "restoring", "restoring", 3, WARN)  \
+  XX(SYNCING, "syncing", "syncing", 4, WARN)        \
+  XX(REPLICA, "replica", "replica", 9, OK)          \
+  XX(REMOVING, "removing", "removing", 5, WARN)     \
+  XX(REMOVED, "removed", "removed", 11, OK)
 
 typedef enum node_state {
 #define XX(NAME, name, shown, rank, tone) NODE_##NAME,

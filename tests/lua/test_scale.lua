@@ -1,7 +1,9 @@
--- test_scale.lua - c:scale { worker = N } on local clusters: shrinking
--- between fits (the removed workers exit, are no loss, and the next fit,
--- async or sync, trains its exact steps on the workers left), and every
--- refusal: above max, below min, growing (not built yet), another role.
+-- test_scale.lua - c:scale { worker = N } on local clusters, between
+-- fits: shrinking (the removed workers exit, are no loss, and the next
+-- fit, async or sync, trains its exact steps on the workers left),
+-- growing back and past the start up to max (the next fit plans with
+-- them), and every refusal: above max, below min, no max to grow to,
+-- another role.
 local T = dofile("tests/lua/t.lua")
 local test, eq, near, raises = table.unpack(T)
 local read = T.read
@@ -45,7 +47,18 @@ test("scale-01 shrink 3 -> 1 between async fits: removed, no loss, exact steps a
   assert(ev:find("node removed worker:1", 1, true), "events.log: worker:1 removed")
   assert(not ev:find("restarting it", 1, true) and not ev:find("node lost worker", 1, true),
     "a removed worker is no loss")
-  raises(function() c:scale { worker = 2 } end, "adding workers (1 -> 2) is not built yet")
+  -- back up to max: worker:1 and worker:2 come back, worker:3 is new
+  eq(c:scale { worker = 4 }, true)
+  s = states(c)
+  eq(#s, 4, "worker:0..3")
+  for k = 1, 4 do assert(s[k] == "ready" or s[k] == "busy", "worker:" .. (k - 1) .. " " .. tostring(s[k])) end
+  eq(c:fit(exp()).steps, 25, "4 workers, the exact steps")
+  ev = read(c.run_dir .. "/events.log")
+  assert(ev:find("scale: worker 1 -> 4 (requested by lua)", 1, true), "events.log: the grow")
+  assert(ev:find("node start worker:3 pid %d+ %(scaled up%)"), "events.log: worker:3 launched")
+  assert(ev:find("node up worker:3", 1, true), "events.log: worker:3 joined")
+  assert(ev:find("fit: 25 steps on 4 workers", 1, true), "the fit planned with 4")
+  raises(function() c:scale { worker = 5 } end, "worker = 5 is above max = 4")
 end)
 
 test("scale-02 shrink 3 -> 2, then a sync fit: the quorum is the workers left", function()
@@ -63,6 +76,8 @@ test("scale-03 refusals: max, min, another role, bad bounds", function()
   raises(function() c:scale { worker = 1 } end, "worker = 1 is below min = 2")
   raises(function() c:scale { ps = 2 } end, "c:scale")
   raises(function() c:scale {} end, "worker = N is required")
+  local c2 <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "nomax" }
+  raises(function() c2:scale { worker = 2 } end, "needs worker = { max = N }")
   eq(#c:nodes(), 3)
   raises(function() drover.cluster { worker = { instances = 2, max = 1 }, runs = RUNS } end,
     "needs min <= instances <= max")

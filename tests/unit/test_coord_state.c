@@ -80,6 +80,10 @@ static const arrow legal[] = {
     {NODE_REPLICA, NODE_READY},         {NODE_REPLICA, NODE_SYNCING},
     {NODE_REPLICA, NODE_RESTARTING},    {NODE_REPLICA, NODE_LOST},
     {NODE_REPLICA, NODE_DONE},          {NODE_REPLICA, NODE_FAILED},
+    /* a worker c:scale takes away (coord_scale.c) */
+    {NODE_READY, NODE_REMOVING},        {NODE_REMOVING, NODE_REMOVED},
+    {NODE_REMOVING, NODE_DONE},         {NODE_REMOVING, NODE_FAILED},
+    {NODE_REMOVED, NODE_RELAUNCHED},
 };
 
 static bool is_legal(coord_node_state from, coord_node_state to) {

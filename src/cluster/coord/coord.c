@@ -159,7 +159,8 @@ static void on_register(coord *c, conn *cn, peer *p, const uint8_t *pl, uint32_t
   /* Besides the first start, only the process the coordinator started
    * again after a loss may register: the states the table lets become
    * READY. */
-  bool again = i >= 0 && c->nodes[i].state == NODE_RELAUNCHED;
+  bool again = i >= 0 && (c->nodes[i].state == NODE_RELAUNCHED ||
+                          (c->nodes[i].state == NODE_STARTING && c->spec_sent)); /* c:scale's */
   if (!msg[0] && !coord__state_legal(c->nodes[i].state, NODE_READY))
     snprintf(msg, sizeof msg, "%s is %s", name, coord_state_name(c->nodes[i].state));
   if (msg[0]) {

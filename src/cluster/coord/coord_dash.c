@@ -94,7 +94,7 @@ static void on_event(void *ud, const char *text) {
 
 int coord__dash_start(coord *c) {
   coord_dash_state *d = calloc(1, sizeof *d);
-  if (!d || !(d->cpu = calloc((size_t)(c->nnodes ? c->nnodes : 1), sizeof *d->cpu))) {
+  if (!d || !(d->cpu = calloc((size_t)(c->node_cap ? c->node_cap : 1), sizeof *d->cpu))) {
     free(d);
     return err_set(DRV_ENOMEM, "out of memory");
   }

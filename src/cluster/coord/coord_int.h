@@ -164,6 +164,9 @@ struct coord {
   coord_node *nodes; /* nnodes entries, ps first (role order) */
   conn **ctl;        /* control connection per node, NULL until registered */
   int nnodes, registered;
+  int node_cap;      /* room in nodes and ctl, and in every per-node array
+                        sized once: beyond nnodes, the workers c:scale may
+                        add (coord_scale.c) */
   uv_timer_t *tick;
   double last_tick, last_heartbeat, last_sweep;
   uint64_t hb_seq;
@@ -228,6 +231,8 @@ void coord__keep_failure(coord *c, const char *fmt, ...) __attribute__((format(p
 int coord__processes(const coord *c, int role); /* with ps replicas: ps x (1 + k) */
 int coord__make_nodes(coord *c);
 int coord__launch_all(coord *c);
+/* Starts node i's process through its launcher (n->pid set); 0 or negative. */
+int coord__launch_node(coord *c, int i);
 void coord__on_exit(launcher *l, void *task_ud, int64_t status, int sig);
 /* A node with a process is lost: restarted with back-off when it can be,
  * else the run's failure; a silent process is killed either way. */
@@ -267,6 +272,8 @@ int coord__pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double t
 /* Node n was taken away by c:scale (REMOVING or REMOVED): fits and feeds
  * plan without it. */
 bool coord__scaled_away(const coord_node *n);
+/* Workers c:scale may add beyond the configured ones: worker = { max }. */
+int coord__scale_room(const coord_opts *o);
 
 /* ---- coord_nodes.c: the node state machine ---- */
 /* What a state means, as flags: the code asks these, never for a list of

@@ -110,7 +110,7 @@ void coord__on_exit(launcher *l, void *task_ud, int64_t status, int sig) {
   }
 }
 
-static int launch_node(coord *c, int i) {
+int coord__launch_node(coord *c, int i) {
   char secret[1200] = "-";
   /* The external launcher's nodes are someone else's, who derives their
    * keys from the secret: no file per node (creating thousands of them
@@ -143,7 +143,7 @@ static int launch_node(coord *c, int i) {
 
 int coord__launch_all(coord *c) {
   for (int i = 0; i < c->nnodes; i++) {
-    int rc = launch_node(c, i);
+    int rc = coord__launch_node(c, i);
     if (rc < 0) return rc;
     char name[32];
     rundir_event(&c->rd, "node start %s pid %d",
@@ -173,7 +173,7 @@ void coord__check_restarts(coord *c, double now) {
     n->term_signal = 0;
     n->closed_at = 0;
     n->restart_at = now;
-    if (launch_node(c, i) < 0) {
+    if (coord__launch_node(c, i) < 0) {
       char err[1024];
       snprintf(err, sizeof err, "%s", err_msg());
       n->exited = true;
@@ -196,8 +196,11 @@ int coord__processes(const coord *c, int role) {
 int coord__make_nodes(coord *c) {
   int total = 0;
   for (int r = 0; r < ROLE_COUNT; r++) total += coord__processes(c, r);
-  c->nodes = calloc((size_t)total, sizeof *c->nodes);
-  c->ctl = calloc((size_t)total, sizeof *c->ctl);
+  /* room for the workers c:scale may add: the table never moves (a
+   * launcher's task holds its node's address) */
+  c->node_cap = total + coord__scale_room(&c->opts);
+  c->nodes = calloc((size_t)c->node_cap, sizeof *c->nodes);
+  c->ctl = calloc((size_t)c->node_cap, sizeof *c->ctl);
   if (!c->nodes || !c->ctl) return err_set(DRV_ENOMEM, "out of memory");
   for (int r = 0; r < ROLE_COUNT; r++)
     for (int k = 0; k < coord__processes(c, r); k++) {

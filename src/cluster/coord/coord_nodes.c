@@ -50,7 +50,8 @@
  *             checkpoint); lost: -> RESTARTING or LOST like any ps
  *
  *   c:scale taking a worker away: READY -> REMOVING (SHUTDOWN sent, no
- *             tasks) -> REMOVED once it exited or was silent: no loss
+ *             tasks) -> REMOVED once it exited or was silent: no loss;
+             c:scale adding it back: REMOVED -> RELAUNCHED -> READY
  *
  *   shutdown: READY, RESTORING, SYNCING, REPLICA -> DONE (clean exit) or
  *             FAILED (any other exit); STARTING, RESTARTING, RELAUNCHED ->
@@ -101,7 +102,7 @@ static const struct {
     /* c:scale (coord_scale.c): its exit, clean or not, ends in REMOVED */
     [NODE_REMOVING] = {"removing", NS_PROCESS | NS_REGISTERED,
                        B(NODE_REMOVED) | B(NODE_DONE) | B(NODE_FAILED)},
-    [NODE_REMOVED] = {"removed", NS_FINAL, 0},
+    [NODE_REMOVED] = {"removed", 0, B(NODE_RELAUNCHED)}, /* scaled up again */
     [NODE_RELAUNCHED] = {"restart", NS_PROCESS,
                          B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE)},
 };

@@ -289,14 +289,14 @@ void coord__dispatch(coord *c) {
   coord_sched *s = &c->sched;
   if (s->dispatching) return; /* a producer's refill may come back here */
   s->later = false;
-  if (!s->touched && (!(s->touched = calloc((size_t)c->nnodes, sizeof *s->touched)) ||
-                      !(s->is_touched = calloc((size_t)c->nnodes, sizeof *s->is_touched)))) {
+  if (!s->touched && (!(s->touched = calloc((size_t)c->node_cap, sizeof *s->touched)) ||
+                      !(s->is_touched = calloc((size_t)c->node_cap, sizeof *s->is_touched)))) {
     free(s->touched); /* is_touched is NULL here */
     s->touched = NULL;
     coord__fail(c, "cannot dispatch tasks: out of memory");
     return;
   }
-  if (!s->out && !(s->out = calloc((size_t)c->nnodes, sizeof *s->out))) {
+  if (!s->out && !(s->out = calloc((size_t)c->node_cap, sizeof *s->out))) {
     coord__fail(c, "cannot dispatch tasks: out of memory");
     return;
   }
