@@ -317,6 +317,10 @@ int coord_checkpoint(coord *c);
  * role, another launcher, above `max` or below `min` (or 1), during a fit
  * or with closures queued or running, and growing (not built yet). */
 int coord_scale(coord *c, int role, int want, const char *by);
+/* Its first half, for a caller inside the loop (`drover scale`, COMMAND
+ * SCALE): checked and started, not waited for; what happens in out
+ * ("scaling: worker 2 -> 4", or why not). 0 or the refusal's code. */
+int coord_scale_begin(coord *c, int role, int want, const char *by, char *out, size_t n);
 /* Nodes of `role` not taken away by c:scale. */
 int coord_scale_count(const coord *c, int role);
 

@@ -18,6 +18,7 @@
  * queued or running (their plan, shards and quorum were fixed when they
  * began), and any launcher but "local". */
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cluster/coord/coord_int.h"
@@ -134,11 +135,7 @@ static int grow(coord *c, int have, int want) {
     int rc = add_one(c);
     if (rc < 0) return rc;
   }
-  int rc = coord__pump(c, workers_up, NULL, c->opts.reservation_timeout, true);
-  if (rc == DRV_ETIMEDOUT)
-    return err_set(rc, "c:scale: the new workers did not register within %g s",
-                   c->opts.reservation_timeout);
-  return rc < 0 ? err_set(rc, "c:scale: %s", err_msg()) : 0;
+  return 0;
 }
 
 static bool none_removing(coord *c, void *arg) {
@@ -147,7 +144,6 @@ static bool none_removing(coord *c, void *arg) {
     if (c->nodes[i].state == NODE_REMOVING) return false;
   return true;
 }
-
 /* SHUTDOWN to the highest-indexed workers beyond `want`. */
 static void remove_beyond(coord *c, int want) {
   int keep = 0;
@@ -163,24 +159,46 @@ static void remove_beyond(coord *c, int want) {
   }
 }
 
-int coord_scale(coord *c, int role, int want, const char *by) {
+int coord_scale_begin(coord *c, int role, int want, const char *by, char *out, size_t n) {
   int rc = check_can(c, role);
   int have = coord_scale_count(c, role);
-  if (rc < 0 || (rc = check_count(c, have, want)) < 0) return rc;
-  if (want == have) return 0;
-  rundir_event(&c->rd, "scale: worker %d -> %d (requested by %s)", have, want, by);
-  if (want > have) {
-    rc = grow(c, have, want);
-    if (rc == 0) rundir_event(&c->rd, "scale: worker %d -> %d done", have, want);
+  if (rc < 0 || (rc = check_count(c, have, want)) < 0) {
+    snprintf(out, n, "%s", err_msg());
     return rc;
   }
-  remove_beyond(c, want);
-  rc = coord__pump(c, none_removing, NULL, SCALE_TIMEOUT, false);
-  if (rc == DRV_ETIMEDOUT) { /* killed: the exit ends each in REMOVED */
+  if (want == have) {
+    snprintf(out, n, "worker = %d already", have);
+    return 0;
+  }
+  rundir_event(&c->rd, "scale: worker %d -> %d (requested by %s)", have, want, by);
+  if (want < have) {
+    remove_beyond(c, want);
+  } else if ((rc = grow(c, have, want)) < 0) {
+    snprintf(out, n, "%s", err_msg());
+    return rc;
+  }
+  snprintf(out, n, "scaling: worker %d -> %d", have, want);
+  return 0;
+}
+
+/* The change asked is over: no worker removing, every one kept up. */
+static bool settled(coord *c, void *arg) { return none_removing(c, arg) && workers_up(c, arg); }
+
+int coord_scale(coord *c, int role, int want, const char *by) {
+  char out[512];
+  int have = coord_scale_count(c, role);
+  int rc = coord_scale_begin(c, role, want, by, out, sizeof out);
+  if (rc < 0 || want == have) return rc;
+  double limit = want > have ? c->opts.reservation_timeout : SCALE_TIMEOUT;
+  rc = coord__pump(c, settled, NULL, limit, want > have);
+  if (rc == DRV_ETIMEDOUT && want < have) { /* killed: the exit ends each in REMOVED */
     for (int i = 0; i < c->nnodes; i++)
       if (c->nodes[i].state == NODE_REMOVING) coord__signal(c, i, SIGKILL);
     rc = coord__pump(c, none_removing, NULL, SCALE_TIMEOUT, false);
   }
-  if (rc < 0) return err_set(rc, "c:scale: workers did not exit: %s", err_msg());
+  if (rc == DRV_ETIMEDOUT)
+    return err_set(rc, "c:scale: worker %d -> %d not done within %g s", have, want, limit);
+  if (rc < 0) return err_set(rc, "c:scale: %s", err_msg());
+  rundir_event(&c->rd, "scale: worker %d -> %d done", have, want);
   return 0;
 }
