@@ -525,6 +525,28 @@ int cmd_stop(int argc, char **argv) {
   return attach_main(&o);
 }
 
+/* `drover scale RUN worker=N`: COMMAND SCALE with the control key. */
+int cmd_scale(int argc, char **argv) {
+  const command *self = find_command("scale");
+  attach_opts o = {.timeout = 10, .runs = "runs", .control = true};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    bool takes = !strcmp(a, "--key") || !strcmp(a, "--runs") || !strcmp(a, "--timeout");
+    if (takes && i + 1 >= argc) return usage_error(self, "%s needs a value", a);
+    if (!strcmp(a, "--key")) o.secret_file = argv[++i];
+    else if (!strcmp(a, "--runs")) o.runs = argv[++i];
+    else if (!strcmp(a, "--timeout") && !parse_seconds(argv[++i], &o.timeout))
+      return usage_error(self, "--timeout '%s' is not a positive number of seconds", argv[i]);
+    else if (takes) continue;
+    else if (a[0] == '-') return usage_error(self, "unknown option '%s'", a);
+    else if (!o.target) o.target = a;
+    else if (!o.scale && !strncmp(a, "worker=", 7)) o.scale = a;
+    else return usage_error(self, "unexpected argument '%s'", a);
+  }
+  if (!o.target || !o.scale) return usage_error(self, "usage: drover scale RUN worker=N");
+  return attach_main(&o);
+}
+
 int cmd_rm(int argc, char **argv) {
   const command *self = find_command("rm");
   const char *runs = "runs";

@@ -168,6 +168,21 @@ const command main_commands[] = {
      "Exit status: 0 once the run has ended (with --wait 0: once it was told);\n"
      "1 when there is no such run, it is not running, the key is refused or it\n"
      "did not end in time; 2 on a usage error.\n"},
+    {"scale", cmd_scale, "add or remove workers of a running cluster",
+     "usage: drover scale [--timeout S] [--runs DIR] RUN worker=N\n"
+     "       drover scale --key FILE HOST:PORT worker=N\n"
+     "\n"
+     "Asks RUN's coordinator for N workers, as c:scale { worker = N } does, with\n"
+     "the run's control key (the view key is refused). Workers beyond N (the\n"
+     "highest indices) finish and exit and are \"removed\", not lost; more are\n"
+     "started up to the cluster's worker = { max = M }. It returns once the\n"
+     "change has started (`drover attach --print` shows it; events.log says\n"
+     "\"scale: worker A -> B (requested by ...)\"). The next fit trains on the\n"
+     "workers then up. Refused, with the reason: during a fit or while closures\n"
+     "run, above max or below min, and on any launcher but \"local\".\n"
+     "\n"
+     "Exit status: 0 when the change was accepted; 1 when it is refused, there is\n"
+     "no such run or it is not running; 2 on a usage error.\n"},
     {"rm", cmd_rm, "remove finished runs' directories",
      "usage: drover rm [--runs DIR] RUN...\n"
      "\n"

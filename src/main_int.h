@@ -34,6 +34,7 @@ int cmd_dash_sim(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
+int cmd_scale(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_logs(int argc, char **argv);

@@ -206,7 +206,8 @@ enum {
   WIRE_COMMAND_LOG_TAIL = 2,
   WIRE_COMMAND_STOP_PLAN = 3, /* what stopping the node would do (asked before a stop) */
   WIRE_COMMAND_STOP_RUN = 4,  /* `drover stop`: text "" (checkpoint first) or "now" */
-  WIRE_COMMAND_LAST = WIRE_COMMAND_STOP_RUN
+  WIRE_COMMAND_SCALE = 5,     /* `drover scale`: text "worker=N" */
+  WIRE_COMMAND_LAST = WIRE_COMMAND_SCALE
 };
 
 /* REGISTERED transport: how the cluster's nodes on one host talk (net/conn.h's

@@ -373,7 +373,7 @@ static int read_run_dir(const char *dir, target *t) {
  * so), else view.key, else control.key: the least that does the job. */
 static int pick_key(const attach_opts *o, const char *dir, target *t) {
   const char *order[2] = {RUNDIR_VIEW_KEY, RUNDIR_CONTROL_KEY};
-  if (o->control || o->command || o->stop || o->stop_run)
+  if (o->control || o->command || o->stop || o->stop_run || o->scale)
     order[0] = RUNDIR_CONTROL_KEY, order[1] = RUNDIR_VIEW_KEY;
   for (int i = 0; i < 2; i++) {
     snprintf(t->secret_file, sizeof t->secret_file, "%s/%s", dir, order[i]);
@@ -539,8 +539,9 @@ static int one_command(attach_client *a, const attach_opts *o) {
   char out[WIRE_MAX_STR + 1];
   bool stop = o->stop != NULL;
   if (stop && o->control && stop_warn(a, o)) return 1;
-  int rc = attach_client_command(a, stop ? WIRE_COMMAND_STOP_NODE : WIRE_COMMAND_LUA,
-                                 stop ? o->stop : o->command, out, sizeof out, o->timeout);
+  int kind = o->scale ? WIRE_COMMAND_SCALE : stop ? WIRE_COMMAND_STOP_NODE : WIRE_COMMAND_LUA;
+  const char *text = o->scale ? o->scale : stop ? o->stop : o->command;
+  int rc = attach_client_command(a, kind, text, out, sizeof out, o->timeout);
   if (rc < 0) {
     fprintf(stderr, "drover: %s\n", out);
     return 1;
@@ -659,7 +660,7 @@ int attach_main(const attach_opts *opts) {
     return attach_records_main(o, dir, dir2);
   }
   if (rc == 0 && o->stop_run && runs_in_process(dir)) return stop_in_process(o, dir);
-  if (rc == 0 && !o->command && !o->stop && !o->stop_run && !attach_coordinator_up(dir))
+  if (rc == 0 && !o->command && !o->stop && !o->stop_run && !o->scale && !attach_coordinator_up(dir))
     return attach_records_main(o, dir, NULL);
   log_setup(stderr, "attach", LOG_ERROR); /* conn.c's warnings: our message says it */
   if ((rc = resolve(o, &t)) < 0 || (rc = auth_init()) < 0 ||
@@ -681,7 +682,7 @@ int attach_main(const attach_opts *opts) {
     status = 1;
   } else if (o->stop_run) {
     status = stop_cluster(a, o, &t);
-  } else if (o->stop || o->command) {
+  } else if (o->stop || o->command || o->scale) {
     status = one_command(a, o);
   } else if (o->print) {
     attach_print(attach_client_model(a), 10, stdout);

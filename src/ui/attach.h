@@ -83,6 +83,7 @@ typedef struct attach_opts {
   bool print;              /* print one snapshot and leave */
   const char *command;     /* send this Lua line, print the reply, leave */
   const char *stop;        /* stop this node ("worker:1"), print the reply, leave */
+  const char *scale;       /* `drover scale`: "worker=N", print the reply, leave */
   double hz;               /* dashboard refresh (4) */
   double timeout;          /* seconds to wait for the first snapshot or a reply (10) */
   int stop_run;            /* `drover stop`: ATTACH_STOP_* (0: attach) */
