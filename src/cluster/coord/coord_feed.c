@@ -284,7 +284,7 @@ int coord__feed_begin(coord_fit_state *f, const coord_feed_source *src, uint8_t 
   fd->producer = producer;
   fd->ext = ext;
   fd->mode = mode;
-  if (!(fd->trainers = calloc((size_t)c->nnodes, sizeof *fd->trainers)))
+  if (!(fd->trainers = calloc((size_t)c->node_cap, sizeof *fd->trainers)))
     return err_set(DRV_ENOMEM, "out of memory");
   for (int i = 0; i < c->nnodes; i++) {
     if (coord__scaled_away(&c->nodes[i])) continue;

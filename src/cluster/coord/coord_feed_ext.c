@@ -34,7 +34,7 @@
 
 static struct coord_feeders *feeders(coord_fit_state *f) {
   if (!f->feed.ext && (f->feed.ext = calloc(1, sizeof *f->feed.ext)) &&
-      !(f->feed.ext->port = calloc((size_t)f->c->nnodes + 1, sizeof *f->feed.ext->port))) {
+      !(f->feed.ext->port = calloc((size_t)f->c->node_cap + 1, sizeof *f->feed.ext->port))) {
     free(f->feed.ext);
     f->feed.ext = NULL;
   }

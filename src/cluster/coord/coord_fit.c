@@ -78,7 +78,7 @@ bool coord__fit_ready(void *ud, int node) {
 }
 
 void coord__fit_taken_reset(coord_fit_state *f) {
-  if (f->taken) memset(f->taken, 0, (size_t)f->c->nnodes * sizeof *f->taken);
+  if (f->taken) memset(f->taken, 0, (size_t)f->c->node_cap * sizeof *f->taken);
 }
 
 /* ============================== task results ============================== */
@@ -456,8 +456,8 @@ static int plan(coord *c, const coord_fit_args *a) {
   coord_fit_state *f = c->fit;
   free(f->trainers);
   free(f->examples0);
-  f->trainers = malloc((size_t)c->nnodes * sizeof *f->trainers);
-  f->examples0 = malloc((size_t)c->nnodes * sizeof *f->examples0);
+  f->trainers = malloc((size_t)c->node_cap * sizeof *f->trainers);
+  f->examples0 = malloc((size_t)c->node_cap * sizeof *f->examples0);
   if (!f->trainers || !f->examples0) return err_set(DRV_ENOMEM, "out of memory");
   f->ntrainers = 0;
   f->evaluator = -1;
@@ -511,8 +511,8 @@ static int plan(coord *c, const coord_fit_args *a) {
   }
   free(f->setup_ok);
   free(f->taken);
-  f->setup_ok = calloc((size_t)c->nnodes, sizeof *f->setup_ok);
-  f->taken = calloc((size_t)c->nnodes, sizeof *f->taken);
+  f->setup_ok = calloc((size_t)c->node_cap, sizeof *f->setup_ok);
+  f->taken = calloc((size_t)c->node_cap, sizeof *f->taken);
   if (!f->setup_ok || !f->taken) return err_set(DRV_ENOMEM, "out of memory");
   f->produced = f->done = f->examples = f->dropped = 0;
   f->epoch_no = 0;

@@ -212,7 +212,7 @@ int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recip
   if (rc < 0) return rc;
   p.spec = malloc(WIRE_MAX_STR);
   p.ids = malloc((size_t)p.nbatches * sizeof *p.ids);
-  p.sent = calloc((size_t)c->nnodes, sizeof *p.sent);
+  p.sent = calloc((size_t)c->node_cap, sizeof *p.sent);
   if (recipe) {
     int64_t shape[TENSOR_MAXDIM];
     memcpy(shape, x->shape, sizeof shape);
