@@ -45,7 +45,7 @@ _drover_node_names_all() {
 
 _drover() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="repl run node attach ls stop rm tensorboard logs export export-metrics doctor hdfs help"
+  local commands="repl run node attach ls stop scale rm tensorboard logs export export-metrics doctor hdfs help"
   COMPREPLY=()
   if ((COMP_CWORD == 1)); then
     COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
@@ -69,6 +69,10 @@ _drover() {
     stop)
       opts="--now --wait --timeout --key --runs --help"
       words=$(_drover_run_names) ;;
+    scale)
+      opts="--timeout --key --runs --help"
+      if ((COMP_CWORD >= 3)) && [[ $cur != -* ]]; then words="worker="
+      else words=$(_drover_run_names); fi ;;
     rm) opts="--runs --help"; words=$(_drover_run_names) ;;
     tensorboard) opts="--port --bind --runs --help"; words=$(_drover_run_names) ;;
     logs)
