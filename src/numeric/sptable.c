@@ -263,3 +263,36 @@ void sptable_copy_rows(const sptable *t, int which, float *out) {
 void sptable_copy_counts(const sptable *t, int64_t *out) {
   for (int64_t k = 0; k < t->held; k++) out[k] = *sptable_count(t, k);
 }
+
+/* MurmurHash3's fmix64, the same finalizer data_sparse.c hashes ids with. */
+static uint64_t fmix64(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ULL;
+  k ^= k >> 33;
+  return k;
+}
+
+uint32_t sptable_owner(uint64_t id, uint32_t nps) {
+  return nps > 1 ? (uint32_t)(fmix64(id) % nps) : 0;
+}
+
+int sptable_check_ids(uint64_t rows, int64_t dim, const uint64_t *ids, size_t n,
+                      const char *what) {
+  if (dim < 1 || dim > SPTABLE_MAX_DIM)
+    return err_set(DRV_EINVAL, "%s: row size %lld is outside 1..%lld", what, (long long)dim,
+                   (long long)SPTABLE_MAX_DIM);
+  if (n > SIZE_MAX / 4 / (size_t)dim)
+    return err_set(DRV_ERANGE, "%s: %zu rows of %lld floats overflow a size", what, n,
+                   (long long)dim);
+  for (size_t i = 0; i < n; i++) {
+    if (ids[i] >= rows)
+      return err_set(DRV_ERANGE, "%s: id %llu is outside the table's %llu rows", what,
+                     (unsigned long long)ids[i], (unsigned long long)rows);
+    if (i > 0 && ids[i] <= ids[i - 1])
+      return err_set(DRV_EINVAL, "%s: ids are not sorted and unique (id %llu after %llu)", what,
+                     (unsigned long long)ids[i], (unsigned long long)ids[i - 1]);
+  }
+  return 0;
+}

@@ -90,4 +90,20 @@ void sptable_copy_counts(const sptable *t, int64_t *out);
 int sptable_set_slots(sptable *t, int nslots, const float *init);
 int sptable_nslots(const sptable *t);
 
+/* Sharding on a cluster: of nps ps nodes, ps k holds the rows whose
+ * fmix64(id) mod nps == k (MurmurHash3's 64-bit finalizer), so that ids
+ * that are not hashed (user numbers, item numbers) spread evenly too.
+ * Workers, ps nodes and the coordinator all route by this one function.
+ * nps == 0 is treated as 1. */
+uint32_t sptable_owner(uint64_t id, uint32_t nps);
+
+/* Checks the ids of a request on a table of `rows` declared rows of `dim`
+ * floats before anything is allocated: n ids strictly increasing (sorted,
+ * unique), each below rows, and n * dim * 4 bytes (the rows they carry)
+ * representable in a size_t. 0, or DRV_EINVAL (order, dim) / DRV_ERANGE
+ * (an id out of range, a size that overflows) with a message naming
+ * `what`. */
+int sptable_check_ids(uint64_t rows, int64_t dim, const uint64_t *ids, size_t n,
+                      const char *what);
+
 #endif
