@@ -233,6 +233,31 @@
  *              version). Replicated to a ps replica; no reply (a PULL
  *              behind it reads the version) */
 #define WIRE_MSG_sync_stop(X) X(U64, target)
+/* Sparse tables (issue 26; docs/sparse.md), sharded by row: ps k of nps
+ * holds the ids with sptable_owner(id, nps) == k. No server takes these
+ * yet (their `from` is 0): a ps refuses them until it applies them.
+ *  SPARSE_INIT        C -> P: table `table` of `rows` declared rows of
+ *                     dim floats, initialised from (seed, id) with std
+ *                     (sptable.h); this ps is `shard` of `shards`; mode,
+ *                     replicas, target and optim as VAR_INIT's. Reply
+ *                     SPARSE_INIT_OK (req echoed)
+ *  SPARSE_PULL        -> P: ids sorted, unique, below rows and owned by
+ *                     this ps (sptable_check_ids); sync: waits as PULL
+ *  SPARSE_PULL_REPLY  P ->: the rows of those ids in order, [n, dim],
+ *                     each created on first touch
+ *  SPARSE_PUSH        -> P: version as PUSH's; grads [n, dim], row i the
+ *                     gradient of ids[i]; the ps applies the per-row
+ *                     optimizer (async) or sums it into the step (sync) */
+#define WIRE_MSG_sparse_init(X)                                                           \
+  X(U32, table) X(U64, rows) X(U32, dim) X(F64, std) X(U64, seed) X(U32, shard)           \
+  X(U32, shards) X(FLAG, mode, "SPARSE_INIT mode") X(U32, replicas) X(U64, target)        \
+  X(OPTIM, optim)
+#define WIRE_MSG_sparse_init_ok(X) X(EMPTY, unused)
+#define WIRE_MSG_sparse_pull(X) \
+  X(U32, table) X(U64, min_version) X(ITEMS, ids, sparse_id, "SPARSE_PULL id")
+#define WIRE_MSG_sparse_pull_reply(X) X(U32, table) X(U64, version) X(TENSOR, rows)
+#define WIRE_MSG_sparse_push(X) \
+  X(U32, table) X(U64, version) X(ITEMS, ids, sparse_id, "SPARSE_PUSH id") X(TENSOR, grads)
 #define WIRE_MSG_pull(X) X(U64, min_version) X(ITEMS, vars, var_id, "PULL variable")
 #define WIRE_MSG_pull_reply(X) X(U64, version) X(ITEMS, vars, var_tensor, "PULL_REPLY variable")
 #define WIRE_MSG_push(X) X(U64, version) X(ITEMS, vars, var_tensor, "PUSH variable")
@@ -505,6 +530,7 @@
   X(STR, name) X(SHAPE, shape) X(ITEMS, shards, setup_shard, "SETUP shard")
 #define WIRE_ITEM_setup_shard(X) X(U32, ps) X(U64, row0) X(U64, rows)
 #define WIRE_ITEM_var_id(X) X(U32, var)
+#define WIRE_ITEM_sparse_id(X) X(U64, id)
 #define WIRE_ITEM_var_name(X) X(U32, var) X(STR, name)
 #define WIRE_ITEM_var_tensor(X) X(U32, var) X(TENSOR, value)
 #define WIRE_ITEM_repl_client(X) X(U32, client) X(U64, seq)
@@ -520,7 +546,7 @@
 
 /* Every item list, innermost first (an item's items come before it). */
 #define WIRE_ITEM_MAP(XX) \
-  XX(spec_node) XX(setup_shard) XX(setup_var) XX(var_id) XX(var_name) XX(var_tensor) XX(snap_point) \
+  XX(spec_node) XX(setup_shard) XX(setup_var) XX(var_id) XX(sparse_id) XX(var_name) XX(var_tensor) XX(snap_point) \
   XX(repl_client) \
   XX(snap_node) XX(snap_series) XX(snap_event)
 
