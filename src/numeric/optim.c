@@ -509,21 +509,27 @@ int optim_bind_tables(optim_t *o, const nn_table_list *tables) {
   return 0;
 }
 
+int optim_table_update(const optim_cfg *c, sptable *t, const uint64_t *ids, const float *rows,
+                       int64_t n) {
+  int ns = sptable_nslots(t);
+  int64_t dim = sptable_dim(t);
+  for (int64_t r = 0; r < n; r++) {
+    int64_t k = sptable_get(t, ids[r]);
+    if (k < 0) return (int)k;
+    float *slots[SPTABLE_MAX_SLOTS];
+    for (int s = 0; s < ns; s++) slots[s] = sptable_slot(t, k, s);
+    int64_t *count = sptable_count(t, k);
+    optim_update(c, sptable_value(t, k), rows + r * dim, slots, (size_t)dim, ++*count);
+  }
+  return 0;
+}
+
 /* The lazy update of every touched row (see optim_bind_tables). */
 static int step_tables(optim_t *o, const optim_cfg *c, bool zero_grad) {
   for (int i = 0; o->tables && i < o->tables->n; i++) {
-    sptable *t = o->tables->items[i].value;
     nn_spgrad *g = o->tables->items[i].grad;
-    int ns = sptable_nslots(t);
-    for (int64_t r = 0; r < g->n; r++) {
-      int64_t k = sptable_get(t, g->ids[r]);
-      if (k < 0) return (int)k;
-      float *slots[SPTABLE_MAX_SLOTS];
-      for (int s = 0; s < ns; s++) slots[s] = sptable_slot(t, k, s);
-      int64_t *count = sptable_count(t, k);
-      optim_update(c, sptable_value(t, k), g->rows + r * g->dim, slots, (size_t)g->dim,
-                   ++*count);
-    }
+    int rc = optim_table_update(c, o->tables->items[i].value, g->ids, g->rows, g->n);
+    if (rc < 0) return rc;
     if (zero_grad) nn_spgrad_clear(g);
   }
   return 0;

@@ -103,6 +103,15 @@ optim_t *optim_new(const optim_cfg *cfg, const nn_param_list *params);
  * dense and the sparse gradients together by their joint norm. Resets the
  * tables' slots and counts; DRV_ENOMEM. */
 int optim_bind_tables(optim_t *o, const nn_table_list *tables);
+/* The lazy update of n rows of table t, whose slots sptable_set_slots
+ * gave for c: row ids[r] (created on first touch) gets optim_update from
+ * rows[r * dim ..], with its own slot rows and its own count, which goes
+ * up by one. What each step does for a bound table, and what a ps is to
+ * do for a SPARSE_PUSH (one code path, so both stay bit-identical).
+ * DRV_ERANGE for an id past the declared rows (rows before it are
+ * updated), DRV_ENOMEM. */
+int optim_table_update(const optim_cfg *c, sptable *t, const uint64_t *ids, const float *rows,
+                       int64_t n);
 /* Applies one update to every parameter from its grad buffer, at the
  * rate the schedule gives for this step, after scaling every gradient by
  * min(1, clip_norm / (norm + 1e-6)) when clip_norm > 0, where norm is the

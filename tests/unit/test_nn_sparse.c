@@ -619,3 +619,38 @@ TEST(nn_sparse_model_file_round_trip) {
   nn_unref(back);
   nn_unref(m);
 }
+
+/* optim_table_update, what a ps is to run for a SPARSE_PUSH: each row gets
+ * optim_update from its own initial values, slots and count (Adam: the
+ * count decides the bias correction), rows pushed twice step twice, rows
+ * never pushed are not created, and an id past the table is refused. */
+TEST(optim_table_update_steps_each_row_with_its_own_count) {
+  optim_cfg c;
+  optim_cfg_default(&c, OPTIM_ADAM);
+  c.lr = 0.1f;
+  sptable *t = sptable_new(100, 3, 0.5f, 9);
+  CHECK(t);
+  float init[2] = {0, 0};
+  float *ip[2] = {&init[0], &init[1]};
+  optim_slots_init(&c, ip, 1);
+  CHECK_OK(sptable_set_slots(t, optim_nslots(&c), init));
+  uint64_t ids[2] = {5, 2};
+  float g[6] = {1, -1, 0.5f, 2, 0, -3};
+  CHECK_OK(optim_table_update(&c, t, ids, g, 2));
+  CHECK_OK(optim_table_update(&c, t, ids, g, 1)); /* row 5 again */
+  CHECK_INT_EQ(sptable_held(t), 2);
+  CHECK_INT_EQ(*sptable_count(t, sptable_find(t, 5)), 2);
+  CHECK_INT_EQ(*sptable_count(t, sptable_find(t, 2)), 1);
+  /* The same by hand: init rows, zeroed slots, optim_update per count. */
+  float p5[3], p2[3], m5[3] = {0}, v5[3] = {0}, m2[3] = {0}, v2[3] = {0};
+  sptable_init_row(t, 5, p5);
+  sptable_init_row(t, 2, p2);
+  optim_update(&c, p5, g, (float *[]){m5, v5}, 3, 1);
+  optim_update(&c, p5, g, (float *[]){m5, v5}, 3, 2);
+  optim_update(&c, p2, g + 3, (float *[]){m2, v2}, 3, 1);
+  CHECK(memcmp(sptable_value(t, sptable_find(t, 5)), p5, sizeof p5) == 0);
+  CHECK(memcmp(sptable_value(t, sptable_find(t, 2)), p2, sizeof p2) == 0);
+  uint64_t bad[1] = {100};
+  CHECK_ERR(optim_table_update(&c, t, bad, g, 1), DRV_ERANGE, "outside");
+  sptable_free(t);
+}
