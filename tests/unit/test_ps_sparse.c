@@ -1,0 +1,91 @@
+/* test_ps_sparse.c - a ps's shards of sparse tables: two shards split a
+ * table's ids by sptable_owner and each holds only its own; pulled rows
+ * are the deterministic initial rows; a push steps the rows exactly as the
+ * in-process optimizer does; foreign, unsorted and out-of-range ids, an
+ * unknown table, bad SPARSE_INIT fields and sync pushes are refused. */
+#include <stdint.h>
+#include <string.h>
+
+#include "harness.h"
+#include "cluster/ps/ps_sparse.h"
+#include "numeric/optim.h"
+#include "numeric/sptable.h"
+
+#define DIM 4
+
+static wire_msg_sparse_init init_msg(uint32_t shard, uint32_t shards) {
+  wire_msg_sparse_init m = {.table = 2, .rows = 1ULL << 24, .dim = DIM, .std = 0.1,
+                            .seed = 77, .shard = shard, .shards = shards};
+  optim_cfg_default(&m.optim, OPTIM_ADAGRAD);
+  m.optim.lr = 0.5f;
+  return m;
+}
+
+/* The ids below 200 that ps `k` of 2 owns, sorted; their count. */
+static size_t owned(uint32_t k, uint64_t *ids) {
+  size_t n = 0;
+  for (uint64_t id = 0; id < 200; id++)
+    if (sptable_owner(id, 2) == k) ids[n++] = id;
+  return n;
+}
+
+TEST(ps_sparse_shards_hold_only_their_rows) {
+  ps_sparse *ps[2] = {ps_sparse_new(), ps_sparse_new()};
+  CHECK(ps[0] && ps[1]);
+  sptable *local = sptable_new(1ULL << 24, DIM, 0.1f, 77); /* the in-process twin */
+  CHECK(local);
+  wire_msg_sparse_init m0 = init_msg(0, 2), m1 = init_msg(1, 2);
+  CHECK_OK(ps_sparse_init(ps[0], &m0));
+  CHECK_OK(ps_sparse_init(ps[1], &m1));
+  float init[2] = {0, 0}, *ip[2] = {&init[0], &init[1]};
+  optim_slots_init(&m0.optim, ip, 1);
+  CHECK_OK(sptable_set_slots(local, optim_nslots(&m0.optim), init));
+  uint64_t ids[2][200];
+  size_t n[2] = {owned(0, ids[0]), owned(1, ids[1])};
+  CHECK(n[0] > 70 && n[1] > 70 && n[0] + n[1] == 200);
+  static float rows[200 * DIM], grads[200 * DIM], want[DIM];
+  for (int i = 0; i < 200 * DIM; i++) grads[i] = (float)(i % 7) - 3.0f;
+  for (int k = 0; k < 2; k++) {
+    CHECK_OK(ps_sparse_pull(ps[k], 2, ids[k], n[k], rows));
+    sptable_init_row(local, ids[k][n[k] - 1], want);
+    CHECK(memcmp(rows + (n[k] - 1) * DIM, want, sizeof want) == 0);
+    CHECK_OK(ps_sparse_push(ps[k], 2, ids[k], n[k], grads));
+    CHECK_OK(optim_table_update(&m0.optim, local, ids[k], grads, (int64_t)n[k]));
+    CHECK_OK(ps_sparse_pull(ps[k], 2, ids[k], n[k], rows));
+    for (size_t i = 0; i < n[k]; i++)
+      CHECK(memcmp(rows + i * DIM, sptable_value(local, sptable_find(local, ids[k][i])),
+                   sizeof want) == 0);
+    CHECK_INT_EQ(ps_sparse_held(ps[k], 2), (int64_t)n[k]);
+    /* The other shard's first id: refused, and not created. */
+    CHECK_ERR(ps_sparse_pull(ps[k], 2, ids[1 - k], 1, rows), DRV_EINVAL, "not this ps's");
+    CHECK_INT_EQ(ps_sparse_held(ps[k], 2), (int64_t)n[k]);
+  }
+  CHECK_INT_EQ(ps_sparse_held(ps[0], 3), -1);
+  sptable_free(local);
+  ps_sparse_free(ps[0]);
+  ps_sparse_free(ps[1]);
+}
+
+TEST(ps_sparse_refuses_bad_requests) {
+  ps_sparse *s = ps_sparse_new();
+  CHECK(s);
+  wire_msg_sparse_init m = init_msg(0, 1);
+  CHECK_OK(ps_sparse_init(s, &m));
+  float rows[2 * DIM] = {0};
+  uint64_t unsorted[2] = {9, 4}, past[1] = {1ULL << 24};
+  CHECK_ERR(ps_sparse_pull(s, 2, unsorted, 2, rows), DRV_EINVAL, "sorted and unique");
+  CHECK_ERR(ps_sparse_push(s, 2, past, 1, rows), DRV_ERANGE, "outside the table");
+  CHECK_ERR(ps_sparse_pull(s, 5, past, 0, rows), DRV_EINVAL, "no table 5");
+  CHECK_INT_EQ(ps_sparse_held(s, 2), 0);
+  wire_msg_sparse_init bad = init_msg(2, 2);
+  CHECK_ERR(ps_sparse_init(s, &bad), DRV_EINVAL, "shard 2 of 2");
+  bad = init_msg(0, 1), bad.table = PS_SPARSE_MAX_TABLES;
+  CHECK_ERR(ps_sparse_init(s, &bad), DRV_EINVAL, "past the");
+  bad = init_msg(0, 1), bad.rows = (1ULL << 40) + 1;
+  CHECK(ps_sparse_init(s, &bad) == DRV_EINVAL);
+  m.mode = true; /* sync: refused until the ps sums row gradients per step */
+  CHECK_OK(ps_sparse_init(s, &m));
+  uint64_t one[1] = {3};
+  CHECK_ERR(ps_sparse_push(s, 2, one, 1, rows), DRV_EUNSUPPORTED, "sync");
+  ps_sparse_free(s);
+}
