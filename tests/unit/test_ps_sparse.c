@@ -2,7 +2,8 @@
  * table's ids by sptable_owner and each holds only its own; pulled rows
  * are the deterministic initial rows; a push steps the rows exactly as the
  * in-process optimizer does; foreign, unsorted and out-of-range ids, an
- * unknown table, bad SPARSE_INIT fields and sync pushes are refused. */
+ * unknown table, bad SPARSE_INIT fields and rate schedules are refused; sync
+ * pushes are summed per row and applied once per step. */
 #include <stdint.h>
 #include <string.h>
 
@@ -83,9 +84,49 @@ TEST(ps_sparse_refuses_bad_requests) {
   CHECK_ERR(ps_sparse_init(s, &bad), DRV_EINVAL, "past the");
   bad = init_msg(0, 1), bad.rows = (1ULL << 40) + 1;
   CHECK(ps_sparse_init(s, &bad) == DRV_EINVAL);
-  m.mode = true; /* sync: refused until the ps sums row gradients per step */
+  bad = init_msg(0, 1), bad.optim.sched.kind = OSCHED_STEP;
+  bad.optim.sched.step_size = 10, bad.optim.sched.gamma = 0.5;
+  CHECK_ERR(ps_sparse_init(s, &bad), DRV_EUNSUPPORTED, "schedule");
+  ps_sparse_free(s);
+}
+
+/* Sync: two workers' pushes are summed per row and averaged over the
+ * step's pushes, then each touched row steps once (its count goes to 1);
+ * nothing moves before the step is applied. */
+TEST(ps_sparse_sync_sums_rows_then_steps_once) {
+  ps_sparse *s = ps_sparse_new();
+  sptable *local = sptable_new(1ULL << 24, DIM, 0.1f, 77);
+  CHECK(s && local);
+  wire_msg_sparse_init m = init_msg(0, 1);
+  m.mode = true;
   CHECK_OK(ps_sparse_init(s, &m));
-  uint64_t one[1] = {3};
-  CHECK_ERR(ps_sparse_push(s, 2, one, 1, rows), DRV_EUNSUPPORTED, "sync");
+  float init[2] = {0, 0}, *ip[2] = {&init[0], &init[1]};
+  optim_slots_init(&m.optim, ip, 1);
+  CHECK_OK(sptable_set_slots(local, optim_nslots(&m.optim), init));
+  uint64_t a[2] = {4, 8}, b[2] = {8, 15};
+  float ga[2 * DIM] = {1, 2, 3, 4, 5, 6, 7, 8}, gb[2 * DIM] = {-1, 0.5f, 2, 2, 9, 9, 9, 9};
+  float rows[3 * DIM], want[DIM];
+  uint64_t all[3] = {4, 8, 15};
+  CHECK_OK(ps_sparse_push(s, 2, a, 2, ga));
+  CHECK_OK(ps_sparse_push(s, 2, b, 2, gb));
+  CHECK_OK(ps_sparse_pull(s, 2, all, 3, rows)); /* not stepped yet */
+  sptable_init_row(local, 8, want);
+  CHECK(memcmp(rows + DIM, want, sizeof want) == 0);
+  CHECK_OK(ps_sparse_apply_sync(s, 2));
+  float avg[3 * DIM];
+  for (int j = 0; j < DIM; j++) {
+    avg[j] = ga[j] * 0.5f;
+    avg[DIM + j] = (ga[DIM + j] + gb[j]) * 0.5f;
+    avg[2 * DIM + j] = gb[DIM + j] * 0.5f;
+  }
+  CHECK_OK(optim_table_update(&m.optim, local, all, avg, 3));
+  CHECK_OK(ps_sparse_pull(s, 2, all, 3, rows));
+  for (int i = 0; i < 3; i++)
+    CHECK(memcmp(rows + i * DIM, sptable_value(local, sptable_find(local, all[i])),
+                 sizeof want) == 0);
+  CHECK_OK(ps_sparse_apply_sync(s, 2)); /* an empty step moves nothing */
+  CHECK_OK(ps_sparse_pull(s, 2, all, 1, rows));
+  CHECK(memcmp(rows, sptable_value(local, sptable_find(local, 4)), sizeof want) == 0);
+  sptable_free(local);
   ps_sparse_free(s);
 }

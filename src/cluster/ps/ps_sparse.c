@@ -16,6 +16,7 @@ typedef struct sp_shard {
   optim_cfg optim;
   uint32_t shard, shards;
   bool sync;
+  nn_spgrad acc; /* sync: this step's summed row gradients */
 } sp_shard;
 
 struct ps_sparse {
@@ -30,7 +31,10 @@ ps_sparse *ps_sparse_new(void) {
 
 void ps_sparse_free(ps_sparse *s) {
   if (!s) return;
-  for (int i = 0; i < PS_SPARSE_MAX_TABLES; i++) sptable_free(s->tables[i].t);
+  for (int i = 0; i < PS_SPARSE_MAX_TABLES; i++) {
+    sptable_free(s->tables[i].t);
+    nn_spgrad_free(&s->tables[i].acc);
+  }
   free(s);
 }
 
@@ -53,6 +57,9 @@ int ps_sparse_init(ps_sparse *s, const wire_msg_sparse_init *m) {
     return err_set(DRV_EINVAL, "SPARSE_INIT: shard %u of %u", m->shard, m->shards);
   int rc = optim_cfg_check(&m->optim);
   if (rc < 0) return rc;
+  if (optim_sched_active(&m->optim.sched))
+    return err_set(DRV_EUNSUPPORTED, "SPARSE_INIT: a learning-rate schedule on a sparse table on "
+                                     "a cluster is not supported yet");
   sptable *t = sptable_new(m->rows, m->dim, (float)m->std, m->seed);
   if (!t) /* sptable_new said why */
     return m->rows >= 1 && m->rows <= SPTABLE_MAX_ROWS && m->dim >= 1 && m->dim <= SPTABLE_MAX_DIM
@@ -65,8 +72,9 @@ int ps_sparse_init(ps_sparse *s, const wire_msg_sparse_init *m) {
   }
   sp_shard *sh = &s->tables[m->table];
   sptable_free(sh->t);
+  nn_spgrad_free(&sh->acc);
   *sh = (sp_shard){.t = t, .optim = m->optim, .shard = m->shard, .shards = m->shards,
-                   .sync = m->mode};
+                   .sync = m->mode, .acc = {.dim = m->dim}};
   return 0;
 }
 
@@ -100,15 +108,45 @@ int ps_sparse_pull(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n, 
   return 0;
 }
 
+/* Sync: adds one push's rows to the step's sums (a row's first gradient
+ * is copied, so one worker's update is bit for bit an async one). */
+static int accumulate(sp_shard *sh, const uint64_t *ids, size_t n, const float *grads) {
+  int64_t dim = sptable_dim(sh->t);
+  for (size_t i = 0; i < n; i++) {
+    int64_t before = sh->acc.n;
+    float *row = nn_spgrad_row(&sh->acc, ids[i]);
+    if (!row) return DRV_ENOMEM;
+    const float *g = grads + (int64_t)i * dim;
+    if (sh->acc.n > before)
+      memcpy(row, g, (size_t)dim * sizeof(float));
+    else
+      for (int64_t j = 0; j < dim; j++) row[j] += g[j];
+  }
+  return 0;
+}
+
 int ps_sparse_push(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n,
                    const float *grads) {
   sp_shard *sh;
   int rc = checked(s, table, ids, n, "SPARSE_PUSH", &sh);
   if (rc < 0) return rc;
-  if (sh->sync)
-    return err_set(DRV_EUNSUPPORTED, "SPARSE_PUSH: sparse tables in a sync fit on a cluster "
-                                     "are not supported yet");
+  if (sh->sync) return accumulate(sh, ids, n, grads);
   return optim_table_update(&sh->optim, sh->t, ids, grads, (int64_t)n);
+}
+
+int ps_sparse_apply_sync(ps_sparse *s, uint32_t pushes) {
+  for (int i = 0; i < PS_SPARSE_MAX_TABLES; i++) {
+    sp_shard *sh = &s->tables[i];
+    if (!sh->t || !sh->sync || sh->acc.n == 0) continue;
+    if (pushes > 1) {
+      float scale = 1.0f / (float)pushes;
+      for (int64_t k = 0; k < sh->acc.n * sh->acc.dim; k++) sh->acc.rows[k] *= scale;
+    }
+    int rc = optim_table_update(&sh->optim, sh->t, sh->acc.ids, sh->acc.rows, sh->acc.n);
+    nn_spgrad_clear(&sh->acc);
+    if (rc < 0) return rc;
+  }
+  return 0;
 }
 
 int64_t ps_sparse_held(const ps_sparse *s, uint32_t table) {

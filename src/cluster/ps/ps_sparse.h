@@ -6,9 +6,9 @@
  * grows with the rows touched, never with the declared size.
  *
  * This is the store alone: SPARSE_INIT, SPARSE_PULL and SPARSE_PUSH are
- * not dispatched to it yet (no server accepts them: wire.h), and a push
- * in sync mode is refused (DRV_EUNSUPPORTED) until the ps sums row
- * gradients over its quorum as it does dense ones.
+ * not dispatched to it yet (no server accepts them: wire.h). A sync
+ * table sums its pushes' rows until ps_sparse_apply_sync, which the ps is
+ * to call where it applies a dense global step (apply_sync in ps_push.c).
  *
  * Not thread-safe: the ps's loop owns it.
  */
@@ -28,7 +28,8 @@ void ps_sparse_free(ps_sparse *s); /* NULL is fine */
 
 /* (Re)creates table m->table from a decoded SPARSE_INIT, dropping the rows
  * it held. DRV_EINVAL (shard >= shards, a bad size, a bad optimizer, a
- * table number past PS_SPARSE_MAX_TABLES), DRV_ENOMEM. */
+ * table number past PS_SPARSE_MAX_TABLES), DRV_EUNSUPPORTED (a rate
+ * schedule: rows would need the ps's step), DRV_ENOMEM. */
 #define PS_SPARSE_MAX_TABLES 1024
 int ps_sparse_init(ps_sparse *s, const wire_msg_sparse_init *m);
 
@@ -40,10 +41,15 @@ int ps_sparse_init(ps_sparse *s, const wire_msg_sparse_init *m);
 int ps_sparse_pull(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n, float *out);
 
 /* Applies one push, grads n * dim floats (row r is ids[r]'s), with the
- * table's optimizer, row by row (optim_table_update). The same checks
- * as ps_sparse_pull; DRV_EUNSUPPORTED in sync mode. */
+ * table's optimizer, row by row (optim_table_update); in sync mode adds
+ * them to the step's sums instead. The same checks as ps_sparse_pull. */
 int ps_sparse_push(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n,
                    const float *grads);
+
+/* Sync: one optimizer step per summed row of every sync table, with the
+ * sum divided by `pushes` (the step's pushes, as the dense average is);
+ * rows no push touched do not step. 0, DRV_ENOMEM. */
+int ps_sparse_apply_sync(ps_sparse *s, uint32_t pushes);
 
 /* Rows the table holds (-1 when there is no such table): what c:nodes()
  * is to show per table. */
