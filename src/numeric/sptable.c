@@ -296,3 +296,32 @@ int sptable_check_ids(uint64_t rows, int64_t dim, const uint64_t *ids, size_t n,
   }
   return 0;
 }
+
+typedef struct routed {
+  uint32_t owner;
+  uint64_t id;
+} routed;
+
+static int by_owner_then_id(const void *a, const void *b) {
+  const routed *x = a, *y = b;
+  if (x->owner != y->owner) return x->owner < y->owner ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+int64_t sptable_route(const uint64_t *ids, size_t n, uint32_t nps, uint64_t *out, size_t *offs) {
+  if (nps == 0) return err_set(DRV_EINVAL, "sparse routing over 0 ps nodes");
+  routed *r = n ? malloc(n * sizeof *r) : NULL;
+  if (n && !r) return err_set(DRV_ENOMEM, "out of memory routing %zu ids", n);
+  for (size_t i = 0; i < n; i++) r[i] = (routed){sptable_owner(ids[i], nps), ids[i]};
+  if (n) qsort(r, n, sizeof *r, by_owner_then_id);
+  size_t u = 0;
+  for (uint32_t k = 0; k <= nps; k++) offs[k] = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (i > 0 && r[i].id == r[i - 1].id) continue; /* equal ids share an owner: adjacent */
+    out[u++] = r[i].id;
+    offs[r[i].owner + 1]++;
+  }
+  for (uint32_t k = 0; k < nps; k++) offs[k + 1] += offs[k];
+  free(r);
+  return (int64_t)u;
+}

@@ -97,6 +97,13 @@ int sptable_nslots(const sptable *t);
  * nps == 0 is treated as 1. */
 uint32_t sptable_owner(uint64_t id, uint32_t nps);
 
+/* A worker's routing of a batch's ids: the n ids (any order, repeats
+ * allowed) sorted by owner (sptable_owner over nps), then by id, each
+ * once, into out (room for n); ps k's are out[offs[k] .. offs[k + 1])
+ * (offs has nps + 1 entries; nps >= 1). Returns the unique count, or
+ * DRV_EINVAL (nps 0), DRV_ENOMEM. */
+int64_t sptable_route(const uint64_t *ids, size_t n, uint32_t nps, uint64_t *out, size_t *offs);
+
 /* Checks the ids of a request on a table of `rows` declared rows of `dim`
  * floats before anything is allocated: n ids strictly increasing (sorted,
  * unique), each below rows, and n * dim * 4 bytes (the rows they carry)

@@ -152,6 +152,25 @@ TEST(sptable_check_ids_refuses_bad_requests) {
             "overflow");
 }
 
+/* A batch's ids with repeats, routed over 3 ps nodes: each id once, in
+ * its owner's range, sorted there (what each SPARSE_PULL carries). */
+TEST(sptable_route_dedupes_and_groups_by_owner) {
+  uint64_t ids[] = {40, 7, 99, 7, 40, 3, 1000000, 99, 5, 6, 8, 9};
+  size_t n = sizeof ids / sizeof ids[0];
+  uint64_t out[12];
+  size_t offs[4];
+  CHECK_INT_EQ(sptable_route(ids, n, 3, out, offs), 9);
+  CHECK_INT_EQ(offs[0], 0);
+  CHECK_INT_EQ(offs[3], 9);
+  for (uint32_t k = 0; k < 3; k++) {
+    for (size_t i = offs[k]; i < offs[k + 1]; i++) CHECK_INT_EQ(sptable_owner(out[i], 3), k);
+    CHECK_OK(sptable_check_ids(2000000, 4, out + offs[k], offs[k + 1] - offs[k], "route"));
+  }
+  CHECK_INT_EQ(sptable_route(ids, 0, 3, out, offs), 0);
+  CHECK_INT_EQ(offs[3], 0);
+  CHECK_ERR(sptable_route(ids, n, 0, out, offs), DRV_EINVAL, "0 ps");
+}
+
 TEST(sparse_check_structure) {
   int64_t ptr[] = {0, 2, 4, 6};
   uint64_t ids[6] = {1, 2, 3, 4, 5, 6};
