@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -31,6 +32,17 @@ static inline int util_grow_zeroed(void *pp, size_t *cap, size_t need, size_t si
 }
 
 /* a * b into *out; false (and *out untouched) when it overflows size_t. */
+/* MurmurHash3's 64-bit finalizer: every input bit spread over the result,
+ * so `mod n` of it is uniform for any n (hashed ids, a row's ps). */
+static inline uint64_t util_fmix64(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ULL;
+  k ^= k >> 33;
+  return k;
+}
+
 static inline int util_mul_ok(size_t a, size_t b, size_t *out) {
   size_t r;
   if (__builtin_mul_overflow(a, b, &r)) return 0;

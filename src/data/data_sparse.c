@@ -12,6 +12,7 @@
 #include "data/data.h"
 #include "data/data_int.h"
 #include "base/err.h"
+#include "base/util.h"
 
 /* ============================== the hash ================================= */
 
@@ -26,23 +27,14 @@ static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n) {
   return h;
 }
 
-/* MurmurHash3's fmix64: FNV-1a's low bits are weak; this spreads every
- * input bit over the result, so `mod buckets` of any size is uniform. */
-static uint64_t fmix64(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdULL;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ULL;
-  k ^= k >> 33;
-  return k;
-}
-
+/* fmix64: FNV-1a's low bits are weak; the finalizer spreads every input
+ * bit, so `mod buckets` of any size is uniform. */
 uint64_t data_hash_id(uint32_t column, const char *s, size_t len, uint64_t buckets) {
   unsigned char col[4] = {(unsigned char)column, (unsigned char)(column >> 8),
                           (unsigned char)(column >> 16), (unsigned char)(column >> 24)};
   uint64_t h = fnv1a(FNV_OFFSET, col, 4);
   h = fnv1a(h, (const unsigned char *)s, len);
-  return fmix64(h) % buckets;
+  return util_fmix64(h) % buckets;
 }
 
 bool data_has_sparse(const dataset *d) { return d && d->sp.bound > 0; }

@@ -264,18 +264,9 @@ void sptable_copy_counts(const sptable *t, int64_t *out) {
   for (int64_t k = 0; k < t->held; k++) out[k] = *sptable_count(t, k);
 }
 
-/* MurmurHash3's fmix64, the same finalizer data_sparse.c hashes ids with. */
-static uint64_t fmix64(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdULL;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ULL;
-  k ^= k >> 33;
-  return k;
-}
 
 uint32_t sptable_owner(uint64_t id, uint32_t nps) {
-  return nps > 1 ? (uint32_t)(fmix64(id) % nps) : 0;
+  return nps > 1 ? (uint32_t)(util_fmix64(id) % nps) : 0;
 }
 
 int sptable_check_ids(uint64_t rows, int64_t dim, const uint64_t *ids, size_t n,

@@ -507,15 +507,19 @@ static void send_spec(coord *c, int to, const wire_wr *spec) {
   coord__send(c, to, &w, WIRE_SPEC, 0);
 }
 
+/* The SPEC payload into spec; false (logged, nothing to free) on failure. */
+static bool build_spec(coord *c, wire_wr *spec) {
+  wire_wr_init(spec);
+  if (coord__write_spec(c, spec) == 0 && !spec->err) return true;
+  log_error("cannot build the SPEC: %s", err_msg());
+  wire_wr_free(spec);
+  return false;
+}
+
 /* One node's, a node registered again. */
 static void send_spec_one(coord *c, int to) {
   wire_wr spec;
-  wire_wr_init(&spec);
-  if (coord__write_spec(c, &spec) < 0 || spec.err) {
-    log_error("cannot build the SPEC: %s", err_msg());
-    wire_wr_free(&spec);
-    return;
-  }
+  if (!build_spec(c, &spec)) return;
   send_spec(c, to, &spec);
   wire_wr_free(&spec);
 }
@@ -523,12 +527,7 @@ static void send_spec_one(coord *c, int to) {
 /* Every node's SPEC (only those connected when `connected`). */
 static void spec_to_all(coord *c, bool connected) {
   wire_wr spec;
-  wire_wr_init(&spec);
-  if (coord__write_spec(c, &spec) < 0 || spec.err) {
-    log_error("cannot build the SPEC: %s", err_msg());
-    wire_wr_free(&spec);
-    return;
-  }
+  if (!build_spec(c, &spec)) return;
   for (int i = 0; i < c->nnodes; i++)
     if (!connected || c->ctl[i]) send_spec(c, i, &spec);
   wire_wr_free(&spec);
