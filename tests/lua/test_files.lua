@@ -5,7 +5,7 @@ local T = dofile("tests/lua/t.lua")
 local test, eq, near, raises = table.unpack(T)
 local sh = T.sh
 local F = dofile("tests/lua/files_util.lua")
-local hwm_kb, npy_header = F.hwm_kb, F.npy_header
+local hwm_kb, hwm_reset, npy_header = F.hwm_kb, F.hwm_reset, F.npy_header
 local nn, optim, data = drover.nn, drover.optim, drover.data
 local TMP = os.getenv("TMPDIR") or "/tmp"
 local RUNS = TMP .. "/drover-test-runs"
@@ -48,6 +48,7 @@ test("files-02 a 2 GiB .npy trains on 1 ps + 2 workers, coordinator under 50 MB"
   local rows, cols = 2097152, 256 -- 2^29 floats: 2 GiB
   sparse_npy(dir .. "/x.npy", "<f4", string.format("(%d, %d)", rows, cols), rows * cols * 4)
   sparse_npy(dir .. "/y.npy", "|u1", string.format("(%d,)", rows), rows)
+  hwm_reset()
   local ds = data.npy(dir .. "/x.npy", dir .. "/y.npy")
   eq(ds.n, rows, "rows")
   eq(ds.features, cols, "features")
@@ -88,6 +89,7 @@ test("files-03 a 300 MB CSV: split, standardize, shuffle and a 1 ps + 2 worker f
   local dir = TMP .. "/drover-files03-" .. os.time() .. "-" .. math.random(1e6)
   assert(sh("mkdir -p '" .. dir .. "'") == 0)
   local rows = big_csv(dir .. "/big.csv", 4096 * 290) -- 1.19 M rows, 298 MB
+  hwm_reset()
   local ds = data.csv(dir .. "/big.csv", { label = -1 })
   eq(ds.n, rows, "rows")
   eq(ds.features, 64, "features")
