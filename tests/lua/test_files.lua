@@ -60,7 +60,10 @@ test("files-02 a 2 GiB .npy trains on 1 ps + 2 workers, coordinator under 50 MB"
   eq(r.steps, 40, "steps")
   local kb = hwm_kb()
   print(string.format("coordinator VmHWM %.1f MB", kb / 1024))
-  assert(kb < 50 * 1024, "coordinator peak RSS " .. kb .. " kB")
+  -- under ASan its shadow memory and quarantine count (51 MB in CI): a
+  -- looser bound there, still far below the file's 2 GiB
+  local limit = os.getenv("SANITIZED") and 200 or 50
+  assert(kb < limit * 1024, "coordinator peak RSS " .. kb .. " kB")
   c:shutdown()
   sh("rm -rf '" .. dir .. "'")
 end)
