@@ -71,7 +71,7 @@ static job *job_new(worker *w, int kind, uint32_t req) {
   j->req = req;
   j->correct = -1;
   j->loss = NAN;
-  j->eval_loss = j->eval_acc = j->eval_auc = j->eval_logloss = NAN;
+  j->eval = (train_eval){NAN, NAN, NAN, NAN};
   return j;
 }
 
@@ -146,12 +146,12 @@ static void reply(worker *w, job *j) {
     wire_put_eval_result(&m, &(wire_msg_eval_result){
                                  .step = j->id,
                                  .status = j->rc,
-                                 .loss = j->rc < 0 ? NAN : j->eval_loss,
-                                 .accuracy = j->rc < 0 ? NAN : j->eval_acc,
+                                 .loss = j->rc < 0 ? NAN : j->eval.loss,
+                                 .accuracy = j->rc < 0 ? NAN : j->eval.accuracy,
                                  .examples = j->rc < 0 ? 0 : (uint64_t)j->examples,
                                  .message = WIRE_STR(j->msg),
-                                 .auc = j->rc < 0 ? NAN : j->eval_auc,
-                                 .logloss = j->rc < 0 ? NAN : j->eval_logloss});
+                                 .auc = j->rc < 0 ? NAN : j->eval.auc,
+                                 .logloss = j->rc < 0 ? NAN : j->eval.logloss});
     w->send(w->ud, &m, WIRE_EVAL_RESULT, j->req);
     return;
   }
@@ -280,10 +280,8 @@ static void work_cb(uv_work_t *req) {
      * file takes seconds, which the loop spends answering heartbeats. */
     rc = worker__state_parse(j->w->role, j->w->index, j->payload, j->payload_len, &j->setup);
   } else if (j->kind == JOB_EVAL) {
-    train_eval e;
-    rc = train_evaluate_metrics(st->model, st->loss, st->data, st->batch, j->eval_metrics, &e);
-    j->eval_loss = e.loss, j->eval_acc = e.accuracy;
-    j->eval_auc = e.auc, j->eval_logloss = e.logloss;
+    rc = train_evaluate_metrics(st->model, st->loss, st->data, st->batch, j->eval_metrics,
+                                &j->eval);
     j->examples = st->data->n;
   } else {
     rc = compute(j);

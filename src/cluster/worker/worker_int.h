@@ -14,6 +14,7 @@
 #include "data/data.h"
 #include "numeric/nn.h"
 #include "numeric/rng.h"
+#include "train/train.h"
 #include "cluster/worker/worker.h"
 
 /* Highest ps index a SETUP or SPEC may name (plus one). */
@@ -142,9 +143,8 @@ typedef struct job {
   float loss;
   int64_t correct, examples;
   int push_oks, pushes_taken; /* PUSH_OKs back, and those whose ps applied the gradient */
-  double eval_loss, eval_acc;
-  unsigned eval_metrics;       /* EVAL's BINEVAL_* bits */
-  double eval_auc, eval_logloss;
+  train_eval eval;       /* JOB_EVAL's result (NAN: not computed) */
+  unsigned eval_metrics; /* EVAL's BINEVAL_* bits */
   tensor *bx, *by;    /* JP_BATCH: copies of the batch (owned; on_done may take them) */
   bool rolled_back;   /* a ROLLBACK came: it fails instead of going on */
   tensor *fx, *fy;    /* a FEED_BATCH's batch: compute trains on it, not on the shard (owned) */
