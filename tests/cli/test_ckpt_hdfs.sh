@@ -94,6 +94,17 @@ local nn, optim = drover.nn, drover.optim
 local out, slow, name, dir, nw = arg[1], arg[2] == "slow", arg[3], arg[4], tonumber(arg[5])
 local every = tonumber(arg[6] or "16")
 local gated = false
+local c
+local function committed()
+  local f = c and io.open(c.run_dir .. "/events.log")
+  if not f then return 0 end
+  local n = 0
+  for line in f:lines() do
+    if line:find(" checkpoint step %d+: ") then n = n + 1 end
+  end
+  f:close()
+  return n
+end
 drover.seed(3)
 local data = drover.data.synthetic { n = 1024, features = 16, classes = 4, seed = 1 }
 local model = nn.Sequential { nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 4) }
@@ -103,7 +114,12 @@ local exp = drover.experiment { name = "rc", model = model, loss = nn.CrossEntro
   optimizer = optim.Adam { lr = 0.01 }, train = { data = data, batch = 16, epochs = 2 },
   verbose = false, seed = 5, mode = "sync", checkpoint = ck,
   progress = function(p)
-    if slow and p.step % 4 == 0 then os.execute("sleep 0.05") end
+    -- slow: a pause every 4 steps, longer until three checkpoints are
+    -- committed (ckh-02 counts them): the ps write HDFS meanwhile, so a
+    -- loaded machine's slower commits slow the fit down with them.
+    if slow and p.step % 4 == 0 then
+      os.execute(committed() < 3 and "sleep 0.2" or "sleep 0.05")
+    end
     -- CKH_GATE: once the test has seen a checkpoint committed (it made
     -- GATE.seen), wait (at most 120 s) for GATE, which says it did what it
     -- does mid-fit (ckh-07 stops the NameNode: on a loaded machine the fit
@@ -121,7 +137,7 @@ local exp = drover.experiment { name = "rc", model = model, loss = nn.CrossEntro
       end
     end
   end }
-local c = drover.cluster { ps = 1, worker = nw, runs = "$RUNS", name = name }
+c = drover.cluster { ps = 1, worker = nw, runs = "$RUNS", name = name }
 local r = c:fit(exp)
 print("steps " .. r.global_steps .. " run " .. c.run_dir)
 c:save(out)

@@ -34,8 +34,8 @@ if [ "${SANITIZED:-0}" = 1 ] && [ "${DROVER_SPARK_ASAN:-0}" != 1 ]; then
   echo "SKIP test_spark_mixed: the runs on Spark under ASan (SANITIZED=1)"
   exit 0
 fi
-: "${DROVER_SPARK_DIR:=$TMP/spark}" "${DROVER_SPARK_PORT:=$((30000 + ($$ % 8000) * 4))}"
-export DROVER_SPARK_DIR DROVER_SPARK_PORT
+: "${DROVER_SPARK_DIR:=$TMP/spark}"
+export DROVER_SPARK_DIR # start.sh picks four free ports below the ephemeral range
 engine_start spark "mixed-s00 tests/spark/start.sh starts Spark"
 . "$DROVER_SPARK_DIR/env"
 cat > "$TMP/spark.lua" <<LUA
