@@ -84,6 +84,17 @@ void data_free(dataset *d); /* NULL is fine */
 /* True when d has a sparse part (hashed categorical columns, sparse libsvm). */
 bool data_has_sparse(const dataset *d);
 
+/* The sparse part as bytes for a SETUP (a worker's shard of it): 4
+ * fields, 1 weighted, 8 bound, 8 nnz, then ptr (n + 1 int64), ids (nnz
+ * uint64) and, when weighted, vals (nnz float32), little-endian. *len 0
+ * (and *out NULL) when d has none. The caller frees *out. DRV_ENOMEM,
+ * DRV_ERANGE (sizes that overflow). */
+int data_sparse_encode(const dataset *d, uint8_t **out, size_t *len);
+/* The inverse into d (whose n and source are set, and which has no
+ * sparse part yet), every offset, count and id checked (`what` names the
+ * message in errors): DRV_EPARSE on bytes that are not such a part. */
+int data_sparse_decode(dataset *d, const uint8_t *p, size_t len, const char *what);
+
 /* True when d's rows are not in memory (x and y NULL; see above). */
 bool data_is_lazy(const dataset *d);
 /* Reads a lazy dataset's rows from its files (its recipe) into d itself,

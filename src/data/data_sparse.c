@@ -12,6 +12,7 @@
 #include "data/data.h"
 #include "data/data_int.h"
 #include "base/err.h"
+#include "base/le.h"
 #include "base/util.h"
 
 /* ============================== the hash ================================= */
@@ -145,6 +146,69 @@ int data__sparse_check(const dataset *d, const char *op) {
     if (s->ids[k] >= s->bound)
       return err_set(DRV_EINVAL, "%s: dataset '%s': id %llu is not below %llu", op, d->source,
                      (unsigned long long)s->ids[k], (unsigned long long)s->bound);
+  return 0;
+}
+
+/* ============================== on the wire ============================== */
+
+#define SP_HEAD (4 + 1 + 8 + 8)
+
+int data_sparse_encode(const dataset *d, uint8_t **out, size_t *len) {
+  *out = NULL;
+  *len = 0;
+  const data_sparse *s = &d->sp;
+  if (!s->bound) return 0;
+  if (!s->ptr) return err_set(DRV_EINVAL, "dataset '%s': its sparse part is not loaded", d->source);
+  uint64_t n = (uint64_t)d->n, nnz = (uint64_t)s->ptr[d->n];
+  uint64_t per = 8 + (s->weighted ? 4 : 0);
+  if (n >= SIZE_MAX / 16 || nnz >= (SIZE_MAX - SP_HEAD - 8 * (n + 1)) / per)
+    return err_set(DRV_ERANGE, "dataset '%s': its sparse part is too large to send", d->source);
+  size_t total = SP_HEAD + 8 * (size_t)(n + 1) + (size_t)(per * nnz);
+  uint8_t *p = malloc(total);
+  if (!p) return err_set(DRV_ENOMEM, "out of memory for %zu bytes of sparse rows", total);
+  le_put(p, (uint32_t)s->fields, 4);
+  p[4] = s->weighted;
+  le_put(p + 5, s->bound, 8);
+  le_put(p + 13, nnz, 8);
+  uint8_t *q = p + SP_HEAD;
+  for (uint64_t i = 0; i <= n; i++, q += 8) le_put(q, (uint64_t)s->ptr[i], 8);
+  for (uint64_t k = 0; k < nnz; k++, q += 8) le_put(q, s->ids[k], 8);
+  if (s->weighted) memcpy(q, s->vals, 4 * (size_t)nnz);
+  *out = p;
+  *len = total;
+  return 0;
+}
+
+int data_sparse_decode(dataset *d, const uint8_t *p, size_t len, const char *what) {
+  if (len == 0) return 0;
+  if (len < SP_HEAD) return err_set(DRV_EPARSE, "%s: a sparse part of %zu bytes", what, len);
+  data_sparse s = {.fields = (int)le_get(p, 4), .weighted = p[4] != 0,
+                   .bound = le_get(p + 5, 8)};
+  uint64_t nnz = le_get(p + 13, 8), n = (uint64_t)d->n;
+  uint64_t per = 8 + (s.weighted ? 4 : 0);
+  if (s.fields < 0 || p[4] > 1 || s.bound == 0 || s.bound > DATA_MAX_BUCKETS ||
+      n >= (len - SP_HEAD) / 8 || nnz > (len - SP_HEAD - 8 * (n + 1)) / per ||
+      len != SP_HEAD + 8 * (n + 1) + per * nnz)
+    return err_set(DRV_EPARSE, "%s: the sparse part's header does not match its %zu bytes (%llu "
+                   "rows)", what, len, (unsigned long long)n);
+  if (sparse_alloc(&s, (int64_t)n, (int64_t)nnz) < 0) return DRV_ENOMEM;
+  const uint8_t *q = p + SP_HEAD;
+  for (uint64_t i = 0; i <= n; i++, q += 8) s.ptr[i] = (int64_t)le_get(q, 8);
+  for (uint64_t k = 0; k < nnz; k++, q += 8) s.ids[k] = le_get(q, 8);
+  if (s.weighted) memcpy(s.vals, q, 4 * (size_t)nnz);
+  int rc = 0;
+  if (s.ptr[0] != 0 || (uint64_t)s.ptr[n] != nnz) rc = DRV_EPARSE;
+  for (uint64_t i = 0; rc == 0 && i < n; i++) {
+    int64_t m = s.ptr[i + 1] - s.ptr[i];
+    if (s.ptr[i + 1] < s.ptr[i] || (s.fields > 0 && m != s.fields)) rc = DRV_EPARSE;
+  }
+  for (uint64_t k = 0; rc == 0 && k < nnz; k++)
+    if (s.ids[k] >= s.bound) rc = DRV_EPARSE;
+  if (rc < 0) {
+    data__sparse_free(&s);
+    return err_set(DRV_EPARSE, "%s: the sparse part's offsets or ids are inconsistent", what);
+  }
+  d->sp = s;
   return 0;
 }
 

@@ -39,9 +39,9 @@ static int finalizer_failures;
 
 int drover_cluster_failures(void) { return finalizer_failures; }
 
-/* The model at idx, refused when it holds a sparse table: the cluster
- * half of sparse models (tables sharded over the ps) is not built yet, and
- * a dense placement would silently leave the tables behind. */
+/* The model at idx, refused when it holds a sparse table: evaluate, serve
+ * and predict on a cluster read dense parameters only, and would silently
+ * leave the tables behind (c:fit and c:save take tables: coord_sparse.c). */
 static nn_module *cluster_model(lua_State *L, int idx) {
   nn_module *m = lnn_check_module(L, idx);
   if (nn_refuse_tables(m, "on a cluster") < 0) luaL_error(L, "cluster: %s", err_msg());
@@ -190,13 +190,11 @@ static void read_experiment(lua_State *L, fit_ctx *x, coord_fit_args *a) {
   *x = (fit_ctx){.L = L};
   lsettings_read(L, 2, &x->e);
   refuse_in_process_only(L, &x->e);
-  if (x->e.train_data) ldata_refuse_sparse(L, ldata_check(L, x->e.train_data), "experiment");
-  if (x->e.eval_data) ldata_refuse_sparse(L, ldata_check(L, x->e.eval_data), "experiment");
   train_cfg *cfg = &x->e.cfg;
   x->progress_fn = x->e.progress;
   if (x->progress_fn) cfg->on_progress = call_progress, cfg->ud = x;
   *a = (coord_fit_args){
-      .model = cluster_model(L, x->e.model),
+      .model = lnn_check_module(L, x->e.model), /* tables: sharded over the ps (coord_sparse.c) */
       .loss = lnn_check_loss(L, x->e.loss),
       .optim = loptim_check(L, x->e.optimizer),
       .train = x->e.train_data ? ldata_check(L, x->e.train_data) : NULL,
@@ -488,7 +486,7 @@ static int l_save(lua_State *L) {
   if (lua_getiuservalue(L, 1, 1) != LUA_TTABLE)
     return luaL_error(L, "cluster: nothing to save before c:fit or c:setup");
   lua_rawgeti(L, -1, 1);
-  nn_module *model = cluster_model(L, -1);
+  nn_module *model = lnn_check_module(L, -1);
   int rc = coord_pull(c, model);
   if (rc == 0) rc = nn_save(model, path);
   if (rc < 0) return luaL_error(L, "cluster: %s", err_msg());

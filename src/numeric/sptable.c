@@ -214,35 +214,45 @@ static int grow_map(sptable *t) {
   return 0;
 }
 
-static int64_t create(sptable *t, uint64_t id) {
+/* Row `id` as row index held; its values `row` (dim floats) or, NULL,
+ * its initial ones. */
+static int64_t create(sptable *t, uint64_t id, const float *row) {
   int64_t k = t->held;
   if ((size_t)(k >> t->shift) >= t->nchunks && add_chunk(t) < 0) return DRV_ENOMEM;
   chunk *c = chunk_of(t, k);
   int64_t w = within(t, k);
   c->ids[w] = id;
   c->counts[w] = 0;
-  sptable_init_row(t, id, c->vals + w * t->dim);
+  if (row) memcpy(c->vals + w * t->dim, row, (size_t)t->dim * sizeof *row);
+  else sptable_init_row(t, id, c->vals + w * t->dim);
   for (int s = 0; s < t->nslots; s++)
     for (int64_t j = 0; j < t->dim; j++) c->slots[s][w * t->dim + j] = t->slot_init[s];
   t->held++;
   return k;
 }
 
-int64_t sptable_get(sptable *t, uint64_t id) {
+static int64_t get_or_put(sptable *t, uint64_t id, const float *row) {
   if (id >= t->rows)
     return err_set(DRV_ERANGE, "id %llu is outside the table's %llu rows",
                    (unsigned long long)id, (unsigned long long)t->rows);
   if ((size_t)(t->held + 1) * 10 > t->mapcap * 7 && grow_map(t) < 0)
     return err_set(DRV_ENOMEM, "out of memory growing a sparse table's index");
   size_t i = probe(t->map, t->mapcap, id);
-  if (t->map[i].k >= 0) return t->map[i].k;
-  int64_t k = create(t, id);
+  if (t->map[i].k >= 0) {
+    if (row) memcpy(sptable_value(t, t->map[i].k), row, (size_t)t->dim * sizeof *row);
+    return t->map[i].k;
+  }
+  int64_t k = create(t, id, row);
   if (k < 0)
     return err_set(DRV_ENOMEM, "out of memory for a sparse table's rows (%lld held, %zu bytes)",
                    (long long)t->held, sptable_bytes(t));
   t->map[i] = (cell){id, k};
   return k;
 }
+
+int64_t sptable_get(sptable *t, uint64_t id) { return get_or_put(t, id, NULL); }
+
+int64_t sptable_put(sptable *t, uint64_t id, const float *row) { return get_or_put(t, id, row); }
 
 void sptable_clear(sptable *t) {
   for (size_t i = 0; i < t->mapcap; i++) t->map[i].k = -1;

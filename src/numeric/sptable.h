@@ -62,6 +62,9 @@ void sptable_init_row(const sptable *t, uint64_t id, float *out);
  * slots from sptable_set_slots' initial values, count 0). DRV_ERANGE when
  * id >= rows, DRV_ENOMEM; both with a message. */
 int64_t sptable_get(sptable *t, uint64_t id);
+/* The same, the row's values set to `row` (dim floats) whether it was
+ * held or not: a worker's copy of rows pulled from the ps. */
+int64_t sptable_put(sptable *t, uint64_t id, const float *row);
 /* The index of row `id` when held, else -1; never creates (export, eval). */
 int64_t sptable_find(const sptable *t, uint64_t id);
 

@@ -174,11 +174,13 @@ typedef enum wire_peer {
   XX(80, CKPT_PIECE, ckpt_piece, false, 0, WIRE_FROM(PS_COORD))                              \
   XX(81, CKPT_FILE_END, ckpt_file_end, false, 0, WIRE_FROM(PS_COORD))                        \
   XX(82, LINKS, links, false, 0, WIRE_FROM(PS) | WIRE_FROM(TRAINER))                         \
-  XX(83, SPARSE_INIT, sparse_init, false, WIRE_REPL_SHARD_MAX, 0)                           \
+  XX(83, SPARSE_INIT, sparse_init, false, WIRE_REPL_SHARD_MAX, WIRE_FROM(PS_COORD))         \
   XX(84, SPARSE_INIT_OK, sparse_init_ok, false, 0, 0)                                        \
-  XX(85, SPARSE_PULL, sparse_pull, false, 0, 0)                                              \
+  XX(85, SPARSE_PULL, sparse_pull, false, 0, WIRE_FROM(PS_COORD) | WIRE_FROM(PS_TRAINER))    \
   XX(86, SPARSE_PULL_REPLY, sparse_pull_reply, false, 0, 0)                                  \
-  XX(87, SPARSE_PUSH, sparse_push, false, 0, 0)
+  XX(87, SPARSE_PUSH, sparse_push, false, 0, WIRE_FROM(PS_TRAINER))                          \
+  XX(88, SPARSE_DUMP, sparse_dump, false, 0, WIRE_FROM(PS_COORD))                            \
+  XX(89, SPARSE_DUMP_REPLY, sparse_dump_reply, false, 0, 0)
 
 typedef enum wire_type {
 #define XX(num, NAME, name, pre_auth, max, from) WIRE_##NAME = num,

@@ -126,7 +126,8 @@
  *            data (worker i's shard, or the eval data); files mode:
  *            recipe (JSON, data_from_recipe) is not empty, x and y have
  *            no rows, and the node reads shard `shard` of `shards`
- *            itself; reply SETUP_OK */
+ *            itself; sparse: x's ids per row when the data has them
+ *            (data_sparse_encode's bytes; empty: none); reply SETUP_OK */
 #define WIRE_MSG_var_init(X)                                                              \
   X(U32, var) X(U64, row0) X(FLAG, mode, "VAR_INIT mode") X(U32, replicas) X(U64, target) \
   X(OPTIM, optim) X(TENSOR, value)
@@ -134,7 +135,7 @@
 #define WIRE_MSG_setup(X)                                                                 \
   X(STR, model) X(STR, loss) X(U64, batch) X(U64, seed) X(FLAG, shuffle, "SETUP shuffle") \
   X(F64, clip_norm) X(ITEMS, vars, setup_var, "SETUP variable") X(TENSOR, x) X(TENSOR, y) \
-  X(BYTES, recipe) X(U32, shard) X(U32, shards)
+  X(BYTES, recipe) X(U32, shard) X(U32, shards) X(BYTES, sparse)
 #define WIRE_MSG_setup_ok(X) X(EMPTY, unused)
 
 /* Tasks, coordinator -> worker (a few in flight per worker).
@@ -234,8 +235,7 @@
  *              behind it reads the version) */
 #define WIRE_MSG_sync_stop(X) X(U64, target)
 /* Sparse tables (issue 26; docs/sparse.md), sharded by row: ps k of nps
- * holds the ids with sptable_owner(id, nps) == k. No server takes these
- * yet (their `from` is 0): a ps refuses them until it applies them.
+ * holds the ids with sptable_owner(id, nps) == k.
  *  SPARSE_INIT        C -> P: table `table` of `rows` declared rows of
  *                     dim floats, initialised from (seed, id) with std
  *                     (sptable.h); this ps is `shard` of `shards`; mode,
@@ -258,6 +258,13 @@
 #define WIRE_MSG_sparse_pull_reply(X) X(U32, table) X(U64, version) X(TENSOR, rows)
 #define WIRE_MSG_sparse_push(X) \
   X(U32, table) X(U64, version) X(ITEMS, ids, sparse_id, "SPARSE_PUSH id") X(TENSOR, grads)
+/*  SPARSE_DUMP        C -> P: every row of `table` this ps holds
+ *  SPARSE_DUMP_REPLY  P -> C: their ids (in the order rows were created)
+ *                     and values [n, dim]: the coordinator's copy of the
+ *                     trained table, for its model (c:save, evals) */
+#define WIRE_MSG_sparse_dump(X) X(U32, table)
+#define WIRE_MSG_sparse_dump_reply(X) \
+  X(U32, table) X(ITEMS, ids, sparse_id, "SPARSE_DUMP_REPLY id") X(TENSOR, rows)
 #define WIRE_MSG_pull(X) X(U64, min_version) X(ITEMS, vars, var_id, "PULL variable")
 #define WIRE_MSG_pull_reply(X) X(U64, version) X(ITEMS, vars, var_tensor, "PULL_REPLY variable")
 #define WIRE_MSG_push(X) X(U64, version) X(ITEMS, vars, var_tensor, "PUSH variable")

@@ -59,9 +59,11 @@ TEST(accept_coordinator_by_peer) {
 TEST(accept_ps_by_peer) {
   CHECK_ALLOWS(ps__accept_as(AUTH_CAP_NODE, AUTH_ROLE_COORD),
                "the coordinator: HEARTBEAT VAR_INIT PULL PUSH CHECKPOINT RESTORE PUSH_ID "
-               "LR_SCALE SYNC_STOP CKPT_FILE CKPT_PIECE CKPT_FILE_END");
+               "LR_SCALE SYNC_STOP CKPT_FILE CKPT_PIECE CKPT_FILE_END SPARSE_INIT SPARSE_PULL "
+               "SPARSE_DUMP");
   for (int r = ROLE_CHIEF; r < ROLE_COUNT; r++)
-    CHECK_ALLOWS(ps__accept_as(AUTH_CAP_NODE, r), "a worker, chief or evaluator: HEARTBEAT PULL PUSH PUSH_ID");
+    CHECK_ALLOWS(ps__accept_as(AUTH_CAP_NODE, r),
+                 "a worker, chief or evaluator: HEARTBEAT PULL PUSH PUSH_ID SPARSE_PULL SPARSE_PUSH");
   CHECK_ALLOWS(ps__accept_as(AUTH_CAP_NODE, ROLE_PS),
                "another ps, a primary: HEARTBEAT REPL_SYNC REPL REPL_SHARD REPL_PIECE REPL_SYNC_END");
   static const char none[] = "a node that does not pull, push or replicate:";

@@ -97,13 +97,19 @@ TEST(wire_sparse_push_refuses_overflowing_shapes) {
   CHECK(wire_get_sparse_push(p, sizeof p - 1, &m) < 0);
 }
 
-/* Until a ps applies them, no server accepts the sparse frames: conn.c
- * refuses them by type, whoever sends them. */
-TEST(wire_sparse_frames_are_taken_by_no_server_yet) {
+/* A ps takes the table's creation and its dump from the coordinator only,
+ * row gradients from a trainer only, pulls from both; no other server
+ * takes any of them (conn.c refuses them by type). */
+TEST(wire_sparse_frames_are_taken_only_from_their_senders) {
   for (int p = 0; p < WIRE_PEER_COUNT; p++) {
     bool allow[256] = {false};
     uint32_t max_len[256] = {0};
     wire_peer_allow((wire_peer)p, allow, max_len);
-    CHECK(!allow[WIRE_SPARSE_INIT] && !allow[WIRE_SPARSE_PULL] && !allow[WIRE_SPARSE_PUSH]);
+    bool coord = p == WIRE_PEER_PS_COORD, trainer = p == WIRE_PEER_PS_TRAINER;
+    CHECK(allow[WIRE_SPARSE_INIT] == coord && allow[WIRE_SPARSE_DUMP] == coord);
+    CHECK(allow[WIRE_SPARSE_PUSH] == trainer);
+    CHECK(allow[WIRE_SPARSE_PULL] == (coord || trainer));
+    CHECK(!allow[WIRE_SPARSE_INIT_OK] && !allow[WIRE_SPARSE_PULL_REPLY] &&
+          !allow[WIRE_SPARSE_DUMP_REPLY]);
   }
 }

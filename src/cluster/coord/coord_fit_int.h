@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "cluster/coord/coord_int.h"
+#include "numeric/nn_sparse.h"
 #include "run/events.h"
 #include "run/fitrun.h"
 #include "run/metrics.h"
@@ -136,6 +137,7 @@ struct coord_fit_state {
   int nvars;
   int ntrained;    /* vars[0 .. ntrained-1] are parameters, the rest running statistics */
   bool placed;
+  nn_table_list tables; /* the model's sparse tables (coord_sparse.c; borrowed from it) */
   int *pend_ps; /* ps replies outstanding per ps link (VAR_INIT_OK, PULL_REPLY,
                  * RESTORE_OK; coord__ps_request); a link that closes drops
                  * its own, which will never come (lost_replies) */
@@ -333,6 +335,17 @@ int coord__init_vars(coord_fit_state *f, const optim_cfg *opt);
 /* Pulls every variable back into the model, pumping until all replied. */
 int coord__pull_all(coord *c);
 void coord__free_vars(coord_fit_state *f);
+
+/* coord_sparse.c: the model's sparse tables, sharded by row over every ps. */
+/* Lists model's tables in f->tables, refusing what a cluster does not do
+ * with them yet (a's checkpoints, ps replicas, clip_norm, feed, ...). */
+int coord__sparse_place(coord_fit_state *f, nn_module *model, const coord_fit_args *a);
+int coord__sparse_init(coord_fit_state *f, const optim_cfg *opt); /* SPARSE_INIT to every ps */
+/* SPARSE_DUMP of every table to every ps (the tables cleared first); each
+ * SPARSE_DUMP_REPLY fills the model's table (coord__sparse_dump_reply). */
+int coord__sparse_dump(coord_fit_state *f);
+int coord__sparse_dump_reply(coord_fit_state *f, int ps, const uint8_t *pl, uint32_t len);
+void coord__sparse_free(coord_fit_state *f);
 
 /* coord_ckpt.c: checkpoints of the ps nodes' shards, committed by the
  * coordinator, and the rollback after a ps was lost. */

@@ -54,10 +54,19 @@ static int send_setup(coord *c, int node, const coord_fit_args *a, const char *s
     return rc;
   }
   const dataset *src = part ? part : d;
+  uint8_t *sp = NULL; /* the rows' ids (sparse tables), when the data has them */
+  size_t splen = 0;
+  if (!d->recipe && (rc = data_sparse_encode(src, &sp, &splen)) < 0) { /* files mode: read there */
+    tensor_free(ex);
+    tensor_free(ey);
+    data_free(part);
+    return rc;
+  }
   char *shipped = NULL; /* the recipe with the run's files' shipped names */
   if (d->recipe && (rc = coord__ship_recipe(c, d->recipe, &shipped)) < 0) {
     tensor_free(ex);
     tensor_free(ey);
+    data_free(part);
     return rc;
   }
   const char *recipe = shipped ? shipped : d->recipe;
@@ -78,7 +87,9 @@ static int send_setup(coord *c, int node, const coord_fit_args *a, const char *s
                                        .recipe = {(const uint8_t *)recipe,
                                                   recipe ? (uint32_t)strlen(recipe) : 0},
                                        .shard = (uint32_t)shard,
-                                       .shards = (uint32_t)shards});
+                                       .shards = (uint32_t)shards,
+                                       .sparse = {sp, (uint32_t)splen}});
+  free(sp);
   c->fit->setup_ok[node] = false;
   coord__send(c, node, &w, WIRE_SETUP, 0);
   tensor_free(ex);

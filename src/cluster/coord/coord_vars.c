@@ -61,6 +61,14 @@ static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   snprintf(name, sizeof name, "ps:%d", l->ps);
   switch (h->type) {
   case WIRE_VAR_INIT_OK:
+  case WIRE_SPARSE_INIT_OK:
+    coord__ps_replied(f, l->ps);
+    return;
+  case WIRE_SPARSE_DUMP_REPLY:
+    if (coord__sparse_dump_reply(f, l->ps, pl, h->len) < 0) {
+      coord__fail_fit(f, "%s: %s", name, err_msg());
+      conn_close(cn, "bad SPARSE_DUMP_REPLY");
+    }
     coord__ps_replied(f, l->ps);
     return;
   case WIRE_CHECKPOINT_OK:
@@ -319,6 +327,7 @@ void coord__free_vars(coord_fit_state *f) {
   f->nvars = 0;
   nn_param_list_free(&f->params);
   nn_param_list_free(&f->torch);
+  coord__sparse_free(f);
   f->placed = false;
 }
 
@@ -347,7 +356,7 @@ static int check_frames(coord_fit_state *f, const int64_t *load) {
 int coord__place(coord_fit_state *f, nn_module *model) {
   coord__free_vars(f);
   int ntorch = 0;
-  int rc = nn_refuse_tables(model, "on a cluster");
+  int rc = coord__sparse_place(f, model, f->args);
   if (rc == 0) rc = nn_collect_synced(model, false, &f->params, &f->ntrained);
   if (rc == 0) rc = nn_collect_synced(model, true, &f->torch, &ntorch);
   if (rc < 0) return rc;
@@ -442,7 +451,7 @@ int coord__init_vars(coord_fit_state *f, const optim_cfg *opt) {
       if (rc < 0) return rc;
     }
   }
-  return 0;
+  return coord__sparse_init(f, opt);
 }
 
 /* PULL's variables for one ps, one per shard it holds: the cursor walks
@@ -491,6 +500,11 @@ static int pull_once(coord *c) {
       forget_replies(f); /* the ones sent are not waited for */
       return rc;
     }
+  }
+  int rc = coord__sparse_dump(f); /* the tables' rows, by SPARSE_DUMP */
+  if (rc < 0) {
+    forget_replies(f);
+    return rc;
   }
   return coord__wait_replies(f, "PULL_REPLY");
 }

@@ -33,6 +33,7 @@
  */
 #include "cluster/ps/ps.h"
 #include "cluster/ps/ps_int.h"
+#include "cluster/ps/ps_sparse.h"
 
 #include <math.h>
 #include <signal.h>
@@ -362,7 +363,7 @@ static int hold(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl
   uint8_t *copy = malloc(h->len + 1);
   if (!copy) return err_set(DRV_ENOMEM, "out of memory");
   memcpy(copy, pl, h->len);
-  ps->held[ps->nheld++] = (held_pull){pe, h->req, min_version, copy, h->len, probe};
+  ps->held[ps->nheld++] = (held_pull){pe, h->req, min_version, copy, h->len, probe, h->type};
   return 0;
 }
 
@@ -381,7 +382,10 @@ void ps__serve_held(ps_server *ps) {
     int *idx;
     uint32_t count;
     int rc = 0;
-    if (!hp.pe->doomed) {
+    if (!hp.pe->doomed && hp.type == WIRE_SPARSE_PULL) {
+      rc = ps__sparse_pull_reply(ps, hp.pe->c, hp.req, hp.payload, hp.len);
+      if (rc < 0) reject(hp.pe, hp.pe->c, rc, err_msg());
+    } else if (!hp.pe->doomed) {
       rc = pull_parse(ps, hp.payload, hp.len, &mv, &idx, &count);
       if (rc == 0) rc = pull_reply(ps, hp.pe->c, hp.req, idx, count);
       if (rc < 0) reject(hp.pe, hp.pe->c, rc, err_msg());
@@ -429,6 +433,17 @@ static int on_pull(ps_server *ps, peer *pe, conn *c, const wire_header *h, const
     return hold(ps, pe, h, pl, min_version, count == 0);
   }
   return pull_reply(ps, c, h->req, idx, count);
+}
+
+/* SPARSE_PULL: held as a PULL is (sync), so that rows pulled behind a
+ * push are the ones its update made. */
+static int on_sparse_pull(ps_server *ps, peer *pe, conn *c, const wire_header *h,
+                          const uint8_t *pl) {
+  wire_msg_sparse_pull m;
+  int rc = wire_get_sparse_pull(pl, h->len, &m);
+  if (rc < 0) return rc;
+  if (must_hold(ps, m.min_version, false)) return hold(ps, pe, h, pl, m.min_version, false);
+  return ps__sparse_pull_reply(ps, c, h->req, pl, h->len);
 }
 
 static int on_lr_scale(ps_server *ps, const uint8_t *pl, uint32_t len);
@@ -554,6 +569,21 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
     if (replica) goto not_primary;
     rc = on_pull(ps, pe, c, h, pl);
     break;
+  case WIRE_SPARSE_INIT: /* ps replicas are refused with tables (coord_sparse.c) */
+    rc = replica ? DRV_ENODE : ps__on_sparse_init(ps, c, h, pl);
+    break;
+  case WIRE_SPARSE_PULL:
+    if (replica) goto not_primary;
+    rc = on_sparse_pull(ps, pe, c, h, pl);
+    break;
+  case WIRE_SPARSE_PUSH:
+    if (replica) goto not_primary;
+    rc = ps__on_sparse_push(ps, pe, h, pl);
+    break;
+  case WIRE_SPARSE_DUMP:
+    if (replica) goto not_primary;
+    rc = ps__on_sparse_dump(ps, c, h, pl);
+    break;
   case WIRE_CHECKPOINT:
     if (replica) goto not_primary;
     rc = ps__on_checkpoint(ps, pe, h, pl);
@@ -588,6 +618,7 @@ static void data_close(conn *c, int err, const char *why) {
   ps__ckpt_peer_gone(pe->ps, pe);
   ps__restore_peer_gone(pe->ps, c);
   ps__repl_peer_gone(pe->ps, pe);
+  ps__sparse_pending_free(pe);
   free(pe);
 }
 
@@ -651,6 +682,7 @@ void ps_free(ps_server *ps) {
   if (ps->server) conn_server_close(ps->server);
   free(ps->peers.items);
   free(ps->held);
+  ps_sparse_free(ps->sparse);
   ps__repl_free(ps);
   free(ps);
 }

@@ -47,7 +47,14 @@ typedef struct held_pull {
   uint8_t *payload; /* a copy of the request */
   uint32_t len;
   bool probe;       /* of no variables: the coordinator waiting for a version */
+  uint8_t type;     /* WIRE_PULL or WIRE_SPARSE_PULL */
 } held_pull;
+
+/* Sync: a SPARSE_PUSH kept until its sender's PUSH (ps_spserve.c). */
+typedef struct sp_pending {
+  uint8_t *payload; /* a copy (owned) */
+  uint32_t len;
+} sp_pending;
 
 /* A conn's ud is the server before authentication and its peer after;
  * both start with a tag so that on_close can tell which. */
@@ -63,6 +70,8 @@ typedef struct peer {
   bool pushed; /* it sent a PUSH: a RESTORE closes it (ps_ckpt.c) */
   uint32_t next_client; /* PUSH_ID: the next PUSH's (0: none) */
   uint64_t next_seq;
+  sp_pending *sp; /* sync: SPARSE_PUSHes waiting for this peer's PUSH (owned) */
+  int nsp, capsp;
 } peer;
 
 /* Primary: a frame forwarded to the replica, applied here (and answered)
@@ -106,6 +115,7 @@ struct ps_server {
   float *scratch;  /* aligned copy of one incoming gradient */
   size_t scratch_cap;
   bool stopping;
+  struct ps_sparse *sparse; /* sparse tables' shards (ps_spserve.c), NULL before SPARSE_INIT */
   /* checkpoints and failover (ps_ckpt.c) */
   struct ps_ckpt *ck;  /* the CHECKPOINT in progress (one at a time), or NULL */
   struct ps_xfer_out *tx; /* its file on its way to the coordinator (ps_ckpt_xfer.c) */
@@ -178,6 +188,17 @@ int ps__apply(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl, u
               uint64_t seq);
 /* ERROR {code, msg} to pe, then its connection closes. */
 void ps__reject(peer *pe, int code, const char *msg);
+
+/* ps_spserve.c: sparse tables (SPARSE_* frames; ps_sparse.h the store) */
+int ps__on_sparse_init(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
+/* SPARSE_PULL's reply (its payload checked here), now or once held. */
+int ps__sparse_pull_reply(ps_server *ps, conn *c, uint32_t req, const uint8_t *pl, uint32_t len);
+/* Async: applied; sync: kept on pe for its PUSH (ps__sparse_pending_*). */
+int ps__on_sparse_push(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
+int ps__sparse_pending_apply(ps_server *ps, peer *pe); /* summed into the step */
+void ps__sparse_pending_drop(peer *pe);                 /* its PUSH came late */
+void ps__sparse_pending_free(peer *pe);
+int ps__on_sparse_dump(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
 
 /* ps_repl.c */
 /* Primary with a live replica: forwards the frame and keeps it until the

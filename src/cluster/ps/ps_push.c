@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/le.h"
 #include "numeric/optim.h"
+#include "cluster/ps/ps_sparse.h"
 #include "proto/wire_msgs.h"
 
 typedef struct push_item {
@@ -242,6 +243,10 @@ static int apply_sync(ps_server *ps) {
     update_shard(s, s->acc);
     s->acc_n = 0;
   }
+  if (ps->sparse) { /* the step's summed rows, averaged over the same pushes */
+    int rc = ps_sparse_apply_sync(ps->sparse, ps->agg);
+    if (rc < 0) return rc;
+  }
   ps->agg = 0;
   ps->version++;
   ps__ckpt_version_reached(ps);
@@ -252,10 +257,10 @@ static int apply_sync(ps_server *ps) {
   return 0;
 }
 
-/* Sync: what a PUSH computed on `version` does; *applied says whether it
- * counts (0: late or past the target). */
-static int push_sync(ps_server *ps, const push_item *it, uint32_t n, uint64_t version,
-                     bool *applied) {
+/* Sync: whether a PUSH computed on `version` counts (*applied; not when
+ * late or past the target), its gradients summed when it does. */
+static int push_sync_dense(ps_server *ps, const push_item *it, uint32_t n, uint64_t version,
+                           bool *applied) {
   *applied = false;
   /* The fit's updates are done; capped by SYNC_STOP, the gradients of the
    * version it is at are still summed (up to one update's worth) in case
@@ -282,6 +287,17 @@ static int push_sync(ps_server *ps, const push_item *it, uint32_t n, uint64_t ve
     if (rc < 0) return rc;
   }
   *applied = true;
+  return 0;
+}
+
+/* Sync: what a PUSH computed on `version` does, with the SPARSE_PUSHes its
+ * sender sent before it (pe; NULL: a replica's forward, no tables). */
+static int push_sync(ps_server *ps, peer *pe, const push_item *it, uint32_t n,
+                     uint64_t version, bool *applied) {
+  int rc = push_sync_dense(ps, it, n, version, applied);
+  if (rc == 0 && pe && *applied) rc = ps__sparse_pending_apply(ps, pe); /* they join the step */
+  else if (pe) ps__sparse_pending_drop(pe); /* late or past the target: dropped with it */
+  if (rc < 0 || !*applied) return rc;
   return ++ps->agg >= ps->replicas && ps->version < ps->target ? apply_sync(ps) : 0;
 }
 
@@ -334,7 +350,7 @@ int ps__on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
   if (rc < 0) return rc;
   bool applied = true;
   if (ps->sync) {
-    rc = push_sync(ps, it, n, version, &applied);
+    rc = push_sync(ps, c ? conn_ud(c) : NULL, it, n, version, &applied);
   } else {
     for (uint32_t k = 0; k < n && rc == 0; k++) rc = apply(ps, &it[k]);
     if (rc == 0) ps->version++;

@@ -153,3 +153,12 @@ int64_t ps_sparse_held(const ps_sparse *s, uint32_t table) {
   if (table >= PS_SPARSE_MAX_TABLES || !s->tables[table].t) return -1;
   return sptable_held(s->tables[table].t);
 }
+
+int64_t ps_sparse_dim(const ps_sparse *s, uint32_t table) {
+  if (table >= PS_SPARSE_MAX_TABLES || !s->tables[table].t) return -1;
+  return sptable_dim(s->tables[table].t);
+}
+
+const sptable *ps_sparse_table(const ps_sparse *s, uint32_t table) {
+  return table < PS_SPARSE_MAX_TABLES ? s->tables[table].t : NULL;
+}

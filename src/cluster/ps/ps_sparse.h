@@ -5,10 +5,10 @@
  * the deterministic values every process computes (sptable.h), so memory
  * grows with the rows touched, never with the declared size.
  *
- * This is the store alone: SPARSE_INIT, SPARSE_PULL and SPARSE_PUSH are
- * not dispatched to it yet (no server accepts them: wire.h). A sync
- * table sums its pushes' rows until ps_sparse_apply_sync, which the ps is
- * to call where it applies a dense global step (apply_sync in ps_push.c).
+ * This is the store alone; ps_spserve.c serves the SPARSE_* frames with
+ * it. A sync table sums its pushes' rows until ps_sparse_apply_sync,
+ * which the ps calls where it applies a dense global step (apply_sync in
+ * ps_push.c).
  *
  * Not thread-safe: the ps's loop owns it.
  */
@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "numeric/sptable.h"
 #include "proto/wire_msgs.h"
 
 typedef struct ps_sparse ps_sparse;
@@ -50,6 +51,11 @@ int ps_sparse_push(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n,
  * sum divided by `pushes` (the step's pushes, as the dense average is);
  * rows no push touched do not step. 0, DRV_ENOMEM. */
 int ps_sparse_apply_sync(ps_sparse *s, uint32_t pushes);
+
+/* The table's row width, or -1 when there is no such table. */
+int64_t ps_sparse_dim(const ps_sparse *s, uint32_t table);
+/* The table itself (borrowed), or NULL: what SPARSE_DUMP reads. */
+const sptable *ps_sparse_table(const ps_sparse *s, uint32_t table);
 
 /* Rows the table holds (-1 when there is no such table): what c:nodes()
  * is to show per table. */

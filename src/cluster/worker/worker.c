@@ -240,7 +240,10 @@ static void stats_end(wstate *st) {
  * gradients left in the model; or (JP_BATCH) only a copy of that batch. */
 static int compute(job *j) {
   wstate *st = j->st;
-  const tensor *x = j->fx, *y = j->fy;
+  const tensor *x = j->fx ? j->fx : j->px, *y = j->fx ? j->fy : j->py;
+  if (st->tables.n && !j->px) /* its rows come with a pull of the batch's ids */
+    return err_set(DRV_EINVAL, "a model with sparse tables computes only in whole steps on a "
+                   "cluster (w:train_step), on batches of its own data");
   int rc = x ? 1 : next_batch(st, &x, &y);
   if (rc < 0) return rc;
   j->examples = x->shape[0];
@@ -251,7 +254,9 @@ static int compute(job *j) {
   }
   nn_zero_grad(st->model);
   stats_begin(st);
+  if (j->px) nn_set_sparse(st->model, data_iter_sparse(&st->it));
   rc = train_step(st->model, st->loss, x, y, &j->loss, &j->correct);
+  nn_set_sparse(st->model, NULL);
   stats_end(st);
   if (j->w->slow_ms) uv_sleep(j->w->slow_ms); /* DROVER_FAULT=slow:... */
   /* Gradients of a non-finite loss would poison the variables: the step
@@ -332,7 +337,8 @@ static void after_work_cb(uv_work_t *req, int status) {
 
 static void go_compute(worker *w, job *j) {
   j->phase = PH_COMPUTE;
-  if (j->kind == JOB_TRAIN && j->st->has_iter && !j->fx) worker__pos_batch(w, j); /* it draws a batch (a fed one is not its shard's) */
+  if (j->kind == JOB_TRAIN && j->st->has_iter && !j->fx && !j->px)
+    worker__pos_batch(w, j); /* it draws a batch (a fed one is not its shard's) */
   w->work.data = j;
   int rc = uv_queue_work(w->loop, &w->work, work_cb, after_work_cb);
   if (rc < 0) {
@@ -356,23 +362,43 @@ static void put_part_var(wire_wr *w, void *ud, uint32_t k) {
   wire_put_item_var_id(w, &(wire_item_var_id){((const ps_part *)ud)->var[k]});
 }
 
+/* Sparse tables: the batch's ids first (worker_sparse.c). */
+static int route_ids(worker *w, job *j) {
+  if (!j->st->tables.n || !(j->phases & JP_COMPUTE) || j->fx) return 0;
+  return worker__sparse_route(w, j);
+}
+
 static void go_pull(worker *w, job *j) {
   wstate *st = j->st;
   j->phase = PH_PULL;
   j->waiting = 0;
-  for (int p = 0; p < st->nparts; p++) {
-    const ps_part *part = &st->parts[p];
-    if (part->n == 0) continue;
+  if (route_ids(w, j) < 0) {
+    fail(w, j, DRV_EINVAL, "%s", err_msg());
+    return;
+  }
+  int nps = worker__nps_involved(w, st);
+  for (int p = 0; p < nps; p++) {
+    if (!worker__involves(w, st, p)) continue;
     ps_link *l = w->links[p];
-    wire_wr m;
-    wire_wr_init(&m);
-    wire_put_pull(&m, &(wire_msg_pull){l->pushed ? l->pushed_version + 1 : 0,
-                                       {(uint32_t)part->n, .put = put_part_var, .ud = (void *)part}});
-    if (worker__link_send(l, &m, WIRE_PULL, WIRE_PULL_REPLY, j) < 0) {
-      fail(w, j, DRV_EIO, "cannot send PULL to ps:%d: %s", p, err_msg());
+    uint64_t min_version = l->pushed ? l->pushed_version + 1 : 0;
+    if (p < st->nparts && st->parts[p].n > 0) {
+      const ps_part *part = &st->parts[p];
+      wire_wr m;
+      wire_wr_init(&m);
+      wire_put_pull(&m, &(wire_msg_pull){min_version, {(uint32_t)part->n, .put = put_part_var,
+                                                       .ud = (void *)part}});
+      if (worker__link_send(l, &m, WIRE_PULL, WIRE_PULL_REPLY, j) < 0) {
+        fail(w, j, DRV_EIO, "cannot send PULL to ps:%d: %s", p, err_msg());
+        return;
+      }
+      j->waiting++;
+    }
+    int sent = 0;
+    if (st->tables.n && st->offs && worker__sparse_pull(w, j, p, min_version, &sent) < 0) {
+      fail(w, j, DRV_EIO, "cannot send SPARSE_PULL to ps:%d: %s", p, err_msg());
       return;
     }
-    j->waiting++;
+    j->waiting += sent;
   }
   if (j->waiting == 0) worker__pulled(w, j); /* a model without parameters */
 }
@@ -383,12 +409,24 @@ static void go_push(worker *w, job *j) {
   wstate *st = j->st;
   j->phase = PH_PUSH;
   j->waiting = 0;
-  for (int p = 0; p < st->nparts; p++) {
-    const ps_part *part = &st->parts[p];
-    if (part->n == 0) continue;
+  if (st->tables.n && worker__sparse_push_prep(st) < 0) {
+    fail(w, j, DRV_ENOMEM, "%s", err_msg());
+    return;
+  }
+  int nps = worker__nps_involved(w, st);
+  for (int p = 0; p < nps; p++) {
+    static const ps_part none = {0};
+    if (!worker__involves(w, st, p)) continue;
+    /* with tables every ps gets a PUSH, empty when it holds no dense
+     * variable: a sync ps sums the row gradients sent before it with it */
+    const ps_part *part = p < st->nparts ? &st->parts[p] : &none;
     ps_link *l = w->links[p];
     if (!l || (!l->c && !w->ps_replicated)) { /* replicated: sent once connected again */
       fail(w, j, DRV_EIO, "lost the connection to ps:%d before pushing", p);
+      return;
+    }
+    if (st->tables.n && worker__sparse_push(w, j, p) < 0) {
+      fail(w, j, DRV_EIO, "cannot send SPARSE_PUSH to ps:%d: %s", p, err_msg());
       return;
     }
     if (worker__link_push(l, st, part, j) < 0) {
@@ -408,8 +446,9 @@ static void go_push(worker *w, job *j) {
 void worker__go_links(worker *w, job *j) {
   wstate *st = j->st;
   j->phase = PH_LINKS;
-  for (int p = 0; p < st->nparts; p++) {
-    if (st->parts[p].n == 0) continue;
+  int nps = worker__nps_involved(w, st);
+  for (int p = 0; p < nps; p++) {
+    if (!worker__involves(w, st, p)) continue;
     ps_link *l = p < w->nlinks ? w->links[p] : NULL;
     if (!l) {
       fail(w, j, DRV_EINVAL, "ps:%d is not in the cluster spec%s", p,

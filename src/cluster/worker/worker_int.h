@@ -84,6 +84,15 @@ typedef struct wstate {
    * model, so over every ps shard) before it is pushed. */
   double clip_norm;
   char summary[160]; /* for the log */
+  /* Sparse tables (worker_sparse.c): the model's (borrowed), each holding
+   * only the rows of the current batch, pulled from the ps that own them.
+   * route: the batch's ids deduped and grouped by ps, ps p's at
+   * route[offs[p] .. offs[p + 1]) (offs: nps + 1). */
+  nn_table_list tables;
+  uint64_t *route;
+  size_t route_cap, *offs;
+  uint32_t nps;
+  struct wsp_push *push; /* per table: its gradient's rows grouped by ps */
 } wstate;
 
 /* Builds the state a SETUP describes (see wire.h for the layout): the
@@ -148,6 +157,7 @@ typedef struct job {
   tensor *bx, *by;    /* JP_BATCH: copies of the batch (owned; on_done may take them) */
   bool rolled_back;   /* a ROLLBACK came: it fails instead of going on */
   tensor *fx, *fy;    /* a FEED_BATCH's batch: compute trains on it, not on the shard (owned) */
+  const tensor *px, *py; /* sparse tables: the batch drawn before the pull (the iterator's) */
   bool direct;        /* from a direct feeder (worker_direct.c): FEED_ACK, not RESULT */
   uint32_t slot;      /* its feeder's slot (FEED_ACK.slot); id is its seq */
 } job;
@@ -353,6 +363,25 @@ void worker__write_push(const wstate *st, const ps_part *part, uint64_t version,
  * once, into a shared-memory link's ring when it has room (conn_send_reserve);
  * with ps replicas kept as worker__link_send keeps it. */
 int worker__link_push(ps_link *l, const wstate *st, const ps_part *part, job *j);
+
+
+/* worker_sparse.c: the model's sparse tables on the ps. */
+int worker__sparse_bind(wstate *st);  /* lists the tables; refuses what is not served */
+void worker__sparse_free(wstate *st);
+/* Ps links a job involves: nparts, or every ps when the model has tables. */
+int worker__nps_involved(const worker *w, const wstate *st);
+bool worker__involves(const worker *w, const wstate *st, int p);
+/* Before the pull: a train job draws its batch (j->px), an eval job takes
+ * its whole set; their ids are routed by ps and the tables emptied. */
+int worker__sparse_route(worker *w, job *j);
+/* SPARSE_PULLs of ps p's rows of every table; *sent of them. */
+int worker__sparse_pull(worker *w, job *j, int p, uint64_t min_version, int *sent);
+/* A SPARSE_PULL_REPLY from ps p into the tables; its version to *version. */
+int worker__sparse_take(job *j, int p, const uint8_t *pl, size_t len, uint64_t *version);
+/* After compute: groups each table's row gradients by ps. */
+int worker__sparse_push_prep(wstate *st);
+/* SPARSE_PUSHes of ps p's row gradients, sent before its PUSH. */
+int worker__sparse_push(worker *w, job *j, int p);
 
 
 #endif

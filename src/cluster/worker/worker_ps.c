@@ -295,7 +295,11 @@ static void link_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   bool taken = h->type == WIRE_PUSH_OK && note_push_ok(w, l, pl, h->len);
   if (!j) return; /* the reply to a job that already failed */
   if (h->type == WIRE_PUSH_OK) j->push_oks++, j->pushes_taken += taken;
-  if (h->type == WIRE_PULL_REPLY && take_pull_reply(c, j, l->index, pl, h->len, &l->version) < 0) {
+  int rc = 0;
+  if (h->type == WIRE_PULL_REPLY) rc = take_pull_reply(c, j, l->index, pl, h->len, &l->version);
+  else if (h->type == WIRE_SPARSE_PULL_REPLY)
+    rc = worker__sparse_take(j, l->index, pl, h->len, &l->version);
+  if (rc < 0) {
     snprintf(l->last_error, sizeof l->last_error, "%s", err_msg());
     worker__doom(w, j, DRV_EIO, "ps:%d: %s", l->index, l->last_error);
     link_drop(w, l);

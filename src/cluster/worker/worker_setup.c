@@ -33,6 +33,7 @@ void worker__state_free(wstate *st) {
   }
   free(st->parts);
   nn_param_list_free(&st->params);
+  worker__sparse_free(st);
   nn_loss_unref(st->loss);
   nn_unref(st->model);
   free(st);
@@ -80,12 +81,14 @@ static tensor *tensor_of(const wire_tensor *v) {
 /* A SETUP's fields into st (model spec and loss name into the buffers);
  * x and y come back as new tensors. */
 static int read_setup(const uint8_t *p, size_t len, wstate *st, char *spec, size_t nspec,
-                      char *loss, size_t nloss, tensor **x, tensor **y, dataset **files) {
+                      char *loss, size_t nloss, tensor **x, tensor **y, dataset **files,
+                      wire_bytes *sparse) {
   wire_msg_setup m;
   int rc = wire_get_setup(p, len, &m);
   if (rc == 0) rc = wire_str_copy(m.model, spec, nspec);
   if (rc == 0) rc = wire_str_copy(m.loss, loss, nloss);
   if (rc < 0) return rc;
+  *sparse = m.sparse; /* a view into p, which outlives the build */
   st->batch = (int64_t)m.batch;
   st->seed = m.seed;
   st->shuffle = m.shuffle;
@@ -256,12 +259,13 @@ static int make_dataset(wstate *st, tensor *x, tensor *y, const char *who) {
 /* ============================== building ================================= */
 
 static int build(wstate *st, int role, int index, const char *spec, const char *lossname,
-                 tensor *x, tensor *y, dataset *files) {
+                 tensor *x, tensor *y, dataset *files, const wire_bytes *sparse) {
   char who[32];
   snprintf(who, sizeof who, "%s:%d", wire_role_name(role), index);
   int rc = 0;
   if (files) st->data = files;
   else rc = make_dataset(st, x, y, who);
+  if (rc == 0 && !files) rc = data_sparse_decode(st->data, sparse->p, sparse->len, "SETUP");
   if (rc < 0) return rc;
   if (st->batch <= 0)
     return err_set(DRV_EINVAL, "SETUP: batch must be > 0 (got %lld)", (long long)st->batch);
@@ -276,7 +280,8 @@ static int build(wstate *st, int role, int index, const char *spec, const char *
   for (int i = 0; i < st->nrng; i++) st->init_rng[i] = *gens[i];
   if ((rc = nn_collect_synced(st->model, false, &st->params, &st->ntrained)) < 0 ||
       (rc = bind_params(st)) < 0 ||
-      (rc = build_parts(st)) < 0)
+      (rc = build_parts(st)) < 0 ||
+      (rc = worker__sparse_bind(st)) < 0)
     return rc;
   if (role == ROLE_EVALUATOR && st->data->n == 0)
     return err_set(DRV_EINVAL, "SETUP: the evaluation data is empty");
@@ -306,13 +311,15 @@ int worker__state_parse(int role, int index, const uint8_t *p, size_t len, wstat
   char lossname[64];
   tensor *x = NULL, *y = NULL;
   dataset *files = NULL;
-  int rc = read_setup(p, len, st, spec, WIRE_MAX_STR + 1, lossname, sizeof lossname, &x, &y, &files);
+  wire_bytes sparse = {0};
+  int rc = read_setup(p, len, st, spec, WIRE_MAX_STR + 1, lossname, sizeof lossname, &x, &y, &files,
+                      &sparse);
   if (rc < 0) {
     tensor_free(x);
     tensor_free(y);
     data_free(files);
   } else {
-    rc = build(st, role, index, spec, lossname, x, y, files); /* takes x, y and files */
+    rc = build(st, role, index, spec, lossname, x, y, files, &sparse); /* takes x, y and files */
   }
   free(spec);
   if (rc < 0) {

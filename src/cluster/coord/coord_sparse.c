@@ -1,0 +1,121 @@
+/* coord_sparse.c - a model's sparse tables on a cluster (issue 26): each
+ * table is sharded by row over every ps (sptable_owner), created there by
+ * SPARSE_INIT with the table's seed, so every process computes the same
+ * initial rows and none ever holds the whole table; workers pull and push
+ * only the rows their batch touches (worker_sparse.c). The coordinator's
+ * own copy of a table (its model's, for c:save, evals and the result) is
+ * filled by SPARSE_DUMP as the dense values are by PULL: only the rows
+ * some ps holds, i.e. the ones training touched.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/coord/coord_fit_int.h"
+#include "base/err.h"
+#include "numeric/nn_sparse.h"
+#include "numeric/sptable.h"
+#include "proto/wire_msgs.h"
+
+void coord__sparse_free(coord_fit_state *f) { nn_table_list_free(&f->tables); }
+
+/* What a cluster does not do with tables yet, refused before anything
+ * starts rather than trained wrong. */
+static int refuse(const coord_fit_state *f, const coord_fit_args *a, const nn_table *t) {
+  const char *what = NULL;
+  nn_idlayer l;
+  if (nn_idlayer_get(t->owner, &l) < 0 || l.kind == NN_ID_EMBEDDING)
+    what = "nn.Embedding { sparse = true } (its ids come from x; nn.EmbeddingBag and "
+           "nn.SparseLinear read the batch's ids)";
+  else if (f->c->opts.ps_replicas)
+    what = "ps replicas";
+  else if (f->has_ckpt)
+    what = "checkpoints (checkpoint = {...})";
+  else if (a->optim && a->optim->clip_norm > 0)
+    what = "clip_norm (a global norm over dense and row gradients)";
+  else if (a->feed)
+    what = "fed data (train.feed: batches without ids)";
+  else if (sptable_held(t->value) > 0)
+    what = "a table that already holds trained rows (a second fit, or a loaded model)";
+  if (!what) return 0;
+  return err_set(DRV_EUNSUPPORTED, "cluster: sparse table %s with %s is not supported yet",
+                 t->name, what);
+}
+
+int coord__sparse_place(coord_fit_state *f, nn_module *model, const coord_fit_args *a) {
+  nn_table_list_free(&f->tables);
+  int rc = nn_collect_tables(model, false, &f->tables);
+  for (int i = 0; i < f->tables.n && rc == 0; i++) {
+    if ((rc = refuse(f, a, &f->tables.items[i])) < 0) break;
+    const sptable *t = f->tables.items[i].value;
+    rundir_event(&f->c->rd, "placement %s: a sparse table of %" PRIu64 " rows of %" PRId64
+                 ", sharded by row over %d ps", f->tables.items[i].name, sptable_rows(t),
+                 sptable_dim(t), f->nps);
+  }
+  if (rc < 0) nn_table_list_free(&f->tables);
+  return rc;
+}
+
+int coord__sparse_init(coord_fit_state *f, const optim_cfg *opt) {
+  for (int i = 0; i < f->tables.n; i++) {
+    const sptable *t = f->tables.items[i].value;
+    for (int k = 0; k < f->nps; k++) {
+      wire_wr w;
+      wire_wr_init(&w);
+      wire_put_sparse_init(&w, &(wire_msg_sparse_init){
+          .table = (uint32_t)i, .rows = sptable_rows(t), .dim = (uint32_t)sptable_dim(t),
+          .std = sptable_std(t), .seed = sptable_seed(t), .shard = (uint32_t)k,
+          .shards = (uint32_t)f->nps, .mode = f->sync, .replicas = f->replicas,
+          .target = (uint64_t)f->sync_target, .optim = *opt});
+      int rc = coord__ps_request(f, k, &w, WIRE_SPARSE_INIT, (uint32_t)i);
+      if (rc < 0) return rc;
+    }
+  }
+  return 0;
+}
+
+int coord__sparse_dump(coord_fit_state *f) {
+  for (int i = 0; i < f->tables.n; i++) {
+    sptable_clear(f->tables.items[i].value);
+    for (int k = 0; k < f->nps; k++) {
+      wire_wr w;
+      wire_wr_init(&w);
+      wire_put_sparse_dump(&w, &(wire_msg_sparse_dump){(uint32_t)i});
+      int rc = coord__ps_request(f, k, &w, WIRE_SPARSE_DUMP, (uint32_t)i);
+      if (rc < 0) return rc;
+    }
+  }
+  return 0;
+}
+
+int coord__sparse_dump_reply(coord_fit_state *f, int ps, const uint8_t *pl, uint32_t len) {
+  wire_msg_sparse_dump_reply m;
+  int rc = wire_get_sparse_dump_reply(pl, len, &m);
+  if (rc < 0) return rc;
+  if (m.table >= (uint32_t)f->tables.n)
+    return err_set(DRV_EPARSE, "SPARSE_DUMP_REPLY from ps:%d: no table %u", ps, m.table);
+  sptable *t = f->tables.items[m.table].value;
+  int64_t dim = sptable_dim(t);
+  if (m.rows.ndim != 2 || m.rows.shape[0] != (int64_t)m.ids.n || m.rows.shape[1] != dim)
+    return err_set(DRV_ESHAPE, "SPARSE_DUMP_REPLY from ps:%d: rows do not match its %u ids", ps,
+                   m.ids.n);
+  float *rows = malloc(((size_t)m.ids.n * (size_t)dim + 1) * sizeof *rows);
+  if (!rows) return err_set(DRV_ENOMEM, "out of memory for %u rows", m.ids.n);
+  wire_tensor_to(&m.rows, rows);
+  wire_rd r = wire_items_reader(&m.ids);
+  for (uint32_t i = 0; i < m.ids.n && rc == 0; i++) {
+    wire_item_sparse_id it;
+    wire_get_item_sparse_id(&r, &it);
+    if (sptable_owner(it.id, (uint32_t)f->nps) != (uint32_t)ps) {
+      rc = err_set(DRV_EPARSE, "SPARSE_DUMP_REPLY from ps:%d: id %" PRIu64 " is not its own", ps,
+                   it.id);
+      break;
+    }
+    int64_t k = sptable_get(t, it.id);
+    if (k < 0) rc = (int)k;
+    else memcpy(sptable_value(t, k), rows + (size_t)i * (size_t)dim, (size_t)dim * sizeof *rows);
+  }
+  free(rows);
+  return rc;
+}

@@ -1,0 +1,222 @@
+/* worker_sparse.c - a worker's sparse tables (issue 26): the model's
+ * tables hold only the rows of the batch at hand. Before its pull a train
+ * job draws its batch (an eval job takes its whole set), dedupes its ids
+ * and groups them by the ps that owns each (sptable_route: fmix64(id) mod
+ * nps); each ps is asked for its rows of every table (SPARSE_PULL, held
+ * in sync training behind the push before it, as PULL is), which replace
+ * the table's contents; after compute each table's row gradients go back
+ * grouped the same way (SPARSE_PUSH), each ps's before its PUSH, which a
+ * sync ps sums them with. Bytes per step follow the unique ids touched,
+ * never the table's size.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/conn.h"
+#include "base/err.h"
+#include "numeric/nn_sparse.h"
+#include "numeric/sptable.h"
+#include "proto/wire_msgs.h"
+#include "cluster/worker/worker_int.h"
+
+/* One table's row gradients grouped by ps: ps p's ids are
+ * ids[offs[p] .. offs[p + 1]), their rows gathered in `rows` (same order). */
+typedef struct wsp_push {
+  uint64_t *ids;
+  float *rows;
+  size_t cap, rows_cap, *offs;
+} wsp_push;
+
+int worker__sparse_bind(wstate *st) {
+  int rc = nn_collect_tables(st->model, false, &st->tables);
+  if (rc < 0 || st->tables.n == 0) return rc;
+  for (int i = 0; i < st->tables.n; i++) {
+    nn_idlayer l;
+    if (nn_idlayer_get(st->tables.items[i].owner, &l) < 0 || l.kind == NN_ID_EMBEDDING)
+      return err_set(DRV_EUNSUPPORTED, "SETUP: table %s: nn.Embedding { sparse = true } on a "
+                     "cluster is not supported yet", st->tables.items[i].name);
+  }
+  if (st->data && !data_has_sparse(st->data) && st->data->n > 0)
+    return err_set(DRV_EINVAL, "SETUP: the model reads ids (sparse tables) but %s has none",
+                   st->data->source);
+  if (!(st->push = calloc((size_t)st->tables.n, sizeof *st->push)))
+    return err_set(DRV_ENOMEM, "out of memory");
+  return 0;
+}
+
+void worker__sparse_free(wstate *st) {
+  for (int i = 0; st->push && i < st->tables.n; i++) {
+    free(st->push[i].ids);
+    free(st->push[i].rows);
+    free(st->push[i].offs);
+  }
+  free(st->push);
+  nn_table_list_free(&st->tables);
+  free(st->route);
+  free(st->offs);
+}
+
+int worker__nps_involved(const worker *w, const wstate *st) {
+  return st->tables.n > 0 && w->nlinks > st->nparts ? w->nlinks : st->nparts;
+}
+
+bool worker__involves(const worker *w, const wstate *st, int p) {
+  if (st->tables.n > 0) return p < w->nlinks;
+  return p < st->nparts && st->parts[p].n > 0;
+}
+
+/* Room for n entries in *buf (elements of size sz) with *cap. */
+static int room(void **buf, size_t *cap, size_t n, size_t sz) {
+  if (n <= *cap && *buf) return 0;
+  void *p = realloc(*buf, (n + 1) * sz);
+  if (!p) return err_set(DRV_ENOMEM, "out of memory for %zu sparse entries", n);
+  *buf = p;
+  *cap = n;
+  return 0;
+}
+
+int worker__sparse_route(worker *w, job *j) {
+  wstate *st = j->st;
+  const uint64_t *ids;
+  size_t n;
+  if (j->kind == JOB_EVAL) { /* every row of the eval set */
+    const data_sparse *sp = &st->data->sp;
+    ids = sp->ids;
+    n = sp->ptr ? (size_t)sp->ptr[st->data->n] : 0;
+  } else {
+    if (!st->has_iter)
+      return err_set(DRV_EINVAL, "this worker has no data of its own (fed batches carry no ids)");
+    worker__pos_batch(w, j); /* the position before this batch */
+    int rc = data_iter_next(&st->it, &j->px, &j->py);
+    if (rc == 0) {
+      data_iter_reset(&st->it);
+      rc = data_iter_next(&st->it, &j->px, &j->py);
+    }
+    if (rc <= 0) return rc == 0 ? err_set(DRV_EINVAL, "the training data is empty") : rc;
+    const nn_sparse *sp = data_iter_sparse(&st->it);
+    ids = sp->ids;
+    n = (size_t)sp->ptr[sp->rows];
+  }
+  for (int t = 0; t < st->tables.n; t++) {
+    uint64_t rows = sptable_rows(st->tables.items[t].value);
+    for (size_t k = 0; k < n; k++)
+      if (ids[k] >= rows)
+        return err_set(DRV_ERANGE, "table %s: id %" PRIu64 " is outside 0..%" PRIu64,
+                       st->tables.items[t].name, ids[k], rows - 1);
+    sptable_clear(st->tables.items[t].value);
+  }
+  st->nps = (uint32_t)w->nlinks;
+  size_t ocap = st->nps;
+  int rc = room((void **)&st->route, &st->route_cap, n, sizeof *st->route);
+  if (rc == 0) {
+    free(st->offs);
+    if (!(st->offs = malloc((ocap + 1) * sizeof *st->offs)))
+      rc = err_set(DRV_ENOMEM, "out of memory");
+  }
+  if (rc == 0) {
+    int64_t u = sptable_route(ids, n, st->nps, st->route, st->offs);
+    if (u < 0) rc = (int)u;
+  }
+  return rc;
+}
+
+static void put_ids(wire_wr *w, void *ud, uint32_t k) {
+  wire_put_item_sparse_id(w, &(wire_item_sparse_id){((const uint64_t *)ud)[k]});
+}
+
+int worker__sparse_pull(worker *w, job *j, int p, uint64_t min_version, int *sent) {
+  wstate *st = j->st;
+  *sent = 0;
+  size_t a = st->offs[p], n = st->offs[p + 1] - a;
+  if (n == 0) return 0;
+  for (int t = 0; t < st->tables.n; t++) {
+    wire_wr m;
+    wire_wr_init(&m);
+    wire_put_sparse_pull(&m, &(wire_msg_sparse_pull){
+                                 (uint32_t)t, min_version, {(uint32_t)n, .put = put_ids, .ud = st->route + a}});
+    int rc = worker__link_send(w->links[p], &m, WIRE_SPARSE_PULL, WIRE_SPARSE_PULL_REPLY, j);
+    if (rc < 0) return rc;
+    (*sent)++;
+  }
+  return 0;
+}
+
+int worker__sparse_take(job *j, int p, const uint8_t *pl, size_t len, uint64_t *version) {
+  const wstate *st = j->st;
+  wire_msg_sparse_pull_reply m;
+  int rc = wire_get_sparse_pull_reply(pl, len, &m);
+  if (rc < 0) return rc;
+  if (m.table >= (uint32_t)st->tables.n)
+    return err_set(DRV_EPARSE, "SPARSE_PULL_REPLY from ps:%d: no table %u", p, m.table);
+  sptable *t = st->tables.items[m.table].value;
+  size_t a = st->offs[p], n = st->offs[p + 1] - a;
+  int64_t dim = sptable_dim(t);
+  if (m.rows.ndim != 2 || m.rows.shape[0] != (int64_t)n || m.rows.shape[1] != dim)
+    return err_set(DRV_ESHAPE, "SPARSE_PULL_REPLY from ps:%d: %zu rows of %" PRId64
+                   " were asked for", p, n, dim);
+  *version = m.version;
+  float row[256], *buf = dim <= 256 ? row : malloc((size_t)dim * sizeof *buf);
+  if (!buf) return err_set(DRV_ENOMEM, "out of memory");
+  const uint8_t *src = m.rows.data;
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    memcpy(buf, src + i * (size_t)dim * 4, (size_t)dim * 4); /* unaligned in the frame */
+    int64_t k = sptable_put(t, st->route[a + i], buf);
+    if (k < 0) rc = (int)k;
+  }
+  if (buf != row) free(buf);
+  return rc;
+}
+
+int worker__sparse_push_prep(wstate *st) {
+  for (int t = 0; t < st->tables.n; t++) {
+    nn_spgrad *g = st->tables.items[t].grad;
+    wsp_push *pu = &st->push[t];
+    size_t n = (size_t)g->n, dim = (size_t)g->dim;
+    int rc = room((void **)&pu->ids, &pu->cap, n, sizeof *pu->ids);
+    if (rc == 0 && n * dim > pu->rows_cap) {
+      free(pu->rows);
+      pu->rows_cap = 0;
+      if (!(pu->rows = malloc((n * dim + 1) * sizeof *pu->rows)))
+        rc = err_set(DRV_ENOMEM, "out of memory for %zu row gradients", n);
+      else
+        pu->rows_cap = n * dim;
+    }
+    if (rc == 0) {
+      free(pu->offs);
+      if (!(pu->offs = malloc(((size_t)st->nps + 1) * sizeof *pu->offs)))
+        rc = err_set(DRV_ENOMEM, "out of memory");
+    }
+    if (rc == 0) {
+      int64_t u = sptable_route(g->ids, n, st->nps, pu->ids, pu->offs);
+      if (u < 0) rc = (int)u;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) { /* ids unique: each row found, none added */
+      const float *row = nn_spgrad_row(g, pu->ids[i]);
+      if (!row) return DRV_ENOMEM;
+      memcpy(pu->rows + i * dim, row, dim * sizeof *row);
+    }
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+int worker__sparse_push(worker *w, job *j, int p) {
+  wstate *st = j->st;
+  ps_link *l = w->links[p];
+  for (int t = 0; t < st->tables.n; t++) {
+    const wsp_push *pu = &st->push[t];
+    size_t a = pu->offs[p], n = pu->offs[p + 1] - a;
+    if (n == 0) continue;
+    int64_t dim = st->tables.items[t].grad->dim;
+    wire_wr m;
+    wire_wr_init(&m);
+    wire_put_sparse_push(&m, &(wire_msg_sparse_push){
+        (uint32_t)t, l->version, {(uint32_t)n, .put = put_ids, .ud = pu->ids + a},
+        {.ndim = 2, .shape = {(int64_t)n, dim}, .data = pu->rows + a * (size_t)dim}});
+    int rc = conn_send_wr(l->c, &m, WIRE_SPARSE_PUSH, 0); /* no reply: its PUSH's PUSH_OK */
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
