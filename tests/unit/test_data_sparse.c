@@ -408,3 +408,43 @@ TEST(train_hands_batch_ids_to_model) {
   nn_unref(m);
   data_free(d);
 }
+
+/* A SETUP's sparse part: libsvm's weighted rows and hashed fields both come
+ * back as they went; bytes that are not such a part (truncated, a lying
+ * count, offsets that run backwards, an id past the bound) are refused
+ * and leave the dataset without one. */
+TEST(data_sparse_setup_bytes_round_trip_and_refusals) {
+  const char *p = harness_write_str("enc.svm", "1 1:0.5 4:3 9:2\n0 7:1\n1\n");
+  dataset *d = NULL;
+  CHECK_OK(data_read_libsvm(p, &(data_libsvm_opts){.features = 16, .sparse = true}, &d));
+  uint8_t *b = NULL;
+  size_t n = 0;
+  CHECK_OK(data_sparse_encode(d, &b, &n));
+  CHECK(b && n == 21 + 8 * 4 + 12 * 4);
+  dataset e = {.n = d->n, .source = "e"};
+  CHECK_OK(data_sparse_decode(&e, b, n, "SETUP"));
+  CHECK(e.sp.weighted && e.sp.bound == 16 && e.sp.fields == 0);
+  CHECK(memcmp(e.sp.ptr, d->sp.ptr, 4 * sizeof *e.sp.ptr) == 0);
+  CHECK(memcmp(e.sp.ids, d->sp.ids, 4 * sizeof *e.sp.ids) == 0);
+  CHECK(memcmp(e.sp.vals, d->sp.vals, 4 * sizeof *e.sp.vals) == 0);
+  free(e.sp.ptr), free(e.sp.ids), free(e.sp.vals);
+  dataset f = {.n = d->n, .source = "f"};
+  CHECK_ERR(data_sparse_decode(&f, b, n - 1, "SETUP"), DRV_EPARSE, "does not match");
+  b[13] = 5; /* nnz 5 where 4 are there */
+  CHECK_ERR(data_sparse_decode(&f, b, n, "SETUP"), DRV_EPARSE, "SETUP");
+  b[13] = 4;
+  uint8_t *ptr1 = b + 21 + 8;
+  ptr1[0] = 9; /* row 0 ends past row 1's end */
+  CHECK_ERR(data_sparse_decode(&f, b, n, "SETUP"), DRV_EPARSE, "inconsistent");
+  ptr1[0] = 3;
+  b[21 + 32] = 16; /* the first id: 16, past the bound */
+  CHECK_ERR(data_sparse_decode(&f, b, n, "SETUP"), DRV_EPARSE, "inconsistent");
+  CHECK(f.sp.ptr == NULL && f.sp.bound == 0);
+  free(b);
+  data_free(d);
+  /* none: no bytes */
+  dataset g = {.n = 3};
+  CHECK_OK(data_sparse_encode(&g, &b, &n));
+  CHECK(b == NULL && n == 0);
+  CHECK_OK(data_sparse_decode(&g, NULL, 0, "SETUP"));
+}
