@@ -96,6 +96,22 @@ else echo "ratio_vs_pytorch skipped: /usr/bin/python3 has no torch"; fi
 rm -f "$build/bench.ctr.tsv"
 
 echo
+echo "== a 2^20 x 16 sparse table on 1 ps + 2 workers (async, TCP) vs the same table as a dense parameter (26 ids a row, batch 512: ~1.3% of the rows a step)"
+: >"$build/bench.sp"; : >"$build/bench.spb"
+i=0
+while [ $i -lt "$pairs" ]; do
+  out=$("$build/drover" run tests/bench/sparse_cluster.lua "$build/bench.sparse.csv" "$secs")
+  echo "$out" | sed "s/^/pair $((i + 1)): /"
+  ratio "$(field sparse_steps_per_sec "$out")" "$(field dense_steps_per_sec "$out")" >>"$build/bench.sp"
+  ratio "$(field sparse_ps_bytes_per_step "$out")" "$(field rows_bytes_per_step "$out")" >>"$build/bench.spb"
+  i=$((i + 1))
+done
+median sparse_vs_dense_steps x <"$build/bench.sp"; echo "(goal: at least 10)"
+median sparse_ps_bytes_vs_rows x <"$build/bench.spb"
+echo "(the ps's bytes read and written per step against unique ids x 16 x 4 x 2: the ids and headers are the rest)"
+rm -f "$build/bench.sparse.csv"
+
+echo
 echo "== push+pull of a 1 MiB tensor through a ps process vs loopback TCP"
 : >"$build/bench.pp"
 i=0
