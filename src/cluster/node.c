@@ -71,6 +71,8 @@ typedef struct node {
   size_t batch_len, batch_cap;
   uint64_t hb_seq;
   char links[192];      /* the LINKS last sent ("" none yet) */
+  wire_item_table_stat stats[64]; /* the SPARSE_STATS last sent (nstats of them) */
+  int nstats;
   bool registered;
   bool shutting_down;   /* SHUTDOWN received (or failing): draining */
   bool failing;         /* a fatal protocol or setup error: frames ignored */
@@ -288,6 +290,10 @@ static void send_register(node *n) {
  * coordinator's (a worker's ps links, a primary's to its replica), in
  * LINKS when it changed: looked at with each heartbeat, sent only on a
  * change, so that 10,000 nodes say nothing while their links stay. */
+static void put_stat(wire_wr *w, void *ud, uint32_t i) {
+  wire_put_item_table_stat(w, &((const wire_item_table_stat *)ud)[i]);
+}
+
 static void send_links(node *n) {
   char now[sizeof n->links];
   if (n->wk) worker_links(n->wk, now, sizeof now);
@@ -298,6 +304,26 @@ static void send_links(node *n) {
   wire_wr_init(&w);
   wire_put_links(&w, &(wire_msg_links){.links = WIRE_STR(now)});
   send_coord(n, &w, WIRE_LINKS, 0);
+}
+
+/* Sparse tables' figures (rows held on a ps; a worker's last step's rows
+ * and bytes) in SPARSE_STATS when they changed, like LINKS. */
+#define NODE_MAX_TABLE_STATS 64
+static void send_sparse_stats(node *n) {
+  wire_item_table_stat now[NODE_MAX_TABLE_STATS];
+  int k = n->wk ? worker_sparse_stats(n->wk, now, NODE_MAX_TABLE_STATS)
+                : ps_sparse_stats(n->ps, now, NODE_MAX_TABLE_STATS);
+  bool same = k == n->nstats;
+  for (int i = 0; same && i < k; i++) /* field by field: the structs have padding */
+    same = now[i].table == n->stats[i].table && now[i].held == n->stats[i].held &&
+           now[i].touched == n->stats[i].touched && now[i].bytes == n->stats[i].bytes;
+  if (same) return;
+  memcpy(n->stats, now, (size_t)k * sizeof *now);
+  n->nstats = k;
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_sparse_stats(&w, &(wire_msg_sparse_stats){{(uint32_t)k, .put = put_stat, .ud = n->stats}});
+  send_coord(n, &w, WIRE_SPARSE_STATS, 0);
 }
 
 /* ============================== timers =================================== */
@@ -313,6 +339,7 @@ static void on_heartbeat(uv_timer_t *t) {
   wire_put_heartbeat(&w, &(wire_msg_heartbeat){n->hb_seq++, rss_bytes(), cpu_ms(), 0});
   send_coord(n, &w, WIRE_HEARTBEAT, 0);
   send_links(n);
+  send_sparse_stats(n);
   events_run_tick(n->summaries); /* the last steps before a pause reach the disk */
 }
 

@@ -544,6 +544,27 @@ static void set_str(lua_State *L, const char *k, const char *s) {
   lua_setfield(L, -2, k);
 }
 
+/* c:tables() -> { {name, rows, dim, held, touched, bytes_per_step}, ... }:
+ * the fit's sparse tables as the nodes last said (coord_tables). */
+static int l_tables(lua_State *L) {
+  coord *c = live(L, check_cluster(L, 1));
+  coord_table_stat st[64];
+  int n = coord_tables(c, st, 64);
+  if (n > 64) n = 64;
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    lua_createtable(L, 0, 6);
+    set_str(L, "name", st[i].name);
+    set_int(L, "rows", (int64_t)st[i].rows);
+    set_int(L, "dim", (int64_t)st[i].dim);
+    set_int(L, "held", (int64_t)st[i].held);
+    set_num(L, "touched", st[i].touched);
+    set_num(L, "bytes_per_step", st[i].bytes);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
 static int l_nodes(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
   int n;
@@ -620,7 +641,7 @@ static int l_index(lua_State *L) {
 }
 
 static const luaL_Reg methods[] = {
-    {"fit", l_fit}, {"feed", l_feed}, {"setup", l_setup}, {"evaluate", l_evaluate}, {"predict", l_predict}, {"serve", l_serve}, {"shutdown", l_shutdown}, {"nodes", l_nodes},
+    {"fit", l_fit}, {"feed", l_feed}, {"setup", l_setup}, {"evaluate", l_evaluate}, {"predict", l_predict}, {"serve", l_serve}, {"shutdown", l_shutdown}, {"nodes", l_nodes}, {"tables", l_tables},
     {"checkpoint", l_checkpoint}, {"save", l_save}, {"scale", l_scale},
     {NULL, NULL}};
 

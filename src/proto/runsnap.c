@@ -283,7 +283,8 @@ int runsnap_encode(const runsnap_store *s, const char *run_dir, runsnap_cursor *
                            .cancelled = m->cancelled,
                            .nodes = {(uint32_t)m->nnodes, .put = put_node, .ud = &o},
                            .series = {nseries, .put = put_series, .ud = &o},
-                           .events = {(uint32_t)nev, .put = put_event, .ud = &o}});
+                           .events = {(uint32_t)nev, .put = put_event, .ud = &o},
+                           .tables = WIRE_STR(m->tables)});
   if (w->err) {
     /* the frame is dropped: send them again */
     memset(k->got, 0, (size_t)k->ngot * sizeof *k->got);
@@ -304,6 +305,7 @@ static int apply_header(runview *m, const wire_msg_snapshot *w, char *run_dir, s
   if (rc == 0) rc = wire_str_copy(w->tensorboard, m->tensorboard, sizeof m->tensorboard);
   if (rc == 0) rc = wire_str_copy(w->state, m->state, sizeof m->state);
   if (rc == 0) rc = wire_str_copy(w->mode, m->mode, sizeof m->mode);
+  if (rc == 0) rc = wire_str_copy(w->tables, m->tables, sizeof m->tables);
   if (rc < 0) return rc;
   m->uptime = w->uptime;
   m->step = w->step;

@@ -76,6 +76,10 @@ typedef struct runview {
   double examples_per_sec, eta; /* eta: seconds, <0 unknown */
   double feed_per_sec;    /* batches/s a feed delivers; <0: no feed */
   int attach_clients;
+  /* sparse tables (coord_tables_summary): a line per table, "NAME ROWSxDIM
+   * HELD TOUCHED BYTES" (held: rows on the ps; touched: unique rows of a
+   * worker's step; bytes: its SPARSE_* bytes per step), "" for none */
+  char tables[512];
   /* nodes, in the coordinator's order (ps first) */
   runview_node *nodes;
   int nnodes, capnodes;

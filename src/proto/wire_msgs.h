@@ -244,7 +244,8 @@
  *  SPARSE_PULL        -> P: ids sorted, unique, below rows and owned by
  *                     this ps (sptable_check_ids); sync: waits as PULL
  *  SPARSE_PULL_REPLY  P ->: the rows of those ids in order, [n, dim],
- *                     each created on first touch
+ *                     (a row not held yet: its initial values; rows are
+ *                     created by their first push)
  *  SPARSE_PUSH        -> P: version as PUSH's; grads [n, dim], row i the
  *                     gradient of ids[i]; the ps applies the per-row
  *                     optimizer (async) or sums it into the step (sync) */
@@ -262,6 +263,13 @@
  *  SPARSE_DUMP_REPLY  P -> C: their ids (in the order rows were created)
  *                     and values [n, dim]: the coordinator's copy of the
  *                     trained table, for its model (c:save, evals) */
+/*  SPARSE_STATS       P, W -> C: per table, with a heartbeat when it
+ *                     changed: a ps its rows held (touched, bytes 0); a
+ *                     worker its last step's unique rows and the bytes of
+ *                     its SPARSE_* frames (held 0). The dashboard's and
+ *                     c:tables()'s figures. */
+#define WIRE_MSG_sparse_stats(X) X(ITEMS, tables, table_stat, "SPARSE_STATS table")
+#define WIRE_ITEM_table_stat(X) X(U32, table) X(U64, held) X(U64, touched) X(U64, bytes)
 #define WIRE_MSG_sparse_dump(X) X(U32, table)
 #define WIRE_MSG_sparse_dump_reply(X) \
   X(U32, table) X(ITEMS, ids, sparse_id, "SPARSE_DUMP_REPLY id") X(TENSOR, rows)
@@ -396,7 +404,7 @@
   X(I64, queued) X(I64, capacity) X(I64, running) X(I64, done) X(I64, failed)             \
   X(I64, retried) X(I64, cancelled) X(ITEMS, nodes, snap_node, "SNAPSHOT node")           \
   X(ITEMS, series, snap_series, "SNAPSHOT series")                                        \
-  X(ITEMS, events, snap_event, "SNAPSHOT event")
+  X(ITEMS, events, snap_event, "SNAPSHOT event") X(STR, tables)
 #define WIRE_MSG_command(X) X(ENUM, kind, WIRE_COMMAND_LAST, "COMMAND kind") X(STR, text)
 #define WIRE_MSG_command_reply(X) X(I32, status) X(STR, text)
 
@@ -554,7 +562,7 @@
 /* Every item list, innermost first (an item's items come before it). */
 #define WIRE_ITEM_MAP(XX) \
   XX(spec_node) XX(setup_shard) XX(setup_var) XX(var_id) XX(sparse_id) XX(var_name) XX(var_tensor) XX(snap_point) \
-  XX(repl_client) \
+  XX(repl_client) XX(table_stat) \
   XX(snap_node) XX(snap_series) XX(snap_event)
 
 /* ---- views -------------------------------------------------------------- */

@@ -306,6 +306,21 @@ void attach_print(const runview *m, int events, FILE *out) {
           (long long)m->queued, (long long)m->capacity, (long long)m->running,
           (long long)m->done, (long long)m->failed, (long long)m->retried,
           (long long)m->cancelled);
+  if (m->tables[0]) { /* "NAME ROWS DIM HELD TOUCHED BYTES" lines, from the coordinator */
+    fprintf(out, "tables:  %-20s %14s %6s %12s %12s %12s\n", "NAME", "ROWS", "DIM", "HELD",
+            "ROWS/STEP", "BYTES/STEP");
+    for (const char *l = m->tables; *l;) {
+      char name[64];
+      unsigned long long rows, dim, held;
+      double touched, bytes;
+      if (sscanf(l, "%63s %llu %llu %llu %lf %lf", name, &rows, &dim, &held, &touched, &bytes) == 6)
+        fprintf(out, "         %-20s %14llu %6llu %12llu %12.0f %12.0f\n", name, rows, dim, held,
+                touched, bytes);
+      const char *nl = strchr(l, '\n');
+      if (!nl) break;
+      l = nl + 1;
+    }
+  }
   if (m->throughput.n || m->nmetrics) fprintf(out, "metrics:\n");
   print_series(&m->throughput, out);
   for (int i = 0; i < m->nmetrics; i++) print_series(&m->metrics[i], out);

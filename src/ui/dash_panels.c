@@ -220,14 +220,53 @@ void dash__nodes(dash_ui *ui, const runview *m, int y, int x, int h, int w) {
 
 /* ============================== queue ==================================== */
 
+/* Table i of m->tables ("NAME ROWS DIM HELD TOUCHED BYTES" lines): the
+ * figures as the panels show them; false past the last. */
+typedef struct table_fig {
+  char name[64], held[16], touched[16], bytes[16];
+} table_fig;
+
+static bool table_at(const runview *m, int i, table_fig *t) {
+  const char *l = m->tables;
+  for (int k = 0; k < i && l; k++) l = (l = strchr(l, '\n')) ? l + 1 : NULL;
+  unsigned long long rows, dim, held;
+  double touched, bytes;
+  if (!l || sscanf(l, "%63s %llu %llu %llu %lf %lf", t->name, &rows, &dim, &held, &touched,
+                   &bytes) != 6)
+    return false;
+  dash_fmt_num((double)held, t->held, sizeof t->held);
+  dash_fmt_num(touched, t->touched, sizeof t->touched);
+  dash__fmt_bytes((uint64_t)bytes, t->bytes, sizeof t->bytes);
+  return true;
+}
+
 void dash__queue_line(dash_ui *ui, const runview *m, int y, int w) {
   unsigned long text = dash__role(ui, DASH_ROLE_TEXT);
-  char buf[256];
-  snprintf(buf, sizeof buf,
+  char buf[384];
+  int k = snprintf(buf, sizeof buf,
            " queue %lld/%lld  in flight %lld  done %lld  failed %lld  retried %lld  cancelled %lld",
            (long long)m->queued, (long long)m->capacity, (long long)m->running, (long long)m->done,
            (long long)m->failed, (long long)m->retried, (long long)m->cancelled);
+  table_fig t;
+  for (int i = 0; table_at(m, i, &t) && k > 0 && (size_t)k < sizeof buf; i++)
+    k += snprintf(buf + k, sizeof buf - (size_t)k, "  table %s: %s held %s rows/step %s/step",
+                  t.name, t.held, t.touched, t.bytes);
   dash__put(y, 0, w, m->failed ? dash__role(ui, DASH_ROLE_WARN) : text, buf);
+}
+
+/* The sparse tables under the queue's rows, while there is room: per
+ * table its name, then rows held (on the ps), rows and bytes a step. */
+static int table_rows(dash_ui *ui, const runview *m, int r, int x, int bottom, int iw) {
+  unsigned long text = dash__role(ui, DASH_ROLE_TEXT), dim = dash__role(ui, DASH_ROLE_DIM);
+  table_fig t;
+  if (!table_at(m, 0, &t) || r + 2 >= bottom) return r;
+  dash__put(++r, x + 2, iw, dim, "tables (held  rows/step  bytes/step)");
+  r++;
+  for (int i = 0; table_at(m, i, &t) && r + 1 < bottom; i++) {
+    dash__put(r++, x + 2, iw, dim, t.name);
+    dash__putf(r++, x + 4, iw - 2, text, "%s  %s  %s", t.held, t.touched, t.bytes);
+  }
+  return r;
 }
 
 void dash__queue_box(dash_ui *ui, const runview *m, int y, int x, int h, int w) {
@@ -250,6 +289,7 @@ void dash__queue_box(dash_ui *ui, const runview *m, int y, int x, int h, int w) 
     dash__put(r, x + 2, 10, dim, rows[i].name);
     dash__putf(r, x + 12, iw - 10, dash__role(ui, rows[i].role), "%lld", (long long)rows[i].v);
   }
+  r = table_rows(ui, m, r, x, y + h - 1, iw);
   /* Per-worker input backlog, as bars, while there is room. */
   int64_t most = 0;
   for (int i = 0; i < m->nnodes; i++)

@@ -243,7 +243,10 @@ static void draw_body(dash_ui *ui, const runview *m, int y, int h, int cols) {
   int ch_h = large ? clampi(h * 2 / 5, 8, 30) : clampi(h * 2 / 5, 6, 14);
   int nodes_h = h - ev_h - ch_h;
   int need = clampi(ui->nrows + 3, 5, 1000);
-  if (large && need < 12) need = 12; /* room for the queue box beside it */
+  int ntables = 0; /* each takes two lines of the queue box, and a title */
+  for (const char *l = m->tables; *l; l++) ntables += *l == '\n';
+  int qneed = 12 + (ntables ? 2 + 2 * ntables : 0);
+  if (large && need < qneed) need = qneed; /* room for the queue box beside it */
   if (nodes_h > need) { /* the rest goes to the charts */
     ch_h += nodes_h - need;
     nodes_h = need;

@@ -160,3 +160,68 @@ refused "ps replicas" replicas "with ps replicas is not supported yet"
 refused "nn.Embedding { sparse = true }" emb "nn.Embedding { sparse = true }"
 refused "c:evaluate" evaluate "sparse tables on a cluster are not supported yet"
 refused "c:predict" predict "sparse tables on a cluster are not supported yet"
+
+# sc-05: the tables' figures while a fit runs, as the nodes report them
+# (SPARSE_STATS): c:tables(), `drover attach --print` and the dashboard.
+cat >"$TMP/live.lua" <<'LUA'
+local nn = drover.nn
+local cat = {}
+for c = 15, 40 do cat[#cat + 1] = c end
+local d = drover.data.csv(arg[1], { sep = "\t", label = 1, categorical = cat, buckets = 2 ^ 20 })
+drover.seed(4)
+local model = nn.Sum { nn.SparseLinear(2 ^ 20, 1), nn.Sequential {
+  nn.Concat { nn.Identity(), nn.EmbeddingBag(2 ^ 20, 4) }, nn.Linear(13 + 26 * 4, 1) } }
+local go = arg[2]
+local function ready() local f = io.open(go) if f then f:close() end return f ~= nil end
+local exp = drover.experiment { name = "live", model = model, loss = nn.BCEWithLogits(),
+  optimizer = drover.optim.Adagrad { lr = 0.05 }, train = { data = d, batch = 100, epochs = 1000 },
+  verbose = false, seed = 7,
+  progress = function(p)
+    drover.sleep(0.02) -- slow: the test looks meanwhile
+    if ready() then return false end -- false stops the fit
+  end }
+local c = drover.cluster { ps = 2, worker = 1, runs = os.getenv("RUNS"), name = "live" }
+c:fit(exp)
+-- The last step's figures come with the nodes' next heartbeats, and a
+-- step still in flight when the progress function stopped the fit may
+-- push after the fit's last pull: c:save pulls again.
+for _ = 1, 100 do
+  c:save(arg[3])
+  if c:tables()[2].held == model:tables()[2].held then break end
+  drover.sleep(0.1)
+end
+for _, t in ipairs(c:tables()) do
+  print(("table %s rows %d dim %d held %d touched %.0f bytes %.0f"):format(t.name, t.rows, t.dim,
+    t.held, t.touched, t.bytes_per_step))
+end
+for _, t in ipairs(model:tables()) do print(("model %s held %d"):format(t.name, t.held)) end
+c:shutdown()
+LUA
+RUNS=$RUNS timeout 300 "$DROVER" run "$TMP/live.lua" "$TMP/ctr.tsv" "$TMP/go" "$TMP/live.st" \
+  >"$TMP/live.out" 2>&1 &
+LIVE=$!
+kill_at_exit $LIVE
+wait_for 60 sh -c "ls -d '$RUNS'/live-* >/dev/null 2>&1"
+LRUN=$(ls -d "$RUNS"/live-* 2>/dev/null | head -n 1)
+# held rows on both ps, rows and bytes a step from the worker
+shows_tables() {
+  "$DROVER" attach "$LRUN" --print >"$TMP/lp.txt" 2>&1 &&
+    awk '$1 == "2.1.2.weight" && $2 == 1048576 && $3 == 4 && $4 > 0 && $5 > 0 && $6 > 0 { ok = 1 }
+         END { exit !ok }' "$TMP/lp.txt"
+}
+check "sc-05 drover attach --print shows each table's rows held, rows and bytes a step" \
+  wait_for 60 shows_tables
+SOCK=drover-sc-$$
+TMUX_CASE=sc-05
+. tests/cli/tmux.sh
+tm new-session -d -s live -x 160 -y 50 "'$DROVER' attach '$LRUN'; sleep 30" 2>/dev/null
+check "sc-05 the dashboard shows the tables under the queue" wait_text live "tables (held"
+check "sc-05 ... with the embedding's name" wait_text live "2.1.2.weight"
+tm kill-session -t live 2>/dev/null
+touch "$TMP/go"
+wait_for 120 sh -c "! kill -0 $LIVE 2>/dev/null"
+check "sc-05 c:tables() after the fit: the rows the ps hold are the coordinator's copy's" sh -c '
+  held=$(awk "/^table 2.1.2.weight/ { print \$8 }" "$1"); model=$(awk "/^model 2.1.2.weight/ { print \$4 }" "$1")
+  [ -n "$held" ] && [ "$held" = "$model" ] && [ "$held" -gt 100 ]' _ "$TMP/live.out"
+check "sc-05 c:tables(): a step touches fewer rows than the table holds, with bytes to show" \
+  awk '/^table 1.weight/ { ok = $10 > 0 && $10 < $8 && $12 > 0 } END { exit !ok }' "$TMP/live.out"

@@ -45,11 +45,12 @@ TEST(accept_coordinator_by_peer) {
                "PREDICT_OPEN");
   CHECK_ALLOWS(coord__accept_fresh(AUTH_CAP_VIEW), "a view client before ATTACH: ATTACH PREDICT_OPEN");
   CHECK(coord__accept_fresh(AUTH_CAP_NONE) == coord__accept_fresh(AUTH_CAP_VIEW));
-  CHECK_ALLOWS(coord__accept_node(ROLE_PS), "a ps: HEARTBEAT ERROR LOG PS_ROLE_OK LINKS");
+  CHECK_ALLOWS(coord__accept_node(ROLE_PS),
+               "a ps: HEARTBEAT ERROR LOG PS_ROLE_OK LINKS SPARSE_STATS");
   static const char trainer[] =
       "a registered node: HEARTBEAT ERROR LOG SETUP_OK RESULT EVAL_RESULT CALL_RESULT "
       "POSITION_OK ROLLBACK_OK FEED_END FEED_LISTEN_OK FEED_ACK FEED_DIRECT_END PREDICT_RESULT "
-      "LINKS";
+      "LINKS SPARSE_STATS";
   for (int r = ROLE_CHIEF; r < ROLE_COUNT; r++) CHECK_ALLOWS(coord__accept_node(r), trainer);
   CHECK_ALLOWS(coord__accept_attach(), "an attach client: COMMAND");
   CHECK_ALLOWS(coord__accept_feeder(), "an external feeder: FEED_BATCH FEED_END");

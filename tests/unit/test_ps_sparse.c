@@ -48,6 +48,7 @@ TEST(ps_sparse_shards_hold_only_their_rows) {
   for (int i = 0; i < 200 * DIM; i++) grads[i] = (float)(i % 7) - 3.0f;
   for (int k = 0; k < 2; k++) {
     CHECK_OK(ps_sparse_pull(ps[k], 2, ids[k], n[k], rows));
+    CHECK_INT_EQ(ps_sparse_held(ps[k], 2), 0); /* a pull creates nothing: a push does */
     sptable_init_row(local, ids[k][n[k] - 1], want);
     CHECK(memcmp(rows + (n[k] - 1) * DIM, want, sizeof want) == 0);
     CHECK_OK(ps_sparse_push(ps[k], 2, ids[k], n[k], grads));

@@ -362,6 +362,7 @@ static void snapshot_payload(wire_wr *w, const char *state, uint32_t nodes, int 
   }
   wire_wr_u32(w, 0);
   wire_wr_u32(w, 0);
+  wire_wr_str(w, ""); /* tables */
 }
 
 static int apply_raw(wire_wr *w) {
@@ -390,19 +391,19 @@ TEST(runsnap_malformed_frames_are_refused) {
   CHECK_ERR(apply_raw(&w), DRV_EPARSE, "does not fit in 15");
   /* Series: a point count past the bytes, an empty tag, a bad reset flag. */
   snapshot_payload(&w, "busy", 0, ROLE_WORKER);
-  w.len -= 8; /* drop the series and event counts */
+  w.len -= 12; /* drop the series and event counts and the tables */
   wire_wr_u32(&w, 1); wire_wr_str(&w, "train/loss"); wire_wr_u8(&w, 0); wire_wr_u32(&w, 1000);
-  wire_wr_u32(&w, 0);
+  wire_wr_u32(&w, 0); wire_wr_str(&w, "");
   CHECK_ERR(apply_raw(&w), DRV_EPARSE, "SNAPSHOT point count 1000 cannot fit");
   snapshot_payload(&w, "busy", 0, ROLE_WORKER);
-  w.len -= 8;
+  w.len -= 12;
   wire_wr_u32(&w, 1); wire_wr_str(&w, ""); wire_wr_u8(&w, 0); wire_wr_u32(&w, 0);
-  wire_wr_u32(&w, 0);
+  wire_wr_u32(&w, 0); wire_wr_str(&w, "");
   CHECK_ERR(apply_raw(&w), DRV_EPARSE, "series '' of 0 points");
   snapshot_payload(&w, "busy", 0, ROLE_WORKER);
-  w.len -= 8;
+  w.len -= 12;
   wire_wr_u32(&w, 1); wire_wr_str(&w, "t"); wire_wr_u8(&w, 2); wire_wr_u32(&w, 0);
-  wire_wr_u32(&w, 0);
+  wire_wr_u32(&w, 0); wire_wr_str(&w, "");
   CHECK_ERR(apply_raw(&w), DRV_EPARSE, "SNAPSHOT series reset is 2");
 
   uint8_t attach[9] = {1};

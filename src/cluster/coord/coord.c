@@ -251,6 +251,9 @@ static void ctl_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
   case WIRE_LINKS:
     if (coord__node_links(n, pl, h->len) < 0) conn_close(cn, "malformed LINKS");
     break;
+  case WIRE_SPARSE_STATS:
+    if (coord__node_sparse_stats(n, pl, h->len) < 0) conn_close(cn, "malformed SPARSE_STATS");
+    break;
   case WIRE_ERROR: {
     char msg[512], name[32];
     wire_rd_error(pl, h->len, msg, sizeof msg);
@@ -730,6 +733,7 @@ static void finish_free(coord *c) {
   rundir_close(&c->rd);
   coord__repl_free(c);
   coord__ship_free(c);
+  for (int i = 0; c->nodes && i < c->node_cap; i++) free(c->nodes[i].tstats);
   free(c->nodes);
   free(c->ctl);
   *c->freed = true;

@@ -80,6 +80,8 @@ typedef struct coord_node {
   char log[1024];         /* absolute path of its log file */
   char links[192];        /* the transport of each connection it dialled besides
                              ours, as it last said (LINKS): "ps:0-1=shm" */
+  struct wire_item_table_stat *tstats; /* its last SPARSE_STATS (owned; ntstats) */
+  int ntstats;
 } coord_node;
 
 /* Nodes of one role a cluster may have: the scale bench runs 10,000
@@ -409,6 +411,20 @@ coord_node_state coord_node_status(const coord_node *n);
  * its control connection), then those it dialled, "coord=shm,ps:0-1=shm";
  * "-" when it is not connected. Into out, cut at n bytes. */
 void coord_node_links(const coord *c, int i, char *out, size_t n);
+
+/* The sparse tables of the fit set up last, as the nodes said
+ * (SPARSE_STATS): rows held summed over the ps, a worker's step's unique
+ * rows and SPARSE_* bytes averaged over the workers that reported. */
+typedef struct coord_table_stat {
+  const char *name; /* the model's (valid while the fit's model lives) */
+  uint64_t rows, dim, held;
+  double touched, bytes;
+} coord_table_stat;
+/* Up to max of them into out; how many the fit has (0 without tables). */
+int coord_tables(const coord *c, coord_table_stat *out, int max);
+/* The same as lines "NAME ROWS DIM HELD TOUCHED BYTES\n" (the snapshot's
+ * `tables`), cut at a line that does not fit n. */
+void coord_tables_summary(const coord *c, char *out, size_t n);
 /* Records a line in events.log (and the dashboard's events pane). */
 void coord_note(coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

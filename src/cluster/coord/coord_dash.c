@@ -162,6 +162,9 @@ static void fill_header(coord *c, runview *m, double now) {
   char where[sizeof m->launcher];
   put(m->launcher, sizeof m->launcher, coord__launch_where(c, where, sizeof where));
   put(m->tensorboard, sizeof m->tensorboard, coord_tensorboard_url(c));
+  char tables[sizeof m->tables];
+  coord_tables_summary(c, tables, sizeof tables);
+  put(m->tables, sizeof m->tables, tables);
   put(m->state, sizeof m->state, run_state(c));
   m->uptime = now - d->t0;
   m->attach_clients = d->nclients;

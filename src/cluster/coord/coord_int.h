@@ -310,6 +310,8 @@ void coord__node_log(coord_node *n, const uint8_t *pl, uint32_t len);
 /* LINKS from node n: kept for the dashboard (coord_node_links). 0, or
  * DRV_EPARSE for a payload that does not decode. */
 int coord__node_links(coord_node *n, const uint8_t *pl, uint32_t len);
+/* SPARSE_STATS from node n: kept (coord_tables). 0, DRV_EPARSE, DRV_ENOMEM. */
+int coord__node_sparse_stats(coord_node *n, const uint8_t *pl, uint32_t len);
 /* ---- coord_runstop.c: `drover stop` ---- */
 /* A control client asks the run to stop: with a checkpoint of the running
  * fit first (now false, and the fit takes checkpoints), else at once. The

@@ -119,3 +119,64 @@ int coord__sparse_dump_reply(coord_fit_state *f, int ps, const uint8_t *pl, uint
   free(rows);
   return rc;
 }
+
+/* ============================== figures =================================== */
+
+#define COORD_MAX_TABLE_STATS 64
+
+int coord__node_sparse_stats(coord_node *n, const uint8_t *pl, uint32_t len) {
+  wire_msg_sparse_stats m;
+  int rc = wire_get_sparse_stats(pl, len, &m);
+  if (rc < 0) return rc;
+  uint32_t k = m.tables.n < COORD_MAX_TABLE_STATS ? m.tables.n : COORD_MAX_TABLE_STATS;
+  if (!n->tstats && !(n->tstats = calloc(COORD_MAX_TABLE_STATS, sizeof *n->tstats)))
+    return err_set(DRV_ENOMEM, "out of memory");
+  wire_rd r = wire_items_reader(&m.tables);
+  for (uint32_t i = 0; i < k; i++) wire_get_item_table_stat(&r, &n->tstats[i]);
+  n->ntstats = (int)k;
+  return 0;
+}
+
+int coord_tables(const coord *c, coord_table_stat *out, int max) {
+  const coord_fit_state *f = c->fit;
+  int nt = f ? f->tables.n : 0;
+  for (int t = 0; t < nt && t < max; t++) {
+    const sptable *tab = f->tables.items[t].value;
+    coord_table_stat *o = &out[t];
+    *o = (coord_table_stat){f->tables.items[t].name, sptable_rows(tab), (uint64_t)sptable_dim(tab),
+                            0, 0, 0};
+    int workers = 0;
+    for (int i = 0; i < c->nnodes; i++) {
+      const coord_node *nd = &c->nodes[i];
+      if (coord__scaled_away(nd)) continue; /* its figures are of a step long past */
+      for (int k = 0; k < nd->ntstats; k++) {
+        const wire_item_table_stat *s = &nd->tstats[k];
+        if (s->table != (uint32_t)t) continue;
+        if (nd->role == ROLE_PS) {
+          o->held += s->held;
+        } else if (s->touched) {
+          o->touched += (double)s->touched;
+          o->bytes += (double)s->bytes;
+          workers++;
+        }
+      }
+    }
+    if (workers) o->touched /= workers, o->bytes /= workers;
+  }
+  return nt;
+}
+
+void coord_tables_summary(const coord *c, char *out, size_t n) {
+  coord_table_stat st[16];
+  int nt = coord_tables(c, st, 16);
+  size_t len = 0;
+  if (n) out[0] = '\0';
+  for (int t = 0; t < nt && t < 16; t++) {
+    char line[160];
+    int k = snprintf(line, sizeof line, "%s %" PRIu64 " %" PRIu64 " %" PRIu64 " %.0f %.0f\n",
+                     st[t].name, st[t].rows, st[t].dim, st[t].held, st[t].touched, st[t].bytes);
+    if (k < 0 || (size_t)k >= sizeof line || len + (size_t)k >= n) break;
+    memcpy(out + len, line, (size_t)k + 1);
+    len += (size_t)k;
+  }
+}

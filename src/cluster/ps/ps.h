@@ -22,6 +22,7 @@
 #include "proto/keyring.h"
 
 #include "proto/auth.h"
+#include "proto/wire_msgs.h"
 
 typedef struct ps_server ps_server;
 
@@ -71,6 +72,9 @@ void ps_set_offer(ps_server *ps, bool offer);
 /* The transport of the link this ps dialled, its replica's when it is a
  * primary and the link is up: "ps:3=shm" ("" none) into out (n bytes). */
 void ps_links(const ps_server *ps, char *out, size_t n);
+/* Per sparse table this ps holds a shard of (at most max): its rows held
+ * (SPARSE_STATS); 0 without tables. */
+int ps_sparse_stats(const ps_server *ps, wire_item_table_stat *out, int max);
 
 /* PUSH frames applied (async) or summed into an update (sync) so far. */
 uint64_t ps_updates(const ps_server *ps);

@@ -100,10 +100,10 @@ int ps_sparse_pull(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n, 
   int rc = checked(s, table, ids, n, "SPARSE_PULL", &sh);
   if (rc < 0) return rc;
   int64_t dim = sptable_dim(sh->t);
-  for (size_t i = 0; i < n; i++) {
-    int64_t k = sptable_get(sh->t, ids[i]);
-    if (k < 0) return (int)k;
-    memcpy(out + (int64_t)i * dim, sptable_value(sh->t, k), (size_t)dim * sizeof(float));
+  for (size_t i = 0; i < n; i++) { /* a row not held yet: its initial values, not created */
+    int64_t k = sptable_find(sh->t, ids[i]);
+    if (k < 0) sptable_init_row(sh->t, ids[i], out + (int64_t)i * dim);
+    else memcpy(out + (int64_t)i * dim, sptable_value(sh->t, k), (size_t)dim * sizeof(float));
   }
   return 0;
 }

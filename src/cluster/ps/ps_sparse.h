@@ -35,7 +35,9 @@ void ps_sparse_free(ps_sparse *s); /* NULL is fine */
 int ps_sparse_init(ps_sparse *s, const wire_msg_sparse_init *m);
 
 /* The rows of n ids (sorted, unique, below the declared rows, owned by
- * this shard) into out (n * dim floats), created on first touch.
+ * this shard) into out (n * dim floats); a row not held yet gives its
+ * initial values and is not created: a row exists from its first push, so
+ * an evaluator's pulls, or a step's that never pushed, hold nothing.
  * DRV_EINVAL (no such table, ids out of order or owned by another ps),
  * DRV_ERANGE (an id past the table, a size that overflows), DRV_ENOMEM;
  * nothing is created when the ids are refused. */

@@ -53,7 +53,7 @@ static int ids_of(const wire_items *it, uint64_t **out) {
   return 0;
 }
 
-/* The reply to one SPARSE_PULL payload: its rows, created on first touch. */
+/* The reply to one SPARSE_PULL payload: its rows (ps_sparse_pull). */
 int ps__sparse_pull_reply(ps_server *ps, conn *c, uint32_t req, const uint8_t *pl, uint32_t len) {
   wire_msg_sparse_pull m;
   int rc = wire_get_sparse_pull(pl, len, &m);
@@ -181,4 +181,13 @@ int ps__on_sparse_dump(ps_server *ps, conn *c, const wire_header *h, const uint8
   free(ids);
   free(rows);
   return rc;
+}
+
+int ps_sparse_stats(const ps_server *ps, wire_item_table_stat *out, int max) {
+  int n = 0;
+  for (uint32_t t = 0; ps && ps->sparse && t < PS_SPARSE_MAX_TABLES && n < max; t++) {
+    int64_t held = ps_sparse_held(ps->sparse, t);
+    if (held >= 0) out[n++] = (wire_item_table_stat){t, (uint64_t)held, 0, 0};
+  }
+  return n;
 }

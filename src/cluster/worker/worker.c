@@ -437,6 +437,7 @@ static void go_push(worker *w, job *j) {
     l->pushed_version = l->version;
     j->waiting++;
   }
+  if (st->tables.n) worker__sparse_step_done(st);
   if (w->cur == j) w->cur = NULL;
   if (j->waiting == 0) job_over(w, j);
   worker__settle(w);

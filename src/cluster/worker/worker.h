@@ -30,6 +30,7 @@
 #include "proto/auth.h"
 #include "proto/keyring.h"
 #include "proto/wire.h"
+#include "proto/wire_msgs.h"
 
 /* One node of the cluster spec (SPEC). */
 typedef struct node_addr {
@@ -77,6 +78,9 @@ void worker_tick(worker *w);
  * consecutive ones with the same transport as a range: "ps:0-3=shm,ps:4=tcp"
  * ("" none) into out, cut at n bytes (node.c sends it in LINKS). */
 void worker_links(const worker *w, char *out, size_t n);
+/* Per sparse table of the model (at most max): the last step's unique
+ * rows and SPARSE_* bytes (SPARSE_STATS); 0 without tables. */
+int worker_sparse_stats(const worker *w, wire_item_table_stat *out, int max);
 
 /* Frames from the coordinator (payload borrowed for the call):
  *   worker_setup  queues a job that, behind the jobs already queued,

@@ -92,6 +92,7 @@ typedef struct wstate {
   uint64_t *route;
   size_t route_cap, *offs;
   uint32_t nps;
+  uint64_t touched;      /* the batch's unique ids (route's length) */
   struct wsp_push *push; /* per table: its gradient's rows grouped by ps */
 } wstate;
 
@@ -382,6 +383,8 @@ int worker__sparse_take(job *j, int p, const uint8_t *pl, size_t len, uint64_t *
 int worker__sparse_push_prep(wstate *st);
 /* SPARSE_PUSHes of ps p's row gradients, sent before its PUSH. */
 int worker__sparse_push(worker *w, job *j, int p);
+/* Every push sent: the step's figures become SPARSE_STATS' (the last step's). */
+void worker__sparse_step_done(wstate *st);
 
 
 #endif

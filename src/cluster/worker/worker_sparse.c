@@ -27,6 +27,9 @@ typedef struct wsp_push {
   uint64_t *ids;
   float *rows;
   size_t cap, rows_cap, *offs;
+  /* for SPARSE_STATS: this step's SPARSE_* payload bytes so far, and the
+   * last whole step's unique rows and bytes */
+  uint64_t bytes, last_touched, last_bytes;
 } wsp_push;
 
 int worker__sparse_bind(wstate *st) {
@@ -118,7 +121,9 @@ int worker__sparse_route(worker *w, job *j) {
   if (rc == 0) {
     int64_t u = sptable_route(ids, n, st->nps, st->route, st->offs);
     if (u < 0) rc = (int)u;
+    st->touched = u < 0 ? 0 : (uint64_t)u;
   }
+  for (int t = 0; t < st->tables.n; t++) st->push[t].bytes = 0;
   return rc;
 }
 
@@ -136,6 +141,7 @@ int worker__sparse_pull(worker *w, job *j, int p, uint64_t min_version, int *sen
     wire_wr_init(&m);
     wire_put_sparse_pull(&m, &(wire_msg_sparse_pull){
                                  (uint32_t)t, min_version, {(uint32_t)n, .put = put_ids, .ud = st->route + a}});
+    st->push[t].bytes += m.len;
     int rc = worker__link_send(w->links[p], &m, WIRE_SPARSE_PULL, WIRE_SPARSE_PULL_REPLY, j);
     if (rc < 0) return rc;
     (*sent)++;
@@ -144,7 +150,7 @@ int worker__sparse_pull(worker *w, job *j, int p, uint64_t min_version, int *sen
 }
 
 int worker__sparse_take(job *j, int p, const uint8_t *pl, size_t len, uint64_t *version) {
-  const wstate *st = j->st;
+  wstate *st = j->st;
   wire_msg_sparse_pull_reply m;
   int rc = wire_get_sparse_pull_reply(pl, len, &m);
   if (rc < 0) return rc;
@@ -157,6 +163,7 @@ int worker__sparse_take(job *j, int p, const uint8_t *pl, size_t len, uint64_t *
     return err_set(DRV_ESHAPE, "SPARSE_PULL_REPLY from ps:%d: %zu rows of %" PRId64
                    " were asked for", p, n, dim);
   *version = m.version;
+  st->push[m.table].bytes += len;
   float row[256], *buf = dim <= 256 ? row : malloc((size_t)dim * sizeof *buf);
   if (!buf) return err_set(DRV_ENOMEM, "out of memory");
   const uint8_t *src = m.rows.data;
@@ -215,8 +222,26 @@ int worker__sparse_push(worker *w, job *j, int p) {
     wire_put_sparse_push(&m, &(wire_msg_sparse_push){
         (uint32_t)t, l->version, {(uint32_t)n, .put = put_ids, .ud = pu->ids + a},
         {.ndim = 2, .shape = {(int64_t)n, dim}, .data = pu->rows + a * (size_t)dim}});
+    st->push[t].bytes += m.len;
     int rc = conn_send_wr(l->c, &m, WIRE_SPARSE_PUSH, 0); /* no reply: its PUSH's PUSH_OK */
     if (rc < 0) return rc;
   }
   return 0;
+}
+
+void worker__sparse_step_done(wstate *st) {
+  for (int t = 0; t < st->tables.n; t++) {
+    st->push[t].last_touched = st->touched;
+    st->push[t].last_bytes = st->push[t].bytes;
+  }
+}
+
+int worker_sparse_stats(const worker *w, wire_item_table_stat *out, int max) {
+  const wstate *st = w->st;
+  int n = st && st->push ? st->tables.n : 0;
+  if (n > max) n = max;
+  for (int t = 0; t < n; t++)
+    out[t] = (wire_item_table_stat){(uint32_t)t, 0, st->push[t].last_touched,
+                                    st->push[t].last_bytes};
+  return n;
 }
