@@ -43,7 +43,8 @@ local deep = nn.Sequential { nn.Concat { nn.Identity(), bag },
   nn.Linear(13 + 26 * DIM, 8), nn.ReLU(), nn.Linear(8, 1) }
 local model = nn.Sum { nn.SparseLinear(rows, 1), deep }
 local optim = opt == "adam" and drover.optim.Adam { lr = 0.01 }
-  or drover.optim.Adagrad { lr = 0.05, clip_norm = extra == "clip" and 1 or nil }
+  or drover.optim.Adagrad { lr = 0.05, clip_norm = extra == "clip" and 1 or nil,
+    schedule = extra == "sched" and drover.optim.schedule.step { step_size = 10, gamma = 0.5 } or nil }
 local exp = drover.experiment { name = "sc", model = model, loss = nn.BCEWithLogits(),
   optimizer = optim, train = { data = train, batch = 100, epochs = 2 },
   eval = { data = test, every = nev > 0 and 20 or 0, metrics = { "auc", "logloss" } },
@@ -157,6 +158,7 @@ refused() { # name, extra, text
 }
 refused "clip_norm" clip "with clip_norm (a global norm over dense and row gradients) is not supported yet"
 refused "ps replicas" replicas "with ps replicas is not supported yet"
+refused "a learning-rate schedule" sched "with a learning-rate schedule (the ps would need each row's step) is not supported yet"
 refused "nn.Embedding { sparse = true }" emb "nn.Embedding { sparse = true }"
 refused "c:evaluate" evaluate "sparse tables on a cluster are not supported yet"
 refused "c:predict" predict "sparse tables on a cluster are not supported yet"

@@ -15,6 +15,7 @@
 #include "cluster/coord/coord_fit_int.h"
 #include "base/err.h"
 #include "numeric/nn_sparse.h"
+#include "numeric/optim_sched.h"
 #include "numeric/sptable.h"
 #include "proto/wire_msgs.h"
 
@@ -34,6 +35,8 @@ static int refuse(const coord_fit_state *f, const coord_fit_args *a, const nn_ta
     what = "checkpoints (checkpoint = {...})";
   else if (a->optim && a->optim->clip_norm > 0)
     what = "clip_norm (a global norm over dense and row gradients)";
+  else if (a->optim && optim_sched_active(&a->optim->sched))
+    what = "a learning-rate schedule (the ps would need each row's step)";
   else if (a->feed)
     what = "fed data (train.feed: batches without ids)";
   else if (sptable_held(t->value) > 0)

@@ -387,4 +387,11 @@ int worker__sparse_push(worker *w, job *j, int p);
 void worker__sparse_step_done(wstate *st);
 
 
+/* worker_compute.c: the compute phase of w->work's job (uv_queue_work). */
+void worker__work_cb(uv_work_t *req);
+/* The next batch of st's shard; at the end of an epoch, the first of the
+ * next one (as train_fit does). Views into the iterator: valid until the
+ * next call. 1, or an error (no data of its own, an empty set). */
+int worker__next_batch(wstate *st, const tensor **x, const tensor **y);
+
 #endif

@@ -89,15 +89,9 @@ int worker__sparse_route(worker *w, job *j) {
     ids = sp->ids;
     n = sp->ptr ? (size_t)sp->ptr[st->data->n] : 0;
   } else {
-    if (!st->has_iter)
-      return err_set(DRV_EINVAL, "this worker has no data of its own (fed batches carry no ids)");
-    worker__pos_batch(w, j); /* the position before this batch */
-    int rc = data_iter_next(&st->it, &j->px, &j->py);
-    if (rc == 0) {
-      data_iter_reset(&st->it);
-      rc = data_iter_next(&st->it, &j->px, &j->py);
-    }
-    if (rc <= 0) return rc == 0 ? err_set(DRV_EINVAL, "the training data is empty") : rc;
+    if (st->has_iter) worker__pos_batch(w, j); /* the position before this batch */
+    int rc = worker__next_batch(st, &j->px, &j->py);
+    if (rc < 0) return rc;
     const nn_sparse *sp = data_iter_sparse(&st->it);
     ids = sp->ids;
     n = (size_t)sp->ptr[sp->rows];
