@@ -39,9 +39,10 @@ static int finalizer_failures;
 
 int drover_cluster_failures(void) { return finalizer_failures; }
 
-/* The model at idx, refused when it holds a sparse table: evaluate, serve
- * and predict on a cluster read dense parameters only, and would silently
- * leave the tables behind (c:fit and c:save take tables: coord_sparse.c). */
+/* The model at idx, refused when it holds a sparse table: serve and predict
+ * on a cluster send workers dense parameters only, and would silently
+ * leave the tables behind (c:fit, c:evaluate and c:save take tables:
+ * coord_sparse.c). */
 static nn_module *cluster_model(lua_State *L, int idx) {
   nn_module *m = lnn_check_module(L, idx);
   if (nn_refuse_tables(m, "on a cluster") < 0) luaL_error(L, "cluster: %s", err_msg());
@@ -349,14 +350,13 @@ static int l_evaluate(lua_State *L) {
     lua_getfield(L, 7, "data");
     d = ldata_check(L, -1);
   }
-  ldata_refuse_sparse(L, d, "cluster: evaluate");
   lua_getfield(L, 6, "batch");
   int64_t batch = lua_tointeger(L, -1);
   lua_pop(L, 1);
   unsigned metrics = 0;
   if (lua_istable(L, 7) && lua_getfield(L, 7, "metrics") != LUA_TNIL)
     metrics = lsettings_metrics(L, -1);
-  nn_module *model = cluster_model(L, 4);
+  nn_module *model = lnn_check_module(L, 4); /* tables: their rows come by SPARSE_DUMP */
   int rc = coord_pull(c, model);
   train_eval e;
   if (rc == 0)

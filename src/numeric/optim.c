@@ -446,19 +446,6 @@ nomem:
   return NULL;
 }
 
-double optim_clip_grads(const nn_param_list *l, double max_norm) {
-  double sq = 0;
-  for (int i = 0; i < l->n; i++) {
-    const float *g = tensor_data(l->items[i].grad);
-    int64_t n = tensor_numel(l->items[i].grad);
-    for (int64_t k = 0; k < n; k++) sq += (double)g[k] * (double)g[k];
-  }
-  double norm = sqrt(sq), coef = max_norm / (norm + 1e-6);
-  if (coef < 1)
-    for (int i = 0; i < l->n; i++) tensor_scale(l->items[i].grad, (float)coef);
-  return norm;
-}
-
 static double table_sq(const nn_table_list *t) {
   double sq = 0;
   for (int i = 0; t && i < t->n; i++) {
@@ -468,28 +455,29 @@ static double table_sq(const nn_table_list *t) {
   return sq;
 }
 
-/* Scales every gradient, dense and sparse, so that their global L2 norm is
- * at most clip_norm, as clip_grad_norm_ does (with its 1e-6). A sparse
- * gradient's rows are distinct ids, so its norm is that of the dense
- * gradient it stands for. */
-static void clip(optim_t *o, const nn_param_list *l) {
-  if (!o->tables || !o->tables->n) {
-    o->grad_norm = optim_clip_grads(l, o->cfg.clip_norm);
-    return;
-  }
-  double sq = table_sq(o->tables);
+/* A sparse gradient's rows are distinct ids, so its norm is that of the
+ * dense gradient it stands for. */
+double optim_clip_grads(const nn_param_list *l, const nn_table_list *t, double max_norm) {
+  double sq = table_sq(t);
   for (int i = 0; i < l->n; i++) {
     const float *g = tensor_data(l->items[i].grad);
-    for (int64_t k = 0; k < tensor_numel(l->items[i].grad); k++) sq += (double)g[k] * g[k];
+    int64_t n = tensor_numel(l->items[i].grad);
+    for (int64_t k = 0; k < n; k++) sq += (double)g[k] * (double)g[k];
   }
-  double norm = sqrt(sq), coef = o->cfg.clip_norm / (norm + 1e-6);
-  o->grad_norm = norm;
-  if (coef >= 1) return;
+  double norm = sqrt(sq), coef = max_norm / (norm + 1e-6);
+  if (coef >= 1) return norm;
   for (int i = 0; i < l->n; i++) tensor_scale(l->items[i].grad, (float)coef);
-  for (int i = 0; i < o->tables->n; i++) {
-    const nn_spgrad *g = o->tables->items[i].grad;
+  for (int i = 0; t && i < t->n; i++) {
+    const nn_spgrad *g = t->items[i].grad;
     for (int64_t k = 0; k < g->n * g->dim; k++) g->rows[k] *= (float)coef;
   }
+  return norm;
+}
+
+/* Scales every gradient, dense and sparse, so that their global L2 norm is
+ * at most clip_norm, as clip_grad_norm_ does (with its 1e-6). */
+static void clip(optim_t *o, const nn_param_list *l) {
+  o->grad_norm = optim_clip_grads(l, o->tables, o->cfg.clip_norm);
 }
 
 int optim_bind_tables(optim_t *o, const nn_table_list *tables) {

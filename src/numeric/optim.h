@@ -123,10 +123,12 @@ int optim_step_zero_grad(optim_t *o);
 int64_t optim_steps(const optim_t *o);
 /* The rate the next update will use (the schedule at this step). */
 double optim_lr(const optim_t *o);
-/* Scales every gradient of l by min(1, max_norm / (norm + 1e-6)), norm
- * being their global L2 norm (clip_grad_norm_), and returns that norm.
- * Workers of a cluster fit clip this way before they push. */
-double optim_clip_grads(const nn_param_list *l, double max_norm);
+/* Scales every gradient of l and every row gradient of the tables t (may
+ * be NULL) by min(1, max_norm / (norm + 1e-6)), norm being their global L2
+ * norm (clip_grad_norm_), and returns that norm. Workers of a cluster fit
+ * clip this way before they push: a worker holds its step's whole
+ * gradient, dense and rows. */
+double optim_clip_grads(const nn_param_list *l, const nn_table_list *t, double max_norm);
 /* The global gradient norm of the last update, before clipping (NAN
  * before the first update or when clip_norm is 0: it is not computed). */
 double optim_grad_norm(const optim_t *o);

@@ -5,7 +5,8 @@
 #        field + SparseLinear) with lazy Adam on a generated Criteo-format
 #        file: the cluster's model (c:save) is the in-process one bit for
 #        bit (rows compared by id) and so are its held-out AUC and log loss;
-#        events.log says each table is sharded over both ps.
+#        events.log says each table is sharded over both ps. sc-01b: the
+#        same with clip_norm (dense and row gradients clipped together).
 #  sc-02 async, 2 ps + 2 workers and an evaluator, Adagrad: it learns (AUC
 #        well above chance), the evaluator's evals reach metrics.jsonl, and
 #        each ps holds only its own ids (the coordinator's copy: every id's
@@ -14,8 +15,8 @@
 #        the worker's and the coordinator's peak RSS stay far below it,
 #        and the ps hold only the rows touched.
 #  sc-04 what a cluster does not do with tables yet is refused by name:
-#        checkpoints, clip_norm, ps replicas, nn.Embedding { sparse = true },
-#        c:evaluate and c:predict.
+#        ps replicas, rate schedules, nn.Embedding { sparse = true } and
+#        c:predict. (sc-01: c:evaluate of the trained model.)
 . tests/cli/lib.sh
 RUNS=$TMP/runs
 PY=$VENV/bin/python
@@ -68,6 +69,8 @@ else
   end
   r = c:fit(exp)
   c:save(out)
+  local e = c:evaluate(exp) -- on the coordinator, the tables' rows pulled by id
+  print(("evaluate auc %.9g logloss %.9g"):format(e.auc, e.logloss))
   for _, n in ipairs(c:nodes()) do
     local f = io.open("/proc/" .. n.pid .. "/status")
     local s = f and f:read("a") or ""
@@ -112,8 +115,17 @@ check "sc-01 events.log: each table sharded by row over the 2 ps" \
 check "sc-01 c:save's model is the in-process one (rows by id)" same_models "$TMP/ref.st" "$TMP/c1.st"
 check "sc-01 the same held-out AUC and log loss" \
   test "$(grep '^auc' "$TMP/ref.out")" = "$(grep '^auc' "$TMP/c1.out")"
+check "sc-01 c:evaluate after the fit gives the fit's own AUC and log loss" \
+  test "$(sed -n 's/^evaluate //p' "$TMP/c1.out")" = "$(grep '^auc' "$TMP/c1.out")"
 check "sc-01 the coordinator's copy holds the rows training touched" \
   test "$(grep '^table' "$TMP/ref.out")" = "$(grep '^table' "$TMP/c1.out")"
+
+# sc-01b: clip_norm: a worker clips its step's dense and row gradients by
+# their joint norm, as in-process training does
+fit inproc 0 0 0 adagrad sync 1048576 "$TMP/refc.st" clip "$TMP/ctr.tsv" >"$TMP/refc.out" 2>&1
+fit cluster 2 1 0 adagrad sync 1048576 "$TMP/c1c.st" clip "$TMP/ctr.tsv" >"$TMP/c1c.out" 2>&1
+check "sc-01b with clip_norm, the cluster's model is the in-process one (rows by id)" \
+  same_models "$TMP/refc.st" "$TMP/c1c.st"
 
 # sc-02
 fit cluster 2 2 1 adagrad async 1048576 "$TMP/c2.st" "" "$TMP/ctr.tsv" >"$TMP/c2.out" 2>&1
@@ -156,11 +168,9 @@ refused() { # name, extra, text
   check "sc-04 $1 is refused, by name" sh -c "[ $rc -ne 0 ] || grep -q '^error: ' '$TMP/r.out'"
   check "sc-04 $1: the message says what" grep -qF "$3" "$TMP/r.out"
 }
-refused "clip_norm" clip "with clip_norm (a global norm over dense and row gradients) is not supported yet"
 refused "ps replicas" replicas "with ps replicas is not supported yet"
 refused "a learning-rate schedule" sched "with a learning-rate schedule (the ps would need each row's step) is not supported yet"
 refused "nn.Embedding { sparse = true }" emb "nn.Embedding { sparse = true }"
-refused "c:evaluate" evaluate "sparse tables on a cluster are not supported yet"
 refused "c:predict" predict "sparse tables on a cluster are not supported yet"
 
 # sc-05: the tables' figures while a fit runs, as the nodes report them

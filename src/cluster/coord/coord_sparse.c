@@ -33,8 +33,6 @@ static int refuse(const coord_fit_state *f, const coord_fit_args *a, const nn_ta
     what = "ps replicas";
   else if (f->has_ckpt)
     what = "checkpoints (checkpoint = {...})";
-  else if (a->optim && a->optim->clip_norm > 0)
-    what = "clip_norm (a global norm over dense and row gradients)";
   else if (a->optim && optim_sched_active(&a->optim->sched))
     what = "a learning-rate schedule (the ps would need each row's step)";
   else if (a->feed)
