@@ -15,6 +15,7 @@
 #include "base/manifest.h"
 #include "numeric/optim.h"
 #include "cluster/ps/ps_int.h"
+#include "cluster/ps/ps_ckpt_sparse.h"
 #include "base/safetensors.h"
 #include "base/webhdfs.h"
 #include "proto/wire_msgs.h"
@@ -33,8 +34,10 @@ typedef struct ps_ckpt {
   uint32_t nnames;
   uint32_t *vars;   /* var ids and their names, as the request gave them */
   char **names;
-  size_t n;         /* tensors in the snapshot */
+  size_t n;         /* dense tensors in the snapshot: e[0 .. n) */
+  size_t ne;        /* all of them: then the sparse tables' (sp's) */
   safetensors_entry *e;
+  ps_spsnap sp;     /* the copies of the sparse tables' rows */
   char **tnames;    /* e[i].name, owned */
   float **data;     /* e[i].data, owned */
   size_t *sizes;    /* floats in data[i] */
@@ -91,6 +94,7 @@ static void ckpt_free(ps_ckpt *k) {
   for (uint32_t i = 0; i < k->nnames; i++) free(k->names[i]);
   for (size_t i = 0; i < k->n; i++) free(k->tnames[i]), free(k->data[i]);
   free(k->sizes);
+  ps_spsnap_free(&k->sp);
   for (size_t i = 0; k->meta && k->meta[i]; i++) free(k->meta[i]);
   free(k->vars), free(k->names), free(k->e), free(k->tnames), free(k->data), free(k->meta);
   free(k);
@@ -132,7 +136,7 @@ static int add_tensor(ps_ckpt *k, const shard *s, const char *name, const float 
 }
 
 static int add_meta(ps_ckpt *k, size_t *m, const char *key, const char *fmt, ...) {
-  char val[64];
+  char val[128];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(val, sizeof val, fmt, ap);
@@ -143,21 +147,33 @@ static int add_meta(ps_ckpt *k, size_t *m, const char *key, const char *fmt, ...
   return 0;
 }
 
+/* The sparse tables' entries and metadata after the dense ones. */
+static int add_sparse(ps_ckpt *k, size_t *m) {
+  memcpy(k->e + k->n, k->sp.e, k->sp.n * sizeof *k->e);
+  k->ne = k->n + k->sp.n;
+  for (size_t i = 0; i < k->sp.nmeta; i++)
+    if (!(k->meta[(*m)++] = strdup(k->sp.meta[i]))) return err_set(DRV_ENOMEM, "out of memory");
+  return 0;
+}
+
 /* The copy: every shard's values, slots ("optim.<name>.<k>") and, in the
- * metadata, its first row and update count. The shape of a tensor is the
- * shard's, not the whole variable's (export.c merges the ps files). */
+ * metadata, its first row and update count; then the rows of the sparse
+ * tables (ps_ckpt_sparse.h). The shape of a tensor is the shard's, not
+ * the whole variable's (export.c merges the ps files). */
 static int snapshot(ps_server *ps, ps_ckpt *k) {
   size_t cap = 0;
   for (int i = 0; i < ps->nshards; i++) cap += 1 + (size_t)optim_nslots(&ps->shards[i].cfg);
-  k->e = calloc(cap + 1, sizeof *k->e);
+  int rc = ps_spsnap_take(ps->sparse, k->vars, k->names, k->nnames, &k->sp);
+  if (rc < 0) return rc;
+  k->e = calloc(cap + k->sp.n + 1, sizeof *k->e);
   k->tnames = calloc(cap + 1, sizeof *k->tnames);
   k->data = calloc(cap + 1, sizeof *k->data);
   k->sizes = calloc(cap + 1, sizeof *k->sizes);
-  k->meta = calloc(4 * (size_t)ps->nshards + 3, sizeof *k->meta);
+  k->meta = calloc(4 * (size_t)ps->nshards + 3 + k->sp.nmeta, sizeof *k->meta);
   if (!k->e || !k->tnames || !k->data || !k->sizes || !k->meta)
     return err_set(DRV_ENOMEM, "out of memory");
   size_t m = 0;
-  int rc = add_meta(k, &m, "version", "%llu", (unsigned long long)ps->version);
+  rc = add_meta(k, &m, "version", "%llu", (unsigned long long)ps->version);
   for (int i = 0; i < ps->nshards && rc == 0; i++) {
     const shard *s = &ps->shards[i];
     const char *name = name_of(s->var, k->vars, k->names, k->nnames);
@@ -173,6 +189,7 @@ static int snapshot(ps_server *ps, ps_ckpt *k) {
     snprintf(key, sizeof key, "%s.updates", name);
     if (rc == 0) rc = add_meta(k, &m, key, "%lld", (long long)s->updates);
   }
+  if (rc == 0) rc = add_sparse(k, &m);
   k->version = ps->version;
   return rc;
 }
@@ -191,7 +208,7 @@ static void ckpt_reply(ps_ckpt *k) {
 static int write_hdfs(ps_ckpt *k) {
   safetensors_src *src;
   uint64_t size;
-  int rc = safetensors_src_open(k->path, k->e, k->n, (const char *const *)k->meta, &src, &size);
+  int rc = safetensors_src_open(k->path, k->e, k->ne, (const char *const *)k->meta, &src, &size);
   if (rc < 0) return rc;
   rc = webhdfs_create_stream(k->path, (int64_t)size, safetensors_src_read, src, 1, 0);
   int hc = safetensors_src_close(src, k->sha256);
@@ -206,7 +223,7 @@ static void ckpt_write_cb(uv_work_t *wk) {
   if (k->to == WIRE_CKPT_HDFS)
     k->status = write_hdfs(k);
   else
-    k->status = safetensors_write_hashed(k->path, k->e, k->n, (const char *const *)k->meta,
+    k->status = safetensors_write_hashed(k->path, k->e, k->ne, (const char *const *)k->meta,
                                          k->sha256, &k->bytes, &k->times);
   k->write_ms = (double)(uv_hrtime() - t0) / 1e6;
   if (k->status < 0) snprintf(k->msg, sizeof k->msg, "%s", err_msg());
@@ -250,7 +267,7 @@ static bool fault(const ps_server *ps, const char *what) {
 static int stream_file(ps_ckpt *k) {
   if (!k->pe || k->pe->doomed) return err_set(DRV_EIO, "the coordinator's connection closed");
   safetensors_src *src;
-  int rc = safetensors_src_open(k->path, k->e, k->n, (const char *const *)k->meta, &src, &k->bytes);
+  int rc = safetensors_src_open(k->path, k->e, k->ne, (const char *const *)k->meta, &src, &k->bytes);
   if (rc < 0) return rc;
   k->t_start = uv_hrtime();
   return ps__xfer_stream(k->ps, k->pe->c, k->path, src, k->bytes, fault(k->ps, "ckpt-bad-digest"),
@@ -388,7 +405,7 @@ static int read_file(ps_server *ps, const char *path, uint8_t from, safetensors_
   return rc;
 }
 
-/* Every shard from f (freed here). */
+/* Every shard and every sparse table's rows from f (freed here). */
 static int apply_file(ps_server *ps, safetensors_file *f, const uint32_t *vars,
                       char *const *names, uint32_t n) {
   int rc = 0;
@@ -397,6 +414,7 @@ static int apply_file(ps_server *ps, safetensors_file *f, const uint32_t *vars,
     rc = name ? restore_shard(&ps->shards[i], f, name)
               : err_set(DRV_EINVAL, "RESTORE: no name for var %u", ps->shards[i].var);
   }
+  if (rc == 0) rc = ps_spsnap_restore(ps->sparse, f, vars, names, n);
   safetensors_free(f);
   return rc;
 }
@@ -417,9 +435,11 @@ static int restore_end(ps_server *ps, conn *c, uint32_t req, uint64_t version, c
     /* A PUSH still unread on a worker's connection was computed before
      * the rollback: closing those connections drops it unread (the
      * workers, rolled back already, connect again for their next step). */
-    for (int i = 0; i < ps->peers.n; i++)
+    for (int i = 0; i < ps->peers.n; i++) {
+      ps__sparse_pending_drop(ps->peers.items[i]); /* row gradients waiting for such a PUSH */
       if (ps->peers.items[i]->c != c && ps->peers.items[i]->pushed)
         conn_close(ps->peers.items[i]->c, "restored: pushes from before are not taken");
+    }
   }
   ps__serve_held(ps); /* the PULLs that waited for the read, too */
   if (!c) return 0;

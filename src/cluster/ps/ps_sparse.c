@@ -162,3 +162,56 @@ int64_t ps_sparse_dim(const ps_sparse *s, uint32_t table) {
 const sptable *ps_sparse_table(const ps_sparse *s, uint32_t table) {
   return table < PS_SPARSE_MAX_TABLES ? s->tables[table].t : NULL;
 }
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* r's ids: inside the table, this shard's, none twice. */
+static int check_load(const sp_shard *sh, uint32_t table, const ps_sparse_rows *r) {
+  int64_t *sorted = malloc((r->n + 1) * sizeof *sorted);
+  if (!sorted) return err_set(DRV_ENOMEM, "RESTORE: out of memory for %zu ids", r->n);
+  if (r->n) memcpy(sorted, r->ids, r->n * sizeof *sorted);
+  qsort(sorted, r->n, sizeof *sorted, cmp_i64);
+  int rc = 0;
+  for (size_t i = 0; i < r->n && rc == 0; i++) {
+    int64_t id = sorted[i];
+    if (id < 0 || (uint64_t)id >= sptable_rows(sh->t))
+      rc = err_set(DRV_ERANGE, "RESTORE: id %lld is outside table %u", (long long)id, table);
+    else if (i && sorted[i - 1] == id)
+      rc = err_set(DRV_EINVAL, "RESTORE: id %lld of table %u is there twice", (long long)id, table);
+    else if (sptable_owner((uint64_t)id, sh->shards) != sh->shard)
+      rc = err_set(DRV_EINVAL, "RESTORE: id %lld of table %u is ps %u's, not this ps's (%u)",
+                   (long long)id, table, sptable_owner((uint64_t)id, sh->shards), sh->shard);
+  }
+  free(sorted);
+  return rc;
+}
+
+int ps_sparse_load(ps_sparse *s, uint32_t table, const ps_sparse_rows *r) {
+  sp_shard *sh = table < PS_SPARSE_MAX_TABLES ? &s->tables[table] : NULL;
+  if (!sh || !sh->t) return err_set(DRV_EINVAL, "RESTORE: this ps holds no table %u", table);
+  if (r->nslots != sptable_nslots(sh->t))
+    return err_set(DRV_EINVAL, "RESTORE: table %u has %d optimizer slots, %s keeps %d", table,
+                   r->nslots, optim_kind_name(sh->optim.kind), sptable_nslots(sh->t));
+  int rc = check_load(sh, table, r);
+  if (rc < 0) return rc;
+  size_t d = (size_t)sptable_dim(sh->t);
+  sptable_clear(sh->t);
+  nn_spgrad_clear(&sh->acc);
+  for (size_t i = 0; i < r->n; i++) {
+    int64_t k = sptable_put(sh->t, (uint64_t)r->ids[i], r->values + i * d);
+    if (k < 0) return (int)k;
+    for (int j = 0; j < r->nslots; j++)
+      memcpy(sptable_slot(sh->t, k, j), r->slots[j] + i * d, d * sizeof(float));
+    *sptable_count(sh->t, k) = r->counts[i];
+  }
+  return 0;
+}
+
+void ps_sparse_shard(const ps_sparse *s, uint32_t table, uint32_t *shard, uint32_t *shards) {
+  const sp_shard *sh = table < PS_SPARSE_MAX_TABLES ? &s->tables[table] : NULL;
+  *shard = sh && sh->t ? sh->shard : 0;
+  *shards = sh && sh->t ? sh->shards : 0;
+}

@@ -63,4 +63,32 @@ const sptable *ps_sparse_table(const ps_sparse *s, uint32_t table);
  * is to show per table. */
 int64_t ps_sparse_held(const ps_sparse *s, uint32_t table);
 
+/* Which shard of how many this ps holds of the table (0 of 0: none). */
+void ps_sparse_shard(const ps_sparse *s, uint32_t table, uint32_t *shard, uint32_t *shards);
+
+/* CHECKPOINT and RESTORE name a ps's tables beside its variables: the item
+ * (PS_SPARSE_VAR | table, the table's name), a var id no variable has
+ * (ps_ckpt_sparse.c writes and reads the table's tensors). */
+#define PS_SPARSE_VAR 0x80000000u
+
+/* One table's rows as a checkpoint holds them: n ids, their values, the
+ * optimizer's slot rows (nslots arrays, each n * dim floats, row r id
+ * r's) and update counts. Borrowed for the call. */
+typedef struct ps_sparse_rows {
+  const int64_t *ids;
+  size_t n;
+  const float *values;
+  const float *slots[SPTABLE_MAX_SLOTS];
+  int nslots;
+  const int64_t *counts;
+} ps_sparse_rows;
+
+/* Replaces every row of `table` with r's (a RESTORE after the table's
+ * SPARSE_INIT): rows r does not hold go back to their initial values, and
+ * the step's sums (sync) are dropped. Checked before anything changes:
+ * DRV_EINVAL (no such table, an id twice or another ps's, a slot count
+ * that is not the optimizer's), DRV_ERANGE (an id past the table),
+ * DRV_ENOMEM. */
+int ps_sparse_load(ps_sparse *s, uint32_t table, const ps_sparse_rows *r);
+
 #endif
