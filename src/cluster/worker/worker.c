@@ -246,6 +246,8 @@ static void go_compute(worker *w, job *j) {
   j->phase = PH_COMPUTE;
   if (j->kind == JOB_TRAIN && j->st->has_iter && !j->fx && !j->px)
     worker__pos_batch(w, j); /* it draws a batch (a fed one is not its shard's) */
+  else if (j->kind == JOB_TRAIN && j->drawn)
+    worker__pos_pulled(w, j); /* drawn before its pulls (sparse tables) */
   w->work.data = j;
   int rc = uv_queue_work(w->loop, &w->work, worker__work_cb, after_work_cb);
   if (rc < 0) {

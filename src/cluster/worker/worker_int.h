@@ -159,6 +159,7 @@ typedef struct job {
   bool rolled_back;   /* a ROLLBACK came: it fails instead of going on */
   tensor *fx, *fy;    /* a FEED_BATCH's batch: compute trains on it, not on the shard (owned) */
   const tensor *px, *py; /* sparse tables: the batch drawn before the pull (the iterator's) */
+  uint64_t drawn;     /* sparse tables: 1 + the batch count before px was drawn; 0: none */
   bool direct;        /* from a direct feeder (worker_direct.c): FEED_ACK, not RESULT */
   uint32_t slot;      /* its feeder's slot (FEED_ACK.slot); id is its seq */
 } job;
@@ -332,6 +333,10 @@ void worker__pulled(worker *w, job *j);
  * pool): remembers where the data stands, answers a POSITION waiting for
  * this batch's version, and counts the batch. */
 void worker__pos_batch(worker *w, job *j);
+/* j drew its batch before its pulls (sparse tables: the ids route them)
+ * and they are in: the position before that batch is of the version they
+ * brought, as a batch drawn after its pulls is (worker__pos_batch). */
+void worker__pos_pulled(worker *w, job *j);
 /* The thread pool's job is over: a POSITION for "now" and a ROLLBACK
  * waiting for it are served. */
 void worker__pos_idle(worker *w);

@@ -59,21 +59,45 @@ static void send_pos(worker *w, uint32_t req, int status, const wpos *p, const c
   w->send(w->ud, &m, WIRE_POSITION_OK, req);
 }
 
-void worker__pos_batch(worker *w, job *j) {
+/* The version of the values j computes on: its links' (sync: every ps
+ * is at the same version). */
+static uint64_t version_of(const worker *w, const job *j) {
   const wstate *st = j->st;
-  wpos *p = &w->ring[w->ring_next];
-  p->version = 0;
-  for (int k = 0; k < st->nparts; k++) /* sync: every ps is at the same version */
-    if (st->parts[k].n > 0 && k < w->nlinks && w->links[k] && w->links[k]->version > p->version)
-      p->version = w->links[k]->version;
-  pos_now(w, p);
-  w->ring_next = (w->ring_next + 1) % WPOS_RING;
-  if (w->nring < WPOS_RING) w->nring++;
+  uint64_t v = 0;
+  for (int k = 0; k < w->nlinks; k++)
+    if (worker__involves(w, st, k) && w->links[k] && w->links[k]->version > v)
+      v = w->links[k]->version;
+  return v;
+}
+
+/* A POSITION waiting for p's version is answered. */
+static void pos_check(worker *w, const wpos *p) {
   if (w->pos_wanted && w->pos_at > 0 && p->version >= w->pos_at) {
     w->pos_wanted = false;
     send_pos(w, w->pos_req, 0, p, "");
   }
+}
+
+void worker__pos_batch(worker *w, job *j) {
+  wpos *p = &w->ring[w->ring_next];
+  p->version = version_of(w, j);
+  pos_now(w, p);
+  w->ring_next = (w->ring_next + 1) % WPOS_RING;
+  if (w->nring < WPOS_RING) w->nring++;
+  if (!j->drawn) pos_check(w, p); /* drawn before its pulls: once they are in */
   w->batches++;
+}
+
+void worker__pos_pulled(worker *w, job *j) {
+  uint64_t b = j->drawn - 1;
+  j->drawn = 0;
+  for (int i = 1; i <= w->nring; i++) {
+    wpos *p = &w->ring[(w->ring_next - i + WPOS_RING) % WPOS_RING];
+    if (p->batches != b) continue;
+    p->version = version_of(w, j);
+    pos_check(w, p);
+    return;
+  }
 }
 
 void worker__pos_reset(worker *w) {

@@ -89,7 +89,10 @@ int worker__sparse_route(worker *w, job *j) {
     ids = sp->ids;
     n = sp->ptr ? (size_t)sp->ptr[st->data->n] : 0;
   } else {
-    if (st->has_iter) worker__pos_batch(w, j); /* the position before this batch */
+    if (st->has_iter) { /* the position before this batch; its version once pulled */
+      j->drawn = w->batches + 1;
+      worker__pos_batch(w, j);
+    }
     int rc = worker__next_batch(st, &j->px, &j->py);
     if (rc < 0) return rc;
     const nn_sparse *sp = data_iter_sparse(&st->it);
