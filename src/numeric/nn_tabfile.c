@@ -166,7 +166,7 @@ static int cmp_i64(const void *a, const void *b) {
 
 /* The ids: I64 [h], each in [0, rows), none twice. */
 static int check_ids(const safetensors_tensor *t, const sptable *tab, const char *path) {
-  if (!t->i64 || t->ndim != 1)
+  if (!(t->i64 || t->numel == 0) || t->ndim != 1) /* an empty one keeps no dtype */
     return err_set(DRV_EINVAL, "cannot load '%s': '%s' must be I64 of one dimension", path, t->name);
   int64_t h = t->shape[0];
   int64_t *s = malloc((size_t)(h ? h : 1) * sizeof *s);
@@ -275,6 +275,31 @@ int nn_tabfile_load(nn_module *m, bool state, const safetensors_file *f, const c
   nn_table_list tl = {0};
   int rc = nn_collect_tables(m, true, &tl);
   for (int i = 0; rc == 0 && i < tl.n; i++) rc = load_table(&tl.items[i], state, f, path);
+  nn_table_list_free(&tl);
+  return rc;
+}
+
+/* One table's rows of a ps file, added to the table. */
+static int merge_table(const nn_table *tb, const safetensors_file *f, const char *path) {
+  char name[96];
+  entry_name(name, sizeof name, false, tb->name, "ids");
+  const safetensors_tensor *ids = safetensors_find(f, name), *rows;
+  if (!ids) return 0;
+  int rc = check_ids(ids, tb->value, path);
+  int64_t h = ids->shape[0], d = sptable_dim(tb->value);
+  if (rc == 0) rc = (rows = need(f, false, tb->name, "rows", path)) ? check_rows(rows, h, d, path)
+                                                                     : DRV_EINVAL;
+  for (int64_t k = 0; k < h && rc == 0; k++) {
+    int64_t at = sptable_put(tb->value, (uint64_t)ids->i64[k], rows->data + (size_t)k * (size_t)d);
+    if (at < 0) rc = (int)at;
+  }
+  return rc;
+}
+
+int nn_tabfile_merge(nn_module *m, const safetensors_file *f, const char *path) {
+  nn_table_list tl = {0};
+  int rc = nn_collect_tables(m, true, &tl);
+  for (int i = 0; rc == 0 && i < tl.n; i++) rc = merge_table(&tl.items[i], f, path);
   nn_table_list_free(&tl);
   return rc;
 }

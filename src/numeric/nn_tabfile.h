@@ -54,6 +54,14 @@ bool nn_tabfile_owns(nn_module *m, bool state, const char *name);
  * the table and never twice), naming `path` in the message; 0 or an error
  * with nothing changed. */
 int nn_tabfile_check(nn_module *m, bool state, const safetensors_file *f, const char *path);
+/* A cluster checkpoint's ps file (cluster/ps/ps_ckpt_sparse.h): each
+ * holds NAME.ids and NAME.rows of the rows one ps owned. Adds f's rows of
+ * m's tables to what they hold, clearing nothing (a file after another);
+ * a table f does not name is left as it is. Checked first as
+ * nn_tabfile_check does (ids inside the table, none twice in f, rows of
+ * the table's width), naming `path`; 0 or an error. */
+int nn_tabfile_merge(nn_module *m, const safetensors_file *f, const char *path);
+
 /* Puts checked entries in: the model file's rows (every table cleared
  * first), or the state's slots and counts onto rows the model file put
  * in (an id it did not: DRV_EINVAL). */

@@ -18,6 +18,7 @@
 #include "base/manifest.h"
 #include "numeric/nn.h"
 #include "numeric/nn_sparse.h"
+#include "numeric/nn_tabfile.h"
 #include "base/safetensors.h"
 #include "ui/runs.h"
 
@@ -105,8 +106,26 @@ static int merge_tensor(nn_param_list *pl, const safetensors_file *f, const safe
   return err_set(DRV_EINVAL, "%s: %s is not a parameter of the model", file, t->name);
 }
 
+/* A model with sparse tables is written for PyTorch: each table dense
+ * under nn.EmbeddingBag's name, when it fits in EXPORT_DENSE_MAX bytes. */
+#define EXPORT_DENSE_MAX ((size_t)4 << 30)
+
+/* One ps file into the model: its dense shards at their rows, the rows
+ * of its sparse tables it held (ps_ckpt_sparse.h) by id. */
+static int merge_file(nn_module *model, nn_param_list *pl, const char *path) {
+  safetensors_file f;
+  int rc = safetensors_read(path, &f);
+  if (rc == 0) rc = nn_tabfile_merge(model, &f, path);
+  for (size_t t = 0; t < f.n && rc == 0; t++)
+    if (strncmp(f.tensors[t].name, "optim.", 6) != 0 && !nn_tabfile_owns(model, false, f.tensors[t].name))
+      rc = merge_tensor(pl, &f, &f.tensors[t], path);
+  safetensors_free(&f);
+  return rc;
+}
+
 /* A cluster checkpoint: one file per ps, each with its shards; rebuilt
- * into the model its manifest describes and written as one file. */
+ * into the model its manifest describes and written as one file (its
+ * tables gathered from every ps file, then written dense). */
 static int export_cluster(const char *dir, const char *local, const manifest *m,
                           const char *out) {
   const char *spec = manifest_meta(m, NN_SPEC_META_KEY);
@@ -122,21 +141,13 @@ static int export_cluster(const char *dir, const char *local, const manifest *m,
   for (int k = 0; k < m->nfiles && rc == 0; k++) {
     char path[PATH_MAX + 100];
     snprintf(path, sizeof path, "%s/%s", local, m->files[k].name);
-    safetensors_file f;
-    rc = safetensors_read(path, &f);
-    for (size_t t = 0; t < f.n && rc == 0; t++)
-      if (strncmp(f.tensors[t].name, "optim.", 6) != 0) rc = merge_tensor(&pl, &f, &f.tensors[t], path);
-    safetensors_free(&f);
+    rc = merge_file(model, &pl, path);
   }
-  if (rc == 0) rc = nn_save(model, out);
+  if (rc == 0) rc = nn_find_table(model) ? nn_save_dense(model, out, EXPORT_DENSE_MAX) : nn_save(model, out);
   nn_param_list_free(&pl);
   nn_unref(model);
   return rc;
 }
-
-/* A model with sparse tables is written for PyTorch: each table dense
- * under nn.EmbeddingBag's name, when it fits in EXPORT_DENSE_MAX bytes. */
-#define EXPORT_DENSE_MAX ((size_t)4 << 30)
 
 /* An in-process checkpoint's model file: copied as it is, or rewritten
  * with its tables dense. */

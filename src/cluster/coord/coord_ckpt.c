@@ -31,6 +31,7 @@
 
 #include "train/ckpt.h"
 #include "cluster/coord/coord_fit_int.h"
+#include "cluster/ps/ps_sparse.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "train/progress.h"
@@ -45,11 +46,31 @@ static int shards_on(const coord_fit_state *f, int ps) {
   return n;
 }
 
-/* The (var, name) items of the variables ps holds, in var order. */
+/* What a ps's CHECKPOINT and RESTORE name: its shards' variables and
+ * every sparse table (each ps holds a shard of each); 0: it is in no
+ * checkpoint. */
+static int items_on(const coord_fit_state *f, int ps) { return shards_on(f, ps) + f->tables.n; }
+
+/* The (var, name) items of the variables ps holds, in var order, then
+ * (PS_SPARSE_VAR | table, its PyTorch name) for every table. */
 typedef struct name_cursor {
   const coord_fit_state *f;
-  int ps, var;
+  int ps, var, table;
+  nn_table_list tables; /* the model's tables under PyTorch's names */
 } name_cursor;
+
+static int cursor_open(name_cursor *nc, const coord_fit_state *f, int ps) {
+  *nc = (name_cursor){.f = f, .ps = ps};
+  if (f->tables.n == 0) return 0;
+  int rc = f->args ? nn_collect_tables(f->args->model, true, &nc->tables)
+                   : err_set(DRV_EINVAL, "cluster: the model of the fit is gone");
+  if (rc == 0 && nc->tables.n != f->tables.n)
+    rc = err_set(DRV_EINVAL, "cluster: the model has %d sparse tables, the fit placed %d",
+                 nc->tables.n, f->tables.n);
+  return rc;
+}
+
+static void cursor_close(name_cursor *nc) { nn_table_list_free(&nc->tables); }
 
 static bool holds(const fvar *v, int ps) {
   for (int s = 0; s < v->nshards; s++)
@@ -60,7 +81,13 @@ static bool holds(const fvar *v, int ps) {
 static void put_name(wire_wr *w, void *ud, uint32_t i) {
   (void)i;
   name_cursor *nc = ud;
-  while (!holds(&nc->f->vars[nc->var], nc->ps)) nc->var++;
+  while (nc->var < nc->f->nvars && !holds(&nc->f->vars[nc->var], nc->ps)) nc->var++;
+  if (nc->var == nc->f->nvars) {
+    wire_put_item_var_name(w, &(wire_item_var_name){PS_SPARSE_VAR | (uint32_t)nc->table,
+                                                   WIRE_STR(nc->tables.items[nc->table].name)});
+    nc->table++;
+    return;
+  }
   wire_put_item_var_name(w, &(wire_item_var_name){(uint32_t)nc->var,
                                                  WIRE_STR(nc->f->torch.items[nc->var].name)});
   nc->var++;
@@ -112,18 +139,20 @@ static int write_phase(coord_fit_state *f, uint64_t at_version) {
   if (!ck->sha || !ck->size) return err_set(DRV_ENOMEM, "out of memory");
   ck->waiting = 0;
   for (int k = 0; k < f->nps; k++) {
-    int n = shards_on(f, k);
+    int n = items_on(f, k);
     if (n == 0) continue;
     if (!f->ps[k]) return err_set(DRV_ENODE, "ps:%d is not connected", k);
     char path[4200];
     ps_file(ck->dir, k, path, sizeof path);
-    name_cursor nc = {f, k, 0};
+    name_cursor nc;
     uint8_t to = (uint8_t)coord__ckpt_route(f->c, k);
     if (to == WIRE_CKPT_COORD && (rc = coord__xfer_expect(f, k, path)) < 0) return rc;
+    if ((rc = cursor_open(&nc, f, k)) < 0) return rc;
     wire_wr w;
     wire_wr_init(&w);
     wire_put_checkpoint(&w, &(wire_msg_checkpoint){at_version, WIRE_STR(path),
                                                    {(uint32_t)n, .put = put_name, .ud = &nc}, to});
+    cursor_close(&nc);
     if ((rc = conn_send_wr(f->ps[k], &w, WIRE_CHECKPOINT, 0)) < 0) return rc;
     ck->waiting++;
   }
@@ -169,7 +198,7 @@ static int commit(coord_fit_state *f) {
   char names[COORD_MAX_PS_FILES][32];
   int nf = 0;
   for (int k = 0; k < f->nps && nf < COORD_MAX_PS_FILES; k++)
-    if (shards_on(f, k)) {
+    if (items_on(f, k)) {
       rundir_ps_shards(names[nf], sizeof names[nf], NULL, k);
       files[nf] = names[nf];
       hexes[nf] = ck->sha ? ck->sha[k] : NULL; /* hashed by the ps as it wrote */
@@ -216,6 +245,11 @@ static int commit(coord_fit_state *f) {
   if (a && a->optim && a->optim->sched.kind == OSCHED_PLATEAU) { /* the evals' schedule state */
     optim_plateau_format(&f->plateau, plateau, sizeof plateau);
     meta[m++] = PLATEAU_META, meta[m++] = plateau;
+  }
+  char tables[16];
+  if (f->tables.n) { /* each ps file holds its shard of them: see sparse_ps_count */
+    snprintf(tables, sizeof tables, "%d", f->tables.n);
+    meta[m++] = "sparse_tables", meta[m++] = tables;
   }
   char stop[128];
   if (f->stopper.seen) { /* early stopping's state, as in process */
@@ -534,18 +568,20 @@ static bool lost_again(coord_fit_state *f, int rc) {
 
 static int send_restore(coord_fit_state *f, const char *dir, uint64_t version) {
   for (int k = 0; k < f->nps; k++) {
-    int n = shards_on(f, k);
+    int n = items_on(f, k);
     if (n == 0) continue;
     char path[4200] = "";
     if (dir) ps_file(dir, k, path, sizeof path);
-    name_cursor nc = {f, k, 0};
+    name_cursor nc;
     uint8_t from = dir ? (uint8_t)coord__ckpt_route(f->c, k) : WIRE_CKPT_PATH;
     int rc = from == WIRE_CKPT_COORD ? coord__xfer_send(f, k, dir, path) : 0;
+    if (rc == 0) rc = cursor_open(&nc, f, k);
     if (rc < 0) return rc;
     wire_wr w;
     wire_wr_init(&w);
     wire_put_restore(&w, &(wire_msg_restore){version, WIRE_STR(path),
                                              {(uint32_t)n, .put = put_name, .ud = &nc}, from});
+    cursor_close(&nc);
     rc = coord__ps_request(f, k, &w, WIRE_RESTORE, RESTORE_REQ);
     if (rc < 0) return rc;
   }
@@ -606,6 +642,19 @@ static void bad_ckpt(void *ud, const char *msg) {
   rundir_event(&f->c->rd, "%s", msg);
 }
 
+/* A checkpoint with sparse tables holds in ps-K's file the rows ps K
+ * owned (sptable_owner over the ps count then): it resumes on as many ps
+ * as wrote it, or is refused (its rows are not re-sharded). */
+static int sparse_ps_count(const coord_fit_state *f, const manifest *m, int64_t step) {
+  const char *nps = manifest_meta(m, "ps");
+  int had = nps ? atoi(nps) : 0;
+  if (f->tables.n == 0 || had == f->nps) return 0;
+  return err_set(DRV_EINVAL, "cannot resume from the checkpoint of step %" PRId64 ": it was "
+                 "written by %d ps and this cluster has %d; a model with sparse tables resumes "
+                 "on as many ps as wrote its checkpoint (each ps's file holds the table rows it "
+                 "owned; re-sharding them is not supported)", step, had, f->nps);
+}
+
 /* The newest intact checkpoint decides: none or of an earlier fit, this
  * fit starts afresh; of a later fit, this one is skipped; of this fit,
  * the trainers roll back, then every ps is restored (no ps was lost, so
@@ -645,10 +694,15 @@ int coord__ckpt_resume(coord_fit_state *f) {
                  "checkpoint of fit %" PRId64 ")", f->fit_no, fit);
     return 1;
   }
+  int rc = sparse_ps_count(f, &m, step);
+  if (rc < 0) {
+    manifest_free(&m);
+    return rc;
+  }
   c->resume = false;
   const char *sbase = manifest_meta(&m, "step_base");
   f->step_base = sbase ? strtoll(sbase, NULL, 10) : 0;
-  int rc = coord__feed_ckpt_resume(f, &m); /* a fed fit: what to pass over, if it can */
+  rc = coord__feed_ckpt_resume(f, &m); /* a fed fit: what to pass over, if it can */
   if (rc < 0) {
     manifest_free(&m);
     return rc;

@@ -31,8 +31,6 @@ static int refuse(const coord_fit_state *f, const coord_fit_args *a, const nn_ta
            "nn.SparseLinear read the batch's ids)";
   else if (f->c->opts.ps_replicas)
     what = "ps replicas";
-  else if (f->has_ckpt)
-    what = "checkpoints (checkpoint = {...})";
   else if (a->optim && optim_sched_active(&a->optim->sched))
     what = "a learning-rate schedule (the ps would need each row's step)";
   else if (a->feed)
