@@ -45,11 +45,12 @@ local exp = drover.experiment { name = "scc", model = nn.Sum { nn.SparseLinear(1
   train = { data = train, batch = 100, epochs = 2 }, verbose = false, seed = 7, mode = "sync",
   checkpoint = { every = 10 },
   progress = function(p)
-    if not armed or p.step < 25 then return end
-    -- once a checkpoint of step 12 or later is committed (slowed down till
-    -- then: a loaded machine may commit it steps later)
+    if not armed or p.step < 13 then return end
+    -- at step 20 or later, once a checkpoint of step 12 or later is
+    -- committed (slowed down till then: a loaded machine commits it later)
     local ck = read(c.run_dir .. "/events.log"):match(".*checkpoint step (%d+): ")
-    if not ck or tonumber(ck) < 12 then os.execute("sleep 0.05") return end
+    if not ck or tonumber(ck) < 12 then os.execute("sleep 0.1") return end
+    if p.step < 20 then return end
     armed = false
     io.open(once, "w"):close()
     os.execute(kill == "ps" and "kill -9 " .. victim or "kill -9 $PPID")
