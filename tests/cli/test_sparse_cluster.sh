@@ -6,7 +6,8 @@
 #        file: the cluster's model (c:save) is the in-process one bit for
 #        bit (rows compared by id) and so are its held-out AUC and log loss;
 #        events.log says each table is sharded over both ps. sc-01b: the
-#        same with clip_norm (dense and row gradients clipped together).
+#        same with clip_norm (dense and row gradients clipped together);
+#        sc-01c with a step schedule (each row update rated by the ps's step).
 #  sc-02 async, 2 ps + 2 workers and an evaluator, Adagrad: it learns (AUC
 #        well above chance), the evaluator's evals reach metrics.jsonl, and
 #        each ps holds only its own ids (the coordinator's copy: every id's
@@ -15,7 +16,7 @@
 #        the worker's and the coordinator's peak RSS stay far below it,
 #        and the ps hold only the rows touched.
 #  sc-04 what a cluster does not do with tables yet is refused by name:
-#        ps replicas, rate schedules, nn.Embedding { sparse = true } and
+#        ps replicas, nn.Embedding { sparse = true } and
 #        c:predict. (sc-01: c:evaluate of the trained model.)
 . tests/cli/lib.sh
 RUNS=$TMP/runs
@@ -127,6 +128,12 @@ fit cluster 2 1 0 adagrad sync 1048576 "$TMP/c1c.st" clip "$TMP/ctr.tsv" >"$TMP/
 check "sc-01b with clip_norm, the cluster's model is the in-process one (rows by id)" \
   same_models "$TMP/refc.st" "$TMP/c1c.st"
 
+# sc-01c: a step schedule: the ps rate each row update by its step
+fit inproc 0 0 0 adagrad sync 1048576 "$TMP/refs.st" sched "$TMP/ctr.tsv" >"$TMP/refs.out" 2>&1
+fit cluster 2 1 0 adagrad sync 1048576 "$TMP/c1s.st" sched "$TMP/ctr.tsv" >"$TMP/c1s.out" 2>&1
+check "sc-01c with a step schedule, the cluster's model is the in-process one (rows by id)" \
+  same_models "$TMP/refs.st" "$TMP/c1s.st"
+
 # sc-02
 fit cluster 2 2 1 adagrad async 1048576 "$TMP/c2.st" "" "$TMP/ctr.tsv" >"$TMP/c2.out" 2>&1
 RUN2=$(sed -n 's/^run //p' "$TMP/c2.out")
@@ -169,7 +176,6 @@ refused() { # name, extra, text
   check "sc-04 $1: the message says what" grep -qF "$3" "$TMP/r.out"
 }
 refused "ps replicas" replicas "with ps replicas is not supported yet"
-refused "a learning-rate schedule" sched "with a learning-rate schedule (the ps would need each row's step) is not supported yet"
 refused "nn.Embedding { sparse = true }" emb "nn.Embedding { sparse = true }"
 refused "c:predict" predict "sparse tables on a cluster are not supported yet"
 

@@ -66,11 +66,11 @@ TEST(ps_ckpt_sparse_round_trip_is_bit_exact) {
   owned(100, ids, 6);
   float g[6 * DIM], ra[6 * DIM], rb[6 * DIM];
   for (int i = 0; i < 6 * DIM; i++) g[i] = 0.1f * (float)(i % 5) - 0.2f;
-  CHECK_OK(ps_sparse_push(a, TABLE, ids, 6, g));
-  CHECK_OK(ps_sparse_push(a, TABLE, ids + 2, 3, g)); /* rows 2..4: counts 2, the rest 1 */
+  CHECK_OK(ps_sparse_push(a, TABLE, ids, 6, g, 0));
+  CHECK_OK(ps_sparse_push(a, TABLE, ids + 2, 3, g, 0)); /* rows 2..4: counts 2, the rest 1 */
   uint64_t stray[1];
   owned(5000, stray, 1);
-  CHECK_OK(ps_sparse_push(b, TABLE, stray, 1, g)); /* held before the restore */
+  CHECK_OK(ps_sparse_push(b, TABLE, stray, 1, g, 0)); /* held before the restore */
   safetensors_file f;
   CHECK_OK(round_trip(a, &f));
   const safetensors_tensor *t = safetensors_find(&f, "0.1.weight.ids");
@@ -89,8 +89,8 @@ TEST(ps_ckpt_sparse_round_trip_is_bit_exact) {
   CHECK_OK(ps_sparse_pull(b, TABLE, stray, 1, rb));
   CHECK(memcmp(rb, init, sizeof init) == 0);
   /* the next step: lazy Adam reads each row's moments and count */
-  CHECK_OK(ps_sparse_push(a, TABLE, ids, 6, g));
-  CHECK_OK(ps_sparse_push(b, TABLE, ids, 6, g));
+  CHECK_OK(ps_sparse_push(a, TABLE, ids, 6, g, 0));
+  CHECK_OK(ps_sparse_push(b, TABLE, ids, 6, g, 0));
   CHECK_OK(ps_sparse_pull(a, TABLE, ids, 6, ra));
   CHECK_OK(ps_sparse_pull(b, TABLE, ids, 6, rb));
   CHECK(memcmp(ra, rb, sizeof ra) == 0);
@@ -104,8 +104,8 @@ TEST(ps_ckpt_sparse_refusals_change_nothing) {
   uint64_t ids[4];
   owned(10, ids, 4);
   float g[4 * DIM] = {0.5f}, r[4 * DIM];
-  CHECK_OK(ps_sparse_push(a, TABLE, ids, 4, g));
-  CHECK_OK(ps_sparse_push(b, TABLE, ids, 2, g));
+  CHECK_OK(ps_sparse_push(a, TABLE, ids, 4, g, 0));
+  CHECK_OK(ps_sparse_push(b, TABLE, ids, 2, g, 0));
   ps_spsnap p;
   CHECK_ERR(ps_spsnap_take(a, vars, names, 1, &p), DRV_EINVAL, "no name for sparse table 2");
   ps_spsnap_free(&p);
@@ -141,7 +141,7 @@ TEST(ps_ckpt_sparse_empty_shard) {
   uint64_t ids[1];
   owned(3, ids, 1);
   float g[DIM] = {1, 1, 1};
-  CHECK_OK(ps_sparse_push(b, TABLE, ids, 1, g));
+  CHECK_OK(ps_sparse_push(b, TABLE, ids, 1, g, 0));
   safetensors_file f;
   CHECK_OK(round_trip(a, &f)); /* I64 [0]: the reader keeps no dtype */
   CHECK_OK(ps_spsnap_restore(b, &f, vars, names, 2));

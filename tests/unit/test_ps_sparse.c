@@ -2,7 +2,8 @@
  * table's ids by sptable_owner and each holds only its own; pulled rows
  * are the deterministic initial rows; a push steps the rows exactly as the
  * in-process optimizer does; foreign, unsorted and out-of-range ids, an
- * unknown table, bad SPARSE_INIT fields and rate schedules are refused; sync
+ * unknown table, bad SPARSE_INIT fields and plateau schedules are refused; a
+ * step schedule rates each update by the ps's step; sync
  * pushes are summed per row and applied once per step. */
 #include <stdint.h>
 #include <string.h>
@@ -51,7 +52,7 @@ TEST(ps_sparse_shards_hold_only_their_rows) {
     CHECK_INT_EQ(ps_sparse_held(ps[k], 2), 0); /* a pull creates nothing: a push does */
     sptable_init_row(local, ids[k][n[k] - 1], want);
     CHECK(memcmp(rows + (n[k] - 1) * DIM, want, sizeof want) == 0);
-    CHECK_OK(ps_sparse_push(ps[k], 2, ids[k], n[k], grads));
+    CHECK_OK(ps_sparse_push(ps[k], 2, ids[k], n[k], grads, 0));
     CHECK_OK(optim_table_update(&m0.optim, local, ids[k], grads, (int64_t)n[k]));
     CHECK_OK(ps_sparse_pull(ps[k], 2, ids[k], n[k], rows));
     for (size_t i = 0; i < n[k]; i++)
@@ -76,7 +77,7 @@ TEST(ps_sparse_refuses_bad_requests) {
   float rows[2 * DIM] = {0};
   uint64_t unsorted[2] = {9, 4}, past[1] = {1ULL << 24};
   CHECK_ERR(ps_sparse_pull(s, 2, unsorted, 2, rows), DRV_EINVAL, "sorted and unique");
-  CHECK_ERR(ps_sparse_push(s, 2, past, 1, rows), DRV_ERANGE, "outside the table");
+  CHECK_ERR(ps_sparse_push(s, 2, past, 1, rows, 0), DRV_ERANGE, "outside the table");
   CHECK_ERR(ps_sparse_pull(s, 5, past, 0, rows), DRV_EINVAL, "no table 5");
   CHECK_INT_EQ(ps_sparse_held(s, 2), 0);
   wire_msg_sparse_init bad = init_msg(2, 2);
@@ -85,9 +86,33 @@ TEST(ps_sparse_refuses_bad_requests) {
   CHECK_ERR(ps_sparse_init(s, &bad), DRV_EINVAL, "past the");
   bad = init_msg(0, 1), bad.rows = (1ULL << 40) + 1;
   CHECK(ps_sparse_init(s, &bad) == DRV_EINVAL);
-  bad = init_msg(0, 1), bad.optim.sched.kind = OSCHED_STEP;
-  bad.optim.sched.step_size = 10, bad.optim.sched.gamma = 0.5;
-  CHECK_ERR(ps_sparse_init(s, &bad), DRV_EUNSUPPORTED, "schedule");
+  bad = init_msg(0, 1), bad.optim.sched.kind = OSCHED_PLATEAU;
+  bad.optim.sched.factor = 0.5f, bad.optim.sched.patience = 1;
+  CHECK_ERR(ps_sparse_init(s, &bad), DRV_EUNSUPPORTED, "plateau schedule");
+  ps_sparse_free(s);
+}
+
+/* A step schedule: an async push at the ps's step 10 is rated as the
+ * in-process optimizer's eleventh update would be (lr * gamma). */
+TEST(ps_sparse_schedule_rates_by_the_ps_step) {
+  ps_sparse *s = ps_sparse_new();
+  sptable *local = sptable_new(1ULL << 24, DIM, 0.1f, 77);
+  CHECK(s && local);
+  wire_msg_sparse_init m = init_msg(0, 1);
+  optim_cfg_default(&m.optim, OPTIM_SGD);
+  m.optim.lr = 0.5f;
+  m.optim.sched.kind = OSCHED_STEP, m.optim.sched.step_size = 10, m.optim.sched.gamma = 0.25f;
+  CHECK_OK(ps_sparse_init(s, &m));
+  uint64_t ids[2] = {3, 9};
+  float g[2 * DIM] = {1, 2, 3, 4, 5, 6, 7, 8}, rows[2 * DIM];
+  CHECK_OK(ps_sparse_push(s, 2, ids, 2, g, 10));
+  optim_cfg at = m.optim;
+  at.lr = 0.5f * 0.25f;
+  CHECK_OK(optim_table_update(&at, local, ids, g, 2));
+  CHECK_OK(ps_sparse_pull(s, 2, ids, 2, rows));
+  CHECK(memcmp(rows, sptable_value(local, sptable_find(local, 3)), DIM * sizeof(float)) == 0);
+  CHECK(memcmp(rows + DIM, sptable_value(local, sptable_find(local, 9)), DIM * sizeof(float)) == 0);
+  sptable_free(local);
   ps_sparse_free(s);
 }
 
@@ -108,12 +133,12 @@ TEST(ps_sparse_sync_sums_rows_then_steps_once) {
   float ga[2 * DIM] = {1, 2, 3, 4, 5, 6, 7, 8}, gb[2 * DIM] = {-1, 0.5f, 2, 2, 9, 9, 9, 9};
   float rows[3 * DIM], want[DIM];
   uint64_t all[3] = {4, 8, 15};
-  CHECK_OK(ps_sparse_push(s, 2, a, 2, ga));
-  CHECK_OK(ps_sparse_push(s, 2, b, 2, gb));
+  CHECK_OK(ps_sparse_push(s, 2, a, 2, ga, 0));
+  CHECK_OK(ps_sparse_push(s, 2, b, 2, gb, 0));
   CHECK_OK(ps_sparse_pull(s, 2, all, 3, rows)); /* not stepped yet */
   sptable_init_row(local, 8, want);
   CHECK(memcmp(rows + DIM, want, sizeof want) == 0);
-  CHECK_OK(ps_sparse_apply_sync(s, 2));
+  CHECK_OK(ps_sparse_apply_sync(s, 2, 0));
   float avg[3 * DIM];
   for (int j = 0; j < DIM; j++) {
     avg[j] = ga[j] * 0.5f;
@@ -125,7 +150,7 @@ TEST(ps_sparse_sync_sums_rows_then_steps_once) {
   for (int i = 0; i < 3; i++)
     CHECK(memcmp(rows + i * DIM, sptable_value(local, sptable_find(local, all[i])),
                  sizeof want) == 0);
-  CHECK_OK(ps_sparse_apply_sync(s, 2)); /* an empty step moves nothing */
+  CHECK_OK(ps_sparse_apply_sync(s, 2, 1)); /* an empty step moves nothing */
   CHECK_OK(ps_sparse_pull(s, 2, all, 1, rows));
   CHECK(memcmp(rows, sptable_value(local, sptable_find(local, 4)), sizeof want) == 0);
   sptable_free(local);

@@ -31,8 +31,8 @@ static int refuse(const coord_fit_state *f, const coord_fit_args *a, const nn_ta
            "nn.SparseLinear read the batch's ids)";
   else if (f->c->opts.ps_replicas)
     what = "ps replicas";
-  else if (a->optim && optim_sched_active(&a->optim->sched))
-    what = "a learning-rate schedule (the ps would need each row's step)";
+  else if (a->optim && a->optim->sched.kind == OSCHED_PLATEAU)
+    what = "a plateau schedule (its LR_SCALE reaches the dense shards only)";
   else if (a->feed)
     what = "fed data (train.feed: batches without ids)";
   else if (sptable_held(t->value) > 0)

@@ -244,7 +244,7 @@ static int apply_sync(ps_server *ps) {
     s->acc_n = 0;
   }
   if (ps->sparse) { /* the step's summed rows, averaged over the same pushes */
-    int rc = ps_sparse_apply_sync(ps->sparse, ps->agg);
+    int rc = ps_sparse_apply_sync(ps->sparse, ps->agg, ps->version);
     if (rc < 0) return rc;
   }
   ps->agg = 0;

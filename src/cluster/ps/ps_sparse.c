@@ -9,6 +9,7 @@
 
 #include "base/err.h"
 #include "numeric/optim.h"
+#include "numeric/optim_sched.h"
 #include "numeric/sptable.h"
 
 typedef struct sp_shard {
@@ -57,9 +58,9 @@ int ps_sparse_init(ps_sparse *s, const wire_msg_sparse_init *m) {
     return err_set(DRV_EINVAL, "SPARSE_INIT: shard %u of %u", m->shard, m->shards);
   int rc = optim_cfg_check(&m->optim);
   if (rc < 0) return rc;
-  if (optim_sched_active(&m->optim.sched))
-    return err_set(DRV_EUNSUPPORTED, "SPARSE_INIT: a learning-rate schedule on a sparse table on "
-                                     "a cluster is not supported yet");
+  if (m->optim.sched.kind == OSCHED_PLATEAU)
+    return err_set(DRV_EUNSUPPORTED, "SPARSE_INIT: a plateau schedule on a sparse table on a "
+                                     "cluster is not supported yet");
   sptable *t = sptable_new(m->rows, m->dim, (float)m->std, m->seed);
   if (!t) /* sptable_new said why */
     return m->rows >= 1 && m->rows <= SPTABLE_MAX_ROWS && m->dim >= 1 && m->dim <= SPTABLE_MAX_DIM
@@ -125,16 +126,27 @@ static int accumulate(sp_shard *sh, const uint64_t *ids, size_t n, const float *
   return 0;
 }
 
+/* The table's optimizer at the rate its schedule gives for `step` (the
+ * updates before this one, as a dense shard counts them): *tmp, or the
+ * config itself when it has no schedule. */
+static const optim_cfg *cfg_at(const sp_shard *sh, uint64_t step, optim_cfg *tmp) {
+  if (!optim_sched_active(&sh->optim.sched)) return &sh->optim;
+  *tmp = sh->optim;
+  tmp->lr = (float)optim_sched_lr(&sh->optim.sched, sh->optim.lr, (int64_t)step, NULL);
+  return tmp;
+}
+
 int ps_sparse_push(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n,
-                   const float *grads) {
+                   const float *grads, uint64_t step) {
   sp_shard *sh;
   int rc = checked(s, table, ids, n, "SPARSE_PUSH", &sh);
   if (rc < 0) return rc;
   if (sh->sync) return accumulate(sh, ids, n, grads);
-  return optim_table_update(&sh->optim, sh->t, ids, grads, (int64_t)n);
+  optim_cfg tmp;
+  return optim_table_update(cfg_at(sh, step, &tmp), sh->t, ids, grads, (int64_t)n);
 }
 
-int ps_sparse_apply_sync(ps_sparse *s, uint32_t pushes) {
+int ps_sparse_apply_sync(ps_sparse *s, uint32_t pushes, uint64_t step) {
   for (int i = 0; i < PS_SPARSE_MAX_TABLES; i++) {
     sp_shard *sh = &s->tables[i];
     if (!sh->t || !sh->sync || sh->acc.n == 0) continue;
@@ -142,7 +154,9 @@ int ps_sparse_apply_sync(ps_sparse *s, uint32_t pushes) {
       float scale = 1.0f / (float)pushes;
       for (int64_t k = 0; k < sh->acc.n * sh->acc.dim; k++) sh->acc.rows[k] *= scale;
     }
-    int rc = optim_table_update(&sh->optim, sh->t, sh->acc.ids, sh->acc.rows, sh->acc.n);
+    optim_cfg tmp;
+    int rc = optim_table_update(cfg_at(sh, step, &tmp), sh->t, sh->acc.ids, sh->acc.rows,
+                                sh->acc.n);
     nn_spgrad_clear(&sh->acc);
     if (rc < 0) return rc;
   }

@@ -29,8 +29,8 @@ void ps_sparse_free(ps_sparse *s); /* NULL is fine */
 
 /* (Re)creates table m->table from a decoded SPARSE_INIT, dropping the rows
  * it held. DRV_EINVAL (shard >= shards, a bad size, a bad optimizer, a
- * table number past PS_SPARSE_MAX_TABLES), DRV_EUNSUPPORTED (a rate
- * schedule: rows would need the ps's step), DRV_ENOMEM. */
+ * table number past PS_SPARSE_MAX_TABLES), DRV_EUNSUPPORTED (a plateau
+ * schedule: its LR_SCALE reaches dense shards only), DRV_ENOMEM. */
 #define PS_SPARSE_MAX_TABLES 1024
 int ps_sparse_init(ps_sparse *s, const wire_msg_sparse_init *m);
 
@@ -44,15 +44,18 @@ int ps_sparse_init(ps_sparse *s, const wire_msg_sparse_init *m);
 int ps_sparse_pull(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n, float *out);
 
 /* Applies one push, grads n * dim floats (row r is ids[r]'s), with the
- * table's optimizer, row by row (optim_table_update); in sync mode adds
- * them to the step's sums instead. The same checks as ps_sparse_pull. */
+ * table's optimizer, row by row (optim_table_update), at the rate its
+ * schedule gives for `step` (the ps's version: the pushes applied before
+ * this one); in sync mode adds them to the step's sums instead. The same
+ * checks as ps_sparse_pull. */
 int ps_sparse_push(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n,
-                   const float *grads);
+                   const float *grads, uint64_t step);
 
 /* Sync: one optimizer step per summed row of every sync table, with the
- * sum divided by `pushes` (the step's pushes, as the dense average is);
- * rows no push touched do not step. 0, DRV_ENOMEM. */
-int ps_sparse_apply_sync(ps_sparse *s, uint32_t pushes);
+ * sum divided by `pushes` (the step's pushes, as the dense average is), at
+ * the rate for `step` (the global steps applied before this one); rows no
+ * push touched do not step. 0, DRV_ENOMEM. */
+int ps_sparse_apply_sync(ps_sparse *s, uint32_t pushes, uint64_t step);
 
 /* The table's row width, or -1 when there is no such table. */
 int64_t ps_sparse_dim(const ps_sparse *s, uint32_t table);

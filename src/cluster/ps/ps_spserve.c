@@ -106,7 +106,7 @@ static int push_payload(ps_server *ps, const uint8_t *pl, uint32_t len) {
         rc = err_set(DRV_ERANGE, "SPARSE_PUSH refused: the gradient of table %u holds a NaN or "
                      "Inf at element %zu; no row changed", m.table, k);
   }
-  if (rc == 0) rc = ps_sparse_push(ps->sparse, m.table, ids, n, g);
+  if (rc == 0) rc = ps_sparse_push(ps->sparse, m.table, ids, n, g, ps->version);
   free(g);
   free(ids);
   return rc;
