@@ -270,6 +270,13 @@
  *                     c:tables()'s figures. */
 #define WIRE_MSG_sparse_stats(X) X(ITEMS, tables, table_stat, "SPARSE_STATS table")
 #define WIRE_ITEM_table_stat(X) X(U32, table) X(U64, held) X(U64, touched) X(U64, bytes)
+/*  SPARSE_LOAD        C -> P: after SPARSE_INIT, rows the coordinator's
+ *                     model already holds (a second fit, a loaded model):
+ *                     ids sorted, unique, this ps's; their values [n, dim]
+ *                     (optimizer slots start afresh, as VAR_INIT's do).
+ *                     Reply SPARSE_INIT_OK (req echoed) */
+#define WIRE_MSG_sparse_load(X) \
+  X(U32, table) X(ITEMS, ids, sparse_id, "SPARSE_LOAD id") X(TENSOR, rows)
 #define WIRE_MSG_sparse_dump(X) X(U32, table)
 #define WIRE_MSG_sparse_dump_reply(X) \
   X(U32, table) X(ITEMS, ids, sparse_id, "SPARSE_DUMP_REPLY id") X(TENSOR, rows)

@@ -7,7 +7,8 @@
 #        bit (rows compared by id) and so are its held-out AUC and log loss;
 #        events.log says each table is sharded over both ps. sc-01b: the
 #        same with clip_norm (dense and row gradients clipped together);
-#        sc-01c with a step schedule (each row update rated by the ps's step).
+#        sc-01c with a step schedule (each row update rated by the ps's step);
+#        sc-01d a second fit starts from the first's rows (SPARSE_LOAD).
 #  sc-02 async, 2 ps + 2 workers and an evaluator, Adagrad: it learns (AUC
 #        well above chance), the evaluator's evals reach metrics.jsonl, and
 #        each ps holds only its own ids (the coordinator's copy: every id's
@@ -45,6 +46,7 @@ local deep = nn.Sequential { nn.Concat { nn.Identity(), bag },
   nn.Linear(13 + 26 * DIM, 8), nn.ReLU(), nn.Linear(8, 1) }
 local model = nn.Sum { nn.SparseLinear(rows, 1), deep }
 local optim = opt == "adam" and drover.optim.Adam { lr = 0.01 }
+  or opt == "sgd" and drover.optim.SGD { lr = 0.05 }
   or drover.optim.Adagrad { lr = 0.05, clip_norm = extra == "clip" and 1 or nil,
     schedule = extra == "sched" and drover.optim.schedule.step { step_size = 10, gamma = 0.5 } or nil }
 local exp = drover.experiment { name = "sc", model = model, loss = nn.BCEWithLogits(),
@@ -69,6 +71,13 @@ else
     return
   end
   r = c:fit(exp)
+  if extra == "twice" then -- a second fit at rate 0: it must start from the first's rows
+    c:save(out .. ".first")
+    r = c:fit(drover.experiment { name = "sc2", model = model, loss = nn.BCEWithLogits(),
+      optimizer = drover.optim.SGD { lr = 0 }, train = { data = train, batch = 100, epochs = 1 },
+      eval = { data = test, metrics = { "auc", "logloss" } }, verbose = false, seed = 8,
+      mode = sync })
+  end
   c:save(out)
   local e = c:evaluate(exp) -- on the coordinator, the tables' rows pulled by id
   print(("evaluate auc %.9g logloss %.9g"):format(e.auc, e.logloss))
@@ -133,6 +142,23 @@ fit inproc 0 0 0 adagrad sync 1048576 "$TMP/refs.st" sched "$TMP/ctr.tsv" >"$TMP
 fit cluster 2 1 0 adagrad sync 1048576 "$TMP/c1s.st" sched "$TMP/ctr.tsv" >"$TMP/c1s.out" 2>&1
 check "sc-01c with a step schedule, the cluster's model is the in-process one (rows by id)" \
   same_models "$TMP/refs.st" "$TMP/c1s.st"
+
+# sc-01d: a second fit goes on from the first's rows (the ps get them with
+# SPARSE_LOAD, their optimizer state afresh as a dense variable's)
+fit cluster 2 1 0 adagrad async 1048576 "$TMP/c12.st" twice "$TMP/ctr.tsv" >"$TMP/c12.out" 2>&1
+check "sc-01d a second fit starts from the first's rows (at rate 0 it keeps them all)" \
+  "$PY" - "$TMP/c12.st.first" "$TMP/c12.st" <<'PY'
+import sys, numpy as np
+from safetensors.numpy import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+for k in a:
+    if not k.endswith(".rows"): continue
+    ia, ib = a[k[:-5] + ".ids"], b[k[:-5] + ".ids"]
+    pos = {int(i): j for j, i in enumerate(ib)}
+    assert len(ia) > 1000 and all(int(i) in pos for i in ia), k
+    rows = b[k][[pos[int(i)] for i in ia]]
+    assert (rows == a[k]).all(), k
+PY
 
 # sc-02
 fit cluster 2 2 1 adagrad async 1048576 "$TMP/c2.st" "" "$TMP/ctr.tsv" >"$TMP/c2.out" 2>&1

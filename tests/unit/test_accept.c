@@ -61,7 +61,7 @@ TEST(accept_ps_by_peer) {
   CHECK_ALLOWS(ps__accept_as(AUTH_CAP_NODE, AUTH_ROLE_COORD),
                "the coordinator: HEARTBEAT VAR_INIT PULL PUSH CHECKPOINT RESTORE PUSH_ID "
                "LR_SCALE SYNC_STOP CKPT_FILE CKPT_PIECE CKPT_FILE_END SPARSE_INIT SPARSE_PULL "
-               "SPARSE_DUMP");
+               "SPARSE_DUMP SPARSE_LOAD");
   for (int r = ROLE_CHIEF; r < ROLE_COUNT; r++)
     CHECK_ALLOWS(ps__accept_as(AUTH_CAP_NODE, r),
                  "a worker, chief or evaluator: HEARTBEAT PULL PUSH PUSH_ID SPARSE_PULL SPARSE_PUSH");

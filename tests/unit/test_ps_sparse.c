@@ -156,3 +156,27 @@ TEST(ps_sparse_sync_sums_rows_then_steps_once) {
   sptable_free(local);
   ps_sparse_free(s);
 }
+
+/* SPARSE_LOAD's rows: put as they are, with fresh slots and counts, and
+ * refused whole (nothing put) when one id is another shard's. */
+TEST(ps_sparse_put_rows_then_pull_them) {
+  ps_sparse *s = ps_sparse_new();
+  CHECK(s);
+  wire_msg_sparse_init m = init_msg(0, 2);
+  CHECK_OK(ps_sparse_init(s, &m));
+  uint64_t mine[200];
+  size_t n = owned(0, mine);
+  static float rows[200 * DIM], back[200 * DIM];
+  for (size_t i = 0; i < n * DIM; i++) rows[i] = (float)i * 0.25f;
+  CHECK_OK(ps_sparse_put_rows(s, 2, mine, n, rows));
+  CHECK_INT_EQ(ps_sparse_held(s, 2), (int64_t)n);
+  CHECK_OK(ps_sparse_pull(s, 2, mine, n, back));
+  CHECK(memcmp(rows, back, n * DIM * sizeof(float)) == 0);
+  uint64_t theirs[200];
+  owned(1, theirs);
+  uint64_t mixed[2] = {mine[0] < theirs[0] ? mine[0] : theirs[0],
+                       mine[0] < theirs[0] ? theirs[0] : mine[0]};
+  CHECK_ERR(ps_sparse_put_rows(s, 2, mixed, 2, rows), DRV_EINVAL, "not this ps's");
+  CHECK_INT_EQ(ps_sparse_held(s, 2), (int64_t)n);
+  ps_sparse_free(s);
+}

@@ -106,7 +106,8 @@ TEST(wire_sparse_frames_are_taken_only_from_their_senders) {
     uint32_t max_len[256] = {0};
     wire_peer_allow((wire_peer)p, allow, max_len);
     bool coord = p == WIRE_PEER_PS_COORD, trainer = p == WIRE_PEER_PS_TRAINER;
-    CHECK(allow[WIRE_SPARSE_INIT] == coord && allow[WIRE_SPARSE_DUMP] == coord);
+    CHECK(allow[WIRE_SPARSE_INIT] == coord && allow[WIRE_SPARSE_DUMP] == coord &&
+          allow[WIRE_SPARSE_LOAD] == coord);
     CHECK(allow[WIRE_SPARSE_PUSH] == trainer);
     CHECK(allow[WIRE_SPARSE_PULL] == (coord || trainer));
     CHECK(!allow[WIRE_SPARSE_INIT_OK] && !allow[WIRE_SPARSE_PULL_REPLY] &&

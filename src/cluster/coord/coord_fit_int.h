@@ -138,6 +138,7 @@ struct coord_fit_state {
   int ntrained;    /* vars[0 .. ntrained-1] are parameters, the rest running statistics */
   bool placed;
   nn_table_list tables; /* the model's sparse tables (coord_sparse.c; borrowed from it) */
+  struct coord_tinit *tinit; /* per table: its rows as the fit found them (owned) */
   int *pend_ps; /* ps replies outstanding per ps link (VAR_INIT_OK, PULL_REPLY,
                  * RESTORE_OK; coord__ps_request); a link that closes drops
                  * its own, which will never come (lost_replies) */

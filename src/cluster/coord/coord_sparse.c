@@ -19,7 +19,53 @@
 #include "numeric/sptable.h"
 #include "proto/wire_msgs.h"
 
-void coord__sparse_free(coord_fit_state *f) { nn_table_list_free(&f->tables); }
+/* A table's rows as the fit found them (a second fit, a loaded model),
+ * grouped by owner (sptable_route): ps k's ids are ids[offs[k] ..
+ * offs[k + 1]), rows in the same order. SPARSE_LOAD sends them after each
+ * SPARSE_INIT: at the start, and again when a lost ps makes the fit start
+ * over without a checkpoint. */
+typedef struct coord_tinit {
+  uint64_t *ids;
+  float *rows;
+  size_t *offs;
+  int64_t n;
+} coord_tinit;
+
+static void tinit_free(coord_fit_state *f) {
+  for (int i = 0; f->tinit && i < f->tables.n; i++) {
+    free(f->tinit[i].ids);
+    free(f->tinit[i].rows);
+    free(f->tinit[i].offs);
+  }
+  free(f->tinit);
+  f->tinit = NULL;
+}
+
+void coord__sparse_free(coord_fit_state *f) {
+  tinit_free(f);
+  nn_table_list_free(&f->tables);
+}
+
+static int tinit_take(coord_fit_state *f, int i) {
+  const sptable *t = f->tables.items[i].value;
+  coord_tinit *ti = &f->tinit[i];
+  int64_t n = sptable_held(t), dim = sptable_dim(t);
+  if (n == 0) return 0;
+  uint64_t *held = malloc((size_t)n * sizeof *held);
+  ti->ids = malloc((size_t)n * sizeof *ti->ids);
+  ti->rows = malloc((size_t)n * (size_t)dim * sizeof *ti->rows);
+  ti->offs = malloc(((size_t)f->nps + 1) * sizeof *ti->offs);
+  int rc = held && ti->ids && ti->rows && ti->offs ? 0 : err_set(DRV_ENOMEM, "out of memory");
+  for (int64_t k = 0; rc == 0 && k < n; k++) held[k] = sptable_id(t, k);
+  int64_t u = rc == 0 ? sptable_route(held, (size_t)n, (uint32_t)f->nps, ti->ids, ti->offs) : 0;
+  if (u < 0) rc = (int)u;
+  for (int64_t k = 0; rc == 0 && k < u; k++)
+    memcpy(ti->rows + k * dim, sptable_value(t, sptable_find(t, ti->ids[k])),
+           (size_t)dim * sizeof *ti->rows);
+  ti->n = rc == 0 ? u : 0;
+  free(held);
+  return rc;
+}
 
 /* What a cluster does not do with tables yet, refused before anything
  * starts rather than trained wrong. */
@@ -35,25 +81,49 @@ static int refuse(const coord_fit_state *f, const coord_fit_args *a, const nn_ta
     what = "a plateau schedule (its LR_SCALE reaches the dense shards only)";
   else if (a->feed)
     what = "fed data (train.feed: batches without ids)";
-  else if (sptable_held(t->value) > 0)
-    what = "a table that already holds trained rows (a second fit, or a loaded model)";
   if (!what) return 0;
   return err_set(DRV_EUNSUPPORTED, "cluster: sparse table %s with %s is not supported yet",
                  t->name, what);
 }
 
 int coord__sparse_place(coord_fit_state *f, nn_module *model, const coord_fit_args *a) {
-  nn_table_list_free(&f->tables);
+  coord__sparse_free(f);
   int rc = nn_collect_tables(model, false, &f->tables);
+  if (rc == 0 && f->tables.n && !(f->tinit = calloc((size_t)f->tables.n, sizeof *f->tinit)))
+    rc = err_set(DRV_ENOMEM, "out of memory");
   for (int i = 0; i < f->tables.n && rc == 0; i++) {
-    if ((rc = refuse(f, a, &f->tables.items[i])) < 0) break;
+    if ((rc = refuse(f, a, &f->tables.items[i])) < 0 || (rc = tinit_take(f, i)) < 0) break;
     const sptable *t = f->tables.items[i].value;
     rundir_event(&f->c->rd, "placement %s: a sparse table of %" PRIu64 " rows of %" PRId64
                  ", sharded by row over %d ps", f->tables.items[i].name, sptable_rows(t),
                  sptable_dim(t), f->nps);
   }
-  if (rc < 0) nn_table_list_free(&f->tables);
+  if (rc < 0) coord__sparse_free(f);
   return rc;
+}
+
+static void put_id(wire_wr *w, void *ud, uint32_t k) {
+  wire_put_item_sparse_id(w, &(wire_item_sparse_id){((const uint64_t *)ud)[k]});
+}
+
+/* SPARSE_LOAD of table i's starting rows that ps k owns, in frames of at
+ * most 16 MiB of rows. */
+static int load_rows(coord_fit_state *f, int i, int k) {
+  const coord_tinit *ti = &f->tinit[i];
+  if (ti->n == 0) return 0;
+  int64_t dim = sptable_dim(f->tables.items[i].value);
+  size_t per = ((size_t)16 << 20) / ((size_t)dim * 4 + 8) + 1;
+  for (size_t a = ti->offs[k]; a < ti->offs[k + 1]; a += per) {
+    size_t n = ti->offs[k + 1] - a < per ? ti->offs[k + 1] - a : per;
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_put_sparse_load(&w, &(wire_msg_sparse_load){
+        (uint32_t)i, {(uint32_t)n, .put = put_id, .ud = ti->ids + a},
+        {.ndim = 2, .shape = {(int64_t)n, dim}, .data = ti->rows + a * (size_t)dim}});
+    int rc = coord__ps_request(f, k, &w, WIRE_SPARSE_LOAD, (uint32_t)i);
+    if (rc < 0) return rc;
+  }
+  return 0;
 }
 
 int coord__sparse_init(coord_fit_state *f, const optim_cfg *opt) {
@@ -68,6 +138,7 @@ int coord__sparse_init(coord_fit_state *f, const optim_cfg *opt) {
           .shards = (uint32_t)f->nps, .mode = f->sync, .replicas = f->replicas,
           .target = (uint64_t)f->sync_target, .optim = *opt});
       int rc = coord__ps_request(f, k, &w, WIRE_SPARSE_INIT, (uint32_t)i);
+      if (rc == 0) rc = load_rows(f, i, k);
       if (rc < 0) return rc;
     }
   }

@@ -584,6 +584,10 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
     if (replica) goto not_primary;
     rc = ps__on_sparse_dump(ps, c, h, pl);
     break;
+  case WIRE_SPARSE_LOAD:
+    if (replica) goto not_primary;
+    rc = ps__on_sparse_load(ps, c, h, pl);
+    break;
   case WIRE_CHECKPOINT:
     if (replica) goto not_primary;
     rc = ps__on_checkpoint(ps, pe, h, pl);

@@ -199,6 +199,7 @@ int ps__sparse_pending_apply(ps_server *ps, peer *pe); /* summed into the step *
 void ps__sparse_pending_drop(peer *pe);                 /* its PUSH came late */
 void ps__sparse_pending_free(peer *pe);
 int ps__on_sparse_dump(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
+int ps__on_sparse_load(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
 
 /* ps_repl.c */
 /* Primary with a live replica: forwards the frame and keeps it until the

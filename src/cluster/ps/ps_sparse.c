@@ -109,6 +109,18 @@ int ps_sparse_pull(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n, 
   return 0;
 }
 
+int ps_sparse_put_rows(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n,
+                       const float *rows) {
+  sp_shard *sh;
+  int rc = checked(s, table, ids, n, "SPARSE_LOAD", &sh);
+  int64_t dim = rc < 0 ? 0 : sptable_dim(sh->t);
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    int64_t k = sptable_put(sh->t, ids[i], rows + (int64_t)i * dim);
+    if (k < 0) rc = (int)k;
+  }
+  return rc;
+}
+
 /* Sync: adds one push's rows to the step's sums (a row's first gradient
  * is copied, so one worker's update is bit for bit an async one). */
 static int accumulate(sp_shard *sh, const uint64_t *ids, size_t n, const float *grads) {

@@ -62,6 +62,13 @@ int64_t ps_sparse_dim(const ps_sparse *s, uint32_t table);
 /* The table itself (borrowed), or NULL: what SPARSE_DUMP reads. */
 const sptable *ps_sparse_table(const ps_sparse *s, uint32_t table);
 
+/* Puts n rows (ids as ps_sparse_pull's, their values n * dim floats) into
+ * the table, each with fresh optimizer slots and a count of 0 (a held row
+ * keeps its slots): SPARSE_LOAD. The same checks as ps_sparse_pull, before
+ * anything changes. */
+int ps_sparse_put_rows(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n,
+                       const float *rows);
+
 /* Rows the table holds (-1 when there is no such table): what c:nodes()
  * is to show per table. */
 int64_t ps_sparse_held(const ps_sparse *s, uint32_t table);

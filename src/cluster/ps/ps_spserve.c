@@ -191,3 +191,27 @@ int ps_sparse_stats(const ps_server *ps, wire_item_table_stat *out, int max) {
   }
   return n;
 }
+
+int ps__on_sparse_load(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl) {
+  wire_msg_sparse_load m;
+  int rc = wire_get_sparse_load(pl, h->len, &m);
+  if (rc < 0) return rc;
+  int64_t dim = ps->sparse ? ps_sparse_dim(ps->sparse, m.table) : -1;
+  if (dim < 0) return err_set(DRV_EINVAL, "SPARSE_LOAD: this ps holds no table %u", m.table);
+  if (m.rows.ndim != 2 || m.rows.shape[0] != (int64_t)m.ids.n || m.rows.shape[1] != dim)
+    return err_set(DRV_ESHAPE, "SPARSE_LOAD: %u ids of table %u need rows [%u, %lld]", m.ids.n,
+                   m.table, m.ids.n, (long long)dim);
+  uint64_t *ids;
+  if ((rc = ids_of(&m.ids, &ids)) < 0) return rc;
+  size_t n = m.ids.n;
+  float *rows = malloc((n * (size_t)dim + 1) * sizeof *rows);
+  if (!rows) rc = err_set(DRV_ENOMEM, "out of memory for %zu rows", n);
+  if (rc == 0) {
+    wire_tensor_to(&m.rows, rows);
+    rc = ps_sparse_put_rows(ps->sparse, m.table, ids, n, rows);
+  }
+  free(rows);
+  free(ids);
+  if (rc == 0) reply_empty(c, WIRE_SPARSE_INIT_OK, h->req);
+  return rc;
+}
