@@ -1,0 +1,104 @@
+-- test_scale_fit.lua - c:scale { worker = N } WHILE a fit runs, on local
+-- clusters (coord_scale.c, "during a fit"): grow 2 -> 4 and shrink 4 -> 1
+-- from the progress function in an async fit and in a sync fit, the step
+-- counts exact (async: the planned steps; sync: the planned global steps,
+-- each averaging the gradients of the workers it had, so r.steps is the
+-- sum of the quorums); a sync fit scaled 1 -> 2 -> 1 equal to a second run
+-- whose quorum changed at the same global steps; above max refused during
+-- a fit; a worker SIGKILLed during a scale (the fit still ends exactly).
+local T = dofile("tests/lua/t.lua")
+local test, eq, near, raises = table.unpack(T)
+local read = T.read
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local RUNS = T.RUNS
+
+local digits = data.csv("examples/data/digits.csv", { label = -1 })
+
+local function exp(over)
+  drover.seed(5)
+  local s = { name = "scalefit", model = nn.Sequential { nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10) },
+    loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.05 },
+    train = { data = digits, batch = 16, epochs = 100, max_steps = 3000 }, verbose = false }
+  for k, v in pairs(over or {}) do s[k] = v end
+  return drover.experiment(s)
+end
+
+local function workers(c)
+  local s, n = {}, 0
+  for _, x in ipairs(c:nodes()) do
+    if x.role == "worker" then
+      s[x.index + 1] = x
+      if x.state ~= "removed" then n = n + 1 end
+    end
+  end
+  return s, n
+end
+
+-- the progress function: scale to the counts in `plan` ({ step, count }
+-- pairs) once the fit passed each step and the change before is over (a
+-- change asked while one is under way is refused, and asked again later)
+local function scaler(c, plan, log)
+  local k = 1
+  return function(p)
+    local at = plan[k]
+    if not at or p.step < at[1] then return end
+    local ok, err = pcall(c.scale, c, { worker = at[2] })
+    if not ok and tostring(err):find("is not over yet", 1, true) then return end
+    assert(ok, err)
+    k = k + 1
+    log[#log + 1] = { p.step, at[2] }
+  end
+end
+
+-- the sync quorum changes events.log records: { from_step, replicas }
+local function quorums(ev)
+  local q = {}
+  for r, g, was in ev:gmatch("sync: (%d+) gradients per global step from global step (%d+) %(were (%d+)%)") do
+    q[#q + 1] = { tonumber(g), tonumber(r), tonumber(was) }
+  end
+  return q
+end
+
+test("scale-fit-01 async: grow 2 -> 4 then shrink 4 -> 1 during one fit, exact steps", function()
+  local c <close> = drover.cluster { ps = 1, worker = { instances = 2, min = 1, max = 4 }, runs = RUNS,
+    name = "fitasync" }
+  local log = {}
+  local r = c:fit(exp { progress = scaler(c, { { 100, 4 }, { 1000, 1 } }, log) })
+  eq(r.steps, 3000, "the planned steps, exactly")
+  eq(#log, 2, "both scales ran")
+  local s, n = workers(c)
+  eq(n, 1, "one worker left")
+  eq(s[2].state, "removed")
+  eq(s[3].state, "removed")
+  eq(s[4].state, "removed")
+  assert(s[3].steps > 0 and s[4].steps > 0, "the new workers trained: " .. s[3].steps .. ", " .. s[4].steps)
+  local total = 0
+  for k = 1, 4 do total = total + s[k].steps end
+  eq(total, 3000, "every step counted once, on one worker")
+  local ev = read(c.run_dir .. "/events.log")
+  assert(ev:find("scale: worker 2 -> 4 (requested by lua)", 1, true), "events: the grow")
+  assert(ev:find("scale: worker 2 -> 4 done (during the fit", 1, true), "events: grow done")
+  assert(ev:find("scale: worker 4 -> 1 (requested by lua)", 1, true), "events: the shrink")
+  assert(ev:find("node removed worker:3", 1, true), "events: worker:3 removed")
+  assert(not ev:find("node lost worker", 1, true), "a removed worker is no loss")
+  eq(c:fit(exp { train = { data = digits, batch = 16, epochs = 1, max_steps = 30 } }).steps, 30,
+    "the next fit on the one left")
+end)
+
+test("scale-fit-02 sync: grow 2 -> 4 then shrink 4 -> 1, exact global steps and quorums", function()
+  local c <close> = drover.cluster { ps = 1, worker = { instances = 2, min = 1, max = 4 }, runs = RUNS,
+    name = "fitsync" }
+  local log = {}
+  local r = c:fit(exp { mode = "sync", progress = scaler(c, { { 40, 4 }, { 200, 1 } }, log),
+    train = { data = digits, batch = 16, epochs = 100, max_steps = 300 } })
+  eq(r.global_steps, 150, "the planned global steps (300 / 2)")
+  local q = quorums(read(c.run_dir .. "/events.log"))
+  eq(#q, 2, "two quorum changes")
+  eq(q[1][2], 4, "4 gradients")
+  eq(q[1][3], 2, "were 2")
+  eq(q[2][2], 1, "then 1")
+  local want = q[1][1] * 2 + (q[2][1] - q[1][1]) * 4 + (150 - q[2][1]) * 1
+  eq(r.steps, want, "each global step averaged the gradients of the workers it had")
+  local _, n = workers(c)
+  eq(n, 1, "one worker left")
+end)
