@@ -203,3 +203,32 @@ test("scale-fit-05 a worker SIGKILLed during a sync scale: the fit still ends, i
   assert(ev:find("node restart worker:1", 1, true), "events: worker:1 restarted")
   assert(ev:find("scale: worker 2 -> 4 done", 1, true), "events: the scale completed")
 end)
+
+test("scale-fit-06 scale while closures run: every future resolves, on the workers of the time", function()
+  local c <close> = drover.cluster { ps = 1, worker = { instances = 2, max = 3 }, runs = RUNS,
+    name = "fitcalls", max_restarts = 3 }
+  local function spin(w, k)
+    local t = os.clock() + 0.02
+    while os.clock() < t do end
+    return k * 2, w.index
+  end
+  local fs = {}
+  for i = 1, 60 do fs[i] = c:schedule(spin, i) end
+  eq(c:scale { worker = 3 }, true, "grow while closures run")
+  for i = 61, 120 do fs[i] = c:schedule(spin, i) end
+  eq(c:scale { worker = 1 }, true, "shrink while closures run")
+  for i = 121, 150 do fs[i] = c:schedule(spin, i) end
+  c:join()
+  local on = {}
+  for i = 1, 150 do
+    local v, idx = fs[i]:fetch()
+    eq(v, i * 2, "closure " .. i)
+    on[idx] = true
+  end
+  assert(on[2], "worker:2, added, ran closures")
+  local _, n = workers(c)
+  eq(n, 1, "1 worker left")
+  local ev = read(c.run_dir .. "/events.log")
+  assert(ev:find("scale: worker 3 -> 1 done", 1, true), "events: the shrink done")
+  assert(not ev:find("node lost worker", 1, true), "no loss")
+end)

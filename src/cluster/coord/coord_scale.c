@@ -14,9 +14,13 @@
  * launched, registers, gets SPEC (and SETUP after a c:setup) and the next
  * fit plans with it.
  *
- * Refused, with the reason: a change during a fit or while closures are
- * queued or running (their plan, shards and quorum were fixed when they
- * began), and any launcher but "local". */
+ * Closures queued or running go on: a removed worker finishes the one it
+ * runs (SHUTDOWN's grace), the ones queued on it go back to the queue
+ * when it exits (at least once, as after any loss), and a new worker
+ * takes closures once it registered.
+ *
+ * During a fit: see "during a fit" below. Refused, with the reason: any
+ * launcher but "local", a fed fit, another change under way. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,9 +53,6 @@ static int check_can(const coord *c, int role) {
     return err_set(DRV_EUNSUPPORTED, "c:scale: launcher '%s' cannot add or remove nodes yet", l);
   if (c->shutting_down || c->shut_down) return err_set(DRV_EINVAL, "c:scale: the cluster was shut down");
   if (c->failures) return err_set(DRV_ENODE, "c:scale: %s", c->failure);
-  if (c->sched.calls_queued || c->sched.calls_running)
-    return err_set(DRV_EAGAIN, "c:scale: not while closures are queued or running (%lld, %lld)",
-                   (long long)c->sched.calls_queued, (long long)c->sched.calls_running);
   return 0;
 }
 
