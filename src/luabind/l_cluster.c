@@ -462,8 +462,8 @@ static int l_checkpoint(lua_State *L) {
   return 1;
 }
 
-/* c:scale { worker = N }: true once the change is made; an error saying
- * why it is refused (coord_scale). */
+/* c:scale { worker = N }: true once the change is made (during a fit:
+ * once it started); an error saying why it is refused (coord_scale). */
 static int l_scale(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
   luaL_checktype(L, 2, LUA_TTABLE);

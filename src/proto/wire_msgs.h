@@ -231,9 +231,12 @@
  *              step becomes at most the one being summed (version + 1),
  *              whose gradients are still summed once reached; else the
  *              last global step becomes `target` (never below the
- *              version). Replicated to a ps replica; no reply (a PULL
- *              behind it reads the version) */
-#define WIRE_MSG_sync_stop(X) X(U64, target)
+ *              version). replicas > 0: no stop (target ignored): c:scale
+ *              during the fit, the gradients per update become `replicas`
+ *              from the update being summed (the coordinator sends it at a
+ *              global-step boundary; coord_scale.c). Replicated to a ps
+ *              replica; no reply (a PULL behind it reads the version) */
+#define WIRE_MSG_sync_stop(X) X(U64, target) X(U32, replicas)
 /* Sparse tables (issue 26; docs/sparse.md), sharded by row: ps k of nps
  * holds the ids with sptable_owner(id, nps) == k.
  *  SPARSE_INIT        C -> P: table `table` of `rows` declared rows of

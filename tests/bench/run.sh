@@ -331,7 +331,7 @@ BENCH_RUNS="$runs" "$build/drover" run tests/bench/loss.lua 2>&1 | grep '^loss_'
 echo "(goal: under 2 s; hung: heartbeat_timeout, 5 s by default, decides)"
 
 echo
-echo "== scale up: 1 ps + 1 worker, c:scale { worker = 2 } between fits (median, min, max of 3)"
+echo "== scale up: 1 ps + 1 worker, c:scale { worker = 2 } between fits and during a fit (median, min, max of 3)"
 BENCH_RUNS="$runs" "$build/drover" run tests/bench/scale_up.lua 2>&1 | grep '^scale_'
 echo "(goal: under 1 s to the new worker's first step)"
 

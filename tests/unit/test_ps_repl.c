@@ -292,7 +292,7 @@ TEST(ps_replica_sync_streams_in_pieces) {
 static void sync_stop(peer *coord, uint64_t target) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_sync_stop(&w, &(wire_msg_sync_stop){target});
+  wire_put_sync_stop(&w, &(wire_msg_sync_stop){.target = target});
   nf_send_wr(coord, &w, WIRE_SYNC_STOP, 0);
 }
 

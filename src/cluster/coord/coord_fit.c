@@ -74,7 +74,8 @@ static bool sync_spent(const coord_fit_state *f, int node) {
  * set up for this fit. */
 bool coord__fit_ready(void *ud, int node) {
   coord_fit_state *f = ud;
-  return f->cfg && f->setup_ok && f->setup_ok[node] && !f->ck.restoring && !sync_spent(f, node);
+  return f->cfg && f->setup_ok && f->setup_ok[node] && !f->ck.restoring && !sync_spent(f, node) &&
+         !coord__scale_holds(f, node);
 }
 
 void coord__fit_taken_reset(coord_fit_state *f) {
@@ -423,6 +424,7 @@ static int fit_loop(coord *c, const coord_fit_args *a) {
     int rc = coord__ckpt_restore_tick(f);
     if (rc < 0) return rc;
     coord__ckpt_tick(f);
+    coord__scale_tick(f);
     if ((rc = coord__feed_tick(f)) < 0) return rc;
     coord__dispatch(c);
     int turn = 0;
@@ -577,6 +579,7 @@ static int fit_finish(coord *c, const coord_fit_args *a, int rc, train_result *r
   coord__sched_drop(c, f->producer, true); /* a step still running is ignored */
   coord__sched_drop(c, f->feed.producer, true);
   coord__feed_end(f, rc);
+  coord__scale_fit_end(f);
   bool ended = rc == 0 && !f->stopped; /* as planned, or by early stopping */
   if (ended && a->cfg->eval && f->last_eval_step != f->done) rc = local_eval(c, a, f->done);
   if (ended && rc == 0 && f->has_ckpt && f->ck.last_step != f->done) final_checkpoint(f);
@@ -726,6 +729,7 @@ void coord__fit_free(coord *c) {
   free(f->links);
   free(f->probed);
   free(f->stop_seen);
+  coord__scale_free(f);
   free(f->pend_ps);
   free(f);
 }

@@ -32,6 +32,7 @@
 #define CK_PROBE_REQ 0xfffffff1u   /* sync: the PULL that asks a ps its version (checkpoint) */
 #define RESTORE_REQ 0xfffffff2u
 #define STOP_REQ 0xfffffff3u       /* sync early stop: the PULL behind a cap (coord_stop.c) */
+#define SCALE_REQ 0xfffffff4u      /* sync c:scale: the PULL waiting for its step (coord_scale.c) */
 #define PLATEAU_META "optim_plateau" /* a checkpoint's plateau schedule state (as in process) */
 #define STOP_META "train_stop"        /* its early stopping state (as in process) */
 #define COORD_MAX_PS_FILES (MANIFEST_MAX_FILES - 1) /* ps with shards in a checkpoint */
@@ -190,6 +191,19 @@ struct coord_fit_state {
   int stop_phase, stop_waiting;
   int64_t stop_target;
   bool *stop_seen; /* per ps group: its cap answered */
+  /* c:scale during this fit (coord_scale.c) */
+  struct {
+    bool active;    /* a change asked during the fit is not over */
+    int phase;      /* SC_* (coord_scale.c) */
+    int from, want; /* the worker counts */
+    bool barrier;   /* sync: the quorum changes once every ps applied global step `at` */
+    bool reprobe;   /* its probe was answered by a rollback: asked again */
+    int64_t at;
+    int probed;     /* ps that answered the barrier's probe */
+    bool *seen;     /* per ps group */
+    bool *joining;  /* per node: added; sync: no steps before the barrier */
+    bool *leaving;  /* per node: sync: removed at the barrier */
+  } sc;
   train_progress p;
   progress out;
   double t0;
@@ -290,6 +304,25 @@ void coord__send_lr_scale(coord_fit_state *f);
 int coord__send_sync_probes(coord_fit_state *f);
 /* The same to group k's ps (its primary changed before it answered). */
 int coord__send_sync_probe(coord_fit_state *f, int k);
+
+/* coord_scale.c: c:scale during a fit (see there). */
+/* want workers instead of have: 0 or negative (refused, why in err_msg). */
+int coord__scale_fit(coord_fit_state *f, int have, int want);
+/* Whether that change may start now: 0, or negative (why in err_msg). */
+int coord__scale_fit_check(coord_fit_state *f, int have, int want);
+/* Between two turns of the fit loop. */
+void coord__scale_tick(coord_fit_state *f);
+/* Whether node may take no train step now (sync: the barrier). */
+bool coord__scale_holds(const coord_fit_state *f, int node);
+/* The barrier's probe answered by ps group k at `version`. */
+void coord__scale_probe_reply(coord_fit_state *f, int k, uint64_t version);
+/* The fit is over: what a change still asked completes without it. */
+void coord__scale_fit_end(coord_fit_state *f);
+void coord__scale_free(coord_fit_state *f);
+
+/* coord_setup.c: SETUP of trainer t (shard t of f->ntrainers) when its
+ * node is registered (else it gets it when it registers). */
+int coord__setup_trainer(coord *c, int t);
 
 /* coord_stop.c: a sync fit's early stop (see there). begin: phase 1 to
  * every ps; reply: ps k's version behind its cap; again: group k's new

@@ -14,14 +14,18 @@
  * launched, registers, gets SPEC (and SETUP after a c:setup) and the next
  * fit plans with it.
  *
- * Refused, with the reason: a change during a fit or while closures are
- * queued or running (their plan, shards and quorum were fixed when they
- * began), and any launcher but "local". */
+ * Closures queued or running go on: a removed worker finishes the one it
+ * runs (SHUTDOWN's grace), the ones queued on it go back to the queue
+ * when it exits (at least once, as after any loss), and a new worker
+ * takes closures once it registered.
+ *
+ * During a fit: see "during a fit" below. Refused, with the reason: any
+ * launcher but "local", a fed fit, another change under way. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "cluster/coord/coord_int.h"
+#include "cluster/coord/coord_fit_int.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "proto/wire_msgs.h"
@@ -49,12 +53,6 @@ static int check_can(const coord *c, int role) {
     return err_set(DRV_EUNSUPPORTED, "c:scale: launcher '%s' cannot add or remove nodes yet", l);
   if (c->shutting_down || c->shut_down) return err_set(DRV_EINVAL, "c:scale: the cluster was shut down");
   if (c->failures) return err_set(DRV_ENODE, "c:scale: %s", c->failure);
-  if (coord__fit_running(c))
-    return err_set(DRV_EAGAIN, "c:scale: not during a fit yet (its shards and sync quorum are "
-                              "fixed at its start); scale between fits");
-  if (c->sched.calls_queued || c->sched.calls_running)
-    return err_set(DRV_EAGAIN, "c:scale: not while closures are queued or running (%lld, %lld)",
-                   (long long)c->sched.calls_queued, (long long)c->sched.calls_running);
   return 0;
 }
 
@@ -162,6 +160,7 @@ static void remove_beyond(coord *c, int want) {
 int coord_scale_begin(coord *c, int role, int want, const char *by, char *out, size_t n) {
   int rc = check_can(c, role);
   int have = coord_scale_count(c, role);
+  if (rc == 0 && coord__fit_running(c)) rc = coord__scale_fit_check(c->fit, have, want);
   if (rc < 0 || (rc = check_count(c, have, want)) < 0) {
     snprintf(out, n, "%s", err_msg());
     return rc;
@@ -171,6 +170,12 @@ int coord_scale_begin(coord *c, int role, int want, const char *by, char *out, s
     return 0;
   }
   rundir_event(&c->rd, "scale: worker %d -> %d (requested by %s)", have, want, by);
+  if (coord__fit_running(c)) {
+    rc = coord__scale_fit(c->fit, have, want);
+    if (rc < 0) snprintf(out, n, "%s", err_msg());
+    else snprintf(out, n, "scaling during the fit: worker %d -> %d", have, want);
+    return rc;
+  }
   if (want < have) {
     remove_beyond(c, want);
   } else if ((rc = grow(c, have, want)) < 0) {
@@ -188,7 +193,8 @@ int coord_scale(coord *c, int role, int want, const char *by) {
   char out[512];
   int have = coord_scale_count(c, role);
   int rc = coord_scale_begin(c, role, want, by, out, sizeof out);
-  if (rc < 0 || want == have) return rc;
+  if (rc < 0) return err_set(rc, "%s", out);
+  if (want == have || coord__fit_running(c)) return 0; /* the fit loop carries it out */
   double limit = want > have ? c->opts.reservation_timeout : SCALE_TIMEOUT;
   rc = coord__pump(c, settled, NULL, limit, want > have);
   if (rc == DRV_ETIMEDOUT && want < have) { /* killed: the exit ends each in REMOVED */
@@ -201,4 +207,301 @@ int coord_scale(coord *c, int role, int want, const char *by) {
   if (rc < 0) return err_set(rc, "c:scale: %s", err_msg());
   rundir_event(&c->rd, "scale: worker %d -> %d done", have, want);
   return 0;
+}
+
+/* ============================== during a fit ============================== */
+
+/* c:scale while a fit runs (local clusters; not a fed fit). The fit's
+ * trainers and their shards follow at once in an async fit; a sync fit
+ * changes its quorum at a global-step boundary (the barrier):
+ *
+ *   async, growing: the new workers start; the trainers are listed again
+ *     (node order), every one set up now is sent SETUP with its shard of
+ *     the new count (a worker's SETUP waits for the step it is computing),
+ *     and a new one gets its SETUP as it registers and takes steps once
+ *     it answered. Shrinking: the highest-indexed workers go REMOVING
+ *     (SHUTDOWN: the step each is computing finishes and is counted, the
+ *     one queued behind it goes back to the queue when it exits) and the
+ *     others are set up again with the shards of the count left. f->total
+ *     does not change: the step count stays exact.
+ *   sync: the new workers start and are set up (their shard of the new
+ *     count) but take no step yet. Once they all answered (at once when
+ *     shrinking), the barrier is global step `at`: the highest a trainer
+ *     was given a step for (taken + in flight). No trainer gets a step
+ *     past it, every ps is asked (a PULL of no variables, SCALE_REQ) to
+ *     answer once it applied step at - 1; once all answered and no step
+ *     is in flight, no gradient of step `at` exists: SYNC_STOP {replicas}
+ *     gives every ps the new quorum for it on, the workers removed get
+ *     SHUTDOWN, the others their new shards, the new ones their steps.
+ *     The fit's global steps do not change; each one averages the
+ *     gradients of the workers it had. */
+
+enum { SC_NONE, SC_JOIN, SC_BARRIER, SC_SETTLE };
+
+static bool is_trainer(const coord_node *n) { return n->role == ROLE_WORKER || n->role == ROLE_CHIEF; }
+
+/* Trainers after the change: not taken away, not leaving at the barrier. */
+static int trainers_after(const coord_fit_state *f, int want) {
+  int chiefs = 0;
+  for (int i = 0; i < f->c->nnodes; i++)
+    if (f->c->nodes[i].role == ROLE_CHIEF) chiefs++;
+  return chiefs + want;
+}
+
+int coord__scale_fit_check(coord_fit_state *f, int have, int want) {
+  coord *c = f->c;
+  if (!f->looping)
+    return err_set(DRV_EAGAIN, "c:scale: the fit is ending; scale after it");
+  if (f->feed.src)
+    return err_set(DRV_EUNSUPPORTED, "c:scale: not during a fed fit (train.feed) yet; scale "
+                                     "between fits");
+  if (f->sc.active)
+    return err_set(DRV_EAGAIN, "c:scale: worker %d -> %d asked during this fit is not over yet",
+                   f->sc.from, f->sc.want);
+  if (f->sync && want != have) {
+    for (int k = 0; k < c->ngroups; k++)
+      if (c->ps_repl && c->ps_repl[k] >= 0)
+        return err_set(DRV_EUNSUPPORTED, "c:scale: not during a sync fit with ps replicas yet");
+    int n = trainers_after(f, want), b = f->args ? f->args->backup_workers : 0;
+    if (b >= n)
+      return err_set(DRV_EINVAL, "c:scale: worker = %d leaves %d trainer%s for backup_workers = %d",
+                     want, n, n == 1 ? "" : "s", b);
+  }
+  return 0;
+}
+
+static int alloc_marks(coord_fit_state *f) {
+  size_t cap = (size_t)f->c->node_cap;
+  if (!f->sc.joining) f->sc.joining = calloc(cap, sizeof *f->sc.joining);
+  if (!f->sc.leaving) f->sc.leaving = calloc(cap, sizeof *f->sc.leaving);
+  if (!f->sc.seen) f->sc.seen = calloc((size_t)f->nps + 1, sizeof *f->sc.seen);
+  if (!f->sc.joining || !f->sc.leaving || !f->sc.seen) return err_set(DRV_ENOMEM, "out of memory");
+  memset(f->sc.joining, 0, cap * sizeof *f->sc.joining);
+  memset(f->sc.leaving, 0, cap * sizeof *f->sc.leaving);
+  return 0;
+}
+
+/* The fit's trainers listed again in node order: chief and workers not
+ * taken away; each keeps its example count at the fit's start, a new one
+ * counts from now. */
+static void relist(coord_fit_state *f) {
+  coord *c = f->c;
+  int *t = f->trainers;
+  int64_t *e0 = f->examples0;
+  int old = f->ntrainers, k = 0;
+  int64_t *keep = malloc((size_t)c->node_cap * sizeof *keep); /* per node, -1 new */
+  if (!keep) return; /* the old list stays: shards as before */
+  for (int i = 0; i < c->nnodes; i++) keep[i] = -1;
+  for (int j = 0; j < old; j++) keep[t[j]] = e0[j];
+  for (int i = 0; i < c->nnodes; i++) {
+    coord_node *n = &c->nodes[i];
+    if (!is_trainer(n) || coord__scaled_away(n)) continue;
+    t[k] = i;
+    e0[k++] = keep[i] >= 0 ? keep[i] : n->examples;
+  }
+  f->ntrainers = k;
+  free(keep);
+}
+
+/* SETUP of every trainer (but the ones joining: theirs is of the new count
+ * already) with its shard of the count now. */
+static void reshard(coord_fit_state *f) {
+  for (int t = 0; t < f->ntrainers; t++) {
+    if (f->sc.joining[f->trainers[t]]) continue;
+    if (coord__setup_trainer(f->c, t) < 0) {
+      coord__fail_fit(f, "c:scale: SETUP of the trainers' new shards: %s", err_msg());
+      return;
+    }
+  }
+}
+
+/* SHUTDOWN to node i, which goes REMOVING. */
+static void remove_node(coord *c, int i) {
+  if (coord__node_set_state(c, i, NODE_REMOVING, ": scaled away") < 0) return;
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_shutdown(&w, &(wire_msg_shutdown){SCALE_GRACE_MS});
+  coord__send(c, i, &w, WIRE_SHUTDOWN, 0);
+}
+
+/* Sync, shrinking: the highest-indexed workers beyond want leave at the
+ * barrier. */
+static void mark_leaving(coord_fit_state *f, int want) {
+  coord *c = f->c;
+  int keep = 0;
+  for (int i = 0; i < c->nnodes; i++) {
+    coord_node *n = &c->nodes[i];
+    if (n->role == ROLE_WORKER && !coord__scaled_away(n) && keep++ >= want) f->sc.leaving[i] = true;
+  }
+}
+
+static void send_probe(coord_fit_state *f, int k) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_pull(&w, &(wire_msg_pull){.min_version = (uint64_t)f->sc.at}); /* no vars */
+  if (!f->ps[k] || conn_send_wr(f->ps[k], &w, WIRE_PULL, SCALE_REQ) < 0) f->sc.reprobe = true;
+}
+
+static void begin_barrier(coord_fit_state *f) {
+  coord *c = f->c;
+  int64_t at = 0;
+  for (int t = 0; t < f->ntrainers; t++) {
+    int i = f->trainers[t];
+    if (f->sc.joining[i]) continue;
+    int64_t g = f->taken[i] + c->nodes[i].inflight;
+    if (g > at) at = g;
+  }
+  f->sc.at = at;
+  f->sc.phase = SC_BARRIER;
+  f->sc.probed = 0;
+  f->sc.reprobe = false;
+  memset(f->sc.seen, 0, (size_t)f->nps * sizeof *f->sc.seen);
+  rundir_event(&c->rd, "scale: the sync quorum changes at global step %lld", (long long)at);
+  for (int k = 0; k < f->nps; k++) send_probe(f, k);
+}
+
+void coord__scale_probe_reply(coord_fit_state *f, int k, uint64_t version) {
+  if (!f->sc.active || f->sc.phase != SC_BARRIER || k < 0 || k >= f->nps || f->sc.seen[k]) return;
+  if (f->ck.restoring) { /* answered by the rollback's VAR_INIT */
+    f->sc.reprobe = true;
+    return;
+  }
+  if ((int64_t)version > f->sc.at)
+    log_warn("scale: ps:%d is at global step %llu, past the barrier %lld", k,
+             (unsigned long long)version, (long long)f->sc.at);
+  f->sc.seen[k] = true;
+  f->sc.probed++;
+}
+
+bool coord__scale_holds(const coord_fit_state *f, int node) {
+  if (!f->sc.active || !f->sync) return false;
+  if (f->sc.joining[node]) return f->sc.phase != SC_SETTLE;
+  if (f->sc.phase != SC_BARRIER) return false;
+  return f->sc.probed >= f->nps || f->taken[node] + f->c->nodes[node].inflight >= f->sc.at;
+}
+
+static bool steps_in_flight(const coord_fit_state *f) {
+  for (int t = 0; t < f->ntrainers; t++)
+    if (f->c->nodes[f->trainers[t]].inflight > 0) return true;
+  return false;
+}
+
+static void send_quorum(coord_fit_state *f, uint32_t replicas) {
+  for (int k = 0; k < f->nps; k++) {
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_put_sync_stop(&w, &(wire_msg_sync_stop){.replicas = replicas});
+    if (!f->ps[k] || conn_send_wr(f->ps[k], &w, WIRE_SYNC_STOP, 0) < 0)
+      coord__fail_fit(f, "c:scale: ps:%d did not get the new sync quorum", k);
+  }
+}
+
+/* Every ps applied global step at - 1 and no gradient of step `at` was
+ * computed: the new membership and quorum from step `at` on. */
+static void cross(coord_fit_state *f) {
+  coord *c = f->c;
+  for (int i = 0; i < c->nnodes; i++)
+    if (f->sc.leaving[i]) remove_node(c, i);
+  relist(f);
+  uint32_t was = f->replicas;
+  f->replicas = (uint32_t)(f->ntrainers - (f->args ? f->args->backup_workers : 0));
+  send_quorum(f, f->replicas);
+  for (int i = 0; i < c->nnodes; i++)
+    if (f->sc.joining[i]) f->taken[i] = f->sc.at; /* its first gradient is of step `at` */
+  reshard(f);
+  memset(f->sc.leaving, 0, (size_t)c->node_cap * sizeof *f->sc.leaving);
+  f->sc.phase = SC_SETTLE;
+  if (f->sc.at < f->sync_target)
+    f->p.total_steps = f->done + (f->sync_target - f->sc.at) * (int64_t)f->replicas;
+  rundir_event(&c->rd, "sync: %u gradients per global step from global step %lld (were %u)",
+               f->replicas, (long long)f->sc.at, was);
+}
+
+int coord__scale_fit(coord_fit_state *f, int have, int want) {
+  coord *c = f->c;
+  int rc = alloc_marks(f);
+  if (rc < 0) return rc;
+  f->sc.from = have, f->sc.want = want;
+  if (want < have && f->sync) {
+    mark_leaving(f, want);
+  } else if (want < have) {
+    remove_beyond(c, want);
+  } else {
+    int before = c->nnodes;
+    bool *was = calloc((size_t)c->node_cap, sizeof *was);
+    if (!was) return err_set(DRV_ENOMEM, "out of memory");
+    for (int i = 0; i < before; i++) was[i] = !coord__scaled_away(&c->nodes[i]);
+    rc = grow(c, have, want);
+    for (int i = 0; i < c->nnodes; i++)
+      if (is_trainer(&c->nodes[i]) && !was[i] && !coord__scaled_away(&c->nodes[i]))
+        f->sc.joining[i] = true, f->setup_ok[i] = false;
+    free(was);
+    if (rc < 0 && c->nnodes == before) return rc; /* none launched */
+  }
+  f->sc.active = true;
+  if (!f->sync) {
+    relist(f);
+    memset(f->sc.joining, 0, (size_t)c->node_cap * sizeof *f->sc.joining);
+    reshard(f);
+    f->sc.phase = SC_SETTLE;
+  } else if (want > have) {
+    relist(f); /* the new ones are set up as they register; steps from the barrier */
+    f->sc.phase = SC_JOIN;
+  } else {
+    begin_barrier(f);
+  }
+  return rc;
+}
+
+static bool joined(const coord_fit_state *f) {
+  for (int i = 0; i < f->c->nnodes; i++)
+    if (f->sc.joining[i] && !f->setup_ok[i]) return false;
+  return true;
+}
+
+/* The change is over: no worker removing, every trainer set up. */
+static bool fit_settled(const coord_fit_state *f) {
+  if (!none_removing(f->c, NULL)) return false;
+  for (int t = 0; t < f->ntrainers; t++)
+    if (!f->setup_ok[f->trainers[t]]) return false;
+  return true;
+}
+
+void coord__scale_tick(coord_fit_state *f) {
+  if (!f->sc.active) return;
+  if (f->sc.phase == SC_JOIN && joined(f)) begin_barrier(f);
+  if (f->sc.phase == SC_BARRIER && f->sc.reprobe && !f->ck.restoring) {
+    f->sc.reprobe = false;
+    for (int k = 0; k < f->nps; k++)
+      if (!f->sc.seen[k]) send_probe(f, k);
+  }
+  if (f->sc.phase == SC_BARRIER && f->sc.probed >= f->nps && !steps_in_flight(f)) cross(f);
+  if (f->sc.phase == SC_SETTLE && fit_settled(f)) {
+    f->sc.active = false;
+    memset(f->sc.joining, 0, (size_t)f->c->node_cap * sizeof *f->sc.joining);
+    rundir_event(&f->c->rd, "scale: worker %d -> %d done (during the fit, at step %lld)",
+                 f->sc.from, f->sc.want, (long long)f->done);
+  }
+}
+
+void coord__scale_fit_end(coord_fit_state *f) {
+  coord *c = f->c;
+  if (!f->sc.active) return;
+  for (int i = 0; i < c->nnodes; i++)
+    if (f->sc.leaving && f->sc.leaving[i]) remove_node(c, i);
+  f->sc.active = false;
+  memset(f->sc.joining, 0, (size_t)c->node_cap * sizeof *f->sc.joining);
+  memset(f->sc.leaving, 0, (size_t)c->node_cap * sizeof *f->sc.leaving);
+  int rc = coord__pump(c, settled, NULL, SCALE_TIMEOUT, false);
+  if (rc < 0)
+    rundir_event(&c->rd, "scale: worker %d -> %d not settled as the fit ended: %s", f->sc.from,
+                 f->sc.want, err_msg());
+  else
+    rundir_event(&c->rd, "scale: worker %d -> %d done (as the fit ended)", f->sc.from, f->sc.want);
+}
+
+void coord__scale_free(coord_fit_state *f) {
+  free(f->sc.joining);
+  free(f->sc.leaving);
+  free(f->sc.seen);
 }

@@ -133,6 +133,15 @@ static int setup_trainer(coord *c, int t, const char *spec) {
   return rc;
 }
 
+int coord__setup_trainer(coord *c, int t) {
+  char spec[8192];
+  int node = c->fit->trainers[t];
+  c->fit->setup_ok[node] = false;
+  if (!c->ctl[node] || !(coord__state_flags(c->nodes[node].state) & NS_REGISTERED)) return 0;
+  int rc = model_spec(c->fit->args, spec, sizeof spec);
+  return rc < 0 ? rc : setup_trainer(c, t, spec);
+}
+
 static bool all_set_up(coord *c, void *arg) {
   (void)arg;
   coord_fit_state *f = c->fit;

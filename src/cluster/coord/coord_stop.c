@@ -40,7 +40,7 @@
 static int send_stop(coord_fit_state *f, int k, uint64_t target) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_sync_stop(&w, &(wire_msg_sync_stop){target});
+  wire_put_sync_stop(&w, &(wire_msg_sync_stop){.target = target});
   int rc = conn_send_wr(f->ps[k], &w, WIRE_SYNC_STOP, 0);
   if (rc < 0 || target) return rc;
   wire_wr_init(&w);

@@ -90,6 +90,10 @@ static void ps_frame(conn *cn, const wire_header *h, const uint8_t *pl) {
       coord__fail_fit(f, "%s: %s", name, err_msg());
       conn_close(cn, "bad PULL_REPLY");
     }
+    if (h->req == SCALE_REQ) {
+      coord__scale_probe_reply(f, l->ps, version);
+      return;
+    }
     if (h->req == STOP_REQ) {
       coord__sync_stop_reply(f, l->ps, version);
       return;

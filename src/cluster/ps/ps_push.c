@@ -301,6 +301,18 @@ static int push_sync(ps_server *ps, peer *pe, const push_item *it, uint32_t n,
   return ++ps->agg >= ps->replicas && ps->version < ps->target ? apply_sync(ps) : 0;
 }
 
+/* SYNC_STOP with replicas: c:scale changed the workers during the fit.
+ * The coordinator sends it at a global-step boundary (no gradient of the
+ * next step computed yet), so every update has one quorum; one already
+ * met (fewer workers) is applied at once. */
+static int quorum(ps_server *ps, uint32_t replicas) {
+  log_info("sync training: %u gradients per update from update %llu (were %u)", replicas,
+           (unsigned long long)ps->version + 1, ps->replicas);
+  ps->replicas = replicas;
+  if (ps->version < ps->target && ps->agg >= ps->replicas) return apply_sync(ps);
+  return 0;
+}
+
 /* SYNC_STOP: a cap (target 0) ends the fit after the global step being
  * summed, but a ps at its cap still holds PULLs (the end-of-fit probe
  * too) and sums that step's gradients: the final target (the highest cap
@@ -313,6 +325,7 @@ int ps__on_sync_stop(ps_server *ps, const wire_header *h, const uint8_t *pl) {
   int rc = wire_get_sync_stop(pl, h->len, &m);
   if (rc < 0) return rc;
   if (!ps->sync) return 0; /* nothing to end: an async fit ends with its task stream */
+  if (m.replicas) return quorum(ps, m.replicas);
   if (m.target == 0) {
     if (ps->version + 1 < ps->target) ps->target = ps->version + 1;
     ps->capped = true;
