@@ -571,10 +571,12 @@ static int dispatch(node *n, const wire_header *h, const uint8_t *pl) {
     return 0;
   }
   case WIRE_PREDICT_MODEL:
+  case WIRE_PREDICT_ROWS:
   case WIRE_PREDICT:
     if (!n->wk) return wrong_frame(n, h);
     if (n->shutting_down) return 0;
     if (h->type == WIRE_PREDICT_MODEL) return worker_predict_model(n->wk, pl, h->len);
+    if (h->type == WIRE_PREDICT_ROWS) return worker_predict_rows(n->wk, pl, h->len);
     return worker_predict(n->wk, h->req, pl, h->len);
   case WIRE_FEED_LISTEN:
   case WIRE_FEED_DIRECT_CLOSE:

@@ -90,6 +90,10 @@ bool data_has_sparse(const dataset *d);
  * (and *out NULL) when d has none. The caller frees *out. DRV_ENOMEM,
  * DRV_ERANGE (sizes that overflow). */
 int data_sparse_encode(const dataset *d, uint8_t **out, size_t *len);
+/* The same for rows [r0, r0 + rows) of d (a predict batch's ids): the
+ * part of a dataset of those rows. DRV_ERANGE on a range outside d. */
+int data_sparse_encode_rows(const dataset *d, int64_t r0, int64_t rows, uint8_t **out,
+                            size_t *len);
 /* The inverse into d (whose n and source are set, and which has no
  * sparse part yet), every offset, count and id checked (`what` names the
  * message in errors): DRV_EPARSE on bytes that are not such a part. */

@@ -154,12 +154,21 @@ int data__sparse_check(const dataset *d, const char *op) {
 #define SP_HEAD (4 + 1 + 8 + 8)
 
 int data_sparse_encode(const dataset *d, uint8_t **out, size_t *len) {
+  return data_sparse_encode_rows(d, 0, d->n, out, len);
+}
+
+int data_sparse_encode_rows(const dataset *d, int64_t r0, int64_t rows, uint8_t **out,
+                            size_t *len) {
   *out = NULL;
   *len = 0;
   const data_sparse *s = &d->sp;
   if (!s->bound) return 0;
   if (!s->ptr) return err_set(DRV_EINVAL, "dataset '%s': its sparse part is not loaded", d->source);
-  uint64_t n = (uint64_t)d->n, nnz = (uint64_t)s->ptr[d->n];
+  if (r0 < 0 || rows < 0 || r0 > d->n || rows > d->n - r0)
+    return err_set(DRV_ERANGE, "dataset '%s': rows %lld..%lld of %lld", d->source, (long long)r0,
+                   (long long)(r0 + rows), (long long)d->n);
+  int64_t base = s->ptr[r0]; /* the range's offsets start at 0 on the wire */
+  uint64_t n = (uint64_t)rows, nnz = (uint64_t)(s->ptr[r0 + rows] - base);
   uint64_t per = 8 + (s->weighted ? 4 : 0);
   if (n >= SIZE_MAX / 16 || nnz >= (SIZE_MAX - SP_HEAD - 8 * (n + 1)) / per)
     return err_set(DRV_ERANGE, "dataset '%s': its sparse part is too large to send", d->source);
@@ -171,9 +180,9 @@ int data_sparse_encode(const dataset *d, uint8_t **out, size_t *len) {
   le_put(p + 5, s->bound, 8);
   le_put(p + 13, nnz, 8);
   uint8_t *q = p + SP_HEAD;
-  for (uint64_t i = 0; i <= n; i++, q += 8) le_put(q, (uint64_t)s->ptr[i], 8);
-  for (uint64_t k = 0; k < nnz; k++, q += 8) le_put(q, s->ids[k], 8);
-  if (s->weighted) memcpy(q, s->vals, 4 * (size_t)nnz);
+  for (uint64_t i = 0; i <= n; i++, q += 8) le_put(q, (uint64_t)(s->ptr[r0 + (int64_t)i] - base), 8);
+  for (uint64_t k = 0; k < nnz; k++, q += 8) le_put(q, s->ids[base + (int64_t)k], 8);
+  if (s->weighted) memcpy(q, s->vals + base, 4 * (size_t)nnz);
   *out = p;
   *len = total;
   return 0;

@@ -39,13 +39,14 @@ static int finalizer_failures;
 
 int drover_cluster_failures(void) { return finalizer_failures; }
 
-/* The model at idx, refused when it holds a sparse table: serve and predict
- * on a cluster send workers dense parameters only, and would silently
- * leave the tables behind (c:fit, c:evaluate and c:save take tables:
- * coord_sparse.c). */
-static nn_module *cluster_model(lua_State *L, int idx) {
+/* The model at idx for c:serve, refused when it holds a sparse table: a
+ * client's PREDICT_REQUEST carries x only, no ids for its tables (c:fit,
+ * c:evaluate, c:save and c:predict take tables). */
+static nn_module *serve_model(lua_State *L, int idx) {
   nn_module *m = lnn_check_module(L, idx);
-  if (nn_refuse_tables(m, "on a cluster") < 0) luaL_error(L, "cluster: %s", err_msg());
+  if (nn_refuse_tables(m, "in c:serve") < 0)
+    luaL_error(L, "cluster: %s (a client's request carries x only, no ids: use "
+               "c:predict(exp, data) with a dataset of ids)", err_msg());
   return m;
 }
 
@@ -403,7 +404,7 @@ static int l_serve(lua_State *L) {
       .idle = lopts_real(L, 2, "idle", 0, LOPTS_NONNEG, HUGE_VAL, "c:serve")};
   if (o.batch == 0) o.batch = exp_batch(L, 3);
   lua_getfield(L, 3, "model"); /* 4: anchored on the stack while serving */
-  nn_module *model = cluster_model(L, 4);
+  nn_module *model = serve_model(L, 4);
   coord_serve_stats st;
   if (coord_serve(c, model, &o, &st) < 0) return cluster_error(L);
   lua_createtable(L, 0, 3);
@@ -417,13 +418,13 @@ static int l_serve(lua_State *L) {
 }
 
 /* c:predict(exp, data [, { batch = n }]) -> [n, k] tensor: exp.model's
- * outputs for every input row, in order, computed on the workers. */
+ * outputs for every input row, in order, computed on the workers; a
+ * dataset's ids go with its rows (a model with sparse tables needs them). */
 static int l_predict(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
   ltrain_check_experiment(L, 2);
   /* A dataset read from a file stays on disk here: the workers read it. */
   const dataset *d = luaL_testudata(L, 3, "drover.Dataset") ? ldata_check(L, 3) : NULL;
-  ldata_refuse_sparse(L, d, "cluster: predict");
   const char *recipe = d ? d->recipe : NULL;
   const tensor *x = recipe ? NULL : ltrain_inputs(L, 3);
   int64_t batch = 0;
@@ -435,7 +436,7 @@ static int l_predict(lua_State *L) {
     lua_pop(L, 1);
   }
   lua_getfield(L, 2, "model");
-  nn_module *model = cluster_model(L, -1);
+  nn_module *model = lnn_check_module(L, -1); /* tables: their rows go to the workers */
   tensor *shape = NULL; /* files mode: [0, ...], the rows' shape */
   if (recipe) {
     int64_t sh[TENSOR_MAXDIM];
@@ -448,7 +449,7 @@ static int l_predict(lua_State *L) {
   }
   if (batch <= 0) batch = exp_batch(L, 2);
   tensor *out;
-  if (coord_predict(c, model, x, recipe, recipe ? d->n : 0, batch, &out) < 0) return cluster_error(L);
+  if (coord_predict(c, model, x, d, recipe, recipe ? d->n : 0, batch, &out) < 0) return cluster_error(L);
   ltensor_push(L, out);
   return 1;
 }

@@ -182,7 +182,8 @@ typedef enum wire_peer {
   XX(88, SPARSE_DUMP, sparse_dump, false, 0, WIRE_FROM(PS_COORD))                            \
   XX(89, SPARSE_DUMP_REPLY, sparse_dump_reply, false, 0, 0)                                  \
   XX(90, SPARSE_STATS, sparse_stats, false, 0, WIRE_FROM(PS) | WIRE_FROM(TRAINER))            \
-  XX(91, SPARSE_LOAD, sparse_load, false, 0, WIRE_FROM(PS_COORD))
+  XX(91, SPARSE_LOAD, sparse_load, false, 0, WIRE_FROM(PS_COORD))                            \
+  XX(92, PREDICT_ROWS, predict_rows, false, 0, 0)
 
 typedef enum wire_type {
 #define XX(num, NAME, name, pre_auth, max, from) WIRE_##NAME = num,

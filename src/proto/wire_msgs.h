@@ -170,15 +170,26 @@
  *                  again to a worker that registers anew. recipe (files
  *                  mode, not empty): the inputs are that dataset's x,
  *                  which the worker reads itself (data_from_recipe)
+ *  PREDICT_ROWS    C -> W: a model with sparse tables (issue 26): rows of
+ *                  table `table` (nn_collect_tables' order) the model
+ *                  holds, ids[i]'s values rows[i] ([n, dim]); sent after
+ *                  PREDICT_MODEL and before the first PREDICT, in frames
+ *                  of at most PREDICT_ROWS_MAX bytes. A row not sent has
+ *                  its initial values (seed and id), as in process
  *  PREDICT         C -> W: a batch of input rows (a task of the queue):
  *                  x, or in files mode (x without rows) the dataset's
- *                  rows [row0, row0 + rows)
+ *                  rows [row0, row0 + rows); sparse: those rows' ids as
+ *                  data_sparse_encode lays them out (empty: none, or in
+ *                  files mode the worker's own from the recipe)
  *  PREDICT_RESULT  W -> C: the outputs, one row per input row, or status
  *                  != 0 and the error */
 #define WIRE_MSG_predict_model(X) \
   X(U64, predict) X(STR, model) X(ITEMS, vars, var_tensor, "PREDICT_MODEL variable") \
   X(BYTES, recipe)
-#define WIRE_MSG_predict(X) X(U64, task) X(U64, predict) X(U64, row0) X(U64, rows) X(TENSOR, x)
+#define WIRE_MSG_predict_rows(X) \
+  X(U64, predict) X(U32, table) X(ITEMS, ids, sparse_id, "PREDICT_ROWS id") X(TENSOR, rows)
+#define WIRE_MSG_predict(X) \
+  X(U64, task) X(U64, predict) X(U64, row0) X(U64, rows) X(TENSOR, x) X(BYTES, sparse)
 #define WIRE_MSG_predict_result(X) X(U64, task) X(I32, status) X(TENSOR, y) X(STR, message)
 #define WIRE_MSG_call_result(X) X(U64, task) X(I32, status) X(BYTES, data)
 

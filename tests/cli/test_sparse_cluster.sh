@@ -17,8 +17,8 @@
 #        the worker's and the coordinator's peak RSS stay far below it,
 #        and the ps hold only the rows touched.
 #  sc-04 what a cluster does not do with tables yet is refused by name:
-#        ps replicas, nn.Embedding { sparse = true } and
-#        c:predict. (sc-01: c:evaluate of the trained model.)
+#        ps replicas and nn.Embedding { sparse = true } (c:predict:
+#        test_sparse_predict.sh). (sc-01: c:evaluate of the trained model.)
 . tests/cli/lib.sh
 RUNS=$TMP/runs
 PY=$VENV/bin/python
@@ -206,7 +206,6 @@ refused() { # name, extra, text
 }
 refused "ps replicas" replicas "with ps replicas is not supported yet"
 refused "nn.Embedding { sparse = true }" emb "nn.Embedding { sparse = true }"
-refused "c:predict" predict "sparse tables on a cluster are not supported yet"
 
 # sc-05: the tables' figures while a fit runs, as the nodes report them
 # (SPARSE_STATS): c:tables(), `drover attach --print` and the dashboard.

@@ -448,3 +448,29 @@ TEST(data_sparse_setup_bytes_round_trip_and_refusals) {
   CHECK(b == NULL && n == 0);
   CHECK_OK(data_sparse_decode(&g, NULL, 0, "SETUP"));
 }
+
+/* A predict batch's ids: rows [r0, r0 + n) of a sparse part encode with
+ * offsets from 0 and decode to exactly those rows; a range outside the
+ * dataset is refused. */
+TEST(data_sparse_encode_rows_of_a_batch) {
+  const char *p = harness_write_str("rows.svm", "1 1:0.5 4:3 9:2\n0 7:1\n1\n0 2:4 3:5\n");
+  dataset *d = NULL;
+  CHECK_OK(data_read_libsvm(p, &(data_libsvm_opts){.features = 16, .sparse = true}, &d));
+  CHECK_OK(data_load(d));
+  uint8_t *b = NULL;
+  size_t n = 0;
+  CHECK_OK(data_sparse_encode_rows(d, 1, 3, &b, &n)); /* rows 1..3: 1, 0 and 2 entries */
+  dataset e = {.n = 3, .source = "e"};
+  CHECK_OK(data_sparse_decode(&e, b, n, "PREDICT"));
+  CHECK(e.sp.ptr[0] == 0 && e.sp.ptr[1] == 1 && e.sp.ptr[2] == 1 && e.sp.ptr[3] == 3);
+  CHECK(e.sp.ids[0] == 6 && e.sp.ids[1] == 1 && e.sp.ids[2] == 2);
+  CHECK(e.sp.vals[0] == 1 && e.sp.vals[1] == 4 && e.sp.vals[2] == 5);
+  free(e.sp.ptr), free(e.sp.ids), free(e.sp.vals);
+  free(b);
+  CHECK_OK(data_sparse_encode_rows(d, 4, 0, &b, &n)); /* an empty range: no ids, still a part */
+  CHECK(b && n == 21 + 8);
+  free(b);
+  CHECK_ERR(data_sparse_encode_rows(d, 2, 3, &b, &n), DRV_ERANGE, "rows 2..5 of 4");
+  CHECK(b == NULL && n == 0);
+  data_free(d);
+}

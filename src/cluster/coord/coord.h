@@ -279,10 +279,14 @@ int coord_pull(coord *c, nn_module *model);
  * else the model's own. With `recipe` (a dataset read from a file: files
  * mode) the workers read the rows themselves and only row ranges travel:
  * x then only gives the rows' shape (any first dimension, e.g. [0, ...]),
- * and there are n rows; NULL sends x's rows (n is ignored). */
-int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recipe, int64_t n,
-                  int64_t batch,
-                  tensor **out);
+ * and there are n rows; NULL sends x's rows (n is ignored). `ids` (not
+ * files mode; NULL: none) is the dataset whose sparse part holds the
+ * rows' ids, x's rows in order: each batch carries its rows' ids (in files
+ * mode the workers read them with x). A model with sparse tables sends
+ * each worker every row its tables hold (PREDICT_ROWS) before its first
+ * batch. */
+int coord_predict(coord *c, nn_module *model, const tensor *x, const dataset *ids,
+                  const char *recipe, int64_t n, int64_t batch, tensor **out);
 
 /* c:serve { predict = exp } (coord_serve.c): answers the PREDICT_REQUESTs
  * of clients holding the control key (clients/python Run.predict) with

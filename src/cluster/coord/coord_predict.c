@@ -10,6 +10,16 @@
  * so every row is predicted once. Each worker gets PREDICT_MODEL (the spec
  * and the values) before its first batch, and again when it registers anew
  * (a restarted worker has a new control connection).
+ *
+ * Sparse tables (issue 26): the worker gets every row the model's tables
+ * hold (PREDICT_ROWS, after PREDICT_MODEL), the trained rows the
+ * coordinator pulled from the ps (SPARSE_DUMP) as c:save writes them, and
+ * each PREDICT carries its rows' ids (files mode: the worker reads them
+ * with x). Shipping the rows, rather than having each worker pull its
+ * batches' rows from the ps as training does, keeps predict independent of
+ * the ps' state (a model loaded from a file, a later fit, a ps restarted
+ * without a checkpoint) at the cost of every worker holding the rows held,
+ * as the coordinator already does.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,15 +27,20 @@
 #include "cluster/coord/coord_fit_int.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "numeric/nn_sparse.h"
+#include "numeric/sptable.h"
 #include "proto/wire_msgs.h"
 
 #define PREDICT_INFLIGHT 2 /* per worker: one computing, one on the way */
+#define PREDICT_ROWS_MAX (8u << 20) /* bytes of rows per PREDICT_ROWS frame */
 
 typedef struct pred {
   coord *c;
   int producer;
   uint64_t no;            /* this predict's number (PREDICT_MODEL, PREDICT) */
   const tensor *x;        /* the inputs (borrowed) */
+  const dataset *spd;     /* not files mode: the rows' ids are its sparse part (borrowed), or NULL */
+  nn_table_list tables;   /* the model's sparse tables (borrowed rows) */
   const char *recipe;     /* files mode: the workers read x themselves (borrowed), or NULL */
   char *shipped;          /* recipe with the run's files' shipped names (coord_ship.c), or NULL */
   tensor *empty;          /* files mode: the x of every PREDICT, [0, ...] */
@@ -48,8 +63,42 @@ static void put_value(wire_wr *w, void *ud, uint32_t i) {
   wire_put_item_var_tensor(w, &(wire_item_var_tensor){i, {.t = p->params.items[i].value}});
 }
 
+static void put_id(wire_wr *w, void *ud, uint32_t k) {
+  wire_put_item_sparse_id(w, &(wire_item_sparse_id){((const uint64_t *)ud)[k]});
+}
+
+/* Table t's held rows to node, in frames of at most PREDICT_ROWS_MAX
+ * bytes of rows (rows live in arenas: gathered per frame). */
+static int send_table(pred *p, int node, int t) {
+  sptable *tab = p->tables.items[t].value;
+  int64_t held = sptable_held(tab), dim = sptable_dim(tab);
+  int64_t per = (int64_t)PREDICT_ROWS_MAX / (dim * 4);
+  if (per < 1) per = 1;
+  if (per > held) per = held;
+  uint64_t *ids = malloc((size_t)(per + 1) * sizeof *ids);
+  float *rows = malloc((size_t)(per * dim + 1) * sizeof *rows);
+  for (int64_t k0 = 0; ids && rows && k0 < held; k0 += per) {
+    int64_t n = held - k0 < per ? held - k0 : per;
+    for (int64_t i = 0; i < n; i++) {
+      ids[i] = sptable_id(tab, k0 + i);
+      memcpy(rows + i * dim, sptable_value(tab, k0 + i), (size_t)dim * sizeof *rows);
+    }
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_put_predict_rows(&w, &(wire_msg_predict_rows){
+                                  p->no, (uint32_t)t, {(uint32_t)n, .put = put_id, .ud = ids},
+                                  {.ndim = 2, .shape = {n, dim}, .data = rows}});
+    coord__send(p->c, node, &w, WIRE_PREDICT_ROWS, 0);
+  }
+  bool ok = ids && rows;
+  free(ids);
+  free(rows);
+  return ok ? 0 : err_set(DRV_ENOMEM, "out of memory for the rows of table %s",
+                          p->tables.items[t].name);
+}
+
 /* The model goes ahead of the node's first batch (same connection: in
- * order). */
+ * order), its tables' rows right behind it. */
 static bool pred_ready(void *ud, int node) {
   pred *p = ud;
   if (p->failed) return false;
@@ -62,6 +111,12 @@ static bool pred_ready(void *ud, int node) {
                                  .vars = {(uint32_t)p->params.n, .put = put_value, .ud = p},
                                  .recipe = {(const uint8_t *)recipe, recipe ? (uint32_t)strlen(recipe) : 0}});
   coord__send(p->c, node, &w, WIRE_PREDICT_MODEL, 0);
+  for (int t = 0; t < p->tables.n; t++)
+    if (send_table(p, node, t) < 0) {
+      p->failed = 1;
+      snprintf(p->why, sizeof p->why, "%s", err_msg());
+      return false;
+    }
   p->sent[node] = p->c->ctl[node];
   return true;
 }
@@ -102,21 +157,28 @@ static tensor rows_of(const pred *p, int64_t b) {
   return v;
 }
 
-static void pred_put(void *ud, uint64_t id, wire_wr *w, uint8_t *type) {
-  pred *p = ud;
-  int64_t b = batch_of(p, id);
-  tensor v = rows_of(p, b < 0 ? 0 : b);
-  wire_put_predict(w, &(wire_msg_predict){.task = id, .predict = p->no,
-                                          .row0 = (uint64_t)((b < 0 ? 0 : b) * p->batch),
-                                          .rows = (uint64_t)v.shape[0],
-                                          .x = {.t = p->recipe ? p->empty : &v}});
-  *type = WIRE_PREDICT;
-}
-
 static void pred_fail(pred *p, const char *fmt, const char *a, const char *b) {
   if (p->failed++) return;
   snprintf(p->why, sizeof p->why, fmt, a, b);
 }
+
+static void pred_put(void *ud, uint64_t id, wire_wr *w, uint8_t *type) {
+  pred *p = ud;
+  int64_t b = batch_of(p, id);
+  tensor v = rows_of(p, b < 0 ? 0 : b);
+  int64_t r0 = (b < 0 ? 0 : b) * p->batch;
+  uint8_t *sp = NULL;
+  size_t splen = 0;
+  if (p->spd && data_sparse_encode_rows(p->spd, r0, v.shape[0], &sp, &splen) < 0)
+    pred_fail(p, "%s: %s", "coordinator", err_msg());
+  wire_put_predict(w, &(wire_msg_predict){.task = id, .predict = p->no, .row0 = (uint64_t)r0,
+                                          .rows = (uint64_t)v.shape[0],
+                                          .x = {.t = p->recipe ? p->empty : &v},
+                                          .sparse = {sp, (uint32_t)splen}});
+  free(sp);
+  *type = WIRE_PREDICT;
+}
+
 
 static int pred_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_t len) {
   pred *p = ud;
@@ -190,12 +252,29 @@ static void pred_free(pred *p) {
   free(p->spec);
   free(p->sent);
   nn_param_list_free(&p->params);
+  nn_table_list_free(&p->tables);
   tensor_free(p->out);
   tensor_free(p->empty);
 }
 
-int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recipe, int64_t n,
-                  int64_t batch, tensor **out) {
+/* A model with tables needs ids; a dataset's sparse part rides only
+ * with in-memory rows (files mode: the workers read it). */
+static int check_ids(pred *p, const dataset *ids) {
+  bool has = ids && data_has_sparse(ids);
+  if (p->tables.n > 0 && !has)
+    return err_set(DRV_EINVAL, "predict: the model reads ids (sparse table %s) but the data has "
+                   "none: pass a dataset with ids", p->tables.items[0].name);
+  if (has && !p->recipe) {
+    if (ids->n != p->n)
+      return err_set(DRV_ESHAPE, "predict: %lld rows of ids for %lld rows of x", (long long)ids->n,
+                     (long long)p->n);
+    p->spd = ids;
+  }
+  return 0;
+}
+
+int coord_predict(coord *c, nn_module *model, const tensor *x, const dataset *ids,
+                  const char *recipe, int64_t n, int64_t batch, tensor **out) {
   *out = NULL;
   if (c->shut_down || c->shutting_down) return err_set(DRV_EINVAL, "cluster: it was shut down");
   if (!x || x->ndim < 1 || (recipe ? n : x->shape[0]) < 1 || !tensor_is_contiguous(x))
@@ -229,6 +308,7 @@ int coord_predict(coord *c, nn_module *model, const tensor *x, const char *recip
     return len < 0 ? len : err_set(DRV_EINVAL, "predict: the model's description is too long");
   }
   if ((rc = nn_collect_params(model, &p.params)) < 0 ||
+      (rc = nn_collect_tables(model, false, &p.tables)) < 0 || (rc = check_ids(&p, ids)) < 0 ||
       (rc = p.producer = coord__sched_add_producer(c, &pred_ops, &p)) < 0) {
     pred_free(&p);
     return rc;

@@ -224,7 +224,7 @@ static int run_one(coord *c, struct coord_serving *s, serve_req *r) {
   wire_tensor_to(&m.x, tensor_data(x));
   int64_t batch = m.batch > 0 && m.batch <= (uint64_t)INT64_MAX ? (int64_t)m.batch : s->batch;
   if (batch > shape[0]) batch = shape[0]; /* coord_predict's batch count adds n + batch */
-  rc = coord_predict(c, s->model, x, NULL, 0, batch, &y);
+  rc = coord_predict(c, s->model, x, NULL, NULL, 0, batch, &y);
   coord_predictor *d = find(s, r->client); /* the loop ran: it may have left */
   char why[600];
   int32_t status = rc;

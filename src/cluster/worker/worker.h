@@ -153,6 +153,9 @@ int worker_call(worker *w, uint32_t req, const uint8_t *payload, size_t len);
  * Negative only for a malformed frame. */
 int worker_predict_model(worker *w, const uint8_t *payload, size_t len);
 int worker_predict(worker *w, uint32_t req, const uint8_t *payload, size_t len);
+/* PREDICT_ROWS: rows of a table of the predict model (before its first
+ * PREDICT); a frame for another predict is ignored. */
+int worker_predict_rows(worker *w, const uint8_t *payload, size_t len);
 
 /* Drops the queued jobs and calls idle(ud) once no job is running (at
  * once, from this call, if none is). The started jobs finish normally,

@@ -8,6 +8,13 @@
  * reading the next batch and answering heartbeats however long a batch
  * takes. The predict model is apart from the training state a SETUP
  * built, so predicting never disturbs a fit's model.
+ *
+ * Sparse tables: PREDICT_ROWS frames put the rows the coordinator's
+ * tables hold into the predict model's (they come before the first
+ * PREDICT, on the same connection); a batch's ids come in its PREDICT, or
+ * in files mode from the dataset this worker read, and are set on the
+ * model for its forward pass. An id no row was sent for reads its initial
+ * values, as in process.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -16,7 +23,9 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "numeric/nn_sparse.h"
 #include "numeric/rng.h"
+#include "numeric/sptable.h"
 #include "proto/wire_msgs.h"
 #include "base/util.h"
 #include "cluster/worker/worker_int.h"
@@ -26,6 +35,9 @@ typedef struct pitem {
   uint32_t req;
   uint64_t task;
   tensor *x;          /* owned */
+  dataset *ids;       /* the PREDICT's ids (owned: its sparse part), or NULL */
+  int64_t *ptr;       /* files mode: the batch's offsets from 0 (owned), or NULL */
+  nn_sparse sp;       /* the batch's ids (over ids or the worker's dataset); rows 0: none */
   nn_module *model;   /* a reference: a new PREDICT_MODEL may replace the worker's meanwhile */
   struct pitem *next;
 } pitem;
@@ -46,11 +58,14 @@ struct wpredict {
   dataset *data;      /* files mode: the inputs, read from the recipe (a batch's x is a view) */
   char *recipe;       /* the recipe data came from: the next predict of it reuses data */
   char failed[300];   /* why the last PREDICT_MODEL failed: its batches answer this */
+  nn_table_list tables; /* model's sparse tables, PREDICT_ROWS's table numbers */
 };
 
 static void item_free(pitem *it) {
   if (!it) return;
   tensor_free(it->x);
+  data_free(it->ids);
+  free(it->ptr);
   nn_unref(it->model);
   free(it);
 }
@@ -62,6 +77,7 @@ static void pred_release(struct wpredict *p) {
     item_free(it);
   }
   item_free(p->cur);
+  nn_table_list_free(&p->tables);
   nn_unref(p->model);
   data_free(p->data);
   free(p->recipe);
@@ -159,6 +175,7 @@ int worker_predict_model(worker *w, const uint8_t *pl, size_t len) {
     return rc;
   }
   nn_set_training(model, false);
+  nn_table_list_free(&w->pred->tables);
   if ((rc = load_inputs(w->pred, &m.recipe)) < 0) {
     nn_unref(model);
     /* The batches of this predict fail, naming why; the connection stays. */
@@ -169,12 +186,44 @@ int worker_predict_model(worker *w, const uint8_t *pl, size_t len) {
     w->pred->model = NULL;
     return 0;
   }
+  if ((rc = nn_collect_tables(model, false, &w->pred->tables)) < 0) {
+    nn_unref(model);
+    return rc;
+  }
   w->pred->failed[0] = '\0';
   nn_unref(w->pred->model); /* a batch still running holds its own reference */
   w->pred->model = model;
   w->pred->no = m.predict;
   log_info("predict %llu: model ready", (unsigned long long)m.predict);
   return 0;
+}
+
+int worker_predict_rows(worker *w, const uint8_t *pl, size_t len) {
+  wire_msg_predict_rows m;
+  int rc = wire_get_predict_rows(pl, len, &m);
+  if (rc < 0) return rc;
+  struct wpredict *p = w->pred;
+  if (!p || !p->model || p->no != m.predict) return 0; /* its PREDICT_MODEL failed: its batches say why */
+  if (m.table >= (uint32_t)p->tables.n)
+    return err_set(DRV_EPROTO, "PREDICT_ROWS: no table %u in a model of %d", m.table, p->tables.n);
+  sptable *t = p->tables.items[m.table].value;
+  int64_t dim = sptable_dim(t);
+  if (m.rows.ndim != 2 || m.rows.shape[0] != (int64_t)m.ids.n || m.rows.shape[1] != dim)
+    return err_set(DRV_ESHAPE, "PREDICT_ROWS: table %s: %u ids and rows of the wrong shape",
+                   p->tables.items[m.table].name, m.ids.n);
+  float row[256], *buf = dim <= 256 ? row : malloc((size_t)dim * sizeof *buf);
+  if (!buf) return err_set(DRV_ENOMEM, "out of memory");
+  wire_rd r = wire_items_reader(&m.ids);
+  const uint8_t *src = m.rows.data;
+  for (uint32_t i = 0; i < m.ids.n && rc == 0; i++) {
+    wire_item_sparse_id id;
+    wire_get_item_sparse_id(&r, &id);
+    memcpy(buf, src + (size_t)i * (size_t)dim * 4, (size_t)dim * 4); /* unaligned in the frame */
+    int64_t k = sptable_put(t, id.id, buf);
+    if (k < 0) rc = (int)k;
+  }
+  if (buf != row) free(buf);
+  return rc;
 }
 
 static void answer(worker *w, uint32_t req, uint64_t task, int status, const tensor *y,
@@ -195,7 +244,9 @@ static void start_next(struct wpredict *p);
 static void work_cb(uv_work_t *req) {
   struct wpredict *p = req->data;
   p->y = NULL;
+  nn_set_sparse(p->cur->model, p->cur->sp.rows > 0 ? &p->cur->sp : NULL);
   p->rc = nn_forward(p->cur->model, p->cur->x, &p->y);
+  nn_set_sparse(p->cur->model, NULL);
   if (p->rc < 0) snprintf(p->msg, sizeof p->msg, "%s", err_msg());
 }
 
@@ -227,6 +278,33 @@ static void start_next(struct wpredict *p) {
     answer(p->w, it->req, it->task, DRV_EINVAL, NULL, uv_strerror(rc));
     item_free(it);
   }
+}
+
+/* A batch's ids: the frame's, or (files mode) rows [row0, row0 + rows)
+ * of the sparse part of the dataset this worker read; none when neither
+ * has any. */
+static int batch_ids(struct wpredict *p, const wire_msg_predict *m, pitem *it) {
+  int64_t rows = it->x->shape[0];
+  if (m->sparse.len > 0) {
+    if (!(it->ids = calloc(1, sizeof *it->ids))) return err_set(DRV_ENOMEM, "out of memory");
+    it->ids->n = rows;
+    snprintf(it->ids->source, sizeof it->ids->source, "PREDICT");
+    int rc = data_sparse_decode(it->ids, m->sparse.p, m->sparse.len, "PREDICT");
+    if (rc < 0) return rc;
+    const data_sparse *s = &it->ids->sp;
+    it->sp = (nn_sparse){.rows = rows, .ptr = s->ptr, .ids = s->ids, .vals = s->vals,
+                         .fields = s->fields};
+    return 0;
+  }
+  const data_sparse *s = p->data && m->x.shape[0] == 0 ? &p->data->sp : NULL;
+  if (!s || !s->bound || !s->ptr) return 0;
+  if (!(it->ptr = malloc((size_t)(rows + 1) * sizeof *it->ptr)))
+    return err_set(DRV_ENOMEM, "out of memory");
+  int64_t r0 = (int64_t)m->row0, base = s->ptr[r0];
+  for (int64_t i = 0; i <= rows; i++) it->ptr[i] = s->ptr[r0 + i] - base;
+  it->sp = (nn_sparse){.rows = rows, .ptr = it->ptr, .ids = s->ids + base,
+                       .vals = s->vals ? s->vals + base : NULL, .fields = s->fields};
+  return 0;
 }
 
 /* A batch's inputs: the frame's rows, or (files mode) a view of rows
@@ -265,9 +343,9 @@ int worker_predict(worker *w, uint32_t req, const uint8_t *pl, size_t len) {
     raise(SIGKILL);
   }
   pitem *it = calloc(1, sizeof *it);
-  if (!it || (rc = batch_inputs(p, &m, &it->x)) < 0) {
+  if (!it || (rc = batch_inputs(p, &m, &it->x)) < 0 || (rc = batch_ids(p, &m, it)) < 0) {
     answer(w, req, m.task, it ? rc : DRV_ENOMEM, NULL, it ? err_msg() : "out of memory");
-    free(it);
+    item_free(it);
     return 0;
   }
   it->req = req;
