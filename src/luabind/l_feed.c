@@ -97,7 +97,6 @@ void lfeed_open(lua_State *L, const lsettings *e, lfeed *f) {
   coord_feed_source *s = &f->src;
   int rc = 0;
   if (ldata_test(L, idx)) {
-    ldata_refuse_sparse(L, ldata_check(L, idx), "c:feed");
     rc = coord_feed_source_dataset(s, ldata_values(L, idx), e->cfg.batch, e->cfg.epochs,
                                    e->cfg.shuffle, e->cfg.seed);
     f->dataset = true;
