@@ -85,6 +85,11 @@ static int stream_next(void *ud, tensor **x, tensor **y, uint32_t *epoch) {
   return rc;
 }
 
+static const nn_sparse *stream_sparse(void *ud, uint64_t *bound) {
+  lfeed *f = ud;
+  return data_stream_sparse(f->stream, bound);
+}
+
 /* ============================== opening ================================== */
 
 void lfeed_open(lua_State *L, const lsettings *e, lfeed *f) {
@@ -117,6 +122,8 @@ void lfeed_open(lua_State *L, const lsettings *e, lfeed *f) {
     f->stream = ldata_stream_for_feed(L, idx, e->cfg.epochs);
     s->fd = data_stream_fd(f->stream);
     s->next = stream_next;
+    uint64_t bound;
+    s->sparse = data_stream_has_ids(f->stream, &bound) ? stream_sparse : NULL;
     s->ud = f;
     s->no_replay = data_stream_no_replay(f->stream);
   }
