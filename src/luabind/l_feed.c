@@ -3,7 +3,9 @@
  * source), a Lua function returning the next x, y (nil at the end of an
  * epoch), or a stream of CSV/libsvm lines (data.stream, a path, "-" for
  * stdin). The coordinator asks for batches between two turns of its loop,
- * so the function runs with the Lua state idle in c:fit.
+ * so the function runs with the Lua state idle in c:fit. A dataset's or a
+ * stream's ids go with each batch (coord_feed_source.sparse); a function
+ * gives x and y only.
  */
 #include <lauxlib.h>
 #include <lua.h>

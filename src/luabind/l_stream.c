@@ -2,7 +2,9 @@
  * rows of CSV or libsvm lines as they arrive (a pipe, stdin, a file that
  * grows), as a drover.Stream. Its use is as a feed: train = { feed = s }
  * trains on it until it ends or max_steps (c:fit). s:read(n) takes up to n
- * rows in this process, waiting for them.
+ * rows in this process, waiting for them; s:dataset(n) the same as a
+ * dataset, with the rows' ids when the stream has them (categorical
+ * columns of a CSV stream, a libsvm stream with sparse = true).
  */
 #include <lauxlib.h>
 #include <lua.h>
