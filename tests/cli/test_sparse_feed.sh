@@ -10,8 +10,9 @@
 #        hashed as data.csv hashes them), against the in-process fit on
 #        data.csv in file order.
 #  sf-03 a Python external feeder sends ids and weights (libsvm-style
-#        rows) to a SparseLinear model: the in-process fit on the same rows
-#        read with data.libsvm { sparse = true }, bit for bit.
+#        rows) to a SparseLinear model, directly to the worker on its host:
+#        the in-process fit on the same rows read with
+#        data.libsvm { sparse = true }, bit for bit.
 #  sf-04 a feeder's FEED_BATCH with malformed ids: the coordinator closes
 #        that connection (events.log and the log say why) and the fit goes
 #        on with the next feeder.
@@ -174,16 +175,22 @@ try:
 except (Closed, OSError) as e:
     print("BAD closed: %s" % e)
 
-# sf-03: the rows in order, 50 a batch, ids and weights per example
-g = dfeed.Feeder(conn(), name="ids", stall=60)
+# sf-03: the rows in order, 50 a batch, ids and weights per example; the
+# feeder runs on the worker's host, so they go to the worker directly
+key = auth.load_secret(run_key(run, True))
+g = dfeed.Feeder(conn(), name="ids", stall=60, key="part-0",
+                 direct_key=dfeed.feed_key(key))
+g.opened()
 for i in range(0, len(ys), 50):
     g.send(np.zeros((len(ys[i:i + 50]), 0), np.float32), np.array(ys[i:i + 50], np.float32),
            ids=ids[i:i + 50], vals=vals[i:i + 50], bound=5000)
-print("GOOD %s" % (g.finish(),))
+print("GOOD %s direct %d route %s" % (g.finish(), g.direct_sent, g.route))
 PY
 wait $trainer
 cat "$TMP/feeders.out" >&2
 check "sf-03 the Python feeder's 12 batches trained" grep -q '^fed 12 trained 12$' "$TMP/svm_c.out"
+check "sf-03 they went to the worker directly (worker_direct.c took their ids)" \
+  grep -q '^GOOD .* direct 12 ' "$TMP/feeders.out"
 check "sf-03 the model is the in-process fit's on data.libsvm { sparse = true } (rows by id)" \
   same_models "$TMP/svm_ref.st" "$TMP/svm_c.st"
 check "sf-04 the feeder with malformed ids was closed" grep -q '^BAD closed' "$TMP/feeders.out"
