@@ -98,6 +98,20 @@ int data_sparse_encode_rows(const dataset *d, int64_t r0, int64_t rows, uint8_t 
  * sparse part yet), every offset, count and id checked (`what` names the
  * message in errors): DRV_EPARSE on bytes that are not such a part. */
 int data_sparse_decode(dataset *d, const uint8_t *p, size_t len, const char *what);
+/* A batch's ids (a FEED_BATCH's) as bytes, data_sparse_encode's layout
+ * for sp->rows rows; bound: the ids' bound (the dataset's buckets or
+ * features), 0 for one above the largest id (each layer checks its ids
+ * against its own size). *len 0 when sp is NULL. The caller frees *out.
+ * DRV_EINVAL (sp's structure), DRV_ERANGE (an id not below bound). */
+int data_sparse_batch_encode(const nn_sparse *sp, uint64_t bound, uint8_t **out, size_t *len);
+/* The inverse for `rows` rows into *s (owned: data_sparse_free), checked
+ * as data_sparse_decode does; len 0: *s has none (bound 0). DRV_EPARSE. */
+int data_sparse_batch_decode(data_sparse *s, int64_t rows, const uint8_t *p, size_t len,
+                             const char *what);
+/* Frees s's arrays and zeroes it (NULL is fine). */
+void data_sparse_free(data_sparse *s);
+/* The nn_sparse of s's first `rows` rows: s's arrays, lent. */
+nn_sparse data_sparse_view(const data_sparse *s, int64_t rows);
 
 /* True when d's rows are not in memory (x and y NULL; see above). */
 bool data_is_lazy(const dataset *d);

@@ -6,6 +6,7 @@
  * one host predicts on ids hashed on another), so it is fixed and written
  * out here byte by byte rather than taken from a library that may change.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,25 +154,15 @@ int data__sparse_check(const dataset *d, const char *op) {
 
 #define SP_HEAD (4 + 1 + 8 + 8)
 
-int data_sparse_encode(const dataset *d, uint8_t **out, size_t *len) {
-  return data_sparse_encode_rows(d, 0, d->n, out, len);
-}
-
-int data_sparse_encode_rows(const dataset *d, int64_t r0, int64_t rows, uint8_t **out,
-                            size_t *len) {
-  *out = NULL;
-  *len = 0;
-  const data_sparse *s = &d->sp;
-  if (!s->bound) return 0;
-  if (!s->ptr) return err_set(DRV_EINVAL, "dataset '%s': its sparse part is not loaded", d->source);
-  if (r0 < 0 || rows < 0 || r0 > d->n || rows > d->n - r0)
-    return err_set(DRV_ERANGE, "dataset '%s': rows %lld..%lld of %lld", d->source, (long long)r0,
-                   (long long)(r0 + rows), (long long)d->n);
-  int64_t base = s->ptr[r0]; /* the range's offsets start at 0 on the wire */
-  uint64_t n = (uint64_t)rows, nnz = (uint64_t)(s->ptr[r0 + rows] - base);
+/* The bytes of rows [r0, r0 + n) of the CSR s (vals NULL when
+ * unweighted), their offsets from 0 on the wire. */
+static int encode_rows(const data_sparse *s, int64_t r0, uint64_t n, const char *what,
+                       uint8_t **out, size_t *len) {
+  int64_t base = s->ptr[r0];
+  uint64_t nnz = (uint64_t)(s->ptr[r0 + (int64_t)n] - base);
   uint64_t per = 8 + (s->weighted ? 4 : 0);
   if (n >= SIZE_MAX / 16 || nnz >= (SIZE_MAX - SP_HEAD - 8 * (n + 1)) / per)
-    return err_set(DRV_ERANGE, "dataset '%s': its sparse part is too large to send", d->source);
+    return err_set(DRV_ERANGE, "%s: its sparse part is too large to send", what);
   size_t total = SP_HEAD + 8 * (size_t)(n + 1) + (size_t)(per * nnz);
   uint8_t *p = malloc(total);
   if (!p) return err_set(DRV_ENOMEM, "out of memory for %zu bytes of sparse rows", total);
@@ -188,12 +179,52 @@ int data_sparse_encode_rows(const dataset *d, int64_t r0, int64_t rows, uint8_t 
   return 0;
 }
 
-int data_sparse_decode(dataset *d, const uint8_t *p, size_t len, const char *what) {
-  if (len == 0) return 0;
+int data_sparse_encode(const dataset *d, uint8_t **out, size_t *len) {
+  return data_sparse_encode_rows(d, 0, d->n, out, len);
+}
+
+int data_sparse_encode_rows(const dataset *d, int64_t r0, int64_t rows, uint8_t **out,
+                            size_t *len) {
+  *out = NULL;
+  *len = 0;
+  const data_sparse *s = &d->sp;
+  if (!s->bound) return 0;
+  if (!s->ptr) return err_set(DRV_EINVAL, "dataset '%s': its sparse part is not loaded", d->source);
+  if (r0 < 0 || rows < 0 || r0 > d->n || rows > d->n - r0)
+    return err_set(DRV_ERANGE, "dataset '%s': rows %lld..%lld of %lld", d->source, (long long)r0,
+                   (long long)(r0 + rows), (long long)d->n);
+  char what[300];
+  snprintf(what, sizeof what, "dataset '%s'", d->source);
+  return encode_rows(s, r0, (uint64_t)rows, what, out, len);
+}
+
+int data_sparse_batch_encode(const nn_sparse *sp, uint64_t bound, uint8_t **out, size_t *len) {
+  *out = NULL;
+  *len = 0;
+  if (!sp) return 0;
+  int rc = nn_sparse_check(sp);
+  if (rc < 0) return rc;
+  uint64_t nnz = (uint64_t)sp->ptr[sp->rows], top = 0;
+  for (uint64_t k = 0; k < nnz; k++) top = sp->ids[k] > top ? sp->ids[k] : top;
+  if (bound == 0) bound = top + 1; /* the ids' own: each layer checks them against its size */
+  if (top >= bound || bound > DATA_MAX_BUCKETS)
+    return err_set(DRV_ERANGE, "a batch's id %llu is not below %llu", (unsigned long long)top,
+                   (unsigned long long)(bound > DATA_MAX_BUCKETS ? DATA_MAX_BUCKETS : bound));
+  /* encode_rows reads the arrays only: the casts lend them */
+  data_sparse s = {.ptr = (int64_t *)sp->ptr, .ids = (uint64_t *)sp->ids,
+                   .vals = (float *)sp->vals, .fields = sp->fields, .weighted = sp->vals != NULL,
+                   .bound = bound};
+  return encode_rows(&s, 0, (uint64_t)sp->rows, "a batch", out, len);
+}
+
+/* n rows of CSR from p into *out (owned), every offset, count and id
+ * checked. */
+static int decode_rows(data_sparse *out, uint64_t n, const uint8_t *p, size_t len,
+                       const char *what) {
   if (len < SP_HEAD) return err_set(DRV_EPARSE, "%s: a sparse part of %zu bytes", what, len);
   data_sparse s = {.fields = (int)le_get(p, 4), .weighted = p[4] != 0,
                    .bound = le_get(p + 5, 8)};
-  uint64_t nnz = le_get(p + 13, 8), n = (uint64_t)d->n;
+  uint64_t nnz = le_get(p + 13, 8);
   uint64_t per = 8 + (s.weighted ? 4 : 0);
   if (s.fields < 0 || p[4] > 1 || s.bound == 0 || s.bound > DATA_MAX_BUCKETS ||
       n >= (len - SP_HEAD) / 8 || nnz > (len - SP_HEAD - 8 * (n + 1)) / per ||
@@ -217,8 +248,32 @@ int data_sparse_decode(dataset *d, const uint8_t *p, size_t len, const char *wha
     data__sparse_free(&s);
     return err_set(DRV_EPARSE, "%s: the sparse part's offsets or ids are inconsistent", what);
   }
-  d->sp = s;
+  *out = s;
   return 0;
+}
+
+int data_sparse_decode(dataset *d, const uint8_t *p, size_t len, const char *what) {
+  if (len == 0) return 0;
+  return decode_rows(&d->sp, (uint64_t)d->n, p, len, what);
+}
+
+int data_sparse_batch_decode(data_sparse *s, int64_t rows, const uint8_t *p, size_t len,
+                             const char *what) {
+  *s = (data_sparse){0};
+  if (len == 0) return 0;
+  if (rows < 0) return err_set(DRV_EPARSE, "%s: ids for %lld rows", what, (long long)rows);
+  return decode_rows(s, (uint64_t)rows, p, len, what);
+}
+
+void data_sparse_free(data_sparse *s) {
+  if (!s) return;
+  data__sparse_free(s);
+  *s = (data_sparse){0};
+}
+
+nn_sparse data_sparse_view(const data_sparse *s, int64_t rows) {
+  return (nn_sparse){.rows = rows, .ptr = s->ptr, .ids = s->ids,
+                     .vals = s->weighted ? s->vals : NULL, .fields = s->fields};
 }
 
 /* ============================== batches ================================== */

@@ -41,6 +41,8 @@ static void check_rc(lua_State *L, int rc) {
   if (rc < 0) luaL_error(L, "%s", err_msg());
 }
 
+void ldata_push(lua_State *L, dataset *d) { *new_box(L) = d; }
+
 dataset *ldata_check(lua_State *L, int idx) {
   dataset **box = luaL_checkudata(L, idx, DATASET_MT);
   if (!*box) luaL_argerror(L, idx, "dataset is closed");

@@ -3,7 +3,9 @@
  * source), a Lua function returning the next x, y (nil at the end of an
  * epoch), or a stream of CSV/libsvm lines (data.stream, a path, "-" for
  * stdin). The coordinator asks for batches between two turns of its loop,
- * so the function runs with the Lua state idle in c:fit.
+ * so the function runs with the Lua state idle in c:fit. A dataset's or a
+ * stream's ids go with each batch (coord_feed_source.sparse); a function
+ * gives x and y only.
  */
 #include <lauxlib.h>
 #include <lua.h>
@@ -85,6 +87,11 @@ static int stream_next(void *ud, tensor **x, tensor **y, uint32_t *epoch) {
   return rc;
 }
 
+static const nn_sparse *stream_sparse(void *ud, uint64_t *bound) {
+  lfeed *f = ud;
+  return data_stream_sparse(f->stream, bound);
+}
+
 /* ============================== opening ================================== */
 
 void lfeed_open(lua_State *L, const lsettings *e, lfeed *f) {
@@ -97,7 +104,6 @@ void lfeed_open(lua_State *L, const lsettings *e, lfeed *f) {
   coord_feed_source *s = &f->src;
   int rc = 0;
   if (ldata_test(L, idx)) {
-    ldata_refuse_sparse(L, ldata_check(L, idx), "c:feed");
     rc = coord_feed_source_dataset(s, ldata_values(L, idx), e->cfg.batch, e->cfg.epochs,
                                    e->cfg.shuffle, e->cfg.seed);
     f->dataset = true;
@@ -118,6 +124,8 @@ void lfeed_open(lua_State *L, const lsettings *e, lfeed *f) {
     f->stream = ldata_stream_for_feed(L, idx, e->cfg.epochs);
     s->fd = data_stream_fd(f->stream);
     s->next = stream_next;
+    uint64_t bound;
+    s->sparse = data_stream_has_ids(f->stream, &bound) ? stream_sparse : NULL;
     s->ud = f;
     s->no_replay = data_stream_no_replay(f->stream);
   }

@@ -2,10 +2,13 @@
  * rows of CSV or libsvm lines as they arrive (a pipe, stdin, a file that
  * grows), as a drover.Stream. Its use is as a feed: train = { feed = s }
  * trains on it until it ends or max_steps (c:fit). s:read(n) takes up to n
- * rows in this process, waiting for them.
+ * rows in this process, waiting for them; s:dataset(n) the same as a
+ * dataset, with the rows' ids when the stream has them (categorical
+ * columns of a CSV stream, a libsvm stream with sparse = true).
  */
 #include <lauxlib.h>
 #include <lua.h>
+#include <math.h>
 #include <poll.h>
 #include <string.h>
 
@@ -32,27 +35,53 @@ static data_stream **push_stream(lua_State *L, const char *path, const data_stre
   return &u->s;
 }
 
-static const char *const stream_keys[] = {"format", "label", "delimiter", "features", "follow", NULL};
+static const char *const stream_keys[] = {"format",      "label",   "delimiter", "features",
+                                          "follow",      "categorical", "buckets", "missing",
+                                          "sparse",      NULL};
 
-/* A stream of ids feeds a cluster's sparse tables, which come with the
- * cluster half of issue 26: until then, said so rather than "unknown
- * option". */
-static void refuse_sparse_stream(lua_State *L) {
+#define STREAM_MAX_CAT 4096
+
+/* categorical = { 15, ... } (1-based columns), buckets = 2^24, missing = 0:
+ * a CSV stream's ids, as data.csv takes them; sparse = true: a libsvm
+ * stream's rows kept as ids and weights. The column list lives in a
+ * userdata on the stack until data_stream_open has copied it. */
+static void stream_ids(lua_State *L, data_stream_opts *o) {
   if (!lua_istable(L, 2)) return;
-  static const char *const keys[] = {"categorical", "sparse", "buckets"};
-  for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
-    if (lua_getfield(L, 2, keys[i]) != LUA_TNIL)
-      luaL_error(L, "data.stream: %s: sparse ids on a stream are not supported yet (sparse tables "
-                 "on a cluster come later): read the file with data.csv or data.libsvm", keys[i]);
+  if (lua_getfield(L, 2, "categorical") != LUA_TNIL) {
+    if (!lua_istable(L, -1)) luaL_error(L, "data.stream: categorical must be a list of column numbers");
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    if (n < 1 || n > STREAM_MAX_CAT)
+      luaL_error(L, "data.stream: categorical must list 1 to %d column numbers", STREAM_MAX_CAT);
+    int *cols = lua_newuserdatauv(L, (size_t)n * sizeof *cols, 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+      lua_rawgeti(L, -2, i);
+      int isint = 0;
+      lua_Integer c = lua_tointegerx(L, -1, &isint);
+      if (!isint || c < 1 || c > 1000000)
+        luaL_error(L, "data.stream: categorical[%I] must be a column number (1 is the first)", i);
+      cols[i - 1] = (int)c - 1;
+      lua_pop(L, 1);
+    }
+    o->categorical = cols;
+    o->ncategorical = (int)n;
+    lua_copy(L, -1, -2); /* the userdata stays on the stack, where the list was */
+    lua_pop(L, 1);
+  } else {
     lua_pop(L, 1);
   }
+  bool cat = o->ncategorical > 0;
+  if (!cat && (lua_getfield(L, 2, "buckets") != LUA_TNIL || lua_getfield(L, 2, "missing") != LUA_TNIL))
+    luaL_error(L, "data.stream: buckets and missing need categorical columns (categorical = { ... })");
+  o->buckets = (uint64_t)lopts_int(L, 2, "buckets", (lua_Integer)1 << 24, LOPTS_POS,
+                                   (lua_Integer)DATA_MAX_BUCKETS, "data.stream");
+  o->missing = (float)lopts_real(L, 2, "missing", 0, LOPTS_ANY, HUGE_VAL, "data.stream");
+  o->sparse = lopts_bool(L, 2, "sparse", 0, "data.stream");
 }
 
 /* data.stream(path [, { format = "csv" | "libsvm", label = -1, delimiter = ",",
  * features = n (libsvm), follow = false }]) */
 static int l_stream(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
-  refuse_sparse_stream(L);
   lopts_check_keys(L, 2, "data.stream", stream_keys);
   data_stream_opts o = {.format = DATA_STREAM_CSV, .label = -1, .delimiter = ','};
   bool opts = !lua_isnoneornil(L, 2);
@@ -73,40 +102,67 @@ static int l_stream(lua_State *L) {
     o.delimiter = d[0];
   }
   o.features = lopts_int(L, 2, "features", 0, LOPTS_ANY, LUA_MAXINTEGER, "data.stream");
+  stream_ids(L, &o);
   if (o.format == DATA_STREAM_CSV && o.features != 0)
     luaL_error(L, "data.stream: features is for libsvm streams (a CSV row says its columns)");
   if (opts && lua_getfield(L, 2, "follow") != LUA_TNIL) {
     if (!lua_isboolean(L, -1)) luaL_error(L, "data.stream: follow must be true or false");
     o.follow = lua_toboolean(L, -1);
   }
-  lua_settop(L, 2);
-  push_stream(L, path, &o);
+  push_stream(L, path, &o); /* it copies o.categorical (a userdata below it) */
   return 1;
 }
 
-/* s:read(n) -> x, y with 1..n rows (fewer only at the end), or nil at the
- * end; waits for rows (Ctrl-C interrupts). */
-static int s_read(lua_State *L) {
-  data_stream *s = check_stream(L, 1);
-  lua_Integer n = luaL_checkinteger(L, 2);
-  luaL_argcheck(L, n >= 1 && n <= ((lua_Integer)1 << 30), 2, "n must be between 1 and 2^30");
+/* Waits for rows of s (Ctrl-C interrupts): 1 with them, 0 at the end. */
+static int wait_rows(lua_State *L, data_stream *s, lua_Integer n, tensor **x, tensor **y,
+                     dataset **d) {
   for (;;) {
-    tensor *x, *y;
-    int rc = data_stream_read(s, 1, n, &x, &y);
-    if (rc == 1) {
-      ltensor_push(L, x);
-      ltensor_push(L, y);
-      return 2;
-    }
-    if (rc == 0) {
-      lua_pushnil(L);
-      return 1;
-    }
+    int rc = d ? data_stream_read_dataset(s, 1, n, d) : data_stream_read(s, 1, n, x, y);
+    if (rc == 1 || rc == 0) return rc;
     if (rc != DRV_EAGAIN) return luaL_error(L, "%s", err_msg());
     if (err_interrupted()) return luaL_error(L, "interrupted");
     struct pollfd p = {.fd = data_stream_fd(s), .events = POLLIN};
     poll(p.fd >= 0 ? &p : NULL, p.fd >= 0 ? 1 : 0, 100); /* a regular file: check again soon */
   }
+}
+
+static lua_Integer check_n(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 2);
+  luaL_argcheck(L, n >= 1 && n <= ((lua_Integer)1 << 30), 2, "n must be between 1 and 2^30");
+  return n;
+}
+
+/* s:read(n) -> x, y with 1..n rows (fewer only at the end), or nil at the
+ * end; waits for rows. A stream with ids has s:dataset(n). */
+static int s_read(lua_State *L) {
+  data_stream *s = check_stream(L, 1);
+  lua_Integer n = check_n(L);
+  uint64_t bound;
+  if (data_stream_has_ids(s, &bound))
+    return luaL_error(L, "s:read: this stream has ids (categorical columns, sparse rows), "
+                      "which x and y do not carry: s:dataset(n) gives its rows with them");
+  tensor *x, *y;
+  if (!wait_rows(L, s, n, &x, &y, NULL)) {
+    lua_pushnil(L);
+    return 1;
+  }
+  ltensor_push(L, x);
+  ltensor_push(L, y);
+  return 2;
+}
+
+/* s:dataset(n) -> a dataset of 1..n rows (with their ids when the stream
+ * has them), or nil at the end; waits for rows. */
+static int s_dataset(lua_State *L) {
+  data_stream *s = check_stream(L, 1);
+  lua_Integer n = check_n(L);
+  dataset *d;
+  if (!wait_rows(L, s, n, NULL, NULL, &d)) {
+    lua_pushnil(L);
+    return 1;
+  }
+  ldata_push(L, d);
+  return 1;
 }
 
 static int s_rows(lua_State *L) {
@@ -130,7 +186,8 @@ static int s_tostring(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg s_methods[] = {{"read", s_read}, {"rows", s_rows}, {"close", s_close},
+static const luaL_Reg s_methods[] = {{"read", s_read},   {"dataset", s_dataset},
+                                     {"rows", s_rows},   {"close", s_close},
                                      {NULL, NULL}};
 static const luaL_Reg s_meta[] = {{"__tostring", s_tostring}, {"__gc", s_close},
                                   {"__close", s_close}, {NULL, NULL}};

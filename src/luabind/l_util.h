@@ -140,6 +140,8 @@ dataset *ldata_check(lua_State *L, int idx);
 /* The same with its rows in memory: a lazy dataset (read from a file,
  * data.h) is loaded in place; raises with the reader's message. */
 dataset *ldata_values(lua_State *L, int idx);
+/* Pushes d as a drover.Dataset, which then owns it (freed with it). */
+void ldata_push(lua_State *L, dataset *d);
 /* Raises "WHAT: sparse tables on a cluster are not supported yet: ..."
  * when d (may be NULL) has a sparse part (issue 26's cluster half). */
 void ldata_refuse_sparse(lua_State *L, const dataset *d, const char *what);

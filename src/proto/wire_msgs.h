@@ -440,7 +440,10 @@
  *              WIRE_FEED_TRAIN (the worker trains it as one train step;
  *              RESULT once its update is applied) or WIRE_FEED_QUEUE
  *              (held for w:next_batch; RESULT once taken). x is [n, ...],
- *              y [n] or [n, k] (n >= 1)
+ *              y [n] or [n, k] (n >= 1); sparse: the batch's ids, its n
+ *              rows of CSR in data_sparse_encode's layout
+ *              (data_sparse_batch_encode; empty: none). A malformed one
+ *              is a protocol error of its connection
  *  RESULT      W -> C: as for TASK; it returns the batch's credit. A
  *              worker holds at most a few batches (the queue's per-node
  *              limit), so a slow worker gets fewer; a lost worker's
@@ -531,7 +534,7 @@
   X(U32, credits) X(U64, sent) X(U64, trained) X(U32, epochs) X(U64, acked)
 #define WIRE_MSG_feed_batch(X)                                              \
   X(U64, task) X(U64, seq) X(U32, epoch) X(ENUM, mode, WIRE_FEED_LAST, "FEED_BATCH mode") \
-  X(TENSOR, x) X(TENSOR, y)
+  X(TENSOR, x) X(TENSOR, y) X(BYTES, sparse)
 #define WIRE_MSG_feed_end(X) X(I32, status) X(U64, batches) X(STR, message)
 
 /* Predict from a client (coord_serve.c; e.g. clients/python Run.predict):

@@ -77,7 +77,7 @@ def main():
             xs = [v for r in chunk for v in r[:-1]]
             ys = [r[-1] for r in chunk]
             body = struct.pack("<QQIB", 0, seq, 1, 0) + tensor([len(chunk), len(chunk[0]) - 1], xs) + \
-                tensor([len(chunk)], ys)
+                tensor([len(chunk)], ys) + struct.pack("<I", 0)  # sparse: no ids
             s.sendall(frame(FEED_BATCH, body))
             credits -= 1
             sent += 1

@@ -134,7 +134,7 @@ test("ctrdata-05 an in-process fit feeds each batch's ids to an EmbeddingBag", f
   assert(auc > 0.65, "held-out AUC " .. auc)
 end)
 
-test("ctrdata-06 a cluster trains, evaluates and predicts on a dataset with ids; streams refuse them", function()
+test("ctrdata-06 a cluster trains, evaluates and predicts on a dataset with ids", function()
   local d = data.csv(ctr, { sep = "\t", label = 1, categorical = cat })
   local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "ctrdata06" }
   local exp = drover.experiment {
@@ -146,7 +146,8 @@ test("ctrdata-06 a cluster trains, evaluates and predicts on a dataset with ids;
   eq(y:size(1), #d)
   for i = 1, #d do eq(y[i][1], q[i][1]) end
   assert(c:evaluate(exp, d).loss > 0, "no loss")
-  raises(function() data.stream(ctr, { categorical = cat }) end, "not supported yet")
+  -- streams take ids (tests/lua/test_sparse_stream.lua); buckets alone is refused
+  raises(function() data.stream(ctr, { buckets = 8 }) end, "need categorical columns")
 end)
 
 os.execute("rm -rf " .. dir)

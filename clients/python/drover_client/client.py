@@ -199,7 +199,7 @@ class Run:
     # ---- data --------------------------------------------------------------------
 
     def feed(self, batches, name="python", window=0, stall=60.0):
-        """Feeds (x, y) batches to the run's fit (train = { feed =
+        """Feeds (x, y) or (x, y, ids) batches to the run's fit (train = { feed =
         "external" }) on a connection of its own, under the coordinator's
         credit; returns FeedResult(sent, trained) once all are trained.
         The run's snapshots are read meanwhile (metrics() has them after).

@@ -6,9 +6,17 @@ authenticates as an attach client does, then:
 
   F -> C  FEED_OPEN   { name, window, key }
   C -> F  FEED_CREDIT { credits, sent, trained, epochs }   may send `credits` more
-  F -> C  FEED_BATCH  { task 0, seq 1.., epoch, mode TRAIN, x, y }
+  F -> C  FEED_BATCH  { task 0, seq 1.., epoch, mode TRAIN, x, y, sparse }
   F -> C  FEED_END    { status 0, batches }        no more from this feeder
   C -> F  FEED_END    { status, batches trained, message }, then it closes
+
+A batch may carry ids for a model with sparse tables (nn.EmbeddingBag,
+nn.SparseLinear): send(x, y, ids=...) with ids an integer array [n, fields]
+(one id per field per example: hashed categorical columns, which the
+caller hashes as data.csv does) or a list of n sequences of ids (any
+number per example, as sparse libsvm rows) with vals the weights
+alike; bound the ids' range (0: one above the largest). They travel as
+the FEED_BATCH's sparse bytes (data_sparse_batch_encode's layout).
 
 A batch is never sent beyond the credit granted: the coordinator's queue
 decides how many batches are in flight (backpressure), so a slow cluster
@@ -33,6 +41,7 @@ import collections
 import hashlib
 import hmac
 import socket
+import struct
 import time
 
 import numpy as np
@@ -56,7 +65,58 @@ def feed_key(control_key):
     return hmac.new(control_key, b"drover feed", hashlib.sha256).digest()
 
 
-def _batch(x, y, seq):
+MAX_BOUND = 1 << 40  # data.h DATA_MAX_BUCKETS
+
+
+def _id_rows(ids, vals, n, seq):
+    """ids and vals as per-example arrays, and the fields (0: any count)."""
+    if isinstance(ids, np.ndarray) and ids.ndim == 2:
+        fields, rows = ids.shape[1], list(ids)
+        if fields < 1:
+            raise ValueError("batch %d: ids of shape %s have no field" % (seq, ids.shape))
+    else:
+        fields, rows = 0, [np.asarray(r).reshape(-1) for r in ids]
+    if len(rows) != n:
+        raise ValueError("batch %d: ids for %d examples, x has %d" % (seq, len(rows), n))
+    for r in rows:
+        if r.size and (r.dtype.kind not in "iu" or r.min() < 0):
+            raise ValueError("batch %d: ids must be integers >= 0" % seq)
+    vrows = None
+    if vals is not None:
+        vrows = [np.asarray(v, dtype=np.float32).reshape(-1) for v in vals]
+        if [v.size for v in vrows] != [r.size for r in rows]:
+            raise ValueError("batch %d: vals do not match ids entry for entry" % seq)
+    return rows, vrows, fields
+
+
+def sparse_bytes(ids, vals=None, bound=0, n=None, seq=0):
+    """A batch's ids as FEED_BATCH.sparse: 4 fields, 1 weighted, 8 bound,
+    8 nnz, then ptr (n + 1 int64), ids (uint64) and, weighted, vals
+    (float32), little-endian (src/data/data.h data_sparse_batch_encode).
+    b"" when ids is None."""
+    if ids is None:
+        if vals is not None:
+            raise ValueError("batch %d: vals without ids" % seq)
+        return b""
+    n = len(ids) if n is None else n
+    rows, vrows, fields = _id_rows(ids, vals, n, seq)
+    counts = [r.size for r in rows]
+    ptr = np.zeros(n + 1, dtype="<i8")
+    ptr[1:] = np.cumsum(counts, dtype=np.int64)
+    flat = np.concatenate(rows).astype("<u8") if ptr[-1] else np.zeros(0, "<u8")
+    top = int(flat.max()) if flat.size else 0
+    bound = int(bound) or top + 1
+    if top >= bound or bound > MAX_BOUND:
+        raise ValueError("batch %d: id %d is not below the bound %d (at most 2^40)"
+                         % (seq, top, bound))
+    out = struct.pack("<IBQQ", fields, vrows is not None, bound, flat.size)
+    out += ptr.tobytes() + flat.tobytes()
+    if vrows is not None:
+        out += (np.concatenate(vrows) if flat.size else np.zeros(0)).astype("<f4").tobytes()
+    return out
+
+
+def _batch(x, y, seq, ids=None, vals=None, bound=0):
     """x as float32 [n, ...] and y as float32 [n] or [n, k], checked."""
     x = np.asarray(x, dtype=np.float32)
     y = np.asarray(y, dtype=np.float32)
@@ -65,7 +125,7 @@ def _batch(x, y, seq):
     if y.ndim not in (1, 2) or y.shape[0] != x.shape[0]:
         raise ValueError("batch %d: y of shape %s does not match x of shape %s (want [%d] or "
                          "[%d, k])" % (seq, y.shape, x.shape, x.shape[0], x.shape[0]))
-    return x, y
+    return x, y, sparse_bytes(ids, vals, bound, x.shape[0], seq)
 
 
 class Feeder:
@@ -91,8 +151,8 @@ class Feeder:
         self.direct_key = direct_key if key and direct_key else None
         self.direct = self.slot = self.route = None
         self.first_acked = 0
-        self.unacked = collections.OrderedDict()  # seq -> (x, y, epoch)
-        self.resend = []   # (seq, x, y, epoch) for the coordinator after a fallback
+        self.unacked = collections.OrderedDict()  # seq -> (x, y, sparse, epoch)
+        self.resend = []   # (seq, x, y, sparse, epoch) for the coordinator after a fallback
         self.direct_sent = 0  # batches this feeder sent to a worker
         host = socket.gethostname() if self.direct_key else ""
         conn.send("FEED_OPEN", {"name": name, "window": window, "key": key, "host": host,
@@ -159,12 +219,12 @@ class Feeder:
                 pass
             self.direct = None
 
-    def keep(self, seq, x, y, epoch=0):
+    def keep(self, seq, x, y, epoch=0, ids=None, vals=None, bound=0):
         """A batch a takeover skips (seq <= opened()): while the worker that
         took it has not acknowledged it, it is kept to be sent again if that
         worker is lost."""
         if self.route is not None and seq > self.first_acked:
-            self.unacked[seq] = _batch(x, y, seq) + (epoch,)
+            self.unacked[seq] = _batch(x, y, seq, ids, vals, bound) + (epoch,)
 
     def opened(self):
         """Waits for the coordinator's first answer; returns how many
@@ -187,9 +247,10 @@ class Feeder:
         if self.ended is not None and self.ended["status"] != 0:
             raise DroverError("the feed ended: %s" % self.ended["message"], self.ended["status"])
 
-    def send(self, x, y, epoch=0):
-        """Sends one batch, first waiting for credit."""
-        xy = _batch(x, y, self.sent + 1)
+    def send(self, x, y, epoch=0, ids=None, vals=None, bound=0):
+        """Sends one batch (with its ids, if any: see above), first waiting
+        for credit."""
+        xy = _batch(x, y, self.sent + 1, ids, vals, bound)
         while True:
             self._flush()
             self._await_credit()
@@ -205,14 +266,14 @@ class Feeder:
             raise DroverError("the coordinator ended the feed after %d batches" % self.sent)
 
     def _put(self, xy, epoch):
-        x, y = xy
+        x, y, sp = xy
         seq = self.sent + 1
         frame = {"task": 0, "seq": seq, "epoch": epoch, "mode": _wire.FEED_MODES["TRAIN"],
-                 "x": x, "y": y}
+                 "x": x, "y": y, "sparse": sp}
         if self.route is None:
             self.conn.send("FEED_BATCH", frame)
         else:
-            self.unacked[seq] = (x, y, epoch)
+            self.unacked[seq] = (x, y, sp, epoch)
             if self.direct is not None:
                 frame["task"] = self.slot
                 try:
@@ -230,10 +291,10 @@ class Feeder:
         order, through the coordinator (their own seqs again)."""
         while self.resend:
             self._await_credit()
-            seq, x, y, epoch = self.resend.pop(0)
+            seq, x, y, sp, epoch = self.resend.pop(0)
             if seq != self.sent + 1:
                 raise DroverError("feeder: batch %d to send again after %d" % (seq, self.sent))
-            self._put((x, y), epoch)
+            self._put((x, y, sp), epoch)
 
     def finish(self, status=0, message="", trained=True):
         """Says no more batches come (status != 0: the feeder gives up, the
@@ -285,7 +346,7 @@ class Feeder:
 
 
 def feed(conn, batches, name="python", window=0, stall=60.0, epoch=0, beside=None):
-    """Feeds every (x, y) of batches; FeedResult(sent, trained) once the
+    """Feeds every (x, y) or (x, y, ids) of batches; FeedResult(sent, trained) once the
     coordinator has trained them. An exception from batches ends the feed
     with DRV_ECANCELLED (the fit fails saying why) and is re-raised.
     beside: a Run kept reading while the feeder waits."""
@@ -300,8 +361,8 @@ def feed(conn, batches, name="python", window=0, stall=60.0, epoch=0, beside=Non
             f.abort("its source failed after %d batches: %s: %s" % (f.sent, type(e).__name__, e))
             raise
         try:
-            x, y = item
-            f.send(x, y, epoch)
+            x, y, ids = item if len(item) == 3 else tuple(item) + (None,)
+            f.send(x, y, epoch, ids)
         except ValueError as e:
             f.abort(str(e))
             raise

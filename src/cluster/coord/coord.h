@@ -171,6 +171,10 @@ typedef struct coord_feed_source {
    * or at the next tick); another negative code fails the fit (message
    * set). NULL with `external`. */
   int (*next)(void *ud, tensor **x, tensor **y, uint32_t *epoch);
+  /* The ids of the batch `next` gave last (the source's, valid as x is),
+   * NULL when it has none; *bound the ids' bound (0: unknown). NULL: the
+   * source never has ids. */
+  const nn_sparse *(*sparse)(void *ud, uint64_t *bound);
   void *ud;
   int fd;           /* readable when next may have more; -1: asked every tick */
   bool external;    /* feed = "external": the batches come from feeders on

@@ -56,6 +56,12 @@ static int ds_next(void *ud, tensor **x, tensor **y, uint32_t *epoch) {
   return 1;
 }
 
+static const nn_sparse *ds_sparse(void *ud, uint64_t *bound) {
+  ds_source *s = ud;
+  *bound = s->it.d->sp.bound;
+  return data_iter_sparse(&s->it);
+}
+
 int coord_feed_source_dataset(coord_feed_source *s, const dataset *d, int64_t batch,
                               int64_t epochs, bool shuffle, uint64_t seed) {
   memset(s, 0, sizeof *s);
@@ -73,6 +79,7 @@ int coord_feed_source_dataset(coord_feed_source *s, const dataset *d, int64_t ba
   ds->epochs = epochs;
   ds->epoch = 1;
   s->next = ds_next;
+  s->sparse = data_has_sparse(d) ? ds_sparse : NULL;
   s->ud = ds;
   int64_t per = (d->n + batch - 1) / batch;
   if (__builtin_mul_overflow(per, epochs, &s->batches)) s->batches = 0;
@@ -187,17 +194,20 @@ static int queued(coord_feed_state *fd, uint8_t *buf, int64_t id, uint32_t epoch
 /* A batch whose x the task keeps by a view (source.share_x): the frame's
  * fields and y are encoded, x's bytes go out from the rows themselves
  * (coord__sched_add_ref): the coordinator copies none of them. */
-static int queue_shared(coord_fit_state *f, const tensor *x, const tensor *y, uint32_t epoch) {
+static int queue_shared(coord_fit_state *f, const tensor *x, const tensor *y, uint32_t epoch,
+                        wire_bytes sp) {
   coord_feed_state *fd = &f->feed;
   wire_tensor xs = {.ndim = x->ndim}; /* the shape only: the data follows by reference */
   memcpy(xs.shape, x->shape, sizeof xs.shape);
   wire_wr w;
   wire_wr_init(&w);
   wire_put_feed_batch(&w, &(wire_msg_feed_batch){.task = 0, .seq = fd->seq + 1, .epoch = epoch,
-                                                 .mode = fd->mode, .x = xs, .y = {.t = y}});
-  size_t ybytes = 1 + 8 * (size_t)y->ndim + (size_t)tensor_numel(y) * sizeof(float);
+                                                 .mode = fd->mode, .x = xs, .y = {.t = y},
+                                                 .sparse = sp});
+  /* x's bytes go in before y and the ids */
+  size_t tail = 1 + 8 * (size_t)y->ndim + (size_t)tensor_numel(y) * sizeof(float) + 4 + sp.len;
   size_t xbytes = (size_t)tensor_numel(x) * sizeof(float);
-  tensor *hold = w.err || w.len < WIRE_HEADER_SIZE + ybytes || w.len > UINT32_MAX - xbytes
+  tensor *hold = w.err || w.len < WIRE_HEADER_SIZE + tail || w.len > UINT32_MAX - xbytes
                      ? NULL : tensor_view(x);
   if (!hold) {
     wire_wr_free(&w);
@@ -205,25 +215,32 @@ static int queue_shared(coord_fit_state *f, const tensor *x, const tensor *y, ui
   }
   uint8_t *buf = w.buf;
   int64_t id = coord__sched_add_ref(f->c, fd->producer, buf, (uint32_t)w.len, 0, hold,
-                                    (uint32_t)(w.len - ybytes));
+                                    (uint32_t)(w.len - tail));
   return queued(fd, buf, id, epoch);
 }
 
-/* Queues one batch as a task carrying its FEED_BATCH payload. */
-static int queue_batch(coord_fit_state *f, tensor *x, tensor *y, uint32_t epoch) {
+/* The ids of the batch the source gave last, encoded (*len 0: none). */
+static int batch_ids(const coord_feed_state *fd, uint8_t **out, size_t *len) {
+  *out = NULL;
+  *len = 0;
+  if (!fd->src->sparse) return 0;
+  uint64_t bound = 0;
+  const nn_sparse *sp = fd->src->sparse(fd->src->ud, &bound);
+  int rc = data_sparse_batch_encode(sp, bound, out, len);
+  if (rc < 0) return err_set(rc, "feed: batch %" PRIu64 "'s ids: %s", fd->seq + 1, err_msg());
+  return 0;
+}
+
+/* A batch encoded whole into a cached block of its size (blockcache.h):
+ * encoding into a fresh buffer each batch cost page faults and clears. */
+static int queue_copied(coord_fit_state *f, const tensor *x, const tensor *y, uint32_t epoch,
+                        wire_bytes sp) {
   coord_feed_state *fd = &f->feed;
-  char a[64], b[64];
-  if (x->ndim < 2 || y->ndim < 1 || y->ndim > 2 || x->shape[0] != y->shape[0] || x->shape[0] < 1)
-    return err_set(DRV_ESHAPE, "feed: batch %" PRIu64 " has x %s and y %s (x must be [n, ...], "
-                   "y [n] or [n, k], n >= 1)", fd->seq + 1, tensor_shape_str(x, a, sizeof a),
-                   tensor_shape_str(y, b, sizeof b));
-  if (LE_HOST && fd->src->share_x && tensor_is_contiguous(x)) return queue_shared(f, x, y, epoch);
-  /* Into a cached block of the batch's size (blockcache.h): encoding into
-   * a fresh buffer each batch cost page faults and clears. */
   size_t block = 0, need = 0;
   wire_wr w = {0};
   if (!__builtin_mul_overflow((size_t)tensor_numel(x) + (size_t)tensor_numel(y), sizeof(float), &need) &&
-      need <= SIZE_MAX - 4096 && (w.buf = blockcache_alloc(need + 4096, &block))) {
+      need <= SIZE_MAX - 4096 - sp.len &&
+      (w.buf = blockcache_alloc(need + sp.len + 4096, &block))) {
     w.cap = block;
     w.len = WIRE_HEADER_SIZE;
   } else {
@@ -235,7 +252,8 @@ static int queue_batch(coord_fit_state *f, tensor *x, tensor *y, uint32_t epoch)
                                                  .epoch = epoch,
                                                  .mode = fd->mode,
                                                  .x = {.t = x},
-                                                 .y = {.t = y}});
+                                                 .y = {.t = y},
+                                                 .sparse = sp});
   if (w.err || w.len > UINT32_MAX) {
     if (block && w.cap == block) blockcache_give(w.buf, block), w.buf = NULL;
     wire_wr_free(&w);
@@ -247,6 +265,29 @@ static int queue_batch(coord_fit_state *f, tensor *x, tensor *y, uint32_t epoch)
   return queued(fd, buf, id, epoch);
 }
 
+/* Queues one batch as a task carrying its FEED_BATCH payload (x, y and,
+ * when the source has them, its ids). */
+static int queue_batch(coord_fit_state *f, tensor *x, tensor *y, uint32_t epoch) {
+  coord_feed_state *fd = &f->feed;
+  char a[64], b[64];
+  if (x->ndim < 2 || y->ndim < 1 || y->ndim > 2 || x->shape[0] != y->shape[0] || x->shape[0] < 1)
+    return err_set(DRV_ESHAPE, "feed: batch %" PRIu64 " has x %s and y %s (x must be [n, ...], "
+                   "y [n] or [n, k], n >= 1)", fd->seq + 1, tensor_shape_str(x, a, sizeof a),
+                   tensor_shape_str(y, b, sizeof b));
+  uint8_t *ids;
+  size_t idlen;
+  int rc = batch_ids(fd, &ids, &idlen);
+  if (rc == 0 && idlen > UINT32_MAX / 2)
+    rc = err_set(DRV_ERANGE, "feed: batch %" PRIu64 "'s ids are too large to send", fd->seq + 1);
+  wire_bytes sp = {ids, (uint32_t)idlen};
+  if (rc == 0 && LE_HOST && fd->src->share_x && tensor_is_contiguous(x))
+    rc = queue_shared(f, x, y, epoch, sp);
+  else if (rc == 0)
+    rc = queue_copied(f, x, y, epoch, sp);
+  free(ids);
+  return rc;
+}
+
 int coord__feed_queue_raw(coord_fit_state *f, uint8_t *buf, uint32_t len, int feeder) {
   coord_feed_state *fd = &f->feed;
   int64_t id = coord__sched_add_data(f->c, fd->producer, buf, len);
@@ -255,6 +296,15 @@ int coord__feed_queue_raw(coord_fit_state *f, uint8_t *buf, uint32_t len, int fe
   fd->seq++;
   fd->last_progress = progress_now();
   return slot_add(fd, (uint64_t)id, fd->seq, feeder);
+}
+
+int coord__feed_check_ids(const wire_msg_feed_batch *m) {
+  data_sparse s;
+  char what[64];
+  snprintf(what, sizeof what, "FEED_BATCH %" PRIu64 "'s ids", m->seq);
+  int rc = data_sparse_batch_decode(&s, m->x.shape[0], m->sparse.p, m->sparse.len, what);
+  data_sparse_free(&s);
+  return rc;
 }
 
 /* ============================== the fit's side ========================== */
@@ -486,6 +536,10 @@ int coord_feed(coord *c, const coord_feed_source *src, int64_t *fed, int64_t *ta
   coord_fit_state *f = coord__fit_state(c);
   if (!f) return err_set(DRV_ENOMEM, "out of memory");
   if (f->cfg || f->feed.src) return err_set(DRV_EINVAL, "cluster: a fit or a feed is running");
+  if (src->sparse) /* w:next_batch hands out x and y: the ids would be dropped */
+    return err_set(DRV_EUNSUPPORTED, "c:feed: a source with ids (hashed categorical columns, "
+                   "sparse libsvm rows) cannot fill the input queues, as w:next_batch gives x "
+                   "and y only: feed a fit with it (train = { feed = ... })");
   int rc = coord__feed_begin(f, src, WIRE_FEED_QUEUE);
   if (rc < 0) return rc;
   rundir_event(&c->rd, "feed: to the input queues of %d workers", f->feed.ntrainers);

@@ -218,6 +218,7 @@ static int on_batch(coord_fit_state *f, coord_feeder *d, const uint8_t *pl, uint
     return err_set(DRV_ESHAPE, "FEED_BATCH %" PRIu64 ": x and y do not match (x [n, ...], y [n] "
                    "or [n, k], n >= 1)", m.seq);
   if (m.mode != WIRE_FEED_TRAIN) return err_set(DRV_EPROTO, "FEED_BATCH mode must be TRAIN");
+  if ((rc = coord__feed_check_ids(&m)) < 0) return rc;
   if (len > UINT32_MAX - WIRE_HEADER_SIZE) return err_set(DRV_ERANGE, "FEED_BATCH too large");
   uint8_t *buf = malloc((size_t)len + WIRE_HEADER_SIZE);
   if (!buf) return err_set(DRV_ENOMEM, "out of memory");

@@ -253,6 +253,10 @@ void coord__feed_end(coord_fit_state *f, int rc);
 /* Queues a batch of external feeder `feeder`: buf (malloc'ed, taken) is
  * WIRE_HEADER_SIZE bytes of room and a FEED_BATCH payload. */
 int coord__feed_queue_raw(coord_fit_state *f, uint8_t *buf, uint32_t len, int feeder);
+struct wire_msg_feed_batch;
+/* Whether a FEED_BATCH's ids (if any) are well formed for its x's rows:
+ * 0, or DRV_EPARSE naming the batch (its sender's protocol error). */
+int coord__feed_check_ids(const struct wire_msg_feed_batch *m);
 
 /* coord_feed_ext.c: external feeders on the control port. */
 /* An external fit begins: every feeder connected gets its window. */

@@ -79,8 +79,6 @@ static int refuse(const coord_fit_state *f, const coord_fit_args *a, const nn_ta
     what = "ps replicas";
   else if (a->optim && a->optim->sched.kind == OSCHED_PLATEAU)
     what = "a plateau schedule (its LR_SCALE reaches the dense shards only)";
-  else if (a->feed)
-    what = "fed data (train.feed: batches without ids)";
   if (!what) return 0;
   return err_set(DRV_EUNSUPPORTED, "cluster: sparse table %s with %s is not supported yet",
                  t->name, what);

@@ -83,6 +83,7 @@ static void job_free(job *j) {
   tensor_free(j->by);
   tensor_free(j->fx);
   tensor_free(j->fy);
+  data_sparse_free(&j->fsp);
   free(j);
 }
 
@@ -273,7 +274,7 @@ static void put_part_var(wire_wr *w, void *ud, uint32_t k) {
 
 /* Sparse tables: the batch's ids first (worker_sparse.c). */
 static int route_ids(worker *w, job *j) {
-  if (!j->st->tables.n || !(j->phases & JP_COMPUTE) || j->fx) return 0;
+  if (!j->st->tables.n || !(j->phases & JP_COMPUTE)) return 0;
   return worker__sparse_route(w, j);
 }
 
@@ -517,6 +518,26 @@ static tensor *view_tensor(const wire_tensor *v) {
   return t;
 }
 
+/* A FEED_BATCH's x, y and ids as its own; its ids checked against x's rows. */
+static int fed_parts(const wire_msg_feed_batch *m, tensor **x, tensor **y, data_sparse *sp) {
+  char what[64];
+  snprintf(what, sizeof what, "FEED_BATCH %llu's ids", (unsigned long long)m->seq);
+  int rc = data_sparse_batch_decode(sp, m->x.shape[0], m->sparse.p, m->sparse.len, what);
+  if (rc < 0) return rc;
+  if (sp->bound && m->mode == WIRE_FEED_QUEUE) { /* c:feed refuses a source with ids */
+    data_sparse_free(sp);
+    return err_set(DRV_EPROTO, "FEED_BATCH %llu: ids in a batch for the input queue",
+                   (unsigned long long)m->seq);
+  }
+  *x = view_tensor(&m->x), *y = view_tensor(&m->y);
+  if (!*x || !*y) {
+    tensor_free(*x), tensor_free(*y);
+    data_sparse_free(sp);
+    return err_set(DRV_ENOMEM, "out of memory");
+  }
+  return 0;
+}
+
 /* A FEED_BATCH from the coordinator (direct false) or a direct feeder. */
 static int feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t len, bool direct,
                       uint32_t slot, uint64_t *seq) {
@@ -530,15 +551,14 @@ static int feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t le
   if (m.x.ndim < 2 || m.y.ndim > 2 || m.x.shape[0] != m.y.shape[0] || m.x.shape[0] < 1)
     return err_set(DRV_ESHAPE, "FEED_BATCH %llu: x and y do not match (x [n, ...], y [n] or "
                    "[n, k], n >= 1)", (unsigned long long)m.seq);
-  tensor *x = view_tensor(&m.x), *y = view_tensor(&m.y);
-  if (!x || !y) {
-    tensor_free(x), tensor_free(y);
-    return err_set(DRV_ENOMEM, "out of memory");
-  }
+  tensor *x = NULL, *y = NULL;
+  data_sparse sp;
+  if ((rc = fed_parts(&m, &x, &y, &sp)) < 0) return rc;
   if (m.mode == WIRE_FEED_QUEUE) return worker__fed_hold(w, req, m.task, x, y);
   job *j = job_new(w, JOB_TRAIN, req);
   if (!j) {
     tensor_free(x), tensor_free(y);
+    data_sparse_free(&sp);
     return err_set(DRV_ENOMEM, "out of memory");
   }
   j->id = direct ? m.seq : m.task;
@@ -547,6 +567,7 @@ static int feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t le
   j->task_kind = WIRE_TASK_TRAIN_STEP;
   j->phases = JP_TRAIN;
   j->fx = x, j->fy = y;
+  j->fsp = sp;
   enqueue(w, j);
   worker__settle(w);
   return 0;

@@ -49,9 +49,9 @@ static void stats_end(wstate *st) {
 static int compute(job *j) {
   wstate *st = j->st;
   const tensor *x = j->fx ? j->fx : j->px, *y = j->fx ? j->fy : j->py;
-  if (st->tables.n && !j->px) /* its rows come with a pull of the batch's ids */
+  if (st->tables.n && !j->px && !j->fx) /* its rows come with a pull of the batch's ids */
     return err_set(DRV_EINVAL, "a model with sparse tables computes only in whole steps on a "
-                   "cluster (w:train_step), on batches of its own data");
+                   "cluster (w:train_step), on batches of its own data or fed ones");
   int rc = x ? 1 : worker__next_batch(st, &x, &y);
   if (rc < 0) return rc;
   j->examples = x->shape[0];
@@ -62,7 +62,9 @@ static int compute(job *j) {
   }
   nn_zero_grad(st->model);
   stats_begin(st);
-  if (j->px) nn_set_sparse(st->model, data_iter_sparse(&st->it));
+  nn_sparse fed = data_sparse_view(&j->fsp, x->shape[0]);
+  if (j->fx && j->fsp.bound) nn_set_sparse(st->model, &fed); /* the ids it came with */
+  else if (j->px) nn_set_sparse(st->model, data_iter_sparse(&st->it));
   rc = train_step(st->model, st->loss, x, y, &j->loss, &j->correct);
   nn_set_sparse(st->model, NULL);
   stats_end(st);

@@ -158,6 +158,7 @@ typedef struct job {
   tensor *bx, *by;    /* JP_BATCH: copies of the batch (owned; on_done may take them) */
   bool rolled_back;   /* a ROLLBACK came: it fails instead of going on */
   tensor *fx, *fy;    /* a FEED_BATCH's batch: compute trains on it, not on the shard (owned) */
+  data_sparse fsp;    /* its ids (owned; bound 0: none), for the sparse route and compute */
   const tensor *px, *py; /* sparse tables: the batch drawn before the pull (the iterator's) */
   uint64_t drawn;     /* sparse tables: 1 + the batch count before px was drawn; 0: none */
   bool direct;        /* from a direct feeder (worker_direct.c): FEED_ACK, not RESULT */

@@ -88,6 +88,11 @@ int worker__sparse_route(worker *w, job *j) {
     const data_sparse *sp = &st->data->sp;
     ids = sp->ids;
     n = sp->ptr ? (size_t)sp->ptr[st->data->n] : 0;
+  } else if (j->fx) { /* a fed batch: its own ids */
+    if (!j->fsp.bound)
+      return err_set(DRV_EINVAL, "a fed batch without ids: the model reads ids (sparse tables)");
+    ids = j->fsp.ids;
+    n = (size_t)j->fsp.ptr[j->fx->shape[0]];
   } else {
     if (st->has_iter) { /* the position before this batch; its version once pulled */
       j->drawn = w->batches + 1;
