@@ -133,25 +133,29 @@ static void csv_delimiter(lua_State *L, data_csv_opts *o) {
  * 0 by default with categorical columns, else an empty field is an
  * error). The column list lives in a userdata on the stack until the
  * reader has copied it into the recipe. */
+int *ldata_columns(lua_State *L, const char *who, int *count) {
+  if (!lua_istable(L, -1)) luaL_error(L, "%s: categorical must be a list of column numbers", who);
+  lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+  if (n < 1 || n > CSV_MAX_CAT)
+    luaL_error(L, "%s: categorical must list 1 to %d column numbers", who, CSV_MAX_CAT);
+  int *cols = lua_newuserdatauv(L, (size_t)n * sizeof *cols, 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, -2, i);
+    int isint = 0;
+    lua_Integer c = lua_tointegerx(L, -1, &isint);
+    if (!isint || c < 1 || c > 1000000)
+      luaL_error(L, "%s: categorical[%I] must be a column number (1 is the first column)", who, i);
+    cols[i - 1] = (int)c - 1;
+    lua_pop(L, 1);
+  }
+  *count = (int)n;
+  return cols;
+}
+
 static void csv_categorical(lua_State *L, data_csv_opts *o) {
   if (lua_isnoneornil(L, 2)) return;
   if (lua_getfield(L, 2, "categorical") != LUA_TNIL) {
-    if (!lua_istable(L, -1)) luaL_error(L, "data.csv: categorical must be a list of column numbers");
-    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-    if (n < 1 || n > CSV_MAX_CAT)
-      luaL_error(L, "data.csv: categorical must list 1 to %d column numbers", CSV_MAX_CAT);
-    int *cols = lua_newuserdatauv(L, (size_t)n * sizeof *cols, 0);
-    for (lua_Integer i = 1; i <= n; i++) {
-      lua_rawgeti(L, -2, i);
-      int isint = 0;
-      lua_Integer c = lua_tointegerx(L, -1, &isint);
-      if (!isint || c < 1 || c > 1000000)
-        luaL_error(L, "data.csv: categorical[%I] must be a column number (1 is the first column)", i);
-      cols[i - 1] = (int)c - 1;
-      lua_pop(L, 1);
-    }
-    o->categorical = cols;
-    o->ncategorical = (int)n;
+    o->categorical = ldata_columns(L, "data.csv", &o->ncategorical);
     o->has_missing = true;
     o->missing = 0;
   }

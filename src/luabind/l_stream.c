@@ -39,8 +39,6 @@ static const char *const stream_keys[] = {"format",      "label",   "delimiter",
                                           "follow",      "categorical", "buckets", "missing",
                                           "sparse",      NULL};
 
-#define STREAM_MAX_CAT 4096
-
 /* categorical = { 15, ... } (1-based columns), buckets = 2^24, missing = 0:
  * a CSV stream's ids, as data.csv takes them; sparse = true: a libsvm
  * stream's rows kept as ids and weights. The column list lives in a
@@ -48,22 +46,7 @@ static const char *const stream_keys[] = {"format",      "label",   "delimiter",
 static void stream_ids(lua_State *L, data_stream_opts *o) {
   if (!lua_istable(L, 2)) return;
   if (lua_getfield(L, 2, "categorical") != LUA_TNIL) {
-    if (!lua_istable(L, -1)) luaL_error(L, "data.stream: categorical must be a list of column numbers");
-    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-    if (n < 1 || n > STREAM_MAX_CAT)
-      luaL_error(L, "data.stream: categorical must list 1 to %d column numbers", STREAM_MAX_CAT);
-    int *cols = lua_newuserdatauv(L, (size_t)n * sizeof *cols, 0);
-    for (lua_Integer i = 1; i <= n; i++) {
-      lua_rawgeti(L, -2, i);
-      int isint = 0;
-      lua_Integer c = lua_tointegerx(L, -1, &isint);
-      if (!isint || c < 1 || c > 1000000)
-        luaL_error(L, "data.stream: categorical[%I] must be a column number (1 is the first)", i);
-      cols[i - 1] = (int)c - 1;
-      lua_pop(L, 1);
-    }
-    o->categorical = cols;
-    o->ncategorical = (int)n;
+    o->categorical = ldata_columns(L, "data.stream", &o->ncategorical);
     lua_copy(L, -1, -2); /* the userdata stays on the stack, where the list was */
     lua_pop(L, 1);
   } else {

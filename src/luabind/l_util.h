@@ -142,6 +142,10 @@ dataset *ldata_check(lua_State *L, int idx);
 dataset *ldata_values(lua_State *L, int idx);
 /* Pushes d as a drover.Dataset, which then owns it (freed with it). */
 void ldata_push(lua_State *L, dataset *d);
+/* The list of 1-based column numbers on top of the stack (`categorical`)
+ * as 0-based ints in a userdata pushed above it (it lives as long as that
+ * stays on the stack); *count of them. Raises naming `who`. */
+int *ldata_columns(lua_State *L, const char *who, int *count);
 /* Raises "WHAT: sparse tables on a cluster are not supported yet: ..."
  * when d (may be NULL) has a sparse part (issue 26's cluster half). */
 void ldata_refuse_sparse(lua_State *L, const dataset *d, const char *what);
