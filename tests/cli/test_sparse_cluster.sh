@@ -20,6 +20,7 @@
 #        ps replicas and nn.Embedding { sparse = true } (c:predict:
 #        test_sparse_predict.sh). (sc-01: c:evaluate of the trained model.)
 . tests/cli/lib.sh
+. tests/cli/sparse_lib.sh
 RUNS=$TMP/runs
 PY=$VENV/bin/python
 "$DROVER" run examples/gen_ctr.lua "$TMP/ctr.tsv" 4000 1 >"$TMP/gen.out" 2>&1
@@ -97,23 +98,6 @@ print(("auc %.9g logloss %.9g"):format(r.eval_auc, r.eval_logloss))
 for _, t in ipairs(model:tables()) do print(("table %s held %d"):format(t.name, t.held)) end
 LUA
 fit() { RUNS=$RUNS timeout 300 "$DROVER" run "$TMP/fit.lua" "$@"; }
-same_models() { # a b: every tensor equal, a table's rows compared by id
-  "$PY" - "$1" "$2" <<'PY'
-import sys, numpy as np
-from safetensors.numpy import load_file
-a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
-assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-for k in a:
-    if k.endswith(".ids"): continue
-    if k.endswith(".rows"):
-        ia, ib = a[k[:-5] + ".ids"], b[k[:-5] + ".ids"]
-        oa, ob = np.argsort(ia), np.argsort(ib)
-        assert (ia[oa] == ib[ob]).all(), k
-        assert (a[k][oa] == b[k][ob]).all(), k
-    else:
-        assert (a[k] == b[k]).all(), k
-PY
-}
 
 # sc-01
 fit inproc 0 0 0 adam sync 1048576 "$TMP/ref.st" "" "$TMP/ctr.tsv" >"$TMP/ref.out" 2>&1

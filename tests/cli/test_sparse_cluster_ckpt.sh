@@ -15,6 +15,7 @@
 #  scc-04 a resume on another number of ps is refused with the reason.
 # run.sh timeout: 600
 . tests/cli/lib.sh
+. tests/cli/sparse_lib.sh
 RUNS=$TMP/runs
 PY=$VENV/bin/python
 "$DROVER" run examples/gen_ctr.lua "$TMP/ctr.tsv" 3000 1 >"$TMP/gen.out" 2>&1
@@ -66,24 +67,6 @@ print("steps " .. r.steps .. " run " .. c.run_dir)
 c:shutdown()
 LUA
 fit() { timeout 300 "$DROVER" run "$TMP/fit.lua" "$TMP/ctr.tsv" "$@"; }
-same_models() { # a b: every tensor equal, a table's rows compared by id
-  "$PY" - "$1" "$2" <<'PY'
-import sys, numpy as np
-from safetensors.numpy import load_file
-a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
-assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-assert any(k.endswith(".rows") for k in a), sorted(a)
-for k in a:
-    if k.endswith(".ids"): continue
-    if k.endswith(".rows"):
-        ia, ib = a[k[:-5] + ".ids"], b[k[:-5] + ".ids"]
-        oa, ob = np.argsort(ia), np.argsort(ib)
-        assert (ia[oa] == ib[ob]).all(), k
-        assert (a[k][oa] == b[k][ob]).all(), k
-    else:
-        assert (a[k] == b[k]).all(), k
-PY
-}
 
 fit "$RUNS/ref" "$TMP/ref.st" none "$TMP/x" >"$TMP/ref.out" 2>&1
 REF=$(sed -n 's/^steps .* run //p' "$TMP/ref.out")
