@@ -117,12 +117,12 @@ static int l_plateau(lua_State *L) {
   lua_getfield(L, 1, "metric");
   const char *m = lua_isnil(L, -1) ? "eval_loss" : lua_tostring(L, -1);
   int metric = m && lua_type(L, -1) != LUA_TNUMBER ? optim_metric_from_name(m) : -1;
-  if (metric != OMETRIC_EVAL_LOSS && metric != OMETRIC_EVAL_ACCURACY)
-    luaL_error(L, "%s: metric must be \"eval_loss\" or \"eval_accuracy\" (got %s)", what,
-               luaL_tolstring(L, -1, NULL));
+  if (metric < 0)
+    luaL_error(L, "%s: metric must be \"eval_loss\", \"eval_accuracy\", \"eval_auc\" or "
+               "\"eval_logloss\" (got %s)", what, luaL_tolstring(L, -1, NULL));
   s->metric = (optim_metric)metric;
   lua_getfield(L, 1, "mode");
-  const char *mode = lua_isnil(L, -1) ? (metric == OMETRIC_EVAL_ACCURACY ? "max" : "min")
+  const char *mode = lua_isnil(L, -1) ? (optim_metric_maximize(s->metric) ? "max" : "min")
                                       : lua_tostring(L, -1);
   if (!mode || lua_type(L, -1) == LUA_TNUMBER || (strcmp(mode, "min") && strcmp(mode, "max")))
     luaL_error(L, "%s: mode must be \"min\" or \"max\" (got %s)", what, luaL_tolstring(L, -1, NULL));

@@ -225,6 +225,23 @@ static void read_eval(lua_State *L, int idx, lsettings *s) {
   s->cfg.metrics = read_metrics(L, eval);
 }
 
+/* A watched metric the evals compute only when asked (AUC, log loss) must
+ * be asked for: refused before the fit rather than never observed. */
+static void need_metric(lua_State *L, const lsettings *s, optim_metric m, const char *what) {
+  unsigned need = m == OMETRIC_EVAL_AUC ? BINEVAL_AUC : m == OMETRIC_EVAL_LOGLOSS ? BINEVAL_LOGLOSS : 0;
+  const char *name = optim_metric_name(m);
+  if (need && (!s->cfg.eval || !(s->cfg.metrics & need)))
+    fail(L, "%s = \"%s\" needs the evals to compute it: eval = { ..., metrics = { \"%s\" } }",
+         what, name, name + 5);
+}
+
+/* optim.schedule.plateau { metric = ... } on the optimizer. */
+static void read_plateau(lua_State *L, const lsettings *s) {
+  const optim_cfg *o = loptim_check(L, s->optimizer);
+  if (o->sched.kind == OSCHED_PLATEAU)
+    need_metric(L, s, o->sched.metric, "optim.schedule.plateau: metric");
+}
+
 /* stop = { metric = "eval_loss", mode = "min", patience = N, min_delta = 0 }:
  * early stopping on the periodic evals. */
 static void read_stop(lua_State *L, int idx, lsettings *s) {
@@ -238,15 +255,12 @@ static void read_stop(lua_State *L, int idx, lsettings *s) {
                                     "\"eval_loss\", \"eval_accuracy\", \"eval_auc\" or "
                                     "\"eval_logloss\"");
   optim_metric m = (optim_metric)optim_metric_from_name(metric);
-  bool up = m == OMETRIC_EVAL_ACCURACY || m == OMETRIC_EVAL_AUC;
+  bool up = optim_metric_maximize(m);
   const char *mode = string_field(L, stop, "mode", up ? "max" : "min", "stop.mode", max_min,
                                   "\"max\" or \"min\"");
   if (!s->cfg.eval || s->cfg.eval_every == 0)
     fail(L, "stop needs periodic evals: eval = { data = ..., every = STEPS }");
-  unsigned need = m == OMETRIC_EVAL_AUC ? BINEVAL_AUC : m == OMETRIC_EVAL_LOGLOSS ? BINEVAL_LOGLOSS : 0;
-  if (need && !(s->cfg.metrics & need))
-    fail(L, "stop.metric = \"%s\" needs the evals to compute it: eval = { ..., metrics = { \"%s\" } }",
-         metric, metric + 5);
+  need_metric(L, s, m, "stop.metric");
   train_stop *t = &s->cfg.stop;
   t->on = true;
   t->metric = m;
@@ -382,6 +396,7 @@ static void read_all(lua_State *L, int idx, bool desc, lsettings *s) {
   read_train(L, idx, s);
   read_eval(L, idx, s);
   read_stop(L, idx, s);
+  read_plateau(L, s);
   read_run(L, idx, s);
   read_tensorboard(L, idx, desc, s);
   read_cluster(L, idx, desc, s);

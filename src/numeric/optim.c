@@ -533,10 +533,8 @@ const optim_plateau *optim_plateau_state(const optim_t *o) { return &o->plateau;
 
 void optim_set_plateau(optim_t *o, const optim_plateau *p) { o->plateau = *p; }
 
-int optim_observe(optim_t *o, double eval_loss, double eval_accuracy) {
-  const optim_sched *s = &o->cfg.sched;
-  double v = s->metric == OMETRIC_EVAL_ACCURACY ? eval_accuracy : eval_loss;
-  return optim_plateau_observe(s, &o->plateau, o->cfg.lr, v);
+int optim_observe(optim_t *o, double value) {
+  return optim_plateau_observe(&o->cfg.sched, &o->plateau, o->cfg.lr, value);
 }
 
 static int step(optim_t *o, bool zero_grad) {

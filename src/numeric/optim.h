@@ -132,9 +132,13 @@ double optim_clip_grads(const nn_param_list *l, const nn_table_list *t, double m
 /* The global gradient norm of the last update, before clipping (NAN
  * before the first update or when clip_norm is 0: it is not computed). */
 double optim_grad_norm(const optim_t *o);
-/* After an evaluation: feeds the metric a plateau schedule watches (the
- * other values are ignored). Returns 1 when the rate was reduced. */
-int optim_observe(optim_t *o, double eval_loss, double eval_accuracy);
+/* After an evaluation: feeds the value of the metric its plateau schedule
+ * watches (optim_config(o)->sched.metric: the caller picks it from the
+ * eval's results). Returns 1 when the rate was reduced; 0 without a
+ * plateau schedule or for a NaN value (a metric the eval did not
+ * compute). The rate applies to the dense updates and to every table's
+ * row updates alike. */
+int optim_observe(optim_t *o, double value);
 /* A plateau schedule's state (owned by o), and its restore: checkpoints
  * keep it with the update count, or a resume would restart at full rate. */
 const optim_plateau *optim_plateau_state(const optim_t *o);

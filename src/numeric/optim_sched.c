@@ -23,6 +23,10 @@ const char *optim_metric_name(optim_metric m) {
   return (unsigned)m < sizeof metric_names / sizeof *metric_names ? metric_names[m] : "eval_loss";
 }
 
+bool optim_metric_maximize(optim_metric m) {
+  return m == OMETRIC_EVAL_ACCURACY || m == OMETRIC_EVAL_AUC;
+}
+
 int optim_metric_from_name(const char *name) {
   for (size_t i = 0; i < sizeof metric_names / sizeof *metric_names; i++)
     if (strcmp(name, metric_names[i]) == 0) return (int)i;

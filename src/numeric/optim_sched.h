@@ -34,9 +34,10 @@ typedef enum optim_sched_kind {
 
 #define OSCHED_MAX_MILESTONES 16
 
-/* The metric a plateau schedule (loss or accuracy) or early stopping (any)
- * watches. AUC and log loss exist when the eval computes them
- * (eval.metrics). */
+/* The metric a plateau schedule or early stopping watches. AUC (higher is
+ * better) and log loss (lower is better) exist when the eval computes
+ * them (eval = { metrics = { "auc", "logloss" } }): a fit watching one it
+ * does not compute is refused before it starts. */
 typedef enum optim_metric {
   OMETRIC_EVAL_LOSS,
   OMETRIC_EVAL_ACCURACY,
@@ -90,8 +91,11 @@ int optim_plateau_observe(const optim_sched *s, optim_plateau *pl, double lr, do
 /* "optim.schedule.cosine { T_max = 1000 }" (a warmup wraps the main one:
  * "optim.schedule.warmup { steps = 100, after = ... }"). Like snprintf. */
 int optim_sched_describe(const optim_sched *s, char *buf, size_t n);
-/* "eval_loss" / "eval_accuracy"; and back (-1 when unknown). */
+/* "eval_loss", "eval_accuracy", "eval_auc", "eval_logloss"; and back (-1
+ * when unknown). optim_metric_maximize: whether higher is better (the
+ * default mode). */
 const char *optim_metric_name(optim_metric m);
 int optim_metric_from_name(const char *name);
+bool optim_metric_maximize(optim_metric m);
 
 #endif

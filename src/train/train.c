@@ -152,7 +152,7 @@ static int fit_eval(fit *f) {
   f->p.eval_auc = e.auc, f->p.eval_logloss = e.logloss;
   progress_eval(&f->out, &f->p);
   fit_update_times(f);
-  optim_observe(f->opt, f->p.eval_loss, f->p.eval_accuracy);
+  optim_observe(f->opt, train_eval_value(&e, optim_config(f->opt)->sched.metric));
   if (cfg->on_progress) {
     f->p.is_eval = true;
     rc = cfg->on_progress(cfg->ud, &f->p);

@@ -122,8 +122,9 @@ test("evalm-l07 early stopping and keep_best watch eval_auc or eval_logloss", fu
   raises(function() experiment { eval = { data = te, every = 20, metrics = { "logloss" } },
     stop = { metric = "eval_auc", patience = 1 } } end,
     'stop.metric = "eval_auc" needs the evals to compute it: eval = { ..., metrics = { "auc" } }')
-  raises(function() optim.schedule.plateau { metric = "eval_auc" } end,
-    'metric must be "eval_loss" or "eval_accuracy"')
+  raises(function() experiment { eval = { data = te, every = 20, metrics = { "logloss" } },
+    optimizer = optim.SGD { lr = 0.1, schedule = optim.schedule.plateau { metric = "eval_auc" } } } end,
+    'optim.schedule.plateau: metric = "eval_auc" needs the evals to compute it')
 end)
 
 test("evalm-l08 a cluster stops early on its evaluator's AUC", function()
