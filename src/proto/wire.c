@@ -286,7 +286,8 @@ static const struct {
 /* Bit 7 of the nesterov byte: a learning-rate schedule follows, as
  * u8 kind, i64 warmup, f64 start_factor, i64 step_size, f64 gamma,
  * u8 n, i64 milestones[n], i64 T_max, f64 eta_min, and for a plateau
- * schedule u8 metric, u8 maximize, f64 factor, i64 patience,
+ * schedule u8 metric (optim_metric: loss, accuracy, AUC, log loss),
+ * u8 maximize, f64 factor, i64 patience,
  * f64 threshold, f64 min_lr. A config without one keeps the original
  * layout. A ps applies a plateau schedule's warmup; its reductions come
  * from the coordinator, which watches the evals (LR_SCALE). clip_norm
@@ -587,7 +588,7 @@ static int rd_sched(wire_rd *r, optim_sched *s) {
     s->patience = wire_rd_i64(r);
     s->threshold = rd_sched_float(r, "threshold");
     s->min_lr = rd_sched_float(r, "min_lr");
-    if (!r->err && (metric > OMETRIC_EVAL_ACCURACY || maximize > 1))
+    if (!r->err && (metric > OMETRIC_EVAL_LOGLOSS || maximize > 1))
       rd_fail(r, "plateau schedule metric %u / mode %u", metric, maximize);
     if (r->err) return DRV_EPARSE;
     s->metric = (optim_metric)metric;

@@ -2,8 +2,8 @@
  * table's ids by sptable_owner and each holds only its own; pulled rows
  * are the deterministic initial rows; a push steps the rows exactly as the
  * in-process optimizer does; foreign, unsorted and out-of-range ids, an
- * unknown table, bad SPARSE_INIT fields and plateau schedules are refused; a
- * step schedule rates each update by the ps's step; sync
+ * unknown table and bad SPARSE_INIT fields are refused; a step schedule
+ * rates each update by the ps's step, a plateau one by LR_SCALE's factor; sync
  * pushes are summed per row and applied once per step. */
 #include <stdint.h>
 #include <string.h>
@@ -86,9 +86,48 @@ TEST(ps_sparse_refuses_bad_requests) {
   CHECK_ERR(ps_sparse_init(s, &bad), DRV_EINVAL, "past the");
   bad = init_msg(0, 1), bad.rows = (1ULL << 40) + 1;
   CHECK(ps_sparse_init(s, &bad) == DRV_EINVAL);
-  bad = init_msg(0, 1), bad.optim.sched.kind = OSCHED_PLATEAU;
-  bad.optim.sched.factor = 0.5f, bad.optim.sched.patience = 1;
-  CHECK_ERR(ps_sparse_init(s, &bad), DRV_EUNSUPPORTED, "plateau schedule");
+  ps_sparse_free(s);
+}
+
+/* A plateau schedule: LR_SCALE's factor rates the next updates of the
+ * tables with the schedule (lr * scale) and not the others'; a table made
+ * again (SPARSE_INIT) starts unreduced. */
+TEST(ps_sparse_plateau_scale_rates_its_tables) {
+  ps_sparse *s = ps_sparse_new();
+  sptable *local = sptable_new(1ULL << 24, DIM, 0.1f, 77), *plain = sptable_new(1ULL << 24, DIM, 0.1f, 77);
+  CHECK(s && local && plain);
+  wire_msg_sparse_init m = init_msg(0, 1), o = init_msg(0, 1);
+  optim_cfg_default(&m.optim, OPTIM_SGD);
+  m.optim.lr = 0.5f;
+  m.optim.sched.kind = OSCHED_PLATEAU, m.optim.sched.factor = 0.5f, m.optim.sched.patience = 1;
+  o.table = 3, o.optim = m.optim, o.optim.sched = (optim_sched){0};
+  CHECK_OK(ps_sparse_init(s, &m));
+  CHECK_OK(ps_sparse_init(s, &o));
+  CHECK_INT_EQ(ps_sparse_set_lr_scale(s, 0.25), 1);
+  uint64_t ids[2] = {3, 9};
+  float g[2 * DIM] = {1, 2, 3, 4, 5, 6, 7, 8}, rows[2 * DIM];
+  CHECK_OK(ps_sparse_push(s, 2, ids, 2, g, 4));
+  CHECK_OK(ps_sparse_push(s, 3, ids, 2, g, 4));
+  optim_cfg at = m.optim;
+  at.sched = (optim_sched){0}, at.lr = 0.5f * 0.25f;
+  CHECK_OK(optim_table_update(&at, local, ids, g, 2));
+  at.lr = 0.5f;
+  CHECK_OK(optim_table_update(&at, plain, ids, g, 2));
+  CHECK_OK(ps_sparse_pull(s, 2, ids, 2, rows));
+  CHECK(memcmp(rows, sptable_value(local, sptable_find(local, 3)), DIM * sizeof(float)) == 0);
+  CHECK(memcmp(rows + DIM, sptable_value(local, sptable_find(local, 9)), DIM * sizeof(float)) == 0);
+  CHECK_OK(ps_sparse_pull(s, 3, ids, 2, rows)); /* no plateau schedule: the base rate */
+  CHECK(memcmp(rows, sptable_value(plain, sptable_find(plain, 3)), DIM * sizeof(float)) == 0);
+  CHECK_OK(ps_sparse_init(s, &m)); /* made again: unreduced until LR_SCALE comes again */
+  sptable_free(local);
+  local = sptable_new(1ULL << 24, DIM, 0.1f, 77);
+  CHECK(local);
+  CHECK_OK(ps_sparse_push(s, 2, ids, 2, g, 4));
+  CHECK_OK(optim_table_update(&at, local, ids, g, 2));
+  CHECK_OK(ps_sparse_pull(s, 2, ids, 2, rows));
+  CHECK(memcmp(rows, sptable_value(local, sptable_find(local, 3)), DIM * sizeof(float)) == 0);
+  sptable_free(local);
+  sptable_free(plain);
   ps_sparse_free(s);
 }
 

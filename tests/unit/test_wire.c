@@ -777,7 +777,7 @@ TEST(wire_optim_schedule_round_trip) {
   /* a plateau schedule travels whole (the ps applies its warmup, the
    * coordinator its reductions, by LR_SCALE) */
   c.sched = (optim_sched){.kind = OSCHED_PLATEAU, .warmup = 3, .start_factor = 0.5f,
-                          .metric = OMETRIC_EVAL_ACCURACY, .maximize = true, .factor = 0.5f,
+                          .metric = OMETRIC_EVAL_AUC, .maximize = true, .factor = 0.5f,
                           .patience = 2, .threshold = 1e-3f, .min_lr = 1e-5f};
   wire_wr_init(&w);
   wire_wr_optim(&w, &c);

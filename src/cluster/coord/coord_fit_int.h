@@ -376,8 +376,8 @@ void coord__free_vars(coord_fit_state *f);
 
 /* coord_sparse.c: the model's sparse tables, sharded by row over every ps. */
 /* Lists model's tables in f->tables, refusing what a cluster does not do
- * with them yet (a's checkpoints, ps replicas, clip_norm, feed, ...). */
-int coord__sparse_place(coord_fit_state *f, nn_module *model, const coord_fit_args *a);
+ * with them yet (nn.Embedding's ids from x, ps replicas). */
+int coord__sparse_place(coord_fit_state *f, nn_module *model);
 int coord__sparse_init(coord_fit_state *f, const optim_cfg *opt); /* SPARSE_INIT to every ps */
 /* SPARSE_DUMP of every table to every ps (the tables cleared first); each
  * SPARSE_DUMP_REPLY fills the model's table (coord__sparse_dump_reply). */

@@ -69,7 +69,7 @@ static int tinit_take(coord_fit_state *f, int i) {
 
 /* What a cluster does not do with tables yet, refused before anything
  * starts rather than trained wrong. */
-static int refuse(const coord_fit_state *f, const coord_fit_args *a, const nn_table *t) {
+static int refuse(const coord_fit_state *f, const nn_table *t) {
   const char *what = NULL;
   nn_idlayer l;
   if (nn_idlayer_get(t->owner, &l) < 0 || l.kind == NN_ID_EMBEDDING)
@@ -77,20 +77,18 @@ static int refuse(const coord_fit_state *f, const coord_fit_args *a, const nn_ta
            "nn.SparseLinear read the batch's ids)";
   else if (f->c->opts.ps_replicas)
     what = "ps replicas";
-  else if (a->optim && a->optim->sched.kind == OSCHED_PLATEAU)
-    what = "a plateau schedule (its LR_SCALE reaches the dense shards only)";
   if (!what) return 0;
   return err_set(DRV_EUNSUPPORTED, "cluster: sparse table %s with %s is not supported yet",
                  t->name, what);
 }
 
-int coord__sparse_place(coord_fit_state *f, nn_module *model, const coord_fit_args *a) {
+int coord__sparse_place(coord_fit_state *f, nn_module *model) {
   coord__sparse_free(f);
   int rc = nn_collect_tables(model, false, &f->tables);
   if (rc == 0 && f->tables.n && !(f->tinit = calloc((size_t)f->tables.n, sizeof *f->tinit)))
     rc = err_set(DRV_ENOMEM, "out of memory");
   for (int i = 0; i < f->tables.n && rc == 0; i++) {
-    if ((rc = refuse(f, a, &f->tables.items[i])) < 0 || (rc = tinit_take(f, i)) < 0) break;
+    if ((rc = refuse(f, &f->tables.items[i])) < 0 || (rc = tinit_take(f, i)) < 0) break;
     const sptable *t = f->tables.items[i].value;
     rundir_event(&f->c->rd, "placement %s: a sparse table of %" PRIu64 " rows of %" PRId64
                  ", sharded by row over %d ps", f->tables.items[i].name, sptable_rows(t),

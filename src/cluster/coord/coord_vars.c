@@ -360,7 +360,7 @@ static int check_frames(coord_fit_state *f, const int64_t *load) {
 int coord__place(coord_fit_state *f, nn_module *model) {
   coord__free_vars(f);
   int ntorch = 0;
-  int rc = coord__sparse_place(f, model, f->args);
+  int rc = coord__sparse_place(f, model);
   if (rc == 0) rc = nn_collect_synced(model, false, &f->params, &f->ntrained);
   if (rc == 0) rc = nn_collect_synced(model, true, &f->torch, &ntorch);
   if (rc < 0) return rc;

@@ -519,8 +519,10 @@ static void data_ready(conn *c) {
 }
 
 /* LR_SCALE: the coordinator's plateau schedule reduced the rate; every
- * shard's updates use it from the next one on. Replicated like a PUSH, so
- * a promoted replica goes on at the scaled rate. */
+ * shard's updates, and the row updates of every table whose optimizer has
+ * the schedule, use it from the next one on. Replicated like a PUSH, so a
+ * promoted replica goes on at the scaled rate. The log names the version
+ * (global steps applied) it came after: tests rebuild the run from it. */
 static int on_lr_scale(ps_server *ps, const uint8_t *pl, uint32_t len) {
   wire_msg_lr_scale m;
   int rc = wire_get_lr_scale(pl, len, &m);
@@ -530,7 +532,9 @@ static int on_lr_scale(ps_server *ps, const uint8_t *pl, uint32_t len) {
   /* Only the shards the schedule drives (not running statistics). */
   for (int i = 0; i < ps->nshards; i++)
     if (ps->shards[i].cfg.sched.kind == OSCHED_PLATEAU) ps->shards[i].lr_scale = m.scale;
-  log_info("learning rate scaled by %g (plateau)", m.scale);
+  int tables = ps->sparse ? ps_sparse_set_lr_scale(ps->sparse, m.scale) : 0;
+  log_info("learning rate scaled by %g (plateau) after version %llu, %d sparse tables", m.scale,
+           (unsigned long long)ps->version, tables);
   return 0;
 }
 

@@ -17,6 +17,7 @@ typedef struct sp_shard {
   optim_cfg optim;
   uint32_t shard, shards;
   bool sync;
+  double lr_scale; /* a plateau schedule's factor (LR_SCALE); 0 means 1 */
   nn_spgrad acc; /* sync: this step's summed row gradients */
 } sp_shard;
 
@@ -58,9 +59,6 @@ int ps_sparse_init(ps_sparse *s, const wire_msg_sparse_init *m) {
     return err_set(DRV_EINVAL, "SPARSE_INIT: shard %u of %u", m->shard, m->shards);
   int rc = optim_cfg_check(&m->optim);
   if (rc < 0) return rc;
-  if (m->optim.sched.kind == OSCHED_PLATEAU)
-    return err_set(DRV_EUNSUPPORTED, "SPARSE_INIT: a plateau schedule on a sparse table on a "
-                                     "cluster is not supported yet");
   sptable *t = sptable_new(m->rows, m->dim, (float)m->std, m->seed);
   if (!t) /* sptable_new said why */
     return m->rows >= 1 && m->rows <= SPTABLE_MAX_ROWS && m->dim >= 1 && m->dim <= SPTABLE_MAX_DIM
@@ -144,8 +142,20 @@ static int accumulate(sp_shard *sh, const uint64_t *ids, size_t n, const float *
 static const optim_cfg *cfg_at(const sp_shard *sh, uint64_t step, optim_cfg *tmp) {
   if (!optim_sched_active(&sh->optim.sched)) return &sh->optim;
   *tmp = sh->optim;
-  tmp->lr = (float)optim_sched_lr(&sh->optim.sched, sh->optim.lr, (int64_t)step, NULL);
+  tmp->lr = (float)optim_sched_lr(&sh->optim.sched, sh->optim.lr, (int64_t)step,
+                                  &(optim_plateau){.scale = sh->lr_scale});
   return tmp;
+}
+
+int ps_sparse_set_lr_scale(ps_sparse *s, double scale) {
+  int took = 0;
+  for (int i = 0; s && i < PS_SPARSE_MAX_TABLES; i++) {
+    sp_shard *sh = &s->tables[i];
+    if (!sh->t || sh->optim.sched.kind != OSCHED_PLATEAU) continue;
+    sh->lr_scale = scale;
+    took++;
+  }
+  return took;
 }
 
 int ps_sparse_push(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n,

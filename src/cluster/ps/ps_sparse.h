@@ -29,10 +29,16 @@ void ps_sparse_free(ps_sparse *s); /* NULL is fine */
 
 /* (Re)creates table m->table from a decoded SPARSE_INIT, dropping the rows
  * it held. DRV_EINVAL (shard >= shards, a bad size, a bad optimizer, a
- * table number past PS_SPARSE_MAX_TABLES), DRV_EUNSUPPORTED (a plateau
- * schedule: its LR_SCALE reaches dense shards only), DRV_ENOMEM. */
+ * table number past PS_SPARSE_MAX_TABLES), DRV_ENOMEM. A table (re)made here starts at its plateau schedule's
+ * unreduced rate: the coordinator sends LR_SCALE again after a restore,
+ * as it does for the dense shards, whose VAR_INIT resets theirs. */
 #define PS_SPARSE_MAX_TABLES 1024
 int ps_sparse_init(ps_sparse *s, const wire_msg_sparse_init *m);
+
+/* LR_SCALE: the rate of every table whose optimizer has a plateau
+ * schedule is multiplied by scale (in (0, 1]) from its next update on;
+ * the other tables keep theirs. Returns how many tables took it. */
+int ps_sparse_set_lr_scale(ps_sparse *s, double scale);
 
 /* The rows of n ids (sorted, unique, below the declared rows, owned by
  * this shard) into out (n * dim floats); a row not held yet gives its

@@ -1,0 +1,100 @@
+# test_sparse_plateau.sh - a plateau schedule with sparse tables on a
+# cluster: the coordinator's LR_SCALE reaches every ps's tables as well as
+# its dense shards.
+#  spl-01 sync, 2 ps + 1 worker, a wide & deep model (EmbeddingBag +
+#         SparseLinear) with SGD and a plateau schedule watching eval_auc
+#         that reduces the rate at its second eval whatever the values
+#         (threshold 2: nothing is ever better; min_lr stops it at one
+#         reduction). events.log has the reduction; each ps's log says
+#         after which global step (version) it took it, on both tables.
+#         The cluster's model is bit for bit the in-process fit with a
+#         multistep schedule whose milestone is that step. The ps take the
+#         scale asynchronously: should the two ps take it after different
+#         steps (a push between the two LR_SCALE frames), no in-process
+#         fit is the reference, and the cluster fit runs again (3 tries).
+#  spl-02 a watched metric the evals do not compute is refused when the
+#         experiment is made, before any fit (eval_logloss, the evals
+#         computing auc only).
+. tests/cli/lib.sh
+. tests/cli/sparse_lib.sh
+RUNS=$TMP/runs
+PY=$VENV/bin/python
+"$DROVER" run examples/gen_ctr.lua "$TMP/ctr.tsv" 3000 1 >"$TMP/gen.out" 2>&1
+check "spl-00 the generator wrote the data" [ -s "$TMP/ctr.tsv" ]
+
+# arg: inproc | cluster, the schedule ("plateau", "multistep K" or
+# "refused"), out file, data
+cat >"$TMP/fit.lua" <<'LUA'
+local nn, S = drover.nn, drover.optim.schedule
+local mode, sched, out, path = arg[1], arg[2], arg[3], arg[4]
+local rows = 2^20
+local cat = {}
+for c = 15, 40 do cat[#cat + 1] = c end
+local d = drover.data.csv(path, { sep = "\t", label = 1, categorical = cat, buckets = rows })
+local train, test = d:split(0.8, { seed = 1 })
+local stats
+train, stats = train:standardize()
+test = test:standardize(stats)
+drover.seed(4)
+local deep = nn.Sequential { nn.Concat { nn.Identity(), nn.EmbeddingBag(rows, 4) },
+  nn.Linear(13 + 26 * 4, 8), nn.ReLU(), nn.Linear(8, 1) }
+local model = nn.Sum { nn.SparseLinear(rows, 1), deep }
+local k = tonumber(sched:match("^multistep (%d+)$"))
+local s = k and S.multistep { milestones = { k }, gamma = 0.5 }
+  or S.plateau { metric = sched == "refused" and "eval_logloss" or "eval_auc", patience = 0,
+    threshold = 2, factor = 0.5, min_lr = 0.025 }
+local exp = drover.experiment { name = "spl", model = model, loss = nn.BCEWithLogits(),
+  optimizer = drover.optim.SGD { lr = 0.05, schedule = s },
+  train = { data = train, batch = 100, epochs = 2 },
+  eval = { data = test, every = 8, metrics = sched == "refused" and { "auc" } or { "auc", "logloss" } },
+  verbose = false, seed = 7, mode = "sync" }
+if mode == "inproc" then
+  exp:fit()
+  model:save(out)
+  return
+end
+local c = drover.cluster { ps = 2, worker = 1, runs = os.getenv("RUNS") }
+print("run " .. c.run_dir)
+local ok, err = pcall(function() return c:fit(exp) end)
+if not ok then
+  print("error: " .. tostring(err))
+  c:shutdown()
+  return
+end
+c:save(out)
+c:shutdown()
+LUA
+differ() { ! same_models "$@" 2>/dev/null; }
+fit() { RUNS=$RUNS timeout 300 "$DROVER" run "$TMP/fit.lua" "$@" "$TMP/ctr.tsv"; }
+
+# spl-01: the version each ps took the scale after ("" unless both agree)
+took() {
+  a=$(sed -n 's/.*learning rate scaled by 0.5 (plateau) after version \([0-9]*\), 2 sparse tables.*/\1/p' "$1/logs/ps-0.log")
+  b=$(sed -n 's/.*learning rate scaled by 0.5 (plateau) after version \([0-9]*\), 2 sparse tables.*/\1/p' "$1/logs/ps-1.log")
+  [ -n "$a" ] && [ "$a" = "$b" ] && echo "$a"
+}
+K= RUN=
+for try in 1 2 3; do
+  fit cluster plateau "$TMP/c.st" >"$TMP/c.out" 2>&1
+  RUN=$(sed -n 's/^run //p' "$TMP/c.out")
+  [ -n "$RUN" ] || break
+  K=$(took "$RUN")
+  [ -n "$K" ] && break
+done
+check "spl-01 the cluster fit ended" test -n "$RUN" -a -s "$TMP/c.st"
+check "spl-01 events.log: the plateau fired (once)" \
+  test "$(grep -c 'plateau: learning rate scaled by 0.5$' "$RUN/events.log")" -eq 1
+check "spl-01 both ps took the scale on their 2 tables after the same step" [ -n "$K" ]
+if [ -n "$K" ]; then
+  fit inproc "multistep $K" "$TMP/ref.st" >"$TMP/ref.out" 2>&1
+  check "spl-01 the cluster's model is the in-process one reduced after step $K (rows by id)" \
+    same_models "$TMP/ref.st" "$TMP/c.st" 100
+  fit inproc "multistep $((K + 1))" "$TMP/ref1.st" >"$TMP/ref1.out" 2>&1
+  check "spl-01 and not the one reduced a step later" \
+    differ "$TMP/ref1.st" "$TMP/c.st"
+fi
+
+# spl-02
+fit cluster refused "$TMP/x.st" >"$TMP/x.out" 2>&1
+check "spl-02 a plateau on a metric the evals do not compute is refused" \
+  grep -q 'optim.schedule.plateau: metric = "eval_logloss" needs the evals to compute it' "$TMP/x.out"
