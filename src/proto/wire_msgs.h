@@ -233,10 +233,13 @@
  *  PUSH_OK     P ->: step the ps's version after this push; applied 0:
  *              dropped as late or past the target */
 /*  LR_SCALE    C -> P: a plateau schedule reduced the rate: every shard's
- *              rate is the schedule's times `scale` from now on (until
- *              the next VAR_INIT); no reply; a primary forwards it to its
- *              replica (REPL), whose REPL_SYNC shards carry lr_scale too */
-#define WIRE_MSG_lr_scale(X) X(F64, scale)
+ *              and plateau table's rate is the schedule's times `scale`
+ *              (until the next VAR_INIT) from now on, or (sync) from the
+ *              update after global step `after` when the ps is not there
+ *              yet: every ps of a sync fit changes rate at the same step;
+ *              no reply; a primary forwards it to its replica (REPL),
+ *              whose REPL_SYNC shards carry lr_scale too */
+#define WIRE_MSG_lr_scale(X) X(F64, scale) X(U64, after)
 /*  SYNC_STOP   C -> P: a sync fit stops early (docs/ARCHITECTURE.md,
  *              "Early stopping"). target 0: cap, the fit's last global
  *              step becomes at most the one being summed (version + 1),

@@ -7,11 +7,14 @@
 #         (threshold 2: nothing is ever better; min_lr stops it at one
 #         reduction). events.log has the reduction; each ps's log says
 #         after which global step (version) it took it, on both tables.
-#         The cluster's model is bit for bit the in-process fit with a
-#         multistep schedule whose milestone is that step. The ps take the
-#         scale asynchronously: should the two ps take it after different
-#         steps (a push between the two LR_SCALE frames), no in-process
-#         fit is the reference, and the cluster fit runs again (3 tries).
+#         Both ps take it after the same step (sync: the coordinator names
+#         a step none has reached, LR_SCALE's `after`). The cluster's model
+#         is bit for bit the in-process fit with a multistep schedule whose
+#         milestone is that step, and not the one a step later.
+#  spl-03 ps:0 SIGKILLed once a checkpoint holds the reduction: restored,
+#         every ps takes the checkpoint's scale again on its tables, and
+#         the model is the in-process one reduced after min(K, C) (C the
+#         checkpoint's step: the steps after it ran again, reduced).
 #  spl-02 a watched metric the evals do not compute is refused when the
 #         experiment is made, before any fit (eval_logloss, the evals
 #         computing auc only).
@@ -43,17 +46,32 @@ local k = tonumber(sched:match("^multistep (%d+)$"))
 local s = k and S.multistep { milestones = { k }, gamma = 0.5 }
   or S.plateau { metric = sched == "refused" and "eval_logloss" or "eval_auc", patience = 0,
     threshold = 2, factor = 0.5, min_lr = 0.025 }
+-- spl-03: ps:0 SIGKILLed once a checkpoint has the reduction
+local kill, c = os.getenv("SPL_KILL") ~= nil, nil
+local function progress()
+  if not kill then return end
+  local f = io.open(c.run_dir .. "/events.log")
+  local ev = f and f:read("a") or ""
+  if f then f:close() end
+  local at = ev:find("plateau: learning rate scaled by", 1, true)
+  if not (at and ev:find("checkpoint step %d+: ", at)) then os.execute("sleep 0.05") return end
+  kill = false
+  for _, n in ipairs(c:nodes()) do
+    if n.role == "ps" and n.index == 0 then os.execute("kill -9 " .. n.pid) end
+  end
+end
 local exp = drover.experiment { name = "spl", model = model, loss = nn.BCEWithLogits(),
   optimizer = drover.optim.SGD { lr = 0.05, schedule = s },
   train = { data = train, batch = 100, epochs = 2 },
   eval = { data = test, every = 8, metrics = sched == "refused" and { "auc" } or { "auc", "logloss" } },
-  verbose = false, seed = 7, mode = "sync" }
+  verbose = false, seed = 7, mode = "sync", checkpoint = kill and { every = 8 } or nil,
+  progress = kill and progress or nil }
 if mode == "inproc" then
   exp:fit()
   model:save(out)
   return
 end
-local c = drover.cluster { ps = 2, worker = 1, runs = os.getenv("RUNS") }
+c = drover.cluster { ps = 2, worker = 1, runs = os.getenv("RUNS") }
 print("run " .. c.run_dir)
 local ok, err = pcall(function() return c:fit(exp) end)
 if not ok then
@@ -73,14 +91,9 @@ took() {
   b=$(sed -n 's/.*learning rate scaled by 0.5 (plateau) after version \([0-9]*\), 2 sparse tables.*/\1/p' "$1/logs/ps-1.log")
   [ -n "$a" ] && [ "$a" = "$b" ] && echo "$a"
 }
-K= RUN=
-for try in 1 2 3; do
-  fit cluster plateau "$TMP/c.st" >"$TMP/c.out" 2>&1
-  RUN=$(sed -n 's/^run //p' "$TMP/c.out")
-  [ -n "$RUN" ] || break
-  K=$(took "$RUN")
-  [ -n "$K" ] && break
-done
+fit cluster plateau "$TMP/c.st" >"$TMP/c.out" 2>&1
+RUN=$(sed -n 's/^run //p' "$TMP/c.out")
+K=$(took "$RUN")
 check "spl-01 the cluster fit ended" test -n "$RUN" -a -s "$TMP/c.st"
 check "spl-01 events.log: the plateau fired (once)" \
   test "$(grep -c 'plateau: learning rate scaled by 0.5$' "$RUN/events.log")" -eq 1
@@ -92,6 +105,27 @@ if [ -n "$K" ]; then
   fit inproc "multistep $((K + 1))" "$TMP/ref1.st" >"$TMP/ref1.out" 2>&1
   check "spl-01 and not the one reduced a step later" \
     differ "$TMP/ref1.st" "$TMP/c.st"
+fi
+
+# spl-03: ps:0 killed after a checkpoint with the reduction: every ps
+# rolls back to it and takes its scale again (LR_SCALE after SPARSE_INIT
+# and RESTORE), tables included. Steps after the checkpoint (of step C)
+# run reduced, so the model is the in-process one reduced after min(K, C).
+SPL_KILL=1 fit cluster plateau "$TMP/k.st" >"$TMP/k.out" 2>&1
+RUNK=$(sed -n 's/^run //p' "$TMP/k.out")
+C=$(sed -n 's/.*restoring from step \([0-9]*\).*/\1/p' "$RUNK/events.log" | head -n 1)
+check "spl-03 ps:0 was restored from a checkpoint with the reduced scale" \
+  grep -q "plateau state from step $C: rate scale 0.5" "$RUNK/events.log"
+check "spl-03 both ps took the scale again on their 2 tables after the checkpoint's step" \
+  test "$(grep -c "learning rate scaled by 0.5 (plateau) after version $C, 2 sparse tables" \
+    "$RUNK/logs/ps-0.log" "$RUNK/logs/ps-1.log" | awk -F: '{ n += ($2 > 0) } END { print n }')" -eq 2
+K3=$(sed -n 's/.*scaled by 0.5 (plateau) after version \([0-9]*\), 2 sparse tables.*/\1/p' "$RUNK/logs/ps-1.log" | head -n 1)
+check "spl-03 the fit ended" test -s "$TMP/k.st" -a -n "$C" -a -n "$K3"
+if [ -n "$C" ] && [ -n "$K3" ]; then
+  M=$K3; [ "$C" -lt "$M" ] && M=$C
+  fit inproc "multistep $M" "$TMP/refk.st" >"$TMP/refk.out" 2>&1
+  check "spl-03 the model is the in-process one reduced after step $M (K $K3, C $C)" \
+    same_models "$TMP/refk.st" "$TMP/k.st" 100
 fi
 
 # spl-02

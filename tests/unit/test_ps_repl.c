@@ -146,7 +146,7 @@ TEST(ps_replica_pairs_replicates_refuses_and_is_promoted) {
 static void lr_scale(peer *coord, double scale) {
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_lr_scale(&w, &(wire_msg_lr_scale){scale});
+  wire_put_lr_scale(&w, &(wire_msg_lr_scale){scale, 0});
   nf_send_wr(coord, &w, WIRE_LR_SCALE, 0);
 }
 

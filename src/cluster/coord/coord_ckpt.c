@@ -515,7 +515,7 @@ static void restore_plateau(coord_fit_state *f, const manifest *m, int64_t step)
   if (m && pl.seen)
     rundir_event(&f->c->rd, "plateau state from step %" PRId64 ": rate scale %g, best %g, %lld "
                  "bad evals", step, pl.scale > 0 ? pl.scale : 1.0, pl.best, (long long)pl.bad);
-  if (pl.scale > 0) coord__send_lr_scale(f);
+  if (pl.scale > 0) coord__send_lr_scale(f, 0); /* the steps after m have not run again yet */
 }
 
 /* Early stopping's state as checkpoint m had it (m NULL, or a checkpoint

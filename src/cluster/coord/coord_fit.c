@@ -198,19 +198,29 @@ int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
   return 0;
 }
 
-/* A plateau schedule reduced the rate: every ps scales its shards' rates
- * from its next update on. The evals arrive asynchronously, so the ps
- * take the reduction a few steps after the eval that asked for it. */
-void coord__send_lr_scale(coord_fit_state *f) {
+/* A plateau schedule reduced the rate: every ps scales its shards' and
+ * tables' rates from its next update on, or from the one after global step
+ * `after`. The evals arrive asynchronously, so the ps take the reduction
+ * a few steps after the eval that asked for it. */
+void coord__send_lr_scale(coord_fit_state *f, uint64_t after) {
   for (int k = 0; k < f->nps; k++) {
     if (!f->ps[k]) continue; /* lost: the rollback sends the scale again */
     wire_wr w;
     wire_wr_init(&w);
-    wire_put_lr_scale(&w, &(wire_msg_lr_scale){f->plateau.scale});
+    wire_put_lr_scale(&w, &(wire_msg_lr_scale){f->plateau.scale, after});
     if (conn_send_wr(f->ps[k], &w, WIRE_LR_SCALE, 0) < 0)
       log_warn("ps:%d: cannot send the reduced learning rate: %s", k, err_msg());
   }
   rundir_event(&f->c->rd, "plateau: learning rate scaled by %g", f->plateau.scale);
+}
+
+/* Sync: a global step no ps has passed yet (its pushes come from the
+ * tasks queued so far), after which every ps takes a reduction: one step
+ * for all of them, where each would take it on arrival at its own. Async:
+ * 0, on arrival (each push has a step of its own anyway). */
+static uint64_t lr_scale_after(const coord_fit_state *f) {
+  if (!f->sync || f->replicas == 0) return 0;
+  return (uint64_t)((f->produced + f->replicas - 1) / f->replicas);
 }
 
 /* The controls an eval drives, as train_fit applies them in process: a
@@ -221,7 +231,8 @@ static void eval_controls(coord_fit_state *f, int64_t step, const train_eval *e)
   if (!f->looping || !f->cfg) return; /* the final eval changes nothing */
   if (o && o->sched.kind == OSCHED_PLATEAU) {
     double v = train_eval_value(e, o->sched.metric);
-    if (optim_plateau_observe(&o->sched, &f->plateau, o->lr, v) == 1) coord__send_lr_scale(f);
+    if (optim_plateau_observe(&o->sched, &f->plateau, o->lr, v) == 1)
+      coord__send_lr_scale(f, lr_scale_after(f));
   }
   if (train_stop_observe(&f->cfg->stop, &f->stopper, step, e) && !f->stopped_early) {
     f->stopped_early = true;

@@ -301,8 +301,9 @@ bool coord__fit_ready(void *ud, int node);
 void coord__fit_taken_reset(coord_fit_state *f);
 
 /* coord_fit.c: sends every ps the plateau schedule's current scale
- * (LR_SCALE), after a reduction and after a rollback's VAR_INIT. */
-void coord__send_lr_scale(coord_fit_state *f);
+ * (LR_SCALE), after a reduction (sync: taken after global step `after`)
+ * and after a rollback's VAR_INIT (`after` 0: at once). */
+void coord__send_lr_scale(coord_fit_state *f, uint64_t after);
 /* coord_fit.c: sync: asks every ps to answer once it applied the last
  * global step. */
 int coord__send_sync_probes(coord_fit_state *f);

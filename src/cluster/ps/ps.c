@@ -186,6 +186,7 @@ static void sync_reset(ps_server *ps, bool sync, uint32_t replicas, uint64_t tar
   ps->replicas = replicas;
   ps->target = target;
   ps->version = ps->dropped = 0;
+  ps->lr_scale_next = 0;
   ps->agg = 0;
   ps->capped = false;
   for (int i = 0; i < ps->nshards; i++) ps->shards[i].acc_n = 0;
@@ -518,23 +519,42 @@ static void data_ready(conn *c) {
   log_info("data connection from %s", conn_peer(c));
 }
 
-/* LR_SCALE: the coordinator's plateau schedule reduced the rate; every
- * shard's updates, and the row updates of every table whose optimizer has
- * the schedule, use it from the next one on. Replicated like a PUSH, so a
- * promoted replica goes on at the scaled rate. The log names the version
- * (global steps applied) it came after: tests rebuild the run from it. */
+/* Every shard the plateau schedule drives (not running statistics) and
+ * every table with the schedule at `scale` from the next update on. The
+ * log names the version (global steps applied) it came after: tests
+ * rebuild the run from it. */
+static void set_lr_scale(ps_server *ps, double scale) {
+  for (int i = 0; i < ps->nshards; i++)
+    if (ps->shards[i].cfg.sched.kind == OSCHED_PLATEAU) ps->shards[i].lr_scale = scale;
+  int tables = ps->sparse ? ps_sparse_set_lr_scale(ps->sparse, scale) : 0;
+  log_info("learning rate scaled by %g (plateau) after version %llu, %d sparse tables", scale,
+           (unsigned long long)ps->version, tables);
+}
+
+void ps__lr_scale_tick(ps_server *ps) {
+  if (ps->lr_scale_next > 0 && ps->version >= ps->lr_scale_after) {
+    set_lr_scale(ps, ps->lr_scale_next);
+    ps->lr_scale_next = 0;
+  }
+}
+
+/* LR_SCALE: the coordinator's plateau schedule reduced the rate, from
+ * now on or (sync) from the update after global step m.after, which this
+ * ps may not have reached yet: then it waits (ps__lr_scale_tick), so
+ * that every ps changes rate at the same step. Replicated like a PUSH,
+ * so a promoted replica goes on at the scaled rate. */
 static int on_lr_scale(ps_server *ps, const uint8_t *pl, uint32_t len) {
   wire_msg_lr_scale m;
   int rc = wire_get_lr_scale(pl, len, &m);
   if (rc < 0) return rc;
   if (!(m.scale > 0 && m.scale <= 1))
     return err_set(DRV_EPARSE, "LR_SCALE: scale must be in (0, 1] (got %g)", m.scale);
-  /* Only the shards the schedule drives (not running statistics). */
-  for (int i = 0; i < ps->nshards; i++)
-    if (ps->shards[i].cfg.sched.kind == OSCHED_PLATEAU) ps->shards[i].lr_scale = m.scale;
-  int tables = ps->sparse ? ps_sparse_set_lr_scale(ps->sparse, m.scale) : 0;
-  log_info("learning rate scaled by %g (plateau) after version %llu, %d sparse tables", m.scale,
-           (unsigned long long)ps->version, tables);
+  ps->lr_scale_next = 0; /* a newer one replaces one still waiting */
+  if (ps->sync && m.after > ps->version) {
+    ps->lr_scale_next = m.scale, ps->lr_scale_after = m.after;
+    return 0;
+  }
+  set_lr_scale(ps, m.scale);
   return 0;
 }
 

@@ -116,6 +116,10 @@ struct ps_server {
   size_t scratch_cap;
   bool stopping;
   struct ps_sparse *sparse; /* sparse tables' shards (ps_spserve.c), NULL before SPARSE_INIT */
+  /* sync: an LR_SCALE waiting for the version to reach lr_scale_after
+   * (lr_scale_next 0: none); VAR_INIT drops it (ps.c) */
+  double lr_scale_next;
+  uint64_t lr_scale_after;
   /* checkpoints and failover (ps_ckpt.c) */
   struct ps_ckpt *ck;  /* the CHECKPOINT in progress (one at a time), or NULL */
   struct ps_xfer_out *tx; /* its file on its way to the coordinator (ps_ckpt_xfer.c) */
@@ -167,6 +171,7 @@ int ps__on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
 /* "[d0, d1, ...]" into buf (n bytes); returns buf. */
 const char *ps__shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 void ps__serve_held(ps_server *ps);   /* answers PULLs a version unblocked */
+void ps__lr_scale_tick(ps_server *ps); /* sync: a waiting LR_SCALE, once its step is applied */
 /* Sync: every update of the fit is applied (a SYNC_STOP cap is not the
  * end yet: the final target may lie one further). */
 static inline bool ps__sync_done(const ps_server *ps) {

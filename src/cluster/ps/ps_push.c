@@ -249,6 +249,7 @@ static int apply_sync(ps_server *ps) {
   }
   ps->agg = 0;
   ps->version++;
+  ps__lr_scale_tick(ps);
   ps__ckpt_version_reached(ps);
   if (ps->version == ps->target)
     log_info("sync training: %llu updates applied, dropped %llu late gradients",
