@@ -15,6 +15,8 @@
 #         every ps takes the checkpoint's scale again on its tables, and
 #         the model is the in-process one reduced after min(K, C) (C the
 #         checkpoint's step: the steps after it ran again, reduced).
+#  spl-04 the coordinator SIGKILLed once a checkpoint holds the reduction,
+#         `drover run --resume`: the same, from the resumed checkpoint.
 #  spl-02 a watched metric the evals do not compute is refused when the
 #         experiment is made, before any fit (eval_logloss, the evals
 #         computing auc only).
@@ -46,8 +48,10 @@ local k = tonumber(sched:match("^multistep (%d+)$"))
 local s = k and S.multistep { milestones = { k }, gamma = 0.5 }
   or S.plateau { metric = sched == "refused" and "eval_logloss" or "eval_auc", patience = 0,
     threshold = 2, factor = 0.5, min_lr = 0.025 }
--- spl-03: ps:0 SIGKILLed once a checkpoint has the reduction
-local kill, c = os.getenv("SPL_KILL") ~= nil, nil
+-- spl-03: ps:0 SIGKILLed once a checkpoint has the reduction; spl-04
+-- (SPL_KILL=coord): this process, once (the file SPL_ONCE says it was)
+local once = os.getenv("SPL_ONCE")
+local kill, c = os.getenv("SPL_KILL") ~= nil and not (once and io.open(once)), nil
 local function progress()
   if not kill then return end
   local f = io.open(c.run_dir .. "/events.log")
@@ -56,6 +60,10 @@ local function progress()
   local at = ev:find("plateau: learning rate scaled by", 1, true)
   if not (at and ev:find("checkpoint step %d+: ", at)) then os.execute("sleep 0.05") return end
   kill = false
+  if once then
+    io.open(once, "w"):close()
+    os.execute("kill -9 $PPID")
+  end
   for _, n in ipairs(c:nodes()) do
     if n.role == "ps" and n.index == 0 then os.execute("kill -9 " .. n.pid) end
   end
@@ -64,8 +72,8 @@ local exp = drover.experiment { name = "spl", model = model, loss = nn.BCEWithLo
   optimizer = drover.optim.SGD { lr = 0.05, schedule = s },
   train = { data = train, batch = 100, epochs = 2 },
   eval = { data = test, every = 8, metrics = sched == "refused" and { "auc" } or { "auc", "logloss" } },
-  verbose = false, seed = 7, mode = "sync", checkpoint = kill and { every = 8 } or nil,
-  progress = kill and progress or nil }
+  verbose = false, seed = 7, mode = "sync",
+  checkpoint = os.getenv("SPL_KILL") and { every = 8 } or nil, progress = progress }
 if mode == "inproc" then
   exp:fit()
   model:save(out)
@@ -126,6 +134,33 @@ if [ -n "$C" ] && [ -n "$K3" ]; then
   fit inproc "multistep $M" "$TMP/refk.st" >"$TMP/refk.out" 2>&1
   check "spl-03 the model is the in-process one reduced after step $M (K $K3, C $C)" \
     same_models "$TMP/refk.st" "$TMP/k.st" 100
+fi
+
+# spl-04: the coordinator SIGKILLed once a checkpoint holds the reduction,
+# then `drover run --resume`: the ps start afresh and take the checkpoint's
+# scale again on their tables; the model is again the in-process one
+# reduced after min(K, C).
+SPL_KILL=coord SPL_ONCE=$TMP/once fit cluster plateau "$TMP/r.st" >"$TMP/r.out" 2>&1
+RUNR=$(sed -n 's/^run //p' "$TMP/r.out")
+PIDS=$(sed -n 's/.* node start [a-z]*:[0-9]* pid \([0-9]*\).*/\1/p' "$RUNR/events.log" 2>/dev/null)
+kill_at_exit $PIDS
+check "spl-04 the coordinator was killed after the reduction" \
+  test -f "$TMP/once" -a ! -s "$TMP/r.st" -a -n "$RUNR"
+KR=$(sed -n 's/.*scaled by 0.5 (plateau) after version \([0-9]*\), 2 sparse tables.*/\1/p' "$RUNR/logs/ps-1.log" | head -n 1)
+RUNS=$RUNS SPL_KILL=coord SPL_ONCE=$TMP/once timeout 300 "$DROVER" run --resume "$RUNR" >"$TMP/res.out" 2>&1
+CR=$(sed -n 's/.*resuming fit 1 from step \([0-9]*\).*/\1/p' "$RUNR/events.log" | head -n 1)
+check "spl-04 the resume took the checkpoint's scale" \
+  grep -q "plateau state from step $CR: rate scale 0.5" "$RUNR/events.log"
+check "spl-04 both resumed ps took it on their 2 tables after the checkpoint's step" \
+  test "$(grep -c "learning rate scaled by 0.5 (plateau) after version $CR, 2 sparse tables" \
+    "$RUNR/logs/ps-0.log" "$RUNR/logs/ps-1.log" | awk -F: '{ n += ($2 > 0) } END { print n }')" -eq 2
+if [ -n "$CR" ] && [ -n "$KR" ]; then
+  M=$KR; [ "$CR" -lt "$M" ] && M=$CR
+  fit inproc "multistep $M" "$TMP/refr.st" >"$TMP/refr.out" 2>&1
+  check "spl-04 the resumed model is the in-process one reduced after step $M (K $KR, C $CR)" \
+    same_models "$TMP/refr.st" "$TMP/r.st" 100
+else
+  fail "spl-04 the resumed model" "no step: K '$KR', C '$CR'"
 fi
 
 # spl-02
