@@ -228,7 +228,9 @@ static void read_eval(lua_State *L, int idx, lsettings *s) {
 /* A watched metric the evals compute only when asked (AUC, log loss) must
  * be asked for: refused before the fit rather than never observed. */
 static void need_metric(lua_State *L, const lsettings *s, optim_metric m, const char *what) {
-  unsigned need = m == OMETRIC_EVAL_AUC ? BINEVAL_AUC : m == OMETRIC_EVAL_LOGLOSS ? BINEVAL_LOGLOSS : 0;
+  unsigned need = m == OMETRIC_EVAL_AUC       ? BINEVAL_AUC
+                  : m == OMETRIC_EVAL_LOGLOSS ? BINEVAL_LOGLOSS
+                                              : 0;
   const char *name = optim_metric_name(m);
   if (need && (!s->cfg.eval || !(s->cfg.metrics & need)))
     fail(L, "%s = \"%s\" needs the evals to compute it: eval = { ..., metrics = { \"%s\" } }",

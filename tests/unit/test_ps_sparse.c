@@ -94,7 +94,8 @@ TEST(ps_sparse_refuses_bad_requests) {
  * again (SPARSE_INIT) starts unreduced. */
 TEST(ps_sparse_plateau_scale_rates_its_tables) {
   ps_sparse *s = ps_sparse_new();
-  sptable *local = sptable_new(1ULL << 24, DIM, 0.1f, 77), *plain = sptable_new(1ULL << 24, DIM, 0.1f, 77);
+  sptable *local = sptable_new(1ULL << 24, DIM, 0.1f, 77);
+  sptable *plain = sptable_new(1ULL << 24, DIM, 0.1f, 77);
   CHECK(s && local && plain);
   wire_msg_sparse_init m = init_msg(0, 1), o = init_msg(0, 1);
   optim_cfg_default(&m.optim, OPTIM_SGD);

@@ -29,9 +29,10 @@ void ps_sparse_free(ps_sparse *s); /* NULL is fine */
 
 /* (Re)creates table m->table from a decoded SPARSE_INIT, dropping the rows
  * it held. DRV_EINVAL (shard >= shards, a bad size, a bad optimizer, a
- * table number past PS_SPARSE_MAX_TABLES), DRV_ENOMEM. A table (re)made here starts at its plateau schedule's
- * unreduced rate: the coordinator sends LR_SCALE again after a restore,
- * as it does for the dense shards, whose VAR_INIT resets theirs. */
+ * table number past PS_SPARSE_MAX_TABLES), DRV_ENOMEM. A table (re)made
+ * here starts at its plateau schedule's unreduced rate: the coordinator
+ * sends LR_SCALE again after a restore, as it does for the dense shards,
+ * whose VAR_INIT resets theirs. */
 #define PS_SPARSE_MAX_TABLES 1024
 int ps_sparse_init(ps_sparse *s, const wire_msg_sparse_init *m);
 
