@@ -13,6 +13,14 @@
  * refused at once with what the script must do: a request never waits for
  * a c:serve that may never come.
  *
+ * A request for a model with sparse tables (issue 26) carries its rows'
+ * ids (sparse: data_sparse_batch_encode's bytes), which coord_predict
+ * sends with each batch as c:predict sends a dataset's; the workers get
+ * the tables' rows by PREDICT_ROWS. Ids that do not decode are a protocol
+ * error of that connection; a request without ids for a model with tables,
+ * or ids the model cannot read (another field count...), is refused, found
+ * by a forward pass of its first row here before any worker works on it.
+ *
  * Callbacks only record (the frame's payload is copied into the queue);
  * the predicts run in coord_serve, never inside a callback, and the
  * client may leave meanwhile: its answer is then dropped.
@@ -24,7 +32,10 @@
 #include "cluster/coord/coord_int.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "data/data.h"
+#include "numeric/nn_sparse.h"
 #include "proto/wire_msgs.h"
+#include "train/train.h"
 
 /* Answers at most this large (one frame, the client's own limit). */
 #define SERVE_MAX_REPLY (WIRE_DEFAULT_MAX_FRAME - 4096)
@@ -123,6 +134,12 @@ static int on_request(coord *c, coord_predictor *d, const uint8_t *pl, uint32_t 
     reply(d->cn, m.req, DRV_ESHAPE, NULL, "predict: x must be [n, ...] with n >= 1 rows");
     return 0;
   }
+  data_sparse sp; /* malformed ids: a protocol error, as a feeder's */
+  char what[64];
+  snprintf(what, sizeof what, "PREDICT_REQUEST %" PRIu64 "'s ids", m.req);
+  if ((rc = data_sparse_batch_decode(&sp, (int64_t)m.x.shape[0], m.sparse.p, m.sparse.len, what)) < 0)
+    return rc;
+  data_sparse_free(&sp);
   if (!s->model) {
     reply(d->cn, m.req, DRV_EAGAIN, NULL, no_model);
     return 0;
@@ -210,6 +227,54 @@ static int64_t reply_bytes(const tensor *y) {
   return n * 4;
 }
 
+/* Whether the served model can read x with the ids in ids (NULL: none):
+ * 0, or why not (the client's answer). A model with tables is tried on
+ * x's first row here, so a wrong field count is named before a worker
+ * fails on it. */
+static int check_ids(nn_module *model, const tensor *x, const dataset *ids) {
+  const nn_module *t = nn_find_table(model);
+  if (!t && ids)
+    return err_set(DRV_EINVAL, "predict: the served model has no sparse table: send the rows "
+                   "without ids");
+  if (!t) return 0;
+  nn_table_list tl = {0};
+  int rc = nn_collect_tables(model, false, &tl);
+  char name[96];
+  snprintf(name, sizeof name, "%s", rc == 0 && tl.n > 0 ? tl.items[0].name : "?");
+  nn_table_list_free(&tl);
+  if (rc < 0) return rc;
+  if (!ids)
+    return err_set(DRV_EINVAL, "predict: the served model reads ids (sparse table %s): send each "
+                   "row's ids with the request (client.predict(x, ids=...))", name);
+  tensor row = *x;
+  row.shape[0] = 1;
+  tensor *y = NULL;
+  nn_sparse one = data_sparse_view(&ids->sp, 1);
+  rc = train_predict(model, &row, &one, 1, &y);
+  tensor_free(y);
+  if (rc < 0)
+    return err_set(rc, "predict: the served model cannot read this request's ids (%d per row%s%s): "
+                   "%s", ids->sp.fields > 0 ? ids->sp.fields : (int)(ids->sp.ptr[1] - ids->sp.ptr[0]),
+                   ids->sp.fields > 0 ? ", one per field" : " in the first row",
+                   ids->sp.weighted ? ", weighted" : "", err_msg());
+  return 0;
+}
+
+/* x and the ids of request m as new tensors and a dataset of ids (ids->sp
+ * bound 0: none). */
+static int request_parts(const wire_msg_predict_request *m, tensor **x, dataset *ids) {
+  int64_t shape[TENSOR_MAXDIM] = {0};
+  for (int i = 0; i < m->x.ndim; i++) shape[i] = m->x.shape[i];
+  *ids = (dataset){.n = shape[0]};
+  snprintf(ids->source, sizeof ids->source, "a predict request");
+  if (!(*x = tensor_new(m->x.ndim, shape))) return err_set(DRV_ENOMEM, "out of memory for a predict request");
+  wire_tensor_to(&m->x, tensor_data(*x));
+  int rc = data_sparse_batch_decode(&ids->sp, shape[0], m->sparse.p, m->sparse.len,
+                                    "PREDICT_REQUEST's ids"); /* checked when it came */
+  if (rc < 0) tensor_free(*x), *x = NULL;
+  return rc;
+}
+
 /* One request: its rows through coord_predict, the answer to its client
  * (if it is still there). Failures of the predict are the client's
  * answer, not the server's: 0 unless the cluster failed. */
@@ -217,14 +282,18 @@ static int run_one(coord *c, struct coord_serving *s, serve_req *r) {
   wire_msg_predict_request m;
   int rc = wire_get_predict_request(r->pl, r->len, &m); /* checked when it came */
   if (rc < 0) return rc;
-  int64_t shape[TENSOR_MAXDIM] = {0};
-  for (int i = 0; i < m.x.ndim; i++) shape[i] = m.x.shape[i];
-  tensor *x = tensor_new(m.x.ndim, shape), *y = NULL;
-  if (!x) return err_set(DRV_ENOMEM, "out of memory for a predict request");
-  wire_tensor_to(&m.x, tensor_data(x));
+  tensor *x = NULL, *y = NULL;
+  dataset ids;
+  if ((rc = request_parts(&m, &x, &ids)) < 0) return rc;
+  int64_t shape[TENSOR_MAXDIM];
+  memcpy(shape, x->shape, sizeof shape);
   int64_t batch = m.batch > 0 && m.batch <= (uint64_t)INT64_MAX ? (int64_t)m.batch : s->batch;
   if (batch > shape[0]) batch = shape[0]; /* coord_predict's batch count adds n + batch */
-  rc = coord_predict(c, s->model, x, NULL, NULL, 0, batch, &y);
+  const dataset *spd = data_has_sparse(&ids) ? &ids : NULL;
+  rc = check_ids(s->model, x, spd);
+  bool refused = rc < 0;
+  if (rc == 0) rc = coord_predict(c, s->model, x, spd, NULL, 0, batch, &y);
+  data_sparse_free(&ids.sp);
   coord_predictor *d = find(s, r->client); /* the loop ran: it may have left */
   char why[600];
   int32_t status = rc;
@@ -243,7 +312,7 @@ static int run_one(coord *c, struct coord_serving *s, serve_req *r) {
   tensor_free(x);
   tensor_free(y);
   /* a lost node the cluster could not replace fails the serve too */
-  return rc < 0 && c->failures ? rc : 0;
+  return rc < 0 && !refused && c->failures ? rc : 0;
 }
 
 static bool request_waits(coord *c, void *arg) {
