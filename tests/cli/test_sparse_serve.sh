@@ -8,7 +8,8 @@
 #        in-process exp:predict, bit for bit, in batches of 64.
 #  ss-02 refusals answered, the connection kept: rows without ids (naming
 #        the table and ids=), ids of another field count (naming it), ids
-#        for fewer rows than x (in the client).
+#        for fewer rows than x (in the client; sent raw, at the
+#        coordinator).
 #  ss-03 a malformed request (ids that do not decode) closes that
 #        connection only: the coordinator says why and a new client is
 #        answered, bit for bit again.
@@ -84,6 +85,14 @@ with dc.connect(run_dir, timeout=30) as run:
     result("ss-01 the served predictions equal exp:predict, bit for bit",
            got.shape == want.shape and np.array_equal(got, want),
            "shape %s, max diff %s" % (got.shape, np.abs(got - want).max() if got.shape == want.shape else "-"))
+    # a raw request whose ids are well formed for 4 rows, x has 5
+    from drover_client.feed import sparse_bytes
+    try:
+        run._predictor.request(x[:5], 0, sparse_bytes(ids[:4]))
+        result("ss-02 a request with ids for 4 rows of 5 is refused", False, "answered")
+    except dc.DroverError as e:
+        result("ss-02 a request with ids for 4 rows of 5 is refused, the connection kept",
+               "ids for 4 rows, x has 5 rows" in str(e) and e.code_name == "DRV_ESHAPE", e)
     try:
         run.predict(x[:5])
         result("ss-02 rows without ids are refused", False, "answered")

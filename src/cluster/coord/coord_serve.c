@@ -31,6 +31,7 @@
 
 #include "cluster/coord/coord_int.h"
 #include "base/err.h"
+#include "base/le.h"
 #include "base/log.h"
 #include "data/data.h"
 #include "numeric/nn_sparse.h"
@@ -122,6 +123,42 @@ static int on_open(coord *c, conn *cn, void **state, const uint8_t *pl, uint32_t
   return 0;
 }
 
+/* The rows that sparse bytes of this length hold by their header (nnz,
+ * weights), or -1: ids well formed but for another row count than x's
+ * are the request's error, not the connection's. */
+static int64_t ids_rows(const uint8_t *p, size_t len) {
+  enum { HEAD = 21 }; /* data_sparse_encode's: fields, weighted, bound, nnz */
+  if (len < HEAD || p[4] > 1) return -1;
+  uint64_t nnz = le_get(p + 13, 8), per = p[4] ? 12 : 8;
+  if (nnz > (len - HEAD) / per) return -1;
+  uint64_t rest = len - HEAD - per * nnz;
+  return rest % 8 || rest < 8 ? -1 : (int64_t)(rest / 8 - 1);
+}
+
+/* m's ids: 0 when they decode for x's rows; 1 when they are another row
+ * count's (refused now); negative when malformed (a protocol error, as a
+ * feeder's). */
+static int check_request_ids(coord_predictor *d, const wire_msg_predict_request *m) {
+  data_sparse sp;
+  char what[64];
+  snprintf(what, sizeof what, "PREDICT_REQUEST %" PRIu64 "'s ids", m->req);
+  int64_t n = (int64_t)m->x.shape[0];
+  int rc = data_sparse_batch_decode(&sp, n, m->sparse.p, m->sparse.len, what);
+  data_sparse_free(&sp);
+  if (rc == 0) return 0;
+  char first[300]; /* the message for x's rows */
+  snprintf(first, sizeof first, "%s", err_msg());
+  int64_t other = ids_rows(m->sparse.p, m->sparse.len);
+  if (other < 0 || other == n || data_sparse_batch_decode(&sp, other, m->sparse.p,
+                                                          m->sparse.len, what) < 0)
+    return err_set(rc, "%s", first);
+  data_sparse_free(&sp);
+  char why[160];
+  snprintf(why, sizeof why, "predict: ids for %" PRId64 " rows, x has %" PRId64 " rows", other, n);
+  reply(d->cn, m->req, DRV_ESHAPE, NULL, why);
+  return 1;
+}
+
 /* A request: checked, then queued for coord_serve (or refused now). */
 static int on_request(coord *c, coord_predictor *d, const uint8_t *pl, uint32_t len) {
   struct coord_serving *s = c->serve;
@@ -134,12 +171,7 @@ static int on_request(coord *c, coord_predictor *d, const uint8_t *pl, uint32_t 
     reply(d->cn, m.req, DRV_ESHAPE, NULL, "predict: x must be [n, ...] with n >= 1 rows");
     return 0;
   }
-  data_sparse sp; /* malformed ids: a protocol error, as a feeder's */
-  char what[64];
-  snprintf(what, sizeof what, "PREDICT_REQUEST %" PRIu64 "'s ids", m.req);
-  if ((rc = data_sparse_batch_decode(&sp, (int64_t)m.x.shape[0], m.sparse.p, m.sparse.len, what)) < 0)
-    return rc;
-  data_sparse_free(&sp);
+  if ((rc = check_request_ids(d, &m)) != 0) return rc < 0 ? rc : 0;
   if (!s->model) {
     reply(d->cn, m.req, DRV_EAGAIN, NULL, no_model);
     return 0;
