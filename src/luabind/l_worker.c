@@ -421,9 +421,8 @@ static void given(lua_State *L, const method *m, given_batch *b) {
 static int submit(lua_State *L, const method *m) {
   worker *w = check_w(L)->w;
   wcall *c = waiting_call(L, m->name);
-  given_batch b;
-  if (m == &M_TRAIN) given(L, m, &b);
-  else b.bx = NULL;
+  given_batch b = {0};
+  if (m == &M_TRAIN) given(L, m, &b); /* w:train_step(x, y [, ids]) */
   c->state = C_WAIT; /* before: the job may end inside worker_submit */
   c->outstanding++;
   int rc = b.bx ? worker_submit_batch(w, m->phases, b.bx, b.by, &b.sp, on_job_done, c)
