@@ -22,7 +22,6 @@
 #include "luabind/l_settings.h"
 #include "luabind/l_util.h"
 #include "luabind/repl.h"
-#include "numeric/nn_sparse.h"
 #include "train/bineval.h"
 #include "ui/runs.h"
 
@@ -38,17 +37,6 @@ typedef struct lcluster {
 static int finalizer_failures;
 
 int drover_cluster_failures(void) { return finalizer_failures; }
-
-/* The model at idx for c:serve, refused when it holds a sparse table: a
- * client's PREDICT_REQUEST carries x only, no ids for its tables (c:fit,
- * c:evaluate, c:save and c:predict take tables). */
-static nn_module *serve_model(lua_State *L, int idx) {
-  nn_module *m = lnn_check_module(L, idx);
-  if (nn_refuse_tables(m, "in c:serve") < 0)
-    luaL_error(L, "cluster: %s (a client's request carries x only, no ids: use "
-               "c:predict(exp, data) with a dataset of ids)", err_msg());
-  return m;
-}
 
 static lcluster *check_cluster(lua_State *L, int idx) {
   return luaL_checkudata(L, idx, CLUSTER_MT);
@@ -388,7 +376,8 @@ static int64_t exp_batch(lua_State *L, int idx) {
  * the run's control key (clients/python Run.predict) with exp.model's
  * outputs (the cluster's values when it trained exp), until `requests`
  * are answered or `idle` seconds pass without one (neither: until
- * Ctrl-C). */
+ * Ctrl-C). A model with sparse tables: each request carries its rows' ids
+ * and the workers get the tables' rows, as for c:predict. */
 static int l_serve(lua_State *L) {
   static const char *const keys[] = {"predict", "batch", "requests", "idle", NULL};
   coord *c = live(L, check_cluster(L, 1));
@@ -404,7 +393,7 @@ static int l_serve(lua_State *L) {
       .idle = lopts_real(L, 2, "idle", 0, LOPTS_NONNEG, HUGE_VAL, "c:serve")};
   if (o.batch == 0) o.batch = exp_batch(L, 3);
   lua_getfield(L, 3, "model"); /* 4: anchored on the stack while serving */
-  nn_module *model = serve_model(L, 4);
+  nn_module *model = lnn_check_module(L, 4);
   coord_serve_stats st;
   if (coord_serve(c, model, &o, &st) < 0) return cluster_error(L);
   lua_createtable(L, 0, 3);

@@ -42,6 +42,7 @@
 #include "cluster/worker/worker_int.h"
 
 #define WORKER_MT "drover.Worker"
+#define IDS_MT "drover.BatchIds"
 #define POOL_MAX 64 /* idle threads kept for reuse */
 
 typedef enum {
@@ -382,12 +383,51 @@ static int k_method(lua_State *L, int status, lua_KContext ctx) {
 
 static lworker *check_w(lua_State *L) { return luaL_checkudata(L, 1, WORKER_MT); }
 
+/* A batch of the caller's for w:train_step(x, y [, ids]): x, y (and ids)
+ * copied; bx NULL when no x was given. Raises on a mismatch. */
+typedef struct given_batch {
+  tensor *bx, *by;
+  data_sparse sp;
+} given_batch;
+
+static void given_free(given_batch *b) {
+  tensor_free(b->bx), tensor_free(b->by);
+  data_sparse_free(&b->sp);
+}
+
+/* The ids userdata: a batch's ids, as w:next_batch gives them. */
+typedef struct lids {
+  data_sparse sp; /* owned */
+  int64_t rows;
+} lids;
+
+static void given(lua_State *L, const method *m, given_batch *b) {
+  *b = (given_batch){0};
+  if (lua_isnoneornil(L, 2)) return;
+  const tensor *x = ltensor_check(L, 2), *y = ltensor_check(L, 3);
+  const lids *ids = lua_isnoneornil(L, 4) ? NULL : luaL_checkudata(L, 4, IDS_MT);
+  if (x->ndim < 2 || y->ndim < 1 || y->ndim > 2 || x->shape[0] != y->shape[0] || x->shape[0] < 1)
+    luaL_error(L, "%s: x must be [n, ...] and y [n] or [n, k], n >= 1", m->name);
+  if (ids && ids->rows != x->shape[0])
+    luaL_error(L, "%s: ids of %d rows for x of %d: pass the ids w:next_batch gave with x",
+               m->name, (int)ids->rows, (int)x->shape[0]);
+  b->bx = tensor_clone(x), b->by = tensor_clone(y);
+  if (!b->bx || !b->by || (ids && worker__sparse_slice(&b->sp, &ids->sp, 0, ids->rows) < 0)) {
+    given_free(b);
+    luaL_error(L, "%s: out of memory", m->name);
+  }
+}
+
 static int submit(lua_State *L, const method *m) {
   worker *w = check_w(L)->w;
   wcall *c = waiting_call(L, m->name);
+  given_batch b = {0};
+  if (m == &M_TRAIN) given(L, m, &b); /* w:train_step(x, y [, ids]) */
   c->state = C_WAIT; /* before: the job may end inside worker_submit */
   c->outstanding++;
-  if (worker_submit(w, m->phases, on_job_done, c) < 0) {
+  int rc = b.bx ? worker_submit_batch(w, m->phases, b.bx, b.by, &b.sp, on_job_done, c)
+                : worker_submit(w, m->phases, on_job_done, c);
+  if (rc < 0) {
     c->state = C_RUN;
     c->outstanding--;
     return luaL_error(L, "%s: %s", m->name, err_msg());
@@ -407,16 +447,80 @@ static bool feed_over(lua_State *L, const worker *w) {
   return c ? w->feed_ends > c->feed_ends0 : w->feed_ended;
 }
 
-/* Up to n rows now: 2 results (x, y), 1 (nil: the feed is over), or -1
- * when none is there yet. */
+static int ids_gc(lua_State *L) {
+  data_sparse_free(&((lids *)luaL_checkudata(L, 1, IDS_MT))->sp);
+  return 0;
+}
+
+static int ids_len(lua_State *L) {
+  lua_pushinteger(L, ((lids *)luaL_checkudata(L, 1, IDS_MT))->rows);
+  return 1;
+}
+
+/* ids:row(i) -> ids, vals: row i's ids (and weights, when weighted) as lists. */
+static int ids_row(lua_State *L) {
+  const lids *u = luaL_checkudata(L, 1, IDS_MT);
+  lua_Integer i = luaL_checkinteger(L, 2);
+  luaL_argcheck(L, i >= 1 && i <= u->rows, 2, "row outside the batch");
+  int64_t a = u->sp.ptr[i - 1], m = u->sp.ptr[i] - a;
+  for (int v = 0; v < 1 + u->sp.weighted; v++) {
+    lua_createtable(L, (int)m, 0);
+    for (int64_t k = 0; k < m; k++) {
+      if (v) lua_pushnumber(L, u->sp.vals[a + k]);
+      else lua_pushinteger(L, (lua_Integer)u->sp.ids[a + k]);
+      lua_rawseti(L, -2, (lua_Integer)k + 1);
+    }
+  }
+  return 1 + u->sp.weighted;
+}
+
+/* ids.rows, ids.fields (0: any count per row), ids.weighted, ids.bound. */
+static int ids_index(lua_State *L) {
+  const lids *u = luaL_checkudata(L, 1, IDS_MT);
+  const char *k = luaL_checkstring(L, 2);
+  if (strcmp(k, "row") == 0) lua_pushcfunction(L, ids_row);
+  else if (strcmp(k, "rows") == 0) lua_pushinteger(L, u->rows);
+  else if (strcmp(k, "fields") == 0) lua_pushinteger(L, u->sp.fields);
+  else if (strcmp(k, "weighted") == 0) lua_pushboolean(L, u->sp.weighted);
+  else if (strcmp(k, "bound") == 0) lua_pushinteger(L, (lua_Integer)u->sp.bound);
+  else lua_pushnil(L);
+  return 1;
+}
+
+static int ids_tostring(lua_State *L) {
+  const lids *u = luaL_checkudata(L, 1, IDS_MT);
+  lua_pushfstring(L, "drover.BatchIds (%d rows, %d ids)", (int)u->rows, (int)u->sp.ptr[u->rows]);
+  return 1;
+}
+
+/* sp (taken) as an ids userdata on the stack. */
+static void ids_push(lua_State *L, data_sparse *sp, int64_t rows) {
+  lids *u = lua_newuserdatauv(L, sizeof *u, 0);
+  *u = (lids){.sp = *sp, .rows = rows};
+  *sp = (data_sparse){0};
+  if (luaL_newmetatable(L, IDS_MT)) {
+    static const luaL_Reg meta[] = {{"__gc", ids_gc},         {"__len", ids_len},
+                                    {"__index", ids_index},   {"__tostring", ids_tostring},
+                                    {NULL, NULL}};
+    luaL_setfuncs(L, meta, 0);
+  }
+  lua_setmetatable(L, -2);
+}
+
+/* Up to n rows now: 3 results (x, y and their ids, nil when the batches
+ * had none), 1 (nil: the feed is over), or -1 when none is there yet. */
 static int take_rows(lua_State *L, worker *w, int64_t n) {
   tensor *x, *y;
-  int rc = worker__fed_take(w, n, &x, &y);
+  data_sparse sp;
+  int rc = worker__fed_take(w, n, &x, &y, &sp);
   if (rc < 0) return luaL_error(L, "w:next_batch: %s", err_msg());
   if (rc == 1) {
+    int64_t rows = x->shape[0];
     ltensor_push(L, x);
     ltensor_push(L, y);
-    return 2;
+    if (sp.bound) ids_push(L, &sp, rows);
+    else lua_pushnil(L);
+    return 3;
   }
   if (feed_over(L, w)) {
     lua_pushnil(L);

@@ -552,17 +552,23 @@
  *                   closes the connection
  *  PREDICT_REQUEST  P -> C: req the client's running number from 1; x
  *                   [n, ...] (n >= 1) the input rows; batch the rows per
- *                   worker batch (0: the served batch). One request in
- *                   flight per client (the next waits for its reply)
+ *                   worker batch (0: the served batch); sparse: x's ids
+ *                   for a model with sparse tables, its n rows of CSR in
+ *                   data_sparse_encode's layout (data_sparse_batch_encode;
+ *                   empty: none; malformed ones close the connection). One
+ *                   request in flight per client (the next waits for its
+ *                   reply)
  *  PREDICT_REPLY    C -> P: req echoed; status 0 and y [n, k], one output
  *                   row per input row in input order (a worker lost
  *                   meanwhile has its batches run again, each row once);
  *                   else the DRV_E* code and why, with y [0]: nothing is
  *                   served now (the script is not inside c:serve), the
  *                   input does not fit the model, the answer would not fit
- *                   a frame. A refused request leaves the connection open */
+ *                   a frame, a model with tables asked without ids or
+ *                   with ids it cannot read. A refused request leaves the
+ *                   connection open */
 #define WIRE_MSG_predict_open(X) X(STR, name)
-#define WIRE_MSG_predict_request(X) X(U64, req) X(U64, batch) X(TENSOR, x)
+#define WIRE_MSG_predict_request(X) X(U64, req) X(U64, batch) X(TENSOR, x) X(BYTES, sparse)
 #define WIRE_MSG_predict_reply(X) X(U64, req) X(I32, status) X(TENSOR, y) X(STR, message)
 
 /* ---- repeated items ----------------------------------------------------- */

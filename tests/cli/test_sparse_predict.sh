@@ -9,8 +9,8 @@
 #  sp-02 the saved model (c:save, read back by nn.load, so no ps has its
 #        rows) predicts on the cluster what it predicts in process, and
 #        what the fit's model predicted.
-#  sp-03 refusals: a tensor without ids for a model with tables, and
-#        c:serve of a model with tables (a client's request has no ids).
+#  sp-03 refusal: a tensor without ids for a model with tables (c:serve
+#        of such a model: test_sparse_serve.sh).
 . tests/cli/lib.sh
 RUNS=$TMP/runs
 "$DROVER" run examples/gen_ctr.lua "$TMP/ctr.tsv" 2000 1 >"$TMP/gen.out" 2>&1
@@ -57,7 +57,6 @@ for _, t in ipairs(loaded.model:tables()) do print(("table %s held %d"):format(t
 write("loaded_cluster.txt", c:predict(loaded, test))
 write("loaded_inproc.txt", loaded:predict(test))
 try("tensor", function() c:predict(exp, test.x) end)
-try("serve", function() c:serve { predict = exp, idle = 1 } end)
 print("run " .. c.run_dir)
 c:shutdown()
 LUA
@@ -79,6 +78,3 @@ check "sp-02 the loaded model on the cluster equals it in process" \
 check "sp-02 and the fit's model's predictions" cmp -s "$TMP/loaded_cluster.txt" "$TMP/cluster.txt"
 check "sp-03 a tensor without ids is refused, naming the table" \
   grep -q "^tensor: .*predict: the model reads ids (sparse table .*) but the data has none" "$TMP/pred.out"
-check "sp-03 c:serve of a model with tables is refused, saying why" \
-  grep -q "^serve: .*sparse tables in c:serve are not supported yet: .*a client's request carries x only" \
-  "$TMP/pred.out"

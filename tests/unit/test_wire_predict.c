@@ -78,7 +78,7 @@ TEST(wire_predict_request_and_reply_read_back) {
 
 /* Hand-made PREDICT_REQUESTs whose tensor lies about its size. */
 TEST(wire_predict_request_refuses_lying_shapes) {
-  uint8_t p[64];
+  uint8_t p[96];
   memset(p, 0, sizeof p);
   p[0] = 1;  /* req 1 */
   p[16] = 2; /* ndim 2 */
@@ -92,6 +92,8 @@ TEST(wire_predict_request_refuses_lying_shapes) {
   uint64_t two = 2;
   memcpy(p + 17, &two, 8);           /* [2, 4]: 32 bytes wanted, 31 there */
   CHECK(wire_get_predict_request(p, 16 + 1 + 16 + 31, &m) < 0);
-  CHECK_OK(wire_get_predict_request(p, 16 + 1 + 16 + 32, &m));
+  CHECK(wire_get_predict_request(p, 16 + 1 + 16 + 32, &m) < 0); /* no sparse length */
+  CHECK_OK(wire_get_predict_request(p, 16 + 1 + 16 + 32 + 4, &m));      /* sparse: empty */
+  CHECK_INT_EQ(m.sparse.len, 0);
   CHECK_INT_EQ(wire_tensor_numel(&m.x), 8);
 }

@@ -213,7 +213,7 @@ class Run:
         finally:
             conn.close()
 
-    def predict(self, rows, batch=None):
+    def predict(self, rows, batch=None, ids=None, vals=None, bound=0):
         """Predictions of the model the run serves, for rows.
 
         rows: a list of lists of floats (one list per row, all the same
@@ -221,7 +221,12 @@ class Run:
         batch: rows per worker batch (None: the batch of the script's
         c:serve, else its experiment's train.batch). Returns a list of
         output rows (lists of floats), exactly one per input row, in input
-        order; [] for no rows. The work is spread over the cluster's
+        order; [] for no rows. ids: each row's ids for a model with
+        sparse tables (nn.EmbeddingBag, nn.SparseLinear), as
+        Feeder.send(x, y, ids=...) takes them: an integer array [n, fields]
+        (hashed categorical columns, as data.csv hashes them) or n sequences
+        of ids with vals their weights; bound the ids' range (0: one above
+        the largest). The work is spread over the cluster's
         workers; a worker lost meanwhile has its batches run again, each
         row answered once.
 
@@ -233,6 +238,8 @@ class Run:
         in several requests, answered in order."""
         rows = _predict.as_rows(rows)
         if rows.shape[0] == 0:
+            if ids is not None and len(ids):
+                raise ValueError("predict: ids for %d rows, x has none" % len(ids))
             return []
         if self._predictor is None:
             key = self._key
@@ -249,7 +256,7 @@ class Run:
             except BaseException:
                 conn.close()
                 raise
-        return self._predictor.predict(rows, batch)
+        return self._predictor.predict(rows, batch, ids, vals, bound)
 
     def close(self):
         if self._predictor is not None:

@@ -9,8 +9,13 @@ authenticates as an attach client does, then:
   P -> C  PREDICT_OPEN    { name }
   C -> P  PREDICT_REPLY   { req 0, status, message }   0: go on; else refused
                                                        (a view key) and closed
-  P -> C  PREDICT_REQUEST { req 1.., batch, x [n, ...] }
+  P -> C  PREDICT_REQUEST { req 1.., batch, x [n, ...], sparse }
   C -> P  PREDICT_REPLY   { req, status, y [n, k], message }
+
+A model with sparse tables (nn.EmbeddingBag, nn.SparseLinear) reads each
+row's ids: predict(x, ids=...) takes them in Feeder.send's forms (an
+integer array [n, fields], or n sequences of ids with vals their
+weights), sent as the request's sparse bytes (feed.sparse_bytes).
 
 One request is in flight at a time; rows beyond REQUEST_BYTES go in
 several requests, answered in order, so the outputs are one row per input
@@ -23,6 +28,7 @@ import numpy as np
 
 from . import _wire
 from .conn import Closed, DroverError, wait_ready
+from .feed import sparse_bytes
 
 _NEEDED = ("PREDICT_OPEN", "PREDICT_REQUEST", "PREDICT_REPLY")
 REQUEST_BYTES = 8 << 20  # x bytes per request at most (a frame; the coordinator holds one)
@@ -90,11 +96,13 @@ class Predictor:
             if name == "PREDICT_REPLY":
                 raise DroverError("a predict answer for request %d, waiting for %d" % (f["req"], req))
 
-    def request(self, x, batch=0):
-        """One request: x float32 [n, ...] (n >= 1, under a frame); its
-        outputs as an array [n, k]."""
+    def request(self, x, batch=0, sparse=b""):
+        """One request: x float32 [n, ...] (n >= 1, under a frame) and its
+        rows' ids as sparse bytes (b"": none); its outputs as an array
+        [n, k]."""
         self.req += 1
-        self.conn.send("PREDICT_REQUEST", {"req": self.req, "batch": batch, "x": x})
+        self.conn.send("PREDICT_REQUEST", {"req": self.req, "batch": batch, "x": x,
+                                           "sparse": sparse})
         f = self._reply(self.req)
         if f["status"] != 0:
             raise DroverError(f["message"], f["status"])
@@ -105,16 +113,31 @@ class Predictor:
         self.rows += x.shape[0]
         return y.reshape(x.shape[0], -1)
 
-    def predict(self, rows, batch=None):
-        """Outputs of rows, one list of floats per input row, in order."""
+    def predict(self, rows, batch=None, ids=None, vals=None, bound=0):
+        """Outputs of rows, one list of floats per input row, in order;
+        ids (vals, bound): the rows' ids, as Feeder.send takes them."""
         x = as_rows(rows)
         n = x.shape[0]
         if batch is not None and (not isinstance(batch, numbers.Integral)
                                   or isinstance(batch, bool) or batch < 1):
             raise ValueError("predict: batch must be a positive integer (or None)")
+        if ids is not None and len(ids) != n:
+            raise ValueError("predict: ids for %d rows, x has %d" % (len(ids), n))
         row_bytes = max(x[0].nbytes if n else 4, 4)
         per = max(1, REQUEST_BYTES // row_bytes)
         out = []
         for i in range(0, n, per):
-            out.extend(self.request(x[i:i + per], int(batch or 0)).tolist())
+            sp = _ids_bytes(ids, vals, bound, i, min(n, i + per))
+            out.extend(self.request(x[i:i + per], int(batch or 0), sp).tolist())
         return out
+
+
+def _ids_bytes(ids, vals, bound, lo, hi):
+    """Rows [lo, hi)'s ids as a request's sparse bytes (b"" without ids)."""
+    if ids is None and vals is None:
+        return b""
+    try:
+        return sparse_bytes(None if ids is None else ids[lo:hi],
+                            None if vals is None else vals[lo:hi], bound, hi - lo, lo)
+    except ValueError as e:
+        raise ValueError("predict: %s" % str(e).split(": ", 1)[-1]) from None

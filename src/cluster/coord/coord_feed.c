@@ -536,10 +536,6 @@ int coord_feed(coord *c, const coord_feed_source *src, int64_t *fed, int64_t *ta
   coord_fit_state *f = coord__fit_state(c);
   if (!f) return err_set(DRV_ENOMEM, "out of memory");
   if (f->cfg || f->feed.src) return err_set(DRV_EINVAL, "cluster: a fit or a feed is running");
-  if (src->sparse) /* w:next_batch hands out x and y: the ids would be dropped */
-    return err_set(DRV_EUNSUPPORTED, "c:feed: a source with ids (hashed categorical columns, "
-                   "sparse libsvm rows) cannot fill the input queues, as w:next_batch gives x "
-                   "and y only: feed a fit with it (train = { feed = ... })");
   int rc = coord__feed_begin(f, src, WIRE_FEED_QUEUE);
   if (rc < 0) return rc;
   rundir_event(&c->rd, "feed: to the input queues of %d workers", f->feed.ntrainers);

@@ -13,6 +13,14 @@
  * refused at once with what the script must do: a request never waits for
  * a c:serve that may never come.
  *
+ * A request for a model with sparse tables (issue 26) carries its rows'
+ * ids (sparse: data_sparse_batch_encode's bytes), which coord_predict
+ * sends with each batch as c:predict sends a dataset's; the workers get
+ * the tables' rows by PREDICT_ROWS. Ids that do not decode are a protocol
+ * error of that connection; a request without ids for a model with tables,
+ * or ids the model cannot read (another field count...), is refused, found
+ * by a forward pass of its first row here before any worker works on it.
+ *
  * Callbacks only record (the frame's payload is copied into the queue);
  * the predicts run in coord_serve, never inside a callback, and the
  * client may leave meanwhile: its answer is then dropped.
@@ -23,8 +31,12 @@
 
 #include "cluster/coord/coord_int.h"
 #include "base/err.h"
+#include "base/le.h"
 #include "base/log.h"
+#include "data/data.h"
+#include "numeric/nn_sparse.h"
 #include "proto/wire_msgs.h"
+#include "train/train.h"
 
 /* Answers at most this large (one frame, the client's own limit). */
 #define SERVE_MAX_REPLY (WIRE_DEFAULT_MAX_FRAME - 4096)
@@ -111,6 +123,42 @@ static int on_open(coord *c, conn *cn, void **state, const uint8_t *pl, uint32_t
   return 0;
 }
 
+/* The rows that sparse bytes of this length hold by their header (nnz,
+ * weights), or -1: ids well formed but for another row count than x's
+ * are the request's error, not the connection's. */
+static int64_t ids_rows(const uint8_t *p, size_t len) {
+  enum { HEAD = 21 }; /* data_sparse_encode's: fields, weighted, bound, nnz */
+  if (len < HEAD || p[4] > 1) return -1;
+  uint64_t nnz = le_get(p + 13, 8), per = p[4] ? 12 : 8;
+  if (nnz > (len - HEAD) / per) return -1;
+  uint64_t rest = len - HEAD - per * nnz;
+  return rest % 8 || rest < 8 ? -1 : (int64_t)(rest / 8 - 1);
+}
+
+/* m's ids: 0 when they decode for x's rows; 1 when they are another row
+ * count's (refused now); negative when malformed (a protocol error, as a
+ * feeder's). */
+static int check_request_ids(coord_predictor *d, const wire_msg_predict_request *m) {
+  data_sparse sp;
+  char what[64];
+  snprintf(what, sizeof what, "PREDICT_REQUEST %" PRIu64 "'s ids", m->req);
+  int64_t n = (int64_t)m->x.shape[0];
+  int rc = data_sparse_batch_decode(&sp, n, m->sparse.p, m->sparse.len, what);
+  data_sparse_free(&sp);
+  if (rc == 0) return 0;
+  char first[300]; /* the message for x's rows */
+  snprintf(first, sizeof first, "%s", err_msg());
+  int64_t other = ids_rows(m->sparse.p, m->sparse.len);
+  if (other < 0 || other == n || data_sparse_batch_decode(&sp, other, m->sparse.p,
+                                                          m->sparse.len, what) < 0)
+    return err_set(rc, "%s", first);
+  data_sparse_free(&sp);
+  char why[160];
+  snprintf(why, sizeof why, "predict: ids for %" PRId64 " rows, x has %" PRId64 " rows", other, n);
+  reply(d->cn, m->req, DRV_ESHAPE, NULL, why);
+  return 1;
+}
+
 /* A request: checked, then queued for coord_serve (or refused now). */
 static int on_request(coord *c, coord_predictor *d, const uint8_t *pl, uint32_t len) {
   struct coord_serving *s = c->serve;
@@ -123,6 +171,7 @@ static int on_request(coord *c, coord_predictor *d, const uint8_t *pl, uint32_t 
     reply(d->cn, m.req, DRV_ESHAPE, NULL, "predict: x must be [n, ...] with n >= 1 rows");
     return 0;
   }
+  if ((rc = check_request_ids(d, &m)) != 0) return rc < 0 ? rc : 0;
   if (!s->model) {
     reply(d->cn, m.req, DRV_EAGAIN, NULL, no_model);
     return 0;
@@ -210,6 +259,54 @@ static int64_t reply_bytes(const tensor *y) {
   return n * 4;
 }
 
+/* Whether the served model can read x with the ids in ids (NULL: none):
+ * 0, or why not (the client's answer). A model with tables is tried on
+ * x's first row here, so a wrong field count is named before a worker
+ * fails on it. */
+static int check_ids(nn_module *model, const tensor *x, const dataset *ids) {
+  const nn_module *t = nn_find_table(model);
+  if (!t && ids)
+    return err_set(DRV_EINVAL, "predict: the served model has no sparse table: send the rows "
+                   "without ids");
+  if (!t) return 0;
+  nn_table_list tl = {0};
+  int rc = nn_collect_tables(model, false, &tl);
+  char name[96];
+  snprintf(name, sizeof name, "%s", rc == 0 && tl.n > 0 ? tl.items[0].name : "?");
+  nn_table_list_free(&tl);
+  if (rc < 0) return rc;
+  if (!ids)
+    return err_set(DRV_EINVAL, "predict: the served model reads ids (sparse table %s): send each "
+                   "row's ids with the request (client.predict(x, ids=...))", name);
+  tensor row = *x;
+  row.shape[0] = 1;
+  tensor *y = NULL;
+  nn_sparse one = data_sparse_view(&ids->sp, 1);
+  rc = train_predict(model, &row, &one, 1, &y);
+  tensor_free(y);
+  if (rc < 0)
+    return err_set(rc, "predict: the served model cannot read this request's ids (%d per row%s%s): "
+                   "%s", ids->sp.fields > 0 ? ids->sp.fields : (int)(ids->sp.ptr[1] - ids->sp.ptr[0]),
+                   ids->sp.fields > 0 ? ", one per field" : " in the first row",
+                   ids->sp.weighted ? ", weighted" : "", err_msg());
+  return 0;
+}
+
+/* x and the ids of request m as new tensors and a dataset of ids (ids->sp
+ * bound 0: none). */
+static int request_parts(const wire_msg_predict_request *m, tensor **x, dataset *ids) {
+  int64_t shape[TENSOR_MAXDIM] = {0};
+  for (int i = 0; i < m->x.ndim; i++) shape[i] = m->x.shape[i];
+  *ids = (dataset){.n = shape[0]};
+  snprintf(ids->source, sizeof ids->source, "a predict request");
+  if (!(*x = tensor_new(m->x.ndim, shape))) return err_set(DRV_ENOMEM, "out of memory for a predict request");
+  wire_tensor_to(&m->x, tensor_data(*x));
+  int rc = data_sparse_batch_decode(&ids->sp, shape[0], m->sparse.p, m->sparse.len,
+                                    "PREDICT_REQUEST's ids"); /* checked when it came */
+  if (rc < 0) tensor_free(*x), *x = NULL;
+  return rc;
+}
+
 /* One request: its rows through coord_predict, the answer to its client
  * (if it is still there). Failures of the predict are the client's
  * answer, not the server's: 0 unless the cluster failed. */
@@ -217,14 +314,18 @@ static int run_one(coord *c, struct coord_serving *s, serve_req *r) {
   wire_msg_predict_request m;
   int rc = wire_get_predict_request(r->pl, r->len, &m); /* checked when it came */
   if (rc < 0) return rc;
-  int64_t shape[TENSOR_MAXDIM] = {0};
-  for (int i = 0; i < m.x.ndim; i++) shape[i] = m.x.shape[i];
-  tensor *x = tensor_new(m.x.ndim, shape), *y = NULL;
-  if (!x) return err_set(DRV_ENOMEM, "out of memory for a predict request");
-  wire_tensor_to(&m.x, tensor_data(x));
+  tensor *x = NULL, *y = NULL;
+  dataset ids;
+  if ((rc = request_parts(&m, &x, &ids)) < 0) return rc;
+  int64_t shape[TENSOR_MAXDIM];
+  memcpy(shape, x->shape, sizeof shape);
   int64_t batch = m.batch > 0 && m.batch <= (uint64_t)INT64_MAX ? (int64_t)m.batch : s->batch;
   if (batch > shape[0]) batch = shape[0]; /* coord_predict's batch count adds n + batch */
-  rc = coord_predict(c, s->model, x, NULL, NULL, 0, batch, &y);
+  const dataset *spd = data_has_sparse(&ids) ? &ids : NULL;
+  rc = check_ids(s->model, x, spd);
+  bool refused = rc < 0;
+  if (rc == 0) rc = coord_predict(c, s->model, x, spd, NULL, 0, batch, &y);
+  data_sparse_free(&ids.sp);
   coord_predictor *d = find(s, r->client); /* the loop ran: it may have left */
   char why[600];
   int32_t status = rc;
@@ -243,7 +344,7 @@ static int run_one(coord *c, struct coord_serving *s, serve_req *r) {
   tensor_free(x);
   tensor_free(y);
   /* a lost node the cluster could not replace fails the serve too */
-  return rc < 0 && c->failures ? rc : 0;
+  return rc < 0 && !refused && c->failures ? rc : 0;
 }
 
 static bool request_waits(coord *c, void *arg) {

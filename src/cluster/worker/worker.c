@@ -524,11 +524,6 @@ static int fed_parts(const wire_msg_feed_batch *m, tensor **x, tensor **y, data_
   snprintf(what, sizeof what, "FEED_BATCH %llu's ids", (unsigned long long)m->seq);
   int rc = data_sparse_batch_decode(sp, m->x.shape[0], m->sparse.p, m->sparse.len, what);
   if (rc < 0) return rc;
-  if (sp->bound && m->mode == WIRE_FEED_QUEUE) { /* c:feed refuses a source with ids */
-    data_sparse_free(sp);
-    return err_set(DRV_EPROTO, "FEED_BATCH %llu: ids in a batch for the input queue",
-                   (unsigned long long)m->seq);
-  }
   *x = view_tensor(&m->x), *y = view_tensor(&m->y);
   if (!*x || !*y) {
     tensor_free(*x), tensor_free(*y);
@@ -554,7 +549,7 @@ static int feed_batch(worker *w, uint32_t req, const uint8_t *payload, size_t le
   tensor *x = NULL, *y = NULL;
   data_sparse sp;
   if ((rc = fed_parts(&m, &x, &y, &sp)) < 0) return rc;
-  if (m.mode == WIRE_FEED_QUEUE) return worker__fed_hold(w, req, m.task, x, y);
+  if (m.mode == WIRE_FEED_QUEUE) return worker__fed_hold(w, req, m.task, x, y, &sp);
   job *j = job_new(w, JOB_TRAIN, req);
   if (!j) {
     tensor_free(x), tensor_free(y);
@@ -619,6 +614,27 @@ int worker_submit(worker *w, unsigned phases, void (*on_done)(job *j), void *ud)
   j->phases = phases;
   j->on_done = on_done;
   j->ud = ud;
+  enqueue(w, j);
+  worker__settle(w);
+  return 0;
+}
+
+int worker_submit_batch(worker *w, unsigned phases, tensor *x, tensor *y, data_sparse *sp,
+                        void (*on_done)(job *j), void *ud) {
+  job *j = w->closed ? NULL : job_new(w, JOB_TRAIN, 0);
+  if (!j) {
+    tensor_free(x), tensor_free(y);
+    data_sparse_free(sp);
+    return w->closed ? err_set(DRV_EINVAL, "the node is shutting down")
+                     : err_set(DRV_ENOMEM, "out of memory");
+  }
+  j->task_kind = WIRE_TASK_TRAIN_STEP;
+  j->phases = phases;
+  j->on_done = on_done;
+  j->ud = ud;
+  j->fx = x, j->fy = y;
+  j->fsp = *sp;
+  *sp = (data_sparse){0};
   enqueue(w, j);
   worker__settle(w);
   return 0;

@@ -5,6 +5,11 @@
  * rows are taken, which returns its credit to the coordinator: the queue
  * never holds more than the coordinator's window. w:terminate() answers
  * what is left unread and tells the coordinator to stop the feed.
+ *
+ * A batch may carry its rows' ids (issue 26: a model with sparse tables);
+ * they stay with their rows when w:next_batch splits or merges batches,
+ * and a batch with ids never merges with one without (or with another
+ * field count), so w:train_step(x, y, ids) trains each row with its own.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +23,7 @@ typedef struct fed {
   uint64_t task;
   uint32_t req;
   tensor *x, *y; /* owned */
+  data_sparse sp; /* its rows' ids (owned; bound 0: none) */
   int64_t used;  /* rows already taken */
   struct fed *next;
 } fed;
@@ -26,6 +32,7 @@ static void fed_free(fed *b) {
   if (!b) return;
   tensor_free(b->x);
   tensor_free(b->y);
+  data_sparse_free(&b->sp);
   free(b);
 }
 
@@ -43,13 +50,15 @@ static void answer(worker *w, const fed *b, int64_t examples) {
   else wire_wr_free(&m);
 }
 
-int worker__fed_hold(worker *w, uint32_t req, uint64_t task, tensor *x, tensor *y) {
+int worker__fed_hold(worker *w, uint32_t req, uint64_t task, tensor *x, tensor *y, data_sparse *sp) {
   fed *b = calloc(1, sizeof *b);
   if (!b) {
     tensor_free(x), tensor_free(y);
+    data_sparse_free(sp);
     return err_set(DRV_ENOMEM, "out of memory");
   }
-  *b = (fed){.task = task, .req = req, .x = x, .y = y};
+  *b = (fed){.task = task, .req = req, .x = x, .y = y, .sp = *sp};
+  *sp = (data_sparse){0};
   w->feed_ended = false; /* a feed runs */
   w->feeding = true;
   if (w->fed_tail) w->fed_tail->next = b;
@@ -79,13 +88,59 @@ static bool same_rows(const tensor *a, const tensor *b) {
   return true;
 }
 
+/* Whether two batches' rows may share one w:next_batch. */
+static bool alike(const fed *a, const fed *b) {
+  return same_rows(a->x, b->x) && same_rows(a->y, b->y) && !a->sp.bound == !b->sp.bound &&
+         a->sp.fields == b->sp.fields && a->sp.weighted == b->sp.weighted;
+}
+
+/* ============================== ids ===================================== */
+
+/* d (zeroed) made for `rows` rows and nnz ids, like `like`. */
+static int sp_alloc(data_sparse *d, const data_sparse *like, int64_t rows, int64_t nnz) {
+  *d = (data_sparse){.fields = like->fields, .weighted = like->weighted, .bound = like->bound};
+  d->ptr = calloc((size_t)rows + 1, sizeof *d->ptr);
+  d->ids = malloc(((size_t)nnz + 1) * sizeof *d->ids);
+  d->vals = like->weighted ? malloc(((size_t)nnz + 1) * sizeof *d->vals) : NULL;
+  if (d->ptr && d->ids && (d->vals || !like->weighted)) return 0;
+  data_sparse_free(d);
+  return err_set(DRV_ENOMEM, "out of memory for a batch's ids");
+}
+
+/* Rows [from, from + k) of s into d at row `at` (rows before it filled). */
+static void sp_copy(data_sparse *d, int64_t at, const data_sparse *s, int64_t from, int64_t k) {
+  int64_t a = s->ptr[from], m = s->ptr[from + k] - a;
+  for (int64_t r = 0; r < k; r++)
+    d->ptr[at + r + 1] = d->ptr[at + r] + (s->ptr[from + r + 1] - s->ptr[from + r]);
+  memcpy(d->ids + d->ptr[at], s->ids + a, (size_t)m * sizeof *d->ids);
+  if (d->vals) memcpy(d->vals + d->ptr[at], s->vals + a, (size_t)m * sizeof *d->vals);
+  if (s->bound > d->bound) d->bound = s->bound;
+}
+
+int worker__sparse_slice(data_sparse *dst, const data_sparse *src, int64_t from, int64_t k) {
+  int rc = sp_alloc(dst, src, k, src->ptr[from + k] - src->ptr[from]);
+  if (rc == 0) sp_copy(dst, 0, src, from, k);
+  return rc;
+}
+
+/* The ids of the queue's next k rows (alike batches), for *sp. */
+static int sp_gather_alloc(const worker *w, int64_t k, data_sparse *sp) {
+  const fed *h = w->fed_head;
+  int64_t nnz = 0, left = k;
+  for (const fed *b = h; b && left > 0; b = b->next) {
+    int64_t take = b->x->shape[0] - b->used < left ? b->x->shape[0] - b->used : left;
+    nnz += b->sp.ptr[b->used + take] - b->sp.ptr[b->used];
+    left -= take;
+  }
+  return sp_alloc(sp, &h->sp, k, nnz);
+}
+
 /* Rows available in the queue (at most `cap`) in batches shaped as the
  * first: a batch of another shape starts the next w:next_batch. */
 static int64_t rows_queued(const worker *w, int64_t cap) {
   const fed *h = w->fed_head;
   int64_t n = 0;
-  for (const fed *b = h; b && n < cap && same_rows(b->x, h->x) && same_rows(b->y, h->y);
-       b = b->next)
+  for (const fed *b = h; b && n < cap && alike(b, h); b = b->next)
     n += b->x->shape[0] - b->used;
   return n < cap ? n : cap;
 }
@@ -97,23 +152,32 @@ static void copy_rows(tensor *dst, int64_t at, const tensor *src, int64_t from, 
          (size_t)(k * row) * sizeof(float));
 }
 
-int worker__fed_take(worker *w, int64_t n, tensor **x, tensor **y) {
+/* The head batch whole to the caller, no copy. */
+static void hand_over(worker *w, tensor **x, tensor **y, data_sparse *sp) {
+  fed *h = w->fed_head;
+  *x = h->x, *y = h->y, *sp = h->sp;
+  h->x = h->y = NULL;
+  h->sp = (data_sparse){0};
+  answer(w, h, (*x)->shape[0]);
+  fed_free(pop(w));
+}
+
+int worker__fed_take(worker *w, int64_t n, tensor **x, tensor **y, data_sparse *sp) {
   *x = *y = NULL;
+  *sp = (data_sparse){0};
   int64_t k = rows_queued(w, n);
   if (k == 0) return 0;
   fed *h = w->fed_head;
-  if (h->used == 0 && k == h->x->shape[0]) { /* the whole batch: handed over, no copy */
-    *x = h->x, *y = h->y;
-    h->x = h->y = NULL;
-    answer(w, h, k);
-    fed_free(pop(w));
+  if (h->used == 0 && k == h->x->shape[0]) {
+    hand_over(w, x, y, sp);
     return 1;
   }
   int64_t xs[TENSOR_MAXDIM], ys[TENSOR_MAXDIM];
   memcpy(xs, h->x->shape, sizeof xs);
   memcpy(ys, h->y->shape, sizeof ys);
   xs[0] = ys[0] = k;
-  if (!(*x = tensor_new(h->x->ndim, xs)) || !(*y = tensor_new(h->y->ndim, ys))) {
+  if (!(*x = tensor_new(h->x->ndim, xs)) || !(*y = tensor_new(h->y->ndim, ys)) ||
+      (h->sp.bound && sp_gather_alloc(w, k, sp) < 0)) {
     tensor_free(*x), tensor_free(*y);
     *x = *y = NULL;
     return err_set(DRV_ENOMEM, "out of memory");
@@ -125,6 +189,7 @@ int worker__fed_take(worker *w, int64_t n, tensor **x, tensor **y) {
     if (take > k - at) take = k - at;
     copy_rows(*x, at, b->x, b->used, take);
     copy_rows(*y, at, b->y, b->used, take);
+    if (sp->bound) sp_copy(sp, at, &b->sp, b->used, take);
     b->used += take;
     at += take;
     if (b->used == b->x->shape[0]) {

@@ -286,19 +286,30 @@ int worker__direct_batch(worker *w, uint32_t slot, const uint8_t *payload, size_
  * queued then). A draining worker takes them: they belong to calls that
  * were running when the SHUTDOWN came. */
 int worker_submit(worker *w, unsigned phases, void (*on_done)(job *j), void *ud);
+/* The same for a batch of the caller's (w:train_step(x, y, ids)): x, y
+ * and sp are taken (freed on failure too; sp bound 0: no ids), so the job
+ * trains on them as on a fed batch (FEED_BATCH mode TRAIN). */
+int worker_submit_batch(worker *w, unsigned phases, tensor *x, tensor *y, data_sparse *sp,
+                        void (*on_done)(job *j), void *ud);
 /* A call is over (l_worker.c): a drain waiting for it may end. */
 void worker__call_over(worker *w);
 
 /* worker_feed.c: the input queue of fed batches (FEED_BATCH mode QUEUE)
  * that w:next_batch reads. */
-/* Holds a batch (x, y taken) for w:next_batch; answered RESULT when taken. */
-int worker__fed_hold(worker *w, uint32_t req, uint64_t task, tensor *x, tensor *y);
+/* Holds a batch (x, y and its ids sp taken; sp bound 0: none) for
+ * w:next_batch; answered RESULT when taken. */
+int worker__fed_hold(worker *w, uint32_t req, uint64_t task, tensor *x, tensor *y, data_sparse *sp);
 /* The queue changed (a batch, FEED_END): calls waiting in w:next_batch may go on. */
 void worker__fed_wake(worker *w);
 /* Up to n rows from the queue, oldest first, across batches: 1 with *x, *y
- * (the caller's), 0 when the queue is empty, negative on failure. Every
- * batch used up is answered RESULT (examples: its rows). */
-int worker__fed_take(worker *w, int64_t n, tensor **x, tensor **y);
+ * and *sp, those rows' ids (the caller's; bound 0: the batches had none),
+ * 0 when the queue is empty, negative on failure. Rows are merged only
+ * across batches alike in shape and ids (with or without, fields,
+ * weights), so each row keeps its own ids. Every batch used up is answered
+ * RESULT (examples: its rows). */
+int worker__fed_take(worker *w, int64_t n, tensor **x, tensor **y, data_sparse *sp);
+/* dst (zeroed first) = rows [from, from + k) of src, which has ids. */
+int worker__sparse_slice(data_sparse *dst, const data_sparse *src, int64_t from, int64_t k);
 /* w:terminate(): queued batches answered (examples 0), FEED_END to the
  * coordinator (the feed stops), the queue ended. */
 void worker__fed_terminate(worker *w);
