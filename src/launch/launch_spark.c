@@ -238,7 +238,7 @@ static void spark_destroy(launcher *base) {
 }
 
 static const launch_ops spark_ops = {"spark", spark_start, spark_signal, launch__running,
-                                     spark_destroy, NULL, NULL};
+                                     spark_destroy, NULL, NULL, NULL};
 
 /* ============================== making one =============================== */
 

@@ -449,7 +449,7 @@ static const char *ssh_machine(launcher *base, int role, int index) {
 }
 
 static const launch_ops ssh_ops = {"ssh",       ssh_start,   ssh_signal, launch__running,
-                                  ssh_destroy, NULL, ssh_machine};
+                                  ssh_destroy, NULL, ssh_machine, NULL};
 
 int launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
                    launcher **out) {

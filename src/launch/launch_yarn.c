@@ -404,7 +404,7 @@ static void yarn_destroy(launcher *l) {
 static const char *yarn_where(launcher *l) { return ((yarn_launcher *)l)->where; }
 
 static const launch_ops yarn_ops = {"yarn",       yarn_start,   yarn_signal,
-                                    yarn_running, yarn_destroy, yarn_where, NULL};
+                                    yarn_running, yarn_destroy, yarn_where, NULL, NULL};
 
 /* ============================== open ===================================== */
 
