@@ -1,7 +1,8 @@
 -- scale_engine.lua SPEC RUNS NAME - c:scale during fits on a launcher's real
 -- engine (test_slurm_scale.sh, test_ssh_scale.sh): SPEC is a Lua file
--- returning { cluster = { launcher = ..., its options }, max = N, over = M }
--- (M: a count the engine cannot hold). 1 ps and 2 workers { min = 1,
+-- returning { cluster = { launcher = ..., its options }, worker = { more
+-- worker options }, max = N, over = M (a count the engine cannot hold),
+-- probe = a function whose answer is printed after the sync fit }. 1 ps and 2 workers { min = 1,
 -- max = N }: an async fit grown 2 -> 4 and shrunk 4 -> 1 from its progress
 -- function, 1 -> 2 between fits, a sync fit grown 2 -> 4 and shrunk 4 -> 1,
 -- then worker = M refused. Prints "key values" lines for the shell test
@@ -26,6 +27,7 @@ end
 local opts = { ps = 1, worker = { instances = 2, min = 1, max = spec.max }, runs = arg[2],
   name = arg[3], reservation_timeout = 90 }
 for k, v in pairs(spec.cluster) do opts[k] = v end
+for k, v in pairs(spec.worker or {}) do opts.worker[k] = v end
 local c = drover.cluster(opts)
 say("run_dir %s", c.run_dir)
 
@@ -43,25 +45,30 @@ local function workers()
 end
 
 -- the progress function: scale to plan[k][2] once the fit passed step
--- plan[k][1] and the change before is over; then waits (the loop runs,
--- the others train on) until the new workers are up: an engine takes
--- seconds to start one, and a fit of small steps could end first
+-- plan[k][1] and the change before is over. Until events.log says the
+-- change is done, each step is held (20 ms): an engine takes seconds to
+-- start a worker, and a fit of small steps could end first
 local function scaler(plan)
-  local k = 1
+  local k, pending, seen = 1, nil, 0
+  local function dones() -- "scale: ... done" lines in events.log
+    local f = io.open(c.run_dir .. "/events.log")
+    local _, n = f:read("a"):gsub("scale: worker %d+ %-> %d+ done", "")
+    f:close()
+    return n
+  end
   return function(p)
+    -- blocking: drover.sleep would run the loop, and the steps with it
+    if pending and dones() <= seen then return io.popen("sleep 0.02"):close() end
+    pending = nil
     local at = plan[k]
     if not at or p.step < at[1] then return end
+    seen = dones()
     local ok, err = pcall(c.scale, c, { worker = at[2] })
     if not ok and tostring(err):find("is not over yet", 1, true) then return end
     assert(ok, err)
     k = k + 1
+    pending = true
     say("scaled %d at step %d", at[2], p.step)
-    local t0 = drover.clock()
-    repeat
-      local _, live, up = workers()
-      if up >= live then break end
-      drover.sleep(0.05)
-    until drover.clock() - t0 > 90
   end
 end
 
@@ -85,6 +92,7 @@ local want = q[2] and q[1] * 2 + (q[2] - q[1]) * 4 + (800 - q[2]) or -1
 local _, live3 = workers()
 say("sync global %d steps %d want %d changes %d live %d", r.global_steps, r.steps, want, #q, live3)
 
+if spec.probe then say("probe %s", spec.probe()) end
 local ok, err = pcall(c.scale, c, { worker = spec.over })
 say("over %s %s", ok and "accepted" or "refused", tostring(err))
 c:shutdown()
