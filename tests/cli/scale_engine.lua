@@ -2,7 +2,8 @@
 -- engine (test_slurm_scale.sh, test_ssh_scale.sh): SPEC is a Lua file
 -- returning { cluster = { launcher = ..., its options }, worker = { more
 -- worker options }, max = N, over = M (a count the engine cannot hold),
--- probe = a function whose answer is printed after the sync fit }. 1 ps and 2 workers { min = 1,
+-- probe = a function whose answer is printed after the sync fit, hold =
+-- seconds each progress call is held while a change is under way (0.02) }. 1 ps and 2 workers { min = 1,
 -- max = N }: an async fit grown 2 -> 4 and shrunk 4 -> 1 from its progress
 -- function, 1 -> 2 between fits, a sync fit grown 2 -> 4 and shrunk 4 -> 1,
 -- then worker = M refused. Prints "key values" lines for the shell test
@@ -46,7 +47,7 @@ end
 
 -- the progress function: scale to plan[k][2] once the fit passed step
 -- plan[k][1] and the change before is over. Until events.log says the
--- change is done, each step is held (20 ms): an engine takes seconds to
+-- change is done, each progress call is held (spec.hold): an engine takes seconds to
 -- start a worker, and a fit of small steps could end first
 local function scaler(plan)
   local k, pending, seen = 1, nil, 0
@@ -58,7 +59,7 @@ local function scaler(plan)
   end
   return function(p)
     -- blocking: drover.sleep would run the loop, and the steps with it
-    if pending and dones() <= seen then return io.popen("sleep 0.02"):close() end
+    if pending and dones() <= seen then return io.popen("sleep " .. (spec.hold or 0.02)):close() end
     pending = nil
     local at = plan[k]
     if not at or p.step < at[1] then return end

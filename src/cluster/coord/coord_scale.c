@@ -85,7 +85,7 @@ static int check_room(coord *c, int add) {
   for (int i = 0; i < c->nnodes; i++) {
     const coord_node *n = &c->nodes[i];
     if (n->role != ROLE_WORKER) continue;
-    if (n->state == NODE_REMOVED && k < add) idx[k++] = n->index;
+    if (n->state == NODE_REMOVED && n->exited && k < add) idx[k++] = n->index;
     if (n->index >= next) next = n->index + 1;
   }
   while (k < add) idx[k++] = next++;
@@ -109,7 +109,7 @@ static int worker_slot(coord *c) {
   int next = 0;
   for (int i = 0; i < c->nnodes; i++) {
     if (c->nodes[i].role != ROLE_WORKER) continue;
-    if (c->nodes[i].state == NODE_REMOVED) return i;
+    if (c->nodes[i].state == NODE_REMOVED && c->nodes[i].exited) return i;
     if (c->nodes[i].index >= next) next = c->nodes[i].index + 1;
   }
   if (c->nnodes >= c->node_cap) return -1;
@@ -167,10 +167,16 @@ static int grow(coord *c, int have, int want) {
   return 0;
 }
 
+/* A removed worker is gone once its launcher reported its exit: a Spark
+ * driver, an srun or a container ends a moment after the node's
+ * connection, and its slot must not be started again under the old
+ * process (whose exit would then be taken for the new one's). */
 static bool none_removing(coord *c, void *arg) {
   (void)arg;
-  for (int i = 0; i < c->nnodes; i++)
-    if (c->nodes[i].state == NODE_REMOVING) return false;
+  for (int i = 0; i < c->nnodes; i++) {
+    const coord_node *n = &c->nodes[i];
+    if (n->state == NODE_REMOVING || (n->state == NODE_REMOVED && !n->exited)) return false;
+  }
   return true;
 }
 /* SHUTDOWN to the highest-indexed workers beyond `want`. */
