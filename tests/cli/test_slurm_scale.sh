@@ -17,7 +17,7 @@ no_jobs() { [ -z "$(squeue -h -o %A)" ]; }
 
 # slurm-sc-01..05: inside an allocation of 5 CPUs (1 ps + at most 4 workers)
 echo 'return { cluster = { launcher = "slurm" }, max = 5, over = 5 }' >"$TMP/spec.lua"
-timeout 300 salloc -N1 -n5 "$DROVER" run tests/cli/scale_engine.lua "$TMP/spec.lua" "$RUNS" sc \
+timeout 200 salloc -N1 -n5 "$DROVER" run tests/cli/scale_engine.lua "$TMP/spec.lua" "$RUNS" sc \
   >"$TMP/sc.out" 2>&1
 rc=$?
 check "slurm-sc-01 the run ends cleanly (status $rc)" sh -c "[ $rc -eq 0 ] && grep -q '^done' '$TMP/sc.out'"

@@ -36,7 +36,7 @@ return { cluster = { launcher = "spark", bind = "127.0.0.1", reservation_timeout
              ["spark.driver.extraJavaOptions"] = jvm, ["spark.executor.extraJavaOptions"] = jvm } } },
   max = 9, over = 9, hold = 0.3 }
 LUA
-timeout 500 "$DROVER" run tests/cli/scale_engine.lua "$TMP/spec.lua" "$RUNS" sc >"$TMP/sc.out" 2>&1
+timeout 400 "$DROVER" run tests/cli/scale_engine.lua "$TMP/spec.lua" "$RUNS" sc >"$TMP/sc.out" 2>&1
 rc=$?
 check "spark-sc-01 the run ends cleanly (status $rc)" sh -c "[ $rc -eq 0 ] && grep -q '^done' '$TMP/sc.out'"
 DIR=$(sed -n 's/^run_dir //p' "$TMP/sc.out")
@@ -63,7 +63,7 @@ local ok, err = pcall(c.scale, c, { worker = 2 })
 io.stdout:write("grow ", tostring(ok), " ", tostring(err), "\n")
 c:shutdown()
 LUA
-timeout 300 "$DROVER" run "$TMP/noui.lua" >"$TMP/noui.out" 2>&1
+timeout 150 "$DROVER" run "$TMP/noui.lua" >"$TMP/noui.out" 2>&1
 check "spark-sc-07 without master_ui: refused, saying why" \
   grep -q "^grow false .*c:scale: launcher 'spark': adding nodes needs spark = { master_ui" "$TMP/noui.out"
 check "spark-sc-07 nothing is left running in Spark" wait_for 30 no_active_app

@@ -19,7 +19,7 @@ cat >"$TMP/spec.lua" <<LUA
 return { cluster = { launcher = "ssh", hosts = { "a:3", "b:2" }, ssh_config = "$SSHD/ssh_config" },
          max = 5, over = 5 }
 LUA
-timeout 300 "$DROVER" run tests/cli/scale_engine.lua "$TMP/spec.lua" "$RUNS" sc >"$TMP/sc.out" 2>&1
+timeout 200 "$DROVER" run tests/cli/scale_engine.lua "$TMP/spec.lua" "$RUNS" sc >"$TMP/sc.out" 2>&1
 rc=$?
 check "ssh-sc-01 the run ends cleanly (status $rc)" sh -c "[ $rc -eq 0 ] && grep -q '^done' '$TMP/sc.out'"
 DIR=$(sed -n 's/^run_dir //p' "$TMP/sc.out")

@@ -30,7 +30,7 @@ return {
   end,
 }
 LUA
-timeout 300 "$DROVER" run tests/cli/scale_engine.lua "$TMP/spec.lua" "$RUNS" sc >"$TMP/sc.out" 2>&1
+timeout 200 "$DROVER" run tests/cli/scale_engine.lua "$TMP/spec.lua" "$RUNS" sc >"$TMP/sc.out" 2>&1
 rc=$?
 check "yarn-sc-01 the run ends cleanly (status $rc)" sh -c "[ $rc -eq 0 ] && grep -q '^done' '$TMP/sc.out'"
 DIR=$(sed -n 's/^run_dir //p' "$TMP/sc.out")
