@@ -71,6 +71,13 @@ typedef struct launch_ops {
    * the others place nodes themselves). May be a NULL member. The string
    * is the launcher's. */
   const char *(*machine)(launcher *l, int role, int index);
+  /* c:scale, before it starts nodes (role, index[0..n-1]) of `cpus`
+   * each beside the running ones: 0 when they fit where this launcher
+   * places nodes, else a negative code with the reason, naming the bound
+   * (the Slurm allocation's CPUs, the ssh hosts' free slots). A NULL
+   * member: the launcher cannot add or remove nodes while it runs, and
+   * c:scale refuses. Never blocks for long (one helper command). */
+  int (*room)(launcher *l, int role, const int *index, int n, int cpus);
 } launch_ops;
 
 struct launcher {
@@ -131,6 +138,8 @@ typedef struct launch_config {
   const char *ssh_config;   /* "ssh": -F FILE ("" or NULL: $DROVER_SSH_CONFIG, else none) */
   const char *run_dir;      /* the run's directory (absolute) */
   int count[ROLE_COUNT];    /* the whole cluster: nodes per role ... */
+  int extra[ROLE_COUNT];    /* ... and how many more c:scale may add (`max` - count): a
+                             * Slurm job drover submits holds them too */
   launch_resources res[ROLE_COUNT]; /* ... and what each node of a role asks for */
   launch_slurm_opts slurm;  /* "slurm", outside an allocation */
   launch_spark_opts spark;  /* "spark" */

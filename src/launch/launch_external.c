@@ -36,7 +36,7 @@ static int ext_running(launcher *l) {
 static void ext_destroy(launcher *l) { free(l); }
 
 static const launch_ops external_ops = {"external", ext_start, ext_signal, ext_running,
-                                        ext_destroy, NULL, NULL};
+                                        ext_destroy, NULL, NULL, NULL};
 
 int launch_external_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit,
                         void *ud, launcher **out) {

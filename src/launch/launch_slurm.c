@@ -96,6 +96,7 @@ typedef struct slurm_launcher slurm_launcher;
 typedef struct slurm_task {
   launch_proc p;         /* first member: srun's process */
   char name[48];         /* step name: drover-ROLE-I */
+  int cpus;              /* its --cpus-per-task */
   long step;             /* step id once known, else -1 */
   int sent;              /* the last signal we sent through Slurm, else 0 */
   bool told;             /* its step id was written to its log */
@@ -322,6 +323,7 @@ static int slurm_start(launcher *base, const launch_task *t, void *task_ud, pid_
   rundir_node_log(task->log, sizeof task->log, t->run_dir, r, t->index);
   snprintf(task->name, sizeof task->name, "drover-%s-%d", r, t->index);
   task->step = -1;
+  task->cpus = t->cpus > 0 ? t->cpus : 1;
   int log_fd = -1, null_fd = -1;
   if ((rc = launch__open_stdio(t, &log_fd, &null_fd)) < 0) {
     free(env);
@@ -462,8 +464,34 @@ static void slurm_destroy(launcher *base) {
   free(l);
 }
 
+/* c:scale: the new steps' CPUs beside those of the running ones, within
+ * the job's (squeue's %C: every CPU of the allocation, on all its nodes).
+ * Refused rather than left to srun, which would wait for CPUs that only
+ * the end of another step frees. Removed workers' steps count until
+ * their srun ended. */
+static int slurm_room(launcher *base, int role, const int *index, int n, int cpus) {
+  slurm_launcher *l = (slurm_launcher *)base;
+  (void)index;
+  char out[64], err[256];
+  char *argv[] = {"squeue", "-h", "-j", l->job, "-o", "%C", NULL};
+  const char *what = l->own.own ? "job" : "allocation";
+  int rc = launch_slurm__run(argv, out, sizeof out, err, sizeof err);
+  char *end;
+  long total = rc == 0 ? strtol(out, &end, 10) : 0;
+  if (rc != 0 || total <= 0)
+    return err_set(DRV_EIO, "launcher 'slurm': cannot learn the CPUs of %s %s (squeue: %s)",
+                   what, l->job, rc == 0 ? out : err);
+  int used = 0, steps = 0, c = cpus > 0 ? cpus : 1;
+  FOR_TASKS(t, l) used += t->cpus, steps++;
+  if (used + (long)n * c > total)
+    return err_set(DRV_ERANGE, "launcher 'slurm': %s %s holds %ld CPUs and drover's %d steps "
+                   "take %d: %d more %s%s (%d CPU%s each) do not fit", what, l->job, total, steps,
+                   used, n, launch__role_name(role), n == 1 ? "" : "s", c, c == 1 ? "" : "s");
+  return 0;
+}
+
 static const launch_ops slurm_ops = {"slurm", slurm_start, slurm_signal, launch__running,
-                                     slurm_destroy, NULL, NULL};
+                                     slurm_destroy, NULL, NULL, slurm_room};
 
 /* ============================== new ====================================== */
 

@@ -7,7 +7,11 @@
  * extra options, named drover-<run directory's name>, its output appended
  * to RUN_DIR/logs/slurm-job.log. C is the largest `cpus` of any role, M
  * the largest `memory` divided by C (so every task slot holds the largest
- * node), G the sum of every node's `gpus`. One task slot per node, sized
+ * node), G the sum of every node's `gpus`. NODES counts every node the
+ * cluster may have: a role's `max` (cfg->extra) too, so that c:scale grows
+ * within the job, at once, instead of submitting a job per added worker
+ * (which would pend on its own and outlive a shrink in a queue): the job
+ * holds those task slots idle while the cluster is smaller. One task slot per node, sized
  * for the largest role, over-asks when roles differ; a heterogeneous job
  * would fit better but never starts when its components share a node.
  * The batch script (RUN_DIR/slurm-job.sh) only holds the allocation: the
@@ -286,10 +290,11 @@ static void size_args(const launch_config *cfg, job_args *a, slurm_job *job) {
   for (int r = 0; r < ROLE_COUNT; r++) {
     if (cfg->count[r] <= 0) continue;
     const launch_resources *s = &cfg->res[r];
-    nodes += cfg->count[r];
+    int k = cfg->count[r] + (cfg->extra[r] > 0 ? cfg->extra[r] : 0); /* room for c:scale */
+    nodes += k;
     if (s->cpus > cpus) cpus = s->cpus;
     if (s->memory > mem) mem = s->memory;
-    gpus += (long)cfg->count[r] * s->gpus;
+    gpus += (long)k * s->gpus;
   }
   argf(a, "--ntasks=%d", nodes);
   argf(a, "--cpus-per-task=%d", cpus);

@@ -61,6 +61,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "launch/launch_yarn_http.h"
 #include "base/embed.h"
 #include "base/err.h"
 #include "base/rundir.h"
@@ -237,8 +240,40 @@ static void spark_destroy(launcher *base) {
   free(l);
 }
 
+/* c:scale: each added node is an application of its own (spark_start), as
+ * for a restart; its executor needs the role's cores free on the
+ * standalone master now (its UI's JSON: cores, coresused), or it would
+ * wait for them. Without master_ui (or with a master that is not
+ * standalone) nobody can say: refused, naming what is missing. */
+static int spark_room(launcher *base, int role, const int *index, int n, int cpus) {
+  spark_launcher *l = (spark_launcher *)base;
+  (void)index;
+  if (!l->ui)
+    return err_set(DRV_EUNSUPPORTED, "launcher 'spark': adding nodes needs spark = { master_ui "
+                   "= \"http://host:8080\" } (a standalone master's UI, to know its free cores)");
+  char url[PATH_MAX];
+  snprintf(url, sizeof url, "%s/json/", l->ui);
+  long st = 0;
+  char *resp = NULL;
+  launch_yarn_http_req q = {.method = "GET", .url = url, .timeout_ms = 5000};
+  int rc = launch_yarn_http_request(&q, &st, &resp);
+  if (rc < 0) return err_set(rc, "launcher 'spark': %s", err_msg());
+  json_t *j = st == 200 ? json_loads(resp, 0, NULL) : NULL;
+  free(resp);
+  if (!j) return err_set(DRV_EIO, "launcher 'spark': %s answered %ld, not the master's JSON", url, st);
+  long total = (long)json_integer_value(json_object_get(j, "cores"));
+  long used = (long)json_integer_value(json_object_get(j, "coresused"));
+  json_decref(j);
+  int c = cpus > 0 ? cpus : 1;
+  if ((long)n * c > total - used)
+    return err_set(DRV_ERANGE, "launcher 'spark': %d more %s%s (%d core%s each) do not fit: the "
+                   "master has %ld free cores of %ld", n, launch__role_name(role),
+                   n == 1 ? "" : "s", c, c == 1 ? "" : "s", total - used, total);
+  return 0;
+}
+
 static const launch_ops spark_ops = {"spark", spark_start, spark_signal, launch__running,
-                                     spark_destroy, NULL, NULL};
+                                     spark_destroy, NULL, NULL, spark_room};
 
 /* ============================== making one =============================== */
 

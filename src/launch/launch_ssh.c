@@ -448,8 +448,34 @@ static const char *ssh_machine(launcher *base, int role, int index) {
   return NULL;
 }
 
+/* c:scale: a node placed before (a removed worker coming back) still has
+ * its host's slot (place() keeps it across restarts); a new one needs a
+ * free slot. Refused here, before anything starts, rather than by the
+ * start of one node among several. */
+static int ssh_room(launcher *base, int role, const int *index, int n, int cpus) {
+  ssh_launcher *l = (ssh_launcher *)base;
+  (void)cpus;
+  int need = 0, left = 0, total = 0;
+  for (int k = 0; k < n; k++) {
+    bool placed = false;
+    for (int i = 0; i < l->nplaces; i++)
+      placed |= l->places[i].role == role && l->places[i].index == index[k];
+    need += !placed;
+  }
+  for (int h = 0; h < l->nhosts; h++) {
+    total += l->hosts[h].slots;
+    left += l->hosts[h].slots - l->hosts[h].used;
+  }
+  if (need > left)
+    return err_set(DRV_ERANGE, "launcher 'ssh': %d more %s%s need%s a free slot and the hosts "
+                   "have %d free of %d (hosts = { \"name:slots\", ... })", need,
+                   launch__role_name(role), need == 1 ? "" : "s", need == 1 ? "s" : "", left,
+                   total);
+  return 0;
+}
+
 static const launch_ops ssh_ops = {"ssh",       ssh_start,   ssh_signal, launch__running,
-                                  ssh_destroy, NULL, ssh_machine};
+                                  ssh_destroy, NULL, ssh_machine, ssh_room};
 
 int launch_ssh_new(uv_loop_t *loop, const launch_config *cfg, launch_exit_cb on_exit, void *ud,
                    launcher **out) {

@@ -403,8 +403,18 @@ static void yarn_destroy(launcher *l) {
 
 static const char *yarn_where(launcher *l) { return ((yarn_launcher *)l)->where; }
 
+/* c:scale: the AM asks the RM for a container per added node, as for a
+ * restart (yarn_start); refused when YARN's nodes have no room for them
+ * now, rather than leaving the requests pending. */
+static int yarn_room(launcher *l, int role, const int *index, int n, int cpus) {
+  yarn_launcher *y = (yarn_launcher *)l;
+  (void)index, (void)cpus;
+  if (y->gone) return err_set(DRV_EIO, "YARN application %s has ended", y->app);
+  return launch_yarn__room(y, role, n);
+}
+
 static const launch_ops yarn_ops = {"yarn",       yarn_start,   yarn_signal,
-                                    yarn_running, yarn_destroy, yarn_where, NULL};
+                                    yarn_running, yarn_destroy, yarn_where, NULL, yarn_room};
 
 /* ============================== open ===================================== */
 

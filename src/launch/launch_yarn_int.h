@@ -81,6 +81,10 @@ long launch_yarn__role_mb(const launch_resources *r);
 /* Fails, naming the role and YARN's numbers, when a role asks for more
  * than any container may have. */
 int launch_yarn__check_resources(yarn_launcher *y, const launch_config *cfg);
+/* c:scale: 0 when n more containers of `role` fit on the RUNNING nodes of
+ * its label now (the RM's nodes, each's free memory and vcores), else
+ * DRV_ERANGE saying how many fit. */
+int launch_yarn__room(yarn_launcher *y, int role, int n);
 /* Submits the AM's container (queue, name, attempts) with the classpath
  * cp (yarn.am_classpath or $DROVER_YARN_AM_CLASSPATH) or, cp NULL, the
  * installed AM jar `jar` and YARN's default application classpath, which

@@ -136,6 +136,40 @@ int launch_yarn__check_resources(yarn_launcher *y, const launch_config *cfg) {
   return 0;
 }
 
+/* Containers of <mb, vc> that node j (of the RM's /nodes) holds free, 0
+ * for a node not RUNNING or not of `label` ("": a node without labels). */
+static long node_fits(json_t *j, const char *label, long mb, long vc) {
+  const char *st = json_string_value(json_object_get(j, "state"));
+  json_t *labels = json_object_get(j, "nodeLabels");
+  bool match = !*label && json_array_size(labels) == 0;
+  for (size_t k = 0; k < json_array_size(labels); k++) {
+    const char *s = json_string_value(json_array_get(labels, k));
+    match |= s && strcmp(s, label) == 0;
+  }
+  if (!st || strcmp(st, "RUNNING") != 0 || !match) return 0;
+  long m = (long)json_integer_value(json_object_get(j, "availMemoryMB")) / mb;
+  long v = (long)json_integer_value(json_object_get(j, "availableVirtualCores")) / vc;
+  return m < v ? m : v;
+}
+
+int launch_yarn__room(yarn_launcher *y, int role, int n) {
+  json_t *j;
+  int rc = launch_yarn__rm_json(y, "GET", "/ws/v1/cluster/nodes", NULL, 200, &j);
+  if (rc < 0) return rc;
+  json_t *nodes = json_object_get(json_object_get(j, "nodes"), "node");
+  const launch_resources *r = &y->res[role];
+  long mb = launch_yarn__role_mb(r), vc = r->cpus > 0 ? r->cpus : 1, fit = 0;
+  for (size_t k = 0; k < json_array_size(nodes); k++)
+    fit += node_fits(json_array_get(nodes, k), y->label[role], mb, vc);
+  json_decref(j);
+  if (fit >= n) return 0;
+  char where[96] = "YARN's nodes";
+  if (y->label[role][0]) snprintf(where, sizeof where, "YARN's nodes labelled %s", y->label[role]);
+  return err_set(DRV_ERANGE, "launcher 'yarn': %d more %s%s of <memory:%ld, vCores:%ld> do not "
+                 "fit: %s have room for %ld now", n, launch__role_name(role), n == 1 ? "" : "s",
+                 mb, vc, where, fit);
+}
+
 /* YARN's default application classpath (yarn.application.classpath's
  * default, what Hadoop's own ApplicationMasters run with): the cluster's
  * configuration and Hadoop jars, in the NodeManager's words, which it

@@ -44,6 +44,7 @@ static int open_one(coord *c, const char *name) {
   for (int r = 0; r < ROLE_COUNT; r++)
     if (strcmp(coord_role_launcher(o, r), name) == 0) {
       lc.count[r] = coord__processes(c, r);
+      lc.extra[r] = r == ROLE_WORKER ? coord__scale_room(o) : 0;
       lc.res[r] = o->res[r];
     }
   launcher *l = NULL;

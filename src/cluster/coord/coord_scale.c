@@ -19,8 +19,14 @@
  * when it exits (at least once, as after any loss), and a new worker
  * takes closures once it registered.
  *
- * During a fit: see "during a fit" below. Refused, with the reason: any
- * launcher but "local", a fed fit, another change under way. */
+ * Launchers. Added workers are started by the workers' launcher, which
+ * first says whether they fit (launch_ops.room: a Slurm allocation's
+ * CPUs, ssh hosts' free slots); a launcher without that word cannot add
+ * or remove nodes yet and c:scale refuses, naming it. A removed worker's
+ * exit is its step's, container's or ssh's end, as for a local process.
+ *
+ * During a fit: see "during a fit" below. Refused, with the reason: a
+ * launcher that cannot scale, a fed fit, another change under way. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,7 +55,8 @@ int coord_scale_count(const coord *c, int role) {
 static int check_can(const coord *c, int role) {
   if (role != ROLE_WORKER) return err_set(DRV_EUNSUPPORTED, "c:scale: only workers can be scaled");
   const char *l = coord_role_launcher(&c->opts, ROLE_WORKER);
-  if (strcmp(l, "local") != 0)
+  const launcher *L = c->role_launch[ROLE_WORKER];
+  if (!L || !L->ops->room)
     return err_set(DRV_EUNSUPPORTED, "c:scale: launcher '%s' cannot add or remove nodes yet", l);
   if (c->shutting_down || c->shut_down) return err_set(DRV_EINVAL, "c:scale: the cluster was shut down");
   if (c->failures) return err_set(DRV_ENODE, "c:scale: %s", c->failure);
@@ -69,6 +76,29 @@ static int check_count(const coord *c, int have, int want) {
   return 0;
 }
 
+/* The launcher's word on the `add` workers grow() starts: the removed
+ * ones, lowest index first, then new indices (worker_slot's order). */
+static int check_room(coord *c, int add) {
+  launcher *l = c->role_launch[ROLE_WORKER];
+  int *idx = malloc((size_t)add * sizeof *idx), k = 0, next = 0;
+  if (!idx) return err_set(DRV_ENOMEM, "out of memory");
+  for (int i = 0; i < c->nnodes; i++) {
+    const coord_node *n = &c->nodes[i];
+    if (n->role != ROLE_WORKER) continue;
+    if (n->state == NODE_REMOVED && n->exited && k < add) idx[k++] = n->index;
+    if (n->index >= next) next = n->index + 1;
+  }
+  while (k < add) idx[k++] = next++;
+  int rc = l->ops->room(l, ROLE_WORKER, idx, add, c->opts.res[ROLE_WORKER].cpus);
+  free(idx);
+  if (rc < 0) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", err_msg());
+    return err_set(rc, "c:scale: %s", why);
+  }
+  return 0;
+}
+
 int coord__scale_room(const coord_opts *o) {
   return o->worker_max > o->count[ROLE_WORKER] ? o->worker_max - o->count[ROLE_WORKER] : 0;
 }
@@ -79,7 +109,7 @@ static int worker_slot(coord *c) {
   int next = 0;
   for (int i = 0; i < c->nnodes; i++) {
     if (c->nodes[i].role != ROLE_WORKER) continue;
-    if (c->nodes[i].state == NODE_REMOVED) return i;
+    if (c->nodes[i].state == NODE_REMOVED && c->nodes[i].exited) return i;
     if (c->nodes[i].index >= next) next = c->nodes[i].index + 1;
   }
   if (c->nnodes >= c->node_cap) return -1;
@@ -88,6 +118,7 @@ static int worker_slot(coord *c) {
   n->role = ROLE_WORKER;
   n->index = next;
   n->state = NODE_STARTING;
+  n->launcher = coord_role_launcher(&c->opts, ROLE_WORKER);
   return c->nnodes++;
 }
 
@@ -136,10 +167,16 @@ static int grow(coord *c, int have, int want) {
   return 0;
 }
 
+/* A removed worker is gone once its launcher reported its exit: a Spark
+ * driver, an srun or a container ends a moment after the node's
+ * connection, and its slot must not be started again under the old
+ * process (whose exit would then be taken for the new one's). */
 static bool none_removing(coord *c, void *arg) {
   (void)arg;
-  for (int i = 0; i < c->nnodes; i++)
-    if (c->nodes[i].state == NODE_REMOVING) return false;
+  for (int i = 0; i < c->nnodes; i++) {
+    const coord_node *n = &c->nodes[i];
+    if (n->state == NODE_REMOVING || (n->state == NODE_REMOVED && !n->exited)) return false;
+  }
   return true;
 }
 /* SHUTDOWN to the highest-indexed workers beyond `want`. */
@@ -161,7 +198,9 @@ int coord_scale_begin(coord *c, int role, int want, const char *by, char *out, s
   int rc = check_can(c, role);
   int have = coord_scale_count(c, role);
   if (rc == 0 && coord__fit_running(c)) rc = coord__scale_fit_check(c->fit, have, want);
-  if (rc < 0 || (rc = check_count(c, have, want)) < 0) {
+  if (rc == 0) rc = check_count(c, have, want);
+  if (rc == 0 && want > have) rc = check_room(c, want - have);
+  if (rc < 0) {
     snprintf(out, n, "%s", err_msg());
     return rc;
   }

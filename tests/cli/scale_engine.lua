@@ -1,0 +1,100 @@
+-- scale_engine.lua SPEC RUNS NAME - c:scale during fits on a launcher's real
+-- engine (test_slurm_scale.sh, test_ssh_scale.sh): SPEC is a Lua file
+-- returning { cluster = { launcher = ..., its options }, worker = { more
+-- worker options }, max = N, over = M (a count the engine cannot hold),
+-- probe = a function whose answer is printed after the sync fit, hold =
+-- seconds each progress call is held while a change is under way (0.02) }. 1 ps and 2 workers { min = 1,
+-- max = N }: an async fit grown 2 -> 4 and shrunk 4 -> 1 from its progress
+-- function, 1 -> 2 between fits, a sync fit grown 2 -> 4 and shrunk 4 -> 1,
+-- then worker = M refused. Prints "key values" lines for the shell test
+-- to check; the cluster is shut down at the end (raises on a node failure).
+local spec = dofile(arg[1])
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local digits = data.csv("examples/data/digits.csv", { label = -1 })
+
+local function say(...)
+  io.stdout:write(string.format(...), "\n")
+  io.stdout:flush()
+end
+
+local function exp(mode, steps, progress)
+  drover.seed(5)
+  return drover.experiment { name = "scale", mode = mode, progress = progress, verbose = false,
+    model = nn.Sequential { nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10) },
+    loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.05 },
+    train = { data = digits, batch = 16, epochs = 100, max_steps = steps } }
+end
+
+local opts = { ps = 1, worker = { instances = 2, min = 1, max = spec.max }, runs = arg[2],
+  name = arg[3], reservation_timeout = 90 }
+for k, v in pairs(spec.cluster) do opts[k] = v end
+for k, v in pairs(spec.worker or {}) do opts.worker[k] = v end
+local c = drover.cluster(opts)
+say("run_dir %s", c.run_dir)
+
+-- workers by index (1-based) and how many are not removed / up
+local function workers()
+  local s, live, up = {}, 0, 0
+  for _, x in ipairs(c:nodes()) do
+    if x.role == "worker" then
+      s[x.index + 1] = x
+      if x.state ~= "removed" then live = live + 1 end
+      if x.state == "ready" or x.state == "busy" then up = up + 1 end
+    end
+  end
+  return s, live, up
+end
+
+-- the progress function: scale to plan[k][2] once the fit passed step
+-- plan[k][1] and the change before is over. Until events.log says the
+-- change is done, each progress call is held (spec.hold): an engine takes seconds to
+-- start a worker, and a fit of small steps could end first
+local function scaler(plan)
+  local k, pending, seen = 1, nil, 0
+  local function dones() -- "scale: ... done" lines in events.log
+    local f = io.open(c.run_dir .. "/events.log")
+    local _, n = f:read("a"):gsub("scale: worker %d+ %-> %d+ done", "")
+    f:close()
+    return n
+  end
+  return function(p)
+    -- blocking: drover.sleep would run the loop, and the steps with it
+    if pending and dones() <= seen then return io.popen("sleep " .. (spec.hold or 0.02)):close() end
+    pending = nil
+    local at = plan[k]
+    if not at or p.step < at[1] then return end
+    seen = dones()
+    local ok, err = pcall(c.scale, c, { worker = at[2] })
+    if not ok and tostring(err):find("is not over yet", 1, true) then return end
+    assert(ok, err)
+    k = k + 1
+    pending = true
+    say("scaled %d at step %d", at[2], p.step)
+  end
+end
+
+local r = c:fit(exp("async", 3000, scaler { { 100, 4 }, { 1500, 1 } }))
+local s, live = workers()
+local sum = 0
+for i = 1, 4 do sum = sum + (s[i] and s[i].steps or 0) end
+say("async steps %d sum %d live %d new %d %d", r.steps, sum, live, s[3].steps, s[4].steps)
+
+c:scale { worker = 2 }
+local _, live2, up2 = workers()
+say("between live %d up %d", live2, up2)
+
+r = c:fit(exp("sync", 1600, scaler { { 40, 4 }, { 500, 1 } }))
+local ev = io.open(c.run_dir .. "/events.log"):read("a")
+local q = {}
+for g in ev:gmatch("sync: %d+ gradients per global step from global step (%d+)") do
+  q[#q + 1] = tonumber(g)
+end
+local want = q[2] and q[1] * 2 + (q[2] - q[1]) * 4 + (800 - q[2]) or -1
+local _, live3 = workers()
+say("sync global %d steps %d want %d changes %d live %d", r.global_steps, r.steps, want, #q, live3)
+
+if spec.probe then say("probe %s", spec.probe()) end
+local ok, err = pcall(c.scale, c, { worker = spec.over })
+say("over %s %s", ok and "accepted" or "refused", tostring(err))
+c:shutdown()
+say("done")
