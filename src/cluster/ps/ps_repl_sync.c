@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "numeric/optim.h"
 #include "cluster/ps/ps_int.h"
+#include "cluster/ps/ps_sparse.h"
 
 _Static_assert(WIRE_PIECE_LAST == WIRE_PIECE_SLOT0 + OPTIM_MAX_SLOTS - 1,
                "REPL_PIECE parts: the value, the gradient sum, each optimizer slot");
@@ -103,9 +104,19 @@ static int send_shard(conn *c, const shard *s, size_t piece, uint32_t *frames) {
   return rc;
 }
 
+/* Whether the ps holds a shard of some sparse table. */
+static bool has_tables(const ps_server *ps) {
+  for (uint32_t t = 0; ps->sparse && t < PS_SPARSE_MAX_TABLES; t++)
+    if (ps_sparse_held(ps->sparse, t) >= 0) return true;
+  return false;
+}
+
 int ps__repl_send_sync(ps_server *ps, conn *c) {
   size_t piece = ps->repl_piece;
   int rc;
+  if (has_tables(ps)) /* its REPL_SYNC would leave the rows out */
+    return err_set(DRV_EUNSUPPORTED, "a replica synced while the ps holds sparse tables is not "
+                   "supported yet: it stays out of sync, the primary serves alone");
   wire_wr w;
   wire_wr_init(&w);
   wire_put_repl_sync(&w, &(wire_msg_repl_sync){

@@ -201,6 +201,11 @@ typedef struct ps_link {
    * (worker__link_reconnect). */
   int attempts;
   uint64_t retry_at; /* uv_now, ms */
+  /* ps replicas: the SPARSE_PUSH frames of the PUSH about to be sent,
+   * kept with it (one kept frame), so that a failover sends them again
+   * together (owned; worker_sparse.c) */
+  uint8_t *pre;
+  size_t npre;
 } ps_link;
 
 struct worker {
@@ -399,6 +404,8 @@ int worker__sparse_take(job *j, int p, const uint8_t *pl, size_t len, uint64_t *
 /* After compute: groups each table's row gradients by ps. */
 int worker__sparse_push_prep(wstate *st);
 /* SPARSE_PUSHes of ps p's row gradients, sent before its PUSH. */
+/* Sends j's SPARSE_PUSHes to ps p (with ps replicas: kept in the link's
+ * `pre` for the PUSH that follows). */
 int worker__sparse_push(worker *w, job *j, int p);
 /* Every push sent: the step's figures become SPARSE_STATS' (the last step's). */
 void worker__sparse_step_done(wstate *st);

@@ -1,0 +1,119 @@
+# test_sparse_replicas.sh - sparse tables on ps with replicas (issue 26,
+# ps_replicas = 1): a primary forwards SPARSE_INIT, SPARSE_LOAD and each
+# SPARSE_PUSH (with its sender's PUSH) to its replica, which applies them
+# as the primary does. 2 ps (+ 2 replicas), a wide & deep model with lazy
+# Adam on a generated Criteo-format file:
+#  srep-01 sync, 1 worker: c:save's model equals the in-process fit bit for
+#          bit (rows compared by id); then both primaries are SIGKILLed and
+#          c:save again reads the promoted replicas: the same file, so every
+#          row, its optimizer's use of it and every dense value were on them;
+#  srep-02 sync, 1 worker, ps:0 (a primary) SIGKILLed mid-fit: its replica
+#          takes over, the fit ends, and the model equals the uninterrupted
+#          one bit for bit; no rollback;
+#  srep-03 the killed ps:0 comes back as the replica of a primary holding
+#          tables: REPL_SYNC of tables is refused with the reason (not
+#          supported yet) and the primary serves alone;
+#  srep-04 async, 2 workers: the fit ends with every step, and the rows held
+#          on each primary and its replica are equal (as srep-01's check).
+# run.sh timeout: 600
+. tests/cli/lib.sh
+. tests/cli/sparse_lib.sh
+RUNS=$TMP/runs
+PY=$VENV/bin/python
+"$DROVER" run examples/gen_ctr.lua "$TMP/ctr.tsv" 3000 1 >"$TMP/gen.out" 2>&1
+check "srep-00 the generator wrote the data" [ -s "$TMP/ctr.tsv" ]
+
+# arg: data, mode (inproc | cluster), sync | async, workers, c:save's file,
+# kill (none | mid: ps:0 at step 15 | after: both primaries after the fit,
+# then c:save to FILE.after).
+cat >"$TMP/fit.lua" <<'LUA'
+local nn = drover.nn
+local path, mode, sync, nw, out, kill = arg[1], arg[2], arg[3], tonumber(arg[4]), arg[5], arg[6]
+local cat = {}
+for c = 15, 40 do cat[#cat + 1] = c end
+local d = drover.data.csv(path, { sep = "\t", label = 1, categorical = cat, buckets = 1048576 })
+local train = d:standardize()
+drover.seed(4)
+local deep = nn.Sequential { nn.Concat { nn.Identity(), nn.EmbeddingBag(1048576, 4) },
+  nn.Linear(13 + 26 * 4, 8), nn.ReLU(), nn.Linear(8, 1) }
+local c
+local function node(role, index)
+  for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
+end
+local function read(p) local f = io.open(p) if not f then return "" end local s = f:read("a") f:close() return s end
+local killed
+local exp = drover.experiment { name = "srep", model = nn.Sum { nn.SparseLinear(1048576, 1), deep },
+  loss = nn.BCEWithLogits(), optimizer = drover.optim.Adam { lr = 0.01 },
+  train = { data = train, batch = 100, epochs = 2 }, verbose = false, seed = 7, mode = sync,
+  progress = function(p)
+    if kill ~= "mid" or killed or p.step < 15 then return end
+    killed = node("ps", 0).pid
+    os.execute("kill -9 " .. killed)
+  end }
+if mode == "inproc" then
+  local r = exp:fit()
+  exp.model:save(out)
+  print("steps " .. r.steps)
+  return
+end
+c = drover.cluster { ps = 2, worker = nw, runs = os.getenv("RUNS"), name = "srep", ps_replicas = 1 }
+local r = c:fit(exp)
+c:save(out)
+print("steps " .. r.steps .. " killed " .. tostring(killed))
+if kill == "after" then -- the replicas take over: what they hold is what c:save reads now
+  local p0, p1 = node("ps", 0).pid, node("ps", 1).pid
+  os.execute("kill -9 " .. p0 .. " " .. p1)
+  local ok = false
+  for _ = 1, 300 do
+    local n2, n3 = node("ps", 2), node("ps", 3)
+    if n2.state == "ready" and n3.state == "ready" then ok = true break end
+    drover.sleep(0.05)
+  end
+  print("promoted " .. tostring(ok))
+  c:save(out .. ".after")
+end
+if kill == "mid" then -- ps:0 is back as ps:2's replica; its sync is refused (tables)
+  for _ = 1, 300 do
+    if read(c.run_dir .. "/logs/ps-2.log"):find("sparse tables is not supported yet", 1, true) then break end
+    drover.sleep(0.05)
+  end
+end
+print("run " .. c.run_dir)
+c:shutdown()
+LUA
+fit() { RUNS=$RUNS timeout 300 "$DROVER" run "$TMP/fit.lua" "$TMP/ctr.tsv" "$@"; }
+
+# srep-01
+fit inproc sync 1 "$TMP/ref.st" none >"$TMP/ref.out" 2>&1
+check "srep-00 the in-process fit ended" [ -s "$TMP/ref.st" ]
+fit cluster sync 1 "$TMP/c1.st" after >"$TMP/c1.out" 2>&1
+RUN1=$(sed -n 's/^run //p' "$TMP/c1.out")
+check "srep-01 the fit with replicas ended" [ -n "$RUN1" ]
+check "srep-01 c:save's model is the in-process one (rows by id)" same_models "$TMP/ref.st" "$TMP/c1.st" 100
+check "srep-01 both replicas were promoted" grep -q "^promoted true" "$TMP/c1.out"
+check "srep-01 the promoted replicas hold the same model, bit for bit (rows by id)" \
+  same_models "$TMP/c1.st" "$TMP/c1.st.after" 100
+
+# srep-02, srep-03
+fit cluster sync 1 "$TMP/c2.st" mid >"$TMP/c2.out" 2>&1
+RUN2=$(sed -n 's/^run //p' "$TMP/c2.out")
+check "srep-02 the fit with ps:0 killed ended" [ -n "$RUN2" ]
+check "srep-02 ps:0 was killed" grep -q "killed [0-9]" "$TMP/c2.out"
+check "srep-02 its replica ps:2 was promoted" \
+  grep -q "ps group 0: replica ps:2 promoted in place of ps:0" "$RUN2/events.log"
+check "srep-02 no rollback" sh -c "! grep -q 'restoring from step' '$RUN2/events.log'"
+check "srep-02 the model equals the uninterrupted one bit for bit" \
+  same_models "$TMP/ref.st" "$TMP/c2.st" 100
+check "srep-02 the same number of steps" \
+  test "$(sed -n 's/^steps \([0-9]*\).*/\1/p' "$TMP/c2.out")" = "$(sed -n 's/^steps //p' "$TMP/ref.out")"
+check "srep-03 ps:2 refuses to sync a replica with its tables, saying why" \
+  grep -q "sparse tables is not supported yet" "$RUN2/logs/ps-2.log"
+
+# srep-04
+fit cluster async 2 "$TMP/c4.st" after >"$TMP/c4.out" 2>&1
+RUN4=$(sed -n 's/^run //p' "$TMP/c4.out")
+check "srep-04 the async fit with replicas ended" [ -n "$RUN4" ]
+check "srep-04 every step" test "$(sed -n 's/^steps \([0-9]*\).*/\1/p' "$TMP/c4.out")" = 60
+check "srep-04 both replicas were promoted" grep -q "^promoted true" "$TMP/c4.out"
+check "srep-04 the replicas held the primaries' rows and values, bit for bit (rows by id)" \
+  same_models "$TMP/c4.st" "$TMP/c4.st.after" 100
