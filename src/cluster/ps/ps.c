@@ -620,6 +620,8 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   case WIRE_REPL_SHARD:
   case WIRE_REPL_PIECE:
   case WIRE_REPL_SYNC_END:
+  case WIRE_REPL_TABLE:
+  case WIRE_REPL_ROWS:
   case WIRE_REPL: rc = ps__repl_frame(ps, pe, h, pl); break;
   case WIRE_HEARTBEAT: return; /* harmless keep-alive from a client */
   default:

@@ -268,6 +268,17 @@ int ps__repl_sync_frame(ps_server *ps, peer *pe, const wire_header *h, const uin
 void ps__repl_sync_drop(ps_server *ps); /* a stream abandoned (its peer gone) */
 const peer *ps__repl_stage_from(const ps_server *ps); /* who sends the stream */
 
+/* ps_repl_sparse.c: the sparse tables in that stream */
+/* Primary: per table REPL_TABLE and its REPL_ROWS on c; *tables how many. */
+int ps__repl_send_tables(ps_server *ps, conn *c, uint32_t *frames, uint32_t *tables);
+/* Replica: REPL_TABLE or REPL_ROWS into *st (created on the first). */
+typedef struct repl_tstage repl_tstage;
+int ps__repl_tables_frame(repl_tstage **st, const wire_header *h, const uint8_t *pl);
+/* REPL_SYNC_END announced `tables`: all of them whole, the store built
+ * (NULL: none) into *out, the caller's. */
+int ps__repl_tables_end(repl_tstage *st, uint32_t tables, struct ps_sparse **out);
+void ps__repl_tables_free(repl_tstage *st); /* NULL is fine */
+
 /* ps_ckpt.c */
 void ps__ckpt_version_reached(ps_server *ps); /* a sync CHECKPOINT waits for a version */
 void ps__ckpt_peer_gone(ps_server *ps, const peer *pe);
