@@ -10,9 +10,10 @@
 #  srep-02 sync, 1 worker, ps:0 (a primary) SIGKILLed mid-fit: its replica
 #          takes over, the fit ends, and the model equals the uninterrupted
 #          one bit for bit; no rollback;
-#  srep-03 the killed ps:0 comes back as the replica of a primary holding
-#          tables: REPL_SYNC of tables is refused with the reason (not
-#          supported yet) and the primary serves alone;
+#  srep-03 the same, and the killed ps:0, back as ps:2's replica, takes
+#          its state with the tables' rows (REPL_SYNC, rows cut in pieces
+#          of 4 KiB: DROVER_REPL_PIECE); then ps:2 is SIGKILLed in turn and
+#          ps:0 is promoted: the model still equals the uninterrupted one;
 #  srep-04 async, 2 workers: the fit ends with every step, and the rows held
 #          on each primary and its replica are equal (as srep-01's check).
 # run.sh timeout: 600
@@ -24,8 +25,9 @@ PY=$VENV/bin/python
 check "srep-00 the generator wrote the data" [ -s "$TMP/ctr.tsv" ]
 
 # arg: data, mode (inproc | cluster), sync | async, workers, c:save's file,
-# kill (none | mid: ps:0 at step 15 | after: both primaries after the fit,
-# then c:save to FILE.after).
+# kill (none | mid: ps:0 at step 15 | twice: mid, then ps:2 once ps:0 is its
+# replica in sync (steps slowed down till then) | after: both primaries
+# after the fit, then c:save to FILE.after).
 cat >"$TMP/fit.lua" <<'LUA'
 local nn = drover.nn
 local path, mode, sync, nw, out, kill = arg[1], arg[2], arg[3], tonumber(arg[4]), arg[5], arg[6]
@@ -41,14 +43,21 @@ local function node(role, index)
   for _, n in ipairs(c:nodes()) do if n.role == role and n.index == index then return n end end
 end
 local function read(p) local f = io.open(p) if not f then return "" end local s = f:read("a") f:close() return s end
-local killed
+local killed, killed2
 local exp = drover.experiment { name = "srep", model = nn.Sum { nn.SparseLinear(1048576, 1), deep },
   loss = nn.BCEWithLogits(), optimizer = drover.optim.Adam { lr = 0.01 },
   train = { data = train, batch = 100, epochs = 2 }, verbose = false, seed = 7, mode = sync,
   progress = function(p)
-    if kill ~= "mid" or killed or p.step < 15 then return end
-    killed = node("ps", 0).pid
-    os.execute("kill -9 " .. killed)
+    if kill ~= "mid" and kill ~= "twice" or p.step < 15 then return end
+    if not killed then
+      killed = node("ps", 0).pid
+      os.execute("kill -9 " .. killed)
+      return
+    end
+    if kill ~= "twice" or killed2 then return end
+    if node("ps", 0).state ~= "replica" then os.execute("sleep 0.1") return end
+    killed2 = node("ps", 2).pid
+    os.execute("kill -9 " .. killed2)
   end }
 if mode == "inproc" then
   local r = exp:fit()
@@ -59,7 +68,7 @@ end
 c = drover.cluster { ps = 2, worker = nw, runs = os.getenv("RUNS"), name = "srep", ps_replicas = 1 }
 local r = c:fit(exp)
 c:save(out)
-print("steps " .. r.steps .. " killed " .. tostring(killed))
+print("steps " .. r.steps .. " killed " .. tostring(killed) .. " then " .. tostring(killed2))
 if kill == "after" then -- the replicas take over: what they hold is what c:save reads now
   local p0, p1 = node("ps", 0).pid, node("ps", 1).pid
   os.execute("kill -9 " .. p0 .. " " .. p1)
@@ -71,12 +80,6 @@ if kill == "after" then -- the replicas take over: what they hold is what c:save
   end
   print("promoted " .. tostring(ok))
   c:save(out .. ".after")
-end
-if kill == "mid" then -- ps:0 is back as ps:2's replica; its sync is refused (tables)
-  for _ = 1, 300 do
-    if read(c.run_dir .. "/logs/ps-2.log"):find("sparse tables is not supported yet", 1, true) then break end
-    drover.sleep(0.05)
-  end
 end
 print("run " .. c.run_dir)
 c:shutdown()
@@ -106,8 +109,18 @@ check "srep-02 the model equals the uninterrupted one bit for bit" \
   same_models "$TMP/ref.st" "$TMP/c2.st" 100
 check "srep-02 the same number of steps" \
   test "$(sed -n 's/^steps \([0-9]*\).*/\1/p' "$TMP/c2.out")" = "$(sed -n 's/^steps //p' "$TMP/ref.out")"
-check "srep-03 ps:2 refuses to sync a replica with its tables, saying why" \
-  grep -q "sparse tables is not supported yet" "$RUN2/logs/ps-2.log"
+
+DROVER_REPL_PIECE=4096 fit cluster sync 1 "$TMP/c3.st" twice >"$TMP/c3.out" 2>&1
+RUN3=$(sed -n 's/^run //p' "$TMP/c3.out")
+check "srep-03 the fit with two failovers ended" [ -n "$RUN3" ]
+check "srep-03 ps:0 then ps:2 were killed" grep -q "killed [0-9]* then [0-9]" "$TMP/c3.out"
+check "srep-03 the restarted ps:0 took ps:2's state with the tables' rows" \
+  grep -q "ps:0 I replica of .*sparse tables" "$RUN3/logs/ps-0.log"
+check "srep-03 ps:0 was promoted in place of ps:2" \
+  grep -q "ps group 0: replica ps:0 promoted in place of ps:2" "$RUN3/events.log"
+check "srep-03 no rollback" sh -c "! grep -q 'restoring from step' '$RUN3/events.log'"
+check "srep-03 the model equals the uninterrupted one bit for bit" \
+  same_models "$TMP/ref.st" "$TMP/c3.st" 100
 
 # srep-04
 fit cluster async 2 "$TMP/c4.st" after >"$TMP/c4.out" 2>&1
