@@ -14,6 +14,9 @@
 #          its state with the tables' rows (REPL_SYNC, rows cut in pieces
 #          of 4 KiB: DROVER_REPL_PIECE); then ps:2 is SIGKILLed in turn and
 #          ps:0 is promoted: the model still equals the uninterrupted one;
+#  srep-05 srep-02 with checkpoints every 10 steps: the promoted replica
+#          writes group 0's ps-0.safetensors from then on, with the tables'
+#          ids, rows, Adam's slots and counts, and the model is the same;
 #  srep-04 async, 2 workers: the fit ends with every step, and the rows held
 #          on each primary and its replica are equal (as srep-01's check).
 # run.sh timeout: 600
@@ -47,6 +50,7 @@ local killed, killed2
 local exp = drover.experiment { name = "srep", model = nn.Sum { nn.SparseLinear(1048576, 1), deep },
   loss = nn.BCEWithLogits(), optimizer = drover.optim.Adam { lr = 0.01 },
   train = { data = train, batch = 100, epochs = 2 }, verbose = false, seed = 7, mode = sync,
+  checkpoint = os.getenv("SREP_CKPT") and { every = 10 } or nil,
   progress = function(p)
     if kill ~= "mid" and kill ~= "twice" or p.step < 15 then return end
     if not killed then
@@ -121,6 +125,34 @@ check "srep-03 ps:0 was promoted in place of ps:2" \
 check "srep-03 no rollback" sh -c "! grep -q 'restoring from step' '$RUN3/events.log'"
 check "srep-03 the model equals the uninterrupted one bit for bit" \
   same_models "$TMP/ref.st" "$TMP/c3.st" 100
+
+# srep-05
+SREP_CKPT=1 fit cluster sync 1 "$TMP/c5.st" mid >"$TMP/c5.out" 2>&1
+RUN5=$(sed -n 's/^run //p' "$TMP/c5.out")
+check "srep-05 the fit with checkpoints and ps:0 killed ended" [ -n "$RUN5" ]
+check "srep-05 ps:2 was promoted, no rollback" sh -c "grep -q 'replica ps:2 promoted in place of ps:0' \
+  '$RUN5/events.log' && ! grep -q 'restoring from step' '$RUN5/events.log'"
+check "srep-05 the model equals the uninterrupted one bit for bit" \
+  same_models "$TMP/ref.st" "$TMP/c5.st" 100
+LAST5=$(ls -d "$RUN5"/checkpoints/step-* 2>/dev/null | sort -t- -k2 -n | tail -n 1)
+STEP5=${LAST5##*-}
+check "srep-05 a checkpoint after the failover (step 20 or later)" [ "${STEP5:-0}" -ge 20 ]
+check "srep-05 its ps-0 file (the promoted ps:2's) holds both tables' rows, slots and counts" \
+  "$PY" - "$LAST5/ps-0.safetensors" <<'PY'
+import sys
+from safetensors import safe_open
+with safe_open(sys.argv[1], "np") as f:
+    keys = list(f.keys())
+    ids = [k for k in keys if k.endswith(".ids") and not k.startswith("optim.")]
+    assert len(ids) == 2, keys
+    for k in ids:
+        n = f.get_tensor(k).shape[0]
+        name = k[:-4]
+        assert n > 50, (k, n)
+        assert f.get_tensor(name + ".rows").shape[0] == n, name
+        assert f.get_tensor("optim." + name + ".count").shape[0] == n, name
+        assert sum(1 for x in keys if x.startswith("optim." + name + ".")) == 3, keys
+PY
 
 # srep-04
 fit cluster async 2 "$TMP/c4.st" after >"$TMP/c4.out" 2>&1
