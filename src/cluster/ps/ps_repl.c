@@ -7,8 +7,10 @@
  * (authenticated like every connection), streams its whole state
  * (REPL_SYNC with the token, then bounded frames: ps_repl_sync.c; a
  * replica takes replication frames from that connection only), then
- * forwards every VAR_INIT, PUSH, RESTORE, SYNC_STOP and LR_SCALE it
- * receives, in arrival order, as REPL {seq, type, frame}. It applies such
+ * forwards every VAR_INIT, PUSH, RESTORE, SYNC_STOP, LR_SCALE, SPARSE_INIT
+ * and SPARSE_LOAD it receives, in arrival order, as REPL {seq, type,
+ * frame}, and a worker's SPARSE_PUSHes right before its PUSH (the rows go
+ * with that PUSH: ps_spserve.c). It applies such
  * a frame itself, and answers its client, only when the replica's
  * REPL_OK for it comes back: so the primary's state is always a prefix of
  * the replica's, every value a client pulled and every PUSH_OK it got is

@@ -1,9 +1,12 @@
 /* ps_spserve.c - a ps serving its shards of sparse tables (issue 26):
  * SPARSE_INIT from the coordinator, SPARSE_PULL (held in sync training as
- * a PULL is), SPARSE_PUSH (applied at once when async; in sync training
- * kept with its connection until the same worker's PUSH, and summed into
- * the step only when that PUSH is, so that a late step's rows are dropped
- * with its dense gradient) and SPARSE_DUMP (every row held, for the
+ * a PULL is), SPARSE_PUSH (kept with its connection until the same
+ * worker's PUSH, then staged for that PUSH, which applies it (async) or
+ * sums it into the step only when the PUSH counts (sync: a late step's
+ * rows are dropped with its dense gradient); with a replica the staging is
+ * the primary's REPL of each, right before the PUSH's, so both apply the
+ * same rows in the same order, and a PUSH taken already (its PUSH_ID)
+ * drops its rows with it) and SPARSE_DUMP (every row held, for the
  * coordinator's copy of the trained table). The store is ps_sparse.c.
  */
 #include "cluster/ps/ps.h"
