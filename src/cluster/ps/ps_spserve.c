@@ -33,10 +33,8 @@ int ps__on_sparse_init(ps_server *ps, conn *c, const wire_header *h, const uint8
   wire_msg_sparse_init m;
   int rc = wire_get_sparse_init(pl, h->len, &m);
   if (rc < 0) return rc;
-  /* A ps that was ever in a group (ps replicas) serves its group's shard,
-   * whatever its own index: a replica's, or a promoted one's */
-  if (m.shard != ps->index && !ps->token)
-    return err_set(DRV_EINVAL, "SPARSE_INIT: shard %u sent to ps:%u", m.shard, ps->index);
+  /* m.shard is the ps group's, not this process's index: with ps replicas
+   * a replica, a promoted one or a restarted one serves another group */
   if (!ps->sparse && !(ps->sparse = ps_sparse_new())) return DRV_ENOMEM;
   if ((rc = ps_sparse_init(ps->sparse, &m)) < 0) return rc;
   log_info("sparse table %u: %llu rows of %u, this ps shard %u of %u", m.table,
