@@ -18,7 +18,10 @@
 #          writes group 0's ps-0.safetensors from then on, with the tables'
 #          ids, rows, Adam's slots and counts, and the model is the same;
 #  srep-04 async, 2 workers: the fit ends with every step, and the rows held
-#          on each primary and its replica are equal (as srep-01's check).
+#          on each primary and its replica are equal (as srep-01's check);
+#  srep-06 async, 2 workers, ps:0 SIGKILLed mid-fit: ps:2 is promoted, the
+#          workers send it their kept SPARSE_PUSH + PUSH frames again, and the
+#          fit ends with exactly its steps.
 # run.sh timeout: 600
 . tests/cli/lib.sh
 . tests/cli/sparse_lib.sh
@@ -162,3 +165,16 @@ check "srep-04 every step" test "$(sed -n 's/^steps \([0-9]*\).*/\1/p' "$TMP/c4.
 check "srep-04 both replicas were promoted" grep -q "^promoted true" "$TMP/c4.out"
 check "srep-04 the replicas held the primaries' rows and values, bit for bit (rows by id)" \
   same_models "$TMP/c4.st" "$TMP/c4.st.after" 100
+
+# srep-06
+fit cluster async 2 "$TMP/c6.st" mid >"$TMP/c6.out" 2>&1
+RUN6=$(sed -n 's/^run //p' "$TMP/c6.out")
+check "srep-06 the async fit with ps:0 killed ended" [ -n "$RUN6" ]
+check "srep-06 ps:0 was killed and ps:2 promoted" sh -c "grep -q 'killed [0-9]' '$TMP/c6.out' &&
+  grep -q 'replica ps:2 promoted in place of ps:0' '$RUN6/events.log'"
+check "srep-06 exactly its steps" test "$(sed -n 's/^steps \([0-9]*\).*/\1/p' "$TMP/c6.out")" = 60
+check "srep-06 the tables hold rows" "$PY" -c "
+import sys
+from safetensors.numpy import load_file
+m = load_file(sys.argv[1])
+assert sum(1 for k in m if k.endswith('.ids') and len(m[k]) > 100) == 2, sorted(m)" "$TMP/c6.st"
