@@ -403,9 +403,8 @@ int worker__sparse_pull(worker *w, job *j, int p, uint64_t min_version, int *sen
 int worker__sparse_take(job *j, int p, const uint8_t *pl, size_t len, uint64_t *version);
 /* After compute: groups each table's row gradients by ps. */
 int worker__sparse_push_prep(wstate *st);
-/* SPARSE_PUSHes of ps p's row gradients, sent before its PUSH. */
-/* Sends j's SPARSE_PUSHes to ps p (with ps replicas: kept in the link's
- * `pre` for the PUSH that follows). */
+/* SPARSE_PUSHes of ps p's row gradients, sent before its PUSH (with ps
+ * replicas: kept in the link's `pre`, sent with that PUSH's kept frame). */
 int worker__sparse_push(worker *w, job *j, int p);
 /* Every push sent: the step's figures become SPARSE_STATS' (the last step's). */
 void worker__sparse_step_done(wstate *st);
