@@ -17,6 +17,11 @@
 #  srep-05 srep-02 with checkpoints every 10 steps: the promoted replica
 #          writes group 0's ps-0.safetensors from then on, with the tables'
 #          ids, rows, Adam's slots and counts, and the model is the same;
+#  srep-07 srep-05 with ps:0 and its replica SIGKILLed together: the fit
+#          rolls back to the last checkpoint (RESTORE of every primary,
+#          forwarded to its replica with the tables' rows); then ps:1 is
+#          SIGKILLed and its replica ps:3, restored with it, is promoted:
+#          the model still equals the uninterrupted one;
 #  srep-04 async, 2 workers: the fit ends with every step, and the rows held
 #          on each primary and its replica are equal (as srep-01's check);
 #  srep-06 async, 2 workers, ps:0 SIGKILLed mid-fit: ps:2 is promoted, the
@@ -50,11 +55,26 @@ local function node(role, index)
 end
 local function read(p) local f = io.open(p) if not f then return "" end local s = f:read("a") f:close() return s end
 local killed, killed2
+-- both: group 0 whole (ps:0 and its replica ps:2) at step 15: the fit rolls
+-- back to a checkpoint; then, once restored, ps:1 at step 25 or later, whose
+-- replica ps:3 took the RESTORE forwarded.
+local function both(p)
+  if not killed and p.step >= 15 then
+    killed = node("ps", 0).pid .. " " .. node("ps", 2).pid
+    os.execute("kill -9 " .. killed)
+  elseif killed and not killed2 and p.step >= 25 then
+    if not read(c.run_dir .. "/events.log"):find("restored from step", 1, true) or
+      node("ps", 3).state ~= "replica" then os.execute("sleep 0.1") return end
+    killed2 = node("ps", 1).pid
+    os.execute("kill -9 " .. killed2)
+  end
+end
 local exp = drover.experiment { name = "srep", model = nn.Sum { nn.SparseLinear(1048576, 1), deep },
   loss = nn.BCEWithLogits(), optimizer = drover.optim.Adam { lr = 0.01 },
   train = { data = train, batch = 100, epochs = 2 }, verbose = false, seed = 7, mode = sync,
   checkpoint = os.getenv("SREP_CKPT") and { every = 10 } or nil,
   progress = function(p)
+    if kill == "both" then return both(p) end
     if kill ~= "mid" and kill ~= "twice" or p.step < 15 then return end
     if not killed then
       killed = node("ps", 0).pid
@@ -178,3 +198,14 @@ import sys
 from safetensors.numpy import load_file
 m = load_file(sys.argv[1])
 assert sum(1 for k in m if k.endswith('.ids') and len(m[k]) > 100) == 2, sorted(m)" "$TMP/c6.st"
+
+# srep-07
+SREP_CKPT=1 fit cluster sync 1 "$TMP/c7.st" both >"$TMP/c7.out" 2>&1
+RUN7=$(sed -n 's/^run //p' "$TMP/c7.out")
+check "srep-07 the fit ended" [ -n "$RUN7" ]
+check "srep-07 group 0 lost whole: rolled back to a checkpoint" \
+  grep -q "restored from step" "$RUN7/events.log"
+check "srep-07 then ps:1 killed and ps:3 promoted" sh -c "grep -q 'then [0-9]' '$TMP/c7.out' &&
+  grep -q 'replica ps:3 promoted in place of ps:1' '$RUN7/events.log'"
+check "srep-07 the model equals the uninterrupted one bit for bit" \
+  same_models "$TMP/ref.st" "$TMP/c7.st" 100
