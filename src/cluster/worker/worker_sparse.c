@@ -241,7 +241,12 @@ int worker__sparse_push(worker *w, job *j, int p) {
     st->push[t].bytes += m.len;
     int rc = w->ps_replicated ? keep_frame(l, &m) /* sent with its PUSH: worker_ps.c */
                               : conn_send_wr(l->c, &m, WIRE_SPARSE_PUSH, 0); /* no reply */
-    if (rc < 0) return rc;
+    if (rc < 0) { /* the job fails: no PUSH takes these */
+      free(l->pre);
+      l->pre = NULL;
+      l->npre = 0;
+      return rc;
+    }
   }
   return 0;
 }
