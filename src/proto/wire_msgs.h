@@ -373,9 +373,10 @@
  *              _SLOT0 + j (optimizer slot j), from element `offset`; each
  *              part's pieces come in order and cover it exactly
  *  REPL_TABLE  P -> R: after the shards, per sparse table the ps holds
- *              a shard of (issue 26): its SPARSE_INIT fields, the rows
- *              it holds (`held`) and, sync, the rows summed into the step
- *              being aggregated (`acc`); their REPL_ROWS follow
+ *              a shard of (issue 26): its SPARSE_INIT fields, its
+ *              plateau factor (LR_SCALE's; 0: none), the rows it holds
+ *              (`held`) and, sync, the rows summed into the step being
+ *              aggregated (`acc`); their REPL_ROWS follow
  *  REPL_ROWS   P -> R: rows of the last REPL_TABLE's table, in the
  *              table's order, held rows first: acc 0, their values [n,
  *              dim], optimizer slots (slot j's rows [n, dim] after slot
@@ -408,7 +409,8 @@
 #define WIRE_MSG_repl_sync_end(X) X(U32, shards) X(U64, bytes) X(U32, tables)
 #define WIRE_MSG_repl_table(X)                                                            \
   X(U32, table) X(U64, rows) X(U32, dim) X(F64, std) X(U64, seed) X(U32, shard)           \
-  X(U32, shards) X(FLAG, mode, "REPL_TABLE mode") X(OPTIM, optim) X(U64, held) X(U64, acc)
+  X(U32, shards) X(FLAG, mode, "REPL_TABLE mode") X(OPTIM, optim) X(F64, lr_scale)         \
+  X(U64, held) X(U64, acc)
 #define WIRE_MSG_repl_rows(X)                                                             \
   X(FLAG, acc, "REPL_ROWS acc") X(ITEMS, ids, sparse_id, "REPL_ROWS id") X(BYTES, values) \
   X(BYTES, slots) X(BYTES, counts)

@@ -43,16 +43,22 @@ static bool role_ok(fake *f, peer *ctl, char *msg, size_t n) {
   return synced;
 }
 
-static void sparse_init(fake *f, peer *coord) {
+static void sparse_init_with(fake *f, peer *coord, bool sync, const optim_cfg *optim) {
   wire_msg_sparse_init m = {.table = 0, .rows = 1000, .dim = DIM, .std = 0.1, .seed = 5,
-                            .shard = 0, .shards = 1, .mode = true, .replicas = 2, .target = 100};
-  optim_cfg_default(&m.optim, OPTIM_ADAM);
-  m.optim.lr = 0.05f;
+                            .shard = 0, .shards = 1, .mode = sync, .replicas = 2, .target = 100,
+                            .optim = *optim};
   wire_wr w;
   wire_wr_init(&w);
   wire_put_sparse_init(&w, &m);
   nf_send_wr(coord, &w, WIRE_SPARSE_INIT, 3);
   nf_frame_free(NF_EXPECT(f, coord, WIRE_SPARSE_INIT_OK));
+}
+
+static void sparse_init(fake *f, peer *coord) {
+  optim_cfg adam;
+  optim_cfg_default(&adam, OPTIM_ADAM);
+  adam.lr = 0.05f;
+  sparse_init_with(f, coord, true, &adam);
 }
 
 static void put_ids(wire_wr *w, void *ud, uint32_t k) {
@@ -147,6 +153,47 @@ TEST(ps_replica_takes_sparse_tables_in_its_sync_and_forwarded) {
   pull_rows(f, b, 23, on_r);
   CHECK(memcmp(on_p, on_r, sizeof on_p) == 0);
   for (int k = 0; k < NIDS * DIM; k++) CHECK(on_p[k] != init[k]); /* every row moved */
+  tensor_free(v0), tensor_free(g);
+  nf_cluster_down(&c);
+}
+
+TEST(ps_replica_takes_a_tables_plateau_factor_in_its_sync) {
+  nf_cluster c;
+  nf_cluster_up(&c, (nf_node[]){{ROLE_PS, 0}, {ROLE_PS, 1}}, 2, 50, 5000);
+  fake *f = &c.f;
+  reg *p = nf_cluster_reg(&c, ROLE_PS, 0), *r = nf_cluster_reg(&c, ROLE_PS, 1);
+  optim_cfg sgd;
+  optim_cfg_default(&sgd, OPTIM_SGD);
+  sgd.lr = 0.5f;
+  sgd.sched = (optim_sched){.kind = OSCHED_PLATEAU, .factor = 0.5f, .patience = 1};
+  int64_t shape[1] = {2};
+  tensor *v0 = nf_filled(1, shape, 0.5f, 0.25f), *g = nf_filled(1, shape, 0.125f, -0.25f);
+  peer *coord = nf_cluster_dial(&c, ROLE_PS, 0), *a = nf_cluster_dial_as(&c, ROLE_PS, 0, ROLE_WORKER, 0);
+  /* async: a push, then the plateau's cut (LR_SCALE 0.25), then ps:1
+   * paired: the factor reaches it in REPL_TABLE alone */
+  nf_var_init(f, coord, 0, 0, &sgd, v0, 1);
+  sparse_init_with(f, coord, false, &sgd);
+  const uint64_t s1[] = {1, 5, 9};
+  CHECK(push(f, a, 0, s1, 3, 0.5f, 1, g, 10));
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_lr_scale(&w, &(wire_msg_lr_scale){0.25, 0});
+  nf_send_wr(coord, &w, WIRE_LR_SCALE, 0);
+  send_role(r->ctl, WIRE_PS_REPLICA, 4, NULL);
+  CHECK(!role_ok(f, r->ctl, NULL, 0));
+  send_role(p->ctl, WIRE_PS_PRIMARY, 4, r);
+  CHECK(role_ok(f, r->ctl, NULL, 0));
+  send_role(r->ctl, WIRE_PS_ALONE, 0, NULL);
+  /* promoted: a push steps the rows by lr * 0.25 * g */
+  peer *b = nf_cluster_dial_as(&c, ROLE_PS, 1, ROLE_WORKER, 1);
+  float before[NIDS * DIM], after[NIDS * DIM];
+  pull_rows(f, b, 20, before);
+  CHECK(push(f, b, 1, s1, 3, 0.5f, 2, g, 21));
+  pull_rows(f, b, 22, after);
+  for (int i = 0; i < 3; i++) /* g_ids[0..2] are s1's ids, in order */
+    for (int j = 0; j < DIM; j++)
+      CHECK_NEAR(before[i * DIM + j] - after[i * DIM + j],
+                 0.5 * 0.25 * (0.5 + 0.01 * (i * DIM + j)), 1e-6);
   tensor_free(v0), tensor_free(g);
   nf_cluster_down(&c);
 }

@@ -1,6 +1,6 @@
 /* ps_repl_sparse.c - a ps's sparse tables in the REPL_SYNC stream (issue
  * 26): after the dense shards, per table REPL_TABLE (its SPARSE_INIT
- * fields and how many rows follow) and REPL_ROWS of at most
+ * fields, its plateau factor and how many rows follow) and REPL_ROWS of at most
  * DROVER_REPL_PIECE bytes: the held rows in the table's order with their
  * optimizer slots and lazy update counts, then (sync) the rows summed into
  * the step being aggregated. The replica rebuilds the tables apart and
@@ -163,6 +163,9 @@ static int on_table(repl_tstage *st, const uint8_t *pl, uint32_t len) {
                                .seed = m.seed, .shard = m.shard, .shards = m.shards,
                                .mode = m.mode, .optim = m.optim};
   if ((rc = ps_sparse_init(st->sp, &init)) < 0) return rc;
+  if (!(m.lr_scale >= 0 && m.lr_scale <= 1))
+    return err_set(DRV_EPARSE, "REPL_TABLE: table %u's rate factor %g", m.table, m.lr_scale);
+  ps_sparse_set_table_scale(st->sp, m.table, m.lr_scale);
   uint64_t rows = sptable_rows(ps_sparse_table(st->sp, m.table));
   if (m.held > rows || m.acc > rows || m.held > SIZE_MAX / 8 / m.dim / (2 + SPTABLE_MAX_SLOTS))
     return err_set(DRV_EPARSE, "REPL_TABLE: table %u: %llu rows held", m.table,

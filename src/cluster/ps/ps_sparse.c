@@ -259,7 +259,14 @@ int ps_sparse_describe(const ps_sparse *s, uint32_t table, wire_msg_repl_table *
                                .dim = (uint32_t)sptable_dim(sh->t), .std = sptable_std(sh->t),
                                .seed = sptable_seed(sh->t), .shard = sh->shard,
                                .shards = sh->shards, .mode = sh->sync, .optim = sh->optim,
-                               .held = (uint64_t)sptable_held(sh->t), .acc = (uint64_t)sh->acc.n};
+                               .lr_scale = sh->lr_scale, .held = (uint64_t)sptable_held(sh->t),
+                               .acc = (uint64_t)sh->acc.n};
+  return 0;
+}
+
+int ps_sparse_set_table_scale(ps_sparse *s, uint32_t table, double scale) {
+  if (table >= PS_SPARSE_MAX_TABLES || !s->tables[table].t) return -1;
+  s->tables[table].lr_scale = scale;
   return 0;
 }
 

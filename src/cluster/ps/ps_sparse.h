@@ -111,8 +111,12 @@ int ps_sparse_load(ps_sparse *s, uint32_t table, const ps_sparse_rows *r);
 
 /* ps replicas (ps_repl_sparse.c): a table as REPL_SYNC streams it. Its
  * SPARSE_INIT fields, rows held and rows summed into the step into *out
- * (the table's number, held and acc set); -1 when there is no such table. */
+ * (the table's number, plateau factor, held and acc set); -1 when there is
+ * no such table. */
 int ps_sparse_describe(const ps_sparse *s, uint32_t table, wire_msg_repl_table *out);
+/* A table's plateau factor as its primary's (REPL_TABLE's lr_scale; 0:
+ * none); -1 when there is no such table. */
+int ps_sparse_set_table_scale(ps_sparse *s, uint32_t table, double scale);
 /* The rows summed into the step being aggregated (sync), or NULL. */
 const nn_spgrad *ps_sparse_acc(const ps_sparse *s, uint32_t table);
 /* Adds n summed rows to the table's step sums (a replica's copy of its
