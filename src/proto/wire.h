@@ -183,7 +183,9 @@ typedef enum wire_peer {
   XX(89, SPARSE_DUMP_REPLY, sparse_dump_reply, false, 0, 0)                                  \
   XX(90, SPARSE_STATS, sparse_stats, false, 0, WIRE_FROM(PS) | WIRE_FROM(TRAINER))            \
   XX(91, SPARSE_LOAD, sparse_load, false, 0, WIRE_FROM(PS_COORD))                            \
-  XX(92, PREDICT_ROWS, predict_rows, false, 0, 0)
+  XX(92, PREDICT_ROWS, predict_rows, false, 0, 0)                                           \
+  XX(93, REPL_TABLE, repl_table, false, WIRE_REPL_SHARD_MAX, WIRE_FROM(PS_PRIMARY))          \
+  XX(94, REPL_ROWS, repl_rows, false, 0, WIRE_FROM(PS_PRIMARY))
 
 typedef enum wire_type {
 #define XX(num, NAME, name, pre_auth, max, from) WIRE_##NAME = num,

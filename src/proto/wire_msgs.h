@@ -372,11 +372,23 @@
  *              WIRE_PIECE_VALUE, _ACC (the gradient sum, when acc_n) or
  *              _SLOT0 + j (optimizer slot j), from element `offset`; each
  *              part's pieces come in order and cover it exactly
+ *  REPL_TABLE  P -> R: after the shards, per sparse table the ps holds
+ *              a shard of (issue 26): its SPARSE_INIT fields, its
+ *              plateau factor (LR_SCALE's; 0: none), the rows it holds
+ *              (`held`) and, sync, the rows summed into the step being
+ *              aggregated (`acc`); their REPL_ROWS follow
+ *  REPL_ROWS   P -> R: rows of the last REPL_TABLE's table, in the
+ *              table's order, held rows first: acc 0, their values [n,
+ *              dim], optimizer slots (slot j's rows [n, dim] after slot
+ *              j - 1's) and update counts (i64); acc 1, summed gradient
+ *              rows (values only). At most DROVER_REPL_PIECE bytes a
+ *              frame (one row at least)
  *  REPL_SYNC_END P -> R: the stream is complete: `shards` shards of
- *              `bytes` float bytes in all; the replica switches to the
- *              new state now, and only now
- *  REPL        P -> R: frame `type` (VAR_INIT, PUSH, RESTORE, SYNC_STOP, LR_SCALE) as the
- *              primary received it (a PUSH with its PUSH_ID, 0 0: none); the replica applies it
+ *              `bytes` float bytes in all and `tables` tables; the
+ *              replica switches to the new state now, and only now
+ *  REPL        P -> R: frame `type` (VAR_INIT, PUSH, RESTORE, SYNC_STOP, LR_SCALE,
+ *              SPARSE_INIT, SPARSE_LOAD; a SPARSE_PUSH right before its
+ *              sender's PUSH, which it goes with) as the primary received it (a PUSH with its PUSH_ID, 0 0: none); the replica applies it
  *              as the primary will, then answers REPL_OK {seq}; the
  *              primary applies it and answers its client only after that
  *              REPL_OK */
@@ -394,7 +406,14 @@
   X(SHAPE, shape)
 #define WIRE_MSG_repl_piece(X) \
   X(ENUM, part, WIRE_PIECE_LAST, "REPL_PIECE part") X(U64, offset) X(BYTES, data)
-#define WIRE_MSG_repl_sync_end(X) X(U32, shards) X(U64, bytes)
+#define WIRE_MSG_repl_sync_end(X) X(U32, shards) X(U64, bytes) X(U32, tables)
+#define WIRE_MSG_repl_table(X)                                                            \
+  X(U32, table) X(U64, rows) X(U32, dim) X(F64, std) X(U64, seed) X(U32, shard)           \
+  X(U32, shards) X(FLAG, mode, "REPL_TABLE mode") X(OPTIM, optim) X(F64, lr_scale)         \
+  X(U64, held) X(U64, acc)
+#define WIRE_MSG_repl_rows(X)                                                             \
+  X(FLAG, acc, "REPL_ROWS acc") X(ITEMS, ids, sparse_id, "REPL_ROWS id") X(BYTES, values) \
+  X(BYTES, slots) X(BYTES, counts)
 #define WIRE_MSG_repl(X) \
   X(U64, seq) X(U8, type) X(U32, client) X(U64, push_seq) X(BYTES, frame)
 #define WIRE_MSG_repl_ok(X) X(U64, seq)

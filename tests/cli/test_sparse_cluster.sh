@@ -17,7 +17,7 @@
 #        the worker's and the coordinator's peak RSS stay far below it,
 #        and the ps hold only the rows touched.
 #  sc-04 what a cluster does not do with tables yet is refused by name:
-#        ps replicas and nn.Embedding { sparse = true } (c:predict:
+#        nn.Embedding { sparse = true } (c:predict:
 #        test_sparse_predict.sh). (sc-01: c:evaluate of the trained model.)
 . tests/cli/lib.sh
 . tests/cli/sparse_lib.sh
@@ -188,7 +188,6 @@ refused() { # name, extra, text
   check "sc-04 $1 is refused, by name" sh -c "[ $rc -ne 0 ] || grep -q '^error: ' '$TMP/r.out'"
   check "sc-04 $1: the message says what" grep -qF "$3" "$TMP/r.out"
 }
-refused "ps replicas" replicas "with ps replicas is not supported yet"
 refused "nn.Embedding { sparse = true }" emb "nn.Embedding { sparse = true }"
 
 # sc-05: the tables' figures while a fit runs, as the nodes report them

@@ -66,7 +66,8 @@ TEST(accept_ps_by_peer) {
     CHECK_ALLOWS(ps__accept_as(AUTH_CAP_NODE, r),
                  "a worker, chief or evaluator: HEARTBEAT PULL PUSH PUSH_ID SPARSE_PULL SPARSE_PUSH");
   CHECK_ALLOWS(ps__accept_as(AUTH_CAP_NODE, ROLE_PS),
-               "another ps, a primary: HEARTBEAT REPL_SYNC REPL REPL_SHARD REPL_PIECE REPL_SYNC_END");
+               "another ps, a primary: HEARTBEAT REPL_SYNC REPL REPL_SHARD REPL_PIECE REPL_SYNC_END "
+               "REPL_TABLE REPL_ROWS");
   static const char none[] = "a node that does not pull, push or replicate:";
   for (int cap = AUTH_CAP_NONE; cap <= AUTH_CAP_VIEW; cap++)
     if (cap != AUTH_CAP_NODE) CHECK_ALLOWS(ps__accept_as((auth_cap)cap, ROLE_WORKER), none);

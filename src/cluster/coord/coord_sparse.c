@@ -69,14 +69,12 @@ static int tinit_take(coord_fit_state *f, int i) {
 
 /* What a cluster does not do with tables yet, refused before anything
  * starts rather than trained wrong. */
-static int refuse(const coord_fit_state *f, const nn_table *t) {
+static int refuse(const nn_table *t) {
   const char *what = NULL;
   nn_idlayer l;
   if (nn_idlayer_get(t->owner, &l) < 0 || l.kind == NN_ID_EMBEDDING)
     what = "nn.Embedding { sparse = true } (its ids come from x; nn.EmbeddingBag and "
            "nn.SparseLinear read the batch's ids)";
-  else if (f->c->opts.ps_replicas)
-    what = "ps replicas";
   if (!what) return 0;
   return err_set(DRV_EUNSUPPORTED, "cluster: sparse table %s with %s is not supported yet",
                  t->name, what);
@@ -88,7 +86,7 @@ int coord__sparse_place(coord_fit_state *f, nn_module *model) {
   if (rc == 0 && f->tables.n && !(f->tinit = calloc((size_t)f->tables.n, sizeof *f->tinit)))
     rc = err_set(DRV_ENOMEM, "out of memory");
   for (int i = 0; i < f->tables.n && rc == 0; i++) {
-    if ((rc = refuse(f, &f->tables.items[i])) < 0 || (rc = tinit_take(f, i)) < 0) break;
+    if ((rc = refuse(&f->tables.items[i])) < 0 || (rc = tinit_take(f, i)) < 0) break;
     const sptable *t = f->tables.items[i].value;
     rundir_event(&f->c->rd, "placement %s: a sparse table of %" PRIu64 " rows of %" PRId64
                  ", sharded by row over %d ps", f->tables.items[i].name, sptable_rows(t),
@@ -215,6 +213,7 @@ int coord_tables(const coord *c, coord_table_stat *out, int max) {
     for (int i = 0; i < c->nnodes; i++) {
       const coord_node *nd = &c->nodes[i];
       if (coord__scaled_away(nd)) continue; /* its figures are of a step long past */
+      if (nd->role == ROLE_PS && coord__repl_is_replica(c, i)) continue; /* its primary's rows */
       for (int k = 0; k < nd->ntstats; k++) {
         const wire_item_table_stat *s = &nd->tstats[k];
         if (s->table != (uint32_t)t) continue;

@@ -460,6 +460,9 @@ int ps__apply(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl, u
   case WIRE_CKPT_FILE:
   case WIRE_CKPT_PIECE:
   case WIRE_CKPT_FILE_END: return ps__xfer_frame(ps, h, pl);
+  case WIRE_SPARSE_INIT: return ps__on_sparse_init(ps, c, h, pl);
+  case WIRE_SPARSE_LOAD: return ps__on_sparse_load(ps, c, h, pl);
+  case WIRE_SPARSE_PUSH: return ps__sparse_stage_copy(ps, pl, h->len); /* for the PUSH after it */
   default: return err_set(DRV_EPARSE, "a ps does not apply %s", wire_type_name(h->type));
   }
 }
@@ -580,11 +583,15 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   case WIRE_CKPT_FILE: /* a RESTORE's file: the replica gets it too */
   case WIRE_CKPT_PIECE:
   case WIRE_CKPT_FILE_END:
+  case WIRE_SPARSE_INIT:
+  case WIRE_SPARSE_LOAD:
     if (replica) goto not_primary;
     if (h->type == WIRE_PUSH) { /* its PUSH_ID, if one came before it */
       pe->pushed = true; /* a RESTORE closes it (ps_ckpt.c) */
       client = pe->next_client, seq = pe->next_seq;
       pe->next_client = 0;
+      rc = ps__sparse_with_push(ps, pe); /* its SPARSE_PUSHes go first */
+      if (rc < 0) break;
     }
     rc = ps__repl_forward(ps, pe, h, pl, client, seq); /* the replica first, then here */
     if (rc == 0) rc = ps__apply(ps, c, h, pl, client, seq);
@@ -592,9 +599,6 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   case WIRE_PULL:
     if (replica) goto not_primary;
     rc = on_pull(ps, pe, c, h, pl);
-    break;
-  case WIRE_SPARSE_INIT: /* ps replicas are refused with tables (coord_sparse.c) */
-    rc = replica ? DRV_ENODE : ps__on_sparse_init(ps, c, h, pl);
     break;
   case WIRE_SPARSE_PULL:
     if (replica) goto not_primary;
@@ -608,10 +612,6 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
     if (replica) goto not_primary;
     rc = ps__on_sparse_dump(ps, c, h, pl);
     break;
-  case WIRE_SPARSE_LOAD:
-    if (replica) goto not_primary;
-    rc = ps__on_sparse_load(ps, c, h, pl);
-    break;
   case WIRE_CHECKPOINT:
     if (replica) goto not_primary;
     rc = ps__on_checkpoint(ps, pe, h, pl);
@@ -620,6 +620,8 @@ static void data_frame(conn *c, const wire_header *h, const uint8_t *pl) {
   case WIRE_REPL_SHARD:
   case WIRE_REPL_PIECE:
   case WIRE_REPL_SYNC_END:
+  case WIRE_REPL_TABLE:
+  case WIRE_REPL_ROWS:
   case WIRE_REPL: rc = ps__repl_frame(ps, pe, h, pl); break;
   case WIRE_HEARTBEAT: return; /* harmless keep-alive from a client */
   default:
@@ -711,6 +713,8 @@ void ps_free(ps_server *ps) {
   free(ps->peers.items);
   free(ps->held);
   ps_sparse_free(ps->sparse);
+  ps__sparse_staged_drop(ps);
+  free(ps->spq);
   ps__repl_free(ps);
   free(ps);
 }

@@ -49,7 +49,8 @@ void ps_stop(ps_server *ps);
 void ps_free(ps_server *ps);
 
 /* ps replicas (ps_repl.c). A ps is ALONE (serves its clients), PRIMARY
- * (forwards every VAR_INIT, PUSH and RESTORE to its replica and applies
+ * (forwards every VAR_INIT, PUSH, RESTORE and sparse table frame (SPARSE_INIT,
+ * SPARSE_LOAD, a PUSH's SPARSE_PUSHes) to its replica and applies
  * and answers it only once the replica has it) or REPLICA (applies its
  * primary's frames and serves nobody else until it becomes ALONE: a
  * promotion). Set by the coordinator's PS_ROLE: role WIRE_PS_*, token the

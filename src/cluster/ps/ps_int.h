@@ -50,7 +50,7 @@ typedef struct held_pull {
   uint8_t type;     /* WIRE_PULL or WIRE_SPARSE_PULL */
 } held_pull;
 
-/* Sync: a SPARSE_PUSH kept until its sender's PUSH (ps_spserve.c). */
+/* A SPARSE_PUSH kept until its sender's PUSH (ps_spserve.c). */
 typedef struct sp_pending {
   uint8_t *payload; /* a copy (owned) */
   uint32_t len;
@@ -70,7 +70,7 @@ typedef struct peer {
   bool pushed; /* it sent a PUSH: a RESTORE closes it (ps_ckpt.c) */
   uint32_t next_client; /* PUSH_ID: the next PUSH's (0: none) */
   uint64_t next_seq;
-  sp_pending *sp; /* sync: SPARSE_PUSHes waiting for this peer's PUSH (owned) */
+  sp_pending *sp; /* SPARSE_PUSHes waiting for this peer's PUSH (owned) */
   int nsp, capsp;
 } peer;
 
@@ -120,6 +120,10 @@ struct ps_server {
    * (lr_scale_next 0: none); VAR_INIT drops it (ps.c) */
   double lr_scale_next;
   uint64_t lr_scale_after;
+  /* The SPARSE_PUSHes that go with the next PUSH applied (owned): its
+   * sender's, staged right before it, here as on a replica (ps_spserve.c) */
+  sp_pending *spq;
+  int nspq, capspq;
   /* checkpoints and failover (ps_ckpt.c) */
   struct ps_ckpt *ck;  /* the CHECKPOINT in progress (one at a time), or NULL */
   struct ps_xfer_out *tx; /* its file on its way to the coordinator (ps_ckpt_xfer.c) */
@@ -198,19 +202,43 @@ void ps__reject(peer *pe, int code, const char *msg);
 int ps__on_sparse_init(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
 /* SPARSE_PULL's reply (its payload checked here), now or once held. */
 int ps__sparse_pull_reply(ps_server *ps, conn *c, uint32_t req, const uint8_t *pl, uint32_t len);
-/* Async: applied; sync: kept on pe for its PUSH (ps__sparse_pending_*). */
+/* Checked and kept on pe until its PUSH (async too: a PUSH resent after
+ * a failover is known by its PUSH_ID, and its rows with it). */
 int ps__on_sparse_push(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
-int ps__sparse_pending_apply(ps_server *ps, peer *pe); /* summed into the step */
-void ps__sparse_pending_drop(peer *pe);                 /* its PUSH came late */
+/* pe's PUSH came: its kept SPARSE_PUSHes go ahead of it, forwarded to the
+ * replica (replicating) or staged for it here. */
+int ps__sparse_with_push(ps_server *ps, peer *pe);
+/* One SPARSE_PUSH payload (owned: taken over) staged for the next PUSH. */
+int ps__sparse_stage(ps_server *ps, uint8_t *payload, uint32_t len);
+int ps__sparse_stage_copy(ps_server *ps, const uint8_t *pl, uint32_t len); /* a REPL's */
+/* The staged rows applied (async) or summed into the step (sync), at the
+ * ps's version; the stage emptied. */
+int ps__sparse_staged_apply(ps_server *ps);
+void ps__sparse_staged_drop(ps_server *ps); /* their PUSH came late, again or bad */
+void ps__sparse_pending_drop(peer *pe); /* a RESTORE: pushes from before are not taken */
 void ps__sparse_pending_free(peer *pe);
 int ps__on_sparse_dump(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
 int ps__on_sparse_load(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl);
 
 /* ps_repl.c */
+/* The frames a primary forwards (REPL) and a replica applies: what
+ * changes a ps's state, in the order the primary received them. A
+ * SPARSE_PUSH goes with its sender's PUSH, right before it. */
+static inline bool ps__replicated_type(uint8_t t) {
+  switch (t) {
+  case WIRE_VAR_INIT: case WIRE_PUSH: case WIRE_RESTORE: case WIRE_SYNC_STOP:
+  case WIRE_LR_SCALE: case WIRE_CKPT_FILE: case WIRE_CKPT_PIECE: case WIRE_CKPT_FILE_END:
+  case WIRE_SPARSE_INIT: case WIRE_SPARSE_LOAD: case WIRE_SPARSE_PUSH: return true;
+  default: return false;
+  }
+}
 /* Primary with a live replica: forwards the frame and keeps it until the
  * replica's REPL_OK (1); 0: not replicating, apply it now. */
 int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl,
                      uint32_t client, uint64_t seq);
+/* The same for a payload already copied (owned): 1, taken over; 0, not
+ * replicating, still the caller's. */
+int ps__repl_forward_owned(ps_server *ps, peer *pe, uint8_t type, uint8_t *payload, uint32_t len);
 /* REPL_SYNC or REPL on a data connection (a replica's). */
 int ps__repl_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
 void ps__repl_peer_gone(ps_server *ps, const peer *pe);
@@ -239,6 +267,17 @@ int ps__repl_send_sync(ps_server *ps, conn *c);
 int ps__repl_sync_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl);
 void ps__repl_sync_drop(ps_server *ps); /* a stream abandoned (its peer gone) */
 const peer *ps__repl_stage_from(const ps_server *ps); /* who sends the stream */
+
+/* ps_repl_sparse.c: the sparse tables in that stream */
+/* Primary: per table REPL_TABLE and its REPL_ROWS on c; *tables how many. */
+int ps__repl_send_tables(ps_server *ps, conn *c, uint32_t *frames, uint32_t *tables);
+/* Replica: REPL_TABLE or REPL_ROWS into *st (created on the first). */
+typedef struct repl_tstage repl_tstage;
+int ps__repl_tables_frame(repl_tstage **st, const wire_header *h, const uint8_t *pl);
+/* REPL_SYNC_END announced `tables`: all of them whole, the store built
+ * (NULL: none) into *out, the caller's. */
+int ps__repl_tables_end(repl_tstage *st, uint32_t tables, struct ps_sparse **out);
+void ps__repl_tables_free(repl_tstage *st); /* NULL is fine */
 
 /* ps_ckpt.c */
 void ps__ckpt_version_reached(ps_server *ps); /* a sync CHECKPOINT waits for a version */

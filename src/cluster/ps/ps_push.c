@@ -292,12 +292,13 @@ static int push_sync_dense(ps_server *ps, const push_item *it, uint32_t n, uint6
 }
 
 /* Sync: what a PUSH computed on `version` does, with the SPARSE_PUSHes its
- * sender sent before it (pe; NULL: a replica's forward, no tables). */
-static int push_sync(ps_server *ps, peer *pe, const push_item *it, uint32_t n,
-                     uint64_t version, bool *applied) {
+ * sender sent before it (staged: ps__sparse_with_push, or its primary's
+ * REPLs of them on a replica). */
+static int push_sync(ps_server *ps, const push_item *it, uint32_t n, uint64_t version,
+                     bool *applied) {
   int rc = push_sync_dense(ps, it, n, version, applied);
-  if (rc == 0 && pe && *applied) rc = ps__sparse_pending_apply(ps, pe); /* they join the step */
-  else if (pe) ps__sparse_pending_drop(pe); /* late or past the target: dropped with it */
+  if (rc == 0 && *applied) rc = ps__sparse_staged_apply(ps); /* they join the step */
+  else ps__sparse_staged_drop(ps); /* late or past the target: dropped with it */
   if (rc < 0 || !*applied) return rc;
   return ++ps->agg >= ps->replicas && ps->version < ps->target ? apply_sync(ps) : 0;
 }
@@ -354,7 +355,7 @@ static int push_again(ps_server *ps, conn *c, uint32_t req) {
 }
 
 /* client, seq: the PUSH_ID before it (0: none). */
-int ps__on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
+static int on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
                    uint32_t client, uint64_t seq) {
   if (client && ps__client_seen(ps, client, seq)) return push_again(ps, c, h->req);
   push_item *it = NULL;
@@ -364,8 +365,9 @@ int ps__on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
   if (rc < 0) return rc;
   bool applied = true;
   if (ps->sync) {
-    rc = push_sync(ps, c ? conn_ud(c) : NULL, it, n, version, &applied);
+    rc = push_sync(ps, it, n, version, &applied);
   } else {
+    rc = ps__sparse_staged_apply(ps); /* the rows at the version before this push's */
     for (uint32_t k = 0; k < n && rc == 0; k++) rc = apply(ps, &it[k]);
     if (rc == 0) ps->version++;
   }
@@ -378,4 +380,13 @@ int ps__on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
   wire_wr_init(&w);
   wire_put_push_ok(&w, &(wire_msg_push_ok){ps->sync ? ps->version : ps->pushes, applied});
   return conn_send_wr(c, &w, WIRE_PUSH_OK, h->req);
+}
+
+/* Whatever happens to the PUSH, the SPARSE_PUSHes staged with it go too:
+ * the next PUSH has its own. */
+int ps__on_push(ps_server *ps, conn *c, const wire_header *h, const uint8_t *pl,
+                uint32_t client, uint64_t seq) {
+  int rc = on_push(ps, c, h, pl, client, seq);
+  ps__sparse_staged_drop(ps);
+  return rc;
 }

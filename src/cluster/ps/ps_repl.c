@@ -7,8 +7,10 @@
  * (authenticated like every connection), streams its whole state
  * (REPL_SYNC with the token, then bounded frames: ps_repl_sync.c; a
  * replica takes replication frames from that connection only), then
- * forwards every VAR_INIT, PUSH, RESTORE, SYNC_STOP and LR_SCALE it
- * receives, in arrival order, as REPL {seq, type, frame}. It applies such
+ * forwards every VAR_INIT, PUSH, RESTORE, SYNC_STOP, LR_SCALE, SPARSE_INIT
+ * and SPARSE_LOAD it receives, in arrival order, as REPL {seq, type,
+ * frame}, and a worker's SPARSE_PUSHes right before its PUSH (the rows go
+ * with that PUSH: ps_spserve.c). It applies such
  * a frame itself, and answers its client, only when the replica's
  * REPL_OK for it comes back: so the primary's state is always a prefix of
  * the replica's, every value a client pulled and every PUSH_OK it got is
@@ -90,16 +92,24 @@ static void replica_gone(ps_server *ps, const char *why) {
 
 static void drop_replica(ps_server *ps, const char *why);
 
-int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl,
-                     uint32_t client, uint64_t push_seq) {
-  if (!ps->repl_live || !ps->repl) return 0;
+/* Whether frames go through the replica now (one whose connection is
+ * closing is gone already: dropped here, its frames applied). */
+static bool replicating(ps_server *ps) {
+  if (!ps->repl_live || !ps->repl) return false;
   /* A replica whose connection is closing (it died; the close callback
    * has not run yet) is gone already: the frame is applied here, never
    * refused to its client. */
   if (!conn_is_ready(ps->repl)) {
     drop_replica(ps, "its connection is closing");
-    return 0;
+    return false;
   }
+  return true;
+}
+
+/* Sends REPL of copy (owned once this returns 1) and keeps it pending;
+ * 0: the replica is gone (dropped here), copy still the caller's. */
+static int forward_copy(ps_server *ps, peer *pe, uint32_t req, uint8_t type, uint8_t *copy,
+                        uint32_t len, uint32_t client, uint64_t push_seq) {
   if (ps->npend == ps->cappend) {
     int cap = ps->cappend ? 2 * ps->cappend : 16;
     repl_pending *np = realloc(ps->pend, (size_t)cap * sizeof *np);
@@ -107,20 +117,32 @@ int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_
     ps->pend = np;
     ps->cappend = cap;
   }
-  uint8_t *copy = malloc((size_t)h->len + 1);
-  if (!copy) return err_set(DRV_ENOMEM, "out of memory");
-  conn_payload_copy(pe->c, pl, h->len, copy); /* a PUSH read in place: its floats too */
   uint64_t seq = ++ps->repl_seq;
   wire_wr w;
   wire_wr_init(&w);
-  wire_put_repl(&w, &(wire_msg_repl){seq, h->type, client, push_seq, {copy, h->len}});
+  wire_put_repl(&w, &(wire_msg_repl){seq, type, client, push_seq, {copy, len}});
   if (conn_send_wr(ps->repl, &w, WIRE_REPL, 0) < 0) {
-    free(copy);
     drop_replica(ps, err_msg());
     return 0;
   }
-  ps->pend[ps->npend++] = (repl_pending){pe, h->req, h->type, copy, h->len, seq, client, push_seq};
+  ps->pend[ps->npend++] = (repl_pending){pe, req, type, copy, len, seq, client, push_seq};
   return 1;
+}
+
+int ps__repl_forward(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl,
+                     uint32_t client, uint64_t push_seq) {
+  if (!replicating(ps)) return 0;
+  uint8_t *copy = malloc((size_t)h->len + 1);
+  if (!copy) return err_set(DRV_ENOMEM, "out of memory");
+  conn_payload_copy(pe->c, pl, h->len, copy); /* a PUSH read in place: its floats too */
+  int rc = forward_copy(ps, pe, h->req, h->type, copy, h->len, client, push_seq);
+  if (rc <= 0) free(copy);
+  return rc;
+}
+
+int ps__repl_forward_owned(ps_server *ps, peer *pe, uint8_t type, uint8_t *payload, uint32_t len) {
+  if (!replicating(ps)) return 0;
+  return forward_copy(ps, pe, 0, type, payload, len, 0, 0);
 }
 
 static void repl_ready(conn *c) {
@@ -185,9 +207,7 @@ int ps__repl_frame(ps_server *ps, peer *pe, const wire_header *h, const uint8_t 
   wire_msg_repl m;
   int rc = wire_get_repl(pl, h->len, &m);
   if (rc < 0) return rc;
-  if (m.type != WIRE_VAR_INIT && m.type != WIRE_PUSH && m.type != WIRE_RESTORE &&
-      m.type != WIRE_SYNC_STOP && m.type != WIRE_LR_SCALE && m.type != WIRE_CKPT_FILE &&
-      m.type != WIRE_CKPT_PIECE && m.type != WIRE_CKPT_FILE_END)
+  if (!ps__replicated_type(m.type))
     return err_set(DRV_EPARSE, "REPL of %s", wire_type_name(m.type));
   if ((rc = wire_validate_payload(m.type, m.frame.p, m.frame.len)) < 0) return rc;
   wire_header ih = {.type = m.type, .len = m.frame.len};

@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "numeric/optim.h"
 #include "cluster/ps/ps_int.h"
+#include "cluster/ps/ps_sparse.h"
 
 _Static_assert(WIRE_PIECE_LAST == WIRE_PIECE_SLOT0 + OPTIM_MAX_SLOTS - 1,
                "REPL_PIECE parts: the value, the gradient sum, each optimizer slot");
@@ -43,6 +44,7 @@ typedef struct repl_stage {
   shard *shards;             /* in arrival order */
   uint32_t nshards;          /* received so far (head.shards announced) */
   size_t got[WIRE_PIECE_LAST + 1]; /* the last shard's floats received, per part */
+  repl_tstage *tables;       /* the sparse tables after the shards (ps_repl_sparse.c) */
   uint64_t bytes;            /* float bytes received in all */
   uint32_t frames;
 } repl_stage;
@@ -123,12 +125,14 @@ int ps__repl_send_sync(ps_server *ps, conn *c) {
     rc = send_shard(c, s, piece, &frames);
     bytes += (uint64_t)s->n * 4 * (1 + (s->acc_n > 0) + (uint64_t)optim_nslots(&s->cfg));
   }
+  uint32_t tables = 0;
+  if (rc == 0) rc = ps__repl_send_tables(ps, c, &frames, &tables);
   if (rc < 0) return rc;
   wire_wr_init(&w);
-  wire_put_repl_sync_end(&w, &(wire_msg_repl_sync_end){(uint32_t)ps->nshards, bytes});
+  wire_put_repl_sync_end(&w, &(wire_msg_repl_sync_end){(uint32_t)ps->nshards, bytes, tables});
   if ((rc = conn_send_wr(c, &w, WIRE_REPL_SYNC_END, 0)) < 0) return rc;
-  log_info("state sent to the replica: %d shards, %llu bytes in %u frames of at most %zu bytes",
-           ps->nshards, (unsigned long long)bytes, frames + 1, piece);
+  log_info("state sent to the replica: %d shards, %llu bytes, %u sparse tables in %u frames of "
+           "at most %zu bytes", ps->nshards, (unsigned long long)bytes, tables, frames + 1, piece);
   return 0;
 }
 
@@ -140,6 +144,7 @@ static void stage_free(repl_stage *st) {
   free(st->shards);
   free(st->cl_id);
   free(st->cl_seq);
+  ps__repl_tables_free(st->tables);
   free(st);
 }
 
@@ -271,6 +276,11 @@ static int on_end(ps_server *ps, repl_stage *st, const uint8_t *pl, uint32_t len
     return err_set(DRV_EPARSE, "REPL_SYNC_END: %u of %u shards, %llu of %llu bytes received",
                    st->nshards, m.shards, (unsigned long long)st->bytes,
                    (unsigned long long)m.bytes);
+  struct ps_sparse *sp;
+  if ((rc = ps__repl_tables_end(st->tables, m.tables, &sp)) < 0) return rc;
+  ps_sparse_free(ps->sparse); /* the primary's tables, or none */
+  ps->sparse = sp;
+  ps__sparse_staged_drop(ps);
   for (int i = 0; i < ps->nshards; i++) ps__shard_clear(&ps->shards[i]);
   ps->nshards = 0;
   ps->ncl = 0;
@@ -303,11 +313,18 @@ int ps__repl_sync_frame(ps_server *ps, peer *pe, const wire_header *h, const uin
   switch (h->type) {
   case WIRE_REPL_SHARD: rc = on_shard(st, pl, h->len); break;
   case WIRE_REPL_PIECE: rc = on_piece(st, pl, h->len); break;
+  case WIRE_REPL_TABLE:
+  case WIRE_REPL_ROWS: /* after every shard, whole */
+    rc = st->nshards == st->head.shards && last_complete(st)
+             ? ps__repl_tables_frame(&st->tables, h, pl)
+             : err_set(DRV_EPARSE, "%s before the last shard", wire_type_name(h->type));
+    break;
   default: {
     rc = on_end(ps, st, pl, h->len);
     char msg[160];
-    snprintf(msg, sizeof msg, "%u shards, %llu bytes in %u frames%s", st->nshards,
-             (unsigned long long)st->bytes, st->frames, ps->capped ? ", capped (SYNC_STOP)" : "");
+    snprintf(msg, sizeof msg, "%u shards, %llu bytes in %u frames%s%s", st->nshards,
+             (unsigned long long)st->bytes, st->frames, ps->capped ? ", capped (SYNC_STOP)" : "",
+             rc == 0 && ps->sparse ? ", sparse tables" : "");
     ps->stage = NULL;
     stage_free(st);
     if (rc < 0) {

@@ -251,3 +251,32 @@ void ps_sparse_shard(const ps_sparse *s, uint32_t table, uint32_t *shard, uint32
   *shard = sh && sh->t ? sh->shard : 0;
   *shards = sh && sh->t ? sh->shards : 0;
 }
+
+int ps_sparse_describe(const ps_sparse *s, uint32_t table, wire_msg_repl_table *out) {
+  const sp_shard *sh = table < PS_SPARSE_MAX_TABLES ? &s->tables[table] : NULL;
+  if (!sh || !sh->t) return -1;
+  *out = (wire_msg_repl_table){.table = table, .rows = sptable_rows(sh->t),
+                               .dim = (uint32_t)sptable_dim(sh->t), .std = sptable_std(sh->t),
+                               .seed = sptable_seed(sh->t), .shard = sh->shard,
+                               .shards = sh->shards, .mode = sh->sync, .optim = sh->optim,
+                               .lr_scale = sh->lr_scale, .held = (uint64_t)sptable_held(sh->t),
+                               .acc = (uint64_t)sh->acc.n};
+  return 0;
+}
+
+int ps_sparse_set_table_scale(ps_sparse *s, uint32_t table, double scale) {
+  if (table >= PS_SPARSE_MAX_TABLES || !s->tables[table].t) return -1;
+  s->tables[table].lr_scale = scale;
+  return 0;
+}
+
+const nn_spgrad *ps_sparse_acc(const ps_sparse *s, uint32_t table) {
+  return table < PS_SPARSE_MAX_TABLES && s->tables[table].t ? &s->tables[table].acc : NULL;
+}
+
+int ps_sparse_acc_add(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n,
+                      const float *rows) {
+  sp_shard *sh;
+  int rc = checked(s, table, ids, n, "REPL_ROWS", &sh);
+  return rc < 0 ? rc : accumulate(sh, ids, n, rows);
+}

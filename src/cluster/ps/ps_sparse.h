@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "numeric/nn_sparse.h"
 #include "numeric/sptable.h"
 #include "proto/wire_msgs.h"
 
@@ -107,5 +108,20 @@ typedef struct ps_sparse_rows {
  * that is not the optimizer's), DRV_ERANGE (an id past the table),
  * DRV_ENOMEM. */
 int ps_sparse_load(ps_sparse *s, uint32_t table, const ps_sparse_rows *r);
+
+/* ps replicas (ps_repl_sparse.c): a table as REPL_SYNC streams it. Its
+ * SPARSE_INIT fields, rows held and rows summed into the step into *out
+ * (the table's number, plateau factor, held and acc set); -1 when there is
+ * no such table. */
+int ps_sparse_describe(const ps_sparse *s, uint32_t table, wire_msg_repl_table *out);
+/* A table's plateau factor as its primary's (REPL_TABLE's lr_scale; 0:
+ * none); -1 when there is no such table. */
+int ps_sparse_set_table_scale(ps_sparse *s, uint32_t table, double scale);
+/* The rows summed into the step being aggregated (sync), or NULL. */
+const nn_spgrad *ps_sparse_acc(const ps_sparse *s, uint32_t table);
+/* Adds n summed rows to the table's step sums (a replica's copy of its
+ * primary's; the same checks as ps_sparse_pull). */
+int ps_sparse_acc_add(ps_sparse *s, uint32_t table, const uint64_t *ids, size_t n,
+                      const float *rows);
 
 #endif

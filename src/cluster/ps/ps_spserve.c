@@ -1,9 +1,12 @@
 /* ps_spserve.c - a ps serving its shards of sparse tables (issue 26):
  * SPARSE_INIT from the coordinator, SPARSE_PULL (held in sync training as
- * a PULL is), SPARSE_PUSH (applied at once when async; in sync training
- * kept with its connection until the same worker's PUSH, and summed into
- * the step only when that PUSH is, so that a late step's rows are dropped
- * with its dense gradient) and SPARSE_DUMP (every row held, for the
+ * a PULL is), SPARSE_PUSH (kept with its connection until the same
+ * worker's PUSH, then staged for that PUSH, which applies it (async) or
+ * sums it into the step only when the PUSH counts (sync: a late step's
+ * rows are dropped with its dense gradient); with a replica the staging is
+ * the primary's REPL of each, right before the PUSH's, so both apply the
+ * same rows in the same order, and a PUSH taken already (its PUSH_ID)
+ * drops its rows with it) and SPARSE_DUMP (every row held, for the
  * coordinator's copy of the trained table). The store is ps_sparse.c.
  */
 #include "cluster/ps/ps.h"
@@ -19,6 +22,7 @@
 #include "numeric/sptable.h"
 
 static void reply_empty(conn *c, uint8_t type, uint32_t req) {
+  if (!c) return; /* a replica applying its primary's frame */
   wire_wr w;
   wire_wr_init(&w);
   wire_put_sparse_init_ok(&w, &(wire_msg_sparse_init_ok){0});
@@ -29,8 +33,8 @@ int ps__on_sparse_init(ps_server *ps, conn *c, const wire_header *h, const uint8
   wire_msg_sparse_init m;
   int rc = wire_get_sparse_init(pl, h->len, &m);
   if (rc < 0) return rc;
-  if (m.shard != ps->index)
-    return err_set(DRV_EINVAL, "SPARSE_INIT: shard %u sent to ps:%u", m.shard, ps->index);
+  /* m.shard is the ps group's, not this process's index: with ps replicas
+   * a replica, a promoted one or a restarted one serves another group */
   if (!ps->sparse && !(ps->sparse = ps_sparse_new())) return DRV_ENOMEM;
   if ((rc = ps_sparse_init(ps->sparse, &m)) < 0) return rc;
   log_info("sparse table %u: %llu rows of %u, this ps shard %u of %u", m.table,
@@ -112,39 +116,77 @@ static int push_payload(ps_server *ps, const uint8_t *pl, uint32_t len) {
   return rc;
 }
 
-void ps__sparse_pending_drop(peer *pe) {
-  for (int k = 0; k < pe->nsp; k++) free(pe->sp[k].payload);
-  pe->nsp = 0;
+static void pending_drop(sp_pending *q, int *n) {
+  for (int k = 0; k < *n; k++) free(q[k].payload);
+  *n = 0;
 }
 
+void ps__sparse_pending_drop(peer *pe) { pending_drop(pe->sp, &pe->nsp); }
+
 void ps__sparse_pending_free(peer *pe) {
-  ps__sparse_pending_drop(pe);
+  pending_drop(pe->sp, &pe->nsp);
   free(pe->sp);
   pe->sp = NULL;
   pe->capsp = 0;
 }
 
-int ps__sparse_pending_apply(ps_server *ps, peer *pe) {
+/* Room for one more in a list of kept SPARSE_PUSHes. */
+static int pending_room(sp_pending **q, int n, int *cap) {
+  if (n < *cap) return 0;
+  int nc = *cap ? 2 * *cap : 4;
+  sp_pending *np = realloc(*q, (size_t)nc * sizeof *np);
+  if (!np) return err_set(DRV_ENOMEM, "out of memory");
+  *q = np;
+  *cap = nc;
+  return 0;
+}
+
+int ps__sparse_stage(ps_server *ps, uint8_t *payload, uint32_t len) {
+  if (pending_room(&ps->spq, ps->nspq, &ps->capspq) < 0) {
+    free(payload);
+    return DRV_ENOMEM;
+  }
+  ps->spq[ps->nspq++] = (sp_pending){payload, len};
+  return 0;
+}
+
+int ps__sparse_stage_copy(ps_server *ps, const uint8_t *pl, uint32_t len) {
+  uint8_t *copy = malloc((size_t)len + 1);
+  if (!copy) return err_set(DRV_ENOMEM, "out of memory");
+  memcpy(copy, pl, len);
+  return ps__sparse_stage(ps, copy, len);
+}
+
+void ps__sparse_staged_drop(ps_server *ps) { pending_drop(ps->spq, &ps->nspq); }
+
+int ps__sparse_staged_apply(ps_server *ps) {
   int rc = 0;
-  for (int k = 0; k < pe->nsp && rc == 0; k++) rc = push_payload(ps, pe->sp[k].payload, pe->sp[k].len);
-  ps__sparse_pending_drop(pe);
+  for (int k = 0; k < ps->nspq && rc == 0; k++)
+    rc = push_payload(ps, ps->spq[k].payload, ps->spq[k].len);
+  ps__sparse_staged_drop(ps);
+  return rc;
+}
+
+int ps__sparse_with_push(ps_server *ps, peer *pe) {
+  int rc = 0;
+  for (int k = 0; k < pe->nsp; k++) {
+    sp_pending p = pe->sp[k];
+    int f = rc < 0 ? rc : ps__repl_forward_owned(ps, pe, WIRE_SPARSE_PUSH, p.payload, p.len);
+    if (f < 0) free(p.payload), rc = f;
+    else if (f == 0) rc = ps__sparse_stage(ps, p.payload, p.len);
+  }
+  pe->nsp = 0;
   return rc;
 }
 
 int ps__on_sparse_push(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl) {
-  if (!ps->sync) return push_payload(ps, pl, h->len);
-  /* sync: checked now (a bad one closes the connection at once), summed
-   * with the PUSH that follows it */
+  (void)ps;
+  /* checked now (a bad one closes the connection at once), applied or
+   * summed with the PUSH that follows it */
   wire_msg_sparse_push m;
   int rc = wire_get_sparse_push(pl, h->len, &m);
   if (rc < 0) return rc;
-  if (pe->nsp == pe->capsp) {
-    int cap = pe->capsp ? 2 * pe->capsp : 4;
-    sp_pending *np = realloc(pe->sp, (size_t)cap * sizeof *np);
-    if (!np) return err_set(DRV_ENOMEM, "out of memory");
-    pe->sp = np;
-    pe->capsp = cap;
-  }
+  if ((rc = pending_room(&pe->sp, pe->nsp, &pe->capsp)) < 0) return rc;
   uint8_t *copy = malloc(h->len + 1);
   if (!copy) return err_set(DRV_ENOMEM, "out of memory");
   memcpy(copy, pl, h->len);
@@ -185,6 +227,7 @@ int ps__on_sparse_dump(ps_server *ps, conn *c, const wire_header *h, const uint8
 
 int ps_sparse_stats(const ps_server *ps, wire_item_table_stat *out, int max) {
   int n = 0;
+  if (ps && ps->role == WIRE_PS_REPLICA) return 0; /* its group's rows: its primary's figures */
   for (uint32_t t = 0; ps && ps->sparse && t < PS_SPARSE_MAX_TABLES && n < max; t++) {
     int64_t held = ps_sparse_held(ps->sparse, t);
     if (held >= 0) out[n++] = (wire_item_table_stat){t, (uint64_t)held, 0, 0};

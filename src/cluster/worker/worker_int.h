@@ -201,6 +201,11 @@ typedef struct ps_link {
    * (worker__link_reconnect). */
   int attempts;
   uint64_t retry_at; /* uv_now, ms */
+  /* ps replicas: the SPARSE_PUSH frames of the PUSH about to be sent,
+   * kept with it (one kept frame), so that a failover sends them again
+   * together (owned; worker_sparse.c) */
+  uint8_t *pre;
+  size_t npre;
 } ps_link;
 
 struct worker {
@@ -398,7 +403,8 @@ int worker__sparse_pull(worker *w, job *j, int p, uint64_t min_version, int *sen
 int worker__sparse_take(job *j, int p, const uint8_t *pl, size_t len, uint64_t *version);
 /* After compute: groups each table's row gradients by ps. */
 int worker__sparse_push_prep(wstate *st);
-/* SPARSE_PUSHes of ps p's row gradients, sent before its PUSH. */
+/* SPARSE_PUSHes of ps p's row gradients, sent before its PUSH (with ps
+ * replicas: kept in the link's `pre`, sent with that PUSH's kept frame). */
 int worker__sparse_push(worker *w, job *j, int p);
 /* Every push sent: the step's figures become SPARSE_STATS' (the last step's). */
 void worker__sparse_step_done(wstate *st);

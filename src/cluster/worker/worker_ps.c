@@ -20,21 +20,29 @@
 /* ============================== requests ================================= */
 
 /* The request's bytes as kept for a failover (ps replicas): a PUSH goes
- * with a PUSH_ID before it, so that a ps that took it already (or the
- * replica it was) knows it again. Consumes m. */
-static int kept_frame(worker *w, wire_wr *m, uint8_t type, uint32_t req, link_wait *wt) {
+ * with its SPARSE_PUSHes (l->pre, taken) and a PUSH_ID before it, so that
+ * a ps that took it already (or the replica it was) knows it again, rows
+ * and all. Consumes m. */
+static int kept_frame(worker *w, ps_link *l, wire_wr *m, uint8_t type, uint32_t req,
+                      link_wait *wt) {
   wire_wr id;
   wire_wr_init(&id);
-  if (type == WIRE_PUSH)
-    wire_put_push_id(&id, &(wire_msg_push_id){w->client, ++w->push_seq});
+  bool push = type == WIRE_PUSH;
+  if (push) wire_put_push_id(&id, &(wire_msg_push_id){w->client, ++w->push_seq});
   int rc = wire_wr_finish(m, type, req);
-  if (rc == 0 && type == WIRE_PUSH) rc = wire_wr_finish(&id, WIRE_PUSH_ID, 0);
-  size_t pre = type == WIRE_PUSH ? id.len : 0;
-  if (rc == 0 && !(wt->frame = malloc(pre + m->len))) rc = err_set(DRV_ENOMEM, "out of memory");
+  if (rc == 0 && push) rc = wire_wr_finish(&id, WIRE_PUSH_ID, 0);
+  size_t sp = push ? l->npre : 0, pre = push ? id.len : 0;
+  if (rc == 0 && !(wt->frame = malloc(sp + pre + m->len))) rc = err_set(DRV_ENOMEM, "out of memory");
   if (rc == 0) {
-    if (pre) memcpy(wt->frame, id.buf, pre);
-    memcpy(wt->frame + pre, m->buf, m->len);
-    wt->len = pre + m->len;
+    if (sp) memcpy(wt->frame, l->pre, sp);
+    if (pre) memcpy(wt->frame + sp, id.buf, pre);
+    memcpy(wt->frame + sp + pre, m->buf, m->len);
+    wt->len = sp + pre + m->len;
+  }
+  if (push) { /* sent with this PUSH, or not at all */
+    free(l->pre);
+    l->pre = NULL;
+    l->npre = 0;
   }
   wire_wr_free(&id);
   wire_wr_free(m);
@@ -69,7 +77,7 @@ int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *
   link_wait wt = {.req = req, .type = reply, .j = j};
   int rc = 0;
   if (w->ps_replicated) { /* kept until answered: a failover sends it again */
-    if ((rc = kept_frame(w, m, type, req, &wt)) < 0) return rc;
+    if ((rc = kept_frame(w, l, m, type, req, &wt)) < 0) return rc;
     uint8_t *copy = l->c && conn_is_ready(l->c) ? malloc(wt.len) : NULL;
     if (copy) { /* else sent once connected (link_ready) */
       memcpy(copy, wt.frame, wt.len);
@@ -89,6 +97,9 @@ int worker__link_send(ps_link *l, wire_wr *m, uint8_t type, uint8_t reply, job *
 void worker__link_forget(ps_link *l) {
   for (int k = 0; k < l->nwaits; k++) free(l->waits[k].frame);
   l->nwaits = 0;
+  free(l->pre);
+  l->pre = NULL;
+  l->npre = 0;
 }
 
 /* Forgets request k (its reply came). */

@@ -211,6 +211,20 @@ int worker__sparse_push_prep(wstate *st) {
   return 0;
 }
 
+/* A SPARSE_PUSH (m, consumed) appended to l's frames for its PUSH. */
+static int keep_frame(ps_link *l, wire_wr *m) {
+  int rc = wire_wr_finish(m, WIRE_SPARSE_PUSH, 0);
+  uint8_t *p = rc < 0 ? NULL : realloc(l->pre, l->npre + m->len);
+  if (rc == 0 && !p) rc = err_set(DRV_ENOMEM, "out of memory for a kept SPARSE_PUSH");
+  if (rc == 0) {
+    memcpy(p + l->npre, m->buf, m->len);
+    l->pre = p;
+    l->npre += m->len;
+  }
+  wire_wr_free(m);
+  return rc;
+}
+
 int worker__sparse_push(worker *w, job *j, int p) {
   wstate *st = j->st;
   ps_link *l = w->links[p];
@@ -225,8 +239,14 @@ int worker__sparse_push(worker *w, job *j, int p) {
         (uint32_t)t, l->version, {(uint32_t)n, .put = put_ids, .ud = pu->ids + a},
         {.ndim = 2, .shape = {(int64_t)n, dim}, .data = pu->rows + a * (size_t)dim}});
     st->push[t].bytes += m.len;
-    int rc = conn_send_wr(l->c, &m, WIRE_SPARSE_PUSH, 0); /* no reply: its PUSH's PUSH_OK */
-    if (rc < 0) return rc;
+    int rc = w->ps_replicated ? keep_frame(l, &m) /* sent with its PUSH: worker_ps.c */
+                              : conn_send_wr(l->c, &m, WIRE_SPARSE_PUSH, 0); /* no reply */
+    if (rc < 0) { /* the job fails: no PUSH takes these */
+      free(l->pre);
+      l->pre = NULL;
+      l->npre = 0;
+      return rc;
+    }
   }
   return 0;
 }
