@@ -49,8 +49,10 @@ local function scaler(c, plan, log)
     k = k + 1
     log[#log + 1] = { p.step, at[2] }
     -- a fit of small steps could end before a new worker is up: wait for
-    -- them (the loop runs meanwhile, the others train on)
-    for _ = 1, 200 do
+    -- them (the loop runs meanwhile, the others train on), up to 30 s: a
+    -- loaded machine took more than 5 s to start one (the sync fit ended
+    -- before its first quorum change)
+    for _ = 1, 1200 do
       local _, up = workers(c)
       local ready = 0
       for _, x in ipairs(c:nodes()) do
