@@ -84,6 +84,9 @@ static const arrow legal[] = {
     {NODE_READY, NODE_REMOVING},        {NODE_REMOVING, NODE_REMOVED},
     {NODE_REMOVING, NODE_DONE},         {NODE_REMOVING, NODE_FAILED},
     {NODE_REMOVED, NODE_RELAUNCHED},
+    /* a worker lost past its restarts with worker = { min } (coord__scale_lost) */
+    {NODE_STARTING, NODE_REMOVED},      {NODE_READY, NODE_REMOVED},
+    {NODE_RELAUNCHED, NODE_REMOVED},    {NODE_RESTARTING, NODE_REMOVED},
 };
 
 static bool is_legal(coord_node_state from, coord_node_state to) {

@@ -323,6 +323,10 @@ bool coord__scale_holds(const coord_fit_state *f, int node);
 void coord__scale_probe_reply(coord_fit_state *f, int k, uint64_t version);
 /* The fit is over: what a change still asked completes without it. */
 void coord__scale_fit_end(coord_fit_state *f);
+/* Worker i, a trainer of the running fit, was lost and the cluster shrank
+ * (coord__scale_lost): the fit goes on with the trainers left (async:
+ * their new shards; sync: the quorum of the count left, at once). */
+void coord__scale_fit_lost(coord_fit_state *f, int i);
 void coord__scale_free(coord_fit_state *f);
 
 /* coord_setup.c: SETUP of trainer t (shard t of f->ntrainers) when its

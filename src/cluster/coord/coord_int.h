@@ -272,6 +272,13 @@ int coord__pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double t
 /* Node n was taken away by c:scale (REMOVING or REMOVED): fits and feeds
  * plan without it. */
 bool coord__scaled_away(const coord_node *n);
+/* Worker i was lost and will not be restarted (restarts exhausted, or its
+ * restart failed; `why` says how it was lost): with worker = { min } and
+ * at least min workers left it goes REMOVED, its tasks back to the queue,
+ * and a running fit goes on without it (coord__scale_fit_lost); true then.
+ * Else false, with what the failure should add (the count left below min)
+ * in left[n] ("" when nothing). */
+bool coord__scale_lost(coord *c, int i, const char *why, char *left, size_t n);
 /* Workers c:scale may add beyond the configured ones: worker = { max }. */
 int coord__scale_room(const coord_opts *o);
 

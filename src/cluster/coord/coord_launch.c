@@ -59,10 +59,14 @@ void coord__node_lost(coord *c, int i, const char *why) {
     /* a ps whose replica takes over (or a replica) needs no rollback */
     if (!(n->role == ROLE_PS && coord__repl_lost(c, i))) coord__fit_node_lost(c, i);
   } else {
-    char extra[96] = "";
+    char extra[256] = "", left[160] = "";
+    if (coord__scale_lost(c, i, why, left, sizeof left)) { /* worker = { min }: shrinks */
+      if (!n->exited) coord__signal(c, i, SIGKILL);
+      return;
+    }
     if (!c->shutting_down && (n->role == ROLE_WORKER || n->role == ROLE_CHIEF))
-      snprintf(extra, sizeof extra, " (restarts exhausted: %d of %d)", n->restarts,
-               c->opts.max_restarts);
+      snprintf(extra, sizeof extra, " (restarts exhausted: %d of %d)%s", n->restarts,
+               c->opts.max_restarts, left);
     coord__node_set_state(c, i, NODE_LOST, ": %s", why);
     rundir_tail(n->log, 8, tail, sizeof tail);
     coord__keep_failure(c, "%s lost: %s%s%s%s", name, why, extra,
@@ -174,11 +178,13 @@ void coord__check_restarts(coord *c, double now) {
     n->closed_at = 0;
     n->restart_at = now;
     if (coord__launch_node(c, i) < 0) {
-      char err[1024];
+      char err[1024], why[1100], left[160] = "";
       snprintf(err, sizeof err, "%s", err_msg());
       n->exited = true;
+      snprintf(why, sizeof why, "not restarted: %s", err);
+      if (coord__scale_lost(c, i, why, left, sizeof left)) continue; /* shrinks */
       coord__node_set_state(c, i, NODE_LOST, ": not restarted: %s", err);
-      coord__keep_failure(c, "%s lost and not restarted: %s", name, err);
+      coord__keep_failure(c, "%s lost and not restarted: %s%s", name, err, left);
       continue;
     }
     coord__node_set_state(c, i, NODE_RELAUNCHED, " (%d of %d) pid %d", n->restarts,

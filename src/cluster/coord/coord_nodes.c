@@ -51,7 +51,12 @@
  *
  *   c:scale taking a worker away: READY -> REMOVING (SHUTDOWN sent, no
  *             tasks) -> REMOVED once it exited or was silent: no loss;
-             c:scale adding it back: REMOVED -> RELAUNCHED -> READY
+ *             c:scale adding it back: REMOVED -> RELAUNCHED -> READY
+ *
+ *   a worker lost past its restarts (or not restarted) in a cluster with
+ *             worker = { min }: STARTING, READY, RELAUNCHED, RESTARTING ->
+ *             REMOVED while at least min are left (coord__scale_lost):
+ *             the cluster shrinks, no failure; else LOST as any loss
  *
  *   shutdown: READY, RESTORING, SYNCING, REPLICA -> DONE (clean exit) or
  *             FAILED (any other exit); STARTING, RESTARTING, RELAUNCHED ->
@@ -81,15 +86,17 @@ static const struct {
   unsigned to;       /* states it may go to, B(state) each */
 } states[NODE_STATE_COUNT] = {
     [NODE_STARTING] = {"start", NS_PROCESS,
-                       B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE)},
+                       B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) |
+                           B(NODE_REMOVED)},
     [NODE_READY] = {"up", NS_PROCESS | NS_REGISTERED | NS_TASKS,
                     B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) | B(NODE_FAILED) |
-                        B(NODE_RESTORING) | B(NODE_SYNCING) | B(NODE_REMOVING)},
+                        B(NODE_RESTORING) | B(NODE_SYNCING) | B(NODE_REMOVING) | B(NODE_REMOVED)},
     [NODE_BUSY] = {"busy", NS_PROCESS | NS_REGISTERED | NS_TASKS | NS_DERIVED, 0},
     [NODE_LOST] = {"lost", NS_FAILURE | NS_FINAL, 0},
     [NODE_DONE] = {"done", NS_FINAL, 0},
     [NODE_FAILED] = {"failed", NS_FAILURE | NS_FINAL, 0},
-    [NODE_RESTARTING] = {"lost", 0, B(NODE_RELAUNCHED) | B(NODE_LOST) | B(NODE_DONE)},
+    [NODE_RESTARTING] = {"lost", 0,
+                         B(NODE_RELAUNCHED) | B(NODE_LOST) | B(NODE_DONE) | B(NODE_REMOVED)},
     [NODE_RESTORING] = {"restoring", NS_PROCESS | NS_REGISTERED,
                         B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) |
                             B(NODE_FAILED)},
@@ -104,7 +111,8 @@ static const struct {
                        B(NODE_REMOVED) | B(NODE_DONE) | B(NODE_FAILED)},
     [NODE_REMOVED] = {"removed", 0, B(NODE_RELAUNCHED)}, /* scaled up again */
     [NODE_RELAUNCHED] = {"restart", NS_PROCESS,
-                         B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE)},
+                         B(NODE_READY) | B(NODE_RESTARTING) | B(NODE_LOST) | B(NODE_DONE) |
+                             B(NODE_REMOVED)},
 };
 
 static bool valid(coord_node_state s) { return (unsigned)s < NODE_STATE_COUNT; }

@@ -128,6 +128,7 @@ static int add_one(coord *c) {
   if (i < 0) return err_set(DRV_ERANGE, "c:scale: no room for another worker");
   coord_node *n = &c->nodes[i];
   bool back = n->state == NODE_REMOVED;
+  n->restarts = 0; /* a new process: restarts of its own (one lost past its own came here) */
   n->exited = false;
   n->exit_status = 0;
   n->term_signal = 0;
@@ -294,6 +295,9 @@ int coord__scale_fit_check(coord_fit_state *f, int have, int want) {
   if (f->feed.src)
     return err_set(DRV_EUNSUPPORTED, "c:scale: not during a fed fit (train.feed) yet; scale "
                                      "between fits");
+  if (f->sc.active && f->sc.from == f->sc.want)
+    return err_set(DRV_EAGAIN, "c:scale: the workers left after a lost one are getting their "
+                               "new shards; scale once that is over");
   if (f->sc.active)
     return err_set(DRV_EAGAIN, "c:scale: worker %d -> %d asked during this fit is not over yet",
                    f->sc.from, f->sc.want);
@@ -346,7 +350,7 @@ static void relist(coord_fit_state *f) {
  * already) with its shard of the count now. */
 static void reshard(coord_fit_state *f) {
   for (int t = 0; t < f->ntrainers; t++) {
-    if (f->sc.joining[f->trainers[t]]) continue;
+    if (f->sc.joining && f->sc.joining[f->trainers[t]]) continue;
     if (coord__setup_trainer(f->c, t) < 0) {
       coord__fail_fit(f, "c:scale: SETUP of the trainers' new shards: %s", err_msg());
       return;
@@ -395,7 +399,10 @@ static void begin_barrier(coord_fit_state *f) {
   f->sc.probed = 0;
   f->sc.reprobe = false;
   memset(f->sc.seen, 0, (size_t)f->nps * sizeof *f->sc.seen);
-  rundir_event(&c->rd, "scale: the sync quorum changes at global step %lld", (long long)at);
+  if (f->sc.from == f->sc.want) /* after a lost worker: its shards only (coord__scale_fit_lost) */
+    rundir_event(&c->rd, "sync: the trainers left get new shards at global step %lld", (long long)at);
+  else
+    rundir_event(&c->rd, "scale: the sync quorum changes at global step %lld", (long long)at);
   for (int k = 0; k < f->nps; k++) send_probe(f, k);
 }
 
@@ -452,8 +459,9 @@ static void cross(coord_fit_state *f) {
   f->sc.phase = SC_SETTLE;
   if (f->sc.at < f->sync_target)
     f->p.total_steps = f->done + (f->sync_target - f->sc.at) * (int64_t)f->replicas;
-  rundir_event(&c->rd, "sync: %u gradients per global step from global step %lld (were %u)",
-               f->replicas, (long long)f->sc.at, was);
+  if (was != f->replicas)
+    rundir_event(&c->rd, "sync: %u gradients per global step from global step %lld (were %u)",
+                 f->replicas, (long long)f->sc.at, was);
 }
 
 int coord__scale_fit(coord_fit_state *f, int have, int want) {
@@ -518,8 +526,12 @@ void coord__scale_tick(coord_fit_state *f) {
   if (f->sc.phase == SC_SETTLE && fit_settled(f)) {
     f->sc.active = false;
     memset(f->sc.joining, 0, (size_t)f->c->node_cap * sizeof *f->sc.joining);
-    rundir_event(&f->c->rd, "scale: worker %d -> %d done (during the fit, at step %lld)",
-                 f->sc.from, f->sc.want, (long long)f->done);
+    if (f->sc.from == f->sc.want)
+      rundir_event(&f->c->rd, "sync: the trainers left have their new shards (at step %lld)",
+                   (long long)f->done);
+    else
+      rundir_event(&f->c->rd, "scale: worker %d -> %d done (during the fit, at step %lld)",
+                   f->sc.from, f->sc.want, (long long)f->done);
   }
 }
 
@@ -537,6 +549,113 @@ void coord__scale_fit_end(coord_fit_state *f) {
                  f->sc.want, err_msg());
   else
     rundir_event(&c->rd, "scale: worker %d -> %d done (as the fit ended)", f->sc.from, f->sc.want);
+}
+
+/* ============================== a lost worker ============================= */
+
+/* worker = { min }: a worker lost past its restarts (or whose restart
+ * failed) shrinks the cluster while at least min are left, instead of
+ * failing the run. It goes REMOVED (scaled up again later, it is a new
+ * process with restarts of its own), its tasks go back to the queue, and
+ * a running fit goes on with the workers left:
+ *
+ *   async: the trainers are listed again and set up with the shards of
+ *     the count left; its steps in flight run again elsewhere, so the
+ *     step count stays exact.
+ *   sync: the global step being summed lacks its gradient (one it pushed
+ *     to some ps before it died counts there, in place of a survivor's,
+ *     which that ps drops as late): every ps gets the quorum of the count
+ *     left at once (SYNC_STOP {replicas}, as c:scale's barrier sends it),
+ *     and one already met is applied. The global steps do not change.
+ *
+ * Not shrunk (the loss fails the run, as without min): a chief, a fed
+ * fit, a sync fit whose backup workers would be all its trainers, fewer
+ * than min left. */
+
+/* Workers that would be left without node i: not taken away, not over. */
+static int workers_left(const coord *c, int i) {
+  int k = 0;
+  for (int j = 0; j < c->nnodes; j++) {
+    const coord_node *n = &c->nodes[j];
+    if (j != i && n->role == ROLE_WORKER && !coord__scaled_away(n) &&
+        !(coord__state_flags(n->state) & NS_FINAL))
+      k++;
+  }
+  return k;
+}
+
+/* Why a loss cannot shrink a running fit ("" when it can). */
+static void fit_refuses(const coord *c, int left, char *why, size_t n) {
+  const coord_fit_state *f = c->fit;
+  why[0] = '\0';
+  if (!coord__fit_running(c)) return;
+  int b = f->args ? f->args->backup_workers : 0;
+  if (f->feed.src) snprintf(why, n, "; a fed fit does not shrink");
+  else if (f->sync && trainers_after(f, left) <= b)
+    snprintf(why, n, "; %d worker%s left for backup_workers = %d", left, left == 1 ? "" : "s", b);
+}
+
+bool coord__scale_lost(coord *c, int i, const char *why, char *left, size_t n) {
+  coord_node *nd = &c->nodes[i];
+  int min = c->opts.worker_min;
+  left[0] = '\0';
+  if (nd->role != ROLE_WORKER || c->shutting_down || min <= 0) return false;
+  int k = workers_left(c, i);
+  if (k < min) {
+    snprintf(left, n, "; %d worker%s left, below min = %d", k, k == 1 ? "" : "s", min);
+    return false;
+  }
+  fit_refuses(c, k, left, n);
+  if (left[0]) return false;
+  char name[32];
+  coord__node_name(nd, name, sizeof name);
+  if (coord__node_set_state(c, i, NODE_REMOVED, ": %s", why) < 0) return false;
+  nd->restart_at = 0;
+  log_warn("%s lost past its restarts: the cluster shrinks to %d workers (min %d)", name, k, min);
+  rundir_event(&c->rd, "%s lost past its restarts: cluster shrinks to %d workers (min %d)", name,
+               k, min);
+  coord__sched_node_lost(c, i);
+  coord__fit_node_lost(c, i);
+  if (coord__fit_running(c)) coord__scale_fit_lost(c->fit, i);
+  return true;
+}
+
+/* The global step the trainers are at: the highest a trainer gave. */
+static int64_t global_at(const coord_fit_state *f) {
+  int64_t g = 0;
+  for (int t = 0; t < f->ntrainers; t++)
+    if (f->taken[f->trainers[t]] > g) g = f->taken[f->trainers[t]];
+  return g;
+}
+
+void coord__scale_fit_lost(coord_fit_state *f, int i) {
+  coord *c = f->c;
+  bool counted = false; /* in the quorum: a trainer, not one joining at a barrier */
+  for (int t = 0; t < f->ntrainers; t++)
+    if (f->trainers[t] == i) counted = !(f->sc.joining && f->sc.joining[i]);
+  if (f->sc.joining) f->sc.joining[i] = false;
+  if (f->sc.leaving) f->sc.leaving[i] = false;
+  relist(f);
+  if (f->sync && counted && f->replicas > 1) {
+    uint32_t was = f->replicas--;
+    send_quorum(f, f->replicas);
+    int64_t g = global_at(f);
+    if (g < f->sync_target)
+      f->p.total_steps = f->done + (f->sync_target - g) * (int64_t)f->replicas;
+    rundir_event(&c->rd, "sync: %u gradients per global step from the one being summed "
+                 "(about global step %lld; were %u): a worker was lost", f->replicas,
+                 (long long)g, was);
+  }
+  if (!f->sync) {
+    reshard(f);
+  } else if (!f->sc.active && alloc_marks(f) == 0) {
+    /* new shards for the trainers left: at a global-step boundary, with no
+     * step in flight, as c:scale's barrier gives them (one mid-step left
+     * the trainers' steps and the ps's versions apart) */
+    f->sc.from = f->sc.want = f->ntrainers;
+    f->sc.active = true;
+    begin_barrier(f);
+  } /* else c:scale's barrier under way reshards as it crosses */
 }
 
 void coord__scale_free(coord_fit_state *f) {
