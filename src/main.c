@@ -32,6 +32,7 @@
 #include "ui/logs.h"
 #include "ui/hdfscmd.h"
 #include "main_int.h"
+#include "cluster/coord/coord.h"
 #include "cluster/node.h"
 #include "luabind/repl.h"
 #include "base/rundir.h"
@@ -208,6 +209,11 @@ static bool refuse_finished(const char *dir, json_t *args, const char *script, c
   return true;
 }
 
+/* `--resume --workers N`: the worker count the resumed run's cluster goes
+ * on with (0: the one its newest checkpoint recorded); run_script hands
+ * it to the cluster through the registry, as the run directory. */
+static int resume_workers;
+
 /* resume_run's part under the run directory's lock. */
 static int resume_locked(const char *abs) {
   char path[4200];
@@ -281,12 +287,24 @@ static int resume_run(const char *name, const char *runs) {
   return rc;
 }
 
-/* "--resume RUN [--runs DIR]" (argv[0] is --resume). */
+/* --workers N: a count from 1 to COORD_MAX_PER_ROLE, else 0. */
+static int workers_arg(const char *s) {
+  char *end;
+  long n = strtol(s, &end, 10);
+  return *s && !*end && n >= 1 && n <= COORD_MAX_PER_ROLE ? (int)n : 0;
+}
+
+/* "--resume RUN [--runs DIR] [--workers N]" (argv[0] is --resume). */
 static int resume_args(const command *self, int argc, char **argv) {
   const char *run = NULL, *runs = "runs";
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = argv[++i];
-    else if (argv[i][0] == '-' || run) return usage_error(self, "--resume takes a run (and --runs DIR) and nothing else");
+    else if (strcmp(argv[i], "--workers") == 0 && i + 1 < argc) {
+      if (!(resume_workers = workers_arg(argv[++i])))
+        return usage_error(self, "--workers takes a worker count from 1 to %d, not '%s'",
+                           COORD_MAX_PER_ROLE, argv[i]);
+    } else if (argv[i][0] == '-' || run)
+      return usage_error(self, "--resume takes a run (and --runs DIR, --workers N) and nothing else");
     else run = argv[i];
   }
   if (!run) return usage_error(self, "--resume needs a run: a directory, or a name from `drover ls`");
@@ -304,6 +322,9 @@ int cmd_run(int argc, char **argv) {
       break;
     }
     if (strcmp(argv[script], "--resume") == 0) return resume_args(self, argc - script, argv + script);
+    if (strcmp(argv[script], "--workers") == 0)
+      return usage_error(self, "--workers goes with --resume RUN (a new run has the workers its "
+                               "script's drover.cluster asks for)");
     if (strcmp(argv[script], "--detach") == 0) detach = true;
     else if (strcmp(argv[script], "--dash") == 0) dash = true;
     else return usage_error(self, "unknown option '%s'", argv[script]);
@@ -337,6 +358,10 @@ static int run_script(int argc, char **argv, int script, bool dash, const char *
   if (resume) {
     lua_pushstring(L, resume);
     lua_setfield(L, LUA_REGISTRYINDEX, "drover.resume");
+    if (resume_workers > 0) {
+      lua_pushinteger(L, resume_workers);
+      lua_setfield(L, LUA_REGISTRYINDEX, "drover.resume_workers");
+    }
     lua_getglobal(L, "arg");
     lua_pushstring(L, name);
     lua_rawseti(L, -2, 0);

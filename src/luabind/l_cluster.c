@@ -119,6 +119,13 @@ static int l_cluster(lua_State *L) {
   luaL_setmetatable(L, CLUSTER_MT);
   char resume[4096];
   o.resume_dir = ltrain_take_resume(L, resume, sizeof resume);
+  /* `--resume --workers N`: for the cluster that takes the resume */
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "drover.resume_workers") == LUA_TNUMBER && o.resume_dir) {
+    o.resume_workers = (int)lua_tointeger(L, -1);
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "drover.resume_workers");
+  }
+  lua_pop(L, 1);
   int rc = coord_start(loop, &o, &lc->c);
   if (rc < 0) return cluster_error(L);
   snprintf(lc->run_dir, sizeof lc->run_dir, "%s", coord_run_dir(lc->c));

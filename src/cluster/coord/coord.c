@@ -598,10 +598,17 @@ int coord_start(uv_loop_t *loop, const coord_opts *o, coord **out) {
   if (!c) return err_set(DRV_ENOMEM, "out of memory");
   c->loop = loop;
   c->opts = *o;
+  char workers[160]; /* `--resume`: the worker count the run had */
+  if ((rc = coord__ckpt_resume_workers(&c->opts, workers, sizeof workers)) < 0) {
+    free(c);
+    return rc;
+  }
   const char *strict = getenv("DROVER_STRICT_STATES");
   c->strict_states = strict && strcmp(strict, "1") == 0;
-  if ((rc = coord__make_nodes(c)) < 0 || (rc = start_run(c)) < 0 || (rc = coord__launch_all(c)) < 0)
+  if ((rc = coord__make_nodes(c)) < 0 || (rc = start_run(c)) < 0)
     goto fail;
+  if (workers[0]) rundir_event(&c->rd, "%s", workers);
+  if ((rc = coord__launch_all(c)) < 0) goto fail;
   rc = coord__pump(c, all_registered, NULL, o->reservation_timeout, true);
   if (rc == DRV_ETIMEDOUT) rc = reservation_error(c);
   if (rc < 0) goto fail;

@@ -130,6 +130,9 @@ typedef struct coord_opts {
                                     in (`drover run --resume`): fits
                                     resume from its newest checkpoint;
                                     borrowed until coord_start returns */
+  int resume_workers;            /* with resume_dir: `--resume --workers N`,
+                                    the worker count to go on with (0: the
+                                    newest checkpoint's, else count[]) */
   int ps_replicas;               /* 0 or 1: a hot replica per ps (another
                                     ps process, ps:count+k for ps:k) */
   bool tensorboard;              /* serve the run's events/ with TensorBoard

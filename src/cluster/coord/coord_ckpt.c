@@ -189,6 +189,18 @@ int coord__ckpt_begin(coord_fit_state *f, bool sync_boundary) {
   return 0;
 }
 
+/* The workers the checkpoint's state is of: the fit's trainers but the
+ * chief and the ones c:scale is adding (a sync fit's quorum takes them
+ * only at its barrier). */
+static int ckpt_workers(const coord_fit_state *f) {
+  int k = 0;
+  for (int t = 0; t < f->ntrainers; t++) {
+    int i = f->trainers[t];
+    if (f->c->nodes[i].role == ROLE_WORKER && !(f->sc.joining && f->sc.joining[i])) k++;
+  }
+  return k;
+}
+
 /* The commit: manifest.json naming every ps file, with in its meta what
  * a rollback or an export needs besides the files. */
 static int commit(coord_fit_state *f) {
@@ -251,6 +263,9 @@ static int commit(coord_fit_state *f) {
     snprintf(tables, sizeof tables, "%d", f->tables.n);
     meta[m++] = "sparse_tables", meta[m++] = tables;
   }
+  char workers[16]; /* `--resume` goes on with as many (coord__ckpt_resume_workers) */
+  snprintf(workers, sizeof workers, "%d", ckpt_workers(f));
+  meta[m++] = "workers", meta[m++] = workers;
   char stop[128];
   if (f->stopper.seen) { /* early stopping's state, as in process */
     train_stopper_format(&f->stopper, stop, sizeof stop);
@@ -737,4 +752,41 @@ int coord__ckpt_plan(const coord *c, char *out, size_t n) {
   }
   manifest_free(&m);
   return snprintf(out, n, "no checkpoint: updates since the start are lost (the fit starts over)");
+}
+
+/* ============================== the worker count ========================== */
+
+/* The "workers" of run directory dir's newest cluster checkpoint, 0 none. */
+static int recorded_workers(const char *dir) {
+  char base[2200];
+  ckpt_entry e;
+  manifest m = {0};
+  int k = 0;
+  rundir_ckdir(dir, base, sizeof base);
+  if (ckpt_newest(base, &e, NULL, NULL) == 1 && ckfs_manifest_read(e.path, &m) == 0) {
+    const char *kind = manifest_meta(&m, "kind"), *w = manifest_meta(&m, "workers");
+    if (kind && strcmp(kind, "cluster") == 0 && w) k = atoi(w);
+  }
+  manifest_free(&m);
+  return k;
+}
+
+int coord__ckpt_resume_workers(coord_opts *o, char *note, size_t n) {
+  note[0] = '\0';
+  if (!o->resume_dir) return 0;
+  int want = o->resume_workers, had = o->count[ROLE_WORKER];
+  const char *why = "--workers";
+  if (want <= 0) {
+    want = recorded_workers(o->resume_dir);
+    why = "the count its newest checkpoint recorded";
+  }
+  if (want <= 0 || want == had) return 0;
+  int lo = o->worker_min > 1 ? o->worker_min : 1, hi = o->worker_max ? o->worker_max : had;
+  if (want < lo || want > hi)
+    return err_set(DRV_EINVAL, "--resume: %d workers (%s) is outside the run's worker = "
+                   "{ instances = %d, min = %d, max = %d }: between %d and %d", want, why, had,
+                   o->worker_min, o->worker_max ? o->worker_max : had, lo, hi);
+  o->count[ROLE_WORKER] = want;
+  snprintf(note, n, "resumed with %d workers (%s; the script's cluster has %d)", want, why, had);
+  return 0;
 }

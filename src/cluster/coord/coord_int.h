@@ -279,6 +279,12 @@ bool coord__scaled_away(const coord_node *n);
  * Else false, with what the failure should add (the count left below min)
  * in left[n] ("" when nothing). */
 bool coord__scale_lost(coord *c, int i, const char *why, char *left, size_t n);
+/* coord_ckpt.c: `drover run --resume`: the worker count the run goes on
+ * with into o->count[ROLE_WORKER] (before the nodes are made): --workers
+ * (o->resume_workers), else the one the run's newest cluster checkpoint
+ * recorded, else the script's. DRV_EINVAL outside [min, max]. What was
+ * chosen and why into note[n] ("" when the script's count stays). */
+int coord__ckpt_resume_workers(coord_opts *o, char *note, size_t n);
 /* Workers c:scale may add beyond the configured ones: worker = { max }. */
 int coord__scale_room(const coord_opts *o);
 
