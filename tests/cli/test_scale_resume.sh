@@ -15,7 +15,7 @@ at_exit 'for p in $PIDS; do kill -9 "$p" 2>/dev/null; done'
 # (a resumed run neither scales nor slows down).
 cat >"$TMP/sr.lua" <<'LUA'
 local nn, optim = drover.nn, drover.optim
-local runs, slow = arg[1], arg[2] == "slow"
+local runs, slow, mode = arg[1], arg[2] == "slow", arg[3] or "async"
 local resumed = drover.train.resume_dir() ~= nil
 local data = drover.data.synthetic { n = 1024, features = 8, classes = 2, seed = 1 }
 local c = drover.cluster { ps = 1, worker = { instances = 2, min = 1, max = 3 }, runs = runs,
@@ -31,7 +31,7 @@ print("start workers " .. up())
 io.stdout:flush()
 local scaled = false
 local exp = drover.experiment { name = "sr", model = nn.Sequential { nn.Linear(8, 2) },
-  loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.01 }, verbose = false, seed = 1,
+  loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.01 }, verbose = false, seed = 1, mode = mode,
   train = { data = data, batch = 8, epochs = 50, max_steps = 600 }, checkpoint = { every = 16 },
   progress = function(p)
     if resumed or not slow then return end
@@ -39,7 +39,8 @@ local exp = drover.experiment { name = "sr", model = nn.Sequential { nn.Linear(8
     if scaled and p.step >= 40 then io.popen("sleep 0.03"):close() end
   end }
 local r = c:fit(exp)
-print("done steps " .. r.steps .. " workers " .. up())
+if mode == "sync" then print("done global_steps " .. r.global_steps .. " workers " .. up())
+else print("done steps " .. r.steps .. " workers " .. up()) end
 c:shutdown()
 LUA
 
@@ -47,7 +48,7 @@ LUA
 # coordinator once a checkpoint after the scale to 3 was committed; RUN is
 # its directory.
 killed() {
-  "$DROVER" run "$TMP/sr.lua" "$RUNS/$1" slow >"$TMP/$1.out" 2>&1 &
+  "$DROVER" run "$TMP/sr.lua" "$RUNS/$1" slow $2 >"$TMP/$1.out" 2>&1 &
   pid=$!
   PIDS="$PIDS $pid"
   wait_for 60 sh -c "ls -d '$RUNS/$1'/sr-* >/dev/null 2>&1"
@@ -88,3 +89,10 @@ timeout 120 "$DROVER" run --resume "$RUN" --workers 1 >"$TMP/b.res" 2>&1
 check "sr-04 --workers 1: resumed with 1 worker" grep -q "^start workers 1$" "$TMP/b.res"
 check "sr-04 the fit's steps, exact, on 1" grep -q "^done steps 600 workers 1$" "$TMP/b.res"
 check "sr-04 events.log says why" grep -q "resumed with 1 workers (--workers; the script's cluster has 2)" "$RUN/events.log"
+
+# sr-05: a sync fit scaled 2 -> 3 (300 global steps planned with 2) and
+# resumed with 3 keeps its planned global steps.
+killed c sync
+timeout 120 "$DROVER" run --resume "$RUN" >"$TMP/c.res" 2>&1
+check "sr-05 sync: resumed with 3 workers" grep -q "^start workers 3$" "$TMP/c.res"
+check "sr-05 sync: the planned global steps, exact" grep -q "^done global_steps 300 workers 3$" "$TMP/c.res"

@@ -266,6 +266,9 @@ static int commit(coord_fit_state *f) {
   char workers[16]; /* `--resume` goes on with as many (coord__ckpt_resume_workers) */
   snprintf(workers, sizeof workers, "%d", ckpt_workers(f));
   meta[m++] = "workers", meta[m++] = workers;
+  char gsteps[32]; /* sync: planned with the count at the fit's start */
+  snprintf(gsteps, sizeof gsteps, "%" PRId64, f->sync_target);
+  if (f->sync) meta[m++] = "global_steps", meta[m++] = gsteps;
   char stop[128];
   if (f->stopper.seen) { /* early stopping's state, as in process */
     train_stopper_format(&f->stopper, stop, sizeof stop);
@@ -670,6 +673,29 @@ static int sparse_ps_count(const coord_fit_state *f, const manifest *m, int64_t 
                  "owned; re-sharding them is not supported)", step, had, f->nps);
 }
 
+/* Sync: the fit's global steps were planned with the worker count at its
+ * start; resumed with another count (c:scale, --workers) the plan of this
+ * one differs: the checkpoint's stand, and every ps is told (SYNC_STOP
+ * with a target). */
+static int resume_global_steps(coord_fit_state *f, const manifest *m) {
+  const char *g = manifest_meta(m, "global_steps");
+  int64_t target = g ? strtoll(g, NULL, 10) : 0;
+  if (!f->sync || target <= 0 || target == f->sync_target) return 0;
+  rundir_event(&f->c->rd, "sync: %" PRId64 " global steps, as the fit planned them at its "
+               "start (%" PRId64 " with the workers now)", target, f->sync_target);
+  f->sync_target = target;
+  f->p.total_steps = target * (int64_t)f->replicas;
+  for (int k = 0; k < f->nps; k++) {
+    wire_wr w;
+    wire_wr_init(&w);
+    wire_put_sync_stop(&w, &(wire_msg_sync_stop){.target = (uint64_t)target});
+    if (!f->ps[k]) return err_set(DRV_ENODE, "ps:%d is not connected", k);
+    int rc = conn_send_wr(f->ps[k], &w, WIRE_SYNC_STOP, 0);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
 /* The newest intact checkpoint decides: none or of an earlier fit, this
  * fit starts afresh; of a later fit, this one is skipped; of this fit,
  * the trainers roll back, then every ps is restored (no ps was lost, so
@@ -727,6 +753,7 @@ int coord__ckpt_resume(coord_fit_state *f) {
   if (rc == 0) rc = send_restore(f, e.path, version);
   if (rc == 0) restore_plateau(f, &m, step);
   if (rc == 0) restore_stopper(f, &m);
+  if (rc == 0) rc = resume_global_steps(f, &m);
   manifest_free(&m);
   if (rc < 0) return rc;
   coord__fit_taken_reset(f);
