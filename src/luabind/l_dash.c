@@ -155,6 +155,12 @@ static int src_kill(void *ud, const char *name, char *out, size_t n) {
   return coord_stop_node(live.c, name, out, n);
 }
 
+static int src_scale(void *ud, const char *text, char *out, size_t n) {
+  (void)ud;
+  if (!live.c) return snprintf(out, n, "the cluster is gone"), DRV_EINVAL;
+  return coord_scale_text(live.c, text, "the dashboard", out, n);
+}
+
 static int src_stop_plan(void *ud, const char *name, char *out, size_t n) {
   (void)ud;
   if (!live.c) return snprintf(out, n, "the cluster is gone"), DRV_EINVAL;
@@ -254,7 +260,7 @@ static int open_dash(lua_State *L, coord *c) {
     o.in = o.out = live.tty;
   dash_source src = {
       .get = src_get, .command = src_command, .kill_node = src_kill, .log_tail = src_log_tail,
-      .stop_plan = src_stop_plan};
+      .stop_plan = src_stop_plan, .scale = src_scale};
   live.c = c;
   live.L = L;
   int rc = dash_open(drover_lua_loop(L), &o, src, &live.d);

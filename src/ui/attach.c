@@ -484,6 +484,10 @@ static int src_kill(void *ud, const char *name, char *out, size_t n) {
   return attach_client_command(((live *)ud)->a, WIRE_COMMAND_STOP_NODE, name, out, n, 10.0);
 }
 
+static int src_scale(void *ud, const char *text, char *out, size_t n) {
+  return attach_client_command(((live *)ud)->a, WIRE_COMMAND_SCALE, text, out, n, 10.0);
+}
+
 static int src_log_tail(void *ud, const char *name, char *out, size_t n) {
   return attach_client_log_tail(((live *)ud)->a, name, out, n);
 }
@@ -511,6 +515,7 @@ static int run_dashboard(attach_client *a, const attach_opts *o) {
   dash_source src = {.get = src_get,
                      .command = o->control ? src_command : NULL,
                      .kill_node = o->control ? src_kill : NULL,
+                     .scale = o->control ? src_scale : NULL,
                      .log_tail = src_log_tail,
                      .stop_plan = o->control ? src_stop_plan : NULL,
                      .ud = &l};

@@ -30,6 +30,10 @@ typedef struct dash_source {
   /* 'k' - stop node `name` ("worker:1"), after the user confirmed. NULL
    * when not allowed. Returns 0 or a negative code (message in out). */
   int (*kill_node)(void *ud, const char *name, char *out, size_t n);
+  /* '+' / '-' on a worker row - one worker more / fewer: text is
+   * "worker=+1" or "worker=-1" (`drover scale`'s, relative to the workers
+   * now); what happens, or why not, to out. NULL when not allowed. */
+  int (*scale)(void *ud, const char *text, char *out, size_t n);
   /* 'k' - what stopping node `name` would do ("promote replica ps:2: no
    * update is lost"), shown before the user confirms. NULL: nothing said. */
   int (*stop_plan)(void *ud, const char *name, char *out, size_t n);

@@ -1,8 +1,8 @@
 /* dash_input.c - the dashboard's keys: one table of bindings (key, what
  * the help overlay says, the action), actions that change the view state
  * and return what the driver must do (DASH_DO_*), and the prompt line's
- * modes (filter, command, confirmation). No drawing, no sockets: ':' and
- * 'k' go through the dash_source.
+ * modes (filter, command, confirmation). No drawing, no sockets: ':', 'k'
+ * and '+'/'-' on a worker row go through the dash_source.
  */
 #include <curses.h>
 #include <stdarg.h>
@@ -15,6 +15,7 @@
 #define KEY_ESC 27
 #define CTRL_KEY(c) ((c) & 0x1f)
 #define READ_ONLY "read-only: attach with --control to use ':' and 'k'"
+#define READ_ONLY_SCALE "read-only: attach with --control to add or remove workers (+ -)"
 
 /* ============================== the view state =========================== */
 
@@ -162,10 +163,26 @@ static int act_smooth_more(dash_ui *ui, const runview *m) {
   return set_smoothing(ui, ui->smoothing + DASH_SMOOTH_STEP);
 }
 
-static int act_smooth_less(dash_ui *ui, const runview *m) {
-  (void)m;
-  return set_smoothing(ui, ui->smoothing - DASH_SMOOTH_STEP);
+
+/* '+' / '-': on a worker row of the nodes panel, one worker more / fewer
+ * (`drover scale RUN worker=+1`); elsewhere the smoothing. */
+static int scale_by(dash_ui *ui, const runview *m, int d) {
+  const runview_node *n = ui->panel == DASH_PANEL_NODES ? selected(ui, m) : NULL;
+  if (!n || strncmp(n->name, "worker:", 7) != 0)
+    return set_smoothing(ui, ui->smoothing + d * DASH_SMOOTH_STEP);
+  if (!ui->src.scale) {
+    dash_ui_status(ui, 5, "%s", READ_ONLY_SCALE);
+    return DASH_DO_REDRAW;
+  }
+  char out[256] = "";
+  int rc = ui->src.scale(ui->src.ud, d > 0 ? "worker=+1" : "worker=-1", out, sizeof out);
+  if (rc < 0) dash_ui_status(ui, 8, "cannot scale: %s", out[0] ? out : "refused");
+  else dash_ui_status(ui, 5, "%s", out[0] ? out : "scaling");
+  return DASH_DO_REDRAW;
 }
+
+static int act_plus(dash_ui *ui, const runview *m) { return scale_by(ui, m, 1); }
+static int act_minus(dash_ui *ui, const runview *m) { return scale_by(ui, m, -1); }
 
 static int act_log(dash_ui *ui, const runview *m) {
   (void)m;
@@ -231,9 +248,10 @@ static const struct binding {
     {KEY_ENTER, NULL, NULL, act_detail},
     {'\r', NULL, NULL, act_detail},
     {'k', "k", "stop the selected node (asks first)", act_kill},
-    {'+', "+  -", "more / less smoothing (EMA weight, 0 to 0.99)", act_smooth_more},
-    {'=', NULL, NULL, act_smooth_more},
-    {'-', NULL, NULL, act_smooth_less},
+    {'+', "+  -", "on a worker row: one worker more / fewer (with the control key); "
+                  "elsewhere more / less smoothing (EMA weight, 0 to 0.99)", act_plus},
+    {'-', NULL, NULL, act_minus},
+    {'=', "=", "more smoothing", act_smooth_more},
     {'l', "l", "log scale y on / off", act_log},
     {'x', "x", "x axis: step / wall time", act_axis},
     {'t', "t", "next theme", act_theme},

@@ -73,6 +73,14 @@ static int fake_command(void *ud, const char *line, char *out, size_t n) {
   return 0;
 }
 
+static int fake_scale(void *ud, const char *text, char *out, size_t n) {
+  (void)ud;
+  calls.commands++;
+  snprintf(calls.last, sizeof calls.last, "%s", text);
+  snprintf(out, n, "scaling: %s", text);
+  return 0;
+}
+
 static void keys(dash_ui *ui, const runview *m, const char *s) {
   for (; *s; s++) {
     dash_view_rows(ui, m);
@@ -421,4 +429,41 @@ TEST(dash_state_colours_follow_the_state_table) {
     if (dash_state_role(want[i].state) != want[i].role)
       harness_fail(__FILE__, __LINE__, "\"%s\" is %s, not %s", want[i].state,
                    dash_role_name(dash_state_role(want[i].state)), dash_role_name(want[i].role));
+}
+
+/* '+' / '-' on a worker row: one worker more / fewer through the source;
+ * on another row or panel, the smoothing; read-only, refused in the status
+ * line. */
+TEST(dash_keys_plus_minus_scale_on_a_worker_row) {
+  runview m;
+  model_with_nodes(&m);
+  dash_ui ui;
+  dash_ui_init(&ui, (dash_source){.get = fake_get, .scale = fake_scale, .ud = &m});
+  memset(&calls, 0, sizeof calls);
+  key(&ui, &m, KEY_DOWN);
+  key(&ui, &m, KEY_DOWN); /* worker:0, as the kill test selects it */
+  key(&ui, &m, '+');
+  CHECK_INT_EQ(calls.commands, 1);
+  CHECK(strcmp(calls.last, "worker=+1") == 0);
+  CHECK_STR_CONTAINS(ui.status, "scaling: worker=+1");
+  key(&ui, &m, '-');
+  CHECK_INT_EQ(calls.commands, 2);
+  CHECK(strcmp(calls.last, "worker=-1") == 0);
+  CHECK_NEAR(ui.smoothing, 0.6, 1e-12); /* untouched */
+  key(&ui, &m, KEY_HOME); /* not a worker: the smoothing */
+  key(&ui, &m, '+');
+  CHECK_INT_EQ(calls.commands, 2);
+  CHECK_NEAR(ui.smoothing, 0.65, 1e-12);
+  key(&ui, &m, '\t'); /* the charts */
+  key(&ui, &m, '-');
+  CHECK_NEAR(ui.smoothing, 0.6, 1e-12);
+  dash_ui_free(&ui);
+  dash_ui_init(&ui, (dash_source){.get = fake_get, .ud = &m}); /* read-only */
+  key(&ui, &m, KEY_DOWN);
+  key(&ui, &m, KEY_DOWN);
+  key(&ui, &m, '+');
+  CHECK_STR_CONTAINS(ui.status, "read-only: attach with --control to add or remove workers");
+  CHECK_NEAR(ui.smoothing, 0.6, 1e-12);
+  dash_ui_free(&ui);
+  runview_free(&m);
 }

@@ -339,6 +339,9 @@ int coord_scale(coord *c, int role, int want, const char *by);
 int coord_scale_begin(coord *c, int role, int want, const char *by, char *out, size_t n);
 /* Nodes of `role` not taken away by c:scale. */
 int coord_scale_count(const coord *c, int role);
+/* coord_scale_begin from text: "worker=N", or "worker=+K" / "worker=-K"
+ * relative to the workers now (the dashboard's + and -). */
+int coord_scale_text(coord *c, const char *text, const char *by, char *out, size_t n);
 
 /* ---- scheduled closures (coord_sched.c) ---------------------------------
  * ClusterCoordinator semantics. A closure is the output of closure_encode

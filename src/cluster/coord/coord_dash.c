@@ -390,22 +390,6 @@ void coord_set_command_handler(coord *c, coord_command_fn fn, void *ud) {
   c->dash->handler_ud = ud;
 }
 
-/* "worker=N": c:scale's start (coord_scale_begin). */
-static int scale_command(coord *c, const char *text, const char *who, char *out, size_t n) {
-  char *end;
-  if (strncmp(text, "worker=", 7) != 0 || text[7] < '0' || text[7] > '9') {
-    snprintf(out, n, "drover scale: expected worker=N, not '%.64s'", text);
-    return DRV_EINVAL;
-  }
-  long k = strtol(text + 7, &end, 10);
-  if (*end || k > COORD_MAX_PER_ROLE) {
-    snprintf(out, n, "drover scale: expected worker=N (0..%d), not '%.64s'", COORD_MAX_PER_ROLE,
-             text);
-    return DRV_EINVAL;
-  }
-  return coord_scale_begin(c, ROLE_WORKER, (int)k, who, out, n);
-}
-
 static void on_command(coord *c, attach_peer *a, uint32_t req, const uint8_t *pl, uint32_t len) {
   wire_msg_command m;
   char text[WIRE_MAX_STR + 1], out[1024];
@@ -437,7 +421,7 @@ static void on_command(coord *c, attach_peer *a, uint32_t req, const uint8_t *pl
   if (kind == WIRE_COMMAND_SCALE) {
     char who[96];
     snprintf(who, sizeof who, "drover scale from %s", conn_peer(a->cn));
-    int rc = scale_command(c, text, who, out, sizeof out);
+    int rc = coord_scale_text(c, text, who, out, sizeof out);
     log_info("%s: %s: %s", who, text, out);
     reply(a, req, rc, out);
     return;

@@ -29,6 +29,7 @@
  * launcher that cannot scale, a fed fit, another change under way. */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cluster/coord/coord_fit_int.h"
@@ -224,6 +225,21 @@ int coord_scale_begin(coord *c, int role, int want, const char *by, char *out, s
   }
   snprintf(out, n, "scaling: worker %d -> %d", have, want);
   return 0;
+}
+
+int coord_scale_text(coord *c, const char *text, const char *by, char *out, size_t n) {
+  bool ok = strncmp(text, "worker=", 7) == 0;
+  const char *v = ok ? text + 7 : text;
+  bool rel = *v == '+' || *v == '-';
+  char *end = NULL;
+  long k = ok && (rel || (*v >= '0' && *v <= '9')) ? strtol(v, &end, 10) : 0;
+  if (!end || *end || k < -COORD_MAX_PER_ROLE || k > COORD_MAX_PER_ROLE) {
+    snprintf(out, n, "drover scale: expected worker=N (0..%d) or worker=+K, worker=-K, not "
+             "'%.64s'", COORD_MAX_PER_ROLE, text);
+    return DRV_EINVAL;
+  }
+  if (rel) k += coord_scale_count(c, ROLE_WORKER);
+  return coord_scale_begin(c, ROLE_WORKER, (int)k, by, out, n);
 }
 
 /* The change asked is over: no worker removing, every one kept up. */
