@@ -565,7 +565,7 @@ int cmd_scale(int argc, char **argv) {
     else if (takes) continue;
     else if (a[0] == '-') return usage_error(self, "unknown option '%s'", a);
     else if (!o.target) o.target = a;
-    else if (!o.scale && !strncmp(a, "worker=", 7)) o.scale = a;
+    else if (!o.scale && strchr(a, '=')) o.scale = a; /* ROLE=N: the coordinator checks it */
     else return usage_error(self, "unexpected argument '%s'", a);
   }
   if (!o.target || !o.scale) return usage_error(self, "usage: drover scale RUN worker=N");

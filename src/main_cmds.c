@@ -174,10 +174,12 @@ const command main_commands[] = {
      "did not end in time; 2 on a usage error.\n"},
     {"scale", cmd_scale, "add or remove workers of a running cluster",
      "usage: drover scale [--timeout S] [--runs DIR] RUN worker=N\n"
+     "       drover scale [--timeout S] [--runs DIR] RUN worker=+K | worker=-K\n"
      "       drover scale --key FILE HOST:PORT worker=N\n"
      "\n"
-     "Asks RUN's coordinator for N workers, as c:scale { worker = N } does, with\n"
-     "the run's control key (the view key is refused). Workers beyond N (the\n"
+     "Asks RUN's coordinator for N workers (or K more, K fewer than it has now),\n"
+     "as c:scale { worker = N } does, with the run's control key (the view key\n"
+     "is refused; other roles are refused, saying why). Workers beyond N (the\n"
      "highest indices) finish and exit and are \"removed\", not lost; more are\n"
      "started up to the cluster's worker = { max = M }. It returns once the\n"
      "change has started (`drover attach --print` shows it; events.log says\n"

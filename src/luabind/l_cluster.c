@@ -464,13 +464,21 @@ static int l_checkpoint(lua_State *L) {
 static int l_scale(lua_State *L) {
   coord *c = live(L, check_cluster(L, 1));
   luaL_checktype(L, 2, LUA_TTABLE);
-  static const char *const keys[] = {"worker", NULL};
+  static const char *const keys[] = {"worker", "ps", "chief", "evaluator", NULL};
   lopts_check_keys(L, 2, "c:scale", keys);
-  if (lua_getfield(L, 2, "worker") != LUA_TNUMBER)
+  /* another role: refused by coord_scale, saying why (only workers are
+   * interchangeable nodes that can come and go) */
+  int role = ROLE_WORKER;
+  for (int k = 1; keys[k]; k++) {
+    if (lua_getfield(L, 2, keys[k]) != LUA_TNIL) role = wire_role_from_name(keys[k]);
+    lua_pop(L, 1);
+  }
+  const char *key = wire_role_name(role);
+  if (lua_getfield(L, 2, key) != LUA_TNUMBER)
     return luaL_error(L, "c:scale: worker = N is required");
   lua_pop(L, 1);
-  int n = (int)lopts_int(L, 2, "worker", 0, LOPTS_NONNEG, COORD_MAX_PER_ROLE, "c:scale");
-  if (coord_scale(c, ROLE_WORKER, n, "lua") < 0) return luaL_error(L, "%s", err_msg());
+  int n = (int)lopts_int(L, 2, key, 0, LOPTS_NONNEG, COORD_MAX_PER_ROLE, "c:scale");
+  if (coord_scale(c, role, n, "lua") < 0) return luaL_error(L, "%s", err_msg());
   lua_pushboolean(L, 1);
   return 1;
 }

@@ -3,7 +3,8 @@
 # cluster by one worker (the node table shows worker:2 ready), - shrinks
 # it again (worker:2 removed), + on a worker at max is refused in the
 # status line naming max; attached read-only, + is refused in the status
-# line and nothing changes. Every process started is ended by pid (the
+# line and nothing changes; `drover scale RUN worker=+1` (the same text)
+# and evaluator=1 refused saying why. Every process started is ended by pid (the
 # coordinator's, note_coords); every wait is bounded.
 . tests/cli/lib.sh
 
@@ -54,7 +55,14 @@ expect ctl "dscale-05 - : scaling 3 -> 2" wait_text ctl "scaling: worker 3 -> 2"
 expect ctl "dscale-05 the table shows worker:2 removed" wait_re ctl "worker:2 .* removed "
 key ctl q
 
+# the same text from the command line: relative counts, other roles refused
+"$DROVER" scale "$dir" worker=+1 >"$TMP/rel.out" 2>&1
+check "dscale-06 drover scale worker=+1: 2 -> 3" grep -q "scaling: worker 2 -> 3" "$TMP/rel.out"
+"$DROVER" scale "$dir" evaluator=1 >"$TMP/ev.out" 2>&1
+check "dscale-06 drover scale evaluator=1 refused, saying why" \
+  grep -q "evaluator cannot be scaled: a cluster has 0 or 1 evaluator" "$TMP/ev.out"
+
 touch "$TMP/go"
 n=$LIMIT
 until grep -q "shutdown complete" "$dir/events.log" 2>/dev/null || [ "$n" -le 0 ]; do n=$((n - 1)); sleep 0.1; done
-check "dscale-06 the run ended cleanly" grep -q "shutdown complete: 0 node failures" "$dir/events.log"
+check "dscale-07 the run ended cleanly" grep -q "shutdown complete: 0 node failures" "$dir/events.log"

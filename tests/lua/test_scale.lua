@@ -97,3 +97,14 @@ test("scale-04 closures queued or running: the scale goes on, and every future s
   for i = 1, 6 do later[i] = c:schedule(function(w, k) return k + 1 end, i) end
   for i = 1, 6 do eq(later[i]:fetch(), i + 1, "after the scale, closure " .. i) end
 end)
+
+test("scale-05 other roles refused, saying why", function()
+  local c <close> = drover.cluster { ps = 1, worker = { instances = 1, max = 2 }, evaluator = 1, runs = RUNS,
+    name = "roles" }
+  raises(function() c:scale { evaluator = 0 } end,
+    "c:scale: evaluator cannot be scaled: a cluster has 0 or 1 evaluator, fixed when it starts")
+  raises(function() c:scale { ps = 2 } end, "c:scale: ps cannot be scaled: they hold the model's shards")
+  raises(function() c:scale { chief = 1 } end, "c:scale: chief cannot be scaled")
+  raises(function() c:scale { foo = 1 } end, "unknown option 'foo'")
+  eq(#c:nodes(), 3, "nothing started")
+end)

@@ -54,6 +54,13 @@ int coord_scale_count(const coord *c, int role) {
 
 /* Refusals that hold whatever the count asked. */
 static int check_can(const coord *c, int role) {
+  if (role == ROLE_PS)
+    return err_set(DRV_EUNSUPPORTED, "c:scale: ps cannot be scaled: they hold the model's shards, "
+                                     "placed when the cluster starts; only workers can be scaled");
+  if (role == ROLE_EVALUATOR || role == ROLE_CHIEF)
+    return err_set(DRV_EUNSUPPORTED, "c:scale: %s cannot be scaled: a cluster has 0 or 1 %s, "
+                   "fixed when it starts; only workers can be scaled", wire_role_name(role),
+                   wire_role_name(role));
   if (role != ROLE_WORKER) return err_set(DRV_EUNSUPPORTED, "c:scale: only workers can be scaled");
   const char *l = coord_role_launcher(&c->opts, ROLE_WORKER);
   const launcher *L = c->role_launch[ROLE_WORKER];
@@ -227,19 +234,31 @@ int coord_scale_begin(coord *c, int role, int want, const char *by, char *out, s
   return 0;
 }
 
+/* "ROLE=": its role, and *v past the '='; -1 when text names none. */
+static int text_role(const char *text, const char **v) {
+  for (int r = 0; r < ROLE_COUNT; r++) {
+    size_t k = strlen(wire_role_name(r));
+    if (strncmp(text, wire_role_name(r), k) == 0 && text[k] == '=') {
+      *v = text + k + 1;
+      return r;
+    }
+  }
+  return -1;
+}
+
 int coord_scale_text(coord *c, const char *text, const char *by, char *out, size_t n) {
-  bool ok = strncmp(text, "worker=", 7) == 0;
-  const char *v = ok ? text + 7 : text;
+  const char *v = text;
+  int role = text_role(text, &v);
   bool rel = *v == '+' || *v == '-';
   char *end = NULL;
-  long k = ok && (rel || (*v >= '0' && *v <= '9')) ? strtol(v, &end, 10) : 0;
+  long k = role >= 0 && (rel || (*v >= '0' && *v <= '9')) ? strtol(v, &end, 10) : 0;
   if (!end || *end || k < -COORD_MAX_PER_ROLE || k > COORD_MAX_PER_ROLE) {
     snprintf(out, n, "drover scale: expected worker=N (0..%d) or worker=+K, worker=-K, not "
              "'%.64s'", COORD_MAX_PER_ROLE, text);
     return DRV_EINVAL;
   }
-  if (rel) k += coord_scale_count(c, ROLE_WORKER);
-  return coord_scale_begin(c, ROLE_WORKER, (int)k, by, out, n);
+  if (rel) k += coord_scale_count(c, role);
+  return coord_scale_begin(c, role, (int)k, by, out, n);
 }
 
 /* The change asked is over: no worker removing, every one kept up. */
