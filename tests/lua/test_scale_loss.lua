@@ -121,3 +121,36 @@ test("scale-loss-05 between fits: the cluster shrinks, closures go on on the wor
   end
   eq(c:fit(exp { train = { data = digits, batch = 16, epochs = 1, max_steps = 30 } }).steps, 30, "a fit")
 end)
+
+test("scale-loss-06 sync: a ps lost after a scale rolls back to a checkpoint of fewer workers", function()
+  -- the first checkpoint (1 worker), scaled to 2 after it, ps:0 killed
+  -- once the quorum changed: restored from that checkpoint, the rollback
+  -- says the count it had and goes on with the 2 workers (their quorum);
+  -- the global steps exact
+  local c <close> = drover.cluster { ps = 1, worker = { instances = 1, max = 2 }, runs = RUNS,
+    name = "lossrollback" }
+  local scaled, killed, first
+  local r = c:fit(exp { mode = "sync", checkpoint = { every = 400 },
+    train = { data = digits, batch = 16, epochs = 100, max_steps = 2400 },
+    progress = function(p)
+      if killed then return end
+      local ev = read(c.run_dir .. "/events.log")
+      if not scaled then
+        first = ev:match("checkpoint step (%d+): ")
+        if first then scaled = c:scale { worker = 2 } end
+      elseif ev:find("sync: 2 gradients per global step from global step", 1, true) then
+        killed = node(c, "ps", 0).pid
+        os.execute("kill -9 " .. killed)
+      end
+    end })
+  assert(killed, "ps:0 was killed")
+  eq(r.global_steps, 2400, "the planned global steps")
+  local ev = read(c.run_dir .. "/events.log")
+  local step = ev:match("restoring from step (%d+) ")
+  assert(step, "restored from a checkpoint")
+  if step == first then
+    assert(ev:find("the checkpoint of step " .. first .. " had 1 workers: the fit goes on with the 2 it has now",
+      1, true), "events: the count it had")
+  end
+  assert(not ev:find("node lost worker", 1, true), "no worker lost")
+end)
