@@ -36,7 +36,7 @@ void coord__node_lost(coord *c, int i, const char *why) {
   /* Only a node with a process is lost; one already lost (restarting) or
    * over stays as it is. */
   if (!(coord__state_flags(n->state) & NS_PROCESS)) return;
-  char name[32], tail[1200];
+  char name[32], tail[1200], left[160] = "";
   coord__node_name(n, name, sizeof name);
   if (c->ctl[i]) { /* a silent node: its connection is no longer its */
     conn *cn = c->ctl[i];
@@ -58,12 +58,10 @@ void coord__node_lost(coord *c, int i, const char *why) {
     coord__sched_node_lost(c, i);
     /* a ps whose replica takes over (or a replica) needs no rollback */
     if (!(n->role == ROLE_PS && coord__repl_lost(c, i))) coord__fit_node_lost(c, i);
+  } else if (coord__scale_lost(c, i, why, left, sizeof left)) {
+    /* worker = { min }: REMOVED, the cluster shrinks; no failure */
   } else {
-    char extra[256] = "", left[160] = "";
-    if (coord__scale_lost(c, i, why, left, sizeof left)) { /* worker = { min }: shrinks */
-      if (!n->exited) coord__signal(c, i, SIGKILL);
-      return;
-    }
+    char extra[256] = "";
     if (!c->shutting_down && (n->role == ROLE_WORKER || n->role == ROLE_CHIEF))
       snprintf(extra, sizeof extra, " (restarts exhausted: %d of %d)%s", n->restarts,
                c->opts.max_restarts, left);
