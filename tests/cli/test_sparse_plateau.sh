@@ -33,17 +33,9 @@ cat >"$TMP/fit.lua" <<'LUA'
 local nn, S = drover.nn, drover.optim.schedule
 local mode, sched, out, path = arg[1], arg[2], arg[3], arg[4]
 local rows = 2^20
-local cat = {}
-for c = 15, 40 do cat[#cat + 1] = c end
-local d = drover.data.csv(path, { sep = "\t", label = 1, categorical = cat, buckets = rows })
-local train, test = d:split(0.8, { seed = 1 })
-local stats
-train, stats = train:standardize()
-test = test:standardize(stats)
-drover.seed(4)
-local deep = nn.Sequential { nn.Concat { nn.Identity(), nn.EmbeddingBag(rows, 4) },
-  nn.Linear(13 + 26 * 4, 8), nn.ReLU(), nn.Linear(8, 1) }
-local model = nn.Sum { nn.SparseLinear(rows, 1), deep }
+local ctr = dofile("tests/cli/ctr_setup.lua")
+local train, test = ctr.split(path, rows)
+local model = ctr.wide_deep(rows)
 local k = tonumber(sched:match("^multistep (%d+)$"))
 local s = k and S.multistep { milestones = { k }, gamma = 0.5 }
   or S.plateau { metric = sched == "refused" and "eval_logloss" or "eval_auc", patience = 0,

@@ -20,24 +20,16 @@ cat >"$TMP/pred.lua" <<'LUA'
 local nn = drover.nn
 local path, dir = arg[1], arg[2]
 local rows = 1048576
-local cat = {}
-for c = 15, 40 do cat[#cat + 1] = c end
-local d = drover.data.csv(path, { sep = "\t", label = 1, categorical = cat, buckets = rows })
-local train, test = d:split(0.8, { seed = 1 })
-local stats
-train, stats = train:standardize()
-test = test:standardize(stats)
+local ctr = dofile("tests/cli/ctr_setup.lua")
+local train, test = ctr.split(path, rows)
 assert(test.files, "the held-out split is read by the workers (files mode)")
 print("test rows " .. #test)
-drover.seed(4)
-local deep = nn.Sequential { nn.Concat { nn.Identity(), nn.EmbeddingBag(rows, 4) },
-  nn.Linear(13 + 26 * 4, 8), nn.ReLU(), nn.Linear(8, 1) }
 local function experiment(model)
   return drover.experiment { name = "sp", model = model, loss = nn.BCEWithLogits(),
     optimizer = drover.optim.Adagrad { lr = 0.05 }, train = { data = train, batch = 100, epochs = 1 },
     verbose = false, seed = 7, mode = "async" }
 end
-local exp = experiment(nn.Sum { nn.SparseLinear(rows, 1), deep })
+local exp = experiment(ctr.wide_deep(rows))
 local function write(name, y)
   local f = assert(io.open(dir .. "/" .. name, "w"))
   for i = 1, #test do f:write(string.format("%.9g\n", y[i][1])) end

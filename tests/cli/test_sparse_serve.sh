@@ -24,17 +24,9 @@ cat >"$TMP/serve.lua" <<'LUA'
 local nn = drover.nn
 local path, dir = arg[1], arg[2]
 local rows = 1048576
-local cat = {}
-for c = 15, 40 do cat[#cat + 1] = c end
-local d = drover.data.csv(path, { sep = "\t", label = 1, categorical = cat, buckets = rows })
-local train, test = d:split(0.8, { seed = 1 })
-local stats
-train, stats = train:standardize()
-test = test:standardize(stats)
-drover.seed(4)
-local deep = nn.Sequential { nn.Concat { nn.Identity(), nn.EmbeddingBag(rows, 4) },
-  nn.Linear(13 + 26 * 4, 8), nn.ReLU(), nn.Linear(8, 1) }
-local exp = drover.experiment { name = "ss", model = nn.Sum { nn.SparseLinear(rows, 1), deep },
+local ctr = dofile("tests/cli/ctr_setup.lua")
+local train, test = ctr.split(path, rows)
+local exp = drover.experiment { name = "ss", model = ctr.wide_deep(rows),
   loss = nn.BCEWithLogits(), optimizer = drover.optim.Adagrad { lr = 0.05 },
   train = { data = train, batch = 100, epochs = 1 }, verbose = false, seed = 7, mode = "async" }
 local c = drover.cluster { ps = 2, worker = 2, runs = os.getenv("RUNS") }
