@@ -424,6 +424,51 @@ int nn_collect_tables(nn_module *m, bool torch_names, nn_table_list *out) {
   return collect(m, "", torch_names ? 0 : 1, out);
 }
 
+/* 1: target found on x, 0: found with a computed input (*front set),
+ * -1: not under m. front is what feeds m. */
+static int reads_x(const nn_module *m, const nn_module *t, bool on_x, const nn_module *front,
+                   const nn_module **out) {
+  if (m == t) {
+    *out = front;
+    return on_x ? 1 : 0;
+  }
+  bool seq = strcmp(m->ops->type, "Sequential") == 0;
+  bool branches = strcmp(m->ops->type, "Concat") == 0 || strcmp(m->ops->type, "Sum") == 0;
+  for (int i = 0; i < m->nchildren; i++) {
+    bool cx = (seq && i == 0) || branches ? on_x : false;
+    const nn_module *cf = seq && i > 0 ? m->children[i - 1] : seq || branches ? front : m;
+    int rc = reads_x(m->children[i], t, cx, cf, out);
+    if (rc >= 0) return rc;
+  }
+  return -1;
+}
+
+int nn_reads_x(const nn_module *root, const nn_module *target, char *front, size_t n) {
+  const nn_module *f = NULL;
+  int rc = root && target ? reads_x(root, target, true, NULL, &f) : -1;
+  if (rc < 0) return err_set(DRV_EINVAL, "nn_reads_x: the module is not in the model");
+  if (front && n) snprintf(front, n, "%s", f ? "a layer" : "");
+  if (front && f) nn_name_of(f, front, n);
+  return rc;
+}
+
+int nn_embedding_ids(const nn_module *emb, const tensor *x, uint64_t **ids, size_t *n) {
+  *ids = NULL;
+  *n = 0;
+  if (!emb || !emb->tab || emb->tab->kind != K_EMBEDDING)
+    return err_set(DRV_EINVAL, "nn_embedding_ids: not an nn.Embedding { sparse = true }");
+  int rc = emb_check(emb, x);
+  if (rc < 0) return rc;
+  size_t k = (size_t)tensor_numel(x);
+  if (k == 0) return 0;
+  if (!(*ids = malloc(k * sizeof **ids)))
+    return err_set(DRV_ENOMEM, "out of memory for %zu ids", k);
+  const float *p = tensor_data(x);
+  for (size_t i = 0; i < k; i++) (*ids)[i] = (uint64_t)p[i];
+  *n = k;
+  return 0;
+}
+
 const nn_module *nn_find_table(const nn_module *m) {
   if (!m || m->tab) return m;
   for (int i = 0; i < m->nchildren; i++) {

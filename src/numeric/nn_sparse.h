@@ -107,6 +107,20 @@ const nn_module *nn_find_table(const nn_module *m);
  * paths that would silently lose one. */
 int nn_refuse_tables(const nn_module *m, const char *where);
 
+/* Whether `target` (a module in root's tree) reads root's input x
+ * unchanged: root itself, the first module of an nn.Sequential on x, or a
+ * branch of nn.Concat / nn.Sum on x, recursively. 1 when it does; 0 when
+ * its input is computed, the module in front of it named in front (n
+ * bytes; "nn.Linear (2)" style, as errors name modules);
+ * DRV_EINVAL when target is not in root's tree. A cluster's worker gathers
+ * an nn.Embedding { sparse = true } table's ids from x before its pull,
+ * which only works for the first case. */
+int nn_reads_x(const nn_module *root, const nn_module *target, char *front, size_t n);
+/* The ids an nn.Embedding { sparse = true } (emb) reads from x, checked as
+ * its forward checks them (same message), as n = numel(x) uint64 in
+ * *ids (malloc'd, the caller frees; NULL when n is 0). */
+int nn_embedding_ids(const nn_module *emb, const tensor *x, uint64_t **ids, size_t *n);
+
 /* Forgets the gradient (n = 0); keeps the buffers. */
 void nn_spgrad_clear(nn_spgrad *g);
 /* Frees g's buffers. */

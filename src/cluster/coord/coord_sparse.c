@@ -68,16 +68,25 @@ static int tinit_take(coord_fit_state *f, int i) {
 }
 
 /* What a cluster does not do with tables yet, refused before anything
- * starts rather than trained wrong. */
-static int refuse(const nn_table *t) {
-  const char *what = NULL;
-  nn_idlayer l;
-  if (nn_idlayer_get(t->owner, &l) < 0 || l.kind == NN_ID_EMBEDDING)
-    what = "nn.Embedding { sparse = true } (its ids come from x; nn.EmbeddingBag and "
-           "nn.SparseLinear read the batch's ids)";
-  if (!what) return 0;
-  return err_set(DRV_EUNSUPPORTED, "cluster: sparse table %s with %s is not supported yet",
-                 t->name, what);
+ * starts rather than trained wrong: an nn.Embedding { sparse = true } whose
+ * ids a layer computes (a worker gathers them from x before its pull), or
+ * one next to tables that read the batch's ids (one route of ids a step). */
+static int refuse(const nn_module *model, const nn_table_list *tl, int i) {
+  const nn_table *t = &tl->items[i];
+  nn_idlayer l, l0;
+  char front[96];
+  int rc = nn_idlayer_get(t->owner, &l);
+  if (rc == 0) rc = nn_idlayer_get(tl->items[0].owner, &l0);
+  if (rc < 0) return rc;
+  if ((l.kind == NN_ID_EMBEDDING) != (l0.kind == NN_ID_EMBEDDING))
+    return err_set(DRV_EUNSUPPORTED, "cluster: sparse table %s: nn.Embedding { sparse = true } "
+                   "next to nn.EmbeddingBag or nn.SparseLinear in one model is not supported "
+                   "yet (the first reads ids from x, the others the batch's ids)", t->name);
+  if (l.kind != NN_ID_EMBEDDING) return 0;
+  if ((rc = nn_reads_x(model, t->owner, front, sizeof front)) != 0) return rc < 0 ? rc : 0;
+  return err_set(DRV_EUNSUPPORTED, "cluster: sparse table %s with nn.Embedding { sparse = true }"
+                 ": its ids are computed by %s in front of it: the worker cannot know them "
+                 "before its pull; put it first or use nn.EmbeddingBag", t->name, front);
 }
 
 int coord__sparse_place(coord_fit_state *f, nn_module *model) {
@@ -86,7 +95,7 @@ int coord__sparse_place(coord_fit_state *f, nn_module *model) {
   if (rc == 0 && f->tables.n && !(f->tinit = calloc((size_t)f->tables.n, sizeof *f->tinit)))
     rc = err_set(DRV_ENOMEM, "out of memory");
   for (int i = 0; i < f->tables.n && rc == 0; i++) {
-    if ((rc = refuse(&f->tables.items[i])) < 0 || (rc = tinit_take(f, i)) < 0) break;
+    if ((rc = refuse(model, &f->tables, i)) < 0 || (rc = tinit_take(f, i)) < 0) break;
     const sptable *t = f->tables.items[i].value;
     rundir_event(&f->c->rd, "placement %s: a sparse table of %" PRIu64 " rows of %" PRId64
                  ", sharded by row over %d ps", f->tables.items[i].name, sptable_rows(t),

@@ -32,16 +32,46 @@ typedef struct wsp_push {
   uint64_t bytes, last_touched, last_bytes;
 } wsp_push;
 
-int worker__sparse_bind(wstate *st) {
-  int rc = nn_collect_tables(st->model, false, &st->tables);
-  if (rc < 0 || st->tables.n == 0) return rc;
+/* An nn.Embedding { sparse = true } reads its ids from x: supported when x
+ * reaches it unchanged (the worker gathers them before its pull), and
+ * then for every table of the model, all sharing one route of ids. */
+static int check_embedding(const wstate *st, int *nemb) {
+  *nemb = 0;
   for (int i = 0; i < st->tables.n; i++) {
+    const nn_table *t = &st->tables.items[i];
     nn_idlayer l;
-    if (nn_idlayer_get(st->tables.items[i].owner, &l) < 0 || l.kind == NN_ID_EMBEDDING)
+    int rc = nn_idlayer_get(t->owner, &l);
+    if (rc < 0) return rc;
+    if (l.kind != NN_ID_EMBEDDING) continue;
+    (*nemb)++;
+    char front[96];
+    if ((rc = nn_reads_x(st->model, t->owner, front, sizeof front)) < 0) return rc;
+    if (rc == 0)
       return err_set(DRV_EUNSUPPORTED, "SETUP: table %s: nn.Embedding { sparse = true } on a "
-                     "cluster is not supported yet", st->tables.items[i].name);
+                     "cluster: its ids are computed by %s in front of it: the worker cannot "
+                     "know them before its pull; put it first or use nn.EmbeddingBag", t->name,
+                     front);
   }
-  if (st->data && !data_has_sparse(st->data) && st->data->n > 0)
+  if (*nemb > 0 && *nemb < st->tables.n)
+    return err_set(DRV_EUNSUPPORTED, "SETUP: nn.Embedding { sparse = true } next to "
+                   "nn.EmbeddingBag or nn.SparseLinear in one model on a cluster is not "
+                   "supported yet (the first reads ids from x, the others the batch's ids)");
+  return 0;
+}
+
+/* Whether the model's tables read their ids from x (check_embedding
+ * passed: all or none do). */
+static bool ids_from_x(const wstate *st) {
+  nn_idlayer l;
+  return st->tables.n > 0 && nn_idlayer_get(st->tables.items[0].owner, &l) == 0 &&
+         l.kind == NN_ID_EMBEDDING;
+}
+
+int worker__sparse_bind(wstate *st) {
+  int rc = nn_collect_tables(st->model, false, &st->tables), nemb = 0;
+  if (rc < 0 || st->tables.n == 0) return rc;
+  if ((rc = check_embedding(st, &nemb)) < 0) return rc;
+  if (nemb == 0 && st->data && !data_has_sparse(st->data) && st->data->n > 0)
     return err_set(DRV_EINVAL, "SETUP: the model reads ids (sparse tables) but %s has none",
                    st->data->source);
   if (!(st->push = calloc((size_t)st->tables.n, sizeof *st->push)))
@@ -80,19 +110,34 @@ static int room(void **buf, size_t *cap, size_t n, size_t sz) {
   return 0;
 }
 
-int worker__sparse_route(worker *w, job *j) {
+/* The ids of every table of an x-reading model: x's values, checked by
+ * each table as its forward checks them. *ids is malloc'd. */
+static int ids_of_x(const wstate *st, const tensor *x, uint64_t **ids, size_t *n) {
+  int rc = 0;
+  for (int t = 0; t < st->tables.n && rc == 0; t++) {
+    free(*ids);
+    rc = nn_embedding_ids(st->tables.items[t].owner, x, ids, n);
+  }
+  return rc;
+}
+
+/* This job's ids (the batch's, or x's for an x-reading model): *own set
+ * when they are malloc'd for the caller to free. */
+static int job_ids(worker *w, job *j, const uint64_t **ids, size_t *n, uint64_t **own) {
   wstate *st = j->st;
-  const uint64_t *ids;
-  size_t n;
+  bool from_x = ids_from_x(st);
+  const tensor *x = NULL;
   if (j->kind == JOB_EVAL) { /* every row of the eval set */
     const data_sparse *sp = &st->data->sp;
-    ids = sp->ids;
-    n = sp->ptr ? (size_t)sp->ptr[st->data->n] : 0;
+    *ids = sp->ids;
+    *n = sp->ptr ? (size_t)sp->ptr[st->data->n] : 0;
+    x = st->data->x;
   } else if (j->fx) { /* a fed batch: its own ids */
-    if (!j->fsp.bound)
+    if (!from_x && !j->fsp.bound)
       return err_set(DRV_EINVAL, "a fed batch without ids: the model reads ids (sparse tables)");
-    ids = j->fsp.ids;
-    n = (size_t)j->fsp.ptr[j->fx->shape[0]];
+    *ids = j->fsp.ids;
+    *n = from_x ? 0 : (size_t)j->fsp.ptr[j->fx->shape[0]];
+    x = j->fx;
   } else {
     if (st->has_iter) { /* the position before this batch; its version once pulled */
       j->drawn = w->batches + 1;
@@ -100,21 +145,39 @@ int worker__sparse_route(worker *w, job *j) {
     }
     int rc = worker__next_batch(st, &j->px, &j->py);
     if (rc < 0) return rc;
-    const nn_sparse *sp = data_iter_sparse(&st->it);
-    ids = sp->ids;
-    n = (size_t)sp->ptr[sp->rows];
+    x = j->px;
+    if (!from_x) {
+      const nn_sparse *sp = data_iter_sparse(&st->it);
+      *ids = sp->ids;
+      *n = (size_t)sp->ptr[sp->rows];
+    }
   }
-  for (int t = 0; t < st->tables.n; t++) {
+  if (!from_x) return 0;
+  int rc = x && x->shape[0] > 0 ? ids_of_x(st, x, own, n) : 0;
+  *ids = *own;
+  if (!x || x->shape[0] == 0) *n = 0;
+  return rc;
+}
+
+int worker__sparse_route(worker *w, job *j) {
+  wstate *st = j->st;
+  const uint64_t *ids = NULL;
+  uint64_t *own = NULL;
+  size_t n = 0;
+  int rc = job_ids(w, j, &ids, &n, &own);
+  for (int t = 0; t < st->tables.n && rc == 0; t++) {
     uint64_t rows = sptable_rows(st->tables.items[t].value);
     for (size_t k = 0; k < n; k++)
-      if (ids[k] >= rows)
-        return err_set(DRV_ERANGE, "table %s: id %" PRIu64 " is outside 0..%" PRIu64,
-                       st->tables.items[t].name, ids[k], rows - 1);
+      if (ids[k] >= rows) {
+        rc = err_set(DRV_ERANGE, "table %s: id %" PRIu64 " is outside 0..%" PRIu64,
+                     st->tables.items[t].name, ids[k], rows - 1);
+        break;
+      }
     sptable_clear(st->tables.items[t].value);
   }
   st->nps = (uint32_t)w->nlinks;
   size_t ocap = st->nps;
-  int rc = room((void **)&st->route, &st->route_cap, n, sizeof *st->route);
+  if (rc == 0) rc = room((void **)&st->route, &st->route_cap, n, sizeof *st->route);
   if (rc == 0) {
     free(st->offs);
     if (!(st->offs = malloc((ocap + 1) * sizeof *st->offs)))
@@ -125,6 +188,7 @@ int worker__sparse_route(worker *w, job *j) {
     if (u < 0) rc = (int)u;
     st->touched = u < 0 ? 0 : (uint64_t)u;
   }
+  free(own);
   for (int t = 0; t < st->tables.n; t++) st->push[t].bytes = 0;
   return rc;
 }
