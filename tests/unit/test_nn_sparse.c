@@ -497,6 +497,51 @@ TEST(nn_sparse_refusals) {
   tensor_free(x3);
 }
 
+/* Where an Embedding's ids come from (a cluster's worker gathers them
+ * from x before its pull): x itself at the head of a chain or in a
+ * Concat/Sum branch on x; else computed, the layer in front named. */
+TEST(nn_sparse_embedding_reads_x) {
+  rng_t r;
+  rng_seed(&r, 3);
+  nn_module *e = nn_embedding_sparse(N, D, 1.0f, &r), *e2 = nn_embedding_sparse(N, D, 1.0f, &r);
+  nn_module *lin = nn_linear(2, 2, &r), *cat = nn_concat(), *id = nn_identity();
+  nn_module *top = nn_sequential(), *other = nn_identity();
+  CHECK_OK(nn_sequential_add(cat, id));
+  CHECK_OK(nn_sequential_add(cat, e));
+  CHECK_OK(nn_sequential_add(top, cat));
+  CHECK_OK(nn_sequential_add(top, lin));
+  CHECK_OK(nn_sequential_add(top, e2));
+  char front[96];
+  CHECK_INT_EQ(nn_reads_x(e, e, front, sizeof front), 1);
+  CHECK_INT_EQ(nn_reads_x(top, e, front, sizeof front), 1);
+  CHECK_INT_EQ(nn_reads_x(top, e2, front, sizeof front), 0);
+  CHECK(strcmp(front, "nn.Linear(2 -> 2)") == 0);
+  CHECK_ERR(nn_reads_x(top, other, front, sizeof front), DRV_EINVAL, "not in the model");
+  float ids[] = {4, 2, 9, 0};
+  tensor *x = tensor_from(2, (int64_t[]){2, 2}, ids);
+  uint64_t *got;
+  size_t n;
+  CHECK_OK(nn_embedding_ids(e, x, &got, &n));
+  CHECK_INT_EQ((long long)n, 4);
+  CHECK(got[0] == 4 && got[1] == 2 && got[2] == 9 && got[3] == 0);
+  free(got);
+  tensor_data(x)[1] = 2.5f; /* tensor_from copies ids */
+  CHECK_ERR(nn_embedding_ids(e, x, &got, &n), DRV_ERANGE,
+            "input element 1 is 2.5, expected an id in 0..9");
+  tensor_data(x)[1] = (float)N;
+  CHECK_ERR(nn_embedding_ids(e, x, &got, &n), DRV_ERANGE, "input element 1 is 10");
+  CHECK(got == NULL && n == 0);
+  CHECK_ERR(nn_embedding_ids(lin, x, &got, &n), DRV_EINVAL, "not an nn.Embedding");
+  tensor_free(x);
+  nn_unref(other);
+  nn_unref(id);
+  nn_unref(top);
+  nn_unref(cat);
+  nn_unref(lin);
+  nn_unref(e);
+  nn_unref(e2);
+}
+
 /* An id layer's spec carries its table (rows up to 2^40, options, std and
  * seed): the model parsed back makes the same rows and the same spec. */
 TEST(nn_sparse_spec_round_trip) {

@@ -1,0 +1,99 @@
+# test_sparse_embedding.sh - nn.Embedding { sparse = true } on a cluster:
+# a worker gathers the table's ids from x before its pull.
+#  se-01 docs/sparse.md's model (Embedding on two id columns, Flatten,
+#        Linear) sync over 2 ps + 1 worker: c:save's model is the
+#        in-process one bit for bit (rows by id); c:evaluate and c:predict
+#        of it equal in-process evaluate/predict.
+#  se-02 async over 2 ps + 2 workers: it learns, and the ps hold only the
+#        rows touched (at most the 50 ids of the data, of 1000000: c:save).
+#  se-03 an Embedding behind a Linear is refused by name, before any step.
+#  se-04 an id out of range in x fails the fit, named as in process.
+. tests/cli/lib.sh
+. tests/cli/sparse_lib.sh
+RUNS=$TMP/runs
+PY=$VENV/bin/python
+gen() { # file, bad row (0: none)
+  "$PY" - "$1" "$2" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    for i in range(400):
+        a, b = (i * 7) % 50, (i * 3) % 20
+        if i + 1 == int(sys.argv[2]): a = 1000000
+        f.write("%d,%d,%d\n" % (a, b, 1 if a < 25 else 0))
+PY
+}
+gen "$TMP/ids.csv" 0
+gen "$TMP/bad.csv" 123
+# arg: mode (inproc | cluster), workers, sync|async, out, model (ok | behind), data
+cat >"$TMP/fit.lua" <<'LUA'
+local nn = drover.nn
+local mode, nw, sync, out, kind, path = arg[1], tonumber(arg[2]), arg[3], arg[4], arg[5], arg[6]
+local ids = drover.data.csv(path, { label = -1 })
+drover.seed(4)
+local emb = nn.Embedding(1000000, 4, { sparse = true })
+local model = kind == "behind" and nn.Sequential { nn.Linear(2, 2), emb, nn.Flatten(), nn.Linear(8, 2) }
+  or nn.Sequential { emb, nn.Flatten(), nn.Linear(8, 2) }
+local exp = drover.experiment { name = "se", model = model, loss = nn.CrossEntropy(),
+  optimizer = drover.optim.Adagrad { lr = 0.3 }, train = { data = ids, batch = 20, epochs = 15 },
+  verbose = false, seed = 7, mode = sync }
+local function show(e, y)
+  print(("evaluate loss %.9g accuracy %.9g"):format(e.loss, e.accuracy))
+  local f = assert(io.open(out .. ".pred", "w"))
+  for i = 1, #ids do f:write(("%.9g %.9g\n"):format(y[i][1], y[i][2])) end
+  f:close()
+end
+if mode == "inproc" then
+  exp:fit()
+  model:save(out)
+  show(exp:evaluate(ids), exp:predict(ids))
+else
+  local c = drover.cluster { ps = 2, worker = nw, runs = os.getenv("RUNS") }
+  local ok, err = pcall(function() c:fit(exp) end)
+  if not ok then
+    print("error: " .. tostring(err))
+    print("run " .. c.run_dir)
+    c:shutdown()
+    return
+  end
+  c:save(out)
+  show(c:evaluate(exp, ids), c:predict(exp, ids))
+  print("run " .. c.run_dir)
+  c:shutdown()
+end
+print("held " .. emb:tables()[1].held .. " of " .. emb:tables()[1].rows)
+LUA
+fit() { RUNS=$RUNS timeout 300 "$DROVER" run "$TMP/fit.lua" "$@"; }
+
+# se-01
+fit inproc 0 sync "$TMP/ref.st" ok "$TMP/ids.csv" >"$TMP/ref.out" 2>&1
+fit cluster 1 sync "$TMP/c1.st" ok "$TMP/ids.csv" >"$TMP/c1.out" 2>&1
+check "se-01 the cluster fit ended" grep -q '^run ' "$TMP/c1.out"
+check "se-01 c:save's model is the in-process one (rows by id)" same_models "$TMP/ref.st" "$TMP/c1.st"
+check "se-01 c:evaluate equals in-process" \
+  test "$(grep '^evaluate' "$TMP/ref.out")" = "$(grep '^evaluate' "$TMP/c1.out")"
+check "se-01 c:predict equals in-process" cmp "$TMP/ref.st.pred" "$TMP/c1.st.pred"
+
+# se-02
+fit cluster 2 async "$TMP/c2.st" ok "$TMP/ids.csv" >"$TMP/c2.out" 2>&1
+check "se-02 the async fit ended" grep -q '^run ' "$TMP/c2.out"
+check "se-02 it learned (accuracy > 0.9)" awk '/^evaluate/ { ok = $5 > 0.9 } END { exit !ok }' \
+  "$TMP/c2.out"
+# c:save's rows are the ps's (SPARSE_DUMP): only the data's 50 ids of a and b
+check "se-02 the ps hold only the rows touched (at most 50 of 1000000)" \
+  awk '/^held/ { ok = $2 > 0 && $2 <= 50 } END { exit !ok }' "$TMP/c2.out"
+
+# se-03
+fit cluster 1 sync "$TMP/c3.st" behind "$TMP/ids.csv" >"$TMP/c3.out" 2>&1
+check "se-03 an Embedding behind a Linear is refused" grep -q '^error: ' "$TMP/c3.out"
+check "se-03 the message says why" \
+  grep -qF "its ids are computed by nn.Linear(2 -> 2) in front of it: the worker cannot know them before its pull; put it first or use nn.EmbeddingBag" "$TMP/c3.out"
+RUN3=$(sed -n 's/^run //p' "$TMP/c3.out")
+check "se-03 no step ran" sh -c "! grep -q '\"step\"' '$RUN3/metrics.jsonl' 2>/dev/null"
+
+# se-04
+fit inproc 0 sync "$TMP/r4.st" ok "$TMP/bad.csv" >"$TMP/r4.out" 2>&1
+fit cluster 1 sync "$TMP/c4.st" ok "$TMP/bad.csv" >"$TMP/c4.out" 2>&1
+E=$(sed -n 's/.*\(nn\.Embedding(1000000, 4, sparse): input element [0-9]* is 1e+06, expected an id in 0\.\.999999\).*/\1/p' "$TMP/r4.out" | head -1)
+check "se-04 in process the id out of range fails the fit" [ -n "$E" ]
+check "se-04 the cluster's fit fails with the same message" grep -qF "error: " "$TMP/c4.out"
+check "se-04 ... naming the element as in process" grep -qF "$E" "$TMP/c4.out"
