@@ -4,7 +4,8 @@
 #        Linear) sync over 2 ps + 1 worker: c:save's model is the
 #        in-process one bit for bit (rows by id); c:evaluate and c:predict
 #        of it equal in-process evaluate/predict.
-#  se-02 async over 2 ps + 2 workers: it learns, and the ps hold only the
+#  se-02 async over 2 ps + 2 workers and an evaluator: it learns, evals
+#        reach metrics.jsonl, and the ps hold only the
 #        rows touched (at most the 50 ids of the data, of 1000000: c:save).
 #  se-03 an Embedding behind a Linear is refused by name, before any step.
 #  se-04 an id out of range in x fails the fit, named as in process.
@@ -35,7 +36,7 @@ local model = kind == "behind" and nn.Sequential { nn.Linear(2, 2), emb, nn.Flat
   or nn.Sequential { emb, nn.Flatten(), nn.Linear(8, 2) }
 local exp = drover.experiment { name = "se", model = model, loss = nn.CrossEntropy(),
   optimizer = drover.optim.Adagrad { lr = 0.3 }, train = { data = ids, batch = 20, epochs = 15 },
-  verbose = false, seed = 7, mode = sync }
+  eval = { data = ids, every = sync == "async" and 20 or 0 }, verbose = false, seed = 7, mode = sync }
 local function show(e, y)
   print(("evaluate loss %.9g accuracy %.9g"):format(e.loss, e.accuracy))
   local f = assert(io.open(out .. ".pred", "w"))
@@ -47,7 +48,7 @@ if mode == "inproc" then
   model:save(out)
   show(exp:evaluate(ids), exp:predict(ids))
 else
-  local c = drover.cluster { ps = 2, worker = nw, runs = os.getenv("RUNS") }
+  local c = drover.cluster { ps = 2, worker = nw, evaluator = sync == "async" and 1 or 0, runs = os.getenv("RUNS") }
   local ok, err = pcall(function() c:fit(exp) end)
   if not ok then
     print("error: " .. tostring(err))
@@ -76,6 +77,9 @@ check "se-01 c:predict equals in-process" cmp "$TMP/ref.st.pred" "$TMP/c1.st.pre
 # se-02
 fit cluster 2 async "$TMP/c2.st" ok "$TMP/ids.csv" >"$TMP/c2.out" 2>&1
 check "se-02 the async fit ended" grep -q '^run ' "$TMP/c2.out"
+RUN2=$(sed -n 's/^run //p' "$TMP/c2.out")
+check "se-02 the evaluator's evals (ids from its x) are in metrics.jsonl" \
+  test "$(grep -c '"eval_loss"' "$RUN2/metrics.jsonl" 2>/dev/null)" -ge 3
 check "se-02 it learned (accuracy > 0.9)" awk '/^evaluate/ { ok = $5 > 0.9 } END { exit !ok }' \
   "$TMP/c2.out"
 # c:save's rows are the ps's (SPARSE_DUMP): only the data's 50 ids of a and b
