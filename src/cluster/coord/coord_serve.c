@@ -273,8 +273,14 @@ static int check_ids(nn_module *model, const tensor *x, const dataset *ids) {
   int rc = nn_collect_tables(model, false, &tl);
   char name[96];
   snprintf(name, sizeof name, "%s", rc == 0 && tl.n > 0 ? tl.items[0].name : "?");
+  nn_idlayer l; /* its ids come from x: c:predict serves it, c:serve is not tested with it */
+  bool from_x = rc == 0 && tl.n > 0 && nn_idlayer_get(tl.items[0].owner, &l) == 0 &&
+                l.kind == NN_ID_EMBEDDING;
   nn_table_list_free(&tl);
   if (rc < 0) return rc;
+  if (from_x)
+    return err_set(DRV_EUNSUPPORTED, "predict: c:serve of a model with nn.Embedding { sparse = "
+                   "true } (table %s) is not supported yet: use c:predict", name);
   if (!ids)
     return err_set(DRV_EINVAL, "predict: the served model reads ids (sparse table %s): send each "
                    "row's ids with the request (client.predict(x, ids=...))", name);
