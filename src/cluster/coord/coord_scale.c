@@ -327,9 +327,16 @@ int coord__scale_fit_check(coord_fit_state *f, int have, int want) {
   coord *c = f->c;
   if (!f->looping)
     return err_set(DRV_EAGAIN, "c:scale: the fit is ending; scale after it");
-  if (f->feed.src)
-    return err_set(DRV_EUNSUPPORTED, "c:scale: not during a fed fit (train.feed) yet; scale "
-                                     "between fits");
+  if (f->feed.src && want < have) {
+    int node = coord__feeders_direct_to_beyond(f, want);
+    if (node >= 0) {
+      char name[32];
+      return err_set(DRV_EAGAIN, "c:scale: worker %d -> %d would remove %s, which an external "
+                     "feeder feeds directly (feeder direct = true); scale down once it ended, "
+                     "or feed through the coordinator", have, want,
+                     coord__node_name(&c->nodes[node], name, sizeof name));
+    }
+  }
   if (f->sc.active && f->sc.from == f->sc.want)
     return err_set(DRV_EAGAIN, "c:scale: the workers left after a lost one are getting their "
                                "new shards; scale once that is over");
@@ -379,11 +386,13 @@ static void relist(coord_fit_state *f) {
   }
   f->ntrainers = k;
   free(keep);
+  if (f->feed.src) coord__feed_relist(f);
 }
 
 /* SETUP of every trainer (but the ones joining: theirs is of the new count
  * already) with its shard of the count now. */
 static void reshard(coord_fit_state *f) {
+  if (f->feed.src) return; /* no shards: fed batches go to whoever is ready */
   for (int t = 0; t < f->ntrainers; t++) {
     if (f->sc.joining && f->sc.joining[f->trainers[t]]) continue;
     if (coord__setup_trainer(f->c, t) < 0) {
