@@ -344,9 +344,6 @@ int coord__scale_fit_check(coord_fit_state *f, int have, int want) {
     return err_set(DRV_EAGAIN, "c:scale: worker %d -> %d asked during this fit is not over yet",
                    f->sc.from, f->sc.want);
   if (f->sync && want != have) {
-    for (int k = 0; k < c->ngroups; k++)
-      if (c->ps_repl && c->ps_repl[k] >= 0)
-        return err_set(DRV_EUNSUPPORTED, "c:scale: not during a sync fit with ps replicas yet");
     int n = trainers_after(f, want), b = f->args ? f->args->backup_workers : 0;
     if (b >= n)
       return err_set(DRV_EINVAL, "c:scale: worker = %d leaves %d trainer%s for backup_workers = %d",
