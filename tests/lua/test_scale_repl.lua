@@ -4,7 +4,9 @@
 -- later gets the quorum in REPL_SYNC. Scaled 1 -> 2, the primary SIGKILLed
 -- (the replica promoted goes on with 2 gradients per global step), the
 -- restarted one synced and the new primary SIGKILLed in turn (promoted
--- with REPL_SYNC's quorum), then 2 -> 1: the global steps exact.
+-- with REPL_SYNC's quorum), then 2 -> 1: the global steps exact, the
+-- parameters bit for bit those of fits without replicas or kills that had
+-- 1, 2, then 1 worker for the same global steps (as scale-fit-03).
 local T = dofile("tests/lua/t.lua")
 local test, eq = T[1], T[2]
 local read, node = T.read, T.node
@@ -78,27 +80,59 @@ local function plan(c, log)
   end
 end
 
-test("scale-repl-01 sync fit, ps_replicas = 1: 1 -> 2, primaries SIGKILLed, 2 -> 1, exact global steps", function()
+local function same_params(a, b, what)
+  for i = 1, #a do
+    local differ = 0
+    local function walk(u, v)
+      if type(u) == "table" then for k = 1, #u do walk(u[k], v[k]) end
+      elseif u ~= v then differ = differ + 1 end
+    end
+    walk(a[i].value:totable(), b[i].value:totable())
+    eq(differ, 0, what .. ": " .. a[i].name .. ": values that differ")
+  end
+end
+
+local STEPS = 3000
+
+-- plain SGD (no optimizer state on the ps) from the same seed
+local function exp(steps, progress)
   drover.seed(5)
+  return drover.experiment {
+    name = "scalerepl", model = nn.Sequential { nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10) },
+    loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.05 }, verbose = false, mode = "sync",
+    train = { data = digits, batch = 16, epochs = 100, max_steps = steps }, progress = progress }
+end
+
+test("scale-repl-01 sync fit, ps_replicas = 1: 1 -> 2, primaries SIGKILLed, 2 -> 1, exact global steps", function()
   local c <close> = drover.cluster { ps = 1, ps_replicas = 1, worker = { instances = 1, min = 1, max = 2 },
     runs = RUNS, name = "scalerepl" }
   local log = {}
-  local r = c:fit(drover.experiment {
-    name = "scalerepl", model = nn.Sequential { nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10) },
-    loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.05 }, verbose = false, mode = "sync",
-    train = { data = digits, batch = 16, epochs = 100, max_steps = 6000 }, progress = plan(c, log) })
+  local a = exp(STEPS, plan(c, log))
+  local r = c:fit(a)
   eq(log.stages, 4, "every stage ran: scale, kill, kill, scale")
-  eq(r.global_steps, 6000, "the planned global steps (6000 / 1)")
+  eq(r.global_steps, STEPS, "the planned global steps (STEPS / 1)")
   local ev = events(c)
   local q = quorums(ev)
   eq(#q, 2, "two quorum changes")
   eq(q[1][2], 2, "2 gradients")
   eq(q[2][2], 1, "then 1")
-  eq(r.steps, q[1][1] + (q[2][1] - q[1][1]) * 2 + (6000 - q[2][1]), "each global step had its quorum")
+  eq(r.steps, q[1][1] + (q[2][1] - q[1][1]) * 2 + (STEPS - q[2][1]), "each global step had its quorum")
   assert(ev:find("ps group 0: replica ps:1 promoted in place of ps:0: no update lost", 1, true), "ps:1 promoted")
   assert(ev:find("ps group 0: replica ps:0 promoted in place of ps:1: no update lost", 1, true), "ps:0 promoted")
   assert(not ev:find("restoring from step", 1, true), "no rollback")
   -- the replica applied the quorum the primary forwarded, before its promotion
   assert(read(log[1].log and node(c, "ps", 1).log):find("sync training: 2 gradients per update", 1, true),
     "ps:1 (the replica at the change) got the quorum of 2")
+  c:shutdown()
+  local g1, g2 = q[1][1], q[2][1]
+  local ref <close> = drover.cluster { ps = 1, worker = { instances = 1, max = 2 }, runs = RUNS, name = "replref" }
+  local b = exp(g1)
+  eq(ref:fit(b).global_steps, g1, "1 worker")
+  ref:scale { worker = 2 }
+  b.train.max_steps = 2 * (g2 - g1)
+  eq(ref:fit(b).global_steps, g2 - g1, "2 workers")
+  ref:scale { worker = 1 }
+  b.train.max_steps = STEPS - g2
+  eq(ref:fit(b).global_steps, STEPS - g2, "1 worker again")
+  same_params(a.model:parameters(), b.model:parameters(), "scaled with replicas and kills vs fits between")
 end)
