@@ -286,7 +286,7 @@ int coord_scale(coord *c, int role, int want, const char *by) {
 
 /* ============================== during a fit ============================== */
 
-/* c:scale while a fit runs (local clusters; not a fed fit). The fit's
+/* c:scale while a fit runs (local clusters; a fed fit too). The fit's
  * trainers and their shards follow at once in an async fit; a sync fit
  * changes its quorum at a global-step boundary (the barrier):
  *
@@ -309,7 +309,14 @@ int coord_scale(coord *c, int role, int want, const char *by) {
  *     gives every ps the new quorum for it on, the workers removed get
  *     SHUTDOWN, the others their new shards, the new ones their steps.
  *     The fit's global steps do not change; each one averages the
- *     gradients of the workers it had. */
+ *     gradients of the workers it had. With ps replicas the primary
+ *     forwards SYNC_STOP to its replica as it forwards an update, and
+ *     REPL_SYNC carries the quorum: a replica promoted keeps it.
+ *   fed (async): no shards, no SETUP again: the feed's consumers are the
+ *     trainers listed again; a removed worker's batches not started go
+ *     back to the queue as it exits (the queue's rule). A direct feeder's
+ *     batches are not the queue's: a shrink removing its worker is
+ *     refused (coord__feeders_direct_to_beyond). */
 
 enum { SC_NONE, SC_JOIN, SC_BARRIER, SC_SETTLE };
 
