@@ -76,3 +76,29 @@ test("scale-feed-01 fed async fit: grow 2 -> 4, shrink 4 -> 1, every batch train
     train = { feed = digits, batch = 64, epochs = 1 } }).batches, math.ceil(#digits / 64),
     "the next fed fit on the one left")
 end)
+
+test("scale-feed-02 fed fit: a worker lost past its restarts shrinks 3 -> 2, every batch trained", function()
+  local c <close> = drover.cluster { ps = 1, worker = { instances = 3, min = 2 }, runs = RUNS,
+    name = "scalefeedloss", max_restarts = 0 }
+  local batch, epochs = 16, 4
+  local per = math.ceil(#digits / batch)
+  local pid
+  local r = c:fit(drover.experiment {
+    name = "scalefeedloss", model = nn.Sequential { nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10) },
+    loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.05 }, verbose = false,
+    train = { feed = digits, batch = batch, epochs = epochs },
+    progress = function(p)
+      if pid or p.step < 60 then return end
+      pid = T.node(c, "worker", 2).pid
+      os.execute("kill -9 " .. pid)
+    end })
+  assert(pid, "worker:2 was killed")
+  eq(r.fed, epochs * per, "batches read")
+  eq(r.batches, epochs * per, "every batch trained (those worker:2 held fed again)")
+  eq(T.node(c, "worker", 2).state, "removed", "worker:2 removed")
+  local ev = read(c.run_dir .. "/events.log")
+  assert(ev:find("worker:2 lost past its restarts: cluster shrinks to 2 workers (min 2)", 1, true),
+    "events: the shrink")
+  assert(ev:find(("feed: %d batches trained of %d read"):format(epochs * per, epochs * per), 1, true),
+    "events: every batch read trained")
+end)

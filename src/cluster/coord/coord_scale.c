@@ -616,8 +616,11 @@ void coord__scale_fit_end(coord_fit_state *f) {
  *     left at once (SYNC_STOP {replicas}, as c:scale's barrier sends it),
  *     and one already met is applied. The global steps do not change.
  *
- * Not shrunk (the loss fails the run, as without min): a chief, a fed
- * fit, a sync fit whose backup workers would be all its trainers, fewer
+ * A fed fit goes on too: the lost worker's batches go back to the queue
+ * (the queue's rule, as without min) and the feed's consumers are the
+ * trainers left (relist).
+ *
+ * Not shrunk (the loss fails the run, as without min): a chief, a sync fit whose backup workers would be all its trainers, fewer
  * than min left. */
 
 /* Workers that would be left without node i: not taken away, not over. */
@@ -638,8 +641,7 @@ static void fit_refuses(const coord *c, int left, char *why, size_t n) {
   why[0] = '\0';
   if (!coord__fit_running(c)) return;
   int b = f->args ? f->args->backup_workers : 0;
-  if (f->feed.src) snprintf(why, n, "; a fed fit does not shrink");
-  else if (f->sync && trainers_after(f, left) <= b)
+  if (f->sync && trainers_after(f, left) <= b)
     snprintf(why, n, "; %d worker%s left for backup_workers = %d", left, left == 1 ? "" : "s", b);
 }
 
