@@ -361,6 +361,13 @@ int coord__feed_begin(coord_fit_state *f, const coord_feed_source *src, uint8_t 
   return 0;
 }
 
+void coord__feed_relist(coord_fit_state *f) {
+  coord_feed_state *fd = &f->feed;
+  if (!fd->trainers) return;
+  for (int t = 0; t < f->ntrainers; t++) fd->trainers[t] = f->trainers[t];
+  fd->ntrainers = f->ntrainers;
+}
+
 /* Batches to read now: one more per trainer than they hold. */
 static bool wants_more(const coord_fit_state *f) {
   const coord_feed_state *fd = &f->feed;

@@ -215,6 +215,20 @@ void coord__feeders_node_lost(coord_fit_state *f, int node) {
   }
 }
 
+int coord__feeders_direct_to_beyond(const coord_fit_state *f, int want) {
+  const struct coord_feeders *x = f->feed.ext;
+  const coord *c = f->c;
+  int keep = 0;
+  for (int i = 0; x && i < c->nnodes; i++) {
+    const coord_node *n = &c->nodes[i];
+    if (n->role != ROLE_WORKER || coord__scaled_away(n) || keep++ < want) continue;
+    for (const coord_feeder *d = x->list; d; d = d->next)
+      if ((d->route == i && !(d->ended && coord__feeder_outstanding(d) == 0)) || d->wait_node == i)
+        return i;
+  }
+  return -1;
+}
+
 bool coord__feeders_direct_pending(const coord_fit_state *f) {
   const struct coord_feeders *x = f->feed.ext;
   for (const coord_feeder *d = x ? x->list : NULL; d; d = d->next) {

@@ -272,6 +272,11 @@ void coord__feeders_free(coord_fit_state *f);
 /* coord_feed_direct.c: worker `node` was lost: the feeders that fed it
  * directly go through the coordinator again. */
 void coord__feeders_node_lost(coord_fit_state *f, int node);
+/* c:scale down to `want` workers would remove (remove_beyond: the
+ * highest-indexed) a worker a direct feeder routes to or waits for: that
+ * node, or -1. Such a shrink is refused (the batches it holds unacked
+ * would need the feeder's hand-over, which only a lost worker has). */
+int coord__feeders_direct_to_beyond(const coord_fit_state *f, int want);
 /* Worker `node` is set up for the fit (SETUP_OK) or listens: feeders that
  * waited for it get their route and credit. */
 void coord__feeders_node_ready(coord_fit_state *f, int node);
@@ -289,6 +294,10 @@ void coord__feeders_summary(coord_fit_state *f);
 void coord__feed_trained(coord_fit_state *f, int node, uint64_t id);
 /* FEED_END from a worker (w:terminate). */
 void coord__feed_worker_end(coord_fit_state *f, int node);
+/* c:scale during a fed fit: the feed's trainers listed again (the fit's,
+ * f->trainers), so new workers get batches and FEED_END, and the
+ * coordinator reads one more batch ahead per trainer. */
+void coord__feed_relist(coord_fit_state *f);
 /* The fit state goes (coord__fit_free). */
 void coord__feed_free(coord_fit_state *f);
 

@@ -286,7 +286,7 @@ int coord_scale(coord *c, int role, int want, const char *by) {
 
 /* ============================== during a fit ============================== */
 
-/* c:scale while a fit runs (local clusters; not a fed fit). The fit's
+/* c:scale while a fit runs (local clusters; a fed fit too). The fit's
  * trainers and their shards follow at once in an async fit; a sync fit
  * changes its quorum at a global-step boundary (the barrier):
  *
@@ -309,7 +309,14 @@ int coord_scale(coord *c, int role, int want, const char *by) {
  *     gives every ps the new quorum for it on, the workers removed get
  *     SHUTDOWN, the others their new shards, the new ones their steps.
  *     The fit's global steps do not change; each one averages the
- *     gradients of the workers it had. */
+ *     gradients of the workers it had. With ps replicas the primary
+ *     forwards SYNC_STOP to its replica as it forwards an update, and
+ *     REPL_SYNC carries the quorum: a replica promoted keeps it.
+ *   fed (async): no shards, no SETUP again: the feed's consumers are the
+ *     trainers listed again; a removed worker's batches not started go
+ *     back to the queue as it exits (the queue's rule). A direct feeder's
+ *     batches are not the queue's: a shrink removing its worker is
+ *     refused (coord__feeders_direct_to_beyond). */
 
 enum { SC_NONE, SC_JOIN, SC_BARRIER, SC_SETTLE };
 
@@ -327,9 +334,16 @@ int coord__scale_fit_check(coord_fit_state *f, int have, int want) {
   coord *c = f->c;
   if (!f->looping)
     return err_set(DRV_EAGAIN, "c:scale: the fit is ending; scale after it");
-  if (f->feed.src)
-    return err_set(DRV_EUNSUPPORTED, "c:scale: not during a fed fit (train.feed) yet; scale "
-                                     "between fits");
+  if (f->feed.src && want < have) {
+    int node = coord__feeders_direct_to_beyond(f, want);
+    if (node >= 0) {
+      char name[32];
+      return err_set(DRV_EAGAIN, "c:scale: worker %d -> %d would remove %s, which an external "
+                     "feeder feeds directly (feeder direct = true); scale down once it ended, "
+                     "or feed through the coordinator", have, want,
+                     coord__node_name(&c->nodes[node], name, sizeof name));
+    }
+  }
   if (f->sc.active && f->sc.from == f->sc.want)
     return err_set(DRV_EAGAIN, "c:scale: the workers left after a lost one are getting their "
                                "new shards; scale once that is over");
@@ -337,9 +351,6 @@ int coord__scale_fit_check(coord_fit_state *f, int have, int want) {
     return err_set(DRV_EAGAIN, "c:scale: worker %d -> %d asked during this fit is not over yet",
                    f->sc.from, f->sc.want);
   if (f->sync && want != have) {
-    for (int k = 0; k < c->ngroups; k++)
-      if (c->ps_repl && c->ps_repl[k] >= 0)
-        return err_set(DRV_EUNSUPPORTED, "c:scale: not during a sync fit with ps replicas yet");
     int n = trainers_after(f, want), b = f->args ? f->args->backup_workers : 0;
     if (b >= n)
       return err_set(DRV_EINVAL, "c:scale: worker = %d leaves %d trainer%s for backup_workers = %d",
@@ -379,11 +390,13 @@ static void relist(coord_fit_state *f) {
   }
   f->ntrainers = k;
   free(keep);
+  if (f->feed.src) coord__feed_relist(f);
 }
 
 /* SETUP of every trainer (but the ones joining: theirs is of the new count
  * already) with its shard of the count now. */
 static void reshard(coord_fit_state *f) {
+  if (f->feed.src) return; /* no shards: fed batches go to whoever is ready */
   for (int t = 0; t < f->ntrainers; t++) {
     if (f->sc.joining && f->sc.joining[f->trainers[t]]) continue;
     if (coord__setup_trainer(f->c, t) < 0) {
@@ -603,8 +616,11 @@ void coord__scale_fit_end(coord_fit_state *f) {
  *     left at once (SYNC_STOP {replicas}, as c:scale's barrier sends it),
  *     and one already met is applied. The global steps do not change.
  *
- * Not shrunk (the loss fails the run, as without min): a chief, a fed
- * fit, a sync fit whose backup workers would be all its trainers, fewer
+ * A fed fit goes on too: the lost worker's batches go back to the queue
+ * (the queue's rule, as without min) and the feed's consumers are the
+ * trainers left (relist).
+ *
+ * Not shrunk (the loss fails the run, as without min): a chief, a sync fit whose backup workers would be all its trainers, fewer
  * than min left. */
 
 /* Workers that would be left without node i: not taken away, not over. */
@@ -625,8 +641,7 @@ static void fit_refuses(const coord *c, int left, char *why, size_t n) {
   why[0] = '\0';
   if (!coord__fit_running(c)) return;
   int b = f->args ? f->args->backup_workers : 0;
-  if (f->feed.src) snprintf(why, n, "; a fed fit does not shrink");
-  else if (f->sync && trainers_after(f, left) <= b)
+  if (f->sync && trainers_after(f, left) <= b)
     snprintf(why, n, "; %d worker%s left for backup_workers = %d", left, left == 1 ? "" : "s", b);
 }
 
