@@ -9,10 +9,14 @@
 #        rows touched (at most the 50 ids of the data, of 1000000: c:save).
 #  se-03 an Embedding behind a Linear is refused by name, before any step.
 #  se-04 an id out of range in x fails the fit, named as in process.
+#  se-05 c:serve of such a model: the Python client's rows (no ids: they
+#        are x) answered as exp:predict, bit for bit; rows sent with ids,
+#        and a row with an id out of range, refused with the reason, the
+#        connection kept.
 . tests/cli/lib.sh
 . tests/cli/sparse_lib.sh
+python_client sparse-embedding
 RUNS=$TMP/runs
-PY=$VENV/bin/python
 gen() { # file, bad row (0: none)
   "$PY" - "$1" "$2" <<'PY'
 import sys
@@ -101,3 +105,70 @@ E=$(sed -n 's/.*\(nn\.Embedding(1000000, 4, sparse): input element [0-9]* is 1e+
 check "se-04 in process the id out of range fails the fit" [ -n "$E" ]
 check "se-04 the cluster's fit fails with the same message" grep -qF "error: " "$TMP/c4.out"
 check "se-04 ... naming the element as in process" grep -qF "$E" "$TMP/c4.out"
+
+# se-05
+cat >"$TMP/serve.lua" <<'LUA'
+local nn, dir = drover.nn, arg[1]
+local ids = drover.data.csv(arg[2], { label = -1 })
+drover.seed(4)
+local model = nn.Sequential { nn.Embedding(1000000, 4, { sparse = true }), nn.Flatten(), nn.Linear(8, 2) }
+local exp = drover.experiment { name = "se5", model = model, loss = nn.CrossEntropy(),
+  optimizer = drover.optim.Adagrad { lr = 0.3 }, train = { data = ids, batch = 20, epochs = 3 },
+  verbose = false, seed = 7, mode = "async" }
+local c = drover.cluster { ps = 2, worker = 2, runs = os.getenv("RUNS") }
+c:fit(exp)
+drover.data.write_npy(dir .. "/x.npy", ids.x)
+drover.data.write_npy(dir .. "/want.npy", exp:predict(ids))
+local f = assert(io.open(dir .. "/run", "w"))
+f:write(c.run_dir, "\n")
+f:close()
+local r = c:serve { predict = exp, batch = 64, requests = 4, idle = 120 }
+print(("SERVED %d requests"):format(r.requests))
+c:shutdown()
+LUA
+RUNS=$RUNS timeout 300 "$DROVER" run "$TMP/serve.lua" "$TMP" "$TMP/ids.csv" >"$TMP/serve.out" 2>&1 &
+server=$!
+kill_at_exit $server
+wait_for 180 test -s "$TMP/run"
+RUN=$(cat "$TMP/run" 2>/dev/null)
+check "se-05 the cluster trained" [ -n "$RUN" ]
+cat >"$TMP/client.py" <<'PY'
+import sys, time
+import numpy as np
+import drover_client as dc
+run_dir, tmp = sys.argv[1], sys.argv[2]
+def result(name, ok, why=""):
+    print(("PASS %s" % name) if ok else "FAIL %s: %s" % (name, why))
+x, want = np.load(tmp + "/x.npy"), np.load(tmp + "/want.npy")
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline and "serving predictions" not in open(run_dir + "/events.log").read():
+    time.sleep(0.1)
+with dc.connect(run_dir, timeout=30) as run:
+    got = np.array(run.predict(x), dtype=np.float32)
+    result("se-05 the served predictions equal exp:predict, bit for bit",
+           got.shape == want.shape and np.array_equal(got, want), got.shape)
+    try:
+        run.predict(x[:3], ids=np.zeros((3, 2), np.int64))
+        result("se-05 rows with ids are refused", False, "answered")
+    except dc.DroverError as e:
+        result("se-05 rows with ids are refused: the model reads them from x",
+               "reads its ids from x" in str(e), e)
+    bad = x[:3].copy()
+    bad[0, 0] = 1e6
+    try:
+        run.predict(bad)
+        result("se-05 an id out of range is refused", False, "answered")
+    except dc.DroverError as e:
+        result("se-05 an id out of range is refused, naming it", "expected an id in 0..999999" in str(e), e)
+    try:
+        got = np.array(run.predict(x[:7]), dtype=np.float32)
+        result("se-05 the connection was kept: 7 rows answered bit for bit",
+               np.array_equal(got, want[:7]))
+    except Exception as e:
+        result("se-05 the connection was kept: 7 rows answered bit for bit", False, repr(e))
+PY
+timeout 200 "$PY" "$TMP/client.py" "$RUN" "$TMP"
+wait_for 60 sh -c "! kill -0 $server 2>/dev/null"
+wait $server
+check "se-05 the run ended cleanly" test $? -eq 0
+check "se-05 c:serve counted its 4 requests (the refused ones too)" grep -q '^SERVED 4 requests' "$TMP/serve.out"

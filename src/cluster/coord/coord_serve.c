@@ -273,20 +273,25 @@ static int check_ids(nn_module *model, const tensor *x, const dataset *ids) {
   int rc = nn_collect_tables(model, false, &tl);
   char name[96];
   snprintf(name, sizeof name, "%s", rc == 0 && tl.n > 0 ? tl.items[0].name : "?");
-  nn_idlayer l; /* its ids come from x: c:predict serves it, c:serve is not tested with it */
+  nn_idlayer l; /* nn.Embedding { sparse = true }: its ids are x's values */
   bool from_x = rc == 0 && tl.n > 0 && nn_idlayer_get(tl.items[0].owner, &l) == 0 &&
                 l.kind == NN_ID_EMBEDDING;
   nn_table_list_free(&tl);
   if (rc < 0) return rc;
-  if (from_x)
-    return err_set(DRV_EUNSUPPORTED, "predict: c:serve of a model with nn.Embedding { sparse = "
-                   "true } (table %s) is not supported yet: use c:predict", name);
-  if (!ids)
+  if (from_x && ids)
+    return err_set(DRV_EINVAL, "predict: the served model reads its ids from x (nn.Embedding { "
+                   "sparse = true }, table %s): send the rows without ids", name);
+  if (!ids && !from_x)
     return err_set(DRV_EINVAL, "predict: the served model reads ids (sparse table %s): send each "
                    "row's ids with the request (client.predict(x, ids=...))", name);
   tensor row = *x;
   row.shape[0] = 1;
   tensor *y = NULL;
+  if (from_x) { /* x's first row: an id out of range is named before a worker fails on it */
+    rc = train_predict(model, &row, NULL, 1, &y);
+    tensor_free(y);
+    return rc < 0 ? err_set(rc, "predict: %s", err_msg()) : 0;
+  }
   nn_sparse one = data_sparse_view(&ids->sp, 1);
   rc = train_predict(model, &row, &one, 1, &y);
   tensor_free(y);
