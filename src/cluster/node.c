@@ -74,6 +74,7 @@ typedef struct node {
   wire_item_table_stat stats[64]; /* the SPARSE_STATS last sent (nstats of them) */
   int nstats;
   bool registered;
+  int redials;          /* connections to the coordinator closed before REGISTERED */
   bool shutting_down;   /* SHUTDOWN received (or failing): draining */
   bool failing;         /* a fatal protocol or setup error: frames ignored */
   uint64_t drain_deadline;
@@ -86,6 +87,9 @@ typedef struct node {
   uv_signal_t term;     /* --log-forward: SIGTERM forwards what is left first */
   bool term_live;
 } node;
+
+/* Dials of the coordinator after one closed before REGISTERED. */
+#define NODE_REDIALS 5
 
 /* --log-forward keeps at most this much of the log while the coordinator
  * is out of reach (before REGISTERED); beyond, records are dropped and
@@ -645,7 +649,20 @@ static void coord_close(conn *c, int err, const char *why) {
     return;
   }
   (void)err; /* clean or not, the coordinator is gone */
-  log_error("lost the coordinator: %s", why && why[0] ? why : "connection closed");
+  why = why && why[0] ? why : "connection closed";
+  /* Before REGISTERED the coordinator may have dropped our handshake for
+   * newer ones (a flood of connections that never authenticate: the
+   * oldest of an address goes, conn_server.c); a restarted node that gave
+   * up at once would spend its restarts on it. */
+  if (!n->registered && n->redials < NODE_REDIALS) {
+    n->redials++;
+    log_warn("the coordinator closed the connection before this node registered (%s): "
+             "dialling again (%d of %d)", why, n->redials, NODE_REDIALS);
+    if (conn_connect(&n->loop, n->o->coord_host, n->o->coord_port, &n->copts, &n->coord) == 0)
+      return;
+    why = err_msg();
+  }
+  log_error("lost the coordinator: %s", why);
   node_stop(n, EXIT_LOST);
 }
 
