@@ -72,6 +72,12 @@ void metrics_eval_line(metrics *m, double time, int64_t step, const train_eval *
   append(m, ok ? o : NULL);
 }
 
+void metrics_workers_line(metrics *m, double time, int64_t step, int workers) {
+  if (!m->f) return;
+  append(m, json_pack("{s:o, s:I, s:i}", "time", seconds(time), "step", (json_int_t)step,
+                      "workers", workers));
+}
+
 void metrics_eval_events(events_writer *w, int64_t step, const train_eval *e, unsigned which) {
   events_run_scalar(w, "eval/loss", step, e->loss);
   events_run_scalar(w, "eval/accuracy", step, e->accuracy);
@@ -104,7 +110,8 @@ const char *metrics_tag(const char *key) {
       {"loss", "train/loss"},       {"accuracy", "train/accuracy"},
       {"lr", "train/learning_rate"}, {"grad_norm", "train/grad_norm"},
       {"eval_loss", "eval/loss"},   {"eval_accuracy", "eval/accuracy"},
-      {"eval_auc", "eval/auc"},     {"eval_logloss", "eval/logloss"}};
+      {"eval_auc", "eval/auc"},     {"eval_logloss", "eval/logloss"},
+      {"workers", "cluster/workers"}};
   for (size_t i = 0; i < sizeof tags / sizeof *tags; i++)
     if (strcmp(key, tags[i][0]) == 0) return tags[i][1];
   return key;

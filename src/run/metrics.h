@@ -23,6 +23,9 @@
  *   time, step, eval_loss, eval_accuracy (null where it does not apply),
  *   and with an experiment's eval.metrics: eval_auc, eval_logloss (null
  *   when not defined: an eval set of one class has no AUC)
+ * A cluster fit's trainer count, at its start and after each change of
+ * membership (c:scale, a lost worker), at the step it took effect:
+ *   time, step, workers (integer; TensorBoard tag cluster/workers)
  * A value JSON cannot hold (NaN, an infinity) is null: a diverged loss
  * never writes a bare `nan`. Members that are absent are unknown.
  *
@@ -73,6 +76,8 @@ void metrics_eval_line(metrics *m, double time, int64_t step, const train_eval *
 /* The same eval as TensorBoard scalars (eval/loss, eval/accuracy,
  * eval/auc, eval/logloss; a NaN skipped). w NULL is fine. */
 void metrics_eval_events(events_writer *w, int64_t step, const train_eval *e, unsigned which);
+/* A cluster fit's trainer count at `step` (0: its start). */
+void metrics_workers_line(metrics *m, double time, int64_t step, int workers);
 void metrics_flush(metrics *m);
 void metrics_close(metrics *m);
 
@@ -81,7 +86,7 @@ void metrics_close(metrics *m);
 bool metrics_series(const char *key, const json_t *v, double *value);
 /* The tag of series `key` on the dashboard and in TensorBoard: "loss" ->
  * "train/loss", "eval_accuracy" -> "eval/accuracy", "eval_auc" -> "eval/auc", "lr" ->
- * "train/learning_rate"...; a key it does not know, as it is. */
+ * "train/learning_rate", "workers" -> "cluster/workers"...; a key it does not know, as it is. */
 const char *metrics_tag(const char *key);
 
 #endif

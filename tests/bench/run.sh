@@ -336,5 +336,9 @@ BENCH_RUNS="$runs" "$build/drover" run tests/bench/scale_up.lua 2>&1 | grep '^sc
 echo "(goal: under 1 s to the new worker's first step)"
 
 echo
+echo "== grow: 1 ps, an async fit on 1 worker grown to 2 at half its steps, vs the mean of fixed 1- and 2-worker fits (samples/s)"
+BENCH_RUNS="$runs" BENCH_PAIRS="$pairs" "$build/drover" run tests/bench/grow.lua 2>&1 | grep -E '^(pair|grow_)'
+
+echo
 echo "== scale: one coordinator, 1,000 and 10,000 simulated workers (bench_scale) on loopback"
 BUILD="$build" sh tests/bench/scale.sh

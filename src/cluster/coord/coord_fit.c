@@ -690,6 +690,8 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   f->stop_phase = 0;
   progress_init(&f->out, cfg->progress, cfg->progress_tty);
   f->t0 = progress_now();
+  f->workers_said = -1;
+  coord__fit_workers(f);
   if (a->feed)
     rundir_event(&c->rd, "fit: fed, %d workers, %d variables over %d ps", f->ntrainers, f->nvars,
                  f->nps);
@@ -702,6 +704,14 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
                  (long long)f->total, f->ntrainers, f->nvars, f->nps);
   rc = fit_run(c, a);
   return fit_finish(c, a, rc, res);
+}
+
+void coord__fit_workers(coord_fit_state *f) {
+  if (f->ntrainers == f->workers_said) return;
+  f->workers_said = f->ntrainers;
+  metrics_workers_line(&f->metrics, progress_now() - f->t0, f->done, f->ntrainers);
+  events_run_scalar(f->events, "cluster/workers", f->done, f->ntrainers);
+  coord__dash_point(f->c, "cluster/workers", f->done, f->ntrainers);
 }
 
 bool coord_fit_skipped(const coord *c) { return c->fit && c->fit->skipped; }

@@ -580,6 +580,7 @@ void coord__scale_tick(coord_fit_state *f) {
     else
       rundir_event(&f->c->rd, "scale: worker %d -> %d done (during the fit, at step %lld)",
                    f->sc.from, f->sc.want, (long long)f->done);
+    coord__fit_workers(f); /* metrics.jsonl at the same step */
   }
 }
 
