@@ -1,6 +1,6 @@
 -- grow.lua - what growing a fit buys (run by tests/bench/run.sh): 1 ps,
 -- digits on a 64-256-10 MLP, batch 32, async fits of `steps` steps (arg 1,
--- 1200). Per pair, alternating: a fit on 1 worker that asks c:scale
+-- 6000). Per pair, alternating: a fit on 1 worker that asks c:scale
 -- { worker = 2 } from its progress function at half its steps (the new
 -- worker's start counted in its time), a fit on 1 worker, a fit on 2
 -- workers (scaled before, not timed). Prints each pair's samples/s and
@@ -9,7 +9,7 @@
 -- grown fit loses little to the join; above 1 the 2-worker half ran
 -- faster than the 2-worker fit's average.
 local runs = os.getenv("BENCH_RUNS") or "/tmp/drover-bench-runs"
-local steps = tonumber(arg[1]) or 1200
+local steps = tonumber(arg[1]) or 6000
 local pairs_n = math.max(3, tonumber(os.getenv("BENCH_PAIRS") or "3"))
 local nn, optim = drover.nn, drover.optim
 local digits = drover.data.csv("examples/data/digits.csv", { label = -1 })
