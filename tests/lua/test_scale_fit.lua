@@ -37,30 +37,32 @@ end
 
 -- the progress function: scale to the counts in `plan` ({ step, count }
 -- pairs) once the fit passed each step and the change before is over (a
--- change asked while one is under way is refused, and asked again later)
+-- change asked while one is under way is refused, and asked again later).
+-- Until events.log says the change is done, each progress call is held
+-- 20 ms, blocking: a new worker takes a while to start on a loaded machine,
+-- and a fit of small steps (a sync fit of one worker runs its steps while
+-- a script's drover.sleep runs the loop) could end before it is up, as
+-- tests/cli/scale_engine.lua does for the engines.
 local function scaler(c, plan, log)
-  local k = 1
+  local k, pending, seen = 1, false, 0
+  local function dones()
+    local f = io.open(c.run_dir .. "/events.log")
+    local _, n = f:read("a"):gsub("scale: worker %d+ %-> %d+ done", "")
+    f:close()
+    return n
+  end
   return function(p)
+    if pending and dones() <= seen then return io.popen("sleep 0.02"):close() end
+    pending = false
     local at = plan[k]
     if not at or p.step < at[1] then return end
+    seen = dones()
     local ok, err = pcall(c.scale, c, { worker = at[2] })
     if not ok and tostring(err):find("is not over yet", 1, true) then return end
     assert(ok, err)
     k = k + 1
+    pending = true
     log[#log + 1] = { p.step, at[2] }
-    -- a fit of small steps could end before a new worker is up: wait for
-    -- them (the loop runs meanwhile, the others train on), up to 30 s: a
-    -- loaded machine took more than 5 s to start one (the sync fit ended
-    -- before its first quorum change)
-    for _ = 1, 1200 do
-      local _, up = workers(c)
-      local ready = 0
-      for _, x in ipairs(c:nodes()) do
-        if x.role == "worker" and (x.state == "ready" or x.state == "busy") then ready = ready + 1 end
-      end
-      if up <= ready then break end
-      drover.sleep(0.025)
-    end
   end
 end
 
