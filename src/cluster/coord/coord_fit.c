@@ -690,8 +690,8 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   f->stop_phase = 0;
   progress_init(&f->out, cfg->progress, cfg->progress_tty);
   f->t0 = progress_now();
-  f->workers_said = -1;
-  coord__fit_workers(f);
+  f->workers_said = f->ntrainers; /* written with the first change only: a fit */
+  f->workers_step0 = f->done;      /* that keeps its workers adds no line */
   if (a->feed)
     rundir_event(&c->rd, "fit: fed, %d workers, %d variables over %d ps", f->ntrainers, f->nvars,
                  f->nps);
@@ -706,12 +706,20 @@ int coord_fit(coord *c, const coord_fit_args *a, train_result *res) {
   return fit_finish(c, a, rc, res);
 }
 
+static void workers_point(coord_fit_state *f, double t, int64_t step, int n) {
+  metrics_workers_line(&f->metrics, t, step, n);
+  events_run_scalar(f->events, "cluster/workers", step, n);
+  coord__dash_point(f->c, "cluster/workers", step, n);
+}
+
+/* At a membership change: the count the fit began with (once), then the
+ * new one, at the step events.log names. */
 void coord__fit_workers(coord_fit_state *f) {
   if (f->ntrainers == f->workers_said) return;
+  if (f->workers_step0 >= 0) workers_point(f, 0, f->workers_step0, f->workers_said);
+  f->workers_step0 = -1;
   f->workers_said = f->ntrainers;
-  metrics_workers_line(&f->metrics, progress_now() - f->t0, f->done, f->ntrainers);
-  events_run_scalar(f->events, "cluster/workers", f->done, f->ntrainers);
-  coord__dash_point(f->c, "cluster/workers", f->done, f->ntrainers);
+  workers_point(f, progress_now() - f->t0, f->done, f->ntrainers);
 }
 
 bool coord_fit_skipped(const coord *c) { return c->fit && c->fit->skipped; }

@@ -149,7 +149,8 @@ struct coord_fit_state {
   int *trainers; /* node indices of chief and workers, shard order */
   int64_t *examples0; /* each trainer's example count when this fit began */
   int ntrainers;
-  int workers_said; /* ntrainers as metrics.jsonl last has it; -1 none yet */
+  int workers_said; /* ntrainers as metrics.jsonl last has it (or the fit began with) */
+  int64_t workers_step0; /* the step the fit began at; -1 once its count was written */
   int evaluator; /* node index or -1 */
   const coord_fit_args *args; /* while a fit sets up or runs; then &kept */
   coord_fit_args kept;        /* the last fit's or setup's (keep_args) */
@@ -291,8 +292,10 @@ bool coord__feeders_direct_pending(const coord_fit_state *f);
 bool coord__feeders_direct_who(coord_fit_state *f, char *buf, size_t n);
 /* events.log: how many batches went to workers directly. */
 /* metrics.jsonl, TensorBoard (cluster/workers) and the dashboard get the
- * fit's trainer count at step f->done if it changed since last said: at
- * the fit's start and once a membership change took effect. */
+ * fit's trainer count at step f->done if it changed since last said, once
+ * a membership change took effect; the first change also writes the count
+ * the fit began with, at its first step (a fit that keeps its workers has
+ * no such line: readers counting step lines see none). */
 void coord__fit_workers(coord_fit_state *f);
 void coord__feeders_summary(coord_fit_state *f);
 /* A RESULT of a fed batch (from step_done): its slot is forgotten. */
