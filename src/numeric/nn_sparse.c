@@ -419,6 +419,11 @@ static int collect(nn_module *m, const char *prefix, int first, nn_table_list *o
   return 0;
 }
 
+bool nn_tables_read_x(const nn_table_list *l) {
+  nn_idlayer k;
+  return l->n > 0 && nn_idlayer_get(l->items[0].owner, &k) == 0 && k.kind == NN_ID_EMBEDDING;
+}
+
 int nn_collect_tables(nn_module *m, bool torch_names, nn_table_list *out) {
   if (!m || !out) return err_set(DRV_EINVAL, "nn_collect_tables: NULL argument");
   return collect(m, "", torch_names ? 0 : 1, out);

@@ -100,6 +100,10 @@ nn_module *nn_idlayer_new(const nn_idlayer *l);
  * nn_collect_params (torch_names false) or nn_torch_params names. */
 int nn_collect_tables(nn_module *m, bool torch_names, nn_table_list *out);
 void nn_table_list_free(nn_table_list *l); /* frees items, not tables */
+/* Whether l's tables read their ids from x (nn.Embedding { sparse = true })
+ * rather than from a batch's ids; a cluster refuses a model mixing both,
+ * so the first table says. False for an empty list. */
+bool nn_tables_read_x(const nn_table_list *l);
 /* The first module of m's tree holding a table, or NULL. */
 const nn_module *nn_find_table(const nn_module *m);
 /* DRV_EUNSUPPORTED "sparse tables WHERE are not supported yet: nn.X holds

@@ -261,10 +261,7 @@ static void pred_free(pred *p) {
  * with in-memory rows (files mode: the workers read it). */
 static int check_ids(pred *p, const dataset *ids) {
   bool has = ids && data_has_sparse(ids);
-  nn_idlayer l; /* nn.Embedding { sparse = true } reads its ids from x */
-  bool from_x = p->tables.n > 0 && nn_idlayer_get(p->tables.items[0].owner, &l) == 0 &&
-                l.kind == NN_ID_EMBEDDING;
-  if (p->tables.n > 0 && !has && !from_x)
+  if (p->tables.n > 0 && !has && !nn_tables_read_x(&p->tables))
     return err_set(DRV_EINVAL, "predict: the model reads ids (sparse table %s) but the data has "
                    "none: pass a dataset with ids", p->tables.items[0].name);
   if (has && !p->recipe) {

@@ -273,9 +273,7 @@ static int check_ids(nn_module *model, const tensor *x, const dataset *ids) {
   int rc = nn_collect_tables(model, false, &tl);
   char name[96];
   snprintf(name, sizeof name, "%s", rc == 0 && tl.n > 0 ? tl.items[0].name : "?");
-  nn_idlayer l; /* nn.Embedding { sparse = true }: its ids are x's values */
-  bool from_x = rc == 0 && tl.n > 0 && nn_idlayer_get(tl.items[0].owner, &l) == 0 &&
-                l.kind == NN_ID_EMBEDDING;
+  bool from_x = rc == 0 && nn_tables_read_x(&tl); /* its ids are x's values */
   nn_table_list_free(&tl);
   if (rc < 0) return rc;
   if (from_x && ids)

@@ -59,14 +59,6 @@ static int check_embedding(const wstate *st, int *nemb) {
   return 0;
 }
 
-/* Whether the model's tables read their ids from x (check_embedding
- * passed: all or none do). */
-static bool ids_from_x(const wstate *st) {
-  nn_idlayer l;
-  return st->tables.n > 0 && nn_idlayer_get(st->tables.items[0].owner, &l) == 0 &&
-         l.kind == NN_ID_EMBEDDING;
-}
-
 int worker__sparse_bind(wstate *st) {
   int rc = nn_collect_tables(st->model, false, &st->tables), nemb = 0;
   if (rc < 0 || st->tables.n == 0) return rc;
@@ -125,7 +117,7 @@ static int ids_of_x(const wstate *st, const tensor *x, uint64_t **ids, size_t *n
  * when they are malloc'd for the caller to free. */
 static int job_ids(worker *w, job *j, const uint64_t **ids, size_t *n, uint64_t **own) {
   wstate *st = j->st;
-  bool from_x = ids_from_x(st);
+  bool from_x = nn_tables_read_x(&st->tables);
   const tensor *x = NULL;
   if (j->kind == JOB_EVAL) { /* every row of the eval set */
     const data_sparse *sp = &st->data->sp;
