@@ -41,6 +41,7 @@ void coord__fit_node_lost(coord *c, int node) {
   coord_fit_state *f = c->fit;
   if (f && f->setup_ok) f->setup_ok[node] = false; /* SETUP again when it is back */
   if (f && f->taken) f->taken[node] = 0;          /* a new process: its own global steps */
+  if (f && f->fresh) f->fresh[node] = true;
   if (f) coord__pos_node_lost(f, node);
   if (f) coord__feeders_node_lost(f, node);
   if (f && c->nodes[node].role == ROLE_PS) coord__ckpt_ps_lost(f, coord__ps_group(c, node));
@@ -524,9 +525,11 @@ static int plan(coord *c, const coord_fit_args *a) {
   }
   free(f->setup_ok);
   free(f->taken);
+  free(f->fresh);
   f->setup_ok = calloc((size_t)c->node_cap, sizeof *f->setup_ok);
   f->taken = calloc((size_t)c->node_cap, sizeof *f->taken);
-  if (!f->setup_ok || !f->taken) return err_set(DRV_ENOMEM, "out of memory");
+  f->fresh = calloc((size_t)c->node_cap, sizeof *f->fresh);
+  if (!f->setup_ok || !f->taken || !f->fresh) return err_set(DRV_ENOMEM, "out of memory");
   f->produced = f->done = f->examples = f->dropped = 0;
   f->epoch_no = 0;
   f->evals_out = 0;
@@ -752,6 +755,7 @@ void coord__fit_free(coord *c) {
   free(f->examples0);
   free(f->setup_ok);
   free(f->taken);
+  free(f->fresh);
   metrics_close(&f->metrics);
   events_run_close(f->events);
   free(f->ps);

@@ -173,6 +173,10 @@ struct coord_fit_state {
    * process (or the last rollback) began; a process gives at most one
    * gradient per global step, so past sync_target it gets no more steps */
   int64_t *taken;
+  /* sync, per node: its process was restarted during this fit, so its
+   * taken counts from the global step the ps were at then, unknown here:
+   * a c:scale barrier holds it by the ps's answer alone (coord_scale.c) */
+  bool *fresh;
   int64_t dropped; /* sync: RESULTs of steps whose gradient no ps applied, not counted */
   int64_t epoch_seen, epoch_correct, epoch_no;
   double epoch_loss;

@@ -438,7 +438,7 @@ static void begin_barrier(coord_fit_state *f) {
   int64_t at = 0;
   for (int t = 0; t < f->ntrainers; t++) {
     int i = f->trainers[t];
-    if (f->sc.joining[i]) continue;
+    if (f->sc.joining[i] || f->fresh[i]) continue;
     int64_t g = f->taken[i] + c->nodes[i].inflight;
     if (g > at) at = g;
   }
@@ -467,16 +467,26 @@ void coord__scale_probe_reply(coord_fit_state *f, int k, uint64_t version) {
   f->sc.probed++;
 }
 
+/* A worker restarted during the fit (f->fresh) pulls whatever global
+ * step the ps are at, not the one after its last gradient: its taken says
+ * nothing of it, so only the ps's answer holds it. Its gradients then
+ * fill the steps its lost process left short, and once every ps is at
+ * `at` a step it still has in flight is of step `at` or later: the
+ * barrier crosses without waiting for it (held out, it waits for a
+ * global step nobody else may give), and the new quorum counts it. */
 bool coord__scale_holds(const coord_fit_state *f, int node) {
   if (!f->sc.active || !f->sync) return false;
   if (f->sc.joining[node]) return f->sc.phase != SC_SETTLE;
   if (f->sc.phase != SC_BARRIER) return false;
-  return f->sc.probed >= f->nps || f->taken[node] + f->c->nodes[node].inflight >= f->sc.at;
+  if (f->sc.probed >= f->nps) return true;
+  return !f->fresh[node] && f->taken[node] + f->c->nodes[node].inflight >= f->sc.at;
 }
 
 static bool steps_in_flight(const coord_fit_state *f) {
-  for (int t = 0; t < f->ntrainers; t++)
-    if (f->c->nodes[f->trainers[t]].inflight > 0) return true;
+  for (int t = 0; t < f->ntrainers; t++) {
+    int i = f->trainers[t];
+    if (f->c->nodes[i].inflight > 0 && !f->fresh[i]) return true;
+  }
   return false;
 }
 
