@@ -160,10 +160,14 @@ void coord__check_restarts(coord *c, double now) {
   if (c->shutting_down) return;
   for (int i = 0; i < c->nnodes; i++) {
     coord_node *n = &c->nodes[i];
-    if (n->state == NODE_RELAUNCHED && now - n->restart_at > c->opts.reservation_timeout) {
+    /* a worker c:scale started (STARTING with its clock set: the
+     * cluster's first nodes are bounded by its start instead) or brought
+     * back, or a restarted node: lost, as if it had died */
+    bool clocked = n->state == NODE_RELAUNCHED || (n->state == NODE_STARTING && n->restart_at > 0);
+    if (clocked && now - n->restart_at > c->opts.reservation_timeout) {
       char why[96];
-      snprintf(why, sizeof why, "did not register within %g s of its restart",
-               c->opts.reservation_timeout);
+      snprintf(why, sizeof why, "did not register within %g s of its %s",
+               c->opts.reservation_timeout, n->state == NODE_STARTING ? "start" : "restart");
       coord__node_lost(c, i, why);
     }
     if (n->state != NODE_RESTARTING || !n->exited || now < n->restart_at) continue;

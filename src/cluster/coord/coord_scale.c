@@ -709,6 +709,7 @@ void coord__scale_fit_lost(coord_fit_state *f, int i) {
   }
   if (!f->sync) {
     reshard(f);
+    coord__fit_workers(f); /* a sync fit's is written as its barrier settles */
   } else if (!f->sc.active && alloc_marks(f) == 0) {
     /* new shards for the trainers left: at a global-step boundary, with no
      * step in flight, as c:scale's barrier gives them (one mid-step left
