@@ -31,7 +31,8 @@ static const char *const top_fields[] = {
     "backup_workers", "checkpoint", "eval", "loss", "mode", "model", "name", "optimizer",
     "progress", "runs", "seed", "stop", "tensorboard", "train", "verbose", NULL};
 static const char *const train_fields[] = {"batch", "data", "epochs", "feed", "feed_timeout",
-                                           "feeders", "max_steps", "shuffle", NULL};
+                                           "feeders", "max_steps", "reshard", "shuffle",
+                                           NULL};
 static const char *const eval_fields[] = {"batch", "data", "every", "metrics", NULL};
 static const char *const checkpoint_fields[] = {"dir", "every", "every_seconds", "keep",
                                                 "keep_best", NULL};
@@ -175,6 +176,14 @@ static void read_train(lua_State *L, int idx, lsettings *s) {
   lua_pop(L, 1);
   s->cfg.shuffle = lopts_bool(L, train, "shuffle", true, what);
   s->cfg.max_steps = lopts_int(L, train, "max_steps", 0, LOPTS_NONNEG, LOPTS_COUNT_MAX, what);
+  if (push(L, train, "reshard") != LUA_TNIL) {
+    const char *r = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    if (!r || (strcmp(r, "epoch") != 0 && strcmp(r, "step") != 0))
+      fail(L, "train.reshard must be \"epoch\" or \"step\" (got %s)",
+           r ? r : luaL_typename(L, -1));
+    s->cfg.reshard_step = strcmp(r, "step") == 0;
+  }
+  lua_pop(L, 1);
 }
 
 /* ============================== eval and stop =========================== */
@@ -441,6 +450,8 @@ static void push_train(lua_State *L, const lsettings *s) {
    * feed a function (docs/data.md's example); train.data shows it. */
   if (s->shuffle_given || !s->train_feed) set_bool(L, "shuffle", s->cfg.shuffle);
   ldrv_set_int(L, "max_steps", s->cfg.max_steps);
+  lua_pushstring(L, s->cfg.reshard_step ? "step" : "epoch");
+  lua_setfield(L, -2, "reshard");
 }
 
 static void push_eval(lua_State *L, const lsettings *s) {

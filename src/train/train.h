@@ -92,6 +92,10 @@ typedef struct train_cfg {
   bool shuffle;
   uint64_t seed;        /* shuffling seed */
   int64_t max_steps;    /* 0 = no limit */
+  /* a cluster's sync fit scaled (c:scale, a lost worker with min): the
+   * shards of the new count begin at the next global step, not at the end
+   * of the trainers' epoch (train.reshard = "step") */
+  bool reshard_step;
   const dataset *eval;  /* may be NULL */
   int64_t eval_every;   /* steps between evals; 0 = at the end only */
   train_stop stop;      /* early stopping; .on false for none */

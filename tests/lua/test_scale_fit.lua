@@ -116,6 +116,10 @@ test("scale-fit-02 sync: grow 2 -> 4 then shrink 4 -> 1, exact global steps and 
   eq(q[2][2], 1, "then 1")
   local want = q[1][1] * 2 + (q[2][1] - q[1][1]) * 4 + (800 - q[2][1]) * 1
   eq(r.steps, want, "each global step averaged the gradients of the workers it had")
+  -- at the end of the trainers' passes (train.reshard = "epoch"): 1797
+  -- rows in 2 shards of 57 batches of 16, then 4 of 29
+  eq(q[1][1] % 57, 0, "2 -> 4 at the end of a pass of 57 global steps")
+  eq((q[2][1] - q[1][1]) % 29, 0, "4 -> 1 at the end of a pass of 29")
   local _, n = workers(c)
   eq(n, 1, "one worker left")
 end)
@@ -235,4 +239,47 @@ test("scale-fit-06 scale while closures run: every future resolves, on the worke
   local ev = read(c.run_dir .. "/events.log")
   assert(ev:find("scale: worker 3 -> 1 done", 1, true), "events: the shrink done")
   assert(not ev:find("node lost worker", 1, true), "no loss")
+end)
+
+test("scale-fit-07 sync 1 -> 2 -> 4 in files mode: every example once per epoch, across the changes", function()
+  -- Row i of 96 is the id i, its target 1: an Embedding(96, 1) from 0
+  -- with plain SGD changes row i only with example i's gradient, by the
+  -- same steps for every row that was used in the same epochs with the
+  -- same worker counts. Every row the same at the end = each example
+  -- once per epoch (96 rows: 24, 12, 6 batches of 4 a pass over 1, 2, 4
+  -- shards; 144 global steps end a pass whichever boundaries the changes
+  -- took). With train.reshard = "step" the shards change within an
+  -- epoch: rows differ.
+  local path = RUNS .. "/ids.csv"
+  os.execute("mkdir -p " .. RUNS)
+  local f = assert(io.open(path, "w"))
+  f:write("id,y\n")
+  for i = 0, 95 do f:write(i, ",1\n") end
+  f:close()
+  local ids = data.csv(path, { label = -1, header = true })
+  local function run(reshard)
+    local c <close> = drover.cluster { ps = 1, worker = { instances = 1, max = 4 }, runs = RUNS,
+      name = "fitepoch" }
+    drover.seed(3)
+    local m = nn.Sequential { nn.Embedding(96, 1), nn.Flatten() }
+    for _, p in ipairs(m:parameters()) do p.value:fill(0) end
+    local log = {}
+    local r = c:fit(drover.experiment { name = "fitepoch", mode = "sync", model = m, loss = nn.MSE(),
+      optimizer = optim.SGD { lr = 0.1 }, verbose = false, progress = scaler(c, { { 5, 2 }, { 30, 4 } }, log),
+      train = { data = ids, batch = 4, epochs = 6, reshard = reshard } })
+    eq(r.global_steps, 144, "the planned global steps")
+    eq(#log, 2, "both scales asked")
+    local lo, hi = math.huge, -math.huge
+    for _, w in ipairs(m:parameters()[1].value:totable()) do
+      lo, hi = math.min(lo, w[1]), math.max(hi, w[1])
+    end
+    return lo, hi, quorums(read(c.run_dir .. "/events.log"))
+  end
+  local lo, hi, q = run("epoch")
+  eq(#q, 2, "two quorum changes")
+  eq(q[1][1] % 24, 0, "1 -> 2 at the end of a pass of 24 global steps")
+  eq((q[2][1] - q[1][1]) % 12, 0, "2 -> 4 at the end of a pass of 12")
+  assert(lo > 0 and lo == hi, string.format("every row the same: %.17g .. %.17g", lo, hi))
+  lo, hi = run("step")
+  assert(lo < hi, string.format("reshard = \"step\": rows differ (%.17g .. %.17g)", lo, hi))
 end)

@@ -531,6 +531,7 @@ static int plan(coord *c, const coord_fit_args *a) {
   f->fresh = calloc((size_t)c->node_cap, sizeof *f->fresh);
   if (!f->setup_ok || !f->taken || !f->fresh) return err_set(DRV_ENOMEM, "out of memory");
   f->produced = f->done = f->examples = f->dropped = 0;
+  f->sc.epoch0 = 0, f->sc.shards = f->ntrainers;
   f->epoch_no = 0;
   f->evals_out = 0;
   f->last_eval_step = -1;

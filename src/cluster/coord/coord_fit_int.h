@@ -209,6 +209,11 @@ struct coord_fit_state {
     bool *seen;     /* per ps group */
     bool *joining;  /* per node: added; sync: no steps before the barrier */
     bool *leaving;  /* per node: sync: removed at the barrier */
+    /* sync, sharded data: the trainers' shards were computed for `shards`
+     * trainers and each began its pass at global step epoch0 (taken's
+     * count): the next barrier waits for the end of a pass */
+    int64_t epoch0;
+    int shards;
   } sc;
   train_progress p;
   progress out;

@@ -433,6 +433,39 @@ static void send_probe(coord_fit_state *f, int k) {
   if (!f->ps[k] || conn_send_wr(f->ps[k], &w, WIRE_PULL, SCALE_REQ) < 0) f->sc.reprobe = true;
 }
 
+/* Batches in a pass over each of `shards` shards of n rows (data_shard:
+ * strided, ceil(n / shards) or floor rows each); 0 when they differ, so
+ * the passes end at different global steps. */
+static int64_t pass_batches(int64_t n, int shards, int64_t batch) {
+  if (shards < 1 || batch < 1 || n < shards) return 0;
+  int64_t lo = n / shards, hi = (n + shards - 1) / shards;
+  int64_t a = (lo + batch - 1) / batch, b = (hi + batch - 1) / batch;
+  return a == b ? a : 0;
+}
+
+/* Sync, sharded data (train.reshard = "epoch", the default): the barrier
+ * waits for the end of the trainers' pass over their shards, so that the
+ * shards of the new count begin with an epoch and every example is seen
+ * once in each (a pass's rows are its shard's, all of them). `at` as
+ * asked when the passes do not end together (then "epoch" cannot be kept:
+ * said in events.log) or end after the fit. */
+static int64_t epoch_barrier(coord_fit_state *f, int64_t at) {
+  const coord_fit_args *a = f->args;
+  if (f->feed.src || !a || !a->train || a->cfg->reshard_step) return at;
+  int64_t nb = pass_batches(a->train->n, f->sc.shards, a->cfg->batch);
+  if (nb <= 0) {
+    rundir_event(&f->c->rd, "scale: the %d shards' passes are not of one length: the shards "
+                 "change at the next global step, within an epoch", f->sc.shards);
+    return at;
+  }
+  int64_t into = at - f->sc.epoch0;
+  int64_t end = f->sc.epoch0 + (into <= 0 ? 0 : (into + nb - 1) / nb * nb);
+  if (end > at)
+    rundir_event(&f->c->rd, "scale: waiting for the end of the trainers' epoch (%lld global "
+                 "steps a pass over their shards)", (long long)nb);
+  return end;
+}
+
 static void begin_barrier(coord_fit_state *f) {
   coord *c = f->c;
   int64_t at = 0;
@@ -442,6 +475,7 @@ static void begin_barrier(coord_fit_state *f) {
     int64_t g = f->taken[i] + c->nodes[i].inflight;
     if (g > at) at = g;
   }
+  at = epoch_barrier(f, at);
   f->sc.at = at;
   f->sc.phase = SC_BARRIER;
   f->sc.probed = 0;
@@ -513,6 +547,7 @@ static void cross(coord_fit_state *f) {
   for (int i = 0; i < c->nnodes; i++)
     if (f->sc.joining[i]) f->taken[i] = f->sc.at; /* its first gradient is of step `at` */
   reshard(f);
+  f->sc.epoch0 = f->sc.at, f->sc.shards = f->ntrainers; /* each pass begins anew */
   memset(f->sc.leaving, 0, (size_t)c->node_cap * sizeof *f->sc.leaving);
   f->sc.phase = SC_SETTLE;
   if (f->sc.at < f->sync_target)
