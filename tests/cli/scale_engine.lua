@@ -3,7 +3,10 @@
 -- returning { cluster = { launcher = ..., its options }, worker = { more
 -- worker options }, max = N, over = M (a count the engine cannot hold),
 -- probe = a function whose answer is printed after the sync fit, hold =
--- seconds each progress call is held while a change is under way (0.02) }. 1 ps and 2 workers { min = 1,
+-- seconds each progress call is held while a change is under way (0.02),
+-- exact = true: also a sync fit scaled 1 -> 2 -> 1 compared bit for bit
+-- with fits between the same steps, and a worker SIGKILLed as a sync fit
+-- grows 1 -> 3 }. 1 ps and 2 workers { min = 1,
 -- max = N }: an async fit grown 2 -> 4 and shrunk 4 -> 1 from its progress
 -- function, 1 -> 2 between fits, a sync fit grown 2 -> 4 and shrunk 4 -> 1,
 -- then worker = M refused. Prints "key values" lines for the shell test
@@ -94,6 +97,63 @@ local _, live3 = workers()
 say("sync global %d steps %d want %d changes %d live %d", r.global_steps, r.steps, want, #q, live3)
 
 if spec.probe then say("probe %s", spec.probe()) end
+
+-- the quorum changes events.log has past the first `from` ones
+local function changes(from)
+  local e, q = io.open(c.run_dir .. "/events.log"):read("a"), {}
+  for g in e:gmatch("sync: %d+ gradients per global step from global step (%d+)") do q[#q + 1] = tonumber(g) end
+  return { table.unpack(q, from + 1) }
+end
+
+if spec.exact then
+  -- a sync fit of 1 worker scaled 1 -> 2 -> 1 equals, bit for bit, fits
+  -- run on 1, 2, 1 workers between the same global steps (plain SGD; each
+  -- SETUP starts its shard anew, as the new shards do at the barrier)
+  local before = #changes(0)
+  local a = exp("sync", 800, scaler { { 30, 2 }, { 300, 1 } })
+  local ra = c:fit(a)
+  local q2 = changes(before)
+  local differ = -1
+  if #q2 == 2 then
+    local b = exp("sync", q2[1])
+    c:fit(b)
+    c:scale { worker = 2 }
+    b.train.max_steps = 2 * (q2[2] - q2[1])
+    c:fit(b)
+    c:scale { worker = 1 }
+    b.train.max_steps = 800 - q2[2]
+    c:fit(b)
+    differ = 0
+    local pa, pb = a.model:parameters(), b.model:parameters()
+    local function walk(u, v)
+      if type(u) == "table" then for k = 1, #u do walk(u[k], v[k]) end
+      elseif u ~= v then differ = differ + 1 end
+    end
+    for i = 1, #pa do walk(pa[i].value:totable(), pb[i].value:totable()) end
+  end
+  say("equal global %d changes %d differ %d", ra.global_steps, #q2, differ)
+
+  -- a worker SIGKILLed as a sync fit grows 1 -> 3: restarted by the
+  -- launcher, the change done, the global steps exact; then back to 1
+  local killed
+  local function grown()
+    return io.open(c.run_dir .. "/events.log"):read("a"):find("scale: worker 1 -> 3 done", 1, true)
+  end
+  local rk = c:fit(exp("sync", 600, function(p)
+    -- held, blocking, until the change is done (as the scaler above)
+    if killed and not grown() then return io.popen("sleep " .. (spec.hold or 0.02)):close() end
+    if killed or p.step < 40 then return end
+    assert(c:scale { worker = 3 })
+    killed = workers()[1].pid
+    os.execute("kill -9 " .. killed)
+  end))
+  local ws, live4 = workers()
+  local ev4 = io.open(c.run_dir .. "/events.log"):read("a")
+  say("kill global %d live %d restarted %s done %s", rk.global_steps, live4,
+    tostring(ws[1].pid ~= killed and ev4:find("node restart worker:0", 1, true) ~= nil),
+    tostring(ev4:find("scale: worker 1 -> 3 done", 1, true) ~= nil))
+  c:scale { worker = 1 }
+end
 local ok, err = pcall(c.scale, c, { worker = spec.over })
 say("over %s %s", ok and "accepted" or "refused", tostring(err))
 c:shutdown()

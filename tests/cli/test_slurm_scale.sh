@@ -4,7 +4,9 @@
 # sync fit (tests/cli/scale_engine.lua), each added worker a new job step,
 # each removed one's step ending with status 0 and no loss, the step
 # counts exact; worker = 5 refused naming the allocation's 5 CPUs; outside
-# an allocation drover's own job sized for `max` and grown within it.
+# an allocation drover's own job sized for `max` and grown within it; a
+# sync fit scaled 1 -> 2 -> 1 bit for bit fits between the same steps,
+# and a worker SIGKILLed during a sync scale (the engine tests).
 # Skipped, with the reason, where Slurm cannot be started here.
 . tests/cli/lib.sh
 RUNS=$TMP/runs
@@ -16,7 +18,7 @@ export SLURM_CONF RUNS
 no_jobs() { [ -z "$(squeue -h -o %A)" ]; }
 
 # slurm-sc-01..05: inside an allocation of 5 CPUs (1 ps + at most 4 workers)
-echo 'return { cluster = { launcher = "slurm" }, max = 5, over = 5 }' >"$TMP/spec.lua"
+echo 'return { cluster = { launcher = "slurm" }, max = 5, over = 5, exact = true }' >"$TMP/spec.lua"
 timeout 200 salloc -N1 -n5 "$DROVER" run tests/cli/scale_engine.lua "$TMP/spec.lua" "$RUNS" sc \
   >"$TMP/sc.out" 2>&1
 rc=$?
@@ -31,8 +33,12 @@ check "slurm-sc-02 a removed worker's step ended with status 0" \
 check "slurm-sc-03 1 -> 2 between fits: worker:1 back as a new step" grep -q '^between live 2 up 2$' "$TMP/sc.out"
 check "slurm-sc-04 sync 2 -> 4 -> 1: 800 global steps, the gradients of the workers each had" \
   sh -c "grep -Eq '^sync global 800 steps ([0-9]+) want \1 changes 2 live 1$' '$TMP/sc.out'"
-check "slurm-sc-04 removed workers are no loss" \
-  sh -c "grep -q 'node removed worker:3' '$DIR/events.log' && ! grep -q 'node lost' '$DIR/events.log'"
+check "slurm-sc-04 removed workers are no loss (the one loss: the SIGKILL of sc-09)" \
+  sh -c "grep -q 'node removed worker:3' '$DIR/events.log' && [ \"\$(grep 'node lost' '$DIR/events.log' | cut -c26-)\" = 'node lost worker:0: killed by signal 9' ]"
+check "slurm-sc-08 sync 1 -> 2 -> 1 during a fit equals fits on 1, 2, 1 workers between the same steps" \
+  grep -q '^equal global 800 changes 2 differ 0$' "$TMP/sc.out"
+check "slurm-sc-09 a worker SIGKILLed as a sync fit grows 1 -> 3: restarted as a new step, the change done, 600 global steps" \
+  grep -q '^kill global 600 live 3 restarted true done true$' "$TMP/sc.out"
 check "slurm-sc-05 worker = 5 refused naming the allocation's CPUs" \
   grep -Eq "^over refused .*c:scale: launcher 'slurm': allocation [0-9]+ holds 5 CPUs and drover's 2 steps take 2: 4 more workers \(1 CPU each\) do not fit" "$TMP/sc.out"
 
