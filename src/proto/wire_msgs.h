@@ -127,7 +127,11 @@
  *            recipe (JSON, data_from_recipe) is not empty, x and y have
  *            no rows, and the node reads shard `shard` of `shards`
  *            itself; sparse: x's ids per row when the data has them
- *            (data_sparse_encode's bytes; empty: none); reply SETUP_OK */
+ *            (data_sparse_encode's bytes; empty: none); supersede: a
+ *            sync fit's new shards at c:scale's barrier: the train steps
+ *            sent before it that have not begun computing end at once,
+ *            dropped (RESULT dropped), so that none draws from the old
+ *            shard past the barrier; reply SETUP_OK */
 #define WIRE_MSG_var_init(X)                                                              \
   X(U32, var) X(U64, row0) X(FLAG, mode, "VAR_INIT mode") X(U32, replicas) X(U64, target) \
   X(OPTIM, optim) X(TENSOR, value)
@@ -135,7 +139,8 @@
 #define WIRE_MSG_setup(X)                                                                 \
   X(STR, model) X(STR, loss) X(U64, batch) X(U64, seed) X(FLAG, shuffle, "SETUP shuffle") \
   X(F64, clip_norm) X(ITEMS, vars, setup_var, "SETUP variable") X(TENSOR, x) X(TENSOR, y) \
-  X(BYTES, recipe) X(U32, shard) X(U32, shards) X(BYTES, sparse)
+  X(BYTES, recipe) X(U32, shard) X(U32, shards) X(BYTES, sparse)                        \
+  X(FLAG, supersede, "SETUP supersede")
 #define WIRE_MSG_setup_ok(X) X(EMPTY, unused)
 
 /* Tasks, coordinator -> worker (a few in flight per worker).
@@ -248,9 +253,15 @@
  *              version). replicas > 0: no stop (target ignored): c:scale
  *              during the fit, the gradients per update become `replicas`
  *              from the update being summed (the coordinator sends it at a
- *              global-step boundary; coord_scale.c). Replicated to a ps
- *              replica; no reply (a PULL behind it reads the version) */
-#define WIRE_MSG_sync_stop(X) X(U64, target) X(U32, replicas)
+ *              global-step boundary; coord_scale.c), and the workers of
+ *              index leave_from and up (0: none) have left. hold_at > 0:
+ *              c:scale's barrier (ps_push.c): trainers' pulls of version
+ *              max(hold_at, the version, past any version pulled) wait
+ *              for the next replicas (the quorum before it when replicas
+ *              > 0 too: a worker lost meanwhile), leave_from leaving then.
+ *              Replicated to a ps replica; no reply (a PULL behind it
+ *              reads the version) */
+#define WIRE_MSG_sync_stop(X) X(U64, target) X(U32, replicas) X(U64, hold_at) X(U32, leave_from)
 /* Sparse tables (issue 26; docs/sparse.md), sharded by row: ps k of nps
  * holds the ids with sptable_owner(id, nps) == k.
  *  SPARSE_INIT        C -> P: table `table` of `rows` declared rows of

@@ -283,3 +283,25 @@ test("scale-fit-07 sync 1 -> 2 -> 4 in files mode: every example once per epoch,
   lo, hi = run("step")
   assert(lo < hi, string.format("reshard = \"step\": rows differ (%.17g .. %.17g)", lo, hi))
 end)
+
+test("scale-fit-08 sync with backup_workers = 1: 3 -> 5 -> 3, every global step exactly its quorum's gradients", function()
+  -- A backup worker's gradients are dropped now and then, so a worker's
+  -- count of applied gradients falls behind the global step it is at:
+  -- the ps hold the barrier (SYNC_STOP hold_at), not those counts. With
+  -- one ps a step's RESULT counts exactly when that ps applied it, so
+  -- r.steps must be the sum over global steps of each one's quorum
+  -- (n - 1: 2, then 4, then 2 again).
+  local c <close> = drover.cluster { ps = 1, worker = { instances = 3, min = 1, max = 5 }, runs = RUNS,
+    name = "fitbackup" }
+  local log = {}
+  local r = c:fit(exp { mode = "sync", backup_workers = 1, progress = scaler(c, { { 60, 5 }, { 900, 3 } }, log),
+    train = { data = digits, batch = 16, epochs = 100, max_steps = 2400, reshard = "step" } })
+  eq(r.global_steps, 1200, "the planned global steps (2400 / 2)")
+  eq(#log, 2, "both scales ran")
+  local q = quorums(read(c.run_dir .. "/events.log"))
+  eq(#q, 2, "two quorum changes")
+  eq(q[1][2], 4, "4 gradients a step with 5 workers")
+  eq(q[2][2], 2, "2 with 3")
+  eq(r.steps, q[1][1] * 2 + (q[2][1] - q[1][1]) * 4 + (1200 - q[2][1]) * 2,
+    "each global step applied its quorum's gradients, no more, no fewer")
+end)

@@ -204,7 +204,12 @@ struct coord_fit_state {
     int from, want; /* the worker counts */
     bool barrier;   /* sync: the quorum changes once every ps applied global step `at` */
     bool reprobe;   /* its probe was answered by a rollback: asked again */
-    int64_t at;
+    int64_t at;     /* asked of the ps; crossed: the highest version they held at */
+    int64_t crossed;
+    uint32_t leave_from; /* sync, shrinking: the lowest index of a worker leaving (0 none) */
+    bool supersede;      /* the SETUPs being sent are a sync barrier's (SETUP supersede) */
+    bool requorum;       /* a ps's link was down: the quorum is sent again */
+    uint32_t was;        /* the quorum before the change */
     int probed;     /* ps that answered the barrier's probe */
     bool *seen;     /* per ps group */
     bool *joining;  /* per node: added; sync: no steps before the barrier */
@@ -347,6 +352,9 @@ void coord__scale_tick(coord_fit_state *f);
 bool coord__scale_holds(const coord_fit_state *f, int node);
 /* The barrier's probe answered by ps group k at `version`. */
 void coord__scale_probe_reply(coord_fit_state *f, int k, uint64_t version);
+/* Ps group k's link closed (a promotion): what the change sent it is sent
+ * again to its next primary. */
+void coord__scale_ps_gone(coord_fit_state *f, int k);
 /* The fit is over: what a change still asked completes without it. */
 void coord__scale_fit_end(coord_fit_state *f);
 /* Worker i, a trainer of the running fit, was lost and the cluster shrank

@@ -318,7 +318,7 @@ int coord_scale(coord *c, int role, int want, const char *by) {
  *     batches are not the queue's: a shrink removing its worker is
  *     refused (coord__feeders_direct_to_beyond). */
 
-enum { SC_NONE, SC_JOIN, SC_BARRIER, SC_SETTLE };
+enum { SC_NONE, SC_JOIN, SC_BARRIER, SC_QUORUM, SC_SETTLE };
 
 static bool is_trainer(const coord_node *n) { return n->role == ROLE_WORKER || n->role == ROLE_CHIEF; }
 
@@ -426,7 +426,21 @@ static void mark_leaving(coord_fit_state *f, int want) {
   }
 }
 
+/* The barrier to ps group k (ps_push.c, "barrier"), with the quorum of
+ * the steps before it (fewer after a loss meanwhile), then the probe its
+ * ps answers once it reached the barrier's version (on one connection:
+ * in that order). */
+static void send_barrier(coord_fit_state *f, int k) {
+  wire_wr w;
+  wire_wr_init(&w);
+  uint64_t at = f->sc.at > 0 ? (uint64_t)f->sc.at : 1; /* 0 says "no barrier" */
+  wire_put_sync_stop(&w, &(wire_msg_sync_stop){.replicas = f->replicas, .hold_at = at,
+                                               .leave_from = f->sc.leave_from});
+  if (!f->ps[k] || conn_send_wr(f->ps[k], &w, WIRE_SYNC_STOP, 0) < 0) f->sc.requorum = true;
+}
+
 static void send_probe(coord_fit_state *f, int k) {
+  send_barrier(f, k);
   wire_wr w;
   wire_wr_init(&w);
   wire_put_pull(&w, &(wire_msg_pull){.min_version = (uint64_t)f->sc.at}); /* no vars */
@@ -476,7 +490,11 @@ static void begin_barrier(coord_fit_state *f) {
     if (g > at) at = g;
   }
   at = epoch_barrier(f, at);
-  f->sc.at = at;
+  f->sc.at = f->sc.crossed = at;
+  f->sc.leave_from = 0;
+  for (int i = 0; i < c->nnodes; i++)
+    if (f->sc.leaving[i] && (!f->sc.leave_from || (uint32_t)c->nodes[i].index < f->sc.leave_from))
+      f->sc.leave_from = (uint32_t)c->nodes[i].index;
   f->sc.phase = SC_BARRIER;
   f->sc.probed = 0;
   f->sc.reprobe = false;
@@ -484,7 +502,8 @@ static void begin_barrier(coord_fit_state *f) {
   if (f->sc.from == f->sc.want) /* after a lost worker: its shards only (coord__scale_fit_lost) */
     rundir_event(&c->rd, "sync: the trainers left get new shards at global step %lld", (long long)at);
   else
-    rundir_event(&c->rd, "scale: the sync quorum changes at global step %lld", (long long)at);
+    rundir_event(&c->rd, "scale: the sync quorum changes at global step %lld (or at the first "
+                 "the workers have not begun)", (long long)at);
   for (int k = 0; k < f->nps; k++) send_probe(f, k);
 }
 
@@ -494,67 +513,81 @@ void coord__scale_probe_reply(coord_fit_state *f, int k, uint64_t version) {
     f->sc.reprobe = true;
     return;
   }
-  if ((int64_t)version > f->sc.at)
-    log_warn("scale: ps:%d is at global step %llu, past the barrier %lld", k,
-             (unsigned long long)version, (long long)f->sc.at);
+  if ((int64_t)version > f->sc.crossed) f->sc.crossed = (int64_t)version; /* its barrier */
   f->sc.seen[k] = true;
   f->sc.probed++;
 }
 
-/* A worker restarted during the fit (f->fresh) pulls whatever global
- * step the ps are at, not the one after its last gradient: its taken says
- * nothing of it, so only the ps's answer holds it. Its gradients then
- * fill the steps its lost process left short, and once every ps is at
- * `at` a step it still has in flight is of step `at` or later: the
- * barrier crosses without waiting for it (held out, it waits for a
- * global step nobody else may give), and the new quorum counts it. */
+/* The joining wait until the new quorum. The ps hold every other
+ * trainer at the barrier (a pull of its version waits there), so each
+ * gives the gradients of the steps before it whatever its counts say (a
+ * backup worker's dropped gradients, a restart); here a trainer is only
+ * kept from being sent steps it would take past `at` by its count of
+ * gradients applied (taken), which falls short of its global step when
+ * some were dropped but never passes it: never held too early. Without
+ * that, a step sent as the barrier goes out could pull version `at`
+ * first and move the barrier one step on. A restarted one's count says
+ * nothing (f->fresh): the ps alone hold it. */
 bool coord__scale_holds(const coord_fit_state *f, int node) {
   if (!f->sc.active || !f->sync) return false;
   if (f->sc.joining[node]) return f->sc.phase != SC_SETTLE;
   if (f->sc.phase != SC_BARRIER) return false;
-  if (f->sc.probed >= f->nps) return true;
   return !f->fresh[node] && f->taken[node] + f->c->nodes[node].inflight >= f->sc.at;
 }
 
-static bool steps_in_flight(const coord_fit_state *f) {
-  for (int t = 0; t < f->ntrainers; t++) {
-    int i = f->trainers[t];
-    if (f->c->nodes[i].inflight > 0 && !f->fresh[i]) return true;
-  }
-  return false;
-}
-
+/* To every ps; one whose link is down (a replica being promoted) gets it
+ * again once the link is back (coord__scale_tick): taking it twice is
+ * taking it once. */
 static void send_quorum(coord_fit_state *f, uint32_t replicas) {
   for (int k = 0; k < f->nps; k++) {
     wire_wr w;
     wire_wr_init(&w);
-    wire_put_sync_stop(&w, &(wire_msg_sync_stop){.replicas = replicas});
-    if (!f->ps[k] || conn_send_wr(f->ps[k], &w, WIRE_SYNC_STOP, 0) < 0)
-      coord__fail_fit(f, "c:scale: ps:%d did not get the new sync quorum", k);
+    wire_put_sync_stop(&w, &(wire_msg_sync_stop){.replicas = replicas,
+                                                 .leave_from = f->sc.leave_from});
+    if (!f->ps[k] || conn_send_wr(f->ps[k], &w, WIRE_SYNC_STOP, 0) < 0) f->sc.requorum = true;
   }
 }
 
-/* Every ps applied global step at - 1 and no gradient of step `at` was
- * computed: the new membership and quorum from step `at` on. */
+void coord__scale_ps_gone(coord_fit_state *f, int k) {
+  if (!f->sc.active || !f->sync || k < 0 || k >= f->nps) return;
+  /* what it took may not have reached its replica: said again */
+  if (f->sc.phase == SC_BARRIER && f->sc.seen && !f->sc.seen[k]) f->sc.reprobe = true;
+  if (f->sc.phase == SC_SETTLE) f->sc.requorum = true;
+}
+
+/* Every ps applied the global steps before its barrier, and holds the
+ * trainers' pulls of it: the new membership from there on (sc.crossed:
+ * the highest of the ps's barriers, at or past `at`). The trainers left
+ * get their new shards first, superseding the steps they were sent that
+ * wait at the barrier (their batches are the old shards'); the new
+ * quorum goes to the ps once they are set up (coord__scale_tick). */
 static void cross(coord_fit_state *f) {
   coord *c = f->c;
   for (int i = 0; i < c->nnodes; i++)
     if (f->sc.leaving[i]) remove_node(c, i);
   relist(f);
-  uint32_t was = f->replicas;
+  f->sc.was = f->replicas;
   f->replicas = (uint32_t)(f->ntrainers - (f->args ? f->args->backup_workers : 0));
-  send_quorum(f, f->replicas);
   for (int i = 0; i < c->nnodes; i++)
-    if (f->sc.joining[i]) f->taken[i] = f->sc.at; /* its first gradient is of step `at` */
+    if (f->sc.joining[i]) f->taken[i] = f->sc.crossed; /* its first gradient is of step `at` */
+  f->sc.supersede = true;
   reshard(f);
-  f->sc.epoch0 = f->sc.at, f->sc.shards = f->ntrainers; /* each pass begins anew */
+  f->sc.supersede = false;
+  f->sc.epoch0 = f->sc.crossed, f->sc.shards = f->ntrainers; /* each pass begins anew */
   memset(f->sc.leaving, 0, (size_t)c->node_cap * sizeof *f->sc.leaving);
+  f->sc.phase = SC_QUORUM;
+  if (f->sc.crossed < f->sync_target)
+    f->p.total_steps = f->done + (f->sync_target - f->sc.crossed) * (int64_t)f->replicas;
+}
+
+/* The trainers have their new shards: the ps the new quorum. */
+static void quorum_now(coord_fit_state *f) {
+  f->sc.requorum = false;
+  send_quorum(f, f->replicas);
   f->sc.phase = SC_SETTLE;
-  if (f->sc.at < f->sync_target)
-    f->p.total_steps = f->done + (f->sync_target - f->sc.at) * (int64_t)f->replicas;
-  if (was != f->replicas)
-    rundir_event(&c->rd, "sync: %u gradients per global step from global step %lld (were %u)",
-                 f->replicas, (long long)f->sc.at, was);
+  if (f->sc.was != f->replicas)
+    rundir_event(&f->c->rd, "sync: %u gradients per global step from global step %lld (were %u)",
+                 f->replicas, (long long)f->sc.crossed, f->sc.was);
 }
 
 int coord__scale_fit(coord_fit_state *f, int have, int want) {
@@ -599,6 +632,15 @@ static bool joined(const coord_fit_state *f) {
   return true;
 }
 
+/* Every trainer but the joining (held until the quorum) set up. */
+static bool set_up(const coord_fit_state *f) {
+  for (int t = 0; t < f->ntrainers; t++) {
+    int i = f->trainers[t];
+    if (!f->sc.joining[i] && !f->setup_ok[i]) return false;
+  }
+  return true;
+}
+
 /* The change is over: no worker removing, every trainer set up. */
 static bool fit_settled(const coord_fit_state *f) {
   if (!none_removing(f->c, NULL)) return false;
@@ -615,9 +657,18 @@ void coord__scale_tick(coord_fit_state *f) {
     for (int k = 0; k < f->nps; k++)
       if (!f->sc.seen[k]) send_probe(f, k);
   }
-  if (f->sc.phase == SC_BARRIER && f->sc.probed >= f->nps && !steps_in_flight(f)) cross(f);
-  if (f->sc.phase == SC_SETTLE && fit_settled(f)) {
+  if (f->sc.phase == SC_BARRIER && f->sc.probed >= f->nps) cross(f);
+  if (f->sc.phase == SC_QUORUM && set_up(f)) quorum_now(f);
+  if (f->sc.requorum && f->sc.phase != SC_QUORUM) { /* a link was down: again */
+    f->sc.requorum = false;
+    if (f->sc.phase == SC_BARRIER) /* a loss's quorum, with the barrier kept */
+      for (int k = 0; k < f->nps; k++) send_barrier(f, k);
+    else
+      send_quorum(f, f->replicas);
+  }
+  if (f->sc.phase == SC_SETTLE && fit_settled(f) && !f->sc.requorum) {
     f->sc.active = false;
+    f->sc.leave_from = 0; /* said: a later quorum (a loss) must not repeat it */
     memset(f->sc.joining, 0, (size_t)f->c->node_cap * sizeof *f->sc.joining);
     if (f->sc.from == f->sc.want)
       rundir_event(&f->c->rd, "sync: the trainers left have their new shards (at step %lld)",
@@ -734,7 +785,10 @@ void coord__scale_fit_lost(coord_fit_state *f, int i) {
   relist(f);
   if (f->sync && counted && f->replicas > 1) {
     uint32_t was = f->replicas--;
-    send_quorum(f, f->replicas);
+    if (f->sc.active && f->sc.phase == SC_BARRIER) /* the ps keep their barrier */
+      for (int k = 0; k < f->nps; k++) send_barrier(f, k);
+    else
+      send_quorum(f, f->replicas);
     int64_t g = global_at(f);
     if (g < f->sync_target)
       f->p.total_steps = f->done + (f->sync_target - g) * (int64_t)f->replicas;

@@ -88,7 +88,8 @@ static int send_setup(coord *c, int node, const coord_fit_args *a, const char *s
                                                   recipe ? (uint32_t)strlen(recipe) : 0},
                                        .shard = (uint32_t)shard,
                                        .shards = (uint32_t)shards,
-                                       .sparse = {sp, (uint32_t)splen}});
+                                       .sparse = {sp, (uint32_t)splen},
+                                       .supersede = c->fit->sc.supersede});
   free(sp);
   c->fit->setup_ok[node] = false;
   coord__send(c, node, &w, WIRE_SETUP, 0);

@@ -141,6 +141,7 @@ static void ps_ready(conn *cn) {
 
 void coord__ps_link_gone(coord_fit_state *f, int k) {
   f->ps[k] = NULL;
+  coord__scale_ps_gone(f, k);
   coord__xfer_abort(f, k, "its connection closed during the transfer");
   /* A version probe or CHECKPOINT sent on it is never answered: without
    * this the checkpoint waits for good (a link to a promoted replica

@@ -189,6 +189,8 @@ static void sync_reset(ps_server *ps, bool sync, uint32_t replicas, uint64_t tar
   ps->lr_scale_next = 0;
   ps->agg = 0;
   ps->capped = false;
+  ps->hold_at = ps->served_hi = 0, ps->served = false, ps->leave_from = 0;
+  ps->leave_pending = 0;
   for (int i = 0; i < ps->nshards; i++) ps->shards[i].acc_n = 0;
 }
 
@@ -342,14 +344,38 @@ static int pull_reply(ps_server *ps, conn *c, uint32_t req, int *idx, uint32_t c
   return conn_send_commit(c, WIRE_PULL_REPLY, req);
 }
 
-/* Whether a PULL for min_version must wait (sync, before the target). */
-static bool must_hold(const ps_server *ps, uint64_t min_version, bool probe) {
+/* A trainer's PULL held by c:scale's barrier (ps_push.c): one of a
+ * worker that left, or one that would get version hold_at or later. */
+static bool barrier_holds(const ps_server *ps, const peer *pe) {
+  if (!pe || !pe->c || !ps->sync || ps->stopping || ps__sync_done(ps)) return false;
+  int role = conn_role(pe->c);
+  if (role != ROLE_WORKER && role != ROLE_CHIEF) return false; /* evaluator, coordinator */
+  if (ps->leave_from && role == ROLE_WORKER && conn_index(pe->c) >= ps->leave_from) return true;
+  return ps->hold_at && ps->version >= ps->hold_at;
+}
+
+/* Whether a PULL for min_version must wait (sync, before the target). A
+ * probe (no variables, the coordinator's) waits for the barrier too. */
+static bool must_hold(const ps_server *ps, const peer *pe, uint64_t min_version, bool probe) {
   /* After a RESTORE rolled the version back, a worker's PULL behind a
    * push made before it asks for a version far ahead: it gets the
    * restored values now (a live one asks for exactly the next version). */
   if (ps->rs) return true; /* a RESTORE's file is being read: its values come first */
+  if (!probe && barrier_holds(ps, pe)) return true;
   if (ps->restored && !probe && min_version > ps->version + 1) return false;
+  if (probe && ps->hold_at && ps->version < ps->hold_at && ps->sync && !ps->stopping &&
+      !ps__sync_done(ps))
+    return true;
   return ps->sync && !ps->stopping && min_version > ps->version && !ps__sync_done(ps);
+}
+
+/* A trainer got the values of this version: a barrier begins past it. */
+static void note_served(ps_server *ps, const peer *pe) {
+  if (!ps->sync || !pe || !pe->c) return;
+  int role = conn_role(pe->c);
+  if (role != ROLE_WORKER && role != ROLE_CHIEF) return;
+  if (!ps->served || ps->version > ps->served_hi) ps->served_hi = ps->version;
+  ps->served = true;
 }
 
 static int hold(ps_server *ps, peer *pe, const wire_header *h, const uint8_t *pl,
@@ -375,7 +401,7 @@ void ps__serve_held(ps_server *ps) {
   int keep = 0;
   for (int k = 0; k < ps->nheld; k++) {
     held_pull hp = ps->held[k];
-    if (must_hold(ps, hp.min_version, hp.probe) && !hp.pe->doomed) {
+    if (must_hold(ps, hp.pe, hp.min_version, hp.probe) && !hp.pe->doomed) {
       ps->held[keep++] = hp;
       continue;
     }
@@ -383,6 +409,7 @@ void ps__serve_held(ps_server *ps) {
     int *idx;
     uint32_t count;
     int rc = 0;
+    if (!hp.pe->doomed) note_served(ps, hp.pe);
     if (!hp.pe->doomed && hp.type == WIRE_SPARSE_PULL) {
       rc = ps__sparse_pull_reply(ps, hp.pe->c, hp.req, hp.payload, hp.len);
       if (rc < 0) reject(hp.pe, hp.pe->c, rc, err_msg());
@@ -429,10 +456,11 @@ static int on_pull(ps_server *ps, peer *pe, conn *c, const wire_header *h, const
   int rc = pull_parse(ps, pl, h->len, &min_version, &idx, &count);
   if (rc < 0) return rc;
   maybe_die_at_pull(ps, c, count);
-  if (must_hold(ps, min_version, count == 0)) {
+  if (must_hold(ps, pe, min_version, count == 0)) {
     free(idx);
     return hold(ps, pe, h, pl, min_version, count == 0);
   }
+  if (count) note_served(ps, pe);
   return pull_reply(ps, c, h->req, idx, count);
 }
 
@@ -443,7 +471,8 @@ static int on_sparse_pull(ps_server *ps, peer *pe, conn *c, const wire_header *h
   wire_msg_sparse_pull m;
   int rc = wire_get_sparse_pull(pl, h->len, &m);
   if (rc < 0) return rc;
-  if (must_hold(ps, m.min_version, false)) return hold(ps, pe, h, pl, m.min_version, false);
+  if (must_hold(ps, pe, m.min_version, false)) return hold(ps, pe, h, pl, m.min_version, false);
+  note_served(ps, pe);
   return ps__sparse_pull_reply(ps, c, h->req, pl, h->len);
 }
 

@@ -430,6 +430,7 @@ static int restore_end(ps_server *ps, conn *c, uint32_t req, uint64_t version, c
   } else {
     ps->version = version;
     ps->agg = 0;
+    ps->served = false; /* versions from `version` again (a barrier's hold_at stays) */
     ps->restored = true;
     log_info("restored from %s: version %llu", path, (unsigned long long)ps->version);
     /* A PUSH still unread on a worker's connection was computed before

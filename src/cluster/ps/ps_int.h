@@ -110,6 +110,13 @@ struct ps_server {
   uint64_t target, version, dropped;
   uint32_t agg;        /* gradients summed for this version */
   bool capped;         /* SYNC_STOP cap: at the target, gradients of it still summed */
+  /* c:scale's barrier (ps_push.c, "barrier"): trainers' PULLs of version
+   * hold_at or later wait for the new quorum (0: none); from it on the
+   * workers of index leave_from and up are gone (0: none); the highest
+   * version a trainer's PULL got (served: one did) since VAR_INIT/RESTORE */
+  uint64_t hold_at, served_hi;
+  bool served;
+  uint32_t leave_from, leave_pending; /* pending: said by the barrier, from its quorum on */
   held_pull *held;
   int nheld, capheld;
   float *scratch;  /* aligned copy of one incoming gradient */

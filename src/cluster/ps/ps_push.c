@@ -300,18 +300,66 @@ static int push_sync(ps_server *ps, const push_item *it, uint32_t n, uint64_t ve
   if (rc == 0 && *applied) rc = ps__sparse_staged_apply(ps); /* they join the step */
   else ps__sparse_staged_drop(ps); /* late or past the target: dropped with it */
   if (rc < 0 || !*applied) return rc;
-  return ++ps->agg >= ps->replicas && ps->version < ps->target ? apply_sync(ps) : 0;
+  /* at a barrier's version the update waits for the new quorum (no
+   * trainer can have pulled it: belt and braces) */
+  bool at_barrier = ps->hold_at && ps->version >= ps->hold_at;
+  return ++ps->agg >= ps->replicas && ps->version < ps->target && !at_barrier ? apply_sync(ps) : 0;
 }
 
-/* SYNC_STOP with replicas: c:scale changed the workers during the fit.
- * The coordinator sends it at a global-step boundary (no gradient of the
- * next step computed yet), so every update has one quorum; one already
- * met (fewer workers) is applied at once. */
-static int quorum(ps_server *ps, uint32_t replicas) {
+/* ============================== barrier ================================== */
+
+/* c:scale during a sync fit (coord_scale.c) changes the quorum at one
+ * version B of this ps, so that every update has one quorum, a leaving
+ * worker's gradient never counts from B on and a joining one's only from
+ * B on, whatever the workers' counts say (a backup worker's dropped
+ * gradients, a restarted worker, skipped steps):
+ *
+ *   SYNC_STOP { hold_at = at, leave_from }: the barrier. B is at, or
+ *     past every version a trainer has pulled here (a gradient of it may
+ *     be on its way), or the version now: the highest. Trainers' PULLs of
+ *     version B or later are held; the probe behind it (PULL, no
+ *     variables) is answered once the version reaches B. With replicas
+ *     too (a worker lost meanwhile): the quorum of the updates before B.
+ *   SYNC_STOP { replicas, leave_from }: the new quorum from B on. The
+ *     workers of index leave_from and up have left: their connections are
+ *     closed (a PULL of theirs held at B fails; they are shutting down)
+ *     and their PULLs held if they dial again. The held PULLs go on. */
+static void barrier(ps_server *ps, uint64_t at, uint32_t leave_from) {
+  uint64_t b = at > ps->version ? at : ps->version;
+  if (ps->served && ps->served_hi + 1 > b) b = ps->served_hi + 1;
+  if (ps->hold_at > b) b = ps->hold_at; /* asked again (a probe after a promotion) */
+  ps->hold_at = b;
+  ps->leave_pending = leave_from;
+  log_info("sync training: barrier at update %llu (asked %llu, now %llu)", (unsigned long long)b,
+           (unsigned long long)at, (unsigned long long)ps->version);
+}
+
+static void drop_leaving(ps_server *ps) {
+  if (!ps->leave_from) return;
+  char msg[96];
+  for (int i = 0; i < ps->peers.n; i++) {
+    peer *pe = ps->peers.items[i];
+    if (pe->doomed || !pe->c || conn_role(pe->c) != ROLE_WORKER ||
+        conn_index(pe->c) < ps->leave_from)
+      continue;
+    snprintf(msg, sizeof msg, "worker:%u left the cluster at update %llu (c:scale)",
+             conn_index(pe->c), (unsigned long long)ps->version);
+    ps__reject(pe, DRV_ENODE, msg);
+  }
+}
+
+/* The new quorum, from the barrier's version on (or at once, without one:
+ * a lost worker's); one already met is applied at once. */
+static int quorum(ps_server *ps, uint32_t replicas, uint32_t leave_from) {
   log_info("sync training: %u gradients per update from update %llu (were %u)", replicas,
            (unsigned long long)ps->version + 1, ps->replicas);
   ps->replicas = replicas;
+  ps->hold_at = 0;
+  ps->leave_from = leave_from ? leave_from : ps->leave_pending;
+  ps->leave_pending = 0;
+  drop_leaving(ps);
   if (ps->version < ps->target && ps->agg >= ps->replicas) return apply_sync(ps);
+  ps__serve_held(ps);
   return 0;
 }
 
@@ -327,7 +375,15 @@ int ps__on_sync_stop(ps_server *ps, const wire_header *h, const uint8_t *pl) {
   int rc = wire_get_sync_stop(pl, h->len, &m);
   if (rc < 0) return rc;
   if (!ps->sync) return 0; /* nothing to end: an async fit ends with its task stream */
-  if (m.replicas) return quorum(ps, m.replicas);
+  if (m.hold_at) {
+    if (m.replicas) ps->replicas = m.replicas; /* a worker lost during the barrier */
+    barrier(ps, m.hold_at, m.leave_from);
+    if (ps->version < ps->target && ps->version < ps->hold_at && ps->agg >= ps->replicas)
+      return apply_sync(ps);
+    return 0;
+  }
+  if (m.replicas) return quorum(ps, m.replicas, m.leave_from);
+  ps->hold_at = 0; /* a stop ends a barrier: the workers' last steps must not wait */
   if (m.target == 0) {
     if (ps->version + 1 < ps->target) ps->target = ps->version + 1;
     ps->capped = true;

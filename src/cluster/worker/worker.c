@@ -102,7 +102,7 @@ static void enqueue(worker *w, job *j) {
  * last global step) is not a step of the fit: the coordinator does not
  * count it. One ps taking it is enough, as its batch then trained. */
 static bool job_dropped(const job *j) {
-  return j->rc == 0 && j->push_oks > 0 && j->pushes_taken == 0;
+  return j->rc == 0 && ((j->push_oks > 0 && j->pushes_taken == 0) || j->superseded);
 }
 
 static void reply(worker *w, job *j) {
@@ -388,6 +388,10 @@ static void start(worker *w, job *j) {
     go_compute(w, j);
     return;
   }
+  if (j->superseded) { /* sent before a SETUP { supersede }: never drawn */
+    worker__finish(w, j);
+    return;
+  }
   if (!w->st) {
     fail(w, j, DRV_EINVAL, "%s",
          j->on_done ? "this worker has no model yet (run c:fit or c:setup first)"
@@ -483,7 +487,33 @@ void worker__settle(worker *w) {
 
 /* ============================== frames from the coordinator ============== */
 
+/* A coordinator's train step (not a closure's, not a fed batch). */
+static bool task_step(const job *j) {
+  return j->kind == JOB_TRAIN && !j->on_done && !j->direct && !j->fx;
+}
+
+/* SETUP { supersede } (a sync fit's new shards at c:scale's barrier,
+ * wire_msgs.h): the train steps sent before it that have not begun
+ * computing end now, dropped: their pulls wait at the ps's barrier, and
+ * what they would compute is the old shard's next batch. One computing
+ * goes on (its gradient is of a version before the barrier). */
+static void supersede(worker *w) {
+  job *pooled = w->in_pool ? w->cur : NULL;
+  int n = 0;
+  for (job *j = w->run; j; j = j->next)
+    if (task_step(j) && !j->done && j != pooled && (j->phase == PH_LINKS || j->phase == PH_PULL)) {
+      j->superseded = true;
+      job_over(w, j);
+      n++;
+    }
+  for (job *j = w->head; j; j = j->next)
+    if (task_step(j)) j->superseded = true, n++;
+  if (n) log_info("new shards: %d train step%s sent before them dropped", n, n == 1 ? "" : "s");
+}
+
 int worker_setup(worker *w, uint32_t req, const uint8_t *payload, size_t len) {
+  wire_msg_setup m;
+  if (wire_get_setup(payload, len, &m) == 0 && m.supersede) supersede(w);
   job *j = job_new(w, JOB_SETUP, req);
   if (!j || !(j->payload = malloc(len ? len : 1))) {
     free(j);

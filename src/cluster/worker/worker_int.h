@@ -157,6 +157,7 @@ typedef struct job {
   unsigned eval_metrics; /* EVAL's BINEVAL_* bits */
   tensor *bx, *by;    /* JP_BATCH: copies of the batch (owned; on_done may take them) */
   bool rolled_back;   /* a ROLLBACK came: it fails instead of going on */
+  bool superseded;    /* a SETUP { supersede } came before it computed: dropped */
   tensor *fx, *fy;    /* a FEED_BATCH's batch: compute trains on it, not on the shard (owned) */
   data_sparse fsp;    /* its ids (owned; bound 0: none), for the sparse route and compute */
   const tensor *px, *py; /* sparse tables: the batch drawn before the pull (the iterator's) */
