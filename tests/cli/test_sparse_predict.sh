@@ -43,11 +43,11 @@ local c = drover.cluster { ps = 2, worker = 2, runs = os.getenv("RUNS") }
 c:fit(exp)
 c:save(dir .. "/model.st")
 write("cluster.txt", c:predict(exp, test, { batch = 64 }))
-write("inproc.txt", exp:predict(test))
+write("inproc.txt", exp:predict(test, { batch = 64 })) -- the same GEMM shapes: bit for bit
 local loaded = experiment(nn.load(dir .. "/model.st"))
 for _, t in ipairs(loaded.model:tables()) do print(("table %s held %d"):format(t.name, t.held)) end
-write("loaded_cluster.txt", c:predict(loaded, test))
-write("loaded_inproc.txt", loaded:predict(test))
+write("loaded_cluster.txt", c:predict(loaded, test, { batch = 64 }))
+write("loaded_inproc.txt", loaded:predict(test, { batch = 64 }))
 try("tensor", function() c:predict(exp, test.x) end)
 print("run " .. c.run_dir)
 c:shutdown()
