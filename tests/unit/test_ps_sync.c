@@ -8,6 +8,7 @@
 
 #include "harness.h"
 #include "node_fake.h"
+#include "proto/wire_msgs.h"
 
 /* A PULL of var 0 at min_version; its reply's version and values. */
 static uint64_t pull_now(fake *f, peer *pe, uint64_t min_version, uint32_t req, tensor **out) {
@@ -116,6 +117,90 @@ TEST(ps_sync_holds_pulls_aggregates_and_drops_late_gradients) {
   nf_cluster_down(&c);
   tensor_free(v0);
   tensor_free(v1);
+  tensor_free(ga);
+  tensor_free(gb);
+}
+
+/* SYNC_STOP from the coordinator (c:scale's barrier and quorum). */
+static void sync_stop(peer *coord, uint32_t replicas, uint64_t hold_at, uint32_t leave_from) {
+  wire_wr w;
+  wire_wr_init(&w);
+  wire_put_sync_stop(&w, &(wire_msg_sync_stop){.replicas = replicas, .hold_at = hold_at,
+                                               .leave_from = leave_from});
+  nf_send_wr(coord, &w, WIRE_SYNC_STOP, 0);
+}
+
+/* c:scale's barrier on a real ps (ps_push.c, "barrier"): asked at version
+ * 1 after a worker pulled version 1, it moves to 2; the step before it
+ * completes with the old quorum, the probe answers at 2, trainers' pulls
+ * of 2 wait (a leaving worker's too); the new quorum (1 gradient) answers
+ * them, closes the leaving worker's connection, and applies alone. */
+TEST(ps_sync_barrier_holds_the_quorum_change) {
+  nf_cluster c;
+  nf_cluster_up(&c, &(nf_node){ROLE_PS, 0}, 1, 50, 5000);
+  fake *f = &c.f;
+  peer *coord = nf_cluster_dial(&c, ROLE_PS, 0);
+  peer *a = nf_cluster_dial_as(&c, ROLE_PS, 0, ROLE_WORKER, 0);
+  peer *b = nf_cluster_dial_as(&c, ROLE_PS, 0, ROLE_WORKER, 1);
+  peer *gone = nf_cluster_dial_as(&c, ROLE_PS, 0, ROLE_WORKER, 2);
+  optim_cfg sgd;
+  optim_cfg_default(&sgd, OPTIM_SGD);
+  sgd.lr = 0.5f;
+  int64_t shape[2] = {2, 3};
+  tensor *v0 = nf_filled(2, shape, -1.25f, 0.375f);
+  tensor *ga = nf_filled(2, shape, 0.3f, -0.17f), *gb = nf_filled(2, shape, -0.8f, 0.05f);
+  tensor *v1 = sgd_mean(v0, ga, gb, 0.5f), *v2 = sgd_mean(v1, ga, gb, 0.5f);
+  nf_var_init_mode(f, coord, 0, 0, true, 2, 10, &sgd, v0, 1); /* 2 gradients an update */
+  tensor *got;
+  uint64_t step;
+  CHECK_INT_EQ(pull_now(f, a, 0, 10, &got), 0);
+  tensor_free(got);
+  CHECK_INT_EQ(pull_now(f, b, 0, 11, &got), 0);
+  tensor_free(got);
+  CHECK(push_ok(f, a, 0, ga, 12, &step));
+  CHECK(push_ok(f, b, 0, gb, 13, &step));
+  CHECK_INT_EQ(step, 1);
+  CHECK_INT_EQ(pull_now(f, a, 1, 14, &got), 1); /* a computes version 1 */
+  tensor_free(got);
+
+  /* The barrier, asked at 1: version 1 was pulled, so it is 2. */
+  sync_stop(coord, 2, 1, 2);
+  uint32_t zero = 0;
+  nf_send_pull_v(coord, 1, &zero, 0, 99); /* the probe */
+  nf_pump_for(f, 150);
+  CHECK(coord->head == NULL); /* version 1 is not done yet */
+  CHECK_INT_EQ(pull_now(f, b, 1, 15, &got), 1); /* before the barrier: served */
+  tensor_free(got);
+  CHECK(push_ok(f, a, 1, ga, 16, &step));
+  CHECK(push_ok(f, b, 1, gb, 17, &step)); /* the old quorum completes it */
+  CHECK_INT_EQ(step, 2);
+  fk_frame *fr = NF_EXPECT(f, coord, WIRE_PULL_REPLY);
+  CHECK_INT_EQ(fr->h.req, 99);
+  CHECK_INT_EQ(nf_read_pull_reply_v(fr, &zero, 0, NULL), 2);
+  nf_frame_free(fr);
+
+  /* Pulls of version 2 wait: a staying worker's and a leaving one's. */
+  nf_send_pull_v(a, 2, &zero, 1, 18);
+  nf_send_pull_v(gone, 0, &zero, 1, 19);
+  nf_pump_for(f, 150);
+  CHECK(a->head == NULL && gone->head == NULL);
+
+  /* The new quorum: 1 gradient an update, worker 2 gone. */
+  sync_stop(coord, 1, 0, 2);
+  fr = NF_EXPECT(f, a, WIRE_PULL_REPLY);
+  CHECK_INT_EQ(fr->h.req, 18);
+  CHECK_INT_EQ(nf_read_pull_reply_v(fr, &zero, 1, &got), 2);
+  nf_frame_free(fr);
+  check_close(got, v2);
+  tensor_free(got);
+  CHECK_STR_CONTAINS(nf_expect_error_and_close(f, gone), "worker:2 left the cluster");
+  CHECK(push_ok(f, a, 2, ga, 20, &step)); /* alone: applied */
+  CHECK_INT_EQ(step, 3);
+
+  nf_cluster_down(&c);
+  tensor_free(v0);
+  tensor_free(v1);
+  tensor_free(v2);
   tensor_free(ga);
   tensor_free(gb);
 }
