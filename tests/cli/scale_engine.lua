@@ -6,7 +6,7 @@
 -- seconds each progress call is held while a change is under way (0.02),
 -- exact = true: also a sync fit scaled 1 -> 2 -> 1 compared bit for bit
 -- with fits between the same steps, and a worker SIGKILLed as a sync fit
--- grows 1 -> 3 }. 1 ps and 2 workers { min = 1,
+-- grows 1 -> 3, closures while it grows 1 -> 3 and shrinks back }. 1 ps and 2 workers { min = 1,
 -- max = N }: an async fit grown 2 -> 4 and shrunk 4 -> 1 from its progress
 -- function, 1 -> 2 between fits, a sync fit grown 2 -> 4 and shrunk 4 -> 1,
 -- then worker = M refused. Prints "key values" lines for the shell test
@@ -153,6 +153,30 @@ if spec.exact then
     tostring(ws[1].pid ~= killed and ev4:find("node restart worker:0", 1, true) ~= nil),
     tostring(ev4:find("scale: worker 1 -> 3 done", 1, true) ~= nil))
   c:scale { worker = 1 }
+
+  -- schedule loops while the cluster grows 1 -> 3 and shrinks back to 1:
+  -- every future resolves with its value (at least once), the added
+  -- workers ran closures, the removed ones' queued closures ran elsewhere
+  local function spin(w, k)
+    local t = os.clock() + 0.02
+    while os.clock() < t do end
+    return k * 2, w.index
+  end
+  local fs = {}
+  for i = 1, 20 do fs[i] = c:schedule(spin, i) end
+  c:scale { worker = 3 }
+  for i = 21, 120 do fs[i] = c:schedule(spin, i) end
+  c:scale { worker = 1 }
+  for i = 121, 140 do fs[i] = c:schedule(spin, i) end
+  c:join()
+  local right, on = 0, {}
+  for i = 1, 140 do
+    local v, idx = fs[i]:fetch()
+    if v == i * 2 then right = right + 1 end
+    on[idx] = true
+  end
+  local _, live5 = workers()
+  say("closures %d added %s live %d", right, tostring(on[1] == true or on[2] == true), live5)
 end
 local ok, err = pcall(c.scale, c, { worker = spec.over })
 say("over %s %s", ok and "accepted" or "refused", tostring(err))

@@ -6,7 +6,8 @@
 # counts exact; worker = 5 refused naming the allocation's 5 CPUs; outside
 # an allocation drover's own job sized for `max` and grown within it; a
 # sync fit scaled 1 -> 2 -> 1 bit for bit fits between the same steps,
-# and a worker SIGKILLed during a sync scale (the issue's engine tests).
+# a worker SIGKILLed during a sync scale, closures while it grows and
+# shrinks (the issue's engine tests).
 # Skipped, with the reason, where Slurm cannot be started here.
 . tests/cli/lib.sh
 RUNS=$TMP/runs
@@ -39,6 +40,8 @@ check "slurm-sc-08 sync 1 -> 2 -> 1 during a fit equals fits on 1, 2, 1 workers 
   grep -q '^equal global 800 changes 2 differ 0$' "$TMP/sc.out"
 check "slurm-sc-09 a worker SIGKILLed as a sync fit grows 1 -> 3: restarted as a new step, the change done, 600 global steps" \
   grep -q '^kill global 600 live 3 restarted true done true$' "$TMP/sc.out"
+check "slurm-sc-10 closures while the cluster grows 1 -> 3 and shrinks to 1: all 140 resolve, new steps ran some" \
+  grep -q '^closures 140 added true live 1$' "$TMP/sc.out"
 check "slurm-sc-05 worker = 5 refused naming the allocation's CPUs" \
   grep -Eq "^over refused .*c:scale: launcher 'slurm': allocation [0-9]+ holds 5 CPUs and drover's 2 steps take 2: 4 more workers \(1 CPU each\) do not fit" "$TMP/sc.out"
 

@@ -6,7 +6,8 @@
 # back to the AM, the ps and one worker), the step counts exact; a count
 # YARN's nodes have no room for refused, saying how many fit; nothing left
 # in the RM after the run; a sync fit scaled 1 -> 2 -> 1 bit for bit fits
-# between the same steps, and a worker SIGKILLed during a sync scale.
+# between the same steps, a worker SIGKILLed during a sync scale, closures
+# while it grows and shrinks.
 # Skipped, with the reason, where Java or the built jars are missing.
 . tests/cli/lib.sh
 RUNS=$TMP/runs
@@ -56,6 +57,8 @@ check "yarn-sc-08 sync 1 -> 2 -> 1 during a fit equals fits on 1, 2, 1 workers b
   grep -q '^equal global 800 changes 2 differ 0$' "$TMP/sc.out"
 check "yarn-sc-09 a worker SIGKILLed as a sync fit grows 1 -> 3: restarted in a new container, the change done, 600 global steps" \
   grep -q '^kill global 600 live 3 restarted true done true$' "$TMP/sc.out"
+check "yarn-sc-10 closures while the cluster grows 1 -> 3 and shrinks to 1: all 140 resolve, new containers ran some" \
+  grep -q '^closures 140 added true live 1$' "$TMP/sc.out"
 check "yarn-sc-06 worker = 12 refused: YARN's nodes have no room" \
   grep -Eq "^over refused .*c:scale: launcher 'yarn': 11 more workers of <memory:256, vCores:1> do not fit: YARN's nodes have room for [0-9] now" "$TMP/sc.out"
 check "yarn-sc-07 nothing left in the RM" wait_for 30 nothing_left
