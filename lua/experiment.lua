@@ -181,7 +181,7 @@ local function describe(self)
   d["train.data"] = tostring(t.data)
   local names = self:classes()
   if names then d["classes.names"] = table.concat(names, "\n") end
-  for _, k in ipairs { "batch", "epochs", "shuffle", "max_steps" } do
+  for _, k in ipairs { "batch", "epochs", "shuffle", "max_steps", "reshard" } do
     d["train." .. k] = tostring(t[k])
   end
   if self.eval then
@@ -251,7 +251,8 @@ local function rebuild(dir, d)
     optimizer = rebuild_optimizer(d), seed = num(d, "seed"), verbose = flag(d, "verbose"),
     mode = d.mode, backup_workers = num(d, "backup_workers"),
     train = { batch = num(d, "train.batch"), epochs = num(d, "train.epochs"),
-      shuffle = flag(d, "train.shuffle"), max_steps = num(d, "train.max_steps") } }
+      shuffle = flag(d, "train.shuffle"), max_steps = num(d, "train.max_steps"),
+      reshard = d["train.reshard"] } } -- nil in a save from before it: the default
   if d.runs == "false" then cfg.runs = false else cfg.runs = d.runs end
   if d["eval.every"] then
     cfg.eval = { every = num(d, "eval.every"), batch = num(d, "eval.batch") }

@@ -251,7 +251,8 @@ drover.experiment { ... } - a model, a loss, an optimizer and data, trained in t
   name       string (default "experiment")
   model      an nn module            loss       an nn loss
   optimizer  an optim.* value
-  train      { data = ds, batch = 32, epochs = 1, shuffle = true, max_steps = 0 }
+  train      { data = ds, batch = 32, epochs = 1, shuffle = true, max_steps = 0,
+               reshard = "epoch" }  -- a sync fit scaled: new shards at the epoch's end or "step"
              on a cluster, feed = SOURCE instead of data: the coordinator streams
              batches to the workers (a dataset, a function returning x, y,
              data.stream(...), a path, "-", or "external"), feed_timeout = 600

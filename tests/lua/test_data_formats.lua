@@ -113,12 +113,13 @@ test("formats-06 class names are kept by exp:save and drover.experiment.load", f
   local ds = data.csv(dir .. "/c.csv", { classes = "names" })
   local nn, optim = drover.nn, drover.optim
   local exp = drover.experiment { name = "n", loss = nn.CrossEntropy(), optimizer = optim.SGD { lr = 0.1 },
-    model = nn.Sequential { nn.Linear(2, 3) }, train = { data = ds, batch = 10, epochs = 1 },
+    model = nn.Sequential { nn.Linear(2, 3) }, train = { data = ds, batch = 10, epochs = 1, reshard = "step" },
     verbose = false, runs = false }
   exp:fit()
   eq(table.concat(exp:classes(), ","), "cat,dog,emu", "names of the training data")
   exp:save(dir .. "/saved")
   local back = drover.experiment.load(dir .. "/saved", { train = { data = ds } })
   eq(table.concat(back:classes(), ","), "cat,dog,emu", "names after load")
+  eq(back.train.reshard, "step", "train.reshard after load")
   os.execute("rm -rf '" .. dir .. "'")
 end)

@@ -48,6 +48,10 @@ test("experiment_validation_names_the_field", function()
   raises(function() E(spec { seed = "one" }) end, "experiment: seed must be a non-negative integer")
   raises(function() E(spec { epochs = 3 }) end, "experiment: unknown field 'epochs'")
   raises(function() E(spec { mode = "fast" }) end, 'experiment: mode must be "async" or "sync"')
+  raises(function() E(spec { train = { data = train2, reshard = "never" } }) end,
+    'experiment: train.reshard must be "epoch" or "step" (got never)')
+  raises(function() E(spec { train = { data = train2, reshard = 1 } }) end,
+    'experiment: train.reshard must be "epoch" or "step" (got number)')
   raises(function() E(spec { eval = { data = data.synthetic { n = 10, features = 3 } } }) end,
     "eval.data has 3 features but train.data has 64")
   raises(function() E(42) end, "experiment: expected a table")
@@ -62,6 +66,7 @@ test("experiment_defaults_and_printing", function()
   eq(exp.train.batch, 32, "default batch")
   eq(exp.train.epochs, 1, "default epochs")
   eq(exp.train.shuffle, true, "default shuffle")
+  eq(exp.train.reshard, "epoch", "default reshard")
   eq(exp.mode, "async", "default mode")
   local text = tostring(exp)
   if not text:find("drover.experiment digits-mlp", 1, true) or not text:find("(1): nn.Linear(64 -> 128)", 1, true)
