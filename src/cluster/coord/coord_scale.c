@@ -301,17 +301,25 @@ int coord_scale(coord *c, int role, int want, const char *by) {
  *     does not change: the step count stays exact.
  *   sync: the new workers start and are set up (their shard of the new
  *     count) but take no step yet. Once they all answered (at once when
- *     shrinking), the barrier is global step `at`: the highest a trainer
- *     was given a step for (taken + in flight). No trainer gets a step
- *     past it, every ps is asked (a PULL of no variables, SCALE_REQ) to
- *     answer once it applied step at - 1; once all answered and no step
- *     is in flight, no gradient of step `at` exists: SYNC_STOP {replicas}
- *     gives every ps the new quorum for it on, the workers removed get
- *     SHUTDOWN, the others their new shards, the new ones their steps.
- *     The fit's global steps do not change; each one averages the
- *     gradients of the workers it had. With ps replicas the primary
- *     forwards SYNC_STOP to its replica as it forwards an update, and
- *     REPL_SYNC carries the quorum: a replica promoted keeps it.
+ *     shrinking), the barrier is asked at global step `at`: the highest a
+ *     trainer was given a step for (taken + in flight), moved to the end
+ *     of the trainers' pass over their shards (train.reshard "epoch").
+ *     Every ps gets SYNC_STOP { hold_at = at, leave_from } and, behind
+ *     it, a probe (a PULL of no variables, SCALE_REQ): the ps makes the
+ *     barrier B at least `at` and past any version a trainer pulled,
+ *     holds trainers' pulls of B, and answers the probe at B (ps_push.c,
+ *     "barrier"). Here a trainer is not sent steps past `at` (its count
+ *     of applied gradients, which never runs ahead of its global step);
+ *     the ps's hold is what makes it exact. Once every ps answered: the
+ *     leaving workers get SHUTDOWN, the others their new shards (SETUP
+ *     supersede: their steps waiting at B end, dropped), and once those
+ *     are set up SYNC_STOP { replicas, leave_from } gives every ps the
+ *     new quorum from B on (the leaving workers' ps connections closed),
+ *     then the new workers take steps. The fit's global steps do not
+ *     change; each one averages the gradients of the workers it had.
+ *     With ps replicas the primary forwards SYNC_STOP to its replica as
+ *     it forwards an update, and REPL_SYNC carries the quorum: a replica
+ *     promoted keeps it (not a barrier under way: it is sent again).
  *   fed (async): no shards, no SETUP again: the feed's consumers are the
  *     trainers listed again; a removed worker's batches not started go
  *     back to the queue as it exits (the queue's rule). A direct feeder's
