@@ -253,7 +253,7 @@
  *              version). replicas > 0: no stop (target ignored): c:scale
  *              during the fit, the gradients per update become `replicas`
  *              from the update being summed (the coordinator sends it at a
- *              global-step boundary; coord_scale.c), and the workers of
+ *              global-step boundary; coord_scale_fit.c), and the workers of
  *              index leave_from and up (0: none) have left. hold_at > 0:
  *              c:scale's barrier (ps_push.c): trainers' pulls of version
  *              max(hold_at, the version, past any version pulled) wait

@@ -32,7 +32,7 @@
 #define CK_PROBE_REQ 0xfffffff1u   /* sync: the PULL that asks a ps its version (checkpoint) */
 #define RESTORE_REQ 0xfffffff2u
 #define STOP_REQ 0xfffffff3u       /* sync early stop: the PULL behind a cap (coord_stop.c) */
-#define SCALE_REQ 0xfffffff4u      /* sync c:scale: the PULL waiting for its step (coord_scale.c) */
+#define SCALE_REQ 0xfffffff4u      /* sync c:scale: the PULL waiting for its step (coord_scale_fit.c) */
 #define PLATEAU_META "optim_plateau" /* a checkpoint's plateau schedule state (as in process) */
 #define STOP_META "train_stop"        /* its early stopping state (as in process) */
 #define COORD_MAX_PS_FILES (MANIFEST_MAX_FILES - 1) /* ps with shards in a checkpoint */
@@ -175,7 +175,7 @@ struct coord_fit_state {
   int64_t *taken;
   /* sync, per node: its process was restarted during this fit, so its
    * taken counts from the global step the ps were at then, unknown here:
-   * a c:scale barrier holds it by the ps's answer alone (coord_scale.c) */
+   * c:scale's barrier does not go by it (coord_scale_fit.c) */
   bool *fresh;
   int64_t dropped; /* sync: RESULTs of steps whose gradient no ps applied, not counted */
   int64_t epoch_seen, epoch_correct, epoch_no;
@@ -197,10 +197,10 @@ struct coord_fit_state {
   int stop_phase, stop_waiting;
   int64_t stop_target;
   bool *stop_seen; /* per ps group: its cap answered */
-  /* c:scale during this fit (coord_scale.c) */
+  /* c:scale during this fit (coord_scale_fit.c) */
   struct {
     bool active;    /* a change asked during the fit is not over */
-    int phase;      /* SC_* (coord_scale.c) */
+    int phase;      /* SC_* (coord_scale_fit.c) */
     int from, want; /* the worker counts */
     bool barrier;   /* sync: the quorum changes once every ps applied global step `at` */
     bool reprobe;   /* its probe was answered by a rollback: asked again */
@@ -341,7 +341,7 @@ int coord__send_sync_probes(coord_fit_state *f);
 /* The same to group k's ps (its primary changed before it answered). */
 int coord__send_sync_probe(coord_fit_state *f, int k);
 
-/* coord_scale.c: c:scale during a fit (see there). */
+/* coord_scale_fit.c: c:scale during a fit (see there). */
 /* want workers instead of have: 0 or negative (refused, why in err_msg). */
 int coord__scale_fit(coord_fit_state *f, int have, int want);
 /* Whether that change may start now: 0, or negative (why in err_msg). */

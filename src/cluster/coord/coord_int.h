@@ -269,9 +269,19 @@ int coord__pump(coord *c, bool (*done)(coord *c, void *arg), void *arg, double t
                bool fail_on_loss);
 
 /* ---- coord_scale.c ---- */
+#define COORD_SCALE_GRACE_MS 5000 /* a removed worker's time to finish and exit */
+#define COORD_SCALE_TIMEOUT 30.0  /* then it is killed; its exit still ends it */
 /* Node n was taken away by c:scale (REMOVING or REMOVED): fits and feeds
  * plan without it. */
 bool coord__scaled_away(const coord_node *n);
+/* Launches workers from `have` to `want` (removed ones back first). */
+int coord__scale_grow(coord *c, int have, int want);
+/* SHUTDOWN to the highest-indexed workers beyond `want` (REMOVING). */
+void coord__scale_remove_beyond(coord *c, int want);
+/* coord__pump conditions: no worker removing (each removed one's exit
+ * reported); that, and every worker not taken away registered. */
+bool coord__scale_none_removing(coord *c, void *arg);
+bool coord__scale_settled(coord *c, void *arg);
 /* Worker i was lost and will not be restarted (restarts exhausted, or its
  * restart failed; `why` says how it was lost): with worker = { min } and
  * at least min workers left it goes REMOVED, its tasks back to the queue,
