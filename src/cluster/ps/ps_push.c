@@ -308,7 +308,7 @@ static int push_sync(ps_server *ps, const push_item *it, uint32_t n, uint64_t ve
 
 /* ============================== barrier ================================== */
 
-/* c:scale during a sync fit (coord_scale.c) changes the quorum at one
+/* c:scale during a sync fit (coord_scale_fit.c) changes the quorum at one
  * version B of this ps, so that every update has one quorum, a leaving
  * worker's gradient never counts from B on and a joining one's only from
  * B on, whatever the workers' counts say (a backup worker's dropped
