@@ -322,16 +322,18 @@ int coord_serve(coord *c, nn_module *model, const coord_serve_opts *o, coord_ser
  * checkpoint: the previous ones are kept). */
 int coord_checkpoint(coord *c);
 
-/* c:scale { worker = N } (coord_scale.c), on the local launcher: the
- * highest-indexed workers beyond `want` finish, exit and become "removed"
- * (no loss, no restart), or new ones start (up to `max`). Between fits the
- * next fit plans for the workers then, and it returns once the change is
- * over (removed ones killed after 30 s); during a fit (not a fed one) the
- * fit takes the change in (its shards, a sync fit's quorum at a global
- * step boundary) and it returns once the change started. by: who asked,
- * for events.log (borrowed). Refused with a message naming why: another
- * role, another launcher, above `max` or below `min` (or 1), during a fed
- * fit, while a change asked during the fit is not over. */
+/* c:scale { worker = N } (coord_scale.c; during a fit coord_scale_fit.c),
+ * on every launcher with launch_ops.room: the highest-indexed workers
+ * beyond `want` finish, exit and become "removed" (no loss, no restart),
+ * or new ones start (up to `max`). Between fits the next fit plans for the
+ * workers then, and it returns once the change is over (removed ones
+ * killed after 30 s); during a fit the fit takes the change in (its
+ * shards, a sync fit's quorum at a boundary the ps hold, fed batches to
+ * more or fewer workers) and it returns once the change started. by: who
+ * asked, for events.log (borrowed). Refused with a message naming why:
+ * another role, a launcher without room for them, above `max` or below
+ * `min` (or 1), removing a worker a direct feeder feeds, while a change
+ * asked during the fit is not over. */
 int coord_scale(coord *c, int role, int want, const char *by);
 /* Its first half, for a caller inside the loop (`drover scale`, COMMAND
  * SCALE): checked and started, not waited for; what happens in out
