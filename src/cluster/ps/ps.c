@@ -344,13 +344,23 @@ static int pull_reply(ps_server *ps, conn *c, uint32_t req, int *idx, uint32_t c
   return conn_send_commit(c, WIRE_PULL_REPLY, req);
 }
 
+/* A worker's or the chief's connection (not the evaluator's nor the
+ * coordinator's): the PULLs c:scale's barrier holds and counts. */
+static bool trainer_peer(const peer *pe) {
+  if (!pe || !pe->c) return false;
+  int role = conn_role(pe->c);
+  return role == ROLE_WORKER || role == ROLE_CHIEF;
+}
+
+/* A sync fit still summing updates: what may hold a PULL. */
+static bool sync_live(const ps_server *ps) { return ps->sync && !ps->stopping && !ps__sync_done(ps); }
+
 /* A trainer's PULL held by c:scale's barrier (ps_push.c): one of a
  * worker that left, or one that would get version hold_at or later. */
 static bool barrier_holds(const ps_server *ps, const peer *pe) {
-  if (!pe || !pe->c || !ps->sync || ps->stopping || ps__sync_done(ps)) return false;
-  int role = conn_role(pe->c);
-  if (role != ROLE_WORKER && role != ROLE_CHIEF) return false; /* evaluator, coordinator */
-  if (ps->leave_from && role == ROLE_WORKER && conn_index(pe->c) >= ps->leave_from) return true;
+  if (!trainer_peer(pe) || !sync_live(ps)) return false;
+  if (ps->leave_from && conn_role(pe->c) == ROLE_WORKER && conn_index(pe->c) >= ps->leave_from)
+    return true;
   return ps->hold_at && ps->version >= ps->hold_at;
 }
 
@@ -363,17 +373,13 @@ static bool must_hold(const ps_server *ps, const peer *pe, uint64_t min_version,
   if (ps->rs) return true; /* a RESTORE's file is being read: its values come first */
   if (!probe && barrier_holds(ps, pe)) return true;
   if (ps->restored && !probe && min_version > ps->version + 1) return false;
-  if (probe && ps->hold_at && ps->version < ps->hold_at && ps->sync && !ps->stopping &&
-      !ps__sync_done(ps))
-    return true;
-  return ps->sync && !ps->stopping && min_version > ps->version && !ps__sync_done(ps);
+  if (probe && ps->hold_at && ps->version < ps->hold_at && sync_live(ps)) return true;
+  return sync_live(ps) && min_version > ps->version;
 }
 
 /* A trainer got the values of this version: a barrier begins past it. */
 static void note_served(ps_server *ps, const peer *pe) {
-  if (!ps->sync || !pe || !pe->c) return;
-  int role = conn_role(pe->c);
-  if (role != ROLE_WORKER && role != ROLE_CHIEF) return;
+  if (!ps->sync || !trainer_peer(pe)) return;
   if (!ps->served || ps->version > ps->served_hi) ps->served_hi = ps->version;
   ps->served = true;
 }
