@@ -133,6 +133,7 @@ conn *conn__new(uv_loop_t *loop, const conn_opts *o) {
   c->shutdown_ms = o->shutdown_ms ? o->shutdown_ms : DEFAULT_SHUTDOWN_MS;
   c->opaque = o->opaque;
   c->server_kind = o->server_kind;
+  c->mode = (uint8_t)conn__opts_mode(o);
   strcpy(c->peer, "?");
   return c;
 }

@@ -78,6 +78,9 @@ typedef struct conn_opts {
                                 the bound drops the oldest (see conn_listen) */
   uint32_t max_per_addr;     /* of those, from one address (IP) at once; 0: a quarter
                                 of max_handshaking, at least 16 */
+  bool own_transport;        /* use `transport` below, not the process's mode (a process
+                                running clusters of different transports: a REPL) */
+  int transport;             /* a conn_transport_mode, read when own_transport */
   bool opaque;               /* skip the payload layout check (wire_validate_payload)
                                 that every authenticated frame gets: only for tests of
                                 the transport itself, which carry arbitrary bytes */
@@ -215,10 +218,11 @@ int conn_local_host(const conn *c, char *out, size_t n);
  * authentication and accept tables are the same; only the bytes' path
  * differs. A Unix socket carrying the stream is the fallback (no memfd).
  *
- * The mode is per process: DROVER_TRANSPORT (auto, unix, tcp) read on the
- * first conn, or conn_set_transport(). A server offers a same-host link
- * only when its mode is not tcp and conn_server_set_offer() did not turn
- * it off; a client takes an offer only when its own mode is not tcp. */
+ * The mode is the process's: DROVER_TRANSPORT (auto, unix, tcp) read on the
+ * first conn, or conn_set_transport(); a conn or server whose conn_opts set
+ * own_transport has its own. A server offers a same-host link only when its
+ * mode is not tcp and conn_server_set_offer() did not turn it off; a client
+ * takes an offer only when its own mode is not tcp. */
 typedef enum conn_transport_mode {
   CONN_TRANSPORT_AUTO = 0, /* shared memory with a co-located peer, else TCP */
   CONN_TRANSPORT_UNIX,     /* a Unix socket with a co-located peer (the fallback) */

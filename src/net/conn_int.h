@@ -55,6 +55,7 @@ struct conn {
   uint32_t max_frame, handshake_ms, shutdown_ms;
   bool opaque; /* payloads are not checked against their layouts */
   uint8_t server_kind;
+  uint8_t mode; /* conn_transport_mode: conn_opts' own, else the process's at creation */
   enum conn_state state;
   bool closing;
   bool shutting; /* conn_shutdown: closes once the writes are out */
@@ -116,6 +117,9 @@ struct conn_server {
   bool offer;
   uint8_t link_token[WIRE_LINK_SIZE];
 };
+
+/* The transport mode `o` asks for (its own, else the process's). */
+conn_transport_mode conn__opts_mode(const conn_opts *o);
 
 /* conn.c's internals (see there). */
 void conn__fail(conn *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -112,6 +112,12 @@ conn_transport_mode conn__mode(void) {
 
 conn_transport_mode conn_get_transport(void) { return conn__mode(); }
 
+conn_transport_mode conn__opts_mode(const conn_opts *o) {
+  if (o->own_transport && o->transport >= CONN_TRANSPORT_AUTO && o->transport <= CONN_TRANSPORT_TCP)
+    return (conn_transport_mode)o->transport;
+  return conn__mode();
+}
+
 void conn_server_set_offer(conn_server *s, bool offer) { s->offer = offer; }
 
 const char *conn_transport(const conn *c) {
@@ -590,7 +596,7 @@ static int dial(conn *c, const uint8_t *token, int *mode, int fds[3], uint64_t s
     if (s >= 0) close(s);
     return -1;
   }
-  *mode = conn__mode() == CONN_TRANSPORT_UNIX ? MODE_UNIX : MODE_SHM;
+  *mode = c->mode == CONN_TRANSPORT_UNIX ? MODE_UNIX : MODE_SHM;
   if (*mode == MODE_SHM && make_shm(size, fds) < 0) {
     log_info("conn %s: no shared memory (%s): a Unix socket instead", c->peer, err_msg());
     *mode = MODE_UNIX;
@@ -611,7 +617,7 @@ bool conn__link_try(conn *c, const uint8_t *host, const uint8_t *token) {
   int fds[3], mode, s;
   uint64_t size = ring_size();
   conn__host_id(mine);
-  if (conn__mode() == CONN_TRANSPORT_TCP || memcmp(host, zero, sizeof zero) == 0 ||
+  if (c->mode == CONN_TRANSPORT_TCP || memcmp(host, zero, sizeof zero) == 0 ||
       memcmp(host, mine, sizeof mine) != 0)
     return false;
   if ((s = dial(c, token, &mode, fds, size)) < 0) return false;
@@ -761,7 +767,7 @@ int conn__link_listen(conn_server *s) {
   struct sockaddr_un a;
   socklen_t alen;
   int fd;
-  if (conn__mode() == CONN_TRANSPORT_TCP) return 0;
+  if (conn__opts_mode(&s->o) == CONN_TRANSPORT_TCP) return 0;
   randombytes_buf(s->link_token, sizeof s->link_token);
   alen = link_addr(s->link_token, &a);
   fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -137,6 +137,46 @@ check "transport-05 naming the choices" grep -qF \
   "$TMP/bad.out"
 check "transport-05 before any run directory" sh -c "! ls -d '$RUNS'/bad-* >/dev/null 2>&1"
 
+# ------------------------------------------------ two clusters of one process
+# Each keeps its own transport: a cluster made after another (with its own)
+# changes neither the first's listener nor the data links its fits dial to
+# its ps (shown as coord-data= in the ps rows' links).
+cat >"$TMP/two.lua" <<LUA
+local nn, optim, data = drover.nn, drover.optim, drover.data
+local a = drover.cluster { ps = 1, worker = 1, runs = "$RUNS", name = "two-auto" }
+local b = drover.cluster { ps = 1, worker = 1, runs = "$RUNS", name = "two-tcp", transport = "tcp" }
+local ds = data.synthetic { n = 256, features = 8, classes = 2, seed = 1 }
+for _, c in ipairs { a, b } do
+  c:fit(drover.experiment { model = nn.Sequential { nn.Linear(8, 2) }, loss = nn.CrossEntropy(),
+    optimizer = optim.SGD { lr = 0.1 }, train = { data = ds, batch = 32, max_steps = 10 },
+    verbose = false })
+end
+-- a worker reports its ps links with a heartbeat: wait for them (10 s at most)
+local function ps_links(c)
+  for _, nd in ipairs(c:nodes()) do
+    if nd.role == "worker" and not (nd.links or ""):find("ps:") then return false end
+  end
+  return true
+end
+local t0 = drover.clock()
+while not (ps_links(a) and ps_links(b)) and drover.clock() - t0 < 10 do drover.sleep(0.1) end
+for name, c in pairs { auto = a, tcp = b } do
+  for _, nd in ipairs(c:nodes()) do
+    print(string.format("LINKS %s %s:%d %s", name, nd.role, nd.index, nd.links or ""))
+  end
+end
+a:shutdown()
+b:shutdown()
+LUA
+"$DROVER" run "$TMP/two.lua" >"$TMP/two.out" 2>&1
+check "transport-07 two clusters of one script ran" [ $? -eq 0 ]
+check "transport-07 the first (auto): its fits' data link to its ps is shared memory" \
+  grep -q "^LINKS auto ps:0 coord=shm,coord-data=shm" "$TMP/two.out"
+check "transport-07 its worker's ps link too" grep -q "^LINKS auto worker:0 coord=shm,ps:0=shm" "$TMP/two.out"
+check "transport-07 the second (tcp): TCP for each" \
+  grep -q "^LINKS tcp ps:0 coord=tcp,coord-data=tcp" "$TMP/two.out"
+check "transport-07 its worker's ps link too" grep -q "^LINKS tcp worker:0 coord=tcp,ps:0=tcp" "$TMP/two.out"
+
 # ------------------------------------------------ the dashboard's node detail
 SOCK=drover-transport-$$
 TMUX_CASE=transport-06

@@ -75,6 +75,13 @@ void lfx_connect_with(lfx *f, lrec *r, const auth_secret *s) {
 
 void lfx_connect(lfx *f, lrec *r) { lfx_connect_with(f, r, &f->secret); }
 
+void lfx_connect_own(lfx *f, lrec *r, conn_transport_mode mode) {
+  conn_opts o = {.secret = &f->secret, .cbs = &cbs, .ud = r, .opaque = !f->typed,
+                 .own_transport = true, .transport = (int)mode};
+  rec_init(f, r);
+  CHECK_OK(conn_connect(&f->loop, "127.0.0.1", f->port, &o, &r->c));
+}
+
 void lfx_finish(lfx *f, lrec *clients, int n) {
   for (int i = 0; i < n; i++)
     if (!clients[i].closed) conn_close(clients[i].c, "test over");

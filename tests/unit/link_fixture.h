@@ -77,6 +77,8 @@ void lfx_init(lfx *f, const char *name, uint64_t ms, conn_transport_mode mode);
 void lfx_listen(lfx *f, uint32_t handshake_ms);
 void lfx_connect(lfx *f, lrec *r);
 void lfx_connect_with(lfx *f, lrec *r, const auth_secret *s);
+/* lfx_connect with a mode of the conn's own (conn_opts.own_transport). */
+void lfx_connect_own(lfx *f, lrec *r, conn_transport_mode mode);
 /* Closes what is still open, drains the loop, checks it closes. */
 void lfx_finish(lfx *f, lrec *clients, int n);
 /* Runs the loop until cond (the watchdog ends a wait that never does). */

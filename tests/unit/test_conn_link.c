@@ -97,6 +97,30 @@ TEST(link_tcp_client_declines_the_offer) {
   lfx_finish(&f, &cl, 1);
 }
 
+/* A conn's own mode wins over the process's, both ways: a server and a
+ * client of their own auto in a process of tcp link through shared memory,
+ * and a client of its own tcp in a process of auto stays on TCP (two
+ * clusters of one REPL, each with its transport). */
+TEST(link_own_transport_wins_over_the_process_mode) {
+  lfx f;
+  lrec cl[2];
+  lfx_init(&f, "own modes", 10000, CONN_TRANSPORT_TCP);
+  f.so.own_transport = true;
+  f.so.transport = CONN_TRANSPORT_AUTO;
+  lfx_listen(&f, 0);
+  f.cli_ready = push_on_ready;
+  lfx_connect_own(&f, &cl[0], CONN_TRANSPORT_AUTO);
+  LFX_RUN_UNTIL(&f, cl[0].last_len > 0);
+  CHECK_STR_CONTAINS(conn_transport(cl[0].c), "shm");
+  CHECK_STR_CONTAINS(conn_transport(f.srv_recs[0].c), "shm");
+  conn_set_transport(CONN_TRANSPORT_AUTO); /* the offer stands: the server's own mode */
+  lfx_connect_own(&f, &cl[1], CONN_TRANSPORT_TCP);
+  LFX_RUN_UNTIL(&f, cl[1].last_len > 0);
+  CHECK_STR_CONTAINS(conn_transport(cl[1].c), "tcp");
+  CHECK_INT_EQ(f.moved, 1);
+  lfx_finish(&f, cl, 2);
+}
+
 /* ---- many frames, big frames --------------------------------------------- */
 
 #define NSMALL 20000

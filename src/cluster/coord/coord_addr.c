@@ -123,21 +123,16 @@ static int local_beside_remote(coord *c, const char *dial) {
   return 0;
 }
 
-/* This process's mode before any cluster set its own: what a cluster
- * without `transport` takes (DROVER_TRANSPORT, else auto). */
-static conn_transport_mode process_mode(void) {
-  static bool got;
-  static conn_transport_mode m;
-  if (!got) m = conn_get_transport(), got = true;
-  return m;
-}
-
+/* The cluster's `transport`, else the process's (DROVER_TRANSPORT, else
+ * auto): this cluster's own, given to its listener and the links it dials
+ * (conn_opts.own_transport), so that clusters of one process (a REPL) keep
+ * theirs. */
 static void set_transport(coord *c) {
   static const char *const what[] = {
       [CONN_TRANSPORT_AUTO] = "shared memory between nodes on one host, TCP across hosts",
       [CONN_TRANSPORT_UNIX] = "a Unix socket between nodes on one host, TCP across hosts",
       [CONN_TRANSPORT_TCP] = "TCP between every two nodes, on one host too"};
-  conn_transport_mode m = process_mode();
+  conn_transport_mode m = conn_get_transport();
   const char *env = getenv("DROVER_TRANSPORT");
   char from[64] = "";
   if (c->opts.transport) /* a known name: coord__check_opts */
@@ -145,13 +140,15 @@ static void set_transport(coord *c) {
   else if (env && *env)
     snprintf(from, sizeof from, "; from DROVER_TRANSPORT=%s", env);
   c->transport = m;
-  conn_set_transport(m);
   rundir_event(&c->rd, "transport: %s (%s%s)", conn_transport_mode_name(m), what[m], from);
 }
 
-int coord__listen(coord *c, const conn_opts *o) {
+int coord__listen(coord *c, const conn_opts *co) {
   const coord_opts *op = &c->opts;
   set_transport(c);
+  conn_opts ow = *co, *o = &ow;
+  ow.own_transport = true;
+  ow.transport = (int)c->transport;
   bool unfound;
   const char *remote_launcher = remote_used(op, &unfound);
   bool remote = remote_launcher != NULL;

@@ -429,6 +429,9 @@ int coord__ship_recipe(const coord *c, const char *recipe, char **out);
 void coord__ship_free(coord *c);
 /* The node serving ps group k (ps:k without replicas), or -1. */
 int coord__ps_node(const coord *c, int group);
+/* The path of this coordinator's data link to ps node `node` ("shm", "tcp"...),
+ * or NULL without one (coord_vars.c: dialled by the first fit, kept after). */
+const char *coord__ps_data_transport(const coord *c, int node);
 /* The group node is the primary or replica of, or -1. */
 int coord__ps_group(const coord *c, int node);
 bool coord__repl_is_replica(const coord *c, int node);

@@ -309,10 +309,13 @@ int coord__node_links(coord_node *n, const uint8_t *pl, uint32_t len) {
 
 void coord_node_links(const coord *c, int i, char *out, size_t n) {
   const coord_node *nd = &c->nodes[i];
+  const char *data = nd->role == ROLE_PS ? coord__ps_data_transport(c, i) : NULL;
+  char d[32] = "";
+  if (data) snprintf(d, sizeof d, ",coord-data=%s", data); /* a fit's pulls and pushes */
   if (!c->ctl[i])
     snprintf(out, n, "-");
   else
-    snprintf(out, n, "coord=%s%s%s", conn_transport(c->ctl[i]), nd->links[0] ? "," : "",
+    snprintf(out, n, "coord=%s%s%s%s", conn_transport(c->ctl[i]), d, nd->links[0] ? "," : "",
              nd->links);
 }
 

@@ -182,6 +182,13 @@ static void ps_close(conn *cn, int err, const char *why) {
 
 static const conn_cbs ps_cbs = {ps_ready, ps_frame, ps_close};
 
+const char *coord__ps_data_transport(const coord *c, int node) {
+  const coord_fit_state *f = c->fit;
+  for (int k = 0; f && f->ps && k < f->nps; k++)
+    if (f->ps[k] && coord__ps_node(c, k) == node) return conn_transport(f->ps[k]);
+  return NULL;
+}
+
 /* Starts connecting to group k's ps. */
 static int connect_one(coord_fit_state *f, int k) {
   coord *c = f->c;
@@ -189,7 +196,8 @@ static int connect_one(coord_fit_state *f, int k) {
   f->links[k] = (pslink){f, k, {{0}}};
   coord__ps_coord_key(c, (uint32_t)c->nodes[i].index, &f->links[k].key);
   conn_opts o = {.secret = &f->links[k].key, .who = AUTH_WHO_NODE, .role = AUTH_ROLE_COORD,
-                 .cbs = &ps_cbs, .ud = &f->links[k]};
+                 .cbs = &ps_cbs, .ud = &f->links[k], .own_transport = true,
+                 .transport = (int)c->transport};
   int rc = conn_connect(c->loop, c->nodes[i].host, c->nodes[i].port, &o, &f->ps[k]);
   if (rc < 0) {
     f->ps[k] = NULL;

@@ -704,15 +704,13 @@ int ps_start(uv_loop_t *loop, const keyring *keys, uint32_t index, const char *h
   ps->loop = loop;
   ps->keys = keys;
   ps->index = index;
-  ps->opts = (conn_opts){.secret = &keys->root, .derive_node_keys = true, .cbs = &data_cbs, .ud = ps,
-                         .server_kind = 1};
   /* The cluster's transport comes with REGISTERED, after this listen: a
    * listener for same-host links whatever this process's own mode, which
    * says only whether it is offered until then (ps_set_offer). */
+  ps->opts = (conn_opts){.secret = &keys->root, .derive_node_keys = true, .cbs = &data_cbs, .ud = ps,
+                         .server_kind = 1, .own_transport = true, .transport = CONN_TRANSPORT_AUTO};
   conn_transport_mode mode = conn_get_transport();
-  conn_set_transport(CONN_TRANSPORT_AUTO);
   rc = conn_listen(loop, host, 0, &ps->opts, &ps->server, port);
-  conn_set_transport(mode);
   if (rc < 0) {
     free(ps);
     return rc;
