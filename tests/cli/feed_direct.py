@@ -122,6 +122,34 @@ result("feed-direct-t05 a feeder whose worker (%s, pid %s) was SIGKILLed mid-fee
        % (victim, pid), pid is not None and c.route is None, c.route)
 result("feed-direct-t05 and its 10 batches are trained once all the same", tuple(r) == (10, 10), r)
 
+# t10: a direct feeder whose process dies with its worker (a Spark task
+# killed with its executor): the feeder's end is seen first, its worker is
+# lost a moment later, the slot falls back to the coordinator (said), and
+# the feeder's retry sends what the worker had not acknowledged through it
+g = feeder("g", "k5", window=4)
+g.opened()
+victim = g.route.split(" ")[0] if g.route else None
+for bx, by in B[:5]:
+    g.send(bx, by, 1)
+g._close_direct()
+g.conn.close()
+pid = node_pid(victim) if victim else None
+if pid:
+    os.kill(pid, signal.SIGKILL)
+time.sleep(1.5)  # the coordinator calls a node lost 1 s after its connection closed
+g2 = feeder("g2", "k5")
+taken = g2.opened()
+for i, (bx, by) in enumerate(B):
+    if i < taken:
+        g2.keep(i + 1, bx, by, 1)
+    else:
+        g2.send(bx, by, 1)
+r = g2.finish()
+g2.conn.close()
+result("feed-direct-t10 the retry of a feeder that died with its worker (%s, pid %s) feeds "
+       "through the coordinator" % (victim, pid), pid is not None and g2.route is None, g2.route)
+result("feed-direct-t10 and the key ends with its 10 batches trained once", tuple(r) == (10, 10), r)
+
 # t07: a direct feeder lost after 5 batches and never retried: the
 # feed is not over before its worker has acked what it took
 e = feeder("e", "k4")

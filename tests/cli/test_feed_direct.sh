@@ -3,9 +3,10 @@
 # their batches to a worker, not through the coordinator, against a real
 # local 1 ps + 2 worker cluster from Python (tests/cli/feed_direct.py): the
 # route, the worker's feed port (the feed key and FEED_BATCH only), a
-# feeder lost mid-way and its retry, a worker SIGKILLed mid-feed; the fit
-# trains every batch once (35, also those of a feeder lost and never
-# retried), and the records say which went directly.
+# feeder lost mid-way and its retry, a worker SIGKILLed mid-feed, a feeder
+# that dies with its worker; the fit trains every batch once (45, also
+# those of a feeder lost and never retried), and the records say which
+# went directly.
 . tests/cli/lib.sh
 python_client feed-direct
 feed_fit_start direct
@@ -13,8 +14,8 @@ timeout 150 "$PY" tests/cli/feed_direct.py "$RUN"
 check "feed-direct-t06 the fit ended" wait_for 60 sh -c "! kill -0 $trainer 2>/dev/null"
 wait $trainer
 check "feed-direct-t06 the script exited 0" test $? -eq 0
-check "feed-direct-t06 each batch trained once: 35 fed, 35 trained (t07's 5 counted too)" \
-  grep -q "^FED 35 TRAINED 35$" "$TMP/direct.out"
+check "feed-direct-t06 each batch trained once: 45 fed, 45 trained (t07's 5 counted too)" \
+  grep -q "^FED 45 TRAINED 45$" "$TMP/direct.out"
 check "feed-direct-t02 events.log: the coordinator routed feeder a to a worker" \
   grep -q "feeder a on .* feeds worker:[01] directly (127.0.0.1:[0-9]*, slot [0-9]*, from batch 1)" "$RUN/events.log"
 w=$(sed -n 's/.*feeder a on .* feeds \(worker\):\([01]\) directly.*/\1-\2/p' "$RUN/events.log" | head -n 1)
@@ -24,9 +25,11 @@ check "feed-direct-t04 events.log: the retry waited for what the worker took" \
   grep -q "feeder b2: the worker took batches up to 6 of key k2 .*: it skips those" "$RUN/events.log"
 check "feed-direct-t05 events.log: the lost worker's feeder went back to the coordinator" \
   grep -q "feeder c: worker:[01], which it fed directly, was lost; its batches after [0-9]* go through the coordinator" "$RUN/events.log"
+check "feed-direct-t10 events.log: so did the slot of the feeder that died with its worker" \
+  grep -q "feeder g: worker:[01], which it fed directly, was lost; its batches after [0-9]* go through the coordinator" "$RUN/events.log"
 n=$(sed -n 's/.*feed: \([0-9]*\) batches trained by the worker their feeder sent them to directly/\1/p' "$RUN/events.log")
-check "feed-direct-t06 events.log counts the batches trained directly ($n: a's 10, b's and b2's 10, c's before the kill, e's 5)" \
-  sh -c "[ -n '$n' ] && [ '$n' -ge 25 ] && [ '$n' -lt 35 ]"
+check "feed-direct-t06 events.log counts the batches trained directly ($n: a's 10, b's and b2's 10, c's and g's before the kills, e's 5)" \
+  sh -c "[ -n '$n' ] && [ '$n' -ge 25 ] && [ '$n' -lt 45 ]"
 
 # feed-direct-t08: a worker fed directly that stops acknowledging (SIGSTOPped):
 # feed_timeout fails the fit naming it, the feeder and the batch waited for;

@@ -204,8 +204,12 @@ void coord__feeders_node_lost(coord_fit_state *f, int node) {
   coord__node_name(&f->c->nodes[node], name, sizeof name);
   snprintf(why, sizeof why, "%s, which it fed directly, was lost", name);
   for (coord_feeder *d = x->list; d; d = d->next) {
-    if (d->route == node && d->ended && coord__feeder_outstanding(d) == 0) {
-      d->route = -1; /* done with it: every batch acknowledged */
+    /* done with it: FEED_END came and every batch is acknowledged. A keyed
+     * feeder gone without FEED_END (its process died with the worker, and
+     * its connection's end was seen first) falls back: its successor's
+     * batches go through the coordinator, as said. */
+    if (d->route == node && d->ended && d->last && coord__feeder_outstanding(d) == 0) {
+      d->route = -1;
     } else if (d->route == node) {
       fall_back(f, d, why);
     } else if (d->wait_node == node) { /* waited for it to listen */
