@@ -706,6 +706,7 @@ test("cluster-18 SIGKILL of a ps mid-fit (async): restored from the newest check
   for step in ev:sub(1, (ev:find("ps:0 lost", 1, true))):gmatch("checkpoint step (%d+): ") do newest = step end
   assert(from and from == newest, ev)
   assert(ev:find("node restoring ps:0", 1, true) and ev:find("restored from step " .. from, 1, true), ev)
+  assert(not ev:find("no checkpoint yet", 1, true), "a restore from a checkpoint says only that")
 end)
 
 test("cluster-19 SIGKILL of a ps mid-fit (sync): every global step is applied once more", function()

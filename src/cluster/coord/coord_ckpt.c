@@ -615,15 +615,15 @@ int coord__ckpt_restore_tick(coord_fit_state *f) {
   int have = newest(f, &e, &m);
   int64_t step = have ? strtoll(manifest_meta(&m, "step"), NULL, 10) : 0;
   uint64_t version = have ? strtoull(manifest_meta(&m, "version"), NULL, 10) : 0;
+  const char *had = have ? manifest_meta(&m, "workers") : NULL;
   if (have)
     rundir_event(&c->rd, "restoring from step %" PRId64 " (%s)", step, e.path);
-  const char *had = have ? manifest_meta(&m, "workers") : NULL;
-  if (had && atoi(had) != ckpt_workers(f)) /* scaled since: the quorum is of the workers now */
-    rundir_event(&c->rd, "the checkpoint of step %" PRId64 " had %s workers: the fit goes on "
-                 "with the %d it has now", step, had, ckpt_workers(f));
   else
     rundir_event(&c->rd, "no checkpoint yet: the ps restart from the initial values and the fit "
                  "starts over");
+  if (had && atoi(had) != ckpt_workers(f)) /* scaled since: the quorum is of the workers now */
+    rundir_event(&c->rd, "the checkpoint of step %" PRId64 " had %s workers: the fit goes on "
+                 "with the %d it has now", step, had, ckpt_workers(f));
   coord__spec_all(c); /* workers reconnect to the restarted ps */
   /* The trainers first: once they have rolled back, nothing computed
    * before can reach a ps (a RESTORE closes the connections that pushed). */
