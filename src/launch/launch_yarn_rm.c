@@ -206,12 +206,17 @@ static json_t *am_env(yarn_launcher *y, const launch_yarn_opts *o, const char *j
 }
 
 /* The AM's command: java with cp (yarn.am_classpath, quoted as given), or
- * with the CLASSPATH of its environment (the installed jar). */
+ * with the CLASSPATH of its environment (the installed jar). The java of
+ * the container's JAVA_HOME (a NodeManager passes its own on), else the
+ * one on PATH: a Hadoop node's hadoop-env.sh sets JAVA_HOME, and its java
+ * is often not on the NodeManager's PATH. No double quote: YARN writes the
+ * command into `bash -c "..."`. */
+#define AM_JAVA "exec ${JAVA_HOME:+$JAVA_HOME/bin/}java -Xmx256m"
 static int am_command(char *cmd, size_t size, const char *cp, const char *jar) {
   const char *bad = cp ? "'" : "\"$`\\\n";
-  int n = cp ? snprintf(cmd, size, "exec java -Xmx256m -cp '%s' drover.yarn.DroverAM "
+  int n = cp ? snprintf(cmd, size, AM_JAVA " -cp '%s' drover.yarn.DroverAM "
                         "1>><LOG_DIR>/am.log 2>&1", cp)
-             : snprintf(cmd, size, "exec java -Xmx256m drover.yarn.DroverAM "
+             : snprintf(cmd, size, AM_JAVA " drover.yarn.DroverAM "
                         "1>><LOG_DIR>/am.log 2>&1");
   if (n < 0 || (size_t)n >= size || strpbrk(cp ? cp : jar, bad))
     return cp ? err_set(DRV_EINVAL, "yarn.am_classpath is too long or has a quote")

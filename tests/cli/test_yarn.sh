@@ -93,6 +93,8 @@ check "yarn-t01 the nodes read the script's files from their working directory" 
   [ "$(grep -c "^got	worker:[01]	x-contents	y-contents	z-contents$" "$TMP/fit.out")" -eq 4 ]
 check "yarn-t01 every node runs the NodeManager's localised drover, not the build's" \
   sh -c "[ \$(grep -c '^exe	.*	$DROVER_YARN_DIR/work/.*/usercache/.*/filecache/.*/drover$' '$TMP/fit.out') -eq 3 ]"
+check "yarn-t01 the AM ran the java of the NodeManager's JAVA_HOME (tests/yarn/start.sh's)" \
+  test -s "$DROVER_YARN_DIR/jdk/used"
 check "yarn-t01 the dashboard's header shows the application and the tracking URL" \
   grep -q "yarn application_.* http://.*/proxy/application_" "$TMP/dash.txt"
 tracking=$(sed -n 's/^tracking_url	//p' "$dir/yarn")

@@ -86,9 +86,22 @@ printf '%s\n' "$HIDE" >"$DIR/hidden"
 hadoop_cp=$(cat "$CP_FILE")
 (IFS=:; for j in $hadoop_cp; do ln -s "$j" "$DIR/hadoop/share/hadoop/common/lib/"; done)
 
+# The NodeManagers' JAVA_HOME, passed on to containers: a JDK whose
+# bin/java notes each run in $DIR/jdk/used, then runs this machine's java.
+# The AM's command runs $JAVA_HOME/bin/java when JAVA_HOME is set
+# (launch_yarn_rm.c); test_yarn.sh checks the AM came through it.
+mkdir -p "$DIR/jdk/bin"
+real_java=$(readlink -f "$(command -v java)")
+cat >"$DIR/jdk/bin/java" <<JAVA
+#!/bin/sh
+echo "\$\$" >>'$DIR/jdk/used'
+exec '$real_java' "\$@"
+JAVA
+chmod +x "$DIR/jdk/bin/java"
+
 # setsid: the cluster outlives this script; stop.sh ends it by its pid.
 start_yarn() {
-  HADOOP_CONF_DIR=$DIR/conf HADOOP_COMMON_HOME=$DIR/hadoop \
+  JAVA_HOME=$DIR/jdk HADOOP_CONF_DIR=$DIR/conf HADOOP_COMMON_HOME=$DIR/hadoop \
     setsid "${HIDE_WRAP[@]}" java -Xmx1g -cp "$JAR:$hadoop_cp" drover.yarn.TestCluster "$DIR" >"$DIR/log/yarn.log" 2>&1 &
   echo $! >"$DIR/pid"
 }
