@@ -24,8 +24,21 @@ static double parse_stamp(const char *s) {
   return (double)timegm(&tm) + frac;
 }
 
-/* The start time of each fit, from events.log's "fit ..." lines (not
- * "fit done"). Returns how many, with *out malloc'd (NULL for none). */
+/* Whether an events.log line's text begins a fit: "fit N: started" or
+ * "fit N: resuming ..." in process; a cluster's first line of a fit,
+ * "fit: N steps on ...", "fit: sync, ..." or "fit: fed, ..." (its other
+ * "fit: ..." lines, "fit failed" and "fit done" come within or after one). */
+static bool fit_begins(const char *text) {
+  long long n;
+  char c;
+  if (sscanf(text, "fit %lld%c", &n, &c) == 2 && c == ':')
+    return strstr(text, ": started") || strstr(text, ": resuming");
+  return strncmp(text, "fit: sync, ", 11) == 0 || strncmp(text, "fit: fed, ", 10) == 0 ||
+         (sscanf(text, "fit: %lld steps on%c", &n, &c) == 2 && c == ' ');
+}
+
+/* The start time of each fit, from events.log's lines that begin one.
+ * Returns how many, with *out malloc'd (NULL for none). */
 static size_t fit_starts(const char *dir, double **out) {
   char path[PATH_MAX + 16], line[2400];
   snprintf(path, sizeof path, "%s/" RUNDIR_EVENTS_LOG, dir);
@@ -35,9 +48,7 @@ static size_t fit_starts(const char *dir, double **out) {
   size_t n = 0, cap = 0;
   while (fgets(line, sizeof line, f)) {
     char *text = strchr(line, ' ');
-    if (!text || strncmp(text + 1, "fit", 3) != 0 || strncmp(text + 1, "fit done", 8) == 0)
-      continue;
-    if (text[4] != ' ' && text[4] != ':') continue;
+    if (!text || !fit_begins(text + 1)) continue;
     if (util_grow(out, &cap, n + 1, sizeof **out, 8) < 0) break;
     (*out)[n++] = parse_stamp(line);
   }

@@ -101,6 +101,35 @@ assert rows and all(set(r) >= {'wall_time', 'tag', 'step', 'value'} for r in row
 assert any(r['tag'] == 'loss' and r['node'].startswith('worker:') for r in rows)
 "
 check "metrics-03 as many as metrics.jsonl has values" [ "$(wc -l <"$TMP/cl.jsonl")" -eq "$(grep -o '"loss"\|"accuracy"\|"eval_loss"\|"eval_accuracy"' "$RUN/metrics.jsonl" | wc -l)" ]
+# metrics-05: a cluster's fits begin at their own "fit: ..." line, not at
+# the other "fit: ..." lines of the fit before (its progress function
+# stopping it, a sync fit's end): the second fit, 1.1 s after the first,
+# keeps that gap in its wall times.
+cat >"$TMP/cl2.lua" <<LUA
+local nn = drover.nn
+local ds = drover.data.synthetic { n = 256, features = 4, classes = 2 }
+local c = drover.cluster { ps = 1, worker = 1, runs = "$RUNS", name = "cltwo" }
+local function exp(stop)
+  return drover.experiment { name = "cltwo", verbose = false, model = nn.Linear(4, 2), mode = "sync",
+    loss = nn.CrossEntropy(), optimizer = drover.optim.SGD { lr = 0.1 },
+    train = { data = ds, batch = 8, max_steps = 20 },
+    progress = function(p) if stop and p.step >= 6 then return false end end }
+end
+c:fit(exp(true))
+drover.sleep(1.1)
+c:fit(exp(false))
+c:shutdown()
+LUA
+"$DROVER" run "$TMP/cl2.lua" >"$TMP/cl2.out" 2>&1
+"$DROVER" export-metrics cltwo --runs "$RUNS" >"$TMP/cl2.csv" 2>&1
+check "metrics-05 a cluster's second fit keeps its 1.1 s after the first (not counted from the first's last lines)" \
+  python3 - "$TMP/cl2.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["tag"] == "loss"]
+cut = next(i for i in range(1, len(rows)) if int(rows[i]["step"]) < int(rows[i - 1]["step"]))
+gap = float(rows[cut]["wall_time"]) - float(rows[cut - 1]["wall_time"])
+assert gap >= 1.0, (gap, rows[cut - 1], rows[cut])
+PY
 "$DROVER" export-metrics nosuch --runs "$RUNS" >/dev/null 2>"$TMP/m.err"
 check "metrics-04 no such run: status 1, said" sh -c "[ $? -eq 1 ] && grep -q \"no run 'nosuch'\" '$TMP/m.err'"
 "$DROVER" export-metrics "$RUN" --xml >/dev/null 2>&1
