@@ -148,7 +148,9 @@
  *  RESULT       W -> C: status 0 ok; correct -1 when accuracy does not
  *               apply; message the error text when status != 0; dropped
  *               1: no ps applied the step's gradient (sync: late, or past
- *               the last global step), so the step does not count
+ *               the last global step), so the step does not count;
+ *               grad_norm the gradient's global norm before clipping (a
+ *               step with clip_norm), else NaN
  *  EVAL         C -> E: pull the latest parameters, evaluate; metrics:
  *               BINEVAL_* bits (train/bineval.h: 1 auc, 2 logloss), the
  *               evaluator computing them over its whole eval set
@@ -160,7 +162,7 @@
 #define WIRE_MSG_task(X) X(U64, task) X(U8, kind) X(U64, arg)
 #define WIRE_MSG_result(X) \
   X(U64, task) X(I32, status) X(F64, loss) X(I64, correct) X(U64, examples) X(STR, message) \
-  X(FLAG, dropped, "RESULT dropped")
+  X(FLAG, dropped, "RESULT dropped") X(F64, grad_norm)
 #define WIRE_MSG_eval(X) X(U64, step) X(U32, metrics)
 #define WIRE_MSG_eval_result(X) \
   X(U64, step) X(I32, status) X(F64, loss) X(F64, accuracy) X(U64, examples) X(STR, message) \
@@ -558,7 +560,7 @@
 #define WIRE_MSG_feed_listen_ok(X) X(I32, status) X(U16, port) X(STR, message)
 #define WIRE_MSG_feed_ack(X)                                                          \
   X(U32, slot) X(U64, seq) X(I32, status) X(F64, loss) X(I64, correct) X(U64, examples) \
-  X(STR, message)
+  X(STR, message) X(F64, grad_norm)
 #define WIRE_MSG_feed_direct_end(X) X(U32, slot) X(U64, received)
 #define WIRE_MSG_feed_direct_close(X) X(U32, slot)
 #define WIRE_MSG_feed_open(X) \

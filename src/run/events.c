@@ -338,6 +338,7 @@ void events_run_result_payload(events_writer *w, const uint8_t *payload, size_t 
   events_run_scalar(w, "train/loss", (int64_t)m.task, m.loss);
   if (m.correct >= 0 && m.examples > 0)
     events_run_scalar(w, "train/accuracy", (int64_t)m.task, (double)m.correct / (double)m.examples);
+  events_run_scalar(w, "train/grad_norm", (int64_t)m.task, m.grad_norm); /* NaN: none */
 }
 
 void events_run_tick(events_writer *w) {

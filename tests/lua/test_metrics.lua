@@ -125,6 +125,43 @@ test("metrics-02 a cluster's step lines carry the same keys, with its batch's va
   os.execute("rm -rf '" .. here:run_dir() .. "' '" .. c.run_dir .. "'")
 end)
 
+test("metrics-05 clip_norm on a cluster: each step's gradient norm, as in process, in metrics.jsonl, progress and TensorBoard", function()
+  local clip = { optimizer = optim.SGD { lr = 0.05, clip_norm = 1 } }
+  local here = experiment(clip)
+  here:fit()
+  local mine = step_lines(here:run_dir() .. "/metrics.jsonl")
+  local seen = 0
+  local cl = experiment(clip)
+  cl.progress = function(p)
+    if not p.is_eval and p.grad_norm == p.grad_norm and p.grad_norm > 0 then seen = seen + 1 end
+  end
+  local c <close> = drover.cluster { ps = 2, worker = 1, runs = RUNS, name = "m05" }
+  local r = c:fit(cl)
+  local theirs = step_lines(c.run_dir .. "/metrics.jsonl")
+  eq(#theirs, r.steps, "a cluster line per step")
+  eq(#theirs, #mine, "as many steps as in process")
+  eq(keys(theirs[1].text), "accuracy,epoch,examples,grad_norm,loss,node,step,time", "cluster keys")
+  local clipped = 0
+  for s = 1, #mine do -- the norm before clipping, over both ps's shards: the whole gradient's
+    near(theirs[s].grad_norm, mine[s].grad_norm, 1e-5 * math.max(1, mine[s].grad_norm),
+      "grad_norm of step " .. s)
+    if mine[s].grad_norm > 1 then clipped = clipped + 1 end
+  end
+  assert(clipped > 0, "some steps were clipped (a norm over clip_norm)")
+  assert(seen > 0, "the progress function sees p.grad_norm")
+  local f = io.popen("cat " .. c.run_dir .. "/events/coordinator/events.out.tfevents.*")
+  local tb = f:read("a")
+  f:close()
+  assert(tb:find("train/grad_norm", 1, true), "the coordinator's TensorBoard file has train/grad_norm")
+  -- without clip_norm no norm is computed: none is written
+  local plain = c:fit(experiment { train = { data = train_std, batch = BATCH, max_steps = 3 } })
+  local last = step_lines(c.run_dir .. "/metrics.jsonl")
+  eq(plain.steps, 3, "steps")
+  assert(not last[#last].text:find("grad_norm", 1, true), "no grad_norm without clip_norm")
+  c:shutdown { grace = 5 }
+  os.execute("rm -rf '" .. here:run_dir() .. "' '" .. c.run_dir .. "'")
+end)
+
 -- train.shuffle = false on a 1 ps + 1 worker cluster: the worker reads
 -- its rows in order, so its step losses are the in-process unshuffled
 -- fit's (before the fix every worker shuffled whatever train.shuffle said).

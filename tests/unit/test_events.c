@@ -328,7 +328,7 @@ TEST(events_write_failure_is_sticky) {
 /* ============================== a run's summaries ======================== */
 
 static void result_frame(wire_wr *m, uint64_t task, int32_t status, double loss, int64_t correct,
-                         uint64_t examples) {
+                         uint64_t examples, double grad_norm) {
   wire_wr_init(m);
   wire_wr_u64(m, task);
   wire_wr_i32(m, status);
@@ -337,6 +337,7 @@ static void result_frame(wire_wr *m, uint64_t task, int32_t status, double loss,
   wire_wr_u64(m, examples);
   wire_wr_str(m, status ? "it broke" : "");
   wire_wr_u8(m, 0); /* dropped: no, the gradient was applied */
+  wire_wr_f64(m, grad_norm); /* NaN: the fit does not clip */
 }
 
 TEST(events_run_chief_results) {
@@ -349,13 +350,13 @@ TEST(events_run_chief_results) {
   CHECK(starts_with(path, "run/events/chief/events.out.tfevents."));
   CHECK(strcmp(path + strlen(path) - 6, ".chief") == 0);
   wire_wr m;
-  result_frame(&m, 7, 0, 0.5, 3, 4);
+  result_frame(&m, 7, 0, 0.5, 3, 4, NAN);
   events_run_result(w, &m);
   wire_wr_free(&m);
-  result_frame(&m, 8, DRV_EIO, NAN, -1, 0); /* a failed step: no summary */
+  result_frame(&m, 8, DRV_EIO, NAN, -1, 0, NAN); /* a failed step: no summary */
   events_run_result(w, &m);
   wire_wr_free(&m);
-  result_frame(&m, 9, 0, 1.25, -1, 4); /* a loss without accuracy */
+  result_frame(&m, 9, 0, 1.25, -1, 4, 2.5); /* a loss without accuracy, a clipped step */
   events_run_result(w, &m);
   events_run_result(NULL, &m); /* no writer: nothing, no crash */
   wire_wr_free(&m);
@@ -364,13 +365,14 @@ TEST(events_run_chief_results) {
   events_run_close(w);
 
   ev e[8];
-  CHECK_INT_EQ(read_events(path, e, 8), 5);
+  CHECK_INT_EQ(read_events(path, e, 8), 6);
   CHECK(strcmp(e[0].version, "brain.Event:2") == 0);
   CHECK(strcmp(e[1].tag, "train/loss") == 0 && e[1].step == 7 && e[1].value == 0.5f);
   CHECK(strcmp(e[2].tag, "train/accuracy") == 0 && e[2].step == 7 && e[2].value == 0.75f);
   CHECK(strcmp(e[3].tag, "train/loss") == 0 && e[3].step == 9 && e[3].value == 1.25f);
-  CHECK(strcmp(e[4].tag, "eval/loss") == 0 && e[4].step == 10 && e[4].value == 0.25f);
-  CHECK(e[1].wall_time >= before && e[4].wall_time <= events_wall_time());
+  CHECK(strcmp(e[4].tag, "train/grad_norm") == 0 && e[4].step == 9 && e[4].value == 2.5f);
+  CHECK(strcmp(e[5].tag, "eval/loss") == 0 && e[5].step == 10 && e[5].value == 0.25f);
+  CHECK(e[1].wall_time >= before && e[5].wall_time <= events_wall_time());
 }
 
 TEST(events_run_failures_do_not_stop_training) {

@@ -283,7 +283,7 @@ static int step_done(coord_fit_state *f, int node, const wire_msg_feed_ack *m) {
   wire_wr_init(&w);
   wire_put_result(&w, &(wire_msg_result){.task = 0, .status = 0, .loss = m->loss,
                                          .correct = m->correct, .examples = m->examples,
-                                         .message = WIRE_STR("")});
+                                         .message = WIRE_STR(""), .grad_norm = m->grad_norm});
   int rc = w.err ? err_set(DRV_ENOMEM, "out of memory")
                  : coord__step_done(f, node, 0, w.buf + WIRE_HEADER_SIZE,
                                     (uint32_t)(w.len - WIRE_HEADER_SIZE));

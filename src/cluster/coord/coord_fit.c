@@ -167,10 +167,12 @@ int coord__step_done(void *ud, int node, uint64_t id, const uint8_t *pl, uint32_
   f->p.lr = lr;
   double acc = correct >= 0 && examples > 0 ? (double)correct / (double)examples : NAN;
   f->p.batch_loss = loss, f->p.batch_accuracy = acc;
+  f->p.grad_norm = m.grad_norm; /* NaN unless the fit clips */
   metrics_step_line(&f->metrics, &(metrics_step){.time = progress_now() - f->t0, .step = f->done,
                                                  .epoch = epoch, .node = name, .loss = loss,
                                                  .accuracy = acc, .examples = (int64_t)examples,
-                                                 .lr = lr, .grad_norm = NAN});
+                                                 .lr = lr, .grad_norm = m.grad_norm});
+  events_run_scalar(f->events, "train/grad_norm", f->done, m.grad_norm); /* NaN: none */
   if (isfinite(lr)) {
     events_run_scalar(f->events, "train/learning_rate", f->done, lr);
     coord__dash_point(f->c, "train/learning_rate", f->done, lr);
@@ -543,7 +545,8 @@ static int plan(coord *c, const coord_fit_args *a) {
   f->p.eval_auc = f->p.eval_logloss = NAN;
   f->p.metrics = cfg->metrics;
   f->p.batch_loss = f->p.batch_accuracy = NAN;
-  f->p.lr = f->p.grad_norm = NAN; /* the ps applies the rate; workers do not see it */
+  f->p.lr = NAN;        /* the ps applies the rate; workers do not see it */
+  f->p.grad_norm = NAN; /* a worker's, with each RESULT, when the fit clips */
   return 0;
 }
 

@@ -71,6 +71,7 @@ static job *job_new(worker *w, int kind, uint32_t req) {
   j->req = req;
   j->correct = -1;
   j->loss = NAN;
+  j->grad_norm = NAN;
   j->eval = (train_eval){NAN, NAN, NAN, NAN};
   return j;
 }
@@ -130,7 +131,8 @@ static void reply(worker *w, job *j) {
                                                  .loss = j->rc < 0 ? NAN : (double)j->loss,
                                                  .correct = j->rc < 0 ? -1 : j->correct,
                                                  .examples = j->rc < 0 ? 0 : (uint64_t)j->examples,
-                                                 .message = WIRE_STR(j->msg)});
+                                                 .message = WIRE_STR(j->msg),
+                                                 .grad_norm = j->rc < 0 ? NAN : j->grad_norm});
       w->send(w->ud, &m, WIRE_FEED_ACK, 0);
       return;
     }
@@ -140,7 +142,8 @@ static void reply(worker *w, job *j) {
                                            .correct = j->rc < 0 ? -1 : j->correct,
                                            .examples = j->rc < 0 ? 0 : (uint64_t)j->examples,
                                            .message = WIRE_STR(j->msg),
-                                           .dropped = job_dropped(j)});
+                                           .dropped = job_dropped(j),
+                                           .grad_norm = j->rc < 0 ? NAN : j->grad_norm});
     w->send(w->ud, &m, WIRE_RESULT, j->req);
     return;
   case JOB_EVAL:

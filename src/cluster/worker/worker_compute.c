@@ -79,7 +79,7 @@ static int compute(job *j) {
   if (rc == 0 && st->clip_norm > 0) {
     nn_param_list trained = st->params;
     trained.n = st->ntrained; /* not the running statistics */
-    optim_clip_grads(&trained, &st->tables, st->clip_norm); /* the batch's rows too */
+    j->grad_norm = optim_clip_grads(&trained, &st->tables, st->clip_norm); /* rows too */
   }
   return rc;
 }

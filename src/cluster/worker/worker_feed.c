@@ -11,6 +11,7 @@
  * and a batch with ids never merges with one without (or with another
  * field count), so w:train_step(x, y, ids) trains each row with its own.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +46,8 @@ static void answer(worker *w, const fed *b, int64_t examples) {
                                          .loss = 0,
                                          .correct = -1,
                                          .examples = (uint64_t)examples,
-                                         .message = WIRE_STR("")});
+                                         .message = WIRE_STR(""),
+                                         .grad_norm = NAN});
   if (!w->closed) w->send(w->ud, &m, WIRE_RESULT, b->req);
   else wire_wr_free(&m);
 }

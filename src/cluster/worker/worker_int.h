@@ -152,6 +152,7 @@ typedef struct job {
   char msg[512];
   float loss;
   int64_t correct, examples;
+  double grad_norm;   /* before clipping, with clip_norm; else NAN */
   int push_oks, pushes_taken; /* PUSH_OKs back, and those whose ps applied the gradient */
   train_eval eval;       /* JOB_EVAL's result (NAN: not computed) */
   unsigned eval_metrics; /* EVAL's BINEVAL_* bits */
