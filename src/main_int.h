@@ -1,10 +1,14 @@
-/* main_int.h - what main.c and main_cmds.c share: the subcommand table
- * (main_cmds.c, with every command's help text) and the handlers it names
- * (main.c). Nothing else includes this. */
+/* main_int.h - what main.c, main_cmds.c and main_runs.c share: the
+ * subcommand table (main_cmds.c, with every command's help text), the
+ * handlers it names (main.c; main_runs.c those that act on a run) and the
+ * helpers of their option parsing (main.c). Nothing else includes this. */
 #ifndef DROVER_MAIN_INT_H
 #define DROVER_MAIN_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#define EXIT_USAGE 2
 
 /* One row per subcommand, Redis style:
  *   name     the word after `drover`
@@ -42,5 +46,13 @@ int cmd_export_metrics(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_tensorboard(int argc, char **argv);
 int cmd_hdfs(int argc, char **argv);
+
+/* The row of the command named name, or NULL. */
+const command *find_command(const char *name);
+/* Prints "drover: MSG" and the usage (of cmd, or of drover when NULL) to
+ * stderr; returns EXIT_USAGE. */
+__attribute__((format(printf, 2, 3))) int usage_error(const command *cmd, const char *fmt, ...);
+/* A whole non-negative decimal number no larger than max. */
+bool parse_count(const char *s, long max, long *out);
 
 #endif

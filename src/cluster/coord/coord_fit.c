@@ -545,8 +545,7 @@ static int plan(coord *c, const coord_fit_args *a) {
   f->p.eval_auc = f->p.eval_logloss = NAN;
   f->p.metrics = cfg->metrics;
   f->p.batch_loss = f->p.batch_accuracy = NAN;
-  f->p.lr = NAN;        /* the ps applies the rate; workers do not see it */
-  f->p.grad_norm = NAN; /* a worker's, with each RESULT, when the fit clips */
+  f->p.lr = f->p.grad_norm = NAN; /* the ps applies the rate; grad_norm: each RESULT's */
   return 0;
 }
 
