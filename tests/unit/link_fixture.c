@@ -67,10 +67,15 @@ static void rec_init(lfx *f, lrec *r) {
   r->f = f;
 }
 
-void lfx_connect_with(lfx *f, lrec *r, const auth_secret *s) {
-  conn_opts o = {.secret = s, .cbs = &cbs, .ud = r, .opaque = !f->typed};
+void lfx_connect_full(lfx *f, lrec *r, const auth_secret *s, uint32_t handshake_ms, int port) {
+  conn_opts o = {.secret = s, .cbs = &cbs, .ud = r, .opaque = !f->typed,
+                 .handshake_ms = handshake_ms};
   rec_init(f, r);
-  CHECK_OK(conn_connect(&f->loop, "127.0.0.1", f->port, &o, &r->c));
+  CHECK_OK(conn_connect(&f->loop, "127.0.0.1", port, &o, &r->c));
+}
+
+void lfx_connect_with(lfx *f, lrec *r, const auth_secret *s) {
+  lfx_connect_full(f, r, s, 0, f->port);
 }
 
 void lfx_connect(lfx *f, lrec *r) { lfx_connect_with(f, r, &f->secret); }
@@ -137,6 +142,7 @@ static void on_ready_cb(conn *c) {
   }
   r = conn_ud(c);
   r->ready++;
+  CHECK(conn_is_ready(c));
   if (r->f->cli_ready) r->f->cli_ready(r);
 }
 
@@ -190,6 +196,7 @@ static void on_close_cb(conn *c, int err, const char *why) {
   r->err = err;
   snprintf(r->why, sizeof r->why, "%s", why);
   if (r->server) log_close(r->f, err, why);
+  else if (r->f->cli_closed) r->f->cli_closed(r);
 }
 
 /* ---- helpers ------------------------------------------------------------- */

@@ -1,4 +1,4 @@
-/* link_fixture.h - what the same-host link tests share (test_conn_link.c,
+/* link_fixture.h - what the conn tests share (test_conn.c, test_conn_link.c,
  * test_conn_link_peer.c): a loop with a watchdog, a conn server and conn
  * clients that record what happened to them, and a hand-made same-host
  * peer (rawlink) that sets up a link with plain system calls and then
@@ -64,6 +64,7 @@ struct lfx {
   lfx_frame_fn srv_frame, cli_frame; /* NULL: the server echoes, a client records */
   void (*cli_ready)(lrec *r);
   void (*srv_ready)(lrec *r);
+  void (*cli_closed)(lrec *r); /* after a client's on_close is recorded */
   long counter;
   bool typed; /* set before lfx_listen: payloads validated (not opaque) */
 };
@@ -77,6 +78,9 @@ void lfx_init(lfx *f, const char *name, uint64_t ms, conn_transport_mode mode);
 void lfx_listen(lfx *f, uint32_t handshake_ms);
 void lfx_connect(lfx *f, lrec *r);
 void lfx_connect_with(lfx *f, lrec *r, const auth_secret *s);
+/* lfx_connect with another secret, handshake timeout (0: the default) and
+ * port (a listener of the case's own). */
+void lfx_connect_full(lfx *f, lrec *r, const auth_secret *s, uint32_t handshake_ms, int port);
 /* lfx_connect with a mode of the conn's own (conn_opts.own_transport). */
 void lfx_connect_own(lfx *f, lrec *r, conn_transport_mode mode);
 /* Closes what is still open, drains the loop, checks it closes. */

@@ -1,7 +1,9 @@
 /* test_conn.c - conn: handshake, framing both ways (small, many, 64 MiB),
  * refusal of wrong secrets and of hostile raw peers, timeouts, close and
  * send_ref lifetimes. Each case runs its own loop on 127.0.0.1 with a
- * watchdog timer that fails it if a wait never ends. */
+ * watchdog timer that fails it if a wait never ends (link_fixture.h's,
+ * with the process's transport TCP: these cases are about TCP, peer
+ * addresses and kernel buffers; same-host links have test_conn_link.c). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdint.h>
@@ -13,238 +15,16 @@
 #include "proto/auth.h"
 #include "net/conn.h"
 #include "harness.h"
+#include "link_fixture.h"
 #include "base/log.h"
 #include "proto/wire.h"
 
 /* HELLO: nonce, server kind, host id, link token. */
 #define HELLO_LEN (WIRE_NONCE_SIZE + 1 + WIRE_HOST_ID_SIZE + WIRE_LINK_SIZE)
 
-/* ---- fixture ------------------------------------------------------------- */
-
-typedef struct fx fx;
-
-/* What happened on one conn (the ud of a client conn, and of a server conn
- * once ready). */
-enum { KIND_FX = 0x4658, KIND_REC = 0x5245 };
-
-typedef struct rec {
-  int kind; /* KIND_REC; conn_ud is a rec or, before ready, the fx */
-  bool server;
-  fx *f;
-  conn *c;
-  int ready, closed, err, frames;
-  char why[400];
-  uint8_t last_type;
-  uint32_t last_req;
-  uint8_t *last; /* copy of the last payload */
-  size_t last_len;
-  long n1, n2; /* per-test counters */
-} rec;
-
-typedef void (*frame_hook)(rec *r, const wire_header *h, const uint8_t *p);
-
-struct fx {
-  int kind; /* KIND_FX */
-  uv_loop_t loop;
-  uv_timer_t watchdog;
-  auth_secret secret;
-  conn_opts so;
-  conn_server *srv;
-  int port;
-  rec srv_recs[16];
-  int nsrv;
-  /* every server-side on_close, in order: refusals and ready conns alike */
-  struct {
-    int err;
-    char why[400];
-  } closes[32];
-  int ncloses;
-  frame_hook srv_frame, cli_frame;
-  void (*cli_ready)(rec *r);
-  void (*srv_ready)(rec *r);
-  void (*cli_closed)(rec *r);
-  long counter; /* send_ref done calls, ... */
-};
-
-static void watchdog_fired(uv_timer_t *t) {
-  harness_fail(__FILE__, __LINE__, "watchdog: %s did not finish in time", (char *)t->data);
-}
-
-/* Waits on the loop; the watchdog ends a wait that never does. */
-#define RUN_UNTIL(f, cond) \
-  while (!(cond)) uv_run(&(f)->loop, UV_RUN_ONCE)
-
-static void on_ready_cb(conn *c);
-static void on_frame_cb(conn *c, const wire_header *h, const uint8_t *p);
-static void on_close_cb(conn *c, int err, const char *why);
-static const conn_cbs cbs = {on_ready_cb, on_frame_cb, on_close_cb};
-
-static void fx_init(fx *f, const char *name, uint64_t ms) {
-  memset(f, 0, sizeof *f);
-  f->kind = KIND_FX;
-  CHECK_INT_EQ(uv_loop_init(&f->loop), 0);
-  uv_timer_init(&f->loop, &f->watchdog);
-  f->watchdog.data = (void *)name;
-  uv_timer_start(&f->watchdog, watchdog_fired, ms, 0);
-  CHECK_OK(auth_secret_generate(&f->secret));
-  f->so.secret = &f->secret;
-  f->so.cbs = &cbs;
-  f->so.ud = f;
-  log_setup(NULL, "test", LOG_WARN);
-  /* These cases are about TCP (peer addresses, kernel buffers); the
-   * same-host links have their own (test_conn_link.c). */
-  conn_set_transport(CONN_TRANSPORT_TCP);
-}
-
-static void fx_listen(fx *f, uint32_t handshake_ms) {
-  f->so.handshake_ms = handshake_ms;
-  f->so.opaque = true; /* these cases carry arbitrary bytes in PUSH frames */
-  CHECK_OK(conn_listen(&f->loop, "127.0.0.1", 0, &f->so, &f->srv, &f->port));
-  CHECK(f->port > 0);
-}
-
-static void rec_init(fx *f, rec *r) {
-  memset(r, 0, sizeof *r);
-  r->kind = KIND_REC;
-  r->f = f;
-}
-
-static void fx_connect_with(fx *f, rec *r, const auth_secret *s, uint32_t handshake_ms,
-                            int port) {
-  conn_opts o = {.secret = s, .cbs = &cbs, .ud = r, .handshake_ms = handshake_ms, .opaque = true};
-  rec_init(f, r);
-  CHECK_OK(conn_connect(&f->loop, "127.0.0.1", port, &o, &r->c));
-}
-
-static void fx_connect(fx *f, rec *r) { fx_connect_with(f, r, &f->secret, 0, f->port); }
-
-/* Closes what is still open, drains the loop and checks nothing is left. */
-static void fx_finish(fx *f, rec *clients, int n) {
-  for (int i = 0; i < n; i++)
-    if (!clients[i].closed) conn_close(clients[i].c, "test over");
-  for (int i = 0; i < f->nsrv; i++)
-    if (!f->srv_recs[i].closed) conn_close(f->srv_recs[i].c, "test over");
-  if (f->srv) conn_server_close(f->srv);
-  uv_close((uv_handle_t *)&f->watchdog, NULL);
-  uv_run(&f->loop, UV_RUN_DEFAULT);
-  CHECK_INT_EQ(uv_loop_close(&f->loop), 0);
-  for (int i = 0; i < n; i++) free(clients[i].last);
-  for (int i = 0; i < f->nsrv; i++) free(f->srv_recs[i].last);
-}
-
-/* ---- callbacks ----------------------------------------------------------- */
-
-/* Server conns carry the fixture until ready, then their rec. */
-static fx *pending_fx(conn *c) {
-  int *kind = conn_ud(c);
-  CHECK(*kind == KIND_FX || *kind == KIND_REC);
-  return *kind == KIND_FX ? (fx *)kind : NULL;
-}
-
-static void on_ready_cb(conn *c) {
-  fx *f = pending_fx(c);
-  rec *r;
-  if (f) {
-    CHECK(f->nsrv < 16);
-    r = &f->srv_recs[f->nsrv++];
-    rec_init(f, r);
-    r->server = true;
-    r->c = c;
-    conn_set_ud(c, r);
-    r->ready++;
-    if (f->srv_ready) f->srv_ready(r);
-    return;
-  }
-  r = conn_ud(c);
-  r->ready++;
-  CHECK(conn_is_ready(c));
-  if (r->f->cli_ready) r->f->cli_ready(r);
-}
-
-static void record_frame(rec *r, const wire_header *h, const uint8_t *p) {
-  free(r->last);
-  r->last = malloc(h->len ? h->len : 1);
-  CHECK(r->last);
-  memcpy(r->last, p, h->len);
-  r->last_len = h->len;
-  r->last_type = h->type;
-  r->last_req = h->req;
-}
-
-/* The server's default: echo the frame back, same type and req. */
-static void echo(rec *r, const wire_header *h, const uint8_t *p) {
-  wire_wr w;
-  wire_wr_init(&w);
-  wire_wr_raw(&w, p, h->len);
-  CHECK_OK(conn_send_wr(r->c, &w, h->type, h->req));
-}
-
-static void on_frame_cb(conn *c, const wire_header *h, const uint8_t *p) {
-  rec *r = conn_ud(c);
-  CHECK(r->kind == KIND_REC);
-  r->frames++;
-  if (r->server) {
-    (r->f->srv_frame ? r->f->srv_frame : echo)(r, h, p);
-  } else if (r->f->cli_frame) {
-    r->f->cli_frame(r, h, p);
-  } else {
-    record_frame(r, h, p);
-  }
-}
-
-static void log_close(fx *f, int err, const char *why) {
-  CHECK(f->ncloses < 32);
-  f->closes[f->ncloses].err = err;
-  snprintf(f->closes[f->ncloses++].why, 400, "%s", why);
-}
-
-static void on_close_cb(conn *c, int err, const char *why) {
-  fx *f = pending_fx(c);
-  rec *r = conn_ud(c);
-  CHECK(why != NULL);
-  if (f) { /* a server conn that never became ready */
-    log_close(f, err, why);
-    return;
-  }
-  if (r->closed) harness_fail(__FILE__, __LINE__, "on_close called twice (%s)", why);
-  r->closed++;
-  r->err = err;
-  snprintf(r->why, sizeof r->why, "%s", why);
-  if (r->server)
-    log_close(r->f, err, why);
-  else if (r->f->cli_closed)
-    r->f->cli_closed(r);
-}
-
-/* ---- helpers ------------------------------------------------------------- */
-
-static uint64_t xorshift(uint64_t *s) {
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
-
-static void fill_pattern(uint8_t *p, size_t n, uint64_t seed) {
-  uint64_t s = seed | 1;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t v = xorshift(&s);
-    memcpy(p + i, &v, 8);
-  }
-  for (; i < n; i++) p[i] = (uint8_t)xorshift(&s);
-}
-
-static void send_push(conn *c, const void *p, size_t n, uint32_t req) {
-  wire_wr w;
-  wire_wr_init(&w);
-  wire_wr_raw(&w, p, n);
-  CHECK_OK(conn_send_wr(c, &w, WIRE_PUSH, req));
-}
-
 /* ---- round trips ------------------------------------------------------- */
 
-static void hb_to_client(rec *r) {
+static void hb_to_client(lrec *r) {
   wire_wr w;
   wire_wr_init(&w);
   wire_wr_u64(&w, 7);
@@ -254,9 +34,9 @@ static void hb_to_client(rec *r) {
   CHECK_OK(conn_send_wr(r->c, &w, WIRE_HEARTBEAT, 5));
 }
 
-static void push_on_ready(rec *r) { send_push(r->c, "hello, ps: payload", 18, 42); }
+static void push_on_ready(lrec *r) { lfx_send_push(r->c, "hello, ps: payload", 18, 42); }
 
-static void cli_collect(rec *r, const wire_header *h, const uint8_t *p) {
+static void cli_collect(lrec *r, const wire_header *h, const uint8_t *p) {
   if (h->type == WIRE_HEARTBEAT) {
     wire_rd rd;
     wire_rd_init(&rd, p, h->len);
@@ -269,23 +49,23 @@ static void cli_collect(rec *r, const wire_header *h, const uint8_t *p) {
     r->n1++;
     return;
   }
-  record_frame(r, h, p);
+  lfx_record(r, h, p);
 }
 
 TEST(conn_roundtrip_both_ways) {
-  fx f;
-  rec cl;
+  lfx f;
+  lrec cl;
   char want[64];
-  fx_init(&f, "roundtrip", 5000);
-  fx_listen(&f, 0);
+  lfx_init(&f, "roundtrip", 5000, CONN_TRANSPORT_TCP);
+  lfx_listen(&f, 0);
   f.srv_ready = hb_to_client;
   f.cli_ready = push_on_ready;
   f.cli_frame = cli_collect;
-  fx_connect(&f, &cl);
+  lfx_connect(&f, &cl);
   snprintf(want, sizeof want, "127.0.0.1:%d", f.port);
   CHECK_STR_CONTAINS(conn_peer(cl.c), want);
   CHECK(!conn_is_ready(cl.c));
-  RUN_UNTIL(&f, cl.n1 == 1 && cl.last_len > 0);
+  LFX_RUN_UNTIL(&f, cl.n1 == 1 && cl.last_len > 0);
   CHECK_INT_EQ(cl.ready, 1);
   CHECK_INT_EQ(f.nsrv, 1);
   CHECK(conn_is_ready(f.srv_recs[0].c));
@@ -299,38 +79,38 @@ TEST(conn_roundtrip_both_ways) {
   /* a clean close on one side is a clean close (err 0) on both */
   conn_close(cl.c, "bye");
   conn_close(cl.c, "again"); /* idempotent */
-  RUN_UNTIL(&f, cl.closed && f.srv_recs[0].closed);
+  LFX_RUN_UNTIL(&f, cl.closed && f.srv_recs[0].closed);
   CHECK_INT_EQ(cl.err, 0);
   CHECK_STR_CONTAINS(cl.why, "bye");
   CHECK_INT_EQ(f.srv_recs[0].err, 0);
   CHECK_STR_CONTAINS(f.srv_recs[0].why, "closed by 127.0.0.1:");
-  fx_finish(&f, &cl, 1);
+  lfx_finish(&f, &cl, 1);
 }
 
 /* Frames the owner sends before the handshake ends are held and written,
  * in order, once it has: the peer drops any frame before authentication
  * (a checkpoint's probe on a ps link being dialled again once hung a fit).
  * Held frames of a handshake that fails are finished at the close. */
-static void in_order(rec *r, const wire_header *h, const uint8_t *p) {
+static void in_order(lrec *r, const wire_header *h, const uint8_t *p) {
   CHECK_INT_EQ(h->req, (uint32_t)r->n1 + 1);
-  record_frame(r, h, p);
+  lfx_record(r, h, p);
   r->n1++;
 }
 
-static void held_done(void *arg) { ((fx *)arg)->counter++; }
+static void held_done(void *arg) { ((lfx *)arg)->counter++; }
 
 TEST(conn_frames_before_ready_are_held) {
-  fx f;
-  rec cl, bad;
-  fx_init(&f, "held", 5000);
-  fx_listen(&f, 0);
+  lfx f;
+  lrec cl, bad;
+  lfx_init(&f, "held", 5000, CONN_TRANSPORT_TCP);
+  lfx_listen(&f, 0);
   f.cli_frame = in_order;
-  fx_connect(&f, &cl);
+  lfx_connect(&f, &cl);
   CHECK(!conn_is_ready(cl.c));
-  send_push(cl.c, "the first frame.", 16, 1);
+  lfx_send_push(cl.c, "the first frame.", 16, 1);
   CHECK_OK(conn_send_ref(cl.c, WIRE_PUSH, 2, "the second one..", 16, held_done, &f));
-  send_push(cl.c, "and the third...", 16, 3);
-  RUN_UNTIL(&f, cl.n1 == 3);
+  lfx_send_push(cl.c, "and the third...", 16, 3);
+  LFX_RUN_UNTIL(&f, cl.n1 == 3);
   CHECK_INT_EQ(f.counter, 1);
   CHECK(memcmp(cl.last, "and the third...", 16) == 0);
   CHECK_INT_EQ(f.srv_recs[0].frames, 3);
@@ -338,13 +118,13 @@ TEST(conn_frames_before_ready_are_held) {
    * done still runs once */
   auth_secret wrong;
   memset(&wrong, 0x5a, sizeof wrong);
-  fx_connect_with(&f, &bad, &wrong, 0, f.port);
+  lfx_connect_full(&f, &bad, &wrong, 0, f.port);
   CHECK_OK(conn_send_ref(bad.c, WIRE_PUSH, 1, "never written...", 16, held_done, &f));
-  RUN_UNTIL(&f, bad.closed);
+  LFX_RUN_UNTIL(&f, bad.closed);
   CHECK_INT_EQ(f.counter, 2);
   CHECK_INT_EQ(bad.frames, 0);
   CHECK_INT_EQ(f.nsrv, 1);
-  fx_finish(&f, (rec[]){cl}, 1);
+  lfx_finish(&f, (lrec[]){cl}, 1);
   free(bad.last);
 }
 
@@ -353,21 +133,21 @@ TEST(conn_frames_before_ready_are_held) {
 #define BIG (64u << 20)
 static uint8_t *big_payload;
 
-static void big_done(void *arg) { ((fx *)arg)->counter++; }
+static void big_done(void *arg) { ((lfx *)arg)->counter++; }
 
-static void big_send(rec *r) {
+static void big_send(lrec *r) {
   CHECK_OK(conn_send_ref(r->c, WIRE_PUSH, 9, big_payload, BIG, big_done, r->f));
   CHECK_INT_EQ(conn_pending(r->c), BIG + WIRE_HEADER_SIZE);
   CHECK_INT_EQ(r->f->counter, 0); /* never synchronously */
 }
 
-static void big_check_at_server(rec *r, const wire_header *h, const uint8_t *p) {
+static void big_check_at_server(lrec *r, const wire_header *h, const uint8_t *p) {
   CHECK_INT_EQ(h->len, BIG);
   CHECK(memcmp(p, big_payload, BIG) == 0); /* it crossed the socket */
-  echo(r, h, p);
+  lfx_echo(r, h, p);
 }
 
-static void big_check_at_client(rec *r, const wire_header *h, const uint8_t *p) {
+static void big_check_at_client(lrec *r, const wire_header *h, const uint8_t *p) {
   CHECK_INT_EQ(h->type, WIRE_PUSH);
   CHECK_INT_EQ(h->req, 9);
   CHECK_INT_EQ(h->len, BIG);
@@ -376,22 +156,22 @@ static void big_check_at_client(rec *r, const wire_header *h, const uint8_t *p) 
 }
 
 TEST(conn_64mib_roundtrip) {
-  fx f;
-  rec cl;
-  fx_init(&f, "64 MiB round trip", 20000);
+  lfx f;
+  lrec cl;
+  lfx_init(&f, "64 MiB round trip", 20000, CONN_TRANSPORT_TCP);
   big_payload = malloc(BIG);
   CHECK(big_payload);
-  fill_pattern(big_payload, BIG, 99);
-  fx_listen(&f, 0);
+  lfx_fill(big_payload, BIG, 99);
+  lfx_listen(&f, 0);
   f.cli_ready = big_send;
   f.srv_frame = big_check_at_server;
   f.cli_frame = big_check_at_client;
-  fx_connect(&f, &cl);
-  RUN_UNTIL(&f, cl.n1 == 1);
+  lfx_connect(&f, &cl);
+  LFX_RUN_UNTIL(&f, cl.n1 == 1);
   CHECK_INT_EQ(f.counter, 1);
   CHECK_INT_EQ(conn_pending(cl.c), 0);
   CHECK_INT_EQ(f.srv_recs[0].frames, 1);
-  fx_finish(&f, &cl, 1);
+  lfx_finish(&f, &cl, 1);
   free(big_payload);
 }
 
@@ -407,7 +187,7 @@ static void small_fill(uint8_t *p, long i) {
   for (size_t k = 4; k < small_len(i); k++) p[k] = (uint8_t)(i * 31 + (long)k);
 }
 
-static void small_check(rec *r, const wire_header *h, const uint8_t *p) {
+static void small_check(lrec *r, const wire_header *h, const uint8_t *p) {
   uint8_t want[64];
   long i = r->n1++;
   CHECK_INT_EQ(h->req, i);
@@ -416,17 +196,17 @@ static void small_check(rec *r, const wire_header *h, const uint8_t *p) {
   CHECK(memcmp(p, want, h->len) == 0);
 }
 
-static void small_at_server(rec *r, const wire_header *h, const uint8_t *p) {
+static void small_at_server(lrec *r, const wire_header *h, const uint8_t *p) {
   small_check(r, h, p);
-  echo(r, h, p);
+  lfx_echo(r, h, p);
 }
 
-static void small_send_all(rec *r) {
+static void small_send_all(lrec *r) {
   uint8_t buf[64];
   size_t total = 0;
   for (long i = 0; i < NSMALL; i++) {
     small_fill(buf, i);
-    send_push(r->c, buf, small_len(i), (uint32_t)i);
+    lfx_send_push(r->c, buf, small_len(i), (uint32_t)i);
     total += WIRE_HEADER_SIZE + small_len(i);
   }
   /* nothing has completed yet: write callbacks run from the loop */
@@ -434,36 +214,36 @@ static void small_send_all(rec *r) {
 }
 
 TEST(conn_many_small_frames_in_order) {
-  fx f;
-  rec cl;
-  fx_init(&f, "many small frames", 10000);
-  fx_listen(&f, 0);
+  lfx f;
+  lrec cl;
+  lfx_init(&f, "many small frames", 10000, CONN_TRANSPORT_TCP);
+  lfx_listen(&f, 0);
   f.cli_ready = small_send_all;
   f.srv_frame = small_at_server;
   f.cli_frame = small_check;
-  fx_connect(&f, &cl);
-  RUN_UNTIL(&f, cl.n1 == NSMALL);
+  lfx_connect(&f, &cl);
+  LFX_RUN_UNTIL(&f, cl.n1 == NSMALL);
   CHECK_INT_EQ(f.srv_recs[0].n1, NSMALL);
-  RUN_UNTIL(&f, conn_pending(cl.c) == 0);
-  fx_finish(&f, &cl, 1);
+  LFX_RUN_UNTIL(&f, conn_pending(cl.c) == 0);
+  lfx_finish(&f, &cl, 1);
 }
 
 /* ---- refusals ---------------------------------------------------------- */
 
 TEST(conn_wrong_secret_refused) {
-  fx f;
-  rec cl[2];
+  lfx f;
+  lrec cl[2];
   auth_secret other;
   char logline[4096] = "";
   FILE *log = tmpfile();
   CHECK(log);
-  fx_init(&f, "wrong secret", 5000);
+  lfx_init(&f, "wrong secret", 5000, CONN_TRANSPORT_TCP);
   log_setup(log, "test", LOG_WARN);
-  fx_listen(&f, 0);
+  lfx_listen(&f, 0);
   CHECK_OK(auth_secret_generate(&other));
   f.cli_ready = push_on_ready;
-  fx_connect_with(&f, &cl[0], &other, 0, f.port);
-  RUN_UNTIL(&f, cl[0].closed && f.ncloses == 1);
+  lfx_connect_full(&f, &cl[0], &other, 0, f.port);
+  LFX_RUN_UNTIL(&f, cl[0].closed && f.ncloses == 1);
   CHECK_INT_EQ(cl[0].ready, 0);
   CHECK(cl[0].err < 0);
   CHECK_STR_CONTAINS(cl[0].why, "closed the connection during the handshake (wrong secret?)");
@@ -478,11 +258,11 @@ TEST(conn_wrong_secret_refused) {
   fclose(log);
   log_setup(NULL, "test", LOG_WARN);
   /* the server still takes a client that holds the secret */
-  fx_connect(&f, &cl[1]);
-  RUN_UNTIL(&f, cl[1].last_len > 0);
+  lfx_connect(&f, &cl[1]);
+  LFX_RUN_UNTIL(&f, cl[1].last_len > 0);
   CHECK_INT_EQ(cl[1].ready, 1);
   CHECK_INT_EQ(cl[1].last_len, 18);
-  fx_finish(&f, cl, 2);
+  lfx_finish(&f, cl, 2);
 }
 
 /* ---- hostile raw peers (blocking sockets in a thread) -------------------- */
@@ -601,7 +381,7 @@ static const struct hostile_case {
 #define NHOSTILE (int)(sizeof hostile_cases / sizeof hostile_cases[0])
 
 typedef struct hostile {
-  fx *f;
+  lfx *f;
   uv_async_t done;
   bool finished;
 } hostile;
@@ -613,7 +393,7 @@ static void hostile_thread(void *arg) {
     const struct hostile_case *k = &hostile_cases[i];
     int fd = raw_connect(H->f->port);
     if (k->handshake != HS_NONE) raw_handshake(fd, &H->f->secret, k->handshake == HS_GOOD);
-    fill_pattern(buf, sizeof buf, (uint64_t)i + 1);
+    lfx_fill(buf, sizeof buf, (uint64_t)i + 1);
     if (k->garbage)
       buf[0] = 'X'; /* never the magic */
     else
@@ -628,18 +408,18 @@ static void hostile_thread(void *arg) {
 static void hostile_done(uv_async_t *a) { ((hostile *)a->data)->finished = true; }
 
 TEST(conn_hostile_raw_clients_close_only_themselves) {
-  fx f;
-  rec good;
+  lfx f;
+  lrec good;
   hostile H = {.f = &f};
   uv_thread_t th;
-  fx_init(&f, "hostile clients", 10000);
-  fx_listen(&f, 0);
-  fx_connect(&f, &good);
-  RUN_UNTIL(&f, good.ready && f.nsrv == 1);
+  lfx_init(&f, "hostile clients", 10000, CONN_TRANSPORT_TCP);
+  lfx_listen(&f, 0);
+  lfx_connect(&f, &good);
+  LFX_RUN_UNTIL(&f, good.ready && f.nsrv == 1);
   uv_async_init(&f.loop, &H.done, hostile_done);
   H.done.data = &H;
   CHECK_INT_EQ(uv_thread_create(&th, hostile_thread, &H), 0);
-  RUN_UNTIL(&f, H.finished && f.ncloses == NHOSTILE);
+  LFX_RUN_UNTIL(&f, H.finished && f.ncloses == NHOSTILE);
   uv_thread_join(&th);
   for (int i = 0; i < NHOSTILE; i++) {
     if (!strstr(f.closes[i].why, hostile_cases[i].reason) ||
@@ -651,12 +431,12 @@ TEST(conn_hostile_raw_clients_close_only_themselves) {
   CHECK_INT_EQ(f.nsrv, 4);
   /* the good conn never noticed */
   CHECK(!good.closed && !f.srv_recs[0].closed);
-  send_push(good.c, "still here, ps", 14, 77);
-  RUN_UNTIL(&f, good.last_len > 0);
+  lfx_send_push(good.c, "still here, ps", 14, 77);
+  LFX_RUN_UNTIL(&f, good.last_len > 0);
   CHECK_INT_EQ(good.last_req, 77);
   CHECK(memcmp(good.last, "still here, ps", 14) == 0);
   uv_close((uv_handle_t *)&H.done, NULL);
-  fx_finish(&f, &good, 1);
+  lfx_finish(&f, &good, 1);
 }
 
 /* ---- timeouts ------------------------------------------------------------ */
@@ -677,17 +457,17 @@ static int raw_listener(int *port) {
 }
 
 TEST(conn_silent_peers_time_out) {
-  fx f;
-  rec cl;
+  lfx f;
+  lrec cl;
   uint8_t hello[WIRE_HEADER_SIZE + HELLO_LEN];
   uint64_t t0;
   int fd, port;
-  fx_init(&f, "silent peers", 5000);
-  fx_listen(&f, 300);
+  lfx_init(&f, "silent peers", 5000, CONN_TRANSPORT_TCP);
+  lfx_listen(&f, 300);
   /* a client that connects and never answers HELLO */
   t0 = uv_now(&f.loop);
   fd = raw_connect(f.port);
-  RUN_UNTIL(&f, f.ncloses == 1);
+  LFX_RUN_UNTIL(&f, f.ncloses == 1);
   CHECK(uv_now(&f.loop) - t0 >= 290);
   CHECK(f.closes[0].err < 0);
   CHECK_STR_CONTAINS(f.closes[0].why, "timed out after 300 ms");
@@ -698,14 +478,14 @@ TEST(conn_silent_peers_time_out) {
   fd = raw_listener(&port);
   uv_update_time(&f.loop);
   t0 = uv_now(&f.loop);
-  fx_connect_with(&f, &cl, &f.secret, 250, port);
-  RUN_UNTIL(&f, cl.closed);
+  lfx_connect_full(&f, &cl, &f.secret, 250, port);
+  LFX_RUN_UNTIL(&f, cl.closed);
   CHECK(uv_now(&f.loop) - t0 >= 240);
   CHECK_INT_EQ(cl.ready, 0);
   CHECK(cl.err < 0);
   CHECK_STR_CONTAINS(cl.why, "timed out after 250 ms");
   close(fd);
-  fx_finish(&f, &cl, 1);
+  lfx_finish(&f, &cl, 1);
 }
 
 /* A fake server that answers AUTH with a wrong AUTH_OK MAC: the client
@@ -729,26 +509,26 @@ static void fake_server_thread(void *arg) {
 }
 
 TEST(conn_client_refuses_server_without_secret) {
-  fx f;
-  rec cl;
+  lfx f;
+  lrec cl;
   int fds[1], port;
   uv_thread_t th;
-  fx_init(&f, "fake server", 5000);
+  lfx_init(&f, "fake server", 5000, CONN_TRANSPORT_TCP);
   fds[0] = raw_listener(&port);
   CHECK_INT_EQ(uv_thread_create(&th, fake_server_thread, fds), 0);
-  fx_connect_with(&f, &cl, &f.secret, 0, port);
-  RUN_UNTIL(&f, cl.closed);
+  lfx_connect_full(&f, &cl, &f.secret, 0, port);
+  LFX_RUN_UNTIL(&f, cl.closed);
   uv_thread_join(&th);
   close(fds[0]);
   CHECK_INT_EQ(cl.ready, 0);
   CHECK(cl.err < 0);
   CHECK_STR_CONTAINS(cl.why, "authentication failed: server 127.0.0.1:");
-  fx_finish(&f, &cl, 1);
+  lfx_finish(&f, &cl, 1);
 }
 
 /* ---- closing ------------------------------------------------------------- */
 
-static void close_on_first(rec *r, const wire_header *h, const uint8_t *p) {
+static void close_on_first(lrec *r, const wire_header *h, const uint8_t *p) {
   (void)h;
   (void)p;
   conn_close(r->c, "enough");
@@ -757,67 +537,67 @@ static void close_on_first(rec *r, const wire_header *h, const uint8_t *p) {
   CHECK(!conn_is_ready(r->c));
 }
 
-static void three_frames(rec *r) {
-  for (uint32_t i = 0; i < 3; i++) send_push(r->c, "abcdefghijkl", 12, i);
+static void three_frames(lrec *r) {
+  for (uint32_t i = 0; i < 3; i++) lfx_send_push(r->c, "abcdefghijkl", 12, i);
 }
 
-static void close_when_ready(rec *r) { conn_close(r->c, "ready, going"); }
+static void close_when_ready(lrec *r) { conn_close(r->c, "ready, going"); }
 
 TEST(conn_close_inside_callbacks_and_before_ready) {
-  fx f;
-  rec cl[3];
-  fx_init(&f, "close in callbacks", 5000);
-  fx_listen(&f, 0);
+  lfx f;
+  lrec cl[3];
+  lfx_init(&f, "close in callbacks", 5000, CONN_TRANSPORT_TCP);
+  lfx_listen(&f, 0);
   f.srv_frame = close_on_first;
   f.cli_ready = three_frames;
-  fx_connect(&f, &cl[0]);
-  RUN_UNTIL(&f, cl[0].closed && f.nsrv == 1 && f.srv_recs[0].closed);
+  lfx_connect(&f, &cl[0]);
+  LFX_RUN_UNTIL(&f, cl[0].closed && f.nsrv == 1 && f.srv_recs[0].closed);
   CHECK_INT_EQ(f.srv_recs[0].frames, 1); /* the rest were dropped */
   CHECK_INT_EQ(f.srv_recs[0].err, 0);
   CHECK_STR_CONTAINS(f.srv_recs[0].why, "enough");
   CHECK_INT_EQ(cl[0].err, 0);
   /* closed before the connect completed: on_close once, err 0 */
   f.cli_ready = NULL;
-  fx_connect(&f, &cl[1]);
+  lfx_connect(&f, &cl[1]);
   conn_close(cl[1].c, "never mind");
   conn_close(cl[1].c, "twice");
-  RUN_UNTIL(&f, cl[1].closed);
+  LFX_RUN_UNTIL(&f, cl[1].closed);
   CHECK_INT_EQ(cl[1].ready, 0);
   CHECK_INT_EQ(cl[1].err, 0);
   CHECK_STR_CONTAINS(cl[1].why, "never mind");
   /* closed by the owner inside on_ready */
   f.cli_ready = close_when_ready;
-  fx_connect(&f, &cl[2]);
-  RUN_UNTIL(&f, cl[2].closed);
+  lfx_connect(&f, &cl[2]);
+  LFX_RUN_UNTIL(&f, cl[2].closed);
   CHECK_INT_EQ(cl[2].ready, 1);
   CHECK_STR_CONTAINS(cl[2].why, "ready, going");
   /* a few more turns: no second on_close anywhere (on_close_cb fails) */
   for (int i = 0; i < 5; i++) uv_run(&f.loop, UV_RUN_NOWAIT);
-  fx_finish(&f, cl, 3);
+  lfx_finish(&f, cl, 3);
 }
 
 /* send_ref: done once after the write, once for a write dropped by a close,
  * and once for a send refused because the conn is closing - always before
  * on_close and never synchronously. */
-static void ref_done(void *arg) { ((rec *)arg)->n1++; }
+static void ref_done(void *arg) { ((lrec *)arg)->n1++; }
 
-static void ref_closed(rec *r) { r->n2 = r->n1; /* done calls seen by on_close */ }
+static void ref_closed(lrec *r) { r->n2 = r->n1; /* done calls seen by on_close */ }
 
 static const char ref_payload[] = "borrowed payload, kept alive by the caller";
 static uint8_t one_mib[1u << 20];
 
 TEST(conn_send_ref_done_runs_once) {
-  fx f;
-  rec cl[2];
-  fx_init(&f, "send_ref", 5000);
-  fx_listen(&f, 0);
+  lfx f;
+  lrec cl[2];
+  lfx_init(&f, "send_ref", 5000, CONN_TRANSPORT_TCP);
+  lfx_listen(&f, 0);
   f.cli_closed = ref_closed;
-  fx_connect(&f, &cl[0]);
-  RUN_UNTIL(&f, cl[0].ready);
+  lfx_connect(&f, &cl[0]);
+  LFX_RUN_UNTIL(&f, cl[0].ready);
   CHECK_OK(conn_send_ref(cl[0].c, WIRE_PUSH, 3, ref_payload, sizeof ref_payload, ref_done,
                          &cl[0]));
   CHECK_INT_EQ(cl[0].n1, 0);
-  RUN_UNTIL(&f, cl[0].last_len > 0);
+  LFX_RUN_UNTIL(&f, cl[0].last_len > 0);
   CHECK_INT_EQ(cl[0].n1, 1);
   CHECK_INT_EQ(cl[0].last_req, 3);
   CHECK_INT_EQ(cl[0].last_len, sizeof ref_payload);
@@ -825,14 +605,14 @@ TEST(conn_send_ref_done_runs_once) {
   /* in pieces (an empty one among them): one frame, the pieces in order */
   conn_piece parts[3] = {{"head:", 5}, {"", 0}, {ref_payload, sizeof ref_payload}};
   CHECK_OK(conn_send_refv(cl[0].c, WIRE_PUSH, 6, parts, 3, ref_done, &cl[0]));
-  RUN_UNTIL(&f, cl[0].last_req == 6);
+  LFX_RUN_UNTIL(&f, cl[0].last_req == 6);
   CHECK_INT_EQ(cl[0].n1, 2);
   CHECK_INT_EQ(cl[0].last_len, 5 + sizeof ref_payload);
   CHECK(memcmp(cl[0].last, "head:", 5) == 0);
   CHECK(memcmp(cl[0].last + 5, ref_payload, sizeof ref_payload) == 0);
   /* queued, then the conn closes at once; then a send on the closing conn */
-  fx_connect(&f, &cl[1]);
-  RUN_UNTIL(&f, cl[1].ready);
+  lfx_connect(&f, &cl[1]);
+  LFX_RUN_UNTIL(&f, cl[1].ready);
   CHECK_OK(conn_send_ref(cl[1].c, WIRE_PUSH, 4, one_mib, 1u << 20,
                          ref_done, &cl[1]));
   conn_close(cl[1].c, "drop it");
@@ -840,29 +620,29 @@ TEST(conn_send_ref_done_runs_once) {
                           &cl[1]),
             DRV_EIO, "closing");
   CHECK_INT_EQ(cl[1].n1, 0);
-  RUN_UNTIL(&f, cl[1].closed);
+  LFX_RUN_UNTIL(&f, cl[1].closed);
   CHECK_INT_EQ(cl[1].n2, 2); /* both done calls came before on_close */
   for (int i = 0; i < 5; i++) uv_run(&f.loop, UV_RUN_NOWAIT);
   CHECK_INT_EQ(cl[1].n1, 2);
   CHECK_INT_EQ(cl[0].n1, 2);
-  fx_finish(&f, cl, 2);
+  lfx_finish(&f, cl, 2);
 }
 
 /* ---- listening and connecting -------------------------------------------- */
 
 TEST(conn_listen_connect_errors) {
-  fx f;
-  rec cl;
+  lfx f;
+  lrec cl;
   conn *c = NULL;
   conn_server *s2 = NULL;
   int port = 0, used;
   conn_opts bad = {0};
-  fx_init(&f, "errors", 5000);
+  lfx_init(&f, "errors", 5000, CONN_TRANSPORT_TCP);
   CHECK_ERR(conn_listen(&f.loop, "localhost", 0, &f.so, &s2, &port), DRV_EINVAL, "numeric");
   CHECK_ERR(conn_listen(&f.loop, "127.0.0.1", 0, &bad, &s2, &port), DRV_EINVAL, "secret");
   CHECK_ERR(conn_connect(&f.loop, "example.org", 80, &f.so, &c), DRV_EINVAL, "numeric");
   CHECK_ERR(conn_connect(&f.loop, "127.0.0.1", 70000, &f.so, &c), DRV_EINVAL, "70000");
-  fx_listen(&f, 0);
+  lfx_listen(&f, 0);
   used = f.port;
   CHECK_ERR(conn_listen(&f.loop, "127.0.0.1", used, &f.so, &s2, &port), DRV_EIO,
             "address already in use");
@@ -870,34 +650,34 @@ TEST(conn_listen_connect_errors) {
   conn_server_close(f.srv);
   f.srv = NULL;
   uv_run(&f.loop, UV_RUN_NOWAIT);
-  fx_connect_with(&f, &cl, &f.secret, 0, used);
-  RUN_UNTIL(&f, cl.closed);
+  lfx_connect_full(&f, &cl, &f.secret, 0, used);
+  LFX_RUN_UNTIL(&f, cl.closed);
   CHECK(cl.err < 0);
   CHECK_STR_CONTAINS(cl.why, "connect to 127.0.0.1:");
   CHECK_STR_CONTAINS(cl.why, "refused");
-  fx_finish(&f, &cl, 1);
+  lfx_finish(&f, &cl, 1);
 }
 
 /* conn_server_close also drops conns still in their handshake, so a loop
  * can end without waiting for their timeout. */
 TEST(conn_server_close_drops_handshakes) {
-  fx f;
+  lfx f;
   uint8_t hello[WIRE_HEADER_SIZE + HELLO_LEN];
   int fd;
-  fx_init(&f, "server close", 3000);
-  fx_listen(&f, 60000);
+  lfx_init(&f, "server close", 3000, CONN_TRANSPORT_TCP);
+  lfx_listen(&f, 60000);
   fd = raw_connect(f.port);
   /* wait for the accept, which sends HELLO */
   while (recv(fd, hello, sizeof hello, MSG_DONTWAIT | MSG_PEEK) < (ssize_t)sizeof hello)
     uv_run(&f.loop, UV_RUN_NOWAIT);
   conn_server_close(f.srv);
   f.srv = NULL;
-  RUN_UNTIL(&f, f.ncloses == 1);
+  LFX_RUN_UNTIL(&f, f.ncloses == 1);
   CHECK_INT_EQ(f.closes[0].err, 0);
   CHECK_STR_CONTAINS(f.closes[0].why, "server 127.0.0.1:");
   raw_recv(fd, hello, sizeof hello);
   raw_expect_closed(fd);
-  fx_finish(&f, NULL, 0);
+  lfx_finish(&f, NULL, 0);
 }
 
 /* ---- send, then close ---------------------------------------------------- */
@@ -906,9 +686,9 @@ static uint8_t parting_words[256u << 10];
 
 /* The server's answer to the first frame: a large frame, then the
  * shutdown; nothing may be sent after it. */
-static void answer_and_shut(rec *r, const wire_header *h, const uint8_t *p) {
+static void answer_and_shut(lrec *r, const wire_header *h, const uint8_t *p) {
   (void)h, (void)p;
-  send_push(r->c, parting_words, sizeof parting_words, 9);
+  lfx_send_push(r->c, parting_words, sizeof parting_words, 9);
   conn_shutdown(r->c, "said my piece");
   conn_shutdown(r->c, "twice"); /* idempotent */
   CHECK(!conn_is_ready(r->c));
@@ -916,15 +696,15 @@ static void answer_and_shut(rec *r, const wire_header *h, const uint8_t *p) {
 }
 
 TEST(conn_shutdown_sends_then_closes) {
-  fx f;
-  rec cl[2];
-  fill_pattern(parting_words, sizeof parting_words, 11);
-  fx_init(&f, "shutdown", 5000);
-  fx_listen(&f, 0);
+  lfx f;
+  lrec cl[2];
+  lfx_fill(parting_words, sizeof parting_words, 11);
+  lfx_init(&f, "shutdown", 5000, CONN_TRANSPORT_TCP);
+  lfx_listen(&f, 0);
   f.srv_frame = answer_and_shut;
   f.cli_ready = three_frames;
-  fx_connect(&f, &cl[0]);
-  RUN_UNTIL(&f, cl[0].closed && f.nsrv == 1 && f.srv_recs[0].closed);
+  lfx_connect(&f, &cl[0]);
+  LFX_RUN_UNTIL(&f, cl[0].closed && f.nsrv == 1 && f.srv_recs[0].closed);
   /* the frame queued just before the shutdown arrived whole */
   CHECK_INT_EQ(cl[0].last_type, WIRE_PUSH);
   CHECK_INT_EQ(cl[0].last_req, 9);
@@ -938,18 +718,18 @@ TEST(conn_shutdown_sends_then_closes) {
   CHECK_STR_CONTAINS(f.srv_recs[0].why, "said my piece");
   /* shut down before the connect completed: nothing to flush, a clean close */
   f.cli_ready = NULL;
-  fx_connect(&f, &cl[1]);
+  lfx_connect(&f, &cl[1]);
   conn_shutdown(cl[1].c, "changed my mind");
-  RUN_UNTIL(&f, cl[1].closed);
+  LFX_RUN_UNTIL(&f, cl[1].closed);
   CHECK_INT_EQ(cl[1].ready, 0);
   CHECK_INT_EQ(cl[1].err, 0);
   CHECK_STR_CONTAINS(cl[1].why, "changed my mind");
-  fx_finish(&f, cl, 2);
+  lfx_finish(&f, cl, 2);
 }
 
 /* A raw client that authenticates and then never reads until told to go. */
 typedef struct deaf {
-  fx *f;
+  lfx *f;
   uv_sem_t go;
 } deaf;
 
@@ -963,7 +743,7 @@ static void deaf_thread(void *arg) {
 
 static uint64_t shut_t0;
 
-static void flood_then_shut(rec *r) {
+static void flood_then_shut(lrec *r) {
   for (int i = 0; i < 32; i++)
     CHECK_OK(conn_send_ref(r->c, WIRE_PUSH, (uint32_t)i, one_mib, sizeof one_mib, ref_done, r));
   shut_t0 = uv_now(&r->f->loop);
@@ -972,16 +752,16 @@ static void flood_then_shut(rec *r) {
 }
 
 TEST(conn_shutdown_times_out_on_a_peer_that_does_not_read) {
-  fx f;
+  lfx f;
   deaf D = {.f = &f};
   uv_thread_t th;
-  fx_init(&f, "shutdown timeout", 5000);
+  lfx_init(&f, "shutdown timeout", 5000, CONN_TRANSPORT_TCP);
   f.so.shutdown_ms = 300;
-  fx_listen(&f, 0);
+  lfx_listen(&f, 0);
   f.srv_ready = flood_then_shut;
   CHECK_INT_EQ(uv_sem_init(&D.go, 0), 0);
   CHECK_INT_EQ(uv_thread_create(&th, deaf_thread, &D), 0);
-  RUN_UNTIL(&f, f.nsrv == 1 && f.srv_recs[0].closed);
+  LFX_RUN_UNTIL(&f, f.nsrv == 1 && f.srv_recs[0].closed);
   CHECK(uv_now(&f.loop) - shut_t0 >= 290);
   CHECK(f.srv_recs[0].err < 0);
   CHECK_STR_CONTAINS(f.srv_recs[0].why, "bytes unsent after 300 ms");
@@ -990,7 +770,7 @@ TEST(conn_shutdown_times_out_on_a_peer_that_does_not_read) {
   uv_sem_post(&D.go);
   uv_thread_join(&th);
   uv_sem_destroy(&D.go);
-  fx_finish(&f, NULL, 0);
+  lfx_finish(&f, NULL, 0);
 }
 
 /* A flood of connections that never authenticate holds at most
@@ -998,22 +778,22 @@ TEST(conn_shutdown_times_out_on_a_peer_that_does_not_read) {
  * the owner (err 0) and in one counted log line; a client with the secret
  * still gets in. */
 TEST(conn_unauthenticated_connections_are_bounded) {
-  fx f;
-  rec cl[1];
+  lfx f;
+  lrec cl[1];
   enum { FLOOD = 30, BOUND = 8 };
   int fds[FLOOD];
   char logline[4096] = "";
   FILE *log = tmpfile();
   CHECK(log);
-  fx_init(&f, "handshake bound", 10000);
+  lfx_init(&f, "handshake bound", 10000, CONN_TRANSPORT_TCP);
   log_setup(log, "test", LOG_WARN);
   f.so.max_handshaking = BOUND;
-  fx_listen(&f, 0);
+  lfx_listen(&f, 0);
   int most = 0;
   for (int i = 0; i < FLOOD; i++) {
     fds[i] = raw_connect(f.port);
     /* accepted one at a time: the bound holds at every step */
-    RUN_UNTIL(&f, conn_server_handshaking(f.srv) == (i + 1 < BOUND ? i + 1 : BOUND) &&
+    LFX_RUN_UNTIL(&f, conn_server_handshaking(f.srv) == (i + 1 < BOUND ? i + 1 : BOUND) &&
                       f.ncloses == (i + 1 > BOUND ? i + 1 - BOUND : 0));
     if (conn_server_handshaking(f.srv) > most) most = conn_server_handshaking(f.srv);
   }
@@ -1032,31 +812,31 @@ TEST(conn_unauthenticated_connections_are_bounded) {
   fclose(log);
   log_setup(NULL, "test", LOG_WARN);
   f.cli_ready = push_on_ready;
-  fx_connect(&f, &cl[0]);
-  RUN_UNTIL(&f, cl[0].last_len > 0);
+  lfx_connect(&f, &cl[0]);
+  LFX_RUN_UNTIL(&f, cl[0].last_len > 0);
   CHECK_INT_EQ(cl[0].ready, 1);
   for (int i = 1; i < FLOOD; i++) close(fds[i]);
-  fx_finish(&f, cl, 1);
+  lfx_finish(&f, cl, 1);
 }
 
 /* One address holds at most max_per_addr waiting handshakes: its flood
  * drops its own oldest, never another address's. */
 TEST(conn_unauthenticated_connections_are_bounded_per_address) {
-  fx f;
+  lfx f;
   enum { FLOOD = 24, PER = 16, OTHER = 4 }; /* under 32 closes in all */
   int fds[FLOOD], other[OTHER];
-  fx_init(&f, "per-address bound", 10000);
+  lfx_init(&f, "per-address bound", 10000, CONN_TRANSPORT_TCP);
   f.so.max_handshaking = 40;
   f.so.max_per_addr = PER;
-  fx_listen(&f, 0);
+  lfx_listen(&f, 0);
   for (int i = 0; i < OTHER; i++) {
     other[i] = raw_connect_from(f.port, "127.0.0.2");
-    RUN_UNTIL(&f, conn_server_handshaking(f.srv) == i + 1);
+    LFX_RUN_UNTIL(&f, conn_server_handshaking(f.srv) == i + 1);
   }
   for (int i = 0; i < FLOOD; i++) {
     fds[i] = raw_connect(f.port);
     int held = i + 1 < PER ? i + 1 : PER;
-    RUN_UNTIL(&f, conn_server_handshaking(f.srv) == OTHER + held &&
+    LFX_RUN_UNTIL(&f, conn_server_handshaking(f.srv) == OTHER + held &&
                       f.ncloses == (i + 1 > PER ? i + 1 - PER : 0));
   }
   for (int i = 0; i < f.ncloses; i++) CHECK_STR_CONTAINS(f.closes[i].why, "dropped before");
@@ -1068,5 +848,5 @@ TEST(conn_unauthenticated_connections_are_bounded_per_address) {
     close(other[i]);
   }
   for (int i = 1; i < FLOOD; i++) close(fds[i]);
-  fx_finish(&f, NULL, 0);
+  lfx_finish(&f, NULL, 0);
 }
