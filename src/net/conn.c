@@ -657,10 +657,19 @@ void conn__got_bytes(conn *c, size_t n) {
   process(c);
 }
 
+/* A TCP peer that can have taken the same-host offer: one whose address is
+ * this host's (a remote client closing after HELLO failed its handshake). */
+static bool peer_on_this_host(conn *c) {
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  if (!c->tcp_open || uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0) return true;
+  return conn__addr_is_local((const struct sockaddr *)&ss);
+}
+
 void conn__got_eof(conn *c) {
   if (c->state == ST_READY)
     conn__fail(c, 0, "closed by %s", c->peer);
-  else if (c->offered && c->state == ST_WAIT_AUTH) /* it took the offer */
+  else if (c->offered && c->state == ST_WAIT_AUTH && peer_on_this_host(c)) /* took the offer */
     conn__fail(c, 0, "%s moved to a same-host link", c->peer);
   else
     conn__fail(c, DRV_EIO, "%s closed the connection during the handshake%s", c->peer,

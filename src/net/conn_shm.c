@@ -124,32 +124,6 @@ const char *conn_transport(const conn *c) {
   return !c->link ? "tcp" : c->link->mode == MODE_SHM ? "shm" : "unix";
 }
 
-/* The boot id (16 bytes of its UUID) and the network namespace's inode:
- * equal only for processes of one kernel that share their network. */
-void conn__host_id(uint8_t out[WIRE_HOST_ID_SIZE]) {
-  static uint8_t id[WIRE_HOST_ID_SIZE];
-  static bool have;
-  if (!have) {
-    char uuid[64] = "";
-    struct stat st;
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f) {
-      if (!fgets(uuid, sizeof uuid, f)) uuid[0] = 0;
-      fclose(f);
-    }
-    for (int i = 0, j = 0; uuid[i] && j < 32; i++) {
-      int v = uuid[i] >= '0' && uuid[i] <= '9' ? uuid[i] - '0'
-              : uuid[i] >= 'a' && uuid[i] <= 'f' ? uuid[i] - 'a' + 10 : -1;
-      if (v >= 0) id[j / 2] |= (uint8_t)(j % 2 ? v : v << 4), j++;
-    }
-    if (stat("/proc/self/ns/net", &st) == 0) le_put(id + 16, (uint64_t)st.st_ino, 8);
-    /* Without either, an id of zeros: it never matches (HELLO's "no offer"). */
-    if (!uuid[0] || st.st_ino == 0) memset(id, 0, sizeof id);
-    have = true;
-  }
-  memcpy(out, id, WIRE_HOST_ID_SIZE);
-}
-
 static socklen_t link_addr(const uint8_t token[WIRE_LINK_SIZE], struct sockaddr_un *a) {
   char hex[2 * WIRE_LINK_SIZE + 1];
   memset(a, 0, sizeof *a);

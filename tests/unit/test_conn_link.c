@@ -12,6 +12,12 @@
 #include "harness.h"
 #include "link_fixture.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
+#include "net/conn_int.h"
+
 /* ---- which path ---------------------------------------------------------- */
 
 static void hb_to_client(lrec *r) { lfx_send_push(r->c, "from the server", 15, 5); }
@@ -119,6 +125,38 @@ TEST(link_own_transport_wins_over_the_process_mode) {
   CHECK_STR_CONTAINS(conn_transport(cl[1].c), "tcp");
   CHECK_INT_EQ(f.moved, 1);
   lfx_finish(&f, cl, 2);
+}
+
+/* A TCP client that closes after the offered HELLO has moved to a link
+ * only if it is on this host: the server asks whether the peer's address
+ * is one of its own (a remote client closing there failed its handshake,
+ * and is logged so). */
+static bool local4(const char *ip) {
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  CHECK_INT_EQ(inet_pton(AF_INET, ip, &a.sin_addr), 1);
+  return conn__addr_is_local((struct sockaddr *)&a);
+}
+
+static bool local6(const char *ip) {
+  struct sockaddr_in6 a = {.sin6_family = AF_INET6};
+  CHECK_INT_EQ(inet_pton(AF_INET6, ip, &a.sin6_addr), 1);
+  return conn__addr_is_local((struct sockaddr *)&a);
+}
+
+TEST(link_offer_taken_only_by_peers_of_this_host) {
+  CHECK(local4("127.0.0.1") && local4("127.3.4.5"));
+  CHECK(local6("::1") && local6("::ffff:127.0.0.1"));
+  CHECK(!local4("192.0.2.7") && !local6("2001:db8::7") && !local6("::ffff:192.0.2.7"));
+  struct ifaddrs *all;
+  int seen = 0;
+  CHECK_INT_EQ(getifaddrs(&all), 0);
+  for (struct ifaddrs *i = all; i; i = i->ifa_next) /* each interface's own address */
+    if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6)) {
+      CHECK(conn__addr_is_local(i->ifa_addr));
+      seen++;
+    }
+  freeifaddrs(all);
+  CHECK(seen > 0);
 }
 
 /* ---- many frames, big frames --------------------------------------------- */
