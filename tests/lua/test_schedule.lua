@@ -168,7 +168,15 @@ test("sched-07 SIGKILL of a worker during 1,000 closures: every result arrives, 
   local c <close> = drover.cluster { ps = 1, worker = 2, runs = RUNS, name = "s07" }
   local victim = node(c, "worker", 1)
   local rvs = {}
-  for i = 1, 1000 do rvs[i] = c:schedule(spin, i, 1) end
+  -- worker:1 spins 20 ms a closure, worker:0 1 ms: the closures worker:1
+  -- holds at the kill are still running then (at 1 ms it could end them
+  -- all while the kill's shell started, leaving nothing to retry)
+  local function slow1(w, i)
+    local t = os.clock() + (w.name == "worker:1" and 0.02 or 0.001)
+    while os.clock() < t do end
+    return i, w.name
+  end
+  for i = 1, 1000 do rvs[i] = c:schedule(slow1, i) end
   -- Kill worker:1 once a tenth of the closures are through.
   rvs[100]:fetch()
   -- ... at a moment worker:1 holds closures (its results come in bursts).
