@@ -23,13 +23,25 @@ export SLURM_CONF RUNS
 # drover steps of every job ("JOB.STEP NAME" lines), for the leftover checks.
 drover_steps() { squeue -h -s -o '%i %j' | grep ' drover-' ; }
 
-# A Lua helper shared by the scripts: the steps of our allocation.
+# A Lua helper shared by the scripts: the steps of our allocation; with
+# `settled`, once no drover step is listed or 10 s passed: slurmctld drops
+# an ended step's record a moment after its srun exits (CI listed one right
+# after a shutdown, and right after a failed start's cancel).
 cat > "$TMP/steps.lua" <<'LUA'
-return function()
+local function steps()
   local p = io.popen("squeue -h -s -j " .. os.getenv("SLURM_JOB_ID") .. " -o '%i %j'")
   local s = p:read("a")
   p:close()
   return s
+end
+return function(settled)
+  local left = steps()
+  for _ = 1, settled and 100 or 0 do
+    if not left:find("drover-", 1, true) then break end
+    os.execute("sleep 0.1")
+    left = steps()
+  end
+  return left
 end
 LUA
 
@@ -57,15 +69,7 @@ io.stdout:write("steps during the run:\n", steps())
 local r = c:fit(exp)
 io.stdout:write(string.format("eval_accuracy %.4f\n", r.eval_accuracy))
 c:shutdown() -- raises if a node failed
--- slurmctld drops an ended step's record a moment after its srun exits
--- (CI once listed one right after shutdown): gone within 10 s
-local left = steps()
-for _ = 1, 100 do
-  if not left:find("drover-", 1, true) then break end
-  os.execute("sleep 0.1")
-  left = steps()
-end
-io.stdout:write("steps after shutdown:\n", left, "end\n")
+io.stdout:write("steps after shutdown:\n", steps(true), "end\n")
 LUA
 timeout 180 salloc -N1 -n3 "$DROVER" run "$TMP/fit.lua" >"$TMP/fit.out" 2>&1
 check "slurm-t01 a salloc run with launcher = \"slurm\" succeeds" [ $? -eq 0 ]
@@ -110,7 +114,7 @@ local steps = dofile("$TMP/steps.lua")
 local ok, err = pcall(drover.cluster, { launcher = "slurm", ps = 1, worker = 2,
                       reservation_timeout = 2, runs = "$RUNS", name = "hang" })
 assert(not ok)
-io.stdout:write(err, "\nsteps after the failed start:\n", steps(), "end\n")
+io.stdout:write(err, "\nsteps after the failed start:\n", steps(true), "end\n")
 LUA
 DROVER_FAULT=hang:worker:1 timeout 120 salloc -N1 -n3 "$DROVER" run "$TMP/hang.lua" \
   >"$TMP/hang.out" 2>&1
