@@ -22,7 +22,7 @@ void conn__host_id(uint8_t out[WIRE_HOST_ID_SIZE]) {
   static bool have;
   if (!have) {
     char uuid[64] = "";
-    struct stat st;
+    struct stat st = {0}; /* st_ino 0 when stat fails */
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (f) {
       if (!fgets(uuid, sizeof uuid, f)) uuid[0] = 0;
