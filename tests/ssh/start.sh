@@ -102,27 +102,34 @@ setup_netns() {
 setup_netns
 [ -s "$dir/no_c" ] || rm -f "$dir/no_c"
 
-# wait_listen PID LOG ADDR: true once sshd PID logs that it listens on ADDR
-# (bounded at 5 s), false when it died or did not.
+# wait_listen PID LOG ADDR...: true once sshd PID logs that it listens on
+# every ADDR (bounded at 5 s), false when it died, could not bind one, or
+# did not.
 wait_listen() {
+  wl_pid=$1 wl_log=$2
+  shift 2
   i=0
   while [ $i -lt 50 ]; do
-    kill -0 "$1" 2>/dev/null || return 1
-    grep -q "Server listening on $3 " "$2" && return 0
+    kill -0 "$wl_pid" 2>/dev/null || return 1
+    # sshd goes on when one of its addresses is taken: that is a failure here
+    grep -q "^Bind to port .* failed" "$wl_log" && return 1
+    n=0
+    for a in "$@"; do grep -q "Server listening on $a " "$wl_log" && n=$((n + 1)); done
+    [ $n -eq $# ] && return 0
     sleep 0.1; i=$((i + 1))
   done
   return 1
 }
 
 user=$(id -un)
-last=127.0.0.2
-[ -n "$net" ] && last=$net.1
 try=0
 while :; do
   try=$((try + 1))
   [ $try -le 8 ] || die "sshd did not start on any of 8 ports; last log: $(tail -n 3 "$dir/sshd.log" 2>/dev/null)"
-  # A high port from the pid and the try; a taken one makes sshd exit at once.
-  port=$(( 20000 + ($$ * 7 + try * 7919 + $(date +%N | sed 's/^0*//;s/^$/0/') % 10007) % 30000 ))
+  # A port from the pid and the try, below the ephemeral range (32768 up,
+  # where a connection's own port once took it on 127.0.0.1 alone); a taken
+  # one is seen in sshd's log, and the next try picks another.
+  port=$(( 20000 + ($$ * 7 + try * 7919 + $(date +%N | sed 's/^0*//;s/^$/0/') % 10007) % 12000 ))
   cat > "$dir/sshd_config" <<CFG
 Port $port
 ListenAddress 127.0.0.1
@@ -151,7 +158,7 @@ CFG
   echo $pid > "$dir/sshd.pid"
   echo $port > "$dir/port"
   # Listening, or gone (port taken, config error): bounded at 5 s.
-  wait_listen $pid "$dir/sshd.log" "$last" && break
+  wait_listen $pid "$dir/sshd.log" 127.0.0.1 127.0.0.2 ${net:+$net.1} && break
   kill $pid 2>/dev/null; wait $pid 2>/dev/null
   rm -f "$dir/sshd.pid"
 done
