@@ -97,7 +97,10 @@ K=$(took "$RUN")
 check "spl-01 the cluster fit ended" test -n "$RUN" -a -s "$TMP/c.st"
 check "spl-01 events.log: the plateau fired (once)" \
   test "$(grep -c 'plateau: learning rate scaled by 0.5$' "$RUN/events.log")" -eq 1
-check "spl-01 both ps took the scale on their 2 tables after the same step" [ -n "$K" ]
+# what each ps logged, in the check's name: a failure says which differed
+said=$(for k in 0 1; do printf 'ps:%s: %s; ' $k "$(grep -h 'scaled by' "$RUN/logs/ps-$k.log" 2>/dev/null |
+  sed 's/.*\(scaled by\)/\1/' | tr '\n' ' ')"; done)
+check "spl-01 both ps took the scale on their 2 tables after the same step ($said)" [ -n "$K" ]
 if [ -n "$K" ]; then
   fit inproc "multistep $K" "$TMP/ref.st" >"$TMP/ref.out" 2>&1
   check "spl-01 the cluster's model is the in-process one reduced after step $K (rows by id)" \
