@@ -95,16 +95,8 @@ local out, slow, name, dir, nw = arg[1], arg[2] == "slow", arg[3], arg[4], tonum
 local every = tonumber(arg[6] or "16")
 local gated = false
 local c
-local function committed()
-  local f = c and io.open(c.run_dir .. "/events.log")
-  if not f then return 0 end
-  local n = 0
-  for line in f:lines() do
-    if line:find(" checkpoint step %d+: ") then n = n + 1 end
-  end
-  f:close()
-  return n
-end
+local count = dofile("tests/cli/ckpt_committed.lua")
+local function committed() return count(c and c.run_dir) end
 drover.seed(3)
 local data = drover.data.synthetic { n = 1024, features = 16, classes = 4, seed = 1 }
 local model = nn.Sequential { nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 4) }

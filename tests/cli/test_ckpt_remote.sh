@@ -52,16 +52,8 @@ drover.seed(3)
 local data = drover.data.synthetic { n = 1024, features = 16, classes = 4, seed = 1 }
 local model = nn.Sequential { nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 4) }
 local c
-local function committed() -- checkpoints committed so far
-  local f = c and io.open(c.run_dir .. "/events.log")
-  if not f then return 0 end
-  local n = 0
-  for line in f:lines() do
-    if line:find(" checkpoint step %d+: ") then n = n + 1 end
-  end
-  f:close()
-  return n
-end
+local count = dofile("tests/cli/ckpt_committed.lua")
+local function committed() return count(c and c.run_dir) end
 local exp = drover.experiment { name = "rc", model = model, loss = nn.CrossEntropy(),
   optimizer = optim.Adam { lr = 0.01 }, train = { data = data, batch = 16, epochs = 2 },
   verbose = false, seed = 5, mode = "sync", checkpoint = { every = 16, keep = 100 },
