@@ -41,18 +41,8 @@ void conn__host_id(uint8_t out[WIRE_HOST_ID_SIZE]) {
   memcpy(out, id, WIRE_HOST_ID_SIZE);
 }
 
-/* Whether two addresses of one family are equal (an IPv4-mapped IPv6 one
- * compared as IPv4). */
-static bool same_ip(const struct sockaddr *a, const struct sockaddr *b) {
-  struct in_addr x, y;
-  if (a->sa_family == AF_INET6 && b->sa_family == AF_INET6)
-    return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-                  &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
-  if (!conn__ipv4_of(a, &x) || !conn__ipv4_of(b, &y)) return false;
-  return x.s_addr == y.s_addr;
-}
-
-bool conn__ipv4_of(const struct sockaddr *sa, struct in_addr *out) {
+/* The IPv4 address of an AF_INET or IPv4-mapped AF_INET6 address. */
+static bool ipv4_of(const struct sockaddr *sa, struct in_addr *out) {
   if (sa->sa_family == AF_INET) {
     *out = ((const struct sockaddr_in *)sa)->sin_addr;
     return true;
@@ -63,20 +53,26 @@ bool conn__ipv4_of(const struct sockaddr *sa, struct in_addr *out) {
   return true;
 }
 
+/* Whether two addresses are equal (an IPv4-mapped IPv6 one as IPv4). */
+static bool same_ip(const struct sockaddr *a, const struct sockaddr *b) {
+  struct in_addr x, y;
+  if (a->sa_family == AF_INET6 && b->sa_family == AF_INET6)
+    return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                  &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+  return ipv4_of(a, &x) && ipv4_of(b, &y) && x.s_addr == y.s_addr;
+}
+
 bool conn__addr_is_local(const struct sockaddr *sa) {
   struct in_addr v4;
-  if (conn__ipv4_of(sa, &v4)) {
-    if ((ntohl(v4.s_addr) >> 24) == 127) return true; /* 127.0.0.0/8 */
-  } else if (sa->sa_family == AF_INET6 &&
-             IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr)) {
+  if (ipv4_of(sa, &v4) && (ntohl(v4.s_addr) >> 24) == 127) return true; /* 127.0.0.0/8 */
+  if (sa->sa_family == AF_INET6 &&
+      IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr))
     return true;
-  } else if (sa->sa_family != AF_INET6) {
-    return false;
-  }
-  struct ifaddrs *all, *i;
+  if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6) return false;
+  struct ifaddrs *all;
   bool local = false;
   if (getifaddrs(&all) != 0) return true; /* unknown: as before, a move */
-  for (i = all; i && !local; i = i->ifa_next)
+  for (struct ifaddrs *i = all; i && !local; i = i->ifa_next)
     local = i->ifa_addr && (i->ifa_addr->sa_family == AF_INET ||
                             i->ifa_addr->sa_family == AF_INET6) && same_ip(i->ifa_addr, sa);
   freeifaddrs(all);

@@ -162,13 +162,10 @@ void conn__server_bound(conn_server *s, const char *ip);
 conn_transport_mode conn__mode(void);
 /* conn_host.c: this host's id (boot id and network namespace: HELLO's
  * offer); whether sa (AF_INET or AF_INET6) is an address of this host
- * (loopback, or an interface's; true when the interfaces cannot be read);
- * the IPv4 address of an AF_INET or IPv4-mapped AF_INET6 one. */
+ * (loopback, or an interface's; true when the interfaces cannot be read). */
 void conn__host_id(uint8_t out[WIRE_HOST_ID_SIZE]);
 struct sockaddr;
-struct in_addr;
 bool conn__addr_is_local(const struct sockaddr *sa);
-bool conn__ipv4_of(const struct sockaddr *sa, struct in_addr *out);
 /* Client, on a HELLO that offers a link: true when the conn moved to it
  * (the TCP handle is closing and the handshake starts again there). */
 bool conn__link_try(conn *c, const uint8_t *host, const uint8_t *token);
