@@ -339,6 +339,12 @@ static void refill(void *ud) {
   coord_fit_state *f = ud;
   coord *c = f->c;
   if (!f->looping || f->ck.restoring || f->feed.src) return; /* a feed queues its own */
+  /* An eval the coordinator runs itself is due: the steps in flight end,
+   * no more are sent until it ran (fit_loop, between turns). Workers
+   * keep the rings or sockets full, so one turn could otherwise take in
+   * hundreds of results: the eval "of step 20" saw the model of step 371,
+   * and the evals between were never run (early stopping counts them). */
+  if (f->local_eval_due) return;
   if (f->sync && sync_over(f)) { /* every ps applied the last step */
     coord__sched_drop(c, f->producer, false);
     return;
