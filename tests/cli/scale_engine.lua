@@ -49,31 +49,13 @@ local function workers()
 end
 
 -- the progress function: scale to plan[k][2] once the fit passed step
--- plan[k][1] and the change before is over. Until events.log says the
--- change is done, each progress call is held (spec.hold): an engine takes seconds to
--- start a worker, and a fit of small steps could end first
+-- plan[k][1] and the change before is over, each progress call held
+-- (spec.hold) until it is: an engine takes seconds to start a worker, and a
+-- fit of small steps could end first (tests/lua/scaler.lua)
+local scale_with = dofile("tests/lua/scaler.lua")
 local function scaler(plan)
-  local k, pending, seen = 1, nil, 0
-  local function dones() -- "scale: ... done" lines in events.log
-    local f = io.open(c.run_dir .. "/events.log")
-    local _, n = f:read("a"):gsub("scale: worker %d+ %-> %d+ done", "")
-    f:close()
-    return n
-  end
-  return function(p)
-    -- blocking: drover.sleep would run the loop, and the steps with it
-    if pending and dones() <= seen then return io.popen("sleep " .. (spec.hold or 0.02)):close() end
-    pending = nil
-    local at = plan[k]
-    if not at or p.step < at[1] then return end
-    seen = dones()
-    local ok, err = pcall(c.scale, c, { worker = at[2] })
-    if not ok and tostring(err):find("is not over yet", 1, true) then return end
-    assert(ok, err)
-    k = k + 1
-    pending = true
-    say("scaled %d at step %d", at[2], p.step)
-  end
+  return scale_with(c, plan, { hold = spec.hold,
+    said = function(step, count) say("scaled %d at step %d", count, step) end })
 end
 
 local r = c:fit(exp("async", 3000, scaler { { 100, 4 }, { 1500, 1 } }))

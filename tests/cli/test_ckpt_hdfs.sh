@@ -97,6 +97,7 @@ local gated = false
 local c
 local count = dofile("tests/cli/ckpt_committed.lua")
 local function committed() return count(c and c.run_dir) end
+local fours = 0
 drover.seed(3)
 local data = drover.data.synthetic { n = 1024, features = 16, classes = 4, seed = 1 }
 local model = nn.Sequential { nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.2), nn.Linear(64, 4) }
@@ -110,7 +111,10 @@ local exp = drover.experiment { name = "rc", model = model, loss = nn.CrossEntro
     -- checkpoints are committed (it counts them): the ps write HDFS
     -- meanwhile, so a loaded machine's slower commits slow the fit with them
     -- (0.2 s was too short twice in CI: 2 committed of the 3 wanted).
-    if slow and p.step % 4 == 0 then
+    -- once per 4 steps passed (p.step // 4 grew: a turn of the loop may
+    -- take in several steps, and "p.step % 4 == 0" missed pauses)
+    if slow and p.step // 4 > fours then
+      fours = p.step // 4
       os.execute(name == "two" and committed() < 3 and "sleep 0.5" or "sleep 0.05")
     end
     -- CKH_GATE: once the test has seen a checkpoint committed (it made

@@ -22,25 +22,11 @@ local function workers(c)
   return s, up, ready
 end
 
--- scale to plan's counts ({ batches trained, count }) from the progress
--- function; a change asked while one is under way is asked again later
-local function scaler(c, plan, log)
-  local k = 1
-  return function(p)
-    local at = plan[k]
-    if not at or p.step < at[1] then return end
-    local ok, err = pcall(c.scale, c, { worker = at[2] })
-    if not ok and tostring(err):find("is not over yet", 1, true) then return end
-    assert(ok, err)
-    k = k + 1
-    log[#log + 1] = { p.step, at[2] }
-    for _ = 1, 1200 do -- the new workers up (30 s at most): they must take batches
-      local _, up, ready = workers(c)
-      if up <= ready then break end
-      drover.sleep(0.025)
-    end
-  end
-end
+-- scale to plan's counts ({ batches trained, count }), each progress call
+-- held until the change before is done: the new workers must be up to take
+-- batches (tests/lua/scaler.lua)
+local scale_with = dofile("tests/lua/scaler.lua")
+local function scaler(c, plan, log) return scale_with(c, plan, { log = log }) end
 
 test("scale-feed-01 fed async fit: grow 2 -> 4, shrink 4 -> 1, every batch trained once", function()
   drover.seed(3)

@@ -35,36 +35,10 @@ local function workers(c)
   return s, n
 end
 
--- the progress function: scale to the counts in `plan` ({ step, count }
--- pairs) once the fit passed each step and the change before is over (a
--- change asked while one is under way is refused, and asked again later).
--- Until events.log says the change is done, each progress call is held
--- 20 ms, blocking: a new worker takes a while to start on a loaded machine,
--- and a fit of small steps (a sync fit of one worker runs its steps while
--- a script's drover.sleep runs the loop) could end before it is up, as
--- tests/cli/scale_engine.lua does for the engines.
-local function scaler(c, plan, log)
-  local k, pending, seen = 1, false, 0
-  local function dones()
-    local f = io.open(c.run_dir .. "/events.log")
-    local _, n = f:read("a"):gsub("scale: worker %d+ %-> %d+ done", "")
-    f:close()
-    return n
-  end
-  return function(p)
-    if pending and dones() <= seen then return io.popen("sleep 0.02"):close() end
-    pending = false
-    local at = plan[k]
-    if not at or p.step < at[1] then return end
-    seen = dones()
-    local ok, err = pcall(c.scale, c, { worker = at[2] })
-    if not ok and tostring(err):find("is not over yet", 1, true) then return end
-    assert(ok, err)
-    k = k + 1
-    pending = true
-    log[#log + 1] = { p.step, at[2] }
-  end
-end
+-- scale to plan's counts ({ step, count }), each progress call held until
+-- the change before is done (tests/lua/scaler.lua)
+local scale_with = dofile("tests/lua/scaler.lua")
+local function scaler(c, plan, log) return scale_with(c, plan, { log = log }) end
 
 -- the sync quorum changes events.log records: { from_step, replicas }
 local function quorums(ev)
