@@ -116,6 +116,9 @@ static int l_sleep(lua_State *L) {
   int done = 0;
   uv_timer_init(loop, t);
   t->data = &done;
+  /* the loop's clock is cached from its last turn, maybe before a long
+   * computation: from it, the timer would end the sleep that much early */
+  uv_update_time(loop);
   uv_timer_start(t, on_wake, secs > 0 ? (uint64_t)(secs * 1000) : 0, 0);
   while (!done && !err_interrupted()) {
     uv_run(loop, UV_RUN_ONCE);

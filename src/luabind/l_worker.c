@@ -603,6 +603,7 @@ static int l_sleep(lua_State *L) {
   }
   c->state = C_WAIT;
   c->outstanding++;
+  uv_update_time(l->w->loop); /* cached since the loop's last turn (drover.sleep's reason) */
   uv_timer_start(c->timer, on_wake, secs > 0 ? (uint64_t)(secs * 1000) : 0, 0);
   return lua_yieldk(L, 0, (lua_KContext)&M_SLEEP, k_method);
 }

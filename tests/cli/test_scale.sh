@@ -74,6 +74,10 @@ w2=$(sed -n 's/.*node start worker:2 pid \([0-9]*\).*/\1/p' "$DIR/events.log" | 
 PIDS="$PIDS $w2"
 [ -n "$w2" ] && kill -9 "$w2"
 wait_for 90 sh -c "[ \$(grep -c 'fit done: 20 steps' '$DIR/events.log') -ge 2 ]"
+# the kill may land after worker:2 registered: the fit on 3 then ends
+# before its restart (a second's backoff), so wait for worker:2 back up
+# before the next request (CI under load: the shrink came mid-restart)
+wait_for 30 sh -c "sed -n '/node restart worker:2/,\$p' '$DIR/events.log' | grep -q 'node up worker:2'"
 for p in $(awk -F'\t' 'NR > 1 && $2 > 0 { print $2 }' "$DIR/nodes.tsv"); do PIDS="$PIDS $p"; done
 check "scale-cli-04 events.log: the request" grep -q "scale: worker 2 -> 3 (requested by drover scale from" "$DIR/events.log"
 check "scale-cli-04 worker:2 joined" grep -q "node up worker:2" "$DIR/events.log"

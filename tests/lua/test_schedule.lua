@@ -381,3 +381,23 @@ test("sched-13 c:shutdown lets running closures finish within the grace", functi
     os.remove(marks[i])
   end
 end)
+
+test("sched-14 drover.sleep waits its whole time after a long computation, in a script and a closure", function()
+  -- the loop's clock is cached from its last turn: a timer started from it
+  -- after 0.3 s of computing ended a drover.sleep(0.5) after 0.2 s
+  local t0 = drover.clock()
+  while drover.clock() - t0 < 0.3 do end
+  local t1 = drover.clock()
+  drover.sleep(0.5)
+  local here = drover.clock() - t1
+  assert(here >= 0.499, "the script's drover.sleep(0.5) took " .. here .. " s")
+  local c <close> = drover.cluster { ps = 1, worker = 1, runs = RUNS, name = "s14" }
+  local there = c:schedule(function()
+    local u0 = drover.clock()
+    while drover.clock() - u0 < 0.3 do end
+    local u1 = drover.clock()
+    drover.sleep(0.5)
+    return drover.clock() - u1
+  end):fetch()
+  assert(there >= 0.499, "a closure's drover.sleep(0.5) took " .. there .. " s")
+end)
